@@ -1,0 +1,38 @@
+// A small command-line parser for the `neural` subcommands: --flag VALUE, --flag=VALUE, boolean
+// switches and positionals. Unknown flags and bad numbers are errors with a clear message.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace neural::cli {
+
+class Args {
+ public:
+  // `value_flags` take a value, `switches` do not; anything else starting with "--" is an error.
+  Args(int argc, char** argv, std::set<std::string> value_flags, std::set<std::string> switches);
+
+  bool has(const std::string& flag) const;
+  std::optional<std::string> get(const std::string& flag) const;
+  std::string get_or(const std::string& flag, const std::string& fallback) const;
+  std::int64_t get_int(const std::string& flag, std::int64_t fallback, std::int64_t min,
+                       std::int64_t max) const;
+  double get_double(const std::string& flag, double fallback) const;
+  const std::vector<std::string>& positional() const { return positional_; }
+
+ private:
+  std::map<std::string, std::string> values_;
+  std::set<std::string> switches_on_;
+  std::vector<std::string> positional_;
+};
+
+std::int64_t parse_int(const std::string& text, const std::string& what);
+double parse_double(const std::string& text, const std::string& what);
+// "1,2,3" -> ids; throws on anything that is not a comma-separated list of non-negative integers.
+std::vector<std::int32_t> parse_id_list(const std::string& text);
+
+}  // namespace neural::cli

@@ -1,0 +1,17 @@
+// Subcommands of `neural`. Each takes the arguments after its name and returns the exit code;
+// errors are thrown as neural::Error and printed by main.
+#pragma once
+
+namespace neural::cli {
+
+int cmd_tokenize(int argc, char** argv);
+int cmd_logits(int argc, char** argv);
+int cmd_generate(int argc, char** argv);
+
+struct Command {
+  const char* name;
+  int (*run)(int argc, char** argv);
+  const char* summary;
+};
+
+}  // namespace neural::cli

@@ -1,0 +1,209 @@
+#include "cpu/reference_model.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+
+#include "cpu/ops.h"
+#include "cpu/parallel.h"
+#include "model/mxfp4.h"
+#include "neural/error.h"
+
+namespace neural {
+
+CpuModel::CpuModel(const ModelConfig& config, const ModelWeights& weights)
+    : config_(config), weights_(weights), rope_(config) {}
+
+std::vector<float> CpuModel::forward(std::span<const TokenId> tokens, KvCache& cache,
+                                     const ForwardOptions& opt) const {
+    const ModelConfig& c = config_;
+    const std::int64_t T = static_cast<std::int64_t>(tokens.size());
+    const std::int64_t H = c.hidden_size, Q = c.q_dim(), KV = c.kv_dim(), V = c.vocab_size;
+    if (T == 0) fail("forward: no tokens to process");
+    for (TokenId t : tokens) {
+        if (t < 0 || t >= c.vocab_size) {
+            fail("token id {} is outside the model's vocabulary (0..{})", t, c.vocab_size - 1);
+        }
+    }
+    const std::int64_t pos0 = cache.size();
+    if (pos0 + T > c.max_position_embeddings) {
+        fail("context of {} tokens exceeds the model's maximum of {}", pos0 + T,
+             c.max_position_embeddings);
+    }
+    cache.reserve_more(T);
+
+    // Residual stream x [T, H]; scratch buffers reused across layers.
+    std::vector<float> x(static_cast<size_t>(T * H)), h(x.size());
+    std::vector<float> q(static_cast<size_t>(T * Q)), k(static_cast<size_t>(T * KV)),
+        v(static_cast<size_t>(T * KV)), attn(static_cast<size_t>(T * Q)), o(x.size());
+    for (std::int64_t t = 0; t < T; ++t) {
+        const Bf16View& e = weights_.embed;
+        for (std::int64_t i = 0; i < H; ++i) x[static_cast<size_t>(t * H + i)] = e.at(tokens[t], i);
+    }
+
+    for (int l = 0; l < c.num_layers; ++l) {
+        if (opt.cancel != nullptr && opt.cancel->load(std::memory_order_relaxed)) {
+            throw Cancelled();  // nothing committed: cache.size() is still pos0
+        }
+        const LayerWeights& w = weights_.layers[static_cast<size_t>(l)];
+        cpu::rms_norm(x.data(), w.input_norm, c.rms_norm_eps, T, h.data());
+        cpu::matmul_bf16(w.q_w, &w.q_b, h.data(), T, q.data());
+        cpu::matmul_bf16(w.k_w, &w.k_b, h.data(), T, k.data());
+        cpu::matmul_bf16(w.v_w, &w.v_b, h.data(), T, v.data());
+        for (std::int64_t t = 0; t < T; ++t) {
+            rope_.apply(q.data() + t * Q, c.num_heads, pos0 + t);
+            rope_.apply(k.data() + t * KV, c.num_kv_heads, pos0 + t);
+            std::copy_n(k.data() + t * KV, KV, cache.k(l, pos0 + t));
+            std::copy_n(v.data() + t * KV, KV, cache.v(l, pos0 + t));
+        }
+        cpu::parallel_for(T, 1, [&](std::int64_t t0, std::int64_t t1) {
+            for (std::int64_t t = t0; t < t1; ++t) {
+                attention(l, q.data() + t * Q, pos0 + t, cache, attn.data() + t * Q);
+            }
+        });
+        cpu::matmul_bf16(w.o_w, &w.o_b, attn.data(), T, o.data());
+        for (size_t i = 0; i < x.size(); ++i) x[i] += o[i];
+
+        cpu::rms_norm(x.data(), w.post_norm, c.rms_norm_eps, T, h.data());
+        moe(l, h.data(), T, pos0, opt, x.data());
+    }
+    cache.commit(pos0 + T);
+
+    const std::int64_t first = opt.all_logits ? 0 : T - 1;
+    const std::int64_t n_out = T - first;
+    std::vector<float> normed(static_cast<size_t>(n_out * H));
+    cpu::rms_norm(x.data() + first * H, weights_.final_norm, c.rms_norm_eps, n_out, normed.data());
+    std::vector<float> logits(static_cast<size_t>(n_out * V));
+    cpu::matmul_bf16(weights_.lm_head, nullptr, normed.data(), n_out, logits.data());
+    return logits;
+}
+
+// Attention with sinks for one query position: the sink logit joins the softmax denominator
+// and has no value vector. Sliding layers see the last `sliding_window` keys including pos.
+void CpuModel::attention(int layer, const float* q, std::int64_t pos, const KvCache& cache,
+                         float* out) const {
+    const ModelConfig& c = config_;
+    const int d = c.head_dim, group = c.num_heads / c.num_kv_heads;
+    const std::int64_t first =
+        c.layer_is_sliding[static_cast<size_t>(layer)]
+            ? std::max<std::int64_t>(0, pos - c.sliding_window + 1)
+            : 0;
+    const std::int64_t n = pos - first + 1;
+    const float scale = 1.0f / std::sqrt(static_cast<float>(d));
+    const Bf16View& sinks = weights_.layers[static_cast<size_t>(layer)].sinks;
+    std::vector<float> s(static_cast<size_t>(n));
+    for (int hq = 0; hq < c.num_heads; ++hq) {
+        const int hk = hq / group;
+        const float* qh = q + static_cast<std::ptrdiff_t>(hq) * d;
+        const float sink = sinks.at(hq);
+        float m = sink;
+        for (std::int64_t j = 0; j < n; ++j) {
+            s[static_cast<size_t>(j)] = cpu::dot(qh, cache.k(layer, first + j) + hk * d, d) * scale;
+            m = std::max(m, s[static_cast<size_t>(j)]);
+        }
+        float denom = std::exp(sink - m);
+        for (std::int64_t j = 0; j < n; ++j) {
+            s[static_cast<size_t>(j)] = std::exp(s[static_cast<size_t>(j)] - m);
+            denom += s[static_cast<size_t>(j)];
+        }
+        float* oh = out + static_cast<std::ptrdiff_t>(hq) * d;
+        std::fill_n(oh, d, 0.0f);
+        for (std::int64_t j = 0; j < n; ++j) {
+            const float p = s[static_cast<size_t>(j)] / denom;
+            const float* vj = cache.v(layer, first + j) + hk * d;
+            for (int i = 0; i < d; ++i) oh[i] += p * vj[i];
+        }
+    }
+}
+
+// Router top-k + softmax over the selected logits, then the clamped SwiGLU experts, grouped by
+// expert so each expert's rows are decoded once for all its tokens.
+void CpuModel::moe(int layer, const float* h, std::int64_t T, std::int64_t pos0,
+                   const ForwardOptions& opt, float* x) const {
+    const ModelConfig& c = config_;
+    const LayerWeights& w = weights_.layers[static_cast<size_t>(layer)];
+    const std::int64_t H = c.hidden_size, I = c.intermediate_size, E = c.num_experts;
+    const int K = c.experts_per_token;
+
+    std::vector<float> logits(static_cast<size_t>(T * E));
+    cpu::matmul_bf16(w.router_w, &w.router_b, h, T, logits.data());
+    std::vector<int> sel(static_cast<size_t>(T * K));
+    std::vector<float> gate(static_cast<size_t>(T * K));
+    std::vector<int> order(static_cast<size_t>(E));
+    for (std::int64_t t = 0; t < T; ++t) {
+        const float* lt = logits.data() + t * E;
+        std::iota(order.begin(), order.end(), 0);
+        // Descending logit; ties go to the lower expert index (deterministic).
+        std::partial_sort(order.begin(), order.begin() + K, order.end(), [&](int a, int b) {
+            return lt[a] > lt[b] || (lt[a] == lt[b] && a < b);
+        });
+        float m = lt[order[0]], sum = 0.0f;
+        for (int k = 0; k < K; ++k) {
+            sel[static_cast<size_t>(t * K + k)] = order[static_cast<size_t>(k)];
+            gate[static_cast<size_t>(t * K + k)] = std::exp(lt[order[static_cast<size_t>(k)]] - m);
+            sum += gate[static_cast<size_t>(t * K + k)];
+        }
+        for (int k = 0; k < K; ++k) gate[static_cast<size_t>(t * K + k)] /= sum;
+        if (opt.observer != nullptr) {
+            opt.observer->on_route(layer, pos0 + t,
+                                   std::span<const int>(sel.data() + t * K, static_cast<size_t>(K)),
+                                   std::span<const float>(gate.data() + t * K, static_cast<size_t>(K)));
+        }
+    }
+
+    // y[t, k, :] = expert output of token t's k-th choice; summed per token in k order below.
+    std::vector<float> y(static_cast<size_t>(T * K * H));
+    const float limit = c.swiglu_limit, alpha = c.swiglu_alpha;
+    for (int e = 0; e < E; ++e) {
+        std::vector<std::int64_t> slots;  // t * K + k
+        for (std::int64_t i = 0; i < T * K; ++i) {
+            if (sel[static_cast<size_t>(i)] == e) slots.push_back(i);
+        }
+        if (slots.empty()) continue;
+        const auto n = static_cast<std::int64_t>(slots.size());
+        std::vector<float> act(static_cast<size_t>(n * I));
+        // gate_up rows are interleaved: row 2i = gate_i, row 2i+1 = up_i.
+        cpu::parallel_for(I, 16, [&](std::int64_t i0, std::int64_t i1) {
+            std::vector<float> g_row(static_cast<size_t>(H)), u_row(static_cast<size_t>(H));
+            for (std::int64_t i = i0; i < i1; ++i) {
+                mxfp4::decode_row(w.gate_up.row_blocks(e, 2 * i), w.gate_up.row_scales(e, 2 * i),
+                                  static_cast<int>(w.gate_up.blocks_per_row()), g_row.data());
+                mxfp4::decode_row(w.gate_up.row_blocks(e, 2 * i + 1),
+                                  w.gate_up.row_scales(e, 2 * i + 1),
+                                  static_cast<int>(w.gate_up.blocks_per_row()), u_row.data());
+                const float bg = w.gate_up.bias.at(e, 2 * i), bu = w.gate_up.bias.at(e, 2 * i + 1);
+                for (std::int64_t s = 0; s < n; ++s) {
+                    const float* hs = h + (slots[static_cast<size_t>(s)] / K) * H;
+                    float g = cpu::dot(g_row.data(), hs, H) + bg;
+                    float u = cpu::dot(u_row.data(), hs, H) + bu;
+                    g = std::min(g, limit);               // gate: clamped from above only
+                    u = std::clamp(u, -limit, limit);     // up: both sides
+                    const float glu = g / (1.0f + std::exp(-alpha * g));
+                    act[static_cast<size_t>(s * I + i)] = glu * (u + 1.0f);
+                }
+            }
+        });
+        cpu::parallel_for(H, 16, [&](std::int64_t r0, std::int64_t r1) {
+            std::vector<float> d_row(static_cast<size_t>(I));
+            for (std::int64_t r = r0; r < r1; ++r) {
+                mxfp4::decode_row(w.down.row_blocks(e, r), w.down.row_scales(e, r),
+                                  static_cast<int>(w.down.blocks_per_row()), d_row.data());
+                const float b = w.down.bias.at(e, r);
+                for (std::int64_t s = 0; s < n; ++s) {
+                    y[static_cast<size_t>(slots[static_cast<size_t>(s)] * H + r)] =
+                        cpu::dot(d_row.data(), act.data() + s * I, I) + b;
+                }
+            }
+        });
+    }
+    for (std::int64_t t = 0; t < T; ++t) {
+        for (int k = 0; k < K; ++k) {
+            const float g = gate[static_cast<size_t>(t * K + k)];
+            const float* yk = y.data() + (t * K + k) * H;
+            for (std::int64_t i = 0; i < H; ++i) x[t * H + i] += g * yk[i];
+        }
+    }
+}
+
+}  // namespace neural

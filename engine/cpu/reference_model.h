@@ -1,0 +1,58 @@
+// The fp32 CPU reference forward pass of gpt-oss (gpt-oss-model.md §4): the plain path every
+// optimized backend is checked against. Weights stay bf16 / MXFP4 in the mapped checkpoint and
+// are widened to fp32 row by row; all math is fp32.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "cpu/rope.h"
+#include "model/config.h"
+#include "model/weights.h"
+#include "runtime/kv_cache.h"
+
+namespace neural {
+
+using TokenId = std::int32_t;
+
+// Receives the router decision of every (layer, position) during a forward pass.
+class RouterObserver {
+ public:
+  virtual ~RouterObserver() = default;
+  virtual void on_route(int layer, std::int64_t position, std::span<const int> experts,
+                        std::span<const float> weights) = 0;
+};
+
+struct ForwardOptions {
+  bool all_logits = false;                 // logits of every new position, else only the last
+  RouterObserver* observer = nullptr;
+  const std::atomic<bool>* cancel = nullptr;  // checked between layers; throws Cancelled
+};
+
+class CpuModel {
+ public:
+  CpuModel(const ModelConfig& config, const ModelWeights& weights);
+
+  // Runs `tokens` at positions [cache.size(), cache.size() + n) and appends them to the cache.
+  // Returns logits [n_out, vocab] with n_out = n (all_logits) or 1. Throws neural::Error for a
+  // token id outside the vocabulary, and neural::Cancelled (leaving the cache unchanged) when
+  // cancelled.
+  std::vector<float> forward(std::span<const TokenId> tokens, KvCache& cache,
+                             const ForwardOptions& options = {}) const;
+
+  const ModelConfig& config() const { return config_; }
+
+ private:
+  void attention(int layer, const float* q, std::int64_t pos, const KvCache& cache,
+                 float* out) const;
+  void moe(int layer, const float* h, std::int64_t tokens, std::int64_t pos0,
+           const ForwardOptions& options, float* x) const;
+
+  const ModelConfig& config_;
+  const ModelWeights& weights_;
+  cpu::Rope rope_;
+};
+
+}  // namespace neural

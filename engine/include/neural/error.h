@@ -1,0 +1,31 @@
+// Errors the engine reports to its callers (CLI, server, GUI).
+#pragma once
+
+#include <stdexcept>
+#include <string>
+
+#include <fmt/format.h>
+
+namespace neural {
+
+// Every user-facing failure: a bad file, bad input, an impossible request. The message is
+// complete and names the file / tensor / field involved; callers print it as is.
+class Error : public std::runtime_error {
+ public:
+  explicit Error(const std::string& message) : std::runtime_error(message) {}
+};
+
+template <typename... Args>
+[[noreturn]] void fail(fmt::format_string<Args...> format, Args&&... args) {
+    throw Error(fmt::format(format, std::forward<Args>(args)...));
+}
+
+}  // namespace neural
+
+namespace neural {
+// Thrown when a caller cancels a running generation; the session stays usable.
+class Cancelled : public Error {
+ public:
+  Cancelled() : Error("cancelled") {}
+};
+}  // namespace neural

@@ -1,0 +1,54 @@
+#include "runtime/generate.h"
+
+#include <algorithm>
+
+#include "neural/error.h"
+
+namespace neural {
+
+const char* finish_reason_name(FinishReason r) {
+    switch (r) {
+        case FinishReason::kStop: return "stop";
+        case FinishReason::kLength: return "length";
+        case FinishReason::kCancelled: return "cancelled";
+    }
+    return "?";
+}
+
+GenerateResult generate(const Model& model, KvCache& cache, std::span<const TokenId> prompt,
+                        const GenerateOptions& options,
+                        const std::function<bool(TokenId)>& on_token) {
+    if (options.max_tokens < 0) fail("max_tokens must be >= 0, got {}", options.max_tokens);
+    if (prompt.empty() && cache.size() == 0) fail("the prompt is empty");
+    Sampler sampler(options.sampling);
+    GenerateResult result;
+    ForwardOptions fo;
+    fo.cancel = options.cancel;
+    const std::size_t vocab = model.sampleable_vocab();
+    try {
+        if (prompt.empty()) fail("generate: no new tokens to process");
+        std::vector<float> logits = model.cpu().forward(prompt, cache, fo);
+        while (static_cast<int>(result.tokens.size()) < options.max_tokens) {
+            const TokenId next = sampler.sample(logits, vocab);
+            result.tokens.push_back(next);
+            const bool keep_going = !on_token || on_token(next);
+            if (std::find(options.stop_tokens.begin(), options.stop_tokens.end(), next) !=
+                options.stop_tokens.end()) {
+                result.finish = FinishReason::kStop;
+                return result;
+            }
+            if (!keep_going) {
+                result.finish = FinishReason::kCancelled;
+                return result;
+            }
+            if (static_cast<int>(result.tokens.size()) == options.max_tokens) break;
+            logits = model.cpu().forward(std::span<const TokenId>(&next, 1), cache, fo);
+        }
+        result.finish = FinishReason::kLength;
+    } catch (const Cancelled&) {
+        result.finish = FinishReason::kCancelled;
+    }
+    return result;
+}
+
+}  // namespace neural

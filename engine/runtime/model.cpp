@@ -1,0 +1,52 @@
+#include "runtime/model.h"
+
+#include <algorithm>
+
+#include <spdlog/spdlog.h>
+
+#include "neural/error.h"
+
+namespace neural {
+
+namespace fs = std::filesystem;
+
+std::unique_ptr<Model> Model::load(const fs::path& dir) {
+    std::error_code ec;
+    if (!fs::is_directory(dir, ec)) fail("model folder not found: {}", dir.string());
+    std::unique_ptr<Model> m(new Model());
+    m->dir_ = dir;
+    m->config_ = ModelConfig::load(dir / "config.json");
+    m->generation_ = GenerationConfig::load(dir / "generation_config.json");
+    const fs::path tok = dir / "tokenizer.json";
+    if (!fs::exists(tok, ec)) {
+        fail("{}: tokenizer.json is missing (the checkpoint's tokenizer is required)", dir.string());
+    }
+    m->tokenizer_ = std::make_unique<Tokenizer>(Tokenizer::load(tok));
+    if (m->tokenizer_->vocab_size() > static_cast<std::size_t>(m->config_.vocab_size)) {
+        fail("{}: tokenizer defines {} tokens but the model's vocab_size is {}", tok.string(),
+             m->tokenizer_->vocab_size(), m->config_.vocab_size);
+    }
+    m->checkpoint_ = Checkpoint::open(dir);
+    m->weights_ = ModelWeights::bind(m->checkpoint_, m->config_);
+    m->cpu_ = std::make_unique<CpuModel>(m->config_, m->weights_);
+    spdlog::debug("loaded {}: {} layers, hidden {}, {} experts (top-{}), {} tensors, {} bytes",
+                  dir.string(), m->config_.num_layers, m->config_.hidden_size,
+                  m->config_.num_experts, m->config_.experts_per_token,
+                  m->checkpoint_.tensor_count(), m->checkpoint_.total_bytes());
+    return m;
+}
+
+std::vector<TokenId> Model::stop_tokens() const {
+    std::vector<TokenId> ids =
+        generation_.eos_token_ids.empty() ? config_.eos_token_ids : generation_.eos_token_ids;
+    std::sort(ids.begin(), ids.end());
+    ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+    return ids;
+}
+
+std::size_t Model::sampleable_vocab() const {
+    return std::min<std::size_t>(tokenizer_->vocab_size(),
+                                 static_cast<std::size_t>(config_.vocab_size));
+}
+
+}  // namespace neural
