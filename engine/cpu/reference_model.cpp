@@ -92,28 +92,11 @@ void CpuModel::attention(int layer, const float* q, std::int64_t pos, const KvCa
     const std::int64_t n = pos - first + 1;
     const float scale = 1.0f / std::sqrt(static_cast<float>(d));
     const Bf16View& sinks = weights_.layers[static_cast<size_t>(layer)].sinks;
-    std::vector<float> s(static_cast<size_t>(n));
     for (int hq = 0; hq < c.num_heads; ++hq) {
         const int hk = hq / group;
-        const float* qh = q + static_cast<std::ptrdiff_t>(hq) * d;
-        const float sink = sinks.at(hq);
-        float m = sink;
-        for (std::int64_t j = 0; j < n; ++j) {
-            s[static_cast<size_t>(j)] = cpu::dot(qh, cache.k(layer, first + j) + hk * d, d) * scale;
-            m = std::max(m, s[static_cast<size_t>(j)]);
-        }
-        float denom = std::exp(sink - m);
-        for (std::int64_t j = 0; j < n; ++j) {
-            s[static_cast<size_t>(j)] = std::exp(s[static_cast<size_t>(j)] - m);
-            denom += s[static_cast<size_t>(j)];
-        }
-        float* oh = out + static_cast<std::ptrdiff_t>(hq) * d;
-        std::fill_n(oh, d, 0.0f);
-        for (std::int64_t j = 0; j < n; ++j) {
-            const float p = s[static_cast<size_t>(j)] / denom;
-            const float* vj = cache.v(layer, first + j) + hk * d;
-            for (int i = 0; i < d; ++i) oh[i] += p * vj[i];
-        }
+        cpu::attend_with_sink(q + static_cast<std::ptrdiff_t>(hq) * d, cache.k(layer, first) + hk * d,
+                              cache.v(layer, first) + hk * d, cache.kv_dim(), n, d, sinks.at(hq),
+                              scale, out + static_cast<std::ptrdiff_t>(hq) * d);
     }
 }
 
