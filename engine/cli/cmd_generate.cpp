@@ -9,7 +9,7 @@
 #include "neural/error.h"
 #include "runtime/generate.h"
 #include "runtime/model.h"
-#include "runtime/text_stream.h"
+#include "chat/utf8_stream.h"
 
 namespace neural::cli {
 
@@ -69,7 +69,7 @@ int cmd_generate(int argc, char** argv) {
     if (!args.has("--ignore-eos")) opt.stop_tokens = model->stop_tokens();
 
     KvCache cache = model->new_cache();
-    Utf8Stream stream;
+    chat::Utf8Stream stream;
     auto result = generate(*model, cache, prompt, opt, [&](TokenId id) {
         std::string text = stream.push(tok.token_bytes(id));
         std::fwrite(text.data(), 1, text.size(), stdout);

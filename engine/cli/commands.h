@@ -7,6 +7,7 @@ namespace neural::cli {
 int cmd_tokenize(int argc, char** argv);
 int cmd_logits(int argc, char** argv);
 int cmd_generate(int argc, char** argv);
+int cmd_chat(int argc, char** argv);
 
 struct Command {
   const char* name;

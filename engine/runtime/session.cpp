@@ -1,0 +1,383 @@
+#include "runtime/session.h"
+
+#include <algorithm>
+#include <cstring>
+#include <ctime>
+#include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
+
+#include "neural/error.h"
+#include "platform/atomic_file.h"
+
+namespace neural {
+
+using Clock = std::chrono::steady_clock;
+using nlohmann::ordered_json;
+
+namespace {
+
+constexpr const char* kFormat = "neural-conversation";
+constexpr int kVersion = 1;
+constexpr char kKvMagic[8] = {'N', 'E', 'U', 'R', 'A', 'L', 'K', 'V'};
+constexpr std::uint32_t kKvVersion = 1;
+
+double seconds_since(Clock::time_point t) {
+    return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+std::uint64_t fnv1a(const void* data, std::size_t n, std::uint64_t h = 1469598103934665603ull) {
+    const auto* p = static_cast<const unsigned char*>(data);
+    for (std::size_t i = 0; i < n; ++i) {
+        h ^= p[i];
+        h *= 1099511628211ull;
+    }
+    return h;
+}
+
+// Identifies the model a KV state belongs to: shape plus a sample of the weights, so a state
+// saved with another checkpoint of the same shape is not reused.
+std::uint64_t model_fingerprint(const Model& m) {
+    const ModelConfig& c = m.config();
+    const std::int64_t shape[] = {c.hidden_size, c.intermediate_size, c.num_layers, c.num_experts,
+                                  c.experts_per_token, c.num_heads, c.num_kv_heads, c.head_dim,
+                                  c.vocab_size, c.sliding_window};
+    std::uint64_t h = fnv1a(shape, sizeof shape);
+    const std::uint64_t total = m.checkpoint().total_bytes();
+    h = fnv1a(&total, sizeof total, h);
+    for (const char* name : {"model.embed_tokens.weight", "lm_head.weight", "model.norm.weight"}) {
+        if (const TensorInfo* t = m.checkpoint().find(name)) {
+            h = fnv1a(t->data, std::min<std::uint64_t>(t->nbytes(), 4096), h);
+        }
+    }
+    return h;
+}
+
+ordered_json message_to_json(const chat::Message& m) {
+    ordered_json j;
+    j["role"] = std::string(chat::role_name(m.role));
+    if (m.name) j["name"] = *m.name;
+    if (m.recipient) j["recipient"] = *m.recipient;
+    if (m.channel) j["channel"] = *m.channel;
+    if (m.content_type) j["content_type"] = *m.content_type;
+    j["content"] = m.has_text() ? m.text() : std::string();
+    return j;
+}
+
+std::optional<std::string> opt_string(const ordered_json& j, const char* key, const std::string& src) {
+    auto it = j.find(key);
+    if (it == j.end() || it->is_null()) return std::nullopt;
+    if (!it->is_string()) fail("{}: field \"{}\" must be a string", src, key);
+    return it->get<std::string>();
+}
+
+chat::Message message_from_json(const ordered_json& j, const std::string& src) {
+    if (!j.is_object()) fail("{}: every message must be an object", src);
+    chat::Message m;
+    auto role_text = opt_string(j, "role", src);
+    if (!role_text) fail("{}: a message has no role", src);
+    auto role = chat::role_from_name(*role_text);
+    if (!role || *role == chat::Role::system || *role == chat::Role::developer) {
+        fail("{}: invalid message role \"{}\"", src, *role_text);
+    }
+    m.role = *role;
+    m.name = opt_string(j, "name", src);
+    m.recipient = opt_string(j, "recipient", src);
+    m.channel = opt_string(j, "channel", src);
+    m.content_type = opt_string(j, "content_type", src);
+    m.content = opt_string(j, "content", src).value_or("");
+    return m;
+}
+
+}  // namespace
+
+std::string today_iso_date() {
+    std::time_t now = std::time(nullptr);
+    std::tm tm{};
+#ifdef _WIN32
+    localtime_s(&tm, &now);
+#else
+    localtime_r(&now, &tm);
+#endif
+    char buf[16];
+    std::strftime(buf, sizeof buf, "%Y-%m-%d", &tm);
+    return buf;
+}
+
+ChatSession::ChatSession(const Model& model) : model_(model), cache_(model.config()) {
+    system_.conversation_start_date = today_iso_date();
+}
+
+chat::Conversation ChatSession::conversation() const {
+    chat::Conversation c;
+    c.messages.push_back(chat::Message::system(system_));
+    if (developer_.instructions || !developer_.tools.empty() || developer_.response_format) {
+        c.messages.push_back(chat::Message::developer(developer_));
+    }
+    c.messages.insert(c.messages.end(), history_.begin(), history_.end());
+    return c;
+}
+
+void ChatSession::add_user(std::string text) { history_.push_back(chat::Message::user(std::move(text))); }
+
+void ChatSession::add_tool_result(const std::string& function_name, std::string output) {
+    history_.push_back(chat::Message::tool_result("functions." + function_name, std::move(output)));
+}
+
+void ChatSession::edit(std::size_t index, std::string text) {
+    if (index >= history_.size()) fail("no message {} to edit (the conversation has {})", index, history_.size());
+    if (!history_[index].has_text()) fail("message {} has no text to edit", index);
+    history_[index].content = std::move(text);
+    history_.resize(index + 1);
+}
+
+void ChatSession::truncate_history(std::size_t index) {
+    if (index < history_.size()) history_.resize(index);
+}
+
+void ChatSession::reset() {
+    history_.clear();
+    cache_.clear();
+    cached_.clear();
+}
+
+TurnResult ChatSession::respond(const TurnOptions& options,
+                                const std::function<void(const chat::ParserEvent&)>& on_event) {
+    if (options.max_tokens < 1) fail("max_tokens must be at least 1, got {}", options.max_tokens);
+    cancel_.store(false);
+    const auto t0 = Clock::now();
+    const Tokenizer& tok = model_.tokenizer();
+    std::vector<TokenId> prompt = chat::render_for_completion(conversation()).tokens(tok);
+
+    // Reuse the longest cached prefix; at least one token must run to produce logits.
+    std::size_t common = 0;
+    while (common < cached_.size() && common < prompt.size() && cached_[common] == prompt[common]) ++common;
+    if (common == prompt.size()) --common;
+    cache_.truncate(static_cast<std::int64_t>(common));
+    cached_.resize(common);
+
+    TurnResult result;
+    result.stats.prompt_tokens = static_cast<std::int64_t>(prompt.size());
+    result.stats.cached_tokens = static_cast<std::int64_t>(common);
+    const std::vector<TokenId> stops = model_.stop_tokens();
+    chat::StreamParser parser(tok);
+    chat::Completion completion;
+    std::vector<chat::ParserEvent> events;
+    auto emit = [&] {
+        for (const auto& e : events) {
+            completion.add(e);
+            if (on_event) on_event(e);
+        }
+        events.clear();
+    };
+
+    ForwardOptions fo;
+    fo.cancel = &cancel_;
+    Clock::time_point first_token_at{};
+    try {
+        std::span<const TokenId> fresh(prompt.data() + common, prompt.size() - common);
+        std::vector<float> logits = model_.cpu().forward(fresh, cache_, fo);
+        cached_.insert(cached_.end(), fresh.begin(), fresh.end());
+        result.stats.prompt_seconds = seconds_since(t0);
+        Sampler sampler(options.sampling);
+        for (int i = 0; i < options.max_tokens; ++i) {
+            const TokenId next = sampler.sample(logits, model_.sampleable_vocab());
+            if (i == 0) {
+                first_token_at = Clock::now();
+                result.stats.first_token_seconds = seconds_since(t0);
+            }
+            ++result.stats.generated_tokens;
+            parser.feed(next, events);
+            emit();
+            if (std::find(stops.begin(), stops.end(), next) != stops.end()) break;
+            if (cancel_.load()) {
+                result.cancelled = true;
+                break;
+            }
+            if (i + 1 == options.max_tokens) break;
+            logits = model_.cpu().forward(std::span<const TokenId>(&next, 1), cache_, fo);
+            cached_.push_back(next);
+        }
+    } catch (const Cancelled&) {
+        result.cancelled = true;
+    }
+    if (result.stats.generated_tokens > 0) result.stats.decode_seconds = seconds_since(first_token_at);
+    parser.end_of_stream(events, chat::FinishReason::length);
+    emit();
+    for (const auto& m : parser.messages()) history_.push_back(m);
+    result.reasoning = std::move(completion.reasoning);
+    result.content = std::move(completion.content);
+    result.tool_calls = std::move(completion.tool_calls);
+    result.finish = completion.finish_reason.value_or(chat::FinishReason::length);
+    return result;
+}
+
+void ChatSession::save(const std::filesystem::path& path, bool with_kv) const {
+    ordered_json j;
+    j["format"] = kFormat;
+    j["version"] = kVersion;
+    j["model"] = model_.dir().filename().string();
+    ordered_json sys;
+    if (system_.model_identity) sys["model_identity"] = *system_.model_identity;
+    if (system_.reasoning_effort) sys["reasoning_effort"] = std::string(chat::reasoning_effort_name(*system_.reasoning_effort));
+    if (system_.knowledge_cutoff) sys["knowledge_cutoff"] = *system_.knowledge_cutoff;
+    if (system_.conversation_start_date) sys["conversation_start_date"] = *system_.conversation_start_date;
+    j["system"] = sys;
+    ordered_json dev = ordered_json::object();
+    if (developer_.instructions) dev["instructions"] = *developer_.instructions;
+    ordered_json tools = ordered_json::array();
+    for (const auto& ns : developer_.tools) {
+        if (ns.name != "functions") continue;
+        for (const auto& t : ns.tools) {
+            ordered_json tj{{"name", t.name}, {"description", t.description}};
+            if (t.parameters) tj["parameters"] = *t.parameters;
+            tools.push_back(tj);
+        }
+    }
+    if (!tools.empty()) dev["tools"] = tools;
+    j["developer"] = dev;
+    j["messages"] = ordered_json::array();
+    for (const auto& m : history_) j["messages"].push_back(message_to_json(m));
+
+    std::filesystem::path kv_path = path;
+    kv_path += ".kv";
+    if (with_kv && !cached_.empty()) {
+        // NEURALKV v1: magic, version, layers, kv_dim, fingerprint, n, tokens[n] i32, then per
+        // layer K[n, kv_dim] and V[n, kv_dim] fp32, then an FNV-1a checksum of everything before.
+        std::string b(kKvMagic, sizeof kKvMagic);
+        auto put = [&b](const void* p, std::size_t n) { b.append(static_cast<const char*>(p), n); };
+        const std::uint32_t version = kKvVersion, layers = static_cast<std::uint32_t>(cache_.layers()),
+                            kv_dim = static_cast<std::uint32_t>(cache_.kv_dim());
+        const std::uint64_t fp = model_fingerprint(model_), n = cached_.size();
+        put(&version, 4);
+        put(&layers, 4);
+        put(&kv_dim, 4);
+        put(&fp, 8);
+        put(&n, 8);
+        put(cached_.data(), n * sizeof(TokenId));
+        for (std::uint32_t l = 0; l < layers; ++l) {
+            put(cache_.k(static_cast<int>(l), 0), n * kv_dim * sizeof(float));
+            put(cache_.v(static_cast<int>(l), 0), n * kv_dim * sizeof(float));
+        }
+        const std::uint64_t sum = fnv1a(b.data(), b.size());
+        put(&sum, 8);
+        write_file_atomic(kv_path, b);
+        j["kv_tokens"] = n;
+    }
+    write_file_atomic(path, j.dump(2));
+}
+
+void ChatSession::load(const std::filesystem::path& path) {
+    const std::string src = path.string();
+    std::ifstream in(path, std::ios::binary);
+    if (!in) fail("cannot open conversation file {}", src);
+    std::ostringstream ss;
+    ss << in.rdbuf();
+    ordered_json j;
+    try {
+        j = ordered_json::parse(ss.str());
+    } catch (const nlohmann::json::parse_error& e) {
+        fail("{}: not a conversation file (invalid JSON: {})", src, e.what());
+    }
+    if (!j.is_object() || j.value("format", "") != kFormat) fail("{}: not a Neural conversation file", src);
+    if (!j.contains("version") || !j["version"].is_number_integer()) fail("{}: missing format version", src);
+    if (j["version"].get<int>() > kVersion) {
+        fail("{}: conversation format version {} is newer than this Neural supports ({})", src,
+             j["version"].get<int>(), kVersion);
+    }
+    // Parse everything first, then replace the session state, so a bad file changes nothing.
+    chat::SystemContent sys = system_;
+    if (j.contains("system")) {
+        const auto& s = j["system"];
+        if (!s.is_object()) fail("{}: \"system\" must be an object", src);
+        sys.model_identity = opt_string(s, "model_identity", src);
+        if (auto e = opt_string(s, "reasoning_effort", src)) {
+            try {
+                sys.reasoning_effort = chat::reasoning_effort_from_name(*e);
+            } catch (const Error&) {
+                fail("{}: invalid reasoning_effort \"{}\"", src, *e);
+            }
+        }
+        sys.knowledge_cutoff = opt_string(s, "knowledge_cutoff", src);
+        sys.conversation_start_date = opt_string(s, "conversation_start_date", src);
+    }
+    chat::DeveloperContent dev;
+    if (j.contains("developer")) {
+        const auto& d = j["developer"];
+        if (!d.is_object()) fail("{}: \"developer\" must be an object", src);
+        dev.instructions = opt_string(d, "instructions", src);
+        if (d.contains("tools")) {
+            std::vector<chat::ToolDescription> tools;
+            for (const auto& t : d["tools"]) {
+                chat::ToolDescription td;
+                td.name = opt_string(t, "name", src).value_or("");
+                if (td.name.empty()) fail("{}: a tool has no name", src);
+                td.description = opt_string(t, "description", src).value_or("");
+                if (t.contains("parameters")) td.parameters = t["parameters"];
+                tools.push_back(std::move(td));
+            }
+            dev.tools.push_back(chat::ToolNamespace::functions(std::move(tools)));
+        }
+    }
+    std::vector<chat::Message> history;
+    if (!j.contains("messages") || !j["messages"].is_array()) fail("{}: missing \"messages\" list", src);
+    for (const auto& m : j["messages"]) history.push_back(message_from_json(m, src));
+
+    system_ = std::move(sys);
+    developer_ = std::move(dev);
+    history_ = std::move(history);
+    cache_.clear();
+    cached_.clear();
+
+    std::filesystem::path kv_path = path;
+    kv_path += ".kv";
+    std::error_code ec;
+    if (!std::filesystem::exists(kv_path, ec)) return;
+    try {
+        std::ifstream kin(kv_path, std::ios::binary);
+        std::string b((std::istreambuf_iterator<char>(kin)), std::istreambuf_iterator<char>());
+        std::size_t off = 0;
+        auto get = [&](void* p, std::size_t n) {
+            if (b.size() - off < n) fail("{}: truncated", kv_path.string());
+            std::memcpy(p, b.data() + off, n);
+            off += n;
+        };
+        char magic[8];
+        std::uint32_t version = 0, layers = 0, kv_dim = 0;
+        std::uint64_t fp = 0, n = 0;
+        get(magic, 8);
+        if (std::memcmp(magic, kKvMagic, 8) != 0) fail("{}: not a KV state file", kv_path.string());
+        get(&version, 4);
+        if (version != kKvVersion) fail("{}: KV format version {} unsupported", kv_path.string(), version);
+        get(&layers, 4);
+        get(&kv_dim, 4);
+        get(&fp, 8);
+        get(&n, 8);
+        if (layers != static_cast<std::uint32_t>(cache_.layers()) ||
+            kv_dim != static_cast<std::uint32_t>(cache_.kv_dim()) || fp != model_fingerprint(model_)) {
+            fail("{}: saved with a different model", kv_path.string());
+        }
+        const std::uint64_t need = n * 4 + 2ull * layers * n * kv_dim * 4 + 8;
+        if (n > (1ull << 32) || b.size() - off != need) fail("{}: size does not match its header", kv_path.string());
+        std::uint64_t stored = 0;
+        std::memcpy(&stored, b.data() + b.size() - 8, 8);
+        if (stored != fnv1a(b.data(), b.size() - 8)) fail("{}: checksum mismatch (damaged file)", kv_path.string());
+        std::vector<TokenId> tokens(n);
+        get(tokens.data(), n * 4);
+        cache_.reserve_more(static_cast<std::int64_t>(n));
+        for (std::uint32_t l = 0; l < layers; ++l) {
+            get(cache_.k(static_cast<int>(l), 0), n * kv_dim * 4);
+            get(cache_.v(static_cast<int>(l), 0), n * kv_dim * 4);
+        }
+        cache_.commit(static_cast<std::int64_t>(n));
+        cached_ = std::move(tokens);
+    } catch (const Error& e) {
+        cache_.clear();
+        cached_.clear();
+        spdlog::warn("ignoring saved KV state: {} (it will be recomputed)", e.what());
+    }
+}
+
+}  // namespace neural

@@ -1,0 +1,101 @@
+// A chat session: one conversation (harmony messages) and the KV cache of its rendered tokens.
+// Every turn renders the whole conversation, keeps the cached prefix that still matches and
+// processes only the tokens after it, so adding a turn costs the new tokens, and editing or
+// regenerating an earlier turn re-processes from the first changed token, not from scratch.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <filesystem>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "chat/message.h"
+#include "chat/parser.h"
+#include "chat/render.h"
+#include "runtime/kv_cache.h"
+#include "runtime/model.h"
+#include "runtime/sampler.h"
+
+namespace neural {
+
+struct TurnOptions {
+  int max_tokens = 2048;
+  SamplingParams sampling;
+};
+
+struct TurnStats {
+  std::int64_t prompt_tokens = 0;   // tokens of the rendered prompt
+  std::int64_t cached_tokens = 0;   // of those, reused from the KV cache
+  std::int64_t generated_tokens = 0;
+  double prompt_seconds = 0;        // processing the new prompt tokens
+  double first_token_seconds = 0;   // request start -> first generated token
+  double decode_seconds = 0;        // first -> last generated token
+};
+
+struct TurnResult {
+  std::string reasoning;               // analysis channel
+  std::string content;                 // final answer (and preambles)
+  std::vector<chat::ToolCall> tool_calls;
+  chat::FinishReason finish = chat::FinishReason::length;
+  bool cancelled = false;
+  TurnStats stats;
+};
+
+class ChatSession {
+ public:
+  explicit ChatSession(const Model& model);
+
+  // Conversation setup. The system message carries identity, dates and the reasoning effort;
+  // the developer message the instructions and function tools.
+  chat::SystemContent& system() { return system_; }
+  chat::DeveloperContent& developer() { return developer_; }
+  void set_reasoning(chat::ReasoningEffort effort) { system_.reasoning_effort = effort; }
+  void set_instructions(std::optional<std::string> text) { developer_.instructions = std::move(text); }
+
+  // The turns after the system/developer messages (user, assistant, tool).
+  const std::vector<chat::Message>& history() const { return history_; }
+  void add_user(std::string text);
+  void add_tool_result(const std::string& function_name, std::string output);
+  // Replaces message `index` (edit-and-resend) and drops everything after it.
+  void edit(std::size_t index, std::string text);
+  // Drops history from `index` on (regenerate: truncate to before the last assistant reply).
+  void truncate_history(std::size_t index);
+  // Forgets the conversation (and the cache).
+  void reset();
+
+  // Generates the assistant's reply to the conversation and appends it to the history.
+  // `on_event` sees the parser's streaming events (reasoning/content deltas, tool calls).
+  // A cancel() from another thread stops promptly; the partial reply is kept and the session
+  // stays usable.
+  TurnResult respond(const TurnOptions& options,
+                     const std::function<void(const chat::ParserEvent&)>& on_event = {});
+  void cancel() { cancel_.store(true); }
+
+  // The whole conversation as harmony messages (system, developer, history).
+  chat::Conversation conversation() const;
+  std::int64_t cached_tokens() const { return static_cast<std::int64_t>(cached_.size()); }
+
+  // Versioned conversation file (JSON). With `with_kv` the KV state goes into PATH.kv beside
+  // it, so a restored conversation continues without re-processing. Both written atomically.
+  void save(const std::filesystem::path& path, bool with_kv = false) const;
+  // Restores messages (and the KV state when PATH.kv exists and matches this model; a
+  // mismatched or damaged KV file is ignored with a warning and recomputed on the next turn).
+  void load(const std::filesystem::path& path);
+
+ private:
+  const Model& model_;
+  chat::SystemContent system_;
+  chat::DeveloperContent developer_;
+  std::vector<chat::Message> history_;
+  KvCache cache_;
+  std::vector<TokenId> cached_;  // the tokens whose K/V are in cache_, in order
+  std::atomic<bool> cancel_{false};
+};
+
+// Today's date as YYYY-MM-DD (local time), for the system message.
+std::string today_iso_date();
+
+}  // namespace neural
