@@ -1,0 +1,189 @@
+// ChatSession: KV prefix reuse, edits, save/restore, cancellation (on the tiny fixture model).
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include "neural/error.h"
+#include "runtime/session.h"
+#include "support/fixtures.h"
+
+namespace neural {
+namespace {
+
+using ::testing::HasSubstr;
+
+class SessionTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() { model_ = Model::load(test::tiny_model_dir()).release(); }
+  static void TearDownTestSuite() { delete model_; }
+  static TurnOptions greedy(int n) {
+      TurnOptions o;
+      o.max_tokens = n;
+      o.sampling.temperature = 0;
+      return o;
+  }
+  static Model* model_;
+};
+Model* SessionTest::model_ = nullptr;
+
+std::string transcript(const ChatSession& s) {
+    std::string out;
+    for (const auto& m : s.history()) out += std::string(chat::role_name(m.role)) + ":" + m.text() + "\n";
+    return out;
+}
+
+TEST_F(SessionTest, NextTurnReusesTheCachedPrefix) {
+    ChatSession s(*model_);
+    s.system().conversation_start_date = "2026-11-30";
+    s.add_user("Hello!");
+    TurnResult first = s.respond(greedy(6));
+    EXPECT_EQ(first.stats.cached_tokens, 0);
+    EXPECT_EQ(first.stats.generated_tokens, 6);
+    s.add_user("And again?");
+    TurnResult second = s.respond(greedy(6));
+    // Everything up to the previous reply is reused; only the re-rendered reply and the new
+    // user message are processed.
+    EXPECT_GT(second.stats.cached_tokens, first.stats.prompt_tokens - 2);
+    EXPECT_LT(second.stats.cached_tokens, second.stats.prompt_tokens);
+
+}
+
+TEST_F(SessionTest, CachedAndUncachedTurnsGiveIdenticalReplies) {
+    test::TempDir dir;
+    ChatSession a(*model_);
+    a.system().conversation_start_date = "2026-11-30";
+    a.add_user("Tell me about the sea.");
+    a.respond(greedy(5));
+    a.add_user("More, please.");
+    a.save(dir / "conv.json");  // without KV: a restored copy starts cold
+    TurnResult warm = a.respond(greedy(8));
+    EXPECT_GT(warm.stats.cached_tokens, 0);
+
+    ChatSession b(*model_);
+    b.load(dir / "conv.json");
+    EXPECT_EQ(b.cached_tokens(), 0);
+    TurnResult cold = b.respond(greedy(8));
+    EXPECT_EQ(cold.stats.cached_tokens, 0);
+    EXPECT_EQ(cold.content, warm.content);
+    EXPECT_EQ(cold.reasoning, warm.reasoning);
+    EXPECT_EQ(transcript(a), transcript(b));
+}
+
+TEST_F(SessionTest, EditingAnEarlierTurnReprocessesFromTheChange) {
+    ChatSession s(*model_);
+    s.add_user("first question");
+    s.respond(greedy(4));
+    s.add_user("second question");
+    s.respond(greedy(4));
+    const std::int64_t before = s.cached_tokens();
+    s.edit(0, "first question, edited");
+    EXPECT_EQ(s.history().size(), 1u);
+    TurnResult r = s.respond(greedy(4));
+    // The system/developer prefix and "<|start|>user<|message|>first question" survive.
+    EXPECT_GT(r.stats.cached_tokens, 10);
+    EXPECT_LT(r.stats.cached_tokens, before);
+    EXPECT_THROW(s.edit(99, "x"), Error);
+}
+
+TEST_F(SessionTest, SaveAndRestoreWithKvContinuesWithoutReprocessing) {
+    test::TempDir dir;
+    ChatSession a(*model_);
+    a.set_instructions("Answer briefly.");
+    a.set_reasoning(chat::ReasoningEffort::low);
+    a.add_user("What is 2+2?");
+    a.respond(greedy(5));
+    a.add_user("And 3+3?");
+    a.save(dir / "c.json", true);
+    ASSERT_TRUE(std::filesystem::exists(dir / "c.json.kv"));
+    TurnResult original = a.respond(greedy(6));
+
+    ChatSession b(*model_);
+    b.load(dir / "c.json");
+    EXPECT_GT(b.cached_tokens(), 0);
+    ASSERT_TRUE(b.developer().instructions.has_value());
+    EXPECT_EQ(*b.developer().instructions, "Answer briefly.");
+    TurnResult restored = b.respond(greedy(6));
+    EXPECT_EQ(restored.stats.cached_tokens, original.stats.cached_tokens);
+    EXPECT_EQ(restored.content, original.content);
+    EXPECT_EQ(restored.reasoning, original.reasoning);
+}
+
+TEST_F(SessionTest, DamagedKvStateIsIgnoredAndRecomputed) {
+    test::TempDir dir;
+    ChatSession a(*model_);
+    a.add_user("Hi");
+    a.respond(greedy(3));
+    a.add_user("Again");
+    a.save(dir / "c.json", true);
+    TurnResult original = a.respond(greedy(5));
+    std::string kv = test::read_file(dir / "c.json.kv");
+    kv[kv.size() / 2] ^= 0x55;  // flip bits in the middle: the checksum catches it
+    test::write_file(dir / "c.json.kv", kv);
+    ChatSession b(*model_);
+    b.load(dir / "c.json");
+    EXPECT_EQ(b.cached_tokens(), 0);
+    TurnResult again = b.respond(greedy(5));
+    EXPECT_EQ(again.content, original.content);
+}
+
+TEST_F(SessionTest, BadConversationFilesAreClearErrorsAndChangeNothing) {
+    test::TempDir dir;
+    ChatSession s(*model_);
+    s.add_user("keep me");
+    auto expect_error = [&](const std::string& body, const std::string& what) {
+        test::write_file(dir / "bad.json", body);
+        try {
+            s.load(dir / "bad.json");
+            ADD_FAILURE() << "no error for " << body;
+        } catch (const Error& e) {
+            EXPECT_THAT(e.what(), HasSubstr(what)) << body;
+        }
+        ASSERT_EQ(s.history().size(), 1u);
+        EXPECT_EQ(s.history()[0].text(), "keep me");
+    };
+    expect_error("{not json", "invalid JSON");
+    expect_error(R"({"format":"something-else","version":1})", "not a Neural conversation file");
+    expect_error(R"({"format":"neural-conversation","version":99,"messages":[]})", "newer than this Neural supports");
+    expect_error(R"({"format":"neural-conversation","version":1})", "missing \"messages\"");
+    expect_error(R"({"format":"neural-conversation","version":1,"messages":[{"role":"wizard","content":"x"}]})",
+                 "invalid message role");
+    expect_error(R"({"format":"neural-conversation","version":1,"messages":[{"role":"user","content":5}]})",
+                 "must be a string");
+    EXPECT_THROW(s.load(dir / "missing.json"), Error);
+}
+
+TEST_F(SessionTest, CancelFromAnotherThreadStopsPromptlyAndKeepsTheSessionUsable) {
+    ChatSession s(*model_);
+    s.add_user("Write a very long story.");
+    TurnOptions long_turn = greedy(100000);
+    std::atomic<int> events{0};
+    std::thread canceller([&] {
+        while (events.load() < 20) std::this_thread::yield();
+        s.cancel();
+    });
+    TurnResult r = s.respond(long_turn, [&](const chat::ParserEvent&) { events.fetch_add(1); });
+    canceller.join();
+    EXPECT_TRUE(r.cancelled);
+    EXPECT_LT(r.stats.generated_tokens, 1000);
+    EXPECT_EQ(s.history().back().role, chat::Role::assistant);  // the partial reply is kept
+    s.add_user("Shorter, please.");
+    TurnResult next = s.respond(greedy(3));
+    EXPECT_FALSE(next.cancelled);
+    EXPECT_EQ(next.stats.generated_tokens, 3);
+    EXPECT_GT(next.stats.cached_tokens, 0);
+}
+
+TEST_F(SessionTest, SameSeedSameReply) {
+    TurnOptions o;
+    o.max_tokens = 12;
+    o.sampling.temperature = 1.0f;
+    o.sampling.seed = 42;
+    ChatSession a(*model_), b(*model_);
+    a.add_user("Roll the dice");
+    b.add_user("Roll the dice");
+    EXPECT_EQ(a.respond(o).content, b.respond(o).content);
+}
+
+}  // namespace
+}  // namespace neural
