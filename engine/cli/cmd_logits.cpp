@@ -123,7 +123,15 @@ int cmd_logits(int argc, char** argv) {
         }
         for (const auto& v : it.value()) {
             if (!v.is_number_integer()) fail("{}: prompt \"{}\" holds a non-integer id", pos[1], it.key());
-            ids.push_back(v.get<TokenId>());
+            // Read wide, then range-check: a narrowing get<int32_t> would wrap 2^32 + 5 to 5.
+            const auto wide = v.is_number_unsigned() ? (v.get<std::uint64_t>() > INT64_MAX ? INT64_MAX
+                                                        : static_cast<std::int64_t>(v.get<std::uint64_t>()))
+                                                     : v.get<std::int64_t>();
+            if (wide < 0 || wide >= c.vocab_size) {
+                fail("{}: prompt \"{}\": token id {} is outside the model's vocabulary (0..{})", pos[1],
+                     it.key(), v.dump(), c.vocab_size - 1);
+            }
+            ids.push_back(static_cast<TokenId>(wide));
         }
         KvCache cache = model->new_cache();
         RouterLog router(c.num_layers);

@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Sets up, builds and runs every test (ctest). GPU tests skip with a reason where there is no GPU.
+# Reference data comes from ../shared (override: NEURAL_SHARED_DIR=/path/to/shared).
+#   NEURAL_TEST_JOBS   parallel tests (default: number of cores)
+#   extra arguments go to ctest (e.g. -R Golden, -L unit)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+./scripts/setup.sh
+if [ -n "${NEURAL_SHARED_DIR:-}" ]; then
+  ./scripts/build.sh -DNEURAL_SHARED_DIR="$NEURAL_SHARED_DIR"
+else
+  ./scripts/build.sh
+fi
+BUILD_DIR=${NEURAL_BUILD_DIR:-build}
+ctest --test-dir "$BUILD_DIR" -j "${NEURAL_TEST_JOBS:-$(nproc)}" --output-on-failure "$@"

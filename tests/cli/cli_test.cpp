@@ -1,0 +1,474 @@
+// End-to-end tests of the `neural` binary: exit codes, messages, and output of its commands on
+// the tiny fixture. Every process runs under `timeout`, with stdout/stderr captured to files.
+#include <sys/wait.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "support/fixtures.h"
+
+namespace neural {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using ::testing::ContainsRegex;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+using ::testing::MatchesRegex;
+using ::testing::Not;
+using ::testing::StartsWith;
+
+// Seconds one `neural` process may take before it is killed (each takes well under 2 s).
+constexpr int kTimeoutSeconds = 30;
+
+struct Proc {
+    int code = -1;  // exit status; 124 = killed by timeout
+    std::string out;
+    std::string err;
+};
+
+std::string quote(const std::string& s) {
+    std::string q = "'";
+    for (char c : s) {
+        if (c == '\'') {
+            q += "'\\''";
+        } else {
+            q += c;
+        }
+    }
+    return q + "'";
+}
+
+class Cli : public ::testing::Test {
+ protected:
+    // Runs `neural args...` and captures its output.
+    Proc neural(const std::vector<std::string>& args) {
+        const fs::path out = tmp_ / ("out" + std::to_string(runs_));
+        const fs::path err = tmp_ / ("err" + std::to_string(runs_));
+        ++runs_;
+        std::string cmd = "timeout " + std::to_string(kTimeoutSeconds);
+        cmd += ' ';
+        cmd += quote((test::bin_dir() / "neural").string());
+        for (const auto& a : args) {
+            cmd += ' ';
+            cmd += quote(a);
+        }
+        cmd += " </dev/null >";
+        cmd += quote(out.string());
+        cmd += " 2>";
+        cmd += quote(err.string());
+        const int status = std::system(cmd.c_str());
+        Proc r;
+        r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+        r.out = test::read_file(out);
+        r.err = test::read_file(err);
+        EXPECT_NE(r.code, 124) << "neural timed out after " << kTimeoutSeconds << " s: " << cmd;
+        return r;
+    }
+
+    fs::path write(const std::string& name, const std::string& text) {
+        test::write_file(tmp_ / name, text);
+        return tmp_ / name;
+    }
+
+    static std::string model() { return test::tiny_model_dir().string(); }
+
+    test::TempDir tmp_;
+    int runs_ = 0;
+};
+
+// --- main ------------------------------------------------------------------------------------
+
+TEST_F(Cli, HelpExitsZero) {
+    for (const char* flag : {"--help", "-h", "help"}) {
+        Proc r = neural({flag});
+        EXPECT_EQ(r.code, 0) << flag;
+        EXPECT_THAT(r.out, StartsWith("usage: neural COMMAND")) << flag;
+        EXPECT_THAT(r.out, HasSubstr("generate"));
+        EXPECT_THAT(r.out, HasSubstr("logits"));
+        EXPECT_THAT(r.out, HasSubstr("tokenize"));
+        EXPECT_THAT(r.err, IsEmpty());
+    }
+}
+
+TEST_F(Cli, NoArgumentsPrintsUsageToStderr) {
+    Proc r = neural({});
+    EXPECT_EQ(r.code, 2);
+    EXPECT_THAT(r.out, IsEmpty());
+    EXPECT_THAT(r.err, HasSubstr("usage: neural COMMAND"));
+}
+
+TEST_F(Cli, Version) {
+    Proc r = neural({"--version"});
+    EXPECT_EQ(r.code, 0);
+    EXPECT_THAT(r.out, MatchesRegex("neural [0-9]+\\.[0-9]+\\.[0-9]+\n"));
+}
+
+TEST_F(Cli, UnknownCommand) {
+    Proc r = neural({"frobnicate"});
+    EXPECT_NE(r.code, 0);
+    EXPECT_EQ(r.code, 2);
+    EXPECT_THAT(r.out, IsEmpty());
+    EXPECT_THAT(r.err, HasSubstr("unknown command \"frobnicate\""));
+    EXPECT_THAT(r.err, HasSubstr("usage: neural COMMAND"));
+}
+
+TEST_F(Cli, SubcommandHelp) {
+    for (const char* cmd : {"generate", "logits", "tokenize"}) {
+        Proc r = neural({cmd, "--help"});
+        EXPECT_EQ(r.code, 0) << cmd;
+        EXPECT_THAT(r.out, StartsWith(std::string("usage: neural ") + cmd)) << cmd;
+    }
+}
+
+// --- tokenize --------------------------------------------------------------------------------
+
+TEST_F(Cli, TokenizeAndDecodeRoundTrip) {
+    Proc enc = neural({"tokenize", "--model", model(), "Hello world"});
+    ASSERT_EQ(enc.code, 0) << enc.err;
+    EXPECT_EQ(enc.out, "13225,2375\n");  // o200k_harmony: "Hello", " world"
+
+    Proc dec = neural({"tokenize", "--model", model(), "--decode", "13225,2375"});
+    ASSERT_EQ(dec.code, 0) << dec.err;
+    EXPECT_EQ(dec.out, "Hello world\n");
+}
+
+TEST_F(Cli, TokenizeNonAsciiRoundTrips) {
+    const std::string text = "h\xC3\xA9llo \xE4\xB8\x96\xE7\x95\x8C \xF0\x9F\x99\x82!";
+    Proc enc = neural({"tokenize", "--model", model(), text});
+    ASSERT_EQ(enc.code, 0) << enc.err;
+    ASSERT_THAT(enc.out, MatchesRegex("[0-9]+(,[0-9]+)*\n"));
+    const std::string ids = enc.out.substr(0, enc.out.size() - 1);
+    Proc dec = neural({"tokenize", "--model", model(), "--decode=" + ids});
+    ASSERT_EQ(dec.code, 0) << dec.err;
+    EXPECT_EQ(dec.out, text + "\n");
+}
+
+TEST_F(Cli, TokenizeSpecialTokens) {
+    Proc special = neural({"tokenize", "--model", model(), "--special", "<|start|>user"});
+    ASSERT_EQ(special.code, 0) << special.err;
+    EXPECT_EQ(special.out, "200006,1428\n");
+    Proc plain = neural({"tokenize", "--model", model(), "<|start|>user"});
+    ASSERT_EQ(plain.code, 0) << plain.err;
+    EXPECT_THAT(plain.out, Not(HasSubstr("200006")));
+}
+
+TEST_F(Cli, TokenizeAcceptsTheTokenizerFile) {
+    Proc r = neural({"tokenize", "--model", (test::tiny_model_dir() / "tokenizer.json").string(),
+                    "Hello world"});
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_EQ(r.out, "13225,2375\n");
+}
+
+TEST_F(Cli, TokenizeErrors) {
+    Proc no_model = neural({"tokenize", "Hello"});
+    EXPECT_EQ(no_model.code, 1);
+    EXPECT_THAT(no_model.err, HasSubstr("neural tokenize: error: --model DIR is required"));
+
+    Proc unknown = neural({"tokenize", "--model", model(), "--bogus", "x"});
+    EXPECT_EQ(unknown.code, 1);
+    EXPECT_THAT(unknown.err, HasSubstr("unknown option --bogus (see --help)"));
+
+    Proc bad_ids = neural({"tokenize", "--model", model(), "--decode", "12,x"});
+    EXPECT_EQ(bad_ids.code, 1);
+    EXPECT_THAT(bad_ids.err, HasSubstr("\"x\" is not an integer"));
+
+    Proc unknown_id = neural({"tokenize", "--model", model(), "--decode", "300000"});
+    EXPECT_EQ(unknown_id.code, 1);
+    EXPECT_THAT(unknown_id.out, IsEmpty());
+    EXPECT_THAT(unknown_id.err, HasSubstr("token id 300000 is not in the tokenizer vocabulary"));
+
+    Proc two = neural({"tokenize", "--model", model(), "a", "b"});
+    EXPECT_EQ(two.code, 1);
+    EXPECT_THAT(two.err, HasSubstr("expected exactly one TEXT argument"));
+
+    Proc no_value = neural({"tokenize", "--model"});
+    EXPECT_EQ(no_value.code, 1);
+    EXPECT_THAT(no_value.err, HasSubstr("option --model needs a value"));
+}
+
+// --- generate --------------------------------------------------------------------------------
+
+std::vector<std::string> greedy_args(const std::string& model) {
+    return {"generate", "--model", model,          "--ids",        "200006,17360",
+            "--max-tokens", "8", "--temperature", "0", "--ignore-eos", "--show-ids"};
+}
+
+TEST_F(Cli, GenerateGreedyIsDeterministic) {
+    Proc a = neural(greedy_args(model()));
+    ASSERT_EQ(a.code, 0) << a.err;
+    Proc b = neural(greedy_args(model()));
+    ASSERT_EQ(b.code, 0) << b.err;
+    EXPECT_EQ(a.out, b.out);
+    EXPECT_EQ(a.err, b.err);
+    // Eight ids, and the run ended on the token limit.
+    EXPECT_THAT(a.err, ContainsRegex("ids: [0-9]+(,[0-9]+){7}\nfinish: length\n"));
+    EXPECT_THAT(a.out, testing::EndsWith("\n"));
+}
+
+TEST_F(Cli, GenerateGreedyMatchesGolden) {
+    // golden.json "single": [200006] continues greedily with these ids.
+    Proc r = neural({"generate", "--model", model(), "--ids", "200006", "--max-tokens", "4",
+                    "--temperature", "0", "--ignore-eos", "--show-ids"});
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_THAT(r.err, HasSubstr("ids: 96596,123955,105915,27261\nfinish: length\n"));
+}
+
+TEST_F(Cli, GenerateSeededSamplingIsReproducible) {
+    auto args = [&](const std::string& seed) {
+        std::vector<std::string> a = greedy_args(model());
+        a[8] = "1";  // --temperature 1
+        a.insert(a.end(), {"--seed", seed});
+        return a;
+    };
+    Proc a = neural(args("5"));
+    ASSERT_EQ(a.code, 0) << a.err;
+    Proc b = neural(args("5"));
+    ASSERT_EQ(b.code, 0) << b.err;
+    EXPECT_EQ(a.out, b.out);
+    EXPECT_EQ(a.err, b.err);
+    Proc c = neural(args("6"));
+    ASSERT_EQ(c.code, 0) << c.err;
+    EXPECT_NE(a.err, c.err);  // a different seed gives different tokens
+}
+
+TEST_F(Cli, GeneratePromptText) {
+    Proc r = neural({"generate", "--model", model(), "--prompt", "Hello world", "--max-tokens", "3",
+                    "--temperature", "0", "--show-ids"});
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_THAT(r.err, ContainsRegex("ids: [0-9]+(,[0-9]+){0,2}\nfinish: (length|stop)\n"));
+}
+
+TEST_F(Cli, GenerateMissingModel) {
+    Proc r = neural({"generate", "--ids", "1,2"});
+    EXPECT_EQ(r.code, 1);
+    EXPECT_THAT(r.out, IsEmpty());
+    EXPECT_THAT(r.err, HasSubstr("neural generate: error: --model DIR is required"));
+}
+
+TEST_F(Cli, GenerateBadTopP) {
+    Proc zero = neural({"generate", "--model", model(), "--ids", "1", "--top-p", "0"});
+    EXPECT_EQ(zero.code, 1);
+    EXPECT_THAT(zero.err, HasSubstr("top_p must be in (0, 1], got 0"));
+
+    Proc big = neural({"generate", "--model", model(), "--ids", "1", "--top-p", "1.5"});
+    EXPECT_EQ(big.code, 1);
+    EXPECT_THAT(big.err, HasSubstr("top_p must be in (0, 1], got 1.5"));
+
+    Proc text = neural({"generate", "--model", model(), "--ids", "1", "--top-p", "abc"});
+    EXPECT_EQ(text.code, 1);
+    EXPECT_THAT(text.err, HasSubstr("--top-p: \"abc\" is not a number"));
+}
+
+TEST_F(Cli, GenerateOtherArgumentErrors) {
+    Proc both = neural({"generate", "--model", model(), "--ids", "1", "--prompt", "hi"});
+    EXPECT_EQ(both.code, 1);
+    EXPECT_THAT(both.err, HasSubstr("give exactly one of --prompt and --ids"));
+
+    Proc neither = neural({"generate", "--model", model()});
+    EXPECT_EQ(neither.code, 1);
+    EXPECT_THAT(neither.err, HasSubstr("give exactly one of --prompt and --ids"));
+
+    Proc temp = neural({"generate", "--model", model(), "--ids", "1", "--temperature", "-1"});
+    EXPECT_EQ(temp.code, 1);
+    EXPECT_THAT(temp.err, HasSubstr("temperature must be a finite number >= 0, got -1"));
+
+    Proc tokens = neural({"generate", "--model", model(), "--ids", "1", "--max-tokens", "-3"});
+    EXPECT_EQ(tokens.code, 1);
+    EXPECT_THAT(tokens.err, HasSubstr("--max-tokens must be between 0 and"));
+
+    Proc ids = neural({"generate", "--model", model(), "--ids", "1,,2"});
+    EXPECT_EQ(ids.code, 1);
+    EXPECT_THAT(ids.err, HasSubstr("token id list: \"\" is not an integer"));
+
+    Proc vocab = neural({"generate", "--model", model(), "--ids", "200500"});
+    EXPECT_EQ(vocab.code, 1);
+    EXPECT_THAT(vocab.err, HasSubstr("token id 200500 is not in the tokenizer's vocabulary"));
+
+    Proc extra = neural({"generate", "--model", model(), "--ids", "1", "stray"});
+    EXPECT_EQ(extra.code, 1);
+    EXPECT_THAT(extra.err, HasSubstr("unexpected argument \"stray\""));
+
+    Proc dir = neural({"generate", "--model", (tmp_ / "nope").string(), "--ids", "1"});
+    EXPECT_EQ(dir.code, 1);
+    EXPECT_THAT(dir.err, HasSubstr("model folder not found"));
+}
+
+// --- logits ----------------------------------------------------------------------------------
+
+TEST_F(Cli, LogitsWritesTheGoldenSchema) {
+    const fs::path prompts = write("prompts.json", R"({"p": [200006, 17360, 27]})");
+    const fs::path out = tmp_ / "out.json";
+    Proc r = neural({"logits", model(), prompts.string(), out.string(), "--steps", "4"});
+    ASSERT_EQ(r.code, 0) << r.err;
+    const json j = test::read_json(out);
+
+    ASSERT_TRUE(j.contains("source"));
+    EXPECT_THAT(j["source"].get<std::string>(), HasSubstr("neural"));
+    const json golden = test::read_json(test::tiny_model_dir() / "golden.json");
+    EXPECT_EQ(j["probe_ids"], golden["probe_ids"]);
+    ASSERT_TRUE(j["prompts"].is_object());
+    ASSERT_EQ(j["prompts"].size(), 1u);
+    ASSERT_TRUE(j["prompts"].contains("p"));
+    const json& p = j["prompts"]["p"];
+    for (const char* key : {"ids", "argmax", "top8_ids", "top8_logits", "logsumexp",
+                            "probe_logits", "router", "greedy", "greedy_margins"}) {
+        EXPECT_TRUE(p.contains(key)) << key;
+    }
+    EXPECT_EQ(p["ids"], json({200006, 17360, 27}));
+    ASSERT_EQ(p["argmax"].size(), 3u);
+    ASSERT_EQ(p["top8_ids"].size(), 3u);
+    ASSERT_EQ(p["top8_logits"].size(), 3u);
+    ASSERT_EQ(p["logsumexp"].size(), 3u);
+    ASSERT_EQ(p["probe_logits"].size(), 3u);
+    for (size_t t = 0; t < 3; ++t) {
+        ASSERT_EQ(p["top8_ids"][t].size(), 8u);
+        ASSERT_EQ(p["top8_logits"][t].size(), 8u);
+        EXPECT_EQ(p["probe_logits"][t].size(), 20u);
+        EXPECT_EQ(p["argmax"][t], p["top8_ids"][t][0]);
+        for (size_t k = 1; k < 8; ++k) {
+            EXPECT_GE(p["top8_logits"][t][k - 1].get<double>(),
+                      p["top8_logits"][t][k].get<double>());
+        }
+        EXPECT_GT(p["logsumexp"][t].get<double>(), p["top8_logits"][t][0].get<double>());
+    }
+    ASSERT_TRUE(p["router"].is_array());
+    ASSERT_EQ(p["router"].size(), 4u);  // layers
+    for (const auto& layer : p["router"]) {
+        ASSERT_TRUE(layer.contains("experts"));
+        ASSERT_TRUE(layer.contains("weights"));
+        ASSERT_EQ(layer["experts"].size(), 3u);  // positions
+        ASSERT_EQ(layer["weights"].size(), 3u);
+        for (size_t t = 0; t < 3; ++t) {
+            ASSERT_EQ(layer["experts"][t].size(), 4u);  // top-4
+            ASSERT_EQ(layer["weights"][t].size(), 4u);
+            double sum = 0;
+            for (const auto& e : layer["experts"][t]) {
+                EXPECT_GE(e.get<int>(), 0);
+                EXPECT_LT(e.get<int>(), 8);
+            }
+            for (const auto& w : layer["weights"][t]) sum += w.get<double>();
+            EXPECT_NEAR(sum, 1.0, 1e-5);
+        }
+    }
+    ASSERT_EQ(p["greedy"].size(), 4u);
+    ASSERT_EQ(p["greedy_margins"].size(), 4u);
+    // The first greedy token is the last position's argmax, with the top-2 gap as margin.
+    EXPECT_EQ(p["greedy"][0], p["argmax"][2]);
+    EXPECT_NEAR(p["greedy_margins"][0].get<double>(),
+                p["top8_logits"][2][0].get<double>() - p["top8_logits"][2][1].get<double>(), 1e-6);
+    for (const auto& m : p["greedy_margins"]) EXPECT_GE(m.get<double>(), 0.0);
+}
+
+TEST_F(Cli, LogitsMatchGoldenPrefix) {
+    // Causal attention: the first three positions of golden "chat" depend only on its first
+    // three ids, so a 3-token prompt reproduces them.
+    const json golden = test::read_json(test::tiny_model_dir() / "golden.json");
+    const json& g = golden["prompts"]["chat"];
+    json prompts;
+    prompts["chat3"] = {g["ids"][0], g["ids"][1], g["ids"][2]};
+    const fs::path in = write("prompts.json", prompts.dump());
+    const fs::path out = tmp_ / "out.json";
+    Proc r = neural({"logits", model(), in.string(), out.string()});
+    ASSERT_EQ(r.code, 0) << r.err;
+    const json p = test::read_json(out)["prompts"]["chat3"];
+    EXPECT_FALSE(p.contains("greedy"));  // no --steps
+    for (size_t t = 0; t < 3; ++t) {
+        EXPECT_EQ(p["argmax"][t], g["argmax"][t]) << t;
+        EXPECT_EQ(p["top8_ids"][t], g["top8_ids"][t]) << t;
+        for (size_t k = 0; k < 8; ++k) {
+            EXPECT_NEAR(p["top8_logits"][t][k].get<double>(), g["top8_logits"][t][k].get<double>(),
+                        1e-3);
+        }
+        EXPECT_NEAR(p["logsumexp"][t].get<double>(), g["logsumexp"][t].get<double>(), 1e-3);
+        for (size_t k = 0; k < 20; ++k) {
+            EXPECT_NEAR(p["probe_logits"][t][k].get<double>(),
+                        g["probe_logits"][t][k].get<double>(), 1e-3);
+        }
+        for (size_t l = 0; l < 4; ++l) {
+            EXPECT_EQ(p["router"][l]["experts"][t], g["router"][l]["experts"][t]) << l << "," << t;
+            for (size_t k = 0; k < 4; ++k) {
+                EXPECT_NEAR(p["router"][l]["weights"][t][k].get<double>(),
+                            g["router"][l]["weights"][t][k].get<double>(), 1e-4);
+            }
+        }
+    }
+}
+
+TEST_F(Cli, LogitsTokenOutOfRange) {
+    const fs::path in = write("prompts.json", R"({"p": [200006, 201088]})");
+    Proc r = neural({"logits", model(), in.string(), (tmp_ / "out.json").string()});
+    EXPECT_EQ(r.code, 1);
+    EXPECT_THAT(r.err, HasSubstr("token id 201088 is outside the model's vocabulary (0..201087)"));
+
+    const fs::path neg = write("neg.json", R"({"p": [-1]})");
+    Proc n = neural({"logits", model(), neg.string(), (tmp_ / "out.json").string()});
+    EXPECT_EQ(n.code, 1);
+    EXPECT_THAT(n.err, HasSubstr("outside the model's vocabulary"));
+}
+
+// Regression: an id that does not fit in int32 used to be narrowed (2^32 + 5 became token 5)
+// and the command succeeded with logits for the wrong prompt.
+TEST_F(Cli, LogitsIdPastInt32IsRejected) {
+    const fs::path in = write("prompts.json", R"({"p": [4294967301]})");
+    Proc r = neural({"logits", model(), in.string(), (tmp_ / "out.json").string()});
+    EXPECT_EQ(r.code, 1);
+    EXPECT_THAT(r.err, HasSubstr("4294967301"));
+}
+
+TEST_F(Cli, LogitsInvalidPromptsJson) {
+    const fs::path in = write("prompts.json", R"({"p": [1, 2)");
+    Proc r = neural({"logits", model(), in.string(), (tmp_ / "out.json").string()});
+    EXPECT_EQ(r.code, 1);
+    EXPECT_THAT(r.err, HasSubstr(in.string() + ": invalid JSON"));
+    EXPECT_FALSE(fs::exists(tmp_ / "out.json"));
+}
+
+TEST_F(Cli, LogitsPromptFileErrors) {
+    const fs::path out = tmp_ / "out.json";
+    const fs::path arr = write("arr.json", "[1, 2, 3]");
+    Proc a = neural({"logits", model(), arr.string(), out.string()});
+    EXPECT_EQ(a.code, 1);
+    EXPECT_THAT(a.err, HasSubstr("expected an object {name: [token ids]}"));
+
+    const fs::path empty = write("empty.json", R"({"p": []})");
+    Proc e = neural({"logits", model(), empty.string(), out.string()});
+    EXPECT_EQ(e.code, 1);
+    EXPECT_THAT(e.err, HasSubstr("prompt \"p\" must be a non-empty array of token ids"));
+
+    const fs::path text = write("text.json", R"({"p": [1, "two"]})");
+    Proc t = neural({"logits", model(), text.string(), out.string()});
+    EXPECT_EQ(t.code, 1);
+    EXPECT_THAT(t.err, HasSubstr("prompt \"p\" holds a non-integer id"));
+
+    Proc missing = neural({"logits", model(), (tmp_ / "absent.json").string(), out.string()});
+    EXPECT_EQ(missing.code, 1);
+    EXPECT_THAT(missing.err, HasSubstr("cannot read prompts file"));
+}
+
+TEST_F(Cli, LogitsArgumentErrors) {
+    const fs::path in = write("prompts.json", R"({"p": [1]})");
+    Proc two = neural({"logits", model(), in.string()});
+    EXPECT_EQ(two.code, 1);
+    EXPECT_THAT(two.err, HasSubstr("expected MODEL_DIR PROMPTS.json OUT.json"));
+
+    Proc backend = neural({"logits", model(), in.string(), (tmp_ / "o.json").string(),
+                          "--backend", "cuda"});
+    EXPECT_EQ(backend.code, 1);
+    EXPECT_THAT(backend.err, HasSubstr("backend \"cuda\" is not available"));
+
+    Proc steps = neural({"logits", model(), in.string(), (tmp_ / "o.json").string(),
+                        "--steps", "many"});
+    EXPECT_EQ(steps.code, 1);
+    EXPECT_THAT(steps.err, HasSubstr("--steps: \"many\" is not an integer"));
+}
+
+}  // namespace
+}  // namespace neural

@@ -1,0 +1,171 @@
+// The token loop on the tiny fixture: greedy tokens match the golden reference, stop tokens,
+// cancellation, continuation on the same cache, seeded sampling.
+#include <atomic>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "neural/error.h"
+#include "runtime/generate.h"
+#include "runtime/model.h"
+#include "support/fixtures.h"
+
+namespace neural {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+template <typename F>
+std::string error_of(F&& f) {
+    try {
+        f();
+    } catch (const Error& e) {
+        return e.what();
+    } catch (const std::exception& e) {
+        ADD_FAILURE() << "expected neural::Error, got std::exception: " << e.what();
+        return {};
+    }
+    ADD_FAILURE() << "expected neural::Error, nothing was thrown";
+    return {};
+}
+
+// golden.json "single": prompt [200006], greedy continuation (margins >= 0.045 for these four).
+const std::vector<TokenId> kPrompt = {200006};
+const std::vector<TokenId> kGreedy = {96596, 123955, 105915, 27261};
+
+class Generate : public ::testing::Test {
+ protected:
+    static void SetUpTestSuite() { model_ = Model::load(test::tiny_model_dir()).release(); }
+    static void TearDownTestSuite() {
+        delete model_;
+        model_ = nullptr;
+    }
+    static GenerateOptions greedy(int max_tokens) {
+        GenerateOptions o;
+        o.max_tokens = max_tokens;
+        o.sampling.temperature = 0.0f;
+        return o;
+    }
+    static Model* model_;
+};
+
+Model* Generate::model_ = nullptr;
+
+TEST_F(Generate, GreedyMatchesGolden) {
+    KvCache cache = model_->new_cache();
+    std::vector<TokenId> streamed;
+    auto r = generate(*model_, cache, kPrompt, greedy(4), [&](TokenId id) {
+        streamed.push_back(id);
+        return true;
+    });
+    EXPECT_EQ(r.tokens, kGreedy);
+    EXPECT_EQ(streamed, kGreedy);
+    EXPECT_EQ(r.finish, FinishReason::kLength);
+    EXPECT_STREQ(finish_reason_name(r.finish), "length");
+    // The prompt and every generated token but the last were processed.
+    EXPECT_EQ(cache.size(), 4);
+}
+
+TEST_F(Generate, ContinuesOnTheSameCache) {
+    KvCache cache = model_->new_cache();
+    auto first = generate(*model_, cache, kPrompt, greedy(2));
+    ASSERT_EQ(first.tokens, std::vector<TokenId>(kGreedy.begin(), kGreedy.begin() + 2));
+    EXPECT_EQ(cache.size(), 2);
+    // Feed the last token back as the new "prompt": the continuation is the same greedy path.
+    const std::vector<TokenId> next = {first.tokens.back()};
+    auto second = generate(*model_, cache, next, greedy(2));
+    EXPECT_THAT(second.tokens, ElementsAre(kGreedy[2], kGreedy[3]));
+}
+
+TEST_F(Generate, TruncatedCacheRegeneratesTheSameTokens) {
+    KvCache cache = model_->new_cache();
+    generate(*model_, cache, kPrompt, greedy(4));
+    cache.truncate(0);
+    auto again = generate(*model_, cache, kPrompt, greedy(4));
+    EXPECT_EQ(again.tokens, kGreedy);
+}
+
+TEST_F(Generate, StopsOnAStopToken) {
+    KvCache cache = model_->new_cache();
+    GenerateOptions o = greedy(10);
+    o.stop_tokens = {kGreedy[1]};
+    auto r = generate(*model_, cache, kPrompt, o);
+    EXPECT_THAT(r.tokens, ElementsAre(kGreedy[0], kGreedy[1]));  // the stop token is included
+    EXPECT_EQ(r.finish, FinishReason::kStop);
+    EXPECT_STREQ(finish_reason_name(r.finish), "stop");
+}
+
+TEST_F(Generate, CallbackReturningFalseCancels) {
+    KvCache cache = model_->new_cache();
+    int calls = 0;
+    auto r = generate(*model_, cache, kPrompt, greedy(10), [&](TokenId) { return ++calls < 2; });
+    EXPECT_EQ(calls, 2);
+    EXPECT_THAT(r.tokens, ElementsAre(kGreedy[0], kGreedy[1]));
+    EXPECT_EQ(r.finish, FinishReason::kCancelled);
+    EXPECT_STREQ(finish_reason_name(r.finish), "cancelled");
+    EXPECT_EQ(cache.size(), 2);
+}
+
+TEST_F(Generate, CancelFlagBeforeStartLeavesTheCacheUnchanged) {
+    KvCache cache = model_->new_cache();
+    std::atomic<bool> cancel{true};
+    GenerateOptions o = greedy(10);
+    o.cancel = &cancel;
+    auto r = generate(*model_, cache, kPrompt, o);
+    EXPECT_TRUE(r.tokens.empty());
+    EXPECT_EQ(r.finish, FinishReason::kCancelled);
+    EXPECT_EQ(cache.size(), 0);
+}
+
+TEST_F(Generate, ZeroMaxTokensOnlyProcessesThePrompt) {
+    KvCache cache = model_->new_cache();
+    auto r = generate(*model_, cache, kPrompt, greedy(0));
+    EXPECT_TRUE(r.tokens.empty());
+    EXPECT_EQ(r.finish, FinishReason::kLength);
+    EXPECT_EQ(cache.size(), 1);
+}
+
+TEST_F(Generate, Errors) {
+    KvCache cache = model_->new_cache();
+    EXPECT_THAT(error_of([&] { generate(*model_, cache, kPrompt, greedy(-1)); }),
+                HasSubstr("max_tokens must be >= 0, got -1"));
+    EXPECT_THAT(error_of([&] { generate(*model_, cache, {}, greedy(3)); }),
+                HasSubstr("the prompt is empty"));
+    const std::vector<TokenId> bad = {201088};
+    EXPECT_THAT(error_of([&] { generate(*model_, cache, bad, greedy(3)); }),
+                HasSubstr("token id 201088 is outside the model's vocabulary (0..201087)"));
+    const std::vector<TokenId> negative = {5, -1};
+    EXPECT_THAT(error_of([&] { generate(*model_, cache, negative, greedy(3)); }),
+                HasSubstr("token id -1 is outside the model's vocabulary"));
+    GenerateOptions o = greedy(3);
+    o.sampling.top_p = 2.0f;
+    EXPECT_THAT(error_of([&] { generate(*model_, cache, kPrompt, o); }),
+                HasSubstr("top_p must be in (0, 1]"));
+    EXPECT_EQ(cache.size(), 0);
+}
+
+TEST_F(Generate, SeededSamplingIsReproducibleAndStaysInTheVocabulary) {
+    auto run = [&](std::uint64_t seed) {
+        KvCache cache = model_->new_cache();
+        GenerateOptions o;
+        o.max_tokens = 6;
+        o.sampling.temperature = 1.0f;
+        o.sampling.seed = seed;
+        return generate(*model_, cache, kPrompt, o).tokens;
+    };
+    const auto a = run(5);
+    ASSERT_EQ(a.size(), 6u);
+    EXPECT_EQ(a, run(5));
+    EXPECT_NE(a, run(6));
+    for (TokenId id : a) {
+        EXPECT_GE(id, 0);
+        EXPECT_LT(static_cast<std::size_t>(id), model_->sampleable_vocab());
+    }
+}
+
+}  // namespace
+}  // namespace neural

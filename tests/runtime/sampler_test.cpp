@@ -1,0 +1,275 @@
+// Sampler: greedy paths, seeding, the vocabulary limit, each filter, the empirical distribution
+// and parameter validation.
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "neural/error.h"
+#include "runtime/sampler.h"
+
+namespace neural {
+namespace {
+
+using ::testing::HasSubstr;
+
+template <typename F>
+std::string error_of(F&& f) {
+    try {
+        f();
+    } catch (const Error& e) {
+        return e.what();
+    } catch (const std::exception& e) {
+        ADD_FAILURE() << "expected neural::Error, got std::exception: " << e.what();
+        return {};
+    }
+    ADD_FAILURE() << "expected neural::Error, nothing was thrown";
+    return {};
+}
+
+// Deterministic, irregular logits with a unique maximum at `peak`.
+std::vector<float> wavy_logits(std::size_t n, std::size_t peak) {
+    std::vector<float> v(n);
+    for (std::size_t i = 0; i < n; ++i) v[i] = static_cast<float>(std::sin(1.7 * double(i)));
+    v[peak] = 1.5f;
+    return v;
+}
+
+SamplingParams params(float temperature, std::uint64_t seed = 0) {
+    SamplingParams p;
+    p.temperature = temperature;
+    p.seed = seed;
+    return p;
+}
+
+TEST(Argmax, LowestIndexWinsTies) {
+    std::vector<float> v = {1.0f, 3.0f, -2.0f, 3.0f, 0.5f};
+    EXPECT_EQ(argmax(v), 1);
+    std::vector<float> neg = {-5.0f, -1.0f, -1.0f};
+    EXPECT_EQ(argmax(neg), 1);
+    std::vector<float> one = {42.0f};
+    EXPECT_EQ(argmax(one), 0);
+}
+
+TEST(Sampler, TemperatureZeroIsArgmax) {
+    Sampler s(params(0.0f, 123));
+    const auto logits = wavy_logits(100, 37);
+    for (int i = 0; i < 50; ++i) EXPECT_EQ(s.sample(logits), 37);
+}
+
+TEST(Sampler, TopK1IsArgmax) {
+    SamplingParams p = params(5.0f, 9);
+    p.top_k = 1;
+    Sampler s(p);
+    const auto logits = wavy_logits(100, 61);
+    for (int i = 0; i < 200; ++i) EXPECT_EQ(s.sample(logits), 61);
+}
+
+TEST(Sampler, SameSeedSameSequence) {
+    const auto logits = wavy_logits(64, 3);
+    auto draw = [&](std::uint64_t seed) {
+        Sampler s(params(1.0f, seed));
+        std::vector<std::int32_t> out;
+        for (int i = 0; i < 200; ++i) out.push_back(s.sample(logits));
+        return out;
+    };
+    const auto a = draw(42);
+    EXPECT_EQ(a, draw(42));
+    const auto b = draw(43);
+    EXPECT_NE(a, b);
+    // The sequence really is random: many distinct tokens.
+    EXPECT_GT(std::set<std::int32_t>(a.begin(), a.end()).size(), 20u);
+}
+
+TEST(Sampler, ValidLimitNeverReturnsIdsPastIt) {
+    // The rows past `valid` hold by far the largest logits; they must never be chosen.
+    std::vector<float> logits(20, 0.0f);
+    for (std::size_t i = 0; i < 20; ++i) logits[i] = 0.1f * static_cast<float>(i % 5);
+    logits[16] = 50.0f;
+    logits[19] = 60.0f;
+    const std::size_t valid = 16;
+
+    Sampler greedy(params(0.0f));
+    EXPECT_EQ(greedy.sample(logits, valid), 4);  // first 0.4 among [0, 16)
+
+    SamplingParams k1 = params(1.0f);
+    k1.top_k = 1;
+    Sampler topk(k1);
+    EXPECT_EQ(topk.sample(logits, valid), 4);
+
+    for (float t : {0.5f, 1.0f, 3.0f}) {
+        SamplingParams p = params(t, 7);
+        p.top_p = 0.9f;
+        p.top_k = 10;
+        Sampler s(p);
+        Sampler plain(params(t, 8));
+        for (int i = 0; i < 2000; ++i) {
+            EXPECT_LT(s.sample(logits, valid), 16);
+            EXPECT_LT(plain.sample(logits, valid), 16);
+        }
+    }
+}
+
+TEST(Sampler, ValidLargerThanLogitsIsClipped) {
+    std::vector<float> logits = {0.0f, 2.0f, 1.0f};
+    Sampler s(params(0.0f));
+    EXPECT_EQ(s.sample(logits, 1000), 1);
+}
+
+TEST(Sampler, EmptyDistributionIsAnError) {
+    Sampler s(params(1.0f));
+    std::vector<float> none;
+    EXPECT_THAT(error_of([&] { s.sample(none); }),
+                HasSubstr("cannot sample from an empty distribution"));
+    std::vector<float> logits = {1.0f, 2.0f};
+    EXPECT_THAT(error_of([&] { s.sample(logits, 0); }),
+                HasSubstr("cannot sample from an empty distribution"));
+}
+
+TEST(Sampler, TinyTopPIsArgmax) {
+    SamplingParams p = params(1.0f, 11);
+    p.top_p = 1e-6f;
+    Sampler s(p);
+    const auto logits = wavy_logits(100, 12);
+    for (int i = 0; i < 500; ++i) EXPECT_EQ(s.sample(logits), 12);
+}
+
+TEST(Sampler, MinP1IsArgmax) {
+    SamplingParams p = params(2.0f, 11);
+    p.min_p = 1.0f;
+    Sampler s(p);
+    const auto logits = wavy_logits(100, 88);
+    for (int i = 0; i < 500; ++i) EXPECT_EQ(s.sample(logits), 88);
+}
+
+// Counts of each id over `n` draws.
+std::vector<int> histogram(Sampler& s, const std::vector<float>& logits, int n) {
+    std::vector<int> counts(logits.size(), 0);
+    for (int i = 0; i < n; ++i) {
+        const auto id = s.sample(logits);
+        EXPECT_GE(id, 0);
+        EXPECT_LT(static_cast<std::size_t>(id), logits.size());
+        if (id >= 0 && static_cast<std::size_t>(id) < logits.size()) ++counts[size_t(id)];
+    }
+    return counts;
+}
+
+TEST(Sampler, EmpiricalFrequenciesMatchSoftmax) {
+    const std::vector<float> logits = {1.0f, 2.0f, 0.5f};
+    for (float t : {0.7f, 1.0f, 1.8f}) {
+        Sampler s(params(t, 2024));
+        const int n = 20000;
+        const auto counts = histogram(s, logits, n);
+        double z = 0;
+        for (float l : logits) z += std::exp(l / t);
+        for (std::size_t i = 0; i < logits.size(); ++i) {
+            const double want = std::exp(logits[i] / t) / z;
+            const double got = double(counts[i]) / n;
+            EXPECT_NEAR(got, want, 0.015) << "T=" << t << " id " << i;
+        }
+    }
+}
+
+TEST(Sampler, TopKRestrictsAndRenormalizes) {
+    // Probabilities 0.4, 0.3, 0.2, 0.1 at T=1; top-2 keeps ids 0 and 1 at 4:3.
+    const std::vector<float> logits = {std::log(0.4f), std::log(0.3f), std::log(0.2f),
+                                       std::log(0.1f)};
+    SamplingParams p = params(1.0f, 5);
+    p.top_k = 2;
+    Sampler s(p);
+    const auto counts = histogram(s, logits, 20000);
+    EXPECT_EQ(counts[2], 0);
+    EXPECT_EQ(counts[3], 0);
+    EXPECT_NEAR(counts[0] / 20000.0, 4.0 / 7.0, 0.015);
+}
+
+TEST(Sampler, TopPKeepsTheSmallestPrefixReachingP) {
+    // 0.5 + 0.3 >= 0.7: ids 0 and 1 stay (5:3), id 2 never appears.
+    const std::vector<float> logits = {std::log(0.5f), std::log(0.3f), std::log(0.2f)};
+    SamplingParams p = params(1.0f, 6);
+    p.top_p = 0.7f;
+    Sampler s(p);
+    const auto counts = histogram(s, logits, 20000);
+    EXPECT_EQ(counts[2], 0);
+    EXPECT_NEAR(counts[0] / 20000.0, 5.0 / 8.0, 0.015);
+}
+
+TEST(Sampler, MinPDropsUnlikelyTokens) {
+    // min_p 0.5: the floor is 0.25; 0.3 stays, 0.2 goes.
+    const std::vector<float> logits = {std::log(0.5f), std::log(0.3f), std::log(0.2f)};
+    SamplingParams p = params(1.0f, 7);
+    p.min_p = 0.5f;
+    Sampler s(p);
+    const auto counts = histogram(s, logits, 20000);
+    EXPECT_EQ(counts[2], 0);
+    EXPECT_GT(counts[1], 0);
+    EXPECT_NEAR(counts[0] / 20000.0, 5.0 / 8.0, 0.015);
+}
+
+TEST(Sampler, HugeLogitsDoNotOverflow) {
+    const std::vector<float> logits = {1e30f, 1e30f - 1e24f, -1e30f};
+    Sampler s(params(1.0f, 3));
+    for (int i = 0; i < 100; ++i) EXPECT_EQ(s.sample(logits), 0);
+}
+
+TEST(SamplingParams, DefaultsAreValid) {
+    SamplingParams p;
+    EXPECT_NO_THROW(p.validate());
+    EXPECT_FLOAT_EQ(p.temperature, 1.0f);
+    EXPECT_EQ(p.top_k, 0);
+    EXPECT_FLOAT_EQ(p.top_p, 1.0f);
+    EXPECT_FLOAT_EQ(p.min_p, 0.0f);
+}
+
+TEST(SamplingParams, NegativeTemperature) {
+    SamplingParams p;
+    p.temperature = -0.5f;
+    EXPECT_THAT(error_of([&] { p.validate(); }),
+                HasSubstr("temperature must be a finite number >= 0, got -0.5"));
+    // The constructor validates too.
+    EXPECT_THAT(error_of([&] { Sampler s(p); }), HasSubstr("temperature"));
+}
+
+TEST(SamplingParams, NonFiniteTemperature) {
+    SamplingParams p;
+    p.temperature = std::numeric_limits<float>::quiet_NaN();
+    EXPECT_THAT(error_of([&] { p.validate(); }), HasSubstr("temperature must be a finite number"));
+    p.temperature = std::numeric_limits<float>::infinity();
+    EXPECT_THAT(error_of([&] { p.validate(); }), HasSubstr("temperature must be a finite number"));
+}
+
+TEST(SamplingParams, TopPRange) {
+    SamplingParams p;
+    p.top_p = 0.0f;
+    EXPECT_THAT(error_of([&] { p.validate(); }), HasSubstr("top_p must be in (0, 1], got 0"));
+    p.top_p = 1.5f;
+    EXPECT_THAT(error_of([&] { p.validate(); }), HasSubstr("top_p must be in (0, 1], got 1.5"));
+    p.top_p = -0.1f;
+    EXPECT_THAT(error_of([&] { p.validate(); }), HasSubstr("top_p must be in (0, 1]"));
+    p.top_p = 1.0f;
+    EXPECT_NO_THROW(p.validate());
+}
+
+TEST(SamplingParams, MinPRange) {
+    SamplingParams p;
+    p.min_p = 1.5f;
+    EXPECT_THAT(error_of([&] { p.validate(); }), HasSubstr("min_p must be in [0, 1], got 1.5"));
+    p.min_p = -0.25f;
+    EXPECT_THAT(error_of([&] { p.validate(); }), HasSubstr("min_p must be in [0, 1], got -0.25"));
+    p.min_p = 1.0f;
+    EXPECT_NO_THROW(p.validate());
+}
+
+TEST(SamplingParams, NegativeTopK) {
+    SamplingParams p;
+    p.top_k = -1;
+    EXPECT_THAT(error_of([&] { p.validate(); }), HasSubstr("top_k must be >= 0, got -1"));
+}
+
+}  // namespace
+}  // namespace neural
