@@ -12,4 +12,12 @@ else
   ./scripts/build.sh
 fi
 BUILD_DIR=${NEURAL_BUILD_DIR:-build}
-ctest --test-dir "$BUILD_DIR" -j "${NEURAL_TEST_JOBS:-$(nproc)}" --output-on-failure "$@"
+status=0
+ctest --test-dir "$BUILD_DIR" -j "${NEURAL_TEST_JOBS:-$(nproc)}" --output-on-failure "$@" || status=$?
+# Skipped tests (e.g. GPU tests on a machine without a GPU) say why.
+log="$BUILD_DIR/Testing/Temporary/LastTest.log"
+if [ -f "$log" ] && grep -q "Skipped" "$log"; then
+  echo "Skip reasons:"
+  grep -A1 ": Skipped$" "$log" | grep -v -e ": Skipped$" -e "^--$" | sort | uniq -c | sed 's/^/  /'
+fi
+exit $status
