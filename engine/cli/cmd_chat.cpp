@@ -13,6 +13,7 @@
 #include "neural/error.h"
 #include "runtime/model.h"
 #include "runtime/session.h"
+#include "synth/synth.h"
 
 #ifdef _WIN32
 #include <io.h>
@@ -33,6 +34,7 @@ constexpr const char* kHelp = R"(usage: neural chat --model DIR [options]
 Chats with a gpt-oss model in the harmony format. Without --once it is an interactive REPL:
 type a message and press Enter; Ctrl+C stops a reply that is being generated.
   --model DIR              checkpoint folder
+  --store FILE             read the experts from this expert store (`neural repack`)
   --reasoning LEVEL        low, medium (default) or high
   --system TEXT            instructions for the assistant (the developer message)
   --once QUESTION          answer one question, print the answer, exit (for scripts)
@@ -57,15 +59,15 @@ extern "C" void on_sigint(int) {
 
 bool is_demo_model(const std::filesystem::path& dir) {
     std::error_code ec;
-    return std::filesystem::exists(dir / "neural-synth.json", ec);
+    return std::filesystem::exists(dir / synth::kSynthMarkerFile, ec);
 }
 
 }  // namespace
 
 int cmd_chat(int argc, char** argv) {
     Args args(argc, argv,
-              {"--model", "--reasoning", "--system", "--once", "--max-tokens", "--temperature",
-               "--top-k", "--top-p", "--min-p", "--seed", "--threads"},
+              {"--model", "--store", "--reasoning", "--system", "--once", "--max-tokens",
+               "--temperature", "--top-k", "--top-p", "--min-p", "--seed", "--threads"},
               {"--help", "--show-reasoning"});
     if (args.has("--help")) {
         fmt::print("{}", kHelp);
@@ -85,7 +87,7 @@ int cmd_chat(int argc, char** argv) {
     cpu::set_threads(static_cast<int>(args.get_int("--threads", 0, 0, 4096)));
     const auto effort = chat::reasoning_effort_from_name(args.get_or("--reasoning", "medium"));
 
-    auto model = Model::load(*dir);
+    auto model = Model::load(*dir, LoadOptions{.store = args.get_or("--store", "")});
     ChatSession session(*model);
     session.set_reasoning(effort);
     if (auto sys = args.get("--system")) session.set_instructions(*sys);

@@ -18,6 +18,7 @@ constexpr const char* kHelp = R"(usage: neural generate --model DIR (--prompt TE
 
 Continues a raw prompt (no chat template) and streams the decoded text to stdout.
   --model DIR         checkpoint folder (config.json, tokenizer.json, *.safetensors)
+  --store FILE        read the experts from this expert store (`neural repack`)
   --prompt TEXT       prompt text (special-token text is plain text unless --special)
   --ids LIST          prompt as comma-separated token ids
   --special           let --prompt contain special tokens such as <|start|>
@@ -35,8 +36,8 @@ Continues a raw prompt (no chat template) and streams the decoded text to stdout
 
 int cmd_generate(int argc, char** argv) {
     Args args(argc, argv,
-              {"--model", "--prompt", "--ids", "--max-tokens", "--temperature", "--top-k",
-               "--top-p", "--min-p", "--seed", "--threads"},
+              {"--model", "--store", "--prompt", "--ids", "--max-tokens", "--temperature",
+               "--top-k", "--top-p", "--min-p", "--seed", "--threads"},
               {"--help", "--special", "--ignore-eos", "--show-ids"});
     if (args.has("--help")) {
         fmt::print("{}", kHelp);
@@ -57,7 +58,7 @@ int cmd_generate(int argc, char** argv) {
     opt.sampling.validate();
     cpu::set_threads(static_cast<int>(args.get_int("--threads", 0, 0, 4096)));
 
-    auto model = Model::load(*dir);
+    auto model = Model::load(*dir, LoadOptions{.store = args.get_or("--store", "")});
     const Tokenizer& tok = model->tokenizer();
     std::vector<TokenId> prompt = args.has("--ids")
                                       ? parse_id_list(*args.get("--ids"))

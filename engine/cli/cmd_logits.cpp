@@ -1,4 +1,5 @@
 // neural logits MODEL_DIR PROMPTS.json OUT.json [--steps N] [--backend cpu] [--threads N]
+//               [--store FILE]
 // Writes exactly the schema of shared/fixtures/tiny-gptoss-a/golden.json so the engine can be
 // compared with independent references (see docs/ and DESIGN.md).
 #include <algorithm>
@@ -22,6 +23,7 @@ namespace neural::cli {
 namespace {
 
 constexpr const char* kHelp = R"(usage: neural logits MODEL_DIR PROMPTS.json OUT.json [--steps N] [--backend cpu] [--threads N]
+                     [--store FILE]
 
 PROMPTS.json is an object {name: [token ids]}. For every prompt and position OUT.json holds the
 argmax, the top-8 ids and logits, the logsumexp, the logits at the fixed probe ids, the router's
@@ -29,6 +31,7 @@ top-k experts and weights per layer, and with --steps N a greedy continuation of
   --steps N       greedy continuation length (default 0)
   --backend NAME  cpu (the fp32 reference; cuda arrives with the GPU backend)
   --threads N     worker threads (default: all cores)
+  --store FILE    read the experts from this expert store (`neural repack`)
 )";
 
 // The probe ids of golden.json: ordinary tokens, the specials and the last lm_head row.
@@ -82,7 +85,7 @@ nlohmann::json position_record(std::span<const float> logits, std::span<const st
 }  // namespace
 
 int cmd_logits(int argc, char** argv) {
-    Args args(argc, argv, {"--steps", "--backend", "--threads"}, {"--help"});
+    Args args(argc, argv, {"--steps", "--backend", "--threads", "--store"}, {"--help"});
     if (args.has("--help")) {
         fmt::print("{}", kHelp);
         return 0;
@@ -108,7 +111,7 @@ int cmd_logits(int argc, char** argv) {
     }
     if (!prompts.is_object()) fail("{}: expected an object {{name: [token ids]}}", pos[1]);
 
-    auto model = Model::load(pos[0]);
+    auto model = Model::load(pos[0], LoadOptions{.store = args.get_or("--store", "")});
     const ModelConfig& c = model->config();
     std::vector<std::int32_t> probes(std::begin(kProbeIds), std::end(kProbeIds));
 

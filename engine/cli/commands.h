@@ -8,6 +8,9 @@ int cmd_tokenize(int argc, char** argv);
 int cmd_logits(int argc, char** argv);
 int cmd_generate(int argc, char** argv);
 int cmd_chat(int argc, char** argv);
+int cmd_repack(int argc, char** argv);
+int cmd_verify_store(int argc, char** argv);
+int cmd_synth(int argc, char** argv);
 
 struct Command {
   const char* name;

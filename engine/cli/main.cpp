@@ -18,13 +18,16 @@ const Command kCommands[] = {
     {"chat", neural::cli::cmd_chat, "chat with a model in the terminal (harmony format)"},
     {"generate", neural::cli::cmd_generate, "generate text from a prompt (streams to stdout)"},
     {"logits", neural::cli::cmd_logits, "write reference logits/router data for token prompts"},
+    {"repack", neural::cli::cmd_repack, "repack a checkpoint's experts into an expert store"},
+    {"synth", neural::cli::cmd_synth, "write a random-weight checkpoint (tests, speed runs)"},
     {"tokenize", neural::cli::cmd_tokenize, "encode text to token ids, or decode ids"},
+    {"verify-store", neural::cli::cmd_verify_store, "check an expert store (and against its checkpoint)"},
 };
 
 void usage(std::FILE* out) {
     fmt::print(out, "usage: neural COMMAND [options]   (neural COMMAND --help for details)\n\n");
     fmt::print(out, "commands:\n");
-    for (const auto& c : kCommands) fmt::print(out, "  {:<10} {}\n", c.name, c.summary);
+    for (const auto& c : kCommands) fmt::print(out, "  {:<13} {}\n", c.name, c.summary);
 }
 
 }  // namespace

@@ -12,8 +12,9 @@
 
 namespace neural {
 
-CpuModel::CpuModel(const ModelConfig& config, const ModelWeights& weights)
-    : config_(config), weights_(weights), rope_(config) {}
+CpuModel::CpuModel(const ModelConfig& config, const ModelWeights& weights,
+                   const ExpertSource* experts)
+    : config_(config), weights_(weights), experts_(experts), rope_(config) {}
 
 std::vector<float> CpuModel::forward(std::span<const TokenId> tokens, KvCache& cache,
                                      const ForwardOptions& opt) const {
@@ -138,23 +139,33 @@ void CpuModel::moe(int layer, const float* h, std::int64_t T, std::int64_t pos0,
     // y[t, k, :] = expert output of token t's k-th choice; summed per token in k order below.
     std::vector<float> y(static_cast<size_t>(T * K * H));
     const float limit = c.swiglu_limit, alpha = c.swiglu_alpha;
+    // Row r of expert e: from the checkpoint's tensors, or from the expert store when attached
+    // (which may decode packed scales into `scale_buf`, G bytes).
+    auto expert_row = [&](Projection p, int e, std::int64_t r, std::uint8_t* scale_buf) {
+        if (experts_ != nullptr) return experts_->row(layer, p, e, r, scale_buf);
+        const Mxfp4Experts& m = p == Projection::kGateUp ? w.gate_up : w.down;
+        return ExpertRow{m.row_blocks(e, r), m.row_scales(e, r)};
+    };
     for (int e = 0; e < E; ++e) {
         std::vector<std::int64_t> slots;  // t * K + k
         for (std::int64_t i = 0; i < T * K; ++i) {
             if (sel[static_cast<size_t>(i)] == e) slots.push_back(i);
         }
         if (slots.empty()) continue;
+        if (experts_ != nullptr) experts_->prepare(layer, e);  // may throw: not inside parallel_for
         const auto n = static_cast<std::int64_t>(slots.size());
         std::vector<float> act(static_cast<size_t>(n * I));
         // gate_up rows are interleaved: row 2i = gate_i, row 2i+1 = up_i.
         cpu::parallel_for(I, 16, [&](std::int64_t i0, std::int64_t i1) {
             std::vector<float> g_row(static_cast<size_t>(H)), u_row(static_cast<size_t>(H));
+            std::vector<std::uint8_t> g_sc(static_cast<size_t>(H / 32)), u_sc(g_sc.size());
             for (std::int64_t i = i0; i < i1; ++i) {
-                mxfp4::decode_row(w.gate_up.row_blocks(e, 2 * i), w.gate_up.row_scales(e, 2 * i),
-                                  static_cast<int>(w.gate_up.blocks_per_row()), g_row.data());
-                mxfp4::decode_row(w.gate_up.row_blocks(e, 2 * i + 1),
-                                  w.gate_up.row_scales(e, 2 * i + 1),
-                                  static_cast<int>(w.gate_up.blocks_per_row()), u_row.data());
+                const ExpertRow g = expert_row(Projection::kGateUp, e, 2 * i, g_sc.data());
+                const ExpertRow u = expert_row(Projection::kGateUp, e, 2 * i + 1, u_sc.data());
+                mxfp4::decode_row(g.blocks, g.scales, static_cast<int>(w.gate_up.blocks_per_row()),
+                                  g_row.data());
+                mxfp4::decode_row(u.blocks, u.scales, static_cast<int>(w.gate_up.blocks_per_row()),
+                                  u_row.data());
                 const float bg = w.gate_up.bias.at(e, 2 * i), bu = w.gate_up.bias.at(e, 2 * i + 1);
                 for (std::int64_t s = 0; s < n; ++s) {
                     const float* hs = h + (slots[static_cast<size_t>(s)] / K) * H;
@@ -169,9 +180,11 @@ void CpuModel::moe(int layer, const float* h, std::int64_t T, std::int64_t pos0,
         });
         cpu::parallel_for(H, 16, [&](std::int64_t r0, std::int64_t r1) {
             std::vector<float> d_row(static_cast<size_t>(I));
+            std::vector<std::uint8_t> d_sc(static_cast<size_t>(I / 32));
             for (std::int64_t r = r0; r < r1; ++r) {
-                mxfp4::decode_row(w.down.row_blocks(e, r), w.down.row_scales(e, r),
-                                  static_cast<int>(w.down.blocks_per_row()), d_row.data());
+                const ExpertRow d = expert_row(Projection::kDown, e, r, d_sc.data());
+                mxfp4::decode_row(d.blocks, d.scales, static_cast<int>(w.down.blocks_per_row()),
+                                  d_row.data());
                 const float b = w.down.bias.at(e, r);
                 for (std::int64_t s = 0; s < n; ++s) {
                     y[static_cast<size_t>(slots[static_cast<size_t>(s)] * H + r)] =

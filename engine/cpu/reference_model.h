@@ -10,6 +10,7 @@
 
 #include "cpu/rope.h"
 #include "model/config.h"
+#include "model/expert_source.h"
 #include "model/weights.h"
 #include "runtime/kv_cache.h"
 
@@ -33,7 +34,11 @@ struct ForwardOptions {
 
 class CpuModel {
  public:
-  CpuModel(const ModelConfig& config, const ModelWeights& weights);
+  // `experts`: where the MXFP4 expert rows come from (an expert store); nullptr = the
+  // checkpoint's expert tensors in `weights`. Biases, router and the dense core always come
+  // from `weights`. Both sources give bit-identical results.
+  CpuModel(const ModelConfig& config, const ModelWeights& weights,
+           const ExpertSource* experts = nullptr);
 
   // Runs `tokens` at positions [cache.size(), cache.size() + n) and appends them to the cache.
   // Returns logits [n_out, vocab] with n_out = n (all_logits) or 1. Throws neural::Error for a
@@ -52,6 +57,7 @@ class CpuModel {
 
   const ModelConfig& config_;
   const ModelWeights& weights_;
+  const ExpertSource* experts_ = nullptr;
   cpu::Rope rope_;
 };
 

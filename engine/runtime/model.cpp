@@ -10,7 +10,7 @@ namespace neural {
 
 namespace fs = std::filesystem;
 
-std::unique_ptr<Model> Model::load(const fs::path& dir) {
+std::unique_ptr<Model> Model::load(const fs::path& dir, const LoadOptions& options) {
     std::error_code ec;
     if (!fs::is_directory(dir, ec)) fail("model folder not found: {}", dir.string());
     std::unique_ptr<Model> m(new Model());
@@ -28,7 +28,13 @@ std::unique_ptr<Model> Model::load(const fs::path& dir) {
     }
     m->checkpoint_ = Checkpoint::open(dir);
     m->weights_ = ModelWeights::bind(m->checkpoint_, m->config_);
-    m->cpu_ = std::make_unique<CpuModel>(m->config_, m->weights_);
+    if (!options.store.empty()) {
+        m->store_ = std::make_unique<store::ExpertStore>(store::ExpertStore::open(options.store));
+        m->store_->check_matches(m->checkpoint_, m->config_);
+        spdlog::debug("experts from {}: {}", options.store.string(),
+                      store::describe_store(*m->store_));
+    }
+    m->cpu_ = std::make_unique<CpuModel>(m->config_, m->weights_, m->store_.get());
     spdlog::debug("loaded {}: {} layers, hidden {}, {} experts (top-{}), {} tensors, {} bytes",
                   dir.string(), m->config_.num_layers, m->config_.hidden_size,
                   m->config_.num_experts, m->config_.experts_per_token,

@@ -11,15 +11,25 @@
 #include "model/safetensors.h"
 #include "model/weights.h"
 #include "runtime/kv_cache.h"
+#include "store/store.h"
 #include "tokenizer/tokenizer.h"
 
 namespace neural {
 
+struct LoadOptions {
+  // Expert store (`neural repack`) to read the MXFP4 experts from instead of the checkpoint's
+  // expert tensors; empty = none. Checked against the checkpoint at load (shape, expert tensor
+  // names and sizes, sample hash); results are bit-identical to the checkpoint path.
+  std::filesystem::path store;
+};
+
 class Model {
  public:
   // Reads DIR/config.json, DIR/generation_config.json (optional), DIR/tokenizer.json and the
-  // safetensors weights. Throws neural::Error naming the bad file / tensor / field.
-  static std::unique_ptr<Model> load(const std::filesystem::path& dir);
+  // safetensors weights (and the expert store, if given). Throws neural::Error naming the bad
+  // file / tensor / field.
+  static std::unique_ptr<Model> load(const std::filesystem::path& dir,
+                                     const LoadOptions& options = {});
 
   const std::filesystem::path& dir() const { return dir_; }
   const ModelConfig& config() const { return config_; }
@@ -27,6 +37,8 @@ class Model {
   const Tokenizer& tokenizer() const { return *tokenizer_; }
   const Checkpoint& checkpoint() const { return checkpoint_; }
   const CpuModel& cpu() const { return *cpu_; }
+  // The expert store the experts are read from, or nullptr (checkpoint tensors).
+  const store::ExpertStore* store() const { return store_.get(); }
 
   KvCache new_cache() const { return KvCache(config_); }
   // Ids generation stops on: generation_config eos ids, else config eos ids.
@@ -42,6 +54,7 @@ class Model {
   std::unique_ptr<Tokenizer> tokenizer_;
   Checkpoint checkpoint_;
   ModelWeights weights_;
+  std::unique_ptr<store::ExpertStore> store_;
   std::unique_ptr<CpuModel> cpu_;
 };
 

@@ -1,0 +1,38 @@
+// Run-time CPU feature detection for choosing SIMD kernels. Each feature counts only when the
+// CPU reports it (cpuid) AND the OS saves its register state (XCR0 via xgetbv): a CPU with
+// AVX-512 under an OS/hypervisor that does not enable ZMM state must not run AVX-512 code.
+// POSIX (GCC/Clang <cpuid.h>): engine/platform/posix/cpu_features.cpp;
+// Windows (MSVC __cpuidex/_xgetbv): engine/platform/windows/cpu_features.cpp.
+#pragma once
+
+#include <string>
+
+namespace neural {
+
+struct CpuFeatures {
+    bool x86 = false;      // compiled for x86 / x86-64 (all flags below are false otherwise)
+    bool avx = false;      // cpuid AVX + OSXSAVE + XCR0 saves XMM|YMM
+    bool avx2 = false;     // cpuid AVX2 and `avx`
+    bool fma = false;      // cpuid FMA3 and `avx`
+    bool avx512f = false;  // cpuid AVX512F and XCR0 saves opmask|ZMM_Hi256|Hi16_ZMM
+    bool avx512bw = false;
+    bool avx512vl = false;
+    bool avx512dq = false;
+    std::string vendor;  // "GenuineIntel", "AuthenticAMD", ...
+    std::string brand;   // e.g. "11th Gen Intel(R) Core(TM) i7-11700K @ 3.60GHz"
+
+    // What the kernels need: AVX2 + FMA; AVX-512 F/BW/VL on top of that.
+    bool has_avx2_fma() const { return avx2 && fma; }
+    bool has_avx512() const { return has_avx2_fma() && avx512f && avx512bw && avx512vl; }
+
+    // "avx2 fma avx512f avx512bw avx512vl avx512dq" (the usable ones), for logs and reports.
+    std::string summary() const;
+};
+
+// Detects once per process (thread-safe) and returns the cached result.
+const CpuFeatures& cpu_features();
+
+// Runs the detection again (tests).
+CpuFeatures detect_cpu_features();
+
+}  // namespace neural

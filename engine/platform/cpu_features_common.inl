@@ -1,0 +1,92 @@
+// The OS-independent part of cpu_features.{posix,windows}.cpp. The including file defines, in
+// namespace neural::detail_cpuid, the two compiler-specific primitives when it is built for x86:
+//   bool cpuid(unsigned leaf, unsigned subleaf, unsigned regs[4]);  // false: leaf unsupported
+//   unsigned long long read_xcr0();
+// and NEURAL_CPUID_X86 = 1 (0 on other architectures, where every feature is false).
+
+namespace neural {
+
+#if NEURAL_CPUID_X86
+namespace detail_cpuid {
+
+CpuFeatures detect_x86() {
+    CpuFeatures f;
+    f.x86 = true;
+    unsigned r[4] = {0, 0, 0, 0};
+    if (!cpuid(0, 0, r)) return f;
+    const unsigned max_leaf = r[0];
+    char vendor[13] = {};
+    std::memcpy(vendor + 0, &r[1], 4);  // EBX, EDX, ECX spell the vendor
+    std::memcpy(vendor + 4, &r[3], 4);
+    std::memcpy(vendor + 8, &r[2], 4);
+    f.vendor = vendor;
+
+    cpuid(1, 0, r);
+    const unsigned ecx1 = r[2];
+    const bool osxsave = (ecx1 >> 27) & 1u;
+    const bool cpu_avx = (ecx1 >> 28) & 1u;
+    const bool cpu_fma = (ecx1 >> 12) & 1u;
+    const unsigned long long xcr0 = osxsave ? read_xcr0() : 0;
+    // XCR0 bit 1 = SSE (XMM) state, bit 2 = AVX (upper YMM halves); bits 5..7 = opmask, upper
+    // halves of ZMM0-15, ZMM16-31. All must be OS-enabled before the instructions may be used.
+    const bool os_avx = (xcr0 & 0x6u) == 0x6u;
+    const bool os_avx512 = os_avx && (xcr0 & 0xE0u) == 0xE0u;
+    f.avx = cpu_avx && os_avx;
+    f.fma = f.avx && cpu_fma;
+    if (max_leaf >= 7) {
+        cpuid(7, 0, r);
+        const unsigned ebx7 = r[1];
+        f.avx2 = f.avx && ((ebx7 >> 5) & 1u);
+        f.avx512f = os_avx512 && ((ebx7 >> 16) & 1u);
+        f.avx512dq = f.avx512f && ((ebx7 >> 17) & 1u);
+        f.avx512bw = f.avx512f && ((ebx7 >> 30) & 1u);
+        f.avx512vl = f.avx512f && ((ebx7 >> 31) & 1u);
+    }
+    if (cpuid(0x80000000u, 0, r) && r[0] >= 0x80000004u) {
+        char brand[49] = {};
+        for (unsigned i = 0; i < 3; ++i) {
+            cpuid(0x80000002u + i, 0, r);
+            std::memcpy(brand + 16 * i, r, 16);
+        }
+        const std::string b = brand;
+        const auto first = b.find_first_not_of(' ');
+        const auto last = b.find_last_not_of(' ');
+        if (first != std::string::npos) f.brand = b.substr(first, last - first + 1);
+    }
+    return f;
+}
+
+}  // namespace detail_cpuid
+#endif
+
+CpuFeatures detect_cpu_features() {
+#if NEURAL_CPUID_X86
+    return detail_cpuid::detect_x86();
+#else
+    return CpuFeatures{};
+#endif
+}
+
+const CpuFeatures& cpu_features() {
+    static const CpuFeatures features = detect_cpu_features();
+    return features;
+}
+
+std::string CpuFeatures::summary() const {
+    std::string s;
+    auto add = [&s](bool on, const char* name) {
+        if (!on) return;
+        if (!s.empty()) s += ' ';
+        s += name;
+    };
+    add(avx, "avx");
+    add(avx2, "avx2");
+    add(fma, "fma");
+    add(avx512f, "avx512f");
+    add(avx512bw, "avx512bw");
+    add(avx512vl, "avx512vl");
+    add(avx512dq, "avx512dq");
+    return s.empty() ? std::string("baseline") : s;
+}
+
+}  // namespace neural

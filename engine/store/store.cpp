@@ -1,0 +1,277 @@
+#include "store/store.h"
+
+#include <cstring>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "neural/error.h"
+#include "store/hash.h"
+
+namespace neural::store {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+int model_int(const json& model, const char* key, const std::string& file) {
+    auto it = model.find(key);
+    if (it == model.end() || !it->is_number_integer() || it->get<std::int64_t>() <= 0 ||
+        it->get<std::int64_t>() > (1 << 24)) {
+        fail("{}: metadata \"model\".\"{}\" is missing or not a positive integer", file, key);
+    }
+    return static_cast<int>(it->get<std::int64_t>());
+}
+
+}  // namespace
+
+ExpertStore ExpertStore::open(const fs::path& path) {
+    ExpertStore s;
+    s.map_ = MappedFile::open(path);
+    const std::string file = path.string();
+    const std::uint8_t* base = s.map_.data();
+    const std::uint64_t size = s.map_.size();
+
+    // Identity first, so a foreign file gets "not a store" rather than a size complaint.
+    if (size < kMagic.size() || std::memcmp(base, kMagic.data(), kMagic.size()) != 0) {
+        fail(
+            "{} is not a Neural expert store (no \"NRLSTORE\" magic; make one with "
+            "`neural repack`)",
+            file);
+    }
+    if (size < kHeaderBytes) {
+        fail("{}: truncated expert store: {} bytes, shorter than the {}-byte header", file, size,
+             kHeaderBytes);
+    }
+    const FixedHeader h = FixedHeader::decode(base);
+    if (h.format_version > kFormatVersion) {
+        fail(
+            "{}: expert store format version {} is newer than this build of Neural reads "
+            "(version {}); update Neural or repack the store with this version",
+            file, h.format_version, kFormatVersion);
+    }
+    if (h.format_version == 0) fail("{}: invalid expert store format version 0", file);
+    if (h.kind > static_cast<std::uint32_t>(StoreKind::kPacked)) {
+        fail("{}: unknown expert store kind {} (this build knows 0 = raw and 1 = packed)", file,
+             h.kind);
+    }
+    const auto kind = static_cast<StoreKind>(h.kind);
+
+    // Header fields: every area inside the file, in order, aligned as the format says.
+    if (h.meta_offset != kHeaderBytes) {
+        fail("{}: corrupt expert store header: metadata offset {} (expected {})", file,
+             h.meta_offset, kHeaderBytes);
+    }
+    if (h.meta_bytes == 0 || h.meta_bytes > kMaxMetaBytes || h.meta_offset + h.meta_bytes > size) {
+        fail(
+            "{}: {} expert store: metadata of {} bytes at offset {} does not fit in the file "
+            "({} bytes)",
+            file, h.meta_offset + h.meta_bytes > size ? "truncated" : "corrupt", h.meta_bytes,
+            h.meta_offset, size);
+    }
+    if (h.index_offset % 8 != 0 || h.index_offset < h.meta_offset + h.meta_bytes) {
+        fail("{}: corrupt expert store header: index offset {}", file, h.index_offset);
+    }
+    if (h.record_count == 0 || h.record_count > (std::uint64_t{1} << 32)) {
+        fail("{}: corrupt expert store header: {} records", file, h.record_count);
+    }
+    const std::uint64_t index_end = h.index_offset + h.record_count * kIndexEntryBytes;
+    if (index_end > size) {
+        fail("{}: truncated expert store: the index ends at byte {} but the file has {} bytes",
+             file, index_end, size);
+    }
+    if (h.data_offset % kRecordAlignment != 0 || h.data_offset < index_end) {
+        fail(
+            "{}: corrupt expert store header: data offset {} (must be a multiple of {} after "
+            "the index)",
+            file, h.data_offset, kRecordAlignment);
+    }
+
+    Xxh3 hh;
+    hh.update(base, FixedHeader::kChecksumOffset);
+    hh.update(base + h.meta_offset, h.meta_bytes);
+    hh.update(base + h.index_offset, h.record_count * kIndexEntryBytes);
+    if (hh.digest() != h.header_checksum) {
+        fail(
+            "{}: expert store header checksum mismatch (stored {}, computed {}): the header, "
+            "metadata or index is damaged; repack the store",
+            file, hex64(h.header_checksum), hex64(hh.digest()));
+    }
+
+    // Metadata.
+    json meta;
+    try {
+        const char* mp = reinterpret_cast<const char*>(base + h.meta_offset);
+        meta = json::parse(mp, mp + h.meta_bytes);
+    } catch (const json::parse_error& e) {
+        fail("{}: expert store metadata is not valid JSON: {}", file, e.what());
+    }
+    if (!meta.is_object() || !meta.contains("model") || !meta["model"].is_object() ||
+        !meta.contains("checkpoint")) {
+        fail("{}: expert store metadata lacks the \"model\" or \"checkpoint\" object", file);
+    }
+    const json& model = meta["model"];
+    if (model.contains("model_type") && model["model_type"].is_string()) {
+        s.shape_.model_type = model["model_type"].get<std::string>();
+    }
+    s.shape_.hidden_size = model_int(model, "hidden_size", file);
+    s.shape_.intermediate_size = model_int(model, "intermediate_size", file);
+    s.shape_.num_layers = model_int(model, "num_layers", file);
+    s.shape_.num_experts = model_int(model, "num_experts", file);
+    if (meta.contains("created_by") && meta["created_by"].is_string()) {
+        s.created_by_ = meta["created_by"].get<std::string>();
+    }
+    s.checkpoint_ = checkpoint_id_from_json(meta["checkpoint"], file);
+    try {
+        s.layout_ = RecordLayout::make(kind, s.shape_.hidden_size, s.shape_.intermediate_size);
+    } catch (const Error& e) {
+        fail("{}: expert store metadata: {}", file, e.what());
+    }
+    const std::uint64_t want_records = static_cast<std::uint64_t>(s.shape_.num_layers) *
+                                       static_cast<std::uint64_t>(s.shape_.num_experts);
+    if (h.record_count != want_records) {
+        fail("{}: corrupt expert store: {} records, but {} layers x {} experts need {}", file,
+             h.record_count, s.shape_.num_layers, s.shape_.num_experts, want_records);
+    }
+
+    // Index: every record aligned, in order, inside the file, with the size its kind implies.
+    s.index_.reserve(h.record_count);
+    std::uint64_t prev_end = h.data_offset;
+    for (std::uint64_t i = 0; i < h.record_count; ++i) {
+        const IndexEntry e = IndexEntry::decode(base + h.index_offset + i * kIndexEntryBytes);
+        const auto layer = i / static_cast<std::uint64_t>(s.shape_.num_experts);
+        const auto expert = i % static_cast<std::uint64_t>(s.shape_.num_experts);
+        if (e.offset % kRecordAlignment != 0 || e.offset < prev_end) {
+            fail(
+                "{}: corrupt expert store index: record of layer {} expert {} at offset {} (must "
+                "be a multiple of {} after the previous record)",
+                file, layer, expert, e.offset, kRecordAlignment);
+        }
+        const std::uint64_t want =
+            kind == StoreKind::kRaw ? s.layout_.fixed_bytes
+                                    : s.layout_.payload_bytes(e.escaped_rows(Projection::kGateUp),
+                                                              e.escaped_rows(Projection::kDown));
+        if ((kind == StoreKind::kRaw && e.escapes != 0) || e.payload_bytes != want) {
+            fail(
+                "{}: expert store record of layer {} expert {} holds {} bytes, but a {} record of "
+                "this shape (hidden {}, intermediate {}) holds {}: wrong kind or corrupt index",
+                file, layer, expert, e.payload_bytes, kind_name(kind), s.shape_.hidden_size,
+                s.shape_.intermediate_size, want);
+        }
+        if (e.payload_bytes > size || e.offset > size - e.payload_bytes) {
+            fail(
+                "{}: truncated expert store: the record of layer {} expert {} ends at byte {} but "
+                "the file has {} bytes",
+                file, layer, expert, e.offset + e.payload_bytes, size);
+        }
+        prev_end = e.offset + e.payload_bytes;
+        s.index_.push_back(e);
+    }
+    return s;
+}
+
+std::span<const std::uint8_t> ExpertStore::record(int layer, int expert) const {
+    const IndexEntry& e = entry(layer, expert);
+    return {map_.data() + e.offset, static_cast<std::size_t>(e.payload_bytes)};
+}
+
+bool ExpertStore::record_checksum_ok(int layer, int expert) const {
+    const auto r = record(layer, expert);
+    return xxh3_64(r.data(), r.size()) == entry(layer, expert).checksum;
+}
+
+void ExpertStore::check_escapes(int layer, int expert) const {
+    if (layout_.kind != StoreKind::kPacked) return;
+    const IndexEntry& e = entry(layer, expert);
+    const std::uint8_t* payload = map_.data() + e.offset;
+    for (Projection proj : {Projection::kGateUp, Projection::kDown}) {
+        const ProjectionLayout& p = layout_[proj];
+        // This projection's escape rows follow the fixed part (gate_up's first, then down's).
+        const std::uint64_t begin =
+            layout_.fixed_bytes +
+            (proj == Projection::kDown
+                 ? e.escaped_rows(Projection::kGateUp) *
+                       static_cast<std::uint64_t>(layout_[Projection::kGateUp].groups)
+                 : 0);
+        const std::uint64_t end =
+            begin + e.escaped_rows(proj) * static_cast<std::uint64_t>(p.groups);
+        std::uint64_t escaped = 0;
+        for (std::int64_t r = 0; r < p.rows; ++r) {
+            const std::uint8_t* slot =
+                payload + p.scales_offset + static_cast<std::uint64_t>(r) * p.scale_stride;
+            if (!is_escape(slot)) continue;
+            ++escaped;
+            const std::uint64_t off = escape_offset(slot);
+            if (off < begin || off + static_cast<std::uint64_t>(p.groups) > end) {
+                fail(
+                    "{}: damaged expert store record (layer {} expert {}): {} row {} points to "
+                    "escape bytes [{}, {}) outside its escape area [{}, {}); run `neural "
+                    "verify-store` and repack",
+                    path().string(), layer, expert,
+                    proj == Projection::kGateUp ? "gate_up" : "down", r, off, off + p.groups, begin,
+                    end);
+            }
+        }
+        if (escaped != e.escaped_rows(proj)) {
+            fail(
+                "{}: damaged expert store record (layer {} expert {}): {} escaped {} rows, the "
+                "index says {}; run `neural verify-store` and repack",
+                path().string(), layer, expert, escaped,
+                proj == Projection::kGateUp ? "gate_up" : "down", e.escaped_rows(proj));
+        }
+    }
+}
+
+void ExpertStore::check_matches(const Checkpoint& ckpt, const ModelConfig& config,
+                                bool compare_sample) const {
+    const std::string file = path().string();
+    const std::string dir = ckpt.dir().string();
+    auto field = [&](const char* name, int in_store, int in_config) {
+        if (in_store != in_config) {
+            fail(
+                "{} was made for a different model: {} is {} in the store but {} in {}/config.json",
+                file, name, in_store, in_config, dir);
+        }
+    };
+    field("hidden_size", shape_.hidden_size, config.hidden_size);
+    field("intermediate_size", shape_.intermediate_size, config.intermediate_size);
+    field("num_hidden_layers", shape_.num_layers, config.num_layers);
+    field("num_local_experts", shape_.num_experts, config.num_experts);
+
+    const CheckpointId here = describe_experts(ckpt, config);
+    if (here.tensors.size() != checkpoint_.tensors.size()) {
+        fail("{} was made for a different model: it records {} expert tensors, {} has {}", file,
+             checkpoint_.tensors.size(), dir, here.tensors.size());
+    }
+    for (std::size_t i = 0; i < here.tensors.size(); ++i) {
+        const ExpertTensorId& a = checkpoint_.tensors[i];
+        const ExpertTensorId& b = here.tensors[i];
+        if (a.name != b.name || a.dtype != b.dtype || a.shape != b.shape || a.nbytes != b.nbytes) {
+            fail(
+                "{} was made for a different checkpoint: the store records tensor \"{}\" {} {} "
+                "({} bytes), {} has \"{}\" {} {} ({} bytes)",
+                file, a.name, a.dtype, fmt::join(a.shape, "x"), a.nbytes, dir, b.name, b.dtype,
+                fmt::join(b.shape, "x"), b.nbytes);
+        }
+    }
+    if (compare_sample && here.sample_hash != checkpoint_.sample_hash) {
+        fail(
+            "{} was made from a different checkpoint than {}: same shape, but the expert weights "
+            "differ (sample hash {} in the store, {} in the checkpoint); repack it with `neural "
+            "repack --checkpoint {}`",
+            file, dir, hex64(checkpoint_.sample_hash), hex64(here.sample_hash), dir);
+    }
+}
+
+std::string describe_store(const ExpertStore& s) {
+    return fmt::format(
+        "{} store (format {}) of {}: {} layers x {} experts, hidden {}, "
+        "intermediate {}, {} B per record{}",
+        kind_name(s.kind()), kFormatVersion,
+        s.shape().model_type.empty() ? "?" : s.shape().model_type, s.num_layers(), s.num_experts(),
+        s.shape().hidden_size, s.shape().intermediate_size, s.layout().fixed_bytes,
+        s.kind() == StoreKind::kPacked ? " + escapes" : "");
+}
+
+}  // namespace neural::store

@@ -1,0 +1,280 @@
+// Stores of the tiny fixture: bit-identical logits from raw and packed stores, escapes, verify,
+// and every kind of bad store file (damaged record, truncation, future version, unknown or wrong
+// kind, damaged header, foreign file, a store of another model or checkpoint).
+#include <cstring>
+#include <filesystem>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "model/safetensors.h"
+#include "runtime/model.h"
+#include "store/format.h"
+#include "store/repack.h"
+#include "store/store.h"
+#include "store/store_support.h"
+#include "store/verify.h"
+#include "support/fixtures.h"
+
+namespace neural::store {
+namespace {
+
+namespace fs = std::filesystem;
+using test::error_of;
+using ::testing::HasSubstr;
+
+fs::path make_store(const fs::path& checkpoint, const fs::path& out, StoreKind kind) {
+    RepackOptions o;
+    o.checkpoint = checkpoint;
+    o.out = out;
+    o.kind = kind;
+    o.threads = 2;
+    repack(o);
+    return out;
+}
+
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+    return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+class FixtureStore : public ::testing::Test {
+ protected:
+    static void SetUpTestSuite() {
+        tmp_ = new test::TempDir();
+        wide_dir_ = *tmp_ / "wide";
+        test::copy_fixture_with_wide_scales(wide_dir_);
+        raw_ = make_store(test::tiny_model_dir(), *tmp_ / "raw.nstore", StoreKind::kRaw);
+        packed_ = make_store(test::tiny_model_dir(), *tmp_ / "packed.nstore", StoreKind::kPacked);
+        wide_raw_ = make_store(wide_dir_, *tmp_ / "wide-raw.nstore", StoreKind::kRaw);
+        wide_packed_ = make_store(wide_dir_, *tmp_ / "wide-packed.nstore", StoreKind::kPacked);
+    }
+    static void TearDownTestSuite() { delete tmp_; }
+
+    // A copy of `store` in this test's own folder, for surgery.
+    fs::path copy_of(const fs::path& store) {
+        const fs::path p = own_ / store.filename();
+        fs::copy_file(store, p);
+        return p;
+    }
+
+    static test::TempDir* tmp_;
+    static fs::path wide_dir_, raw_, packed_, wide_raw_, wide_packed_;
+    test::TempDir own_;
+};
+test::TempDir* FixtureStore::tmp_ = nullptr;
+fs::path FixtureStore::wide_dir_, FixtureStore::raw_, FixtureStore::packed_,
+    FixtureStore::wide_raw_, FixtureStore::wide_packed_;
+
+TEST_F(FixtureStore, RawAndPackedGiveBitIdenticalLogits) {
+    const auto ref = test::golden_logits(*Model::load(test::tiny_model_dir()));
+    for (const fs::path& s : {raw_, packed_}) {
+        SCOPED_TRACE(s.filename().string());
+        auto m = Model::load(test::tiny_model_dir(), LoadOptions{.store = s});
+        ASSERT_NE(m->store(), nullptr);
+        EXPECT_TRUE(same_bits(test::golden_logits(*m), ref));
+    }
+    EXPECT_EQ(ExpertStore::open(raw_).kind(), StoreKind::kRaw);
+    EXPECT_EQ(ExpertStore::open(packed_).kind(), StoreKind::kPacked);
+}
+
+// The shared fixture's scales span at most 2 steps per row, so this copy widens down_proj row 0
+// of every expert (span > 15): every packed record escapes one row, and the rows are used.
+TEST_F(FixtureStore, RowsWithWideScalesAreEscapedAndStayBitIdentical) {
+    const ExpertStore s = ExpertStore::open(wide_packed_);
+    for (int l = 0; l < s.num_layers(); ++l) {
+        for (int e = 0; e < s.num_experts(); ++e) {
+            EXPECT_EQ(s.entry(l, e).escaped_rows(Projection::kGateUp), 0u);
+            EXPECT_EQ(s.entry(l, e).escaped_rows(Projection::kDown), 1u) << l << " " << e;
+            EXPECT_EQ(s.entry(l, e).payload_bytes, s.layout().fixed_bytes + 3);  // G_i = 3
+            EXPECT_TRUE(
+                is_escape(s.record(l, e).data() + s.layout()[Projection::kDown].scales_offset));
+        }
+    }
+    const auto ref = test::golden_logits(*Model::load(wide_dir_));
+    EXPECT_FALSE(same_bits(ref, test::golden_logits(*Model::load(test::tiny_model_dir()))));
+    for (const fs::path& p : {wide_raw_, wide_packed_}) {
+        SCOPED_TRACE(p.filename().string());
+        EXPECT_TRUE(
+            same_bits(test::golden_logits(*Model::load(wide_dir_, LoadOptions{.store = p})), ref));
+    }
+    VerifyOptions vo;
+    vo.checkpoint = wide_dir_;
+    const VerifyReport r = verify_store(wide_packed_, vo);
+    EXPECT_TRUE(r.ok()) << (r.problems.empty() ? "" : r.problems[0]);
+    EXPECT_EQ(r.escaped_rows, 32u);
+}
+
+TEST_F(FixtureStore, VerifyPassesAndChecksTheCheckpoint) {
+    for (const fs::path& s : {raw_, packed_}) {
+        VerifyOptions vo;
+        vo.checkpoint = test::tiny_model_dir();
+        const VerifyReport r = verify_store(s, vo);
+        EXPECT_TRUE(r.ok()) << (r.problems.empty() ? "" : r.problems[0]);
+        EXPECT_TRUE(r.checkpoint_checked);
+        EXPECT_EQ(r.records, 32);
+        EXPECT_EQ(r.file_bytes, fs::file_size(s));
+        EXPECT_TRUE(verify_store(s, {}).ok());
+    }
+}
+
+TEST_F(FixtureStore, FlippedRecordByteNamesLayerAndExpert) {
+    for (const fs::path& src : {raw_, packed_}) {
+        SCOPED_TRACE(src.filename().string());
+        const fs::path p = copy_of(src);
+        std::uint64_t at = 0;
+        {
+            const ExpertStore s = ExpertStore::open(p);
+            at = s.entry(2, 5).offset + 100;  // inside gate_up's code bytes
+            EXPECT_TRUE(s.record_checksum_ok(2, 5));
+        }
+        std::string b = test::read_file(p).substr(at, 1);
+        b[0] = static_cast<char>(b[0] ^ 0x10);
+        test::patch_file(p, at, b);
+        EXPECT_FALSE(ExpertStore::open(p).record_checksum_ok(2, 5));
+        const VerifyReport quick = verify_store(p, {});
+        ASSERT_FALSE(quick.ok());
+        EXPECT_EQ(quick.problem_count, 1);
+        EXPECT_THAT(quick.problems[0], HasSubstr("layer 2 expert 5: record checksum mismatch"));
+        VerifyOptions vo;
+        vo.checkpoint = test::tiny_model_dir();
+        const VerifyReport full = verify_store(p, vo);
+        EXPECT_EQ(full.problem_count, 2);
+        ASSERT_EQ(full.problems.size(), 2u);
+        EXPECT_THAT(full.problems[1], HasSubstr("layer 2 expert 5: gate_up code bytes differ from "
+                                                "the checkpoint (row 6, byte 4 of the row)"));
+        fs::remove(p);
+    }
+}
+
+TEST_F(FixtureStore, TruncatedFiles) {
+    const std::string bytes = test::read_file(raw_);
+    const fs::path p = own_ / "cut.nstore";
+    test::write_file(p, bytes.substr(0, bytes.size() - 3 * 4096));
+    EXPECT_THAT(error_of([&] { ExpertStore::open(p); }),
+                HasSubstr("truncated expert store: the record of layer 3 expert 6 ends at byte"));
+    test::write_file(p, bytes.substr(0, 40));
+    EXPECT_THAT(error_of([&] { ExpertStore::open(p); }),
+                HasSubstr("truncated expert store: 40 bytes, shorter than the 64-byte header"));
+    test::write_file(p, bytes.substr(0, 1000));
+    EXPECT_THAT(error_of([&] { ExpertStore::open(p); }), HasSubstr("truncated"));
+}
+
+TEST_F(FixtureStore, VersionFromTheFuture) {
+    const fs::path p = copy_of(packed_);
+    std::string v(4, '\0');
+    put_u32(reinterpret_cast<std::uint8_t*>(v.data()), 2);
+    test::patch_file(p, 8, v);
+    const std::string msg = error_of([&] { ExpertStore::open(p); });
+    EXPECT_THAT(msg, HasSubstr(p.string()));
+    EXPECT_THAT(msg, HasSubstr("expert store format version 2 is newer than this build of Neural "
+                               "reads (version 1)"));
+    EXPECT_THAT(error_of([&] { Model::load(test::tiny_model_dir(), LoadOptions{.store = p}); }),
+                HasSubstr("format version 2 is newer"));
+}
+
+TEST_F(FixtureStore, UnknownAndWrongKind) {
+    const fs::path p = copy_of(raw_);
+    std::string k(4, '\0');
+    put_u32(reinterpret_cast<std::uint8_t*>(k.data()), 7);
+    test::patch_file(p, 12, k);
+    EXPECT_THAT(error_of([&] { ExpertStore::open(p); }), HasSubstr("unknown expert store kind 7"));
+    // A raw store relabelled packed (with a valid header checksum): its record sizes give it away.
+    put_u32(reinterpret_cast<std::uint8_t*>(k.data()), 1);
+    test::patch_file(p, 12, k);
+    test::reseal_store_header(p);
+    EXPECT_THAT(
+        error_of([&] { ExpertStore::open(p); }),
+        HasSubstr("record of layer 0 expert 0 holds 4896 bytes, but a packed record of this "
+                  "shape (hidden 32, intermediate 96) holds 5728: wrong kind or corrupt "
+                  "index"));
+}
+
+TEST_F(FixtureStore, DamagedHeaderMetadataOrIndex) {
+    const std::string head = test::read_file(raw_);
+    const FixedHeader h = FixedHeader::decode(reinterpret_cast<const std::uint8_t*>(head.data()));
+    for (std::uint64_t at : {std::uint64_t{70}, h.index_offset + 3}) {
+        const fs::path p = copy_of(raw_);
+        std::string b = test::read_file(p).substr(at, 1);
+        b[0] = static_cast<char>(b[0] ^ 0x01);
+        test::patch_file(p, at, b);
+        EXPECT_THAT(error_of([&] { ExpertStore::open(p); }),
+                    HasSubstr("expert store header checksum mismatch"));
+        fs::remove(p);
+    }
+}
+
+TEST_F(FixtureStore, ForeignFiles) {
+    const fs::path empty = own_ / "empty";
+    test::write_file(empty, "");
+    const fs::path text = own_ / "notes.txt";
+    test::write_file(text, "hello, this is not a store at all, just some text in a file\n");
+    for (const fs::path& p : {test::tiny_model_dir() / "model.safetensors", empty, text}) {
+        const std::string msg = error_of([&] { ExpertStore::open(p); });
+        EXPECT_THAT(msg, HasSubstr(p.string() + " is not a Neural expert store"));
+    }
+    EXPECT_THAT(error_of([&] { ExpertStore::open(own_ / "missing.nstore"); }),
+                HasSubstr("cannot open"));
+}
+
+TEST_F(FixtureStore, StoreOfAnotherCheckpointIsRefused) {
+    // Same shape, other weights: the sample hash tells them apart at load.
+    const std::string msg = error_of([&] { Model::load(wide_dir_, LoadOptions{.store = raw_}); });
+    EXPECT_THAT(msg, HasSubstr(raw_.string() + " was made from a different checkpoint than " +
+                               wide_dir_.string()));
+    // verify-store with that checkpoint lists the differing experts and the hash.
+    VerifyOptions vo;
+    vo.checkpoint = wide_dir_;
+    const VerifyReport r = verify_store(raw_, vo);
+    EXPECT_FALSE(r.ok());
+    EXPECT_EQ(r.problem_count, 32 + 4 + 1);  // every record, the 4 down_proj_scales, the hash
+    EXPECT_THAT(r.problems[0], HasSubstr("layer 0 expert 0: down scales differ from the checkpoint "
+                                         "(row 0, block 0)"));
+}
+
+TEST_F(FixtureStore, StoreOfAnotherModelIsRefused) {
+    const fs::path other = own_ / "other";
+    test::SynthSpec spec;
+    spec.hidden = 64;
+    spec.intermediate = 64;
+    spec.layers = 4;
+    spec.experts = 8;
+    test::write_synthetic_checkpoint(other, spec);
+    const ModelConfig config = ModelConfig::load(other / "config.json");
+    const Checkpoint ckpt = Checkpoint::open(other);
+    const ExpertStore s = ExpertStore::open(raw_);
+    EXPECT_THAT(error_of([&] { s.check_matches(ckpt, config); }),
+                HasSubstr(raw_.string() +
+                          " was made for a different model: hidden_size is 32 in "
+                          "the store but 64 in " +
+                          other.string()));
+    VerifyOptions vo;
+    vo.checkpoint = other;
+    EXPECT_THAT(error_of([&] { verify_store(raw_, vo); }), HasSubstr("different model"));
+}
+
+TEST_F(FixtureStore, DamagedEscapeIsAnErrorNotAWildRead) {
+    const fs::path p = copy_of(wide_packed_);
+    {
+        const ExpertStore s = ExpertStore::open(p);
+        std::string off(4, '\0');
+        put_u32(reinterpret_cast<std::uint8_t*>(off.data()), 0x7fffff00u);
+        for (int l = 0; l < s.num_layers(); ++l) {
+            for (int e = 0; e < s.num_experts(); ++e) {
+                test::patch_file(
+                    p, s.entry(l, e).offset + s.layout()[Projection::kDown].scales_offset + 1, off);
+            }
+        }
+    }
+    const ExpertStore s = ExpertStore::open(p);  // the header is intact
+    EXPECT_THAT(error_of([&] { s.check_escapes(1, 3); }),
+                HasSubstr("damaged expert store record (layer 1 expert 3): down row 0 points to "
+                          "escape bytes"));
+    auto m = Model::load(wide_dir_, LoadOptions{.store = p});
+    EXPECT_THAT(error_of([&] { test::golden_logits(*m); }),
+                HasSubstr("damaged expert store record"));
+    const VerifyReport r = verify_store(p, {});
+    EXPECT_EQ(r.problem_count, 32);
+}
+
+}  // namespace
+}  // namespace neural::store

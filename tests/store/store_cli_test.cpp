@@ -1,0 +1,154 @@
+// `neural repack`, `neural verify-store` and `--store` of logits/generate, run as processes on
+// the tiny fixture: exit codes, messages and identical outputs.
+#include <sys/wait.h>
+
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "store/format.h"
+#include "store/store.h"
+#include "store/store_support.h"
+#include "support/fixtures.h"
+
+namespace neural {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+
+struct Proc {
+    int code = -1;
+    std::string out;
+    std::string err;
+};
+
+std::string quote(const std::string& s) {
+    std::string q = "'";
+    for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    return q + "'";
+}
+
+class StoreCli : public ::testing::Test {
+ protected:
+    Proc neural(const std::vector<std::string>& args) {
+        const fs::path out = tmp_ / ("out" + std::to_string(runs_));
+        const fs::path err = tmp_ / ("err" + std::to_string(runs_));
+        ++runs_;
+        std::string cmd = "timeout 60 " + quote((test::bin_dir() / "neural").string());
+        for (const auto& a : args) {
+            cmd += ' ';  // (appending pieces: GCC 12 warns falsely about " " + string)
+            cmd += quote(a);
+        }
+        cmd += " </dev/null >";
+        cmd += quote(out.string());
+        cmd += " 2>";
+        cmd += quote(err.string());
+        const int status = std::system(cmd.c_str());
+        Proc r;
+        r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+        r.out = test::read_file(out);
+        r.err = test::read_file(err);
+        return r;
+    }
+    static std::string model() { return test::tiny_model_dir().string(); }
+
+    test::TempDir tmp_;
+    int runs_ = 0;
+};
+
+TEST_F(StoreCli, RepackVerifyAndRunFromTheStore) {
+    const std::string store = (tmp_ / "experts.nstore").string();
+    Proc r = neural({"repack", "--checkpoint", model(), "--out", store, "--format", "packed",
+                     "--threads", "2"});
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_THAT(r.out, StartsWith("wrote packed store " + store + ": 32 records"));
+
+    r = neural({"verify-store", store, "--checkpoint", model()});
+    EXPECT_EQ(r.code, 0) << r.err;
+    EXPECT_THAT(r.out, HasSubstr("packed store (format 1) of gpt_oss: 4 layers x 8 experts"));
+    EXPECT_THAT(r.out, HasSubstr("OK: header and every record checksum; every expert equals the "
+                                 "checkpoint's, expert hash matches"));
+
+    const std::string prompts = (test::tiny_model_dir() / "prompts.json").string();
+    const std::string a = (tmp_ / "a.json").string(), b = (tmp_ / "b.json").string();
+    ASSERT_EQ(neural({"logits", model(), prompts, a, "--steps", "2"}).code, 0);
+    r = neural({"logits", model(), prompts, b, "--steps", "2", "--store", store});
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_EQ(test::read_file(a), test::read_file(b));
+
+    Proc g1 = neural({"generate", "--model", model(), "--ids", "1,2,3", "--max-tokens", "6",
+                      "--temperature", "0", "--show-ids"});
+    Proc g2 = neural({"generate", "--model", model(), "--ids", "1,2,3", "--max-tokens", "6",
+                      "--temperature", "0", "--show-ids", "--store", store});
+    ASSERT_EQ(g2.code, 0) << g2.err;
+    EXPECT_EQ(g1.out, g2.out);
+    EXPECT_EQ(g1.err, g2.err);
+    Proc c = neural({"chat", "--model", model(), "--store", store, "--once", "Hi", "--max-tokens",
+                     "4", "--temperature", "0"});
+    EXPECT_EQ(c.code, 0) << c.err;
+}
+
+TEST_F(StoreCli, VerifyFailsNamingTheDamagedExpert) {
+    const fs::path store = tmp_ / "raw.nstore";
+    ASSERT_EQ(
+        neural({"repack", "--checkpoint", model(), "--out", store.string(), "--format", "raw"})
+            .code,
+        0);
+    std::uint64_t at = 0;
+    {
+        const store::ExpertStore s = store::ExpertStore::open(store);
+        at = s.entry(1, 2).offset + s.layout()[Projection::kDown].scales_offset + 7;
+    }
+    std::string b = test::read_file(store).substr(at, 1);
+    b[0] = static_cast<char>(b[0] + 1);
+    test::patch_file(store, at, b);
+    Proc r = neural({"verify-store", store.string(), "--checkpoint", model()});
+    EXPECT_EQ(r.code, 1);
+    EXPECT_THAT(r.err, HasSubstr("FAIL layer 1 expert 2: record checksum mismatch"));
+    EXPECT_THAT(r.err, HasSubstr("FAIL layer 1 expert 2: down scales differ from the checkpoint "
+                                 "(row 2, block 1)"));
+    EXPECT_THAT(r.err, HasSubstr("neural verify-store: error: 2 problem(s) in " + store.string()));
+}
+
+TEST_F(StoreCli, BadInputsAreClearErrors) {
+    Proc r = neural(
+        {"repack", "--checkpoint", model(), "--out", (tmp_ / "x").string(), "--format", "zip"});
+    EXPECT_EQ(r.code, 1);
+    EXPECT_THAT(r.err, HasSubstr("--format must be raw or packed, not \"zip\""));
+    r = neural({"repack", "--checkpoint", model()});
+    EXPECT_EQ(r.code, 1);
+    EXPECT_THAT(r.err, HasSubstr("--checkpoint, --out and --format are required"));
+
+    const std::string foreign = (test::tiny_model_dir() / "config.json").string();
+    r = neural({"verify-store", foreign});
+    EXPECT_EQ(r.code, 1);
+    EXPECT_THAT(r.err, HasSubstr(foreign + " is not a Neural expert store"));
+    r = neural({"generate", "--model", model(), "--ids", "1", "--store", foreign});
+    EXPECT_EQ(r.code, 1);
+    EXPECT_THAT(r.err, HasSubstr("is not a Neural expert store"));
+
+    const fs::path future = tmp_ / "future.nstore";
+    ASSERT_EQ(
+        neural({"repack", "--checkpoint", model(), "--out", future.string(), "--format", "raw"})
+            .code,
+        0);
+    test::patch_file(future, 8, std::string("\x09\x00\x00\x00", 4));
+    r = neural({"logits", model(), (test::tiny_model_dir() / "prompts.json").string(),
+                (tmp_ / "o.json").string(), "--store", future.string()});
+    EXPECT_EQ(r.code, 1);
+    EXPECT_THAT(r.err, HasSubstr("format version 9 is newer than this build of Neural reads"));
+
+    for (const char* cmd : {"repack", "verify-store"}) {
+        Proc h = neural({cmd, "--help"});
+        EXPECT_EQ(h.code, 0);
+        EXPECT_THAT(h.out, StartsWith(std::string("usage: neural ") + cmd));
+    }
+}
+
+}  // namespace
+}  // namespace neural
