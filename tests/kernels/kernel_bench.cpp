@@ -1,0 +1,303 @@
+// neural_kernel_bench: the figures of issue #5 (docs/KERNELS.md "Benchmarks").
+//  - ReadBandwidth: a STREAM-like read of a buffer far larger than the caches (sum of 64-bit
+//    words, split in 1 MiB tasks over the team): the RAM ceiling.
+//  - Decode: one "token" = 36 decode() calls of 4 experts each, every expert a different
+//    record of the gpt-oss-120b size (13.2 MB raw / 12.8 MB packed): 1.9 GB per token, ~60x
+//    a 32 MB L3, so every byte comes from RAM. Reported as GB/s of records read.
+//  - TeamOverhead: per-call cost of an empty two-phase job (the shape of one decode() call),
+//    36 calls per token, back to back and with a 200 us host gap between calls.
+// Environment: NEURAL_BENCH_PROBE_MB (2048), NEURAL_BENCH_LAYERS (36), NEURAL_BENCH_EXPERTS (4),
+// NEURAL_BENCH_THREADS (comma list, default "1,2"), NEURAL_BENCH_DIM (2880), NEURAL_BENCH_ITERS
+// (5 tokens per decode benchmark; raise it for small, cache-resident NEURAL_BENCH_DIM runs).
+#include <benchmark/benchmark.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "cpu/kernels/expert_kernel.h"
+#include "cpu/team/worker_team.h"
+#include "platform/cpu_features.h"
+#include "test_experts.h"
+
+namespace neural {
+namespace {
+
+long env_long(const char* name, long def) {
+    const char* v = std::getenv(name);
+    return v != nullptr && *v != '\0' ? std::strtol(v, nullptr, 10) : def;
+}
+
+std::vector<int> env_threads() {
+    const char* v = std::getenv("NEURAL_BENCH_THREADS");
+    std::vector<int> out;
+    std::stringstream ss(v != nullptr && *v != '\0' ? v : "1,2");
+    std::string item;
+    while (std::getline(ss, item, ',')) out.push_back(std::stoi(item));
+    return out;
+}
+
+std::unique_ptr<cpu::WorkerTeam> make_team(bool persistent, int threads) {
+    cpu::TeamOptions o;
+    o.persistent = persistent;
+    o.threads = threads;
+    o.library = NEURAL_KDLL_TEST_PATH;
+    if (persistent) return cpu::PersistentTeam::load(o);
+    return std::make_unique<cpu::ReferenceTeam>(threads);
+}
+
+void fill_random(std::uint8_t* p, std::size_t n, std::uint64_t seed) {
+    std::uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
+    std::size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        std::memcpy(p + i, &s, 8);
+    }
+    for (; i < n; ++i) p[i] = static_cast<std::uint8_t>(i);
+}
+
+// --- read bandwidth probe ---------------------------------------------------------------------
+
+struct ProbeCtx {
+    const std::uint64_t* words;
+    std::int64_t words_per_task;
+    std::int64_t n_words;
+    std::uint64_t sums[256 * 8];  // per worker, 64 bytes apart
+};
+
+void probe_task(void* c, std::int64_t task, std::int32_t worker) {
+    auto& x = *static_cast<ProbeCtx*>(c);
+    const std::int64_t b = task * x.words_per_task;
+    const std::int64_t e = std::min(b + x.words_per_task, x.n_words);
+    std::uint64_t a0 = 0, a1 = 0, a2 = 0, a3 = 0;
+    for (std::int64_t i = b; i + 4 <= e; i += 4) {
+        a0 += x.words[i];
+        a1 += x.words[i + 1];
+        a2 += x.words[i + 2];
+        a3 += x.words[i + 3];
+    }
+    x.sums[static_cast<size_t>(worker) * 8] += a0 + a1 + a2 + a3;
+}
+
+void BM_ReadBandwidth(benchmark::State& state, bool persistent, int threads) {
+    const std::size_t bytes = static_cast<std::size_t>(env_long("NEURAL_BENCH_PROBE_MB", 2048))
+                              << 20;
+    test::AlignedBytes buf(bytes);
+    fill_random(buf.data(), bytes, 7);
+    auto team = make_team(persistent, threads);
+    auto ctx = std::make_unique<ProbeCtx>();
+    ctx->words = reinterpret_cast<const std::uint64_t*>(buf.data());
+    ctx->n_words = static_cast<std::int64_t>(bytes / 8);
+    ctx->words_per_task = (1 << 20) / 8;
+    const cpu::TeamPhase phase{(ctx->n_words + ctx->words_per_task - 1) / ctx->words_per_task,
+                               &probe_task, ctx.get()};
+    team->run(phase);  // warm: page faults, TLB
+    for (auto _ : state) team->run(phase);
+    benchmark::DoNotOptimize(ctx->sums[0]);
+    state.counters["GB/s"] =
+        benchmark::Counter(static_cast<double>(bytes) * static_cast<double>(state.iterations()),
+                           benchmark::Counter::kIsRate);
+    state.counters["threads"] = threads;
+}
+
+// --- decode kernel GB/s -------------------------------------------------------------------------
+
+struct Dataset {
+    bool packed = false;
+    int layers = 0, experts = 0, dim = 0;
+    std::uint64_t record_bytes = 0, stride = 0;
+    test::AlignedBytes data;
+    std::vector<std::uint8_t> gate_up_bias, down_bias;
+
+    std::uint8_t* record(int layer, int k) {
+        return data.data() +
+               (static_cast<std::uint64_t>(layer) * static_cast<std::uint64_t>(experts) +
+                static_cast<std::uint64_t>(k)) *
+                   stride;
+    }
+};
+
+std::unique_ptr<Dataset> g_dataset;
+
+// Records like a store's: 4 KiB-aligned, random codes, realistic scales (E8M0 114..124);
+// packed records come from the raw ones through the store's scale codec (no escapes).
+Dataset& dataset(bool packed) {
+    if (g_dataset && g_dataset->packed == packed) return *g_dataset;
+    g_dataset.reset();
+    auto d = std::make_unique<Dataset>();
+    d->packed = packed;
+    d->layers = static_cast<int>(env_long("NEURAL_BENCH_LAYERS", 36));
+    d->experts = static_cast<int>(env_long("NEURAL_BENCH_EXPERTS", 4));
+    d->dim = static_cast<int>(env_long("NEURAL_BENCH_DIM", 2880));
+    const int H = d->dim, I = d->dim;
+    const std::uint64_t raw_bytes = cpu::ExpertRecordView::raw_bytes(H, I);
+    d->record_bytes = packed ? cpu::ExpertRecordView::packed_bytes(H, I) : raw_bytes;
+    d->stride = (d->record_bytes + 4095) / 4096 * 4096;
+    d->data = test::AlignedBytes(d->stride * static_cast<std::uint64_t>(d->layers * d->experts));
+    test::AlignedBytes raw(raw_bytes);
+    std::mt19937 rng(3);
+    std::uniform_int_distribution<int> scale(114, 124);
+    for (int l = 0; l < d->layers; ++l) {
+        for (int k = 0; k < d->experts; ++k) {
+            fill_random(raw.data(), raw_bytes, static_cast<std::uint64_t>(l * 131 + k + 1));
+            const auto v = cpu::ExpertRecordView::make(raw.data(), H, I, cpu::RecordKind::raw);
+            for (Projection p : {Projection::kGateUp, Projection::kDown}) {
+                std::uint8_t* s = raw.data() + v.scales_offset(p);
+                const std::uint64_t n = static_cast<std::uint64_t>(v.rows(p)) *
+                                        static_cast<std::uint64_t>(v.blocks_per_row(p));
+                for (std::uint64_t i = 0; i < n; ++i) s[i] = static_cast<std::uint8_t>(scale(rng));
+            }
+            if (packed) {
+                test::AlignedBytes pk;
+                std::uint32_t eg = 0, ed = 0;
+                test::pack_record(raw.data(), H, I, &pk, &eg, &ed);
+                std::memcpy(d->record(l, k), pk.data(), pk.size());
+            } else {
+                std::memcpy(d->record(l, k), raw.data(), raw_bytes);
+            }
+        }
+    }
+    std::vector<float> b(static_cast<size_t>(2 * I));
+    d->gate_up_bias.assign(static_cast<size_t>(4 * I), 0);
+    d->down_bias.assign(static_cast<size_t>(2 * H), 0);
+    g_dataset = std::move(d);
+    return *g_dataset;
+}
+
+void BM_Decode(benchmark::State& state, cpu::KernelIsa isa, bool packed, bool persistent,
+               int threads) {
+    Dataset& d = dataset(packed);
+    auto team = make_team(persistent, threads);
+    cpu::ExpertKernel kernel(isa);
+    const int H = d.dim, I = d.dim;
+    const auto x = test::random_vector(static_cast<size_t>(H), 5);
+    std::vector<float> out(static_cast<size_t>(H), 0.0f);
+    std::vector<cpu::ExpertInput> in(static_cast<size_t>(d.experts));
+    const auto kind = packed ? cpu::RecordKind::packed : cpu::RecordKind::raw;
+    auto token = [&] {
+        for (int l = 0; l < d.layers; ++l) {
+            for (int k = 0; k < d.experts; ++k) {
+                cpu::ExpertInput& e = in[static_cast<size_t>(k)];
+                e.record = cpu::ExpertRecordView::make(d.record(l, k), H, I, kind, d.record_bytes);
+                e.gate_up_bias = d.gate_up_bias.data();
+                e.down_bias = d.down_bias.data();
+                e.weight = 0.25f;
+            }
+            kernel.decode(*team, in, x.data(), out.data());
+        }
+    };
+    token();  // warm: page faults
+    for (auto _ : state) token();
+    benchmark::DoNotOptimize(out.data());
+    const double bytes = static_cast<double>(d.record_bytes) * d.layers * d.experts;
+    state.counters["GB/s"] = benchmark::Counter(bytes * static_cast<double>(state.iterations()),
+                                                benchmark::Counter::kIsRate);
+    state.counters["ms/token"] =
+        benchmark::Counter(1e3 * static_cast<double>(state.iterations()),
+                           benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+    state.counters["threads"] = threads;
+}
+
+// --- team overhead ------------------------------------------------------------------------------
+
+void noop_task(void*, std::int64_t, std::int32_t) {}
+
+void BM_TeamOverhead(benchmark::State& state, bool persistent, int threads, int gap_us) {
+    auto team = make_team(persistent, threads);
+    const cpu::TeamPhase phases[2] = {{threads, &noop_task, nullptr},
+                                      {threads, &noop_task, nullptr}};
+    using Clock = std::chrono::steady_clock;
+    for (int i = 0; i < 100; ++i) team->run(phases);
+    for (auto _ : state) {
+        double seconds = 0;
+        for (int call = 0; call < 36; ++call) {
+            if (gap_us > 0) {
+                const auto until = Clock::now() + std::chrono::microseconds(gap_us);
+                while (Clock::now() < until) {
+                }
+            }
+            const auto t0 = Clock::now();
+            team->run(phases);
+            seconds += std::chrono::duration<double>(Clock::now() - t0).count();
+        }
+        state.SetIterationTime(seconds);
+    }
+    // Seconds per call (printed with an SI suffix: "12.3u" = 12.3 us).
+    state.counters["s/call"] =
+        benchmark::Counter(static_cast<double>(state.iterations()) * 36.0,
+                           benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+    state.counters["threads"] = threads;
+    state.counters["fallbacks"] = static_cast<double>(team->counters().fallbacks);
+}
+
+}  // namespace
+}  // namespace neural
+
+int main(int argc, char** argv) {
+    using namespace neural;
+    const std::vector<int> threads = env_threads();
+    const long iters = env_long("NEURAL_BENCH_ITERS", 5);
+    std::printf("CPU: %s; features: %s; kernel variants:", cpu_features().brand.c_str(),
+                cpu_features().summary().c_str());
+    std::vector<cpu::KernelIsa> isas;
+    for (cpu::KernelIsa isa :
+         {cpu::KernelIsa::scalar, cpu::KernelIsa::avx2, cpu::KernelIsa::avx512}) {
+        if (cpu::kernel_isa_available(isa)) {
+            isas.push_back(isa);
+            std::printf(" %s", cpu::kernel_isa_name(isa));
+        }
+    }
+    std::printf("\n");
+    for (int t : threads) {
+        benchmark::RegisterBenchmark(
+            ("ReadBandwidth/reference/threads:" + std::to_string(t)).c_str(), BM_ReadBandwidth,
+            false, t)
+            ->Unit(benchmark::kMillisecond)
+            ->Iterations(5)
+            ->UseRealTime();
+    }
+    for (bool packed : {false, true}) {
+        for (cpu::KernelIsa isa : isas) {
+            for (bool persistent : {false, true}) {
+                for (int t : threads) {
+                    const std::string name =
+                        std::string("Decode/") + (packed ? "packed/" : "raw/") +
+                        cpu::kernel_isa_name(isa) + "/" +
+                        (persistent ? "persistent" : "reference") + "/threads:" + std::to_string(t);
+                    benchmark::RegisterBenchmark(name.c_str(), BM_Decode, isa, packed, persistent,
+                                                 t)
+                        ->Unit(benchmark::kMillisecond)
+                        ->Iterations(isa == cpu::KernelIsa::scalar ? 1 : iters)
+                        ->UseRealTime();
+                }
+            }
+        }
+    }
+    for (int gap : {0, 200}) {
+        for (bool persistent : {false, true}) {
+            for (int t : threads) {
+                const std::string name =
+                    std::string("TeamOverhead/") + (persistent ? "persistent" : "reference") +
+                    "/gap_us:" + std::to_string(gap) + "/threads:" + std::to_string(t);
+                // Fixed iterations: with manual time only the run() calls count, so the
+                // default "run until 0.5 s measured" would take minutes of host gaps.
+                benchmark::RegisterBenchmark(name.c_str(), BM_TeamOverhead, persistent, t, gap)
+                    ->Unit(benchmark::kMicrosecond)
+                    ->UseManualTime()
+                    ->Iterations(gap > 0 ? 100 : 2000);
+            }
+        }
+    }
+    benchmark::Initialize(&argc, argv);
+    benchmark::RunSpecifiedBenchmarks();
+    benchmark::Shutdown();
+    return 0;
+}
