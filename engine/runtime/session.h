@@ -10,6 +10,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "chat/message.h"
@@ -24,6 +25,18 @@ namespace neural {
 struct TurnOptions {
   int max_tokens = 2048;
   SamplingParams sampling;
+  // Emitted instead of sampling for the first forced_tokens.size() steps; sampling continues
+  // after them. Everything after the sampler (parser, stop tokens, history) is the real path.
+  // Used to pin a tool-call header (a named tool_choice) and by tests that need tool calls or
+  // reasoning from a random-weight model.
+  std::vector<TokenId> forced_tokens;
+  // Text stop sequences, matched in the visible answer (content and preambles): generation
+  // stops at the first one, which is not part of the reply (finish reason stop).
+  std::vector<std::string> stop_sequences;
+  // A caller-owned cancel flag (the server's per-request flag). When set, the forward pass
+  // watches it instead of cancel()'s flag, so a cancel that arrives before the turn starts is
+  // not lost to respond() resetting the session's own flag.
+  const std::atomic<bool>* cancel = nullptr;
 };
 
 struct TurnStats {
@@ -65,6 +78,11 @@ class ChatSession {
   void truncate_history(std::size_t index);
   // Forgets the conversation (and the cache).
   void reset();
+  // Replaces system, developer content and history but keeps the KV cache: the next respond()
+  // reuses the longest prefix the new rendering shares with the cached tokens. An API server
+  // gets the whole history with every request, so this is its prompt cache.
+  void set_conversation(chat::SystemContent system, chat::DeveloperContent developer,
+                        std::vector<chat::Message> history);
 
   // Generates the assistant's reply to the conversation and appends it to the history.
   // `on_event` sees the parser's streaming events (reasoning/content deltas, tool calls).
@@ -93,6 +111,28 @@ class ChatSession {
   KvCache cache_;
   std::vector<TokenId> cached_;  // the tokens whose K/V are in cache_, in order
   std::atomic<bool> cancel_{false};
+};
+
+// Finds text stop sequences in streamed text. Text that may still turn out to be the start of a
+// stop sequence is held back, so nothing from a stop sequence on is ever released.
+class StopMatcher {
+ public:
+  explicit StopMatcher(std::vector<std::string> stops);
+
+  bool active() const { return !stops_.empty(); }
+  // Adds text and returns what can be released now. On a match it returns the text before the
+  // match, stopped() becomes true and later calls return "".
+  std::string push(std::string_view text);
+  // Releases the held-back text (the stream or message ended without a match).
+  std::string flush();
+  bool stopped() const { return stopped_; }
+  // Position of the earliest stop sequence in `text`, or npos.
+  std::size_t find(std::string_view text) const;
+
+ private:
+  std::vector<std::string> stops_;
+  std::string held_;
+  bool stopped_ = false;
 };
 
 // Today's date as YYYY-MM-DD (local time), for the system message.

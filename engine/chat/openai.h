@@ -1,0 +1,173 @@
+// OpenAI Chat Completions and Completions on top of harmony (harmony.md section 10): requests
+// are validated and mapped to harmony system / developer content, history and generation
+// options; results and streaming events are mapped back to OpenAI JSON. No Qt and no I/O, so the
+// server and the benchmark share it.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "chat/message.h"
+#include "chat/parser.h"
+#include "neural/error.h"
+#include "runtime/sampler.h"
+#include "tokenizer/tokenizer.h"
+
+namespace neural::openai {
+
+using Json = nlohmann::ordered_json;
+
+// A request the API refuses with HTTP 400: the message says what is wrong, `param` names the
+// offending field ("messages[2].content"), `code` is OpenAI's machine-readable code, if any.
+class RequestError : public Error {
+ public:
+  explicit RequestError(const std::string& message, std::string param = {}, std::string code = {})
+      : Error(message), param_(std::move(param)), code_(std::move(code)) {}
+  const std::string& param() const { return param_; }
+  const std::string& code() const { return code_; }
+
+ private:
+  std::string param_;
+  std::string code_;
+};
+
+// Limits on what a request body may contain (the server adds its byte limit in front).
+struct ParseLimits {
+  int max_json_depth = 64;
+  std::size_t max_messages = 4096;
+  std::size_t max_tools = 256;
+  std::size_t max_stop_sequences = 4;
+  std::size_t max_stop_length = 256;  // bytes
+};
+
+// Parses a request body: nesting depth is checked before parsing (without recursion, so a
+// hostile body cannot exhaust the stack), then JSON syntax and UTF-8; the result must be an
+// object. Throws RequestError.
+Json parse_body(std::string_view text, const ParseLimits& limits = {});
+
+// Throws RequestError when arrays / objects in `text` nest deeper than `max_depth` (strings are
+// skipped correctly, so brackets inside them do not count).
+void check_json_depth(std::string_view text, int max_depth);
+
+enum class ToolChoice { automatic, none, required, named };
+
+struct ChatRequestOptions {
+  std::optional<std::string> current_date;  // "YYYY-MM-DD" for the system message
+  // Accept the test-only field "neural_forced_output" (a harmony string that the sampler emits
+  // instead of sampling). Off in production: an unknown field is a 400 like any other.
+  bool allow_test_options = false;
+  ParseLimits limits;
+};
+
+struct ChatRequest {
+  std::string model;
+  chat::SystemContent system;
+  chat::DeveloperContent developer;
+  // Everything after the system / developer messages: user, assistant (analysis, preambles,
+  // answers, tool calls), tool results, and developer messages that came mid-conversation.
+  std::vector<chat::Message> history;
+
+  std::optional<int> max_tokens;  // max_completion_tokens or max_tokens
+  SamplingParams sampling;        // OpenAI's defaults: temperature 1, top_p 1
+  std::vector<std::string> stop;
+  bool stream = false;
+  bool include_usage = false;  // stream_options.include_usage
+  ToolChoice tool_choice = ToolChoice::automatic;
+  std::string tool_choice_name;  // the function of a named choice (or the only tool, required)
+  // Harmony text (special tokens spelled out) the sampler must emit first: the call header of a
+  // named tool choice, or the whole output when a test forces it. Encode it with
+  // Tokenizer::encode(text, true) into TurnOptions::forced_tokens.
+  std::optional<std::string> forced_output;
+
+  // system, developer (when it has anything to say) and history, ready to render.
+  chat::Conversation conversation() const;
+  bool has_developer_message() const;
+};
+
+// Validates and maps a /v1/chat/completions body. Unsupported fields and values (n > 1,
+// logprobs, penalties, non-text content parts, ...) are refused, not ignored.
+ChatRequest parse_chat_request(const Json& body, const ChatRequestOptions& options = {});
+
+struct CompletionRequest {
+  std::string model;
+  // Raw prompt: text (special tokens in it are honoured, it is a raw harmony prompt) or ids.
+  std::variant<std::string, std::vector<TokenId>> prompt;
+  int max_tokens = 16;  // OpenAI's default for completions
+  SamplingParams sampling;
+  std::vector<std::string> stop;
+  bool stream = false;
+  bool include_usage = false;
+};
+
+// Validates and maps a /v1/completions body.
+CompletionRequest parse_completion_request(const Json& body, const ParseLimits& limits = {});
+
+// ---- responses ------------------------------------------------------------------------------
+
+struct Usage {
+  std::int64_t prompt_tokens = 0;
+  std::int64_t completion_tokens = 0;
+  std::int64_t cached_tokens = 0;  // of the prompt tokens, reused from the KV cache
+};
+
+struct ChatResult {
+  std::string reasoning;
+  std::string content;
+  std::vector<chat::ToolCall> tool_calls;
+  chat::FinishReason finish = chat::FinishReason::length;
+  Usage usage;
+};
+
+Json usage_json(const Usage& usage);
+// "call_" + a stable suffix: the same request id and index always give the same id.
+std::string tool_call_id(std::string_view request_id, std::size_t index);
+
+// The non-streaming chat.completion object.
+Json chat_completion(const std::string& id, std::int64_t created, const std::string& model,
+                     const ChatResult& result);
+
+// Turns the parser's streaming events into chat.completion.chunk objects (harmony.md 10.2):
+// reasoning as delta.reasoning_content and delta.reasoning, answer text as delta.content,
+// function calls as delta.tool_calls with the name first and the arguments in pieces. Calls of
+// built-in tools (browser, python) are not function calls; their text counts as reasoning.
+class ChatChunkEncoder {
+ public:
+  ChatChunkEncoder(std::string id, std::int64_t created, std::string model, bool include_usage);
+
+  Json role_chunk() const;  // the first chunk: role assistant, empty content
+  // The chunk for one event, or nullopt when the event carries nothing for the client.
+  std::optional<Json> event_chunk(const chat::ParserEvent& event);
+  Json finish_chunk(chat::FinishReason reason) const;
+  Json usage_chunk(const Usage& usage) const;  // choices [], usage filled
+  std::size_t tool_calls() const { return tool_calls_; }
+
+ private:
+  Json chunk(Json delta, const Json& finish_reason) const;
+
+  std::string id_;
+  std::int64_t created_;
+  std::string model_;
+  bool include_usage_;
+  std::size_t tool_calls_ = 0;
+  bool in_function_call_ = false;
+  bool in_builtin_call_ = false;
+};
+
+// text_completion objects for /v1/completions.
+Json text_completion(const std::string& id, std::int64_t created, const std::string& model,
+                     const std::string& text, std::string_view finish_reason, const Usage& usage);
+Json text_completion_chunk(const std::string& id, std::int64_t created, const std::string& model,
+                           const std::string& text, const Json& finish_reason,
+                           bool include_usage);
+
+// {"error": {"message", "type", "param", "code"}}. Invalid UTF-8 in the message is replaced.
+Json error_body(std::string_view message, std::string_view type,
+                std::string_view param = {}, std::string_view code = {});
+
+}  // namespace neural::openai

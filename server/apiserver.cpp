@@ -1,0 +1,667 @@
+#include "apiserver.h"
+
+#include <QCryptographicHash>
+#include <QDateTime>
+#include <QHttpServerRequest>
+#include <QRandomGenerator>
+#include <QTcpSocket>
+#include <QUrl>
+
+#if QT_VERSION >= QT_VERSION_CHECK(6, 8, 0)
+#include <QHttpServerResponder>
+#endif
+
+#include "chat/openai.h"
+#include "runtime/model.h"
+#include "runtime/session.h"
+
+Q_LOGGING_CATEGORY(lcNeuralServer, "neural.server")
+
+namespace neural::server {
+
+namespace {
+
+QByteArray toBytes(const openai::Json &json)
+{
+    return QByteArray::fromStdString(
+        json.dump(-1, ' ', false, openai::Json::error_handler_t::replace));
+}
+
+QByteArray methodName(QHttpServerRequest::Method m)
+{
+    switch (m) {
+    case QHttpServerRequest::Method::Get: return "GET";
+    case QHttpServerRequest::Method::Put: return "PUT";
+    case QHttpServerRequest::Method::Delete: return "DELETE";
+    case QHttpServerRequest::Method::Post: return "POST";
+    case QHttpServerRequest::Method::Head: return "HEAD";
+    case QHttpServerRequest::Method::Options: return "OPTIONS";
+    case QHttpServerRequest::Method::Patch: return "PATCH";
+    default: return "OTHER";
+    }
+}
+
+// "application/json", optionally with parameters; a charset, if given, must be UTF-8.
+bool isJsonContentType(const QByteArray &value)
+{
+    const QList<QByteArray> parts = value.split(';');
+    if (parts.first().trimmed().toLower() != "application/json")
+        return false;
+    for (qsizetype i = 1; i < parts.size(); ++i) {
+        const QByteArray p = parts[i].trimmed().toLower();
+        if (p.startsWith("charset=") && p != "charset=utf-8" && p != "charset=\"utf-8\"")
+            return false;
+    }
+    return true;
+}
+
+QString requestId(const char *prefix)
+{
+    const quint64 a = QRandomGenerator::global()->generate64();
+    const quint32 b = QRandomGenerator::global()->generate();
+    return QString::fromLatin1(prefix) + QString::number(a, 16).rightJustified(16, u'0')
+        + QString::number(b, 16).rightJustified(8, u'0');
+}
+
+// Paths go into the log: keep them printable and short.
+QString loggablePath(const QString &path)
+{
+    QString out = path.left(200);
+    for (QChar &c : out) {
+        if (c.unicode() < 0x20 || c.unicode() == 0x7f)
+            c = u'?';
+    }
+    return out;
+}
+
+}  // namespace
+
+// ---- one generation request, from the queue to the client -----------------------------------
+
+class GenerationCall : public QObject {
+public:
+    GenerationCall(ApiServer *server, ApiServer::Request request, HttpChannel *channel,
+                   std::shared_ptr<GenerationJob> job, bool stream, bool includeUsage)
+        : QObject(server), m_server(server), m_request(std::move(request)), m_channel(channel),
+          m_sse(channel), m_job(std::move(job)), m_stream(stream), m_includeUsage(includeUsage),
+          m_chat(m_job->kind == GenerationJob::Kind::chat),
+          m_id(requestId(m_chat ? "chatcmpl-" : "cmpl-").toStdString()),
+          m_created(QDateTime::currentSecsSinceEpoch()), m_model(server->modelId().toStdString()),
+          m_encoder(m_id, m_created, m_model, includeUsage)
+    {
+        channel->setParent(this);
+        m_job->receiver = this;
+        m_job->onStarted = [this] {
+            // Headers (and the role chunk) go out as soon as the engine takes the request, so a
+            // client sees it accepted while a long prompt is processed.
+            if (m_stream && !m_gone)
+                beginStream();
+        };
+        m_job->onEvent = [this](const chat::ParserEvent &e) { onEvent(e); };
+        m_job->onText = [this](const std::string &t) { onText(t); };
+        m_job->onFinished = [this](const GenerationOutcome &o) { onFinished(o); };
+        connect(channel, &HttpChannel::closed, this, [this] { onClientGone(); });
+        m_server->m_calls.insert(this);
+    }
+
+    ~GenerationCall() override { m_server->m_calls.remove(this); }
+
+    // The server is going away: the job must not outlive this call's connection.
+    void abandon()
+    {
+        m_gone = true;
+        if (m_server->m_queue)
+            m_server->m_queue->cancel(m_job->id);
+        m_job->receiver = nullptr;
+    }
+
+private:
+    void beginStream()
+    {
+        if (m_sse.begun())
+            return;
+        m_sse.begin(m_server->corsHeaders(m_request.origin));
+        if (m_chat)
+            m_sse.event(toBytes(m_encoder.role_chunk()));
+    }
+
+    void onEvent(const chat::ParserEvent &e)
+    {
+        if (!m_stream || m_gone)
+            return;
+        if (auto chunk = m_encoder.event_chunk(e)) {
+            beginStream();
+            m_sse.event(toBytes(*chunk));
+        }
+    }
+
+    void onText(const std::string &text)
+    {
+        if (!m_stream || m_gone)
+            return;
+        beginStream();
+        m_sse.event(toBytes(openai::text_completion_chunk(m_id, m_created, m_model, text, nullptr,
+                                                          m_includeUsage)));
+    }
+
+    // Counts, logs and retires the call once its response is complete (or abandoned).
+    void done(int status, const QString &detail)
+    {
+        m_server->m_metrics.countRequest(m_chat ? "chat" : "completions", status);
+        m_server->logRequest(m_request, status, detail);
+        deleteLater();
+    }
+
+    void onFinished(const GenerationOutcome &o)
+    {
+        using Status = GenerationOutcome::Status;
+        const auto &u = o.chat.usage;
+        const QString tokens = QStringLiteral("prompt=%1 cached=%2 generated=%3")
+                                   .arg(u.prompt_tokens)
+                                   .arg(u.cached_tokens)
+                                   .arg(u.completion_tokens);
+        if (o.status == Status::ok || o.status == Status::cancelled) {
+            m_server->m_metrics.countGeneration(u.prompt_tokens, u.cached_tokens,
+                                                u.completion_tokens, o.promptSeconds,
+                                                o.decodeSeconds);
+        }
+        if (m_gone || o.status == Status::cancelled) {
+            // 499: nginx's "client closed request"; only the log and the metrics see it.
+            m_server->m_metrics.countCancelled();
+            done(499, tokens + QStringLiteral(" (client went away)"));
+            return;
+        }
+        if (o.status == Status::badRequest || o.status == Status::engineError) {
+            const bool bad = o.status == Status::badRequest;
+            const int status = bad ? 400 : 500;
+            const QString message = bad ? QString::fromStdString(o.error)
+                                        : QStringLiteral("the engine failed: ")
+                                              + QString::fromStdString(o.error);
+            const char *type = bad ? "invalid_request_error" : "server_error";
+            if (!bad)
+                qCWarning(lcNeuralServer).noquote() << "engine failure:" << message;
+            if (m_sse.begun()) {
+                // Too late for a status code: OpenAI streams report errors as an error event.
+                m_sse.event(toBytes(openai::error_body(message.toStdString(), type, {},
+                                                       o.errorCode)));
+                m_channel->endStream();
+            } else {
+                const openai::Json body = openai::error_body(
+                    message.toStdString(), type,
+                    o.errorCode == "context_length_exceeded" ? "messages" : "", o.errorCode);
+                m_channel->sendResponse(status, jsonHeaders(), toBytes(body));
+            }
+            done(status, message.left(200));
+            return;
+        }
+        if (m_stream) {
+            beginStream();
+            if (m_chat) {
+                m_sse.event(toBytes(m_encoder.finish_chunk(o.chat.finish)));
+                if (m_includeUsage)
+                    m_sse.event(toBytes(m_encoder.usage_chunk(u)));
+            } else {
+                m_sse.event(toBytes(openai::text_completion_chunk(
+                    m_id, m_created, m_model, "", o.finishReason, m_includeUsage)));
+                if (m_includeUsage) {
+                    m_sse.event(toBytes(openai::Json{{"id", m_id},
+                                                     {"object", "text_completion"},
+                                                     {"created", m_created},
+                                                     {"model", m_model},
+                                                     {"choices", openai::Json::array()},
+                                                     {"usage", openai::usage_json(u)}}));
+                }
+            }
+            m_sse.done();
+            done(200, tokens + QStringLiteral(" stream"));
+            return;
+        }
+        const openai::Json body =
+            m_chat ? openai::chat_completion(m_id, m_created, m_model, o.chat)
+                   : openai::text_completion(m_id, m_created, m_model, o.text, o.finishReason, u);
+        m_channel->sendResponse(200, jsonHeaders(), toBytes(body));
+        done(200, tokens);
+    }
+
+    HttpHeaders jsonHeaders() const
+    {
+        HttpHeaders h{{"Content-Type", "application/json"}};
+        h += m_server->corsHeaders(m_request.origin);
+        return h;
+    }
+
+    void onClientGone()
+    {
+        if (m_gone || !m_server->m_queue)
+            return;
+        m_gone = true;
+        // A job still waiting leaves the queue and never reaches the worker: finish here. A
+        // running one stops between layers or tokens and reports back through onFinished.
+        if (m_server->m_queue->cancel(m_job->id)) {
+            m_server->m_metrics.countCancelled();
+            done(499, QStringLiteral("left the queue"));
+        }
+    }
+
+    ApiServer *m_server;
+    ApiServer::Request m_request;
+    HttpChannel *m_channel;
+    SseWriter m_sse;
+    std::shared_ptr<GenerationJob> m_job;
+    bool m_stream;
+    bool m_includeUsage;
+    bool m_chat;
+    std::string m_id;
+    std::int64_t m_created;
+    std::string m_model;
+    openai::ChatChunkEncoder m_encoder;
+    bool m_gone = false;
+};
+
+// ---- ApiServer --------------------------------------------------------------------------------
+
+ApiServer::ApiServer(std::shared_ptr<const Model> model, ServerConfig config, QObject *parent)
+    : ApiServer(model, nullptr, std::move(config), parent)
+{
+}
+
+ApiServer::ApiServer(std::shared_ptr<const Model> model, GenerationQueue *sharedQueue,
+                     ServerConfig config, QObject *parent)
+    : QAbstractHttpServer(parent), m_model(std::move(model)), m_config(std::move(config)),
+      m_createdAt(QDateTime::currentSecsSinceEpoch()), m_queue(sharedQueue),
+      m_ownsQueue(sharedQueue == nullptr)
+{
+    m_modelId = m_config.modelId.isEmpty()
+        ? QString::fromStdString(m_model->dir().filename().string())
+        : m_config.modelId;
+    if (m_modelId.isEmpty())
+        m_modelId = QStringLiteral("gpt-oss");
+    if (m_ownsQueue) {
+        m_queue = new GenerationQueue(m_model, m_config.maxQueue, m_config.defaultMaxTokens,
+                                      this);
+    }
+}
+
+ApiServer::~ApiServer()
+{
+    // Requests in flight are cancelled and their connections closed before the queue (if it is
+    // ours) stops the engine thread; nothing may call back into this object afterwards.
+    const QSet<GenerationCall *> calls = m_calls;
+    for (GenerationCall *call : calls) {
+        call->abandon();
+        delete call;
+    }
+    if (m_ownsQueue)
+        delete m_queue;
+    m_queue = nullptr;
+}
+
+bool ApiServer::start(QString *error)
+{
+    m_tcp = new GuardedTcpServer(m_config.limits, this);
+    if (!m_tcp->listen(m_config.host, m_config.port)) {
+        if (error) {
+            *error = QStringLiteral("cannot listen on %1:%2: %3")
+                         .arg(m_config.host.toString())
+                         .arg(m_config.port)
+                         .arg(m_tcp->errorString());
+        }
+        delete m_tcp;
+        m_tcp = nullptr;
+        return false;
+    }
+    bind(m_tcp);
+    if (!m_config.host.isLoopback()) {
+        qCWarning(lcNeuralServer).noquote()
+            << "listening on" << m_config.host.toString()
+            << "- not a loopback address: other machines can reach this API"
+            << (m_config.apiKey.isEmpty() ? "and no API key is set" : "(an API key is required)");
+    }
+    return true;
+}
+
+quint16 ApiServer::serverPort() const { return m_tcp ? m_tcp->serverPort() : 0; }
+
+ApiServer::Request ApiServer::extract(const QHttpServerRequest &request)
+{
+    Request r;
+    r.timer.start();
+    r.method = methodName(request.method());
+    r.path = request.url().path();
+    r.authorization = request.value("authorization");
+    r.contentType = request.value("content-type");
+    r.origin = request.value("origin");
+    r.body = request.body();
+    r.remote = request.remoteAddress().toString();
+    r.simulateEngineError = !request.value("x-neural-test-engine-error").isEmpty();
+    return r;
+}
+
+#if QT_VERSION < QT_VERSION_CHECK(6, 8, 0)
+bool ApiServer::handleRequest(const QHttpServerRequest &request, QTcpSocket *socket)
+{
+    const bool keepAlive = !request.value("connection").toLower().contains("close");
+    dispatch(extract(request), new SocketHttpChannel(socket, keepAlive, this));
+    return true;
+}
+
+void ApiServer::missingHandler(const QHttpServerRequest &request, QTcpSocket *socket)
+{
+    // Not reached (handleRequest answers everything), but the base class requires it.
+    auto *channel = new SocketHttpChannel(socket, true, this);
+    Request r = extract(request);
+    sendError(channel, r, 404, QStringLiteral("not found"), "invalid_request_error", {},
+              "not_found");
+}
+#else
+bool ApiServer::handleRequest(const QHttpServerRequest &request, QHttpServerResponder &responder)
+{
+    dispatch(extract(request), new ResponderHttpChannel(std::move(responder), this));
+    return true;
+}
+
+void ApiServer::missingHandler(const QHttpServerRequest &request, QHttpServerResponder &responder)
+{
+    auto *channel = new ResponderHttpChannel(std::move(responder), this);
+    Request r = extract(request);
+    sendError(channel, r, 404, QStringLiteral("not found"), "invalid_request_error", {},
+              "not_found");
+}
+#endif
+
+bool ApiServer::authorized(const QByteArray &authorization) const
+{
+    if (m_config.apiKey.isEmpty())
+        return true;
+    QByteArray given;
+    if (authorization.size() > 7 && authorization.left(7).toLower() == "bearer ")
+        given = authorization.mid(7).trimmed();
+    // Compare digests, byte by byte without an early exit: the time taken does not depend on
+    // how much of the key a guess got right, nor on the key's length.
+    const QByteArray a = QCryptographicHash::hash(given, QCryptographicHash::Sha256);
+    const QByteArray b = QCryptographicHash::hash(m_config.apiKey, QCryptographicHash::Sha256);
+    unsigned char diff = given.isEmpty() ? 1 : 0;
+    for (qsizetype i = 0; i < a.size(); ++i)
+        diff |= static_cast<unsigned char>(a[i] ^ b[i]);
+    return diff == 0;
+}
+
+HttpHeaders ApiServer::corsHeaders(const QByteArray &origin) const
+{
+    if (m_config.corsOrigins.isEmpty() || origin.isEmpty())
+        return {};
+    if (m_config.corsOrigins.contains("*"))
+        return {{"Access-Control-Allow-Origin", "*"}};
+    if (!m_config.corsOrigins.contains(origin))
+        return {};
+    return {{"Access-Control-Allow-Origin", origin}, {"Vary", "Origin"}};
+}
+
+void ApiServer::logRequest(const Request &request, int status, const QString &detail)
+{
+    const QString line = QStringLiteral("%1 %2 %3 %4 %5 ms%6")
+                             .arg(request.remote, QString::fromLatin1(request.method),
+                                  loggablePath(request.path))
+                             .arg(status)
+                             .arg(request.timer.elapsed())
+                             .arg(detail.isEmpty() ? QString() : QStringLiteral(" ") + detail);
+    qCInfo(lcNeuralServer).noquote() << line;
+    emit requestLogged(line);
+}
+
+void ApiServer::sendJson(HttpChannel *channel, const Request &request, int status,
+                         const QByteArray &json, const HttpHeaders &extra)
+{
+    HttpHeaders headers{{"Content-Type", "application/json"}};
+    headers += corsHeaders(request.origin);
+    headers += extra;
+    channel->sendResponse(status, headers, json);
+    logRequest(request, status);
+    channel->deleteLater();
+}
+
+void ApiServer::sendError(HttpChannel *channel, const Request &request, int status,
+                          const QString &message, const char *type, const QByteArray &param,
+                          const QByteArray &code, const HttpHeaders &extra)
+{
+    const openai::Json body = openai::error_body(message.toStdString(), type,
+                                                 param.toStdString(), code.toStdString());
+    HttpHeaders headers{{"Content-Type", "application/json"}};
+    headers += corsHeaders(request.origin);
+    headers += extra;
+    channel->sendResponse(status, headers, toBytes(body));
+    logRequest(request, status, message.left(200));
+    channel->deleteLater();
+}
+
+void ApiServer::dispatch(Request request, HttpChannel *channel)
+{
+    struct Route {
+        const char *path;
+        const char *methods;  // the Allow header
+        QByteArray label;
+    };
+    static const Route routes[] = {
+        {"/v1/chat/completions", "POST, OPTIONS", "chat"},
+        {"/v1/completions", "POST, OPTIONS", "completions"},
+        {"/v1/models", "GET, OPTIONS", "models"},
+        {"/health", "GET, OPTIONS", "health"},
+        {"/metrics", "GET, OPTIONS", "metrics"},
+    };
+    const QString &path = request.path;
+    const Route *route = nullptr;
+    QString modelInPath;
+    for (const Route &r : routes) {
+        if (path == QLatin1String(r.path))
+            route = &r;
+    }
+    if (!route && path.startsWith(QLatin1String("/v1/models/"))) {
+        route = &routes[2];
+        modelInPath = path.mid(11);
+    }
+    const QByteArray label = route ? route->label : QByteArray("other");
+    auto count = [&](int status) { m_metrics.countRequest(label, status); };
+
+    if (request.method == "OPTIONS") {
+        // CORS preflight (answered without a key: browsers send no credentials here).
+        if (!route) {
+            count(404);
+            sendError(channel, request, 404, QStringLiteral("no such route: ") + path,
+                      "invalid_request_error", {}, "not_found");
+            return;
+        }
+        HttpHeaders headers{{"Allow", route->methods}};
+        const HttpHeaders cors = corsHeaders(request.origin);
+        headers += cors;
+        if (!cors.isEmpty()) {
+            headers += {{"Access-Control-Allow-Methods", route->methods},
+                        {"Access-Control-Allow-Headers", "Authorization, Content-Type"},
+                        {"Access-Control-Max-Age", "600"}};
+        }
+        count(204);
+        channel->sendResponse(204, headers, {});
+        logRequest(request, 204);
+        channel->deleteLater();
+        return;
+    }
+    if (label != "health" && !authorized(request.authorization)) {
+        count(401);
+        sendError(channel, request, 401,
+                  QStringLiteral("invalid or missing API key (send \"Authorization: Bearer "
+                                 "KEY\")"),
+                  "invalid_request_error", {}, "invalid_api_key",
+                  {{"WWW-Authenticate", "Bearer"}});
+        return;
+    }
+    if (!route) {
+        count(404);
+        sendError(channel, request, 404, QStringLiteral("no such route: ") + loggablePath(path),
+                  "invalid_request_error", {}, "not_found");
+        return;
+    }
+    const QByteArray expected = QByteArray(route->methods).split(',').first();
+    if (request.method != expected) {
+        count(405);
+        sendError(channel, request, 405,
+                  QStringLiteral("%1 is not allowed on %2 (use %3)")
+                      .arg(QString::fromLatin1(request.method), path,
+                           QString::fromLatin1(expected)),
+                  "invalid_request_error", {}, "method_not_allowed",
+                  {{"Allow", route->methods}});
+        return;
+    }
+
+    if (label == "health") {
+        const openai::Json body{{"status", "ok"},
+                                {"model", m_modelId.toStdString()},
+                                {"busy", m_queue->busy()},
+                                {"queue", m_queue->waiting()}};
+        count(200);
+        sendJson(channel, request, 200, toBytes(body));
+    } else if (label == "metrics") {
+        count(200);
+        channel->sendResponse(
+            200,
+            HttpHeaders{{"Content-Type", "text/plain; version=0.0.4; charset=utf-8"}}
+                + corsHeaders(request.origin),
+            m_metrics.prometheusText(m_queue->waiting(), m_queue->maxWaiting(), m_queue->busy(),
+                                     m_tcp ? m_tcp->openConnections() : 0));
+        logRequest(request, 200);
+        channel->deleteLater();
+    } else if (label == "models") {
+        const openai::Json model{{"id", m_modelId.toStdString()},
+                                 {"object", "model"},
+                                 {"created", m_createdAt},
+                                 {"owned_by", "neural"}};
+        if (!modelInPath.isNull()) {
+            if (modelInPath != m_modelId) {
+                count(404);
+                sendError(channel, request, 404,
+                          QStringLiteral("model '%1' does not exist")
+                              .arg(loggablePath(modelInPath)),
+                          "invalid_request_error", "model", "model_not_found");
+                return;
+            }
+            count(200);
+            sendJson(channel, request, 200, toBytes(model));
+            return;
+        }
+        count(200);
+        sendJson(channel, request, 200,
+                 toBytes(openai::Json{{"object", "list"}, {"data", openai::Json::array({model})}}));
+    } else if (label == "chat") {
+        handleChat(request, channel);
+    } else {
+        handleCompletion(request, channel);
+    }
+}
+
+void ApiServer::handleChat(Request &request, HttpChannel *channel)
+{
+    auto refuse = [&](int status, const QString &message, const char *type,
+                      const QByteArray &param, const QByteArray &code) {
+        m_metrics.countRequest("chat", status);
+        sendError(channel, request, status, message, type, param, code);
+    };
+    if (!isJsonContentType(request.contentType)) {
+        refuse(415, QStringLiteral("Content-Type must be application/json"),
+               "invalid_request_error", {}, "unsupported_media_type");
+        return;
+    }
+    if (request.body.size() > m_config.limits.maxBodyBytes) {
+        refuse(413, QStringLiteral("the request body is too large"), "invalid_request_error", {},
+               "request_too_large");
+        return;
+    }
+    auto job = std::make_shared<GenerationJob>();
+    job->kind = GenerationJob::Kind::chat;
+    try {
+        openai::ParseLimits limits;
+        limits.max_json_depth = m_config.maxJsonDepth;
+        const openai::Json body = openai::parse_body(
+            std::string_view(request.body.constData(), static_cast<size_t>(request.body.size())),
+            limits);
+        openai::ChatRequestOptions options;
+        options.current_date = today_iso_date();
+        options.allow_test_options = m_config.testOptions;
+        options.limits = limits;
+        job->chat = openai::parse_chat_request(body, options);
+    } catch (const openai::RequestError &e) {
+        refuse(400, QString::fromStdString(e.what()), "invalid_request_error",
+               QByteArray::fromStdString(e.param()), QByteArray::fromStdString(e.code()));
+        return;
+    }
+    if (QString::fromStdString(job->chat.model) != m_modelId) {
+        refuse(404,
+               QStringLiteral("model '%1' does not exist (this server serves '%2')")
+                   .arg(loggablePath(QString::fromStdString(job->chat.model)), m_modelId),
+               "invalid_request_error", "model", "model_not_found");
+        return;
+    }
+    request.body.clear();  // parsed; no need to keep it for the whole generation
+    const bool stream = job->chat.stream, usage = job->chat.include_usage;
+    enqueue(request, channel, std::move(job), stream, usage);
+}
+
+void ApiServer::handleCompletion(Request &request, HttpChannel *channel)
+{
+    auto refuse = [&](int status, const QString &message, const QByteArray &param,
+                      const QByteArray &code) {
+        m_metrics.countRequest("completions", status);
+        sendError(channel, request, status, message, "invalid_request_error", param, code);
+    };
+    if (!isJsonContentType(request.contentType)) {
+        refuse(415, QStringLiteral("Content-Type must be application/json"), {},
+               "unsupported_media_type");
+        return;
+    }
+    if (request.body.size() > m_config.limits.maxBodyBytes) {
+        refuse(413, QStringLiteral("the request body is too large"), {}, "request_too_large");
+        return;
+    }
+    auto job = std::make_shared<GenerationJob>();
+    job->kind = GenerationJob::Kind::completion;
+    try {
+        openai::ParseLimits limits;
+        limits.max_json_depth = m_config.maxJsonDepth;
+        const openai::Json body = openai::parse_body(
+            std::string_view(request.body.constData(), static_cast<size_t>(request.body.size())),
+            limits);
+        job->completion = openai::parse_completion_request(body, limits);
+    } catch (const openai::RequestError &e) {
+        refuse(400, QString::fromStdString(e.what()), QByteArray::fromStdString(e.param()),
+               QByteArray::fromStdString(e.code()));
+        return;
+    }
+    if (QString::fromStdString(job->completion.model) != m_modelId) {
+        refuse(404,
+               QStringLiteral("model '%1' does not exist (this server serves '%2')")
+                   .arg(loggablePath(QString::fromStdString(job->completion.model)), m_modelId),
+               "model", "model_not_found");
+        return;
+    }
+    request.body.clear();
+    const bool stream = job->completion.stream, usage = job->completion.include_usage;
+    enqueue(request, channel, std::move(job), stream, usage);
+}
+
+void ApiServer::enqueue(Request &request, HttpChannel *channel, std::shared_ptr<GenerationJob> job,
+                        bool stream, bool includeUsage)
+{
+    const QByteArray label = job->kind == GenerationJob::Kind::chat ? "chat" : "completions";
+    job->simulateEngineError = m_config.testOptions && request.simulateEngineError;
+    auto *call = new GenerationCall(this, request, channel, job, stream, includeUsage);
+    if (!m_queue->enqueue(job)) {
+        m_metrics.countRejected();
+        m_metrics.countRequest(label, 503);
+        channel->setParent(this);
+        job->receiver = nullptr;
+        delete call;
+        sendError(channel, request, 503,
+                  QStringLiteral("the server is busy (%1 requests are waiting); retry later")
+                      .arg(m_queue->waiting()),
+                  "server_error", {}, "server_overloaded", {{"Retry-After", "1"}});
+    }
+}
+
+}  // namespace neural::server

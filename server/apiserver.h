@@ -1,0 +1,137 @@
+// The OpenAI-compatible HTTP endpoint (embeddable: neural-server runs it headless, the desktop
+// app inside its window). Routes:
+//   POST /v1/chat/completions   harmony chat, JSON or SSE stream
+//   POST /v1/completions        raw prompt completion, JSON or SSE stream
+//   GET  /v1/models, /v1/models/{id}
+//   GET  /health                no key needed
+//   GET  /metrics               Prometheus text
+// Errors are OpenAI error objects. One generation runs at a time (GenerationQueue); requests
+// beyond the queue get 503 with Retry-After. A client that disconnects cancels its request.
+#pragma once
+
+#include <QAbstractHttpServer>
+#include <QElapsedTimer>
+#include <QHostAddress>
+#include <QList>
+#include <QLoggingCategory>
+#include <QSet>
+#include <QString>
+
+#include <memory>
+
+#include "connectionguard.h"
+#include "generationqueue.h"
+#include "httpchannel.h"
+#include "servermetrics.h"
+
+class QHttpServerRequest;
+class QTcpSocket;
+
+Q_DECLARE_LOGGING_CATEGORY(lcNeuralServer)
+
+namespace neural {
+class Model;
+}
+
+namespace neural::server {
+
+struct ServerConfig {
+    QHostAddress host = QHostAddress(QHostAddress::LocalHost);
+    quint16 port = 8080;  // 0: any free port (see ApiServer::serverPort)
+    // Empty: no authentication. Otherwise every route but /health needs
+    // "Authorization: Bearer KEY".
+    QByteArray apiKey;
+    // Origins allowed to call the API from a browser ("*" for any). Empty: no CORS headers, so
+    // browsers keep web pages from reading responses.
+    QList<QByteArray> corsOrigins;
+    QString modelId;  // the name clients use in "model"; empty: the model folder's name
+    ConnectionLimits limits;
+    int maxJsonDepth = 64;
+    int maxQueue = 8;             // requests waiting behind the running one
+    int defaultMaxTokens = 4096;  // when a request gives no limit
+    // Test-only request options: the "neural_forced_output" field and the
+    // "X-Neural-Test-Engine-Error" header. Never on in production.
+    bool testOptions = false;
+};
+
+class GenerationCall;
+
+class ApiServer : public QAbstractHttpServer {
+    Q_OBJECT
+public:
+    // A server with its own engine thread and queue.
+    ApiServer(std::shared_ptr<const Model> model, ServerConfig config, QObject *parent = nullptr);
+    // A server that shares the embedding app's queue, so that app and server together run one
+    // generation at a time. The queue is not owned and must outlive the server.
+    ApiServer(std::shared_ptr<const Model> model, GenerationQueue *sharedQueue,
+              ServerConfig config, QObject *parent = nullptr);
+    ~ApiServer() override;
+
+    // Starts listening; false with a message in `error` when the address cannot be bound.
+    bool start(QString *error = nullptr);
+    quint16 serverPort() const;
+    const QString &modelId() const { return m_modelId; }
+    const ServerConfig &config() const { return m_config; }
+    GenerationQueue &queue() { return *m_queue; }
+    const ServerMetrics &metrics() const { return m_metrics; }
+
+signals:
+    // One line per answered request (method, path, status, time, tokens); never contains the
+    // API key or any other header.
+    void requestLogged(const QString &line);
+
+protected:
+#if QT_VERSION < QT_VERSION_CHECK(6, 8, 0)
+    bool handleRequest(const QHttpServerRequest &request, QTcpSocket *socket) override;
+    void missingHandler(const QHttpServerRequest &request, QTcpSocket *socket) override;
+#else
+    bool handleRequest(const QHttpServerRequest &request, QHttpServerResponder &responder) override;
+    void missingHandler(const QHttpServerRequest &request,
+                        QHttpServerResponder &responder) override;
+#endif
+
+private:
+    friend class GenerationCall;
+
+    // What a handler needs from a request (Qt's request object is reused for the next request
+    // on the connection, so nothing refers to it after dispatch).
+    struct Request {
+        QByteArray method;
+        QString path;
+        QByteArray authorization;
+        QByteArray contentType;
+        QByteArray origin;
+        QByteArray body;
+        QString remote;
+        bool simulateEngineError = false;
+        QElapsedTimer timer;
+    };
+
+    static Request extract(const QHttpServerRequest &request);
+    void dispatch(Request request, HttpChannel *channel);
+    void handleChat(Request &request, HttpChannel *channel);
+    void handleCompletion(Request &request, HttpChannel *channel);
+    void enqueue(Request &request, HttpChannel *channel, std::shared_ptr<GenerationJob> job,
+                 bool stream, bool includeUsage);
+
+    bool authorized(const QByteArray &authorization) const;
+    HttpHeaders corsHeaders(const QByteArray &origin) const;
+    void sendJson(HttpChannel *channel, const Request &request, int status,
+                  const QByteArray &json, const HttpHeaders &extra = {});
+    void sendError(HttpChannel *channel, const Request &request, int status,
+                   const QString &message, const char *type, const QByteArray &param = {},
+                   const QByteArray &code = {}, const HttpHeaders &extra = {});
+    void logRequest(const Request &request, int status, const QString &detail = {});
+
+    std::shared_ptr<const Model> m_model;
+    ServerConfig m_config;
+    QString m_modelId;
+    qint64 m_createdAt;
+    GuardedTcpServer *m_tcp = nullptr;
+    GenerationQueue *m_queue;
+    bool m_ownsQueue;
+    QSet<GenerationCall *> m_calls;  // requests in flight
+    ServerMetrics m_metrics;
+};
+
+}  // namespace neural::server

@@ -1,0 +1,335 @@
+#include "generationqueue.h"
+
+#include <QMetaObject>
+
+#include <algorithm>
+#include <chrono>
+
+#include "chat/render.h"
+#include "chat/utf8_stream.h"
+#include "neural/error.h"
+#include "runtime/generate.h"
+
+namespace neural::server {
+
+namespace {
+using Clock = std::chrono::steady_clock;
+double secondsBetween(Clock::time_point a, Clock::time_point b)
+{
+    return std::chrono::duration<double>(b - a).count();
+}
+}  // namespace
+
+// ---- EngineWorker (engine thread) -------------------------------------------------------------
+
+EngineWorker::EngineWorker(std::shared_ptr<const Model> model, GenerationQueue *queue,
+                           int defaultMaxTokens)
+    : m_model(std::move(model)), m_queue(queue), m_defaultMaxTokens(defaultMaxTokens)
+{
+}
+
+int EngineWorker::tokenBudget(std::int64_t promptTokens, std::optional<int> requested) const
+{
+    const std::int64_t context = m_model->config().max_position_embeddings;
+    if (context <= 0)
+        return requested.value_or(m_defaultMaxTokens);
+    const std::int64_t room = context - promptTokens;
+    if (room < 1) {
+        throw openai::RequestError(
+            fmt::format("the prompt has {} tokens; the model's context is {} tokens", promptTokens,
+                        context),
+            "messages", "context_length_exceeded");
+    }
+    if (requested && *requested > room) {
+        throw openai::RequestError(
+            fmt::format("the model's context is {} tokens, but {} were requested ({} in the "
+                        "prompt, {} for the completion)",
+                        context, promptTokens + *requested, promptTokens, *requested),
+            "max_tokens", "context_length_exceeded");
+    }
+    // Without a request limit, answer up to the server default or the end of the context.
+    return requested ? *requested
+                     : static_cast<int>(std::min<std::int64_t>(m_defaultMaxTokens, room));
+}
+
+void EngineWorker::run(const std::shared_ptr<GenerationJob> &job)
+{
+    GenerationOutcome out;
+    if (job->cancel.load()) {
+        out.status = GenerationOutcome::Status::cancelled;
+        m_queue->postFinished(job, std::move(out));
+        return;
+    }
+    try {
+        if (job->simulateEngineError)
+            fail("simulated engine failure (test option)");
+        switch (job->kind) {
+        case GenerationJob::Kind::chat: out = runChat(job); break;
+        case GenerationJob::Kind::completion: out = runCompletion(job); break;
+        case GenerationJob::Kind::task:
+            m_queue->postStarted(job);
+            if (job->task)
+                job->task(job->cancel);
+            if (job->cancel.load())
+                out.status = GenerationOutcome::Status::cancelled;
+            break;
+        }
+    } catch (const openai::RequestError &e) {
+        out = {};
+        out.status = GenerationOutcome::Status::badRequest;
+        out.error = e.what();
+        out.errorCode = e.code();
+    } catch (const std::exception &e) {
+        // Engine failures end this request only; the session is rebuilt for the next one.
+        out = {};
+        out.status = GenerationOutcome::Status::engineError;
+        out.error = e.what();
+        m_session.reset();
+        m_rawCache.reset();
+        m_rawTokens.clear();
+    }
+    m_queue->postFinished(job, std::move(out));
+}
+
+GenerationOutcome EngineWorker::runChat(const std::shared_ptr<GenerationJob> &job)
+{
+    if (!m_session)
+        m_session = std::make_unique<ChatSession>(*m_model);
+    const openai::ChatRequest &req = job->chat;
+    const Tokenizer &tok = m_model->tokenizer();
+    // The whole history arrives with every request; the session keeps the KV of the previous
+    // one and processes only what differs (the prompt cache).
+    m_session->set_conversation(req.system, req.developer, req.history);
+    const auto promptTokens = static_cast<std::int64_t>(
+        chat::render_for_completion(m_session->conversation()).tokens(tok).size());
+
+    TurnOptions options;
+    options.max_tokens = tokenBudget(promptTokens, req.max_tokens);
+    options.sampling = req.sampling;
+    if (req.forced_output)
+        options.forced_tokens = tok.encode(*req.forced_output, true);
+    options.stop_sequences = req.stop;
+    options.cancel = &job->cancel;
+    m_queue->postStarted(job);  // the request is valid: a stream may begin
+    TurnResult r = m_session->respond(
+        options, [&](const chat::ParserEvent &e) { m_queue->postEvent(job, e); });
+
+    GenerationOutcome out;
+    out.status = r.cancelled ? GenerationOutcome::Status::cancelled
+                             : GenerationOutcome::Status::ok;
+    out.chat.reasoning = std::move(r.reasoning);
+    out.chat.content = std::move(r.content);
+    out.chat.tool_calls = std::move(r.tool_calls);
+    out.chat.finish = r.finish;
+    out.chat.usage = {r.stats.prompt_tokens, r.stats.generated_tokens, r.stats.cached_tokens};
+    out.finishReason = std::string(chat::finish_reason_name(r.finish));
+    out.promptSeconds = r.stats.prompt_seconds;
+    out.decodeSeconds = r.stats.decode_seconds;
+    return out;
+}
+
+GenerationOutcome EngineWorker::runCompletion(const std::shared_ptr<GenerationJob> &job)
+{
+    const openai::CompletionRequest &req = job->completion;
+    const Tokenizer &tok = m_model->tokenizer();
+    std::vector<TokenId> prompt;
+    if (const auto *text = std::get_if<std::string>(&req.prompt)) {
+        // A raw prompt is a harmony prompt written by hand: special tokens count as such.
+        prompt = tok.encode(*text, true);
+    } else {
+        prompt = std::get<std::vector<TokenId>>(req.prompt);
+        for (TokenId t : prompt) {
+            if (t < 0 || static_cast<std::size_t>(t) >= m_model->sampleable_vocab()) {
+                throw openai::RequestError(fmt::format("prompt token {} is not a token id", t),
+                                           "prompt", "invalid_value");
+            }
+        }
+    }
+    if (prompt.empty())
+        throw openai::RequestError("the prompt has no tokens", "prompt", "invalid_value");
+    const int budget = tokenBudget(static_cast<std::int64_t>(prompt.size()), req.max_tokens);
+
+    // The same prefix reuse as the chat session, on a cache of its own.
+    if (!m_rawCache)
+        m_rawCache = std::make_unique<KvCache>(m_model->config());
+    std::size_t common = 0;
+    while (common < m_rawTokens.size() && common < prompt.size()
+           && m_rawTokens[common] == prompt[common])
+        ++common;
+    if (common == prompt.size())
+        --common;
+    m_rawCache->truncate(static_cast<std::int64_t>(common));
+    m_rawTokens.resize(common);
+
+    GenerateOptions options;
+    options.max_tokens = budget;
+    options.sampling = req.sampling;
+    options.stop_tokens = m_model->stop_tokens();
+    options.cancel = &job->cancel;
+    chat::Utf8Stream utf8;
+    StopMatcher stops(req.stop);
+    std::string text;
+    auto release = [&](const std::string &piece) {
+        if (piece.empty())
+            return;
+        text += piece;
+        m_queue->postText(job, piece);
+    };
+    const auto t0 = Clock::now();
+    Clock::time_point first{};
+    bool sawToken = false;
+    auto onToken = [&](TokenId t) {
+        if (!sawToken) {
+            first = Clock::now();
+            sawToken = true;
+        }
+        // A stop token ends the text; it is not part of it.
+        if (std::find(options.stop_tokens.begin(), options.stop_tokens.end(), t)
+            != options.stop_tokens.end())
+            return true;
+        release(stops.push(utf8.push(tok.decode(std::span<const TokenId>(&t, 1)))));
+        return !stops.stopped() && !job->cancel.load();
+    };
+    const std::span<const TokenId> fresh(prompt.data() + common, prompt.size() - common);
+    m_queue->postStarted(job);
+    GenerateResult g = generate(*m_model, *m_rawCache, fresh, options, onToken);
+    const auto t1 = Clock::now();
+    if (!stops.stopped()) {
+        release(stops.push(utf8.flush()));
+        release(stops.flush());
+    }
+    m_rawTokens = prompt;
+    m_rawTokens.insert(m_rawTokens.end(), g.tokens.begin(), g.tokens.end());
+    m_rawTokens.resize(std::min<std::size_t>(m_rawTokens.size(),
+                                             static_cast<std::size_t>(m_rawCache->size())));
+
+    GenerationOutcome out;
+    out.status = GenerationOutcome::Status::ok;
+    if (stops.stopped() || g.finish == FinishReason::kStop) {
+        out.finishReason = "stop";
+    } else if (g.finish == FinishReason::kLength) {
+        out.finishReason = "length";
+    } else {
+        out.status = GenerationOutcome::Status::cancelled;
+        out.finishReason = "stop";
+    }
+    out.text = std::move(text);
+    out.chat.usage = {static_cast<std::int64_t>(prompt.size()),
+                      static_cast<std::int64_t>(g.tokens.size()),
+                      static_cast<std::int64_t>(common)};
+    out.promptSeconds = secondsBetween(t0, sawToken ? first : t1);
+    out.decodeSeconds = sawToken ? secondsBetween(first, t1) : 0.0;
+    return out;
+}
+
+// ---- GenerationQueue (server thread) ----------------------------------------------------------
+
+GenerationQueue::GenerationQueue(std::shared_ptr<const Model> model, int maxWaiting,
+                                 int defaultMaxTokens, QObject *parent)
+    : QObject(parent), m_maxWaiting(std::max(0, maxWaiting))
+{
+    m_worker = new EngineWorker(std::move(model), this, defaultMaxTokens);
+    m_worker->moveToThread(&m_thread);
+    connect(&m_thread, &QThread::finished, m_worker, &QObject::deleteLater);
+    m_thread.setObjectName(QStringLiteral("neural-engine"));
+    m_thread.start();
+}
+
+GenerationQueue::~GenerationQueue()
+{
+    for (auto &job : m_waiting)
+        job->cancel = true;
+    m_waiting.clear();
+    if (m_running)
+        m_running->cancel = true;
+    m_thread.quit();
+    m_thread.wait();
+}
+
+bool GenerationQueue::enqueue(const std::shared_ptr<GenerationJob> &job)
+{
+    if (m_running && waiting() >= m_maxWaiting)
+        return false;
+    job->id = m_nextId++;
+    m_waiting.push_back(job);
+    startNext();
+    emit changed();
+    return true;
+}
+
+bool GenerationQueue::cancel(quint64 jobId)
+{
+    auto it = std::find_if(m_waiting.begin(), m_waiting.end(),
+                           [&](const auto &j) { return j->id == jobId; });
+    if (it != m_waiting.end()) {
+        (*it)->cancel = true;
+        m_waiting.erase(it);
+        emit changed();
+        return true;
+    }
+    if (m_running && m_running->id == jobId)
+        m_running->cancel = true;
+    return false;
+}
+
+void GenerationQueue::startNext()
+{
+    if (m_running || m_waiting.empty())
+        return;
+    m_running = m_waiting.front();
+    m_waiting.pop_front();
+    QMetaObject::invokeMethod(
+        m_worker, [worker = m_worker, job = m_running] { worker->run(job); },
+        Qt::QueuedConnection);
+}
+
+void GenerationQueue::postStarted(const std::shared_ptr<GenerationJob> &job)
+{
+    QMetaObject::invokeMethod(
+        this,
+        [job] {
+            if (job->receiver && job->onStarted)
+                job->onStarted();
+        },
+        Qt::QueuedConnection);
+}
+
+void GenerationQueue::postEvent(const std::shared_ptr<GenerationJob> &job, chat::ParserEvent event)
+{
+    QMetaObject::invokeMethod(
+        this,
+        [job, event = std::move(event)] {
+            if (job->receiver && job->onEvent)
+                job->onEvent(event);
+        },
+        Qt::QueuedConnection);
+}
+
+void GenerationQueue::postText(const std::shared_ptr<GenerationJob> &job, std::string text)
+{
+    QMetaObject::invokeMethod(
+        this,
+        [job, text = std::move(text)] {
+            if (job->receiver && job->onText)
+                job->onText(text);
+        },
+        Qt::QueuedConnection);
+}
+
+void GenerationQueue::postFinished(const std::shared_ptr<GenerationJob> &job,
+                                   GenerationOutcome outcome)
+{
+    QMetaObject::invokeMethod(
+        this,
+        [this, job, outcome = std::move(outcome)] {
+            if (m_running == job)
+                m_running.reset();
+            if (job->receiver && job->onFinished)
+                job->onFinished(outcome);
+            startNext();
+            emit changed();
+        },
+        Qt::QueuedConnection);
+}
+
+}  // namespace neural::server

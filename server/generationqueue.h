@@ -1,0 +1,125 @@
+// One generation at a time: the engine is single-stream. GenerationQueue (on the server's
+// thread) keeps a bounded FIFO of waiting jobs and hands one job at a time to EngineWorker,
+// which runs it on its own QThread, so the Qt event loop never waits for the engine. Results and
+// streaming events travel back as queued calls and are delivered on the server's thread.
+#pragma once
+
+#include <QObject>
+#include <QPointer>
+#include <QThread>
+
+#include <atomic>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "chat/openai.h"
+#include "chat/parser.h"
+#include "runtime/kv_cache.h"
+#include "runtime/model.h"
+#include "runtime/session.h"
+
+namespace neural::server {
+
+struct GenerationOutcome {
+    enum class Status { ok, cancelled, badRequest, engineError };
+    Status status = Status::ok;
+    std::string error;         // badRequest / engineError
+    std::string errorCode;     // OpenAI error code for badRequest
+    openai::ChatResult chat;   // chat jobs (usage filled for both kinds)
+    std::string text;          // completion jobs: the whole text
+    std::string finishReason;  // "stop", "length", "tool_calls"
+    double promptSeconds = 0;
+    double decodeSeconds = 0;
+};
+
+struct GenerationJob {
+    // task: any engine work of the embedding app (its own chat session, say), run on the engine
+    // thread in turn with the server's requests.
+    enum class Kind { chat, completion, task };
+    Kind kind = Kind::chat;
+    openai::ChatRequest chat;
+    openai::CompletionRequest completion;
+    std::function<void(const std::atomic<bool> &cancel)> task;  // Kind::task, engine thread
+    int maxTokens = 0;  // 0: the server default
+    bool simulateEngineError = false;  // test option: the worker fails this job
+
+    // Set from any thread; the worker's forward pass and token loop watch it.
+    std::atomic<bool> cancel{false};
+    quint64 id = 0;
+
+    // Delivered on the queue's thread while `receiver` lives.
+    QPointer<QObject> receiver;
+    std::function<void()> onStarted;  // validated and running: a stream may send its headers
+    std::function<void(const chat::ParserEvent &)> onEvent;  // chat
+    std::function<void(const std::string &)> onText;         // completion
+    std::function<void(const GenerationOutcome &)> onFinished;
+};
+
+class GenerationQueue;
+
+// Lives on the engine thread; owns the chat session (the prompt cache) and the raw-completion
+// KV cache.
+class EngineWorker : public QObject {
+    Q_OBJECT
+public:
+    EngineWorker(std::shared_ptr<const Model> model, GenerationQueue *queue, int defaultMaxTokens);
+
+    void run(const std::shared_ptr<GenerationJob> &job);
+
+private:
+    GenerationOutcome runChat(const std::shared_ptr<GenerationJob> &job);
+    GenerationOutcome runCompletion(const std::shared_ptr<GenerationJob> &job);
+    int tokenBudget(std::int64_t promptTokens, std::optional<int> requested) const;
+
+    std::shared_ptr<const Model> m_model;
+    GenerationQueue *m_queue;
+    int m_defaultMaxTokens;
+    std::unique_ptr<ChatSession> m_session;
+    std::unique_ptr<KvCache> m_rawCache;
+    std::vector<TokenId> m_rawTokens;  // tokens whose K/V m_rawCache holds
+};
+
+class GenerationQueue : public QObject {
+    Q_OBJECT
+public:
+    // `maxWaiting`: jobs that may wait behind the running one; more are refused.
+    GenerationQueue(std::shared_ptr<const Model> model, int maxWaiting, int defaultMaxTokens,
+                    QObject *parent = nullptr);
+    ~GenerationQueue() override;
+
+    // False when the queue is full (the caller answers 503).
+    bool enqueue(const std::shared_ptr<GenerationJob> &job);
+    // A waiting job leaves the queue (returns true: no callback of it will come); the running
+    // one is cancelled (the worker stops between layers or tokens) and still reports through
+    // onFinished.
+    bool cancel(quint64 jobId);
+
+    int waiting() const { return static_cast<int>(m_waiting.size()); }
+    bool busy() const { return m_running != nullptr; }
+    int maxWaiting() const { return m_maxWaiting; }
+
+    // Called by the worker (any thread): posts the delivery to this object's thread.
+    void postStarted(const std::shared_ptr<GenerationJob> &job);
+    void postEvent(const std::shared_ptr<GenerationJob> &job, chat::ParserEvent event);
+    void postText(const std::shared_ptr<GenerationJob> &job, std::string text);
+    void postFinished(const std::shared_ptr<GenerationJob> &job, GenerationOutcome outcome);
+
+signals:
+    void changed();  // queue length or busy state changed
+
+private:
+    void startNext();
+
+    int m_maxWaiting;
+    std::deque<std::shared_ptr<GenerationJob>> m_waiting;
+    std::shared_ptr<GenerationJob> m_running;
+    QThread m_thread;
+    EngineWorker *m_worker;  // lives on m_thread
+    quint64 m_nextId = 1;
+};
+
+}  // namespace neural::server

@@ -1,0 +1,171 @@
+// neural-server: the OpenAI-compatible API, headless.
+//   neural-server --model DIR [--store FILE] [--host 127.0.0.1] [--port 8080] [--api-key KEY]
+//                 [--cors ORIGIN] ...
+#include <QCommandLineParser>
+#include <QCoreApplication>
+#include <QFile>
+#include <QTimer>
+
+#include <atomic>
+#include <csignal>
+#include <cstdio>
+#include <memory>
+
+#include "apiserver.h"
+#include "cpu/parallel.h"
+#include "neural/error.h"
+#include "runtime/model.h"
+
+namespace {
+
+std::atomic<int> g_signal{0};
+
+extern "C" void onSignal(int sig) { g_signal.store(sig); }
+
+[[noreturn]] void die(const QString &message)
+{
+    std::fprintf(stderr, "neural-server: %s\n", qPrintable(message));
+    std::exit(2);
+}
+
+}  // namespace
+
+int main(int argc, char **argv)
+{
+    QCoreApplication app(argc, argv);
+    QCoreApplication::setApplicationName(QStringLiteral("neural-server"));
+    QCoreApplication::setApplicationVersion(QStringLiteral("0.1.0"));
+    qSetMessagePattern(QStringLiteral("%{time yyyy-MM-dd hh:mm:ss.zzz} %{if-warning}warning: "
+                                      "%{endif}%{if-critical}error: %{endif}%{message}"));
+
+    QCommandLineParser p;
+    p.setApplicationDescription(QStringLiteral(
+        "OpenAI-compatible API server for a gpt-oss model (/v1/chat/completions, "
+        "/v1/completions, /v1/models, /health, /metrics)."));
+    p.addHelpOption();
+    p.addVersionOption();
+    const QCommandLineOption model({"m", "model"}, "Checkpoint folder.", "DIR");
+    const QCommandLineOption store("store", "Expert store file (neural repack) for the experts.",
+                                   "FILE");
+    const QCommandLineOption host("host",
+                                  "Address to listen on (default 127.0.0.1; anything else is "
+                                  "reachable from other machines).",
+                                  "ADDR", "127.0.0.1");
+    const QCommandLineOption port("port", "Port (default 8080; 0 = any free port).", "N", "8080");
+    const QCommandLineOption apiKey("api-key",
+                                    "Require \"Authorization: Bearer KEY\" (visible to other "
+                                    "local users in the process list: prefer --api-key-file or "
+                                    "NEURAL_API_KEY).",
+                                    "KEY");
+    const QCommandLineOption apiKeyFile("api-key-file", "Read the API key from FILE.", "FILE");
+    const QCommandLineOption cors("cors",
+                                  "Allow browser pages from ORIGIN (repeatable, or comma "
+                                  "separated; * for any). Default: no CORS.",
+                                  "ORIGIN");
+    const QCommandLineOption modelName("model-name",
+                                       "Model id clients use (default: the folder name).", "NAME");
+    const QCommandLineOption queue("queue",
+                                   "Requests that may wait behind the running one (default 8); "
+                                   "more get 503.",
+                                   "N", "8");
+    const QCommandLineOption maxBody("max-body", "Largest request body in bytes (default 8 MiB).",
+                                     "BYTES", QString::number(8 * 1024 * 1024));
+    const QCommandLineOption maxTokens("default-max-tokens",
+                                       "Reply limit when a request sets none (default 4096).", "N",
+                                       "4096");
+    const QCommandLineOption readTimeout("read-timeout",
+                                         "Seconds a client has to send a whole request (default "
+                                         "30).",
+                                         "SECONDS", "30");
+    const QCommandLineOption threads("threads", "CPU worker threads (default: all cores).", "N",
+                                     "0");
+    const QCommandLineOption testOptions(
+        "enable-test-options",
+        "Accept the test-only request options (forced output, simulated engine failure). For "
+        "the test suite only.");
+    p.addOptions({model, store, host, port, apiKey, apiKeyFile, cors, modelName, queue, maxBody,
+                  maxTokens, readTimeout, threads, testOptions});
+    p.process(app);
+
+    if (!p.positionalArguments().isEmpty())
+        die(QStringLiteral("unexpected argument \"%1\"").arg(p.positionalArguments().first()));
+    if (!p.isSet(model))
+        die(QStringLiteral("--model DIR is required (see --help)"));
+
+    auto number = [&](const QCommandLineOption &o, qint64 lo, qint64 hi) {
+        bool ok = false;
+        const qint64 v = p.value(o).toLongLong(&ok);
+        if (!ok || v < lo || v > hi) {
+            die(QStringLiteral("--%1 must be a number from %2 to %3")
+                    .arg(o.names().last())
+                    .arg(lo)
+                    .arg(hi));
+        }
+        return v;
+    };
+
+    neural::server::ServerConfig config;
+    if (!config.host.setAddress(p.value(host)))
+        die(QStringLiteral("--host: \"%1\" is not an IP address").arg(p.value(host)));
+    config.port = static_cast<quint16>(number(port, 0, 65535));
+    config.maxQueue = static_cast<int>(number(queue, 0, 10000));
+    config.limits.maxBodyBytes = number(maxBody, 1024, qint64(1) << 32);
+    config.limits.readTimeoutMs = static_cast<int>(number(readTimeout, 1, 3600) * 1000);
+    config.defaultMaxTokens = static_cast<int>(number(maxTokens, 1, 1 << 24));
+    config.testOptions = p.isSet(testOptions);
+    config.modelId = p.value(modelName);
+    if (p.isSet(apiKey)) {
+        config.apiKey = p.value(apiKey).toUtf8();
+    } else if (p.isSet(apiKeyFile)) {
+        QFile f(p.value(apiKeyFile));
+        if (!f.open(QIODevice::ReadOnly))
+            die(QStringLiteral("cannot read --api-key-file %1").arg(p.value(apiKeyFile)));
+        config.apiKey = f.readAll().trimmed();
+    } else {
+        config.apiKey = qgetenv("NEURAL_API_KEY");
+    }
+    if (p.isSet(apiKey) || p.isSet(apiKeyFile)) {
+        if (config.apiKey.isEmpty())
+            die(QStringLiteral("the API key is empty"));
+    }
+    for (const QString &value : p.values(cors)) {
+        for (const QString &origin : value.split(u',', Qt::SkipEmptyParts))
+            config.corsOrigins.append(origin.trimmed().toUtf8());
+    }
+    neural::cpu::set_threads(static_cast<int>(number(threads, 0, 4096)));
+
+    std::shared_ptr<const neural::Model> loaded;
+    try {
+        neural::LoadOptions options;
+        if (p.isSet(store))
+            options.store = p.value(store).toStdString();
+        loaded = neural::Model::load(p.value(model).toStdString(), options);
+    } catch (const neural::Error &e) {
+        std::fprintf(stderr, "neural-server: %s\n", e.what());
+        return 1;
+    }
+
+    neural::server::ApiServer server(loaded, config);
+    QString error;
+    if (!server.start(&error)) {
+        std::fprintf(stderr, "neural-server: %s\n", qPrintable(error));
+        return 1;
+    }
+    // Scripts (and the tests, with --port 0) read the address from this line.
+    std::printf("neural-server: serving '%s' on http://%s:%u/v1%s\n", qPrintable(server.modelId()),
+                qPrintable(config.host.toString()), unsigned(server.serverPort()),
+                config.apiKey.isEmpty() ? "" : " (API key required)");
+    std::fflush(stdout);
+
+    std::signal(SIGINT, onSignal);
+    std::signal(SIGTERM, onSignal);
+    QTimer signalPoll;
+    QObject::connect(&signalPoll, &QTimer::timeout, &app, [] {
+        if (g_signal.load() != 0)
+            QCoreApplication::quit();
+    });
+    signalPoll.start(100);
+    const int rc = app.exec();
+    std::printf("neural-server: stopped\n");
+    return rc;
+}

@@ -1,0 +1,75 @@
+#include "servermetrics.h"
+
+namespace neural::server {
+
+void ServerMetrics::countGeneration(qint64 promptTokens, qint64 cachedTokens,
+                                    qint64 generatedTokens, double promptSeconds,
+                                    double decodeSeconds)
+{
+    ++m_generations;
+    m_promptTokens += promptTokens;
+    m_cachedTokens += cachedTokens;
+    if (cachedTokens > 0)
+        ++m_cacheHits;
+    m_generatedTokens += generatedTokens;
+    m_promptSeconds += promptSeconds;
+    m_decodeSeconds += decodeSeconds;
+    // The first token comes out of the prompt pass; decode time covers the rest.
+    if (generatedTokens > 1 && decodeSeconds > 0)
+        m_lastDecodeTokensPerSecond = double(generatedTokens - 1) / decodeSeconds;
+}
+
+QByteArray ServerMetrics::prometheusText(int queueLength, int queueCapacity, bool busy,
+                                         int connections) const
+{
+    QByteArray out;
+    auto metric = [&out](const char *name, const char *type, const char *help) {
+        out += QByteArray("# HELP ") + name + ' ' + help + "\n# TYPE " + name + ' ' + type + '\n';
+    };
+    auto value = [&out](const QByteArray &series, double v) {
+        out += series + ' ' + QByteArray::number(v, 'g', 12) + '\n';
+    };
+
+    metric("neural_requests_total", "counter", "HTTP requests answered, by route and status.");
+    for (auto it = m_requests.cbegin(); it != m_requests.cend(); ++it) {
+        value("neural_requests_total{route=\"" + it.key().first + "\",status=\""
+                  + QByteArray::number(it.key().second) + "\"}",
+              double(it.value()));
+    }
+    metric("neural_requests_rejected_total", "counter",
+           "Generation requests refused with 503 because the queue was full.");
+    value("neural_requests_rejected_total", double(m_rejected));
+    metric("neural_requests_cancelled_total", "counter",
+           "Generation requests whose client went away before the answer was complete.");
+    value("neural_requests_cancelled_total", double(m_cancelled));
+    metric("neural_generations_total", "counter", "Generations run by the engine.");
+    value("neural_generations_total", double(m_generations));
+    metric("neural_prompt_tokens_total", "counter", "Prompt tokens of all generations.");
+    value("neural_prompt_tokens_total", double(m_promptTokens));
+    metric("neural_prompt_cached_tokens_total", "counter",
+           "Prompt tokens reused from the KV cache instead of being processed.");
+    value("neural_prompt_cached_tokens_total", double(m_cachedTokens));
+    metric("neural_prompt_cache_hits_total", "counter",
+           "Generations that reused at least one cached prompt token.");
+    value("neural_prompt_cache_hits_total", double(m_cacheHits));
+    metric("neural_generated_tokens_total", "counter", "Tokens generated.");
+    value("neural_generated_tokens_total", double(m_generatedTokens));
+    metric("neural_prompt_seconds_total", "counter", "Seconds spent processing prompts.");
+    value("neural_prompt_seconds_total", m_promptSeconds);
+    metric("neural_decode_seconds_total", "counter", "Seconds spent generating tokens.");
+    value("neural_decode_seconds_total", m_decodeSeconds);
+    metric("neural_decode_tokens_per_second", "gauge",
+           "Decode speed of the last generation (tokens after the first / decode seconds).");
+    value("neural_decode_tokens_per_second", m_lastDecodeTokensPerSecond);
+    metric("neural_queue_length", "gauge", "Requests waiting for the engine.");
+    value("neural_queue_length", queueLength);
+    metric("neural_queue_capacity", "gauge", "Requests that may wait before 503.");
+    value("neural_queue_capacity", queueCapacity);
+    metric("neural_generation_active", "gauge", "1 while the engine is generating.");
+    value("neural_generation_active", busy ? 1 : 0);
+    metric("neural_open_connections", "gauge", "Open HTTP connections.");
+    value("neural_open_connections", connections);
+    return out;
+}
+
+}  // namespace neural::server

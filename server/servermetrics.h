@@ -1,0 +1,37 @@
+// Counters behind GET /metrics (Prometheus text format 0.0.4). Server thread only.
+#pragma once
+
+#include <QByteArray>
+#include <QMap>
+#include <QPair>
+#include <QString>
+
+namespace neural::server {
+
+class ServerMetrics {
+public:
+    void countRequest(const QByteArray &route, int status) { ++m_requests[{route, status}]; }
+    void countRejected() { ++m_rejected; }
+    void countCancelled() { ++m_cancelled; }
+    void countGeneration(qint64 promptTokens, qint64 cachedTokens, qint64 generatedTokens,
+                         double promptSeconds, double decodeSeconds);
+
+    // `queueLength`, `busy` and `connections` are sampled by the caller.
+    QByteArray prometheusText(int queueLength, int queueCapacity, bool busy,
+                              int connections) const;
+
+private:
+    QMap<QPair<QByteArray, int>, qint64> m_requests;  // (route, status) -> count
+    qint64 m_rejected = 0;
+    qint64 m_cancelled = 0;
+    qint64 m_generations = 0;
+    qint64 m_promptTokens = 0;
+    qint64 m_cachedTokens = 0;
+    qint64 m_cacheHits = 0;  // generations that reused at least one cached prompt token
+    qint64 m_generatedTokens = 0;
+    double m_promptSeconds = 0;
+    double m_decodeSeconds = 0;
+    double m_lastDecodeTokensPerSecond = 0;
+};
+
+}  // namespace neural::server
