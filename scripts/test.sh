@@ -12,6 +12,8 @@ else
   ./scripts/build.sh
 fi
 BUILD_DIR=${NEURAL_BUILD_DIR:-build}
+# Several test processes share the cores: idle OpenMP workers should sleep, not spin.
+export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE}
 status=0
 ctest --test-dir "$BUILD_DIR" -j "${NEURAL_TEST_JOBS:-$(nproc)}" --output-on-failure "$@" || status=$?
 # Skipped tests (e.g. GPU tests on a machine without a GPU) say why.

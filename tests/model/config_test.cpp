@@ -14,24 +14,11 @@
 namespace neural {
 namespace {
 
+using test::error_of;
+
 using nlohmann::json;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
-
-// Runs `f`, which must throw neural::Error; returns the message ("" and a failure otherwise).
-template <typename F>
-std::string error_of(F&& f) {
-    try {
-        f();
-    } catch (const Error& e) {
-        return e.what();
-    } catch (const std::exception& e) {
-        ADD_FAILURE() << "expected neural::Error, got std::exception: " << e.what();
-        return {};
-    }
-    ADD_FAILURE() << "expected neural::Error, nothing was thrown";
-    return {};
-}
 
 json fixture_config() { return test::read_json(test::tiny_model_dir() / "config.json"); }
 

@@ -14,24 +14,12 @@
 namespace neural {
 namespace {
 
+using test::error_of;
+
 namespace fs = std::filesystem;
 using nlohmann::json;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
-
-template <typename F>
-std::string error_of(F&& f) {
-    try {
-        f();
-    } catch (const Error& e) {
-        return e.what();
-    } catch (const std::exception& e) {
-        ADD_FAILURE() << "expected neural::Error, got std::exception: " << e.what();
-        return {};
-    }
-    ADD_FAILURE() << "expected neural::Error, nothing was thrown";
-    return {};
-}
 
 // A writable stand-in for the fixture: symlinks to the read-only originals, which a test
 // replaces with real (corrupted) files as needed.

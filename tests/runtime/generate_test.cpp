@@ -16,22 +16,10 @@
 namespace neural {
 namespace {
 
+using test::error_of;
+
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
-
-template <typename F>
-std::string error_of(F&& f) {
-    try {
-        f();
-    } catch (const Error& e) {
-        return e.what();
-    } catch (const std::exception& e) {
-        ADD_FAILURE() << "expected neural::Error, got std::exception: " << e.what();
-        return {};
-    }
-    ADD_FAILURE() << "expected neural::Error, nothing was thrown";
-    return {};
-}
 
 // golden.json "single": prompt [200006], greedy continuation (margins >= 0.045 for these four).
 const std::vector<TokenId> kPrompt = {200006};

@@ -12,25 +12,14 @@
 
 #include "neural/error.h"
 #include "runtime/sampler.h"
+#include "support/fixtures.h"
 
 namespace neural {
 namespace {
 
-using ::testing::HasSubstr;
+using test::error_of;
 
-template <typename F>
-std::string error_of(F&& f) {
-    try {
-        f();
-    } catch (const Error& e) {
-        return e.what();
-    } catch (const std::exception& e) {
-        ADD_FAILURE() << "expected neural::Error, got std::exception: " << e.what();
-        return {};
-    }
-    ADD_FAILURE() << "expected neural::Error, nothing was thrown";
-    return {};
-}
+using ::testing::HasSubstr;
 
 // Deterministic, irregular logits with a unique maximum at `peak`.
 std::vector<float> wavy_logits(std::size_t n, std::size_t peak) {

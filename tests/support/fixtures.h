@@ -4,7 +4,10 @@
 #include <filesystem>
 #include <string>
 
+#include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
+
+#include "neural/error.h"
 
 namespace neural::test {
 
@@ -28,6 +31,22 @@ class TempDir {
  private:
   std::filesystem::path path_;
 };
+
+// Runs `f`, which must throw neural::Error; returns the message ("" and a test failure
+// otherwise), so tests can check what an error says, not only that there was one.
+template <typename F>
+std::string error_of(F&& f) {
+    try {
+        f();
+    } catch (const Error& e) {
+        return e.what();
+    } catch (const std::exception& e) {
+        ADD_FAILURE() << "expected neural::Error, got std::exception: " << e.what();
+        return {};
+    }
+    ADD_FAILURE() << "expected neural::Error, nothing was thrown";
+    return {};
+}
 
 nlohmann::json read_json(const std::filesystem::path& path);
 std::string read_file(const std::filesystem::path& path);
