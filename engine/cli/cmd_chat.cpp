@@ -9,6 +9,7 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "cli/engine_options.h"
 #include "cpu/parallel.h"
 #include "neural/error.h"
 #include "runtime/model.h"
@@ -34,14 +35,12 @@ constexpr const char* kHelp = R"(usage: neural chat --model DIR [options]
 Chats with a gpt-oss model in the harmony format. Without --once it is an interactive REPL:
 type a message and press Enter; Ctrl+C stops a reply that is being generated.
   --model DIR              checkpoint folder
-  --store FILE             read the experts from this expert store (`neural repack`)
   --reasoning LEVEL        low, medium (default) or high
   --system TEXT            instructions for the assistant (the developer message)
   --once QUESTION          answer one question, print the answer, exit (for scripts)
   --show-reasoning         print the reasoning too (always shown, dimmed, in the REPL on a TTY)
   --max-tokens N           reply limit (default 2048)
   --temperature T          default 1.0 (0 = greedy); also --top-p, --top-k, --min-p, --seed
-  --threads N              worker threads (default: all cores)
 
 REPL commands: /reset  /save FILE  /load FILE  /effort low|medium|high  /system TEXT  /help  /quit
 )";
@@ -66,11 +65,11 @@ bool is_demo_model(const std::filesystem::path& dir) {
 
 int cmd_chat(int argc, char** argv) {
     Args args(argc, argv,
-              {"--model", "--store", "--reasoning", "--system", "--once", "--max-tokens",
-               "--temperature", "--top-k", "--top-p", "--min-p", "--seed", "--threads"},
+              with_engine_flags({"--model", "--reasoning", "--system", "--once", "--max-tokens",
+                                 "--temperature", "--top-k", "--top-p", "--min-p", "--seed"}),
               {"--help", "--show-reasoning"});
     if (args.has("--help")) {
-        fmt::print("{}", kHelp);
+        fmt::print("{}{}", kHelp, kEngineFlagsHelp);
         return 0;
     }
     if (!args.positional().empty()) fail("unexpected argument \"{}\"", args.positional()[0]);
@@ -84,10 +83,9 @@ int cmd_chat(int argc, char** argv) {
     turn.sampling.min_p = static_cast<float>(args.get_double("--min-p", 0.0));
     turn.sampling.seed = static_cast<std::uint64_t>(args.get_int("--seed", 0, 0, INT64_MAX));
     turn.sampling.validate();
-    cpu::set_threads(static_cast<int>(args.get_int("--threads", 0, 0, 4096)));
     const auto effort = chat::reasoning_effort_from_name(args.get_or("--reasoning", "medium"));
 
-    auto model = Model::load(*dir, LoadOptions{.store = args.get_or("--store", "")});
+    auto model = Model::load(*dir, engine_load_options(args));
     ChatSession session(*model);
     session.set_reasoning(effort);
     if (auto sys = args.get("--system")) session.set_instructions(*sys);

@@ -5,6 +5,7 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "cli/engine_options.h"
 #include "cpu/parallel.h"
 #include "neural/error.h"
 #include "runtime/generate.h"
@@ -18,7 +19,6 @@ constexpr const char* kHelp = R"(usage: neural generate --model DIR (--prompt TE
 
 Continues a raw prompt (no chat template) and streams the decoded text to stdout.
   --model DIR         checkpoint folder (config.json, tokenizer.json, *.safetensors)
-  --store FILE        read the experts from this expert store (`neural repack`)
   --prompt TEXT       prompt text (special-token text is plain text unless --special)
   --ids LIST          prompt as comma-separated token ids
   --special           let --prompt contain special tokens such as <|start|>
@@ -30,17 +30,16 @@ Continues a raw prompt (no chat template) and streams the decoded text to stdout
   --seed S            random seed (default 0); the same seed gives the same tokens
   --ignore-eos        do not stop on the model's end tokens
   --show-ids          print the generated ids to stderr at the end
-  --threads N         worker threads (default: all cores)
 )";
 }
 
 int cmd_generate(int argc, char** argv) {
     Args args(argc, argv,
-              {"--model", "--store", "--prompt", "--ids", "--max-tokens", "--temperature",
-               "--top-k", "--top-p", "--min-p", "--seed", "--threads"},
+              with_engine_flags({"--model", "--prompt", "--ids", "--max-tokens", "--temperature",
+                                 "--top-k", "--top-p", "--min-p", "--seed"}),
               {"--help", "--special", "--ignore-eos", "--show-ids"});
     if (args.has("--help")) {
-        fmt::print("{}", kHelp);
+        fmt::print("{}{}", kHelp, kEngineFlagsHelp);
         return 0;
     }
     if (!args.positional().empty()) fail("unexpected argument \"{}\"", args.positional()[0]);
@@ -56,9 +55,8 @@ int cmd_generate(int argc, char** argv) {
     opt.sampling.min_p = static_cast<float>(args.get_double("--min-p", 0.0));
     opt.sampling.seed = static_cast<std::uint64_t>(args.get_int("--seed", 0, 0, INT64_MAX));
     opt.sampling.validate();
-    cpu::set_threads(static_cast<int>(args.get_int("--threads", 0, 0, 4096)));
 
-    auto model = Model::load(*dir, LoadOptions{.store = args.get_or("--store", "")});
+    auto model = Model::load(*dir, engine_load_options(args));
     const Tokenizer& tok = model->tokenizer();
     std::vector<TokenId> prompt = args.has("--ids")
                                       ? parse_id_list(*args.get("--ids"))

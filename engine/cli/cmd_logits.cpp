@@ -13,6 +13,7 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "cli/engine_options.h"
 #include "cpu/parallel.h"
 #include "neural/error.h"
 #include "runtime/model.h"
@@ -30,8 +31,6 @@ argmax, the top-8 ids and logits, the logsumexp, the logits at the fixed probe i
 top-k experts and weights per layer, and with --steps N a greedy continuation of N tokens.
   --steps N       greedy continuation length (default 0)
   --backend NAME  cpu (the fp32 reference; cuda arrives with the GPU backend)
-  --threads N     worker threads (default: all cores)
-  --store FILE    read the experts from this expert store (`neural repack`)
 )";
 
 // The probe ids of golden.json: ordinary tokens, the specials and the last lm_head row.
@@ -85,9 +84,9 @@ nlohmann::json position_record(std::span<const float> logits, std::span<const st
 }  // namespace
 
 int cmd_logits(int argc, char** argv) {
-    Args args(argc, argv, {"--steps", "--backend", "--threads", "--store"}, {"--help"});
+    Args args(argc, argv, with_engine_flags({"--steps", "--backend"}), {"--help"});
     if (args.has("--help")) {
-        fmt::print("{}", kHelp);
+        fmt::print("{}{}", kHelp, kEngineFlagsHelp);
         return 0;
     }
     if (args.positional().size() != 3) fail("expected MODEL_DIR PROMPTS.json OUT.json\n{}", kHelp);
@@ -96,7 +95,6 @@ int cmd_logits(int argc, char** argv) {
     if (backend != "cpu") {
         fail("backend \"{}\" is not available in this build (available: cpu)", backend);
     }
-    cpu::set_threads(static_cast<int>(args.get_int("--threads", 0, 0, 4096)));
 
     const auto& pos = args.positional();
     std::ifstream in(pos[1], std::ios::binary);
@@ -111,7 +109,7 @@ int cmd_logits(int argc, char** argv) {
     }
     if (!prompts.is_object()) fail("{}: expected an object {{name: [token ids]}}", pos[1]);
 
-    auto model = Model::load(pos[0], LoadOptions{.store = args.get_or("--store", "")});
+    auto model = Model::load(pos[0], engine_load_options(args));
     const ModelConfig& c = model->config();
     std::vector<std::int32_t> probes(std::begin(kProbeIds), std::end(kProbeIds));
 

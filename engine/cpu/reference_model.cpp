@@ -136,6 +136,10 @@ void CpuModel::moe(int layer, const float* h, std::int64_t T, std::int64_t pos0,
         }
     }
 
+    if (store_moe_) {
+        store_moe_->run(layer, h, T, sel.data(), gate.data(), x);
+        return;
+    }
     // y[t, k, :] = expert output of token t's k-th choice; summed per token in k order below.
     std::vector<float> y(static_cast<size_t>(T * K * H));
     const float limit = c.swiglu_limit, alpha = c.swiglu_alpha;

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "cpu/rope.h"
+#include "cpu/store_moe.h"
 #include "model/config.h"
 #include "model/expert_source.h"
 #include "model/weights.h"
@@ -49,6 +50,11 @@ class CpuModel {
 
   const ModelConfig& config() const { return config_; }
 
+  // Computes the experts with the fused kernels from an expert store instead of the reference
+  // decode-then-dot loop (nullptr: back to the reference path).
+  void set_store_moe(std::unique_ptr<cpu::StoreMoe> moe) { store_moe_ = std::move(moe); }
+  const cpu::StoreMoe* store_moe() const { return store_moe_.get(); }
+
  private:
   void attention(int layer, const float* q, std::int64_t pos, const KvCache& cache,
                  float* out) const;
@@ -58,6 +64,7 @@ class CpuModel {
   const ModelConfig& config_;
   const ModelWeights& weights_;
   const ExpertSource* experts_ = nullptr;
+  std::unique_ptr<cpu::StoreMoe> store_moe_;
   cpu::Rope rope_;
 };
 

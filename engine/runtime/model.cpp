@@ -35,6 +35,31 @@ std::unique_ptr<Model> Model::load(const fs::path& dir, const LoadOptions& optio
                       store::describe_store(*m->store_));
     }
     m->cpu_ = std::make_unique<CpuModel>(m->config_, m->weights_, m->store_.get());
+    if (m->store_ && options.kernel != "reference") {
+        cpu::KernelIsa isa;
+        if (options.kernel == "auto") {
+            isa = cpu::select_kernel_isa();
+        } else if (options.kernel == "scalar" || options.kernel == "avx2" || options.kernel == "avx512") {
+            isa = options.kernel == "scalar" ? cpu::KernelIsa::scalar
+                  : options.kernel == "avx2" ? cpu::KernelIsa::avx2 : cpu::KernelIsa::avx512;
+            if (!cpu::kernel_isa_available(isa)) {
+                fail("kernel \"{}\" cannot run on this CPU or build (available: {})", options.kernel,
+                     cpu::kernel_isa_name(cpu::best_kernel_isa()));
+            }
+        } else {
+            fail("unknown kernel \"{}\" (reference, auto, scalar, avx2, avx512)", options.kernel);
+        }
+        cpu::TeamOptions team;
+        team.persistent = options.kernel_persistent;
+        team.library = options.kdll;
+        team.threads = options.threads;
+        std::string fallback;
+        auto moe = std::make_unique<cpu::StoreMoe>(m->config_, m->weights_, *m->store_, isa,
+                                                   cpu::make_worker_team(team, &fallback));
+        if (!fallback.empty()) spdlog::warn("persistent CPU team unavailable: {}", fallback);
+        spdlog::debug("experts: {}", moe->describe());
+        m->cpu_->set_store_moe(std::move(moe));
+    }
     spdlog::debug("loaded {}: {} layers, hidden {}, {} experts (top-{}), {} tensors, {} bytes",
                   dir.string(), m->config_.num_layers, m->config_.hidden_size,
                   m->config_.num_experts, m->config_.experts_per_token,

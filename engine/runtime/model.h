@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "cpu/reference_model.h"
@@ -21,6 +22,15 @@ struct LoadOptions {
   // expert tensors; empty = none. Checked against the checkpoint at load (shape, expert tensor
   // names and sizes, sample hash); results are bit-identical to the checkpoint path.
   std::filesystem::path store;
+  // How experts from a store are computed: "reference" (the plain decode-then-dot path,
+  // bit-identical to the checkpoint path), "auto" (the fastest fused kernel this CPU runs;
+  // $NEURAL_KERNEL overrides), or "scalar" / "avx2" / "avx512". Ignored without a store.
+  std::string kernel = "reference";
+  // Worker team for the fused kernels: the persistent team DLL (`--kernel-persistent 1`, at
+  // `kdll` or beside the executable) or OpenMP; threads <= 0: the default (min(cores, 8)).
+  bool kernel_persistent = false;
+  std::filesystem::path kdll;
+  int threads = 0;
 };
 
 class Model {

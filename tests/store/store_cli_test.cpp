@@ -77,18 +77,18 @@ TEST_F(StoreCli, RepackVerifyAndRunFromTheStore) {
     const std::string prompts = (test::tiny_model_dir() / "prompts.json").string();
     const std::string a = (tmp_ / "a.json").string(), b = (tmp_ / "b.json").string();
     ASSERT_EQ(neural({"logits", model(), prompts, a, "--steps", "2"}).code, 0);
-    r = neural({"logits", model(), prompts, b, "--steps", "2", "--store", store});
+    r = neural({"logits", model(), prompts, b, "--steps", "2", "--store", store, "--kernel", "reference"});
     ASSERT_EQ(r.code, 0) << r.err;
     EXPECT_EQ(test::read_file(a), test::read_file(b));
 
     Proc g1 = neural({"generate", "--model", model(), "--ids", "1,2,3", "--max-tokens", "6",
                       "--temperature", "0", "--show-ids"});
     Proc g2 = neural({"generate", "--model", model(), "--ids", "1,2,3", "--max-tokens", "6",
-                      "--temperature", "0", "--show-ids", "--store", store});
+                      "--temperature", "0", "--show-ids", "--store", store, "--kernel", "reference"});
     ASSERT_EQ(g2.code, 0) << g2.err;
     EXPECT_EQ(g1.out, g2.out);
     EXPECT_EQ(g1.err, g2.err);
-    Proc c = neural({"chat", "--model", model(), "--store", store, "--once", "Hi", "--max-tokens",
+    Proc c = neural({"chat", "--model", model(), "--store", store, "--kernel", "reference", "--once", "Hi", "--max-tokens",
                      "4", "--temperature", "0"});
     EXPECT_EQ(c.code, 0) << c.err;
 }

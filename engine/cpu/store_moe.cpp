@@ -1,0 +1,72 @@
+#include "cpu/store_moe.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "cpu/kernels/expert_record.h"
+#include "neural/error.h"
+
+namespace neural::cpu {
+
+StoreMoe::StoreMoe(const ModelConfig& config, const ModelWeights& weights,
+                   const store::ExpertStore& store, KernelIsa isa, std::unique_ptr<WorkerTeam> team)
+    : config_(config),
+      weights_(weights),
+      store_(store),
+      team_(std::move(team)),
+      kernel_(std::make_unique<ExpertKernel>(isa, SwigluParams{config.swiglu_limit, config.swiglu_alpha})) {}
+
+StoreMoe::~StoreMoe() = default;
+
+std::string StoreMoe::describe() const {
+    return fmt::format("{} kernel, {} team, {} threads", kernel_isa_name(kernel_->isa()),
+                       team_->name(), team_->size());
+}
+
+void StoreMoe::run(int layer, const float* h, std::int64_t T, const int* sel, const float* gate,
+                   float* x) const {
+    const std::int64_t H = config_.hidden_size, I = config_.intermediate_size;
+    const int K = config_.experts_per_token, E = config_.num_experts;
+    const LayerWeights& w = weights_.layers[static_cast<std::size_t>(layer)];
+    const RecordKind kind =
+        store_.kind() == store::StoreKind::kRaw ? RecordKind::raw : RecordKind::packed;
+    slots_.assign(static_cast<std::size_t>(T * K * H), 0.0f);
+
+    std::vector<const float*> xs;
+    std::vector<float*> outs;
+    std::vector<float> ones;
+    for (int e = 0; e < E; ++e) {
+        std::vector<std::int64_t> slots;  // t * K + k
+        for (std::int64_t i = 0; i < T * K; ++i) {
+            if (sel[i] == e) slots.push_back(i);
+        }
+        if (slots.empty()) continue;
+        store_.check_escapes(layer, e);  // a damaged record is an error, never a wild read
+        const auto record = store_.record(layer, e);
+        ExpertInput in;
+        in.record = ExpertRecordView::make(record.data(), H, I, kind, store_.entry(layer, e).payload_bytes);
+        in.gate_up_bias = w.gate_up.bias.row(e);
+        in.down_bias = w.down.bias.row(e);
+        for (std::size_t c = 0; c < slots.size(); c += ExpertKernel::kMaxTokens) {
+            const std::size_t n = std::min<std::size_t>(ExpertKernel::kMaxTokens, slots.size() - c);
+            xs.clear();
+            outs.clear();
+            for (std::size_t s = c; s < c + n; ++s) {
+                xs.push_back(h + (slots[s] / K) * H);
+                outs.push_back(slots_.data() + slots[s] * H);
+            }
+            ones.assign(n, 1.0f);  // slots start at 0: out = 0 + 1 * y = y exactly
+            kernel_->multi(*team_, in, xs, ones, outs);
+        }
+    }
+    for (std::int64_t t = 0; t < T; ++t) {
+        for (int k = 0; k < K; ++k) {
+            const float g = gate[t * K + k];
+            const float* yk = slots_.data() + (t * K + k) * H;
+            for (std::int64_t i = 0; i < H; ++i) x[t * H + i] += g * yk[i];
+        }
+    }
+}
+
+}  // namespace neural::cpu

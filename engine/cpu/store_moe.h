@@ -1,0 +1,49 @@
+// The fast MoE path: experts computed by the fused MXFP4 kernels (cpu/kernels/) straight from
+// expert-store records, on a worker team (OpenMP or the persistent DLL). The router stays in
+// CpuModel; this class only turns (token, expert, weight) choices into x += sum_k w_k * y_k.
+//
+// Every (token, k) output is computed on its own (one multi() call per expert and chunk of up to
+// 16 tokens, into a zeroed slot) and the slots are added to x in k order, exactly like the
+// reference path. So prefill and decode produce identical bits for a token whatever the batch,
+// raw and packed stores give identical bits, and the scalar kernel matches the reference path
+// bit for bit; the SIMD kernels differ from it by fp32 rounding only.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cpu/kernels/expert_kernel.h"
+#include "cpu/team/worker_team.h"
+#include "model/config.h"
+#include "model/weights.h"
+#include "store/store.h"
+
+namespace neural::cpu {
+
+class StoreMoe {
+ public:
+  StoreMoe(const ModelConfig& config, const ModelWeights& weights, const store::ExpertStore& store,
+           KernelIsa isa, std::unique_ptr<WorkerTeam> team);
+  ~StoreMoe();
+
+  // h [T, H] normalized hidden states; sel/gate [T, K] router choices and weights; x [T, H]
+  // residual stream, updated in place.
+  void run(int layer, const float* h, std::int64_t tokens, const int* sel, const float* gate,
+           float* x) const;
+
+  // "avx512 kernel, persistent team, 8 threads"
+  std::string describe() const;
+  const WorkerTeam& team() const { return *team_; }
+
+ private:
+  const ModelConfig& config_;
+  const ModelWeights& weights_;
+  const store::ExpertStore& store_;
+  std::unique_ptr<WorkerTeam> team_;
+  std::unique_ptr<ExpertKernel> kernel_;  // owns scratch: one forward pass at a time
+  mutable std::vector<float> slots_;      // [T * K, H]
+};
+
+}  // namespace neural::cpu
