@@ -6,11 +6,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/setup.sh
-if [ -n "${NEURAL_SHARED_DIR:-}" ]; then
-  ./scripts/build.sh -DNEURAL_SHARED_DIR="$NEURAL_SHARED_DIR"
-else
-  ./scripts/build.sh
-fi
+cmake_args=()
+[ -n "${NEURAL_SHARED_DIR:-}" ] && cmake_args+=(-DNEURAL_SHARED_DIR="$NEURAL_SHARED_DIR")
+# CI builds with warnings as errors (DESIGN.md "Style").
+[ -n "${CI:-}" ] && cmake_args+=(-DNEURAL_WERROR=ON)
+./scripts/build.sh "${cmake_args[@]}"
 BUILD_DIR=${NEURAL_BUILD_DIR:-build}
 # Several test processes share the cores: idle OpenMP workers should sleep, not spin.
 export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE}

@@ -51,7 +51,9 @@ TEST(Rope, HalfSplitRotationWithConcentration) {
     EXPECT_NEAR(x[0], m * std::cos(a), 1e-5);
     EXPECT_NEAR(x[32], m * std::sin(a), 1e-5);
     for (int i = 1; i < 64; ++i) {
-        if (i != 32) EXPECT_EQ(x[static_cast<size_t>(i)], 0.0f) << i;
+        if (i != 32) {
+            EXPECT_EQ(x[static_cast<size_t>(i)], 0.0f) << i;
+        }
     }
     // position 0 only scales by m
     std::vector<float> y(64, 1.0f);
