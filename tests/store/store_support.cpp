@@ -171,7 +171,8 @@ std::vector<float> golden_logits(const Model& model) {
         all.insert(all.end(), logits.begin(), logits.end());
         // Three decode steps on the cache too (one token at a time).
         for (int s = 0; s < 3; ++s) {
-            const TokenId next = ids[static_cast<std::size_t>(s)];
+            // (The "single" prompt has one id: wrap around instead of reading past it.)
+            const TokenId next = ids[static_cast<std::size_t>(s) % ids.size()];
             std::vector<float> step =
                 model.cpu().forward(std::span<const TokenId>(&next, 1), cache);
             all.insert(all.end(), step.begin(), step.end());
