@@ -13,7 +13,12 @@ PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev
   qt6-base-dev qt6-httpserver-dev qt6-websockets-dev libqt6charts6-dev libqt6sql6-sqlite
   curl
+  # Windows proof (scripts/test-windows.sh): mingw-w64 cross compiler, Wine, GoogleTest sources.
+  g++-mingw-w64-x86-64-posix wine64 googletest
 )
+
+SUDO=""
+if [ "$(id -u)" != "0" ]; then SUDO="sudo"; fi
 
 missing=()
 for p in "${PACKAGES[@]}"; do
@@ -27,8 +32,16 @@ if ! command -v npm >/dev/null 2>&1; then
   missing+=(npm)
 fi
 
-SUDO=""
-if [ "$(id -u)" != "0" ]; then SUDO="sudo"; fi
+# PCRE2 for the Windows cross build comes from its Debian source package (apt-get source).
+DEB_SRC=/etc/apt/sources.list.d/neural-deb-src.sources
+need_update=""
+if [ ! -f "$DEB_SRC" ] && [ -f /etc/os-release ] && grep -q '^VERSION_CODENAME=bookworm' /etc/os-release; then
+  echo "setup: adding the bookworm deb-src source (for apt-get source pcre2)"
+  printf 'Types: deb-src\nURIs: http://deb.debian.org/debian\nSuites: bookworm\nComponents: main\nSigned-By: /usr/share/keyrings/debian-archive-keyring.gpg\n' |
+    $SUDO tee "$DEB_SRC" >/dev/null
+  need_update=1
+fi
+if [ -n "$need_update" ] && [ ${#missing[@]} -eq 0 ]; then $SUDO apt-get update -qq; fi
 if [ ${#missing[@]} -gt 0 ]; then
   echo "setup: installing ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive

@@ -22,4 +22,14 @@ if [ -f "$log" ] && grep -q "Skipped" "$log"; then
   echo "Skip reasons:"
   grep -A1 ": Skipped$" "$log" | grep -v -e ": Skipped$" -e "^--$" | sort | uniq -c | sed 's/^/  /'
 fi
+# Windows proof: the engine and its unit tests cross-built with mingw-w64 and run under Wine
+# (scripts/test-windows.sh). Off with NEURAL_WINDOWS_TESTS=0; skipped when the tools are missing.
+if [ "${NEURAL_WINDOWS_TESTS:-1}" != 0 ] && [ $# -eq 0 ]; then
+  if command -v x86_64-w64-mingw32-g++-posix >/dev/null 2>&1 &&
+     { command -v wine64 >/dev/null 2>&1 || [ -x /usr/lib/wine/wine64 ]; }; then
+    ./scripts/test-windows.sh || status=1
+  else
+    echo "test-windows: skipped (mingw-w64 or wine64 not installed; scripts/setup.sh installs them)"
+  fi
+fi
 exit $status

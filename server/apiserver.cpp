@@ -525,7 +525,8 @@ void ApiServer::dispatch(Request request, HttpChannel *channel)
             HttpHeaders{{"Content-Type", "text/plain; version=0.0.4; charset=utf-8"}}
                 + corsHeaders(request.origin),
             m_metrics.prometheusText(m_queue->waiting(), m_queue->maxWaiting(), m_queue->busy(),
-                                     m_tcp ? m_tcp->openConnections() : 0));
+                                     m_tcp ? m_tcp->openConnections() : 0,
+                                     m_model ? &m_model->telemetry() : nullptr));
         logRequest(request, 200);
         channel->deleteLater();
     } else if (label == "models") {

@@ -20,7 +20,8 @@ void ServerMetrics::countGeneration(qint64 promptTokens, qint64 cachedTokens,
 }
 
 QByteArray ServerMetrics::prometheusText(int queueLength, int queueCapacity, bool busy,
-                                         int connections) const
+                                         int connections,
+                                         const telemetry::Telemetry *telemetry) const
 {
     QByteArray out;
     auto metric = [&out](const char *name, const char *type, const char *help) {
@@ -69,6 +70,37 @@ QByteArray ServerMetrics::prometheusText(int queueLength, int queueCapacity, boo
     value("neural_generation_active", busy ? 1 : 0);
     metric("neural_open_connections", "gauge", "Open HTTP connections.");
     value("neural_open_connections", connections);
+    if (telemetry != nullptr) {
+        // Averages over the most recent generated tokens (up to 256) of the engine's ring.
+        constexpr std::uint64_t kWindow = 256;
+        const auto &ring = telemetry->tokens();
+        const std::uint64_t end = ring.published();
+        const std::uint64_t begin = end > kWindow ? end - kWindow : 0;
+        double n = 0, wall = 0, kernel = 0, bytes = 0, faults = 0, missed = 0;
+        for (std::uint64_t i = begin; i < end; ++i) {
+            const auto r = ring.read(i);
+            if (!r) continue;  // overwritten meanwhile
+            n += 1;
+            wall += double(r->wall_ns) * 1e-6;
+            kernel += double(r->cpu_kernel_ns) * 1e-6;
+            bytes += double(r->cpu_bytes);
+            faults += double(r->page_faults);
+            missed += double(r->experts_missed);
+        }
+        metric("neural_engine_tokens_total", "counter", "Tokens the engine recorded in telemetry.");
+        value("neural_engine_tokens_total", double(end));
+        const double d = n > 0 ? n : 1;
+        metric("neural_token_ms", "gauge", "Mean wall ms per token over the recent tokens.");
+        value("neural_token_ms", wall / d);
+        metric("neural_token_cpu_kernel_ms", "gauge", "Mean CPU expert-kernel ms per token.");
+        value("neural_token_cpu_kernel_ms", kernel / d);
+        metric("neural_token_cpu_expert_bytes", "gauge", "Mean expert bytes read by the CPU per token.");
+        value("neural_token_cpu_expert_bytes", bytes / d);
+        metric("neural_token_experts_missed", "gauge", "Mean experts computed on the CPU per token.");
+        value("neural_token_experts_missed", missed / d);
+        metric("neural_token_page_faults", "gauge", "Mean page faults per token.");
+        value("neural_token_page_faults", faults / d);
+    }
     return out;
 }
 

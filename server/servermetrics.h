@@ -6,6 +6,8 @@
 #include <QPair>
 #include <QString>
 
+#include "telemetry/telemetry.h"
+
 namespace neural::server {
 
 class ServerMetrics {
@@ -17,8 +19,10 @@ public:
                          double promptSeconds, double decodeSeconds);
 
     // `queueLength`, `busy` and `connections` are sampled by the caller.
-    QByteArray prometheusText(int queueLength, int queueCapacity, bool busy,
-                              int connections) const;
+    // `telemetry` (optional): the engine's lock-free token ring, read here on the server thread
+    // while the engine thread writes it; its recent tokens become per-token gauges.
+    QByteArray prometheusText(int queueLength, int queueCapacity, bool busy, int connections,
+                              const telemetry::Telemetry *telemetry = nullptr) const;
 
 private:
     QMap<QPair<QByteArray, int>, qint64> m_requests;  // (route, status) -> count

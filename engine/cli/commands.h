@@ -11,6 +11,7 @@ int cmd_chat(int argc, char** argv);
 int cmd_repack(int argc, char** argv);
 int cmd_verify_store(int argc, char** argv);
 int cmd_synth(int argc, char** argv);
+int cmd_bench(int argc, char** argv);
 
 struct Command {
   const char* name;

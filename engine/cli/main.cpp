@@ -15,6 +15,7 @@ namespace {
 using neural::cli::Command;
 
 const Command kCommands[] = {
+    {"bench", neural::cli::cmd_bench, "measure decode, prompt and replay speed (BENCHMARKS.md)"},
     {"chat", neural::cli::cmd_chat, "chat with a model in the terminal (harmony format)"},
     {"generate", neural::cli::cmd_generate, "generate text from a prompt (streams to stdout)"},
     {"logits", neural::cli::cmd_logits, "write reference logits/router data for token prompts"},

@@ -1,6 +1,7 @@
 #include "cpu/reference_model.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <limits>
 #include <numeric>
@@ -134,6 +135,34 @@ void CpuModel::moe(int layer, const float* h, std::int64_t T, std::int64_t pos0,
                                    std::span<const int>(sel.data() + t * K, static_cast<size_t>(K)),
                                    std::span<const float>(gate.data() + t * K, static_cast<size_t>(K)));
         }
+    }
+
+    // Telemetry: the expert part is timed and its weight bytes counted (MXFP4: 16 bytes of
+    // codes + 1 scale byte per 32 weights; gate_up is [2I, H], down [H, I]) per distinct expert.
+    const bool counting =
+        counters_ != nullptr && counters_->enabled.load(std::memory_order_relaxed);
+    const auto started = counting ? std::chrono::steady_clock::now()
+                                  : std::chrono::steady_clock::time_point{};
+    struct CountOnExit {
+        telemetry::MoeCounters* c;
+        std::chrono::steady_clock::time_point t0;
+        std::uint64_t bytes, experts;
+        ~CountOnExit() {
+            if (c == nullptr) return;
+            const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                std::chrono::steady_clock::now() - t0).count();
+            c->ns.fetch_add(static_cast<std::uint64_t>(ns), std::memory_order_relaxed);
+            c->bytes.fetch_add(bytes, std::memory_order_relaxed);
+            c->experts.fetch_add(experts, std::memory_order_relaxed);
+        }
+    } count_on_exit{counting ? counters_ : nullptr, started, 0, 0};
+    if (counting) {
+        std::vector<char> used(static_cast<size_t>(E), 0);
+        for (int e : sel) used[static_cast<size_t>(e)] = 1;
+        const auto distinct = static_cast<std::uint64_t>(std::count(used.begin(), used.end(), 1));
+        const auto per_expert = static_cast<std::uint64_t>(3 * H * I / 32 * 17);
+        count_on_exit.experts = distinct;
+        count_on_exit.bytes = distinct * per_expert;
     }
 
     if (store_moe_) {

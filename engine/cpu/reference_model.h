@@ -14,6 +14,7 @@
 #include "model/expert_source.h"
 #include "model/weights.h"
 #include "runtime/kv_cache.h"
+#include "telemetry/telemetry.h"
 
 namespace neural {
 
@@ -55,6 +56,9 @@ class CpuModel {
   void set_store_moe(std::unique_ptr<cpu::StoreMoe> moe) { store_moe_ = std::move(moe); }
   const cpu::StoreMoe* store_moe() const { return store_moe_.get(); }
 
+  // Where the MoE part adds its time, bytes and expert count (nullptr: not counted).
+  void set_counters(telemetry::MoeCounters* counters) { counters_ = counters; }
+
  private:
   void attention(int layer, const float* q, std::int64_t pos, const KvCache& cache,
                  float* out) const;
@@ -65,6 +69,7 @@ class CpuModel {
   const ModelWeights& weights_;
   const ExpertSource* experts_ = nullptr;
   std::unique_ptr<cpu::StoreMoe> store_moe_;
+  telemetry::MoeCounters* counters_ = nullptr;
   cpu::Rope rope_;
 };
 

@@ -35,6 +35,7 @@ std::unique_ptr<Model> Model::load(const fs::path& dir, const LoadOptions& optio
                       store::describe_store(*m->store_));
     }
     m->cpu_ = std::make_unique<CpuModel>(m->config_, m->weights_, m->store_.get());
+    m->cpu_->set_counters(&m->telemetry_->moe);
     if (m->store_ && options.kernel != "reference") {
         cpu::KernelIsa isa;
         if (options.kernel == "auto") {

@@ -13,6 +13,7 @@
 #include "model/weights.h"
 #include "runtime/kv_cache.h"
 #include "store/store.h"
+#include "telemetry/telemetry.h"
 #include "tokenizer/tokenizer.h"
 
 namespace neural {
@@ -49,6 +50,9 @@ class Model {
   const CpuModel& cpu() const { return *cpu_; }
   // The expert store the experts are read from, or nullptr (checkpoint tensors).
   const store::ExpertStore* store() const { return store_.get(); }
+  // Per-token / per-request records of this model's sessions: written by the one engine thread
+  // that runs its sessions (single producer), readable from any thread.
+  telemetry::Telemetry& telemetry() const { return *telemetry_; }
 
   KvCache new_cache() const { return KvCache(config_); }
   // Ids generation stops on: generation_config eos ids, else config eos ids.
@@ -66,6 +70,7 @@ class Model {
   ModelWeights weights_;
   std::unique_ptr<store::ExpertStore> store_;
   std::unique_ptr<CpuModel> cpu_;
+  std::unique_ptr<telemetry::Telemetry> telemetry_ = std::make_unique<telemetry::Telemetry>();
 };
 
 }  // namespace neural

@@ -11,6 +11,7 @@
 
 #include "neural/error.h"
 #include "platform/atomic_file.h"
+#include "platform/process_stats.h"
 
 namespace neural {
 
@@ -260,17 +261,49 @@ TurnResult ChatSession::respond(const TurnOptions& options,
     ForwardOptions fo;
     fo.cancel = &cancel;
     Clock::time_point first_token_at{};
+    // Telemetry (engine/telemetry): one record per decode step, one per request. Only reads
+    // clocks and counters; nothing here changes what is computed.
+    telemetry::Telemetry& tel = model_.telemetry();
+    const bool recording = tel.enabled();
+    telemetry::RequestRecord request;
+    if (recording) request.id = tel.next_request_id();
+    telemetry::MoeCounters::Snapshot moe0 = tel.moe.snapshot();
+    std::uint64_t faults0 = recording ? process_page_faults() : 0;
+    Clock::time_point step_t0{};
     try {
         std::span<const TokenId> fresh(prompt.data() + common, prompt.size() - common);
         std::vector<float> logits = model_.cpu().forward(fresh, cache_, fo);
         cached_.insert(cached_.end(), fresh.begin(), fresh.end());
         result.stats.prompt_seconds = seconds_since(t0);
+        if (recording) {
+            const auto moe1 = tel.moe.snapshot();
+            const std::uint64_t faults1 = process_page_faults();
+            request.prompt_cpu_kernel_ns = moe1.ns - moe0.ns;
+            request.prompt_cpu_bytes = moe1.bytes - moe0.bytes;
+            request.prompt_page_faults = faults1 - faults0;
+        }
         Sampler sampler(options.sampling);
         for (int i = 0; i < options.max_tokens; ++i) {
             const auto step = static_cast<std::size_t>(i);
             const TokenId next = step < options.forced_tokens.size()
                                      ? options.forced_tokens[step]
                                      : sampler.sample(logits, vocab);
+            if (recording && i > 0) {
+                // Token i + 1: the forward pass of token i and this sampling step.
+                const auto now = Clock::now();
+                const auto moe1 = tel.moe.snapshot();
+                telemetry::TokenRecord r;
+                r.request = request.id;
+                r.index = static_cast<std::uint64_t>(i) + 1;
+                r.wall_ns = static_cast<std::uint64_t>(
+                    std::chrono::duration_cast<std::chrono::nanoseconds>(now - step_t0).count());
+                r.cpu_kernel_ns = moe1.ns - moe0.ns;
+                r.experts_missed = moe1.experts - moe0.experts;  // CPU backend: all computed on CPU
+                r.cpu_bytes = moe1.bytes - moe0.bytes;
+                r.page_faults = process_page_faults() - faults0;
+                telemetry::finish_phases(r);
+                tel.tokens().push(r);
+            }
             if (i == 0) {
                 first_token_at = Clock::now();
                 result.stats.first_token_seconds = seconds_since(t0);
@@ -285,6 +318,11 @@ TurnResult ChatSession::respond(const TurnOptions& options,
                 break;
             }
             if (i + 1 == options.max_tokens) break;
+            if (recording) {
+                step_t0 = Clock::now();
+                moe0 = tel.moe.snapshot();
+                faults0 = process_page_faults();
+            }
             logits = model_.cpu().forward(std::span<const TokenId>(&next, 1), cache_, fo);
             cached_.push_back(next);
         }
@@ -292,6 +330,16 @@ TurnResult ChatSession::respond(const TurnOptions& options,
         result.cancelled = true;
     }
     if (result.stats.generated_tokens > 0) result.stats.decode_seconds = seconds_since(first_token_at);
+    if (recording) {
+        request.prompt_tokens = result.stats.prompt_tokens;
+        request.cached_tokens = result.stats.cached_tokens;
+        request.prompt_seconds = result.stats.prompt_seconds;
+        request.ttft_seconds = result.stats.first_token_seconds;
+        request.decode_tokens = result.stats.generated_tokens;
+        request.decode_seconds = result.stats.decode_seconds;
+        request.cancelled = result.cancelled;
+        tel.requests().push(request);
+    }
     if (stop_text.stopped()) {
         // Close the open message without releasing anything after the match.
         parser.end_of_stream(events, chat::FinishReason::stop);

@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/ram_probe.h"
 #include "cpu/kernels/expert_kernel.h"
 #include "cpu/team/worker_team.h"
 #include "platform/cpu_features.h"
@@ -64,46 +65,18 @@ void fill_random(std::uint8_t* p, std::size_t n, std::uint64_t seed) {
     for (; i < n; ++i) p[i] = static_cast<std::uint8_t>(i);
 }
 
-// --- read bandwidth probe ---------------------------------------------------------------------
-
-struct ProbeCtx {
-    const std::uint64_t* words;
-    std::int64_t words_per_task;
-    std::int64_t n_words;
-    std::uint64_t sums[256 * 8];  // per worker, 64 bytes apart
-};
-
-void probe_task(void* c, std::int64_t task, std::int32_t worker) {
-    auto& x = *static_cast<ProbeCtx*>(c);
-    const std::int64_t b = task * x.words_per_task;
-    const std::int64_t e = std::min(b + x.words_per_task, x.n_words);
-    std::uint64_t a0 = 0, a1 = 0, a2 = 0, a3 = 0;
-    for (std::int64_t i = b; i + 4 <= e; i += 4) {
-        a0 += x.words[i];
-        a1 += x.words[i + 1];
-        a2 += x.words[i + 2];
-        a3 += x.words[i + 3];
-    }
-    x.sums[static_cast<size_t>(worker) * 8] += a0 + a1 + a2 + a3;
-}
+// --- read bandwidth probe (engine/bench/ram_probe.h, shared with `neural bench`) ------------
 
 void BM_ReadBandwidth(benchmark::State& state, bool persistent, int threads) {
     const std::size_t bytes = static_cast<std::size_t>(env_long("NEURAL_BENCH_PROBE_MB", 2048))
                               << 20;
-    test::AlignedBytes buf(bytes);
-    fill_random(buf.data(), bytes, 7);
+    bench::ReadProbe probe(bytes);
     auto team = make_team(persistent, threads);
-    auto ctx = std::make_unique<ProbeCtx>();
-    ctx->words = reinterpret_cast<const std::uint64_t*>(buf.data());
-    ctx->n_words = static_cast<std::int64_t>(bytes / 8);
-    ctx->words_per_task = (1 << 20) / 8;
-    const cpu::TeamPhase phase{(ctx->n_words + ctx->words_per_task - 1) / ctx->words_per_task,
-                               &probe_task, ctx.get()};
-    team->run(phase);  // warm: page faults, TLB
-    for (auto _ : state) team->run(phase);
-    benchmark::DoNotOptimize(ctx->sums[0]);
+    probe.run(*team);  // warm: page faults, TLB
+    for (auto _ : state) probe.run(*team);
+    benchmark::DoNotOptimize(probe.checksum());
     state.counters["GB/s"] =
-        benchmark::Counter(static_cast<double>(bytes) * static_cast<double>(state.iterations()),
+        benchmark::Counter(static_cast<double>(probe.bytes()) * static_cast<double>(state.iterations()),
                            benchmark::Counter::kIsRate);
     state.counters["threads"] = threads;
 }

@@ -29,7 +29,15 @@ class FixtureCopy {
         dir_ = tmp_ / "model";
         fs::create_directory(dir_);
         for (const auto& e : fs::directory_iterator(test::tiny_model_dir())) {
-            fs::create_symlink(fs::absolute(e.path()), dir_ / e.path().filename());
+            // Windows allows symlinks only with developer mode (and Wine not at all): copy there.
+            std::error_code ec;
+            fs::create_symlink(fs::absolute(e.path()), dir_ / e.path().filename(), ec);
+            if (ec) {
+                fs::copy_file(e.path(), dir_ / e.path().filename());
+                // The fixture is read-only; a copy must be replaceable (Windows: the attribute).
+                fs::permissions(dir_ / e.path().filename(), fs::perms::owner_write,
+                                fs::perm_options::add);
+            }
         }
     }
     const fs::path& dir() const { return dir_; }

@@ -347,6 +347,11 @@ describe('metrics', () => {
     assert.ok(value('neural_decode_tokens_per_second') > 0);
     assert.equal(value('neural_queue_length'), 0);
     assert.match(text, /^# TYPE neural_generated_tokens_total counter$/m);
+    // Per-token gauges from the engine's telemetry ring (read while the engine writes it).
+    assert.ok(value('neural_engine_tokens_total') > 0);
+    assert.ok(value('neural_token_ms') > 0);
+    assert.ok(value('neural_token_experts_missed') > 0);
+    assert.ok(value('neural_token_cpu_expert_bytes') > 0);
   });
 });
 

@@ -1,0 +1,604 @@
+#include "bench/bench.h"
+
+#include <algorithm>
+#include <chrono>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <random>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "bench/ram_probe.h"
+#include "chat/openai.h"
+#include "chat/render.h"
+#include "cpu/parallel.h"
+#include "cpu/team/worker_team.h"
+#include "neural/error.h"
+#include "platform/cpu_features.h"
+#include "platform/thread_affinity.h"
+#include "runtime/session.h"
+#include "telemetry/telemetry.h"
+#ifdef NEURAL_HAVE_CUDA
+#include "cuda/device.cuh"
+#include "cuda/transfer.cuh"
+#endif
+
+#ifndef NEURAL_BUILD_TYPE
+#define NEURAL_BUILD_TYPE "unknown"
+#endif
+
+namespace neural::bench {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// A fixed date keeps the rendered system message, and so every prompt token, the same on every
+// day the benchmark runs.
+constexpr const char* kBenchDate = "2026-01-01";
+
+std::string read_text(const fs::path& path, const char* what) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) fail("{} not found or unreadable: {}", what, path.string());
+    std::ostringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+}
+
+// One workload execution: the answers' TurnStats plus the telemetry records they produced.
+struct Measured {
+    std::vector<TurnStats> turns;
+    std::vector<telemetry::TokenRecord> tokens;
+    std::vector<telemetry::RequestRecord> requests;
+};
+
+Json summarize(const Measured& m) {
+    Json j;
+    std::int64_t timed_tokens = 0;
+    double timed_seconds = 0, prompt_seconds = 0;
+    Json requests = Json::array();
+    for (const TurnStats& t : m.turns) {
+        timed_tokens += std::max<std::int64_t>(t.generated_tokens - 1, 0);
+        timed_seconds += t.generated_tokens > 1 ? t.decode_seconds : 0.0;
+        prompt_seconds += t.prompt_seconds;
+        requests.push_back({{"prompt_tokens", t.prompt_tokens},
+                            {"cached_tokens", t.cached_tokens},
+                            {"prompt_seconds", t.prompt_seconds},
+                            {"ttft_seconds", t.first_token_seconds},
+                            {"decode_tokens", t.generated_tokens},
+                            {"decode_seconds", t.decode_seconds}});
+    }
+    j["requests"] = requests;
+    j["timed_tokens"] = timed_tokens;
+    j["timed_seconds"] = timed_seconds;
+    j["decode_tok_s"] =
+        timed_seconds > 0 ? Json(static_cast<double>(timed_tokens) / timed_seconds) : Json(nullptr);
+    j["prompt_seconds"] = prompt_seconds;
+    j["ttft_seconds"] = m.turns.empty() ? 0.0 : m.turns.front().first_token_seconds;
+
+    telemetry::TokenRecord sum;
+    for (const auto& r : m.tokens) {
+        sum.wall_ns += r.wall_ns;
+        sum.cpu_kernel_ns += r.cpu_kernel_ns;
+        sum.gpu_wait_ns += r.gpu_wait_ns;
+        sum.graph_submit_ns += r.graph_submit_ns;
+        sum.admission_ns += r.admission_ns;
+        sum.other_ns += r.other_ns;
+        sum.experts_hit += r.experts_hit;
+        sum.experts_missed += r.experts_missed;
+        sum.admissions += r.admissions;
+        sum.cpu_bytes += r.cpu_bytes;
+        sum.page_faults += r.page_faults;
+    }
+    const double n = static_cast<double>(m.tokens.size());
+    auto per_token_ms = [&](std::uint64_t ns) {
+        return n > 0 ? static_cast<double>(ns) / 1e6 / n : 0.0;
+    };
+    j["token_records"] = m.tokens.size();
+    j["phase_ms_per_token"] = {{"wall", per_token_ms(sum.wall_ns)},
+                               {"cpu_kernel", per_token_ms(sum.cpu_kernel_ns)},
+                               {"gpu_wait", per_token_ms(sum.gpu_wait_ns)},
+                               {"graph_submit", per_token_ms(sum.graph_submit_ns)},
+                               {"admission", per_token_ms(sum.admission_ns)},
+                               {"other", per_token_ms(sum.other_ns)}};
+    const std::uint64_t looked_up = sum.experts_hit + sum.experts_missed;
+    j["experts_hit"] = sum.experts_hit;
+    j["experts_missed"] = sum.experts_missed;
+    j["hit_rate"] =
+        looked_up > 0 ? static_cast<double>(sum.experts_hit) / static_cast<double>(looked_up) : 0.0;
+    j["admissions"] = sum.admissions;
+    j["cpu_bytes"] = sum.cpu_bytes;
+    // bytes / ns = GB/s (1e9 bytes per second)
+    j["cpu_gb_s"] = sum.cpu_kernel_ns > 0 ? static_cast<double>(sum.cpu_bytes) /
+                                                static_cast<double>(sum.cpu_kernel_ns)
+                                          : 0.0;
+    j["page_faults"] = sum.page_faults;
+    // The prompt passes (their own records: a prompt pass is not a decode token).
+    std::uint64_t prompt_ns = 0, prompt_bytes = 0, prompt_faults = 0;
+    for (const auto& q : m.requests) {
+        prompt_ns += q.prompt_cpu_kernel_ns;
+        prompt_bytes += q.prompt_cpu_bytes;
+        prompt_faults += q.prompt_page_faults;
+    }
+    j["prompt_cpu_kernel_seconds"] = static_cast<double>(prompt_ns) / 1e9;
+    j["prompt_cpu_bytes"] = prompt_bytes;
+    j["prompt_cpu_gb_s"] =
+        prompt_ns > 0 ? static_cast<double>(prompt_bytes) / static_cast<double>(prompt_ns) : 0.0;
+    j["prompt_page_faults"] = prompt_faults;
+    return j;
+}
+
+class Runner {
+ public:
+    Runner(const Model& model, const BenchOptions& options)
+        : model_(model), options_(options), tel_(model.telemetry()) {}
+
+    // Runs one turn of `session` and keeps its stats and token records.
+    void turn(ChatSession& session, const TurnOptions& turn_options) {
+        const std::uint64_t from = tel_.tokens().published();
+        const std::uint64_t requests_from = tel_.requests().published();
+        TurnResult r = session.respond(turn_options);
+        measured_.turns.push_back(r.stats);
+        auto records = tel_.tokens().since(from);
+        measured_.tokens.insert(measured_.tokens.end(), records.begin(), records.end());
+        auto requests = tel_.requests().since(requests_from);
+        measured_.requests.insert(measured_.requests.end(), requests.begin(), requests.end());
+    }
+    Json finish() {
+        Json j = summarize(measured_);
+        measured_ = {};
+        return j;
+    }
+
+    Json decode() {
+        ChatSession s(model_);
+        s.system().conversation_start_date = kBenchDate;
+        s.set_reasoning(chat::ReasoningEffort::low);
+        s.add_user(options_.decode_prompt);
+        TurnOptions t;
+        t.max_tokens = options_.decode_tokens;
+        t.sampling.temperature = 0;
+        turn(s, t);
+        return finish();
+    }
+
+    // A fresh session and a prompt of about `size` rendered tokens of pseudo-random words (seeded
+    // by size and pair, so both profiles of an A/B pair see the same prompt), answered with one
+    // token: the prompt time and TTFT of an uncached prompt.
+    Json prompt(int size, int pair) {
+        ChatSession s(model_);
+        s.system().conversation_start_date = kBenchDate;
+        s.set_reasoning(chat::ReasoningEffort::low);
+        const Tokenizer& tok = model_.tokenizer();
+        s.add_user("");
+        const auto overhead = static_cast<std::int64_t>(
+            chat::render_for_completion(s.conversation()).tokens(tok).size());
+        const std::int64_t want = std::max<std::int64_t>(size - overhead, 1);
+        static const char* const kSyllables[] = {"ka",  "lo",  "mi",  "ne", "su", "tar",
+                                                 "vel", "dor", "pin", "gu", "ro", "fe",
+                                                 "zan", "qi",  "ob",  "ly"};
+        std::mt19937_64 rng(static_cast<std::uint64_t>(size) * 1000003u +
+                            static_cast<std::uint64_t>(pair));
+        std::string text;
+        std::vector<TokenId> ids;
+        while (static_cast<std::int64_t>(ids.size()) < want) {
+            for (std::int64_t w = 0; w < want; ++w) {
+                const int parts = 1 + static_cast<int>(rng() % 3);
+                for (int p = 0; p < parts; ++p) text += kSyllables[rng() % 16];
+                text += (rng() % 12 == 0) ? ".\n" : " ";
+            }
+            ids = tok.encode(text);
+        }
+        ids.resize(static_cast<std::size_t>(want));
+        s.reset();
+        s.add_user(tok.decode(ids));
+        TurnOptions t;
+        t.max_tokens = 1;
+        t.sampling.temperature = 0;
+        turn(s, t);
+        Json j = finish();
+        j["target_tokens"] = size;
+        return j;
+    }
+
+    // The saved request bodies in order through one session (its prompt cache reused as the
+    // server does: set_conversation keeps the KV cache).
+    Json replay() {
+        const auto files = replay_files(options_.workload_dir);
+        ChatSession s(model_);
+        openai::ChatRequestOptions ro;
+        ro.current_date = kBenchDate;
+        Json names = Json::array();
+        for (const auto& f : files) {
+            openai::ChatRequest req;
+            try {
+                req = openai::parse_chat_request(openai::parse_body(read_text(f, "replay request")),
+                                                 ro);
+            } catch (const Error& e) {
+                fail("replay request {}: {}", f.string(), e.what());
+            }
+            s.set_conversation(req.system, req.developer, req.history);
+            TurnOptions t;
+            t.max_tokens = req.max_tokens.value_or(512);
+            if (options_.max_tokens > 0) t.max_tokens = std::min(t.max_tokens, options_.max_tokens);
+            t.sampling = req.sampling;
+            t.stop_sequences = req.stop;
+            turn(s, t);
+            names.push_back(f.filename().string());
+        }
+        Json j = finish();
+        j["files"] = names;
+        return j;
+    }
+
+ private:
+    const Model& model_;
+    const BenchOptions& options_;
+    telemetry::Telemetry& tel_;
+    Measured measured_;
+};
+
+Json machine_info(const BenchOptions& options) {
+    Json m;
+    const CpuFeatures& f = cpu_features();
+    m["cpu"] = f.brand.empty() ? f.vendor : f.brand;
+    m["cpu_features"] = f.summary();
+    m["logical_cpus"] = available_cpus();
+    m["build_type"] = NEURAL_BUILD_TYPE;
+    Json gpus = Json::array();
+#ifdef NEURAL_HAVE_CUDA
+    std::string why;
+    for (const auto& d : cuda::list_devices(&why)) {
+        gpus.push_back({{"name", d.name},
+                        {"compute", fmt::format("{}.{}", d.compute_major, d.compute_minor)},
+                        {"total_bytes", d.total_bytes},
+                        {"free_bytes", d.free_bytes}});
+    }
+    m["cuda_build"] = true;
+#else
+    m["cuda_build"] = false;
+#endif
+    m["gpus"] = gpus;
+    // The GPU expert budget (VRAM slots) belongs to the GPU backend, which does not exist yet.
+    m["gpu_budget_bytes"] = nullptr;
+    (void)options;
+    return m;
+}
+
+Json probes(const BenchOptions& options, const LoadOptions& load) {
+    Json p;
+    if (!options.probes) return {{"skipped", "--no-probes"}};
+    cpu::ReferenceTeam team(load.threads);
+    const ReadBandwidth bw = measure_read_bandwidth(team, options.probe_bytes, 3);
+    p["ram_read"] = {
+        {"gb_s", bw.gb_per_s}, {"threads", bw.threads}, {"bytes", bw.bytes}, {"passes", bw.passes}};
+#ifdef NEURAL_HAVE_CUDA
+    std::string why;
+    if (!cuda::list_devices(&why).empty()) {
+        const double g = cuda::pinned_h2d_gbps(0, std::size_t{256} << 20, 5, &why);
+        p["pinned_h2d"] =
+            g > 0 ? Json{{"gb_s", g}, {"bytes", std::size_t{256} << 20}} : Json{{"skipped", why}};
+    } else {
+        p["pinned_h2d"] = {{"skipped", why}};
+    }
+#else
+    p["pinned_h2d"] = {{"skipped", "built without CUDA"}};
+#endif
+    return p;
+}
+
+Json load_json(const LoadOptions& o) {
+    return {{"store", o.store.string()},
+            {"kernel", o.kernel},
+            {"kernel_persistent", o.kernel_persistent},
+            {"kdll", o.kdll.string()},
+            {"threads", o.threads}};
+}
+
+const std::vector<std::string> kWorkloads = {"decode", "prompt", "replay"};
+
+}  // namespace
+
+LoadOptions apply_profile_flags(const Json& flags, const LoadOptions& base,
+                                const std::string& what) {
+    if (!flags.is_object()) fail("{}: a profile must be a JSON object of engine flags", what);
+    LoadOptions o = base;
+    for (const auto& [key, value] : flags.items()) {
+        auto need = [&](bool ok, const char* type) {
+            if (!ok) fail("{}: \"{}\" must be {}", what, key, type);
+        };
+        if (key == "kernel") {
+            need(value.is_string(), "a string");
+            o.kernel = value.get<std::string>();
+        } else if (key == "store") {
+            need(value.is_string(), "a string");
+            o.store = value.get<std::string>();
+        } else if (key == "kdll") {
+            need(value.is_string(), "a string");
+            o.kdll = value.get<std::string>();
+        } else if (key == "threads") {
+            need(value.is_number_integer() && value.get<int>() >= 0, "an integer >= 0");
+            o.threads = value.get<int>();
+        } else if (key == "kernel_persistent") {
+            need(value.is_boolean() || value.is_number_integer(), "true/false");
+            o.kernel_persistent = value.is_boolean() ? value.get<bool>() : value.get<int>() != 0;
+        } else {
+            fail("{}: unknown profile key \"{}\" (kernel, store, threads, kernel_persistent, kdll)",
+                 what, key);
+        }
+    }
+    if (o.store.empty() && o.kernel != "reference") {
+        fail("{}: kernel \"{}\" needs a store: the fused kernels read expert-store records", what,
+             o.kernel);
+    }
+    return o;
+}
+
+Profile load_profile(const fs::path& path, const LoadOptions& base) {
+    const std::string text = read_text(path, "profile");
+    Profile p;
+    p.name = path.stem().string();
+    try {
+        p.flags = Json::parse(text);
+    } catch (const nlohmann::json::parse_error& e) {
+        fail("profile {}: invalid JSON: {}", path.string(), e.what());
+    }
+    p.load = apply_profile_flags(p.flags, base, "profile " + path.string());
+    return p;
+}
+
+std::vector<std::pair<int, int>> run_order(int repeat, bool ab) {
+    std::vector<std::pair<int, int>> order;
+    for (int p = 0; p < repeat; ++p) {
+        if (!ab) {
+            order.emplace_back(p, 0);
+        } else if (p % 2 == 0) {
+            order.emplace_back(p, 0);
+            order.emplace_back(p, 1);
+        } else {
+            order.emplace_back(p, 1);
+            order.emplace_back(p, 0);
+        }
+    }
+    return order;
+}
+
+std::vector<fs::path> replay_files(const fs::path& dir) {
+    std::error_code ec;
+    if (!fs::is_directory(dir, ec)) {
+        fail(
+            "replay workload folder not found: {} (scripts/make_replay_workload.py writes it; "
+            "--workload-dir DIR chooses another)",
+            dir.string());
+    }
+    std::vector<fs::path> files;
+    for (const auto& e : fs::directory_iterator(dir)) {
+        if (e.is_regular_file() && e.path().extension() == ".json") files.push_back(e.path());
+    }
+    std::sort(files.begin(), files.end());
+    if (files.empty()) fail("replay workload folder {} has no *.json request bodies", dir.string());
+    return files;
+}
+
+Json run_bench(const BenchOptions& options,
+               const std::function<void(const std::string&)>& progress) {
+    for (const auto& w : options.workloads) {
+        if (std::find(kWorkloads.begin(), kWorkloads.end(), w) == kWorkloads.end()) {
+            fail("unknown workload \"{}\" (decode, prompt, replay)", w);
+        }
+    }
+    if (options.repeat < 1) fail("--repeat must be at least 1");
+    if (options.ab && options.profiles.size() != 2) fail("--ab needs two profiles");
+    std::vector<Profile> profiles = options.profiles;
+    if (profiles.empty()) profiles.push_back(Profile{"default", Json::object(), LoadOptions{}});
+    const bool replaying = std::find(options.workloads.begin(), options.workloads.end(),
+                                     "replay") != options.workloads.end();
+    if (replaying) replay_files(options.workload_dir);  // fail before any loading
+
+    Json report;
+    report["schema"] = "neural-bench";
+    report["version"] = 1;
+    report["machine"] = machine_info(options);
+    report["options"] = {{"model", options.model.string()},
+                         {"workloads", options.workloads},
+                         {"decode_tokens", options.decode_tokens},
+                         {"prompt_sizes", options.prompt_sizes},
+                         {"workload_dir", options.workload_dir.string()},
+                         {"max_tokens", options.max_tokens},
+                         {"repeat", options.repeat},
+                         {"ab", options.ab},
+                         {"telemetry", options.telemetry}};
+    Json profs = Json::array();
+    for (const auto& p : profiles) {
+        profs.push_back({{"name", p.name}, {"flags", p.flags}, {"engine", load_json(p.load)}});
+    }
+    report["profiles"] = profs;
+    cpu::set_threads(profiles[0].load.threads);
+    report["probes"] = probes(options, profiles[0].load);
+
+    std::vector<std::unique_ptr<Model>> models(profiles.size());
+    Json runs = Json::array();
+    const auto order = run_order(options.repeat, options.ab);
+    for (std::size_t r = 0; r < order.size(); ++r) {
+        const auto [pair, pi] = order[r];
+        const Profile& prof = profiles[static_cast<std::size_t>(pi)];
+        cpu::set_threads(prof.load.threads);
+        if (!models[static_cast<std::size_t>(pi)]) {
+            models[static_cast<std::size_t>(pi)] = Model::load(options.model, prof.load);
+        }
+        const Model& model = *models[static_cast<std::size_t>(pi)];
+        model.telemetry().set_enabled(options.telemetry);
+        Runner runner(model, options);
+        Json results = Json::object();
+        for (const auto& w : options.workloads) {
+            if (w == "decode") {
+                results["decode"] = runner.decode();
+            } else if (w == "prompt") {
+                for (int size : options.prompt_sizes) {
+                    results[fmt::format("prompt_{}", size)] = runner.prompt(size, pair);
+                }
+            } else {
+                results["replay"] = runner.replay();
+            }
+        }
+        Json run = {{"run", r},
+                    {"pair", pair},
+                    {"profile", prof.name},
+                    {"profile_index", pi},
+                    {"workloads", results}};
+        if (const auto* moe = model.cpu().store_moe())
+            run["experts"] = moe->describe();
+        else
+            run["experts"] = "reference path";
+        if (progress)
+            progress(fmt::format("run {}/{}: profile {} (pair {}) done", r + 1, order.size(),
+                                 prof.name, pair));
+        runs.push_back(run);
+    }
+    report["runs"] = runs;
+
+    // Per profile and workload: weighted over all runs.
+    Json summary = Json::object();
+    for (std::size_t pi = 0; pi < profiles.size(); ++pi) {
+        Json per = Json::object();
+        for (const auto& run : runs) {
+            if (run["profile_index"] != pi) continue;
+            for (const auto& [name, w] : run["workloads"].items()) {
+                Json& s = per[name];
+                if (s.is_null())
+                    s = {{"runs", 0},
+                         {"timed_tokens", 0},
+                         {"timed_seconds", 0.0},
+                         {"prompt_seconds", 0.0},
+                         {"ttft_seconds", 0.0}};
+                s["runs"] = s["runs"].get<int>() + 1;
+                s["timed_tokens"] =
+                    s["timed_tokens"].get<std::int64_t>() + w["timed_tokens"].get<std::int64_t>();
+                s["timed_seconds"] =
+                    s["timed_seconds"].get<double>() + w["timed_seconds"].get<double>();
+                s["prompt_seconds"] =
+                    s["prompt_seconds"].get<double>() + w["prompt_seconds"].get<double>();
+                s["ttft_seconds"] =
+                    s["ttft_seconds"].get<double>() + w["ttft_seconds"].get<double>();
+            }
+        }
+        for (auto& [name, s] : per.items()) {
+            const double runs_n = s["runs"].get<double>();
+            const double ts = s["timed_seconds"].get<double>();
+            s["decode_tok_s"] = ts > 0 ? Json(s["timed_tokens"].get<double>() / ts) : Json(nullptr);
+            s["prompt_seconds_mean"] = s["prompt_seconds"].get<double>() / runs_n;
+            s["ttft_seconds_mean"] = s["ttft_seconds"].get<double>() / runs_n;
+        }
+        summary[profiles[pi].name.empty() ? fmt::format("profile{}", pi) : profiles[pi].name] = per;
+    }
+    report["summary"] = summary;
+
+    if (options.ab) {
+        // Per pair: B / A decode rate and B / A prompt time, workload by workload.
+        Json pairs = Json::array();
+        for (int p = 0; p < options.repeat; ++p) {
+            const Json* a = nullptr;
+            const Json* b = nullptr;
+            for (const auto& run : runs) {
+                if (run["pair"] != p) continue;
+                (run["profile_index"] == 0 ? a : b) = &run;
+            }
+            Json ratios = Json::object();
+            for (const auto& [name, wa] : (*a)["workloads"].items()) {
+                const Json& wb = (*b)["workloads"][name];
+                Json r;
+                r["decode_tok_s_b_over_a"] =
+                    wa["decode_tok_s"].is_number() && wb["decode_tok_s"].is_number() &&
+                            wa["decode_tok_s"].get<double>() > 0
+                        ? Json(wb["decode_tok_s"].get<double>() / wa["decode_tok_s"].get<double>())
+                        : Json(nullptr);
+                r["prompt_seconds_b_over_a"] = wa["prompt_seconds"].get<double>() > 0
+                                                   ? Json(wb["prompt_seconds"].get<double>() /
+                                                          wa["prompt_seconds"].get<double>())
+                                                   : Json(nullptr);
+                ratios[name] = r;
+            }
+            pairs.push_back({{"pair", p}, {"order", p % 2 == 0 ? "AB" : "BA"}, {"ratios", ratios}});
+        }
+        report["pairs"] = pairs;
+    }
+    return report;
+}
+
+std::string format_report(const Json& report) {
+    std::string out;
+    const Json& m = report["machine"];
+    out += fmt::format("machine: {} ({} logical CPUs), build {}, GPUs: {}\n",
+                       m["cpu"].get<std::string>(), m["logical_cpus"].get<int>(),
+                       m["build_type"].get<std::string>(), m["gpus"].size());
+    const Json& p = report["probes"];
+    if (p.contains("ram_read")) {
+        out += fmt::format("probe: RAM read {:.2f} GB/s ({} threads, {} MiB)\n",
+                           p["ram_read"]["gb_s"].get<double>(), p["ram_read"]["threads"].get<int>(),
+                           p["ram_read"]["bytes"].get<std::uint64_t>() >> 20);
+    }
+    if (p.contains("pinned_h2d")) {
+        out += p["pinned_h2d"].contains("gb_s")
+                   ? fmt::format("probe: pinned host->device {:.2f} GB/s\n",
+                                 p["pinned_h2d"]["gb_s"].get<double>())
+                   : fmt::format("probe: pinned host->device skipped ({})\n",
+                                 p["pinned_h2d"]["skipped"].get<std::string>());
+    }
+    out +=
+        fmt::format("\n{:<4} {:<10} {:<13} {:>8} {:>9} {:>9} {:>8} {:>8} {:>8} {:>7} {:>8} {:>7}\n",
+                    "run", "profile", "workload", "tok/s", "prompt s", "TTFT s", "ms/tok", "cpu ms",
+                    "other ms", "GB/s", "faults", "hit");
+    for (const auto& run : report["runs"]) {
+        for (const auto& [name, w] : run["workloads"].items()) {
+            const Json& ph = w["phase_ms_per_token"];
+            out += fmt::format(
+                "{:<4} {:<10} {:<13} {:>8} {:>9.3f} {:>9.3f} {:>8.3f} {:>8.3f} {:>8.3f} {:>7.2f} "
+                "{:>8} {:>7.3f}\n",
+                run["run"].get<int>(), run["profile"].get<std::string>(), name,
+                w["decode_tok_s"].is_number()
+                    ? fmt::format("{:.2f}", w["decode_tok_s"].get<double>())
+                    : std::string("-"),
+                w["prompt_seconds"].get<double>(), w["ttft_seconds"].get<double>(),
+                ph["wall"].get<double>(), ph["cpu_kernel"].get<double>(), ph["other"].get<double>(),
+                // decode rows: decode tokens; prompt-only rows: the prompt pass
+                w["token_records"].get<std::uint64_t>() > 0 ? w["cpu_gb_s"].get<double>()
+                                                            : w["prompt_cpu_gb_s"].get<double>(),
+                w["page_faults"].get<std::uint64_t>() +
+                    w["prompt_page_faults"].get<std::uint64_t>(),
+                w["hit_rate"].get<double>());
+        }
+    }
+    out += "\nsummary (weighted: timed tokens / timed seconds over all runs)\n";
+    for (const auto& [prof, per] : report["summary"].items()) {
+        for (const auto& [name, s] : per.items()) {
+            out += fmt::format(
+                "  {:<10} {:<13} {:>8} tok/s   prompt {:.3f} s   TTFT {:.3f} s   ({} runs)\n", prof,
+                name,
+                s["decode_tok_s"].is_number()
+                    ? fmt::format("{:.2f}", s["decode_tok_s"].get<double>())
+                    : std::string("-"),
+                s["prompt_seconds_mean"].get<double>(), s["ttft_seconds_mean"].get<double>(),
+                s["runs"].get<int>());
+        }
+    }
+    if (report.contains("pairs")) {
+        out += "\nA/B pairs (B / A)\n";
+        for (const auto& pr : report["pairs"]) {
+            for (const auto& [name, r] : pr["ratios"].items()) {
+                auto show = [](const Json& v) {
+                    return v.is_number() ? fmt::format("{:.4f}", v.get<double>())
+                                         : std::string("-");
+                };
+                out += fmt::format("  pair {} ({}) {:<13} decode {}   prompt time {}\n",
+                                   pr["pair"].get<int>(), pr["order"].get<std::string>(), name,
+                                   show(r["decode_tok_s_b_over_a"]),
+                                   show(r["prompt_seconds_b_over_a"]));
+            }
+        }
+    }
+    return out;
+}
+
+}  // namespace neural::bench

@@ -1,0 +1,31 @@
+// Resident memory: pinning ranges in RAM (so the OS never pages them out), the process
+// working-set minimum that pinning needs on Windows (`--ws-min`), and the per-user data folder.
+// POSIX: engine/platform/posix/memory.cpp; Windows: engine/platform/windows/memory.cpp.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <string>
+
+namespace neural {
+
+// Pins [p, p + n) in physical memory (mlock / VirtualLock). On failure returns false and, when
+// `error` is given, says why (e.g. RLIMIT_MEMLOCK, or a working-set minimum that is too small).
+bool lock_memory(const void* p, std::size_t n, std::string* error = nullptr);
+
+// Undoes lock_memory for the same range (munlock / VirtualUnlock). Errors are ignored.
+void unlock_memory(const void* p, std::size_t n);
+
+// Asks that at least `bytes` of this process stay resident. Windows: SetProcessWorkingSetSizeEx
+// (minimum = bytes, maximum left to grow), which VirtualLock of large ranges needs. POSIX has no
+// working-set minimum; the closest is the locked-memory limit, so the RLIMIT_MEMLOCK soft limit
+// is raised to `bytes` when the hard limit allows it. False with a reason otherwise.
+bool set_working_set_minimum(std::uint64_t bytes, std::string* error = nullptr);
+
+// The per-user folder for Neural's data (settings, downloaded models), not created here:
+// Windows %LOCALAPPDATA%\Neural (SHGetKnownFolderPath FOLDERID_LocalAppData);
+// POSIX $XDG_DATA_HOME/neural, else $HOME/.local/share/neural. Empty when neither is known.
+std::filesystem::path app_data_dir();
+
+}  // namespace neural

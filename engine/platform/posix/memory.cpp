@@ -1,0 +1,60 @@
+#include "platform/memory.h"
+
+#include <sys/mman.h>
+#include <sys/resource.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+
+namespace neural {
+
+bool lock_memory(const void* p, std::size_t n, std::string* error) {
+    if (p == nullptr || n == 0) return true;
+    if (mlock(p, n) == 0) return true;
+    if (error != nullptr) {
+        const int err = errno;
+        *error = std::string("mlock: ") + std::strerror(err);
+        if (err == ENOMEM || err == EPERM) *error += " (RLIMIT_MEMLOCK too low? see ulimit -l)";
+    }
+    return false;
+}
+
+void unlock_memory(const void* p, std::size_t n) {
+    if (p == nullptr || n == 0) return;
+    munlock(p, n);
+}
+
+bool set_working_set_minimum(std::uint64_t bytes, std::string* error) {
+    rlimit lim{};
+    if (getrlimit(RLIMIT_MEMLOCK, &lim) != 0) {
+        if (error != nullptr) *error = std::string("getrlimit(RLIMIT_MEMLOCK): ") + std::strerror(errno);
+        return false;
+    }
+    if (lim.rlim_cur == RLIM_INFINITY || lim.rlim_cur >= bytes) return true;
+    if (lim.rlim_max != RLIM_INFINITY && lim.rlim_max < bytes) {
+        if (error != nullptr) {
+            *error = "no working-set minimum on this OS, and the locked-memory hard limit (" +
+                     std::to_string(lim.rlim_max) + " bytes) is below " + std::to_string(bytes);
+        }
+        return false;
+    }
+    lim.rlim_cur = static_cast<rlim_t>(bytes);
+    if (setrlimit(RLIMIT_MEMLOCK, &lim) != 0) {
+        if (error != nullptr) *error = std::string("setrlimit(RLIMIT_MEMLOCK): ") + std::strerror(errno);
+        return false;
+    }
+    return true;
+}
+
+std::filesystem::path app_data_dir() {
+    if (const char* xdg = std::getenv("XDG_DATA_HOME"); xdg != nullptr && xdg[0] == '/') {
+        return std::filesystem::path(xdg) / "neural";
+    }
+    if (const char* home = std::getenv("HOME"); home != nullptr && *home != 0) {
+        return std::filesystem::path(home) / ".local" / "share" / "neural";
+    }
+    return {};
+}
+
+}  // namespace neural
