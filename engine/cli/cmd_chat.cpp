@@ -77,12 +77,7 @@ int cmd_chat(int argc, char** argv) {
     if (!dir) fail("--model DIR is required\n{}", kHelp);
     TurnOptions turn;
     turn.max_tokens = static_cast<int>(args.get_int("--max-tokens", 2048, 1, 1 << 24));
-    turn.sampling.temperature = static_cast<float>(args.get_double("--temperature", 1.0));
-    turn.sampling.top_k = static_cast<int>(args.get_int("--top-k", 0, 0, 1 << 24));
-    turn.sampling.top_p = static_cast<float>(args.get_double("--top-p", 1.0));
-    turn.sampling.min_p = static_cast<float>(args.get_double("--min-p", 0.0));
-    turn.sampling.seed = static_cast<std::uint64_t>(args.get_int("--seed", 0, 0, INT64_MAX));
-    turn.sampling.validate();
+    turn.sampling = sampling_params(args);
     const auto effort = chat::reasoning_effort_from_name(args.get_or("--reasoning", "medium"));
 
     auto model = Model::load(*dir, engine_load_options(args));

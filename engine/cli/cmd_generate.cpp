@@ -49,12 +49,7 @@ int cmd_generate(int argc, char** argv) {
 
     GenerateOptions opt;
     opt.max_tokens = static_cast<int>(args.get_int("--max-tokens", 128, 0, 1 << 24));
-    opt.sampling.temperature = static_cast<float>(args.get_double("--temperature", 1.0));
-    opt.sampling.top_k = static_cast<int>(args.get_int("--top-k", 0, 0, 1 << 24));
-    opt.sampling.top_p = static_cast<float>(args.get_double("--top-p", 1.0));
-    opt.sampling.min_p = static_cast<float>(args.get_double("--min-p", 0.0));
-    opt.sampling.seed = static_cast<std::uint64_t>(args.get_int("--seed", 0, 0, INT64_MAX));
-    opt.sampling.validate();
+    opt.sampling = sampling_params(args);
 
     auto model = Model::load(*dir, engine_load_options(args));
     const Tokenizer& tok = model->tokenizer();

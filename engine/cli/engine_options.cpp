@@ -1,5 +1,7 @@
 #include "cli/engine_options.h"
 
+#include <cstdint>
+
 #include "cpu/parallel.h"
 #include "neural/error.h"
 
@@ -16,6 +18,17 @@ const char* const kEngineFlagsHelp =
 std::set<std::string> with_engine_flags(std::set<std::string> flags) {
     flags.insert({"--store", "--kernel", "--kernel-persistent", "--kdll", "--threads"});
     return flags;
+}
+
+SamplingParams sampling_params(const Args& args) {
+    SamplingParams p;
+    p.temperature = static_cast<float>(args.get_double("--temperature", 1.0));
+    p.top_k = static_cast<int>(args.get_int("--top-k", 0, 0, 1 << 24));
+    p.top_p = static_cast<float>(args.get_double("--top-p", 1.0));
+    p.min_p = static_cast<float>(args.get_double("--min-p", 0.0));
+    p.seed = static_cast<std::uint64_t>(args.get_int("--seed", 0, 0, INT64_MAX));
+    p.validate();
+    return p;
 }
 
 LoadOptions engine_load_options(const Args& args) {
