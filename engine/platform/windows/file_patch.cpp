@@ -8,23 +8,15 @@
 #endif
 #include <windows.h>
 
+#include "platform/windows/win_error.h"
+
 #include <string>
 
 #include "neural/error.h"
 
 namespace neural {
 
-namespace {
-std::string last_error_text() {
-    const DWORD code = GetLastError();
-    if (code == ERROR_DISK_FULL || code == ERROR_HANDLE_DISK_FULL) return "disk full";
-    char buf[512] = {};
-    DWORD n = FormatMessageA(FORMAT_MESSAGE_FROM_SYSTEM | FORMAT_MESSAGE_IGNORE_INSERTS, nullptr,
-                             code, 0, buf, sizeof(buf), nullptr);
-    while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r')) buf[--n] = 0;
-    return fmt::format("{} (error {})", buf, static_cast<unsigned long>(code));
-}
-}  // namespace
+using win::last_error_text;
 
 void write_file_range(const std::filesystem::path& path, std::uint64_t offset, const void* data,
                       std::size_t n) {

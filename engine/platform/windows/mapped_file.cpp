@@ -8,22 +8,15 @@
 #endif
 #include <windows.h>
 
+#include "platform/windows/win_error.h"
+
 #include <utility>
 
 #include "neural/error.h"
 
 namespace neural {
 
-namespace {
-std::string last_error_text() {
-    DWORD code = GetLastError();
-    char buf[512] = {};
-    DWORD n = FormatMessageA(FORMAT_MESSAGE_FROM_SYSTEM | FORMAT_MESSAGE_IGNORE_INSERTS, nullptr,
-                             code, 0, buf, sizeof(buf), nullptr);
-    while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r')) buf[--n] = 0;
-    return fmt::format("{} (error {})", buf, static_cast<unsigned long>(code));
-}
-}  // namespace
+using win::last_error_text;
 
 MappedFile MappedFile::open(const std::filesystem::path& path) {
     MappedFile file;

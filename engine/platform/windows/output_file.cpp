@@ -9,6 +9,8 @@
 #include <io.h>
 #include <windows.h>
 
+#include "platform/windows/win_error.h"
+
 #include <cstdio>
 #include <string>
 #include <utility>
@@ -17,18 +19,11 @@
 
 namespace neural {
 
+using win::last_error_text;
+
 namespace {
 
 // GetLastError() -> the words a user needs; "out of space" gets its plain name.
-std::string last_error_text() {
-    const DWORD code = GetLastError();
-    if (code == ERROR_DISK_FULL || code == ERROR_HANDLE_DISK_FULL) return "disk full";
-    char buf[512] = {};
-    DWORD n = FormatMessageA(FORMAT_MESSAGE_FROM_SYSTEM | FORMAT_MESSAGE_IGNORE_INSERTS, nullptr,
-                             code, 0, buf, sizeof(buf), nullptr);
-    while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r')) buf[--n] = 0;
-    return fmt::format("{} (error {})", buf, static_cast<unsigned long>(code));
-}
 
 }  // namespace
 
