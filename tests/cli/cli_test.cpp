@@ -1,6 +1,5 @@
 // End-to-end tests of the `neural` binary: exit codes, messages, and output of its commands on
 // the tiny fixture. Every process runs under `timeout`, with stdout/stderr captured to files.
-#include <sys/wait.h>
 
 #include <cmath>
 #include <cstdlib>
@@ -12,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "support/fixtures.h"
+#include "support/run_neural.h"
 
 namespace neural {
 namespace {
@@ -28,48 +28,14 @@ using ::testing::StartsWith;
 // Seconds one `neural` process may take before it is killed (each takes well under 2 s).
 constexpr int kTimeoutSeconds = 30;
 
-struct Proc {
-    int code = -1;  // exit status; 124 = killed by timeout
-    std::string out;
-    std::string err;
-};
-
-std::string quote(const std::string& s) {
-    std::string q = "'";
-    for (char c : s) {
-        if (c == '\'') {
-            q += "'\\''";
-        } else {
-            q += c;
-        }
-    }
-    return q + "'";
-}
+using test::Proc;
 
 class Cli : public ::testing::Test {
  protected:
     // Runs `neural args...` and captures its output.
     Proc neural(const std::vector<std::string>& args) {
-        const fs::path out = tmp_ / ("out" + std::to_string(runs_));
-        const fs::path err = tmp_ / ("err" + std::to_string(runs_));
-        ++runs_;
-        std::string cmd = "timeout " + std::to_string(kTimeoutSeconds);
-        cmd += ' ';
-        cmd += quote((test::bin_dir() / "neural").string());
-        for (const auto& a : args) {
-            cmd += ' ';
-            cmd += quote(a);
-        }
-        cmd += " </dev/null >";
-        cmd += quote(out.string());
-        cmd += " 2>";
-        cmd += quote(err.string());
-        const int status = std::system(cmd.c_str());
-        Proc r;
-        r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-        r.out = test::read_file(out);
-        r.err = test::read_file(err);
-        EXPECT_NE(r.code, 124) << "neural timed out after " << kTimeoutSeconds << " s: " << cmd;
+        Proc r = test::run_neural(args, tmp_.path(), kTimeoutSeconds);
+        EXPECT_NE(r.code, 124) << "neural timed out after " << kTimeoutSeconds << " s: " << r.cmd;
         return r;
     }
 
@@ -81,7 +47,6 @@ class Cli : public ::testing::Test {
     static std::string model() { return test::tiny_model_dir().string(); }
 
     test::TempDir tmp_;
-    int runs_ = 0;
 };
 
 // --- main ------------------------------------------------------------------------------------
@@ -224,7 +189,7 @@ TEST_F(Cli, GenerateGreedyMatchesGolden) {
 TEST_F(Cli, GenerateSeededSamplingIsReproducible) {
     auto args = [&](const std::string& seed) {
         std::vector<std::string> a = greedy_args(model());
-        a[8] = "1";  // --temperature 1
+        a[8] = std::string(1, '1');  // --temperature 1 (a move: GCC 12 -Wrestrict misfires on = "1")
         a.insert(a.end(), {"--seed", seed});
         return a;
     };

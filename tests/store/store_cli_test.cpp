@@ -1,6 +1,5 @@
 // `neural repack`, `neural verify-store` and `--store` of logits/generate, run as processes on
 // the tiny fixture: exit codes, messages and identical outputs.
-#include <sys/wait.h>
 
 #include <cstdlib>
 #include <string>
@@ -13,6 +12,7 @@
 #include "store/store.h"
 #include "store/store_support.h"
 #include "support/fixtures.h"
+#include "support/run_neural.h"
 
 namespace neural {
 namespace {
@@ -21,44 +21,16 @@ namespace fs = std::filesystem;
 using ::testing::HasSubstr;
 using ::testing::StartsWith;
 
-struct Proc {
-    int code = -1;
-    std::string out;
-    std::string err;
-};
-
-std::string quote(const std::string& s) {
-    std::string q = "'";
-    for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-    return q + "'";
-}
+using test::Proc;
 
 class StoreCli : public ::testing::Test {
  protected:
     Proc neural(const std::vector<std::string>& args) {
-        const fs::path out = tmp_ / ("out" + std::to_string(runs_));
-        const fs::path err = tmp_ / ("err" + std::to_string(runs_));
-        ++runs_;
-        std::string cmd = "timeout 60 " + quote((test::bin_dir() / "neural").string());
-        for (const auto& a : args) {
-            cmd += ' ';  // (appending pieces: GCC 12 warns falsely about " " + string)
-            cmd += quote(a);
-        }
-        cmd += " </dev/null >";
-        cmd += quote(out.string());
-        cmd += " 2>";
-        cmd += quote(err.string());
-        const int status = std::system(cmd.c_str());
-        Proc r;
-        r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-        r.out = test::read_file(out);
-        r.err = test::read_file(err);
-        return r;
+        return test::run_neural(args, tmp_.path(), 60);
     }
     static std::string model() { return test::tiny_model_dir().string(); }
 
     test::TempDir tmp_;
-    int runs_ = 0;
 };
 
 TEST_F(StoreCli, RepackVerifyAndRunFromTheStore) {
