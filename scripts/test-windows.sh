@@ -118,12 +118,27 @@ KNOWN_FAILURES=(
 filter="-"
 for e in "${EXCLUDED[@]}" "${KNOWN_FAILURES[@]}"; do filter+="${e%%|*}:"; done
 
+# One persistent wineserver for the whole run: by default it exits a few seconds after the last
+# Wine process, and a test program starting just then loses its connection ("wine client
+# error ... recvmsg"). Stopped again when the script exits.
+WINESERVER=$(command -v wineserver || echo /usr/lib/wine/wineserver64)
+"$WINESERVER" -p >/dev/null 2>&1 || true
+trap '"$WINESERVER" -k >/dev/null 2>&1 || true' EXIT
+
 pass=0; fail=0; skip=0; failed_exes=()
 for exe in "$OUT"/neural/tests/*/neural_*_tests.exe; do
   name=$(basename "$exe" .exe)
   log=$OUT/neural/tests/$name.wine.log
   rc=0
   (cd "$(dirname "$exe")" && timeout "$TIMEOUT" "$WINE" "$exe" --gtest_filter="$filter" >"$log" 2>&1) || rc=$?
+  # Wine's own plumbing occasionally drops a client ("wine client error: ... recvmsg"), which
+  # says nothing about our code: run that program once more, and say so.
+  for retry in 1 2; do
+    [ "$rc" != 0 ] && grep -q "^wine client error" "$log" || break
+    echo "  $name: Wine client error (not a test result), running it again"
+    rc=0
+    (cd "$(dirname "$exe")" && timeout "$TIMEOUT" "$WINE" "$exe" --gtest_filter="$filter" >"$log" 2>&1) || rc=$?
+  done
   p=$(grep -oP '^\[  PASSED  \] \K[0-9]+' "$log" | tail -1 || true)
   f=$(grep -oP '^\[  FAILED  \] \K[0-9]+(?= tests?, listed below)' "$log" | tail -1 || true)
   s=$(grep -oP '^\[  SKIPPED \] \K[0-9]+(?= tests?, listed below)' "$log" | tail -1 || true)
