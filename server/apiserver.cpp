@@ -557,6 +557,14 @@ void ApiServer::dispatch(Request request, HttpChannel *channel)
     }
 }
 
+openai::Json ApiServer::parseBody(const Request &request, openai::ParseLimits &limits) const
+{
+    limits.max_json_depth = m_config.maxJsonDepth;
+    return openai::parse_body(
+        std::string_view(request.body.constData(), static_cast<size_t>(request.body.size())),
+        limits);
+}
+
 void ApiServer::handleChat(Request &request, HttpChannel *channel)
 {
     auto refuse = [&](int status, const QString &message, const char *type,
@@ -578,10 +586,7 @@ void ApiServer::handleChat(Request &request, HttpChannel *channel)
     job->kind = GenerationJob::Kind::chat;
     try {
         openai::ParseLimits limits;
-        limits.max_json_depth = m_config.maxJsonDepth;
-        const openai::Json body = openai::parse_body(
-            std::string_view(request.body.constData(), static_cast<size_t>(request.body.size())),
-            limits);
+        const openai::Json body = parseBody(request, limits);
         openai::ChatRequestOptions options;
         options.current_date = today_iso_date();
         options.allow_test_options = m_config.testOptions;
@@ -624,10 +629,7 @@ void ApiServer::handleCompletion(Request &request, HttpChannel *channel)
     job->kind = GenerationJob::Kind::completion;
     try {
         openai::ParseLimits limits;
-        limits.max_json_depth = m_config.maxJsonDepth;
-        const openai::Json body = openai::parse_body(
-            std::string_view(request.body.constData(), static_cast<size_t>(request.body.size())),
-            limits);
+        const openai::Json body = parseBody(request, limits);
         job->completion = openai::parse_completion_request(body, limits);
     } catch (const openai::RequestError &e) {
         refuse(400, QString::fromStdString(e.what()), QByteArray::fromStdString(e.param()),

@@ -109,6 +109,8 @@ private:
 
     static Request extract(const QHttpServerRequest &request);
     void dispatch(Request request, HttpChannel *channel);
+    // The body as JSON under the server's depth limit (throws openai::RequestError).
+    openai::Json parseBody(const Request &request, openai::ParseLimits &limits) const;
     void handleChat(Request &request, HttpChannel *channel);
     void handleCompletion(Request &request, HttpChannel *channel);
     void enqueue(Request &request, HttpChannel *channel, std::shared_ptr<GenerationJob> job,
