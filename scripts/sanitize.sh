@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# Sanitizer passes (docs/RELIABILITY.md), g++ 12:
+#   asan  AddressSanitizer + UndefinedBehaviorSanitizer build in build-asan/, runs the ctest suite
+#         (labels unit, fuzz (corpus replay), cli, server, reliability; not gpu).
+#   tsan  ThreadSanitizer build in build-tsan/, runs the threaded tests: worker teams (reference
+#         and persistent), telemetry ring, server queue and engine worker, cancellation from
+#         another thread (session, generation, repack, synth).
+#   scripts/sanitize.sh [asan|tsan|all]   (default all)
+#   NEURAL_JOBS          compile jobs (default 2)
+#   NEURAL_ASAN_TESTS    ctest -R regex for the asan pass (default: everything but gpu/e2e)
+# Suppressions: tests/reliability/sanitizers/*.supp, each entry with its reason.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+MODE=${1:-all}
+JOBS=${NEURAL_JOBS:-2}
+export CCACHE_DIR=${CCACHE_DIR:-$HOME/.cache/neural-ccache}
+SUPP=$PWD/tests/reliability/sanitizers
+SHARED_ARGS=()
+[ -n "${NEURAL_SHARED_DIR:-}" ] && SHARED_ARGS+=(-DNEURAL_SHARED_DIR="$NEURAL_SHARED_DIR")
+
+# configure DIR FLAGS: Release layout, -O1 -g (asserts on: no NDEBUG), no CUDA, no benchmarks.
+configure() {
+  local dir=$1 flags=$2
+  if [ ! -f "$dir/build.ninja" ]; then
+    cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+      -DCMAKE_C_FLAGS="$flags" -DCMAKE_CXX_FLAGS="$flags" \
+      -DCMAKE_EXE_LINKER_FLAGS="$flags" -DCMAKE_SHARED_LINKER_FLAGS="$flags" \
+      -DCMAKE_C_FLAGS_RELEASE="-O1 -g" -DCMAKE_CXX_FLAGS_RELEASE="-O1 -g" \
+      -DNEURAL_CUDA=OFF -DNEURAL_BENCHMARKS=OFF -DNEURAL_WERROR=ON "${SHARED_ARGS[@]}" >/dev/null
+  fi
+}
+
+# Every executable and shared library under engine/, server/ and tests/ (not the desktop app,
+# which no ctest needs).
+targets_of() {
+  ninja -C "$1" -t targets all |
+    grep -E '^(engine|server|tests)/[^:]*: (CXX_EXECUTABLE_LINKER|CXX_SHARED_LIBRARY_LINKER)' |
+    cut -d: -f1
+}
+
+status=0
+if [ "$MODE" = asan ] || [ "$MODE" = all ]; then
+  dir=build-asan
+  configure "$dir" "-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer"
+  echo "sanitize: building $dir (ASan + UBSan)"
+  # shellcheck disable=SC2046
+  nice -n 10 ninja -C "$dir" -j "$JOBS" $(targets_of "$dir")
+  export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:strict_string_checks=1:detect_stack_use_after_return=1"
+  export LSAN_OPTIONS="suppressions=$SUPP/lsan.supp:print_suppressions=0"
+  export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:suppressions=$SUPP/ubsan.supp"
+  # Several test processes share the cores: idle OpenMP workers sleep.
+  export OMP_WAIT_POLICY=PASSIVE
+  echo "sanitize: ctest in $dir"
+  args=(-LE "gpu|e2e" --output-on-failure -j "${NEURAL_TEST_JOBS:-2}" --timeout 900)
+  [ -n "${NEURAL_ASAN_TESTS:-}" ] && args+=(-R "$NEURAL_ASAN_TESTS")
+  nice -n 10 ctest --test-dir "$dir" "${args[@]}" || status=1
+fi
+
+if [ "$MODE" = tsan ] || [ "$MODE" = all ]; then
+  dir=build-tsan
+  configure "$dir" "-fsanitize=thread -fno-omit-frame-pointer"
+  tests=(neural_kernel_tests neural_telemetry_tests neural_server_queue_tests neural_chat_tests
+         neural_runtime_tests neural_store_tests neural_synth_tests)
+  echo "sanitize: building $dir (TSan): ${tests[*]}"
+  nice -n 10 cmake --build "$dir" -j "$JOBS" --target neural neural_cpu_persistent "${tests[@]}"
+  export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$SUPP/tsan.supp"
+  # libgomp is not built with TSan: its barriers are invisible to TSan and every OpenMP
+  # parallel region reports races that are not there. The threaded code under test here is
+  # ours (worker teams, telemetry ring, queue, cancel flags), not OpenMP, so OpenMP runs with
+  # one thread (no libgomp worker threads exist). The OpenMP paths themselves are checked for
+  # bit-identical results at several thread counts by the ordinary tests.
+  export OMP_NUM_THREADS=1
+  echo "sanitize: threaded tests in $dir"
+  nice -n 10 ctest --test-dir "$dir" --output-on-failure -j 1 --timeout 900 \
+    -R 'WorkerTeam|TeamFallback|TelemetryRing|SessionTelemetry|GenerationQueueTest|ExpertKernel\.(BitIdenticalForAnyTeamAndThreadCount|CallerFlushToZero)|Cancel' \
+    || status=1
+fi
+[ "$MODE" = asan ] || [ "$MODE" = tsan ] || [ "$MODE" = all ] || { echo "usage: $0 [asan|tsan|all]" >&2; exit 2; }
+echo "sanitize: $MODE $([ $status = 0 ] && echo clean || echo FAILED)"
+exit $status
