@@ -15,6 +15,8 @@ PACKAGES=(
   curl
   # Windows proof (scripts/test-windows.sh): mingw-w64 cross compiler, Wine, GoogleTest sources.
   g++-mingw-w64-x86-64-posix wine64 googletest
+  # The Linux-side MSI proof (scripts/check-msi.sh): wixl builds it, msiinfo/msiextract check it.
+  msitools wixl
 )
 
 SUDO=""

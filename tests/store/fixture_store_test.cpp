@@ -3,6 +3,7 @@
 // kind, damaged header, foreign file, a store of another model or checkpoint).
 #include <cstring>
 #include <filesystem>
+#include <vector>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -326,17 +327,20 @@ TEST_F(FixtureStore, StoreOfAnotherModelIsRefused) {
 
 TEST_F(FixtureStore, DamagedEscapeIsAnErrorNotAWildRead) {
     const fs::path p = copy_of(wide_packed_);
+    // The offsets of every record's first down-row escape pointer, read while the store is
+    // open; the file is patched after it is closed (Windows refuses to write a mapped file).
+    std::vector<std::uint64_t> at;
     {
         const ExpertStore s = ExpertStore::open(p);
-        std::string off(4, '\0');
-        put_u32(reinterpret_cast<std::uint8_t*>(off.data()), 0x7fffff00u);
         for (int l = 0; l < s.num_layers(); ++l) {
             for (int e = 0; e < s.num_experts(); ++e) {
-                test::patch_file(
-                    p, s.entry(l, e).offset + s.layout()[Projection::kDown].scales_offset + 1, off);
+                at.push_back(s.entry(l, e).offset + s.layout()[Projection::kDown].scales_offset + 1);
             }
         }
     }
+    std::string off(4, '\0');
+    put_u32(reinterpret_cast<std::uint8_t*>(off.data()), 0x7fffff00u);
+    for (const std::uint64_t a : at) test::patch_file(p, a, off);
     const ExpertStore s = ExpertStore::open(p);  // the header is intact
     EXPECT_THAT(error_of([&] { s.check_escapes(1, 3); }),
                 HasSubstr("damaged expert store record (layer 1 expert 3): down row 0 points to "

@@ -12,13 +12,19 @@
 // visible to it (tasks that used non-temporal stores fence them themselves). Jobs, configuration
 // changes and shutdown hold one mutex, so they are serialized.
 //
-// Idle workers spin with `pause` for spin_us, then yield (std::this_thread::yield), then park on
-// the claim word (C++20 atomic wait: futex / WaitOnAddress) after park_us without a job; the
-// caller wakes parked workers only when some are parked. Each worker installs the job's
-// floating-point control word (MXCSR) before running its tasks.
+// Idle workers spin with `pause` for spin_us, then yield (std::this_thread::yield), then park
+// after park_us without a job; the caller wakes parked workers only when some are parked. A
+// parked worker waits on a condition variable whose predicate (the epoch moved on) is checked
+// under its mutex, and the caller takes that mutex between publishing and notifying, so a wake-up
+// cannot fall between a worker's check and its wait. (Not std::atomic::wait: libstdc++ 12 without
+// futexes -- MinGW, i.e. the Windows build -- checks the value outside its mutex and notifies
+// without it, GCC PR 106183, and lost that wake-up under load: a worker slept through the stop of
+// shutdown() and join() hung.) Each worker installs the job's floating-point control word (MXCSR)
+// before running its tasks.
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -152,7 +158,14 @@ class Team {
         done_.store(0, std::memory_order_relaxed);
         const uint64_t next_epoch = (claim_.load(std::memory_order_relaxed) >> 32) + 1;
         claim_.store((next_epoch & 0xFFFFFFFFu) << 32, std::memory_order_seq_cst);
-        if (sleepers_.load(std::memory_order_seq_cst) > 0) claim_.notify_all();
+        // A worker counts itself in sleepers_ (seq_cst) before it checks the epoch, and this
+        // store precedes the load below: either it sees the new epoch or we see it and wake it.
+        if (sleepers_.load(std::memory_order_seq_cst) > 0) wake_all();
+    }
+
+    void wake_all() {
+        { const std::lock_guard<std::mutex> lock(park_mutex_); }  // orders us after its check
+        park_cv_.notify_all();
     }
 
     void run_phase(const neural_team_phase& ph, uint32_t control) {
@@ -202,13 +215,14 @@ class Team {
             if ((c >> 32) != seen) return c;
         }
         sleepers_.fetch_add(1, std::memory_order_seq_cst);
-        c = claim_.load(std::memory_order_seq_cst);
-        while ((c >> 32) == seen) {
-            claim_.wait(c, std::memory_order_seq_cst);
-            c = claim_.load(std::memory_order_seq_cst);
+        {
+            std::unique_lock<std::mutex> lock(park_mutex_);
+            park_cv_.wait(lock, [&] {
+                c = claim_.load(std::memory_order_seq_cst);
+                return (c >> 32) != seen;
+            });
         }
         sleepers_.fetch_sub(1, std::memory_order_relaxed);
-        std::atomic_thread_fence(std::memory_order_acquire);
         return c;
     }
 
@@ -240,7 +254,7 @@ class Team {
         if (threads_.empty()) return;
         stop_.store(true, std::memory_order_release);
         publish(0, nullptr, nullptr, 0);
-        claim_.notify_all();
+        wake_all();
         for (std::thread& t : threads_) t.join();
         threads_.clear();
         stop_.store(false, std::memory_order_relaxed);
@@ -257,6 +271,8 @@ class Team {
     std::atomic<uint32_t> control_{0};
     std::atomic<bool> stop_{false};
     alignas(64) std::atomic<int> sleepers_{0};
+    std::mutex park_mutex_;  // parked workers wait on park_cv_ under it
+    std::condition_variable park_cv_;
     std::atomic<uint64_t> jobs_{0};
 };
 
