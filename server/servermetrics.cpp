@@ -100,6 +100,10 @@ QByteArray ServerMetrics::prometheusText(int queueLength, int queueCapacity, boo
         value("neural_token_experts_missed", missed / d);
         metric("neural_token_page_faults", "gauge", "Mean page faults per token.");
         value("neural_token_page_faults", faults / d);
+        metric("neural_team_fallbacks_total", "counter",
+               "Expert-kernel jobs the persistent CPU team handed to the OpenMP team.");
+        value("neural_team_fallbacks_total",
+              double(telemetry->moe.team_fallbacks.load(std::memory_order_relaxed)));
     }
     return out;
 }

@@ -52,6 +52,7 @@ struct Measured {
     std::vector<TurnStats> turns;
     std::vector<telemetry::TokenRecord> tokens;
     std::vector<telemetry::RequestRecord> requests;
+    std::uint64_t team_fallbacks = 0;  // MoeCounters::team_fallbacks added during the turns
 };
 
 Json summarize(const Measured& m) {
@@ -127,6 +128,9 @@ Json summarize(const Measured& m) {
     j["prompt_cpu_gb_s"] =
         prompt_ns > 0 ? static_cast<double>(prompt_bytes) / static_cast<double>(prompt_ns) : 0.0;
     j["prompt_page_faults"] = prompt_faults;
+    // Expert-kernel jobs the persistent team handed to the reference team (prompt and decode);
+    // 0 unless --kernel-persistent 1 met a job or state it does not support, or did not load.
+    j["team_fallbacks"] = m.team_fallbacks;
     return j;
 }
 
@@ -139,7 +143,9 @@ class Runner {
     void turn(ChatSession& session, const TurnOptions& turn_options) {
         const std::uint64_t from = tel_.tokens().published();
         const std::uint64_t requests_from = tel_.requests().published();
+        const std::uint64_t fallbacks_from = tel_.moe.snapshot().team_fallbacks;
         TurnResult r = session.respond(turn_options);
+        measured_.team_fallbacks += tel_.moe.snapshot().team_fallbacks - fallbacks_from;
         measured_.turns.push_back(r.stats);
         auto records = tel_.tokens().since(from);
         measured_.tokens.insert(measured_.tokens.end(), records.begin(), records.end());

@@ -53,11 +53,17 @@ class CpuModel {
 
   // Computes the experts with the fused kernels from an expert store instead of the reference
   // decode-then-dot loop (nullptr: back to the reference path).
-  void set_store_moe(std::unique_ptr<cpu::StoreMoe> moe) { store_moe_ = std::move(moe); }
+  void set_store_moe(std::unique_ptr<cpu::StoreMoe> moe) {
+    store_moe_ = std::move(moe);
+    if (store_moe_) store_moe_->set_counters(counters_);
+  }
   const cpu::StoreMoe* store_moe() const { return store_moe_.get(); }
 
   // Where the MoE part adds its time, bytes and expert count (nullptr: not counted).
-  void set_counters(telemetry::MoeCounters* counters) { counters_ = counters; }
+  void set_counters(telemetry::MoeCounters* counters) {
+    counters_ = counters;
+    if (store_moe_) store_moe_->set_counters(counters);
+  }
 
  private:
   void attention(int layer, const float* q, std::int64_t pos, const KvCache& cache,

@@ -32,6 +32,18 @@ void StoreMoe::run(int layer, const float* h, std::int64_t T, const int* sel, co
     const RecordKind kind =
         store_.kind() == store::StoreKind::kRaw ? RecordKind::raw : RecordKind::packed;
     slots_.assign(static_cast<std::size_t>(T * K * H), 0.0f);
+    // Jobs the persistent team handed to its reference team during this call, for telemetry.
+    const std::uint64_t fallbacks_before = counters_ != nullptr ? team_->counters().fallbacks : 0;
+    struct CountFallbacks {
+        const WorkerTeam& team;
+        telemetry::MoeCounters* counters;
+        std::uint64_t before;
+        ~CountFallbacks() {
+            if (counters == nullptr) return;
+            const std::uint64_t n = team.counters().fallbacks - before;
+            if (n != 0) counters->team_fallbacks.fetch_add(n, std::memory_order_relaxed);
+        }
+    } count_fallbacks{*team_, counters_, fallbacks_before};
 
     std::vector<const float*> xs;
     std::vector<float*> outs;

@@ -19,6 +19,7 @@
 #include "model/config.h"
 #include "model/weights.h"
 #include "store/store.h"
+#include "telemetry/telemetry.h"
 
 namespace neural::cpu {
 
@@ -37,6 +38,9 @@ class StoreMoe {
   std::string describe() const;
   const WorkerTeam& team() const { return *team_; }
 
+  // Where run() adds the team's fallbacks (MoeCounters::team_fallbacks); nullptr: not counted.
+  void set_counters(telemetry::MoeCounters* counters) { counters_ = counters; }
+
  private:
   const ModelConfig& config_;
   const ModelWeights& weights_;
@@ -44,6 +48,7 @@ class StoreMoe {
   std::unique_ptr<WorkerTeam> team_;
   std::unique_ptr<ExpertKernel> kernel_;  // owns scratch: one forward pass at a time
   mutable std::vector<float> slots_;      // [T * K, H]
+  telemetry::MoeCounters* counters_ = nullptr;
 };
 
 }  // namespace neural::cpu

@@ -33,6 +33,9 @@ struct TokenRecord {
   std::uint64_t admissions = 0;      // experts copied to the GPU during this token
   std::uint64_t cpu_bytes = 0;       // expert weight bytes the CPU read (MXFP4 blocks + scales)
   std::uint64_t page_faults = 0;     // process page faults (soft + hard) during the token
+  // Worker-team jobs of this token that the persistent team handed to the OpenMP reference team
+  // (MoeCounters::team_fallbacks).
+  std::uint64_t team_fallbacks = 0;
 };
 
 struct RequestRecord {
@@ -129,13 +132,20 @@ struct MoeCounters {
   std::atomic<std::uint64_t> ns{0};       // wall time inside CpuModel::moe's expert part
   std::atomic<std::uint64_t> bytes{0};    // expert weight bytes read
   std::atomic<std::uint64_t> experts{0};  // (layer, expert) pairs computed
+  // Expert-kernel jobs (one per kernel call on a worker team) that ran on the OpenMP reference
+  // team although the persistent team was asked for: jobs it does not support (a floating-point
+  // state with an unmasked exception, a nested call) and, when its library did not load, every
+  // job. Added by cpu::StoreMoe whether or not `enabled` (it costs nothing to count).
+  std::atomic<std::uint64_t> team_fallbacks{0};
 
   struct Snapshot {
     std::uint64_t ns = 0, bytes = 0, experts = 0;
+    std::uint64_t team_fallbacks = 0;
   };
   Snapshot snapshot() const {
     return {ns.load(std::memory_order_relaxed), bytes.load(std::memory_order_relaxed),
-            experts.load(std::memory_order_relaxed)};
+            experts.load(std::memory_order_relaxed),
+            team_fallbacks.load(std::memory_order_relaxed)};
   }
 };
 

@@ -1,6 +1,6 @@
 // Worker teams: every task runs once, phases are ordered, the caller's floating-point control
-// state reaches every worker, unsupported jobs fall back (and are counted), the persistent
-// library's absence is reported clearly.
+// state reaches every worker, unsupported jobs fall back (and are counted, in the team and in the
+// model's telemetry), the persistent library's absence is reported clearly.
 #include "cpu/team/worker_team.h"
 
 #include <gtest/gtest.h>
@@ -14,9 +14,13 @@
 #include <vector>
 
 #include "cpu/persistent/team_abi.h"
+#include "cpu/store_moe.h"
 #include "cpu/team/fp_control.h"
 #include "neural/error.h"
 #include "platform/shared_library.h"
+#include "runtime/model.h"
+#include "store/repack.h"
+#include "support/fixtures.h"
 
 namespace neural {
 namespace {
@@ -294,6 +298,102 @@ TEST(WorkerTeam, LibraryRefusesAnotherAbiVersion) {
 TEST(WorkerTeam, DefaultThreadsSuitAnEightCoreDesktop) {
     EXPECT_GE(cpu::default_team_threads(), 1);
     EXPECT_LE(cpu::default_team_threads(), 8);
+}
+
+TEST(WorkerTeam, StandInForAMissingLibraryCountsEveryJobAsAFallback) {
+    cpu::TeamOptions o = persistent_options(2);
+    o.library = "/nonexistent/dir/libneural_cpu_persistent.so";
+    std::string reason;
+    auto team = cpu::make_worker_team(o, &reason);
+    ASSERT_STREQ(team->name(), "reference");
+    std::atomic<int> ran{0};
+    const TeamPhase phase{4, [](void* ctx, std::int64_t, std::int32_t) {
+                              static_cast<std::atomic<int>*>(ctx)->fetch_add(1);
+                          },
+                          &ran};
+    for (int i = 0; i < 3; ++i) team->run(phase);
+    EXPECT_EQ(ran.load(), 12);
+    EXPECT_EQ(team->counters().jobs, 3u);
+    EXPECT_EQ(team->counters().fallbacks, 3u);
+    // A reference team that was asked for is no fallback.
+    cpu::ReferenceTeam plain(2);
+    plain.run(phase);
+    EXPECT_EQ(plain.counters().fallbacks, 0u);
+}
+
+// Fallbacks of the expert kernels' team reach the model's telemetry (MoeCounters), from where
+// `neural bench` and the server's /metrics report them.
+class TeamFallbackTelemetry : public ::testing::Test {
+ protected:
+    static void SetUpTestSuite() {
+        tmp_ = new test::TempDir();
+        store::RepackOptions o;
+        o.checkpoint = test::tiny_model_dir();
+        o.out = *tmp_ / "raw.nstore";
+        o.threads = 2;
+        store::repack(o);
+    }
+    static void TearDownTestSuite() { delete tmp_; }
+
+    static std::unique_ptr<Model> load(const std::string& kdll) {
+        LoadOptions o;
+        o.store = *tmp_ / "raw.nstore";
+        o.kernel = "scalar";
+        o.kernel_persistent = true;
+        o.kdll = kdll;
+        o.threads = 2;
+        return Model::load(test::tiny_model_dir(), o);
+    }
+    // One prefill of a few tokens; returns the telemetry's fallback count it added.
+    static std::uint64_t forward(const Model& m) {
+        const std::uint64_t before = m.telemetry().moe.snapshot().team_fallbacks;
+        KvCache cache = m.new_cache();
+        const std::vector<TokenId> tokens = {200006, 1428, 200008, 13225, 0};
+        m.cpu().forward(tokens, cache);
+        return m.telemetry().moe.snapshot().team_fallbacks - before;
+    }
+    static test::TempDir* tmp_;
+};
+test::TempDir* TeamFallbackTelemetry::tmp_ = nullptr;
+
+TEST_F(TeamFallbackTelemetry, SupportedJobsAreNotCounted) {
+    auto m = load(NEURAL_KDLL_TEST_PATH);
+    ASSERT_NE(m->cpu().store_moe(), nullptr);
+    const cpu::WorkerTeam& team = m->cpu().store_moe()->team();
+    ASSERT_STREQ(team.name(), "persistent");
+    EXPECT_EQ(forward(*m), 0u);
+    EXPECT_GT(team.counters().jobs, 0u);
+    EXPECT_EQ(team.counters().fallbacks, 0u);
+}
+
+TEST_F(TeamFallbackTelemetry, UnsupportedFloatingPointStateIsCounted) {
+#if !NEURAL_FP_CONTROL_X86
+    GTEST_SKIP() << "the unsupported state is an x86 MXCSR value";
+#else
+    auto m = load(NEURAL_KDLL_TEST_PATH);
+    const cpu::WorkerTeam& team = m->cpu().store_moe()->team();
+    const std::uint64_t jobs_before = team.counters().jobs;
+    // Divide-by-zero unmasked: the persistent team refuses the state (a trap in a worker could
+    // not reach the caller), the reference team runs the jobs; nothing here divides by zero.
+    const std::uint32_t saved = cpu::read_fp_control();
+    cpu::write_fp_control(saved & ~0x0200u);
+    const std::uint64_t counted = forward(*m);
+    cpu::write_fp_control(saved);
+    EXPECT_GT(counted, 0u);
+    EXPECT_EQ(counted, team.counters().fallbacks);
+    EXPECT_EQ(team.counters().jobs, jobs_before);  // none ran on the persistent team
+    EXPECT_EQ(forward(*m), 0u);                     // the caller's state is supported again
+#endif
+}
+
+TEST_F(TeamFallbackTelemetry, LibraryThatDidNotLoadCountsEveryJob) {
+    auto m = load("/nonexistent/dir/neural_cpu_persistent.dll");
+    const cpu::WorkerTeam& team = m->cpu().store_moe()->team();
+    EXPECT_STREQ(team.name(), "reference");
+    const std::uint64_t counted = forward(*m);
+    EXPECT_GT(counted, 0u);
+    EXPECT_EQ(counted, team.counters().jobs);
+    EXPECT_EQ(counted, team.counters().fallbacks);
 }
 
 }  // namespace

@@ -21,7 +21,8 @@ int default_team_threads() { return std::max(1, std::min(available_cpus(), 8)); 
 
 // --- reference team (OpenMP) ----------------------------------------------------------------
 
-ReferenceTeam::ReferenceTeam(int threads) {
+ReferenceTeam::ReferenceTeam(int threads, bool stands_in_for_persistent)
+    : stands_in_(stands_in_for_persistent) {
     threads_ = threads > 0 ? threads : default_team_threads();
 #ifndef NEURAL_HAVE_OPENMP
     threads_ = 1;
@@ -31,6 +32,7 @@ ReferenceTeam::ReferenceTeam(int threads) {
 TeamCounters ReferenceTeam::counters() const {
     TeamCounters c;
     c.jobs = jobs_.load(std::memory_order_relaxed);
+    if (stands_in_) c.fallbacks = c.jobs;
     return c;
 }
 
@@ -194,6 +196,7 @@ std::unique_ptr<WorkerTeam> make_worker_team(const TeamOptions& options,
             return PersistentTeam::load(options);
         } catch (const Error& e) {
             if (fallback_reason != nullptr) *fallback_reason = e.what();
+            return std::make_unique<ReferenceTeam>(options.threads, true);
         }
     }
     return std::make_unique<ReferenceTeam>(options.threads);

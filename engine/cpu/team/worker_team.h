@@ -54,7 +54,9 @@ int default_team_threads();
 class ReferenceTeam final : public WorkerTeam {
  public:
     // threads <= 0: default_team_threads(). Without OpenMP the team has one thread.
-    explicit ReferenceTeam(int threads = 0);
+    // stands_in_for_persistent: the persistent team was asked for but could not be loaded
+    // (make_worker_team), so every job this team runs is a fallback and counted as one.
+    explicit ReferenceTeam(int threads = 0, bool stands_in_for_persistent = false);
     const char* name() const override { return "reference"; }
     int size() const override { return threads_; }
     using WorkerTeam::run;
@@ -63,6 +65,7 @@ class ReferenceTeam final : public WorkerTeam {
 
  private:
     int threads_;
+    bool stands_in_ = false;
     std::atomic<std::uint64_t> jobs_{0};
 };
 
@@ -110,7 +113,8 @@ class PersistentTeam final : public WorkerTeam {
 
 // The persistent team when options.persistent and it loads; otherwise (or when loading fails)
 // the reference team. `fallback_reason` (optional) receives why a requested persistent team
-// was not used (empty when it was, or when it was not requested).
+// was not used (empty when it was, or when it was not requested); such a stand-in reference
+// team counts every job as a fallback.
 std::unique_ptr<WorkerTeam> make_worker_team(const TeamOptions& options,
                                              std::string* fallback_reason = nullptr);
 
