@@ -10,6 +10,12 @@ if(NEURAL_CUDA STREQUAL "ON" OR NEURAL_CUDA STREQUAL "AUTO")
   include(CheckLanguage)
   check_language(CUDA)
   if(CMAKE_CUDA_COMPILER)
+    # Set before enable_language, which would otherwise pick the compiler's default (sm_75).
+    # Ampere SASS (RTX 30; Ada RTX 40 runs it too) and Hopper SASS + PTX (the accelerator
+    # machine; Blackwell RTX 50 JIT-compiles the PTX). Two targets keep CI compile time down.
+    if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES AND NOT DEFINED ENV{CUDAARCHS})
+      set(CMAKE_CUDA_ARCHITECTURES "86-real;90")
+    endif()
     enable_language(CUDA)
     set(NEURAL_HAVE_CUDA ON)
   elseif(NEURAL_CUDA STREQUAL "ON")
@@ -18,10 +24,6 @@ if(NEURAL_CUDA STREQUAL "ON" OR NEURAL_CUDA STREQUAL "AUTO")
 endif()
 if(NEURAL_HAVE_CUDA)
   find_package(CUDAToolkit REQUIRED)
-  if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
-    # Turing .. Blackwell consumer cards, plus Hopper for the accelerator machine.
-    set(CMAKE_CUDA_ARCHITECTURES 75 86 89 90 120)
-  endif()
   set(CMAKE_CUDA_STANDARD 17)
   set(CMAKE_CUDA_STANDARD_REQUIRED ON)
 endif()

@@ -267,9 +267,9 @@ Json machine_info(const BenchOptions& options) {
     m["cuda_build"] = false;
 #endif
     m["gpus"] = gpus;
-    // The GPU expert budget (VRAM slots) belongs to the GPU backend, which does not exist yet.
-    m["gpu_budget_bytes"] = nullptr;
-    (void)options;
+    // The GPU backend's VRAM budget (--vram-budget; 0 = the device's free memory minus 0.5 GiB).
+    m["gpu_budget_gib"] =
+        options.profiles.empty() ? 0.0 : options.profiles.front().load.gpu.vram_budget_gib;
     return m;
 }
 
@@ -300,7 +300,17 @@ Json load_json(const LoadOptions& o) {
             {"kernel", o.kernel},
             {"kernel_persistent", o.kernel_persistent},
             {"kdll", o.kdll.string()},
-            {"threads", o.threads}};
+            {"threads", o.threads},
+            {"backend", o.backend},
+            {"vram_budget_gib", o.gpu.vram_budget_gib},
+            {"pool_gib", o.gpu.pool_gib},
+            {"pool_slots", o.gpu.pool_slots},
+            {"static_fraction", o.gpu.static_fraction},
+            {"ranking", o.gpu.ranking.string()},
+            {"refresh_every", o.gpu.refresh_every},
+            {"refresh_m", o.gpu.refresh_m},
+            {"prefill_weight", o.gpu.prefill_weight},
+            {"context", o.gpu.context}};
 }
 
 const std::vector<std::string> kWorkloads = {"decode", "prompt", "replay"};
@@ -330,8 +340,32 @@ LoadOptions apply_profile_flags(const Json& flags, const LoadOptions& base,
         } else if (key == "kernel_persistent") {
             need(value.is_boolean() || value.is_number_integer(), "true/false");
             o.kernel_persistent = value.is_boolean() ? value.get<bool>() : value.get<int>() != 0;
+        } else if (key == "backend") {
+            need(value.is_string(), "a string");
+            o.backend = value.get<std::string>();
+        } else if (key == "ranking") {
+            need(value.is_string(), "a string");
+            o.gpu.ranking = value.get<std::string>();
+        } else if (key == "vram_budget" || key == "pool" || key == "static_fraction" ||
+                   key == "prefill_weight") {
+            need(value.is_number() && value.get<double>() >= 0, "a number >= 0");
+            const double v = value.get<double>();
+            (key == "vram_budget" ? o.gpu.vram_budget_gib
+             : key == "pool"      ? o.gpu.pool_gib
+             : key == "static_fraction" ? o.gpu.static_fraction
+                                        : o.gpu.prefill_weight) = v;
+        } else if (key == "pool_slots" || key == "refresh_every" || key == "refresh_m" ||
+                   key == "context") {
+            need(value.is_number_integer() && value.get<std::int64_t>() >= 0, "an integer >= 0");
+            const auto v = value.get<std::int64_t>();
+            if (key == "pool_slots") o.gpu.pool_slots = static_cast<int>(v);
+            else if (key == "refresh_every") o.gpu.refresh_every = static_cast<int>(v);
+            else if (key == "refresh_m") o.gpu.refresh_m = static_cast<int>(v);
+            else o.gpu.context = v;
         } else {
-            fail("{}: unknown profile key \"{}\" (kernel, store, threads, kernel_persistent, kdll)",
+            fail("{}: unknown profile key \"{}\" (kernel, store, threads, kernel_persistent, kdll, "
+                 "backend, vram_budget, pool, pool_slots, static_fraction, ranking, refresh_every, "
+                 "refresh_m, prefill_weight, context)",
                  what, key);
         }
     }
@@ -458,6 +492,7 @@ Json run_bench(const BenchOptions& options,
             run["experts"] = moe->describe();
         else
             run["experts"] = "reference path";
+        run["backend"] = model.describe_backend();
         if (progress)
             progress(fmt::format("run {}/{}: profile {} (pair {}) done", r + 1, order.size(),
                                  prof.name, pair));

@@ -7,6 +7,7 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/engine_options.h"
+#include "cli/gpu_options.h"
 #include "neural/error.h"
 #include "platform/atomic_file.h"
 
@@ -52,7 +53,7 @@ int cmd_bench(int argc, char** argv) {
                                  "--json", "--probe-mb", "--telemetry"}),
               {"--help", "--no-probes"});
     if (args.has("--help")) {
-        fmt::print("{}{}", kHelp, kEngineFlagsHelp);
+        fmt::print("{}{}{}", kHelp, kEngineFlagsHelp, kGpuFlagsHelp);
         return 0;
     }
     auto dir = args.get("--model");

@@ -10,6 +10,7 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/engine_options.h"
+#include "cli/gpu_options.h"
 #include "cpu/parallel.h"
 #include "neural/error.h"
 #include "runtime/model.h"
@@ -69,7 +70,7 @@ int cmd_chat(int argc, char** argv) {
                                  "--temperature", "--top-k", "--top-p", "--min-p", "--seed"}),
               {"--help", "--show-reasoning"});
     if (args.has("--help")) {
-        fmt::print("{}{}", kHelp, kEngineFlagsHelp);
+        fmt::print("{}{}{}", kHelp, kEngineFlagsHelp, kGpuFlagsHelp);
         return 0;
     }
     if (!args.positional().empty()) fail("unexpected argument \"{}\"", args.positional()[0]);

@@ -6,6 +6,7 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/engine_options.h"
+#include "cli/gpu_options.h"
 #include "cpu/parallel.h"
 #include "neural/error.h"
 #include "runtime/generate.h"
@@ -39,7 +40,7 @@ int cmd_generate(int argc, char** argv) {
                                  "--top-k", "--top-p", "--min-p", "--seed"}),
               {"--help", "--special", "--ignore-eos", "--show-ids"});
     if (args.has("--help")) {
-        fmt::print("{}{}", kHelp, kEngineFlagsHelp);
+        fmt::print("{}{}{}", kHelp, kEngineFlagsHelp, kGpuFlagsHelp);
         return 0;
     }
     if (!args.positional().empty()) fail("unexpected argument \"{}\"", args.positional()[0]);

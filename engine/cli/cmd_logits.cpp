@@ -1,4 +1,4 @@
-// neural logits MODEL_DIR PROMPTS.json OUT.json [--steps N] [--backend cpu] [--threads N]
+// neural logits MODEL_DIR PROMPTS.json OUT.json [--steps N] [--backend cpu|cuda] [--threads N]
 //               [--store FILE]
 // Writes exactly the schema of shared/fixtures/tiny-gptoss-a/golden.json so the engine can be
 // compared with independent references (see docs/ and DESIGN.md).
@@ -14,6 +14,7 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/engine_options.h"
+#include "cli/gpu_options.h"
 #include "cpu/parallel.h"
 #include "neural/error.h"
 #include "runtime/model.h"
@@ -23,14 +24,13 @@ namespace neural::cli {
 
 namespace {
 
-constexpr const char* kHelp = R"(usage: neural logits MODEL_DIR PROMPTS.json OUT.json [--steps N] [--backend cpu] [--threads N]
+constexpr const char* kHelp = R"(usage: neural logits MODEL_DIR PROMPTS.json OUT.json [--steps N] [--backend cpu|cuda] [--threads N]
                      [--store FILE]
 
 PROMPTS.json is an object {name: [token ids]}. For every prompt and position OUT.json holds the
 argmax, the top-8 ids and logits, the logsumexp, the logits at the fixed probe ids, the router's
 top-k experts and weights per layer, and with --steps N a greedy continuation of N tokens.
   --steps N       greedy continuation length (default 0)
-  --backend NAME  cpu (the fp32 reference; cuda arrives with the GPU backend)
 )";
 
 // The probe ids of golden.json: ordinary tokens, the specials and the last lm_head row.
@@ -84,17 +84,13 @@ nlohmann::json position_record(std::span<const float> logits, std::span<const st
 }  // namespace
 
 int cmd_logits(int argc, char** argv) {
-    Args args(argc, argv, with_engine_flags({"--steps", "--backend"}), {"--help"});
+    Args args(argc, argv, with_engine_flags({"--steps"}), {"--help"});
     if (args.has("--help")) {
-        fmt::print("{}{}", kHelp, kEngineFlagsHelp);
+        fmt::print("{}{}{}", kHelp, kEngineFlagsHelp, kGpuFlagsHelp);
         return 0;
     }
     if (args.positional().size() != 3) fail("expected MODEL_DIR PROMPTS.json OUT.json\n{}", kHelp);
     const int steps = static_cast<int>(args.get_int("--steps", 0, 0, 1 << 20));
-    const std::string backend = args.get_or("--backend", "cpu");
-    if (backend != "cpu") {
-        fail("backend \"{}\" is not available in this build (available: cpu)", backend);
-    }
 
     const auto& pos = args.positional();
     std::ifstream in(pos[1], std::ios::binary);
@@ -114,7 +110,7 @@ int cmd_logits(int argc, char** argv) {
     std::vector<std::int32_t> probes(std::begin(kProbeIds), std::end(kProbeIds));
 
     nlohmann::ordered_json out;
-    out["source"] = fmt::format("neural {} CPU fp32 reference backend", NEURAL_VERSION);
+    out["source"] = fmt::format("neural {} {}", NEURAL_VERSION, model->describe_backend());
     out["probe_ids"] = probes;
     out["prompts"] = nlohmann::ordered_json::object();
     for (auto it = prompts.begin(); it != prompts.end(); ++it) {
@@ -139,7 +135,7 @@ int cmd_logits(int argc, char** argv) {
         ForwardOptions fo;
         fo.all_logits = true;
         fo.observer = &router;
-        std::vector<float> logits = model->cpu().forward(ids, cache, fo);
+        std::vector<float> logits = model->forward(ids, cache, fo);
 
         nlohmann::ordered_json rec;
         rec["ids"] = ids;
@@ -173,7 +169,7 @@ int cmd_logits(int argc, char** argv) {
                 }
                 greedy.push_back(next);
                 margins.push_back(static_cast<double>(last[static_cast<size_t>(next)]) - second);
-                if (s + 1 < steps) last = model->cpu().forward(std::span<const TokenId>(&next, 1), cache, fo);
+                if (s + 1 < steps) last = model->forward(std::span<const TokenId>(&next, 1), cache, fo);
             }
             rec["greedy"] = greedy;
             rec["greedy_margins"] = margins;

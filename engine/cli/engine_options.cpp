@@ -2,6 +2,7 @@
 
 #include <cstdint>
 
+#include "cli/gpu_options.h"
 #include "cpu/parallel.h"
 #include "neural/error.h"
 
@@ -17,6 +18,7 @@ const char* const kEngineFlagsHelp =
 
 std::set<std::string> with_engine_flags(std::set<std::string> flags) {
     flags.insert({"--store", "--kernel", "--kernel-persistent", "--kdll", "--threads"});
+    add_gpu_flags(flags);
     return flags;
 }
 
@@ -39,6 +41,7 @@ LoadOptions engine_load_options(const Args& args) {
     o.kdll = args.get_or("--kdll", "");
     o.threads = static_cast<int>(args.get_int("--threads", 0, 0, 4096));
     cpu::set_threads(o.threads);
+    apply_gpu_flags(args, o);
     if (o.store.empty() && args.has("--kernel") && o.kernel != "reference") {
         fail("--kernel {} needs --store: the fused kernels read expert-store records", o.kernel);
     }

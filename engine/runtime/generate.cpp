@@ -27,7 +27,7 @@ GenerateResult generate(const Model& model, KvCache& cache, std::span<const Toke
     const std::size_t vocab = model.sampleable_vocab();
     try {
         if (prompt.empty()) fail("generate: no new tokens to process");
-        std::vector<float> logits = model.cpu().forward(prompt, cache, fo);
+        std::vector<float> logits = model.forward(prompt, cache, fo);
         while (static_cast<int>(result.tokens.size()) < options.max_tokens) {
             const TokenId next = sampler.sample(logits, vocab);
             result.tokens.push_back(next);
@@ -42,7 +42,7 @@ GenerateResult generate(const Model& model, KvCache& cache, std::span<const Toke
                 return result;
             }
             if (static_cast<int>(result.tokens.size()) == options.max_tokens) break;
-            logits = model.cpu().forward(std::span<const TokenId>(&next, 1), cache, fo);
+            logits = model.forward(std::span<const TokenId>(&next, 1), cache, fo);
         }
         result.finish = FinishReason::kLength;
     } catch (const Cancelled&) {

@@ -61,11 +61,42 @@ std::unique_ptr<Model> Model::load(const fs::path& dir, const LoadOptions& optio
         spdlog::debug("experts: {}", moe->describe());
         m->cpu_->set_store_moe(std::move(moe));
     }
+    if (options.backend != "cpu" && options.backend != "cuda" && options.backend != "auto") {
+        fail("unknown backend \"{}\" (cpu, cuda, auto)", options.backend);
+    }
+    std::string why;
+    if (options.backend == "cuda" || (options.backend == "auto" && cuda_backend_available(&why))) {
+        GpuBackendInputs in;
+        in.config = &m->config_;
+        in.weights = &m->weights_;
+        in.store = m->store_.get();
+        in.kernel = options.kernel == "reference" ? "auto" : options.kernel;
+        in.kernel_persistent = options.kernel_persistent;
+        in.kdll = options.kdll;
+        in.threads = options.threads;
+        in.moe = &m->telemetry_->moe;
+        in.counters = m->backend_counters_.get();
+        m->gpu_ = make_cuda_backend(in, options.gpu);
+        spdlog::info("backend: {}", m->gpu_->describe());
+    } else if (options.backend == "auto") {
+        spdlog::info("backend: cpu ({})", why);
+    }
     spdlog::debug("loaded {}: {} layers, hidden {}, {} experts (top-{}), {} tensors, {} bytes",
                   dir.string(), m->config_.num_layers, m->config_.hidden_size,
                   m->config_.num_experts, m->config_.experts_per_token,
                   m->checkpoint_.tensor_count(), m->checkpoint_.total_bytes());
     return m;
+}
+
+std::vector<float> Model::forward(std::span<const TokenId> tokens, KvCache& cache,
+                                  const ForwardOptions& options) const {
+    return gpu_ ? gpu_->forward(tokens, cache, options) : cpu_->forward(tokens, cache, options);
+}
+
+std::string Model::describe_backend() const {
+    if (gpu_) return gpu_->describe();
+    if (const auto* moe = cpu_->store_moe()) return "cpu (" + moe->describe() + ")";
+    return "cpu (fp32 reference)";
 }
 
 std::vector<TokenId> Model::stop_tokens() const {

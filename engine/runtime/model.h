@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "cpu/reference_model.h"
+#include "runtime/backend.h"
 #include "model/config.h"
 #include "model/safetensors.h"
 #include "model/weights.h"
@@ -32,6 +33,10 @@ struct LoadOptions {
   bool kernel_persistent = false;
   std::filesystem::path kdll;
   int threads = 0;
+  // Forward-pass backend: "cpu" (the fp32 reference + the kernels above), "cuda" (the hybrid
+  // GPU backend: an error when it cannot start) or "auto" (cuda when a GPU is usable, else cpu).
+  std::string backend = "cpu";
+  GpuOptions gpu;  // the CUDA backend's knobs
 };
 
 class Model {
@@ -55,6 +60,15 @@ class Model {
   telemetry::Telemetry& telemetry() const { return *telemetry_; }
 
   KvCache new_cache() const { return KvCache(config_); }
+
+  // The forward pass on the loaded backend (CpuModel::forward's contract): the session, the
+  // CLI, the server and the GUI call this, never a backend directly.
+  std::vector<float> forward(std::span<const TokenId> tokens, KvCache& cache,
+                             const ForwardOptions& options = {}) const;
+  const char* backend_name() const { return gpu_ ? gpu_->name() : "cpu"; }
+  std::string describe_backend() const;
+  // GPU phases and hit/admission counts of the hybrid backend (zero on the CPU backend).
+  BackendCounters& backend_counters() const { return *backend_counters_; }
   // Ids generation stops on: generation_config eos ids, else config eos ids.
   std::vector<TokenId> stop_tokens() const;
   // Ids that may be sampled: the tokenizer's vocabulary (lm_head rows past it are never emitted).
@@ -71,6 +85,8 @@ class Model {
   std::unique_ptr<store::ExpertStore> store_;
   std::unique_ptr<CpuModel> cpu_;
   std::unique_ptr<telemetry::Telemetry> telemetry_ = std::make_unique<telemetry::Telemetry>();
+  std::unique_ptr<BackendCounters> backend_counters_ = std::make_unique<BackendCounters>();
+  std::unique_ptr<Backend> gpu_;  // null: the CPU backend (cpu_)
 };
 
 }  // namespace neural

@@ -268,11 +268,12 @@ TurnResult ChatSession::respond(const TurnOptions& options,
     telemetry::RequestRecord request;
     if (recording) request.id = tel.next_request_id();
     telemetry::MoeCounters::Snapshot moe0 = tel.moe.snapshot();
+    BackendCounters::Snapshot gpu0 = model_.backend_counters().snapshot();
     std::uint64_t faults0 = recording ? process_page_faults() : 0;
     Clock::time_point step_t0{};
     try {
         std::span<const TokenId> fresh(prompt.data() + common, prompt.size() - common);
-        std::vector<float> logits = model_.cpu().forward(fresh, cache_, fo);
+        std::vector<float> logits = model_.forward(fresh, cache_, fo);
         cached_.insert(cached_.end(), fresh.begin(), fresh.end());
         result.stats.prompt_seconds = seconds_since(t0);
         if (recording) {
@@ -300,6 +301,12 @@ TurnResult ChatSession::respond(const TurnOptions& options,
                 r.cpu_kernel_ns = moe1.ns - moe0.ns;
                 r.experts_missed = moe1.experts - moe0.experts;  // CPU backend: all computed on CPU
                 r.cpu_bytes = moe1.bytes - moe0.bytes;
+                const auto gpu1 = model_.backend_counters().snapshot();
+                r.gpu_wait_ns = gpu1.gpu_wait_ns - gpu0.gpu_wait_ns;
+                r.graph_submit_ns = gpu1.graph_submit_ns - gpu0.graph_submit_ns;
+                r.admission_ns = gpu1.admission_ns - gpu0.admission_ns;
+                r.experts_hit = gpu1.experts_hit - gpu0.experts_hit;
+                r.admissions = gpu1.admissions - gpu0.admissions;
                 r.page_faults = process_page_faults() - faults0;
                 telemetry::finish_phases(r);
                 tel.tokens().push(r);
@@ -321,9 +328,10 @@ TurnResult ChatSession::respond(const TurnOptions& options,
             if (recording) {
                 step_t0 = Clock::now();
                 moe0 = tel.moe.snapshot();
+                gpu0 = model_.backend_counters().snapshot();
                 faults0 = process_page_faults();
             }
-            logits = model_.cpu().forward(std::span<const TokenId>(&next, 1), cache_, fo);
+            logits = model_.forward(std::span<const TokenId>(&next, 1), cache_, fo);
             cached_.push_back(next);
         }
     } catch (const Cancelled&) {
@@ -395,7 +403,12 @@ void ChatSession::save(const std::filesystem::path& path, bool with_kv) const {
 
     std::filesystem::path kv_path = path;
     kv_path += ".kv";
-    if (with_kv && !cached_.empty()) {
+    // The KV file holds the CPU backend's fp32 cache; the GPU backend keeps its cache in VRAM,
+    // so its conversations are saved without one (the next turn re-processes the prompt).
+    const bool host_kv = std::string_view(model_.backend_name()) == "cpu";
+    if (with_kv && !host_kv) spdlog::info("{}: saved without K/V (the {} backend keeps it on the GPU)",
+                                          path.string(), model_.backend_name());
+    if (with_kv && host_kv && !cached_.empty()) {
         // NEURALKV v1: magic, version, layers, kv_dim, fingerprint, n, tokens[n] i32, then per
         // layer K[n, kv_dim] and V[n, kv_dim] fp32, then an FNV-1a checksum of everything before.
         std::string b(kKvMagic, sizeof kKvMagic);
@@ -487,6 +500,7 @@ void ChatSession::load(const std::filesystem::path& path) {
     kv_path += ".kv";
     std::error_code ec;
     if (!std::filesystem::exists(kv_path, ec)) return;
+    if (std::string_view(model_.backend_name()) != "cpu") return;  // K/V lives on the GPU
     try {
         std::ifstream kin(kv_path, std::ios::binary);
         std::string b((std::istreambuf_iterator<char>(kin)), std::istreambuf_iterator<char>());

@@ -1,0 +1,56 @@
+#include "cli/gpu_options.h"
+
+#include "neural/error.h"
+
+namespace neural::cli {
+
+const char* const kGpuFlagsHelp =
+    R"(  --backend NAME           cpu (default), cuda (GPU core + expert slots, CPU computes the
+                           missed experts) or auto (cuda when a GPU is usable)
+  --vram-budget GIB        cap on all GPU memory the engine uses (default: free VRAM - 0.5)
+  --pool GIB               expert slot pool (default: what the budget leaves)
+  --pool-slots N           exact number of expert slots (overrides --pool)
+  --static-fraction F      share of slots that are static, from the ranking (default 0.5)
+  --ranking FILE           warm-up ranking JSON {"layers": [[count per expert], ...]}
+  --refresh-every N        decode tokens between admission rounds; 0 freezes residency (8)
+  --refresh-m N            admissions per round at most (4)
+  --prefill-weight F       weight of a prompt token's routing in admission scores (0.25)
+  --context N              K/V positions kept on the GPU (default min(model max, 8192))
+  --device N               CUDA device index (0)
+)";
+
+void add_gpu_flags(std::set<std::string>& flags) {
+    flags.insert({"--backend", "--vram-budget", "--pool", "--pool-slots", "--static-fraction",
+                  "--ranking", "--refresh-every", "--refresh-m", "--prefill-weight", "--context",
+                  "--device"});
+}
+
+void apply_gpu_flags(const Args& args, LoadOptions& o) {
+    o.backend = args.get_or("--backend", "cpu");
+    if (o.backend != "cpu" && o.backend != "cuda" && o.backend != "auto") {
+        fail("--backend must be cpu, cuda or auto, got \"{}\"", o.backend);
+    }
+    GpuOptions& g = o.gpu;
+    auto in_range = [&](const char* flag, double v, double lo, double hi) {
+        if (!(v >= lo && v <= hi)) fail("{} must be in [{}, {}], got {}", flag, lo, hi, v);
+        return v;
+    };
+    g.vram_budget_gib = in_range("--vram-budget", args.get_double("--vram-budget", 0.0), 0, 4096);
+    g.pool_gib = args.has("--pool") ? in_range("--pool", args.get_double("--pool", 0.0), 0, 4096) : -1;
+    g.pool_slots = static_cast<int>(args.get_int("--pool-slots", -1, 0, 1 << 24));
+    g.static_fraction = in_range("--static-fraction", args.get_double("--static-fraction", 0.5), 0, 1);
+    g.ranking = args.get_or("--ranking", "");
+    g.refresh_every = static_cast<int>(args.get_int("--refresh-every", g.refresh_every, 0, 1 << 20));
+    g.refresh_m = static_cast<int>(args.get_int("--refresh-m", g.refresh_m, 0, 4096));
+    g.prefill_weight =
+        in_range("--prefill-weight", args.get_double("--prefill-weight", g.prefill_weight), 0, 1000);
+    g.context = args.get_int("--context", 0, 0, std::int64_t{1} << 31);
+    g.device = static_cast<int>(args.get_int("--device", 0, 0, 1024));
+    if (o.backend == "cpu") {
+        for (const char* f : {"--vram-budget", "--pool", "--pool-slots", "--ranking", "--context"}) {
+            if (args.has(f)) fail("{} needs --backend cuda (or auto)", f);
+        }
+    }
+}
+
+}  // namespace neural::cli

@@ -1,0 +1,117 @@
+#include <cfloat>
+
+#include "cuda/attention.cuh"
+#include "cuda/common.cuh"
+
+namespace neural::cuda {
+
+namespace {
+
+constexpr int kThreads = 128;  // keys per tile; also >= head_dim (threads own dimensions)
+
+__device__ float block_max(float v, float* red) {
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xFFFFFFFFu, v, o));
+    if (threadIdx.x % 32 == 0) red[threadIdx.x / 32] = v;
+    __syncthreads();
+    float r = red[0];
+    for (int i = 1; i < kThreads / 32; ++i) r = fmaxf(r, red[i]);
+    __syncthreads();
+    return r;
+}
+
+__device__ float block_sum(float v, float* red) {
+    v = warp_sum(v);
+    if (threadIdx.x % 32 == 0) red[threadIdx.x / 32] = v;
+    __syncthreads();
+    float r = 0.0f;
+    for (int i = 0; i < kThreads / 32; ++i) r += red[i];
+    __syncthreads();
+    return r;
+}
+
+__global__ void attention_split_kernel(const float* __restrict__ q, const float* __restrict__ kc,
+                                       const float* __restrict__ vc, int q_heads, int kv_heads,
+                                       int d, int window, const int* __restrict__ pos_ptr,
+                                       int splits, float* __restrict__ scratch) {
+    __shared__ float qs[kAttentionMaxHeadDim];
+    __shared__ float ps[kThreads];
+    __shared__ float red[kThreads / 32];
+    const int hq = blockIdx.x, split = blockIdx.y, t = threadIdx.x;
+    const int hk = hq / (q_heads / kv_heads);
+    const int kv_dim = kv_heads * d;
+    const int pos = *pos_ptr;
+    const int first = window > 0 ? max(0, pos - window + 1) : 0;
+    const int n = pos - first + 1;
+    const int chunk = (n + splits - 1) / splits;
+    const int j0 = first + split * chunk, j1 = min(first + n, j0 + chunk);
+    const float scale = rsqrtf(static_cast<float>(d));
+    if (t < d) qs[t] = q[hq * d + t];
+    __syncthreads();
+    float m = -FLT_MAX, l = 0.0f, acc = 0.0f;  // acc: dimension t of the weighted value sum
+    for (int base = j0; base < j1; base += kThreads) {
+        const int j = base + t;
+        float s = -FLT_MAX;
+        if (j < j1) {
+            const float* kj = kc + static_cast<std::size_t>(j) * kv_dim + hk * d;
+            float dot = 0.0f;
+            for (int i = 0; i < d; ++i) dot += qs[i] * kj[i];
+            s = dot * scale;
+        }
+        const float m_new = fmaxf(m, block_max(s, red));
+        const float p = j < j1 ? expf(s - m_new) : 0.0f;
+        ps[t] = p;
+        const float alpha = expf(m - m_new);
+        const float tile = block_sum(p, red);  // also orders ps[] before the reads below
+        l = l * alpha + tile;
+        if (t < d) {
+            float a = acc * alpha;
+            const int cnt = min(kThreads, j1 - base);
+            for (int u = 0; u < cnt; ++u) {
+                a += ps[u] * vc[static_cast<std::size_t>(base + u) * kv_dim + hk * d + t];
+            }
+            acc = a;
+        }
+        m = m_new;
+        __syncthreads();
+    }
+    float* out = scratch + (static_cast<std::size_t>(hq) * splits + split) * (d + 2);
+    if (t < d) out[2 + t] = acc;
+    if (t == 0) {
+        out[0] = j0 < j1 ? m : -FLT_MAX;
+        out[1] = l;
+    }
+}
+
+__global__ void attention_combine_kernel(const float* __restrict__ scratch,
+                                         const std::uint16_t* __restrict__ sinks, int d,
+                                         int splits, float* __restrict__ out) {
+    const int hq = blockIdx.x, t = threadIdx.x;
+    const float* part = scratch + static_cast<std::size_t>(hq) * splits * (d + 2);
+    const float sink = bf16_bits_to_float(sinks[hq]);
+    float m = sink;
+    for (int s = 0; s < splits; ++s) {
+        if (part[s * (d + 2) + 1] > 0.0f) m = fmaxf(m, part[s * (d + 2)]);
+    }
+    float denom = expf(sink - m), acc = 0.0f;
+    for (int s = 0; s < splits; ++s) {
+        const float* p = part + s * (d + 2);
+        if (p[1] <= 0.0f) continue;
+        const float f = expf(p[0] - m);
+        denom += p[1] * f;
+        if (t < d) acc += p[2 + t] * f;
+    }
+    if (t < d) out[hq * d + t] = acc / denom;
+}
+
+}  // namespace
+
+void attention_decode(const float* q, const float* k_cache, const float* v_cache,
+                      const std::uint16_t* sinks, int q_heads, int kv_heads, int head_dim,
+                      int window, const int* pos, int splits, float* scratch, float* out,
+                      cudaStream_t stream) {
+    attention_split_kernel<<<dim3(q_heads, splits), kThreads, 0, stream>>>(
+        q, k_cache, v_cache, q_heads, kv_heads, head_dim, window, pos, splits, scratch);
+    attention_combine_kernel<<<q_heads, kThreads, 0, stream>>>(scratch, sinks, head_dim, splits, out);
+}
+
+}  // namespace neural::cuda

@@ -1,0 +1,101 @@
+#include "cuda/common.cuh"
+#include "cuda/expert_mxfp4.cuh"
+
+namespace neural::cuda {
+
+namespace {
+
+constexpr int kWarps = 8;
+
+__global__ void gate_up_kernel(const std::uint8_t* __restrict__ pool, std::uint64_t stride,
+                               ExpertShape sh, const int* __restrict__ sel,
+                               const int* __restrict__ slot, const std::uint16_t* __restrict__ bias,
+                               const float* __restrict__ x, float* __restrict__ act) {
+    extern __shared__ float xs[];  // [H]
+    const int k = blockIdx.y;
+    const int s = slot[k];
+    if (s < 0) return;  // uniform per block: a miss, computed by the CPU
+    const int H = sh.hidden, I = sh.intermediate, G = H / 32;
+    for (int i = threadIdx.x; i < H; i += blockDim.x) xs[i] = x[i];
+    __syncthreads();
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int i = blockIdx.x * kWarps + warp;
+    if (i >= I) return;
+    const std::uint8_t* rec = pool + static_cast<std::uint64_t>(s) * stride;
+    const uint4* codes = reinterpret_cast<const uint4*>(rec);
+    const std::uint8_t* scales = rec + static_cast<std::uint64_t>(2 * I) * G * 16;
+    float g = 0.0f, u = 0.0f;
+    for (int b = lane; b < G; b += 32) {
+        g += mxfp4_block_dot(__ldg(codes + static_cast<std::size_t>(2 * i) * G + b),
+                             scales[static_cast<std::size_t>(2 * i) * G + b], xs + 32 * b);
+        u += mxfp4_block_dot(__ldg(codes + static_cast<std::size_t>(2 * i + 1) * G + b),
+                             scales[static_cast<std::size_t>(2 * i + 1) * G + b], xs + 32 * b);
+    }
+    g = warp_sum(g);
+    u = warp_sum(u);
+    if (lane == 0) {
+        const std::uint16_t* b = bias + static_cast<std::size_t>(sel[k]) * 2 * I;
+        g += bf16_bits_to_float(b[2 * i]);
+        u += bf16_bits_to_float(b[2 * i + 1]);
+        g = fminf(g, sh.limit);
+        u = fminf(fmaxf(u, -sh.limit), sh.limit);
+        const float glu = g / (1.0f + expf(-sh.alpha * g));
+        act[k * I + i] = glu * (u + 1.0f);
+    }
+}
+
+__global__ void down_kernel(const std::uint8_t* __restrict__ pool, std::uint64_t stride,
+                            ExpertShape sh, const int* __restrict__ sel,
+                            const float* __restrict__ gate, const int* __restrict__ slot,
+                            const std::uint16_t* __restrict__ bias, const float* __restrict__ act,
+                            float* __restrict__ out) {
+    extern __shared__ float as[];  // [k, I]
+    const int H = sh.hidden, I = sh.intermediate, Gh = H / 32, Gi = I / 32;
+    for (int q = 0; q < sh.k; ++q) {
+        if (slot[q] < 0) continue;
+        for (int i = threadIdx.x; i < I; i += blockDim.x) as[q * I + i] = act[q * I + i];
+    }
+    __syncthreads();
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int r = blockIdx.x * kWarps + warp;
+    if (r >= H) return;
+    const std::uint64_t down_codes = static_cast<std::uint64_t>(2 * I) * Gh * 17;
+    const std::uint64_t down_scales = down_codes + static_cast<std::uint64_t>(H) * Gi * 16;
+    float total = 0.0f;
+    for (int q = 0; q < sh.k; ++q) {
+        const int s = slot[q];
+        if (s < 0) continue;
+        const std::uint8_t* rec = pool + static_cast<std::uint64_t>(s) * stride;
+        const uint4* codes = reinterpret_cast<const uint4*>(rec + down_codes);
+        const std::uint8_t* scales = rec + down_scales;
+        float y = 0.0f;
+        for (int b = lane; b < Gi; b += 32) {
+            y += mxfp4_block_dot(__ldg(codes + static_cast<std::size_t>(r) * Gi + b),
+                                 scales[static_cast<std::size_t>(r) * Gi + b], as + q * I + 32 * b);
+        }
+        y = warp_sum(y) + bf16_bits_to_float(bias[static_cast<std::size_t>(sel[q]) * H + r]);
+        total += gate[q] * y;
+    }
+    if (lane == 0) out[r] = total;
+}
+
+}  // namespace
+
+std::uint64_t raw_record_bytes(int hidden, int intermediate) {
+    const auto H = static_cast<std::uint64_t>(hidden), I = static_cast<std::uint64_t>(intermediate);
+    return 2 * I * (H / 32) * 17 + H * (I / 32) * 17;
+}
+
+void experts_resident(const std::uint8_t* pool, std::uint64_t slot_stride, const ExpertShape& shape,
+                      const int* sel, const float* gate, const int* slot,
+                      const std::uint16_t* gate_up_bias, const std::uint16_t* down_bias,
+                      const float* x, float* act, float* out, cudaStream_t stream) {
+    const dim3 gu_grid((shape.intermediate + kWarps - 1) / kWarps, shape.k);
+    gate_up_kernel<<<gu_grid, kWarps * 32, static_cast<std::size_t>(shape.hidden) * sizeof(float),
+                     stream>>>(pool, slot_stride, shape, sel, slot, gate_up_bias, x, act);
+    down_kernel<<<(shape.hidden + kWarps - 1) / kWarps, kWarps * 32,
+                  static_cast<std::size_t>(shape.k) * shape.intermediate * sizeof(float), stream>>>(
+        pool, slot_stride, shape, sel, gate, slot, down_bias, act, out);
+}
+
+}  // namespace neural::cuda

@@ -1,0 +1,38 @@
+// The resident experts of one token and layer, computed from VRAM slots (gpt-oss-model.md §4.9,
+// cpu/kernels/expert_kernel.h): for each of the k router choices whose slot is >= 0,
+//   gu = W1 x + b1  (W1 [2I, H] MXFP4, rows 2i / 2i+1 = gate_i / up_i)
+//   a_i = min(g_i, L) * sigmoid(alpha * min(g_i, L)) * (clamp(u_i, -L, L) + 1)
+//   y = W2 a + b2   (W2 [H, I] MXFP4)
+// and out[H] = sum over resident choices, in k order, of gate_k * y_k (missed choices add 0: the
+// CPU computes them). A slot holds one raw expert-store record (store/format.h): gate_up codes
+// [2I, H/32, 16] | gate_up scales [2I, H/32] | down codes [H, I/32, 16] | down scales [H, I/32].
+// Host entry point only.
+#pragma once
+
+#include <cstdint>
+
+#include <cuda_runtime.h>
+
+namespace neural::cuda {
+
+struct ExpertShape {
+    int hidden = 0;        // H
+    int intermediate = 0;  // I
+    int k = 0;             // router choices per token (<= 4)
+    int experts = 0;       // E (bias rows per layer)
+    float limit = 7.0f;
+    float alpha = 1.702f;
+};
+
+// Bytes of one raw record for the shape (the slot payload).
+std::uint64_t raw_record_bytes(int hidden, int intermediate);
+
+// pool: slot s at pool + s * slot_stride. sel/gate/slot: the router's device outputs.
+// gate_up_bias bf16 [E, 2I], down_bias bf16 [E, H] of this layer. act scratch fp32 [k, I].
+// Needs k * I * 4 bytes of shared memory (<= 48 KiB: I <= 3072 at k = 4).
+void experts_resident(const std::uint8_t* pool, std::uint64_t slot_stride, const ExpertShape& shape,
+                      const int* sel, const float* gate, const int* slot,
+                      const std::uint16_t* gate_up_bias, const std::uint16_t* down_bias,
+                      const float* x, float* act, float* out, cudaStream_t stream);
+
+}  // namespace neural::cuda

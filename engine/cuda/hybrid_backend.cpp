@@ -1,0 +1,767 @@
+// The hybrid CUDA backend (DESIGN.md "Runtime"): the dense core in bf16 on the GPU, a pool of
+// expert slots in VRAM, and the CPU computing the missed experts from RAM while the GPU computes
+// the resident ones.
+//
+// Per token and layer, one CUDA graph (captured once; the position is read from device memory):
+//   [x = embedding | x += previous layer's experts] -> rms_norm -> QKV -> RoPE + K/V store ->
+//   split-K attention with sinks -> output projection (+= x) -> rms_norm (also into host-mapped
+//   memory) -> router -> top-k + slot lookup (device + host-mapped) -> [event] -> resident
+//   experts from their slots.
+// The host waits for the event, reads the choices zero-copy, runs the CPU kernel on the misses
+// into host-mapped memory (which the next graph adds zero-copy) while the GPU computes the
+// resident experts, and does the admission bookkeeping. A tail graph (final norm, lm_head) runs
+// only where logits are needed.
+//
+// Admission is copy-on-compute (runtime/residency.h): a pending candidate's bytes are captured
+// by the CPU kernel while it computes the miss (raw store records are slot images), then a copy
+// stream uploads them into the victim slot after the victim left the slot table; the table
+// flips on the compute stream once the copy has landed. Table updates are ordered on the compute
+// stream between graphs, so a graph never sees a half-written slot.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include <cuda_runtime.h>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
+
+#include "cpu/kernels/expert_kernel.h"
+#include "cpu/rope.h"
+#include "cpu/team/worker_team.h"
+#include "cuda/attention.cuh"
+#include "cuda/cuda_check.h"
+#include "cuda/device.cuh"
+#include "cuda/expert_mxfp4.cuh"
+#include "cuda/gemv_bf16.cuh"
+#include "cuda/residual.cuh"
+#include "cuda/rms_norm.cuh"
+#include "cuda/rope_kv.cuh"
+#include "cuda/router.cuh"
+#include "model/bf16.h"
+#include "model/config.h"
+#include "model/weights.h"
+#include "neural/error.h"
+#include "runtime/backend.h"
+#include "runtime/residency.h"
+#include "store/store.h"
+#include "telemetry/telemetry.h"
+
+namespace neural {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+constexpr std::uint64_t kSlotAlign = 256;
+constexpr int kCaptureBuffers = 4;
+
+std::uint64_t ns_since(Clock::time_point t0) {
+    return static_cast<std::uint64_t>(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t0).count());
+}
+
+std::vector<std::vector<double>> load_ranking(const std::filesystem::path& path) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) fail("cannot read ranking file {}", path.string());
+    nlohmann::json j;
+    try {
+        j = nlohmann::json::parse(in);
+    } catch (const nlohmann::json::exception& e) {
+        fail("{}: invalid JSON: {}", path.string(), e.what());
+    }
+    if (!j.is_object() || !j.contains("layers") || !j["layers"].is_array()) {
+        fail("{}: expected {{\"layers\": [[count per expert], ...]}}", path.string());
+    }
+    std::vector<std::vector<double>> out;
+    for (const auto& row : j["layers"]) {
+        if (!row.is_array()) fail("{}: every layer must be an array of counts", path.string());
+        std::vector<double> r;
+        for (const auto& v : row) {
+            if (!v.is_number()) fail("{}: counts must be numbers", path.string());
+            r.push_back(v.get<double>());
+        }
+        out.push_back(std::move(r));
+    }
+    return out;
+}
+
+// Pinned host memory mapped into the device address space (zero-copy both ways).
+struct HostBuffer {
+    void* ptr = nullptr;
+    std::size_t bytes = 0;
+    HostBuffer() = default;
+    explicit HostBuffer(std::size_t n) : bytes(n) {
+        NEURAL_CUDA(cudaHostAlloc(&ptr, n, cudaHostAllocMapped | cudaHostAllocPortable));
+        std::memset(ptr, 0, n);
+    }
+    HostBuffer(const HostBuffer&) = delete;
+    HostBuffer& operator=(const HostBuffer&) = delete;
+    HostBuffer(HostBuffer&& o) noexcept : ptr(o.ptr), bytes(o.bytes) { o.ptr = nullptr; }
+    HostBuffer& operator=(HostBuffer&& o) noexcept {
+        if (this != &o) {
+            if (ptr != nullptr) cudaFreeHost(ptr);
+            ptr = o.ptr;
+            bytes = o.bytes;
+            o.ptr = nullptr;
+        }
+        return *this;
+    }
+    ~HostBuffer() {
+        if (ptr != nullptr) cudaFreeHost(ptr);
+    }
+    template <typename T>
+    T* host() const { return static_cast<T*>(ptr); }
+    template <typename T>
+    T* device() const {
+        void* d = nullptr;
+        NEURAL_CUDA(cudaHostGetDevicePointer(&d, ptr, 0));
+        return static_cast<T*>(d);
+    }
+};
+
+struct LayerDevice {
+    std::uint16_t *input_norm, *qkv_w, *qkv_b, *o_w, *o_b, *sinks, *post_norm, *router_w,
+        *router_b, *gate_up_bias, *down_bias;
+    float *k_cache, *v_cache;
+    int *sel, *slot;
+    float* gate;
+};
+
+class CudaBackend final : public Backend {
+ public:
+    CudaBackend(const GpuBackendInputs& in, const GpuOptions& opt) : in_(in), opt_(opt) {
+        try {
+            init();
+        } catch (...) {
+            release();
+            throw;
+        }
+    }
+    ~CudaBackend() override { release(); }
+
+    const char* name() const override { return "cuda"; }
+    std::string describe() const override { return description_; }
+
+    std::vector<float> forward(std::span<const TokenId> tokens, KvCache& cache,
+                               const ForwardOptions& options) const override {
+        return const_cast<CudaBackend*>(this)->run(tokens, cache, options);
+    }
+
+ private:
+    // ---- setup ---------------------------------------------------------------------------
+    template <typename T>
+    T* dalloc(std::size_t count, const char* what) {
+        const std::size_t bytes = (count * sizeof(T) + kSlotAlign - 1) / kSlotAlign * kSlotAlign;
+        if (used_ + bytes > budget_) {
+            fail("the CUDA backend needs more than the VRAM budget of {:.2f} GiB ({}: {:.1f} MiB more "
+                 "after {:.2f} GiB); raise --vram-budget, lower --context or use --backend cpu",
+                 static_cast<double>(budget_) / kGiB, what, bytes / 1048576.0,
+                 static_cast<double>(used_) / kGiB);
+        }
+        void* p = nullptr;
+        NEURAL_CUDA(cudaMalloc(&p, bytes));
+        allocations_.push_back(p);
+        used_ += bytes;
+        return static_cast<T*>(p);
+    }
+
+    // Uploads a bf16 view (rows * cols values); a missing view (no bias) becomes zeros.
+    void upload(std::uint16_t* dst, const Bf16View& v, std::size_t values) {
+        if (v.data == nullptr) {
+            NEURAL_CUDA(cudaMemset(dst, 0, values * 2));
+            return;
+        }
+        NEURAL_CUDA(cudaMemcpy(dst, v.data, values * 2, cudaMemcpyHostToDevice));
+    }
+
+    void init() {
+        const ModelConfig& c = *in_.config;
+        const ModelWeights& w = *in_.weights;
+        std::string why;
+        const auto devices = cuda::list_devices(&why);
+        if (devices.empty()) fail("backend \"cuda\": {}", why);
+        if (opt_.device < 0 || opt_.device >= static_cast<int>(devices.size())) {
+            fail("--device {} does not exist ({} CUDA device(s))", opt_.device, devices.size());
+        }
+        const cuda::DeviceInfo& dev = devices[static_cast<std::size_t>(opt_.device)];
+        NEURAL_CUDA(cudaSetDevice(opt_.device));
+        const std::string err = cuda::self_test(opt_.device);
+        if (!err.empty()) fail("backend \"cuda\": device self-test failed: {}", err);
+        budget_ = opt_.vram_budget_gib > 0
+                      ? static_cast<std::uint64_t>(opt_.vram_budget_gib * kGiB)
+                      : (dev.free_bytes > (512ull << 20) ? dev.free_bytes - (512ull << 20) : 0);
+        if (opt_.vram_budget_gib > 0 && budget_ > dev.free_bytes) {
+            fail("--vram-budget {:.2f} GiB is more than the {:.2f} GiB free on {}", opt_.vram_budget_gib,
+                 static_cast<double>(dev.free_bytes) / kGiB, dev.name);
+        }
+        H_ = c.hidden_size;
+        I_ = c.intermediate_size;
+        E_ = c.num_experts;
+        K_ = c.experts_per_token;
+        L_ = c.num_layers;
+        nq_ = c.num_heads;
+        nkv_ = c.num_kv_heads;
+        d_ = c.head_dim;
+        Q_ = c.q_dim();
+        KV_ = c.kv_dim();
+        V_ = c.vocab_size;
+        if (K_ > cuda::kRouterMaxK) fail("backend \"cuda\": experts_per_token {} > {}", K_, cuda::kRouterMaxK);
+        if (d_ > cuda::kAttentionMaxHeadDim || d_ % 2 != 0) fail("backend \"cuda\": head_dim {} unsupported", d_);
+        if (H_ % 32 != 0 || I_ % 32 != 0 || Q_ % 8 != 0) fail("backend \"cuda\": hidden/intermediate sizes must be multiples of 32");
+        if (static_cast<std::size_t>(K_) * I_ * 4 > 48 * 1024 || static_cast<std::size_t>(H_) * 4 > 48 * 1024) {
+            fail("backend \"cuda\": hidden {} / intermediate {} exceed the kernels' shared memory", H_, I_);
+        }
+        if (E_ > 1024) fail("backend \"cuda\": {} experts per layer is more than 1024", E_);
+        ctx_ = opt_.context > 0 ? std::min<std::int64_t>(opt_.context, c.max_position_embeddings)
+                                : std::min<std::int64_t>(c.max_position_embeddings, 8192);
+        splits_ = static_cast<int>(std::clamp<std::int64_t>(ctx_ / 512, 1, 16));
+
+        NEURAL_CUDA(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+        NEURAL_CUDA(cudaStreamCreateWithFlags(&copy_stream_, cudaStreamNonBlocking));
+
+        // Dense core (bf16, straight from the checkpoint). The embedding stays in RAM: a token
+        // needs one row, which the host widens into mapped memory.
+        const auto Hs = static_cast<std::size_t>(H_), Is = static_cast<std::size_t>(I_),
+                   Es = static_cast<std::size_t>(E_), Qs = static_cast<std::size_t>(Q_),
+                   KVs = static_cast<std::size_t>(KV_);
+        const std::size_t qkv_rows = Qs + 2 * KVs;
+        layers_.resize(static_cast<std::size_t>(L_));
+        for (int l = 0; l < L_; ++l) {
+            const LayerWeights& lw = w.layers[static_cast<std::size_t>(l)];
+            LayerDevice& ld = layers_[static_cast<std::size_t>(l)];
+            ld.input_norm = dalloc<std::uint16_t>(Hs, "layer norms");
+            upload(ld.input_norm, lw.input_norm, Hs);
+            ld.post_norm = dalloc<std::uint16_t>(Hs, "layer norms");
+            upload(ld.post_norm, lw.post_norm, Hs);
+            ld.qkv_w = dalloc<std::uint16_t>(qkv_rows * Hs, "QKV weights");
+            upload(ld.qkv_w, lw.q_w, Qs * Hs);
+            upload(ld.qkv_w + Qs * Hs, lw.k_w, KVs * Hs);
+            upload(ld.qkv_w + (Qs + KVs) * Hs, lw.v_w, KVs * Hs);
+            ld.qkv_b = dalloc<std::uint16_t>(qkv_rows, "QKV bias");
+            upload(ld.qkv_b, lw.q_b, Qs);
+            upload(ld.qkv_b + Qs, lw.k_b, KVs);
+            upload(ld.qkv_b + Qs + KVs, lw.v_b, KVs);
+            ld.o_w = dalloc<std::uint16_t>(Hs * Qs, "output projection");
+            upload(ld.o_w, lw.o_w, Hs * Qs);
+            ld.o_b = dalloc<std::uint16_t>(Hs, "output bias");
+            upload(ld.o_b, lw.o_b, Hs);
+            ld.sinks = dalloc<std::uint16_t>(static_cast<std::size_t>(nq_), "sinks");
+            upload(ld.sinks, lw.sinks, static_cast<std::size_t>(nq_));
+            ld.router_w = dalloc<std::uint16_t>(Es * Hs, "router");
+            upload(ld.router_w, lw.router_w, Es * Hs);
+            ld.router_b = dalloc<std::uint16_t>(Es, "router bias");
+            upload(ld.router_b, lw.router_b, Es);
+            ld.gate_up_bias = dalloc<std::uint16_t>(Es * 2 * Is, "expert biases");
+            upload(ld.gate_up_bias, lw.gate_up.bias, Es * 2 * Is);
+            ld.down_bias = dalloc<std::uint16_t>(Es * Hs, "expert biases");
+            upload(ld.down_bias, lw.down.bias, Es * Hs);
+            ld.sel = dalloc<int>(static_cast<std::size_t>(K_), "router outputs");
+            ld.slot = dalloc<int>(static_cast<std::size_t>(K_), "router outputs");
+            ld.gate = dalloc<float>(static_cast<std::size_t>(K_), "router outputs");
+        }
+        final_norm_ = dalloc<std::uint16_t>(Hs, "final norm");
+        upload(final_norm_, w.final_norm, Hs);
+        lm_head_ = dalloc<std::uint16_t>(static_cast<std::size_t>(V_) * Hs, "lm_head");
+        upload(lm_head_, w.lm_head, static_cast<std::size_t>(V_) * Hs);
+        core_bytes_ = used_;
+
+        const cpu::Rope rope(c);
+        inv_freq_ = dalloc<float>(rope.inv_freq().size(), "RoPE");
+        NEURAL_CUDA(cudaMemcpy(inv_freq_, rope.inv_freq().data(), rope.inv_freq().size() * 4,
+                               cudaMemcpyHostToDevice));
+        concentration_ = rope.concentration();
+
+        for (auto& ld : layers_) {
+            ld.k_cache = dalloc<float>(static_cast<std::size_t>(ctx_) * KVs, "K/V cache");
+            ld.v_cache = dalloc<float>(static_cast<std::size_t>(ctx_) * KVs, "K/V cache");
+        }
+        kv_bytes_ = used_ - core_bytes_;
+
+        x_ = dalloc<float>(Hs, "activations");
+        h_ = dalloc<float>(Hs, "activations");
+        qkv_ = dalloc<float>(qkv_rows, "activations");
+        attn_ = dalloc<float>(Qs, "activations");
+        scratch_ = dalloc<float>(static_cast<std::size_t>(nq_) * splits_ * (d_ + 2), "attention scratch");
+        router_logits_ = dalloc<float>(Es, "activations");
+        act_ = dalloc<float>(static_cast<std::size_t>(K_) * Is, "activations");
+        moe_gpu_ = dalloc<float>(Hs, "activations");
+        logits_ = dalloc<float>(static_cast<std::size_t>(V_), "logits");
+        pos_ = dalloc<int>(1, "position");
+        table_ = dalloc<int>(static_cast<std::size_t>(L_) * Es, "slot table");
+
+        in_x_ = HostBuffer(Hs * 4);
+        h_host_ = HostBuffer(Hs * 4);
+        cpu_out_ = HostBuffer(Hs * 4);
+        route_ = HostBuffer(static_cast<std::size_t>(K_) * 12);
+        logits_host_ = HostBuffer(static_cast<std::size_t>(V_) * 4);
+        pos_host_ = HostBuffer(4);
+
+        // The expert slot pool: what the budget leaves (minus a reserve for graphs and the
+        // allocator), or exactly what was asked.
+        record_bytes_ = cuda::raw_record_bytes(H_, I_);
+        stride_ = (record_bytes_ + kSlotAlign - 1) / kSlotAlign * kSlotAlign;
+        const std::uint64_t reserve = 64ull << 20;
+        const std::uint64_t left = budget_ > used_ + reserve ? budget_ - used_ - reserve : 0;
+        std::int64_t slots;
+        if (opt_.pool_slots >= 0) {
+            slots = opt_.pool_slots;
+        } else if (opt_.pool_gib >= 0) {
+            slots = static_cast<std::int64_t>(opt_.pool_gib * kGiB / static_cast<double>(stride_));
+        } else {
+            slots = static_cast<std::int64_t>(left / stride_);
+        }
+        slots = std::min<std::int64_t>(slots, static_cast<std::int64_t>(L_) * E_);
+        if (slots > 0) pool_ = dalloc<std::uint8_t>(static_cast<std::size_t>(slots) * stride_, "expert slot pool");
+        ResidencyOptions ro;
+        ro.static_fraction = opt_.static_fraction;
+        ro.refresh_every = opt_.refresh_every;
+        ro.refresh_m = opt_.refresh_m;
+        ro.prefill_weight = opt_.prefill_weight;
+        residency_ = std::make_unique<Residency>(L_, E_, static_cast<int>(slots), ro);
+
+        // The CPU side: the fused kernel on a worker team for the misses.
+        cpu::KernelIsa isa = cpu::select_kernel_isa();
+        if (in_.kernel == "scalar") isa = cpu::KernelIsa::scalar;
+        else if (in_.kernel == "avx2") isa = cpu::KernelIsa::avx2;
+        else if (in_.kernel == "avx512") isa = cpu::KernelIsa::avx512;
+        else if (in_.kernel != "auto") fail("unknown kernel \"{}\"", in_.kernel);
+        if (!cpu::kernel_isa_available(isa)) {
+            fail("kernel \"{}\" cannot run on this CPU or build", in_.kernel);
+        }
+        kernel_ = std::make_unique<cpu::ExpertKernel>(isa, cpu::SwigluParams{c.swiglu_limit, c.swiglu_alpha});
+        cpu::TeamOptions team;
+        team.persistent = in_.kernel_persistent;
+        team.library = in_.kdll;
+        team.threads = in_.threads;
+        std::string fallback;
+        team_ = cpu::make_worker_team(team, &fallback);
+        if (!fallback.empty()) spdlog::warn("persistent CPU team unavailable: {}", fallback);
+        raw_store_ = in_.store != nullptr && in_.store->kind() == store::StoreKind::kRaw;
+        if (in_.store == nullptr) {
+            spdlog::warn("backend cuda without an expert store: missed experts are assembled from the "
+                         "checkpoint tensors on every use; repack into a store for speed");
+        }
+        for (int b = 0; b < kCaptureBuffers; ++b) {
+            captures_.emplace_back(static_cast<std::size_t>(record_bytes_));
+            cudaEvent_t ev;
+            NEURAL_CUDA(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
+            capture_done_.push_back(ev);
+        }
+        for (int k = 0; k < K_; ++k) assembled_.emplace_back(static_cast<std::size_t>(record_bytes_));
+        NEURAL_CUDA(cudaEventCreateWithFlags(&evict_, cudaEventDisableTiming));
+
+        // Initial placement (static slots from the ranking), uploaded synchronously.
+        std::vector<int> table(static_cast<std::size_t>(L_) * Es, -1);
+        const auto ranking = opt_.ranking.empty() ? std::vector<std::vector<double>>{}
+                                                  : load_ranking(opt_.ranking);
+        for (const Residency::Admission& a : residency_->initial(ranking)) {
+            fill_record(a.layer, a.expert, captures_[0].host<std::uint8_t>());
+            NEURAL_CUDA(cudaMemcpy(pool_ + static_cast<std::uint64_t>(a.slot) * stride_,
+                                   captures_[0].ptr, record_bytes_, cudaMemcpyHostToDevice));
+            table[static_cast<std::size_t>(a.layer) * Es + static_cast<std::size_t>(a.expert)] = a.slot;
+        }
+        NEURAL_CUDA(cudaMemcpy(table_, table.data(), table.size() * 4, cudaMemcpyHostToDevice));
+
+        capture_graphs();
+        description_ = fmt::format(
+            "cuda ({}, VRAM budget {:.2f} GiB: core {:.2f} GiB, K/V {:.2f} GiB for {} positions, "
+            "{} expert slots = {:.2f} GiB ({} static, {} resident, residency {}); misses: {} kernel, "
+            "{} team, {} threads{})",
+            dev.name, static_cast<double>(budget_) / kGiB, static_cast<double>(core_bytes_) / kGiB,
+            static_cast<double>(kv_bytes_) / kGiB, ctx_, residency_->slots(),
+            static_cast<double>(residency_->slots()) * static_cast<double>(stride_) / kGiB,
+            residency_->static_slots(), residency_->resident_count(),
+            residency_->frozen() ? "frozen" : fmt::format("adaptive every {} tokens", opt_.refresh_every),
+            cpu::kernel_isa_name(kernel_->isa()), team_->name(), team_->size(),
+            in_.store == nullptr ? ", experts from the checkpoint" : "");
+    }
+
+    void capture_graphs() {
+        const ModelConfig& c = *in_.config;
+        const cuda::ExpertShape shape{H_, I_, K_, E_, c.swiglu_limit, c.swiglu_alpha};
+        float* in_x = in_x_.device<float>();
+        float* h_host = h_host_.device<float>();
+        float* cpu_out = cpu_out_.device<float>();
+        int* route = route_.device<int>();
+        const cuda::RouterOut host_out{route, reinterpret_cast<float*>(route + K_), route + 2 * K_};
+        for (int l = 0; l < L_; ++l) {
+            const LayerDevice& ld = layers_[static_cast<std::size_t>(l)];
+            cudaEvent_t ev;
+            NEURAL_CUDA(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
+            routed_.push_back(ev);
+            NEURAL_CUDA(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
+            if (l == 0) {
+                cuda::copy_vector(in_x, x_, H_, stream_);
+            } else {
+                cuda::add_moe(x_, moe_gpu_, cpu_out, H_, stream_);
+            }
+            cuda::rms_norm(x_, ld.input_norm, c.rms_norm_eps, H_, h_, nullptr, stream_);
+            cuda::gemv_bf16(ld.qkv_w, ld.qkv_b, h_, qkv_, Q_ + 2 * KV_, H_, false, stream_);
+            cuda::rope_kv(qkv_, nq_, nkv_, d_, inv_freq_, concentration_, pos_, ld.k_cache,
+                          ld.v_cache, stream_);
+            const int window = c.layer_is_sliding[static_cast<std::size_t>(l)] ? c.sliding_window : 0;
+            cuda::attention_decode(qkv_, ld.k_cache, ld.v_cache, ld.sinks, nq_, nkv_, d_, window,
+                                   pos_, splits_, scratch_, attn_, stream_);
+            cuda::gemv_bf16(ld.o_w, ld.o_b, attn_, x_, H_, Q_, true, stream_);
+            cuda::rms_norm(x_, ld.post_norm, c.rms_norm_eps, H_, h_, h_host, stream_);
+            cuda::gemv_bf16(ld.router_w, ld.router_b, h_, router_logits_, E_, H_, false, stream_);
+            cuda::router_topk(router_logits_, E_, K_, table_ + static_cast<std::size_t>(l) * E_,
+                              {ld.sel, ld.gate, ld.slot}, host_out, stream_);
+            NEURAL_CUDA(cudaEventRecordWithFlags(ev, stream_, cudaEventRecordExternal));
+            cuda::experts_resident(pool_, stride_, shape, ld.sel, ld.gate, ld.slot, ld.gate_up_bias,
+                                   ld.down_bias, h_, act_, moe_gpu_, stream_);
+            graphs_.push_back(end_capture());
+        }
+        NEURAL_CUDA(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
+        cuda::add_moe(x_, moe_gpu_, cpu_out, H_, stream_);
+        cuda::rms_norm(x_, final_norm_, c.rms_norm_eps, H_, h_, nullptr, stream_);
+        cuda::gemv_bf16(lm_head_, nullptr, h_, logits_, V_, H_, false, stream_);
+        NEURAL_CUDA(cudaMemcpyAsync(logits_host_.ptr, logits_, static_cast<std::size_t>(V_) * 4,
+                                    cudaMemcpyDeviceToHost, stream_));
+        tail_ = end_capture();
+    }
+
+    cudaGraphExec_t end_capture() {
+        cudaGraph_t g = nullptr;
+        NEURAL_CUDA(cudaGetLastError());
+        NEURAL_CUDA(cudaStreamEndCapture(stream_, &g));
+        cudaGraphExec_t exec = nullptr;
+        const cudaError_t e = cudaGraphInstantiate(&exec, g, 0);
+        cudaGraphDestroy(g);
+        NEURAL_CUDA(e);
+        return exec;
+    }
+
+    void release() {
+        if (stream_ != nullptr) cudaStreamSynchronize(stream_);
+        if (copy_stream_ != nullptr) cudaStreamSynchronize(copy_stream_);
+        for (auto g : graphs_) cudaGraphExecDestroy(g);
+        if (tail_ != nullptr) cudaGraphExecDestroy(tail_);
+        for (auto e : routed_) cudaEventDestroy(e);
+        for (auto e : capture_done_) cudaEventDestroy(e);
+        if (evict_ != nullptr) cudaEventDestroy(evict_);
+        for (void* p : allocations_) cudaFree(p);
+        allocations_.clear();
+        if (stream_ != nullptr) cudaStreamDestroy(stream_);
+        if (copy_stream_ != nullptr) cudaStreamDestroy(copy_stream_);
+        stream_ = copy_stream_ = nullptr;
+    }
+
+    // ---- expert records --------------------------------------------------------------------
+    // Writes expert (layer, e) as a raw record (the slot image) into dst: a copy of a raw store
+    // record, else assembled row by row from the packed store or the checkpoint tensors.
+    void fill_record(int layer, int e, std::uint8_t* dst) const {
+        if (raw_store_) {
+            const auto rec = in_.store->record(layer, e);
+            if (rec.size() < record_bytes_) fail("store record ({}, {}) is shorter than a raw record", layer, e);
+            std::memcpy(dst, rec.data(), record_bytes_);
+            return;
+        }
+        if (in_.store != nullptr) in_.store->prepare(layer, e);
+        const LayerWeights& lw = in_.weights->layers[static_cast<std::size_t>(layer)];
+        std::uint64_t off = 0;
+        std::vector<std::uint8_t> scale_buf(1024);
+        for (const Projection p : {Projection::kGateUp, Projection::kDown}) {
+            const Mxfp4Experts& m = p == Projection::kGateUp ? lw.gate_up : lw.down;
+            const std::int64_t rows = m.rows, G = m.blocks_per_row();
+            std::uint8_t* codes = dst + off;
+            std::uint8_t* scales = codes + rows * G * 16;
+            for (std::int64_t r = 0; r < rows; ++r) {
+                ExpertRow row = in_.store != nullptr
+                                    ? in_.store->row(layer, p, e, r, scale_buf.data())
+                                    : ExpertRow{m.row_blocks(e, r), m.row_scales(e, r)};
+                std::memcpy(codes + r * G * 16, row.blocks, static_cast<std::size_t>(G * 16));
+                std::memcpy(scales + r * G, row.scales, static_cast<std::size_t>(G));
+            }
+            off += static_cast<std::uint64_t>(rows * G * 17);
+        }
+    }
+
+    cpu::ExpertInput cpu_input(int layer, int e, int k) {
+        const LayerWeights& lw = in_.weights->layers[static_cast<std::size_t>(layer)];
+        cpu::ExpertInput x;
+        if (in_.store != nullptr) {
+            in_.store->prepare(layer, e);  // a damaged record is an error, never a wild read
+            const auto rec = in_.store->record(layer, e);
+            x.record = cpu::ExpertRecordView::make(
+                rec.data(), H_, I_, raw_store_ ? cpu::RecordKind::raw : cpu::RecordKind::packed,
+                in_.store->entry(layer, e).payload_bytes);
+        } else {
+            std::uint8_t* buf = assembled_[static_cast<std::size_t>(k)].host<std::uint8_t>();
+            fill_record(layer, e, buf);
+            x.record = cpu::ExpertRecordView::make(buf, H_, I_, cpu::RecordKind::raw);
+        }
+        x.gate_up_bias = lw.gate_up.bias.row(e);
+        x.down_bias = lw.down.bias.row(e);
+        return x;
+    }
+
+    // ---- the token loop --------------------------------------------------------------------
+    std::vector<float> run(std::span<const TokenId> tokens, KvCache& cache, const ForwardOptions& opt) {
+        const auto T = static_cast<std::int64_t>(tokens.size());
+        if (T == 0) fail("forward: no tokens to process");
+        for (TokenId t : tokens) {
+            if (t < 0 || t >= V_) fail("token id {} is outside the model's vocabulary (0..{})", t, V_ - 1);
+        }
+        const std::int64_t pos0 = cache.size();
+        if (pos0 + T > ctx_) {
+            fail("context of {} tokens exceeds the {} positions of the GPU K/V cache (--context; the "
+                 "model allows {})", pos0 + T, ctx_, in_.config->max_position_embeddings);
+        }
+        NEURAL_CUDA(cudaSetDevice(opt_.device));
+        std::vector<std::int32_t>& seq = cache.tokens();
+        if (static_cast<std::int64_t>(seq.size()) < pos0) {
+            fail("this K/V cache holds {} positions without their tokens (filled by another backend)", pos0);
+        }
+        seq.resize(static_cast<std::size_t>(pos0));
+        // The GPU holds one sequence's K/V: positions before `valid` can be reused only when it
+        // is this cache's; anything else is re-processed from the cache's recorded tokens.
+        std::int64_t valid = cache.id() == resident_id_ ? std::min(resident_len_, pos0) : 0;
+        resident_id_ = cache.id();
+        resident_len_ = valid;
+        const std::int64_t first_out = opt.all_logits ? 0 : T - 1;
+        std::vector<float> logits(static_cast<std::size_t>((T - first_out) * V_));
+        try {
+            for (std::int64_t p = valid; p < pos0; ++p) {
+                token(seq[static_cast<std::size_t>(p)], p, true, nullptr, nullptr, opt.cancel);
+                resident_len_ = p + 1;
+            }
+            for (std::int64_t t = 0; t < T; ++t) {
+                float* out = t >= first_out ? logits.data() + (t - first_out) * V_ : nullptr;
+                token(tokens[static_cast<std::size_t>(t)], pos0 + t, T > 1, out, opt.observer, opt.cancel);
+                resident_len_ = pos0 + t + 1;
+                seq.push_back(tokens[static_cast<std::size_t>(t)]);
+            }
+        } catch (...) {
+            cudaStreamSynchronize(stream_);
+            seq.resize(static_cast<std::size_t>(pos0));  // the cache stays at pos0 (contract)
+            resident_len_ = std::min(resident_len_, pos0);
+            throw;
+        }
+        cache.commit(pos0 + T);
+        return logits;
+    }
+
+    void token(TokenId id, std::int64_t pos, bool prompt, float* logits_out, RouterObserver* observer,
+               const std::atomic<bool>* cancel) {
+        BackendCounters* bc = in_.counters;
+        telemetry::MoeCounters* mc = in_.moe;
+        const bool counting = mc != nullptr && mc->enabled.load(std::memory_order_relaxed);
+        *pos_host_.host<int>() = static_cast<int>(pos);
+        NEURAL_CUDA(cudaMemcpyAsync(pos_, pos_host_.ptr, 4, cudaMemcpyHostToDevice, stream_));
+        const Bf16View& emb = in_.weights->embed;
+        float* in_x = in_x_.host<float>();
+        for (int i = 0; i < H_; ++i) in_x[i] = emb.at(id, i);
+        volatile int* route = route_.host<int>();
+        const float* h_host = h_host_.host<float>();
+        float* cpu_out = cpu_out_.host<float>();
+        std::uint64_t submit = 0, wait = 0, cpu_ns = 0, adm_ns = 0, hits = 0, misses = 0;
+        for (int l = 0; l < L_; ++l) {
+            if (cancel != nullptr && cancel->load(std::memory_order_relaxed)) throw Cancelled();
+            auto t0 = Clock::now();
+            NEURAL_CUDA(cudaGraphLaunch(graphs_[static_cast<std::size_t>(l)], stream_));
+            submit += ns_since(t0);
+            t0 = Clock::now();
+            for (;;) {
+                const cudaError_t q = cudaEventQuery(routed_[static_cast<std::size_t>(l)]);
+                if (q == cudaSuccess) break;
+                if (q != cudaErrorNotReady) NEURAL_CUDA(q);
+                std::this_thread::yield();
+            }
+            wait += ns_since(t0);
+            int sel[cuda::kRouterMaxK], slot[cuda::kRouterMaxK];
+            float gate[cuda::kRouterMaxK];
+            for (int k = 0; k < K_; ++k) {
+                sel[k] = route[k];
+                const int g = route[K_ + k];
+                std::memcpy(&gate[k], &g, 4);
+                slot[k] = route[2 * K_ + k];
+            }
+            if (observer != nullptr) {
+                observer->on_route(l, pos, std::span<const int>(sel, static_cast<std::size_t>(K_)),
+                                   std::span<const float>(gate, static_cast<std::size_t>(K_)));
+            }
+            residency_->observe(l, std::span<const int>(sel, static_cast<std::size_t>(K_)), prompt);
+
+            // The misses, on the CPU, while the GPU computes the resident experts.
+            t0 = Clock::now();
+            std::memset(cpu_out, 0, static_cast<std::size_t>(H_) * 4);
+            cpu::ExpertInput inputs[cuda::kRouterMaxK];
+            int capture_of[cuda::kRouterMaxK], missed_k[cuda::kRouterMaxK];
+            int n = 0;
+            for (int k = 0; k < K_; ++k) {
+                if (slot[k] >= 0) {
+                    ++hits;
+                    continue;
+                }
+                inputs[n] = cpu_input(l, sel[k], k);
+                inputs[n].weight = gate[k];
+                capture_of[n] = -1;
+                missed_k[n] = k;
+                if (raw_store_ && !residency_->frozen() && residency_->pending(l, sel[k])) {
+                    const int b = free_capture();
+                    if (b >= 0) {
+                        inputs[n].capture = captures_[static_cast<std::size_t>(b)].host<std::uint8_t>();
+                        capture_of[n] = b;
+                        capture_busy_[static_cast<std::size_t>(b)] = true;
+                    }
+                }
+                ++n;
+            }
+            if (n > 0) kernel_->decode(*team_, std::span<const cpu::ExpertInput>(inputs, static_cast<std::size_t>(n)), h_host, cpu_out);
+            misses += static_cast<std::uint64_t>(n);
+            cpu_ns += ns_since(t0);
+
+            // Admissions: start uploads of what was captured (or assemble candidates from a
+            // packed store / the checkpoint), flip the table for uploads that landed.
+            t0 = Clock::now();
+            if (!residency_->frozen()) {
+                for (int j = 0; j < n; ++j) {
+                    const int expert = sel[missed_k[j]];
+                    const auto pending = residency_->pending(l, expert);
+                    if (!pending) continue;
+                    int b = capture_of[j];
+                    if (b < 0 && !raw_store_) {
+                        // Packed store / checkpoint: a record is not a slot image, so admission
+                        // assembles one (an extra pass over the expert, counted here).
+                        b = free_capture();
+                        if (b < 0) continue;
+                        capture_busy_[static_cast<std::size_t>(b)] = true;
+                        fill_record(l, expert, captures_[static_cast<std::size_t>(b)].host<std::uint8_t>());
+                    }
+                    if (b < 0) continue;
+                    start_upload(*pending, b);
+                }
+                poll_uploads();
+            }
+            adm_ns += ns_since(t0);
+        }
+        if (logits_out != nullptr) {
+            auto t0 = Clock::now();
+            NEURAL_CUDA(cudaGraphLaunch(tail_, stream_));
+            submit += ns_since(t0);
+            t0 = Clock::now();
+            NEURAL_CUDA(cudaStreamSynchronize(stream_));
+            wait += ns_since(t0);
+            std::memcpy(logits_out, logits_host_.ptr, static_cast<std::size_t>(V_) * 4);
+        }
+        if (!prompt) residency_->end_token();
+        if (bc != nullptr) {
+            bc->graph_submit_ns.fetch_add(submit, std::memory_order_relaxed);
+            bc->gpu_wait_ns.fetch_add(wait, std::memory_order_relaxed);
+            bc->admission_ns.fetch_add(adm_ns, std::memory_order_relaxed);
+            bc->experts_hit.fetch_add(hits, std::memory_order_relaxed);
+        }
+        if (counting) {
+            mc->ns.fetch_add(cpu_ns, std::memory_order_relaxed);
+            mc->experts.fetch_add(misses, std::memory_order_relaxed);
+            mc->bytes.fetch_add(misses * static_cast<std::uint64_t>(3) * H_ * I_ / 32 * 17,
+                                std::memory_order_relaxed);
+        }
+    }
+
+    int free_capture() const {
+        for (int b = 0; b < kCaptureBuffers; ++b) {
+            if (!capture_busy_[static_cast<std::size_t>(b)]) return b;
+        }
+        return -1;
+    }
+
+    // The victim leaves the table (ordered after every graph already launched), then the copy
+    // stream uploads the captured record into its slot.
+    void start_upload(const Residency::Admission& a, int buffer) {
+        residency_->begin(a);
+        if (a.victim_layer >= 0) {
+            cuda::set_int(table_ + static_cast<std::size_t>(a.victim_layer) * E_ + a.victim_expert, -1, stream_);
+        }
+        NEURAL_CUDA(cudaEventRecord(evict_, stream_));
+        NEURAL_CUDA(cudaStreamWaitEvent(copy_stream_, evict_, 0));
+        NEURAL_CUDA(cudaMemcpyAsync(pool_ + static_cast<std::uint64_t>(a.slot) * stride_,
+                                    captures_[static_cast<std::size_t>(buffer)].ptr, record_bytes_,
+                                    cudaMemcpyHostToDevice, copy_stream_));
+        NEURAL_CUDA(cudaEventRecord(capture_done_[static_cast<std::size_t>(buffer)], copy_stream_));
+        uploads_.push_back({a, buffer});
+    }
+
+    // Uploads that landed: the slot joins the table on the compute stream.
+    void poll_uploads() {
+        for (std::size_t i = 0; i < uploads_.size();) {
+            const Upload& u = uploads_[i];
+            const cudaError_t q = cudaEventQuery(capture_done_[static_cast<std::size_t>(u.buffer)]);
+            if (q == cudaErrorNotReady) {
+                ++i;
+                continue;
+            }
+            NEURAL_CUDA(q);
+            cuda::set_int(table_ + static_cast<std::size_t>(u.a.layer) * E_ + u.a.expert, u.a.slot, stream_);
+            residency_->complete(u.a);
+            capture_busy_[static_cast<std::size_t>(u.buffer)] = false;
+            if (in_.counters != nullptr) in_.counters->admissions.fetch_add(1, std::memory_order_relaxed);
+            uploads_.erase(uploads_.begin() + static_cast<std::ptrdiff_t>(i));
+        }
+    }
+
+    struct Upload {
+        Residency::Admission a;
+        int buffer;
+    };
+
+    GpuBackendInputs in_;
+    GpuOptions opt_;
+    std::string description_;
+    int H_ = 0, I_ = 0, E_ = 0, K_ = 0, L_ = 0, nq_ = 0, nkv_ = 0, d_ = 0, Q_ = 0, KV_ = 0, V_ = 0;
+    std::int64_t ctx_ = 0;
+    int splits_ = 1;
+    std::uint64_t budget_ = 0, used_ = 0, core_bytes_ = 0, kv_bytes_ = 0;
+    std::vector<void*> allocations_;
+    cudaStream_t stream_ = nullptr, copy_stream_ = nullptr;
+    std::vector<LayerDevice> layers_;
+    std::uint16_t *final_norm_ = nullptr, *lm_head_ = nullptr;
+    float* inv_freq_ = nullptr;
+    float concentration_ = 1.0f;
+    float *x_ = nullptr, *h_ = nullptr, *qkv_ = nullptr, *attn_ = nullptr, *scratch_ = nullptr,
+          *router_logits_ = nullptr, *act_ = nullptr, *moe_gpu_ = nullptr, *logits_ = nullptr;
+    int *pos_ = nullptr, *table_ = nullptr;
+    std::uint8_t* pool_ = nullptr;
+    std::uint64_t record_bytes_ = 0, stride_ = 0;
+    HostBuffer in_x_, h_host_, cpu_out_, route_, logits_host_, pos_host_;
+    std::vector<HostBuffer> captures_, assembled_;
+    std::vector<cudaEvent_t> capture_done_;
+    bool capture_busy_[kCaptureBuffers] = {};
+    cudaEvent_t evict_ = nullptr;
+    std::vector<Upload> uploads_;
+    std::vector<cudaGraphExec_t> graphs_;
+    cudaGraphExec_t tail_ = nullptr;
+    std::vector<cudaEvent_t> routed_;
+    std::unique_ptr<Residency> residency_;
+    std::unique_ptr<cpu::ExpertKernel> kernel_;
+    std::unique_ptr<cpu::WorkerTeam> team_;
+    bool raw_store_ = false;
+    std::uint64_t resident_id_ = 0;
+    std::int64_t resident_len_ = 0;
+};
+
+}  // namespace
+
+bool cuda_backend_available(std::string* why) {
+    std::string reason;
+    const auto devices = cuda::list_devices(&reason);
+    if (devices.empty()) {
+        if (why != nullptr) *why = reason.empty() ? "no CUDA device" : reason;
+        return false;
+    }
+    return true;
+}
+
+std::unique_ptr<Backend> make_cuda_backend(const GpuBackendInputs& inputs, const GpuOptions& gpu) {
+    if (inputs.config == nullptr || inputs.weights == nullptr) fail("make_cuda_backend: no model");
+    return std::make_unique<CudaBackend>(inputs, gpu);
+}
+
+}  // namespace neural

@@ -1,0 +1,16 @@
+// Small element-wise steps of the per-layer graphs (host entry points only):
+//  - copy_vector: x = in (the token's embedding row, staged by the host in mapped memory)
+//  - add_moe: x += gpu_part + cpu_part (the resident experts' sum and the CPU's misses, the
+//    latter read zero-copy from host-mapped memory); one fixed order for every element
+//  - set_int: one slot-table entry, ordered on the compute stream between graphs.
+#pragma once
+
+#include <cuda_runtime.h>
+
+namespace neural::cuda {
+
+void copy_vector(const float* in, float* x, int n, cudaStream_t stream);
+void add_moe(float* x, const float* gpu_part, const float* cpu_part, int n, cudaStream_t stream);
+void set_int(int* where, int value, cudaStream_t stream);
+
+}  // namespace neural::cuda

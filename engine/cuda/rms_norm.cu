@@ -1,0 +1,36 @@
+#include "cuda/common.cuh"
+#include "cuda/rms_norm.cuh"
+
+namespace neural::cuda {
+
+namespace {
+
+constexpr int kThreads = 256;
+
+__global__ void rms_norm_kernel(const float* __restrict__ x, const std::uint16_t* __restrict__ w,
+                                float eps, int n, float* __restrict__ y, float* mirror) {
+    __shared__ float partial[kThreads / 32];
+    float ss = 0.0f;
+    for (int i = threadIdx.x; i < n; i += kThreads) ss += x[i] * x[i];
+    ss = warp_sum(ss);
+    if (threadIdx.x % 32 == 0) partial[threadIdx.x / 32] = ss;
+    __syncthreads();
+    float total = 0.0f;
+    for (int i = 0; i < kThreads / 32; ++i) total += partial[i];
+    const float inv = 1.0f / sqrtf(total / static_cast<float>(n) + eps);
+    for (int i = threadIdx.x; i < n; i += kThreads) {
+        const float v = bf16_bits_to_float(w[i]) * (x[i] * inv);
+        y[i] = v;
+        if (mirror != nullptr) mirror[i] = v;
+    }
+    if (mirror != nullptr) __threadfence_system();
+}
+
+}  // namespace
+
+void rms_norm(const float* x, const std::uint16_t* w, float eps, int n, float* y, float* mirror,
+              cudaStream_t stream) {
+    rms_norm_kernel<<<1, kThreads, 0, stream>>>(x, w, eps, n, y, mirror);
+}
+
+}  // namespace neural::cuda

@@ -1,0 +1,48 @@
+#include "cuda/rope_kv.cuh"
+
+namespace neural::cuda {
+
+namespace {
+
+// One block per head (query heads, then key heads, then value heads), one thread per pair.
+__global__ void rope_kv_kernel(float* qkv, int q_heads, int kv_heads, int d,
+                               const float* __restrict__ inv_freq, float concentration,
+                               const int* __restrict__ pos_ptr, float* k_cache, float* v_cache) {
+    const int head = blockIdx.x, half = d / 2, i = threadIdx.x;
+    const int pos = *pos_ptr;
+    const int kv_dim = kv_heads * d;
+    float* z = qkv + static_cast<std::size_t>(head) * d;
+    if (head < q_heads + kv_heads) {
+        if (i < half) {
+            // fp32 angle and sincos, like cpu/rope.cpp (cosf/sinf, not the fast intrinsics).
+            const float angle = static_cast<float>(pos) * inv_freq[i];
+            const float c = cosf(angle) * concentration, s = sinf(angle) * concentration;
+            const float a = z[i], b = z[i + half];
+            const float ra = a * c - b * s, rb = b * c + a * s;
+            z[i] = ra;
+            z[i + half] = rb;
+            if (head >= q_heads) {
+                float* kc = k_cache + static_cast<std::size_t>(pos) * kv_dim + (head - q_heads) * d;
+                kc[i] = ra;
+                kc[i + half] = rb;
+            }
+        }
+    } else if (i < half) {
+        const int vh = head - q_heads - kv_heads;
+        float* vc = v_cache + static_cast<std::size_t>(pos) * kv_dim + vh * d;
+        vc[i] = z[i];
+        vc[i + half] = z[i + half];
+    }
+}
+
+}  // namespace
+
+void rope_kv(float* qkv, int q_heads, int kv_heads, int head_dim, const float* inv_freq,
+             float concentration, const int* pos, float* k_cache, float* v_cache,
+             cudaStream_t stream) {
+    const int threads = ((head_dim / 2 + 31) / 32) * 32;
+    rope_kv_kernel<<<q_heads + 2 * kv_heads, threads, 0, stream>>>(
+        qkv, q_heads, kv_heads, head_dim, inv_freq, concentration, pos, k_cache, v_cache);
+}
+
+}  // namespace neural::cuda

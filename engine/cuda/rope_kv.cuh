@@ -1,0 +1,16 @@
+// RoPE (YaRN frequencies, half-split pairs (z[i], z[i + d/2]), cos/sin times the concentration;
+// cpu/rope.h) on the query and key heads of one token, then K and V into the layer's cache at the
+// token's position. qkv fp32 [nq*d | nkv*d | nkv*d]; k_cache/v_cache fp32 [context, nkv*d].
+// The position is read from device memory (*pos), so a captured graph serves every token.
+// Host entry point only.
+#pragma once
+
+#include <cuda_runtime.h>
+
+namespace neural::cuda {
+
+void rope_kv(float* qkv, int q_heads, int kv_heads, int head_dim, const float* inv_freq,
+             float concentration, const int* pos, float* k_cache, float* v_cache,
+             cudaStream_t stream);
+
+}  // namespace neural::cuda

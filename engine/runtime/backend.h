@@ -1,0 +1,98 @@
+// The forward-pass backend behind Model::forward: the fp32 CPU reference (cpu/reference_model.h)
+// or the hybrid CUDA backend (engine/cuda/: GPU dense core + expert slot pool, CPU computes the
+// missed experts). Both take the same tokens/KvCache/ForwardOptions and return logits in the same
+// layout, so the session, the CLI, the server and the GUI do not know which one runs.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "cpu/reference_model.h"
+
+namespace neural {
+
+struct ModelWeights;
+struct ModelConfig;
+namespace store { class ExpertStore; }
+namespace telemetry { struct MoeCounters; }
+
+// Knobs of the CUDA backend (DESIGN.md "Launcher/profile knobs"); LoadOptions carries them.
+struct GpuOptions {
+  int device = 0;
+  // Caps everything the backend allocates on the GPU (GiB, 1 GiB = 2^30 B), so a big GPU can
+  // emulate a 12 GiB card; <= 0: the device's free memory minus a 512 MiB margin.
+  double vram_budget_gib = 0;
+  // Expert slot pool (GiB); < 0: what the budget leaves after the core, the K/V cache and the
+  // staging buffers. pool_slots >= 0 overrides it with an exact slot count (tests, emulation).
+  double pool_gib = -1;
+  int pool_slots = -1;
+  // Share of the slots that are static (filled from the ranking, never evicted).
+  double static_fraction = 0.5;
+  // Warm-up ranking JSON {"layers": [[count per expert], ...]} (hot experts first); empty:
+  // none (static slots take experts in index order, adaptive slots start empty).
+  std::filesystem::path ranking;
+  // Admission: every refresh_every decode tokens up to refresh_m missed experts whose score
+  // beats an adaptive slot's are admitted (copy-on-compute); 0 freezes residency.
+  int refresh_every = 8;
+  int refresh_m = 4;
+  // Weight of a prompt token's routing in the admission scores (decode tokens weigh 1).
+  double prefill_weight = 0.25;
+  // K/V positions the GPU cache holds (<= the model's maximum); <= 0: min(max, 8192).
+  std::int64_t context = 0;
+};
+
+// Extra per-token phases of the hybrid backend, read as before/after deltas like MoeCounters.
+struct BackendCounters {
+  std::atomic<std::uint64_t> gpu_wait_ns{0};     // host waiting for the GPU (router, tail)
+  std::atomic<std::uint64_t> graph_submit_ns{0}; // cudaGraphLaunch calls
+  std::atomic<std::uint64_t> admission_ns{0};    // capture bookkeeping, upload enqueue, flips
+  std::atomic<std::uint64_t> experts_hit{0};     // (layer, expert) computed from VRAM slots
+  std::atomic<std::uint64_t> admissions{0};      // slots filled during decode
+
+  struct Snapshot {
+    std::uint64_t gpu_wait_ns = 0, graph_submit_ns = 0, admission_ns = 0, experts_hit = 0,
+                  admissions = 0;
+  };
+  Snapshot snapshot() const {
+    return {gpu_wait_ns.load(std::memory_order_relaxed),
+            graph_submit_ns.load(std::memory_order_relaxed),
+            admission_ns.load(std::memory_order_relaxed),
+            experts_hit.load(std::memory_order_relaxed), admissions.load(std::memory_order_relaxed)};
+  }
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual const char* name() const = 0;  // "cpu" / "cuda"
+  virtual std::string describe() const = 0;
+  // Same contract as CpuModel::forward. One forward pass at a time (the engine thread).
+  virtual std::vector<float> forward(std::span<const TokenId> tokens, KvCache& cache,
+                                     const ForwardOptions& options) const = 0;
+};
+
+// What the CUDA backend needs from the loaded model.
+struct GpuBackendInputs {
+  const ModelConfig* config = nullptr;
+  const ModelWeights* weights = nullptr;
+  const store::ExpertStore* store = nullptr;  // nullptr: experts from the checkpoint tensors
+  std::string kernel = "auto";                // CPU kernel for the misses (see LoadOptions)
+  bool kernel_persistent = false;
+  std::filesystem::path kdll;
+  int threads = 0;
+  telemetry::MoeCounters* moe = nullptr;
+  BackendCounters* counters = nullptr;
+};
+
+// True when this build has the CUDA backend and a usable GPU; `why` says why not.
+bool cuda_backend_available(std::string* why);
+// The hybrid CUDA backend. Throws neural::Error when it cannot start (no CUDA in this build, no
+// GPU, the core does not fit the VRAM budget, ...), naming the reason.
+std::unique_ptr<Backend> make_cuda_backend(const GpuBackendInputs& inputs, const GpuOptions& gpu);
+
+}  // namespace neural

@@ -1,0 +1,18 @@
+// The CUDA backend's entry points in a build without CUDA (-DNEURAL_CUDA=OFF or no nvcc): the
+// CPU backend is the only one, and asking for the GPU is a clear error.
+#include "neural/error.h"
+#include "runtime/backend.h"
+
+namespace neural {
+
+bool cuda_backend_available(std::string* why) {
+  if (why != nullptr) *why = "this build has no CUDA backend (built with NEURAL_CUDA=OFF or without nvcc)";
+  return false;
+}
+
+std::unique_ptr<Backend> make_cuda_backend(const GpuBackendInputs&, const GpuOptions&) {
+  fail("backend \"cuda\" is not available: this build has no CUDA backend (rebuild with "
+       "-DNEURAL_CUDA=ON on a machine with the CUDA toolkit)");
+}
+
+}  // namespace neural

@@ -1,0 +1,136 @@
+#include "runtime/residency.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "neural/error.h"
+
+namespace neural {
+
+Residency::Residency(int layers, int experts, int slots, const ResidencyOptions& options)
+    : layers_(layers), experts_(experts), options_(options) {
+    if (layers <= 0 || experts <= 0 || slots < 0) fail("residency: bad shape");
+    const auto n = static_cast<std::size_t>(layers) * static_cast<std::size_t>(experts);
+    slots = std::min<int>(slots, static_cast<int>(n));
+    static_slots_ = static_cast<int>(std::floor(slots * std::clamp(options.static_fraction, 0.0, 1.0)));
+    score_.assign(n, 0.0);
+    where_.assign(n, -1);
+    owner_.assign(static_cast<std::size_t>(slots), -1);
+    loading_.assign(static_cast<std::size_t>(slots), 0);
+}
+
+std::vector<Residency::Admission> Residency::initial(const std::vector<std::vector<double>>& ranking) {
+    const std::size_t n = score_.size();
+    std::vector<double> hot(n, 0.0);
+    if (!ranking.empty()) {
+        if (ranking.size() != static_cast<std::size_t>(layers_)) {
+            fail("ranking has {} layers, the model {}", ranking.size(), layers_);
+        }
+        for (int l = 0; l < layers_; ++l) {
+            const auto& row = ranking[static_cast<std::size_t>(l)];
+            if (row.size() != static_cast<std::size_t>(experts_)) {
+                fail("ranking layer {} has {} experts, the model {}", l, row.size(), experts_);
+            }
+            for (int e = 0; e < experts_; ++e) {
+                const double v = row[static_cast<std::size_t>(e)];
+                if (!std::isfinite(v) || v < 0) fail("ranking layer {} expert {}: bad count {}", l, e, v);
+                hot[index(l, e)] = v;
+            }
+        }
+    }
+    std::vector<int> order(n);
+    std::iota(order.begin(), order.end(), 0);
+    // Hottest first; ties in index order, so the placement is deterministic.
+    std::stable_sort(order.begin(), order.end(),
+                     [&](int a, int b) { return hot[static_cast<std::size_t>(a)] > hot[static_cast<std::size_t>(b)]; });
+    // Adaptive slots start with the next-hottest only when there is a ranking to go by; without
+    // one they start free and fill from the conversation. Scores start at 0 either way: the
+    // ranking decides the first placement, the conversation everything after it.
+    const int fill = ranking.empty() ? static_slots_ : slots();
+    std::vector<Admission> out;
+    for (int s = 0; s < fill; ++s) {
+        const int idx = order[static_cast<std::size_t>(s)];
+        owner_[static_cast<std::size_t>(s)] = idx;
+        where_[static_cast<std::size_t>(idx)] = s;
+        out.push_back({idx / experts_, idx % experts_, s, -1, -1});
+    }
+    return out;
+}
+
+int Residency::resident_count() const {
+    return static_cast<int>(std::count_if(where_.begin(), where_.end(), [](int s) { return s >= 0; }));
+}
+
+void Residency::observe(int layer, std::span<const int> experts, bool prompt) {
+    const double w = prompt ? options_.prefill_weight : 1.0;
+    for (int e : experts) score_[index(layer, e)] += w;
+}
+
+void Residency::end_token() {
+    if (frozen()) return;
+    if (++tokens_ % options_.refresh_every == 0) refresh();
+}
+
+void Residency::refresh() {
+    // Candidates not started since the last round are re-planned from the new scores.
+    pending_.clear();
+    std::vector<int> victims;  // adaptive slots, coldest first; free slots before all others
+    for (int s = static_slots_; s < slots(); ++s) {
+        if (!loading_[static_cast<std::size_t>(s)]) victims.push_back(s);
+    }
+    auto slot_score = [&](int s) {
+        const int o = owner_[static_cast<std::size_t>(s)];
+        return o < 0 ? -1.0 : score_[static_cast<std::size_t>(o)];
+    };
+    std::stable_sort(victims.begin(), victims.end(),
+                     [&](int a, int b) { return slot_score(a) < slot_score(b); });
+    std::vector<int> cands;
+    for (std::size_t i = 0; i < score_.size(); ++i) {
+        if (where_[i] < 0 && score_[i] > 0 &&
+            std::find(owner_.begin(), owner_.end(), static_cast<int>(i)) == owner_.end()) {
+            cands.push_back(static_cast<int>(i));
+        }
+    }
+    std::stable_sort(cands.begin(), cands.end(), [&](int a, int b) {
+        return score_[static_cast<std::size_t>(a)] > score_[static_cast<std::size_t>(b)];
+    });
+    const std::size_t m = std::min({static_cast<std::size_t>(options_.refresh_m), cands.size(),
+                                    victims.size()});
+    for (std::size_t i = 0; i < m; ++i) {
+        const int c = cands[i], v = victims[i];
+        const double vs = slot_score(v);
+        if (vs >= 0 && score_[static_cast<std::size_t>(c)] <= vs * options_.hysteresis) break;
+        const int o = owner_[static_cast<std::size_t>(v)];
+        pending_.push_back({c / experts_, c % experts_, v, o < 0 ? -1 : o / experts_,
+                            o < 0 ? -1 : o % experts_});
+    }
+    for (double& s : score_) s *= options_.decay;
+}
+
+std::optional<Residency::Admission> Residency::pending(int layer, int expert) const {
+    for (const Admission& a : pending_) {
+        if (a.layer == layer && a.expert == expert) return a;
+    }
+    return std::nullopt;
+}
+
+void Residency::begin(const Admission& a) {
+    auto it = std::find_if(pending_.begin(), pending_.end(), [&](const Admission& p) {
+        return p.layer == a.layer && p.expert == a.expert;
+    });
+    if (it == pending_.end()) fail("residency: begin() of an admission that is not pending");
+    pending_.erase(it);
+    const auto s = static_cast<std::size_t>(a.slot);
+    if (owner_[s] >= 0) where_[static_cast<std::size_t>(owner_[s])] = -1;
+    owner_[s] = static_cast<int>(index(a.layer, a.expert));
+    loading_[s] = 1;
+}
+
+void Residency::complete(const Admission& a) {
+    const auto s = static_cast<std::size_t>(a.slot);
+    loading_[s] = 0;
+    where_[index(a.layer, a.expert)] = a.slot;
+}
+
+}  // namespace neural

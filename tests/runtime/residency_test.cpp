@@ -1,0 +1,145 @@
+// The slot policy of the hybrid backend (runtime/residency.h), without a GPU.
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "neural/error.h"
+#include "runtime/residency.h"
+
+namespace neural {
+namespace {
+
+ResidencyOptions options(int refresh_every = 2, int refresh_m = 2, double static_fraction = 0.5) {
+    ResidencyOptions o;
+    o.refresh_every = refresh_every;
+    o.refresh_m = refresh_m;
+    o.static_fraction = static_fraction;
+    o.prefill_weight = 0.25;
+    return o;
+}
+
+TEST(Residency, InitialPlacementTakesTheHottestExpertsStaticFirst) {
+    Residency r(2, 4, 4, options());
+    // Counts: layer 1 expert 3 hottest, then layer 0 expert 2, then layer 1 expert 0, ...
+    const std::vector<std::vector<double>> ranking = {{1, 0, 9, 2}, {8, 0, 0, 10}};
+    const auto placed = r.initial(ranking);
+    ASSERT_EQ(placed.size(), 4u);
+    EXPECT_EQ(r.static_slots(), 2);
+    EXPECT_EQ(r.slot_of(1, 3), 0);
+    EXPECT_EQ(r.slot_of(0, 2), 1);
+    EXPECT_EQ(r.slot_of(1, 0), 2);
+    EXPECT_EQ(r.slot_of(0, 3), 3);
+    EXPECT_EQ(r.slot_of(0, 0), -1);
+    EXPECT_EQ(r.resident_count(), 4);
+}
+
+TEST(Residency, WithoutARankingOnlyStaticSlotsStartFilledInIndexOrder) {
+    Residency r(2, 4, 4, options());
+    const auto placed = r.initial({});
+    ASSERT_EQ(placed.size(), 2u);
+    EXPECT_EQ(r.slot_of(0, 0), 0);
+    EXPECT_EQ(r.slot_of(0, 1), 1);
+    EXPECT_EQ(r.owner(2), -1);
+    EXPECT_EQ(r.owner(3), -1);
+}
+
+TEST(Residency, BadRankingsAreErrors) {
+    Residency r(2, 4, 4, options());
+    EXPECT_THROW(r.initial({{1, 2, 3, 4}}), Error);                      // one layer missing
+    EXPECT_THROW(r.initial({{1, 2, 3}, {1, 2, 3, 4}}), Error);           // short layer
+    EXPECT_THROW(r.initial({{1, 2, 3, -1}, {1, 2, 3, 4}}), Error);       // negative count
+}
+
+TEST(Residency, RefreshAdmitsHotMissesIntoFreeAdaptiveSlots) {
+    Residency r(1, 8, 4, options(/*refresh_every=*/2, /*refresh_m=*/2));
+    r.initial({});  // static slots 0, 1 hold experts 0, 1; slots 2, 3 free
+    const int hot[] = {5, 6};
+    for (int t = 0; t < 2; ++t) {
+        r.observe(0, hot, false);
+        r.end_token();
+    }
+    ASSERT_EQ(r.pending_count(), 2u);
+    auto a = r.pending(0, 5);
+    ASSERT_TRUE(a.has_value());
+    EXPECT_GE(a->slot, 2);  // adaptive slots only
+    EXPECT_EQ(a->victim_layer, -1);
+    EXPECT_EQ(r.slot_of(0, 5), -1);
+    r.begin(*a);
+    EXPECT_FALSE(r.pending(0, 5).has_value());
+    EXPECT_EQ(r.slot_of(0, 5), -1);  // not before the copy landed
+    r.complete(*a);
+    EXPECT_EQ(r.slot_of(0, 5), a->slot);
+}
+
+TEST(Residency, StaticSlotsAreNeverEvictedAndColdAdaptiveOnesAre) {
+    Residency r(1, 8, 4, options(1, 4));
+    r.initial({{10, 9, 8, 7, 0, 0, 0, 0}});  // static: 0, 1; adaptive: 2, 3
+    const int hot[] = {6, 7};
+    for (int t = 0; t < 3; ++t) {
+        r.observe(0, hot, false);
+        r.end_token();
+    }
+    std::set<int> victims;
+    for (int e : {6, 7}) {
+        auto a = r.pending(0, e);
+        if (!a) continue;
+        EXPECT_GE(a->slot, 2) << "a static slot was chosen as a victim";
+        victims.insert(a->victim_expert);
+    }
+    EXPECT_FALSE(victims.empty());
+    for (int v : victims) EXPECT_TRUE(v == 2 || v == 3) << v;
+}
+
+TEST(Residency, HysteresisKeepsAResidentExpertAgainstAnEquallyHotOne) {
+    Residency r(1, 4, 2, options(1, 1, 0.0));  // no static slots
+    r.initial({{5, 0, 0, 0}});  // expert 0 in slot 0, slot 1 free... both adaptive
+    // Expert 1 and expert 0 routed equally: expert 1 takes the free slot, nobody evicts 0.
+    const int both[] = {0, 1};
+    for (int t = 0; t < 4; ++t) {
+        r.observe(0, both, false);
+        r.end_token();
+        if (auto a = r.pending(0, 1)) {
+            r.begin(*a);
+            r.complete(*a);
+        }
+    }
+    EXPECT_GE(r.slot_of(0, 0), 0);
+    EXPECT_GE(r.slot_of(0, 1), 0);
+    const int other[] = {2};
+    r.observe(0, other, false);
+    r.end_token();
+    EXPECT_FALSE(r.pending(0, 2).has_value()) << "a single routing must not evict hot experts";
+}
+
+TEST(Residency, PromptRoutingsWeighLess) {
+    Residency r(1, 4, 2, options(1, 1, 0.0));
+    r.initial({});
+    const int e0[] = {0}, e1[] = {1};
+    r.observe(0, e0, true);
+    r.observe(0, e1, false);
+    EXPECT_DOUBLE_EQ(r.score(0, 0), 0.25);
+    EXPECT_DOUBLE_EQ(r.score(0, 1), 1.0);
+}
+
+TEST(Residency, RefreshEveryZeroFreezesResidency) {
+    Residency r(1, 8, 4, options(0, 4));
+    r.initial({{1, 1, 1, 1, 0, 0, 0, 0}});
+    const int hot[] = {7};
+    for (int t = 0; t < 100; ++t) {
+        r.observe(0, hot, false);
+        r.end_token();
+    }
+    EXPECT_TRUE(r.frozen());
+    EXPECT_EQ(r.pending_count(), 0u);
+    EXPECT_EQ(r.slot_of(0, 7), -1);
+}
+
+TEST(Residency, MoreSlotsThanExpertsHoldEveryExpert) {
+    Residency r(2, 3, 100, options());
+    r.initial({{1, 2, 3}, {4, 5, 6}});
+    EXPECT_EQ(r.slots(), 6);
+    EXPECT_EQ(r.resident_count(), 6);
+}
+
+}  // namespace
+}  // namespace neural
