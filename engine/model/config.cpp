@@ -24,7 +24,7 @@ std::string read_text(const std::filesystem::path& path, const char* what) {
 json parse_json(const std::string& text, const std::filesystem::path& path) {
     try {
         return json::parse(text);
-    } catch (const json::parse_error& e) {
+    } catch (const json::exception& e) {  // parse_error, or out_of_range for 1e999
         fail("{}: invalid JSON: {}", path.string(), e.what());
     }
 }

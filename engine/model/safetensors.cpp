@@ -86,7 +86,7 @@ SafetensorsFile SafetensorsFile::open(const fs::path& path) {
     json header;
     try {
         header = json::parse(hp, hp + header_len);
-    } catch (const json::parse_error& e) {
+    } catch (const json::exception& e) {  // parse_error, or out_of_range for 1e999
         fail("{}: header is not valid JSON: {}", file, e.what());
     }
     if (!header.is_object()) fail("{}: header must be a JSON object", file);
@@ -188,7 +188,7 @@ Checkpoint Checkpoint::open(const fs::path& dir) {
         json index;
         try {
             index = json::parse(ss.str());
-        } catch (const json::parse_error& e) {
+        } catch (const json::exception& e) {  // parse_error, or out_of_range for 1e999
             fail("{}: invalid JSON: {}", index_path.string(), e.what());
         }
         auto wm = index.is_object() ? index.find("weight_map") : index.end();

@@ -104,7 +104,7 @@ ExpertStore ExpertStore::open(const fs::path& path) {
     try {
         const char* mp = reinterpret_cast<const char*>(base + h.meta_offset);
         meta = json::parse(mp, mp + h.meta_bytes);
-    } catch (const json::parse_error& e) {
+    } catch (const json::exception& e) {  // parse_error, or out_of_range for 1e999
         fail("{}: expert store metadata is not valid JSON: {}", file, e.what());
     }
     if (!meta.is_object() || !meta.contains("model") || !meta["model"].is_object() ||

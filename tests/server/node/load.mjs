@@ -103,6 +103,7 @@ const malformed = [
   ['content-type', [415], (u) => post(u, '/v1/chat/completions', '{}', 'text/plain')],
   ['too-deep', [400], (u) => post(u, '/v1/chat/completions', '['.repeat(5000) + ']'.repeat(5000))],
   ['bad-utf8', [400], (u) => post(u, '/v1/chat/completions', Buffer.concat([Buffer.from('{"model":"tiny-gptoss-a","messages":[{"role":"user","content":"'), Buffer.from([0xff, 0xfe]), Buffer.from('"}]}')]))],
+  ['huge-number', [400], (u) => post(u, '/v1/chat/completions', '{"model":"tiny-gptoss-a","messages":[{"role":"user","content":"x"}],"temperature":1e999}')],
   ['no-route', [404], (u) => post(u, '/v1/nothing', '{}')],
   ['bad-method', [405], (_u, port) => raw(port, 'BREW /v1/models HTTP/1.1\r\nHost: x\r\n\r\n')],
   ['chunked', [411], (_u, port) => raw(port, 'POST /v1/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n')],
