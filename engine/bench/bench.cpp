@@ -467,6 +467,7 @@ Json run_bench(const BenchOptions& options,
         cpu::set_threads(prof.load.threads);
         if (!models[static_cast<std::size_t>(pi)]) {
             models[static_cast<std::size_t>(pi)] = Model::load(options.model, prof.load);
+            if (options.after_load) options.after_load(*models[static_cast<std::size_t>(pi)]);
         }
         const Model& model = *models[static_cast<std::size_t>(pi)];
         model.telemetry().set_enabled(options.telemetry);

@@ -53,6 +53,8 @@ struct BenchOptions {
   bool telemetry = true;
   bool probes = true;
   std::size_t probe_bytes = std::size_t{512} << 20;
+  // Called once per profile right after its model is loaded (the CLI's --ws-min / --prefetch).
+  std::function<void(const Model&)> after_load;
 };
 
 // The runs in order: without ab, repeat x profile 0; with ab, pair p runs A B (p even) or B A

@@ -99,6 +99,7 @@ int cmd_bench(int argc, char** argv) {
         fail("unexpected argument \"{}\"", args.positional()[positional_used]);
     }
     o.telemetry = telemetry_on;
+    o.after_load = [flags = memory_flags(args)](const Model& m) { apply_memory_flags(flags, m); };
     bench::Json report =
         bench::run_bench(o, [](const std::string& line) { fmt::print(stderr, "{}\n", line); });
     fmt::print("{}", bench::format_report(report));

@@ -82,6 +82,7 @@ int cmd_chat(int argc, char** argv) {
     const auto effort = chat::reasoning_effort_from_name(args.get_or("--reasoning", "medium"));
 
     auto model = Model::load(*dir, engine_load_options(args));
+    apply_memory_flags(memory_flags(args), *model);
     ChatSession session(*model);
     session.set_reasoning(effort);
     if (auto sys = args.get("--system")) session.set_instructions(*sys);

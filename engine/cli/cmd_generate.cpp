@@ -53,6 +53,7 @@ int cmd_generate(int argc, char** argv) {
     opt.sampling = sampling_params(args);
 
     auto model = Model::load(*dir, engine_load_options(args));
+    apply_memory_flags(memory_flags(args), *model);
     const Tokenizer& tok = model->tokenizer();
     std::vector<TokenId> prompt = args.has("--ids")
                                       ? parse_id_list(*args.get("--ids"))

@@ -106,6 +106,7 @@ int cmd_logits(int argc, char** argv) {
     if (!prompts.is_object()) fail("{}: expected an object {{name: [token ids]}}", pos[1]);
 
     auto model = Model::load(pos[0], engine_load_options(args));
+    apply_memory_flags(memory_flags(args), *model);
     const ModelConfig& c = model->config();
     std::vector<std::int32_t> probes(std::begin(kProbeIds), std::end(kProbeIds));
 

@@ -1,10 +1,16 @@
 #include "cli/engine_options.h"
 
+#include <cmath>
 #include <cstdint>
+#include <vector>
+
+#include <spdlog/spdlog.h>
 
 #include "cli/gpu_options.h"
 #include "cpu/parallel.h"
 #include "neural/error.h"
+#include "platform/memory.h"
+#include "platform/prefetch.h"
 
 namespace neural::cli {
 
@@ -14,10 +20,14 @@ const char* const kEngineFlagsHelp =
   --kernel-persistent 0|1  run the expert kernels on the persistent worker team DLL
   --kdll PATH              the persistent team library (default: beside the executable)
   --threads N              worker threads (default: all cores; kernels: min(cores, 8))
+  --ws-min GIB             keep GIB resident: the Windows working-set minimum; on Linux the
+                           dense weights are locked (mlock) up to GIB, within RLIMIT_MEMLOCK
+  --prefetch WHAT          start reading weights at load: none (default), dense, all
 )";
 
 std::set<std::string> with_engine_flags(std::set<std::string> flags) {
     flags.insert({"--store", "--kernel", "--kernel-persistent", "--kdll", "--threads"});
+    flags.insert({"--ws-min", "--prefetch"});
     add_gpu_flags(flags);
     return flags;
 }
@@ -45,7 +55,80 @@ LoadOptions engine_load_options(const Args& args) {
     if (o.store.empty() && args.has("--kernel") && o.kernel != "reference") {
         fail("--kernel {} needs --store: the fused kernels read expert-store records", o.kernel);
     }
+    memory_flags(args);  // bad memory flags fail before the (slow) load
     return o;
+}
+
+MemoryFlags memory_flags(const Args& args) {
+    MemoryFlags f;
+    const double gib = args.get_double("--ws-min", 0.0);
+    if (!std::isfinite(gib) || gib < 0 || gib > 65536) {
+        fail("--ws-min: expected GiB in [0, 65536], got \"{}\"", args.get_or("--ws-min", ""));
+    }
+    f.ws_min_bytes = static_cast<std::uint64_t>(gib * 1073741824.0);
+    f.prefetch = args.get_or("--prefetch", "none");
+    if (f.prefetch != "none" && f.prefetch != "dense" && f.prefetch != "all") {
+        fail("--prefetch: expected none, dense or all, got \"{}\"", f.prefetch);
+    }
+    return f;
+}
+
+namespace {
+
+// MXFP4 expert weights ("model.layers.N.mlp.experts.gate_up_proj_blocks" / "..._scales"): read
+// only for the experts a token picks. Everything else (attention, router, norms, embeddings,
+// lm_head, expert biases) is read for every token: the dense, hot part.
+bool is_expert_weight(const std::string& name) {
+    const auto ends_with = [&](const char* s) {
+        const std::string suffix(s);
+        return name.size() >= suffix.size() &&
+               name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
+    };
+    return name.find(".mlp.experts.") != std::string::npos &&
+           (ends_with("_blocks") || ends_with("_scales"));
+}
+
+}  // namespace
+
+void apply_memory_flags(const MemoryFlags& flags, const Model& model) {
+    if (flags.ws_min_bytes == 0 && flags.prefetch == "none") return;
+    std::vector<MemoryRange> dense, experts;
+    for (const SafetensorsFile& file : model.checkpoint().files()) {
+        for (const auto& [name, t] : file.tensors()) {
+            (is_expert_weight(name) ? experts : dense).push_back({t.data, t.nbytes()});
+        }
+    }
+    if (const store::ExpertStore* s = model.store(); s != nullptr) {
+        experts.clear();  // the store's records are what the experts are read from
+        for (int l = 0; l < s->num_layers(); ++l) {
+            for (int e = 0; e < s->num_experts(); ++e) {
+                const auto record = s->record(l, e);
+                experts.push_back({record.data(), record.size()});
+            }
+        }
+    }
+    if (flags.prefetch != "none") {
+        std::uint64_t bytes = 0;
+        auto prefetch = [&](const std::vector<MemoryRange>& ranges) {
+            for (const MemoryRange& m : ranges) {
+                prefetch_mapped(m.p, m.n);
+                bytes += m.n;
+            }
+        };
+        prefetch(dense);
+        if (flags.prefetch == "all") prefetch(experts);
+        spdlog::info("--prefetch {}: asked the OS to read {} bytes ahead", flags.prefetch, bytes);
+    }
+    if (flags.ws_min_bytes > 0) {
+        const ResidentResult r = keep_resident(flags.ws_min_bytes, dense);
+        if (!r.ok) {
+            spdlog::warn("--ws-min: not applied: {}", r.message);
+        } else if (r.partial) {
+            spdlog::warn("--ws-min: only in part: {}", r.message);
+        } else {
+            spdlog::info("--ws-min: {}", r.message);
+        }
+    }
 }
 
 }  // namespace neural::cli

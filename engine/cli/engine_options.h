@@ -1,7 +1,9 @@
-// The engine flags shared by every command that loads a model (chat, generate, logits):
-// --store, --kernel, --kernel-persistent, --kdll, --threads.
+// The engine flags shared by every command that loads a model (chat, generate, logits, bench):
+// --store, --kernel, --kernel-persistent, --kdll, --threads, and the memory hints --ws-min,
+// --prefetch (applied after loading).
 #pragma once
 
+#include <cstdint>
 #include <set>
 #include <string>
 
@@ -24,5 +26,24 @@ SamplingParams sampling_params(const Args& args);
 // LoadOptions from the flags; also sets the reference path's thread count (--threads). With a
 // store the fused kernels are the default (--kernel auto); --kernel reference keeps the plain path.
 LoadOptions engine_load_options(const Args& args);
+
+// The memory hints, validated (bad values are errors naming the flag). They act on the loaded
+// model's mappings through engine/platform, so the commands apply them after Model::load; they
+// are to move into LoadOptions under these field names.
+struct MemoryFlags {
+    // --ws-min GIB: keep this much of the process resident (0: the OS default). Windows: the
+    // working-set minimum; POSIX: mlock of the dense weights up to it (platform/memory.h
+    // keep_resident).
+    std::uint64_t ws_min_bytes = 0;
+    // --prefetch none|dense|all: start reading the dense (non-expert) weights, or everything the
+    // model reads (the expert store's records, else the checkpoint's expert tensors too), before
+    // the first token needs them (platform/prefetch.h: madvise WILLNEED / PrefetchVirtualMemory).
+    std::string prefetch = "none";
+};
+MemoryFlags memory_flags(const Args& args);
+
+// Applies the memory hints to `model`. Hints: what could not be done is a warning, not an error
+// (the model runs either way); what was done is logged at info level (NEURAL_LOG=info).
+void apply_memory_flags(const MemoryFlags& flags, const Model& model);
 
 }  // namespace neural::cli

@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <span>
 #include <string>
 
 namespace neural {
@@ -22,6 +23,30 @@ void unlock_memory(const void* p, std::size_t n);
 // working-set minimum; the closest is the locked-memory limit, so the RLIMIT_MEMLOCK soft limit
 // is raised to `bytes` when the hard limit allows it. False with a reason otherwise.
 bool set_working_set_minimum(std::uint64_t bytes, std::string* error = nullptr);
+
+// A range of this process's memory, e.g. a weight tensor inside a file mapping.
+struct MemoryRange {
+    const void* p = nullptr;
+    std::size_t n = 0;
+};
+
+// What keep_resident() did.
+struct ResidentResult {
+    bool ok = false;                // the request was applied (fully on Windows; see below)
+    bool partial = false;           // POSIX: less of `hot` locked than asked for (the limit)
+    std::uint64_t locked_bytes = 0;  // POSIX: bytes of `hot` locked with mlock (0 on Windows)
+    std::string message;             // what was done, or why not, for the log
+};
+
+// `--ws-min BYTES`: asks the OS to keep at least `bytes` of this process resident.
+// Windows: the working-set minimum (set_working_set_minimum: SetProcessWorkingSetSizeEx), below
+// which the memory manager does not trim the process; `hot` is not touched.
+// POSIX has no working-set minimum. The closest equivalent is done instead: the RLIMIT_MEMLOCK
+// soft limit is raised towards `bytes` where the hard limit allows, then the `hot` ranges are
+// locked with mlock in order (the last one possibly in part) until `bytes` or the limit is
+// reached. ok is false when nothing could be locked; the message says why (e.g. the limit).
+// Locked pages stay locked for the life of the process (or until unlock_memory).
+ResidentResult keep_resident(std::uint64_t bytes, std::span<const MemoryRange> hot);
 
 // The per-user folder for Neural's data (settings, downloaded models), not created here:
 // Windows %LOCALAPPDATA%\Neural (SHGetKnownFolderPath FOLDERID_LocalAppData);

@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -202,6 +203,36 @@ TEST_F(Cli, GenerateSeededSamplingIsReproducible) {
     Proc c = neural(args("6"));
     ASSERT_EQ(c.code, 0) << c.err;
     EXPECT_NE(a.err, c.err);  // a different seed gives different tokens
+}
+
+TEST_F(Cli, MemoryHintsDoNotChangeTheResult) {
+    Proc plain = neural(greedy_args(model()));
+    ASSERT_EQ(plain.code, 0) << plain.err;
+    std::vector<std::string> args = greedy_args(model());
+    args.insert(args.end(), {"--ws-min", "0.004", "--prefetch", "all"});
+    Proc hinted = neural(args);
+    ASSERT_EQ(hinted.code, 0) << hinted.err;
+    EXPECT_EQ(hinted.out, plain.out);
+    // A locked-memory limit below 4 MiB (a sandbox) may add a "--ws-min: ..." warning line.
+    std::string err;
+    std::istringstream lines(hinted.err);
+    for (std::string line; std::getline(lines, line);) {
+        if (line.find("--ws-min: ") == std::string::npos) err += line + "\n";
+    }
+    EXPECT_EQ(err, plain.err);
+}
+
+TEST_F(Cli, MemoryHintErrors) {
+    std::vector<std::string> args = greedy_args(model());
+    args.insert(args.end(), {"--ws-min", "-1"});
+    Proc r = neural(args);
+    EXPECT_EQ(r.code, 1);
+    EXPECT_THAT(r.err, HasSubstr("--ws-min: expected GiB in [0, 65536]"));
+    args = greedy_args(model());
+    args.insert(args.end(), {"--prefetch", "some"});
+    r = neural(args);
+    EXPECT_EQ(r.code, 1);
+    EXPECT_THAT(r.err, HasSubstr("--prefetch: expected none, dense or all, got \"some\""));
 }
 
 TEST_F(Cli, GeneratePromptText) {

@@ -41,6 +41,33 @@ TEST(PlatformMemory, ImpossibleWorkingSetMinimumFailsWithAReason) {
     EXPECT_FALSE(error.empty());
 }
 
+TEST(PlatformMemory, KeepResidentAppliesTheMinimumOrLocksTheHotRanges) {
+    std::vector<std::uint8_t> a(16 * 1024, 1), b(16 * 1024, 2), c(16 * 1024, 3);
+    const MemoryRange hot[] = {{a.data(), a.size()}, {b.data(), b.size()}, {c.data(), c.size()}};
+    const std::uint64_t want = 40 * 1024;  // all of a and b, half of c
+    const ResidentResult r = keep_resident(want, hot);
+#ifdef _WIN32
+    EXPECT_TRUE(r.ok) << r.message;
+    EXPECT_EQ(r.locked_bytes, 0u);
+    EXPECT_NE(r.message.find("SetProcessWorkingSetSizeEx"), std::string::npos) << r.message;
+#else
+    if (!r.ok) {  // a sandbox without locked memory: the reason must be given
+        EXPECT_NE(r.message.find("RLIMIT_MEMLOCK"), std::string::npos) << r.message;
+        GTEST_SKIP() << r.message;
+    }
+    EXPECT_EQ(r.locked_bytes, want) << r.message;
+    EXPECT_NE(r.message.find("locked 40960 of 40960 bytes"), std::string::npos) << r.message;
+    for (const MemoryRange& m : hot) unlock_memory(m.p, m.n);
+#endif
+}
+
+TEST(PlatformMemory, KeepResidentWithNothingHotLocksNothing) {
+    const ResidentResult r = keep_resident(1 << 20, {});
+    EXPECT_TRUE(r.ok) << r.message;
+    EXPECT_EQ(r.locked_bytes, 0u);
+    EXPECT_FALSE(r.message.empty());
+}
+
 TEST(PlatformMemory, AppDataDirEndsInNeural) {
     const std::filesystem::path dir = app_data_dir();
     ASSERT_FALSE(dir.empty());

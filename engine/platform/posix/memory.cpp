@@ -3,6 +3,7 @@
 #include <sys/mman.h>
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -45,6 +46,37 @@ bool set_working_set_minimum(std::uint64_t bytes, std::string* error) {
         return false;
     }
     return true;
+}
+
+ResidentResult keep_resident(std::uint64_t bytes, std::span<const MemoryRange> hot) {
+    ResidentResult r;
+    set_working_set_minimum(bytes);  // best effort: raises RLIMIT_MEMLOCK's soft limit
+    rlimit lim{};
+    std::uint64_t budget = bytes;
+    if (getrlimit(RLIMIT_MEMLOCK, &lim) == 0 && lim.rlim_cur != RLIM_INFINITY) {
+        budget = std::min<std::uint64_t>(budget, lim.rlim_cur);
+    }
+    std::uint64_t wanted = 0;
+    for (const MemoryRange& m : hot) wanted += m.n;
+    wanted = std::min(wanted, bytes);
+    std::string error;
+    for (const MemoryRange& m : hot) {
+        if (r.locked_bytes >= budget) break;
+        const auto n = static_cast<std::size_t>(std::min<std::uint64_t>(m.n, budget - r.locked_bytes));
+        if (!lock_memory(m.p, n, &error)) break;
+        r.locked_bytes += n;
+    }
+    r.ok = r.locked_bytes > 0 || wanted == 0;
+    r.message = "no working-set minimum on this OS: locked " + std::to_string(r.locked_bytes) +
+                " of " + std::to_string(wanted) + " bytes of the hot weights with mlock";
+    r.partial = r.locked_bytes < wanted;
+    if (r.partial) {
+        r.message += " (locked-memory limit RLIMIT_MEMLOCK: " +
+                     (lim.rlim_cur == RLIM_INFINITY ? std::string("unlimited")
+                                                    : std::to_string(lim.rlim_cur) + " bytes") +
+                     (error.empty() ? "" : "; " + error) + "; see ulimit -l)";
+    }
+    return r;
 }
 
 std::filesystem::path app_data_dir() {

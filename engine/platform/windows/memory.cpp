@@ -59,6 +59,17 @@ bool set_working_set_minimum(std::uint64_t bytes, std::string* error) {
     return true;
 }
 
+ResidentResult keep_resident(std::uint64_t bytes, std::span<const MemoryRange> hot) {
+    (void)hot;  // the working-set minimum covers whatever the process touches, no range needed
+    ResidentResult r;
+    std::string error;
+    r.ok = set_working_set_minimum(bytes, &error);
+    r.message = r.ok ? "working-set minimum " + std::to_string(bytes) +
+                           " bytes (SetProcessWorkingSetSizeEx)"
+                     : error;
+    return r;
+}
+
 std::filesystem::path app_data_dir() {
     PWSTR path = nullptr;
     std::filesystem::path out;
