@@ -22,6 +22,28 @@ if [ -f "$log" ] && grep -q "Skipped" "$log"; then
   echo "Skip reasons:"
   grep -A1 ": Skipped$" "$log" | grep -v -e ": Skipped$" -e "^--$" | sort | uniq -c | sed 's/^/  /'
 fi
+# Reliability stages (docs/RELIABILITY.md), on a full run only (no ctest arguments):
+#   fuzz smoke: every libFuzzer target NEURAL_FUZZ_SECONDS (default 25) s    off: NEURAL_FUZZ=0
+#   ASan + UBSan build running the ctest suite (scripts/sanitize.sh asan)   off: NEURAL_SANITIZE=0
+# The ThreadSanitizer pass and longer fuzzing are `scripts/sanitize.sh tsan` / `scripts/fuzz.sh`.
+if [ $# -eq 0 ]; then
+  if [ "${NEURAL_FUZZ:-1}" = 0 ]; then
+    echo "reliability: fuzz smoke skipped (NEURAL_FUZZ=0)"
+  elif ! command -v clang++-14 >/dev/null 2>&1; then
+    echo "reliability: fuzz smoke skipped (clang++-14 not installed; scripts/setup.sh installs it)"
+  else
+    t0=$(date +%s)
+    ./scripts/fuzz.sh "${NEURAL_FUZZ_SECONDS:-25}" || status=1
+    echo "reliability: fuzz smoke ran (${NEURAL_FUZZ_SECONDS:-25} s per target, $(($(date +%s) - t0)) s in all)"
+  fi
+  if [ "${NEURAL_SANITIZE:-1}" = 0 ]; then
+    echo "reliability: ASan/UBSan pass skipped (NEURAL_SANITIZE=0)"
+  else
+    t0=$(date +%s)
+    ./scripts/sanitize.sh asan || status=1
+    echo "reliability: ASan/UBSan ctest pass ran ($(($(date +%s) - t0)) s)"
+  fi
+fi
 # Windows proof: the engine and its unit tests cross-built with mingw-w64 and run under Wine
 # (scripts/test-windows.sh). Off with NEURAL_WINDOWS_TESTS=0; skipped when the tools are missing.
 if [ "${NEURAL_WINDOWS_TESTS:-1}" != 0 ] && [ $# -eq 0 ]; then

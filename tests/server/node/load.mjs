@@ -19,7 +19,7 @@ import { fileURLToPath } from 'node:url';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const arg = (name, fallback) => {
-  const i = process.argv.indexOf(`--${name}`);
+  const i = process.argv.lastIndexOf(`--${name}`);  // the last one wins (scripts add defaults first)
   return i > 0 ? process.argv[i + 1] : fallback;
 };
 const REQUESTS = Number(arg('requests', 1000));
