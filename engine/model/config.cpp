@@ -1,5 +1,6 @@
 #include "model/config.h"
 
+#include <cmath>
 #include <fstream>
 #include <sstream>
 
@@ -45,8 +46,11 @@ std::int64_t get_int(const json& j, const char* key, const std::string& src, boo
     }
     if (v->is_number_integer() || v->is_number_unsigned()) return v->get<std::int64_t>();
     if (v->is_number_float()) {
-        double d = v->get<double>();
-        if (d == static_cast<double>(static_cast<std::int64_t>(d))) return static_cast<std::int64_t>(d);
+        // 16.0 counts as an integer; casting a double outside int64's range (1e300) is undefined
+        // behaviour, so the range is checked first (same rule as openai.cpp's get_integer).
+        const double d = v->get<double>();
+        if (std::isfinite(d) && d == std::floor(d) && std::fabs(d) < 9.0e15)
+            return static_cast<std::int64_t>(d);
     }
     fail("{}: field \"{}\" must be an integer, got {}", src, key, v->dump());
 }
