@@ -76,11 +76,14 @@ ExpertStore ExpertStore::open(const fs::path& path) {
     if (h.record_count == 0 || h.record_count > (std::uint64_t{1} << 32)) {
         fail("{}: corrupt expert store header: {} records", file, h.record_count);
     }
-    const std::uint64_t index_end = h.index_offset + h.record_count * kIndexEntryBytes;
-    if (index_end > size) {
-        fail("{}: truncated expert store: the index ends at byte {} but the file has {} bytes",
-             file, index_end, size);
+    // index_offset is any u64: compare before adding, or offset + length can wrap around, pass
+    // the check and send the checksum below reading outside the mapping (found by fuzzing).
+    if (h.index_offset > size || h.record_count * kIndexEntryBytes > size - h.index_offset) {
+        fail("{}: truncated expert store: the index ({} records at byte {}) ends past the end of "
+             "the file ({} bytes)",
+             file, h.record_count, h.index_offset, size);
     }
+    const std::uint64_t index_end = h.index_offset + h.record_count * kIndexEntryBytes;
     if (h.data_offset % kRecordAlignment != 0 || h.data_offset < index_end) {
         fail(
             "{}: corrupt expert store header: data offset {} (must be a multiple of {} after "
