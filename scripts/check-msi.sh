@@ -66,13 +66,13 @@ echo "check-msi: built $MSI ($(stat -c %s "$MSI") bytes) with wixl $(wixl --vers
 # --- 1. runtime DLLs --------------------------------------------------------------------------
 # The MinGW runtime is linked statically (cmake/mingw-w64.cmake); if that ever changes, the DLLs
 # it brings (libstdc++-6.dll, libgomp-1.dll, ...) must be added to installer/wixl-files.wxs.
-SYSTEM_DLLS="kernel32.dll msvcrt.dll ucrtbase.dll ntdll.dll advapi32.dll shell32.dll ole32.dll
-  user32.dll ws2_32.dll bcrypt.dll psapi.dll shlwapi.dll"
+SYSTEM_DLLS=" kernel32.dll msvcrt.dll ucrtbase.dll ntdll.dll advapi32.dll shell32.dll ole32.dll "
+SYSTEM_DLLS+="user32.dll ws2_32.dll bcrypt.dll psapi.dll shlwapi.dll synchronization.dll "
 files=$(msiinfo export "$MSI" File | tail -n +4 | tr -d '\r' | cut -f3 | tr 'A-Z' 'a-z')
 imports_ok=1
 for bin in "$EXE" "$DLL"; do
   for dll in $(x86_64-w64-mingw32-objdump -p "$bin" | sed -n 's/^\s*DLL Name: //p' | tr 'A-Z' 'a-z'); do
-    case " $SYSTEM_DLLS " in *" $dll "*) continue ;; esac
+    case "$SYSTEM_DLLS" in *" $dll "*) continue ;; esac
     [[ $dll == api-ms-win-* ]] && continue
     grep -qx "$dll" <<<"$files" && continue
     echo "  $(basename "$bin") imports $dll, which is neither a Windows system DLL nor in the MSI"

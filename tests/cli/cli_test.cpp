@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <regex>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -19,12 +20,19 @@ namespace {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
-using ::testing::ContainsRegex;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
-using ::testing::MatchesRegex;
 using ::testing::Not;
 using ::testing::StartsWith;
+
+// gtest's own regular expressions are POSIX on Linux but a small subset on Windows (no brackets
+// or groups), where these tests run under Wine: the patterns go through std::regex everywhere.
+MATCHER_P(ContainsRegex, pattern, std::string("contains regular expression ") + pattern) {
+    return std::regex_search(arg, std::regex(pattern));
+}
+MATCHER_P(MatchesRegex, pattern, std::string("matches regular expression ") + pattern) {
+    return std::regex_match(arg, std::regex(pattern));
+}
 
 // Seconds one `neural` process may take before it is killed (each takes well under 2 s).
 constexpr int kTimeoutSeconds = 30;
