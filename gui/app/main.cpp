@@ -1,0 +1,53 @@
+// neural-desktop: the Qt Widgets app (chat, setup wizard, profiles, telemetry, tray + API).
+//   neural-desktop [--model DIR] [--theme light|dark|system]
+// Without --model it loads the active profile's model, else the demo model (first run: asks).
+#include <QApplication>
+#include <QCommandLineParser>
+#include <QIcon>
+
+#include <spdlog/spdlog.h>
+
+#include "app/applog.h"
+#include "app/mainwindow.h"
+#include "app/paths.h"
+#include "app/theme.h"
+
+int main(int argc, char **argv)
+{
+    QApplication app(argc, argv);
+    QApplication::setOrganizationName(QStringLiteral("Neural"));
+    QApplication::setApplicationName(QStringLiteral("neural-desktop"));
+    QApplication::setApplicationDisplayName(QStringLiteral("Neural"));
+    QApplication::setApplicationVersion(QStringLiteral("0.1.0"));
+    QApplication::setWindowIcon(QIcon(QStringLiteral(":/neural/neural.ico")));
+
+    QCommandLineParser p;
+    p.setApplicationDescription(QStringLiteral("Neural: chat with gpt-oss on this PC."));
+    p.addHelpOption();
+    p.addVersionOption();
+    const QCommandLineOption model({QStringLiteral("m"), QStringLiteral("model")},
+                                   QStringLiteral("Checkpoint folder (overrides the profile)."),
+                                   QStringLiteral("DIR"));
+    const QCommandLineOption theme(QStringLiteral("theme"),
+                                   QStringLiteral("light, dark or system (saved)."),
+                                   QStringLiteral("NAME"));
+    p.addOption(model);
+    p.addOption(theme);
+    p.process(app);
+
+    namespace g = neural::gui;
+    const QString logFile = g::installLogging(g::logDir() + QStringLiteral("/neural-desktop.log"));
+    spdlog::info("neural-desktop {} starting; log file {}", "0.1.0", logFile.toStdString());
+
+    auto settings = g::appSettings();
+    if (p.isSet(theme))
+        settings->setValue(QStringLiteral("ui/theme"), p.value(theme));
+    g::applyTheme(settings->value(QStringLiteral("ui/theme"), QStringLiteral("system")).toString());
+    settings.reset();
+
+    g::MainWindow::Options options;
+    options.modelDir = p.value(model);
+    g::MainWindow window(options);
+    window.show();
+    return QApplication::exec();
+}

@@ -1,0 +1,123 @@
+// The main window: conversation list (new, rename, delete, search) on the left, the chat on the
+// right (demo banner, messages, per-conversation reasoning effort and system prompt, input with
+// Send / Stop), telemetry and logs docks, the API server controls (tray menu, or the status bar
+// when there is no system tray), and the menus for export, profiles, setup wizard and theme.
+//
+// GUI thread only. It owns the ConversationStore and both list models and is the only code that
+// changes them; the engine's results arrive through EngineHost's queued signals.
+#pragma once
+
+#include <QMainWindow>
+#include <QPointer>
+
+#include "chat/conversationmodel.h"
+#include "chat/conversationstore.h"
+#include "chat/enginehost.h"
+#include "chat/messagemodel.h"
+#include "settings/profile.h"
+
+class QComboBox;
+class QLabel;
+class QLineEdit;
+class QListView;
+class QPlainTextEdit;
+class QProgressBar;
+class QPushButton;
+class QSystemTrayIcon;
+class QAction;
+
+namespace neural::gui {
+
+class ChatInput;
+class ChatView;
+class ServerControl;
+class TelemetryDock;
+
+class MainWindow : public QMainWindow {
+    Q_OBJECT
+public:
+    struct Options {
+        QString modelDir;       // --model: overrides the profile's model
+        QString dbPath;         // conversations file (default: conversationsPath())
+        QString profilesPath;   // default: profilesPath()
+        bool askFirstRun = true;  // no model anywhere: ask (wizard / demo) instead of the demo
+        bool useTray = true;      // false: server controls in the window even with a tray
+    };
+
+    explicit MainWindow(Options options, QWidget *parent = nullptr);
+    ~MainWindow() override;
+
+    EngineHost *engine() const { return m_engine; }
+    ConversationStore &store() { return m_store; }
+    MessageModel *messages() const { return m_messages; }
+    ConversationModel *conversations() const { return m_conversations; }
+    ChatInput *input() const { return m_input; }
+    ChatView *chatView() const { return m_chat; }
+    ServerControl *server() const { return m_server; }
+    TelemetryDock *telemetry() const { return m_telemetry; }
+    qint64 currentConversation() const { return m_current; }
+    QLabel *banner() const { return m_banner; }
+    QPushButton *serverButton() const { return m_serverButton; }
+
+public slots:
+    void newConversation();
+    void sendMessage();  // the input's text
+    void stopGeneration();
+    void regenerate(int row);
+    void editMessage(int row, const QString &newText = {});
+    void selectConversation(qint64 id);
+    void toggleServer();
+    bool exportConversation(const QString &path, bool json);
+
+protected:
+    void closeEvent(QCloseEvent *event) override;
+
+private:
+    void buildUi();
+    void buildMenus();
+    void buildTray();
+    void reloadConversations();
+    void startTurn();
+    void onTurnFinished(const TurnReport &report);
+    void updateEngineState();
+    void updateServerState(bool running, const QString &url);
+    void loadActiveProfile();
+    void firstRun();
+    void openWizard();
+    void openProfiles();
+    void saveConversationSettings();
+    void setTheme(const QString &name);
+
+    Options m_options;
+    ConversationStore m_store;
+    ProfileStore m_profiles;
+    EngineHost *m_engine;
+    ServerControl *m_server;
+    ConversationModel *m_conversations;
+    MessageModel *m_messages;
+    qint64 m_current = 0;
+    qint64 m_turnConversation = 0;
+
+    QLineEdit *m_search = nullptr;
+    QListView *m_list = nullptr;
+    QLabel *m_banner = nullptr;
+    ChatView *m_chat = nullptr;
+    ChatInput *m_input = nullptr;
+    QPushButton *m_send = nullptr;
+    QPushButton *m_stop = nullptr;
+    QComboBox *m_effort = nullptr;
+    QPushButton *m_systemPrompt = nullptr;
+    QLabel *m_engineLabel = nullptr;
+    QProgressBar *m_busy = nullptr;
+    QLabel *m_serverLabel = nullptr;
+    QPushButton *m_serverButton = nullptr;
+    QPushButton *m_copyUrl = nullptr;
+    QAction *m_serverAction = nullptr;
+    QAction *m_copyUrlAction = nullptr;
+    QSystemTrayIcon *m_tray = nullptr;
+    TelemetryDock *m_telemetry = nullptr;
+    QPlainTextEdit *m_logs = nullptr;
+    bool m_quitting = false;
+};
+
+}  // namespace neural::gui

@@ -1,0 +1,427 @@
+#include "chat/conversationstore.h"
+
+#include <QDateTime>
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QSqlError>
+#include <QSqlQuery>
+#include <QVariant>
+
+#include <atomic>
+
+namespace neural::gui {
+
+namespace {
+
+std::atomic<int> g_connections{0};
+
+qint64 nowMs() { return QDateTime::currentMSecsSinceEpoch(); }
+
+// Migration N takes the schema from version N-1 to N. Append only: a released step never
+// changes, so every older file reaches the current schema through the same statements.
+const QList<QStringList> &migrations()
+{
+    static const QList<QStringList> steps = {
+        // 1: conversations and messages.
+        {QStringLiteral("CREATE TABLE conversations ("
+                        " id INTEGER PRIMARY KEY AUTOINCREMENT,"
+                        " title TEXT NOT NULL,"
+                        " created_ms INTEGER NOT NULL,"
+                        " updated_ms INTEGER NOT NULL)"),
+         QStringLiteral("CREATE TABLE messages ("
+                        " id INTEGER PRIMARY KEY AUTOINCREMENT,"
+                        " conversation_id INTEGER NOT NULL"
+                        "   REFERENCES conversations(id) ON DELETE CASCADE,"
+                        " position INTEGER NOT NULL,"
+                        " role TEXT NOT NULL,"
+                        " content TEXT NOT NULL,"
+                        " reasoning TEXT NOT NULL DEFAULT '',"
+                        " created_ms INTEGER NOT NULL,"
+                        " UNIQUE (conversation_id, position))")},
+        // 2: per-conversation settings and per-message stats.
+        {QStringLiteral("ALTER TABLE conversations ADD COLUMN system_prompt TEXT NOT NULL "
+                        "DEFAULT ''"),
+         QStringLiteral("ALTER TABLE conversations ADD COLUMN reasoning_effort TEXT NOT NULL "
+                        "DEFAULT 'medium'"),
+         QStringLiteral("ALTER TABLE messages ADD COLUMN stats TEXT NOT NULL DEFAULT '{}'"),
+         QStringLiteral("CREATE INDEX messages_by_conversation ON messages(conversation_id, "
+                        "position)")},
+    };
+    return steps;
+}
+
+}  // namespace
+
+ConversationStore::ConversationStore()
+    : m_connection(QStringLiteral("neural-conversations-%1").arg(g_connections.fetch_add(1)))
+{
+}
+
+ConversationStore::~ConversationStore() { close(); }
+
+bool ConversationStore::fail(const QString &what, const QString &detail)
+{
+    m_error = detail.isEmpty() ? what : QStringLiteral("%1: %2").arg(what, detail);
+    return false;
+}
+
+bool ConversationStore::exec(const QString &sql)
+{
+    QSqlQuery q(QSqlDatabase::database(m_connection));
+    if (!q.exec(sql))
+        return fail(QStringLiteral("database statement failed (%1)").arg(sql.left(60)),
+                    q.lastError().text());
+    return true;
+}
+
+bool ConversationStore::open(const QString &path)
+{
+    close();
+    if (!QSqlDatabase::isDriverAvailable(QStringLiteral("QSQLITE")))
+        return fail(QStringLiteral("the Qt SQLite driver is missing (libqt6sql6-sqlite)"), {});
+    QString openError;
+    {
+        // Scoped: removeDatabase() below must not see a live handle.
+        QSqlDatabase db = QSqlDatabase::addDatabase(QStringLiteral("QSQLITE"), m_connection);
+        db.setDatabaseName(path);
+        if (!db.open())
+            openError = db.lastError().text();
+    }
+    if (!openError.isEmpty()) {
+        QSqlDatabase::removeDatabase(m_connection);
+        return fail(QStringLiteral("cannot open %1").arg(path), openError);
+    }
+    // WAL + FULL: a committed transaction survives a killed process and a power cut.
+    if (!exec(QStringLiteral("PRAGMA journal_mode=WAL")) ||
+        !exec(QStringLiteral("PRAGMA synchronous=FULL")) ||
+        !exec(QStringLiteral("PRAGMA foreign_keys=ON")) || !migrate()) {
+        const QString err = m_error;
+        close();
+        m_error = QStringLiteral("%1: %2").arg(path, err);
+        return false;
+    }
+    m_error.clear();
+    return true;
+}
+
+void ConversationStore::close()
+{
+    if (QSqlDatabase::contains(m_connection)) {
+        {
+            QSqlDatabase db = QSqlDatabase::database(m_connection, false);
+            db.close();
+        }
+        QSqlDatabase::removeDatabase(m_connection);
+    }
+}
+
+bool ConversationStore::isOpen() const
+{
+    return QSqlDatabase::contains(m_connection) &&
+           QSqlDatabase::database(m_connection, false).isOpen();
+}
+
+int ConversationStore::schemaVersion()
+{
+    QSqlQuery q(QSqlDatabase::database(m_connection));
+    if (!q.exec(QStringLiteral("SELECT version FROM schema_version")) || !q.next())
+        return 0;
+    return q.value(0).toInt();
+}
+
+bool ConversationStore::migrate()
+{
+    QSqlDatabase db = QSqlDatabase::database(m_connection);
+    // "file is not a database" shows up at the first statement.
+    if (!exec(QStringLiteral("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER "
+                             "NOT NULL)")))
+        return false;
+    int version = 0;
+    {
+        QSqlQuery q(db);
+        if (!q.exec(QStringLiteral("SELECT version FROM schema_version")))
+            return fail(QStringLiteral("cannot read the schema version"), q.lastError().text());
+        if (q.next())
+            version = q.value(0).toInt();
+        else if (!exec(QStringLiteral("INSERT INTO schema_version (version) VALUES (0)")))
+            return false;
+    }
+    if (version > kSchemaVersion)
+        return fail(QStringLiteral("the conversations file has schema version %1, newer than "
+                                   "this app's %2; update the app (the file was not changed)")
+                        .arg(version)
+                        .arg(kSchemaVersion),
+                    {});
+    for (int v = version; v < kSchemaVersion; ++v) {
+        if (!db.transaction())
+            return fail(QStringLiteral("cannot begin a transaction"), db.lastError().text());
+        bool ok = true;
+        for (const QString &sql : migrations()[v])
+            ok = ok && exec(sql);
+        ok = ok && exec(QStringLiteral("UPDATE schema_version SET version = %1").arg(v + 1));
+        if (!ok) {
+            const QString err = m_error;
+            db.rollback();
+            return fail(QStringLiteral("migration to schema version %1 failed").arg(v + 1), err);
+        }
+        if (!db.commit())
+            return fail(QStringLiteral("cannot commit migration %1").arg(v + 1),
+                        db.lastError().text());
+    }
+    return true;
+}
+
+QList<ConversationInfo> ConversationStore::conversations(const QString &filter)
+{
+    QList<ConversationInfo> out;
+    QSqlQuery q(QSqlDatabase::database(m_connection));
+    QString sql = QStringLiteral(
+        "SELECT id, title, created_ms, updated_ms, system_prompt, reasoning_effort "
+        "FROM conversations c");
+    if (!filter.isEmpty())
+        sql += QStringLiteral(" WHERE instr(lower(title), lower(:f)) > 0 OR EXISTS (SELECT 1 "
+                              "FROM messages m WHERE m.conversation_id = c.id AND "
+                              "instr(lower(m.content), lower(:f)) > 0)");
+    sql += QStringLiteral(" ORDER BY updated_ms DESC, id DESC");
+    q.prepare(sql);
+    if (!filter.isEmpty())
+        q.bindValue(QStringLiteral(":f"), filter);
+    if (!q.exec()) {
+        fail(QStringLiteral("cannot list conversations"), q.lastError().text());
+        return out;
+    }
+    while (q.next()) {
+        ConversationInfo c;
+        c.id = q.value(0).toLongLong();
+        c.title = q.value(1).toString();
+        c.createdMs = q.value(2).toLongLong();
+        c.updatedMs = q.value(3).toLongLong();
+        c.systemPrompt = q.value(4).toString();
+        c.reasoningEffort = q.value(5).toString();
+        out.push_back(c);
+    }
+    return out;
+}
+
+std::optional<ConversationInfo> ConversationStore::conversation(qint64 id)
+{
+    for (const ConversationInfo &c : conversations())
+        if (c.id == id)
+            return c;
+    return std::nullopt;
+}
+
+qint64 ConversationStore::createConversation(const QString &title)
+{
+    QSqlQuery q(QSqlDatabase::database(m_connection));
+    q.prepare(QStringLiteral("INSERT INTO conversations (title, created_ms, updated_ms) "
+                             "VALUES (COALESCE(?, ''), ?, ?)"));
+    const qint64 now = nowMs();
+    q.addBindValue(title);
+    q.addBindValue(now);
+    q.addBindValue(now);
+    if (!q.exec()) {
+        fail(QStringLiteral("cannot create a conversation"), q.lastError().text());
+        return 0;
+    }
+    return q.lastInsertId().toLongLong();
+}
+
+bool ConversationStore::renameConversation(qint64 id, const QString &title)
+{
+    QSqlQuery q(QSqlDatabase::database(m_connection));
+    q.prepare(QStringLiteral("UPDATE conversations SET title = COALESCE(?, '') WHERE id = ?"));
+    q.addBindValue(title);
+    q.addBindValue(id);
+    if (!q.exec())
+        return fail(QStringLiteral("cannot rename conversation %1").arg(id), q.lastError().text());
+    return q.numRowsAffected() == 1 || fail(QStringLiteral("no conversation %1").arg(id), {});
+}
+
+bool ConversationStore::setConversationSettings(qint64 id, const QString &systemPrompt,
+                                                const QString &reasoningEffort)
+{
+    QSqlQuery q(QSqlDatabase::database(m_connection));
+    q.prepare(QStringLiteral(
+        "UPDATE conversations SET system_prompt = COALESCE(?, ''), reasoning_effort = COALESCE(?, 'medium') WHERE id = ?"));
+    q.addBindValue(systemPrompt);
+    q.addBindValue(reasoningEffort);
+    q.addBindValue(id);
+    if (!q.exec())
+        return fail(QStringLiteral("cannot save the settings of conversation %1").arg(id),
+                    q.lastError().text());
+    return true;
+}
+
+bool ConversationStore::deleteConversation(qint64 id)
+{
+    QSqlDatabase db = QSqlDatabase::database(m_connection);
+    if (!db.transaction())
+        return fail(QStringLiteral("cannot begin a transaction"), db.lastError().text());
+    QSqlQuery q(db);
+    q.prepare(QStringLiteral("DELETE FROM messages WHERE conversation_id = ?"));
+    q.addBindValue(id);
+    bool ok = q.exec();
+    if (ok) {
+        q.prepare(QStringLiteral("DELETE FROM conversations WHERE id = ?"));
+        q.addBindValue(id);
+        ok = q.exec();
+    }
+    if (!ok) {
+        const QString err = q.lastError().text();
+        db.rollback();
+        return fail(QStringLiteral("cannot delete conversation %1").arg(id), err);
+    }
+    return db.commit() || fail(QStringLiteral("commit failed"), db.lastError().text());
+}
+
+QList<StoredMessage> ConversationStore::messages(qint64 conversationId)
+{
+    QList<StoredMessage> out;
+    QSqlQuery q(QSqlDatabase::database(m_connection));
+    q.prepare(QStringLiteral("SELECT id, position, role, content, reasoning, created_ms, stats "
+                             "FROM messages WHERE conversation_id = ? ORDER BY position"));
+    q.addBindValue(conversationId);
+    if (!q.exec()) {
+        fail(QStringLiteral("cannot read messages"), q.lastError().text());
+        return out;
+    }
+    while (q.next()) {
+        StoredMessage m;
+        m.id = q.value(0).toLongLong();
+        m.conversationId = conversationId;
+        m.position = q.value(1).toInt();
+        m.role = q.value(2).toString();
+        m.content = q.value(3).toString();
+        m.reasoning = q.value(4).toString();
+        m.createdMs = q.value(5).toLongLong();
+        m.stats = QJsonDocument::fromJson(q.value(6).toByteArray()).object();
+        out.push_back(m);
+    }
+    return out;
+}
+
+StoredMessage ConversationStore::appendMessage(qint64 conversationId, const QString &role,
+                                               const QString &content, const QString &reasoning,
+                                               const QJsonObject &stats)
+{
+    StoredMessage m;
+    QSqlDatabase db = QSqlDatabase::database(m_connection);
+    if (!db.transaction()) {
+        fail(QStringLiteral("cannot begin a transaction"), db.lastError().text());
+        return m;
+    }
+    QSqlQuery q(db);
+    q.prepare(QStringLiteral(
+        "SELECT COALESCE(MAX(position) + 1, 0) FROM messages WHERE conversation_id = ?"));
+    q.addBindValue(conversationId);
+    bool ok = q.exec() && q.next();
+    const int position = ok ? q.value(0).toInt() : 0;
+    const qint64 now = nowMs();
+    if (ok) {
+        q.prepare(QStringLiteral("INSERT INTO messages (conversation_id, position, role, "
+                                 "content, reasoning, created_ms, stats) "
+                                 "VALUES (?, ?, ?, COALESCE(?, ''), COALESCE(?, ''), ?, ?)"));
+        q.addBindValue(conversationId);
+        q.addBindValue(position);
+        q.addBindValue(role);
+        q.addBindValue(content);
+        q.addBindValue(reasoning);
+        q.addBindValue(now);
+        q.addBindValue(QString::fromUtf8(QJsonDocument(stats).toJson(QJsonDocument::Compact)));
+        ok = q.exec();
+    }
+    const qint64 id = ok ? q.lastInsertId().toLongLong() : 0;
+    if (ok) {
+        q.prepare(QStringLiteral("UPDATE conversations SET updated_ms = ? WHERE id = ?"));
+        q.addBindValue(now);
+        q.addBindValue(conversationId);
+        ok = q.exec() && q.numRowsAffected() == 1;
+    }
+    if (!ok) {
+        const QString err = q.lastError().text();
+        db.rollback();
+        fail(QStringLiteral("cannot save the message in conversation %1").arg(conversationId),
+             err.isEmpty() ? QStringLiteral("no such conversation") : err);
+        return m;
+    }
+    if (!db.commit()) {
+        fail(QStringLiteral("commit failed"), db.lastError().text());
+        return m;
+    }
+    m.id = id;
+    m.conversationId = conversationId;
+    m.position = position;
+    m.role = role;
+    m.content = content;
+    m.reasoning = reasoning;
+    m.createdMs = now;
+    m.stats = stats;
+    return m;
+}
+
+bool ConversationStore::truncate(qint64 conversationId, int fromPosition)
+{
+    QSqlQuery q(QSqlDatabase::database(m_connection));
+    q.prepare(QStringLiteral("DELETE FROM messages WHERE conversation_id = ? AND position >= ?"));
+    q.addBindValue(conversationId);
+    q.addBindValue(fromPosition);
+    if (!q.exec())
+        return fail(QStringLiteral("cannot remove messages"), q.lastError().text());
+    return true;
+}
+
+QString ConversationStore::exportMarkdown(qint64 conversationId)
+{
+    const auto info = conversation(conversationId);
+    if (!info)
+        return {};
+    QString md = QStringLiteral("# %1\n\n").arg(info->title);
+    if (!info->systemPrompt.isEmpty())
+        md += QStringLiteral("> System prompt: %1\n\n").arg(info->systemPrompt);
+    for (const StoredMessage &m : messages(conversationId)) {
+        md += QStringLiteral("## %1\n\n").arg(m.role == QLatin1String("user")
+                                                    ? QStringLiteral("User")
+                                                    : QStringLiteral("Assistant"));
+        if (!m.reasoning.isEmpty()) {
+            md += QStringLiteral("<details><summary>Reasoning</summary>\n\n%1\n\n</details>\n\n")
+                      .arg(m.reasoning);
+        }
+        md += m.content + QStringLiteral("\n\n");
+    }
+    return md;
+}
+
+QByteArray ConversationStore::exportJson(qint64 conversationId)
+{
+    const auto info = conversation(conversationId);
+    if (!info)
+        return {};
+    QJsonArray list;
+    for (const StoredMessage &m : messages(conversationId)) {
+        QJsonObject o{{QStringLiteral("role"), m.role},
+                      {QStringLiteral("content"), m.content},
+                      {QStringLiteral("created"),
+                       QDateTime::fromMSecsSinceEpoch(m.createdMs, Qt::UTC)
+                           .toString(Qt::ISODateWithMs)}};
+        if (!m.reasoning.isEmpty())
+            o.insert(QStringLiteral("reasoning"), m.reasoning);
+        if (!m.stats.isEmpty())
+            o.insert(QStringLiteral("stats"), m.stats);
+        list.push_back(o);
+    }
+    const QJsonObject root{{QStringLiteral("title"), info->title},
+                           {QStringLiteral("system_prompt"), info->systemPrompt},
+                           {QStringLiteral("reasoning_effort"), info->reasoningEffort},
+                           {QStringLiteral("messages"), list}};
+    return QJsonDocument(root).toJson(QJsonDocument::Indented);
+}
+
+bool ConversationStore::integrityOk()
+{
+    QSqlQuery q(QSqlDatabase::database(m_connection));
+    return q.exec(QStringLiteral("PRAGMA integrity_check")) && q.next() &&
+           q.value(0).toString() == QLatin1String("ok");
+}
+
+}  // namespace neural::gui

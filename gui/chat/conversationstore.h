@@ -1,0 +1,92 @@
+// Conversations on disk: one SQLite file through Qt SQL. Crash safety: WAL journal with
+// synchronous=FULL and one transaction per change, and a message is written only once it is
+// complete (the reply being generated lives in memory), so a crash or kill loses at most the
+// message being generated. The schema is versioned (table schema_version, one row) and
+// migrated forward step by step inside a transaction at open(); a file from a newer app is
+// refused with a clear error instead of being touched.
+//
+// Used from one thread (the GUI thread); every instance has its own connection.
+#pragma once
+
+#include <QJsonObject>
+#include <optional>
+#include <QList>
+#include <QSqlDatabase>
+#include <QString>
+
+namespace neural::gui {
+
+struct ConversationInfo {
+    qint64 id = 0;
+    QString title;
+    qint64 createdMs = 0;  // ms since the epoch (UTC)
+    qint64 updatedMs = 0;
+    QString systemPrompt;             // developer instructions; empty: none
+    QString reasoningEffort = QStringLiteral("medium");  // low / medium / high
+};
+
+struct StoredMessage {
+    qint64 id = 0;
+    qint64 conversationId = 0;
+    int position = 0;     // 0, 1, ... within the conversation
+    QString role;         // "user" / "assistant"
+    QString content;      // Markdown text
+    QString reasoning;    // analysis channel (assistant), may be empty
+    qint64 createdMs = 0;
+    QJsonObject stats;    // assistant: tokens, tok/s, ttft_s, reasoning_s, finish, ...
+};
+
+class ConversationStore {
+public:
+    static constexpr int kSchemaVersion = 2;
+
+    ConversationStore();
+    ~ConversationStore();
+    ConversationStore(const ConversationStore &) = delete;
+    ConversationStore &operator=(const ConversationStore &) = delete;
+
+    // Opens (creating) the database and migrates it. False with lastError() on failure
+    // (unreadable file, not a database, schema from a newer version, ...).
+    bool open(const QString &path);
+    void close();
+    bool isOpen() const;
+    const QString &lastError() const { return m_error; }
+    int schemaVersion();
+
+    // Conversations, most recently updated first. `filter`: case-insensitive substring of the
+    // title or of any message.
+    QList<ConversationInfo> conversations(const QString &filter = {});
+    std::optional<ConversationInfo> conversation(qint64 id);
+    qint64 createConversation(const QString &title);  // the new id, or 0 on error
+    bool renameConversation(qint64 id, const QString &title);
+    bool setConversationSettings(qint64 id, const QString &systemPrompt,
+                                 const QString &reasoningEffort);
+    bool deleteConversation(qint64 id);  // with its messages
+
+    QList<StoredMessage> messages(qint64 conversationId);
+    // Appends at the end (position = count) and touches the conversation; one transaction,
+    // committed before returning. Returns the stored message (id 0 on error).
+    StoredMessage appendMessage(qint64 conversationId, const QString &role,
+                                const QString &content, const QString &reasoning = {},
+                                const QJsonObject &stats = {});
+    // Removes messages with position >= `fromPosition` (edit-and-resend, regenerate).
+    bool truncate(qint64 conversationId, int fromPosition);
+
+    // The conversation as Markdown (title, then each message under its role) and as JSON
+    // ({"title", "system_prompt", "reasoning_effort", "messages": [...]}).
+    QString exportMarkdown(qint64 conversationId);
+    QByteArray exportJson(qint64 conversationId);
+
+    // PRAGMA integrity_check == "ok".
+    bool integrityOk();
+
+private:
+    bool migrate();
+    bool exec(const QString &sql);
+    bool fail(const QString &what, const QString &detail);
+
+    QString m_connection;
+    QString m_error;
+};
+
+}  // namespace neural::gui

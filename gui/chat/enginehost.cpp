@@ -1,0 +1,334 @@
+#include "chat/enginehost.h"
+
+#include <QDir>
+#include <QFileInfo>
+#include <QMetaObject>
+
+#include <spdlog/spdlog.h>
+
+#include <atomic>
+#include <chrono>
+#include <optional>
+#include <random>
+
+#include "chat/render.h"
+#include "cpu/parallel.h"
+#include "generationqueue.h"
+#include "neural/error.h"
+#include "runtime/session.h"
+#include "synth/synth.h"
+
+namespace neural::gui {
+
+namespace {
+std::string utf8(const QString &s) { return s.toStdString(); }
+QString qstr(const std::string &s) { return QString::fromStdString(s); }
+}  // namespace
+
+double TurnReport::tokensPerSecond() const
+{
+    // The first token's time is in ttft; the rate counts the tokens after it.
+    return decodeSeconds > 0 && generatedTokens > 1
+               ? static_cast<double>(generatedTokens - 1) / decodeSeconds
+               : 0.0;
+}
+
+QJsonObject TurnReport::toJson() const
+{
+    QJsonObject o{{QStringLiteral("finish"), finish},
+                  {QStringLiteral("prompt_tokens"), promptTokens},
+                  {QStringLiteral("cached_tokens"), cachedTokens},
+                  {QStringLiteral("tokens"), generatedTokens},
+                  {QStringLiteral("tokens_per_second"), tokensPerSecond()},
+                  {QStringLiteral("ttft_s"), ttftSeconds},
+                  {QStringLiteral("decode_s"), decodeSeconds}};
+    if (reasoningSeconds > 0)
+        o.insert(QStringLiteral("reasoning_s"), reasoningSeconds);
+    if (!error.isEmpty())
+        o.insert(QStringLiteral("error"), error);
+    return o;
+}
+
+EngineHost::EngineHost(QObject *parent) : QObject(parent)
+{
+    qRegisterMetaType<neural::gui::TurnReport>();
+    connect(&m_batcher, &DeltaBatcher::released, this, &EngineHost::turnDelta);
+}
+
+EngineHost::~EngineHost()
+{
+    if (m_loader) {
+        // Shutdown while loading: the load cannot be interrupted; wait for it.
+        m_loader->wait();
+        delete m_loader;
+    }
+    unload();
+}
+
+QString EngineHost::stateText() const
+{
+    switch (m_state) {
+    case State::empty: return tr("No model loaded");
+    case State::loading: return tr("Loading %1 ...").arg(m_modelDir);
+    case State::ready: return tr("Ready: %1").arg(modelSummary());
+    case State::failed: return tr("Loading failed: %1").arg(m_error);
+    }
+    return {};
+}
+
+QString EngineHost::modelSummary() const
+{
+    if (!m_model)
+        return {};
+    const ModelConfig &c = m_model->config();
+    return tr("%1 - %2 layers, %3 experts (top-%4), hidden %5, %6 KV heads, vocab %7%8")
+        .arg(QFileInfo(m_modelDir).fileName())
+        .arg(c.num_layers)
+        .arg(c.num_experts)
+        .arg(c.experts_per_token)
+        .arg(c.hidden_size)
+        .arg(c.num_kv_heads)
+        .arg(c.vocab_size)
+        .arg(m_model->store() ? tr(", experts from a store") : QString());
+}
+
+void EngineHost::setState(State s)
+{
+    m_state = s;
+    emit stateChanged(s);
+}
+
+void EngineHost::unload()
+{
+    if (m_jobId != 0 && m_queue)
+        m_queue->cancel(m_jobId);
+    if (m_queue || m_model)
+        emit modelUnloading();
+    // Deleting the queue stops and joins the engine thread; only then may the session go.
+    delete m_queue;
+    m_queue = nullptr;
+    m_session.reset();
+    m_model.reset();
+    if (m_jobId != 0) {
+        m_jobId = 0;
+        m_batcher.flush();
+        emit busyChanged(false);
+    }
+}
+
+void EngineHost::startLoad(std::function<std::shared_ptr<const Model>()> work, const QString &dir)
+{
+    if (m_loader) {
+        m_error = tr("a model is still loading");
+        emit loadFailed(m_error);
+        return;
+    }
+    unload();
+    m_modelDir = dir;
+    m_error.clear();
+    m_isDemo = false;
+    setState(State::loading);
+    auto result = std::make_shared<std::pair<std::shared_ptr<const Model>, QString>>();
+    m_loader = QThread::create([work = std::move(work), result] {
+        try {
+            result->first = work();
+        } catch (const std::exception &e) {
+            result->second = QString::fromUtf8(e.what());
+        }
+    });
+    m_loader->setObjectName(QStringLiteral("neural-loader"));
+    connect(m_loader, &QThread::finished, this, [this, result] {
+        m_loader->deleteLater();
+        m_loader = nullptr;
+        if (!result->first) {
+            m_error = result->second.isEmpty() ? tr("unknown error") : result->second;
+            spdlog::error("loading {} failed: {}", utf8(m_modelDir), utf8(m_error));
+            setState(State::failed);
+            emit loadFailed(m_error);
+            return;
+        }
+        m_model = std::move(result->first);
+        m_isDemo = QFileInfo::exists(m_modelDir + QLatin1Char('/') +
+                                     QString::fromLatin1(synth::kSynthMarkerFile));
+        m_queue = new server::GenerationQueue(m_model, 8, 4096, this);
+        spdlog::info("model ready: {}", utf8(modelSummary()));
+        setState(State::ready);
+        emit ready();
+    });
+    m_loader->start();
+}
+
+void EngineHost::load(const QString &dir, const LoadOptions &options, int threads)
+{
+    m_threads = threads;
+    const std::string path = utf8(dir);
+    startLoad([path, options] { return std::shared_ptr<const Model>(Model::load(path, options)); },
+              dir);
+}
+
+void EngineHost::loadDemo(const QString &dir, const QString &tokenizer)
+{
+    m_threads = 0;
+    const std::string path = utf8(dir);
+    const std::string tok = utf8(tokenizer);
+    startLoad(
+        [path, tok] {
+            if (!std::filesystem::exists(std::filesystem::path(path) / "config.json")) {
+                if (tok.empty())
+                    fail("the demo model needs a tokenizer.json: run scripts/setup.sh (it "
+                         "installs one under resources/demo-tokenizer) or set "
+                         "NEURAL_DEMO_TOKENIZER");
+                spdlog::info("creating the demo model in {} (random weights)", path);
+                synth::Options o;
+                o.shape = synth::shape_named("tiny");
+                synth::WriteOptions w;
+                w.tokenizer = tok;
+                synth::write_checkpoint(synth::make_plan(o), path, w);
+            }
+            return std::shared_ptr<const Model>(Model::load(path));
+        },
+        dir);
+}
+
+bool EngineHost::send(const TurnRequest &request)
+{
+    if (m_state != State::ready || !m_queue || m_jobId != 0)
+        return false;
+
+    // Everything the engine thread needs, converted up front (no Qt types cross over).
+    chat::SystemContent system;
+    system.conversation_start_date = today_iso_date();
+    try {
+        system.reasoning_effort = chat::reasoning_effort_from_name(utf8(request.reasoningEffort));
+    } catch (const Error &) {
+        system.reasoning_effort = chat::ReasoningEffort::medium;
+    }
+    chat::DeveloperContent developer;
+    if (!request.systemPrompt.trimmed().isEmpty())
+        developer.instructions = utf8(request.systemPrompt);
+    std::vector<chat::Message> history;
+    for (const ChatTurn &t : request.history) {
+        if (t.role == QLatin1String("assistant"))
+            history.push_back(chat::Message::assistant("final", utf8(t.content)));
+        else
+            history.push_back(chat::Message::user(utf8(t.content)));
+    }
+    TurnOptions options;
+    options.max_tokens = std::max(1, request.maxTokens);
+    options.sampling.temperature = static_cast<float>(request.temperature);
+    options.sampling.seed = request.seed != 0 ? request.seed : std::random_device{}();
+    const QString forced = request.forcedOutput.isEmpty() ? m_forcedOutput : request.forcedOutput;
+    if (!forced.isEmpty())
+        options.forced_tokens = m_model->tokenizer().encode(utf8(forced), true);
+
+    // Filled on the engine thread, read in onFinished (delivered after the task returned).
+    struct Outcome {
+        TurnResult result;
+        std::optional<std::chrono::steady_clock::time_point> firstReasoning, firstContent;
+    };
+    auto outcome = std::make_shared<Outcome>();
+    auto job = std::make_shared<server::GenerationJob>();
+    std::weak_ptr<server::GenerationJob> weakJob = job;
+    const std::shared_ptr<const Model> model = m_model;
+    std::unique_ptr<ChatSession> *session = &m_session;
+    server::GenerationQueue *queue = m_queue;
+    const int threads = m_threads;
+    job->kind = server::GenerationJob::Kind::task;
+    job->receiver = this;
+    job->task = [=, system = std::move(system), developer = std::move(developer),
+                 history = std::move(history)](const std::atomic<bool> &cancel) mutable {
+        // Engine thread.
+        if (threads > 0)
+            cpu::set_threads(threads);
+        if (!*session)
+            *session = std::make_unique<ChatSession>(*model);
+        ChatSession &s = **session;
+        s.set_conversation(system, developer, history);
+        const auto prompt = static_cast<std::int64_t>(
+            chat::render_for_completion(s.conversation()).tokens(model->tokenizer()).size());
+        const std::int64_t context = model->config().max_position_embeddings;
+        if (context > 0) {
+            if (prompt >= context)
+                fail("the conversation has {} tokens; the model's context is {} tokens: start "
+                     "a new conversation",
+                     prompt, context);
+            options.max_tokens =
+                static_cast<int>(std::min<std::int64_t>(options.max_tokens, context - prompt));
+        }
+        options.cancel = &cancel;
+        auto self = weakJob.lock();
+        outcome->result = s.respond(options, [&](const chat::ParserEvent &e) {
+            const bool thinking = e.type == chat::EventType::reasoning;
+            if (!thinking && e.type != chat::EventType::content &&
+                e.type != chat::EventType::preamble)
+                return;
+            auto &first = thinking ? outcome->firstReasoning : outcome->firstContent;
+            if (!first)
+                first = std::chrono::steady_clock::now();
+            if (self)
+                queue->postEvent(self, e);
+        });
+    };
+    job->onStarted = [this] { emit turnStarted(); };
+    job->onEvent = [this](const chat::ParserEvent &e) {
+        if (e.type == chat::EventType::reasoning)
+            m_batcher.addReasoning(qstr(e.text));
+        else
+            m_batcher.addContent(qstr(e.text));
+    };
+    job->onFinished = [this, done = outcome](const server::GenerationOutcome &outcome) {
+        const TurnResult *result = &done->result;
+        m_batcher.flush();
+        TurnReport r;
+        r.reasoning = qstr(result->reasoning);
+        r.content = qstr(result->content);
+        r.cancelled = result->cancelled ||
+                      outcome.status == server::GenerationOutcome::Status::cancelled;
+        r.promptTokens = result->stats.prompt_tokens;
+        r.cachedTokens = result->stats.cached_tokens;
+        r.generatedTokens = result->stats.generated_tokens;
+        r.ttftSeconds = result->stats.first_token_seconds;
+        r.decodeSeconds = result->stats.decode_seconds;
+        if (done->firstReasoning) {
+            // Thinking lasts from its first text to the answer's first text (or the end).
+            const auto end = done->firstContent.value_or(std::chrono::steady_clock::now());
+            r.reasoningSeconds = std::chrono::duration<double>(end - *done->firstReasoning).count();
+        }
+        if (outcome.status == server::GenerationOutcome::Status::engineError ||
+            outcome.status == server::GenerationOutcome::Status::badRequest) {
+            r.finish = QStringLiteral("error");
+            r.error = qstr(outcome.error);
+            spdlog::error("generation failed: {}", outcome.error);
+        } else if (r.cancelled) {
+            r.finish = QStringLiteral("cancelled");
+        } else {
+            r.finish = QString::fromLatin1(chat::finish_reason_name(result->finish).data());
+        }
+        m_jobId = 0;
+        emit busyChanged(false);
+        emit turnFinished(r);
+    };
+    if (!m_queue->enqueue(job))
+        return false;
+    m_jobId = job->id;
+    emit busyChanged(true);
+    return true;
+}
+
+void EngineHost::stop()
+{
+    if (m_jobId == 0 || !m_queue)
+        return;
+    // A job still waiting behind an API request leaves the queue without any callback.
+    if (m_queue->cancel(m_jobId)) {
+        m_jobId = 0;
+        m_batcher.flush();
+        TurnReport r;
+        r.cancelled = true;
+        r.finish = QStringLiteral("cancelled");
+        emit busyChanged(false);
+        emit turnFinished(r);
+    }
+}
+
+}  // namespace neural::gui

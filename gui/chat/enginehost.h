@@ -1,0 +1,138 @@
+// The GUI's side of the engine. One engine per app: a loaded Model and ONE engine thread, the
+// server library's GenerationQueue with its EngineWorker (a QObject on a worker QThread). The
+// GUI's chat turns run there as GenerationJob::Kind::task jobs, in turn with the embedded API
+// server's requests, so GUI and server share the model, its memory and its telemetry, and one
+// generation runs at a time.
+//
+// Everything here is called on and signals on the GUI thread: requests go to the engine thread
+// as queued jobs, streaming events come back queued (GenerationQueue::postEvent) and are
+// batched to ~30 Hz (DeltaBatcher) before turnDelta. Loading (Model::load, creating the demo
+// model) runs on a short-lived loader QThread, so the window stays responsive meanwhile.
+#pragma once
+
+#include <QElapsedTimer>
+#include <QJsonObject>
+#include <QList>
+#include <QObject>
+#include <QPointer>
+#include <QString>
+#include <QThread>
+
+#include <memory>
+
+#include "chat/deltabatcher.h"
+#include "runtime/model.h"
+
+namespace neural {
+class ChatSession;
+namespace server {
+class GenerationQueue;
+}
+}  // namespace neural
+
+namespace neural::gui {
+
+struct ChatTurn {
+    QString role;  // "user" / "assistant"
+    QString content;
+};
+
+struct TurnRequest {
+    QList<ChatTurn> history;  // the conversation so far, ending with the user's message
+    QString systemPrompt;     // developer instructions; empty: none
+    QString reasoningEffort = QStringLiteral("medium");
+    int maxTokens = 2048;     // also capped by the context left
+    double temperature = 1.0;
+    quint64 seed = 0;         // 0: a fresh seed per turn
+    // Harmony text emitted instead of sampling at the start of the reply (special tokens count
+    // as such); sampling continues after it. Tests use it to get reasoning and answer text from
+    // a random-weight model; everything after the sampler is the real path.
+    QString forcedOutput;
+};
+
+struct TurnReport {
+    QString reasoning;
+    QString content;
+    QString finish;  // "stop" / "length" / "tool_calls" / "cancelled" / "error"
+    QString error;   // engine error text (finish == "error")
+    bool cancelled = false;
+    qint64 promptTokens = 0;
+    qint64 cachedTokens = 0;
+    qint64 generatedTokens = 0;
+    double ttftSeconds = 0;       // request start -> first token
+    double decodeSeconds = 0;     // first -> last token
+    double reasoningSeconds = 0;  // first reasoning text -> first answer text
+    double tokensPerSecond() const;
+    QJsonObject toJson() const;  // the per-message stats stored with the reply
+};
+
+class EngineHost : public QObject {
+    Q_OBJECT
+public:
+    enum class State { empty, loading, ready, failed };
+    Q_ENUM(State)
+
+    explicit EngineHost(QObject *parent = nullptr);
+    ~EngineHost() override;
+
+    // Loads `dir` (async; stateChanged/ready/loadFailed follow). A running turn is cancelled and
+    // the previous model unloaded first (modelUnloading lets the API server let go of it).
+    void load(const QString &dir, const LoadOptions &options = {}, int threads = 0);
+    // Creates the demo model (random weights, `neural synth --shape tiny`) in `dir` unless it is
+    // there already, then loads it. Needs a tokenizer.json (demoTokenizerPath()).
+    void loadDemo(const QString &dir, const QString &tokenizer);
+
+    State state() const { return m_state; }
+    QString stateText() const;
+    QString modelDir() const { return m_modelDir; }
+    // True for a synthetic checkpoint (its weights are random: replies are nonsense).
+    bool isDemo() const { return m_isDemo; }
+    QString modelSummary() const;  // "tiny: 2 layers, 8 experts (top-2), ..."
+    QString lastError() const { return m_error; }
+    std::shared_ptr<const Model> model() const { return m_model; }
+    // The engine thread's queue (for ApiServer's shared-queue constructor); null unless ready.
+    server::GenerationQueue *queue() const { return m_queue; }
+
+    // Starts a reply; false (and nothing happens) when no model is ready or a turn is running.
+    bool send(const TurnRequest &request);
+    void stop();  // cancels the running turn; it still ends with turnFinished (cancelled)
+    bool busy() const { return m_jobId != 0; }
+    DeltaBatcher &batcher() { return m_batcher; }
+    // Test hook: TurnRequest::forcedOutput for every turn (the smoke tests' main window).
+    void setForcedOutput(const QString &text) { m_forcedOutput = text; }
+
+signals:
+    void stateChanged(neural::gui::EngineHost::State state);
+    void ready();
+    void loadFailed(const QString &error);
+    void modelUnloading();
+    void turnStarted();
+    void turnDelta(const QString &reasoning, const QString &content);  // batched
+    void turnFinished(const neural::gui::TurnReport &report);
+    void busyChanged(bool busy);
+
+private:
+    struct LoadResult;
+    void startLoad(std::function<std::shared_ptr<const Model>()> work, const QString &dir);
+    void unload();
+    void setState(State s);
+
+    State m_state = State::empty;
+    QString m_modelDir;
+    QString m_error;
+    bool m_isDemo = false;
+    int m_threads = 0;
+    QString m_forcedOutput;
+    std::shared_ptr<const Model> m_model;
+    server::GenerationQueue *m_queue = nullptr;
+    QThread *m_loader = nullptr;
+    // Touched only by tasks on the engine thread (created lazily there, destroyed after the
+    // queue's thread has stopped).
+    std::unique_ptr<ChatSession> m_session;
+    quint64 m_jobId = 0;
+    DeltaBatcher m_batcher;
+};
+
+}  // namespace neural::gui
+
+Q_DECLARE_METATYPE(neural::gui::TurnReport)

@@ -1,0 +1,50 @@
+// The messages of the open conversation, plus the reply being generated (the last row while
+// streaming). GUI thread only: the engine's deltas reach it through EngineHost's queued signals.
+#pragma once
+
+#include <QAbstractListModel>
+#include <QJsonObject>
+#include <QList>
+
+#include "chat/conversationstore.h"
+
+namespace neural::gui {
+
+struct ChatMessage {
+    qint64 id = 0;  // 0 while streaming (not stored yet)
+    QString role;
+    QString content;
+    QString reasoning;
+    QJsonObject stats;
+    bool streaming = false;
+};
+
+class MessageModel : public QAbstractListModel {
+    Q_OBJECT
+public:
+    enum Roles { RoleRole = Qt::UserRole + 1, ContentRole, ReasoningRole, StatsRole, StreamingRole };
+
+    using QAbstractListModel::QAbstractListModel;
+
+    int rowCount(const QModelIndex &parent = {}) const override;
+    QVariant data(const QModelIndex &index, int role) const override;
+    QHash<int, QByteArray> roleNames() const override;
+
+    void setMessages(const QList<StoredMessage> &messages);
+    void append(const StoredMessage &message);
+    const ChatMessage &at(int row) const { return m_items.at(row); }
+    const QList<ChatMessage> &items() const { return m_items; }
+
+    // The reply being generated.
+    void beginStreaming();
+    void appendDelta(const QString &reasoning, const QString &content);
+    // Replaces the streaming row by the stored reply (or drops it when `stored` is null).
+    void endStreaming(const StoredMessage *stored);
+    bool isStreaming() const { return !m_items.isEmpty() && m_items.last().streaming; }
+    void truncate(int fromRow);
+
+private:
+    QList<ChatMessage> m_items;
+};
+
+}  // namespace neural::gui

@@ -1,0 +1,217 @@
+#include "settings/profiledialog.h"
+
+#include <QCheckBox>
+#include <QComboBox>
+#include <QDialogButtonBox>
+#include <QDoubleSpinBox>
+#include <QFileDialog>
+#include <QFormLayout>
+#include <QHBoxLayout>
+#include <QInputDialog>
+#include <QLabel>
+#include <QLineEdit>
+#include <QMessageBox>
+#include <QPushButton>
+#include <QScrollArea>
+#include <QSpinBox>
+#include <QVBoxLayout>
+
+namespace neural::gui {
+
+ProfileDialog::ProfileDialog(ProfileStore *store, QString path, QWidget *parent)
+    : QDialog(parent), m_store(store), m_path(std::move(path))
+{
+    setWindowTitle(tr("Profiles"));
+    setAccessibleName(tr("Profiles"));
+    resize(680, 640);
+    auto *v = new QVBoxLayout(this);
+
+    auto *top = new QHBoxLayout;
+    m_profiles = new QComboBox(this);
+    m_profiles->setAccessibleName(tr("Profile"));
+    for (const Profile &p : m_store->profiles())
+        m_profiles->addItem(p.name);
+    auto *add = new QPushButton(tr("New profile..."), this);
+    auto *reset = new QPushButton(tr("Reset knobs"), this);
+    reset->setToolTip(tr("Stock values (Optimized values for the Optimized profile)"));
+    top->addWidget(new QLabel(tr("Profile:"), this));
+    top->addWidget(m_profiles, 1);
+    top->addWidget(add);
+    top->addWidget(reset);
+    v->addLayout(top);
+
+    auto *area = new QScrollArea(this);
+    area->setWidgetResizable(true);
+    auto *inner = new QWidget(area);
+    auto *form = new QFormLayout(inner);
+    m_model = new QLineEdit(inner);
+    m_model->setPlaceholderText(tr("empty: the demo model"));
+    m_model->setAccessibleName(tr("Model folder"));
+    m_storeFile = new QLineEdit(inner);
+    m_storeFile->setPlaceholderText(tr("empty: experts from the checkpoint"));
+    m_storeFile->setAccessibleName(tr("Expert store file"));
+    auto browseRow = [&](QLineEdit *edit, bool folder) {
+        auto *row = new QWidget(inner);
+        auto *h = new QHBoxLayout(row);
+        h->setContentsMargins(0, 0, 0, 0);
+        auto *b = new QPushButton(tr("Browse..."), row);
+        h->addWidget(edit, 1);
+        h->addWidget(b);
+        connect(b, &QPushButton::clicked, this, [this, edit, folder] {
+            const QString p = folder ? QFileDialog::getExistingDirectory(this, tr("Checkpoint folder"), edit->text())
+                                     : QFileDialog::getOpenFileName(this, tr("Expert store"), edit->text());
+            if (!p.isEmpty())
+                edit->setText(p);
+        });
+        return row;
+    };
+    form->addRow(tr("Model folder"), browseRow(m_model, true));
+    form->addRow(tr("Expert store"), browseRow(m_storeFile, false));
+
+    for (const KnobDef &k : knobDefs()) {
+        QWidget *ed = nullptr;
+        switch (k.type) {
+        case KnobDef::Type::boolean: ed = new QCheckBox(inner); break;
+        case KnobDef::Type::integer: {
+            auto *s = new QSpinBox(inner);
+            s->setRange(static_cast<int>(k.min), static_cast<int>(k.max));
+            if (!k.unit.isEmpty())
+                s->setSuffix(QLatin1Char(' ') + k.unit);
+            ed = s;
+            break;
+        }
+        case KnobDef::Type::real: {
+            auto *s = new QDoubleSpinBox(inner);
+            s->setRange(k.min, k.max);
+            s->setDecimals(2);
+            if (!k.unit.isEmpty())
+                s->setSuffix(QLatin1Char(' ') + k.unit);
+            ed = s;
+            break;
+        }
+        case KnobDef::Type::choice: {
+            auto *c = new QComboBox(inner);
+            c->addItems(k.choices);
+            ed = c;
+            break;
+        }
+        }
+        ed->setAccessibleName(k.label);
+        ed->setAccessibleDescription(k.help);
+        const QString why = unsupportedReason(k.key);
+        QString helpText = k.help;
+        if (!why.isEmpty()) {
+            ed->setEnabled(false);
+            helpText += QStringLiteral(" <b>%1</b>").arg(tr("Disabled: %1.").arg(why.toHtmlEscaped()));
+        }
+        ed->setToolTip(helpText);
+        auto *cell = new QWidget(inner);
+        auto *cv = new QVBoxLayout(cell);
+        cv->setContentsMargins(0, 0, 0, 4);
+        auto *help = new QLabel(helpText, cell);
+        help->setWordWrap(true);
+        help->setForegroundRole(QPalette::PlaceholderText);
+        cv->addWidget(ed);
+        cv->addWidget(help);
+        form->addRow(QStringLiteral("%1 (--%2)").arg(k.label, k.key), cell);
+        m_editors.insert(k.key, ed);
+    }
+    area->setWidget(inner);
+    v->addWidget(area, 1);
+
+    auto *buttons = new QDialogButtonBox(QDialogButtonBox::Apply | QDialogButtonBox::Cancel, this);
+    buttons->button(QDialogButtonBox::Apply)->setText(tr("Apply and reload"));
+    v->addWidget(buttons);
+
+    connect(buttons->button(QDialogButtonBox::Apply), &QPushButton::clicked, this,
+            &ProfileDialog::apply);
+    connect(buttons, &QDialogButtonBox::rejected, this, &QDialog::reject);
+    connect(m_profiles, &QComboBox::currentTextChanged, this, [this](const QString &name) {
+        collect();
+        showProfile(name);
+    });
+    connect(add, &QPushButton::clicked, this, [this] {
+        bool ok = false;
+        const QString name = QInputDialog::getText(this, tr("New profile"), tr("Name:"),
+                                                   QLineEdit::Normal, {}, &ok).trimmed();
+        if (!ok || name.isEmpty())
+            return;
+        if (m_store->find(name)) {
+            QMessageBox::warning(this, tr("New profile"), tr("A profile named %1 exists.").arg(name));
+            return;
+        }
+        collect();
+        Profile p = m_store->find(m_shown) ? *m_store->find(m_shown) : Profile::stock();
+        p.name = name;
+        m_store->upsert(p);
+        m_profiles->addItem(name);
+        m_profiles->setCurrentText(name);
+    });
+    connect(reset, &QPushButton::clicked, this, [this] {
+        Profile *p = m_store->find(m_shown);
+        if (!p)
+            return;
+        const Profile base = m_shown == QLatin1String("Optimized") ? Profile::optimized() : Profile::stock();
+        p->values = base.values;
+        showProfile(m_shown);
+    });
+    m_profiles->setCurrentText(m_store->activeName());
+    showProfile(m_store->activeName());
+}
+
+void ProfileDialog::showProfile(const QString &name)
+{
+    Profile *p = m_store->find(name);
+    if (!p)
+        return;
+    m_shown = name;
+    m_model->setText(p->modelDir);
+    m_storeFile->setText(p->store);
+    for (const KnobDef &k : knobDefs()) {
+        QWidget *ed = m_editors.value(k.key);
+        const QVariant v = p->value(k.key);
+        if (auto *c = qobject_cast<QCheckBox *>(ed))
+            c->setChecked(v.toBool());
+        else if (auto *s = qobject_cast<QSpinBox *>(ed))
+            s->setValue(v.toInt());
+        else if (auto *d = qobject_cast<QDoubleSpinBox *>(ed))
+            d->setValue(v.toDouble());
+        else if (auto *cb = qobject_cast<QComboBox *>(ed))
+            cb->setCurrentText(v.toString());
+    }
+}
+
+void ProfileDialog::collect()
+{
+    Profile *p = m_store->find(m_shown);
+    if (!p)
+        return;
+    p->modelDir = m_model->text().trimmed();
+    p->store = m_storeFile->text().trimmed();
+    for (const KnobDef &k : knobDefs()) {
+        QWidget *ed = m_editors.value(k.key);
+        if (auto *c = qobject_cast<QCheckBox *>(ed))
+            p->values.insert(k.key, c->isChecked());
+        else if (auto *s = qobject_cast<QSpinBox *>(ed))
+            p->values.insert(k.key, s->value());
+        else if (auto *d = qobject_cast<QDoubleSpinBox *>(ed))
+            p->values.insert(k.key, d->value());
+        else if (auto *cb = qobject_cast<QComboBox *>(ed))
+            p->values.insert(k.key, cb->currentText());
+    }
+}
+
+void ProfileDialog::apply()
+{
+    collect();
+    m_store->setActive(m_shown);
+    QString error;
+    if (!m_store->save(m_path, &error)) {
+        QMessageBox::warning(this, tr("Profiles"), error);
+        return;
+    }
+    emit applied(m_store->active());
+    accept();
+}
+
+}  // namespace neural::gui

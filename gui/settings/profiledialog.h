@@ -1,0 +1,41 @@
+// Edits the profiles: which one is active, its model folder and store, and every knob with its
+// one-line explanation. Knobs this build cannot apply are disabled and say why. "Apply" saves
+// (atomically) and asks the app to reload the engine with the active profile.
+#pragma once
+
+#include <QDialog>
+#include <QHash>
+
+#include "settings/profile.h"
+
+class QComboBox;
+class QFormLayout;
+class QLineEdit;
+class QWidget;
+
+namespace neural::gui {
+
+class ProfileDialog : public QDialog {
+    Q_OBJECT
+public:
+    ProfileDialog(ProfileStore *store, QString path, QWidget *parent = nullptr);
+    QWidget *editor(const QString &key) const { return m_editors.value(key); }
+
+signals:
+    void applied(const neural::gui::Profile &active);
+
+private:
+    void showProfile(const QString &name);
+    void collect();  // editors -> the shown profile
+    void apply();
+
+    ProfileStore *m_store;
+    QString m_path;
+    QString m_shown;
+    QComboBox *m_profiles;
+    QLineEdit *m_model;
+    QLineEdit *m_storeFile;
+    QHash<QString, QWidget *> m_editors;
+};
+
+}  // namespace neural::gui

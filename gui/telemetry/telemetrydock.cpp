@@ -1,0 +1,291 @@
+#include "telemetry/telemetrydock.h"
+
+#include <QBarCategoryAxis>
+#include <QBarSet>
+#include <QChart>
+#include <QChartView>
+#include <QFile>
+#include <QFileDialog>
+#include <QHBoxLayout>
+#include <QHorizontalStackedBarSeries>
+#include <QLabel>
+#include <QLineSeries>
+#include <QMessageBox>
+#include <QPushButton>
+#include <QSaveFile>
+#include <QTabWidget>
+#include <QTextStream>
+#include <QTimer>
+#include <QValueAxis>
+#include <QVBoxLayout>
+
+#include <algorithm>
+
+#ifdef __linux__
+#include <unistd.h>
+#endif
+
+#include "runtime/model.h"
+
+namespace neural::gui {
+
+namespace {
+constexpr int kPoints = 300;        // points kept per line chart
+constexpr std::size_t kKeep = 1 << 16;  // token records kept for CSV export
+constexpr int kPhaseWindow = 64;    // tokens averaged in the phase chart
+
+QChartView *makeView(QChart *chart, const QString &name, QWidget *parent)
+{
+    chart->legend()->setAlignment(Qt::AlignBottom);
+    chart->setMargins(QMargins(4, 4, 4, 4));
+    auto *view = new QChartView(chart, parent);
+    view->setRenderHint(QPainter::Antialiasing);
+    view->setAccessibleName(name);
+    view->setMinimumHeight(160);
+    return view;
+}
+
+QChart *lineChart(const QString &title, std::initializer_list<QLineSeries *> series,
+                  QValueAxis *&x, QValueAxis *&y, const QString &xTitle, const QString &yTitle)
+{
+    auto *chart = new QChart;
+    chart->setTitle(title);
+    x = new QValueAxis;
+    y = new QValueAxis;
+    x->setTitleText(xTitle);
+    y->setTitleText(yTitle);
+    x->setLabelFormat(QStringLiteral("%.0f"));
+    chart->addAxis(x, Qt::AlignBottom);
+    chart->addAxis(y, Qt::AlignLeft);
+    for (QLineSeries *s : series) {
+        chart->addSeries(s);
+        s->attachAxis(x);
+        s->attachAxis(y);
+    }
+    y->setRange(0, 1);
+    return chart;
+}
+}  // namespace
+
+std::uint64_t processRssBytes()
+{
+#ifdef __linux__
+    QFile f(QStringLiteral("/proc/self/statm"));
+    if (!f.open(QIODevice::ReadOnly))
+        return 0;
+    const QList<QByteArray> parts = f.readAll().split(' ');
+    if (parts.size() < 2)
+        return 0;
+    return parts[1].toULongLong() * static_cast<std::uint64_t>(sysconf(_SC_PAGESIZE));
+#else
+    return 0;
+#endif
+}
+
+TelemetryDock::TelemetryDock(QWidget *parent) : QDockWidget(tr("Telemetry"), parent)
+{
+    setObjectName(QStringLiteral("telemetryDock"));
+    setAccessibleName(tr("Telemetry"));
+    auto *box = new QWidget(this);
+    auto *v = new QVBoxLayout(box);
+    auto *tabs = new QTabWidget(box);
+
+    m_tps = new QLineSeries;
+    m_tps->setName(tr("decode tok/s (8-token average)"));
+    tabs->addTab(makeView(lineChart(tr("Decode speed"), {m_tps}, m_tpsX, m_tpsY, tr("token"),
+                                    tr("tok/s")),
+                          tr("Decode speed chart"), tabs),
+                 tr("Speed"));
+    m_hit = new QLineSeries;
+    m_hit->setName(tr("VRAM hit rate (0 on the CPU backend)"));
+    tabs->addTab(makeView(lineChart(tr("Experts computed from VRAM"), {m_hit}, m_hitX, m_hitY,
+                                    tr("token"), tr("%")),
+                          tr("VRAM hit rate chart"), tabs),
+                 tr("Hit rate"));
+    m_hitY->setRange(0, 100);
+
+    auto *phaseChart = new QChart;
+    phaseChart->setTitle(tr("Per-token phases, last %1 tokens (ms)").arg(kPhaseWindow));
+    auto *bars = new QHorizontalStackedBarSeries;
+    for (const QString &n : {tr("CPU kernel"), tr("GPU wait"), tr("graph submission"),
+                             tr("admission"), tr("other")}) {
+        auto *set = new QBarSet(n);
+        *set << 0;
+        bars->append(set);
+        m_phases.push_back(set);
+    }
+    phaseChart->addSeries(bars);
+    auto *cat = new QBarCategoryAxis;
+    cat->append(tr("token"));
+    phaseChart->addAxis(cat, Qt::AlignLeft);
+    bars->attachAxis(cat);
+    m_phaseY = new QValueAxis;
+    m_phaseY->setRange(0, 1);
+    phaseChart->addAxis(m_phaseY, Qt::AlignBottom);
+    bars->attachAxis(m_phaseY);
+    tabs->addTab(makeView(phaseChart, tr("Phase breakdown chart"), tabs), tr("Phases"));
+
+    m_ram = new QLineSeries;
+    m_ram->setName(tr("RAM (resident set)"));
+    m_vram = new QLineSeries;
+    m_vram->setName(tr("VRAM (not reported by the CPU backend)"));
+    tabs->addTab(makeView(lineChart(tr("Memory"), {m_ram, m_vram}, m_memX, m_memY, tr("s"),
+                                    tr("GiB")),
+                          tr("Memory chart"), tabs),
+                 tr("Memory"));
+    m_faults = new QLineSeries;
+    m_faults->setName(tr("page faults per token"));
+    tabs->addTab(makeView(lineChart(tr("Page faults"), {m_faults}, m_faultX, m_faultY,
+                                    tr("token"), tr("faults")),
+                          tr("Page faults chart"), tabs),
+                 tr("Faults"));
+    v->addWidget(tabs, 1);
+
+    m_summary = new QLabel(tr("No request yet."), box);
+    m_summary->setWordWrap(true);
+    m_summary->setAccessibleName(tr("Last request summary"));
+    auto *row = new QHBoxLayout;
+    auto *csv = new QPushButton(tr("Export CSV..."), box);
+    csv->setAccessibleName(tr("Export telemetry as CSV"));
+    row->addWidget(m_summary, 1);
+    row->addWidget(csv);
+    v->addLayout(row);
+    setWidget(box);
+
+    connect(csv, &QPushButton::clicked, this, [this] {
+        const QString path = QFileDialog::getSaveFileName(this, tr("Export telemetry"),
+                                                          QStringLiteral("telemetry.csv"),
+                                                          tr("CSV (*.csv)"));
+        QString error;
+        if (!path.isEmpty() && !exportCsv(path, &error))
+            QMessageBox::warning(this, tr("Export telemetry"), error);
+    });
+    m_timer = new QTimer(this);
+    m_timer->setInterval(250);
+    connect(m_timer, &QTimer::timeout, this, &TelemetryDock::poll);
+    connect(this, &QDockWidget::visibilityChanged, this, [this](bool visible) {
+        if (visible)
+            m_timer->start();
+        else
+            m_timer->stop();
+    });
+}
+
+void TelemetryDock::setModel(std::shared_ptr<const Model> model)
+{
+    m_model = std::move(model);
+    // A new model has new rings: start reading them from the beginning.
+    m_nextToken = m_nextRequest = 0;
+}
+
+void TelemetryDock::addPoint(QLineSeries *series, QValueAxis *x, QValueAxis *y, double px,
+                             double py)
+{
+    series->append(px, py);
+    if (series->count() > kPoints)
+        series->removePoints(0, series->count() - kPoints);
+    x->setRange(series->at(0).x(), std::max(px, series->at(0).x() + 1));
+    if (py > y->max())
+        y->setMax(py * 1.2);
+}
+
+void TelemetryDock::poll()
+{
+    m_elapsed += m_timer->interval() / 1000.0;
+    const double ramGib = static_cast<double>(processRssBytes()) / (1u << 30);
+    addPoint(m_ram, m_memX, m_memY, m_elapsed, ramGib);
+    if (!m_model)
+        return;
+    const telemetry::Telemetry &t = m_model->telemetry();
+    const std::vector<telemetry::TokenRecord> fresh = t.tokens().since(m_nextToken, &m_nextToken);
+    for (const telemetry::TokenRecord &r : fresh) {
+        ++m_tokenCount;
+        m_tokens.push_back(r);
+        const std::uint64_t experts = r.experts_hit + r.experts_missed;
+        addPoint(m_hit, m_hitX, m_hitY, static_cast<double>(m_tokenCount),
+                 experts ? 100.0 * static_cast<double>(r.experts_hit) / static_cast<double>(experts) : 0.0);
+        addPoint(m_faults, m_faultX, m_faultY, static_cast<double>(m_tokenCount),
+                 static_cast<double>(r.page_faults));
+        // Decode speed: the average over the last 8 tokens (single tokens are noisy).
+        const std::size_t n = std::min<std::size_t>(8, m_tokens.size());
+        std::uint64_t ns = 0;
+        for (std::size_t i = m_tokens.size() - n; i < m_tokens.size(); ++i)
+            ns += m_tokens[i].wall_ns;
+        if (ns > 0)
+            addPoint(m_tps, m_tpsX, m_tpsY, static_cast<double>(m_tokenCount),
+                     1e9 * static_cast<double>(n) / static_cast<double>(ns));
+    }
+    if (m_tokens.size() > kKeep)
+        m_tokens.erase(m_tokens.begin(), m_tokens.begin() + static_cast<std::ptrdiff_t>(m_tokens.size() - kKeep));
+    if (!fresh.empty()) {
+        const std::size_t n = std::min<std::size_t>(kPhaseWindow, m_tokens.size());
+        double sums[5] = {0, 0, 0, 0, 0};
+        for (std::size_t i = m_tokens.size() - n; i < m_tokens.size(); ++i) {
+            const auto &r = m_tokens[i];
+            sums[0] += static_cast<double>(r.cpu_kernel_ns);
+            sums[1] += static_cast<double>(r.gpu_wait_ns);
+            sums[2] += static_cast<double>(r.graph_submit_ns);
+            sums[3] += static_cast<double>(r.admission_ns);
+            sums[4] += static_cast<double>(r.other_ns);
+        }
+        double total = 0;
+        for (int i = 0; i < 5; ++i) {
+            const double ms = sums[i] / static_cast<double>(n) / 1e6;
+            m_phases[i]->replace(0, ms);
+            total += ms;
+        }
+        m_phaseY->setRange(0, std::max(0.001, total * 1.1));
+    }
+    for (const telemetry::RequestRecord &r : t.requests().since(m_nextRequest, &m_nextRequest))
+        m_requests.push_back(r);
+    if (!m_requests.empty())
+        m_summary->setText(lastRequestSummary());
+}
+
+QString TelemetryDock::lastRequestSummary() const
+{
+    if (m_requests.empty())
+        return tr("No request yet.");
+    const telemetry::RequestRecord &r = m_requests.back();
+    const double tps = r.decode_seconds > 0 && r.decode_tokens > 1
+                           ? static_cast<double>(r.decode_tokens - 1) / r.decode_seconds
+                           : 0.0;
+    return tr("Last request #%1: prompt %2 tokens (%3 cached) in %4 s, first token after %5 s, "
+              "%6 tokens at %7 tok/s%8")
+        .arg(r.id)
+        .arg(r.prompt_tokens)
+        .arg(r.cached_tokens)
+        .arg(r.prompt_seconds, 0, 'f', 2)
+        .arg(r.ttft_seconds, 0, 'f', 2)
+        .arg(r.decode_tokens)
+        .arg(tps, 0, 'f', 1)
+        .arg(r.cancelled ? tr(" (stopped)") : QString());
+}
+
+bool TelemetryDock::exportCsv(const QString &path, QString *error) const
+{
+    QSaveFile f(path);
+    if (!f.open(QIODevice::WriteOnly | QIODevice::Text)) {
+        if (error)
+            *error = tr("cannot write %1: %2").arg(path, f.errorString());
+        return false;
+    }
+    QTextStream out(&f);
+    out << "request,index,wall_ns,cpu_kernel_ns,gpu_wait_ns,graph_submit_ns,admission_ns,"
+           "other_ns,experts_hit,experts_missed,admissions,cpu_bytes,page_faults\n";
+    for (const auto &r : m_tokens) {
+        out << r.request << ',' << r.index << ',' << r.wall_ns << ',' << r.cpu_kernel_ns << ','
+            << r.gpu_wait_ns << ',' << r.graph_submit_ns << ',' << r.admission_ns << ','
+            << r.other_ns << ',' << r.experts_hit << ',' << r.experts_missed << ','
+            << r.admissions << ',' << r.cpu_bytes << ',' << r.page_faults << '\n';
+    }
+    out.flush();
+    if (!f.commit()) {
+        if (error)
+            *error = tr("cannot write %1: %2").arg(path, f.errorString());
+        return false;
+    }
+    return true;
+}
+
+}  // namespace neural::gui

@@ -1,0 +1,72 @@
+// Telemetry dock: charts fed by polling the engine's lock-free telemetry rings on a QTimer
+// (Ring::since from the last index read; the engine thread is never waited for). Decode tok/s
+// over time, VRAM hit rate, the per-token phase breakdown (CPU kernel, GPU wait, graph
+// submission, admission, other) averaged over the last 64 tokens, process RAM (and VRAM when a
+// GPU backend reports it), page faults per token, the last request's summary; CSV export of the
+// token records seen.
+#pragma once
+
+#include <QDockWidget>
+#include <QList>
+
+#include <memory>
+#include <vector>
+
+#include "telemetry/telemetry.h"
+
+class QLabel;
+class QTimer;
+class QChart;
+class QLineSeries;
+class QValueAxis;
+class QBarSet;
+
+namespace neural {
+class Model;
+}
+
+namespace neural::gui {
+
+class TelemetryDock : public QDockWidget {
+    Q_OBJECT
+public:
+    explicit TelemetryDock(QWidget *parent = nullptr);
+
+    void setModel(std::shared_ptr<const Model> model);
+    // One poll now (the timer calls it every 250 ms while the dock is visible).
+    void poll();
+    const std::vector<telemetry::TokenRecord> &tokens() const { return m_tokens; }
+    QString lastRequestSummary() const;
+    // Writes the collected token records; false with `error`.
+    bool exportCsv(const QString &path, QString *error = nullptr) const;
+
+private:
+    void addPoint(QLineSeries *series, QValueAxis *x, QValueAxis *y, double px, double py);
+
+    std::shared_ptr<const Model> m_model;
+    QTimer *m_timer;
+    std::uint64_t m_nextToken = 0;
+    std::uint64_t m_nextRequest = 0;
+    std::vector<telemetry::TokenRecord> m_tokens;  // up to 65,536 most recent
+    std::vector<telemetry::RequestRecord> m_requests;
+    double m_elapsed = 0;  // seconds of polling (chart x axis for RAM)
+    qint64 m_tokenCount = 0;
+
+    QLineSeries *m_tps;
+    QValueAxis *m_tpsX, *m_tpsY;
+    QLineSeries *m_hit;
+    QValueAxis *m_hitX, *m_hitY;
+    QLineSeries *m_ram;
+    QLineSeries *m_vram;
+    QValueAxis *m_memX, *m_memY;
+    QLineSeries *m_faults;
+    QValueAxis *m_faultX, *m_faultY;
+    QList<QBarSet *> m_phases;
+    QValueAxis *m_phaseY;
+    QLabel *m_summary;
+};
+
+// Resident set size of this process in bytes (0 where unknown).
+std::uint64_t processRssBytes();
+
+}  // namespace neural::gui

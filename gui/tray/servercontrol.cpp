@@ -1,0 +1,72 @@
+#include "tray/servercontrol.h"
+
+#include <spdlog/spdlog.h>
+
+#include "apiserver.h"
+#include "chat/enginehost.h"
+
+namespace neural::gui {
+
+ServerControl::ServerControl(EngineHost *engine, QObject *parent)
+    : QObject(parent), m_engine(engine)
+{
+    connect(engine, &EngineHost::modelUnloading, this, [this] {
+        m_restartOnReady = isRunning();
+        stop();
+    });
+    connect(engine, &EngineHost::ready, this, [this] {
+        if (std::exchange(m_restartOnReady, false))
+            start(m_wantedPort);
+    });
+}
+
+ServerControl::~ServerControl() { stop(); }
+
+bool ServerControl::start(quint16 port)
+{
+    if (m_server)
+        return true;
+    m_wantedPort = port;
+    if (!m_engine->model() || !m_engine->queue()) {
+        m_error = tr("no model is loaded yet");
+        emit failed(m_error);
+        return false;
+    }
+    server::ServerConfig config;
+    config.port = port;
+    config.modelId = QStringLiteral("neural-desktop");
+    auto srv = std::make_unique<server::ApiServer>(m_engine->model(), m_engine->queue(), config);
+    QString error;
+    if (!srv->start(&error)) {
+        m_error = tr("cannot start the API server on port %1: %2").arg(port).arg(error);
+        spdlog::error("{}", m_error.toStdString());
+        emit failed(m_error);
+        return false;
+    }
+    connect(srv.get(), &server::ApiServer::requestLogged, this,
+            [](const QString &line) { spdlog::info("api: {}", line.toStdString()); });
+    m_server = std::move(srv);
+    m_error.clear();
+    spdlog::info("API server listening at {}", url().toStdString());
+    emit runningChanged(true, url());
+    return true;
+}
+
+void ServerControl::stop()
+{
+    if (!m_server)
+        return;
+    m_server.reset();
+    spdlog::info("API server stopped");
+    emit runningChanged(false, {});
+}
+
+quint16 ServerControl::port() const { return m_server ? m_server->serverPort() : 0; }
+
+QString ServerControl::url() const
+{
+    return m_server ? QStringLiteral("http://127.0.0.1:%1/v1").arg(m_server->serverPort())
+                    : QString();
+}
+
+}  // namespace neural::gui

@@ -1,0 +1,478 @@
+#include "wizard/setupwizard.h"
+
+#include <QButtonGroup>
+#include <QCheckBox>
+#include <QDir>
+#include <QFileDialog>
+#include <QFileInfo>
+#include <QHBoxLayout>
+#include <QLabel>
+#include <QLineEdit>
+#include <QProgressBar>
+#include <QPushButton>
+#include <QRadioButton>
+#include <QStorageInfo>
+#include <QTimer>
+#include <QVBoxLayout>
+#include <QWizardPage>
+
+namespace neural::gui {
+
+namespace {
+QWidget *pathRow(QWidget *parent, QLineEdit *edit, std::function<void()> browse)
+{
+    auto *row = new QWidget(parent);
+    auto *h = new QHBoxLayout(row);
+    h->setContentsMargins(0, 0, 0, 0);
+    auto *b = new QPushButton(QObject::tr("Browse..."), row);
+    b->setAccessibleName(QObject::tr("Browse for %1").arg(edit->accessibleName()));
+    h->addWidget(edit, 1);
+    h->addWidget(b);
+    QObject::connect(b, &QPushButton::clicked, row, std::move(browse));
+    return row;
+}
+}  // namespace
+
+// ---- 1: checkpoint folder + validation ----------------------------------------------------
+
+class FolderPageWidget : public QWizardPage {
+public:
+    explicit FolderPageWidget(SetupWizard *w) : m_w(w)
+    {
+        setTitle(tr("Checkpoint folder"));
+        setSubTitle(tr("The folder of a gpt-oss checkpoint from Hugging Face (config.json, "
+                       "*.safetensors, tokenizer.json)."));
+        auto *v = new QVBoxLayout(this);
+        m_edit = new QLineEdit(this);
+        m_edit->setAccessibleName(tr("Checkpoint folder"));
+        v->addWidget(pathRow(this, m_edit, [this] {
+            const QString d = QFileDialog::getExistingDirectory(this, tr("Checkpoint folder"),
+                                                                m_edit->text());
+            if (!d.isEmpty())
+                m_edit->setText(d);
+        }));
+        m_status = new QLabel(this);
+        m_status->setWordWrap(true);
+        m_status->setAccessibleName(tr("Validation result"));
+        m_status->setTextInteractionFlags(Qt::TextSelectableByMouse);
+        v->addWidget(m_status);
+        v->addStretch(1);
+        m_debounce.setSingleShot(true);
+        m_debounce.setInterval(300);
+        connect(&m_debounce, &QTimer::timeout, m_w, &SetupWizard::validate);
+        connect(m_edit, &QLineEdit::textChanged, this, [this] {
+            m_status->setText(tr("Checking ..."));
+            m_debounce.start();
+            emit completeChanged();
+        });
+        connect(m_w, &SetupWizard::validated, this, [this](const CheckpointReport &r) {
+            if (!r.ok) {
+                m_status->setText(tr("<b>Not usable:</b> %1").arg(r.error.toHtmlEscaped()));
+            } else {
+                m_status->setText(
+                    tr("<b>Valid checkpoint.</b><br>%1<br>Files: %2<br>%3")
+                        .arg(r.shape.toHtmlEscaped(), formatBytes(r.checkpointBytes),
+                             r.fitText.toHtmlEscaped().replace(QLatin1Char('\n'),
+                                                              QStringLiteral("<br>"))));
+            }
+            emit completeChanged();
+        });
+    }
+    QString folder() const { return m_edit->text().trimmed(); }
+    void setFolder(const QString &d) { m_edit->setText(d); }
+    bool isComplete() const override
+    {
+        return m_w->m_report.ok && m_w->m_validatedDir == folder();
+    }
+
+private:
+    SetupWizard *m_w;
+    QLineEdit *m_edit;
+    QLabel *m_status;
+    QTimer m_debounce;
+};
+
+// ---- 2: store choice -------------------------------------------------------------------------
+
+class StorePageWidget : public QWizardPage {
+public:
+    explicit StorePageWidget(SetupWizard *w) : m_w(w)
+    {
+        setTitle(tr("Expert store"));
+        setSubTitle(tr("A store holds the experts in one file laid out for fast reading; the "
+                       "optimized kernels need one. Raw keeps the scales as they are; packed "
+                       "stores them in half the space."));
+        auto *v = new QVBoxLayout(this);
+        m_none = new QRadioButton(tr("No store: read the experts from the checkpoint"), this);
+        m_raw = new QRadioButton(this);
+        m_packed = new QRadioButton(this);
+        m_existing = new QRadioButton(tr("Use an existing store"), this);
+        auto *group = new QButtonGroup(this);
+        for (QRadioButton *b : {m_none, m_raw, m_packed, m_existing}) {
+            group->addButton(b);
+            v->addWidget(b);
+        }
+        m_path = new QLineEdit(this);
+        m_path->setAccessibleName(tr("Existing store file"));
+        v->addWidget(pathRow(this, m_path, [this] {
+            const QString f = QFileDialog::getOpenFileName(this, tr("Expert store"), m_path->text());
+            if (!f.isEmpty()) {
+                m_path->setText(f);
+                m_existing->setChecked(true);
+            }
+        }));
+        v->addStretch(1);
+        m_raw->setChecked(true);
+        connect(group, &QButtonGroup::buttonToggled, this, [this] { emit completeChanged(); });
+        connect(m_path, &QLineEdit::textChanged, this, [this] { emit completeChanged(); });
+    }
+    void initializePage() override
+    {
+        m_raw->setText(tr("Create a raw store (about %1)").arg(formatBytes(m_w->m_report.rawStoreBytes)));
+        m_packed->setText(tr("Create a packed store (about %1)").arg(formatBytes(m_w->m_report.packedStoreBytes)));
+    }
+    bool isComplete() const override
+    {
+        return !m_existing->isChecked() || QFileInfo(m_path->text().trimmed()).isFile();
+    }
+    bool validatePage() override
+    {
+        m_w->m_kind = m_none->isChecked()      ? QStringLiteral("none")
+                      : m_raw->isChecked()     ? QStringLiteral("raw")
+                      : m_packed->isChecked()  ? QStringLiteral("packed")
+                                               : QStringLiteral("existing");
+        m_w->m_existingStore = m_path->text().trimmed();
+        return true;
+    }
+    int nextId() const override
+    {
+        if (m_none->isChecked())
+            return SetupWizard::DonePage;
+        if (m_existing->isChecked())
+            return SetupWizard::VerifyPage;
+        return SetupWizard::DestinationPage;
+    }
+
+private:
+    SetupWizard *m_w;
+    QRadioButton *m_none, *m_raw, *m_packed, *m_existing;
+    QLineEdit *m_path;
+};
+
+// ---- 3: destination + free space -----------------------------------------------------------
+
+class DestinationPageWidget : public QWizardPage {
+public:
+    explicit DestinationPageWidget(SetupWizard *w) : m_w(w)
+    {
+        setTitle(tr("Destination"));
+        setSubTitle(tr("Where the store file goes. A fast SSD makes generation faster."));
+        auto *v = new QVBoxLayout(this);
+        m_edit = new QLineEdit(this);
+        m_edit->setAccessibleName(tr("Store file"));
+        v->addWidget(pathRow(this, m_edit, [this] {
+            const QString f = QFileDialog::getSaveFileName(this, tr("Store file"), m_edit->text());
+            if (!f.isEmpty())
+                m_edit->setText(f);
+        }));
+        m_space = new QLabel(this);
+        m_space->setWordWrap(true);
+        m_space->setAccessibleName(tr("Free space"));
+        v->addWidget(m_space);
+        v->addStretch(1);
+        connect(m_edit, &QLineEdit::textChanged, this, [this] {
+            updateSpace();
+            emit completeChanged();
+        });
+    }
+    void initializePage() override
+    {
+        m_edit->setText(QDir(m_w->m_validatedDir)
+                            .filePath(QStringLiteral("experts-%1.nstore").arg(m_w->m_kind)));
+        updateSpace();
+    }
+    std::uint64_t needed() const
+    {
+        return m_w->m_kind == QLatin1String("packed") ? m_w->m_report.packedStoreBytes
+                                                      : m_w->m_report.rawStoreBytes;
+    }
+    void updateSpace()
+    {
+        m_ok = false;
+        const QFileInfo fi(m_edit->text().trimmed());
+        if (m_edit->text().trimmed().isEmpty() || !fi.absoluteDir().exists()) {
+            m_space->setText(tr("The folder does not exist."));
+            return;
+        }
+        QStorageInfo disk(fi.absolutePath());
+        // A store being replaced frees its space when the new one is renamed over it, but both
+        // exist until then: count only the real free space.
+        const auto avail = static_cast<std::uint64_t>(std::max<qint64>(0, disk.bytesAvailable()));
+        m_ok = disk.isValid() && !disk.isReadOnly() && avail >= needed() + (64ull << 20);
+        m_space->setText(m_ok ? tr("Needs about %1; %2 free on %3.")
+                                    .arg(formatBytes(needed()), formatBytes(avail), disk.rootPath())
+                              : tr("<b>Not enough space:</b> needs about %1, %2 free on %3%4.")
+                                    .arg(formatBytes(needed()), formatBytes(avail), disk.rootPath(),
+                                         disk.isReadOnly() ? tr(" (read-only)") : QString()));
+    }
+    bool isComplete() const override { return m_ok; }
+    bool validatePage() override
+    {
+        m_w->m_destination = QFileInfo(m_edit->text().trimmed()).absoluteFilePath();
+        return true;
+    }
+
+private:
+    SetupWizard *m_w;
+    QLineEdit *m_edit;
+    QLabel *m_space;
+    bool m_ok = false;
+};
+
+// ---- 4: repack -----------------------------------------------------------------------------
+
+class RepackPageWidget : public QWizardPage {
+public:
+    explicit RepackPageWidget(SetupWizard *w) : m_w(w)
+    {
+        setTitle(tr("Writing the store"));
+        setSubTitle(tr("Cancel leaves no partial store behind (it is written to a temporary "
+                       "file and renamed when complete)."));
+        auto *v = new QVBoxLayout(this);
+        m_bar = new QProgressBar(this);
+        m_bar->setRange(0, 1000);
+        m_bar->setAccessibleName(tr("Repack progress"));
+        m_label = new QLabel(this);
+        m_label->setWordWrap(true);
+        m_label->setAccessibleName(tr("Repack status"));
+        auto *row = new QHBoxLayout;
+        m_cancel = new QPushButton(tr("Cancel repack"), this);
+        m_retry = new QPushButton(tr("Start again"), this);
+        row->addWidget(m_cancel);
+        row->addWidget(m_retry);
+        row->addStretch(1);
+        v->addWidget(m_bar);
+        v->addWidget(m_label);
+        v->addLayout(row);
+        v->addStretch(1);
+        connect(m_cancel, &QPushButton::clicked, this, [this] { m_w->m_job->cancel(); });
+        connect(m_retry, &QPushButton::clicked, this, [this] { start(); });
+        connect(m_w->m_job, &StoreJob::progress, this, [this](const StoreProgress &p) {
+            if (!m_active)
+                return;
+            m_bar->setValue(static_cast<int>(p.fraction * 1000));
+            m_label->setText(p.text);
+        });
+        connect(m_w->m_job, &StoreJob::finished, this,
+                [this](bool ok, bool cancelled, const QString &message) {
+                    if (!m_active)
+                        return;
+                    m_active = false;
+                    m_w->m_storeWritten = ok;
+                    m_bar->setValue(ok ? 1000 : 0);
+                    m_label->setText(ok ? message
+                                        : (cancelled ? tr("Cancelled: no store was written.")
+                                                     : tr("<b>Failed:</b> %1").arg(message.toHtmlEscaped())));
+                    m_cancel->setEnabled(false);
+                    m_retry->setVisible(!ok);
+                    emit completeChanged();
+                });
+    }
+    void initializePage() override { start(); }
+    void cleanupPage() override { m_w->m_job->cancel(); }
+    void start()
+    {
+        m_w->m_storeWritten = false;
+        m_active = true;
+        m_bar->setValue(0);
+        m_label->setText(tr("Starting ..."));
+        m_cancel->setEnabled(true);
+        m_retry->setVisible(false);
+        m_w->m_job->startRepack(m_w->m_validatedDir, m_w->m_destination, m_w->m_kind);
+        emit completeChanged();
+    }
+    bool isComplete() const override { return m_w->m_storeWritten; }
+
+private:
+    SetupWizard *m_w;
+    QProgressBar *m_bar;
+    QLabel *m_label;
+    QPushButton *m_cancel, *m_retry;
+    bool m_active = false;
+};
+
+// ---- 5: optional verify --------------------------------------------------------------------
+
+class VerifyPageWidget : public QWizardPage {
+public:
+    explicit VerifyPageWidget(SetupWizard *w) : m_w(w)
+    {
+        setTitle(tr("Verify (optional)"));
+        setSubTitle(tr("Checks every record's checksum and, optionally, that every expert "
+                       "equals the checkpoint's. You can skip this."));
+        auto *v = new QVBoxLayout(this);
+        m_full = new QCheckBox(tr("Compare with the checkpoint too (reads it once more)"), this);
+        m_full->setChecked(true);
+        m_run = new QPushButton(tr("Verify now"), this);
+        m_bar = new QProgressBar(this);
+        m_bar->setRange(0, 1000);
+        m_bar->setAccessibleName(tr("Verify progress"));
+        m_label = new QLabel(this);
+        m_label->setWordWrap(true);
+        m_label->setAccessibleName(tr("Verify result"));
+        v->addWidget(m_full);
+        v->addWidget(m_run);
+        v->addWidget(m_bar);
+        v->addWidget(m_label);
+        v->addStretch(1);
+        connect(m_run, &QPushButton::clicked, this, [this] {
+            m_active = true;
+            m_run->setEnabled(false);
+            m_label->setText(tr("Verifying ..."));
+            m_w->m_job->startVerify(m_w->storePath(), m_full->isChecked() ? m_w->m_validatedDir : QString());
+            emit completeChanged();
+        });
+        connect(m_w->m_job, &StoreJob::progress, this, [this](const StoreProgress &p) {
+            if (m_active) {
+                m_bar->setValue(static_cast<int>(p.fraction * 1000));
+                m_label->setText(p.text);
+            }
+        });
+        connect(m_w->m_job, &StoreJob::finished, this, [this](bool ok, bool, const QString &message) {
+            if (!m_active)
+                return;
+            m_active = false;
+            m_run->setEnabled(true);
+            m_label->setText(ok ? message : tr("<b>Problems:</b> %1").arg(message.toHtmlEscaped()));
+            emit completeChanged();
+        });
+    }
+    void cleanupPage() override { m_w->m_job->cancel(); }
+    bool isComplete() const override { return !m_active; }
+    int nextId() const override { return SetupWizard::DonePage; }
+
+private:
+    SetupWizard *m_w;
+    QCheckBox *m_full;
+    QPushButton *m_run;
+    QProgressBar *m_bar;
+    QLabel *m_label;
+    bool m_active = false;
+};
+
+// ---- 6: profile ----------------------------------------------------------------------------
+
+class DonePageWidget : public QWizardPage {
+public:
+    explicit DonePageWidget(SetupWizard *w) : m_w(w)
+    {
+        setTitle(tr("Done"));
+        setSubTitle(tr("A profile is created for this model and the model loads when you "
+                       "press Finish."));
+        auto *v = new QVBoxLayout(this);
+        m_name = new QLineEdit(this);
+        m_name->setAccessibleName(tr("Profile name"));
+        v->addWidget(new QLabel(tr("Profile name:"), this));
+        v->addWidget(m_name);
+        m_summary = new QLabel(this);
+        m_summary->setWordWrap(true);
+        v->addWidget(m_summary);
+        v->addStretch(1);
+        connect(m_name, &QLineEdit::textChanged, this, [this](const QString &t) {
+            m_w->m_profileName = t.trimmed();
+            emit completeChanged();
+        });
+    }
+    void initializePage() override
+    {
+        m_name->setText(QFileInfo(m_w->m_validatedDir).fileName());
+        const QString store = m_w->storePath();
+        m_summary->setText(store.isEmpty()
+                               ? tr("Model: %1\nExperts from the checkpoint (Stock knobs).").arg(m_w->m_validatedDir)
+                               : tr("Model: %1\nStore: %2 (Optimized knobs).").arg(m_w->m_validatedDir, store));
+    }
+    bool isComplete() const override { return !m_name->text().trimmed().isEmpty(); }
+
+private:
+    SetupWizard *m_w;
+    QLineEdit *m_name;
+    QLabel *m_summary;
+};
+
+// ---- the wizard ----------------------------------------------------------------------------
+
+SetupWizard::SetupWizard(QWidget *parent) : QWizard(parent), m_job(new StoreJob(this))
+{
+    qRegisterMetaType<neural::gui::CheckpointReport>();
+    setWindowTitle(tr("Set up a model"));
+    setAccessibleName(tr("Set up a model"));
+    setPage(FolderPage, new FolderPageWidget(this));
+    setPage(StorePage, new StorePageWidget(this));
+    setPage(DestinationPage, new DestinationPageWidget(this));
+    setPage(RepackPage, new RepackPageWidget(this));
+    setPage(VerifyPage, new VerifyPageWidget(this));
+    setPage(DonePage, new DonePageWidget(this));
+    setStartId(FolderPage);
+    resize(720, 480);
+    connect(this, &QWizard::rejected, m_job, &StoreJob::cancel);
+}
+
+SetupWizard::~SetupWizard()
+{
+    m_job->cancel();
+    if (m_checker) {
+        m_checker->wait();
+        delete m_checker;
+    }
+}
+
+void SetupWizard::setCheckpointFolder(const QString &dir)
+{
+    static_cast<FolderPageWidget *>(page(FolderPage))->setFolder(dir);
+}
+
+void SetupWizard::validate()
+{
+    auto *folderPage = static_cast<FolderPageWidget *>(page(FolderPage));
+    if (m_checker) {
+        // One check at a time; the newest folder is checked when this one ends.
+        QTimer::singleShot(100, this, &SetupWizard::validate);
+        return;
+    }
+    const QString dir = folderPage->folder();
+    auto result = std::make_shared<CheckpointReport>();
+    m_checker = QThread::create([dir, result] { *result = checkCheckpoint(dir); });
+    connect(m_checker, &QThread::finished, this, [this, dir, result] {
+        m_checker->deleteLater();
+        m_checker = nullptr;
+        auto *folderPage = static_cast<FolderPageWidget *>(page(FolderPage));
+        if (folderPage->folder() != dir)
+            return;  // changed meanwhile; the debounce timer checks the new one
+        m_report = *result;
+        m_validatedDir = dir;
+        emit validated(m_report);
+    });
+    m_checker->start();
+}
+
+QString SetupWizard::storeKind() const { return m_kind; }
+
+QString SetupWizard::storePath() const
+{
+    if (m_kind == QLatin1String("existing"))
+        return m_existingStore;
+    if (m_kind == QLatin1String("raw") || m_kind == QLatin1String("packed"))
+        return m_destination;
+    return {};
+}
+
+Profile SetupWizard::profile() const
+{
+    Profile p = storePath().isEmpty() ? Profile::stock() : Profile::optimized();
+    p.name = m_profileName.isEmpty() ? QFileInfo(m_validatedDir).fileName() : m_profileName;
+    p.modelDir = m_validatedDir;
+    p.store = storePath();
+    return p;
+}
+
+}  // namespace neural::gui

@@ -1,0 +1,172 @@
+// EngineHost on the tiny fixture: loading (and a clear error for a bad folder), a streamed
+// reply whose batched deltas add up to the final text, cancel, and DeltaBatcher's rate.
+#include <gtest/gtest.h>
+
+#include <QElapsedTimer>
+#include <QSignalSpy>
+#include <QTemporaryDir>
+
+#include "chat/deltabatcher.h"
+#include "chat/enginehost.h"
+#include "gui_test_support.h"
+#include "support/fixtures.h"
+
+namespace neural::gui {
+namespace {
+
+using test::spinFor;
+using test::spinUntil;
+
+const QString kForced = QStringLiteral(
+    "<|channel|>analysis<|message|>The user greets me. I greet back.<|end|>"
+    "<|start|>assistant<|channel|>final<|message|>Hello **there**, this is a streamed reply.");
+
+QString fixtureDir() { return QString::fromStdString(neural::test::tiny_model_dir().string()); }
+
+bool loadFixture(EngineHost &host)
+{
+    host.load(fixtureDir());
+    return spinUntil([&] { return host.state() == EngineHost::State::ready ||
+                                  host.state() == EngineHost::State::failed; }) &&
+           host.state() == EngineHost::State::ready;
+}
+
+TEST(EngineHost, LoadingABadFolderFailsWithTheReason)
+{
+    QTemporaryDir empty;
+    EngineHost host;
+    QSignalSpy failed(&host, &EngineHost::loadFailed);
+    host.load(empty.path());
+    EXPECT_EQ(host.state(), EngineHost::State::loading);
+    ASSERT_TRUE(spinUntil([&] { return failed.count() == 1; }));
+    EXPECT_EQ(host.state(), EngineHost::State::failed);
+    const QString error = failed.at(0).at(0).toString();
+    EXPECT_NE(error.indexOf(QStringLiteral("config.json")), -1) << error.toStdString();
+    TurnRequest r;
+    r.history = {{QStringLiteral("user"), QStringLiteral("hi")}};
+    EXPECT_FALSE(host.send(r));  // no model: refused, nothing queued
+}
+
+TEST(EngineHost, StreamsAReplyInBatchedDeltas)
+{
+    EngineHost host;
+    ASSERT_TRUE(loadFixture(host)) << host.lastError().toStdString();
+    EXPECT_FALSE(host.isDemo());
+    EXPECT_NE(host.modelSummary().indexOf(QStringLiteral("layers")), -1);
+
+    QSignalSpy started(&host, &EngineHost::turnStarted);
+    QSignalSpy finished(&host, &EngineHost::turnFinished);
+    QString reasoning, content;
+    int deltas = 0;
+    QObject::connect(&host, &EngineHost::turnDelta, [&](const QString &r, const QString &c) {
+        reasoning += r;
+        content += c;
+        ++deltas;
+    });
+    TurnRequest req;
+    req.history = {{QStringLiteral("user"), QStringLiteral("Hello!")}};
+    req.forcedOutput = kForced;
+    req.maxTokens = 48;
+    req.seed = 7;
+    ASSERT_TRUE(host.send(req));
+    EXPECT_TRUE(host.busy());
+    EXPECT_FALSE(host.send(req));  // one turn at a time
+    ASSERT_TRUE(spinUntil([&] { return finished.count() == 1; }));
+    EXPECT_EQ(started.count(), 1);
+    EXPECT_FALSE(host.busy());
+    const TurnReport rep = finished.at(0).at(0).value<TurnReport>();
+    EXPECT_TRUE(rep.error.isEmpty()) << rep.error.toStdString();
+    EXPECT_FALSE(rep.cancelled);
+    EXPECT_EQ(rep.reasoning, QStringLiteral("The user greets me. I greet back."));
+    EXPECT_TRUE(rep.content.startsWith(QStringLiteral("Hello **there**, this is a streamed reply.")))
+        << rep.content.toStdString();
+    // Every streamed byte arrived, in order, through the batcher.
+    EXPECT_EQ(reasoning, rep.reasoning);
+    EXPECT_EQ(content, rep.content);
+    EXPECT_GE(deltas, 1);
+    EXPECT_GT(rep.generatedTokens, 10);
+    EXPECT_GT(rep.ttftSeconds, 0.0);
+    EXPECT_GT(rep.tokensPerSecond(), 0.0);
+    EXPECT_GT(rep.reasoningSeconds, 0.0);
+    const QJsonObject stats = rep.toJson();
+    EXPECT_EQ(stats.value(QStringLiteral("tokens")).toInteger(), rep.generatedTokens);
+
+    // The engine's telemetry saw the request (the dock reads these rings).
+    const auto requests = host.model()->telemetry().requests().since(0);
+    ASSERT_FALSE(requests.empty());
+    EXPECT_EQ(requests.back().decode_tokens, rep.generatedTokens);
+}
+
+TEST(EngineHost, StopCancelsTheRunningReplyAndTheEngineStaysUsable)
+{
+    EngineHost host;
+    ASSERT_TRUE(loadFixture(host));
+    QSignalSpy finished(&host, &EngineHost::turnFinished);
+    bool stopped = false;
+    QObject::connect(&host, &EngineHost::turnDelta, [&](const QString &, const QString &) {
+        if (!stopped) {
+            stopped = true;
+            host.stop();
+        }
+    });
+    TurnRequest req;
+    req.history = {{QStringLiteral("user"), QStringLiteral("Write a long story.")}};
+    req.forcedOutput = QStringLiteral("<|channel|>final<|message|>Once upon a time");
+    req.maxTokens = 4000;  // would take far longer than the test allows
+    QElapsedTimer t;
+    t.start();
+    ASSERT_TRUE(host.send(req));
+    ASSERT_TRUE(spinUntil([&] { return finished.count() == 1; }));
+    const TurnReport rep = finished.at(0).at(0).value<TurnReport>();
+    EXPECT_TRUE(rep.cancelled);
+    EXPECT_EQ(rep.finish, QStringLiteral("cancelled"));
+    EXPECT_LT(rep.generatedTokens, 4000);
+    EXPECT_FALSE(host.busy());
+
+    // The next turn runs normally.
+    req.maxTokens = 8;
+    ASSERT_TRUE(host.send(req));
+    ASSERT_TRUE(spinUntil([&] { return finished.count() == 2; }));
+    EXPECT_FALSE(finished.at(1).at(0).value<TurnReport>().cancelled);
+}
+
+TEST(DeltaBatcher, ABurstIsReleasedOnce)
+{
+    DeltaBatcher b(33);
+    QSignalSpy released(&b, &DeltaBatcher::released);
+    for (int i = 0; i < 1000; ++i)
+        b.addContent(QStringLiteral("x"));
+    EXPECT_EQ(released.count(), 0);  // nothing before the interval
+    ASSERT_TRUE(spinUntil([&] { return released.count() == 1; }, 2000));
+    EXPECT_EQ(released.at(0).at(1).toString(), QString(1000, QLatin1Char('x')));
+    spinFor(100);
+    EXPECT_EQ(released.count(), 1);  // idle: no more releases
+}
+
+TEST(DeltaBatcher, ASteadyStreamIsReleasedAtAboutThirtyHertz)
+{
+    DeltaBatcher b(33);
+    QString all;
+    int releases = 0;
+    QObject::connect(&b, &DeltaBatcher::released, [&](const QString &r, const QString &c) {
+        all += r + c;
+        ++releases;
+    });
+    QElapsedTimer t;
+    t.start();
+    int added = 0;
+    while (t.elapsed() < 500) {  // a token every ~2 ms for half a second
+        b.addContent(QString::number(added % 10));
+        ++added;
+        spinFor(2);
+    }
+    b.flush();
+    EXPECT_EQ(all.size(), added);
+    // 500 ms / 33 ms = 15 releases; allow for a loaded machine, but far fewer than tokens.
+    EXPECT_GE(releases, 5);
+    EXPECT_LE(releases, 17);
+    EXPECT_GT(added, 3 * releases);
+}
+
+}  // namespace
+}  // namespace neural::gui

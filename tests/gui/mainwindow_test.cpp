@@ -1,0 +1,201 @@
+// The main window end to end, offscreen, on the tiny fixture: a message typed and sent with
+// Enter streams a reply that is shown and committed to the conversations file; regenerate and
+// edit-and-resend; the API toggle starts the shared-engine server (/health answers) and stops
+// it; the event loop never stalls for 100 ms while the model loads and generates.
+#include <gtest/gtest.h>
+
+#include <QElapsedTimer>
+#include <QLabel>
+#include <QNetworkAccessManager>
+#include <QNetworkReply>
+#include <QPushButton>
+#include <QSignalSpy>
+#include <QTemporaryDir>
+#include <QTest>
+#include <QTimer>
+
+#include "app/mainwindow.h"
+#include "app/paths.h"
+#include "chat/chatinput.h"
+#include "chat/chatview.h"
+#include "gui_test_support.h"
+#include "support/fixtures.h"
+#include "tray/servercontrol.h"
+
+namespace neural::gui {
+namespace {
+
+using test::spinUntil;
+
+const QString kForced = QStringLiteral(
+    "<|channel|>analysis<|message|>Short thought.<|end|>"
+    "<|start|>assistant<|channel|>final<|message|>Here is code:\n\n```\nint x = 1;\n```\n");
+
+// Longest gap between ticks of a 5 ms timer: how long the GUI thread was unavailable.
+class StallMeter {
+public:
+    StallMeter()
+    {
+        m_timer.setInterval(5);
+        QObject::connect(&m_timer, &QTimer::timeout, [this] {
+            if (!m_clock.isValid()) {
+                m_clock.start();
+                m_since.start();
+                return;
+            }
+            const qint64 gap = m_clock.restart();
+            if (gap > m_worst) {
+                m_worst = gap;
+                m_worstAt = m_since.elapsed();
+            }
+        });
+        m_timer.start();
+    }
+    qint64 worstMs() const { return m_worst; }
+    qint64 worstAtMs() const { return m_worstAt; }  // when it ended, from the start
+
+private:
+    QTimer m_timer;
+    QElapsedTimer m_clock, m_since;
+    qint64 m_worst = 0, m_worstAt = 0;
+};
+
+class MainWindowTest : public ::testing::Test {
+protected:
+    void SetUp() override
+    {
+        MainWindow::Options o;
+        o.modelDir = QString::fromStdString(neural::test::tiny_model_dir().string());
+        o.dbPath = m_dir.filePath(QStringLiteral("conversations.sqlite"));
+        o.profilesPath = m_dir.filePath(QStringLiteral("profiles.json"));
+        o.askFirstRun = false;
+        o.useTray = false;
+        appSettings()->setValue(QStringLiteral("chat/maxTokens"), 40);  // random weights ramble
+        m_window = std::make_unique<MainWindow>(o);
+        m_window->engine()->setForcedOutput(kForced);
+        m_window->show();
+    }
+
+    bool waitReady()
+    {
+        return spinUntil([&] { return m_window->engine()->state() == EngineHost::State::ready; });
+    }
+
+    // Types `text` and presses Enter; waits for the reply to be committed.
+    bool sendAndWait(const QString &text)
+    {
+        const int before = m_window->messages()->rowCount();
+        m_window->input()->setFocus();
+        QTest::keyClicks(m_window->input(), text);
+        QTest::keyClick(m_window->input(), Qt::Key_Return);
+        return spinUntil([&] {
+            return !m_window->engine()->busy() && m_window->messages()->rowCount() == before + 2 &&
+                   !m_window->messages()->isStreaming();
+        });
+    }
+
+    QTemporaryDir m_dir;
+    std::unique_ptr<MainWindow> m_window;
+};
+
+TEST_F(MainWindowTest, SendsAMessageAndPersistsTheStreamedReply)
+{
+    StallMeter meter;
+    ASSERT_TRUE(waitReady()) << m_window->engine()->lastError().toStdString();
+    EXPECT_FALSE(m_window->banner()->isVisible());  // the fixture is not a demo model
+    ASSERT_TRUE(sendAndWait(QStringLiteral("Hello there")));
+    const qint64 worst = meter.worstMs();
+
+    const MessageModel *msgs = m_window->messages();
+    EXPECT_EQ(msgs->at(0).role, QStringLiteral("user"));
+    EXPECT_EQ(msgs->at(0).content, QStringLiteral("Hello there"));
+    EXPECT_TRUE(m_window->input()->toPlainText().isEmpty());
+    const ChatMessage reply = msgs->at(1);
+    EXPECT_EQ(reply.role, QStringLiteral("assistant"));
+    EXPECT_TRUE(reply.content.startsWith(QStringLiteral("Here is code:"))) << reply.content.toStdString();
+    EXPECT_EQ(reply.reasoning, QStringLiteral("Short thought."));
+    EXPECT_GT(reply.stats.value(QStringLiteral("tokens")).toInt(), 0);
+    EXPECT_GT(reply.id, 0);
+
+    // Shown: the code block in a fixed-pitch font, the stats line, "Thought for".
+    MessageWidget *w = m_window->chatView()->messageWidget(1);
+    ASSERT_NE(w, nullptr);
+    EXPECT_NE(w->body()->text().indexOf(QStringLiteral("int x = 1;")), -1);
+    EXPECT_NE(w->body()->text().indexOf(QStringLiteral("monospace")), -1);
+
+    // Committed to the file (a second connection sees it).
+    ConversationStore other;
+    ASSERT_TRUE(other.open(m_dir.filePath(QStringLiteral("conversations.sqlite"))));
+    const auto convs = other.conversations();
+    ASSERT_EQ(convs.size(), 1);
+    EXPECT_EQ(convs[0].title, QStringLiteral("Hello there"));
+    const auto stored = other.messages(convs[0].id);
+    ASSERT_EQ(stored.size(), 2);
+    EXPECT_EQ(stored[1].content, reply.content);
+    EXPECT_EQ(stored[1].reasoning, reply.reasoning);
+    EXPECT_GT(stored[1].stats.value(QStringLiteral("tokens_per_second")).toDouble(), 0.0);
+
+    EXPECT_LT(worst, 100) << "the GUI thread stalled for " << worst << " ms";
+    std::printf("[ measure  ] worst GUI stall during load + generation: %lld ms (at %lld ms)\n",
+                static_cast<long long>(worst), static_cast<long long>(meter.worstAtMs()));
+}
+
+TEST_F(MainWindowTest, RegenerateAndEditReplaceTheTail)
+{
+    ASSERT_TRUE(waitReady());
+    ASSERT_TRUE(sendAndWait(QStringLiteral("first question")));
+    ASSERT_TRUE(sendAndWait(QStringLiteral("second question")));
+    ASSERT_EQ(m_window->messages()->rowCount(), 4);
+    const qint64 conv = m_window->currentConversation();
+    const qint64 oldReplyId = m_window->messages()->at(3).id;
+
+    m_window->regenerate(3);
+    ASSERT_TRUE(spinUntil([&] { return !m_window->engine()->busy() && m_window->messages()->rowCount() == 4 &&
+                                       !m_window->messages()->isStreaming(); }));
+    EXPECT_NE(m_window->messages()->at(3).id, oldReplyId);
+    EXPECT_EQ(m_window->store().messages(conv).size(), 4);
+
+    m_window->editMessage(0, QStringLiteral("edited question"));
+    ASSERT_TRUE(spinUntil([&] { return !m_window->engine()->busy() && m_window->messages()->rowCount() == 2 &&
+                                       !m_window->messages()->isStreaming(); }));
+    const auto stored = m_window->store().messages(conv);
+    ASSERT_EQ(stored.size(), 2);
+    EXPECT_EQ(stored[0].content, QStringLiteral("edited question"));
+    EXPECT_EQ(stored[1].role, QStringLiteral("assistant"));
+
+    QTemporaryDir out;
+    EXPECT_TRUE(m_window->exportConversation(out.filePath(QStringLiteral("c.md")), false));
+    EXPECT_TRUE(m_window->exportConversation(out.filePath(QStringLiteral("c.json")), true));
+    EXPECT_GT(QFileInfo(out.filePath(QStringLiteral("c.json"))).size(), 10);
+}
+
+TEST_F(MainWindowTest, TheWindowToggleStartsAndStopsTheApiServer)
+{
+    ASSERT_TRUE(waitReady());
+    appSettings()->setValue(QStringLiteral("server/port"), 0);  // any free port
+    QPushButton *toggle = m_window->serverButton();
+    ASSERT_TRUE(toggle->isVisible());  // no tray in this test: the controls are in the window
+    QTest::mouseClick(toggle, Qt::LeftButton);
+    ASSERT_TRUE(m_window->server()->isRunning()) << m_window->server()->lastError().toStdString();
+    const QString url = m_window->server()->url();
+    EXPECT_TRUE(url.startsWith(QStringLiteral("http://127.0.0.1:")));
+
+    QNetworkAccessManager nam;
+    auto get = [&](const QString &path) {
+        QNetworkReply *reply = nam.get(QNetworkRequest(QUrl(url.chopped(3) + path)));
+        spinUntil([&] { return reply->isFinished(); }, 10000);
+        const int status = reply->attribute(QNetworkRequest::HttpStatusCodeAttribute).toInt();
+        const auto error = reply->error();
+        reply->deleteLater();
+        return std::pair{status, error};
+    };
+    EXPECT_EQ(get(QStringLiteral("/health")).first, 200);
+    EXPECT_EQ(get(QStringLiteral("/v1/models")).first, 200);
+
+    QTest::mouseClick(toggle, Qt::LeftButton);
+    EXPECT_FALSE(m_window->server()->isRunning());
+    EXPECT_EQ(get(QStringLiteral("/health")).second, QNetworkReply::ConnectionRefusedError);
+}
+
+}  // namespace
+}  // namespace neural::gui

@@ -1,0 +1,126 @@
+// Profiles: built-ins, JSON round trip (atomic save), bad files, clamping, LoadOptions, and the
+// dialog showing unsupported knobs disabled.
+#include <gtest/gtest.h>
+
+#include <QCheckBox>
+#include <QFile>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QTemporaryDir>
+
+#include "settings/profile.h"
+#include "settings/profiledialog.h"
+
+namespace neural::gui {
+namespace {
+
+TEST(Profiles, BuiltInsDifferWhereDesignSaysSo)
+{
+    const Profile s = Profile::stock(), o = Profile::optimized();
+    EXPECT_EQ(s.value(QStringLiteral("kernel")).toString(), QStringLiteral("reference"));
+    EXPECT_EQ(o.value(QStringLiteral("kernel")).toString(), QStringLiteral("auto"));
+    EXPECT_FALSE(s.value(QStringLiteral("kernel-persistent")).toBool());
+    EXPECT_TRUE(o.value(QStringLiteral("kernel-persistent")).toBool());
+    EXPECT_TRUE(o.value(QStringLiteral("grouped-gemm")).toBool());
+    EXPECT_DOUBLE_EQ(o.value(QStringLiteral("pool")).toDouble(), 6.05);
+    EXPECT_EQ(o.value(QStringLiteral("kv-ring")).toInt(), 256);
+    EXPECT_EQ(o.value(QStringLiteral("scratch")).toInt(), 6);
+    for (const KnobDef &k : knobDefs())
+        EXPECT_FALSE(k.help.isEmpty()) << k.key.toStdString();
+}
+
+TEST(Profiles, SaveAndLoadRoundTrip)
+{
+    QTemporaryDir dir;
+    const QString path = dir.filePath(QStringLiteral("profiles.json"));
+    ProfileStore a;
+    Profile mine = Profile::optimized();
+    mine.name = QStringLiteral("Mine");
+    mine.modelDir = QStringLiteral("/models/gpt-oss-20b");
+    mine.store = QStringLiteral("/models/experts.nstore");
+    mine.values.insert(QStringLiteral("threads"), 6);
+    mine.values.insert(QStringLiteral("kernel"), QStringLiteral("avx2"));
+    a.upsert(mine);
+    a.find(QStringLiteral("Stock"))->values.insert(QStringLiteral("refresh-m"), 9);
+    a.setActive(QStringLiteral("Mine"));
+    QString error;
+    ASSERT_TRUE(a.save(path, &error)) << error.toStdString();
+
+    ProfileStore b;
+    ASSERT_TRUE(b.load(path, &error)) << error.toStdString();
+    EXPECT_EQ(b.activeName(), QStringLiteral("Mine"));
+    ASSERT_EQ(b.profiles().size(), 3);
+    const Profile &m = b.active();
+    EXPECT_EQ(m.modelDir, mine.modelDir);
+    EXPECT_EQ(m.store, mine.store);
+    EXPECT_EQ(m.toJson(), mine.toJson());
+    EXPECT_EQ(b.find(QStringLiteral("Stock"))->value(QStringLiteral("refresh-m")).toInt(), 9);
+
+    int threads = -1;
+    const LoadOptions o = m.toLoadOptions(&threads);
+    EXPECT_EQ(threads, 6);
+    EXPECT_EQ(o.kernel, "avx2");
+    EXPECT_TRUE(o.kernel_persistent);
+    EXPECT_EQ(o.store.string(), "/models/experts.nstore");
+    // Without a store the fused kernels cannot run: the reference path is used.
+    Profile noStore = m;
+    noStore.store.clear();
+    EXPECT_EQ(noStore.toLoadOptions().kernel, "reference");
+}
+
+TEST(Profiles, MissingFileGivesBuiltInsAndBadFilesSayWhy)
+{
+    QTemporaryDir dir;
+    ProfileStore s;
+    EXPECT_TRUE(s.load(dir.filePath(QStringLiteral("none.json"))));
+    EXPECT_EQ(s.profiles().size(), 2);
+    EXPECT_EQ(s.activeName(), QStringLiteral("Stock"));
+
+    const QString bad = dir.filePath(QStringLiteral("bad.json"));
+    QFile f(bad);
+    ASSERT_TRUE(f.open(QIODevice::WriteOnly));
+    f.write("{\"profiles\": [ {\"name\": \"x\"");
+    f.close();
+    QString error;
+    EXPECT_FALSE(s.load(bad, &error));
+    EXPECT_NE(error.indexOf(QStringLiteral("not valid JSON")), -1) << error.toStdString();
+    EXPECT_EQ(s.profiles().size(), 2);  // built-ins kept
+}
+
+TEST(Profiles, HandEditedValuesAreClampedAndUnknownKeysDropped)
+{
+    const QJsonObject o = QJsonDocument::fromJson(R"({"name": "Odd", "knobs": {
+        "threads": -5, "pool": 1e9, "kernel": "quantum", "refresh-m": 3.6, "bogus": 1}})").object();
+    const Profile p = Profile::fromJson(o);
+    EXPECT_EQ(p.value(QStringLiteral("threads")).toInt(), 0);
+    EXPECT_DOUBLE_EQ(p.value(QStringLiteral("pool")).toDouble(), 1024.0);
+    EXPECT_EQ(p.value(QStringLiteral("kernel")).toString(), QStringLiteral("reference"));
+    EXPECT_EQ(p.value(QStringLiteral("refresh-m")).toInt(), 4);
+    EXPECT_FALSE(p.values.contains(QStringLiteral("bogus")));
+}
+
+TEST(Profiles, UnsupportedKnobsAreDisabledWithTheirReason)
+{
+    QTemporaryDir dir;
+    ProfileStore store;
+    ProfileDialog dialog(&store, dir.filePath(QStringLiteral("p.json")));
+    int disabled = 0;
+    for (const KnobDef &k : knobDefs()) {
+        QWidget *ed = dialog.editor(k.key);
+        ASSERT_NE(ed, nullptr) << k.key.toStdString();
+        const QString why = unsupportedReason(k.key);
+        EXPECT_EQ(ed->isEnabled(), why.isEmpty()) << k.key.toStdString();
+        if (!why.isEmpty()) {
+            ++disabled;
+            EXPECT_NE(ed->toolTip().indexOf(why), -1) << k.key.toStdString();
+        }
+    }
+#ifndef _WIN32
+    EXPECT_GE(disabled, 1);  // at least ws-min (Windows only)
+#endif
+    EXPECT_TRUE(unsupportedReason(QStringLiteral("threads")).isEmpty());
+    EXPECT_TRUE(unsupportedReason(QStringLiteral("kernel")).isEmpty());
+}
+
+}  // namespace
+}  // namespace neural::gui
