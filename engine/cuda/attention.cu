@@ -48,24 +48,27 @@ __global__ void attention_split_kernel(const float* __restrict__ q, const float*
     if (t < d) qs[t] = q[hq * d + t];
     __syncthreads();
     float m = -FLT_MAX, l = 0.0f, acc = 0.0f;  // acc: dimension t of the weighted value sum
+    const int warp = t / 32, lane = t % 32;
     for (int base = j0; base < j1; base += kThreads) {
-        const int j = base + t;
-        float s = -FLT_MAX;
-        if (j < j1) {
-            const float* kj = kc + static_cast<std::size_t>(j) * kv_dim + hk * d;
-            float dot = 0.0f;
-            for (int i = 0; i < d; ++i) dot += qs[i] * kj[i];
-            s = dot * scale;
+        const int cnt = min(kThreads, j1 - base);
+        // Scores: one warp per key, lanes over the head dimension (coalesced K rows).
+        for (int u = warp; u < cnt; u += kThreads / 32) {
+            const float* kj = kc + static_cast<std::size_t>(base + u) * kv_dim + hk * d;
+            float part = 0.0f;
+            for (int i = lane; i < d; i += 32) part += qs[i] * kj[i];
+            part = warp_sum(part);
+            if (lane == 0) ps[u] = part * scale;
         }
-        const float m_new = fmaxf(m, block_max(s, red));
-        const float p = j < j1 ? expf(s - m_new) : 0.0f;
+        __syncthreads();
+        const float s = t < cnt ? ps[t] : -FLT_MAX;
+        const float m_new = fmaxf(m, block_max(s, red));  // also orders the reads of ps[] above
+        const float p = t < cnt ? expf(s - m_new) : 0.0f;
         ps[t] = p;
         const float alpha = expf(m - m_new);
         const float tile = block_sum(p, red);  // also orders ps[] before the reads below
         l = l * alpha + tile;
         if (t < d) {
             float a = acc * alpha;
-            const int cnt = min(kThreads, j1 - base);
             for (int u = 0; u < cnt; ++u) {
                 a += ps[u] * vc[static_cast<std::size_t>(base + u) * kv_dim + hk * d + t];
             }

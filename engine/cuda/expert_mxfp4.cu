@@ -22,17 +22,10 @@ __global__ void gate_up_kernel(const std::uint8_t* __restrict__ pool, std::uint6
     const int i = blockIdx.x * kWarps + warp;
     if (i >= I) return;
     const std::uint8_t* rec = pool + static_cast<std::uint64_t>(s) * stride;
-    const uint4* codes = reinterpret_cast<const uint4*>(rec);
     const std::uint8_t* scales = rec + static_cast<std::uint64_t>(2 * I) * G * 16;
-    float g = 0.0f, u = 0.0f;
-    for (int b = lane; b < G; b += 32) {
-        g += mxfp4_block_dot(__ldg(codes + static_cast<std::size_t>(2 * i) * G + b),
-                             scales[static_cast<std::size_t>(2 * i) * G + b], xs + 32 * b);
-        u += mxfp4_block_dot(__ldg(codes + static_cast<std::size_t>(2 * i + 1) * G + b),
-                             scales[static_cast<std::size_t>(2 * i + 1) * G + b], xs + 32 * b);
-    }
-    g = warp_sum(g);
-    u = warp_sum(u);
+    const std::size_t row_g = static_cast<std::size_t>(2 * i), row_u = row_g + 1;
+    float g = mxfp4_row_dot(rec + row_g * G * 16, scales + row_g * G, G, xs);
+    float u = mxfp4_row_dot(rec + row_u * G * 16, scales + row_u * G, G, xs);
     if (lane == 0) {
         const std::uint16_t* b = bias + static_cast<std::size_t>(sel[k]) * 2 * I;
         g += bf16_bits_to_float(b[2 * i]);
@@ -66,14 +59,9 @@ __global__ void down_kernel(const std::uint8_t* __restrict__ pool, std::uint64_t
         const int s = slot[q];
         if (s < 0) continue;
         const std::uint8_t* rec = pool + static_cast<std::uint64_t>(s) * stride;
-        const uint4* codes = reinterpret_cast<const uint4*>(rec + down_codes);
-        const std::uint8_t* scales = rec + down_scales;
-        float y = 0.0f;
-        for (int b = lane; b < Gi; b += 32) {
-            y += mxfp4_block_dot(__ldg(codes + static_cast<std::size_t>(r) * Gi + b),
-                                 scales[static_cast<std::size_t>(r) * Gi + b], as + q * I + 32 * b);
-        }
-        y = warp_sum(y) + bf16_bits_to_float(bias[static_cast<std::size_t>(sel[q]) * H + r]);
+        float y = mxfp4_row_dot(rec + down_codes + static_cast<std::uint64_t>(r) * Gi * 16,
+                                rec + down_scales + static_cast<std::uint64_t>(r) * Gi, Gi, as + q * I);
+        y += bf16_bits_to_float(bias[static_cast<std::size_t>(sel[q]) * H + r]);
         total += gate[q] * y;
     }
     if (lane == 0) out[r] = total;

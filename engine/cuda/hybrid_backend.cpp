@@ -604,7 +604,7 @@ class CudaBackend final : public Backend {
                 inputs[n].weight = gate[k];
                 capture_of[n] = -1;
                 missed_k[n] = k;
-                if (raw_store_ && !residency_->frozen() && residency_->pending(l, sel[k])) {
+                if (raw_store_ && !residency_->frozen() && residency_->admission_for(l, sel[k])) {
                     const int b = free_capture();
                     if (b >= 0) {
                         inputs[n].capture = captures_[static_cast<std::size_t>(b)].host<std::uint8_t>();
@@ -624,7 +624,7 @@ class CudaBackend final : public Backend {
             if (!residency_->frozen()) {
                 for (int j = 0; j < n; ++j) {
                     const int expert = sel[missed_k[j]];
-                    const auto pending = residency_->pending(l, expert);
+                    const auto pending = residency_->admission_for(l, expert);
                     if (!pending) continue;
                     int b = capture_of[j];
                     if (b < 0 && !raw_store_) {

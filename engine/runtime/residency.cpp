@@ -16,6 +16,7 @@ Residency::Residency(int layers, int experts, int slots, const ResidencyOptions&
     static_slots_ = static_cast<int>(std::floor(slots * std::clamp(options.static_fraction, 0.0, 1.0)));
     score_.assign(n, 0.0);
     where_.assign(n, -1);
+    held_.assign(n, -1);
     owner_.assign(static_cast<std::size_t>(slots), -1);
     loading_.assign(static_cast<std::size_t>(slots), 0);
 }
@@ -53,6 +54,7 @@ std::vector<Residency::Admission> Residency::initial(const std::vector<std::vect
         const int idx = order[static_cast<std::size_t>(s)];
         owner_[static_cast<std::size_t>(s)] = idx;
         where_[static_cast<std::size_t>(idx)] = s;
+        held_[static_cast<std::size_t>(idx)] = s;
         out.push_back({idx / experts_, idx % experts_, s, -1, -1});
     }
     return out;
@@ -87,8 +89,7 @@ void Residency::refresh() {
                      [&](int a, int b) { return slot_score(a) < slot_score(b); });
     std::vector<int> cands;
     for (std::size_t i = 0; i < score_.size(); ++i) {
-        if (where_[i] < 0 && score_[i] > 0 &&
-            std::find(owner_.begin(), owner_.end(), static_cast<int>(i)) == owner_.end()) {
+        if (held_[i] < 0 && score_[i] > 0) {
             cands.push_back(static_cast<int>(i));
         }
     }
@@ -115,6 +116,24 @@ std::optional<Residency::Admission> Residency::pending(int layer, int expert) co
     return std::nullopt;
 }
 
+std::optional<Residency::Admission> Residency::admission_for(int layer, int expert) {
+    if (auto a = pending(layer, expert)) return a;
+    if (frozen() || where_[index(layer, expert)] >= 0) return std::nullopt;
+    const int idx = static_cast<int>(index(layer, expert));
+    if (held_[static_cast<std::size_t>(idx)] >= 0) return std::nullopt;  // being loaded
+    for (int s = std::max(free_hint_, static_slots_); s < slots(); ++s) {
+        const bool reserved = std::any_of(pending_.begin(), pending_.end(),
+                                          [&](const Admission& p) { return p.slot == s; });
+        if (owner_[static_cast<std::size_t>(s)] < 0 && !reserved) {
+            free_hint_ = s;
+            pending_.push_back({layer, expert, s, -1, -1});
+            return pending_.back();
+        }
+    }
+    free_hint_ = slots();
+    return std::nullopt;
+}
+
 void Residency::begin(const Admission& a) {
     auto it = std::find_if(pending_.begin(), pending_.end(), [&](const Admission& p) {
         return p.layer == a.layer && p.expert == a.expert;
@@ -122,8 +141,12 @@ void Residency::begin(const Admission& a) {
     if (it == pending_.end()) fail("residency: begin() of an admission that is not pending");
     pending_.erase(it);
     const auto s = static_cast<std::size_t>(a.slot);
-    if (owner_[s] >= 0) where_[static_cast<std::size_t>(owner_[s])] = -1;
+    if (owner_[s] >= 0) {
+        where_[static_cast<std::size_t>(owner_[s])] = -1;
+        held_[static_cast<std::size_t>(owner_[s])] = -1;
+    }
     owner_[s] = static_cast<int>(index(a.layer, a.expert));
+    held_[index(a.layer, a.expert)] = a.slot;
     loading_[s] = 1;
 }
 

@@ -60,6 +60,10 @@ class Residency {
 
   // The pending admission for (layer, expert), if it is a candidate whose upload has not begun.
   std::optional<Admission> pending(int layer, int expert) const;
+  // pending(), or, while an adaptive slot is still free (and residency is not frozen), a new
+  // admission of the missed expert into it: free slots fill from the first misses, without
+  // waiting for a refresh round, since nothing is evicted.
+  std::optional<Admission> admission_for(int layer, int expert);
   // The upload of `a` starts: its victim leaves the table (misses from now on).
   void begin(const Admission& a);
   // The upload landed: (layer, expert) is resident in a.slot.
@@ -79,8 +83,10 @@ class Residency {
   std::vector<double> score_;  // [layers * experts]
   std::vector<int> where_;     // [layers * experts] resident slot or -1
   std::vector<int> owner_;     // [slots] index held or being loaded, or -1
+  std::vector<int> held_;      // [layers * experts] slot holding or loading it, or -1
   std::vector<char> loading_;  // [slots] upload in flight
   std::vector<Admission> pending_;
+  int free_hint_ = 0;  // adaptive slots below it are known to be taken
   std::int64_t tokens_ = 0;
 };
 

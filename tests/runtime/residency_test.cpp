@@ -143,3 +143,30 @@ TEST(Residency, MoreSlotsThanExpertsHoldEveryExpert) {
 
 }  // namespace
 }  // namespace neural
+
+namespace neural {
+namespace {
+
+TEST(Residency, FreeAdaptiveSlotsFillFromTheFirstMissesWithoutEvicting) {
+    Residency r(1, 8, 4, options(/*refresh_every=*/100, /*refresh_m=*/1));
+    r.initial({});  // static slots hold experts 0, 1; slots 2, 3 free
+    auto a = r.admission_for(0, 5);
+    ASSERT_TRUE(a.has_value());
+    EXPECT_EQ(a->slot, 2);
+    EXPECT_EQ(a->victim_layer, -1);
+    EXPECT_EQ(r.admission_for(0, 5)->slot, 2) << "asking again returns the same pending admission";
+    auto b = r.admission_for(0, 6);
+    ASSERT_TRUE(b.has_value());
+    EXPECT_EQ(b->slot, 3);
+    EXPECT_FALSE(r.admission_for(0, 7).has_value()) << "no free slot left";
+    EXPECT_FALSE(r.admission_for(0, 0).has_value()) << "already resident";
+    r.begin(*a);
+    r.complete(*a);
+    EXPECT_EQ(r.slot_of(0, 5), 2);
+    Residency frozen(1, 8, 4, options(0));
+    frozen.initial({});
+    EXPECT_FALSE(frozen.admission_for(0, 5).has_value());
+}
+
+}  // namespace
+}  // namespace neural
