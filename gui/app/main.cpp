@@ -1,15 +1,18 @@
 // neural-desktop: the Qt Widgets app (chat, setup wizard, profiles, telemetry, tray + API).
-//   neural-desktop [--model DIR] [--theme light|dark|system]
+//   neural-desktop [--model DIR] [--theme light|dark|system] [--screenshots DIR]
 // Without --model it loads the active profile's model, else the demo model (first run: asks).
 #include <QApplication>
 #include <QCommandLineParser>
 #include <QIcon>
+
+#include <cstdio>
 
 #include <spdlog/spdlog.h>
 
 #include "app/applog.h"
 #include "app/mainwindow.h"
 #include "app/paths.h"
+#include "app/screenshots.h"
 #include "app/theme.h"
 
 int main(int argc, char **argv)
@@ -31,9 +34,22 @@ int main(int argc, char **argv)
     const QCommandLineOption theme(QStringLiteral("theme"),
                                    QStringLiteral("light, dark or system (saved)."),
                                    QStringLiteral("NAME"));
+    const QCommandLineOption shots(QStringLiteral("screenshots"),
+                                   QStringLiteral("Save PNGs of the main window, telemetry, "
+                                                  "profiles and the setup wizard into DIR once "
+                                                  "the model is loaded, then quit."),
+                                   QStringLiteral("DIR"));
     p.addOption(model);
     p.addOption(theme);
-    p.process(app);
+    p.addOption(shots);
+    // scripts/run.sh passes the terminal chat's flags too (e.g. --reasoning low): options this
+    // app does not know are reported and ignored instead of refusing to start.
+    if (!p.parse(QApplication::arguments()))
+        std::fprintf(stderr, "neural-desktop: %s (ignored)\n", qPrintable(p.errorText()));
+    if (p.isSet(QStringLiteral("help")))
+        p.showHelp();
+    if (p.isSet(QStringLiteral("version")))
+        p.showVersion();
 
     namespace g = neural::gui;
     const QString logFile = g::installLogging(g::logDir() + QStringLiteral("/neural-desktop.log"));
@@ -49,5 +65,7 @@ int main(int argc, char **argv)
     options.modelDir = p.value(model);
     g::MainWindow window(options);
     window.show();
+    if (p.isSet(shots))
+        g::takeScreenshots(&window, p.value(shots));
     return QApplication::exec();
 }

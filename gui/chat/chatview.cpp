@@ -94,6 +94,13 @@ MessageWidget::MessageWidget(QWidget *parent) : QFrame(parent)
     m_body->setTextInteractionFlags(Qt::TextBrowserInteraction);
     m_body->setOpenExternalLinks(true);
     m_body->setAccessibleName(tr("Message text"));
+    // A long unbroken word (code, a URL, random-weight output) must not widen the column past
+    // the view: the labels take the width they are given and grow in height.
+    for (QLabel *l : {m_body, m_reasoning, m_stats}) {
+        QSizePolicy sp(QSizePolicy::Ignored, QSizePolicy::Preferred);
+        sp.setHeightForWidth(l != m_stats);
+        l->setSizePolicy(sp);
+    }
     v->addWidget(m_body);
 
     connect(m_copy, &QPushButton::clicked, this,
@@ -140,6 +147,7 @@ void MessageWidget::update(const QString &role, const QString &content, const QS
                            : (secs > 0 ? tr("Thought for %1 s").arg(secs, 0, 'f', 1)
                                        : tr("Reasoning")));
     m_stats->setText(streaming ? tr("generating ...") : statsLine(stats));
+    m_stats->setToolTip(m_stats->text());
     m_copy->setEnabled(!streaming);
     m_copyCode->setVisible(!streaming && !codeBlocks(content).isEmpty());
     m_edit->setVisible(user);
@@ -149,6 +157,7 @@ void MessageWidget::update(const QString &role, const QString &content, const QS
 ChatView::ChatView(MessageModel *model, QWidget *parent) : QScrollArea(parent), m_model(model)
 {
     setWidgetResizable(true);
+    setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
     setAccessibleName(tr("Conversation"));
     m_column = new QWidget(this);
     m_layout = new QVBoxLayout(m_column);

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <QElapsedTimer>
+#include <QFile>
 #include <QLabel>
 #include <QNetworkAccessManager>
 #include <QNetworkReply>
@@ -14,12 +15,17 @@
 #include <QTest>
 #include <QTimer>
 
+#include <spdlog/spdlog.h>
+
+#include "app/applog.h"
 #include "app/mainwindow.h"
 #include "app/paths.h"
 #include "chat/chatinput.h"
 #include "chat/chatview.h"
+#include "chat/markdown.h"
 #include "gui_test_support.h"
 #include "support/fixtures.h"
+#include "telemetry/telemetrydock.h"
 #include "tray/servercontrol.h"
 
 namespace neural::gui {
@@ -195,6 +201,88 @@ TEST_F(MainWindowTest, TheWindowToggleStartsAndStopsTheApiServer)
     QTest::mouseClick(toggle, Qt::LeftButton);
     EXPECT_FALSE(m_window->server()->isRunning());
     EXPECT_EQ(get(QStringLiteral("/health")).second, QNetworkReply::ConnectionRefusedError);
+}
+
+TEST_F(MainWindowTest, TelemetryDockReadsTheEngineRingsAndExportsCsv)
+{
+    ASSERT_TRUE(waitReady());
+    ASSERT_TRUE(sendAndWait(QStringLiteral("count the tokens")));
+    TelemetryDock *dock = m_window->telemetry();
+    dock->poll();
+    const int tokens = m_window->messages()->at(1).stats.value(QStringLiteral("tokens")).toInt();
+    ASSERT_GT(tokens, 1);
+    // One record per decode step: the first token comes from the prompt pass (its time is the
+    // TTFT), so a reply of N tokens has N - 1 token records.
+    EXPECT_EQ(static_cast<int>(dock->tokens().size()), tokens - 1);
+    EXPECT_NE(dock->lastRequestSummary().indexOf(QStringLiteral("%1 tokens at").arg(tokens)), -1)
+        << dock->lastRequestSummary().toStdString();
+    dock->poll();  // nothing new: nothing read twice
+    EXPECT_EQ(static_cast<int>(dock->tokens().size()), tokens - 1);
+
+    QTemporaryDir out;
+    const QString csv = out.filePath(QStringLiteral("t.csv"));
+    ASSERT_TRUE(dock->exportCsv(csv));
+    QFile f(csv);
+    ASSERT_TRUE(f.open(QIODevice::ReadOnly));
+    const QList<QByteArray> lines = f.readAll().trimmed().split('\n');
+    ASSERT_EQ(lines.size(), tokens);  // header + N - 1 records
+    EXPECT_TRUE(lines[0].startsWith("request,index,wall_ns"));
+    EXPECT_FALSE(dock->exportCsv(out.filePath(QStringLiteral("no/such/dir/t.csv"))));
+}
+
+TEST(DemoModel, IsCreatedOnFirstUseAndTheBannerSaysItsWeightsAreRandom)
+{
+    // The demo model is made from the fixture's tokenizer here (setup.sh installs the real one).
+    qputenv("NEURAL_DEMO_TOKENIZER",
+            QByteArray::fromStdString((neural::test::tiny_model_dir() / "tokenizer.json").string()));
+    QTemporaryDir dir;
+    MainWindow::Options o;
+    o.dbPath = dir.filePath(QStringLiteral("c.sqlite"));
+    o.profilesPath = dir.filePath(QStringLiteral("p.json"));
+    o.askFirstRun = false;  // no model set up: the demo model, without asking
+    o.useTray = false;
+    MainWindow w(o);
+    w.show();
+    ASSERT_TRUE(spinUntil([&] { return w.engine()->state() != EngineHost::State::loading; }, 120000));
+    ASSERT_EQ(w.engine()->state(), EngineHost::State::ready) << w.engine()->lastError().toStdString();
+    EXPECT_TRUE(w.engine()->isDemo());
+    EXPECT_EQ(w.engine()->modelDir(), demoModelDir());
+    EXPECT_TRUE(w.banner()->isVisible());
+    EXPECT_NE(w.banner()->text().indexOf(QStringLiteral("random")), -1);
+}
+
+TEST(Logging, SpdlogLinesReachThePanelAndTheRotatingFile)
+{
+    QTemporaryDir dir;
+    const QString file = dir.filePath(QStringLiteral("neural-desktop.log"));
+    ASSERT_EQ(installLogging(file), file);
+    QStringList lines;
+    auto c = QObject::connect(&LogHub::instance(), &LogHub::line,
+                              [&](const QString &l) { lines << l; });
+    spdlog::info("hello from the gui log test");
+    qWarning("a Qt warning");
+    EXPECT_TRUE(spinUntil([&] { return lines.size() >= 2; }, 5000));
+    QObject::disconnect(c);
+    EXPECT_NE(lines.join(QLatin1Char('\n')).indexOf(QStringLiteral("hello from the gui log test")), -1);
+    EXPECT_NE(lines.join(QLatin1Char('\n')).indexOf(QStringLiteral("a Qt warning")), -1);
+    spdlog::default_logger()->flush();
+    QFile f(file);
+    ASSERT_TRUE(f.open(QIODevice::ReadOnly));
+    EXPECT_TRUE(f.readAll().contains("hello from the gui log test"));
+    qInstallMessageHandler(nullptr);
+}
+
+TEST(Markdown, CodeIsMonospacedAndCodeBlocksCanBeCopied)
+{
+    const QString md = QStringLiteral("Use `ls`:\n\n```sh\nls -l\necho hi\n```\n\nand\n\n~~~\nx = 1\n~~~\n");
+    const QString html = markdownToHtml(md, QColor(Qt::lightGray));
+    EXPECT_NE(html.indexOf(QStringLiteral("monospace")), -1);
+    EXPECT_NE(html.indexOf(QStringLiteral("ls -l")), -1);
+    const QStringList blocks = codeBlocks(md);
+    ASSERT_EQ(blocks.size(), 2);
+    EXPECT_EQ(blocks[0], QStringLiteral("ls -l\necho hi"));
+    EXPECT_EQ(blocks[1], QStringLiteral("x = 1"));
+    EXPECT_TRUE(codeBlocks(QStringLiteral("no code here")).isEmpty());
 }
 
 }  // namespace

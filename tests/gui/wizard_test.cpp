@@ -4,11 +4,15 @@
 #include <gtest/gtest.h>
 
 #include <QAbstractButton>
+#include <QLabel>
+#include <QLineEdit>
+#include <QPushButton>
 #include <QDir>
 #include <QSignalSpy>
 #include <QTemporaryDir>
 
 #include "gui_test_support.h"
+#include "runtime/model.h"
 #include "store/store.h"
 #include "support/fixtures.h"
 #include "wizard/checkpointcheck.h"
@@ -61,6 +65,63 @@ TEST(SetupWizard, ValidatesTheFolderItIsGiven)
     w.setCheckpointFolder(fixtureDir());
     ASSERT_TRUE(spinUntil([&] { return w.report().ok; }, 20000));
     EXPECT_TRUE(w.currentPage()->isComplete());
+}
+
+// The whole wizard, page by page, as a user would: fixture -> packed store in a temporary
+// folder -> verify -> a profile that points at both.
+TEST(SetupWizard, CreatesAStoreAndAProfileFromTheFixture)
+{
+    QTemporaryDir out;
+    SetupWizard w;
+    w.show();
+    w.setCheckpointFolder(fixtureDir());
+    ASSERT_TRUE(spinUntil([&] { return w.currentPage()->isComplete(); }, 20000));
+    w.next();
+    ASSERT_EQ(w.currentId(), SetupWizard::StorePage);
+    auto *packed = [&]() -> QAbstractButton * {
+        for (QAbstractButton *b : w.currentPage()->findChildren<QAbstractButton *>())
+            if (b->text().startsWith(QStringLiteral("Create a packed store")))
+                return b;
+        return nullptr;
+    }();
+    ASSERT_NE(packed, nullptr);
+    packed->click();
+    w.next();
+    ASSERT_EQ(w.currentId(), SetupWizard::DestinationPage);
+    QLineEdit *dest = nullptr;
+    for (QLineEdit *e : w.currentPage()->findChildren<QLineEdit *>())
+        if (e->accessibleName() == QStringLiteral("Store file"))
+            dest = e;
+    ASSERT_NE(dest, nullptr);
+    const QString storeFile = out.filePath(QStringLiteral("tiny.nstore"));
+    dest->setText(storeFile);
+    ASSERT_TRUE(w.currentPage()->isComplete());  // the temp folder has room for a few MB
+    w.next();
+    ASSERT_EQ(w.currentId(), SetupWizard::RepackPage);
+    ASSERT_TRUE(spinUntil([&] { return w.currentPage()->isComplete(); }));
+    EXPECT_TRUE(QFileInfo(storeFile).isFile());
+    w.next();
+    ASSERT_EQ(w.currentId(), SetupWizard::VerifyPage);
+    QPushButton *verify = nullptr;
+    for (QPushButton *b : w.currentPage()->findChildren<QPushButton *>())
+        if (b->text() == QStringLiteral("Verify now"))
+            verify = b;
+    ASSERT_NE(verify, nullptr);
+    verify->click();
+    ASSERT_TRUE(spinUntil([&] { return w.currentPage()->isComplete(); }));
+    bool verified = false;
+    for (QLabel *l : w.currentPage()->findChildren<QLabel *>())
+        verified = verified || l->text().startsWith(QStringLiteral("verified"));
+    EXPECT_TRUE(verified);
+    w.next();
+    ASSERT_EQ(w.currentId(), SetupWizard::DonePage);
+    ASSERT_TRUE(w.currentPage()->isComplete());
+    const Profile p = w.profile();
+    EXPECT_EQ(p.modelDir, fixtureDir());
+    EXPECT_EQ(p.store, storeFile);
+    EXPECT_EQ(p.value(QStringLiteral("kernel")).toString(), QStringLiteral("auto"));  // Optimized
+    // The profile loads.
+    EXPECT_NO_THROW(Model::load(p.modelDir.toStdString(), p.toLoadOptions()));
 }
 
 TEST(StoreJob, RepackWritesAStoreThatVerifies)

@@ -1,0 +1,74 @@
+#include "app/screenshots.h"
+
+#include <QApplication>
+#include <QDir>
+#include <QDockWidget>
+#include <QTimer>
+
+#include <spdlog/spdlog.h>
+
+#include "app/mainwindow.h"
+#include "chat/chatinput.h"
+#include "settings/profiledialog.h"
+#include "telemetry/telemetrydock.h"
+#include "wizard/setupwizard.h"
+
+namespace neural::gui {
+
+namespace {
+void save(QWidget *w, const QString &path)
+{
+    w->grab().save(path);
+    spdlog::info("screenshot {}", path.toStdString());
+}
+}  // namespace
+
+void takeScreenshots(MainWindow *window, const QString &dir)
+{
+    QDir().mkpath(dir);
+    auto shoot = [window, dir] {
+        // A short exchange first, so the chat, stats and telemetry have something to show.
+        window->input()->setPlainText(QStringLiteral("Hello! What can you do?"));
+        window->sendMessage();
+        auto after = std::make_shared<QMetaObject::Connection>();
+        auto finish = [window, dir] {
+            window->telemetry()->show();
+            window->telemetry()->poll();
+            QTimer::singleShot(300, window, [window, dir] {
+                save(window, dir + QStringLiteral("/main.png"));
+                save(window->telemetry(), dir + QStringLiteral("/telemetry.png"));
+                ProfileStore profiles;
+                ProfileDialog dialog(&profiles, QDir(dir).filePath(QStringLiteral(".profiles.json")), window);
+                dialog.show();
+                save(&dialog, dir + QStringLiteral("/profiles.png"));
+                SetupWizard wizard(window);
+                wizard.show();
+                save(&wizard, dir + QStringLiteral("/wizard.png"));
+                QApplication::quit();
+            });
+        };
+        if (!window->engine()->busy()) {
+            finish();
+            return;
+        }
+        *after = QObject::connect(window->engine(), &EngineHost::turnFinished, window,
+                                  [after, finish](const TurnReport &) {
+                                      QObject::disconnect(*after);
+                                      QTimer::singleShot(200, finish);
+                                  });
+    };
+    auto *engine = window->engine();
+    if (engine->state() == EngineHost::State::ready || engine->state() == EngineHost::State::failed) {
+        QTimer::singleShot(500, window, shoot);
+        return;
+    }
+    auto once = std::make_shared<QMetaObject::Connection>();
+    *once = QObject::connect(engine, &EngineHost::stateChanged, window, [once, shoot](EngineHost::State s) {
+        if (s == EngineHost::State::ready || s == EngineHost::State::failed) {
+            QObject::disconnect(*once);
+            QTimer::singleShot(500, shoot);
+        }
+    });
+}
+
+}  // namespace neural::gui
