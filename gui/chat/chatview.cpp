@@ -1,8 +1,12 @@
 #include "chat/chatview.h"
 
 #include <QApplication>
+#include <QAbstractTextDocumentLayout>
 #include <QClipboard>
-#include <QElapsedTimer>
+#include <QTextCursor>
+#include <QTextDocument>
+
+#include <cmath>
 #include <QHBoxLayout>
 #include <QJsonObject>
 #include <QLabel>
@@ -38,6 +42,63 @@ QString statsLine(const QJsonObject &stats)
         parts << QObject::tr("error: %1").arg(stats.value(QStringLiteral("error")).toString());
     return parts.join(QStringLiteral(" · "));
 }
+
+MessageBody::MessageBody(QWidget *parent) : QTextBrowser(parent)
+{
+    setReadOnly(true);
+    setOpenExternalLinks(true);
+    setFrameShape(QFrame::NoFrame);
+    setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
+    setVerticalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
+    setWordWrapMode(QTextOption::WrapAtWordBoundaryOrAnywhere);
+    setSizePolicy(QSizePolicy::Expanding, QSizePolicy::Fixed);
+    viewport()->setAutoFillBackground(false);
+    document()->setDocumentMargin(2);
+    connect(document()->documentLayout(), &QAbstractTextDocumentLayout::documentSizeChanged, this,
+            &MessageBody::fitHeight);
+}
+
+void MessageBody::showStreaming(const QString &text)
+{
+    if (m_streaming && !m_plain.isEmpty() && text.startsWith(m_plain)) {
+        // Append only the new text: the layout redoes the last block, not the whole reply.
+        QTextCursor c(document());
+        c.movePosition(QTextCursor::End);
+        c.insertText(text.mid(m_plain.size()));
+    } else {
+        setPlainText(text);
+    }
+    m_plain = text;
+    m_streaming = true;
+}
+
+void MessageBody::showMarkdown(const QString &markdown, const QColor &codeBackground)
+{
+    m_streaming = false;
+    m_plain.clear();
+    renderMarkdown(document(), markdown, codeBackground);
+}
+
+void MessageBody::fitHeight()
+{
+    const int h = static_cast<int>(std::ceil(document()->size().height())) + 2 * frameWidth();
+    if (h != height())
+        setFixedHeight(std::max(h, fontMetrics().height()));
+}
+
+void MessageBody::resizeEvent(QResizeEvent *event)
+{
+    QTextBrowser::resizeEvent(event);
+    document()->setTextWidth(viewport()->width());
+    fitHeight();
+}
+
+QSize MessageBody::sizeHint() const
+{
+    return {200, static_cast<int>(std::ceil(document()->size().height()))};
+}
+
+QSize MessageBody::minimumSizeHint() const { return {50, fontMetrics().height()}; }
 
 MessageWidget::MessageWidget(QWidget *parent) : QFrame(parent)
 {
@@ -88,15 +149,11 @@ MessageWidget::MessageWidget(QWidget *parent) : QFrame(parent)
     v->addWidget(m_thought);
     v->addWidget(m_reasoning);
 
-    m_body = new QLabel(this);
-    m_body->setWordWrap(true);
-    m_body->setTextFormat(Qt::RichText);
-    m_body->setTextInteractionFlags(Qt::TextBrowserInteraction);
-    m_body->setOpenExternalLinks(true);
+    m_body = new MessageBody(this);
     m_body->setAccessibleName(tr("Message text"));
     // A long unbroken word (code, a URL, random-weight output) must not widen the column past
     // the view: the labels take the width they are given and grow in height.
-    for (QLabel *l : {m_body, m_reasoning, m_stats}) {
+    for (QLabel *l : {m_reasoning, m_stats}) {
         QSizePolicy sp(QSizePolicy::Ignored, QSizePolicy::Preferred);
         sp.setHeightForWidth(l != m_stats);
         l->setSizePolicy(sp);
@@ -120,20 +177,12 @@ void MessageWidget::update(const QString &role, const QString &content, const QS
     setAccessibleName(user ? tr("Your message") : tr("Assistant reply"));
     m_content = content;
     const QColor codeBg = palette().color(QPalette::AlternateBase).darker(110);
-    // While streaming, a long reply costs more to lay out than the 33 ms between batches: then
-    // re-render only after 3x the last render's time has passed (the final state always renders),
-    // so the GUI thread keeps at least 3/4 of its time for input and painting.
-    const bool due = !streaming || !m_lastRender.isValid() ||
-                     m_lastRender.elapsed() >= 3 * m_renderMs;
-    if ((content != m_renderedContent || m_body->text().isEmpty()) && due) {
-        QElapsedTimer t;
-        t.start();
-        m_body->setText(content.isEmpty() && streaming ? tr("<i>...</i>")
-                                                       : markdownToHtml(content, codeBg));
-        m_body->adjustSize();
+    if (streaming) {
+        m_body->showStreaming(content.isEmpty() ? tr("...") : content);
+        m_renderedContent.clear();
+    } else if (content != m_renderedContent || m_renderedContent.isEmpty()) {
+        m_body->showMarkdown(content, codeBg);
         m_renderedContent = content;
-        m_renderMs = t.elapsed();
-        m_lastRender.start();
     }
     if (reasoning != m_renderedReasoning) {
         m_reasoning->setText(reasoning.toHtmlEscaped().replace(QLatin1Char('\n'),

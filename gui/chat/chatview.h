@@ -3,10 +3,10 @@
 // bound to a MessageModel. Follows the end of the conversation while the user is at the bottom.
 #pragma once
 
-#include <QElapsedTimer>
 #include <QFrame>
 #include <QList>
 #include <QScrollArea>
+#include <QTextBrowser>
 
 class QLabel;
 class QToolButton;
@@ -17,6 +17,28 @@ namespace neural::gui {
 
 class MessageModel;
 
+// A read-only QTextBrowser as tall as its text (no scroll bars of its own). While a reply
+// streams, new text is appended at the end of the document, so only the last paragraph is laid
+// out again; the Markdown rendering replaces it once the reply is complete.
+class MessageBody : public QTextBrowser {
+    Q_OBJECT
+public:
+    explicit MessageBody(QWidget *parent = nullptr);
+    // Plain streaming text: appends when `text` extends what is shown, else replaces it.
+    void showStreaming(const QString &text);
+    void showMarkdown(const QString &markdown, const QColor &codeBackground);
+    QSize sizeHint() const override;
+    QSize minimumSizeHint() const override;
+
+protected:
+    void resizeEvent(QResizeEvent *event) override;
+
+private:
+    void fitHeight();
+    QString m_plain;  // what showStreaming shows
+    bool m_streaming = false;
+};
+
 class MessageWidget : public QFrame {
     Q_OBJECT
 public:
@@ -24,7 +46,7 @@ public:
     void update(const QString &role, const QString &content, const QString &reasoning,
                 const QJsonObject &stats, bool streaming, bool canRegenerate);
     QString content() const { return m_content; }
-    QLabel *body() const { return m_body; }
+    MessageBody *body() const { return m_body; }
 
 signals:
     void editRequested();
@@ -35,7 +57,7 @@ private:
     QLabel *m_stats;
     QToolButton *m_thought;
     QLabel *m_reasoning;
-    QLabel *m_body;
+    MessageBody *m_body;
     QPushButton *m_copy;
     QPushButton *m_copyCode;
     QPushButton *m_edit;
@@ -43,8 +65,6 @@ private:
     QString m_content;
     QString m_renderedContent;
     QString m_renderedReasoning;
-    QElapsedTimer m_lastRender;
-    qint64 m_renderMs = 0;
 };
 
 // "42 tokens · 12.3 tok/s · first token 0.21 s" from a reply's stats.

@@ -11,6 +11,13 @@ namespace neural::gui {
 QString markdownToHtml(const QString &markdown, const QColor &codeBackground)
 {
     QTextDocument doc;
+    renderMarkdown(&doc, markdown, codeBackground);
+    return doc.toHtml();
+}
+
+void renderMarkdown(QTextDocument *docPtr, const QString &markdown, const QColor &codeBackground)
+{
+    QTextDocument &doc = *docPtr;
     doc.setMarkdown(markdown, QTextDocument::MarkdownDialectGitHub);
     const QFont fixed = QFontDatabase::systemFont(QFontDatabase::FixedFont);
     QTextCharFormat mono;
@@ -42,7 +49,6 @@ QString markdownToHtml(const QString &markdown, const QColor &codeBackground)
             }
         }
     }
-    return doc.toHtml();
 }
 
 QStringList codeBlocks(const QString &markdown)

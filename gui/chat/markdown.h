@@ -7,9 +7,13 @@
 #include <QString>
 #include <QStringList>
 
+class QTextDocument;
+
 namespace neural::gui {
 
 QString markdownToHtml(const QString &markdown, const QColor &codeBackground);
+// The same into an existing document (the chat view's message bodies).
+void renderMarkdown(QTextDocument *doc, const QString &markdown, const QColor &codeBackground);
 // The fenced / indented code blocks of `markdown`, in order, without the fences.
 QStringList codeBlocks(const QString &markdown);
 

@@ -106,6 +106,9 @@ protected:
 
 TEST_F(MainWindowTest, SendsAMessageAndPersistsTheStreamedReply)
 {
+    // A reply long enough that re-laying out all of it per batch would stall (it did: 480 ms at
+    // 2,048 tokens before the view appended instead).
+    appSettings()->setValue(QStringLiteral("chat/maxTokens"), 300);
     StallMeter meter;
     ASSERT_TRUE(waitReady()) << m_window->engine()->lastError().toStdString();
     EXPECT_FALSE(m_window->banner()->isVisible());  // the fixture is not a demo model
@@ -126,8 +129,9 @@ TEST_F(MainWindowTest, SendsAMessageAndPersistsTheStreamedReply)
     // Shown: the code block in a fixed-pitch font, the stats line, "Thought for".
     MessageWidget *w = m_window->chatView()->messageWidget(1);
     ASSERT_NE(w, nullptr);
-    EXPECT_NE(w->body()->text().indexOf(QStringLiteral("int x = 1;")), -1);
-    EXPECT_NE(w->body()->text().indexOf(QStringLiteral("monospace")), -1);
+    EXPECT_NE(w->body()->toHtml().indexOf(QStringLiteral("int x = 1;")), -1);
+    EXPECT_NE(w->body()->toHtml().indexOf(QStringLiteral("monospace")), -1);
+    EXPECT_GT(w->body()->height(), 2 * w->body()->fontMetrics().height());  // sized to its text
 
     // Committed to the file (a second connection sees it).
     ConversationStore other;
