@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 namespace neural::cuda {
@@ -40,6 +41,19 @@ __device__ __forceinline__ float warp_sum(float v) {
     return v;
 }
 
+// Two E2M1 codes (bits 0..3 and 16..19 of v) as fp32, times 2^-14: placed into fp16 bit
+// positions (exponent+mantissa at bits 9..11, sign at 15) they are exact fp16 numbers 2^14 times
+// smaller (normal and subnormal alike), and one half2 -> float2 conversion widens both. This
+// costs about a third of the integer work of building fp32 bits per element, which is what
+// bounded the resident-expert kernel (it is ALU-bound on the decode, not memory-bound).
+__device__ __forceinline__ float2 e2m1x2_scaled(std::uint32_t v) {
+    const std::uint32_t h = ((v & 0x00070007u) << 9) | ((v & 0x00080008u) << 12);
+    __half2 hh;
+    static_assert(sizeof(hh) == sizeof(h));
+    memcpy(&hh, &h, sizeof(h));
+    return __half22float2(hh);
+}
+
 // Dot product of one MXFP4 block (16 code bytes in `codes`, element 2j in the low nibble of
 // byte j) with 32 floats of x, times the block's scale.
 __device__ __forceinline__ float mxfp4_block_dot(uint4 codes, std::uint32_t scale, const float* x) {
@@ -47,43 +61,33 @@ __device__ __forceinline__ float mxfp4_block_dot(uint4 codes, std::uint32_t scal
     float acc = 0.0f;
 #pragma unroll
     for (int q = 0; q < 4; ++q) {
-#pragma unroll
-        for (int b = 0; b < 4; ++b) {
-            const std::uint32_t byte = (w[q] >> (8 * b)) & 0xFFu;
-            const int j = 2 * (4 * q + b);
-            acc += e2m1(byte & 0xFu) * x[j];
-            acc += e2m1(byte >> 4) * x[j + 1];
-        }
+        const std::uint32_t lo = w[q] & 0x0F0F0F0Fu, hi = (w[q] >> 4) & 0x0F0F0F0Fu;
+        const float* xq = x + 8 * q;  // elements 8q .. 8q+7
+        const float2 e02 = e2m1x2_scaled(__byte_perm(lo, 0u, 0x4140u));  // elements 0, 2
+        const float2 e46 = e2m1x2_scaled(__byte_perm(lo, 0u, 0x4342u));  // elements 4, 6
+        const float2 e13 = e2m1x2_scaled(__byte_perm(hi, 0u, 0x4140u));  // elements 1, 3
+        const float2 e57 = e2m1x2_scaled(__byte_perm(hi, 0u, 0x4342u));  // elements 5, 7
+        acc += e02.x * xq[0] + e13.x * xq[1] + e02.y * xq[2] + e13.y * xq[3] +
+               e46.x * xq[4] + e57.x * xq[5] + e46.y * xq[6] + e57.y * xq[7];
     }
-    return acc * e8m0(scale);
+    return (acc * 16384.0f) * e8m0(scale);  // 2^14 first: 2^14 * 2^(s-127) overflows for s > 240
 }
 
-// A quarter of an MXFP4 block: 4 code bytes (8 elements, element 2j in the low nibble of byte j)
-// dotted with the 8 matching floats of x, unscaled. A warp covers 8 blocks (128 contiguous code
-// bytes) per step with 4 lanes per block: coalesced loads, and x read as two float4 per lane
-// from shared memory at a stride of 8 floats (at most 2-way bank conflicts; one lane per block
-// reading 32 consecutive floats would make every access a 32-way conflict).
-__device__ __forceinline__ float mxfp4_quarter_dot(std::uint32_t codes, const float* x8) {
-    const float4 a = *reinterpret_cast<const float4*>(x8);
-    const float4 b = *reinterpret_cast<const float4*>(x8 + 4);
-    return e2m1(codes & 0xFu) * a.x + e2m1((codes >> 4) & 0xFu) * a.y +
-           e2m1((codes >> 8) & 0xFu) * a.z + e2m1((codes >> 12) & 0xFu) * a.w +
-           e2m1((codes >> 16) & 0xFu) * b.x + e2m1((codes >> 20) & 0xFu) * b.y +
-           e2m1((codes >> 24) & 0xFu) * b.z + e2m1(codes >> 28) * b.w;
-}
+// Activations for MXFP4 dots live in shared memory padded to 33 floats per 32-element block
+// (block b at 33 * b): a lane per block reading its 32 values then hits bank (b + j) % 32, so a
+// warp's reads never conflict (unpadded, all 32 lanes would hit one bank on every read).
+__device__ __forceinline__ int padded_index(int i) { return (i >> 5) * 33 + (i & 31); }
+__host__ __device__ constexpr int padded_floats(int n) { return n / 32 * 33; }
 
-// One MXFP4 row (G blocks: codes G*16 bytes, 4-byte aligned; scales G bytes) dotted with x
-// (G*32 floats in shared memory, 16-byte aligned) by a whole warp; every lane gets the sum.
-// Fixed order: lane-partial sums over steps, then warp_sum.
+// One MXFP4 row (G blocks: codes G*16 bytes, 16-byte aligned; scales G bytes) dotted with the
+// padded activations xp by a whole warp, one 16-byte block per lane per step; every lane gets
+// the sum. Fixed order: lane-partial sums over steps, then warp_sum.
 __device__ __forceinline__ float mxfp4_row_dot(const std::uint8_t* codes, const std::uint8_t* scales,
-                                               int G, const float* x) {
+                                               int G, const float* xp) {
     const int lane = threadIdx.x % 32;
-    const std::uint32_t* words = reinterpret_cast<const std::uint32_t*>(codes);
+    const uint4* blocks = reinterpret_cast<const uint4*>(codes);
     float acc = 0.0f;
-    for (int w = lane; w < 4 * G; w += 32) {  // word w: block w / 4, quarter w % 4
-        const int blk = w >> 2;
-        acc += mxfp4_quarter_dot(__ldg(words + w), x + 8 * w) * e8m0(__ldg(scales + blk));
-    }
+    for (int b = lane; b < G; b += 32) acc += mxfp4_block_dot(__ldg(blocks + b), __ldg(scales + b), xp + 33 * b);
     return warp_sum(acc);
 }
 

@@ -11,12 +11,12 @@ __global__ void gate_up_kernel(const std::uint8_t* __restrict__ pool, std::uint6
                                ExpertShape sh, const int* __restrict__ sel,
                                const int* __restrict__ slot, const std::uint16_t* __restrict__ bias,
                                const float* __restrict__ x, float* __restrict__ act) {
-    extern __shared__ float xs[];  // [H]
+    extern __shared__ float xs[];  // [H] padded (common.cuh)
     const int k = blockIdx.y;
     const int s = slot[k];
     if (s < 0) return;  // uniform per block: a miss, computed by the CPU
     const int H = sh.hidden, I = sh.intermediate, G = H / 32;
-    for (int i = threadIdx.x; i < H; i += blockDim.x) xs[i] = x[i];
+    for (int i = threadIdx.x; i < H; i += blockDim.x) xs[padded_index(i)] = x[i];
     __syncthreads();
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int i = blockIdx.x * kWarps + warp;
@@ -42,11 +42,11 @@ __global__ void down_kernel(const std::uint8_t* __restrict__ pool, std::uint64_t
                             const float* __restrict__ gate, const int* __restrict__ slot,
                             const std::uint16_t* __restrict__ bias, const float* __restrict__ act,
                             float* __restrict__ out) {
-    extern __shared__ float as[];  // [k, I]
-    const int H = sh.hidden, I = sh.intermediate, Gh = H / 32, Gi = I / 32;
+    extern __shared__ float as[];  // [k, I] padded (common.cuh)
+    const int H = sh.hidden, I = sh.intermediate, Gh = H / 32, Gi = I / 32, PI = padded_floats(I);
     for (int q = 0; q < sh.k; ++q) {
         if (slot[q] < 0) continue;
-        for (int i = threadIdx.x; i < I; i += blockDim.x) as[q * I + i] = act[q * I + i];
+        for (int i = threadIdx.x; i < I; i += blockDim.x) as[q * PI + padded_index(i)] = act[q * I + i];
     }
     __syncthreads();
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -60,7 +60,7 @@ __global__ void down_kernel(const std::uint8_t* __restrict__ pool, std::uint64_t
         if (s < 0) continue;
         const std::uint8_t* rec = pool + static_cast<std::uint64_t>(s) * stride;
         float y = mxfp4_row_dot(rec + down_codes + static_cast<std::uint64_t>(r) * Gi * 16,
-                                rec + down_scales + static_cast<std::uint64_t>(r) * Gi, Gi, as + q * I);
+                                rec + down_scales + static_cast<std::uint64_t>(r) * Gi, Gi, as + q * PI);
         y += bf16_bits_to_float(bias[static_cast<std::size_t>(sel[q]) * H + r]);
         total += gate[q] * y;
     }
@@ -79,10 +79,10 @@ void experts_resident(const std::uint8_t* pool, std::uint64_t slot_stride, const
                       const std::uint16_t* gate_up_bias, const std::uint16_t* down_bias,
                       const float* x, float* act, float* out, cudaStream_t stream) {
     const dim3 gu_grid((shape.intermediate + kWarps - 1) / kWarps, shape.k);
-    gate_up_kernel<<<gu_grid, kWarps * 32, static_cast<std::size_t>(shape.hidden) * sizeof(float),
+    gate_up_kernel<<<gu_grid, kWarps * 32, static_cast<std::size_t>(padded_floats(shape.hidden)) * sizeof(float),
                      stream>>>(pool, slot_stride, shape, sel, slot, gate_up_bias, x, act);
     down_kernel<<<(shape.hidden + kWarps - 1) / kWarps, kWarps * 32,
-                  static_cast<std::size_t>(shape.k) * shape.intermediate * sizeof(float), stream>>>(
+                  static_cast<std::size_t>(shape.k) * padded_floats(shape.intermediate) * sizeof(float), stream>>>(
         pool, slot_stride, shape, sel, gate, slot, down_bias, act, out);
 }
 

@@ -214,7 +214,8 @@ class CudaBackend final : public Backend {
         if (K_ > cuda::kRouterMaxK) fail("backend \"cuda\": experts_per_token {} > {}", K_, cuda::kRouterMaxK);
         if (d_ > cuda::kAttentionMaxHeadDim || d_ % 2 != 0) fail("backend \"cuda\": head_dim {} unsupported", d_);
         if (H_ % 32 != 0 || I_ % 32 != 0 || Q_ % 8 != 0) fail("backend \"cuda\": hidden/intermediate sizes must be multiples of 32");
-        if (static_cast<std::size_t>(K_) * I_ * 4 > 48 * 1024 || static_cast<std::size_t>(H_) * 4 > 48 * 1024) {
+        if (static_cast<std::size_t>(K_) * (I_ / 32 * 33) * 4 > 48 * 1024 ||
+            static_cast<std::size_t>(H_) * 4 > 48 * 1024) {
             fail("backend \"cuda\": hidden {} / intermediate {} exceed the kernels' shared memory", H_, I_);
         }
         if (E_ > 1024) fail("backend \"cuda\": {} experts per layer is more than 1024", E_);
