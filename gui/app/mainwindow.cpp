@@ -96,6 +96,7 @@ MainWindow::MainWindow(Options options, QWidget *parent)
     connect(m_engine, &EngineHost::ready, this, [this] { m_telemetry->setModel(m_engine->model()); });
     connect(m_engine, &EngineHost::turnDelta, m_messages, &MessageModel::appendDelta);
     connect(m_engine, &EngineHost::turnFinished, this, &MainWindow::onTurnFinished);
+    connect(m_engine, &EngineHost::loadFailed, this, &MainWindow::onLoadFailed);
     connect(m_server, &ServerControl::runningChanged, this, &MainWindow::updateServerState);
     connect(m_server, &ServerControl::failed, this, [this](const QString &e) {
         statusBar()->showMessage(e, 10000);
@@ -646,6 +647,25 @@ void MainWindow::loadActiveProfile()
         return;
     }
     QTimer::singleShot(0, this, &MainWindow::firstRun);
+}
+
+void MainWindow::onLoadFailed(const QString &error)
+{
+    // Window-modal but not blocking (open(), not exec()): the app keeps running meanwhile.
+    auto *box = new QMessageBox(QMessageBox::Warning, tr("Model not loaded"),
+                                tr("The model in %1 could not be loaded.").arg(m_engine->modelDir()),
+                                QMessageBox::Close, this);
+    box->setAttribute(Qt::WA_DeleteOnClose);
+    box->setInformativeText(error);
+    QPushButton *wizard = box->addButton(tr("Set up a model..."), QMessageBox::AcceptRole);
+    QPushButton *demo = box->addButton(tr("Use the demo model"), QMessageBox::ActionRole);
+    connect(box, &QMessageBox::buttonClicked, this, [this, wizard, demo](QAbstractButton *b) {
+        if (b == wizard)
+            openWizard();
+        else if (b == demo)
+            m_engine->loadDemo(demoModelDir(), demoTokenizerPath());
+    });
+    box->open();
 }
 
 void MainWindow::firstRun()

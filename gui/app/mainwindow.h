@@ -83,6 +83,7 @@ private:
     void updateServerState(bool running, const QString &url);
     void loadActiveProfile();
     void firstRun();
+    void onLoadFailed(const QString &error);
     void openWizard();
     void openProfiles();
     void saveConversationSettings();

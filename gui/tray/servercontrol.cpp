@@ -34,7 +34,7 @@ bool ServerControl::start(quint16 port)
     }
     server::ServerConfig config;
     config.port = port;
-    config.modelId = QStringLiteral("neural-desktop");
+    // modelId empty: clients see the model folder's name, as with neural-server.
     auto srv = std::make_unique<server::ApiServer>(m_engine->model(), m_engine->queue(), config);
     QString error;
     if (!srv->start(&error)) {

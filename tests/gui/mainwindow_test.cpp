@@ -5,7 +5,9 @@
 #include <gtest/gtest.h>
 
 #include <QElapsedTimer>
+#include <QDir>
 #include <QFile>
+#include <QMessageBox>
 #include <QLabel>
 #include <QNetworkAccessManager>
 #include <QNetworkReply>
@@ -253,6 +255,31 @@ TEST(DemoModel, IsCreatedOnFirstUseAndTheBannerSaysItsWeightsAreRandom)
     EXPECT_EQ(w.engine()->modelDir(), demoModelDir());
     EXPECT_TRUE(w.banner()->isVisible());
     EXPECT_NE(w.banner()->text().indexOf(QStringLiteral("random")), -1);
+}
+
+TEST(BadModel, TheWindowSaysWhyAndOffersTheWizardWithoutBlocking)
+{
+    QTemporaryDir dir;
+    MainWindow::Options o;
+    o.modelDir = dir.filePath(QStringLiteral("not-a-model"));
+    QDir().mkpath(o.modelDir);
+    o.dbPath = dir.filePath(QStringLiteral("c.sqlite"));
+    o.profilesPath = dir.filePath(QStringLiteral("p.json"));
+    o.askFirstRun = false;
+    o.useTray = false;
+    MainWindow w(o);
+    w.show();
+    QMessageBox *box = nullptr;
+    ASSERT_TRUE(spinUntil([&] { return (box = w.findChild<QMessageBox *>()) != nullptr; }, 20000));
+    EXPECT_EQ(w.engine()->state(), EngineHost::State::failed);
+    EXPECT_NE(box->informativeText().indexOf(QStringLiteral("config.json")), -1)
+        << box->informativeText().toStdString();
+    // The event loop runs on (this spin would hang behind an exec()'d dialog), and sending is
+    // refused without a model.
+    w.input()->setPlainText(QStringLiteral("hello?"));
+    w.sendMessage();
+    EXPECT_EQ(w.messages()->rowCount(), 0);
+    box->close();
 }
 
 TEST(Logging, SpdlogLinesReachThePanelAndTheRotatingFile)
