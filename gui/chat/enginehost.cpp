@@ -110,9 +110,15 @@ void EngineHost::unload()
     m_session.reset();
     m_model.reset();
     if (m_jobId != 0) {
+        // The queue went down with the turn; its onFinished never comes, so end it here.
         m_jobId = 0;
         m_batcher.flush();
+        TurnReport r;
+        r.cancelled = true;
+        r.finish = QStringLiteral("cancelled");
+        r.error = tr("the model was unloaded");
         emit busyChanged(false);
+        emit turnFinished(r);
     }
 }
 

@@ -130,6 +130,29 @@ TEST(EngineHost, StopCancelsTheRunningReplyAndTheEngineStaysUsable)
     EXPECT_FALSE(finished.at(1).at(0).value<TurnReport>().cancelled);
 }
 
+TEST(EngineHost, ReloadingDuringATurnEndsItAndLoadsTheNewModel)
+{
+    EngineHost host;
+    ASSERT_TRUE(loadFixture(host));
+    QSignalSpy finished(&host, &EngineHost::turnFinished);
+    QSignalSpy unloading(&host, &EngineHost::modelUnloading);
+    TurnRequest req;
+    req.history = {{QStringLiteral("user"), QStringLiteral("Talk for a long time.")}};
+    req.maxTokens = 4000;
+    ASSERT_TRUE(host.send(req));
+    ASSERT_TRUE(spinUntil([&] { return host.model()->telemetry().tokens().published() > 0; }));
+    host.load(fixtureDir());  // e.g. a profile applied mid-reply
+    EXPECT_EQ(unloading.count(), 1);
+    ASSERT_EQ(finished.count(), 1);  // the turn ended at once, nothing left hanging
+    EXPECT_TRUE(finished.at(0).at(0).value<TurnReport>().cancelled);
+    EXPECT_FALSE(host.busy());
+    ASSERT_TRUE(spinUntil([&] { return host.state() == EngineHost::State::ready; }));
+    req.maxTokens = 4;
+    EXPECT_TRUE(host.send(req));
+    ASSERT_TRUE(spinUntil([&] { return finished.count() == 2; }));
+    EXPECT_FALSE(finished.at(1).at(0).value<TurnReport>().cancelled);
+}
+
 TEST(DeltaBatcher, ABurstIsReleasedOnce)
 {
     DeltaBatcher b(33);
