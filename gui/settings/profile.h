@@ -77,3 +77,5 @@ private:
 };
 
 }  // namespace neural::gui
+
+Q_DECLARE_METATYPE(neural::gui::Profile)

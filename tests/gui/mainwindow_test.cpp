@@ -303,6 +303,26 @@ TEST(Logging, SpdlogLinesReachThePanelAndTheRotatingFile)
     qInstallMessageHandler(nullptr);
 }
 
+TEST(ChatInput, EnterSendsShiftEnterAddsALineEscStops)
+{
+    ChatInput input;
+    input.show();
+    QSignalSpy send(&input, &ChatInput::sendRequested);
+    QSignalSpy stop(&input, &ChatInput::stopRequested);
+    QTest::keyClicks(&input, QStringLiteral("line one"));
+    QTest::keyClick(&input, Qt::Key_Return, Qt::ShiftModifier);
+    QTest::keyClicks(&input, QStringLiteral("line two"));
+    EXPECT_EQ(send.count(), 0);
+    EXPECT_EQ(input.toPlainText(), QStringLiteral("line one\nline two"));
+    QTest::keyClick(&input, Qt::Key_Return);
+    EXPECT_EQ(send.count(), 1);
+    QTest::keyClick(&input, Qt::Key_Enter);  // keypad Enter too
+    EXPECT_EQ(send.count(), 2);
+    QTest::keyClick(&input, Qt::Key_Escape);
+    EXPECT_EQ(stop.count(), 1);
+    EXPECT_EQ(input.toPlainText(), QStringLiteral("line one\nline two"));  // sending clears elsewhere
+}
+
 TEST(Markdown, CodeIsMonospacedAndCodeBlocksCanBeCopied)
 {
     const QString md = QStringLiteral("Use `ls`:\n\n```sh\nls -l\necho hi\n```\n\nand\n\n~~~\nx = 1\n~~~\n");

@@ -3,6 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <QCheckBox>
+#include <QPushButton>
+#include <QSignalSpy>
+#include <QSpinBox>
 #include <QFile>
 #include <QJsonDocument>
 #include <QJsonObject>
@@ -120,6 +123,38 @@ TEST(Profiles, UnsupportedKnobsAreDisabledWithTheirReason)
 #endif
     EXPECT_TRUE(unsupportedReason(QStringLiteral("threads")).isEmpty());
     EXPECT_TRUE(unsupportedReason(QStringLiteral("kernel")).isEmpty());
+}
+
+TEST(Profiles, TheDialogAppliesEditsSavesAndReportsTheActiveProfile)
+{
+    QTemporaryDir dir;
+    const QString path = dir.filePath(QStringLiteral("p.json"));
+    ProfileStore store;
+    store.setActive(QStringLiteral("Optimized"));
+    ProfileDialog dialog(&store, path);
+    auto *threads = qobject_cast<QSpinBox *>(dialog.editor(QStringLiteral("threads")));
+    auto *persistent = qobject_cast<QCheckBox *>(dialog.editor(QStringLiteral("kernel-persistent")));
+    ASSERT_NE(threads, nullptr);
+    ASSERT_NE(persistent, nullptr);
+    EXPECT_TRUE(persistent->isChecked());  // shows the Optimized values
+    threads->setValue(3);
+    persistent->setChecked(false);
+    QSignalSpy applied(&dialog, &ProfileDialog::applied);
+    QPushButton *apply = nullptr;
+    for (QPushButton *b : dialog.findChildren<QPushButton *>())
+        if (b->text() == QStringLiteral("Apply and reload"))
+            apply = b;
+    ASSERT_NE(apply, nullptr);
+    apply->click();
+    ASSERT_EQ(applied.count(), 1);
+    const Profile p = applied.at(0).at(0).value<Profile>();
+    EXPECT_EQ(p.name, QStringLiteral("Optimized"));
+    EXPECT_EQ(p.value(QStringLiteral("threads")).toInt(), 3);
+    EXPECT_FALSE(p.value(QStringLiteral("kernel-persistent")).toBool());
+    ProfileStore reread;
+    ASSERT_TRUE(reread.load(path));
+    EXPECT_EQ(reread.activeName(), QStringLiteral("Optimized"));
+    EXPECT_EQ(reread.active().value(QStringLiteral("threads")).toInt(), 3);
 }
 
 }  // namespace
