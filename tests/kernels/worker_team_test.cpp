@@ -101,6 +101,31 @@ TEST(WorkerTeam, EveryTaskRunsOnceAndPhasesAreOrdered) {
     }
 }
 
+// Many short jobs whose phases grow (2 tasks, then 64): a worker that saw the end of a phase
+// late must never claim a task of the next phase before the caller opened it. (It could, once:
+// the caller wrote the next phase's task count before moving the epoch on, so a worker holding
+// the exhausted claim word of the old epoch compared it with the new, larger count and claimed
+// "task 2" of the new phase early: that task ran twice or the caller's count never matched.)
+TEST(WorkerTeam, LateWorkersNeverClaimAPhaseBeforeItOpens) {
+    cpu::TeamOptions o = persistent_options(3);
+    o.spin_us = 0;  // yield at once: more interleavings on a small machine
+    o.park_us = -1;
+    auto team = cpu::PersistentTeam::load(o);
+    struct Ctx {
+        std::vector<std::atomic<int>> hits;
+    };
+    Ctx small{std::vector<std::atomic<int>>(2)}, large{std::vector<std::atomic<int>>(64)};
+    auto count = [](void* c, std::int64_t t, std::int32_t) {
+        static_cast<Ctx*>(c)->hits[static_cast<size_t>(t)].fetch_add(1);
+        spin_for(std::chrono::microseconds(1));  // long enough for the workers to take part
+    };
+    const TeamPhase phases[2] = {{2, count, &small}, {64, count, &large}};
+    constexpr int kJobs = 5000;
+    for (int job = 0; job < kJobs; ++job) team->run(phases);
+    for (auto& h : small.hits) ASSERT_EQ(h.load(), kJobs);
+    for (auto& h : large.hits) ASSERT_EQ(h.load(), kJobs);
+}
+
 struct FpCtx {
     std::vector<std::uint32_t>* control;
     std::vector<float>* value;

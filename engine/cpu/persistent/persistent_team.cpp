@@ -3,10 +3,14 @@
 // The caller is worker 0; N-1 threads live as long as the team. A job is a sequence of phases;
 // each phase is published as a new epoch in one 64-bit word `claim_` = epoch << 32 | next task.
 // Every thread claims tasks with a compare-exchange that succeeds only while the epoch is
-// unchanged and tasks remain, so a late worker can never run a task of a phase it did not read:
-// the phase descriptor (fn, ctx, n_tasks, fp control) is written with release stores before the
-// epoch is published and read with acquire loads after it is seen; if a worker read a newer
-// descriptor, the caller had already moved the epoch on and the worker's compare-exchange fails.
+// unchanged and tasks remain, so a late worker can never run a task of a phase it did not read.
+// Publishing first closes the old epoch (its task counter set past any task count, so no claim on
+// it can succeed any more), then writes the phase descriptor (fn, ctx, n_tasks, fp control) with
+// release stores, then opens the new epoch. A worker that read a descriptor newer than its claim
+// word therefore finds the old epoch closed and its compare-exchange fails. (Without the closing
+// step a worker holding the exhausted word of the old epoch compared it with the next phase's
+// larger task count and claimed one of its tasks early: the task ran twice, or the caller's count
+// of finished tasks overshot and it waited forever -- seen under Wine on a loaded machine.)
 // Each finished task adds 1 to `done_` with release semantics; the caller waits (acquire) until
 // done_ == n_tasks before the next phase or before returning, so every store of every task is
 // visible to it (tasks that used non-temporal stores fence them themselves). Jobs, configuration
@@ -151,13 +155,15 @@ class Team {
 
  private:
     void publish(int64_t n_tasks, neural_team_task_fn fn, void* ctx, uint32_t control) {
+        // Close the current epoch before touching the descriptor (see the top of this file).
+        const uint64_t epoch = claim_.load(std::memory_order_relaxed) >> 32;
+        claim_.store((epoch << 32) | kClosed, std::memory_order_seq_cst);
         n_tasks_.store(n_tasks, std::memory_order_release);
         fn_.store(fn, std::memory_order_release);
         ctx_.store(ctx, std::memory_order_release);
         control_.store(control, std::memory_order_release);
         done_.store(0, std::memory_order_relaxed);
-        const uint64_t next_epoch = (claim_.load(std::memory_order_relaxed) >> 32) + 1;
-        claim_.store((next_epoch & 0xFFFFFFFFu) << 32, std::memory_order_seq_cst);
+        claim_.store(((epoch + 1) & 0xFFFFFFFFu) << 32, std::memory_order_seq_cst);
         // A worker counts itself in sleepers_ (seq_cst) before it checks the epoch, and this
         // store precedes the load below: either it sees the new epoch or we see it and wake it.
         if (sleepers_.load(std::memory_order_seq_cst) > 0) wake_all();
@@ -259,6 +265,9 @@ class Team {
         threads_.clear();
         stop_.store(false, std::memory_order_relaxed);
     }
+
+    // Task counter of a closed epoch: above any task count (run() refuses n >= 0xFFFFFFFF).
+    static constexpr uint64_t kClosed = 0xFFFFFFFFu;
 
     std::mutex mutex_;
     Config config_;
