@@ -1,5 +1,5 @@
 // neural-server: the OpenAI-compatible API, headless.
-//   neural-server --model DIR [--store FILE] [--host 127.0.0.1] [--port 8080] [--api-key KEY]
+//   neural-server --model DIR [--store FILE] [--backend cpu|cuda|auto] [--vram-budget GIB] [--host 127.0.0.1] [--port 8080] [--api-key KEY]
 //                 [--cors ORIGIN] ...
 #include <QCommandLineParser>
 #include <QCoreApplication>
@@ -79,12 +79,38 @@ int main(int argc, char **argv)
                                          "SECONDS", "30");
     const QCommandLineOption threads("threads", "CPU worker threads (default: all cores).", "N",
                                      "0");
+    const QCommandLineOption kernel("kernel",
+                                    "With --store: expert kernel auto (default), reference, "
+                                    "scalar, avx2, avx512.",
+                                    "NAME", "auto");
+    const QCommandLineOption kernelPersistent("kernel-persistent",
+                                              "1: run the expert kernels on the persistent "
+                                              "worker team library.",
+                                              "0|1", "0");
+    const QCommandLineOption backend("backend",
+                                     "cpu (default), cuda (GPU core + expert slots; the CPU "
+                                     "computes missed experts) or auto.",
+                                     "NAME", "cpu");
+    const QCommandLineOption vramBudget("vram-budget",
+                                        "GiB of GPU memory the engine may use (default: free "
+                                        "VRAM - 0.5).",
+                                        "GIB", "0");
+    const QCommandLineOption pool("pool", "GiB of expert slots (default: what the budget leaves).",
+                                  "GIB");
+    const QCommandLineOption refreshEvery("refresh-every",
+                                          "Decode tokens between admission rounds; 0 freezes "
+                                          "residency (default 8).",
+                                          "N", "8");
+    const QCommandLineOption context("context",
+                                     "K/V positions kept on the GPU (default min(model, 8192)).",
+                                     "N", "0");
     const QCommandLineOption testOptions(
         "enable-test-options",
         "Accept the test-only request options (forced output, simulated engine failure). For "
         "the test suite only.");
     p.addOptions({model, store, host, port, apiKey, apiKeyFile, cors, modelName, queue, maxBody,
-                  maxTokens, readTimeout, threads, testOptions});
+                  maxTokens, readTimeout, threads, kernel, kernelPersistent, backend, vramBudget,
+                  pool, refreshEvery, context, testOptions});
     p.process(app);
 
     if (!p.positionalArguments().isEmpty())
@@ -137,8 +163,25 @@ int main(int argc, char **argv)
     std::shared_ptr<const neural::Model> loaded;
     try {
         neural::LoadOptions options;
-        if (p.isSet(store))
+        if (p.isSet(store)) {
             options.store = p.value(store).toStdString();
+            options.kernel = p.value(kernel).toStdString();
+        }
+        options.kernel_persistent = number(kernelPersistent, 0, 1) == 1;
+        options.threads = static_cast<int>(number(threads, 0, 4096));
+        options.backend = p.value(backend).toStdString();
+        auto gib = [&](const QCommandLineOption &o) {
+            bool ok = false;
+            const double v = p.value(o).toDouble(&ok);
+            if (!ok || v < 0 || v > 4096)
+                die(QStringLiteral("--%1 must be a number of GiB from 0 to 4096").arg(o.names().last()));
+            return v;
+        };
+        options.gpu.vram_budget_gib = gib(vramBudget);
+        if (p.isSet(pool))
+            options.gpu.pool_gib = gib(pool);
+        options.gpu.refresh_every = static_cast<int>(number(refreshEvery, 0, 1 << 20));
+        options.gpu.context = number(context, 0, qint64(1) << 31);
         loaded = neural::Model::load(p.value(model).toStdString(), options);
     } catch (const neural::Error &e) {
         std::fprintf(stderr, "neural-server: %s\n", e.what());
