@@ -4,8 +4,9 @@
 # mingw-w64 (cmake/mingw-w64.cmake), then runs every test executable under Wine against the
 # shared fixture (the CLI tests included: they start neural.exe) and prints a summary; last,
 # scripts/check-msi.sh builds the MSI with wixl and checks it (skipped without wixl).
-# Idempotent: the third-party dependencies are built once into build-windows/deps (from Debian packages only: PCRE2 from its Debian source package,
-# GoogleTest from /usr/src/googletest, xxHash/fmt/spdlog/nlohmann-json from their headers).
+# Idempotent: the third-party dependencies are built once into build-windows/deps (from Debian
+# packages only: PCRE2 from its Debian source package, GoogleTest from /usr/src/googletest,
+# xxHash/fmt/spdlog/nlohmann-json from their headers).
 #   NEURAL_WINDOWS_JOBS       build jobs (default: number of cores)
 #   NEURAL_WINDOWS_TIMEOUT    seconds per test executable under Wine (default 300)
 #   NEURAL_SHARED_DIR         reference data (default ../shared)
