@@ -168,6 +168,8 @@ int main(int argc, char **argv)
             options.kernel = p.value(kernel).toStdString();
         }
         options.kernel_persistent = number(kernelPersistent, 0, 1) == 1;
+        if (p.isSet(kernelPersistent))
+            options.gpu.prefer_persistent_team = false;
         options.threads = static_cast<int>(number(threads, 0, 4096));
         options.backend = p.value(backend).toStdString();
         auto gib = [&](const QCommandLineOption &o) {

@@ -340,6 +340,7 @@ LoadOptions apply_profile_flags(const Json& flags, const LoadOptions& base,
         } else if (key == "kernel_persistent") {
             need(value.is_boolean() || value.is_number_integer(), "true/false");
             o.kernel_persistent = value.is_boolean() ? value.get<bool>() : value.get<int>() != 0;
+            o.gpu.prefer_persistent_team = false;  // explicit: decides for the GPU backend too
         } else if (key == "backend") {
             need(value.is_string(), "a string");
             o.backend = value.get<std::string>();

@@ -46,6 +46,8 @@ void apply_gpu_flags(const Args& args, LoadOptions& o) {
         in_range("--prefill-weight", args.get_double("--prefill-weight", g.prefill_weight), 0, 1000);
     g.context = args.get_int("--context", 0, 0, std::int64_t{1} << 31);
     g.device = static_cast<int>(args.get_int("--device", 0, 0, 1024));
+    // An explicit --kernel-persistent (0 or 1) decides for the GPU backend too.
+    if (args.has("--kernel-persistent")) g.prefer_persistent_team = false;
     if (o.backend == "cpu") {
         for (const char* f : {"--vram-budget", "--pool", "--pool-slots", "--ranking", "--context"}) {
             if (args.has(f)) fail("{} needs --backend cuda (or auto)", f);

@@ -44,6 +44,10 @@ struct GpuOptions {
   double prefill_weight = 0.25;
   // K/V positions the GPU cache holds (<= the model's maximum); <= 0: min(max, 8192).
   std::int64_t context = 0;
+  // The misses run on the persistent worker team unless LoadOptions asks for it explicitly
+  // either way: waking OpenMP's workers 36 times per token cost 4.7 ms per token at 120b
+  // (docs/BENCHMARKS.md). Falls back to OpenMP, with a warning, when the library is missing.
+  bool prefer_persistent_team = true;
 };
 
 // Extra per-token phases of the hybrid backend, read as before/after deltas like MoeCounters.

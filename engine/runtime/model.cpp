@@ -71,7 +71,7 @@ std::unique_ptr<Model> Model::load(const fs::path& dir, const LoadOptions& optio
         in.weights = &m->weights_;
         in.store = m->store_.get();
         in.kernel = options.kernel == "reference" ? "auto" : options.kernel;
-        in.kernel_persistent = options.kernel_persistent;
+        in.kernel_persistent = options.kernel_persistent || options.gpu.prefer_persistent_team;
         in.kdll = options.kdll;
         in.threads = options.threads;
         in.moe = &m->telemetry_->moe;

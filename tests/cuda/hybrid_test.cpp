@@ -97,11 +97,15 @@ TEST(CudaHybrid, FrozenResidencyIsBitIdenticalAcrossRunsAndThreadCounts) {
     const json golden = test::read_json(test::tiny_model_dir() / "golden.json");
     const auto ids = golden["prompts"].begin().value()["ids"].get<std::vector<TokenId>>();
     std::vector<float> first;
-    for (int threads : {1, 3, 1}) {
-        SCOPED_TRACE(threads);
+    // OpenMP team with 1 and 3 threads, the persistent team with 3: the same bits.
+    for (const auto& [threads, persistent] : {std::pair{1, false}, std::pair{3, false}, std::pair{3, true}}) {
+        SCOPED_TRACE(testing::Message() << threads << " threads, persistent " << persistent);
         LoadOptions o = cuda_options(12, 0);
         o.gpu.ranking = tmp / "ranking.json";
         o.threads = threads;
+        o.kernel_persistent = persistent;
+        o.gpu.prefer_persistent_team = false;
+        o.kdll = NEURAL_KDLL_TEST_PATH;
         auto m = Model::load(test::tiny_model_dir(), o);
         const auto a = all_logits(*m, ids);
         const auto b = all_logits(*m, ids);
