@@ -189,6 +189,8 @@ void EngineHost::loadDemo(const QString &dir, const QString &tokenizer)
                 o.shape = synth::shape_named("tiny");
                 synth::WriteOptions w;
                 w.tokenizer = tok;
+                w.force = true;  // our own folder: replace what an interrupted attempt left
+                w.threads = 2;   // leave the rest of the machine alone
                 synth::write_checkpoint(synth::make_plan(o), path, w);
             }
             return std::shared_ptr<const Model>(Model::load(path));
