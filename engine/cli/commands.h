@@ -12,6 +12,7 @@ int cmd_repack(int argc, char** argv);
 int cmd_verify_store(int argc, char** argv);
 int cmd_synth(int argc, char** argv);
 int cmd_bench(int argc, char** argv);
+int cmd_fit(int argc, char** argv);
 
 struct Command {
   const char* name;

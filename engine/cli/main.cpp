@@ -17,6 +17,7 @@ using neural::cli::Command;
 const Command kCommands[] = {
     {"bench", neural::cli::cmd_bench, "measure decode, prompt and replay speed (BENCHMARKS.md)"},
     {"chat", neural::cli::cmd_chat, "chat with a model in the terminal (harmony format)"},
+    {"fit", neural::cli::cmd_fit, "plan the engine flags for this PC (VRAM, RAM, cores)"},
     {"generate", neural::cli::cmd_generate, "generate text from a prompt (streams to stdout)"},
     {"logits", neural::cli::cmd_logits, "write reference logits/router data for token prompts"},
     {"repack", neural::cli::cmd_repack, "repack a checkpoint's experts into an expert store"},

@@ -750,6 +750,14 @@ class CudaBackend final : public Backend {
 
 }  // namespace
 
+std::vector<GpuDevice> gpu_devices(std::string* why) {
+    std::vector<GpuDevice> out;
+    for (const auto& d : cuda::list_devices(why)) {
+        out.push_back({d.index, d.name, d.total_bytes, d.free_bytes});
+    }
+    return out;
+}
+
 bool cuda_backend_available(std::string* why) {
     std::string reason;
     const auto devices = cuda::list_devices(&reason);

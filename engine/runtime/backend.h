@@ -93,6 +93,15 @@ struct GpuBackendInputs {
   BackendCounters* counters = nullptr;
 };
 
+struct GpuDevice {
+  int index = 0;
+  std::string name;
+  std::uint64_t total_bytes = 0;
+  std::uint64_t free_bytes = 0;
+};
+// The usable GPUs (empty without a CUDA build, driver or device; `why` says which).
+std::vector<GpuDevice> gpu_devices(std::string* why);
+
 // True when this build has the CUDA backend and a usable GPU; `why` says why not.
 bool cuda_backend_available(std::string* why);
 // The hybrid CUDA backend. Throws neural::Error when it cannot start (no CUDA in this build, no

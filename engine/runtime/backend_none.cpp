@@ -5,6 +5,11 @@
 
 namespace neural {
 
+std::vector<GpuDevice> gpu_devices(std::string* why) {
+  if (why != nullptr) *why = "this build has no CUDA backend";
+  return {};
+}
+
 bool cuda_backend_available(std::string* why) {
   if (why != nullptr) *why = "this build has no CUDA backend (built with NEURAL_CUDA=OFF or without nvcc)";
   return false;

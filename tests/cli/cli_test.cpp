@@ -489,3 +489,32 @@ TEST_F(Cli, LogitsArgumentErrors) {
 
 }  // namespace
 }  // namespace neural
+
+namespace neural {
+namespace {
+
+TEST_F(Cli, FitPlansForThisMachineAndWritesJson) {
+    const fs::path out = tmp_ / "plan.json";
+    Proc p = neural({"fit", "--model", model(), "--json", out.string()});
+    EXPECT_EQ(p.code, 0) << p.err;
+    EXPECT_THAT(p.out, HasSubstr("machine: "));
+    EXPECT_THAT(p.out, HasSubstr("plan:"));
+    EXPECT_THAT(p.out, HasSubstr("flags: --backend "));
+    const auto j = test::read_json(out);
+    EXPECT_TRUE(j["backend"] == "cpu" || j["backend"] == "cuda");
+    EXPECT_GE(j["threads"].get<int>(), 1);
+    EXPECT_TRUE(j["reasons"].is_array());
+
+    Proc bad = neural({"fit", "--model", model(), "--vram-budget", "-3"});
+    EXPECT_EQ(bad.code, 1);
+    EXPECT_THAT(bad.err, HasSubstr("--vram-budget must be"));
+    Proc missing = neural({"fit"});
+    EXPECT_EQ(missing.code, 1);
+    EXPECT_THAT(missing.err, HasSubstr("--model DIR is required"));
+    Proc tiny_ram = neural({"fit", "--model", model(), "--ram-budget", "0.5"});
+    EXPECT_EQ(tiny_ram.code, 3) << "a plan that does not fit exits 3";
+    EXPECT_THAT(tiny_ram.out, HasSubstr("GB more RAM"));
+}
+
+}  // namespace
+}  // namespace neural

@@ -1,0 +1,82 @@
+// neural fit --model DIR [--store FILE] [--vram-budget GIB] [--ram-budget GIB] [--json FILE]
+// Plans the engine's knobs for this PC (runtime/fit.h) and explains every choice.
+#include <fstream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "cli/args.h"
+#include "cli/commands.h"
+#include "model/config.h"
+#include "neural/error.h"
+#include "platform/atomic_file.h"
+#include "runtime/fit.h"
+#include "store/store.h"
+
+namespace neural::cli {
+
+namespace {
+constexpr const char* kHelp = R"(usage: neural fit --model DIR [--store FILE] [options]
+
+Detects free VRAM, RAM, CPU cores and SIMD, and plans the engine flags for this model on this PC:
+backend, VRAM budget, expert slots, context, threads, kernel, store format. Every choice comes
+with one line of explanation; what does not fit is a warning with the closest workable plan.
+  --model DIR          checkpoint folder (only config.json is read)
+  --store FILE         an existing expert store (its format and size are used)
+  --vram-budget GIB    plan for at most this much VRAM (emulate a smaller GPU)
+  --ram-budget GIB     plan for at most this much RAM (emulate a smaller PC)
+  --json FILE          also write the plan as JSON (the desktop app's default profile)
+Exit status 0 when the plan fits, 3 when it does not (see the warnings).
+)";
+
+std::string gib(std::uint64_t b) { return fmt::format("{:.1f} GiB", static_cast<double>(b) / (1024.0 * 1024 * 1024)); }
+}  // namespace
+
+int cmd_fit(int argc, char** argv) {
+    Args args(argc, argv, {"--model", "--store", "--vram-budget", "--ram-budget", "--json"}, {"--help"});
+    if (args.has("--help")) {
+        fmt::print("{}", kHelp);
+        return 0;
+    }
+    if (!args.has("--model")) fail("--model DIR is required\n{}", kHelp);
+    const std::filesystem::path dir = args.get_or("--model", "");
+    FitRequest req;
+    req.config = ModelConfig::load(dir / "config.json");
+    auto budget = [&](const char* flag) {
+        const double v = args.get_double(flag, 0.0);
+        if (!(v >= 0 && v <= 65536)) fail("{} must be a number of GiB from 0 to 65536", flag);
+        return v;
+    };
+    req.vram_budget_gib = budget("--vram-budget");
+    req.ram_budget_gib = budget("--ram-budget");
+    if (args.has("--store")) {
+        const auto s = store::ExpertStore::open(args.get_or("--store", ""));
+        req.store_kind = store::kind_name(s.kind());
+        req.store_bytes = s.file_bytes();
+    }
+    const MachineInfo m = detect_machine();
+    fmt::print("machine: {} logical CPUs ({}), RAM {} total / {} available, GPU: {}\n", m.cpus,
+               m.avx512 ? "AVX-512" : m.avx2 ? "AVX2" : "no AVX2", gib(m.ram_total), gib(m.ram_available),
+               m.gpu ? fmt::format("{} ({} free of {})", m.gpu->name, gib(m.gpu->free_bytes), gib(m.gpu->total_bytes))
+                     : "none (" + m.gpu_why + ")");
+    const FitPlan plan = plan_fit(req, m);
+    fmt::print("model: {} layers x {} experts, hidden {}\n\nplan:\n", req.config.num_layers,
+               req.config.num_experts, req.config.hidden_size);
+    for (const auto& line : plan.reasons) fmt::print("  - {}\n", line);
+    for (const auto& line : plan.warnings) fmt::print("  ! {}\n", line);
+    std::string flags;
+    for (const auto& f : plan.flags()) flags += " " + f;
+    fmt::print("\nflags:{}{}\n", flags, args.has("--store") ? "" : fmt::format("  (with a {} store: --store FILE)", plan.store_format));
+    if (args.has("--json")) {
+        nlohmann::json j = plan.to_json();
+        j["machine"] = {{"cpus", m.cpus}, {"avx512", m.avx512}, {"avx2", m.avx2},
+                        {"ram_total", m.ram_total}, {"ram_available", m.ram_available},
+                        {"gpu", m.gpu ? nlohmann::json{{"name", m.gpu->name}, {"total_bytes", m.gpu->total_bytes},
+                                                       {"free_bytes", m.gpu->free_bytes}}
+                                      : nlohmann::json(nullptr)}};
+        write_file_atomic(args.get_or("--json", ""), j.dump(2) + "\n");
+    }
+    return plan.fits ? 0 : 3;
+}
+
+}  // namespace neural::cli

@@ -1,0 +1,242 @@
+#include "runtime/fit.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "cpu/kernels/expert_record.h"
+#include "platform/cpu_features.h"
+#include "platform/system_info.h"
+#include "runtime/backend.h"
+
+namespace neural {
+
+namespace {
+
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+constexpr double kGB = 1e9;
+constexpr std::uint64_t kAlign = 256;       // hybrid_backend.cpp rounds every allocation up
+constexpr std::uint64_t kStoreAlign = 4096;  // store records (store/format.h)
+constexpr std::int64_t kDefaultContext = 8192;
+constexpr std::int64_t kMinContext = 2048;
+constexpr double kRamHeadroomGB = 4.0;  // the OS, the desktop, the app itself
+
+std::uint64_t aligned(std::uint64_t bytes) { return (bytes + kAlign - 1) / kAlign * kAlign; }
+
+std::uint64_t expert_count(const ModelConfig& c) {
+    return static_cast<std::uint64_t>(c.num_layers) * static_cast<std::uint64_t>(c.num_experts);
+}
+
+// Store bytes of one record of each kind (records are 4 KiB-aligned in the file).
+std::uint64_t store_record_bytes(const ModelConfig& c, bool packed) {
+    const std::uint64_t b = packed ? cpu::ExpertRecordView::packed_bytes(c.hidden_size, c.intermediate_size)
+                                   : cpu::ExpertRecordView::raw_bytes(c.hidden_size, c.intermediate_size);
+    return (b + kStoreAlign - 1) / kStoreAlign * kStoreAlign;
+}
+
+}  // namespace
+
+std::int64_t GpuMemoryLayout::slots_for(std::uint64_t budget) const {
+    if (slot_bytes == 0 || budget <= fixed_bytes()) return 0;
+    return static_cast<std::int64_t>((budget - fixed_bytes()) / slot_bytes);
+}
+
+GpuMemoryLayout gpu_memory_layout(const ModelConfig& c, std::int64_t context) {
+    const std::uint64_t H = static_cast<std::uint64_t>(c.hidden_size),
+                        I = static_cast<std::uint64_t>(c.intermediate_size),
+                        E = static_cast<std::uint64_t>(c.num_experts),
+                        K = static_cast<std::uint64_t>(c.experts_per_token),
+                        Q = static_cast<std::uint64_t>(c.q_dim()), KV = static_cast<std::uint64_t>(c.kv_dim()),
+                        V = static_cast<std::uint64_t>(c.vocab_size), L = static_cast<std::uint64_t>(c.num_layers),
+                        nq = static_cast<std::uint64_t>(c.num_heads), d = static_cast<std::uint64_t>(c.head_dim);
+    GpuMemoryLayout m;
+    const std::uint64_t per_layer =
+        aligned(2 * H) * 2 + aligned(2 * (Q + 2 * KV) * H) + aligned(2 * (Q + 2 * KV)) + aligned(2 * H * Q) +
+        aligned(2 * H) + aligned(2 * nq) + aligned(2 * E * H) + aligned(2 * E) + aligned(2 * E * 2 * I) +
+        aligned(2 * E * H) + 3 * aligned(4 * K);
+    m.core_bytes = L * per_layer + aligned(2 * H) + aligned(2 * V * H);
+    const auto ctx = static_cast<std::uint64_t>(std::max<std::int64_t>(context, 1));
+    m.kv_bytes = aligned(4 * (d / 2)) + 2 * L * aligned(4 * ctx * KV);
+    const std::uint64_t splits = std::clamp<std::uint64_t>(ctx / 512, 1, 16);
+    m.activation_bytes = aligned(4 * H) * 3 + aligned(4 * (Q + 2 * KV)) + aligned(4 * Q) +
+                         aligned(4 * nq * splits * (d + 2)) + aligned(4 * E) + aligned(4 * K * I) +
+                         aligned(4 * V) + aligned(4) + aligned(4 * L * E);
+    m.reserve_bytes = 64ull << 20;
+    m.slot_bytes = aligned(cpu::ExpertRecordView::raw_bytes(c.hidden_size, c.intermediate_size));
+    return m;
+}
+
+MachineInfo detect_machine() {
+    MachineInfo m;
+    const SystemMemory mem = system_memory();
+    m.ram_total = mem.total_bytes;
+    m.ram_available = mem.available_bytes;
+    m.cpus = logical_cpus();
+    m.avx512 = cpu_features().has_avx512();
+    m.avx2 = cpu_features().has_avx2_fma();
+    const auto gpus = gpu_devices(&m.gpu_why);
+    if (!gpus.empty()) m.gpu = MachineInfo::Gpu{gpus[0].name, gpus[0].total_bytes, gpus[0].free_bytes};
+    return m;
+}
+
+FitPlan plan_fit(const FitRequest& r, const MachineInfo& m) {
+    const ModelConfig& c = r.config;
+    FitPlan p;
+    const std::uint64_t experts = expert_count(c);
+    p.threads = std::clamp(m.cpus, 1, 8);
+    p.reasons.push_back(fmt::format(
+        "threads {}: {} logical CPUs; the expert kernel is memory-bound, more than 8 threads rarely "
+        "help a desktop's two memory channels", p.threads, m.cpus));
+    p.kernel = m.avx512 ? "avx512" : m.avx2 ? "avx2" : "scalar";
+    p.reasons.push_back(fmt::format("kernel {}: the widest SIMD this CPU runs", p.kernel));
+
+    // GPU: the budget, then the context, then the slots from what is left.
+    std::int64_t context = std::min<std::int64_t>(c.max_position_embeddings, kDefaultContext);
+    double resident_fraction = 0;
+    if (m.gpu) {
+        const std::uint64_t total = m.gpu->total_bytes, free = m.gpu->free_bytes;
+        const auto margin = static_cast<std::uint64_t>(std::max(0.5 * kGiB, 0.05 * static_cast<double>(total)));
+        std::uint64_t budget = free > margin ? free - margin : 0;
+        std::string why = fmt::format("{:.2f} GiB free on {} minus a {:.2f} GiB margin for the display "
+                                      "and other programs", free / kGiB, m.gpu->name, margin / kGiB);
+        if (r.vram_budget_gib > 0 && r.vram_budget_gib * kGiB < static_cast<double>(budget)) {
+            budget = static_cast<std::uint64_t>(r.vram_budget_gib * kGiB);
+            why = fmt::format("the requested cap (--vram-budget {:.2f})", r.vram_budget_gib);
+        }
+        GpuMemoryLayout layout = gpu_memory_layout(c, context);
+        // Keep at least ~1 GiB (or 4% of the experts) of slots: trade context for slots first.
+        const std::int64_t min_slots = std::max<std::int64_t>(
+            static_cast<std::int64_t>(kGiB / static_cast<double>(layout.slot_bytes)),
+            static_cast<std::int64_t>(experts / 25));
+        const std::int64_t wanted_context = context;
+        while (layout.slots_for(budget) < std::min<std::int64_t>(min_slots, static_cast<std::int64_t>(experts)) &&
+               context > kMinContext) {
+            context /= 2;
+            layout = gpu_memory_layout(c, context);
+        }
+        if (layout.fixed_bytes() + layout.slot_bytes > budget) {
+            p.backend = "cpu";
+            p.warnings.push_back(fmt::format(
+                "GPU: the dense core, {} K/V positions and one expert slot need {:.2f} GiB, the budget "
+                "is {:.2f} GiB ({}); planning for the CPU backend", context,
+                (layout.fixed_bytes() + layout.slot_bytes) / kGiB, budget / kGiB, why));
+            context = std::min<std::int64_t>(c.max_position_embeddings, kDefaultContext);
+        } else {
+            p.backend = "cuda";
+            p.vram_budget_gib = std::floor(budget / kGiB * 100.0) / 100.0;
+            p.reasons.push_back(fmt::format("backend cuda, VRAM budget {:.2f} GiB: {}", p.vram_budget_gib, why));
+            p.reasons.push_back(fmt::format(
+                "dense core {:.2f} GiB (bf16 attention, router, lm_head; the embedding stays in RAM)",
+                layout.core_bytes / kGiB));
+            if (context < wanted_context) {
+                p.warnings.push_back(fmt::format(
+                    "context reduced from {} to {} positions so that at least {} expert slots fit; "
+                    "longer conversations need --context and leave fewer slots", wanted_context, context,
+                    min_slots));
+            }
+            p.pool_slots = std::min<std::int64_t>(layout.slots_for(p.vram_budget_gib * kGiB),
+                                                  static_cast<std::int64_t>(experts));
+            p.pool_gib = static_cast<double>(p.pool_slots) * static_cast<double>(layout.slot_bytes) / kGiB;
+            resident_fraction = static_cast<double>(p.pool_slots) / static_cast<double>(experts);
+            p.reasons.push_back(fmt::format(
+                "{} expert slots = {:.2f} GiB, {:.1f}% of the {} experts: what the budget leaves after "
+                "the core, {:.2f} GiB of K/V and {:.2f} GiB of buffers", p.pool_slots, p.pool_gib,
+                100.0 * resident_fraction, experts, layout.kv_bytes / kGiB,
+                (layout.activation_bytes + layout.reserve_bytes) / kGiB));
+            p.static_fraction = 0.5;
+            p.reasons.push_back("static fraction 0.5: half the slots keep the warm-up's hottest experts, "
+                                "half follow the conversation");
+            p.kernel_persistent = true;
+            p.reasons.push_back("persistent CPU team: the misses run 36 short jobs per token, which OpenMP "
+                                "pays for in wake-ups");
+        }
+    } else {
+        p.backend = "cpu";
+        p.reasons.push_back(fmt::format("backend cpu: {}", m.gpu_why.empty() ? "no usable GPU" : m.gpu_why));
+    }
+    p.context = context;
+    if (p.backend == "cuda") {
+        p.reasons.push_back(fmt::format("context {} positions of K/V on the GPU", context));
+    }
+    if (p.backend == "cpu") p.kernel_persistent = false;
+
+    // RAM: the experts the CPU computes must stay in RAM, or every token waits on the disk.
+    const double ram_cap = r.ram_budget_gib > 0
+                               ? std::min(r.ram_budget_gib * kGiB, static_cast<double>(m.ram_total))
+                               : static_cast<double>(m.ram_total);
+    const double raw_gb = static_cast<double>(store_record_bytes(c, false) * experts) / kGB;
+    const double packed_gb = static_cast<double>(store_record_bytes(c, true) * experts) / kGB;
+    const GpuMemoryLayout dense = gpu_memory_layout(c, 1);
+    // CPU backend: the whole dense core is read from RAM every token, and K/V lives in RAM.
+    const double dense_gb = p.backend == "cpu"
+                                ? static_cast<double>(dense.core_bytes) / kGB +
+                                      static_cast<double>(gpu_memory_layout(c, context).kv_bytes) / kGB
+                                : 0.5;  // embedding rows, tokenizer, buffers
+    auto needed = [&](double store_gb) {
+        return store_gb * (1.0 - resident_fraction) + dense_gb + kRamHeadroomGB;
+    };
+    if (!r.store_kind.empty()) {
+        p.store_format = r.store_kind;
+        const double have_gb = r.store_bytes > 0 ? static_cast<double>(r.store_bytes) / kGB
+                                                 : (r.store_kind == "raw" ? raw_gb : packed_gb);
+        p.ram_needed_gb = needed(have_gb);
+        p.reasons.push_back(fmt::format("store: the existing {} store ({:.1f} GB)", r.store_kind, have_gb));
+    } else if (needed(raw_gb) <= ram_cap / kGB) {
+        p.store_format = "raw";
+        p.ram_needed_gb = needed(raw_gb);
+        p.reasons.push_back(fmt::format(
+            "store format raw ({:.1f} GB): its records are the GPU slot format, so admitting an expert "
+            "costs no extra pass; it fits in RAM", raw_gb));
+    } else {
+        p.store_format = "packed";
+        p.ram_needed_gb = needed(packed_gb);
+        p.reasons.push_back(fmt::format("store format packed ({:.1f} GB, {:.1f} GB less than raw): RAM is tight",
+                                        packed_gb, raw_gb - packed_gb));
+    }
+    p.reasons.push_back(fmt::format(
+        "RAM: {:.1f} GB needed (experts the CPU computes, {:.1f} GB of dense weights/K/V, {:.0f} GB for "
+        "the system) of {:.1f} GB{}", p.ram_needed_gb, dense_gb, kRamHeadroomGB, ram_cap / kGB,
+        r.ram_budget_gib > 0 ? " (--ram-budget)" : ""));
+    if (p.ram_needed_gb > ram_cap / kGB) {
+        p.fits = false;
+        p.warnings.push_back(fmt::format(
+            "needs {:.1f} GB more RAM: the experts that stay on the CPU do not all fit, so tokens will "
+            "wait on page faults and the disk. Closest workable plans: more VRAM for slots, a packed "
+            "store, or a smaller model (gpt-oss-20b)", p.ram_needed_gb - ram_cap / kGB));
+    }
+    return p;
+}
+
+std::vector<std::string> FitPlan::flags() const {
+    std::vector<std::string> f = {"--backend", backend};
+    if (backend == "cuda") {
+        f.insert(f.end(), {"--vram-budget", fmt::format("{:.2f}", vram_budget_gib), "--pool-slots",
+                           std::to_string(pool_slots), "--static-fraction", fmt::format("{:.2f}", static_fraction),
+                           "--context", std::to_string(context)});
+    }
+    f.insert(f.end(), {"--threads", std::to_string(threads), "--kernel", kernel, "--kernel-persistent",
+                       kernel_persistent ? "1" : "0"});
+    return f;
+}
+
+nlohmann::json FitPlan::to_json() const {
+    return {{"fits", fits},
+            {"backend", backend},
+            {"vram_budget_gib", vram_budget_gib},
+            {"pool_slots", pool_slots},
+            {"pool_gib", pool_gib},
+            {"static_fraction", static_fraction},
+            {"context", context},
+            {"threads", threads},
+            {"kernel", kernel},
+            {"kernel_persistent", kernel_persistent},
+            {"store_format", store_format},
+            {"ram_needed_gb", ram_needed_gb},
+            {"flags", flags()},
+            {"reasons", reasons},
+            {"warnings", warnings}};
+}
+
+}  // namespace neural

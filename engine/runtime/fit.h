@@ -1,0 +1,85 @@
+// `neural fit` and the desktop app's fit step: from the model's shape and what this PC has (free
+// VRAM, RAM, cores, AVX-512/AVX2), a plan for the engine's knobs — backend, VRAM budget, expert
+// slots and their static share, K/V context, threads, CPU kernel, store format — with one line
+// of explanation per choice, and warnings (with the closest workable plan) when the model does not
+// fit. Pure computation over ModelConfig + MachineInfo, so it is unit-tested with made-up
+// machines; `detect_machine()` fills MachineInfo from the platform layer.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "model/config.h"
+
+namespace neural {
+
+// GPU memory of the hybrid CUDA backend for a shape, allocation by allocation as
+// engine/cuda/hybrid_backend.cpp makes them (each rounded up to 256 bytes).
+struct GpuMemoryLayout {
+  std::uint64_t core_bytes = 0;        // bf16 dense core without the embedding, router outputs
+  std::uint64_t kv_bytes = 0;          // fp32 K and V of every layer for `context` positions
+  std::uint64_t activation_bytes = 0;  // per-token buffers, logits, slot table
+  std::uint64_t reserve_bytes = 0;     // kept free for graphs and the allocator
+  std::uint64_t slot_bytes = 0;        // one expert slot (a raw record, 256-byte aligned)
+  // Slots that fit in `budget` after everything above (0 when not even the core fits).
+  std::int64_t slots_for(std::uint64_t budget) const;
+  std::uint64_t fixed_bytes() const { return core_bytes + kv_bytes + activation_bytes + reserve_bytes; }
+};
+GpuMemoryLayout gpu_memory_layout(const ModelConfig& config, std::int64_t context);
+
+struct MachineInfo {
+  std::uint64_t ram_total = 0;
+  std::uint64_t ram_available = 0;
+  int cpus = 1;
+  bool avx512 = false;
+  bool avx2 = false;
+  struct Gpu {
+    std::string name;
+    std::uint64_t total_bytes = 0;
+    std::uint64_t free_bytes = 0;
+  };
+  std::optional<Gpu> gpu;  // the first usable GPU; none: CPU only
+  std::string gpu_why;     // why there is none
+};
+// This machine (platform/system_info.h, platform/cpu_features.h, the CUDA backend's devices).
+MachineInfo detect_machine();
+
+struct FitRequest {
+  ModelConfig config;
+  // An existing store ("raw" / "packed") and its size; empty: none yet (the plan recommends).
+  std::string store_kind;
+  std::uint64_t store_bytes = 0;
+  // Emulate a smaller machine: caps on what the plan may use (GiB; 0 = what is detected).
+  double vram_budget_gib = 0;
+  double ram_budget_gib = 0;
+};
+
+struct FitPlan {
+  bool fits = true;        // false: the best plan still falls short (see warnings)
+  std::string backend;     // "cuda" or "cpu"
+  double vram_budget_gib = 0;
+  std::int64_t pool_slots = 0;
+  double pool_gib = 0;
+  double static_fraction = 0.5;
+  std::int64_t context = 0;
+  int threads = 1;
+  std::string kernel;      // "avx512" / "avx2" / "scalar"
+  bool kernel_persistent = true;
+  std::string store_format;  // "raw" / "packed"
+  double ram_needed_gb = 0;  // experts not in VRAM + dense weights + headroom (GB, 1e9)
+  std::vector<std::string> reasons;   // one line per choice
+  std::vector<std::string> warnings;  // what does not fit and what to do
+
+  // The plan as engine flags (`--backend cuda --vram-budget 11.5 ...`) and as JSON (the
+  // desktop app turns it into the default profile).
+  std::vector<std::string> flags() const;
+  nlohmann::json to_json() const;
+};
+
+FitPlan plan_fit(const FitRequest& request, const MachineInfo& machine);
+
+}  // namespace neural

@@ -1,0 +1,144 @@
+// `neural fit`'s planner (runtime/fit.h) on made-up machines, and its GPU memory model against
+// what the CUDA backend allocated on the accelerator machine (docs/BENCHMARKS.md: at
+// --vram-budget 12 the 120b shape had core 2.96 GiB, K/V 1.13 GiB, 637 slots; 20b 2.28 / 0.75 /
+// 723).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include <nlohmann/json.hpp>
+
+#include "runtime/fit.h"
+#include "synth/synth.h"
+
+namespace neural {
+namespace {
+
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+
+ModelConfig shape(const char* name) {
+    synth::Options o;
+    o.shape = synth::shape_named(name);
+    return ModelConfig::from_json(nlohmann::json::parse(synth::make_plan(o).config_json), name);
+}
+
+MachineInfo gaming_pc(double vram_free_gib = 11.4, double ram_gb = 64) {
+    MachineInfo m;
+    m.ram_total = static_cast<std::uint64_t>(ram_gb * 1e9);
+    m.ram_available = m.ram_total / 2;
+    m.cpus = 16;
+    m.avx512 = m.avx2 = true;
+    m.gpu = MachineInfo::Gpu{"RTX 4070 SUPER", static_cast<std::uint64_t>(12 * kGiB),
+                             static_cast<std::uint64_t>(vram_free_gib * kGiB)};
+    return m;
+}
+
+bool has(const std::vector<std::string>& lines, const std::string& text) {
+    return std::any_of(lines.begin(), lines.end(), [&](const std::string& l) { return l.find(text) != std::string::npos; });
+}
+
+TEST(Fit, GpuMemoryModelMatchesWhatTheBackendAllocated) {
+    const GpuMemoryLayout b120 = gpu_memory_layout(shape("gpt-oss-120b"), 8192);
+    EXPECT_NEAR(b120.core_bytes / kGiB, 2.96, 0.006);
+    EXPECT_NEAR(b120.kv_bytes / kGiB, 1.13, 0.006);
+    EXPECT_EQ(b120.slots_for(static_cast<std::uint64_t>(12 * kGiB)), 637);
+    const GpuMemoryLayout b20 = gpu_memory_layout(shape("gpt-oss-20b"), 8192);
+    EXPECT_NEAR(b20.core_bytes / kGiB, 2.28, 0.006);
+    EXPECT_NEAR(b20.kv_bytes / kGiB, 0.75, 0.006);
+    EXPECT_EQ(b20.slots_for(static_cast<std::uint64_t>(12 * kGiB)), 723);
+}
+
+TEST(Fit, TwelveGigabyteCardAndSixtyFourGigabytesRunThe120bHybrid) {
+    FitRequest r;
+    r.config = shape("gpt-oss-120b");
+    const FitPlan p = plan_fit(r, gaming_pc());
+    EXPECT_TRUE(p.fits) << (p.warnings.empty() ? "" : p.warnings[0]);
+    EXPECT_EQ(p.backend, "cuda");
+    EXPECT_NEAR(p.vram_budget_gib, 11.4 - 0.6, 0.011);  // 5% of 12 GiB margin
+    EXPECT_GT(p.pool_slots, 400);
+    EXPECT_LE(p.pool_gib, p.vram_budget_gib);
+    EXPECT_EQ(p.context, 8192);
+    EXPECT_EQ(p.threads, 8);
+    EXPECT_EQ(p.kernel, "avx512");
+    EXPECT_TRUE(p.kernel_persistent);
+    EXPECT_LT(p.ram_needed_gb, 64);
+    const auto f = p.flags();
+    EXPECT_NE(std::find(f.begin(), f.end(), "--pool-slots"), f.end());
+    EXPECT_GE(p.reasons.size(), 6u);
+    const auto j = p.to_json();
+    EXPECT_EQ(j["backend"], "cuda");
+    EXPECT_EQ(j["pool_slots"], p.pool_slots);
+}
+
+TEST(Fit, TooLittleRamSaysHowMuchMoreAndPrefersAPackedStore) {
+    FitRequest r;
+    r.config = shape("gpt-oss-120b");
+    const FitPlan p = plan_fit(r, gaming_pc(11.4, 32));
+    EXPECT_FALSE(p.fits);
+    EXPECT_EQ(p.store_format, "packed");
+    EXPECT_TRUE(has(p.warnings, "GB more RAM")) << p.warnings.size();
+    // The same machine with the 20b shape fits.
+    r.config = shape("gpt-oss-20b");
+    EXPECT_TRUE(plan_fit(r, gaming_pc(11.4, 32)).fits);
+}
+
+TEST(Fit, RamBudgetEmulatesASmallerPc) {
+    FitRequest r;
+    r.config = shape("gpt-oss-120b");
+    r.ram_budget_gib = 30;
+    MachineInfo big = gaming_pc(11.4, 256);
+    const FitPlan small = plan_fit(r, big);
+    EXPECT_FALSE(small.fits);
+    EXPECT_TRUE(has(small.reasons, "(--ram-budget)"));
+    r.ram_budget_gib = 0;
+    EXPECT_TRUE(plan_fit(r, big).fits);
+}
+
+TEST(Fit, NoGpuPlansTheCpuBackendAndSaysWhy) {
+    FitRequest r;
+    r.config = shape("gpt-oss-20b");
+    MachineInfo m = gaming_pc();
+    m.gpu.reset();
+    m.gpu_why = "no CUDA device found";
+    const FitPlan p = plan_fit(r, m);
+    EXPECT_EQ(p.backend, "cpu");
+    EXPECT_FALSE(p.kernel_persistent);
+    EXPECT_TRUE(has(p.reasons, "no CUDA device found"));
+    EXPECT_EQ(p.flags()[1], "cpu");
+}
+
+TEST(Fit, ACardTooSmallForTheCoreFallsBackToTheCpuWithAWarning) {
+    FitRequest r;
+    r.config = shape("gpt-oss-120b");
+    const FitPlan p = plan_fit(r, gaming_pc(2.0));
+    EXPECT_EQ(p.backend, "cpu");
+    EXPECT_TRUE(has(p.warnings, "planning for the CPU backend"));
+}
+
+TEST(Fit, AVramCapShrinksTheContextBeforeTheSlots) {
+    FitRequest r;
+    r.config = shape("gpt-oss-120b");
+    r.vram_budget_gib = 5.0;
+    MachineInfo m = gaming_pc(22, 64);
+    m.gpu->total_bytes = static_cast<std::uint64_t>(24 * kGiB);
+    const FitPlan p = plan_fit(r, m);
+    EXPECT_EQ(p.backend, "cuda");
+    EXPECT_DOUBLE_EQ(p.vram_budget_gib, 5.0);
+    EXPECT_LT(p.context, 8192);
+    EXPECT_TRUE(has(p.warnings, "context reduced"));
+    EXPECT_GT(p.pool_slots, 0);
+    EXPECT_TRUE(has(p.reasons, "--vram-budget 5.00"));
+}
+
+TEST(Fit, ExistingStoreDecidesTheFormat) {
+    FitRequest r;
+    r.config = shape("gpt-oss-20b");
+    r.store_kind = "packed";
+    r.store_bytes = 9'900'000'000ull;
+    const FitPlan p = plan_fit(r, gaming_pc());
+    EXPECT_EQ(p.store_format, "packed");
+    EXPECT_TRUE(has(p.reasons, "existing packed store"));
+}
+
+}  // namespace
+}  // namespace neural
