@@ -41,10 +41,16 @@ void takeScreenshots(MainWindow *window, const QString &dir)
                 ProfileDialog dialog(&profiles, QDir(dir).filePath(QStringLiteral(".profiles.json")), window);
                 dialog.show();
                 save(&dialog, dir + QStringLiteral("/profiles.png"));
-                SetupWizard wizard(window);
-                wizard.show();
-                save(&wizard, dir + QStringLiteral("/wizard.png"));
-                QApplication::quit();
+                // The wizard with the loaded model's folder checked (shape, sizes, RAM fit).
+                auto *wizard = new SetupWizard(window);
+                wizard->show();
+                QObject::connect(wizard, &SetupWizard::validated, wizard, [wizard, dir] {
+                    QTimer::singleShot(100, wizard, [wizard, dir] {
+                        save(wizard, dir + QStringLiteral("/wizard.png"));
+                        QApplication::quit();
+                    });
+                });
+                wizard->setCheckpointFolder(window->engine()->modelDir());
             });
         };
         if (!window->engine()->busy()) {
