@@ -140,6 +140,9 @@ TelemetryDock::TelemetryDock(QWidget *parent) : QDockWidget(tr("Telemetry"), par
                           tr("Page faults chart"), tabs),
                  tr("Faults"));
     v->addWidget(tabs, 1);
+    for (QChartView *view : tabs->findChildren<QChartView *>())
+        m_charts << view->chart();
+    applyChartTheme();
 
     m_summary = new QLabel(tr("No request yet."), box);
     m_summary->setWordWrap(true);
@@ -169,6 +172,24 @@ TelemetryDock::TelemetryDock(QWidget *parent) : QDockWidget(tr("Telemetry"), par
         else
             m_timer->stop();
     });
+}
+
+void TelemetryDock::applyChartTheme()
+{
+    const bool dark = palette().color(QPalette::Window).lightness() < 128;
+    for (QChart *c : m_charts) {
+        // setTheme resets series colours and fonts; only switch when it changes.
+        const auto theme = dark ? QChart::ChartThemeDark : QChart::ChartThemeLight;
+        if (c->theme() != theme)
+            c->setTheme(theme);
+    }
+}
+
+void TelemetryDock::changeEvent(QEvent *event)
+{
+    QDockWidget::changeEvent(event);
+    if (event->type() == QEvent::PaletteChange)
+        applyChartTheme();
 }
 
 void TelemetryDock::setModel(std::shared_ptr<const Model> model)

@@ -40,7 +40,11 @@ public:
     // Writes the collected token records; false with `error`.
     bool exportCsv(const QString &path, QString *error = nullptr) const;
 
+protected:
+    void changeEvent(QEvent *event) override;
+
 private:
+    void applyChartTheme();  // dark charts under a dark palette
     void addPoint(QLineSeries *series, QValueAxis *x, QValueAxis *y, double px, double py);
 
     std::shared_ptr<const Model> m_model;
@@ -64,6 +68,7 @@ private:
     QList<QBarSet *> m_phases;
     QValueAxis *m_phaseY;
     QLabel *m_summary;
+    QList<QChart *> m_charts;
 };
 
 // Resident set size of this process in bytes (0 where unknown).
