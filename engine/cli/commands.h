@@ -13,6 +13,7 @@ int cmd_verify_store(int argc, char** argv);
 int cmd_synth(int argc, char** argv);
 int cmd_bench(int argc, char** argv);
 int cmd_fit(int argc, char** argv);
+int cmd_rank(int argc, char** argv);
 
 struct Command {
   const char* name;

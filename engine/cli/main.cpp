@@ -20,6 +20,7 @@ const Command kCommands[] = {
     {"fit", neural::cli::cmd_fit, "plan the engine flags for this PC (VRAM, RAM, cores)"},
     {"generate", neural::cli::cmd_generate, "generate text from a prompt (streams to stdout)"},
     {"logits", neural::cli::cmd_logits, "write reference logits/router data for token prompts"},
+    {"rank", neural::cli::cmd_rank, "count expert routing over warm-up chats (--ranking FILE)"},
     {"repack", neural::cli::cmd_repack, "repack a checkpoint's experts into an expert store"},
     {"synth", neural::cli::cmd_synth, "write a random-weight checkpoint (tests, speed runs)"},
     {"tokenize", neural::cli::cmd_tokenize, "encode text to token ids, or decode ids"},

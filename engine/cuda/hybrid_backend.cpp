@@ -48,6 +48,7 @@
 #include "model/weights.h"
 #include "neural/error.h"
 #include "runtime/backend.h"
+#include "runtime/ranking.h"
 #include "runtime/residency.h"
 #include "store/store.h"
 #include "telemetry/telemetry.h"
@@ -64,31 +65,6 @@ constexpr int kCaptureBuffers = 4;
 std::uint64_t ns_since(Clock::time_point t0) {
     return static_cast<std::uint64_t>(
         std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t0).count());
-}
-
-std::vector<std::vector<double>> load_ranking(const std::filesystem::path& path) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) fail("cannot read ranking file {}", path.string());
-    nlohmann::json j;
-    try {
-        j = nlohmann::json::parse(in);
-    } catch (const nlohmann::json::exception& e) {
-        fail("{}: invalid JSON: {}", path.string(), e.what());
-    }
-    if (!j.is_object() || !j.contains("layers") || !j["layers"].is_array()) {
-        fail("{}: expected {{\"layers\": [[count per expert], ...]}}", path.string());
-    }
-    std::vector<std::vector<double>> out;
-    for (const auto& row : j["layers"]) {
-        if (!row.is_array()) fail("{}: every layer must be an array of counts", path.string());
-        std::vector<double> r;
-        for (const auto& v : row) {
-            if (!v.is_number()) fail("{}: counts must be numbers", path.string());
-            r.push_back(v.get<double>());
-        }
-        out.push_back(std::move(r));
-    }
-    return out;
 }
 
 // Pinned host memory mapped into the device address space (zero-copy both ways).
@@ -359,8 +335,7 @@ class CudaBackend final : public Backend {
 
         // Initial placement (static slots from the ranking), uploaded synchronously.
         std::vector<int> table(static_cast<std::size_t>(L_) * Es, -1);
-        const auto ranking = opt_.ranking.empty() ? std::vector<std::vector<double>>{}
-                                                  : load_ranking(opt_.ranking);
+        const Ranking ranking = opt_.ranking.empty() ? Ranking{} : load_ranking(opt_.ranking);
         for (const Residency::Admission& a : residency_->initial(ranking)) {
             fill_record(a.layer, a.expert, captures_[0].host<std::uint8_t>());
             NEURAL_CUDA(cudaMemcpy(pool_ + static_cast<std::uint64_t>(a.slot) * stride_,

@@ -518,3 +518,31 @@ TEST_F(Cli, FitPlansForThisMachineAndWritesJson) {
 
 }  // namespace
 }  // namespace neural
+
+namespace neural {
+namespace {
+
+TEST_F(Cli, RankWritesARankingTheGpuBackendReads) {
+    const fs::path text = write("warmup.txt", "Hello there.\n\nWrite a haiku about rain.\n");
+    const fs::path out = tmp_ / "ranking.json";
+    Proc p = neural({"rank", "--model", model(), "--out", out.string(), "--text", text.string(),
+                     "--decode", "2"});
+    EXPECT_EQ(p.code, 0) << p.err;
+    EXPECT_THAT(p.err, HasSubstr("chat 2/2"));
+    const auto j = test::read_json(out);
+    ASSERT_EQ(j["layers"].size(), 4u);
+    double total = 0;
+    for (double v : j["layers"][0]) total += v;
+    EXPECT_DOUBLE_EQ(total, 4.0 * j["tokens"].get<double>());  // top-4 per token
+
+    Proc empty = neural({"rank", "--model", model(), "--out", out.string(), "--text",
+                         write("empty.txt", "\n\n").string()});
+    EXPECT_EQ(empty.code, 1);
+    EXPECT_THAT(empty.err, HasSubstr("holds no message"));
+    Proc no_out = neural({"rank", "--model", model()});
+    EXPECT_EQ(no_out.code, 1);
+    EXPECT_THAT(no_out.err, HasSubstr("--out FILE"));
+}
+
+}  // namespace
+}  // namespace neural
