@@ -51,11 +51,15 @@ for t in $TARGETS; do
   nice -n 15 "$bin" -max_total_time="$SECONDS_EACH" -print_final_stats=1 -timeout=30 \
     -rss_limit_mb=4096 -max_len=65536 -artifact_prefix="$art/" "$work" "tests/fuzz/corpus/$t" \
     >"$log" 2>&1 || true
-  execs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' | tail -1)
-  last=$(grep -E '^#[0-9]+' "$log" | tail -1)
+  # (a crashed run has no final stats: every grep here may find nothing)
+  execs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' | tail -1 || true)
+  [ -n "$execs" ] || execs=$(grep -E '^#[0-9]+' "$log" | tail -1 | grep -o '^#[0-9]*' | tr -d '#' || true)
+  last=$(grep -E '^#[0-9]+' "$log" | tail -1 || true)
   cov=$(echo "$last" | grep -o 'cov: [0-9]*' | grep -o '[0-9]*' || true)
   ft=$(echo "$last" | grep -o 'ft: [0-9]*' | grep -o '[0-9]*' || true)
   after=$(find "$art" -type f | wc -l)
+  # Replaying the seeds alone (e.g. a regress-* input of a bug this build predates) can fail
+  # before fuzzing starts; that counts too.
   found=$((after - before))
   if grep -q -E 'ERROR: (AddressSanitizer|libFuzzer|UndefinedBehaviorSanitizer)|runtime error:' "$log"; then
     [ "$found" -gt 0 ] || found=1

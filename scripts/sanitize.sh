@@ -4,7 +4,7 @@
 #         (labels unit, fuzz (corpus replay), cli, server, reliability; not gpu).
 #   tsan  ThreadSanitizer build in build-tsan/, runs the threaded tests: worker teams (reference
 #         and persistent), telemetry ring, server queue and engine worker, cancellation from
-#         another thread (session, generation, repack, synth).
+#         another thread (chat session, generation, the reference model).
 #   scripts/sanitize.sh [asan|tsan|all]   (default all)
 #   NEURAL_JOBS          compile jobs (default 2)
 #   NEURAL_ASAN_TESTS    ctest -R regex for the asan pass (default: everything but gpu/e2e)
@@ -19,6 +19,9 @@ SHARED_ARGS=()
 [ -n "${NEURAL_SHARED_DIR:-}" ] && SHARED_ARGS+=(-DNEURAL_SHARED_DIR="$NEURAL_SHARED_DIR")
 
 # configure DIR FLAGS: Release layout, -O1 -g (asserts on: no NDEBUG), no CUDA, no benchmarks.
+# Warnings are not errors here: GCC 12's -Wmaybe-uninitialized reports false positives inside
+# <regex> and <functional> once ASan instruments them (tests/cli failed that way); the ordinary
+# build keeps -Werror.
 configure() {
   local dir=$1 flags=$2
   if [ ! -f "$dir/build.ninja" ]; then
@@ -26,7 +29,7 @@ configure() {
       -DCMAKE_C_FLAGS="$flags" -DCMAKE_CXX_FLAGS="$flags" \
       -DCMAKE_EXE_LINKER_FLAGS="$flags" -DCMAKE_SHARED_LINKER_FLAGS="$flags" \
       -DCMAKE_C_FLAGS_RELEASE="-O1 -g" -DCMAKE_CXX_FLAGS_RELEASE="-O1 -g" \
-      -DNEURAL_CUDA=OFF -DNEURAL_BENCHMARKS=OFF -DNEURAL_WERROR=ON "${SHARED_ARGS[@]}" >/dev/null
+      -DNEURAL_CUDA=OFF -DNEURAL_BENCHMARKS=OFF -DNEURAL_WERROR=OFF "${SHARED_ARGS[@]}" >/dev/null
   fi
 }
 
@@ -61,9 +64,9 @@ if [ "$MODE" = tsan ] || [ "$MODE" = all ]; then
   dir=build-tsan
   configure "$dir" "-fsanitize=thread -fno-omit-frame-pointer"
   tests=(neural_kernel_tests neural_telemetry_tests neural_server_queue_tests neural_chat_tests
-         neural_runtime_tests neural_store_tests neural_synth_tests)
+         neural_runtime_tests)
   echo "sanitize: building $dir (TSan): ${tests[*]}"
-  nice -n 10 cmake --build "$dir" -j "$JOBS" --target neural neural_cpu_persistent "${tests[@]}"
+  nice -n 10 cmake --build "$dir" -j "$JOBS" --target neural_cpu_persistent "${tests[@]}"
   export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$SUPP/tsan.supp"
   # libgomp is not built with TSan: its barriers are invisible to TSan and every OpenMP
   # parallel region reports races that are not there. The threaded code under test here is
