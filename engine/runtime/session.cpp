@@ -301,6 +301,7 @@ TurnResult ChatSession::respond(const TurnOptions& options,
                 r.cpu_kernel_ns = moe1.ns - moe0.ns;
                 r.experts_missed = moe1.experts - moe0.experts;  // CPU backend: all computed on CPU
                 r.cpu_bytes = moe1.bytes - moe0.bytes;
+                r.team_fallbacks = moe1.team_fallbacks - moe0.team_fallbacks;
                 const auto gpu1 = model_.backend_counters().snapshot();
                 r.gpu_wait_ns = gpu1.gpu_wait_ns - gpu0.gpu_wait_ns;
                 r.graph_submit_ns = gpu1.graph_submit_ns - gpu0.graph_submit_ns;
