@@ -10,14 +10,13 @@
 // model) runs on a short-lived loader QThread, so the window stays responsive meanwhile.
 #pragma once
 
-#include <QElapsedTimer>
 #include <QJsonObject>
 #include <QList>
 #include <QObject>
-#include <QPointer>
 #include <QString>
 #include <QThread>
 
+#include <functional>
 #include <memory>
 
 #include "chat/deltabatcher.h"
