@@ -68,16 +68,26 @@ if [ "$MODE" = tsan ] || [ "$MODE" = all ]; then
   echo "sanitize: building $dir (TSan): ${tests[*]}"
   nice -n 10 cmake --build "$dir" -j "$JOBS" --target neural_cpu_persistent "${tests[@]}"
   export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$SUPP/tsan.supp"
-  # libgomp is not built with TSan: its barriers are invisible to TSan and every OpenMP
-  # parallel region reports races that are not there. The threaded code under test here is
-  # ours (worker teams, telemetry ring, queue, cancel flags), not OpenMP, so OpenMP runs with
-  # one thread (no libgomp worker threads exist). The OpenMP paths themselves are checked for
-  # bit-identical results at several thread counts by the ordinary tests.
+  # libgomp is not built with TSan: its barriers are invisible to TSan, so every OpenMP region
+  # reports races that are not there. Our std::thread code (persistent team, queue, engine
+  # worker, telemetry ring) has no libgomp frames and is fully checked; OpenMP is handled so:
+  #   - OMP_NUM_THREADS=1 where OpenMP is not what a test is about; tests that size OpenMP
+  #     teams themselves still start libgomp threads, and reports with libgomp frames are
+  #     suppressed (tsan.supp says why);
+  #   - the cancel tests (a session cancelled from another thread while the OpenMP forward pass
+  #     runs) run with OMP_THREAD_LIMIT=1: no libgomp worker exists, the cancel flag and the
+  #     two std::threads are checked;
+  #   - left out: the OpenMP ReferenceTeam tests whose reports lose the worker's stack (TSan
+  #     "failed to restore the stack", so no suppression can match) and which need real
+  #     OpenMP workers (ExpertKernel.BitIdentical*/CallerFlushToZero*,
+  #     WorkerTeam.CallerFloatingPointControl*). The ordinary tests run them.
   export OMP_NUM_THREADS=1
   echo "sanitize: threaded tests in $dir"
   nice -n 10 ctest --test-dir "$dir" --output-on-failure -j 1 --timeout 900 \
-    -R 'WorkerTeam|TeamFallback|TelemetryRing|SessionTelemetry|GenerationQueueTest|ExpertKernel\.(BitIdenticalForAnyTeamAndThreadCount|CallerFlushToZero)|Cancel' \
-    || status=1
+    -R 'WorkerTeam|TeamFallback|TelemetryRing|SessionTelemetry|GenerationQueueTest' \
+    -E 'WorkerTeam.CallerFloatingPointControl' || status=1
+  OMP_THREAD_LIMIT=1 nice -n 10 ctest --test-dir "$dir" --output-on-failure -j 1 --timeout 900 \
+    -R 'Cancel' || status=1
 fi
 [ "$MODE" = asan ] || [ "$MODE" = tsan ] || [ "$MODE" = all ] || { echo "usage: $0 [asan|tsan|all]" >&2; exit 2; }
 echo "sanitize: $MODE $([ $status = 0 ] && echo clean || echo FAILED)"
