@@ -8,6 +8,9 @@
 #   scripts/sanitize.sh [asan|tsan|all]   (default all)
 #   NEURAL_JOBS          compile jobs (default 2)
 #   NEURAL_ASAN_TESTS    ctest -R regex for the asan pass (default: everything but gpu/e2e)
+#   NEURAL_ASAN_SCOPE    full (default): engine, server and every test; unit: the engine and its
+#                        `unit`-labelled tests only, without Qt (what CI runs: the full pass takes
+#                        over an hour on a 2-core CI machine, docs/RELIABILITY.md)
 # Suppressions: tests/reliability/sanitizers/*.supp, each entry with its reason.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,6 +19,7 @@ JOBS=${NEURAL_JOBS:-2}
 export CCACHE_DIR=${CCACHE_DIR:-$HOME/.cache/neural-ccache}
 SUPP=$PWD/tests/reliability/sanitizers
 SHARED_ARGS=()
+EXTRA_ARGS=()
 [ -n "${NEURAL_SHARED_DIR:-}" ] && SHARED_ARGS+=(-DNEURAL_SHARED_DIR="$NEURAL_SHARED_DIR")
 
 # configure DIR FLAGS: Release layout, -O1 -g (asserts on: no NDEBUG), no CUDA, no benchmarks.
@@ -29,7 +33,7 @@ configure() {
       -DCMAKE_C_FLAGS="$flags" -DCMAKE_CXX_FLAGS="$flags" \
       -DCMAKE_EXE_LINKER_FLAGS="$flags" -DCMAKE_SHARED_LINKER_FLAGS="$flags" \
       -DCMAKE_C_FLAGS_RELEASE="-O1 -g" -DCMAKE_CXX_FLAGS_RELEASE="-O1 -g" \
-      -DNEURAL_CUDA=OFF -DNEURAL_BENCHMARKS=OFF -DNEURAL_WERROR=OFF "${SHARED_ARGS[@]}" >/dev/null
+      -DNEURAL_CUDA=OFF -DNEURAL_BENCHMARKS=OFF -DNEURAL_WERROR=OFF "${SHARED_ARGS[@]}" "${EXTRA_ARGS[@]}" >/dev/null
   fi
 }
 
@@ -43,9 +47,13 @@ targets_of() {
 
 status=0
 if [ "$MODE" = asan ] || [ "$MODE" = all ]; then
+  SCOPE=${NEURAL_ASAN_SCOPE:-full}
   dir=build-asan
+  [ "$SCOPE" = unit ] && dir=build-asan-unit
   # float-cast-overflow: not part of GCC's -fsanitize=undefined (clang's includes it).
+  [ "$SCOPE" = unit ] && EXTRA_ARGS=(-DNEURAL_GUI=OFF)
   configure "$dir" "-fsanitize=address,undefined,float-cast-overflow -fno-sanitize-recover=all -fno-omit-frame-pointer"
+  EXTRA_ARGS=()
   echo "sanitize: building $dir (ASan + UBSan)"
   # shellcheck disable=SC2046
   nice -n 10 ninja -C "$dir" -j "$JOBS" $(targets_of "$dir")
@@ -56,6 +64,7 @@ if [ "$MODE" = asan ] || [ "$MODE" = all ]; then
   export OMP_WAIT_POLICY=PASSIVE
   echo "sanitize: ctest in $dir"
   args=(-LE "gpu|e2e" --output-on-failure -j "${NEURAL_TEST_JOBS:-2}" --timeout 900)
+  [ "$SCOPE" = unit ] && args=(-L "^unit$" --output-on-failure -j "${NEURAL_TEST_JOBS:-2}" --timeout 900)
   [ -n "${NEURAL_ASAN_TESTS:-}" ] && args+=(-R "$NEURAL_ASAN_TESTS")
   nice -n 10 ctest --test-dir "$dir" "${args[@]}" || status=1
 fi
