@@ -383,7 +383,7 @@ Profile load_profile(const fs::path& path, const LoadOptions& base) {
     p.name = path.stem().string();
     try {
         p.flags = Json::parse(text);
-    } catch (const nlohmann::json::parse_error& e) {
+    } catch (const nlohmann::json::exception& e) {  // parse_error, and out_of_range for 1e999
         fail("profile {}: invalid JSON: {}", path.string(), e.what());
     }
     p.load = apply_profile_flags(p.flags, base, "profile " + path.string());

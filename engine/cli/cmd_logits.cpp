@@ -100,7 +100,7 @@ int cmd_logits(int argc, char** argv) {
     nlohmann::ordered_json prompts;
     try {
         prompts = nlohmann::ordered_json::parse(ss.str());
-    } catch (const nlohmann::json::parse_error& e) {
+    } catch (const nlohmann::json::exception& e) {  // parse_error, and out_of_range for 1e999
         fail("{}: invalid JSON: {}", pos[1], e.what());
     }
     if (!prompts.is_object()) fail("{}: expected an object {{name: [token ids]}}", pos[1]);

@@ -444,7 +444,7 @@ void ChatSession::load(const std::filesystem::path& path) {
     ordered_json j;
     try {
         j = ordered_json::parse(ss.str());
-    } catch (const nlohmann::json::parse_error& e) {
+    } catch (const nlohmann::json::exception& e) {  // parse_error, and out_of_range for 1e999
         fail("{}: not a conversation file (invalid JSON: {})", src, e.what());
     }
     if (!j.is_object() || j.value("format", "") != kFormat) fail("{}: not a Neural conversation file", src);

@@ -143,6 +143,7 @@ TEST_F(SessionTest, BadConversationFilesAreClearErrorsAndChangeNothing) {
         EXPECT_EQ(s.history()[0].text(), "keep me");
     };
     expect_error("{not json", "invalid JSON");
+    expect_error(R"({"format":"neural-conversation","version":1e999})", "invalid JSON");  // out_of_range
     expect_error(R"({"format":"something-else","version":1})", "not a Neural conversation file");
     expect_error(R"({"format":"neural-conversation","version":99,"messages":[]})", "newer than this Neural supports");
     expect_error(R"({"format":"neural-conversation","version":1})", "missing \"messages\"");

@@ -463,6 +463,12 @@ TEST_F(Cli, LogitsArgumentErrors) {
     EXPECT_EQ(two.code, 1);
     EXPECT_THAT(two.err, HasSubstr("expected MODEL_DIR PROMPTS.json OUT.json"));
 
+    // A number beyond double's range is an error, not std::terminate.
+    Proc huge = neural({"logits", model(), write("huge.json", R"({"p": [1e999]})").string(),
+                        (tmp_ / "o.json").string()});
+    EXPECT_EQ(huge.code, 1);
+    EXPECT_THAT(huge.err, HasSubstr("invalid JSON"));
+
     Proc unknown = neural({"logits", model(), in.string(), (tmp_ / "o.json").string(),
                           "--backend", "gpu"});
     EXPECT_EQ(unknown.code, 1);
