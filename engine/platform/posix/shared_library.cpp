@@ -19,7 +19,11 @@ namespace neural {
 
 SharedLibrary SharedLibrary::open(const std::filesystem::path& path) {
     ::dlerror();  // clear a stale message
-    void* h = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+    // RTLD_NODELETE: the library stays mapped after dlclose. The persistent team library has
+    // thread_local state; unmapping a module with TLS left stale DTV entries that crashed
+    // LeakSanitizer's exit scan (ASan pass: FixtureStore.PersistentTeamGivesTheSameBitsAsOpenMp
+    // loads and closes it six times). Reloading then returns the same, already-mapped copy.
+    void* h = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
     if (h == nullptr) {
         const char* why = ::dlerror();
         fail("cannot load shared library {}: {}", path.string(),
