@@ -1,6 +1,5 @@
 // neural rank --model DIR --out FILE [--text FILE]... [--decode N] [engine flags]
 // Writes an expert ranking (runtime/ranking.h): the router's choices over warm-up chats.
-#include <algorithm>
 #include <fstream>
 
 #include <fmt/format.h>
@@ -13,6 +12,7 @@
 #include "neural/error.h"
 #include "runtime/model.h"
 #include "runtime/ranking.h"
+#include "runtime/sampler.h"
 #include "runtime/session.h"
 
 namespace neural::cli {
@@ -72,7 +72,8 @@ int cmd_rank(int argc, char** argv) {
     RoutingCounter counter(c.num_layers, c.num_experts);
     ForwardOptions fo;
     fo.observer = &counter;
-    const auto vocab = static_cast<std::ptrdiff_t>(model->sampleable_vocab());
+    const std::size_t vocab = model->sampleable_vocab();
+    Sampler greedy(SamplingParams{.temperature = 0.0f});
     for (std::size_t i = 0; i < texts.size(); ++i) {
         ChatSession s(*model);
         s.add_user(texts[i]);
@@ -80,7 +81,7 @@ int cmd_rank(int argc, char** argv) {
         KvCache cache = model->new_cache();
         std::vector<float> logits = model->forward(prompt, cache, fo);
         for (int t = 0; t < decode; ++t) {
-            const TokenId next = static_cast<TokenId>(std::max_element(logits.begin(), logits.begin() + vocab) - logits.begin());
+            const TokenId next = greedy.sample(logits, vocab);
             logits = model->forward(std::span<const TokenId>(&next, 1), cache, fo);
         }
         fmt::print(stderr, "chat {}/{}: {} prompt + {} decode tokens\n", i + 1, texts.size(), prompt.size(), decode);

@@ -69,11 +69,6 @@ __global__ void down_kernel(const std::uint8_t* __restrict__ pool, std::uint64_t
 
 }  // namespace
 
-std::uint64_t raw_record_bytes(int hidden, int intermediate) {
-    const auto H = static_cast<std::uint64_t>(hidden), I = static_cast<std::uint64_t>(intermediate);
-    return 2 * I * (H / 32) * 17 + H * (I / 32) * 17;
-}
-
 void experts_resident(const std::uint8_t* pool, std::uint64_t slot_stride, const ExpertShape& shape,
                       const int* sel, const float* gate, const int* slot,
                       const std::uint16_t* gate_up_bias, const std::uint16_t* down_bias,

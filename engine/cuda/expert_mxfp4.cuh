@@ -6,7 +6,7 @@
 // and out[H] = sum over resident choices, in k order, of gate_k * y_k (missed choices add 0: the
 // CPU computes them). A slot holds one raw expert-store record (store/format.h): gate_up codes
 // [2I, H/32, 16] | gate_up scales [2I, H/32] | down codes [H, I/32, 16] | down scales [H, I/32].
-// Host entry point only.
+// A slot's payload size is cpu::ExpertRecordView::raw_bytes(H, I). Host entry point only.
 #pragma once
 
 #include <cstdint>
@@ -23,9 +23,6 @@ struct ExpertShape {
     float limit = 7.0f;
     float alpha = 1.702f;
 };
-
-// Bytes of one raw record for the shape (the slot payload).
-std::uint64_t raw_record_bytes(int hidden, int intermediate);
 
 // pool: slot s at pool + s * slot_stride. sel/gate/slot: the router's device outputs.
 // gate_up_bias bf16 [E, 2I], down_bias bf16 [E, H] of this layer. act scratch fp32 [k, I].

@@ -281,7 +281,7 @@ class CudaBackend final : public Backend {
 
         // The expert slot pool: what the budget leaves (minus a reserve for graphs and the
         // allocator), or exactly what was asked.
-        record_bytes_ = cuda::raw_record_bytes(H_, I_);
+        record_bytes_ = cpu::ExpertRecordView::raw_bytes(H_, I_);
         stride_ = (record_bytes_ + kSlotAlign - 1) / kSlotAlign * kSlotAlign;
         const std::uint64_t reserve = 64ull << 20;
         const std::uint64_t left = budget_ > used_ + reserve ? budget_ - used_ - reserve : 0;
@@ -637,8 +637,8 @@ class CudaBackend final : public Backend {
         if (counting) {
             mc->ns.fetch_add(cpu_ns, std::memory_order_relaxed);
             mc->experts.fetch_add(misses, std::memory_order_relaxed);
-            mc->bytes.fetch_add(misses * static_cast<std::uint64_t>(3) * H_ * I_ / 32 * 17,
-                                std::memory_order_relaxed);
+            // A raw record is exactly an expert's MXFP4 blocks + scales (3 H I / 32 * 17 bytes).
+            mc->bytes.fetch_add(misses * record_bytes_, std::memory_order_relaxed);
         }
     }
 

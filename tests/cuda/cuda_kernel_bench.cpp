@@ -13,6 +13,7 @@
 
 #include <cuda_runtime.h>
 
+#include "cpu/kernels/expert_record.h"
 #include "cuda/attention.cuh"
 #include "cuda/expert_mxfp4.cuh"
 #include "cuda/gemv_bf16.cuh"
@@ -96,7 +97,7 @@ int main(int argc, char** argv) {
     std::vector<int> pos_h = {pos};
     int* dpos = dev<int>(1);
     CHECK(cudaMemcpy(dpos, pos_h.data(), 4, cudaMemcpyHostToDevice));
-    const std::uint64_t rec = neural::cuda::raw_record_bytes(H, I), stride = (rec + 255) / 256 * 256;
+    const std::uint64_t rec = neural::cpu::ExpertRecordView::raw_bytes(H, I), stride = (rec + 255) / 256 * 256;
     auto* pool = dev<std::uint8_t>(static_cast<std::size_t>(K) * stride, 0x77);
     auto* gu_bias = dev<std::uint16_t>(static_cast<std::size_t>(E) * 2 * I, 0);
     auto* down_bias = dev<std::uint16_t>(static_cast<std::size_t>(E) * H, 0);

@@ -222,7 +222,7 @@ TEST(CudaKernels, ResidentExpertsMatchTheReferenceExpertMathAndSkipMisses) {
         spec.seed = 100 + static_cast<std::uint64_t>(e);
         experts.push_back(test::make_test_expert(spec));
     }
-    const std::uint64_t bytes = cuda::raw_record_bytes(H, I), stride = (bytes + 255) / 256 * 256;
+    const std::uint64_t bytes = cpu::ExpertRecordView::raw_bytes(H, I), stride = (bytes + 255) / 256 * 256;
     ASSERT_GE(experts[0].raw.size(), bytes);
     // Slots hold experts 2, 0, 3 (slots 0, 1, 2); expert 1 is a miss.
     const int slot_of[E] = {1, -1, 0, 2};
