@@ -53,7 +53,16 @@ struct Measured {
     std::vector<telemetry::TokenRecord> tokens;
     std::vector<telemetry::RequestRecord> requests;
     std::uint64_t team_fallbacks = 0;  // MoeCounters::team_fallbacks added during the turns
+    // Per answer: page faults of its prompt pass plus its decode tokens, and the tokens it
+    // processed (new prompt tokens + generated tokens).
+    std::vector<std::uint64_t> turn_faults;
+    std::vector<std::int64_t> turn_tokens;
 };
+
+// Raises bench::Cancelled when the caller's cancel callback says so.
+void check_cancel(const BenchOptions& options) {
+    if (options.cancel && options.cancel()) throw Cancelled();
+}
 
 Json summarize(const Measured& m) {
     Json j;
@@ -128,6 +137,24 @@ Json summarize(const Measured& m) {
     j["prompt_cpu_gb_s"] =
         prompt_ns > 0 ? static_cast<double>(prompt_bytes) / static_cast<double>(prompt_ns) : 0.0;
     j["prompt_page_faults"] = prompt_faults;
+    // The first answer (a cold prompt pass) and the follow-ups (served from the prompt cache)
+    // separately: page faults and faults per processed token (new prompt + generated tokens).
+    std::uint64_t first_faults = 0, follow_faults = 0;
+    std::int64_t first_tokens = 0, follow_tokens = 0;
+    for (std::size_t i = 0; i < m.turn_faults.size(); ++i) {
+        (i == 0 ? first_faults : follow_faults) += m.turn_faults[i];
+        (i == 0 ? first_tokens : follow_tokens) += m.turn_tokens[i];
+    }
+    const std::size_t follow_ups = m.turn_faults.empty() ? 0 : m.turn_faults.size() - 1;
+    j["first_answer_page_faults"] = first_faults;
+    j["first_answer_page_faults_per_token"] =
+        first_tokens > 0 ? static_cast<double>(first_faults) / static_cast<double>(first_tokens)
+                         : 0.0;
+    j["follow_ups"] = follow_ups;
+    j["follow_up_page_faults"] = follow_faults;
+    j["follow_up_page_faults_per_token"] =
+        follow_tokens > 0 ? Json(static_cast<double>(follow_faults) / static_cast<double>(follow_tokens))
+                          : Json(nullptr);
     // Expert-kernel jobs the persistent team handed to the reference team (prompt and decode);
     // 0 unless --kernel-persistent 1 met a job or state it does not support, or did not load.
     j["team_fallbacks"] = m.team_fallbacks;
@@ -136,21 +163,42 @@ Json summarize(const Measured& m) {
 
 class Runner {
  public:
-    Runner(const Model& model, const BenchOptions& options)
-        : model_(model), options_(options), tel_(model.telemetry()) {}
+    Runner(const Model& model, const BenchOptions& options, std::function<void()> answered)
+        : model_(model), options_(options), tel_(model.telemetry()),
+          answered_(std::move(answered)) {}
 
-    // Runs one turn of `session` and keeps its stats and token records.
+    // Runs one turn of `session` and keeps its stats and token records. The cancel callback
+    // is polled before the turn and on every streamed event (stopping the answer in flight).
     void turn(ChatSession& session, const TurnOptions& turn_options) {
+        check_cancel(options_);
         const std::uint64_t from = tel_.tokens().published();
         const std::uint64_t requests_from = tel_.requests().published();
         const std::uint64_t fallbacks_from = tel_.moe.snapshot().team_fallbacks;
-        TurnResult r = session.respond(turn_options);
+        bool stopped = false;
+        std::function<void(const chat::ParserEvent&)> on_event;
+        if (options_.cancel) {
+            on_event = [&](const chat::ParserEvent&) {
+                if (!stopped && options_.cancel()) {
+                    stopped = true;
+                    session.cancel();
+                }
+            };
+        }
+        TurnResult r = session.respond(turn_options, on_event);
+        if (stopped || r.cancelled) throw Cancelled();
         measured_.team_fallbacks += tel_.moe.snapshot().team_fallbacks - fallbacks_from;
         measured_.turns.push_back(r.stats);
         auto records = tel_.tokens().since(from);
+        std::uint64_t faults = 0;
+        for (const auto& rec : records) faults += rec.page_faults;
         measured_.tokens.insert(measured_.tokens.end(), records.begin(), records.end());
         auto requests = tel_.requests().since(requests_from);
+        for (const auto& q : requests) faults += q.prompt_page_faults;
         measured_.requests.insert(measured_.requests.end(), requests.begin(), requests.end());
+        measured_.turn_faults.push_back(faults);
+        measured_.turn_tokens.push_back(r.stats.prompt_tokens - r.stats.cached_tokens +
+                                        r.stats.generated_tokens);
+        if (answered_) answered_();
     }
     Json finish() {
         Json j = summarize(measured_);
@@ -243,6 +291,7 @@ class Runner {
     const Model& model_;
     const BenchOptions& options_;
     telemetry::Telemetry& tel_;
+    std::function<void()> answered_;
     Measured measured_;
 };
 
@@ -390,6 +439,12 @@ Profile load_profile(const fs::path& path, const LoadOptions& base) {
     return p;
 }
 
+bool one_model_at_a_time(const BenchOptions& options) {
+    if (options.one_model_at_a_time) return true;
+    return std::any_of(options.profiles.begin(), options.profiles.end(),
+                       [](const Profile& p) { return p.load.backend != "cpu"; });
+}
+
 std::vector<std::pair<int, int>> run_order(int repeat, bool ab) {
     std::vector<std::pair<int, int>> order;
     for (int p = 0; p < repeat; ++p) {
@@ -436,7 +491,10 @@ Json run_bench(const BenchOptions& options,
     if (profiles.empty()) profiles.push_back(Profile{"default", Json::object(), LoadOptions{}});
     const bool replaying = std::find(options.workloads.begin(), options.workloads.end(),
                                      "replay") != options.workloads.end();
-    if (replaying) replay_files(options.workload_dir);  // fail before any loading
+    // Fail before any loading; the replay files are also answers for the progress fraction.
+    const std::size_t replay_count = replaying ? replay_files(options.workload_dir).size() : 0;
+    const bool exclusive = one_model_at_a_time(options);
+    check_cancel(options);
 
     Json report;
     report["schema"] = "neural-bench";
@@ -450,7 +508,8 @@ Json run_bench(const BenchOptions& options,
                          {"max_tokens", options.max_tokens},
                          {"repeat", options.repeat},
                          {"ab", options.ab},
-                         {"telemetry", options.telemetry}};
+                         {"telemetry", options.telemetry},
+                         {"one_model_at_a_time", exclusive}};
     Json profs = Json::array();
     for (const auto& p : profiles) {
         profs.push_back({{"name", p.name}, {"flags", p.flags}, {"engine", load_json(p.load)}});
@@ -459,22 +518,50 @@ Json run_bench(const BenchOptions& options,
     cpu::set_threads(profiles[0].load.threads);
     report["probes"] = probes(options, profiles[0].load);
 
+    // Released on every way out (a cancel or an error throws through here).
     std::vector<std::unique_ptr<Model>> models(profiles.size());
     Json runs = Json::array();
     const auto order = run_order(options.repeat, options.ab);
+    std::size_t answers_per_run = 0;
+    for (const auto& w : options.workloads) {
+        answers_per_run += w == "decode" ? 1 : w == "prompt" ? options.prompt_sizes.size() : replay_count;
+    }
+    const double total_answers = static_cast<double>(std::max<std::size_t>(answers_per_run * order.size(), 1));
+    std::size_t answers_done = 0;
+    auto report_progress = [&](const std::string& what) {
+        if (options.on_progress)
+            options.on_progress(std::min(1.0, static_cast<double>(answers_done) / total_answers), what);
+    };
     for (std::size_t r = 0; r < order.size(); ++r) {
+        check_cancel(options);
         const auto [pair, pi] = order[r];
         const Profile& prof = profiles[static_cast<std::size_t>(pi)];
         cpu::set_threads(prof.load.threads);
+        bool loaded_now = false;
+        double load_seconds = 0;
         if (!models[static_cast<std::size_t>(pi)]) {
+            if (exclusive) {
+                // VRAM safety: the other profile's model goes before this one loads.
+                for (auto& m : models) m.reset();
+            }
+            const auto t0 = std::chrono::steady_clock::now();
             models[static_cast<std::size_t>(pi)] = Model::load(options.model, prof.load);
+            load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+            loaded_now = true;
             if (options.after_load) options.after_load(*models[static_cast<std::size_t>(pi)]);
+            report_progress(fmt::format("run {}/{}: loaded profile {}", r + 1, order.size(), prof.name));
         }
         const Model& model = *models[static_cast<std::size_t>(pi)];
         model.telemetry().set_enabled(options.telemetry);
-        Runner runner(model, options);
+        std::string current;
+        Runner runner(model, options, [&] {
+            ++answers_done;
+            report_progress(fmt::format("run {}/{}: profile {}, {}", r + 1, order.size(), prof.name, current));
+        });
         Json results = Json::object();
         for (const auto& w : options.workloads) {
+            check_cancel(options);
+            current = w;
             if (w == "decode") {
                 results["decode"] = runner.decode();
             } else if (w == "prompt") {
@@ -489,6 +576,8 @@ Json run_bench(const BenchOptions& options,
                     {"pair", pair},
                     {"profile", prof.name},
                     {"profile_index", pi},
+                    {"model_loaded", loaded_now},
+                    {"load_seconds", load_seconds},
                     {"workloads", results}};
         if (const auto* moe = model.cpu().store_moe())
             run["experts"] = moe->describe();
@@ -515,7 +604,9 @@ Json run_bench(const BenchOptions& options,
                          {"timed_tokens", 0},
                          {"timed_seconds", 0.0},
                          {"prompt_seconds", 0.0},
-                         {"ttft_seconds", 0.0}};
+                         {"ttft_seconds", 0.0},
+                         {"first_answer_page_faults", 0},
+                         {"follow_up_page_faults", 0}};
                 s["runs"] = s["runs"].get<int>() + 1;
                 s["timed_tokens"] =
                     s["timed_tokens"].get<std::int64_t>() + w["timed_tokens"].get<std::int64_t>();
@@ -525,6 +616,8 @@ Json run_bench(const BenchOptions& options,
                     s["prompt_seconds"].get<double>() + w["prompt_seconds"].get<double>();
                 s["ttft_seconds"] =
                     s["ttft_seconds"].get<double>() + w["ttft_seconds"].get<double>();
+                for (const char* key : {"first_answer_page_faults", "follow_up_page_faults"})
+                    s[key] = s[key].get<std::uint64_t>() + w[key].get<std::uint64_t>();
             }
         }
         for (auto& [name, s] : per.items()) {
@@ -566,8 +659,46 @@ Json run_bench(const BenchOptions& options,
             pairs.push_back({{"pair", p}, {"order", p % 2 == 0 ? "AB" : "BA"}, {"ratios", ratios}});
         }
         report["pairs"] = pairs;
+        report["ratio_summary"] = ratio_summary(pairs);
     }
+    report_progress("done");
     return report;
+}
+
+Json ratio_stats(std::vector<double> values) {
+    std::sort(values.begin(), values.end());
+    if (values.empty()) return {{"n", 0}};
+    // Linear interpolation between closest ranks (numpy's default, "type 7").
+    auto quantile = [&](double q) {
+        const double pos = q * static_cast<double>(values.size() - 1);
+        const auto lo = static_cast<std::size_t>(pos);
+        const std::size_t hi = std::min(lo + 1, values.size() - 1);
+        return values[lo] + (pos - static_cast<double>(lo)) * (values[hi] - values[lo]);
+    };
+    return {{"n", values.size()},     {"median", quantile(0.5)}, {"q1", quantile(0.25)},
+            {"q3", quantile(0.75)},   {"min", values.front()},   {"max", values.back()}};
+}
+
+Json ratio_summary(const Json& pairs) {
+    std::map<std::string, std::map<std::string, std::vector<double>>> values;
+    std::vector<std::string> order;  // workloads in first-seen order
+    for (const auto& pr : pairs) {
+        for (const auto& [name, r] : pr["ratios"].items()) {
+            if (values.find(name) == values.end()) order.push_back(name);
+            auto& per = values[name];
+            for (const auto& [key, v] : r.items()) {
+                auto& list = per[key];
+                if (v.is_number()) list.push_back(v.get<double>());
+            }
+        }
+    }
+    Json out = Json::object();
+    for (const auto& name : order) {
+        Json w = Json::object();
+        for (const auto& [key, list] : values[name]) w[key] = ratio_stats(list);
+        out[name] = w;
+    }
+    return out;
 }
 
 std::string format_report(const Json& report) {
@@ -638,6 +769,17 @@ std::string format_report(const Json& report) {
                                    pr["pair"].get<int>(), pr["order"].get<std::string>(), name,
                                    show(r["decode_tok_s_b_over_a"]),
                                    show(r["prompt_seconds_b_over_a"]));
+            }
+        }
+    }
+    if (report.contains("ratio_summary")) {
+        out += "\nA/B median over pairs [min - max]\n";
+        for (const auto& [name, w] : report["ratio_summary"].items()) {
+            for (const auto& [key, st] : w.items()) {
+                if (st["n"].get<int>() == 0) continue;
+                out += fmt::format("  {:<13} {:<24} {:.4f} [{:.4f} - {:.4f}] ({} pairs)\n", name,
+                                   key, st["median"].get<double>(), st["min"].get<double>(),
+                                   st["max"].get<double>(), st["n"].get<int>());
             }
         }
     }

@@ -16,6 +16,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "neural/error.h"
 #include "runtime/model.h"
 
 namespace neural::bench {
@@ -53,18 +54,51 @@ struct BenchOptions {
   bool telemetry = true;
   bool probes = true;
   std::size_t probe_bytes = std::size_t{512} << 20;
-  // Called once per profile right after its model is loaded (the CLI's --ws-min / --prefetch).
+  // Called once per model load right after it (the CLI's --ws-min / --prefetch).
   std::function<void(const Model&)> after_load;
+  // Cancel: polled before each run, before each workload and each answer, and on every
+  // streamed token (a true then stops the answer in flight through ChatSession::cancel; a
+  // prompt pass in progress finishes first). When it returns true, run_bench releases its models
+  // and throws bench::Cancelled (a neural::Cancelled, so a neural::Error). Called on the thread
+  // that runs run_bench.
+  std::function<bool()> cancel;
+  // Fine progress for a progress bar: (fraction done 0..1, what is running), called after every
+  // model load and every answer on run_bench's thread; the fraction counts answers (a prompt size
+  // or a replay file is one answer) of all runs, so it reaches 1 after the last one.
+  std::function<void(double, const std::string&)> on_progress;
+  // Keep at most one model loaded: the other profile's model is released before the next one
+  // loads (so an A/B pair reloads whenever the profile changes). Always on when a profile's
+  // backend is not "cpu", so two GPU models (core + slot pool each) never hold VRAM together;
+  // see one_model_at_a_time(). The desktop app sets it to keep RAM for one model too.
+  bool one_model_at_a_time = false;
 };
+
+// Thrown by run_bench when BenchOptions::cancel returned true.
+class Cancelled : public neural::Cancelled {
+ public:
+  Cancelled() = default;
+};
+
+// Whether run_bench releases one profile's model before loading the other: the option, or any
+// profile with a backend other than "cpu" ("cuda", "auto").
+bool one_model_at_a_time(const BenchOptions& options);
 
 // The runs in order: without ab, repeat x profile 0; with ab, pair p runs A B (p even) or B A
 // (p odd), so the order is A B B A A B ... Returns {pair, profile index} per run.
 std::vector<std::pair<int, int>> run_order(int repeat, bool ab);
 
 // Runs everything and returns the report (schema "neural-bench" version 1, see BENCHMARKS.md).
-// `progress` gets one line per run. Throws neural::Error for bad options or workload files.
+// `progress` gets one line per run. Throws neural::Error for bad options or workload files, and
+// bench::Cancelled when options.cancel asked for it (no report then; every model released).
 Json run_bench(const BenchOptions& options,
                const std::function<void(const std::string&)>& progress = {});
+
+// Median, quartiles (linear interpolation), min and max of per-pair ratios: {"n", "median",
+// "q1", "q3", "min", "max"}; {"n": 0} for none.
+Json ratio_stats(std::vector<double> values);
+// Per workload and ratio key of report["pairs"]: ratio_stats over the pairs whose ratio is a
+// number (the report's "ratio_summary").
+Json ratio_summary(const Json& pairs);
 
 // The human-readable table of a report.
 std::string format_report(const Json& report);

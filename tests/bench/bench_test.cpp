@@ -1,5 +1,6 @@
 #include "bench/bench.h"
 
+#include <algorithm>
 #include <cstdlib>
 
 #include <fmt/format.h>
@@ -133,6 +134,157 @@ TEST(BenchReport, AbRunsMirroredWithRatios) {
                     b["prompt_seconds"].get<double>() / a["prompt_seconds"].get<double>(), 1e-9);
     }
     EXPECT_EQ(report["summary"]["a"]["decode"]["runs"], 2);
+    ASSERT_TRUE(report.contains("ratio_summary"));
+    EXPECT_EQ(report["ratio_summary"]["decode"]["prompt_seconds_b_over_a"]["n"], 2);
+}
+
+// Cancel before any answer: bench::Cancelled (a neural::Error), no progress past the start.
+TEST(BenchCancel, BeforeTheFirstAnswerThrowsCancelled) {
+    BenchOptions o = tiny_options();
+    o.probes = false;
+    int calls = 0;
+    o.cancel = [&] { return ++calls >= 2; };  // the first run's check passes, its workload's not
+    std::vector<double> fractions;
+    o.on_progress = [&](double f, const std::string&) { fractions.push_back(f); };
+    bool cancelled = false;
+    try {
+        run_bench(o);
+    } catch (const Cancelled&) {
+        cancelled = true;
+    }
+    EXPECT_TRUE(cancelled);
+    EXPECT_EQ(calls, 2);
+    for (double f : fractions) EXPECT_EQ(f, 0.0);  // only the model load reported
+    // A neural::Error for callers that catch those.
+    o.cancel = [] { return true; };
+    EXPECT_THROW(run_bench(o), Error);
+}
+
+// Cancel while an answer streams: the answer stops early (well before its 200 tokens), the
+// call throws, and a new run_bench afterwards works.
+TEST(BenchCancel, MidAnswerStopsTheAnswerAndLeavesTheEngineUsable) {
+    BenchOptions o = tiny_options();
+    o.probes = false;
+    o.decode_tokens = 200;
+    o.repeat = 2;
+    o.ab = true;
+    o.profiles = {Profile{"a", Json::object(), LoadOptions{}}, Profile{"b", Json::object(), LoadOptions{}}};
+    int calls = 0;
+    o.cancel = [&] { return ++calls >= 8; };  // 3 checks before the turn, then streamed tokens
+    int answers = 0;
+    o.on_progress = [&](double f, const std::string&) {
+        if (f > 0) ++answers;
+    };
+    EXPECT_THROW(run_bench(o), Cancelled);
+    EXPECT_EQ(answers, 0);
+    EXPECT_EQ(calls, 8);  // polled no more once it said yes
+
+    o.cancel = {};
+    o.decode_tokens = 3;
+    o.repeat = 1;
+    const Json report = run_bench(o);
+    EXPECT_EQ(report["runs"].size(), 2u);
+}
+
+// The progress fraction counts answers of all runs and ends at 1.
+TEST(BenchProgress, FractionGrowsToOne) {
+    test::TempDir dir;
+    write_replay(dir);
+    BenchOptions o = tiny_options();
+    o.probes = false;
+    o.workloads = {"decode", "prompt", "replay"};
+    o.workload_dir = dir.path();
+    o.repeat = 2;
+    std::vector<double> fractions;
+    o.on_progress = [&](double f, const std::string&) { fractions.push_back(f); };
+    run_bench(o);
+    ASSERT_FALSE(fractions.empty());
+    EXPECT_TRUE(std::is_sorted(fractions.begin(), fractions.end()));
+    EXPECT_DOUBLE_EQ(fractions.back(), 1.0);
+    // 2 runs x (decode + 2 prompt sizes + 2 replay files) = 10 answers: 1/10 after the first.
+    EXPECT_NE(std::find(fractions.begin(), fractions.end(), 0.1), fractions.end());
+}
+
+// VRAM safety: with one model at a time (forced here; automatic for a non-CPU backend) the
+// other profile's model is released and reloaded whenever the profile changes.
+TEST(BenchModels, OneModelAtATimeReloadsOnEveryProfileChange) {
+    BenchOptions o = tiny_options();
+    o.probes = false;
+    o.decode_tokens = 2;
+    o.repeat = 2;
+    o.ab = true;
+    o.profiles = {Profile{"a", Json::object(), LoadOptions{}}, Profile{"b", Json::object(), LoadOptions{}}};
+    EXPECT_FALSE(one_model_at_a_time(o));
+    auto loads = [&](const BenchOptions& opts) {
+        const Json report = run_bench(opts);
+        std::vector<bool> v;
+        for (const auto& r : report["runs"]) v.push_back(r["model_loaded"].get<bool>());
+        EXPECT_EQ(report["options"]["one_model_at_a_time"].get<bool>(), one_model_at_a_time(opts));
+        return v;
+    };
+    EXPECT_EQ(loads(o), (std::vector<bool>{true, true, false, false}));  // A B B A: both kept
+    o.one_model_at_a_time = true;
+    EXPECT_EQ(loads(o), (std::vector<bool>{true, true, false, true}));  // A reloaded after B
+
+    BenchOptions gpu = tiny_options();
+    gpu.profiles = {Profile{"a", Json::object(), LoadOptions{}}, Profile{"b", Json::object(), LoadOptions{}}};
+    gpu.profiles[1].load.backend = "cuda";
+    EXPECT_TRUE(one_model_at_a_time(gpu));
+    gpu.profiles[1].load.backend = "auto";
+    EXPECT_TRUE(one_model_at_a_time(gpu));
+}
+
+// Page faults of the first answer and of the follow-ups separately; together they are all of
+// the workload's faults (decode tokens + prompt passes).
+TEST(BenchReport, PageFaultsSplitFirstAnswerAndFollowUps) {
+    test::TempDir dir;
+    write_replay(dir);
+    BenchOptions o = tiny_options();
+    o.probes = false;
+    o.workloads = {"decode", "replay"};
+    o.workload_dir = dir.path();
+    const Json report = run_bench(o);
+    for (const char* name : {"decode", "replay"}) {
+        const Json& w = report["runs"][0]["workloads"][name];
+        EXPECT_EQ(w["first_answer_page_faults"].get<std::uint64_t>() +
+                      w["follow_up_page_faults"].get<std::uint64_t>(),
+                  w["page_faults"].get<std::uint64_t>() + w["prompt_page_faults"].get<std::uint64_t>())
+            << name;
+        EXPECT_TRUE(w["first_answer_page_faults_per_token"].is_number()) << name;
+    }
+    const Json& d = report["runs"][0]["workloads"]["decode"];
+    EXPECT_EQ(d["follow_ups"], 0);
+    EXPECT_EQ(d["follow_up_page_faults"], 0);
+    EXPECT_TRUE(d["follow_up_page_faults_per_token"].is_null());
+    const Json& r = report["runs"][0]["workloads"]["replay"];
+    EXPECT_EQ(r["follow_ups"], 1);
+    EXPECT_TRUE(r["follow_up_page_faults_per_token"].is_number());
+    // The per-token rate divides by the tokens the answers processed (new prompt + generated).
+    const Json& q0 = r["requests"][0];
+    const double first_tokens = q0["prompt_tokens"].get<double>() - q0["cached_tokens"].get<double>() +
+                                q0["decode_tokens"].get<double>();
+    EXPECT_NEAR(r["first_answer_page_faults_per_token"].get<double>(),
+                r["first_answer_page_faults"].get<double>() / first_tokens, 1e-12);
+    const Json& s = report["summary"]["default"]["replay"];
+    EXPECT_EQ(s["first_answer_page_faults"], r["first_answer_page_faults"]);
+    EXPECT_EQ(s["follow_up_page_faults"], r["follow_up_page_faults"]);
+}
+
+TEST(BenchRatios, MedianQuartilesAndRange) {
+    const Json st = ratio_stats({1.2, 0.8, 1.0, 1.1});
+    EXPECT_EQ(st["n"], 4);
+    EXPECT_DOUBLE_EQ(st["median"].get<double>(), 1.05);
+    EXPECT_DOUBLE_EQ(st["min"].get<double>(), 0.8);
+    EXPECT_DOUBLE_EQ(st["max"].get<double>(), 1.2);
+    EXPECT_NEAR(st["q1"].get<double>(), 0.95, 1e-12);
+    EXPECT_NEAR(st["q3"].get<double>(), 1.125, 1e-12);
+    EXPECT_EQ(ratio_stats({})["n"], 0);
+    const Json pairs = Json::parse(
+        R"([{"ratios": {"decode": {"decode_tok_s_b_over_a": 2.0, "prompt_seconds_b_over_a": null}}},
+            {"ratios": {"decode": {"decode_tok_s_b_over_a": 4.0, "prompt_seconds_b_over_a": 0.5}}}])");
+    const Json sum = ratio_summary(pairs);
+    EXPECT_DOUBLE_EQ(sum["decode"]["decode_tok_s_b_over_a"]["median"].get<double>(), 3.0);
+    EXPECT_EQ(sum["decode"]["prompt_seconds_b_over_a"]["n"], 1);
 }
 
 TEST(BenchErrors, BadInputsSayWhatIsWrong) {
