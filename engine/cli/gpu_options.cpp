@@ -17,12 +17,18 @@ const char* const kGpuFlagsHelp =
   --prefill-weight F       weight of a prompt token's routing in admission scores (0.25)
   --context N              K/V positions kept on the GPU (default min(model max, 8192))
   --device N               CUDA device index (0)
+  --prefill-order ORDER    prompts: layer (each layer over all blocks; default), block, or
+                           token (the decode path token by token, the reference)
+  --prefill-block N        prompt tokens per block (2048)
+  --scratch N              VRAM scratch slots that non-resident experts are staged into (4)
+  --prefill-cpu-tokens N   non-resident experts with at most N prompt tokens run on the CPU
+                           instead of being staged; 0-16 (16)
 )";
 
 void add_gpu_flags(std::set<std::string>& flags) {
     flags.insert({"--backend", "--vram-budget", "--pool", "--pool-slots", "--static-fraction",
                   "--ranking", "--refresh-every", "--refresh-m", "--prefill-weight", "--context",
-                  "--device"});
+                  "--device", "--prefill-order", "--prefill-block", "--scratch", "--prefill-cpu-tokens"});
 }
 
 void apply_gpu_flags(const Args& args, LoadOptions& o) {
@@ -46,10 +52,22 @@ void apply_gpu_flags(const Args& args, LoadOptions& o) {
         in_range("--prefill-weight", args.get_double("--prefill-weight", g.prefill_weight), 0, 1000);
     g.context = args.get_int("--context", 0, 0, std::int64_t{1} << 31);
     g.device = static_cast<int>(args.get_int("--device", 0, 0, 1024));
+    g.prefill_order = args.get_or("--prefill-order", g.prefill_order);
+    if (g.prefill_order != "layer" && g.prefill_order != "block" && g.prefill_order != "token") {
+        fail("--prefill-order must be layer, block or token, got \"{}\"", g.prefill_order);
+    }
+    g.prefill_block = static_cast<int>(args.get_int("--prefill-block", g.prefill_block, 1, 65536));
+    g.scratch_slots = static_cast<int>(args.get_int("--scratch", g.scratch_slots, 1, 64));
+    g.prefill_cpu_tokens = static_cast<int>(args.get_int("--prefill-cpu-tokens", g.prefill_cpu_tokens, 0, 16));
     // An explicit --kernel-persistent (0 or 1) decides for the GPU backend too.
     if (args.has("--kernel-persistent")) g.prefer_persistent_team = false;
     if (o.backend == "cpu") {
-        for (const char* f : {"--vram-budget", "--pool", "--pool-slots", "--ranking", "--context"}) {
+        for (const char* f : {"--vram-budget", "--pool", "--pool-slots", "--ranking", "--context",
+                              "--prefill-order", "--prefill-block", "--scratch", "--prefill-cpu-tokens"}) {
+            // --ranking also orders the RAM warm-up and --lock-ram (engine_options.cpp).
+            if (std::string(f) == "--ranking" && (args.has("--warmup-ram") || args.has("--lock-ram"))) {
+                continue;
+            }
             if (args.has(f)) fail("{} needs --backend cuda (or auto)", f);
         }
     }

@@ -20,9 +20,14 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <condition_variable>
 #include <cstring>
+#include <exception>
 #include <fstream>
+#include <functional>
+#include <future>
 #include <memory>
+#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -35,9 +40,12 @@
 #include "cpu/rope.h"
 #include "cpu/team/worker_team.h"
 #include "cuda/attention.cuh"
+#include "cuda/attention_prefill.cuh"
 #include "cuda/cuda_check.h"
 #include "cuda/device.cuh"
+#include "cuda/expert_gemm.cuh"
 #include "cuda/expert_mxfp4.cuh"
+#include "cuda/gemm_bf16_rows.cuh"
 #include "cuda/gemv_bf16.cuh"
 #include "cuda/residual.cuh"
 #include "cuda/rms_norm.cuh"
@@ -99,6 +107,121 @@ struct HostBuffer {
         NEURAL_CUDA(cudaHostGetDevicePointer(&d, ptr, 0));
         return static_cast<T*>(d);
     }
+};
+
+// Prefill's staging ring: producer threads copy expert records from RAM (the store mapping, or
+// assembled from a packed store / the checkpoint) into pinned host buffers, running ahead of the
+// main thread, which uploads each buffer into a scratch slot. Job j uses buffer j % depth; its
+// producer first waits until job j - depth's upload was issued and has completed.
+class StagingRing {
+ public:
+    using Fill = std::function<void(int layer, int expert, std::uint8_t* dst)>;
+
+    StagingRing(int device, int depth, std::size_t bytes, Fill fill)
+        : device_(device), fill_(std::move(fill)) {
+        for (int b = 0; b < depth; ++b) {
+            buffers_.emplace_back(bytes);
+            cudaEvent_t ev;
+            NEURAL_CUDA(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
+            uploaded_.push_back(ev);
+        }
+        for (int w = 0; w < depth; ++w) workers_.emplace_back([this] { work(); });
+    }
+    ~StagingRing() {
+        {
+            std::lock_guard<std::mutex> lock(mu_);
+            stop_ = true;
+        }
+        cv_.notify_all();
+        for (auto& w : workers_) w.join();
+        for (auto e : uploaded_) cudaEventDestroy(e);
+    }
+    int depth() const { return static_cast<int>(buffers_.size()); }
+
+    // A new batch of records to stage, in the order the main thread will take them.
+    void start(std::vector<std::pair<int, int>> jobs) {
+        std::lock_guard<std::mutex> lock(mu_);
+        jobs_ = std::move(jobs);
+        state_.assign(jobs_.size(), 0);
+        issued_.assign(jobs_.size(), false);
+        next_ = 0;
+        error_ = nullptr;
+        cv_.notify_all();
+    }
+    // Waits until job j's buffer is filled (rethrows a producer's error); returns the buffer.
+    const HostBuffer& wait(std::size_t j) {
+        std::unique_lock<std::mutex> lock(mu_);
+        cv_.wait(lock, [&] { return state_[j] == 2 || error_ != nullptr; });
+        if (error_ != nullptr) std::rethrow_exception(error_);
+        return buffers_[j % buffers_.size()];
+    }
+    // The upload of job j's buffer was enqueued on `stream`: the buffer is free once it ran.
+    void issued(std::size_t j, cudaStream_t stream) {
+        NEURAL_CUDA(cudaEventRecord(uploaded_[j % buffers_.size()], stream));
+        std::lock_guard<std::mutex> lock(mu_);
+        issued_[j] = true;
+        cv_.notify_all();
+    }
+    // Stops handing out jobs of the current batch (after an error on the main thread) and waits
+    // for producers still filling.
+    void abandon() {
+        std::unique_lock<std::mutex> lock(mu_);
+        next_ = jobs_.size();
+        cv_.wait(lock, [&] { return filling_ == 0; });
+        jobs_.clear();
+        state_.clear();
+        issued_.clear();
+    }
+
+ private:
+    void work() {
+        cudaSetDevice(device_);
+        std::unique_lock<std::mutex> lock(mu_);
+        for (;;) {
+            cv_.wait(lock, [&] {
+                if (stop_) return true;
+                if (next_ >= jobs_.size() || error_ != nullptr) return false;
+                return next_ < buffers_.size() || issued_[next_ - buffers_.size()];
+            });
+            if (stop_) return;
+            const std::size_t j = next_++;
+            const auto [layer, expert] = jobs_[j];
+            state_[j] = 1;
+            ++filling_;
+            lock.unlock();
+            std::exception_ptr err;
+            try {
+                // The buffer's previous upload (job j - depth) must have landed.
+                NEURAL_CUDA(cudaEventSynchronize(uploaded_[j % buffers_.size()]));
+                fill_(layer, expert, buffers_[j % buffers_.size()].template host<std::uint8_t>());
+            } catch (...) {
+                err = std::current_exception();
+            }
+            lock.lock();
+            --filling_;
+            if (err != nullptr) {
+                if (error_ == nullptr) error_ = err;
+            } else if (j < state_.size()) {
+                state_[j] = 2;
+            }
+            cv_.notify_all();
+        }
+    }
+
+    int device_ = 0;
+    Fill fill_;
+    std::vector<HostBuffer> buffers_;
+    std::vector<cudaEvent_t> uploaded_;
+    std::vector<std::thread> workers_;
+    std::mutex mu_;
+    std::condition_variable cv_;
+    std::vector<std::pair<int, int>> jobs_;
+    std::vector<int> state_;  // 0 waiting, 1 filling, 2 filled
+    std::vector<bool> issued_;
+    std::size_t next_ = 0;
+    int filling_ = 0;
+    std::exception_ptr error_;
+    bool stop_ = false;
 };
 
 struct LayerDevice {
@@ -272,6 +395,8 @@ class CudaBackend final : public Backend {
         pos_ = dalloc<int>(1, "position");
         table_ = dalloc<int>(static_cast<std::size_t>(L_) * Es, "slot table");
 
+        init_prefill();
+
         in_x_ = HostBuffer(Hs * 4);
         h_host_ = HostBuffer(Hs * 4);
         cpu_out_ = HostBuffer(Hs * 4);
@@ -344,18 +469,81 @@ class CudaBackend final : public Backend {
         }
         NEURAL_CUDA(cudaMemcpy(table_, table.data(), table.size() * 4, cudaMemcpyHostToDevice));
 
+        if (prefill_) {
+            ring_ = std::make_unique<StagingRing>(opt_.device, opt_.scratch_slots, static_cast<std::size_t>(record_bytes_),
+                                                  [this](int l, int e, std::uint8_t* dst) { fill_record(l, e, dst); });
+        }
         capture_graphs();
         description_ = fmt::format(
             "cuda ({}, VRAM budget {:.2f} GiB: core {:.2f} GiB, K/V {:.2f} GiB for {} positions, "
             "{} expert slots = {:.2f} GiB ({} static, {} resident, residency {}); misses: {} kernel, "
-            "{} team, {} threads{})",
+            "{} team, {} threads{}; prefill {})",
             dev.name, static_cast<double>(budget_) / kGiB, static_cast<double>(core_bytes_) / kGiB,
             static_cast<double>(kv_bytes_) / kGiB, ctx_, residency_->slots(),
             static_cast<double>(residency_->slots()) * static_cast<double>(stride_) / kGiB,
             residency_->static_slots(), residency_->resident_count(),
             residency_->frozen() ? "frozen" : fmt::format("adaptive every {} tokens", opt_.refresh_every),
             cpu::kernel_isa_name(kernel_->isa()), team_->name(), team_->size(),
-            in_.store == nullptr ? ", experts from the checkpoint" : "");
+            in_.store == nullptr ? ", experts from the checkpoint" : "",
+            prefill_ ? fmt::format("{}-major, blocks of {}, {} scratch slots, CPU up to {} tokens",
+                                   opt_.prefill_order, pf_block_, opt_.scratch_slots, opt_.prefill_cpu_tokens)
+                     : std::string("token by token"));
+    }
+
+    // Prefill buffers (budget-accounted before the slot pool takes the rest; fit.cpp mirrors
+    // them in gpu_memory_layout).
+    void init_prefill() {
+        const std::string& order = opt_.prefill_order;
+        if (order != "layer" && order != "block" && order != "token") {
+            fail("--prefill-order \"{}\": expected layer, block or token", order);
+        }
+        if (order == "token") return;
+        if (d_ != cuda::kPrefillHeadDim) {
+            spdlog::warn("GPU prefill needs head_dim {} (this model: {}); prompts run token by token",
+                         cuda::kPrefillHeadDim, d_);
+            return;
+        }
+        if (opt_.prefill_block < 1) fail("--prefill-block must be at least 1");
+        if (opt_.scratch_slots < 1) fail("--scratch must be at least 1");
+        if (opt_.prefill_cpu_tokens < 0 || opt_.prefill_cpu_tokens > cpu::ExpertKernel::kMaxTokens) {
+            fail("--prefill-cpu-tokens must be 0..{}", cpu::ExpertKernel::kMaxTokens);
+        }
+        const auto Hs = static_cast<std::size_t>(H_), Ks = static_cast<std::size_t>(K_),
+                   ctx = static_cast<std::size_t>(ctx_);
+        pf_block_ = static_cast<int>(std::min<std::int64_t>(opt_.prefill_block, ctx_));
+        const auto B = static_cast<std::size_t>(pf_block_);
+        pf_x_ = dalloc<float>(ctx * Hs, "prefill activations");
+        pf_acc_ = dalloc<float>(ctx * Hs, "prefill activations");
+        NEURAL_CUDA(cudaMemset(pf_acc_, 0, ctx * Hs * 4));
+        pf_h_ = dalloc<std::uint16_t>(ctx * Hs, "prefill activations");
+        pf_sel_ = dalloc<int>(ctx * Ks, "prefill routing");
+        pf_gate_ = dalloc<float>(ctx * Ks, "prefill routing");
+        pf_entries_ = dalloc<int>(ctx * Ks, "prefill routing");
+        pf_hin_ = dalloc<std::uint16_t>(B * Hs, "prefill block buffers");
+        pf_qkv_ = dalloc<float>(B * static_cast<std::size_t>(Q_ + 2 * KV_), "prefill block buffers");
+        pf_attn_ = dalloc<std::uint16_t>(B * static_cast<std::size_t>(Q_), "prefill block buffers");
+        pf_logits_ = dalloc<float>(B * static_cast<std::size_t>(E_), "prefill block buffers");
+        pf_act_ = dalloc<std::uint16_t>(B * static_cast<std::size_t>(I_), "prefill block buffers");
+        const std::uint64_t record = cpu::ExpertRecordView::raw_bytes(H_, I_);
+        const std::uint64_t stride = (record + kSlotAlign - 1) / kSlotAlign * kSlotAlign;
+        pf_scratch_ = dalloc<std::uint8_t>(static_cast<std::size_t>(opt_.scratch_slots) * stride, "prefill scratch slots");
+        for (int i = 0; i < opt_.scratch_slots; ++i) {
+            cudaEvent_t a, b;
+            NEURAL_CUDA(cudaEventCreateWithFlags(&a, cudaEventDisableTiming));
+            NEURAL_CUDA(cudaEventCreateWithFlags(&b, cudaEventDisableTiming));
+            pf_landed_.push_back(a);
+            pf_free_.push_back(b);
+        }
+        NEURAL_CUDA(cudaEventCreateWithFlags(&pf_h_ready_, cudaEventDisableTiming));
+        pf_emb_ = HostBuffer(B * Hs * 4);
+        pf_route_host_ = HostBuffer(ctx * Ks * 8);
+        pf_entries_host_ = HostBuffer(ctx * Ks * 4);
+        pf_h_host_ = HostBuffer(ctx * Hs * 2);
+        if (opt_.prefill_cpu_tokens > 0) {
+            pf_cpu_rows_ = HostBuffer(static_cast<std::size_t>(E_) * static_cast<std::size_t>(opt_.prefill_cpu_tokens) * Hs * 4);
+            pf_cpu_start_ = HostBuffer((ctx + 1) * 4);
+        }
+        prefill_ = true;
     }
 
     void capture_graphs() {
@@ -401,6 +589,13 @@ class CudaBackend final : public Backend {
         NEURAL_CUDA(cudaMemcpyAsync(logits_host_.ptr, logits_, static_cast<std::size_t>(V_) * 4,
                                     cudaMemcpyDeviceToHost, stream_));
         tail_ = end_capture();
+        // Prefill's logits: x_ holds a prompt row (copied from the prefill activations).
+        NEURAL_CUDA(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
+        cuda::rms_norm(x_, final_norm_, c.rms_norm_eps, H_, h_, nullptr, stream_);
+        cuda::gemv_bf16(lm_head_, nullptr, h_, logits_, V_, H_, false, stream_);
+        NEURAL_CUDA(cudaMemcpyAsync(logits_host_.ptr, logits_, static_cast<std::size_t>(V_) * 4,
+                                    cudaMemcpyDeviceToHost, stream_));
+        tail_rows_ = end_capture();
     }
 
     cudaGraphExec_t end_capture() {
@@ -419,6 +614,11 @@ class CudaBackend final : public Backend {
         if (copy_stream_ != nullptr) cudaStreamSynchronize(copy_stream_);
         for (auto g : graphs_) cudaGraphExecDestroy(g);
         if (tail_ != nullptr) cudaGraphExecDestroy(tail_);
+        if (tail_rows_ != nullptr) cudaGraphExecDestroy(tail_rows_);
+        ring_.reset();
+        for (auto e : pf_landed_) cudaEventDestroy(e);
+        for (auto e : pf_free_) cudaEventDestroy(e);
+        if (pf_h_ready_ != nullptr) cudaEventDestroy(pf_h_ready_);
         for (auto e : routed_) cudaEventDestroy(e);
         for (auto e : capture_done_) cudaEventDestroy(e);
         if (evict_ != nullptr) cudaEventDestroy(evict_);
@@ -478,6 +678,298 @@ class CudaBackend final : public Backend {
         return x;
     }
 
+
+    // ---- prefill ---------------------------------------------------------------------------
+    // Runs `work` at positions start .. start + n - 1 (docs/CUDA.md "Prefill"), writing the
+    // logits of rows first_out .. n - 1 to `logits_out` ([n - first_out, V]); the observer sees
+    // the routing of positions >= observe_from.
+    void prefill(const std::vector<TokenId>& work, std::int64_t start, std::int64_t first_out,
+                 float* logits_out, std::int64_t observe_from, RouterObserver* observer,
+                 const std::atomic<bool>* cancel) {
+        const auto t_begin = Clock::now();
+        const int n = static_cast<int>(work.size());
+        const std::size_t Hs = static_cast<std::size_t>(H_);
+        PrefillStats st;
+        // Admissions in flight finish first: the host's slot map must equal the device table.
+        NEURAL_CUDA(cudaStreamSynchronize(copy_stream_));
+        poll_uploads();
+
+        // Embeddings (bf16 rows widened on the host) into the prompt's residual stream.
+        const Bf16View& emb = in_.weights->embed;
+        for (int b0 = 0; b0 < n; b0 += pf_block_) {
+            const int rows = std::min(pf_block_, n - b0);
+            float* dst = pf_emb_.host<float>();
+            for (int r = 0; r < rows; ++r) {
+                const TokenId id = work[static_cast<std::size_t>(b0 + r)];
+                for (int i = 0; i < H_; ++i) dst[static_cast<std::size_t>(r) * Hs + static_cast<std::size_t>(i)] = emb.at(id, i);
+            }
+            NEURAL_CUDA(cudaMemcpyAsync(pf_x_ + static_cast<std::size_t>(b0) * Hs, dst,
+                                        static_cast<std::size_t>(rows) * Hs * 4, cudaMemcpyHostToDevice, stream_));
+            NEURAL_CUDA(cudaStreamSynchronize(stream_));  // pf_emb_ is reused by the next block
+        }
+
+        const auto check_cancel = [&] {
+            if (cancel != nullptr && cancel->load(std::memory_order_relaxed)) throw Cancelled();
+        };
+        if (opt_.prefill_order == "layer") {
+            for (int l = 0; l < L_; ++l) {
+                check_cancel();
+                for (int b0 = 0; b0 < n; b0 += pf_block_) dense_rows(l, b0, std::min(pf_block_, n - b0), start, st);
+                expert_rows(l, 0, n, start, observe_from, observer, st);
+            }
+        } else {
+            for (int b0 = 0; b0 < n; b0 += pf_block_) {
+                const int rows = std::min(pf_block_, n - b0);
+                for (int l = 0; l < L_; ++l) {
+                    check_cancel();
+                    dense_rows(l, b0, rows, start, st);
+                    expert_rows(l, b0, rows, start, observe_from, observer, st);
+                }
+            }
+        }
+
+        // Logits of the rows asked for, through the decode tail's kernels.
+        for (std::int64_t r = first_out; r < n; ++r) {
+            NEURAL_CUDA(cudaMemcpyAsync(x_, pf_x_ + static_cast<std::size_t>(r) * Hs, Hs * 4,
+                                        cudaMemcpyDeviceToDevice, stream_));
+            NEURAL_CUDA(cudaGraphLaunch(tail_rows_, stream_));
+            NEURAL_CUDA(cudaStreamSynchronize(stream_));
+            std::memcpy(logits_out + (r - first_out) * V_, logits_host_.ptr, static_cast<std::size_t>(V_) * 4);
+        }
+        NEURAL_CUDA(cudaStreamSynchronize(stream_));
+        const std::uint64_t total_ns = ns_since(t_begin);
+        spdlog::info("prefill: {} tokens in {:.3f} s ({:.0f} tok/s), {}-major: host launch {:.3f} s, routing sync "
+                     "{:.3f} s, staging wait {:.3f} s, CPU multi-token {:.3f} s (waited {:.3f} s); {} experts "
+                     "staged ({:.2f} GB), {} from slots, {} on the CPU",
+                     n, total_ns / 1e9, n / (total_ns / 1e9), opt_.prefill_order, st.launch_ns / 1e9,
+                     st.route_ns / 1e9, st.staging_ns / 1e9, st.cpu_ns / 1e9, st.cpu_wait_ns / 1e9, st.staged,
+                     static_cast<double>(st.staged * record_bytes_) / 1e9, st.resident, st.cpu_groups);
+        if (BackendCounters* bc = in_.counters) {
+            constexpr auto rl = std::memory_order_relaxed;
+            bc->prefill_tokens.fetch_add(static_cast<std::uint64_t>(n), rl);
+            bc->prefill_ns.fetch_add(total_ns, rl);
+            bc->prefill_launch_ns.fetch_add(st.launch_ns, rl);
+            bc->prefill_route_ns.fetch_add(st.route_ns, rl);
+            bc->prefill_staging_ns.fetch_add(st.staging_ns, rl);
+            bc->prefill_cpu_ns.fetch_add(st.cpu_ns, rl);
+            bc->prefill_cpu_wait_ns.fetch_add(st.cpu_wait_ns, rl);
+            bc->prefill_staged.fetch_add(st.staged, rl);
+            bc->prefill_staged_bytes.fetch_add(st.staged * record_bytes_, rl);
+            bc->prefill_resident.fetch_add(st.resident, rl);
+            bc->prefill_cpu_groups.fetch_add(st.cpu_groups, rl);
+        }
+    }
+
+    struct PrefillStats {
+        std::uint64_t launch_ns = 0, route_ns = 0, staging_ns = 0, cpu_ns = 0, cpu_wait_ns = 0;
+        std::uint64_t staged = 0, resident = 0, cpu_groups = 0;
+    };
+
+    // Layer l's attention half for rows b0 .. b0 + rows - 1 of the prompt (positions start + b0 ..):
+    // norm, QKV, RoPE + K/V, attention, output projection (+= x), norm (the experts' input),
+    // router, top-k.
+    void dense_rows(int l, int b0, int rows, std::int64_t start, PrefillStats& st) {
+        const auto t0 = Clock::now();
+        const ModelConfig& c = *in_.config;
+        const LayerDevice& ld = layers_[static_cast<std::size_t>(l)];
+        const std::size_t Hs = static_cast<std::size_t>(H_);
+        float* x = pf_x_ + static_cast<std::size_t>(b0) * Hs;
+        const int qkv_cols = Q_ + 2 * KV_;
+        const int pos0 = static_cast<int>(start + b0);
+        cuda::rms_norm_rows(x, ld.input_norm, c.rms_norm_eps, H_, rows, pf_hin_, stream_);
+        cuda::gemm_bf16_rows(pf_hin_, rows, H_, ld.qkv_w, ld.qkv_b, qkv_cols, pf_qkv_, qkv_cols, false, stream_);
+        cuda::rope_kv_rows(pf_qkv_, rows, nq_, nkv_, d_, inv_freq_, concentration_, pos0, ld.k_cache,
+                           ld.v_cache, stream_);
+        const int window = c.layer_is_sliding[static_cast<std::size_t>(l)] ? c.sliding_window : 0;
+        cuda::attention_prefill(pf_qkv_, qkv_cols, rows, pos0, ld.k_cache, ld.v_cache, ld.sinks, nq_, nkv_,
+                                window, pf_attn_, stream_);
+        cuda::gemm_bf16_rows(pf_attn_, rows, Q_, ld.o_w, ld.o_b, H_, x, H_, true, stream_);
+        std::uint16_t* h = pf_h_ + static_cast<std::size_t>(b0) * Hs;
+        cuda::rms_norm_rows(x, ld.post_norm, c.rms_norm_eps, H_, rows, h, stream_);
+        cuda::gemm_bf16_rows(h, rows, H_, ld.router_w, ld.router_b, E_, pf_logits_, E_, false, stream_);
+        cuda::router_topk_rows(pf_logits_, rows, E_, K_, pf_sel_ + static_cast<std::size_t>(b0) * K_,
+                               pf_gate_ + static_cast<std::size_t>(b0) * K_, stream_);
+        NEURAL_CUDA(cudaGetLastError());
+        st.launch_ns += ns_since(t0);
+    }
+
+    // Layer l's experts for rows b0 .. b0 + rows - 1: the routing comes to the host, tokens are
+    // grouped by expert (token order within a group), and each expert runs once over its tokens,
+    // in expert index order: from its VRAM slot, staged through the ring into a scratch slot, or
+    // (few tokens, not resident) on the CPU with the multi-token kernel while the GPU works.
+    void expert_rows(int l, int b0, int rows, std::int64_t start, std::int64_t observe_from,
+                     RouterObserver* observer, PrefillStats& st) {
+        const std::size_t Hs = static_cast<std::size_t>(H_), Ks = static_cast<std::size_t>(K_);
+        const ModelConfig& c = *in_.config;
+        const LayerDevice& ld = layers_[static_cast<std::size_t>(l)];
+        int* sel_host = pf_route_host_.host<int>();
+        float* gate_host = reinterpret_cast<float*>(sel_host + static_cast<std::size_t>(ctx_) * Ks);
+        auto t0 = Clock::now();
+        NEURAL_CUDA(cudaMemcpyAsync(sel_host + b0 * Ks, pf_sel_ + b0 * Ks, rows * Ks * 4, cudaMemcpyDeviceToHost, stream_));
+        NEURAL_CUDA(cudaMemcpyAsync(gate_host + b0 * Ks, pf_gate_ + b0 * Ks, rows * Ks * 4, cudaMemcpyDeviceToHost, stream_));
+        NEURAL_CUDA(cudaStreamSynchronize(stream_));
+        st.route_ns += ns_since(t0);
+        t0 = Clock::now();
+
+        // Groups: entries t * K + k (t relative to the prompt), token order within an expert.
+        std::vector<int> count(static_cast<std::size_t>(E_), 0);
+        for (int t = b0; t < b0 + rows; ++t) {
+            const int* sel = sel_host + static_cast<std::size_t>(t) * Ks;
+            for (int k = 0; k < K_; ++k) {
+                const int e = sel[k];
+                if (e < 0 || e >= E_) fail("prefill: router chose expert {} of {}", e, E_);
+                ++count[static_cast<std::size_t>(e)];
+            }
+            residency_->observe(l, std::span<const int>(sel, Ks), true);
+            if (observer != nullptr && start + t >= observe_from) {
+                observer->on_route(l, start + t, std::span<const int>(sel, Ks),
+                                   std::span<const float>(gate_host + static_cast<std::size_t>(t) * Ks, Ks));
+            }
+        }
+        std::vector<int> offset(static_cast<std::size_t>(E_) + 1, 0);
+        for (int e = 0; e < E_; ++e) offset[static_cast<std::size_t>(e) + 1] = offset[static_cast<std::size_t>(e)] + count[static_cast<std::size_t>(e)];
+        int* entries = pf_entries_host_.host<int>();
+        {
+            std::vector<int> fill(offset.begin(), offset.end() - 1);
+            for (int t = b0; t < b0 + rows; ++t) {
+                for (int k = 0; k < K_; ++k) {
+                    const int e = sel_host[static_cast<std::size_t>(t) * Ks + static_cast<std::size_t>(k)];
+                    entries[fill[static_cast<std::size_t>(e)]++] = t * K_ + k;
+                }
+            }
+        }
+        NEURAL_CUDA(cudaMemcpyAsync(pf_entries_, entries, static_cast<std::size_t>(offset.back()) * 4,
+                                    cudaMemcpyHostToDevice, stream_));
+
+        // Where each expert runs.
+        enum Where { kNone, kSlot, kStaged, kCpu };
+        std::vector<Where> where(static_cast<std::size_t>(E_), kNone);
+        std::vector<std::pair<int, int>> staged;
+        std::vector<int> cpu_experts;
+        for (int e = 0; e < E_; ++e) {
+            const int cnt = count[static_cast<std::size_t>(e)];
+            if (cnt == 0) continue;
+            if (residency_->slot_of(l, e) >= 0) {
+                where[static_cast<std::size_t>(e)] = kSlot;
+            } else if (cnt <= opt_.prefill_cpu_tokens) {
+                where[static_cast<std::size_t>(e)] = kCpu;
+                cpu_experts.push_back(e);
+            } else {
+                where[static_cast<std::size_t>(e)] = kStaged;
+                staged.emplace_back(l, e);
+            }
+        }
+        if (!staged.empty()) ring_->start(staged);
+
+        // The CPU's experts on a worker thread: one output row per (token, choice), grouped by
+        // token (CSR in pf_cpu_start_) so the add kernel sums a token's rows in a fixed order.
+        std::future<std::uint64_t> cpu_job;
+        const int* cpu_start_dev = nullptr;
+        if (!cpu_experts.empty()) {
+            NEURAL_CUDA(cudaMemcpyAsync(pf_h_host_.host<std::uint16_t>() + static_cast<std::size_t>(b0) * Hs,
+                                        pf_h_ + static_cast<std::size_t>(b0) * Hs,
+                                        static_cast<std::size_t>(rows) * Hs * 2, cudaMemcpyDeviceToHost, stream_));
+            NEURAL_CUDA(cudaEventRecord(pf_h_ready_, stream_));
+            int* cstart = pf_cpu_start_.host<int>();
+            std::vector<int> row_of_entry(static_cast<std::size_t>(rows) * Ks, -1);
+            int next = 0;
+            for (int t = b0; t < b0 + rows; ++t) {
+                cstart[t - b0] = next;
+                for (int k = 0; k < K_; ++k) {
+                    const int e = sel_host[static_cast<std::size_t>(t) * Ks + static_cast<std::size_t>(k)];
+                    if (where[static_cast<std::size_t>(e)] == kCpu) row_of_entry[static_cast<std::size_t>(t - b0) * Ks + static_cast<std::size_t>(k)] = next++;
+                }
+            }
+            cstart[rows] = next;
+            cpu_start_dev = pf_cpu_start_.device<int>();
+            cpu_job = std::async(std::launch::async, [this, l, b0, rows, &cpu_experts, &offset, entries, gate_host,
+                                                      row_of_entry = std::move(row_of_entry)]() {
+                const auto c0 = Clock::now();
+                NEURAL_CUDA(cudaEventSynchronize(pf_h_ready_));
+                const std::size_t H = static_cast<std::size_t>(H_);
+                const std::uint16_t* hb = pf_h_host_.host<std::uint16_t>();
+                float* out_rows = pf_cpu_rows_.host<float>();
+                std::vector<float> xs(static_cast<std::size_t>(cpu::ExpertKernel::kMaxTokens) * H);
+                for (const int e : cpu_experts) {
+                    const int o0 = offset[static_cast<std::size_t>(e)], o1 = offset[static_cast<std::size_t>(e) + 1];
+                    std::vector<const float*> xp;
+                    std::vector<float*> outp;
+                    std::vector<float> w;
+                    for (int j = o0; j < o1; ++j) {
+                        const int entry = entries[j], t = entry / K_;
+                        float* xr = xs.data() + static_cast<std::size_t>(j - o0) * H;
+                        const std::uint16_t* src = hb + static_cast<std::size_t>(t) * H;
+                        for (std::size_t i = 0; i < H; ++i) xr[i] = bf16_to_float(src[i]);
+                        float* orow = out_rows + static_cast<std::size_t>(row_of_entry[static_cast<std::size_t>(entry - b0 * K_)]) * H;
+                        std::memset(orow, 0, H * 4);
+                        xp.push_back(xr);
+                        outp.push_back(orow);
+                        w.push_back(gate_host[entry]);
+                    }
+                    cpu::ExpertInput in = cpu_input(l, e, 0);
+                    kernel_->multi(*team_, in, xp, w, outp);
+                }
+                (void)rows;
+                return ns_since(c0);
+            });
+            st.cpu_groups += cpu_experts.size();
+        }
+
+        // The GPU's experts, in expert index order.
+        const cuda::ExpertShape shape{H_, I_, K_, E_, c.swiglu_limit, c.swiglu_alpha};
+        std::size_t next_staged = 0;
+        std::uint64_t staging_wait = 0;
+        try {
+            for (int e = 0; e < E_; ++e) {
+                const Where w = where[static_cast<std::size_t>(e)];
+                if (w != kSlot && w != kStaged) continue;
+                const std::uint8_t* record;
+                int scratch = -1;
+                if (w == kSlot) {
+                    record = pool_ + static_cast<std::uint64_t>(residency_->slot_of(l, e)) * stride_;
+                    ++st.resident;
+                } else {
+                    const std::size_t j = next_staged++;
+                    scratch = static_cast<int>(j % pf_landed_.size());
+                    const auto w0 = Clock::now();
+                    const HostBuffer& buf = ring_->wait(j);
+                    staging_wait += ns_since(w0);
+                    std::uint8_t* slot = pf_scratch_ + static_cast<std::uint64_t>(scratch) * stride_;
+                    // The scratch slot's previous expert must be done before it is overwritten.
+                    NEURAL_CUDA(cudaStreamWaitEvent(copy_stream_, pf_free_[static_cast<std::size_t>(scratch)], 0));
+                    NEURAL_CUDA(cudaMemcpyAsync(slot, buf.ptr, record_bytes_, cudaMemcpyHostToDevice, copy_stream_));
+                    ring_->issued(j, copy_stream_);
+                    NEURAL_CUDA(cudaEventRecord(pf_landed_[static_cast<std::size_t>(scratch)], copy_stream_));
+                    NEURAL_CUDA(cudaStreamWaitEvent(stream_, pf_landed_[static_cast<std::size_t>(scratch)], 0));
+                    record = slot;
+                    ++st.staged;
+                }
+                const int o0 = offset[static_cast<std::size_t>(e)];
+                const int cnt = count[static_cast<std::size_t>(e)];
+                for (int m0 = 0; m0 < cnt; m0 += pf_block_) {
+                    cuda::expert_gemm(record, e, shape, pf_entries_ + o0 + m0, std::min(pf_block_, cnt - m0),
+                                      pf_h_, pf_gate_, ld.gate_up_bias, ld.down_bias, pf_act_, pf_acc_, stream_);
+                }
+                if (scratch >= 0) NEURAL_CUDA(cudaEventRecord(pf_free_[static_cast<std::size_t>(scratch)], stream_));
+            }
+            NEURAL_CUDA(cudaGetLastError());
+        } catch (...) {
+            if (cpu_job.valid()) cpu_job.wait();
+            throw;
+        }
+        st.staging_ns += staging_wait;
+        st.launch_ns += ns_since(t0) - staging_wait;
+        if (cpu_job.valid()) {
+            const auto w0 = Clock::now();
+            st.cpu_ns += cpu_job.get();
+            st.cpu_wait_ns += ns_since(w0);
+        }
+        const std::size_t xs_off = static_cast<std::size_t>(b0) * Hs;
+        cuda::add_moe_rows(pf_x_ + xs_off, pf_acc_ + xs_off, H_, rows, cpu_start_dev,
+                           cpu_start_dev != nullptr ? pf_cpu_rows_.device<float>() : nullptr, stream_);
+        NEURAL_CUDA(cudaGetLastError());
+    }
+
     // ---- the token loop --------------------------------------------------------------------
     std::vector<float> run(std::span<const TokenId> tokens, KvCache& cache, const ForwardOptions& opt) {
         const auto T = static_cast<std::int64_t>(tokens.size());
@@ -504,6 +996,16 @@ class CudaBackend final : public Backend {
         const std::int64_t first_out = opt.all_logits ? 0 : T - 1;
         std::vector<float> logits(static_cast<std::size_t>((T - first_out) * V_));
         try {
+            if (prefill_ && (pos0 - valid) + T >= 2) {
+                // The whole prompt (and any positions re-processed for this cache) at once.
+                std::vector<TokenId> work(seq.begin() + valid, seq.begin() + pos0);
+                work.insert(work.end(), tokens.begin(), tokens.end());
+                prefill(work, valid, (pos0 - valid) + first_out, logits.data(), pos0, opt.observer, opt.cancel);
+                seq.insert(seq.end(), tokens.begin(), tokens.end());
+                resident_len_ = pos0 + T;
+                cache.commit(pos0 + T);
+                return logits;
+            }
             for (std::int64_t p = valid; p < pos0; ++p) {
                 token(seq[static_cast<std::size_t>(p)], p, true, nullptr, nullptr, opt.cancel);
                 resident_len_ = p + 1;
@@ -516,6 +1018,8 @@ class CudaBackend final : public Backend {
             }
         } catch (...) {
             cudaStreamSynchronize(stream_);
+            cudaStreamSynchronize(copy_stream_);
+            if (ring_) ring_->abandon();
             seq.resize(static_cast<std::size_t>(pos0));  // the cache stays at pos0 (contract)
             resident_len_ = std::min(resident_len_, pos0);
             throw;
@@ -713,8 +1217,20 @@ class CudaBackend final : public Backend {
     cudaEvent_t evict_ = nullptr;
     std::vector<Upload> uploads_;
     std::vector<cudaGraphExec_t> graphs_;
-    cudaGraphExec_t tail_ = nullptr;
+    cudaGraphExec_t tail_ = nullptr, tail_rows_ = nullptr;
     std::vector<cudaEvent_t> routed_;
+    // Prefill (init_prefill): prompt-sized device buffers, block-sized scratch, scratch slots.
+    bool prefill_ = false;
+    int pf_block_ = 0;
+    float *pf_x_ = nullptr, *pf_acc_ = nullptr, *pf_qkv_ = nullptr, *pf_logits_ = nullptr,
+          *pf_gate_ = nullptr;
+    std::uint16_t *pf_h_ = nullptr, *pf_hin_ = nullptr, *pf_attn_ = nullptr, *pf_act_ = nullptr;
+    int *pf_sel_ = nullptr, *pf_entries_ = nullptr;
+    std::uint8_t* pf_scratch_ = nullptr;
+    std::vector<cudaEvent_t> pf_landed_, pf_free_;
+    cudaEvent_t pf_h_ready_ = nullptr;
+    HostBuffer pf_emb_, pf_route_host_, pf_entries_host_, pf_h_host_, pf_cpu_rows_, pf_cpu_start_;
+    std::unique_ptr<StagingRing> ring_;
     std::unique_ptr<Residency> residency_;
     std::unique_ptr<cpu::ExpertKernel> kernel_;
     std::unique_ptr<cpu::WorkerTeam> team_;

@@ -1,3 +1,5 @@
+#include <cstddef>
+
 #include "cuda/residual.cuh"
 
 namespace neural::cuda {
@@ -15,6 +17,23 @@ __global__ void add_moe_kernel(float* __restrict__ x, const float* __restrict__ 
     if (i < n) x[i] += g[i] + c[i];
 }
 
+// One block per row: x[t] += gpu[t] + the CPU's rows of token t (cpu_start[t] .. cpu_start[t+1]
+// of cpu_rows, in order), then gpu[t] = 0 for the next layer.
+__global__ void add_moe_rows_kernel(float* __restrict__ x, float* __restrict__ gpu, int n,
+                                    const int* cpu_start, const float* cpu_rows) {
+    const std::size_t row = blockIdx.x;
+    float* xr = x + row * n;
+    float* gr = gpu + row * n;
+    const int c0 = cpu_start != nullptr ? cpu_start[row] : 0;
+    const int c1 = cpu_start != nullptr ? cpu_start[row + 1] : 0;
+    for (int i = threadIdx.x; i < n; i += blockDim.x) {
+        float v = gr[i];
+        for (int c = c0; c < c1; ++c) v += cpu_rows[static_cast<std::size_t>(c) * n + i];
+        xr[i] += v;
+        gr[i] = 0.0f;
+    }
+}
+
 __global__ void set_int_kernel(int* where, int value) { *where = value; }
 
 }  // namespace
@@ -25,6 +44,12 @@ void copy_vector(const float* in, float* x, int n, cudaStream_t stream) {
 
 void add_moe(float* x, const float* gpu_part, const float* cpu_part, int n, cudaStream_t stream) {
     add_moe_kernel<<<(n + 255) / 256, 256, 0, stream>>>(x, gpu_part, cpu_part, n);
+}
+
+void add_moe_rows(float* x, float* gpu_part, int n, int rows, const int* cpu_start,
+                  const float* cpu_rows, cudaStream_t stream) {
+    if (rows <= 0) return;
+    add_moe_rows_kernel<<<rows, 256, 0, stream>>>(x, gpu_part, n, cpu_start, cpu_rows);
 }
 
 void set_int(int* where, int value, cudaStream_t stream) {

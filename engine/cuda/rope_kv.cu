@@ -35,7 +35,48 @@ __global__ void rope_kv_kernel(float* qkv, int q_heads, int kv_heads, int d,
     }
 }
 
+// Prefill: grid (rows, heads); row r is position pos0 + r of qkv [rows, (nq + 2 nkv) d]. The
+// same arithmetic per element as rope_kv_kernel.
+__global__ void rope_kv_rows_kernel(float* qkv, int q_heads, int kv_heads, int d,
+                                    const float* __restrict__ inv_freq, float concentration,
+                                    int pos0, float* k_cache, float* v_cache) {
+    const int row = blockIdx.x, head = blockIdx.y, half = d / 2, i = threadIdx.x;
+    const int pos = pos0 + row;
+    const int kv_dim = kv_heads * d;
+    float* z = qkv + static_cast<std::size_t>(row) * (q_heads + 2 * kv_heads) * d +
+               static_cast<std::size_t>(head) * d;
+    if (head < q_heads + kv_heads) {
+        if (i < half) {
+            const float angle = static_cast<float>(pos) * inv_freq[i];
+            const float c = cosf(angle) * concentration, s = sinf(angle) * concentration;
+            const float a = z[i], b = z[i + half];
+            const float ra = a * c - b * s, rb = b * c + a * s;
+            z[i] = ra;
+            z[i + half] = rb;
+            if (head >= q_heads) {
+                float* kc = k_cache + static_cast<std::size_t>(pos) * kv_dim + (head - q_heads) * d;
+                kc[i] = ra;
+                kc[i + half] = rb;
+            }
+        }
+    } else if (i < half) {
+        const int vh = head - q_heads - kv_heads;
+        float* vc = v_cache + static_cast<std::size_t>(pos) * kv_dim + vh * d;
+        vc[i] = z[i];
+        vc[i + half] = z[i + half];
+    }
+}
+
 }  // namespace
+
+void rope_kv_rows(float* qkv, int rows, int q_heads, int kv_heads, int head_dim,
+                  const float* inv_freq, float concentration, int pos0, float* k_cache,
+                  float* v_cache, cudaStream_t stream) {
+    if (rows <= 0) return;
+    const int threads = ((head_dim / 2 + 31) / 32) * 32;
+    rope_kv_rows_kernel<<<dim3(rows, q_heads + 2 * kv_heads), threads, 0, stream>>>(
+        qkv, q_heads, kv_heads, head_dim, inv_freq, concentration, pos0, k_cache, v_cache);
+}
 
 void rope_kv(float* qkv, int q_heads, int kv_heads, int head_dim, const float* inv_freq,
              float concentration, const int* pos, float* k_cache, float* v_cache,

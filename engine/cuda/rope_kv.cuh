@@ -13,4 +13,9 @@ void rope_kv(float* qkv, int q_heads, int kv_heads, int head_dim, const float* i
              float concentration, const int* pos, float* k_cache, float* v_cache,
              cudaStream_t stream);
 
+// Prefill: `rows` tokens at positions pos0 .. pos0 + rows - 1, qkv fp32 [rows, (nq + 2 nkv) d].
+void rope_kv_rows(float* qkv, int rows, int q_heads, int kv_heads, int head_dim,
+                  const float* inv_freq, float concentration, int pos0, float* k_cache,
+                  float* v_cache, cudaStream_t stream);
+
 }  // namespace neural::cuda

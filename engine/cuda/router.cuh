@@ -20,4 +20,9 @@ struct RouterOut {
 void router_topk(const float* logits, int experts, int k, const int* slot_table /* [experts] */,
                  RouterOut device_out, RouterOut host_out, cudaStream_t stream);
 
+// Prefill: the same decision for `rows` tokens, logits fp32 [rows, experts] -> sel [rows, k],
+// gate [rows, k] in device memory (the host reads them after the layer's dense part).
+void router_topk_rows(const float* logits, int rows, int experts, int k, int* sel, float* gate,
+                      cudaStream_t stream);
+
 }  // namespace neural::cuda

@@ -48,6 +48,19 @@ struct GpuOptions {
   // either way: waking OpenMP's workers 36 times per token cost 4.7 ms per token at 120b
   // (docs/BENCHMARKS.md). Falls back to OpenMP, with a warning, when the library is missing.
   bool prefer_persistent_team = true;
+
+  // Prompts (docs/CUDA.md "Prefill"): "layer" runs each layer over every block of the prompt
+  // before the next layer (a staged expert crosses PCIe once per layer), "block" runs each block
+  // through all layers (same results bit for bit), "token" the decode path token by token (the
+  // reference). Blocks hold up to prefill_block tokens.
+  std::string prefill_order = "layer";
+  int prefill_block = 2048;
+  // VRAM slots that non-resident experts with many prompt tokens are staged into (through a
+  // pinned ring of as many host buffers, filled by as many producer threads).
+  int scratch_slots = 4;
+  // Non-resident experts with at most this many tokens of a layer run on the CPU (multi-token
+  // kernel) instead of being staged; 0: always staged.
+  int prefill_cpu_tokens = 16;
 };
 
 // Extra per-token phases of the hybrid backend, read as before/after deltas like MoeCounters.
@@ -57,16 +70,35 @@ struct BackendCounters {
   std::atomic<std::uint64_t> admission_ns{0};    // capture bookkeeping, upload enqueue, flips
   std::atomic<std::uint64_t> experts_hit{0};     // (layer, expert) computed from VRAM slots
   std::atomic<std::uint64_t> admissions{0};      // slots filled during decode
+  // Prefill (whole prompts on the GPU): tokens, wall time and its parts.
+  std::atomic<std::uint64_t> prefill_tokens{0};
+  std::atomic<std::uint64_t> prefill_ns{0};
+  std::atomic<std::uint64_t> prefill_launch_ns{0};   // host enqueuing kernels and copies
+  std::atomic<std::uint64_t> prefill_route_ns{0};    // waiting for a layer's routing (sync)
+  std::atomic<std::uint64_t> prefill_staging_ns{0};  // waiting for the producers (RAM -> pinned)
+  std::atomic<std::uint64_t> prefill_cpu_ns{0};      // CPU multi-token experts (worker thread)
+  std::atomic<std::uint64_t> prefill_cpu_wait_ns{0}; // main thread waiting for that worker
+  std::atomic<std::uint64_t> prefill_staged{0};      // records copied to scratch slots
+  std::atomic<std::uint64_t> prefill_staged_bytes{0};
+  std::atomic<std::uint64_t> prefill_resident{0};    // (layer, expert) groups from VRAM slots
+  std::atomic<std::uint64_t> prefill_cpu_groups{0};  // (layer, expert) groups on the CPU
 
   struct Snapshot {
     std::uint64_t gpu_wait_ns = 0, graph_submit_ns = 0, admission_ns = 0, experts_hit = 0,
                   admissions = 0;
+    std::uint64_t prefill_tokens = 0, prefill_ns = 0, prefill_launch_ns = 0, prefill_route_ns = 0,
+                  prefill_staging_ns = 0, prefill_cpu_ns = 0, prefill_cpu_wait_ns = 0,
+                  prefill_staged = 0, prefill_staged_bytes = 0, prefill_resident = 0,
+                  prefill_cpu_groups = 0;
   };
   Snapshot snapshot() const {
-    return {gpu_wait_ns.load(std::memory_order_relaxed),
-            graph_submit_ns.load(std::memory_order_relaxed),
-            admission_ns.load(std::memory_order_relaxed),
-            experts_hit.load(std::memory_order_relaxed), admissions.load(std::memory_order_relaxed)};
+    constexpr auto r = std::memory_order_relaxed;
+    return {gpu_wait_ns.load(r),          graph_submit_ns.load(r),      admission_ns.load(r),
+            experts_hit.load(r),          admissions.load(r),           prefill_tokens.load(r),
+            prefill_ns.load(r),           prefill_launch_ns.load(r),    prefill_route_ns.load(r),
+            prefill_staging_ns.load(r),   prefill_cpu_ns.load(r),       prefill_cpu_wait_ns.load(r),
+            prefill_staged.load(r),       prefill_staged_bytes.load(r), prefill_resident.load(r),
+            prefill_cpu_groups.load(r)};
   }
 };
 

@@ -43,7 +43,8 @@ std::int64_t GpuMemoryLayout::slots_for(std::uint64_t budget) const {
     return static_cast<std::int64_t>((budget - fixed_bytes()) / slot_bytes);
 }
 
-GpuMemoryLayout gpu_memory_layout(const ModelConfig& c, std::int64_t context) {
+GpuMemoryLayout gpu_memory_layout(const ModelConfig& c, std::int64_t context, int prefill_block,
+                                  int scratch_slots) {
     const std::uint64_t H = static_cast<std::uint64_t>(c.hidden_size),
                         I = static_cast<std::uint64_t>(c.intermediate_size),
                         E = static_cast<std::uint64_t>(c.num_experts),
@@ -65,6 +66,15 @@ GpuMemoryLayout gpu_memory_layout(const ModelConfig& c, std::int64_t context) {
                          aligned(4 * V) + aligned(4) + aligned(4 * L * E);
     m.reserve_bytes = 64ull << 20;
     m.slot_bytes = aligned(cpu::ExpertRecordView::raw_bytes(c.hidden_size, c.intermediate_size));
+    // GPU prefill (head_dim 64 only): prompt-sized rows (residual stream, experts' sum, their
+    // bf16 input, routing), block-sized scratch, and the scratch slots.
+    if (prefill_block > 0 && c.head_dim == 64) {
+        const std::uint64_t B = std::min<std::uint64_t>(static_cast<std::uint64_t>(prefill_block), ctx);
+        m.prefill_bytes = 2 * aligned(4 * ctx * H) + aligned(2 * ctx * H) + 3 * aligned(4 * ctx * K) +
+                          aligned(2 * B * H) + aligned(4 * B * (Q + 2 * KV)) + aligned(2 * B * Q) +
+                          aligned(4 * B * E) + aligned(2 * B * I) +
+                          aligned(static_cast<std::uint64_t>(std::max(scratch_slots, 0)) * m.slot_bytes);
+    }
     return m;
 }
 

@@ -24,12 +24,17 @@ struct GpuMemoryLayout {
   std::uint64_t kv_bytes = 0;          // fp32 K and V of every layer for `context` positions
   std::uint64_t activation_bytes = 0;  // per-token buffers, logits, slot table
   std::uint64_t reserve_bytes = 0;     // kept free for graphs and the allocator
+  std::uint64_t prefill_bytes = 0;     // GPU prefill: prompt rows, block scratch, scratch slots
   std::uint64_t slot_bytes = 0;        // one expert slot (a raw record, 256-byte aligned)
   // Slots that fit in `budget` after everything above (0 when not even the core fits).
   std::int64_t slots_for(std::uint64_t budget) const;
-  std::uint64_t fixed_bytes() const { return core_bytes + kv_bytes + activation_bytes + reserve_bytes; }
+  std::uint64_t fixed_bytes() const {
+    return core_bytes + kv_bytes + activation_bytes + reserve_bytes + prefill_bytes;
+  }
 };
-GpuMemoryLayout gpu_memory_layout(const ModelConfig& config, std::int64_t context);
+// prefill_block / scratch_slots: GpuOptions' (0 blocks: prompts token by token, no buffers).
+GpuMemoryLayout gpu_memory_layout(const ModelConfig& config, std::int64_t context,
+                                  int prefill_block = 2048, int scratch_slots = 4);
 
 struct MachineInfo {
   std::uint64_t ram_total = 0;

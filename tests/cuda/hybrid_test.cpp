@@ -4,6 +4,7 @@
 // errors. Skips with the reason where no GPU is usable.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <fstream>
@@ -196,6 +197,126 @@ TEST(CudaHybrid, ClearErrorsForBudgetAndContext) {
     const std::vector<TokenId> ids(9, 1);
     EXPECT_NE(test::error_of([&] { m->forward(ids, c); }).find("--context"), std::string::npos);
     EXPECT_EQ(c.size(), 0);
+}
+
+// ---- prefill (whole prompts on the GPU) -------------------------------------------------
+
+// A ~50-token prompt: the golden prompts one after another.
+std::vector<TokenId> long_prompt() {
+    const json golden = test::read_json(test::tiny_model_dir() / "golden.json");
+    std::vector<TokenId> ids;
+    for (const auto& [name, ref] : golden["prompts"].items()) {
+        for (TokenId t : ref["ids"].get<std::vector<TokenId>>()) ids.push_back(t);
+    }
+    while (ids.size() < 50) ids.push_back(static_cast<TokenId>(1000 + ids.size()));
+    return ids;
+}
+
+LoadOptions prefill_options(int pool_slots, const std::string& order, int block, int cpu_tokens) {
+    LoadOptions o = cuda_options(pool_slots, 0);
+    o.gpu.prefill_order = order;
+    o.gpu.prefill_block = block;
+    o.gpu.prefill_cpu_tokens = cpu_tokens;
+    return o;
+}
+
+TEST(CudaHybrid, GoldenTokenByTokenReferencePath) {
+    SKIP_WITHOUT_GPU();
+    expect_golden(*Model::load(test::tiny_model_dir(), prefill_options(16, "token", 2048, 16)));
+}
+
+TEST(CudaHybrid, GoldenWithBlockMajorPrefillAndTheCpuPath) {
+    SKIP_WITHOUT_GPU();
+    // Blocks of 3 tokens: every expert has few tokens per block, so non-resident ones run on the
+    // CPU's multi-token kernel.
+    auto m = Model::load(test::tiny_model_dir(), prefill_options(16, "block", 3, 16));
+    expect_golden(*m);
+    EXPECT_GT(m->backend_counters().prefill_cpu_groups.load(), 0u);
+}
+
+TEST(CudaHybrid, PrefillOrdersBlocksStagingAndResidencyAreBitIdentical) {
+    SKIP_WITHOUT_GPU();
+    const auto ids = long_prompt();
+    std::vector<float> first;
+    struct Case {
+        const char* name;
+        int pool;
+        const char* order;
+        int block;
+        int scratch;
+    };
+    // Frozen residency, CPU path off (it would take different groups in different orders).
+    const Case cases[] = {{"layer-major, 4 blocks, half resident", 16, "layer", 16, 4},
+                          {"block-major, 4 blocks, half resident", 16, "block", 16, 4},
+                          {"layer-major, 1 block, half resident", 16, "layer", 2048, 4},
+                          {"block-major, 7 blocks, all staged, 1 scratch slot", 0, "block", 8, 1},
+                          {"layer-major, all staged, 3 scratch slots", 0, "layer", 2048, 3},
+                          {"layer-major, all resident", 1000, "layer", 2048, 4}};
+    for (const Case& c : cases) {
+        SCOPED_TRACE(c.name);
+        LoadOptions o = prefill_options(c.pool, c.order, c.block, 0);
+        o.gpu.scratch_slots = c.scratch;
+        auto m = Model::load(test::tiny_model_dir(), o);
+        const auto got = all_logits(*m, ids);
+        const auto& bc = m->backend_counters();
+        EXPECT_EQ(bc.prefill_tokens.load(), ids.size());
+        if (c.pool == 0) {
+            EXPECT_GT(bc.prefill_staged.load(), 0u);
+        }
+        if (c.pool == 1000) {
+            EXPECT_EQ(bc.prefill_staged.load(), 0u);
+        }
+        EXPECT_EQ(bc.prefill_cpu_groups.load(), 0u);
+        if (first.empty()) first = got;
+        ASSERT_EQ(got.size(), first.size());
+        ASSERT_EQ(std::memcmp(got.data(), first.data(), got.size() * 4), 0);
+    }
+}
+
+TEST(CudaHybrid, PrefillAgreesWithTheCpuBackendAndDecodeContinuesFromIt) {
+    SKIP_WITHOUT_GPU();
+    const auto ids = long_prompt();
+    auto cpu = Model::load(test::tiny_model_dir());
+    const auto V = static_cast<std::size_t>(cpu->config().vocab_size);
+    for (const char* order : {"layer", "block"}) {
+        SCOPED_TRACE(order);
+        auto gpu = Model::load(test::tiny_model_dir(), prefill_options(12, order, 8, 16));
+        KvCache gc = gpu->new_cache(), cc = cpu->new_cache();
+        auto gl = gpu->forward(ids, gc);
+        auto cl = cpu->forward(ids, cc);
+        for (int step = 0; step < 8; ++step) {
+            for (std::size_t i = 0; i < V; i += 97) ASSERT_NEAR(gl[i], cl[i], 5e-2) << "step " << step;
+            const TokenId next = static_cast<TokenId>(std::max_element(cl.begin(), cl.end()) - cl.begin());
+            gl = gpu->forward(std::span<const TokenId>(&next, 1), gc);
+            cl = cpu->forward(std::span<const TokenId>(&next, 1), cc);
+        }
+        EXPECT_EQ(gc.size(), cc.size());
+    }
+}
+
+TEST(CudaHybrid, CancelledPrefillLeavesTheCacheAndTheBackendUsable) {
+    SKIP_WITHOUT_GPU();
+    auto m = Model::load(test::tiny_model_dir(), prefill_options(0, "layer", 2048, 0));
+    const auto ids = long_prompt();
+    const auto want = all_logits(*m, ids);
+    KvCache c = m->new_cache();
+    std::atomic<bool> cancel{true};
+    ForwardOptions fo;
+    fo.cancel = &cancel;
+    EXPECT_THROW(m->forward(ids, c, fo), Cancelled);
+    EXPECT_EQ(c.size(), 0);
+    const auto again = all_logits(*m, ids);
+    ASSERT_EQ(std::memcmp(again.data(), want.data(), want.size() * 4), 0);
+}
+
+TEST(CudaHybrid, BadPrefillOptionsAreClearErrors) {
+    SKIP_WITHOUT_GPU();
+    EXPECT_NE(test::error_of([] { Model::load(test::tiny_model_dir(), prefill_options(4, "sideways", 8, 0)); })
+                  .find("--prefill-order"),
+              std::string::npos);
+    EXPECT_NE(test::error_of([] { Model::load(test::tiny_model_dir(), prefill_options(4, "layer", 8, 17)); })
+                  .find("--prefill-cpu-tokens"),
+              std::string::npos);
 }
 
 }  // namespace

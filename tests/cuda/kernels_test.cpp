@@ -14,8 +14,11 @@
 #include "cpu/ops.h"
 #include "cpu/rope.h"
 #include "cuda/attention.cuh"
+#include "cuda/attention_prefill.cuh"
 #include "cuda/device.cuh"
+#include "cuda/expert_gemm.cuh"
 #include "cuda/expert_mxfp4.cuh"
+#include "cuda/gemm_bf16_rows.cuh"
 #include "cuda/gemv_bf16.cuh"
 #include "cuda/residual.cuh"
 #include "cuda/rms_norm.cuh"
@@ -271,6 +274,230 @@ TEST(CudaKernels, AddMoeAddsBothPartsReadingHostMappedMemory) {
     cuda::add_moe(dx.get(), dg.get(), static_cast<float*>(host), n, nullptr);
     const auto got = dx.host();
     for (int i = 0; i < n; ++i) ASSERT_EQ(got[static_cast<std::size_t>(i)], x[static_cast<std::size_t>(i)] + (g[static_cast<std::size_t>(i)] + c[static_cast<std::size_t>(i)]));
+    cudaFreeHost(host);
+}
+
+
+// ---- prefill kernels -----------------------------------------------------------------------
+
+std::vector<float> widen(const std::vector<std::uint16_t>& v) {
+    std::vector<float> out(v.size());
+    for (std::size_t i = 0; i < v.size(); ++i) out[i] = bf16_to_float(v[i]);
+    return out;
+}
+
+TEST(CudaPrefillKernels, GemmBf16RowsMatchesADoubleReferenceAndRowsDoNotDependOnTheirTile) {
+    SKIP_WITHOUT_GPU();
+    const int M = 70, K = 96, N = 80;
+    const auto x = random_bf16(static_cast<std::size_t>(M) * K, 31);
+    const auto w = random_bf16(static_cast<std::size_t>(N) * K, 32);
+    const auto bias = random_bf16(N, 33);
+    const auto y0 = test::random_vector(static_cast<std::size_t>(M) * N, 34);
+    for (bool accumulate : {false, true}) {
+        SCOPED_TRACE(accumulate);
+        Dev<std::uint16_t> dx(x), dw(w), db(bias);
+        Dev<float> dy(y0);
+        cuda::gemm_bf16_rows(dx.get(), M, K, dw.get(), db.get(), N, dy.get(), N, accumulate, nullptr);
+        const auto got = dy.host();
+        std::vector<float> want(got.size());
+        for (int m = 0; m < M; ++m) {
+            for (int n = 0; n < N; ++n) {
+                double a = bf16_to_float(bias[static_cast<std::size_t>(n)]);
+                for (int k = 0; k < K; ++k) {
+                    a += static_cast<double>(bf16_to_float(x[static_cast<std::size_t>(m) * K + k])) *
+                         bf16_to_float(w[static_cast<std::size_t>(n) * K + k]);
+                }
+                want[static_cast<std::size_t>(m) * N + n] =
+                    static_cast<float>(a + (accumulate ? y0[static_cast<std::size_t>(m) * N + n] : 0.0));
+            }
+        }
+        expect_close(got, want, 1e-5f);
+        // Row 45 alone (its own tile, at row 0) gives the same bits as inside the 70-row call.
+        std::vector<std::uint16_t> one(x.begin() + 45 * K, x.begin() + 46 * K);
+        Dev<std::uint16_t> d1(one);
+        Dev<float> y1(std::vector<float>(y0.begin() + 45 * N, y0.begin() + 46 * N));
+        cuda::gemm_bf16_rows(d1.get(), 1, K, dw.get(), db.get(), N, y1.get(), N, accumulate, nullptr);
+        const auto r1 = y1.host();
+        ASSERT_EQ(std::memcmp(r1.data(), got.data() + 45 * N, N * 4), 0);
+    }
+}
+
+TEST(CudaPrefillKernels, RowKernelsMatchTheirDecodeKernelsBitForBit) {
+    SKIP_WITHOUT_GPU();
+    // rms_norm_rows = rms_norm rounded to bf16; rope_kv_rows = rope_kv per position;
+    // router_topk_rows = router_topk per row.
+    const int H = 96, rows = 5, nq = 4, nkv = 2, d = 64, E = 32, K = 4;
+    const auto x = test::random_vector(static_cast<std::size_t>(rows) * H, 41);
+    const auto w = random_bf16(H, 42);
+    Dev<float> dx(x);
+    Dev<std::uint16_t> dw(w), hb(static_cast<std::size_t>(rows) * H);
+    cuda::rms_norm_rows(dx.get(), dw.get(), 1e-5f, H, rows, hb.get(), nullptr);
+    const auto got = hb.host();
+    for (int r = 0; r < rows; ++r) {
+        Dev<float> xr(std::vector<float>(x.begin() + r * H, x.begin() + (r + 1) * H)), y(H);
+        cuda::rms_norm(xr.get(), dw.get(), 1e-5f, H, y.get(), nullptr, nullptr);
+        const auto yr = y.host();
+        for (int i = 0; i < H; ++i) ASSERT_EQ(got[static_cast<std::size_t>(r) * H + i], float_to_bf16(yr[i])) << r << " " << i;
+    }
+
+    const ModelConfig c = ModelConfig::load(test::tiny_model_dir() / "config.json");
+    ASSERT_EQ(c.head_dim, d);
+    const cpu::Rope rope(c);
+    Dev<float> inv(rope.inv_freq());
+    const int cols = (nq + 2 * nkv) * d, kv = nkv * d, pos0 = 37, ctx = 64;
+    const auto qkv = test::random_vector(static_cast<std::size_t>(rows) * cols, 43);
+    Dev<float> dq(qkv), kc(static_cast<std::size_t>(ctx) * kv), vc(static_cast<std::size_t>(ctx) * kv);
+    cuda::rope_kv_rows(dq.get(), rows, nq, nkv, d, inv.get(), rope.concentration(), pos0, kc.get(), vc.get(), nullptr);
+    const auto q_rows = dq.host(), k_rows = kc.host(), v_rows = vc.host();
+    Dev<float> kc1(static_cast<std::size_t>(ctx) * kv), vc1(static_cast<std::size_t>(ctx) * kv);
+    for (int r = 0; r < rows; ++r) {
+        Dev<float> one(std::vector<float>(qkv.begin() + r * cols, qkv.begin() + (r + 1) * cols));
+        Dev<int> pos(std::vector<int>{pos0 + r});
+        cuda::rope_kv(one.get(), nq, nkv, d, inv.get(), rope.concentration(), pos.get(), kc1.get(), vc1.get(), nullptr);
+        const auto o = one.host();
+        ASSERT_EQ(std::memcmp(o.data(), q_rows.data() + r * cols, static_cast<std::size_t>(cols) * 4), 0) << r;
+    }
+    const auto k1 = kc1.host(), v1 = vc1.host();
+    ASSERT_EQ(std::memcmp(k1.data(), k_rows.data(), k1.size() * 4), 0);
+    ASSERT_EQ(std::memcmp(v1.data(), v_rows.data(), v1.size() * 4), 0);
+
+    auto logits = test::random_vector(static_cast<std::size_t>(rows) * E, 44);
+    logits[2 * E + 5] = logits[2 * E + 9] = 9.0f;  // a tie in row 2
+    Dev<float> dl(logits), gate(static_cast<std::size_t>(rows) * K);
+    Dev<int> sel(static_cast<std::size_t>(rows) * K);
+    cuda::router_topk_rows(dl.get(), rows, E, K, sel.get(), gate.get(), nullptr);
+    const auto s_rows = sel.host();
+    const auto g_rows = gate.host();
+    EXPECT_EQ(s_rows[2 * K], 5);
+    EXPECT_EQ(s_rows[2 * K + 1], 9);
+    std::vector<int> table(E, -1);
+    Dev<int> dt(table);
+    for (int r = 0; r < rows; ++r) {
+        Dev<float> one(std::vector<float>(logits.begin() + r * E, logits.begin() + (r + 1) * E));
+        Dev<int> s1(K), sl(K);
+        Dev<float> g1(K);
+        void* host = nullptr;
+        ASSERT_EQ(cudaHostAlloc(&host, K * 12, cudaHostAllocMapped), cudaSuccess);
+        int* hi = static_cast<int*>(host);
+        cuda::router_topk(one.get(), E, K, dt.get(), {s1.get(), g1.get(), sl.get()},
+                          {hi, reinterpret_cast<float*>(hi + K), hi + 2 * K}, nullptr);
+        const auto a = s1.host();
+        const auto b = g1.host();
+        for (int k = 0; k < K; ++k) {
+            EXPECT_EQ(a[k], s_rows[static_cast<std::size_t>(r) * K + k]);
+            EXPECT_EQ(std::memcmp(&b[k], &g_rows[static_cast<std::size_t>(r) * K + k], 4), 0);
+        }
+        cudaFreeHost(host);
+    }
+}
+
+TEST(CudaPrefillKernels, PrefillAttentionMatchesTheCpuReferenceAndDoesNotDependOnTheBlocks) {
+    SKIP_WITHOUT_GPU();
+    const int nq = 8, nkv = 2, d = cuda::kPrefillHeadDim, kv = nkv * d, cols = (nq + 2 * nkv) * d;
+    const int pos0 = 100, rows = 90, ctx = pos0 + rows;
+    const auto k = test::random_vector(static_cast<std::size_t>(ctx) * kv, 51);
+    const auto v = test::random_vector(static_cast<std::size_t>(ctx) * kv, 52);
+    const auto q = test::random_vector(static_cast<std::size_t>(rows) * cols, 53);
+    const auto sinks = random_bf16(nq, 54);
+    Dev<float> dk(k), dv(v), dq(q);
+    Dev<std::uint16_t> ds(sinks);
+    for (int window : {0, 16, 128}) {
+        SCOPED_TRACE(testing::Message() << "window " << window);
+        Dev<std::uint16_t> out(static_cast<std::size_t>(rows) * nq * d);
+        cuda::attention_prefill(dq.get(), cols, rows, pos0, dk.get(), dv.get(), ds.get(), nq, nkv, window,
+                                out.get(), nullptr);
+        const auto got = widen(out.host());
+        std::vector<float> want(got.size());
+        for (int r = 0; r < rows; ++r) {
+            const int pos = pos0 + r, first = window > 0 ? std::max(0, pos - window + 1) : 0;
+            for (int h = 0; h < nq; ++h) {
+                const int hk = h / (nq / nkv);
+                cpu::attend_with_sink(q.data() + static_cast<std::size_t>(r) * cols + h * d,
+                                      k.data() + static_cast<std::size_t>(first) * kv + hk * d,
+                                      v.data() + static_cast<std::size_t>(first) * kv + hk * d, kv, pos - first + 1, d,
+                                      bf16_to_float(sinks[static_cast<std::size_t>(h)]),
+                                      1.0f / std::sqrt(static_cast<float>(d)),
+                                      want.data() + (static_cast<std::size_t>(r) * nq + h) * d);
+            }
+        }
+        // bf16 Q, K, V and probabilities: agreement to bf16 precision.
+        expect_close(got, want, 2e-2f);
+        // The same rows computed as two blocks (37 + 53 rows): the same bits.
+        Dev<std::uint16_t> split(static_cast<std::size_t>(rows) * nq * d);
+        cuda::attention_prefill(dq.get(), cols, 37, pos0, dk.get(), dv.get(), ds.get(), nq, nkv, window,
+                                split.get(), nullptr);
+        cuda::attention_prefill(dq.get() + 37 * cols, cols, rows - 37, pos0 + 37, dk.get(), dv.get(), ds.get(), nq,
+                                nkv, window, split.get() + 37 * nq * d, nullptr);
+        const auto a = out.host(), b = split.host();
+        ASSERT_EQ(std::memcmp(a.data(), b.data(), a.size() * 2), 0);
+    }
+}
+
+TEST(CudaPrefillKernels, ExpertGemmMatchesTheReferenceExpertMathAndTheAddSumsInOrder) {
+    SKIP_WITHOUT_GPU();
+    const int H = 64, I = 96, K = 4, E = 3, T = 70;
+    std::vector<test::TestExpert> experts;
+    for (int e = 0; e < E; ++e) {
+        test::ExpertSpec spec;
+        spec.hidden = H;
+        spec.intermediate = I;
+        spec.seed = 200 + static_cast<std::uint64_t>(e);
+        experts.push_back(test::make_test_expert(spec));
+    }
+    const std::uint64_t bytes = cpu::ExpertRecordView::raw_bytes(H, I);
+    std::vector<std::uint16_t> gu_bias(static_cast<std::size_t>(E) * 2 * I), down_bias(static_cast<std::size_t>(E) * H);
+    for (int e = 0; e < E; ++e) {
+        std::memcpy(gu_bias.data() + e * 2 * I, experts[static_cast<std::size_t>(e)].gate_up_bias.data(), 4 * I);
+        std::memcpy(down_bias.data() + e * H, experts[static_cast<std::size_t>(e)].down_bias.data(), 2 * H);
+    }
+    const auto h = random_bf16(static_cast<std::size_t>(T) * H, 61);
+    const auto hf = widen(h);
+    const auto gate = test::random_vector(static_cast<std::size_t>(T) * K, 62);
+    // Expert e takes the tokens t with t % E == e... and every token's choice k = e.
+    std::vector<float> want(static_cast<std::size_t>(T) * H, 0.0f);
+    Dev<std::uint16_t> dh(h), dgu(gu_bias), ddown(down_bias), act(static_cast<std::size_t>(T) * I);
+    Dev<float> dgate(gate), acc(static_cast<std::size_t>(T) * H);
+    for (int e = 0; e < E; ++e) {
+        std::vector<int> entries;
+        for (int t = e; t < T; t += E) entries.push_back(t * K + e);
+        for (int t = e; t < T; t += E) {
+            std::vector<const test::TestExpert*> one = {&experts[static_cast<std::size_t>(e)]};
+            std::vector<float> w = {gate[static_cast<std::size_t>(t) * K + e]};
+            test::reference_decode(one, w, hf.data() + static_cast<std::size_t>(t) * H, want.data() + static_cast<std::size_t>(t) * H);
+        }
+        Dev<std::uint8_t> rec(std::vector<std::uint8_t>(experts[static_cast<std::size_t>(e)].raw.data(),
+                                                        experts[static_cast<std::size_t>(e)].raw.data() + bytes));
+        Dev<int> de(entries);
+        cuda::expert_gemm(rec.get(), e, cuda::ExpertShape{H, I, K, E, 7.0f, 1.702f}, de.get(),
+                          static_cast<int>(entries.size()), dh.get(), dgate.get(), dgu.get(), ddown.get(), act.get(),
+                          acc.get(), nullptr);
+        ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    }
+    // The SwiGLU output is rounded to bf16 before the down projection: bf16 tolerance.
+    expect_close(acc.host(), want, 2e-2f);
+
+    // add_moe_rows: x += gpu + the CPU rows of each token (CSR), gpu cleared.
+    const int rows = 3, n = 8;
+    std::vector<float> x(rows * n, 1.0f), gpu(rows * n, 2.0f);
+    Dev<float> dx(x), dg(gpu);
+    void* host = nullptr;
+    ASSERT_EQ(cudaHostAlloc(&host, 4 * (rows + 1) + 4 * 3 * n, cudaHostAllocMapped), cudaSuccess);
+    int* start = static_cast<int*>(host);
+    float* cpu_rows = reinterpret_cast<float*>(start + rows + 1);
+    start[0] = 0, start[1] = 2, start[2] = 2, start[3] = 3;  // token 0: rows 0, 1; token 2: row 2
+    for (int i = 0; i < 3 * n; ++i) cpu_rows[i] = static_cast<float>(10 * (i / n + 1));
+    int* dstart = nullptr;
+    float* drows = nullptr;
+    ASSERT_EQ(cudaHostGetDevicePointer(reinterpret_cast<void**>(&dstart), start, 0), cudaSuccess);
+    ASSERT_EQ(cudaHostGetDevicePointer(reinterpret_cast<void**>(&drows), cpu_rows, 0), cudaSuccess);
+    cuda::add_moe_rows(dx.get(), dg.get(), n, rows, dstart, drows, nullptr);
+    const auto xs = dx.host(), gs = dg.host();
+    for (int i = 0; i < n; ++i) {
+        EXPECT_EQ(xs[i], 1.0f + 2.0f + 10.0f + 20.0f);
+        EXPECT_EQ(xs[n + i], 3.0f);
+        EXPECT_EQ(xs[2 * n + i], 1.0f + 2.0f + 30.0f);
+    }
+    for (float g : gs) EXPECT_EQ(g, 0.0f);
     cudaFreeHost(host);
 }
 

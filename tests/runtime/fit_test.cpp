@@ -38,14 +38,21 @@ bool has(const std::vector<std::string>& lines, const std::string& text) {
 }
 
 TEST(Fit, GpuMemoryModelMatchesWhatTheBackendAllocated) {
-    const GpuMemoryLayout b120 = gpu_memory_layout(shape("gpt-oss-120b"), 8192);
+    // Prompts token by token (no prefill buffers): what the backend allocated before GPU prefill.
+    const GpuMemoryLayout b120 = gpu_memory_layout(shape("gpt-oss-120b"), 8192, 0);
     EXPECT_NEAR(b120.core_bytes / kGiB, 2.96, 0.006);
     EXPECT_NEAR(b120.kv_bytes / kGiB, 1.13, 0.006);
+    EXPECT_EQ(b120.prefill_bytes, 0u);
     EXPECT_EQ(b120.slots_for(static_cast<std::uint64_t>(12 * kGiB)), 637);
-    const GpuMemoryLayout b20 = gpu_memory_layout(shape("gpt-oss-20b"), 8192);
+    const GpuMemoryLayout b20 = gpu_memory_layout(shape("gpt-oss-20b"), 8192, 0);
     EXPECT_NEAR(b20.core_bytes / kGiB, 2.28, 0.006);
     EXPECT_NEAR(b20.kv_bytes / kGiB, 0.75, 0.006);
     EXPECT_EQ(b20.slots_for(static_cast<std::uint64_t>(12 * kGiB)), 723);
+    // GPU prefill with the defaults (blocks of 2048, 4 scratch slots) at 8192 positions: the
+    // prompt's rows, the block scratch and the scratch slots, 0.35 GiB at 120b.
+    const GpuMemoryLayout p120 = gpu_memory_layout(shape("gpt-oss-120b"), 8192);
+    EXPECT_NEAR(p120.prefill_bytes / kGiB, 0.347, 0.003);
+    EXPECT_EQ(p120.slots_for(static_cast<std::uint64_t>(12 * kGiB)), 609);
 }
 
 TEST(Fit, TwelveGigabyteCardAndSixtyFourGigabytesRunThe120bHybrid) {

@@ -1,0 +1,181 @@
+#include <cfloat>
+
+#include <cuda_bf16.h>
+#include <mma.h>
+
+#include "cuda/attention_prefill.cuh"
+#include "cuda/common.cuh"
+#include "cuda/cuda_check.h"
+
+namespace neural::cuda {
+
+namespace {
+
+constexpr int kD = kPrefillHeadDim;
+constexpr int kTile = 64;      // queries per block and keys per step
+constexpr int kThreads = 128;  // 4 warps, warp w owns query rows 16w .. 16w + 15
+constexpr int kLdh = kD + 8;   // bf16 row stride
+constexpr int kLdf = kD + 4;   // fp32 row stride
+
+struct Smem {
+    __nv_bfloat16 q[kTile * kLdh];
+    __nv_bfloat16 k[kTile * kLdh];
+    __nv_bfloat16 v[kTile * kLdh];
+    __nv_bfloat16 p[kTile * kLdh];
+    float s[kTile * kLdf];
+    float o[kTile * kLdf];
+    float m[kTile], l[kTile];
+};
+
+__device__ __forceinline__ void load_tile(__nv_bfloat16* dst, const float* base, int stride, int first,
+                                         int last, int count) {
+    // count rows from `first` (row j valid while first + j <= last), 64 fp32 each -> bf16.
+    for (int idx = threadIdx.x; idx < count * (kD / 4); idx += kThreads) {
+        const int r = idx / (kD / 4), c4 = idx % (kD / 4);
+        float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
+        if (first + r <= last) v = *reinterpret_cast<const float4*>(base + static_cast<std::size_t>(first + r) * stride + 4 * c4);
+        __nv_bfloat16* d = dst + r * kLdh + 4 * c4;
+        d[0] = __float2bfloat16(v.x);
+        d[1] = __float2bfloat16(v.y);
+        d[2] = __float2bfloat16(v.z);
+        d[3] = __float2bfloat16(v.w);
+    }
+}
+
+__global__ void __launch_bounds__(kThreads)
+    attention_prefill_kernel(const float* __restrict__ q, int q_stride, int rows, int pos0,
+                             const float* __restrict__ kc, const float* __restrict__ vc,
+                             const std::uint16_t* __restrict__ sinks, int q_heads, int kv_heads,
+                             int window, __nv_bfloat16* __restrict__ out) {
+    using namespace nvcuda;
+    extern __shared__ __align__(16) unsigned char raw[];
+    Smem& s = *reinterpret_cast<Smem*>(raw);
+    const int hq = blockIdx.x, r0 = blockIdx.y * kTile;
+    const int hk = hq / (q_heads / kv_heads), kv_dim = kv_heads * kD;
+    const int t = threadIdx.x, warp = t / 32;
+    const int last_row = min(r0 + kTile, rows) - 1;
+    const int kmax = pos0 + last_row;
+    // Key tiles start at multiples of 64: a row sees the same tiles in the same order whatever
+    // block or query tile it is computed in (tiles without a valid key change nothing), so a
+    // row's result does not depend on how the prompt was cut into blocks.
+    const int kmin = (window > 0 ? max(0, pos0 + r0 - window + 1) : 0) / kTile * kTile;
+    const float scale = rsqrtf(static_cast<float>(kD));
+
+    load_tile(s.q, q + hq * kD, q_stride, r0, last_row, kTile);
+    for (int i = t; i < kTile * kLdf; i += kThreads) s.o[i] = 0.0f;
+    if (t < kTile) {
+        s.m[t] = -FLT_MAX;
+        s.l[t] = 0.0f;
+    }
+    // Softmax ownership: thread t handles row t / 2, columns 32 * (t % 2) .. + 31 (its own warp's
+    // rows, so S, P and O rows never cross warps).
+    const int row = t / 2, c0 = 32 * (t % 2);
+    const int pq = pos0 + r0 + row;
+    const int lo = window > 0 ? pq - window + 1 : 0;
+    const bool row_valid = r0 + row < rows;
+    __syncthreads();
+
+    for (int kb = kmin; kb <= kmax; kb += kTile) {
+        load_tile(s.k, kc + hk * kD, kv_dim, kb, kmax, kTile);
+        load_tile(s.v, vc + hk * kD, kv_dim, kb, kmax, kTile);
+        __syncthreads();
+        // S = Q K^T for this warp's 16 rows.
+        {
+            wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[4];
+#pragma unroll
+            for (int j = 0; j < 4; ++j) wmma::fill_fragment(acc[j], 0.0f);
+#pragma unroll
+            for (int kk = 0; kk < kD; kk += 16) {
+                wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> fa;
+                wmma::load_matrix_sync(fa, &s.q[(16 * warp) * kLdh + kk], kLdh);
+#pragma unroll
+                for (int j = 0; j < 4; ++j) {
+                    wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::col_major> fb;
+                    wmma::load_matrix_sync(fb, &s.k[(16 * j) * kLdh + kk], kLdh);
+                    wmma::mma_sync(acc[j], fa, fb, acc[j]);
+                }
+            }
+#pragma unroll
+            for (int j = 0; j < 4; ++j)
+                wmma::store_matrix_sync(&s.s[(16 * warp) * kLdf + 16 * j], acc[j], kLdf, wmma::mem_row_major);
+        }
+        __syncwarp();
+        // Online softmax of row `row`, columns c0 .. c0 + 31.
+        {
+            float* sr = &s.s[row * kLdf + c0];
+            float mx = -FLT_MAX;
+            for (int c = 0; c < 32; ++c) {
+                const int j = kb + c0 + c;
+                const bool ok = row_valid && j <= pq && j >= lo && j <= kmax;
+                const float v = ok ? sr[c] * scale : -FLT_MAX;
+                sr[c] = v;
+                mx = fmaxf(mx, v);
+            }
+            mx = fmaxf(mx, __shfl_xor_sync(0xFFFFFFFFu, mx, 1));
+            const float m_old = s.m[row];
+            const float m_new = fmaxf(m_old, mx);
+            const bool any = m_new > -FLT_MAX;
+            float sum = 0.0f;
+            __nv_bfloat16* pr = &s.p[row * kLdh + c0];
+            for (int c = 0; c < 32; ++c) {
+                const float p = (any && sr[c] > -FLT_MAX) ? expf(sr[c] - m_new) : 0.0f;
+                pr[c] = __float2bfloat16(p);
+                sum += p;
+            }
+            sum += __shfl_xor_sync(0xFFFFFFFFu, sum, 1);
+            const float alpha = (any && m_old > -FLT_MAX) ? expf(m_old - m_new) : (any ? 0.0f : 1.0f);
+            float* orow = &s.o[row * kLdf + c0];
+            for (int c = 0; c < 32; ++c) orow[c] *= alpha;
+            __syncwarp();
+            if (t % 2 == 0) {
+                s.m[row] = m_new;
+                s.l[row] = s.l[row] * alpha + sum;
+            }
+        }
+        __syncwarp();
+        // O += P V for this warp's rows.
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+            wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
+            wmma::load_matrix_sync(acc, &s.o[(16 * warp) * kLdf + 16 * j], kLdf, wmma::mem_row_major);
+#pragma unroll
+            for (int kk = 0; kk < kTile; kk += 16) {
+                wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> fa;
+                wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::row_major> fb;
+                wmma::load_matrix_sync(fa, &s.p[(16 * warp) * kLdh + kk], kLdh);
+                wmma::load_matrix_sync(fb, &s.v[kk * kLdh + 16 * j], kLdh);
+                wmma::mma_sync(acc, fa, fb, acc);
+            }
+            wmma::store_matrix_sync(&s.o[(16 * warp) * kLdf + 16 * j], acc, kLdf, wmma::mem_row_major);
+        }
+        __syncthreads();  // K/V tiles are reloaded next step
+    }
+    if (!row_valid) return;
+    const float sink = bf16_bits_to_float(sinks[hq]);
+    const float m = s.m[row];
+    const float mf = fmaxf(m, sink);
+    const float denom = s.l[row] * expf(m - mf) + expf(sink - mf);
+    const float f = expf(m - mf) / denom;
+    __nv_bfloat16* orow = out + static_cast<std::size_t>(r0 + row) * q_heads * kD + hq * kD + c0;
+    for (int c = 0; c < 32; ++c) orow[c] = __float2bfloat16(s.o[row * kLdf + c0 + c] * f);
+}
+
+}  // namespace
+
+void attention_prefill(const float* q, int q_stride, int rows, int pos0, const float* k_cache,
+                       const float* v_cache, const std::uint16_t* sinks, int q_heads, int kv_heads,
+                       int window, std::uint16_t* out, cudaStream_t stream) {
+    if (rows <= 0) return;
+    static const bool configured = [] {
+        NEURAL_CUDA(cudaFuncSetAttribute(attention_prefill_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         static_cast<int>(sizeof(Smem))));
+        return true;
+    }();
+    (void)configured;
+    const dim3 grid(q_heads, (rows + kTile - 1) / kTile);
+    attention_prefill_kernel<<<grid, kThreads, sizeof(Smem), stream>>>(
+        q, q_stride, rows, pos0, k_cache, v_cache, sinks, q_heads, kv_heads, window,
+        reinterpret_cast<__nv_bfloat16*>(out));
+}
+
+}  // namespace neural::cuda

@@ -1,0 +1,17 @@
+// Prefill's dense projections: Y[m, n] (+)= sum_k X[m, k] W[n, k] + bias[n] for M token rows at
+// once, on tensor cores (gemm_tile.cuh): X bf16 [M, K] (row stride K), W bf16 [N, K] (the
+// checkpoint's layout), bias bf16 [N] or null, Y fp32 (row stride ldy). K must be a multiple of
+// 32 and X's rows 16-byte aligned. Host entry point only.
+#pragma once
+
+#include <cstdint>
+
+#include <cuda_runtime.h>
+
+namespace neural::cuda {
+
+void gemm_bf16_rows(const std::uint16_t* x, int m, int k, const std::uint16_t* w,
+                    const std::uint16_t* bias, int n, float* y, int ldy, bool accumulate,
+                    cudaStream_t stream);
+
+}  // namespace neural::cuda
