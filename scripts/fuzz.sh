@@ -2,6 +2,7 @@
 # Builds the libFuzzer targets (clang 14, ASan + UBSan + libFuzzer) into build-fuzz/ and runs each
 # for SECONDS (default 60), one after the other, then prints executions, coverage and crashes.
 #   scripts/fuzz.sh [SECONDS]
+#   scripts/fuzz.sh --build-only   (configure and build, run nothing; scripts/fuzz_bundle.sh uses it)
 #   NEURAL_FUZZ_TARGETS  space-separated subset (default: all; names as in tests/fuzz/CMakeLists.txt)
 #   NEURAL_FUZZ_BUILD_DIR  build folder (default: build-fuzz)
 #   NEURAL_JOBS          compile jobs (default: 2)
@@ -30,6 +31,7 @@ if [ ! -f "$BUILD_DIR/build.ninja" ]; then
     ${NEURAL_SHARED_DIR:+-DNEURAL_SHARED_DIR="$NEURAL_SHARED_DIR"} >/dev/null
 fi
 nice -n 10 cmake --build "$BUILD_DIR" -j "${NEURAL_JOBS:-2}" --target neural_fuzzers
+[ "$SECONDS_EACH" != "--build-only" ] || exit 0
 
 SHARED=${NEURAL_SHARED_DIR:-$(cd .. && pwd)/shared}
 export NEURAL_FUZZ_TOKENIZER=${NEURAL_FUZZ_TOKENIZER:-$SHARED/fixtures/tiny-gptoss-a/tokenizer.json}
