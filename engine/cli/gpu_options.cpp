@@ -21,6 +21,7 @@ const char* const kGpuFlagsHelp =
                            token (the decode path token by token, the reference)
   --prefill-block N        prompt tokens per block (2048)
   --scratch N              VRAM scratch slots that non-resident experts are staged into (4)
+  --staging-threads N      threads copying staged experts from RAM to pinned buffers (8)
   --prefill-cpu-tokens N   non-resident experts with at most N prompt tokens run on the CPU
                            instead of being staged; 0-16 (16)
 )";
@@ -28,7 +29,8 @@ const char* const kGpuFlagsHelp =
 void add_gpu_flags(std::set<std::string>& flags) {
     flags.insert({"--backend", "--vram-budget", "--pool", "--pool-slots", "--static-fraction",
                   "--ranking", "--refresh-every", "--refresh-m", "--prefill-weight", "--context",
-                  "--device", "--prefill-order", "--prefill-block", "--scratch", "--prefill-cpu-tokens"});
+                  "--device", "--prefill-order", "--prefill-block", "--scratch", "--staging-threads",
+                  "--prefill-cpu-tokens"});
 }
 
 void apply_gpu_flags(const Args& args, LoadOptions& o) {
@@ -58,12 +60,14 @@ void apply_gpu_flags(const Args& args, LoadOptions& o) {
     }
     g.prefill_block = static_cast<int>(args.get_int("--prefill-block", g.prefill_block, 1, 65536));
     g.scratch_slots = static_cast<int>(args.get_int("--scratch", g.scratch_slots, 1, 64));
+    g.staging_threads = static_cast<int>(args.get_int("--staging-threads", g.staging_threads, 1, 64));
     g.prefill_cpu_tokens = static_cast<int>(args.get_int("--prefill-cpu-tokens", g.prefill_cpu_tokens, 0, 16));
     // An explicit --kernel-persistent (0 or 1) decides for the GPU backend too.
     if (args.has("--kernel-persistent")) g.prefer_persistent_team = false;
     if (o.backend == "cpu") {
         for (const char* f : {"--vram-budget", "--pool", "--pool-slots", "--ranking", "--context",
-                              "--prefill-order", "--prefill-block", "--scratch", "--prefill-cpu-tokens"}) {
+                              "--prefill-order", "--prefill-block", "--scratch", "--staging-threads",
+                              "--prefill-cpu-tokens"}) {
             // --ranking also orders the RAM warm-up and --lock-ram (engine_options.cpp).
             if (std::string(f) == "--ranking" && (args.has("--warmup-ram") || args.has("--lock-ram"))) {
                 continue;

@@ -17,28 +17,42 @@ constexpr int kThreads = 128;  // 4 warps, warp w owns query rows 16w .. 16w + 1
 constexpr int kLdh = kD + 8;   // bf16 row stride
 constexpr int kLdf = kD + 4;   // fp32 row stride
 
+// Every operand is split into bf16 halves (x = hi + lo) and each product takes three WMMA
+// products, hi hi + hi lo + lo hi: ~16 bits of each operand with bf16's range (fp16 operands lost
+// precision on small values). S is stored over the K tiles once every warp has read them.
 struct Smem {
-    __nv_bfloat16 q[kTile * kLdh];
-    __nv_bfloat16 k[kTile * kLdh];
-    __nv_bfloat16 v[kTile * kLdh];
-    __nv_bfloat16 p[kTile * kLdh];
-    float s[kTile * kLdf];
+    __nv_bfloat16 q[kTile * kLdh], q_lo[kTile * kLdh];
+    union {
+        struct {
+            __nv_bfloat16 k[kTile * kLdh], k_lo[kTile * kLdh];
+        } kt;
+        float s[kTile * kLdf];
+    };
+    __nv_bfloat16 v[kTile * kLdh], v_lo[kTile * kLdh];
+    __nv_bfloat16 p[kTile * kLdh], p_lo[kTile * kLdh];
     float o[kTile * kLdf];
     float m[kTile], l[kTile];
 };
 
-__device__ __forceinline__ void load_tile(__nv_bfloat16* dst, const float* base, int stride, int first,
-                                         int last, int count) {
-    // count rows from `first` (row j valid while first + j <= last), 64 fp32 each -> bf16.
+// count rows from `first` (row j valid while first + j <= last), 64 fp32 each.
+template <typename Store>
+__device__ __forceinline__ void load_rows(const float* base, int stride, int first, int last, int count,
+                                          Store store) {
     for (int idx = threadIdx.x; idx < count * (kD / 4); idx += kThreads) {
         const int r = idx / (kD / 4), c4 = idx % (kD / 4);
         float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
         if (first + r <= last) v = *reinterpret_cast<const float4*>(base + static_cast<std::size_t>(first + r) * stride + 4 * c4);
-        __nv_bfloat16* d = dst + r * kLdh + 4 * c4;
-        d[0] = __float2bfloat16(v.x);
-        d[1] = __float2bfloat16(v.y);
-        d[2] = __float2bfloat16(v.z);
-        d[3] = __float2bfloat16(v.w);
+        store(r * kLdh + 4 * c4, v);
+    }
+}
+
+__device__ __forceinline__ void split_bf16(__nv_bfloat16* hi, __nv_bfloat16* lo, int at, float4 v) {
+    const float f[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+        const __nv_bfloat16 h = __float2bfloat16(f[i]);
+        hi[at + i] = h;
+        lo[at + i] = __float2bfloat16(f[i] - __bfloat162float(h));
     }
 }
 
@@ -46,7 +60,7 @@ __global__ void __launch_bounds__(kThreads)
     attention_prefill_kernel(const float* __restrict__ q, int q_stride, int rows, int pos0,
                              const float* __restrict__ kc, const float* __restrict__ vc,
                              const std::uint16_t* __restrict__ sinks, int q_heads, int kv_heads,
-                             int window, __nv_bfloat16* __restrict__ out) {
+                             int window, float* __restrict__ out) {
     using namespace nvcuda;
     extern __shared__ __align__(16) unsigned char raw[];
     Smem& s = *reinterpret_cast<Smem*>(raw);
@@ -61,7 +75,7 @@ __global__ void __launch_bounds__(kThreads)
     const int kmin = (window > 0 ? max(0, pos0 + r0 - window + 1) : 0) / kTile * kTile;
     const float scale = rsqrtf(static_cast<float>(kD));
 
-    load_tile(s.q, q + hq * kD, q_stride, r0, last_row, kTile);
+    load_rows(q + hq * kD, q_stride, r0, last_row, kTile, [&](int at, float4 v) { split_bf16(s.q, s.q_lo, at, v); });
     for (int i = t; i < kTile * kLdf; i += kThreads) s.o[i] = 0.0f;
     if (t < kTile) {
         s.m[t] = -FLT_MAX;
@@ -76,8 +90,8 @@ __global__ void __launch_bounds__(kThreads)
     __syncthreads();
 
     for (int kb = kmin; kb <= kmax; kb += kTile) {
-        load_tile(s.k, kc + hk * kD, kv_dim, kb, kmax, kTile);
-        load_tile(s.v, vc + hk * kD, kv_dim, kb, kmax, kTile);
+        load_rows(kc + hk * kD, kv_dim, kb, kmax, kTile, [&](int at, float4 v) { split_bf16(s.kt.k, s.kt.k_lo, at, v); });
+        load_rows(vc + hk * kD, kv_dim, kb, kmax, kTile, [&](int at, float4 v) { split_bf16(s.v, s.v_lo, at, v); });
         __syncthreads();
         // S = Q K^T for this warp's 16 rows.
         {
@@ -86,15 +100,20 @@ __global__ void __launch_bounds__(kThreads)
             for (int j = 0; j < 4; ++j) wmma::fill_fragment(acc[j], 0.0f);
 #pragma unroll
             for (int kk = 0; kk < kD; kk += 16) {
-                wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> fa;
+                wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> fa, fal;
                 wmma::load_matrix_sync(fa, &s.q[(16 * warp) * kLdh + kk], kLdh);
+                wmma::load_matrix_sync(fal, &s.q_lo[(16 * warp) * kLdh + kk], kLdh);
 #pragma unroll
                 for (int j = 0; j < 4; ++j) {
-                    wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::col_major> fb;
-                    wmma::load_matrix_sync(fb, &s.k[(16 * j) * kLdh + kk], kLdh);
+                    wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::col_major> fb, fbl;
+                    wmma::load_matrix_sync(fb, &s.kt.k[(16 * j) * kLdh + kk], kLdh);
+                    wmma::load_matrix_sync(fbl, &s.kt.k_lo[(16 * j) * kLdh + kk], kLdh);
                     wmma::mma_sync(acc[j], fa, fb, acc[j]);
+                    wmma::mma_sync(acc[j], fa, fbl, acc[j]);
+                    wmma::mma_sync(acc[j], fal, fb, acc[j]);
                 }
             }
+            __syncthreads();  // every warp has read the K tiles that S overwrites
 #pragma unroll
             for (int j = 0; j < 4; ++j)
                 wmma::store_matrix_sync(&s.s[(16 * warp) * kLdf + 16 * j], acc[j], kLdf, wmma::mem_row_major);
@@ -117,9 +136,12 @@ __global__ void __launch_bounds__(kThreads)
             const bool any = m_new > -FLT_MAX;
             float sum = 0.0f;
             __nv_bfloat16* pr = &s.p[row * kLdh + c0];
+            __nv_bfloat16* pl = &s.p_lo[row * kLdh + c0];
             for (int c = 0; c < 32; ++c) {
                 const float p = (any && sr[c] > -FLT_MAX) ? expf(sr[c] - m_new) : 0.0f;
-                pr[c] = __float2bfloat16(p);
+                const __nv_bfloat16 h = __float2bfloat16(p);
+                pr[c] = h;
+                pl[c] = __float2bfloat16(p - __bfloat162float(h));
                 sum += p;
             }
             sum += __shfl_xor_sync(0xFFFFFFFFu, sum, 1);
@@ -140,11 +162,15 @@ __global__ void __launch_bounds__(kThreads)
             wmma::load_matrix_sync(acc, &s.o[(16 * warp) * kLdf + 16 * j], kLdf, wmma::mem_row_major);
 #pragma unroll
             for (int kk = 0; kk < kTile; kk += 16) {
-                wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> fa;
-                wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::row_major> fb;
+                wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> fa, fal;
+                wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::row_major> fb, fbl;
                 wmma::load_matrix_sync(fa, &s.p[(16 * warp) * kLdh + kk], kLdh);
+                wmma::load_matrix_sync(fal, &s.p_lo[(16 * warp) * kLdh + kk], kLdh);
                 wmma::load_matrix_sync(fb, &s.v[kk * kLdh + 16 * j], kLdh);
+                wmma::load_matrix_sync(fbl, &s.v_lo[kk * kLdh + 16 * j], kLdh);
                 wmma::mma_sync(acc, fa, fb, acc);
+                wmma::mma_sync(acc, fa, fbl, acc);
+                wmma::mma_sync(acc, fal, fb, acc);
             }
             wmma::store_matrix_sync(&s.o[(16 * warp) * kLdf + 16 * j], acc, kLdf, wmma::mem_row_major);
         }
@@ -156,15 +182,15 @@ __global__ void __launch_bounds__(kThreads)
     const float mf = fmaxf(m, sink);
     const float denom = s.l[row] * expf(m - mf) + expf(sink - mf);
     const float f = expf(m - mf) / denom;
-    __nv_bfloat16* orow = out + static_cast<std::size_t>(r0 + row) * q_heads * kD + hq * kD + c0;
-    for (int c = 0; c < 32; ++c) orow[c] = __float2bfloat16(s.o[row * kLdf + c0 + c] * f);
+    float* orow = out + static_cast<std::size_t>(r0 + row) * q_heads * kD + hq * kD + c0;
+    for (int c = 0; c < 32; ++c) orow[c] = s.o[row * kLdf + c0 + c] * f;
 }
 
 }  // namespace
 
 void attention_prefill(const float* q, int q_stride, int rows, int pos0, const float* k_cache,
                        const float* v_cache, const std::uint16_t* sinks, int q_heads, int kv_heads,
-                       int window, std::uint16_t* out, cudaStream_t stream) {
+                       int window, float* out, cudaStream_t stream) {
     if (rows <= 0) return;
     static const bool configured = [] {
         NEURAL_CUDA(cudaFuncSetAttribute(attention_prefill_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -174,8 +200,7 @@ void attention_prefill(const float* q, int q_stride, int rows, int pos0, const f
     (void)configured;
     const dim3 grid(q_heads, (rows + kTile - 1) / kTile);
     attention_prefill_kernel<<<grid, kThreads, sizeof(Smem), stream>>>(
-        q, q_stride, rows, pos0, k_cache, v_cache, sinks, q_heads, kv_heads, window,
-        reinterpret_cast<__nv_bfloat16*>(out));
+        q, q_stride, rows, pos0, k_cache, v_cache, sinks, q_heads, kv_heads, window, out);
 }
 
 }  // namespace neural::cuda

@@ -2,9 +2,9 @@
 // rows - 1 (gpt-oss-model.md; cpu/ops.h attend_with_sink), causal, sliding layers limited to the
 // last `window` keys, GQA. Flash-style on tensor cores: per (query head, 64 queries) one block
 // walks 64-key tiles of the fp32 K/V cache (positions already written by rope_kv_rows, earlier
-// blocks included), S = Q K^T and O += P V in bf16 WMMA with fp32 accumulation, online softmax in
-// fp32; the sink joins the denominator at the end. q: fp32 rows of qkv (row stride q_stride);
-// out bf16 [rows, nq * 64]. head_dim must be 64 (gpt-oss); the backend checks. Deterministic.
+// blocks included), S = Q K^T and O += P V from bf16 hi/lo halves of every operand (three WMMA
+// products each, ~16 bits), fp32 accumulation, online softmax in fp32; the sink joins the
+// denominator at the end. q: fp32 rows of qkv (row stride q_stride); out fp32 [rows, nq * 64]. head_dim must be 64 (gpt-oss); the backend checks. Deterministic.
 // Host entry point only.
 #pragma once
 
@@ -18,6 +18,6 @@ constexpr int kPrefillHeadDim = 64;
 
 void attention_prefill(const float* q, int q_stride, int rows, int pos0, const float* k_cache,
                        const float* v_cache, const std::uint16_t* sinks, int q_heads, int kv_heads,
-                       int window /* 0: full */, std::uint16_t* out, cudaStream_t stream);
+                       int window /* 0: full */, float* out, cudaStream_t stream);
 
 }  // namespace neural::cuda

@@ -8,19 +8,18 @@ namespace {
 __global__ void __launch_bounds__(gemm::kThreads)
     expert_gate_up_kernel(const std::uint8_t* __restrict__ rec, int expert, ExpertShape sh,
                           const int* __restrict__ entries, int count,
-                          const std::uint16_t* __restrict__ h,
-                          const std::uint16_t* __restrict__ bias, std::uint16_t* __restrict__ act) {
+                          const float* __restrict__ h,
+                          const std::uint16_t* __restrict__ bias, float* __restrict__ act) {
     __shared__ __align__(16) gemm::Smem s;
     const int H = sh.hidden, I = sh.intermediate, G = H / 32;
     const int n0 = blockIdx.x * gemm::kBN, m0 = blockIdx.y * gemm::kBM;
-    auto row_of = [&](int r) -> const std::uint16_t* {
+    auto row_of = [&](int r) -> const float* {
         const int m = m0 + r;
         return m < count ? h + static_cast<std::size_t>(entries[m] / sh.k) * H : nullptr;
     };
     const gemm::WeightRows w{nullptr, rec, rec + static_cast<std::size_t>(2 * I) * G * 16};
     gemm::gemm_tile(s, row_of, w, n0, 2 * I, H);
     const std::uint16_t* b = bias + static_cast<std::size_t>(expert) * 2 * I;
-    __nv_bfloat16* out = reinterpret_cast<__nv_bfloat16*>(act);
     for (int idx = threadIdx.x; idx < gemm::kBM * gemm::kBN / 2; idx += gemm::kThreads) {
         const int r = idx / (gemm::kBN / 2), p = idx % (gemm::kBN / 2), m = m0 + r;
         const int i = n0 / 2 + p;  // gate row 2i, up row 2i + 1
@@ -30,19 +29,19 @@ __global__ void __launch_bounds__(gemm::kThreads)
         g = fminf(g, sh.limit);
         u = fminf(fmaxf(u, -sh.limit), sh.limit);
         const float glu = g / (1.0f + expf(-sh.alpha * g));
-        out[static_cast<std::size_t>(m) * I + i] = __float2bfloat16(glu * (u + 1.0f));
+        act[static_cast<std::size_t>(m) * I + i] = glu * (u + 1.0f);
     }
 }
 
 __global__ void __launch_bounds__(gemm::kThreads)
     expert_down_kernel(const std::uint8_t* __restrict__ rec, int expert, ExpertShape sh,
                        const int* __restrict__ entries, int count,
-                       const std::uint16_t* __restrict__ act, const float* __restrict__ gate,
+                       const float* __restrict__ act, const float* __restrict__ gate,
                        const std::uint16_t* __restrict__ bias, float* __restrict__ acc) {
     __shared__ __align__(16) gemm::Smem s;
     const int H = sh.hidden, I = sh.intermediate, Gh = H / 32, Gi = I / 32;
     const int n0 = blockIdx.x * gemm::kBN, m0 = blockIdx.y * gemm::kBM;
-    auto row_of = [&](int r) -> const std::uint16_t* {
+    auto row_of = [&](int r) -> const float* {
         const int m = m0 + r;
         return m < count ? act + static_cast<std::size_t>(m) * I : nullptr;
     };
@@ -63,9 +62,9 @@ __global__ void __launch_bounds__(gemm::kThreads)
 }  // namespace
 
 void expert_gemm(const std::uint8_t* record, int expert, const ExpertShape& shape,
-                 const int* entries, int count, const std::uint16_t* h, const float* gate,
+                 const int* entries, int count, const float* h, const float* gate,
                  const std::uint16_t* gate_up_bias, const std::uint16_t* down_bias,
-                 std::uint16_t* act, float* acc, cudaStream_t stream) {
+                 float* act, float* acc, cudaStream_t stream) {
     if (count <= 0) return;
     const int mt = (count + gemm::kBM - 1) / gemm::kBM;
     expert_gate_up_kernel<<<dim3((2 * shape.intermediate + gemm::kBN - 1) / gemm::kBN, mt), gemm::kThreads, 0,

@@ -6,12 +6,12 @@ namespace neural::cuda {
 namespace {
 
 __global__ void __launch_bounds__(gemm::kThreads)
-    gemm_bf16_rows_kernel(const std::uint16_t* __restrict__ x, int M, int K,
+    gemm_bf16_rows_kernel(const float* __restrict__ x, int M, int K,
                           const std::uint16_t* __restrict__ w, const std::uint16_t* __restrict__ bias,
                           int N, float* __restrict__ y, int ldy, bool accumulate) {
     __shared__ __align__(16) gemm::Smem s;
     const int n0 = blockIdx.x * gemm::kBN, m0 = blockIdx.y * gemm::kBM;
-    auto row_of = [&](int r) -> const std::uint16_t* {
+    auto row_of = [&](int r) -> const float* {
         const int m = m0 + r;
         return m < M ? x + static_cast<std::size_t>(m) * K : nullptr;
     };
@@ -27,7 +27,7 @@ __global__ void __launch_bounds__(gemm::kThreads)
 
 }  // namespace
 
-void gemm_bf16_rows(const std::uint16_t* x, int m, int k, const std::uint16_t* w,
+void gemm_bf16_rows(const float* x, int m, int k, const std::uint16_t* w,
                     const std::uint16_t* bias, int n, float* y, int ldy, bool accumulate,
                     cudaStream_t stream) {
     if (m <= 0) return;

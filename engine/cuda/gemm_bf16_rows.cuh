@@ -1,5 +1,5 @@
 // Prefill's dense projections: Y[m, n] (+)= sum_k X[m, k] W[n, k] + bias[n] for M token rows at
-// once, on tensor cores (gemm_tile.cuh): X bf16 [M, K] (row stride K), W bf16 [N, K] (the
+// once, on tensor cores (gemm_tile.cuh): X fp32 [M, K] (row stride K), W bf16 [N, K] (the
 // checkpoint's layout), bias bf16 [N] or null, Y fp32 (row stride ldy). K must be a multiple of
 // 32 and X's rows 16-byte aligned. Host entry point only.
 #pragma once
@@ -10,7 +10,7 @@
 
 namespace neural::cuda {
 
-void gemm_bf16_rows(const std::uint16_t* x, int m, int k, const std::uint16_t* w,
+void gemm_bf16_rows(const float* x, int m, int k, const std::uint16_t* w,
                     const std::uint16_t* bias, int n, float* y, int ldy, bool accumulate,
                     cudaStream_t stream);
 

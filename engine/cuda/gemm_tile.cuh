@@ -1,8 +1,11 @@
 // The tensor-core tile of the prefill GEMMs (gemm_bf16_rows.cu, expert_gemm.cu): a 64 x 64
-// output tile of C = A W^T, A bf16 [M, K] (rows gathered through a row map), W [N, K] given as
+// output tile of C = A W^T, A fp32 [M, K] (rows gathered through a row map), W [N, K] given as
 // bf16 rows or as MXFP4 rows (dequantized to bf16 in shared memory; exact: an E2M1 value times a
 // power of two is a bf16 number), fp32 accumulation in WMMA 16x16x16 fragments, K in steps of 32
-// (one MXFP4 block). 4 warps, each 32 x 32 of the tile. Every output element is one fixed-order
+// (one MXFP4 block). 4 warps, each 32 x 32 of the tile. The activations are split into two bf16
+// halves, a = hi + lo (hi = bf16(a), lo = bf16(a - hi)), and both are multiplied: the weights
+// are exact in bf16, so the products carry ~16 bits of the activation instead of bf16's 8 (bf16
+// activations missed the golden logits' 5e-2 on the tiny fixture). Every output element is one fixed-order
 // dot product, whatever rows share its tile, so grouping tokens differently (layer- or
 // block-major, resident or staged weights, one or many launches) gives bit-identical results.
 // After gemm_tile() returns, the tile's fp32 results are in Smem::c for the caller's epilogue.
@@ -26,13 +29,14 @@ struct Smem {
     union {
         struct {
             __nv_bfloat16 a[kBM * kLds];
+            __nv_bfloat16 a_lo[kBM * kLds];
             __nv_bfloat16 b[kBN * kLds];
         } ab;
         float c[kBM * kLdc];
     };
 };
 
-// A: rows of bf16 activations; row(m) is the address of tile row m's K values or nullptr (zero).
+// A: rows of fp32 activations; row(m) is the address of tile row m's K values or nullptr (zero).
 // W as bf16 rows [N, K] (mxfp4 == false) or MXFP4: codes [N, K/32, 16], scales [N, K/32].
 struct WeightRows {
     const std::uint16_t* bf16 = nullptr;
@@ -54,14 +58,20 @@ __device__ __forceinline__ void gemm_tile(Smem& s, RowOf row_of, const WeightRow
     const int G = K / 32;
     for (int g = 0; g < G; ++g) {
         const int k0 = g * 32;
-        // A: 64 rows x 32 bf16 = 256 16-byte pieces, two per thread.
+        // A: 64 rows x 32 fp32 = 512 float4 pieces, four per thread, split into hi + lo.
 #pragma unroll
-        for (int p = 0; p < 2; ++p) {
-            const int idx = t + p * kThreads, r = idx / 4, part = idx % 4;
-            const std::uint16_t* src = row_of(r);
-            uint4 v = make_uint4(0, 0, 0, 0);
-            if (src != nullptr) v = *reinterpret_cast<const uint4*>(src + k0 + part * 8);
-            *reinterpret_cast<uint4*>(&s.ab.a[r * kLds + part * 8]) = v;
+        for (int p = 0; p < 4; ++p) {
+            const int idx = t + p * kThreads, r = idx / 8, part = idx % 8;
+            const float* src = row_of(r);
+            float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
+            if (src != nullptr) v = *reinterpret_cast<const float4*>(src + k0 + part * 4);
+            const float f[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+            for (int i = 0; i < 4; ++i) {
+                const __nv_bfloat16 hi = __float2bfloat16(f[i]);
+                s.ab.a[r * kLds + part * 4 + i] = hi;
+                s.ab.a_lo[r * kLds + part * 4 + i] = __float2bfloat16(f[i] - __bfloat162float(hi));
+            }
         }
         if (w.bf16 != nullptr) {
 #pragma unroll
@@ -97,16 +107,22 @@ __device__ __forceinline__ void gemm_tile(Smem& s, RowOf row_of, const WeightRow
         __syncthreads();
 #pragma unroll
         for (int kk = 0; kk < 32; kk += 16) {
-            wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> fa[2];
+            wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> fa[2], fl[2];
             wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::col_major> fb[2];
 #pragma unroll
-            for (int i = 0; i < 2; ++i) wmma::load_matrix_sync(fa[i], &s.ab.a[(wm + 16 * i) * kLds + kk], kLds);
+            for (int i = 0; i < 2; ++i) {
+                wmma::load_matrix_sync(fa[i], &s.ab.a[(wm + 16 * i) * kLds + kk], kLds);
+                wmma::load_matrix_sync(fl[i], &s.ab.a_lo[(wm + 16 * i) * kLds + kk], kLds);
+            }
 #pragma unroll
             for (int j = 0; j < 2; ++j) wmma::load_matrix_sync(fb[j], &s.ab.b[(wn + 16 * j) * kLds + kk], kLds);
 #pragma unroll
             for (int i = 0; i < 2; ++i)
 #pragma unroll
-                for (int j = 0; j < 2; ++j) wmma::mma_sync(acc[i][j], fa[i], fb[j], acc[i][j]);
+                for (int j = 0; j < 2; ++j) {
+                    wmma::mma_sync(acc[i][j], fa[i], fb[j], acc[i][j]);
+                    wmma::mma_sync(acc[i][j], fl[i], fb[j], acc[i][j]);
+                }
         }
         __syncthreads();
     }

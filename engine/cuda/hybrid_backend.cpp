@@ -470,7 +470,7 @@ class CudaBackend final : public Backend {
         NEURAL_CUDA(cudaMemcpy(table_, table.data(), table.size() * 4, cudaMemcpyHostToDevice));
 
         if (prefill_) {
-            ring_ = std::make_unique<StagingRing>(opt_.device, opt_.scratch_slots, static_cast<std::size_t>(record_bytes_),
+            ring_ = std::make_unique<StagingRing>(opt_.device, opt_.staging_threads, static_cast<std::size_t>(record_bytes_),
                                                   [this](int l, int e, std::uint8_t* dst) { fill_record(l, e, dst); });
         }
         capture_graphs();
@@ -485,8 +485,9 @@ class CudaBackend final : public Backend {
             residency_->frozen() ? "frozen" : fmt::format("adaptive every {} tokens", opt_.refresh_every),
             cpu::kernel_isa_name(kernel_->isa()), team_->name(), team_->size(),
             in_.store == nullptr ? ", experts from the checkpoint" : "",
-            prefill_ ? fmt::format("{}-major, blocks of {}, {} scratch slots, CPU up to {} tokens",
-                                   opt_.prefill_order, pf_block_, opt_.scratch_slots, opt_.prefill_cpu_tokens)
+            prefill_ ? fmt::format("{}-major, blocks of {}, {} scratch slots, {} staging threads, CPU up to {} tokens",
+                                   opt_.prefill_order, pf_block_, opt_.scratch_slots, opt_.staging_threads,
+                                   opt_.prefill_cpu_tokens)
                      : std::string("token by token"));
     }
 
@@ -505,6 +506,7 @@ class CudaBackend final : public Backend {
         }
         if (opt_.prefill_block < 1) fail("--prefill-block must be at least 1");
         if (opt_.scratch_slots < 1) fail("--scratch must be at least 1");
+        if (opt_.staging_threads < 1 || opt_.staging_threads > 64) fail("--staging-threads must be 1..64");
         if (opt_.prefill_cpu_tokens < 0 || opt_.prefill_cpu_tokens > cpu::ExpertKernel::kMaxTokens) {
             fail("--prefill-cpu-tokens must be 0..{}", cpu::ExpertKernel::kMaxTokens);
         }
@@ -515,15 +517,15 @@ class CudaBackend final : public Backend {
         pf_x_ = dalloc<float>(ctx * Hs, "prefill activations");
         pf_acc_ = dalloc<float>(ctx * Hs, "prefill activations");
         NEURAL_CUDA(cudaMemset(pf_acc_, 0, ctx * Hs * 4));
-        pf_h_ = dalloc<std::uint16_t>(ctx * Hs, "prefill activations");
+        pf_h_ = dalloc<float>(ctx * Hs, "prefill activations");
         pf_sel_ = dalloc<int>(ctx * Ks, "prefill routing");
         pf_gate_ = dalloc<float>(ctx * Ks, "prefill routing");
         pf_entries_ = dalloc<int>(ctx * Ks, "prefill routing");
-        pf_hin_ = dalloc<std::uint16_t>(B * Hs, "prefill block buffers");
+        pf_hin_ = dalloc<float>(B * Hs, "prefill block buffers");
         pf_qkv_ = dalloc<float>(B * static_cast<std::size_t>(Q_ + 2 * KV_), "prefill block buffers");
-        pf_attn_ = dalloc<std::uint16_t>(B * static_cast<std::size_t>(Q_), "prefill block buffers");
+        pf_attn_ = dalloc<float>(B * static_cast<std::size_t>(Q_), "prefill block buffers");
         pf_logits_ = dalloc<float>(B * static_cast<std::size_t>(E_), "prefill block buffers");
-        pf_act_ = dalloc<std::uint16_t>(B * static_cast<std::size_t>(I_), "prefill block buffers");
+        pf_act_ = dalloc<float>(B * static_cast<std::size_t>(I_), "prefill block buffers");
         const std::uint64_t record = cpu::ExpertRecordView::raw_bytes(H_, I_);
         const std::uint64_t stride = (record + kSlotAlign - 1) / kSlotAlign * kSlotAlign;
         pf_scratch_ = dalloc<std::uint8_t>(static_cast<std::size_t>(opt_.scratch_slots) * stride, "prefill scratch slots");
@@ -538,7 +540,7 @@ class CudaBackend final : public Backend {
         pf_emb_ = HostBuffer(B * Hs * 4);
         pf_route_host_ = HostBuffer(ctx * Ks * 8);
         pf_entries_host_ = HostBuffer(ctx * Ks * 4);
-        pf_h_host_ = HostBuffer(ctx * Hs * 2);
+        pf_h_host_ = HostBuffer(ctx * Hs * 4);
         if (opt_.prefill_cpu_tokens > 0) {
             pf_cpu_rows_ = HostBuffer(static_cast<std::size_t>(E_) * static_cast<std::size_t>(opt_.prefill_cpu_tokens) * Hs * 4);
             pf_cpu_start_ = HostBuffer((ctx + 1) * 4);
@@ -784,7 +786,7 @@ class CudaBackend final : public Backend {
         cuda::attention_prefill(pf_qkv_, qkv_cols, rows, pos0, ld.k_cache, ld.v_cache, ld.sinks, nq_, nkv_,
                                 window, pf_attn_, stream_);
         cuda::gemm_bf16_rows(pf_attn_, rows, Q_, ld.o_w, ld.o_b, H_, x, H_, true, stream_);
-        std::uint16_t* h = pf_h_ + static_cast<std::size_t>(b0) * Hs;
+        float* h = pf_h_ + static_cast<std::size_t>(b0) * Hs;
         cuda::rms_norm_rows(x, ld.post_norm, c.rms_norm_eps, H_, rows, h, stream_);
         cuda::gemm_bf16_rows(h, rows, H_, ld.router_w, ld.router_b, E_, pf_logits_, E_, false, stream_);
         cuda::router_topk_rows(pf_logits_, rows, E_, K_, pf_sel_ + static_cast<std::size_t>(b0) * K_,
@@ -866,9 +868,9 @@ class CudaBackend final : public Backend {
         std::future<std::uint64_t> cpu_job;
         const int* cpu_start_dev = nullptr;
         if (!cpu_experts.empty()) {
-            NEURAL_CUDA(cudaMemcpyAsync(pf_h_host_.host<std::uint16_t>() + static_cast<std::size_t>(b0) * Hs,
+            NEURAL_CUDA(cudaMemcpyAsync(pf_h_host_.host<float>() + static_cast<std::size_t>(b0) * Hs,
                                         pf_h_ + static_cast<std::size_t>(b0) * Hs,
-                                        static_cast<std::size_t>(rows) * Hs * 2, cudaMemcpyDeviceToHost, stream_));
+                                        static_cast<std::size_t>(rows) * Hs * 4, cudaMemcpyDeviceToHost, stream_));
             NEURAL_CUDA(cudaEventRecord(pf_h_ready_, stream_));
             int* cstart = pf_cpu_start_.host<int>();
             std::vector<int> row_of_entry(static_cast<std::size_t>(rows) * Ks, -1);
@@ -887,9 +889,8 @@ class CudaBackend final : public Backend {
                 const auto c0 = Clock::now();
                 NEURAL_CUDA(cudaEventSynchronize(pf_h_ready_));
                 const std::size_t H = static_cast<std::size_t>(H_);
-                const std::uint16_t* hb = pf_h_host_.host<std::uint16_t>();
+                const float* hb = pf_h_host_.host<float>();
                 float* out_rows = pf_cpu_rows_.host<float>();
-                std::vector<float> xs(static_cast<std::size_t>(cpu::ExpertKernel::kMaxTokens) * H);
                 for (const int e : cpu_experts) {
                     const int o0 = offset[static_cast<std::size_t>(e)], o1 = offset[static_cast<std::size_t>(e) + 1];
                     std::vector<const float*> xp;
@@ -897,9 +898,7 @@ class CudaBackend final : public Backend {
                     std::vector<float> w;
                     for (int j = o0; j < o1; ++j) {
                         const int entry = entries[j], t = entry / K_;
-                        float* xr = xs.data() + static_cast<std::size_t>(j - o0) * H;
-                        const std::uint16_t* src = hb + static_cast<std::size_t>(t) * H;
-                        for (std::size_t i = 0; i < H; ++i) xr[i] = bf16_to_float(src[i]);
+                        const float* xr = hb + static_cast<std::size_t>(t) * H;
                         float* orow = out_rows + static_cast<std::size_t>(row_of_entry[static_cast<std::size_t>(entry - b0 * K_)]) * H;
                         std::memset(orow, 0, H * 4);
                         xp.push_back(xr);
@@ -1223,8 +1222,7 @@ class CudaBackend final : public Backend {
     bool prefill_ = false;
     int pf_block_ = 0;
     float *pf_x_ = nullptr, *pf_acc_ = nullptr, *pf_qkv_ = nullptr, *pf_logits_ = nullptr,
-          *pf_gate_ = nullptr;
-    std::uint16_t *pf_h_ = nullptr, *pf_hin_ = nullptr, *pf_attn_ = nullptr, *pf_act_ = nullptr;
+          *pf_gate_ = nullptr, *pf_h_ = nullptr, *pf_hin_ = nullptr, *pf_attn_ = nullptr, *pf_act_ = nullptr;
     int *pf_sel_ = nullptr, *pf_entries_ = nullptr;
     std::uint8_t* pf_scratch_ = nullptr;
     std::vector<cudaEvent_t> pf_landed_, pf_free_;

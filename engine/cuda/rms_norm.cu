@@ -26,13 +26,12 @@ __global__ void rms_norm_kernel(const float* __restrict__ x, const std::uint16_t
     if (mirror != nullptr) __threadfence_system();
 }
 
-// One block per row; the same arithmetic as rms_norm_kernel, output rounded to bf16 (the
-// prefill GEMMs' input).
+// One block per row; the same arithmetic as rms_norm_kernel.
 __global__ void rms_norm_rows_kernel(const float* __restrict__ x, const std::uint16_t* __restrict__ w,
-                                     float eps, int n, __nv_bfloat16* __restrict__ y) {
+                                     float eps, int n, float* __restrict__ y) {
     __shared__ float partial[kThreads / 32];
     const float* xr = x + static_cast<std::size_t>(blockIdx.x) * n;
-    __nv_bfloat16* yr = y + static_cast<std::size_t>(blockIdx.x) * n;
+    float* yr = y + static_cast<std::size_t>(blockIdx.x) * n;
     float ss = 0.0f;
     for (int i = threadIdx.x; i < n; i += kThreads) ss += xr[i] * xr[i];
     ss = warp_sum(ss);
@@ -42,16 +41,16 @@ __global__ void rms_norm_rows_kernel(const float* __restrict__ x, const std::uin
     for (int i = 0; i < kThreads / 32; ++i) total += partial[i];
     const float inv = 1.0f / sqrtf(total / static_cast<float>(n) + eps);
     for (int i = threadIdx.x; i < n; i += kThreads) {
-        yr[i] = __float2bfloat16(bf16_bits_to_float(w[i]) * (xr[i] * inv));
+        yr[i] = bf16_bits_to_float(w[i]) * (xr[i] * inv);
     }
 }
 
 }  // namespace
 
-void rms_norm_rows(const float* x, const std::uint16_t* w, float eps, int n, int rows,
-                   std::uint16_t* y, cudaStream_t stream) {
+void rms_norm_rows(const float* x, const std::uint16_t* w, float eps, int n, int rows, float* y,
+                   cudaStream_t stream) {
     if (rows <= 0) return;
-    rms_norm_rows_kernel<<<rows, kThreads, 0, stream>>>(x, w, eps, n, reinterpret_cast<__nv_bfloat16*>(y));
+    rms_norm_rows_kernel<<<rows, kThreads, 0, stream>>>(x, w, eps, n, y);
 }
 
 void rms_norm(const float* x, const std::uint16_t* w, float eps, int n, float* y, float* mirror,

@@ -12,8 +12,9 @@ namespace neural::cuda {
 void rms_norm(const float* x, const std::uint16_t* w, float eps, int n, float* y, float* mirror,
               cudaStream_t stream);
 
-// Prefill: `rows` rows of n values (row stride n) at once, y as bf16 bits [rows, n].
-void rms_norm_rows(const float* x, const std::uint16_t* w, float eps, int n, int rows,
-                   std::uint16_t* y, cudaStream_t stream);
+// Prefill: `rows` rows of n values (row stride n) at once, y fp32 [rows, n]; each row bit for
+// bit what rms_norm gives.
+void rms_norm_rows(const float* x, const std::uint16_t* w, float eps, int n, int rows, float* y,
+                   cudaStream_t stream);
 
 }  // namespace neural::cuda

@@ -55,9 +55,10 @@ struct GpuOptions {
   // reference). Blocks hold up to prefill_block tokens.
   std::string prefill_order = "layer";
   int prefill_block = 2048;
-  // VRAM slots that non-resident experts with many prompt tokens are staged into (through a
-  // pinned ring of as many host buffers, filled by as many producer threads).
+  // VRAM slots that non-resident experts with many prompt tokens are staged into, and the
+  // producer threads (each with its pinned buffer) that copy their records from RAM.
   int scratch_slots = 4;
+  int staging_threads = 8;
   // Non-resident experts with at most this many tokens of a layer run on the CPU (multi-token
   // kernel) instead of being staged; 0: always staged.
   int prefill_cpu_tokens = 16;

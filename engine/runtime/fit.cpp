@@ -70,9 +70,9 @@ GpuMemoryLayout gpu_memory_layout(const ModelConfig& c, std::int64_t context, in
     // bf16 input, routing), block-sized scratch, and the scratch slots.
     if (prefill_block > 0 && c.head_dim == 64) {
         const std::uint64_t B = std::min<std::uint64_t>(static_cast<std::uint64_t>(prefill_block), ctx);
-        m.prefill_bytes = 2 * aligned(4 * ctx * H) + aligned(2 * ctx * H) + 3 * aligned(4 * ctx * K) +
-                          aligned(2 * B * H) + aligned(4 * B * (Q + 2 * KV)) + aligned(2 * B * Q) +
-                          aligned(4 * B * E) + aligned(2 * B * I) +
+        m.prefill_bytes = 3 * aligned(4 * ctx * H) + 3 * aligned(4 * ctx * K) + aligned(4 * B * H) +
+                          aligned(4 * B * (Q + 2 * KV)) + aligned(4 * B * Q) + aligned(4 * B * E) +
+                          aligned(4 * B * I) +
                           aligned(static_cast<std::uint64_t>(std::max(scratch_slots, 0)) * m.slot_bytes);
     }
     return m;

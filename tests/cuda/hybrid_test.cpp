@@ -220,6 +220,24 @@ LoadOptions prefill_options(int pool_slots, const std::string& order, int block,
     return o;
 }
 
+TEST(CudaHybrid, PrefillMatchesTheTokenByTokenPathAtEveryPosition) {
+    SKIP_WITHOUT_GPU();
+    const auto ids = long_prompt();
+    auto tok = Model::load(test::tiny_model_dir(), prefill_options(1000, "token", 2048, 0));
+    auto pre = Model::load(test::tiny_model_dir(), prefill_options(1000, "layer", 2048, 0));
+    const auto a = all_logits(*tok, ids), b = all_logits(*pre, ids);
+    const auto V = static_cast<std::size_t>(tok->config().vocab_size);
+    double worst = 0;
+    std::size_t worst_at = 0;
+    for (std::size_t t = 0; t < ids.size(); ++t) {
+        double d = 0;
+        for (std::size_t i = 0; i < V; ++i) d = std::max(d, static_cast<double>(std::fabs(a[t * V + i] - b[t * V + i])));
+        std::printf("position %zu: max |prefill - token| = %.3g\n", t, d);
+        if (d > worst) worst = d, worst_at = t;
+    }
+    EXPECT_LT(worst, 5e-2) << "at position " << worst_at;
+}
+
 TEST(CudaHybrid, GoldenTokenByTokenReferencePath) {
     SKIP_WITHOUT_GPU();
     expect_golden(*Model::load(test::tiny_model_dir(), prefill_options(16, "token", 2048, 16)));
