@@ -1,5 +1,7 @@
 #include "apiserver.h"
 
+#include <cmath>
+
 #include <QCryptographicHash>
 #include <QDateTime>
 #include <QHttpServerRequest>
@@ -72,6 +74,15 @@ QString loggablePath(const QString &path)
             c = u'?';
     }
     return out;
+}
+
+// GET /health's queue_wait: jobs started so far and the wait percentiles of the recent ones.
+openai::Json queueWaitJson(const QueueWaitStats &stats)
+{
+    auto ms = [](double seconds) { return std::round(seconds * 1e6) / 1e3; };  // 1 µs resolution
+    return openai::Json{{"count", stats.count()},
+                        {"p50_ms", ms(stats.quantile(0.5))},
+                        {"p99_ms", ms(stats.quantile(0.99))}};
 }
 
 }  // namespace
@@ -515,7 +526,8 @@ void ApiServer::dispatch(Request request, HttpChannel *channel)
         const openai::Json body{{"status", "ok"},
                                 {"model", m_modelId.toStdString()},
                                 {"busy", m_queue->busy()},
-                                {"queue", m_queue->waiting()}};
+                                {"queue", m_queue->waiting()},
+                                {"queue_wait", queueWaitJson(m_queue->waitStats())}};
         count(200);
         sendJson(channel, request, 200, toBytes(body));
     } else if (label == "metrics") {
@@ -526,7 +538,8 @@ void ApiServer::dispatch(Request request, HttpChannel *channel)
                 + corsHeaders(request.origin),
             m_metrics.prometheusText(m_queue->waiting(), m_queue->maxWaiting(), m_queue->busy(),
                                      m_tcp ? m_tcp->openConnections() : 0,
-                                     m_model ? &m_model->telemetry() : nullptr));
+                                     m_model ? &m_model->telemetry() : nullptr,
+                                     &m_queue->waitStats()));
         logRequest(request, 200);
         channel->deleteLater();
     } else if (label == "models") {

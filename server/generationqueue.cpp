@@ -251,6 +251,7 @@ bool GenerationQueue::enqueue(const std::shared_ptr<GenerationJob> &job)
     if (m_running && waiting() >= m_maxWaiting)
         return false;
     job->id = m_nextId++;
+    job->enqueuedAt = std::chrono::steady_clock::now();
     m_waiting.push_back(job);
     startNext();
     emit changed();
@@ -278,6 +279,9 @@ void GenerationQueue::startNext()
         return;
     m_running = m_waiting.front();
     m_waiting.pop_front();
+    m_waitStats.record(std::chrono::duration<double>(std::chrono::steady_clock::now()
+                                                     - m_running->enqueuedAt)
+                           .count());
     QMetaObject::invokeMethod(
         m_worker, [worker = m_worker, job = m_running] { worker->run(job); },
         Qt::QueuedConnection);

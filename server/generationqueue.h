@@ -9,6 +9,7 @@
 #include <QThread>
 
 #include <atomic>
+#include <chrono>
 #include <deque>
 #include <functional>
 #include <memory>
@@ -18,6 +19,7 @@
 
 #include "chat/openai.h"
 #include "chat/parser.h"
+#include "queuewait.h"
 #include "runtime/kv_cache.h"
 #include "runtime/model.h"
 #include "runtime/session.h"
@@ -50,6 +52,7 @@ struct GenerationJob {
     // Set from any thread; the worker's forward pass and token loop watch it.
     std::atomic<bool> cancel{false};
     quint64 id = 0;
+    std::chrono::steady_clock::time_point enqueuedAt;  // set by enqueue(), for the wait metric
 
     // Delivered on the queue's thread while `receiver` lives.
     QPointer<QObject> receiver;
@@ -101,6 +104,9 @@ public:
     int waiting() const { return static_cast<int>(m_waiting.size()); }
     bool busy() const { return m_running != nullptr; }
     int maxWaiting() const { return m_maxWaiting; }
+    // Time from enqueue() to the hand-over to the engine thread, of every job started (HTTP
+    // requests and the embedding app's tasks; jobs cancelled while waiting never start).
+    const QueueWaitStats &waitStats() const { return m_waitStats; }
 
     // Called by the worker (any thread): posts the delivery to this object's thread.
     void postStarted(const std::shared_ptr<GenerationJob> &job);
@@ -120,6 +126,7 @@ private:
     QThread m_thread;
     EngineWorker *m_worker;  // lives on m_thread
     quint64 m_nextId = 1;
+    QueueWaitStats m_waitStats;
 };
 
 }  // namespace neural::server

@@ -21,7 +21,8 @@ void ServerMetrics::countGeneration(qint64 promptTokens, qint64 cachedTokens,
 
 QByteArray ServerMetrics::prometheusText(int queueLength, int queueCapacity, bool busy,
                                          int connections,
-                                         const telemetry::Telemetry *telemetry) const
+                                         const telemetry::Telemetry *telemetry,
+                                         const QueueWaitStats *queueWait) const
 {
     QByteArray out;
     auto metric = [&out](const char *name, const char *type, const char *help) {
@@ -70,6 +71,15 @@ QByteArray ServerMetrics::prometheusText(int queueLength, int queueCapacity, boo
     value("neural_generation_active", busy ? 1 : 0);
     metric("neural_open_connections", "gauge", "Open HTTP connections.");
     value("neural_open_connections", connections);
+    if (queueWait != nullptr) {
+        metric("neural_queue_wait_seconds", "summary",
+               "Seconds from enqueue to the engine taking the job (quantiles over the last 4096 "
+               "jobs; sum and count over all).");
+        value("neural_queue_wait_seconds{quantile=\"0.5\"}", queueWait->quantile(0.5));
+        value("neural_queue_wait_seconds{quantile=\"0.99\"}", queueWait->quantile(0.99));
+        value("neural_queue_wait_seconds_sum", queueWait->sum());
+        value("neural_queue_wait_seconds_count", double(queueWait->count()));
+    }
     if (telemetry != nullptr) {
         // Averages over the most recent generated tokens (up to 256) of the engine's ring.
         constexpr std::uint64_t kWindow = 256;

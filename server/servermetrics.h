@@ -6,6 +6,7 @@
 #include <QPair>
 #include <QString>
 
+#include "queuewait.h"
 #include "telemetry/telemetry.h"
 
 namespace neural::server {
@@ -21,8 +22,10 @@ public:
     // `queueLength`, `busy` and `connections` are sampled by the caller.
     // `telemetry` (optional): the engine's lock-free token ring, read here on the server thread
     // while the engine thread writes it; its recent tokens become per-token gauges.
+    // `queueWait` (optional): the queue's wait times, a summary with quantiles 0.5 and 0.99.
     QByteArray prometheusText(int queueLength, int queueCapacity, bool busy, int connections,
-                              const telemetry::Telemetry *telemetry = nullptr) const;
+                              const telemetry::Telemetry *telemetry = nullptr,
+                              const QueueWaitStats *queueWait = nullptr) const;
 
 private:
     QMap<QPair<QByteArray, int>, qint64> m_requests;  // (route, status) -> count

@@ -95,6 +95,14 @@ TEST_F(GenerationQueueTest, RunsJobsInOrderOneAtATime)
     EXPECT_EQ(order, (std::vector<int>{0, 1, 2, 3}));
     EXPECT_EQ(overlap.load(), 0);
     EXPECT_FALSE(queue.busy());
+    // Server-side queue wait: every started job recorded; the last one waited behind three jobs
+    // of >= 20 ms each, the first not at all (nearest rank: p50 of 4 is the 2nd, p99 the 4th).
+    const QueueWaitStats &wait = queue.waitStats();
+    EXPECT_EQ(wait.count(), 4u);
+    EXPECT_GE(wait.quantile(0.99), 0.060);
+    EXPECT_LT(wait.quantile(0.0), 0.020);
+    EXPECT_GE(wait.quantile(0.5), 0.020);
+    EXPECT_GE(wait.sum(), 0.020 + 0.040 + 0.060);
 }
 
 TEST_F(GenerationQueueTest, BoundedAndCancellable)
@@ -129,6 +137,7 @@ TEST_F(GenerationQueueTest, BoundedAndCancellable)
     EXPECT_EQ(firstStatus, GenerationOutcome::Status::cancelled);
     drain(100);  // anything stray would arrive now
     EXPECT_FALSE(waitingRan);
+    EXPECT_EQ(queue.waitStats().count(), 1u) << "a job cancelled while waiting never started";
 }
 
 TEST_F(GenerationQueueTest, ChatJobStreamsEventsToTheQueueThread)

@@ -59,6 +59,9 @@ describe('models and health', () => {
     const h = await (await fetch(`${server.url}/health`)).json();
     assert.equal(h.status, 'ok');
     assert.equal(h.model, MODEL);
+    // server-side queue wait of the jobs started so far (none need have run yet)
+    assert.ok(Number.isInteger(h.queue_wait.count) && h.queue_wait.count >= 0);
+    assert.ok(h.queue_wait.p50_ms >= 0 && h.queue_wait.p99_ms >= h.queue_wait.p50_ms);
   });
 });
 
@@ -346,6 +349,11 @@ describe('metrics', () => {
     assert.ok(value('neural_prompt_cache_hits_total') > 0);
     assert.ok(value('neural_decode_tokens_per_second') > 0);
     assert.equal(value('neural_queue_length'), 0);
+    // server-side queue wait (enqueue to engine start), a summary over the generations so far
+    assert.match(text, /^# TYPE neural_queue_wait_seconds summary$/m);
+    assert.ok(value('neural_queue_wait_seconds_count') >= value('neural_generations_total'));
+    const q = (p) => Number(new RegExp(`^neural_queue_wait_seconds\\{quantile="${p}"\\} (\\S+)$`, 'm').exec(text)?.[1]);
+    assert.ok(q('0.5') >= 0 && q('0.99') >= q('0.5'));
     assert.match(text, /^# TYPE neural_generated_tokens_total counter$/m);
     // Per-token gauges from the engine's telemetry ring (read while the engine writes it).
     assert.ok(value('neural_engine_tokens_total') > 0);

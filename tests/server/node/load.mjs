@@ -9,8 +9,11 @@
 // not crash; its RSS after the run must be within 5% of the RSS after warm-up.
 // Queue wait: neural-server sends a stream's headers when the engine takes the request, so
 // for streaming requests the time to the response headers is the time spent queued (plus
-// parsing); p50/p99 of it are reported. Exit 0 on success, 1 on any violation, 77 (skip) when
-// there is no server binary.
+// parsing); p50/p99 of it are reported (queue_wait_ms). The server measures it too, from
+// enqueue to the engine taking the job, for every generation (server_queue_wait_ms: its
+// /metrics summary neural_queue_wait_seconds -- p50/p99 over its last 4096 jobs, warm-up
+// included when the run is shorter -- and the run's own mean from the sum/count deltas).
+// Exit 0 on success, 1 on any violation, 77 (skip) when there is no server binary.
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import net from 'node:net';
@@ -283,6 +286,10 @@ await waitIdle();
 await sleep(200);
 const rssWarm = rssKiB(proc.pid);
 
+// The server's own queue-wait summary (sum and count before the run: the run's mean).
+const metricsText = async () => (await fetch(`${url}/metrics`)).text();
+const metricOf = (text, name) => Number(new RegExp(`^${name.replace(/[{}"]/g, (c) => `\\${c}`)} (\\S+)`, 'm').exec(text)?.[1] ?? NaN);
+const before = exitInfo === null ? await metricsText() : '';
 const stats = newStats();
 const t0 = performance.now();
 await phase(REQUESTS, SEED * 1000, stats);
@@ -293,25 +300,43 @@ if (exitInfo === null) {
   await sleep(200);
   rssAfter = rssKiB(proc.pid);
 }
-const metrics = exitInfo === null ? await (await fetch(`${url}/metrics`)).text() : '';
-const metric = (name) => Number(new RegExp(`^${name} (\\S+)`, 'm').exec(metrics)?.[1] ?? NaN);
+const metrics = exitInfo === null ? await metricsText() : '';
+const metric = (name) => metricOf(metrics, name);
+const waitCount = metric('neural_queue_wait_seconds_count') - metricOf(before, 'neural_queue_wait_seconds_count');
+const waitSum = metric('neural_queue_wait_seconds_sum') - metricOf(before, 'neural_queue_wait_seconds_sum');
+const serverWait = {
+  p50: metric('neural_queue_wait_seconds{quantile="0.5"}') * 1000,
+  p99: metric('neural_queue_wait_seconds{quantile="0.99"}') * 1000,
+  window: Math.min(metric('neural_queue_wait_seconds_count'), 4096),
+  run_mean: waitCount > 0 ? (waitSum / waitCount) * 1000 : null,
+  run_n: waitCount,
+};
 
 const failures = [...warmStats.failures.map((f) => `warm-up: ${f}`), ...stats.failures];
 if (exitInfo !== null) failures.push(`server exited during the run: ${JSON.stringify(exitInfo)}\n${server.log().slice(-2000)}`);
 const growth = rssAfter === null ? null : (rssAfter - rssWarm) / rssWarm;
+if (exitInfo === null && !(Number.isFinite(serverWait.p50) && Number.isFinite(serverWait.p99) && serverWait.p99 >= serverWait.p50)) {
+  failures.push(`server queue-wait summary missing or inconsistent in /metrics: ${JSON.stringify(serverWait)}`);
+}
+if (exitInfo === null && !(waitCount >= stats.latencyMs.length)) {
+  failures.push(`server counted ${waitCount} started jobs, fewer than the ${stats.latencyMs.length} completed requests`);
+}
 if (growth !== null && Math.abs(growth) > 0.05) failures.push(`RSS ${rssWarm} KiB after warm-up, ${rssAfter} KiB after the run (${(growth * 100).toFixed(1)}%)`);
 const summary = {
   requests: REQUESTS, clients: CLIENTS, seed: SEED, queue: QUEUE, seconds: Number(seconds.toFixed(1)),
   kinds: stats.kinds, status: stats.status, rejected503: stats.rejected, cancelled: stats.cancelled,
   queue_wait_ms: { p50: pct(stats.queueWaitMs, 50), p99: pct(stats.queueWaitMs, 99), n: stats.queueWaitMs.length },
+  server_queue_wait_ms: serverWait,
   latency_ms: { p50: pct(stats.latencyMs, 50), p99: pct(stats.latencyMs, 99), n: stats.latencyMs.length },
   rss_kib: { warm: rssWarm, after: rssAfter, growth_pct: growth === null ? null : Number((growth * 100).toFixed(2)) },
   server_metrics: { generations: metric('neural_generations_total'), rejected: metric('neural_requests_rejected_total'), cancelled: metric('neural_requests_cancelled_total') },
   failures: failures.length,
 };
-for (const k of ['queue_wait_ms', 'latency_ms']) {
-  for (const p of ['p50', 'p99']) if (summary[k][p] !== null) summary[k][p] = Number(summary[k][p].toFixed(1));
+for (const k of ['queue_wait_ms', 'latency_ms', 'server_queue_wait_ms']) {
+  for (const p of ['p50', 'p99', 'run_mean']) if (summary[k][p] != null) summary[k][p] = Number(summary[k][p].toFixed(1));
 }
+console.log(`queue wait, client side (streaming, time to headers): p50 ${summary.queue_wait_ms.p50} ms, p99 ${summary.queue_wait_ms.p99} ms (n = ${summary.queue_wait_ms.n})`);
+console.log(`queue wait, server side (enqueue to engine start): p50 ${summary.server_queue_wait_ms.p50} ms, p99 ${summary.server_queue_wait_ms.p99} ms over the last ${summary.server_queue_wait_ms.window} jobs; this run's mean ${summary.server_queue_wait_ms.run_mean} ms (n = ${waitCount})`);
 console.log(JSON.stringify(summary, null, 1));
 if (JSON_OUT) fs.writeFileSync(JSON_OUT, JSON.stringify(summary, null, 1));
 for (const f of failures.slice(0, 20)) console.log(`FAIL ${f}`);
