@@ -17,6 +17,7 @@
 #include "cli/gpu_options.h"
 #include "cpu/parallel.h"
 #include "neural/error.h"
+#include "platform/atomic_file.h"
 #include "runtime/model.h"
 #include "runtime/sampler.h"
 
@@ -177,11 +178,9 @@ int cmd_logits(int argc, char** argv) {
         }
         out["prompts"][it.key()] = rec;
     }
-    std::ofstream o(pos[2], std::ios::binary | std::ios::trunc);
-    if (!o) fail("cannot write {}", pos[2]);
-    o << out.dump();
-    o.close();
-    if (!o) fail("writing {} failed (disk full?)", pos[2]);
+    // Temp file, fsync, rename: a killed run or a full disk leaves the previous OUT.json (or
+    // none), never a truncated one (write_file_atomic throws neural::Error naming the file).
+    write_file_atomic(pos[2], out.dump());
     return 0;
 }
 

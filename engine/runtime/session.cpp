@@ -1,11 +1,13 @@
 #include "runtime/session.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cstring>
 #include <ctime>
 #include <fstream>
 #include <sstream>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
@@ -429,10 +431,22 @@ void ChatSession::save(const std::filesystem::path& path, bool with_kv) const {
         }
         const std::uint64_t sum = fnv1a(b.data(), b.size());
         put(&sum, 8);
+        // The pair: PATH.kv is published first, then the JSON naming it by checksum (the commit
+        // point). A kill in between leaves the old JSON and a PATH.kv it does not name: load()
+        // ignores that KV file (recomputed), never pairs it with the wrong messages.
         write_file_atomic(kv_path, b);
-        j["kv_tokens"] = n;
+        j["kv_tokens"] = n;  // read by Neural before the "kv" entry
+        j["kv"] = ordered_json{{"file", kv_path.filename().string()},
+                               {"tokens", n},
+                               {"checksum", fmt::format("{:016x}", sum)}};
+        write_file_atomic(path, j.dump(2));
+        return;
     }
     write_file_atomic(path, j.dump(2));
+    // A KV file of an earlier save no longer belongs to this conversation (load() would ignore
+    // it, as this JSON names none): remove it, best effort.
+    std::error_code ec;
+    std::filesystem::remove(kv_path, ec);
 }
 
 void ChatSession::load(const std::filesystem::path& path) {
@@ -497,11 +511,47 @@ void ChatSession::load(const std::filesystem::path& path) {
     cache_.clear();
     cached_.clear();
 
+    kv_note_.clear();
     std::filesystem::path kv_path = path;
     kv_path += ".kv";
     std::error_code ec;
-    if (!std::filesystem::exists(kv_path, ec)) return;
+    // The KV file this JSON was saved with: its checksum (the KV file's own trailing FNV-1a).
+    std::optional<std::uint64_t> expected_sum;
+    if (j.contains("kv")) {
+        const auto& kv = j["kv"];
+        const auto* sum = kv.is_object() && kv.contains("checksum") && kv["checksum"].is_string()
+                              ? kv["checksum"].get_ptr<const std::string*>()
+                              : nullptr;
+        std::uint64_t v = 0;
+        if (sum == nullptr || sum->size() != 16 ||
+            std::from_chars(sum->data(), sum->data() + 16, v, 16).ptr != sum->data() + 16) {
+            kv_note_ = fmt::format("{}: invalid \"kv\" entry (no 16-digit hex checksum); {} is "
+                                   "not loaded",
+                                   src, kv_path.string());
+            spdlog::warn("ignoring saved KV state: {}", kv_note_);
+            return;
+        }
+        expected_sum = v;
+    }
+    const bool legacy = !expected_sum && j.contains("kv_tokens");  // saved before the "kv" entry
+    const bool exists = std::filesystem::exists(kv_path, ec);
     if (std::string_view(model_.backend_name()) != "cpu") return;  // K/V lives on the GPU
+    if (!expected_sum && !legacy) {
+        if (exists) {
+            kv_note_ = fmt::format("{} was not saved with {} (a stale file; it is not loaded)",
+                                   kv_path.string(), src);
+            spdlog::warn("ignoring saved KV state: {}", kv_note_);
+        }
+        return;
+    }
+    if (!exists) {
+        if (expected_sum) {
+            kv_note_ = fmt::format("{} names {}, which is missing (it will be recomputed)", src,
+                                   kv_path.string());
+            spdlog::warn("{}", kv_note_);
+        }
+        return;
+    }
     try {
         std::ifstream kin(kv_path, std::ios::binary);
         std::string b((std::istreambuf_iterator<char>(kin)), std::istreambuf_iterator<char>());
@@ -531,6 +581,12 @@ void ChatSession::load(const std::filesystem::path& path) {
         std::uint64_t stored = 0;
         std::memcpy(&stored, b.data() + b.size() - 8, 8);
         if (stored != fnv1a(b.data(), b.size() - 8)) fail("{}: checksum mismatch (damaged file)", kv_path.string());
+        if (expected_sum && stored != *expected_sum) {
+            fail("{} does not belong to {}: it has checksum {:016x}, the conversation was saved "
+                 "with {:016x} (a save was interrupted between the two files, or one of them was "
+                 "replaced)",
+                 kv_path.string(), src, stored, *expected_sum);
+        }
         std::vector<TokenId> tokens(n);
         get(tokens.data(), n * 4);
         cache_.reserve_more(static_cast<std::int64_t>(n));
@@ -543,6 +599,7 @@ void ChatSession::load(const std::filesystem::path& path) {
     } catch (const Error& e) {
         cache_.clear();
         cached_.clear();
+        kv_note_ = e.what();
         spdlog::warn("ignoring saved KV state: {} (it will be recomputed)", e.what());
     }
 }

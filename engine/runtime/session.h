@@ -97,11 +97,21 @@ class ChatSession {
   std::int64_t cached_tokens() const { return static_cast<std::int64_t>(cached_.size()); }
 
   // Versioned conversation file (JSON). With `with_kv` the KV state goes into PATH.kv beside
-  // it, so a restored conversation continues without re-processing. Both written atomically.
+  // it, so a restored conversation continues without re-processing. Both are written atomically
+  // (temp file, fsync, rename), the KV file first; the JSON then names it with its checksum
+  // ("kv": {file, tokens, checksum}), so the JSON is the commit point of the pair: a crash
+  // between the two renames leaves the old JSON, whose checksum the new PATH.kv does not match.
+  // Saving without KV removes a PATH.kv left by an earlier save (after the JSON is in place).
   void save(const std::filesystem::path& path, bool with_kv = false) const;
-  // Restores messages (and the KV state when PATH.kv exists and matches this model; a
-  // mismatched or damaged KV file is ignored with a warning and recomputed on the next turn).
+  // Restores messages, and the KV state when the JSON names a PATH.kv whose checksum matches
+  // (and that matches this model). Any other KV file -- missing, damaged, of another model, or
+  // not the one this JSON was saved with (an interrupted save, a stale file) -- is not loaded:
+  // the conversation loads, a warning says why (also kv_restore_note()), and the next turn
+  // recomputes the K/V. Files of format version 1 without the "kv" entry load PATH.kv as before.
   void load(const std::filesystem::path& path);
+  // Why the last load() did not restore a KV file it found or expected; empty when it did, or
+  // when there was none to restore.
+  const std::string& kv_restore_note() const { return kv_note_; }
 
  private:
   const Model& model_;
@@ -111,6 +121,7 @@ class ChatSession {
   KvCache cache_;
   std::vector<TokenId> cached_;  // the tokens whose K/V are in cache_, in order
   std::atomic<bool> cancel_{false};
+  std::string kv_note_;
 };
 
 // Finds text stop sequences in streamed text. Text that may still turn out to be the start of a

@@ -1,5 +1,6 @@
 #include "store/repack.h"
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
@@ -11,8 +12,16 @@
 #include <thread>
 #include <vector>
 
+#ifndef _WIN32
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#endif
+
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
 
 #include "model/safetensors.h"
 #include "model/weights.h"
@@ -270,7 +279,78 @@ std::vector<IndexEntry> write_records(const WriteJob& job, OutputFile& file, Rep
     return index;
 }
 
+// "<store>.tmp-<digits>": the temporary name repack() gives its output (nothing else matches).
+bool is_own_temp_name(const std::string& name, const std::string& store) {
+    const std::string prefix = store + ".tmp-";
+    if (name.size() <= prefix.size() || name.size() > prefix.size() + 20) return false;
+    if (name.compare(0, prefix.size(), prefix) != 0) return false;
+    return std::all_of(name.begin() + static_cast<std::ptrdiff_t>(prefix.size()), name.end(),
+                       [](char c) { return c >= '0' && c <= '9'; });
+}
+
+// Held by the writer on its temporary file from creation to rename (or removal): a second
+// descriptor with an exclusive flock. The kernel drops it when the process dies, which is how
+// remove_stale_temp_files tells a killed writer's file from a running one's.
+class TempFileLock {
+ public:
+    explicit TempFileLock(const fs::path& path) {
+#ifndef _WIN32
+        fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+        if (fd_ >= 0 && ::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+            ::close(fd_);
+            fd_ = -1;
+        }
+#else
+        (void)path;
+#endif
+    }
+    ~TempFileLock() {
+#ifndef _WIN32
+        if (fd_ >= 0) ::close(fd_);
+#endif
+    }
+    TempFileLock(const TempFileLock&) = delete;
+    TempFileLock& operator=(const TempFileLock&) = delete;
+
+ private:
+    int fd_ = -1;
+};
+
 }  // namespace
+
+std::vector<fs::path> remove_stale_temp_files(const fs::path& out) {
+    std::vector<fs::path> removed;
+    std::error_code ec;
+    const fs::path dest = fs::absolute(out, ec);
+    if (ec) return removed;
+    const std::string store = dest.filename().string();
+    fs::directory_iterator it(dest.parent_path(), ec);
+    if (ec) return removed;
+    for (const fs::directory_entry& e : it) {
+        const fs::path p = e.path();
+        if (!is_own_temp_name(p.filename().string(), store)) continue;
+        if (!e.is_regular_file(ec) || e.is_symlink(ec)) continue;
+#ifndef _WIN32
+        const int fd = ::open(p.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0) continue;
+        struct stat held {}, now {};
+        // Locked: a running repack is writing it. Unlocked: its writer is gone. Unlink while
+        // holding the lock, and only the file that was locked (the same inode).
+        const bool stale = ::flock(fd, LOCK_EX | LOCK_NB) == 0 && ::fstat(fd, &held) == 0 &&
+                           S_ISREG(held.st_mode) && ::lstat(p.c_str(), &now) == 0 &&
+                           now.st_dev == held.st_dev && now.st_ino == held.st_ino;
+        const bool gone = stale && ::unlink(p.c_str()) == 0;
+        ::close(fd);
+#else
+        const bool gone = fs::remove(p, ec) && !ec;  // fails while the writer has it open
+#endif
+        if (gone) {
+            spdlog::info("removed {}, left behind by an interrupted repack", p.string());
+            removed.push_back(p);
+        }
+    }
+    return removed;
+}
 
 RepackResult repack(const RepackOptions& o) {
     const auto t0 = Clock::now();
@@ -314,6 +394,9 @@ RepackResult repack(const RepackOptions& o) {
             }
         }
     }
+    // Temporary files of killed repacks to this destination (up to a whole store each) go
+    // before the free space is measured.
+    std::vector<fs::path> stale = remove_stale_temp_files(out);
     const fs::space_info space = fs::space(dir, ec);
     if (ec) fail("cannot read the free space of {}: {}", dir.string(), ec.message());
     if (space.available < expected) {
@@ -330,9 +413,12 @@ RepackResult repack(const RepackOptions& o) {
     result.path = out;
     result.kind = o.kind;
     result.records = static_cast<std::int64_t>(h.record_count);
+    result.stale_removed = std::move(stale);
     OutputFile file;
+    std::unique_ptr<TempFileLock> lock;
     try {
         file = OutputFile::create(tmp, /*unbuffered=*/true);
+        lock = std::make_unique<TempFileLock>(tmp);
         {
             // The header region stays zero (no magic) until every record is on disk.
             AlignedBuffer zeros = aligned_buffer(h.data_offset);
@@ -370,6 +456,7 @@ RepackResult repack(const RepackOptions& o) {
         sync_directory(dir);
     } catch (...) {
         file = OutputFile();  // closes the descriptor before the file is removed (Windows)
+        lock.reset();
         std::error_code rm;
         fs::remove(tmp, rm);
         throw;

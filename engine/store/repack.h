@@ -6,6 +6,10 @@
 // store is written to a temporary file beside the destination ("STORE.tmp-N"), its header (the
 // only place with the magic) last, synced and renamed over the destination only when complete.
 // A failed or cancelled repack removes the temporary file and leaves an existing store intact.
+// A killed one cannot: its STORE.tmp-N stays (up to the store's size). The writer holds a lock on
+// its temporary file while it runs (POSIX flock, released by the kernel when the process dies),
+// and every repack starts by removing the STORE.tmp-N files beside its destination that no live
+// writer holds (remove_stale_temp_files), before the free-space check.
 #pragma once
 
 #include <atomic>
@@ -13,6 +17,7 @@
 #include <filesystem>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "store/format.h"
 
@@ -48,7 +53,15 @@ struct RepackResult {
     std::int64_t records = 0;
     std::uint64_t escaped_rows = 0;  // packed rows stored with their raw scales
     double seconds = 0.0;
+    std::vector<std::filesystem::path> stale_removed;  // temporary files of killed repacks
 };
+
+// Removes the temporary files a killed repack to `out` left behind: exactly the names
+// "<out's file name>.tmp-<decimal digits>" in out's folder, regular files only, and only those no
+// running repack holds (POSIX: the writer's flock; a live writer's file is skipped. Windows: a file
+// another process has open cannot be removed, so a live writer's file stays). Nothing else is
+// touched. Returns the removed paths; errors are ignored (the file stays).
+std::vector<std::filesystem::path> remove_stale_temp_files(const std::filesystem::path& out);
 
 // Throws neural::Error (bad checkpoint, not enough disk space, write errors, ...) or
 // neural::Cancelled; in every such case the destination is unchanged and nothing is left behind.

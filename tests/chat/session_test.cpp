@@ -127,6 +127,64 @@ TEST_F(SessionTest, DamagedKvStateIsIgnoredAndRecomputed) {
     EXPECT_EQ(again.content, original.content);
 }
 
+// The pair PATH + PATH.kv: the JSON names its KV file by checksum and is written last. A kill
+// between the two renames leaves the old JSON beside the new KV file; that KV state must not be
+// loaded for the old messages (it would claim the cache holds tokens it does not).
+TEST_F(SessionTest, InterruptedSaveLeavesAPairTheReaderRecognizesAsMismatched) {
+    test::TempDir dir;
+    ChatSession a(*model_);
+    a.add_user("Hi");
+    a.respond(greedy(3));
+    a.save(dir / "c.json", true);
+    const std::string old_json = test::read_file(dir / "c.json");
+    EXPECT_THAT(old_json, HasSubstr("\"checksum\""));
+    a.add_user("Again");
+    a.respond(greedy(4));
+    a.save(dir / "c.json", true);
+    // What a kill after the KV rename and before the JSON rename leaves: new KV, old JSON.
+    test::write_file(dir / "c.json", old_json);
+
+    ChatSession b(*model_);
+    b.load(dir / "c.json");  // the conversation itself is complete and loads
+    EXPECT_EQ(b.history().size(), 2u);  // "Hi" and its answer
+    EXPECT_EQ(b.cached_tokens(), 0) << "a KV file of another save was loaded";
+    EXPECT_THAT(b.kv_restore_note(), HasSubstr("does not belong to"));
+    EXPECT_THAT(b.kv_restore_note(), HasSubstr("interrupted"));
+
+    // The matching pair restores the cache, with no note.
+    a.save(dir / "d.json", true);
+    ChatSession c(*model_);
+    c.load(dir / "d.json");
+    EXPECT_GT(c.cached_tokens(), 0);
+    EXPECT_EQ(c.kv_restore_note(), "");
+}
+
+TEST_F(SessionTest, SaveWithoutKvRemovesTheOldKvFileAndAStaleOneIsNotLoaded) {
+    test::TempDir dir;
+    ChatSession a(*model_);
+    a.add_user("Hi");
+    a.respond(greedy(3));
+    a.save(dir / "c.json", true);
+    ASSERT_TRUE(std::filesystem::exists(dir / "c.json.kv"));
+    const std::string kv = test::read_file(dir / "c.json.kv");
+    a.save(dir / "c.json", false);
+    EXPECT_FALSE(std::filesystem::exists(dir / "c.json.kv"));
+    // A kill before that removal: the JSON names no KV file, so the stale one is ignored.
+    test::write_file(dir / "c.json.kv", kv);
+    ChatSession b(*model_);
+    b.load(dir / "c.json");
+    EXPECT_EQ(b.cached_tokens(), 0);
+    EXPECT_THAT(b.kv_restore_note(), HasSubstr("stale"));
+    // The JSON names a KV file that is gone: the conversation loads, the cache is recomputed.
+    a.save(dir / "e.json", true);
+    std::filesystem::remove(dir / "e.json.kv");
+    ChatSession c(*model_);
+    c.load(dir / "e.json");
+    EXPECT_EQ(c.history().size(), a.history().size());
+    EXPECT_EQ(c.cached_tokens(), 0);
+    EXPECT_THAT(c.kv_restore_note(), HasSubstr("missing"));
+}
+
 TEST_F(SessionTest, BadConversationFilesAreClearErrorsAndChangeNothing) {
     test::TempDir dir;
     ChatSession s(*model_);

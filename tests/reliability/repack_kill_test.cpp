@@ -3,10 +3,13 @@
 // the destination holds the store that was there before, byte for byte, and it verifies -- or,
 // when the kill came after the rename that publishes the new store, the complete new store,
 // which verifies against the checkpoint. No leftover file passes for a valid store unless it
-// verifies completely (a partial store must never look valid). A final rerun succeeds.
+// verifies completely (a partial store must never look valid). A final rerun succeeds and removes
+// the temporary files the killed runs left (STORE.tmp-N), and nothing else.
 // Linux only (fork/exec/kill).
 
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -21,6 +24,7 @@
 #include <gtest/gtest.h>
 
 #include "neural/error.h"
+#include "store/repack.h"
 #include "store/store.h"
 #include "store/verify.h"
 #include "support/fixtures.h"
@@ -67,6 +71,13 @@ bool verifies(const fs::path& path) {
     } catch (const Error&) {
         return false;
     }
+}
+
+// "<store>.tmp-<digits>": the temporary files a repack to `store` writes.
+bool is_temp_of(const std::string& name, const fs::path& store) {
+    const std::string prefix = store.filename().string() + ".tmp-";
+    return name.size() > prefix.size() && name.compare(0, prefix.size(), prefix) == 0 &&
+           name.find_first_not_of("0123456789", prefix.size()) == std::string::npos;
 }
 
 bool opens_as_store(const fs::path& path) {
@@ -143,6 +154,7 @@ TEST(RepackKill, KilledRepackLeavesTheEarlierStoreIntactAndNoValidLookingPartial
             test::write_file(dst, before);  // the next round starts from the earlier store again
         }
         // Whatever the killed run left behind must not pass for a store unless it is complete.
+        // Its temporary file stays: the next repack to this destination removes it.
         for (const auto& e : fs::directory_iterator(tmp.path())) {
             const std::string name = e.path().filename().string();
             if (e.path() == dst || name.rfind("out", 0) == 0 || name.rfind("err", 0) == 0) continue;
@@ -150,22 +162,81 @@ TEST(RepackKill, KilledRepackLeavesTheEarlierStoreIntactAndNoValidLookingPartial
             if (opens_as_store(e.path())) {
                 EXPECT_TRUE(verifies(e.path())) << name << " looks like a store but is damaged";
             }
-            fs::remove(e.path());
+            if (!is_temp_of(name, dst)) fs::remove(e.path());
         }
     }
     std::printf("repack %.1f ms (fastest of 5); %d of %d runs killed, %d finished first; %d "
-                "destinations replaced by a complete new store; %d leftover temporary files "
-                "removed\n",
+                "destinations replaced by a complete new store; %d leftover files seen (temporary "
+                "ones stay for the next repack to remove)\n",
                 seconds * 1e3, killed, kKills, finished, committed, leftovers_seen);
     // The moments lie inside the run; if most runs finished first, the timing above is wrong
     // (run times vary on a shared machine, so not every moment hits a running process).
     EXPECT_GE(killed, kKills / 4);
 
-    // A rerun after all this succeeds and gives a complete store.
+    // A rerun after all this succeeds, gives a complete store and removes the temporary files
+    // killed runs left -- only those: files of other names, of another store, and one a running
+    // repack holds (its lock, taken here) stay.
+    test::write_file(tmp / "experts.nstore.tmp-1234", "stale, as a killed repack leaves it");
+    const std::vector<std::string> keep = {"experts.nstore.tmp-12x4", "experts.nstore.tmp-",
+                                           "experts.nstore.tmp-99.keep", "other.nstore.tmp-77",
+                                           "experts.nstore.bak", "experts.nstore.tmp-4242"};
+    for (const auto& name : keep) test::write_file(tmp / name, "not a stale temporary file");
+    const int held = ::open((tmp / "experts.nstore.tmp-4242").c_str(), O_RDONLY | O_CLOEXEC);
+    ASSERT_GE(held, 0);
+    ASSERT_EQ(::flock(held, LOCK_EX | LOCK_NB), 0);  // as a running repack holds its file
+    int stale_before = 0;
+    for (const auto& e : fs::directory_iterator(tmp.path())) {
+        const std::string name = e.path().filename().string();
+        if (is_temp_of(name, dst) && name != "experts.nstore.tmp-4242") ++stale_before;
+    }
+    EXPECT_GE(stale_before, 1);
     r = test::run_neural(repack, tmp.path(), 120);
     ASSERT_EQ(r.code, 0) << r.err;
+    ::close(held);
     r = test::run_neural({"verify-store", dst.string(), "--checkpoint", model}, tmp.path(), 120);
     EXPECT_EQ(r.code, 0) << r.out << r.err;
+    std::vector<std::string> left;
+    for (const auto& e : fs::directory_iterator(tmp.path())) {
+        const std::string name = e.path().filename().string();
+        if (e.path() == dst || name.rfind("out", 0) == 0 || name.rfind("err", 0) == 0) continue;
+        left.push_back(name);
+    }
+    std::sort(left.begin(), left.end());
+    std::vector<std::string> expected = keep;
+    std::sort(expected.begin(), expected.end());
+    EXPECT_EQ(left, expected) << stale_before << " stale temporary files before the rerun";
+    std::printf("rerun removed %d stale temporary files, kept the %zu others\n", stale_before,
+                keep.size());
+}
+
+TEST(RepackKill, StaleTempFileRemovalTouchesOnlyUnlockedFilesOfItsOwnName) {
+    test::TempDir tmp;
+    const fs::path dst = tmp / "s.nstore";
+    for (const char* name : {"s.nstore.tmp-1", "s.nstore.tmp-18446744073709551615",
+                             "s.nstore.tmp-2", "s.nstore.tmp-x", "s.nstore.tmp-1.part",
+                             "t.nstore.tmp-1", "s.nstore"}) {
+        test::write_file(tmp / name, "x");
+    }
+    fs::create_directory(tmp / "s.nstore.tmp-3");  // a folder of that name: not a file we wrote
+    fs::create_symlink(tmp / "s.nstore", tmp / "s.nstore.tmp-4");  // a link: left alone
+    const int held = ::open((tmp / "s.nstore.tmp-2").c_str(), O_RDONLY | O_CLOEXEC);
+    ASSERT_GE(held, 0);
+    ASSERT_EQ(::flock(held, LOCK_EX | LOCK_NB), 0);
+    std::vector<fs::path> removed = store::remove_stale_temp_files(dst);
+    ::close(held);
+    std::vector<std::string> names;
+    for (const auto& p : removed) names.push_back(p.filename().string());
+    std::sort(names.begin(), names.end());
+    EXPECT_EQ(names, (std::vector<std::string>{"s.nstore.tmp-1", "s.nstore.tmp-18446744073709551615"}));
+    for (const char* name : {"s.nstore.tmp-2", "s.nstore.tmp-x", "s.nstore.tmp-1.part",
+                             "t.nstore.tmp-1", "s.nstore", "s.nstore.tmp-3"}) {
+        EXPECT_TRUE(fs::exists(tmp / name)) << name;
+    }
+    EXPECT_TRUE(fs::is_symlink(tmp / "s.nstore.tmp-4"));
+    // Unlocked now: the next call takes it.
+    removed = store::remove_stale_temp_files(dst);
+    ASSERT_EQ(removed.size(), 1u);
+    EXPECT_EQ(removed[0].filename(), "s.nstore.tmp-2");
 }
 
 }  // namespace
