@@ -104,13 +104,31 @@ int main(int argc, char **argv)
     const QCommandLineOption context("context",
                                      "K/V positions kept on the GPU (default min(model, 8192)).",
                                      "N", "0");
+    // RAM residency of the expert store (docs/USER_GUIDE.md "RAM residency").
+    const QCommandLineOption warmupRam("warmup-ram",
+                                       "With --store: after loading, read the experts into RAM, "
+                                       "hottest first (--ranking), for at most SECONDS, in the "
+                                       "background (0 = off).",
+                                       "SECONDS", "0");
+    const QCommandLineOption lockRam("lock-ram",
+                                     "With --store: lock the hottest experts in RAM up to GIB "
+                                     "(mlock within RLIMIT_MEMLOCK / VirtualLock).",
+                                     "GIB", "0");
+    const QCommandLineOption releaseResident("release-resident",
+                                             "With --store and --backend cuda: give back the RAM "
+                                             "of experts that live in VRAM for good.");
+    const QCommandLineOption ranking("ranking",
+                                     "Expert ranking JSON (neural rank): the static slots and "
+                                     "the RAM warm-up order.",
+                                     "FILE");
     const QCommandLineOption testOptions(
         "enable-test-options",
         "Accept the test-only request options (forced output, simulated engine failure). For "
         "the test suite only.");
     p.addOptions({model, store, host, port, apiKey, apiKeyFile, cors, modelName, queue, maxBody,
                   maxTokens, readTimeout, threads, kernel, kernelPersistent, backend, vramBudget,
-                  pool, refreshEvery, context, testOptions});
+                  pool, refreshEvery, context, warmupRam, lockRam, releaseResident, ranking,
+                  testOptions});
     p.process(app);
 
     if (!p.positionalArguments().isEmpty())
@@ -184,6 +202,17 @@ int main(int argc, char **argv)
             options.gpu.pool_gib = gib(pool);
         options.gpu.refresh_every = static_cast<int>(number(refreshEvery, 0, 1 << 20));
         options.gpu.context = number(context, 0, qint64(1) << 31);
+        {
+            bool ok = false;
+            const double seconds = p.value(warmupRam).toDouble(&ok);
+            if (!ok || seconds < 0 || seconds > 86400)
+                die(QStringLiteral("--warmup-ram must be a number of seconds from 0 to 86400"));
+            options.warmup_ram_seconds = seconds;
+        }
+        options.lock_ram_bytes = static_cast<std::uint64_t>(gib(lockRam) * 1073741824.0);
+        options.release_resident = p.isSet(releaseResident);
+        if (p.isSet(ranking))
+            options.gpu.ranking = p.value(ranking).toStdString();
         loaded = neural::Model::load(p.value(model).toStdString(), options);
     } catch (const neural::Error &e) {
         std::fprintf(stderr, "neural-server: %s\n", e.what());

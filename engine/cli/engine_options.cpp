@@ -23,11 +23,20 @@ const char* const kEngineFlagsHelp =
   --ws-min GIB             keep GIB resident: the Windows working-set minimum; on Linux the
                            dense weights are locked (mlock) up to GIB, within RLIMIT_MEMLOCK
   --prefetch WHAT          start reading weights at load: none (default), dense, all
+  --warmup-ram SECONDS     with --store: after loading, read the experts into RAM, hottest
+                           first (--ranking FILE, else layer order), for at most SECONDS, on
+                           a background thread (0 = off, the default)
+  --warmup-sync 0|1        1: wait for --warmup-ram / --lock-ram before the first answer
+  --lock-ram GIB           with --store: lock the hottest experts in RAM up to GIB (mlock
+                           within RLIMIT_MEMLOCK / VirtualLock); experts in VRAM are skipped
+  --release-resident 0|1   with --store and --backend cuda: give back the RAM of experts
+                           that live in VRAM for good (static slots)
 )";
 
 std::set<std::string> with_engine_flags(std::set<std::string> flags) {
     flags.insert({"--store", "--kernel", "--kernel-persistent", "--kdll", "--threads"});
     flags.insert({"--ws-min", "--prefetch"});
+    flags.insert({"--warmup-ram", "--warmup-sync", "--lock-ram", "--release-resident"});
     add_gpu_flags(flags);
     return flags;
 }
@@ -56,7 +65,35 @@ LoadOptions engine_load_options(const Args& args) {
         fail("--kernel {} needs --store: the fused kernels read expert-store records", o.kernel);
     }
     memory_flags(args);  // bad memory flags fail before the (slow) load
+    apply_ram_flags(args, o);
     return o;
+}
+
+void apply_ram_flags(const Args& args, LoadOptions& o) {
+    const double seconds = args.get_double("--warmup-ram", 0.0);
+    if (!std::isfinite(seconds) || seconds < 0 || seconds > 86400) {
+        fail("--warmup-ram: expected seconds in [0, 86400], got \"{}\"", args.get_or("--warmup-ram", ""));
+    }
+    o.warmup_ram_seconds = seconds;
+    o.warmup_sync = args.get_int("--warmup-sync", 0, 0, 1) == 1;
+    const double gib = args.get_double("--lock-ram", 0.0);
+    if (!std::isfinite(gib) || gib < 0 || gib > 65536) {
+        fail("--lock-ram: expected GiB in [0, 65536], got \"{}\"", args.get_or("--lock-ram", ""));
+    }
+    o.lock_ram_bytes = static_cast<std::uint64_t>(gib * 1073741824.0);
+    o.release_resident = args.get_int("--release-resident", 0, 0, 1) == 1;
+    const bool any = o.warmup_ram_seconds > 0 || o.lock_ram_bytes > 0 || o.release_resident;
+    if (any && o.store.empty()) {
+        fail("--warmup-ram, --lock-ram and --release-resident act on the expert store: they need "
+             "--store FILE (`neural repack`)");
+    }
+    if (o.release_resident && o.backend == "cpu") {
+        spdlog::warn("--release-resident: nothing to release on the CPU backend (no expert lives "
+                     "in VRAM)");
+    }
+    if (args.has("--warmup-sync") && o.warmup_ram_seconds == 0 && o.lock_ram_bytes == 0) {
+        fail("--warmup-sync needs --warmup-ram SECONDS or --lock-ram GIB");
+    }
 }
 
 MemoryFlags memory_flags(const Args& args) {

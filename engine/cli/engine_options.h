@@ -1,6 +1,7 @@
 // The engine flags shared by every command that loads a model (chat, generate, logits, bench):
-// --store, --kernel, --kernel-persistent, --kdll, --threads, and the memory hints --ws-min,
-// --prefetch (applied after loading).
+// --store, --kernel, --kernel-persistent, --kdll, --threads, the memory hints --ws-min,
+// --prefetch (applied after loading) and the RAM residency levers --warmup-ram, --warmup-sync,
+// --lock-ram, --release-resident (LoadOptions, applied by Model::load).
 #pragma once
 
 #include <cstdint>
@@ -41,6 +42,11 @@ struct MemoryFlags {
     std::string prefetch = "none";
 };
 MemoryFlags memory_flags(const Args& args);
+
+// The RAM residency flags into `o` (engine_load_options calls it; o.store must be set):
+// --warmup-ram SECONDS, --warmup-sync 0|1, --lock-ram GIB, --release-resident 0|1. Bad values,
+// and any of them without --store, are errors naming the flag. Model::load applies them.
+void apply_ram_flags(const Args& args, LoadOptions& o);
 
 // Applies the memory hints to `model`. Hints: what could not be done is a warning, not an error
 // (the model runs either way); what was done is logged at info level (NEURAL_LOG=info).

@@ -23,6 +23,14 @@ class MappedFile {
   const std::uint8_t* data() const { return data_; }
   std::uint64_t size() const { return size_; }
   const std::filesystem::path& path() const { return path_; }
+  // The open file behind the mapping (POSIX: a file descriptor; Windows: a HANDLE), kept for
+  // page-cache calls on the file (platform/page_residency.h: release_mapped_pages). -1 / null
+  // for an empty file.
+#ifdef _WIN32
+  void* native_file() const { return file_handle_; }
+#else
+  int native_file() const { return fd_; }
+#endif
 
  private:
   void release();
@@ -33,6 +41,8 @@ class MappedFile {
 #ifdef _WIN32
   void* file_handle_ = nullptr;
   void* mapping_handle_ = nullptr;
+#else
+  int fd_ = -1;  // kept open for posix_fadvise (the mapping alone would keep the file alive)
 #endif
 };
 

@@ -1,14 +1,96 @@
 #include "runtime/model.h"
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
 
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include "neural/error.h"
+#include "platform/page_residency.h"
+#include "runtime/ranking.h"
 
 namespace neural {
 
 namespace fs = std::filesystem;
+
+// The RAM warm-up / lock of the expert store (LoadOptions::warmup_ram_seconds, lock_ram_bytes).
+struct Model::RamWorker {
+    std::atomic<bool> stop{false};
+    std::thread thread;
+    std::mutex mutex;
+    std::condition_variable cv;
+    bool done = false;
+
+    ~RamWorker() {
+        stop.store(true, std::memory_order_relaxed);
+        if (thread.joinable()) thread.join();
+    }
+    void finish() {
+        std::lock_guard<std::mutex> lock(mutex);
+        done = true;
+        cv.notify_all();
+    }
+    void wait() {
+        std::unique_lock<std::mutex> lock(mutex);
+        cv.wait(lock, [&] { return done; });
+    }
+};
+
+namespace {
+
+// Lock, then warm up, in `order`; logs what was done (spdlog info; what could not be done is a
+// warning: the model runs either way).
+void run_ram_levers(const store::ExpertStore& store, const std::vector<store::ExpertKey>& order,
+                    const LoadOptions& options, telemetry::RamCounters& ram,
+                    const std::atomic<bool>& stop) {
+    if (options.lock_ram_bytes > 0) {
+        const LockAllowance allowance = grow_lock_allowance(options.lock_ram_bytes);
+        const store::LockReport r = store.lock_experts(order, options.lock_ram_bytes, &stop);
+        if (r.records == 0) {
+            spdlog::warn("--lock-ram: nothing locked: {} ({})", r.message, allowance.message);
+        } else if (r.limited) {
+            spdlog::warn("--lock-ram: only in part: {} ({})", r.message, allowance.message);
+        } else {
+            spdlog::info("--lock-ram: {}", r.message);
+        }
+    }
+    if (options.warmup_ram_seconds > 0 && !stop.load(std::memory_order_relaxed)) {
+        using namespace std::chrono;
+        ram.warmup_state.store(telemetry::RamCounters::kRunning, std::memory_order_relaxed);
+        const auto budget = duration_cast<nanoseconds>(duration<double>(options.warmup_ram_seconds));
+        const store::WarmupReport w = store.warm_up(
+            order, budget, &stop, [&](const store::ExpertKey&, const store::WarmupReport& so_far) {
+                ram.warmup_records.store(so_far.records, std::memory_order_relaxed);
+                ram.warmup_bytes.store(so_far.bytes, std::memory_order_relaxed);
+                ram.warmup_pages_loaded.store(so_far.pages_loaded, std::memory_order_relaxed);
+                ram.warmup_ns.store(static_cast<std::uint64_t>(so_far.seconds * 1e9),
+                                    std::memory_order_relaxed);
+                return true;
+            });
+        ram.warmup_records.store(w.records, std::memory_order_relaxed);
+        ram.warmup_bytes.store(w.bytes, std::memory_order_relaxed);
+        ram.warmup_pages_loaded.store(w.pages_loaded, std::memory_order_relaxed);
+        ram.warmup_ns.store(static_cast<std::uint64_t>(w.seconds * 1e9), std::memory_order_relaxed);
+        ram.warmup_state.store(w.completed ? telemetry::RamCounters::kDone
+                               : w.stopped ? telemetry::RamCounters::kStopped
+                                           : telemetry::RamCounters::kTimeBound,
+                               std::memory_order_relaxed);
+        spdlog::info(
+            "--warmup-ram: {} of {} experts ({:.2f} GB, {} pages, {} of them read from disk) in "
+            "{:.1f} s{}{}",
+            w.records, order.size(), static_cast<double>(w.bytes) / 1e9, w.pages, w.pages_loaded,
+            w.seconds,
+            w.completed ? "" : w.stopped ? ", stopped (unloading)" : ", stopped at the time bound",
+            w.skipped > 0 ? fmt::format(", {} skipped (in VRAM or locked)", w.skipped) : "");
+    }
+}
+
+}  // namespace
 
 std::unique_ptr<Model> Model::load(const fs::path& dir, const LoadOptions& options) {
     std::error_code ec;
@@ -33,6 +115,27 @@ std::unique_ptr<Model> Model::load(const fs::path& dir, const LoadOptions& optio
         m->store_->check_matches(m->checkpoint_, m->config_);
         spdlog::debug("experts from {}: {}", options.store.string(),
                       store::describe_store(*m->store_));
+        m->store_->set_ram_counters(&m->telemetry_->ram);
+        m->store_->set_release_resident(options.release_resident);
+    }
+    const bool ram_levers = options.warmup_ram_seconds > 0 || options.lock_ram_bytes > 0;
+    if ((ram_levers || options.release_resident) && !m->store_) {
+        fail("--warmup-ram, --lock-ram and --release-resident act on the expert store's records: "
+             "they need --store FILE (`neural repack`)");
+    }
+    if (!(options.warmup_ram_seconds >= 0)) {
+        fail("warm-up time must be 0 or more seconds, got {}", options.warmup_ram_seconds);
+    }
+    std::vector<store::ExpertKey> ram_order;
+    if (ram_levers) {  // before the (slow) backend start: a bad ranking fails early
+        Ranking ranking;
+        if (!options.gpu.ranking.empty()) ranking = load_ranking(options.gpu.ranking);
+        try {
+            ram_order = hot_first(options.gpu.ranking.empty() ? nullptr : &ranking,
+                                  m->store_->num_layers(), m->store_->num_experts());
+        } catch (const Error& e) {
+            fail("{}: {}", options.gpu.ranking.string(), e.what());
+        }
     }
     m->cpu_ = std::make_unique<CpuModel>(m->config_, m->weights_, m->store_.get());
     m->cpu_->set_counters(&m->telemetry_->moe);
@@ -85,7 +188,34 @@ std::unique_ptr<Model> Model::load(const fs::path& dir, const LoadOptions& optio
                   dir.string(), m->config_.num_layers, m->config_.hidden_size,
                   m->config_.num_experts, m->config_.experts_per_token,
                   m->checkpoint_.tensor_count(), m->checkpoint_.total_bytes());
+    if (ram_levers) {
+        // After the backend started: the experts it moved into VRAM for good are released
+        // already (release_resident) and are skipped.
+        m->ram_worker_ = std::make_unique<RamWorker>();
+        RamWorker& w = *m->ram_worker_;
+        const store::ExpertStore& st = *m->store_;
+        telemetry::RamCounters& ram = m->telemetry_->ram;
+        if (options.warmup_sync) {
+            run_ram_levers(st, ram_order, options, ram, w.stop);
+            w.finish();
+        } else {
+            w.thread = std::thread([&w, &st, &ram, order = std::move(ram_order), options] {
+                try {
+                    run_ram_levers(st, order, options, ram, w.stop);
+                } catch (const std::exception& e) {
+                    spdlog::warn("RAM warm-up stopped: {}", e.what());
+                }
+                w.finish();
+            });
+        }
+    }
     return m;
+}
+
+Model::~Model() = default;
+
+void Model::wait_ram_warmup() const {
+    if (ram_worker_) ram_worker_->wait();
 }
 
 std::vector<float> Model::forward(std::span<const TokenId> tokens, KvCache& cache,

@@ -37,6 +37,21 @@ struct LoadOptions {
   // GPU backend: an error when it cannot start) or "auto" (cuda when a GPU is usable, else cpu).
   std::string backend = "cpu";
   GpuOptions gpu;  // the CUDA backend's knobs
+
+  // RAM residency of the expert store (docs/USER_GUIDE.md "RAM residency"); each needs `store`.
+  // The order is the ranking's (gpu.ranking: hottest first), else layer order.
+  // Seconds to spend faulting store records into RAM after loading, hottest first (0 = off).
+  // Runs on a background thread while the model answers, unless warmup_sync.
+  double warmup_ram_seconds = 0;
+  // Model::load returns only after the warm-up (at most warmup_ram_seconds, plus the lock).
+  bool warmup_sync = false;
+  // Locks the hottest records in RAM up to this many bytes (mlock within RLIMIT_MEMLOCK, raised
+  // as far as allowed; Windows: VirtualLock after raising the working-set minimum); 0 = off.
+  // Done on the warm-up thread, before the warm-up; experts released to VRAM are skipped.
+  std::uint64_t lock_ram_bytes = 0;
+  // Gives back the RAM of experts that live in VRAM for good (the CUDA backend's static slots
+  // call ExpertStore::note_resident_in_vram), so the page cache keeps what the CPU reads.
+  bool release_resident = false;
 };
 
 class Model {
@@ -46,6 +61,8 @@ class Model {
   // file / tensor / field.
   static std::unique_ptr<Model> load(const std::filesystem::path& dir,
                                      const LoadOptions& options = {});
+  // Stops the RAM warm-up thread (within about a MiB of reading) before anything is unmapped.
+  ~Model();
 
   const std::filesystem::path& dir() const { return dir_; }
   const ModelConfig& config() const { return config_; }
@@ -73,6 +90,9 @@ class Model {
   std::vector<TokenId> stop_tokens() const;
   // Ids that may be sampled: the tokenizer's vocabulary (lm_head rows past it are never emitted).
   std::size_t sampleable_vocab() const;
+  // Waits until the RAM warm-up / lock thread (LoadOptions::warmup_ram_seconds, lock_ram_bytes)
+  // has finished; returns at once when there is none. Progress: telemetry().ram.
+  void wait_ram_warmup() const;
 
  private:
   Model() = default;
@@ -87,6 +107,9 @@ class Model {
   std::unique_ptr<telemetry::Telemetry> telemetry_ = std::make_unique<telemetry::Telemetry>();
   std::unique_ptr<BackendCounters> backend_counters_ = std::make_unique<BackendCounters>();
   std::unique_ptr<Backend> gpu_;  // null: the CPU backend (cpu_)
+  // The warm-up / lock thread; last, so it is stopped before anything it reads goes away.
+  struct RamWorker;
+  std::unique_ptr<RamWorker> ram_worker_;
 };
 
 }  // namespace neural

@@ -1,5 +1,6 @@
 #include "runtime/ranking.h"
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 
@@ -55,6 +56,32 @@ Ranking load_ranking(const std::filesystem::path& path) {
         out.push_back(std::move(r));
     }
     return out;
+}
+
+std::vector<store::ExpertKey> hot_first(const Ranking* ranking, int layers, int experts) {
+    if (ranking != nullptr) {
+        if (ranking->size() != static_cast<std::size_t>(layers)) {
+            fail("the ranking has {} layers, the model {}", ranking->size(), layers);
+        }
+        for (const auto& row : *ranking) {
+            if (row.size() != static_cast<std::size_t>(experts)) {
+                fail("the ranking has {} experts in a layer, the model {}", row.size(), experts);
+            }
+        }
+    }
+    std::vector<store::ExpertKey> order;
+    order.reserve(static_cast<std::size_t>(layers) * static_cast<std::size_t>(experts));
+    for (int l = 0; l < layers; ++l) {
+        for (int e = 0; e < experts; ++e) order.push_back({l, e});
+    }
+    if (ranking != nullptr) {
+        const auto count = [&](const store::ExpertKey& k) {
+            return (*ranking)[static_cast<std::size_t>(k.layer)][static_cast<std::size_t>(k.expert)];
+        };
+        std::stable_sort(order.begin(), order.end(),
+                         [&](const auto& a, const auto& b) { return count(a) > count(b); });
+    }
+    return order;
 }
 
 }  // namespace neural

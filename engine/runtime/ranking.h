@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "cpu/reference_model.h"
+#include "store/store.h"
 
 namespace neural {
 
@@ -35,5 +36,11 @@ void save_ranking(const std::filesystem::path& path, const Ranking& counts, std:
 // Reads and checks a ranking file (shape is checked against the model by Residency::initial).
 // Throws neural::Error naming the file for anything malformed.
 Ranking load_ranking(const std::filesystem::path& path);
+
+// Every (layer, expert) of a `layers` x `experts` model, hottest first: by count, descending;
+// equal counts (and the experts a ranking never saw) in layer order, then expert order. Without
+// a ranking (nullptr): layer order. The RAM warm-up and --lock-ram go through this order.
+// Throws neural::Error when the ranking's shape is not the model's.
+std::vector<store::ExpertKey> hot_first(const Ranking* ranking, int layers, int experts);
 
 }  // namespace neural

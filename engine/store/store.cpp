@@ -1,11 +1,14 @@
 #include "store/store.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "neural/error.h"
+#include "platform/memory.h"
+#include "platform/prefetch.h"
 #include "store/hash.h"
 
 namespace neural::store {
@@ -171,12 +174,176 @@ ExpertStore ExpertStore::open(const fs::path& path) {
         prev_end = e.offset + e.payload_bytes;
         s.index_.push_back(e);
     }
+    s.state_ = std::make_unique<std::atomic<std::uint8_t>[]>(s.index_.size());
     return s;
 }
 
 std::span<const std::uint8_t> ExpertStore::record(int layer, int expert) const {
     const IndexEntry& e = entry(layer, expert);
     return {map_.data() + e.offset, static_cast<std::size_t>(e.payload_bytes)};
+}
+
+bool ExpertStore::released(int layer, int expert) const {
+    return (state(layer, expert).load(std::memory_order_relaxed) & kReleased) != 0;
+}
+
+bool ExpertStore::locked(int layer, int expert) const {
+    return (state(layer, expert).load(std::memory_order_relaxed) & kLocked) != 0;
+}
+
+PageRelease ExpertStore::release_expert(int layer, int expert) const {
+    if (layer < 0 || layer >= num_layers() || expert < 0 || expert >= num_experts()) {
+        fail("{}: no expert {} in layer {} (the store has {} layers x {} experts)", path().string(),
+             expert, layer, num_layers(), num_experts());
+    }
+    const IndexEntry& e = entry(layer, expert);
+    const std::uint8_t before = state(layer, expert).fetch_or(kReleased, std::memory_order_relaxed);
+    PageRelease r = release_mapped_pages(map_, e.offset, e.payload_bytes);
+    if ((before & kLocked) != 0) {  // release_mapped_pages unlocked it
+        state(layer, expert).fetch_and(static_cast<std::uint8_t>(~kLocked), std::memory_order_relaxed);
+        if (ram_ != nullptr) {
+            ram_->locked_records.fetch_sub(1, std::memory_order_relaxed);
+            ram_->locked_bytes.fetch_sub(e.payload_bytes, std::memory_order_relaxed);
+        }
+    }
+    if ((before & kReleased) == 0 && ram_ != nullptr) {
+        ram_->released_records.fetch_add(1, std::memory_order_relaxed);
+        ram_->released_bytes.fetch_add(e.payload_bytes, std::memory_order_relaxed);
+    }
+    return r;
+}
+
+bool ExpertStore::note_resident_in_vram(int layer, int expert) const {
+    if (!release_resident_) return false;
+    release_expert(layer, expert);
+    return true;
+}
+
+WarmupReport ExpertStore::warm_up(std::span<const ExpertKey> order, std::chrono::nanoseconds budget,
+                                  const std::atomic<bool>* stop,
+                                  const WarmupProgress& after_record) const {
+    using Clock = std::chrono::steady_clock;
+    const auto t0 = Clock::now();
+    const auto deadline = t0 + budget;
+    WarmupReport w;
+    const std::size_t page = page_size();
+    constexpr std::size_t kChunk = std::size_t{1} << 20;  // deadline / stop checked per MiB
+    constexpr std::uint64_t kAheadBytes = std::uint64_t{64} << 20;  // read-ahead window
+    const auto skip = [&](const ExpertKey& k) {
+        return (state(k.layer, k.expert).load(std::memory_order_relaxed) & (kReleased | kLocked)) != 0;
+    };
+    for (const ExpertKey& k : order) {
+        if (k.layer < 0 || k.layer >= num_layers() || k.expert < 0 || k.expert >= num_experts()) {
+            fail("{}: warm-up order names expert {} of layer {}, outside {} layers x {} experts",
+                 path().string(), k.expert, k.layer, num_layers(), num_experts());
+        }
+    }
+    // not_resident[i]: pages of order[i] that were not resident when its read-ahead was asked
+    // for (measured before asking, so the read-ahead itself does not hide them).
+    std::vector<std::uint64_t> not_resident(order.size(), 0);
+    std::size_t ahead = 0;         // order[0, ahead) has been asked for
+    std::uint64_t ahead_bytes = 0;  // bytes asked for beyond the record being touched
+    std::uint64_t sink = 0;
+    bool out_of_time = false;
+    const auto expired = [&] {
+        if (stop != nullptr && stop->load(std::memory_order_relaxed)) {
+            w.stopped = true;
+            return true;
+        }
+        if (Clock::now() >= deadline) {
+            out_of_time = true;
+            return true;
+        }
+        return false;
+    };
+    std::size_t i = 0;
+    for (; i < order.size(); ++i) {
+        if (expired()) break;
+        const ExpertKey k = order[i];
+        if (skip(k)) {
+            ++w.skipped;
+            continue;
+        }
+        const auto rec = record(k.layer, k.expert);
+        // Keep about kAheadBytes of the following records on their way from disk.
+        if (ahead <= i) {
+            ahead = i;
+            ahead_bytes = 0;
+        } else {
+            ahead_bytes -= std::min<std::uint64_t>(ahead_bytes, rec.size());
+        }
+        while (ahead < order.size() && (ahead == i || ahead_bytes < kAheadBytes)) {
+            const ExpertKey a = order[ahead];
+            if (!skip(a)) {
+                const auto ra = record(a.layer, a.expert);
+                const std::uint64_t pages = (ra.size() + page - 1) / page;
+                not_resident[ahead] = pages - std::min(pages, resident_pages(ra.data(), ra.size()).value_or(0));
+                prefetch_mapped(ra.data(), ra.size());
+                if (ahead != i) ahead_bytes += ra.size();
+            }
+            ++ahead;
+        }
+        bool whole = true;
+        for (std::size_t off = 0; off < rec.size(); off += kChunk) {
+            if (off > 0 && expired()) {
+                whole = false;
+                break;
+            }
+            const std::size_t n = std::min(kChunk, rec.size() - off);
+            sink += touch_pages(rec.data() + off, n);
+            w.bytes += n;
+            w.pages += (n + page - 1) / page;
+        }
+        if (!whole) break;
+        ++w.records;
+        w.pages_loaded += not_resident[i];
+        if (after_record) {
+            w.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+            if (!after_record(k, w)) {
+                w.stopped = true;
+                ++i;
+                break;
+            }
+        }
+    }
+    w.completed = i == order.size() && !out_of_time && !w.stopped;
+    w.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+    (void)sink;  // the reads themselves are volatile (touch_pages)
+    return w;
+}
+
+LockReport ExpertStore::lock_experts(std::span<const ExpertKey> order, std::uint64_t bytes,
+                                     const std::atomic<bool>* stop) const {
+    const auto t0 = std::chrono::steady_clock::now();
+    LockReport r;
+    std::string error;
+    for (const ExpertKey& k : order) {
+        if (stop != nullptr && stop->load(std::memory_order_relaxed)) break;
+        if (k.layer < 0 || k.layer >= num_layers() || k.expert < 0 || k.expert >= num_experts()) {
+            fail("{}: lock order names expert {} of layer {}, outside {} layers x {} experts",
+                 path().string(), k.expert, k.layer, num_layers(), num_experts());
+        }
+        std::atomic<std::uint8_t>& st = state(k.layer, k.expert);
+        if ((st.load(std::memory_order_relaxed) & (kReleased | kLocked)) != 0) continue;
+        const auto rec = record(k.layer, k.expert);
+        if (r.bytes + rec.size() > bytes) break;
+        if (!lock_memory(rec.data(), rec.size(), &error)) {
+            r.limited = true;
+            break;
+        }
+        st.fetch_or(kLocked, std::memory_order_relaxed);
+        ++r.records;
+        r.bytes += rec.size();
+        if (ram_ != nullptr) {
+            ram_->locked_records.fetch_add(1, std::memory_order_relaxed);
+            ram_->locked_bytes.fetch_add(rec.size(), std::memory_order_relaxed);
+        }
+    }
+    r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    r.message = fmt::format("locked {} experts ({:.2f} GB) of the hottest in RAM in {:.1f} s",
+                            r.records, static_cast<double>(r.bytes) / 1e9, r.seconds);
+    if (r.limited) r.message += fmt::format("; stopped by the OS limit: {}", error);
+    return r;
 }
 
 bool ExpertStore::record_checksum_ok(int layer, int expert) const {

@@ -5,8 +5,12 @@
 // in place (ExpertSource): raw scales are read from the mapping, packed ones decoded per row.
 #pragma once
 
+#include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
@@ -15,8 +19,10 @@
 #include "model/expert_source.h"
 #include "model/safetensors.h"
 #include "platform/mapped_file.h"
+#include "platform/page_residency.h"
 #include "store/format.h"
 #include "store/identity.h"
+#include "telemetry/telemetry.h"
 
 namespace neural::store {
 
@@ -27,6 +33,35 @@ struct StoreShape {
     int intermediate_size = 0;
     int num_layers = 0;
     int num_experts = 0;
+};
+
+// One expert of one layer.
+struct ExpertKey {
+    int layer = 0;
+    int expert = 0;
+    bool operator==(const ExpertKey&) const = default;
+};
+
+// What ExpertStore::warm_up() did.
+struct WarmupReport {
+    std::uint64_t records = 0;       // records warmed completely, in order
+    std::uint64_t bytes = 0;         // bytes touched (including a record cut off by the bound)
+    std::uint64_t pages = 0;         // pages touched
+    std::uint64_t pages_loaded = 0;  // of them, pages that were not resident before the warm-up
+                                     // asked for them (mincore / QueryWorkingSetEx)
+    std::uint64_t skipped = 0;       // records skipped: released (in VRAM) or locked already
+    double seconds = 0;
+    bool completed = false;  // every record of the order was reached
+    bool stopped = false;    // `stop` was set (the model is being unloaded)
+};
+
+// What ExpertStore::lock_experts() did.
+struct LockReport {
+    std::uint64_t records = 0;  // records locked, in order
+    std::uint64_t bytes = 0;
+    bool limited = false;       // a lock failed before `bytes` were locked (the OS limit)
+    std::string message;        // for the log: what was locked, or why not more
+    double seconds = 0;
 };
 
 class ExpertStore final : public ExpertSource {
@@ -67,6 +102,46 @@ class ExpertStore final : public ExpertSource {
     void check_matches(const Checkpoint& ckpt, const ModelConfig& config,
                        bool compare_sample = true) const;
 
+    // RAM residency of the records (docs/USER_GUIDE.md "RAM residency"). All of these may run
+    // on any thread while forward passes read the store: they change what is in RAM, never the
+    // bytes a read sees (a released record is read back from the file when it is used again).
+
+    // Faults the records of `order` into RAM, in that order (hot first), until every one is in
+    // or `budget` has passed (checked every MiB) or `*stop` is set: the OS is asked to read a few
+    // records ahead (platform/prefetch.h) and one byte of every page is read. Released and locked
+    // records are skipped. `after_record`, when given, is called after each record warmed with
+    // the report so far; returning false stops the warm-up there.
+    using WarmupProgress = std::function<bool(const ExpertKey&, const WarmupReport&)>;
+    WarmupReport warm_up(std::span<const ExpertKey> order, std::chrono::nanoseconds budget,
+                         const std::atomic<bool>* stop = nullptr,
+                         const WarmupProgress& after_record = {}) const;
+    // Locks whole records of `order` in RAM (mlock / VirtualLock: never paged out) until the next
+    // one would pass `bytes`, a lock fails (the OS limit: RLIMIT_MEMLOCK, the working-set
+    // minimum) or `*stop` is set. Released records are skipped. The caller makes room first
+    // (platform/page_residency.h grow_lock_allowance). Locked until release or unmapping.
+    LockReport lock_experts(std::span<const ExpertKey> order, std::uint64_t bytes,
+                            const std::atomic<bool>* stop = nullptr) const;
+    // Gives back the RAM of record (layer, expert) now (platform/page_residency.h
+    // release_mapped_pages: unlock, drop the mapping's pages, and on Linux evict them from the
+    // page cache) and marks it released so warm_up / lock_experts skip it. Idempotent.
+    PageRelease release_expert(int layer, int expert) const;
+    // Gives back the RAM of the whole file (every record and the header) without marking any
+    // record released: the next reads fault them back in from disk. A cold start without the
+    // privilege to drop the system's caches (measurements, tests).
+    PageRelease drop_from_ram() const { return release_mapped_pages(map_, 0, map_.size()); }
+    // --release-resident (LoadOptions::release_resident): whether an expert that became resident
+    // in VRAM for good should give its RAM back. Set once at load, before any backend call.
+    void set_release_resident(bool on) { release_resident_ = on; }
+    bool release_resident() const { return release_resident_; }
+    // For the GPU backend: (layer, expert) now lives in a static VRAM slot and its upload from
+    // this mapping has completed, so the CPU will not read it. Releases it when
+    // release_resident() (else does nothing); returns whether it was released.
+    bool note_resident_in_vram(int layer, int expert) const;
+    bool released(int layer, int expert) const;
+    bool locked(int layer, int expert) const;
+    // Where release / lock counts go (the model's telemetry); null: nowhere.
+    void set_ram_counters(telemetry::RamCounters* counters) { ram_ = counters; }
+
     // ExpertSource: prepare() = check_escapes(); row() reads in place.
     void prepare(int layer, int expert) const override { check_escapes(layer, expert); }
     ExpertRow row(int layer, Projection projection, int expert, std::int64_t row,
@@ -90,6 +165,16 @@ class ExpertStore final : public ExpertSource {
     std::string created_by_;
     RecordLayout layout_;
     std::vector<IndexEntry> index_;  // layer-major
+
+    static constexpr std::uint8_t kReleased = 1;
+    static constexpr std::uint8_t kLocked = 2;
+    std::atomic<std::uint8_t>& state(int layer, int expert) const {
+        return state_[static_cast<std::size_t>(layer) * static_cast<std::size_t>(shape_.num_experts) +
+                      static_cast<std::size_t>(expert)];
+    }
+    std::unique_ptr<std::atomic<std::uint8_t>[]> state_;  // per record, layer-major
+    bool release_resident_ = false;
+    telemetry::RamCounters* ram_ = nullptr;
 };
 
 // One line for messages: "packed store (format 1) of gpt_oss: 24 layers x 32 experts, ...".

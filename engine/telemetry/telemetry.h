@@ -33,6 +33,10 @@ struct TokenRecord {
   std::uint64_t admissions = 0;      // experts copied to the GPU during this token
   std::uint64_t cpu_bytes = 0;       // expert weight bytes the CPU read (MXFP4 blocks + scales)
   std::uint64_t page_faults = 0;     // process page faults (soft + hard) during the token
+  // Of those, the major (hard) faults: pages read from disk because they were not in RAM
+  // (POSIX ru_majflt; always 0 on Windows, which has no per-process count: see
+  // platform/process_stats.h). Filled by the producer like page_faults (fault_counts()).
+  std::uint64_t major_page_faults = 0;
   // Worker-team jobs of this token that the persistent team handed to the OpenMP reference team
   // (MoeCounters::team_fallbacks).
   std::uint64_t team_fallbacks = 0;
@@ -50,6 +54,7 @@ struct RequestRecord {
   std::uint64_t prompt_cpu_kernel_ns = 0;
   std::uint64_t prompt_cpu_bytes = 0;
   std::uint64_t prompt_page_faults = 0;
+  std::uint64_t prompt_major_page_faults = 0;
   bool cancelled = false;
 };
 
@@ -149,6 +154,34 @@ struct MoeCounters {
   }
 };
 
+// RAM residency of the expert store (LoadOptions warmup_ram_seconds, lock_ram_bytes,
+// release_resident; docs/USER_GUIDE.md "RAM residency"): written by the model's warm-up thread
+// and by ExpertStore::release_expert (any thread), read by the surfaces. Relaxed atomics.
+struct RamCounters {
+  enum State : std::uint32_t { kOff = 0, kRunning = 1, kDone = 2, kTimeBound = 3, kStopped = 4 };
+  std::atomic<std::uint32_t> warmup_state{kOff};  // kDone: every record in order was reached
+  std::atomic<std::uint64_t> warmup_records{0};   // records warmed so far (hot first)
+  std::atomic<std::uint64_t> warmup_bytes{0};     // their bytes
+  std::atomic<std::uint64_t> warmup_pages_loaded{0};  // pages that were not resident before
+  std::atomic<std::uint64_t> warmup_ns{0};        // time spent so far
+  std::atomic<std::uint64_t> locked_records{0};   // --lock-ram: records locked in RAM
+  std::atomic<std::uint64_t> locked_bytes{0};
+  std::atomic<std::uint64_t> released_records{0};  // --release-resident: records given back
+  std::atomic<std::uint64_t> released_bytes{0};
+};
+
+// Page faults so far (soft + hard, and hard), for the producer's before/after deltas of
+// TokenRecord::page_faults / major_page_faults (platform/process_stats.h).
+struct FaultCounts {
+  std::uint64_t total = 0;
+  std::uint64_t major = 0;
+};
+FaultCounts fault_counts();
+
+// Mean major page faults per record over `records` (0 for none): the number the surfaces
+// show as "major faults per token".
+double major_faults_per_token(const std::vector<TokenRecord>& records);
+
 // One per loaded model: the rings and the MoE counters. enabled = false makes ChatSession skip
 // recording (and CpuModel skip timing), for overhead measurements.
 class Telemetry {
@@ -167,6 +200,7 @@ class Telemetry {
   std::uint64_t next_request_id() { return ++last_request_; }
 
   MoeCounters moe;
+  RamCounters ram;
 
  private:
   Ring<TokenRecord> tokens_;

@@ -243,6 +243,86 @@ TEST_F(Cli, MemoryHintErrors) {
     EXPECT_THAT(r.err, HasSubstr("--prefetch: expected none, dense or all, got \"some\""));
 }
 
+// --- RAM residency levers (--warmup-ram, --warmup-sync, --lock-ram, --release-resident) ---------
+
+TEST_F(Cli, RamLeversDoNotChangeTheResult) {
+    Proc rp = neural({"repack", "--checkpoint", model(), "--out", (tmp_ / "s.nstore").string(),
+                      "--format", "raw"});
+    ASSERT_EQ(rp.code, 0) << rp.err;
+    std::vector<std::string> base = greedy_args(model());
+    base.insert(base.end(), {"--store", (tmp_ / "s.nstore").string()});
+    Proc plain = neural(base);
+    ASSERT_EQ(plain.code, 0) << plain.err;
+    // A ranking for the tiny model (4 layers x 8 experts) orders the warm-up and the lock on the
+    // CPU backend too.
+    const fs::path ranking = write("hot.json",
+        R"({"layers": [[1,2,3,4,5,6,7,8],[8,7,6,5,4,3,2,1],[0,0,0,0,0,0,0,9],[1,1,1,1,1,1,1,1]],
+            "tokens": 10, "source": "test"})");
+    for (const std::vector<std::string>& levers :
+         {std::vector<std::string>{"--warmup-ram", "10", "--warmup-sync", "1"},
+          std::vector<std::string>{"--warmup-ram", "10", "--ranking", ranking.string()},
+          std::vector<std::string>{"--lock-ram", "0.0001", "--warmup-ram", "5", "--warmup-sync", "1",
+                                   "--ranking", ranking.string()}}) {
+        std::vector<std::string> args = base;
+        args.insert(args.end(), levers.begin(), levers.end());
+        Proc r = neural(args);
+        ASSERT_EQ(r.code, 0) << r.cmd << "\n" << r.err;
+        EXPECT_EQ(r.out, plain.out) << r.cmd;
+        // A sandbox without locked memory may add a "--lock-ram: ..." warning line.
+        std::string err;
+        std::istringstream lines(r.err);
+        for (std::string line; std::getline(lines, line);) {
+            if (line.find("--lock-ram: ") == std::string::npos) err += line + "\n";
+        }
+        EXPECT_EQ(err, plain.err) << r.cmd;
+    }
+    // On the CPU backend nothing lives in VRAM: --release-resident says so and changes nothing.
+    std::vector<std::string> args = base;
+    args.insert(args.end(), {"--release-resident", "1"});
+    Proc rel = neural(args);
+    ASSERT_EQ(rel.code, 0) << rel.err;
+    EXPECT_EQ(rel.out, plain.out);
+    EXPECT_THAT(rel.err, HasSubstr("--release-resident: nothing to release on the CPU backend"));
+}
+
+TEST_F(Cli, RamLeverErrors) {
+    const std::string store = (tmp_ / "none.nstore").string();
+    auto run = [&](std::vector<std::string> extra) {
+        std::vector<std::string> args = greedy_args(model());
+        args.insert(args.end(), extra.begin(), extra.end());
+        return neural(args);
+    };
+    Proc r = run({"--warmup-ram", "5"});
+    EXPECT_EQ(r.code, 1);
+    EXPECT_THAT(r.err, HasSubstr("they need --store FILE"));
+    r = run({"--release-resident", "1"});
+    EXPECT_EQ(r.code, 1);
+    EXPECT_THAT(r.err, HasSubstr("they need --store FILE"));
+    r = run({"--store", store, "--warmup-ram", "-1"});
+    EXPECT_EQ(r.code, 1);
+    EXPECT_THAT(r.err, HasSubstr("--warmup-ram: expected seconds in [0, 86400], got \"-1\""));
+    r = run({"--store", store, "--warmup-ram", "soon"});
+    EXPECT_EQ(r.code, 1);
+    EXPECT_THAT(r.err, HasSubstr("--warmup-ram"));
+    r = run({"--store", store, "--lock-ram", "1e9"});
+    EXPECT_EQ(r.code, 1);
+    EXPECT_THAT(r.err, HasSubstr("--lock-ram: expected GiB in [0, 65536]"));
+    r = run({"--store", store, "--release-resident", "2"});
+    EXPECT_EQ(r.code, 1);
+    EXPECT_THAT(r.err, HasSubstr("--release-resident"));
+    r = run({"--store", store, "--warmup-sync", "1"});
+    EXPECT_EQ(r.code, 1);
+    EXPECT_THAT(r.err, HasSubstr("--warmup-sync needs --warmup-ram SECONDS or --lock-ram GIB"));
+    // --ranking stays a GPU flag unless a RAM lever uses its order.
+    r = run({"--ranking", "hot.json"});
+    EXPECT_EQ(r.code, 1);
+    EXPECT_THAT(r.err, HasSubstr("--ranking needs --backend cuda"));
+    // Flags are checked before the store is opened; then the missing store is the error.
+    r = run({"--store", store, "--warmup-ram", "1", "--ranking", "missing.json"});
+    EXPECT_EQ(r.code, 1);
+    EXPECT_THAT(r.err, HasSubstr("none.nstore"));
+}
+
 TEST_F(Cli, GeneratePromptText) {
     Proc r = neural({"generate", "--model", model(), "--prompt", "Hello world", "--max-tokens", "3",
                     "--temperature", "0", "--show-ids"});

@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <thread>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -28,6 +29,7 @@ TokenRecord make(std::uint64_t i) {
     r.admissions = i * 29;
     r.cpu_bytes = i * 31;
     r.page_faults = i * 37;
+    r.major_page_faults = i * 41;
     return r;
 }
 
@@ -38,7 +40,8 @@ bool consistent(const TokenRecord& r, std::uint64_t i) {
            r.graph_submit_ns == w.graph_submit_ns && r.admission_ns == w.admission_ns &&
            r.other_ns == w.other_ns && r.experts_hit == w.experts_hit &&
            r.experts_missed == w.experts_missed && r.admissions == w.admissions &&
-           r.cpu_bytes == w.cpu_bytes && r.page_faults == w.page_faults;
+           r.cpu_bytes == w.cpu_bytes && r.page_faults == w.page_faults &&
+           r.major_page_faults == w.major_page_faults;
 }
 
 TEST(TelemetryRing, ReadsBackInOrderAndDropsOverwritten) {
@@ -90,6 +93,35 @@ TEST(TelemetryRing, ConcurrentReadersNeverSeeTornRecords) {
     EXPECT_EQ(torn.load(), 0u);
     EXPECT_GT(good.load(), 0u);
     for (const auto& r : ring.since(0)) EXPECT_GE(r.request, pushed - 16);
+}
+
+TEST(TelemetryFaults, CountersAreMonotonicAndMajorIsAPartOfTheTotal) {
+    const FaultCounts a = fault_counts();
+    EXPECT_LE(a.major, a.total);
+    std::vector<std::uint8_t> fresh(16u << 20);  // new anonymous pages: soft faults
+    for (std::size_t i = 0; i < fresh.size(); i += 4096) fresh[i] = 1;
+    const FaultCounts b = fault_counts();
+    EXPECT_GT(b.total, a.total);
+    EXPECT_GE(b.major, a.major);
+    EXPECT_LE(b.major, b.total);
+}
+
+TEST(TelemetryFaults, MajorFaultsPerTokenIsTheMean) {
+    EXPECT_EQ(major_faults_per_token({}), 0.0);
+    std::vector<TokenRecord> records(4);
+    records[0].major_page_faults = 10;
+    records[1].major_page_faults = 0;
+    records[2].major_page_faults = 5;
+    records[3].major_page_faults = 1;
+    EXPECT_DOUBLE_EQ(major_faults_per_token(records), 4.0);
+}
+
+TEST(TelemetryRam, CountersStartOff) {
+    Telemetry t;
+    EXPECT_EQ(t.ram.warmup_state.load(), RamCounters::kOff);
+    EXPECT_EQ(t.ram.warmup_records.load(), 0u);
+    EXPECT_EQ(t.ram.released_bytes.load(), 0u);
+    EXPECT_EQ(t.ram.locked_bytes.load(), 0u);
 }
 
 TEST(TelemetryPhases, OtherIsWallMinusTheNamedPhases) {

@@ -37,15 +37,18 @@ MappedFile MappedFile::open(const std::filesystem::path& path) {
             fail("cannot map {} ({} bytes): {}", path.string(), file.size_, std::strerror(err));
         }
         file.data_ = static_cast<const std::uint8_t*>(p);
+        file.fd_ = fd;  // kept: page-cache hints need the file (release_mapped_pages)
+    } else {
+        ::close(fd);
     }
-    ::close(fd);  // the mapping keeps the file referenced
     return file;
 }
 
 MappedFile::MappedFile(MappedFile&& other) noexcept
     : data_(std::exchange(other.data_, nullptr)),
       size_(std::exchange(other.size_, 0)),
-      path_(std::move(other.path_)) {}
+      path_(std::move(other.path_)),
+      fd_(std::exchange(other.fd_, -1)) {}
 
 MappedFile& MappedFile::operator=(MappedFile&& other) noexcept {
     if (this != &other) {
@@ -53,6 +56,7 @@ MappedFile& MappedFile::operator=(MappedFile&& other) noexcept {
         data_ = std::exchange(other.data_, nullptr);
         size_ = std::exchange(other.size_, 0);
         path_ = std::move(other.path_);
+        fd_ = std::exchange(other.fd_, -1);
     }
     return *this;
 }
@@ -61,6 +65,8 @@ MappedFile::~MappedFile() { release(); }
 
 void MappedFile::release() {
     if (data_ != nullptr) ::munmap(const_cast<std::uint8_t*>(data_), size_);
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = -1;
     data_ = nullptr;
     size_ = 0;
 }

@@ -23,4 +23,10 @@ std::uint64_t process_page_faults() {
     return static_cast<std::uint64_t>(pmc.PageFaultCount);
 }
 
+PageFaultCounts process_page_fault_counts() {
+    PageFaultCounts c;
+    c.total = process_page_faults();  // soft + hard; the split needs ETW
+    return c;
+}
+
 }  // namespace neural
