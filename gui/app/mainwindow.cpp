@@ -37,6 +37,7 @@
 #include "app/applog.h"
 #include "app/paths.h"
 #include "app/theme.h"
+#include "benchmark/benchmarkdialog.h"
 #include "chat/chatinput.h"
 #include "chat/chatview.h"
 #include "settings/profiledialog.h"
@@ -353,6 +354,9 @@ void MainWindow::buildMenus()
         if (ok)
             appSettings()->setValue(QStringLiteral("chat/maxTokens"), n);
     });
+
+    QMenu *tools = menuBar()->addMenu(tr("&Tools"));
+    tools->addAction(tr("&Benchmark (A/B profiles)..."), this, &MainWindow::openBenchmark);
 
     QMenu *server = menuBar()->addMenu(tr("Se&rver"));
     m_serverAction = server->addAction(tr("Start API server"), this, &MainWindow::toggleServer);
@@ -711,6 +715,26 @@ void MainWindow::openProfiles()
         loadActiveProfile();
     });
     dialog->open();
+}
+
+void MainWindow::openBenchmark()
+{
+    if (m_benchmark) {
+        m_benchmark->raise();
+        m_benchmark->activateWindow();
+        return;
+    }
+    auto *dialog = new BenchmarkDialog(&m_profiles, m_engine, this);
+    dialog->setAttribute(Qt::WA_DeleteOnClose);
+    dialog->setModelOverride(m_options.modelDir);
+    // After a run the chat engine comes back with the active profile (as after Apply).
+    dialog->setReloadEngine([this] { loadActiveProfile(); });
+    connect(dialog, &BenchmarkDialog::started, this, [this] {
+        statusBar()->showMessage(tr("Benchmark running: the chat model is paused."), 5000);
+    });
+    m_benchmark = dialog;
+    connect(dialog, &QObject::destroyed, this, [this] { m_benchmark = nullptr; });
+    dialog->open();  // window-modal: no chat or profile change while it is open
 }
 
 void MainWindow::setTheme(const QString &name)

@@ -28,6 +28,7 @@ class QAction;
 
 namespace neural::gui {
 
+class BenchmarkDialog;
 class ChatInput;
 class ChatView;
 class ServerControl;
@@ -58,6 +59,8 @@ public:
     qint64 currentConversation() const { return m_current; }
     QLabel *banner() const { return m_banner; }
     QPushButton *serverButton() const { return m_serverButton; }
+    // The Benchmark panel while it is open (Tools > Benchmark...), else null.
+    BenchmarkDialog *benchmark() const { return m_benchmark; }
 
 public slots:
     void newConversation();
@@ -68,6 +71,8 @@ public slots:
     void selectConversation(qint64 id);
     void toggleServer();
     bool exportConversation(const QString &path, bool json);
+    // Tools > Benchmark...: the A/B panel (window-modal; one at a time).
+    void openBenchmark();
 
 protected:
     void closeEvent(QCloseEvent *event) override;
@@ -118,6 +123,7 @@ private:
     QSystemTrayIcon *m_tray = nullptr;
     TelemetryDock *m_telemetry = nullptr;
     QPlainTextEdit *m_logs = nullptr;
+    BenchmarkDialog *m_benchmark = nullptr;  // reset when it is destroyed
     bool m_quitting = false;
 };
 

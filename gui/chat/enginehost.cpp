@@ -122,6 +122,17 @@ void EngineHost::unload()
     }
 }
 
+bool EngineHost::unloadModel()
+{
+    if (m_loader)
+        return false;
+    unload();
+    m_isDemo = false;
+    if (m_state != State::empty)
+        setState(State::empty);
+    return true;
+}
+
 void EngineHost::startLoad(std::function<std::shared_ptr<const Model>()> work, const QString &dir)
 {
     if (m_loader) {

@@ -81,6 +81,11 @@ public:
     // there already, then loads it. Needs a tokenizer.json (demoTokenizerPath()).
     void loadDemo(const QString &dir, const QString &tokenizer);
 
+    // Releases the model and the engine thread (the benchmark panel frees RAM/VRAM for its own
+    // models): a running turn is cancelled, modelUnloading is emitted, the state becomes empty.
+    // False (nothing done) while a model is loading.
+    bool unloadModel();
+
     State state() const { return m_state; }
     QString stateText() const;
     QString modelDir() const { return m_modelDir; }

@@ -24,6 +24,8 @@ concept HasGpuKnobs = requires(O o) {
     o.gpu.refresh_every;
     o.gpu.refresh_m;
     o.gpu.prefill_weight;
+    o.gpu.pool_slots;
+    o.gpu.context;
 };
 
 constexpr bool kHasGpuKnobs = HasGpuKnobs<LoadOptions>;
@@ -43,6 +45,8 @@ void applyGpu(O &o, const Profile &p)
         o.gpu.refresh_every = p.value(QStringLiteral("refresh-every")).toInt();
         o.gpu.refresh_m = p.value(QStringLiteral("refresh-m")).toInt();
         o.gpu.prefill_weight = p.value(QStringLiteral("prefill-weight")).toDouble();
+        o.gpu.pool_slots = p.value(QStringLiteral("pool-slots")).toInt();
+        o.gpu.context = p.value(QStringLiteral("context")).toLongLong();
     } else {
         (void)o;
         (void)p;
@@ -67,6 +71,14 @@ const QList<KnobDef> &knobDefs()
          QObject::tr("Caps all GPU memory the engine uses (emulate a smaller card); 0: free "
                      "memory minus 512 MiB."),
          T::real, 0.0, 0.0, 0, 1024, {}, QStringLiteral("GiB")},
+        {QStringLiteral("pool-slots"), QObject::tr("Expert slots"),
+         QObject::tr("Exact number of expert slots in VRAM (the setup wizard's fit plan sets "
+                     "it); -1: as many as Expert pool allows."),
+         T::integer, -1, -1, -1, 1 << 20, {}, {}},
+        {QStringLiteral("context"), QObject::tr("GPU context"),
+         QObject::tr("K/V positions kept on the GPU; fewer leave VRAM for expert slots. 0: the "
+                     "model's maximum, at most 8,192."),
+         T::integer, 0, 0, 0, 1 << 20, {}, QStringLiteral("tokens")},
         {QStringLiteral("scratch"), QObject::tr("Scratch slots"),
          QObject::tr("GPU staging slots for prompt experts that are not resident."), T::integer,
          0, 6, 0, 64, {}, {}},
@@ -125,7 +137,8 @@ QString unsupportedReason(const QString &key)
 {
     static const QStringList gpu = {QStringLiteral("backend"), QStringLiteral("pool"),
                                     QStringLiteral("vram-budget"), QStringLiteral("refresh-every"),
-                                    QStringLiteral("refresh-m"), QStringLiteral("prefill-weight")};
+                                    QStringLiteral("refresh-m"), QStringLiteral("prefill-weight"),
+                                    QStringLiteral("pool-slots"), QStringLiteral("context")};
     if (gpu.contains(key)) {
         if (!kHasGpuKnobs)
             return QObject::tr("not in this build yet");

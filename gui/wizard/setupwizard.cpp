@@ -2,6 +2,11 @@
 
 #include <QButtonGroup>
 #include <QCheckBox>
+#include <QComboBox>
+#include <QDoubleSpinBox>
+#include <QFormLayout>
+#include <QScrollArea>
+#include <QSpinBox>
 #include <QDir>
 #include <QFileDialog>
 #include <QFileInfo>
@@ -15,6 +20,10 @@
 #include <QTimer>
 #include <QVBoxLayout>
 #include <QWizardPage>
+
+#include <optional>
+
+#include "model/config.h"
 
 namespace neural::gui {
 
@@ -92,7 +101,276 @@ private:
     QTimer m_debounce;
 };
 
-// ---- 2: store choice -------------------------------------------------------------------------
+// ---- 2: fit plan --------------------------------------------------------------------------
+
+namespace {
+// The plan's reason line for a value (reasons start with the value's name).
+QString reasonFor(const FitPlan &plan, const QStringList &prefixes, const QString &contains = {})
+{
+    for (const std::string &r : plan.reasons) {
+        const QString line = QString::fromStdString(r);
+        for (const QString &p : prefixes)
+            if (line.startsWith(p) && (contains.isEmpty() || line.contains(contains)))
+                return line;
+    }
+    return {};
+}
+}  // namespace
+
+class FitPageWidget : public QWizardPage {
+public:
+    explicit FitPageWidget(SetupWizard *w) : m_w(w)
+    {
+        setTitle(tr("Fit to this PC"));
+        setSubTitle(tr("The planner's choice for this model on this PC, each with its reason. "
+                       "Change any value; it becomes the profile's (and stays editable in "
+                       "Settings > Profiles)."));
+        auto *outer = new QVBoxLayout(this);
+        auto *scroll = new QScrollArea(this);
+        scroll->setWidgetResizable(true);
+        scroll->setFrameShape(QFrame::NoFrame);
+        auto *inner = new QWidget(scroll);
+        auto *v = new QVBoxLayout(inner);
+        m_machineLabel = new QLabel(tr("Detecting this PC ..."), inner);
+        m_machineLabel->setWordWrap(true);
+        m_machineLabel->setAccessibleName(tr("This PC"));
+        v->addWidget(m_machineLabel);
+
+        auto *caps = new QHBoxLayout;
+        m_vramCap = new QDoubleSpinBox(inner);
+        m_vramCap->setRange(0, 65536);
+        m_vramCap->setDecimals(2);
+        m_vramCap->setSuffix(tr(" GiB"));
+        m_vramCap->setSpecialValueText(tr("detected"));
+        m_vramCap->setAccessibleName(tr("Plan for at most this VRAM"));
+        m_ramCap = new QDoubleSpinBox(inner);
+        m_ramCap->setRange(0, 65536);
+        m_ramCap->setDecimals(2);
+        m_ramCap->setSuffix(tr(" GiB"));
+        m_ramCap->setSpecialValueText(tr("detected"));
+        m_ramCap->setAccessibleName(tr("Plan for at most this RAM"));
+        caps->addWidget(new QLabel(tr("Emulate a smaller PC: VRAM"), inner));
+        caps->addWidget(m_vramCap);
+        caps->addWidget(new QLabel(tr("RAM"), inner));
+        caps->addWidget(m_ramCap);
+        caps->addStretch(1);
+        v->addLayout(caps);
+
+        m_warnings = new QLabel(inner);
+        m_warnings->setWordWrap(true);
+        m_warnings->setAccessibleName(tr("Fit warnings"));
+        m_warnings->setTextInteractionFlags(Qt::TextSelectableByMouse);
+        v->addWidget(m_warnings);
+
+        auto *form = new QFormLayout;
+        auto row = [&](const QString &label, QWidget *editor, QLabel *&reason) {
+            editor->setAccessibleName(label);
+            auto *box = new QWidget(inner);
+            auto *bv = new QVBoxLayout(box);
+            bv->setContentsMargins(0, 0, 0, 0);
+            bv->setSpacing(1);
+            bv->addWidget(editor);
+            reason = new QLabel(box);
+            reason->setWordWrap(true);
+            reason->setAccessibleName(tr("Reason: %1").arg(label));
+            QFont f = reason->font();
+            f.setPointSizeF(f.pointSizeF() * 0.9);
+            reason->setFont(f);
+            bv->addWidget(reason);
+            form->addRow(label + QLatin1Char(':'), box);
+        };
+        m_backend = new QComboBox(inner);
+        m_backend->addItems({QStringLiteral("cpu"), QStringLiteral("cuda"), QStringLiteral("auto")});
+        row(tr("Backend"), m_backend, m_backendWhy);
+        m_vram = new QDoubleSpinBox(inner);
+        m_vram->setRange(0, 65536);
+        m_vram->setDecimals(2);
+        m_vram->setSuffix(tr(" GiB"));
+        row(tr("VRAM budget"), m_vram, m_vramWhy);
+        m_slots = new QSpinBox(inner);
+        m_slots->setRange(-1, 1 << 24);
+        row(tr("Expert slots"), m_slots, m_slotsWhy);
+        m_context = new QSpinBox(inner);
+        m_context->setRange(0, 1 << 24);
+        m_context->setSuffix(tr(" tokens"));
+        row(tr("GPU context"), m_context, m_contextWhy);
+        m_threads = new QSpinBox(inner);
+        m_threads->setRange(0, 4096);
+        row(tr("CPU threads"), m_threads, m_threadsWhy);
+        m_kernel = new QComboBox(inner);
+        m_kernel->addItems({QStringLiteral("auto"), QStringLiteral("avx512"), QStringLiteral("avx2"),
+                            QStringLiteral("scalar"), QStringLiteral("reference")});
+        row(tr("Expert kernel"), m_kernel, m_kernelWhy);
+        m_persistent = new QCheckBox(tr("Persistent CPU team"), inner);
+        row(tr("CPU team"), m_persistent, m_persistentWhy);
+        v->addLayout(form);
+        m_other = new QLabel(inner);
+        m_other->setWordWrap(true);
+        m_other->setAccessibleName(tr("Other plan notes"));
+        m_other->setTextInteractionFlags(Qt::TextSelectableByMouse);
+        v->addWidget(m_other);
+        v->addStretch(1);
+        scroll->setWidget(inner);
+        outer->addWidget(scroll);
+
+        connect(m_slots, qOverload<int>(&QSpinBox::valueChanged), this, [this] { showSlotsGib(); });
+        for (QDoubleSpinBox *cap : {m_vramCap, m_ramCap})
+            connect(cap, qOverload<double>(&QDoubleSpinBox::valueChanged), this, [this] { replan(); });
+    }
+    ~FitPageWidget() override
+    {
+        if (m_detector) {
+            m_detector->wait();
+            delete m_detector;
+        }
+    }
+
+    void initializePage() override
+    {
+        m_config.reset();
+        try {
+            m_config = ModelConfig::load(m_w->m_validatedDir.toStdString() + "/config.json");
+        } catch (const std::exception &e) {
+            m_warnings->setText(tr("<b>Cannot plan:</b> %1").arg(QString::fromUtf8(e.what()).toHtmlEscaped()));
+        }
+        if (m_w->m_haveMachine) {
+            replan();
+            return;
+        }
+        if (m_detector)
+            return;  // still detecting; replan() follows
+        // GPU detection initialises the CUDA driver (can take a second): off the GUI thread.
+        auto result = std::make_shared<MachineInfo>();
+        m_detector = QThread::create([result] { *result = detect_machine(); });
+        connect(m_detector, &QThread::finished, this, [this, result] {
+            m_detector->deleteLater();
+            m_detector = nullptr;
+            if (!m_w->m_haveMachine) {  // a test may have set one meanwhile
+                m_w->m_machine = *result;
+                m_w->m_haveMachine = true;
+            }
+            replan();
+        });
+        m_detector->start();
+    }
+    bool isComplete() const override { return m_w->m_havePlan; }
+    bool validatePage() override
+    {
+        SetupWizard::FitChoice &c = m_w->m_fit;
+        c.backend = m_backend->currentText();
+        c.vramBudgetGib = m_vram->value();
+        c.poolSlots = m_slots->value();
+        c.poolGib = slotsGib();
+        c.context = m_context->value();
+        c.threads = m_threads->value();
+        c.kernel = m_kernel->currentText();
+        c.kernelPersistent = m_persistent->isChecked();
+        return true;
+    }
+
+    void replan()
+    {
+        if (!m_config || !m_w->m_haveMachine)
+            return;
+        const MachineInfo &m = m_w->m_machine;
+        auto gib = [](std::uint64_t b) { return static_cast<double>(b) / (1024.0 * 1024 * 1024); };
+        m_machineLabel->setText(
+            tr("This PC: %1 logical CPUs (%2), RAM %3 GiB total / %4 GiB available, GPU: %5")
+                .arg(m.cpus)
+                .arg(m.avx512 ? QStringLiteral("AVX-512") : m.avx2 ? QStringLiteral("AVX2") : tr("no AVX2"))
+                .arg(gib(m.ram_total), 0, 'f', 1)
+                .arg(gib(m.ram_available), 0, 'f', 1)
+                .arg(m.gpu ? tr("%1 (%2 GiB free of %3)")
+                                 .arg(QString::fromStdString(m.gpu->name))
+                                 .arg(gib(m.gpu->free_bytes), 0, 'f', 1)
+                                 .arg(gib(m.gpu->total_bytes), 0, 'f', 1)
+                           : tr("none (%1)").arg(QString::fromStdString(m.gpu_why))));
+        FitRequest req;
+        req.config = *m_config;
+        req.vram_budget_gib = m_vramCap->value();
+        req.ram_budget_gib = m_ramCap->value();
+        const FitPlan plan = plan_fit(req, m);
+        m_w->m_plan = plan;
+        m_w->m_havePlan = true;
+        m_slotBytes = gpu_memory_layout(*m_config, std::max<std::int64_t>(plan.context, 1)).slot_bytes;
+
+        m_backend->setCurrentText(QString::fromStdString(plan.backend));
+        m_vram->setValue(plan.vram_budget_gib);
+        m_slots->setValue(plan.backend == "cuda" ? static_cast<int>(plan.pool_slots) : -1);
+        m_context->setValue(plan.backend == "cuda" ? static_cast<int>(plan.context) : 0);
+        m_threads->setValue(plan.threads);
+        m_kernel->setCurrentText(QString::fromStdString(plan.kernel));
+        m_persistent->setChecked(plan.kernel_persistent);
+        showSlotsGib();
+
+        const QString gpuWhy = reasonFor(plan, {QStringLiteral("backend")});
+        m_backendWhy->setText(gpuWhy.isEmpty() && !plan.warnings.empty()
+                                  ? QString::fromStdString(plan.warnings.front())
+                                  : gpuWhy);
+        m_vramWhy->setText(plan.backend == "cuda" ? gpuWhy : tr("not used by the CPU backend"));
+        m_slotsWhy->setText(plan.backend == "cuda"
+                                ? reasonFor(plan, {QString()}, QStringLiteral(" expert slots = "))
+                                : tr("not used by the CPU backend (-1: from the pool size)"));
+        m_contextWhy->setText(plan.backend == "cuda"
+                                  ? reasonFor(plan, {QStringLiteral("context")})
+                                  : tr("not used by the CPU backend (0: the default)"));
+        m_threadsWhy->setText(reasonFor(plan, {QStringLiteral("threads")}));
+        m_kernelWhy->setText(reasonFor(plan, {QStringLiteral("kernel")}) +
+                             tr(" (used with an expert store; without one the reference path runs)"));
+        const QString persistent = reasonFor(plan, {QStringLiteral("persistent")});
+        m_persistentWhy->setText(persistent.isEmpty() ? tr("off: the CPU backend's OpenMP team") : persistent);
+        QStringList other;
+        for (const std::string &r : plan.reasons) {
+            const QString line = QString::fromStdString(r);
+            if (line.startsWith(QLatin1String("dense core")) || line.startsWith(QLatin1String("static")) ||
+                line.startsWith(QLatin1String("store")) || line.startsWith(QLatin1String("RAM")))
+                other << QStringLiteral("- ") + line;
+        }
+        m_other->setText(other.join(QLatin1Char('\n')));
+
+        QStringList warn;
+        for (const std::string &w : plan.warnings)
+            warn << QString::fromStdString(w).toHtmlEscaped();
+        if (!plan.fits)
+            m_warnings->setText(tr("<p style='color:#c0392b'><b>The model does not fit this PC as "
+                                   "planned.</b><br>%1</p>").arg(warn.join(QStringLiteral("<br>"))));
+        else if (!warn.isEmpty())
+            m_warnings->setText(tr("<p style='color:#b9770e'><b>Warnings:</b><br>%1</p>")
+                                    .arg(warn.join(QStringLiteral("<br>"))));
+        else
+            m_warnings->setText(tr("<p style='color:#1e8449'><b>The plan fits this PC.</b> Needs "
+                                   "about %1 GB of RAM.</p>").arg(plan.ram_needed_gb, 0, 'f', 1));
+        emit completeChanged();
+    }
+
+private:
+    double slotsGib() const
+    {
+        return m_slots->value() < 0 ? -1.0
+                                    : static_cast<double>(m_slots->value()) *
+                                          static_cast<double>(m_slotBytes) / (1024.0 * 1024 * 1024);
+    }
+    void showSlotsGib()
+    {
+        m_slots->setSuffix(m_slots->value() < 0
+                               ? QString()
+                               : tr(" slots = %1 GiB").arg(slotsGib(), 0, 'f', 2));
+    }
+
+    SetupWizard *m_w;
+    std::optional<ModelConfig> m_config;
+    std::uint64_t m_slotBytes = 0;
+    QThread *m_detector = nullptr;
+    QLabel *m_machineLabel, *m_warnings, *m_other;
+    QDoubleSpinBox *m_vramCap, *m_ramCap, *m_vram;
+    QComboBox *m_backend, *m_kernel;
+    QSpinBox *m_slots, *m_context, *m_threads;
+    QCheckBox *m_persistent;
+    QLabel *m_backendWhy, *m_vramWhy, *m_slotsWhy, *m_contextWhy, *m_threadsWhy, *m_kernelWhy,
+        *m_persistentWhy;
+};
+
+// ---- 3: store choice -------------------------------------------------------------------------
 
 class StorePageWidget : public QWizardPage {
 public:
@@ -128,6 +406,11 @@ public:
     }
     void initializePage() override
     {
+        if (!m_w->m_storePreselected && m_w->m_havePlan) {
+            // The plan's store format (raw when it fits in RAM), once; the user's choice stays.
+            m_w->m_storePreselected = true;
+            (m_w->m_plan.store_format == "packed" ? m_packed : m_raw)->setChecked(true);
+        }
         m_raw->setText(tr("Create a raw store (about %1)").arg(formatBytes(m_w->m_report.rawStoreBytes)));
         m_packed->setText(tr("Create a packed store (about %1)").arg(formatBytes(m_w->m_report.packedStoreBytes)));
     }
@@ -407,6 +690,7 @@ SetupWizard::SetupWizard(QWidget *parent) : QWizard(parent), m_job(new StoreJob(
     setWindowTitle(tr("Set up a model"));
     setAccessibleName(tr("Set up a model"));
     setPage(FolderPage, new FolderPageWidget(this));
+    setPage(FitPage, new FitPageWidget(this));
     setPage(StorePage, new StorePageWidget(this));
     setPage(DestinationPage, new DestinationPageWidget(this));
     setPage(RepackPage, new RepackPageWidget(this));
@@ -466,12 +750,32 @@ QString SetupWizard::storePath() const
     return {};
 }
 
+void SetupWizard::setMachineForTesting(const MachineInfo &m)
+{
+    m_machine = m;
+    m_haveMachine = true;
+    if (currentId() == FitPage)
+        static_cast<FitPageWidget *>(page(FitPage))->replan();
+}
+
 Profile SetupWizard::profile() const
 {
     Profile p = storePath().isEmpty() ? Profile::stock() : Profile::optimized();
     p.name = m_profileName.isEmpty() ? QFileInfo(m_validatedDir).fileName() : m_profileName;
     p.modelDir = m_validatedDir;
     p.store = storePath();
+    if (m_havePlan) {
+        // The fit step's values (the plan's unless edited) on top of Stock / Optimized.
+        p.values.insert(QStringLiteral("backend"), m_fit.backend);
+        p.values.insert(QStringLiteral("vram-budget"), m_fit.vramBudgetGib);
+        p.values.insert(QStringLiteral("pool-slots"), m_fit.poolSlots);
+        p.values.insert(QStringLiteral("pool"), m_fit.poolGib);
+        p.values.insert(QStringLiteral("context"), static_cast<int>(m_fit.context));
+        p.values.insert(QStringLiteral("threads"), m_fit.threads);
+        p.values.insert(QStringLiteral("kernel-persistent"), m_fit.kernelPersistent);
+        if (!p.store.isEmpty())
+            p.values.insert(QStringLiteral("kernel"), m_fit.kernel);
+    }
     return p;
 }
 

@@ -1,5 +1,7 @@
 // First-run / "Set up a model" wizard: checkpoint folder -> validation report (shape, sizes,
-// RAM/VRAM fit) -> store choice (none, raw, packed with sizes, or an existing store) ->
+// RAM/VRAM fit) -> fit plan (neural::plan_fit on detect_machine(): backend, VRAM budget, expert
+// slots, context, threads, kernel, each with its reason; warnings when the model does not fit;
+// every value editable; optional VRAM/RAM caps emulate a smaller PC) -> store choice (none, raw, packed with sizes, or an existing store) ->
 // destination with a free-space check -> repack with progress, rate, ETA and Cancel -> optional
 // verify -> a profile for the model. The slow steps run on worker threads (StoreJob, a loader
 // thread for the validation); the wizard never blocks the GUI thread.
@@ -7,6 +9,7 @@
 
 #include <QWizard>
 
+#include "runtime/fit.h"
 #include "settings/profile.h"
 #include "wizard/checkpointcheck.h"
 
@@ -22,7 +25,20 @@ namespace neural::gui {
 class SetupWizard : public QWizard {
     Q_OBJECT
 public:
-    enum Page { FolderPage, StorePage, DestinationPage, RepackPage, VerifyPage, DonePage };
+    enum Page { FolderPage, FitPage, StorePage, DestinationPage, RepackPage, VerifyPage, DonePage };
+
+    // The fit step's values as the user left them (the plan's, unless edited); they become the
+    // profile's knobs.
+    struct FitChoice {
+        QString backend = QStringLiteral("cpu");
+        double vramBudgetGib = 0;
+        int poolSlots = -1;
+        double poolGib = -1;
+        qint64 context = 0;
+        int threads = 0;
+        QString kernel = QStringLiteral("auto");
+        bool kernelPersistent = false;
+    };
 
     explicit SetupWizard(QWidget *parent = nullptr);
     ~SetupWizard() override;
@@ -34,12 +50,21 @@ public:
     const CheckpointReport &report() const { return m_report; }
     QString storeKind() const;  // "none", "raw", "packed", "existing"
     QString storePath() const;  // the store the profile uses ("" for none)
+    // The fit step: the last plan (valid once hasPlan()), the machine it was made for, and the
+    // values chosen on the page.
+    bool hasPlan() const { return m_havePlan; }
+    const FitPlan &plan() const { return m_plan; }
+    const MachineInfo &machine() const { return m_machine; }
+    const FitChoice &fitChoice() const { return m_fit; }
+    // Test hook: plan for this machine instead of detect_machine() (a made-up GPU).
+    void setMachineForTesting(const MachineInfo &m);
 
 signals:
     void validated(const neural::gui::CheckpointReport &report);
 
 private:
     friend class FolderPageWidget;
+    friend class FitPageWidget;
     friend class StorePageWidget;
     friend class DestinationPageWidget;
     friend class RepackPageWidget;
@@ -57,6 +82,13 @@ private:
     QString m_profileName;
     bool m_storeWritten = false;
     StoreJob *m_job;
+    // Fit step.
+    MachineInfo m_machine;
+    bool m_haveMachine = false;
+    FitPlan m_plan;
+    bool m_havePlan = false;
+    FitChoice m_fit;
+    bool m_storePreselected = false;
 };
 
 }  // namespace neural::gui

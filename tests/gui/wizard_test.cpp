@@ -4,6 +4,9 @@
 #include <gtest/gtest.h>
 
 #include <QAbstractButton>
+#include <QComboBox>
+#include <QDoubleSpinBox>
+#include <QSpinBox>
 #include <QLabel>
 #include <QLineEdit>
 #include <QPushButton>
@@ -77,6 +80,9 @@ TEST(SetupWizard, CreatesAStoreAndAProfileFromTheFixture)
     w.setCheckpointFolder(fixtureDir());
     ASSERT_TRUE(spinUntil([&] { return w.currentPage()->isComplete(); }, 20000));
     w.next();
+    ASSERT_EQ(w.currentId(), SetupWizard::FitPage);
+    ASSERT_TRUE(spinUntil([&] { return w.currentPage()->isComplete(); }, 20000));  // planned
+    w.next();
     ASSERT_EQ(w.currentId(), SetupWizard::StorePage);
     auto *packed = [&]() -> QAbstractButton * {
         for (QAbstractButton *b : w.currentPage()->findChildren<QAbstractButton *>())
@@ -119,9 +125,138 @@ TEST(SetupWizard, CreatesAStoreAndAProfileFromTheFixture)
     const Profile p = w.profile();
     EXPECT_EQ(p.modelDir, fixtureDir());
     EXPECT_EQ(p.store, storeFile);
-    EXPECT_EQ(p.value(QStringLiteral("kernel")).toString(), QStringLiteral("auto"));  // Optimized
+    // Optimized knobs with the fit plan's kernel (the widest SIMD of this CPU).
+    EXPECT_EQ(p.value(QStringLiteral("kernel")).toString(), QString::fromStdString(w.plan().kernel));
+    EXPECT_TRUE(p.value(QStringLiteral("grouped-gemm")).toBool());
     // The profile loads.
     EXPECT_NO_THROW(Model::load(p.modelDir.toStdString(), p.toLoadOptions()));
+}
+
+template <typename W>
+W *named(QWidget *page, const QString &name)
+{
+    for (W *w : page->findChildren<W *>())
+        if (w->accessibleName() == name)
+            return w;
+    return nullptr;
+}
+
+// A made-up gaming PC: 8 cores with AVX2, 32 GiB RAM, a 12 GiB GPU with 11 GiB free.
+MachineInfo gamingPc()
+{
+    MachineInfo m;
+    m.cpus = 16;
+    m.avx2 = true;
+    m.ram_total = std::uint64_t{32} << 30;
+    m.ram_available = std::uint64_t{28} << 30;
+    m.gpu = MachineInfo::Gpu{"Test GPU 12GB", std::uint64_t{12} << 30, std::uint64_t{11} << 30};
+    return m;
+}
+
+// The fit step: the plan's values with their reasons, editable; what the user leaves there
+// becomes the profile (and stays editable: it is saved like any profile).
+TEST(SetupWizard, FitPageTurnsThePlanIntoTheProfile)
+{
+    SetupWizard w;
+    w.setMachineForTesting(gamingPc());
+    w.show();
+    w.setCheckpointFolder(fixtureDir());
+    ASSERT_TRUE(spinUntil([&] { return w.currentPage()->isComplete(); }, 20000));
+    w.next();
+    ASSERT_EQ(w.currentId(), SetupWizard::FitPage);
+    ASSERT_TRUE(spinUntil([&] { return w.currentPage()->isComplete(); }, 20000));
+    const FitPlan plan = w.plan();
+    ASSERT_EQ(plan.backend, "cuda");  // the tiny model fits an 11 GiB GPU many times over
+    EXPECT_TRUE(plan.fits);
+    EXPECT_EQ(plan.threads, 8);
+    EXPECT_EQ(plan.kernel, "avx2");
+    QWidget *page = w.currentPage();
+    auto *backend = named<QComboBox>(page, QStringLiteral("Backend"));
+    auto *vram = named<QDoubleSpinBox>(page, QStringLiteral("VRAM budget"));
+    auto *slotsBox = named<QSpinBox>(page, QStringLiteral("Expert slots"));
+    auto *context = named<QSpinBox>(page, QStringLiteral("GPU context"));
+    auto *threads = named<QSpinBox>(page, QStringLiteral("CPU threads"));
+    ASSERT_TRUE(backend && vram && slotsBox && context && threads);
+    EXPECT_EQ(backend->currentText(), QStringLiteral("cuda"));
+    EXPECT_NEAR(vram->value(), plan.vram_budget_gib, 0.005);
+    EXPECT_EQ(slotsBox->value(), plan.pool_slots);
+    EXPECT_EQ(context->value(), plan.context);
+    EXPECT_EQ(threads->value(), 8);
+    // Every value shows its reason; the machine is described.
+    auto *slotsWhy = named<QLabel>(page, QStringLiteral("Reason: Expert slots"));
+    ASSERT_NE(slotsWhy, nullptr);
+    EXPECT_NE(slotsWhy->text().indexOf(QStringLiteral("expert slots")), -1) << slotsWhy->text().toStdString();
+    EXPECT_NE(named<QLabel>(page, QStringLiteral("Reason: CPU threads"))->text().indexOf(QStringLiteral("16 logical CPUs")), -1);
+    EXPECT_NE(named<QLabel>(page, QStringLiteral("This PC"))->text().indexOf(QStringLiteral("Test GPU 12GB")), -1);
+    EXPECT_NE(named<QLabel>(page, QStringLiteral("Fit warnings"))->text().indexOf(QStringLiteral("fits")), -1);
+
+    // The user edits one value; the rest stay the plan's.
+    threads->setValue(6);
+    w.next();
+    ASSERT_EQ(w.currentId(), SetupWizard::StorePage);
+    for (QAbstractButton *b : w.currentPage()->findChildren<QAbstractButton *>())
+        if (b->text().startsWith(QStringLiteral("No store")))
+            b->click();
+    w.next();
+    ASSERT_EQ(w.currentId(), SetupWizard::DonePage);
+    const Profile p = w.profile();
+    EXPECT_EQ(p.value(QStringLiteral("backend")).toString(), QStringLiteral("cuda"));
+    EXPECT_NEAR(p.value(QStringLiteral("vram-budget")).toDouble(), plan.vram_budget_gib, 0.005);
+    EXPECT_EQ(p.value(QStringLiteral("pool-slots")).toInt(), plan.pool_slots);
+    EXPECT_NEAR(p.value(QStringLiteral("pool")).toDouble(), plan.pool_gib, 0.01);
+    EXPECT_EQ(p.value(QStringLiteral("context")).toInt(), plan.context);
+    EXPECT_EQ(p.value(QStringLiteral("threads")).toInt(), 6);
+    EXPECT_TRUE(p.value(QStringLiteral("kernel-persistent")).toBool());
+    EXPECT_EQ(p.value(QStringLiteral("kernel")).toString(), QStringLiteral("reference"));  // no store
+
+    // Saved and read back like any profile: every value still there to edit.
+    QTemporaryDir dir;
+    ProfileStore store;
+    store.upsert(p);
+    store.setActive(p.name);
+    ASSERT_TRUE(store.save(dir.filePath(QStringLiteral("profiles.json"))));
+    ProfileStore back;
+    ASSERT_TRUE(back.load(dir.filePath(QStringLiteral("profiles.json"))));
+    ASSERT_NE(back.find(p.name), nullptr);
+    EXPECT_EQ(back.activeName(), p.name);
+    EXPECT_EQ(back.find(p.name)->value(QStringLiteral("pool-slots")).toInt(), plan.pool_slots);
+    EXPECT_EQ(back.find(p.name)->value(QStringLiteral("context")).toInt(), plan.context);
+#ifdef NEURAL_HAVE_CUDA
+    const LoadOptions lo = back.find(p.name)->toLoadOptions();
+    EXPECT_EQ(lo.backend, "cuda");
+    EXPECT_EQ(lo.gpu.pool_slots, plan.pool_slots);
+    EXPECT_EQ(lo.gpu.context, plan.context);
+#endif
+}
+
+// Emulating a smaller PC: a RAM cap the model does not fit in is a clear warning; a VRAM cap
+// below the dense core moves the plan to the CPU backend.
+TEST(SetupWizard, FitPageWarnsWhenTheModelDoesNotFit)
+{
+    SetupWizard w;
+    w.setMachineForTesting(gamingPc());
+    w.show();
+    w.setCheckpointFolder(fixtureDir());
+    ASSERT_TRUE(spinUntil([&] { return w.currentPage()->isComplete(); }, 20000));
+    w.next();
+    ASSERT_TRUE(spinUntil([&] { return w.currentPage()->isComplete(); }, 20000));
+    QWidget *page = w.currentPage();
+    auto *ramCap = named<QDoubleSpinBox>(page, QStringLiteral("Plan for at most this RAM"));
+    auto *vramCap = named<QDoubleSpinBox>(page, QStringLiteral("Plan for at most this VRAM"));
+    auto *warnings = named<QLabel>(page, QStringLiteral("Fit warnings"));
+    ASSERT_TRUE(ramCap && vramCap && warnings);
+    ramCap->setValue(1.0);  // below the planner's 4 GB for the system alone
+    EXPECT_FALSE(w.plan().fits);
+    EXPECT_NE(warnings->text().indexOf(QStringLiteral("does not fit")), -1) << warnings->text().toStdString();
+    EXPECT_NE(warnings->text().indexOf(QStringLiteral("more RAM")), -1);
+    EXPECT_TRUE(w.currentPage()->isComplete());  // a warning, not a dead end: the values stay editable
+
+    ramCap->setValue(0);  // detected again
+    EXPECT_TRUE(w.plan().fits);
+    vramCap->setValue(0.05);  // 51 MiB: less than the backend's 64 MiB reserve alone
+    EXPECT_EQ(w.plan().backend, "cpu");
+    EXPECT_EQ(named<QComboBox>(page, QStringLiteral("Backend"))->currentText(), QStringLiteral("cpu"));
+    EXPECT_NE(named<QLabel>(page, QStringLiteral("Reason: Backend"))->text().indexOf(QStringLiteral("CPU backend")), -1);
 }
 
 TEST(StoreJob, RepackWritesAStoreThatVerifies)

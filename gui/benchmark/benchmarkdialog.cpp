@@ -1,0 +1,557 @@
+#include "benchmark/benchmarkdialog.h"
+
+#include <QBarCategoryAxis>
+#include <QBoxPlotSeries>
+#include <QBoxSet>
+#include <QChart>
+#include <QChartView>
+#include <QCheckBox>
+#include <QComboBox>
+#include <QDir>
+#include <QFileDialog>
+#include <QFileInfo>
+#include <QFormLayout>
+#include <QHBoxLayout>
+#include <QHeaderView>
+#include <QJsonDocument>
+#include <QLabel>
+#include <QLineEdit>
+#include <QMessageBox>
+#include <QMetaObject>
+#include <QProgressBar>
+#include <QPushButton>
+#include <QSpinBox>
+#include <QSplitter>
+#include <QTableWidget>
+#include <QThread>
+#include <QValueAxis>
+#include <QVBoxLayout>
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+
+#include "app/paths.h"
+#include "chat/enginehost.h"
+#include "cpu/parallel.h"
+#include "neural/error.h"
+#include "platform/atomic_file.h"
+#include "settings/profile.h"
+
+namespace neural::gui {
+
+namespace {
+
+QString defaultReplayDir() { return QStringLiteral(NEURAL_SOURCE_DIR "/bench/workloads"); }
+
+QString ratioText(const bench::Json &v)
+{
+    return v.is_number() ? QString::number(v.get<double>(), 'f', 4) : QStringLiteral("-");
+}
+
+// The profile's knobs as the report's "flags" (what the user chose, for the record).
+bench::Json flagsOf(const Profile &p)
+{
+    const QByteArray bytes = QJsonDocument(p.toJson()).toJson(QJsonDocument::Compact);
+    return bench::Json::parse(bytes.toStdString());
+}
+
+}  // namespace
+
+bool benchOptionsFor(const BenchmarkRequest &r, ProfileStore &profiles,
+                     const QString &modelOverride, bench::BenchOptions *options, QString *error)
+{
+    auto bad = [&](const QString &why) {
+        if (error)
+            *error = why;
+        return false;
+    };
+    const Profile *a = profiles.find(r.profileA);
+    const Profile *b = profiles.find(r.profileB);
+    if (!a || !b)
+        return bad(QObject::tr("Choose two existing profiles (A and B)."));
+    if (r.workloads.isEmpty())
+        return bad(QObject::tr("Choose at least one workload."));
+    if (r.workloads.contains(QStringLiteral("prompt")) && r.promptSizes.isEmpty())
+        return bad(QObject::tr("The prompt workload needs at least one prompt size."));
+    auto modelOf = [&](const Profile &p) {
+        if (!modelOverride.isEmpty())
+            return modelOverride;
+        return p.modelDir.isEmpty() ? demoModelDir() : p.modelDir;
+    };
+    const QString model = modelOf(*a);
+    if (QDir::cleanPath(model) != QDir::cleanPath(modelOf(*b)))
+        return bad(QObject::tr("Profiles %1 and %2 use different models (%3, %4); an A/B compares "
+                               "engine settings on one model.")
+                       .arg(a->name, b->name, model, modelOf(*b)));
+    if (!QFileInfo::exists(model + QStringLiteral("/config.json")))
+        return bad(QObject::tr("No model in %1: set one up first.").arg(model));
+
+    bench::BenchOptions o;
+    o.model = model.toStdString();
+    o.workloads.clear();
+    for (const QString &w : r.workloads)
+        o.workloads.push_back(w.toStdString());
+    o.decode_tokens = std::max(1, r.decodeTokens);
+    o.prompt_sizes.clear();
+    for (int s : r.promptSizes)
+        o.prompt_sizes.push_back(s);
+    o.workload_dir = (r.replayDir.isEmpty() ? defaultReplayDir() : r.replayDir).toStdString();
+    o.max_tokens = r.maxTokens;
+    o.repeat = std::max(1, r.pairs);
+    o.ab = true;
+    o.probes = r.probes;
+    o.one_model_at_a_time = true;  // the RAM (and VRAM) of one model at a time
+    for (const Profile *p : {a, b}) {
+        bench::Profile bp;
+        bp.name = p->name.toStdString();
+        bp.flags = flagsOf(*p);
+        bp.load = p->toLoadOptions();
+        if (!modelOverride.isEmpty() && p->modelDir != modelOverride) {
+            bp.load.store.clear();  // the profile's store belongs to its own model
+            bp.load.kernel = "reference";
+        }
+        o.profiles.push_back(std::move(bp));
+    }
+    *options = std::move(o);
+    return true;
+}
+
+BenchmarkDialog::BenchmarkDialog(ProfileStore *profiles, EngineHost *engine, QWidget *parent)
+    : QDialog(parent), m_profiles(profiles), m_engine(engine)
+{
+    setWindowTitle(tr("Benchmark"));
+    setAccessibleName(tr("Benchmark"));
+    buildUi();
+    fillProfiles();
+    setRunning(false);
+    resize(900, 720);
+}
+
+BenchmarkDialog::~BenchmarkDialog()
+{
+    if (m_thread) {
+        // Closing the app mid-run: stop at the next check (a token or an answer) and wait.
+        m_cancelFlag->store(true);
+        m_thread->wait();
+        delete m_thread;
+        m_thread = nullptr;
+    }
+}
+
+void BenchmarkDialog::buildUi()
+{
+    auto *v = new QVBoxLayout(this);
+    auto *form = new QFormLayout;
+    m_a = new QComboBox(this);
+    m_a->setAccessibleName(tr("Profile A"));
+    m_b = new QComboBox(this);
+    m_b->setAccessibleName(tr("Profile B"));
+    form->addRow(tr("Profile &A (baseline):"), m_a);
+    form->addRow(tr("Profile &B (compared):"), m_b);
+
+    auto *workloads = new QWidget(this);
+    auto *wl = new QHBoxLayout(workloads);
+    wl->setContentsMargins(0, 0, 0, 0);
+    m_decode = new QCheckBox(tr("decode"), workloads);
+    m_decode->setToolTip(tr("A fixed chat prompt and N greedy tokens: decode tok/s."));
+    m_prompt = new QCheckBox(tr("prompt"), workloads);
+    m_prompt->setToolTip(tr("A fresh prompt of about S tokens answered with one token: prompt "
+                            "time and time to first token."));
+    m_replay = new QCheckBox(tr("replay"), workloads);
+    m_replay->setToolTip(tr("Saved API requests through one session: a long context, then "
+                            "follow-ups from the prompt cache."));
+    for (QCheckBox *c : {m_decode, m_prompt, m_replay})
+        wl->addWidget(c);
+    wl->addStretch(1);
+    form->addRow(tr("Workloads:"), workloads);
+
+    m_tokens = new QSpinBox(this);
+    m_tokens->setRange(2, 8192);
+    m_tokens->setAccessibleName(tr("Decode tokens"));
+    form->addRow(tr("Decode tokens:"), m_tokens);
+    m_sizes = new QLineEdit(this);
+    m_sizes->setAccessibleName(tr("Prompt sizes"));
+    m_sizes->setPlaceholderText(tr("3000,13000"));
+    form->addRow(tr("Prompt sizes (tokens):"), m_sizes);
+    m_replayDir = new QLineEdit(this);
+    m_replayDir->setAccessibleName(tr("Replay folder"));
+    m_replayDir->setPlaceholderText(defaultReplayDir());
+    form->addRow(tr("Replay folder:"), m_replayDir);
+    m_maxTokens = new QSpinBox(this);
+    m_maxTokens->setRange(0, 65536);
+    m_maxTokens->setSpecialValueText(tr("as requested"));
+    m_maxTokens->setAccessibleName(tr("Replay answer cap"));
+    form->addRow(tr("Replay answer cap:"), m_maxTokens);
+    m_pairs = new QSpinBox(this);
+    m_pairs->setRange(1, 1000);
+    m_pairs->setAccessibleName(tr("Pairs"));
+    m_pairs->setToolTip(tr("Number of A/B pairs, run in mirrored order A B, B A, A B, ... so a "
+                           "drift of the machine hits both profiles alike."));
+    form->addRow(tr("Pairs (repeat):"), m_pairs);
+    m_probes = new QCheckBox(tr("Measure RAM read bandwidth first (512 MiB)"), this);
+    form->addRow(QString(), m_probes);
+    v->addLayout(form);
+
+    auto *buttons = new QHBoxLayout;
+    m_start = new QPushButton(tr("&Run"), this);
+    m_cancel = new QPushButton(tr("&Cancel run"), this);
+    m_export = new QPushButton(tr("&Export JSON..."), this);
+    auto *close = new QPushButton(tr("Close"), this);
+    m_bar = new QProgressBar(this);
+    m_bar->setRange(0, 1000);
+    m_bar->setAccessibleName(tr("Benchmark progress"));
+    buttons->addWidget(m_start);
+    buttons->addWidget(m_cancel);
+    buttons->addWidget(m_bar, 1);
+    buttons->addWidget(m_export);
+    buttons->addWidget(close);
+    v->addLayout(buttons);
+    m_status = new QLabel(this);
+    m_status->setWordWrap(true);
+    m_status->setAccessibleName(tr("Benchmark status"));
+    m_status->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    v->addWidget(m_status);
+    m_summary = new QLabel(this);
+    m_summary->setWordWrap(true);
+    m_summary->setAccessibleName(tr("Benchmark summary"));
+    m_summary->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    v->addWidget(m_summary);
+
+    auto *split = new QSplitter(Qt::Vertical, this);
+    m_table = new QTableWidget(0, 5, split);
+    m_table->setAccessibleName(tr("Per-pair ratios"));
+    m_table->setHorizontalHeaderLabels(
+        {tr("Pair"), tr("Order"), tr("Workload"), tr("Decode tok/s B/A"), tr("Prompt time B/A")});
+    m_table->horizontalHeader()->setSectionResizeMode(QHeaderView::Stretch);
+    m_table->setEditTriggers(QAbstractItemView::NoEditTriggers);
+    m_chart = new QChart;
+    m_chart->setTitle(tr("B / A per workload: median, quartiles, range"));
+    m_chart->legend()->setAlignment(Qt::AlignBottom);
+    m_chartView = new QChartView(m_chart, split);
+    m_chartView->setRenderHint(QPainter::Antialiasing);
+    m_chartView->setAccessibleName(tr("Ratio chart"));
+    m_chartView->setMinimumHeight(220);
+    split->addWidget(m_table);
+    split->addWidget(m_chartView);
+    v->addWidget(split, 1);
+
+    // Defaults: small enough to finish in a minute on the demo model.
+    BenchmarkRequest defaults;
+    setRequest(defaults);
+
+    connect(m_start, &QPushButton::clicked, this, [this] { start(); });
+    connect(m_cancel, &QPushButton::clicked, this, &BenchmarkDialog::cancel);
+    connect(close, &QPushButton::clicked, this, &BenchmarkDialog::reject);
+    connect(m_export, &QPushButton::clicked, this, [this] {
+        const QString path = QFileDialog::getSaveFileName(this, tr("Export benchmark report"),
+                                                          QStringLiteral("bench.json"),
+                                                          tr("JSON (*.json)"));
+        if (path.isEmpty())
+            return;
+        QString error;
+        if (!exportReport(path, &error))
+            QMessageBox::warning(this, tr("Export"), error);
+        else
+            m_status->setText(tr("Report written to %1").arg(path));
+    });
+}
+
+void BenchmarkDialog::fillProfiles()
+{
+    m_a->clear();
+    m_b->clear();
+    for (const Profile &p : m_profiles->profiles()) {
+        m_a->addItem(p.name);
+        m_b->addItem(p.name);
+    }
+    const QString active = m_profiles->activeName();
+    m_a->setCurrentText(active);
+    // B: the first other profile (Stock vs Optimized out of the box).
+    for (const Profile &p : m_profiles->profiles()) {
+        if (p.name != active) {
+            m_b->setCurrentText(p.name);
+            break;
+        }
+    }
+}
+
+BenchmarkRequest BenchmarkDialog::request() const
+{
+    BenchmarkRequest r;
+    r.profileA = m_a->currentText();
+    r.profileB = m_b->currentText();
+    r.workloads.clear();
+    if (m_decode->isChecked())
+        r.workloads << QStringLiteral("decode");
+    if (m_prompt->isChecked())
+        r.workloads << QStringLiteral("prompt");
+    if (m_replay->isChecked())
+        r.workloads << QStringLiteral("replay");
+    r.decodeTokens = m_tokens->value();
+    r.promptSizes.clear();
+    for (const QString &part : m_sizes->text().split(QLatin1Char(','), Qt::SkipEmptyParts)) {
+        bool ok = false;
+        const int n = part.trimmed().toInt(&ok);
+        if (ok && n > 0)
+            r.promptSizes << n;
+    }
+    r.replayDir = m_replayDir->text().trimmed();
+    r.maxTokens = m_maxTokens->value();
+    r.pairs = m_pairs->value();
+    r.probes = m_probes->isChecked();
+    return r;
+}
+
+void BenchmarkDialog::setRequest(const BenchmarkRequest &r)
+{
+    if (!r.profileA.isEmpty())
+        m_a->setCurrentText(r.profileA);
+    if (!r.profileB.isEmpty())
+        m_b->setCurrentText(r.profileB);
+    m_decode->setChecked(r.workloads.contains(QStringLiteral("decode")));
+    m_prompt->setChecked(r.workloads.contains(QStringLiteral("prompt")));
+    m_replay->setChecked(r.workloads.contains(QStringLiteral("replay")));
+    m_tokens->setValue(r.decodeTokens);
+    QStringList sizes;
+    for (int s : r.promptSizes)
+        sizes << QString::number(s);
+    m_sizes->setText(sizes.join(QLatin1Char(',')));
+    m_replayDir->setText(r.replayDir);
+    m_maxTokens->setValue(r.maxTokens);
+    m_pairs->setValue(r.pairs);
+    m_probes->setChecked(r.probes);
+}
+
+void BenchmarkDialog::setRunning(bool running)
+{
+    for (QWidget *w : std::initializer_list<QWidget *>{m_a, m_b, m_decode, m_prompt, m_replay,
+                                                       m_tokens, m_sizes, m_replayDir,
+                                                       m_maxTokens, m_pairs, m_probes, m_start})
+        w->setEnabled(!running);
+    m_cancel->setEnabled(running);
+    m_export->setEnabled(!running && !m_report.is_null());
+}
+
+bool BenchmarkDialog::start()
+{
+    if (m_thread) {
+        m_error = tr("A benchmark is already running.");
+        m_status->setText(m_error);
+        return false;
+    }
+    auto refuse = [this](const QString &why) {
+        m_error = why;
+        m_status->setText(tr("<b>Not started:</b> %1").arg(why.toHtmlEscaped()));
+        return false;
+    };
+    if (m_engine && m_engine->busy())
+        return refuse(tr("A reply is being generated. Stop it (Esc) or wait until it is complete, "
+                         "then run the benchmark."));
+    if (m_engine && m_engine->state() == EngineHost::State::loading)
+        return refuse(tr("A model is loading. Run the benchmark when it is ready."));
+    bench::BenchOptions options;
+    QString error;
+    if (!benchOptionsFor(request(), *m_profiles, m_modelOverride, &options, &error))
+        return refuse(error);
+
+    // The chat engine lets go of its model (RAM, VRAM) for the duration.
+    if (m_engine && m_engine->state() != EngineHost::State::empty && !m_engine->unloadModel())
+        return refuse(tr("The chat engine could not be paused."));
+
+    m_error.clear();
+    m_report = bench::Json();
+    m_table->setRowCount(0);
+    m_chart->removeAllSeries();
+    for (QAbstractAxis *axis : m_chart->axes())
+        m_chart->removeAxis(axis);
+    m_summary->clear();
+    m_bar->setValue(0);
+    m_status->setText(tr("Running %1 pairs of %2 vs %3 ...")
+                          .arg(options.repeat)
+                          .arg(QString::fromStdString(options.profiles[0].name),
+                               QString::fromStdString(options.profiles[1].name)));
+    m_cancelFlag = std::make_shared<std::atomic<bool>>(false);
+    const auto flag = m_cancelFlag;
+    options.cancel = [flag] { return flag->load(); };
+    options.on_progress = [this](double fraction, const std::string &what) {
+        // Worker thread: queued to the GUI thread (dropped if the dialog is gone).
+        const QString text = QString::fromStdString(what);
+        QMetaObject::invokeMethod(
+            this,
+            [this, fraction, text] {
+                m_bar->setValue(static_cast<int>(fraction * 1000.0 + 0.5));
+                if (m_thread && !m_cancelFlag->load())
+                    m_status->setText(text);
+                emit progressed(fraction);
+            },
+            Qt::QueuedConnection);
+    };
+
+    struct Outcome {
+        bench::Json report;
+        QString error;
+        bool cancelled = false;
+    };
+    auto outcome = std::make_shared<Outcome>();
+    m_thread = QThread::create([options = std::move(options), outcome] {
+        const int threadsBefore = cpu::threads();
+        try {
+            outcome->report = bench::run_bench(options);
+        } catch (const bench::Cancelled &) {
+            outcome->cancelled = true;
+        } catch (const std::exception &e) {
+            outcome->error = QString::fromUtf8(e.what());
+        }
+        cpu::set_threads(threadsBefore);  // the profiles set their own thread counts
+    });
+    m_thread->setObjectName(QStringLiteral("neural-bench"));
+    connect(m_thread, &QThread::finished, this, [this, outcome] {
+        m_thread->deleteLater();
+        m_thread = nullptr;
+        if (outcome->cancelled) {
+            onDone(false, true, tr("Cancelled; no report."));
+        } else if (!outcome->error.isEmpty()) {
+            spdlog::error("benchmark failed: {}", outcome->error.toStdString());
+            onDone(false, false, outcome->error);
+        } else {
+            m_report = std::move(outcome->report);
+            showReport();
+            onDone(true, false, m_summary->text());
+        }
+    });
+    setRunning(true);
+    spdlog::info("benchmark started");
+    m_thread->start();
+    emit started();
+    return true;
+}
+
+void BenchmarkDialog::cancel()
+{
+    if (!m_thread)
+        return;
+    m_cancelFlag->store(true);
+    m_status->setText(tr("Cancelling (after the current token) ..."));
+    m_cancel->setEnabled(false);
+}
+
+void BenchmarkDialog::onDone(bool ok, bool cancelled, const QString &message)
+{
+    setRunning(false);
+    const QString again = m_reload ? tr(" The chat model is loading again.") : QString();
+    if (cancelled)
+        m_status->setText(tr("Cancelled.") + again);
+    else if (!ok)
+        m_status->setText(tr("<b>Failed:</b> %1").arg(message.toHtmlEscaped()) + again);
+    else
+        m_status->setText(tr("Done.") + again);
+    spdlog::info("benchmark {}", ok ? "done" : cancelled ? "cancelled" : "failed");
+    if (m_reload)
+        m_reload();
+    emit finished(ok, cancelled, message);
+    if (m_closeWhenDone) {
+        m_closeWhenDone = false;
+        QDialog::reject();
+    }
+}
+
+void BenchmarkDialog::reject()
+{
+    if (m_thread) {
+        m_closeWhenDone = true;
+        cancel();
+        return;
+    }
+    QDialog::reject();
+}
+
+void BenchmarkDialog::showReport()
+{
+    const bench::Json &pairs = m_report.value("pairs", bench::Json::array());
+    for (const auto &pr : pairs) {
+        for (const auto &[name, r] : pr["ratios"].items()) {
+            const int row = m_table->rowCount();
+            m_table->insertRow(row);
+            const QStringList cells = {QString::number(pr["pair"].get<int>()),
+                                       QString::fromStdString(pr["order"].get<std::string>()),
+                                       QString::fromStdString(name),
+                                       ratioText(r["decode_tok_s_b_over_a"]),
+                                       ratioText(r["prompt_seconds_b_over_a"])};
+            for (int c = 0; c < cells.size(); ++c)
+                m_table->setItem(row, c, new QTableWidgetItem(cells[c]));
+        }
+    }
+
+    // The box plot: one box per workload and ratio that has numbers.
+    auto *series = new QBoxPlotSeries;
+    series->setName(tr("B / A (box: quartiles, whiskers: min-max, line: median)"));
+    QStringList categories, lines;
+    double lo = 1.0, hi = 1.0;
+    const bench::Json &summary = m_report.value("ratio_summary", bench::Json::object());
+    for (const auto &[name, w] : summary.items()) {
+        const std::pair<const char *, QString> metrics[] = {
+            {"decode_tok_s_b_over_a", tr("decode tok/s")},
+            {"prompt_seconds_b_over_a", tr("prompt time")}};
+        for (const auto &[key, label] : metrics) {
+            if (!w.contains(key) || w[key]["n"].get<int>() == 0)
+                continue;
+            // A prompt-only workload has no decode rate; a decode workload's prompt time is
+            // shown too (the fixed chat prompt).
+            const bench::Json &st = w[key];
+            const QString category = QStringLiteral("%1\n%2").arg(QString::fromStdString(name), label);
+            auto *set = new QBoxSet(category);
+            set->setValue(QBoxSet::LowerExtreme, st["min"].get<double>());
+            set->setValue(QBoxSet::LowerQuartile, st["q1"].get<double>());
+            set->setValue(QBoxSet::Median, st["median"].get<double>());
+            set->setValue(QBoxSet::UpperQuartile, st["q3"].get<double>());
+            set->setValue(QBoxSet::UpperExtreme, st["max"].get<double>());
+            series->append(set);
+            categories << category;
+            lo = std::min(lo, st["min"].get<double>());
+            hi = std::max(hi, st["max"].get<double>());
+            lines << tr("%1 %2 B/A: median %3 (IQR %4-%5, range %6-%7, %8 pairs)")
+                         .arg(QString::fromStdString(name), label)
+                         .arg(st["median"].get<double>(), 0, 'f', 3)
+                         .arg(st["q1"].get<double>(), 0, 'f', 3)
+                         .arg(st["q3"].get<double>(), 0, 'f', 3)
+                         .arg(st["min"].get<double>(), 0, 'f', 3)
+                         .arg(st["max"].get<double>(), 0, 'f', 3)
+                         .arg(st["n"].get<int>());
+        }
+    }
+    m_chart->addSeries(series);
+    auto *x = new QBarCategoryAxis;
+    x->append(categories);
+    auto *y = new QValueAxis;
+    const double pad = std::max(0.02, (hi - lo) * 0.1);
+    y->setRange(std::max(0.0, lo - pad), hi + pad);
+    y->setTitleText(tr("B / A"));
+    m_chart->addAxis(x, Qt::AlignBottom);
+    m_chart->addAxis(y, Qt::AlignLeft);
+    series->attachAxis(x);
+    series->attachAxis(y);
+    lines << tr("Decode tok/s B/A above 1: B is faster; prompt time B/A below 1: B is faster. "
+                "Ratios from one machine state; repeat on a quiet machine before drawing "
+                "conclusions.");
+    m_summary->setText(lines.join(QLatin1Char('\n')));
+}
+
+bool BenchmarkDialog::exportReport(const QString &path, QString *error) const
+{
+    if (m_report.is_null()) {
+        if (error)
+            *error = tr("No report yet: run the benchmark first.");
+        return false;
+    }
+    try {
+        write_file_atomic(path.toStdString(), m_report.dump(2) + "\n");
+    } catch (const std::exception &e) {
+        if (error)
+            *error = tr("Cannot write %1: %2").arg(path, QString::fromUtf8(e.what()));
+        return false;
+    }
+    return true;
+}
+
+}  // namespace neural::gui

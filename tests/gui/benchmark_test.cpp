@@ -1,0 +1,302 @@
+// The Benchmark panel on the tiny fixture (CPU backend): an A/B of two profiles runs on a worker
+// thread with the chat engine paused and brings it back, shows per-pair ratios, their median
+// and spread as a box plot, exports the report as valid JSON; Cancel mid-run leaves the app
+// usable; it refuses to start while a reply is generated or when the profiles use different
+// models. Also through the main window's Tools menu.
+#include <gtest/gtest.h>
+
+#include <QAction>
+#include <QBoxPlotSeries>
+#include <QChart>
+#include <QDir>
+#include <QFile>
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QLabel>
+#include <QMenuBar>
+#include <QProgressBar>
+#include <QPushButton>
+#include <QSignalSpy>
+#include <QTableWidget>
+#include <QTemporaryDir>
+
+#include "app/mainwindow.h"
+#include "benchmark/benchmarkdialog.h"
+#include "chat/enginehost.h"
+#include "gui_test_support.h"
+#include "settings/profile.h"
+#include "support/fixtures.h"
+
+namespace neural::gui {
+namespace {
+
+using test::spinUntil;
+
+QString fixtureDir() { return QString::fromStdString(neural::test::tiny_model_dir().string()); }
+
+// Two CPU profiles on the fixture: A (1 thread) and B (2 threads).
+ProfileStore twoProfiles()
+{
+    ProfileStore store;
+    Profile a = Profile::stock();
+    a.name = QStringLiteral("A");
+    a.modelDir = fixtureDir();
+    a.values.insert(QStringLiteral("threads"), 1);
+    Profile b = a;
+    b.name = QStringLiteral("B");
+    b.values.insert(QStringLiteral("threads"), 2);
+    store.upsert(a);
+    store.upsert(b);
+    store.setActive(QStringLiteral("A"));
+    return store;
+}
+
+BenchmarkRequest smallRequest(int pairs = 2)
+{
+    BenchmarkRequest r;
+    r.profileA = QStringLiteral("A");
+    r.profileB = QStringLiteral("B");
+    r.workloads = {QStringLiteral("decode"), QStringLiteral("prompt")};
+    r.decodeTokens = 6;
+    r.promptSizes = {40};
+    r.pairs = pairs;
+    return r;
+}
+
+class BenchmarkPanel : public ::testing::Test {
+protected:
+    void SetUp() override
+    {
+        m_profiles = twoProfiles();
+        loadEngine();
+    }
+    void loadEngine()
+    {
+        ++m_loads;
+        m_engine.load(fixtureDir(), {}, 1);
+        ASSERT_TRUE(spinUntil([&] { return m_engine.state() == EngineHost::State::ready; }));
+    }
+    std::unique_ptr<BenchmarkDialog> dialog()
+    {
+        auto d = std::make_unique<BenchmarkDialog>(&m_profiles, &m_engine);
+        d->setReloadEngine([this] {
+            ++m_reloads;
+            m_engine.load(fixtureDir(), {}, 1);
+        });
+        return d;
+    }
+
+    ProfileStore m_profiles;
+    EngineHost m_engine;
+    int m_loads = 0;
+    int m_reloads = 0;
+};
+
+TEST_F(BenchmarkPanel, RunsTwoProfilesMirroredAndShowsRatios)
+{
+    auto d = dialog();
+    d->show();
+    QSignalSpy finished(d.get(), &BenchmarkDialog::finished);
+    QSignalSpy progressed(d.get(), &BenchmarkDialog::progressed);
+    d->setRequest(smallRequest(2));
+    EXPECT_FALSE(d->exportButton()->isEnabled());  // nothing to export yet
+    ASSERT_TRUE(d->start()) << d->lastError().toStdString();
+    // The chat engine let go of its model while the benchmark runs.
+    EXPECT_EQ(m_engine.state(), EngineHost::State::empty);
+    EXPECT_TRUE(d->running());
+    EXPECT_FALSE(d->startButton()->isEnabled());
+    EXPECT_TRUE(d->cancelButton()->isEnabled());
+    ASSERT_TRUE(spinUntil([&] { return finished.count() == 1; }, 120000));
+    ASSERT_TRUE(finished.at(0).at(0).toBool()) << finished.at(0).at(2).toString().toStdString();
+    EXPECT_FALSE(finished.at(0).at(1).toBool());
+    EXPECT_EQ(d->progressBar()->value(), d->progressBar()->maximum());
+    EXPECT_GE(progressed.count(), 4);  // 2 loads + 4 answers at least (one model at a time)
+
+    // The harness's report: mirrored order A B B A, ratios per pair, a summary.
+    const bench::Json &r = d->report();
+    std::vector<std::string> order;
+    for (const auto &run : r["runs"])
+        order.push_back(run["profile"]);
+    EXPECT_EQ(order, (std::vector<std::string>{"A", "B", "B", "A"}));
+    EXPECT_TRUE(r["options"]["one_model_at_a_time"].get<bool>());
+    ASSERT_EQ(r["pairs"].size(), 2u);
+    EXPECT_EQ(r["ratio_summary"]["prompt_40"]["prompt_seconds_b_over_a"]["n"], 2);
+
+    // Table: pair x workload rows, ratios as numbers.
+    ASSERT_EQ(d->pairTable()->rowCount(), 4);
+    bool ok = false;
+    const double first = d->pairTable()->item(0, 4)->text().toDouble(&ok);
+    EXPECT_TRUE(ok) << d->pairTable()->item(0, 4)->text().toStdString();
+    EXPECT_NEAR(first, r["pairs"][0]["ratios"]["decode"]["prompt_seconds_b_over_a"].get<double>(),
+                1e-4);
+    EXPECT_EQ(d->pairTable()->item(2, 1)->text(), QStringLiteral("BA"));
+    // Chart: one box per workload and ratio with numbers, median inside the range.
+    ASSERT_EQ(d->chart()->series().size(), 1);
+    auto *box = qobject_cast<QBoxPlotSeries *>(d->chart()->series().front());
+    ASSERT_NE(box, nullptr);
+    EXPECT_GE(box->count(), 2);
+    for (QBoxSet *set : box->boxSets()) {
+        EXPECT_LE(set->at(QBoxSet::LowerExtreme), set->at(QBoxSet::Median));
+        EXPECT_LE(set->at(QBoxSet::Median), set->at(QBoxSet::UpperExtreme));
+    }
+    EXPECT_NE(d->summaryLabel()->text().indexOf(QStringLiteral("median")), -1);
+
+    // The chat engine is back.
+    EXPECT_EQ(m_reloads, 1);
+    ASSERT_TRUE(spinUntil([&] { return m_engine.state() == EngineHost::State::ready; }));
+
+    // Export: valid JSON, the same report.
+    QTemporaryDir dir;
+    const QString path = dir.filePath(QStringLiteral("ab.json"));
+    EXPECT_TRUE(d->exportButton()->isEnabled());
+    QString error;
+    ASSERT_TRUE(d->exportReport(path, &error)) << error.toStdString();
+    QFile f(path);
+    ASSERT_TRUE(f.open(QIODevice::ReadOnly));
+    QJsonParseError pe;
+    const QJsonDocument doc = QJsonDocument::fromJson(f.readAll(), &pe);
+    ASSERT_EQ(pe.error, QJsonParseError::NoError) << pe.errorString().toStdString();
+    EXPECT_EQ(doc.object().value(QStringLiteral("schema")).toString(), QStringLiteral("neural-bench"));
+    EXPECT_EQ(doc.object().value(QStringLiteral("pairs")).toArray().size(), 2);
+    EXPECT_EQ(QDir(dir.path()).entryList(QDir::Files).size(), 1);  // no temporary left behind
+    // An unwritable path is an error, not a crash.
+    EXPECT_FALSE(d->exportReport(dir.filePath(QStringLiteral("missing/dir/ab.json")), &error));
+    EXPECT_FALSE(error.isEmpty());
+}
+
+TEST_F(BenchmarkPanel, CancelMidRunLeavesTheAppUsable)
+{
+    auto d = dialog();
+    d->show();
+    QSignalSpy finished(d.get(), &BenchmarkDialog::finished);
+    BenchmarkRequest big = smallRequest(200);  // minutes of work: Cancel is pressed long before
+    big.decodeTokens = 64;
+    d->setRequest(big);
+    ASSERT_TRUE(d->start()) << d->lastError().toStdString();
+    // Cancel once the first answer is done (mid-run, between runs or inside an answer).
+    ASSERT_TRUE(spinUntil([&] { return d->progressBar()->value() > 0; }, 60000));
+    d->cancelButton()->click();
+    ASSERT_TRUE(spinUntil([&] { return finished.count() == 1; }, 60000));
+    EXPECT_FALSE(finished.at(0).at(0).toBool());
+    EXPECT_TRUE(finished.at(0).at(1).toBool());  // cancelled, not failed
+    EXPECT_LT(d->progressBar()->value(), d->progressBar()->maximum());
+    EXPECT_FALSE(d->running());
+    EXPECT_TRUE(d->report().is_null());
+    EXPECT_FALSE(d->exportReport(QDir::temp().filePath(QStringLiteral("never.json"))));
+    EXPECT_TRUE(d->startButton()->isEnabled());
+    EXPECT_FALSE(d->cancelButton()->isEnabled());
+
+    // The chat engine is back and answers.
+    EXPECT_EQ(m_reloads, 1);
+    ASSERT_TRUE(spinUntil([&] { return m_engine.state() == EngineHost::State::ready; }));
+    QSignalSpy turn(&m_engine, &EngineHost::turnFinished);
+    TurnRequest t;
+    t.history = {{QStringLiteral("user"), QStringLiteral("Hello")}};
+    t.maxTokens = 4;
+    ASSERT_TRUE(m_engine.send(t));
+    ASSERT_TRUE(spinUntil([&] { return turn.count() == 1; }));
+    EXPECT_NE(turn.at(0).at(0).value<TurnReport>().finish, QStringLiteral("error"));
+
+    // And the panel runs again.
+    d->setRequest(smallRequest(1));
+    ASSERT_TRUE(d->start()) << d->lastError().toStdString();
+    ASSERT_TRUE(spinUntil([&] { return finished.count() == 2; }, 120000));
+    EXPECT_TRUE(finished.at(1).at(0).toBool()) << finished.at(1).at(2).toString().toStdString();
+}
+
+TEST_F(BenchmarkPanel, RefusesWhileAReplyIsGenerated)
+{
+    auto d = dialog();
+    QSignalSpy turn(&m_engine, &EngineHost::turnFinished);
+    TurnRequest t;
+    t.history = {{QStringLiteral("user"), QStringLiteral("Tell me a long story")}};
+    t.maxTokens = 4000;
+    ASSERT_TRUE(m_engine.send(t));
+    ASSERT_TRUE(m_engine.busy());
+    d->setRequest(smallRequest(1));
+    EXPECT_FALSE(d->start());
+    EXPECT_NE(d->lastError().indexOf(QStringLiteral("being generated")), -1)
+        << d->lastError().toStdString();
+    EXPECT_NE(d->statusLabel()->text().indexOf(QStringLiteral("being generated")), -1);
+    EXPECT_FALSE(d->running());
+    EXPECT_EQ(m_engine.state(), EngineHost::State::ready);  // the chat engine untouched
+    EXPECT_TRUE(m_engine.busy());
+    m_engine.stop();
+    ASSERT_TRUE(spinUntil([&] { return turn.count() == 1; }));
+    EXPECT_EQ(m_reloads, 0);
+}
+
+TEST(BenchmarkOptions, ProfilesBecomeTheHarnessOptions)
+{
+    ProfileStore store = twoProfiles();
+    bench::BenchOptions o;
+    QString error;
+    ASSERT_TRUE(benchOptionsFor(smallRequest(3), store, {}, &o, &error)) << error.toStdString();
+    EXPECT_TRUE(o.ab);
+    EXPECT_EQ(o.repeat, 3);
+    EXPECT_TRUE(o.one_model_at_a_time);
+    ASSERT_EQ(o.profiles.size(), 2u);
+    EXPECT_EQ(o.profiles[0].name, "A");
+    EXPECT_EQ(o.profiles[0].load.threads, 1);
+    EXPECT_EQ(o.profiles[1].load.threads, 2);
+    EXPECT_EQ(o.workloads, (std::vector<std::string>{"decode", "prompt"}));
+    EXPECT_EQ(o.prompt_sizes, (std::vector<int>{40}));
+    EXPECT_EQ(o.model, fixtureDir().toStdString());
+
+    // Different models: refused with the reason.
+    store.find(QStringLiteral("B"))->modelDir = QStringLiteral("/somewhere/else");
+    EXPECT_FALSE(benchOptionsFor(smallRequest(), store, {}, &o, &error));
+    EXPECT_NE(error.indexOf(QStringLiteral("different models")), -1) << error.toStdString();
+    // ... unless the app runs with --model, which replaces both (their stores dropped).
+    EXPECT_TRUE(benchOptionsFor(smallRequest(), store, fixtureDir(), &o, &error));
+    // No workload, unknown profile.
+    BenchmarkRequest none = smallRequest();
+    none.workloads.clear();
+    EXPECT_FALSE(benchOptionsFor(none, store, fixtureDir(), &o, &error));
+    BenchmarkRequest missing = smallRequest();
+    missing.profileB = QStringLiteral("nope");
+    EXPECT_FALSE(benchOptionsFor(missing, store, fixtureDir(), &o, &error));
+}
+
+// Tools > Benchmark in the main window: the panel pauses the window's engine and the active
+// profile's model comes back afterwards.
+TEST(BenchmarkWindow, ToolsMenuOpensThePanelAndTheEngineComesBack)
+{
+    QTemporaryDir dir;
+    {
+        ProfileStore store = twoProfiles();
+        ASSERT_TRUE(store.save(dir.filePath(QStringLiteral("profiles.json"))));
+    }
+    MainWindow::Options o;
+    o.dbPath = dir.filePath(QStringLiteral("conversations.sqlite"));
+    o.profilesPath = dir.filePath(QStringLiteral("profiles.json"));
+    o.askFirstRun = false;
+    o.useTray = false;
+    MainWindow w(o);
+    w.show();
+    ASSERT_TRUE(spinUntil([&] { return w.engine()->state() == EngineHost::State::ready; }));
+    QAction *action = nullptr;
+    for (QAction *menu : w.menuBar()->actions())
+        if (menu->menu())
+            for (QAction *a : menu->menu()->actions())
+                if (a->text().contains(QStringLiteral("Benchmark")))
+                    action = a;
+    ASSERT_NE(action, nullptr);
+    action->trigger();
+    BenchmarkDialog *d = w.benchmark();
+    ASSERT_NE(d, nullptr);
+    QSignalSpy finished(d, &BenchmarkDialog::finished);
+    d->setRequest(smallRequest(1));
+    ASSERT_TRUE(d->start()) << d->lastError().toStdString();
+    EXPECT_EQ(w.engine()->state(), EngineHost::State::empty);
+    ASSERT_TRUE(spinUntil([&] { return finished.count() == 1; }, 120000));
+    EXPECT_TRUE(finished.at(0).at(0).toBool()) << finished.at(0).at(2).toString().toStdString();
+    ASSERT_TRUE(spinUntil([&] { return w.engine()->state() == EngineHost::State::ready; }));
+    EXPECT_EQ(w.engine()->modelDir(), fixtureDir());
+    d->close();
+    ASSERT_TRUE(spinUntil([&] { return w.benchmark() == nullptr; }, 5000));
+}
+
+}  // namespace
+}  // namespace neural::gui
