@@ -116,7 +116,8 @@ if [ -n "${NEURAL_FUZZ_RESUME:-}" ]; then
       for d in corpus artifacts; do
         if [ -d "$src/$t/$d" ]; then
           mkdir -p "$OUTDIR/$t/$d"
-          find "$src/$t/$d" -maxdepth 1 -type f -exec cp -n -t "$OUTDIR/$t/$d/" {} +
+          # names are content hashes (seeds: fixed names): a name present twice is the same input
+          find "$src/$t/$d" -maxdepth 1 -type f -exec cp -t "$OUTDIR/$t/$d/" {} +
         fi
       done
     done
@@ -148,7 +149,7 @@ for t in $TARGETS; do
     # Coverage of the final corpus, measured alike for every run (fork mode's own status line
     # adds up its workers' features, and its cov equals ft): one pass over the corpus, no
     # mutations; libFuzzer's "INITED cov: C ft: F" line.
-    timeout 300 nice -n "$NICE" "$BIN_DIR/fuzz_$t" -runs=0 -timeout="$TIMEOUT" -rss_limit_mb=4096 \
+    timeout 120 nice -n "$NICE" "$BIN_DIR/fuzz_$t" -runs=0 -timeout="$TIMEOUT" -rss_limit_mb=4096 \
       -max_len=65536 "$d/corpus" >"$d/coverage.log" 2>&1 || true
   ) &
 done
@@ -203,7 +204,7 @@ for t in $TARGETS; do
   tot_cpu=$(awk -F'\t' -v t="$t" '$2 == t {c += $5} END {printf "%.1f", c}' "$HISTORY")
   tot_execs=$(awk -F'\t' -v t="$t" '$2 == t {e += $6} END {printf "%d", e}' "$HISTORY")
   runs=$(awk -F'\t' -v t="$t" '$2 == t {n++} END {print n + 0}' "$HISTORY")
-  json=$(printf '{"target": "%s", "run": "%s", "seconds": %s, "jobs": %s, "cpu_seconds": %s, "executions": %s, "cov": %s, "ft": %s, "log_oom_timeout_crash": "%s", "fork_jobs": %s, "corpus_files": %s, "corpus_bytes": %s, "crash_inputs": [%s], "timeout_oom_inputs": [%s], "new_inputs_this_run": [%s], "total_runs": %s, "total_cpu_seconds": %s, "total_executions": %s}' \
+  json=$(printf '{"target": "%s", "run": "%s", "seconds": %s, "jobs": %s, "cpu_seconds": %s, "executions": %s, "cov": %s, "ft": %s, "log_oom_timeout_crash": "%s", "fork_jobs": %s, "corpus_files": %s, "corpus_bytes": %s, "crash_inputs": [%s], "timeout_oom_inputs": [%s], "new_artifacts_this_run": [%s], "total_runs": %s, "total_cpu_seconds": %s, "total_executions": %s}' \
     "$t" "$RUN_ID" "$SECONDS_RUN" "$JOBS" "$cpu" "${execs:-0}" "${cov:-null}" "${ft:-null}" \
     "${otc:-}" "${jobs_done:-0}" "$files" "$bytes" "$(list_json $crashes)" "$(list_json $slow)" \
     "$(list_json $new)" "$runs" "$tot_cpu" "$tot_execs")
