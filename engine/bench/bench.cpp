@@ -56,6 +56,7 @@ struct Measured {
     // Per answer: page faults of its prompt pass plus its decode tokens, and the tokens it
     // processed (new prompt tokens + generated tokens).
     std::vector<std::uint64_t> turn_faults;
+    std::vector<std::uint64_t> turn_major_faults;  // of those, major (hard) faults
     std::vector<std::int64_t> turn_tokens;
 };
 
@@ -101,6 +102,7 @@ Json summarize(const Measured& m) {
         sum.admissions += r.admissions;
         sum.cpu_bytes += r.cpu_bytes;
         sum.page_faults += r.page_faults;
+        sum.major_page_faults += r.major_page_faults;
     }
     const double n = static_cast<double>(m.tokens.size());
     auto per_token_ms = [&](std::uint64_t ns) {
@@ -125,24 +127,28 @@ Json summarize(const Measured& m) {
                                                 static_cast<double>(sum.cpu_kernel_ns)
                                           : 0.0;
     j["page_faults"] = sum.page_faults;
+    j["major_page_faults"] = sum.major_page_faults;
     // The prompt passes (their own records: a prompt pass is not a decode token).
-    std::uint64_t prompt_ns = 0, prompt_bytes = 0, prompt_faults = 0;
+    std::uint64_t prompt_ns = 0, prompt_bytes = 0, prompt_faults = 0, prompt_major = 0;
     for (const auto& q : m.requests) {
         prompt_ns += q.prompt_cpu_kernel_ns;
         prompt_bytes += q.prompt_cpu_bytes;
         prompt_faults += q.prompt_page_faults;
+        prompt_major += q.prompt_major_page_faults;
     }
     j["prompt_cpu_kernel_seconds"] = static_cast<double>(prompt_ns) / 1e9;
     j["prompt_cpu_bytes"] = prompt_bytes;
     j["prompt_cpu_gb_s"] =
         prompt_ns > 0 ? static_cast<double>(prompt_bytes) / static_cast<double>(prompt_ns) : 0.0;
     j["prompt_page_faults"] = prompt_faults;
+    j["prompt_major_page_faults"] = prompt_major;
     // The first answer (a cold prompt pass) and the follow-ups (served from the prompt cache)
     // separately: page faults and faults per processed token (new prompt + generated tokens).
-    std::uint64_t first_faults = 0, follow_faults = 0;
+    std::uint64_t first_faults = 0, follow_faults = 0, first_major = 0, follow_major = 0;
     std::int64_t first_tokens = 0, follow_tokens = 0;
     for (std::size_t i = 0; i < m.turn_faults.size(); ++i) {
         (i == 0 ? first_faults : follow_faults) += m.turn_faults[i];
+        (i == 0 ? first_major : follow_major) += m.turn_major_faults[i];
         (i == 0 ? first_tokens : follow_tokens) += m.turn_tokens[i];
     }
     const std::size_t follow_ups = m.turn_faults.empty() ? 0 : m.turn_faults.size() - 1;
@@ -150,11 +156,13 @@ Json summarize(const Measured& m) {
     j["first_answer_page_faults_per_token"] =
         first_tokens > 0 ? static_cast<double>(first_faults) / static_cast<double>(first_tokens)
                          : 0.0;
+    j["first_answer_major_page_faults"] = first_major;
     j["follow_ups"] = follow_ups;
     j["follow_up_page_faults"] = follow_faults;
     j["follow_up_page_faults_per_token"] =
         follow_tokens > 0 ? Json(static_cast<double>(follow_faults) / static_cast<double>(follow_tokens))
                           : Json(nullptr);
+    j["follow_up_major_page_faults"] = follow_major;
     // Expert-kernel jobs the persistent team handed to the reference team (prompt and decode);
     // 0 unless --kernel-persistent 1 met a job or state it does not support, or did not load.
     j["team_fallbacks"] = m.team_fallbacks;
@@ -189,13 +197,20 @@ class Runner {
         measured_.team_fallbacks += tel_.moe.snapshot().team_fallbacks - fallbacks_from;
         measured_.turns.push_back(r.stats);
         auto records = tel_.tokens().since(from);
-        std::uint64_t faults = 0;
-        for (const auto& rec : records) faults += rec.page_faults;
+        std::uint64_t faults = 0, major = 0;
+        for (const auto& rec : records) {
+            faults += rec.page_faults;
+            major += rec.major_page_faults;
+        }
         measured_.tokens.insert(measured_.tokens.end(), records.begin(), records.end());
         auto requests = tel_.requests().since(requests_from);
-        for (const auto& q : requests) faults += q.prompt_page_faults;
+        for (const auto& q : requests) {
+            faults += q.prompt_page_faults;
+            major += q.prompt_major_page_faults;
+        }
         measured_.requests.insert(measured_.requests.end(), requests.begin(), requests.end());
         measured_.turn_faults.push_back(faults);
+        measured_.turn_major_faults.push_back(major);
         measured_.turn_tokens.push_back(r.stats.prompt_tokens - r.stats.cached_tokens +
                                         r.stats.generated_tokens);
         if (answered_) answered_();
@@ -606,7 +621,9 @@ Json run_bench(const BenchOptions& options,
                          {"prompt_seconds", 0.0},
                          {"ttft_seconds", 0.0},
                          {"first_answer_page_faults", 0},
-                         {"follow_up_page_faults", 0}};
+                         {"follow_up_page_faults", 0},
+                         {"first_answer_major_page_faults", 0},
+                         {"follow_up_major_page_faults", 0}};
                 s["runs"] = s["runs"].get<int>() + 1;
                 s["timed_tokens"] =
                     s["timed_tokens"].get<std::int64_t>() + w["timed_tokens"].get<std::int64_t>();
@@ -616,7 +633,9 @@ Json run_bench(const BenchOptions& options,
                     s["prompt_seconds"].get<double>() + w["prompt_seconds"].get<double>();
                 s["ttft_seconds"] =
                     s["ttft_seconds"].get<double>() + w["ttft_seconds"].get<double>();
-                for (const char* key : {"first_answer_page_faults", "follow_up_page_faults"})
+                for (const char* key : {"first_answer_page_faults", "follow_up_page_faults",
+                                        "first_answer_major_page_faults",
+                                        "follow_up_major_page_faults"})
                     s[key] = s[key].get<std::uint64_t>() + w[key].get<std::uint64_t>();
             }
         }

@@ -251,6 +251,13 @@ TEST(BenchReport, PageFaultsSplitFirstAnswerAndFollowUps) {
                   w["page_faults"].get<std::uint64_t>() + w["prompt_page_faults"].get<std::uint64_t>())
             << name;
         EXPECT_TRUE(w["first_answer_page_faults_per_token"].is_number()) << name;
+        EXPECT_EQ(w["first_answer_major_page_faults"].get<std::uint64_t>() +
+                      w["follow_up_major_page_faults"].get<std::uint64_t>(),
+                  w["major_page_faults"].get<std::uint64_t>() +
+                      w["prompt_major_page_faults"].get<std::uint64_t>())
+            << name;
+        EXPECT_LE(w["first_answer_major_page_faults"].get<std::uint64_t>(),
+                  w["first_answer_page_faults"].get<std::uint64_t>());
     }
     const Json& d = report["runs"][0]["workloads"]["decode"];
     EXPECT_EQ(d["follow_ups"], 0);
