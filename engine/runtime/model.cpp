@@ -188,6 +188,13 @@ std::unique_ptr<Model> Model::load(const fs::path& dir, const LoadOptions& optio
                   dir.string(), m->config_.num_layers, m->config_.hidden_size,
                   m->config_.num_experts, m->config_.experts_per_token,
                   m->checkpoint_.tensor_count(), m->checkpoint_.total_bytes());
+    if (m->store_ && options.release_resident) {
+        const telemetry::RamCounters& ram = m->telemetry_->ram;
+        spdlog::info("--release-resident: {} experts ({:.2f} GB) moved into VRAM for good gave "
+                     "their RAM back",
+                     ram.released_records.load(std::memory_order_relaxed),
+                     static_cast<double>(ram.released_bytes.load(std::memory_order_relaxed)) / 1e9);
+    }
     if (ram_levers) {
         // After the backend started: the experts it moved into VRAM for good are released
         // already (release_resident) and are skipped.
