@@ -25,6 +25,7 @@
 #   --budget S         total seconds; cases left when it runs out are skipped, said so (default 480)
 #   --cases LIST       comma-separated subset of the case names below (default: all, in order)
 #   --no-cpu / --no-gpu  leave out the CPU / hybrid cases
+#   --no-drop          do not drop caches (a trial run on a shared machine; runs start warm)
 #
 # Where the store lives matters:
 # - On a real disk (ext4, xfs, NVMe): the emulation works. Dropping caches makes each run start
@@ -44,7 +45,7 @@ set -uo pipefail
 MODEL="" STORE="" NEURAL="" RANKING=""
 OUTDIR=${OUT:-/tmp/ram-residency-$(date +%Y%m%d-%H%M%S)}
 LIMIT=64G WARMUP=20 LOCK=16 CPU_TOKENS=8 GPU_TOKENS=32 RUN_TIMEOUT=150 BUDGET=480 CASES=""
-DO_CPU=1 DO_GPU=1
+DO_CPU=1 DO_GPU=1 DO_DROP=1
 while [ $# -gt 0 ]; do
   case "$1" in
     --model) MODEL=$2; shift 2 ;;
@@ -62,7 +63,8 @@ while [ $# -gt 0 ]; do
     --cases) CASES=$2; shift 2 ;;
     --no-cpu) DO_CPU=0; shift ;;
     --no-gpu) DO_GPU=0; shift ;;
-    -h|--help) sed -n '2,40p' "$0"; exit 0 ;;
+    --no-drop) DO_DROP=0; shift ;;
+    -h|--help) awk 'NR > 1 && /^#/ {sub(/^# ?/, ""); print; next} NR > 1 {exit}' "$0"; exit 0 ;;
     *) echo "ram_residency_bench: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -109,6 +111,9 @@ limit_bytes() {  # cgroup size syntax -> bytes (for the log)
   case "$u" in K|k) echo $((v<<10));; M|m) echo $((v<<20));; G|g) echo $((v<<30));; T|t) echo $((v<<40));; *) echo "$1";; esac
 }
 setup_limit() {
+  # The limit this shell already runs under (a container's own cgroup), for the record.
+  local own; own=$(awk -F: '$1 == "0" {print $3}' /proc/self/cgroup 2>/dev/null)
+  [ -r "$CG_ROOT$own/memory.max" ] && log "own cgroup ${own:-/}: memory.max $(cat "$CG_ROOT$own/memory.max")"
   [ "$LIMIT" = none ] && { log "limit: none (asked)"; return; }
   if [ "$(stat -f -c %T $CG_ROOT 2>/dev/null)" = cgroup2fs ] && [ -w "$CG_ROOT" ]; then
     local probe=$CG_ROOT/neural-ram-probe-$$
@@ -146,6 +151,7 @@ setup_limit
 # --- dropping caches ------------------------------------------------------------------------------
 DROP_MODE=none
 drop_caches() {
+  if [ $DO_DROP = 0 ]; then DROP_MODE="none (--no-drop)"; return; fi
   sync
   if echo 3 > /proc/sys/vm/drop_caches 2>/dev/null; then
     DROP_MODE=drop_caches
