@@ -292,6 +292,8 @@ for meta_path in sorted(glob.glob(os.path.join(out, "*.meta.json")), key=os.path
             row[label + "_decode_tok_s"] = d.get("decode_tok_s")
             row[label + "_ttft_s"] = d.get("ttft_seconds")
             row[label + "_faults_per_token"] = (d.get("page_faults", 0) / n) if n else None
+            if "major_page_faults" in d:
+                row[label + "_major_per_token"] = (d["major_page_faults"] / n) if n else None
             row[label + "_prompt_faults"] = d.get("prompt_page_faults")
             if idx == 0:
                 row["load_s"] = runs[idx].get("load_seconds")
@@ -313,20 +315,27 @@ lines = ["# RAM residency levers: " + ("STORE ON TMPFS (overhead only, see the s
          "first answer after loading (run 0) and of a follow-up (run 1); process major faults over the whole "
          "run (load, warm-up, both answers) per generated token; cgroup peak memory.",
          "",
-         "| case | levers | rc | load s | first tok/s | follow-up tok/s | first TTFT s | faults/token first | faults/token follow-up | major faults/token (run) | cgroup pgmajfault | peak GiB |",
-         "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+         "| case | levers | rc | load s | first tok/s | follow-up tok/s | first TTFT s | faults/token first | faults/token follow-up | major/token first | major/token follow-up | major faults/token (run) | cgroup pgmajfault | peak GiB |",
+         "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
 for r in rows:
     if r.get("skipped"):
         lines.append("| {} | skipped: {} |".format(r["case"], r["skipped"]))
         continue
     peak = r.get("cgroup_peak_bytes")
-    lines.append("| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |".format(
+    lines.append("| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |".format(
         r["case"], r.get("levers") or "-", r.get("rc"), f(r.get("load_s"), "{:.1f}"),
         f(r.get("first_decode_tok_s")), f(r.get("follow_decode_tok_s")), f(r.get("first_ttft_s")),
         f(r.get("first_faults_per_token"), "{:.0f}"), f(r.get("follow_faults_per_token"), "{:.0f}"),
+        f(r.get("first_major_per_token"), "{:.1f}"), f(r.get("follow_major_per_token"), "{:.1f}"),
         f(r.get("process_major_faults_per_token"), "{:.1f}"), f(r.get("cgroup_pgmajfault"), "{}"),
         f(peak / 2**30 if peak else None)))
 lines.append("")
+if any((r.get("process_major_faults") or 0) > 0 for r in rows) and not any(
+        (r.get("first_major_per_token") or 0) > 0 or (r.get("follow_major_per_token") or 0) > 0 for r in rows):
+    lines.append("Note: the token records carry no major faults (all 0) although the processes had some: "
+                 "this build's ChatSession does not fill TokenRecord::major_page_faults yet; use the "
+                 "per-run column.")
+    lines.append("")
 for r in rows:
     for l in r.get("log", []):
         lines.append("- {}: `{}`".format(r["case"], l.split("] ")[-1]))
