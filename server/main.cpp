@@ -104,6 +104,24 @@ int main(int argc, char **argv)
     const QCommandLineOption context("context",
                                      "K/V positions kept on the GPU (default min(model, 8192)).",
                                      "N", "0");
+    // Prompts on the GPU (docs/CUDA.md "A prompt").
+    const QCommandLineOption prefillOrder("prefill-order",
+                                          "Prompts with --backend cuda: layer (default), block or "
+                                          "token (token by token, the reference).",
+                                          "ORDER", "layer");
+    const QCommandLineOption prefillBlock("prefill-block", "Prompt tokens per block (default 2048).",
+                                          "N", "2048");
+    const QCommandLineOption scratch("scratch",
+                                     "VRAM scratch slots that non-resident experts are staged "
+                                     "into during a prompt (default 4).",
+                                     "N", "4");
+    const QCommandLineOption stagingThreads("staging-threads",
+                                            "Threads copying staged experts from RAM (default 8).",
+                                            "N", "8");
+    const QCommandLineOption prefillCpuTokens("prefill-cpu-tokens",
+                                              "Non-resident experts with at most N prompt tokens "
+                                              "run on the CPU, 0-16 (default 16).",
+                                              "N", "16");
     // RAM residency of the expert store (docs/USER_GUIDE.md "RAM residency").
     const QCommandLineOption warmupRam("warmup-ram",
                                        "With --store: after loading, read the experts into RAM, "
@@ -127,8 +145,8 @@ int main(int argc, char **argv)
         "the test suite only.");
     p.addOptions({model, store, host, port, apiKey, apiKeyFile, cors, modelName, queue, maxBody,
                   maxTokens, readTimeout, threads, kernel, kernelPersistent, backend, vramBudget,
-                  pool, refreshEvery, context, warmupRam, lockRam, releaseResident, ranking,
-                  testOptions});
+                  pool, refreshEvery, context, prefillOrder, prefillBlock, scratch, stagingThreads,
+                  prefillCpuTokens, warmupRam, lockRam, releaseResident, ranking, testOptions});
     p.process(app);
 
     if (!p.positionalArguments().isEmpty())
@@ -202,6 +220,14 @@ int main(int argc, char **argv)
             options.gpu.pool_gib = gib(pool);
         options.gpu.refresh_every = static_cast<int>(number(refreshEvery, 0, 1 << 20));
         options.gpu.context = number(context, 0, qint64(1) << 31);
+        options.gpu.prefill_order = p.value(prefillOrder).toStdString();
+        if (options.gpu.prefill_order != "layer" && options.gpu.prefill_order != "block" &&
+            options.gpu.prefill_order != "token")
+            die(QStringLiteral("--prefill-order must be layer, block or token"));
+        options.gpu.prefill_block = static_cast<int>(number(prefillBlock, 1, 65536));
+        options.gpu.scratch_slots = static_cast<int>(number(scratch, 1, 64));
+        options.gpu.staging_threads = static_cast<int>(number(stagingThreads, 1, 64));
+        options.gpu.prefill_cpu_tokens = static_cast<int>(number(prefillCpuTokens, 0, 16));
         {
             bool ok = false;
             const double seconds = p.value(warmupRam).toDouble(&ok);

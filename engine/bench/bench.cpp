@@ -374,7 +374,15 @@ Json load_json(const LoadOptions& o) {
             {"refresh_every", o.gpu.refresh_every},
             {"refresh_m", o.gpu.refresh_m},
             {"prefill_weight", o.gpu.prefill_weight},
-            {"context", o.gpu.context}};
+            {"context", o.gpu.context},
+            {"prefill_order", o.gpu.prefill_order},
+            {"prefill_block", o.gpu.prefill_block},
+            {"scratch", o.gpu.scratch_slots},
+            {"staging_threads", o.gpu.staging_threads},
+            {"prefill_cpu_tokens", o.gpu.prefill_cpu_tokens},
+            {"warmup_ram", o.warmup_ram_seconds},
+            {"lock_ram_gib", static_cast<double>(o.lock_ram_bytes) / 1073741824.0},
+            {"release_resident", o.release_resident}};
 }
 
 const std::vector<std::string> kWorkloads = {"decode", "prompt", "replay"};
@@ -411,6 +419,32 @@ LoadOptions apply_profile_flags(const Json& flags, const LoadOptions& base,
         } else if (key == "ranking") {
             need(value.is_string(), "a string");
             o.gpu.ranking = value.get<std::string>();
+        } else if (key == "prefill_order") {
+            need(value.is_string() && (value == "layer" || value == "block" || value == "token"),
+                 "\"layer\", \"block\" or \"token\"");
+            o.gpu.prefill_order = value.get<std::string>();
+        } else if (key == "prefill_block" || key == "scratch" || key == "staging_threads" ||
+                   key == "prefill_cpu_tokens") {
+            const int hi = key == "prefill_block" ? 65536 : key == "prefill_cpu_tokens" ? 16 : 64;
+            const int lo = key == "prefill_cpu_tokens" ? 0 : 1;
+            need(value.is_number_integer() && value.get<std::int64_t>() >= lo && value.get<std::int64_t>() <= hi,
+                 fmt::format("an integer from {} to {}", lo, hi).c_str());
+            const int v = value.get<int>();
+            (key == "prefill_block"     ? o.gpu.prefill_block
+             : key == "scratch"         ? o.gpu.scratch_slots
+             : key == "staging_threads" ? o.gpu.staging_threads
+                                        : o.gpu.prefill_cpu_tokens) = v;
+        } else if (key == "warmup_ram" || key == "lock_ram") {
+            need(value.is_number() && value.get<double>() >= 0 && value.get<double>() <= 86400,
+                 "a number from 0 to 86400");
+            if (key == "warmup_ram") {
+                o.warmup_ram_seconds = value.get<double>();
+            } else {
+                o.lock_ram_bytes = static_cast<std::uint64_t>(value.get<double>() * 1073741824.0);
+            }
+        } else if (key == "release_resident") {
+            need(value.is_boolean(), "true/false");
+            o.release_resident = value.get<bool>();
         } else if (key == "vram_budget" || key == "pool" || key == "static_fraction" ||
                    key == "prefill_weight") {
             need(value.is_number() && value.get<double>() >= 0, "a number >= 0");
@@ -430,7 +464,8 @@ LoadOptions apply_profile_flags(const Json& flags, const LoadOptions& base,
         } else {
             fail("{}: unknown profile key \"{}\" (kernel, store, threads, kernel_persistent, kdll, "
                  "backend, vram_budget, pool, pool_slots, static_fraction, ranking, refresh_every, "
-                 "refresh_m, prefill_weight, context)",
+                 "refresh_m, prefill_weight, context, prefill_order, prefill_block, scratch, "
+                 "staging_threads, prefill_cpu_tokens, warmup_ram, lock_ram, release_resident)",
                  what, key);
         }
     }

@@ -468,6 +468,14 @@ class CudaBackend final : public Backend {
             table[static_cast<std::size_t>(a.layer) * Es + static_cast<std::size_t>(a.expert)] = a.slot;
         }
         NEURAL_CUDA(cudaMemcpy(table_, table.data(), table.size() * 4, cudaMemcpyHostToDevice));
+        // --release-resident: static slots never leave VRAM, so their records' RAM can go back to
+        // the OS (the uploads above were synchronous). A later CPU read would fault them back in.
+        if (in_.store != nullptr) {
+            for (int sl = 0; sl < residency_->static_slots(); ++sl) {
+                const int owner = residency_->owner(sl);
+                if (owner >= 0) in_.store->note_resident_in_vram(owner / E_, owner % E_);
+            }
+        }
 
         if (prefill_) {
             ring_ = std::make_unique<StagingRing>(opt_.device, opt_.staging_threads, static_cast<std::size_t>(record_bytes_),

@@ -271,7 +271,7 @@ TurnResult ChatSession::respond(const TurnOptions& options,
     if (recording) request.id = tel.next_request_id();
     telemetry::MoeCounters::Snapshot moe0 = tel.moe.snapshot();
     BackendCounters::Snapshot gpu0 = model_.backend_counters().snapshot();
-    std::uint64_t faults0 = recording ? process_page_faults() : 0;
+    telemetry::FaultCounts faults0 = recording ? telemetry::fault_counts() : telemetry::FaultCounts{};
     Clock::time_point step_t0{};
     try {
         std::span<const TokenId> fresh(prompt.data() + common, prompt.size() - common);
@@ -280,10 +280,11 @@ TurnResult ChatSession::respond(const TurnOptions& options,
         result.stats.prompt_seconds = seconds_since(t0);
         if (recording) {
             const auto moe1 = tel.moe.snapshot();
-            const std::uint64_t faults1 = process_page_faults();
+            const telemetry::FaultCounts faults1 = telemetry::fault_counts();
             request.prompt_cpu_kernel_ns = moe1.ns - moe0.ns;
             request.prompt_cpu_bytes = moe1.bytes - moe0.bytes;
-            request.prompt_page_faults = faults1 - faults0;
+            request.prompt_page_faults = faults1.total - faults0.total;
+            request.prompt_major_page_faults = faults1.major - faults0.major;
         }
         Sampler sampler(options.sampling);
         for (int i = 0; i < options.max_tokens; ++i) {
@@ -310,7 +311,9 @@ TurnResult ChatSession::respond(const TurnOptions& options,
                 r.admission_ns = gpu1.admission_ns - gpu0.admission_ns;
                 r.experts_hit = gpu1.experts_hit - gpu0.experts_hit;
                 r.admissions = gpu1.admissions - gpu0.admissions;
-                r.page_faults = process_page_faults() - faults0;
+                const telemetry::FaultCounts f = telemetry::fault_counts();
+                r.page_faults = f.total - faults0.total;
+                r.major_page_faults = f.major - faults0.major;
                 telemetry::finish_phases(r);
                 tel.tokens().push(r);
             }
@@ -332,7 +335,7 @@ TurnResult ChatSession::respond(const TurnOptions& options,
                 step_t0 = Clock::now();
                 moe0 = tel.moe.snapshot();
                 gpu0 = model_.backend_counters().snapshot();
-                faults0 = process_page_faults();
+                faults0 = telemetry::fault_counts();
             }
             logits = model_.forward(std::span<const TokenId>(&next, 1), cache_, fo);
             cached_.push_back(next);
