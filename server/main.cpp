@@ -122,6 +122,11 @@ int main(int argc, char **argv)
                                               "Non-resident experts with at most N prompt tokens "
                                               "run on the CPU, 0-16 (default 16).",
                                               "N", "16");
+    const QCommandLineOption kvCheckpoints("kv-checkpoints",
+                                           "GiB of host memory keeping the GPU K/V of requests "
+                                           "switched away from, so a request sharing their start "
+                                           "is not re-processed (default 0: off; experimental).",
+                                           "GIB", "0");
     // RAM residency of the expert store (docs/USER_GUIDE.md "RAM residency").
     const QCommandLineOption warmupRam("warmup-ram",
                                        "With --store: after loading, read the experts into RAM, "
@@ -146,7 +151,7 @@ int main(int argc, char **argv)
     p.addOptions({model, store, host, port, apiKey, apiKeyFile, cors, modelName, queue, maxBody,
                   maxTokens, readTimeout, threads, kernel, kernelPersistent, backend, vramBudget,
                   pool, refreshEvery, context, prefillOrder, prefillBlock, scratch, stagingThreads,
-                  prefillCpuTokens, warmupRam, lockRam, releaseResident, ranking, testOptions});
+                  prefillCpuTokens, kvCheckpoints, warmupRam, lockRam, releaseResident, ranking, testOptions});
     p.process(app);
 
     if (!p.positionalArguments().isEmpty())
@@ -228,6 +233,7 @@ int main(int argc, char **argv)
         options.gpu.scratch_slots = static_cast<int>(number(scratch, 1, 64));
         options.gpu.staging_threads = static_cast<int>(number(stagingThreads, 1, 64));
         options.gpu.prefill_cpu_tokens = static_cast<int>(number(prefillCpuTokens, 0, 16));
+        options.gpu.kv_checkpoint_gib = gib(kvCheckpoints);
         {
             bool ok = false;
             const double seconds = p.value(warmupRam).toDouble(&ok);

@@ -86,7 +86,7 @@ QByteArray ServerMetrics::prometheusText(int queueLength, int queueCapacity, boo
         const auto &ring = telemetry->tokens();
         const std::uint64_t end = ring.published();
         const std::uint64_t begin = end > kWindow ? end - kWindow : 0;
-        double n = 0, wall = 0, kernel = 0, bytes = 0, faults = 0, missed = 0;
+        double n = 0, wall = 0, kernel = 0, bytes = 0, faults = 0, major = 0, missed = 0;
         for (std::uint64_t i = begin; i < end; ++i) {
             const auto r = ring.read(i);
             if (!r) continue;  // overwritten meanwhile
@@ -95,6 +95,7 @@ QByteArray ServerMetrics::prometheusText(int queueLength, int queueCapacity, boo
             kernel += double(r->cpu_kernel_ns) * 1e-6;
             bytes += double(r->cpu_bytes);
             faults += double(r->page_faults);
+            major += double(r->major_page_faults);
             missed += double(r->experts_missed);
         }
         metric("neural_engine_tokens_total", "counter", "Tokens the engine recorded in telemetry.");
@@ -110,6 +111,9 @@ QByteArray ServerMetrics::prometheusText(int queueLength, int queueCapacity, boo
         value("neural_token_experts_missed", missed / d);
         metric("neural_token_page_faults", "gauge", "Mean page faults per token.");
         value("neural_token_page_faults", faults / d);
+        metric("neural_token_major_page_faults", "gauge",
+               "Mean major page faults (read from disk) per token; 0 where the OS does not count them.");
+        value("neural_token_major_page_faults", major / d);
         metric("neural_team_fallbacks_total", "counter",
                "Expert-kernel jobs the persistent CPU team handed to the OpenMP team.");
         value("neural_team_fallbacks_total",

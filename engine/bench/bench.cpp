@@ -380,6 +380,7 @@ Json load_json(const LoadOptions& o) {
             {"scratch", o.gpu.scratch_slots},
             {"staging_threads", o.gpu.staging_threads},
             {"prefill_cpu_tokens", o.gpu.prefill_cpu_tokens},
+            {"kv_checkpoints_gib", o.gpu.kv_checkpoint_gib},
             {"warmup_ram", o.warmup_ram_seconds},
             {"lock_ram_gib", static_cast<double>(o.lock_ram_bytes) / 1073741824.0},
             {"release_resident", o.release_resident}};
@@ -445,6 +446,10 @@ LoadOptions apply_profile_flags(const Json& flags, const LoadOptions& base,
         } else if (key == "release_resident") {
             need(value.is_boolean(), "true/false");
             o.release_resident = value.get<bool>();
+        } else if (key == "kv_checkpoints") {
+            need(value.is_number() && value.get<double>() >= 0 && value.get<double>() <= 4096,
+                 "a number of GiB from 0 to 4096");
+            o.gpu.kv_checkpoint_gib = value.get<double>();
         } else if (key == "vram_budget" || key == "pool" || key == "static_fraction" ||
                    key == "prefill_weight") {
             need(value.is_number() && value.get<double>() >= 0, "a number >= 0");
@@ -465,7 +470,7 @@ LoadOptions apply_profile_flags(const Json& flags, const LoadOptions& base,
             fail("{}: unknown profile key \"{}\" (kernel, store, threads, kernel_persistent, kdll, "
                  "backend, vram_budget, pool, pool_slots, static_fraction, ranking, refresh_every, "
                  "refresh_m, prefill_weight, context, prefill_order, prefill_block, scratch, "
-                 "staging_threads, prefill_cpu_tokens, warmup_ram, lock_ram, release_resident)",
+                 "staging_threads, prefill_cpu_tokens, kv_checkpoints, warmup_ram, lock_ram, release_resident)",
                  what, key);
         }
     }

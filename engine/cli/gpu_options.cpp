@@ -24,13 +24,16 @@ const char* const kGpuFlagsHelp =
   --staging-threads N      threads copying staged experts from RAM to pinned buffers (8)
   --prefill-cpu-tokens N   non-resident experts with at most N prompt tokens run on the CPU
                            instead of being staged; 0-16 (16)
+  --kv-checkpoints GIB     host memory keeping the GPU K/V of sequences switched away from, so
+                           they (or sequences sharing their start) are not re-processed
+                           (0 = off, the default; experimental)
 )";
 
 void add_gpu_flags(std::set<std::string>& flags) {
     flags.insert({"--backend", "--vram-budget", "--pool", "--pool-slots", "--static-fraction",
                   "--ranking", "--refresh-every", "--refresh-m", "--prefill-weight", "--context",
                   "--device", "--prefill-order", "--prefill-block", "--scratch", "--staging-threads",
-                  "--prefill-cpu-tokens"});
+                  "--prefill-cpu-tokens", "--kv-checkpoints"});
 }
 
 void apply_gpu_flags(const Args& args, LoadOptions& o) {
@@ -62,12 +65,14 @@ void apply_gpu_flags(const Args& args, LoadOptions& o) {
     g.scratch_slots = static_cast<int>(args.get_int("--scratch", g.scratch_slots, 1, 64));
     g.staging_threads = static_cast<int>(args.get_int("--staging-threads", g.staging_threads, 1, 64));
     g.prefill_cpu_tokens = static_cast<int>(args.get_int("--prefill-cpu-tokens", g.prefill_cpu_tokens, 0, 16));
+    g.kv_checkpoint_gib =
+        in_range("--kv-checkpoints", args.get_double("--kv-checkpoints", g.kv_checkpoint_gib), 0, 4096);
     // An explicit --kernel-persistent (0 or 1) decides for the GPU backend too.
     if (args.has("--kernel-persistent")) g.prefer_persistent_team = false;
     if (o.backend == "cpu") {
         for (const char* f : {"--vram-budget", "--pool", "--pool-slots", "--ranking", "--context",
                               "--prefill-order", "--prefill-block", "--scratch", "--staging-threads",
-                              "--prefill-cpu-tokens"}) {
+                              "--prefill-cpu-tokens", "--kv-checkpoints"}) {
             // --ranking also orders the RAM warm-up and --lock-ram (engine_options.cpp).
             if (std::string(f) == "--ranking" && (args.has("--warmup-ram") || args.has("--lock-ram"))) {
                 continue;

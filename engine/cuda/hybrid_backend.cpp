@@ -56,6 +56,7 @@
 #include "model/weights.h"
 #include "neural/error.h"
 #include "runtime/backend.h"
+#include "runtime/kv_checkpoints.h"
 #include "runtime/ranking.h"
 #include "runtime/residency.h"
 #include "store/store.h"
@@ -382,6 +383,11 @@ class CudaBackend final : public Backend {
             ld.v_cache = dalloc<float>(static_cast<std::size_t>(ctx_) * KVs, "K/V cache");
         }
         kv_bytes_ = used_ - core_bytes_;
+        if (opt_.kv_checkpoint_gib > 0) {
+            checkpoints_ = std::make_unique<KvCheckpoints>(
+                static_cast<std::uint64_t>(opt_.kv_checkpoint_gib * kGiB),
+                static_cast<std::uint64_t>(L_) * 2 * static_cast<std::uint64_t>(KV_));
+        }
 
         x_ = dalloc<float>(Hs, "activations");
         h_ = dalloc<float>(Hs, "activations");
@@ -485,7 +491,7 @@ class CudaBackend final : public Backend {
         description_ = fmt::format(
             "cuda ({}, VRAM budget {:.2f} GiB: core {:.2f} GiB, K/V {:.2f} GiB for {} positions, "
             "{} expert slots = {:.2f} GiB ({} static, {} resident, residency {}); misses: {} kernel, "
-            "{} team, {} threads{}; prefill {})",
+            "{} team, {} threads{}; prefill {}; K/V checkpoints {})",
             dev.name, static_cast<double>(budget_) / kGiB, static_cast<double>(core_bytes_) / kGiB,
             static_cast<double>(kv_bytes_) / kGiB, ctx_, residency_->slots(),
             static_cast<double>(residency_->slots()) * static_cast<double>(stride_) / kGiB,
@@ -496,7 +502,8 @@ class CudaBackend final : public Backend {
             prefill_ ? fmt::format("{}-major, blocks of {}, {} scratch slots, {} staging threads, CPU up to {} tokens",
                                    opt_.prefill_order, pf_block_, opt_.scratch_slots, opt_.staging_threads,
                                    opt_.prefill_cpu_tokens)
-                     : std::string("token by token"));
+                     : std::string("token by token"),
+            checkpoints_ ? fmt::format("{:.2f} GiB", opt_.kv_checkpoint_gib) : std::string("off"));
     }
 
     // Prefill buffers (budget-accounted before the slot pool takes the rest; fit.cpp mirrors
@@ -688,6 +695,54 @@ class CudaBackend final : public Backend {
         return x;
     }
 
+
+    // ---- sequence switches and K/V checkpoints -------------------------------------------
+    // The GPU holds sequence resident_id_'s K/V for positions [0, resident_len_). Another
+    // sequence (id, its tokens `seq`, of which at most `limit` positions may be skipped) keeps
+    // what it shares with it in place, or restores a longer matching prefix from a checkpoint;
+    // the outgoing sequence is checkpointed first. Returns the positions valid for the incoming one.
+    std::int64_t switch_sequence(std::uint64_t id, const std::vector<std::int32_t>& seq, std::int64_t limit) {
+        const std::span<const std::int32_t> want(seq.data(), static_cast<std::size_t>(limit));
+        const std::int64_t held = std::min<std::int64_t>(resident_len_, static_cast<std::int64_t>(resident_tokens_.size()));
+        const std::int64_t in_place = std::min(
+            common_prefix(std::span<const std::int32_t>(resident_tokens_.data(), static_cast<std::size_t>(held)), want), limit);
+        BackendCounters* bc = in_.counters;
+        constexpr auto rl = std::memory_order_relaxed;
+        if (checkpoints_ && held > 0 && resident_id_ != 0) {
+            NEURAL_CUDA(cudaStreamSynchronize(stream_));
+            const auto n = static_cast<std::size_t>(held), kv = static_cast<std::size_t>(KV_);
+            std::vector<float> data(static_cast<std::size_t>(L_) * 2 * n * kv);
+            for (int l = 0; l < L_; ++l) {
+                const LayerDevice& ld = layers_[static_cast<std::size_t>(l)];
+                float* k = data.data() + static_cast<std::size_t>(2 * l) * n * kv;
+                NEURAL_CUDA(cudaMemcpy(k, ld.k_cache, n * kv * 4, cudaMemcpyDeviceToHost));
+                NEURAL_CUDA(cudaMemcpy(k + n * kv, ld.v_cache, n * kv * 4, cudaMemcpyDeviceToHost));
+            }
+            std::vector<std::int32_t> toks(resident_tokens_.begin(), resident_tokens_.begin() + held);
+            if (checkpoints_->save(resident_id_, std::move(toks), std::move(data)) && bc != nullptr) {
+                bc->kv_saved.fetch_add(n, rl);
+            }
+        }
+        std::int64_t valid = in_place;
+        if (checkpoints_) {
+            const KvCheckpoints::Match m = checkpoints_->best(id, want, limit);
+            if (m.entry != nullptr && m.length > in_place) {
+                NEURAL_CUDA(cudaStreamSynchronize(stream_));
+                const auto n = m.entry->tokens.size(), kv = static_cast<std::size_t>(KV_),
+                           len = static_cast<std::size_t>(m.length);
+                for (int l = 0; l < L_; ++l) {
+                    const LayerDevice& ld = layers_[static_cast<std::size_t>(l)];
+                    const float* k = m.entry->data.data() + static_cast<std::size_t>(2 * l) * n * kv;
+                    NEURAL_CUDA(cudaMemcpy(ld.k_cache, k, len * kv * 4, cudaMemcpyHostToDevice));
+                    NEURAL_CUDA(cudaMemcpy(ld.v_cache, k + n * kv, len * kv * 4, cudaMemcpyHostToDevice));
+                }
+                valid = m.length;
+                if (bc != nullptr) bc->kv_restored.fetch_add(len, rl);
+            }
+        }
+        if (bc != nullptr && valid == in_place) bc->kv_reused.fetch_add(static_cast<std::uint64_t>(in_place), rl);
+        return valid;
+    }
 
     // ---- prefill ---------------------------------------------------------------------------
     // Runs `work` at positions start .. start + n - 1 (docs/CUDA.md "Prefill"), writing the
@@ -995,42 +1050,62 @@ class CudaBackend final : public Backend {
             fail("this K/V cache holds {} positions without their tokens (filled by another backend)", pos0);
         }
         seq.resize(static_cast<std::size_t>(pos0));
-        // The GPU holds one sequence's K/V: positions before `valid` can be reused only when it
-        // is this cache's; anything else is re-processed from the cache's recorded tokens.
-        std::int64_t valid = cache.id() == resident_id_ ? std::min(resident_len_, pos0) : 0;
+        // The sequence after this call: the cache's tokens, then the new ones.
+        std::vector<std::int32_t> full(seq);
+        full.insert(full.end(), tokens.begin(), tokens.end());
+        // The GPU holds one sequence's K/V (resident_tokens_). Positions before `valid` are kept:
+        // those whose tokens match what the GPU holds (this cache's, or another sequence's that
+        // starts the same way), or a longer prefix restored from a K/V checkpoint. New tokens can
+        // be skipped too, except the rows whose logits are asked for and when an observer must
+        // see every route (neural rank).
+        const std::int64_t limit = opt.all_logits || opt.observer != nullptr ? pos0 : pos0 + T - 1;
+        // Without --kv-checkpoints only this cache's own positions are kept (the rule before
+        // checkpoints existed; the sharing rules above are opt-in until they have run on a GPU).
+        std::int64_t valid;
+        if (checkpoints_ == nullptr) {
+            valid = cache.id() == resident_id_ ? std::min(resident_len_, pos0) : 0;
+        } else if (cache.id() == resident_id_) {
+            const std::int64_t held = std::min<std::int64_t>(resident_len_, static_cast<std::int64_t>(resident_tokens_.size()));
+            valid = std::min(common_prefix(std::span<const std::int32_t>(resident_tokens_.data(), static_cast<std::size_t>(held)),
+                                           full),
+                             limit);
+        } else {
+            valid = switch_sequence(cache.id(), full, limit);
+        }
+        if (in_.counters != nullptr && pos0 > valid) {
+            in_.counters->kv_reprocessed.fetch_add(static_cast<std::uint64_t>(pos0 - valid), std::memory_order_relaxed);
+        }
         resident_id_ = cache.id();
         resident_len_ = valid;
-        const std::int64_t first_out = opt.all_logits ? 0 : T - 1;
+        resident_tokens_.assign(full.begin(), full.begin() + valid);
+        const std::int64_t first_out = opt.all_logits ? 0 : T - 1;  // among the new tokens
         std::vector<float> logits(static_cast<std::size_t>((T - first_out) * V_));
         try {
-            if (prefill_ && (pos0 - valid) + T >= 2) {
-                // The whole prompt (and any positions re-processed for this cache) at once.
-                std::vector<TokenId> work(seq.begin() + valid, seq.begin() + pos0);
-                work.insert(work.end(), tokens.begin(), tokens.end());
-                prefill(work, valid, (pos0 - valid) + first_out, logits.data(), pos0, opt.observer, opt.cancel);
-                seq.insert(seq.end(), tokens.begin(), tokens.end());
-                resident_len_ = pos0 + T;
-                cache.commit(pos0 + T);
-                return logits;
-            }
-            for (std::int64_t p = valid; p < pos0; ++p) {
-                token(seq[static_cast<std::size_t>(p)], p, true, nullptr, nullptr, opt.cancel);
-                resident_len_ = p + 1;
-            }
-            for (std::int64_t t = 0; t < T; ++t) {
-                float* out = t >= first_out ? logits.data() + (t - first_out) * V_ : nullptr;
-                token(tokens[static_cast<std::size_t>(t)], pos0 + t, T > 1, out, opt.observer, opt.cancel);
-                resident_len_ = pos0 + t + 1;
-                seq.push_back(tokens[static_cast<std::size_t>(t)]);
+            if (prefill_ && pos0 + T - valid >= 2) {
+                // Everything from `valid` on at once: re-processed positions and the prompt.
+                const std::vector<TokenId> work(full.begin() + valid, full.end());
+                prefill(work, valid, pos0 + first_out - valid, logits.data(), pos0, opt.observer, opt.cancel);
+            } else {
+                for (std::int64_t p = valid; p < pos0 + T; ++p) {
+                    const bool fresh = p >= pos0;
+                    float* out = fresh && p - pos0 >= first_out ? logits.data() + (p - pos0 - first_out) * V_ : nullptr;
+                    token(full[static_cast<std::size_t>(p)], p, !fresh || T > 1, out,
+                          fresh ? opt.observer : nullptr, opt.cancel);
+                    resident_len_ = p + 1;
+                }
             }
         } catch (...) {
             cudaStreamSynchronize(stream_);
             cudaStreamSynchronize(copy_stream_);
             if (ring_) ring_->abandon();
-            seq.resize(static_cast<std::size_t>(pos0));  // the cache stays at pos0 (contract)
+            // The cache stays at pos0 (contract); the GPU keeps what was computed for it.
             resident_len_ = std::min(resident_len_, pos0);
+            resident_tokens_.assign(full.begin(), full.begin() + resident_len_);
             throw;
         }
+        resident_len_ = pos0 + T;
+        resident_tokens_ = full;
+        seq = std::move(full);
         cache.commit(pos0 + T);
         return logits;
     }
@@ -1243,6 +1318,8 @@ class CudaBackend final : public Backend {
     bool raw_store_ = false;
     std::uint64_t resident_id_ = 0;
     std::int64_t resident_len_ = 0;
+    std::vector<std::int32_t> resident_tokens_;  // the tokens of the resident positions
+    std::unique_ptr<KvCheckpoints> checkpoints_;
 };
 
 }  // namespace

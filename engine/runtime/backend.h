@@ -62,6 +62,12 @@ struct GpuOptions {
   // Non-resident experts with at most this many tokens of a layer run on the CPU (multi-token
   // kernel) instead of being staged; 0: always staged.
   int prefill_cpu_tokens = 16;
+  // Host memory for K/V checkpoints (runtime/kv_checkpoints.h): when the GPU switches to another
+  // sequence, the outgoing one's K/V is kept here so it, or a sequence sharing its prefix, need
+  // not be re-processed; positions another sequence shares with the resident one stay in VRAM.
+  // 0 (default): off, a switch re-processes the incoming sequence (opt-in until this has run on
+  // a GPU: docs/CUDA.md).
+  double kv_checkpoint_gib = 0;
 };
 
 // Extra per-token phases of the hybrid backend, read as before/after deltas like MoeCounters.
@@ -83,6 +89,12 @@ struct BackendCounters {
   std::atomic<std::uint64_t> prefill_staged_bytes{0};
   std::atomic<std::uint64_t> prefill_resident{0};    // (layer, expert) groups from VRAM slots
   std::atomic<std::uint64_t> prefill_cpu_groups{0};  // (layer, expert) groups on the CPU
+  // Sequence switches: positions saved to / restored from K/V checkpoints, positions kept in
+  // VRAM because the incoming sequence shares them with the outgoing one, positions re-processed.
+  std::atomic<std::uint64_t> kv_saved{0};
+  std::atomic<std::uint64_t> kv_restored{0};
+  std::atomic<std::uint64_t> kv_reused{0};
+  std::atomic<std::uint64_t> kv_reprocessed{0};
 
   struct Snapshot {
     std::uint64_t gpu_wait_ns = 0, graph_submit_ns = 0, admission_ns = 0, experts_hit = 0,

@@ -293,12 +293,13 @@ bool TelemetryDock::exportCsv(const QString &path, QString *error) const
     }
     QTextStream out(&f);
     out << "request,index,wall_ns,cpu_kernel_ns,gpu_wait_ns,graph_submit_ns,admission_ns,"
-           "other_ns,experts_hit,experts_missed,admissions,cpu_bytes,page_faults\n";
+           "other_ns,experts_hit,experts_missed,admissions,cpu_bytes,page_faults,major_page_faults\n";
     for (const auto &r : m_tokens) {
         out << r.request << ',' << r.index << ',' << r.wall_ns << ',' << r.cpu_kernel_ns << ','
             << r.gpu_wait_ns << ',' << r.graph_submit_ns << ',' << r.admission_ns << ','
             << r.other_ns << ',' << r.experts_hit << ',' << r.experts_missed << ','
-            << r.admissions << ',' << r.cpu_bytes << ',' << r.page_faults << '\n';
+            << r.admissions << ',' << r.cpu_bytes << ',' << r.page_faults << ','
+            << r.major_page_faults << '\n';
     }
     out.flush();
     if (!f.commit()) {

@@ -360,6 +360,9 @@ describe('metrics', () => {
     assert.ok(value('neural_token_ms') > 0);
     assert.ok(value('neural_token_experts_missed') > 0);
     assert.ok(value('neural_token_cpu_expert_bytes') > 0);
+    // Major faults: counted on Linux (a warm fixture reads nothing from disk: >= 0).
+    assert.match(text, /^# TYPE neural_token_major_page_faults gauge$/m);
+    assert.ok(value('neural_token_major_page_faults') >= 0);
   });
 });
 

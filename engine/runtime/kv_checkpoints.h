@@ -1,0 +1,61 @@
+// K/V checkpoints of the GPU backend (issue 12): the GPU holds one sequence's K/V at a time. When
+// it switches to another sequence, the outgoing one's K/V of positions [0, n) is copied to host
+// memory here together with its tokens; a sequence that comes back, or a new one that starts with
+// the same tokens (the server's requests sharing a system prompt, a conversation branched in the
+// desktop app), restores the longest matching prefix instead of re-processing it. K/V of position
+// p depends only on tokens [0, p], so any entry whose tokens match a prefix is valid for it.
+//
+// Bounded by a byte budget; the least recently used entries are dropped first. No CUDA here: the
+// backend moves the bytes, this class keeps and picks them (unit-tested without a GPU).
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+namespace neural {
+
+class KvCheckpoints {
+ public:
+  // floats_per_position: what one position's K/V takes over all layers (layers * 2 * kv_dim).
+  KvCheckpoints(std::uint64_t budget_bytes, std::uint64_t floats_per_position);
+
+  struct Entry {
+    std::uint64_t id = 0;
+    std::vector<std::int32_t> tokens;  // positions [0, tokens.size())
+    // Layer-major: layer l's K of every position, then its V ([2 * layers][positions][kv_dim]).
+    std::vector<float> data;
+    std::uint64_t last_use = 0;
+  };
+
+  // Keeps `tokens.size()` positions of `data` for sequence `id` (replacing its older entry),
+  // dropping least recently used entries to stay within the budget. Returns false (nothing kept)
+  // when the entry alone is larger than the budget or empty.
+  bool save(std::uint64_t id, std::vector<std::int32_t> tokens, std::vector<float> data);
+
+  struct Match {
+    const Entry* entry = nullptr;  // null: nothing matches
+    std::int64_t length = 0;       // positions of entry->data usable for the query
+  };
+  // The entry sharing the longest token prefix with `tokens` (at most `limit` positions; ties go
+  // to sequence `id`'s own entry, then to the most recently used). Marks it used.
+  Match best(std::uint64_t id, std::span<const std::int32_t> tokens, std::int64_t limit);
+
+  void erase(std::uint64_t id);
+  std::uint64_t bytes() const { return bytes_; }
+  std::uint64_t budget() const { return budget_; }
+  std::size_t size() const { return entries_.size(); }
+
+ private:
+  std::uint64_t entry_bytes(const Entry& e) const { return e.data.size() * sizeof(float); }
+  std::uint64_t budget_;
+  std::uint64_t per_position_;
+  std::uint64_t bytes_ = 0;
+  std::uint64_t clock_ = 0;
+  std::vector<Entry> entries_;
+};
+
+// Length of the common prefix of a and b.
+std::int64_t common_prefix(std::span<const std::int32_t> a, std::span<const std::int32_t> b);
+
+}  // namespace neural
