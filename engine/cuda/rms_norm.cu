@@ -7,28 +7,10 @@ namespace {
 
 constexpr int kThreads = 256;
 
+// One block per row (decode: one row, optionally mirrored; prefill: many rows, one kernel, so a
+// row's result is the same bits either way).
 __global__ void rms_norm_kernel(const float* __restrict__ x, const std::uint16_t* __restrict__ w,
                                 float eps, int n, float* __restrict__ y, float* mirror) {
-    __shared__ float partial[kThreads / 32];
-    float ss = 0.0f;
-    for (int i = threadIdx.x; i < n; i += kThreads) ss += x[i] * x[i];
-    ss = warp_sum(ss);
-    if (threadIdx.x % 32 == 0) partial[threadIdx.x / 32] = ss;
-    __syncthreads();
-    float total = 0.0f;
-    for (int i = 0; i < kThreads / 32; ++i) total += partial[i];
-    const float inv = 1.0f / sqrtf(total / static_cast<float>(n) + eps);
-    for (int i = threadIdx.x; i < n; i += kThreads) {
-        const float v = bf16_bits_to_float(w[i]) * (x[i] * inv);
-        y[i] = v;
-        if (mirror != nullptr) mirror[i] = v;
-    }
-    if (mirror != nullptr) __threadfence_system();
-}
-
-// One block per row; the same arithmetic as rms_norm_kernel.
-__global__ void rms_norm_rows_kernel(const float* __restrict__ x, const std::uint16_t* __restrict__ w,
-                                     float eps, int n, float* __restrict__ y) {
     __shared__ float partial[kThreads / 32];
     const float* xr = x + static_cast<std::size_t>(blockIdx.x) * n;
     float* yr = y + static_cast<std::size_t>(blockIdx.x) * n;
@@ -41,8 +23,11 @@ __global__ void rms_norm_rows_kernel(const float* __restrict__ x, const std::uin
     for (int i = 0; i < kThreads / 32; ++i) total += partial[i];
     const float inv = 1.0f / sqrtf(total / static_cast<float>(n) + eps);
     for (int i = threadIdx.x; i < n; i += kThreads) {
-        yr[i] = bf16_bits_to_float(w[i]) * (xr[i] * inv);
+        const float v = bf16_bits_to_float(w[i]) * (xr[i] * inv);
+        yr[i] = v;
+        if (mirror != nullptr) mirror[i] = v;
     }
+    if (mirror != nullptr) __threadfence_system();
 }
 
 }  // namespace
@@ -50,7 +35,7 @@ __global__ void rms_norm_rows_kernel(const float* __restrict__ x, const std::uin
 void rms_norm_rows(const float* x, const std::uint16_t* w, float eps, int n, int rows, float* y,
                    cudaStream_t stream) {
     if (rows <= 0) return;
-    rms_norm_rows_kernel<<<rows, kThreads, 0, stream>>>(x, w, eps, n, y);
+    rms_norm_kernel<<<rows, kThreads, 0, stream>>>(x, w, eps, n, y, nullptr);
 }
 
 void rms_norm(const float* x, const std::uint16_t* w, float eps, int n, float* y, float* mirror,

@@ -4,30 +4,27 @@ namespace neural::cuda {
 
 namespace {
 
-// One block per head (query heads, then key heads, then value heads), one thread per pair.
-__global__ void rope_kv_kernel(float* qkv, int q_heads, int kv_heads, int d,
-                               const float* __restrict__ inv_freq, float concentration,
-                               const int* __restrict__ pos_ptr, float* k_cache, float* v_cache) {
-    const int head = blockIdx.x, half = d / 2, i = threadIdx.x;
-    const int pos = *pos_ptr;
-    const int kv_dim = kv_heads * d;
-    float* z = qkv + static_cast<std::size_t>(head) * d;
+// One head of one token at position pos, thread i of its d/2 pairs: RoPE on a query or key head
+// (key heads also into the K cache), value heads copied into the V cache. z: the head's values.
+__device__ __forceinline__ void rope_kv_head(float* z, int head, int i, int pos, int q_heads, int kv_heads,
+                                             int d, const float* __restrict__ inv_freq, float concentration,
+                                             float* k_cache, float* v_cache) {
+    const int half = d / 2, kv_dim = kv_heads * d;
+    if (i >= half) return;
     if (head < q_heads + kv_heads) {
-        if (i < half) {
-            // fp32 angle and sincos, like cpu/rope.cpp (cosf/sinf, not the fast intrinsics).
-            const float angle = static_cast<float>(pos) * inv_freq[i];
-            const float c = cosf(angle) * concentration, s = sinf(angle) * concentration;
-            const float a = z[i], b = z[i + half];
-            const float ra = a * c - b * s, rb = b * c + a * s;
-            z[i] = ra;
-            z[i + half] = rb;
-            if (head >= q_heads) {
-                float* kc = k_cache + static_cast<std::size_t>(pos) * kv_dim + (head - q_heads) * d;
-                kc[i] = ra;
-                kc[i + half] = rb;
-            }
+        // fp32 angle and sincos, like cpu/rope.cpp (cosf/sinf, not the fast intrinsics).
+        const float angle = static_cast<float>(pos) * inv_freq[i];
+        const float c = cosf(angle) * concentration, s = sinf(angle) * concentration;
+        const float a = z[i], b = z[i + half];
+        const float ra = a * c - b * s, rb = b * c + a * s;
+        z[i] = ra;
+        z[i + half] = rb;
+        if (head >= q_heads) {
+            float* kc = k_cache + static_cast<std::size_t>(pos) * kv_dim + (head - q_heads) * d;
+            kc[i] = ra;
+            kc[i + half] = rb;
         }
-    } else if (i < half) {
+    } else {
         const int vh = head - q_heads - kv_heads;
         float* vc = v_cache + static_cast<std::size_t>(pos) * kv_dim + vh * d;
         vc[i] = z[i];
@@ -35,36 +32,24 @@ __global__ void rope_kv_kernel(float* qkv, int q_heads, int kv_heads, int d,
     }
 }
 
-// Prefill: grid (rows, heads); row r is position pos0 + r of qkv [rows, (nq + 2 nkv) d]. The
-// same arithmetic per element as rope_kv_kernel.
+// Decode: one block per head (query heads, then key heads, then value heads), one thread per pair.
+__global__ void rope_kv_kernel(float* qkv, int q_heads, int kv_heads, int d,
+                               const float* __restrict__ inv_freq, float concentration,
+                               const int* __restrict__ pos_ptr, float* k_cache, float* v_cache) {
+    const int head = blockIdx.x;
+    rope_kv_head(qkv + static_cast<std::size_t>(head) * d, head, threadIdx.x, *pos_ptr, q_heads, kv_heads,
+                 d, inv_freq, concentration, k_cache, v_cache);
+}
+
+// Prefill: grid (rows, heads); row r is position pos0 + r of qkv [rows, (nq + 2 nkv) d].
 __global__ void rope_kv_rows_kernel(float* qkv, int q_heads, int kv_heads, int d,
                                     const float* __restrict__ inv_freq, float concentration,
                                     int pos0, float* k_cache, float* v_cache) {
-    const int row = blockIdx.x, head = blockIdx.y, half = d / 2, i = threadIdx.x;
-    const int pos = pos0 + row;
-    const int kv_dim = kv_heads * d;
+    const int row = blockIdx.x, head = blockIdx.y;
     float* z = qkv + static_cast<std::size_t>(row) * (q_heads + 2 * kv_heads) * d +
                static_cast<std::size_t>(head) * d;
-    if (head < q_heads + kv_heads) {
-        if (i < half) {
-            const float angle = static_cast<float>(pos) * inv_freq[i];
-            const float c = cosf(angle) * concentration, s = sinf(angle) * concentration;
-            const float a = z[i], b = z[i + half];
-            const float ra = a * c - b * s, rb = b * c + a * s;
-            z[i] = ra;
-            z[i + half] = rb;
-            if (head >= q_heads) {
-                float* kc = k_cache + static_cast<std::size_t>(pos) * kv_dim + (head - q_heads) * d;
-                kc[i] = ra;
-                kc[i + half] = rb;
-            }
-        }
-    } else if (i < half) {
-        const int vh = head - q_heads - kv_heads;
-        float* vc = v_cache + static_cast<std::size_t>(pos) * kv_dim + vh * d;
-        vc[i] = z[i];
-        vc[i + half] = z[i + half];
-    }
+    rope_kv_head(z, head, threadIdx.x, pos0 + row, q_heads, kv_heads, d, inv_freq, concentration,
+                 k_cache, v_cache);
 }
 
 }  // namespace
