@@ -66,6 +66,15 @@ double Args::get_double(const std::string& flag, double fallback) const {
     return v ? parse_double(*v, flag) : fallback;
 }
 
+double Args::get_double(const std::string& flag, double fallback, double min, double max,
+                        const char* unit) const {
+    const double v = get_double(flag, fallback);
+    if (!(v >= min && v <= max)) {  // NaN fails too
+        fail("{}: expected {} in [{}, {}], got \"{}\"", flag, unit, min, max, get_or(flag, ""));
+    }
+    return v;
+}
+
 std::int64_t parse_int(const std::string& text, const std::string& what) {
     std::int64_t n = 0;
     auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), n);

@@ -22,6 +22,10 @@ class Args {
   std::int64_t get_int(const std::string& flag, std::int64_t fallback, std::int64_t min,
                        std::int64_t max) const;
   double get_double(const std::string& flag, double fallback) const;
+  // The same, range-checked: a value outside [min, max] (or not finite) is an error
+  // "FLAG: expected UNIT in [MIN, MAX], got "TEXT"".
+  double get_double(const std::string& flag, double fallback, double min, double max,
+                    const char* unit) const;
   const std::vector<std::string>& positional() const { return positional_; }
 
  private:

@@ -42,13 +42,8 @@ int cmd_fit(int argc, char** argv) {
     const std::filesystem::path dir = args.get_or("--model", "");
     FitRequest req;
     req.config = ModelConfig::load(dir / "config.json");
-    auto budget = [&](const char* flag) {
-        const double v = args.get_double(flag, 0.0);
-        if (!(v >= 0 && v <= 65536)) fail("{} must be a number of GiB from 0 to 65536", flag);
-        return v;
-    };
-    req.vram_budget_gib = budget("--vram-budget");
-    req.ram_budget_gib = budget("--ram-budget");
+    req.vram_budget_gib = args.get_double("--vram-budget", 0.0, 0, 65536, "GiB");
+    req.ram_budget_gib = args.get_double("--ram-budget", 0.0, 0, 65536, "GiB");
     if (args.has("--store")) {
         const auto s = store::ExpertStore::open(args.get_or("--store", ""));
         req.store_kind = store::kind_name(s.kind());

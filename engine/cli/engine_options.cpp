@@ -70,16 +70,9 @@ LoadOptions engine_load_options(const Args& args) {
 }
 
 void apply_ram_flags(const Args& args, LoadOptions& o) {
-    const double seconds = args.get_double("--warmup-ram", 0.0);
-    if (!std::isfinite(seconds) || seconds < 0 || seconds > 86400) {
-        fail("--warmup-ram: expected seconds in [0, 86400], got \"{}\"", args.get_or("--warmup-ram", ""));
-    }
-    o.warmup_ram_seconds = seconds;
+    o.warmup_ram_seconds = args.get_double("--warmup-ram", 0.0, 0, 86400, "seconds");
     o.warmup_sync = args.get_int("--warmup-sync", 0, 0, 1) == 1;
-    const double gib = args.get_double("--lock-ram", 0.0);
-    if (!std::isfinite(gib) || gib < 0 || gib > 65536) {
-        fail("--lock-ram: expected GiB in [0, 65536], got \"{}\"", args.get_or("--lock-ram", ""));
-    }
+    const double gib = args.get_double("--lock-ram", 0.0, 0, 65536, "GiB");
     o.lock_ram_bytes = static_cast<std::uint64_t>(gib * 1073741824.0);
     o.release_resident = args.get_int("--release-resident", 0, 0, 1) == 1;
     const bool any = o.warmup_ram_seconds > 0 || o.lock_ram_bytes > 0 || o.release_resident;
@@ -98,10 +91,7 @@ void apply_ram_flags(const Args& args, LoadOptions& o) {
 
 MemoryFlags memory_flags(const Args& args) {
     MemoryFlags f;
-    const double gib = args.get_double("--ws-min", 0.0);
-    if (!std::isfinite(gib) || gib < 0 || gib > 65536) {
-        fail("--ws-min: expected GiB in [0, 65536], got \"{}\"", args.get_or("--ws-min", ""));
-    }
+    const double gib = args.get_double("--ws-min", 0.0, 0, 65536, "GiB");
     f.ws_min_bytes = static_cast<std::uint64_t>(gib * 1073741824.0);
     f.prefetch = args.get_or("--prefetch", "none");
     if (f.prefetch != "none" && f.prefetch != "dense" && f.prefetch != "all") {

@@ -42,19 +42,14 @@ void apply_gpu_flags(const Args& args, LoadOptions& o) {
         fail("--backend must be cpu, cuda or auto, got \"{}\"", o.backend);
     }
     GpuOptions& g = o.gpu;
-    auto in_range = [&](const char* flag, double v, double lo, double hi) {
-        if (!(v >= lo && v <= hi)) fail("{} must be in [{}, {}], got {}", flag, lo, hi, v);
-        return v;
-    };
-    g.vram_budget_gib = in_range("--vram-budget", args.get_double("--vram-budget", 0.0), 0, 4096);
-    g.pool_gib = args.has("--pool") ? in_range("--pool", args.get_double("--pool", 0.0), 0, 4096) : -1;
+    g.vram_budget_gib = args.get_double("--vram-budget", 0.0, 0, 4096, "GiB");
+    g.pool_gib = args.has("--pool") ? args.get_double("--pool", 0.0, 0, 4096, "GiB") : -1;
     g.pool_slots = static_cast<int>(args.get_int("--pool-slots", -1, 0, 1 << 24));
-    g.static_fraction = in_range("--static-fraction", args.get_double("--static-fraction", 0.5), 0, 1);
+    g.static_fraction = args.get_double("--static-fraction", 0.5, 0, 1, "a fraction");
     g.ranking = args.get_or("--ranking", "");
     g.refresh_every = static_cast<int>(args.get_int("--refresh-every", g.refresh_every, 0, 1 << 20));
     g.refresh_m = static_cast<int>(args.get_int("--refresh-m", g.refresh_m, 0, 4096));
-    g.prefill_weight =
-        in_range("--prefill-weight", args.get_double("--prefill-weight", g.prefill_weight), 0, 1000);
+    g.prefill_weight = args.get_double("--prefill-weight", g.prefill_weight, 0, 1000, "a weight");
     g.context = args.get_int("--context", 0, 0, std::int64_t{1} << 31);
     g.device = static_cast<int>(args.get_int("--device", 0, 0, 1024));
     g.prefill_order = args.get_or("--prefill-order", g.prefill_order);
@@ -65,8 +60,7 @@ void apply_gpu_flags(const Args& args, LoadOptions& o) {
     g.scratch_slots = static_cast<int>(args.get_int("--scratch", g.scratch_slots, 1, 64));
     g.staging_threads = static_cast<int>(args.get_int("--staging-threads", g.staging_threads, 1, 64));
     g.prefill_cpu_tokens = static_cast<int>(args.get_int("--prefill-cpu-tokens", g.prefill_cpu_tokens, 0, 16));
-    g.kv_checkpoint_gib =
-        in_range("--kv-checkpoints", args.get_double("--kv-checkpoints", g.kv_checkpoint_gib), 0, 4096);
+    g.kv_checkpoint_gib = args.get_double("--kv-checkpoints", g.kv_checkpoint_gib, 0, 4096, "GiB");
     // An explicit --kernel-persistent (0 or 1) decides for the GPU backend too.
     if (args.has("--kernel-persistent")) g.prefer_persistent_team = false;
     if (o.backend == "cpu") {

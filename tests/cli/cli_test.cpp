@@ -6,6 +6,7 @@
 #include <regex>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <gmock/gmock.h>
@@ -566,6 +567,17 @@ TEST_F(Cli, LogitsArgumentErrors) {
                            "--pool", "2"});
     EXPECT_EQ(cpu_knob.code, 1);
     EXPECT_THAT(cpu_knob.err, HasSubstr("--pool needs --backend cuda"));
+    // The prefill and checkpoint knobs are range-checked and GPU-only too.
+    for (const auto& [flag, value, message] :
+         {std::tuple{"--prefill-order", "sideways", "--prefill-order must be layer, block or token"},
+          std::tuple{"--prefill-cpu-tokens", "17", "--prefill-cpu-tokens"},
+          std::tuple{"--kv-checkpoints", "-1", "--kv-checkpoints: expected GiB in [0, 4096], got \"-1\""},
+          std::tuple{"--static-fraction", "1.5", "--static-fraction: expected a fraction in [0, 1]"},
+          std::tuple{"--scratch", "2", "--scratch needs --backend cuda"}}) {
+        Proc bad = neural({"logits", model(), in.string(), (tmp_ / "o.json").string(), flag, value});
+        EXPECT_EQ(bad.code, 1) << flag;
+        EXPECT_THAT(bad.err, HasSubstr(message)) << flag;
+    }
 
     Proc steps = neural({"logits", model(), in.string(), (tmp_ / "o.json").string(),
                         "--steps", "many"});
@@ -593,7 +605,7 @@ TEST_F(Cli, FitPlansForThisMachineAndWritesJson) {
 
     Proc bad = neural({"fit", "--model", model(), "--vram-budget", "-3"});
     EXPECT_EQ(bad.code, 1);
-    EXPECT_THAT(bad.err, HasSubstr("--vram-budget must be"));
+    EXPECT_THAT(bad.err, HasSubstr("--vram-budget: expected GiB in [0, 65536]"));
     Proc missing = neural({"fit"});
     EXPECT_EQ(missing.code, 1);
     EXPECT_THAT(missing.err, HasSubstr("--model DIR is required"));
