@@ -34,7 +34,7 @@ if [ -n "${CI:-}" ]; then
 fi
 if [ $# -eq 0 ]; then
   if [ "${NEURAL_FUZZ:-1}" = 0 ]; then
-    echo "reliability: fuzz smoke skipped (NEURAL_FUZZ=0; the corpora replay as ctests, label fuzz)"
+    echo "reliability: libFuzzer smoke skipped (NEURAL_FUZZ=0); the corpora replay and every target gets 10 s of random mutations as ctests (label fuzz: fuzz_replay_*, fuzz_mutate_*)"
   elif ! command -v clang++-14 >/dev/null 2>&1; then
     echo "reliability: fuzz smoke skipped (clang++-14 not installed; scripts/setup.sh installs it)"
   else
