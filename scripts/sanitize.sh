@@ -9,7 +9,7 @@
 #   NEURAL_JOBS          compile jobs (default 2)
 #   NEURAL_ASAN_TESTS    ctest -R regex for the asan pass (default: everything but gpu/e2e)
 #   NEURAL_ASAN_SCOPE    full (default): engine, server and every test; unit: the engine and its
-#                        `unit`-labelled tests only, without Qt (what CI runs: the full pass takes
+#                        `unit`- and `fuzz`-labelled tests only, without Qt (what CI runs: the full pass takes
 #                        over an hour on a 2-core CI machine, docs/RELIABILITY.md)
 # Suppressions: tests/reliability/sanitizers/*.supp, each entry with its reason.
 set -euo pipefail
@@ -67,7 +67,8 @@ if [ "$MODE" = asan ] || [ "$MODE" = all ]; then
   # CI scope: a test that fails is run once more and must pass then. Once in two runs
   # LeakSanitizer's own exit-time tracer crashed ("Tracer caught signal 11") after a test that
   # had passed; a real error repeats, and the first failure stays in the log.
-  [ "$SCOPE" = unit ] && args=(-L "^unit$" --output-on-failure -j "${NEURAL_TEST_JOBS:-2}" --timeout 900
+  # The fuzz label too: the corpus replays and the seeded random-mutation smoke under ASan.
+  [ "$SCOPE" = unit ] && args=(-L "^(unit|fuzz)$" --output-on-failure -j "${NEURAL_TEST_JOBS:-2}" --timeout 900
                                --repeat until-pass:2)
   [ -n "${NEURAL_ASAN_TESTS:-}" ] && args+=(-R "$NEURAL_ASAN_TESTS")
   nice -n 10 ctest --test-dir "$dir" "${args[@]}" || status=1
