@@ -331,6 +331,10 @@ LockReport ExpertStore::lock_experts(std::span<const ExpertKey> order, std::uint
             r.limited = true;
             break;
         }
+        // mlock / VirtualLock fault the pages in; read them anyway, cheaply when they are there
+        // already, because some environments accept the lock without doing it (AddressSanitizer
+        // turns mlock into a no-op).
+        (void)touch_pages(rec.data(), rec.size());
         st.fetch_or(kLocked, std::memory_order_relaxed);
         ++r.records;
         r.bytes += rec.size();
