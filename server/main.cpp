@@ -226,8 +226,7 @@ int main(int argc, char **argv)
         options.gpu.refresh_every = static_cast<int>(number(refreshEvery, 0, 1 << 20));
         options.gpu.context = number(context, 0, qint64(1) << 31);
         options.gpu.prefill_order = p.value(prefillOrder).toStdString();
-        if (options.gpu.prefill_order != "layer" && options.gpu.prefill_order != "block" &&
-            options.gpu.prefill_order != "token")
+        if (!neural::is_prefill_order(options.gpu.prefill_order))
             die(QStringLiteral("--prefill-order must be layer, block or token"));
         options.gpu.prefill_block = static_cast<int>(number(prefillBlock, 1, 65536));
         options.gpu.scratch_slots = static_cast<int>(number(scratch, 1, 64));

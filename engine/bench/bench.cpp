@@ -421,7 +421,7 @@ LoadOptions apply_profile_flags(const Json& flags, const LoadOptions& base,
             need(value.is_string(), "a string");
             o.gpu.ranking = value.get<std::string>();
         } else if (key == "prefill_order") {
-            need(value.is_string() && (value == "layer" || value == "block" || value == "token"),
+            need(value.is_string() && is_prefill_order(value.get<std::string>()),
                  "\"layer\", \"block\" or \"token\"");
             o.gpu.prefill_order = value.get<std::string>();
         } else if (key == "prefill_block" || key == "scratch" || key == "staging_threads" ||

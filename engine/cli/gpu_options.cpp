@@ -53,7 +53,7 @@ void apply_gpu_flags(const Args& args, LoadOptions& o) {
     g.context = args.get_int("--context", 0, 0, std::int64_t{1} << 31);
     g.device = static_cast<int>(args.get_int("--device", 0, 0, 1024));
     g.prefill_order = args.get_or("--prefill-order", g.prefill_order);
-    if (g.prefill_order != "layer" && g.prefill_order != "block" && g.prefill_order != "token") {
+    if (!is_prefill_order(g.prefill_order)) {
         fail("--prefill-order must be layer, block or token, got \"{}\"", g.prefill_order);
     }
     g.prefill_block = static_cast<int>(args.get_int("--prefill-block", g.prefill_block, 1, 65536));

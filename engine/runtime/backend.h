@@ -10,6 +10,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "cpu/reference_model.h"
@@ -69,6 +70,11 @@ struct GpuOptions {
   // a GPU: docs/CUDA.md).
   double kv_checkpoint_gib = 0;
 };
+
+// The values GpuOptions::prefill_order takes (every parser of the flag checks with this).
+inline bool is_prefill_order(std::string_view order) {
+  return order == "layer" || order == "block" || order == "token";
+}
 
 // Extra per-token phases of the hybrid backend, read as before/after deltas like MoeCounters.
 struct BackendCounters {
