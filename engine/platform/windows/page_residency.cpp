@@ -64,16 +64,6 @@ std::optional<std::uint64_t> resident_pages(const void* p, std::size_t n) {
     return resident;
 }
 
-std::uint64_t touch_pages(const void* p, std::size_t n) {
-    if (p == nullptr || n == 0) return 0;
-    const std::size_t page = page_size();
-    const auto* bytes = static_cast<const volatile std::uint8_t*>(p);
-    std::uint64_t sum = bytes[0];
-    const std::size_t first = page - (reinterpret_cast<std::uintptr_t>(p) & (page - 1));
-    for (std::size_t off = first; off < n; off += page) sum += bytes[off];
-    return sum;
-}
-
 PageRelease release_mapped_pages(const MappedFile& file, std::uint64_t offset, std::uint64_t n) {
     PageRelease r;
     if (file.data() == nullptr || offset >= file.size() || n == 0) {
