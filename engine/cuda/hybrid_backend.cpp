@@ -510,7 +510,7 @@ class CudaBackend final : public Backend {
     // them in gpu_memory_layout).
     void init_prefill() {
         const std::string& order = opt_.prefill_order;
-        if (order != "layer" && order != "block" && order != "token") {
+        if (!is_prefill_order(order)) {
             fail("--prefill-order \"{}\": expected layer, block or token", order);
         }
         if (order == "token") return;
@@ -696,6 +696,13 @@ class CudaBackend final : public Backend {
     }
 
 
+    // Token id's embedding row (bf16 in RAM) widened to fp32 into dst [H]: the decode graph's
+    // input and the prefill's residual stream start the same way.
+    void embed(TokenId id, float* dst) const {
+        const Bf16View& emb = in_.weights->embed;
+        for (int i = 0; i < H_; ++i) dst[i] = emb.at(id, i);
+    }
+
     // ---- sequence switches and K/V checkpoints -------------------------------------------
     // The GPU holds sequence resident_id_'s K/V for positions [0, resident_len_). Another
     // sequence (id, its tokens `seq`, of which at most `limit` positions may be skipped) keeps
@@ -760,14 +767,10 @@ class CudaBackend final : public Backend {
         poll_uploads();
 
         // Embeddings (bf16 rows widened on the host) into the prompt's residual stream.
-        const Bf16View& emb = in_.weights->embed;
         for (int b0 = 0; b0 < n; b0 += pf_block_) {
             const int rows = std::min(pf_block_, n - b0);
             float* dst = pf_emb_.host<float>();
-            for (int r = 0; r < rows; ++r) {
-                const TokenId id = work[static_cast<std::size_t>(b0 + r)];
-                for (int i = 0; i < H_; ++i) dst[static_cast<std::size_t>(r) * Hs + static_cast<std::size_t>(i)] = emb.at(id, i);
-            }
+            for (int r = 0; r < rows; ++r) embed(work[static_cast<std::size_t>(b0 + r)], dst + static_cast<std::size_t>(r) * Hs);
             NEURAL_CUDA(cudaMemcpyAsync(pf_x_ + static_cast<std::size_t>(b0) * Hs, dst,
                                         static_cast<std::size_t>(rows) * Hs * 4, cudaMemcpyHostToDevice, stream_));
             NEURAL_CUDA(cudaStreamSynchronize(stream_));  // pf_emb_ is reused by the next block
@@ -1117,9 +1120,7 @@ class CudaBackend final : public Backend {
         const bool counting = mc != nullptr && mc->enabled.load(std::memory_order_relaxed);
         *pos_host_.host<int>() = static_cast<int>(pos);
         NEURAL_CUDA(cudaMemcpyAsync(pos_, pos_host_.ptr, 4, cudaMemcpyHostToDevice, stream_));
-        const Bf16View& emb = in_.weights->embed;
-        float* in_x = in_x_.host<float>();
-        for (int i = 0; i < H_; ++i) in_x[i] = emb.at(id, i);
+        embed(id, in_x_.host<float>());
         volatile int* route = route_.host<int>();
         const float* h_host = h_host_.host<float>();
         float* cpu_out = cpu_out_.host<float>();
