@@ -58,7 +58,26 @@ struct Measured {
     std::vector<std::uint64_t> turn_faults;
     std::vector<std::uint64_t> turn_major_faults;  // of those, major (hard) faults
     std::vector<std::int64_t> turn_tokens;
+    // GPU prefill counters added during the turns (BackendCounters deltas; zero on the CPU
+    // backend and for the token-by-token path).
+    BackendCounters::Snapshot prefill;
 };
+
+// after - before of the prefill counters, added to `sum`.
+void add_prefill_delta(BackendCounters::Snapshot& sum, const BackendCounters::Snapshot& before,
+                       const BackendCounters::Snapshot& after) {
+    sum.prefill_tokens += after.prefill_tokens - before.prefill_tokens;
+    sum.prefill_ns += after.prefill_ns - before.prefill_ns;
+    sum.prefill_launch_ns += after.prefill_launch_ns - before.prefill_launch_ns;
+    sum.prefill_route_ns += after.prefill_route_ns - before.prefill_route_ns;
+    sum.prefill_staging_ns += after.prefill_staging_ns - before.prefill_staging_ns;
+    sum.prefill_cpu_ns += after.prefill_cpu_ns - before.prefill_cpu_ns;
+    sum.prefill_cpu_wait_ns += after.prefill_cpu_wait_ns - before.prefill_cpu_wait_ns;
+    sum.prefill_staged += after.prefill_staged - before.prefill_staged;
+    sum.prefill_staged_bytes += after.prefill_staged_bytes - before.prefill_staged_bytes;
+    sum.prefill_resident += after.prefill_resident - before.prefill_resident;
+    sum.prefill_cpu_groups += after.prefill_cpu_groups - before.prefill_cpu_groups;
+}
 
 // Raises bench::Cancelled when the caller's cancel callback says so.
 void check_cancel(const BenchOptions& options) {
@@ -166,6 +185,25 @@ Json summarize(const Measured& m) {
     // Expert-kernel jobs the persistent team handed to the reference team (prompt and decode);
     // 0 unless --kernel-persistent 1 met a job or state it does not support, or did not load.
     j["team_fallbacks"] = m.team_fallbacks;
+    // GPU prefill (docs/CUDA.md "A prompt (prefill)"): where the prompt time went and what was
+    // staged; null when no prompt ran through the GPU prefill.
+    const BackendCounters::Snapshot& pf = m.prefill;
+    if (pf.prefill_tokens > 0) {
+        auto sec = [](std::uint64_t ns) { return static_cast<double>(ns) / 1e9; };
+        j["prefill"] = {{"tokens", pf.prefill_tokens},
+                        {"seconds", sec(pf.prefill_ns)},
+                        {"host_launch_seconds", sec(pf.prefill_launch_ns)},
+                        {"routing_sync_seconds", sec(pf.prefill_route_ns)},
+                        {"staging_wait_seconds", sec(pf.prefill_staging_ns)},
+                        {"cpu_multi_token_seconds", sec(pf.prefill_cpu_ns)},
+                        {"cpu_wait_seconds", sec(pf.prefill_cpu_wait_ns)},
+                        {"experts_staged", pf.prefill_staged},
+                        {"staged_bytes", pf.prefill_staged_bytes},
+                        {"experts_from_slots", pf.prefill_resident},
+                        {"experts_on_cpu", pf.prefill_cpu_groups}};
+    } else {
+        j["prefill"] = nullptr;
+    }
     return j;
 }
 
@@ -182,6 +220,7 @@ class Runner {
         const std::uint64_t from = tel_.tokens().published();
         const std::uint64_t requests_from = tel_.requests().published();
         const std::uint64_t fallbacks_from = tel_.moe.snapshot().team_fallbacks;
+        const BackendCounters::Snapshot backend_from = model_.backend_counters().snapshot();
         bool stopped = false;
         std::function<void(const chat::ParserEvent&)> on_event;
         if (options_.cancel) {
@@ -195,6 +234,7 @@ class Runner {
         TurnResult r = session.respond(turn_options, on_event);
         if (stopped || r.cancelled) throw Cancelled();
         measured_.team_fallbacks += tel_.moe.snapshot().team_fallbacks - fallbacks_from;
+        add_prefill_delta(measured_.prefill, backend_from, model_.backend_counters().snapshot());
         measured_.turns.push_back(r.stats);
         auto records = tel_.tokens().since(from);
         std::uint64_t faults = 0, major = 0;
@@ -801,6 +841,39 @@ std::string format_report(const Json& report) {
                 w["page_faults"].get<std::uint64_t>() +
                     w["prompt_page_faults"].get<std::uint64_t>(),
                 w["hit_rate"].get<double>());
+        }
+    }
+    // GPU prefill split per prompt row, with the PCIe bound (staged bytes / pinned probe).
+    const double h2d = p.contains("pinned_h2d") && p["pinned_h2d"].contains("gb_s")
+                           ? p["pinned_h2d"]["gb_s"].get<double>()
+                           : 0.0;
+    bool prefill_header = false;
+    for (const auto& run : report["runs"]) {
+        for (const auto& [name, w] : run["workloads"].items()) {
+            if (!w.contains("prefill") || !w["prefill"].is_object()) continue;
+            const Json& f = w["prefill"];
+            if (!prefill_header) {
+                out += "\nGPU prefill (seconds: total = host launch + routing sync + staging wait + GPU/CPU "
+                       "overlap; PCIe bound = staged bytes / pinned probe)\n";
+                prefill_header = true;
+            }
+            const double staged_gb = static_cast<double>(f["staged_bytes"].get<std::uint64_t>()) / 1e9;
+            out += fmt::format(
+                "{:<4} {:<10} {:<13} {} tokens {:.3f} s ({:.0f} tok/s): launch {:.3f}, routing sync {:.3f}, "
+                "staging wait {:.3f}, CPU multi-token {:.3f}; staged {} ({:.2f} GB), slots {}, CPU {}{}\n",
+                run["run"].get<int>(), run["profile"].get<std::string>(), name,
+                f["tokens"].get<std::uint64_t>(), f["seconds"].get<double>(),
+                f["seconds"].get<double>() > 0
+                    ? static_cast<double>(f["tokens"].get<std::uint64_t>()) / f["seconds"].get<double>()
+                    : 0.0,
+                f["host_launch_seconds"].get<double>(), f["routing_sync_seconds"].get<double>(),
+                f["staging_wait_seconds"].get<double>(), f["cpu_multi_token_seconds"].get<double>(),
+                f["experts_staged"].get<std::uint64_t>(), staged_gb,
+                f["experts_from_slots"].get<std::uint64_t>(), f["experts_on_cpu"].get<std::uint64_t>(),
+                h2d > 0 && staged_gb > 0
+                    ? fmt::format("; PCIe bound {:.3f} s = {:.2f}x", staged_gb / h2d,
+                                  f["seconds"].get<double>() / (staged_gb / h2d))
+                    : std::string());
         }
     }
     out += "\nsummary (weighted: timed tokens / timed seconds over all runs)\n";

@@ -10,7 +10,8 @@ const char* const kGpuFlagsHelp =
   --vram-budget GIB        cap on all GPU memory the engine uses (default: free VRAM - 0.5)
   --pool GIB               expert slot pool (default: what the budget leaves)
   --pool-slots N           exact number of expert slots (overrides --pool)
-  --static-fraction F      share of slots that are static, from the ranking (default 0.5)
+  --static-fraction F      share of slots that are static, from the ranking (default 0.5;
+                           with --refresh-every 0 every slot is static)
   --ranking FILE           warm-up ranking JSON {"layers": [[count per expert], ...]}
   --refresh-every N        decode tokens between admission rounds; 0 freezes residency (8)
   --refresh-m N            admissions per round at most (4)

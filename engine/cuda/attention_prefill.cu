@@ -1,4 +1,6 @@
 #include <cfloat>
+#include <mutex>
+#include <vector>
 
 #include <cuda_bf16.h>
 #include <mma.h>
@@ -186,18 +188,30 @@ __global__ void __launch_bounds__(kThreads)
     for (int c = 0; c < 32; ++c) orow[c] = s.o[row * kLdf + c0 + c] * f;
 }
 
+// The opt-in to more than 48 KiB of dynamic shared memory is a property of the kernel on one
+// device: it is set once for every device a launch runs on (set once per process, a second GPU
+// -- or a process whose first launch ran on another device -- got "invalid argument").
+void allow_large_shared_memory() {
+    int device = 0;
+    NEURAL_CUDA(cudaGetDevice(&device));
+    static std::mutex mu;
+    static std::vector<bool> configured;
+    const std::lock_guard<std::mutex> lock(mu);
+    const auto d = static_cast<std::size_t>(device);
+    if (d < configured.size() && configured[d]) return;
+    NEURAL_CUDA(cudaFuncSetAttribute(attention_prefill_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                     static_cast<int>(sizeof(Smem))));
+    if (d >= configured.size()) configured.resize(d + 1, false);
+    configured[d] = true;
+}
+
 }  // namespace
 
 void attention_prefill(const float* q, int q_stride, int rows, int pos0, const float* k_cache,
                        const float* v_cache, const std::uint16_t* sinks, int q_heads, int kv_heads,
                        int window, float* out, cudaStream_t stream) {
     if (rows <= 0) return;
-    static const bool configured = [] {
-        NEURAL_CUDA(cudaFuncSetAttribute(attention_prefill_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         static_cast<int>(sizeof(Smem))));
-        return true;
-    }();
-    (void)configured;
+    allow_large_shared_memory();
     const dim3 grid(q_heads, (rows + kTile - 1) / kTile);
     attention_prefill_kernel<<<grid, kThreads, sizeof(Smem), stream>>>(
         q, q_stride, rows, pos0, k_cache, v_cache, sinks, q_heads, kv_heads, window, out);

@@ -23,6 +23,10 @@ std::vector<DeviceInfo> list_devices(std::string* why) {
         return out;
     }
     if (count == 0 && why) *why = "no CUDA device found";
+    // Reading each device's free memory selects it: the caller's current device is put back, so
+    // listing never moves later work (kernel attributes, allocations) to another GPU.
+    int current = -1;
+    if (cudaGetDevice(&current) != cudaSuccess) current = -1;
     for (int i = 0; i < count; ++i) {
         cudaDeviceProp p{};
         if (cudaGetDeviceProperties(&p, i) != cudaSuccess) continue;
@@ -39,6 +43,8 @@ std::vector<DeviceInfo> list_devices(std::string* why) {
         }
         out.push_back(d);
     }
+    if (current >= 0) cudaSetDevice(current);
+    cudaGetLastError();  // a device that failed to answer leaves no sticky error behind
     return out;
 }
 

@@ -13,7 +13,11 @@ Residency::Residency(int layers, int experts, int slots, const ResidencyOptions&
     if (layers <= 0 || experts <= 0 || slots < 0) fail("residency: bad shape");
     const auto n = static_cast<std::size_t>(layers) * static_cast<std::size_t>(experts);
     slots = std::min<int>(slots, static_cast<int>(n));
-    static_slots_ = static_cast<int>(std::floor(slots * std::clamp(options.static_fraction, 0.0, 1.0)));
+    // A frozen pool (refresh_every = 0) has no adaptive part: adaptive slots would start empty
+    // without a ranking and never fill, so every slot is static (filled at load, ranking order,
+    // else index order).
+    const double fraction = options.refresh_every == 0 ? 1.0 : std::clamp(options.static_fraction, 0.0, 1.0);
+    static_slots_ = static_cast<int>(std::floor(slots * fraction));
     score_.assign(n, 0.0);
     where_.assign(n, -1);
     held_.assign(n, -1);

@@ -9,7 +9,8 @@
 // margin) become pending admissions. A pending admission is carried out copy-on-compute: the
 // next time the CPU computes that expert it captures the bytes, the victim leaves the table
 // (begin), the copy lands in the victim's slot, and the table flips (complete).
-// refresh_every = 0 freezes residency after the initial placement.
+// refresh_every = 0 freezes residency after the initial placement; then every slot is static
+// (static_fraction is ignored: a frozen pool has no adaptive part).
 #pragma once
 
 #include <cstdint>

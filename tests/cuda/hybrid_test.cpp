@@ -9,6 +9,7 @@
 #include <cstring>
 #include <fstream>
 
+#include "bench/bench.h"
 #include "cuda/device.cuh"
 #include "neural/error.h"
 #include "runtime/model.h"
@@ -425,6 +426,35 @@ TEST(CudaHybrid, BadPrefillOptionsAreClearErrors) {
     EXPECT_NE(test::error_of([] { Model::load(test::tiny_model_dir(), prefill_options(4, "layer", 8, 17)); })
                   .find("--prefill-cpu-tokens"),
               std::string::npos);
+}
+
+// `neural bench --workload prompt` on the GPU backend reports the prefill's split: every prompt
+// token through the GPU prefill, the parts of its time, and where each (layer, expert) ran.
+TEST(CudaHybrid, BenchReportsThePrefillSplit) {
+    SKIP_WITHOUT_GPU();
+    bench::BenchOptions o;
+    o.model = test::tiny_model_dir();
+    o.workloads = {"prompt"};
+    o.prompt_sizes = {120};
+    o.probe_bytes = std::size_t{4} << 20;
+    LoadOptions load = cuda_options(8);
+    load.gpu.prefill_cpu_tokens = 4;  // the tiny model's 8 experts: some staged, some on the CPU
+    o.profiles = {bench::Profile{"gpu", bench::Json::object(), load}};
+    const bench::Json report = bench::run_bench(o);
+    const bench::Json& w = report["runs"][0]["workloads"]["prompt_120"];
+    ASSERT_TRUE(w["prefill"].is_object()) << w.dump();
+    const bench::Json& f = w["prefill"];
+    EXPECT_EQ(f["tokens"].get<std::int64_t>(), w["requests"][0]["prompt_tokens"].get<std::int64_t>());
+    EXPECT_GT(f["seconds"].get<double>(), 0.0);
+    EXPECT_LE(f["host_launch_seconds"].get<double>() + f["routing_sync_seconds"].get<double>() +
+                  f["staging_wait_seconds"].get<double>(),
+              f["seconds"].get<double>());
+    // 4 layers x 8 experts, each used by some of 120 tokens x 4 choices: all 32 groups ran somewhere.
+    EXPECT_EQ(f["experts_staged"].get<std::uint64_t>() + f["experts_from_slots"].get<std::uint64_t>() +
+                  f["experts_on_cpu"].get<std::uint64_t>(),
+              32u);
+    EXPECT_EQ(f["staged_bytes"].get<std::uint64_t>() % std::max<std::uint64_t>(1, f["experts_staged"].get<std::uint64_t>()), 0u);
+    EXPECT_NE(bench::format_report(report).find("GPU prefill"), std::string::npos);
 }
 
 }  // namespace

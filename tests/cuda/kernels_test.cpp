@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <numeric>
 #include <random>
@@ -425,6 +426,42 @@ TEST(CudaPrefillKernels, PrefillAttentionMatchesTheCpuReferenceAndDoesNotDependO
         const auto a = out.host(), b = split.host();
         ASSERT_EQ(std::memcmp(a.data(), b.data(), a.size() * 4), 0);
     }
+}
+
+// Kernel attributes (the prefill attention's >48 KiB of shared memory) belong to one device: a
+// launch on any GPU works whichever device ran first, with the same bits, and listing the devices
+// does not change the caller's current one. (Found on a 2-GPU machine: list_devices left GPU 1
+// current, the attribute was set there once, and every later prefill on GPU 0 failed.)
+TEST(CudaPrefillKernels, PrefillAttentionRunsOnEveryDeviceAndListingKeepsTheCurrentDevice) {
+    SKIP_WITHOUT_GPU();
+    int count = 0;
+    ASSERT_EQ(cudaGetDeviceCount(&count), cudaSuccess);
+    ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
+    std::string why;
+    ASSERT_FALSE(cuda::list_devices(&why).empty());
+    int current = -1;
+    ASSERT_EQ(cudaGetDevice(&current), cudaSuccess);
+    EXPECT_EQ(current, 0);
+    if (count < 2) std::printf("[   NOTE   ] one GPU: the launch runs on device 0 only\n");
+    const int nq = 4, nkv = 2, d = cuda::kPrefillHeadDim, kv = nkv * d, cols = (nq + 2 * nkv) * d;
+    const int pos0 = 5, rows = 70, ctx = pos0 + rows;
+    const auto k = test::random_vector(static_cast<std::size_t>(ctx) * kv, 61);
+    const auto v = test::random_vector(static_cast<std::size_t>(ctx) * kv, 62);
+    const auto q = test::random_vector(static_cast<std::size_t>(rows) * cols, 63);
+    const auto sinks = random_bf16(nq, 64);
+    std::vector<std::vector<float>> results;
+    for (int dev = count - 1; dev >= 0; --dev) {  // the last device first: device 0 is not the first launch
+        SCOPED_TRACE(testing::Message() << "device " << dev);
+        ASSERT_EQ(cudaSetDevice(dev), cudaSuccess);
+        Dev<float> dk(k), dv(v), dq(q), out(static_cast<std::size_t>(rows) * nq * d);
+        Dev<std::uint16_t> ds(sinks);
+        cuda::attention_prefill(dq.get(), cols, rows, pos0, dk.get(), dv.get(), ds.get(), nq, nkv, 0, out.get(),
+                                nullptr);
+        ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+        results.push_back(out.host());
+    }
+    ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
+    for (const auto& r : results) ASSERT_EQ(std::memcmp(r.data(), results.front().data(), r.size() * 4), 0);
 }
 
 TEST(CudaPrefillKernels, ExpertGemmMatchesTheReferenceExpertMathAndTheAddSumsInOrder) {

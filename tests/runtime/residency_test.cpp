@@ -134,6 +134,24 @@ TEST(Residency, RefreshEveryZeroFreezesResidency) {
     EXPECT_EQ(r.slot_of(0, 7), -1);
 }
 
+// A frozen pool fills every slot at load (adaptive slots would stay empty forever): with a
+// ranking the hottest experts, without one the first in index order.
+TEST(Residency, AFrozenPoolIsAllStaticAndFullFromTheStart) {
+    Residency ranked(1, 8, 4, options(0, 4, 0.5));
+    EXPECT_EQ(ranked.static_slots(), 4);
+    ranked.initial({{0, 5, 0, 4, 0, 3, 0, 2}});
+    EXPECT_EQ(ranked.resident_count(), 4);
+    for (int e : {1, 3, 5, 7}) EXPECT_GE(ranked.slot_of(0, e), 0) << e;
+    Residency plain(2, 4, 6, options(0, 4, 0.25));
+    plain.initial({});
+    EXPECT_EQ(plain.static_slots(), 6);
+    EXPECT_EQ(plain.resident_count(), 6);
+    EXPECT_GE(plain.slot_of(1, 1), 0);
+    EXPECT_EQ(plain.slot_of(1, 2), -1);
+    // Adaptive pools keep their split.
+    EXPECT_EQ(Residency(2, 4, 6, options(8, 4, 0.5)).static_slots(), 3);
+}
+
 TEST(Residency, MoreSlotsThanExpertsHoldEveryExpert) {
     Residency r(2, 3, 100, options());
     r.initial({{1, 2, 3}, {4, 5, 6}});
