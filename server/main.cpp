@@ -120,8 +120,8 @@ int main(int argc, char **argv)
                                             "N", "8");
     const QCommandLineOption prefillCpuTokens("prefill-cpu-tokens",
                                               "Non-resident experts with at most N prompt tokens "
-                                              "run on the CPU, 0-16 (default 16).",
-                                              "N", "16");
+                                              "run on the CPU, 0-16 (default 6).",
+                                              "N", "6");
     const QCommandLineOption kvCheckpoints("kv-checkpoints",
                                            "GiB of host memory keeping the GPU K/V of requests "
                                            "switched away from, so a request sharing their start "

@@ -24,7 +24,7 @@ const char* const kGpuFlagsHelp =
   --scratch N              VRAM scratch slots that non-resident experts are staged into (4)
   --staging-threads N      threads copying staged experts from RAM to pinned buffers (8)
   --prefill-cpu-tokens N   non-resident experts with at most N prompt tokens run on the CPU
-                           instead of being staged; 0-16 (16)
+                           instead of being staged; 0-16 (6)
   --kv-checkpoints GIB     host memory keeping the GPU K/V of sequences switched away from, so
                            they (or sequences sharing their start) are not re-processed
                            (0 = off, the default; experimental)

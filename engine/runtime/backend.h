@@ -61,8 +61,10 @@ struct GpuOptions {
   int scratch_slots = 4;
   int staging_threads = 8;
   // Non-resident experts with at most this many tokens of a layer run on the CPU (multi-token
-  // kernel) instead of being staged; 0: always staged.
-  int prefill_cpu_tokens = 16;
+  // kernel) instead of being staged; 0: always staged. 6 measured best on the 120b shape (3k
+  // prompt 1.34-1.45 s against 1.9-2.9 s at 16 and 1.46-1.56 s at 2; 13k unchanged:
+  // docs/BENCHMARKS.md "GPU prefill"); at most cpu::ExpertKernel::kMaxTokens (16).
+  int prefill_cpu_tokens = 6;
   // Host memory for K/V checkpoints (runtime/kv_checkpoints.h): when the GPU switches to another
   // sequence, the outgoing one's K/V is kept here so it, or a sequence sharing its prefix, need
   // not be re-processed; positions another sequence shares with the resident one stay in VRAM.
