@@ -122,6 +122,11 @@ int main(int argc, char **argv)
                                               "Non-resident experts with at most N prompt tokens "
                                               "run on the CPU, 0-16 (default 6).",
                                               "N", "6");
+    const QCommandLineOption prefillEarly("prefill-early",
+                                          "Prompts of several blocks: up to N of a layer's experts "
+                                          "are staged from the first block's routing while the "
+                                          "other blocks run; 0 = off (default 32).",
+                                          "N", "32");
     const QCommandLineOption kvCheckpoints("kv-checkpoints",
                                            "GiB of host memory keeping the GPU K/V of requests "
                                            "switched away from, so a request sharing their start "
@@ -151,7 +156,7 @@ int main(int argc, char **argv)
     p.addOptions({model, store, host, port, apiKey, apiKeyFile, cors, modelName, queue, maxBody,
                   maxTokens, readTimeout, threads, kernel, kernelPersistent, backend, vramBudget,
                   pool, refreshEvery, context, prefillOrder, prefillBlock, scratch, stagingThreads,
-                  prefillCpuTokens, kvCheckpoints, warmupRam, lockRam, releaseResident, ranking, testOptions});
+                  prefillCpuTokens, prefillEarly, kvCheckpoints, warmupRam, lockRam, releaseResident, ranking, testOptions});
     p.process(app);
 
     if (!p.positionalArguments().isEmpty())
@@ -232,6 +237,7 @@ int main(int argc, char **argv)
         options.gpu.scratch_slots = static_cast<int>(number(scratch, 1, 64));
         options.gpu.staging_threads = static_cast<int>(number(stagingThreads, 1, 64));
         options.gpu.prefill_cpu_tokens = static_cast<int>(number(prefillCpuTokens, 0, 16));
+        options.gpu.prefill_early = static_cast<int>(number(prefillEarly, 0, neural::kMaxPrefillEarly));
         options.gpu.kv_checkpoint_gib = gib(kvCheckpoints);
         {
             bool ok = false;

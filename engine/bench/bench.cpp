@@ -77,6 +77,7 @@ void add_prefill_delta(BackendCounters::Snapshot& sum, const BackendCounters::Sn
     sum.prefill_staged_bytes += after.prefill_staged_bytes - before.prefill_staged_bytes;
     sum.prefill_resident += after.prefill_resident - before.prefill_resident;
     sum.prefill_cpu_groups += after.prefill_cpu_groups - before.prefill_cpu_groups;
+    sum.prefill_early += after.prefill_early - before.prefill_early;
 }
 
 // Raises bench::Cancelled when the caller's cancel callback says so.
@@ -198,6 +199,7 @@ Json summarize(const Measured& m) {
                         {"cpu_multi_token_seconds", sec(pf.prefill_cpu_ns)},
                         {"cpu_wait_seconds", sec(pf.prefill_cpu_wait_ns)},
                         {"experts_staged", pf.prefill_staged},
+                        {"experts_staged_early", pf.prefill_early},
                         {"staged_bytes", pf.prefill_staged_bytes},
                         {"experts_from_slots", pf.prefill_resident},
                         {"experts_on_cpu", pf.prefill_cpu_groups}};
@@ -420,6 +422,7 @@ Json load_json(const LoadOptions& o) {
             {"scratch", o.gpu.scratch_slots},
             {"staging_threads", o.gpu.staging_threads},
             {"prefill_cpu_tokens", o.gpu.prefill_cpu_tokens},
+            {"prefill_early", o.gpu.prefill_early},
             {"kv_checkpoints_gib", o.gpu.kv_checkpoint_gib},
             {"warmup_ram", o.warmup_ram_seconds},
             {"lock_ram_gib", static_cast<double>(o.lock_ram_bytes) / 1073741824.0},
@@ -465,15 +468,19 @@ LoadOptions apply_profile_flags(const Json& flags, const LoadOptions& base,
                  "\"layer\", \"block\" or \"token\"");
             o.gpu.prefill_order = value.get<std::string>();
         } else if (key == "prefill_block" || key == "scratch" || key == "staging_threads" ||
-                   key == "prefill_cpu_tokens") {
-            const int hi = key == "prefill_block" ? 65536 : key == "prefill_cpu_tokens" ? 16 : 64;
-            const int lo = key == "prefill_cpu_tokens" ? 0 : 1;
+                   key == "prefill_cpu_tokens" || key == "prefill_early") {
+            const int hi = key == "prefill_block"        ? 65536
+                           : key == "prefill_cpu_tokens" ? 16
+                           : key == "prefill_early"      ? kMaxPrefillEarly
+                                                         : 64;
+            const int lo = key == "prefill_cpu_tokens" || key == "prefill_early" ? 0 : 1;
             need(value.is_number_integer() && value.get<std::int64_t>() >= lo && value.get<std::int64_t>() <= hi,
                  fmt::format("an integer from {} to {}", lo, hi).c_str());
             const int v = value.get<int>();
             (key == "prefill_block"     ? o.gpu.prefill_block
              : key == "scratch"         ? o.gpu.scratch_slots
              : key == "staging_threads" ? o.gpu.staging_threads
+             : key == "prefill_early"   ? o.gpu.prefill_early
                                         : o.gpu.prefill_cpu_tokens) = v;
         } else if (key == "warmup_ram" || key == "lock_ram") {
             need(value.is_number() && value.get<double>() >= 0 && value.get<double>() <= 86400,
@@ -510,7 +517,8 @@ LoadOptions apply_profile_flags(const Json& flags, const LoadOptions& base,
             fail("{}: unknown profile key \"{}\" (kernel, store, threads, kernel_persistent, kdll, "
                  "backend, vram_budget, pool, pool_slots, static_fraction, ranking, refresh_every, "
                  "refresh_m, prefill_weight, context, prefill_order, prefill_block, scratch, "
-                 "staging_threads, prefill_cpu_tokens, kv_checkpoints, warmup_ram, lock_ram, release_resident)",
+                 "staging_threads, prefill_cpu_tokens, prefill_early, kv_checkpoints, warmup_ram, lock_ram, "
+                 "release_resident)",
                  what, key);
         }
     }
@@ -860,7 +868,7 @@ std::string format_report(const Json& report) {
             const double staged_gb = static_cast<double>(f["staged_bytes"].get<std::uint64_t>()) / 1e9;
             out += fmt::format(
                 "{:<4} {:<10} {:<13} {} tokens {:.3f} s ({:.0f} tok/s): launch {:.3f}, routing sync {:.3f}, "
-                "staging wait {:.3f}, CPU multi-token {:.3f}; staged {} ({:.2f} GB), slots {}, CPU {}{}\n",
+                "staging wait {:.3f}, CPU multi-token {:.3f}; staged {} ({:.2f} GB, {} early), slots {}, CPU {}{}\n",
                 run["run"].get<int>(), run["profile"].get<std::string>(), name,
                 f["tokens"].get<std::uint64_t>(), f["seconds"].get<double>(),
                 f["seconds"].get<double>() > 0
@@ -868,7 +876,7 @@ std::string format_report(const Json& report) {
                     : 0.0,
                 f["host_launch_seconds"].get<double>(), f["routing_sync_seconds"].get<double>(),
                 f["staging_wait_seconds"].get<double>(), f["cpu_multi_token_seconds"].get<double>(),
-                f["experts_staged"].get<std::uint64_t>(), staged_gb,
+                f["experts_staged"].get<std::uint64_t>(), staged_gb, f["experts_staged_early"].get<std::uint64_t>(),
                 f["experts_from_slots"].get<std::uint64_t>(), f["experts_on_cpu"].get<std::uint64_t>(),
                 h2d > 0 && staged_gb > 0
                     ? fmt::format("; PCIe bound {:.3f} s = {:.2f}x", staged_gb / h2d,

@@ -25,6 +25,9 @@ const char* const kGpuFlagsHelp =
   --staging-threads N      threads copying staged experts from RAM to pinned buffers (8)
   --prefill-cpu-tokens N   non-resident experts with at most N prompt tokens run on the CPU
                            instead of being staged; 0-16 (6)
+  --prefill-early N        prompts of several blocks: up to N of a layer's experts are staged
+                           from the first block's routing while the other blocks run; N
+                           records of pinned memory; 0 = off (32)
   --kv-checkpoints GIB     host memory keeping the GPU K/V of sequences switched away from, so
                            they (or sequences sharing their start) are not re-processed
                            (0 = off, the default; experimental)
@@ -34,7 +37,7 @@ void add_gpu_flags(std::set<std::string>& flags) {
     flags.insert({"--backend", "--vram-budget", "--pool", "--pool-slots", "--static-fraction",
                   "--ranking", "--refresh-every", "--refresh-m", "--prefill-weight", "--context",
                   "--device", "--prefill-order", "--prefill-block", "--scratch", "--staging-threads",
-                  "--prefill-cpu-tokens", "--kv-checkpoints"});
+                  "--prefill-cpu-tokens", "--prefill-early", "--kv-checkpoints"});
 }
 
 void apply_gpu_flags(const Args& args, LoadOptions& o) {
@@ -61,13 +64,14 @@ void apply_gpu_flags(const Args& args, LoadOptions& o) {
     g.scratch_slots = static_cast<int>(args.get_int("--scratch", g.scratch_slots, 1, 64));
     g.staging_threads = static_cast<int>(args.get_int("--staging-threads", g.staging_threads, 1, 64));
     g.prefill_cpu_tokens = static_cast<int>(args.get_int("--prefill-cpu-tokens", g.prefill_cpu_tokens, 0, 16));
+    g.prefill_early = static_cast<int>(args.get_int("--prefill-early", g.prefill_early, 0, kMaxPrefillEarly));
     g.kv_checkpoint_gib = args.get_double("--kv-checkpoints", g.kv_checkpoint_gib, 0, 4096, "GiB");
     // An explicit --kernel-persistent (0 or 1) decides for the GPU backend too.
     if (args.has("--kernel-persistent")) g.prefer_persistent_team = false;
     if (o.backend == "cpu") {
         for (const char* f : {"--vram-budget", "--pool", "--pool-slots", "--ranking", "--context",
                               "--prefill-order", "--prefill-block", "--scratch", "--staging-threads",
-                              "--prefill-cpu-tokens", "--kv-checkpoints"}) {
+                              "--prefill-cpu-tokens", "--prefill-early", "--kv-checkpoints"}) {
             // --ranking also orders the RAM warm-up and --lock-ram (engine_options.cpp).
             if (std::string(f) == "--ranking" && (args.has("--warmup-ram") || args.has("--lock-ram"))) {
                 continue;

@@ -118,7 +118,8 @@ class StagingRing {
  public:
     using Fill = std::function<void(int layer, int expert, std::uint8_t* dst)>;
 
-    StagingRing(int device, int depth, std::size_t bytes, Fill fill)
+    // `threads` producers fill `depth` pinned buffers of `bytes`; job j uses buffer j % depth.
+    StagingRing(int device, int threads, int depth, std::size_t bytes, Fill fill)
         : device_(device), fill_(std::move(fill)) {
         for (int b = 0; b < depth; ++b) {
             buffers_.emplace_back(bytes);
@@ -126,7 +127,7 @@ class StagingRing {
             NEURAL_CUDA(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
             uploaded_.push_back(ev);
         }
-        for (int w = 0; w < depth; ++w) workers_.emplace_back([this] { work(); });
+        for (int w = 0; w < threads; ++w) workers_.emplace_back([this] { work(); });
     }
     ~StagingRing() {
         {
@@ -484,8 +485,16 @@ class CudaBackend final : public Backend {
         }
 
         if (prefill_) {
-            ring_ = std::make_unique<StagingRing>(opt_.device, opt_.staging_threads, static_cast<std::size_t>(record_bytes_),
+            ring_ = std::make_unique<StagingRing>(opt_.device, opt_.staging_threads, opt_.staging_threads,
+                                                  static_cast<std::size_t>(record_bytes_),
                                                   [this](int l, int e, std::uint8_t* dst) { fill_record(l, e, dst); });
+            // Early staging (layer-major only): pinned buffers for the experts the first block's
+            // routing already sends to staging, filled while the other blocks' dense parts run.
+            if (opt_.prefill_early > 0 && opt_.prefill_order == "layer") {
+                early_ = std::make_unique<StagingRing>(opt_.device, opt_.staging_threads, opt_.prefill_early,
+                                                       static_cast<std::size_t>(record_bytes_),
+                                                       [this](int l, int e, std::uint8_t* dst) { fill_record(l, e, dst); });
+            }
         }
         capture_graphs();
         description_ = fmt::format(
@@ -525,6 +534,9 @@ class CudaBackend final : public Backend {
         if (opt_.prefill_cpu_tokens < 0 || opt_.prefill_cpu_tokens > cpu::ExpertKernel::kMaxTokens) {
             fail("--prefill-cpu-tokens must be 0..{}", cpu::ExpertKernel::kMaxTokens);
         }
+        if (opt_.prefill_early < 0 || opt_.prefill_early > kMaxPrefillEarly) {
+            fail("--prefill-early must be 0..{}", kMaxPrefillEarly);
+        }
         const auto Hs = static_cast<std::size_t>(H_), Ks = static_cast<std::size_t>(K_),
                    ctx = static_cast<std::size_t>(ctx_);
         pf_block_ = static_cast<int>(std::min<std::int64_t>(opt_.prefill_block, ctx_));
@@ -552,6 +564,7 @@ class CudaBackend final : public Backend {
             pf_free_.push_back(b);
         }
         NEURAL_CUDA(cudaEventCreateWithFlags(&pf_h_ready_, cudaEventDisableTiming));
+        NEURAL_CUDA(cudaEventCreateWithFlags(&pf_first_routed_, cudaEventDisableTiming));
         pf_emb_ = HostBuffer(B * Hs * 4);
         pf_route_host_ = HostBuffer(ctx * Ks * 8);
         pf_entries_host_ = HostBuffer(ctx * Ks * 4);
@@ -633,7 +646,9 @@ class CudaBackend final : public Backend {
         if (tail_ != nullptr) cudaGraphExecDestroy(tail_);
         if (tail_rows_ != nullptr) cudaGraphExecDestroy(tail_rows_);
         ring_.reset();
+        early_.reset();
         for (auto e : pf_landed_) cudaEventDestroy(e);
+        if (pf_first_routed_ != nullptr) cudaEventDestroy(pf_first_routed_);
         for (auto e : pf_free_) cudaEventDestroy(e);
         if (pf_h_ready_ != nullptr) cudaEventDestroy(pf_h_ready_);
         for (auto e : routed_) cudaEventDestroy(e);
@@ -780,10 +795,22 @@ class CudaBackend final : public Backend {
             if (cancel != nullptr && cancel->load(std::memory_order_relaxed)) throw Cancelled();
         };
         if (opt_.prefill_order == "layer") {
+            const int rows0 = std::min(pf_block_, n);
+            const bool early = early_ != nullptr && n > pf_block_;
+            std::vector<int> early_of;
             for (int l = 0; l < L_; ++l) {
                 check_cancel();
-                for (int b0 = 0; b0 < n; b0 += pf_block_) dense_rows(l, b0, std::min(pf_block_, n - b0), start, st);
-                expert_rows(l, 0, n, start, observe_from, observer, st);
+                dense_rows(l, 0, rows0, start, st);
+                if (early) {
+                    // The first block's routing comes to the host as soon as its dense part is
+                    // done, while the GPU goes on with the other blocks.
+                    NEURAL_CUDA(cudaMemcpyAsync(pf_route_host_.host<int>(), pf_sel_, static_cast<std::size_t>(rows0) * K_ * 4,
+                                                cudaMemcpyDeviceToHost, stream_));
+                    NEURAL_CUDA(cudaEventRecord(pf_first_routed_, stream_));
+                }
+                for (int b0 = pf_block_; b0 < n; b0 += pf_block_) dense_rows(l, b0, std::min(pf_block_, n - b0), start, st);
+                if (early) early_of = stage_early(l, rows0, st);
+                expert_rows(l, 0, n, start, observe_from, observer, st, early_of);
             }
         } else {
             for (int b0 = 0; b0 < n; b0 += pf_block_) {
@@ -791,7 +818,7 @@ class CudaBackend final : public Backend {
                 for (int l = 0; l < L_; ++l) {
                     check_cancel();
                     dense_rows(l, b0, rows, start, st);
-                    expert_rows(l, b0, rows, start, observe_from, observer, st);
+                    expert_rows(l, b0, rows, start, observe_from, observer, st, {});
                 }
             }
         }
@@ -808,10 +835,10 @@ class CudaBackend final : public Backend {
         const std::uint64_t total_ns = ns_since(t_begin);
         spdlog::info("prefill: {} tokens in {:.3f} s ({:.0f} tok/s), {}-major: host launch {:.3f} s, routing sync "
                      "{:.3f} s, staging wait {:.3f} s, CPU multi-token {:.3f} s (waited {:.3f} s); {} experts "
-                     "staged ({:.2f} GB), {} from slots, {} on the CPU",
+                     "staged ({:.2f} GB, {} early), {} from slots, {} on the CPU",
                      n, total_ns / 1e9, n / (total_ns / 1e9), opt_.prefill_order, st.launch_ns / 1e9,
                      st.route_ns / 1e9, st.staging_ns / 1e9, st.cpu_ns / 1e9, st.cpu_wait_ns / 1e9, st.staged,
-                     static_cast<double>(st.staged * record_bytes_) / 1e9, st.resident, st.cpu_groups);
+                     static_cast<double>(st.staged * record_bytes_) / 1e9, st.early, st.resident, st.cpu_groups);
         if (BackendCounters* bc = in_.counters) {
             constexpr auto rl = std::memory_order_relaxed;
             bc->prefill_tokens.fetch_add(static_cast<std::uint64_t>(n), rl);
@@ -825,13 +852,43 @@ class CudaBackend final : public Backend {
             bc->prefill_staged_bytes.fetch_add(st.staged * record_bytes_, rl);
             bc->prefill_resident.fetch_add(st.resident, rl);
             bc->prefill_cpu_groups.fetch_add(st.cpu_groups, rl);
+            bc->prefill_early.fetch_add(st.early, rl);
         }
     }
 
     struct PrefillStats {
         std::uint64_t launch_ns = 0, route_ns = 0, staging_ns = 0, cpu_ns = 0, cpu_wait_ns = 0;
-        std::uint64_t staged = 0, resident = 0, cpu_groups = 0;
+        std::uint64_t staged = 0, resident = 0, cpu_groups = 0, early = 0;
     };
+
+    // Layer l, layer-major, more than one block: the experts that the first block's `rows0`
+    // tokens alone send to staging (not resident, more than --prefill-cpu-tokens tokens: the
+    // whole prompt can only add tokens) start staging now, up to --prefill-early of them in
+    // index order, into the early ring's own pinned buffers, while the GPU runs the other blocks'
+    // dense parts. Returns expert -> early job (-1: not early); expert_rows uploads them in the
+    // usual expert index order, so the results are the same bits as without.
+    std::vector<int> stage_early(int l, int rows0, PrefillStats& st) {
+        const auto t0 = Clock::now();
+        NEURAL_CUDA(cudaEventSynchronize(pf_first_routed_));
+        st.route_ns += ns_since(t0);
+        const int* sel = pf_route_host_.host<int>();
+        std::vector<int> count(static_cast<std::size_t>(E_), 0);
+        for (std::size_t i = 0; i < static_cast<std::size_t>(rows0) * static_cast<std::size_t>(K_); ++i) {
+            const int e = sel[i];
+            if (e < 0 || e >= E_) fail("prefill: router chose expert {} of {}", e, E_);
+            ++count[static_cast<std::size_t>(e)];
+        }
+        std::vector<int> early_of(static_cast<std::size_t>(E_), -1);
+        std::vector<std::pair<int, int>> jobs;
+        for (int e = 0; e < E_ && static_cast<int>(jobs.size()) < opt_.prefill_early; ++e) {
+            if (count[static_cast<std::size_t>(e)] > opt_.prefill_cpu_tokens && residency_->slot_of(l, e) < 0) {
+                early_of[static_cast<std::size_t>(e)] = static_cast<int>(jobs.size());
+                jobs.emplace_back(l, e);
+            }
+        }
+        if (!jobs.empty()) early_->start(std::move(jobs));
+        return early_of;
+    }
 
     // Layer l's attention half for rows b0 .. b0 + rows - 1 of the prompt (positions start + b0 ..):
     // norm, QKV, RoPE + K/V, attention, output projection (+= x), norm (the experts' input),
@@ -866,7 +923,7 @@ class CudaBackend final : public Backend {
     // in expert index order: from its VRAM slot, staged through the ring into a scratch slot, or
     // (few tokens, not resident) on the CPU with the multi-token kernel while the GPU works.
     void expert_rows(int l, int b0, int rows, std::int64_t start, std::int64_t observe_from,
-                     RouterObserver* observer, PrefillStats& st) {
+                     RouterObserver* observer, PrefillStats& st, const std::vector<int>& early_of) {
         const std::size_t Hs = static_cast<std::size_t>(H_), Ks = static_cast<std::size_t>(K_);
         const ModelConfig& c = *in_.config;
         const LayerDevice& ld = layers_[static_cast<std::size_t>(l)];
@@ -924,7 +981,10 @@ class CudaBackend final : public Backend {
                 cpu_experts.push_back(e);
             } else {
                 where[static_cast<std::size_t>(e)] = kStaged;
-                staged.emplace_back(l, e);
+                if (early_of.empty() || early_of[static_cast<std::size_t>(e)] < 0) staged.emplace_back(l, e);
+            }
+            if (!early_of.empty() && early_of[static_cast<std::size_t>(e)] >= 0 && where[static_cast<std::size_t>(e)] != kStaged) {
+                fail("prefill: expert {} of layer {} was staged early but is not staged", e, l);
             }
         }
         if (!staged.empty()) ring_->start(staged);
@@ -982,7 +1042,7 @@ class CudaBackend final : public Backend {
 
         // The GPU's experts, in expert index order.
         const cuda::ExpertShape shape{H_, I_, K_, E_, c.swiglu_limit, c.swiglu_alpha};
-        std::size_t next_staged = 0;
+        std::size_t next_staged = 0, next_scratch = 0;
         std::uint64_t staging_wait = 0;
         try {
             for (int e = 0; e < E_; ++e) {
@@ -994,16 +1054,20 @@ class CudaBackend final : public Backend {
                     record = pool_ + static_cast<std::uint64_t>(residency_->slot_of(l, e)) * stride_;
                     ++st.resident;
                 } else {
-                    const std::size_t j = next_staged++;
-                    scratch = static_cast<int>(j % pf_landed_.size());
+                    // From the early ring (staged since the first block's routing) or the ring.
+                    const int ej = early_of.empty() ? -1 : early_of[static_cast<std::size_t>(e)];
+                    StagingRing& from = ej >= 0 ? *early_ : *ring_;
+                    const std::size_t j = ej >= 0 ? static_cast<std::size_t>(ej) : next_staged++;
+                    scratch = static_cast<int>(next_scratch++ % pf_landed_.size());
+                    if (ej >= 0) ++st.early;
                     const auto w0 = Clock::now();
-                    const HostBuffer& buf = ring_->wait(j);
+                    const HostBuffer& buf = from.wait(j);
                     staging_wait += ns_since(w0);
                     std::uint8_t* slot = pf_scratch_ + static_cast<std::uint64_t>(scratch) * stride_;
                     // The scratch slot's previous expert must be done before it is overwritten.
                     NEURAL_CUDA(cudaStreamWaitEvent(copy_stream_, pf_free_[static_cast<std::size_t>(scratch)], 0));
                     NEURAL_CUDA(cudaMemcpyAsync(slot, buf.ptr, record_bytes_, cudaMemcpyHostToDevice, copy_stream_));
-                    ring_->issued(j, copy_stream_);
+                    from.issued(j, copy_stream_);
                     NEURAL_CUDA(cudaEventRecord(pf_landed_[static_cast<std::size_t>(scratch)], copy_stream_));
                     NEURAL_CUDA(cudaStreamWaitEvent(stream_, pf_landed_[static_cast<std::size_t>(scratch)], 0));
                     record = slot;
@@ -1101,6 +1165,7 @@ class CudaBackend final : public Backend {
             cudaStreamSynchronize(stream_);
             cudaStreamSynchronize(copy_stream_);
             if (ring_) ring_->abandon();
+            if (early_) early_->abandon();
             // The cache stays at pos0 (contract); the GPU keeps what was computed for it.
             resident_len_ = std::min(resident_len_, pos0);
             resident_tokens_.assign(full.begin(), full.begin() + resident_len_);
@@ -1313,6 +1378,8 @@ class CudaBackend final : public Backend {
     cudaEvent_t pf_h_ready_ = nullptr;
     HostBuffer pf_emb_, pf_route_host_, pf_entries_host_, pf_h_host_, pf_cpu_rows_, pf_cpu_start_;
     std::unique_ptr<StagingRing> ring_;
+    std::unique_ptr<StagingRing> early_;  // --prefill-early (layer-major), or null
+    cudaEvent_t pf_first_routed_ = nullptr;
     std::unique_ptr<Residency> residency_;
     std::unique_ptr<cpu::ExpertKernel> kernel_;
     std::unique_ptr<cpu::WorkerTeam> team_;

@@ -65,6 +65,11 @@ struct GpuOptions {
   // prompt 1.34-1.45 s against 1.9-2.9 s at 16 and 1.46-1.56 s at 2; 13k unchanged:
   // docs/BENCHMARKS.md "GPU prefill"); at most cpu::ExpertKernel::kMaxTokens (16).
   int prefill_cpu_tokens = 6;
+  // Layer-major prompts of more than one block: up to this many of a layer's experts that the
+  // first block's routing already sends to staging are copied into their own pinned buffers
+  // while the GPU runs the other blocks' dense parts (0: off). Costs this many records of
+  // pinned host memory (13.2 MB each at the gpt-oss shapes). At most kMaxPrefillEarly.
+  int prefill_early = 32;
   // Host memory for K/V checkpoints (runtime/kv_checkpoints.h): when the GPU switches to another
   // sequence, the outgoing one's K/V is kept here so it, or a sequence sharing its prefix, need
   // not be re-processed; positions another sequence shares with the resident one stay in VRAM.
@@ -72,6 +77,8 @@ struct GpuOptions {
   // a GPU: docs/CUDA.md).
   double kv_checkpoint_gib = 0;
 };
+
+inline constexpr int kMaxPrefillEarly = 1024;
 
 // The values GpuOptions::prefill_order takes (every parser of the flag checks with this).
 inline bool is_prefill_order(std::string_view order) {
@@ -97,6 +104,7 @@ struct BackendCounters {
   std::atomic<std::uint64_t> prefill_staged_bytes{0};
   std::atomic<std::uint64_t> prefill_resident{0};    // (layer, expert) groups from VRAM slots
   std::atomic<std::uint64_t> prefill_cpu_groups{0};  // (layer, expert) groups on the CPU
+  std::atomic<std::uint64_t> prefill_early{0};       // of the staged: from the first block's routing
   // Sequence switches: positions saved to / restored from K/V checkpoints, positions kept in
   // VRAM because the incoming sequence shares them with the outgoing one, positions re-processed.
   std::atomic<std::uint64_t> kv_saved{0};
@@ -110,7 +118,7 @@ struct BackendCounters {
     std::uint64_t prefill_tokens = 0, prefill_ns = 0, prefill_launch_ns = 0, prefill_route_ns = 0,
                   prefill_staging_ns = 0, prefill_cpu_ns = 0, prefill_cpu_wait_ns = 0,
                   prefill_staged = 0, prefill_staged_bytes = 0, prefill_resident = 0,
-                  prefill_cpu_groups = 0;
+                  prefill_cpu_groups = 0, prefill_early = 0;
   };
   Snapshot snapshot() const {
     constexpr auto r = std::memory_order_relaxed;
@@ -119,7 +127,7 @@ struct BackendCounters {
             prefill_ns.load(r),           prefill_launch_ns.load(r),    prefill_route_ns.load(r),
             prefill_staging_ns.load(r),   prefill_cpu_ns.load(r),       prefill_cpu_wait_ns.load(r),
             prefill_staged.load(r),       prefill_staged_bytes.load(r), prefill_resident.load(r),
-            prefill_cpu_groups.load(r)};
+            prefill_cpu_groups.load(r),   prefill_early.load(r)};
   }
 };
 

@@ -331,13 +331,14 @@ TEST(BenchProfiles, PrefillAndRamKnobsParseAndAreRangeChecked) {
     const LoadOptions o = apply_profile_flags(
         Json::parse(R"({"kernel": "reference", "prefill_order": "block", "prefill_block": 512,
                         "scratch": 6, "staging_threads": 3, "prefill_cpu_tokens": 0,
-                        "warmup_ram": 2.5, "lock_ram": 1, "release_resident": true})"),
+                        "prefill_early": 5, "warmup_ram": 2.5, "lock_ram": 1, "release_resident": true})"),
         LoadOptions{}, "p");
     EXPECT_EQ(o.gpu.prefill_order, "block");
     EXPECT_EQ(o.gpu.prefill_block, 512);
     EXPECT_EQ(o.gpu.scratch_slots, 6);
     EXPECT_EQ(o.gpu.staging_threads, 3);
     EXPECT_EQ(o.gpu.prefill_cpu_tokens, 0);
+    EXPECT_EQ(o.gpu.prefill_early, 5);
     EXPECT_DOUBLE_EQ(o.warmup_ram_seconds, 2.5);
     EXPECT_EQ(o.lock_ram_bytes, std::uint64_t{1} << 30);
     EXPECT_TRUE(o.release_resident);
@@ -347,6 +348,7 @@ TEST(BenchProfiles, PrefillAndRamKnobsParseAndAreRangeChecked) {
     EXPECT_NE(bad(R"({"prefill_order": "sideways"})").find("\"prefill_order\" must be"), std::string::npos);
     EXPECT_NE(bad(R"({"prefill_cpu_tokens": 17})").find("from 0 to 16"), std::string::npos);
     EXPECT_NE(bad(R"({"scratch": 0})").find("from 1 to 64"), std::string::npos);
+    EXPECT_NE(bad(R"({"prefill_early": -1})").find("from 0 to 1024"), std::string::npos);
     EXPECT_NE(bad(R"({"release_resident": 1})").find("true/false"), std::string::npos);
 }
 

@@ -310,6 +310,43 @@ TEST(CudaHybrid, PrefillOrdersBlocksStagingAndResidencyAreBitIdentical) {
     }
 }
 
+// Early staging (--prefill-early) changes when records are copied, not what is computed: the
+// same bits as without it for any number of early buffers (layer-major, blocks of 16, nothing
+// resident, CPU path off); the first block's routing does stage records early, never more than
+// were staged in all.
+TEST(CudaHybrid, EarlyStagingFromTheFirstBlockIsBitIdentical) {
+    SKIP_WITHOUT_GPU();
+    const auto ids = long_prompt();
+    std::vector<float> first;
+    for (int early : {0, 1, 3, 64}) {
+        SCOPED_TRACE(testing::Message() << "--prefill-early " << early);
+        LoadOptions o = prefill_options(0, "layer", 16, 0);
+        o.gpu.prefill_early = early;
+        o.gpu.scratch_slots = 2;
+        auto m = Model::load(test::tiny_model_dir(), o);
+        const auto got = all_logits(*m, ids);
+        const auto& bc = m->backend_counters();
+        if (early == 0) {
+            EXPECT_EQ(bc.prefill_early.load(), 0u);
+        } else {
+            EXPECT_GT(bc.prefill_early.load(), 0u);
+            // at most `early` per layer
+            EXPECT_LE(bc.prefill_early.load(), static_cast<std::uint64_t>(early) * static_cast<std::uint64_t>(m->config().num_layers));
+        }
+        EXPECT_LE(bc.prefill_early.load(), bc.prefill_staged.load());
+        if (first.empty()) first = got;
+        ASSERT_EQ(got.size(), first.size());
+        ASSERT_EQ(std::memcmp(got.data(), first.data(), got.size() * 4), 0);
+    }
+    // One block: nothing to overlap, nothing early.
+    LoadOptions one = prefill_options(0, "layer", 2048, 0);
+    one.gpu.prefill_early = 64;
+    auto m = Model::load(test::tiny_model_dir(), one);
+    (void)all_logits(*m, ids);
+    EXPECT_EQ(m->backend_counters().prefill_early.load(), 0u);
+    EXPECT_GT(m->backend_counters().prefill_staged.load(), 0u);
+}
+
 TEST(CudaHybrid, PrefillAgreesWithTheCpuBackendAndDecodeContinuesFromIt) {
     SKIP_WITHOUT_GPU();
     const auto ids = long_prompt();
