@@ -127,6 +127,11 @@ int main(int argc, char **argv)
                                           "are staged from the first block's routing while the "
                                           "other blocks run; 0 = off (default 32).",
                                           "N", "32");
+    const QCommandLineOption kvRing("kv-ring",
+                                    "Sliding-window layers keep only their last N positions of "
+                                    "K/V (at least window + prefill block - 1); 0 = whole context "
+                                    "(default 0).",
+                                    "N", "0");
     const QCommandLineOption kvCheckpoints("kv-checkpoints",
                                            "GiB of host memory keeping the GPU K/V of requests "
                                            "switched away from, so a request sharing their start "
@@ -156,7 +161,7 @@ int main(int argc, char **argv)
     p.addOptions({model, store, host, port, apiKey, apiKeyFile, cors, modelName, queue, maxBody,
                   maxTokens, readTimeout, threads, kernel, kernelPersistent, backend, vramBudget,
                   pool, refreshEvery, context, prefillOrder, prefillBlock, scratch, stagingThreads,
-                  prefillCpuTokens, prefillEarly, kvCheckpoints, warmupRam, lockRam, releaseResident, ranking, testOptions});
+                  prefillCpuTokens, prefillEarly, kvRing, kvCheckpoints, warmupRam, lockRam, releaseResident, ranking, testOptions});
     p.process(app);
 
     if (!p.positionalArguments().isEmpty())
@@ -238,6 +243,7 @@ int main(int argc, char **argv)
         options.gpu.staging_threads = static_cast<int>(number(stagingThreads, 1, 64));
         options.gpu.prefill_cpu_tokens = static_cast<int>(number(prefillCpuTokens, 0, 16));
         options.gpu.prefill_early = static_cast<int>(number(prefillEarly, 0, neural::kMaxPrefillEarly));
+        options.gpu.kv_ring = static_cast<int>(number(kvRing, 0, qint64(1) << 30));
         options.gpu.kv_checkpoint_gib = gib(kvCheckpoints);
         {
             bool ok = false;

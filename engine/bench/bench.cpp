@@ -423,6 +423,7 @@ Json load_json(const LoadOptions& o) {
             {"staging_threads", o.gpu.staging_threads},
             {"prefill_cpu_tokens", o.gpu.prefill_cpu_tokens},
             {"prefill_early", o.gpu.prefill_early},
+            {"kv_ring", o.gpu.kv_ring},
             {"kv_checkpoints_gib", o.gpu.kv_checkpoint_gib},
             {"warmup_ram", o.warmup_ram_seconds},
             {"lock_ram_gib", static_cast<double>(o.lock_ram_bytes) / 1073741824.0},
@@ -506,18 +507,19 @@ LoadOptions apply_profile_flags(const Json& flags, const LoadOptions& base,
              : key == "static_fraction" ? o.gpu.static_fraction
                                         : o.gpu.prefill_weight) = v;
         } else if (key == "pool_slots" || key == "refresh_every" || key == "refresh_m" ||
-                   key == "context") {
+                   key == "context" || key == "kv_ring") {
             need(value.is_number_integer() && value.get<std::int64_t>() >= 0, "an integer >= 0");
             const auto v = value.get<std::int64_t>();
             if (key == "pool_slots") o.gpu.pool_slots = static_cast<int>(v);
             else if (key == "refresh_every") o.gpu.refresh_every = static_cast<int>(v);
             else if (key == "refresh_m") o.gpu.refresh_m = static_cast<int>(v);
+            else if (key == "kv_ring") o.gpu.kv_ring = static_cast<int>(std::min<std::int64_t>(v, 1 << 30));
             else o.gpu.context = v;
         } else {
             fail("{}: unknown profile key \"{}\" (kernel, store, threads, kernel_persistent, kdll, "
                  "backend, vram_budget, pool, pool_slots, static_fraction, ranking, refresh_every, "
                  "refresh_m, prefill_weight, context, prefill_order, prefill_block, scratch, "
-                 "staging_threads, prefill_cpu_tokens, prefill_early, kv_checkpoints, warmup_ram, lock_ram, "
+                 "staging_threads, prefill_cpu_tokens, prefill_early, kv_ring, kv_checkpoints, warmup_ram, lock_ram, "
                  "release_resident)",
                  what, key);
         }

@@ -28,6 +28,9 @@ const char* const kGpuFlagsHelp =
   --prefill-early N        prompts of several blocks: up to N of a layer's experts are staged
                            from the first block's routing while the other blocks run; N
                            records of pinned memory; 0 = off (32)
+  --kv-ring N              sliding-window layers keep only their last N positions of K/V
+                           (at least window + prefill block - 1: 2175 for gpt-oss with
+                           blocks of 2048); 0 = every layer keeps the whole context (0)
   --kv-checkpoints GIB     host memory keeping the GPU K/V of sequences switched away from, so
                            they (or sequences sharing their start) are not re-processed
                            (0 = off, the default; experimental)
@@ -37,7 +40,7 @@ void add_gpu_flags(std::set<std::string>& flags) {
     flags.insert({"--backend", "--vram-budget", "--pool", "--pool-slots", "--static-fraction",
                   "--ranking", "--refresh-every", "--refresh-m", "--prefill-weight", "--context",
                   "--device", "--prefill-order", "--prefill-block", "--scratch", "--staging-threads",
-                  "--prefill-cpu-tokens", "--prefill-early", "--kv-checkpoints"});
+                  "--prefill-cpu-tokens", "--prefill-early", "--kv-ring", "--kv-checkpoints"});
 }
 
 void apply_gpu_flags(const Args& args, LoadOptions& o) {
@@ -65,13 +68,14 @@ void apply_gpu_flags(const Args& args, LoadOptions& o) {
     g.staging_threads = static_cast<int>(args.get_int("--staging-threads", g.staging_threads, 1, 64));
     g.prefill_cpu_tokens = static_cast<int>(args.get_int("--prefill-cpu-tokens", g.prefill_cpu_tokens, 0, 16));
     g.prefill_early = static_cast<int>(args.get_int("--prefill-early", g.prefill_early, 0, kMaxPrefillEarly));
+    g.kv_ring = static_cast<int>(args.get_int("--kv-ring", g.kv_ring, 0, 1 << 30));
     g.kv_checkpoint_gib = args.get_double("--kv-checkpoints", g.kv_checkpoint_gib, 0, 4096, "GiB");
     // An explicit --kernel-persistent (0 or 1) decides for the GPU backend too.
     if (args.has("--kernel-persistent")) g.prefer_persistent_team = false;
     if (o.backend == "cpu") {
         for (const char* f : {"--vram-budget", "--pool", "--pool-slots", "--ranking", "--context",
                               "--prefill-order", "--prefill-block", "--scratch", "--staging-threads",
-                              "--prefill-cpu-tokens", "--prefill-early", "--kv-checkpoints"}) {
+                              "--prefill-cpu-tokens", "--prefill-early", "--kv-ring", "--kv-checkpoints"}) {
             // --ranking also orders the RAM warm-up and --lock-ram (engine_options.cpp).
             if (std::string(f) == "--ranking" && (args.has("--warmup-ram") || args.has("--lock-ram"))) {
                 continue;

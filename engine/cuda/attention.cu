@@ -31,7 +31,7 @@ __device__ float block_sum(float v, float* red) {
 
 __global__ void attention_split_kernel(const float* __restrict__ q, const float* __restrict__ kc,
                                        const float* __restrict__ vc, int q_heads, int kv_heads,
-                                       int d, int window, const int* __restrict__ pos_ptr,
+                                       int d, int window, int ring, const int* __restrict__ pos_ptr,
                                        int splits, float* __restrict__ scratch) {
     __shared__ float qs[kAttentionMaxHeadDim];
     __shared__ float ps[kThreads];
@@ -53,7 +53,8 @@ __global__ void attention_split_kernel(const float* __restrict__ q, const float*
         const int cnt = min(kThreads, j1 - base);
         // Scores: one warp per key, lanes over the head dimension (coalesced K rows).
         for (int u = warp; u < cnt; u += kThreads / 32) {
-            const float* kj = kc + static_cast<std::size_t>(base + u) * kv_dim + hk * d;
+            const int key = ring > 0 ? (base + u) % ring : base + u;
+            const float* kj = kc + static_cast<std::size_t>(key) * kv_dim + hk * d;
             float part = 0.0f;
             for (int i = lane; i < d; i += 32) part += qs[i] * kj[i];
             part = warp_sum(part);
@@ -70,7 +71,8 @@ __global__ void attention_split_kernel(const float* __restrict__ q, const float*
         if (t < d) {
             float a = acc * alpha;
             for (int u = 0; u < cnt; ++u) {
-                a += ps[u] * vc[static_cast<std::size_t>(base + u) * kv_dim + hk * d + t];
+                const int key = ring > 0 ? (base + u) % ring : base + u;
+                a += ps[u] * vc[static_cast<std::size_t>(key) * kv_dim + hk * d + t];
             }
             acc = a;
         }
@@ -110,10 +112,10 @@ __global__ void attention_combine_kernel(const float* __restrict__ scratch,
 
 void attention_decode(const float* q, const float* k_cache, const float* v_cache,
                       const std::uint16_t* sinks, int q_heads, int kv_heads, int head_dim,
-                      int window, const int* pos, int splits, float* scratch, float* out,
+                      int window, int ring, const int* pos, int splits, float* scratch, float* out,
                       cudaStream_t stream) {
     attention_split_kernel<<<dim3(q_heads, splits), kThreads, 0, stream>>>(
-        q, k_cache, v_cache, q_heads, kv_heads, head_dim, window, pos, splits, scratch);
+        q, k_cache, v_cache, q_heads, kv_heads, head_dim, window, ring, pos, splits, scratch);
     attention_combine_kernel<<<q_heads, kThreads, 0, stream>>>(scratch, sinks, head_dim, splits, out);
 }
 

@@ -4,7 +4,8 @@
 // range is cut into `splits` chunks computed by separate blocks (online softmax within a chunk),
 // then one combine pass merges them in chunk order: deterministic for a given split count.
 // q fp32 [nq*d]; caches fp32 [context, nkv*d]; out fp32 [nq*d]; scratch fp32
-// [nq * splits * (d + 2)]. head_dim <= 128 and even. Host entry point only.
+// [nq * splits * (d + 2)]. head_dim <= 128 and even. ring > 0: the caches hold `ring` rows,
+// position p in row p % ring (a sliding layer's ring: ring >= window). Host entry point only.
 #pragma once
 
 #include <cstdint>
@@ -17,7 +18,7 @@ constexpr int kAttentionMaxHeadDim = 128;
 
 void attention_decode(const float* q, const float* k_cache, const float* v_cache,
                       const std::uint16_t* sinks, int q_heads, int kv_heads, int head_dim,
-                      int window /* 0: full */, const int* pos, int splits, float* scratch,
-                      float* out, cudaStream_t stream);
+                      int window /* 0: full */, int ring /* 0: none */, const int* pos, int splits,
+                      float* scratch, float* out, cudaStream_t stream);
 
 }  // namespace neural::cuda

@@ -36,14 +36,16 @@ struct Smem {
     float m[kTile], l[kTile];
 };
 
-// count rows from `first` (row j valid while first + j <= last), 64 fp32 each.
+// count rows from `first` (row j valid while first + j <= last), 64 fp32 each; ring > 0: row p
+// is stored at p % ring (a sliding layer's K/V ring).
 template <typename Store>
 __device__ __forceinline__ void load_rows(const float* base, int stride, int first, int last, int count,
-                                          Store store) {
+                                          Store store, int ring = 0) {
     for (int idx = threadIdx.x; idx < count * (kD / 4); idx += kThreads) {
         const int r = idx / (kD / 4), c4 = idx % (kD / 4);
         float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
-        if (first + r <= last) v = *reinterpret_cast<const float4*>(base + static_cast<std::size_t>(first + r) * stride + 4 * c4);
+        const int p = first + r;
+        if (p <= last) v = *reinterpret_cast<const float4*>(base + static_cast<std::size_t>(ring > 0 ? p % ring : p) * stride + 4 * c4);
         store(r * kLdh + 4 * c4, v);
     }
 }
@@ -62,7 +64,7 @@ __global__ void __launch_bounds__(kThreads)
     attention_prefill_kernel(const float* __restrict__ q, int q_stride, int rows, int pos0,
                              const float* __restrict__ kc, const float* __restrict__ vc,
                              const std::uint16_t* __restrict__ sinks, int q_heads, int kv_heads,
-                             int window, float* __restrict__ out) {
+                             int window, int ring, float* __restrict__ out) {
     using namespace nvcuda;
     extern __shared__ __align__(16) unsigned char raw[];
     Smem& s = *reinterpret_cast<Smem*>(raw);
@@ -92,8 +94,10 @@ __global__ void __launch_bounds__(kThreads)
     __syncthreads();
 
     for (int kb = kmin; kb <= kmax; kb += kTile) {
-        load_rows(kc + hk * kD, kv_dim, kb, kmax, kTile, [&](int at, float4 v) { split_bf16(s.kt.k, s.kt.k_lo, at, v); });
-        load_rows(vc + hk * kD, kv_dim, kb, kmax, kTile, [&](int at, float4 v) { split_bf16(s.v, s.v_lo, at, v); });
+        // With a ring, keys of the tile before the window (masked below) read whatever newer
+        // position shares their row: finite values, weighted 0.
+        load_rows(kc + hk * kD, kv_dim, kb, kmax, kTile, [&](int at, float4 v) { split_bf16(s.kt.k, s.kt.k_lo, at, v); }, ring);
+        load_rows(vc + hk * kD, kv_dim, kb, kmax, kTile, [&](int at, float4 v) { split_bf16(s.v, s.v_lo, at, v); }, ring);
         __syncthreads();
         // S = Q K^T for this warp's 16 rows.
         {
@@ -209,12 +213,12 @@ void allow_large_shared_memory() {
 
 void attention_prefill(const float* q, int q_stride, int rows, int pos0, const float* k_cache,
                        const float* v_cache, const std::uint16_t* sinks, int q_heads, int kv_heads,
-                       int window, float* out, cudaStream_t stream) {
+                       int window, int ring, float* out, cudaStream_t stream) {
     if (rows <= 0) return;
     allow_large_shared_memory();
     const dim3 grid(q_heads, (rows + kTile - 1) / kTile);
     attention_prefill_kernel<<<grid, kThreads, sizeof(Smem), stream>>>(
-        q, q_stride, rows, pos0, k_cache, v_cache, sinks, q_heads, kv_heads, window, out);
+        q, q_stride, rows, pos0, k_cache, v_cache, sinks, q_heads, kv_heads, window, ring, out);
 }
 
 }  // namespace neural::cuda

@@ -5,7 +5,8 @@
 // blocks included), S = Q K^T and O += P V from bf16 hi/lo halves of every operand (three WMMA
 // products each, ~16 bits), fp32 accumulation, online softmax in fp32; the sink joins the
 // denominator at the end. q: fp32 rows of qkv (row stride q_stride); out fp32 [rows, nq * 64]. head_dim must be 64 (gpt-oss); the backend checks. Deterministic.
-// Host entry point only.
+// ring > 0: the caches hold `ring` rows, position p in row p % ring; the block's keys and the
+// window before it must fit: ring >= rows + window - 1 (the backend checks). Host entry point only.
 #pragma once
 
 #include <cstdint>
@@ -18,6 +19,6 @@ constexpr int kPrefillHeadDim = 64;
 
 void attention_prefill(const float* q, int q_stride, int rows, int pos0, const float* k_cache,
                        const float* v_cache, const std::uint16_t* sinks, int q_heads, int kv_heads,
-                       int window /* 0: full */, float* out, cudaStream_t stream);
+                       int window /* 0: full */, int ring /* 0: none */, float* out, cudaStream_t stream);
 
 }  // namespace neural::cuda

@@ -57,6 +57,7 @@
 #include "neural/error.h"
 #include "runtime/backend.h"
 #include "runtime/kv_checkpoints.h"
+#include "runtime/fit.h"
 #include "runtime/ranking.h"
 #include "runtime/residency.h"
 #include "store/store.h"
@@ -230,6 +231,7 @@ struct LayerDevice {
     std::uint16_t *input_norm, *qkv_w, *qkv_b, *o_w, *o_b, *sinks, *post_norm, *router_w,
         *router_b, *gate_up_bias, *down_bias;
     float *k_cache, *v_cache;
+    int ring = 0;  // > 0: a sliding layer's K/V ring of this many positions (--kv-ring)
     int *sel, *slot;
     float* gate;
 };
@@ -379,9 +381,22 @@ class CudaBackend final : public Backend {
                                cudaMemcpyHostToDevice));
         concentration_ = rope.concentration();
 
-        for (auto& ld : layers_) {
-            ld.k_cache = dalloc<float>(static_cast<std::size_t>(ctx_) * KVs, "K/V cache");
-            ld.v_cache = dalloc<float>(static_cast<std::size_t>(ctx_) * KVs, "K/V cache");
+        // K/V: full layers keep the whole context; with --kv-ring, sliding layers keep a ring of
+        // their last positions (position p in row p % ring). Zeroed: a prefill tile may read a
+        // masked row of the ring before anything was written there.
+        kv_ring_ = kv_ring_positions(c, ctx_, opt_.kv_ring, opt_.prefill_order == "token" ? 0 : opt_.prefill_block);
+        if (kv_ring_ > 0 && opt_.kv_checkpoint_gib > 0) {
+            fail("--kv-checkpoints needs the whole K/V of every layer: use --kv-ring 0 with it");
+        }
+        window_ = c.sliding_window;
+        for (int l = 0; l < L_; ++l) {
+            LayerDevice& ld = layers_[static_cast<std::size_t>(l)];
+            ld.ring = c.layer_is_sliding[static_cast<std::size_t>(l)] ? kv_ring_ : 0;
+            const std::size_t rows = static_cast<std::size_t>(ld.ring > 0 ? ld.ring : ctx_);
+            ld.k_cache = dalloc<float>(rows * KVs, "K/V cache");
+            ld.v_cache = dalloc<float>(rows * KVs, "K/V cache");
+            NEURAL_CUDA(cudaMemset(ld.k_cache, 0, rows * KVs * 4));
+            NEURAL_CUDA(cudaMemset(ld.v_cache, 0, rows * KVs * 4));
         }
         kv_bytes_ = used_ - core_bytes_;
         if (opt_.kv_checkpoint_gib > 0) {
@@ -498,11 +513,12 @@ class CudaBackend final : public Backend {
         }
         capture_graphs();
         description_ = fmt::format(
-            "cuda ({}, VRAM budget {:.2f} GiB: core {:.2f} GiB, K/V {:.2f} GiB for {} positions, "
+            "cuda ({}, VRAM budget {:.2f} GiB: core {:.2f} GiB, K/V {:.2f} GiB for {} positions{}, "
             "{} expert slots = {:.2f} GiB ({} static, {} resident, residency {}); misses: {} kernel, "
             "{} team, {} threads{}; prefill {}; K/V checkpoints {})",
             dev.name, static_cast<double>(budget_) / kGiB, static_cast<double>(core_bytes_) / kGiB,
-            static_cast<double>(kv_bytes_) / kGiB, ctx_, residency_->slots(),
+            static_cast<double>(kv_bytes_) / kGiB, ctx_,
+            kv_ring_ > 0 ? fmt::format(" (sliding layers: a ring of {})", kv_ring_) : std::string(), residency_->slots(),
             static_cast<double>(residency_->slots()) * static_cast<double>(stride_) / kGiB,
             residency_->static_slots(), residency_->resident_count(),
             residency_->frozen() ? "frozen" : fmt::format("adaptive every {} tokens", opt_.refresh_every),
@@ -598,9 +614,9 @@ class CudaBackend final : public Backend {
             cuda::rms_norm(x_, ld.input_norm, c.rms_norm_eps, H_, h_, nullptr, stream_);
             cuda::gemv_bf16(ld.qkv_w, ld.qkv_b, h_, qkv_, Q_ + 2 * KV_, H_, false, stream_);
             cuda::rope_kv(qkv_, nq_, nkv_, d_, inv_freq_, concentration_, pos_, ld.k_cache,
-                          ld.v_cache, stream_);
+                          ld.v_cache, ld.ring, stream_);
             const int window = c.layer_is_sliding[static_cast<std::size_t>(l)] ? c.sliding_window : 0;
-            cuda::attention_decode(qkv_, ld.k_cache, ld.v_cache, ld.sinks, nq_, nkv_, d_, window,
+            cuda::attention_decode(qkv_, ld.k_cache, ld.v_cache, ld.sinks, nq_, nkv_, d_, window, ld.ring,
                                    pos_, splits_, scratch_, attn_, stream_);
             cuda::gemv_bf16(ld.o_w, ld.o_b, attn_, x_, H_, Q_, true, stream_);
             cuda::rms_norm(x_, ld.post_norm, c.rms_norm_eps, H_, h_, h_host, stream_);
@@ -904,10 +920,10 @@ class CudaBackend final : public Backend {
         cuda::rms_norm_rows(x, ld.input_norm, c.rms_norm_eps, H_, rows, pf_hin_, stream_);
         cuda::gemm_bf16_rows(pf_hin_, rows, H_, ld.qkv_w, ld.qkv_b, qkv_cols, pf_qkv_, qkv_cols, false, stream_);
         cuda::rope_kv_rows(pf_qkv_, rows, nq_, nkv_, d_, inv_freq_, concentration_, pos0, ld.k_cache,
-                           ld.v_cache, stream_);
+                           ld.v_cache, ld.ring, stream_);
         const int window = c.layer_is_sliding[static_cast<std::size_t>(l)] ? c.sliding_window : 0;
         cuda::attention_prefill(pf_qkv_, qkv_cols, rows, pos0, ld.k_cache, ld.v_cache, ld.sinks, nq_, nkv_,
-                                window, pf_attn_, stream_);
+                                window, ld.ring, pf_attn_, stream_);
         cuda::gemm_bf16_rows(pf_attn_, rows, Q_, ld.o_w, ld.o_b, H_, x, H_, true, stream_);
         float* h = pf_h_ + static_cast<std::size_t>(b0) * Hs;
         cuda::rms_norm_rows(x, ld.post_norm, c.rms_norm_eps, H_, rows, h, stream_);
@@ -1131,6 +1147,9 @@ class CudaBackend final : public Backend {
         std::int64_t valid;
         if (checkpoints_ == nullptr) {
             valid = cache.id() == resident_id_ ? std::min(resident_len_, pos0) : 0;
+            // With --kv-ring, positions written after `valid` (an edit, a regenerate) may have
+            // overwritten the window before it in the sliding layers' rings: then start over.
+            if (kv_ring_ > 0 && valid > 0 && kv_high_ - valid + window_ - 1 > kv_ring_) valid = 0;
         } else if (cache.id() == resident_id_) {
             const std::int64_t held = std::min<std::int64_t>(resident_len_, static_cast<std::int64_t>(resident_tokens_.size()));
             valid = std::min(common_prefix(std::span<const std::int32_t>(resident_tokens_.data(), static_cast<std::size_t>(held)),
@@ -1144,6 +1163,8 @@ class CudaBackend final : public Backend {
         }
         resident_id_ = cache.id();
         resident_len_ = valid;
+        // Highest position written since the K/V last started over (the ring rule above).
+        kv_high_ = valid == 0 ? pos0 + T : std::max(kv_high_, pos0 + T);
         resident_tokens_.assign(full.begin(), full.begin() + valid);
         const std::int64_t first_out = opt.all_logits ? 0 : T - 1;  // among the new tokens
         std::vector<float> logits(static_cast<std::size_t>((T - first_out) * V_));
@@ -1345,6 +1366,8 @@ class CudaBackend final : public Backend {
     std::string description_;
     int H_ = 0, I_ = 0, E_ = 0, K_ = 0, L_ = 0, nq_ = 0, nkv_ = 0, d_ = 0, Q_ = 0, KV_ = 0, V_ = 0;
     std::int64_t ctx_ = 0;
+    int kv_ring_ = 0, window_ = 0;    // --kv-ring positions of the sliding layers (0: whole context)
+    std::int64_t kv_high_ = 0;     // see forward(): positions [0, kv_high_) were written
     int splits_ = 1;
     std::uint64_t budget_ = 0, used_ = 0, core_bytes_ = 0, kv_bytes_ = 0;
     std::vector<void*> allocations_;

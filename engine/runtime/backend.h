@@ -70,6 +70,11 @@ struct GpuOptions {
   // while the GPU runs the other blocks' dense parts (0: off). Costs this many records of
   // pinned host memory (13.2 MB each at the gpt-oss shapes). At most kMaxPrefillEarly.
   int prefill_early = 32;
+  // K/V ring (--kv-ring N): sliding-window layers keep only their last N positions of K/V (full
+  // layers keep the whole context); 0 (default): every layer keeps the whole context. N must be
+  // at least window + prefill block - 1 (window for --prefill-order token); not with K/V
+  // checkpoints. kv_ring_positions() in runtime/fit.h checks it and sizes it.
+  int kv_ring = 0;
   // Host memory for K/V checkpoints (runtime/kv_checkpoints.h): when the GPU switches to another
   // sequence, the outgoing one's K/V is kept here so it, or a sequence sharing its prefix, need
   // not be re-processed; positions another sequence shares with the resident one stay in VRAM.

@@ -9,6 +9,7 @@
 #include "cpu/kernels/expert_record.h"
 #include "platform/cpu_features.h"
 #include "platform/system_info.h"
+#include "neural/error.h"
 #include "runtime/backend.h"
 
 namespace neural {
@@ -43,8 +44,23 @@ std::int64_t GpuMemoryLayout::slots_for(std::uint64_t budget) const {
     return static_cast<std::int64_t>((budget - fixed_bytes()) / slot_bytes);
 }
 
+int kv_ring_positions(const ModelConfig& c, std::int64_t context, int ring, int prefill_block) {
+    if (ring < 0) fail("--kv-ring must be 0 (off) or a number of positions, got {}", ring);
+    const bool sliding = c.sliding_window > 0 &&
+                         std::any_of(c.layer_is_sliding.begin(), c.layer_is_sliding.end(), [](bool b) { return b; });
+    if (ring == 0 || !sliding) return 0;
+    const std::int64_t block = prefill_block > 0 ? std::min<std::int64_t>(prefill_block, std::max<std::int64_t>(context, 1)) : 1;
+    const std::int64_t need = c.sliding_window + block - 1;
+    if (ring < need) {
+        fail("--kv-ring {} is too small: a sliding layer's ring must hold its window ({}) and a prefill "
+             "block ({}) beside it: at least {} positions (or --kv-ring 0)",
+             ring, c.sliding_window, block, need);
+    }
+    return ring >= context ? 0 : ring;
+}
+
 GpuMemoryLayout gpu_memory_layout(const ModelConfig& c, std::int64_t context, int prefill_block,
-                                  int scratch_slots) {
+                                  int scratch_slots, int kv_ring) {
     const std::uint64_t H = static_cast<std::uint64_t>(c.hidden_size),
                         I = static_cast<std::uint64_t>(c.intermediate_size),
                         E = static_cast<std::uint64_t>(c.num_experts),
@@ -59,7 +75,12 @@ GpuMemoryLayout gpu_memory_layout(const ModelConfig& c, std::int64_t context, in
         aligned(2 * E * H) + 3 * aligned(4 * K);
     m.core_bytes = L * per_layer + aligned(2 * H) + aligned(2 * V * H);
     const auto ctx = static_cast<std::uint64_t>(std::max<std::int64_t>(context, 1));
-    m.kv_bytes = aligned(4 * (d / 2)) + 2 * L * aligned(4 * ctx * KV);
+    const auto ring = static_cast<std::uint64_t>(kv_ring_positions(c, context, kv_ring, prefill_block));
+    m.kv_bytes = aligned(4 * (d / 2));
+    for (std::uint64_t l = 0; l < L; ++l) {
+        const bool sliding = l < c.layer_is_sliding.size() && c.layer_is_sliding[l];
+        m.kv_bytes += 2 * aligned(4 * (sliding && ring > 0 ? ring : ctx) * KV);
+    }
     const std::uint64_t splits = std::clamp<std::uint64_t>(ctx / 512, 1, 16);
     m.activation_bytes = aligned(4 * H) * 3 + aligned(4 * (Q + 2 * KV)) + aligned(4 * Q) +
                          aligned(4 * nq * splits * (d + 2)) + aligned(4 * E) + aligned(4 * K * I) +

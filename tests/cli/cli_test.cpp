@@ -572,6 +572,7 @@ TEST_F(Cli, LogitsArgumentErrors) {
          {std::tuple{"--prefill-order", "sideways", "--prefill-order must be layer, block or token"},
           std::tuple{"--prefill-cpu-tokens", "17", "--prefill-cpu-tokens"},
           std::tuple{"--prefill-early", "1025", "--prefill-early"},
+          std::tuple{"--kv-ring", "-1", "--kv-ring"},
           std::tuple{"--kv-checkpoints", "-1", "--kv-checkpoints: expected GiB in [0, 4096], got \"-1\""},
           std::tuple{"--static-fraction", "1.5", "--static-fraction: expected a fraction in [0, 1]"},
           std::tuple{"--scratch", "2", "--scratch needs --backend cuda"}}) {

@@ -125,10 +125,10 @@ int main(int argc, char** argv) {
     const double qkv_bytes = 2.0 * (Q + 2 * KV) * H, o_bytes = 2.0 * H * Q;
     row("rms_norm (+ host mirror)", time_us([&] { rms_norm(x, norm, 1e-5f, H, h, host_f, s); }), 0);
     row("gemv QKV [5120 x 2880]", time_us([&] { gemv_bf16(qkv_w, bias, h, qkv, Q + 2 * KV, H, false, s); }), qkv_bytes);
-    row("rope + K/V store", time_us([&] { rope_kv(qkv, nq, nkv, d, inv, 1.0f, dpos, kc, vc, s); }), 0);
-    row("attention full (split 16)", time_us([&] { attention_decode(qkv, kc, vc, norm, nq, nkv, d, 0, dpos, splits, scratch, attn, s); }),
+    row("rope + K/V store", time_us([&] { rope_kv(qkv, nq, nkv, d, inv, 1.0f, dpos, kc, vc, 0, s); }), 0);
+    row("attention full (split 16)", time_us([&] { attention_decode(qkv, kc, vc, norm, nq, nkv, d, 0, 0, dpos, splits, scratch, attn, s); }),
         2.0 * 4.0 * KV * (pos + 1));
-    row("attention sliding 128", time_us([&] { attention_decode(qkv, kc, vc, norm, nq, nkv, d, 128, dpos, splits, scratch, attn, s); }), 0);
+    row("attention sliding 128", time_us([&] { attention_decode(qkv, kc, vc, norm, nq, nkv, d, 128, 0, dpos, splits, scratch, attn, s); }), 0);
     row("gemv output [2880 x 4096] (+= x)", time_us([&] { gemv_bf16(o_w, bias, attn, x, H, Q, true, s); }), o_bytes);
     row("gemv router", time_us([&] { gemv_bf16(router_w, bias, h, logits, E, H, false, s); }), 2.0 * E * H);
     row("router top-k + slots", time_us([&] { router_topk(logits, E, K, table, {sel, gate, slot}, {host_route, reinterpret_cast<float*>(host_route + 4), host_route + 8}, s); }), 0);
@@ -149,8 +149,8 @@ int main(int argc, char** argv) {
     add_moe(x, moe, host_f, H, s);
     rms_norm(x, norm, 1e-5f, H, h, nullptr, s);
     gemv_bf16(qkv_w, bias, h, qkv, Q + 2 * KV, H, false, s);
-    rope_kv(qkv, nq, nkv, d, inv, 1.0f, dpos, kc, vc, s);
-    attention_decode(qkv, kc, vc, norm, nq, nkv, d, 0, dpos, splits, scratch, attn, s);
+    rope_kv(qkv, nq, nkv, d, inv, 1.0f, dpos, kc, vc, 0, s);
+    attention_decode(qkv, kc, vc, norm, nq, nkv, d, 0, 0, dpos, splits, scratch, attn, s);
     gemv_bf16(o_w, bias, attn, x, H, Q, true, s);
     rms_norm(x, norm, 1e-5f, H, h, host_f, s);
     gemv_bf16(router_w, bias, h, logits, E, H, false, s);

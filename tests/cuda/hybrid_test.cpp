@@ -347,6 +347,46 @@ TEST(CudaHybrid, EarlyStagingFromTheFirstBlockIsBitIdentical) {
     EXPECT_GT(m->backend_counters().prefill_staged.load(), 0u);
 }
 
+// --kv-ring: the tiny model's sliding layers (window 16) keep a ring of 31 positions (blocks of
+// 16); a 60-token prompt, decode after it, a short edit (kept in place) and a long one (the ring
+// lost the window: re-processed) give the same bits as with the whole context.
+TEST(CudaHybrid, KvRingGivesTheSameBitsAsTheWholeContext) {
+    SKIP_WITHOUT_GPU();
+    auto ids = long_prompt();
+    while (ids.size() < 60) ids.push_back(static_cast<TokenId>(2000 + ids.size()));
+    LoadOptions o = prefill_options(16, "layer", 16, 0);  // CPU path off: it depends on the blocks
+    auto full = Model::load(test::tiny_model_dir(), o);
+    o.gpu.kv_ring = 31;
+    auto ring = Model::load(test::tiny_model_dir(), o);
+    EXPECT_NE(ring->describe_backend().find("a ring of 31"), std::string::npos) << ring->describe_backend();
+    const auto same = [&](const std::vector<float>& a, const std::vector<float>& b, const char* what) {
+        ASSERT_EQ(a.size(), b.size()) << what;
+        ASSERT_EQ(std::memcmp(a.data(), b.data(), a.size() * 4), 0) << what;
+    };
+    same(all_logits(*full, ids), all_logits(*ring, ids), "prompt");
+    KvCache cf = full->new_cache(), cr = ring->new_cache();
+    same(full->forward(ids, cf), ring->forward(ids, cr), "prompt, last row");
+    for (int t = 0; t < 8; ++t) {  // decode, token by token
+        const std::vector<TokenId> next = {static_cast<TokenId>(300 + t)};
+        same(full->forward(next, cf), ring->forward(next, cr), "decode");
+    }
+    for (const std::int64_t keep : {60, 20}) {  // 68 -> 60: kept in place; 68 -> 20: re-processed
+        SCOPED_TRACE(testing::Message() << "truncated to " << keep);
+        cf.truncate(keep);
+        cr.truncate(keep);
+        const std::vector<TokenId> edit = {7, 8, 9};
+        same(full->forward(edit, cf), ring->forward(edit, cr), "after the edit");
+        const std::vector<TokenId> one = {10};
+        same(full->forward(one, cf), ring->forward(one, cr), "decode after the edit");
+    }
+    // Too small a ring is a clear error at load; checkpoints need the whole K/V.
+    o.gpu.kv_ring = 20;
+    EXPECT_NE(test::error_of([&] { Model::load(test::tiny_model_dir(), o); }).find("at least 31"), std::string::npos);
+    o.gpu.kv_ring = 31;
+    o.gpu.kv_checkpoint_gib = 1;
+    EXPECT_NE(test::error_of([&] { Model::load(test::tiny_model_dir(), o); }).find("--kv-checkpoints"), std::string::npos);
+}
+
 TEST(CudaHybrid, PrefillAgreesWithTheCpuBackendAndDecodeContinuesFromIt) {
     SKIP_WITHOUT_GPU();
     const auto ids = long_prompt();

@@ -134,7 +134,7 @@ TEST(CudaKernels, RopeAndKvStoreMatchTheCpuRope) {
             vc(static_cast<std::size_t>(ctx) * kv);
         Dev<int> dpos(std::vector<int>{pos});
         cuda::rope_kv(dqkv.get(), nq, nkv, d, inv.get(), rope.concentration(), dpos.get(), kc.get(),
-                      vc.get(), nullptr);
+                      vc.get(), 0, nullptr);
         expect_close(dqkv.host(), want, 2e-5f);
         const auto k = kc.host(), v = vc.host();
         for (int i = 0; i < kv; ++i) {
@@ -169,11 +169,89 @@ TEST(CudaKernels, SplitKAttentionWithSinksMatchesTheCpuReference) {
                 Dev<float> dq(q), out(want.size()),
                     scratch(static_cast<std::size_t>(nq) * splits * (d + 2));
                 Dev<int> dpos(std::vector<int>{pos});
-                cuda::attention_decode(dq.get(), dk.get(), dv.get(), ds.get(), nq, nkv, d, window,
+                cuda::attention_decode(dq.get(), dk.get(), dv.get(), ds.get(), nq, nkv, d, window, 0,
                                        dpos.get(), splits, scratch.get(), out.get(), nullptr);
                 expect_close(out.host(), want, 1e-4f);
             }
         }
+    }
+}
+
+// A sliding layer's K/V ring (--kv-ring): position p lives in row p % ring. The writes land
+// there, and decode and prefill attention over a ring give the same bits as over the whole cache
+// (the ring holds the window; the prefill block and its window fit in it).
+std::vector<float> ring_of(const std::vector<float>& full, int kv, int ring, int upto) {
+    std::vector<float> r(static_cast<std::size_t>(ring) * kv, 0.0f);
+    for (int p = 0; p < upto; ++p) {
+        std::copy_n(full.begin() + static_cast<std::ptrdiff_t>(p) * kv, kv, r.begin() + static_cast<std::ptrdiff_t>(p % ring) * kv);
+    }
+    return r;
+}
+
+TEST(CudaKernels, KvRingWritesAndAttentionAreTheSameBitsAsTheWholeCache) {
+    SKIP_WITHOUT_GPU();
+    const int nq = 8, nkv = 2, d = 64, kv = nkv * d, window = 16, cols = (nq + 2 * nkv) * d;
+    const ModelConfig c = ModelConfig::load(test::tiny_model_dir() / "config.json");
+    const cpu::Rope rope(c);
+    Dev<float> inv(rope.inv_freq());
+    // RoPE + K/V: the same row values at p % ring.
+    {
+        const int rows = 40, pos0 = 90, ring = 50, ctx = pos0 + rows;
+        const auto qkv = test::random_vector(static_cast<std::size_t>(rows) * cols, 71);
+        Dev<float> a(qkv), b(qkv), kf(static_cast<std::size_t>(ctx) * kv), vf(static_cast<std::size_t>(ctx) * kv),
+            kr(static_cast<std::size_t>(ring) * kv), vr(static_cast<std::size_t>(ring) * kv);
+        cuda::rope_kv_rows(a.get(), rows, nq, nkv, d, inv.get(), rope.concentration(), pos0, kf.get(), vf.get(), 0, nullptr);
+        cuda::rope_kv_rows(b.get(), rows, nq, nkv, d, inv.get(), rope.concentration(), pos0, kr.get(), vr.get(), ring, nullptr);
+        const auto k1 = kf.host(), k2 = kr.host(), v1 = vf.host(), v2 = vr.host();
+        for (int p = pos0; p < ctx; ++p) {
+            ASSERT_EQ(std::memcmp(&k1[static_cast<std::size_t>(p) * kv], &k2[static_cast<std::size_t>(p % ring) * kv], kv * 4), 0) << p;
+            ASSERT_EQ(std::memcmp(&v1[static_cast<std::size_t>(p) * kv], &v2[static_cast<std::size_t>(p % ring) * kv], kv * 4), 0) << p;
+        }
+        Dev<int> dpos(std::vector<int>{pos0 + 7});
+        Dev<float> one(std::vector<float>(qkv.begin(), qkv.begin() + cols)), kr1(static_cast<std::size_t>(ring) * kv),
+            vr1(static_cast<std::size_t>(ring) * kv);
+        cuda::rope_kv(one.get(), nq, nkv, d, inv.get(), rope.concentration(), dpos.get(), kr1.get(), vr1.get(), ring, nullptr);
+        const auto k3 = kr1.host();
+        bool any = false;
+        for (int i = 0; i < kv; ++i) any = any || k3[static_cast<std::size_t>((pos0 + 7) % ring) * kv + i] != 0.0f;
+        EXPECT_TRUE(any) << "the decode write goes to row pos % ring";
+    }
+    const int ctx = 300;
+    const auto k = test::random_vector(static_cast<std::size_t>(ctx) * kv, 72);
+    const auto v = test::random_vector(static_cast<std::size_t>(ctx) * kv, 73);
+    const auto sinks = random_bf16(nq, 74);
+    Dev<float> dk(k), dv(v);
+    Dev<std::uint16_t> ds(sinks);
+    // Decode: a ring of `window` rows holding the last positions up to pos.
+    for (int pos : {3, 15, 16, 200, 299}) {
+        SCOPED_TRACE(testing::Message() << "decode pos " << pos);
+        const int ring = window;
+        Dev<float> rk(ring_of(k, kv, ring, pos + 1)), rv(ring_of(v, kv, ring, pos + 1));
+        const auto q = test::random_vector(static_cast<std::size_t>(nq) * d, 75 + pos);
+        Dev<float> dq(q), o1(static_cast<std::size_t>(nq) * d), o2(static_cast<std::size_t>(nq) * d),
+            scratch(static_cast<std::size_t>(nq) * 3 * (d + 2));
+        Dev<int> dpos(std::vector<int>{pos});
+        cuda::attention_decode(dq.get(), dk.get(), dv.get(), ds.get(), nq, nkv, d, window, 0, dpos.get(), 3,
+                               scratch.get(), o1.get(), nullptr);
+        cuda::attention_decode(dq.get(), rk.get(), rv.get(), ds.get(), nq, nkv, d, window, ring, dpos.get(), 3,
+                               scratch.get(), o2.get(), nullptr);
+        const auto a = o1.host(), b = o2.host();
+        ASSERT_EQ(std::memcmp(a.data(), b.data(), a.size() * 4), 0);
+    }
+    // Prefill: a block of `rows` queries at pos0; the ring holds positions up to pos0 + rows - 1
+    // in rows p % ring, ring = rows + window - 1 (the smallest the backend allows).
+    for (int pos0 : {0, 10, 100, 201}) {
+        const int rows = 70, ring = rows + window - 1;
+        if (pos0 + rows > ctx) continue;
+        SCOPED_TRACE(testing::Message() << "prefill pos0 " << pos0);
+        const auto q = test::random_vector(static_cast<std::size_t>(rows) * cols, 76 + pos0);
+        Dev<float> dq(q), o1(static_cast<std::size_t>(rows) * nq * d), o2(static_cast<std::size_t>(rows) * nq * d);
+        Dev<float> rk(ring_of(k, kv, ring, pos0 + rows)), rv(ring_of(v, kv, ring, pos0 + rows));
+        cuda::attention_prefill(dq.get(), cols, rows, pos0, dk.get(), dv.get(), ds.get(), nq, nkv, window, 0, o1.get(), nullptr);
+        cuda::attention_prefill(dq.get(), cols, rows, pos0, rk.get(), rv.get(), ds.get(), nq, nkv, window, ring, o2.get(),
+                                nullptr);
+        const auto a = o1.host(), b = o2.host();
+        ASSERT_EQ(std::memcmp(a.data(), b.data(), a.size() * 4), 0);
     }
 }
 
@@ -342,13 +420,13 @@ TEST(CudaPrefillKernels, RowKernelsMatchTheirDecodeKernelsBitForBit) {
     const int cols = (nq + 2 * nkv) * d, kv = nkv * d, pos0 = 37, ctx = 64;
     const auto qkv = test::random_vector(static_cast<std::size_t>(rows) * cols, 43);
     Dev<float> dq(qkv), kc(static_cast<std::size_t>(ctx) * kv), vc(static_cast<std::size_t>(ctx) * kv);
-    cuda::rope_kv_rows(dq.get(), rows, nq, nkv, d, inv.get(), rope.concentration(), pos0, kc.get(), vc.get(), nullptr);
+    cuda::rope_kv_rows(dq.get(), rows, nq, nkv, d, inv.get(), rope.concentration(), pos0, kc.get(), vc.get(), 0, nullptr);
     const auto q_rows = dq.host(), k_rows = kc.host(), v_rows = vc.host();
     Dev<float> kc1(static_cast<std::size_t>(ctx) * kv), vc1(static_cast<std::size_t>(ctx) * kv);
     for (int r = 0; r < rows; ++r) {
         Dev<float> one(std::vector<float>(qkv.begin() + r * cols, qkv.begin() + (r + 1) * cols));
         Dev<int> pos(std::vector<int>{pos0 + r});
-        cuda::rope_kv(one.get(), nq, nkv, d, inv.get(), rope.concentration(), pos.get(), kc1.get(), vc1.get(), nullptr);
+        cuda::rope_kv(one.get(), nq, nkv, d, inv.get(), rope.concentration(), pos.get(), kc1.get(), vc1.get(), 0, nullptr);
         const auto o = one.host();
         ASSERT_EQ(std::memcmp(o.data(), q_rows.data() + r * cols, static_cast<std::size_t>(cols) * 4), 0) << r;
     }
@@ -399,7 +477,7 @@ TEST(CudaPrefillKernels, PrefillAttentionMatchesTheCpuReferenceAndDoesNotDependO
     for (int window : {0, 16, 128}) {
         SCOPED_TRACE(testing::Message() << "window " << window);
         Dev<float> out(static_cast<std::size_t>(rows) * nq * d);
-        cuda::attention_prefill(dq.get(), cols, rows, pos0, dk.get(), dv.get(), ds.get(), nq, nkv, window,
+        cuda::attention_prefill(dq.get(), cols, rows, pos0, dk.get(), dv.get(), ds.get(), nq, nkv, window, 0,
                                 out.get(), nullptr);
         const auto got = out.host();
         std::vector<float> want(got.size());
@@ -419,10 +497,10 @@ TEST(CudaPrefillKernels, PrefillAttentionMatchesTheCpuReferenceAndDoesNotDependO
         expect_close(got, want, 2e-4f);
         // The same rows computed as two blocks (37 + 53 rows): the same bits.
         Dev<float> split(static_cast<std::size_t>(rows) * nq * d);
-        cuda::attention_prefill(dq.get(), cols, 37, pos0, dk.get(), dv.get(), ds.get(), nq, nkv, window,
+        cuda::attention_prefill(dq.get(), cols, 37, pos0, dk.get(), dv.get(), ds.get(), nq, nkv, window, 0,
                                 split.get(), nullptr);
         cuda::attention_prefill(dq.get() + 37 * cols, cols, rows - 37, pos0 + 37, dk.get(), dv.get(), ds.get(), nq,
-                                nkv, window, split.get() + 37 * nq * d, nullptr);
+                                nkv, window, 0, split.get() + 37 * nq * d, nullptr);
         const auto a = out.host(), b = split.host();
         ASSERT_EQ(std::memcmp(a.data(), b.data(), a.size() * 4), 0);
     }
@@ -455,7 +533,7 @@ TEST(CudaPrefillKernels, PrefillAttentionRunsOnEveryDeviceAndListingKeepsTheCurr
         ASSERT_EQ(cudaSetDevice(dev), cudaSuccess);
         Dev<float> dk(k), dv(v), dq(q), out(static_cast<std::size_t>(rows) * nq * d);
         Dev<std::uint16_t> ds(sinks);
-        cuda::attention_prefill(dq.get(), cols, rows, pos0, dk.get(), dv.get(), ds.get(), nq, nkv, 0, out.get(),
+        cuda::attention_prefill(dq.get(), cols, rows, pos0, dk.get(), dv.get(), ds.get(), nq, nkv, 0, 0, out.get(),
                                 nullptr);
         ASSERT_EQ(cudaGetLastError(), cudaSuccess);
         results.push_back(out.host());

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "runtime/fit.h"
+#include "support/fixtures.h"
 #include "synth/synth.h"
 
 namespace neural {
@@ -53,6 +54,23 @@ TEST(Fit, GpuMemoryModelMatchesWhatTheBackendAllocated) {
     const GpuMemoryLayout p120 = gpu_memory_layout(shape("gpt-oss-120b"), 8192);
     EXPECT_NEAR(p120.prefill_bytes / kGiB, 0.4285, 0.001);
     EXPECT_EQ(p120.slots_for(static_cast<std::uint64_t>(12 * kGiB)), 603);
+}
+
+// --kv-ring: the sliding layers (half of gpt-oss's) keep a ring instead of the whole context.
+TEST(Fit, KvRingShrinksTheSlidingLayersKvAndIsChecked) {
+    const ModelConfig c = shape("gpt-oss-120b");
+    const GpuMemoryLayout full = gpu_memory_layout(c, 16384);
+    const GpuMemoryLayout ring = gpu_memory_layout(c, 16384, 2048, 4, 2176);
+    // 18 sliding layers x K and V x (16384 - 2176) positions x 512 floats.
+    EXPECT_EQ(full.kv_bytes - ring.kv_bytes, std::uint64_t{18} * 2 * (16384 - 2176) * 512 * 4);
+    EXPECT_GT(ring.slots_for(static_cast<std::uint64_t>(12 * kGiB)), full.slots_for(static_cast<std::uint64_t>(12 * kGiB)));
+    EXPECT_EQ(kv_ring_positions(c, 16384, 2176, 2048), 2176);
+    EXPECT_EQ(kv_ring_positions(c, 16384, 0, 2048), 0);
+    EXPECT_EQ(kv_ring_positions(c, 2000, 2176, 2048), 0);  // not smaller than the context: no ring
+    EXPECT_EQ(kv_ring_positions(c, 16384, 128, 0), 128);    // token by token: the window suffices
+    const std::string err = test::error_of([&] { kv_ring_positions(c, 16384, 2000, 2048); });
+    EXPECT_NE(err.find("at least 2175"), std::string::npos) << err;
+    EXPECT_NE(test::error_of([&] { kv_ring_positions(c, 16384, -1, 2048); }).find("--kv-ring"), std::string::npos);
 }
 
 TEST(Fit, TwelveGigabyteCardAndSixtyFourGigabytesRunThe120bHybrid) {
