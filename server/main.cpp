@@ -129,9 +129,9 @@ int main(int argc, char **argv)
                                           "N", "32");
     const QCommandLineOption kvRing("kv-ring",
                                     "Sliding-window layers keep only their last N positions of "
-                                    "K/V (at least window + prefill block - 1); 0 = whole context "
-                                    "(default 0).",
-                                    "N", "0");
+                                    "K/V; auto (default) = window + prefill block - 1; 0 = whole "
+                                    "context.",
+                                    "N", "auto");
     const QCommandLineOption kvCheckpoints("kv-checkpoints",
                                            "GiB of host memory keeping the GPU K/V of requests "
                                            "switched away from, so a request sharing their start "
@@ -243,7 +243,8 @@ int main(int argc, char **argv)
         options.gpu.staging_threads = static_cast<int>(number(stagingThreads, 1, 64));
         options.gpu.prefill_cpu_tokens = static_cast<int>(number(prefillCpuTokens, 0, 16));
         options.gpu.prefill_early = static_cast<int>(number(prefillEarly, 0, neural::kMaxPrefillEarly));
-        options.gpu.kv_ring = static_cast<int>(number(kvRing, 0, qint64(1) << 30));
+        if (p.value(kvRing) != QLatin1String("auto"))
+            options.gpu.kv_ring = static_cast<int>(number(kvRing, 0, qint64(1) << 30));
         options.gpu.kv_checkpoint_gib = gib(kvCheckpoints);
         {
             bool ok = false;

@@ -28,9 +28,9 @@ const char* const kGpuFlagsHelp =
   --prefill-early N        prompts of several blocks: up to N of a layer's experts are staged
                            from the first block's routing while the other blocks run; N
                            records of pinned memory; 0 = off (32)
-  --kv-ring N              sliding-window layers keep only their last N positions of K/V
-                           (at least window + prefill block - 1: 2175 for gpt-oss with
-                           blocks of 2048); 0 = every layer keeps the whole context (0)
+  --kv-ring N|auto         sliding-window layers keep only their last N positions of K/V;
+                           auto (default) = the smallest, window + prefill block - 1 (2175
+                           for gpt-oss); 0 = every layer keeps the whole context
   --kv-checkpoints GIB     host memory keeping the GPU K/V of sequences switched away from, so
                            they (or sequences sharing their start) are not re-processed
                            (0 = off, the default; experimental)
@@ -68,7 +68,7 @@ void apply_gpu_flags(const Args& args, LoadOptions& o) {
     g.staging_threads = static_cast<int>(args.get_int("--staging-threads", g.staging_threads, 1, 64));
     g.prefill_cpu_tokens = static_cast<int>(args.get_int("--prefill-cpu-tokens", g.prefill_cpu_tokens, 0, 16));
     g.prefill_early = static_cast<int>(args.get_int("--prefill-early", g.prefill_early, 0, kMaxPrefillEarly));
-    g.kv_ring = static_cast<int>(args.get_int("--kv-ring", g.kv_ring, 0, 1 << 30));
+    if (args.get_or("--kv-ring", "auto") != "auto") g.kv_ring = static_cast<int>(args.get_int("--kv-ring", 0, 0, 1 << 30));
     g.kv_checkpoint_gib = args.get_double("--kv-checkpoints", g.kv_checkpoint_gib, 0, 4096, "GiB");
     // An explicit --kernel-persistent (0 or 1) decides for the GPU backend too.
     if (args.has("--kernel-persistent")) g.prefer_persistent_team = false;

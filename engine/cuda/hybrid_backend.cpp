@@ -384,7 +384,10 @@ class CudaBackend final : public Backend {
         // K/V: full layers keep the whole context; with --kv-ring, sliding layers keep a ring of
         // their last positions (position p in row p % ring). Zeroed: a prefill tile may read a
         // masked row of the ring before anything was written there.
-        kv_ring_ = kv_ring_positions(c, ctx_, opt_.kv_ring, opt_.prefill_order == "token" ? 0 : opt_.prefill_block);
+        // auto (-1) with K/V checkpoints: no ring (checkpoints copy every position of every layer).
+        kv_ring_ = opt_.kv_ring == -1 && opt_.kv_checkpoint_gib > 0
+                       ? 0
+                       : kv_ring_positions(c, ctx_, opt_.kv_ring, opt_.prefill_order == "token" ? 0 : opt_.prefill_block);
         if (kv_ring_ > 0 && opt_.kv_checkpoint_gib > 0) {
             fail("--kv-checkpoints needs the whole K/V of every layer: use --kv-ring 0 with it");
         }

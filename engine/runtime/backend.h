@@ -71,10 +71,12 @@ struct GpuOptions {
   // pinned host memory (13.2 MB each at the gpt-oss shapes). At most kMaxPrefillEarly.
   int prefill_early = 32;
   // K/V ring (--kv-ring N): sliding-window layers keep only their last N positions of K/V (full
-  // layers keep the whole context); 0 (default): every layer keeps the whole context. N must be
-  // at least window + prefill block - 1 (window for --prefill-order token); not with K/V
-  // checkpoints. kv_ring_positions() in runtime/fit.h checks it and sizes it.
-  int kv_ring = 0;
+  // layers keep the whole context). -1 (default, "auto"): the smallest ring, window + prefill
+  // block - 1 (2175 for gpt-oss with blocks of 2048; none when that is not smaller than the
+  // context, or with K/V checkpoints); 0: every layer keeps the whole context. An explicit N must
+  // be at least that smallest ring and cannot go with K/V checkpoints. kv_ring_positions() in
+  // runtime/fit.h checks and sizes it. Outputs are the same bits with or without a ring (tested).
+  int kv_ring = -1;
   // Host memory for K/V checkpoints (runtime/kv_checkpoints.h): when the GPU switches to another
   // sequence, the outgoing one's K/V is kept here so it, or a sequence sharing its prefix, need
   // not be re-processed; positions another sequence shares with the resident one stay in VRAM.

@@ -45,12 +45,13 @@ std::int64_t GpuMemoryLayout::slots_for(std::uint64_t budget) const {
 }
 
 int kv_ring_positions(const ModelConfig& c, std::int64_t context, int ring, int prefill_block) {
-    if (ring < 0) fail("--kv-ring must be 0 (off) or a number of positions, got {}", ring);
+    if (ring < -1) fail("--kv-ring must be auto, 0 (off) or a number of positions, got {}", ring);
     const bool sliding = c.sliding_window > 0 &&
                          std::any_of(c.layer_is_sliding.begin(), c.layer_is_sliding.end(), [](bool b) { return b; });
     if (ring == 0 || !sliding) return 0;
     const std::int64_t block = prefill_block > 0 ? std::min<std::int64_t>(prefill_block, std::max<std::int64_t>(context, 1)) : 1;
     const std::int64_t need = c.sliding_window + block - 1;
+    if (ring == -1) return need < context ? static_cast<int>(need) : 0;
     if (ring < need) {
         fail("--kv-ring {} is too small: a sliding layer's ring must hold its window ({}) and a prefill "
              "block ({}) beside it: at least {} positions (or --kv-ring 0)",

@@ -33,15 +33,15 @@ struct GpuMemoryLayout {
   }
 };
 // prefill_block / scratch_slots / kv_ring: GpuOptions' (0 blocks: prompts token by token, no
-// buffers; kv_ring 0: no ring).
+// buffers; kv_ring -1: auto, 0: no ring), defaults as GpuOptions'.
 GpuMemoryLayout gpu_memory_layout(const ModelConfig& config, std::int64_t context,
-                                  int prefill_block = 2048, int scratch_slots = 4, int kv_ring = 0);
+                                  int prefill_block = 2048, int scratch_slots = 4, int kv_ring = -1);
 
-// Positions of K/V a sliding-window layer keeps with GpuOptions::kv_ring = `ring` (0: none).
-// A ring holds the window and, for the GPU prefill, a block of new positions beside it: ring >=
-// window + min(prefill_block, context) - 1 (prefill_block 0: token by token, ring >= window);
-// a smaller ring is a clear error. Returns 0 (no ring) for ring 0, a ring not smaller than the
-// context, or a model without sliding layers.
+// Positions of K/V a sliding-window layer keeps with GpuOptions::kv_ring = `ring`. A ring holds
+// the window and, for the GPU prefill, a block of new positions beside it: ring >= window +
+// min(prefill_block, context) - 1 (prefill_block 0: token by token, ring >= window); -1 (auto)
+// is exactly that, a smaller explicit ring is a clear error. Returns 0 (no ring) for ring 0, a
+// ring not smaller than the context, or a model without sliding layers.
 int kv_ring_positions(const ModelConfig& config, std::int64_t context, int ring, int prefill_block);
 
 struct MachineInfo {

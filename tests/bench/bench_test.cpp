@@ -349,6 +349,11 @@ TEST(BenchProfiles, PrefillAndRamKnobsParseAndAreRangeChecked) {
     EXPECT_NE(bad(R"({"prefill_cpu_tokens": 17})").find("from 0 to 16"), std::string::npos);
     EXPECT_NE(bad(R"({"scratch": 0})").find("from 1 to 64"), std::string::npos);
     EXPECT_NE(bad(R"({"prefill_early": -1})").find("from 0 to 1024"), std::string::npos);
+    EXPECT_EQ(apply_profile_flags(Json::parse(R"({"kernel": "reference", "kv_ring": 3000})"), LoadOptions{}, "p").gpu.kv_ring, 3000);
+    LoadOptions ring0;
+    ring0.gpu.kv_ring = 0;
+    EXPECT_EQ(apply_profile_flags(Json::parse(R"({"kernel": "reference", "kv_ring": "auto"})"), ring0, "p").gpu.kv_ring, -1);
+    EXPECT_NE(bad(R"({"kv_ring": "big"})").find("\"auto\" or an integer"), std::string::npos);
     EXPECT_NE(bad(R"({"release_resident": 1})").find("true/false"), std::string::npos);
 }
 

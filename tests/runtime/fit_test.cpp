@@ -39,27 +39,33 @@ bool has(const std::vector<std::string>& lines, const std::string& text) {
 }
 
 TEST(Fit, GpuMemoryModelMatchesWhatTheBackendAllocated) {
+    // Whole-context K/V (--kv-ring 0), as the backend allocated before the ring existed.
     // Prompts token by token (no prefill buffers): what the backend allocated before GPU prefill.
-    const GpuMemoryLayout b120 = gpu_memory_layout(shape("gpt-oss-120b"), 8192, 0);
+    const GpuMemoryLayout b120 = gpu_memory_layout(shape("gpt-oss-120b"), 8192, 0, 4, 0);
     EXPECT_NEAR(b120.core_bytes / kGiB, 2.96, 0.006);
     EXPECT_NEAR(b120.kv_bytes / kGiB, 1.13, 0.006);
     EXPECT_EQ(b120.prefill_bytes, 0u);
     EXPECT_EQ(b120.slots_for(static_cast<std::uint64_t>(12 * kGiB)), 637);
-    const GpuMemoryLayout b20 = gpu_memory_layout(shape("gpt-oss-20b"), 8192, 0);
+    const GpuMemoryLayout b20 = gpu_memory_layout(shape("gpt-oss-20b"), 8192, 0, 4, 0);
     EXPECT_NEAR(b20.core_bytes / kGiB, 2.28, 0.006);
     EXPECT_NEAR(b20.kv_bytes / kGiB, 0.75, 0.006);
     EXPECT_EQ(b20.slots_for(static_cast<std::uint64_t>(12 * kGiB)), 723);
     // GPU prefill with the defaults (blocks of 2048, 4 scratch slots) at 8192 positions: the
     // prompt's rows, the block scratch and the scratch slots, 0.43 GiB at 120b.
-    const GpuMemoryLayout p120 = gpu_memory_layout(shape("gpt-oss-120b"), 8192);
+    const GpuMemoryLayout p120 = gpu_memory_layout(shape("gpt-oss-120b"), 8192, 2048, 4, 0);
     EXPECT_NEAR(p120.prefill_bytes / kGiB, 0.4285, 0.001);
     EXPECT_EQ(p120.slots_for(static_cast<std::uint64_t>(12 * kGiB)), 603);
+    // The default K/V ring (auto: 2175 positions in the 18 sliding layers) at 8192 positions.
+    const GpuMemoryLayout r120 = gpu_memory_layout(shape("gpt-oss-120b"), 8192);
+    EXPECT_EQ(p120.kv_bytes - r120.kv_bytes, std::uint64_t{18} * 2 * (8192 - 2175) * 512 * 4);
+    EXPECT_EQ(r120.slots_for(static_cast<std::uint64_t>(12 * kGiB)), 636);  // 603 without the ring
+    EXPECT_EQ(gpu_memory_layout(shape("gpt-oss-120b"), 16384).slots_for(static_cast<std::uint64_t>(12 * kGiB)), 569);
 }
 
 // --kv-ring: the sliding layers (half of gpt-oss's) keep a ring instead of the whole context.
 TEST(Fit, KvRingShrinksTheSlidingLayersKvAndIsChecked) {
     const ModelConfig c = shape("gpt-oss-120b");
-    const GpuMemoryLayout full = gpu_memory_layout(c, 16384);
+    const GpuMemoryLayout full = gpu_memory_layout(c, 16384, 2048, 4, 0);
     const GpuMemoryLayout ring = gpu_memory_layout(c, 16384, 2048, 4, 2176);
     // 18 sliding layers x K and V x (16384 - 2176) positions x 512 floats.
     EXPECT_EQ(full.kv_bytes - ring.kv_bytes, std::uint64_t{18} * 2 * (16384 - 2176) * 512 * 4);
@@ -70,7 +76,12 @@ TEST(Fit, KvRingShrinksTheSlidingLayersKvAndIsChecked) {
     EXPECT_EQ(kv_ring_positions(c, 16384, 128, 0), 128);    // token by token: the window suffices
     const std::string err = test::error_of([&] { kv_ring_positions(c, 16384, 2000, 2048); });
     EXPECT_NE(err.find("at least 2175"), std::string::npos) << err;
-    EXPECT_NE(test::error_of([&] { kv_ring_positions(c, 16384, -1, 2048); }).find("--kv-ring"), std::string::npos);
+    EXPECT_NE(test::error_of([&] { kv_ring_positions(c, 16384, -2, 2048); }).find("--kv-ring"), std::string::npos);
+    // auto (the default): the smallest ring, none where it would not be smaller than the context.
+    EXPECT_EQ(kv_ring_positions(c, 16384, -1, 2048), 2175);
+    EXPECT_EQ(kv_ring_positions(c, 16384, -1, 0), 128);
+    EXPECT_EQ(kv_ring_positions(c, 2048, -1, 2048), 0);
+    EXPECT_EQ(gpu_memory_layout(c, 16384).kv_bytes, gpu_memory_layout(c, 16384, 2048, 4, 2175).kv_bytes);
 }
 
 TEST(Fit, TwelveGigabyteCardAndSixtyFourGigabytesRunThe120bHybrid) {
