@@ -26,6 +26,9 @@ concept HasGpuKnobs = requires(O o) {
     o.gpu.prefill_weight;
     o.gpu.pool_slots;
     o.gpu.context;
+    o.gpu.scratch_slots;
+    o.gpu.kv_ring;
+    o.release_resident;
 };
 
 constexpr bool kHasGpuKnobs = HasGpuKnobs<LoadOptions>;
@@ -47,6 +50,9 @@ void applyGpu(O &o, const Profile &p)
         o.gpu.prefill_weight = p.value(QStringLiteral("prefill-weight")).toDouble();
         o.gpu.pool_slots = p.value(QStringLiteral("pool-slots")).toInt();
         o.gpu.context = p.value(QStringLiteral("context")).toLongLong();
+        o.gpu.scratch_slots = p.value(QStringLiteral("scratch")).toInt();
+        o.gpu.kv_ring = p.value(QStringLiteral("kv-ring")).toInt();
+        o.release_resident = p.value(QStringLiteral("release-resident")).toBool();
     } else {
         (void)o;
         (void)p;
@@ -81,11 +87,12 @@ const QList<KnobDef> &knobDefs()
          T::integer, 0, 0, 0, 1 << 20, {}, QStringLiteral("tokens")},
         {QStringLiteral("scratch"), QObject::tr("Scratch slots"),
          QObject::tr("GPU staging slots for prompt experts that are not resident."), T::integer,
-         0, 6, 0, 64, {}, {}},
+         4, 6, 1, 64, {}, {}},
         {QStringLiteral("kv-ring"), QObject::tr("KV ring"),
-         QObject::tr("Entries kept for sliding-window layers (the rest of the context is not "
-                     "needed there)."),
-         T::integer, 0, 256, 0, 1 << 20, {}, QStringLiteral("tokens")},
+         QObject::tr("Positions of K/V kept for sliding-window layers (the rest of the context "
+                     "is not needed there). -1: the smallest that works (window + prompt block "
+                     "- 1, 2175 for gpt-oss); 0: keep the whole context."),
+         T::integer, 0, -1, -1, 1 << 20, {}, QStringLiteral("tokens")},
         {QStringLiteral("kernel"), QObject::tr("Expert kernel"),
          QObject::tr("reference is bit-exact and slow; auto picks the fastest fused MXFP4 "
                      "kernel this CPU runs. Needs an expert store."),
@@ -138,7 +145,9 @@ QString unsupportedReason(const QString &key)
     static const QStringList gpu = {QStringLiteral("backend"), QStringLiteral("pool"),
                                     QStringLiteral("vram-budget"), QStringLiteral("refresh-every"),
                                     QStringLiteral("refresh-m"), QStringLiteral("prefill-weight"),
-                                    QStringLiteral("pool-slots"), QStringLiteral("context")};
+                                    QStringLiteral("pool-slots"), QStringLiteral("context"),
+                                    QStringLiteral("scratch"), QStringLiteral("kv-ring"),
+                                    QStringLiteral("release-resident")};
     if (gpu.contains(key)) {
         if (!kHasGpuKnobs)
             return QObject::tr("not in this build yet");
@@ -153,11 +162,8 @@ QString unsupportedReason(const QString &key)
         return QObject::tr("Windows only");
 #endif
     }
-    if (key == QLatin1String("scratch") || key == QLatin1String("grouped-gemm") ||
-        key == QLatin1String("release-resident"))
+    if (key == QLatin1String("grouped-gemm"))
         return kCudaBuild ? QObject::tr("not in this build yet") : QObject::tr("needs the CUDA build");
-    if (key == QLatin1String("kv-ring"))
-        return QObject::tr("not in this build yet");
     return {};
 }
 

@@ -26,8 +26,10 @@ TEST(Profiles, BuiltInsDifferWhereDesignSaysSo)
     EXPECT_TRUE(o.value(QStringLiteral("kernel-persistent")).toBool());
     EXPECT_TRUE(o.value(QStringLiteral("grouped-gemm")).toBool());
     EXPECT_DOUBLE_EQ(o.value(QStringLiteral("pool")).toDouble(), 6.05);
-    EXPECT_EQ(o.value(QStringLiteral("kv-ring")).toInt(), 256);
+    EXPECT_EQ(o.value(QStringLiteral("kv-ring")).toInt(), -1);  // auto: DESIGN's 256 is below the minimum
+    EXPECT_EQ(s.value(QStringLiteral("kv-ring")).toInt(), 0);
     EXPECT_EQ(o.value(QStringLiteral("scratch")).toInt(), 6);
+    EXPECT_EQ(s.value(QStringLiteral("scratch")).toInt(), 4);
     for (const KnobDef &k : knobDefs())
         EXPECT_FALSE(k.help.isEmpty()) << k.key.toStdString();
 }
@@ -100,6 +102,26 @@ TEST(Profiles, HandEditedValuesAreClampedAndUnknownKeysDropped)
     EXPECT_EQ(p.value(QStringLiteral("kernel")).toString(), QStringLiteral("reference"));
     EXPECT_EQ(p.value(QStringLiteral("refresh-m")).toInt(), 4);
     EXPECT_FALSE(p.values.contains(QStringLiteral("bogus")));
+}
+
+// The prompt and memory knobs reach the engine's options where the build has the GPU backend.
+TEST(Profiles, ScratchKvRingAndReleaseResidentReachTheEngine)
+{
+    Profile p = Profile::optimized();
+    p.values.insert(QStringLiteral("scratch"), 5);
+    p.values.insert(QStringLiteral("kv-ring"), 3000);
+    p.values.insert(QStringLiteral("release-resident"), true);
+    const LoadOptions o = p.toLoadOptions();
+    if (!unsupportedReason(QStringLiteral("backend")).isEmpty())
+        GTEST_SKIP() << "GPU knobs not applied in this build: "
+                     << unsupportedReason(QStringLiteral("backend")).toStdString();
+    EXPECT_EQ(o.gpu.scratch_slots, 5);
+    EXPECT_EQ(o.gpu.kv_ring, 3000);
+    EXPECT_TRUE(o.release_resident);
+    EXPECT_EQ(Profile::stock().toLoadOptions().gpu.kv_ring, 0);
+    EXPECT_EQ(Profile::optimized().toLoadOptions().gpu.kv_ring, -1);
+    EXPECT_TRUE(unsupportedReason(QStringLiteral("kv-ring")).isEmpty());
+    EXPECT_FALSE(unsupportedReason(QStringLiteral("grouped-gemm")).isEmpty());  // not built
 }
 
 TEST(Profiles, UnsupportedKnobsAreDisabledWithTheirReason)
