@@ -100,6 +100,21 @@ GpuMemoryLayout gpu_memory_layout(const ModelConfig& c, std::int64_t context, in
     return m;
 }
 
+std::uint64_t prefill_pinned_bytes(const ModelConfig& c, std::int64_t context) {
+    if (c.head_dim != 64) return 0;  // no GPU prefill (fit.h: gpu_memory_layout)
+    const GpuOptions d;
+    const auto ctx = static_cast<std::uint64_t>(std::max<std::int64_t>(context, 1)),
+               H = static_cast<std::uint64_t>(c.hidden_size), K = static_cast<std::uint64_t>(c.experts_per_token),
+               E = static_cast<std::uint64_t>(c.num_experts);
+    const std::uint64_t block = std::min<std::uint64_t>(static_cast<std::uint64_t>(d.prefill_block), ctx);
+    const std::uint64_t record = cpu::ExpertRecordView::raw_bytes(c.hidden_size, c.intermediate_size);
+    return static_cast<std::uint64_t>(d.staging_threads + d.prefill_early) * record  // staging + early rings
+           + block * H * 4                                                           // embeddings of a block
+           + ctx * K * 8 + ctx * K * 4                                               // routing, expert entries
+           + ctx * H * 4                                                             // the experts' input rows
+           + E * static_cast<std::uint64_t>(d.prefill_cpu_tokens) * H * 4 + (ctx + 1) * 4;  // CPU path rows
+}
+
 MachineInfo detect_machine() {
     MachineInfo m;
     const SystemMemory mem = system_memory();
@@ -201,11 +216,12 @@ FitPlan plan_fit(const FitRequest& r, const MachineInfo& m) {
     const double raw_gb = static_cast<double>(store_record_bytes(c, false) * experts) / kGB;
     const double packed_gb = static_cast<double>(store_record_bytes(c, true) * experts) / kGB;
     const GpuMemoryLayout dense = gpu_memory_layout(c, 1);
-    // CPU backend: the whole dense core is read from RAM every token, and K/V lives in RAM.
+    // CPU backend: the whole dense core is read from RAM every token, and K/V lives in RAM. GPU
+    // backend: embedding rows, tokenizer, buffers, and the prefill's pinned buffers.
     const double dense_gb = p.backend == "cpu"
                                 ? static_cast<double>(dense.core_bytes) / kGB +
                                       static_cast<double>(gpu_memory_layout(c, context).kv_bytes) / kGB
-                                : 0.5;  // embedding rows, tokenizer, buffers
+                                : 0.5 + static_cast<double>(prefill_pinned_bytes(c, context)) / kGB;
     auto needed = [&](double store_gb) {
         return store_gb * (1.0 - resident_fraction) + dense_gb + kRamHeadroomGB;
     };
@@ -228,8 +244,9 @@ FitPlan plan_fit(const FitRequest& r, const MachineInfo& m) {
                                         packed_gb, raw_gb - packed_gb));
     }
     p.reasons.push_back(fmt::format(
-        "RAM: {:.1f} GB needed (experts the CPU computes, {:.1f} GB of dense weights/K/V, {:.0f} GB for "
-        "the system) of {:.1f} GB{}", p.ram_needed_gb, dense_gb, kRamHeadroomGB, ram_cap / kGB,
+        "RAM: {:.1f} GB needed (experts the CPU computes, {:.1f} GB of {}, {:.0f} GB for "
+        "the system) of {:.1f} GB{}", p.ram_needed_gb, dense_gb,
+        p.backend == "cpu" ? "dense weights and K/V" : "buffers and pinned prompt buffers", kRamHeadroomGB, ram_cap / kGB,
         r.ram_budget_gib > 0 ? " (--ram-budget)" : ""));
     if (p.ram_needed_gb > ram_cap / kGB) {
         p.fits = false;

@@ -44,6 +44,11 @@ GpuMemoryLayout gpu_memory_layout(const ModelConfig& config, std::int64_t contex
 // ring not smaller than the context, or a model without sliding layers.
 int kv_ring_positions(const ModelConfig& config, std::int64_t context, int ring, int prefill_block);
 
+// Pinned host memory of the GPU prefill with GpuOptions' defaults (engine/cuda/hybrid_backend.cpp):
+// one record per staging thread and per early-staging buffer, the prompt's expert input rows and
+// routing, the CPU path's rows. RAM the OS cannot page out; neural fit counts it.
+std::uint64_t prefill_pinned_bytes(const ModelConfig& config, std::int64_t context);
+
 struct MachineInfo {
   std::uint64_t ram_total = 0;
   std::uint64_t ram_available = 0;

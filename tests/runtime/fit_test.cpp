@@ -98,6 +98,12 @@ TEST(Fit, TwelveGigabyteCardAndSixtyFourGigabytesRunThe120bHybrid) {
     EXPECT_EQ(p.kernel, "avx512");
     EXPECT_TRUE(p.kernel_persistent);
     EXPECT_LT(p.ram_needed_gb, 64);
+    // The pinned prompt buffers count: 40 records (8 staging threads + 32 early) of 13.2 MB and the
+    // prompt's rows, about 0.65 GB at 8192 positions.
+    const double pinned_gb = static_cast<double>(prefill_pinned_bytes(r.config, 8192)) / 1e9;
+    EXPECT_GT(pinned_gb, 0.6);
+    EXPECT_LT(pinned_gb, 0.7);
+    EXPECT_TRUE(has(p.reasons, "pinned prompt buffers"));
     const auto f = p.flags();
     EXPECT_NE(std::find(f.begin(), f.end(), "--pool-slots"), f.end());
     EXPECT_GE(p.reasons.size(), 6u);
