@@ -1,6 +1,11 @@
 // Crash-safe file replacement: data goes to a temporary file in the same folder, is flushed to
 // disk, and is renamed over the target, so readers see either the old or the new file, never a
 // torn one. A full disk or any write error leaves the old file intact and throws neural::Error.
+// The temporary file is NAME.tmp-DIGITS; a writer killed mid-write leaves it behind, and the next
+// write of the same NAME removes such files that no writer holds (POSIX: the writer keeps an
+// flock on it, which the kernel drops when the process dies; files younger than a minute are
+// left alone as well. Windows: the writer opens it without sharing, so it cannot be deleted
+// while written).
 #pragma once
 
 #include <filesystem>

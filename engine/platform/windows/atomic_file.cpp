@@ -8,13 +8,38 @@
 #endif
 #include <windows.h>
 
+#include <algorithm>
 #include <random>
+#include <string>
+#include <system_error>
 
 #include "neural/error.h"
 
 namespace neural {
 
+namespace {
+// NAME.tmp-DIGITS files of killed writers: a live writer has its file open without sharing, so
+// deleting it fails; a killed writer's file goes.
+void remove_stale_temps(const std::filesystem::path& path) {
+    std::error_code ec;
+    const std::filesystem::path dir = path.parent_path().empty() ? L"." : path.parent_path();
+    std::filesystem::directory_iterator it(dir, ec);
+    if (ec) return;
+    const std::wstring prefix = path.filename().wstring() + L".tmp-";
+    for (const std::filesystem::directory_entry& e : it) {
+        const std::wstring f = e.path().filename().wstring();
+        if (f.size() <= prefix.size() || f.size() > prefix.size() + 20 || f.compare(0, prefix.size(), prefix) != 0) continue;
+        if (!std::all_of(f.begin() + static_cast<std::ptrdiff_t>(prefix.size()), f.end(),
+                         [](wchar_t c) { return c >= L'0' && c <= L'9'; })) {
+            continue;
+        }
+        if (e.is_regular_file(ec) && !e.is_symlink(ec)) DeleteFileW(e.path().c_str());
+    }
+}
+}  // namespace
+
 void write_file_atomic(const std::filesystem::path& path, std::string_view bytes) {
+    remove_stale_temps(path);
     std::random_device rd;
     const std::filesystem::path tmp =
         path.parent_path() / (path.filename().wstring() + L".tmp-" + std::to_wstring(rd()));
