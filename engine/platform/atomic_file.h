@@ -8,12 +8,22 @@
 // while written).
 #pragma once
 
+#include <chrono>
 #include <filesystem>
 #include <string_view>
+#include <vector>
 
 namespace neural {
 
 void write_file_atomic(const std::filesystem::path& path, std::string_view bytes);
+
+// The temporary files of writers of `path` that were killed: exactly "<file name>.tmp-<decimal
+// digits>" beside it, regular files only, that no live writer holds (POSIX: the writer keeps an
+// flock on it; Windows: a file another process has open cannot be deleted) and, POSIX, at least
+// `min_age` old (a writer between creating its file and locking it). Removes them and returns
+// their paths; errors are ignored (the file stays). write_file_atomic and repack call it.
+std::vector<std::filesystem::path> remove_stale_temp_files(const std::filesystem::path& path,
+                                                           std::chrono::seconds min_age);
 
 // Flushes a written file's data to stable storage (fsync / FlushFileBuffers).
 void sync_file(const std::filesystem::path& path);

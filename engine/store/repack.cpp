@@ -279,15 +279,6 @@ std::vector<IndexEntry> write_records(const WriteJob& job, OutputFile& file, Rep
     return index;
 }
 
-// "<store>.tmp-<digits>": the temporary name repack() gives its output (nothing else matches).
-bool is_own_temp_name(const std::string& name, const std::string& store) {
-    const std::string prefix = store + ".tmp-";
-    if (name.size() <= prefix.size() || name.size() > prefix.size() + 20) return false;
-    if (name.compare(0, prefix.size(), prefix) != 0) return false;
-    return std::all_of(name.begin() + static_cast<std::ptrdiff_t>(prefix.size()), name.end(),
-                       [](char c) { return c >= '0' && c <= '9'; });
-}
-
 // Held by the writer on its temporary file from creation to rename (or removal): a second
 // descriptor with an exclusive flock. The kernel drops it when the process dies, which is how
 // remove_stale_temp_files tells a killed writer's file from a running one's.
@@ -319,36 +310,12 @@ class TempFileLock {
 }  // namespace
 
 std::vector<fs::path> remove_stale_temp_files(const fs::path& out) {
-    std::vector<fs::path> removed;
     std::error_code ec;
     const fs::path dest = fs::absolute(out, ec);
-    if (ec) return removed;
-    const std::string store = dest.filename().string();
-    fs::directory_iterator it(dest.parent_path(), ec);
-    if (ec) return removed;
-    for (const fs::directory_entry& e : it) {
-        const fs::path p = e.path();
-        if (!is_own_temp_name(p.filename().string(), store)) continue;
-        if (!e.is_regular_file(ec) || e.is_symlink(ec)) continue;
-#ifndef _WIN32
-        const int fd = ::open(p.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-        if (fd < 0) continue;
-        struct stat held {}, now {};
-        // Locked: a running repack is writing it. Unlocked: its writer is gone. Unlink while
-        // holding the lock, and only the file that was locked (the same inode).
-        const bool stale = ::flock(fd, LOCK_EX | LOCK_NB) == 0 && ::fstat(fd, &held) == 0 &&
-                           S_ISREG(held.st_mode) && ::lstat(p.c_str(), &now) == 0 &&
-                           now.st_dev == held.st_dev && now.st_ino == held.st_ino;
-        const bool gone = stale && ::unlink(p.c_str()) == 0;
-        ::close(fd);
-#else
-        const bool gone = fs::remove(p, ec) && !ec;  // fails while the writer has it open
-#endif
-        if (gone) {
-            spdlog::info("removed {}, left behind by an interrupted repack", p.string());
-            removed.push_back(p);
-        }
-    }
+    if (ec) return {};
+    // Any age: a repack creates and locks its file before it writes for minutes.
+    std::vector<fs::path> removed = neural::remove_stale_temp_files(dest, std::chrono::seconds(0));
+    for (const fs::path& p : removed) spdlog::info("removed {}, left behind by an interrupted repack", p.string());
     return removed;
 }
 

@@ -11,6 +11,7 @@
 #include <ctime>
 #include <random>
 #include <system_error>
+#include <vector>
 
 #include "neural/error.h"
 
@@ -29,21 +30,22 @@ void write_all(int fd, std::string_view bytes, const std::string& name) {
     }
 }
 
-// NAME.tmp-DIGITS, the temporary files write_file_atomic makes for NAME.
+// NAME.tmp-DIGITS, the temporary files write_file_atomic (and repack) make for NAME.
 bool is_temp_of(const std::string& file, const std::string& name) {
     const std::string prefix = name + ".tmp-";
     return file.size() > prefix.size() && file.size() <= prefix.size() + 20 && file.compare(0, prefix.size(), prefix) == 0 &&
            std::all_of(file.begin() + static_cast<std::ptrdiff_t>(prefix.size()), file.end(),
                        [](char c) { return c >= '0' && c <= '9'; });
 }
+}  // namespace
 
-// Removes NAME.tmp-DIGITS files of killed writers: unlocked (a live writer holds an flock), at
-// least a minute old (a writer between its open and its flock), the same inode that was locked.
-void remove_stale_temps(const std::filesystem::path& path) {
+std::vector<std::filesystem::path> remove_stale_temp_files(const std::filesystem::path& path,
+                                                           std::chrono::seconds min_age) {
+    std::vector<std::filesystem::path> removed;
     std::error_code ec;
     const std::filesystem::path dir = path.parent_path().empty() ? "." : path.parent_path();
     std::filesystem::directory_iterator it(dir, ec);
-    if (ec) return;
+    if (ec) return removed;
     const std::string name = path.filename().string();
     for (const std::filesystem::directory_entry& e : it) {
         const std::filesystem::path p = e.path();
@@ -51,20 +53,23 @@ void remove_stale_temps(const std::filesystem::path& path) {
         const int fd = ::open(p.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
         if (fd < 0) continue;
         struct stat held {}, now {};
+        // Unlocked (its writer is gone), old enough, and still the file that was locked (the same
+        // inode) when it is unlinked.
         const bool stale = ::fstat(fd, &held) == 0 && S_ISREG(held.st_mode) &&
-                           held.st_mtime + 60 < std::time(nullptr) && ::flock(fd, LOCK_EX | LOCK_NB) == 0 &&
-                           ::lstat(p.c_str(), &now) == 0 && now.st_dev == held.st_dev && now.st_ino == held.st_ino;
-        if (stale) ::unlink(p.c_str());
+                           held.st_mtime + min_age.count() <= std::time(nullptr) &&
+                           ::flock(fd, LOCK_EX | LOCK_NB) == 0 && ::lstat(p.c_str(), &now) == 0 &&
+                           now.st_dev == held.st_dev && now.st_ino == held.st_ino;
+        if (stale && ::unlink(p.c_str()) == 0) removed.push_back(p);
         ::close(fd);
     }
+    return removed;
 }
-}  // namespace
 
 void write_file_atomic(const std::filesystem::path& path, std::string_view bytes) {
     std::random_device rd;
     const std::filesystem::path tmp =
         path.parent_path() / (path.filename().string() + ".tmp-" + std::to_string(rd()));
-    remove_stale_temps(path);
+    remove_stale_temp_files(path, std::chrono::minutes(1));
     int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
     if (fd < 0) fail("cannot create {}: {}", tmp.string(), std::strerror(errno));
     ::flock(fd, LOCK_EX | LOCK_NB);  // held until close: marks the file as being written

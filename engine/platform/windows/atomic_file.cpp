@@ -12,19 +12,21 @@
 #include <random>
 #include <string>
 #include <system_error>
+#include <vector>
 
 #include "neural/error.h"
 
 namespace neural {
 
-namespace {
-// NAME.tmp-DIGITS files of killed writers: a live writer has its file open without sharing, so
-// deleting it fails; a killed writer's file goes.
-void remove_stale_temps(const std::filesystem::path& path) {
+std::vector<std::filesystem::path> remove_stale_temp_files(const std::filesystem::path& path,
+                                                           std::chrono::seconds /*min_age*/) {
+    // A live writer has its file open without sharing, so deleting it fails; a killed writer's
+    // file goes.
+    std::vector<std::filesystem::path> removed;
     std::error_code ec;
-    const std::filesystem::path dir = path.parent_path().empty() ? L"." : path.parent_path();
+    const std::filesystem::path dir = path.parent_path().empty() ? std::filesystem::path(L".") : path.parent_path();
     std::filesystem::directory_iterator it(dir, ec);
-    if (ec) return;
+    if (ec) return removed;
     const std::wstring prefix = path.filename().wstring() + L".tmp-";
     for (const std::filesystem::directory_entry& e : it) {
         const std::wstring f = e.path().filename().wstring();
@@ -33,13 +35,13 @@ void remove_stale_temps(const std::filesystem::path& path) {
                          [](wchar_t c) { return c >= L'0' && c <= L'9'; })) {
             continue;
         }
-        if (e.is_regular_file(ec) && !e.is_symlink(ec)) DeleteFileW(e.path().c_str());
+        if (e.is_regular_file(ec) && !e.is_symlink(ec) && DeleteFileW(e.path().c_str())) removed.push_back(e.path());
     }
+    return removed;
 }
-}  // namespace
 
 void write_file_atomic(const std::filesystem::path& path, std::string_view bytes) {
-    remove_stale_temps(path);
+    remove_stale_temp_files(path, std::chrono::minutes(1));
     std::random_device rd;
     const std::filesystem::path tmp =
         path.parent_path() / (path.filename().wstring() + L".tmp-" + std::to_wstring(rd()));
