@@ -52,7 +52,8 @@ void applyGpu(O &o, const Profile &p)
         o.gpu.context = p.value(QStringLiteral("context")).toLongLong();
         o.gpu.scratch_slots = p.value(QStringLiteral("scratch")).toInt();
         o.gpu.kv_ring = p.value(QStringLiteral("kv-ring")).toInt();
-        o.release_resident = p.value(QStringLiteral("release-resident")).toBool();
+        // Acts on the expert store's records: without a store it would be a load error.
+        o.release_resident = !p.store.isEmpty() && p.value(QStringLiteral("release-resident")).toBool();
     } else {
         (void)o;
         (void)p;

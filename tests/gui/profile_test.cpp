@@ -108,6 +108,7 @@ TEST(Profiles, HandEditedValuesAreClampedAndUnknownKeysDropped)
 TEST(Profiles, ScratchKvRingAndReleaseResidentReachTheEngine)
 {
     Profile p = Profile::optimized();
+    p.store = QStringLiteral("/models/experts.nstore");
     p.values.insert(QStringLiteral("scratch"), 5);
     p.values.insert(QStringLiteral("kv-ring"), 3000);
     p.values.insert(QStringLiteral("release-resident"), true);
@@ -118,6 +119,8 @@ TEST(Profiles, ScratchKvRingAndReleaseResidentReachTheEngine)
     EXPECT_EQ(o.gpu.scratch_slots, 5);
     EXPECT_EQ(o.gpu.kv_ring, 3000);
     EXPECT_TRUE(o.release_resident);
+    p.store.clear();  // release-resident acts on a store: without one it is not passed on
+    EXPECT_FALSE(p.toLoadOptions().release_resident);
     EXPECT_EQ(Profile::stock().toLoadOptions().gpu.kv_ring, 0);
     EXPECT_EQ(Profile::optimized().toLoadOptions().gpu.kv_ring, -1);
     EXPECT_TRUE(unsupportedReason(QStringLiteral("kv-ring")).isEmpty());
