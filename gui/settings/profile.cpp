@@ -123,6 +123,15 @@ const QList<KnobDef> &knobDefs()
          QObject::tr("Drop the RAM copy of experts that live in VRAM (less RAM, slower "
                      "eviction)."),
          T::boolean, false, false, 0, 0, {}, {}},
+        {QStringLiteral("warmup-ram"), QObject::tr("RAM warm-up"),
+         QObject::tr("After loading, read the expert store into RAM (hottest first) in the "
+                     "background for at most this long: a faster first answer on a PC whose RAM "
+                     "only just holds the model. Needs an expert store."),
+         T::real, 0.0, 0.0, 0, 3600, {}, QStringLiteral("s")},
+        {QStringLiteral("lock-ram"), QObject::tr("Lock experts in RAM"),
+         QObject::tr("Keep this much of the hottest CPU-side experts locked in RAM so they are "
+                     "never paged out (within the OS's lock limit). Needs an expert store."),
+         T::real, 0.0, 0.0, 0, 1024, {}, QStringLiteral("GiB")},
         {QStringLiteral("ws-min"), QObject::tr("Working set minimum"),
          QObject::tr("Windows: ask the OS to keep this much of the process in RAM."), T::real,
          0.0, 0.0, 0, 1024, {}, QStringLiteral("GiB")},
@@ -185,6 +194,10 @@ LoadOptions Profile::toLoadOptions(int *threads) const
         o.kernel = "reference";  // the fused kernels read store records
     o.kernel_persistent = value(QStringLiteral("kernel-persistent")).toBool();
     o.threads = value(QStringLiteral("threads")).toInt();
+    if (!o.store.empty()) {  // the RAM levers act on the store's records
+        o.warmup_ram_seconds = value(QStringLiteral("warmup-ram")).toDouble();
+        o.lock_ram_bytes = static_cast<std::uint64_t>(value(QStringLiteral("lock-ram")).toDouble() * 1073741824.0);
+    }
     if (threads)
         *threads = o.threads;
     if (unsupportedReason(QStringLiteral("backend")).isEmpty())

@@ -775,6 +775,10 @@ Profile SetupWizard::profile() const
         p.values.insert(QStringLiteral("kernel-persistent"), m_fit.kernelPersistent);
         if (!p.store.isEmpty())
             p.values.insert(QStringLiteral("kernel"), m_fit.kernel);
+        // Experts that live in VRAM for good need no RAM: measured to cost nothing and save RAM
+        // (docs/BENCHMARKS.md "RAM residency on a 64 GB PC").
+        if (!p.store.isEmpty() && m_fit.backend == QLatin1String("cuda"))
+            p.values.insert(QStringLiteral("release-resident"), true);
     }
     return p;
 }

@@ -119,8 +119,15 @@ TEST(Profiles, ScratchKvRingAndReleaseResidentReachTheEngine)
     EXPECT_EQ(o.gpu.scratch_slots, 5);
     EXPECT_EQ(o.gpu.kv_ring, 3000);
     EXPECT_TRUE(o.release_resident);
-    p.store.clear();  // release-resident acts on a store: without one it is not passed on
+    p.values.insert(QStringLiteral("warmup-ram"), 20.0);
+    p.values.insert(QStringLiteral("lock-ram"), 2.0);
+    const LoadOptions levers = p.toLoadOptions();
+    EXPECT_DOUBLE_EQ(levers.warmup_ram_seconds, 20.0);
+    EXPECT_EQ(levers.lock_ram_bytes, std::uint64_t{2} << 30);
+    p.store.clear();  // the RAM levers act on a store: without one they are not passed on
     EXPECT_FALSE(p.toLoadOptions().release_resident);
+    EXPECT_EQ(p.toLoadOptions().warmup_ram_seconds, 0.0);
+    EXPECT_EQ(p.toLoadOptions().lock_ram_bytes, 0u);
     EXPECT_EQ(Profile::stock().toLoadOptions().gpu.kv_ring, 0);
     EXPECT_EQ(Profile::optimized().toLoadOptions().gpu.kv_ring, -1);
     EXPECT_TRUE(unsupportedReason(QStringLiteral("kv-ring")).isEmpty());
