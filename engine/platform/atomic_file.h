@@ -25,6 +25,11 @@ void write_file_atomic(const std::filesystem::path& path, std::string_view bytes
 std::vector<std::filesystem::path> remove_stale_temp_files(const std::filesystem::path& path,
                                                            std::chrono::seconds min_age);
 
+// The temporary file for `path`: "<file name>.tmp-<random decimal digits>" beside it (used by
+// write_file_atomic and repack), and whether `file` is such a name for `path`.
+std::filesystem::path temp_file_for(const std::filesystem::path& path);
+bool is_temp_file_of(const std::filesystem::path& file, const std::filesystem::path& path);
+
 // Flushes a written file's data to stable storage (fsync / FlushFileBuffers).
 void sync_file(const std::filesystem::path& path);
 

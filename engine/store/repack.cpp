@@ -8,7 +8,6 @@
 #include <memory>
 #include <mutex>
 #include <new>
-#include <random>
 #include <thread>
 #include <vector>
 
@@ -374,8 +373,7 @@ RepackResult repack(const RepackOptions& o) {
             space.available);
     }
 
-    std::random_device rd;
-    const fs::path tmp = dir / fmt::format("{}.tmp-{}", out.filename().string(), rd());
+    const fs::path tmp = temp_file_for(dir / out.filename());
     RepackResult result;
     result.path = out;
     result.kind = o.kind;

@@ -5,11 +5,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <ctime>
-#include <random>
 #include <system_error>
 #include <vector>
 
@@ -30,13 +28,6 @@ void write_all(int fd, std::string_view bytes, const std::string& name) {
     }
 }
 
-// NAME.tmp-DIGITS, the temporary files write_file_atomic (and repack) make for NAME.
-bool is_temp_of(const std::string& file, const std::string& name) {
-    const std::string prefix = name + ".tmp-";
-    return file.size() > prefix.size() && file.size() <= prefix.size() + 20 && file.compare(0, prefix.size(), prefix) == 0 &&
-           std::all_of(file.begin() + static_cast<std::ptrdiff_t>(prefix.size()), file.end(),
-                       [](char c) { return c >= '0' && c <= '9'; });
-}
 }  // namespace
 
 std::vector<std::filesystem::path> remove_stale_temp_files(const std::filesystem::path& path,
@@ -46,10 +37,9 @@ std::vector<std::filesystem::path> remove_stale_temp_files(const std::filesystem
     const std::filesystem::path dir = path.parent_path().empty() ? "." : path.parent_path();
     std::filesystem::directory_iterator it(dir, ec);
     if (ec) return removed;
-    const std::string name = path.filename().string();
     for (const std::filesystem::directory_entry& e : it) {
         const std::filesystem::path p = e.path();
-        if (!is_temp_of(p.filename().string(), name)) continue;
+        if (!is_temp_file_of(p, path)) continue;
         const int fd = ::open(p.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
         if (fd < 0) continue;
         struct stat held {}, now {};
@@ -66,9 +56,7 @@ std::vector<std::filesystem::path> remove_stale_temp_files(const std::filesystem
 }
 
 void write_file_atomic(const std::filesystem::path& path, std::string_view bytes) {
-    std::random_device rd;
-    const std::filesystem::path tmp =
-        path.parent_path() / (path.filename().string() + ".tmp-" + std::to_string(rd()));
+    const std::filesystem::path tmp = temp_file_for(path);
     remove_stale_temp_files(path, std::chrono::minutes(1));
     int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
     if (fd < 0) fail("cannot create {}: {}", tmp.string(), std::strerror(errno));

@@ -9,8 +9,6 @@
 #include <windows.h>
 
 #include <algorithm>
-#include <random>
-#include <string>
 #include <system_error>
 #include <vector>
 
@@ -27,14 +25,8 @@ std::vector<std::filesystem::path> remove_stale_temp_files(const std::filesystem
     const std::filesystem::path dir = path.parent_path().empty() ? std::filesystem::path(L".") : path.parent_path();
     std::filesystem::directory_iterator it(dir, ec);
     if (ec) return removed;
-    const std::wstring prefix = path.filename().wstring() + L".tmp-";
     for (const std::filesystem::directory_entry& e : it) {
-        const std::wstring f = e.path().filename().wstring();
-        if (f.size() <= prefix.size() || f.size() > prefix.size() + 20 || f.compare(0, prefix.size(), prefix) != 0) continue;
-        if (!std::all_of(f.begin() + static_cast<std::ptrdiff_t>(prefix.size()), f.end(),
-                         [](wchar_t c) { return c >= L'0' && c <= L'9'; })) {
-            continue;
-        }
+        if (!is_temp_file_of(e.path(), path)) continue;
         if (e.is_regular_file(ec) && !e.is_symlink(ec) && DeleteFileW(e.path().c_str())) removed.push_back(e.path());
     }
     return removed;
@@ -42,9 +34,7 @@ std::vector<std::filesystem::path> remove_stale_temp_files(const std::filesystem
 
 void write_file_atomic(const std::filesystem::path& path, std::string_view bytes) {
     remove_stale_temp_files(path, std::chrono::minutes(1));
-    std::random_device rd;
-    const std::filesystem::path tmp =
-        path.parent_path() / (path.filename().wstring() + L".tmp-" + std::to_wstring(rd()));
+    const std::filesystem::path tmp = temp_file_for(path);
     HANDLE h = CreateFileW(tmp.c_str(), GENERIC_WRITE, 0, nullptr, CREATE_NEW,
                            FILE_ATTRIBUTE_NORMAL, nullptr);
     if (h == INVALID_HANDLE_VALUE) {
