@@ -391,7 +391,6 @@ class CudaBackend final : public Backend {
         if (kv_ring_ > 0 && opt_.kv_checkpoint_gib > 0) {
             fail("--kv-checkpoints needs the whole K/V of every layer: use --kv-ring 0 with it");
         }
-        window_ = c.sliding_window;
         for (int l = 0; l < L_; ++l) {
             LayerDevice& ld = layers_[static_cast<std::size_t>(l)];
             ld.ring = c.layer_is_sliding[static_cast<std::size_t>(l)] ? kv_ring_ : 0;
@@ -1152,7 +1151,7 @@ class CudaBackend final : public Backend {
             valid = cache.id() == resident_id_ ? std::min(resident_len_, pos0) : 0;
             // With --kv-ring, positions written after `valid` (an edit, a regenerate) may have
             // overwritten the window before it in the sliding layers' rings: then start over.
-            if (kv_ring_ > 0 && valid > 0 && kv_high_ - valid + window_ - 1 > kv_ring_) valid = 0;
+            if (kv_ring_ > 0 && valid > 0 && kv_high_ - valid + in_.config->sliding_window - 1 > kv_ring_) valid = 0;
         } else if (cache.id() == resident_id_) {
             const std::int64_t held = std::min<std::int64_t>(resident_len_, static_cast<std::int64_t>(resident_tokens_.size()));
             valid = std::min(common_prefix(std::span<const std::int32_t>(resident_tokens_.data(), static_cast<std::size_t>(held)),
@@ -1369,7 +1368,7 @@ class CudaBackend final : public Backend {
     std::string description_;
     int H_ = 0, I_ = 0, E_ = 0, K_ = 0, L_ = 0, nq_ = 0, nkv_ = 0, d_ = 0, Q_ = 0, KV_ = 0, V_ = 0;
     std::int64_t ctx_ = 0;
-    int kv_ring_ = 0, window_ = 0;    // --kv-ring positions of the sliding layers (0: whole context)
+    int kv_ring_ = 0;              // --kv-ring positions of the sliding layers (0: whole context)
     std::int64_t kv_high_ = 0;     // see forward(): positions [0, kv_high_) were written
     int splits_ = 1;
     std::uint64_t budget_ = 0, used_ = 0, core_bytes_ = 0, kv_bytes_ = 0;
