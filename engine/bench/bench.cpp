@@ -498,9 +498,10 @@ LoadOptions apply_profile_flags(const Json& flags, const LoadOptions& base,
             need(value.is_number() && value.get<double>() >= 0 && value.get<double>() <= 4096,
                  "a number of GiB from 0 to 4096");
             o.gpu.kv_checkpoint_gib = value.get<double>();
-        } else if (key == "kv_ring" && value.is_string()) {  // "auto" (numbers: below)
-            need(value == "auto", "\"auto\" or an integer >= 0");
-            o.gpu.kv_ring = -1;
+        } else if (key == "kv_ring") {
+            need(value == "auto" || (value.is_number_integer() && value.get<std::int64_t>() >= 0),
+                 "\"auto\" or an integer >= 0");
+            o.gpu.kv_ring = value.is_string() ? -1 : static_cast<int>(std::min<std::int64_t>(value.get<std::int64_t>(), 1 << 30));
         } else if (key == "vram_budget" || key == "pool" || key == "static_fraction" ||
                    key == "prefill_weight") {
             need(value.is_number() && value.get<double>() >= 0, "a number >= 0");
@@ -510,13 +511,12 @@ LoadOptions apply_profile_flags(const Json& flags, const LoadOptions& base,
              : key == "static_fraction" ? o.gpu.static_fraction
                                         : o.gpu.prefill_weight) = v;
         } else if (key == "pool_slots" || key == "refresh_every" || key == "refresh_m" ||
-                   key == "context" || (key == "kv_ring" && !value.is_string())) {
+                   key == "context") {
             need(value.is_number_integer() && value.get<std::int64_t>() >= 0, "an integer >= 0");
             const auto v = value.get<std::int64_t>();
             if (key == "pool_slots") o.gpu.pool_slots = static_cast<int>(v);
             else if (key == "refresh_every") o.gpu.refresh_every = static_cast<int>(v);
             else if (key == "refresh_m") o.gpu.refresh_m = static_cast<int>(v);
-            else if (key == "kv_ring") o.gpu.kv_ring = static_cast<int>(std::min<std::int64_t>(v, 1 << 30));
             else o.gpu.context = v;
         } else {
             fail("{}: unknown profile key \"{}\" (kernel, store, threads, kernel_persistent, kdll, "
