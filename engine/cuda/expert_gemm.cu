@@ -5,6 +5,7 @@ namespace neural::cuda {
 
 namespace {
 
+template <GemmPath kPath>
 __global__ void __launch_bounds__(gemm::kThreads)
     expert_gate_up_kernel(const std::uint8_t* __restrict__ rec, int expert, ExpertShape sh,
                           const int* __restrict__ entries, int count,
@@ -18,7 +19,7 @@ __global__ void __launch_bounds__(gemm::kThreads)
         return m < count ? h + static_cast<std::size_t>(entries[m] / sh.k) * H : nullptr;
     };
     const gemm::WeightRows w{nullptr, rec, rec + static_cast<std::size_t>(2 * I) * G * 16};
-    gemm::gemm_tile(s, row_of, w, n0, 2 * I, H);
+    gemm::gemm_tile<kPath>(s, row_of, w, n0, 2 * I, H);
     const std::uint16_t* b = bias + static_cast<std::size_t>(expert) * 2 * I;
     for (int idx = threadIdx.x; idx < gemm::kBM * gemm::kBN / 2; idx += gemm::kThreads) {
         const int r = idx / (gemm::kBN / 2), p = idx % (gemm::kBN / 2), m = m0 + r;
@@ -33,6 +34,7 @@ __global__ void __launch_bounds__(gemm::kThreads)
     }
 }
 
+template <GemmPath kPath>
 __global__ void __launch_bounds__(gemm::kThreads)
     expert_down_kernel(const std::uint8_t* __restrict__ rec, int expert, ExpertShape sh,
                        const int* __restrict__ entries, int count,
@@ -47,7 +49,7 @@ __global__ void __launch_bounds__(gemm::kThreads)
     };
     const std::uint8_t* codes = rec + static_cast<std::size_t>(2 * I) * Gh * 17;
     const gemm::WeightRows w{nullptr, codes, codes + static_cast<std::size_t>(H) * Gi * 16};
-    gemm::gemm_tile(s, row_of, w, n0, H, I);
+    gemm::gemm_tile<kPath>(s, row_of, w, n0, H, I);
     const std::uint16_t* b = bias + static_cast<std::size_t>(expert) * H;
     for (int idx = threadIdx.x; idx < gemm::kBM * gemm::kBN; idx += gemm::kThreads) {
         const int r = idx / gemm::kBN, c = idx % gemm::kBN, m = m0 + r, n = n0 + c;
@@ -59,18 +61,29 @@ __global__ void __launch_bounds__(gemm::kThreads)
     }
 }
 
+template <GemmPath kPath>
+void launch(const std::uint8_t* record, int expert, const ExpertShape& shape, const int* entries, int count,
+            const float* h, const float* gate, const std::uint16_t* gate_up_bias, const std::uint16_t* down_bias,
+            float* act, float* acc, cudaStream_t stream) {
+    const int mt = (count + gemm::kBM - 1) / gemm::kBM;
+    expert_gate_up_kernel<kPath><<<dim3((2 * shape.intermediate + gemm::kBN - 1) / gemm::kBN, mt), gemm::kThreads, 0,
+                                   stream>>>(record, expert, shape, entries, count, h, gate_up_bias, act);
+    expert_down_kernel<kPath><<<dim3((shape.hidden + gemm::kBN - 1) / gemm::kBN, mt), gemm::kThreads, 0, stream>>>(
+        record, expert, shape, entries, count, act, gate, down_bias, acc);
+}
+
 }  // namespace
 
 void expert_gemm(const std::uint8_t* record, int expert, const ExpertShape& shape,
                  const int* entries, int count, const float* h, const float* gate,
                  const std::uint16_t* gate_up_bias, const std::uint16_t* down_bias,
-                 float* act, float* acc, cudaStream_t stream) {
+                 float* act, float* acc, cudaStream_t stream, GemmPath path) {
     if (count <= 0) return;
-    const int mt = (count + gemm::kBM - 1) / gemm::kBM;
-    expert_gate_up_kernel<<<dim3((2 * shape.intermediate + gemm::kBN - 1) / gemm::kBN, mt), gemm::kThreads, 0,
-                            stream>>>(record, expert, shape, entries, count, h, gate_up_bias, act);
-    expert_down_kernel<<<dim3((shape.hidden + gemm::kBN - 1) / gemm::kBN, mt), gemm::kThreads, 0, stream>>>(
-        record, expert, shape, entries, count, act, gate, down_bias, acc);
+    if (path == GemmPath::reference) {
+        launch<GemmPath::reference>(record, expert, shape, entries, count, h, gate, gate_up_bias, down_bias, act, acc, stream);
+    } else {
+        launch<GemmPath::fast>(record, expert, shape, entries, count, h, gate, gate_up_bias, down_bias, act, acc, stream);
+    }
 }
 
 }  // namespace neural::cuda

@@ -5,6 +5,7 @@ namespace neural::cuda {
 
 namespace {
 
+template <GemmPath kPath>
 __global__ void __launch_bounds__(gemm::kThreads)
     gemm_bf16_rows_kernel(const float* __restrict__ x, int M, int K,
                           const std::uint16_t* __restrict__ w, const std::uint16_t* __restrict__ bias,
@@ -15,7 +16,7 @@ __global__ void __launch_bounds__(gemm::kThreads)
         const int m = m0 + r;
         return m < M ? x + static_cast<std::size_t>(m) * K : nullptr;
     };
-    gemm::gemm_tile(s, row_of, gemm::WeightRows{w, nullptr, nullptr}, n0, N, K);
+    gemm::gemm_tile<kPath>(s, row_of, gemm::WeightRows{w, nullptr, nullptr}, n0, N, K);
     for (int idx = threadIdx.x; idx < gemm::kBM * gemm::kBN; idx += gemm::kThreads) {
         const int r = idx / gemm::kBN, c = idx % gemm::kBN, m = m0 + r, n = n0 + c;
         if (m >= M || n >= N) continue;
@@ -29,10 +30,14 @@ __global__ void __launch_bounds__(gemm::kThreads)
 
 void gemm_bf16_rows(const float* x, int m, int k, const std::uint16_t* w,
                     const std::uint16_t* bias, int n, float* y, int ldy, bool accumulate,
-                    cudaStream_t stream) {
+                    cudaStream_t stream, GemmPath path) {
     if (m <= 0) return;
     const dim3 grid((n + gemm::kBN - 1) / gemm::kBN, (m + gemm::kBM - 1) / gemm::kBM);
-    gemm_bf16_rows_kernel<<<grid, gemm::kThreads, 0, stream>>>(x, m, k, w, bias, n, y, ldy, accumulate);
+    if (path == GemmPath::fast) {
+        gemm_bf16_rows_kernel<GemmPath::fast><<<grid, gemm::kThreads, 0, stream>>>(x, m, k, w, bias, n, y, ldy, accumulate);
+    } else {
+        gemm_bf16_rows_kernel<GemmPath::reference><<<grid, gemm::kThreads, 0, stream>>>(x, m, k, w, bias, n, y, ldy, accumulate);
+    }
 }
 
 }  // namespace neural::cuda

@@ -8,10 +8,12 @@
 
 #include <cuda_runtime.h>
 
+#include "cuda/gemm_path.h"
+
 namespace neural::cuda {
 
 void gemm_bf16_rows(const float* x, int m, int k, const std::uint16_t* w,
                     const std::uint16_t* bias, int n, float* y, int ldy, bool accumulate,
-                    cudaStream_t stream);
+                    cudaStream_t stream, GemmPath path = GemmPath::fast);
 
 }  // namespace neural::cuda

@@ -8,7 +8,17 @@
 // activations missed the golden logits' 5e-2 on the tiny fixture). Every output element is one fixed-order
 // dot product, whatever rows share its tile, so grouping tokens differently (layer- or
 // block-major, resident or staged weights, one or many launches) gives bit-identical results.
-// After gemm_tile() returns, the tile's fp32 results are in Smem::c for the caller's epilogue.
+//
+// Two implementations of that one product, the same bits (test CudaPrefillKernels.*FastTile*):
+//  - gemm_tile_fast: the pipelined tile. Step g + 1's global loads (activations, weight codes) are
+//    issued into registers before step g's tensor-core products and stored (split, decoded) into
+//    the other of two shared-memory stages after them: one barrier per step, the loads' latency
+//    hidden behind the products. Conversions are paired (bf16x2) and stores 8/16 bytes wide.
+//  - gemm_tile_reference: the plain tile (load, convert, barrier, multiply, barrier), kept as the
+//    reference path (GemmPath::reference, gemm_path.h) that tests and neural_cuda_bench compare against.
+// Both issue the same WMMA products in the same order (per step: k 0..15 then 16..31, hi then lo)
+// on the same operand bits, so each output element sees the same sequence of fp32 accumulations.
+// After either returns, the tile's fp32 results are in Smem::c for the caller's epilogue.
 #pragma once
 
 #include <cstdint>
@@ -17,6 +27,7 @@
 #include <mma.h>
 
 #include "cuda/common.cuh"
+#include "cuda/gemm_path.h"
 
 namespace neural::cuda::gemm {
 
@@ -25,13 +36,15 @@ constexpr int kLds = kBK + 8;  // bf16 row stride of the A/B tiles (multiple of 
 constexpr int kLdc = kBN + 4;  // fp32 row stride of the C tile
 constexpr int kThreads = 128;
 
+struct Stage {
+    __nv_bfloat16 a[kBM * kLds];
+    __nv_bfloat16 a_lo[kBM * kLds];
+    __nv_bfloat16 b[kBN * kLds];
+};
+
 struct Smem {
     union {
-        struct {
-            __nv_bfloat16 a[kBM * kLds];
-            __nv_bfloat16 a_lo[kBM * kLds];
-            __nv_bfloat16 b[kBN * kLds];
-        } ab;
+        Stage st[2];  // the reference tile uses st[0] only
         float c[kBM * kLdc];
     };
 };
@@ -44,10 +57,47 @@ struct WeightRows {
     const std::uint8_t* scales = nullptr;
 };
 
-template <typename RowOf>
-__device__ __forceinline__ void gemm_tile(Smem& s, RowOf row_of, const WeightRows& w, int n0, int N,
-                                          int K) {
+// The tensor-core products of one 32-wide K step on a stage: warp (wm, wn)'s 32 x 32 of the tile.
+__device__ __forceinline__ void mma_step(const Stage& st, nvcuda::wmma::fragment<nvcuda::wmma::accumulator, 16, 16, 16, float> (&acc)[2][2],
+                                         int wm, int wn) {
     using namespace nvcuda;
+#pragma unroll
+    for (int kk = 0; kk < 32; kk += 16) {
+        wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> fa[2], fl[2];
+        wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::col_major> fb[2];
+#pragma unroll
+        for (int i = 0; i < 2; ++i) {
+            wmma::load_matrix_sync(fa[i], &st.a[(wm + 16 * i) * kLds + kk], kLds);
+            wmma::load_matrix_sync(fl[i], &st.a_lo[(wm + 16 * i) * kLds + kk], kLds);
+        }
+#pragma unroll
+        for (int j = 0; j < 2; ++j) wmma::load_matrix_sync(fb[j], &st.b[(wn + 16 * j) * kLds + kk], kLds);
+#pragma unroll
+        for (int i = 0; i < 2; ++i)
+#pragma unroll
+            for (int j = 0; j < 2; ++j) {
+                wmma::mma_sync(acc[i][j], fa[i], fb[j], acc[i][j]);
+                wmma::mma_sync(acc[i][j], fl[i], fb[j], acc[i][j]);
+            }
+    }
+}
+
+__device__ __forceinline__ void store_tile(Smem& s, nvcuda::wmma::fragment<nvcuda::wmma::accumulator, 16, 16, 16, float> (&acc)[2][2],
+                                           int wm, int wn) {
+    using namespace nvcuda;
+#pragma unroll
+    for (int i = 0; i < 2; ++i)
+#pragma unroll
+        for (int j = 0; j < 2; ++j)
+            wmma::store_matrix_sync(&s.c[(wm + 16 * i) * kLdc + wn + 16 * j], acc[i][j], kLdc, wmma::mem_row_major);
+    __syncthreads();
+}
+
+template <typename RowOf>
+__device__ __forceinline__ void gemm_tile_reference(Smem& s, RowOf row_of, const WeightRows& w, int n0, int N,
+                                                    int K) {
+    using namespace nvcuda;
+    Stage& st = s.st[0];
     const int t = threadIdx.x, warp = t / 32;
     const int wm = (warp / 2) * 32, wn = (warp % 2) * 32;
     wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[2][2];
@@ -69,8 +119,8 @@ __device__ __forceinline__ void gemm_tile(Smem& s, RowOf row_of, const WeightRow
 #pragma unroll
             for (int i = 0; i < 4; ++i) {
                 const __nv_bfloat16 hi = __float2bfloat16(f[i]);
-                s.ab.a[r * kLds + part * 4 + i] = hi;
-                s.ab.a_lo[r * kLds + part * 4 + i] = __float2bfloat16(f[i] - __bfloat162float(hi));
+                st.a[r * kLds + part * 4 + i] = hi;
+                st.a_lo[r * kLds + part * 4 + i] = __float2bfloat16(f[i] - __bfloat162float(hi));
             }
         }
         if (w.bf16 != nullptr) {
@@ -80,12 +130,12 @@ __device__ __forceinline__ void gemm_tile(Smem& s, RowOf row_of, const WeightRow
                 const int n = n0 + r;
                 uint4 v = make_uint4(0, 0, 0, 0);
                 if (n < N) v = __ldg(reinterpret_cast<const uint4*>(w.bf16 + static_cast<std::size_t>(n) * K + k0 + part * 8));
-                *reinterpret_cast<uint4*>(&s.ab.b[r * kLds + part * 8]) = v;
+                *reinterpret_cast<uint4*>(&st.b[r * kLds + part * 8]) = v;
             }
         } else {
             // One MXFP4 block per weight row; thread pair (r, half) decodes 16 elements.
             const int r = t / 2, half = t % 2, n = n0 + r;
-            __nv_bfloat16* dst = &s.ab.b[r * kLds + half * 16];
+            __nv_bfloat16* dst = &st.b[r * kLds + half * 16];
             if (n < N) {
                 const uint2 c = __ldg(reinterpret_cast<const uint2*>(w.codes + (static_cast<std::size_t>(n) * G + g) * 16 + half * 8));
                 const float sc = e8m0(__ldg(w.scales + static_cast<std::size_t>(n) * G + g));
@@ -105,33 +155,141 @@ __device__ __forceinline__ void gemm_tile(Smem& s, RowOf row_of, const WeightRow
             }
         }
         __syncthreads();
-#pragma unroll
-        for (int kk = 0; kk < 32; kk += 16) {
-            wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> fa[2], fl[2];
-            wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::col_major> fb[2];
-#pragma unroll
-            for (int i = 0; i < 2; ++i) {
-                wmma::load_matrix_sync(fa[i], &s.ab.a[(wm + 16 * i) * kLds + kk], kLds);
-                wmma::load_matrix_sync(fl[i], &s.ab.a_lo[(wm + 16 * i) * kLds + kk], kLds);
-            }
-#pragma unroll
-            for (int j = 0; j < 2; ++j) wmma::load_matrix_sync(fb[j], &s.ab.b[(wn + 16 * j) * kLds + kk], kLds);
-#pragma unroll
-            for (int i = 0; i < 2; ++i)
-#pragma unroll
-                for (int j = 0; j < 2; ++j) {
-                    wmma::mma_sync(acc[i][j], fa[i], fb[j], acc[i][j]);
-                    wmma::mma_sync(acc[i][j], fl[i], fb[j], acc[i][j]);
-                }
-        }
+        mma_step(st, acc, wm, wn);
         __syncthreads();
     }
+    store_tile(s, acc, wm, wn);
+}
+
+// ---- the pipelined tile ----------------------------------------------------------------------
+
+// One thread's share of a K step, in registers between its global loads and its shared stores:
+// A rows t / 8 + 16p (p = 0..3), columns 4 (t % 8) ..; bf16 weights: rows (t + 128p) / 4,
+// columns 8 ((t + 128p) % 4) ..; MXFP4: row t / 2, half t % 2 of the block (8 code bytes) and the
+// block's scale in b[0].z (b[0].w = 1 where the row exists).
+struct Fetched {
+    float4 a[4];
+    uint4 b[2];
+};
+
+__device__ __forceinline__ void fetch_step(Fetched& f, const float* const (&rows)[4], const WeightRows& w, int n0,
+                                           int N, int K, int g) {
+    const int t = threadIdx.x, k0 = g * 32, part = t % 8;
+#pragma unroll
+    for (int p = 0; p < 4; ++p) {
+        f.a[p] = rows[p] != nullptr ? *reinterpret_cast<const float4*>(rows[p] + k0 + part * 4)
+                                    : make_float4(0.f, 0.f, 0.f, 0.f);
+    }
+    if (w.bf16 != nullptr) {
+#pragma unroll
+        for (int p = 0; p < 2; ++p) {
+            const int idx = t + p * kThreads, r = idx / 4, bp = idx % 4, n = n0 + r;
+            f.b[p] = n < N ? __ldg(reinterpret_cast<const uint4*>(w.bf16 + static_cast<std::size_t>(n) * K + k0 + bp * 8))
+                           : make_uint4(0, 0, 0, 0);
+        }
+    } else {
+        const int G = K / 32, r = t / 2, half = t % 2, n = n0 + r;
+        if (n < N) {
+            const uint2 c = __ldg(reinterpret_cast<const uint2*>(w.codes + (static_cast<std::size_t>(n) * G + g) * 16 + half * 8));
+            f.b[0] = make_uint4(c.x, c.y, __ldg(w.scales + static_cast<std::size_t>(n) * G + g), 1u);
+        } else {
+            f.b[0] = make_uint4(0, 0, 0, 0);
+        }
+    }
+}
+
+__device__ __forceinline__ std::uint32_t bf16x2_bits(float lo, float hi) {
+    const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+    std::uint32_t u;
+    memcpy(&u, &v, sizeof u);
+    return u;
+}
+
+// Four E2M1 codes of a 32-bit word's low nibbles (elements 0, 2, 4, 6 of its 8) and high nibbles
+// (1, 3, 5, 7), times the block scale, as four bf16 pairs (0,1) (2,3) (4,5) (6,7). Each value is
+// (e2m1 * 2^-14) * 2^14 * scale: every step exact, so the bits equal bf16(e2m1(code) * scale).
+__device__ __forceinline__ void decode_word(std::uint32_t word, float sc, std::uint32_t* out) {
+    const std::uint32_t lo = word & 0x0F0F0F0Fu, hi = (word >> 4) & 0x0F0F0F0Fu;
+    const float2 e02 = e2m1x2_scaled(__byte_perm(lo, 0u, 0x4140u));
+    const float2 e46 = e2m1x2_scaled(__byte_perm(lo, 0u, 0x4342u));
+    const float2 e13 = e2m1x2_scaled(__byte_perm(hi, 0u, 0x4140u));
+    const float2 e57 = e2m1x2_scaled(__byte_perm(hi, 0u, 0x4342u));
+    constexpr float k14 = 16384.0f;
+    out[0] = bf16x2_bits((e02.x * k14) * sc, (e13.x * k14) * sc);
+    out[1] = bf16x2_bits((e02.y * k14) * sc, (e13.y * k14) * sc);
+    out[2] = bf16x2_bits((e46.x * k14) * sc, (e57.x * k14) * sc);
+    out[3] = bf16x2_bits((e46.y * k14) * sc, (e57.y * k14) * sc);
+}
+
+__device__ __forceinline__ void store_step(Stage& st, const Fetched& f, bool bf16_weights) {
+    const int t = threadIdx.x, part = t % 8;
+#pragma unroll
+    for (int p = 0; p < 4; ++p) {
+        const int r = t / 8 + 16 * p;
+        const float4 v = f.a[p];
+        const std::uint32_t h01 = bf16x2_bits(v.x, v.y), h23 = bf16x2_bits(v.z, v.w);
+        const uint2 lo = make_uint2(bf16x2_bits(v.x - bf16_lo(h01), v.y - bf16_hi(h01)),
+                                    bf16x2_bits(v.z - bf16_lo(h23), v.w - bf16_hi(h23)));
+        *reinterpret_cast<uint2*>(&st.a[r * kLds + part * 4]) = make_uint2(h01, h23);
+        *reinterpret_cast<uint2*>(&st.a_lo[r * kLds + part * 4]) = lo;
+    }
+    if (bf16_weights) {
+#pragma unroll
+        for (int p = 0; p < 2; ++p) {
+            const int idx = t + p * kThreads, r = idx / 4, bp = idx % 4;
+            *reinterpret_cast<uint4*>(&st.b[r * kLds + bp * 8]) = f.b[p];
+        }
+    } else {
+        const int r = t / 2, half = t % 2;
+        std::uint32_t out[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+        if (f.b[0].w != 0u) {
+            const float sc = e8m0(f.b[0].z);
+            decode_word(f.b[0].x, sc, out);
+            decode_word(f.b[0].y, sc, out + 4);
+        }
+        uint4* dst = reinterpret_cast<uint4*>(&st.b[r * kLds + half * 16]);
+        dst[0] = make_uint4(out[0], out[1], out[2], out[3]);
+        dst[1] = make_uint4(out[4], out[5], out[6], out[7]);
+    }
+}
+
+template <typename RowOf>
+__device__ __forceinline__ void gemm_tile_fast(Smem& s, RowOf row_of, const WeightRows& w, int n0, int N, int K) {
+    using namespace nvcuda;
+    const int t = threadIdx.x, warp = t / 32;
+    const int wm = (warp / 2) * 32, wn = (warp % 2) * 32;
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[2][2];
 #pragma unroll
     for (int i = 0; i < 2; ++i)
 #pragma unroll
-        for (int j = 0; j < 2; ++j)
-            wmma::store_matrix_sync(&s.c[(wm + 16 * i) * kLdc + wn + 16 * j], acc[i][j], kLdc, wmma::mem_row_major);
+        for (int j = 0; j < 2; ++j) wmma::fill_fragment(acc[i][j], 0.0f);
+    const float* rows[4];
+#pragma unroll
+    for (int p = 0; p < 4; ++p) rows[p] = row_of(t / 8 + 16 * p);
+    const bool bf16_weights = w.bf16 != nullptr;
+    const int G = K / 32;
+    Fetched f;
+    fetch_step(f, rows, w, n0, N, K, 0);
+    store_step(s.st[0], f, bf16_weights);
     __syncthreads();
+    for (int g = 0; g < G; ++g) {
+        const bool more = g + 1 < G;
+        if (more) fetch_step(f, rows, w, n0, N, K, g + 1);
+        mma_step(s.st[g & 1], acc, wm, wn);
+        if (more) store_step(s.st[(g + 1) & 1], f, bf16_weights);
+        __syncthreads();
+    }
+    store_tile(s, acc, wm, wn);
+}
+
+// The tile of a kernel instantiated for one path.
+template <GemmPath kPath, typename RowOf>
+__device__ __forceinline__ void gemm_tile(Smem& s, RowOf row_of, const WeightRows& w, int n0, int N, int K) {
+    if constexpr (kPath == GemmPath::fast) {
+        gemm_tile_fast(s, row_of, w, n0, N, K);
+    } else {
+        gemm_tile_reference(s, row_of, w, n0, N, K);
+    }
 }
 
 }  // namespace neural::cuda::gemm

@@ -3,6 +3,10 @@
 // microseconds per call and achieved GB/s for every kernel of a layer graph, the graph itself
 // launched and waited for like the backend does, and the lm_head tail. Not a test (timings are
 // not pass/fail): `neural_cuda_bench [20b|120b] [context]`, see docs/CUDA.md.
+// `neural_cuda_bench prefill [20b|120b] [tokens]`: the prefill kernels instead (one layer's
+// dense GEMMs, attention, router and every expert's GEMM at the prompt's tokens per expert) and
+// the GPU time they add up to for the whole prompt, with TFLOP/s of the tensor-core work.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -15,6 +19,9 @@
 
 #include "cpu/kernels/expert_record.h"
 #include "cuda/attention.cuh"
+#include "cuda/attention_prefill.cuh"
+#include "cuda/expert_gemm.cuh"
+#include "cuda/gemm_bf16_rows.cuh"
 #include "cuda/expert_mxfp4.cuh"
 #include "cuda/gemv_bf16.cuh"
 #include "cuda/residual.cuh"
@@ -66,10 +73,111 @@ void row(const char* name, double us, double bytes) {
     std::printf("%-34s %9.2f us %9.1f GB/s\n", name, us, bytes > 0 ? bytes / us / 1e3 : 0.0);
 }
 
+// The GPU time of a whole layer-major prompt of `tokens` tokens (blocks of 2,048), from the
+// prefill kernels timed one at a time: the dense part per block (attention at each block's
+// position), then every expert over its share of the tokens (uniform routing: tokens * 4 /
+// experts each, every expert from its own record so L2 holds none of them). Upper part of the
+// prompt's time: the host's routing round trip, staging and the CPU's experts come on top.
+int prefill_bench(const std::string& shape, int tokens) {
+    using namespace neural::cuda;
+    const int H = 2880, I = 2880, nq = 64, nkv = 8, d = 64, K = 4, block = 2048;
+    const int E = shape == "20b" ? 32 : 128, L = shape == "20b" ? 24 : 36;
+    const int Q = nq * d, KV = nkv * d, qkv_cols = Q + 2 * KV;
+    cudaDeviceProp p{};
+    CHECK(cudaGetDeviceProperties(&p, 0));
+    std::printf("prefill of %d tokens, gpt-oss-%s shape on %s, %d layers (half sliding, window 128)\n",
+                tokens, shape.c_str(), p.name, L);
+    cudaStream_t s;
+    CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    g_stream = s;
+    const std::size_t rows_max = static_cast<std::size_t>(std::min(block, tokens));
+    auto* x = dev<float>(rows_max * H, 0);
+    auto* hin = dev<float>(static_cast<std::size_t>(tokens) * H, 0x3C);
+    auto* qkv = dev<float>(rows_max * qkv_cols, 0x3C);
+    auto* attn = dev<float>(rows_max * Q, 0x3C);
+    auto* logits = dev<float>(rows_max * E, 0);
+    auto* kc = dev<float>(static_cast<std::size_t>(tokens) * KV, 0x3C);
+    auto* vc = dev<float>(static_cast<std::size_t>(tokens) * KV, 0x3C);
+    auto* qkv_w = dev<std::uint16_t>(static_cast<std::size_t>(qkv_cols) * H, 0x01);
+    auto* o_w = dev<std::uint16_t>(static_cast<std::size_t>(H) * Q, 0x01);
+    auto* router_w = dev<std::uint16_t>(static_cast<std::size_t>(E) * H, 0x01);
+    auto* bias = dev<std::uint16_t>(static_cast<std::size_t>(qkv_cols), 0);
+    auto* norm = dev<std::uint16_t>(H, 0x01);
+    auto* inv = dev<float>(d / 2, 0);
+    auto* sel = dev<int>(rows_max * K);
+    auto* gate = dev<float>(static_cast<std::size_t>(tokens) * K, 0);
+    const std::uint64_t rec = neural::cpu::ExpertRecordView::raw_bytes(H, I), stride = (rec + 255) / 256 * 256;
+    auto* pool = dev<std::uint8_t>(static_cast<std::size_t>(E) * stride, 0x77);
+    auto* gu_bias = dev<std::uint16_t>(static_cast<std::size_t>(E) * 2 * I, 0);
+    auto* down_bias = dev<std::uint16_t>(static_cast<std::size_t>(E) * H, 0);
+    const int per_expert = tokens * K / E;
+    auto* act = dev<float>(static_cast<std::size_t>(std::min(per_expert, block)) * I, 0);
+    auto* acc = dev<float>(static_cast<std::size_t>(tokens) * H, 0);
+    std::vector<int> entries_h(static_cast<std::size_t>(per_expert));
+    for (int m = 0; m < per_expert; ++m) entries_h[static_cast<std::size_t>(m)] = static_cast<int>((static_cast<long long>(m) * tokens / per_expert) * K);
+    int* entries = dev<int>(entries_h.size() + 1);
+    CHECK(cudaMemcpy(entries, entries_h.data(), entries_h.size() * 4, cudaMemcpyHostToDevice));
+    const ExpertShape es{H, I, K, E, 7.0f, 1.702f};
+
+    auto tflops = [](double flop, double us) { return flop / us / 1e6; };
+    auto line = [&](const char* name, double us_per_call, double calls, double flop_per_call) {
+        std::printf("%-40s %9.1f us x %7.0f = %7.3f s %8.1f TFLOP/s\n", name, us_per_call, calls,
+                    us_per_call * calls / 1e6, flop_per_call > 0 ? tflops(flop_per_call, us_per_call) : 0.0);
+        return us_per_call * calls / 1e6;
+    };
+    double total = 0;
+    const int blocks = (tokens + block - 1) / block;
+    const int rows = static_cast<int>(rows_max);
+    // Dense GEMMs at a full block (a shorter last block is counted as a full one).
+    total += line("rms_norm_rows x2", time_us([&] { rms_norm_rows(x, norm, 1e-5f, H, rows, hin, s); }, 20), 2.0 * L * blocks, 0);
+    total += line("gemm QKV [rows x 2880] x [5120]", time_us([&] { gemm_bf16_rows(hin, rows, H, qkv_w, bias, qkv_cols, qkv, qkv_cols, false, s); }, 20),
+                  1.0 * L * blocks, 2.0 * rows * H * qkv_cols);
+    line("  (reference tile, not in the sum)",
+         time_us([&] { gemm_bf16_rows(hin, rows, H, qkv_w, bias, qkv_cols, qkv, qkv_cols, false, s, GemmPath::reference); }, 20),
+         1.0 * L * blocks, 2.0 * rows * H * qkv_cols);
+    total += line("rope + K/V rows", time_us([&] { rope_kv_rows(qkv, rows, nq, nkv, d, inv, 1.0f, 0, kc, vc, 0, s); }, 20), 1.0 * L * blocks, 0);
+    double full_us = 0, sliding_us = 0, full_flop = 0;
+    for (int b = 0; b < blocks; ++b) {
+        const int r = std::min(block, tokens - b * block), pos0 = b * block;
+        full_us += time_us([&] { attention_prefill(qkv, qkv_cols, r, pos0, kc, vc, norm, nq, nkv, 0, 0, attn, s); }, 5);
+        sliding_us += time_us([&] { attention_prefill(qkv, qkv_cols, r, pos0, kc, vc, norm, nq, nkv, 128, 0, attn, s); }, 5);
+        full_flop += 4.0 * nq * d * r * (pos0 + r / 2.0);
+    }
+    total += line("attention full (all blocks)", full_us, L / 2.0, full_flop);
+    total += line("attention sliding 128 (all blocks)", sliding_us, L / 2.0, 0);
+    total += line("gemm output [rows x 4096] x [2880]", time_us([&] { gemm_bf16_rows(attn, rows, Q, o_w, bias, H, x, H, true, s); }, 20),
+                  1.0 * L * blocks, 2.0 * rows * Q * H);
+    total += line("gemm router [rows x 2880] x [E]", time_us([&] { gemm_bf16_rows(hin, rows, H, router_w, bias, E, logits, E, false, s); }, 20),
+                  1.0 * L * blocks, 2.0 * rows * H * E);
+    total += line("router top-k rows", time_us([&] { router_topk_rows(logits, rows, E, K, sel, gate, s); }, 20), 1.0 * L * blocks, 0);
+    // Every expert of a layer over its tokens, in chunks of a block like the backend.
+    auto experts = [&](GemmPath path) {
+        return time_us([&] {
+            for (int e = 0; e < E; ++e) {
+                const std::uint8_t* r = pool + static_cast<std::size_t>(e) * stride;
+                for (int m0 = 0; m0 < per_expert; m0 += block) {
+                    expert_gemm(r, e, es, entries + m0, std::min(block, per_expert - m0), hin, gate, gu_bias, down_bias,
+                                act, acc, s, path);
+                }
+            }
+        }, 3);
+    };
+    char name[64];
+    std::snprintf(name, sizeof name, "%d experts x %d tokens (gate_up + down)", E, per_expert);
+    const double expert_flop = 2.0 * E * per_expert * (2.0 * I * H + static_cast<double>(H) * I);
+    total += line(name, experts(GemmPath::fast), L, expert_flop);
+    line("  (reference tile, not in the sum)", experts(GemmPath::reference), L, expert_flop);
+    std::printf("GPU time of the whole prompt (sum of the above): %.3f s = %.0f tok/s\n", total, tokens / total);
+    return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
     std::setvbuf(stdout, nullptr, _IONBF, 0);
+    if (argc > 1 && std::string(argv[1]) == "prefill") {
+        return prefill_bench(argc > 2 ? argv[2] : "120b", argc > 3 ? std::atoi(argv[3]) : 13000);
+    }
     const std::string shape = argc > 1 ? argv[1] : "120b";
     const int ctx = argc > 2 ? std::atoi(argv[2]) : 4096;
     const int H = 2880, I = 2880, nq = 64, nkv = 8, d = 64, K = 4, V = 201088;

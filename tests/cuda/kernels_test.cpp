@@ -395,6 +395,79 @@ TEST(CudaPrefillKernels, GemmBf16RowsMatchesADoubleReferenceAndRowsDoNotDependOn
     }
 }
 
+// The pipelined GEMM tile (the default) and the plain reference tile: the same bits, for bf16
+// weights (shapes with partial tiles in M and N, both epilogues) and for MXFP4 expert records
+// of random codes with scales from the subnormal 2^-127 up (every decode case).
+TEST(CudaPrefillKernels, FastTileIsTheReferenceTileBitForBit) {
+    SKIP_WITHOUT_GPU();
+    {
+        const int M = 150, K = 320, N = 200;
+        auto x = test::random_vector(static_cast<std::size_t>(M) * K, 41);
+        for (std::size_t i = 0; i < x.size(); i += 7) x[i] *= 1e-4f;  // values below bf16's reach of the hi half
+        for (std::size_t i = 3; i < x.size(); i += 11) x[i] *= 3e3f;
+        const auto w = random_bf16(static_cast<std::size_t>(N) * K, 42);
+        const auto bias = random_bf16(N, 43);
+        const auto y0 = test::random_vector(static_cast<std::size_t>(M) * N, 44);
+        for (bool accumulate : {false, true}) {
+            SCOPED_TRACE(accumulate);
+            Dev<float> dx(x), fast(y0), ref(y0);
+            Dev<std::uint16_t> dw(w), db(bias);
+            cuda::gemm_bf16_rows(dx.get(), M, K, dw.get(), db.get(), N, fast.get(), N, accumulate, nullptr,
+                                 cuda::GemmPath::fast);
+            cuda::gemm_bf16_rows(dx.get(), M, K, dw.get(), db.get(), N, ref.get(), N, accumulate, nullptr,
+                                 cuda::GemmPath::reference);
+            const auto a = fast.host(), b = ref.host();
+            ASSERT_EQ(std::memcmp(a.data(), b.data(), a.size() * 4), 0);
+        }
+    }
+    const int H = 160, I = 96, K = 4, E = 2, T = 150;
+    const std::uint64_t bytes = cpu::ExpertRecordView::raw_bytes(H, I);
+    std::mt19937_64 rng(45);
+    const std::uint8_t scales[] = {0, 1, 2, 100, 115, 120, 127, 130, 140, 150};
+    for (int variant = 0; variant < 2; ++variant) {
+        SCOPED_TRACE(variant);
+        std::vector<std::uint8_t> raw(bytes);
+        if (variant == 0) {
+            test::ExpertSpec spec;
+            spec.hidden = H;
+            spec.intermediate = I;
+            spec.seed = 46;
+            const auto ex = test::make_test_expert(spec);
+            std::memcpy(raw.data(), ex.raw.data(), bytes);
+        } else {
+            // Random codes; scales: the code bytes' areas first, then the scale areas of both matrices.
+            for (auto& b : raw) b = static_cast<std::uint8_t>(rng());
+            const std::uint64_t gu_codes = static_cast<std::uint64_t>(2 * I) * (H / 32) * 16;
+            const std::uint64_t gu_scales = static_cast<std::uint64_t>(2 * I) * (H / 32);
+            const std::uint64_t dn_codes = static_cast<std::uint64_t>(H) * (I / 32) * 16;
+            for (std::uint64_t i = gu_codes; i < gu_codes + gu_scales; ++i) raw[i] = scales[rng() % 10];
+            for (std::uint64_t i = gu_codes + gu_scales + dn_codes; i < bytes; ++i) raw[i] = scales[rng() % 10];
+        }
+        const auto hf = test::random_vector(static_cast<std::size_t>(T) * H, 47);
+        const auto gate = test::random_vector(static_cast<std::size_t>(T) * K, 48);
+        const auto gu_bias = random_bf16(static_cast<std::size_t>(E) * 2 * I, 49);
+        const auto down_bias = random_bf16(static_cast<std::size_t>(E) * H, 50);
+        std::vector<int> entries;
+        for (int t = 0; t < T; t += (t % 5 == 0 ? 2 : 1)) entries.push_back(t * K + t % K);
+        Dev<std::uint8_t> rec(raw);
+        Dev<std::uint16_t> dgu(gu_bias), ddown(down_bias);
+        Dev<float> dh(hf), dgate(gate);
+        Dev<int> de(entries);
+        Dev<float> act_f(static_cast<std::size_t>(T) * I), act_r(static_cast<std::size_t>(T) * I);
+        Dev<float> acc_f(static_cast<std::size_t>(T) * H), acc_r(static_cast<std::size_t>(T) * H);
+        const cuda::ExpertShape shape{H, I, K, E, 7.0f, 1.702f};
+        cuda::expert_gemm(rec.get(), 1, shape, de.get(), static_cast<int>(entries.size()), dh.get(), dgate.get(),
+                          dgu.get(), ddown.get(), act_f.get(), acc_f.get(), nullptr, cuda::GemmPath::fast);
+        cuda::expert_gemm(rec.get(), 1, shape, de.get(), static_cast<int>(entries.size()), dh.get(), dgate.get(),
+                          dgu.get(), ddown.get(), act_r.get(), acc_r.get(), nullptr, cuda::GemmPath::reference);
+        const auto af = act_f.host(), ar = act_r.host(), cf = acc_f.host(), cr = acc_r.host();
+        ASSERT_EQ(std::memcmp(af.data(), ar.data(), af.size() * 4), 0);
+        ASSERT_EQ(std::memcmp(cf.data(), cr.data(), cf.size() * 4), 0);
+        // Not all zeros: the comparison compares something.
+        EXPECT_GT(std::count_if(cf.begin(), cf.end(), [](float v) { return v != 0.0f; }), T * H / 2);
+    }
+}
+
 TEST(CudaPrefillKernels, RowKernelsMatchTheirDecodeKernelsBitForBit) {
     SKIP_WITHOUT_GPU();
     // rms_norm_rows = rms_norm per row; rope_kv_rows = rope_kv per position;
