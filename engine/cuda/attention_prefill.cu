@@ -61,7 +61,7 @@ __device__ __forceinline__ void split_bf16(__nv_bfloat16* hi, __nv_bfloat16* lo,
 }
 
 __global__ void __launch_bounds__(kThreads)
-    attention_prefill_kernel(const float* __restrict__ q, int q_stride, int rows, int pos0,
+    attention_prefill_reference_kernel(const float* __restrict__ q, int q_stride, int rows, int pos0,
                              const float* __restrict__ kc, const float* __restrict__ vc,
                              const std::uint16_t* __restrict__ sinks, int q_heads, int kv_heads,
                              int window, int ring, float* __restrict__ out) {
@@ -192,6 +192,226 @@ __global__ void __launch_bounds__(kThreads)
     for (int c = 0; c < 32; ++c) orow[c] = s.o[row * kLdf + c0 + c] * f;
 }
 
+// ---- the fast kernel: S, P and O in registers ---------------------------------------------
+// The same math with raw mma.sync.m16n8k16 (bf16 in, fp32 accumulate), whose fragment layouts
+// PTX documents, so the softmax works on the accumulators in registers (the reference kernel
+// round-trips S, P and O through shared memory on every key tile, which bounded it: 74% L1/shared
+// throughput, 27% issue). Warp w owns query rows 16w .. 16w + 15; lane = 4g + q holds rows g and
+// g + 8 and, per 8-key (or 8-dimension) n-tile, columns 2q and 2q + 1. Shared memory holds only
+// the key tile's K (row-major, [key][dim]) and V transposed ([dim][key]), as bf16 hi/lo halves.
+constexpr int kLdk = kD + 8;  // bf16 row stride: lane (g, q) reads word 36 g + q, 32 distinct banks
+
+struct FastSmem {
+    __nv_bfloat16 k[kTile * kLdk], k_lo[kTile * kLdk];
+    __nv_bfloat16 vt[kD * kLdk], vt_lo[kD * kLdk];
+};
+
+__device__ __forceinline__ std::uint32_t pack_bf16(float a, float b) {
+    const __nv_bfloat162 v = __floats2bfloat162_rn(a, b);
+    std::uint32_t u;
+    memcpy(&u, &v, sizeof u);
+    return u;
+}
+
+// x = hi + lo for two values: the hi pair and the lo pair as packed bf16x2 words.
+__device__ __forceinline__ void split_pair(float a, float b, std::uint32_t& hi, std::uint32_t& lo) {
+    hi = pack_bf16(a, b);
+    lo = pack_bf16(a - __uint_as_float(hi << 16), b - __uint_as_float(hi & 0xFFFF0000u));
+}
+
+// D += A B for one m16n8k16 tile (A: 4 words, B: 2 words, D: 4 floats).
+__device__ __forceinline__ void mma16816(float (&d)[4], const std::uint32_t (&a)[4], std::uint32_t b0, std::uint32_t b1) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ std::uint32_t lds32(const __nv_bfloat16* p) {
+    return *reinterpret_cast<const std::uint32_t*>(p);
+}
+
+__global__ void __launch_bounds__(kThreads, 3)
+    attention_prefill_fast_kernel(const float* __restrict__ q, int q_stride, int rows, int pos0,
+                                  const float* __restrict__ kc, const float* __restrict__ vc,
+                                  const std::uint16_t* __restrict__ sinks, int q_heads, int kv_heads,
+                                  int window, int ring, float* __restrict__ out) {
+    __shared__ __align__(16) FastSmem s;
+    const int hq = blockIdx.x, r0 = blockIdx.y * kTile;
+    const int hk = hq / (q_heads / kv_heads), kv_dim = kv_heads * kD;
+    const int t = threadIdx.x, warp = t / 32, lane = t % 32, g = lane / 4, qd = lane % 4;
+    const int last_row = min(r0 + kTile, rows) - 1;
+    const int kmax = pos0 + last_row;
+    // Key tiles at multiples of 64, as the reference kernel: a row's result does not depend on
+    // the block or tile it is computed in.
+    const int kmin = (window > 0 ? max(0, pos0 + r0 - window + 1) : 0) / kTile * kTile;
+    const float scale = rsqrtf(static_cast<float>(kD));
+
+    // This lane's rows (g, g + 8 of the warp's 16) and their Q as A fragments, hi and lo.
+    int rr[2], pq[2], lo_key[2];
+    bool valid[2];
+    std::uint32_t qa[4][4], ql[4][4];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+        rr[h] = r0 + 16 * warp + g + 8 * h;
+        valid[h] = rr[h] < rows;
+        pq[h] = pos0 + rr[h];
+        lo_key[h] = window > 0 ? pq[h] - window + 1 : 0;
+    }
+#pragma unroll
+    for (int c = 0; c < 4; ++c) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+#pragma unroll
+            for (int half = 0; half < 2; ++half) {
+                float2 v = make_float2(0.f, 0.f);
+                if (valid[h]) v = *reinterpret_cast<const float2*>(q + static_cast<std::size_t>(rr[h]) * q_stride + hq * kD + 16 * c + 2 * qd + 8 * half);
+                // a0a1: (g, 2q), a2a3: (g+8, 2q), a4a5: (g, 2q+8), a6a7: (g+8, 2q+8)
+                split_pair(v.x, v.y, qa[c][h + 2 * half], ql[c][h + 2 * half]);
+            }
+        }
+    }
+    float o[8][4];
+#pragma unroll
+    for (int n = 0; n < 8; ++n)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) o[n][i] = 0.0f;
+    float m[2] = {-FLT_MAX, -FLT_MAX}, l[2] = {0.0f, 0.0f};
+
+    for (int kb = kmin; kb <= kmax; kb += kTile) {
+        // K tile: 64 keys x 16 float4, row-major halves. With a ring, keys before the window read
+        // whatever newer position shares their row: finite values, weighted 0 below.
+#pragma unroll
+        for (int p = 0; p < 8; ++p) {
+            const int idx = t + p * kThreads, key = idx / 16, c4 = idx % 16, pos = kb + key;
+            float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
+            if (pos <= kmax) v = *reinterpret_cast<const float4*>(kc + static_cast<std::size_t>(ring > 0 ? pos % ring : pos) * kv_dim + hk * kD + 4 * c4);
+            std::uint32_t h0, l0, h1, l1;
+            split_pair(v.x, v.y, h0, l0);
+            split_pair(v.z, v.w, h1, l1);
+            *reinterpret_cast<uint2*>(&s.k[key * kLdk + 4 * c4]) = make_uint2(h0, h1);
+            *reinterpret_cast<uint2*>(&s.k_lo[key * kLdk + 4 * c4]) = make_uint2(l0, l1);
+        }
+        // V tile transposed: a unit is 2 keys x 4 dimensions, stored as 4 words (dim, key pair).
+#pragma unroll
+        for (int p = 0; p < 4; ++p) {
+            const int kp = lane / 4 + 8 * warp, dq = lane % 4 + 4 * p;
+            const int pa = kb + 2 * kp, pb = pa + 1;
+            float4 va = make_float4(0.f, 0.f, 0.f, 0.f), vb = va;
+            if (pa <= kmax) va = *reinterpret_cast<const float4*>(vc + static_cast<std::size_t>(ring > 0 ? pa % ring : pa) * kv_dim + hk * kD + 4 * dq);
+            if (pb <= kmax) vb = *reinterpret_cast<const float4*>(vc + static_cast<std::size_t>(ring > 0 ? pb % ring : pb) * kv_dim + hk * kD + 4 * dq);
+            const float a4[4] = {va.x, va.y, va.z, va.w}, b4[4] = {vb.x, vb.y, vb.z, vb.w};
+#pragma unroll
+            for (int i = 0; i < 4; ++i) {
+                std::uint32_t h, lw;
+                split_pair(a4[i], b4[i], h, lw);
+                *reinterpret_cast<std::uint32_t*>(&s.vt[(4 * dq + i) * kLdk + 2 * kp]) = h;
+                *reinterpret_cast<std::uint32_t*>(&s.vt_lo[(4 * dq + i) * kLdk + 2 * kp]) = lw;
+            }
+        }
+        __syncthreads();
+
+        // S = Q K^T (16 rows x 64 keys per warp): hi hi + hi lo + lo hi.
+        float sc[8][4];
+#pragma unroll
+        for (int n = 0; n < 8; ++n)
+#pragma unroll
+            for (int i = 0; i < 4; ++i) sc[n][i] = 0.0f;
+#pragma unroll
+        for (int c = 0; c < 4; ++c) {
+#pragma unroll
+            for (int n = 0; n < 8; ++n) {
+                const int at = (8 * n + g) * kLdk + 16 * c + 2 * qd;
+                const std::uint32_t b0 = lds32(&s.k[at]), b1 = lds32(&s.k[at + 8]);
+                const std::uint32_t c0 = lds32(&s.k_lo[at]), c1 = lds32(&s.k_lo[at + 8]);
+                mma16816(sc[n], qa[c], b0, b1);
+                mma16816(sc[n], qa[c], c0, c1);
+                mma16816(sc[n], ql[c], b0, b1);
+            }
+        }
+        // Online softmax of rows g (h = 0) and g + 8 (h = 1); a row's 64 values sit on the four
+        // lanes of its quad (xor 1, 2).
+        float mx[2] = {-FLT_MAX, -FLT_MAX};
+#pragma unroll
+        for (int n = 0; n < 8; ++n)
+#pragma unroll
+            for (int i = 0; i < 4; ++i) {
+                const int h = i / 2, key = kb + 8 * n + 2 * qd + (i % 2);
+                const bool ok = valid[h] && key <= pq[h] && key >= lo_key[h] && key <= kmax;
+                const float v = ok ? sc[n][i] * scale : -FLT_MAX;
+                sc[n][i] = v;
+                mx[h] = fmaxf(mx[h], v);
+            }
+        float alpha[2];
+        bool any[2];
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xFFFFFFFFu, mx[h], 1));
+            mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xFFFFFFFFu, mx[h], 2));
+            const float m_new = fmaxf(m[h], mx[h]);
+            any[h] = m_new > -FLT_MAX;
+            alpha[h] = (any[h] && m[h] > -FLT_MAX) ? expf(m[h] - m_new) : (any[h] ? 0.0f : 1.0f);
+            m[h] = m_new;
+        }
+        float sum[2] = {0.0f, 0.0f};
+#pragma unroll
+        for (int n = 0; n < 8; ++n)
+#pragma unroll
+            for (int i = 0; i < 4; ++i) {
+                const int h = i / 2;
+                const float p = (any[h] && sc[n][i] > -FLT_MAX) ? expf(sc[n][i] - m[h]) : 0.0f;
+                sc[n][i] = p;
+                sum[h] += p;
+            }
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            sum[h] += __shfl_xor_sync(0xFFFFFFFFu, sum[h], 1);
+            sum[h] += __shfl_xor_sync(0xFFFFFFFFu, sum[h], 2);
+            l[h] = l[h] * alpha[h] + sum[h];
+        }
+#pragma unroll
+        for (int n = 0; n < 8; ++n) {
+            o[n][0] *= alpha[0];
+            o[n][1] *= alpha[0];
+            o[n][2] *= alpha[1];
+            o[n][3] *= alpha[1];
+        }
+        // O += P V: P's accumulator layout is the A layout of keys 16j .. 16j + 15 (n-tiles 2j, 2j + 1).
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+            std::uint32_t pa[4], pl[4];
+            split_pair(sc[2 * j][0], sc[2 * j][1], pa[0], pl[0]);
+            split_pair(sc[2 * j][2], sc[2 * j][3], pa[1], pl[1]);
+            split_pair(sc[2 * j + 1][0], sc[2 * j + 1][1], pa[2], pl[2]);
+            split_pair(sc[2 * j + 1][2], sc[2 * j + 1][3], pa[3], pl[3]);
+#pragma unroll
+            for (int n = 0; n < 8; ++n) {
+                const int at = (8 * n + g) * kLdk + 16 * j + 2 * qd;
+                const std::uint32_t b0 = lds32(&s.vt[at]), b1 = lds32(&s.vt[at + 8]);
+                const std::uint32_t c0 = lds32(&s.vt_lo[at]), c1 = lds32(&s.vt_lo[at + 8]);
+                mma16816(o[n], pa, b0, b1);
+                mma16816(o[n], pa, c0, c1);
+                mma16816(o[n], pl, b0, b1);
+            }
+        }
+        __syncthreads();  // the K/V tiles are reloaded next step
+    }
+    const float sink = bf16_bits_to_float(sinks[hq]);
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+        if (!valid[h]) continue;
+        const float mf = fmaxf(m[h], sink);
+        const float denom = l[h] * expf(m[h] - mf) + expf(sink - mf);
+        const float f = expf(m[h] - mf) / denom;
+        float* orow = out + static_cast<std::size_t>(rr[h]) * q_heads * kD + hq * kD + 2 * qd;
+#pragma unroll
+        for (int n = 0; n < 8; ++n) {
+            *reinterpret_cast<float2*>(orow + 8 * n) = make_float2(o[n][2 * h] * f, o[n][2 * h + 1] * f);
+        }
+    }
+}
+
 // The opt-in to more than 48 KiB of dynamic shared memory is a property of the kernel on one
 // device: it is set once for every device a launch runs on (set once per process, a second GPU
 // -- or a process whose first launch ran on another device -- got "invalid argument").
@@ -203,7 +423,7 @@ void allow_large_shared_memory() {
     const std::lock_guard<std::mutex> lock(mu);
     const auto d = static_cast<std::size_t>(device);
     if (d < configured.size() && configured[d]) return;
-    NEURAL_CUDA(cudaFuncSetAttribute(attention_prefill_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+    NEURAL_CUDA(cudaFuncSetAttribute(attention_prefill_reference_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                      static_cast<int>(sizeof(Smem))));
     if (d >= configured.size()) configured.resize(d + 1, false);
     configured[d] = true;
@@ -213,11 +433,16 @@ void allow_large_shared_memory() {
 
 void attention_prefill(const float* q, int q_stride, int rows, int pos0, const float* k_cache,
                        const float* v_cache, const std::uint16_t* sinks, int q_heads, int kv_heads,
-                       int window, int ring, float* out, cudaStream_t stream) {
+                       int window, int ring, float* out, cudaStream_t stream, KernelPath path) {
     if (rows <= 0) return;
-    allow_large_shared_memory();
     const dim3 grid(q_heads, (rows + kTile - 1) / kTile);
-    attention_prefill_kernel<<<grid, kThreads, sizeof(Smem), stream>>>(
+    if (path == KernelPath::fast) {
+        attention_prefill_fast_kernel<<<grid, kThreads, 0, stream>>>(
+            q, q_stride, rows, pos0, k_cache, v_cache, sinks, q_heads, kv_heads, window, ring, out);
+        return;
+    }
+    allow_large_shared_memory();
+    attention_prefill_reference_kernel<<<grid, kThreads, sizeof(Smem), stream>>>(
         q, q_stride, rows, pos0, k_cache, v_cache, sinks, q_heads, kv_heads, window, ring, out);
 }
 

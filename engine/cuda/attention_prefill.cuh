@@ -7,11 +7,17 @@
 // denominator at the end. q: fp32 rows of qkv (row stride q_stride); out fp32 [rows, nq * 64]. head_dim must be 64 (gpt-oss); the backend checks. Deterministic.
 // ring > 0: the caches hold `ring` rows, position p in row p % ring; the block's keys and the
 // window before it must fit: ring >= rows + window - 1 (the backend checks). Host entry point only.
+// Two kernels (KernelPath): the fast one keeps S, P and O in registers (raw mma.sync, whose
+// fragment layouts are documented), the reference one (WMMA) stages them in shared memory. Same
+// products, tiles and masks; they agree within rounding (the summation order inside the tensor
+// cores' fragments differs), each is deterministic and independent of the block cut.
 #pragma once
 
 #include <cstdint>
 
 #include <cuda_runtime.h>
+
+#include "cuda/kernel_path.h"
 
 namespace neural::cuda {
 
@@ -19,6 +25,7 @@ constexpr int kPrefillHeadDim = 64;
 
 void attention_prefill(const float* q, int q_stride, int rows, int pos0, const float* k_cache,
                        const float* v_cache, const std::uint16_t* sinks, int q_heads, int kv_heads,
-                       int window /* 0: full */, int ring /* 0: none */, float* out, cudaStream_t stream);
+                       int window /* 0: full */, int ring /* 0: none */, float* out, cudaStream_t stream,
+                       KernelPath path = KernelPath::fast);
 
 }  // namespace neural::cuda

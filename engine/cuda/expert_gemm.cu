@@ -5,7 +5,7 @@ namespace neural::cuda {
 
 namespace {
 
-template <GemmPath kPath>
+template <KernelPath kPath>
 __global__ void __launch_bounds__(gemm::kThreads)
     expert_gate_up_kernel(const std::uint8_t* __restrict__ rec, int expert, ExpertShape sh,
                           const int* __restrict__ entries, int count,
@@ -34,7 +34,7 @@ __global__ void __launch_bounds__(gemm::kThreads)
     }
 }
 
-template <GemmPath kPath>
+template <KernelPath kPath>
 __global__ void __launch_bounds__(gemm::kThreads)
     expert_down_kernel(const std::uint8_t* __restrict__ rec, int expert, ExpertShape sh,
                        const int* __restrict__ entries, int count,
@@ -61,7 +61,7 @@ __global__ void __launch_bounds__(gemm::kThreads)
     }
 }
 
-template <GemmPath kPath>
+template <KernelPath kPath>
 void launch(const std::uint8_t* record, int expert, const ExpertShape& shape, const int* entries, int count,
             const float* h, const float* gate, const std::uint16_t* gate_up_bias, const std::uint16_t* down_bias,
             float* act, float* acc, cudaStream_t stream) {
@@ -77,12 +77,12 @@ void launch(const std::uint8_t* record, int expert, const ExpertShape& shape, co
 void expert_gemm(const std::uint8_t* record, int expert, const ExpertShape& shape,
                  const int* entries, int count, const float* h, const float* gate,
                  const std::uint16_t* gate_up_bias, const std::uint16_t* down_bias,
-                 float* act, float* acc, cudaStream_t stream, GemmPath path) {
+                 float* act, float* acc, cudaStream_t stream, KernelPath path) {
     if (count <= 0) return;
-    if (path == GemmPath::reference) {
-        launch<GemmPath::reference>(record, expert, shape, entries, count, h, gate, gate_up_bias, down_bias, act, acc, stream);
+    if (path == KernelPath::reference) {
+        launch<KernelPath::reference>(record, expert, shape, entries, count, h, gate, gate_up_bias, down_bias, act, acc, stream);
     } else {
-        launch<GemmPath::fast>(record, expert, shape, entries, count, h, gate, gate_up_bias, down_bias, act, acc, stream);
+        launch<KernelPath::fast>(record, expert, shape, entries, count, h, gate, gate_up_bias, down_bias, act, acc, stream);
     }
 }
 

@@ -14,13 +14,13 @@
 #include <cuda_runtime.h>
 
 #include "cuda/expert_mxfp4.cuh"
-#include "cuda/gemm_path.h"
+#include "cuda/kernel_path.h"
 
 namespace neural::cuda {
 
 void expert_gemm(const std::uint8_t* record, int expert, const ExpertShape& shape,
                  const int* entries, int count, const float* h, const float* gate,
                  const std::uint16_t* gate_up_bias, const std::uint16_t* down_bias,
-                 float* act, float* acc, cudaStream_t stream, GemmPath path = GemmPath::fast);
+                 float* act, float* acc, cudaStream_t stream, KernelPath path = KernelPath::fast);
 
 }  // namespace neural::cuda

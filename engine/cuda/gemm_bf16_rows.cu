@@ -5,7 +5,7 @@ namespace neural::cuda {
 
 namespace {
 
-template <GemmPath kPath>
+template <KernelPath kPath>
 __global__ void __launch_bounds__(gemm::kThreads)
     gemm_bf16_rows_kernel(const float* __restrict__ x, int M, int K,
                           const std::uint16_t* __restrict__ w, const std::uint16_t* __restrict__ bias,
@@ -30,13 +30,13 @@ __global__ void __launch_bounds__(gemm::kThreads)
 
 void gemm_bf16_rows(const float* x, int m, int k, const std::uint16_t* w,
                     const std::uint16_t* bias, int n, float* y, int ldy, bool accumulate,
-                    cudaStream_t stream, GemmPath path) {
+                    cudaStream_t stream, KernelPath path) {
     if (m <= 0) return;
     const dim3 grid((n + gemm::kBN - 1) / gemm::kBN, (m + gemm::kBM - 1) / gemm::kBM);
-    if (path == GemmPath::fast) {
-        gemm_bf16_rows_kernel<GemmPath::fast><<<grid, gemm::kThreads, 0, stream>>>(x, m, k, w, bias, n, y, ldy, accumulate);
+    if (path == KernelPath::fast) {
+        gemm_bf16_rows_kernel<KernelPath::fast><<<grid, gemm::kThreads, 0, stream>>>(x, m, k, w, bias, n, y, ldy, accumulate);
     } else {
-        gemm_bf16_rows_kernel<GemmPath::reference><<<grid, gemm::kThreads, 0, stream>>>(x, m, k, w, bias, n, y, ldy, accumulate);
+        gemm_bf16_rows_kernel<KernelPath::reference><<<grid, gemm::kThreads, 0, stream>>>(x, m, k, w, bias, n, y, ldy, accumulate);
     }
 }
 

@@ -8,12 +8,12 @@
 
 #include <cuda_runtime.h>
 
-#include "cuda/gemm_path.h"
+#include "cuda/kernel_path.h"
 
 namespace neural::cuda {
 
 void gemm_bf16_rows(const float* x, int m, int k, const std::uint16_t* w,
                     const std::uint16_t* bias, int n, float* y, int ldy, bool accumulate,
-                    cudaStream_t stream, GemmPath path = GemmPath::fast);
+                    cudaStream_t stream, KernelPath path = KernelPath::fast);
 
 }  // namespace neural::cuda

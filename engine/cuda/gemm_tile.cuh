@@ -15,7 +15,7 @@
 //    the other of two shared-memory stages after them: one barrier per step, the loads' latency
 //    hidden behind the products. Conversions are paired (bf16x2) and stores 8/16 bytes wide.
 //  - gemm_tile_reference: the plain tile (load, convert, barrier, multiply, barrier), kept as the
-//    reference path (GemmPath::reference, gemm_path.h) that tests and neural_cuda_bench compare against.
+//    reference path (KernelPath::reference, kernel_path.h) that tests and neural_cuda_bench compare against.
 // Both issue the same WMMA products in the same order (per step: k 0..15 then 16..31, hi then lo)
 // on the same operand bits, so each output element sees the same sequence of fp32 accumulations.
 // After either returns, the tile's fp32 results are in Smem::c for the caller's epilogue.
@@ -27,7 +27,7 @@
 #include <mma.h>
 
 #include "cuda/common.cuh"
-#include "cuda/gemm_path.h"
+#include "cuda/kernel_path.h"
 
 namespace neural::cuda::gemm {
 
@@ -283,9 +283,9 @@ __device__ __forceinline__ void gemm_tile_fast(Smem& s, RowOf row_of, const Weig
 }
 
 // The tile of a kernel instantiated for one path.
-template <GemmPath kPath, typename RowOf>
+template <KernelPath kPath, typename RowOf>
 __device__ __forceinline__ void gemm_tile(Smem& s, RowOf row_of, const WeightRows& w, int n0, int N, int K) {
-    if constexpr (kPath == GemmPath::fast) {
+    if constexpr (kPath == KernelPath::fast) {
         gemm_tile_fast(s, row_of, w, n0, N, K);
     } else {
         gemm_tile_reference(s, row_of, w, n0, N, K);

@@ -133,17 +133,21 @@ int prefill_bench(const std::string& shape, int tokens) {
     total += line("gemm QKV [rows x 2880] x [5120]", time_us([&] { gemm_bf16_rows(hin, rows, H, qkv_w, bias, qkv_cols, qkv, qkv_cols, false, s); }, 20),
                   1.0 * L * blocks, 2.0 * rows * H * qkv_cols);
     line("  (reference tile, not in the sum)",
-         time_us([&] { gemm_bf16_rows(hin, rows, H, qkv_w, bias, qkv_cols, qkv, qkv_cols, false, s, GemmPath::reference); }, 20),
+         time_us([&] { gemm_bf16_rows(hin, rows, H, qkv_w, bias, qkv_cols, qkv, qkv_cols, false, s, KernelPath::reference); }, 20),
          1.0 * L * blocks, 2.0 * rows * H * qkv_cols);
     total += line("rope + K/V rows", time_us([&] { rope_kv_rows(qkv, rows, nq, nkv, d, inv, 1.0f, 0, kc, vc, 0, s); }, 20), 1.0 * L * blocks, 0);
-    double full_us = 0, sliding_us = 0, full_flop = 0;
+    double full_us = 0, sliding_us = 0, full_flop = 0, full_ref_us = 0;
     for (int b = 0; b < blocks; ++b) {
         const int r = std::min(block, tokens - b * block), pos0 = b * block;
         full_us += time_us([&] { attention_prefill(qkv, qkv_cols, r, pos0, kc, vc, norm, nq, nkv, 0, 0, attn, s); }, 5);
+        full_ref_us += time_us([&] {
+            attention_prefill(qkv, qkv_cols, r, pos0, kc, vc, norm, nq, nkv, 0, 0, attn, s, KernelPath::reference);
+        }, 5);
         sliding_us += time_us([&] { attention_prefill(qkv, qkv_cols, r, pos0, kc, vc, norm, nq, nkv, 128, 0, attn, s); }, 5);
         full_flop += 4.0 * nq * d * r * (pos0 + r / 2.0);
     }
     total += line("attention full (all blocks)", full_us, L / 2.0, full_flop);
+    line("  (reference kernel, not in the sum)", full_ref_us, L / 2.0, full_flop);
     total += line("attention sliding 128 (all blocks)", sliding_us, L / 2.0, 0);
     total += line("gemm output [rows x 4096] x [2880]", time_us([&] { gemm_bf16_rows(attn, rows, Q, o_w, bias, H, x, H, true, s); }, 20),
                   1.0 * L * blocks, 2.0 * rows * Q * H);
@@ -151,7 +155,7 @@ int prefill_bench(const std::string& shape, int tokens) {
                   1.0 * L * blocks, 2.0 * rows * H * E);
     total += line("router top-k rows", time_us([&] { router_topk_rows(logits, rows, E, K, sel, gate, s); }, 20), 1.0 * L * blocks, 0);
     // Every expert of a layer over its tokens, in chunks of a block like the backend.
-    auto experts = [&](GemmPath path) {
+    auto experts = [&](KernelPath path) {
         return time_us([&] {
             for (int e = 0; e < E; ++e) {
                 const std::uint8_t* r = pool + static_cast<std::size_t>(e) * stride;
@@ -165,8 +169,8 @@ int prefill_bench(const std::string& shape, int tokens) {
     char name[64];
     std::snprintf(name, sizeof name, "%d experts x %d tokens (gate_up + down)", E, per_expert);
     const double expert_flop = 2.0 * E * per_expert * (2.0 * I * H + static_cast<double>(H) * I);
-    total += line(name, experts(GemmPath::fast), L, expert_flop);
-    line("  (reference tile, not in the sum)", experts(GemmPath::reference), L, expert_flop);
+    total += line(name, experts(KernelPath::fast), L, expert_flop);
+    line("  (reference tile, not in the sum)", experts(KernelPath::reference), L, expert_flop);
     std::printf("GPU time of the whole prompt (sum of the above): %.3f s = %.0f tok/s\n", total, tokens / total);
     return 0;
 }

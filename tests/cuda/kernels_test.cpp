@@ -413,9 +413,9 @@ TEST(CudaPrefillKernels, FastTileIsTheReferenceTileBitForBit) {
             Dev<float> dx(x), fast(y0), ref(y0);
             Dev<std::uint16_t> dw(w), db(bias);
             cuda::gemm_bf16_rows(dx.get(), M, K, dw.get(), db.get(), N, fast.get(), N, accumulate, nullptr,
-                                 cuda::GemmPath::fast);
+                                 cuda::KernelPath::fast);
             cuda::gemm_bf16_rows(dx.get(), M, K, dw.get(), db.get(), N, ref.get(), N, accumulate, nullptr,
-                                 cuda::GemmPath::reference);
+                                 cuda::KernelPath::reference);
             const auto a = fast.host(), b = ref.host();
             ASSERT_EQ(std::memcmp(a.data(), b.data(), a.size() * 4), 0);
         }
@@ -457,9 +457,9 @@ TEST(CudaPrefillKernels, FastTileIsTheReferenceTileBitForBit) {
         Dev<float> acc_f(static_cast<std::size_t>(T) * H), acc_r(static_cast<std::size_t>(T) * H);
         const cuda::ExpertShape shape{H, I, K, E, 7.0f, 1.702f};
         cuda::expert_gemm(rec.get(), 1, shape, de.get(), static_cast<int>(entries.size()), dh.get(), dgate.get(),
-                          dgu.get(), ddown.get(), act_f.get(), acc_f.get(), nullptr, cuda::GemmPath::fast);
+                          dgu.get(), ddown.get(), act_f.get(), acc_f.get(), nullptr, cuda::KernelPath::fast);
         cuda::expert_gemm(rec.get(), 1, shape, de.get(), static_cast<int>(entries.size()), dh.get(), dgate.get(),
-                          dgu.get(), ddown.get(), act_r.get(), acc_r.get(), nullptr, cuda::GemmPath::reference);
+                          dgu.get(), ddown.get(), act_r.get(), acc_r.get(), nullptr, cuda::KernelPath::reference);
         const auto af = act_f.host(), ar = act_r.host(), cf = acc_f.host(), cr = acc_r.host();
         ASSERT_EQ(std::memcmp(af.data(), ar.data(), af.size() * 4), 0);
         ASSERT_EQ(std::memcmp(cf.data(), cr.data(), cf.size() * 4), 0);
@@ -568,6 +568,13 @@ TEST(CudaPrefillKernels, PrefillAttentionMatchesTheCpuReferenceAndDoesNotDependO
         }
         // Every operand as bf16 hi/lo halves: ~16 bits.
         expect_close(got, want, 2e-4f);
+        // The reference kernel (S, P, O through shared memory): the same within rounding.
+        Dev<float> ref(static_cast<std::size_t>(rows) * nq * d);
+        cuda::attention_prefill(dq.get(), cols, rows, pos0, dk.get(), dv.get(), ds.get(), nq, nkv, window, 0,
+                                ref.get(), nullptr, cuda::KernelPath::reference);
+        const auto r = ref.host();
+        expect_close(r, want, 2e-4f);
+        expect_close(got, r, 2e-5f);
         // The same rows computed as two blocks (37 + 53 rows): the same bits.
         Dev<float> split(static_cast<std::size_t>(rows) * nq * d);
         cuda::attention_prefill(dq.get(), cols, 37, pos0, dk.get(), dv.get(), ds.get(), nq, nkv, window, 0,
