@@ -135,7 +135,7 @@ int main(int argc, char **argv)
     const QCommandLineOption kvCheckpoints("kv-checkpoints",
                                            "GiB of host memory keeping the GPU K/V of requests "
                                            "switched away from, so a request sharing their start "
-                                           "is not re-processed (default 0: off; experimental).",
+                                           "is not re-processed (default 0: off).",
                                            "GIB", "0");
     // RAM residency of the expert store (docs/USER_GUIDE.md "RAM residency").
     const QCommandLineOption warmupRam("warmup-ram",

@@ -33,7 +33,8 @@ const char* const kGpuFlagsHelp =
                            for gpt-oss); 0 = every layer keeps the whole context
   --kv-checkpoints GIB     host memory keeping the GPU K/V of sequences switched away from, so
                            they (or sequences sharing their start) are not re-processed
-                           (0 = off, the default; experimental)
+                           (0 = off, the default); with the K/V ring, a sequence sharing only
+                           an early part of another is re-processed
 )";
 
 void add_gpu_flags(std::set<std::string>& flags) {

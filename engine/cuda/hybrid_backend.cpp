@@ -384,13 +384,8 @@ class CudaBackend final : public Backend {
         // K/V: full layers keep the whole context; with --kv-ring, sliding layers keep a ring of
         // their last positions (position p in row p % ring). Zeroed: a prefill tile may read a
         // masked row of the ring before anything was written there.
-        // auto (-1) with K/V checkpoints: no ring (checkpoints copy every position of every layer).
-        kv_ring_ = opt_.kv_ring == -1 && opt_.kv_checkpoint_gib > 0
-                       ? 0
-                       : kv_ring_positions(c, ctx_, opt_.kv_ring, opt_.prefill_order == "token" ? 0 : opt_.prefill_block);
-        if (kv_ring_ > 0 && opt_.kv_checkpoint_gib > 0) {
-            fail("--kv-checkpoints needs the whole K/V of every layer: use --kv-ring 0 with it");
-        }
+        // K/V checkpoints of a ring keep the rings' last positions (ring checkpoints, switch_sequence).
+        kv_ring_ = kv_ring_positions(c, ctx_, opt_.kv_ring, opt_.prefill_order == "token" ? 0 : opt_.prefill_block);
         for (int l = 0; l < L_; ++l) {
             LayerDevice& ld = layers_[static_cast<std::size_t>(l)];
             ld.ring = c.layer_is_sliding[static_cast<std::size_t>(l)] ? kv_ring_ : 0;
@@ -402,9 +397,13 @@ class CudaBackend final : public Backend {
         }
         kv_bytes_ = used_ - core_bytes_;
         if (opt_.kv_checkpoint_gib > 0) {
+            std::uint64_t ring_layers = 0;
+            for (int l = 0; l < L_; ++l) ring_layers += layers_[static_cast<std::size_t>(l)].ring > 0 ? 1 : 0;
+            const auto per_layer = 2 * static_cast<std::uint64_t>(KV_);
             checkpoints_ = std::make_unique<KvCheckpoints>(
                 static_cast<std::uint64_t>(opt_.kv_checkpoint_gib * kGiB),
-                static_cast<std::uint64_t>(L_) * 2 * static_cast<std::uint64_t>(KV_));
+                (static_cast<std::uint64_t>(L_) - ring_layers) * per_layer, ring_layers * per_layer,
+                ring_layers > 0 ? c.sliding_window : 0);
         }
 
         x_ = dalloc<float>(Hs, "activations");
@@ -737,30 +736,74 @@ class CudaBackend final : public Backend {
     }
 
     // ---- sequence switches and K/V checkpoints -------------------------------------------
+    // With a K/V ring, the positions [0, valid) can be kept only while the rings still hold the
+    // window before `valid`: positions written since (up to kv_high_) overwrote the rows of the
+    // positions a ring's length before them.
+    bool ring_keeps(std::int64_t valid) const {
+        return kv_ring_ == 0 || valid == 0 || kv_high_ - valid + in_.config->sliding_window - 1 <= kv_ring_;
+    }
+
+    // Positions [first, first + count) of one layer's K/V cache (row p, or p % ring) in runs of
+    // consecutive rows: copy(device row pointer, index of the run's first position, run length).
+    template <typename Copy>
+    void for_kv_runs(const LayerDevice& ld, std::int64_t first, std::int64_t count, Copy copy) const {
+        for (std::int64_t p = first; p < first + count;) {
+            const std::int64_t row = ld.ring > 0 ? p % ld.ring : p;
+            const std::int64_t run = ld.ring > 0 ? std::min<std::int64_t>(first + count - p, ld.ring - row) : first + count - p;
+            copy(static_cast<std::size_t>(row) * static_cast<std::size_t>(KV_), static_cast<std::size_t>(p - first),
+                 static_cast<std::size_t>(run));
+            p += run;
+        }
+    }
+
+    // Checkpoint copies: positions [first, first + count) of layer `ld` to / from host rows
+    // (k, v: [count][kv_dim] each, position order).
+    void save_kv_rows(const LayerDevice& ld, std::int64_t first, std::int64_t count, float* k, float* v) const {
+        const auto kv = static_cast<std::size_t>(KV_);
+        for_kv_runs(ld, first, count, [&](std::size_t row, std::size_t i, std::size_t run) {
+            NEURAL_CUDA(cudaMemcpy(k + i * kv, ld.k_cache + row, run * kv * 4, cudaMemcpyDeviceToHost));
+            NEURAL_CUDA(cudaMemcpy(v + i * kv, ld.v_cache + row, run * kv * 4, cudaMemcpyDeviceToHost));
+        });
+    }
+    void restore_kv_rows(const LayerDevice& ld, std::int64_t first, std::int64_t count, const float* k, const float* v) const {
+        const auto kv = static_cast<std::size_t>(KV_);
+        for_kv_runs(ld, first, count, [&](std::size_t row, std::size_t i, std::size_t run) {
+            NEURAL_CUDA(cudaMemcpy(ld.k_cache + row, k + i * kv, run * kv * 4, cudaMemcpyHostToDevice));
+            NEURAL_CUDA(cudaMemcpy(ld.v_cache + row, v + i * kv, run * kv * 4, cudaMemcpyHostToDevice));
+        });
+    }
+
     // The GPU holds sequence resident_id_'s K/V for positions [0, resident_len_). Another
     // sequence (id, its tokens `seq`, of which at most `limit` positions may be skipped) keeps
     // what it shares with it in place, or restores a longer matching prefix from a checkpoint;
     // the outgoing sequence is checkpointed first. Returns the positions valid for the incoming one.
+    // With a K/V ring the checkpoint keeps the rings' last positions (ring checkpoints,
+    // runtime/kv_checkpoints.h) and a restore sets kv_high_ to the restored length.
     std::int64_t switch_sequence(std::uint64_t id, const std::vector<std::int32_t>& seq, std::int64_t limit) {
         const std::span<const std::int32_t> want(seq.data(), static_cast<std::size_t>(limit));
         const std::int64_t held = std::min<std::int64_t>(resident_len_, static_cast<std::int64_t>(resident_tokens_.size()));
-        const std::int64_t in_place = std::min(
+        std::int64_t in_place = std::min(
             common_prefix(std::span<const std::int32_t>(resident_tokens_.data(), static_cast<std::size_t>(held)), want), limit);
+        if (!ring_keeps(in_place)) in_place = 0;
         BackendCounters* bc = in_.counters;
         constexpr auto rl = std::memory_order_relaxed;
         if (checkpoints_ && held > 0 && resident_id_ != 0) {
             NEURAL_CUDA(cudaStreamSynchronize(stream_));
-            const auto n = static_cast<std::size_t>(held), kv = static_cast<std::size_t>(KV_);
-            std::vector<float> data(static_cast<std::size_t>(L_) * 2 * n * kv);
-            for (int l = 0; l < L_; ++l) {
-                const LayerDevice& ld = layers_[static_cast<std::size_t>(l)];
-                float* k = data.data() + static_cast<std::size_t>(2 * l) * n * kv;
-                NEURAL_CUDA(cudaMemcpy(k, ld.k_cache, n * kv * 4, cudaMemcpyDeviceToHost));
-                NEURAL_CUDA(cudaMemcpy(k + n * kv, ld.v_cache, n * kv * 4, cudaMemcpyDeviceToHost));
+            // The rings hold positions [kv_high_ - ring, kv_high_); those before `held` are this sequence's.
+            const std::int64_t ring_rows = kv_ring_ > 0 ? std::max<std::int64_t>(0, held - std::max<std::int64_t>(0, kv_high_ - kv_ring_)) : held;
+            const auto kv = static_cast<std::size_t>(KV_);
+            std::size_t floats = 0;
+            for (const LayerDevice& ld : layers_) floats += 2 * kv * static_cast<std::size_t>(ld.ring > 0 ? ring_rows : held);
+            std::vector<float> data(floats);
+            float* at = data.data();
+            for (const LayerDevice& ld : layers_) {
+                const std::int64_t count = ld.ring > 0 ? ring_rows : held;
+                save_kv_rows(ld, held - count, count, at, at + static_cast<std::size_t>(count) * kv);
+                at += 2 * kv * static_cast<std::size_t>(count);
             }
             std::vector<std::int32_t> toks(resident_tokens_.begin(), resident_tokens_.begin() + held);
-            if (checkpoints_->save(resident_id_, std::move(toks), std::move(data)) && bc != nullptr) {
-                bc->kv_saved.fetch_add(n, rl);
+            if (checkpoints_->save(resident_id_, std::move(toks), std::move(data), ring_rows) && bc != nullptr) {
+                bc->kv_saved.fetch_add(static_cast<std::uint64_t>(held), rl);
             }
         }
         std::int64_t valid = in_place;
@@ -768,16 +811,24 @@ class CudaBackend final : public Backend {
             const KvCheckpoints::Match m = checkpoints_->best(id, want, limit);
             if (m.entry != nullptr && m.length > in_place) {
                 NEURAL_CUDA(cudaStreamSynchronize(stream_));
-                const auto n = m.entry->tokens.size(), kv = static_cast<std::size_t>(KV_),
-                           len = static_cast<std::size_t>(m.length);
-                for (int l = 0; l < L_; ++l) {
-                    const LayerDevice& ld = layers_[static_cast<std::size_t>(l)];
-                    const float* k = m.entry->data.data() + static_cast<std::size_t>(2 * l) * n * kv;
-                    NEURAL_CUDA(cudaMemcpy(ld.k_cache, k, len * kv * 4, cudaMemcpyHostToDevice));
-                    NEURAL_CUDA(cudaMemcpy(ld.v_cache, k + n * kv, len * kv * 4, cudaMemcpyHostToDevice));
+                const auto n = static_cast<std::int64_t>(m.entry->tokens.size());
+                const auto kv = static_cast<std::size_t>(KV_);
+                const std::int64_t len = m.length;
+                const float* at = m.entry->data.data();
+                for (const LayerDevice& ld : layers_) {
+                    const std::int64_t count = ld.ring > 0 ? m.entry->ring_rows : n;
+                    const std::int64_t first = n - count;  // the entry's first position of this layer
+                    // Positions [from, len): all of them for a full layer, the ring's reach for a ring layer.
+                    const std::int64_t from = ld.ring > 0 ? std::max(first, len - ld.ring) : 0;
+                    if (len > from) {
+                        const float* k = at + static_cast<std::size_t>(from - first) * kv;
+                        restore_kv_rows(ld, from, len - from, k, k + static_cast<std::size_t>(count) * kv);
+                    }
+                    at += 2 * kv * static_cast<std::size_t>(count);
                 }
-                valid = m.length;
-                if (bc != nullptr) bc->kv_restored.fetch_add(len, rl);
+                valid = len;
+                kv_high_ = len;  // the rings now hold this sequence's positions up to len
+                if (bc != nullptr) bc->kv_restored.fetch_add(static_cast<std::uint64_t>(len), rl);
             }
         }
         if (bc != nullptr && valid == in_place) bc->kv_reused.fetch_add(static_cast<std::uint64_t>(in_place), rl);
@@ -1151,12 +1202,13 @@ class CudaBackend final : public Backend {
             valid = cache.id() == resident_id_ ? std::min(resident_len_, pos0) : 0;
             // With --kv-ring, positions written after `valid` (an edit, a regenerate) may have
             // overwritten the window before it in the sliding layers' rings: then start over.
-            if (kv_ring_ > 0 && valid > 0 && kv_high_ - valid + in_.config->sliding_window - 1 > kv_ring_) valid = 0;
+            if (!ring_keeps(valid)) valid = 0;
         } else if (cache.id() == resident_id_) {
             const std::int64_t held = std::min<std::int64_t>(resident_len_, static_cast<std::int64_t>(resident_tokens_.size()));
             valid = std::min(common_prefix(std::span<const std::int32_t>(resident_tokens_.data(), static_cast<std::size_t>(held)),
                                            full),
                              limit);
+            if (!ring_keeps(valid)) valid = 0;
         } else {
             valid = switch_sequence(cache.id(), full, limit);
         }

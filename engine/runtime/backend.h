@@ -73,15 +73,16 @@ struct GpuOptions {
   // K/V ring (--kv-ring N): sliding-window layers keep only their last N positions of K/V (full
   // layers keep the whole context). -1 (default, "auto"): the smallest ring, window + prefill
   // block - 1 (2175 for gpt-oss with blocks of 2048; none when that is not smaller than the
-  // context, or with K/V checkpoints); 0: every layer keeps the whole context. An explicit N must
-  // be at least that smallest ring and cannot go with K/V checkpoints. kv_ring_positions() in
-  // runtime/fit.h checks and sizes it. Outputs are the same bits with or without a ring (tested).
+  // context); 0: every layer keeps the whole context. An explicit N must be at least that
+  // smallest ring. kv_ring_positions() in runtime/fit.h checks and sizes it. Outputs are the same
+  // bits with or without a ring (tested). K/V checkpoints of a ring keep the rings' last
+  // positions (runtime/kv_checkpoints.h).
   int kv_ring = -1;
   // Host memory for K/V checkpoints (runtime/kv_checkpoints.h): when the GPU switches to another
   // sequence, the outgoing one's K/V is kept here so it, or a sequence sharing its prefix, need
   // not be re-processed; positions another sequence shares with the resident one stay in VRAM.
-  // 0 (default): off, a switch re-processes the incoming sequence (opt-in until this has run on
-  // a GPU: docs/CUDA.md).
+  // 0 (default): off, a switch re-processes the incoming sequence (RAM is what a 64 GB PC running
+  // the 120b model has least of: docs/USER_GUIDE.md).
   double kv_checkpoint_gib = 0;
 };
 

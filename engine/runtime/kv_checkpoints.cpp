@@ -13,18 +13,34 @@ std::int64_t common_prefix(std::span<const std::int32_t> a, std::span<const std:
     return static_cast<std::int64_t>(i);
 }
 
-KvCheckpoints::KvCheckpoints(std::uint64_t budget_bytes, std::uint64_t floats_per_position)
-    : budget_(budget_bytes), per_position_(floats_per_position) {
+KvCheckpoints::KvCheckpoints(std::uint64_t budget_bytes, std::uint64_t floats_per_position,
+                             std::uint64_t ring_floats_per_position, std::int64_t window)
+    : budget_(budget_bytes), per_position_(floats_per_position), ring_per_position_(ring_floats_per_position),
+      window_(window) {
     if (per_position_ == 0) fail("KvCheckpoints: a position must hold some K/V");
+    if (ring_per_position_ > 0 && window_ < 1) fail("KvCheckpoints: ring layers need their window (got {})", window_);
 }
 
-bool KvCheckpoints::save(std::uint64_t id, std::vector<std::int32_t> tokens, std::vector<float> data) {
+std::int64_t KvCheckpoints::Entry::min_restore(std::int64_t window) const {
+    const auto n = static_cast<std::int64_t>(tokens.size());
+    return ring_rows >= n ? 0 : n - ring_rows + window - 1;
+}
+
+bool KvCheckpoints::save(std::uint64_t id, std::vector<std::int32_t> tokens, std::vector<float> data,
+                         std::int64_t ring_rows) {
     erase(id);
     if (tokens.empty()) return false;
-    if (data.size() != tokens.size() * per_position_) {
-        fail("KvCheckpoints: {} floats for {} positions (expected {} per position)", data.size(),
-             tokens.size(), per_position_);
+    const auto n = static_cast<std::int64_t>(tokens.size());
+    if (ring_per_position_ == 0 || ring_rows < 0) ring_rows = n;
+    if (ring_rows > n) fail("KvCheckpoints: {} ring positions of a {}-position sequence", ring_rows, n);
+    const std::uint64_t want = static_cast<std::uint64_t>(n) * per_position_ +
+                               static_cast<std::uint64_t>(ring_rows) * ring_per_position_;
+    if (data.size() != want) {
+        fail("KvCheckpoints: {} floats for {} positions ({} of them in the ring layers; expected {})", data.size(),
+             n, ring_rows, want);
     }
+    // A ring part that cannot serve even the whole sequence is not worth keeping.
+    if (ring_rows < n && n - ring_rows + window_ - 1 > n) return false;
     const std::uint64_t need = data.size() * sizeof(float);
     if (need > budget_) return false;
     while (bytes_ + need > budget_ && !entries_.empty()) {
@@ -37,6 +53,7 @@ bool KvCheckpoints::save(std::uint64_t id, std::vector<std::int32_t> tokens, std
     e.id = id;
     e.tokens = std::move(tokens);
     e.data = std::move(data);
+    e.ring_rows = ring_rows;
     e.last_use = ++clock_;
     bytes_ += need;
     entries_.push_back(std::move(e));
@@ -48,7 +65,7 @@ KvCheckpoints::Match KvCheckpoints::best(std::uint64_t id, std::span<const std::
     Match m;
     for (Entry& e : entries_) {
         const std::int64_t len = std::min(common_prefix(e.tokens, tokens), limit);
-        if (len <= 0) continue;
+        if (len <= 0 || len < e.min_restore(window_)) continue;
         bool better;
         if (m.entry == nullptr || len > m.length) {
             better = true;

@@ -28,6 +28,7 @@ concept HasGpuKnobs = requires(O o) {
     o.gpu.context;
     o.gpu.scratch_slots;
     o.gpu.kv_ring;
+    o.gpu.kv_checkpoint_gib;
     o.release_resident;
 };
 
@@ -52,6 +53,7 @@ void applyGpu(O &o, const Profile &p)
         o.gpu.context = p.value(QStringLiteral("context")).toLongLong();
         o.gpu.scratch_slots = p.value(QStringLiteral("scratch")).toInt();
         o.gpu.kv_ring = p.value(QStringLiteral("kv-ring")).toInt();
+        o.gpu.kv_checkpoint_gib = p.value(QStringLiteral("kv-checkpoints")).toDouble();
         // Acts on the expert store's records: without a store it would be a load error.
         o.release_resident = !p.store.isEmpty() && p.value(QStringLiteral("release-resident")).toBool();
     } else {
@@ -94,6 +96,10 @@ const QList<KnobDef> &knobDefs()
                      "is not needed there). -1: the smallest that works (window + prompt block "
                      "- 1, 2175 for gpt-oss); 0: keep the whole context."),
          T::integer, 0, -1, -1, 1 << 20, {}, QStringLiteral("tokens")},
+        {QStringLiteral("kv-checkpoints"), QObject::tr("KV checkpoints"),
+         QObject::tr("RAM keeping the GPU K/V of the conversations you switch away from, so "
+                     "going back to one does not process it again. 0: off."),
+         T::real, 0.0, 1.0, 0, 4096, {}, QStringLiteral("GiB")},
         {QStringLiteral("kernel"), QObject::tr("Expert kernel"),
          QObject::tr("reference is bit-exact and slow; auto picks the fastest fused MXFP4 "
                      "kernel this CPU runs. Needs an expert store."),
@@ -157,7 +163,7 @@ QString unsupportedReason(const QString &key)
                                     QStringLiteral("refresh-m"), QStringLiteral("prefill-weight"),
                                     QStringLiteral("pool-slots"), QStringLiteral("context"),
                                     QStringLiteral("scratch"), QStringLiteral("kv-ring"),
-                                    QStringLiteral("release-resident")};
+                                    QStringLiteral("kv-checkpoints"), QStringLiteral("release-resident")};
     if (gpu.contains(key)) {
         if (!kHasGpuKnobs)
             return QObject::tr("not in this build yet");

@@ -379,12 +379,65 @@ TEST(CudaHybrid, KvRingGivesTheSameBitsAsTheWholeContext) {
         const std::vector<TokenId> one = {10};
         same(full->forward(one, cf), ring->forward(one, cr), "decode after the edit");
     }
-    // Too small a ring is a clear error at load; checkpoints need the whole K/V.
+    // Too small a ring is a clear error at load.
     o.gpu.kv_ring = 20;
     EXPECT_NE(test::error_of([&] { Model::load(test::tiny_model_dir(), o); }).find("at least 31"), std::string::npos);
+}
+
+// Ring checkpoints: with a 31-position ring (window 16, blocks of 16) a conversation of 68
+// positions is switched away from and comes back: its checkpoint keeps every position of the
+// full layers and the rings' last 31, it is restored (not re-processed), and the continuation is
+// the same bits as on a model with the whole context that never switched. A request sharing only
+// its first 40 positions cannot be restored from a ring (the window before position 40 is gone):
+// it is computed from scratch, with the same bits as from scratch without a ring.
+TEST(CudaHybrid, KvRingCheckpointsRestoreAConversationThatComesBack) {
+    SKIP_WITHOUT_GPU();
+    auto a = long_prompt();
+    while (a.size() < 60) a.push_back(static_cast<TokenId>(2000 + a.size()));
+    const std::vector<TokenId> b = {9, 8, 7, 6, 5, 4, 3, 2, 1, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21};
+    const std::vector<TokenId> more = {41, 42, 43};
+    LoadOptions o = prefill_options(16, "layer", 16, 0);
+    o.gpu.kv_ring = 0;
+    auto ref = Model::load(test::tiny_model_dir(), o);
+    const auto V = static_cast<std::size_t>(ref->config().vocab_size);
+    // The reference conversation: the prompt, 8 decoded tokens, then 3 more tokens.
+    KvCache rc = ref->new_cache();
+    ref->forward(a, rc);
+    for (int t = 0; t < 8; ++t) ref->forward(std::vector<TokenId>{static_cast<TokenId>(300 + t)}, rc);
+    const auto want = ref->forward(more, rc);
+    const auto want_again = ref->forward(std::vector<TokenId>{50}, rc);
+
     o.gpu.kv_ring = 31;
-    o.gpu.kv_checkpoint_gib = 1;
-    EXPECT_NE(test::error_of([&] { Model::load(test::tiny_model_dir(), o); }).find("--kv-checkpoints"), std::string::npos);
+    o.gpu.kv_checkpoint_gib = 0.5;
+    auto m = Model::load(test::tiny_model_dir(), o);
+    EXPECT_NE(m->describe_backend().find("a ring of 31"), std::string::npos) << m->describe_backend();
+    const auto& bc = m->backend_counters();
+    KvCache ca = m->new_cache(), cb = m->new_cache();
+    m->forward(a, ca);
+    for (int t = 0; t < 8; ++t) m->forward(std::vector<TokenId>{static_cast<TokenId>(300 + t)}, ca);
+    m->forward(b, cb);  // a (68 positions) is checkpointed: its rings hold the last 31
+    EXPECT_EQ(bc.kv_saved.load(), 68u);
+    const auto got = m->forward(more, ca);  // b is checkpointed, a restored
+    ASSERT_EQ(got.size(), want.size());
+    ASSERT_EQ(std::memcmp(got.data(), want.data(), V * 4), 0) << "restoring from the ring checkpoint changed the bits";
+    EXPECT_EQ(bc.kv_restored.load(), 68u);
+    EXPECT_EQ(bc.kv_reprocessed.load(), 0u);
+
+    // A request sharing a's first 40 positions: neither in place (the rings moved on) nor from a's
+    // checkpoint (too short a prefix for its ring part): from scratch.
+    std::vector<TokenId> d(a.begin(), a.begin() + 40);
+    d.insert(d.end(), {66, 67});
+    const auto restored0 = bc.kv_restored.load(), reused0 = bc.kv_reused.load();
+    KvCache cd = m->new_cache(), rd = ref->new_cache();
+    const auto got_d = m->forward(d, cd);
+    const auto want_d = ref->forward(d, rd);
+    ASSERT_EQ(std::memcmp(got_d.data(), want_d.data(), V * 4), 0) << "a from-scratch request changed its bits";
+    EXPECT_EQ(bc.kv_restored.load(), restored0);
+    EXPECT_EQ(bc.kv_reused.load(), reused0);
+    // And a once more, from its checkpoint of 71 positions.
+    const auto again = m->forward(std::vector<TokenId>{50}, ca);
+    ASSERT_EQ(std::memcmp(again.data(), want_again.data(), V * 4), 0);
+    EXPECT_EQ(bc.kv_restored.load(), restored0 + 71u);
 }
 
 TEST(CudaHybrid, PrefillAgreesWithTheCpuBackendAndDecodeContinuesFromIt) {

@@ -130,6 +130,12 @@ TEST(Profiles, ScratchKvRingAndReleaseResidentReachTheEngine)
     EXPECT_EQ(p.toLoadOptions().lock_ram_bytes, 0u);
     EXPECT_EQ(Profile::stock().toLoadOptions().gpu.kv_ring, 0);
     EXPECT_EQ(Profile::optimized().toLoadOptions().gpu.kv_ring, -1);
+    // K/V checkpoints: off in Stock, 1 GiB in Optimized (switching conversations keeps their K/V).
+    EXPECT_EQ(Profile::stock().toLoadOptions().gpu.kv_checkpoint_gib, 0.0);
+    EXPECT_EQ(Profile::optimized().toLoadOptions().gpu.kv_checkpoint_gib, 1.0);
+    p.values.insert(QStringLiteral("kv-checkpoints"), 2.5);
+    EXPECT_EQ(p.toLoadOptions().gpu.kv_checkpoint_gib, 2.5);
+    EXPECT_TRUE(unsupportedReason(QStringLiteral("kv-checkpoints")).isEmpty());
     EXPECT_TRUE(unsupportedReason(QStringLiteral("kv-ring")).isEmpty());
     EXPECT_FALSE(unsupportedReason(QStringLiteral("grouped-gemm")).isEmpty());  // not built
 }

@@ -78,5 +78,36 @@ TEST(KvCheckpoints, MismatchedDataIsAnError) {
     EXPECT_THROW(KvCheckpoints(1, 0), Error);
 }
 
+// Ring checkpoints: 2 floats per position in the full layers, 3 in the ring layers, window 3.
+// An entry of 10 positions whose ring part holds the last 4 (positions 6..9) restores a prefix
+// of m >= 10 - 4 + 3 - 1 = 8 positions (the window before m: positions m - 2 .. m - 1 >= 6).
+TEST(KvCheckpoints, RingEntriesRestoreOnlyPrefixesTheirRingPartCovers) {
+    KvCheckpoints c(1 << 20, 2, 3, 3);
+    std::vector<std::int32_t> t(10);
+    std::iota(t.begin(), t.end(), 100);
+    ASSERT_TRUE(c.save(1, t, std::vector<float>(10 * 2 + 4 * 3, 1.0f), 4));
+    std::vector<std::int32_t> q = t;
+    q.push_back(7);
+    auto m = c.best(2, q, 100);
+    ASSERT_NE(m.entry, nullptr);
+    EXPECT_EQ(m.length, 10);
+    EXPECT_EQ(m.entry->ring_rows, 4);
+    EXPECT_EQ(m.entry->min_restore(3), 8);
+    EXPECT_EQ(c.best(2, q, 8).length, 8);         // the limit at the shortest restorable prefix
+    EXPECT_EQ(c.best(2, q, 7).entry, nullptr);    // one shorter: the window before it is gone
+    q[7] = -1;                                    // shares only 7 positions
+    EXPECT_EQ(c.best(2, q, 100).entry, nullptr);
+    // A ring part holding every position restores any prefix; -1 means all.
+    ASSERT_TRUE(c.save(3, {1, 2, 3}, std::vector<float>(3 * 2 + 3 * 3), -1));
+    EXPECT_EQ(c.best(9, std::vector<std::int32_t>{1, 9}, 100).length, 1);
+    // A ring part shorter than the window - 1 cannot restore even the whole sequence: not kept.
+    EXPECT_FALSE(c.save(4, t, std::vector<float>(10 * 2 + 1 * 3), 1));
+    EXPECT_EQ(c.size(), 2u);
+    // Sizes are checked against both parts.
+    EXPECT_THROW(c.save(5, t, std::vector<float>(10 * 2 + 4 * 3 + 1), 4), Error);
+    EXPECT_THROW(c.save(5, t, std::vector<float>(10 * 2 + 11 * 3), 11), Error);
+    EXPECT_THROW(KvCheckpoints(1, 2, 3, 0), Error);
+}
+
 }  // namespace
 }  // namespace neural
