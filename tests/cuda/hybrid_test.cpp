@@ -384,16 +384,18 @@ TEST(CudaHybrid, KvRingGivesTheSameBitsAsTheWholeContext) {
     EXPECT_NE(test::error_of([&] { Model::load(test::tiny_model_dir(), o); }).find("at least 31"), std::string::npos);
 }
 
-// Ring checkpoints: with a 31-position ring (window 16, blocks of 16) a conversation of 68
-// positions is switched away from and comes back: its checkpoint keeps every position of the
-// full layers and the rings' last 31, it is restored (not re-processed), and the continuation is
-// the same bits as on a model with the whole context that never switched. A request sharing only
-// its first 40 positions cannot be restored from a ring (the window before position 40 is gone):
-// it is computed from scratch, with the same bits as from scratch without a ring.
+// Ring checkpoints: with a 31-position ring (window 16, blocks of 16) a conversation (the fixture's
+// prompts, n positions, then 8 decoded tokens) is switched away from and comes back: its
+// checkpoint keeps every position of the full layers and the rings' last 31, it is restored (not
+// re-processed), and the continuation is the same bits as on a model with the whole context that
+// never switched. A request sharing only its first 40 positions cannot be restored from a ring
+// (the window before position 40 is gone): it is computed from scratch, with the same bits as
+// from scratch without a ring.
 TEST(CudaHybrid, KvRingCheckpointsRestoreAConversationThatComesBack) {
     SKIP_WITHOUT_GPU();
-    auto a = long_prompt();
-    while (a.size() < 60) a.push_back(static_cast<TokenId>(2000 + a.size()));
+    const auto a = long_prompt();
+    const auto n = static_cast<std::uint64_t>(a.size());
+    ASSERT_GT(n, 100u);  // much longer than the ring
     const std::vector<TokenId> b = {9, 8, 7, 6, 5, 4, 3, 2, 1, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21};
     const std::vector<TokenId> more = {41, 42, 43};
     LoadOptions o = prefill_options(16, "layer", 16, 0);
@@ -412,16 +414,28 @@ TEST(CudaHybrid, KvRingCheckpointsRestoreAConversationThatComesBack) {
     auto m = Model::load(test::tiny_model_dir(), o);
     EXPECT_NE(m->describe_backend().find("a ring of 31"), std::string::npos) << m->describe_backend();
     const auto& bc = m->backend_counters();
+    const auto trace = [&](const char* step) {
+        std::printf("%-28s saved %llu restored %llu reused %llu reprocessed %llu\n", step,
+                    static_cast<unsigned long long>(bc.kv_saved.load()), static_cast<unsigned long long>(bc.kv_restored.load()),
+                    static_cast<unsigned long long>(bc.kv_reused.load()), static_cast<unsigned long long>(bc.kv_reprocessed.load()));
+    };
+    trace("loaded");
     KvCache ca = m->new_cache(), cb = m->new_cache();
     m->forward(a, ca);
+    trace("a");
     for (int t = 0; t < 8; ++t) m->forward(std::vector<TokenId>{static_cast<TokenId>(300 + t)}, ca);
-    m->forward(b, cb);  // a (68 positions) is checkpointed: its rings hold the last 31
-    EXPECT_EQ(bc.kv_saved.load(), 68u);
+    trace("a decoded");
+    const auto saved0 = bc.kv_saved.load();
+    m->forward(b, cb);  // a (n + 8 positions) is checkpointed: its rings hold the last 31
+    trace("b");
+    EXPECT_EQ(bc.kv_saved.load() - saved0, n + 8);
+    const auto restored_b = bc.kv_restored.load(), reprocessed_b = bc.kv_reprocessed.load();
     const auto got = m->forward(more, ca);  // b is checkpointed, a restored
+    trace("a comes back");
     ASSERT_EQ(got.size(), want.size());
     ASSERT_EQ(std::memcmp(got.data(), want.data(), V * 4), 0) << "restoring from the ring checkpoint changed the bits";
-    EXPECT_EQ(bc.kv_restored.load(), 68u);
-    EXPECT_EQ(bc.kv_reprocessed.load(), 0u);
+    EXPECT_EQ(bc.kv_restored.load() - restored_b, n + 8);
+    EXPECT_EQ(bc.kv_reprocessed.load() - reprocessed_b, 0u);
 
     // A request sharing a's first 40 positions: neither in place (the rings moved on) nor from a's
     // checkpoint (too short a prefix for its ring part): from scratch.
@@ -430,14 +444,16 @@ TEST(CudaHybrid, KvRingCheckpointsRestoreAConversationThatComesBack) {
     const auto restored0 = bc.kv_restored.load(), reused0 = bc.kv_reused.load();
     KvCache cd = m->new_cache(), rd = ref->new_cache();
     const auto got_d = m->forward(d, cd);
+    trace("d");
     const auto want_d = ref->forward(d, rd);
     ASSERT_EQ(std::memcmp(got_d.data(), want_d.data(), V * 4), 0) << "a from-scratch request changed its bits";
     EXPECT_EQ(bc.kv_restored.load(), restored0);
     EXPECT_EQ(bc.kv_reused.load(), reused0);
-    // And a once more, from its checkpoint of 71 positions.
+    // And a once more, from its checkpoint of n + 11 positions.
     const auto again = m->forward(std::vector<TokenId>{50}, ca);
+    trace("a again");
     ASSERT_EQ(std::memcmp(again.data(), want_again.data(), V * 4), 0);
-    EXPECT_EQ(bc.kv_restored.load(), restored0 + 71u);
+    EXPECT_EQ(bc.kv_restored.load(), restored0 + n + 11);
 }
 
 TEST(CudaHybrid, PrefillAgreesWithTheCpuBackendAndDecodeContinuesFromIt) {
