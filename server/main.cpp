@@ -127,6 +127,11 @@ int main(int argc, char **argv)
                                           "are staged from the first block's routing while the "
                                           "other blocks run; 0 = off (default 32).",
                                           "N", "32");
+    const QCommandLineOption groupedGemm("grouped-gemm",
+                                         "1: prompts of one block of 1,024-4,096 tokens run a "
+                                         "layer's GPU experts in groups of 3 per launch (same "
+                                         "outputs); 0 = off (default).",
+                                         "0|1", "0");
     const QCommandLineOption kvRing("kv-ring",
                                     "Sliding-window layers keep only their last N positions of "
                                     "K/V; auto (default) = window + prefill block - 1; 0 = whole "
@@ -161,7 +166,7 @@ int main(int argc, char **argv)
     p.addOptions({model, store, host, port, apiKey, apiKeyFile, cors, modelName, queue, maxBody,
                   maxTokens, readTimeout, threads, kernel, kernelPersistent, backend, vramBudget,
                   pool, refreshEvery, context, prefillOrder, prefillBlock, scratch, stagingThreads,
-                  prefillCpuTokens, prefillEarly, kvRing, kvCheckpoints, warmupRam, lockRam, releaseResident, ranking, testOptions});
+                  prefillCpuTokens, prefillEarly, groupedGemm, kvRing, kvCheckpoints, warmupRam, lockRam, releaseResident, ranking, testOptions});
     p.process(app);
 
     if (!p.positionalArguments().isEmpty())
@@ -243,6 +248,7 @@ int main(int argc, char **argv)
         options.gpu.staging_threads = static_cast<int>(number(stagingThreads, 1, 64));
         options.gpu.prefill_cpu_tokens = static_cast<int>(number(prefillCpuTokens, 0, 16));
         options.gpu.prefill_early = static_cast<int>(number(prefillEarly, 0, neural::kMaxPrefillEarly));
+        options.gpu.grouped_gemm = number(groupedGemm, 0, 1) == 1;
         if (p.value(kvRing) != QLatin1String("auto"))
             options.gpu.kv_ring = static_cast<int>(number(kvRing, 0, qint64(1) << 30));
         options.gpu.kv_checkpoint_gib = gib(kvCheckpoints);

@@ -78,6 +78,7 @@ void add_prefill_delta(BackendCounters::Snapshot& sum, const BackendCounters::Sn
     sum.prefill_resident += after.prefill_resident - before.prefill_resident;
     sum.prefill_cpu_groups += after.prefill_cpu_groups - before.prefill_cpu_groups;
     sum.prefill_early += after.prefill_early - before.prefill_early;
+    sum.prefill_grouped += after.prefill_grouped - before.prefill_grouped;
 }
 
 // Raises bench::Cancelled when the caller's cancel callback says so.
@@ -202,7 +203,8 @@ Json summarize(const Measured& m) {
                         {"experts_staged_early", pf.prefill_early},
                         {"staged_bytes", pf.prefill_staged_bytes},
                         {"experts_from_slots", pf.prefill_resident},
-                        {"experts_on_cpu", pf.prefill_cpu_groups}};
+                        {"experts_on_cpu", pf.prefill_cpu_groups},
+                        {"grouped_launches", pf.prefill_grouped}};
     } else {
         j["prefill"] = nullptr;
     }
@@ -423,6 +425,7 @@ Json load_json(const LoadOptions& o) {
             {"staging_threads", o.gpu.staging_threads},
             {"prefill_cpu_tokens", o.gpu.prefill_cpu_tokens},
             {"prefill_early", o.gpu.prefill_early},
+            {"grouped_gemm", o.gpu.grouped_gemm},
             {"kv_ring", o.gpu.kv_ring},
             {"kv_checkpoints_gib", o.gpu.kv_checkpoint_gib},
             {"warmup_ram", o.warmup_ram_seconds},
@@ -491,9 +494,9 @@ LoadOptions apply_profile_flags(const Json& flags, const LoadOptions& base,
             } else {
                 o.lock_ram_bytes = static_cast<std::uint64_t>(value.get<double>() * 1073741824.0);
             }
-        } else if (key == "release_resident") {
+        } else if (key == "release_resident" || key == "grouped_gemm") {
             need(value.is_boolean(), "true/false");
-            o.release_resident = value.get<bool>();
+            (key == "release_resident" ? o.release_resident : o.gpu.grouped_gemm) = value.get<bool>();
         } else if (key == "kv_checkpoints") {
             need(value.is_number() && value.get<double>() >= 0 && value.get<double>() <= 4096,
                  "a number of GiB from 0 to 4096");
@@ -522,7 +525,7 @@ LoadOptions apply_profile_flags(const Json& flags, const LoadOptions& base,
             fail("{}: unknown profile key \"{}\" (kernel, store, threads, kernel_persistent, kdll, "
                  "backend, vram_budget, pool, pool_slots, static_fraction, ranking, refresh_every, "
                  "refresh_m, prefill_weight, context, prefill_order, prefill_block, scratch, "
-                 "staging_threads, prefill_cpu_tokens, prefill_early, kv_ring, kv_checkpoints, warmup_ram, lock_ram, "
+                 "staging_threads, prefill_cpu_tokens, prefill_early, grouped_gemm, kv_ring, kv_checkpoints, warmup_ram, lock_ram, "
                  "release_resident)",
                  what, key);
         }

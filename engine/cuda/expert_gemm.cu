@@ -1,19 +1,21 @@
 #include "cuda/expert_gemm.cuh"
 #include "cuda/gemm_tile.cuh"
 
+#include <algorithm>
+#include <stdexcept>
+
 namespace neural::cuda {
 
 namespace {
 
+// One 64 x 64 tile of act = swiglu(W1 h[token] + b1) for rows m0 .. of one expert's `count`
+// entries (act row m at act + m * I).
 template <KernelPath kPath>
-__global__ void __launch_bounds__(gemm::kThreads)
-    expert_gate_up_kernel(const std::uint8_t* __restrict__ rec, int expert, ExpertShape sh,
-                          const int* __restrict__ entries, int count,
-                          const float* __restrict__ h,
-                          const std::uint16_t* __restrict__ bias, float* __restrict__ act) {
-    __shared__ __align__(16) gemm::Smem s;
+__device__ __forceinline__ void gate_up_tile(gemm::Smem& s, const std::uint8_t* rec, int expert, const ExpertShape& sh,
+                                             const int* entries, int count, int m0, const float* h,
+                                             const std::uint16_t* bias, float* act) {
     const int H = sh.hidden, I = sh.intermediate, G = H / 32;
-    const int n0 = blockIdx.x * gemm::kBN, m0 = blockIdx.y * gemm::kBM;
+    const int n0 = blockIdx.x * gemm::kBN;
     auto row_of = [&](int r) -> const float* {
         const int m = m0 + r;
         return m < count ? h + static_cast<std::size_t>(entries[m] / sh.k) * H : nullptr;
@@ -34,15 +36,15 @@ __global__ void __launch_bounds__(gemm::kThreads)
     }
 }
 
-template <KernelPath kPath>
-__global__ void __launch_bounds__(gemm::kThreads)
-    expert_down_kernel(const std::uint8_t* __restrict__ rec, int expert, ExpertShape sh,
-                       const int* __restrict__ entries, int count,
-                       const float* __restrict__ act, const float* __restrict__ gate,
-                       const std::uint16_t* __restrict__ bias, float* __restrict__ acc) {
-    __shared__ __align__(16) gemm::Smem s;
+// One 64 x 64 tile of y = W2 act + b2 for rows m0 .. of one expert's entries. kAccumulate: the
+// ungrouped form, acc[token] = fma(gate, y, acc[token]); otherwise y is stored at row m of `out`
+// ([rows, H]) for combine_kernel, which does the same fma later in the same order.
+template <KernelPath kPath, bool kAccumulate>
+__device__ __forceinline__ void down_tile(gemm::Smem& s, const std::uint8_t* rec, int expert, const ExpertShape& sh,
+                                          const int* entries, int count, int m0, const float* act, const float* gate,
+                                          const std::uint16_t* bias, float* out) {
     const int H = sh.hidden, I = sh.intermediate, Gh = H / 32, Gi = I / 32;
-    const int n0 = blockIdx.x * gemm::kBN, m0 = blockIdx.y * gemm::kBM;
+    const int n0 = blockIdx.x * gemm::kBN;
     auto row_of = [&](int r) -> const float* {
         const int m = m0 + r;
         return m < count ? act + static_cast<std::size_t>(m) * I : nullptr;
@@ -54,10 +56,83 @@ __global__ void __launch_bounds__(gemm::kThreads)
     for (int idx = threadIdx.x; idx < gemm::kBM * gemm::kBN; idx += gemm::kThreads) {
         const int r = idx / gemm::kBN, c = idx % gemm::kBN, m = m0 + r, n = n0 + c;
         if (m >= count || n >= H) continue;
-        const int e = entries[m];
         const float y = s.c[r * gemm::kLdc + c] + bf16_bits_to_float(b[n]);
-        float* dst = acc + static_cast<std::size_t>(e / sh.k) * H + n;
-        *dst += gate[e] * y;
+        if constexpr (kAccumulate) {
+            const int e = entries[m];
+            float* dst = out + static_cast<std::size_t>(e / sh.k) * H + n;
+            *dst = __fmaf_rn(gate[e], y, *dst);
+        } else {
+            out[static_cast<std::size_t>(m) * H + n] = y;
+        }
+    }
+}
+
+template <KernelPath kPath>
+__global__ void __launch_bounds__(gemm::kThreads)
+    expert_gate_up_kernel(const std::uint8_t* __restrict__ rec, int expert, ExpertShape sh,
+                          const int* __restrict__ entries, int count, const float* __restrict__ h,
+                          const std::uint16_t* __restrict__ bias, float* __restrict__ act) {
+    __shared__ __align__(16) gemm::Smem s;
+    gate_up_tile<kPath>(s, rec, expert, sh, entries, count, blockIdx.y * gemm::kBM, h, bias, act);
+}
+
+template <KernelPath kPath>
+__global__ void __launch_bounds__(gemm::kThreads)
+    expert_down_kernel(const std::uint8_t* __restrict__ rec, int expert, ExpertShape sh,
+                       const int* __restrict__ entries, int count, const float* __restrict__ act,
+                       const float* __restrict__ gate, const std::uint16_t* __restrict__ bias,
+                       float* __restrict__ acc) {
+    __shared__ __align__(16) gemm::Smem s;
+    down_tile<kPath, true>(s, rec, expert, sh, entries, count, blockIdx.y * gemm::kBM, act, gate, bias, acc);
+}
+
+// A group's row tiles one after the other: job j owns blockIdx.y in [tiles[j], tiles[j + 1]).
+struct Group {
+    ExpertJob job[kMaxGroupedExperts];
+    int tiles[kMaxGroupedExperts + 1];
+    int jobs;
+};
+
+__device__ __forceinline__ int job_of(const Group& g, int tile) {
+    int j = 0;
+    while (j + 1 < g.jobs && tile >= g.tiles[j + 1]) ++j;
+    return j;
+}
+
+__global__ void __launch_bounds__(gemm::kThreads)
+    grouped_gate_up_kernel(Group g, ExpertShape sh, const int* __restrict__ entries, const float* __restrict__ h,
+                           const std::uint16_t* __restrict__ bias, float* __restrict__ act) {
+    __shared__ __align__(16) gemm::Smem s;
+    const int j = job_of(g, blockIdx.y);
+    const ExpertJob& jb = g.job[j];
+    gate_up_tile<KernelPath::fast>(s, jb.record, jb.expert, sh, entries + jb.entry0, jb.count,
+                                   (blockIdx.y - g.tiles[j]) * gemm::kBM, h, bias,
+                                   act + static_cast<std::size_t>(jb.row0) * sh.intermediate);
+}
+
+__global__ void __launch_bounds__(gemm::kThreads)
+    grouped_down_kernel(Group g, ExpertShape sh, const int* __restrict__ entries, const float* __restrict__ act,
+                        const std::uint16_t* __restrict__ bias, float* __restrict__ y) {
+    __shared__ __align__(16) gemm::Smem s;
+    const int j = job_of(g, blockIdx.y);
+    const ExpertJob& jb = g.job[j];
+    down_tile<KernelPath::fast, false>(s, jb.record, jb.expert, sh, entries + jb.entry0, jb.count,
+                                       (blockIdx.y - g.tiles[j]) * gemm::kBM,
+                                       act + static_cast<std::size_t>(jb.row0) * sh.intermediate, nullptr, bias,
+                                       y + static_cast<std::size_t>(jb.row0) * sh.hidden);
+}
+
+// acc[token_m] = fma(gate[entry_m], y[row0 + m], acc[token_m]) for one job: a token appears once
+// per expert, so the job's rows are independent; jobs are launched in expert order.
+__global__ void combine_kernel(ExpertJob jb, int H, int k, const int* __restrict__ entries,
+                               const float* __restrict__ gate, const float* __restrict__ y, float* __restrict__ acc) {
+    const std::size_t total = static_cast<std::size_t>(jb.count) * H;
+    for (std::size_t idx = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; idx < total;
+         idx += static_cast<std::size_t>(gridDim.x) * blockDim.x) {
+        const int m = static_cast<int>(idx / H), n = static_cast<int>(idx % H);
+        const int e = entries[jb.entry0 + m];
+        float* dst = acc + static_cast<std::size_t>(e / k) * H + n;
+        *dst = __fmaf_rn(gate[e], y[(static_cast<std::size_t>(jb.row0) + m) * H + n], *dst);
     }
 }
 
@@ -83,6 +158,36 @@ void expert_gemm(const std::uint8_t* record, int expert, const ExpertShape& shap
         launch<KernelPath::reference>(record, expert, shape, entries, count, h, gate, gate_up_bias, down_bias, act, acc, stream);
     } else {
         launch<KernelPath::fast>(record, expert, shape, entries, count, h, gate, gate_up_bias, down_bias, act, acc, stream);
+    }
+}
+
+void expert_gemm_grouped(const ExpertJob* jobs, int job_count, const ExpertShape& shape, const int* entries,
+                         const float* h, const float* gate, const std::uint16_t* gate_up_bias,
+                         const std::uint16_t* down_bias, float* act, float* y, float* acc, cudaStream_t stream) {
+    if (job_count <= 0) return;
+    if (job_count > kMaxGroupedExperts) {
+        throw std::invalid_argument("expert_gemm_grouped: more jobs than kMaxGroupedExperts");
+    }
+    Group g{};
+    g.jobs = 0;
+    g.tiles[0] = 0;
+    for (int i = 0; i < job_count; ++i) {
+        const ExpertJob& j = jobs[i];
+        if (j.count <= 0) continue;
+        g.job[g.jobs] = j;
+        g.tiles[g.jobs + 1] = g.tiles[g.jobs] + (j.count + gemm::kBM - 1) / gemm::kBM;
+        ++g.jobs;
+    }
+    if (g.jobs == 0) return;
+    const int mt = g.tiles[g.jobs];
+    grouped_gate_up_kernel<<<dim3((2 * shape.intermediate + gemm::kBN - 1) / gemm::kBN, mt), gemm::kThreads, 0,
+                             stream>>>(g, shape, entries, h, gate_up_bias, act);
+    grouped_down_kernel<<<dim3((shape.hidden + gemm::kBN - 1) / gemm::kBN, mt), gemm::kThreads, 0, stream>>>(
+        g, shape, entries, act, down_bias, y);
+    for (int j = 0; j < g.jobs; ++j) {
+        const long long total = static_cast<long long>(g.job[j].count) * shape.hidden;
+        const int blocks = static_cast<int>(std::min<long long>((total + 255) / 256, 4096));
+        combine_kernel<<<blocks, 256, 0, stream>>>(g.job[j], shape.hidden, shape.k, entries, gate, y, acc);
     }
 }
 

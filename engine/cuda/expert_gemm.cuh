@@ -1,12 +1,18 @@
 // Prefill's experts: one expert over many tokens on tensor cores (gemm_tile.cuh), from a raw
 // expert record in VRAM (a resident slot or a scratch slot the record was staged into):
 //   act[m] = swiglu(W1 h[token_m] + b1)           (fp32 [count, I])
-//   acc[token_m] += gate[entry_m] * (W2 act[m] + b2)  (fp32 [tokens, H])
+//   acc[token_m] = fma(gate[entry_m], W2 act[m] + b2, acc[token_m])  (fp32 [tokens, H])
 // entries[m] = token * k + choice (the router's flat index). A token appears at most once per
 // expert, and launches on one stream run in order, so acc is accumulated in the order the host
 // issues experts (expert index order): deterministic, and the same whether the record came from
 // a slot or was staged. shape as expert_mxfp4.cuh; h fp32 [tokens, H]; act holds >= count rows.
-// Host entry point only.
+//
+// Grouped (--grouped-gemm): up to kMaxGroupedExperts experts (jobs, in expert order) in one
+// gate_up and one down launch: the same tiles, so act and W2 act + b2 are the same bits; the down
+// launch stores its rows in y instead of accumulating (the jobs' tiles run concurrently), and one
+// small combine launch per job then does the ungrouped fma in the ungrouped order: acc is
+// bit-identical to expert_gemm over the same jobs (test CudaPrefillKernels.GroupedExpertGemm*).
+// Job j's rows use act / y rows [row0, row0 + count). Host entry points only.
 #pragma once
 
 #include <cstdint>
@@ -22,5 +28,19 @@ void expert_gemm(const std::uint8_t* record, int expert, const ExpertShape& shap
                  const int* entries, int count, const float* h, const float* gate,
                  const std::uint16_t* gate_up_bias, const std::uint16_t* down_bias,
                  float* act, float* acc, cudaStream_t stream, KernelPath path = KernelPath::fast);
+
+inline constexpr int kMaxGroupedExperts = 3;  // DESIGN.md: groups of 3
+
+struct ExpertJob {
+    const std::uint8_t* record = nullptr;  // the expert's raw record in VRAM
+    int expert = 0;                        // its index (bias rows)
+    int entry0 = 0;                        // its entries: entries[entry0 .. entry0 + count)
+    int count = 0;
+    int row0 = 0;                          // its rows of act and y
+};
+
+void expert_gemm_grouped(const ExpertJob* jobs, int job_count, const ExpertShape& shape, const int* entries,
+                         const float* h, const float* gate, const std::uint16_t* gate_up_bias,
+                         const std::uint16_t* down_bias, float* act, float* y, float* acc, cudaStream_t stream);
 
 }  // namespace neural::cuda

@@ -525,9 +525,9 @@ class CudaBackend final : public Backend {
             residency_->frozen() ? "frozen" : fmt::format("adaptive every {} tokens", opt_.refresh_every),
             cpu::kernel_isa_name(kernel_->isa()), team_->name(), team_->size(),
             in_.store == nullptr ? ", experts from the checkpoint" : "",
-            prefill_ ? fmt::format("{}-major, blocks of {}, {} scratch slots, {} staging threads, CPU up to {} tokens",
+            prefill_ ? fmt::format("{}-major, blocks of {}, {} scratch slots, {} staging threads, CPU up to {} tokens{}",
                                    opt_.prefill_order, pf_block_, opt_.scratch_slots, opt_.staging_threads,
-                                   opt_.prefill_cpu_tokens)
+                                   opt_.prefill_cpu_tokens, opt_.grouped_gemm ? ", grouped GEMM" : "")
                      : std::string("token by token"),
             checkpoints_ ? fmt::format("{:.2f} GiB", opt_.kv_checkpoint_gib) : std::string("off"));
     }
@@ -570,6 +570,11 @@ class CudaBackend final : public Backend {
         pf_attn_ = dalloc<float>(B * static_cast<std::size_t>(Q_), "prefill block buffers");
         pf_logits_ = dalloc<float>(B * static_cast<std::size_t>(E_), "prefill block buffers");
         pf_act_ = dalloc<float>(B * static_cast<std::size_t>(I_), "prefill block buffers");
+        // Grouped GEMM's down rows (y, [block, H]): the QKV rows are idle during a layer's experts
+        // and are larger at gpt-oss's shapes (5,120 columns against 2,880); else their own.
+        if (opt_.grouped_gemm) {
+            pf_y_ = Q_ + 2 * KV_ >= H_ ? pf_qkv_ : dalloc<float>(B * Hs, "prefill block buffers");
+        }
         const std::uint64_t record = cpu::ExpertRecordView::raw_bytes(H_, I_);
         const std::uint64_t stride = (record + kSlotAlign - 1) / kSlotAlign * kSlotAlign;
         pf_scratch_ = dalloc<std::uint8_t>(static_cast<std::size_t>(opt_.scratch_slots) * stride, "prefill scratch slots");
@@ -863,6 +868,8 @@ class CudaBackend final : public Backend {
         const auto check_cancel = [&] {
             if (cancel != nullptr && cancel->load(std::memory_order_relaxed)) throw Cancelled();
         };
+        // Grouped GEMM only for a prompt of one block of 1,024-4,096 new tokens (DESIGN.md).
+        const bool grouped = opt_.grouped_gemm && n <= pf_block_ && n >= kGroupedGemmMin && n <= kGroupedGemmMax;
         if (opt_.prefill_order == "layer") {
             const int rows0 = std::min(pf_block_, n);
             const bool early = early_ != nullptr && n > pf_block_;
@@ -879,7 +886,7 @@ class CudaBackend final : public Backend {
                 }
                 for (int b0 = pf_block_; b0 < n; b0 += pf_block_) dense_rows(l, b0, std::min(pf_block_, n - b0), start, st);
                 if (early) early_of = stage_early(l, rows0, st);
-                expert_rows(l, 0, n, start, observe_from, observer, st, early_of);
+                expert_rows(l, 0, n, start, observe_from, observer, st, early_of, grouped);
             }
         } else {
             for (int b0 = 0; b0 < n; b0 += pf_block_) {
@@ -887,7 +894,7 @@ class CudaBackend final : public Backend {
                 for (int l = 0; l < L_; ++l) {
                     check_cancel();
                     dense_rows(l, b0, rows, start, st);
-                    expert_rows(l, b0, rows, start, observe_from, observer, st, {});
+                    expert_rows(l, b0, rows, start, observe_from, observer, st, {}, grouped);
                 }
             }
         }
@@ -922,12 +929,13 @@ class CudaBackend final : public Backend {
             bc->prefill_resident.fetch_add(st.resident, rl);
             bc->prefill_cpu_groups.fetch_add(st.cpu_groups, rl);
             bc->prefill_early.fetch_add(st.early, rl);
+            bc->prefill_grouped.fetch_add(st.grouped, rl);
         }
     }
 
     struct PrefillStats {
         std::uint64_t launch_ns = 0, route_ns = 0, staging_ns = 0, cpu_ns = 0, cpu_wait_ns = 0;
-        std::uint64_t staged = 0, resident = 0, cpu_groups = 0, early = 0;
+        std::uint64_t staged = 0, resident = 0, cpu_groups = 0, early = 0, grouped = 0;
     };
 
     // Layer l, layer-major, more than one block: the experts that the first block's `rows0`
@@ -992,7 +1000,7 @@ class CudaBackend final : public Backend {
     // in expert index order: from its VRAM slot, staged through the ring into a scratch slot, or
     // (few tokens, not resident) on the CPU with the multi-token kernel while the GPU works.
     void expert_rows(int l, int b0, int rows, std::int64_t start, std::int64_t observe_from,
-                     RouterObserver* observer, PrefillStats& st, const std::vector<int>& early_of) {
+                     RouterObserver* observer, PrefillStats& st, const std::vector<int>& early_of, bool grouped) {
         const std::size_t Hs = static_cast<std::size_t>(H_), Ks = static_cast<std::size_t>(K_);
         const ModelConfig& c = *in_.config;
         const LayerDevice& ld = layers_[static_cast<std::size_t>(l)];
@@ -1113,6 +1121,23 @@ class CudaBackend final : public Backend {
         const cuda::ExpertShape shape{H_, I_, K_, E_, c.swiglu_limit, c.swiglu_alpha};
         std::size_t next_staged = 0, next_scratch = 0;
         std::uint64_t staging_wait = 0;
+        // Grouped GEMM: jobs (an expert's rows, at most a block) wait here until a group is full
+        // (kMaxGroupedExperts jobs, a block of rows, or all scratch slots but one held, so the next
+        // staged expert's copy has a free slot while the group computes); its scratch slots are
+        // freed when it has run.
+        std::vector<cuda::ExpertJob> group;
+        std::vector<int> group_scratch;
+        int group_rows = 0;
+        const int max_staged = std::max(1, static_cast<int>(pf_landed_.size()) - 1);
+        const auto flush = [&] {
+            cuda::expert_gemm_grouped(group.data(), static_cast<int>(group.size()), shape, pf_entries_, pf_h_, pf_gate_,
+                                      ld.gate_up_bias, ld.down_bias, pf_act_, pf_y_, pf_acc_, stream_);
+            ++st.grouped;
+            for (const int sc : group_scratch) NEURAL_CUDA(cudaEventRecord(pf_free_[static_cast<std::size_t>(sc)], stream_));
+            group.clear();
+            group_scratch.clear();
+            group_rows = 0;
+        };
         try {
             for (int e = 0; e < E_; ++e) {
                 const Where w = where[static_cast<std::size_t>(e)];
@@ -1145,11 +1170,26 @@ class CudaBackend final : public Backend {
                 const int o0 = offset[static_cast<std::size_t>(e)];
                 const int cnt = count[static_cast<std::size_t>(e)];
                 for (int m0 = 0; m0 < cnt; m0 += pf_block_) {
-                    cuda::expert_gemm(record, e, shape, pf_entries_ + o0 + m0, std::min(pf_block_, cnt - m0),
-                                      pf_h_, pf_gate_, ld.gate_up_bias, ld.down_bias, pf_act_, pf_acc_, stream_);
+                    const int rows_m = std::min(pf_block_, cnt - m0);
+                    if (!grouped) {
+                        cuda::expert_gemm(record, e, shape, pf_entries_ + o0 + m0, rows_m, pf_h_, pf_gate_,
+                                          ld.gate_up_bias, ld.down_bias, pf_act_, pf_acc_, stream_);
+                        continue;
+                    }
+                    if (static_cast<int>(group.size()) == cuda::kMaxGroupedExperts || group_rows + rows_m > pf_block_) flush();
+                    group.push_back(cuda::ExpertJob{record, e, o0 + m0, rows_m, group_rows});
+                    group_rows += rows_m;
                 }
-                if (scratch >= 0) NEURAL_CUDA(cudaEventRecord(pf_free_[static_cast<std::size_t>(scratch)], stream_));
+                if (scratch >= 0) {
+                    if (!grouped) {
+                        NEURAL_CUDA(cudaEventRecord(pf_free_[static_cast<std::size_t>(scratch)], stream_));
+                    } else {
+                        group_scratch.push_back(scratch);
+                        if (static_cast<int>(group_scratch.size()) >= max_staged) flush();
+                    }
+                }
             }
+            if (!group.empty()) flush();
             NEURAL_CUDA(cudaGetLastError());
         } catch (...) {
             if (cpu_job.valid()) cpu_job.wait();
@@ -1447,6 +1487,7 @@ class CudaBackend final : public Backend {
     // Prefill (init_prefill): prompt-sized device buffers, block-sized scratch, scratch slots.
     bool prefill_ = false;
     int pf_block_ = 0;
+    float* pf_y_ = nullptr;  // grouped GEMM's down rows (may be pf_qkv_)
     float *pf_x_ = nullptr, *pf_acc_ = nullptr, *pf_qkv_ = nullptr, *pf_logits_ = nullptr,
           *pf_gate_ = nullptr, *pf_h_ = nullptr, *pf_hin_ = nullptr, *pf_attn_ = nullptr, *pf_act_ = nullptr;
     int *pf_sel_ = nullptr, *pf_entries_ = nullptr;

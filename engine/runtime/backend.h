@@ -70,6 +70,10 @@ struct GpuOptions {
   // while the GPU runs the other blocks' dense parts (0: off). Costs this many records of
   // pinned host memory (13.2 MB each at the gpt-oss shapes). At most kMaxPrefillEarly.
   int prefill_early = 32;
+  // Grouped GEMM (--grouped-gemm 1): a layer's GPU experts go in groups of up to 3 per launch
+  // (cuda/expert_gemm.cuh), the same bits as one launch per expert. As DESIGN.md says, only for
+  // prompts that are one block of 1,024-4,096 new tokens (kGroupedGemmMin/Max); off by default.
+  bool grouped_gemm = false;
   // K/V ring (--kv-ring N): sliding-window layers keep only their last N positions of K/V (full
   // layers keep the whole context). -1 (default, "auto"): the smallest ring, window + prefill
   // block - 1 (2175 for gpt-oss with blocks of 2048; none when that is not smaller than the
@@ -87,6 +91,7 @@ struct GpuOptions {
 };
 
 inline constexpr int kMaxPrefillEarly = 1024;
+inline constexpr int kGroupedGemmMin = 1024, kGroupedGemmMax = 4096;  // new tokens of a grouped prompt
 
 // The values GpuOptions::prefill_order takes (every parser of the flag checks with this).
 inline bool is_prefill_order(std::string_view order) {
@@ -113,6 +118,7 @@ struct BackendCounters {
   std::atomic<std::uint64_t> prefill_resident{0};    // (layer, expert) groups from VRAM slots
   std::atomic<std::uint64_t> prefill_cpu_groups{0};  // (layer, expert) groups on the CPU
   std::atomic<std::uint64_t> prefill_early{0};       // of the staged: from the first block's routing
+  std::atomic<std::uint64_t> prefill_grouped{0};     // grouped GEMM launches (--grouped-gemm)
   // Sequence switches: positions saved to / restored from K/V checkpoints, positions kept in
   // VRAM because the incoming sequence shares them with the outgoing one, positions re-processed.
   std::atomic<std::uint64_t> kv_saved{0};
@@ -126,7 +132,7 @@ struct BackendCounters {
     std::uint64_t prefill_tokens = 0, prefill_ns = 0, prefill_launch_ns = 0, prefill_route_ns = 0,
                   prefill_staging_ns = 0, prefill_cpu_ns = 0, prefill_cpu_wait_ns = 0,
                   prefill_staged = 0, prefill_staged_bytes = 0, prefill_resident = 0,
-                  prefill_cpu_groups = 0, prefill_early = 0;
+                  prefill_cpu_groups = 0, prefill_early = 0, prefill_grouped = 0;
   };
   Snapshot snapshot() const {
     constexpr auto r = std::memory_order_relaxed;
@@ -135,7 +141,7 @@ struct BackendCounters {
             prefill_ns.load(r),           prefill_launch_ns.load(r),    prefill_route_ns.load(r),
             prefill_staging_ns.load(r),   prefill_cpu_ns.load(r),       prefill_cpu_wait_ns.load(r),
             prefill_staged.load(r),       prefill_staged_bytes.load(r), prefill_resident.load(r),
-            prefill_cpu_groups.load(r),   prefill_early.load(r)};
+            prefill_cpu_groups.load(r),   prefill_early.load(r),        prefill_grouped.load(r)};
   }
 };
 

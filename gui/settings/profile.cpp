@@ -29,6 +29,7 @@ concept HasGpuKnobs = requires(O o) {
     o.gpu.scratch_slots;
     o.gpu.kv_ring;
     o.gpu.kv_checkpoint_gib;
+    o.gpu.grouped_gemm;
     o.release_resident;
 };
 
@@ -54,6 +55,7 @@ void applyGpu(O &o, const Profile &p)
         o.gpu.scratch_slots = p.value(QStringLiteral("scratch")).toInt();
         o.gpu.kv_ring = p.value(QStringLiteral("kv-ring")).toInt();
         o.gpu.kv_checkpoint_gib = p.value(QStringLiteral("kv-checkpoints")).toDouble();
+        o.gpu.grouped_gemm = p.value(QStringLiteral("grouped-gemm")).toBool();
         // Acts on the expert store's records: without a store it would be a load error.
         o.release_resident = !p.store.isEmpty() && p.value(QStringLiteral("release-resident")).toBool();
     } else {
@@ -112,8 +114,8 @@ const QList<KnobDef> &knobDefs()
                      "threads, lower latency per token)."),
          T::boolean, false, true, 0, 0, {}, {}},
         {QStringLiteral("grouped-gemm"), QObject::tr("Grouped GEMM guard"),
-         QObject::tr("Group prompt experts in threes on the GPU, only for single-block prompts "
-                     "of 1,024-4,096 tokens."),
+         QObject::tr("Group prompt experts in threes on the GPU (same results), only for "
+                     "single-block prompts of 1,024-4,096 tokens."),
          T::boolean, false, true, 0, 0, {}, {}},
         {QStringLiteral("refresh-every"), QObject::tr("Refresh every"),
          QObject::tr("Decode tokens between residency refreshes; 0 freezes the resident set."),
@@ -163,7 +165,8 @@ QString unsupportedReason(const QString &key)
                                     QStringLiteral("refresh-m"), QStringLiteral("prefill-weight"),
                                     QStringLiteral("pool-slots"), QStringLiteral("context"),
                                     QStringLiteral("scratch"), QStringLiteral("kv-ring"),
-                                    QStringLiteral("kv-checkpoints"), QStringLiteral("release-resident")};
+                                    QStringLiteral("kv-checkpoints"), QStringLiteral("grouped-gemm"),
+                                    QStringLiteral("release-resident")};
     if (gpu.contains(key)) {
         if (!kHasGpuKnobs)
             return QObject::tr("not in this build yet");
@@ -178,8 +181,6 @@ QString unsupportedReason(const QString &key)
         return QObject::tr("Windows only");
 #endif
     }
-    if (key == QLatin1String("grouped-gemm"))
-        return kCudaBuild ? QObject::tr("not in this build yet") : QObject::tr("needs the CUDA build");
     return {};
 }
 

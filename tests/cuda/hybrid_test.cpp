@@ -310,6 +310,50 @@ TEST(CudaHybrid, PrefillOrdersBlocksStagingAndResidencyAreBitIdentical) {
     }
 }
 
+// Grouped GEMM (--grouped-gemm): a one-block prompt of 1,100 tokens gives the same bits with and
+// without it, half resident (4 scratch slots) and all staged with 1 or 3 scratch slots (groups cut
+// by the slots they hold); it groups only within its guard (a 600-token prompt launches no group).
+TEST(CudaHybrid, GroupedGemmIsBitIdenticalAndOnlyForOneBlockOf1024To4096Tokens) {
+    SKIP_WITHOUT_GPU();
+    std::vector<TokenId> ids;
+    const auto base = long_prompt();
+    while (ids.size() < 1100) ids.push_back(base[ids.size() % base.size()] + static_cast<TokenId>(ids.size() / base.size()));
+    const std::vector<TokenId> short_ids(ids.begin(), ids.begin() + 600);
+    struct Case {
+        int pool, scratch;
+    };
+    for (const Case c : {Case{16, 4}, Case{0, 1}, Case{0, 3}}) {
+        SCOPED_TRACE(testing::Message() << c.pool << " slots, " << c.scratch << " scratch slots");
+        LoadOptions o = prefill_options(c.pool, "layer", 2048, 0);
+        o.gpu.context = 2048;
+        o.gpu.scratch_slots = c.scratch;
+        auto plain = Model::load(test::tiny_model_dir(), o);
+        o.gpu.grouped_gemm = true;
+        auto grouped = Model::load(test::tiny_model_dir(), o);
+        EXPECT_NE(grouped->describe_backend().find("grouped GEMM"), std::string::npos);
+        // The last row's logits (every row's K/V feeds it; all rows would be 0.9 GB).
+        const auto last = [](const Model& m, const std::vector<TokenId>& t) {
+            KvCache cache = m.new_cache();
+            return m.forward(t, cache);
+        };
+        const auto want = last(*plain, ids);
+        const auto got = last(*grouped, ids);
+        ASSERT_EQ(got.size(), want.size());
+        ASSERT_EQ(std::memcmp(got.data(), want.data(), got.size() * 4), 0);
+        const auto& bc = grouped->backend_counters();
+        EXPECT_GT(bc.prefill_grouped.load(), 0u);
+        EXPECT_EQ(plain->backend_counters().prefill_grouped.load(), 0u);
+        if (c.pool == 0) {
+            EXPECT_GT(bc.prefill_staged.load(), 0u);
+        }
+        const auto groups = bc.prefill_grouped.load();
+        const auto short_want = last(*plain, short_ids);
+        const auto short_got = last(*grouped, short_ids);
+        ASSERT_EQ(std::memcmp(short_got.data(), short_want.data(), short_got.size() * 4), 0);
+        EXPECT_EQ(bc.prefill_grouped.load(), groups) << "a 600-token prompt is outside the guard";
+    }
+}
+
 // Early staging (--prefill-early) changes when records are copied, not what is computed: the
 // same bits as without it for any number of early buffers (layer-major, blocks of 16, nothing
 // resident, CPU path off); the first block's routing does stage records early, never more than

@@ -468,6 +468,71 @@ TEST(CudaPrefillKernels, FastTileIsTheReferenceTileBitForBit) {
     }
 }
 
+// Grouped expert GEMM (--grouped-gemm): three experts' jobs (50, 75 and 150 rows: one, two and
+// three row tiles) in one launch each for gate_up and down, then the combine in expert order:
+// acc is the same bits as three expert_gemm calls in that order, whether the three go as one
+// group or as groups of two and one.
+TEST(CudaPrefillKernels, GroupedExpertGemmIsTheUngroupedBitForBit) {
+    SKIP_WITHOUT_GPU();
+    const int H = 96, I = 128, K = 4, E = 4, T = 150;
+    const std::uint64_t bytes = cpu::ExpertRecordView::raw_bytes(H, I);
+    std::vector<std::uint8_t> raw;
+    for (int e = 0; e < 3; ++e) {
+        test::ExpertSpec spec;
+        spec.hidden = H;
+        spec.intermediate = I;
+        spec.seed = 70 + static_cast<std::uint64_t>(e);
+        const auto ex = test::make_test_expert(spec);
+        raw.insert(raw.end(), ex.raw.data(), ex.raw.data() + bytes);
+    }
+    std::vector<int> entries, first = {0}, counts;
+    for (int e = 0; e < 3; ++e) {
+        const int step = e == 0 ? 3 : (e == 1 ? 2 : 1);
+        for (int t = 0; t < T; t += step) entries.push_back(t * K + e);
+        counts.push_back(static_cast<int>(entries.size()) - first.back());
+        first.push_back(static_cast<int>(entries.size()));
+    }
+    ASSERT_EQ(counts, (std::vector<int>{50, 75, 150}));
+    const auto hf = test::random_vector(static_cast<std::size_t>(T) * H, 71);
+    const auto gate = test::random_vector(static_cast<std::size_t>(T) * K, 72);
+    const auto gu_bias = random_bf16(static_cast<std::size_t>(E) * 2 * I, 73);
+    const auto down_bias = random_bf16(static_cast<std::size_t>(E) * H, 74);
+    const auto acc0 = test::random_vector(static_cast<std::size_t>(T) * H, 75);
+    Dev<std::uint8_t> rec(raw);
+    Dev<std::uint16_t> dgu(gu_bias), ddown(down_bias);
+    Dev<float> dh(hf), dgate(gate);
+    Dev<int> de(entries);
+    const cuda::ExpertShape shape{H, I, K, E, 7.0f, 1.702f};
+    const auto record = [&](int e) { return rec.get() + static_cast<std::size_t>(e) * bytes; };
+    const int rows = static_cast<int>(entries.size());
+    Dev<float> act(static_cast<std::size_t>(rows) * I), y(static_cast<std::size_t>(rows) * H);
+
+    Dev<float> want(acc0);
+    for (int e = 0; e < 3; ++e) {
+        cuda::expert_gemm(record(e), e + 1, shape, de.get() + first[static_cast<std::size_t>(e)], counts[static_cast<std::size_t>(e)],
+                          dh.get(), dgate.get(), dgu.get(), ddown.get(), act.get(), want.get(), nullptr);
+    }
+    const auto w = want.host();
+    std::vector<cuda::ExpertJob> jobs;
+    for (int e = 0; e < 3; ++e) {
+        jobs.push_back(cuda::ExpertJob{record(e), e + 1, first[static_cast<std::size_t>(e)], counts[static_cast<std::size_t>(e)],
+                                       first[static_cast<std::size_t>(e)]});
+    }
+    for (const int split : {3, 2, 1}) {
+        SCOPED_TRACE(testing::Message() << "first group of " << split);
+        Dev<float> got(acc0);
+        cuda::expert_gemm_grouped(jobs.data(), split, shape, de.get(), dh.get(), dgate.get(), dgu.get(), ddown.get(),
+                                  act.get(), y.get(), got.get(), nullptr);
+        cuda::expert_gemm_grouped(jobs.data() + split, 3 - split, shape, de.get(), dh.get(), dgate.get(), dgu.get(),
+                                  ddown.get(), act.get(), y.get(), got.get(), nullptr);
+        const auto g = got.host();
+        ASSERT_EQ(std::memcmp(g.data(), w.data(), g.size() * 4), 0);
+    }
+    EXPECT_THROW(cuda::expert_gemm_grouped(jobs.data(), 4, shape, de.get(), dh.get(), dgate.get(), dgu.get(), ddown.get(),
+                                           act.get(), y.get(), want.get(), nullptr),
+                 std::invalid_argument);
+}
+
 TEST(CudaPrefillKernels, RowKernelsMatchTheirDecodeKernelsBitForBit) {
     SKIP_WITHOUT_GPU();
     // rms_norm_rows = rms_norm per row; rope_kv_rows = rope_kv per position;

@@ -137,7 +137,9 @@ TEST(Profiles, ScratchKvRingAndReleaseResidentReachTheEngine)
     EXPECT_EQ(p.toLoadOptions().gpu.kv_checkpoint_gib, 2.5);
     EXPECT_TRUE(unsupportedReason(QStringLiteral("kv-checkpoints")).isEmpty());
     EXPECT_TRUE(unsupportedReason(QStringLiteral("kv-ring")).isEmpty());
-    EXPECT_FALSE(unsupportedReason(QStringLiteral("grouped-gemm")).isEmpty());  // not built
+    EXPECT_TRUE(unsupportedReason(QStringLiteral("grouped-gemm")).isEmpty());
+    EXPECT_FALSE(Profile::stock().toLoadOptions().gpu.grouped_gemm);
+    EXPECT_TRUE(Profile::optimized().toLoadOptions().gpu.grouped_gemm);
 }
 
 TEST(Profiles, UnsupportedKnobsAreDisabledWithTheirReason)
