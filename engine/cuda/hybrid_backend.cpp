@@ -1121,21 +1121,18 @@ class CudaBackend final : public Backend {
         const cuda::ExpertShape shape{H_, I_, K_, E_, c.swiglu_limit, c.swiglu_alpha};
         std::size_t next_staged = 0, next_scratch = 0;
         std::uint64_t staging_wait = 0;
-        // Grouped GEMM: jobs (an expert's rows, at most a block) wait here until a group is full
-        // (kMaxGroupedExperts jobs, a block of rows, or all scratch slots but one held, so the next
-        // staged expert's copy has a free slot while the group computes); its scratch slots are
-        // freed when it has run.
+        // Grouped GEMM: resident experts' jobs (an expert's rows, at most a block) wait here until
+        // a group is full (kMaxGroupedExperts jobs or a block of rows) or a staged expert comes next
+        // (it runs alone, as soon as its copy lands: grouping staged experts made the GPU wait for
+        // several copies and cost 13% on the 20b staging-bound prompt, docs/BENCHMARKS.md).
         std::vector<cuda::ExpertJob> group;
-        std::vector<int> group_scratch;
         int group_rows = 0;
-        const int max_staged = std::max(1, static_cast<int>(pf_landed_.size()) - 1);
         const auto flush = [&] {
+            if (group.empty()) return;
             cuda::expert_gemm_grouped(group.data(), static_cast<int>(group.size()), shape, pf_entries_, pf_h_, pf_gate_,
                                       ld.gate_up_bias, ld.down_bias, pf_act_, pf_y_, pf_acc_, stream_);
             ++st.grouped;
-            for (const int sc : group_scratch) NEURAL_CUDA(cudaEventRecord(pf_free_[static_cast<std::size_t>(sc)], stream_));
             group.clear();
-            group_scratch.clear();
             group_rows = 0;
         };
         try {
@@ -1169,9 +1166,10 @@ class CudaBackend final : public Backend {
                 }
                 const int o0 = offset[static_cast<std::size_t>(e)];
                 const int cnt = count[static_cast<std::size_t>(e)];
+                if (w == kStaged) flush();  // the group's experts come before this one
                 for (int m0 = 0; m0 < cnt; m0 += pf_block_) {
                     const int rows_m = std::min(pf_block_, cnt - m0);
-                    if (!grouped) {
+                    if (!grouped || w == kStaged) {
                         cuda::expert_gemm(record, e, shape, pf_entries_ + o0 + m0, rows_m, pf_h_, pf_gate_,
                                           ld.gate_up_bias, ld.down_bias, pf_act_, pf_acc_, stream_);
                         continue;
@@ -1180,16 +1178,9 @@ class CudaBackend final : public Backend {
                     group.push_back(cuda::ExpertJob{record, e, o0 + m0, rows_m, group_rows});
                     group_rows += rows_m;
                 }
-                if (scratch >= 0) {
-                    if (!grouped) {
-                        NEURAL_CUDA(cudaEventRecord(pf_free_[static_cast<std::size_t>(scratch)], stream_));
-                    } else {
-                        group_scratch.push_back(scratch);
-                        if (static_cast<int>(group_scratch.size()) >= max_staged) flush();
-                    }
-                }
+                if (scratch >= 0) NEURAL_CUDA(cudaEventRecord(pf_free_[static_cast<std::size_t>(scratch)], stream_));
             }
-            if (!group.empty()) flush();
+            flush();
             NEURAL_CUDA(cudaGetLastError());
         } catch (...) {
             if (cpu_job.valid()) cpu_job.wait();

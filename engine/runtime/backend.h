@@ -70,9 +70,10 @@ struct GpuOptions {
   // while the GPU runs the other blocks' dense parts (0: off). Costs this many records of
   // pinned host memory (13.2 MB each at the gpt-oss shapes). At most kMaxPrefillEarly.
   int prefill_early = 32;
-  // Grouped GEMM (--grouped-gemm 1): a layer's GPU experts go in groups of up to 3 per launch
-  // (cuda/expert_gemm.cuh), the same bits as one launch per expert. As DESIGN.md says, only for
-  // prompts that are one block of 1,024-4,096 new tokens (kGroupedGemmMin/Max); off by default.
+  // Grouped GEMM (--grouped-gemm 1): a layer's resident experts go in groups of up to 3 per
+  // launch (cuda/expert_gemm.cuh), the same bits as one launch per expert; staged experts run
+  // alone. As DESIGN.md says, only for prompts that are one block of 1,024-4,096 new tokens
+  // (kGroupedGemmMin/Max). Off by default: measured 0-4% faster (docs/BENCHMARKS.md).
   bool grouped_gemm = false;
   // K/V ring (--kv-ring N): sliding-window layers keep only their last N positions of K/V (full
   // layers keep the whole context). -1 (default, "auto"): the smallest ring, window + prefill
