@@ -93,20 +93,22 @@ struct Group {
     int jobs;
 };
 
-__device__ __forceinline__ int job_of(const Group& g, int tile) {
+// This block's job and its first row within the job.
+__device__ __forceinline__ const ExpertJob& job_of(const Group& g, int& m0) {
+    const int tile = blockIdx.y;
     int j = 0;
     while (j + 1 < g.jobs && tile >= g.tiles[j + 1]) ++j;
-    return j;
+    m0 = (tile - g.tiles[j]) * gemm::kBM;
+    return g.job[j];
 }
 
 __global__ void __launch_bounds__(gemm::kThreads)
     grouped_gate_up_kernel(Group g, ExpertShape sh, const int* __restrict__ entries, const float* __restrict__ h,
                            const std::uint16_t* __restrict__ bias, float* __restrict__ act) {
     __shared__ __align__(16) gemm::Smem s;
-    const int j = job_of(g, blockIdx.y);
-    const ExpertJob& jb = g.job[j];
-    gate_up_tile<KernelPath::fast>(s, jb.record, jb.expert, sh, entries + jb.entry0, jb.count,
-                                   (blockIdx.y - g.tiles[j]) * gemm::kBM, h, bias,
+    int m0 = 0;
+    const ExpertJob& jb = job_of(g, m0);
+    gate_up_tile<KernelPath::fast>(s, jb.record, jb.expert, sh, entries + jb.entry0, jb.count, m0, h, bias,
                                    act + static_cast<std::size_t>(jb.row0) * sh.intermediate);
 }
 
@@ -114,10 +116,9 @@ __global__ void __launch_bounds__(gemm::kThreads)
     grouped_down_kernel(Group g, ExpertShape sh, const int* __restrict__ entries, const float* __restrict__ act,
                         const std::uint16_t* __restrict__ bias, float* __restrict__ y) {
     __shared__ __align__(16) gemm::Smem s;
-    const int j = job_of(g, blockIdx.y);
-    const ExpertJob& jb = g.job[j];
-    down_tile<KernelPath::fast, false>(s, jb.record, jb.expert, sh, entries + jb.entry0, jb.count,
-                                       (blockIdx.y - g.tiles[j]) * gemm::kBM,
+    int m0 = 0;
+    const ExpertJob& jb = job_of(g, m0);
+    down_tile<KernelPath::fast, false>(s, jb.record, jb.expert, sh, entries + jb.entry0, jb.count, m0,
                                        act + static_cast<std::size_t>(jb.row0) * sh.intermediate, nullptr, bias,
                                        y + static_cast<std::size_t>(jb.row0) * sh.hidden);
 }
