@@ -68,7 +68,7 @@ __device__ __forceinline__ void down_tile(gemm::Smem& s, const std::uint8_t* rec
 }
 
 template <KernelPath kPath>
-__global__ void __launch_bounds__(gemm::kThreads)
+__global__ void __launch_bounds__(gemm::kThreads, gemm::kMinBlocks)
     expert_gate_up_kernel(const std::uint8_t* __restrict__ rec, int expert, ExpertShape sh,
                           const int* __restrict__ entries, int count, const float* __restrict__ h,
                           const std::uint16_t* __restrict__ bias, float* __restrict__ act) {
@@ -77,7 +77,7 @@ __global__ void __launch_bounds__(gemm::kThreads)
 }
 
 template <KernelPath kPath>
-__global__ void __launch_bounds__(gemm::kThreads)
+__global__ void __launch_bounds__(gemm::kThreads, gemm::kMinBlocks)
     expert_down_kernel(const std::uint8_t* __restrict__ rec, int expert, ExpertShape sh,
                        const int* __restrict__ entries, int count, const float* __restrict__ act,
                        const float* __restrict__ gate, const std::uint16_t* __restrict__ bias,
@@ -102,7 +102,7 @@ __device__ __forceinline__ const ExpertJob& job_of(const Group& g, int& m0) {
     return g.job[j];
 }
 
-__global__ void __launch_bounds__(gemm::kThreads)
+__global__ void __launch_bounds__(gemm::kThreads, gemm::kMinBlocks)
     grouped_gate_up_kernel(Group g, ExpertShape sh, const int* __restrict__ entries, const float* __restrict__ h,
                            const std::uint16_t* __restrict__ bias, float* __restrict__ act) {
     __shared__ __align__(16) gemm::Smem s;
@@ -112,7 +112,7 @@ __global__ void __launch_bounds__(gemm::kThreads)
                                    act + static_cast<std::size_t>(jb.row0) * sh.intermediate);
 }
 
-__global__ void __launch_bounds__(gemm::kThreads)
+__global__ void __launch_bounds__(gemm::kThreads, gemm::kMinBlocks)
     grouped_down_kernel(Group g, ExpertShape sh, const int* __restrict__ entries, const float* __restrict__ act,
                         const std::uint16_t* __restrict__ bias, float* __restrict__ y) {
     __shared__ __align__(16) gemm::Smem s;
