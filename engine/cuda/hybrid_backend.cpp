@@ -1145,6 +1145,9 @@ class CudaBackend final : public Backend {
                     record = pool_ + static_cast<std::uint64_t>(residency_->slot_of(l, e)) * stride_;
                     ++st.resident;
                 } else {
+                    // The group's experts come before this one: launched before the GPU waits for
+                    // this one's copy (and before the host waits for its producer).
+                    flush();
                     // From the early ring (staged since the first block's routing) or the ring.
                     const int ej = early_of.empty() ? -1 : early_of[static_cast<std::size_t>(e)];
                     StagingRing& from = ej >= 0 ? *early_ : *ring_;
@@ -1166,7 +1169,6 @@ class CudaBackend final : public Backend {
                 }
                 const int o0 = offset[static_cast<std::size_t>(e)];
                 const int cnt = count[static_cast<std::size_t>(e)];
-                if (w == kStaged) flush();  // the group's experts come before this one
                 for (int m0 = 0; m0 < cnt; m0 += pf_block_) {
                     const int rows_m = std::min(pf_block_, cnt - m0);
                     if (!grouped || w == kStaged) {
