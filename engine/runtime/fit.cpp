@@ -23,6 +23,7 @@ constexpr std::uint64_t kStoreAlign = 4096;  // store records (store/format.h)
 constexpr std::int64_t kDefaultContext = 8192;
 constexpr std::int64_t kMinContext = 2048;
 constexpr double kRamHeadroomGB = 4.0;  // the OS, the desktop, the app itself
+constexpr double kCheckpointGiB = 1.0;  // K/V checkpoints of a GPU plan where RAM has room (FitPlan)
 
 std::uint64_t aligned(std::uint64_t bytes) { return (bytes + kAlign - 1) / kAlign * kAlign; }
 
@@ -254,6 +255,18 @@ FitPlan plan_fit(const FitRequest& r, const MachineInfo& m) {
             "release resident: the experts that live in VRAM for good give their RAM back "
             "(--release-resident 1; on a 64 GB PC it cost no speed and saved 3.2 GiB of peak memory)");
     }
+    if (p.backend == "cuda") {
+        const double checkpoint_gb = kCheckpointGiB * kGiB / kGB;
+        if (p.ram_needed_gb + checkpoint_gb <= ram_cap / kGB) {
+            p.kv_checkpoints_gib = kCheckpointGiB;
+            p.ram_needed_gb += checkpoint_gb;
+            p.reasons.push_back(fmt::format(
+                "K/V checkpoints {:.0f} GiB of RAM: a conversation switched away from and back to is not "
+                "processed again (about 0.5 GB per 13k-token conversation of the 120b model)", kCheckpointGiB));
+        } else {
+            p.reasons.push_back("no K/V checkpoints: RAM has no room for them beyond the experts");
+        }
+    }
     if (p.ram_needed_gb > ram_cap / kGB) {
         p.fits = false;
         p.warnings.push_back(fmt::format(
@@ -274,6 +287,7 @@ std::vector<std::string> FitPlan::flags() const {
     f.insert(f.end(), {"--threads", std::to_string(threads), "--kernel", kernel, "--kernel-persistent",
                        kernel_persistent ? "1" : "0"});
     if (release_resident) f.insert(f.end(), {"--release-resident", "1"});
+    if (kv_checkpoints_gib > 0) f.insert(f.end(), {"--kv-checkpoints", fmt::format("{:.2f}", kv_checkpoints_gib)});
     return f;
 }
 
@@ -291,6 +305,7 @@ nlohmann::json FitPlan::to_json() const {
             {"store_format", store_format},
             {"ram_needed_gb", ram_needed_gb},
             {"release_resident", release_resident},
+            {"kv_checkpoints_gib", kv_checkpoints_gib},
             {"flags", flags()},
             {"reasons", reasons},
             {"warnings", warnings}};

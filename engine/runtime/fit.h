@@ -92,6 +92,10 @@ struct FitPlan {
   // GPU backend with an existing store (FitRequest::store_kind): give back the RAM of experts
   // that live in VRAM for good (--release-resident 1; measured to cost nothing).
   bool release_resident = false;
+  // GPU backend: host RAM for K/V checkpoints (--kv-checkpoints GIB), so a conversation the user
+  // switches away from and back to is not re-processed: 1 GiB where RAM has room for it beyond
+  // what the plan needs (counted in ram_needed_gb), else 0.
+  double kv_checkpoints_gib = 0;
   std::vector<std::string> reasons;   // one line per choice
   std::vector<std::string> warnings;  // what does not fit and what to do
 

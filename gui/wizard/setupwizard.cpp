@@ -265,6 +265,7 @@ public:
         c.threads = m_threads->value();
         c.kernel = m_kernel->currentText();
         c.kernelPersistent = m_persistent->isChecked();
+        c.kvCheckpointsGib = m_w->m_plan.kv_checkpoints_gib;
         return true;
     }
 
@@ -779,6 +780,9 @@ Profile SetupWizard::profile() const
         // (docs/BENCHMARKS.md "RAM residency on a 64 GB PC").
         if (!p.store.isEmpty() && m_fit.backend == QLatin1String("cuda"))
             p.values.insert(QStringLiteral("release-resident"), true);
+        // K/V checkpoints as the plan sized them against RAM (0 where RAM has no room).
+        if (m_fit.backend == QLatin1String("cuda"))
+            p.values.insert(QStringLiteral("kv-checkpoints"), m_fit.kvCheckpointsGib);
     }
     return p;
 }

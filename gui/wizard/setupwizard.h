@@ -38,6 +38,7 @@ public:
         int threads = 0;
         QString kernel = QStringLiteral("auto");
         bool kernelPersistent = false;
+        double kvCheckpointsGib = 0;  // the plan's (no control on the page)
     };
 
     explicit SetupWizard(QWidget *parent = nullptr);

@@ -113,6 +113,19 @@ TEST(Fit, TwelveGigabyteCardAndSixtyFourGigabytesRunThe120bHybrid) {
     const auto fs = ps.flags();
     EXPECT_NE(std::find(fs.begin(), fs.end(), "--release-resident"), fs.end());
     EXPECT_TRUE(ps.to_json()["release_resident"].get<bool>());
+    // 1 GiB of K/V checkpoints fits beside the experts on a 64 GB PC, and is counted.
+    EXPECT_EQ(p.kv_checkpoints_gib, 1.0);
+    EXPECT_TRUE(has(p.reasons, "K/V checkpoints 1 GiB"));
+    const auto pf = p.flags();
+    EXPECT_NE(std::find(pf.begin(), pf.end(), "--kv-checkpoints"), pf.end());
+    EXPECT_EQ(p.to_json()["kv_checkpoints_gib"].get<double>(), 1.0);
+    FitRequest tight = r;  // RAM that only just holds the experts: no checkpoints
+    tight.ram_budget_gib = (p.ram_needed_gb - 1.0737) * 1e9 / 1073741824.0 + 0.5;
+    const FitPlan pt = plan_fit(tight, gaming_pc());
+    EXPECT_TRUE(pt.fits) << (pt.warnings.empty() ? "" : pt.warnings[0]);
+    EXPECT_EQ(pt.kv_checkpoints_gib, 0.0);
+    EXPECT_TRUE(has(pt.reasons, "no K/V checkpoints"));
+    EXPECT_NEAR(pt.ram_needed_gb, p.ram_needed_gb - 1.0737, 0.01);
     const auto f = p.flags();
     EXPECT_NE(std::find(f.begin(), f.end(), "--pool-slots"), f.end());
     EXPECT_GE(p.reasons.size(), 6u);
