@@ -206,19 +206,6 @@ struct FastSmem {
     __nv_bfloat16 vt[kD * kLdk], vt_lo[kD * kLdk];
 };
 
-__device__ __forceinline__ std::uint32_t pack_bf16(float a, float b) {
-    const __nv_bfloat162 v = __floats2bfloat162_rn(a, b);
-    std::uint32_t u;
-    memcpy(&u, &v, sizeof u);
-    return u;
-}
-
-// x = hi + lo for two values: the hi pair and the lo pair as packed bf16x2 words.
-__device__ __forceinline__ void split_pair(float a, float b, std::uint32_t& hi, std::uint32_t& lo) {
-    hi = pack_bf16(a, b);
-    lo = pack_bf16(a - __uint_as_float(hi << 16), b - __uint_as_float(hi & 0xFFFF0000u));
-}
-
 // D += A B for one m16n8k16 tile (A: 4 words, B: 2 words, D: 4 floats).
 __device__ __forceinline__ void mma16816(float (&d)[4], const std::uint32_t (&a)[4], std::uint32_t b0, std::uint32_t b1) {
     asm volatile(
@@ -268,7 +255,7 @@ __global__ void __launch_bounds__(kThreads, 3)
                 float2 v = make_float2(0.f, 0.f);
                 if (valid[h]) v = *reinterpret_cast<const float2*>(q + static_cast<std::size_t>(rr[h]) * q_stride + hq * kD + 16 * c + 2 * qd + 8 * half);
                 // a0a1: (g, 2q), a2a3: (g+8, 2q), a4a5: (g, 2q+8), a6a7: (g+8, 2q+8)
-                split_pair(v.x, v.y, qa[c][h + 2 * half], ql[c][h + 2 * half]);
+                split_bf16x2(v.x, v.y, qa[c][h + 2 * half], ql[c][h + 2 * half]);
             }
         }
     }
@@ -288,8 +275,8 @@ __global__ void __launch_bounds__(kThreads, 3)
             float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
             if (pos <= kmax) v = *reinterpret_cast<const float4*>(kc + static_cast<std::size_t>(ring > 0 ? pos % ring : pos) * kv_dim + hk * kD + 4 * c4);
             std::uint32_t h0, l0, h1, l1;
-            split_pair(v.x, v.y, h0, l0);
-            split_pair(v.z, v.w, h1, l1);
+            split_bf16x2(v.x, v.y, h0, l0);
+            split_bf16x2(v.z, v.w, h1, l1);
             *reinterpret_cast<uint2*>(&s.k[key * kLdk + 4 * c4]) = make_uint2(h0, h1);
             *reinterpret_cast<uint2*>(&s.k_lo[key * kLdk + 4 * c4]) = make_uint2(l0, l1);
         }
@@ -305,7 +292,7 @@ __global__ void __launch_bounds__(kThreads, 3)
 #pragma unroll
             for (int i = 0; i < 4; ++i) {
                 std::uint32_t h, lw;
-                split_pair(a4[i], b4[i], h, lw);
+                split_bf16x2(a4[i], b4[i], h, lw);
                 *reinterpret_cast<std::uint32_t*>(&s.vt[(4 * dq + i) * kLdk + 2 * kp]) = h;
                 *reinterpret_cast<std::uint32_t*>(&s.vt_lo[(4 * dq + i) * kLdk + 2 * kp]) = lw;
             }
@@ -381,10 +368,10 @@ __global__ void __launch_bounds__(kThreads, 3)
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
             std::uint32_t pa[4], pl[4];
-            split_pair(sc[2 * j][0], sc[2 * j][1], pa[0], pl[0]);
-            split_pair(sc[2 * j][2], sc[2 * j][3], pa[1], pl[1]);
-            split_pair(sc[2 * j + 1][0], sc[2 * j + 1][1], pa[2], pl[2]);
-            split_pair(sc[2 * j + 1][2], sc[2 * j + 1][3], pa[3], pl[3]);
+            split_bf16x2(sc[2 * j][0], sc[2 * j][1], pa[0], pl[0]);
+            split_bf16x2(sc[2 * j][2], sc[2 * j][3], pa[1], pl[1]);
+            split_bf16x2(sc[2 * j + 1][0], sc[2 * j + 1][1], pa[2], pl[2]);
+            split_bf16x2(sc[2 * j + 1][2], sc[2 * j + 1][3], pa[3], pl[3]);
 #pragma unroll
             for (int n = 0; n < 8; ++n) {
                 const int at = (8 * n + g) * kLdk + 16 * j + 2 * qd;

@@ -19,6 +19,21 @@ __device__ __forceinline__ float bf16_bits_to_float(std::uint16_t b) {
 __device__ __forceinline__ float bf16_lo(std::uint32_t w) { return __uint_as_float(w << 16); }
 __device__ __forceinline__ float bf16_hi(std::uint32_t w) { return __uint_as_float(w & 0xFFFF0000u); }
 
+// Two fp32 values as one bf16x2 word, rounded to nearest (`lo` in the low half).
+__device__ __forceinline__ std::uint32_t bf16x2_bits(float lo, float hi) {
+    const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+    std::uint32_t u;
+    memcpy(&u, &v, sizeof u);
+    return u;
+}
+
+// The prefill kernels' operand split x = hi + lo for two values: hi = their bf16 pair, lo = the
+// bf16 pair of what hi leaves over (~16 bits of each value in two bf16 products).
+__device__ __forceinline__ void split_bf16x2(float a, float b, std::uint32_t& hi, std::uint32_t& lo) {
+    hi = bf16x2_bits(a, b);
+    lo = bf16x2_bits(a - bf16_lo(hi), b - bf16_hi(hi));
+}
+
 // E2M1 code -> value (sign bit 3, exponent bits 2..1, mantissa bit 0), built as fp32 bits in
 // registers (a table indexed per element would live in local memory): exponent e > 0 gives
 // 2^(e-1) * (1 + m/2), e = 0 the subnormals 0 and 0.5.

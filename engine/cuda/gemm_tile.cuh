@@ -204,13 +204,6 @@ __device__ __forceinline__ void fetch_step(Fetched& f, const float* const (&rows
     }
 }
 
-__device__ __forceinline__ std::uint32_t bf16x2_bits(float lo, float hi) {
-    const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-    std::uint32_t u;
-    memcpy(&u, &v, sizeof u);
-    return u;
-}
-
 // Four E2M1 codes of a 32-bit word's low nibbles (elements 0, 2, 4, 6 of its 8) and high nibbles
 // (1, 3, 5, 7), times the block scale, as four bf16 pairs (0,1) (2,3) (4,5) (6,7). Each value is
 // (e2m1 * 2^-14) * 2^14 * scale: every step exact, so the bits equal bf16(e2m1(code) * scale).
@@ -233,11 +226,11 @@ __device__ __forceinline__ void store_step(Stage& st, const Fetched& f, bool bf1
     for (int p = 0; p < 4; ++p) {
         const int r = t / 8 + 16 * p;
         const float4 v = f.a[p];
-        const std::uint32_t h01 = bf16x2_bits(v.x, v.y), h23 = bf16x2_bits(v.z, v.w);
-        const uint2 lo = make_uint2(bf16x2_bits(v.x - bf16_lo(h01), v.y - bf16_hi(h01)),
-                                    bf16x2_bits(v.z - bf16_lo(h23), v.w - bf16_hi(h23)));
+        std::uint32_t h01, l01, h23, l23;
+        split_bf16x2(v.x, v.y, h01, l01);
+        split_bf16x2(v.z, v.w, h23, l23);
         *reinterpret_cast<uint2*>(&st.a[r * kLds + part * 4]) = make_uint2(h01, h23);
-        *reinterpret_cast<uint2*>(&st.a_lo[r * kLds + part * 4]) = lo;
+        *reinterpret_cast<uint2*>(&st.a_lo[r * kLds + part * 4]) = make_uint2(l01, l23);
     }
     if (bf16_weights) {
 #pragma unroll
