@@ -21,9 +21,16 @@ KvCheckpoints::KvCheckpoints(std::uint64_t budget_bytes, std::uint64_t floats_pe
     if (ring_per_position_ > 0 && window_ < 1) fail("KvCheckpoints: ring layers need their window (got {})", window_);
 }
 
-std::int64_t KvCheckpoints::Entry::min_restore(std::int64_t window) const {
-    const auto n = static_cast<std::int64_t>(tokens.size());
+namespace {
+// The shortest prefix an entry of n positions, whose ring part holds the last ring_rows, can
+// restore: the ring layers need the window before it (header: "Ring checkpoints").
+std::int64_t shortest_restorable(std::int64_t n, std::int64_t ring_rows, std::int64_t window) {
     return ring_rows >= n ? 0 : n - ring_rows + window - 1;
+}
+}  // namespace
+
+std::int64_t KvCheckpoints::Entry::min_restore(std::int64_t window) const {
+    return shortest_restorable(static_cast<std::int64_t>(tokens.size()), ring_rows, window);
 }
 
 bool KvCheckpoints::save(std::uint64_t id, std::vector<std::int32_t> tokens, std::vector<float> data,
@@ -40,7 +47,7 @@ bool KvCheckpoints::save(std::uint64_t id, std::vector<std::int32_t> tokens, std
              n, ring_rows, want);
     }
     // A ring part that cannot serve even the whole sequence is not worth keeping.
-    if (ring_rows < n && n - ring_rows + window_ - 1 > n) return false;
+    if (shortest_restorable(n, ring_rows, window_) > n) return false;
     const std::uint64_t need = data.size() * sizeof(float);
     if (need > budget_) return false;
     while (bytes_ + need > budget_ && !entries_.empty()) {
