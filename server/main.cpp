@@ -132,6 +132,12 @@ int main(int argc, char **argv)
                                          "layer's GPU experts in groups of 3 per launch (same "
                                          "outputs); 0 = off (default).",
                                          "0|1", "0");
+    const QCommandLineOption pinStore("pin-store",
+                                      "Raw store with --backend cuda: page-lock the whole store in "
+                                      "RAM so prompts copy experts to the GPU straight from it; "
+                                      "auto (default) = when it is at most half of the RAM, 1 = "
+                                      "always try, 0 = never.",
+                                      "auto|0|1", "auto");
     const QCommandLineOption kvRing("kv-ring",
                                     "Sliding-window layers keep only their last N positions of "
                                     "K/V; auto (default) = window + prefill block - 1; 0 = whole "
@@ -166,7 +172,7 @@ int main(int argc, char **argv)
     p.addOptions({model, store, host, port, apiKey, apiKeyFile, cors, modelName, queue, maxBody,
                   maxTokens, readTimeout, threads, kernel, kernelPersistent, backend, vramBudget,
                   pool, refreshEvery, context, prefillOrder, prefillBlock, scratch, stagingThreads,
-                  prefillCpuTokens, prefillEarly, groupedGemm, kvRing, kvCheckpoints, warmupRam, lockRam, releaseResident, ranking, testOptions});
+                  prefillCpuTokens, prefillEarly, groupedGemm, pinStore, kvRing, kvCheckpoints, warmupRam, lockRam, releaseResident, ranking, testOptions});
     p.process(app);
 
     if (!p.positionalArguments().isEmpty())
@@ -249,6 +255,9 @@ int main(int argc, char **argv)
         options.gpu.prefill_cpu_tokens = static_cast<int>(number(prefillCpuTokens, 0, 16));
         options.gpu.prefill_early = static_cast<int>(number(prefillEarly, 0, neural::kMaxPrefillEarly));
         options.gpu.grouped_gemm = number(groupedGemm, 0, 1) == 1;
+        options.gpu.pin_store = p.value(pinStore).toStdString();
+        if (!neural::is_pin_store(options.gpu.pin_store))
+            die(QStringLiteral("--pin-store must be auto, 0 or 1"));
         if (p.value(kvRing) != QLatin1String("auto"))
             options.gpu.kv_ring = static_cast<int>(number(kvRing, 0, qint64(1) << 30));
         options.gpu.kv_checkpoint_gib = gib(kvCheckpoints);

@@ -426,6 +426,7 @@ Json load_json(const LoadOptions& o) {
             {"prefill_cpu_tokens", o.gpu.prefill_cpu_tokens},
             {"prefill_early", o.gpu.prefill_early},
             {"grouped_gemm", o.gpu.grouped_gemm},
+            {"pin_store", o.gpu.pin_store},
             {"kv_ring", o.gpu.kv_ring},
             {"kv_checkpoints_gib", o.gpu.kv_checkpoint_gib},
             {"warmup_ram", o.warmup_ram_seconds},
@@ -497,6 +498,12 @@ LoadOptions apply_profile_flags(const Json& flags, const LoadOptions& base,
         } else if (key == "release_resident" || key == "grouped_gemm") {
             need(value.is_boolean(), "true/false");
             (key == "release_resident" ? o.release_resident : o.gpu.grouped_gemm) = value.get<bool>();
+        } else if (key == "pin_store") {
+            // "auto", or 0 / 1 as a number or a string (the flag's values).
+            const bool ok = value.is_string() ? is_pin_store(value.get<std::string>())
+                                              : value.is_number_integer() && (value == 0 || value == 1);
+            need(ok, "\"auto\", 0 or 1");
+            o.gpu.pin_store = value.is_string() ? value.get<std::string>() : std::to_string(value.get<int>());
         } else if (key == "kv_checkpoints") {
             need(value.is_number() && value.get<double>() >= 0 && value.get<double>() <= 4096,
                  "a number of GiB from 0 to 4096");
@@ -525,8 +532,8 @@ LoadOptions apply_profile_flags(const Json& flags, const LoadOptions& base,
             fail("{}: unknown profile key \"{}\" (kernel, store, threads, kernel_persistent, kdll, "
                  "backend, vram_budget, pool, pool_slots, static_fraction, ranking, refresh_every, "
                  "refresh_m, prefill_weight, context, prefill_order, prefill_block, scratch, "
-                 "staging_threads, prefill_cpu_tokens, prefill_early, grouped_gemm, kv_ring, kv_checkpoints, warmup_ram, lock_ram, "
-                 "release_resident)",
+                 "staging_threads, prefill_cpu_tokens, prefill_early, grouped_gemm, pin_store, kv_ring, kv_checkpoints, "
+                 "warmup_ram, lock_ram, release_resident)",
                  what, key);
         }
     }
@@ -695,6 +702,11 @@ Json run_bench(const BenchOptions& options,
         else
             run["experts"] = "reference path";
         run["backend"] = model.describe_backend();
+        // --pin-store: whether the GPU backend registered the store, and the registration's time
+        // (part of load_seconds).
+        const StorePin pin = model.store_pin();
+        run["store_pinned"] = pin.pinned;
+        run["store_pin_s"] = pin.seconds;
         if (progress)
             progress(fmt::format("run {}/{}: profile {} (pair {}) done", r + 1, order.size(),
                                  prof.name, pair));

@@ -30,6 +30,10 @@ const char* const kGpuFlagsHelp =
                            records of pinned memory; 0 = off (32)
   --grouped-gemm 0|1       prompts of one block of 1,024-4,096 tokens: a layer's GPU experts
                            in groups of 3 per launch (same outputs; 0 = off, the default)
+  --pin-store auto|0|1     raw store: page-lock the whole store in RAM for the GPU, so prompts
+                           copy non-resident experts straight from it (no staging threads); the
+                           store then stays in RAM while loaded. auto (default): when it is at
+                           most half of the RAM; 1: always try; 0: never
   --kv-ring N|auto         sliding-window layers keep only their last N positions of K/V;
                            auto (default) = the smallest, window + prefill block - 1 (2175
                            for gpt-oss); 0 = every layer keeps the whole context
@@ -43,7 +47,8 @@ void add_gpu_flags(std::set<std::string>& flags) {
     flags.insert({"--backend", "--vram-budget", "--pool", "--pool-slots", "--static-fraction",
                   "--ranking", "--refresh-every", "--refresh-m", "--prefill-weight", "--context",
                   "--device", "--prefill-order", "--prefill-block", "--scratch", "--staging-threads",
-                  "--prefill-cpu-tokens", "--prefill-early", "--grouped-gemm", "--kv-ring", "--kv-checkpoints"});
+                  "--prefill-cpu-tokens", "--prefill-early", "--grouped-gemm", "--pin-store", "--kv-ring",
+                  "--kv-checkpoints"});
 }
 
 void apply_gpu_flags(const Args& args, LoadOptions& o) {
@@ -72,6 +77,8 @@ void apply_gpu_flags(const Args& args, LoadOptions& o) {
     g.prefill_cpu_tokens = static_cast<int>(args.get_int("--prefill-cpu-tokens", g.prefill_cpu_tokens, 0, 16));
     g.prefill_early = static_cast<int>(args.get_int("--prefill-early", g.prefill_early, 0, kMaxPrefillEarly));
     g.grouped_gemm = args.get_int("--grouped-gemm", g.grouped_gemm ? 1 : 0, 0, 1) == 1;
+    g.pin_store = args.get_or("--pin-store", g.pin_store);
+    if (!is_pin_store(g.pin_store)) fail("--pin-store must be auto, 0 or 1, got \"{}\"", g.pin_store);
     if (args.get_or("--kv-ring", "auto") != "auto") g.kv_ring = static_cast<int>(args.get_int("--kv-ring", 0, 0, 1 << 30));
     g.kv_checkpoint_gib = args.get_double("--kv-checkpoints", g.kv_checkpoint_gib, 0, 4096, "GiB");
     // An explicit --kernel-persistent (0 or 1) decides for the GPU backend too.
@@ -79,7 +86,8 @@ void apply_gpu_flags(const Args& args, LoadOptions& o) {
     if (o.backend == "cpu") {
         for (const char* f : {"--vram-budget", "--pool", "--pool-slots", "--ranking", "--context",
                               "--prefill-order", "--prefill-block", "--scratch", "--staging-threads",
-                              "--prefill-cpu-tokens", "--prefill-early", "--grouped-gemm", "--kv-ring", "--kv-checkpoints"}) {
+                              "--prefill-cpu-tokens", "--prefill-early", "--grouped-gemm", "--pin-store",
+                              "--kv-ring", "--kv-checkpoints"}) {
             // --ranking also orders the RAM warm-up and --lock-ram (engine_options.cpp).
             if (std::string(f) == "--ranking" && (args.has("--warmup-ram") || args.has("--lock-ram"))) {
                 continue;

@@ -55,6 +55,7 @@
 #include "model/config.h"
 #include "model/weights.h"
 #include "neural/error.h"
+#include "platform/system_info.h"
 #include "runtime/backend.h"
 #include "runtime/kv_checkpoints.h"
 #include "runtime/fit.h"
@@ -114,7 +115,8 @@ struct HostBuffer {
 // Prefill's staging ring: producer threads copy expert records from RAM (the store mapping, or
 // assembled from a packed store / the checkpoint) into pinned host buffers, running ahead of the
 // main thread, which uploads each buffer into a scratch slot. Job j uses buffer j % depth; its
-// producer first waits until job j - depth's upload was issued and has completed.
+// producer first waits until job j - depth's upload was issued and has completed. Not made for a
+// pinned store (--pin-store): its records are uploaded straight from the mapping.
 class StagingRing {
  public:
     using Fill = std::function<void(int layer, int expert, std::uint8_t* dst)>;
@@ -250,6 +252,7 @@ class CudaBackend final : public Backend {
 
     const char* name() const override { return "cuda"; }
     std::string describe() const override { return description_; }
+    StorePin store_pin() const override { return {pinned_ != nullptr, pin_seconds_}; }
 
     std::vector<float> forward(std::span<const TokenId> tokens, KvCache& cache,
                                const ForwardOptions& options) const override {
@@ -472,6 +475,8 @@ class CudaBackend final : public Backend {
             spdlog::warn("backend cuda without an expert store: missed experts are assembled from the "
                          "checkpoint tensors on every use; repack into a store for speed");
         }
+        // Before anything below reads the store or --release-resident gives its pages back.
+        pin_store();
         for (int b = 0; b < kCaptureBuffers; ++b) {
             captures_.emplace_back(static_cast<std::size_t>(record_bytes_));
             cudaEvent_t ev;
@@ -493,6 +498,7 @@ class CudaBackend final : public Backend {
         NEURAL_CUDA(cudaMemcpy(table_, table.data(), table.size() * 4, cudaMemcpyHostToDevice));
         // --release-resident: static slots never leave VRAM, so their records' RAM can go back to
         // the OS (the uploads above were synchronous). A later CPU read would fault them back in.
+        // A pinned store gives nothing back (ExpertStore::set_pinned).
         if (in_.store != nullptr) {
             for (int sl = 0; sl < residency_->static_slots(); ++sl) {
                 const int owner = residency_->owner(sl);
@@ -500,7 +506,8 @@ class CudaBackend final : public Backend {
             }
         }
 
-        if (prefill_) {
+        // A pinned store needs no staging threads: its records are uploaded from the mapping.
+        if (prefill_ && pinned_ == nullptr) {
             ring_ = std::make_unique<StagingRing>(opt_.device, opt_.staging_threads, opt_.staging_threads,
                                                   static_cast<std::size_t>(record_bytes_),
                                                   [this](int l, int e, std::uint8_t* dst) { fill_record(l, e, dst); });
@@ -516,7 +523,7 @@ class CudaBackend final : public Backend {
         description_ = fmt::format(
             "cuda ({}, VRAM budget {:.2f} GiB: core {:.2f} GiB, K/V {:.2f} GiB for {} positions{}, "
             "{} expert slots = {:.2f} GiB ({} static, {} resident, residency {}); misses: {} kernel, "
-            "{} team, {} threads{}; prefill {}; K/V checkpoints {})",
+            "{} team, {} threads{}; prefill {}; {}; K/V checkpoints {})",
             dev.name, static_cast<double>(budget_) / kGiB, static_cast<double>(core_bytes_) / kGiB,
             static_cast<double>(kv_bytes_) / kGiB, ctx_,
             kv_ring_ > 0 ? fmt::format(" (sliding layers: a ring of {})", kv_ring_) : std::string(), residency_->slots(),
@@ -525,11 +532,67 @@ class CudaBackend final : public Backend {
             residency_->frozen() ? "frozen" : fmt::format("adaptive every {} tokens", opt_.refresh_every),
             cpu::kernel_isa_name(kernel_->isa()), team_->name(), team_->size(),
             in_.store == nullptr ? ", experts from the checkpoint" : "",
-            prefill_ ? fmt::format("{}-major, blocks of {}, {} scratch slots, {} staging threads, CPU up to {} tokens{}",
-                                   opt_.prefill_order, pf_block_, opt_.scratch_slots, opt_.staging_threads,
+            prefill_ ? fmt::format("{}-major, blocks of {}, {} scratch slots, {}, CPU up to {} tokens{}",
+                                   opt_.prefill_order, pf_block_, opt_.scratch_slots,
+                                   pinned_ != nullptr ? std::string("staged from the pinned store")
+                                                      : fmt::format("{} staging threads", opt_.staging_threads),
                                    opt_.prefill_cpu_tokens, opt_.grouped_gemm ? ", grouped GEMM" : "")
                      : std::string("token by token"),
-            checkpoints_ ? fmt::format("{:.2f} GiB", opt_.kv_checkpoint_gib) : std::string("off"));
+            pin_note_, checkpoints_ ? fmt::format("{:.2f} GiB", opt_.kv_checkpoint_gib) : std::string("off"));
+    }
+
+    // --pin-store (GpuOptions::pin_store): registers the raw store's whole mapping with CUDA,
+    // page-locked and read-only, so a prompt's staged experts are copied by DMA straight from it
+    // instead of through the staging threads' host memcpy into pinned buffers (docs/CUDA.md
+    // "Pinned store"). Sets pin_note_ for the description either way; a registration that
+    // fails only warns: the staging threads do the copies then.
+    void pin_store() {
+        const std::string& mode = opt_.pin_store;
+        if (!is_pin_store(mode)) fail("--pin-store \"{}\": expected auto, 0 or 1", mode);
+        const auto not_pinned = [&](const std::string& why) { pin_note_ = "store not pinned: " + why; };
+        if (mode == "0") return not_pinned("--pin-store 0");
+        if (in_.store == nullptr) return not_pinned("no expert store");
+        if (!raw_store_) return not_pinned("a packed store (its records are not slot images)");
+        if (!prefill_) return not_pinned("prompts run token by token");
+        const std::span<const std::uint8_t> map = in_.store->mapping();
+        const double gb = static_cast<double>(map.size()) / 1e9;
+        if (mode == "auto") {
+            const std::uint64_t ram = system_memory().total_bytes;
+            if (!pin_store_by_default(map.size(), ram)) {
+                return not_pinned(ram == 0 ? std::string("the RAM size is unknown (--pin-store 1 pins it anyway)")
+                                           : fmt::format("{:.1f} GB is more than half of the {:.1f} GB of RAM "
+                                                         "(--pin-store 1 pins it anyway)",
+                                                         gb, static_cast<double>(ram) / 1e9));
+            }
+        }
+        // The mapping is read-only: registering it needs the read-only flag, which not every
+        // device and driver has.
+        int read_only = 0;
+        if (cudaDeviceGetAttribute(&read_only, cudaDevAttrHostRegisterReadOnlySupported, opt_.device) != cudaSuccess) {
+            cudaGetLastError();
+            read_only = 0;
+        }
+        if (read_only == 0) {
+            spdlog::warn("--pin-store: this GPU or driver cannot register read-only host memory (the store "
+                         "mapping); prompts stage experts through the staging threads");
+            return not_pinned(fmt::format("the device cannot register read-only memory{}",
+                                          mode == "1" ? " (--pin-store 1 asked for it)" : ""));
+        }
+        const auto t0 = Clock::now();
+        const cudaError_t e = cudaHostRegister(const_cast<std::uint8_t*>(map.data()), map.size(),
+                                               cudaHostRegisterReadOnly | cudaHostRegisterPortable);
+        pin_seconds_ = static_cast<double>(ns_since(t0)) / 1e9;
+        if (e != cudaSuccess) {
+            cudaGetLastError();  // registration errors are not sticky: clear it for later checks
+            spdlog::warn("--pin-store: registering {} ({:.1f} GB) with CUDA failed after {:.2f} s: {}; prompts "
+                         "stage experts through the staging threads",
+                         in_.store->path().string(), gb, pin_seconds_, cudaGetErrorString(e));
+            return not_pinned(fmt::format("registration failed: {}{}", cudaGetErrorString(e),
+                                          mode == "1" ? " (--pin-store 1 asked for it)" : ""));
+        }
+        pinned_ = map.data();
+        in_.store->set_pinned(true);
+        pin_note_ = fmt::format("store pinned ({:.1f} GB in {:.2f} s)", gb, pin_seconds_);
     }
 
     // Prefill buffers (budget-accounted before the slot pool takes the rest; fit.cpp mirrors
@@ -664,6 +727,13 @@ class CudaBackend final : public Backend {
     void release() {
         if (stream_ != nullptr) cudaStreamSynchronize(stream_);
         if (copy_stream_ != nullptr) cudaStreamSynchronize(copy_stream_);
+        // The store's registration first (no copy from it is in flight any more); the store
+        // outlives the backend (Model destroys its backend first).
+        if (pinned_ != nullptr) {
+            cudaHostUnregister(const_cast<void*>(pinned_));
+            in_.store->set_pinned(false);
+            pinned_ = nullptr;
+        }
         for (auto g : graphs_) cudaGraphExecDestroy(g);
         if (tail_ != nullptr) cudaGraphExecDestroy(tail_);
         if (tail_rows_ != nullptr) cudaGraphExecDestroy(tail_rows_);
@@ -688,9 +758,7 @@ class CudaBackend final : public Backend {
     // record, else assembled row by row from the packed store or the checkpoint tensors.
     void fill_record(int layer, int e, std::uint8_t* dst) const {
         if (raw_store_) {
-            const auto rec = in_.store->record(layer, e);
-            if (rec.size() < record_bytes_) fail("store record ({}, {}) is shorter than a raw record", layer, e);
-            std::memcpy(dst, rec.data(), record_bytes_);
+            std::memcpy(dst, raw_record(layer, e), record_bytes_);
             return;
         }
         if (in_.store != nullptr) in_.store->prepare(layer, e);
@@ -711,6 +779,13 @@ class CudaBackend final : public Backend {
             }
             off += static_cast<std::uint64_t>(rows * G * 17);
         }
+    }
+
+    // A raw store's record of expert (layer, e): the slot image, in the store mapping.
+    const std::uint8_t* raw_record(int layer, int e) const {
+        const auto rec = in_.store->record(layer, e);
+        if (rec.size() < record_bytes_) fail("store record ({}, {}) is shorter than a raw record", layer, e);
+        return rec.data();
     }
 
     cpu::ExpertInput cpu_input(int layer, int e, int k) {
@@ -1064,7 +1139,8 @@ class CudaBackend final : public Backend {
                 fail("prefill: expert {} of layer {} was staged early but is not staged", e, l);
             }
         }
-        if (!staged.empty()) ring_->start(staged);
+        // A pinned store's records need no producer (expert_rows copies them from the mapping).
+        if (!staged.empty() && pinned_ == nullptr) ring_->start(staged);
 
         // The CPU's experts on a worker thread: one output row per (token, choice), grouped by
         // token (CSR in pf_cpu_start_) so the add kernel sums a token's rows in a fixed order.
@@ -1148,20 +1224,29 @@ class CudaBackend final : public Backend {
                     // The group's experts come before this one: launched before the GPU waits for
                     // this one's copy (and before the host waits for its producer).
                     flush();
-                    // From the early ring (staged since the first block's routing) or the ring.
-                    const int ej = early_of.empty() ? -1 : early_of[static_cast<std::size_t>(e)];
-                    StagingRing& from = ej >= 0 ? *early_ : *ring_;
-                    const std::size_t j = ej >= 0 ? static_cast<std::size_t>(ej) : next_staged++;
+                    // A pinned store's record is copied straight from the mapping (registered
+                    // with CUDA); else from the early ring (staged since the first block's
+                    // routing) or the ring.
+                    const void* src;
+                    StagingRing* from = nullptr;
+                    std::size_t j = 0;
+                    if (pinned_ != nullptr) {
+                        src = raw_record(l, e);
+                    } else {
+                        const int ej = early_of.empty() ? -1 : early_of[static_cast<std::size_t>(e)];
+                        from = ej >= 0 ? early_.get() : ring_.get();
+                        j = ej >= 0 ? static_cast<std::size_t>(ej) : next_staged++;
+                        if (ej >= 0) ++st.early;
+                        const auto w0 = Clock::now();
+                        src = from->wait(j).ptr;
+                        staging_wait += ns_since(w0);
+                    }
                     scratch = static_cast<int>(next_scratch++ % pf_landed_.size());
-                    if (ej >= 0) ++st.early;
-                    const auto w0 = Clock::now();
-                    const HostBuffer& buf = from.wait(j);
-                    staging_wait += ns_since(w0);
                     std::uint8_t* slot = pf_scratch_ + static_cast<std::uint64_t>(scratch) * stride_;
                     // The scratch slot's previous expert must be done before it is overwritten.
                     NEURAL_CUDA(cudaStreamWaitEvent(copy_stream_, pf_free_[static_cast<std::size_t>(scratch)], 0));
-                    NEURAL_CUDA(cudaMemcpyAsync(slot, buf.ptr, record_bytes_, cudaMemcpyHostToDevice, copy_stream_));
-                    from.issued(j, copy_stream_);
+                    NEURAL_CUDA(cudaMemcpyAsync(slot, src, record_bytes_, cudaMemcpyHostToDevice, copy_stream_));
+                    if (from != nullptr) from->issued(j, copy_stream_);
                     NEURAL_CUDA(cudaEventRecord(pf_landed_[static_cast<std::size_t>(scratch)], copy_stream_));
                     NEURAL_CUDA(cudaStreamWaitEvent(stream_, pf_landed_[static_cast<std::size_t>(scratch)], 0));
                     record = slot;
@@ -1495,6 +1580,11 @@ class CudaBackend final : public Backend {
     std::unique_ptr<cpu::ExpertKernel> kernel_;
     std::unique_ptr<cpu::WorkerTeam> team_;
     bool raw_store_ = false;
+    // --pin-store (pin_store): the registered store mapping (null: not pinned), how long the
+    // registration took, and what the description says about it.
+    const void* pinned_ = nullptr;
+    double pin_seconds_ = 0;
+    std::string pin_note_;
     std::uint64_t resident_id_ = 0;
     std::int64_t resident_len_ = 0;
     std::vector<std::int32_t> resident_tokens_;  // the tokens of the resident positions

@@ -89,6 +89,15 @@ struct GpuOptions {
   // 0 (default): off, a switch re-processes the incoming sequence (RAM is what a 64 GB PC running
   // the 120b model has least of: docs/USER_GUIDE.md).
   double kv_checkpoint_gib = 0;
+  // Pinned store (--pin-store auto|0|1, docs/CUDA.md "Pinned store"): with a raw store the backend
+  // registers the store's whole mapping with CUDA at load (page-locked, read-only), and a prompt's
+  // staged experts are copied to the GPU straight from it instead of through the staging threads'
+  // pinned buffers (their host memcpy ran at a third of pinned DMA's rate and bounded the 20b
+  // prompts: docs/BENCHMARKS.md). The whole store then stays in RAM while the model is loaded
+  // (--release-resident gives nothing back). "auto": when the store is at most half of the
+  // physical RAM (pin_store_by_default); "1": always tried; "0": never. A registration that fails
+  // warns and keeps the staging threads.
+  std::string pin_store = "auto";
 };
 
 inline constexpr int kMaxPrefillEarly = 1024;
@@ -97,6 +106,16 @@ inline constexpr int kGroupedGemmMin = 1024, kGroupedGemmMax = 4096;  // new tok
 // The values GpuOptions::prefill_order takes (every parser of the flag checks with this).
 inline bool is_prefill_order(std::string_view order) {
   return order == "layer" || order == "block" || order == "token";
+}
+
+// The values GpuOptions::pin_store takes (every parser of the flag checks with this).
+inline bool is_pin_store(std::string_view mode) { return mode == "auto" || mode == "0" || mode == "1"; }
+
+// --pin-store auto: pin a raw store of `store_bytes` on a machine with `ram_bytes` of physical
+// memory (0: unknown, never) when it takes at most half of it, so the rest of the RAM stays for
+// everything else. On a 64 GB PC that pins gpt-oss-20b's store (~13 GB), not 120b's (~61 GB).
+inline bool pin_store_by_default(std::uint64_t store_bytes, std::uint64_t ram_bytes) {
+  return ram_bytes > 0 && store_bytes <= ram_bytes / 2;
 }
 
 // Extra per-token phases of the hybrid backend, read as before/after deltas like MoeCounters.
@@ -146,11 +165,18 @@ struct BackendCounters {
   }
 };
 
+// What the backend did with the expert store's mapping at load (GpuOptions::pin_store).
+struct StorePin {
+  bool pinned = false;  // registered with CUDA: prompts copy staged experts straight from it
+  double seconds = 0;   // the registration call (also when it failed; 0 when not tried)
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
   virtual const char* name() const = 0;  // "cpu" / "cuda"
   virtual std::string describe() const = 0;
+  virtual StorePin store_pin() const { return {}; }
   // Same contract as CpuModel::forward. One forward pass at a time (the engine thread).
   virtual std::vector<float> forward(std::span<const TokenId> tokens, KvCache& cache,
                                      const ForwardOptions& options) const = 0;

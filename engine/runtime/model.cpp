@@ -48,7 +48,10 @@ namespace {
 void run_ram_levers(const store::ExpertStore& store, const std::vector<store::ExpertKey>& order,
                     const LoadOptions& options, telemetry::RamCounters& ram,
                     const std::atomic<bool>& stop) {
-    if (options.lock_ram_bytes > 0) {
+    if (options.lock_ram_bytes > 0 && store.pinned()) {
+        spdlog::info("--lock-ram: nothing to lock: the GPU backend keeps the whole store in RAM "
+                     "(--pin-store)");
+    } else if (options.lock_ram_bytes > 0) {
         const LockAllowance allowance = grow_lock_allowance(options.lock_ram_bytes);
         const store::LockReport r = store.lock_experts(order, options.lock_ram_bytes, &stop);
         if (r.records == 0) {
@@ -188,7 +191,10 @@ std::unique_ptr<Model> Model::load(const fs::path& dir, const LoadOptions& optio
                   dir.string(), m->config_.num_layers, m->config_.hidden_size,
                   m->config_.num_experts, m->config_.experts_per_token,
                   m->checkpoint_.tensor_count(), m->checkpoint_.total_bytes());
-    if (m->store_ && options.release_resident) {
+    if (m->store_ && options.release_resident && m->store_->pinned()) {
+        spdlog::info("--release-resident: nothing released: the GPU backend keeps the whole store "
+                     "in RAM for its copies (--pin-store)");
+    } else if (m->store_ && options.release_resident) {
         const telemetry::RamCounters& ram = m->telemetry_->ram;
         spdlog::info("--release-resident: {} experts ({:.2f} GB) moved into VRAM for good gave "
                      "their RAM back",

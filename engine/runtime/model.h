@@ -84,6 +84,8 @@ class Model {
                              const ForwardOptions& options = {}) const;
   const char* backend_name() const { return gpu_ ? gpu_->name() : "cpu"; }
   std::string describe_backend() const;
+  // Whether the GPU backend pinned the expert store at load (--pin-store), and how long it took.
+  StorePin store_pin() const { return gpu_ ? gpu_->store_pin() : StorePin{}; }
   // GPU phases and hit/admission counts of the hybrid backend (zero on the CPU backend).
   BackendCounters& backend_counters() const { return *backend_counters_; }
   // Ids generation stops on: generation_config eos ids, else config eos ids.

@@ -27,6 +27,13 @@ int model_int(const json& model, const char* key, const std::string& file) {
     return static_cast<int>(it->get<std::int64_t>());
 }
 
+// What a release does while the store is pinned (ExpertStore::set_pinned): nothing.
+PageRelease pinned_release() {
+    PageRelease r;
+    r.message = "not released: the GPU backend keeps the whole store registered in RAM (--pin-store)";
+    return r;
+}
+
 }  // namespace
 
 ExpertStore ExpertStore::open(const fs::path& path) {
@@ -196,6 +203,7 @@ PageRelease ExpertStore::release_expert(int layer, int expert) const {
         fail("{}: no expert {} in layer {} (the store has {} layers x {} experts)", path().string(),
              expert, layer, num_layers(), num_experts());
     }
+    if (pinned()) return pinned_release();
     const IndexEntry& e = entry(layer, expert);
     const std::uint8_t before = state(layer, expert).fetch_or(kReleased, std::memory_order_relaxed);
     PageRelease r = release_mapped_pages(map_, e.offset, e.payload_bytes);
@@ -213,8 +221,13 @@ PageRelease ExpertStore::release_expert(int layer, int expert) const {
     return r;
 }
 
+PageRelease ExpertStore::drop_from_ram() const {
+    if (pinned()) return pinned_release();
+    return release_mapped_pages(map_, 0, map_.size());
+}
+
 bool ExpertStore::note_resident_in_vram(int layer, int expert) const {
-    if (!release_resident_) return false;
+    if (!release_resident_ || pinned()) return false;
     release_expert(layer, expert);
     return true;
 }

@@ -81,6 +81,8 @@ class ExpertStore final : public ExpertSource {
     const std::string& created_by() const { return created_by_; }
     const RecordLayout& layout() const { return layout_; }
     std::uint64_t file_bytes() const { return map_.size(); }
+    // The whole mapping (header, index and records), for the GPU backend's --pin-store.
+    std::span<const std::uint8_t> mapping() const { return {map_.data(), map_.size()}; }
     int num_layers() const { return shape_.num_layers; }
     int num_experts() const { return shape_.num_experts; }
 
@@ -123,19 +125,27 @@ class ExpertStore final : public ExpertSource {
                             const std::atomic<bool>* stop = nullptr) const;
     // Gives back the RAM of record (layer, expert) now (platform/page_residency.h
     // release_mapped_pages: unlock, drop the mapping's pages, and on Linux evict them from the
-    // page cache) and marks it released so warm_up / lock_experts skip it. Idempotent.
+    // page cache) and marks it released so warm_up / lock_experts skip it. Idempotent. Does
+    // nothing while pinned (below; ok false, the message says so).
     PageRelease release_expert(int layer, int expert) const;
     // Gives back the RAM of the whole file (every record and the header) without marking any
     // record released: the next reads fault them back in from disk. A cold start without the
-    // privilege to drop the system's caches (measurements, tests).
-    PageRelease drop_from_ram() const { return release_mapped_pages(map_, 0, map_.size()); }
+    // privilege to drop the system's caches (measurements, tests). Nothing while pinned.
+    PageRelease drop_from_ram() const;
+    // --pin-store: the GPU backend registered the whole mapping with the CUDA driver (page-locked
+    // for its copies); it clears this once it has unregistered the mapping. The pages of a
+    // registered range must stay, so while pinned nothing gives RAM back: release_expert,
+    // drop_from_ram and note_resident_in_vram do nothing. Like the calls above it changes what is
+    // in RAM, not the bytes, so it is const.
+    void set_pinned(bool on) const { pinned_->store(on, std::memory_order_relaxed); }
+    bool pinned() const { return pinned_->load(std::memory_order_relaxed); }
     // --release-resident (LoadOptions::release_resident): whether an expert that became resident
     // in VRAM for good should give its RAM back. Set once at load, before any backend call.
     void set_release_resident(bool on) { release_resident_ = on; }
     bool release_resident() const { return release_resident_; }
     // For the GPU backend: (layer, expert) now lives in a static VRAM slot and its upload from
     // this mapping has completed, so the CPU will not read it. Releases it when
-    // release_resident() (else does nothing); returns whether it was released.
+    // release_resident() and not pinned() (else does nothing); returns whether it was released.
     bool note_resident_in_vram(int layer, int expert) const;
     bool released(int layer, int expert) const;
     bool locked(int layer, int expert) const;
@@ -174,6 +184,8 @@ class ExpertStore final : public ExpertSource {
     }
     std::unique_ptr<std::atomic<std::uint8_t>[]> state_;  // per record, layer-major
     bool release_resident_ = false;
+    // A pointer so the store stays movable (set_pinned).
+    std::unique_ptr<std::atomic<bool>> pinned_ = std::make_unique<std::atomic<bool>>(false);
     telemetry::RamCounters* ram_ = nullptr;
 };
 

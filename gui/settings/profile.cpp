@@ -30,6 +30,7 @@ concept HasGpuKnobs = requires(O o) {
     o.gpu.kv_ring;
     o.gpu.kv_checkpoint_gib;
     o.gpu.grouped_gemm;
+    o.gpu.pin_store;
     o.release_resident;
 };
 
@@ -56,6 +57,7 @@ void applyGpu(O &o, const Profile &p)
         o.gpu.kv_ring = p.value(QStringLiteral("kv-ring")).toInt();
         o.gpu.kv_checkpoint_gib = p.value(QStringLiteral("kv-checkpoints")).toDouble();
         o.gpu.grouped_gemm = p.value(QStringLiteral("grouped-gemm")).toBool();
+        o.gpu.pin_store = p.value(QStringLiteral("pin-store")).toString().toStdString();
         // Acts on the expert store's records: without a store it would be a load error.
         o.release_resident = !p.store.isEmpty() && p.value(QStringLiteral("release-resident")).toBool();
     } else {
@@ -117,6 +119,12 @@ const QList<KnobDef> &knobDefs()
          QObject::tr("Group prompt experts in threes on the GPU (same results), only for "
                      "single-block prompts of 1,024-4,096 tokens."),
          T::boolean, false, true, 0, 0, {}, {}},
+        {QStringLiteral("pin-store"), QObject::tr("Pin store"),
+         QObject::tr("Raw store on the GPU backend: keep the whole store locked in RAM so prompts "
+                     "copy experts to the GPU straight from it (no staging threads). auto: when "
+                     "the store is at most half of the RAM; 1: always try; 0: never."),
+         T::choice, QStringLiteral("auto"), QStringLiteral("auto"), 0, 0,
+         {QStringLiteral("auto"), QStringLiteral("1"), QStringLiteral("0")}, {}},
         {QStringLiteral("refresh-every"), QObject::tr("Refresh every"),
          QObject::tr("Decode tokens between residency refreshes; 0 freezes the resident set."),
          T::integer, 8, 8, 0, 4096, {}, QStringLiteral("tokens")},
@@ -166,7 +174,7 @@ QString unsupportedReason(const QString &key)
                                     QStringLiteral("pool-slots"), QStringLiteral("context"),
                                     QStringLiteral("scratch"), QStringLiteral("kv-ring"),
                                     QStringLiteral("kv-checkpoints"), QStringLiteral("grouped-gemm"),
-                                    QStringLiteral("release-resident")};
+                                    QStringLiteral("pin-store"), QStringLiteral("release-resident")};
     if (gpu.contains(key)) {
         if (!kHasGpuKnobs)
             return QObject::tr("not in this build yet");

@@ -86,6 +86,9 @@ TEST(BenchReport, AllWorkloadsOnTheTinyFixture) {
     EXPECT_GT(report["probes"]["ram_read"]["gb_s"].get<double>(), 0.0);
     EXPECT_TRUE(report["probes"].contains("pinned_h2d"));
     ASSERT_EQ(report["runs"].size(), 1u);
+    // The CPU backend pins no store (--pin-store is the GPU backend's).
+    EXPECT_EQ(report["runs"][0]["store_pinned"], false);
+    EXPECT_EQ(report["runs"][0]["store_pin_s"], 0.0);
     const Json& w = report["runs"][0]["workloads"];
     for (const char* name : {"decode", "prompt_40", "prompt_120", "replay"}) {
         ASSERT_TRUE(w.contains(name)) << name;
@@ -355,6 +358,18 @@ TEST(BenchProfiles, PrefillAndRamKnobsParseAndAreRangeChecked) {
     EXPECT_EQ(apply_profile_flags(Json::parse(R"({"kernel": "reference", "kv_ring": "auto"})"), ring0, "p").gpu.kv_ring, -1);
     EXPECT_NE(bad(R"({"kv_ring": "big"})").find("\"auto\" or an integer"), std::string::npos);
     EXPECT_NE(bad(R"({"release_resident": 1})").find("true/false"), std::string::npos);
+    // pin_store: "auto", 0 or 1 (a number or a string, as the flag's values).
+    const auto pin = [](const char* json) {
+        return apply_profile_flags(Json::parse(json), LoadOptions{}, "p").gpu.pin_store;
+    };
+    EXPECT_EQ(LoadOptions{}.gpu.pin_store, "auto");
+    EXPECT_EQ(pin(R"({"pin_store": 0})"), "0");
+    EXPECT_EQ(pin(R"({"pin_store": 1})"), "1");
+    EXPECT_EQ(pin(R"({"pin_store": "1"})"), "1");
+    EXPECT_EQ(pin(R"({"pin_store": "auto"})"), "auto");
+    for (const char* json : {R"({"pin_store": 2})", R"({"pin_store": "yes"})", R"({"pin_store": true})"}) {
+        EXPECT_NE(bad(json).find("\"pin_store\" must be \"auto\", 0 or 1"), std::string::npos) << json;
+    }
 }
 
 TEST(BenchCli, UnknownWorkloadExitsWithAnError) {

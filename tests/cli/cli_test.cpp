@@ -575,10 +575,20 @@ TEST_F(Cli, LogitsArgumentErrors) {
           std::tuple{"--kv-ring", "-1", "--kv-ring"},
           std::tuple{"--kv-checkpoints", "-1", "--kv-checkpoints: expected GiB in [0, 4096], got \"-1\""},
           std::tuple{"--static-fraction", "1.5", "--static-fraction: expected a fraction in [0, 1]"},
+          std::tuple{"--pin-store", "2", "--pin-store must be auto, 0 or 1, got \"2\""},
+          std::tuple{"--pin-store", "yes", "--pin-store must be auto, 0 or 1, got \"yes\""},
+          std::tuple{"--pin-store", "1", "--pin-store needs --backend cuda"},
           std::tuple{"--scratch", "2", "--scratch needs --backend cuda"}}) {
         Proc bad = neural({"logits", model(), in.string(), (tmp_ / "o.json").string(), flag, value});
         EXPECT_EQ(bad.code, 1) << flag;
         EXPECT_THAT(bad.err, HasSubstr(message)) << flag;
+    }
+    // --pin-store's values are accepted (--backend auto: the CPU where no GPU is usable; the
+    // fixture has no store, so nothing is pinned either way).
+    for (const char* pin : {"auto", "0", "1"}) {
+        Proc ok = neural({"logits", model(), in.string(), (tmp_ / "o.json").string(), "--backend", "auto",
+                          "--pin-store", pin});
+        EXPECT_EQ(ok.code, 0) << pin << ": " << ok.err;
     }
 
     Proc steps = neural({"logits", model(), in.string(), (tmp_ / "o.json").string(),

@@ -12,6 +12,7 @@
 #include "bench/bench.h"
 #include "cuda/device.cuh"
 #include "neural/error.h"
+#include "platform/system_info.h"
 #include "runtime/model.h"
 #include "runtime/session.h"
 #include "store/repack.h"
@@ -396,6 +397,64 @@ TEST(CudaHybrid, EarlyStagingFromTheFirstBlockIsBitIdentical) {
     EXPECT_GT(m->backend_counters().prefill_staged.load(), 0u);
 }
 
+// --pin-store: with the raw store's mapping registered with CUDA, staged experts are copied
+// straight from it (no staging threads, nothing staged early) with the same bits as through the
+// staging rings: layer-major over blocks of 16 (where the rings stage early), block-major, and
+// one block; half the experts resident (frozen: static slots), CPU path off. The pinned backend
+// says so, and --release-resident then gives nothing back (the static slots' records stay).
+TEST(CudaHybrid, PinnedStoreStagesFromTheMappingWithTheSameBits) {
+    SKIP_WITHOUT_GPU();
+    test::TempDir tmp;
+    store::RepackOptions ro;
+    ro.checkpoint = test::tiny_model_dir();
+    ro.out = tmp / "tiny.nstore";
+    store::repack(ro);
+    const auto ids = long_prompt();
+    struct Case {
+        const char* order;
+        int block;
+    };
+    for (const Case c : {Case{"layer", 16}, Case{"block", 16}, Case{"layer", 2048}}) {
+        SCOPED_TRACE(testing::Message() << c.order << "-major, blocks of " << c.block);
+        LoadOptions o = prefill_options(16, c.order, c.block, 0);
+        o.store = tmp / "tiny.nstore";
+        o.release_resident = true;
+        o.gpu.scratch_slots = 2;
+        o.gpu.pin_store = "0";
+        auto staged = Model::load(test::tiny_model_dir(), o);
+        o.gpu.pin_store = "1";
+        auto pinned = Model::load(test::tiny_model_dir(), o);
+        EXPECT_FALSE(staged->store_pin().pinned);
+        EXPECT_NE(staged->describe_backend().find("store not pinned: --pin-store 0"), std::string::npos)
+            << staged->describe_backend();
+        ASSERT_TRUE(pinned->store_pin().pinned) << pinned->describe_backend();
+        EXPECT_GE(pinned->store_pin().seconds, 0.0);
+        EXPECT_NE(pinned->describe_backend().find("store pinned ("), std::string::npos) << pinned->describe_backend();
+        EXPECT_TRUE(pinned->store()->pinned());
+        EXPECT_GT(staged->telemetry().ram.released_records.load(), 0u);
+        EXPECT_EQ(pinned->telemetry().ram.released_records.load(), 0u);
+
+        const auto want = all_logits(*staged, ids);
+        const auto got = all_logits(*pinned, ids);
+        ASSERT_EQ(got.size(), want.size());
+        ASSERT_EQ(std::memcmp(got.data(), want.data(), got.size() * 4), 0);
+        const auto& sb = staged->backend_counters();
+        const auto& pb = pinned->backend_counters();
+        EXPECT_GT(pb.prefill_staged.load(), 0u);
+        EXPECT_EQ(pb.prefill_staged.load(), sb.prefill_staged.load());
+        EXPECT_EQ(pb.prefill_early.load(), 0u);
+        EXPECT_EQ(pb.prefill_staging_ns.load(), 0u);
+        if (std::string(c.order) == "layer" && c.block == 16) {
+            EXPECT_GT(sb.prefill_early.load(), 0u);
+        }
+    }
+    // auto pins the tiny store (far below half of any machine's RAM) unless the RAM is unknown.
+    LoadOptions a = prefill_options(16, "layer", 16, 0);
+    a.store = tmp / "tiny.nstore";
+    auto m = Model::load(test::tiny_model_dir(), a);
+    EXPECT_EQ(m->store_pin().pinned, system_memory().total_bytes > 0) << m->describe_backend();
+}
+
 // --kv-ring: the tiny model's sliding layers (window 16) keep a ring of 31 positions (blocks of
 // 16); a 60-token prompt, decode after it, a short edit (kept in place) and a long one (the ring
 // lost the window: re-processed) give the same bits as with the whole context.
@@ -624,6 +683,10 @@ TEST(CudaHybrid, BadPrefillOptionsAreClearErrors) {
     EXPECT_NE(test::error_of([] { Model::load(test::tiny_model_dir(), prefill_options(4, "layer", 8, 17)); })
                   .find("--prefill-cpu-tokens"),
               std::string::npos);
+    LoadOptions pin = prefill_options(4, "layer", 8, 0);
+    pin.gpu.pin_store = "yes";
+    EXPECT_NE(test::error_of([&] { Model::load(test::tiny_model_dir(), pin); }).find("--pin-store \"yes\""),
+              std::string::npos);
 }
 
 // `neural bench --workload prompt` on the GPU backend reports the prefill's split: every prompt
@@ -653,6 +716,9 @@ TEST(CudaHybrid, BenchReportsThePrefillSplit) {
               32u);
     EXPECT_EQ(f["staged_bytes"].get<std::uint64_t>() % std::max<std::uint64_t>(1, f["experts_staged"].get<std::uint64_t>()), 0u);
     EXPECT_NE(bench::format_report(report).find("GPU prefill"), std::string::npos);
+    // No store: nothing to pin (tests of --pin-store: PinnedStoreStagesFromTheMappingWithTheSameBits).
+    EXPECT_EQ(report["runs"][0]["store_pinned"], false);
+    EXPECT_EQ(report["runs"][0]["store_pin_s"], 0.0);
 }
 
 }  // namespace

@@ -140,6 +140,17 @@ TEST(Profiles, ScratchKvRingAndReleaseResidentReachTheEngine)
     EXPECT_TRUE(unsupportedReason(QStringLiteral("grouped-gemm")).isEmpty());
     EXPECT_FALSE(Profile::stock().toLoadOptions().gpu.grouped_gemm);
     EXPECT_TRUE(Profile::optimized().toLoadOptions().gpu.grouped_gemm);
+    // Pin store: auto in both built-ins (the engine decides from the store's and the RAM's size).
+    EXPECT_TRUE(unsupportedReason(QStringLiteral("pin-store")).isEmpty());
+    EXPECT_EQ(Profile::stock().toLoadOptions().gpu.pin_store, "auto");
+    EXPECT_EQ(Profile::optimized().toLoadOptions().gpu.pin_store, "auto");
+    p.values.insert(QStringLiteral("pin-store"), QStringLiteral("0"));
+    EXPECT_EQ(p.toLoadOptions().gpu.pin_store, "0");
+    // A hand-edited value that is not a choice falls back to auto.
+    const Profile edited = Profile::fromJson(QJsonObject{
+        {QStringLiteral("name"), QStringLiteral("E")},
+        {QStringLiteral("knobs"), QJsonObject{{QStringLiteral("pin-store"), QStringLiteral("yes")}}}});
+    EXPECT_EQ(edited.value(QStringLiteral("pin-store")).toString(), QStringLiteral("auto"));
 }
 
 TEST(Profiles, UnsupportedKnobsAreDisabledWithTheirReason)

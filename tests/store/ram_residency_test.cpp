@@ -188,6 +188,33 @@ TEST_F(RamResidency, NoteResidentInVramReleasesOnlyWhenAsked) {
     EXPECT_TRUE(s.released(0, 1));
 }
 
+// --pin-store: while the GPU backend has the mapping registered, nothing gives RAM back (the
+// pages of a registered range must stay); afterwards releasing works again.
+TEST_F(RamResidency, APinnedStoreReleasesNothing) {
+    ExpertStore s = ExpertStore::open(big_path_);
+    telemetry::RamCounters ram;
+    s.set_ram_counters(&ram);
+    s.set_release_resident(true);
+    ASSERT_TRUE(s.warm_up(all_keys(s), std::chrono::seconds(60)).completed);
+    EXPECT_EQ(s.mapping().size(), s.file_bytes());
+    EXPECT_FALSE(s.pinned());
+    s.set_pinned(true);
+    EXPECT_TRUE(s.pinned());
+    EXPECT_FALSE(s.note_resident_in_vram(1, 0));
+    const PageRelease r = s.release_expert(1, 0);
+    EXPECT_FALSE(r.ok);
+    EXPECT_THAT(r.message, HasSubstr("--pin-store"));
+    EXPECT_FALSE(s.drop_from_ram().ok);
+    EXPECT_FALSE(s.released(1, 0));
+    EXPECT_EQ(ram.released_records.load(), 0u);
+    EXPECT_EQ(resident(s, 1, 0), pages(s, 1, 0));
+    EXPECT_THAT(test::error_of([&] { s.release_expert(2, 0); }), HasSubstr("no expert 0 in layer 2"));
+    s.set_pinned(false);
+    EXPECT_TRUE(s.note_resident_in_vram(1, 0));
+    EXPECT_TRUE(s.released(1, 0));
+    EXPECT_EQ(ram.released_records.load(), 1u);
+}
+
 TEST_F(RamResidency, LockLocksHotRecordsWithinTheBudgetOrSaysWhy) {
     ExpertStore s = ExpertStore::open(store_path_);
     telemetry::RamCounters ram;
