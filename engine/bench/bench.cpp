@@ -426,6 +426,7 @@ Json load_json(const LoadOptions& o) {
             {"prefill_cpu_tokens", o.gpu.prefill_cpu_tokens},
             {"prefill_early", o.gpu.prefill_early},
             {"grouped_gemm", o.gpu.grouped_gemm},
+            {"prefill_fp16", o.gpu.prefill_fp16},
             {"pin_store", o.gpu.pin_store},
             {"kv_ring", o.gpu.kv_ring},
             {"kv_checkpoints_gib", o.gpu.kv_checkpoint_gib},
@@ -495,9 +496,11 @@ LoadOptions apply_profile_flags(const Json& flags, const LoadOptions& base,
             } else {
                 o.lock_ram_bytes = static_cast<std::uint64_t>(value.get<double>() * 1073741824.0);
             }
-        } else if (key == "release_resident" || key == "grouped_gemm") {
+        } else if (key == "release_resident" || key == "grouped_gemm" || key == "prefill_fp16") {
             need(value.is_boolean(), "true/false");
-            (key == "release_resident" ? o.release_resident : o.gpu.grouped_gemm) = value.get<bool>();
+            (key == "release_resident" ? o.release_resident
+             : key == "grouped_gemm"   ? o.gpu.grouped_gemm
+                                       : o.gpu.prefill_fp16) = value.get<bool>();
         } else if (key == "pin_store") {
             // "auto", or 0 / 1 as a number or a string (the flag's values).
             const bool ok = value.is_string() ? is_pin_store(value.get<std::string>())
@@ -532,7 +535,7 @@ LoadOptions apply_profile_flags(const Json& flags, const LoadOptions& base,
             fail("{}: unknown profile key \"{}\" (kernel, store, threads, kernel_persistent, kdll, "
                  "backend, vram_budget, pool, pool_slots, static_fraction, ranking, refresh_every, "
                  "refresh_m, prefill_weight, context, prefill_order, prefill_block, scratch, "
-                 "staging_threads, prefill_cpu_tokens, prefill_early, grouped_gemm, pin_store, kv_ring, kv_checkpoints, "
+                 "staging_threads, prefill_cpu_tokens, prefill_early, grouped_gemm, prefill_fp16, pin_store, kv_ring, kv_checkpoints, "
                  "warmup_ram, lock_ram, release_resident)",
                  what, key);
         }

@@ -30,6 +30,9 @@ const char* const kGpuFlagsHelp =
                            records of pinned memory; 0 = off (32)
   --grouped-gemm 0|1       prompts of one block of 1,024-4,096 tokens: a layer's GPU experts
                            in groups of 3 per launch (same outputs; 0 = off, the default)
+  --prefill-fp16 0|1       1: prompts' GPU experts take fp16 operands (11 bits of each
+                           activation: faster, less exact); 0 (default): bf16 hi + lo halves
+                           (~16 bits)
   --pin-store auto|0|1     raw store: page-lock the whole store in RAM for the GPU, so prompts
                            copy non-resident experts straight from it (no staging threads); the
                            store then stays in RAM while loaded. auto (default): when it is at
@@ -47,7 +50,7 @@ void add_gpu_flags(std::set<std::string>& flags) {
     flags.insert({"--backend", "--vram-budget", "--pool", "--pool-slots", "--static-fraction",
                   "--ranking", "--refresh-every", "--refresh-m", "--prefill-weight", "--context",
                   "--device", "--prefill-order", "--prefill-block", "--scratch", "--staging-threads",
-                  "--prefill-cpu-tokens", "--prefill-early", "--grouped-gemm", "--pin-store", "--kv-ring",
+                  "--prefill-cpu-tokens", "--prefill-early", "--grouped-gemm", "--prefill-fp16", "--pin-store", "--kv-ring",
                   "--kv-checkpoints"});
 }
 
@@ -77,6 +80,7 @@ void apply_gpu_flags(const Args& args, LoadOptions& o) {
     g.prefill_cpu_tokens = static_cast<int>(args.get_int("--prefill-cpu-tokens", g.prefill_cpu_tokens, 0, 16));
     g.prefill_early = static_cast<int>(args.get_int("--prefill-early", g.prefill_early, 0, kMaxPrefillEarly));
     g.grouped_gemm = args.get_int("--grouped-gemm", g.grouped_gemm ? 1 : 0, 0, 1) == 1;
+    g.prefill_fp16 = args.get_int("--prefill-fp16", g.prefill_fp16 ? 1 : 0, 0, 1) == 1;
     g.pin_store = args.get_or("--pin-store", g.pin_store);
     if (!is_pin_store(g.pin_store)) fail("--pin-store must be auto, 0 or 1, got \"{}\"", g.pin_store);
     if (args.get_or("--kv-ring", "auto") != "auto") g.kv_ring = static_cast<int>(args.get_int("--kv-ring", 0, 0, 1 << 30));
@@ -86,7 +90,7 @@ void apply_gpu_flags(const Args& args, LoadOptions& o) {
     if (o.backend == "cpu") {
         for (const char* f : {"--vram-budget", "--pool", "--pool-slots", "--ranking", "--context",
                               "--prefill-order", "--prefill-block", "--scratch", "--staging-threads",
-                              "--prefill-cpu-tokens", "--prefill-early", "--grouped-gemm", "--pin-store",
+                              "--prefill-cpu-tokens", "--prefill-early", "--grouped-gemm", "--prefill-fp16", "--pin-store",
                               "--kv-ring", "--kv-checkpoints"}) {
             // --ranking also orders the RAM warm-up and --lock-ram (engine_options.cpp).
             if (std::string(f) == "--ranking" && (args.has("--warmup-ram") || args.has("--lock-ram"))) {

@@ -8,9 +8,23 @@ namespace neural::cuda {
 
 namespace {
 
+using gemm::Operands;
+
+// The tile's fp32 result for weight column c (0..63) back at the true scale: Operands::half
+// decoded the row times 2^shift[c] and took the activations times 2^a_exp (gemm_tile.cuh).
+template <Operands kOps>
+__device__ __forceinline__ float unscaled(const gemm::Smem& s, int r, int c, int a_exp) {
+    const float v = s.c[r * gemm::kLdc + c];
+    if constexpr (kOps == Operands::half) {
+        return ldexpf(v, -(s.shift[c] + a_exp));
+    } else {
+        return v;
+    }
+}
+
 // One 64 x 64 tile of act = swiglu(W1 h[token] + b1) for rows m0 .. of one expert's `count`
 // entries (act row m at act + m * I).
-template <KernelPath kPath>
+template <KernelPath kPath, Operands kOps>
 __device__ __forceinline__ void gate_up_tile(gemm::Smem& s, const std::uint8_t* rec, int expert, const ExpertShape& sh,
                                              const int* entries, int count, int m0, const float* h,
                                              const std::uint16_t* bias, float* act) {
@@ -21,14 +35,14 @@ __device__ __forceinline__ void gate_up_tile(gemm::Smem& s, const std::uint8_t* 
         return m < count ? h + static_cast<std::size_t>(entries[m] / sh.k) * H : nullptr;
     };
     const gemm::WeightRows w{nullptr, rec, rec + static_cast<std::size_t>(2 * I) * G * 16};
-    gemm::gemm_tile<kPath>(s, row_of, w, n0, 2 * I, H);
+    gemm::gemm_tile<kPath, kOps>(s, row_of, w, n0, 2 * I, H, ldexpf(1.0f, sh.in_exp));
     const std::uint16_t* b = bias + static_cast<std::size_t>(expert) * 2 * I;
     for (int idx = threadIdx.x; idx < gemm::kBM * gemm::kBN / 2; idx += gemm::kThreads) {
         const int r = idx / (gemm::kBN / 2), p = idx % (gemm::kBN / 2), m = m0 + r;
         const int i = n0 / 2 + p;  // gate row 2i, up row 2i + 1
         if (m >= count || i >= I) continue;
-        float g = s.c[r * gemm::kLdc + 2 * p] + bf16_bits_to_float(b[2 * i]);
-        float u = s.c[r * gemm::kLdc + 2 * p + 1] + bf16_bits_to_float(b[2 * i + 1]);
+        float g = unscaled<kOps>(s, r, 2 * p, sh.in_exp) + bf16_bits_to_float(b[2 * i]);
+        float u = unscaled<kOps>(s, r, 2 * p + 1, sh.in_exp) + bf16_bits_to_float(b[2 * i + 1]);
         g = fminf(g, sh.limit);
         u = fminf(fmaxf(u, -sh.limit), sh.limit);
         const float glu = g / (1.0f + expf(-sh.alpha * g));
@@ -39,7 +53,7 @@ __device__ __forceinline__ void gate_up_tile(gemm::Smem& s, const std::uint8_t* 
 // One 64 x 64 tile of y = W2 act + b2 for rows m0 .. of one expert's entries. kAccumulate: the
 // ungrouped form, acc[token] = fma(gate, y, acc[token]); otherwise y is stored at row m of `out`
 // ([rows, H]) for combine_kernel, which does the same fma later in the same order.
-template <KernelPath kPath, bool kAccumulate>
+template <KernelPath kPath, Operands kOps, bool kAccumulate>
 __device__ __forceinline__ void down_tile(gemm::Smem& s, const std::uint8_t* rec, int expert, const ExpertShape& sh,
                                           const int* entries, int count, int m0, const float* act, const float* gate,
                                           const std::uint16_t* bias, float* out) {
@@ -51,12 +65,12 @@ __device__ __forceinline__ void down_tile(gemm::Smem& s, const std::uint8_t* rec
     };
     const std::uint8_t* codes = rec + static_cast<std::size_t>(2 * I) * Gh * 17;
     const gemm::WeightRows w{nullptr, codes, codes + static_cast<std::size_t>(H) * Gi * 16};
-    gemm::gemm_tile<kPath>(s, row_of, w, n0, H, I);
+    gemm::gemm_tile<kPath, kOps>(s, row_of, w, n0, H, I, ldexpf(1.0f, sh.act_exp));
     const std::uint16_t* b = bias + static_cast<std::size_t>(expert) * H;
     for (int idx = threadIdx.x; idx < gemm::kBM * gemm::kBN; idx += gemm::kThreads) {
         const int r = idx / gemm::kBN, c = idx % gemm::kBN, m = m0 + r, n = n0 + c;
         if (m >= count || n >= H) continue;
-        const float y = s.c[r * gemm::kLdc + c] + bf16_bits_to_float(b[n]);
+        const float y = unscaled<kOps>(s, r, c, sh.act_exp) + bf16_bits_to_float(b[n]);
         if constexpr (kAccumulate) {
             const int e = entries[m];
             float* dst = out + static_cast<std::size_t>(e / sh.k) * H + n;
@@ -67,23 +81,23 @@ __device__ __forceinline__ void down_tile(gemm::Smem& s, const std::uint8_t* rec
     }
 }
 
-template <KernelPath kPath>
+template <KernelPath kPath, Operands kOps>
 __global__ void __launch_bounds__(gemm::kThreads, gemm::kMinBlocks)
     expert_gate_up_kernel(const std::uint8_t* __restrict__ rec, int expert, ExpertShape sh,
                           const int* __restrict__ entries, int count, const float* __restrict__ h,
                           const std::uint16_t* __restrict__ bias, float* __restrict__ act) {
     __shared__ __align__(16) gemm::Smem s;
-    gate_up_tile<kPath>(s, rec, expert, sh, entries, count, blockIdx.y * gemm::kBM, h, bias, act);
+    gate_up_tile<kPath, kOps>(s, rec, expert, sh, entries, count, blockIdx.y * gemm::kBM, h, bias, act);
 }
 
-template <KernelPath kPath>
+template <KernelPath kPath, Operands kOps>
 __global__ void __launch_bounds__(gemm::kThreads, gemm::kMinBlocks)
     expert_down_kernel(const std::uint8_t* __restrict__ rec, int expert, ExpertShape sh,
                        const int* __restrict__ entries, int count, const float* __restrict__ act,
                        const float* __restrict__ gate, const std::uint16_t* __restrict__ bias,
                        float* __restrict__ acc) {
     __shared__ __align__(16) gemm::Smem s;
-    down_tile<kPath, true>(s, rec, expert, sh, entries, count, blockIdx.y * gemm::kBM, act, gate, bias, acc);
+    down_tile<kPath, kOps, true>(s, rec, expert, sh, entries, count, blockIdx.y * gemm::kBM, act, gate, bias, acc);
 }
 
 // A group's row tiles one after the other: job j owns blockIdx.y in [tiles[j], tiles[j + 1]).
@@ -102,23 +116,25 @@ __device__ __forceinline__ const ExpertJob& job_of(const Group& g, int& m0) {
     return g.job[j];
 }
 
+template <Operands kOps>
 __global__ void __launch_bounds__(gemm::kThreads, gemm::kMinBlocks)
     grouped_gate_up_kernel(Group g, ExpertShape sh, const int* __restrict__ entries, const float* __restrict__ h,
                            const std::uint16_t* __restrict__ bias, float* __restrict__ act) {
     __shared__ __align__(16) gemm::Smem s;
     int m0 = 0;
     const ExpertJob& jb = job_of(g, m0);
-    gate_up_tile<KernelPath::fast>(s, jb.record, jb.expert, sh, entries + jb.entry0, jb.count, m0, h, bias,
+    gate_up_tile<KernelPath::fast, kOps>(s, jb.record, jb.expert, sh, entries + jb.entry0, jb.count, m0, h, bias,
                                    act + static_cast<std::size_t>(jb.row0) * sh.intermediate);
 }
 
+template <Operands kOps>
 __global__ void __launch_bounds__(gemm::kThreads, gemm::kMinBlocks)
     grouped_down_kernel(Group g, ExpertShape sh, const int* __restrict__ entries, const float* __restrict__ act,
                         const std::uint16_t* __restrict__ bias, float* __restrict__ y) {
     __shared__ __align__(16) gemm::Smem s;
     int m0 = 0;
     const ExpertJob& jb = job_of(g, m0);
-    down_tile<KernelPath::fast, false>(s, jb.record, jb.expert, sh, entries + jb.entry0, jb.count, m0,
+    down_tile<KernelPath::fast, kOps, false>(s, jb.record, jb.expert, sh, entries + jb.entry0, jb.count, m0,
                                        act + static_cast<std::size_t>(jb.row0) * sh.intermediate, nullptr, bias,
                                        y + static_cast<std::size_t>(jb.row0) * sh.hidden);
 }
@@ -137,14 +153,14 @@ __global__ void combine_kernel(ExpertJob jb, int H, int k, const int* __restrict
     }
 }
 
-template <KernelPath kPath>
+template <KernelPath kPath, Operands kOps>
 void launch(const std::uint8_t* record, int expert, const ExpertShape& shape, const int* entries, int count,
             const float* h, const float* gate, const std::uint16_t* gate_up_bias, const std::uint16_t* down_bias,
             float* act, float* acc, cudaStream_t stream) {
     const int mt = (count + gemm::kBM - 1) / gemm::kBM;
-    expert_gate_up_kernel<kPath><<<dim3((2 * shape.intermediate + gemm::kBN - 1) / gemm::kBN, mt), gemm::kThreads, 0,
+    expert_gate_up_kernel<kPath, kOps><<<dim3((2 * shape.intermediate + gemm::kBN - 1) / gemm::kBN, mt), gemm::kThreads, 0,
                                    stream>>>(record, expert, shape, entries, count, h, gate_up_bias, act);
-    expert_down_kernel<kPath><<<dim3((shape.hidden + gemm::kBN - 1) / gemm::kBN, mt), gemm::kThreads, 0, stream>>>(
+    expert_down_kernel<kPath, kOps><<<dim3((shape.hidden + gemm::kBN - 1) / gemm::kBN, mt), gemm::kThreads, 0, stream>>>(
         record, expert, shape, entries, count, act, gate, down_bias, acc);
 }
 
@@ -155,11 +171,11 @@ void expert_gemm(const std::uint8_t* record, int expert, const ExpertShape& shap
                  const std::uint16_t* gate_up_bias, const std::uint16_t* down_bias,
                  float* act, float* acc, cudaStream_t stream, KernelPath path) {
     if (count <= 0) return;
-    if (path == KernelPath::reference) {
-        launch<KernelPath::reference>(record, expert, shape, entries, count, h, gate, gate_up_bias, down_bias, act, acc, stream);
-    } else {
-        launch<KernelPath::fast>(record, expert, shape, entries, count, h, gate, gate_up_bias, down_bias, act, acc, stream);
-    }
+    const bool half = shape.half_operands;
+    auto* run = path == KernelPath::reference
+                    ? (half ? launch<KernelPath::reference, Operands::half> : launch<KernelPath::reference, Operands::split_bf16>)
+                    : (half ? launch<KernelPath::fast, Operands::half> : launch<KernelPath::fast, Operands::split_bf16>);
+    run(record, expert, shape, entries, count, h, gate, gate_up_bias, down_bias, act, acc, stream);
 }
 
 void expert_gemm_grouped(const ExpertJob* jobs, int job_count, const ExpertShape& shape, const int* entries,
@@ -181,10 +197,17 @@ void expert_gemm_grouped(const ExpertJob* jobs, int job_count, const ExpertShape
     }
     if (g.jobs == 0) return;
     const int mt = g.tiles[g.jobs];
-    grouped_gate_up_kernel<<<dim3((2 * shape.intermediate + gemm::kBN - 1) / gemm::kBN, mt), gemm::kThreads, 0,
-                             stream>>>(g, shape, entries, h, gate_up_bias, act);
-    grouped_down_kernel<<<dim3((shape.hidden + gemm::kBN - 1) / gemm::kBN, mt), gemm::kThreads, 0, stream>>>(
-        g, shape, entries, act, down_bias, y);
+    const dim3 gu_grid((2 * shape.intermediate + gemm::kBN - 1) / gemm::kBN, mt);
+    const dim3 down_grid((shape.hidden + gemm::kBN - 1) / gemm::kBN, mt);
+    if (shape.half_operands) {
+        grouped_gate_up_kernel<Operands::half><<<gu_grid, gemm::kThreads, 0, stream>>>(g, shape, entries, h, gate_up_bias, act);
+        grouped_down_kernel<Operands::half><<<down_grid, gemm::kThreads, 0, stream>>>(g, shape, entries, act, down_bias, y);
+    } else {
+        grouped_gate_up_kernel<Operands::split_bf16><<<gu_grid, gemm::kThreads, 0, stream>>>(g, shape, entries, h,
+                                                                                              gate_up_bias, act);
+        grouped_down_kernel<Operands::split_bf16><<<down_grid, gemm::kThreads, 0, stream>>>(g, shape, entries, act,
+                                                                                            down_bias, y);
+    }
     for (int j = 0; j < g.jobs; ++j) {
         const long long total = static_cast<long long>(g.job[j].count) * shape.hidden;
         const int blocks = static_cast<int>(std::min<long long>((total + 255) / 256, 4096));

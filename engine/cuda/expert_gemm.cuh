@@ -13,9 +13,18 @@
 // small combine launch per job then does the ungrouped fma in the ungrouped order: acc is
 // bit-identical to expert_gemm over the same jobs (test CudaPrefillKernels.GroupedExpertGemm*).
 // Job j's rows use act / y rows [row0, row0 + count). Host entry points only.
+//
+// Operands (docs/CUDA.md "Numerics"): shape.half_operands selects fp16 products (one per
+// element, 11 bits of each activation) instead of bf16 hi + lo (two, ~16 bits); both are
+// deterministic in the same way. fp16 needs the activations' magnitude bounded:
+// with_half_operands derives the scales from a bound of the gate_up input (the MoE input is an
+// RMS norm times its weight w, so |h| <= sqrt(H) * max|w|) and from the SwiGLU clamp.
 #pragma once
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
+#include <optional>
 
 #include <cuda_runtime.h>
 
@@ -23,6 +32,30 @@
 #include "cuda/kernel_path.h"
 
 namespace neural::cuda {
+
+// The exponent e with bound * 2^e < 2^15 (fp16's largest finite value is 65504), or nullopt
+// where bound is not finite. Clamped to [-100, 100] so that 2^e is a normal float.
+inline std::optional<int> half_operand_exponent(float bound) {
+    if (!std::isfinite(bound)) return std::nullopt;
+    int e = 0;
+    (void)std::frexp(std::fabs(bound), &e);  // |bound| < 2^e
+    return std::clamp(15 - e, -100, 100);
+}
+
+// `shape` with fp16 operands for a gate_up input bounded by in_bound in magnitude; the SwiGLU
+// output (the down input) is bounded by the clamp: glu = g * sigmoid(alpha g) with g <= limit
+// lies in [-0.279 / alpha, limit] and |clamp(u) + 1| <= limit + 1. Unchanged (bf16 hi + lo)
+// where a bound is not finite, e.g. without a clamp.
+inline ExpertShape with_half_operands(ExpertShape shape, float in_bound) {
+    if (!(shape.alpha > 0.0f) || !(shape.limit >= 0.0f)) return shape;
+    const float act_bound = std::fmax(shape.limit, 0.279f / shape.alpha) * (shape.limit + 1.0f);
+    const auto in = half_operand_exponent(in_bound), act = half_operand_exponent(act_bound);
+    if (!in || !act) return shape;
+    shape.half_operands = true;
+    shape.in_exp = *in;
+    shape.act_exp = *act;
+    return shape;
+}
 
 void expert_gemm(const std::uint8_t* record, int expert, const ExpertShape& shape,
                  const int* entries, int count, const float* h, const float* gate,

@@ -22,6 +22,12 @@ struct ExpertShape {
     int experts = 0;       // E (bias rows per layer)
     float limit = 7.0f;
     float alpha = 1.702f;
+    // Prefill's expert GEMMs only (expert_gemm.cuh): fp16 operands where half_operands, the
+    // gate_up input multiplied by 2^in_exp and the down input by 2^act_exp (with_half_operands);
+    // otherwise bf16 hi + lo halves. Decode's kernels ignore these.
+    bool half_operands = false;
+    int in_exp = 0;
+    int act_exp = 0;
 };
 
 // pool: slot s at pool + s * slot_stride. sel/gate/slot: the router's device outputs.

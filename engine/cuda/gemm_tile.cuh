@@ -19,11 +19,23 @@
 // Both issue the same WMMA products in the same order (per step: k 0..15 then 16..31, hi then lo)
 // on the same operand bits, so each output element sees the same sequence of fp32 accumulations.
 // After either returns, the tile's fp32 results are in Smem::c for the caller's epilogue.
+//
+// Operands::half (MXFP4 weights only: the expert GEMMs, ExpertShape::half_operands): one fp16
+// product instead of two bf16 ones. fp16 carries 11 bits of each activation (bf16 hi + lo: ~16,
+// bf16 alone: 8) and an E2M1 value times a power of two exactly, but only in fp16's range, so:
+//  - the activations come scaled by a power of two (a_scale) that keeps them below 2^15: the
+//    caller derives it from a bound of the values (expert_mxfp4.cuh);
+//  - each weight row n is decoded times 2^shift[n], shift[n] = 140 - (the row's largest scale
+//    byte), so its largest values reach 6 * 2^13 and every block within 2^36 of it is exact
+//    (smaller ones round, deterministically; a NaN scale byte stays NaN). The tile scans the
+//    row's scales first and leaves shift[] in Smem for the epilogue, which multiplies by
+//    2^-(shift[n] + log2 a_scale).
 #pragma once
 
 #include <cstdint>
 
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <mma.h>
 
 #include "cuda/common.cuh"
@@ -42,6 +54,10 @@ constexpr int kThreads = 128;
 // fill the GPU anyway and were 4-14% slower with the cap, so they keep the compiler's choice.
 constexpr int kMinBlocks = 5;
 
+// The operands of the tensor-core products (see the file comment).
+enum class Operands { split_bf16, half };
+
+// A stage's tiles hold bf16 (split_bf16: a = hi, a_lo = lo) or fp16 bits (half: a, b; a_lo unused).
 struct Stage {
     __nv_bfloat16 a[kBM * kLds];
     __nv_bfloat16 a_lo[kBM * kLds];
@@ -53,6 +69,7 @@ struct Smem {
         Stage st[2];  // the reference tile uses st[0] only
         float c[kBM * kLdc];
     };
+    int shift[kBN];  // Operands::half: weight row n0 + i was decoded times 2^shift[i]
 };
 
 // A: rows of fp32 activations; row(m) is the address of tile row m's K values or nullptr (zero).
@@ -64,9 +81,28 @@ struct WeightRows {
 };
 
 // The tensor-core products of one 32-wide K step on a stage: warp (wm, wn)'s 32 x 32 of the tile.
+template <Operands kOps = Operands::split_bf16>
 __device__ __forceinline__ void mma_step(const Stage& st, nvcuda::wmma::fragment<nvcuda::wmma::accumulator, 16, 16, 16, float> (&acc)[2][2],
                                          int wm, int wn) {
     using namespace nvcuda;
+    if constexpr (kOps == Operands::half) {
+        const __half* a = reinterpret_cast<const __half*>(st.a);
+        const __half* b = reinterpret_cast<const __half*>(st.b);
+#pragma unroll
+        for (int kk = 0; kk < 32; kk += 16) {
+            wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> fa[2];
+            wmma::fragment<wmma::matrix_b, 16, 16, 16, __half, wmma::col_major> fb[2];
+#pragma unroll
+            for (int i = 0; i < 2; ++i) wmma::load_matrix_sync(fa[i], &a[(wm + 16 * i) * kLds + kk], kLds);
+#pragma unroll
+            for (int j = 0; j < 2; ++j) wmma::load_matrix_sync(fb[j], &b[(wn + 16 * j) * kLds + kk], kLds);
+#pragma unroll
+            for (int i = 0; i < 2; ++i)
+#pragma unroll
+                for (int j = 0; j < 2; ++j) wmma::mma_sync(acc[i][j], fa[i], fb[j], acc[i][j]);
+        }
+        return;
+    }
 #pragma unroll
     for (int kk = 0; kk < 32; kk += 16) {
         wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> fa[2], fl[2];
@@ -99,11 +135,42 @@ __device__ __forceinline__ void store_tile(Smem& s, nvcuda::wmma::fragment<nvcud
     __syncthreads();
 }
 
-template <typename RowOf>
+// Operands::half: weight row n's decode exponent shift[n] (file comment) from its G scale bytes.
+// The thread pair (row, t % 2) of the decode scans every other block each; both get the result.
+__device__ __forceinline__ int row_shift(const WeightRows& w, int n, int N, int G) {
+    std::uint32_t m = 0;
+    if (n < N) {
+        const std::uint8_t* sc = w.scales + static_cast<std::size_t>(n) * G;
+        for (int g = threadIdx.x % 2; g < G; g += 2) m = max(m, static_cast<std::uint32_t>(__ldg(sc + g)));
+    }
+    m = max(m, __shfl_xor_sync(0xFFFFFFFFu, m, 1));
+    return 140 - static_cast<int>(m);
+}
+
+// 2^(s - 127 + shift): what a block with scale byte s is decoded times in a row of that shift
+// (NaN for s = 255, as e8m0). At most 2^13; below 2^-126 an fp32 subnormal or 0.
+__device__ __forceinline__ float shifted_scale(std::uint32_t s, int shift) {
+    if (s == 255u) return __uint_as_float(0x7FC00000u);
+    const int e = static_cast<int>(s) - 127 + shift;
+    return e >= -126 ? __uint_as_float(static_cast<std::uint32_t>(e + 127) << 23) : ldexpf(1.0f, e);
+}
+
+// Operands::half: each thread's weight row's shift (rows t / 2, as the decode), also left in s.shift.
+__device__ __forceinline__ int tile_shifts(Smem& s, const WeightRows& w, int n0, int N, int K) {
+    const int t = threadIdx.x;
+    const int shift = row_shift(w, n0 + t / 2, N, K / 32);
+    if (t % 2 == 0) s.shift[t / 2] = shift;
+    return shift;
+}
+
+template <Operands kOps, typename RowOf>
 __device__ __forceinline__ void gemm_tile_reference(Smem& s, RowOf row_of, const WeightRows& w, int n0, int N,
-                                                    int K) {
+                                                    int K, float a_scale) {
     using namespace nvcuda;
+    constexpr bool kHalf = kOps == Operands::half;
     Stage& st = s.st[0];
+    __half* ah = reinterpret_cast<__half*>(st.a);
+    __half* bh = reinterpret_cast<__half*>(st.b);
     const int t = threadIdx.x, warp = t / 32;
     const int wm = (warp / 2) * 32, wn = (warp % 2) * 32;
     wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[2][2];
@@ -111,10 +178,13 @@ __device__ __forceinline__ void gemm_tile_reference(Smem& s, RowOf row_of, const
     for (int i = 0; i < 2; ++i)
 #pragma unroll
         for (int j = 0; j < 2; ++j) wmma::fill_fragment(acc[i][j], 0.0f);
+    int shift = 0;
+    if constexpr (kHalf) shift = tile_shifts(s, w, n0, N, K);
     const int G = K / 32;
     for (int g = 0; g < G; ++g) {
         const int k0 = g * 32;
-        // A: 64 rows x 32 fp32 = 512 float4 pieces, four per thread, split into hi + lo.
+        // A: 64 rows x 32 fp32 = 512 float4 pieces, four per thread, split into hi + lo (or
+        // scaled to fp16).
 #pragma unroll
         for (int p = 0; p < 4; ++p) {
             const int idx = t + p * kThreads, r = idx / 8, part = idx % 8;
@@ -124,9 +194,13 @@ __device__ __forceinline__ void gemm_tile_reference(Smem& s, RowOf row_of, const
             const float f[4] = {v.x, v.y, v.z, v.w};
 #pragma unroll
             for (int i = 0; i < 4; ++i) {
-                const __nv_bfloat16 hi = __float2bfloat16(f[i]);
-                st.a[r * kLds + part * 4 + i] = hi;
-                st.a_lo[r * kLds + part * 4 + i] = __float2bfloat16(f[i] - __bfloat162float(hi));
+                if constexpr (kHalf) {
+                    ah[r * kLds + part * 4 + i] = __float2half_rn(f[i] * a_scale);
+                } else {
+                    const __nv_bfloat16 hi = __float2bfloat16(f[i]);
+                    st.a[r * kLds + part * 4 + i] = hi;
+                    st.a_lo[r * kLds + part * 4 + i] = __float2bfloat16(f[i] - __bfloat162float(hi));
+                }
             }
         }
         if (w.bf16 != nullptr) {
@@ -141,27 +215,34 @@ __device__ __forceinline__ void gemm_tile_reference(Smem& s, RowOf row_of, const
         } else {
             // One MXFP4 block per weight row; thread pair (r, half) decodes 16 elements.
             const int r = t / 2, half = t % 2, n = n0 + r;
-            __nv_bfloat16* dst = &st.b[r * kLds + half * 16];
+            const int o = r * kLds + half * 16;
             if (n < N) {
                 const uint2 c = __ldg(reinterpret_cast<const uint2*>(w.codes + (static_cast<std::size_t>(n) * G + g) * 16 + half * 8));
-                const float sc = e8m0(__ldg(w.scales + static_cast<std::size_t>(n) * G + g));
+                const std::uint32_t sb = __ldg(w.scales + static_cast<std::size_t>(n) * G + g);
+                const float sc = kHalf ? shifted_scale(sb, shift) : e8m0(sb);
                 const std::uint32_t words[2] = {c.x, c.y};
 #pragma unroll
                 for (int q = 0; q < 2; ++q) {
 #pragma unroll
                     for (int b = 0; b < 4; ++b) {
                         const std::uint32_t byte = (words[q] >> (8 * b)) & 0xFFu;
-                        dst[8 * q + 2 * b] = __float2bfloat16(e2m1(byte & 0xFu) * sc);
-                        dst[8 * q + 2 * b + 1] = __float2bfloat16(e2m1(byte >> 4) * sc);
+                        const float v0 = e2m1(byte & 0xFu) * sc, v1 = e2m1(byte >> 4) * sc;
+                        if constexpr (kHalf) {
+                            bh[o + 8 * q + 2 * b] = __float2half_rn(v0);
+                            bh[o + 8 * q + 2 * b + 1] = __float2half_rn(v1);
+                        } else {
+                            st.b[o + 8 * q + 2 * b] = __float2bfloat16(v0);
+                            st.b[o + 8 * q + 2 * b + 1] = __float2bfloat16(v1);
+                        }
                     }
                 }
             } else {
 #pragma unroll
-                for (int i = 0; i < 16; ++i) dst[i] = __float2bfloat16(0.0f);
+                for (int i = 0; i < 16; ++i) st.b[o + i] = __float2bfloat16(0.0f);  // 0 bits, in fp16 too
             }
         }
         __syncthreads();
-        mma_step(st, acc, wm, wn);
+        mma_step<kOps>(st, acc, wm, wn);
         __syncthreads();
     }
     store_tile(s, acc, wm, wn);
@@ -220,17 +301,47 @@ __device__ __forceinline__ void decode_word(std::uint32_t word, float sc, std::u
     out[3] = bf16x2_bits((e46.y * k14) * sc, (e57.y * k14) * sc);
 }
 
-__device__ __forceinline__ void store_step(Stage& st, const Fetched& f, bool bf16_weights) {
+// Two fp32 values as one fp16x2 word, rounded to nearest (`lo` in the low half).
+__device__ __forceinline__ std::uint32_t half2_bits(float lo, float hi) {
+    const __half2 v = __floats2half2_rn(lo, hi);
+    std::uint32_t u;
+    memcpy(&u, &v, sizeof u);
+    return u;
+}
+
+// decode_word for Operands::half: the same values (sc = shifted_scale) as fp16 pairs.
+__device__ __forceinline__ void decode_word_half(std::uint32_t word, float sc, std::uint32_t* out) {
+    const std::uint32_t lo = word & 0x0F0F0F0Fu, hi = (word >> 4) & 0x0F0F0F0Fu;
+    const float2 e02 = e2m1x2_scaled(__byte_perm(lo, 0u, 0x4140u));
+    const float2 e46 = e2m1x2_scaled(__byte_perm(lo, 0u, 0x4342u));
+    const float2 e13 = e2m1x2_scaled(__byte_perm(hi, 0u, 0x4140u));
+    const float2 e57 = e2m1x2_scaled(__byte_perm(hi, 0u, 0x4342u));
+    constexpr float k14 = 16384.0f;
+    out[0] = half2_bits((e02.x * k14) * sc, (e13.x * k14) * sc);
+    out[1] = half2_bits((e02.y * k14) * sc, (e13.y * k14) * sc);
+    out[2] = half2_bits((e46.x * k14) * sc, (e57.x * k14) * sc);
+    out[3] = half2_bits((e46.y * k14) * sc, (e57.y * k14) * sc);
+}
+
+// Stores a fetched step into a stage. Operands::half: a_scale scales the activations, `shift` is
+// this thread's weight row's (tile_shifts).
+template <Operands kOps>
+__device__ __forceinline__ void store_step(Stage& st, const Fetched& f, bool bf16_weights, float a_scale, int shift) {
     const int t = threadIdx.x, part = t % 8;
 #pragma unroll
     for (int p = 0; p < 4; ++p) {
         const int r = t / 8 + 16 * p;
         const float4 v = f.a[p];
-        std::uint32_t h01, l01, h23, l23;
-        split_bf16x2(v.x, v.y, h01, l01);
-        split_bf16x2(v.z, v.w, h23, l23);
-        *reinterpret_cast<uint2*>(&st.a[r * kLds + part * 4]) = make_uint2(h01, h23);
-        *reinterpret_cast<uint2*>(&st.a_lo[r * kLds + part * 4]) = make_uint2(l01, l23);
+        if constexpr (kOps == Operands::half) {
+            *reinterpret_cast<uint2*>(&st.a[r * kLds + part * 4]) =
+                make_uint2(half2_bits(v.x * a_scale, v.y * a_scale), half2_bits(v.z * a_scale, v.w * a_scale));
+        } else {
+            std::uint32_t h01, l01, h23, l23;
+            split_bf16x2(v.x, v.y, h01, l01);
+            split_bf16x2(v.z, v.w, h23, l23);
+            *reinterpret_cast<uint2*>(&st.a[r * kLds + part * 4]) = make_uint2(h01, h23);
+            *reinterpret_cast<uint2*>(&st.a_lo[r * kLds + part * 4]) = make_uint2(l01, l23);
+        }
     }
     if (bf16_weights) {
 #pragma unroll
@@ -242,9 +353,15 @@ __device__ __forceinline__ void store_step(Stage& st, const Fetched& f, bool bf1
         const int r = t / 2, half = t % 2;
         std::uint32_t out[8] = {0, 0, 0, 0, 0, 0, 0, 0};
         if (f.b[0].w != 0u) {
-            const float sc = e8m0(f.b[0].z);
-            decode_word(f.b[0].x, sc, out);
-            decode_word(f.b[0].y, sc, out + 4);
+            if constexpr (kOps == Operands::half) {
+                const float sc = shifted_scale(f.b[0].z, shift);
+                decode_word_half(f.b[0].x, sc, out);
+                decode_word_half(f.b[0].y, sc, out + 4);
+            } else {
+                const float sc = e8m0(f.b[0].z);
+                decode_word(f.b[0].x, sc, out);
+                decode_word(f.b[0].y, sc, out + 4);
+            }
         }
         uint4* dst = reinterpret_cast<uint4*>(&st.b[r * kLds + half * 16]);
         dst[0] = make_uint4(out[0], out[1], out[2], out[3]);
@@ -252,8 +369,9 @@ __device__ __forceinline__ void store_step(Stage& st, const Fetched& f, bool bf1
     }
 }
 
-template <typename RowOf>
-__device__ __forceinline__ void gemm_tile_fast(Smem& s, RowOf row_of, const WeightRows& w, int n0, int N, int K) {
+template <Operands kOps, typename RowOf>
+__device__ __forceinline__ void gemm_tile_fast(Smem& s, RowOf row_of, const WeightRows& w, int n0, int N, int K,
+                                               float a_scale) {
     using namespace nvcuda;
     const int t = threadIdx.x, warp = t / 32;
     const int wm = (warp / 2) * 32, wn = (warp % 2) * 32;
@@ -267,27 +385,31 @@ __device__ __forceinline__ void gemm_tile_fast(Smem& s, RowOf row_of, const Weig
     for (int p = 0; p < 4; ++p) rows[p] = row_of(t / 8 + 16 * p);
     const bool bf16_weights = w.bf16 != nullptr;
     const int G = K / 32;
+    int shift = 0;
+    if constexpr (kOps == Operands::half) shift = tile_shifts(s, w, n0, N, K);
     Fetched f;
     fetch_step(f, rows, w, n0, N, K, 0);
-    store_step(s.st[0], f, bf16_weights);
+    store_step<kOps>(s.st[0], f, bf16_weights, a_scale, shift);
     __syncthreads();
     for (int g = 0; g < G; ++g) {
         const bool more = g + 1 < G;
         if (more) fetch_step(f, rows, w, n0, N, K, g + 1);
-        mma_step(s.st[g & 1], acc, wm, wn);
-        if (more) store_step(s.st[(g + 1) & 1], f, bf16_weights);
+        mma_step<kOps>(s.st[g & 1], acc, wm, wn);
+        if (more) store_step<kOps>(s.st[(g + 1) & 1], f, bf16_weights, a_scale, shift);
         __syncthreads();
     }
     store_tile(s, acc, wm, wn);
 }
 
-// The tile of a kernel instantiated for one path.
-template <KernelPath kPath, typename RowOf>
-__device__ __forceinline__ void gemm_tile(Smem& s, RowOf row_of, const WeightRows& w, int n0, int N, int K) {
+// The tile of a kernel instantiated for one path and one kind of operands (Operands::half needs
+// MXFP4 weights; a_scale is its activations' power-of-two scale, unused otherwise).
+template <KernelPath kPath, Operands kOps = Operands::split_bf16, typename RowOf>
+__device__ __forceinline__ void gemm_tile(Smem& s, RowOf row_of, const WeightRows& w, int n0, int N, int K,
+                                          float a_scale = 1.0f) {
     if constexpr (kPath == KernelPath::fast) {
-        gemm_tile_fast(s, row_of, w, n0, N, K);
+        gemm_tile_fast<kOps>(s, row_of, w, n0, N, K, a_scale);
     } else {
-        gemm_tile_reference(s, row_of, w, n0, N, K);
+        gemm_tile_reference<kOps>(s, row_of, w, n0, N, K, a_scale);
     }
 }
 

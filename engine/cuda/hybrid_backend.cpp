@@ -26,6 +26,7 @@
 #include <fstream>
 #include <functional>
 #include <future>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -346,6 +347,7 @@ class CudaBackend final : public Backend {
             upload(ld.input_norm, lw.input_norm, Hs);
             ld.post_norm = dalloc<std::uint16_t>(Hs, "layer norms");
             upload(ld.post_norm, lw.post_norm, Hs);
+            prefill_shapes_.push_back(prefill_expert_shape(lw));
             ld.qkv_w = dalloc<std::uint16_t>(qkv_rows * Hs, "QKV weights");
             upload(ld.qkv_w, lw.q_w, Qs * Hs);
             upload(ld.qkv_w + Qs * Hs, lw.k_w, KVs * Hs);
@@ -532,11 +534,11 @@ class CudaBackend final : public Backend {
             residency_->frozen() ? "frozen" : fmt::format("adaptive every {} tokens", opt_.refresh_every),
             cpu::kernel_isa_name(kernel_->isa()), team_->name(), team_->size(),
             in_.store == nullptr ? ", experts from the checkpoint" : "",
-            prefill_ ? fmt::format("{}-major, blocks of {}, {} scratch slots, {}, CPU up to {} tokens{}",
+            prefill_ ? fmt::format("{}-major, blocks of {}, {} scratch slots, {}, CPU up to {} tokens{}, {}",
                                    opt_.prefill_order, pf_block_, opt_.scratch_slots,
                                    pinned_ != nullptr ? std::string("staged from the pinned store")
                                                       : fmt::format("{} staging threads", opt_.staging_threads),
-                                   opt_.prefill_cpu_tokens, opt_.grouped_gemm ? ", grouped GEMM" : "")
+                                   opt_.prefill_cpu_tokens, opt_.grouped_gemm ? ", grouped GEMM" : "", expert_operands())
                      : std::string("token by token"),
             pin_note_, checkpoints_ ? fmt::format("{:.2f} GiB", opt_.kv_checkpoint_gib) : std::string("off"));
     }
@@ -779,6 +781,31 @@ class CudaBackend final : public Backend {
             }
             off += static_cast<std::uint64_t>(rows * G * 17);
         }
+    }
+
+    // The shape prefill's expert GEMMs get for a layer: fp16 operands (--prefill-fp16) scaled for
+    // the bound of their input, the post-attention RMS norm: |x_i| / rms(x) <= sqrt(H), so
+    // |h_i| <= sqrt(H) * max|w| (cuda::with_half_operands; a non-finite weight keeps bf16 hi + lo).
+    cuda::ExpertShape prefill_expert_shape(const LayerWeights& lw) const {
+        const ModelConfig& c = *in_.config;
+        const cuda::ExpertShape shape{H_, I_, K_, E_, c.swiglu_limit, c.swiglu_alpha};
+        if (!opt_.prefill_fp16) return shape;
+        float w_max = 0.0f;
+        for (std::int64_t i = 0; i < H_; ++i) {
+            const float v = std::fabs(lw.post_norm.at(i));
+            w_max = std::isfinite(v) ? std::max(w_max, v) : std::numeric_limits<float>::infinity();
+        }
+        return cuda::with_half_operands(shape, std::sqrt(static_cast<float>(H_)) * w_max);
+    }
+
+    // What the description says about the prefill experts' operands.
+    std::string expert_operands() const {
+        const auto half = std::count_if(prefill_shapes_.begin(), prefill_shapes_.end(),
+                                        [](const cuda::ExpertShape& s) { return s.half_operands; });
+        if (half == 0) return "bf16 hi + lo experts";
+        if (half == static_cast<std::ptrdiff_t>(prefill_shapes_.size())) return "fp16 experts";
+        return fmt::format("fp16 experts in {} of {} layers (the others' norm has no finite bound)", half,
+                           prefill_shapes_.size());
     }
 
     // A raw store's record of expert (layer, e): the slot image, in the store mapping.
@@ -1077,7 +1104,6 @@ class CudaBackend final : public Backend {
     void expert_rows(int l, int b0, int rows, std::int64_t start, std::int64_t observe_from,
                      RouterObserver* observer, PrefillStats& st, const std::vector<int>& early_of, bool grouped) {
         const std::size_t Hs = static_cast<std::size_t>(H_), Ks = static_cast<std::size_t>(K_);
-        const ModelConfig& c = *in_.config;
         const LayerDevice& ld = layers_[static_cast<std::size_t>(l)];
         int* sel_host = pf_route_host_.host<int>();
         float* gate_host = reinterpret_cast<float*>(sel_host + static_cast<std::size_t>(ctx_) * Ks);
@@ -1194,7 +1220,7 @@ class CudaBackend final : public Backend {
         }
 
         // The GPU's experts, in expert index order.
-        const cuda::ExpertShape shape{H_, I_, K_, E_, c.swiglu_limit, c.swiglu_alpha};
+        const cuda::ExpertShape& shape = prefill_shapes_[static_cast<std::size_t>(l)];
         std::size_t next_staged = 0, next_scratch = 0;
         std::uint64_t staging_wait = 0;
         // Grouped GEMM: resident experts' jobs (an expert's rows, at most a block) wait here until
@@ -1545,6 +1571,7 @@ class CudaBackend final : public Backend {
     std::vector<void*> allocations_;
     cudaStream_t stream_ = nullptr, copy_stream_ = nullptr;
     std::vector<LayerDevice> layers_;
+    std::vector<cuda::ExpertShape> prefill_shapes_;  // per layer (prefill_expert_shape)
     std::uint16_t *final_norm_ = nullptr, *lm_head_ = nullptr;
     float* inv_freq_ = nullptr;
     float concentration_ = 1.0f;

@@ -75,6 +75,13 @@ struct GpuOptions {
   // alone. As DESIGN.md says, only for prompts that are one block of 1,024-4,096 new tokens
   // (kGroupedGemmMin/Max). Off by default: measured 0-4% faster (docs/BENCHMARKS.md).
   bool grouped_gemm = false;
+  // fp16 expert GEMMs (--prefill-fp16 1): prompts' GPU experts multiply fp16 operands (11 bits
+  // of each activation, one tensor-core product) instead of bf16 hi + lo halves (~16 bits, two
+  // products): measured 1.4-1.55x faster expert GEMMs (docs/BENCHMARKS.md). Off by default: on
+  // the tiny fixture the fp16 rounding moves logits by up to 1.0 against golden.json's 5e-2
+  // (docs/CUDA.md "Numerics"). Activations are scaled by powers of two from the model's bounds;
+  // a layer without a finite bound keeps hi + lo. Decode does not use these kernels.
+  bool prefill_fp16 = false;
   // K/V ring (--kv-ring N): sliding-window layers keep only their last N positions of K/V (full
   // layers keep the whole context). -1 (default, "auto"): the smallest ring, window + prefill
   // block - 1 (2175 for gpt-oss with blocks of 2048; none when that is not smaller than the

@@ -30,6 +30,7 @@ concept HasGpuKnobs = requires(O o) {
     o.gpu.kv_ring;
     o.gpu.kv_checkpoint_gib;
     o.gpu.grouped_gemm;
+    o.gpu.prefill_fp16;
     o.gpu.pin_store;
     o.release_resident;
 };
@@ -57,6 +58,7 @@ void applyGpu(O &o, const Profile &p)
         o.gpu.kv_ring = p.value(QStringLiteral("kv-ring")).toInt();
         o.gpu.kv_checkpoint_gib = p.value(QStringLiteral("kv-checkpoints")).toDouble();
         o.gpu.grouped_gemm = p.value(QStringLiteral("grouped-gemm")).toBool();
+        o.gpu.prefill_fp16 = p.value(QStringLiteral("prefill-fp16")).toBool();
         o.gpu.pin_store = p.value(QStringLiteral("pin-store")).toString().toStdString();
         // Acts on the expert store's records: without a store it would be a load error.
         o.release_resident = !p.store.isEmpty() && p.value(QStringLiteral("release-resident")).toBool();
@@ -119,6 +121,10 @@ const QList<KnobDef> &knobDefs()
          QObject::tr("Group prompt experts in threes on the GPU (same results), only for "
                      "single-block prompts of 1,024-4,096 tokens."),
          T::boolean, false, true, 0, 0, {}, {}},
+        {QStringLiteral("prefill-fp16"), QObject::tr("fp16 prompt experts"),
+         QObject::tr("Prompt experts on the GPU multiply fp16 operands (11 bits of each "
+                     "activation: faster, less exact) instead of two bf16 halves (~16 bits)."),
+         T::boolean, false, false, 0, 0, {}, {}},
         {QStringLiteral("pin-store"), QObject::tr("Pin store"),
          QObject::tr("Raw store on the GPU backend: keep the whole store locked in RAM so prompts "
                      "copy experts to the GPU straight from it (no staging threads). auto: when "
@@ -174,7 +180,7 @@ QString unsupportedReason(const QString &key)
                                     QStringLiteral("pool-slots"), QStringLiteral("context"),
                                     QStringLiteral("scratch"), QStringLiteral("kv-ring"),
                                     QStringLiteral("kv-checkpoints"), QStringLiteral("grouped-gemm"),
-                                    QStringLiteral("pin-store"), QStringLiteral("release-resident")};
+                                    QStringLiteral("prefill-fp16"), QStringLiteral("pin-store"), QStringLiteral("release-resident")};
     if (gpu.contains(key)) {
         if (!kHasGpuKnobs)
             return QObject::tr("not in this build yet");

@@ -358,6 +358,10 @@ TEST(BenchProfiles, PrefillAndRamKnobsParseAndAreRangeChecked) {
     EXPECT_EQ(apply_profile_flags(Json::parse(R"({"kernel": "reference", "kv_ring": "auto"})"), ring0, "p").gpu.kv_ring, -1);
     EXPECT_NE(bad(R"({"kv_ring": "big"})").find("\"auto\" or an integer"), std::string::npos);
     EXPECT_NE(bad(R"({"release_resident": 1})").find("true/false"), std::string::npos);
+    // prefill_fp16: off by default, a boolean.
+    EXPECT_FALSE(LoadOptions{}.gpu.prefill_fp16);
+    EXPECT_TRUE(apply_profile_flags(Json::parse(R"({"prefill_fp16": true})"), LoadOptions{}, "p").gpu.prefill_fp16);
+    EXPECT_NE(bad(R"({"prefill_fp16": 0})").find("true/false"), std::string::npos);
     // pin_store: "auto", 0 or 1 (a number or a string, as the flag's values).
     const auto pin = [](const char* json) {
         return apply_profile_flags(Json::parse(json), LoadOptions{}, "p").gpu.pin_store;

@@ -8,6 +8,7 @@
 // the GPU time they add up to for the whole prompt, with TFLOP/s of the tensor-core work.
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <functional>
@@ -155,7 +156,10 @@ int prefill_bench(const std::string& shape, int tokens) {
                   1.0 * L * blocks, 2.0 * rows * H * E);
     total += line("router top-k rows", time_us([&] { router_topk_rows(logits, rows, E, K, sel, gate, s); }, 20), 1.0 * L * blocks, 0);
     // Every expert of a layer over its tokens, in chunks of a block like the backend.
-    auto experts = [&](KernelPath path) {
+    // The backend's operands: fp16 (a bound of the input as the backend derives it from a norm
+    // weight of 1); bf16 hi + lo timed beside them.
+    const ExpertShape es_half = with_half_operands(es, std::sqrt(static_cast<float>(H)));
+    auto experts = [&](KernelPath path, const ExpertShape& es) {
         return time_us([&] {
             for (int e = 0; e < E; ++e) {
                 const std::uint8_t* r = pool + static_cast<std::size_t>(e) * stride;
@@ -169,8 +173,10 @@ int prefill_bench(const std::string& shape, int tokens) {
     char name[64];
     std::snprintf(name, sizeof name, "%d experts x %d tokens (gate_up + down)", E, per_expert);
     const double expert_flop = 2.0 * E * per_expert * (2.0 * I * H + static_cast<double>(H) * I);
-    total += line(name, experts(KernelPath::fast), L, expert_flop);
-    line("  (reference tile, not in the sum)", experts(KernelPath::reference), L, expert_flop);
+    total += line(name, experts(KernelPath::fast, es_half), L, expert_flop);
+    line("  (reference tile, not in the sum)", experts(KernelPath::reference, es_half), L, expert_flop);
+    line("  (bf16 hi + lo operands, not in the sum)", experts(KernelPath::fast, es), L, expert_flop);
+    line("  (the same, reference tile)", experts(KernelPath::reference, es), L, expert_flop);
     std::printf("GPU time of the whole prompt (sum of the above): %.3f s = %.0f tok/s\n", total, tokens / total);
     return 0;
 }

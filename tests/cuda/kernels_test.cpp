@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <limits>
 #include <numeric>
 #include <random>
 
@@ -80,6 +81,23 @@ void expect_close(const std::vector<float>& got, const std::vector<float>& want,
     for (std::size_t i = 0; i < got.size(); ++i) {
         ASSERT_NEAR(got[i], want[i], tol * (1.0f + std::fabs(want[i]))) << "at " << i;
     }
+}
+
+// x rounded to fp16 (nearest even, subnormals included) after scaling by 2^e, scaled back: what
+// the expert GEMM's fp16 operands carry of an activation (gemm_tile.cuh Operands::half).
+float fp16_operand(float x, int e) {
+    const float s = std::ldexp(x, e);
+    if (s == 0.0f || !std::isfinite(s)) return x;
+    int ex = 0;
+    (void)std::frexp(s, &ex);
+    const int q = std::max(ex - 11, -24);  // the ulp: 11 significant bits, or the subnormals' 2^-24
+    return std::ldexp(std::nearbyint(std::ldexp(s, -q)), q - e);
+}
+
+float max_abs(const std::vector<float>& v) {
+    float m = 0.0f;
+    for (float x : v) m = std::max(m, std::fabs(x));
+    return m;
 }
 
 TEST(CudaKernels, GemvBf16MatchesTheCpuMatmul) {
@@ -455,16 +473,21 @@ TEST(CudaPrefillKernels, FastTileIsTheReferenceTileBitForBit) {
         Dev<int> de(entries);
         Dev<float> act_f(static_cast<std::size_t>(T) * I), act_r(static_cast<std::size_t>(T) * I);
         Dev<float> acc_f(static_cast<std::size_t>(T) * H), acc_r(static_cast<std::size_t>(T) * H);
-        const cuda::ExpertShape shape{H, I, K, E, 7.0f, 1.702f};
-        cuda::expert_gemm(rec.get(), 1, shape, de.get(), static_cast<int>(entries.size()), dh.get(), dgate.get(),
-                          dgu.get(), ddown.get(), act_f.get(), acc_f.get(), nullptr, cuda::KernelPath::fast);
-        cuda::expert_gemm(rec.get(), 1, shape, de.get(), static_cast<int>(entries.size()), dh.get(), dgate.get(),
-                          dgu.get(), ddown.get(), act_r.get(), acc_r.get(), nullptr, cuda::KernelPath::reference);
-        const auto af = act_f.host(), ar = act_r.host(), cf = acc_f.host(), cr = acc_r.host();
-        ASSERT_EQ(std::memcmp(af.data(), ar.data(), af.size() * 4), 0);
-        ASSERT_EQ(std::memcmp(cf.data(), cr.data(), cf.size() * 4), 0);
-        // Not all zeros: the comparison compares something.
-        EXPECT_GT(std::count_if(cf.begin(), cf.end(), [](float v) { return v != 0.0f; }), T * H / 2);
+        const cuda::ExpertShape split{H, I, K, E, 7.0f, 1.702f};
+        for (const cuda::ExpertShape& shape : {split, cuda::with_half_operands(split, max_abs(hf))}) {
+            SCOPED_TRACE(shape.half_operands ? "fp16 operands" : "bf16 hi + lo operands");
+            cuda::expert_gemm(rec.get(), 1, shape, de.get(), static_cast<int>(entries.size()), dh.get(), dgate.get(),
+                              dgu.get(), ddown.get(), act_f.get(), acc_f.get(), nullptr, cuda::KernelPath::fast);
+            cuda::expert_gemm(rec.get(), 1, shape, de.get(), static_cast<int>(entries.size()), dh.get(), dgate.get(),
+                              dgu.get(), ddown.get(), act_r.get(), acc_r.get(), nullptr, cuda::KernelPath::reference);
+            const auto af = act_f.host(), ar = act_r.host(), cf = acc_f.host(), cr = acc_r.host();
+            ASSERT_EQ(std::memcmp(af.data(), ar.data(), af.size() * 4), 0);
+            ASSERT_EQ(std::memcmp(cf.data(), cr.data(), cf.size() * 4), 0);
+            // Not all zeros, no NaN (the random scales span 150 binades: fp16 rounds the small
+            // blocks of a row, it must not overflow): the comparison compares something.
+            EXPECT_GT(std::count_if(cf.begin(), cf.end(), [](float v) { return v != 0.0f; }), T * H / 2);
+            EXPECT_EQ(std::count_if(cf.begin(), cf.end(), [](float v) { return !std::isfinite(v); }), 0);
+        }
     }
 }
 
@@ -502,35 +525,37 @@ TEST(CudaPrefillKernels, GroupedExpertGemmIsTheUngroupedBitForBit) {
     Dev<std::uint16_t> dgu(gu_bias), ddown(down_bias);
     Dev<float> dh(hf), dgate(gate);
     Dev<int> de(entries);
-    const cuda::ExpertShape shape{H, I, K, E, 7.0f, 1.702f};
     const auto record = [&](int e) { return rec.get() + static_cast<std::size_t>(e) * bytes; };
     const int rows = static_cast<int>(entries.size());
     Dev<float> act(static_cast<std::size_t>(rows) * I), y(static_cast<std::size_t>(rows) * H);
-
-    Dev<float> want(acc0);
-    for (int e = 0; e < 3; ++e) {
-        cuda::expert_gemm(record(e), e + 1, shape, de.get() + first[static_cast<std::size_t>(e)], counts[static_cast<std::size_t>(e)],
-                          dh.get(), dgate.get(), dgu.get(), ddown.get(), act.get(), want.get(), nullptr);
+    const cuda::ExpertShape hi_lo{H, I, K, E, 7.0f, 1.702f};
+    for (const cuda::ExpertShape& shape : {hi_lo, cuda::with_half_operands(hi_lo, max_abs(hf))}) {
+        SCOPED_TRACE(shape.half_operands ? "fp16 operands" : "bf16 hi + lo operands");
+        Dev<float> want(acc0);
+        for (int e = 0; e < 3; ++e) {
+            cuda::expert_gemm(record(e), e + 1, shape, de.get() + first[static_cast<std::size_t>(e)], counts[static_cast<std::size_t>(e)],
+                              dh.get(), dgate.get(), dgu.get(), ddown.get(), act.get(), want.get(), nullptr);
+        }
+        const auto w = want.host();
+        std::vector<cuda::ExpertJob> jobs;
+        for (int e = 0; e < 3; ++e) {
+            jobs.push_back(cuda::ExpertJob{record(e), e + 1, first[static_cast<std::size_t>(e)], counts[static_cast<std::size_t>(e)],
+                                           first[static_cast<std::size_t>(e)]});
+        }
+        for (const int split : {3, 2, 1}) {
+            SCOPED_TRACE(testing::Message() << "first group of " << split);
+            Dev<float> got(acc0);
+            cuda::expert_gemm_grouped(jobs.data(), split, shape, de.get(), dh.get(), dgate.get(), dgu.get(), ddown.get(),
+                                      act.get(), y.get(), got.get(), nullptr);
+            cuda::expert_gemm_grouped(jobs.data() + split, 3 - split, shape, de.get(), dh.get(), dgate.get(), dgu.get(),
+                                      ddown.get(), act.get(), y.get(), got.get(), nullptr);
+            const auto g = got.host();
+            ASSERT_EQ(std::memcmp(g.data(), w.data(), g.size() * 4), 0);
+        }
+        EXPECT_THROW(cuda::expert_gemm_grouped(jobs.data(), 4, shape, de.get(), dh.get(), dgate.get(), dgu.get(), ddown.get(),
+                                               act.get(), y.get(), want.get(), nullptr),
+                     std::invalid_argument);
     }
-    const auto w = want.host();
-    std::vector<cuda::ExpertJob> jobs;
-    for (int e = 0; e < 3; ++e) {
-        jobs.push_back(cuda::ExpertJob{record(e), e + 1, first[static_cast<std::size_t>(e)], counts[static_cast<std::size_t>(e)],
-                                       first[static_cast<std::size_t>(e)]});
-    }
-    for (const int split : {3, 2, 1}) {
-        SCOPED_TRACE(testing::Message() << "first group of " << split);
-        Dev<float> got(acc0);
-        cuda::expert_gemm_grouped(jobs.data(), split, shape, de.get(), dh.get(), dgate.get(), dgu.get(), ddown.get(),
-                                  act.get(), y.get(), got.get(), nullptr);
-        cuda::expert_gemm_grouped(jobs.data() + split, 3 - split, shape, de.get(), dh.get(), dgate.get(), dgu.get(),
-                                  ddown.get(), act.get(), y.get(), got.get(), nullptr);
-        const auto g = got.host();
-        ASSERT_EQ(std::memcmp(g.data(), w.data(), g.size() * 4), 0);
-    }
-    EXPECT_THROW(cuda::expert_gemm_grouped(jobs.data(), 4, shape, de.get(), dh.get(), dgate.get(), dgu.get(), ddown.get(),
-                                           act.get(), y.get(), want.get(), nullptr),
-                 std::invalid_argument);
 }
 
 TEST(CudaPrefillKernels, RowKernelsMatchTheirDecodeKernelsBitForBit) {
@@ -687,6 +712,37 @@ TEST(CudaPrefillKernels, PrefillAttentionRunsOnEveryDeviceAndListingKeepsTheCurr
     for (const auto& r : results) ASSERT_EQ(std::memcmp(r.data(), results.front().data(), r.size() * 4), 0);
 }
 
+// fp16 operands' scales: powers of two that keep a bound below 2^15 with the largest such
+// exponent; gpt-oss's clamp (7, alpha 1.702) bounds the SwiGLU output by 7 * 8 = 56; without a
+// finite bound the shape keeps bf16 hi + lo. Host code only: runs without a GPU.
+TEST(CudaPrefillKernels, HalfOperandScalesKeepTheBoundsBelowTwoToThe15) {
+    EXPECT_EQ(cuda::half_operand_exponent(1.0f), 14);
+    EXPECT_EQ(cuda::half_operand_exponent(0.99f), 15);
+    EXPECT_EQ(cuda::half_operand_exponent(56.0f), 9);  // 56 * 512 = 28,672
+    EXPECT_EQ(cuda::half_operand_exponent(-3000.0f), 3);
+    EXPECT_EQ(cuda::half_operand_exponent(0.0f), 15);
+    EXPECT_EQ(cuda::half_operand_exponent(1e-38f), 100);
+    EXPECT_EQ(cuda::half_operand_exponent(std::numeric_limits<float>::infinity()), std::nullopt);
+    EXPECT_EQ(cuda::half_operand_exponent(std::numeric_limits<float>::quiet_NaN()), std::nullopt);
+    for (float b : {0.3f, 1.0f, 53.7f, 1000.0f, 65504.0f, 1e20f}) {
+        const int e = *cuda::half_operand_exponent(b);
+        EXPECT_LT(std::ldexp(b, e), 32768.0f) << b;
+        EXPECT_GE(std::ldexp(b, e + 1), 32768.0f) << b;
+    }
+    const cuda::ExpertShape gptoss{2880, 2880, 4, 32, 7.0f, 1.702f};
+    const cuda::ExpertShape h = cuda::with_half_operands(gptoss, std::sqrt(2880.0f) * 2.5f);
+    EXPECT_TRUE(h.half_operands);
+    EXPECT_EQ(h.in_exp, 7);  // 134 < 2^8
+    EXPECT_EQ(h.act_exp, 9);
+    cuda::ExpertShape unclamped = gptoss;
+    unclamped.limit = std::numeric_limits<float>::infinity();
+    EXPECT_FALSE(cuda::with_half_operands(unclamped, 1.0f).half_operands);
+    EXPECT_FALSE(cuda::with_half_operands(gptoss, std::numeric_limits<float>::infinity()).half_operands);
+    cuda::ExpertShape negative_alpha = gptoss;
+    negative_alpha.alpha = -1.0f;  // g * sigmoid(alpha g) is then unbounded below
+    EXPECT_FALSE(cuda::with_half_operands(negative_alpha, 1.0f).half_operands);
+}
+
 TEST(CudaPrefillKernels, ExpertGemmMatchesTheReferenceExpertMathAndTheAddSumsInOrder) {
     SKIP_WITHOUT_GPU();
     const int H = 64, I = 96, K = 4, E = 3, T = 70;
@@ -710,6 +766,13 @@ TEST(CudaPrefillKernels, ExpertGemmMatchesTheReferenceExpertMathAndTheAddSumsInO
     std::vector<float> want(static_cast<std::size_t>(T) * H, 0.0f);
     Dev<std::uint16_t> dgu(gu_bias), ddown(down_bias);
     Dev<float> dh(hf), act(static_cast<std::size_t>(T) * I), dgate(gate), acc(static_cast<std::size_t>(T) * H);
+    Dev<float> acc_half(static_cast<std::size_t>(T) * H);
+    const cuda::ExpertShape split{H, I, K, E, 7.0f, 1.702f}, half = cuda::with_half_operands(split, max_abs(hf));
+    ASSERT_TRUE(half.half_operands);
+    // The fp16 operands' reference: the same math on the operands rounded as the kernel rounds them.
+    std::vector<float> want_half(want.size(), 0.0f), hf_half(hf);
+    for (float& v : hf_half) v = fp16_operand(v, half.in_exp);
+    const auto act_half = [&](float a) { return fp16_operand(a, half.act_exp); };
     for (int e = 0; e < E; ++e) {
         std::vector<int> entries;
         for (int t = e; t < T; t += E) entries.push_back(t * K + e);
@@ -717,17 +780,32 @@ TEST(CudaPrefillKernels, ExpertGemmMatchesTheReferenceExpertMathAndTheAddSumsInO
             std::vector<const test::TestExpert*> one = {&experts[static_cast<std::size_t>(e)]};
             std::vector<float> w = {gate[static_cast<std::size_t>(t) * K + e]};
             test::reference_decode(one, w, hf.data() + static_cast<std::size_t>(t) * H, want.data() + static_cast<std::size_t>(t) * H);
+            test::reference_decode(one, w, hf_half.data() + static_cast<std::size_t>(t) * H,
+                                   want_half.data() + static_cast<std::size_t>(t) * H, 7.0f, 1.702f, act_half);
         }
         Dev<std::uint8_t> rec(std::vector<std::uint8_t>(experts[static_cast<std::size_t>(e)].raw.data(),
                                                         experts[static_cast<std::size_t>(e)].raw.data() + bytes));
         Dev<int> de(entries);
-        cuda::expert_gemm(rec.get(), e, cuda::ExpertShape{H, I, K, E, 7.0f, 1.702f}, de.get(),
-                          static_cast<int>(entries.size()), dh.get(), dgate.get(), dgu.get(), ddown.get(), act.get(),
-                          acc.get(), nullptr);
+        cuda::expert_gemm(rec.get(), e, split, de.get(), static_cast<int>(entries.size()), dh.get(), dgate.get(),
+                          dgu.get(), ddown.get(), act.get(), acc.get(), nullptr);
+        cuda::expert_gemm(rec.get(), e, half, de.get(), static_cast<int>(entries.size()), dh.get(), dgate.get(),
+                          dgu.get(), ddown.get(), act.get(), acc_half.get(), nullptr);
         ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
     }
-    // Activations as bf16 hi + lo halves: ~16 bits per product.
+    // Activations as bf16 hi + lo halves: ~16 bits per product. As fp16 (11 bits), against the
+    // same math on fp16-rounded operands: what remains is the order of the fp32 sums and an
+    // activation whose rounding the fp32 order flips (one fp16 step of one term).
     expect_close(acc.host(), want, 1e-3f);
+    expect_close(acc_half.host(), want_half, 1e-3f);
+    // Against the unrounded math: the fp16 operands' own error, amplified where an element's
+    // products cancel (printed for docs/CUDA.md).
+    const auto got_half = acc_half.host();
+    double worst = 0.0;
+    for (std::size_t i = 0; i < want.size(); ++i) {
+        worst = std::max(worst, std::fabs(static_cast<double>(got_half[i]) - want[i]) / (1.0 + std::fabs(want[i])));
+    }
+    std::printf("fp16 operands against the unrounded math: worst error %.3g x (1 + |want|)\n", worst);
+    expect_close(got_half, want, 0.1f);
 
     // add_moe_rows: x += gpu + the CPU rows of each token (CSR), gpu cleared.
     const int rows = 3, n = 8;

@@ -140,6 +140,12 @@ TEST(Profiles, ScratchKvRingAndReleaseResidentReachTheEngine)
     EXPECT_TRUE(unsupportedReason(QStringLiteral("grouped-gemm")).isEmpty());
     EXPECT_FALSE(Profile::stock().toLoadOptions().gpu.grouped_gemm);
     EXPECT_TRUE(Profile::optimized().toLoadOptions().gpu.grouped_gemm);
+    // fp16 prompt experts: off in both built-ins (the engine's default: less exact).
+    EXPECT_TRUE(unsupportedReason(QStringLiteral("prefill-fp16")).isEmpty());
+    EXPECT_FALSE(Profile::stock().toLoadOptions().gpu.prefill_fp16);
+    EXPECT_FALSE(Profile::optimized().toLoadOptions().gpu.prefill_fp16);
+    p.values.insert(QStringLiteral("prefill-fp16"), true);
+    EXPECT_TRUE(p.toLoadOptions().gpu.prefill_fp16);
     // Pin store: auto in both built-ins (the engine decides from the store's and the RAM's size).
     EXPECT_TRUE(unsupportedReason(QStringLiteral("pin-store")).isEmpty());
     EXPECT_EQ(Profile::stock().toLoadOptions().gpu.pin_store, "auto");

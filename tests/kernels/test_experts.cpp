@@ -160,7 +160,7 @@ std::vector<float> decode_raw_row(const TestExpert& e, Projection p, std::int64_
 
 void reference_decode(const std::vector<const TestExpert*>& experts,
                       const std::vector<float>& weights, const float* x, float* out, float limit,
-                      float alpha) {
+                      float alpha, const std::function<float(float)>& round_act) {
     const std::int64_t H = experts[0]->hidden, I = experts[0]->intermediate;
     std::vector<std::vector<float>> y(experts.size(), std::vector<float>(static_cast<size_t>(H)));
     for (size_t k = 0; k < experts.size(); ++k) {
@@ -175,6 +175,7 @@ void reference_decode(const std::vector<const TestExpert*>& experts,
             u = std::clamp(u, -limit, limit);
             const float glu = g / (1.0f + std::exp(-alpha * g));
             act[static_cast<size_t>(i)] = glu * (u + 1.0f);
+            if (round_act) act[static_cast<size_t>(i)] = round_act(act[static_cast<size_t>(i)]);
         }
         for (std::int64_t r = 0; r < H; ++r) {
             const std::vector<float> d_row = decode_raw_row(e, Projection::kDown, r);

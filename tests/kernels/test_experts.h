@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -56,10 +57,13 @@ void pack_record(const std::uint8_t* raw, int hidden, int intermediate, AlignedB
 
 // out[H] += sum_k weights[k] * y_k(x), computed exactly as cpu/reference_model.cpp's moe does:
 // rows decoded with mxfp4::decode_row from the raw record, cpu::dot, std::min / std::clamp /
-// std::exp for the activation, then the weighted sum in k order.
+// std::exp for the activation, then the weighted sum in k order. round_act, when given, is
+// applied to each SwiGLU output before the down projection (to model a kernel whose down
+// operands are rounded, e.g. to fp16).
 void reference_decode(const std::vector<const TestExpert*>& experts,
                       const std::vector<float>& weights, const float* x, float* out,
-                      float limit = 7.0f, float alpha = 1.702f);
+                      float limit = 7.0f, float alpha = 1.702f,
+                      const std::function<float(float)>& round_act = {});
 
 // The same math in double precision (an independent check of the fp32 paths).
 void reference_decode_f64(const std::vector<const TestExpert*>& experts,
