@@ -33,6 +33,8 @@ const char* const kGpuFlagsHelp =
   --prefill-fp16 0|1       1: prompts' GPU experts take fp16 operands (11 bits of each
                            activation: faster, less exact); 0 (default): bf16 hi + lo halves
                            (~16 bits)
+  --expert-streams 1|2     prompts: 2 (default) runs an expert's first GPU launch beside the
+                           previous expert's second (same outputs); 1: one after the other
   --pin-store auto|0|1     raw store: page-lock the whole store in RAM for the GPU, so prompts
                            copy non-resident experts straight from it (no staging threads); the
                            store then stays in RAM while loaded. auto (default): when it is at
@@ -50,7 +52,7 @@ void add_gpu_flags(std::set<std::string>& flags) {
     flags.insert({"--backend", "--vram-budget", "--pool", "--pool-slots", "--static-fraction",
                   "--ranking", "--refresh-every", "--refresh-m", "--prefill-weight", "--context",
                   "--device", "--prefill-order", "--prefill-block", "--scratch", "--staging-threads",
-                  "--prefill-cpu-tokens", "--prefill-early", "--grouped-gemm", "--prefill-fp16", "--pin-store", "--kv-ring",
+                  "--prefill-cpu-tokens", "--prefill-early", "--grouped-gemm", "--prefill-fp16", "--expert-streams", "--pin-store", "--kv-ring",
                   "--kv-checkpoints"});
 }
 
@@ -81,6 +83,7 @@ void apply_gpu_flags(const Args& args, LoadOptions& o) {
     g.prefill_early = static_cast<int>(args.get_int("--prefill-early", g.prefill_early, 0, kMaxPrefillEarly));
     g.grouped_gemm = args.get_int("--grouped-gemm", g.grouped_gemm ? 1 : 0, 0, 1) == 1;
     g.prefill_fp16 = args.get_int("--prefill-fp16", g.prefill_fp16 ? 1 : 0, 0, 1) == 1;
+    g.expert_streams = static_cast<int>(args.get_int("--expert-streams", g.expert_streams, 1, 2));
     g.pin_store = args.get_or("--pin-store", g.pin_store);
     if (!is_pin_store(g.pin_store)) fail("--pin-store must be auto, 0 or 1, got \"{}\"", g.pin_store);
     if (args.get_or("--kv-ring", "auto") != "auto") g.kv_ring = static_cast<int>(args.get_int("--kv-ring", 0, 0, 1 << 30));
@@ -90,7 +93,7 @@ void apply_gpu_flags(const Args& args, LoadOptions& o) {
     if (o.backend == "cpu") {
         for (const char* f : {"--vram-budget", "--pool", "--pool-slots", "--ranking", "--context",
                               "--prefill-order", "--prefill-block", "--scratch", "--staging-threads",
-                              "--prefill-cpu-tokens", "--prefill-early", "--grouped-gemm", "--prefill-fp16", "--pin-store",
+                              "--prefill-cpu-tokens", "--prefill-early", "--grouped-gemm", "--prefill-fp16", "--expert-streams", "--pin-store",
                               "--kv-ring", "--kv-checkpoints"}) {
             // --ranking also orders the RAM warm-up and --lock-ram (engine_options.cpp).
             if (std::string(f) == "--ranking" && (args.has("--warmup-ram") || args.has("--lock-ram"))) {

@@ -154,28 +154,65 @@ __global__ void combine_kernel(ExpertJob jb, int H, int k, const int* __restrict
 }
 
 template <KernelPath kPath, Operands kOps>
-void launch(const std::uint8_t* record, int expert, const ExpertShape& shape, const int* entries, int count,
-            const float* h, const float* gate, const std::uint16_t* gate_up_bias, const std::uint16_t* down_bias,
-            float* act, float* acc, cudaStream_t stream) {
+void launch_gate_up(const std::uint8_t* record, int expert, const ExpertShape& shape, const int* entries, int count,
+                    const float* h, const std::uint16_t* gate_up_bias, float* act, cudaStream_t stream) {
     const int mt = (count + gemm::kBM - 1) / gemm::kBM;
     expert_gate_up_kernel<kPath, kOps><<<dim3((2 * shape.intermediate + gemm::kBN - 1) / gemm::kBN, mt), gemm::kThreads, 0,
-                                   stream>>>(record, expert, shape, entries, count, h, gate_up_bias, act);
+                                         stream>>>(record, expert, shape, entries, count, h, gate_up_bias, act);
+}
+
+template <KernelPath kPath, Operands kOps>
+void launch_down(const std::uint8_t* record, int expert, const ExpertShape& shape, const int* entries, int count,
+                 const float* act, const float* gate, const std::uint16_t* down_bias, float* acc, cudaStream_t stream) {
+    const int mt = (count + gemm::kBM - 1) / gemm::kBM;
     expert_down_kernel<kPath, kOps><<<dim3((shape.hidden + gemm::kBN - 1) / gemm::kBN, mt), gemm::kThreads, 0, stream>>>(
         record, expert, shape, entries, count, act, gate, down_bias, acc);
 }
 
+// Calls f(Variant<path, operands>{}) for a path and the shape's operands.
+template <KernelPath kPath, Operands kOps>
+struct Variant {
+    static constexpr KernelPath path = kPath;
+    static constexpr Operands ops = kOps;
+};
+template <typename F>
+void dispatch(KernelPath path, const ExpertShape& shape, F&& f) {
+    const bool half = shape.half_operands;
+    if (path == KernelPath::reference) {
+        half ? f(Variant<KernelPath::reference, Operands::half>{}) : f(Variant<KernelPath::reference, Operands::split_bf16>{});
+    } else {
+        half ? f(Variant<KernelPath::fast, Operands::half>{}) : f(Variant<KernelPath::fast, Operands::split_bf16>{});
+    }
+}
+
 }  // namespace
+
+void expert_gemm_gate_up(const std::uint8_t* record, int expert, const ExpertShape& shape, const int* entries,
+                         int count, const float* h, const std::uint16_t* gate_up_bias, float* act,
+                         cudaStream_t stream, KernelPath path) {
+    if (count <= 0) return;
+    dispatch(path, shape, [&](auto v) {
+        launch_gate_up<decltype(v)::path, decltype(v)::ops>(record, expert, shape, entries, count, h, gate_up_bias,
+                                                            act, stream);
+    });
+}
+
+void expert_gemm_down(const std::uint8_t* record, int expert, const ExpertShape& shape, const int* entries,
+                      int count, const float* act, const float* gate, const std::uint16_t* down_bias, float* acc,
+                      cudaStream_t stream, KernelPath path) {
+    if (count <= 0) return;
+    dispatch(path, shape, [&](auto v) {
+        launch_down<decltype(v)::path, decltype(v)::ops>(record, expert, shape, entries, count, act, gate, down_bias,
+                                                         acc, stream);
+    });
+}
 
 void expert_gemm(const std::uint8_t* record, int expert, const ExpertShape& shape,
                  const int* entries, int count, const float* h, const float* gate,
                  const std::uint16_t* gate_up_bias, const std::uint16_t* down_bias,
                  float* act, float* acc, cudaStream_t stream, KernelPath path) {
-    if (count <= 0) return;
-    const bool half = shape.half_operands;
-    auto* run = path == KernelPath::reference
-                    ? (half ? launch<KernelPath::reference, Operands::half> : launch<KernelPath::reference, Operands::split_bf16>)
-                    : (half ? launch<KernelPath::fast, Operands::half> : launch<KernelPath::fast, Operands::split_bf16>);
-    run(record, expert, shape, entries, count, h, gate, gate_up_bias, down_bias, act, acc, stream);
+    expert_gemm_gate_up(record, expert, shape, entries, count, h, gate_up_bias, act, stream, path);
+    expert_gemm_down(record, expert, shape, entries, count, act, gate, down_bias, acc, stream, path);
 }
 
 void expert_gemm_grouped(const ExpertJob* jobs, int job_count, const ExpertShape& shape, const int* entries,

@@ -62,6 +62,16 @@ void expert_gemm(const std::uint8_t* record, int expert, const ExpertShape& shap
                  const std::uint16_t* gate_up_bias, const std::uint16_t* down_bias,
                  float* act, float* acc, cudaStream_t stream, KernelPath path = KernelPath::fast);
 
+// expert_gemm's two launches, for callers that put them on different streams (the backend runs
+// an expert's gate_up beside the previous expert's down; act must then differ between them):
+// gate_up writes act, down reads it and accumulates into acc. expert_gemm = gate_up then down.
+void expert_gemm_gate_up(const std::uint8_t* record, int expert, const ExpertShape& shape, const int* entries,
+                         int count, const float* h, const std::uint16_t* gate_up_bias, float* act,
+                         cudaStream_t stream, KernelPath path = KernelPath::fast);
+void expert_gemm_down(const std::uint8_t* record, int expert, const ExpertShape& shape, const int* entries,
+                      int count, const float* act, const float* gate, const std::uint16_t* down_bias, float* acc,
+                      cudaStream_t stream, KernelPath path = KernelPath::fast);
+
 inline constexpr int kMaxGroupedExperts = 3;  // DESIGN.md: groups of 3
 
 struct ExpertJob {

@@ -101,26 +101,26 @@ __device__ __forceinline__ void mma_step(const Stage& st, nvcuda::wmma::fragment
 #pragma unroll
                 for (int j = 0; j < 2; ++j) wmma::mma_sync(acc[i][j], fa[i], fb[j], acc[i][j]);
         }
-        return;
-    }
+    } else {
 #pragma unroll
-    for (int kk = 0; kk < 32; kk += 16) {
-        wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> fa[2], fl[2];
-        wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::col_major> fb[2];
+        for (int kk = 0; kk < 32; kk += 16) {
+            wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> fa[2], fl[2];
+            wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::col_major> fb[2];
 #pragma unroll
-        for (int i = 0; i < 2; ++i) {
-            wmma::load_matrix_sync(fa[i], &st.a[(wm + 16 * i) * kLds + kk], kLds);
-            wmma::load_matrix_sync(fl[i], &st.a_lo[(wm + 16 * i) * kLds + kk], kLds);
-        }
-#pragma unroll
-        for (int j = 0; j < 2; ++j) wmma::load_matrix_sync(fb[j], &st.b[(wn + 16 * j) * kLds + kk], kLds);
-#pragma unroll
-        for (int i = 0; i < 2; ++i)
-#pragma unroll
-            for (int j = 0; j < 2; ++j) {
-                wmma::mma_sync(acc[i][j], fa[i], fb[j], acc[i][j]);
-                wmma::mma_sync(acc[i][j], fl[i], fb[j], acc[i][j]);
+            for (int i = 0; i < 2; ++i) {
+                wmma::load_matrix_sync(fa[i], &st.a[(wm + 16 * i) * kLds + kk], kLds);
+                wmma::load_matrix_sync(fl[i], &st.a_lo[(wm + 16 * i) * kLds + kk], kLds);
             }
+#pragma unroll
+            for (int j = 0; j < 2; ++j) wmma::load_matrix_sync(fb[j], &st.b[(wn + 16 * j) * kLds + kk], kLds);
+#pragma unroll
+            for (int i = 0; i < 2; ++i)
+#pragma unroll
+                for (int j = 0; j < 2; ++j) {
+                    wmma::mma_sync(acc[i][j], fa[i], fb[j], acc[i][j]);
+                    wmma::mma_sync(acc[i][j], fl[i], fb[j], acc[i][j]);
+                }
+        }
     }
 }
 

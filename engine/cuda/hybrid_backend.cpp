@@ -534,11 +534,12 @@ class CudaBackend final : public Backend {
             residency_->frozen() ? "frozen" : fmt::format("adaptive every {} tokens", opt_.refresh_every),
             cpu::kernel_isa_name(kernel_->isa()), team_->name(), team_->size(),
             in_.store == nullptr ? ", experts from the checkpoint" : "",
-            prefill_ ? fmt::format("{}-major, blocks of {}, {} scratch slots, {}, CPU up to {} tokens{}, {}",
+            prefill_ ? fmt::format("{}-major, blocks of {}, {} scratch slots, {}, CPU up to {} tokens{}, {}, {} expert streams",
                                    opt_.prefill_order, pf_block_, opt_.scratch_slots,
                                    pinned_ != nullptr ? std::string("staged from the pinned store")
                                                       : fmt::format("{} staging threads", opt_.staging_threads),
-                                   opt_.prefill_cpu_tokens, opt_.grouped_gemm ? ", grouped GEMM" : "", expert_operands())
+                                   opt_.prefill_cpu_tokens, opt_.grouped_gemm ? ", grouped GEMM" : "", expert_operands(),
+                                   opt_.expert_streams)
                      : std::string("token by token"),
             pin_note_, checkpoints_ ? fmt::format("{:.2f} GiB", opt_.kv_checkpoint_gib) : std::string("off"));
     }
@@ -613,6 +614,7 @@ class CudaBackend final : public Backend {
         if (opt_.prefill_block < 1) fail("--prefill-block must be at least 1");
         if (opt_.scratch_slots < 1) fail("--scratch must be at least 1");
         if (opt_.staging_threads < 1 || opt_.staging_threads > 64) fail("--staging-threads must be 1..64");
+        if (opt_.expert_streams != 1 && opt_.expert_streams != 2) fail("--expert-streams must be 1 or 2");
         if (opt_.prefill_cpu_tokens < 0 || opt_.prefill_cpu_tokens > cpu::ExpertKernel::kMaxTokens) {
             fail("--prefill-cpu-tokens must be 0..{}", cpu::ExpertKernel::kMaxTokens);
         }
@@ -635,6 +637,18 @@ class CudaBackend final : public Backend {
         pf_attn_ = dalloc<float>(B * static_cast<std::size_t>(Q_), "prefill block buffers");
         pf_logits_ = dalloc<float>(B * static_cast<std::size_t>(E_), "prefill block buffers");
         pf_act_ = dalloc<float>(B * static_cast<std::size_t>(I_), "prefill block buffers");
+        // --expert-streams 2: a second act buffer, so an expert's gate_up can run beside the
+        // previous expert's down (expert_rows). The QKV rows are idle during a layer's experts and
+        // larger at gpt-oss's shapes (5,120 columns against 2,880); else its own (fit.cpp mirrors).
+        if (opt_.expert_streams == 2) {
+            pf_act2_ = Q_ + 2 * KV_ >= I_ ? pf_qkv_ : dalloc<float>(B * static_cast<std::size_t>(I_), "prefill block buffers");
+            NEURAL_CUDA(cudaStreamCreateWithFlags(&pf_side_, cudaStreamNonBlocking));
+            NEURAL_CUDA(cudaEventCreateWithFlags(&pf_experts_start_, cudaEventDisableTiming));
+            for (int b = 0; b < 2; ++b) {
+                NEURAL_CUDA(cudaEventCreateWithFlags(&pf_gate_up_done_[b], cudaEventDisableTiming));
+                NEURAL_CUDA(cudaEventCreateWithFlags(&pf_act_free_[b], cudaEventDisableTiming));
+            }
+        }
         // Grouped GEMM's down rows (y, [block, H]): the QKV rows are idle during a layer's experts
         // and are larger at gpt-oss's shapes (5,120 columns against 2,880); else their own.
         if (opt_.grouped_gemm) {
@@ -729,6 +743,7 @@ class CudaBackend final : public Backend {
     void release() {
         if (stream_ != nullptr) cudaStreamSynchronize(stream_);
         if (copy_stream_ != nullptr) cudaStreamSynchronize(copy_stream_);
+        if (pf_side_ != nullptr) cudaStreamSynchronize(pf_side_);
         // The store's registration first (no copy from it is in flight any more); the store
         // outlives the backend (Model destroys its backend first).
         if (pinned_ != nullptr) {
@@ -741,6 +756,10 @@ class CudaBackend final : public Backend {
         if (tail_rows_ != nullptr) cudaGraphExecDestroy(tail_rows_);
         ring_.reset();
         early_.reset();
+        if (pf_side_ != nullptr) cudaStreamDestroy(pf_side_);
+        for (cudaEvent_t e : {pf_experts_start_, pf_gate_up_done_[0], pf_gate_up_done_[1], pf_act_free_[0], pf_act_free_[1]}) {
+            if (e != nullptr) cudaEventDestroy(e);
+        }
         for (auto e : pf_landed_) cudaEventDestroy(e);
         if (pf_first_routed_ != nullptr) cudaEventDestroy(pf_first_routed_);
         for (auto e : pf_free_) cudaEventDestroy(e);
@@ -1237,6 +1256,19 @@ class CudaBackend final : public Backend {
             group.clear();
             group_rows = 0;
         };
+        // --expert-streams 2 (not with grouped GEMM, whose down rows use the QKV rows too): each
+        // expert's gate_up runs on pf_side_ into act buffer n % 2 while the previous expert's down
+        // runs on stream_, so one launch's tail wave and the downs' partial waves (half as many
+        // blocks as a gate_up) leave no SMs idle. The downs stay on stream_ in expert order, each
+        // after its own gate_up: acc is the same bits as with one stream (tested).
+        const bool overlap = pf_side_ != nullptr && !grouped;
+        cudaStream_t gate_up_stream = overlap ? pf_side_ : stream_;
+        int launches = 0;
+        if (overlap) {
+            // This block's h, entries and routing (and the QKV rows' last reader) come first.
+            NEURAL_CUDA(cudaEventRecord(pf_experts_start_, stream_));
+            NEURAL_CUDA(cudaStreamWaitEvent(pf_side_, pf_experts_start_, 0));
+        }
         try {
             for (int e = 0; e < E_; ++e) {
                 const Where w = where[static_cast<std::size_t>(e)];
@@ -1274,7 +1306,8 @@ class CudaBackend final : public Backend {
                     NEURAL_CUDA(cudaMemcpyAsync(slot, src, record_bytes_, cudaMemcpyHostToDevice, copy_stream_));
                     if (from != nullptr) from->issued(j, copy_stream_);
                     NEURAL_CUDA(cudaEventRecord(pf_landed_[static_cast<std::size_t>(scratch)], copy_stream_));
-                    NEURAL_CUDA(cudaStreamWaitEvent(stream_, pf_landed_[static_cast<std::size_t>(scratch)], 0));
+                    // The gate_up waits for the copy; the down waits for the gate_up.
+                    NEURAL_CUDA(cudaStreamWaitEvent(gate_up_stream, pf_landed_[static_cast<std::size_t>(scratch)], 0));
                     record = slot;
                     ++st.staged;
                 }
@@ -1282,6 +1315,20 @@ class CudaBackend final : public Backend {
                 const int cnt = count[static_cast<std::size_t>(e)];
                 for (int m0 = 0; m0 < cnt; m0 += pf_block_) {
                     const int rows_m = std::min(pf_block_, cnt - m0);
+                    if (overlap) {
+                        const int b = launches++ % 2;
+                        float* act = b == 0 ? pf_act_ : pf_act2_;
+                        // act buffer b is free once the down of two launches ago has read it.
+                        NEURAL_CUDA(cudaStreamWaitEvent(pf_side_, pf_act_free_[b], 0));
+                        cuda::expert_gemm_gate_up(record, e, shape, pf_entries_ + o0 + m0, rows_m, pf_h_,
+                                                  ld.gate_up_bias, act, pf_side_);
+                        NEURAL_CUDA(cudaEventRecord(pf_gate_up_done_[b], pf_side_));
+                        NEURAL_CUDA(cudaStreamWaitEvent(stream_, pf_gate_up_done_[b], 0));
+                        cuda::expert_gemm_down(record, e, shape, pf_entries_ + o0 + m0, rows_m, act, pf_gate_,
+                                               ld.down_bias, pf_acc_, stream_);
+                        NEURAL_CUDA(cudaEventRecord(pf_act_free_[b], stream_));
+                        continue;
+                    }
                     if (!grouped || w == kStaged) {
                         cuda::expert_gemm(record, e, shape, pf_entries_ + o0 + m0, rows_m, pf_h_, pf_gate_,
                                           ld.gate_up_bias, ld.down_bias, pf_act_, pf_acc_, stream_);
@@ -1297,6 +1344,8 @@ class CudaBackend final : public Backend {
             NEURAL_CUDA(cudaGetLastError());
         } catch (...) {
             if (cpu_job.valid()) cpu_job.wait();
+            // A gate_up whose down was not enqueued is not ordered before stream_'s later work.
+            if (overlap) cudaStreamSynchronize(pf_side_);
             throw;
         }
         st.staging_ns += staging_wait;
@@ -1593,6 +1642,11 @@ class CudaBackend final : public Backend {
     bool prefill_ = false;
     int pf_block_ = 0;
     float* pf_y_ = nullptr;  // grouped GEMM's down rows (may be pf_qkv_)
+    // --expert-streams 2 (expert_rows): the second act buffer (may be pf_qkv_), the gate_ups'
+    // stream, and the events that order the two.
+    float* pf_act2_ = nullptr;
+    cudaStream_t pf_side_ = nullptr;
+    cudaEvent_t pf_experts_start_ = nullptr, pf_gate_up_done_[2] = {nullptr, nullptr}, pf_act_free_[2] = {nullptr, nullptr};
     float *pf_x_ = nullptr, *pf_acc_ = nullptr, *pf_qkv_ = nullptr, *pf_logits_ = nullptr,
           *pf_gate_ = nullptr, *pf_h_ = nullptr, *pf_hin_ = nullptr, *pf_attn_ = nullptr, *pf_act_ = nullptr;
     int *pf_sel_ = nullptr, *pf_entries_ = nullptr;

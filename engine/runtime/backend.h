@@ -82,6 +82,12 @@ struct GpuOptions {
   // (docs/CUDA.md "Numerics"). Activations are scaled by powers of two from the model's bounds;
   // a layer without a finite bound keeps hi + lo. Decode does not use these kernels.
   bool prefill_fp16 = false;
+  // Expert streams (--expert-streams 1|2): with 2 (the default), a prompt's GPU experts run
+  // their gate_up on a second stream beside the previous expert's down (a second block of act
+  // rows; the QKV rows at gpt-oss's shapes), so launches that fill part of the GPU overlap; the
+  // same bits as 1, where each expert's two launches run one after the other (tested). Grouped
+  // GEMM layers use one stream.
+  int expert_streams = 2;
   // K/V ring (--kv-ring N): sliding-window layers keep only their last N positions of K/V (full
   // layers keep the whole context). -1 (default, "auto"): the smallest ring, window + prefill
   // block - 1 (2175 for gpt-oss with blocks of 2048; none when that is not smaller than the

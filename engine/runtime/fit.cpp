@@ -90,12 +90,13 @@ GpuMemoryLayout gpu_memory_layout(const ModelConfig& c, std::int64_t context, in
     m.reserve_bytes = 64ull << 20;
     m.slot_bytes = aligned(cpu::ExpertRecordView::raw_bytes(c.hidden_size, c.intermediate_size));
     // GPU prefill (head_dim 64 only): prompt-sized rows (residual stream, experts' sum, their
-    // bf16 input, routing), block-sized scratch, and the scratch slots.
+    // bf16 input, routing), block-sized scratch, and the scratch slots. The second act rows of
+    // --expert-streams 2 are the QKV rows where those are as wide (gpt-oss), else their own.
     if (prefill_block > 0 && c.head_dim == 64) {
         const std::uint64_t B = std::min<std::uint64_t>(static_cast<std::uint64_t>(prefill_block), ctx);
         m.prefill_bytes = 3 * aligned(4 * ctx * H) + 3 * aligned(4 * ctx * K) + aligned(4 * B * H) +
                           aligned(4 * B * (Q + 2 * KV)) + aligned(4 * B * Q) + aligned(4 * B * E) +
-                          aligned(4 * B * I) +
+                          aligned(4 * B * I) + (Q + 2 * KV >= I ? 0 : aligned(4 * B * I)) +
                           aligned(static_cast<std::uint64_t>(std::max(scratch_slots, 0)) * m.slot_bytes);
     }
     return m;

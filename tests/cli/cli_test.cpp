@@ -579,6 +579,7 @@ TEST_F(Cli, LogitsArgumentErrors) {
           std::tuple{"--pin-store", "yes", "--pin-store must be auto, 0 or 1, got \"yes\""},
           std::tuple{"--pin-store", "1", "--pin-store needs --backend cuda"},
           std::tuple{"--prefill-fp16", "2", "--prefill-fp16"},
+          std::tuple{"--expert-streams", "3", "--expert-streams"},
           std::tuple{"--prefill-fp16", "1", "--prefill-fp16 needs --backend cuda"},
           std::tuple{"--scratch", "2", "--scratch needs --backend cuda"}}) {
         Proc bad = neural({"logits", model(), in.string(), (tmp_ / "o.json").string(), flag, value});

@@ -306,18 +306,26 @@ TEST(CudaHybrid, PrefillOrdersBlocksStagingAndResidencyAreBitIdentical) {
         const char* order;
         int block;
         int scratch;
+        int streams = 2;
     };
-    // Frozen residency, CPU path off (it would take different groups in different orders).
+    // Frozen residency, CPU path off (it would take different groups in different orders). One
+    // expert stream (each expert's two launches one after the other) against two (gate_ups beside
+    // the previous downs, alternating act rows), with experts of more rows than a block (4 blocks
+    // of 16: up to 4 launches per expert) and staged through 1 or 3 scratch slots.
     const Case cases[] = {{"layer-major, 4 blocks, half resident", 16, "layer", 16, 4},
+                          {"layer-major, 4 blocks, half resident, one expert stream", 16, "layer", 16, 4, 1},
                           {"block-major, 4 blocks, half resident", 16, "block", 16, 4},
                           {"layer-major, 1 block, half resident", 16, "layer", 2048, 4},
                           {"block-major, 7 blocks, all staged, 1 scratch slot", 0, "block", 8, 1},
+                          {"block-major, 7 blocks, all staged, 1 scratch slot, one stream", 0, "block", 8, 1, 1},
                           {"layer-major, all staged, 3 scratch slots", 0, "layer", 2048, 3},
+                          {"layer-major, all staged, 3 scratch slots, one stream", 0, "layer", 2048, 3, 1},
                           {"layer-major, all resident", 1000, "layer", 2048, 4}};
     for (const Case& c : cases) {
         SCOPED_TRACE(c.name);
         LoadOptions o = prefill_options(c.pool, c.order, c.block, 0);
         o.gpu.scratch_slots = c.scratch;
+        o.gpu.expert_streams = c.streams;
         auto m = Model::load(test::tiny_model_dir(), o);
         const auto got = all_logits(*m, ids);
         const auto& bc = m->backend_counters();
@@ -710,6 +718,10 @@ TEST(CudaHybrid, BadPrefillOptionsAreClearErrors) {
     LoadOptions pin = prefill_options(4, "layer", 8, 0);
     pin.gpu.pin_store = "yes";
     EXPECT_NE(test::error_of([&] { Model::load(test::tiny_model_dir(), pin); }).find("--pin-store \"yes\""),
+              std::string::npos);
+    LoadOptions streams = prefill_options(4, "layer", 8, 0);
+    streams.gpu.expert_streams = 3;
+    EXPECT_NE(test::error_of([&] { Model::load(test::tiny_model_dir(), streams); }).find("--expert-streams must be 1 or 2"),
               std::string::npos);
 }
 
