@@ -77,7 +77,7 @@ struct GpuOptions {
   bool grouped_gemm = false;
   // fp16 expert GEMMs (--prefill-fp16 1): prompts' GPU experts multiply fp16 operands (11 bits
   // of each activation, one tensor-core product) instead of bf16 hi + lo halves (~16 bits, two
-  // products): measured 1.4-1.55x faster expert GEMMs (docs/BENCHMARKS.md). Off by default: on
+  // products): measured 1.24-1.55x faster expert GEMMs (docs/BENCHMARKS.md). Off by default: on
   // the tiny fixture the fp16 rounding moves logits by up to 1.0 against golden.json's 5e-2
   // (docs/CUDA.md "Numerics"). Activations are scaled by powers of two from the model's bounds;
   // a layer without a finite bound keeps hi + lo. Decode does not use these kernels.
