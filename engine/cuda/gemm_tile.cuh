@@ -285,22 +285,6 @@ __device__ __forceinline__ void fetch_step(Fetched& f, const float* const (&rows
     }
 }
 
-// Four E2M1 codes of a 32-bit word's low nibbles (elements 0, 2, 4, 6 of its 8) and high nibbles
-// (1, 3, 5, 7), times the block scale, as four bf16 pairs (0,1) (2,3) (4,5) (6,7). Each value is
-// (e2m1 * 2^-14) * 2^14 * scale: every step exact, so the bits equal bf16(e2m1(code) * scale).
-__device__ __forceinline__ void decode_word(std::uint32_t word, float sc, std::uint32_t* out) {
-    const std::uint32_t lo = word & 0x0F0F0F0Fu, hi = (word >> 4) & 0x0F0F0F0Fu;
-    const float2 e02 = e2m1x2_scaled(__byte_perm(lo, 0u, 0x4140u));
-    const float2 e46 = e2m1x2_scaled(__byte_perm(lo, 0u, 0x4342u));
-    const float2 e13 = e2m1x2_scaled(__byte_perm(hi, 0u, 0x4140u));
-    const float2 e57 = e2m1x2_scaled(__byte_perm(hi, 0u, 0x4342u));
-    constexpr float k14 = 16384.0f;
-    out[0] = bf16x2_bits((e02.x * k14) * sc, (e13.x * k14) * sc);
-    out[1] = bf16x2_bits((e02.y * k14) * sc, (e13.y * k14) * sc);
-    out[2] = bf16x2_bits((e46.x * k14) * sc, (e57.x * k14) * sc);
-    out[3] = bf16x2_bits((e46.y * k14) * sc, (e57.y * k14) * sc);
-}
-
 // Two fp32 values as one fp16x2 word, rounded to nearest (`lo` in the low half).
 __device__ __forceinline__ std::uint32_t half2_bits(float lo, float hi) {
     const __half2 v = __floats2half2_rn(lo, hi);
@@ -309,18 +293,23 @@ __device__ __forceinline__ std::uint32_t half2_bits(float lo, float hi) {
     return u;
 }
 
-// decode_word for Operands::half: the same values (sc = shifted_scale) as fp16 pairs.
-__device__ __forceinline__ void decode_word_half(std::uint32_t word, float sc, std::uint32_t* out) {
+// Four E2M1 codes of a 32-bit word's low nibbles (elements 0, 2, 4, 6 of its 8) and high nibbles
+// (1, 3, 5, 7), times the block scale, as four bf16 (or, Operands::half, fp16) pairs (0,1) (2,3)
+// (4,5) (6,7). Each value is (e2m1 * 2^-14) * 2^14 * scale: every step exact, so the bits equal
+// the conversion of e2m1(code) * scale (the reference tile's).
+template <Operands kOps>
+__device__ __forceinline__ void decode_word(std::uint32_t word, float sc, std::uint32_t* out) {
     const std::uint32_t lo = word & 0x0F0F0F0Fu, hi = (word >> 4) & 0x0F0F0F0Fu;
     const float2 e02 = e2m1x2_scaled(__byte_perm(lo, 0u, 0x4140u));
     const float2 e46 = e2m1x2_scaled(__byte_perm(lo, 0u, 0x4342u));
     const float2 e13 = e2m1x2_scaled(__byte_perm(hi, 0u, 0x4140u));
     const float2 e57 = e2m1x2_scaled(__byte_perm(hi, 0u, 0x4342u));
     constexpr float k14 = 16384.0f;
-    out[0] = half2_bits((e02.x * k14) * sc, (e13.x * k14) * sc);
-    out[1] = half2_bits((e02.y * k14) * sc, (e13.y * k14) * sc);
-    out[2] = half2_bits((e46.x * k14) * sc, (e57.x * k14) * sc);
-    out[3] = half2_bits((e46.y * k14) * sc, (e57.y * k14) * sc);
+    const auto pack = [](float a, float b) { return kOps == Operands::half ? half2_bits(a, b) : bf16x2_bits(a, b); };
+    out[0] = pack((e02.x * k14) * sc, (e13.x * k14) * sc);
+    out[1] = pack((e02.y * k14) * sc, (e13.y * k14) * sc);
+    out[2] = pack((e46.x * k14) * sc, (e57.x * k14) * sc);
+    out[3] = pack((e46.y * k14) * sc, (e57.y * k14) * sc);
 }
 
 // Stores a fetched step into a stage. Operands::half: a_scale scales the activations, `shift` is
@@ -353,15 +342,9 @@ __device__ __forceinline__ void store_step(Stage& st, const Fetched& f, bool bf1
         const int r = t / 2, half = t % 2;
         std::uint32_t out[8] = {0, 0, 0, 0, 0, 0, 0, 0};
         if (f.b[0].w != 0u) {
-            if constexpr (kOps == Operands::half) {
-                const float sc = shifted_scale(f.b[0].z, shift);
-                decode_word_half(f.b[0].x, sc, out);
-                decode_word_half(f.b[0].y, sc, out + 4);
-            } else {
-                const float sc = e8m0(f.b[0].z);
-                decode_word(f.b[0].x, sc, out);
-                decode_word(f.b[0].y, sc, out + 4);
-            }
+            const float sc = kOps == Operands::half ? shifted_scale(f.b[0].z, shift) : e8m0(f.b[0].z);
+            decode_word<kOps>(f.b[0].x, sc, out);
+            decode_word<kOps>(f.b[0].y, sc, out + 4);
         }
         uint4* dst = reinterpret_cast<uint4*>(&st.b[r * kLds + half * 16]);
         dst[0] = make_uint4(out[0], out[1], out[2], out[3]);

@@ -29,6 +29,14 @@ using nlohmann::json;
         if (cuda::list_devices(&why_).empty()) GTEST_SKIP() << "no GPU: " << why_; \
     } while (0)
 
+// The tiny fixture repacked into a raw expert store at `out`.
+void repack_tiny_store(const std::filesystem::path& out) {
+    store::RepackOptions ro;
+    ro.checkpoint = test::tiny_model_dir();
+    ro.out = out;
+    store::repack(ro);
+}
+
 LoadOptions cuda_options(int pool_slots, int refresh_every = 0) {
     LoadOptions o;
     o.backend = "cuda";
@@ -121,10 +129,7 @@ TEST(CudaHybrid, FrozenResidencyIsBitIdenticalAcrossRunsAndThreadCounts) {
 TEST(CudaHybrid, AdaptiveResidencyAdmitsExpertsAndAgreesWithTheCpuBackend) {
     SKIP_WITHOUT_GPU();
     test::TempDir tmp;
-    store::RepackOptions ro;
-    ro.checkpoint = test::tiny_model_dir();
-    ro.out = tmp / "tiny.nstore";
-    store::repack(ro);
+    repack_tiny_store(tmp / "tiny.nstore");
     for (const char* kind : {"raw store", "checkpoint"}) {
         SCOPED_TRACE(kind);
         LoadOptions o = cuda_options(10, 1);
@@ -437,10 +442,7 @@ TEST(CudaHybrid, EarlyStagingFromTheFirstBlockIsBitIdentical) {
 TEST(CudaHybrid, PinnedStoreStagesFromTheMappingWithTheSameBits) {
     SKIP_WITHOUT_GPU();
     test::TempDir tmp;
-    store::RepackOptions ro;
-    ro.checkpoint = test::tiny_model_dir();
-    ro.out = tmp / "tiny.nstore";
-    store::repack(ro);
+    repack_tiny_store(tmp / "tiny.nstore");
     const auto ids = long_prompt();
     struct Case {
         const char* order;
