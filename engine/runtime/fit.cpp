@@ -227,30 +227,44 @@ FitPlan plan_fit(const FitRequest& r, const MachineInfo& m) {
     auto needed = [&](double store_gb) {
         return store_gb * (1.0 - resident_fraction) + dense_gb + kRamHeadroomGB;
     };
+    double store_gb = 0;
     if (!r.store_kind.empty()) {
         p.store_format = r.store_kind;
         const double have_gb = r.store_bytes > 0 ? static_cast<double>(r.store_bytes) / kGB
                                                  : (r.store_kind == "raw" ? raw_gb : packed_gb);
+        store_gb = have_gb;
         p.ram_needed_gb = needed(have_gb);
         p.reasons.push_back(fmt::format("store: the existing {} store ({:.1f} GB)", r.store_kind, have_gb));
     } else if (needed(raw_gb) <= ram_cap / kGB) {
         p.store_format = "raw";
+        store_gb = raw_gb;
         p.ram_needed_gb = needed(raw_gb);
         p.reasons.push_back(fmt::format(
             "store format raw ({:.1f} GB): its records are the GPU slot format, so admitting an expert "
             "costs no extra pass; it fits in RAM", raw_gb));
     } else {
         p.store_format = "packed";
+        store_gb = packed_gb;
         p.ram_needed_gb = needed(packed_gb);
         p.reasons.push_back(fmt::format("store format packed ({:.1f} GB, {:.1f} GB less than raw): RAM is tight",
                                         packed_gb, raw_gb - packed_gb));
+    }
+    // --pin-store auto (runtime/backend.h): the engine page-locks a raw store of at most half the
+    // RAM for the GPU's prompt copies, so the whole store stays in RAM, the experts in VRAM too.
+    if (p.backend == "cuda" && p.store_format == "raw" &&
+        pin_store_by_default(static_cast<std::uint64_t>(store_gb * kGB), m.ram_total)) {
+        p.store_pinned = true;
+        p.ram_needed_gb += store_gb * resident_fraction;
+        p.reasons.push_back(fmt::format(
+            "store pinned (--pin-store auto): the whole {:.1f} GB store stays page-locked in RAM, so prompts "
+            "copy experts to the GPU straight from it (20b 4,096-token prompt 0.47 -> 0.42 s)", store_gb));
     }
     p.reasons.push_back(fmt::format(
         "RAM: {:.1f} GB needed (experts the CPU computes, {:.1f} GB of {}, {:.0f} GB for "
         "the system) of {:.1f} GB{}", p.ram_needed_gb, dense_gb,
         p.backend == "cpu" ? "dense weights and K/V" : "buffers and pinned prompt buffers", kRamHeadroomGB, ram_cap / kGB,
         r.ram_budget_gib > 0 ? " (--ram-budget)" : ""));
-    if (p.backend == "cuda" && !r.store_kind.empty()) {
+    if (p.backend == "cuda" && !r.store_kind.empty() && !p.store_pinned) {
         p.release_resident = true;
         p.reasons.push_back(
             "release resident: the experts that live in VRAM for good give their RAM back "
@@ -305,6 +319,7 @@ nlohmann::json FitPlan::to_json() const {
             {"kernel_persistent", kernel_persistent},
             {"store_format", store_format},
             {"ram_needed_gb", ram_needed_gb},
+            {"store_pinned", store_pinned},
             {"release_resident", release_resident},
             {"kv_checkpoints_gib", kv_checkpoints_gib},
             {"flags", flags()},

@@ -96,6 +96,9 @@ struct FitPlan {
   // switches away from and back to is not re-processed: 1 GiB where RAM has room for it beyond
   // what the plan needs (counted in ram_needed_gb), else 0.
   double kv_checkpoints_gib = 0;
+  // GPU backend with a raw store the engine pins under --pin-store auto (at most half the RAM):
+  // the whole store stays in RAM (counted in ram_needed_gb) and --release-resident is not planned.
+  bool store_pinned = false;
   std::vector<std::string> reasons;   // one line per choice
   std::vector<std::string> warnings;  // what does not fit and what to do
 

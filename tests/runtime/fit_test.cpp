@@ -110,6 +110,7 @@ TEST(Fit, TwelveGigabyteCardAndSixtyFourGigabytesRunThe120bHybrid) {
     with_store.store_kind = "raw";
     const FitPlan ps = plan_fit(with_store, gaming_pc());
     EXPECT_TRUE(ps.release_resident);
+    EXPECT_FALSE(ps.store_pinned);  // 61 GB: more than half of 64 GB (--pin-store auto)
     const auto fs = ps.flags();
     EXPECT_NE(std::find(fs.begin(), fs.end(), "--release-resident"), fs.end());
     EXPECT_TRUE(ps.to_json()["release_resident"].get<bool>());
@@ -192,6 +193,35 @@ TEST(Fit, AVramCapShrinksTheContextBeforeTheSlots) {
     EXPECT_TRUE(has(p.warnings, "context reduced"));
     EXPECT_GT(p.pool_slots, 0);
     EXPECT_TRUE(has(p.reasons, "--vram-budget 5.00"));
+}
+
+// --pin-store auto pins gpt-oss-20b's raw store (~10 GB) on a 64 GB PC: the whole store stays
+// in RAM, so the plan counts the experts in VRAM too and does not plan --release-resident; a
+// packed store is never pinned.
+TEST(Fit, APinnedStoreStaysInRamWhole) {
+    FitRequest r;
+    r.config = shape("gpt-oss-20b");
+    r.store_kind = "raw";
+    r.store_bytes = 10'154'446'848ull;
+    const FitPlan p = plan_fit(r, gaming_pc());
+    ASSERT_EQ(p.backend, "cuda");
+    EXPECT_TRUE(p.store_pinned);
+    EXPECT_FALSE(p.release_resident);
+    EXPECT_TRUE(has(p.reasons, "store pinned (--pin-store auto)"));
+    EXPECT_TRUE(p.to_json()["store_pinned"].get<bool>());
+    const auto f = p.flags();
+    EXPECT_EQ(std::find(f.begin(), f.end(), "--release-resident"), f.end());
+    // The whole 10.2 GB counts: at least that plus the 4 GB of headroom.
+    EXPECT_GT(p.ram_needed_gb, 10.15 + 4.0);
+    FitRequest packed = r;
+    packed.store_kind = "packed";
+    packed.store_bytes = 9'900'000'000ull;
+    const FitPlan pp = plan_fit(packed, gaming_pc());
+    EXPECT_FALSE(pp.store_pinned);
+    EXPECT_TRUE(pp.release_resident);
+    EXPECT_LT(pp.ram_needed_gb, p.ram_needed_gb);
+    // A 16 GB PC: 10.2 GB is more than half, not pinned.
+    EXPECT_FALSE(plan_fit(r, gaming_pc(11.4, 16)).store_pinned);
 }
 
 TEST(Fit, ExistingStoreDecidesTheFormat) {
