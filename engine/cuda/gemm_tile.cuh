@@ -312,6 +312,41 @@ __device__ __forceinline__ void decode_word(std::uint32_t word, float sc, std::u
     out[3] = pack((e46.y * k14) * sc, (e57.y * k14) * sc);
 }
 
+// Two E2M1 codes (bits 0..3 and 16..19 of v) placed into bf16 bit positions (exponent and
+// mantissa bits at 8..6, sign at 15): exact bf16 numbers 2^126 times smaller than their values
+// (0.5 becomes the subnormal 2^-127, 0 stays 0).
+__device__ __forceinline__ std::uint32_t e2m1x2_bf16_scaled(std::uint32_t v) {
+    return ((v & 0x00070007u) << 6) | ((v & 0x00080008u) << 12);
+}
+
+// decode_word for Operands::split_bf16 from the block's scale byte s, in bf16x2 arithmetic: the
+// codes placed as above times 2^(s-1) (normal for s <= 128), in two exact multiplies where that
+// factor is not a bf16 number (2^127, then 2^(s-128); 255 is NaN). Each product is the value
+// exactly (code * 2^(s-127) needs a step of at least 2^-128; bf16 reaches 2^-133), or infinity
+// where the fp32 route overflows too: the same bits as decode_word, in about half the
+// instructions (the weights' decode was the largest part of the tile's work). A NaN scale gives
+// NaN either way, possibly with another payload.
+__device__ __forceinline__ void decode_word_bf16(std::uint32_t word, std::uint32_t s, std::uint32_t* out) {
+    const std::uint32_t m1 = s <= 128u ? (s + 126u) << 7 : 254u << 7;
+    const std::uint32_t m2 = s <= 128u ? 0x3F80u : (s == 255u ? 0x7FC0u : (s - 1u) << 7);
+    __nv_bfloat162 f1, f2;
+    const std::uint32_t w1 = m1 | (m1 << 16), w2 = m2 | (m2 << 16);
+    memcpy(&f1, &w1, sizeof w1);
+    memcpy(&f2, &w2, sizeof w2);
+    const std::uint32_t shifted = word >> 4;
+    // Pair j = elements (2j, 2j + 1): byte j's low nibble in the low half, its high nibble in the
+    // high half (the other bits are masked off).
+    const std::uint32_t sel[4] = {0x4400u, 0x5511u, 0x6622u, 0x7733u};
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+        const std::uint32_t x = e2m1x2_bf16_scaled(__byte_perm(word, shifted, sel[j]));
+        __nv_bfloat162 v;
+        memcpy(&v, &x, sizeof x);
+        v = __hmul2(__hmul2(v, f1), f2);
+        memcpy(&out[j], &v, sizeof v);
+    }
+}
+
 // Stores a fetched step into a stage. Operands::half: a_scale scales the activations, `shift` is
 // this thread's weight row's (tile_shifts).
 template <Operands kOps>
@@ -342,9 +377,14 @@ __device__ __forceinline__ void store_step(Stage& st, const Fetched& f, bool bf1
         const int r = t / 2, half = t % 2;
         std::uint32_t out[8] = {0, 0, 0, 0, 0, 0, 0, 0};
         if (f.b[0].w != 0u) {
-            const float sc = kOps == Operands::half ? shifted_scale(f.b[0].z, shift) : e8m0(f.b[0].z);
-            decode_word<kOps>(f.b[0].x, sc, out);
-            decode_word<kOps>(f.b[0].y, sc, out + 4);
+            if constexpr (kOps == Operands::half) {
+                const float sc = shifted_scale(f.b[0].z, shift);
+                decode_word<kOps>(f.b[0].x, sc, out);
+                decode_word<kOps>(f.b[0].y, sc, out + 4);
+            } else {
+                decode_word_bf16(f.b[0].x, f.b[0].z, out);
+                decode_word_bf16(f.b[0].y, f.b[0].z, out + 4);
+            }
         }
         uint4* dst = reinterpret_cast<uint4*>(&st.b[r * kLds + half * 16]);
         dst[0] = make_uint4(out[0], out[1], out[2], out[3]);
