@@ -45,9 +45,10 @@ GpuMemoryLayout gpu_memory_layout(const ModelConfig& config, std::int64_t contex
 int kv_ring_positions(const ModelConfig& config, std::int64_t context, int ring, int prefill_block);
 
 // Pinned host memory of the GPU prefill with GpuOptions' defaults (engine/cuda/hybrid_backend.cpp):
-// one record per staging thread and per early-staging buffer, the prompt's expert input rows and
-// routing, the CPU path's rows. RAM the OS cannot page out; neural fit counts it.
-std::uint64_t prefill_pinned_bytes(const ModelConfig& config, std::int64_t context);
+// one record per staging thread and per early-staging buffer (none with a pinned store, whose
+// records are copied from the store itself), the prompt's expert input rows and routing, the CPU
+// path's rows. RAM the OS cannot page out; neural fit counts it.
+std::uint64_t prefill_pinned_bytes(const ModelConfig& config, std::int64_t context, bool store_pinned = false);
 
 struct MachineInfo {
   std::uint64_t ram_total = 0;
