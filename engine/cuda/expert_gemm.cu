@@ -236,15 +236,12 @@ void expert_gemm_grouped(const ExpertJob* jobs, int job_count, const ExpertShape
     const int mt = g.tiles[g.jobs];
     const dim3 gu_grid((2 * shape.intermediate + gemm::kBN - 1) / gemm::kBN, mt);
     const dim3 down_grid((shape.hidden + gemm::kBN - 1) / gemm::kBN, mt);
-    if (shape.half_operands) {
-        grouped_gate_up_kernel<Operands::half><<<gu_grid, gemm::kThreads, 0, stream>>>(g, shape, entries, h, gate_up_bias, act);
-        grouped_down_kernel<Operands::half><<<down_grid, gemm::kThreads, 0, stream>>>(g, shape, entries, act, down_bias, y);
-    } else {
-        grouped_gate_up_kernel<Operands::split_bf16><<<gu_grid, gemm::kThreads, 0, stream>>>(g, shape, entries, h,
-                                                                                              gate_up_bias, act);
-        grouped_down_kernel<Operands::split_bf16><<<down_grid, gemm::kThreads, 0, stream>>>(g, shape, entries, act,
-                                                                                            down_bias, y);
-    }
+    dispatch(KernelPath::fast, shape, [&](auto v) {
+        grouped_gate_up_kernel<decltype(v)::ops><<<gu_grid, gemm::kThreads, 0, stream>>>(g, shape, entries, h,
+                                                                                          gate_up_bias, act);
+        grouped_down_kernel<decltype(v)::ops><<<down_grid, gemm::kThreads, 0, stream>>>(g, shape, entries, act,
+                                                                                        down_bias, y);
+    });
     for (int j = 0; j < g.jobs; ++j) {
         const long long total = static_cast<long long>(g.job[j].count) * shape.hidden;
         const int blocks = static_cast<int>(std::min<long long>((total + 255) / 256, 4096));
