@@ -568,6 +568,7 @@ class CudaBackend final : public Backend {
                                                          gb, static_cast<double>(ram) / 1e9));
             }
         }
+        const std::string asked = mode == "1" ? " (--pin-store 1 asked for it)" : "";
         // The mapping is read-only: registering it needs the read-only flag, which not every
         // device and driver has.
         int read_only = 0;
@@ -578,8 +579,7 @@ class CudaBackend final : public Backend {
         if (read_only == 0) {
             spdlog::warn("--pin-store: this GPU or driver cannot register read-only host memory (the store "
                          "mapping); prompts stage experts through the staging threads");
-            return not_pinned(fmt::format("the device cannot register read-only memory{}",
-                                          mode == "1" ? " (--pin-store 1 asked for it)" : ""));
+            return not_pinned("the device cannot register read-only memory" + asked);
         }
         const auto t0 = Clock::now();
         const cudaError_t e = cudaHostRegister(const_cast<std::uint8_t*>(map.data()), map.size(),
@@ -590,8 +590,7 @@ class CudaBackend final : public Backend {
             spdlog::warn("--pin-store: registering {} ({:.1f} GB) with CUDA failed after {:.2f} s: {}; prompts "
                          "stage experts through the staging threads",
                          in_.store->path().string(), gb, pin_seconds_, cudaGetErrorString(e));
-            return not_pinned(fmt::format("registration failed: {}{}", cudaGetErrorString(e),
-                                          mode == "1" ? " (--pin-store 1 asked for it)" : ""));
+            return not_pinned(fmt::format("registration failed: {}{}", cudaGetErrorString(e), asked));
         }
         pinned_ = map.data();
         in_.store->set_pinned(true);
