@@ -34,6 +34,15 @@ MachineInfo gaming_pc(double vram_free_gib = 11.4, double ram_gb = 64) {
     return m;
 }
 
+// A plan request for an existing store of the shape's experts.
+FitRequest store_request(const char* shape_name, const char* kind, std::uint64_t bytes) {
+    FitRequest r;
+    r.config = shape(shape_name);
+    r.store_kind = kind;
+    r.store_bytes = bytes;
+    return r;
+}
+
 bool has(const std::vector<std::string>& lines, const std::string& text) {
     return std::any_of(lines.begin(), lines.end(), [&](const std::string& l) { return l.find(text) != std::string::npos; });
 }
@@ -199,10 +208,7 @@ TEST(Fit, AVramCapShrinksTheContextBeforeTheSlots) {
 // in RAM, so the plan counts the experts in VRAM too and does not plan --release-resident; a
 // packed store is never pinned.
 TEST(Fit, APinnedStoreStaysInRamWhole) {
-    FitRequest r;
-    r.config = shape("gpt-oss-20b");
-    r.store_kind = "raw";
-    r.store_bytes = 10'154'446'848ull;
+    const FitRequest r = store_request("gpt-oss-20b", "raw", 10'154'446'848ull);
     const FitPlan p = plan_fit(r, gaming_pc());
     ASSERT_EQ(p.backend, "cuda");
     EXPECT_TRUE(p.store_pinned);
@@ -218,10 +224,7 @@ TEST(Fit, APinnedStoreStaysInRamWhole) {
     const double buffers_gb = 0.5 + static_cast<double>(prefill_pinned_bytes(r.config, p.context, true)) / 1e9;
     const double checkpoints_gb = p.kv_checkpoints_gib * 1073741824.0 / 1e9;
     EXPECT_NEAR(p.ram_needed_gb, 10.154446848 + buffers_gb + 4.0 + checkpoints_gb, 0.001);
-    FitRequest packed = r;
-    packed.store_kind = "packed";
-    packed.store_bytes = 9'900'000'000ull;
-    const FitPlan pp = plan_fit(packed, gaming_pc());
+    const FitPlan pp = plan_fit(store_request("gpt-oss-20b", "packed", 9'900'000'000ull), gaming_pc());
     EXPECT_FALSE(pp.store_pinned);
     EXPECT_TRUE(pp.release_resident);
     EXPECT_LT(pp.ram_needed_gb, p.ram_needed_gb);
@@ -230,11 +233,7 @@ TEST(Fit, APinnedStoreStaysInRamWhole) {
 }
 
 TEST(Fit, ExistingStoreDecidesTheFormat) {
-    FitRequest r;
-    r.config = shape("gpt-oss-20b");
-    r.store_kind = "packed";
-    r.store_bytes = 9'900'000'000ull;
-    const FitPlan p = plan_fit(r, gaming_pc());
+    const FitPlan p = plan_fit(store_request("gpt-oss-20b", "packed", 9'900'000'000ull), gaming_pc());
     EXPECT_EQ(p.store_format, "packed");
     EXPECT_TRUE(has(p.reasons, "existing packed store"));
 }
