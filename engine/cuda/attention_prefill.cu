@@ -206,15 +206,6 @@ struct FastSmem {
     __nv_bfloat16 vt[kD * kLdk], vt_lo[kD * kLdk];
 };
 
-// D += A B for one m16n8k16 tile (A: 4 words, B: 2 words, D: 4 floats).
-__device__ __forceinline__ void mma16816(float (&d)[4], const std::uint32_t (&a)[4], std::uint32_t b0, std::uint32_t b1) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-        "{%0,%1,%2,%3};\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
 __device__ __forceinline__ std::uint32_t lds32(const __nv_bfloat16* p) {
     return *reinterpret_cast<const std::uint32_t*>(p);
 }
@@ -312,9 +303,9 @@ __global__ void __launch_bounds__(kThreads, 3)
                 const int at = (8 * n + g) * kLdk + 16 * c + 2 * qd;
                 const std::uint32_t b0 = lds32(&s.k[at]), b1 = lds32(&s.k[at + 8]);
                 const std::uint32_t c0 = lds32(&s.k_lo[at]), c1 = lds32(&s.k_lo[at + 8]);
-                mma16816(sc[n], qa[c], b0, b1);
-                mma16816(sc[n], qa[c], c0, c1);
-                mma16816(sc[n], ql[c], b0, b1);
+                mma16816_bf16(sc[n], qa[c], b0, b1);
+                mma16816_bf16(sc[n], qa[c], c0, c1);
+                mma16816_bf16(sc[n], ql[c], b0, b1);
             }
         }
         // Online softmax of rows g (h = 0) and g + 8 (h = 1); a row's 64 values sit on the four
@@ -377,9 +368,9 @@ __global__ void __launch_bounds__(kThreads, 3)
                 const int at = (8 * n + g) * kLdk + 16 * j + 2 * qd;
                 const std::uint32_t b0 = lds32(&s.vt[at]), b1 = lds32(&s.vt[at + 8]);
                 const std::uint32_t c0 = lds32(&s.vt_lo[at]), c1 = lds32(&s.vt_lo[at + 8]);
-                mma16816(o[n], pa, b0, b1);
-                mma16816(o[n], pa, c0, c1);
-                mma16816(o[n], pl, b0, b1);
+                mma16816_bf16(o[n], pa, b0, b1);
+                mma16816_bf16(o[n], pa, c0, c1);
+                mma16816_bf16(o[n], pl, b0, b1);
             }
         }
         __syncthreads();  // the K/V tiles are reloaded next step

@@ -34,6 +34,41 @@ __device__ __forceinline__ void split_bf16x2(float a, float b, std::uint32_t& hi
     lo = bf16x2_bits(a - bf16_lo(hi), b - bf16_hi(hi));
 }
 
+// ---- raw tensor-core instructions (PTX ISA: "warp-level matrix instructions") ----------------
+// mma.sync.m16n8k16, fp32 accumulate: D += A B. Fragments per lane = 4g + q (g = lane / 4):
+// A (16 x 16, row-major) a0 = rows g, k 2q..2q+1; a1 = row g + 8; a2, a3 the same at k + 8.
+// B (16 x 8, "col": stored as 8 rows of 16 k) b0 = k 2q..2q+1 of column g; b1 = k + 8.
+// D d0, d1 = row g, columns 2q, 2q + 1; d2, d3 = row g + 8.
+__device__ __forceinline__ void mma16816_bf16(float (&d)[4], const std::uint32_t (&a)[4], std::uint32_t b0,
+                                              std::uint32_t b1) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ void mma16816_f16(float (&d)[4], const std::uint32_t (&a)[4], std::uint32_t b0,
+                                             std::uint32_t b1) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// ldmatrix .x4: four 8 x 8 matrices of 16-bit values from shared memory; lanes 8j .. 8j + 7 give
+// the 16-byte-aligned addresses of matrix j's rows, and r[j] holds matrix j the way an mma
+// fragment word does (lane 4g + q: row g, columns 2q, 2q + 1). One instruction instead of four
+// 32-bit loads per lane (the WMMA loads compiled to generic 32-bit loads).
+__device__ __forceinline__ void ldmatrix_x4(std::uint32_t (&r)[4], const void* smem_row) {
+    const auto addr = static_cast<std::uint32_t>(__cvta_generic_to_shared(smem_row));
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(addr)
+                 : "memory");
+}
+
 // E2M1 code -> value (sign bit 3, exponent bits 2..1, mantissa bit 0), built as fp32 bits in
 // registers (a table indexed per element would live in local memory): exponent e > 0 gives
 // 2^(e-1) * (1 + m/2), e = 0 the subnormals 0 and 0.5.

@@ -1,7 +1,7 @@
 // The tensor-core tile of the prefill GEMMs (gemm_bf16_rows.cu, expert_gemm.cu): a 64 x 64
 // output tile of C = A W^T, A fp32 [M, K] (rows gathered through a row map), W [N, K] given as
 // bf16 rows or as MXFP4 rows (dequantized to bf16 in shared memory; exact: an E2M1 value times a
-// power of two is a bf16 number), fp32 accumulation in WMMA 16x16x16 fragments, K in steps of 32
+// power of two is a bf16 number), fp32 accumulation in tensor-core fragments, K in steps of 32
 // (one MXFP4 block). 4 warps, each 32 x 32 of the tile. The activations are split into two bf16
 // halves, a = hi + lo (hi = bf16(a), lo = bf16(a - hi)), and both are multiplied: the weights
 // are exact in bf16, so the products carry ~16 bits of the activation instead of bf16's 8 (bf16
@@ -13,11 +13,13 @@
 //  - gemm_tile_fast: the pipelined tile. Step g + 1's global loads (activations, weight codes) are
 //    issued into registers before step g's tensor-core products and stored (split, decoded) into
 //    the other of two shared-memory stages after them: one barrier per step, the loads' latency
-//    hidden behind the products. Conversions are paired (bf16x2) and stores 8/16 bytes wide.
+//    hidden behind the products. Conversions are paired (bf16x2) and stores 8/16 bytes wide; the
+//    products are raw mma.sync with ldmatrix operand loads (mma_step_fast).
 //  - gemm_tile_reference: the plain tile (load, convert, barrier, multiply, barrier), kept as the
 //    reference path (KernelPath::reference, kernel_path.h) that tests and neural_cuda_bench compare against.
-// Both issue the same WMMA products in the same order (per step: k 0..15 then 16..31, hi then lo)
-// on the same operand bits, so each output element sees the same sequence of fp32 accumulations.
+// Both issue the same tensor-core products (mma.m16n8k16; the reference through WMMA, which
+// compiles to them) in the same order (per step: k 0..15 then 16..31, hi then lo) on the same
+// operand bits, so each output element sees the same sequence of fp32 accumulations.
 // After either returns, the tile's fp32 results are in Smem::c for the caller's epilogue.
 //
 // Operands::half (MXFP4 weights only: the expert GEMMs, ExpertShape::half_operands): one fp16
@@ -392,17 +394,88 @@ __device__ __forceinline__ void store_step(Stage& st, const Fetched& f, bool bf1
     }
 }
 
-template <Operands kOps, typename RowOf>
-__device__ __forceinline__ void gemm_tile_fast(Smem& s, RowOf row_of, const WeightRows& w, int n0, int N, int K,
-                                               float a_scale) {
-    using namespace nvcuda;
-    const int t = threadIdx.x, warp = t / 32;
-    const int wm = (warp / 2) * 32, wn = (warp % 2) * 32;
-    wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[2][2];
+// The fast tile's products: the same mma.m16n8k16 instructions the WMMA products compile to
+// (a 16 x 16 x 16 WMMA product is two of them, one per 8 columns), in the same order per output
+// element (k 0..15 hi, lo, then 16..31 hi, lo), so the same bits; the operands come from shared
+// memory by ldmatrix (6 per 16-wide k half per warp) instead of the WMMA loads' 24 generic 32-bit
+// loads, which kept the L1/shared pipe 74-79% busy (ncu, 20b QKV GEMM and expert gate_up).
+// acc[i][j]: rows wm + 16 i .., columns wn + 8 j .. of the warp's 32 x 32 (fragment layout in
+// common.cuh).
+struct Frag {
+    float acc[2][4][4];
+};
+
+// Element offsets of this lane's ldmatrix rows in a stage's tiles (add kk): A rows wm + 16 i +
+// lane % 16, k (lane / 16) 8; B rows (n) wn + 16 jj + (lane / 16) 8 + lane % 8, k ((lane / 8) % 2) 8.
+struct LaneRows {
+    int a[2], b[2];
+};
+
+__device__ __forceinline__ LaneRows lane_rows(int wm, int wn) {
+    const int lane = threadIdx.x % 32;
+    LaneRows r;
+#pragma unroll
+    for (int i = 0; i < 2; ++i) r.a[i] = (wm + 16 * i + lane % 16) * kLds + (lane / 16) * 8;
+#pragma unroll
+    for (int jj = 0; jj < 2; ++jj) r.b[jj] = (wn + 16 * jj + (lane / 16) * 8 + lane % 8) * kLds + ((lane / 8) % 2) * 8;
+    return r;
+}
+
+template <Operands kOps>
+__device__ __forceinline__ void mma_step_fast(const Stage& st, Frag& f, const LaneRows& lr) {
+    constexpr bool kHalf = kOps == Operands::half;
+#pragma unroll
+    for (int kk = 0; kk < 32; kk += 16) {
+        std::uint32_t b[2][4], a[2][4], al[2][4];
+#pragma unroll
+        for (int jj = 0; jj < 2; ++jj) ldmatrix_x4(b[jj], &st.b[lr.b[jj] + kk]);
+#pragma unroll
+        for (int i = 0; i < 2; ++i) {
+            ldmatrix_x4(a[i], &st.a[lr.a[i] + kk]);
+            if constexpr (!kHalf) ldmatrix_x4(al[i], &st.a_lo[lr.a[i] + kk]);
+        }
+#pragma unroll
+        for (int i = 0; i < 2; ++i)
+#pragma unroll
+            for (int j = 0; j < 4; ++j) {
+                const std::uint32_t b0 = b[j / 2][2 * (j % 2)], b1 = b[j / 2][2 * (j % 2) + 1];
+                if constexpr (kHalf) {
+                    mma16816_f16(f.acc[i][j], a[i], b0, b1);
+                } else {
+                    mma16816_bf16(f.acc[i][j], a[i], b0, b1);
+                    mma16816_bf16(f.acc[i][j], al[i], b0, b1);
+                }
+            }
+    }
+}
+
+// The fragments into Smem::c (the stages' space: every warp must be past its last mma_step).
+__device__ __forceinline__ void store_tile_fast(Smem& s, const Frag& f, int wm, int wn) {
+    const int lane = threadIdx.x % 32, g = lane / 4, q = lane % 4;
 #pragma unroll
     for (int i = 0; i < 2; ++i)
 #pragma unroll
-        for (int j = 0; j < 2; ++j) wmma::fill_fragment(acc[i][j], 0.0f);
+        for (int j = 0; j < 4; ++j) {
+            float* c = &s.c[(wm + 16 * i + g) * kLdc + wn + 8 * j + 2 * q];
+            *reinterpret_cast<float2*>(c) = make_float2(f.acc[i][j][0], f.acc[i][j][1]);
+            *reinterpret_cast<float2*>(c + 8 * kLdc) = make_float2(f.acc[i][j][2], f.acc[i][j][3]);
+        }
+    __syncthreads();
+}
+
+template <Operands kOps, typename RowOf>
+__device__ __forceinline__ void gemm_tile_fast(Smem& s, RowOf row_of, const WeightRows& w, int n0, int N, int K,
+                                               float a_scale) {
+    const int t = threadIdx.x, warp = t / 32;
+    const int wm = (warp / 2) * 32, wn = (warp % 2) * 32;
+    Frag acc;
+#pragma unroll
+    for (int i = 0; i < 2; ++i)
+#pragma unroll
+        for (int j = 0; j < 4; ++j)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) acc.acc[i][j][e] = 0.0f;
+    const LaneRows lr = lane_rows(wm, wn);
     const float* rows[4];
 #pragma unroll
     for (int p = 0; p < 4; ++p) rows[p] = row_of(t / 8 + 16 * p);
@@ -417,11 +490,11 @@ __device__ __forceinline__ void gemm_tile_fast(Smem& s, RowOf row_of, const Weig
     for (int g = 0; g < G; ++g) {
         const bool more = g + 1 < G;
         if (more) fetch_step(f, rows, w, n0, N, K, g + 1);
-        mma_step<kOps>(s.st[g & 1], acc, wm, wn);
+        mma_step_fast<kOps>(s.st[g & 1], acc, lr);
         if (more) store_step<kOps>(s.st[(g + 1) & 1], f, bf16_weights, a_scale, shift);
         __syncthreads();
     }
-    store_tile(s, acc, wm, wn);
+    store_tile_fast(s, acc, wm, wn);
 }
 
 // The tile of a kernel instantiated for one path and one kind of operands (Operands::half needs
