@@ -1,5 +1,7 @@
 #include "cuda/device.cuh"
 
+#include <atomic>
+
 #include <cuda_runtime.h>
 
 #include <fmt/format.h>
@@ -79,6 +81,27 @@ std::string self_test(int index) {
     cudaFree(dx);
     cudaFree(dy);
     return result;
+}
+
+int current_multiprocessors() {
+    constexpr int kCached = 64;
+    static std::atomic<int> cache[kCached] = {};
+    int dev = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess) {
+        cudaGetLastError();
+        return 1;
+    }
+    if (dev >= 0 && dev < kCached) {
+        const int c = cache[dev].load(std::memory_order_relaxed);
+        if (c > 0) return c;
+    }
+    int n = 0;
+    if (cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || n < 1) {
+        cudaGetLastError();
+        return 1;
+    }
+    if (dev >= 0 && dev < kCached) cache[dev].store(n, std::memory_order_relaxed);
+    return n;
 }
 
 }  // namespace neural::cuda

@@ -26,4 +26,8 @@ std::vector<DeviceInfo> list_devices(std::string* why = nullptr);
 // device agree (the build targets the right architectures). Returns an error text or "".
 std::string self_test(int index);
 
+// The multiprocessor count of the current device, for launch-shape choices (read once per
+// device and cached; 1 where it cannot be read).
+int current_multiprocessors();
+
 }  // namespace neural::cuda

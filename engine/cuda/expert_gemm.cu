@@ -1,4 +1,5 @@
 #include "cuda/expert_gemm.cuh"
+#include "cuda/device.cuh"
 #include "cuda/gemm_tile.cuh"
 
 #include <algorithm>
@@ -12,9 +13,9 @@ using gemm::Operands;
 
 // The tile's fp32 result for weight column c (0..63) back at the true scale: Operands::half
 // decoded the row times 2^shift[c] and took the activations times 2^a_exp (gemm_tile.cuh).
-template <Operands kOps>
-__device__ __forceinline__ float unscaled(const gemm::Smem& s, int r, int c, int a_exp) {
-    const float v = s.c[r * gemm::kLdc + c];
+template <Operands kOps, int BN>
+__device__ __forceinline__ float unscaled(const gemm::Smem<BN>& s, int r, int c, int a_exp) {
+    const float v = s.c[r * gemm::kLdc<BN> + c];
     if constexpr (kOps == Operands::half) {
         return ldexpf(v, -(s.shift[c] + a_exp));
     } else {
@@ -22,14 +23,14 @@ __device__ __forceinline__ float unscaled(const gemm::Smem& s, int r, int c, int
     }
 }
 
-// One 64 x 64 tile of act = swiglu(W1 h[token] + b1) for rows m0 .. of one expert's `count`
-// entries (act row m at act + m * I).
-template <KernelPath kPath, Operands kOps>
-__device__ __forceinline__ void gate_up_tile(gemm::Smem& s, const std::uint8_t* rec, int expert, const ExpertShape& sh,
+// One 64 x BN tile of act = swiglu(W1 h[token] + b1) (BN / 2 act columns) for rows m0 .. of one
+// expert's `count` entries (act row m at act + m * I).
+template <KernelPath kPath, Operands kOps, int BN>
+__device__ __forceinline__ void gate_up_tile(gemm::Smem<BN>& s, const std::uint8_t* rec, int expert, const ExpertShape& sh,
                                              const int* entries, int count, int m0, const float* h,
                                              const std::uint16_t* bias, float* act) {
     const int H = sh.hidden, I = sh.intermediate, G = H / 32;
-    const int n0 = blockIdx.x * gemm::kBN;
+    const int n0 = blockIdx.x * BN;
     auto row_of = [&](int r) -> const float* {
         const int m = m0 + r;
         return m < count ? h + static_cast<std::size_t>(entries[m] / sh.k) * H : nullptr;
@@ -37,12 +38,12 @@ __device__ __forceinline__ void gate_up_tile(gemm::Smem& s, const std::uint8_t* 
     const gemm::WeightRows w{nullptr, rec, rec + static_cast<std::size_t>(2 * I) * G * 16};
     gemm::gemm_tile<kPath, kOps>(s, row_of, w, n0, 2 * I, H, ldexpf(1.0f, sh.in_exp));
     const std::uint16_t* b = bias + static_cast<std::size_t>(expert) * 2 * I;
-    for (int idx = threadIdx.x; idx < gemm::kBM * gemm::kBN / 2; idx += gemm::kThreads) {
-        const int r = idx / (gemm::kBN / 2), p = idx % (gemm::kBN / 2), m = m0 + r;
+    for (int idx = threadIdx.x; idx < gemm::kBM * BN / 2; idx += gemm::kThreads) {
+        const int r = idx / (BN / 2), p = idx % (BN / 2), m = m0 + r;
         const int i = n0 / 2 + p;  // gate row 2i, up row 2i + 1
         if (m >= count || i >= I) continue;
-        float g = unscaled<kOps>(s, r, 2 * p, sh.in_exp) + bf16_bits_to_float(b[2 * i]);
-        float u = unscaled<kOps>(s, r, 2 * p + 1, sh.in_exp) + bf16_bits_to_float(b[2 * i + 1]);
+        float g = unscaled<kOps, BN>(s, r, 2 * p, sh.in_exp) + bf16_bits_to_float(b[2 * i]);
+        float u = unscaled<kOps, BN>(s, r, 2 * p + 1, sh.in_exp) + bf16_bits_to_float(b[2 * i + 1]);
         g = fminf(g, sh.limit);
         u = fminf(fmaxf(u, -sh.limit), sh.limit);
         const float glu = g / (1.0f + expf(-sh.alpha * g));
@@ -50,15 +51,15 @@ __device__ __forceinline__ void gate_up_tile(gemm::Smem& s, const std::uint8_t* 
     }
 }
 
-// One 64 x 64 tile of y = W2 act + b2 for rows m0 .. of one expert's entries. kAccumulate: the
+// One 64 x BN tile of y = W2 act + b2 for rows m0 .. of one expert's entries. kAccumulate: the
 // ungrouped form, acc[token] = fma(gate, y, acc[token]); otherwise y is stored at row m of `out`
 // ([rows, H]) for combine_kernel, which does the same fma later in the same order.
-template <KernelPath kPath, Operands kOps, bool kAccumulate>
-__device__ __forceinline__ void down_tile(gemm::Smem& s, const std::uint8_t* rec, int expert, const ExpertShape& sh,
+template <KernelPath kPath, Operands kOps, int BN, bool kAccumulate>
+__device__ __forceinline__ void down_tile(gemm::Smem<BN>& s, const std::uint8_t* rec, int expert, const ExpertShape& sh,
                                           const int* entries, int count, int m0, const float* act, const float* gate,
                                           const std::uint16_t* bias, float* out) {
     const int H = sh.hidden, I = sh.intermediate, Gh = H / 32, Gi = I / 32;
-    const int n0 = blockIdx.x * gemm::kBN;
+    const int n0 = blockIdx.x * BN;
     auto row_of = [&](int r) -> const float* {
         const int m = m0 + r;
         return m < count ? act + static_cast<std::size_t>(m) * I : nullptr;
@@ -67,10 +68,10 @@ __device__ __forceinline__ void down_tile(gemm::Smem& s, const std::uint8_t* rec
     const gemm::WeightRows w{nullptr, codes, codes + static_cast<std::size_t>(H) * Gi * 16};
     gemm::gemm_tile<kPath, kOps>(s, row_of, w, n0, H, I, ldexpf(1.0f, sh.act_exp));
     const std::uint16_t* b = bias + static_cast<std::size_t>(expert) * H;
-    for (int idx = threadIdx.x; idx < gemm::kBM * gemm::kBN; idx += gemm::kThreads) {
-        const int r = idx / gemm::kBN, c = idx % gemm::kBN, m = m0 + r, n = n0 + c;
+    for (int idx = threadIdx.x; idx < gemm::kBM * BN; idx += gemm::kThreads) {
+        const int r = idx / BN, c = idx % BN, m = m0 + r, n = n0 + c;
         if (m >= count || n >= H) continue;
-        const float y = unscaled<kOps>(s, r, c, sh.act_exp) + bf16_bits_to_float(b[n]);
+        const float y = unscaled<kOps, BN>(s, r, c, sh.act_exp) + bf16_bits_to_float(b[n]);
         if constexpr (kAccumulate) {
             const int e = entries[m];
             float* dst = out + static_cast<std::size_t>(e / sh.k) * H + n;
@@ -81,23 +82,23 @@ __device__ __forceinline__ void down_tile(gemm::Smem& s, const std::uint8_t* rec
     }
 }
 
-template <KernelPath kPath, Operands kOps>
-__global__ void __launch_bounds__(gemm::kThreads, gemm::kMinBlocks)
+template <KernelPath kPath, Operands kOps, int BN>
+__global__ void __launch_bounds__(gemm::kThreads, gemm::kMinBlocks<BN>)
     expert_gate_up_kernel(const std::uint8_t* __restrict__ rec, int expert, ExpertShape sh,
                           const int* __restrict__ entries, int count, const float* __restrict__ h,
                           const std::uint16_t* __restrict__ bias, float* __restrict__ act) {
-    __shared__ __align__(16) gemm::Smem s;
-    gate_up_tile<kPath, kOps>(s, rec, expert, sh, entries, count, blockIdx.y * gemm::kBM, h, bias, act);
+    __shared__ __align__(16) gemm::Smem<BN> s;
+    gate_up_tile<kPath, kOps, BN>(s, rec, expert, sh, entries, count, blockIdx.y * gemm::kBM, h, bias, act);
 }
 
-template <KernelPath kPath, Operands kOps>
-__global__ void __launch_bounds__(gemm::kThreads, gemm::kMinBlocks)
+template <KernelPath kPath, Operands kOps, int BN>
+__global__ void __launch_bounds__(gemm::kThreads, gemm::kMinBlocks<BN>)
     expert_down_kernel(const std::uint8_t* __restrict__ rec, int expert, ExpertShape sh,
                        const int* __restrict__ entries, int count, const float* __restrict__ act,
                        const float* __restrict__ gate, const std::uint16_t* __restrict__ bias,
                        float* __restrict__ acc) {
-    __shared__ __align__(16) gemm::Smem s;
-    down_tile<kPath, kOps, true>(s, rec, expert, sh, entries, count, blockIdx.y * gemm::kBM, act, gate, bias, acc);
+    __shared__ __align__(16) gemm::Smem<BN> s;
+    down_tile<kPath, kOps, BN, true>(s, rec, expert, sh, entries, count, blockIdx.y * gemm::kBM, act, gate, bias, acc);
 }
 
 // A group's row tiles one after the other: job j owns blockIdx.y in [tiles[j], tiles[j + 1]).
@@ -116,25 +117,25 @@ __device__ __forceinline__ const ExpertJob& job_of(const Group& g, int& m0) {
     return g.job[j];
 }
 
-template <Operands kOps>
-__global__ void __launch_bounds__(gemm::kThreads, gemm::kMinBlocks)
+template <Operands kOps, int BN>
+__global__ void __launch_bounds__(gemm::kThreads, gemm::kMinBlocks<BN>)
     grouped_gate_up_kernel(Group g, ExpertShape sh, const int* __restrict__ entries, const float* __restrict__ h,
                            const std::uint16_t* __restrict__ bias, float* __restrict__ act) {
-    __shared__ __align__(16) gemm::Smem s;
+    __shared__ __align__(16) gemm::Smem<BN> s;
     int m0 = 0;
     const ExpertJob& jb = job_of(g, m0);
-    gate_up_tile<KernelPath::fast, kOps>(s, jb.record, jb.expert, sh, entries + jb.entry0, jb.count, m0, h, bias,
+    gate_up_tile<KernelPath::fast, kOps, BN>(s, jb.record, jb.expert, sh, entries + jb.entry0, jb.count, m0, h, bias,
                                    act + static_cast<std::size_t>(jb.row0) * sh.intermediate);
 }
 
-template <Operands kOps>
-__global__ void __launch_bounds__(gemm::kThreads, gemm::kMinBlocks)
+template <Operands kOps, int BN>
+__global__ void __launch_bounds__(gemm::kThreads, gemm::kMinBlocks<BN>)
     grouped_down_kernel(Group g, ExpertShape sh, const int* __restrict__ entries, const float* __restrict__ act,
                         const std::uint16_t* __restrict__ bias, float* __restrict__ y) {
-    __shared__ __align__(16) gemm::Smem s;
+    __shared__ __align__(16) gemm::Smem<BN> s;
     int m0 = 0;
     const ExpertJob& jb = job_of(g, m0);
-    down_tile<KernelPath::fast, kOps, false>(s, jb.record, jb.expert, sh, entries + jb.entry0, jb.count, m0,
+    down_tile<KernelPath::fast, kOps, BN, false>(s, jb.record, jb.expert, sh, entries + jb.entry0, jb.count, m0,
                                        act + static_cast<std::size_t>(jb.row0) * sh.intermediate, nullptr, bias,
                                        y + static_cast<std::size_t>(jb.row0) * sh.hidden);
 }
@@ -153,20 +154,40 @@ __global__ void combine_kernel(ExpertJob jb, int H, int k, const int* __restrict
     }
 }
 
+// The tile width of a launch of mt row tiles over n weight rows (TileWidth::automatic: 128
+// where that grid fills the GPU, gemm::wide_tile_pays).
+int tile_width(TileWidth width, int mt, int n) {
+    if (width == TileWidth::n64) return 64;
+    if (width == TileWidth::n128) return 128;
+    return gemm::wide_tile_pays(static_cast<long long>(mt) * ((n + 127) / 128), current_multiprocessors()) ? 128 : 64;
+}
+
 template <KernelPath kPath, Operands kOps>
 void launch_gate_up(const std::uint8_t* record, int expert, const ExpertShape& shape, const int* entries, int count,
-                    const float* h, const std::uint16_t* gate_up_bias, float* act, cudaStream_t stream) {
-    const int mt = (count + gemm::kBM - 1) / gemm::kBM;
-    expert_gate_up_kernel<kPath, kOps><<<dim3((2 * shape.intermediate + gemm::kBN - 1) / gemm::kBN, mt), gemm::kThreads, 0,
-                                         stream>>>(record, expert, shape, entries, count, h, gate_up_bias, act);
+                    const float* h, const std::uint16_t* gate_up_bias, float* act, cudaStream_t stream,
+                    TileWidth width) {
+    const int mt = (count + gemm::kBM - 1) / gemm::kBM, n = 2 * shape.intermediate;
+    if (tile_width(width, mt, n) == 128) {
+        expert_gate_up_kernel<kPath, kOps, 128><<<dim3((n + 127) / 128, mt), gemm::kThreads, 0, stream>>>(
+            record, expert, shape, entries, count, h, gate_up_bias, act);
+    } else {
+        expert_gate_up_kernel<kPath, kOps, 64><<<dim3((n + 63) / 64, mt), gemm::kThreads, 0, stream>>>(
+            record, expert, shape, entries, count, h, gate_up_bias, act);
+    }
 }
 
 template <KernelPath kPath, Operands kOps>
 void launch_down(const std::uint8_t* record, int expert, const ExpertShape& shape, const int* entries, int count,
-                 const float* act, const float* gate, const std::uint16_t* down_bias, float* acc, cudaStream_t stream) {
-    const int mt = (count + gemm::kBM - 1) / gemm::kBM;
-    expert_down_kernel<kPath, kOps><<<dim3((shape.hidden + gemm::kBN - 1) / gemm::kBN, mt), gemm::kThreads, 0, stream>>>(
-        record, expert, shape, entries, count, act, gate, down_bias, acc);
+                 const float* act, const float* gate, const std::uint16_t* down_bias, float* acc, cudaStream_t stream,
+                 TileWidth width) {
+    const int mt = (count + gemm::kBM - 1) / gemm::kBM, n = shape.hidden;
+    if (tile_width(width, mt, n) == 128) {
+        expert_down_kernel<kPath, kOps, 128><<<dim3((n + 127) / 128, mt), gemm::kThreads, 0, stream>>>(
+            record, expert, shape, entries, count, act, gate, down_bias, acc);
+    } else {
+        expert_down_kernel<kPath, kOps, 64><<<dim3((n + 63) / 64, mt), gemm::kThreads, 0, stream>>>(
+            record, expert, shape, entries, count, act, gate, down_bias, acc);
+    }
 }
 
 // Calls f(Variant<path, operands>{}) for a path and the shape's operands.
@@ -189,35 +210,36 @@ void dispatch(KernelPath path, const ExpertShape& shape, F&& f) {
 
 void expert_gemm_gate_up(const std::uint8_t* record, int expert, const ExpertShape& shape, const int* entries,
                          int count, const float* h, const std::uint16_t* gate_up_bias, float* act,
-                         cudaStream_t stream, KernelPath path) {
+                         cudaStream_t stream, KernelPath path, TileWidth width) {
     if (count <= 0) return;
     dispatch(path, shape, [&](auto v) {
         launch_gate_up<decltype(v)::path, decltype(v)::ops>(record, expert, shape, entries, count, h, gate_up_bias,
-                                                            act, stream);
+                                                            act, stream, width);
     });
 }
 
 void expert_gemm_down(const std::uint8_t* record, int expert, const ExpertShape& shape, const int* entries,
                       int count, const float* act, const float* gate, const std::uint16_t* down_bias, float* acc,
-                      cudaStream_t stream, KernelPath path) {
+                      cudaStream_t stream, KernelPath path, TileWidth width) {
     if (count <= 0) return;
     dispatch(path, shape, [&](auto v) {
         launch_down<decltype(v)::path, decltype(v)::ops>(record, expert, shape, entries, count, act, gate, down_bias,
-                                                         acc, stream);
+                                                         acc, stream, width);
     });
 }
 
 void expert_gemm(const std::uint8_t* record, int expert, const ExpertShape& shape,
                  const int* entries, int count, const float* h, const float* gate,
                  const std::uint16_t* gate_up_bias, const std::uint16_t* down_bias,
-                 float* act, float* acc, cudaStream_t stream, KernelPath path) {
-    expert_gemm_gate_up(record, expert, shape, entries, count, h, gate_up_bias, act, stream, path);
-    expert_gemm_down(record, expert, shape, entries, count, act, gate, down_bias, acc, stream, path);
+                 float* act, float* acc, cudaStream_t stream, KernelPath path, TileWidth width) {
+    expert_gemm_gate_up(record, expert, shape, entries, count, h, gate_up_bias, act, stream, path, width);
+    expert_gemm_down(record, expert, shape, entries, count, act, gate, down_bias, acc, stream, path, width);
 }
 
 void expert_gemm_grouped(const ExpertJob* jobs, int job_count, const ExpertShape& shape, const int* entries,
                          const float* h, const float* gate, const std::uint16_t* gate_up_bias,
-                         const std::uint16_t* down_bias, float* act, float* y, float* acc, cudaStream_t stream) {
+                         const std::uint16_t* down_bias, float* act, float* y, float* acc, cudaStream_t stream,
+                         TileWidth width) {
     if (job_count <= 0) return;
     if (job_count > kMaxGroupedExperts) {
         throw std::invalid_argument("expert_gemm_grouped: more jobs than kMaxGroupedExperts");
@@ -234,13 +256,25 @@ void expert_gemm_grouped(const ExpertJob* jobs, int job_count, const ExpertShape
     }
     if (g.jobs == 0) return;
     const int mt = g.tiles[g.jobs];
-    const dim3 gu_grid((2 * shape.intermediate + gemm::kBN - 1) / gemm::kBN, mt);
-    const dim3 down_grid((shape.hidden + gemm::kBN - 1) / gemm::kBN, mt);
+    const int gu_n = 2 * shape.intermediate, down_n = shape.hidden;
+    const bool gu_wide = tile_width(width, mt, gu_n) == 128;
+    const bool down_wide = tile_width(width, mt, down_n) == 128;
     dispatch(KernelPath::fast, shape, [&](auto v) {
-        grouped_gate_up_kernel<decltype(v)::ops><<<gu_grid, gemm::kThreads, 0, stream>>>(g, shape, entries, h,
-                                                                                          gate_up_bias, act);
-        grouped_down_kernel<decltype(v)::ops><<<down_grid, gemm::kThreads, 0, stream>>>(g, shape, entries, act,
-                                                                                        down_bias, y);
+        constexpr Operands kOps = decltype(v)::ops;
+        if (gu_wide) {
+            grouped_gate_up_kernel<kOps, 128><<<dim3((gu_n + 127) / 128, mt), gemm::kThreads, 0, stream>>>(
+                g, shape, entries, h, gate_up_bias, act);
+        } else {
+            grouped_gate_up_kernel<kOps, 64><<<dim3((gu_n + 63) / 64, mt), gemm::kThreads, 0, stream>>>(
+                g, shape, entries, h, gate_up_bias, act);
+        }
+        if (down_wide) {
+            grouped_down_kernel<kOps, 128><<<dim3((down_n + 127) / 128, mt), gemm::kThreads, 0, stream>>>(
+                g, shape, entries, act, down_bias, y);
+        } else {
+            grouped_down_kernel<kOps, 64><<<dim3((down_n + 63) / 64, mt), gemm::kThreads, 0, stream>>>(
+                g, shape, entries, act, down_bias, y);
+        }
     });
     for (int j = 0; j < g.jobs; ++j) {
         const long long total = static_cast<long long>(g.job[j].count) * shape.hidden;

@@ -60,17 +60,20 @@ inline ExpertShape with_half_operands(ExpertShape shape, float in_bound) {
 void expert_gemm(const std::uint8_t* record, int expert, const ExpertShape& shape,
                  const int* entries, int count, const float* h, const float* gate,
                  const std::uint16_t* gate_up_bias, const std::uint16_t* down_bias,
-                 float* act, float* acc, cudaStream_t stream, KernelPath path = KernelPath::fast);
+                 float* act, float* acc, cudaStream_t stream, KernelPath path = KernelPath::fast,
+                 TileWidth width = TileWidth::automatic);
 
 // expert_gemm's two launches, for callers that put them on different streams (the backend runs
 // an expert's gate_up beside the previous expert's down; act must then differ between them):
 // gate_up writes act, down reads it and accumulates into acc. expert_gemm = gate_up then down.
 void expert_gemm_gate_up(const std::uint8_t* record, int expert, const ExpertShape& shape, const int* entries,
                          int count, const float* h, const std::uint16_t* gate_up_bias, float* act,
-                         cudaStream_t stream, KernelPath path = KernelPath::fast);
+                         cudaStream_t stream, KernelPath path = KernelPath::fast,
+                         TileWidth width = TileWidth::automatic);
 void expert_gemm_down(const std::uint8_t* record, int expert, const ExpertShape& shape, const int* entries,
                       int count, const float* act, const float* gate, const std::uint16_t* down_bias, float* acc,
-                      cudaStream_t stream, KernelPath path = KernelPath::fast);
+                      cudaStream_t stream, KernelPath path = KernelPath::fast,
+                      TileWidth width = TileWidth::automatic);
 
 inline constexpr int kMaxGroupedExperts = 3;  // DESIGN.md: groups of 3
 
@@ -84,6 +87,7 @@ struct ExpertJob {
 
 void expert_gemm_grouped(const ExpertJob* jobs, int job_count, const ExpertShape& shape, const int* entries,
                          const float* h, const float* gate, const std::uint16_t* gate_up_bias,
-                         const std::uint16_t* down_bias, float* act, float* y, float* acc, cudaStream_t stream);
+                         const std::uint16_t* down_bias, float* act, float* y, float* acc, cudaStream_t stream,
+                         TileWidth width = TileWidth::automatic);
 
 }  // namespace neural::cuda

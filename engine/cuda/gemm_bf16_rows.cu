@@ -1,28 +1,46 @@
 #include "cuda/gemm_bf16_rows.cuh"
+#include "cuda/device.cuh"
 #include "cuda/gemm_tile.cuh"
 
 namespace neural::cuda {
 
 namespace {
 
-template <KernelPath kPath>
+template <KernelPath kPath, int BN>
 __global__ void __launch_bounds__(gemm::kThreads)
     gemm_bf16_rows_kernel(const float* __restrict__ x, int M, int K,
                           const std::uint16_t* __restrict__ w, const std::uint16_t* __restrict__ bias,
                           int N, float* __restrict__ y, int ldy, bool accumulate) {
-    __shared__ __align__(16) gemm::Smem s;
-    const int n0 = blockIdx.x * gemm::kBN, m0 = blockIdx.y * gemm::kBM;
+    __shared__ __align__(16) gemm::Smem<BN> s;
+    const int n0 = blockIdx.x * BN, m0 = blockIdx.y * gemm::kBM;
     auto row_of = [&](int r) -> const float* {
         const int m = m0 + r;
         return m < M ? x + static_cast<std::size_t>(m) * K : nullptr;
     };
     gemm::gemm_tile<kPath>(s, row_of, gemm::WeightRows{w, nullptr, nullptr}, n0, N, K);
-    for (int idx = threadIdx.x; idx < gemm::kBM * gemm::kBN; idx += gemm::kThreads) {
-        const int r = idx / gemm::kBN, c = idx % gemm::kBN, m = m0 + r, n = n0 + c;
+    for (int idx = threadIdx.x; idx < gemm::kBM * BN; idx += gemm::kThreads) {
+        const int r = idx / BN, c = idx % BN, m = m0 + r, n = n0 + c;
         if (m >= M || n >= N) continue;
-        const float v = s.c[r * gemm::kLdc + c] + (bias != nullptr ? bf16_bits_to_float(bias[n]) : 0.0f);
+        const float v = s.c[r * gemm::kLdc<BN> + c] + (bias != nullptr ? bf16_bits_to_float(bias[n]) : 0.0f);
         float* dst = y + static_cast<std::size_t>(m) * ldy + n;
         *dst = accumulate ? *dst + v : v;
+    }
+}
+
+template <KernelPath kPath, int BN>
+void launch(const float* x, int m, int k, const std::uint16_t* w, const std::uint16_t* bias, int n, float* y, int ldy,
+            bool accumulate, cudaStream_t stream) {
+    const dim3 grid((n + BN - 1) / BN, (m + gemm::kBM - 1) / gemm::kBM);
+    gemm_bf16_rows_kernel<kPath, BN><<<grid, gemm::kThreads, 0, stream>>>(x, m, k, w, bias, n, y, ldy, accumulate);
+}
+
+template <int BN>
+void launch_path(KernelPath path, const float* x, int m, int k, const std::uint16_t* w, const std::uint16_t* bias,
+                 int n, float* y, int ldy, bool accumulate, cudaStream_t stream) {
+    if (path == KernelPath::fast) {
+        launch<KernelPath::fast, BN>(x, m, k, w, bias, n, y, ldy, accumulate, stream);
+    } else {
+        launch<KernelPath::reference, BN>(x, m, k, w, bias, n, y, ldy, accumulate, stream);
     }
 }
 
@@ -30,13 +48,16 @@ __global__ void __launch_bounds__(gemm::kThreads)
 
 void gemm_bf16_rows(const float* x, int m, int k, const std::uint16_t* w,
                     const std::uint16_t* bias, int n, float* y, int ldy, bool accumulate,
-                    cudaStream_t stream, KernelPath path) {
+                    cudaStream_t stream, KernelPath path, TileWidth width) {
     if (m <= 0) return;
-    const dim3 grid((n + gemm::kBN - 1) / gemm::kBN, (m + gemm::kBM - 1) / gemm::kBM);
-    if (path == KernelPath::fast) {
-        gemm_bf16_rows_kernel<KernelPath::fast><<<grid, gemm::kThreads, 0, stream>>>(x, m, k, w, bias, n, y, ldy, accumulate);
+    if (width == TileWidth::automatic) {
+        const long long blocks128 = static_cast<long long>((n + 127) / 128) * ((m + gemm::kBM - 1) / gemm::kBM);
+        width = gemm::wide_tile_pays(blocks128, current_multiprocessors()) ? TileWidth::n128 : TileWidth::n64;
+    }
+    if (width == TileWidth::n128) {
+        launch_path<128>(path, x, m, k, w, bias, n, y, ldy, accumulate, stream);
     } else {
-        gemm_bf16_rows_kernel<KernelPath::reference><<<grid, gemm::kThreads, 0, stream>>>(x, m, k, w, bias, n, y, ldy, accumulate);
+        launch_path<64>(path, x, m, k, w, bias, n, y, ldy, accumulate, stream);
     }
 }
 

@@ -1,8 +1,8 @@
-// The tensor-core tile of the prefill GEMMs (gemm_bf16_rows.cu, expert_gemm.cu): a 64 x 64
-// output tile of C = A W^T, A fp32 [M, K] (rows gathered through a row map), W [N, K] given as
+// The tensor-core tile of the prefill GEMMs (gemm_bf16_rows.cu, expert_gemm.cu): a 64 x BN
+// output tile (BN = 64 or 128, see kLdc) of C = A W^T, A fp32 [M, K] (rows gathered through a row map), W [N, K] given as
 // bf16 rows or as MXFP4 rows (dequantized to bf16 in shared memory; exact: an E2M1 value times a
 // power of two is a bf16 number), fp32 accumulation in tensor-core fragments, K in steps of 32
-// (one MXFP4 block). 4 warps, each 32 x 32 of the tile. The activations are split into two bf16
+// (one MXFP4 block). 4 warps, each 32 x BN/2 of the tile. The activations are split into two bf16
 // halves, a = hi + lo (hi = bf16(a), lo = bf16(a - hi)), and both are multiplied: the weights
 // are exact in bf16, so the products carry ~16 bits of the activation instead of bf16's 8 (bf16
 // activations missed the golden logits' 5e-2 on the tiny fixture). Every output element is one fixed-order
@@ -45,34 +45,50 @@
 
 namespace neural::cuda::gemm {
 
-constexpr int kBM = 64, kBN = 64, kBK = 32;
+constexpr int kBM = 64, kBK = 32;
 constexpr int kLds = kBK + 8;  // bf16 row stride of the A/B tiles (multiple of 8 for WMMA)
-constexpr int kLdc = kBN + 4;  // fp32 row stride of the C tile
 constexpr int kThreads = 128;
-// Blocks per SM the expert kernels are compiled for (__launch_bounds__): 5 caps the registers at
-// 102 (96 used, 4-8 bytes spilled), so 5 blocks fit an SM and one expert's gate_up at ~400 rows
-// (630 blocks) runs in one wave of an H200's 132 SMs instead of 1.19 waves at 4 (ncu: 128
-// registers, "waves per SM 1.19"): experts 11-12% faster. The dense GEMMs (gemm_bf16_rows.cu)
-// fill the GPU anyway and were 4-14% slower with the cap, so they keep the compiler's choice.
-constexpr int kMinBlocks = 5;
+// Tile widths: BN = 64 or 128 output columns (weight rows) per block; the 4 warps own 32 x BN/2
+// each. 128 halves the shared-memory operand traffic per product (the 64-wide fast tile kept the
+// L1/shared pipe 90% busy, ncu) but needs twice the registers and leaves half as many blocks:
+// launches pick it where the grid still fills the GPU (wide_tile_pays, below). The width does
+// not change any result: every output element is the same dot product in the same order.
+template <int BN>
+inline constexpr int kLdc = BN + 4;  // fp32 row stride of the C tile
+// Blocks per SM the expert kernels are compiled for (__launch_bounds__), per width: 64 wide, 5
+// caps the registers at 102 (96 used, 4-8 bytes spilled), so 5 blocks fit an SM and one expert's
+// gate_up at ~400 rows (630 blocks) runs in one wave of an H200's 132 SMs instead of 1.19 waves
+// at 4 (ncu: 128 registers, "waves per SM 1.19"): experts 11-12% faster. The dense GEMMs
+// (gemm_bf16_rows.cu) fill the GPU anyway and were 4-14% slower with the cap, so they keep the
+// compiler's choice. 128 wide: 3 (170 registers; the tile's accumulators alone are 64).
+template <int BN>
+inline constexpr int kMinBlocks = BN == 64 ? 5 : 3;
 
 // The operands of the tensor-core products (see the file comment).
 enum class Operands { split_bf16, half };
 
 // A stage's tiles hold bf16 (split_bf16: a = hi, a_lo = lo) or fp16 bits (half: a, b; a_lo unused).
+template <int BN>
 struct Stage {
     __nv_bfloat16 a[kBM * kLds];
     __nv_bfloat16 a_lo[kBM * kLds];
-    __nv_bfloat16 b[kBN * kLds];
+    __nv_bfloat16 b[BN * kLds];
 };
 
+template <int BN>
 struct Smem {
     union {
-        Stage st[2];  // the reference tile uses st[0] only
-        float c[kBM * kLdc];
+        Stage<BN> st[2];  // the reference tile uses st[0] only
+        float c[kBM * kLdc<BN>];
     };
-    int shift[kBN];  // Operands::half: weight row n0 + i was decoded times 2^shift[i]
+    int shift[BN];  // Operands::half: weight row n0 + i was decoded times 2^shift[i]
 };
+
+// Whether a launch of `blocks128` blocks of the 128-wide tile (mt row tiles x its column tiles)
+// fills the GPU: at least two waves' worth of its blocks (3 per SM) on `sms` multiprocessors.
+// Otherwise the 64-wide tile's twice as many blocks run better (a 93-row expert of a 3k prompt
+// would leave a third of the SMs idle).
+inline bool wide_tile_pays(long long blocks128, int sms) { return blocks128 >= 2LL * sms; }
 
 // A: rows of fp32 activations; row(m) is the address of tile row m's K values or nullptr (zero).
 // W as bf16 rows [N, K] (mxfp4 == false) or MXFP4: codes [N, K/32, 16], scales [N, K/32].
@@ -82,43 +98,47 @@ struct WeightRows {
     const std::uint8_t* scales = nullptr;
 };
 
-// The tensor-core products of one 32-wide K step on a stage: warp (wm, wn)'s 32 x 32 of the tile.
-template <Operands kOps = Operands::split_bf16>
-__device__ __forceinline__ void mma_step(const Stage& st, nvcuda::wmma::fragment<nvcuda::wmma::accumulator, 16, 16, 16, float> (&acc)[2][2],
-                                         int wm, int wn) {
+// The reference tile's tensor-core products of one 32-wide K step on a stage: warp (wm, wn)'s
+// 32 x BN/2 of the tile, in WMMA 16 x 16 x 16 fragments.
+template <int BN>
+using RefAcc = nvcuda::wmma::fragment<nvcuda::wmma::accumulator, 16, 16, 16, float>[2][BN / 32];
+
+template <Operands kOps, int BN>
+__device__ __forceinline__ void mma_step(const Stage<BN>& st, RefAcc<BN>& acc, int wm, int wn) {
     using namespace nvcuda;
+    constexpr int kJ = BN / 32;
     if constexpr (kOps == Operands::half) {
         const __half* a = reinterpret_cast<const __half*>(st.a);
         const __half* b = reinterpret_cast<const __half*>(st.b);
 #pragma unroll
         for (int kk = 0; kk < 32; kk += 16) {
             wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> fa[2];
-            wmma::fragment<wmma::matrix_b, 16, 16, 16, __half, wmma::col_major> fb[2];
+            wmma::fragment<wmma::matrix_b, 16, 16, 16, __half, wmma::col_major> fb[kJ];
 #pragma unroll
             for (int i = 0; i < 2; ++i) wmma::load_matrix_sync(fa[i], &a[(wm + 16 * i) * kLds + kk], kLds);
 #pragma unroll
-            for (int j = 0; j < 2; ++j) wmma::load_matrix_sync(fb[j], &b[(wn + 16 * j) * kLds + kk], kLds);
+            for (int j = 0; j < kJ; ++j) wmma::load_matrix_sync(fb[j], &b[(wn + 16 * j) * kLds + kk], kLds);
 #pragma unroll
             for (int i = 0; i < 2; ++i)
 #pragma unroll
-                for (int j = 0; j < 2; ++j) wmma::mma_sync(acc[i][j], fa[i], fb[j], acc[i][j]);
+                for (int j = 0; j < kJ; ++j) wmma::mma_sync(acc[i][j], fa[i], fb[j], acc[i][j]);
         }
     } else {
 #pragma unroll
         for (int kk = 0; kk < 32; kk += 16) {
             wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> fa[2], fl[2];
-            wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::col_major> fb[2];
+            wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::col_major> fb[kJ];
 #pragma unroll
             for (int i = 0; i < 2; ++i) {
                 wmma::load_matrix_sync(fa[i], &st.a[(wm + 16 * i) * kLds + kk], kLds);
                 wmma::load_matrix_sync(fl[i], &st.a_lo[(wm + 16 * i) * kLds + kk], kLds);
             }
 #pragma unroll
-            for (int j = 0; j < 2; ++j) wmma::load_matrix_sync(fb[j], &st.b[(wn + 16 * j) * kLds + kk], kLds);
+            for (int j = 0; j < kJ; ++j) wmma::load_matrix_sync(fb[j], &st.b[(wn + 16 * j) * kLds + kk], kLds);
 #pragma unroll
             for (int i = 0; i < 2; ++i)
 #pragma unroll
-                for (int j = 0; j < 2; ++j) {
+                for (int j = 0; j < kJ; ++j) {
                     wmma::mma_sync(acc[i][j], fa[i], fb[j], acc[i][j]);
                     wmma::mma_sync(acc[i][j], fl[i], fb[j], acc[i][j]);
                 }
@@ -126,14 +146,15 @@ __device__ __forceinline__ void mma_step(const Stage& st, nvcuda::wmma::fragment
     }
 }
 
-__device__ __forceinline__ void store_tile(Smem& s, nvcuda::wmma::fragment<nvcuda::wmma::accumulator, 16, 16, 16, float> (&acc)[2][2],
-                                           int wm, int wn) {
+template <int BN>
+__device__ __forceinline__ void store_tile(Smem<BN>& s, RefAcc<BN>& acc, int wm, int wn) {
     using namespace nvcuda;
 #pragma unroll
     for (int i = 0; i < 2; ++i)
 #pragma unroll
-        for (int j = 0; j < 2; ++j)
-            wmma::store_matrix_sync(&s.c[(wm + 16 * i) * kLdc + wn + 16 * j], acc[i][j], kLdc, wmma::mem_row_major);
+        for (int j = 0; j < BN / 32; ++j)
+            wmma::store_matrix_sync(&s.c[(wm + 16 * i) * kLdc<BN> + wn + 16 * j], acc[i][j], kLdc<BN>,
+                                    wmma::mem_row_major);
     __syncthreads();
 }
 
@@ -157,31 +178,36 @@ __device__ __forceinline__ float shifted_scale(std::uint32_t s, int shift) {
     return e >= -126 ? __uint_as_float(static_cast<std::uint32_t>(e + 127) << 23) : ldexpf(1.0f, e);
 }
 
-// Operands::half: each thread's weight row's shift (rows t / 2, as the decode), also left in s.shift.
-__device__ __forceinline__ int tile_shifts(Smem& s, const WeightRows& w, int n0, int N, int K) {
+// Operands::half: the shifts of this thread's weight rows (t / 2 + 64 r, r < BN / 64, as the
+// decode), also left in s.shift.
+template <int BN>
+__device__ __forceinline__ void tile_shifts(Smem<BN>& s, const WeightRows& w, int n0, int N, int K,
+                                            int (&shift)[BN / 64]) {
     const int t = threadIdx.x;
-    const int shift = row_shift(w, n0 + t / 2, N, K / 32);
-    if (t % 2 == 0) s.shift[t / 2] = shift;
-    return shift;
+#pragma unroll
+    for (int r = 0; r < BN / 64; ++r) {
+        shift[r] = row_shift(w, n0 + t / 2 + 64 * r, N, K / 32);
+        if (t % 2 == 0) s.shift[t / 2 + 64 * r] = shift[r];
+    }
 }
 
-template <Operands kOps, typename RowOf>
-__device__ __forceinline__ void gemm_tile_reference(Smem& s, RowOf row_of, const WeightRows& w, int n0, int N,
+template <Operands kOps, int BN, typename RowOf>
+__device__ __forceinline__ void gemm_tile_reference(Smem<BN>& s, RowOf row_of, const WeightRows& w, int n0, int N,
                                                     int K, float a_scale) {
     using namespace nvcuda;
     constexpr bool kHalf = kOps == Operands::half;
-    Stage& st = s.st[0];
+    Stage<BN>& st = s.st[0];
     __half* ah = reinterpret_cast<__half*>(st.a);
     __half* bh = reinterpret_cast<__half*>(st.b);
     const int t = threadIdx.x, warp = t / 32;
-    const int wm = (warp / 2) * 32, wn = (warp % 2) * 32;
-    wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[2][2];
+    const int wm = (warp / 2) * 32, wn = (warp % 2) * (BN / 2);
+    RefAcc<BN> acc;
 #pragma unroll
     for (int i = 0; i < 2; ++i)
 #pragma unroll
-        for (int j = 0; j < 2; ++j) wmma::fill_fragment(acc[i][j], 0.0f);
-    int shift = 0;
-    if constexpr (kHalf) shift = tile_shifts(s, w, n0, N, K);
+        for (int j = 0; j < BN / 32; ++j) wmma::fill_fragment(acc[i][j], 0.0f);
+    int shift[BN / 64] = {};
+    if constexpr (kHalf) tile_shifts(s, w, n0, N, K, shift);
     const int G = K / 32;
     for (int g = 0; g < G; ++g) {
         const int k0 = g * 32;
@@ -207,7 +233,7 @@ __device__ __forceinline__ void gemm_tile_reference(Smem& s, RowOf row_of, const
         }
         if (w.bf16 != nullptr) {
 #pragma unroll
-            for (int p = 0; p < 2; ++p) {
+            for (int p = 0; p < BN / 32; ++p) {
                 const int idx = t + p * kThreads, r = idx / 4, part = idx % 4;
                 const int n = n0 + r;
                 uint4 v = make_uint4(0, 0, 0, 0);
@@ -215,53 +241,59 @@ __device__ __forceinline__ void gemm_tile_reference(Smem& s, RowOf row_of, const
                 *reinterpret_cast<uint4*>(&st.b[r * kLds + part * 8]) = v;
             }
         } else {
-            // One MXFP4 block per weight row; thread pair (r, half) decodes 16 elements.
-            const int r = t / 2, half = t % 2, n = n0 + r;
-            const int o = r * kLds + half * 16;
-            if (n < N) {
-                const uint2 c = __ldg(reinterpret_cast<const uint2*>(w.codes + (static_cast<std::size_t>(n) * G + g) * 16 + half * 8));
-                const std::uint32_t sb = __ldg(w.scales + static_cast<std::size_t>(n) * G + g);
-                const float sc = kHalf ? shifted_scale(sb, shift) : e8m0(sb);
-                const std::uint32_t words[2] = {c.x, c.y};
+            // One MXFP4 block per weight row; thread pair (r, half) decodes 16 elements of rows
+            // t / 2 + 64 rr.
 #pragma unroll
-                for (int q = 0; q < 2; ++q) {
+            for (int rr = 0; rr < BN / 64; ++rr) {
+                const int r = t / 2 + 64 * rr, half = t % 2, n = n0 + r;
+                const int o = r * kLds + half * 16;
+                if (n < N) {
+                    const uint2 c = __ldg(reinterpret_cast<const uint2*>(w.codes + (static_cast<std::size_t>(n) * G + g) * 16 + half * 8));
+                    const std::uint32_t sb = __ldg(w.scales + static_cast<std::size_t>(n) * G + g);
+                    const float sc = kHalf ? shifted_scale(sb, shift[rr]) : e8m0(sb);
+                    const std::uint32_t words[2] = {c.x, c.y};
 #pragma unroll
-                    for (int b = 0; b < 4; ++b) {
-                        const std::uint32_t byte = (words[q] >> (8 * b)) & 0xFFu;
-                        const float v0 = e2m1(byte & 0xFu) * sc, v1 = e2m1(byte >> 4) * sc;
-                        if constexpr (kHalf) {
-                            bh[o + 8 * q + 2 * b] = __float2half_rn(v0);
-                            bh[o + 8 * q + 2 * b + 1] = __float2half_rn(v1);
-                        } else {
-                            st.b[o + 8 * q + 2 * b] = __float2bfloat16(v0);
-                            st.b[o + 8 * q + 2 * b + 1] = __float2bfloat16(v1);
+                    for (int q = 0; q < 2; ++q) {
+#pragma unroll
+                        for (int b = 0; b < 4; ++b) {
+                            const std::uint32_t byte = (words[q] >> (8 * b)) & 0xFFu;
+                            const float v0 = e2m1(byte & 0xFu) * sc, v1 = e2m1(byte >> 4) * sc;
+                            if constexpr (kHalf) {
+                                bh[o + 8 * q + 2 * b] = __float2half_rn(v0);
+                                bh[o + 8 * q + 2 * b + 1] = __float2half_rn(v1);
+                            } else {
+                                st.b[o + 8 * q + 2 * b] = __float2bfloat16(v0);
+                                st.b[o + 8 * q + 2 * b + 1] = __float2bfloat16(v1);
+                            }
                         }
                     }
-                }
-            } else {
+                } else {
 #pragma unroll
-                for (int i = 0; i < 16; ++i) st.b[o + i] = __float2bfloat16(0.0f);  // 0 bits, in fp16 too
+                    for (int i = 0; i < 16; ++i) st.b[o + i] = __float2bfloat16(0.0f);  // 0 bits, in fp16 too
+                }
             }
         }
         __syncthreads();
-        mma_step<kOps>(st, acc, wm, wn);
+        mma_step<kOps, BN>(st, acc, wm, wn);
         __syncthreads();
     }
-    store_tile(s, acc, wm, wn);
+    store_tile<BN>(s, acc, wm, wn);
 }
 
 // ---- the pipelined tile ----------------------------------------------------------------------
 
 // One thread's share of a K step, in registers between its global loads and its shared stores:
 // A rows t / 8 + 16p (p = 0..3), columns 4 (t % 8) ..; bf16 weights: rows (t + 128p) / 4,
-// columns 8 ((t + 128p) % 4) ..; MXFP4: row t / 2, half t % 2 of the block (8 code bytes) and the
-// block's scale in b[0].z (b[0].w = 1 where the row exists).
+// columns 8 ((t + 128p) % 4) .. (p < BN / 32); MXFP4: rows t / 2 + 64 r (r < BN / 64), half t % 2
+// of the block (8 code bytes) and the block's scale in b[r].z (b[r].w = 1 where the row exists).
+template <int BN>
 struct Fetched {
     float4 a[4];
-    uint4 b[2];
+    uint4 b[BN / 32];
 };
 
-__device__ __forceinline__ void fetch_step(Fetched& f, const float* const (&rows)[4], const WeightRows& w, int n0,
+template <int BN>
+__device__ __forceinline__ void fetch_step(Fetched<BN>& f, const float* const (&rows)[4], const WeightRows& w, int n0,
                                            int N, int K, int g) {
     const int t = threadIdx.x, k0 = g * 32, part = t % 8;
 #pragma unroll
@@ -271,18 +303,22 @@ __device__ __forceinline__ void fetch_step(Fetched& f, const float* const (&rows
     }
     if (w.bf16 != nullptr) {
 #pragma unroll
-        for (int p = 0; p < 2; ++p) {
+        for (int p = 0; p < BN / 32; ++p) {
             const int idx = t + p * kThreads, r = idx / 4, bp = idx % 4, n = n0 + r;
             f.b[p] = n < N ? __ldg(reinterpret_cast<const uint4*>(w.bf16 + static_cast<std::size_t>(n) * K + k0 + bp * 8))
                            : make_uint4(0, 0, 0, 0);
         }
     } else {
-        const int G = K / 32, r = t / 2, half = t % 2, n = n0 + r;
-        if (n < N) {
-            const uint2 c = __ldg(reinterpret_cast<const uint2*>(w.codes + (static_cast<std::size_t>(n) * G + g) * 16 + half * 8));
-            f.b[0] = make_uint4(c.x, c.y, __ldg(w.scales + static_cast<std::size_t>(n) * G + g), 1u);
-        } else {
-            f.b[0] = make_uint4(0, 0, 0, 0);
+        const int G = K / 32, half = t % 2;
+#pragma unroll
+        for (int rr = 0; rr < BN / 64; ++rr) {
+            const int n = n0 + t / 2 + 64 * rr;
+            if (n < N) {
+                const uint2 c = __ldg(reinterpret_cast<const uint2*>(w.codes + (static_cast<std::size_t>(n) * G + g) * 16 + half * 8));
+                f.b[rr] = make_uint4(c.x, c.y, __ldg(w.scales + static_cast<std::size_t>(n) * G + g), 1u);
+            } else {
+                f.b[rr] = make_uint4(0, 0, 0, 0);
+            }
         }
     }
 }
@@ -349,10 +385,11 @@ __device__ __forceinline__ void decode_word_bf16(std::uint32_t word, std::uint32
     }
 }
 
-// Stores a fetched step into a stage. Operands::half: a_scale scales the activations, `shift` is
-// this thread's weight row's (tile_shifts).
-template <Operands kOps>
-__device__ __forceinline__ void store_step(Stage& st, const Fetched& f, bool bf16_weights, float a_scale, int shift) {
+// Stores a fetched step into a stage. Operands::half: a_scale scales the activations, `shift`
+// holds this thread's weight rows' (tile_shifts).
+template <Operands kOps, int BN>
+__device__ __forceinline__ void store_step(Stage<BN>& st, const Fetched<BN>& f, bool bf16_weights, float a_scale,
+                                           const int (&shift)[BN / 64]) {
     const int t = threadIdx.x, part = t % 8;
 #pragma unroll
     for (int p = 0; p < 4; ++p) {
@@ -371,119 +408,126 @@ __device__ __forceinline__ void store_step(Stage& st, const Fetched& f, bool bf1
     }
     if (bf16_weights) {
 #pragma unroll
-        for (int p = 0; p < 2; ++p) {
+        for (int p = 0; p < BN / 32; ++p) {
             const int idx = t + p * kThreads, r = idx / 4, bp = idx % 4;
             *reinterpret_cast<uint4*>(&st.b[r * kLds + bp * 8]) = f.b[p];
         }
     } else {
-        const int r = t / 2, half = t % 2;
-        std::uint32_t out[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-        if (f.b[0].w != 0u) {
-            if constexpr (kOps == Operands::half) {
-                const float sc = shifted_scale(f.b[0].z, shift);
-                decode_word<kOps>(f.b[0].x, sc, out);
-                decode_word<kOps>(f.b[0].y, sc, out + 4);
-            } else {
-                decode_word_bf16(f.b[0].x, f.b[0].z, out);
-                decode_word_bf16(f.b[0].y, f.b[0].z, out + 4);
+        const int half = t % 2;
+#pragma unroll
+        for (int rr = 0; rr < BN / 64; ++rr) {
+            const int r = t / 2 + 64 * rr;
+            std::uint32_t out[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+            if (f.b[rr].w != 0u) {
+                if constexpr (kOps == Operands::half) {
+                    const float sc = shifted_scale(f.b[rr].z, shift[rr]);
+                    decode_word<kOps>(f.b[rr].x, sc, out);
+                    decode_word<kOps>(f.b[rr].y, sc, out + 4);
+                } else {
+                    decode_word_bf16(f.b[rr].x, f.b[rr].z, out);
+                    decode_word_bf16(f.b[rr].y, f.b[rr].z, out + 4);
+                }
             }
+            uint4* dst = reinterpret_cast<uint4*>(&st.b[r * kLds + half * 16]);
+            dst[0] = make_uint4(out[0], out[1], out[2], out[3]);
+            dst[1] = make_uint4(out[4], out[5], out[6], out[7]);
         }
-        uint4* dst = reinterpret_cast<uint4*>(&st.b[r * kLds + half * 16]);
-        dst[0] = make_uint4(out[0], out[1], out[2], out[3]);
-        dst[1] = make_uint4(out[4], out[5], out[6], out[7]);
     }
 }
 
 // The fast tile's products: the same mma.m16n8k16 instructions the WMMA products compile to
 // (a 16 x 16 x 16 WMMA product is two of them, one per 8 columns), in the same order per output
 // element (k 0..15 hi, lo, then 16..31 hi, lo), so the same bits; the operands come from shared
-// memory by ldmatrix (6 per 16-wide k half per warp) instead of the WMMA loads' 24 generic 32-bit
-// loads, which kept the L1/shared pipe 74-79% busy (ncu, 20b QKV GEMM and expert gate_up).
-// acc[i][j]: rows wm + 16 i .., columns wn + 8 j .. of the warp's 32 x 32 (fragment layout in
-// common.cuh).
+// memory by ldmatrix (2 + 2 + BN / 32 per 16-wide k half per warp) instead of the WMMA loads'
+// generic 32-bit loads (4 per 16 x 16 fragment), which kept the L1/shared pipe 74-79% busy (ncu,
+// 20b QKV GEMM and expert gate_up). acc[i][j]: rows wm + 16 i .., columns wn + 8 j .. of the
+// warp's 32 x BN/2 (fragment layout in common.cuh).
+template <int BN>
 struct Frag {
-    float acc[2][4][4];
+    float acc[2][BN / 16][4];
 };
 
 // Element offsets of this lane's ldmatrix rows in a stage's tiles (add kk): A rows wm + 16 i +
 // lane % 16, k (lane / 16) 8; B rows (n) wn + 16 jj + (lane / 16) 8 + lane % 8, k ((lane / 8) % 2) 8.
+template <int BN>
 struct LaneRows {
-    int a[2], b[2];
+    int a[2], b[BN / 32];
 };
 
-__device__ __forceinline__ LaneRows lane_rows(int wm, int wn) {
+template <int BN>
+__device__ __forceinline__ LaneRows<BN> lane_rows(int wm, int wn) {
     const int lane = threadIdx.x % 32;
-    LaneRows r;
+    LaneRows<BN> r;
 #pragma unroll
     for (int i = 0; i < 2; ++i) r.a[i] = (wm + 16 * i + lane % 16) * kLds + (lane / 16) * 8;
 #pragma unroll
-    for (int jj = 0; jj < 2; ++jj) r.b[jj] = (wn + 16 * jj + (lane / 16) * 8 + lane % 8) * kLds + ((lane / 8) % 2) * 8;
+    for (int jj = 0; jj < BN / 32; ++jj) r.b[jj] = (wn + 16 * jj + (lane / 16) * 8 + lane % 8) * kLds + ((lane / 8) % 2) * 8;
     return r;
 }
 
-template <Operands kOps>
-__device__ __forceinline__ void mma_step_fast(const Stage& st, Frag& f, const LaneRows& lr) {
+template <Operands kOps, int BN>
+__device__ __forceinline__ void mma_step_fast(const Stage<BN>& st, Frag<BN>& f, const LaneRows<BN>& lr) {
     constexpr bool kHalf = kOps == Operands::half;
 #pragma unroll
     for (int kk = 0; kk < 32; kk += 16) {
-        std::uint32_t b[2][4], a[2][4], al[2][4];
+        std::uint32_t b[BN / 32][4];
 #pragma unroll
-        for (int jj = 0; jj < 2; ++jj) ldmatrix_x4(b[jj], &st.b[lr.b[jj] + kk]);
+        for (int jj = 0; jj < BN / 32; ++jj) ldmatrix_x4(b[jj], &st.b[lr.b[jj] + kk]);
 #pragma unroll
         for (int i = 0; i < 2; ++i) {
-            ldmatrix_x4(a[i], &st.a[lr.a[i] + kk]);
-            if constexpr (!kHalf) ldmatrix_x4(al[i], &st.a_lo[lr.a[i] + kk]);
-        }
+            std::uint32_t a[4], al[4];
+            ldmatrix_x4(a, &st.a[lr.a[i] + kk]);
+            if constexpr (!kHalf) ldmatrix_x4(al, &st.a_lo[lr.a[i] + kk]);
 #pragma unroll
-        for (int i = 0; i < 2; ++i)
-#pragma unroll
-            for (int j = 0; j < 4; ++j) {
+            for (int j = 0; j < BN / 16; ++j) {
                 const std::uint32_t b0 = b[j / 2][2 * (j % 2)], b1 = b[j / 2][2 * (j % 2) + 1];
                 if constexpr (kHalf) {
-                    mma16816_f16(f.acc[i][j], a[i], b0, b1);
+                    mma16816_f16(f.acc[i][j], a, b0, b1);
                 } else {
-                    mma16816_bf16(f.acc[i][j], a[i], b0, b1);
-                    mma16816_bf16(f.acc[i][j], al[i], b0, b1);
+                    mma16816_bf16(f.acc[i][j], a, b0, b1);
+                    mma16816_bf16(f.acc[i][j], al, b0, b1);
                 }
             }
+        }
     }
 }
 
 // The fragments into Smem::c (the stages' space: every warp must be past its last mma_step).
-__device__ __forceinline__ void store_tile_fast(Smem& s, const Frag& f, int wm, int wn) {
+template <int BN>
+__device__ __forceinline__ void store_tile_fast(Smem<BN>& s, const Frag<BN>& f, int wm, int wn) {
     const int lane = threadIdx.x % 32, g = lane / 4, q = lane % 4;
 #pragma unroll
     for (int i = 0; i < 2; ++i)
 #pragma unroll
-        for (int j = 0; j < 4; ++j) {
-            float* c = &s.c[(wm + 16 * i + g) * kLdc + wn + 8 * j + 2 * q];
+        for (int j = 0; j < BN / 16; ++j) {
+            float* c = &s.c[(wm + 16 * i + g) * kLdc<BN> + wn + 8 * j + 2 * q];
             *reinterpret_cast<float2*>(c) = make_float2(f.acc[i][j][0], f.acc[i][j][1]);
-            *reinterpret_cast<float2*>(c + 8 * kLdc) = make_float2(f.acc[i][j][2], f.acc[i][j][3]);
+            *reinterpret_cast<float2*>(c + 8 * kLdc<BN>) = make_float2(f.acc[i][j][2], f.acc[i][j][3]);
         }
     __syncthreads();
 }
 
-template <Operands kOps, typename RowOf>
-__device__ __forceinline__ void gemm_tile_fast(Smem& s, RowOf row_of, const WeightRows& w, int n0, int N, int K,
+template <Operands kOps, int BN, typename RowOf>
+__device__ __forceinline__ void gemm_tile_fast(Smem<BN>& s, RowOf row_of, const WeightRows& w, int n0, int N, int K,
                                                float a_scale) {
     const int t = threadIdx.x, warp = t / 32;
-    const int wm = (warp / 2) * 32, wn = (warp % 2) * 32;
-    Frag acc;
+    const int wm = (warp / 2) * 32, wn = (warp % 2) * (BN / 2);
+    Frag<BN> acc;
 #pragma unroll
     for (int i = 0; i < 2; ++i)
 #pragma unroll
-        for (int j = 0; j < 4; ++j)
+        for (int j = 0; j < BN / 16; ++j)
 #pragma unroll
             for (int e = 0; e < 4; ++e) acc.acc[i][j][e] = 0.0f;
-    const LaneRows lr = lane_rows(wm, wn);
+    const LaneRows<BN> lr = lane_rows<BN>(wm, wn);
     const float* rows[4];
 #pragma unroll
     for (int p = 0; p < 4; ++p) rows[p] = row_of(t / 8 + 16 * p);
     const bool bf16_weights = w.bf16 != nullptr;
     const int G = K / 32;
-    int shift = 0;
-    if constexpr (kOps == Operands::half) shift = tile_shifts(s, w, n0, N, K);
-    Fetched f;
+    int shift[BN / 64] = {};
+    if constexpr (kOps == Operands::half) tile_shifts(s, w, n0, N, K, shift);
+    Fetched<BN> f;
     fetch_step(f, rows, w, n0, N, K, 0);
     store_step<kOps>(s.st[0], f, bf16_weights, a_scale, shift);
     __syncthreads();
@@ -497,15 +541,16 @@ __device__ __forceinline__ void gemm_tile_fast(Smem& s, RowOf row_of, const Weig
     store_tile_fast(s, acc, wm, wn);
 }
 
-// The tile of a kernel instantiated for one path and one kind of operands (Operands::half needs
-// MXFP4 weights; a_scale is its activations' power-of-two scale, unused otherwise).
-template <KernelPath kPath, Operands kOps = Operands::split_bf16, typename RowOf>
-__device__ __forceinline__ void gemm_tile(Smem& s, RowOf row_of, const WeightRows& w, int n0, int N, int K,
+// The tile of a kernel instantiated for one path, one width and one kind of operands
+// (Operands::half needs MXFP4 weights; a_scale is its activations' power-of-two scale, unused
+// otherwise).
+template <KernelPath kPath, Operands kOps = Operands::split_bf16, int BN, typename RowOf>
+__device__ __forceinline__ void gemm_tile(Smem<BN>& s, RowOf row_of, const WeightRows& w, int n0, int N, int K,
                                           float a_scale = 1.0f) {
     if constexpr (kPath == KernelPath::fast) {
-        gemm_tile_fast<kOps>(s, row_of, w, n0, N, K, a_scale);
+        gemm_tile_fast<kOps, BN>(s, row_of, w, n0, N, K, a_scale);
     } else {
-        gemm_tile_reference<kOps>(s, row_of, w, n0, N, K, a_scale);
+        gemm_tile_reference<kOps, BN>(s, row_of, w, n0, N, K, a_scale);
     }
 }
 

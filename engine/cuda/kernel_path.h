@@ -8,4 +8,9 @@ namespace neural::cuda {
 
 enum class KernelPath { fast, reference };
 
+// The GEMM tile's width (gemm_tile.cuh): output columns per block. automatic picks 128 where
+// the launch still fills the GPU, else 64; the width never changes a result (tests compare
+// them), so tests and neural_cuda_bench may force either.
+enum class TileWidth { automatic, n64, n128 };
+
 }  // namespace neural::cuda

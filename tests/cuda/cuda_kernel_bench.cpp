@@ -133,6 +133,9 @@ int prefill_bench(const std::string& shape, int tokens) {
     total += line("rms_norm_rows x2", time_us([&] { rms_norm_rows(x, norm, 1e-5f, H, rows, hin, s); }, 20), 2.0 * L * blocks, 0);
     total += line("gemm QKV [rows x 2880] x [5120]", time_us([&] { gemm_bf16_rows(hin, rows, H, qkv_w, bias, qkv_cols, qkv, qkv_cols, false, s); }, 20),
                   1.0 * L * blocks, 2.0 * rows * H * qkv_cols);
+    line("  (64-wide tiles, not in the sum)",
+         time_us([&] { gemm_bf16_rows(hin, rows, H, qkv_w, bias, qkv_cols, qkv, qkv_cols, false, s, KernelPath::fast, TileWidth::n64); }, 20),
+         1.0 * L * blocks, 2.0 * rows * H * qkv_cols);
     line("  (reference tile, not in the sum)",
          time_us([&] { gemm_bf16_rows(hin, rows, H, qkv_w, bias, qkv_cols, qkv, qkv_cols, false, s, KernelPath::reference); }, 20),
          1.0 * L * blocks, 2.0 * rows * H * qkv_cols);
@@ -152,6 +155,9 @@ int prefill_bench(const std::string& shape, int tokens) {
     total += line("attention sliding 128 (all blocks)", sliding_us, L / 2.0, 0);
     total += line("gemm output [rows x 4096] x [2880]", time_us([&] { gemm_bf16_rows(attn, rows, Q, o_w, bias, H, x, H, true, s); }, 20),
                   1.0 * L * blocks, 2.0 * rows * Q * H);
+    line("  (64-wide tiles, not in the sum)",
+         time_us([&] { gemm_bf16_rows(attn, rows, Q, o_w, bias, H, x, H, true, s, KernelPath::fast, TileWidth::n64); }, 20),
+         1.0 * L * blocks, 2.0 * rows * Q * H);
     total += line("gemm router [rows x 2880] x [E]", time_us([&] { gemm_bf16_rows(hin, rows, H, router_w, bias, E, logits, E, false, s); }, 20),
                   1.0 * L * blocks, 2.0 * rows * H * E);
     total += line("router top-k rows", time_us([&] { router_topk_rows(logits, rows, E, K, sel, gate, s); }, 20), 1.0 * L * blocks, 0);
@@ -159,13 +165,13 @@ int prefill_bench(const std::string& shape, int tokens) {
     // The backend's operands: fp16 (a bound of the input as the backend derives it from a norm
     // weight of 1); bf16 hi + lo timed beside them.
     const ExpertShape es_half = with_half_operands(es, std::sqrt(static_cast<float>(H)));
-    auto experts = [&](KernelPath path, const ExpertShape& es) {
+    auto experts = [&](KernelPath path, const ExpertShape& es, TileWidth width = TileWidth::automatic) {
         return time_us([&] {
             for (int e = 0; e < E; ++e) {
                 const std::uint8_t* r = pool + static_cast<std::size_t>(e) * stride;
                 for (int m0 = 0; m0 < per_expert; m0 += block) {
                     expert_gemm(r, e, es, entries + m0, std::min(block, per_expert - m0), hin, gate, gu_bias, down_bias,
-                                act, acc, s, path);
+                                act, acc, s, path, width);
                 }
             }
         }, 3);
@@ -176,6 +182,8 @@ int prefill_bench(const std::string& shape, int tokens) {
     total += line(name, experts(KernelPath::fast, es_half), L, expert_flop);
     line("  (reference tile, not in the sum)", experts(KernelPath::reference, es_half), L, expert_flop);
     line("  (bf16 hi + lo operands, not in the sum)", experts(KernelPath::fast, es), L, expert_flop);
+    line("  (the same, 64-wide tiles)", experts(KernelPath::fast, es, TileWidth::n64), L, expert_flop);
+    line("  (the same, 128-wide tiles)", experts(KernelPath::fast, es, TileWidth::n128), L, expert_flop);
     line("  (the same, reference tile)", experts(KernelPath::reference, es), L, expert_flop);
     std::printf("GPU time of the whole prompt (sum of the above): %.3f s = %.0f tok/s\n", total, tokens / total);
     return 0;

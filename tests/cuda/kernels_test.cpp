@@ -52,6 +52,7 @@ class Dev {
     explicit Dev(std::size_t n) : Dev(std::vector<T>(n)) {}
     ~Dev() { cudaFree(p_); }
     T* get() const { return p_; }
+    void zero() { EXPECT_EQ(cudaMemset(p_, 0, std::max<std::size_t>(1, n_) * sizeof(T)), cudaSuccess); }
     std::vector<T> host() const {
         std::vector<T> out(n_);
         EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
@@ -428,14 +429,22 @@ TEST(CudaPrefillKernels, FastTileIsTheReferenceTileBitForBit) {
         const auto y0 = test::random_vector(static_cast<std::size_t>(M) * N, 44);
         for (bool accumulate : {false, true}) {
             SCOPED_TRACE(accumulate);
-            Dev<float> dx(x), fast(y0), ref(y0);
+            Dev<float> dx(x), ref(y0);
             Dev<std::uint16_t> dw(w), db(bias);
-            cuda::gemm_bf16_rows(dx.get(), M, K, dw.get(), db.get(), N, fast.get(), N, accumulate, nullptr,
-                                 cuda::KernelPath::fast);
             cuda::gemm_bf16_rows(dx.get(), M, K, dw.get(), db.get(), N, ref.get(), N, accumulate, nullptr,
-                                 cuda::KernelPath::reference);
-            const auto a = fast.host(), b = ref.host();
-            ASSERT_EQ(std::memcmp(a.data(), b.data(), a.size() * 4), 0);
+                                 cuda::KernelPath::reference, cuda::TileWidth::n64);
+            const auto b = ref.host();
+            // Both paths at both tile widths: the same bits as the 64-wide reference.
+            for (const auto path : {cuda::KernelPath::fast, cuda::KernelPath::reference}) {
+                for (const auto width : {cuda::TileWidth::n64, cuda::TileWidth::n128, cuda::TileWidth::automatic}) {
+                    SCOPED_TRACE(static_cast<int>(path) * 10 + static_cast<int>(width));
+                    Dev<float> out(y0);
+                    cuda::gemm_bf16_rows(dx.get(), M, K, dw.get(), db.get(), N, out.get(), N, accumulate, nullptr,
+                                         path, width);
+                    const auto a = out.host();
+                    ASSERT_EQ(std::memcmp(a.data(), b.data(), a.size() * 4), 0);
+                }
+            }
         }
     }
     const int H = 160, I = 96, K = 4, E = 2, T = 150;
@@ -479,13 +488,27 @@ TEST(CudaPrefillKernels, FastTileIsTheReferenceTileBitForBit) {
         const cuda::ExpertShape split{H, I, K, E, 7.0f, 1.702f};
         for (const cuda::ExpertShape& shape : {split, cuda::with_half_operands(split, max_abs(hf))}) {
             SCOPED_TRACE(shape.half_operands ? "fp16 operands" : "bf16 hi + lo operands");
+            act_r.zero();
+            acc_r.zero();
             cuda::expert_gemm(rec.get(), 1, shape, de.get(), static_cast<int>(entries.size()), dh.get(), dgate.get(),
-                              dgu.get(), ddown.get(), act_f.get(), acc_f.get(), nullptr, cuda::KernelPath::fast);
-            cuda::expert_gemm(rec.get(), 1, shape, de.get(), static_cast<int>(entries.size()), dh.get(), dgate.get(),
-                              dgu.get(), ddown.get(), act_r.get(), acc_r.get(), nullptr, cuda::KernelPath::reference);
-            const auto af = act_f.host(), ar = act_r.host(), cf = acc_f.host(), cr = acc_r.host();
-            ASSERT_EQ(std::memcmp(af.data(), ar.data(), af.size() * 4), 0);
-            ASSERT_EQ(std::memcmp(cf.data(), cr.data(), cf.size() * 4), 0);
+                              dgu.get(), ddown.get(), act_r.get(), acc_r.get(), nullptr, cuda::KernelPath::reference,
+                              cuda::TileWidth::n64);
+            const auto ar = act_r.host(), cr = acc_r.host();
+            // Both paths at both tile widths (64 and 128 columns per block): the same bits.
+            std::vector<float> af, cf;
+            for (const auto path : {cuda::KernelPath::fast, cuda::KernelPath::reference}) {
+                for (const auto width : {cuda::TileWidth::n64, cuda::TileWidth::n128}) {
+                    SCOPED_TRACE(static_cast<int>(path) * 10 + static_cast<int>(width));
+                    act_f.zero();
+                    acc_f.zero();
+                    cuda::expert_gemm(rec.get(), 1, shape, de.get(), static_cast<int>(entries.size()), dh.get(),
+                                      dgate.get(), dgu.get(), ddown.get(), act_f.get(), acc_f.get(), nullptr, path, width);
+                    af = act_f.host();
+                    cf = acc_f.host();
+                    ASSERT_EQ(std::memcmp(af.data(), ar.data(), af.size() * 4), 0);
+                    ASSERT_EQ(std::memcmp(cf.data(), cr.data(), cf.size() * 4), 0);
+                }
+            }
             // Not all zeros: the comparison compares something. fp16 operands: no infinity or NaN
             // either where the true values are finite (the random scales span 150 binades: each
             // row is decoded relative to its largest, the small blocks round, nothing overflows).
@@ -549,14 +572,16 @@ TEST(CudaPrefillKernels, GroupedExpertGemmIsTheUngroupedBitForBit) {
                                            first[static_cast<std::size_t>(e)]});
         }
         for (const int split : {3, 2, 1}) {
-            SCOPED_TRACE(testing::Message() << "first group of " << split);
-            Dev<float> got(acc0);
-            cuda::expert_gemm_grouped(jobs.data(), split, shape, de.get(), dh.get(), dgate.get(), dgu.get(), ddown.get(),
-                                      act.get(), y.get(), got.get(), nullptr);
-            cuda::expert_gemm_grouped(jobs.data() + split, 3 - split, shape, de.get(), dh.get(), dgate.get(), dgu.get(),
-                                      ddown.get(), act.get(), y.get(), got.get(), nullptr);
-            const auto g = got.host();
-            ASSERT_EQ(std::memcmp(g.data(), w.data(), g.size() * 4), 0);
+            for (const auto width : {cuda::TileWidth::n64, cuda::TileWidth::n128}) {
+                SCOPED_TRACE(testing::Message() << "first group of " << split << ", width " << static_cast<int>(width));
+                Dev<float> got(acc0);
+                cuda::expert_gemm_grouped(jobs.data(), split, shape, de.get(), dh.get(), dgate.get(), dgu.get(),
+                                          ddown.get(), act.get(), y.get(), got.get(), nullptr, width);
+                cuda::expert_gemm_grouped(jobs.data() + split, 3 - split, shape, de.get(), dh.get(), dgate.get(),
+                                          dgu.get(), ddown.get(), act.get(), y.get(), got.get(), nullptr, width);
+                const auto g = got.host();
+                ASSERT_EQ(std::memcmp(g.data(), w.data(), g.size() * 4), 0);
+            }
         }
         EXPECT_THROW(cuda::expert_gemm_grouped(jobs.data(), 4, shape, de.get(), dh.get(), dgate.get(), dgu.get(), ddown.get(),
                                                act.get(), y.get(), want.get(), nullptr),
