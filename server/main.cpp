@@ -137,6 +137,12 @@ int main(int argc, char **argv)
                                          "each activation: faster, less exact); 0 (default): bf16 "
                                          "hi + lo halves (~16 bits).",
                                          "0|1", "0");
+    const QCommandLineOption streamMisses("stream-misses",
+                                          "Decode with a pinned store: 1 copies half of each "
+                                          "layer's missed experts over PCIe and computes them on "
+                                          "the GPU while the CPU computes the rest; 0 (default): "
+                                          "the CPU computes every miss.",
+                                          "0|1", "0");
     const QCommandLineOption pinStore("pin-store",
                                       "Raw store with --backend cuda: page-lock the whole store in "
                                       "RAM so prompts copy experts to the GPU straight from it; "
@@ -177,7 +183,7 @@ int main(int argc, char **argv)
     p.addOptions({model, store, host, port, apiKey, apiKeyFile, cors, modelName, queue, maxBody,
                   maxTokens, readTimeout, threads, kernel, kernelPersistent, backend, vramBudget,
                   pool, refreshEvery, context, prefillOrder, prefillBlock, scratch, stagingThreads,
-                  prefillCpuTokens, prefillEarly, groupedGemm, prefillFp16, pinStore, kvRing, kvCheckpoints, warmupRam, lockRam, releaseResident, ranking, testOptions});
+                  prefillCpuTokens, prefillEarly, groupedGemm, prefillFp16, streamMisses, pinStore, kvRing, kvCheckpoints, warmupRam, lockRam, releaseResident, ranking, testOptions});
     p.process(app);
 
     if (!p.positionalArguments().isEmpty())
@@ -261,6 +267,7 @@ int main(int argc, char **argv)
         options.gpu.prefill_early = static_cast<int>(number(prefillEarly, 0, neural::kMaxPrefillEarly));
         options.gpu.grouped_gemm = number(groupedGemm, 0, 1) == 1;
         options.gpu.prefill_fp16 = number(prefillFp16, 0, 1) == 1;
+        options.gpu.stream_misses = static_cast<int>(number(streamMisses, 0, 1));
         options.gpu.pin_store = p.value(pinStore).toStdString();
         if (!neural::is_pin_store(options.gpu.pin_store))
             die(QStringLiteral("--pin-store must be auto, 0 or 1"));

@@ -120,6 +120,7 @@ Json summarize(const Measured& m) {
         sum.other_ns += r.other_ns;
         sum.experts_hit += r.experts_hit;
         sum.experts_missed += r.experts_missed;
+        sum.experts_streamed += r.experts_streamed;
         sum.admissions += r.admissions;
         sum.cpu_bytes += r.cpu_bytes;
         sum.page_faults += r.page_faults;
@@ -136,9 +137,10 @@ Json summarize(const Measured& m) {
                                {"graph_submit", per_token_ms(sum.graph_submit_ns)},
                                {"admission", per_token_ms(sum.admission_ns)},
                                {"other", per_token_ms(sum.other_ns)}};
-    const std::uint64_t looked_up = sum.experts_hit + sum.experts_missed;
+    const std::uint64_t looked_up = sum.experts_hit + sum.experts_missed + sum.experts_streamed;
     j["experts_hit"] = sum.experts_hit;
     j["experts_missed"] = sum.experts_missed;
+    j["experts_streamed"] = sum.experts_streamed;
     j["hit_rate"] =
         looked_up > 0 ? static_cast<double>(sum.experts_hit) / static_cast<double>(looked_up) : 0.0;
     j["admissions"] = sum.admissions;
@@ -428,6 +430,7 @@ Json load_json(const LoadOptions& o) {
             {"grouped_gemm", o.gpu.grouped_gemm},
             {"prefill_fp16", o.gpu.prefill_fp16},
             {"pin_store", o.gpu.pin_store},
+            {"stream_misses", o.gpu.stream_misses == 1},
             {"kv_ring", o.gpu.kv_ring},
             {"kv_checkpoints_gib", o.gpu.kv_checkpoint_gib},
             {"warmup_ram", o.warmup_ram_seconds},
@@ -501,6 +504,9 @@ LoadOptions apply_profile_flags(const Json& flags, const LoadOptions& base,
             (key == "release_resident" ? o.release_resident
              : key == "grouped_gemm"   ? o.gpu.grouped_gemm
                                        : o.gpu.prefill_fp16) = value.get<bool>();
+        } else if (key == "stream_misses") {
+            need(value.is_boolean(), "true/false");
+            o.gpu.stream_misses = value.get<bool>() ? 1 : 0;
         } else if (key == "pin_store") {
             // "auto", or 0 / 1 as a number or a string (the flag's values).
             const bool ok = value.is_string() ? is_pin_store(value.get<std::string>())
@@ -535,7 +541,8 @@ LoadOptions apply_profile_flags(const Json& flags, const LoadOptions& base,
             fail("{}: unknown profile key \"{}\" (kernel, store, threads, kernel_persistent, kdll, "
                  "backend, vram_budget, pool, pool_slots, static_fraction, ranking, refresh_every, "
                  "refresh_m, prefill_weight, context, prefill_order, prefill_block, scratch, "
-                 "staging_threads, prefill_cpu_tokens, prefill_early, grouped_gemm, prefill_fp16, pin_store, kv_ring, kv_checkpoints, "
+                 "staging_threads, prefill_cpu_tokens, prefill_early, grouped_gemm, prefill_fp16, pin_store, stream_misses, kv_ring, "
+                 "kv_checkpoints, "
                  "warmup_ram, lock_ram, release_resident)",
                  what, key);
         }

@@ -39,6 +39,10 @@ const char* const kGpuFlagsHelp =
                            copy non-resident experts straight from it (no staging threads); the
                            store then stays in RAM while loaded. auto (default): when it is at
                            most half of the RAM; 1: always try; 0: never
+  --stream-misses 0|1      decode with a pinned store: 1 copies half of each layer's missed
+                           experts over PCIe and computes them on the GPU while the CPU
+                           computes the rest (pays with a PCIe 5.0 x16 link); 0 (default): the
+                           CPU computes every miss
   --kv-ring N|auto         sliding-window layers keep only their last N positions of K/V;
                            auto (default) = the smallest, window + prefill block - 1 (2175
                            for gpt-oss); 0 = every layer keeps the whole context
@@ -53,7 +57,7 @@ void add_gpu_flags(std::set<std::string>& flags) {
                   "--ranking", "--refresh-every", "--refresh-m", "--prefill-weight", "--context",
                   "--device", "--prefill-order", "--prefill-block", "--scratch", "--staging-threads",
                   "--prefill-cpu-tokens", "--prefill-early", "--grouped-gemm", "--prefill-fp16", "--expert-streams", "--pin-store", "--kv-ring",
-                  "--kv-checkpoints"});
+                  "--kv-checkpoints", "--stream-misses"});
 }
 
 void apply_gpu_flags(const Args& args, LoadOptions& o) {
@@ -86,6 +90,7 @@ void apply_gpu_flags(const Args& args, LoadOptions& o) {
     g.expert_streams = static_cast<int>(args.get_int("--expert-streams", g.expert_streams, 1, 2));
     g.pin_store = args.get_or("--pin-store", g.pin_store);
     if (!is_pin_store(g.pin_store)) fail("--pin-store must be auto, 0 or 1, got \"{}\"", g.pin_store);
+    g.stream_misses = static_cast<int>(args.get_int("--stream-misses", g.stream_misses, 0, 1));
     if (args.get_or("--kv-ring", "auto") != "auto") g.kv_ring = static_cast<int>(args.get_int("--kv-ring", 0, 0, 1 << 30));
     g.kv_checkpoint_gib = args.get_double("--kv-checkpoints", g.kv_checkpoint_gib, 0, 4096, "GiB");
     // An explicit --kernel-persistent (0 or 1) decides for the GPU backend too.
@@ -94,7 +99,7 @@ void apply_gpu_flags(const Args& args, LoadOptions& o) {
         for (const char* f : {"--vram-budget", "--pool", "--pool-slots", "--ranking", "--context",
                               "--prefill-order", "--prefill-block", "--scratch", "--staging-threads",
                               "--prefill-cpu-tokens", "--prefill-early", "--grouped-gemm", "--prefill-fp16", "--expert-streams", "--pin-store",
-                              "--kv-ring", "--kv-checkpoints"}) {
+                              "--kv-ring", "--kv-checkpoints", "--stream-misses"}) {
             // --ranking also orders the RAM warm-up and --lock-ram (engine_options.cpp).
             if (std::string(f) == "--ranking" && (args.has("--warmup-ram") || args.has("--lock-ram"))) {
                 continue;

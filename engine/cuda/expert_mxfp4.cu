@@ -41,7 +41,7 @@ __global__ void down_kernel(const std::uint8_t* __restrict__ pool, std::uint64_t
                             ExpertShape sh, const int* __restrict__ sel,
                             const float* __restrict__ gate, const int* __restrict__ slot,
                             const std::uint16_t* __restrict__ bias, const float* __restrict__ act,
-                            float* __restrict__ out) {
+                            float* __restrict__ out, bool accumulate) {
     extern __shared__ float as[];  // [k, I] padded (common.cuh)
     const int H = sh.hidden, I = sh.intermediate, Gh = H / 32, Gi = I / 32, PI = padded_floats(I);
     for (int q = 0; q < sh.k; ++q) {
@@ -64,7 +64,7 @@ __global__ void down_kernel(const std::uint8_t* __restrict__ pool, std::uint64_t
         y += bf16_bits_to_float(bias[static_cast<std::size_t>(sel[q]) * H + r]);
         total += gate[q] * y;
     }
-    if (lane == 0) out[r] = total;
+    if (lane == 0) out[r] = accumulate ? out[r] + total : total;
 }
 
 }  // namespace
@@ -72,13 +72,13 @@ __global__ void down_kernel(const std::uint8_t* __restrict__ pool, std::uint64_t
 void experts_resident(const std::uint8_t* pool, std::uint64_t slot_stride, const ExpertShape& shape,
                       const int* sel, const float* gate, const int* slot,
                       const std::uint16_t* gate_up_bias, const std::uint16_t* down_bias,
-                      const float* x, float* act, float* out, cudaStream_t stream) {
+                      const float* x, float* act, float* out, cudaStream_t stream, bool accumulate) {
     const dim3 gu_grid((shape.intermediate + kWarps - 1) / kWarps, shape.k);
     gate_up_kernel<<<gu_grid, kWarps * 32, static_cast<std::size_t>(padded_floats(shape.hidden)) * sizeof(float),
                      stream>>>(pool, slot_stride, shape, sel, slot, gate_up_bias, x, act);
     down_kernel<<<(shape.hidden + kWarps - 1) / kWarps, kWarps * 32,
                   static_cast<std::size_t>(shape.k) * padded_floats(shape.intermediate) * sizeof(float), stream>>>(
-        pool, slot_stride, shape, sel, gate, slot, down_bias, act, out);
+        pool, slot_stride, shape, sel, gate, slot, down_bias, act, out, accumulate);
 }
 
 }  // namespace neural::cuda

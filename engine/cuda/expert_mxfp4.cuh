@@ -33,9 +33,11 @@ struct ExpertShape {
 // pool: slot s at pool + s * slot_stride. sel/gate/slot: the router's device outputs.
 // gate_up_bias bf16 [E, 2I], down_bias bf16 [E, H] of this layer. act scratch fp32 [k, I].
 // Needs k * I * 33/32 * 4 bytes of shared memory (<= 48 KiB: I <= 2976 at k = 4).
+// accumulate: out[r] += the sum instead of out[r] = it (the backend's streamed misses add their
+// sum to the resident one this way, --stream-misses).
 void experts_resident(const std::uint8_t* pool, std::uint64_t slot_stride, const ExpertShape& shape,
                       const int* sel, const float* gate, const int* slot,
                       const std::uint16_t* gate_up_bias, const std::uint16_t* down_bias,
-                      const float* x, float* act, float* out, cudaStream_t stream);
+                      const float* x, float* act, float* out, cudaStream_t stream, bool accumulate = false);
 
 }  // namespace neural::cuda

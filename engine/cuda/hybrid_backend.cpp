@@ -479,6 +479,7 @@ class CudaBackend final : public Backend {
         }
         // Before anything below reads the store or --release-resident gives its pages back.
         pin_store();
+        init_stream_misses();
         for (int b = 0; b < kCaptureBuffers; ++b) {
             captures_.emplace_back(static_cast<std::size_t>(record_bytes_));
             cudaEvent_t ev;
@@ -525,7 +526,7 @@ class CudaBackend final : public Backend {
         description_ = fmt::format(
             "cuda ({}, VRAM budget {:.2f} GiB: core {:.2f} GiB, K/V {:.2f} GiB for {} positions{}, "
             "{} expert slots = {:.2f} GiB ({} static, {} resident, residency {}); misses: {} kernel, "
-            "{} team, {} threads{}; prefill {}; {}; K/V checkpoints {})",
+            "{} team, {} threads{}{}; prefill {}; {}; K/V checkpoints {})",
             dev.name, static_cast<double>(budget_) / kGiB, static_cast<double>(core_bytes_) / kGiB,
             static_cast<double>(kv_bytes_) / kGiB, ctx_,
             kv_ring_ > 0 ? fmt::format(" (sliding layers: a ring of {})", kv_ring_) : std::string(), residency_->slots(),
@@ -534,6 +535,7 @@ class CudaBackend final : public Backend {
             residency_->frozen() ? "frozen" : fmt::format("adaptive every {} tokens", opt_.refresh_every),
             cpu::kernel_isa_name(kernel_->isa()), team_->name(), team_->size(),
             in_.store == nullptr ? ", experts from the checkpoint" : "",
+            stream_note_.empty() ? std::string() : ", " + stream_note_,
             prefill_ ? fmt::format("{}-major, blocks of {}, {} scratch slots, {}, CPU up to {} tokens{}, {}, {} expert streams",
                                    opt_.prefill_order, pf_block_, opt_.scratch_slots,
                                    pinned_ != nullptr ? std::string("staged from the pinned store")
@@ -595,6 +597,55 @@ class CudaBackend final : public Backend {
         pinned_ = map.data();
         in_.store->set_pinned(true);
         pin_note_ = fmt::format("store pinned ({:.1f} GB in {:.2f} s)", gb, pin_seconds_);
+    }
+
+    // --stream-misses (GpuOptions::stream_misses): with the store pinned, half of each layer's
+    // missed experts (rounded down) are copied by DMA from the store mapping into prefill's
+    // scratch slots (idle during decode: no VRAM added) and computed on the GPU, while the CPU
+    // computes the other half from RAM: the two read RAM side by side (docs/CUDA.md "Streamed
+    // misses"). Sets stream_note_ for the description; where it cannot run it warns and the CPU
+    // keeps every miss.
+    void init_stream_misses() {
+        if (opt_.stream_misses != 0 && opt_.stream_misses != 1) fail("--stream-misses must be 0 or 1");
+        if (opt_.stream_misses == 0) return;
+        const auto off = [&](const std::string& why) {
+            spdlog::warn("--stream-misses 1: every miss stays on the CPU: {}", why);
+            stream_note_ = "misses not streamed: " + why;
+        };
+        if (pinned_ == nullptr) return off("the store is not pinned (--pin-store)");
+        if (pf_scratch_ == nullptr || opt_.scratch_slots < 2) return off("it needs prefill's scratch slots (--scratch 2 or more)");
+        NEURAL_CUDA(cudaStreamCreateWithFlags(&miss_stream_, cudaStreamNonBlocking));
+        NEURAL_CUDA(cudaEventCreateWithFlags(&miss_landed_, cudaEventDisableTiming));
+        miss_slot_ = dalloc<int>(static_cast<std::size_t>(K_), "streamed misses");
+        miss_slot_host_ = HostBuffer(static_cast<std::size_t>(K_) * 4);
+        stream_note_ = "half of each layer's misses streamed from the pinned store";
+    }
+
+    // Layer l's streamed misses (choices ks[0 .. ns)): each record is copied from the pinned
+    // store into scratch slot j on miss_stream_ (after that slot's previous user), then, on
+    // stream_ after the layer's graph, the resident-expert kernel computes them from those slots
+    // and adds their gate-weighted sum, in choice order, to the resident experts' (moe_gpu_),
+    // which the next layer's graph adds to x with the CPU's part. Deterministic: which misses
+    // stream depends only on the routing and the residency, not on timing.
+    void stream_misses(int l, const int* sel, const int* ks, int ns) {
+        const ModelConfig& c = *in_.config;
+        const LayerDevice& ld = layers_[static_cast<std::size_t>(l)];
+        int* slots = miss_slot_host_.host<int>();
+        for (int k = 0; k < K_; ++k) slots[k] = -1;
+        for (int j = 0; j < ns; ++j) {
+            slots[ks[j]] = j;
+            NEURAL_CUDA(cudaStreamWaitEvent(miss_stream_, pf_free_[static_cast<std::size_t>(j)], 0));
+            NEURAL_CUDA(cudaMemcpyAsync(pf_scratch_ + static_cast<std::uint64_t>(j) * stride_, raw_record(l, sel[ks[j]]),
+                                        record_bytes_, cudaMemcpyHostToDevice, miss_stream_));
+        }
+        NEURAL_CUDA(cudaEventRecord(miss_landed_, miss_stream_));
+        NEURAL_CUDA(cudaMemcpyAsync(miss_slot_, slots, static_cast<std::size_t>(K_) * 4, cudaMemcpyHostToDevice, stream_));
+        NEURAL_CUDA(cudaStreamWaitEvent(stream_, miss_landed_, 0));
+        const cuda::ExpertShape shape{H_, I_, K_, E_, c.swiglu_limit, c.swiglu_alpha};
+        cuda::experts_resident(pf_scratch_, stride_, shape, ld.sel, ld.gate, miss_slot_, ld.gate_up_bias,
+                               ld.down_bias, h_, act_, moe_gpu_, stream_, true);
+        for (int j = 0; j < ns; ++j) NEURAL_CUDA(cudaEventRecord(pf_free_[static_cast<std::size_t>(j)], stream_));
+        NEURAL_CUDA(cudaGetLastError());
     }
 
     // Prefill buffers (budget-accounted before the slot pool takes the rest; fit.cpp mirrors
@@ -743,6 +794,7 @@ class CudaBackend final : public Backend {
         if (stream_ != nullptr) cudaStreamSynchronize(stream_);
         if (copy_stream_ != nullptr) cudaStreamSynchronize(copy_stream_);
         if (pf_side_ != nullptr) cudaStreamSynchronize(pf_side_);
+        if (miss_stream_ != nullptr) cudaStreamSynchronize(miss_stream_);
         // The store's registration first (no copy from it is in flight any more); the store
         // outlives the backend (Model destroys its backend first).
         if (pinned_ != nullptr) {
@@ -756,6 +808,8 @@ class CudaBackend final : public Backend {
         ring_.reset();
         early_.reset();
         if (pf_side_ != nullptr) cudaStreamDestroy(pf_side_);
+        if (miss_stream_ != nullptr) cudaStreamDestroy(miss_stream_);
+        if (miss_landed_ != nullptr) cudaEventDestroy(miss_landed_);
         for (cudaEvent_t e : {pf_experts_start_, pf_gate_up_done_[0], pf_gate_up_done_[1], pf_act_free_[0], pf_act_free_[1]}) {
             if (e != nullptr) cudaEventDestroy(e);
         }
@@ -1431,6 +1485,7 @@ class CudaBackend final : public Backend {
         } catch (...) {
             cudaStreamSynchronize(stream_);
             cudaStreamSynchronize(copy_stream_);
+            if (miss_stream_ != nullptr) cudaStreamSynchronize(miss_stream_);
             if (ring_) ring_->abandon();
             if (early_) early_->abandon();
             // The cache stays at pos0 (contract); the GPU keeps what was computed for it.
@@ -1456,7 +1511,7 @@ class CudaBackend final : public Backend {
         volatile int* route = route_.host<int>();
         const float* h_host = h_host_.host<float>();
         float* cpu_out = cpu_out_.host<float>();
-        std::uint64_t submit = 0, wait = 0, cpu_ns = 0, adm_ns = 0, hits = 0, misses = 0;
+        std::uint64_t submit = 0, wait = 0, cpu_ns = 0, adm_ns = 0, hits = 0, misses = 0, streamed = 0;
         for (int l = 0; l < L_; ++l) {
             if (cancel != nullptr && cancel->load(std::memory_order_relaxed)) throw Cancelled();
             auto t0 = Clock::now();
@@ -1484,22 +1539,31 @@ class CudaBackend final : public Backend {
             }
             residency_->observe(l, std::span<const int>(sel, static_cast<std::size_t>(K_)), prompt);
 
-            // The misses, on the CPU, while the GPU computes the resident experts.
+            // The misses, on the CPU, while the GPU computes the resident experts; with
+            // --stream-misses, half of them (rounded down; not those waiting for admission,
+            // which the CPU captures) are streamed to the GPU instead.
             t0 = Clock::now();
             std::memset(cpu_out, 0, static_cast<std::size_t>(H_) * 4);
             cpu::ExpertInput inputs[cuda::kRouterMaxK];
-            int capture_of[cuda::kRouterMaxK], missed_k[cuda::kRouterMaxK];
-            int n = 0;
+            int capture_of[cuda::kRouterMaxK], missed_k[cuda::kRouterMaxK], streamed_k[cuda::kRouterMaxK];
+            int n = 0, ns = 0, missed_here = 0;
+            for (int k = 0; k < K_; ++k) missed_here += slot[k] < 0 ? 1 : 0;
+            const int to_stream = miss_stream_ != nullptr ? std::min(missed_here / 2, opt_.scratch_slots) : 0;
             for (int k = 0; k < K_; ++k) {
                 if (slot[k] >= 0) {
                     ++hits;
+                    continue;
+                }
+                const bool admit = raw_store_ && !residency_->frozen() && residency_->admission_for(l, sel[k]);
+                if (ns < to_stream && !admit) {
+                    streamed_k[ns++] = k;
                     continue;
                 }
                 inputs[n] = cpu_input(l, sel[k], k);
                 inputs[n].weight = gate[k];
                 capture_of[n] = -1;
                 missed_k[n] = k;
-                if (raw_store_ && !residency_->frozen() && residency_->admission_for(l, sel[k])) {
+                if (admit) {
                     const int b = free_capture();
                     if (b >= 0) {
                         inputs[n].capture = captures_[static_cast<std::size_t>(b)].host<std::uint8_t>();
@@ -1508,6 +1572,13 @@ class CudaBackend final : public Backend {
                     }
                 }
                 ++n;
+            }
+            if (ns > 0) {
+                const auto s0 = Clock::now();
+                stream_misses(l, sel, streamed_k, ns);
+                streamed += static_cast<std::uint64_t>(ns);
+                submit += ns_since(s0);
+                t0 = Clock::now();
             }
             if (n > 0) kernel_->decode(*team_, std::span<const cpu::ExpertInput>(inputs, static_cast<std::size_t>(n)), h_host, cpu_out);
             misses += static_cast<std::uint64_t>(n);
@@ -1552,6 +1623,7 @@ class CudaBackend final : public Backend {
             bc->gpu_wait_ns.fetch_add(wait, std::memory_order_relaxed);
             bc->admission_ns.fetch_add(adm_ns, std::memory_order_relaxed);
             bc->experts_hit.fetch_add(hits, std::memory_order_relaxed);
+            bc->experts_streamed.fetch_add(streamed, std::memory_order_relaxed);
         }
         if (counting) {
             mc->ns.fetch_add(cpu_ns, std::memory_order_relaxed);
@@ -1663,6 +1735,13 @@ class CudaBackend final : public Backend {
     // --pin-store (pin_store): the registered store mapping (null: not pinned), how long the
     // registration took, and what the description says about it.
     const void* pinned_ = nullptr;
+    // --stream-misses (init_stream_misses): the copies' stream, their landing event, the scratch
+    // slot of each choice (-1: not streamed) on the device and its pinned host staging.
+    cudaStream_t miss_stream_ = nullptr;
+    cudaEvent_t miss_landed_ = nullptr;
+    int* miss_slot_ = nullptr;
+    HostBuffer miss_slot_host_;
+    std::string stream_note_;
     double pin_seconds_ = 0;
     std::string pin_note_;
     std::uint64_t resident_id_ = 0;

@@ -111,6 +111,14 @@ struct GpuOptions {
   // physical RAM (pin_store_by_default); "1": always tried; "0": never. A registration that fails
   // warns and keeps the staging threads.
   std::string pin_store = "auto";
+  // Streamed misses (--stream-misses 0|1, docs/CUDA.md "Streamed misses"): with 1 and the store
+  // pinned, half of each decode layer's missed experts (rounded down) are copied by DMA from the
+  // store mapping into prefill's scratch slots and computed on the GPU while the CPU computes
+  // the other half: RAM is then read by the CPU and by the GPU's copy engine side by side. Pays
+  // where the PCIe link moves about as much as the CPU team reads (PCIe 5.0 x16 next to 8
+  // threads); with a slower link the GPU's half takes longer than the CPU's, hence off by
+  // default. Deterministic: which misses stream depends on the routing and the residency only.
+  int stream_misses = 0;
 };
 
 inline constexpr int kMaxPrefillEarly = 1024;
@@ -137,6 +145,7 @@ struct BackendCounters {
   std::atomic<std::uint64_t> graph_submit_ns{0}; // cudaGraphLaunch calls
   std::atomic<std::uint64_t> admission_ns{0};    // capture bookkeeping, upload enqueue, flips
   std::atomic<std::uint64_t> experts_hit{0};     // (layer, expert) computed from VRAM slots
+  std::atomic<std::uint64_t> experts_streamed{0};  // misses copied from the pinned store and computed on the GPU
   std::atomic<std::uint64_t> admissions{0};      // slots filled during decode
   // Prefill (whole prompts on the GPU): tokens, wall time and its parts.
   std::atomic<std::uint64_t> prefill_tokens{0};
@@ -166,6 +175,7 @@ struct BackendCounters {
                   prefill_staging_ns = 0, prefill_cpu_ns = 0, prefill_cpu_wait_ns = 0,
                   prefill_staged = 0, prefill_staged_bytes = 0, prefill_resident = 0,
                   prefill_cpu_groups = 0, prefill_early = 0, prefill_grouped = 0;
+    std::uint64_t experts_streamed = 0;
   };
   Snapshot snapshot() const {
     constexpr auto r = std::memory_order_relaxed;
@@ -174,7 +184,8 @@ struct BackendCounters {
             prefill_ns.load(r),           prefill_launch_ns.load(r),    prefill_route_ns.load(r),
             prefill_staging_ns.load(r),   prefill_cpu_ns.load(r),       prefill_cpu_wait_ns.load(r),
             prefill_staged.load(r),       prefill_staged_bytes.load(r), prefill_resident.load(r),
-            prefill_cpu_groups.load(r),   prefill_early.load(r),        prefill_grouped.load(r)};
+            prefill_cpu_groups.load(r),   prefill_early.load(r),        prefill_grouped.load(r),
+            experts_streamed.load(r)};
   }
 };
 

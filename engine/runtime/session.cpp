@@ -310,6 +310,7 @@ TurnResult ChatSession::respond(const TurnOptions& options,
                 r.graph_submit_ns = gpu1.graph_submit_ns - gpu0.graph_submit_ns;
                 r.admission_ns = gpu1.admission_ns - gpu0.admission_ns;
                 r.experts_hit = gpu1.experts_hit - gpu0.experts_hit;
+                r.experts_streamed = gpu1.experts_streamed - gpu0.experts_streamed;
                 r.admissions = gpu1.admissions - gpu0.admissions;
                 const telemetry::FaultCounts f = telemetry::fault_counts();
                 r.page_faults = f.total - faults0.total;

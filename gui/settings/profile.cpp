@@ -32,6 +32,7 @@ concept HasGpuKnobs = requires(O o) {
     o.gpu.grouped_gemm;
     o.gpu.prefill_fp16;
     o.gpu.pin_store;
+    o.gpu.stream_misses;
     o.release_resident;
 };
 
@@ -60,6 +61,7 @@ void applyGpu(O &o, const Profile &p)
         o.gpu.grouped_gemm = p.value(QStringLiteral("grouped-gemm")).toBool();
         o.gpu.prefill_fp16 = p.value(QStringLiteral("prefill-fp16")).toBool();
         o.gpu.pin_store = p.value(QStringLiteral("pin-store")).toString().toStdString();
+        o.gpu.stream_misses = p.value(QStringLiteral("stream-misses")).toBool() ? 1 : 0;
         // Acts on the expert store's records: without a store it would be a load error.
         o.release_resident = !p.store.isEmpty() && p.value(QStringLiteral("release-resident")).toBool();
     } else {
@@ -131,6 +133,11 @@ const QList<KnobDef> &knobDefs()
                      "the store is at most half of the RAM; 1: always try; 0: never."),
          T::choice, QStringLiteral("auto"), QStringLiteral("auto"), 0, 0,
          {QStringLiteral("auto"), QStringLiteral("1"), QStringLiteral("0")}, {}},
+        {QStringLiteral("stream-misses"), QObject::tr("Stream misses over PCIe"),
+         QObject::tr("Decode with a pinned store: copy half of each layer's missed experts to the "
+                     "GPU and compute them there while the CPU computes the rest. Pays with a "
+                     "PCIe 5.0 x16 link; with a slower one the CPU alone is faster."),
+         T::boolean, false, false, 0, 0, {}, {}},
         {QStringLiteral("refresh-every"), QObject::tr("Refresh every"),
          QObject::tr("Decode tokens between residency refreshes; 0 freezes the resident set."),
          T::integer, 8, 8, 0, 4096, {}, QStringLiteral("tokens")},
@@ -180,7 +187,8 @@ QString unsupportedReason(const QString &key)
                                     QStringLiteral("pool-slots"), QStringLiteral("context"),
                                     QStringLiteral("scratch"), QStringLiteral("kv-ring"),
                                     QStringLiteral("kv-checkpoints"), QStringLiteral("grouped-gemm"),
-                                    QStringLiteral("prefill-fp16"), QStringLiteral("pin-store"), QStringLiteral("release-resident")};
+                                    QStringLiteral("prefill-fp16"), QStringLiteral("pin-store"),
+                                    QStringLiteral("stream-misses"), QStringLiteral("release-resident")};
     if (gpu.contains(key)) {
         if (!kHasGpuKnobs)
             return QObject::tr("not in this build yet");

@@ -222,7 +222,7 @@ void TelemetryDock::poll()
     for (const telemetry::TokenRecord &r : fresh) {
         ++m_tokenCount;
         m_tokens.push_back(r);
-        const std::uint64_t experts = r.experts_hit + r.experts_missed;
+        const std::uint64_t experts = r.experts_hit + r.experts_missed + r.experts_streamed;
         addPoint(m_hit, m_hitX, m_hitY, static_cast<double>(m_tokenCount),
                  experts ? 100.0 * static_cast<double>(r.experts_hit) / static_cast<double>(experts) : 0.0);
         addPoint(m_faults, m_faultX, m_faultY, static_cast<double>(m_tokenCount),
@@ -293,13 +293,14 @@ bool TelemetryDock::exportCsv(const QString &path, QString *error) const
     }
     QTextStream out(&f);
     out << "request,index,wall_ns,cpu_kernel_ns,gpu_wait_ns,graph_submit_ns,admission_ns,"
-           "other_ns,experts_hit,experts_missed,admissions,cpu_bytes,page_faults,major_page_faults\n";
+           "other_ns,experts_hit,experts_missed,admissions,cpu_bytes,page_faults,major_page_faults,"
+           "experts_streamed\n";
     for (const auto &r : m_tokens) {
         out << r.request << ',' << r.index << ',' << r.wall_ns << ',' << r.cpu_kernel_ns << ','
             << r.gpu_wait_ns << ',' << r.graph_submit_ns << ',' << r.admission_ns << ','
             << r.other_ns << ',' << r.experts_hit << ',' << r.experts_missed << ','
             << r.admissions << ',' << r.cpu_bytes << ',' << r.page_faults << ','
-            << r.major_page_faults << '\n';
+            << r.major_page_faults << ',' << r.experts_streamed << '\n';
     }
     out.flush();
     if (!f.commit()) {

@@ -362,6 +362,10 @@ TEST(BenchProfiles, PrefillAndRamKnobsParseAndAreRangeChecked) {
     EXPECT_FALSE(LoadOptions{}.gpu.prefill_fp16);
     EXPECT_TRUE(apply_profile_flags(Json::parse(R"({"prefill_fp16": true})"), LoadOptions{}, "p").gpu.prefill_fp16);
     EXPECT_NE(bad(R"({"prefill_fp16": 0})").find("true/false"), std::string::npos);
+    // stream_misses: off by default, a boolean.
+    EXPECT_EQ(LoadOptions{}.gpu.stream_misses, 0);
+    EXPECT_EQ(apply_profile_flags(Json::parse(R"({"stream_misses": true})"), LoadOptions{}, "p").gpu.stream_misses, 1);
+    EXPECT_NE(bad(R"({"stream_misses": 1})").find("true/false"), std::string::npos);
     // pin_store: "auto", 0 or 1 (a number or a string, as the flag's values).
     const auto pin = [](const char* json) {
         return apply_profile_flags(Json::parse(json), LoadOptions{}, "p").gpu.pin_store;

@@ -580,6 +580,8 @@ TEST_F(Cli, LogitsArgumentErrors) {
           std::tuple{"--pin-store", "1", "--pin-store needs --backend cuda"},
           std::tuple{"--prefill-fp16", "2", "--prefill-fp16"},
           std::tuple{"--expert-streams", "3", "--expert-streams"},
+          std::tuple{"--stream-misses", "2", "--stream-misses"},
+          std::tuple{"--stream-misses", "1", "--stream-misses needs --backend cuda"},
           std::tuple{"--prefill-fp16", "1", "--prefill-fp16 needs --backend cuda"},
           std::tuple{"--scratch", "2", "--scratch needs --backend cuda"}}) {
         Proc bad = neural({"logits", model(), in.string(), (tmp_ / "o.json").string(), flag, value});

@@ -53,9 +53,22 @@ std::vector<float> all_logits(const Model& m, const std::vector<TokenId>& ids) {
     return m.forward(ids, cache, fo);
 }
 
+// Every position's logits through the decode path: one forward call per token.
+std::vector<float> decode_logits(const Model& m, const std::vector<TokenId>& ids) {
+    KvCache cache = m.new_cache();
+    std::vector<float> out;
+    for (const TokenId id : ids) {
+        const auto l = m.forward(std::span<const TokenId>(&id, 1), cache);
+        out.insert(out.end(), l.begin(), l.end());
+    }
+    return out;
+}
+
+using LogitsOf = std::vector<float> (*)(const Model&, const std::vector<TokenId>&);
+
 // Golden check of DESIGN.md / the issue: top-8 and probe logits within 5e-2, argmax equal where
 // the reference margin exceeds 0.2 (looser bounds for a deliberately less exact path).
-void expect_golden(const Model& m, double tol = 5e-2, double margin = 0.2) {
+void expect_golden(const Model& m, double tol = 5e-2, double margin = 0.2, LogitsOf logits_of = all_logits) {
     const json golden = test::read_json(test::tiny_model_dir() / "golden.json");
     const auto probes = golden["probe_ids"].get<std::vector<int>>();
     const auto V = static_cast<std::size_t>(m.config().vocab_size);
@@ -63,7 +76,7 @@ void expect_golden(const Model& m, double tol = 5e-2, double margin = 0.2) {
     for (const auto& [name, ref] : golden["prompts"].items()) {
         SCOPED_TRACE(name);
         const auto ids = ref["ids"].get<std::vector<TokenId>>();
-        const auto logits = all_logits(m, ids);
+        const auto logits = logits_of(m, ids);
         for (std::size_t t = 0; t < ids.size(); ++t) {
             const float* l = logits.data() + t * V;
             const auto top = ref["top8_ids"][t].get<std::vector<int>>();
@@ -487,6 +500,42 @@ TEST(CudaHybrid, PinnedStoreStagesFromTheMappingWithTheSameBits) {
     a.store = tmp / "tiny.nstore";
     auto m = Model::load(test::tiny_model_dir(), a);
     EXPECT_EQ(m->store_pin().pinned, system_memory().total_bytes > 0) << m->describe_backend();
+}
+
+// --stream-misses 1 with a pinned store: half of each decode layer's misses are copied to the GPU
+// and computed there. Through the decode path (token by token): golden within the usual
+// tolerance, two runs the same bits, something streamed; unpinned, it says why and streams
+// nothing.
+TEST(CudaHybrid, StreamedMissesMatchGoldenAndAreDeterministic) {
+    SKIP_WITHOUT_GPU();
+    test::TempDir tmp;
+    repack_tiny_store(tmp / "tiny.nstore");
+    LoadOptions o = cuda_options(4, 0);  // frozen, 4 slots: most choices miss
+    o.store = tmp / "tiny.nstore";
+    o.gpu.pin_store = "1";
+    o.gpu.stream_misses = 1;
+    auto m = Model::load(test::tiny_model_dir(), o);
+    ASSERT_TRUE(m->store_pin().pinned) << m->describe_backend();
+    EXPECT_NE(m->describe_backend().find("half of each layer's misses streamed from the pinned store"), std::string::npos)
+        << m->describe_backend();
+    expect_golden(*m, 5e-2, 0.2, decode_logits);
+    EXPECT_GT(m->backend_counters().experts_streamed.load(), 0u);
+    const json golden = test::read_json(test::tiny_model_dir() / "golden.json");
+    const auto ids = golden["prompts"].begin().value()["ids"].get<std::vector<TokenId>>();
+    const auto a = decode_logits(*m, ids);
+    const auto b = decode_logits(*m, ids);
+    ASSERT_EQ(std::memcmp(a.data(), b.data(), a.size() * 4), 0) << "two runs differ";
+    // The same model with every miss on the CPU: close, not necessarily the same bits.
+    o.gpu.pin_store = "0";
+    auto cpu_misses = Model::load(test::tiny_model_dir(), o);
+    EXPECT_NE(cpu_misses->describe_backend().find("misses not streamed: the store is not pinned"), std::string::npos)
+        << cpu_misses->describe_backend();
+    const auto c = decode_logits(*cpu_misses, ids);
+    ASSERT_EQ(c.size(), a.size());
+    for (std::size_t i = 0; i < a.size(); i += 13) ASSERT_NEAR(a[i], c[i], 2e-2) << i;
+    EXPECT_EQ(cpu_misses->backend_counters().experts_streamed.load(), 0u);
+    o.gpu.stream_misses = 2;
+    EXPECT_THROW(Model::load(test::tiny_model_dir(), o), std::exception);
 }
 
 // --kv-ring: the tiny model's sliding layers (window 16) keep a ring of 31 positions (blocks of

@@ -152,6 +152,12 @@ TEST(Profiles, ScratchKvRingAndReleaseResidentReachTheEngine)
     EXPECT_EQ(Profile::optimized().toLoadOptions().gpu.pin_store, "auto");
     p.values.insert(QStringLiteral("pin-store"), QStringLiteral("0"));
     EXPECT_EQ(p.toLoadOptions().gpu.pin_store, "0");
+    // Streamed misses: off in both built-ins (pays only with a PCIe 5.0 x16 link).
+    EXPECT_TRUE(unsupportedReason(QStringLiteral("stream-misses")).isEmpty());
+    EXPECT_EQ(Profile::stock().toLoadOptions().gpu.stream_misses, 0);
+    EXPECT_EQ(Profile::optimized().toLoadOptions().gpu.stream_misses, 0);
+    p.values.insert(QStringLiteral("stream-misses"), true);
+    EXPECT_EQ(p.toLoadOptions().gpu.stream_misses, 1);
     // A hand-edited value that is not a choice falls back to auto.
     const Profile edited = Profile::fromJson(QJsonObject{
         {QStringLiteral("name"), QStringLiteral("E")},
