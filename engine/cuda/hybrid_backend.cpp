@@ -616,36 +616,47 @@ class CudaBackend final : public Backend {
         if (pf_scratch_ == nullptr || opt_.scratch_slots < 2) return off("it needs prefill's scratch slots (--scratch 2 or more)");
         NEURAL_CUDA(cudaStreamCreateWithFlags(&miss_stream_, cudaStreamNonBlocking));
         NEURAL_CUDA(cudaEventCreateWithFlags(&miss_landed_, cudaEventDisableTiming));
+        NEURAL_CUDA(cudaEventCreateWithFlags(&miss_done_, cudaEventDisableTiming));
         miss_slot_ = dalloc<int>(static_cast<std::size_t>(K_), "streamed misses");
         miss_slot_host_ = HostBuffer(static_cast<std::size_t>(K_) * 4);
+        // One graph per layer (few API calls per streamed layer: they are on the critical path):
+        // the choices' slots from the pinned host array, then the resident-expert kernel over
+        // the scratch slots, added to the resident sum.
+        const ModelConfig& c = *in_.config;
+        const cuda::ExpertShape shape{H_, I_, K_, E_, c.swiglu_limit, c.swiglu_alpha};
+        for (int l = 0; l < L_; ++l) {
+            const LayerDevice& ld = layers_[static_cast<std::size_t>(l)];
+            NEURAL_CUDA(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
+            NEURAL_CUDA(cudaMemcpyAsync(miss_slot_, miss_slot_host_.ptr, static_cast<std::size_t>(K_) * 4,
+                                        cudaMemcpyHostToDevice, stream_));
+            cuda::experts_resident(pf_scratch_, stride_, shape, ld.sel, ld.gate, miss_slot_, ld.gate_up_bias,
+                                   ld.down_bias, h_, act_, moe_gpu_, stream_, true);
+            miss_graphs_.push_back(end_capture());
+        }
         stream_note_ = "half of each layer's misses streamed from the pinned store";
     }
 
     // Layer l's streamed misses (choices ks[0 .. ns)): each record is copied from the pinned
-    // store into scratch slot j on miss_stream_ (after that slot's previous user), then, on
-    // stream_ after the layer's graph, the resident-expert kernel computes them from those slots
-    // and adds their gate-weighted sum, in choice order, to the resident experts' (moe_gpu_),
-    // which the next layer's graph adds to x with the CPU's part. Deterministic: which misses
-    // stream depends only on the routing and the residency, not on timing.
+    // store into scratch slot j on miss_stream_ (after the previous streamed layer's kernel, the
+    // slots' last reader), then, on stream_ after the layer's graph, the layer's miss graph
+    // computes them from those slots and adds their gate-weighted sum, in choice order, to the
+    // resident experts' (moe_gpu_), which the next layer's graph adds to x with the CPU's part.
+    // The host writes the slot array after this layer's routing, when the previous layer's miss
+    // graph (its reader) is done. A prompt synchronizes stream_ before it uses the scratch slots.
+    // Deterministic: which misses stream depends only on the routing and the residency.
     void stream_misses(int l, const int* sel, const int* ks, int ns) {
-        const ModelConfig& c = *in_.config;
-        const LayerDevice& ld = layers_[static_cast<std::size_t>(l)];
         int* slots = miss_slot_host_.host<int>();
         for (int k = 0; k < K_; ++k) slots[k] = -1;
+        NEURAL_CUDA(cudaStreamWaitEvent(miss_stream_, miss_done_, 0));
         for (int j = 0; j < ns; ++j) {
             slots[ks[j]] = j;
-            NEURAL_CUDA(cudaStreamWaitEvent(miss_stream_, pf_free_[static_cast<std::size_t>(j)], 0));
             NEURAL_CUDA(cudaMemcpyAsync(pf_scratch_ + static_cast<std::uint64_t>(j) * stride_, raw_record(l, sel[ks[j]]),
                                         record_bytes_, cudaMemcpyHostToDevice, miss_stream_));
         }
         NEURAL_CUDA(cudaEventRecord(miss_landed_, miss_stream_));
-        NEURAL_CUDA(cudaMemcpyAsync(miss_slot_, slots, static_cast<std::size_t>(K_) * 4, cudaMemcpyHostToDevice, stream_));
         NEURAL_CUDA(cudaStreamWaitEvent(stream_, miss_landed_, 0));
-        const cuda::ExpertShape shape{H_, I_, K_, E_, c.swiglu_limit, c.swiglu_alpha};
-        cuda::experts_resident(pf_scratch_, stride_, shape, ld.sel, ld.gate, miss_slot_, ld.gate_up_bias,
-                               ld.down_bias, h_, act_, moe_gpu_, stream_, true);
-        for (int j = 0; j < ns; ++j) NEURAL_CUDA(cudaEventRecord(pf_free_[static_cast<std::size_t>(j)], stream_));
-        NEURAL_CUDA(cudaGetLastError());
+        NEURAL_CUDA(cudaGraphLaunch(miss_graphs_[static_cast<std::size_t>(l)], stream_));
+        NEURAL_CUDA(cudaEventRecord(miss_done_, stream_));
     }
 
     // Prefill buffers (budget-accounted before the slot pool takes the rest; fit.cpp mirrors
@@ -809,7 +820,10 @@ class CudaBackend final : public Backend {
         early_.reset();
         if (pf_side_ != nullptr) cudaStreamDestroy(pf_side_);
         if (miss_stream_ != nullptr) cudaStreamDestroy(miss_stream_);
-        if (miss_landed_ != nullptr) cudaEventDestroy(miss_landed_);
+        for (auto g : miss_graphs_) cudaGraphExecDestroy(g);
+        for (cudaEvent_t e : {miss_landed_, miss_done_}) {
+            if (e != nullptr) cudaEventDestroy(e);
+        }
         for (cudaEvent_t e : {pf_experts_start_, pf_gate_up_done_[0], pf_gate_up_done_[1], pf_act_free_[0], pf_act_free_[1]}) {
             if (e != nullptr) cudaEventDestroy(e);
         }
@@ -1026,7 +1040,10 @@ class CudaBackend final : public Backend {
         const std::size_t Hs = static_cast<std::size_t>(H_);
         PrefillStats st;
         // Admissions in flight finish first: the host's slot map must equal the device table.
+        // Streamed misses' copies into the scratch slots too (their kernels are on stream_,
+        // synchronized below before any prompt copy).
         NEURAL_CUDA(cudaStreamSynchronize(copy_stream_));
+        if (miss_stream_ != nullptr) NEURAL_CUDA(cudaStreamSynchronize(miss_stream_));
         poll_uploads();
 
         // Embeddings (bf16 rows widened on the host) into the prompt's residual stream.
@@ -1738,9 +1755,10 @@ class CudaBackend final : public Backend {
     // --stream-misses (init_stream_misses): the copies' stream, their landing event, the scratch
     // slot of each choice (-1: not streamed) on the device and its pinned host staging.
     cudaStream_t miss_stream_ = nullptr;
-    cudaEvent_t miss_landed_ = nullptr;
+    cudaEvent_t miss_landed_ = nullptr, miss_done_ = nullptr;
     int* miss_slot_ = nullptr;
     HostBuffer miss_slot_host_;
+    std::vector<cudaGraphExec_t> miss_graphs_;
     std::string stream_note_;
     double pin_seconds_ = 0;
     std::string pin_note_;
