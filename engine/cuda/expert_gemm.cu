@@ -1,5 +1,4 @@
 #include "cuda/expert_gemm.cuh"
-#include "cuda/device.cuh"
 #include "cuda/gemm_tile.cuh"
 
 #include <algorithm>
@@ -154,26 +153,16 @@ __global__ void combine_kernel(ExpertJob jb, int H, int k, const int* __restrict
     }
 }
 
-// The tile width of a launch of mt row tiles over n weight rows (TileWidth::automatic: 128
-// where that grid fills the GPU, gemm::wide_tile_pays).
-int tile_width(TileWidth width, int mt, int n) {
-    if (width == TileWidth::n64) return 64;
-    if (width == TileWidth::n128) return 128;
-    return gemm::wide_tile_pays(static_cast<long long>(mt) * ((n + 127) / 128), current_multiprocessors()) ? 128 : 64;
-}
-
 template <KernelPath kPath, Operands kOps>
 void launch_gate_up(const std::uint8_t* record, int expert, const ExpertShape& shape, const int* entries, int count,
                     const float* h, const std::uint16_t* gate_up_bias, float* act, cudaStream_t stream,
                     TileWidth width) {
     const int mt = (count + gemm::kBM - 1) / gemm::kBM, n = 2 * shape.intermediate;
-    if (tile_width(width, mt, n) == 128) {
-        expert_gate_up_kernel<kPath, kOps, 128><<<dim3((n + 127) / 128, mt), gemm::kThreads, 0, stream>>>(
+    gemm::with_tile_width(width, mt, n, [&](auto bn) {
+        constexpr int BN = decltype(bn)::value;
+        expert_gate_up_kernel<kPath, kOps, BN><<<dim3((n + BN - 1) / BN, mt), gemm::kThreads, 0, stream>>>(
             record, expert, shape, entries, count, h, gate_up_bias, act);
-    } else {
-        expert_gate_up_kernel<kPath, kOps, 64><<<dim3((n + 63) / 64, mt), gemm::kThreads, 0, stream>>>(
-            record, expert, shape, entries, count, h, gate_up_bias, act);
-    }
+    });
 }
 
 template <KernelPath kPath, Operands kOps>
@@ -181,13 +170,11 @@ void launch_down(const std::uint8_t* record, int expert, const ExpertShape& shap
                  const float* act, const float* gate, const std::uint16_t* down_bias, float* acc, cudaStream_t stream,
                  TileWidth width) {
     const int mt = (count + gemm::kBM - 1) / gemm::kBM, n = shape.hidden;
-    if (tile_width(width, mt, n) == 128) {
-        expert_down_kernel<kPath, kOps, 128><<<dim3((n + 127) / 128, mt), gemm::kThreads, 0, stream>>>(
+    gemm::with_tile_width(width, mt, n, [&](auto bn) {
+        constexpr int BN = decltype(bn)::value;
+        expert_down_kernel<kPath, kOps, BN><<<dim3((n + BN - 1) / BN, mt), gemm::kThreads, 0, stream>>>(
             record, expert, shape, entries, count, act, gate, down_bias, acc);
-    } else {
-        expert_down_kernel<kPath, kOps, 64><<<dim3((n + 63) / 64, mt), gemm::kThreads, 0, stream>>>(
-            record, expert, shape, entries, count, act, gate, down_bias, acc);
-    }
+    });
 }
 
 // Calls f(Variant<path, operands>{}) for a path and the shape's operands.
@@ -257,24 +244,18 @@ void expert_gemm_grouped(const ExpertJob* jobs, int job_count, const ExpertShape
     if (g.jobs == 0) return;
     const int mt = g.tiles[g.jobs];
     const int gu_n = 2 * shape.intermediate, down_n = shape.hidden;
-    const bool gu_wide = tile_width(width, mt, gu_n) == 128;
-    const bool down_wide = tile_width(width, mt, down_n) == 128;
     dispatch(KernelPath::fast, shape, [&](auto v) {
         constexpr Operands kOps = decltype(v)::ops;
-        if (gu_wide) {
-            grouped_gate_up_kernel<kOps, 128><<<dim3((gu_n + 127) / 128, mt), gemm::kThreads, 0, stream>>>(
+        gemm::with_tile_width(width, mt, gu_n, [&](auto bn) {
+            constexpr int BN = decltype(bn)::value;
+            grouped_gate_up_kernel<kOps, BN><<<dim3((gu_n + BN - 1) / BN, mt), gemm::kThreads, 0, stream>>>(
                 g, shape, entries, h, gate_up_bias, act);
-        } else {
-            grouped_gate_up_kernel<kOps, 64><<<dim3((gu_n + 63) / 64, mt), gemm::kThreads, 0, stream>>>(
-                g, shape, entries, h, gate_up_bias, act);
-        }
-        if (down_wide) {
-            grouped_down_kernel<kOps, 128><<<dim3((down_n + 127) / 128, mt), gemm::kThreads, 0, stream>>>(
+        });
+        gemm::with_tile_width(width, mt, down_n, [&](auto bn) {
+            constexpr int BN = decltype(bn)::value;
+            grouped_down_kernel<kOps, BN><<<dim3((down_n + BN - 1) / BN, mt), gemm::kThreads, 0, stream>>>(
                 g, shape, entries, act, down_bias, y);
-        } else {
-            grouped_down_kernel<kOps, 64><<<dim3((down_n + 63) / 64, mt), gemm::kThreads, 0, stream>>>(
-                g, shape, entries, act, down_bias, y);
-        }
+        });
     });
     for (int j = 0; j < g.jobs; ++j) {
         const long long total = static_cast<long long>(g.job[j].count) * shape.hidden;

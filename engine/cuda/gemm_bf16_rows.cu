@@ -1,5 +1,4 @@
 #include "cuda/gemm_bf16_rows.cuh"
-#include "cuda/device.cuh"
 #include "cuda/gemm_tile.cuh"
 
 namespace neural::cuda {
@@ -27,38 +26,23 @@ __global__ void __launch_bounds__(gemm::kThreads)
     }
 }
 
-template <KernelPath kPath, int BN>
-void launch(const float* x, int m, int k, const std::uint16_t* w, const std::uint16_t* bias, int n, float* y, int ldy,
-            bool accumulate, cudaStream_t stream) {
-    const dim3 grid((n + BN - 1) / BN, (m + gemm::kBM - 1) / gemm::kBM);
-    gemm_bf16_rows_kernel<kPath, BN><<<grid, gemm::kThreads, 0, stream>>>(x, m, k, w, bias, n, y, ldy, accumulate);
-}
-
-template <int BN>
-void launch_path(KernelPath path, const float* x, int m, int k, const std::uint16_t* w, const std::uint16_t* bias,
-                 int n, float* y, int ldy, bool accumulate, cudaStream_t stream) {
-    if (path == KernelPath::fast) {
-        launch<KernelPath::fast, BN>(x, m, k, w, bias, n, y, ldy, accumulate, stream);
-    } else {
-        launch<KernelPath::reference, BN>(x, m, k, w, bias, n, y, ldy, accumulate, stream);
-    }
-}
-
 }  // namespace
 
 void gemm_bf16_rows(const float* x, int m, int k, const std::uint16_t* w,
                     const std::uint16_t* bias, int n, float* y, int ldy, bool accumulate,
                     cudaStream_t stream, KernelPath path, TileWidth width) {
     if (m <= 0) return;
-    if (width == TileWidth::automatic) {
-        const long long blocks128 = static_cast<long long>((n + 127) / 128) * ((m + gemm::kBM - 1) / gemm::kBM);
-        width = gemm::wide_tile_pays(blocks128, current_multiprocessors()) ? TileWidth::n128 : TileWidth::n64;
-    }
-    if (width == TileWidth::n128) {
-        launch_path<128>(path, x, m, k, w, bias, n, y, ldy, accumulate, stream);
-    } else {
-        launch_path<64>(path, x, m, k, w, bias, n, y, ldy, accumulate, stream);
-    }
+    const int mt = (m + gemm::kBM - 1) / gemm::kBM;
+    gemm::with_tile_width(width, mt, n, [&](auto bn) {
+        constexpr int BN = decltype(bn)::value;
+        const dim3 grid((n + BN - 1) / BN, mt);
+        if (path == KernelPath::fast) {
+            gemm_bf16_rows_kernel<KernelPath::fast, BN><<<grid, gemm::kThreads, 0, stream>>>(x, m, k, w, bias, n, y, ldy, accumulate);
+        } else {
+            gemm_bf16_rows_kernel<KernelPath::reference, BN><<<grid, gemm::kThreads, 0, stream>>>(x, m, k, w, bias, n, y, ldy,
+                                                                                                 accumulate);
+        }
+    });
 }
 
 }  // namespace neural::cuda

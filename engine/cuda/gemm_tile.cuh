@@ -35,12 +35,14 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <mma.h>
 
 #include "cuda/common.cuh"
+#include "cuda/device.cuh"
 #include "cuda/kernel_path.h"
 
 namespace neural::cuda::gemm {
@@ -89,6 +91,20 @@ struct Smem {
 // Otherwise the 64-wide tile's twice as many blocks run better (a 93-row expert of a 3k prompt
 // would leave a third of the SMs idle).
 inline bool wide_tile_pays(long long blocks128, int sms) { return blocks128 >= 2LL * sms; }
+
+// Host side of a launch of mt row tiles over n weight rows: its width (automatic: 128 where
+// wide_tile_pays on the current device), passed to f as std::integral_constant<int, BN>.
+template <typename F>
+void with_tile_width(TileWidth width, int mt, int n, F&& f) {
+    const bool wide = width == TileWidth::n128 ||
+                      (width == TileWidth::automatic &&
+                       wide_tile_pays(static_cast<long long>(mt) * ((n + 127) / 128), current_multiprocessors()));
+    if (wide) {
+        f(std::integral_constant<int, 128>{});
+    } else {
+        f(std::integral_constant<int, 64>{});
+    }
+}
 
 // A: rows of fp32 activations; row(m) is the address of tile row m's K values or nullptr (zero).
 // W as bf16 rows [N, K] (mxfp4 == false) or MXFP4: codes [N, K/32, 16], scales [N, K/32].
