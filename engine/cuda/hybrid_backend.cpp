@@ -1528,7 +1528,7 @@ class CudaBackend final : public Backend {
         volatile int* route = route_.host<int>();
         const float* h_host = h_host_.host<float>();
         float* cpu_out = cpu_out_.host<float>();
-        std::uint64_t submit = 0, wait = 0, cpu_ns = 0, adm_ns = 0, hits = 0, misses = 0, streamed = 0;
+        std::uint64_t submit = 0, wait = 0, cpu_ns = 0, adm_ns = 0, hits = 0, misses = 0, streamed_total = 0;
         for (int l = 0; l < L_; ++l) {
             if (cancel != nullptr && cancel->load(std::memory_order_relaxed)) throw Cancelled();
             auto t0 = Clock::now();
@@ -1563,24 +1563,28 @@ class CudaBackend final : public Backend {
             std::memset(cpu_out, 0, static_cast<std::size_t>(H_) * 4);
             cpu::ExpertInput inputs[cuda::kRouterMaxK];
             int capture_of[cuda::kRouterMaxK], missed_k[cuda::kRouterMaxK], streamed_k[cuda::kRouterMaxK];
-            int n = 0, ns = 0, missed_here = 0;
-            for (int k = 0; k < K_; ++k) missed_here += slot[k] < 0 ? 1 : 0;
-            const int to_stream = miss_stream_ != nullptr ? std::min(missed_here / 2, opt_.scratch_slots) : 0;
+            bool admit[cuda::kRouterMaxK], streamed[cuda::kRouterMaxK] = {};
+            for (int k = 0; k < K_; ++k) {
+                admit[k] = slot[k] < 0 && raw_store_ && !residency_->frozen() && residency_->admission_for(l, sel[k]);
+            }
+            const int ns = miss_stream_ == nullptr
+                               ? 0
+                               : streamed_choices(std::span<const int>(slot, static_cast<std::size_t>(K_)),
+                                                  std::span<const bool>(admit, static_cast<std::size_t>(K_)),
+                                                  opt_.scratch_slots, streamed_k);
+            for (int j = 0; j < ns; ++j) streamed[streamed_k[j]] = true;
+            int n = 0;
             for (int k = 0; k < K_; ++k) {
                 if (slot[k] >= 0) {
                     ++hits;
                     continue;
                 }
-                const bool admit = raw_store_ && !residency_->frozen() && residency_->admission_for(l, sel[k]);
-                if (ns < to_stream && !admit) {
-                    streamed_k[ns++] = k;
-                    continue;
-                }
+                if (streamed[k]) continue;
                 inputs[n] = cpu_input(l, sel[k], k);
                 inputs[n].weight = gate[k];
                 capture_of[n] = -1;
                 missed_k[n] = k;
-                if (admit) {
+                if (admit[k]) {
                     const int b = free_capture();
                     if (b >= 0) {
                         inputs[n].capture = captures_[static_cast<std::size_t>(b)].host<std::uint8_t>();
@@ -1593,7 +1597,7 @@ class CudaBackend final : public Backend {
             if (ns > 0) {
                 const auto s0 = Clock::now();
                 stream_misses(l, sel, streamed_k, ns);
-                streamed += static_cast<std::uint64_t>(ns);
+                streamed_total += static_cast<std::uint64_t>(ns);
                 submit += ns_since(s0);
                 t0 = Clock::now();
             }
@@ -1640,7 +1644,7 @@ class CudaBackend final : public Backend {
             bc->gpu_wait_ns.fetch_add(wait, std::memory_order_relaxed);
             bc->admission_ns.fetch_add(adm_ns, std::memory_order_relaxed);
             bc->experts_hit.fetch_add(hits, std::memory_order_relaxed);
-            bc->experts_streamed.fetch_add(streamed, std::memory_order_relaxed);
+            bc->experts_streamed.fetch_add(streamed_total, std::memory_order_relaxed);
         }
         if (counting) {
             mc->ns.fetch_add(cpu_ns, std::memory_order_relaxed);

@@ -4,6 +4,7 @@
 // layout, so the session, the CLI, the server and the GUI do not know which one runs.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <filesystem>
@@ -137,6 +138,22 @@ inline bool is_pin_store(std::string_view mode) { return mode == "auto" || mode 
 // everything else. On a 64 GB PC that pins gpt-oss-20b's store (~13 GB), not 120b's (~61 GB).
 inline bool pin_store_by_default(std::uint64_t store_bytes, std::uint64_t ram_bytes) {
   return ram_bytes > 0 && store_bytes <= ram_bytes / 2;
+}
+
+// --stream-misses: which of a decode layer's router choices the GPU streams. slot[k] < 0 is a
+// miss; of the n misses, floor(n / 2), at most max_streamed (the scratch slots), in choice order,
+// skipping those the CPU must compute to capture them for admission (admit[k]). Writes the
+// chosen choices to `out` (room for slot.size()) and returns how many. Depends on nothing but
+// its arguments, so frozen residency stays deterministic.
+inline int streamed_choices(std::span<const int> slot, std::span<const bool> admit, int max_streamed, int* out) {
+  int misses = 0;
+  for (const int s : slot) misses += s < 0 ? 1 : 0;
+  const int want = std::min(misses / 2, std::max(max_streamed, 0));
+  int n = 0;
+  for (std::size_t k = 0; k < slot.size() && n < want; ++k) {
+    if (slot[k] < 0 && !admit[k]) out[n++] = static_cast<int>(k);
+  }
+  return n;
 }
 
 // Extra per-token phases of the hybrid backend, read as before/after deltas like MoeCounters.

@@ -1,8 +1,10 @@
 // The CUDA backend's option rules that need no GPU (runtime/backend.h): --pin-store's values and
-// its auto policy, on the 64 GB target PC and the edges of the rule.
+// its auto policy, on the 64 GB target PC and the edges of the rule; which misses --stream-misses
+// sends to the GPU.
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <vector>
 
 #include "runtime/backend.h"
 
@@ -25,6 +27,36 @@ TEST(PinStore, AutoPinsAStoreOfAtMostHalfTheRam) {
     EXPECT_TRUE(pin_store_by_default(ram / 2, ram));
     EXPECT_FALSE(pin_store_by_default(ram / 2 + 1, ram));
     EXPECT_FALSE(pin_store_by_default(1, 0));
+}
+
+// Choices by index; slot -1 = a miss.
+std::vector<int> streamed(std::vector<int> slot, std::vector<bool> admit_bits, int max_streamed) {
+    bool admit[8] = {};
+    for (std::size_t k = 0; k < admit_bits.size(); ++k) admit[k] = admit_bits[k];
+    int out[8];
+    const int n = streamed_choices(slot, std::span<const bool>(admit, slot.size()), max_streamed, out);
+    return std::vector<int>(out, out + n);
+}
+
+TEST(StreamMisses, HalfOfTheMissesRoundedDownInChoiceOrder) {
+    EXPECT_EQ(GpuOptions{}.stream_misses, 0);
+    const std::vector<bool> none(4, false);
+    EXPECT_EQ(streamed({-1, -1, -1, -1}, none, 4), (std::vector<int>{0, 1}));
+    EXPECT_EQ(streamed({-1, 7, -1, -1}, none, 4), (std::vector<int>{0}));  // 3 misses: 1
+    EXPECT_EQ(streamed({5, -1, 7, -1}, none, 4), (std::vector<int>{1}));
+    EXPECT_EQ(streamed({5, -1, 7, 9}, none, 4), std::vector<int>{});  // 1 miss: the CPU's
+    EXPECT_EQ(streamed({5, 6, 7, 9}, none, 4), std::vector<int>{});
+}
+
+TEST(StreamMisses, AdmissionsStayOnTheCpuAndTheScratchSlotsCap) {
+    // A miss waiting for admission is captured by the CPU: the next miss streams instead; the
+    // count stays floor(n / 2) of all misses while enough others are left.
+    EXPECT_EQ(streamed({-1, -1, -1, -1}, {true, false, false, false}, 4), (std::vector<int>{1, 2}));
+    EXPECT_EQ(streamed({-1, -1, 3, 4}, {true, false, false, false}, 4), (std::vector<int>{1}));
+    EXPECT_EQ(streamed({-1, -1, 3, 4}, {true, true, false, false}, 4), std::vector<int>{});
+    // At most as many as there are scratch slots (and none without any).
+    EXPECT_EQ(streamed({-1, -1, -1, -1}, {false, false, false, false}, 1), (std::vector<int>{0}));
+    EXPECT_EQ(streamed({-1, -1, -1, -1}, {false, false, false, false}, 0), std::vector<int>{});
 }
 
 }  // namespace
