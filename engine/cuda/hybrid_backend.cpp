@@ -622,8 +622,7 @@ class CudaBackend final : public Backend {
         // One graph per layer (few API calls per streamed layer: they are on the critical path):
         // the choices' slots from the pinned host array, then the resident-expert kernel over
         // the scratch slots, added to the resident sum.
-        const ModelConfig& c = *in_.config;
-        const cuda::ExpertShape shape{H_, I_, K_, E_, c.swiglu_limit, c.swiglu_alpha};
+        const cuda::ExpertShape shape = expert_shape();
         for (int l = 0; l < L_; ++l) {
             const LayerDevice& ld = layers_[static_cast<std::size_t>(l)];
             NEURAL_CUDA(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
@@ -740,7 +739,7 @@ class CudaBackend final : public Backend {
 
     void capture_graphs() {
         const ModelConfig& c = *in_.config;
-        const cuda::ExpertShape shape{H_, I_, K_, E_, c.swiglu_limit, c.swiglu_alpha};
+        const cuda::ExpertShape shape = expert_shape();
         float* in_x = in_x_.device<float>();
         float* h_host = h_host_.device<float>();
         float* cpu_out = cpu_out_.device<float>();
@@ -869,12 +868,17 @@ class CudaBackend final : public Backend {
         }
     }
 
+    // The experts' shape as the decode kernels take it (bf16 hi + lo operands for the GEMMs).
+    cuda::ExpertShape expert_shape() const {
+        const ModelConfig& c = *in_.config;
+        return cuda::ExpertShape{H_, I_, K_, E_, c.swiglu_limit, c.swiglu_alpha};
+    }
+
     // The shape prefill's expert GEMMs get for a layer: fp16 operands (--prefill-fp16) scaled for
     // the bound of their input, the post-attention RMS norm: |x_i| / rms(x) <= sqrt(H), so
     // |h_i| <= sqrt(H) * max|w| (cuda::with_half_operands; a non-finite weight keeps bf16 hi + lo).
     cuda::ExpertShape prefill_expert_shape(const LayerWeights& lw) const {
-        const ModelConfig& c = *in_.config;
-        const cuda::ExpertShape shape{H_, I_, K_, E_, c.swiglu_limit, c.swiglu_alpha};
+        const cuda::ExpertShape shape = expert_shape();
         if (!opt_.prefill_fp16) return shape;
         float w_max = 0.0f;
         for (std::int64_t i = 0; i < H_; ++i) {
