@@ -347,23 +347,21 @@ __device__ __forceinline__ std::uint32_t half2_bits(float lo, float hi) {
     return u;
 }
 
-// Four E2M1 codes of a 32-bit word's low nibbles (elements 0, 2, 4, 6 of its 8) and high nibbles
-// (1, 3, 5, 7), times the block scale, as four bf16 (or, Operands::half, fp16) pairs (0,1) (2,3)
+// Operands::half: four E2M1 codes of a 32-bit word's low nibbles (elements 0, 2, 4, 6 of its 8)
+// and high nibbles (1, 3, 5, 7), times the block's (shifted) scale, as four fp16 pairs (0,1) (2,3)
 // (4,5) (6,7). Each value is (e2m1 * 2^-14) * 2^14 * scale: every step exact, so the bits equal
 // the conversion of e2m1(code) * scale (the reference tile's).
-template <Operands kOps>
-__device__ __forceinline__ void decode_word(std::uint32_t word, float sc, std::uint32_t* out) {
+__device__ __forceinline__ void decode_word_half(std::uint32_t word, float sc, std::uint32_t* out) {
     const std::uint32_t lo = word & 0x0F0F0F0Fu, hi = (word >> 4) & 0x0F0F0F0Fu;
     const float2 e02 = e2m1x2_scaled(__byte_perm(lo, 0u, 0x4140u));
     const float2 e46 = e2m1x2_scaled(__byte_perm(lo, 0u, 0x4342u));
     const float2 e13 = e2m1x2_scaled(__byte_perm(hi, 0u, 0x4140u));
     const float2 e57 = e2m1x2_scaled(__byte_perm(hi, 0u, 0x4342u));
     constexpr float k14 = 16384.0f;
-    const auto pack = [](float a, float b) { return kOps == Operands::half ? half2_bits(a, b) : bf16x2_bits(a, b); };
-    out[0] = pack((e02.x * k14) * sc, (e13.x * k14) * sc);
-    out[1] = pack((e02.y * k14) * sc, (e13.y * k14) * sc);
-    out[2] = pack((e46.x * k14) * sc, (e57.x * k14) * sc);
-    out[3] = pack((e46.y * k14) * sc, (e57.y * k14) * sc);
+    out[0] = half2_bits((e02.x * k14) * sc, (e13.x * k14) * sc);
+    out[1] = half2_bits((e02.y * k14) * sc, (e13.y * k14) * sc);
+    out[2] = half2_bits((e46.x * k14) * sc, (e57.x * k14) * sc);
+    out[3] = half2_bits((e46.y * k14) * sc, (e57.y * k14) * sc);
 }
 
 // Two E2M1 codes (bits 0..3 and 16..19 of v) placed into bf16 bit positions (exponent and
@@ -373,13 +371,14 @@ __device__ __forceinline__ std::uint32_t e2m1x2_bf16_scaled(std::uint32_t v) {
     return ((v & 0x00070007u) << 6) | ((v & 0x00080008u) << 12);
 }
 
-// decode_word for Operands::split_bf16 from the block's scale byte s, in bf16x2 arithmetic: the
-// codes placed as above times 2^(s-1) (normal for s <= 128), in two exact multiplies where that
-// factor is not a bf16 number (2^127, then 2^(s-128); 255 is NaN). Each product is the value
-// exactly (code * 2^(s-127) needs a step of at least 2^-128; bf16 reaches 2^-133), or infinity
-// where the fp32 route overflows too: the same bits as decode_word, in about half the
-// instructions (the weights' decode was the largest part of the tile's work). A NaN scale gives
-// NaN either way, possibly with another payload.
+// Operands::split_bf16: the same four pairs as bf16, from the block's scale byte s, in bf16x2
+// arithmetic: the codes placed as above times 2^(s-1) (normal for s <= 128), in two exact
+// multiplies where that factor is not a bf16 number (2^127, then 2^(s-128); 255 is NaN). Each
+// product is the value exactly (code * 2^(s-127) needs a step of at least 2^-128; bf16 reaches
+// 2^-133), or infinity where the fp32 route overflows too: the same bits as converting
+// e2m1(code) * e8m0(s) to bf16 (the reference tile's), in about half the instructions of the fp32
+// route (the weights' decode was the largest part of the tile's work). A NaN scale gives NaN
+// either way, possibly with another payload.
 __device__ __forceinline__ void decode_word_bf16(std::uint32_t word, std::uint32_t s, std::uint32_t* out) {
     const std::uint32_t m1 = s <= 128u ? (s + 126u) << 7 : 254u << 7;
     const std::uint32_t m2 = s <= 128u ? 0x3F80u : (s == 255u ? 0x7FC0u : (s - 1u) << 7);
@@ -437,8 +436,8 @@ __device__ __forceinline__ void store_step(Stage<BN>& st, const Fetched<BN>& f, 
             if (f.b[rr].w != 0u) {
                 if constexpr (kOps == Operands::half) {
                     const float sc = shifted_scale(f.b[rr].z, shift[rr]);
-                    decode_word<kOps>(f.b[rr].x, sc, out);
-                    decode_word<kOps>(f.b[rr].y, sc, out + 4);
+                    decode_word_half(f.b[rr].x, sc, out);
+                    decode_word_half(f.b[rr].y, sc, out + 4);
                 } else {
                     decode_word_bf16(f.b[rr].x, f.b[rr].z, out);
                     decode_word_bf16(f.b[rr].y, f.b[rr].z, out + 4);
