@@ -160,9 +160,17 @@ else
   desk_lnk() { find "$W/home" "$W/prefix/drive_c/users" -name 'Neural command prompt.lnk' \
                  -not -path '*Start Menu*' 2>/dev/null | head -1; }
   registered() { run_wine reg query "HKLM\\Software\\Microsoft\\Windows\\CurrentVersion\\Uninstall\\$1" >/dev/null 2>&1; }
+  # msiexec returns when its own process ends; a MajorUpgrade removes the older product in a
+  # child msiexec, and the registry the checks query is the wineserver's. Each step therefore
+  # waits until every process of the prefix has ended (the server exits after the last one), so
+  # a check never reads the state of an install still in progress. (A CI run once saw the
+  # upgrade check fail while every other check passed; it has not been reproduced since.)
+  msi() { run_wine msiexec "$@" >/dev/null 2>&1 || true; stop_server; }
+  # eventually CHECK...: the check, polled for up to 20 s, for state that lags the processes.
+  eventually() { local i; for i in $(seq 20); do "$@" && return 0; sleep 1; done; "$@"; }
   # A clean start (a previous run that failed halfway may have left the product installed).
-  run_wine msiexec /x "$MSI" /qn >/dev/null 2>&1 || true
-  run_wine msiexec /i "$MSI" /qn /l*v "$OUT/install.log" >/dev/null 2>&1 || true
+  msi /x "$MSI" /qn
+  msi /i "$MSI" /qn /l*v "$OUT/install.log"
   check "Wine: msiexec /i installs bin\\neural.exe, bin\\neural_cpu_persistent.dll, LICENSE.txt" \
     test -f "$PF/bin/neural.exe" -a -f "$PF/bin/neural_cpu_persistent.dll" -a -f "$PF/LICENSE.txt"
   check "Wine: Start-menu and desktop shortcuts created" test -n "$(menu_lnk)" -a -n "$(desk_lnk)"
@@ -175,20 +183,26 @@ else
   mkdir -p "$(dirname "$NEXT_MSI")" && rm -f "$NEXT_MSI"
   build_msi "$NEXT" "$NEXT_MSI"
   NEXT_CODE=$(sed -n 's/.*CPACK_WIX_PRODUCT_GUID="\([^"]*\)".*/{\1}/p' "$OUT/vars-$NEXT/cpack_variables.wxi")
-  run_wine msiexec /i "$NEXT_MSI" /qn /l*v "$OUT/upgrade.log" >/dev/null 2>&1 || true
+  msi /i "$NEXT_MSI" /qn /l*v "$OUT/upgrade.log"
   replaced() { ! registered "$PRODUCT_CODE" && registered "$NEXT_CODE"; }
-  check "Wine: installing $NEXT replaces $VERSION (MajorUpgrade: old product gone, new one registered)" replaced
+  check "Wine: installing $NEXT replaces $VERSION (MajorUpgrade: old product gone, new one registered)" eventually replaced
+  if ! replaced; then  # what to look at when it fails
+    echo "        $VERSION registered: $(registered "$PRODUCT_CODE" && echo yes || echo no)," \
+         "$NEXT registered: $(registered "$NEXT_CODE" && echo yes || echo no); $OUT/upgrade.log says:"
+    tr -d '\r' <"$OUT/upgrade.log" 2>/dev/null | grep -E 'FindRelatedProducts|RemoveExistingProducts|WIX_UPGRADE_DETECTED|Return value 3|completed' \
+      | sed 's/^/          /' || true
+  fi
   check "Wine: files still installed after the upgrade" test -f "$PF/bin/neural.exe"
-  run_wine msiexec /x "$NEXT_MSI" /qn /l*v "$OUT/uninstall-next.log" >/dev/null 2>&1 || true
+  msi /x "$NEXT_MSI" /qn /l*v "$OUT/uninstall-next.log"
   # Without the optional desktop shortcut.
-  run_wine msiexec /i "$MSI" /qn ADDLOCAL=ProductFeature /l*v "$OUT/install-nodesktop.log" >/dev/null 2>&1 || true
+  msi /i "$MSI" /qn ADDLOCAL=ProductFeature /l*v "$OUT/install-nodesktop.log"
   check "Wine: ADDLOCAL=ProductFeature installs without the desktop shortcut" \
     test -f "$PF/bin/neural.exe" -a -n "$(menu_lnk)" -a -z "$(desk_lnk)"
-  run_wine msiexec /x "$MSI" /qn /l*v "$OUT/uninstall.log" >/dev/null 2>&1 || true
+  msi /x "$MSI" /qn /l*v "$OUT/uninstall.log"
   check "Wine: msiexec /x removes every file, folder and shortcut it installed" \
     test ! -e "$PF" -a -z "$(menu_lnk)" -a -z "$(desk_lnk)"
   none_left() { ! registered "$PRODUCT_CODE" && ! registered "$NEXT_CODE"; }
-  check "Wine: no product left registered" none_left
+  check "Wine: no product left registered" eventually none_left
   stop_server
 fi
 
