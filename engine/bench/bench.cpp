@@ -125,6 +125,10 @@ Json summarize(const Measured& m) {
         sum.cpu_bytes += r.cpu_bytes;
         sum.page_faults += r.page_faults;
         sum.major_page_faults += r.major_page_faults;
+        sum.gpu_dense_ns += r.gpu_dense_ns;
+        sum.gpu_experts_ns += r.gpu_experts_ns;
+        sum.gpu_experts_alone_ns += r.gpu_experts_alone_ns;
+        sum.gpu_tail_ns += r.gpu_tail_ns;
     }
     const double n = static_cast<double>(m.tokens.size());
     auto per_token_ms = [&](std::uint64_t ns) {
@@ -137,6 +141,16 @@ Json summarize(const Measured& m) {
                                {"graph_submit", per_token_ms(sum.graph_submit_ns)},
                                {"admission", per_token_ms(sum.admission_ns)},
                                {"other", per_token_ms(sum.other_ns)}};
+    // The GPU's own time per token (CUDA backend with timed graphs; null otherwise): the
+    // dense part of the layers, the resident experts (of which: on layers that left the CPU
+    // idle), the tail. decode_bounds() turns them into bounds.
+    j["gpu_ms_per_token"] =
+        sum.gpu_dense_ns + sum.gpu_tail_ns > 0
+            ? Json{{"dense", per_token_ms(sum.gpu_dense_ns)},
+                   {"experts", per_token_ms(sum.gpu_experts_ns)},
+                   {"experts_alone", per_token_ms(sum.gpu_experts_alone_ns)},
+                   {"tail", per_token_ms(sum.gpu_tail_ns)}}
+            : Json(nullptr);
     const std::uint64_t looked_up = sum.experts_hit + sum.experts_missed + sum.experts_streamed;
     j["experts_hit"] = sum.experts_hit;
     j["experts_missed"] = sum.experts_missed;
@@ -606,6 +620,27 @@ std::vector<fs::path> replay_files(const fs::path& dir) {
     return files;
 }
 
+Json decode_bounds(const Json& w, double ram_gb_s) {
+    const Json& g = w.value("gpu_ms_per_token", Json(nullptr));
+    const std::uint64_t tokens = w.value("token_records", std::uint64_t{0});
+    if (!g.is_object() || tokens == 0 || !(ram_gb_s > 0)) return nullptr;
+    const double wall = w["phase_ms_per_token"]["wall"].get<double>();
+    // bytes / (GB/s) = ns; / 1e6 = ms
+    const double cpu = static_cast<double>(w["cpu_bytes"].get<std::uint64_t>()) / static_cast<double>(tokens) /
+                       ram_gb_s / 1e6;
+    const double dense = g["dense"].get<double>(), experts = g["experts"].get<double>(),
+                 alone = g["experts_alone"].get<double>(), tail = g["tail"].get<double>();
+    const double gpu = dense + experts + tail;
+    const double overlap = std::max(cpu, gpu);
+    const double chain = dense + tail + alone + std::max(cpu, experts - alone);
+    return {{"cpu_ms", cpu},
+            {"gpu_ms", gpu},
+            {"overlap_ms", overlap},
+            {"chain_ms", chain},
+            {"wall_over_overlap", overlap > 0 ? Json(wall / overlap) : Json(nullptr)},
+            {"wall_over_chain", chain > 0 ? Json(wall / chain) : Json(nullptr)}};
+}
+
 Json run_bench(const BenchOptions& options,
                const std::function<void(const std::string&)>& progress) {
     for (const auto& w : options.workloads) {
@@ -699,6 +734,10 @@ Json run_bench(const BenchOptions& options,
             } else {
                 results["replay"] = runner.replay();
             }
+        }
+        if (results.contains("decode") && report["probes"].contains("ram_read")) {
+            results["decode"]["bounds"] =
+                decode_bounds(results["decode"], report["probes"]["ram_read"]["gb_s"].get<double>());
         }
         Json run = {{"run", r},
                     {"pair", pair},
@@ -912,6 +951,31 @@ std::string format_report(const Json& report) {
                     ? fmt::format("; PCIe bound {:.3f} s = {:.2f}x", staged_gb / h2d,
                                   f["seconds"].get<double>() / (staged_gb / h2d))
                     : std::string());
+        }
+    }
+    // Decode against its bounds (decode_bounds; CUDA backend with GPU times and a RAM probe).
+    bool bounds_header = false;
+    for (const auto& run : report["runs"]) {
+        for (const auto& [name, w] : run["workloads"].items()) {
+            if (!w.contains("bounds") || !w["bounds"].is_object()) continue;
+            const Json& b = w["bounds"];
+            const Json& g = w["gpu_ms_per_token"];
+            if (!bounds_header) {
+                out += "\nDecode bounds (ms per token: CPU = CPU-miss bytes / RAM probe; GPU = dense + resident "
+                       "experts + tail; overlap = max(CPU, GPU); chain = dense + tail + experts on layers the "
+                       "CPU left idle + max(CPU, the other experts))\n";
+                bounds_header = true;
+            }
+            out += fmt::format(
+                "{:<4} {:<10} {:<13} wall {:.3f}: CPU {:.3f}, GPU {:.3f} (dense {:.3f}, experts {:.3f} of "
+                "which alone {:.3f}, tail {:.3f}); overlap {:.3f} = {:.2f}x, chain {:.3f} = {:.2f}x\n",
+                run["run"].get<int>(), run["profile"].get<std::string>(), name,
+                w["phase_ms_per_token"]["wall"].get<double>(), b["cpu_ms"].get<double>(), b["gpu_ms"].get<double>(),
+                g["dense"].get<double>(), g["experts"].get<double>(), g["experts_alone"].get<double>(),
+                g["tail"].get<double>(), b["overlap_ms"].get<double>(),
+                b["wall_over_overlap"].is_number() ? b["wall_over_overlap"].get<double>() : 0.0,
+                b["chain_ms"].get<double>(),
+                b["wall_over_chain"].is_number() ? b["wall_over_chain"].get<double>() : 0.0);
         }
     }
     out += "\nsummary (weighted: timed tokens / timed seconds over all runs)\n";

@@ -737,6 +737,31 @@ class CudaBackend final : public Backend {
         prefill_ = true;
     }
 
+    // Whether a captured graph can record a timing event (an external event-record node) and
+    // report its elapsed time; tried once on a throwaway graph, the stream left as it was.
+    static bool graphs_can_time(cudaStream_t stream) {
+        cudaEvent_t a = nullptr, b = nullptr;
+        cudaGraph_t g = nullptr;
+        cudaGraphExec_t exec = nullptr;
+        bool ok = cudaEventCreate(&a) == cudaSuccess && cudaEventCreate(&b) == cudaSuccess &&
+                  cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal) == cudaSuccess;
+        if (ok) {
+            const bool recorded = cudaEventRecordWithFlags(a, stream, cudaEventRecordExternal) == cudaSuccess &&
+                                  cudaEventRecordWithFlags(b, stream, cudaEventRecordExternal) == cudaSuccess;
+            ok = cudaStreamEndCapture(stream, &g) == cudaSuccess && recorded;
+        }
+        float ms = 0;
+        ok = ok && cudaGraphInstantiate(&exec, g, 0) == cudaSuccess && cudaGraphLaunch(exec, stream) == cudaSuccess &&
+             cudaStreamSynchronize(stream) == cudaSuccess && cudaEventElapsedTime(&ms, a, b) == cudaSuccess;
+        if (exec != nullptr) cudaGraphExecDestroy(exec);
+        if (g != nullptr) cudaGraphDestroy(g);
+        for (cudaEvent_t e : {a, b}) {
+            if (e != nullptr) cudaEventDestroy(e);
+        }
+        (void)cudaGetLastError();  // a refusal above is an answer, not an error for later checks
+        return ok;
+    }
+
     void capture_graphs() {
         const ModelConfig& c = *in_.config;
         const cuda::ExpertShape shape = expert_shape();
@@ -745,12 +770,25 @@ class CudaBackend final : public Backend {
         float* cpu_out = cpu_out_.device<float>();
         int* route = route_.device<int>();
         const cuda::RouterOut host_out{route, reinterpret_cast<float*>(route + K_), route + 2 * K_};
+        // Timing events (the bench's GPU time per token, BackendCounters::gpu_dense_ns ..) where
+        // this device's graphs can hold them; else plain events and no GPU times.
+        timed_ = graphs_can_time(stream_);
+        cpu_busy_.assign(static_cast<std::size_t>(L_), 0);
+        const unsigned event_flags = timed_ ? cudaEventDefault : cudaEventDisableTiming;
+        auto event = [&](std::vector<cudaEvent_t>& into) {
+            cudaEvent_t ev;
+            NEURAL_CUDA(cudaEventCreateWithFlags(&ev, event_flags));
+            into.push_back(ev);
+            return ev;
+        };
+        auto mark = [&](cudaEvent_t ev) { NEURAL_CUDA(cudaEventRecordWithFlags(ev, stream_, cudaEventRecordExternal)); };
         for (int l = 0; l < L_; ++l) {
             const LayerDevice& ld = layers_[static_cast<std::size_t>(l)];
-            cudaEvent_t ev;
-            NEURAL_CUDA(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
-            routed_.push_back(ev);
+            const cudaEvent_t ev = event(routed_);
+            const cudaEvent_t start = timed_ ? event(layer_start_) : nullptr;
+            const cudaEvent_t end = timed_ ? event(layer_end_) : nullptr;
             NEURAL_CUDA(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
+            if (timed_) mark(start);
             if (l == 0) {
                 cuda::copy_vector(in_x, x_, H_, stream_);
             } else {
@@ -768,15 +806,22 @@ class CudaBackend final : public Backend {
             cuda::gemv_bf16(ld.router_w, ld.router_b, h_, router_logits_, E_, H_, false, stream_);
             cuda::router_topk(router_logits_, E_, K_, table_ + static_cast<std::size_t>(l) * E_,
                               {ld.sel, ld.gate, ld.slot}, host_out, stream_);
-            NEURAL_CUDA(cudaEventRecordWithFlags(ev, stream_, cudaEventRecordExternal));
+            mark(ev);
             cuda::experts_resident(pool_, stride_, shape, ld.sel, ld.gate, ld.slot, ld.gate_up_bias,
                                    ld.down_bias, h_, act_, moe_gpu_, stream_);
+            if (timed_) mark(end);
             graphs_.push_back(end_capture());
         }
+        if (timed_) {
+            event(tail_marks_);
+            event(tail_marks_);
+        }
         NEURAL_CUDA(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
+        if (timed_) mark(tail_marks_[0]);
         cuda::add_moe(x_, moe_gpu_, cpu_out, H_, stream_);
         cuda::rms_norm(x_, final_norm_, c.rms_norm_eps, H_, h_, nullptr, stream_);
         cuda::gemv_bf16(lm_head_, nullptr, h_, logits_, V_, H_, false, stream_);
+        if (timed_) mark(tail_marks_[1]);
         NEURAL_CUDA(cudaMemcpyAsync(logits_host_.ptr, logits_, static_cast<std::size_t>(V_) * 4,
                                     cudaMemcpyDeviceToHost, stream_));
         tail_ = end_capture();
@@ -831,6 +876,9 @@ class CudaBackend final : public Backend {
         for (auto e : pf_free_) cudaEventDestroy(e);
         if (pf_h_ready_ != nullptr) cudaEventDestroy(pf_h_ready_);
         for (auto e : routed_) cudaEventDestroy(e);
+        for (auto e : layer_start_) cudaEventDestroy(e);
+        for (auto e : layer_end_) cudaEventDestroy(e);
+        for (auto e : tail_marks_) cudaEventDestroy(e);
         for (auto e : capture_done_) cudaEventDestroy(e);
         if (evict_ != nullptr) cudaEventDestroy(evict_);
         for (void* p : allocations_) cudaFree(p);
@@ -1606,6 +1654,7 @@ class CudaBackend final : public Backend {
                 t0 = Clock::now();
             }
             if (n > 0) kernel_->decode(*team_, std::span<const cpu::ExpertInput>(inputs, static_cast<std::size_t>(n)), h_host, cpu_out);
+            cpu_busy_[static_cast<std::size_t>(l)] = n > 0;
             misses += static_cast<std::uint64_t>(n);
             cpu_ns += ns_since(t0);
 
@@ -1641,6 +1690,7 @@ class CudaBackend final : public Backend {
             NEURAL_CUDA(cudaStreamSynchronize(stream_));
             wait += ns_since(t0);
             std::memcpy(logits_out, logits_host_.ptr, static_cast<std::size_t>(V_) * 4);
+            if (bc != nullptr && timed_) add_gpu_times(*bc);
         }
         if (!prompt) residency_->end_token();
         if (bc != nullptr) {
@@ -1656,6 +1706,35 @@ class CudaBackend final : public Backend {
             // A raw record is exactly an expert's MXFP4 blocks + scales (3 H I / 32 * 17 bytes).
             mc->bytes.fetch_add(misses * record_bytes_, std::memory_order_relaxed);
         }
+    }
+
+    // The token's GPU time from the timing marks of its graphs (all complete: the tail was
+    // synchronized). A mark that cannot be read (never recorded) leaves the token untimed.
+    void add_gpu_times(BackendCounters& bc) {
+        auto ns = [](cudaEvent_t a, cudaEvent_t b, std::uint64_t& out) {
+            float ms = 0;
+            if (cudaEventElapsedTime(&ms, a, b) != cudaSuccess) {
+                (void)cudaGetLastError();  // not sticky; leaves nothing for later checks
+                return false;
+            }
+            out = static_cast<std::uint64_t>(std::max(0.0f, ms) * 1e6f);
+            return true;
+        };
+        std::uint64_t dense = 0, experts = 0, alone = 0, tail = 0;
+        for (int l = 0; l < L_; ++l) {
+            const auto i = static_cast<std::size_t>(l);
+            std::uint64_t d = 0, e = 0;
+            if (!ns(layer_start_[i], routed_[i], d) || !ns(routed_[i], layer_end_[i], e)) return;
+            dense += d;
+            experts += e;
+            if (!cpu_busy_[i]) alone += e;
+        }
+        if (!ns(tail_marks_[0], tail_marks_[1], tail)) return;
+        constexpr auto r = std::memory_order_relaxed;
+        bc.gpu_dense_ns.fetch_add(dense, r);
+        bc.gpu_experts_ns.fetch_add(experts, r);
+        bc.gpu_experts_alone_ns.fetch_add(alone, r);
+        bc.gpu_tail_ns.fetch_add(tail, r);
     }
 
     int free_capture() const {
@@ -1734,6 +1813,12 @@ class CudaBackend final : public Backend {
     std::vector<cudaGraphExec_t> graphs_;
     cudaGraphExec_t tail_ = nullptr, tail_rows_ = nullptr;
     std::vector<cudaEvent_t> routed_;
+    // Timing marks of the decode graphs (timed_: the device's graphs hold timing events): each
+    // layer's start and end (its routed_ event splits it), the tail's start and lm_head's end;
+    // cpu_busy_[l]: the CPU computed misses of layer l in the token just run.
+    bool timed_ = false;
+    std::vector<cudaEvent_t> layer_start_, layer_end_, tail_marks_;
+    std::vector<char> cpu_busy_;
     // Prefill (init_prefill): prompt-sized device buffers, block-sized scratch, scratch slots.
     bool prefill_ = false;
     int pf_block_ = 0;

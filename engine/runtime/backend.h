@@ -164,6 +164,14 @@ struct BackendCounters {
   std::atomic<std::uint64_t> experts_hit{0};     // (layer, expert) computed from VRAM slots
   std::atomic<std::uint64_t> experts_streamed{0};  // misses copied from the pinned store and computed on the GPU
   std::atomic<std::uint64_t> admissions{0};      // slots filled during decode
+  // GPU time of decode tokens (timing events in the layer graphs; 0 where the device's graphs
+  // cannot hold timing events, and for tokens with no logits): the dense part of every layer
+  // (attention .. router), the resident experts after it, the part of those on layers that gave
+  // the CPU nothing to do (no overlap possible there), and the tail (norm, lm_head).
+  std::atomic<std::uint64_t> gpu_dense_ns{0};
+  std::atomic<std::uint64_t> gpu_experts_ns{0};
+  std::atomic<std::uint64_t> gpu_experts_alone_ns{0};
+  std::atomic<std::uint64_t> gpu_tail_ns{0};
   // Prefill (whole prompts on the GPU): tokens, wall time and its parts.
   std::atomic<std::uint64_t> prefill_tokens{0};
   std::atomic<std::uint64_t> prefill_ns{0};
@@ -193,6 +201,7 @@ struct BackendCounters {
                   prefill_staged = 0, prefill_staged_bytes = 0, prefill_resident = 0,
                   prefill_cpu_groups = 0, prefill_early = 0, prefill_grouped = 0;
     std::uint64_t experts_streamed = 0;
+    std::uint64_t gpu_dense_ns = 0, gpu_experts_ns = 0, gpu_experts_alone_ns = 0, gpu_tail_ns = 0;
   };
   Snapshot snapshot() const {
     constexpr auto r = std::memory_order_relaxed;
@@ -202,7 +211,8 @@ struct BackendCounters {
             prefill_staging_ns.load(r),   prefill_cpu_ns.load(r),       prefill_cpu_wait_ns.load(r),
             prefill_staged.load(r),       prefill_staged_bytes.load(r), prefill_resident.load(r),
             prefill_cpu_groups.load(r),   prefill_early.load(r),        prefill_grouped.load(r),
-            experts_streamed.load(r)};
+            experts_streamed.load(r),     gpu_dense_ns.load(r),         gpu_experts_ns.load(r),
+            gpu_experts_alone_ns.load(r), gpu_tail_ns.load(r)};
   }
 };
 

@@ -311,6 +311,10 @@ TurnResult ChatSession::respond(const TurnOptions& options,
                 r.admission_ns = gpu1.admission_ns - gpu0.admission_ns;
                 r.experts_hit = gpu1.experts_hit - gpu0.experts_hit;
                 r.experts_streamed = gpu1.experts_streamed - gpu0.experts_streamed;
+                r.gpu_dense_ns = gpu1.gpu_dense_ns - gpu0.gpu_dense_ns;
+                r.gpu_experts_ns = gpu1.gpu_experts_ns - gpu0.gpu_experts_ns;
+                r.gpu_experts_alone_ns = gpu1.gpu_experts_alone_ns - gpu0.gpu_experts_alone_ns;
+                r.gpu_tail_ns = gpu1.gpu_tail_ns - gpu0.gpu_tail_ns;
                 r.admissions = gpu1.admissions - gpu0.admissions;
                 const telemetry::FaultCounts f = telemetry::fault_counts();
                 r.page_faults = f.total - faults0.total;

@@ -41,6 +41,12 @@ struct TokenRecord {
   // Worker-team jobs of this token that the persistent team handed to the OpenMP reference team
   // (MoeCounters::team_fallbacks).
   std::uint64_t team_fallbacks = 0;
+  // GPU time of the token (CUDA backend, BackendCounters::gpu_dense_ns ..): not a part of
+  // wall_ns's split (the GPU runs beside the host); the bench's decode bounds use them.
+  std::uint64_t gpu_dense_ns = 0;
+  std::uint64_t gpu_experts_ns = 0;
+  std::uint64_t gpu_experts_alone_ns = 0;
+  std::uint64_t gpu_tail_ns = 0;
 };
 
 struct RequestRecord {

@@ -95,6 +95,9 @@ TEST(BenchReport, AllWorkloadsOnTheTinyFixture) {
         expect_workload_schema(w[name]);
     }
     EXPECT_EQ(w["decode"]["requests"][0]["cached_tokens"], 0);
+    // The CPU backend has no GPU times, so no decode bounds.
+    EXPECT_TRUE(w["decode"]["gpu_ms_per_token"].is_null());
+    EXPECT_TRUE(w["decode"]["bounds"].is_null());
     // Prompt sizes are hit to within a few tokens (the cut is re-tokenized).
     EXPECT_NEAR(w["prompt_120"]["requests"][0]["prompt_tokens"].get<double>(), 120, 4);
     EXPECT_EQ(w["prompt_120"]["requests"][0]["decode_tokens"], 1);
@@ -296,6 +299,34 @@ TEST(BenchRatios, MedianQuartilesAndRange) {
     const Json sum = ratio_summary(pairs);
     EXPECT_DOUBLE_EQ(sum["decode"]["decode_tok_s_b_over_a"]["median"].get<double>(), 3.0);
     EXPECT_EQ(sum["decode"]["prompt_seconds_b_over_a"]["n"], 1);
+}
+
+// The decode bounds from a workload's per-token figures: 2 tokens, 12 MB read by the CPU per
+// token, probe 6 GB/s -> CPU 2.0 ms per token; GPU 0.5 dense + 1.5 experts
+// (0.25 of them on layers the CPU left idle) + 0.25 tail = 2.25 ms.
+TEST(BenchBounds, OverlapAndChainFromTheFigures) {
+    Json w = Json::parse(R"({"token_records": 2, "cpu_bytes": 24000000,
+        "phase_ms_per_token": {"wall": 4.5},
+        "gpu_ms_per_token": {"dense": 0.5, "experts": 1.5, "experts_alone": 0.25, "tail": 0.25}})");
+    const Json b = decode_bounds(w, 6.0);
+    ASSERT_TRUE(b.is_object());
+    EXPECT_NEAR(b["cpu_ms"].get<double>(), 2.0, 1e-12);
+    EXPECT_NEAR(b["gpu_ms"].get<double>(), 2.25, 1e-12);
+    EXPECT_NEAR(b["overlap_ms"].get<double>(), 2.25, 1e-12);                  // max(2.0, 2.25)
+    EXPECT_NEAR(b["chain_ms"].get<double>(), 0.5 + 0.25 + 0.25 + 2.0, 1e-12);  // max(2.0, 1.25)
+    EXPECT_NEAR(b["wall_over_overlap"].get<double>(), 2.0, 1e-12);
+    EXPECT_NEAR(b["wall_over_chain"].get<double>(), 1.5, 1e-12);
+    // The GPU's experts longer than the CPU's misses: the chain takes them.
+    w["cpu_bytes"] = 6000000;  // 0.5 ms per token
+    EXPECT_NEAR(decode_bounds(w, 6.0)["chain_ms"].get<double>(), 0.5 + 0.25 + 0.25 + 1.25, 1e-12);
+    // No GPU times, no tokens or no probe: no bounds.
+    EXPECT_TRUE(decode_bounds(w, 0.0).is_null());
+    Json untimed = w;
+    untimed["gpu_ms_per_token"] = nullptr;
+    EXPECT_TRUE(decode_bounds(untimed, 6.0).is_null());
+    Json empty = w;
+    empty["token_records"] = 0;
+    EXPECT_TRUE(decode_bounds(empty, 6.0).is_null());
 }
 
 TEST(BenchErrors, BadInputsSayWhatIsWrong) {

@@ -776,6 +776,33 @@ TEST(CudaHybrid, BadPrefillOptionsAreClearErrors) {
               std::string::npos);
 }
 
+// `neural bench --workload decode` on the GPU backend reports the GPU's own time per token and
+// the decode bounds made of it.
+TEST(CudaHybrid, BenchReportsGpuTimesAndDecodeBounds) {
+    SKIP_WITHOUT_GPU();
+    bench::BenchOptions o;
+    o.model = test::tiny_model_dir();
+    o.workloads = {"decode"};
+    o.decode_tokens = 12;
+    o.probe_bytes = std::size_t{4} << 20;
+    o.profiles = {bench::Profile{"gpu", bench::Json::object(), cuda_options(8)}};
+    const bench::Json report = bench::run_bench(o);
+    const bench::Json& w = report["runs"][0]["workloads"]["decode"];
+    ASSERT_GT(w["token_records"].get<std::uint64_t>(), 0u) << w.dump();
+    const bench::Json& g = w["gpu_ms_per_token"];
+    ASSERT_TRUE(g.is_object()) << "graphs without timing events on this device? " << w.dump();
+    EXPECT_GT(g["dense"].get<double>(), 0.0);
+    EXPECT_GT(g["tail"].get<double>(), 0.0);
+    EXPECT_GE(g["experts"].get<double>(), g["experts_alone"].get<double>());
+    // The GPU's time is a part of the token's wall time (the host waits for the tail).
+    EXPECT_LT(g["dense"].get<double>() + g["tail"].get<double>(), w["phase_ms_per_token"]["wall"].get<double>());
+    const bench::Json& b = w["bounds"];
+    ASSERT_TRUE(b.is_object());
+    EXPECT_LE(b["overlap_ms"].get<double>(), b["chain_ms"].get<double>() + 1e-9);
+    EXPECT_GE(b["wall_over_chain"].get<double>(), 1.0);
+    EXPECT_NE(bench::format_report(report).find("Decode bounds"), std::string::npos);
+}
+
 // `neural bench --workload prompt` on the GPU backend reports the prefill's split: every prompt
 // token through the GPU prefill, the parts of its time, and where each (layer, expert) ran.
 TEST(CudaHybrid, BenchReportsThePrefillSplit) {
