@@ -708,7 +708,9 @@ Json run_bench(const BenchOptions& options,
                 for (auto& m : models) m.reset();
             }
             const auto t0 = std::chrono::steady_clock::now();
-            models[static_cast<std::size_t>(pi)] = Model::load(options.model, prof.load);
+            LoadOptions load = prof.load;
+            load.gpu.time_gpu = true;  // the GPU's own time per token: the decode bounds
+            models[static_cast<std::size_t>(pi)] = Model::load(options.model, load);
             load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
             loaded_now = true;
             if (options.after_load) options.after_load(*models[static_cast<std::size_t>(pi)]);

@@ -770,9 +770,9 @@ class CudaBackend final : public Backend {
         float* cpu_out = cpu_out_.device<float>();
         int* route = route_.device<int>();
         const cuda::RouterOut host_out{route, reinterpret_cast<float*>(route + K_), route + 2 * K_};
-        // Timing events (the bench's GPU time per token, BackendCounters::gpu_dense_ns ..) where
-        // this device's graphs can hold them; else plain events and no GPU times.
-        timed_ = graphs_can_time(stream_);
+        // Timing events (the bench's GPU time per token, GpuOptions::time_gpu) where this
+        // device's graphs can hold them; else plain events and no GPU times.
+        timed_ = opt_.time_gpu && graphs_can_time(stream_);
         cpu_busy_.assign(static_cast<std::size_t>(L_), 0);
         const unsigned event_flags = timed_ ? cudaEventDefault : cudaEventDisableTiming;
         auto event = [&](std::vector<cudaEvent_t>& into) {

@@ -120,6 +120,10 @@ struct GpuOptions {
   // threads); with a slower link the GPU's half takes longer than the CPU's, hence off by
   // default. Deterministic: which misses stream depends on the routing and the residency only.
   int stream_misses = 0;
+  // Timing events in the decode graphs: the GPU's own time per token (BackendCounters::gpu_dense_ns
+  // ..), which `neural bench` turns into decode bounds. Set by the bench only; a device whose graphs
+  // refuse timing events gets plain ones and no GPU times.
+  bool time_gpu = false;
 };
 
 inline constexpr int kMaxPrefillEarly = 1024;
