@@ -12,6 +12,7 @@ PACKAGES=(
   nlohmann-json3-dev libfmt-dev libspdlog-dev libpcre2-dev libxxhash-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   qt6-base-dev qt6-httpserver-dev qt6-websockets-dev libqt6charts6-dev libqt6sql6-sqlite
+  libqt6opengl6-dev  # Qt6Charts needs Qt6OpenGL: without it the desktop app cannot configure
   curl
   # Windows proof (scripts/test-windows.sh): mingw-w64 cross compiler, Wine, GoogleTest sources.
   g++-mingw-w64-x86-64-posix wine64 googletest

@@ -12,6 +12,7 @@ cmake_args=()
 [ -n "${CI:-}" ] && cmake_args+=(-DNEURAL_WERROR=ON)
 ./scripts/build.sh "${cmake_args[@]}"
 BUILD_DIR=${NEURAL_BUILD_DIR:-build}
+./scripts/check-build.sh "$BUILD_DIR"
 # Several test processes share the cores: idle OpenMP workers should sleep, not spin.
 export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE}
 status=0
