@@ -90,14 +90,39 @@ build_module() {  # name source-folder extra-cmake-args...
   echo "build-qt-mingw: $name took $(( $(date +%s) - t0 )) s"
 }
 
+# SQLite for the Qt SQL driver: Debian's qtbase source leaves out the bundled copy (+dfsg), so
+# the amalgamation is made from Debian's sqlite3 source (its own tool, which needs tclsh) and
+# linked statically into qsqlite.dll (FEATURE_system_sqlite against this static library).
+if [ ! -f "$PREFIX/lib/libsqlite3.a" ]; then
+  command -v tclsh >/dev/null || die "tclsh missing (Debian package tcl): the SQLite amalgamation needs it"
+  t0=$(date +%s)
+  echo "build-qt-mingw: SQLite (apt-get source sqlite3, amalgamation, static library)"
+  if ! ls -d "$WORK"/sqlite3-*/ >/dev/null 2>&1; then
+    (cd "$WORK" && apt-get source -qq sqlite3 >/dev/null 2>&1) || die "'apt-get source sqlite3' failed"
+  fi
+  sq_src=$(ls -d "$WORK"/sqlite3-*/ | head -1)
+  rm -rf "$WORK/build-sqlite" && mkdir -p "$WORK/build-sqlite"
+  (cd "$WORK/build-sqlite" && "$sq_src/configure" --disable-tcl > configure.log 2>&1 &&
+     make sqlite3.c > make.log 2>&1) || die "SQLite amalgamation failed ($WORK/build-sqlite)"
+  $TRIPLE-gcc-posix -O2 -DSQLITE_THREADSAFE=1 -DSQLITE_ENABLE_COLUMN_METADATA \
+    -c "$WORK/build-sqlite/sqlite3.c" -o "$WORK/build-sqlite/sqlite3.o"
+  mkdir -p "$PREFIX/lib" "$PREFIX/include"
+  $TRIPLE-ar rcs "$PREFIX/lib/libsqlite3.a" "$WORK/build-sqlite/sqlite3.o"
+  cp "$WORK/build-sqlite/sqlite3.h" "$WORK/build-sqlite/sqlite3ext.h" "$PREFIX/include/" 2>/dev/null ||
+    cp "$WORK/build-sqlite/sqlite3.h" "$PREFIX/include/"
+  echo "build-qt-mingw: SQLite took $(( $(date +%s) - t0 )) s"
+fi
+
 # qtbase: only what the desktop app, the server and their tests load. No OpenGL (the app draws
 # with the raster engine; Charts builds without its OpenGL series), no D-Bus, no ICU; the bundled
-# zlib, PCRE2, libpng, libjpeg, FreeType and HarfBuzz, so the DLLs need nothing but Windows.
+# zlib, PCRE2, libpng, libjpeg, FreeType and HarfBuzz, so the DLLs need nothing but Windows
+# (and the static SQLite above).
 build_module qtbase "$QTBASE" \
   -DBUILD_SHARED_LIBS=ON -DFEATURE_opengl=OFF -DFEATURE_vulkan=OFF -DFEATURE_dbus=OFF \
   -DFEATURE_icu=OFF -DFEATURE_printsupport=OFF -DFEATURE_sql_odbc=OFF -DFEATURE_sql_psql=OFF \
   -DFEATURE_sql_mysql=OFF -DFEATURE_sql_ibase=OFF -DFEATURE_sql_oci=OFF -DFEATURE_sql_db2=OFF \
-  -DFEATURE_sql_sqlite=ON -DFEATURE_system_sqlite=OFF -DFEATURE_system_zlib=OFF \
+  -DFEATURE_sql_sqlite=ON -DFEATURE_system_sqlite=ON -DSQLite3_INCLUDE_DIR="$PREFIX/include" \
+  -DSQLite3_LIBRARY="$PREFIX/lib/libsqlite3.a" -DFEATURE_system_zlib=OFF \
   -DFEATURE_system_pcre2=OFF -DFEATURE_system_png=OFF -DFEATURE_system_jpeg=OFF \
   -DFEATURE_system_freetype=OFF -DFEATURE_system_harfbuzz=OFF -DFEATURE_system_doubleconversion=OFF \
   -DFEATURE_openssl=OFF

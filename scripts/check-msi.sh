@@ -1,18 +1,25 @@
 #!/usr/bin/env bash
 # The Linux proof of the Windows installer: builds an MSI with wixl (Debian msitools) from the
-# same WiX product source the CPack WIX build uses (installer/neural.wxs, with
-# installer/wixl-files.wxs in place of the file list CPack generates), from the mingw-w64 cross
-# build of neural.exe and neural_cpu_persistent.dll, then checks it:
-#   1. every DLL the binaries import is a Windows system DLL or shipped in the MSI;
+# same WiX product source the CPack WIX build uses (installer/neural.wxs, with the file list
+# installer/wixl-files.py writes from the staging folder in place of the one CPack generates),
+# from the mingw-w64 cross build, then checks it:
+#   1. every DLL each executable and DLL imports is a Windows system DLL or shipped in the MSI;
 #   2. its tables (msiinfo export): Property (ProductVersion = the project version, ProductCode
-#      = the per-version UUID, UpgradeCode, ALLUSERS), File (every expected file, sizes),
-#      Component (64-bit), Directory (ProgramFiles64Folder), Shortcut (Start menu, desktop),
-#      Feature/FeatureComponents (the optional desktop shortcut), Upgrade (MajorUpgrade rows),
-#      the summary's x64 platform;
-#   3. the files extracted from it (msiextract) are byte-identical to the built ones;
+#      = the per-version UUID, UpgradeCode, ALLUSERS), File (every staged file, sizes),
+#      Component (64-bit), Directory (ProgramFiles64Folder), Shortcut (Start menu, desktop: to
+#      neural-desktop.exe in a build with the desktop app), Feature/FeatureComponents (the
+#      optional desktop shortcut), Upgrade (MajorUpgrade rows), the summary's x64 platform;
+#   3. the files extracted from it (msiextract) are byte-identical to the staged ones;
 #   4. under Wine (when present), in a prefix of its own: install, run the installed neural.exe,
-#      upgrade to a newer version (the older one is replaced), install without the desktop
-#      shortcut, uninstall (nothing left behind).
+#      with the desktop app: start the installed neural-desktop.exe on the demo model under Xvfb
+#      (a message sent, the streamed reply screenshotted), the installed neural-server.exe
+#      answering a chat completion and a streamed one on loopback; upgrade to a newer version
+#      (the older one is replaced), install without the desktop shortcut, uninstall (program
+#      files gone, the user's data kept).
+# A build with the desktop app (gui/neural-desktop.exe present) needs the Qt it was built with:
+# NEURAL_QT_MINGW (scripts/test-windows.sh sets it); the MSI then carries the app, the server,
+# the Qt DLLs they import, the MinGW runtime DLLs Qt needs, the Qt plugins the app loads
+# (platforms, sqldrivers, styles, imageformats) and the demo tokenizer.
 # Called at the end of scripts/test-windows.sh; skipped with the reason when wixl is missing.
 #   check-msi.sh [CROSS_BUILD_DIR]   (default build-windows/neural)
 #   NEURAL_MSI_WINE=0                skip step 4
@@ -21,6 +28,7 @@ cd "$(dirname "$0")/.."
 ROOT=$PWD
 BUILD=${1:-$ROOT/build-windows/neural}
 OUT=$BUILD/msi
+TRIPLE=x86_64-w64-mingw32
 
 for tool in wixl msiinfo msiextract; do
   if ! command -v $tool >/dev/null; then
@@ -34,6 +42,18 @@ DLL=$BUILD/engine/cpu/persistent/neural_cpu_persistent.dll
 for f in "$EXE" "$DLL"; do [ -f "$f" ] || { echo "check-msi: $f missing (run scripts/test-windows.sh)" >&2; exit 1; }; done
 VERSION=$(sed -n 's/^CMAKE_PROJECT_VERSION:STATIC=//p' "$BUILD/CMakeCache.txt")
 [ -n "$VERSION" ] || { echo "check-msi: no CMAKE_PROJECT_VERSION in $BUILD/CMakeCache.txt" >&2; exit 1; }
+DESKTOP=$BUILD/gui/neural-desktop.exe
+SERVER=$BUILD/server/neural-server.exe
+GUI=0
+if [ -f "$DESKTOP" ]; then
+  GUI=1
+  [ -f "$SERVER" ] || { echo "check-msi: $SERVER missing beside the desktop app" >&2; exit 1; }
+  QT=${NEURAL_QT_MINGW:-}
+  [ -n "$QT" ] && [ -d "$QT/bin" ] && [ -d "$QT/plugins" ] ||
+    { echo "check-msi: NEURAL_QT_MINGW must name the Qt the desktop app was built with" >&2; exit 1; }
+  TOKENIZER=$(sed -n 's/^NEURAL_DEMO_TOKENIZER_SOURCE:FILEPATH=//p' "$BUILD/CMakeCache.txt")
+  [ -s "$TOKENIZER" ] || { echo "check-msi: the demo tokenizer ($TOKENIZER) is missing" >&2; exit 1; }
+fi
 
 fails=0
 check() {  # check DESCRIPTION COMMAND...: runs COMMAND, prints ok/FAIL
@@ -41,46 +61,98 @@ check() {  # check DESCRIPTION COMMAND...: runs COMMAND, prints ok/FAIL
   if "$@"; then echo "  ok    $what"; else echo "  FAIL  $what"; fails=$((fails + 1)); fi
 }
 
+# Windows system DLLs (never shipped): the OS's own, and the API sets.
+SYSTEM_DLLS=" kernel32.dll msvcrt.dll ucrtbase.dll ntdll.dll advapi32.dll shell32.dll ole32.dll "
+SYSTEM_DLLS+="user32.dll ws2_32.dll bcrypt.dll psapi.dll shlwapi.dll synchronization.dll "
+SYSTEM_DLLS+="gdi32.dll comdlg32.dll imm32.dll oleaut32.dll winmm.dll uxtheme.dll dwmapi.dll "
+SYSTEM_DLLS+="version.dll netapi32.dll userenv.dll iphlpapi.dll dnsapi.dll mpr.dll wtsapi32.dll "
+SYSTEM_DLLS+="setupapi.dll shcore.dll d3d9.dll d3d11.dll dxgi.dll dwrite.dll d2d1.dll crypt32.dll "
+SYSTEM_DLLS+="secur32.dll authz.dll comctl32.dll winspool.drv opengl32.dll "
+imports() { $TRIPLE-objdump -p "$1" | sed -n 's/^\s*DLL Name: //p' | tr 'A-Z' 'a-z'; }
+is_system() { case "$SYSTEM_DLLS" in *" $1 "*) return 0 ;; esac; [[ $1 == api-ms-win-* || $1 == ext-ms-* ]]; }
+# Where the DLLs that are not Windows' come from: Qt's bin/, the MinGW runtime of the compiler.
+DLL_DIRS=()
+if [ "$GUI" = 1 ]; then
+  DLL_DIRS=("$QT/bin" "$(dirname "$($TRIPLE-g++-posix -print-file-name=libstdc++-6.dll)")"
+            "/usr/$TRIPLE/lib")
+fi
+find_dll() {  # name (lower case) -> path, from DLL_DIRS (case-insensitive)
+  local d f
+  for d in "${DLL_DIRS[@]}"; do
+    f=$(find "$d" -maxdepth 1 -iname "$1" -print -quit 2>/dev/null)
+    [ -n "$f" ] && { echo "$f"; return 0; }
+  done
+  return 1
+}
+
 # --- build ------------------------------------------------------------------------------------
 # Staging folder laid out as CPack stages the install() rules (wixl finds sources relative to
 # the current folder); the include files CPack would write come from installer/product.cmake.
+# With the desktop app: the Qt DLLs its executables import (and theirs, transitively), and the
+# Qt plugins beside them in the folders windeployqt uses, found by Qt in the app's folder.
+QT_PLUGINS="platforms/qwindows.dll sqldrivers/qsqlite.dll styles/qwindowsvistastyle.dll imageformats/qico.dll"
+stage_files() {  # stage_files DIR
+  local stage=$1 queue=() bin dll src p
+  mkdir -p "$stage/bin"
+  cp "$EXE" "$DLL" "$stage/bin/"
+  cp "$ROOT/LICENSE" "$stage/LICENSE.txt"
+  [ "$GUI" = 1 ] || return 0
+  cp "$DESKTOP" "$SERVER" "$stage/bin/"
+  for p in $QT_PLUGINS; do
+    [ -f "$QT/plugins/$p" ] || { echo "check-msi: Qt plugin $p missing in $QT/plugins" >&2; exit 1; }
+    mkdir -p "$stage/bin/$(dirname "$p")"
+    cp "$QT/plugins/$p" "$stage/bin/$p"
+  done
+  mkdir -p "$stage/share/neural/demo"
+  cp "$TOKENIZER" "$stage/share/neural/demo/tokenizer.json"
+  queue=("$stage"/bin/*.exe "$stage"/bin/*.dll "$stage"/bin/*/*.dll)
+  while [ ${#queue[@]} -gt 0 ]; do
+    bin=${queue[0]}; queue=("${queue[@]:1}")
+    for dll in $(imports "$bin"); do
+      is_system "$dll" && continue
+      [ -n "$(find "$stage/bin" -maxdepth 1 -iname "$dll" -print -quit)" ] && continue
+      src=$(find_dll "$dll") || continue  # reported by check 1
+      cp "$src" "$stage/bin/"
+      queue+=("$stage/bin/$(basename "$src")")
+    done
+  done
+}
 build_msi() {  # build_msi VERSION MSI
-  local version=$1 msi=$2 stage vars
+  local version=$1 msi=$2 stage vars defs=()
   stage=$OUT/stage-$version
   vars=$OUT/vars-$version
   rm -rf "$stage" "$vars"
-  mkdir -p "$stage/bin" "$vars"
-  cp "$EXE" "$DLL" "$stage/bin/"
-  cp "$ROOT/LICENSE" "$stage/LICENSE.txt"
+  mkdir -p "$vars"
+  stage_files "$stage"
+  python3 "$ROOT/installer/wixl-files.py" "$stage" > "$vars/files.wxs"
   cp "$ROOT/installer/neural.ico" "$vars/"
   cmake -DVERSION="$version" -DICON=neural.ico -DOUT_DIR="$vars" -P "$ROOT/installer/product.cmake" 2>/dev/null
-  (cd "$stage" && wixl -a x64 -I "$vars" -o "$msi" "$ROOT/installer/neural.wxs" \
-     "$ROOT/installer/wixl-files.wxs")
+  [ "$GUI" = 1 ] && defs=(-D NEURAL_DESKTOP_EXE=neural-desktop.exe)
+  (cd "$stage" && wixl -a x64 -I "$vars" "${defs[@]}" -o "$msi" "$ROOT/installer/neural.wxs" "$vars/files.wxs")
 }
 mkdir -p "$OUT"
 MSI=$OUT/Neural-$VERSION-win64.msi
 rm -f "$MSI"
 build_msi "$VERSION" "$MSI"
-echo "check-msi: built $MSI ($(stat -c %s "$MSI") bytes) with wixl $(wixl --version)"
+STAGE=$OUT/stage-$VERSION
+staged=$(cd "$STAGE" && find . -type f | sed 's|^\./||' | sort)
+echo "check-msi: built $MSI ($(stat -c %s "$MSI") bytes, $(wc -l <<<"$staged") files) with wixl $(wixl --version)"
 
 # --- 1. runtime DLLs --------------------------------------------------------------------------
-# The MinGW runtime is linked statically (cmake/mingw-w64.cmake); if that ever changes, the DLLs
-# it brings (libstdc++-6.dll, libgomp-1.dll, ...) must be added to installer/wixl-files.wxs.
-SYSTEM_DLLS=" kernel32.dll msvcrt.dll ucrtbase.dll ntdll.dll advapi32.dll shell32.dll ole32.dll "
-SYSTEM_DLLS+="user32.dll ws2_32.dll bcrypt.dll psapi.dll shlwapi.dll synchronization.dll "
+# The engine's executables link the MinGW runtime statically (cmake/mingw-w64.cmake); Qt's DLLs
+# need the shared one (libstdc++-6.dll, libgcc_s_seh-1.dll, libwinpthread-1.dll), staged above.
 files=$(msiinfo export "$MSI" File | tail -n +4 | tr -d '\r' | cut -f3 | tr 'A-Z' 'a-z')
 imports_ok=1
-for bin in "$EXE" "$DLL"; do
-  for dll in $(x86_64-w64-mingw32-objdump -p "$bin" | sed -n 's/^\s*DLL Name: //p' | tr 'A-Z' 'a-z'); do
-    case "$SYSTEM_DLLS" in *" $dll "*) continue ;; esac
-    [[ $dll == api-ms-win-* ]] && continue
+while IFS= read -r rel; do
+  case "$rel" in *.exe|*.dll) ;; *) continue ;; esac
+  for dll in $(imports "$STAGE/$rel"); do
+    is_system "$dll" && continue
     grep -qx "$dll" <<<"$files" && continue
-    echo "  $(basename "$bin") imports $dll, which is neither a Windows system DLL nor in the MSI"
+    echo "  $rel imports $dll, which is neither a Windows system DLL nor in the MSI"
     imports_ok=0
   done
-done
+done <<<"$staged"
 check "every imported DLL is a Windows system DLL or in the MSI" test $imports_ok = 1
-
 # --- 2. tables --------------------------------------------------------------------------------
 table() { msiinfo export "$MSI" "$1" | tail -n +4 | tr -d '\r'; }  # rows, no header, no CR
 prop() { table Property | awk -F'\t' -v k="$1" '$1 == k { print $2 }'; }
@@ -99,29 +171,65 @@ check "ProductName = Neural, Manufacturer = Neural" test "$(prop ProductName)/$(
 check "per machine (ALLUSERS = 1)" test "$(prop ALLUSERS)" = 1
 check "Add/Remove Programs icon" test "$(prop ARPPRODUCTICON)" = NeuralIcon.ico
 check "x64 package (summary Template x64;1033)" grep -q '^Template: x64;1033$' <(msiinfo suminfo "$MSI")
-for f in "neural.exe:NeuralExe:$EXE" "neural_cpu_persistent.dll:NeuralPersistentDll:$DLL" \
-         "LICENSE.txt:NeuralLicense:$ROOT/LICENSE"; do
-  IFS=: read -r name comp src <<<"$f"
-  check "File $name ($(stat -c %s "$src") bytes) in component $comp" \
-    grep -qP "^\Q$name\E\t$comp\t\Q$name\E\t$(stat -c %s "$src")\t" <(table File)
-done
-check "3 files, no others" test "$(table File | wc -l)" = 3
-check "components are 64-bit: bin/ holds neural.exe and the DLL, LICENSE.txt in the root" \
-  test "$(table Component | awk -F'\t' '$1 ~ /^Neural(Exe|PersistentDll|License)$/ && int($4 / 256) % 2 == 1 { print $1 ":" $3 }' | sort | tr '\n' ' ')" \
+# Every staged file once in the File table, with its size, in a 64-bit component of the folder
+# it was staged in; nothing else.
+file_rows=$(table File)
+comp_rows=$(table Component)
+dir_rows=$(table Directory)
+files_ok=1
+while IFS= read -r rel; do
+  name=$(basename "$rel"); size=$(stat -c %s "$STAGE/$rel")
+  row=$(awk -F'\t' -v n="$name" -v z="$size" '($3 == n || $3 ~ ("\\|" n "$")) && $4 == z' <<<"$file_rows" | head -1)
+  [ -n "$row" ] || { echo "  $rel ($size bytes) is not in the File table"; files_ok=0; continue; }
+  comp=$(cut -f2 <<<"$row")
+  IFS=$'\t' read -r _ cdir attr <<<"$(awk -F'\t' -v c="$comp" '$1 == c { print $1 "\t" $3 "\t" $4 }' <<<"$comp_rows")"
+  [ $(( ${attr:-0} / 256 % 2 )) = 1 ] || { echo "  $rel: component $comp is not 64-bit"; files_ok=0; }
+  # The component's folder, spelled out from the Directory table up to INSTALL_ROOT.
+  path=""; d=$cdir
+  while [ -n "$d" ] && [ "$d" != INSTALL_ROOT ]; do
+    IFS=$'\t' read -r _ parent dname <<<"$(awk -F'\t' -v i="$d" '$1 == i' <<<"$dir_rows")"
+    path="${dname##*|}${path:+/$path}"; d=$parent
+  done
+  want=$(dirname "$rel"); [ "$want" = . ] && want=""
+  [ "$path" = "$want" ] || { echo "  $rel: installed into '$path', staged in '$want'"; files_ok=0; }
+done <<<"$staged"
+check "every staged file ($(wc -l <<<"$staged")) is in the File table with its size, 64-bit, in its folder" test $files_ok = 1
+check "no other files" test "$(wc -l <<<"$file_rows")" = "$(wc -l <<<"$staged")"
+check "neural.exe and the persistent DLL in bin/, LICENSE.txt in the root (known component ids)" \
+  test "$(awk -F'\t' '$1 ~ /^Neural(Exe|PersistentDll|License)$/ { print $1 ":" $3 }' <<<"$comp_rows" | sort | tr '\n' ' ')" \
        = "NeuralExe:NEURAL_BIN NeuralLicense:INSTALL_ROOT NeuralPersistentDll:NEURAL_BIN "
+if [ "$GUI" = 1 ]; then
+  for f in bin/neural-desktop.exe bin/neural-server.exe bin/Qt6Core.dll bin/Qt6Widgets.dll \
+           bin/Qt6Charts.dll bin/Qt6HttpServer.dll bin/Qt6Sql.dll bin/platforms/qwindows.dll \
+           bin/sqldrivers/qsqlite.dll share/neural/demo/tokenizer.json; do
+    check "the desktop app's $f is in the MSI" grep -qx "$f" <<<"$staged"
+  done
+fi
 check "INSTALL_ROOT = ProgramFiles64Folder\\Neural" has_row Directory "$(printf 'INSTALL_ROOT\tProgramFiles64Folder\tNeural')"
 check "bin below INSTALL_ROOT" has_row Directory "$(printf 'NEURAL_BIN\tINSTALL_ROOT\tbin')"
 check "Start-menu folder ProgramMenuFolder\\Neural" has_row Directory "$(printf 'NEURAL_MENU_FOLDER\tProgramMenuFolder\tNeural')"
-check "Start-menu shortcut (cmd /k bin\\neural.exe --help in INSTALL_ROOT, icon)" \
-  grep -qP '^NeuralStartMenu\tNEURAL_MENU_FOLDER\tNeural command prompt\tNeuralStartMenuShortcut\t\[SystemFolder\]cmd\.exe\t/k bin\\neural\.exe --help\t.*NeuralIcon\.ico\t.*INSTALL_ROOT' <(table Shortcut)
+if [ "$GUI" = 1 ]; then
+  check "Start-menu shortcut to bin\\neural-desktop.exe (in INSTALL_ROOT, icon)" \
+    grep -qP '^NeuralStartMenu\tNEURAL_MENU_FOLDER\tNeural\tNeuralStartMenuShortcut\t\[INSTALL_ROOT\]bin\\neural-desktop\.exe\t.*NeuralIcon\.ico\t.*INSTALL_ROOT' <(table Shortcut)
+  check "desktop shortcut to bin\\neural-desktop.exe" \
+    grep -qP '^NeuralDesktop\tDesktopFolder\tNeural\t.*\t\[INSTALL_ROOT\]bin\\neural-desktop\.exe\t' <(table Shortcut)
+else
+  check "Start-menu shortcut (cmd /k bin\\neural.exe --help in INSTALL_ROOT, icon)" \
+    grep -qP '^NeuralStartMenu\tNEURAL_MENU_FOLDER\tNeural command prompt\tNeuralStartMenuShortcut\t\[SystemFolder\]cmd\.exe\t/k bin\\neural\.exe --help\t.*NeuralIcon\.ico\t.*INSTALL_ROOT' <(table Shortcut)
+fi
 check "desktop shortcut" grep -qP '^NeuralDesktop\tDesktopFolder\t' <(table Shortcut)
 check "uninstall removes the Start-menu folder (RemoveFile)" \
   grep -qP '^NeuralRemoveMenuFolder\tNeuralStartMenuShortcut\t\tNEURAL_MENU_FOLDER\t2$' <(table RemoveFile)
 check "features: ProductFeature (required, level 1) and DesktopShortcut (level 1)" \
   test "$(table Feature | awk -F'\t' '{ print $1 ":" $6 }' | sort | tr '\n' ' ')" = "DesktopShortcut:1 ProductFeature:1 "
+# FeatureComponents: the desktop shortcut alone in DesktopShortcut; every file component and the
+# Start-menu shortcut in ProductFeature.
+fc=$(table FeatureComponents)
 check "the desktop shortcut is the DesktopShortcut feature's only component, and not in ProductFeature" \
-  test "$(table FeatureComponents | sort | tr '\t\n' ': ')" \
-       = "DesktopShortcut:NeuralDesktopShortcut ProductFeature:NeuralExe ProductFeature:NeuralLicense ProductFeature:NeuralPersistentDll ProductFeature:NeuralStartMenuShortcut "
+  test "$(awk -F'\t' '$1 == "DesktopShortcut" || $2 == "NeuralDesktopShortcut"' <<<"$fc" | tr '\t\n' ': ')" = "DesktopShortcut:NeuralDesktopShortcut "
+check "ProductFeature holds every file's component and the Start-menu shortcut" \
+  test "$(awk -F'\t' '$1 == "ProductFeature" { print $2 }' <<<"$fc" | sort | tr '\n' ' ')" \
+     = "$( { cut -f2 <<<"$file_rows"; echo NeuralStartMenuShortcut; } | sort | tr '\n' ' ')"
 check "MajorUpgrade: older versions detected for removal (Upgrade row, max $VERSION exclusive)" \
   has_row Upgrade "$(printf '%s\t\t%s\t\t1\t\tWIX_UPGRADE_DETECTED' "$UPGRADE_CODE" "$VERSION")"
 check "MajorUpgrade: newer versions refuse a downgrade (Upgrade row, min $VERSION exclusive)" \
@@ -137,6 +245,12 @@ for f in "bin/neural.exe:$EXE" "bin/neural_cpu_persistent.dll:$DLL" "LICENSE.txt
   got=$(find "$X" -path "*/Neural/$rel" | head -1)
   check "extracted Neural/$rel is byte-identical to the build" cmp -s "$src" "${got:-/nonexistent}"
 done
+same=1
+while IFS= read -r rel; do
+  got=$(find "$X" -path "*/Neural/$rel" | head -1)
+  cmp -s "$STAGE/$rel" "${got:-/nonexistent}" || { echo "  extracted $rel differs from the staged file"; same=0; }
+done <<<"$staged"
+check "every extracted file ($(wc -l <<<"$staged")) is byte-identical to the staged one" test $same = 1
 
 # --- 4. install / upgrade / uninstall under Wine ----------------------------------------------
 WINE=$(command -v wine64 || true)

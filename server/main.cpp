@@ -14,6 +14,7 @@
 #include "apiserver.h"
 #include "cpu/parallel.h"
 #include "neural/error.h"
+#include "neural/version.h"
 #include "runtime/model.h"
 
 namespace {
@@ -34,7 +35,7 @@ int main(int argc, char **argv)
 {
     QCoreApplication app(argc, argv);
     QCoreApplication::setApplicationName(QStringLiteral("neural-server"));
-    QCoreApplication::setApplicationVersion(QStringLiteral("0.1.0"));
+    QCoreApplication::setApplicationVersion(QStringLiteral(NEURAL_VERSION));
     qSetMessagePattern(QStringLiteral("%{time yyyy-MM-dd hh:mm:ss.zzz} %{if-warning}warning: "
                                       "%{endif}%{if-critical}error: %{endif}%{message}"));
 

@@ -20,6 +20,7 @@
 #include "platform/atomic_file.h"
 #include "runtime/model.h"
 #include "runtime/sampler.h"
+#include "neural/version.h"
 
 namespace neural::cli {
 

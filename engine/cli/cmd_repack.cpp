@@ -13,6 +13,7 @@
 #include "platform/output_file.h"
 #include "store/repack.h"
 #include "store/verify.h"
+#include "neural/version.h"
 
 namespace neural::cli {
 

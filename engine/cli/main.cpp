@@ -9,6 +9,7 @@
 
 #include "cli/commands.h"
 #include "neural/error.h"
+#include "neural/version.h"
 
 namespace {
 

@@ -1,4 +1,4 @@
-// Process counters for telemetry: page faults so far (soft + hard), read before and after a
+// Process counters for telemetry: the resident set, and page faults so far (soft + hard), read before and after a
 // token so a record carries the delta. POSIX: getrusage (minflt + majflt); Windows:
 // GetProcessMemoryInfo (PageFaultCount, which also counts soft faults).
 // Major (hard) faults are the ones that waited for a disk read: the cost of experts that were
@@ -21,5 +21,9 @@ struct PageFaultCounts {
 };
 // Both counts from one call.
 PageFaultCounts process_page_fault_counts();
+
+// Bytes of this process now in RAM (the resident set; Windows: the working set,
+// GetProcessMemoryInfo's WorkingSetSize; Linux: /proc/self/statm); 0 where it cannot be read.
+std::uint64_t process_resident_bytes();
 
 }  // namespace neural

@@ -1,11 +1,13 @@
 // neural-desktop: the Qt Widgets app (chat, setup wizard, profiles, telemetry, tray + API).
-//   neural-desktop [--model DIR] [--theme light|dark|system] [--screenshots DIR]
+//   neural-desktop [--model DIR | --demo] [--theme light|dark|system] [--screenshots DIR]
 // Without --model it loads the active profile's model, else the demo model (first run: asks).
 #include <QApplication>
 #include <QCommandLineParser>
 #include <QIcon>
 
 #include <cstdio>
+#include <cstring>
+#include <memory>
 
 #include <spdlog/spdlog.h>
 
@@ -14,15 +16,37 @@
 #include "app/paths.h"
 #include "app/screenshots.h"
 #include "app/theme.h"
+#include "neural/version.h"
+
+namespace {
+
+// --help and --version print and exit without a window, so they work without a display (over
+// SSH, in a script, in CI): only a QCoreApplication is made for them, which needs no platform
+// plugin.
+bool onlyPrints(int argc, char **argv)
+{
+    for (int i = 1; i < argc; ++i) {
+        for (const char *flag : {"--help", "-h", "-?", "--help-all", "--version", "-v"}) {
+            if (!std::strcmp(argv[i], flag))
+                return true;
+        }
+    }
+    return false;
+}
+
+}  // namespace
 
 int main(int argc, char **argv)
 {
-    QApplication app(argc, argv);
-    QApplication::setOrganizationName(QStringLiteral("Neural"));
-    QApplication::setApplicationName(QStringLiteral("neural-desktop"));
-    QApplication::setApplicationDisplayName(QStringLiteral("Neural"));
-    QApplication::setApplicationVersion(QStringLiteral("0.1.0"));
-    QApplication::setWindowIcon(QIcon(QStringLiteral(":/neural/neural.ico")));
+    std::unique_ptr<QCoreApplication> app;
+    if (onlyPrints(argc, argv))
+        app = std::make_unique<QCoreApplication>(argc, argv);
+    else
+        app = std::make_unique<QApplication>(argc, argv);
+    QCoreApplication::setOrganizationName(QStringLiteral("Neural"));
+    QCoreApplication::setApplicationName(QStringLiteral("neural-desktop"));
+    QGuiApplication::setApplicationDisplayName(QStringLiteral("Neural"));
+    QCoreApplication::setApplicationVersion(QStringLiteral(NEURAL_VERSION));
 
     QCommandLineParser p;
     p.setApplicationDescription(QStringLiteral("Neural: chat with gpt-oss on this PC."));
@@ -39,7 +63,11 @@ int main(int argc, char **argv)
                                                   "profiles and the setup wizard into DIR once "
                                                   "the model is loaded, then quit."),
                                    QStringLiteral("DIR"));
+    const QCommandLineOption demo(QStringLiteral("demo"),
+                                  QStringLiteral("Load the built-in demo model (random weights; "
+                                                 "made on first use)."));
     p.addOption(model);
+    p.addOption(demo);
     p.addOption(theme);
     p.addOption(shots);
     // scripts/run.sh passes the terminal chat's flags too (e.g. --reasoning low): options this
@@ -50,10 +78,11 @@ int main(int argc, char **argv)
         p.showHelp();
     if (p.isSet(QStringLiteral("version")))
         p.showVersion();
+    QApplication::setWindowIcon(QIcon(QStringLiteral(":/neural/neural.ico")));
 
     namespace g = neural::gui;
     const QString logFile = g::installLogging(g::logDir() + QStringLiteral("/neural-desktop.log"));
-    spdlog::info("neural-desktop {} starting; log file {}", "0.1.0", logFile.toStdString());
+    spdlog::info("neural-desktop {} starting; log file {}", NEURAL_VERSION, logFile.toStdString());
 
     auto settings = g::appSettings();
     if (p.isSet(theme))
@@ -63,6 +92,7 @@ int main(int argc, char **argv)
 
     g::MainWindow::Options options;
     options.modelDir = p.value(model);
+    options.demo = p.isSet(demo);
     g::MainWindow window(options);
     window.show();
     if (p.isSet(shots))

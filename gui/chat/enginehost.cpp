@@ -192,9 +192,9 @@ void EngineHost::loadDemo(const QString &dir, const QString &tokenizer)
         [path, tok] {
             if (!std::filesystem::exists(std::filesystem::path(path) / "config.json")) {
                 if (tok.empty())
-                    fail("the demo model needs a tokenizer.json: run scripts/setup.sh (it "
-                         "installs one under resources/demo-tokenizer) or set "
-                         "NEURAL_DEMO_TOKENIZER");
+                    fail("the demo model's tokenizer (share/neural/demo/tokenizer.json) is "
+                         "missing from this installation: reinstall Neural, or set "
+                         "NEURAL_DEMO_TOKENIZER to a gpt-oss tokenizer.json");
                 spdlog::info("creating the demo model in {} (random weights)", path);
                 synth::Options o;
                 o.shape = synth::shape_named("tiny");

@@ -21,10 +21,7 @@
 
 #include <algorithm>
 
-#ifdef __linux__
-#include <unistd.h>
-#endif
-
+#include "platform/process_stats.h"
 #include "runtime/model.h"
 
 namespace neural::gui {
@@ -67,20 +64,7 @@ QChart *lineChart(const QString &title, std::initializer_list<QLineSeries *> ser
 }
 }  // namespace
 
-std::uint64_t processRssBytes()
-{
-#ifdef __linux__
-    QFile f(QStringLiteral("/proc/self/statm"));
-    if (!f.open(QIODevice::ReadOnly))
-        return 0;
-    const QList<QByteArray> parts = f.readAll().split(' ');
-    if (parts.size() < 2)
-        return 0;
-    return parts[1].toULongLong() * static_cast<std::uint64_t>(sysconf(_SC_PAGESIZE));
-#else
-    return 0;
-#endif
-}
+std::uint64_t processRssBytes() { return neural::process_resident_bytes(); }
 
 TelemetryDock::TelemetryDock(QWidget *parent) : QDockWidget(tr("Telemetry"), parent)
 {

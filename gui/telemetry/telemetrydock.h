@@ -71,7 +71,8 @@ private:
     QList<QChart *> m_charts;
 };
 
-// Resident set size of this process in bytes (0 where unknown).
+// Resident set size of this process in bytes (the working set on Windows; 0 where unknown):
+// platform/process_stats.h.
 std::uint64_t processRssBytes();
 
 }  // namespace neural::gui

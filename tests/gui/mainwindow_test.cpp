@@ -4,6 +4,7 @@
 // it; the event loop never stalls for 100 ms while the model loads and generates.
 #include <gtest/gtest.h>
 
+#include <QAction>
 #include <QElapsedTimer>
 #include <QDir>
 #include <QFile>
@@ -105,6 +106,33 @@ protected:
     QTemporaryDir m_dir;
     std::unique_ptr<MainWindow> m_window;
 };
+
+// The tray's Quit with the window hidden in the tray (the API running): the event loop ends.
+// close() alone did nothing then, so the process and the port stayed up.
+TEST_F(MainWindowTest, QuitEndsTheAppWhenTheWindowIsHidden)
+{
+    ASSERT_TRUE(waitReady()) << m_window->engine()->lastError().toStdString();
+    m_window->hide();
+    QAction *quit = nullptr;
+    for (QAction *a : m_window->findChildren<QAction *>()) {
+        if (a->text() == QStringLiteral("&Quit"))
+            quit = a;
+    }
+    ASSERT_NE(quit, nullptr);
+    EXPECT_EQ(quit->shortcut(), QKeySequence(Qt::CTRL | Qt::Key_Q));  // Windows too
+    bool timedOut = false;
+    QTimer guard;  // ends the loop if Quit does not (destroyed with the test, never fires late)
+    guard.setSingleShot(true);
+    QObject::connect(&guard, &QTimer::timeout, [&] {
+        timedOut = true;
+        QCoreApplication::exit(7);
+    });
+    guard.start(10000);
+    QTimer::singleShot(0, quit, &QAction::trigger);
+    const int rc = QCoreApplication::exec();
+    EXPECT_FALSE(timedOut);
+    EXPECT_EQ(rc, 0);
+}
 
 TEST_F(MainWindowTest, SendsAMessageAndPersistsTheStreamedReply)
 {

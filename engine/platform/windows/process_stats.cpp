@@ -29,4 +29,11 @@ PageFaultCounts process_page_fault_counts() {
     return c;
 }
 
+std::uint64_t process_resident_bytes() {
+    PROCESS_MEMORY_COUNTERS pmc{};
+    pmc.cb = sizeof pmc;
+    if (!GetProcessMemoryInfo(GetCurrentProcess(), &pmc, sizeof pmc)) return 0;
+    return static_cast<std::uint64_t>(pmc.WorkingSetSize);
+}
+
 }  // namespace neural
