@@ -14,9 +14,19 @@ set(CMAKE_RC_COMPILER ${NEURAL_MINGW_TRIPLE}-windres)
 # Where scripts/test-windows.sh installs the cross-built dependencies (PCRE2, GoogleTest, the
 # xxHash object, header-only fmt/spdlog/nlohmann-json configs). Passed on to try_compile.
 set(NEURAL_MINGW_PREFIX "" CACHE PATH "Install prefix of the cross-built dependencies")
-list(APPEND CMAKE_TRY_COMPILE_PLATFORM_VARIABLES NEURAL_MINGW_PREFIX)
-set(CMAKE_FIND_ROOT_PATH /usr/${NEURAL_MINGW_TRIPLE} ${NEURAL_MINGW_PREFIX})
-set(CMAKE_PREFIX_PATH ${NEURAL_MINGW_PREFIX})
+# The Qt built for mingw-w64 by scripts/build-qt-mingw.sh (the desktop app and the server);
+# empty: no Qt, build with -DNEURAL_GUI=OFF. Its host tools (moc, rcc, uic) are Debian's own Qt of
+# the same version (QT_HOST_PATH).
+set(NEURAL_MINGW_QT "" CACHE PATH "Qt 6 prefix built for x86_64-w64-mingw32")
+list(APPEND CMAKE_TRY_COMPILE_PLATFORM_VARIABLES NEURAL_MINGW_PREFIX NEURAL_MINGW_QT)
+set(CMAKE_FIND_ROOT_PATH /usr/${NEURAL_MINGW_TRIPLE} ${NEURAL_MINGW_PREFIX} ${NEURAL_MINGW_QT})
+set(CMAKE_PREFIX_PATH ${NEURAL_MINGW_PREFIX} ${NEURAL_MINGW_QT})
+if(NEURAL_MINGW_QT)
+  set(QT_HOST_PATH /usr CACHE PATH "Host Qt (Debian's) for the cross build's tools")
+  execute_process(COMMAND gcc -dumpmachine OUTPUT_VARIABLE _neural_host_triple
+                  OUTPUT_STRIP_TRAILING_WHITESPACE)
+  set(QT_HOST_PATH_CMAKE_DIR /usr/lib/${_neural_host_triple}/cmake CACHE PATH "")
+endif()
 set(CMAKE_FIND_ROOT_PATH_MODE_PROGRAM NEVER)
 set(CMAKE_FIND_ROOT_PATH_MODE_LIBRARY ONLY)
 set(CMAKE_FIND_ROOT_PATH_MODE_INCLUDE ONLY)

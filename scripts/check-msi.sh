@@ -270,8 +270,10 @@ else
   WINESERVER=$(command -v wineserver || echo /usr/lib/wine/wineserver64)
   stop_server() { HOME=$W/home WINEPREFIX=$W/prefix "$WINESERVER" -w >/dev/null 2>&1 || true; }
   PF=$W/prefix/drive_c/Program\ Files/Neural
-  menu_lnk() { find "$W/prefix/drive_c" -path '*Start Menu/Programs/Neural/Neural command prompt.lnk' | head -1; }
-  desk_lnk() { find "$W/home" "$W/prefix/drive_c/users" -name 'Neural command prompt.lnk' \
+  LNK="Neural command prompt.lnk"
+  [ "$GUI" = 1 ] && LNK="Neural.lnk"
+  menu_lnk() { find "$W/prefix/drive_c" -path "*Start Menu/Programs/Neural/$LNK" | head -1; }
+  desk_lnk() { find "$W/home" "$W/prefix/drive_c/users" -name "$LNK" \
                  -not -path '*Start Menu*' 2>/dev/null | head -1; }
   registered() { run_wine reg query "HKLM\\Software\\Microsoft\\Windows\\CurrentVersion\\Uninstall\\$1" >/dev/null 2>&1; }
   # msiexec returns when its own process ends; a MajorUpgrade removes the older product in a
@@ -291,6 +293,46 @@ else
   check "Wine: registered as $PRODUCT_CODE" registered "$PRODUCT_CODE"
   ver=$(cd "$PF/bin" 2>/dev/null && run_wine ./neural.exe --version 2>/dev/null | tr -d '\r' || true)
   check "Wine: the installed neural.exe runs (--version: '$ver')" grep -q "$VERSION" <<<"$ver"
+  if [ "$GUI" = 1 ]; then
+    # The installed desktop app on a virtual display: it makes the demo model from the tokenizer
+    # it carries, loads it, sends a message and saves the window with the streamed reply
+    # (--screenshots; exit status 0 only when the model answered).
+    LAD=$(find "$W/prefix/drive_c/users" -maxdepth 3 -type d -path '*/AppData/Local' -not -path '*/Public/*' | head -1)
+    SHOTS=$OUT/screenshots
+    rm -rf "$SHOTS"
+    disp=$(( 90 + RANDOM % 400 ))
+    Xvfb ":$disp" -screen 0 1280x800x24 -nolisten tcp >/dev/null 2>&1 &
+    xvfb_pid=$!
+    sleep 1
+    app_rc=0
+    (cd "$PF/bin" && DISPLAY=":$disp" run_wine ./neural-desktop.exe --demo --screenshots "Z:${SHOTS//\//\\}" \
+       >"$OUT/desktop-wine.log" 2>&1) || app_rc=$?
+    stop_server
+    check "Wine: the installed neural-desktop.exe made the demo model, answered a message and saved $SHOTS/main.png (exit $app_rc)" \
+      test "$app_rc" = 0 -a -s "$SHOTS/main.png"
+    APPDATA_DIR=$(find "${LAD:-/nonexistent}" -maxdepth 3 -type d -name neural-desktop 2>/dev/null | head -1)
+    check "Wine: its data under %LOCALAPPDATA% (conversations, demo model): ${APPDATA_DIR#$W/prefix/drive_c/}" \
+      test -n "$APPDATA_DIR" -a -f "$APPDATA_DIR/conversations.sqlite" -a -f "$APPDATA_DIR/demo/config.json"
+    # The installed server on that demo model: a chat completion and a streamed one (loopback).
+    sport=$(( 20000 + RANDOM % 20000 ))
+    demo_win="Z:${APPDATA_DIR//\//\\}\\demo"
+    (cd "$PF/bin" && run_wine ./neural-server.exe --model "$demo_win" --port "$sport" \
+       >"$OUT/server-wine.log" 2>&1) &
+    up=0
+    for i in $(seq 60); do curl -sf "http://127.0.0.1:$sport/health" >/dev/null && { up=1; break; }; sleep 1; done
+    check "Wine: the installed neural-server.exe answers /health on 127.0.0.1:$sport" test $up = 1
+    body='{"model":"demo","messages":[{"role":"user","content":"Hello"}],"max_tokens":8}'
+    reply=$(curl -sf -H 'Content-Type: application/json' -d "$body" "http://127.0.0.1:$sport/v1/chat/completions" || true)
+    check "Wine: a chat completion from the installed server" \
+      python3 -c 'import json,sys; r=json.loads(sys.argv[1]); assert r["object"]=="chat.completion" and r["usage"]["completion_tokens"]>0' "$reply"
+    sbody='{"model":"demo","messages":[{"role":"user","content":"Hello"}],"max_tokens":8,"stream":true}'
+    stream=$(curl -sfN -H 'Content-Type: application/json' -d "$sbody" "http://127.0.0.1:$sport/v1/chat/completions" || true)
+    check "Wine: a streamed chat completion (chunks, then data: [DONE])" \
+      test "$(grep -c '"chat.completion.chunk"' <<<"$stream")" -gt 1 -a "$(grep -c '^data: \[DONE\]' <<<"$stream")" = 1
+    HOME=$W/home WINEPREFIX=$W/prefix "$WINESERVER" -k >/dev/null 2>&1 || true
+    wait 2>/dev/null || true
+    kill "$xvfb_pid" 2>/dev/null || true
+  fi
   # Upgrade: the same files as a newer version replace the installed one.
   NEXT=$(awk -F. '{ printf "%d.%d.%d", $1, $2, $3 + 1 }' <<<"$VERSION")
   NEXT_MSI=$OUT/upgrade-test/Neural-$NEXT-win64.msi
@@ -323,6 +365,10 @@ else
   msi /x "$MSI" /qn /l*v "$OUT/uninstall.log"
   check "Wine: msiexec /x removes every file, folder and shortcut it installed" \
     test ! -e "$PF" -a -z "$(menu_lnk)" -a -z "$(desk_lnk)"
+  if [ "$GUI" = 1 ]; then
+    check "Wine: the user's data (conversations, demo model, settings) is kept after the uninstall" \
+      test -f "$APPDATA_DIR/conversations.sqlite" -a -f "$APPDATA_DIR/demo/config.json"
+  fi
   none_left() { ! registered "$PRODUCT_CODE" && ! registered "$NEXT_CODE"; }
   check "Wine: no product left registered" eventually none_left
   stop_server

@@ -93,10 +93,32 @@ if [ ! -f "$DEPS/.pcre2-done" ]; then
   touch "$DEPS/.pcre2-done"
 fi
 
+# --- Qt for mingw-w64: the desktop app and the server --------------------------------------------
+# Built once by scripts/build-qt-mingw.sh. Looked for in NEURAL_QT_MINGW, ../shared/qt-mingw (a
+# copy the steering side places there for every machine), then the script's own cache.
+QT_MINGW=""
+for d in "${NEURAL_QT_MINGW:-}" "$ROOT/../shared/qt-mingw" "$HOME/.cache/neural/qt-mingw-6.4.2"; do
+  if [ -n "$d" ] && [ -f "$d/lib/cmake/Qt6Charts/Qt6ChartsConfig.cmake" ] &&
+     [ -f "$d/lib/cmake/Qt6HttpServer/Qt6HttpServerConfig.cmake" ] && [ -f "$d/bin/Qt6Core.dll" ]; then
+    QT_MINGW=$(cd "$d" && pwd); break
+  fi
+done
+gui_args=(-DNEURAL_GUI=OFF)
+if [ -n "$QT_MINGW" ]; then
+  echo "test-windows: Windows GUI stage ON: the desktop app, the server and their tests with the Qt in $QT_MINGW"
+  gui_args=(-DNEURAL_GUI=ON -DNEURAL_MINGW_QT="$QT_MINGW")
+else
+  echo "test-windows: ################################################################################"
+  echo "test-windows: WINDOWS GUI STAGE SKIPPED: no Qt for mingw-w64 (looked in \$NEURAL_QT_MINGW," \
+       "../shared/qt-mingw, ~/.cache/neural/qt-mingw-6.4.2); neural-desktop.exe and neural-server.exe" \
+       "were not built, tested or packed. scripts/build-qt-mingw.sh builds that Qt (once, about an hour)."
+  echo "test-windows: ################################################################################"
+fi
+
 # --- Neural (libgomp linked statically, as the rest of the runtime) ---------------------------------------------------------------------------------------
 cmake_args=()
 [ -n "${NEURAL_SHARED_DIR:-}" ] && cmake_args+=(-DNEURAL_SHARED_DIR="$NEURAL_SHARED_DIR")
-cmake -S "$ROOT" -B "$OUT/neural" "${xcmake[@]}" -DNEURAL_GUI=OFF -DNEURAL_CUDA=OFF \
+cmake -S "$ROOT" -B "$OUT/neural" "${xcmake[@]}" "${gui_args[@]}" -DNEURAL_CUDA=OFF \
   -DNEURAL_BENCHMARKS=OFF "${cmake_args[@]}" \
   -DOpenMP_gomp_LIBRARY="$($TRIPLE-gcc-posix -print-file-name=libgomp.a)" >/dev/null
 cmake --build "$OUT/neural" -j "$JOBS"
@@ -105,6 +127,13 @@ built=$(date +%s)
 # --- run under Wine -------------------------------------------------------------------------------
 export WINEPREFIX=$OUT/wineprefix WINEDEBUG=-all WINEDLLOVERRIDES="mscoree,mshtml="
 export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE}
+if [ -n "$QT_MINGW" ]; then
+  # The Qt DLLs and plugins of the build tree's executables (the MSI puts them beside the app);
+  # the GUI tests draw offscreen, as on Linux.
+  winpath() { echo "Z:${1//\//\\}"; }
+  export WINEPATH="$(winpath "$QT_MINGW/bin")" QT_PLUGIN_PATH="$(winpath "$QT_MINGW/plugins")"
+  export QT_QPA_PLATFORM=offscreen NEURAL_QT_MINGW=$QT_MINGW
+fi
 [ -d "$WINEPREFIX" ] || timeout 300 "$WINE" wineboot -i >/dev/null 2>&1 || true
 
 # Tests left out under Wine, each with its reason: "Suite.Test|reason" (gtest filter syntax).
@@ -129,7 +158,8 @@ WINESERVER=$(command -v wineserver || echo /usr/lib/wine/wineserver64)
 trap '"$WINESERVER" -k >/dev/null 2>&1 || true' EXIT
 
 pass=0; fail=0; skip=0; failed_exes=()
-for exe in "$OUT"/neural/tests/*/neural_*_tests.exe; do
+for exe in "$OUT"/neural/tests/*/neural_*_tests.exe "$OUT"/neural/tests/gui/gui_*_tests.exe; do
+  [ -f "$exe" ] || continue
   name=$(basename "$exe" .exe)
   log=$OUT/neural/tests/$name.wine.log
   rc=0
