@@ -7,7 +7,7 @@ set(NEURAL_QT_DEBIAN_PACKAGE_Widgets qt6-base-dev)
 set(NEURAL_QT_DEBIAN_PACKAGE_Network qt6-base-dev)
 set(NEURAL_QT_DEBIAN_PACKAGE_Sql "qt6-base-dev libqt6sql6-sqlite")
 set(NEURAL_QT_DEBIAN_PACKAGE_Test qt6-base-dev)
-set(NEURAL_QT_DEBIAN_PACKAGE_Charts "libqt6charts6-dev libqt6opengl6-dev")
+set(NEURAL_QT_DEBIAN_PACKAGE_Charts "qt6-charts-dev libqt6opengl6-dev")
 set(NEURAL_QT_DEBIAN_PACKAGE_HttpServer "qt6-httpserver-dev qt6-websockets-dev")
 
 function(neural_require_qt what)

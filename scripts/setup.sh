@@ -11,7 +11,7 @@ PACKAGES=(
   build-essential cmake ninja-build ccache pkg-config git python3
   nlohmann-json3-dev libfmt-dev libspdlog-dev libpcre2-dev libxxhash-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  qt6-base-dev qt6-httpserver-dev qt6-websockets-dev libqt6charts6-dev libqt6sql6-sqlite
+  qt6-base-dev qt6-httpserver-dev qt6-websockets-dev qt6-charts-dev libqt6sql6-sqlite
   libqt6opengl6-dev  # Qt6Charts needs Qt6OpenGL: without it the desktop app cannot configure
   curl
   # Windows proof (scripts/test-windows.sh): mingw-w64 cross compiler, Wine, GoogleTest sources.

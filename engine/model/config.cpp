@@ -208,18 +208,26 @@ ModelConfig ModelConfig::from_json(const json& j, const std::string& src) {
     // top-level rope_theta. Accept both (reading only one silently disables YaRN).
     const json* rp = find(j, "rope_parameters");
     const json* rs = find(j, "rope_scaling");
+    // rope_theta: inside rope_parameters (v5) or at the top level (v4). A value given must be a
+    // real base (> 1: 0 is not "unset"); a checkpoint that gives none is refused rather than
+    // run with a guessed base (gpt-oss uses 150000; a wrong one garbles every position).
+    const json* theta = nullptr;
     if (rp != nullptr) {
         c.rope = parse_rope(*rp, src);
-        c.rope_theta = get_double(*rp, "rope_theta", src, false, 0.0);
+        theta = find(*rp, "rope_theta");
     } else if (rs != nullptr) {
         c.rope = parse_rope(*rs, src);
     }
-    if (c.rope_theta == 0.0 || rp == nullptr) {
-        double top = get_double(j, "rope_theta", src, false, 0.0);
-        if (top != 0.0) c.rope_theta = top;
+    if (theta == nullptr) theta = find(j, "rope_theta");
+    if (theta == nullptr) {
+        fail("{}: missing required field \"rope_theta\" (the RoPE base; gpt-oss uses 150000)",
+             src);
     }
-    if (c.rope_theta == 0.0) c.rope_theta = 10000.0;
-    if (!(c.rope_theta > 1.0)) fail("{}: rope_theta must be > 1, got {}", src, c.rope_theta);
+    if (!theta->is_number()) fail("{}: rope_theta must be a number, got {}", src, theta->dump());
+    c.rope_theta = theta->get<double>();
+    if (!(c.rope_theta > 1.0) || !std::isfinite(c.rope_theta)) {
+        fail("{}: rope_theta must be > 1, got {}", src, theta->dump());
+    }
 
     c.rms_norm_eps = static_cast<float>(get_double(j, "rms_norm_eps", src, false, 1e-5));
     if (!(c.rms_norm_eps > 0)) fail("{}: rms_norm_eps must be positive", src);

@@ -273,6 +273,13 @@ const TensorInfo& Checkpoint::require(const std::string& name, DType dtype,
     return *t;
 }
 
+std::vector<std::string> Checkpoint::tensor_names() const {
+    std::vector<std::string> names;
+    names.reserve(index_.size());
+    for (const auto& [name, info] : index_) names.push_back(name);
+    return names;
+}
+
 std::uint64_t Checkpoint::total_bytes() const {
     std::uint64_t n = 0;
     for (const auto& [name, t] : index_) n += t->nbytes();

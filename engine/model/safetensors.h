@@ -66,6 +66,8 @@ class Checkpoint {
     return require(name, dtype, std::span<const std::int64_t>(shape.begin(), shape.size()));
   }
   std::size_t tensor_count() const { return index_.size(); }
+  // Every tensor name of the checkpoint, sorted.
+  std::vector<std::string> tensor_names() const;
   std::uint64_t total_bytes() const;
   const std::vector<SafetensorsFile>& files() const { return files_; }
 

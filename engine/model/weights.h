@@ -56,6 +56,8 @@ struct ModelWeights {
   Bf16View lm_head;  // [V, H]
   std::vector<LayerWeights> layers;
 
+  // Views of every tensor the config names, each checked for dtype and shape. A tensor of the
+  // checkpoint that the config does not name is an error too: config and weights disagree.
   static ModelWeights bind(const Checkpoint& ckpt, const ModelConfig& config);
 };
 

@@ -111,6 +111,25 @@ std::unique_ptr<Model> Model::load(const fs::path& dir, const LoadOptions& optio
         fail("{}: tokenizer defines {} tokens but the model's vocab_size is {}", tok.string(),
              m->tokenizer_->vocab_size(), m->config_.vocab_size);
     }
+    // The special ids the configs name must be tokens of this model (an id past the vocab
+    // would never match, so generation would not stop).
+    auto check_ids = [&](const fs::path& file, const std::vector<std::int32_t>& ids) {
+        for (std::int32_t id : ids) {
+            if (id >= m->config_.vocab_size) {
+                fail("{}: token id {} is not a token of this model (vocab_size {})",
+                     file.string(), id, m->config_.vocab_size);
+            }
+        }
+    };
+    {
+        std::vector<std::int32_t> config_ids = m->config_.eos_token_ids;
+        if (m->config_.pad_token_id) config_ids.push_back(*m->config_.pad_token_id);
+        check_ids(dir / "config.json", config_ids);
+        std::vector<std::int32_t> gen_ids = m->generation_.eos_token_ids;
+        if (m->generation_.bos_token_id) gen_ids.push_back(*m->generation_.bos_token_id);
+        if (m->generation_.pad_token_id) gen_ids.push_back(*m->generation_.pad_token_id);
+        check_ids(dir / "generation_config.json", gen_ids);
+    }
     m->checkpoint_ = Checkpoint::open(dir);
     m->weights_ = ModelWeights::bind(m->checkpoint_, m->config_);
     if (!options.store.empty()) {

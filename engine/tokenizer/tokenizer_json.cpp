@@ -2,6 +2,10 @@
 
 #include <fstream>
 #include <optional>
+#include <string_view>
+#include <unordered_set>
+#include <utility>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -31,6 +35,7 @@ class Reader final : public nlohmann::json_sax<nlohmann::json> {
         if (model_type_ && *model_type_ != "BPE") {
             fail("{}: model.type is \"{}\", only BPE is supported", file_, *model_type_);
         }
+        check_merges();
         merge_added_tokens();
         return std::move(out_);
     }
@@ -165,10 +170,16 @@ class Reader final : public nlohmann::json_sax<nlohmann::json> {
                     string_->find(' ') != string_->rfind(' ')) {
                     bad_merge();
                 }
+                {
+                    const std::size_t space = string_->find(' ');
+                    merges_.push_back({string_->substr(0, space), string_->substr(space + 1)});
+                }
                 ++out_.merge_count;
                 break;
             case Ctx::merge_pair:
                 if (kind != Value::string) bad_merge();
+                if (pair_items_ == 0) merges_.push_back({std::move(*string_), {}});
+                else if (pair_items_ == 1) merges_.back().second = std::move(*string_);
                 if (++pair_items_ == 2) ++out_.merge_count;
                 break;
             case Ctx::added_tokens:
@@ -222,6 +233,33 @@ class Reader final : public nlohmann::json_sax<nlohmann::json> {
         ++added_index_;
     }
 
+    // Every merge names two tokens of model.vocab whose concatenation is a token too: rank ==
+    // id makes the merges redundant for encoding, so one that disagrees with the vocab means
+    // the file is damaged or belongs to another tokenizer (an error naming the entry).
+    void check_merges() {
+        std::unordered_set<std::string_view> ordinary;
+        ordinary.reserve(out_.tokens.size());
+        for (std::size_t id = 0; id < out_.tokens.size(); ++id) {
+            if (out_.kinds[id] == TokenKind::ordinary) ordinary.insert(out_.tokens[id]);
+        }
+        std::string left, right;
+        for (std::size_t i = 0; i < merges_.size(); ++i) {
+            const auto& [l, r] = merges_[i];
+            left.clear();  // decode_key appends
+            right.clear();
+            const bool ok = byte_level::decode_key(l, left) && byte_level::decode_key(r, right) &&
+                            ordinary.count(left) && ordinary.count(right) &&
+                            ordinary.count(left + right);
+            if (!ok) {
+                fail("{}: model.merges entry {} (\"{} {}\") names a token that model.vocab does "
+                     "not have",
+                     file_, i, l, r);
+            }
+        }
+        merges_.clear();
+        merges_.shrink_to_fit();
+    }
+
     // added_tokens comes before model in HF files, so they are merged in only once the vocab
     // is complete.
     void merge_added_tokens() {
@@ -270,6 +308,7 @@ class Reader final : public nlohmann::json_sax<nlohmann::json> {
     std::string* string_ = nullptr;
     std::uint64_t int_ = 0;
     std::size_t pair_items_ = 0;
+    std::vector<std::pair<std::string, std::string>> merges_;  // checked by check_merges()
     AddedToken added_;
     std::vector<AddedToken> added_list_;
     std::size_t added_index_ = 0;

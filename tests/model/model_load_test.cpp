@@ -212,5 +212,72 @@ TEST(ModelLoad, MissingWeights) {
     EXPECT_THAT(msg, HasSubstr("no model.safetensors or model.safetensors.index.json found"));
 }
 
+// Config and weights that disagree are errors, never a model that silently runs without part of
+// its weights or with a guessed value.
+TEST(ModelLoad, FewerLayersInTheConfigThanInTheWeightsIsAnError) {
+    FixtureCopy m;
+    json c = m.config();
+    const int layers = c["num_hidden_layers"].get<int>();
+    c["num_hidden_layers"] = layers - 1;
+    if (c.contains("layer_types")) c["layer_types"].erase(c["layer_types"].size() - 1);
+    m.set_config(c);
+    std::string msg = error_of([&] { Model::load(m.dir()); });
+    EXPECT_THAT(msg, HasSubstr("tensors its config.json does not use"));
+    EXPECT_THAT(msg, HasSubstr("model.layers." + std::to_string(layers - 1) + "."));
+    EXPECT_THAT(msg, HasSubstr("num_hidden_layers = " + std::to_string(layers - 1)));
+}
+
+TEST(ModelLoad, AttentionBiasFalseWithBiasTensorsIsAnError) {
+    FixtureCopy m;
+    json c = m.config();
+    ASSERT_TRUE(c.value("attention_bias", false)) << "the fixture has attention biases";
+    c["attention_bias"] = false;
+    m.set_config(c);
+    std::string msg = error_of([&] { Model::load(m.dir()); });
+    EXPECT_THAT(msg, HasSubstr("self_attn.k_proj.bias"));
+    EXPECT_THAT(msg, HasSubstr("attention_bias = false"));
+}
+
+TEST(ModelLoad, RopeThetaZeroIsAnErrorNotADefault) {
+    FixtureCopy m;
+    json c = m.config();
+    c["rope_theta"] = 0;
+    if (c.contains("rope_parameters")) c["rope_parameters"].erase("rope_theta");
+    m.set_config(c);
+    EXPECT_THAT(error_of([&] { Model::load(m.dir()); }), HasSubstr("rope_theta must be > 1, got 0"));
+}
+
+TEST(ModelLoad, MissingRopeThetaIsAnError) {
+    FixtureCopy m;
+    json c = m.config();
+    c.erase("rope_theta");
+    if (c.contains("rope_parameters")) c["rope_parameters"].erase("rope_theta");
+    m.set_config(c);
+    EXPECT_THAT(error_of([&] { Model::load(m.dir()); }),
+                HasSubstr("missing required field \"rope_theta\" (the RoPE base; gpt-oss uses "
+                          "150000)"));
+}
+
+TEST(ModelLoad, EosTokenPastTheVocabIsAnError) {
+    {
+        FixtureCopy m;
+        json c = m.config();
+        c["eos_token_id"] = 1000000000;
+        m.set_config(c);
+        std::string msg = error_of([&] { Model::load(m.dir()); });
+        EXPECT_THAT(msg, HasSubstr((m / "config.json").string()));
+        EXPECT_THAT(msg, HasSubstr("token id 1000000000 is not a token of this model"));
+    }
+    {
+        FixtureCopy m;
+        json g = test::read_json(m / "generation_config.json");
+        g["eos_token_id"] = json::array({200002, 1000000000});
+        m.replace("generation_config.json", g.dump());
+        std::string msg = error_of([&] { Model::load(m.dir()); });
+        EXPECT_THAT(msg, HasSubstr((m / "generation_config.json").string()));
+        EXPECT_THAT(msg, HasSubstr("token id 1000000000 is not a token of this model"));
+    }
+}
+
 }  // namespace
 }  // namespace neural

@@ -207,6 +207,26 @@ TEST_F(TokenizerLoad, BadMerges) {
                                     "2-element array");
 }
 
+// A merge must name two vocab tokens whose concatenation is a token too: merges that disagree
+// with the vocab mean a damaged file or one of another tokenizer.
+TEST_F(TokenizerLoad, MergesNamingTokensTheVocabLacksAreAnError) {
+    for (bool arrays : {false, true}) {
+        SCOPED_TRACE(arrays ? "array merges" : "string merges");
+        nlohmann::json j = tiny_tokenizer(arrays);
+        j["model"]["merges"].push_back(arrays ? nlohmann::json::parse(R"(["x", "y"])")
+                                              : nlohmann::json("x y"));  // "xy" is no token
+        const std::filesystem::path path = write(j);
+        EXPECT_EQ(load_error(path), path.string() +
+                                        ": model.merges entry 2 (\"x y\") names a token that "
+                                        "model.vocab does not have");
+    }
+    nlohmann::json j = tiny_tokenizer(false);
+    j["model"]["vocab"].erase("bc");
+    j["added_tokens"][0]["id"] = 257;
+    const std::filesystem::path path = write(j);
+    EXPECT_THAT(load_error(path), HasSubstr("model.merges entry 1 (\"b c\") names a token"));
+}
+
 TEST_F(TokenizerLoad, BadAddedTokens) {
     nlohmann::json j = tiny_tokenizer(false);
     j["added_tokens"] = nlohmann::json::parse(R"([{"id": 258, "content": "<|a|>"}, {"id": 259}])");
