@@ -362,7 +362,9 @@ TEST(ServerConnections, BusyConnectionsAtTheCapLeaveA503WithRetryAfter) {
     EXPECT_THAT(r->body, HasSubstr(R"("type":"server_error")"));
     EXPECT_THAT(r->body, HasSubstr(R"("code":"server_overloaded")"));
     busy.clear();
-    EXPECT_EQ(metric(server.port(), R"(neural_connection_errors_total{status="503"})"), 1);
+    // At least this one; /metrics itself may get a 503 (and retry) until the server has seen
+    // the busy connections close.
+    EXPECT_GE(metric(server.port(), R"(neural_connection_errors_total{status="503"})"), 1);
     EXPECT_THAT(server.log(), HasSubstr(" 503 too many open connections"));
 }
 
