@@ -1,9 +1,11 @@
 #include "apiserver.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include <QCryptographicHash>
 #include <QDateTime>
+#include <QDeadlineTimer>
 #include <QHttpServerRequest>
 #include <QRandomGenerator>
 #include <QTcpSocket>
@@ -115,7 +117,39 @@ public:
         m_server->m_calls.insert(this);
     }
 
-    ~GenerationCall() override { m_server->m_calls.remove(this); }
+    ~GenerationCall() override
+    {
+        m_server->m_calls.remove(this);
+        if (m_overflow) {
+            auto &fifo = m_server->m_overflow;
+            fifo.erase(std::remove(fifo.begin(), fifo.end(), this), fifo.end());
+        }
+    }
+
+    const std::shared_ptr<GenerationJob> &job() const { return m_job; }
+
+    // Waits in the server's overflow FIFO for a place in the queue, until `deadline`.
+    void waitForRoom(QDeadlineTimer deadline)
+    {
+        m_overflow = true;
+        m_deadline = deadline;
+    }
+    void admitted() { m_overflow = false; }
+    const QDeadlineTimer &deadline() const { return m_deadline; }
+
+    // 503 with Retry-After: no place in the queue (now, or within the overflow wait).
+    void refuseBusy(const QString &message)
+    {
+        m_gone = true;
+        m_overflow = false;
+        m_job->receiver = nullptr;
+        m_server->m_metrics.countRejected();
+        m_server->m_metrics.countRequest(m_chat ? "chat" : "completions", 503);
+        m_channel->setParent(m_server);  // outlives this call until the response is written
+        m_server->sendError(m_channel, m_request, 503, message, "server_error", {},
+                            "server_overloaded", {{"Retry-After", "1"}});
+        deleteLater();
+    }
 
     // The server is going away: the job must not outlive this call's connection.
     void abandon()
@@ -246,6 +280,15 @@ private:
         if (m_gone || !m_server->m_queue)
             return;
         m_gone = true;
+        if (m_overflow) {
+            auto &fifo = m_server->m_overflow;
+            fifo.erase(std::remove(fifo.begin(), fifo.end(), this), fifo.end());
+            m_overflow = false;
+            m_server->armOverflowTimer();
+            m_server->m_metrics.countCancelled();
+            done(499, QStringLiteral("left the overflow wait"));
+            return;
+        }
         // A job still waiting leaves the queue and never reaches the worker: finish here. A
         // running one stops between layers or tokens and reports back through onFinished.
         if (m_server->m_queue->cancel(m_job->id)) {
@@ -267,6 +310,8 @@ private:
     std::string m_model;
     openai::ChatChunkEncoder m_encoder;
     bool m_gone = false;
+    bool m_overflow = false;  // in m_server->m_overflow, not in the queue yet
+    QDeadlineTimer m_deadline;
 };
 
 // ---- ApiServer --------------------------------------------------------------------------------
@@ -291,6 +336,10 @@ ApiServer::ApiServer(std::shared_ptr<const Model> model, GenerationQueue *shared
         m_queue = new GenerationQueue(m_model, m_config.maxQueue, m_config.defaultMaxTokens,
                                       this);
     }
+    // A place freed in the queue goes to the overflow FIFO's first request.
+    connect(m_queue, &GenerationQueue::changed, this, &ApiServer::admitOverflow);
+    m_overflowTimer.setSingleShot(true);
+    connect(&m_overflowTimer, &QTimer::timeout, this, &ApiServer::expireOverflow);
 }
 
 ApiServer::~ApiServer()
@@ -322,6 +371,28 @@ bool ApiServer::start(QString *error)
         return false;
     }
     bind(m_tcp);
+#if QT_VERSION < QT_VERSION_CHECK(6, 8, 0)
+    // The guards parse the requests (connectionguard.h) and hand them over one at a time per
+    // connection, in order.
+    m_tcp->setRequestHandler(this, [this](QTcpSocket *socket, GuardedRequest request) {
+        serveGuarded(socket, std::move(request));
+    });
+#endif
+    connect(m_tcp, &GuardedTcpServer::connectionRejected, this,
+            [this](const QString &remote, int status, const QByteArray &message) {
+                m_metrics.countConnectionError(status);
+                logConnection(QStringLiteral("%1 - - %2 %3 (answered by the connection guard)")
+                                  .arg(remote)
+                                  .arg(status)
+                                  .arg(QString::fromUtf8(message)));
+            });
+    connect(m_tcp, &GuardedTcpServer::connectionDropped, this,
+            [this](const QString &remote, const QByteArray &reason, const QByteArray &detail) {
+                m_metrics.countConnectionDropped(reason);
+                logConnection(QStringLiteral("%1 connection closed (%2): %3")
+                                  .arg(remote, QString::fromLatin1(reason),
+                                       QString::fromUtf8(detail)));
+            });
     if (!m_config.host.isLoopback()) {
         qCWarning(lcNeuralServer).noquote()
             << "listening on" << m_config.host.toString()
@@ -349,8 +420,25 @@ ApiServer::Request ApiServer::extract(const QHttpServerRequest &request)
 }
 
 #if QT_VERSION < QT_VERSION_CHECK(6, 8, 0)
+void ApiServer::serveGuarded(QTcpSocket *socket, GuardedRequest request)
+{
+    Request r;
+    r.timer.start();
+    r.method = request.method;
+    r.path = QUrl::fromEncoded(request.target).path();
+    r.authorization = request.value("authorization");
+    r.contentType = request.value("content-type");
+    r.origin = request.value("origin");
+    r.body = std::move(request.body);
+    r.remote = socket->peerAddress().toString();
+    r.simulateEngineError = !request.value("x-neural-test-engine-error").isEmpty();
+    dispatch(std::move(r), new SocketHttpChannel(socket, request.keepAlive, this));
+}
+
 bool ApiServer::handleRequest(const QHttpServerRequest &request, QTcpSocket *socket)
 {
+    // Not reached: the connection guards parse the requests (serveGuarded). Kept for the base
+    // class, and answered the same way should Qt's parser ever get a request.
     const bool keepAlive = !request.value("connection").toLower().contains("close");
     dispatch(extract(request), new SocketHttpChannel(socket, keepAlive, this));
     return true;
@@ -406,6 +494,12 @@ HttpHeaders ApiServer::corsHeaders(const QByteArray &origin) const
     if (!m_config.corsOrigins.contains(origin))
         return {};
     return {{"Access-Control-Allow-Origin", origin}, {"Vary", "Origin"}};
+}
+
+void ApiServer::logConnection(const QString &line)
+{
+    qCInfo(lcNeuralServer).noquote() << line;
+    emit requestLogged(line);
 }
 
 void ApiServer::logRequest(const Request &request, int status, const QString &detail)
@@ -664,20 +758,60 @@ void ApiServer::handleCompletion(Request &request, HttpChannel *channel)
 void ApiServer::enqueue(Request &request, HttpChannel *channel, std::shared_ptr<GenerationJob> job,
                         bool stream, bool includeUsage)
 {
-    const QByteArray label = job->kind == GenerationJob::Kind::chat ? "chat" : "completions";
     job->simulateEngineError = m_config.testOptions && request.simulateEngineError;
     auto *call = new GenerationCall(this, request, channel, job, stream, includeUsage);
-    if (!m_queue->enqueue(job)) {
-        m_metrics.countRejected();
-        m_metrics.countRequest(label, 503);
-        channel->setParent(this);
-        job->receiver = nullptr;
-        delete call;
-        sendError(channel, request, 503,
-                  QStringLiteral("the server is busy (%1 requests are waiting); retry later")
-                      .arg(m_queue->waiting()),
-                  "server_error", {}, "server_overloaded", {{"Retry-After", "1"}});
+    // Requests already waiting in the overflow FIFO go first: a newcomer does not overtake them.
+    admitOverflow();
+    if (m_overflow.empty() && m_queue->enqueue(job))
+        return;
+    if (static_cast<int>(m_overflow.size()) < m_config.maxOverflow) {
+        call->waitForRoom(QDeadlineTimer(m_config.overflowWaitMs));
+        m_overflow.push_back(call);
+        armOverflowTimer();
+        return;
     }
+    call->refuseBusy(
+        QStringLiteral("the server is busy (%1 requests are waiting); retry later")
+            .arg(m_queue->waiting() + static_cast<int>(m_overflow.size())));
+}
+
+void ApiServer::admitOverflow()
+{
+    if (m_admitting)
+        return;  // enqueue() below emits changed() again
+    m_admitting = true;
+    while (!m_overflow.empty()) {
+        GenerationCall *call = m_overflow.front();
+        if (!m_queue->enqueue(call->job()))
+            break;
+        m_overflow.pop_front();
+        call->admitted();
+    }
+    m_admitting = false;
+    armOverflowTimer();
+}
+
+void ApiServer::armOverflowTimer()
+{
+    if (m_overflow.empty()) {
+        m_overflowTimer.stop();
+        return;
+    }
+    // All wait equally long, so the first to come is the first to expire.
+    m_overflowTimer.start(
+        static_cast<int>(std::max<qint64>(0, m_overflow.front()->deadline().remainingTime())));
+}
+
+void ApiServer::expireOverflow()
+{
+    while (!m_overflow.empty() && m_overflow.front()->deadline().hasExpired()) {
+        GenerationCall *call = m_overflow.front();
+        m_overflow.pop_front();
+        call->refuseBusy(QStringLiteral("the server is busy: no place in the queue within %1 s; "
+                                        "retry later")
+                             .arg(m_config.overflowWaitMs / 1000.0));
+    }
+    armOverflowTimer();
 }
 
 }  // namespace neural::server

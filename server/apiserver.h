@@ -6,7 +6,8 @@
 //   GET  /health                no key needed
 //   GET  /metrics               Prometheus text
 // Errors are OpenAI error objects. One generation runs at a time (GenerationQueue); requests
-// beyond the queue get 503 with Retry-After. A client that disconnects cancels its request.
+// beyond the queue wait in a bounded overflow FIFO, if configured, and otherwise get 503 with
+// Retry-After. A client that disconnects cancels its request.
 #pragma once
 
 #include <QAbstractHttpServer>
@@ -16,7 +17,9 @@
 #include <QLoggingCategory>
 #include <QSet>
 #include <QString>
+#include <QTimer>
 
+#include <deque>
 #include <memory>
 
 #include "connectionguard.h"
@@ -48,6 +51,10 @@ struct ServerConfig {
     ConnectionLimits limits;
     int maxJsonDepth = 64;
     int maxQueue = 8;             // requests waiting behind the running one
+    // Requests that, finding the queue full, wait for a place in it (first come, first served)
+    // for up to overflowWaitMs before they get 503; more get 503 at once. 0: no waiting.
+    int maxOverflow = 0;
+    int overflowWaitMs = 2000;
     int defaultMaxTokens = 4096;  // when a request gives no limit
     // Test-only request options: the "neural_forced_output" field and the
     // "X-Neural-Test-Engine-Error" header. Never on in production.
@@ -124,6 +131,16 @@ private:
                    const QString &message, const char *type, const QByteArray &param = {},
                    const QByteArray &code = {}, const HttpHeaders &extra = {});
     void logRequest(const Request &request, int status, const QString &detail = {});
+    // A line about a connection rather than a routed request (guard answers, closed ones).
+    void logConnection(const QString &line);
+#if QT_VERSION < QT_VERSION_CHECK(6, 8, 0)
+    void serveGuarded(QTcpSocket *socket, GuardedRequest request);
+#endif
+    // The overflow FIFO (ServerConfig::maxOverflow): admits its first requests while the queue
+    // takes them; refuses those whose wait is over.
+    void admitOverflow();
+    void armOverflowTimer();
+    void expireOverflow();
 
     std::shared_ptr<const Model> m_model;
     ServerConfig m_config;
@@ -133,6 +150,9 @@ private:
     GenerationQueue *m_queue;
     bool m_ownsQueue;
     QSet<GenerationCall *> m_calls;  // requests in flight
+    std::deque<GenerationCall *> m_overflow;  // waiting for a place in the queue, oldest first
+    QTimer m_overflowTimer;
+    bool m_admitting = false;
     ServerMetrics m_metrics;
 };
 

@@ -1,5 +1,6 @@
 #include "connectionguard.h"
 
+#include <QMetaObject>
 #include <QTcpSocket>
 
 #include <algorithm>
@@ -97,26 +98,70 @@ bool equalsIgnoreCase(std::string_view a, std::string_view b)
            });
 }
 
+// A comma-separated header value (Connection) holds `token`, case-insensitively.
+bool hasToken(std::string_view value, std::string_view token)
+{
+    while (!value.empty()) {
+        const size_t comma = value.find(',');
+        if (equalsIgnoreCase(trimmed(value.substr(0, comma)), token))
+            return true;
+        if (comma == std::string_view::npos)
+            break;
+        value.remove_prefix(comma + 1);
+    }
+    return false;
+}
+
+QByteArray toBytes(std::string_view s)
+{
+    return QByteArray(s.data(), static_cast<qsizetype>(s.size()));
+}
+
+// Bytes read from the socket at a time: with the socket's read buffer of the same size, a
+// connection whose next request waits for its turn holds at most this much in memory.
+constexpr qint64 kReadChunk = 64 * 1024;
+
 }  // namespace
 
-ConnectionGuard::ConnectionGuard(QTcpSocket *socket, const ConnectionLimits &limits)
-    : QObject(socket), m_socket(socket), m_limits(limits)
+QByteArray GuardedRequest::value(const QByteArray &name) const
+{
+    for (const auto &[key, value] : headers) {
+        if (key == name)
+            return value;
+    }
+    return {};
+}
+
+ConnectionGuard::ConnectionGuard(QTcpSocket *socket, const ConnectionLimits &limits,
+                                 GuardedTcpServer *server)
+    : QObject(socket), m_socket(socket), m_limits(limits), m_server(server),
+      m_remote(socket->peerAddress().toString())
 {
     m_timer.setSingleShot(true);
     // The timer is the guard's own: it keeps working even if Qt disconnects the socket's signals.
     connect(&m_timer, &QTimer::timeout, this, &ConnectionGuard::onTimeout);
     connect(socket, &QTcpSocket::readyRead, this, &ConnectionGuard::onReadyRead);
-    m_timer.start(m_limits.idleTimeoutMs);
+#if QT_VERSION < QT_VERSION_CHECK(6, 8, 0)
+    // Bytes of a request that waits for its turn stay in the socket (and the kernel) instead of
+    // piling up in memory.
+    socket->setReadBufferSize(kReadChunk);
+#endif
+    // The read timeout runs from the accept: a connection that never sends a byte is closed
+    // after it, like one that sends too slowly.
+    m_timer.start(m_limits.readTimeoutMs);
+    m_readTimer = true;
 }
 
 void ConnectionGuard::reject(QTcpSocket *socket, int status, const QByteArray &message,
                              const QByteArray &code)
 {
+    const char *type = status >= 500 ? "server_error" : "invalid_request_error";
     const std::string body =
-        openai::error_body(message.toStdString(), "invalid_request_error", {}, code.toStdString())
-            .dump();
+        openai::error_body(message.toStdString(), type, {}, code.toStdString()).dump();
     QByteArray out = "HTTP/1.1 " + QByteArray::number(status) + ' ' + httpReason(status) + "\r\n";
     out += "Content-Type: application/json\r\nConnection: close\r\n";
+    if (status == 503)
+        out += "Retry-After: 1\r\n";
     out += "Content-Length: " + QByteArray::number(static_cast<qsizetype>(body.size()))
         + "\r\n\r\n";
     out += QByteArray::fromStdString(body);
@@ -128,20 +173,142 @@ void ConnectionGuard::reject(QTcpSocket *socket, int status, const QByteArray &m
     socket->disconnectFromHost();
 }
 
+void ConnectionGuard::rejectNow(int status, const QByteArray &message, const QByteArray &code)
+{
+    m_rejected = true;
+    m_timer.stop();
+    m_ready.clear();
+    reject(m_socket, status, message, code);
+    if (m_server)
+        emit m_server->connectionRejected(m_remote, status, message);
+}
+
+void ConnectionGuard::fail(int status, const QByteArray &message, const QByteArray &code)
+{
+#if QT_VERSION < QT_VERSION_CHECK(6, 8, 0)
+    if (m_inFlight || !m_ready.empty()) {
+        // Responses are still owed on this connection: the error follows them, in order.
+        m_ready.push_back(Pending{{}, status, message, code});
+        m_stopReading = true;
+        m_head.clear();
+        m_inBody = false;
+        return;
+    }
+#endif
+    rejectNow(status, message, code);
+}
+
+bool ConnectionGuard::responding() const
+{
+    return m_inFlight || !m_ready.empty()
+        || m_socket->property(kResponseInProgressProperty).toBool();
+}
+
+bool ConnectionGuard::isIdle() const
+{
+    if (m_rejected || midRequest() || responding()
+        || m_socket->state() != QAbstractSocket::ConnectedState || m_socket->bytesAvailable() > 0)
+        return false;
+#if QT_VERSION >= QT_VERSION_CHECK(6, 8, 0)
+    // Qt writes the responses: after a request, a connection waiting for its answer cannot be
+    // told from an idle one.
+    return !m_served;
+#else
+    return true;
+#endif
+}
+
+void ConnectionGuard::drop()
+{
+    m_rejected = true;
+    m_timer.stop();
+    m_socket->disconnectFromHost();
+}
+
+QString ConnectionGuard::remote() const { return m_remote; }
+
 void ConnectionGuard::onReadyRead()
 {
     if (m_rejected)
         return;
+#if QT_VERSION < QT_VERSION_CHECK(6, 8, 0)
+    if (!m_detached && m_server && m_server->qtServer()) {
+        // Qt's parser is connected after this guard (when the server takes the connection), so
+        // it is cut off at the first bytes; disconnecting during the emission skips its slot.
+        QObject::disconnect(m_socket, &QTcpSocket::readyRead, m_server->qtServer(), nullptr);
+        m_detached = true;
+    }
+    readAvailable();
+#else
     // Qt's parser reads everything after this slot; peek sees exactly the bytes it will read.
-    const QByteArray data = m_socket->peek(m_socket->bytesAvailable());
-    if (!consume(data))
-        m_rejected = true;
+    consume(m_socket->peek(m_socket->bytesAvailable()));
+#endif
+}
+
+void ConnectionGuard::readAvailable()
+{
+#if QT_VERSION < QT_VERSION_CHECK(6, 8, 0)
+    // One request at a time: while one is waiting or being answered, the next stays unread.
+    while (!m_rejected && !m_stopReading && !m_inFlight && m_ready.empty()
+           && m_socket->bytesAvailable() > 0) {
+        if (!consume(m_socket->read(kReadChunk)))
+            break;
+    }
+    pump();
+#endif
+}
+
+void ConnectionGuard::pump()
+{
+#if QT_VERSION < QT_VERSION_CHECK(6, 8, 0)
+    if (m_rejected || m_inFlight || m_ready.empty())
+        return;
+    Pending next = std::move(m_ready.front());
+    m_ready.pop_front();
+    if (next.status != 0) {
+        rejectNow(next.status, next.message, next.code);
+        return;
+    }
+    if (m_socket->state() != QAbstractSocket::ConnectedState || !m_server
+        || !m_server->handler())
+        return;
+    m_inFlight = true;
+    restartTimer();
+    // The handler may answer at once (responseFinished() then runs inside this call).
+    m_server->handler()(m_socket, std::move(next.request));
+#endif
+}
+
+void ConnectionGuard::responseFinished()
+{
+    m_inFlight = false;
+    if (m_rejected)
+        return;
+    restartTimer();
+    // Queued: this runs inside the response's write, and the next request may be answered at
+    // once too.
+    QMetaObject::invokeMethod(
+        this,
+        [this] {
+            if (!m_rejected && !m_inFlight)
+                readAvailable();
+        },
+        Qt::QueuedConnection);
 }
 
 void ConnectionGuard::restartTimer()
 {
-    const bool midRequest = m_inBody || !m_head.isEmpty();
-    m_timer.start(midRequest ? m_limits.readTimeoutMs : m_limits.idleTimeoutMs);
+    if (midRequest()) {
+        // From the first byte of a request (or, for the first request, from the accept): a
+        // request trickling in does not get a new timeout with every byte.
+        if (!m_readTimer) {
+            m_timer.start(m_limits.readTimeoutMs);
+            m_readTimer = true;
+        }
+        return;
+    }
+    m_readTimer = false;
+    m_timer.start(m_limits.idleTimeoutMs);
 }
 
 void ConnectionGuard::onTimeout()
@@ -153,24 +320,39 @@ void ConnectionGuard::onTimeout()
         m_socket->deleteLater();
         return;
     }
-    if (m_socket->property(kResponseInProgressProperty).toBool()) {
+    if (responding()) {
+        m_readTimer = false;
         m_timer.start(m_limits.idleTimeoutMs);  // a response is being generated
         return;
     }
-    if (m_inBody || !m_head.isEmpty()) {
-        m_rejected = true;
-        reject(m_socket, 408, "the request did not arrive in time", "request_timeout");
+    if (midRequest()) {
+        rejectNow(408, "the request did not arrive in time", "request_timeout");
+        return;
+    }
+    if (!m_served) {
+        // Accepted, but not a byte of a request within the read timeout.
+        drop();
+        if (m_server) {
+            emit m_server->connectionDropped(
+                m_remote, "no_request",
+                "no request within " + QByteArray::number(m_limits.readTimeoutMs / 1000.0)
+                    + " s of the accept");
+        }
         return;
     }
 #if QT_VERSION < QT_VERSION_CHECK(6, 8, 0)
-    m_socket->disconnectFromHost();  // idle keep-alive connection
+    drop();  // idle keep-alive connection
+    if (m_server) {
+        emit m_server->connectionDropped(
+            m_remote, "idle_timeout",
+            "idle for " + QByteArray::number(m_limits.idleTimeoutMs / 1000.0) + " s");
+    }
 #else
     // Qt >= 6.8 writes responses itself, so a connection waiting for a long answer cannot be
     // told from an idle one here: leave idle connections to the client.
     m_timer.start(m_limits.idleTimeoutMs);
 #endif
 }
-
 int ConnectionGuard::checkHead(bool complete)
 {
     // Validate every complete line once, and the partial last line as a prefix, so malformed
@@ -214,6 +396,19 @@ bool ConnectionGuard::finishHead()
     int lengths = 0;
     qint64 length = 0;
     bool expectContinue = false;
+#if QT_VERSION < QT_VERSION_CHECK(6, 8, 0)
+    // The request line was validated by checkHead: METHOD SP TARGET SP HTTP/1.x.
+    std::string_view requestLine = head.substr(0, pos - 1);
+    if (!requestLine.empty() && requestLine.back() == '\r')
+        requestLine.remove_suffix(1);
+    const size_t sp1 = requestLine.find(' ');
+    const size_t sp2 = requestLine.find(' ', sp1 + 1);
+    m_current = {};
+    m_current.method = toBytes(requestLine.substr(0, sp1));
+    m_current.target = toBytes(requestLine.substr(sp1 + 1, sp2 - sp1 - 1));
+    const bool http10 = requestLine.substr(sp2 + 1) == "HTTP/1.0";
+    bool close = false, keepAlive = false;
+#endif
     while (pos < head.size()) {
         const size_t nl = head.find('\n', pos);
         std::string_view line = head.substr(pos, nl - pos);
@@ -226,8 +421,8 @@ bool ConnectionGuard::finishHead()
         const std::string_view name = line.substr(0, colon);
         const std::string_view value = trimmed(line.substr(colon + 1));
         if (equalsIgnoreCase(name, "transfer-encoding")) {
-            reject(m_socket, 411, "chunked request bodies are not supported; send Content-Length",
-                   "length_required");
+            fail(411, "chunked request bodies are not supported; send Content-Length",
+                 "length_required");
             return false;
         }
         if (equalsIgnoreCase(name, "expect") && equalsIgnoreCase(value, "100-continue"))
@@ -236,24 +431,35 @@ bool ConnectionGuard::finishHead()
             if (++lengths > 1 || value.empty() || value.size() > 15
                 || !std::all_of(value.begin(), value.end(),
                                 [](char c) { return c >= '0' && c <= '9'; })) {
-                reject(m_socket, 400, "invalid Content-Length", "invalid_request");
+                fail(400, "invalid Content-Length", "invalid_request");
                 return false;
             }
             length = std::stoll(std::string(value));
         }
+#if QT_VERSION < QT_VERSION_CHECK(6, 8, 0)
+        if (equalsIgnoreCase(name, "connection")) {
+            close = close || hasToken(value, "close");
+            keepAlive = keepAlive || hasToken(value, "keep-alive");
+        }
+        m_current.headers.append({toBytes(name).toLower(), toBytes(value)});
+#endif
     }
     if (length > m_limits.maxBodyBytes) {
-        reject(m_socket, 413,
-               "the request body is larger than " + QByteArray::number(m_limits.maxBodyBytes)
-                   + " bytes",
-               "request_too_large");
+        fail(413,
+             "the request body is larger than " + QByteArray::number(m_limits.maxBodyBytes)
+                 + " bytes",
+             "request_too_large");
         return false;
     }
     m_bodyLeft = length;
     m_inBody = length > 0;
 #if QT_VERSION < QT_VERSION_CHECK(6, 8, 0)
+    // HTTP/1.0 closes after each response unless the client asks to keep the connection.
+    m_current.keepAlive = !close && (!http10 || keepAlive);
+    m_current.body.reserve(static_cast<qsizetype>(length));
     // Qt 6.4 ignores "Expect: 100-continue", and curl then waits a second before sending a body.
-    if (expectContinue && m_inBody)
+    // Not while responses are owed on the connection: "100 Continue" would land inside them.
+    if (expectContinue && m_inBody && !m_inFlight && m_ready.empty())
         m_socket->write("HTTP/1.1 100 Continue\r\n\r\n");
 #else
     Q_UNUSED(expectContinue);
@@ -261,19 +467,40 @@ bool ConnectionGuard::finishHead()
     return true;
 }
 
+void ConnectionGuard::completeRequest()
+{
+    m_served = true;
+#if QT_VERSION < QT_VERSION_CHECK(6, 8, 0)
+    const bool keepAlive = m_current.keepAlive;
+    m_ready.push_back(Pending{std::move(m_current), 0, {}, {}});
+    m_current = {};
+    // The connection closes after this response: whatever follows is not read.
+    if (!keepAlive)
+        m_stopReading = true;
+#endif
+    restartTimer();
+}
+
 bool ConnectionGuard::consume(const QByteArray &data)
 {
     QByteArray rest = data;
+#if QT_VERSION >= QT_VERSION_CHECK(6, 8, 0)
     bool completedOne = false;
-    while (!rest.isEmpty()) {
+#endif
+    while (!rest.isEmpty() && !m_stopReading) {
         if (m_inBody) {
             const qint64 take = std::min<qint64>(m_bodyLeft, rest.size());
+#if QT_VERSION < QT_VERSION_CHECK(6, 8, 0)
+            m_current.body += rest.left(static_cast<qsizetype>(take));
+#endif
             m_bodyLeft -= take;
             rest.remove(0, static_cast<qsizetype>(take));
             if (m_bodyLeft == 0) {
                 m_inBody = false;
+#if QT_VERSION >= QT_VERSION_CHECK(6, 8, 0)
                 completedOne = true;
-                restartTimer();
+#endif
+                completeRequest();
             }
             continue;
         }
@@ -285,13 +512,14 @@ bool ConnectionGuard::consume(const QByteArray &data)
             rest.remove(0, skip);
             if (rest.isEmpty())
                 break;
-            // A new request while the previous response is still being written or (in this
-            // same read) was not even dispatched yet: HTTP pipelining, which Qt 6.4 cannot
-            // answer in order. Refuse it rather than interleave responses.
-            if (completedOne || m_socket->property(kResponseInProgressProperty).toBool()) {
-                reject(m_socket, 400, "pipelined requests are not supported", "invalid_request");
+#if QT_VERSION >= QT_VERSION_CHECK(6, 8, 0)
+            // A second request in the same read as the first: Qt's parser would see both at
+            // once. Refuse it rather than risk interleaved responses.
+            if (completedOne) {
+                rejectNow(400, "pipelined requests are not supported", "invalid_request");
                 return false;
             }
+#endif
             m_head = rest;
             m_checked = 0;
             rest.clear();
@@ -316,7 +544,7 @@ bool ConnectionGuard::consume(const QByteArray &data)
         }
         const qsizetype headBytes = end < 0 ? m_head.size() : end;
         if (headBytes > m_limits.maxHeaderBytes) {
-            reject(m_socket, 431, "the request headers are too large", "headers_too_large");
+            fail(431, "the request headers are too large", "headers_too_large");
             return false;
         }
         if (end >= 0) {
@@ -325,9 +553,9 @@ bool ConnectionGuard::consume(const QByteArray &data)
         }
         if (const int status = checkHead(end >= 0); status != 0) {
             if (status == 405)
-                reject(m_socket, 405, "method not allowed", "method_not_allowed");
+                fail(405, "method not allowed", "method_not_allowed");
             else
-                reject(m_socket, 400, "malformed HTTP request", "invalid_request");
+                fail(400, "malformed HTTP request", "invalid_request");
             return false;
         }
         if (end < 0)
@@ -337,8 +565,10 @@ bool ConnectionGuard::consume(const QByteArray &data)
         m_head.clear();
         m_checked = 0;
         if (!m_inBody) {
+#if QT_VERSION >= QT_VERSION_CHECK(6, 8, 0)
             completedOne = true;
-            restartTimer();
+#endif
+            completeRequest();
         }
     }
     return true;
@@ -349,6 +579,12 @@ GuardedTcpServer::GuardedTcpServer(const ConnectionLimits &limits, QObject *pare
 {
 }
 
+void GuardedTcpServer::setRequestHandler(QObject *qtServer, GuardedRequestHandler handler)
+{
+    m_qtServer = qtServer;
+    m_handler = std::move(handler);
+}
+
 void GuardedTcpServer::incomingConnection(qintptr socketDescriptor)
 {
     auto *socket = new QTcpSocket(this);
@@ -356,14 +592,31 @@ void GuardedTcpServer::incomingConnection(qintptr socketDescriptor)
         delete socket;
         return;
     }
-    if (m_open >= m_limits.maxConnections) {
-        connect(socket, &QTcpSocket::disconnected, socket, &QObject::deleteLater);
-        ConnectionGuard::reject(socket, 503, "too many open connections", "server_overloaded");
-        return;
+    if (m_guards.size() >= m_limits.maxConnections) {
+        // Room for the newcomer: the connection idle the longest goes (oldest first), so that
+        // silent or forgotten keep-alive connections cannot lock clients out.
+        const auto victim = std::find_if(m_guards.begin(), m_guards.end(),
+                                         [](const ConnectionGuard *g) { return g->isIdle(); });
+        if (victim == m_guards.end()) {
+            const QByteArray message = "too many open connections (the limit is "
+                + QByteArray::number(m_limits.maxConnections) + "); retry later";
+            const QString remote = socket->peerAddress().toString();
+            connect(socket, &QTcpSocket::disconnected, socket, &QObject::deleteLater);
+            ConnectionGuard::reject(socket, 503, message, "server_overloaded");
+            emit connectionRejected(remote, 503, message);
+            return;
+        }
+        ConnectionGuard *idle = *victim;
+        m_guards.erase(victim);
+        const QString remote = idle->remote();
+        idle->drop();
+        emit connectionDropped(remote, "evicted",
+                               "idle, closed to make room at the connection limit ("
+                                   + QByteArray::number(m_limits.maxConnections) + ")");
     }
-    ++m_open;
-    connect(socket, &QObject::destroyed, this, [this] { --m_open; });
-    new ConnectionGuard(socket, m_limits);
+    auto *guard = new ConnectionGuard(socket, m_limits, this);
+    m_guards.append(guard);
+    connect(guard, &QObject::destroyed, this, [this, guard] { m_guards.removeOne(guard); });
     addPendingConnection(socket);
 }
 

@@ -2,6 +2,8 @@
 
 #include <QTcpSocket>
 
+#include "connectionguard.h"
+
 namespace neural::server {
 
 QByteArray httpReason(int status)
@@ -77,8 +79,13 @@ void SocketHttpChannel::finish()
     if (!m_socket)
         return;
     m_socket->setProperty(kResponseInProgressProperty, false);
-    if (!m_keepAlive)
+    if (!m_keepAlive) {
         m_socket->disconnectFromHost();  // after the write buffer is flushed
+        return;
+    }
+    // The connection's next request (if one was sent meanwhile) may go now.
+    if (auto *guard = m_socket->findChild<ConnectionGuard *>(QString(), Qt::FindDirectChildrenOnly))
+        guard->responseFinished();
 }
 
 void SocketHttpChannel::sendResponse(int status, const HttpHeaders &headers, const QByteArray &body)

@@ -29,8 +29,8 @@ using HttpHeaders = QList<QPair<QByteArray, QByteArray>>;
 QByteArray httpReason(int status);
 
 // Dynamic property set on a socket while a response on it is in progress (Qt < 6.8, where the
-// server writes on the socket itself): the connection guard then refuses pipelined requests and
-// keeps the connection out of its idle timeout.
+// server writes on the socket itself): the connection guard then keeps the connection out of its
+// idle timeout and out of the idle connections it may close at the connection cap.
 inline constexpr const char *kResponseInProgressProperty = "neuralResponseInProgress";
 
 class HttpChannel : public QObject {
@@ -60,7 +60,9 @@ protected:
 
 #if QT_VERSION < QT_VERSION_CHECK(6, 8, 0)
 // HTTP/1.1 written by hand on the connection's socket. Keeps the connection alive unless the
-// client asked to close it; the chunked encoding frames streams, Content-Length the rest.
+// request asked to close it (GuardedRequest::keepAlive); the chunked encoding frames streams,
+// Content-Length the rest. A complete response tells the socket's ConnectionGuard, which then
+// hands out the connection's next request.
 class SocketHttpChannel : public HttpChannel {
     Q_OBJECT
 public:

@@ -78,6 +78,23 @@ int main(int argc, char **argv)
                                          "Seconds a client has to send a whole request (default "
                                          "30).",
                                          "SECONDS", "30");
+    const QCommandLineOption idleTimeout("idle-timeout",
+                                         "Seconds an idle keep-alive connection stays open "
+                                         "(default 120).",
+                                         "SECONDS", "120");
+    const QCommandLineOption maxConnections("max-connections",
+                                            "Open connections at once (default 256); at the "
+                                            "limit the longest idle one is closed, else 503.",
+                                            "N", "256");
+    const QCommandLineOption overflow("overflow",
+                                      "Requests that may wait for a place in a full queue, first "
+                                      "come first served (default 0: a full queue answers 503 "
+                                      "at once).",
+                                      "N", "0");
+    const QCommandLineOption overflowWait("overflow-wait",
+                                          "Seconds a request waits in the overflow before it "
+                                          "gets 503 (default 2).",
+                                          "SECONDS", "2");
     const QCommandLineOption threads("threads", "CPU worker threads (default: all cores).", "N",
                                      "0");
     const QCommandLineOption kernel("kernel",
@@ -182,7 +199,8 @@ int main(int argc, char **argv)
         "Accept the test-only request options (forced output, simulated engine failure). For "
         "the test suite only.");
     p.addOptions({model, store, host, port, apiKey, apiKeyFile, cors, modelName, queue, maxBody,
-                  maxTokens, readTimeout, threads, kernel, kernelPersistent, backend, vramBudget,
+                  maxTokens, readTimeout, idleTimeout, maxConnections, overflow, overflowWait,
+                  threads, kernel, kernelPersistent, backend, vramBudget,
                   pool, refreshEvery, context, prefillOrder, prefillBlock, scratch, stagingThreads,
                   prefillCpuTokens, prefillEarly, groupedGemm, prefillFp16, streamMisses, pinStore, kvRing, kvCheckpoints, warmupRam, lockRam, releaseResident, ranking, testOptions});
     p.process(app);
@@ -211,6 +229,10 @@ int main(int argc, char **argv)
     config.maxQueue = static_cast<int>(number(queue, 0, 10000));
     config.limits.maxBodyBytes = number(maxBody, 1024, qint64(1) << 32);
     config.limits.readTimeoutMs = static_cast<int>(number(readTimeout, 1, 3600) * 1000);
+    config.limits.idleTimeoutMs = static_cast<int>(number(idleTimeout, 1, 3600) * 1000);
+    config.limits.maxConnections = static_cast<int>(number(maxConnections, 1, 100000));
+    config.maxOverflow = static_cast<int>(number(overflow, 0, 10000));
+    config.overflowWaitMs = static_cast<int>(number(overflowWait, 1, 600) * 1000);
     config.defaultMaxTokens = static_cast<int>(number(maxTokens, 1, 1 << 24));
     config.testOptions = p.isSet(testOptions);
     config.modelId = p.value(modelName);

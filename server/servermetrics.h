@@ -16,6 +16,10 @@ public:
     void countRequest(const QByteArray &route, int status) { ++m_requests[{route, status}]; }
     void countRejected() { ++m_rejected; }
     void countCancelled() { ++m_cancelled; }
+    // A request the connection guard answered itself (before any route), by status.
+    void countConnectionError(int status) { ++m_connectionErrors[status]; }
+    // A connection closed without a request in progress ("evicted", "idle_timeout", ...).
+    void countConnectionDropped(const QByteArray &reason) { ++m_connectionsDropped[reason]; }
     void countGeneration(qint64 promptTokens, qint64 cachedTokens, qint64 generatedTokens,
                          double promptSeconds, double decodeSeconds);
 
@@ -30,6 +34,8 @@ public:
 private:
     QMap<QPair<QByteArray, int>, qint64> m_requests;  // (route, status) -> count
     qint64 m_rejected = 0;
+    QMap<int, qint64> m_connectionErrors;            // status -> count
+    QMap<QByteArray, qint64> m_connectionsDropped;  // reason -> count
     qint64 m_cancelled = 0;
     qint64 m_generations = 0;
     qint64 m_promptTokens = 0;

@@ -198,9 +198,16 @@ std::optional<int> parse_max_tokens(const Json& body) {
         param = "max_tokens";
     }
     if (!value) return std::nullopt;
-    if (*value < 1 || *value > (1 << 30)) {
-        throw RequestError(fmt::format("'{}' must be at least 1, got {}", param, *value), param,
-                           "invalid_value");
+    constexpr std::int64_t kMaxTokens = std::int64_t{1} << 30;
+    // Beyond int64 (JSON's unsigned range) get_integer's value wraps negative: the message
+    // quotes the number as the client wrote it.
+    const Json& raw = *field(body, param);
+    const bool huge = raw.is_number_unsigned() &&
+                      raw.get<std::uint64_t>() > static_cast<std::uint64_t>(kMaxTokens);
+    if (huge || *value < 1 || *value > kMaxTokens) {
+        throw RequestError(fmt::format("'{}' must be from 1 to {}, got {}", param, kMaxTokens,
+                                       raw.dump()),
+                           param, "invalid_value");
     }
     return static_cast<int>(*value);
 }

@@ -2,7 +2,6 @@
 // neural verify-store STORE [--checkpoint DIR] [--threads N]
 #include <atomic>
 #include <chrono>
-#include <csignal>
 #include <cstdio>
 
 #include <fmt/format.h>
@@ -10,6 +9,7 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "neural/error.h"
+#include "platform/cancel_signals.h"
 #include "platform/output_file.h"
 #include "store/repack.h"
 #include "store/verify.h"
@@ -31,7 +31,9 @@ per (layer, expert), memory-mapped by the engine (--store FILE of generate, chat
                      packed: scales as a base byte + 4-bit offsets (12,839,040 B per expert);
                      decodes to exactly the same values
   --threads N        record builders (default 8; they mostly wait for the disk)
-Ctrl+C cancels and removes the partial file.
+Ctrl+C, SIGTERM and SIGHUP cancel and remove the partial file (exit status 128 + signal). A
+temporary file left by a repack that was killed outright is removed by the next repack to the
+same STORE, which says so.
 )";
 
 constexpr const char* kVerifyHelp =
@@ -46,12 +48,8 @@ and expert).
   --threads N        worker threads (default: all cores)
 )";
 
+// Set by CancelOnSignals (Ctrl+C, SIGTERM, SIGHUP); the repack and verify loops poll it.
 std::atomic<bool> g_cancel{false};
-
-extern "C" void on_sigint_cancel_store(int) {
-    if (g_cancel.load()) std::_Exit(130);  // a second Ctrl+C: stop now
-    g_cancel.store(true);                  // lock-free atomic store: async-signal-safe
-}
 
 std::string gb(double n) { return fmt::format("{:.2f} GB", n / 1e9); }
 
@@ -117,22 +115,25 @@ int cmd_repack(int argc, char** argv) {
                   p.records_done == p.records_total);
     };
 
-    g_cancel.store(false);
-    auto previous = std::signal(SIGINT, on_sigint_cancel_store);
+    opt.on_stale_removed = [](const std::filesystem::path& p) {
+        fmt::print("removed {}, left behind by an interrupted repack\n", p.string());
+        std::fflush(stdout);
+    };
+
     store::RepackResult r;
-    try {
-        r = store::repack(opt);
-    } catch (const Cancelled&) {
-        std::signal(SIGINT, previous);
-        line.abandon();
-        fmt::print(stderr, "neural repack: cancelled; {} was not changed\n", *out);
-        return 130;
-    } catch (...) {
-        std::signal(SIGINT, previous);
-        line.abandon();
-        throw;
+    {
+        CancelOnSignals signals(g_cancel);
+        try {
+            r = store::repack(opt);
+        } catch (const Cancelled&) {
+            line.abandon();
+            fmt::print(stderr, "neural repack: cancelled; {} was not changed\n", *out);
+            return signals.exit_status();
+        } catch (...) {
+            line.abandon();
+            throw;
+        }
     }
-    std::signal(SIGINT, previous);
     fmt::print(
         "wrote {} store {}: {} records, {} bytes ({}), {} escaped rows, {:.1f} s, {:.0f} MB/s\n",
         store::kind_name(r.kind), r.path.string(), r.records, r.bytes,
@@ -151,7 +152,6 @@ int cmd_verify_store(int argc, char** argv) {
     store::VerifyOptions opt;
     if (auto c = args.get("--checkpoint")) opt.checkpoint = *c;
     opt.threads = static_cast<int>(args.get_int("--threads", 0, 0, 4096));
-    g_cancel.store(false);
     opt.cancel = &g_cancel;
     ProgressLine line("verify-store");
     opt.on_progress = [&](const store::VerifyProgress& p) {
@@ -159,16 +159,20 @@ int cmd_verify_store(int argc, char** argv) {
             fmt::format("{} / {} records, {:.0f} s", p.records_done, p.records_total, p.seconds),
             p.records_done == p.records_total);
     };
-    auto previous = std::signal(SIGINT, on_sigint_cancel_store);
     store::VerifyReport r;
-    try {
-        r = store::verify_store(args.positional()[0], opt);
-    } catch (...) {
-        std::signal(SIGINT, previous);
-        line.abandon();
-        throw;
+    {
+        CancelOnSignals signals(g_cancel);
+        try {
+            r = store::verify_store(args.positional()[0], opt);
+        } catch (const Cancelled&) {
+            line.abandon();
+            fmt::print(stderr, "neural verify-store: cancelled\n");
+            return signals.exit_status();
+        } catch (...) {
+            line.abandon();
+            throw;
+        }
     }
-    std::signal(SIGINT, previous);
     const std::string& path = args.positional()[0];
     fmt::print("{}: {}\n", path, r.description);
     fmt::print("  {} records, {} payload bytes, {} file bytes, {} escaped rows, {:.1f} s\n",

@@ -363,6 +363,9 @@ RepackResult repack(const RepackOptions& o) {
     // Temporary files of killed repacks to this destination (up to a whole store each) go
     // before the free space is measured.
     std::vector<fs::path> stale = remove_stale_temp_files(out);
+    if (o.on_stale_removed) {
+        for (const fs::path& p : stale) o.on_stale_removed(p);
+    }
     const fs::space_info space = fs::space(dir, ec);
     if (ec) fail("cannot read the free space of {}: {}", dir.string(), ec.message());
     if (space.available < expected) {

@@ -42,6 +42,9 @@ struct RepackOptions {
     // records_done == records_total); callers throttle their display.
     std::function<void(const RepackProgress&)> on_progress;
     const std::atomic<bool>* cancel = nullptr;  // checked between records; throws Cancelled
+    // Called from the calling thread for each temporary file of an interrupted repack that was
+    // removed before writing (also listed in RepackResult::stale_removed).
+    std::function<void(const std::filesystem::path&)> on_stale_removed;
     std::string created_by = "neural";          // recorded in the metadata
 };
 

@@ -283,7 +283,20 @@ TEST(OpenAiRequest, RefusesWhatItCannotDo) {
     expect_refused(b, "temperature", "between 0 and 2");
     b = minimal();
     b["max_tokens"] = 0;
-    expect_refused(b, "max_tokens", "at least 1");
+    expect_refused(b, "max_tokens", "'max_tokens' must be from 1 to 1073741824, got 0");
+    // Past the limit, int32 and int64: the message quotes the number given, never a wrapped one.
+    b["max_tokens"] = 2147483647;
+    expect_refused(b, "max_tokens", "'max_tokens' must be from 1 to 1073741824, got 2147483647");
+    b["max_tokens"] = Json::parse("9223372036854775808");
+    expect_refused(b, "max_tokens",
+                   "'max_tokens' must be from 1 to 1073741824, got 9223372036854775808");
+    b["max_tokens"] = Json::parse("18446744073709551615");
+    expect_refused(b, "max_tokens", "got 18446744073709551615");
+    b.erase("max_tokens");
+    b["max_completion_tokens"] = -3;
+    expect_refused(b, "max_completion_tokens",
+                   "'max_completion_tokens' must be from 1 to 1073741824, got -3");
+    b.erase("max_completion_tokens");
     b = minimal();
     b["max_tokens"] = 1.5;
     expect_refused(b, "max_tokens", "must be an integer");

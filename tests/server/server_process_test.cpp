@@ -1,0 +1,532 @@
+// A real neural-server on the tiny fixture, on 127.0.0.1 only, driven over raw sockets
+// (docs/RELIABILITY.md): connections that never send a byte, the connection cap (idle ones make
+// room, busy ones get 503 with Retry-After), the connection guard's own answers in /metrics and
+// the log, keep-alive and pipelining (answered in order), HTTP/1.0 connection semantics and the
+// overflow FIFO of a full queue. Every wait is bounded; no timing is asserted beyond liveness.
+// POSIX only (fork/exec, poll).
+
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <arpa/inet.h>
+
+#include <cerrno>
+#include <cstring>
+#include <memory>
+#include <chrono>
+#include <cstdio>
+#include <map>
+#include <optional>
+#include <regex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "support/fixtures.h"
+
+namespace neural {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using ::testing::HasSubstr;
+
+const std::string kModel = "tiny-gptoss-a";
+
+int ms_left(Clock::time_point deadline) {
+    return static_cast<int>(std::max<std::int64_t>(
+        0, std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count()));
+}
+
+// neural-server with stdout and stderr in a log file; stopped (SIGTERM, then SIGKILL) at the end.
+class ServerProcess {
+ public:
+    explicit ServerProcess(const std::vector<std::string>& extra) {
+        log_path_ = dir_ / "server.log";
+        std::vector<std::string> args = {NEURAL_SERVER_BIN, "--model", test::tiny_model_dir().string(),
+                                         "--host", "127.0.0.1", "--port", "0", "--threads", "1"};
+        args.insert(args.end(), extra.begin(), extra.end());
+        std::vector<char*> argv;
+        for (auto& a : args) argv.push_back(a.data());
+        argv.push_back(nullptr);
+        // Created before the fork, so that the log can be read at once.
+        const int log_fd = ::open(log_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+        pid_ = ::fork();
+        if (pid_ == 0) {
+            const int null = ::open("/dev/null", O_RDONLY);
+            ::dup2(null, 0);
+            ::dup2(log_fd, 1);
+            ::dup2(log_fd, 2);
+            ::unsetenv("NEURAL_API_KEY");
+            ::execv(argv[0], argv.data());
+            ::_exit(127);
+        }
+        ::close(log_fd);
+        const std::regex serving(R"(serving '[^']*' on http://127\.0\.0\.1:(\d+)/v1)");
+        const auto deadline = Clock::now() + std::chrono::seconds(60);
+        while (Clock::now() < deadline) {
+            std::smatch m;
+            const std::string text = log();
+            if (std::regex_search(text, m, serving)) {
+                port_ = std::stoi(m[1]);
+                return;
+            }
+            int status = 0;
+            if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+                pid_ = -1;
+                break;
+            }
+            std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        }
+        ADD_FAILURE() << "neural-server did not start:\n" << log();
+    }
+
+    ~ServerProcess() {
+        if (pid_ <= 0) return;
+        ::kill(pid_, SIGTERM);
+        const auto deadline = Clock::now() + std::chrono::seconds(10);
+        int status = 0;
+        while (::waitpid(pid_, &status, WNOHANG) == 0) {
+            if (Clock::now() > deadline) {
+                ::kill(pid_, SIGKILL);
+                ::waitpid(pid_, &status, 0);
+                break;
+            }
+            std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        }
+    }
+
+    bool ok() const { return port_ > 0; }
+    int port() const { return port_; }
+    std::string log() const { return test::read_file(log_path_); }
+
+ private:
+    test::TempDir dir_;
+    std::filesystem::path log_path_;
+    pid_t pid_ = -1;
+    int port_ = 0;
+};
+
+struct Response {
+    int status = 0;
+    std::map<std::string, std::string> headers;  // names in lower case
+    std::string body;                            // de-chunked
+    std::string header(const std::string& name) const {
+        auto it = headers.find(name);
+        return it == headers.end() ? std::string() : it->second;
+    }
+};
+
+// One client connection (blocking connect, reads with poll and a deadline).
+class Conn {
+ public:
+    explicit Conn(int port) {
+        fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        sockaddr_in addr{};
+        addr.sin_family = AF_INET;
+        addr.sin_port = htons(static_cast<std::uint16_t>(port));
+        addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        if (::connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+            ADD_FAILURE() << "connect: " << std::strerror(errno);
+            ::close(fd_);
+            fd_ = -1;
+        }
+    }
+    ~Conn() { close(); }
+    Conn(const Conn&) = delete;
+    Conn& operator=(const Conn&) = delete;
+
+    void close() {
+        if (fd_ >= 0) ::close(fd_);
+        fd_ = -1;
+    }
+
+    void send(const std::string& bytes) {
+        std::size_t done = 0;
+        while (fd_ >= 0 && done < bytes.size()) {
+            const ssize_t n = ::send(fd_, bytes.data() + done, bytes.size() - done, MSG_NOSIGNAL);
+            if (n <= 0) return;
+            done += static_cast<std::size_t>(n);
+        }
+    }
+
+    // Reads what arrives within `ms`; false once the peer closed (or reset) the connection.
+    bool fill(int ms) {
+        if (fd_ < 0 || eof_) return false;
+        pollfd p{fd_, POLLIN, 0};
+        if (::poll(&p, 1, ms) <= 0) return true;
+        char buf[65536];
+        const ssize_t n = ::recv(fd_, buf, sizeof buf, 0);
+        if (n <= 0) {
+            eof_ = true;
+            return false;
+        }
+        buf_.append(buf, static_cast<std::size_t>(n));
+        return true;
+    }
+
+    // True when the server closes the connection within `ms` (bytes before that are kept).
+    bool closed_within(int ms) {
+        const auto deadline = Clock::now() + std::chrono::milliseconds(ms);
+        while (!eof_ && Clock::now() < deadline) fill(std::max(1, ms_left(deadline)));
+        return eof_;
+    }
+
+    // True when something (bytes or the close) arrives within `ms`.
+    bool readable_within(int ms) {
+        if (!buf_.empty() || eof_) return true;
+        pollfd p{fd_, POLLIN, 0};
+        return ::poll(&p, 1, ms) > 0;
+    }
+
+    // The head of the next response once it arrived (not consumed), within `ms`.
+    std::optional<Response> head(int ms) {
+        const auto deadline = Clock::now() + std::chrono::milliseconds(ms);
+        while (buf_.find("\r\n\r\n") == std::string::npos) {
+            if (Clock::now() >= deadline || !fill(ms_left(deadline))) {
+                if (buf_.find("\r\n\r\n") == std::string::npos) return std::nullopt;
+            }
+        }
+        return parse_head(buf_.substr(0, buf_.find("\r\n\r\n") + 4));
+    }
+
+    // The next whole response within `ms` (Content-Length, chunked, or up to the close).
+    std::optional<Response> response(int ms) {
+        const auto deadline = Clock::now() + std::chrono::milliseconds(ms);
+        while (true) {
+            const std::size_t end = buf_.find("\r\n\r\n");
+            if (end != std::string::npos) {
+                Response r = parse_head(buf_.substr(0, end + 4));
+                const std::string rest = buf_.substr(end + 4);
+                if (!r.header("content-length").empty()) {
+                    const std::size_t len = std::stoul(r.header("content-length"));
+                    if (rest.size() >= len) {
+                        r.body = rest.substr(0, len);
+                        buf_ = rest.substr(len);
+                        return r;
+                    }
+                } else if (r.header("transfer-encoding") == "chunked") {
+                    std::size_t at = 0;
+                    std::string body;
+                    bool complete = false;
+                    while (true) {
+                        const std::size_t nl = rest.find("\r\n", at);
+                        if (nl == std::string::npos) break;
+                        const std::size_t size = std::stoul(rest.substr(at, nl - at), nullptr, 16);
+                        if (rest.size() < nl + 2 + size + 2) break;
+                        body += rest.substr(nl + 2, size);
+                        at = nl + 2 + size + 2;
+                        if (size == 0) {
+                            complete = true;
+                            break;
+                        }
+                    }
+                    if (complete) {
+                        r.body = body;
+                        buf_ = rest.substr(at);
+                        return r;
+                    }
+                } else if (eof_) {
+                    r.body = rest;
+                    buf_.clear();
+                    return r;
+                }
+            }
+            if (eof_ || Clock::now() >= deadline) return std::nullopt;
+            fill(ms_left(deadline));
+        }
+    }
+
+ private:
+    static Response parse_head(const std::string& head) {
+        Response r;
+        std::sscanf(head.c_str(), "HTTP/1.%*d %d", &r.status);
+        std::size_t at = head.find("\r\n") + 2;
+        while (at < head.size()) {
+            const std::size_t nl = head.find("\r\n", at);
+            const std::string line = head.substr(at, nl - at);
+            at = nl + 2;
+            const std::size_t colon = line.find(':');
+            if (colon == std::string::npos) continue;
+            std::string name = line.substr(0, colon);
+            for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+            std::string value = line.substr(colon + 1);
+            while (!value.empty() && value.front() == ' ') value.erase(0, 1);
+            r.headers[name] = value;
+        }
+        return r;
+    }
+
+    int fd_ = -1;
+    std::string buf_;
+    bool eof_ = false;
+};
+
+std::string get(const std::string& path) {
+    return "GET " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
+}
+
+std::string chat(const std::string& body) {
+    return "POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: "
+           "application/json\r\nContent-Length: " +
+           std::to_string(body.size()) + "\r\n\r\n" + body;
+}
+
+std::string chat_body(int max_tokens, bool stream) {
+    return R"({"model": ")" + kModel + R"(", "messages": [{"role": "user", "content": "hi"}], )" +
+           R"("max_tokens": )" + std::to_string(max_tokens) +
+           (stream ? R"(, "stream": true})" : "}");
+}
+
+// GET PATH on a fresh connection, retried (a connection may be refused while the server is at
+// its cap) for up to 10 s.
+Response fetch(int port, const std::string& path) {
+    const auto deadline = Clock::now() + std::chrono::seconds(10);
+    while (true) {
+        Conn c(port);
+        c.send(get(path));
+        if (auto r = c.response(5000); r && r->status == 200) return *r;
+        if (Clock::now() >= deadline) {
+            ADD_FAILURE() << "GET " << path << " did not answer 200";
+            return {};
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+}
+
+// The value of one series of /metrics ("name{labels}"); -1 when it is absent.
+double metric(int port, const std::string& series) {
+    const std::string text = fetch(port, "/metrics").body;
+    const std::string key = "\n" + series + " ";
+    const std::size_t at = text.find(key);
+    return at == std::string::npos ? -1 : std::stod(text.substr(at + key.size()));
+}
+
+TEST(ServerConnections, ASilentConnectionIsClosedAfterTheReadTimeoutFromTheAccept) {
+    ServerProcess server({"--read-timeout", "1"});
+    ASSERT_TRUE(server.ok());
+    Conn silent(server.port());
+    // 1 s from the accept (not from a first byte that never comes); 15 s is only a liveness
+    // bound, far below the 120 s idle timeout a silent connection used to get.
+    EXPECT_TRUE(silent.closed_within(15000)) << "a connection that sent nothing stayed open";
+    EXPECT_EQ(metric(server.port(), R"(neural_connections_dropped_total{reason="no_request"})"), 1);
+    EXPECT_THAT(server.log(), HasSubstr("connection closed (no_request)"));
+}
+
+TEST(ServerConnections, IdleConnectionsMakeRoomAtTheConnectionCap) {
+    ServerProcess server({"--max-connections", "8"});
+    ASSERT_TRUE(server.ok());
+    std::vector<std::unique_ptr<Conn>> silent;
+    for (int i = 0; i < 8; ++i) silent.push_back(std::make_unique<Conn>(server.port()));
+    // Every further client is still served: each new connection closes the oldest idle one.
+    std::vector<std::unique_ptr<Conn>> clients;
+    for (int i = 0; i < 6; ++i) {
+        clients.push_back(std::make_unique<Conn>(server.port()));
+        clients.back()->send(get("/health"));
+        const auto r = clients.back()->response(10000);
+        ASSERT_TRUE(r) << "client " << i << " got no answer";
+        EXPECT_EQ(r->status, 200) << "client " << i << ": " << r->body;
+        EXPECT_THAT(r->body, HasSubstr(R"("status":"ok")"));
+    }
+    for (int i = 0; i < 6; ++i)
+        EXPECT_TRUE(silent[i]->closed_within(5000)) << "silent connection " << i << " (oldest first)";
+    for (int i = 6; i < 8; ++i)
+        EXPECT_FALSE(silent[i]->closed_within(200)) << "silent connection " << i << " (newer)";
+    EXPECT_GE(metric(server.port(), R"(neural_connections_dropped_total{reason="evicted"})"), 6);
+    EXPECT_THAT(server.log(), HasSubstr("connection closed (evicted)"));
+}
+
+TEST(ServerConnections, BusyConnectionsAtTheCapLeaveA503WithRetryAfter) {
+    ServerProcess server({"--max-connections", "4"});
+    ASSERT_TRUE(server.ok());
+    // Requests in progress (heads not finished): these connections are not idle.
+    std::vector<std::unique_ptr<Conn>> busy;
+    for (int i = 0; i < 4; ++i) {
+        busy.push_back(std::make_unique<Conn>(server.port()));
+        busy.back()->send("GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));  // the server read them
+    Conn late(server.port());
+    late.send(get("/health"));
+    const auto r = late.response(10000);
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 503);
+    EXPECT_EQ(r->header("retry-after"), "1");
+    EXPECT_THAT(r->body, HasSubstr(R"("type":"server_error")"));
+    EXPECT_THAT(r->body, HasSubstr(R"("code":"server_overloaded")"));
+    busy.clear();
+    // At least this one; /metrics itself may get a 503 (and retry) until the server has seen
+    // the busy connections close.
+    EXPECT_GE(metric(server.port(), R"(neural_connection_errors_total{status="503"})"), 1);
+    EXPECT_THAT(server.log(), HasSubstr(" 503 too many open connections"));
+}
+
+TEST(ServerConnections, TheGuardsOwnAnswersAreCountedAndLogged) {
+    ServerProcess server({"--read-timeout", "1", "--max-body", "2048"});
+    ASSERT_TRUE(server.ok());
+    const std::vector<std::pair<int, std::string>> cases = {
+        {413, "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 999999\r\n\r\n"},
+        {411, "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"},
+        {431, "GET /health HTTP/1.1\r\nX-Big: " + std::string(40000, 'a') + "\r\n\r\n"},
+        {408, "GET /health HTTP/1.1\r\nHost: x\r\n"},  // never finished
+    };
+    for (const auto& [status, request] : cases) {
+        Conn c(server.port());
+        c.send(request);
+        const auto r = c.response(15000);
+        ASSERT_TRUE(r) << status;
+        EXPECT_EQ(r->status, status);
+    }
+    const std::string log = server.log();
+    for (const auto& [status, request] : cases) {
+        EXPECT_EQ(metric(server.port(), "neural_connection_errors_total{status=\"" +
+                                            std::to_string(status) + "\"}"),
+                  1)
+            << status;
+        EXPECT_THAT(log, HasSubstr(" - - " + std::to_string(status) + " ")) << status;
+    }
+}
+
+TEST(ServerKeepAlive, RequestsPipelinedInOnePacketAreAnsweredInOrder) {
+    ServerProcess server({});
+    ASSERT_TRUE(server.ok());
+    Conn c(server.port());
+    c.send(get("/health") + get("/v1/models") + get("/v1/models/no-such-model") + get("/health"));
+    const auto a = c.response(10000), b = c.response(10000), d = c.response(10000),
+               e = c.response(10000);
+    ASSERT_TRUE(a && b && d && e);
+    EXPECT_EQ(a->status, 200);
+    EXPECT_THAT(a->body, HasSubstr(R"("status":"ok")"));
+    EXPECT_EQ(b->status, 200);
+    EXPECT_THAT(b->body, HasSubstr(R"("object":"list")"));
+    EXPECT_EQ(d->status, 404);
+    EXPECT_THAT(d->body, HasSubstr("no-such-model"));
+    EXPECT_EQ(e->status, 200);
+    EXPECT_EQ(e->header("connection"), "keep-alive");
+}
+
+TEST(ServerKeepAlive, ARequestSentDuringAGenerationIsAnsweredAfterIt) {
+    ServerProcess server({});
+    ASSERT_TRUE(server.ok());
+    Conn c(server.port());
+    c.send(chat(chat_body(60, true)));
+    const auto head = c.head(20000);  // the stream began: the engine took the request
+    ASSERT_TRUE(head);
+    ASSERT_EQ(head->status, 200);
+    c.send(get("/health"));
+    const auto stream = c.response(60000);
+    ASSERT_TRUE(stream) << "the first response was not completed";
+    EXPECT_THAT(stream->body, HasSubstr(R"("finish_reason":)"));
+    EXPECT_THAT(stream->body, HasSubstr("data: [DONE]"));
+    EXPECT_THAT(stream->body, ::testing::Not(HasSubstr(R"("error")")));
+    const auto health = c.response(10000);
+    ASSERT_TRUE(health);
+    EXPECT_EQ(health->status, 200);
+    EXPECT_THAT(health->body, HasSubstr(R"("status":"ok")"));
+    EXPECT_THAT(server.log(), HasSubstr("POST /v1/chat/completions 200"));
+}
+
+TEST(ServerKeepAlive, Http10ClosesUnlessTheClientAsksForKeepAlive) {
+    ServerProcess server({});
+    ASSERT_TRUE(server.ok());
+    {
+        Conn c(server.port());
+        c.send("GET /health HTTP/1.0\r\n\r\n");
+        const auto r = c.response(10000);
+        ASSERT_TRUE(r);
+        EXPECT_EQ(r->status, 200);
+        EXPECT_EQ(r->header("connection"), "close");
+        EXPECT_TRUE(c.closed_within(5000));
+    }
+    {
+        Conn c(server.port());
+        c.send("GET /health HTTP/1.0\r\nConnection: keep-alive\r\n\r\n");
+        const auto r = c.response(10000);
+        ASSERT_TRUE(r);
+        EXPECT_EQ(r->status, 200);
+        EXPECT_EQ(r->header("connection"), "keep-alive");
+        c.send("GET /v1/models HTTP/1.0\r\nConnection: keep-alive\r\n\r\n");
+        const auto again = c.response(10000);
+        ASSERT_TRUE(again) << "the kept-alive connection did not answer a second request";
+        EXPECT_EQ(again->status, 200);
+    }
+    {
+        Conn c(server.port());  // HTTP/1.1 with "Connection: close"
+        c.send("GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n" + get("/health"));
+        const auto r = c.response(10000);
+        ASSERT_TRUE(r);
+        EXPECT_EQ(r->header("connection"), "close");
+        EXPECT_TRUE(c.closed_within(5000));
+        EXPECT_FALSE(c.response(100)) << "a request after \"Connection: close\" was answered";
+    }
+}
+
+TEST(ServerOverflow, RequestsFindingAFullQueueAreAdmittedInArrivalOrder) {
+    ServerProcess server({"--queue", "0", "--overflow", "2", "--overflow-wait", "60"});
+    ASSERT_TRUE(server.ok());
+    Conn running(server.port());
+    running.send(chat(chat_body(20000, true)));
+    ASSERT_TRUE(running.head(20000));  // the engine is busy for a long while
+    Conn first(server.port()), second(server.port()), third(server.port());
+    first.send(chat(chat_body(40, true)));
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));  // arrival order
+    second.send(chat(chat_body(2, false)));
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    third.send(chat(chat_body(2, false)));  // beyond the FIFO's two places
+    const auto refused = third.response(10000);
+    ASSERT_TRUE(refused);
+    EXPECT_EQ(refused->status, 503);
+    EXPECT_EQ(refused->header("retry-after"), "1");
+    EXPECT_THAT(refused->body, HasSubstr(R"("code":"server_overloaded")"));
+    EXPECT_FALSE(first.readable_within(0));
+    EXPECT_FALSE(second.readable_within(0));
+
+    running.close();  // the client goes: its generation stops, the FIFO's first is admitted
+    const auto began = first.head(20000);
+    ASSERT_TRUE(began);
+    EXPECT_EQ(began->status, 200);
+    const auto first_done = first.response(60000);
+    ASSERT_TRUE(first_done);
+    EXPECT_THAT(first_done->body, HasSubstr("data: [DONE]"));
+    const auto second_done = second.response(60000);
+    ASSERT_TRUE(second_done);
+    EXPECT_EQ(second_done->status, 200);
+    EXPECT_THAT(second_done->body, HasSubstr(R"("completion_tokens":)"));
+    // One generation at a time, logged as each completes: the first to arrive (the stream) was
+    // answered before the second.
+    const std::string log = server.log();
+    const std::regex answered(R"(POST /v1/chat/completions 200 [^\n]*)");
+    std::vector<std::string> lines;
+    for (auto it = std::sregex_iterator(log.begin(), log.end(), answered);
+         it != std::sregex_iterator(); ++it)
+        lines.push_back(it->str());
+    ASSERT_EQ(lines.size(), 2u) << log;
+    EXPECT_THAT(lines[0], ::testing::EndsWith(" stream")) << log;
+    EXPECT_THAT(lines[1], ::testing::Not(::testing::EndsWith(" stream"))) << log;
+}
+
+TEST(ServerOverflow, AWaitThatRunsOutGets503WithRetryAfter) {
+    ServerProcess server({"--queue", "0", "--overflow", "1", "--overflow-wait", "1"});
+    ASSERT_TRUE(server.ok());
+    Conn running(server.port());
+    running.send(chat(chat_body(20000, true)));
+    ASSERT_TRUE(running.head(20000));
+    Conn waiting(server.port());
+    waiting.send(chat(chat_body(2, false)));
+    const auto r = waiting.response(30000);
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 503);
+    EXPECT_EQ(r->header("retry-after"), "1");
+    EXPECT_THAT(r->body, HasSubstr(R"("type":"server_error")"));
+    EXPECT_THAT(r->body, HasSubstr("no place in the queue within 1 s"));
+}
+
+}  // namespace
+}  // namespace neural
