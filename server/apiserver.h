@@ -53,7 +53,7 @@ struct ServerConfig {
     int maxQueue = 8;             // requests waiting behind the running one
     // Requests that, finding the queue full, wait for a place in it (first come, first served)
     // for up to overflowWaitMs before they get 503; more get 503 at once. 0: no waiting.
-    int maxOverflow = 0;
+    int maxOverflow = 64;
     int overflowWaitMs = 2000;
     int defaultMaxTokens = 4096;  // when a request gives no limit
     // Test-only request options: the "neural_forced_output" field and the

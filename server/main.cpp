@@ -88,9 +88,9 @@ int main(int argc, char **argv)
                                             "N", "256");
     const QCommandLineOption overflow("overflow",
                                       "Requests that may wait for a place in a full queue, first "
-                                      "come first served (default 0: a full queue answers 503 "
-                                      "at once).",
-                                      "N", "0");
+                                      "come first served (default 64; 0: a full queue answers "
+                                      "503 at once).",
+                                      "N", "64");
     const QCommandLineOption overflowWait("overflow-wait",
                                           "Seconds a request waits in the overflow before it "
                                           "gets 503 (default 2).",
