@@ -78,7 +78,7 @@ build_module() {  # name source-folder extra-cmake-args...
   if [ -f "$WORK/.done-$name" ]; then echo "build-qt-mingw: $name already built"; return; fi
   local t0; t0=$(date +%s)
   echo "build-qt-mingw: $name (configure)"
-  rm -rf "$WORK/build-$name"
+  # An interrupted earlier attempt's build folder is configured again and continued, not removed.
   cmake -S "$src" -B "$WORK/build-$name" "${common[@]}" "$@" > "$WORK/$name-configure.log" 2>&1 ||
     { tail -40 "$WORK/$name-configure.log" >&2; die "$name: configure failed ($WORK/$name-configure.log)"; }
   echo "build-qt-mingw: $name (build, $JOBS jobs)"
@@ -112,6 +112,43 @@ if [ ! -f "$PREFIX/lib/libsqlite3.a" ]; then
     cp "$WORK/build-sqlite/sqlite3.h" "$PREFIX/include/"
   echo "build-qt-mingw: SQLite took $(( $(date +%s) - t0 )) s"
 fi
+
+# The Windows platform plugin's tablet support includes wintab.h and pktdef.h, which Debian's
+# qtbase source also leaves out (Wacom's licence); Wine's own LGPL headers (Debian libwine-dev,
+# downloaded, not installed) stand in for them, with the two Wine-only macros they use.
+WINTAB=$QTBASE/src/3rdparty/wintab
+if [ ! -f "$WINTAB/wine-wintab.h" ]; then
+  echo "build-qt-mingw: wintab.h and pktdef.h from Wine's headers (apt-get download libwine-dev)"
+  rm -rf "$WORK/libwine-dev" && mkdir -p "$WORK/libwine-dev" "$WINTAB"
+  (cd "$WORK/libwine-dev" && apt-get download -qq libwine-dev >/dev/null 2>&1 && dpkg -x libwine-dev_*.deb root) ||
+    die "'apt-get download libwine-dev' failed"
+  cp "$WORK/libwine-dev/root/usr/include/wine/wine/windows/pktdef.h" "$WINTAB/pktdef.h"
+  cp "$WORK/libwine-dev/root/usr/include/wine/wine/windows/wintab.h" "$WINTAB/wine-wintab.h"
+  cat > "$WINTAB/wintab.h" <<'WINTAB_H'
+/* Wine's wintab.h (LGPL, Debian libwine-dev) in place of the one Debian's qtbase source leaves
+   out; its two Wine-only macros defined here (scripts/build-qt-mingw.sh). */
+#ifndef NEURAL_WINTAB_COMPAT_H
+#define NEURAL_WINTAB_COMPAT_H
+#include <windows.h>
+#ifndef DECL_WINELIB_TYPE_AW
+#ifdef UNICODE
+#define DECL_WINELIB_TYPE_AW(type) typedef type##W type;
+#else
+#define DECL_WINELIB_TYPE_AW(type) typedef type##A type;
+#endif
+#endif
+#ifndef API
+#define API WINAPI
+#endif
+#include "wine-wintab.h"
+#endif
+WINTAB_H
+fi
+
+# Qt 6.4.2's Windows platform plugin does not build without OpenGL when dynamicgl stays on
+# (qwindowswindow.cpp's isSoftwareGl uses the OpenGL context classes): guard it.
+sed -i 's/^#if QT_CONFIG(dynamicgl)$/#if QT_CONFIG(dynamicgl) \&\& QT_CONFIG(opengl)/' \
+  "$QTBASE/src/plugins/platforms/windows/qwindowswindow.cpp"
 
 # qtbase: only what the desktop app, the server and their tests load. No OpenGL (the app draws
 # with the raster engine; Charts builds without its OpenGL series), no D-Bus, no ICU; the bundled

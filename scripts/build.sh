@@ -8,6 +8,9 @@ BUILD_DIR=${NEURAL_BUILD_DIR:-build}
 JOBS=${NEURAL_JOBS:-$(nproc)}
 export CCACHE_DIR=${CCACHE_DIR:-$HOME/.cache/neural-ccache}
 export CCACHE_MAXSIZE=${CCACHE_MAXSIZE:-5G}
+# Paths below the checkout hash as relative ones, so another clone of the tree (CI's) hits the
+# same cache entries.
+export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$PWD}
 if [ ! -f "$BUILD_DIR/build.ninja" ]; then
   cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release "$@"
 elif [ $# -gt 0 ]; then

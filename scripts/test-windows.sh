@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
-# Proof that the engine builds and runs on Windows, from Linux: cross-compiles the engine, the
-# `neural` CLI, the persistent-team DLL and the engine's unit tests (no Qt) for Windows x64 with
-# mingw-w64 (cmake/mingw-w64.cmake), then runs every test executable under Wine against the
-# shared fixture (the CLI tests included: they start neural.exe) and prints a summary; last,
-# scripts/check-msi.sh builds the MSI with wixl and checks it (skipped without wixl).
+# Proof that the product builds and runs on Windows, from Linux: cross-compiles the engine, the
+# `neural` CLI, the persistent-team DLL and the engine's unit tests for Windows x64 with
+# mingw-w64 (cmake/mingw-w64.cmake) and, when a Qt built for mingw-w64 exists (the Windows GUI
+# stage: scripts/build-qt-mingw.sh; looked for in NEURAL_QT_MINGW, ../shared/qt-mingw, the
+# script's cache), the desktop app, neural-server and their tests too; then runs every test
+# executable under Wine against the shared fixture (the CLI tests included: they start
+# neural.exe; the GUI tests on Qt's offscreen platform) and prints a summary; last,
+# scripts/check-msi.sh builds the MSI with wixl, checks it and installs and runs it under Wine
+# (skipped without wixl). Without that Qt a framed line says the GUI stage was skipped and why.
 # Idempotent: the third-party dependencies are built once into build-windows/deps (from Debian
 # packages only: PCRE2 from its Debian source package, GoogleTest from /usr/src/googletest,
 # xxHash/fmt/spdlog/nlohmann-json from their headers).
@@ -24,7 +28,10 @@ WINE=$(command -v wine64 || true)
 command -v $TRIPLE-g++-posix >/dev/null || { echo "test-windows: $TRIPLE-g++-posix missing (scripts/setup.sh)" >&2; exit 1; }
 [ -n "$WINE" ] || { echo "test-windows: wine64 missing (scripts/setup.sh)" >&2; exit 1; }
 mkdir -p "$DEPS/include" "$DEPS/lib" "$SRC"
-export CCACHE_DIR=${CCACHE_DIR:-$OUT/ccache}
+# A cache of its own beside the native one (scripts/build.sh), kept across clones of the tree
+# (CCACHE_BASEDIR: paths below the checkout hash as relative ones).
+export CCACHE_DIR=${NEURAL_MINGW_CCACHE_DIR:-$HOME/.cache/neural-ccache-mingw}
+export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$ROOT} CCACHE_MAXSIZE=${CCACHE_MAXSIZE:-5G}
 launcher=()
 command -v ccache >/dev/null && launcher=(-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
 xcmake=(-G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_TOOLCHAIN_FILE="$ROOT/cmake/mingw-w64.cmake"
@@ -118,7 +125,7 @@ fi
 # --- Neural (libgomp linked statically, as the rest of the runtime) ---------------------------------------------------------------------------------------
 cmake_args=()
 [ -n "${NEURAL_SHARED_DIR:-}" ] && cmake_args+=(-DNEURAL_SHARED_DIR="$NEURAL_SHARED_DIR")
-cmake -S "$ROOT" -B "$OUT/neural" "${xcmake[@]}" "${gui_args[@]}" -DNEURAL_CUDA=OFF \
+cmake -S "$ROOT" -B "$OUT/neural" "${xcmake[@]}" "${gui_args[@]}" -DNEURAL_CUDA=OFF -DNEURAL_WERROR=ON \
   -DNEURAL_BENCHMARKS=OFF "${cmake_args[@]}" \
   -DOpenMP_gomp_LIBRARY="$($TRIPLE-gcc-posix -print-file-name=libgomp.a)" >/dev/null
 cmake --build "$OUT/neural" -j "$JOBS"
