@@ -25,7 +25,7 @@ std::string StoreMoe::describe() const {
 }
 
 void StoreMoe::run(int layer, const float* h, std::int64_t T, const int* sel, const float* gate,
-                   float* x) const {
+                   float* x, const std::atomic<bool>* cancel) const {
     const std::int64_t H = config_.hidden_size, I = config_.intermediate_size;
     const int K = config_.experts_per_token, E = config_.num_experts;
     const LayerWeights& w = weights_.layers[static_cast<std::size_t>(layer)];
@@ -54,6 +54,7 @@ void StoreMoe::run(int layer, const float* h, std::int64_t T, const int* sel, co
             if (sel[i] == e) slots.push_back(i);
         }
         if (slots.empty()) continue;
+        if (cancel != nullptr && cancel->load(std::memory_order_relaxed)) throw Cancelled();
         store_.check_escapes(layer, e);  // a damaged record is an error, never a wild read
         const auto record = store_.record(layer, e);
         ExpertInput in;
