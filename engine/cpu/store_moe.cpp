@@ -55,7 +55,9 @@ void StoreMoe::run(int layer, const float* h, std::int64_t T, const int* sel, co
         }
         if (slots.empty()) continue;
         if (cancel != nullptr && cancel->load(std::memory_order_relaxed)) throw Cancelled();
-        store_.check_escapes(layer, e);  // a damaged record is an error, never a wild read
+        // A damaged record is an error naming it (checksum, escapes), never a wrong answer or a
+        // wild read; checked the first time only.
+        store_.verify_record(layer, e);
         const auto record = store_.record(layer, e);
         ExpertInput in;
         in.record = ExpertRecordView::make(record.data(), H, I, kind, store_.entry(layer, e).payload_bytes);

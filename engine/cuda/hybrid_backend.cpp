@@ -946,8 +946,11 @@ class CudaBackend final : public Backend {
                            prefill_shapes_.size());
     }
 
-    // A raw store's record of expert (layer, e): the slot image, in the store mapping.
+    // A raw store's record of expert (layer, e): the slot image, in the store mapping. Every
+    // copy or CPU read of a raw record comes through here, so its checksum is checked the first
+    // time (ExpertStore::verify_record: an error naming it, never a wrong answer).
     const std::uint8_t* raw_record(int layer, int e) const {
+        in_.store->verify_record(layer, e);
         const auto rec = in_.store->record(layer, e);
         if (rec.size() < record_bytes_) fail("store record ({}, {}) is shorter than a raw record", layer, e);
         return rec.data();
