@@ -30,6 +30,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "store/repack.h"
+#include "support/damaged_store.h"
 #include "support/fixtures.h"
 
 namespace neural {
@@ -609,6 +611,35 @@ TEST(ServerPrompts, AClientThatLeavesDuringALongPromptFreesTheEngine) {
     // Liveness: the engine stopped the abandoned prompt instead of finishing it first.
     EXPECT_LT(seconds, 5.0) << server.log();
     EXPECT_THAT(server.log(), HasSubstr("(client went away)"));
+}
+
+// A store with a zeroed record: a request that reads it gets 500 naming the record (never an
+// answer computed from it), the next one too, and the server keeps serving everything else.
+TEST(ServerStore, ADamagedStoreRecordGets500NamingItAndTheServerStaysUp) {
+    test::TempDir dir;
+    const std::filesystem::path store = dir / "zeroed.nstore";
+    store::RepackOptions o;
+    o.checkpoint = test::tiny_model_dir();
+    o.out = store;
+    o.kind = store::StoreKind::kRaw;
+    o.threads = 2;
+    store::repack(o);
+    test::zero_store_record(store, 1, 3);
+    ServerProcess server({"--store", store.string()});
+    ASSERT_TRUE(server.ok()) << server.log();
+    for (int i = 0; i < 2; ++i) {
+        Conn c(server.port());
+        c.send(chat(chat_body(2, false)));
+        const auto r = c.response(60000);
+        ASSERT_TRUE(r);
+        EXPECT_EQ(r->status, 500);
+        EXPECT_THAT(r->body, HasSubstr(R"("type":"server_error")"));
+        EXPECT_THAT(r->body, HasSubstr("expert store " + store.string() +
+                                       ": record layer 1 expert 3 fails its checksum"));
+    }
+    const Response health = fetch(server.port(), "/health");
+    EXPECT_EQ(health.status, 200);
+    EXPECT_THAT(server.log(), HasSubstr("POST /v1/chat/completions 500"));
 }
 
 }  // namespace
