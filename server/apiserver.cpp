@@ -759,6 +759,7 @@ void ApiServer::enqueue(Request &request, HttpChannel *channel, std::shared_ptr<
                         bool stream, bool includeUsage)
 {
     job->simulateEngineError = m_config.testOptions && request.simulateEngineError;
+    job->maxPromptTokens = m_config.maxPromptTokens;
     auto *call = new GenerationCall(this, request, channel, job, stream, includeUsage);
     // Requests already waiting in the overflow FIFO go first: a newcomer does not overtake them.
     admitOverflow();

@@ -56,6 +56,9 @@ struct ServerConfig {
     int maxOverflow = 64;
     int overflowWaitMs = 2000;
     int defaultMaxTokens = 4096;  // when a request gives no limit
+    // Longest prompt a request may send, in tokens; a longer one gets 400
+    // (context_length_exceeded) before the engine runs it. 0: the model's context.
+    std::int64_t maxPromptTokens = 0;
     // Test-only request options: the "neural_forced_output" field and the
     // "X-Neural-Test-Engine-Error" header. Never on in production.
     bool testOptions = false;

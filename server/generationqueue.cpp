@@ -28,8 +28,17 @@ EngineWorker::EngineWorker(std::shared_ptr<const Model> model, GenerationQueue *
 {
 }
 
-int EngineWorker::tokenBudget(std::int64_t promptTokens, std::optional<int> requested) const
+int EngineWorker::tokenBudget(std::int64_t promptTokens, std::optional<int> requested,
+                              std::int64_t maxPromptTokens) const
 {
+    // Checked before the prompt pass: a refused prompt costs its tokenization only.
+    if (maxPromptTokens > 0 && promptTokens > maxPromptTokens) {
+        throw openai::RequestError(
+            fmt::format("the prompt has {} tokens; this server accepts prompts of at most {} "
+                        "tokens (--max-prompt-tokens)",
+                        promptTokens, maxPromptTokens),
+            "messages", "context_length_exceeded");
+    }
     const std::int64_t context = m_model->config().max_position_embeddings;
     if (context <= 0)
         return requested.value_or(m_defaultMaxTokens);
@@ -104,7 +113,7 @@ GenerationOutcome EngineWorker::runChat(const std::shared_ptr<GenerationJob> &jo
         chat::render_for_completion(m_session->conversation()).tokens(tok).size());
 
     TurnOptions options;
-    options.max_tokens = tokenBudget(promptTokens, req.max_tokens);
+    options.max_tokens = tokenBudget(promptTokens, req.max_tokens, job->maxPromptTokens);
     options.sampling = req.sampling;
     if (req.forced_output)
         options.forced_tokens = tok.encode(*req.forced_output, true);
@@ -147,7 +156,8 @@ GenerationOutcome EngineWorker::runCompletion(const std::shared_ptr<GenerationJo
     }
     if (prompt.empty())
         throw openai::RequestError("the prompt has no tokens", "prompt", "invalid_value");
-    const int budget = tokenBudget(static_cast<std::int64_t>(prompt.size()), req.max_tokens);
+    const int budget = tokenBudget(static_cast<std::int64_t>(prompt.size()), req.max_tokens,
+                                   job->maxPromptTokens);
 
     // The same prefix reuse as the chat session, on a cache of its own.
     if (!m_rawCache)

@@ -47,6 +47,8 @@ struct GenerationJob {
     openai::CompletionRequest completion;
     std::function<void(const std::atomic<bool> &cancel)> task;  // Kind::task, engine thread
     int maxTokens = 0;  // 0: the server default
+    // Longest prompt accepted, in tokens (ServerConfig::maxPromptTokens); 0: the model's context.
+    std::int64_t maxPromptTokens = 0;
     bool simulateEngineError = false;  // test option: the worker fails this job
 
     // Set from any thread; the worker's forward pass and token loop watch it.
@@ -76,7 +78,8 @@ public:
 private:
     GenerationOutcome runChat(const std::shared_ptr<GenerationJob> &job);
     GenerationOutcome runCompletion(const std::shared_ptr<GenerationJob> &job);
-    int tokenBudget(std::int64_t promptTokens, std::optional<int> requested) const;
+    int tokenBudget(std::int64_t promptTokens, std::optional<int> requested,
+                    std::int64_t maxPromptTokens) const;
 
     std::shared_ptr<const Model> m_model;
     GenerationQueue *m_queue;

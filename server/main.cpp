@@ -74,6 +74,11 @@ int main(int argc, char **argv)
     const QCommandLineOption maxTokens("default-max-tokens",
                                        "Reply limit when a request sets none (default 4096).", "N",
                                        "4096");
+    const QCommandLineOption maxPromptTokens("max-prompt-tokens",
+                                             "Longest prompt a request may send, in tokens; "
+                                             "longer ones get 400 (default 0: the model's "
+                                             "context).",
+                                             "N", "0");
     const QCommandLineOption readTimeout("read-timeout",
                                          "Seconds a client has to send a whole request (default "
                                          "30).",
@@ -199,7 +204,7 @@ int main(int argc, char **argv)
         "Accept the test-only request options (forced output, simulated engine failure). For "
         "the test suite only.");
     p.addOptions({model, store, host, port, apiKey, apiKeyFile, cors, modelName, queue, maxBody,
-                  maxTokens, readTimeout, idleTimeout, maxConnections, overflow, overflowWait,
+                  maxTokens, maxPromptTokens, readTimeout, idleTimeout, maxConnections, overflow, overflowWait,
                   threads, kernel, kernelPersistent, backend, vramBudget,
                   pool, refreshEvery, context, prefillOrder, prefillBlock, scratch, stagingThreads,
                   prefillCpuTokens, prefillEarly, groupedGemm, prefillFp16, streamMisses, pinStore, kvRing, kvCheckpoints, warmupRam, lockRam, releaseResident, ranking, testOptions});
@@ -234,6 +239,7 @@ int main(int argc, char **argv)
     config.maxOverflow = static_cast<int>(number(overflow, 0, 10000));
     config.overflowWaitMs = static_cast<int>(number(overflowWait, 1, 600) * 1000);
     config.defaultMaxTokens = static_cast<int>(number(maxTokens, 1, 1 << 24));
+    config.maxPromptTokens = number(maxPromptTokens, 0, qint64(1) << 31);
     config.testOptions = p.isSet(testOptions);
     config.modelId = p.value(modelName);
     if (p.isSet(apiKey)) {

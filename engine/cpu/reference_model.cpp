@@ -34,50 +34,78 @@ std::vector<float> CpuModel::forward(std::span<const TokenId> tokens, KvCache& c
              c.max_position_embeddings);
     }
     cache.reserve_more(T);
-
-    // Residual stream x [T, H]; scratch buffers reused across layers.
-    std::vector<float> x(static_cast<size_t>(T * H)), h(x.size());
-    std::vector<float> q(static_cast<size_t>(T * Q)), k(static_cast<size_t>(T * KV)),
-        v(static_cast<size_t>(T * KV)), attn(static_cast<size_t>(T * Q)), o(x.size());
-    for (std::int64_t t = 0; t < T; ++t) {
-        const Bf16View& e = weights_.embed;
-        for (std::int64_t i = 0; i < H; ++i) x[static_cast<size_t>(t * H + i)] = e.at(tokens[t], i);
-    }
-
-    for (int l = 0; l < c.num_layers; ++l) {
-        if (opt.cancel != nullptr && opt.cancel->load(std::memory_order_relaxed)) {
-            throw Cancelled();  // nothing committed: cache.size() is still pos0
-        }
-        const LayerWeights& w = weights_.layers[static_cast<size_t>(l)];
-        cpu::rms_norm(x.data(), w.input_norm, c.rms_norm_eps, T, h.data());
-        cpu::matmul_bf16(w.q_w, &w.q_b, h.data(), T, q.data());
-        cpu::matmul_bf16(w.k_w, &w.k_b, h.data(), T, k.data());
-        cpu::matmul_bf16(w.v_w, &w.v_b, h.data(), T, v.data());
-        for (std::int64_t t = 0; t < T; ++t) {
-            rope_.apply(q.data() + t * Q, c.num_heads, pos0 + t);
-            rope_.apply(k.data() + t * KV, c.num_kv_heads, pos0 + t);
-            std::copy_n(k.data() + t * KV, KV, cache.k(l, pos0 + t));
-            std::copy_n(v.data() + t * KV, KV, cache.v(l, pos0 + t));
-        }
-        cpu::parallel_for(T, 1, [&](std::int64_t t0, std::int64_t t1) {
-            for (std::int64_t t = t0; t < t1; ++t) {
-                attention(l, q.data() + t * Q, pos0 + t, cache, attn.data() + t * Q);
-            }
-        });
-        cpu::matmul_bf16(w.o_w, &w.o_b, attn.data(), T, o.data());
-        for (size_t i = 0; i < x.size(); ++i) x[i] += o[i];
-
-        cpu::rms_norm(x.data(), w.post_norm, c.rms_norm_eps, T, h.data());
-        moe(l, h.data(), T, pos0, opt, x.data());
-    }
-    cache.commit(pos0 + T);
+    // Nothing is committed before the end: a cancel leaves cache.size() at pos0, whatever K/V
+    // rows past it were written.
+    const auto check_cancel = [&] {
+        if (opt.cancel != nullptr && opt.cancel->load(std::memory_order_relaxed)) throw Cancelled();
+    };
 
     const std::int64_t first = opt.all_logits ? 0 : T - 1;
     const std::int64_t n_out = T - first;
-    std::vector<float> normed(static_cast<size_t>(n_out * H));
-    cpu::rms_norm(x.data() + first * H, weights_.final_norm, c.rms_norm_eps, n_out, normed.data());
     std::vector<float> logits(static_cast<size_t>(n_out * V));
-    cpu::matmul_bf16(weights_.lm_head, nullptr, normed.data(), n_out, logits.data());
+    // A prompt runs in blocks of kPromptBlock tokens, all layers per block (docs/RELIABILITY.md
+    // "Cancelling a prompt"): the cancel flag is checked per block and layer, per query row of
+    // the attention and per expert, so a long prompt stops within one expert's work. Every
+    // position's result is the same bits whatever the block (per-row ops, attention reads the
+    // cache), so blocking changes no output.
+    const std::int64_t B = std::min(T, kPromptBlock);
+    // Residual stream x [B, H]; scratch buffers reused across blocks and layers.
+    std::vector<float> x(static_cast<size_t>(B * H)), h(x.size());
+    std::vector<float> q(static_cast<size_t>(B * Q)), k(static_cast<size_t>(B * KV)),
+        v(static_cast<size_t>(B * KV)), attn(static_cast<size_t>(B * Q)), o(x.size());
+    for (std::int64_t b0 = 0; b0 < T; b0 += B) {
+        const std::int64_t n = std::min(B, T - b0);
+        const std::int64_t p0 = pos0 + b0;  // position of the block's first token
+        for (std::int64_t t = 0; t < n; ++t) {
+            const Bf16View& e = weights_.embed;
+            for (std::int64_t i = 0; i < H; ++i) {
+                x[static_cast<size_t>(t * H + i)] = e.at(tokens[static_cast<size_t>(b0 + t)], i);
+            }
+        }
+        for (int l = 0; l < c.num_layers; ++l) {
+            check_cancel();
+            const LayerWeights& w = weights_.layers[static_cast<size_t>(l)];
+            cpu::rms_norm(x.data(), w.input_norm, c.rms_norm_eps, n, h.data());
+            cpu::matmul_bf16(w.q_w, &w.q_b, h.data(), n, q.data());
+            cpu::matmul_bf16(w.k_w, &w.k_b, h.data(), n, k.data());
+            cpu::matmul_bf16(w.v_w, &w.v_b, h.data(), n, v.data());
+            for (std::int64_t t = 0; t < n; ++t) {
+                rope_.apply(q.data() + t * Q, c.num_heads, p0 + t);
+                rope_.apply(k.data() + t * KV, c.num_kv_heads, p0 + t);
+                std::copy_n(k.data() + t * KV, KV, cache.k(l, p0 + t));
+                std::copy_n(v.data() + t * KV, KV, cache.v(l, p0 + t));
+            }
+            // A row of a long context's full-attention layer reads every cached key: the flag is
+            // checked per row, and the rows after a cancel are skipped.
+            std::atomic<bool> stopped{false};
+            cpu::parallel_for(n, 1, [&](std::int64_t t0, std::int64_t t1) {
+                for (std::int64_t t = t0; t < t1; ++t) {
+                    if (opt.cancel != nullptr && opt.cancel->load(std::memory_order_relaxed)) {
+                        stopped.store(true, std::memory_order_relaxed);
+                        return;
+                    }
+                    attention(l, q.data() + t * Q, p0 + t, cache, attn.data() + t * Q);
+                }
+            });
+            if (stopped.load(std::memory_order_relaxed)) throw Cancelled();
+            cpu::matmul_bf16(w.o_w, &w.o_b, attn.data(), n, o.data());
+            for (size_t i = 0; i < static_cast<size_t>(n * H); ++i) x[i] += o[i];
+
+            cpu::rms_norm(x.data(), w.post_norm, c.rms_norm_eps, n, h.data());
+            moe(l, h.data(), n, p0, opt, x.data());
+        }
+        // Logits of this block's rows from `first` on.
+        const std::int64_t from = std::max(first, b0);
+        if (from < b0 + n) {
+            const std::int64_t rows = b0 + n - from;
+            std::vector<float> normed(static_cast<size_t>(rows * H));
+            cpu::rms_norm(x.data() + (from - b0) * H, weights_.final_norm, c.rms_norm_eps, rows,
+                          normed.data());
+            cpu::matmul_bf16(weights_.lm_head, nullptr, normed.data(), rows,
+                             logits.data() + (from - first) * V);
+        }
+    }
+    cache.commit(pos0 + T);
     return logits;
 }
 
@@ -166,7 +194,7 @@ void CpuModel::moe(int layer, const float* h, std::int64_t T, std::int64_t pos0,
     }
 
     if (store_moe_) {
-        store_moe_->run(layer, h, T, sel.data(), gate.data(), x);
+        store_moe_->run(layer, h, T, sel.data(), gate.data(), x, opt.cancel);
         return;
     }
     // y[t, k, :] = expert output of token t's k-th choice; summed per token in k order below.
@@ -185,6 +213,7 @@ void CpuModel::moe(int layer, const float* h, std::int64_t T, std::int64_t pos0,
             if (sel[static_cast<size_t>(i)] == e) slots.push_back(i);
         }
         if (slots.empty()) continue;
+        if (opt.cancel != nullptr && opt.cancel->load(std::memory_order_relaxed)) throw Cancelled();
         if (experts_ != nullptr) experts_->prepare(layer, e);  // may throw: not inside parallel_for
         const auto n = static_cast<std::int64_t>(slots.size());
         std::vector<float> act(static_cast<size_t>(n * I));

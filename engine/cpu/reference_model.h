@@ -31,8 +31,12 @@ class RouterObserver {
 struct ForwardOptions {
   bool all_logits = false;                 // logits of every new position, else only the last
   RouterObserver* observer = nullptr;
-  const std::atomic<bool>* cancel = nullptr;  // checked between layers; throws Cancelled
+  // Checked per prompt block and layer, per attention row and per expert; throws Cancelled.
+  const std::atomic<bool>* cancel = nullptr;
 };
+
+// Tokens of a prompt that CpuModel::forward runs through all layers at a time.
+inline constexpr std::int64_t kPromptBlock = 128;
 
 class CpuModel {
  public:
@@ -45,7 +49,7 @@ class CpuModel {
   // Runs `tokens` at positions [cache.size(), cache.size() + n) and appends them to the cache.
   // Returns logits [n_out, vocab] with n_out = n (all_logits) or 1. Throws neural::Error for a
   // token id outside the vocabulary, and neural::Cancelled (leaving the cache unchanged) when
-  // cancelled.
+  // cancelled: a long prompt stops within a block's attention row or expert of the cancel.
   std::vector<float> forward(std::span<const TokenId> tokens, KvCache& cache,
                              const ForwardOptions& options = {}) const;
 

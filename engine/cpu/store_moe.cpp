@@ -25,7 +25,7 @@ std::string StoreMoe::describe() const {
 }
 
 void StoreMoe::run(int layer, const float* h, std::int64_t T, const int* sel, const float* gate,
-                   float* x) const {
+                   float* x, const std::atomic<bool>* cancel) const {
     const std::int64_t H = config_.hidden_size, I = config_.intermediate_size;
     const int K = config_.experts_per_token, E = config_.num_experts;
     const LayerWeights& w = weights_.layers[static_cast<std::size_t>(layer)];
@@ -54,7 +54,10 @@ void StoreMoe::run(int layer, const float* h, std::int64_t T, const int* sel, co
             if (sel[i] == e) slots.push_back(i);
         }
         if (slots.empty()) continue;
-        store_.check_escapes(layer, e);  // a damaged record is an error, never a wild read
+        if (cancel != nullptr && cancel->load(std::memory_order_relaxed)) throw Cancelled();
+        // A damaged record is an error naming it (checksum, escapes), never a wrong answer or a
+        // wild read; checked the first time only.
+        store_.verify_record(layer, e);
         const auto record = store_.record(layer, e);
         ExpertInput in;
         in.record = ExpertRecordView::make(record.data(), H, I, kind, store_.entry(layer, e).payload_bytes);

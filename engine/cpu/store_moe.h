@@ -9,6 +9,7 @@
 // bit for bit; the SIMD kernels differ from it by fp32 rounding only.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -30,9 +31,10 @@ class StoreMoe {
   ~StoreMoe();
 
   // h [T, H] normalized hidden states; sel/gate [T, K] router choices and weights; x [T, H]
-  // residual stream, updated in place.
+  // residual stream, updated in place. `cancel`, when set, is checked before each expert:
+  // throws neural::Cancelled (x is then partly updated; the caller drops the pass).
   void run(int layer, const float* h, std::int64_t tokens, const int* sel, const float* gate,
-           float* x) const;
+           float* x, const std::atomic<bool>* cancel = nullptr) const;
 
   // "avx512 kernel, persistent team, 8 threads"
   std::string describe() const;

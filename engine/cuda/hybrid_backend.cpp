@@ -946,8 +946,11 @@ class CudaBackend final : public Backend {
                            prefill_shapes_.size());
     }
 
-    // A raw store's record of expert (layer, e): the slot image, in the store mapping.
+    // A raw store's record of expert (layer, e): the slot image, in the store mapping. Every
+    // copy or CPU read of a raw record comes through here, so its checksum is checked the first
+    // time (ExpertStore::verify_record: an error naming it, never a wrong answer).
     const std::uint8_t* raw_record(int layer, int e) const {
+        in_.store->verify_record(layer, e);
         const auto rec = in_.store->record(layer, e);
         if (rec.size() < record_bytes_) fail("store record ({}, {}) is shorter than a raw record", layer, e);
         return rec.data();
@@ -1098,8 +1101,22 @@ class CudaBackend final : public Backend {
         if (miss_stream_ != nullptr) NEURAL_CUDA(cudaStreamSynchronize(miss_stream_));
         poll_uploads();
 
+        // The cancel flag is checked per block and layer, and per expert of a layer
+        // (expert_rows): a long prompt stops within one block's dense part or one expert. A
+        // Cancelled leaves through run(), which drops this call's positions (resident_len_ back
+        // to at most pos0, kv_high_ already covers every position written).
+        const auto check_cancel = [&] {
+            if (cancel != nullptr && cancel->load(std::memory_order_relaxed)) throw Cancelled();
+        };
+        pf_cancel_ = cancel;
+        struct ClearCancel {
+            const std::atomic<bool>*& p;
+            ~ClearCancel() { p = nullptr; }
+        } clear_cancel{pf_cancel_};
+
         // Embeddings (bf16 rows widened on the host) into the prompt's residual stream.
         for (int b0 = 0; b0 < n; b0 += pf_block_) {
+            check_cancel();
             const int rows = std::min(pf_block_, n - b0);
             float* dst = pf_emb_.host<float>();
             for (int r = 0; r < rows; ++r) embed(work[static_cast<std::size_t>(b0 + r)], dst + static_cast<std::size_t>(r) * Hs);
@@ -1108,9 +1125,6 @@ class CudaBackend final : public Backend {
             NEURAL_CUDA(cudaStreamSynchronize(stream_));  // pf_emb_ is reused by the next block
         }
 
-        const auto check_cancel = [&] {
-            if (cancel != nullptr && cancel->load(std::memory_order_relaxed)) throw Cancelled();
-        };
         // Grouped GEMM only for a prompt of one block of 1,024-4,096 new tokens (DESIGN.md).
         const bool grouped = opt_.grouped_gemm && n <= pf_block_ && n >= kGroupedGemmMin && n <= kGroupedGemmMax;
         if (opt_.prefill_order == "layer") {
@@ -1127,7 +1141,10 @@ class CudaBackend final : public Backend {
                                                 cudaMemcpyDeviceToHost, stream_));
                     NEURAL_CUDA(cudaEventRecord(pf_first_routed_, stream_));
                 }
-                for (int b0 = pf_block_; b0 < n; b0 += pf_block_) dense_rows(l, b0, std::min(pf_block_, n - b0), start, st);
+                for (int b0 = pf_block_; b0 < n; b0 += pf_block_) {
+                    check_cancel();
+                    dense_rows(l, b0, std::min(pf_block_, n - b0), start, st);
+                }
                 if (early) early_of = stage_early(l, rows0, st);
                 expert_rows(l, 0, n, start, observe_from, observer, st, early_of, grouped);
             }
@@ -1144,6 +1161,7 @@ class CudaBackend final : public Backend {
 
         // Logits of the rows asked for, through the decode tail's kernels.
         for (std::int64_t r = first_out; r < n; ++r) {
+            check_cancel();
             NEURAL_CUDA(cudaMemcpyAsync(x_, pf_x_ + static_cast<std::size_t>(r) * Hs, Hs * 4,
                                         cudaMemcpyDeviceToDevice, stream_));
             NEURAL_CUDA(cudaGraphLaunch(tail_rows_, stream_));
@@ -1395,6 +1413,8 @@ class CudaBackend final : public Backend {
             for (int e = 0; e < E_; ++e) {
                 const Where w = where[static_cast<std::size_t>(e)];
                 if (w != kSlot && w != kStaged) continue;
+                // Inside the try: a cancel waits for the CPU's experts and the side stream.
+                if (pf_cancel_ != nullptr && pf_cancel_->load(std::memory_order_relaxed)) throw Cancelled();
                 const std::uint8_t* record;
                 int scratch = -1;
                 if (w == kSlot) {
@@ -1842,6 +1862,8 @@ class CudaBackend final : public Backend {
     std::unique_ptr<cpu::ExpertKernel> kernel_;
     std::unique_ptr<cpu::WorkerTeam> team_;
     bool raw_store_ = false;
+    // The running prompt's cancel flag, for expert_rows (null outside prefill()).
+    const std::atomic<bool>* pf_cancel_ = nullptr;
     // --pin-store (pin_store): the registered store mapping (null: not pinned), how long the
     // registration took, and what the description says about it.
     const void* pinned_ = nullptr;

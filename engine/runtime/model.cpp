@@ -90,6 +90,10 @@ void run_ram_levers(const store::ExpertStore& store, const std::vector<store::Ex
             w.seconds,
             w.completed ? "" : w.stopped ? ", stopped (unloading)" : ", stopped at the time bound",
             w.skipped > 0 ? fmt::format(", {} skipped (in VRAM or locked)", w.skipped) : "");
+        if (w.damaged > 0) {
+            spdlog::warn("--warmup-ram: {} damaged expert record(s); a request that reads one fails: {}",
+                         w.damaged, w.damage);
+        }
     }
 }
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <thread>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -308,6 +309,12 @@ WarmupReport ExpertStore::warm_up(std::span<const ExpertKey> order, std::chrono:
             w.pages += (n + page - 1) / page;
         }
         if (!whole) break;
+        // The pages are in: hashing them now takes the first read's check off the forward pass.
+        try {
+            verify_record(k.layer, k.expert);
+        } catch (const Error& e) {
+            if (w.damaged++ == 0) w.damage = e.what();
+        }
         ++w.records;
         w.pages_loaded += not_resident[i];
         if (after_record) {
@@ -366,6 +373,34 @@ LockReport ExpertStore::lock_experts(std::span<const ExpertKey> order, std::uint
 bool ExpertStore::record_checksum_ok(int layer, int expert) const {
     const auto r = record(layer, expert);
     return xxh3_64(r.data(), r.size()) == entry(layer, expert).checksum;
+}
+
+void ExpertStore::verify_record_slow(int layer, int expert) const {
+    std::atomic<std::uint8_t>& st = state(layer, expert);
+    // Claim the check, or wait for the thread that has it.
+    for (;;) {
+        const std::uint8_t s = st.load(std::memory_order_acquire);
+        if ((s & kVerified) != 0) return;
+        if ((s & kVerifying) == 0 &&
+            (st.fetch_or(kVerifying, std::memory_order_acq_rel) & kVerifying) == 0) {
+            break;
+        }
+        std::this_thread::yield();
+    }
+    struct Unclaim {
+        std::atomic<std::uint8_t>& st;
+        ~Unclaim() { st.fetch_and(static_cast<std::uint8_t>(~kVerifying), std::memory_order_release); }
+    } unclaim{st};
+    const auto r = record(layer, expert);
+    const std::uint64_t computed = xxh3_64(r.data(), r.size());
+    const std::uint64_t stored = entry(layer, expert).checksum;
+    if (computed != stored) {
+        fail("expert store {}: record layer {} expert {} fails its checksum (the index has {}, "
+             "the record hashes to {}): the file is damaged; run `neural verify-store` and repack",
+             path().string(), layer, expert, hex64(stored), hex64(computed));
+    }
+    check_escapes(layer, expert);
+    st.fetch_or(kVerified, std::memory_order_release);
 }
 
 void ExpertStore::check_escapes(int layer, int expert) const {

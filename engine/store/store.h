@@ -1,8 +1,9 @@
 // A memory-mapped expert store (docs/STORE_FORMAT.md). open() validates the whole structure
 // (magic, version, kind, metadata, index, record offsets and sizes, header checksum) so that
-// every record access afterwards is in bounds; record checksums are checked on demand
-// (record_checksum_ok, `neural verify-store`). The store serves expert rows to the CPU engine
-// in place (ExpertSource): raw scales are read from the mapping, packed ones decoded per row.
+// every record access afterwards is in bounds; a record's checksum is checked the first time the
+// engine reads it (verify_record; `neural verify-store` checks all). The store serves expert rows
+// to the CPU engine in place (ExpertSource): raw scales are read from the mapping, packed ones
+// decoded per row.
 #pragma once
 
 #include <atomic>
@@ -50,6 +51,8 @@ struct WarmupReport {
     std::uint64_t pages_loaded = 0;  // of them, pages that were not resident before the warm-up
                                      // asked for them (mincore / QueryWorkingSetEx)
     std::uint64_t skipped = 0;       // records skipped: released (in VRAM) or locked already
+    std::uint64_t damaged = 0;       // records warmed that failed verify_record
+    std::string damage;              // the first of those errors
     double seconds = 0;
     bool completed = false;  // every record of the order was reached
     bool stopped = false;    // `stop` was set (the model is being unloaded)
@@ -94,6 +97,22 @@ class ExpertStore final : public ExpertSource {
     // The record's payload bytes (inside the mapping).
     std::span<const std::uint8_t> record(int layer, int expert) const;
     bool record_checksum_ok(int layer, int expert) const;
+    // What the engine calls before it reads a record (docs/STORE_FORMAT.md "Reading and
+    // integrity"): the first time, the payload's XXH3-64 is compared with the record's index
+    // entry (which the header checksum covers, so a record moved to another position fails too)
+    // and a packed record's escapes are checked; then the record is marked verified and later
+    // calls cost one atomic load. Throws neural::Error naming the store, layer and expert ("...
+    // fails its checksum; run neural verify-store / repack"); a failed record is checked again
+    // (and fails again) on every call. Thread-safe: concurrent first calls hash it once, the
+    // others wait for that result.
+    void verify_record(int layer, int expert) const {
+        if ((state(layer, expert).load(std::memory_order_acquire) & kVerified) == 0) {
+            verify_record_slow(layer, expert);
+        }
+    }
+    bool record_verified(int layer, int expert) const {
+        return (state(layer, expert).load(std::memory_order_acquire) & kVerified) != 0;
+    }
     // Packed: every escaped row's offset lies in the record's escape area and the escape count
     // matches the index. Throws neural::Error naming the layer and expert. Raw: nothing to check.
     void check_escapes(int layer, int expert) const;
@@ -152,8 +171,8 @@ class ExpertStore final : public ExpertSource {
     // Where release / lock counts go (the model's telemetry); null: nowhere.
     void set_ram_counters(telemetry::RamCounters* counters) { ram_ = counters; }
 
-    // ExpertSource: prepare() = check_escapes(); row() reads in place.
-    void prepare(int layer, int expert) const override { check_escapes(layer, expert); }
+    // ExpertSource: prepare() = verify_record(); row() reads in place.
+    void prepare(int layer, int expert) const override { verify_record(layer, expert); }
     ExpertRow row(int layer, Projection projection, int expert, std::int64_t row,
                   std::uint8_t* scale_buf) const override {
         const ProjectionLayout& p = layout_[projection];
@@ -176,8 +195,12 @@ class ExpertStore final : public ExpertSource {
     RecordLayout layout_;
     std::vector<IndexEntry> index_;  // layer-major
 
+    void verify_record_slow(int layer, int expert) const;
+
     static constexpr std::uint8_t kReleased = 1;
     static constexpr std::uint8_t kLocked = 2;
+    static constexpr std::uint8_t kVerifying = 4;  // a thread is hashing it (verify_record)
+    static constexpr std::uint8_t kVerified = 8;   // checksum and escapes passed
     std::atomic<std::uint8_t>& state(int layer, int expert) const {
         return state_[static_cast<std::size_t>(layer) * static_cast<std::size_t>(shape_.num_experts) +
                       static_cast<std::size_t>(expert)];

@@ -2,6 +2,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <thread>
 
 #include "neural/error.h"
@@ -231,6 +232,45 @@ TEST_F(SessionTest, CancelFromAnotherThreadStopsPromptlyAndKeepsTheSessionUsable
     EXPECT_FALSE(next.cancelled);
     EXPECT_EQ(next.stats.generated_tokens, 3);
     EXPECT_GT(next.stats.cached_tokens, 0);
+}
+
+// A cancel during a long prompt (thousands of tokens: seconds on the tiny model) returns
+// promptly with the turn cancelled, and the session's next turn is what a fresh session answers.
+TEST_F(SessionTest, CancelDuringALongPromptReturnsPromptlyAndTheNextTurnIsUnchanged) {
+    using Clock = std::chrono::steady_clock;
+    std::string text;
+    while (text.size() < 100000) text += "the quick brown fox jumps over the lazy dog " + std::to_string(text.size()) + " ";
+    ChatSession s(*model_);
+    s.system().conversation_start_date = "2026-11-30";
+    s.add_user(text);
+    std::atomic<bool> cancel{false};
+    TurnOptions o = greedy(4);
+    o.cancel = &cancel;
+    Clock::time_point cancelled_at{};
+    std::thread canceller([&] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+        cancelled_at = Clock::now();
+        cancel.store(true);
+    });
+    const TurnResult r = s.respond(o);
+    const auto returned = Clock::now();
+    canceller.join();
+    EXPECT_TRUE(r.cancelled);
+    EXPECT_EQ(r.stats.generated_tokens, 0);
+    EXPECT_GT(r.stats.prompt_tokens, 10000);
+    EXPECT_LT(std::chrono::duration<double>(returned - cancelled_at).count(), 2.0);
+
+    std::vector<chat::Message> history = {chat::Message::user("Hello!")};
+    s.set_conversation(s.system(), s.developer(), history);
+    const TurnResult again = s.respond(greedy(6));
+    ChatSession fresh(*model_);
+    fresh.set_conversation(s.system(), s.developer(), history);
+    const TurnResult expected = fresh.respond(greedy(6));
+    EXPECT_FALSE(again.cancelled);
+    EXPECT_EQ(again.stats.generated_tokens, 6);
+    EXPECT_EQ(again.content, expected.content);
+    EXPECT_EQ(again.reasoning, expected.reasoning);
+    EXPECT_EQ(transcript(s), transcript(fresh));
 }
 
 TEST_F(SessionTest, SameSeedSameReply) {

@@ -1,8 +1,12 @@
 // The token loop on the tiny fixture: greedy tokens match the golden reference, stop tokens,
 // cancellation, continuation on the same cache, seeded sampling.
 #include <atomic>
+#include <chrono>
+#include <cstring>
 #include <memory>
+#include <span>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <gmock/gmock.h>
@@ -107,6 +111,81 @@ TEST_F(Generate, CancelFlagBeforeStartLeavesTheCacheUnchanged) {
     EXPECT_TRUE(r.tokens.empty());
     EXPECT_EQ(r.finish, FinishReason::kCancelled);
     EXPECT_EQ(cache.size(), 0);
+}
+
+// A prompt runs in blocks of kPromptBlock tokens; where the blocks start changes no bit.
+TEST_F(Generate, PromptBlocksGiveTheSameLogitsWhereverTheyStart) {
+    std::vector<TokenId> prompt(2 * kPromptBlock + 44);
+    for (std::size_t i = 0; i < prompt.size(); ++i) {
+        prompt[i] = static_cast<TokenId>((i * 104729 + 7) % 199998);
+    }
+    ForwardOptions all;
+    all.all_logits = true;
+    KvCache whole = model_->new_cache();
+    const std::vector<float> a = model_->forward(prompt, whole, all);
+    KvCache split = model_->new_cache();
+    const std::span<const TokenId> p(prompt);
+    std::vector<float> b = model_->forward(p.first(100), split, all);
+    const std::vector<float> rest = model_->forward(p.subspan(100), split, all);
+    b.insert(b.end(), rest.begin(), rest.end());
+    ASSERT_EQ(a.size(), b.size());
+    EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0);
+    EXPECT_EQ(whole.size(), split.size());
+}
+
+// Sees every route of a forward pass and takes its time over each: a test-only slow prompt, so
+// one layer of a long prompt runs for seconds on any machine.
+class SlowObserver : public RouterObserver {
+ public:
+    void on_route(int, std::int64_t, std::span<const int>, std::span<const float>) override {
+        std::this_thread::sleep_for(std::chrono::microseconds(100));
+    }
+};
+
+// A cancel during a long prompt returns within a prompt block's router pass, attention row or
+// expert (docs/RELIABILITY.md "Cancelling a prompt"), leaves the cache as it was, and the
+// sequence then continues exactly as a fresh one.
+TEST_F(Generate, CancelDuringALongPromptReturnsPromptlyAndKeepsTheCache) {
+    using Clock = std::chrono::steady_clock;
+    KvCache cache = model_->new_cache();
+    ASSERT_EQ(generate(*model_, cache, kPrompt, greedy(1)).tokens.front(), kGreedy[0]);
+    ASSERT_EQ(cache.size(), 1);
+    std::vector<TokenId> prompt(20000);
+    for (std::size_t i = 0; i < prompt.size(); ++i) {
+        prompt[i] = static_cast<TokenId>((i * 7919 + 13) % 199998);
+    }
+    std::atomic<bool> cancel{false};
+    SlowObserver slow;
+    ForwardOptions fo;
+    fo.cancel = &cancel;
+    fo.observer = &slow;  // at least 2 s per layer of this prompt
+    Clock::time_point cancelled_at{};
+    std::thread canceller([&] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(300));
+        cancelled_at = Clock::now();
+        cancel.store(true);
+    });
+    EXPECT_THROW(model_->forward(prompt, cache, fo), Cancelled);
+    const auto returned = Clock::now();
+    canceller.join();
+    EXPECT_EQ(cache.size(), 1);
+    // Liveness, not speed: checked only between layers, the prompt went on to the end of the
+    // layer the cancel came in (seconds).
+    EXPECT_LT(std::chrono::duration<double>(returned - cancelled_at).count(), 1.5);
+
+    // generate() reports the same cancel as its finish reason.
+    GenerateOptions o = greedy(4);
+    o.cancel = &cancel;
+    const auto r = generate(*model_, cache, prompt, o);
+    EXPECT_EQ(r.finish, FinishReason::kCancelled);
+    EXPECT_TRUE(r.tokens.empty());
+    EXPECT_EQ(cache.size(), 1);
+
+    // The cached prefix is intact: continuing it gives the golden continuation, as a fresh
+    // sequence does.
+    const std::vector<TokenId> next = {kGreedy[0]};
+    EXPECT_THAT(generate(*model_, cache, next, greedy(3)).tokens,
+                ElementsAre(kGreedy[1], kGreedy[2], kGreedy[3]));
 }
 
 TEST_F(Generate, ZeroMaxTokensOnlyProcessesThePrompt) {

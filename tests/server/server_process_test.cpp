@@ -30,6 +30,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "store/repack.h"
+#include "support/damaged_store.h"
 #include "support/fixtures.h"
 
 namespace neural {
@@ -526,6 +528,118 @@ TEST(ServerOverflow, AWaitThatRunsOutGets503WithRetryAfter) {
     EXPECT_EQ(r->header("retry-after"), "1");
     EXPECT_THAT(r->body, HasSubstr(R"("type":"server_error")"));
     EXPECT_THAT(r->body, HasSubstr("no place in the queue within 1 s"));
+}
+
+// A chat request whose one user message is `text` (JSON-safe: letters, digits, spaces).
+std::string chat_body_with(const std::string& text, int max_tokens, bool stream) {
+    return R"({"model": ")" + kModel + R"(", "messages": [{"role": "user", "content": ")" + text +
+           R"("}], "max_tokens": )" + std::to_string(max_tokens) +
+           (stream ? R"(, "stream": true})" : "}");
+}
+
+// About `chars` characters of words: thousands of tokens for a few tens of KB.
+std::string long_text(std::size_t chars) {
+    std::string text;
+    while (text.size() < chars) {
+        text += "the quick brown fox jumps over the lazy dog ";
+        text += std::to_string(text.size());
+        text += ' ';
+    }
+    return text;
+}
+
+TEST(ServerPrompts, APromptLongerThanMaxPromptTokensGets400) {
+    ServerProcess server({"--max-prompt-tokens", "200"});
+    ASSERT_TRUE(server.ok());
+    {
+        Conn c(server.port());
+        c.send(chat(chat_body_with(long_text(2000), 2, false)));
+        const auto r = c.response(30000);
+        ASSERT_TRUE(r);
+        EXPECT_EQ(r->status, 400);
+        EXPECT_THAT(r->body, HasSubstr(R"("type":"invalid_request_error")"));
+        EXPECT_THAT(r->body, HasSubstr(R"("code":"context_length_exceeded")"));
+        EXPECT_THAT(r->body, HasSubstr("this server accepts prompts of at most 200 tokens"));
+    }
+    {
+        // Raw completions count the prompt's own tokens.
+        std::string ids;
+        for (int i = 0; i < 201; ++i) {
+            if (i > 0) ids += ',';
+            ids += std::to_string(1000 + i);
+        }
+        const std::string body =
+            R"({"model": ")" + kModel + R"(", "prompt": [)" + ids + R"(], "max_tokens": 1})";
+        Conn c(server.port());
+        c.send("POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: "
+               "application/json\r\nContent-Length: " +
+               std::to_string(body.size()) + "\r\n\r\n" + body);
+        const auto r = c.response(30000);
+        ASSERT_TRUE(r);
+        EXPECT_EQ(r->status, 400);
+        EXPECT_THAT(r->body, HasSubstr(R"("code":"context_length_exceeded")"));
+        EXPECT_THAT(r->body, HasSubstr("the prompt has 201 tokens"));
+    }
+    // Shorter prompts are served.
+    Conn c(server.port());
+    c.send(chat(chat_body(1, false)));
+    const auto r = c.response(60000);
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 200);
+}
+
+TEST(ServerPrompts, AClientThatLeavesDuringALongPromptFreesTheEngine) {
+    ServerProcess server({});
+    ASSERT_TRUE(server.ok());
+    {
+        // A prompt of over 20,000 tokens: its full-attention layers alone run for tens of
+        // seconds on the tiny model. The stream's head says the engine took it.
+        Conn leaving(server.port());
+        leaving.send(chat(chat_body_with(long_text(100000), 4, true)));
+        const auto head = leaving.head(60000);
+        ASSERT_TRUE(head);
+        ASSERT_EQ(head->status, 200);
+        std::this_thread::sleep_for(std::chrono::seconds(5));  // well into the prompt
+    }  // the client goes away
+    const auto sent = Clock::now();
+    Conn next(server.port());
+    next.send(chat(chat_body(1, false)));
+    const auto r = next.response(60000);
+    const double seconds = std::chrono::duration<double>(Clock::now() - sent).count();
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 200);
+    // Liveness: the engine stopped the abandoned prompt instead of finishing it first.
+    EXPECT_LT(seconds, 5.0) << server.log();
+    EXPECT_THAT(server.log(), HasSubstr("(client went away)"));
+}
+
+// A store with a zeroed record: a request that reads it gets 500 naming the record (never an
+// answer computed from it), the next one too, and the server keeps serving everything else.
+TEST(ServerStore, ADamagedStoreRecordGets500NamingItAndTheServerStaysUp) {
+    test::TempDir dir;
+    const std::filesystem::path store = dir / "zeroed.nstore";
+    store::RepackOptions o;
+    o.checkpoint = test::tiny_model_dir();
+    o.out = store;
+    o.kind = store::StoreKind::kRaw;
+    o.threads = 2;
+    store::repack(o);
+    test::zero_store_record(store, 1, 3);
+    ServerProcess server({"--store", store.string()});
+    ASSERT_TRUE(server.ok()) << server.log();
+    for (int i = 0; i < 2; ++i) {
+        Conn c(server.port());
+        c.send(chat(chat_body(2, false)));
+        const auto r = c.response(60000);
+        ASSERT_TRUE(r);
+        EXPECT_EQ(r->status, 500);
+        EXPECT_THAT(r->body, HasSubstr(R"("type":"server_error")"));
+        EXPECT_THAT(r->body, HasSubstr("expert store " + store.string() +
+                                       ": record layer 1 expert 3 fails its checksum"));
+    }
+    const Response health = fetch(server.port(), "/health");
+    EXPECT_EQ(health.status, 200);
+    EXPECT_THAT(server.log(), HasSubstr("POST /v1/chat/completions 500"));
 }
 
 }  // namespace

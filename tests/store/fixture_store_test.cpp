@@ -1,8 +1,10 @@
 // Stores of the tiny fixture: bit-identical logits from raw and packed stores, escapes, verify,
 // and every kind of bad store file (damaged record, truncation, future version, unknown or wrong
 // kind, damaged header, foreign file, a store of another model or checkpoint).
+#include <atomic>
 #include <cstring>
 #include <filesystem>
+#include <thread>
 #include <vector>
 
 #include <gmock/gmock.h>
@@ -15,7 +17,9 @@
 #include "store/repack.h"
 #include "store/store.h"
 #include "store/store_support.h"
+#include "runtime/session.h"
 #include "store/verify.h"
+#include "support/damaged_store.h"
 #include "support/fixtures.h"
 
 namespace neural::store {
@@ -341,6 +345,8 @@ TEST_F(FixtureStore, DamagedEscapeIsAnErrorNotAWildRead) {
     std::string off(4, '\0');
     put_u32(reinterpret_cast<std::uint8_t*>(off.data()), 0x7fffff00u);
     for (const std::uint64_t a : at) test::patch_file(p, a, off);
+    // Checksums that match the damage: the escape check is what must catch it.
+    test::reseal_store_record_checksums(p);
     const ExpertStore s = ExpertStore::open(p);  // the header is intact
     EXPECT_THAT(error_of([&] { s.check_escapes(1, 3); }),
                 HasSubstr("damaged expert store record (layer 1 expert 3): down row 0 points to "
@@ -350,6 +356,104 @@ TEST_F(FixtureStore, DamagedEscapeIsAnErrorNotAWildRead) {
                 HasSubstr("damaged expert store record"));
     const VerifyReport r = verify_store(p, {});
     EXPECT_EQ(r.problem_count, 32);
+}
+
+// A record zeroed, or two records swapped (each payload intact, in the other's place): the store
+// opens (header, metadata and index are intact), and the first read of a damaged record is an
+// error naming it, on the reference path and the fused kernels, never different logits. The
+// index entry holding a record's checksum is the one of its position, so a swapped record fails.
+TEST_F(FixtureStore, DamagedRecordsAreErrorsNamingLayerAndExpertNeverAnswers) {
+    struct Case {
+        const char* what;
+        fs::path store;
+        std::string names;
+    };
+    std::vector<Case> cases;
+    for (const fs::path& src : {raw_, packed_}) {
+        const fs::path zeroed = own_ / ("zeroed-" + src.filename().string());
+        fs::copy_file(src, zeroed);
+        test::zero_store_record(zeroed, 1, 3);
+        cases.push_back({"zeroed", zeroed, "record layer 1 expert 3 fails its checksum"});
+    }
+    {
+        const fs::path swapped = own_ / "swapped-raw.nstore";
+        fs::copy_file(raw_, swapped);
+        test::swap_store_records(swapped, 0, 2, 2, 5);
+        cases.push_back({"swapped", swapped, "record layer 0 expert 2 fails its checksum"});
+        const ExpertStore s = ExpertStore::open(swapped);
+        EXPECT_FALSE(s.record_checksum_ok(0, 2));
+        EXPECT_FALSE(s.record_checksum_ok(2, 5));
+    }
+    for (const Case& c : cases) {
+        for (const char* kernel : {"reference", "auto"}) {
+            SCOPED_TRACE(std::string(c.what) + " " + c.store.filename().string() + " " + kernel);
+            auto m = Model::load(test::tiny_model_dir(), LoadOptions{.store = c.store, .kernel = kernel});
+            const std::string e = error_of([&] { test::golden_logits(*m); });
+            EXPECT_THAT(e, HasSubstr("expert store " + c.store.string() + ": " + c.names));
+            EXPECT_THAT(e, HasSubstr("run `neural verify-store` and repack"));
+            // Every later read fails the same way: a damaged record never answers.
+            EXPECT_THAT(error_of([&] { test::golden_logits(*m); }), HasSubstr(c.names));
+            ChatSession session(*m);
+            session.add_user("Hello!");
+            TurnOptions o;
+            o.max_tokens = 2;
+            EXPECT_THAT(error_of([&] { session.respond(o); }), HasSubstr(c.names));
+        }
+        EXPECT_FALSE(verify_store(c.store, {}).ok());
+    }
+}
+
+// Each record is hashed the first time it is read, once, whatever the number of threads asking;
+// after that it is marked verified. A damaged one fails for every thread and is never marked.
+TEST_F(FixtureStore, RecordsAreVerifiedOnceOnFirstReadFromAnyThread) {
+    const fs::path p = copy_of(raw_);
+    test::zero_store_record(p, 3, 7);
+    const ExpertStore s = ExpertStore::open(p);
+    EXPECT_FALSE(s.record_verified(0, 0));
+    std::atomic<int> failures{0};
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 8; ++t) {
+        threads.emplace_back([&] {
+            for (int l = 0; l < s.num_layers(); ++l) {
+                for (int e = 0; e < s.num_experts(); ++e) {
+                    try {
+                        s.verify_record(l, e);
+                    } catch (const Error& err) {
+                        if (l == 3 && e == 7 &&
+                            std::string(err.what()).find("record layer 3 expert 7 fails its checksum") !=
+                                std::string::npos) {
+                            failures.fetch_add(1);
+                        }
+                    }
+                }
+            }
+        });
+    }
+    for (auto& t : threads) t.join();
+    EXPECT_EQ(failures.load(), 8);
+    for (int l = 0; l < s.num_layers(); ++l) {
+        for (int e = 0; e < s.num_experts(); ++e) {
+            EXPECT_EQ(s.record_verified(l, e), !(l == 3 && e == 7)) << l << " " << e;
+        }
+    }
+}
+
+// The RAM warm-up verifies what it reads in, so the forward pass finds those records checked; a
+// damaged one is reported, not thrown (the warm-up runs in the background).
+TEST_F(FixtureStore, WarmUpVerifiesTheRecordsItReadsAndReportsADamagedOne) {
+    const fs::path p = copy_of(packed_);
+    test::zero_store_record(p, 2, 1);
+    const ExpertStore s = ExpertStore::open(p);
+    std::vector<ExpertKey> order;
+    for (int l = 0; l < s.num_layers(); ++l) {
+        for (int e = 0; e < s.num_experts(); ++e) order.push_back({l, e});
+    }
+    const WarmupReport w = s.warm_up(order, std::chrono::seconds(60));
+    EXPECT_TRUE(w.completed);
+    EXPECT_EQ(w.damaged, 1u);
+    EXPECT_THAT(w.damage, HasSubstr("record layer 2 expert 1 fails its checksum"));
+    EXPECT_TRUE(s.record_verified(0, 0));
+    EXPECT_FALSE(s.record_verified(2, 1));
 }
 
 }  // namespace

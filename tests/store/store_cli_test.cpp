@@ -2,7 +2,9 @@
 // the tiny fixture: exit codes, messages and identical outputs.
 
 #include <cstdlib>
+#include <filesystem>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <gmock/gmock.h>
@@ -11,6 +13,7 @@
 #include "store/format.h"
 #include "store/store.h"
 #include "store/store_support.h"
+#include "support/damaged_store.h"
 #include "support/fixtures.h"
 #include "support/run_neural.h"
 
@@ -85,6 +88,35 @@ TEST_F(StoreCli, VerifyFailsNamingTheDamagedExpert) {
     EXPECT_THAT(r.err, HasSubstr("FAIL layer 1 expert 2: down scales differ from the checkpoint "
                                  "(row 2, block 1)"));
     EXPECT_THAT(r.err, HasSubstr("neural verify-store: error: 2 problem(s) in " + store.string()));
+}
+
+// `verify-store` is not the only one to notice: `generate --store` refuses a zeroed record and
+// a record swapped with another, naming the record, instead of answering from it.
+TEST_F(StoreCli, GenerateFromADamagedStoreFailsNamingTheRecord) {
+    const fs::path store = tmp_ / "raw.nstore";
+    ASSERT_EQ(
+        neural({"repack", "--checkpoint", model(), "--out", store.string(), "--format", "raw"})
+            .code,
+        0);
+    const fs::path zeroed = tmp_ / "zeroed.nstore", swapped = tmp_ / "swapped.nstore";
+    fs::copy_file(store, zeroed);
+    test::zero_store_record(zeroed, 1, 3);
+    fs::copy_file(store, swapped);
+    test::swap_store_records(swapped, 0, 2, 2, 5);
+    const std::pair<fs::path, std::string> cases[] = {
+        {zeroed, "record layer 1 expert 3 fails its checksum"},
+        {swapped, "record layer 0 expert 2 fails its checksum"}};
+    for (const auto& [file, names] : cases) {
+        for (const char* kernel : {"reference", "auto"}) {
+            SCOPED_TRACE(file.filename().string() + " " + kernel);
+            Proc r = neural({"generate", "--model", model(), "--ids", "1,2,3,4,5,6,7,8", "--max-tokens",
+                             "4", "--temperature", "0", "--store", file.string(), "--kernel", kernel});
+            EXPECT_EQ(r.code, 1) << r.out;
+            EXPECT_THAT(r.err, HasSubstr("expert store " + file.string() + ": " + names));
+            EXPECT_THAT(r.err, HasSubstr("run `neural verify-store` and repack"));
+        }
+        EXPECT_EQ(neural({"verify-store", file.string()}).code, 1);
+    }
 }
 
 TEST_F(StoreCli, BadInputsAreClearErrors) {

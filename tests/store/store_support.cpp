@@ -201,4 +201,19 @@ void reseal_store_header(const fs::path& path) {
     patch_file(path, store::FixedHeader::kChecksumOffset, sum);
 }
 
+void reseal_store_record_checksums(const fs::path& path) {
+    const std::string b = read_file(path);
+    const auto* p = reinterpret_cast<const std::uint8_t*>(b.data());
+    const store::FixedHeader h = store::FixedHeader::decode(p);
+    for (std::uint64_t i = 0; i < h.record_count; ++i) {
+        const std::uint64_t at = h.index_offset + i * store::kIndexEntryBytes;
+        store::IndexEntry e = store::IndexEntry::decode(p + at);
+        e.checksum = store::xxh3_64(p + e.offset, e.payload_bytes);
+        std::string entry(store::kIndexEntryBytes, '\0');
+        e.encode(reinterpret_cast<std::uint8_t*>(entry.data()));
+        patch_file(path, at, entry);
+    }
+    reseal_store_header(path);
+}
+
 }  // namespace neural::test

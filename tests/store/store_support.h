@@ -54,5 +54,8 @@ std::vector<float> golden_logits(const Model& model);
 void patch_file(const std::filesystem::path& path, std::uint64_t offset, const std::string& bytes);
 // Recomputes the store header checksum after a test edited the header/metadata/index.
 void reseal_store_header(const std::filesystem::path& path);
+// Rewrites every record's index checksum to what its payload hashes to now, then reseals the
+// header: a test's damage to records then passes the checksums.
+void reseal_store_record_checksums(const std::filesystem::path& path);
 
 }  // namespace neural::test
