@@ -31,12 +31,13 @@ echo "== gpu tests"
 echo "== bench: tiny fixture, raw store, cuda backend"
 M=$SHARED/fixtures/tiny-gptoss-a
 /tmp/b/engine/cli/neural repack --checkpoint "$M" --out /tmp/tiny.nstore --format raw 2>&1 | tail -1
-for run in first second; do
+bench() {  # bench NAME MODEL STORE extra-flags...: decode and prompt, 3 runs in one process
+  local name=$1 model=$2 store=$3 w; shift 3
   for w in decode prompt; do
-    /tmp/b/engine/cli/neural bench --model "$M" --store /tmp/tiny.nstore --backend cuda \
-      --workload "$w" --threads 8 --json "/tmp/bench-$w-$run.json" > "/tmp/bench-$w-$run.log" 2>&1 ||
-      tail -5 "/tmp/bench-$w-$run.log"
-    python3 - "$w" "$run" "/tmp/bench-$w-$run.json" <<'PY'
+    /tmp/b/engine/cli/neural bench --model "$model" --store "$store" --workload "$w" --repeat 3 \
+      --json "/tmp/bench-$name-$w.json" "$@" > "/tmp/bench-$name-$w.log" 2>&1 ||
+      tail -5 "/tmp/bench-$name-$w.log"
+    python3 - "$w" "$name" "/tmp/bench-$name-$w.json" <<'PY'
 import json, sys
 w, run, path = sys.argv[1:4]
 try:
@@ -56,6 +57,19 @@ def walk(x, path=""):
 walk(r)
 print(f"{w} {run}: " + (", ".join(found) if found else str(r)[:300]))
 PY
+    grep -E "^ *(run|[0-9]+ ) |tok/s" "/tmp/bench-$name-$w.log" | head -12
   done
-done
+}
+bench tiny-cuda "$M" /tmp/tiny.nstore --backend cuda --threads 8
+if [ "${NEURAL_BENCH_20B:-0}" = 1 ]; then
+  echo "== bench: synthetic gpt-oss-20b, raw store, cuda backend at 12 GiB, 8 threads"
+  TOK=$M/tokenizer.json
+  [ -f /tmp/s20/config.json ] || timeout 300 /tmp/b/engine/cli/neural synth --shape gpt-oss-20b /tmp/s20 \
+    --tokenizer "$TOK" --threads 16 2>&1 | tail -1
+  [ -f /tmp/s20.nstore ] || timeout 300 /tmp/b/engine/cli/neural repack --checkpoint /tmp/s20 \
+    --out /tmp/s20.nstore --format raw --threads 16 2>&1 | tail -1
+  bench s20-cuda /tmp/s20 /tmp/s20.nstore --backend cuda --vram-budget 12 --threads 8 \
+    --tokens 64 --prompt-sizes 4096
+fi
+cp /tmp/bench-*.json "${OUT:-/tmp}/" 2>/dev/null || true
 echo done

@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
+#include <thread>
 #include <cmath>
 #include <cstring>
 #include <fstream>
@@ -16,6 +18,7 @@
 #include "runtime/model.h"
 #include "runtime/session.h"
 #include "store/repack.h"
+#include "support/damaged_store.h"
 #include "support/fixtures.h"
 
 namespace neural {
@@ -684,6 +687,80 @@ TEST(CudaHybrid, CancelledPrefillLeavesTheCacheAndTheBackendUsable) {
     EXPECT_EQ(c.size(), 0);
     const auto again = all_logits(*m, ids);
     ASSERT_EQ(std::memcmp(again.data(), want.data(), want.size() * 4), 0);
+}
+
+// A cancel that arrives while the GPU runs a long prompt (from another thread, as the server's
+// disconnect does): the call returns within a liveness bound, the cache keeps the prefix it
+// had, and continuing from it gives the bits a fresh sequence gives.
+TEST(CudaHybrid, CancelDuringALongPromptReturnsAndTheNextTurnIsUnchanged) {
+    SKIP_WITHOUT_GPU();
+    using Clock = std::chrono::steady_clock;
+    LoadOptions o = prefill_options(0, "layer", 256, 0);
+    o.gpu.context = 16384;
+    auto m = Model::load(test::tiny_model_dir(), o);
+    std::vector<TokenId> prompt(16000);
+    for (std::size_t i = 0; i < prompt.size(); ++i) {
+        prompt[i] = static_cast<TokenId>((i * 7919 + 13) % 199998);
+    }
+    const std::vector<TokenId> prefix(prompt.begin(), prompt.begin() + 8);
+    const std::vector<TokenId> rest(prompt.begin() + 8, prompt.end());
+    const std::vector<TokenId> next = {prompt[8], prompt[9], prompt[10]};
+    KvCache c = m->new_cache();
+    m->forward(prefix, c, {});
+    ASSERT_EQ(c.size(), 8);
+    std::atomic<bool> cancel{false};
+    ForwardOptions fo;
+    fo.cancel = &cancel;
+    Clock::time_point cancelled_at{};
+    std::thread canceller([&] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        cancelled_at = Clock::now();
+        cancel.store(true);
+    });
+    bool was_cancelled = false;
+    try {
+        m->forward(rest, c, fo);
+    } catch (const Cancelled&) {
+        was_cancelled = true;
+    }
+    const auto returned = Clock::now();
+    canceller.join();
+    if (!was_cancelled) GTEST_SKIP() << "the prompt finished within 20 ms: nothing to cancel";
+    EXPECT_LT(std::chrono::duration<double>(returned - cancelled_at).count(), 1.5);
+    EXPECT_EQ(c.size(), 8);
+    ForwardOptions all;
+    all.all_logits = true;
+    const auto got = m->forward(next, c, all);
+    KvCache fresh = m->new_cache();
+    m->forward(prefix, fresh, {});
+    const auto want = m->forward(next, fresh, all);
+    ASSERT_EQ(got.size(), want.size());
+    EXPECT_EQ(std::memcmp(got.data(), want.data(), want.size() * 4), 0);
+}
+
+// A damaged store record is an error naming it on the GPU path too (uploaded to a slot at load,
+// or staged for a prompt), never an answer.
+TEST(CudaHybrid, ADamagedStoreRecordIsAnErrorNamingIt) {
+    SKIP_WITHOUT_GPU();
+    test::TempDir dir;
+    const auto store = dir.path() / "tiny.nstore";
+    repack_tiny_store(store);
+    test::zero_store_record(store, 1, 2);
+    for (int slots : {0, 1000}) {
+        SCOPED_TRACE(slots);
+        LoadOptions o = prefill_options(slots, "layer", 2048, 0);
+        o.store = store;
+        std::string msg;
+        try {
+            auto m = Model::load(test::tiny_model_dir(), o);
+            KvCache c = m->new_cache();
+            (void)m->forward(long_prompt(), c, {});
+            for (int i = 0; i < 16; ++i) (void)m->forward({static_cast<TokenId>(1000 + i)}, c, {});
+        } catch (const Error& e) {
+            msg = e.what();
+        }
+        EXPECT_NE(msg.find("record layer 1 expert 2 fails its checksum"), std::string::npos) << msg;
+    }
 }
 
 TEST(CudaHybrid, KvCheckpointsRestoreSwitchedSequencesAndSharedPrefixesAreNotReprocessed) {
