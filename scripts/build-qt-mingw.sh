@@ -36,7 +36,9 @@ command -v $TRIPLE-g++-posix >/dev/null || die "$TRIPLE-g++-posix missing (scrip
 [ -f "$HOST_CMAKE/Qt6HostInfo/Qt6HostInfoConfig.cmake" ] || die "Debian's host Qt tools missing (qt6-base-dev)"
 host_version=$(sed -n 's/.*PACKAGE_VERSION "\([0-9.]*\)".*/\1/p' "$HOST_CMAKE/Qt6Core/Qt6CoreConfigVersionImpl.cmake" | head -1)
 [ "$host_version" = "$VERSION" ] || die "host Qt is $host_version, this script builds $VERSION (host tools must match)"
-if [ -f "$PREFIX/.neural-qt-done" ]; then echo "build-qt-mingw: $PREFIX is complete"; exit 0; fi
+if [ -f "$PREFIX/.neural-qt-done" ] && [ -f "$PREFIX/bin/libwinpthread-1.dll" ]; then
+  echo "build-qt-mingw: $PREFIX is complete"; exit 0
+fi
 mkdir -p "$WORK" "$PREFIX"
 t_all=$(date +%s)
 
@@ -167,6 +169,16 @@ for m in qtcharts qtwebsockets qthttpserver; do
   [ -f "$WORK/.done-$m" ] && { echo "build-qt-mingw: $m already built"; continue; }
   src=$(module_src $m) || exit 1
   build_module $m "$src" -DCMAKE_PREFIX_PATH="$PREFIX"
+done
+
+# The MinGW runtime DLLs the Qt DLLs load, beside them (as Qt's own MinGW packages ship them), so
+# the prefix is self-contained: tests run with its bin/ on the path, the MSI takes them from there.
+for dll in libstdc++-6.dll libgcc_s_seh-1.dll libwinpthread-1.dll; do
+  src=$($TRIPLE-g++-posix -print-file-name=$dll)
+  [ -f "$src" ] || src=/usr/$TRIPLE/lib/$dll
+  [ -f "$src" ] || die "the MinGW runtime $dll was not found"
+  cp "$src" "$PREFIX/bin/"
+  $TRIPLE-strip --strip-debug "$PREFIX/bin/$dll"  # Debian ships them with debug info
 done
 
 for f in Qt6Core Qt6Gui Qt6Widgets Qt6Network Qt6Sql Qt6Test Qt6Charts Qt6HttpServer; do

@@ -67,7 +67,8 @@ SYSTEM_DLLS+="user32.dll ws2_32.dll bcrypt.dll psapi.dll shlwapi.dll synchroniza
 SYSTEM_DLLS+="gdi32.dll comdlg32.dll imm32.dll oleaut32.dll winmm.dll uxtheme.dll dwmapi.dll "
 SYSTEM_DLLS+="version.dll netapi32.dll userenv.dll iphlpapi.dll dnsapi.dll mpr.dll wtsapi32.dll "
 SYSTEM_DLLS+="setupapi.dll shcore.dll d3d9.dll d3d11.dll dxgi.dll dwrite.dll d2d1.dll crypt32.dll "
-SYSTEM_DLLS+="secur32.dll authz.dll comctl32.dll winspool.drv opengl32.dll "
+SYSTEM_DLLS+="secur32.dll authz.dll comctl32.dll winspool.drv opengl32.dll winhttp.dll wininet.dll "
+SYSTEM_DLLS+="ncrypt.dll rpcrt4.dll mswsock.dll usp10.dll d3d12.dll dcomp.dll "
 imports() { $TRIPLE-objdump -p "$1" | sed -n 's/^\s*DLL Name: //p' | tr 'A-Z' 'a-z'; }
 is_system() { case "$SYSTEM_DLLS" in *" $1 "*) return 0 ;; esac; [[ $1 == api-ms-win-* || $1 == ext-ms-* ]]; }
 # Where the DLLs that are not Windows' come from: Qt's bin/, the MinGW runtime of the compiler.
@@ -318,6 +319,7 @@ else
     demo_win="Z:${APPDATA_DIR//\//\\}\\demo"
     (cd "$PF/bin" && run_wine ./neural-server.exe --model "$demo_win" --port "$sport" \
        >"$OUT/server-wine.log" 2>&1) &
+    server_pid=$!
     up=0
     for i in $(seq 60); do curl -sf "http://127.0.0.1:$sport/health" >/dev/null && { up=1; break; }; sleep 1; done
     check "Wine: the installed neural-server.exe answers /health on 127.0.0.1:$sport" test $up = 1
@@ -330,8 +332,9 @@ else
     check "Wine: a streamed chat completion (chunks, then data: [DONE])" \
       test "$(grep -c '"chat.completion.chunk"' <<<"$stream")" -gt 1 -a "$(grep -c '^data: \[DONE\]' <<<"$stream")" = 1
     HOME=$W/home WINEPREFIX=$W/prefix "$WINESERVER" -k >/dev/null 2>&1 || true
-    wait 2>/dev/null || true
+    wait "$server_pid" 2>/dev/null || true
     kill "$xvfb_pid" 2>/dev/null || true
+    wait "$xvfb_pid" 2>/dev/null || true
   fi
   # Upgrade: the same files as a newer version replace the installed one.
   NEXT=$(awk -F. '{ printf "%d.%d.%d", $1, $2, $3 + 1 }' <<<"$VERSION")

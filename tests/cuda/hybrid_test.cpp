@@ -755,7 +755,10 @@ TEST(CudaHybrid, ADamagedStoreRecordIsAnErrorNamingIt) {
             auto m = Model::load(test::tiny_model_dir(), o);
             KvCache c = m->new_cache();
             (void)m->forward(long_prompt(), c, {});
-            for (int i = 0; i < 16; ++i) (void)m->forward({static_cast<TokenId>(1000 + i)}, c, {});
+            for (int i = 0; i < 16; ++i) {
+                const std::vector<TokenId> one = {static_cast<TokenId>(1000 + i)};
+                (void)m->forward(one, c, {});
+            }
         } catch (const Error& e) {
             msg = e.what();
         }
