@@ -11,6 +11,9 @@
 #include <cstdio>
 #include <memory>
 
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
 #include "apiserver.h"
 #include "cpu/parallel.h"
 #include "neural/error.h"
@@ -33,6 +36,9 @@ extern "C" void onSignal(int sig) { g_signal.store(sig); }
 
 int main(int argc, char **argv)
 {
+    // The engine's log goes to stderr, as Qt's messages do: stdout carries only the lines
+    // scripts read ("serving ... on http://...", "stopped").
+    spdlog::set_default_logger(spdlog::stderr_color_mt("neural"));
     QCoreApplication app(argc, argv);
     QCoreApplication::setApplicationName(QStringLiteral("neural-server"));
     QCoreApplication::setApplicationVersion(QStringLiteral(NEURAL_VERSION));
