@@ -3,9 +3,7 @@
 #include <fstream>
 #include <optional>
 #include <string_view>
-#include <unordered_set>
 #include <utility>
-#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -35,7 +33,6 @@ class Reader final : public nlohmann::json_sax<nlohmann::json> {
         if (model_type_ && *model_type_ != "BPE") {
             fail("{}: model.type is \"{}\", only BPE is supported", file_, *model_type_);
         }
-        check_merges();
         merge_added_tokens();
         return std::move(out_);
     }
@@ -172,14 +169,14 @@ class Reader final : public nlohmann::json_sax<nlohmann::json> {
                 }
                 {
                     const std::size_t space = string_->find(' ');
-                    merges_.push_back({string_->substr(0, space), string_->substr(space + 1)});
+                    add_merge_key(std::string_view(*string_).substr(0, space));
+                    add_merge_key(std::string_view(*string_).substr(space + 1));
                 }
                 ++out_.merge_count;
                 break;
             case Ctx::merge_pair:
                 if (kind != Value::string) bad_merge();
-                if (pair_items_ == 0) merges_.push_back({std::move(*string_), {}});
-                else if (pair_items_ == 1) merges_.back().second = std::move(*string_);
+                if (pair_items_ < 2) add_merge_key(*string_);
                 if (++pair_items_ == 2) ++out_.merge_count;
                 break;
             case Ctx::added_tokens:
@@ -207,6 +204,12 @@ class Reader final : public nlohmann::json_sax<nlohmann::json> {
         return true;
     }
 
+    void add_merge_key(std::string_view key) {
+        if (out_.merge_keys.size() + key.size() > UINT32_MAX) fail("{}: model.merges is too large", file_);
+        out_.merge_keys.append(key);
+        out_.merge_ends.push_back(static_cast<std::uint32_t>(out_.merge_keys.size()));
+    }
+
     void add_vocab_entry() {
         if (int_ >= kMaxId) {
             fail("{}: model.vocab id {} for \"{}\" is out of range", file_, int_, key_);
@@ -231,33 +234,6 @@ class Reader final : public nlohmann::json_sax<nlohmann::json> {
         if (!added_.content || added_.content->empty()) bad_added_token("has no \"content\"");
         added_list_.push_back(std::move(added_));
         ++added_index_;
-    }
-
-    // Every merge names two tokens of model.vocab whose concatenation is a token too: rank ==
-    // id makes the merges redundant for encoding, so one that disagrees with the vocab means
-    // the file is damaged or belongs to another tokenizer (an error naming the entry).
-    void check_merges() {
-        std::unordered_set<std::string_view> ordinary;
-        ordinary.reserve(out_.tokens.size());
-        for (std::size_t id = 0; id < out_.tokens.size(); ++id) {
-            if (out_.kinds[id] == TokenKind::ordinary) ordinary.insert(out_.tokens[id]);
-        }
-        std::string left, right;
-        for (std::size_t i = 0; i < merges_.size(); ++i) {
-            const auto& [l, r] = merges_[i];
-            left.clear();  // decode_key appends
-            right.clear();
-            const bool ok = byte_level::decode_key(l, left) && byte_level::decode_key(r, right) &&
-                            ordinary.count(left) && ordinary.count(right) &&
-                            ordinary.count(left + right);
-            if (!ok) {
-                fail("{}: model.merges entry {} (\"{} {}\") names a token that model.vocab does "
-                     "not have",
-                     file_, i, l, r);
-            }
-        }
-        merges_.clear();
-        merges_.shrink_to_fit();
     }
 
     // added_tokens comes before model in HF files, so they are merged in only once the vocab
@@ -308,7 +284,6 @@ class Reader final : public nlohmann::json_sax<nlohmann::json> {
     std::string* string_ = nullptr;
     std::uint64_t int_ = 0;
     std::size_t pair_items_ = 0;
-    std::vector<std::pair<std::string, std::string>> merges_;  // checked by check_merges()
     AddedToken added_;
     std::vector<AddedToken> added_list_;
     std::size_t added_index_ = 0;

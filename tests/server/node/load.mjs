@@ -64,7 +64,7 @@ const pct = (xs, p) => {
 async function startServer() {
   const { NEURAL_API_KEY: _ignored, ...env } = process.env;
   const proc = spawn(bin, ['--model', modelDir, '--port', '0', '--threads', '1',
-    '--queue', String(QUEUE), '--default-max-tokens', '16'], { stdio: ['ignore', 'pipe', 'pipe'], env });
+    '--queue', String(QUEUE), '--default-max-tokens', '16', ...(process.env.NEURAL_LOAD_SERVER_ARGS || '').split(' ').filter(Boolean)], { stdio: ['ignore', 'pipe', 'pipe'], env });
   let log = '';
   proc.stdout.on('data', (d) => { log += d; if (log.length > 1e6) log = log.slice(-5e5); });
   proc.stderr.on('data', (d) => { log += d; if (log.length > 1e6) log = log.slice(-5e5); });
