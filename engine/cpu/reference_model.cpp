@@ -36,9 +36,6 @@ std::vector<float> CpuModel::forward(std::span<const TokenId> tokens, KvCache& c
     cache.reserve_more(T);
     // Nothing is committed before the end: a cancel leaves cache.size() at pos0, whatever K/V
     // rows past it were written.
-    const auto check_cancel = [&] {
-        if (opt.cancel != nullptr && opt.cancel->load(std::memory_order_relaxed)) throw Cancelled();
-    };
 
     const std::int64_t first = opt.all_logits ? 0 : T - 1;
     const std::int64_t n_out = T - first;
@@ -63,7 +60,7 @@ std::vector<float> CpuModel::forward(std::span<const TokenId> tokens, KvCache& c
             }
         }
         for (int l = 0; l < c.num_layers; ++l) {
-            check_cancel();
+            throw_if_cancelled(opt.cancel);
             const LayerWeights& w = weights_.layers[static_cast<size_t>(l)];
             cpu::rms_norm(x.data(), w.input_norm, c.rms_norm_eps, n, h.data());
             cpu::matmul_bf16(w.q_w, &w.q_b, h.data(), n, q.data());
@@ -80,7 +77,7 @@ std::vector<float> CpuModel::forward(std::span<const TokenId> tokens, KvCache& c
             std::atomic<bool> stopped{false};
             cpu::parallel_for(n, 1, [&](std::int64_t t0, std::int64_t t1) {
                 for (std::int64_t t = t0; t < t1; ++t) {
-                    if (opt.cancel != nullptr && opt.cancel->load(std::memory_order_relaxed)) {
+                    if (cancel_requested(opt.cancel)) {
                         stopped.store(true, std::memory_order_relaxed);
                         return;
                     }
@@ -213,7 +210,7 @@ void CpuModel::moe(int layer, const float* h, std::int64_t T, std::int64_t pos0,
             if (sel[static_cast<size_t>(i)] == e) slots.push_back(i);
         }
         if (slots.empty()) continue;
-        if (opt.cancel != nullptr && opt.cancel->load(std::memory_order_relaxed)) throw Cancelled();
+        throw_if_cancelled(opt.cancel);
         if (experts_ != nullptr) experts_->prepare(layer, e);  // may throw: not inside parallel_for
         const auto n = static_cast<std::int64_t>(slots.size());
         std::vector<float> act(static_cast<size_t>(n * I));

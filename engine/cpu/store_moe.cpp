@@ -54,7 +54,7 @@ void StoreMoe::run(int layer, const float* h, std::int64_t T, const int* sel, co
             if (sel[i] == e) slots.push_back(i);
         }
         if (slots.empty()) continue;
-        if (cancel != nullptr && cancel->load(std::memory_order_relaxed)) throw Cancelled();
+        throw_if_cancelled(cancel);
         // A damaged record is an error naming it (checksum, escapes), never a wrong answer or a
         // wild read; checked the first time only.
         store_.verify_record(layer, e);

@@ -1105,9 +1105,6 @@ class CudaBackend final : public Backend {
         // (expert_rows): a long prompt stops within one block's dense part or one expert. A
         // Cancelled leaves through run(), which drops this call's positions (resident_len_ back
         // to at most pos0, kv_high_ already covers every position written).
-        const auto check_cancel = [&] {
-            if (cancel != nullptr && cancel->load(std::memory_order_relaxed)) throw Cancelled();
-        };
         pf_cancel_ = cancel;
         struct ClearCancel {
             const std::atomic<bool>*& p;
@@ -1116,7 +1113,7 @@ class CudaBackend final : public Backend {
 
         // Embeddings (bf16 rows widened on the host) into the prompt's residual stream.
         for (int b0 = 0; b0 < n; b0 += pf_block_) {
-            check_cancel();
+            throw_if_cancelled(cancel);
             const int rows = std::min(pf_block_, n - b0);
             float* dst = pf_emb_.host<float>();
             for (int r = 0; r < rows; ++r) embed(work[static_cast<std::size_t>(b0 + r)], dst + static_cast<std::size_t>(r) * Hs);
@@ -1132,7 +1129,7 @@ class CudaBackend final : public Backend {
             const bool early = early_ != nullptr && n > pf_block_;
             std::vector<int> early_of;
             for (int l = 0; l < L_; ++l) {
-                check_cancel();
+                throw_if_cancelled(cancel);
                 dense_rows(l, 0, rows0, start, st);
                 if (early) {
                     // The first block's routing comes to the host as soon as its dense part is
@@ -1142,7 +1139,7 @@ class CudaBackend final : public Backend {
                     NEURAL_CUDA(cudaEventRecord(pf_first_routed_, stream_));
                 }
                 for (int b0 = pf_block_; b0 < n; b0 += pf_block_) {
-                    check_cancel();
+                    throw_if_cancelled(cancel);
                     dense_rows(l, b0, std::min(pf_block_, n - b0), start, st);
                 }
                 if (early) early_of = stage_early(l, rows0, st);
@@ -1152,7 +1149,7 @@ class CudaBackend final : public Backend {
             for (int b0 = 0; b0 < n; b0 += pf_block_) {
                 const int rows = std::min(pf_block_, n - b0);
                 for (int l = 0; l < L_; ++l) {
-                    check_cancel();
+                    throw_if_cancelled(cancel);
                     dense_rows(l, b0, rows, start, st);
                     expert_rows(l, b0, rows, start, observe_from, observer, st, {}, grouped);
                 }
@@ -1161,7 +1158,7 @@ class CudaBackend final : public Backend {
 
         // Logits of the rows asked for, through the decode tail's kernels.
         for (std::int64_t r = first_out; r < n; ++r) {
-            check_cancel();
+            throw_if_cancelled(cancel);
             NEURAL_CUDA(cudaMemcpyAsync(x_, pf_x_ + static_cast<std::size_t>(r) * Hs, Hs * 4,
                                         cudaMemcpyDeviceToDevice, stream_));
             NEURAL_CUDA(cudaGraphLaunch(tail_rows_, stream_));
@@ -1414,7 +1411,7 @@ class CudaBackend final : public Backend {
                 const Where w = where[static_cast<std::size_t>(e)];
                 if (w != kSlot && w != kStaged) continue;
                 // Inside the try: a cancel waits for the CPU's experts and the side stream.
-                if (pf_cancel_ != nullptr && pf_cancel_->load(std::memory_order_relaxed)) throw Cancelled();
+                throw_if_cancelled(pf_cancel_);
                 const std::uint8_t* record;
                 int scratch = -1;
                 if (w == kSlot) {
@@ -1602,7 +1599,7 @@ class CudaBackend final : public Backend {
         float* cpu_out = cpu_out_.host<float>();
         std::uint64_t submit = 0, wait = 0, cpu_ns = 0, adm_ns = 0, hits = 0, misses = 0, streamed_total = 0;
         for (int l = 0; l < L_; ++l) {
-            if (cancel != nullptr && cancel->load(std::memory_order_relaxed)) throw Cancelled();
+            throw_if_cancelled(cancel);
             auto t0 = Clock::now();
             NEURAL_CUDA(cudaGraphLaunch(graphs_[static_cast<std::size_t>(l)], stream_));
             submit += ns_since(t0);

@@ -1,6 +1,7 @@
 // Errors the engine reports to its callers (CLI, server, GUI).
 #pragma once
 
+#include <atomic>
 #include <stdexcept>
 #include <string>
 
@@ -28,4 +29,13 @@ class Cancelled : public Error {
  public:
   Cancelled() : Error("cancelled") {}
 };
+
+// Whether a caller's cancel flag (nullptr: the caller gave none) is set.
+inline bool cancel_requested(const std::atomic<bool>* flag) {
+  return flag != nullptr && flag->load(std::memory_order_relaxed);
+}
+// Throws Cancelled when it is.
+inline void throw_if_cancelled(const std::atomic<bool>* flag) {
+  if (cancel_requested(flag)) throw Cancelled();
+}
 }  // namespace neural
