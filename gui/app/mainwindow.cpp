@@ -38,10 +38,10 @@
 #include "app/paths.h"
 #include "app/theme.h"
 #include "benchmark/benchmarkdialog.h"
-#include "chat/chatinput.h"
-#include "chat/chatview.h"
+#include "conversation/chatinput.h"
+#include "conversation/chatview.h"
 #include "settings/profiledialog.h"
-#include "telemetry/telemetrydock.h"
+#include "monitor/telemetrydock.h"
 #include "tray/servercontrol.h"
 #include "wizard/setupwizard.h"
 

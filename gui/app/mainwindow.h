@@ -10,10 +10,10 @@
 #include <QMainWindow>
 #include <QPointer>
 
-#include "chat/conversationmodel.h"
-#include "chat/conversationstore.h"
-#include "chat/enginehost.h"
-#include "chat/messagemodel.h"
+#include "conversation/conversationmodel.h"
+#include "conversation/conversationstore.h"
+#include "conversation/enginehost.h"
+#include "conversation/messagemodel.h"
 #include "settings/profile.h"
 
 class QComboBox;

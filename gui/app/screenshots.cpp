@@ -8,10 +8,10 @@
 #include <spdlog/spdlog.h>
 
 #include "app/mainwindow.h"
-#include "chat/chatinput.h"
-#include "chat/messagemodel.h"
+#include "conversation/chatinput.h"
+#include "conversation/messagemodel.h"
 #include "settings/profiledialog.h"
-#include "telemetry/telemetrydock.h"
+#include "monitor/telemetrydock.h"
 #include "wizard/setupwizard.h"
 
 namespace neural::gui {

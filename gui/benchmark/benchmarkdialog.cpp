@@ -32,7 +32,7 @@
 #include <algorithm>
 
 #include "app/paths.h"
-#include "chat/enginehost.h"
+#include "conversation/enginehost.h"
 #include "cpu/parallel.h"
 #include "neural/error.h"
 #include "platform/atomic_file.h"

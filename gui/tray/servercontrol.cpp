@@ -3,7 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include "apiserver.h"
-#include "chat/enginehost.h"
+#include "conversation/enginehost.h"
 
 namespace neural::gui {
 

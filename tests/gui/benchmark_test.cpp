@@ -23,7 +23,7 @@
 
 #include "app/mainwindow.h"
 #include "benchmark/benchmarkdialog.h"
-#include "chat/enginehost.h"
+#include "conversation/enginehost.h"
 #include "gui_test_support.h"
 #include "settings/profile.h"
 #include "support/fixtures.h"

@@ -6,8 +6,8 @@
 #include <QSignalSpy>
 #include <QTemporaryDir>
 
-#include "chat/deltabatcher.h"
-#include "chat/enginehost.h"
+#include "conversation/deltabatcher.h"
+#include "conversation/enginehost.h"
 #include "gui_test_support.h"
 #include "support/fixtures.h"
 

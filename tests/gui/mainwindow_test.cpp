@@ -23,12 +23,12 @@
 #include "app/applog.h"
 #include "app/mainwindow.h"
 #include "app/paths.h"
-#include "chat/chatinput.h"
-#include "chat/chatview.h"
-#include "chat/markdown.h"
+#include "conversation/chatinput.h"
+#include "conversation/chatview.h"
+#include "conversation/markdown.h"
 #include "gui_test_support.h"
 #include "support/fixtures.h"
-#include "telemetry/telemetrydock.h"
+#include "monitor/telemetrydock.h"
 #include "tray/servercontrol.h"
 
 namespace neural::gui {

@@ -7,7 +7,7 @@
 
 #include <cstdio>
 
-#include "chat/conversationstore.h"
+#include "conversation/conversationstore.h"
 
 int main(int argc, char **argv)
 {

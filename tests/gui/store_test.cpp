@@ -11,7 +11,7 @@
 #include <QSqlQuery>
 #include <QTemporaryDir>
 
-#include "chat/conversationstore.h"
+#include "conversation/conversationstore.h"
 
 namespace neural::gui {
 namespace {

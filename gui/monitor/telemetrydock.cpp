@@ -1,4 +1,4 @@
-#include "telemetry/telemetrydock.h"
+#include "monitor/telemetrydock.h"
 
 #include <QBarCategoryAxis>
 #include <QBarSet>

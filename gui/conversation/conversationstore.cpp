@@ -1,4 +1,4 @@
-#include "chat/conversationstore.h"
+#include "conversation/conversationstore.h"
 
 #include <QDateTime>
 #include <QJsonArray>

@@ -1,4 +1,4 @@
-#include "chat/enginehost.h"
+#include "conversation/enginehost.h"
 
 #include <QDir>
 #include <QFileInfo>

@@ -1,4 +1,4 @@
-#include "chat/chatinput.h"
+#include "conversation/chatinput.h"
 
 #include <QKeyEvent>
 

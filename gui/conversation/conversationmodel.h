@@ -3,7 +3,7 @@
 
 #include <QAbstractListModel>
 
-#include "chat/conversationstore.h"
+#include "conversation/conversationstore.h"
 
 namespace neural::gui {
 

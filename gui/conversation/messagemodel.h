@@ -6,7 +6,7 @@
 #include <QJsonObject>
 #include <QList>
 
-#include "chat/conversationstore.h"
+#include "conversation/conversationstore.h"
 
 namespace neural::gui {
 

@@ -1,4 +1,4 @@
-#include "chat/deltabatcher.h"
+#include "conversation/deltabatcher.h"
 
 namespace neural::gui {
 

@@ -1,4 +1,4 @@
-#include "chat/conversationmodel.h"
+#include "conversation/conversationmodel.h"
 
 #include <QDateTime>
 

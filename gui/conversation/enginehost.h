@@ -19,7 +19,7 @@
 #include <functional>
 #include <memory>
 
-#include "chat/deltabatcher.h"
+#include "conversation/deltabatcher.h"
 #include "runtime/model.h"
 
 namespace neural {

@@ -1,4 +1,4 @@
-#include "chat/chatview.h"
+#include "conversation/chatview.h"
 
 #include <QApplication>
 #include <QAbstractTextDocumentLayout>
@@ -17,8 +17,8 @@
 #include <QToolButton>
 #include <QVBoxLayout>
 
-#include "chat/markdown.h"
-#include "chat/messagemodel.h"
+#include "conversation/markdown.h"
+#include "conversation/messagemodel.h"
 
 namespace neural::gui {
 

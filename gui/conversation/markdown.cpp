@@ -1,4 +1,4 @@
-#include "chat/markdown.h"
+#include "conversation/markdown.h"
 
 #include <QFontDatabase>
 #include <QRegularExpression>

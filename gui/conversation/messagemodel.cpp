@@ -1,4 +1,4 @@
-#include "chat/messagemodel.h"
+#include "conversation/messagemodel.h"
 
 namespace neural::gui {
 
