@@ -77,7 +77,7 @@ fi
 if [ "$MODE" = tsan ] || [ "$MODE" = all ]; then
   dir=build-tsan
   configure "$dir" "-fsanitize=thread -fno-omit-frame-pointer"
-  tests=(neural_kernel_tests neural_cpu_team_tests neural_telemetry_tests neural_server_queue_tests neural_chat_tests
+  tests=(neural_kernel_tests neural_cpu_team_tests neural_telemetry_tests neural_host_tests neural_chat_tests
          neural_runtime_tests)
   echo "sanitize: building $dir (TSan): ${tests[*]}"
   nice -n 10 cmake --build "$dir" -j "$JOBS" --target neural_cpu_persistent "${tests[@]}"

@@ -38,6 +38,13 @@ class Model;
 
 namespace neural::server {
 
+// The engine thread, its queue and the chat turn live in host/ (shared with the desktop app).
+using host::GenerationJob;
+using host::GenerationOutcome;
+using host::GenerationQueue;
+using host::QueueWaitStats;
+
+
 struct ServerConfig {
     QHostAddress host = QHostAddress(QHostAddress::LocalHost);
     quint16 port = 8080;  // 0: any free port (see ApiServer::serverPort)

@@ -22,7 +22,7 @@ void ServerMetrics::countGeneration(qint64 promptTokens, qint64 cachedTokens,
 QByteArray ServerMetrics::prometheusText(int queueLength, int queueCapacity, bool busy,
                                          int connections,
                                          const telemetry::Telemetry *telemetry,
-                                         const QueueWaitStats *queueWait) const
+                                         const host::QueueWaitStats *queueWait) const
 {
     QByteArray out;
     auto metric = [&out](const char *name, const char *type, const char *help) {

@@ -29,7 +29,7 @@ public:
     // `queueWait` (optional): the queue's wait times, a summary with quantiles 0.5 and 0.99.
     QByteArray prometheusText(int queueLength, int queueCapacity, bool busy, int connections,
                               const telemetry::Telemetry *telemetry = nullptr,
-                              const QueueWaitStats *queueWait = nullptr) const;
+                              const host::QueueWaitStats *queueWait = nullptr) const;
 
 private:
     QMap<QPair<QByteArray, int>, qint64> m_requests;  // (route, status) -> count

@@ -114,6 +114,12 @@ MainWindow::MainWindow(Options options, QWidget *parent)
 MainWindow::~MainWindow()
 {
     m_server->stop();
+    // The engine host is a child, destroyed after this body while the widgets are half gone:
+    // a reply still streaming is cancelled then, and its turnFinished must not reach this window.
+    disconnect(m_engine, nullptr, this, nullptr);
+    disconnect(&m_engine->batcher(), nullptr, this, nullptr);
+    delete m_engine;
+    m_engine = nullptr;
 }
 
 void MainWindow::buildUi()
@@ -647,15 +653,14 @@ void MainWindow::loadActiveProfile()
         return;
     }
     const Profile &p = m_profiles.active();
-    int threads = 0;
-    LoadOptions o = p.toLoadOptions(&threads);
+    LoadOptions o = p.toLoadOptions();
     const QString dir = !m_options.modelDir.isEmpty() ? m_options.modelDir : p.modelDir;
     if (!dir.isEmpty()) {
         if (!m_options.modelDir.isEmpty() && p.modelDir != m_options.modelDir) {
             o.store.clear();  // the profile's store belongs to its own model
             o.kernel = "reference";
         }
-        m_engine->load(dir, o, threads);
+        m_engine->load(dir, o);
         return;
     }
     if (QFileInfo::exists(demoModelDir() + QStringLiteral("/config.json")) || !m_options.askFirstRun) {

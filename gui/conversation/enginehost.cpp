@@ -12,10 +12,10 @@
 #include <random>
 
 #include "chat/render.h"
-#include "cpu/parallel.h"
 #include "generationqueue.h"
 #include "neural/error.h"
-#include "runtime/session.h"
+#include "chat/openai.h"
+#include "cpu/parallel.h"
 #include "synth/synth.h"
 
 namespace neural::gui {
@@ -107,7 +107,6 @@ void EngineHost::unload()
     // Deleting the queue stops and joins the engine thread; only then may the session go.
     delete m_queue;
     m_queue = nullptr;
-    m_session.reset();
     m_model.reset();
     if (m_jobId != 0) {
         // The queue went down with the turn; its onFinished never comes, so end it here.
@@ -167,7 +166,7 @@ void EngineHost::startLoad(std::function<std::shared_ptr<const Model>()> work, c
         m_model = std::move(result->first);
         m_isDemo = QFileInfo::exists(m_modelDir + QLatin1Char('/') +
                                      QString::fromLatin1(synth::kSynthMarkerFile));
-        m_queue = new server::GenerationQueue(m_model, 8, 4096, this);
+        m_queue = new host::GenerationQueue(m_model, 8, 4096, this);
         spdlog::info("model ready: {}", utf8(modelSummary()));
         setState(State::ready);
         emit ready();
@@ -175,9 +174,10 @@ void EngineHost::startLoad(std::function<std::shared_ptr<const Model>()> work, c
     m_loader->start();
 }
 
-void EngineHost::load(const QString &dir, const LoadOptions &options, int threads)
+void EngineHost::load(const QString &dir, const LoadOptions &options)
 {
-    m_threads = threads;
+    if (options.threads > 0)
+        cpu::set_threads(options.threads);  // the dense path's thread count (process-wide)
     const std::string path = utf8(dir);
     startLoad([path, options] { return std::shared_ptr<const Model>(Model::load(path, options)); },
               dir);
@@ -185,7 +185,6 @@ void EngineHost::load(const QString &dir, const LoadOptions &options, int thread
 
 void EngineHost::loadDemo(const QString &dir, const QString &tokenizer)
 {
-    m_threads = 0;
     const std::string path = utf8(dir);
     const std::string tok = utf8(tokenizer);
     startLoad(
@@ -214,114 +213,86 @@ bool EngineHost::send(const TurnRequest &request)
     if (m_state != State::ready || !m_queue || m_jobId != 0)
         return false;
 
-    // Everything the engine thread needs, converted up front (no Qt types cross over).
-    chat::SystemContent system;
-    system.conversation_start_date = today_iso_date();
+    // The turn runs on the engine host like an API chat request (host/generationqueue.h): the
+    // same prompt cache, cancellation and context rule. Everything is converted up front (no Qt
+    // types cross over to the engine thread).
+    auto job = std::make_shared<host::GenerationJob>();
+    job->kind = host::GenerationJob::Kind::chat;
+    job->session = "desktop";
+    openai::ChatRequest &req = job->chat;
+    req.system.conversation_start_date = today_iso_date();
     try {
-        system.reasoning_effort = chat::reasoning_effort_from_name(utf8(request.reasoningEffort));
+        req.system.reasoning_effort =
+            chat::reasoning_effort_from_name(utf8(request.reasoningEffort));
     } catch (const Error &) {
-        system.reasoning_effort = chat::ReasoningEffort::medium;
+        req.system.reasoning_effort = chat::ReasoningEffort::medium;
     }
-    chat::DeveloperContent developer;
     if (!request.systemPrompt.trimmed().isEmpty())
-        developer.instructions = utf8(request.systemPrompt);
-    std::vector<chat::Message> history;
+        req.developer.instructions = utf8(request.systemPrompt);
     for (const ChatTurn &t : request.history) {
         if (t.role == QLatin1String("assistant"))
-            history.push_back(chat::Message::assistant("final", utf8(t.content)));
+            req.history.push_back(chat::Message::assistant("final", utf8(t.content)));
         else
-            history.push_back(chat::Message::user(utf8(t.content)));
+            req.history.push_back(chat::Message::user(utf8(t.content)));
     }
-    TurnOptions options;
-    options.max_tokens = std::max(1, request.maxTokens);
-    options.sampling.temperature = static_cast<float>(request.temperature);
-    options.sampling.seed = request.seed != 0 ? request.seed : std::random_device{}();
+    req.max_tokens = std::max(1, request.maxTokens);
+    req.sampling.temperature = static_cast<float>(request.temperature);
+    req.sampling.seed = request.seed != 0 ? request.seed : std::random_device{}();
     const QString forced = request.forcedOutput.isEmpty() ? m_forcedOutput : request.forcedOutput;
     if (!forced.isEmpty())
-        options.forced_tokens = m_model->tokenizer().encode(utf8(forced), true);
+        req.forced_output = utf8(forced);
 
-    // Filled on the engine thread, read in onFinished (delivered after the task returned).
-    struct Outcome {
-        TurnResult result;
+    // When the reasoning and the answer began to arrive (GUI thread, for reasoningSeconds).
+    struct Timing {
         std::optional<std::chrono::steady_clock::time_point> firstReasoning, firstContent;
     };
-    auto outcome = std::make_shared<Outcome>();
-    auto job = std::make_shared<server::GenerationJob>();
-    std::weak_ptr<server::GenerationJob> weakJob = job;
-    const std::shared_ptr<const Model> model = m_model;
-    std::unique_ptr<ChatSession> *session = &m_session;
-    server::GenerationQueue *queue = m_queue;
-    const int threads = m_threads;
-    job->kind = server::GenerationJob::Kind::task;
+    auto timing = std::make_shared<Timing>();
     job->receiver = this;
-    job->task = [=, system = std::move(system), developer = std::move(developer),
-                 history = std::move(history)](const std::atomic<bool> &cancel) mutable {
-        // Engine thread.
-        if (threads > 0)
-            cpu::set_threads(threads);
-        if (!*session)
-            *session = std::make_unique<ChatSession>(*model);
-        ChatSession &s = **session;
-        s.set_conversation(system, developer, history);
-        const auto prompt = static_cast<std::int64_t>(
-            chat::render_for_completion(s.conversation()).tokens(model->tokenizer()).size());
-        const std::int64_t context = model->config().max_position_embeddings;
-        if (context > 0) {
-            if (prompt >= context)
-                fail("the conversation has {} tokens; the model's context is {} tokens: start "
-                     "a new conversation",
-                     prompt, context);
-            options.max_tokens =
-                static_cast<int>(std::min<std::int64_t>(options.max_tokens, context - prompt));
-        }
-        options.cancel = &cancel;
-        auto self = weakJob.lock();
-        outcome->result = s.respond(options, [&](const chat::ParserEvent &e) {
-            const bool thinking = e.type == chat::EventType::reasoning;
-            if (!thinking && e.type != chat::EventType::content &&
-                e.type != chat::EventType::preamble)
-                return;
-            auto &first = thinking ? outcome->firstReasoning : outcome->firstContent;
-            if (!first)
-                first = std::chrono::steady_clock::now();
-            if (self)
-                queue->postEvent(self, e);
-        });
-    };
     job->onStarted = [this] { emit turnStarted(); };
-    job->onEvent = [this](const chat::ParserEvent &e) {
-        if (e.type == chat::EventType::reasoning)
+    job->onEvent = [this, timing](const chat::ParserEvent &e) {
+        const bool thinking = e.type == chat::EventType::reasoning;
+        if (!thinking && e.type != chat::EventType::content &&
+            e.type != chat::EventType::preamble)
+            return;
+        auto &first = thinking ? timing->firstReasoning : timing->firstContent;
+        if (!first)
+            first = std::chrono::steady_clock::now();
+        if (thinking)
             m_batcher.addReasoning(qstr(e.text));
         else
             m_batcher.addContent(qstr(e.text));
     };
-    job->onFinished = [this, done = outcome](const server::GenerationOutcome &outcome) {
-        const TurnResult *result = &done->result;
+    job->onFinished = [this, timing](const host::GenerationOutcome &outcome) {
         m_batcher.flush();
         TurnReport r;
-        r.reasoning = qstr(result->reasoning);
-        r.content = qstr(result->content);
-        r.cancelled = result->cancelled ||
-                      outcome.status == server::GenerationOutcome::Status::cancelled;
-        r.promptTokens = result->stats.prompt_tokens;
-        r.cachedTokens = result->stats.cached_tokens;
-        r.generatedTokens = result->stats.generated_tokens;
-        r.ttftSeconds = result->stats.first_token_seconds;
-        r.decodeSeconds = result->stats.decode_seconds;
-        if (done->firstReasoning) {
+        r.reasoning = qstr(outcome.chat.reasoning);
+        r.content = qstr(outcome.chat.content);
+        r.cancelled = outcome.status == host::GenerationOutcome::Status::cancelled;
+        r.promptTokens = outcome.chat.usage.prompt_tokens;
+        r.cachedTokens = outcome.chat.usage.cached_tokens;
+        r.generatedTokens = outcome.chat.usage.completion_tokens;
+        r.ttftSeconds = outcome.firstTokenSeconds;
+        r.decodeSeconds = outcome.decodeSeconds;
+        if (timing->firstReasoning) {
             // Thinking lasts from its first text to the answer's first text (or the end).
-            const auto end = done->firstContent.value_or(std::chrono::steady_clock::now());
-            r.reasoningSeconds = std::chrono::duration<double>(end - *done->firstReasoning).count();
+            const auto end = timing->firstContent.value_or(std::chrono::steady_clock::now());
+            r.reasoningSeconds =
+                std::chrono::duration<double>(end - *timing->firstReasoning).count();
         }
-        if (outcome.status == server::GenerationOutcome::Status::engineError ||
-            outcome.status == server::GenerationOutcome::Status::badRequest) {
+        if (outcome.status == host::GenerationOutcome::Status::engineError ||
+            outcome.status == host::GenerationOutcome::Status::badRequest) {
             r.finish = QStringLiteral("error");
-            r.error = qstr(outcome.error);
+            r.errorCode = qstr(outcome.errorCode);
+            r.error = outcome.errorCode == "context_length_exceeded"
+                          ? tr("This conversation no longer fits the model's context (%1). "
+                               "Start a new conversation, or lower the reply's token limit.")
+                                .arg(qstr(outcome.error))
+                          : qstr(outcome.error);
             spdlog::error("generation failed: {}", outcome.error);
         } else if (r.cancelled) {
             r.finish = QStringLiteral("cancelled");
         } else {
-            r.finish = QString::fromLatin1(chat::finish_reason_name(result->finish).data());
+            r.finish = QString::fromStdString(outcome.finishReason);
         }
         m_jobId = 0;
         emit busyChanged(false);

@@ -1,6 +1,7 @@
 // The GUI's side of the engine. One engine per app: a loaded Model and ONE engine thread, the
-// server library's GenerationQueue with its EngineWorker (a QObject on a worker QThread). The
-// GUI's chat turns run there as GenerationJob::Kind::task jobs, in turn with the embedded API
+// engine host's GenerationQueue with its EngineWorker (host/, a QObject on a worker QThread).
+// The GUI's chat turns run there as GenerationJob::Kind::chat jobs (the same chat turn, prompt
+// cache, cancellation and context rule as the API's requests), in turn with the embedded API
 // server's requests, so GUI and server share the model, its memory and its telemetry, and one
 // generation runs at a time.
 //
@@ -22,12 +23,9 @@
 #include "conversation/deltabatcher.h"
 #include "runtime/model.h"
 
-namespace neural {
-class ChatSession;
-namespace server {
+namespace neural::host {
 class GenerationQueue;
 }
-}  // namespace neural
 
 namespace neural::gui {
 
@@ -54,6 +52,7 @@ struct TurnReport {
     QString content;
     QString finish;  // "stop" / "length" / "tool_calls" / "cancelled" / "error"
     QString error;   // engine error text (finish == "error")
+    QString errorCode;  // the engine host's code, e.g. context_length_exceeded
     bool cancelled = false;
     qint64 promptTokens = 0;
     qint64 cachedTokens = 0;
@@ -76,7 +75,8 @@ public:
 
     // Loads `dir` (async; stateChanged/ready/loadFailed follow). A running turn is cancelled and
     // the previous model unloaded first (modelUnloading lets the API server let go of it).
-    void load(const QString &dir, const LoadOptions &options = {}, int threads = 0);
+    // The CPU team's thread count is options.threads.
+    void load(const QString &dir, const LoadOptions &options = {});
     // Creates the demo model (random weights, `neural synth --shape tiny`) in `dir` unless it is
     // there already, then loads it. Needs a tokenizer.json (demoTokenizerPath()).
     void loadDemo(const QString &dir, const QString &tokenizer);
@@ -95,7 +95,7 @@ public:
     QString lastError() const { return m_error; }
     std::shared_ptr<const Model> model() const { return m_model; }
     // The engine thread's queue (for ApiServer's shared-queue constructor); null unless ready.
-    server::GenerationQueue *queue() const { return m_queue; }
+    host::GenerationQueue *queue() const { return m_queue; }
 
     // Starts a reply; false (and nothing happens) when no model is ready or a turn is running.
     bool send(const TurnRequest &request);
@@ -125,14 +125,10 @@ private:
     QString m_modelDir;
     QString m_error;
     bool m_isDemo = false;
-    int m_threads = 0;
     QString m_forcedOutput;
     std::shared_ptr<const Model> m_model;
-    server::GenerationQueue *m_queue = nullptr;
+    host::GenerationQueue *m_queue = nullptr;
     QThread *m_loader = nullptr;
-    // Touched only by tasks on the engine thread (created lazily there, destroyed after the
-    // queue's thread has stopped).
-    std::unique_ptr<ChatSession> m_session;
     quint64 m_jobId = 0;
     DeltaBatcher m_batcher;
 };

@@ -64,6 +64,13 @@ BenchmarkRequest smallRequest(int pairs = 2)
     return r;
 }
 
+LoadOptions oneThread()
+{
+    LoadOptions o;
+    o.threads = 1;
+    return o;
+}
+
 class BenchmarkPanel : public ::testing::Test {
 protected:
     void SetUp() override
@@ -74,7 +81,7 @@ protected:
     void loadEngine()
     {
         ++m_loads;
-        m_engine.load(fixtureDir(), {}, 1);
+        m_engine.load(fixtureDir(), oneThread());
         ASSERT_TRUE(spinUntil([&] { return m_engine.state() == EngineHost::State::ready; }));
     }
     std::unique_ptr<BenchmarkDialog> dialog()
@@ -82,7 +89,7 @@ protected:
         auto d = std::make_unique<BenchmarkDialog>(&m_profiles, &m_engine);
         d->setReloadEngine([this] {
             ++m_reloads;
-            m_engine.load(fixtureDir(), {}, 1);
+            m_engine.load(fixtureDir(), oneThread());
         });
         return d;
     }

@@ -47,6 +47,33 @@ TEST(EngineHost, LoadingABadFolderFailsWithTheReason)
     EXPECT_FALSE(host.send(r));  // no model: refused, nothing queued
 }
 
+TEST(EngineHost, AConversationBeyondTheContextGetsAClearMessageNotASilentlyShortReply)
+{
+    // The desktop app's turn follows the engine host's one context rule (as the API does with
+    // context_length_exceeded): a reply limit beyond the context left is refused with a message
+    // that says what to do, and nothing is generated.
+    EngineHost host;
+    ASSERT_TRUE(loadFixture(host)) << host.lastError().toStdString();
+    const qint64 context = host.model()->config().max_position_embeddings;
+    ASSERT_GT(context, 0);
+    QSignalSpy started(&host, &EngineHost::turnStarted);
+    QSignalSpy finished(&host, &EngineHost::turnFinished);
+    TurnRequest req;
+    req.history = {{QStringLiteral("user"), QStringLiteral("Hello!")}};
+    req.maxTokens = static_cast<int>(context);
+    ASSERT_TRUE(host.send(req));
+    ASSERT_TRUE(spinUntil([&] { return finished.count() == 1; }));
+    const TurnReport rep = finished.at(0).at(0).value<TurnReport>();
+    EXPECT_EQ(rep.finish, QStringLiteral("error"));
+    EXPECT_EQ(rep.errorCode, QStringLiteral("context_length_exceeded"));
+    EXPECT_NE(rep.error.indexOf(QStringLiteral("Start a new conversation")), -1)
+        << rep.error.toStdString();
+    EXPECT_NE(rep.error.indexOf(QString::number(context)), -1) << rep.error.toStdString();
+    EXPECT_EQ(rep.generatedTokens, 0);
+    EXPECT_EQ(started.count(), 0);
+    EXPECT_FALSE(host.busy());
+}
+
 TEST(EngineHost, StreamsAReplyInBatchedDeltas)
 {
     EngineHost host;

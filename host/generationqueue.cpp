@@ -10,7 +10,7 @@
 #include "neural/error.h"
 #include "runtime/generate.h"
 
-namespace neural::server {
+namespace neural::host {
 
 namespace {
 using Clock = std::chrono::steady_clock;
@@ -93,7 +93,7 @@ void EngineWorker::run(const std::shared_ptr<GenerationJob> &job)
         out = {};
         out.status = GenerationOutcome::Status::engineError;
         out.error = e.what();
-        m_session.reset();
+        m_sessions.erase(job->session);
         m_rawCache.reset();
         m_rawTokens.clear();
     }
@@ -102,15 +102,16 @@ void EngineWorker::run(const std::shared_ptr<GenerationJob> &job)
 
 GenerationOutcome EngineWorker::runChat(const std::shared_ptr<GenerationJob> &job)
 {
-    if (!m_session)
-        m_session = std::make_unique<ChatSession>(*m_model);
+    std::unique_ptr<ChatSession> &session = m_sessions[job->session];
+    if (!session)
+        session = std::make_unique<ChatSession>(*m_model);
     const openai::ChatRequest &req = job->chat;
     const Tokenizer &tok = m_model->tokenizer();
     // The whole history arrives with every request; the session keeps the KV of the previous
     // one and processes only what differs (the prompt cache).
-    m_session->set_conversation(req.system, req.developer, req.history);
+    session->set_conversation(req.system, req.developer, req.history);
     const auto promptTokens = static_cast<std::int64_t>(
-        chat::render_for_completion(m_session->conversation()).tokens(tok).size());
+        chat::render_for_completion(session->conversation()).tokens(tok).size());
 
     TurnOptions options;
     options.max_tokens = tokenBudget(promptTokens, req.max_tokens, job->maxPromptTokens);
@@ -120,7 +121,7 @@ GenerationOutcome EngineWorker::runChat(const std::shared_ptr<GenerationJob> &jo
     options.stop_sequences = req.stop;
     options.cancel = &job->cancel;
     m_queue->postStarted(job);  // the request is valid: a stream may begin
-    TurnResult r = m_session->respond(
+    TurnResult r = session->respond(
         options, [&](const chat::ParserEvent &e) { m_queue->postEvent(job, e); });
 
     GenerationOutcome out;
@@ -133,6 +134,7 @@ GenerationOutcome EngineWorker::runChat(const std::shared_ptr<GenerationJob> &jo
     out.chat.usage = {r.stats.prompt_tokens, r.stats.generated_tokens, r.stats.cached_tokens};
     out.finishReason = std::string(chat::finish_reason_name(r.finish));
     out.promptSeconds = r.stats.prompt_seconds;
+    out.firstTokenSeconds = r.stats.first_token_seconds;
     out.decodeSeconds = r.stats.decode_seconds;
     return out;
 }
@@ -228,6 +230,7 @@ GenerationOutcome EngineWorker::runCompletion(const std::shared_ptr<GenerationJo
                       static_cast<std::int64_t>(g.tokens.size()),
                       static_cast<std::int64_t>(common)};
     out.promptSeconds = secondsBetween(t0, sawToken ? first : t1);
+    out.firstTokenSeconds = out.promptSeconds;
     out.decodeSeconds = sawToken ? secondsBetween(first, t1) : 0.0;
     return out;
 }
@@ -346,4 +349,4 @@ void GenerationQueue::postFinished(const std::shared_ptr<GenerationJob> &job,
         Qt::QueuedConnection);
 }
 
-}  // namespace neural::server
+}  // namespace neural::host

@@ -8,7 +8,7 @@
 
 #include "queuewait.h"
 
-namespace neural::server {
+namespace neural::host {
 namespace {
 
 TEST(QueueWaitStats, EmptyIsZero)
@@ -74,4 +74,4 @@ TEST(QueueWaitStats, NegativeOrNanCountsAsZero)
 }
 
 }  // namespace
-}  // namespace neural::server
+}  // namespace neural::host

@@ -12,7 +12,7 @@
 #include <cstdint>
 #include <vector>
 
-namespace neural::server {
+namespace neural::host {
 
 class QueueWaitStats {
 public:
@@ -53,4 +53,4 @@ private:
     double m_sum = 0;
 };
 
-}  // namespace neural::server
+}  // namespace neural::host

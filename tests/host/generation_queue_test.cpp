@@ -8,6 +8,8 @@
 
 #include <atomic>
 #include <memory>
+#include <optional>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -16,7 +18,7 @@
 #include "runtime/model.h"
 #include "support/fixtures.h"
 
-namespace neural::server {
+namespace neural::host {
 namespace {
 
 class GenerationQueueTest : public ::testing::Test {
@@ -67,6 +69,72 @@ protected:
 };
 QCoreApplication *GenerationQueueTest::app_ = nullptr;
 std::shared_ptr<const Model> GenerationQueueTest::model_;
+
+// A chat job of the given session: one user message, a few tokens.
+std::shared_ptr<GenerationJob> chatJob(QObject *receiver, const std::string &session,
+                                       const std::string &text, int maxTokens)
+{
+    auto job = std::make_shared<GenerationJob>();
+    job->kind = GenerationJob::Kind::chat;
+    job->session = session;
+    job->chat.system.conversation_start_date = "2026-01-01";
+    job->chat.history.push_back(chat::Message::user(text));
+    job->chat.max_tokens = maxTokens;
+    job->chat.sampling.seed = 7;
+    job->receiver = receiver;
+    return job;
+}
+
+TEST_F(GenerationQueueTest, ChatJobsOfEachSessionKeepTheirOwnPromptCache)
+{
+    // The desktop app's turns ("desktop") and the API's requests ("api") alternate on one engine
+    // thread; each continues its own conversation's KV instead of evicting the other's.
+    GenerationQueue queue(model_, 8, 16);
+    QObject receiver;
+    std::vector<GenerationOutcome> outcomes;
+    auto run = [&](const std::string &session, const std::string &text) {
+        auto job = chatJob(&receiver, session, text, 2);
+        job->onFinished = [&](const GenerationOutcome &o) { outcomes.push_back(o); };
+        const std::size_t before = outcomes.size();
+        EXPECT_TRUE(queue.enqueue(job));
+        EXPECT_TRUE(spin([&] { return outcomes.size() > before; }));
+        return outcomes.back();
+    };
+    const GenerationOutcome d1 = run("desktop", "the desktop app's conversation, first message");
+    const GenerationOutcome a1 = run("api", "a different conversation over the API");
+    ASSERT_EQ(d1.status, GenerationOutcome::Status::ok) << d1.error;
+    ASSERT_EQ(a1.status, GenerationOutcome::Status::ok) << a1.error;
+    EXPECT_EQ(a1.chat.usage.cached_tokens, 0);
+    // The same desktop conversation again: its prompt is still cached although an API request ran
+    // in between (one shared session would have re-read it).
+    const GenerationOutcome d2 = run("desktop", "the desktop app's conversation, first message");
+    ASSERT_EQ(d2.status, GenerationOutcome::Status::ok) << d2.error;
+    EXPECT_GT(d2.chat.usage.cached_tokens, 0);
+    EXPECT_EQ(d2.chat.usage.cached_tokens, d2.chat.usage.prompt_tokens - 1);
+}
+
+TEST_F(GenerationQueueTest, ChatJobContextRuleIsTheSameForEveryFrontEnd)
+{
+    // A reply limit beyond the context left is refused before the prompt pass, for the desktop
+    // app's session as for the API's: context_length_exceeded with the figures in the message.
+    GenerationQueue queue(model_, 8, 16);
+    QObject receiver;
+    const std::int64_t context = model_->config().max_position_embeddings;
+    ASSERT_GT(context, 0);
+    for (const std::string session : {"desktop", "api"}) {
+        std::optional<GenerationOutcome> out;
+        bool started = false;
+        auto job = chatJob(&receiver, session, "hello", static_cast<int>(context));
+        job->onStarted = [&] { started = true; };
+        job->onFinished = [&](const GenerationOutcome &o) { out = o; };
+        ASSERT_TRUE(queue.enqueue(job));
+        ASSERT_TRUE(spin([&] { return out.has_value(); }));
+        EXPECT_EQ(out->status, GenerationOutcome::Status::badRequest) << session;
+        EXPECT_EQ(out->errorCode, "context_length_exceeded") << session;
+        EXPECT_NE(out->error.find(std::to_string(context)), std::string::npos) << out->error;
+        EXPECT_FALSE(started) << "a refused request never starts its stream";
+    }
+}
 
 TEST_F(GenerationQueueTest, RunsJobsInOrderOneAtATime)
 {
@@ -189,4 +257,4 @@ TEST_F(GenerationQueueTest, ReceiverGoneMeansNoCallbacks)
 }
 
 }  // namespace
-}  // namespace neural::server
+}  // namespace neural::host

@@ -1,7 +1,13 @@
-// One generation at a time: the engine is single-stream. GenerationQueue (on the server's
-// thread) keeps a bounded FIFO of waiting jobs and hands one job at a time to EngineWorker,
-// which runs it on its own QThread, so the Qt event loop never waits for the engine. Results and
-// streaming events travel back as queued calls and are delivered on the server's thread.
+// The engine host: one generation at a time (the engine is single-stream). GenerationQueue (on
+// the owner's thread: the server's, or the desktop app's GUI thread) keeps a bounded FIFO of
+// waiting jobs and hands one job at a time to EngineWorker, which runs it on its own QThread, so
+// the Qt event loop never waits for the engine. Results and streaming events travel back as
+// queued calls and are delivered on the owner's thread.
+//
+// The chat turn lives here once for every front end: the API's chat requests and the desktop
+// app's replies are both Kind::chat jobs, with the same prompt cache per session, the same
+// cancellation and the same context rule (EngineWorker::tokenBudget: a prompt that does not fit,
+// or a reply limit beyond the context left, is refused with context_length_exceeded).
 #pragma once
 
 #include <QObject>
@@ -12,6 +18,7 @@
 #include <chrono>
 #include <deque>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -24,7 +31,7 @@
 #include "runtime/model.h"
 #include "runtime/session.h"
 
-namespace neural::server {
+namespace neural::host {
 
 struct GenerationOutcome {
     enum class Status { ok, cancelled, badRequest, engineError };
@@ -35,6 +42,7 @@ struct GenerationOutcome {
     std::string text;          // completion jobs: the whole text
     std::string finishReason;  // "stop", "length", "tool_calls"
     double promptSeconds = 0;
+    double firstTokenSeconds = 0;  // job start -> first generated token
     double decodeSeconds = 0;
 };
 
@@ -46,6 +54,9 @@ struct GenerationJob {
     openai::ChatRequest chat;
     openai::CompletionRequest completion;
     std::function<void(const std::atomic<bool> &cancel)> task;  // Kind::task, engine thread
+    // The chat session (prompt cache) a chat job continues. The API's requests share one; the
+    // desktop app keeps its own, so a GUI turn and an API request do not evict each other's KV.
+    std::string session = "api";
     int maxTokens = 0;  // 0: the server default
     // Longest prompt accepted, in tokens (ServerConfig::maxPromptTokens); 0: the model's context.
     std::int64_t maxPromptTokens = 0;
@@ -66,8 +77,8 @@ struct GenerationJob {
 
 class GenerationQueue;
 
-// Lives on the engine thread; owns the chat session (the prompt cache) and the raw-completion
-// KV cache.
+// Lives on the engine thread; owns the chat sessions (the prompt caches, one per
+// GenerationJob::session) and the raw-completion KV cache.
 class EngineWorker : public QObject {
     Q_OBJECT
 public:
@@ -84,7 +95,7 @@ private:
     std::shared_ptr<const Model> m_model;
     GenerationQueue *m_queue;
     int m_defaultMaxTokens;
-    std::unique_ptr<ChatSession> m_session;
+    std::map<std::string, std::unique_ptr<ChatSession>> m_sessions;
     std::unique_ptr<KvCache> m_rawCache;
     std::vector<TokenId> m_rawTokens;  // tokens whose K/V m_rawCache holds
 };
@@ -132,4 +143,4 @@ private:
     QueueWaitStats m_waitStats;
 };
 
-}  // namespace neural::server
+}  // namespace neural::host
