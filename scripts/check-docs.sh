@@ -4,7 +4,8 @@
 #   - no file names the reference notes kept beside the repository (../shared/docs: the design
 #     brief, the model and chat-format references, the reference design write-up); the facts the
 #     code relies on are in docs/ (MODEL.md, CHAT_FORMAT.md, ARCHITECTURE.md, ...);
-#   - every docs/PAGE.md a file names, and every relative .md link of a markdown page, exists.
+#   - every docs/PAGE.md a file names, and every relative .md link of a markdown page (with the
+#     heading its #anchor names), exists.
 # bench/workloads/ is left out: its request bodies quote source files as prompt text, frozen so
 # that benchmark runs stay comparable.
 # Usage: scripts/check-docs.sh [ROOT]   (default: this checkout)
@@ -18,8 +19,8 @@ if [ "${1:-}" = --self-test ]; then
   tmp=$(mktemp -d)
   trap 'rm -rf "$tmp"' EXIT
   mkdir -p "$tmp/docs" "$tmp/engine" "$tmp/bench/workloads"
-  printf '# Model\n\nSee [the chat format](CHAT_FORMAT.md).\n' > "$tmp/docs/MODEL.md"
-  printf '# Chat format\n' > "$tmp/docs/CHAT_FORMAT.md"
+  printf '# Model\n\nSee [the chat format](CHAT_FORMAT.md) and [its tokens](CHAT_FORMAT.md#the-tokens-o200k).\n' > "$tmp/docs/MODEL.md"
+  printf '# Chat format\n\n## The tokens (o200k)\n' > "$tmp/docs/CHAT_FORMAT.md"
   printf '// Experts (docs/MODEL.md "Experts").\n' > "$tmp/engine/good.h"
   printf '{"content": "// see gpt-oss-model.md"}\n' > "$tmp/bench/workloads/w.json"
   "$self" "$tmp" > /dev/null || { echo "check-docs self-test: a clean tree was rejected" >&2; exit 1; }
@@ -36,6 +37,11 @@ if [ "${1:-}" = --self-test ]; then
     fi
   done
   rm "$tmp/engine/bad.h"
+  printf '# Model\n\nSee [the chat format](CHAT_FORMAT.md#no-such-heading).\n' > "$tmp/docs/MODEL.md"
+  if "$self" "$tmp" > /dev/null 2>&1; then
+    echo "check-docs self-test: a link to a missing heading was not detected" >&2
+    exit 1
+  fi
   printf '# Model\n\nSee [the store](STORE.md).\n' > "$tmp/docs/MODEL.md"
   if "$self" "$tmp" > /dev/null 2>&1; then
     echo "check-docs self-test: a broken markdown link was not detected" >&2
@@ -86,7 +92,13 @@ while IFS= read -r hit; do
   [ -e "$page" ] || problems+=("${hit%:*}: cites $page, which does not exist")
 done < <(grep -IHnoE 'docs/[A-Za-z0-9_-]+\.md' -- "${list[@]}" || true)
 
-# Every relative .md link of a markdown page exists.
+# The anchors GitHub gives the headings of a markdown page: lower case, punctuation dropped,
+# spaces as hyphens.
+anchors_of() {
+  grep -E '^#{1,6} ' "$1" | sed -E 's/^#+ +//' | tr 'A-Z' 'a-z' | sed -E 's/[^a-z0-9 _-]//g; s/ /-/g'
+}
+
+# Every relative .md link of a markdown page exists, and so does the heading it points to.
 md=()
 for f in "${list[@]}"; do
   case "$f" in *.md) md+=("$f") ;; esac
@@ -97,8 +109,15 @@ if [ ${#md[@]} -gt 0 ]; then
     link=${hit#*:*:}
     target=${link#](}
     target=${target%)}
+    anchor=
+    case "$target" in *'#'*) anchor=${target#*#} ;; esac
     target=${target%%#*}
-    [ -e "$(dirname "$file")/$target" ] || problems+=("${hit%:*}: links $target, which does not exist")
+    path=$(dirname "$file")/$target
+    if [ ! -e "$path" ]; then
+      problems+=("${hit%:*}: links $target, which does not exist")
+    elif [ -n "$anchor" ] && ! anchors_of "$path" | grep -qxF -- "$anchor"; then
+      problems+=("${hit%:*}: links $target#$anchor, but $target has no such heading")
+    fi
   done < <(grep -IHnoE '\]\([A-Za-z0-9_./-]+\.md(#[^)]*)?\)' -- "${md[@]}" || true)
 fi
 
