@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -11,6 +12,7 @@
 #include "chat/parser.h"
 #include "chat/render.h"
 #include "neural/error.h"
+#include "support/fixtures.h"
 
 namespace neural::chat {
 namespace {
@@ -246,6 +248,31 @@ TEST(HarmonyWorkedExamples, MultiTurnHistory) {
         Prompt prompt = render_for_completion(c, Role::assistant, RenderOptions{policy});
         EXPECT_EQ(prompt.text(), kTurn2Prompt);
         expect_tokens_match_text(prompt);
+    }
+}
+
+// docs/CHAT_FORMAT.md quotes these examples: every constant above is one of the text blocks of
+// its "Worked examples" section, so the page shows exactly what the renderer is tested to write.
+TEST(HarmonyWorkedExamples, TheDocsPageQuotesThemVerbatim) {
+    const std::string page =
+        test::read_file(std::filesystem::path(NEURAL_DOCS_DIR) / "CHAT_FORMAT.md");
+    const std::size_t section = page.find("\n## Worked examples\n");
+    ASSERT_NE(section, std::string::npos) << "docs/CHAT_FORMAT.md has no Worked examples section";
+    const std::string open = "```text\n", close = "\n```";
+    std::vector<std::string> blocks;
+    for (std::size_t at = page.find(open, section); at != std::string::npos;
+         at = page.find(open, at)) {
+        const std::size_t begin = at + open.size();
+        const std::size_t end = page.find(close, begin);
+        ASSERT_NE(end, std::string::npos) << "an unclosed code block in docs/CHAT_FORMAT.md";
+        blocks.push_back(page.substr(begin, end - begin));
+        at = end + close.size();
+    }
+    for (const char* example :
+         {kPlainPrompt, kPlainGenerated, kWeatherPrompt1, kWeatherGenerated1, kWeatherPrompt2Tail,
+          kWeatherGenerated2, kTurn1Prompt, kTurn1Generated, kTurn2Prompt}) {
+        EXPECT_NE(std::find(blocks.begin(), blocks.end(), example), blocks.end())
+            << "not quoted verbatim in docs/CHAT_FORMAT.md:\n" << example;
     }
 }
 
