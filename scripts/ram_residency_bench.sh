@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# RAM residency levers of issue 13 on an emulated 64 GB PC (docs/BENCHMARKS.md "RAM residency").
+# The RAM residency levers on an emulated 64 GB PC (docs/BENCHMARKS.md "RAM residency").
 #
 # Runs `neural bench --workload decode --repeat 2` (run 0 = the first answer after loading, run 1
 # = a follow-up on the same loaded model) on the CPU backend and on the hybrid backend

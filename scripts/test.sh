@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 ./scripts/setup.sh
 cmake_args=()
 [ -n "${NEURAL_SHARED_DIR:-}" ] && cmake_args+=(-DNEURAL_SHARED_DIR="$NEURAL_SHARED_DIR")
-# CI builds with warnings as errors (DESIGN.md "Style").
+# CI builds with warnings as errors (docs/ARCHITECTURE.md "Conventions").
 [ -n "${CI:-}" ] && cmake_args+=(-DNEURAL_WERROR=ON)
 ./scripts/build.sh "${cmake_args[@]}"
 BUILD_DIR=${NEURAL_BUILD_DIR:-build}

@@ -103,7 +103,7 @@ Json ratio_summary(const Json& pairs);
 // Bounds of a decode workload's time per token (null without GPU times, decode tokens or a
 // RAM probe of ram_gb_s): cpu_ms = the CPU-miss bytes per token read at the probe's bandwidth;
 // gpu_ms = the GPU's own time (dense + resident experts + tail); overlap_ms = max(cpu, gpu),
-// issue 11's bound, reachable only if the CPU's and the GPU's work overlapped completely;
+// the bound reachable only if the CPU's and the GPU's work overlapped completely;
 // chain_ms = dense + tail + the experts of layers that left the CPU idle + max(cpu, the other
 // layers' experts), a lower bound of any schedule in which a layer's misses start after its
 // router and the next layer starts after them; wall_over_overlap, wall_over_chain.

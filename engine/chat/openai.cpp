@@ -573,8 +573,8 @@ Json parse_body(std::string_view text, const ParseLimits& limits) {
         throw RequestError(fmt::format("the request body is not valid JSON: {}", what), {},
                            "invalid_json");
     } catch (const nlohmann::json::exception&) {
-        // out_of_range 406: a number beyond double's range ("1e999"); it used to escape every
-        // handler and terminate neural-server.
+        // out_of_range 406: a number beyond double's range ("1e999"); uncaught, it would escape
+        // every handler and terminate neural-server.
         throw RequestError("the request body is not valid JSON: a number is out of range", {},
                            "invalid_json");
     }

@@ -1,7 +1,7 @@
-// OpenAI Chat Completions and Completions on top of harmony (harmony.md section 10): requests
-// are validated and mapped to harmony system / developer content, history and generation
-// options; results and streaming events are mapped back to OpenAI JSON. No Qt and no I/O, so the
-// server and the benchmark share it.
+// OpenAI Chat Completions and Completions on top of harmony (docs/CHAT_FORMAT.md "The OpenAI API
+// on top of harmony"): requests are validated and mapped to harmony system / developer content,
+// history and generation options; results and streaming events are mapped back to OpenAI JSON.
+// No Qt and no I/O, so the server and the benchmark share it.
 #pragma once
 
 #include <cstdint>
@@ -132,7 +132,7 @@ std::string tool_call_id(std::string_view request_id, std::size_t index);
 Json chat_completion(const std::string& id, std::int64_t created, const std::string& model,
                      const ChatResult& result);
 
-// Turns the parser's streaming events into chat.completion.chunk objects (harmony.md 10.2):
+// Turns the parser's streaming events into chat.completion.chunk objects (docs/CHAT_FORMAT.md):
 // reasoning as delta.reasoning_content and delta.reasoning, answer text as delta.content,
 // function calls as delta.tool_calls with the name first and the arguments in pieces. Calls of
 // built-in tools (browser, python) are not function calls; their text counts as reasoning.

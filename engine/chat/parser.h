@@ -1,5 +1,5 @@
 // Parsing of harmony output: a streaming parser fed one generated token at a time, and a helper
-// that parses a whole token sequence into messages. See harmony.md section 8.
+// that parses a whole token sequence into messages (docs/CHAT_FORMAT.md "The streaming parser").
 #pragma once
 
 #include <cstddef>
@@ -137,7 +137,8 @@ struct ToolCall {
     std::string arguments;  // raw JSON text as generated
 };
 
-// The non-streaming view of a completion (harmony.md section 10.2): feed it every event.
+// The non-streaming view of a completion (docs/CHAT_FORMAT.md "The OpenAI API on top of harmony"):
+// feed it every event.
 // Preambles count as content; built-in tool calls (browser, python) are not function calls, their
 // text counts as reasoning, and a <|call|> that only addressed them finishes as stop.
 struct Completion {

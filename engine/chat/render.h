@@ -43,8 +43,9 @@ enum class AnalysisPolicy {
     // harmony's auto_drop_analysis: when the last assistant message is on the final channel,
     // drop the analysis messages placed before the first final message (later ones are kept).
     harmony,
-    // harmony.md section 7 taken literally: drop the analysis messages of every turn whose last
-    // assistant message is a final answer; an unfinished turn (tool loop) keeps everything.
+    // harmony's history rules taken literally (docs/CHAT_FORMAT.md "History for the next turn"):
+    // drop the analysis messages of every turn whose last assistant message is a final answer;
+    // an unfinished turn (tool loop) keeps everything.
     finished_turns,
 };
 
@@ -71,8 +72,8 @@ std::string render_developer_content(const DeveloperContent& content);
 // `## NAME` section of a tool namespace, including the TypeScript-like `namespace NAME {...}`.
 std::string render_tool_namespace(const ToolNamespace& ns);
 
-// harmony's TypeScript-like rendering of a JSON Schema (see harmony.md section 4.2). `indent`
-// is the indentation of the properties of the object being rendered.
+// harmony's TypeScript-like rendering of a JSON Schema (docs/CHAT_FORMAT.md "Function tools").
+// `indent` is the indentation of the properties of the object being rendered.
 std::string json_schema_to_typescript(const nlohmann::ordered_json& schema,
                                       const std::string& indent = "");
 

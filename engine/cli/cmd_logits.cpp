@@ -1,7 +1,8 @@
 // neural logits MODEL_DIR PROMPTS.json OUT.json [--steps N] [--backend cpu|cuda] [--threads N]
 //               [--store FILE]
 // Writes exactly the schema of shared/fixtures/tiny-gptoss-a/golden.json so the engine can be
-// compared with independent references (see docs/ and DESIGN.md).
+// compared with independent references (docs/MODEL.md "What the tests check",
+// docs/VERIFICATION.md).
 #include <algorithm>
 #include <cmath>
 #include <fstream>

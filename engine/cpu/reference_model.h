@@ -1,6 +1,6 @@
-// The fp32 CPU reference forward pass of gpt-oss (gpt-oss-model.md §4): the plain path every
-// optimized backend is checked against. Weights stay bf16 / MXFP4 in the mapped checkpoint and
-// are widened to fp32 row by row; all math is fp32.
+// The fp32 CPU reference forward pass of gpt-oss (docs/MODEL.md "Forward pass"): the plain path
+// every optimized backend is checked against. Weights stay bf16 / MXFP4 in the mapped checkpoint
+// and are widened to fp32 row by row; all math is fp32.
 #pragma once
 
 #include <atomic>

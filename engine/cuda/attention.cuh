@@ -1,4 +1,4 @@
-// Decode attention with sinks for one token (gpt-oss-model.md; cpu/ops.h attend_with_sink):
+// Decode attention with sinks for one token (docs/MODEL.md; cpu/ops.h attend_with_sink):
 // every query head against the keys [first, pos] of its KV head (GQA), sliding layers first =
 // max(0, pos - window + 1). The sink logit joins the softmax denominator only. Split-K: the key
 // range is cut into `splits` chunks computed by separate blocks (online softmax within a chunk),

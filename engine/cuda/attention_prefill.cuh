@@ -1,5 +1,5 @@
 // Prefill attention with sinks for a block of `rows` query tokens at positions pos0 .. pos0 +
-// rows - 1 (gpt-oss-model.md; cpu/ops.h attend_with_sink), causal, sliding layers limited to the
+// rows - 1 (docs/MODEL.md; cpu/ops.h attend_with_sink), causal, sliding layers limited to the
 // last `window` keys, GQA. Flash-style on tensor cores: per (query head, 64 queries) one block
 // walks 64-key tiles of the fp32 K/V cache (positions already written by rope_kv_rows, earlier
 // blocks included), S = Q K^T and O += P V from bf16 hi/lo halves of every operand (three WMMA

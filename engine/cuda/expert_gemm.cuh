@@ -75,7 +75,7 @@ void expert_gemm_down(const std::uint8_t* record, int expert, const ExpertShape&
                       cudaStream_t stream, KernelPath path = KernelPath::fast,
                       TileWidth width = TileWidth::automatic);
 
-inline constexpr int kMaxGroupedExperts = 3;  // DESIGN.md: groups of 3
+inline constexpr int kMaxGroupedExperts = 3;  // docs/CUDA.md "Grouped GEMM": groups of 3
 
 struct ExpertJob {
     const std::uint8_t* record = nullptr;  // the expert's raw record in VRAM

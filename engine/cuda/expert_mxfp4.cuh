@@ -1,4 +1,4 @@
-// The resident experts of one token and layer, computed from VRAM slots (gpt-oss-model.md §4.9,
+// The resident experts of one token and layer, computed from VRAM slots (docs/MODEL.md "Experts",
 // cpu/kernels/expert_kernel.h): for each of the k router choices whose slot is >= 0,
 //   gu = W1 x + b1  (W1 [2I, H] MXFP4, rows 2i / 2i+1 = gate_i / up_i)
 //   a_i = min(g_i, L) * sigmoid(alpha * min(g_i, L)) * (clamp(u_i, -L, L) + 1)

@@ -60,9 +60,10 @@ inline constexpr int kLdc = BN + 4;  // fp32 row stride of the C tile
 // Blocks per SM the expert kernels are compiled for (__launch_bounds__), per width: 64 wide, 5
 // caps the registers at 102 (96 used, 4-8 bytes spilled), so 5 blocks fit an SM and one expert's
 // gate_up at ~400 rows (630 blocks) runs in one wave of an H200's 132 SMs instead of 1.19 waves
-// at 4 (ncu: 128 registers, "waves per SM 1.19"): experts 11-12% faster. The dense GEMMs
-// (gemm_bf16_rows.cu) fill the GPU anyway and were 4-14% slower with the cap, so they keep the
-// compiler's choice. 128 wide: 3 (170 registers; the tile's accumulators alone are 64).
+// at 4 (ncu: 128 registers, "waves per SM 1.19"), which makes the experts faster. The dense
+// GEMMs (gemm_bf16_rows.cu) fill the GPU anyway and are slower with the cap, so they keep the
+// compiler's choice (docs/CUDA.md "The prefill kernels' speed"). 128 wide: 3 (170 registers;
+// the tile's accumulators alone are 64).
 template <int BN>
 inline constexpr int kMinBlocks = BN == 64 ? 5 : 3;
 

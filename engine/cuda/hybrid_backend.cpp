@@ -1,4 +1,4 @@
-// The hybrid CUDA backend (DESIGN.md "Runtime"): the dense core in bf16 on the GPU, a pool of
+// The hybrid CUDA backend (docs/CUDA.md): the dense core in bf16 on the GPU, a pool of
 // expert slots in VRAM, and the CPU computing the missed experts from RAM while the GPU computes
 // the resident ones.
 //
@@ -1122,7 +1122,7 @@ class CudaBackend final : public Backend {
             NEURAL_CUDA(cudaStreamSynchronize(stream_));  // pf_emb_ is reused by the next block
         }
 
-        // Grouped GEMM only for a prompt of one block of 1,024-4,096 new tokens (DESIGN.md).
+        // Grouped GEMM only for a prompt of one block of 1,024-4,096 new tokens (docs/CUDA.md).
         const bool grouped = opt_.grouped_gemm && n <= pf_block_ && n >= kGroupedGemmMin && n <= kGroupedGemmMax;
         if (opt_.prefill_order == "layer") {
             const int rows0 = std::min(pf_block_, n);
@@ -1527,8 +1527,8 @@ class CudaBackend final : public Backend {
         // be skipped too, except the rows whose logits are asked for and when an observer must
         // see every route (neural rank).
         const std::int64_t limit = opt.all_logits || opt.observer != nullptr ? pos0 : pos0 + T - 1;
-        // Without --kv-checkpoints only this cache's own positions are kept (the rule before
-        // checkpoints existed; the sharing rules above are opt-in until they have run on a GPU).
+        // Without --kv-checkpoints only this cache's own positions are kept: sharing positions
+        // between sequences comes with the checkpoints and is opt-in like them.
         std::int64_t valid;
         if (checkpoints_ == nullptr) {
             valid = cache.id() == resident_id_ ? std::min(resident_len_, pos0) : 0;

@@ -17,8 +17,8 @@ class OutputFile {
     // Creates `path` (truncating an existing file) for writing. Throws neural::Error naming it.
     // `unbuffered` asks to bypass the OS page cache where the platform allows it (Linux
     // O_DIRECT, macOS F_NOCACHE; ignored on Windows): multi-GB sequential writes through the
-    // cache can be several times slower than the disk (measured on a dev VM: 0.36 GB/s buffered
-    // vs 2.2 GB/s direct). Direct writes need kDirectAlignment-aligned memory and sizes; the
+    // cache can be several times slower than the disk (docs/BENCHMARKS.md "Measurements behind
+    // code defaults"). Direct writes need kDirectAlignment-aligned memory and sizes; the
     // first write that is not switches the file to buffered mode for good (e.g. a file's tail).
     static OutputFile create(const std::filesystem::path& path, bool unbuffered = false);
 

@@ -1,7 +1,7 @@
 // Read-ahead hints for memory-mapped files: a bulk reader (the store's repack) asks the OS to
 // start reading a range before it touches it, so page faults find the pages in memory instead
-// of reading a few hundred KiB each (measured on a dev VM: 0.42 GB/s of mmap faults vs 2.1 GB/s
-// of sequential reads).
+// of reading a few hundred KiB each, several times slower than sequential reads
+// (docs/BENCHMARKS.md "Measurements behind code defaults").
 // POSIX: engine/platform/posix/prefetch.cpp; Windows: engine/platform/windows/prefetch.cpp.
 #pragma once
 

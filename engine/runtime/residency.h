@@ -1,5 +1,5 @@
 // Which expert each VRAM slot of the hybrid backend holds, and which to admit next: the policy
-// of DESIGN.md "Runtime" with no CUDA in it, so it is unit-tested on any machine. The CUDA
+// of docs/CUDA.md "Residency" with no CUDA in it, so it is unit-tested on any machine. The CUDA
 // backend executes what it decides (uploads into slots, slot-table flips).
 //
 // Static slots are filled once from a warm-up ranking (hot first) and never evicted. Adaptive

@@ -42,7 +42,7 @@ using Clock = std::chrono::steady_clock;
 namespace {
 
 // Builders mostly wait for checkpoint pages to arrive from disk, so more of them than cores keep
-// more reads in flight (20b on a 2-core VM, cold cache: 0.4 GB/s with 2, ~0.7 GB/s with 8-16).
+// more reads in flight (docs/BENCHMARKS.md "Measurements behind code defaults").
 constexpr int kDefaultThreads = 8;
 
 // 4 KiB-aligned, so whole padded records can go to the disk unbuffered (OutputFile).

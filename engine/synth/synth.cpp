@@ -78,7 +78,7 @@ Shape make_shape(const char* name, int h, int inter, int layers, int experts, in
 }
 
 const std::vector<Shape>& shapes() {
-    // gpt-oss-model.md §1; tiny = the shared test fixture's dimensions.
+    // docs/MODEL.md (the shapes table); tiny = the shared test fixture's dimensions.
     static const std::vector<Shape> all = {
         make_shape("tiny", 32, 96, 4, 8, 4, 2, 16, false),
         make_shape("gpt-oss-20b", 2880, 2880, 24, 32, 64, 8, 128, true),
@@ -115,7 +115,7 @@ ordered_json config_json(const Shape& s) {
     for (int i = 0; i < s.num_layers; ++i) {
         layer_types.push_back(i % 2 == 0 ? "sliding_attention" : "full_attention");
     }
-    // Values as in the Hub's config.json (gpt-oss-model.md §1.1), keys sorted as transformers
+    // Values as in the Hub's config.json (docs/MODEL.md "config.json"), keys sorted as transformers
     // writes them.
     ordered_json j;
     j["architectures"] = {"GptOssForCausalLM"};
@@ -197,12 +197,12 @@ void validate(const Options& o) {
     if (o.shard_bytes && *o.shard_bytes == 0) fail("shard size must be positive");
 }
 
-// The tensors in Hub order (embedding, layers 0..L-1 in gpt-oss-model.md §2.2 order, final norm,
-// LM head) with their fill rules. Scales: norm gains ~1; linear weights std 1/sqrt(fan_in) so
-// every projection maps unit-RMS inputs to unit-RMS outputs (MXFP4 exponents from
-// unit_exponent()), except that the two residual branches' output projections are scaled down
-// by 2^branch_exponent(L) ~ 1/sqrt(2L); small biases; embedding std 1 so the residual stream
-// starts at RMS 1 and stays O(1) (~sqrt(2) after all layers).
+// The tensors in Hub order (embedding, layers 0..L-1 in the order of docs/MODEL.md "Checkpoint
+// files and tensor names", final norm, LM head) with their fill rules. Scales: norm gains ~1;
+// linear weights std 1/sqrt(fan_in) so every projection maps unit-RMS inputs to unit-RMS outputs
+// (MXFP4 exponents from unit_exponent()), except that the two residual branches' output projections
+// are scaled down by 2^branch_exponent(L) ~ 1/sqrt(2L); small biases; embedding std 1 so the
+// residual stream starts at RMS 1 and stays O(1) (~sqrt(2) after all layers).
 std::vector<TensorPlan> list_tensors(const Shape& s) {
     const std::int64_t H = s.hidden_size, I = s.intermediate_size, E = s.num_experts;
     const std::int64_t q = std::int64_t(s.num_heads) * s.head_dim;

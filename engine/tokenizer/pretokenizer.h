@@ -1,4 +1,4 @@
-// Splits text into pre-tokens with the o200k pattern (harmony.md section 1.2) through PCRE2.
+// Splits text into pre-tokens with the o200k pattern (docs/CHAT_FORMAT.md "Tokens") on PCRE2.
 #pragma once
 
 #include <string_view>

@@ -1,9 +1,9 @@
-// Profiles: a model (checkpoint folder + optional expert store) and the engine knobs of
-// DESIGN.md, each with a one-line explanation. Two built-ins, Stock (the plain reference path)
-// and Optimized (fused kernel on the persistent team DLL, grouped GEMM guard, --pool 6.05
-// --kv-ring -1 (auto; DESIGN.md's 256 is below this engine's minimum, window + prompt block - 1)
-// --scratch 6), both editable, plus any the user adds. Saved per user as JSON,
-// written atomically (QSaveFile: a crash leaves the old file or the new one, never half).
+// Profiles: a model (checkpoint folder + optional expert store) and the engine knobs
+// (docs/DESKTOP.md "Profiles"), each with a one-line explanation. Two built-ins, Stock (the plain
+// reference path) and Optimized (fused kernel on the persistent team DLL, grouped GEMM guard,
+// --pool 6.05 --kv-ring -1 (auto: the smallest ring this engine allows, window + prompt block - 1)
+// --scratch 6), both editable, plus any the user adds. Saved per user as JSON, written atomically
+// (QSaveFile: a crash leaves the old file or the new one, never half).
 //
 // A knob this build cannot apply (no field in LoadOptions yet, or it needs the CUDA build or
 // another OS) is kept in the profile but reported by unsupportedReason() and shown disabled.

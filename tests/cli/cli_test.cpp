@@ -499,8 +499,8 @@ TEST_F(Cli, LogitsTokenOutOfRange) {
     EXPECT_THAT(n.err, HasSubstr("outside the model's vocabulary"));
 }
 
-// Regression: an id that does not fit in int32 used to be narrowed (2^32 + 5 became token 5)
-// and the command succeeded with logits for the wrong prompt.
+// An id that does not fit in int32 is refused: narrowed (2^32 + 5 would become token 5), the
+// command would succeed with logits for the wrong prompt.
 TEST_F(Cli, LogitsIdPastInt32IsRejected) {
     const fs::path in = write("prompts.json", R"({"p": [4294967301]})");
     Proc r = neural({"logits", model(), in.string(), (tmp_ / "out.json").string()});

@@ -10,7 +10,7 @@
 namespace neural {
 namespace {
 
-// gpt-oss-model.md §6.2: all-zero scores and V = 1 give n / (n + e^sink), not 1.
+// docs/MODEL.md "Attention with sinks": all-zero scores and V = 1 give n / (n + e^sink), not 1.
 TEST(AttendWithSink, SinkOnlyEntersTheDenominator) {
     const int d = 8;
     for (int n : {1, 5, 128}) {

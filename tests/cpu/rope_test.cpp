@@ -1,4 +1,4 @@
-// YaRN frequencies against the reference table of gpt-oss-model.md §4.4 (120b/20b RoPE config).
+// YaRN frequencies against the table of docs/MODEL.md "RoPE with YaRN" (120b/20b RoPE config).
 #include <gtest/gtest.h>
 
 #include <cmath>

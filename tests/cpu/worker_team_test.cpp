@@ -102,10 +102,10 @@ TEST(WorkerTeam, EveryTaskRunsOnceAndPhasesAreOrdered) {
 }
 
 // Many short jobs whose phases grow (2 tasks, then 64): a worker that saw the end of a phase
-// late must never claim a task of the next phase before the caller opened it. (It could, once:
-// the caller wrote the next phase's task count before moving the epoch on, so a worker holding
-// the exhausted claim word of the old epoch compared it with the new, larger count and claimed
-// "task 2" of the new phase early: that task ran twice or the caller's count never matched.)
+// late must never claim a task of the next phase before the caller opened it. (If the caller
+// wrote the next phase's task count before moving the epoch on, a worker holding the exhausted
+// claim word of the old epoch would compare it with the new, larger count and claim "task 2" of
+// the new phase early: that task would run twice or the caller's count would never match.)
 TEST(WorkerTeam, LateWorkersNeverClaimAPhaseBeforeItOpens) {
     cpu::TeamOptions o = persistent_options(3);
     o.spin_us = 0;  // yield at once: more interleavings on a small machine

@@ -69,8 +69,9 @@ std::vector<float> decode_logits(const Model& m, const std::vector<TokenId>& ids
 
 using LogitsOf = std::vector<float> (*)(const Model&, const std::vector<TokenId>&);
 
-// Golden check of DESIGN.md / the issue: top-8 and probe logits within 5e-2, argmax equal where
-// the reference margin exceeds 0.2 (looser bounds for a deliberately less exact path).
+// Golden check of a bf16 core (docs/MODEL.md "What the tests check"): top-8 and probe logits
+// within 5e-2, argmax equal where the reference margin exceeds 0.2 (looser bounds for a
+// deliberately less exact path).
 void expect_golden(const Model& m, double tol = 5e-2, double margin = 0.2, LogitsOf logits_of = all_logits) {
     const json golden = test::read_json(test::tiny_model_dir() / "golden.json");
     const auto probes = golden["probe_ids"].get<std::vector<int>>();

@@ -1,4 +1,4 @@
-// neural_kernel_bench: the figures of issue #5 (docs/KERNELS.md "Benchmarks").
+// neural_kernel_bench: the figures of docs/KERNELS.md "Benchmarks".
 //  - ReadBandwidth: a STREAM-like read of a buffer far larger than the caches (sum of 64-bit
 //    words, split in 1 MiB tasks over the team): the RAM ceiling.
 //  - Decode: one "token" = 36 decode() calls of 4 experts each, every expert a different

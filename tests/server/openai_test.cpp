@@ -1,6 +1,6 @@
-// OpenAI request/response mapping (engine/chat/openai): harmony.md section 9/10 examples through
-// the API shape, validation errors with the offending parameter, body limits, and the JSON the
-// server sends back (messages, chunks, usage, errors).
+// OpenAI request/response mapping (engine/chat/openai): the worked examples of
+// docs/CHAT_FORMAT.md through the API shape, validation errors with the offending parameter, body
+// limits, and the JSON the server sends back (messages, chunks, usage, errors).
 #include "chat/openai.h"
 
 #include <gmock/gmock.h>

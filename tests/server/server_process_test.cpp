@@ -316,7 +316,7 @@ TEST(ServerConnections, ASilentConnectionIsClosedAfterTheReadTimeoutFromTheAccep
     ASSERT_TRUE(server.ok());
     Conn silent(server.port());
     // 1 s from the accept (not from a first byte that never comes); 15 s is only a liveness
-    // bound, far below the 120 s idle timeout a silent connection used to get.
+    // bound, far below the 120 s idle timeout of a keep-alive connection.
     EXPECT_TRUE(silent.closed_within(15000)) << "a connection that sent nothing stayed open";
     EXPECT_EQ(metric(server.port(), R"(neural_connections_dropped_total{reason="no_request"})"), 1);
     EXPECT_THAT(server.log(), HasSubstr("connection closed (no_request)"));

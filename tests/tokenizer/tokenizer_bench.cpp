@@ -1,4 +1,4 @@
-// Tokenizer throughput: load time, encode MB/s on English prose (the design docs), decode.
+// Tokenizer throughput: load time, encode MB/s on English prose (the pages of docs/), decode.
 // Run: neural_tokenizer_bench [--benchmark_filter=Encode]. Not part of ctest.
 #include <string>
 #include <vector>
@@ -19,13 +19,14 @@ const Tokenizer& o200k() {
     return tokenizer;
 }
 
-// ~120 KB of English markdown; repeated to 1 MB so one iteration is long enough to time.
+// The repository's English markdown (docs/, a fixed order of pages); repeated to 1 MB so one
+// iteration is long enough to time.
 const std::string& english() {
     static const std::string text = [] {
+        const std::filesystem::path dir = NEURAL_DOCS_DIR;
         std::string docs;
-        for (const char* name :
-             {"DESIGN.md", "harmony.md", "gpt-oss-model.md", "reference-design.txt"}) {
-            docs += test::read_file(test::shared_dir() / "docs" / name);
+        for (const char* name : {"ARCHITECTURE.md", "MODEL.md", "CHAT_FORMAT.md", "USER_GUIDE.md"}) {
+            docs += test::read_file(dir / name);
         }
         std::string out;
         while (out.size() < (1u << 20)) out += docs;

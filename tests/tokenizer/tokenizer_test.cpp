@@ -117,7 +117,7 @@ TEST(Tokenizer, SpecialTokenIds) {
 }
 
 TEST(Tokenizer, HandyOrdinaryIds) {
-    // Ids quoted in harmony.md section 1.4.
+    // Ids quoted in docs/CHAT_FORMAT.md "Tokens".
     const Tokenizer& t = o200k();
     const std::pair<const char*, TokenId> expected[] = {
         {"system", 17360},   {"user", 1428},   {"developer", 77944}, {"assistant", 173781},

@@ -1,5 +1,5 @@
 // Fused MXFP4 expert kernels on the CPU, reading expert-store records in place
-// (cpu/kernels/expert_record.h). Per expert (gpt-oss-model.md §4.9):
+// (cpu/kernels/expert_record.h). Per expert (docs/MODEL.md "Experts"):
 //   gu  = W1 x + b1              W1 [2I, H] MXFP4, rows 2i / 2i+1 = gate_i / up_i
 //   a_i = min(g_i, L) * sigmoid(alpha * min(g_i, L)) * (clamp(u_i, -L, L) + 1)
 //   y   = W2 a + b2              W2 [H, I] MXFP4
@@ -69,7 +69,8 @@ class ExpertKernel {
 
     // Software prefetch distance of the SIMD variants, in code bytes ahead of the block being
     // decoded (0: off; default kDefaultPrefetchBytes, or $NEURAL_KERNEL_PREFETCH). Hardware
-    // prefetchers alone left a single thread at ~60% of its streaming rate on the dev VM.
+    // prefetchers alone leave a single thread well below its streaming rate (docs/BENCHMARKS.md
+    // "Measurements behind code defaults").
     static constexpr int kDefaultPrefetchBytes = 4096;
     void set_prefetch_bytes(int bytes);
     int prefetch_bytes() const { return prefetch_; }

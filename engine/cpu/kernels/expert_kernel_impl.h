@@ -31,7 +31,7 @@ struct FloatTable16 {
 struct FloatTable256 {
     float v[256];
 };
-// E2M1 code -> value (gpt-oss-model.md §3.1): sign bit 3, then 0, .5, 1, 1.5, 2, 3, 4, 6.
+// E2M1 code -> value (docs/MODEL.md "MXFP4"): sign bit 3, then 0, .5, 1, 1.5, 2, 3, 4, 6.
 alignas(64) inline constexpr FloatTable16 kE2M1Table = {{+0.0f, +0.5f, +1.0f, +1.5f, +2.0f, +3.0f,
                                                          +4.0f, +6.0f, -0.0f, -0.5f, -1.0f, -1.5f,
                                                          -2.0f, -3.0f, -4.0f, -6.0f}};

@@ -39,7 +39,7 @@ inline std::int64_t operand_pos(std::int64_t k) {
     }
 }
 
-// gpt-oss-model.md §4.9, written exactly as cpu/reference_model.cpp (std::min, std::clamp,
+// docs/MODEL.md "Experts", written exactly as cpu/reference_model.cpp (std::min, std::clamp,
 // std::exp) so the scalar variant matches it bit for bit.
 inline float swiglu(float g, float u, float limit, float alpha) {
     g = (limit < g) ? limit : g;                            // gate: clamped from above only

@@ -8,9 +8,10 @@
 // it can succeed any more), then writes the phase descriptor (fn, ctx, n_tasks, fp control) with
 // release stores, then opens the new epoch. A worker that read a descriptor newer than its claim
 // word therefore finds the old epoch closed and its compare-exchange fails. (Without the closing
-// step a worker holding the exhausted word of the old epoch compared it with the next phase's
-// larger task count and claimed one of its tasks early: the task ran twice, or the caller's count
-// of finished tasks overshot and it waited forever -- seen under Wine on a loaded machine.)
+// step a worker holding the exhausted word of the old epoch would compare it with the next
+// phase's larger task count and claim one of its tasks early: the task would run twice, or the
+// caller's count of finished tasks would overshoot and it would wait forever, as a loaded
+// machine under Wine showed.)
 // Each finished task adds 1 to `done_` with release semantics; the caller waits (acquire) until
 // done_ == n_tasks before the next phase or before returning, so every store of every task is
 // visible to it (tasks that used non-temporal stores fence them themselves). Jobs, configuration
