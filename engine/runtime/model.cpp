@@ -268,6 +268,11 @@ std::string Model::describe_backend() const {
 std::vector<TokenId> Model::stop_tokens() const {
     std::vector<TokenId> ids =
         generation_.eos_token_ids.empty() ? config_.eos_token_ids : generation_.eos_token_ids;
+    // The harmony format ends a turn at <|return|> (final answer) and <|call|> (tool call)
+    // whatever the configs list (docs/CHAT_FORMAT.md): config.json alone names only the first.
+    for (const char* stop : {"<|return|>", "<|call|>"}) {
+        if (const auto id = tokenizer_->special_id(stop)) ids.push_back(*id);
+    }
     std::sort(ids.begin(), ids.end());
     ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
     return ids;

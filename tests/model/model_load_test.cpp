@@ -89,12 +89,13 @@ TEST(ModelLoad, FixtureLoads) {
     EXPECT_EQ(cache.kv_dim(), 128);
 }
 
-TEST(ModelLoad, WithoutGenerationConfigStopsOnConfigEos) {
+TEST(ModelLoad, WithoutGenerationConfigStopsOnConfigEosAndTheHarmonyStops) {
     FixtureCopy m;
     m.remove("generation_config.json");
     auto model = Model::load(m.dir());
     EXPECT_TRUE(model->generation().eos_token_ids.empty());
-    EXPECT_THAT(model->stop_tokens(), ElementsAre(200002));
+    // config.json's eos (<|return|>) and the harmony stops <|return|>, <|call|>.
+    EXPECT_THAT(model->stop_tokens(), ElementsAre(200002, 200012));
 }
 
 TEST(ModelLoad, MissingFolder) {

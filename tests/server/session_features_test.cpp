@@ -4,6 +4,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <filesystem>
+
 #include "cpu/parallel.h"
 #include "neural/error.h"
 #include "runtime/session.h"
@@ -31,6 +34,40 @@ class SessionFeatures : public ::testing::Test {
     static Model* model_;
 };
 Model* SessionFeatures::model_ = nullptr;
+
+TEST(SessionStops, HarmonyStopTokensEndATurnEvenWithoutGenerationConfig) {
+    // A checkpoint without generation_config.json (config.json names only <|return|> as eos, and
+    // a GGUF import has no such file) must still end a tool call at <|call|>: the harmony stop
+    // tokens come from the tokenizer, whatever the configs list.
+    test::TempDir dir;
+    const auto fixture = test::tiny_model_dir();
+    for (const char* f : {"config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"})
+        std::filesystem::create_symlink(fixture / f, dir / f);
+    cpu::set_threads(1);
+    auto model = Model::load(dir.path());
+    const std::vector<TokenId> stops = model->stop_tokens();
+    const TokenId call = *model->tokenizer().special_id("<|call|>");
+    const TokenId ret = *model->tokenizer().special_id("<|return|>");
+    EXPECT_NE(std::find(stops.begin(), stops.end(), call), stops.end());
+    EXPECT_NE(std::find(stops.begin(), stops.end(), ret), stops.end());
+
+    ChatSession s(*model);
+    s.add_user("weather?");
+    const std::string call_text =
+        "<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{}<|call|>";
+    TurnOptions o;
+    o.max_tokens = 200;
+    o.sampling.temperature = 0;
+    o.forced_tokens = model->tokenizer().encode(call_text + "<|start|>assistant<|channel|>final"
+                                                            "<|message|>this must not be generated",
+                                                true);
+    TurnResult r = s.respond(o);
+    EXPECT_EQ(r.finish, chat::FinishReason::tool_calls);
+    ASSERT_EQ(r.tool_calls.size(), 1u);
+    EXPECT_EQ(r.stats.generated_tokens,
+              static_cast<std::int64_t>(model->tokenizer().encode(call_text, true).size()));
+    EXPECT_EQ(r.content, "");
+}
 
 TEST_F(SessionFeatures, ForcedTokensGoThroughTheParser) {
     ChatSession s(*model_);
