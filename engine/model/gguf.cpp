@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
 
 #include "model/bf16.h"
 #include "neural/error.h"
@@ -149,7 +150,8 @@ void read_value(Cursor& c, GgufValueType type, GgufValue& v, const std::string& 
             v.elems = c.here();
             if (const std::size_t sz = scalar_size(v.elem_type); sz > 0) {
                 if (v.count > c.left() / sz) {
-                    fail("{}: {}: {} elements of {} do not fit in the {} bytes left in the file",
+                    fail("{}: {}: {} elements of {} do not fit in the {} bytes left in the file "
+                         "(truncated or corrupt)",
                          file, what, v.count, value_type_name(v.elem_type), c.left());
                 }
                 c.skip(v.count * sz, what);
@@ -157,8 +159,9 @@ void read_value(Cursor& c, GgufValueType type, GgufValue& v, const std::string& 
                 // Strings and nested arrays take at least 8 bytes each: a count beyond that is
                 // a lie, caught before the walk.
                 if (v.count > c.left() / 8) {
-                    fail("{}: {}: {} elements do not fit in the {} bytes left in the file", file,
-                         what, v.count, c.left());
+                    fail("{}: {}: {} elements do not fit in the {} bytes left in the file "
+                         "(truncated or corrupt)",
+                         file, what, v.count, c.left());
                 }
                 GgufValue elem;
                 for (std::uint64_t k = 0; k < v.count; ++k) {
@@ -222,13 +225,16 @@ GgufFile GgufFile::open(const fs::path& path) {
     }
     const auto n_tensors = c.get<std::uint64_t>("the tensor count");
     const auto n_kv = c.get<std::uint64_t>("the metadata count");
-    // Each entry takes at least 12 (metadata: key length, type, a 1-byte value... minus the
-    // key) or 28 bytes (tensor: name length, n_dims, one dim, type, offset).
+    // A metadata entry takes at least 13 bytes (key length, type, a 1-byte value), a tensor info
+    // 32 (name length, n_dims, one dimension, type, offset): larger counts are lies, refused
+    // before anything is reserved for them.
     if (n_kv > c.left() / 13) {
-        fail("{}: metadata count {} is impossible for a file of {} bytes", file, n_kv, size);
+        fail("{}: metadata count {} is impossible for a file of {} bytes (truncated or corrupt)",
+             file, n_kv, size);
     }
     if (n_tensors > c.left() / 32) {
-        fail("{}: tensor count {} is impossible for a file of {} bytes", file, n_tensors, size);
+        fail("{}: tensor count {} is impossible for a file of {} bytes (truncated or corrupt)",
+             file, n_tensors, size);
     }
     for (std::uint64_t k = 0; k < n_kv; ++k) {
         const std::string_view key = c.string(fmt::format("metadata key {}", k), kMaxNameBytes);
@@ -473,7 +479,8 @@ void GgmlExperts::convert_row(std::int64_t e, std::int64_t r, std::uint8_t* bloc
 
 void GgmlExperts::read(bool want_scales, std::uint64_t offset, std::uint64_t n, std::uint8_t* out) const {
     const std::uint64_t per_row = static_cast<std::uint64_t>(groups) * (want_scales ? 1 : 16);
-    std::vector<std::uint8_t> blocks(static_cast<std::size_t>(groups) * 16), scales(static_cast<std::size_t>(groups));
+    const auto g = static_cast<std::size_t>(groups);
+    std::vector<std::uint8_t> blocks(g * 16), scales(g);
     while (n > 0) {
         const std::uint64_t row = offset / per_row, within = offset % per_row;
         const std::int64_t e = static_cast<std::int64_t>(row) / rows, r = static_cast<std::int64_t>(row) % rows;
@@ -628,7 +635,9 @@ std::shared_ptr<const GgufCheckpoint> GgufCheckpoint::open(const fs::path& path)
         return *it->second;
     };
     const GgufTensor& embd = need("token_embd.weight");
-    if (embd.ne.size() != 2) fail("{}: token_embd.weight has shape {}, expected 2 dimensions", file, embd.ne_string());
+    if (embd.ne.size() != 2) {
+        fail("{}: token_embd.weight has shape {}, expected 2 dimensions", file, embd.ne_string());
+    }
     const bool bias = all.count("blk.0.attn_q.bias") > 0;
     ck->config = ModelConfig::from_json(
         config_json(meta, static_cast<std::int64_t>(std::min<std::uint64_t>(embd.ne[1], 1u << 30)), bias),
@@ -678,7 +687,8 @@ std::shared_ptr<const GgufCheckpoint> GgufCheckpoint::open(const fs::path& path)
         for (auto it = t.ne.rbegin(); it != t.ne.rend(); ++it) s.push_back(static_cast<std::int64_t>(*it));
         return s;
     };
-    auto bf16_copy = [&](const GgufTensor& t, const std::string& name) -> const std::uint8_t* {
+    // bf16 data of a BF16 (in the mapping) or F32 (rounded once, into ck->buffers) tensor.
+    auto bf16_copy = [&](const GgufTensor& t) -> const std::uint8_t* {
         std::uint64_t n = 1;
         for (auto d : t.ne) n *= d;
         if (t.type == static_cast<std::uint32_t>(GgmlType::kBF16)) return t.data;
@@ -689,7 +699,6 @@ std::shared_ptr<const GgufCheckpoint> GgufCheckpoint::open(const fs::path& path)
             if (bf16_to_float(b) != v && v == v) ++ck->inexact_f32;
             std::memcpy(out.data() + 2 * k, &b, 2);
         }
-        (void)name;
         ck->buffers.push_back(std::move(out));
         return ck->buffers.back().data();
     };
@@ -713,7 +722,7 @@ std::shared_ptr<const GgufCheckpoint> GgufCheckpoint::open(const fs::path& path)
         dense_type_ok(*t, *name);
         std::uint64_t n = 1;
         for (auto d : t->ne) n *= d;
-        add(*name, DType::kBF16, hf_shape(*t), bf16_copy(*t, *name), 2 * n, *t, nullptr);
+        add(*name, DType::kBF16, hf_shape(*t), bf16_copy(*t), 2 * n, *t, nullptr);
     }
 
     const std::int64_t H = c.hidden_size, I = c.intermediate_size, E = c.num_experts;
@@ -743,8 +752,9 @@ std::shared_ptr<const GgufCheckpoint> GgufCheckpoint::open(const fs::path& path)
             return t;
         };
         auto value = [](const GgufTensor& t, std::uint64_t k) {
-            return t.type == static_cast<std::uint32_t>(GgmlType::kBF16) ? load_bf16(t.data, static_cast<std::int64_t>(k))
-                                                                         : f32_at(t.data, k);
+            return t.type == static_cast<std::uint32_t>(GgmlType::kBF16)
+                       ? load_bf16(t.data, static_cast<std::int64_t>(k))
+                       : f32_at(t.data, k);
         };
         const GgufTensor& gate = mx("gate", static_cast<std::uint64_t>(H), static_cast<std::uint64_t>(I));
         const GgufTensor& up = mx("up", static_cast<std::uint64_t>(H), static_cast<std::uint64_t>(I));
@@ -789,8 +799,13 @@ std::shared_ptr<const GgufCheckpoint> GgufCheckpoint::open(const fs::path& path)
         ck->buffers.push_back(std::move(gub));
         add(p + "gate_up_proj_bias", DType::kBF16, {E, 2 * I}, ck->buffers.back().data(),
             static_cast<std::uint64_t>(E * 2 * I * 2), gate_b, nullptr);
-        add(p + "down_proj_bias", DType::kBF16, {E, H}, bf16_copy(down_b, p + "down_proj_bias"),
+        add(p + "down_proj_bias", DType::kBF16, {E, H}, bf16_copy(down_b),
             static_cast<std::uint64_t>(E * H * 2), down_b, nullptr);
+    }
+    if (ck->inexact_f32 > 0) {
+        spdlog::warn("{}: {} F32 weight values are not bf16 numbers and were rounded to bf16 (the "
+                     "dense core computes in bf16)",
+                     file, ck->inexact_f32);
     }
     // An expert tensor of a layer past block_count: the metadata and the weights disagree.
     for (const auto& [gname, t] : all) {

@@ -33,7 +33,9 @@ void touch_file(const neural::GgufFile& f) {
         if (v.type != neural::GgufValueType::kArray) continue;
         try {
             if (v.elem_type == neural::GgufValueType::kString) {
-                for (std::string_view s : f.get_strings(key)) touch(reinterpret_cast<const std::uint8_t*>(s.data()), s.size());
+                for (std::string_view s : f.get_strings(key)) {
+                    touch(reinterpret_cast<const std::uint8_t*>(s.data()), s.size());
+                }
             } else {
                 (void)f.get_ints(key);
             }

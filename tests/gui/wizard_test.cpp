@@ -83,6 +83,7 @@ TEST(CheckpointCheck, AcceptsAGgufFileAndRefusesADamagedOneWithTheReason)
     const CheckpointReport bad = checkCheckpoint(cut);
     EXPECT_FALSE(bad.ok);
     EXPECT_NE(bad.error.indexOf(QStringLiteral("truncated")), -1) << bad.error.toStdString();
+    EXPECT_NE(bad.error.indexOf(cut), -1) << bad.error.toStdString();
     const CheckpointReport missing = checkCheckpoint(tmp.filePath(QStringLiteral("absent.gguf")));
     EXPECT_FALSE(missing.ok);
     EXPECT_NE(missing.error.indexOf(QStringLiteral("does not exist")), -1) << missing.error.toStdString();
