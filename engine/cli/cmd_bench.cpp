@@ -18,7 +18,7 @@ constexpr const char* kHelp = R"(usage: neural bench --model DIR [options]
 
 Runs workloads through the real chat path and prints a table (and JSON with --json FILE).
 See docs/BENCHMARKS.md for what every number means.
-  --model DIR          checkpoint folder
+  --model DIR          checkpoint folder, or a gpt-oss GGUF file
   --workload LIST      comma-separated: decode, prompt, replay (default decode)
   --tokens N           decode: greedy tokens to generate (default 128)
   --prompt-sizes LIST  prompt: rendered prompt sizes in tokens (default 3000,13000)

@@ -35,7 +35,7 @@ constexpr const char* kHelp = R"(usage: neural chat --model DIR [options]
 
 Chats with a gpt-oss model in the harmony format. Without --once it is an interactive REPL:
 type a message and press Enter; Ctrl+C stops a reply that is being generated.
-  --model DIR              checkpoint folder
+  --model DIR              checkpoint folder, or a gpt-oss GGUF file
   --reasoning LEVEL        low, medium (default) or high
   --system TEXT            instructions for the assistant (the developer message)
   --once QUESTION          answer one question, print the answer, exit (for scripts)

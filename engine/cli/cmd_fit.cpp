@@ -8,6 +8,8 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "model/config.h"
+#include "model/gguf.h"
+#include "model/weights.h"
 #include "neural/error.h"
 #include "platform/atomic_file.h"
 #include "runtime/fit.h"
@@ -21,7 +23,7 @@ constexpr const char* kHelp = R"(usage: neural fit --model DIR [--store FILE] [o
 Detects free VRAM, RAM, CPU cores and SIMD, and plans the engine flags for this model on this PC:
 backend, VRAM budget, expert slots, context, threads, kernel, store format. Every choice comes
 with one line of explanation; what does not fit is a warning with the closest workable plan.
-  --model DIR          checkpoint folder (only config.json is read)
+  --model DIR          checkpoint folder (only config.json is read) or GGUF file
   --store FILE         an existing expert store (its format and size are used)
   --vram-budget GIB    plan for at most this much VRAM (emulate a smaller GPU)
   --ram-budget GIB     plan for at most this much RAM (emulate a smaller PC)
@@ -41,7 +43,8 @@ int cmd_fit(int argc, char** argv) {
     if (!args.has("--model")) fail("--model DIR is required\n{}", kHelp);
     const std::filesystem::path dir = args.get_or("--model", "");
     FitRequest req;
-    req.config = ModelConfig::load(dir / "config.json");
+    req.config = is_gguf_path(dir) ? checkpoint_config(Checkpoint::open(dir))
+                                   : ModelConfig::load(dir / "config.json");
     req.vram_budget_gib = args.get_double("--vram-budget", 0.0, 0, 65536, "GiB");
     req.ram_budget_gib = args.get_double("--ram-budget", 0.0, 0, 65536, "GiB");
     if (args.has("--store")) {

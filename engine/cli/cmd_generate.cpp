@@ -19,7 +19,8 @@ namespace {
 constexpr const char* kHelp = R"(usage: neural generate --model DIR (--prompt TEXT | --ids ID,ID,...) [options]
 
 Continues a raw prompt (no chat template) and streams the decoded text to stdout.
-  --model DIR         checkpoint folder (config.json, tokenizer.json, *.safetensors)
+  --model DIR         checkpoint folder (config.json, tokenizer.json, *.safetensors), or a
+                      gpt-oss GGUF file
   --prompt TEXT       prompt text (special-token text is plain text unless --special)
   --ids LIST          prompt as comma-separated token ids
   --special           let --prompt contain special tokens such as <|start|>

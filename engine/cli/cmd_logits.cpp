@@ -30,7 +30,8 @@ namespace {
 constexpr const char* kHelp = R"(usage: neural logits MODEL_DIR PROMPTS.json OUT.json [--steps N] [--backend cpu|cuda] [--threads N]
                      [--store FILE]
 
-PROMPTS.json is an object {name: [token ids]}. For every prompt and position OUT.json holds the
+MODEL_DIR is a checkpoint folder or a gpt-oss GGUF file. PROMPTS.json is an object
+{name: [token ids]}. For every prompt and position OUT.json holds the
 argmax, the top-8 ids and logits, the logsumexp, the logits at the fixed probe ids, the router's
 top-k experts and weights per layer, and with --steps N a greedy continuation of N tokens.
   --steps N       greedy continuation length (default 0)

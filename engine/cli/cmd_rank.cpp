@@ -24,7 +24,7 @@ Runs warm-up chats through the model and counts how often the router picks each 
 layer; FILE ({"layers": [[count per expert], ...]}) is what --ranking takes: the GPU backend's
 static slots hold the hottest experts. Without --text a built-in mix (code, explanation, math,
 writing, small talk) is used.
-  --model DIR      checkpoint folder
+  --model DIR      checkpoint folder, or a gpt-oss GGUF file
   --out FILE       the ranking to write (atomically)
   --text FILE      warm-up user messages: each blank-line-separated paragraph is one chat
   --decode N       also generate N greedy tokens per chat and count their routing (default 32)

@@ -1,4 +1,4 @@
-// neural repack --checkpoint DIR --out STORE --format raw|packed [--threads N]
+// neural repack --checkpoint DIR|FILE.gguf --out STORE --format raw|packed [--threads N]
 // neural verify-store STORE [--checkpoint DIR] [--threads N]
 #include <atomic>
 #include <chrono>
@@ -20,11 +20,13 @@ namespace neural::cli {
 namespace {
 
 constexpr const char* kRepackHelp =
-    R"(usage: neural repack --checkpoint DIR --out STORE --format raw|packed [--threads N]
+    R"(usage: neural repack --checkpoint DIR|FILE.gguf --out STORE --format raw|packed [--threads N]
 
 Repacks a checkpoint's MXFP4 experts into an expert store: one contiguous, 4 KiB-aligned record
 per (layer, expert), memory-mapped by the engine (--store FILE of generate, chat and logits).
-  --checkpoint DIR   checkpoint folder (config.json + model.safetensors or shards + index)
+  --checkpoint DIR   checkpoint folder (config.json + model.safetensors or shards + index), or
+                     a gpt-oss GGUF file (LM Studio, Ollama, llama.cpp; of a split GGUF any
+                     part): its MXFP4 experts become the same records
   --out STORE        store file to write; an existing one is replaced only when the new one
                      is complete (written to STORE.tmp-N beside it, synced, renamed)
   --format KIND      raw: the checkpoint's bytes (13,219,200 B per expert at 20b/120b)
@@ -37,14 +39,15 @@ same STORE, which says so.
 )";
 
 constexpr const char* kVerifyHelp =
-    R"(usage: neural verify-store STORE [--checkpoint DIR] [--threads N]
+    R"(usage: neural verify-store STORE [--checkpoint DIR|FILE.gguf] [--threads N]
 
 Checks an expert store: the header, every record checksum and packed escape, and with
 --checkpoint that every expert decodes to exactly the checkpoint's bytes (raw) or values
 (packed) and that the checkpoint's expert hash is the one recorded at repack time.
 Exit status 0 when everything matches, 1 when anything is wrong (each problem names the layer
 and expert).
-  --checkpoint DIR   the checkpoint the store was made from
+  --checkpoint DIR   the checkpoint the store was made from (folder or GGUF: either one of
+                     the same model matches)
   --threads N        worker threads (default: all cores)
 )";
 

@@ -8,6 +8,7 @@
 
 #include "cli/gpu_options.h"
 #include "cpu/parallel.h"
+#include "model/gguf.h"
 #include "neural/error.h"
 #include "platform/memory.h"
 #include "platform/prefetch.h"
@@ -123,6 +124,14 @@ void apply_memory_flags(const MemoryFlags& flags, const Model& model) {
     for (const SafetensorsFile& file : model.checkpoint().files()) {
         for (const auto& [name, t] : file.tensors()) {
             (is_expert_weight(name) ? experts : dense).push_back({t.data, t.nbytes()});
+        }
+    }
+    if (const GgufCheckpoint* gguf = model.checkpoint().gguf(); gguf != nullptr) {
+        for (const GgufFile& file : gguf->files) {
+            for (const auto& [name, t] : file.tensors()) {
+                const bool expert = name.find("_exps.weight") != std::string::npos;
+                (expert ? experts : dense).push_back({t.data, t.nbytes});
+            }
         }
     }
     if (const store::ExpertStore* s = model.store(); s != nullptr) {

@@ -198,11 +198,13 @@ void CpuModel::moe(int layer, const float* h, std::int64_t T, std::int64_t pos0,
     std::vector<float> y(static_cast<size_t>(T * K * H));
     const float limit = c.swiglu_limit, alpha = c.swiglu_alpha;
     // Row r of expert e: from the checkpoint's tensors, or from the expert store when attached
-    // (which may decode packed scales into `scale_buf`, G bytes).
-    auto expert_row = [&](Projection p, int e, std::int64_t r, std::uint8_t* scale_buf) {
+    // (which may decode packed scales into `scale_buf`, G bytes). A GGUF checkpoint's rows are
+    // converted into `block_buf` (G * 16 bytes) and `scale_buf`.
+    auto expert_row = [&](Projection p, int e, std::int64_t r, std::uint8_t* block_buf,
+                          std::uint8_t* scale_buf) {
         if (experts_ != nullptr) return experts_->row(layer, p, e, r, scale_buf);
         const Mxfp4Experts& m = p == Projection::kGateUp ? w.gate_up : w.down;
-        return ExpertRow{m.row_blocks(e, r), m.row_scales(e, r)};
+        return m.row(e, r, block_buf, scale_buf);
     };
     for (int e = 0; e < E; ++e) {
         std::vector<std::int64_t> slots;  // t * K + k
@@ -218,9 +220,11 @@ void CpuModel::moe(int layer, const float* h, std::int64_t T, std::int64_t pos0,
         cpu::parallel_for(I, 16, [&](std::int64_t i0, std::int64_t i1) {
             std::vector<float> g_row(static_cast<size_t>(H)), u_row(static_cast<size_t>(H));
             std::vector<std::uint8_t> g_sc(static_cast<size_t>(H / 32)), u_sc(g_sc.size());
+            std::vector<std::uint8_t> g_bl(g_sc.size() * 16), u_bl(g_bl.size());
             for (std::int64_t i = i0; i < i1; ++i) {
-                const ExpertRow g = expert_row(Projection::kGateUp, e, 2 * i, g_sc.data());
-                const ExpertRow u = expert_row(Projection::kGateUp, e, 2 * i + 1, u_sc.data());
+                const ExpertRow g = expert_row(Projection::kGateUp, e, 2 * i, g_bl.data(), g_sc.data());
+                const ExpertRow u =
+                    expert_row(Projection::kGateUp, e, 2 * i + 1, u_bl.data(), u_sc.data());
                 mxfp4::decode_row(g.blocks, g.scales, static_cast<int>(w.gate_up.blocks_per_row()),
                                   g_row.data());
                 mxfp4::decode_row(u.blocks, u.scales, static_cast<int>(w.gate_up.blocks_per_row()),
@@ -239,9 +243,9 @@ void CpuModel::moe(int layer, const float* h, std::int64_t T, std::int64_t pos0,
         });
         cpu::parallel_for(H, 16, [&](std::int64_t r0, std::int64_t r1) {
             std::vector<float> d_row(static_cast<size_t>(I));
-            std::vector<std::uint8_t> d_sc(static_cast<size_t>(I / 32));
+            std::vector<std::uint8_t> d_sc(static_cast<size_t>(I / 32)), d_bl(d_sc.size() * 16);
             for (std::int64_t r = r0; r < r1; ++r) {
-                const ExpertRow d = expert_row(Projection::kDown, e, r, d_sc.data());
+                const ExpertRow d = expert_row(Projection::kDown, e, r, d_bl.data(), d_sc.data());
                 mxfp4::decode_row(d.blocks, d.scales, static_cast<int>(w.down.blocks_per_row()),
                                   d_row.data());
                 const float b = w.down.bias.at(e, r);

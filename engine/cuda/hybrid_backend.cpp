@@ -906,6 +906,10 @@ class CudaBackend final : public Backend {
             std::uint8_t* codes = dst + off;
             std::uint8_t* scales = codes + rows * G * 16;
             for (std::int64_t r = 0; r < rows; ++r) {
+                if (in_.store == nullptr && m.ggml != nullptr) {  // a GGUF: converted in place
+                    m.row(e, r, codes + r * G * 16, scales + r * G);
+                    continue;
+                }
                 ExpertRow row = in_.store != nullptr
                                     ? in_.store->row(layer, p, e, r, scale_buf.data())
                                     : ExpertRow{m.row_blocks(e, r), m.row_scales(e, r)};

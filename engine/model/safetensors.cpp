@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "model/gguf.h"
 #include "neural/error.h"
 
 namespace neural {
@@ -178,6 +179,12 @@ Checkpoint Checkpoint::open(const fs::path& dir) {
     Checkpoint c;
     c.dir_ = dir;
     std::error_code ec;
+    if (is_gguf_path(dir)) {
+        if (!fs::exists(dir, ec)) fail("GGUF checkpoint not found: {}", dir.string());
+        c.gguf_ = GgufCheckpoint::open(dir);
+        for (const auto& t : c.gguf_->tensors) c.index_[t->name] = t.get();
+        return c;
+    }
     if (!fs::is_directory(dir, ec)) fail("checkpoint folder not found: {}", dir.string());
     const fs::path index_path = dir / "model.safetensors.index.json";
     const fs::path single_path = dir / "model.safetensors";
@@ -245,6 +252,15 @@ Checkpoint Checkpoint::open(const fs::path& dir) {
     return c;
 }
 
+std::vector<fs::path> Checkpoint::file_paths() const {
+    std::vector<fs::path> paths;
+    for (const SafetensorsFile& f : files_) paths.push_back(f.path());
+    if (gguf_) {
+        for (const GgufFile& f : gguf_->files) paths.push_back(f.path());
+    }
+    return paths;
+}
+
 const TensorInfo* Checkpoint::find(const std::string& name) const {
     auto it = index_.find(name);
     return it == index_.end() ? nullptr : it->second;
@@ -267,8 +283,8 @@ const TensorInfo& Checkpoint::require(const std::string& name, DType dtype,
              dtype_name(t->dtype), dtype_name(dtype));
     }
     if (!std::equal(t->shape.begin(), t->shape.end(), shape.begin(), shape.end())) {
-        fail("{}: tensor \"{}\" has shape {}, expected {} from config.json", t->file->string(), name,
-             t->shape_string(), want_shape());
+        fail("{}: tensor \"{}\" has shape {}, expected {} from {}", t->file->string(), name,
+             t->shape_string(), want_shape(), gguf_ ? "the GGUF metadata" : "config.json");
     }
     return *t;
 }

@@ -20,6 +20,8 @@ enum class DType { kBF16, kF16, kF32, kF64, kU8, kI8, kI16, kI32, kI64, kBool, k
 const char* dtype_name(DType t);
 std::size_t dtype_size(DType t);
 
+struct GgmlExperts;  // model/gguf.h
+
 struct TensorInfo {
   std::string name;
   DType dtype = DType::kU8;
@@ -28,6 +30,9 @@ struct TensorInfo {
   std::uint64_t end = 0;
   const std::uint8_t* data = nullptr;  // points into the mapping
   const std::filesystem::path* file = nullptr;
+  // A GGUF checkpoint's expert tensors (model/gguf.h): the bytes are not stored in this layout,
+  // `data` is null and the rows are converted from ggml's blocks on reading.
+  const GgmlExperts* ggml = nullptr;
 
   std::uint64_t nbytes() const { return end - begin; }
   std::int64_t numel() const;
@@ -51,12 +56,22 @@ class SafetensorsFile {
   std::map<std::string, TensorInfo> tensors_;
 };
 
-// A checkpoint folder: `model.safetensors`, or shards listed by `model.safetensors.index.json`.
+struct GgufCheckpoint;  // model/gguf.h
+
+// A checkpoint: a folder with `model.safetensors`, or shards listed by
+// `model.safetensors.index.json`; or a gpt-oss GGUF file (split ones too: model/gguf.h), whose
+// tensors appear under the same names, shapes and dtypes.
 class Checkpoint {
  public:
   static Checkpoint open(const std::filesystem::path& dir);
 
+  // The folder, or the GGUF file.
   const std::filesystem::path& dir() const { return dir_; }
+  // The GGUF the tensors come from (its config, generation config and tokenizer metadata), or
+  // null for a safetensors checkpoint.
+  const GgufCheckpoint* gguf() const { return gguf_.get(); }
+  // Every file the checkpoint reads.
+  std::vector<std::filesystem::path> file_paths() const;
   const TensorInfo* find(const std::string& name) const;
   // The tensor must exist with exactly this dtype and shape; otherwise a clear error.
   const TensorInfo& require(const std::string& name, DType dtype,
@@ -74,6 +89,7 @@ class Checkpoint {
  private:
   std::filesystem::path dir_;
   std::vector<SafetensorsFile> files_;
+  std::shared_ptr<const GgufCheckpoint> gguf_;
   std::map<std::string, const TensorInfo*> index_;
 };
 

@@ -6,13 +6,38 @@
 
 #include <fmt/format.h>
 
+#include <cstring>
+
 #include "model/bf16.h"
+#include "model/gguf.h"
 #include "neural/error.h"
 
 namespace neural {
 
 float Bf16View::at(std::int64_t r, std::int64_t c) const { return load_bf16(data, r * cols + c); }
 float Bf16View::at(std::int64_t i) const { return load_bf16(data, i); }
+
+ExpertRow Mxfp4Experts::row(std::int64_t e, std::int64_t r, std::uint8_t* blocks_buf,
+                            std::uint8_t* scales_buf) const {
+    if (ggml != nullptr) {
+        ggml->convert_row(e, r, blocks_buf, scales_buf);
+        return ExpertRow{blocks_buf, scales_buf};
+    }
+    return ExpertRow{row_blocks(e, r), row_scales(e, r)};
+}
+
+void Mxfp4Experts::copy_expert(std::int64_t e, std::uint8_t* blocks_out,
+                               std::uint8_t* scales_out) const {
+    const std::int64_t G = blocks_per_row();
+    if (ggml == nullptr) {
+        std::memcpy(blocks_out, row_blocks(e, 0), static_cast<std::size_t>(rows * G * 16));
+        std::memcpy(scales_out, row_scales(e, 0), static_cast<std::size_t>(rows * G));
+        return;
+    }
+    for (std::int64_t r = 0; r < rows; ++r) {
+        ggml->convert_row(e, r, blocks_out + r * G * 16, scales_out + r * G);
+    }
+}
 
 namespace {
 
@@ -45,14 +70,27 @@ struct Binder {
         Mxfp4Experts x;
         x.rows = rows;
         x.cols = cols;
-        x.blocks = require(prefix + "_blocks", DType::kU8, {e, rows, cols / 32, 16}).data;
-        x.scales = require(prefix + "_scales", DType::kU8, {e, rows, cols / 32}).data;
+        const TensorInfo& blocks = require(prefix + "_blocks", DType::kU8, {e, rows, cols / 32, 16});
+        const TensorInfo& scales = require(prefix + "_scales", DType::kU8, {e, rows, cols / 32});
+        x.blocks = blocks.data;
+        x.scales = scales.data;
+        x.ggml = blocks.ggml;
         x.bias = matrix(prefix + "_bias", e, rows);
         return x;
     }
 };
 
 }  // namespace
+
+ModelConfig checkpoint_config(const Checkpoint& ckpt) {
+    if (ckpt.gguf() != nullptr) return ckpt.gguf()->config;
+    return ModelConfig::load(ckpt.dir() / "config.json");
+}
+
+GenerationConfig checkpoint_generation(const Checkpoint& ckpt) {
+    if (ckpt.gguf() != nullptr) return ckpt.gguf()->generation;
+    return GenerationConfig::load(ckpt.dir() / "generation_config.json");
+}
 
 ModelWeights ModelWeights::bind(const Checkpoint& ck, const ModelConfig& c) {
     Binder b{ck, {}};
@@ -95,10 +133,10 @@ ModelWeights ModelWeights::bind(const Checkpoint& ck, const ModelConfig& c) {
         std::string list;
         for (std::size_t i = 0; i < unused.size() && i < 4; ++i) list += (i ? ", " : "") + unused[i];
         if (unused.size() > 4) list += fmt::format(", ... ({} in all)", unused.size());
-        fail("{}: the checkpoint holds tensors its config.json does not use ({}): config.json "
-             "does not match these weights (num_hidden_layers = {}, attention_bias = {}, "
+        fail("{}: the checkpoint holds tensors its {} does not use ({}): config and weights "
+             "do not match (num_hidden_layers = {}, attention_bias = {}, "
              "num_local_experts = {})",
-             ck.dir().string(), list, c.num_layers, c.attention_bias ? "true" : "false",
+             ck.dir().string(), ck.gguf() ? "GGUF metadata" : "config.json", list, c.num_layers, c.attention_bias ? "true" : "false",
              c.num_experts);
     }
     return w;

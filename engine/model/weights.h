@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "model/config.h"
+#include "model/expert_source.h"
 #include "model/safetensors.h"
 
 namespace neural {
@@ -20,11 +21,16 @@ struct Bf16View {
   const std::uint8_t* row(std::int64_t r) const { return data + 2 * r * cols; }
 };
 
+struct GgmlExperts;  // model/gguf.h
+
 // MXFP4 weights of all experts of one projection: blocks [E, rows, cols/32, 16] U8,
-// scales [E, rows, cols/32] U8, bias [E, rows] BF16.
+// scales [E, rows, cols/32] U8, bias [E, rows] BF16. From a GGUF checkpoint `blocks` and
+// `scales` are null and `ggml` converts rows into this layout (row_blocks/row_scales must not
+// be used then: copy_row / copy_expert serve both).
 struct Mxfp4Experts {
   const std::uint8_t* blocks = nullptr;
   const std::uint8_t* scales = nullptr;
+  const GgmlExperts* ggml = nullptr;
   Bf16View bias;  // [E, rows]
   std::int64_t rows = 0;
   std::int64_t cols = 0;
@@ -35,6 +41,12 @@ struct Mxfp4Experts {
   const std::uint8_t* row_scales(std::int64_t e, std::int64_t r) const {
     return scales + (e * rows + r) * blocks_per_row();
   }
+  // Row r of expert e in the checkpoint layout: points into the mapping, or (GGUF) is converted
+  // into `blocks_buf` (blocks_per_row() * 16 bytes) and `scales_buf` (blocks_per_row() bytes).
+  ExpertRow row(std::int64_t e, std::int64_t r, std::uint8_t* blocks_buf,
+                std::uint8_t* scales_buf) const;
+  // The whole expert e in the checkpoint layout: rows * G * 16 code bytes, rows * G scales.
+  void copy_expert(std::int64_t e, std::uint8_t* blocks_out, std::uint8_t* scales_out) const;
 };
 
 struct LayerWeights {
@@ -60,5 +72,10 @@ struct ModelWeights {
   // checkpoint that the config does not name is an error too: config and weights disagree.
   static ModelWeights bind(const Checkpoint& ckpt, const ModelConfig& config);
 };
+
+// The checkpoint's config: its folder's config.json, or a GGUF's metadata.
+ModelConfig checkpoint_config(const Checkpoint& ckpt);
+// Its generation config: generation_config.json (optional), or a GGUF's metadata.
+GenerationConfig checkpoint_generation(const Checkpoint& ckpt);
 
 }  // namespace neural

@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "model/gguf.h"
 #include "neural/error.h"
 #include "platform/page_residency.h"
 #include "runtime/ranking.h"
@@ -101,16 +102,28 @@ void run_ram_levers(const store::ExpertStore& store, const std::vector<store::Ex
 
 std::unique_ptr<Model> Model::load(const fs::path& dir, const LoadOptions& options) {
     std::error_code ec;
-    if (!fs::is_directory(dir, ec)) fail("model folder not found: {}", dir.string());
+    const bool gguf = is_gguf_path(dir);
     std::unique_ptr<Model> m(new Model());
     m->dir_ = dir;
-    m->config_ = ModelConfig::load(dir / "config.json");
-    m->generation_ = GenerationConfig::load(dir / "generation_config.json");
-    const fs::path tok = dir / "tokenizer.json";
-    if (!fs::exists(tok, ec)) {
-        fail("{}: tokenizer.json is missing (the checkpoint's tokenizer is required)", dir.string());
+    fs::path tok = dir / "tokenizer.json";
+    fs::path config_file = dir / "config.json", generation_file = dir / "generation_config.json";
+    if (gguf) {
+        // A GGUF file holds everything: config, generation ids and tokenizer in its metadata.
+        m->checkpoint_ = Checkpoint::open(dir);
+        m->config_ = checkpoint_config(m->checkpoint_);
+        m->generation_ = checkpoint_generation(m->checkpoint_);
+        m->tokenizer_ = std::make_unique<Tokenizer>(Tokenizer::load(m->checkpoint_.gguf()->files.front()));
+        tok = config_file = generation_file = dir;
+    } else {
+        if (!fs::is_directory(dir, ec)) fail("model folder not found: {}", dir.string());
+        m->config_ = ModelConfig::load(config_file);
+        m->generation_ = GenerationConfig::load(generation_file);
+        if (!fs::exists(tok, ec)) {
+            fail("{}: tokenizer.json is missing (the checkpoint's tokenizer is required)",
+                 dir.string());
+        }
+        m->tokenizer_ = std::make_unique<Tokenizer>(Tokenizer::load(tok));
     }
-    m->tokenizer_ = std::make_unique<Tokenizer>(Tokenizer::load(tok));
     if (m->tokenizer_->vocab_size() > static_cast<std::size_t>(m->config_.vocab_size)) {
         fail("{}: tokenizer defines {} tokens but the model's vocab_size is {}", tok.string(),
              m->tokenizer_->vocab_size(), m->config_.vocab_size);
@@ -128,13 +141,13 @@ std::unique_ptr<Model> Model::load(const fs::path& dir, const LoadOptions& optio
     {
         std::vector<std::int32_t> config_ids = m->config_.eos_token_ids;
         if (m->config_.pad_token_id) config_ids.push_back(*m->config_.pad_token_id);
-        check_ids(dir / "config.json", config_ids);
+        check_ids(config_file, config_ids);
         std::vector<std::int32_t> gen_ids = m->generation_.eos_token_ids;
         if (m->generation_.bos_token_id) gen_ids.push_back(*m->generation_.bos_token_id);
         if (m->generation_.pad_token_id) gen_ids.push_back(*m->generation_.pad_token_id);
-        check_ids(dir / "generation_config.json", gen_ids);
+        check_ids(generation_file, gen_ids);
     }
-    m->checkpoint_ = Checkpoint::open(dir);
+    if (!gguf) m->checkpoint_ = Checkpoint::open(dir);
     m->weights_ = ModelWeights::bind(m->checkpoint_, m->config_);
     if (!options.store.empty()) {
         m->store_ = std::make_unique<store::ExpertStore>(store::ExpertStore::open(options.store));

@@ -57,8 +57,9 @@ struct LoadOptions {
 class Model {
  public:
   // Reads DIR/config.json, DIR/generation_config.json (optional), DIR/tokenizer.json and the
-  // safetensors weights (and the expert store, if given). Throws neural::Error naming the bad
-  // file / tensor / field.
+  // safetensors weights (and the expert store, if given); or, when DIR is a gpt-oss GGUF file
+  // (model/gguf.h), all of them from it. Throws neural::Error naming the bad file / tensor /
+  // field.
   static std::unique_ptr<Model> load(const std::filesystem::path& dir,
                                      const LoadOptions& options = {});
   // Stops the RAM warm-up thread (within about a MiB of reading) before anything is unmapped.

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "model/gguf.h"
 #include "neural/error.h"
 #include "store/format.h"
 #include "store/hash.h"
@@ -42,8 +43,17 @@ CheckpointId describe_experts(const Checkpoint& ckpt, const ModelConfig& config)
         e.shape = t->shape;
         e.nbytes = t->nbytes();
         const std::uint64_t n = std::min(kSampleBytes, e.nbytes);
-        sample.update(t->data, n);
-        sample.update(t->data + (e.nbytes - n), n);
+        if (t->ggml != nullptr) {  // a GGUF: the same bytes, converted to the checkpoint layout
+            const bool scales = name.size() >= 7 && name.compare(name.size() - 7, 7, "_scales") == 0;
+            std::vector<std::uint8_t> buf(static_cast<std::size_t>(n));
+            t->ggml->read(scales, 0, n, buf.data());
+            sample.update(buf.data(), n);
+            t->ggml->read(scales, e.nbytes - n, n, buf.data());
+            sample.update(buf.data(), n);
+        } else {
+            sample.update(t->data, n);
+            sample.update(t->data + (e.nbytes - n), n);
+        }
         id.tensors.push_back(std::move(e));
     }
     id.sample_hash = sample.digest();

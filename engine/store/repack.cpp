@@ -22,6 +22,7 @@
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
+#include "model/gguf.h"
 #include "model/safetensors.h"
 #include "model/weights.h"
 #include "neural/error.h"
@@ -66,6 +67,7 @@ struct Slot {
     std::int64_t record = -1;  // which record the buffer holds; -1 = free
     bool ready = false;
     IndexEntry entry;
+    std::vector<std::uint8_t> ggml_scales[2];  // a GGUF's converted raw scales (build_record)
 };
 
 // Asks the OS to read expert `expert`'s source bytes of layer `w` (four slices of the
@@ -74,21 +76,37 @@ void prefetch_record(const RecordLayout& layout, const LayerWeights& w, int expe
     for (Projection proj : {Projection::kGateUp, Projection::kDown}) {
         const ProjectionLayout& p = layout[proj];
         const Mxfp4Experts& src = proj == Projection::kGateUp ? w.gate_up : w.down;
+        if (src.ggml != nullptr) {  // a GGUF: the expert's rows of ggml blocks
+            const std::size_t n = static_cast<std::size_t>(src.ggml->expert_bytes());
+            prefetch_mapped(src.ggml->ggml_row(expert, 0), n);
+            if (src.ggml->second != nullptr) prefetch_mapped(src.ggml->ggml_row(expert, 1), n);
+            continue;
+        }
         prefetch_mapped(src.row_blocks(expert, 0), static_cast<std::size_t>(p.blocks_bytes()));
         prefetch_mapped(src.row_scales(expert, 0), static_cast<std::size_t>(p.raw_scales_bytes()));
     }
 }
 
-// Builds record (layer, expert) into `out` (max_payload rounded up to 4 KiB, zero padded).
+// Builds record (layer, expert) into `out` (max_payload rounded up to 4 KiB, zero padded). A GGUF
+// checkpoint's experts are converted to the checkpoint layout on the way; their raw scales are
+// left in `ggml_scales[projection]` for the checkpoint hash.
 IndexEntry build_record(const RecordLayout& layout, const LayerWeights& w, int expert,
-                        std::uint8_t* out) {
+                        std::uint8_t* out, std::vector<std::uint8_t>* ggml_scales) {
     std::uint64_t escape_at = layout.fixed_bytes;  // packed: next escape row's payload offset
     std::uint32_t escaped[2] = {0, 0};
     for (Projection proj : {Projection::kGateUp, Projection::kDown}) {
         const ProjectionLayout& p = layout[proj];
         const Mxfp4Experts& src = proj == Projection::kGateUp ? w.gate_up : w.down;
-        std::memcpy(out + p.blocks_offset, src.row_blocks(expert, 0), p.blocks_bytes());
-        const std::uint8_t* scales = src.row_scales(expert, 0);
+        const std::uint8_t* scales = nullptr;
+        if (src.ggml != nullptr) {
+            std::vector<std::uint8_t>& raw = ggml_scales[static_cast<int>(proj)];
+            raw.resize(static_cast<std::size_t>(p.raw_scales_bytes()));
+            src.copy_expert(expert, out + p.blocks_offset, raw.data());
+            scales = raw.data();
+        } else {
+            std::memcpy(out + p.blocks_offset, src.row_blocks(expert, 0), p.blocks_bytes());
+            scales = src.row_scales(expert, 0);
+        }
         if (layout.kind == StoreKind::kRaw) {
             std::memcpy(out + p.scales_offset, scales, p.raw_scales_bytes());
             continue;
@@ -175,7 +193,7 @@ std::vector<IndexEntry> write_records(const WriteJob& job, OutputFile& file, Rep
                 if (stop) return;
             }
             try {
-                IndexEntry e = build_record(job.layout, lw, expert, slot.buf.get());
+                IndexEntry e = build_record(job.layout, lw, expert, slot.buf.get(), slot.ggml_scales);
                 std::lock_guard<std::mutex> lock(mu);
                 slot.entry = e;
                 slot.record = i;
@@ -257,10 +275,15 @@ std::vector<IndexEntry> write_records(const WriteJob& job, OutputFile& file, Rep
             const std::string stem =
                 fmt::format("model.layers.{}.mlp.experts.{}_", layer,
                             proj == Projection::kGateUp ? "gate_up_proj" : "down_proj");
-            tensor_hash[tensor_index.at(stem + "blocks")].update(src.row_blocks(expert, 0),
-                                                                 p.blocks_bytes());
-            tensor_hash[tensor_index.at(stem + "scales")].update(src.row_scales(expert, 0),
-                                                                 p.raw_scales_bytes());
+            // A GGUF's bytes in the checkpoint layout are the record's code bytes (the same in
+            // both kinds) and the raw scales build_record kept.
+            const bool ggml = src.ggml != nullptr;
+            tensor_hash[tensor_index.at(stem + "blocks")].update(
+                ggml ? slot.buf.get() + p.blocks_offset : src.row_blocks(expert, 0),
+                p.blocks_bytes());
+            tensor_hash[tensor_index.at(stem + "scales")].update(
+                ggml ? slot.ggml_scales[static_cast<int>(proj)].data() : src.row_scales(expert, 0),
+                p.raw_scales_bytes());
         }
         {
             std::lock_guard<std::mutex> lock(mu);
@@ -321,8 +344,8 @@ std::vector<fs::path> remove_stale_temp_files(const fs::path& out) {
 RepackResult repack(const RepackOptions& o) {
     const auto t0 = Clock::now();
     if (o.out.empty()) fail("no output file given for the store");
-    const ModelConfig config = ModelConfig::load(o.checkpoint / "config.json");
     const Checkpoint ckpt = Checkpoint::open(o.checkpoint);
+    const ModelConfig config = checkpoint_config(ckpt);
     const ModelWeights weights = ModelWeights::bind(ckpt, config);
     const RecordLayout layout =
         RecordLayout::make(o.kind, config.hidden_size, config.intermediate_size);
@@ -353,8 +376,8 @@ RepackResult repack(const RepackOptions& o) {
              (o.out / "experts.nstore").string());
     }
     if (fs::exists(out, ec)) {
-        for (const auto& f : ckpt.files()) {
-            if (fs::equivalent(out, f.path(), ec)) {
+        for (const fs::path& f : ckpt.file_paths()) {
+            if (fs::equivalent(out, f, ec)) {
                 fail("{} is a file of the checkpoint itself; write the store somewhere else",
                      o.out.string());
             }

@@ -34,7 +34,7 @@ struct RepackProgress {
 };
 
 struct RepackOptions {
-    std::filesystem::path checkpoint;  // checkpoint folder (config.json + safetensors)
+    std::filesystem::path checkpoint;  // checkpoint folder (config.json + safetensors) or GGUF file
     std::filesystem::path out;         // the store file to create or replace
     StoreKind kind = StoreKind::kRaw;
     int threads = 0;  // record builders (I/O bound, so not tied to cores); 0 = 8

@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "model/config.h"
+#include "model/gguf.h"
 #include "model/safetensors.h"
 #include "model/weights.h"
 #include "neural/error.h"
@@ -44,18 +45,28 @@ std::optional<std::string> compare_record(const ExpertStore& s, const LayerWeigh
                                           int expert) {
     const RecordLayout& layout = s.layout();
     const std::uint8_t* payload = s.record(layer, expert).data();
-    std::vector<std::uint8_t> buf;
+    std::vector<std::uint8_t> buf, ggml_blocks, ggml_scales;
     for (Projection proj : {Projection::kGateUp, Projection::kDown}) {
         const ProjectionLayout& p = layout[proj];
         const Mxfp4Experts& src = proj == Projection::kGateUp ? w.gate_up : w.down;
-        if (auto d = first_difference(payload + p.blocks_offset, src.row_blocks(expert, 0),
-                                      p.blocks_bytes())) {
+        const std::uint8_t* blocks = nullptr;
+        const std::uint8_t* scales = nullptr;
+        if (src.ggml != nullptr) {  // a GGUF: compared in the checkpoint layout
+            ggml_blocks.resize(static_cast<std::size_t>(p.blocks_bytes()));
+            ggml_scales.resize(static_cast<std::size_t>(p.raw_scales_bytes()));
+            src.copy_expert(expert, ggml_blocks.data(), ggml_scales.data());
+            blocks = ggml_blocks.data();
+            scales = ggml_scales.data();
+        } else {
+            blocks = src.row_blocks(expert, 0);
+            scales = src.row_scales(expert, 0);
+        }
+        if (auto d = first_difference(payload + p.blocks_offset, blocks, p.blocks_bytes())) {
             return fmt::format(
                 "layer {} expert {}: {} code bytes differ from the checkpoint (row "
                 "{}, byte {} of the row)",
                 layer, expert, proj_name(proj), *d / (p.groups * 16), *d % (p.groups * 16));
         }
-        const std::uint8_t* scales = src.row_scales(expert, 0);
         if (layout.kind == StoreKind::kRaw) {
             if (auto d =
                     first_difference(payload + p.scales_offset, scales, p.raw_scales_bytes())) {
@@ -101,8 +112,8 @@ VerifyReport verify_store(const fs::path& path, const VerifyOptions& o) {
     std::optional<Checkpoint> ckpt;
     std::optional<ModelWeights> weights;
     if (!o.checkpoint.empty()) {
-        config = ModelConfig::load(o.checkpoint / "config.json");
         ckpt = Checkpoint::open(o.checkpoint);
+        config = checkpoint_config(*ckpt);
         weights = ModelWeights::bind(*ckpt, *config);
         s.check_matches(*ckpt, *config, /*compare_sample=*/false);  // shape: throws
         report.checkpoint_checked = true;
@@ -141,7 +152,19 @@ VerifyReport verify_store(const fs::path& path, const VerifyOptions& o) {
                 const std::string& name = layer_tensors[static_cast<std::size_t>(t - E)];
                 const TensorInfo* ti = ckpt->find(name);
                 const std::size_t k = tensor_index.at(name);
-                computed[k].hash = xxh3_64(ti->data, static_cast<std::size_t>(ti->nbytes()));
+                if (ti->ggml != nullptr) {  // a GGUF: hashed in the checkpoint layout
+                    const bool scales = name.compare(name.size() - 7, 7, "_scales") == 0;
+                    Xxh3 h;
+                    std::vector<std::uint8_t> chunk(1 << 20);
+                    for (std::uint64_t at = 0; at < ti->nbytes(); at += chunk.size()) {
+                        const std::uint64_t n = std::min<std::uint64_t>(chunk.size(), ti->nbytes() - at);
+                        ti->ggml->read(scales, at, n, chunk.data());
+                        h.update(chunk.data(), n);
+                    }
+                    computed[k].hash = h.digest();
+                } else {
+                    computed[k].hash = xxh3_64(ti->data, static_cast<std::size_t>(ti->nbytes()));
+                }
                 if (computed[k].hash != s.checkpoint().tensors[k].hash) {
                     problem(key, fmt::format("checkpoint tensor \"{}\" has hash {}, the store was "
                                              "made from one with hash {}: the checkpoint changed "

@@ -6,6 +6,8 @@
 #include "tokenizer/bpe.h"
 #include "tokenizer/byte_level.h"
 #include "tokenizer/pretokenizer.h"
+#include "model/gguf.h"
+#include "tokenizer/tokenizer_gguf.h"
 #include "tokenizer/tokenizer_json.h"
 
 namespace neural {
@@ -33,9 +35,16 @@ std::string path_text(const std::filesystem::path& path) {
 }  // namespace
 
 Tokenizer Tokenizer::load(const std::filesystem::path& tokenizer_json) {
-    TokenizerFile parsed = read_tokenizer_json(tokenizer_json);
+    return build(read_tokenizer_json(tokenizer_json), path_text(tokenizer_json));
+}
+
+Tokenizer Tokenizer::load(const GgufFile& gguf) {
+    return build(read_tokenizer_gguf(gguf), path_text(gguf.path()) + " (tokenizer.ggml metadata)");
+}
+
+Tokenizer Tokenizer::build(TokenizerFile parsed, std::string source) {
     auto impl = std::make_unique<Impl>();
-    impl->file = path_text(tokenizer_json);
+    impl->file = std::move(source);
     const std::string& file = impl->file;
 
     // Only the o200k split is implemented; a different pattern would tokenize silently wrong.

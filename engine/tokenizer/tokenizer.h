@@ -13,12 +13,16 @@
 namespace neural {
 
 using TokenId = std::int32_t;
+class GgufFile;
+struct TokenizerFile;
 
 class Tokenizer {
  public:
   // Loads `tokenizer.json` (HF format: model.vocab, model.merges, added_tokens,
   // pre_tokenizer). Throws neural::Error naming the file on anything malformed.
   static Tokenizer load(const std::filesystem::path& tokenizer_json);
+  // The same tokenizer from a GGUF's metadata (tokenizer.ggml.*: tokenizer/tokenizer_gguf.h).
+  static Tokenizer load(const GgufFile& gguf);
 
   Tokenizer(Tokenizer&&) noexcept;
   Tokenizer& operator=(Tokenizer&&) noexcept;
@@ -47,6 +51,9 @@ class Tokenizer {
  private:
   struct Impl;
   explicit Tokenizer(std::unique_ptr<Impl> impl);
+  // Checks `parsed` (pre-tokenizer, vocabulary, merges) and builds the tokenizer; `source`
+  // names it in errors.
+  static Tokenizer build(TokenizerFile parsed, std::string source);
   std::unique_ptr<Impl> impl_;
 };
 

@@ -84,7 +84,8 @@ bool benchOptionsFor(const BenchmarkRequest &r, ProfileStore &profiles,
         return bad(QObject::tr("Profiles %1 and %2 use different models (%3, %4); an A/B compares "
                                "engine settings on one model.")
                        .arg(a->name, b->name, model, modelOf(*b)));
-    if (!QFileInfo::exists(model + QStringLiteral("/config.json")))
+    const bool gguf = model.endsWith(QStringLiteral(".gguf"), Qt::CaseInsensitive) && QFileInfo(model).isFile();
+    if (!gguf && !QFileInfo::exists(model + QStringLiteral("/config.json")))
         return bad(QObject::tr("No model in %1: set one up first.").arg(model));
 
     bench::BenchOptions o;

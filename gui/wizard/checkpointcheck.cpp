@@ -12,6 +12,7 @@
 #include <unistd.h>
 #endif
 
+#include "model/gguf.h"
 #include "neural/error.h"
 #include "runtime/model.h"
 #include "store/format.h"
@@ -49,11 +50,16 @@ CheckpointReport checkCheckpoint(const QString &dir)
 {
     CheckpointReport r;
     if (dir.trimmed().isEmpty()) {
-        r.error = QObject::tr("choose a checkpoint folder");
+        r.error = QObject::tr("choose a checkpoint folder or a GGUF file");
         return r;
     }
-    if (!QFileInfo(dir).isDir()) {
-        r.error = QObject::tr("%1 is not a folder").arg(dir);
+    const bool gguf = is_gguf_path(dir.toStdString());
+    if (gguf && !QFileInfo(dir).isFile()) {
+        r.error = QObject::tr("%1 does not exist").arg(dir);
+        return r;
+    }
+    if (!gguf && !QFileInfo(dir).isDir()) {
+        r.error = QObject::tr("%1 is not a folder or a .gguf file").arg(dir);
         return r;
     }
     try {
@@ -70,8 +76,8 @@ CheckpointReport checkCheckpoint(const QString &dir)
                       .arg(c.num_kv_heads)
                       .arg(c.vocab_size)
                       .arg(c.max_position_embeddings);
-        for (const auto &f : model->checkpoint().files())
-            r.checkpointBytes += std::filesystem::file_size(f.path());
+        for (const std::filesystem::path &f : model->checkpoint().file_paths())
+            r.checkpointBytes += std::filesystem::file_size(f);
         const auto records = static_cast<std::uint64_t>(c.num_layers) *
                              static_cast<std::uint64_t>(c.num_experts);
         const std::uint64_t index = store::kHeaderBytes + records * store::kIndexEntryBytes;

@@ -1,6 +1,7 @@
 // The setup wizard's work, without widgets (so tests drive it directly):
-//  - checkCheckpoint(): validates a checkpoint folder with Model::load (config, every tensor,
-//    tokenizer) and reports its shape, sizes, store size estimates and whether it fits in RAM;
+//  - checkCheckpoint(): validates a checkpoint folder or a gpt-oss GGUF file with Model::load
+//    (config, every tensor, tokenizer) and reports its shape, sizes, store size estimates and
+//    whether it fits in RAM;
 //  - StoreJob: repack (or verify) on a worker QThread with throttled progress, rate, ETA and a
 //    cancel flag; store::repack writes to a temporary file and renames it only when complete,
 //    so a cancelled or failed repack leaves no store behind.
@@ -19,7 +20,7 @@ struct CheckpointReport {
     bool ok = false;
     QString error;       // why the folder is not usable (Model::load's message)
     QString shape;       // "24 layers, 32 experts (top-4), hidden 2880, ..."
-    std::uint64_t checkpointBytes = 0;  // safetensors files
+    std::uint64_t checkpointBytes = 0;  // safetensors or GGUF files
     std::uint64_t rawStoreBytes = 0;     // estimated store sizes
     std::uint64_t packedStoreBytes = 0;  // (lower bound: escaped rows add a little)
     std::uint64_t ramBytes = 0;          // physical RAM of this PC (0: unknown)
@@ -27,6 +28,7 @@ struct CheckpointReport {
     QString fitText;  // RAM / VRAM verdict, one line each
 };
 
+// `dir`: a checkpoint folder, or a .gguf file (any part of a split one).
 CheckpointReport checkCheckpoint(const QString &dir);
 std::uint64_t physicalRamBytes();
 QString formatBytes(std::uint64_t bytes);  // "12.8 GiB"

@@ -24,6 +24,8 @@
 #include <optional>
 
 #include "model/config.h"
+#include "model/gguf.h"
+#include "model/weights.h"
 
 namespace neural::gui {
 
@@ -50,16 +52,27 @@ public:
     {
         setTitle(tr("Checkpoint folder"));
         setSubTitle(tr("The folder of a gpt-oss checkpoint from Hugging Face (config.json, "
-                       "*.safetensors, tokenizer.json)."));
+                       "*.safetensors, tokenizer.json), or a gpt-oss GGUF file as LM Studio, "
+                       "Ollama and llama.cpp store it (of a split GGUF, any part)."));
         auto *v = new QVBoxLayout(this);
         m_edit = new QLineEdit(this);
         m_edit->setAccessibleName(tr("Checkpoint folder"));
-        v->addWidget(pathRow(this, m_edit, [this] {
+        auto *row = pathRow(this, m_edit, [this] {
             const QString d = QFileDialog::getExistingDirectory(this, tr("Checkpoint folder"),
                                                                 m_edit->text());
             if (!d.isEmpty())
                 m_edit->setText(d);
-        }));
+        });
+        auto *gguf = new QPushButton(tr("GGUF file..."), row);
+        gguf->setAccessibleName(tr("Browse for a GGUF file"));
+        row->layout()->addWidget(gguf);
+        connect(gguf, &QPushButton::clicked, this, [this] {
+            const QString f = QFileDialog::getOpenFileName(this, tr("GGUF file"), m_edit->text(),
+                                                           tr("GGUF models (*.gguf)"));
+            if (!f.isEmpty())
+                m_edit->setText(f);
+        });
+        v->addWidget(row);
         m_status = new QLabel(this);
         m_status->setWordWrap(true);
         m_status->setAccessibleName(tr("Validation result"));
@@ -229,7 +242,9 @@ public:
     {
         m_config.reset();
         try {
-            m_config = ModelConfig::load(m_w->m_validatedDir.toStdString() + "/config.json");
+            const std::string path = m_w->m_validatedDir.toStdString();
+            m_config = is_gguf_path(path) ? checkpoint_config(Checkpoint::open(path))
+                                          : ModelConfig::load(path + "/config.json");
         } catch (const std::exception &e) {
             m_warnings->setText(tr("<b>Cannot plan:</b> %1").arg(QString::fromUtf8(e.what()).toHtmlEscaped()));
         }
@@ -471,7 +486,9 @@ public:
     }
     void initializePage() override
     {
-        m_edit->setText(QDir(m_w->m_validatedDir)
+        // Beside a GGUF file, inside a checkpoint folder.
+        const QFileInfo checkpoint(m_w->m_validatedDir);
+        m_edit->setText((checkpoint.isFile() ? checkpoint.dir() : QDir(m_w->m_validatedDir))
                             .filePath(QStringLiteral("experts-%1.nstore").arg(m_w->m_kind)));
         updateSpace();
     }

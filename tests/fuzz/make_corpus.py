@@ -82,6 +82,110 @@ def seeds_safetensors(model_dir):
     write("safetensors", "index", b"\x01" + struct.pack("<H", len(ib)) + ib + shard)
 
 
+def gguf_string(s):
+    b = s.encode() if isinstance(s, str) else s
+    return struct.pack("<Q", len(b)) + b
+
+
+def gguf_value(v):
+    """(type, bytes) of a Python value as GGUF metadata: int -> u32, float -> f32, str, list."""
+    if isinstance(v, bool):
+        return 7, struct.pack("<B", v)
+    if isinstance(v, int):
+        return 4, struct.pack("<I", v)
+    if isinstance(v, float):
+        return 6, struct.pack("<f", v)
+    if isinstance(v, (str, bytes)):
+        return 8, gguf_string(v)
+    elem_type = 8 if isinstance(v[0], (str, bytes)) else 5  # strings or i32s
+    body = b"".join(gguf_string(x) if elem_type == 8 else struct.pack("<i", x) for x in v)
+    return 9, struct.pack("<IQ", elem_type, len(v)) + body
+
+
+def gguf_bytes(kv, tensors):
+    """kv: [(key, value)]; tensors: [(name, ne, ggml type, data)] -> a GGUF v3 file."""
+    out = b"GGUF" + struct.pack("<IQQ", 3, len(tensors), len(kv))
+    for key, value in kv:
+        t, b = gguf_value(value)
+        out += gguf_string(key) + struct.pack("<I", t) + b
+    offset = 0
+    for name, ne, gtype, data in tensors:
+        out += gguf_string(name) + struct.pack("<I", len(ne)) + b"".join(struct.pack("<Q", d) for d in ne)
+        out += struct.pack("<IQ", gtype, offset)
+        offset += (len(data) + 31) // 32 * 32
+    out += b"\0" * (-len(out) % 32)
+    for _, _, _, data in tensors:
+        out += data + b"\0" * (-len(data) % 32)
+    return out
+
+
+def seeds_gguf(shared):
+    # A gpt-oss GGUF of a tiny shape with the names, types and metadata keys llama.cpp's converter
+    # writes (hidden 32, 1 layer, 2 experts, 2 heads of 16, vocabulary of 4 embedding rows), and a
+    # byte-level tokenizer of the 256 byte tokens, one merge and two control tokens.
+    H, I, E, V, heads, kv_heads, d = 32, 32, 2, 4, 2, 1, 16
+    byte_chars = [chr(c) for c in range(ord("!"), ord("~") + 1)] + \
+        [chr(c) for c in range(0xA1, 0xAC + 1)] + [chr(c) for c in range(0xAE, 0xFF + 1)]
+    printable = {ord(c) for c in byte_chars}
+    tokens, n = [], 0
+    for b in range(256):
+        if b in printable:
+            tokens.append(chr(b))
+        else:
+            tokens.append(chr(256 + n))
+            n += 1
+    tokens += ["ab", "<|start|>", "<|return|>", "[PAD259]"]
+    types = [1] * 257 + [3, 3, 5]
+    a = "gpt-oss."
+    kv = [("general.architecture", "gpt-oss"), ("general.alignment", 32),
+          (a + "block_count", 1), (a + "context_length", 4096), (a + "embedding_length", H),
+          (a + "feed_forward_length", I), (a + "expert_feed_forward_length", I),
+          (a + "attention.head_count", heads), (a + "attention.head_count_kv", kv_heads),
+          (a + "attention.key_length", d), (a + "attention.value_length", d),
+          (a + "attention.sliding_window", 8), (a + "rope.freq_base", 150000.0),
+          (a + "rope.scaling.type", "yarn"), (a + "rope.scaling.factor", 32.0),
+          (a + "rope.scaling.original_context_length", 4096),
+          (a + "attention.layer_norm_rms_epsilon", 1e-5), (a + "expert_count", E),
+          (a + "expert_used_count", 2), ("tokenizer.ggml.model", "gpt2"),
+          ("tokenizer.ggml.pre", "gpt-4o"), ("tokenizer.ggml.tokens", tokens),
+          ("tokenizer.ggml.token_type", types), ("tokenizer.ggml.merges", ["a b"]),
+          ("tokenizer.ggml.eos_token_id", 258)]
+    def fill(nbytes, k):
+        return bytes((k * 13 + j * 7) & 0x7F for j in range(nbytes))
+    BF16, F32, MXFP4 = 30, 0, 39
+    tensors = [("token_embd.weight", [H, V], BF16, fill(2 * H * V, 1)),
+               ("output.weight", [H, V], BF16, fill(2 * H * V, 2)),
+               ("output_norm.weight", [H], F32, fill(4 * H, 3))]
+    q, kvd = heads * d, kv_heads * d
+    for name, ne, gtype in [("attn_norm.weight", [H], F32), ("post_attention_norm.weight", [H], F32),
+                            ("attn_q.weight", [H, q], BF16), ("attn_q.bias", [q], F32),
+                            ("attn_k.weight", [H, kvd], BF16), ("attn_k.bias", [kvd], F32),
+                            ("attn_v.weight", [H, kvd], BF16), ("attn_v.bias", [kvd], F32),
+                            ("attn_output.weight", [q, H], BF16), ("attn_output.bias", [H], F32),
+                            ("attn_sinks.weight", [heads], F32),
+                            ("ffn_gate_inp.weight", [H, E], F32), ("ffn_gate_inp.bias", [E], F32),
+                            ("ffn_gate_exps.weight", [H, I, E], MXFP4),
+                            ("ffn_up_exps.weight", [H, I, E], MXFP4),
+                            ("ffn_down_exps.weight", [I, H, E], MXFP4),
+                            ("ffn_gate_exps.bias", [I, E], F32), ("ffn_up_exps.bias", [I, E], F32),
+                            ("ffn_down_exps.bias", [H, E], F32)]:
+        count = 1
+        for x in ne:
+            count *= x
+        size = count // 32 * 17 if gtype == MXFP4 else count * (4 if gtype == F32 else 2)
+        tensors.append(("blk.0." + name, ne, gtype, fill(size, len(tensors))))
+    single = gguf_bytes(kv, tensors)
+    write("gguf", "single", b"\x00" + single)
+    # Split in two: part 1 holds the metadata and the first tensors, part 2 the rest.
+    part1 = gguf_bytes(kv + [("split.count", 2)], tensors[:8])
+    part2 = gguf_bytes([("split.no", 1)], tensors[8:])
+    write("gguf", "split", b"\x01" + struct.pack("<H", len(part1)) + part1 + part2)
+    # The converter's own header, cut before its token list (the file is 39 MB).
+    with open(os.path.join(shared, "fixtures", "tiny-gptoss-a-gguf", "model.gguf"), "rb") as f:
+        head = f.read(1500)
+    write("gguf", "converter-head", b"\x00" + head)
+
+
 def seeds_config(model_dir):
     with open(os.path.join(model_dir, "config.json")) as f:
         cfg = json.load(f)
@@ -264,6 +368,7 @@ def main():
     model_dir = os.path.join(a.shared, "fixtures", "tiny-gptoss-a")
     clear_seeds()
     seeds_safetensors(model_dir)
+    seeds_gguf(a.shared)
     seeds_config(model_dir)
     seeds_tokenizer(a.shared)
     seeds_harmony(a.shared, a.neural)

@@ -1,9 +1,13 @@
 // The setup wizard's checks and store jobs on the tiny fixture: a bad folder is refused with its
-// reason, the fixture validates with shape and sizes, a repack writes a store that verifies, and
-// a cancelled repack leaves no file behind.
+// reason, the fixture (folder or GGUF file) validates with shape and sizes, a repack writes a
+// store that verifies, and a cancelled repack leaves no file behind.
 #include <gtest/gtest.h>
 
+#include <cstring>
+
 #include <QAbstractButton>
+#include <QCheckBox>
+#include <QFile>
 #include <QComboBox>
 #include <QDoubleSpinBox>
 #include <QSpinBox>
@@ -52,6 +56,107 @@ TEST(CheckpointCheck, ReportsShapeSizesAndFit)
     EXPECT_GT(r.ramBytes, 0u);
     EXPECT_TRUE(r.fitsRam);  // a few MB
     EXPECT_NE(r.fitText.indexOf(QStringLiteral("RAM")), -1);
+}
+
+QString ggufFile()
+{
+    return QString::fromStdString(
+        (neural::test::shared_dir() / "fixtures" / "tiny-gptoss-a-gguf" / "model.gguf").string());
+}
+
+TEST(CheckpointCheck, AcceptsAGgufFileAndRefusesADamagedOneWithTheReason)
+{
+    const CheckpointReport r = checkCheckpoint(ggufFile());
+    ASSERT_TRUE(r.ok) << r.error.toStdString();
+    EXPECT_NE(r.shape.indexOf(QStringLiteral("4 layers, 8 experts (top-4)")), -1) << r.shape.toStdString();
+    EXPECT_EQ(r.checkpointBytes, QFileInfo(ggufFile()).size());
+    EXPECT_EQ(r.rawStoreBytes, checkCheckpoint(fixtureDir()).rawStoreBytes);
+
+    QTemporaryDir tmp;
+    const QString cut = tmp.filePath(QStringLiteral("cut.gguf"));
+    QFile in(ggufFile());
+    ASSERT_TRUE(in.open(QIODevice::ReadOnly));
+    QFile out(cut);
+    ASSERT_TRUE(out.open(QIODevice::WriteOnly));
+    out.write(in.read(1000000));  // inside the token list
+    out.close();
+    const CheckpointReport bad = checkCheckpoint(cut);
+    EXPECT_FALSE(bad.ok);
+    EXPECT_NE(bad.error.indexOf(QStringLiteral("truncated")), -1) << bad.error.toStdString();
+    EXPECT_NE(bad.error.indexOf(cut), -1) << bad.error.toStdString();
+    const CheckpointReport missing = checkCheckpoint(tmp.filePath(QStringLiteral("absent.gguf")));
+    EXPECT_FALSE(missing.ok);
+    EXPECT_NE(missing.error.indexOf(QStringLiteral("does not exist")), -1) << missing.error.toStdString();
+}
+
+// A user who has the model as a GGUF (LM Studio, Ollama, llama.cpp) goes through the wizard with
+// the file: it validates, the store is repacked from it (records equal to the safetensors
+// checkpoint's) and verified against it, and the profile loads.
+TEST(SetupWizard, AcceptsAGgufFileAndRepacksIt)
+{
+    QTemporaryDir out;
+    SetupWizard w;
+    w.show();
+    w.setCheckpointFolder(ggufFile());
+    ASSERT_TRUE(spinUntil([&] { return w.currentPage()->isComplete(); }, 20000)) << w.report().error.toStdString();
+    w.next();
+    ASSERT_EQ(w.currentId(), SetupWizard::FitPage);
+    ASSERT_TRUE(spinUntil([&] { return w.currentPage()->isComplete(); }, 20000));
+    w.next();
+    ASSERT_EQ(w.currentId(), SetupWizard::StorePage);
+    for (QAbstractButton *b : w.currentPage()->findChildren<QAbstractButton *>())
+        if (b->text().startsWith(QStringLiteral("Create a raw store")))
+            b->click();
+    w.next();
+    ASSERT_EQ(w.currentId(), SetupWizard::DestinationPage);
+    QLineEdit *dest = nullptr;
+    for (QLineEdit *e : w.currentPage()->findChildren<QLineEdit *>())
+        if (e->accessibleName() == QStringLiteral("Store file"))
+            dest = e;
+    ASSERT_NE(dest, nullptr);
+    // Proposed beside the GGUF file (not inside it).
+    EXPECT_EQ(QFileInfo(dest->text()).dir(), QFileInfo(ggufFile()).dir()) << dest->text().toStdString();
+    const QString storeFile = out.filePath(QStringLiteral("gguf.nstore"));
+    dest->setText(storeFile);
+    ASSERT_TRUE(w.currentPage()->isComplete());
+    w.next();
+    ASSERT_EQ(w.currentId(), SetupWizard::RepackPage);
+    ASSERT_TRUE(spinUntil([&] { return w.currentPage()->isComplete(); }));
+    ASSERT_TRUE(QFileInfo(storeFile).isFile());
+    w.next();
+    ASSERT_EQ(w.currentId(), SetupWizard::VerifyPage);
+    for (QCheckBox *c : w.currentPage()->findChildren<QCheckBox *>())
+        c->setChecked(true);  // compare every expert with the GGUF too
+    for (QPushButton *b : w.currentPage()->findChildren<QPushButton *>())
+        if (b->text() == QStringLiteral("Verify now"))
+            b->click();
+    ASSERT_TRUE(spinUntil([&] { return w.currentPage()->isComplete(); }));
+    bool verified = false;
+    for (QLabel *l : w.currentPage()->findChildren<QLabel *>())
+        verified = verified || l->text().contains(QStringLiteral("match the checkpoint"));
+    EXPECT_TRUE(verified);
+    w.next();
+    ASSERT_EQ(w.currentId(), SetupWizard::DonePage);
+    const Profile p = w.profile();
+    EXPECT_EQ(p.modelDir, ggufFile());
+    EXPECT_EQ(p.store, storeFile);
+    EXPECT_NO_THROW(Model::load(p.modelDir.toStdString(), p.toLoadOptions()));
+
+    // The records are those a repack of the safetensors checkpoint writes.
+    const QString hfStore = out.filePath(QStringLiteral("hf.nstore"));
+    StoreJob job;
+    QSignalSpy done(&job, &StoreJob::finished);
+    job.startRepack(fixtureDir(), hfStore, QStringLiteral("raw"));
+    ASSERT_TRUE(spinUntil([&] { return done.count() == 1; }));
+    ASSERT_TRUE(done.at(0).at(0).toBool()) << done.at(0).at(2).toString().toStdString();
+    const auto a = store::ExpertStore::open(storeFile.toStdString());
+    const auto b = store::ExpertStore::open(hfStore.toStdString());
+    for (int l = 0; l < a.num_layers(); ++l)
+        for (int e = 0; e < a.num_experts(); ++e) {
+            const auto ra = a.record(l, e), rb = b.record(l, e);
+            ASSERT_EQ(ra.size(), rb.size());
+            EXPECT_EQ(std::memcmp(ra.data(), rb.data(), ra.size()), 0) << l << " " << e;
+        }
 }
 
 TEST(SetupWizard, ValidatesTheFolderItIsGiven)

@@ -68,6 +68,54 @@ TEST_F(StoreCli, RepackVerifyAndRunFromTheStore) {
     EXPECT_EQ(c.code, 0) << c.err;
 }
 
+// A user's GGUF download (llama.cpp's conversion of the fixture) through the commands: repack
+// from it, verify against either checkpoint, and logits / generate / tokenize from the .gguf file
+// equal those of the safetensors folder.
+TEST_F(StoreCli, RepackAndRunFromAGgufFile) {
+    const std::string gguf =
+        (test::shared_dir() / "fixtures" / "tiny-gptoss-a-gguf" / "model.gguf").string();
+    const std::string store = (tmp_ / "gguf.nstore").string();
+    Proc r = neural({"repack", "--checkpoint", gguf, "--out", store, "--format", "packed",
+                     "--threads", "2"});
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_THAT(r.out, StartsWith("wrote packed store " + store + ": 32 records"));
+    for (const std::string& ckpt : {gguf, model()}) {
+        r = neural({"verify-store", store, "--checkpoint", ckpt});
+        EXPECT_EQ(r.code, 0) << r.err;
+        EXPECT_THAT(r.out, HasSubstr("every expert equals the checkpoint's, expert hash matches"));
+    }
+
+    const std::string prompts = (test::tiny_model_dir() / "prompts.json").string();
+    const std::string a = (tmp_ / "a.json").string(), b = (tmp_ / "b.json").string();
+    const std::string c = (tmp_ / "c.json").string();
+    ASSERT_EQ(neural({"logits", model(), prompts, a, "--steps", "2"}).code, 0);
+    r = neural({"logits", gguf, prompts, b, "--steps", "2"});
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_EQ(test::read_file(a), test::read_file(b));
+    r = neural({"logits", gguf, prompts, c, "--steps", "2", "--store", store, "--kernel", "reference"});
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_EQ(test::read_file(a), test::read_file(c));
+
+    Proc g1 = neural({"generate", "--model", model(), "--ids", "1,2,3", "--max-tokens", "6",
+                      "--temperature", "0", "--show-ids"});
+    Proc g2 = neural({"generate", "--model", gguf, "--ids", "1,2,3", "--max-tokens", "6",
+                      "--temperature", "0", "--show-ids"});
+    ASSERT_EQ(g2.code, 0) << g2.err;
+    EXPECT_EQ(g1.out, g2.out);
+    Proc t1 = neural({"tokenize", "--model", model(), "--special", "<|start|>user<|message|>Hello world"});
+    Proc t2 = neural({"tokenize", "--model", gguf, "--special", "<|start|>user<|message|>Hello world"});
+    ASSERT_EQ(t2.code, 0) << t2.err;
+    EXPECT_EQ(t1.out, t2.out);
+
+    // A damaged GGUF: exit 1 and a message naming the file.
+    test::write_file(tmp_ / "cut.gguf", test::read_file(gguf).substr(0, 5000));
+    r = neural({"repack", "--checkpoint", (tmp_ / "cut.gguf").string(), "--out", store + "2",
+                "--format", "raw"});
+    EXPECT_EQ(r.code, 1);
+    EXPECT_THAT(r.err, HasSubstr("cut.gguf"));
+    EXPECT_THAT(r.err, HasSubstr("truncated"));
+}
+
 TEST_F(StoreCli, VerifyFailsNamingTheDamagedExpert) {
     const fs::path store = tmp_ / "raw.nstore";
     ASSERT_EQ(
