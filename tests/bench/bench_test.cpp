@@ -1,6 +1,7 @@
 #include "bench/bench.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 
 #include <fmt/format.h>
@@ -190,6 +191,24 @@ TEST(BenchCancel, MidAnswerStopsTheAnswerAndLeavesTheEngineUsable) {
     o.repeat = 1;
     const Json report = run_bench(o);
     EXPECT_EQ(report["runs"].size(), 2u);
+}
+
+// Cancel through the flag the forward pass watches: set as the first turn starts, it stops the
+// turn before a token streams (the callback alone is polled only between tokens, so a long
+// prompt pass ran to its end first).
+TEST(BenchCancel, TheCancelFlagStopsTheTurnBeforeItsFirstToken) {
+    BenchOptions o = tiny_options();
+    o.probes = false;
+    o.decode_tokens = 50;
+    std::atomic<bool> flag{false};
+    o.cancel_flag = &flag;
+    int calls = 0;
+    o.cancel = [&] {
+        if (++calls >= 3) flag.store(true);  // the run's, the workload's, then the turn's check
+        return false;
+    };
+    EXPECT_THROW(run_bench(o), Cancelled);
+    EXPECT_EQ(calls, 3);  // no streamed token polled it again
 }
 
 // The progress fraction counts answers of all runs and ends at 1.
