@@ -43,8 +43,8 @@ bool ServerControl::start(quint16 port)
         emit failed(m_error);
         return false;
     }
-    connect(srv.get(), &server::ApiServer::requestLogged, this,
-            [](const QString &line) { spdlog::info("api: {}", line.toStdString()); });
+    // Each request is logged once: ApiServer writes it to its Qt category (neural.server),
+    // which installLogging() routes into spdlog and so into the Logs dock.
     m_server = std::move(srv);
     m_error.clear();
     spdlog::info("API server listening at {}", url().toStdString());
