@@ -1,7 +1,6 @@
 #include "app/mainwindow.h"
 
 #include <QAction>
-#include <QActionGroup>
 #include <QApplication>
 #include <QClipboard>
 #include <QCloseEvent>
@@ -42,6 +41,7 @@
 #include "benchmark/benchmarkdialog.h"
 #include "conversation/chatinput.h"
 #include "conversation/chatview.h"
+#include "settings/appsettingsdialog.h"
 #include "settings/profiledialog.h"
 #include "monitor/telemetrydock.h"
 #include "tray/servercontrol.h"
@@ -170,8 +170,10 @@ void MainWindow::restoreWindowState()
             bar->setValue(std::exchange(m_pendingScroll, -1));
     });
     connect(bar, &QScrollBar::actionTriggered, this, [this] { m_pendingScroll = -1; });
-    // The API server comes back with the model when it ran at the last exit.
-    if (s->value(QStringLiteral("server/running"), false).toBool()) {
+    // The API server comes back with the model when it ran at the last exit, or when the
+    // Settings page says to start it at launch.
+    if (s->value(QStringLiteral("server/running"), false).toBool() ||
+        s->value(settingsKey::startAtLaunch, false).toBool()) {
         auto once = std::make_shared<QMetaObject::Connection>();
         *once = connect(m_engine, &EngineHost::ready, this, [this, once] {
             QObject::disconnect(*once);
@@ -417,40 +419,9 @@ void MainWindow::buildMenus()
     quit->setShortcutContext(Qt::ApplicationShortcut);
 
     QMenu *settings = menuBar()->addMenu(tr("&Settings"));
-    settings->addAction(tr("&Profiles..."), this, &MainWindow::openProfiles);
-    QMenu *theme = settings->addMenu(tr("&Theme"));
-    auto *group = new QActionGroup(this);
-    const QString current = appSettings()->value(QStringLiteral("ui/theme"), QStringLiteral("system")).toString();
-    for (const auto &[key, label] : {std::pair{QStringLiteral("system"), tr("System")},
-                                     std::pair{QStringLiteral("light"), tr("Light")},
-                                     std::pair{QStringLiteral("dark"), tr("Dark")}}) {
-        QAction *a = theme->addAction(label, this, [this, key = key] { setTheme(key); });
-        a->setCheckable(true);
-        a->setChecked(key == current);
-        group->addAction(a);
-    }
-    QAction *keep = settings->addAction(tr("Keep running in the tray while the API server runs"));
-    keep->setCheckable(true);
-    keep->setChecked(appSettings()->value(QStringLiteral("server/keepInTray"), true).toBool());
-    connect(keep, &QAction::toggled, this,
-            [](bool on) { appSettings()->setValue(QStringLiteral("server/keepInTray"), on); });
-    settings->addAction(tr("API server &port..."), this, [this] {
-        bool ok = false;
-        const int port = QInputDialog::getInt(
-            this, tr("API server port"), tr("Port (takes effect at the next start):"),
-            appSettings()->value(QStringLiteral("server/port"), 8080).toInt(), 1, 65535, 1, &ok);
-        if (ok)
-            appSettings()->setValue(QStringLiteral("server/port"), port);
-    });
-
-    settings->addAction(tr("Reply &length limit..."), this, [this] {
-        bool ok = false;
-        const int n = QInputDialog::getInt(
-            this, tr("Reply length limit"), tr("Most tokens in one reply (reasoning included):"),
-            appSettings()->value(QStringLiteral("chat/maxTokens"), 2048).toInt(), 1, 131072, 256, &ok);
-        if (ok)
-            appSettings()->setValue(QStringLiteral("chat/maxTokens"), n);
-    });
+    QAction *appSettingsAct = settings->addAction(tr("&Settings..."), this, &MainWindow::openSettings);
+    appSettingsAct->setShortcut(QKeySequence::Preferences);
+    settings->addAction(tr("&Profiles (engine settings)..."), this, &MainWindow::openProfiles);
 
     QMenu *tools = menuBar()->addMenu(tr("&Tools"));
     tools->addAction(tr("&Benchmark (A/B profiles)..."), this, &MainWindow::openBenchmark);
@@ -972,10 +943,14 @@ void MainWindow::openBenchmark()
     dialog->open();  // window-modal: no chat or profile change while it is open
 }
 
-void MainWindow::setTheme(const QString &name)
+void MainWindow::openSettings()
 {
-    appSettings()->setValue(QStringLiteral("ui/theme"), name);
-    applyTheme(name);
+    auto *dialog = new AppSettingsDialog(this);
+    dialog->setAttribute(Qt::WA_DeleteOnClose);
+    connect(dialog, &AppSettingsDialog::themeChanged, this, [](const QString &theme) {
+        applyTheme(theme);
+    });
+    dialog->open();
 }
 
 }  // namespace neural::gui

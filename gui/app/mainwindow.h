@@ -85,6 +85,8 @@ public slots:
     bool exportConversation(const QString &path, bool json);
     // Tools > Benchmark...: the A/B panel (window-modal; one at a time).
     void openBenchmark();
+    // Settings > Settings...: the app's settings page (API, tray, theme, reply limit).
+    void openSettings();
     // Deletes the conversation after asking (Delete key, the list's context menu); refused for
     // the one a reply streams into.
     void deleteConversation(qint64 id);
@@ -117,7 +119,6 @@ private:
     void openWizard();
     void openProfiles();
     void saveConversationSettings();
-    void setTheme(const QString &name);
     void restoreWindowState();
     void onTurnDelta(const QString &reasoning, const QString &content);
     void refreshListRow(qint64 id);

@@ -7,6 +7,9 @@
 #include <gtest/gtest.h>
 
 #include <QApplication>
+#include <QCheckBox>
+#include <QLineEdit>
+#include <QSpinBox>
 #include <QComboBox>
 #include <QDockWidget>
 #include <QMessageBox>
@@ -31,6 +34,7 @@
 #include "conversation/conversationmodel.h"
 #include "gui_test_support.h"
 #include "monitor/telemetrydock.h"
+#include "settings/appsettingsdialog.h"
 #include "neural/version.h"
 #include "support/fixtures.h"
 #include "tray/servercontrol.h"
@@ -246,6 +250,9 @@ TEST_F(DesktopTest, TheDeleteKeyAsksAndDeletes)
     EXPECT_TRUE(asked);
     EXPECT_EQ(m_window->store().conversations().size(), 1);
 
+    // The box gave the focus back to the window (asynchronously, as a window activation).
+    ASSERT_TRUE(QTest::qWaitForWindowActive(m_window.get()));
+    list->setFocus();
     asked = false;
     answerNextBox(QMessageBox::Yes, &asked);
     QTest::keyClick(list, Qt::Key_Delete);
@@ -416,6 +423,54 @@ TEST_F(DesktopTest, TheModelSwitcherListsTheProfilesAndTheDemoModel)
     EXPECT_NE(models->findData(QStringLiteral("Optimized")), -1);
     EXPECT_NE(models->findData(QString()), -1);  // the demo model
     EXPECT_EQ(models->currentIndex(), -1);       // --model: none of them
+}
+
+// The Settings page: its values reach appSettings() and the API server (a key is required, the
+// LAN warning shows without one); it replaces the menu pop-ups.
+TEST_F(DesktopTest, TheSettingsPageConfiguresTheApiServer)
+{
+    AppSettingsDialog dialog;  // no parent: the window is restarted below
+    dialog.show();
+    dialog.portBox()->setValue(0);
+    dialog.lanBox()->setChecked(true);
+    EXPECT_TRUE(dialog.lanWarning()->isVisible());
+    EXPECT_NE(dialog.lanWarning()->text().indexOf(QStringLiteral("no key")), -1);
+    dialog.keyEdit()->setText(QStringLiteral("sekret"));
+    EXPECT_EQ(dialog.lanWarning()->text().indexOf(QStringLiteral("no key")), -1);
+    dialog.lanBox()->setChecked(false);
+    EXPECT_FALSE(dialog.lanWarning()->isVisible());
+    dialog.corsEdit()->setText(QStringLiteral("http://localhost:3000"));
+    dialog.maxTokensBox()->setValue(300);
+    dialog.startAtLaunchBox()->setChecked(true);
+    dialog.save();
+    EXPECT_EQ(appSettings()->value(QStringLiteral("chat/maxTokens")).toInt(), 300);
+
+    m_window->toggleServer();
+    ASSERT_TRUE(m_window->server()->isRunning()) << m_window->server()->lastError().toStdString();
+    QNetworkAccessManager nam;
+    auto status = [&](const QByteArray &key) {
+        QNetworkRequest req(QUrl(m_window->server()->url() + QStringLiteral("/models")));
+        if (!key.isEmpty())
+            req.setRawHeader("Authorization", "Bearer " + key);
+        QNetworkReply *reply = nam.get(req);
+        spinUntil([&] { return reply->isFinished(); }, 10000);
+        reply->deleteLater();
+        return reply->attribute(QNetworkRequest::HttpStatusCodeAttribute).toInt();
+    };
+    EXPECT_EQ(status({}), 401);
+    EXPECT_EQ(status("sekret"), 200);
+    m_window->toggleServer();
+    // Started at launch (the setting), although it was off at the last exit.
+    restart();
+    EXPECT_TRUE(spinUntil([&] { return m_window->server()->isRunning(); }, 10000));
+
+    bool pagesInMenu = false, popUps = false;
+    for (QAction *a : m_window->findChildren<QAction *>()) {
+        pagesInMenu = pagesInMenu || a->text() == QStringLiteral("&Settings...");
+        popUps = popUps || a->text().contains(QStringLiteral("port..."));
+    }
+    EXPECT_TRUE(pagesInMenu);
+    EXPECT_FALSE(popUps);
 }
 
 TEST_F(DesktopTest, AboutNamesTheVersionBuildAndBackend)
