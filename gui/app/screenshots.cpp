@@ -12,6 +12,7 @@
 #include "conversation/chatinput.h"
 #include "conversation/messagemodel.h"
 #include "monitor/telemetrydock.h"
+#include "settings/appsettingsdialog.h"
 #include "settings/profiledialog.h"
 #include "wizard/setupwizard.h"
 
@@ -121,6 +122,11 @@ void takeScreenshots(MainWindow *window, const QString &dir)
                                          window);
                     dialog.show();
                     save(&dialog, dir + QStringLiteral("/profiles.png"));
+                }
+                {
+                    AppSettingsDialog settings(window);
+                    settings.show();
+                    save(&settings, dir + QStringLiteral("/settings.png"));
                 }
                 shootBenchmark(window, dir);
             });

@@ -3,6 +3,7 @@
 //   main.png         after a short exchange
 //   telemetry.png    the telemetry dock after it
 //   profiles.png     the profile dialog (the engine settings)
+//   settings.png     the Settings page (the app's settings)
 //   benchmark.png    the Benchmark panel after a one-pair A/B of Stock and Optimized
 //   wizard.png       the setup wizard with the loaded model's folder checked
 //   wizard-fit.png   the wizard's fit page (the plan for this PC)
