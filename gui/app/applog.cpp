@@ -27,13 +27,13 @@ protected:
     void flush_() override {}
 };
 
-// Qt's text shaper warns once per font and script it has no OpenType tables for ("OpenType
-// support missing for "DejaVu Sans", script 11"). A random-weight model's reply mixes many
+// Qt's text shaper warns once per font and script it has no OpenType tables for ("  OpenType
+// support missing for "DejaVu Sans", script 11", with the leading spaces). A random-weight model's reply mixes many
 // scripts, so these made up most of the log. They say that a font is missing, not that the app
 // failed: one line says so, the details go to the debug level.
 bool isFontFallbackNotice(const QString &msg)
 {
-    return msg.startsWith(QLatin1String("OpenType support missing for"));
+    return msg.trimmed().startsWith(QLatin1String("OpenType support missing for"));
 }
 
 void qtToSpdlog(QtMsgType type, const QMessageLogContext &ctx, const QString &msg)

@@ -132,6 +132,9 @@ void MainWindow::fillModelSwitcher()
     }
     m_modelSwitch->addItem(tr("Demo model"), QString());
     const bool profileModel = !m_options.demo && m_options.modelDir.isEmpty();
+    // Shown while none of the entries runs (--model, --demo).
+    m_modelSwitch->setPlaceholderText(m_options.demo ? tr("Demo model (--demo)")
+                                                     : tr("%1 (--model)").arg(QFileInfo(m_options.modelDir).fileName()));
     m_modelSwitch->setCurrentIndex(profileModel ? m_modelSwitch->findData(m_profiles.activeName())
                                                 : -1);
 }

@@ -135,8 +135,12 @@ ProfileDialog::ProfileDialog(ProfileStore *store, QString path, QWidget *parent)
         auto *line = new QWidget(inner);
         auto *h = new QHBoxLayout(line);
         h->setContentsMargins(0, 8, 0, 0);
-        m_notApplicable = new QLabel(tr("%n setting(s) do not apply here (%1).", nullptr, notApplicable)
-                                         .arg(reasons.join(QStringLiteral("; "))),
+        const QString why = reasons.join(QStringLiteral("; "));
+        m_notApplicable = new QLabel(notApplicable == 1
+                                         ? tr("1 setting does not apply here (%1).").arg(why)
+                                         : tr("%1 settings do not apply here (%2).")
+                                               .arg(notApplicable)
+                                               .arg(why),
                                      line);
         m_notApplicable->setWordWrap(true);
         m_notApplicable->setAccessibleName(tr("Settings that do not apply"));
