@@ -251,7 +251,9 @@ class Runner {
                 }
             };
         }
-        TurnResult r = session.respond(turn_options, on_event);
+        TurnOptions watched = turn_options;
+        if (options_.cancel_flag) watched.cancel = options_.cancel_flag;
+        TurnResult r = session.respond(watched, on_event);
         if (stopped || r.cancelled) throw Cancelled();
         measured_.team_fallbacks += tel_.moe.snapshot().team_fallbacks - fallbacks_from;
         add_prefill_delta(measured_.prefill, backend_from, model_.backend_counters().snapshot());

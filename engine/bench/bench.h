@@ -7,6 +7,7 @@
 // first -> last token time. Never a median of per-answer rates.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <filesystem>
 #include <functional>
@@ -62,6 +63,9 @@ struct BenchOptions {
   // and throws bench::Cancelled (a neural::Cancelled, so a neural::Error). Called on the thread
   // that runs run_bench.
   std::function<bool()> cancel;
+  // Optional flag the forward pass itself watches (TurnOptions::cancel), so a cancel during a
+  // long prompt pass stops it promptly instead of after it; set it together with `cancel`.
+  const std::atomic<bool>* cancel_flag = nullptr;
   // Fine progress for a progress bar: (fraction done 0..1, what is running), called after every
   // model load and every answer on run_bench's thread; the fraction counts answers (a prompt size
   // or a replay file is one answer) of all runs, so it reaches 1 after the last one.

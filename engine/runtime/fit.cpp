@@ -22,7 +22,7 @@ constexpr std::uint64_t kAlign = 256;       // hybrid_backend.cpp rounds every a
 constexpr std::uint64_t kStoreAlign = 4096;  // store records (store/format.h)
 constexpr std::int64_t kDefaultContext = 8192;
 constexpr std::int64_t kMinContext = 2048;
-constexpr double kRamHeadroomGB = 4.0;  // the OS, the desktop, the app itself
+constexpr double kRamHeadroomGB = kFitRamHeadroomGB;  // the OS, the desktop, the app itself
 constexpr double kCheckpointGiB = 1.0;  // K/V checkpoints of a GPU plan where RAM has room (FitPlan)
 
 std::uint64_t aligned(std::uint64_t bytes) { return (bytes + kAlign - 1) / kAlign * kAlign; }

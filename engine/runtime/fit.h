@@ -77,6 +77,10 @@ struct FitRequest {
   double ram_budget_gib = 0;
 };
 
+// RAM a plan keeps free for the OS, the desktop and the app itself (GB, 1e9), counted in
+// FitPlan::ram_needed_gb; front ends subtract it to show what the model alone needs.
+inline constexpr double kFitRamHeadroomGB = 4.0;
+
 struct FitPlan {
   bool fits = true;        // false: the best plan still falls short (see warnings)
   std::string backend;     // "cuda" or "cpu"

@@ -27,8 +27,26 @@ protected:
     void flush_() override {}
 };
 
+// Qt's text shaper warns once per font and script it has no OpenType tables for ("  OpenType
+// support missing for "DejaVu Sans", script 11", with the leading spaces). A random-weight model's reply mixes many
+// scripts, so these made up most of the log. They say that a font is missing, not that the app
+// failed: one line says so, the details go to the debug level.
+bool isFontFallbackNotice(const QString &msg)
+{
+    return msg.trimmed().startsWith(QLatin1String("OpenType support missing for"));
+}
+
 void qtToSpdlog(QtMsgType type, const QMessageLogContext &ctx, const QString &msg)
 {
+    if (isFontFallbackNotice(msg)) {
+        static std::once_flag once;
+        std::call_once(once, [] {
+            spdlog::info("some text uses scripts the installed fonts do not cover; it may show "
+                         "as boxes (the font notices are logged at debug level)");
+        });
+        spdlog::debug(msg.toStdString());
+        return;
+    }
     const std::string text =
         (ctx.category && qstrcmp(ctx.category, "default") != 0
              ? QStringLiteral("[%1] %2").arg(QString::fromLatin1(ctx.category), msg)

@@ -60,8 +60,9 @@ int main(int argc, char **argv)
                                    QStringLiteral("NAME"));
     const QCommandLineOption shots(QStringLiteral("screenshots"),
                                    QStringLiteral("Save PNGs of the main window, telemetry, "
-                                                  "profiles and the setup wizard into DIR once "
-                                                  "the model is loaded, then quit."),
+                                                  "profiles, the Benchmark panel and the setup "
+                                                  "wizard into DIR once the model is loaded, "
+                                                  "then quit."),
                                    QStringLiteral("DIR"));
     const QCommandLineOption demo(QStringLiteral("demo"),
                                   QStringLiteral("Load the built-in demo model (random weights; "

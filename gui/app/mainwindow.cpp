@@ -1,7 +1,6 @@
 #include "app/mainwindow.h"
 
 #include <QAction>
-#include <QActionGroup>
 #include <QApplication>
 #include <QClipboard>
 #include <QCloseEvent>
@@ -11,6 +10,8 @@
 #include <QFile>
 #include <QFileDialog>
 #include <QFontDatabase>
+#include <QKeySequence>
+#include <QScrollBar>
 #include <QFileInfo>
 #include <QHBoxLayout>
 #include <QInputDialog>
@@ -40,19 +41,23 @@
 #include "benchmark/benchmarkdialog.h"
 #include "conversation/chatinput.h"
 #include "conversation/chatview.h"
+#include "settings/appsettingsdialog.h"
 #include "settings/profiledialog.h"
 #include "monitor/telemetrydock.h"
 #include "tray/servercontrol.h"
 #include "wizard/setupwizard.h"
+#include "neural/version.h"
+#include "cpu/reference_model.h"
+#include "cpu/store_moe.h"
+#include "cpu/team/worker_team.h"
+#include "runtime/model.h"
 
 namespace neural::gui {
 
 namespace {
 QString titleFrom(const QString &text)
 {
-    QString t = text.simplified();
-    if (t.size() > 48)
-        t = t.left(45) + QStringLiteral("...");
+    const QString t = ConversationModel::titleFromMessage(text);
     return t.isEmpty() ? QObject::tr("New conversation") : t;
 }
 }  // namespace
@@ -95,7 +100,7 @@ MainWindow::MainWindow(Options options, QWidget *parent)
     connect(m_engine, &EngineHost::stateChanged, this, &MainWindow::updateEngineState);
     connect(m_engine, &EngineHost::busyChanged, this, &MainWindow::updateEngineState);
     connect(m_engine, &EngineHost::ready, this, [this] { m_telemetry->setModel(m_engine->model()); });
-    connect(m_engine, &EngineHost::turnDelta, m_messages, &MessageModel::appendDelta);
+    connect(m_engine, &EngineHost::turnDelta, this, &MainWindow::onTurnDelta);
     connect(m_engine, &EngineHost::turnFinished, this, &MainWindow::onTurnFinished);
     connect(m_engine, &EngineHost::loadFailed, this, &MainWindow::onLoadFailed);
     connect(m_server, &ServerControl::runningChanged, this, &MainWindow::updateServerState);
@@ -103,9 +108,9 @@ MainWindow::MainWindow(Options options, QWidget *parent)
         statusBar()->showMessage(e, 10000);
     });
 
+    fillModelSwitcher();
     reloadConversations();
-    if (m_conversations->rowCount() > 0)
-        selectConversation(m_conversations->at(0).id);
+    restoreWindowState();
     updateEngineState();
     updateServerState(false, {});
     loadActiveProfile();
@@ -113,6 +118,7 @@ MainWindow::MainWindow(Options options, QWidget *parent)
 
 MainWindow::~MainWindow()
 {
+    saveWindowState();
     m_server->stop();
     // The engine host is a child, destroyed after this body while the widgets are half gone:
     // a reply still streaming is cancelled then, and its turnFinished must not reach this window.
@@ -122,9 +128,75 @@ MainWindow::~MainWindow()
     m_engine = nullptr;
 }
 
+void MainWindow::fillModelSwitcher()
+{
+    const QSignalBlocker block(m_modelSwitch);
+    m_modelSwitch->clear();
+    for (const Profile &p : m_profiles.profiles()) {
+        const QString model = p.modelDir.isEmpty() ? tr("demo model") : QFileInfo(p.modelDir).fileName();
+        m_modelSwitch->addItem(tr("%1 (%2)").arg(p.name, model), p.name);
+    }
+    m_modelSwitch->addItem(tr("Demo model"), QString());
+    const bool profileModel = !m_options.demo && m_options.modelDir.isEmpty();
+    // Shown while none of the entries runs (--model, --demo).
+    m_modelSwitch->setPlaceholderText(m_options.demo ? tr("Demo model (--demo)")
+                                                     : tr("%1 (--model)").arg(QFileInfo(m_options.modelDir).fileName()));
+    m_modelSwitch->setCurrentIndex(profileModel ? m_modelSwitch->findData(m_profiles.activeName())
+                                                : -1);
+}
+
+void MainWindow::saveWindowState()
+{
+    auto s = appSettings();
+    s->setValue(QStringLiteral("window/geometry"), saveGeometry());
+    s->setValue(QStringLiteral("window/state"), saveState());
+    s->setValue(QStringLiteral("window/splitter"), m_split->saveState());
+    s->setValue(QStringLiteral("chat/openConversation"), m_current);
+    s->setValue(QStringLiteral("chat/scroll"), m_chat->verticalScrollBar()->value());
+    s->setValue(QStringLiteral("server/running"), m_server->isRunning());
+}
+
+void MainWindow::restoreWindowState()
+{
+    auto s = appSettings();
+    const QByteArray geometry = s->value(QStringLiteral("window/geometry")).toByteArray();
+    if (!geometry.isEmpty())
+        restoreGeometry(geometry);
+    restoreState(s->value(QStringLiteral("window/state")).toByteArray());
+    m_split->restoreState(s->value(QStringLiteral("window/splitter")).toByteArray());
+    const qint64 open = s->value(QStringLiteral("chat/openConversation"), 0).toLongLong();
+    if (open > 0 && m_conversations->rowOf(open) >= 0) {
+        selectConversation(open);
+        // The messages are laid out after the window shows: the position is applied once the
+        // scroll range covers it (or the user scrolls first).
+        m_pendingScroll = s->value(QStringLiteral("chat/scroll"), -1).toInt();
+    } else if (m_conversations->rowCount() > 0) {
+        selectConversation(m_conversations->at(0).id);
+    }
+    QScrollBar *bar = m_chat->verticalScrollBar();
+    connect(bar, &QScrollBar::rangeChanged, this, [this, bar](int, int max) {
+        if (m_pendingScroll >= 0 && max >= m_pendingScroll)
+            bar->setValue(std::exchange(m_pendingScroll, -1));
+    });
+    connect(bar, &QScrollBar::actionTriggered, this, [this] { m_pendingScroll = -1; });
+    // The API server comes back with the model when it ran at the last exit, or when the
+    // Settings page says to start it at launch.
+    if (s->value(QStringLiteral("server/running"), false).toBool() ||
+        s->value(settingsKey::startAtLaunch, false).toBool()) {
+        auto once = std::make_shared<QMetaObject::Connection>();
+        *once = connect(m_engine, &EngineHost::ready, this, [this, once] {
+            QObject::disconnect(*once);
+            if (!m_server->isRunning())
+                toggleServer();
+        });
+    }
+}
+
 void MainWindow::buildUi()
 {
     auto *split = new QSplitter(this);
+    m_split = split;
+    split->setObjectName(QStringLiteral("mainSplitter"));
     split->setChildrenCollapsible(false);
 
     // Left: search, list, new.
@@ -139,6 +211,19 @@ void MainWindow::buildUi()
     m_list->setAccessibleName(tr("Conversations"));
     m_list->setContextMenuPolicy(Qt::CustomContextMenu);
     m_list->setEditTriggers(QAbstractItemView::NoEditTriggers);
+    // One line of title (elided) and the date per row; never wider than the list.
+    m_list->setItemDelegate(new ConversationDelegate(m_list));
+    m_list->setTextElideMode(Qt::ElideRight);
+    m_list->setWordWrap(false);
+    m_list->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
+    m_list->setUniformItemSizes(true);
+    auto *del = new QShortcut(QKeySequence::Delete, m_list);
+    del->setContext(Qt::WidgetShortcut);
+    connect(del, &QShortcut::activated, this, [this] {
+        const QModelIndex i = m_list->currentIndex();
+        if (i.isValid())
+            deleteConversation(m_conversations->at(i.row()).id);
+    });
     auto *newButton = new QPushButton(tr("New conversation"), left);
     newButton->setAccessibleName(tr("New conversation"));
     newButton->setToolTip(tr("New conversation (Ctrl+N)"));
@@ -166,17 +251,8 @@ void MainWindow::buildUi()
             if (ok && !t.isEmpty() && m_store.renameConversation(c.id, t))
                 reloadConversations();
         });
-        QAction *del = menu.addAction(tr("Delete"), this, [this, c] {
-            if (QMessageBox::question(this, tr("Delete"), tr("Delete \"%1\"?").arg(c.title)) !=
-                QMessageBox::Yes)
-                return;
-            m_store.deleteConversation(c.id);
-            if (c.id == m_current) {
-                m_current = 0;
-                m_messages->setMessages({});
-            }
-            reloadConversations();
-        });
+        QAction *del = menu.addAction(tr("Delete"), this, [this, c] { deleteConversation(c.id); });
+        del->setShortcut(QKeySequence::Delete);
         del->setEnabled(!(m_engine->busy() && c.id == m_turnConversation));
         menu.exec(m_list->viewport()->mapToGlobal(pos));
     });
@@ -236,17 +312,21 @@ void MainWindow::buildUi()
     connect(m_chat, &ChatView::editRequested, this, [this](int row) { editMessage(row); });
     connect(m_effort, &QComboBox::currentTextChanged, this, &MainWindow::saveConversationSettings);
     connect(m_systemPrompt, &QPushButton::clicked, this, [this] {
-        if (m_current == 0)
-            newConversation();
-        const auto info = m_store.conversation(m_current);
+        const auto info = m_current ? m_store.conversation(m_current) : std::nullopt;
         bool ok = false;
         const QString text = QInputDialog::getMultiLineText(
             this, tr("System prompt"),
             tr("Instructions for the assistant in this conversation (empty: none):"),
-            info ? info->systemPrompt : QString(), &ok);
-        if (ok && m_store.setConversationSettings(m_current, text, m_effort->currentText()))
-            m_systemPrompt->setText(text.isEmpty() ? tr("System prompt...")
-                                                   : tr("System prompt (set)..."));
+            info ? info->systemPrompt : m_draftSystemPrompt, &ok);
+        if (!ok)
+            return;
+        // A New conversation keeps it until its first message stores the conversation.
+        if (m_current == 0)
+            m_draftSystemPrompt = text;
+        else if (!m_store.setConversationSettings(m_current, text, m_effort->currentText()))
+            return;
+        m_systemPrompt->setText(text.isEmpty() ? tr("System prompt...")
+                                               : tr("System prompt (set)..."));
     });
 
     // Docks.
@@ -273,7 +353,30 @@ void MainWindow::buildUi()
     m_busy->setMaximumWidth(120);
     m_busy->setAccessibleName(tr("Working"));
     m_busy->hide();
+    m_modelSwitch = new QComboBox(this);
+    m_modelSwitch->setAccessibleName(tr("Model profile"));
+    m_modelSwitch->setToolTip(tr("Switch the model: the profiles (Settings > Profiles) and the "
+                                 "demo model"));
+    m_modelSwitch->setSizeAdjustPolicy(QComboBox::AdjustToContents);
+    statusBar()->addWidget(m_modelSwitch);
     statusBar()->addWidget(m_engineLabel, 1);
+    connect(m_modelSwitch, &QComboBox::activated, this, [this](int index) {
+        const QString name = m_modelSwitch->itemData(index).toString();
+        if (name.isEmpty()) {
+            m_engine->loadDemo(demoModelDir(), demoTokenizerPath());
+            return;
+        }
+        if (name == m_profiles.activeName() && m_options.modelDir.isEmpty() && !m_options.demo &&
+            m_engine->state() == EngineHost::State::ready)
+            return;
+        m_profiles.setActive(name);
+        QString error;
+        if (!m_profiles.save(m_options.profilesPath, &error))
+            statusBar()->showMessage(error, 6000);
+        m_options.modelDir.clear();  // the profile's model from now on
+        m_options.demo = false;
+        loadActiveProfile();
+    });
     statusBar()->addWidget(m_busy);
     m_serverLabel = new QLabel(this);
     m_serverLabel->setAccessibleName(tr("API server state"));
@@ -325,40 +428,9 @@ void MainWindow::buildMenus()
     quit->setShortcutContext(Qt::ApplicationShortcut);
 
     QMenu *settings = menuBar()->addMenu(tr("&Settings"));
-    settings->addAction(tr("&Profiles..."), this, &MainWindow::openProfiles);
-    QMenu *theme = settings->addMenu(tr("&Theme"));
-    auto *group = new QActionGroup(this);
-    const QString current = appSettings()->value(QStringLiteral("ui/theme"), QStringLiteral("system")).toString();
-    for (const auto &[key, label] : {std::pair{QStringLiteral("system"), tr("System")},
-                                     std::pair{QStringLiteral("light"), tr("Light")},
-                                     std::pair{QStringLiteral("dark"), tr("Dark")}}) {
-        QAction *a = theme->addAction(label, this, [this, key = key] { setTheme(key); });
-        a->setCheckable(true);
-        a->setChecked(key == current);
-        group->addAction(a);
-    }
-    QAction *keep = settings->addAction(tr("Keep running in the tray while the API server runs"));
-    keep->setCheckable(true);
-    keep->setChecked(appSettings()->value(QStringLiteral("server/keepInTray"), true).toBool());
-    connect(keep, &QAction::toggled, this,
-            [](bool on) { appSettings()->setValue(QStringLiteral("server/keepInTray"), on); });
-    settings->addAction(tr("API server &port..."), this, [this] {
-        bool ok = false;
-        const int port = QInputDialog::getInt(
-            this, tr("API server port"), tr("Port (takes effect at the next start):"),
-            appSettings()->value(QStringLiteral("server/port"), 8080).toInt(), 1, 65535, 1, &ok);
-        if (ok)
-            appSettings()->setValue(QStringLiteral("server/port"), port);
-    });
-
-    settings->addAction(tr("Reply &length limit..."), this, [this] {
-        bool ok = false;
-        const int n = QInputDialog::getInt(
-            this, tr("Reply length limit"), tr("Most tokens in one reply (reasoning included):"),
-            appSettings()->value(QStringLiteral("chat/maxTokens"), 2048).toInt(), 1, 131072, 256, &ok);
-        if (ok)
-            appSettings()->setValue(QStringLiteral("chat/maxTokens"), n);
-    });
+    QAction *appSettingsAct = settings->addAction(tr("&Settings..."), this, &MainWindow::openSettings);
+    appSettingsAct->setShortcut(QKeySequence::Preferences);
+    settings->addAction(tr("&Profiles (engine settings)..."), this, &MainWindow::openProfiles);
 
     QMenu *tools = menuBar()->addMenu(tr("&Tools"));
     tools->addAction(tr("&Benchmark (A/B profiles)..."), this, &MainWindow::openBenchmark);
@@ -375,6 +447,46 @@ void MainWindow::buildMenus()
             view->addAction(d->toggleViewAction());
     view->addAction(tr("Open the log folder"), this,
                     [] { QDesktopServices::openUrl(QUrl::fromLocalFile(logDir())); });
+
+    QMenu *help = menuBar()->addMenu(tr("&Help"));
+    QAction *guide = help->addAction(tr("&User guide"), this, [this] {
+        // The installed guide (share/doc/neural, gui/CMakeLists.txt), else the source tree's.
+        const QString bin = QCoreApplication::applicationDirPath();
+        for (const QString &p : {bin + QStringLiteral("/../share/doc/neural/DESKTOP.md"),
+                                 QStringLiteral(NEURAL_SOURCE_DIR "/docs/DESKTOP.md")}) {
+            if (QFileInfo::exists(p)) {
+                QDesktopServices::openUrl(QUrl::fromLocalFile(QFileInfo(p).absoluteFilePath()));
+                return;
+            }
+        }
+        statusBar()->showMessage(tr("The user guide (DESKTOP.md) is not installed."), 6000);
+    });
+    guide->setShortcut(QKeySequence::HelpContents);
+    help->addAction(tr("&About Neural"), this, [this] {
+        QMessageBox::about(this, tr("About Neural"), aboutText());
+    });
+}
+
+QString MainWindow::aboutText() const
+{
+#ifdef NDEBUG
+    const QString buildType = tr("release");
+#else
+    const QString buildType = tr("debug");
+#endif
+#ifdef NEURAL_GUI_HAVE_CUDA
+    const QString cuda = tr("with the CUDA backend");
+#else
+    const QString cuda = tr("CPU only (built without CUDA)");
+#endif
+    QString backend = tr("no model loaded");
+    if (m_engine->model())
+        backend = QString::fromStdString(m_engine->model()->describe_backend());
+    return tr("<h3>Neural %1</h3><p>Runs gpt-oss on this PC: the dense core and a pool of expert "
+              "slots on the GPU, the other experts on the CPU.</p>"
+              "<p>Build: %2, %3, Qt %4.<br>Backend: %5</p>")
+        .arg(QStringLiteral(NEURAL_VERSION), buildType, cuda, QString::fromLatin1(qVersion()),
+             backend.toHtmlEscaped());
 }
 
 void MainWindow::buildTray()
@@ -419,6 +531,7 @@ void MainWindow::closeEvent(QCloseEvent *event)
         event->ignore();
         return;
     }
+    saveWindowState();
     m_engine->stop();
     event->accept();
 }
@@ -433,19 +546,21 @@ void MainWindow::reloadConversations()
 
 void MainWindow::selectConversation(qint64 id)
 {
-    if (m_engine->busy() && id != m_turnConversation) {
-        // The reply streams into the open conversation; switching waits for it.
-        statusBar()->showMessage(tr("Stop or wait for the reply before switching."), 4000);
-        reloadConversations();
-        return;
-    }
     if (id == m_current && m_messages->rowCount() > 0)
         return;
     const auto info = m_store.conversation(id);
     if (!info)
         return;
     m_current = id;
+    m_pendingScroll = -1;
     m_messages->setMessages(m_store.messages(id));
+    if (m_engine->busy() && id == m_turnConversation) {
+        // Back to the conversation a reply streams into (in the background meanwhile): what
+        // arrived so far, then the rest as it comes.
+        m_messages->beginStreaming();
+        if (!m_streamReasoning.isEmpty() || !m_streamContent.isEmpty())
+            m_messages->appendDelta(m_streamReasoning, m_streamContent);
+    }
     const QSignalBlocker block(m_effort);
     m_effort->setCurrentText(info->reasoningEffort);
     m_systemPrompt->setText(info->systemPrompt.isEmpty() ? tr("System prompt...")
@@ -457,18 +572,55 @@ void MainWindow::selectConversation(qint64 id)
 
 void MainWindow::newConversation()
 {
-    if (m_engine->busy())
+    // A draft: stored with its first message, so an untouched New leaves no empty row.
+    m_current = 0;
+    m_pendingScroll = -1;
+    m_draftSystemPrompt.clear();
+    m_messages->setMessages({});
+    m_systemPrompt->setText(tr("System prompt..."));
+    m_list->clearSelection();
+    m_list->setCurrentIndex({});
+    m_input->setFocus();
+}
+
+void MainWindow::deleteConversation(qint64 id)
+{
+    const auto info = m_store.conversation(id);
+    if (!info)
         return;
-    const qint64 id = m_store.createConversation(tr("New conversation"));
-    if (id == 0) {
+    if (m_engine->busy() && id == m_turnConversation) {
+        statusBar()->showMessage(tr("A reply is being written into this conversation; stop it "
+                                    "first."), 4000);
+        return;
+    }
+    if (QMessageBox::question(this, tr("Delete conversation"),
+                              tr("Delete \"%1\" and all its messages?").arg(info->title)) !=
+        QMessageBox::Yes)
+        return;
+    if (!m_store.deleteConversation(id)) {
         QMessageBox::warning(this, tr("Conversations"), m_store.lastError());
         return;
     }
-    m_store.setConversationSettings(id, {}, m_effort->currentText());
-    m_current = 0;
+    if (id == m_current) {
+        m_current = 0;
+        m_messages->setMessages({});
+    }
     reloadConversations();
-    selectConversation(id);
-    m_input->setFocus();
+}
+
+void MainWindow::refreshListRow(qint64 id)
+{
+    // In place: the order is the one of the last reload, so rows stay under the mouse.
+    if (const auto info = m_store.conversation(id); !info || !m_conversations->updateInPlace(*info))
+        reloadConversations();
+}
+
+void MainWindow::onTurnDelta(const QString &reasoning, const QString &content)
+{
+    m_streamReasoning += reasoning;
+    m_streamContent += content;
+    if (m_current == m_turnConversation)
+        m_messages->appendDelta(reasoning, content);
 }
 
 void MainWindow::saveConversationSettings()
@@ -489,11 +641,18 @@ void MainWindow::sendMessage()
         statusBar()->showMessage(tr("No model is ready yet."), 4000);
         return;
     }
-    if (m_current == 0)
-        newConversation();
-    if (m_current == 0)
-        return;
-    const bool first = m_messages->rowCount() == 0;
+    const bool created = m_current == 0;
+    if (created) {
+        const qint64 id = m_store.createConversation(titleFrom(text));
+        if (id == 0) {
+            QMessageBox::warning(this, tr("Conversations"), m_store.lastError());
+            return;
+        }
+        m_store.setConversationSettings(id, m_draftSystemPrompt, m_effort->currentText());
+        m_draftSystemPrompt.clear();
+        m_current = id;
+        m_messages->setMessages({});
+    }
     const StoredMessage stored = m_store.appendMessage(m_current, QStringLiteral("user"), text);
     if (stored.id == 0) {
         QMessageBox::warning(this, tr("Conversations"), m_store.lastError());
@@ -501,9 +660,10 @@ void MainWindow::sendMessage()
     }
     m_input->clear();
     m_messages->append(stored);
-    if (first)
-        m_store.renameConversation(m_current, titleFrom(text));
-    reloadConversations();
+    if (created)
+        reloadConversations();  // the new conversation's row appears at the top
+    else
+        refreshListRow(m_current);
     startTurn();
 }
 
@@ -521,6 +681,8 @@ void MainWindow::startTurn()
         req.reasoningEffort = info->reasoningEffort;
     }
     m_turnConversation = m_current;
+    m_streamReasoning.clear();
+    m_streamContent.clear();
     m_messages->beginStreaming();
     if (!m_engine->send(req)) {
         m_messages->endStreaming(nullptr);
@@ -548,7 +710,7 @@ void MainWindow::onTurnFinished(const TurnReport &report)
         spdlog::error("reply not saved: {}", m_store.lastError().toStdString());
     if (conv == m_current)
         m_messages->endStreaming(stored.id ? &stored : nullptr);
-    reloadConversations();
+    refreshListRow(conv);
 }
 
 void MainWindow::stopGeneration() { m_engine->stop(); }
@@ -578,12 +740,17 @@ void MainWindow::editMessage(int row, const QString &newText)
         if (!ok || text.trimmed().isEmpty())
             return;
     }
+    // A title made from the first message follows its edit; a title the user chose stays.
+    const auto info = m_store.conversation(m_current);
+    if (row == 0 && info && info->title == titleFrom(m_messages->at(0).content))
+        m_store.renameConversation(m_current, titleFrom(text.trimmed()));
     m_store.truncate(m_current, row);
     m_messages->truncate(row);
     const StoredMessage stored = m_store.appendMessage(m_current, QStringLiteral("user"), text.trimmed());
     if (stored.id == 0)
         return;
     m_messages->append(stored);
+    refreshListRow(m_current);
     startTurn();
 }
 
@@ -606,15 +773,41 @@ void MainWindow::updateEngineState()
 {
     const EngineHost::State s = m_engine->state();
     QString text = m_engine->stateText();
+    const QString warning = s == EngineHost::State::ready ? engineWarning() : QString();
+    if (!warning.isEmpty())
+        text = tr("Ready with a warning: %1").arg(m_engine->modelSummary());
     if (m_engine->busy())
         text = tr("Generating ... (Esc stops)");
-    m_engineLabel->setText(text);
+    m_engineLabel->setText(warning.isEmpty() ? text : text + QStringLiteral(" - ") + warning);
+    m_engineLabel->setToolTip(warning);
+    m_engineLabel->setStyleSheet(warning.isEmpty() ? QString()
+                                                   : QStringLiteral("QLabel { color: #b9770e; }"));
     m_busy->setVisible(s == EngineHost::State::loading || m_engine->busy());
     m_banner->setVisible(s == EngineHost::State::ready && m_engine->isDemo());
     const bool ready = s == EngineHost::State::ready;
     m_send->setEnabled(ready && !m_engine->busy());
     m_stop->setEnabled(m_engine->busy());
     m_effort->setEnabled(!m_engine->busy());
+}
+
+QString MainWindow::engineWarning() const
+{
+    const std::shared_ptr<const Model> model = m_engine->model();
+    if (!model || !m_loadOptions.kernel_persistent || m_loadOptions.store.empty() ||
+        m_loadOptions.kernel == "reference" || std::string(model->backend_name()) != "cpu")
+        return {};
+    const cpu::StoreMoe *moe = model->cpu().store_moe();
+    if (!moe || moe->describe().find("persistent team") != std::string::npos)
+        return {};
+    // The profile asked for the persistent team and the OpenMP team runs instead: slower than
+    // chosen, so it stays in view rather than only in the log.
+    cpu::TeamOptions team;
+    team.persistent = true;
+    team.library = m_loadOptions.kdll;
+    const QString library =
+        QString::fromStdString(cpu::PersistentTeam::resolve_library(team).string());
+    return tr("the persistent CPU team is not used (its library %1 could not be loaded; the log "
+              "says why): the OpenMP team runs instead").arg(library);
 }
 
 void MainWindow::updateServerState(bool running, const QString &url)
@@ -648,6 +841,7 @@ void MainWindow::toggleServer()
 
 void MainWindow::loadActiveProfile()
 {
+    m_loadOptions = {};
     if (m_options.demo && m_options.modelDir.isEmpty()) {
         m_engine->loadDemo(demoModelDir(), demoTokenizerPath());
         return;
@@ -660,6 +854,7 @@ void MainWindow::loadActiveProfile()
             o.store.clear();  // the profile's store belongs to its own model
             o.kernel = "reference";
         }
+        m_loadOptions = o;
         m_engine->load(dir, o);
         return;
     }
@@ -718,6 +913,7 @@ void MainWindow::openWizard()
         if (!m_profiles.save(m_options.profilesPath, &error))
             QMessageBox::warning(this, tr("Profiles"), error);
         m_options.modelDir.clear();
+        fillModelSwitcher();
         loadActiveProfile();
     });
     wizard->open();
@@ -729,6 +925,7 @@ void MainWindow::openProfiles()
     dialog->setAttribute(Qt::WA_DeleteOnClose);
     connect(dialog, &ProfileDialog::applied, this, [this](const Profile &) {
         m_options.modelDir.clear();  // the profile's model from now on
+        fillModelSwitcher();
         loadActiveProfile();
     });
     dialog->open();
@@ -754,10 +951,14 @@ void MainWindow::openBenchmark()
     dialog->open();  // window-modal: no chat or profile change while it is open
 }
 
-void MainWindow::setTheme(const QString &name)
+void MainWindow::openSettings()
 {
-    appSettings()->setValue(QStringLiteral("ui/theme"), name);
-    applyTheme(name);
+    auto *dialog = new AppSettingsDialog(this);
+    dialog->setAttribute(Qt::WA_DeleteOnClose);
+    connect(dialog, &AppSettingsDialog::themeChanged, this, [](const QString &theme) {
+        applyTheme(theme);
+    });
+    dialog->open();
 }
 
 }  // namespace neural::gui

@@ -5,6 +5,10 @@
 //
 // GUI thread only. It owns the ConversationStore and both list models and is the only code that
 // changes them; the engine's results arrive through EngineHost's queued signals.
+//
+// A New conversation is a draft until its first message: only then is it stored. The layout
+// (geometry, docks, splitter), the open conversation and its scroll position and whether the
+// API server runs are saved in appSettings() when the window closes and restored at start.
 #pragma once
 
 #include <QMainWindow>
@@ -17,6 +21,7 @@
 #include "settings/profile.h"
 
 class QComboBox;
+class QSplitter;
 class QLabel;
 class QLineEdit;
 class QListView;
@@ -80,6 +85,21 @@ public slots:
     bool exportConversation(const QString &path, bool json);
     // Tools > Benchmark...: the A/B panel (window-modal; one at a time).
     void openBenchmark();
+    // Settings > Settings...: the app's settings page (API, tray, theme, reply limit).
+    void openSettings();
+    // Deletes the conversation after asking (Delete key, the list's context menu); refused for
+    // the one a reply streams into.
+    void deleteConversation(qint64 id);
+    // Help > About: version, build type, CUDA in this build, the loaded backend (and GPU).
+    QString aboutText() const;
+    // Writes the layout, the open conversation, its scroll position and the API state into
+    // appSettings() (also done when the window closes).
+    void saveWindowState();
+    QListView *conversationList() const { return m_list; }
+    QSplitter *splitter() const { return m_split; }
+    QLabel *engineLabel() const { return m_engineLabel; }
+    // The status bar's quick model switcher: the profiles, then the demo model.
+    QComboBox *modelSwitcher() const { return m_modelSwitch; }
 
 protected:
     void closeEvent(QCloseEvent *event) override;
@@ -99,7 +119,13 @@ private:
     void openWizard();
     void openProfiles();
     void saveConversationSettings();
-    void setTheme(const QString &name);
+    void restoreWindowState();
+    void onTurnDelta(const QString &reasoning, const QString &content);
+    void refreshListRow(qint64 id);
+    // Why the engine runs otherwise than the loaded profile asked (the persistent CPU team not
+    // loadable); "" when it runs as asked.
+    QString engineWarning() const;
+    void fillModelSwitcher();
 
     Options m_options;
     ConversationStore m_store;
@@ -110,7 +136,14 @@ private:
     MessageModel *m_messages;
     qint64 m_current = 0;
     qint64 m_turnConversation = 0;
+    // The reply streaming into m_turnConversation so far, to show it again when that
+    // conversation is reopened while it streams.
+    QString m_streamReasoning, m_streamContent;
+    QString m_draftSystemPrompt;  // the system prompt of a New conversation not stored yet
+    int m_pendingScroll = -1;     // restored scroll position, applied once the view is laid out
+    LoadOptions m_loadOptions;  // what the running model was loaded with
 
+    QSplitter *m_split = nullptr;
     QLineEdit *m_search = nullptr;
     QListView *m_list = nullptr;
     QLabel *m_banner = nullptr;
@@ -121,6 +154,7 @@ private:
     QComboBox *m_effort = nullptr;
     QPushButton *m_systemPrompt = nullptr;
     QLabel *m_engineLabel = nullptr;
+    QComboBox *m_modelSwitch = nullptr;
     QProgressBar *m_busy = nullptr;
     QLabel *m_serverLabel = nullptr;
     QPushButton *m_serverButton = nullptr;

@@ -5,7 +5,8 @@
 //   AppLocalDataLocation/logs/neural-desktop.log rotating log
 //   AppLocalDataLocation/demo                    the built-in demo model (random weights)
 //   AppConfigLocation/profiles.json              profiles (ProfileStore)
-//   AppConfigLocation/settings.ini               window, theme, API settings (appSettings)
+//   AppConfigLocation/settings.ini               window layout, theme, API and chat settings
+//                                                (appSettings; keys in settings/appsettingsdialog.h)
 // NEURAL_DESKTOP_HOME overrides the base folder of all of them (tests, portable installs).
 #pragma once
 

@@ -8,10 +8,12 @@
 #include <spdlog/spdlog.h>
 
 #include "app/mainwindow.h"
+#include "benchmark/benchmarkdialog.h"
 #include "conversation/chatinput.h"
 #include "conversation/messagemodel.h"
-#include "settings/profiledialog.h"
 #include "monitor/telemetrydock.h"
+#include "settings/appsettingsdialog.h"
+#include "settings/profiledialog.h"
 #include "wizard/setupwizard.h"
 
 namespace neural::gui {
@@ -24,6 +26,72 @@ void save(QWidget *w, const QString &path)
     w->grab().save(path);
     spdlog::info("screenshot {}", path.toStdString());
 }
+
+// The wizard on the loaded model's folder: the checked folder, then the fit page once its plan
+// is there; then the app quits.
+void shootWizard(MainWindow *window, const QString &dir)
+{
+    auto *wizard = new SetupWizard(window);
+    wizard->show();
+    QObject::connect(wizard, &SetupWizard::validated, wizard, [wizard, dir] {
+        QTimer::singleShot(100, wizard, [wizard, dir] {
+            save(wizard, dir + QStringLiteral("/wizard.png"));
+            wizard->next();
+            auto *poll = new QTimer(wizard);
+            poll->setInterval(100);
+            QObject::connect(poll, &QTimer::timeout, wizard, [wizard, dir, poll] {
+                if (!wizard->hasPlan() || !wizard->currentPage()->isComplete())
+                    return;
+                poll->stop();
+                save(wizard, dir + QStringLiteral("/wizard-fit.png"));
+                // Exit status 1 when something did not work, so scripts and tests see it (the
+                // pictures are saved anyway).
+                QApplication::exit(screenshotsFailed ? 1 : 0);
+            });
+            poll->start();
+        });
+    });
+    wizard->setCheckpointFolder(window->engine()->modelDir());
+}
+
+// A one-pair A/B of the built-in profiles on the loaded model (decode, 8 tokens).
+void shootBenchmark(MainWindow *window, const QString &dir)
+{
+    window->openBenchmark();
+    BenchmarkDialog *bench = window->benchmark();
+    if (!bench) {
+        screenshotsFailed = true;
+        shootWizard(window, dir);
+        return;
+    }
+    bench->resize(900, 640);
+    BenchmarkRequest r;
+    r.profileA = QStringLiteral("Stock");
+    r.profileB = QStringLiteral("Optimized");
+    r.workloads = {QStringLiteral("decode")};
+    r.decodeTokens = 8;
+    r.pairs = 1;
+    bench->setRequest(r);
+    QObject::connect(bench, &BenchmarkDialog::finished, window,
+                     [window, bench, dir](bool ok, bool, const QString &message) {
+                         if (!ok) {
+                             screenshotsFailed = true;
+                             spdlog::error("screenshots: the benchmark failed: {}", message.toStdString());
+                         }
+                         QTimer::singleShot(300, window, [window, bench, dir] {
+                             save(bench, dir + QStringLiteral("/benchmark.png"));
+                             bench->close();
+                             shootWizard(window, dir);
+                         });
+                     });
+    if (!bench->start()) {
+        screenshotsFailed = true;
+        spdlog::error("screenshots: the benchmark did not start: {}", bench->lastError().toStdString());
+        save(bench, dir + QStringLiteral("/benchmark.png"));
+        bench->close();
+        shootWizard(window, dir);
+    }
+}
 }  // namespace
 
 void takeScreenshots(MainWindow *window, const QString &dir)
@@ -31,6 +99,7 @@ void takeScreenshots(MainWindow *window, const QString &dir)
     QDir().mkpath(dir);
     window->setTurnTokenLimit(48);
     auto shoot = [window, dir] {
+        save(window, dir + QStringLiteral("/first-start.png"));
         // A short exchange first, so the chat, stats and telemetry have something to show.
         window->input()->setPlainText(QStringLiteral("Hello! What can you do?"));
         window->sendMessage();
@@ -47,22 +116,19 @@ void takeScreenshots(MainWindow *window, const QString &dir)
             QTimer::singleShot(300, window, [window, dir] {
                 save(window, dir + QStringLiteral("/main.png"));
                 save(window->telemetry(), dir + QStringLiteral("/telemetry.png"));
-                ProfileStore profiles;
-                ProfileDialog dialog(&profiles, QDir(dir).filePath(QStringLiteral(".profiles.json")), window);
-                dialog.show();
-                save(&dialog, dir + QStringLiteral("/profiles.png"));
-                // The wizard with the loaded model's folder checked (shape, sizes, RAM fit).
-                auto *wizard = new SetupWizard(window);
-                wizard->show();
-                QObject::connect(wizard, &SetupWizard::validated, wizard, [wizard, dir] {
-                    QTimer::singleShot(100, wizard, [wizard, dir] {
-                        save(wizard, dir + QStringLiteral("/wizard.png"));
-                        // Exit status 1 when the model did not load or the message got no
-                        // reply, so scripts and tests see it (the pictures are saved anyway).
-                        QApplication::exit(screenshotsFailed ? 1 : 0);
-                    });
-                });
-                wizard->setCheckpointFolder(window->engine()->modelDir());
+                {
+                    ProfileStore profiles;
+                    ProfileDialog dialog(&profiles, QDir(dir).filePath(QStringLiteral(".profiles.json")),
+                                         window);
+                    dialog.show();
+                    save(&dialog, dir + QStringLiteral("/profiles.png"));
+                }
+                {
+                    AppSettingsDialog settings(window);
+                    settings.show();
+                    save(&settings, dir + QStringLiteral("/settings.png"));
+                }
+                shootBenchmark(window, dir);
             });
         };
         if (!window->engine()->busy()) {

@@ -1,7 +1,14 @@
-// `neural-desktop --screenshots DIR`: once the model is ready (or failed), saves main.png
-// (with a short exchange), telemetry.png, profiles.png and wizard.png into DIR, then quits:
-// exit status 0 when the model loaded and answered, 1 otherwise.
-// For the README images (run under Xvfb or QT_QPA_PLATFORM=offscreen).
+// `neural-desktop --screenshots DIR`: once the model is ready (or failed), saves into DIR
+//   first-start.png  the window before any message
+//   main.png         after a short exchange
+//   telemetry.png    the telemetry dock after it
+//   profiles.png     the profile dialog (the engine settings)
+//   settings.png     the Settings page (the app's settings)
+//   benchmark.png    the Benchmark panel after a one-pair A/B of Stock and Optimized
+//   wizard.png       the setup wizard with the loaded model's folder checked
+//   wizard-fit.png   the wizard's fit page (the plan for this PC)
+// then quits: exit status 0 when the model loaded and answered and the benchmark ran, 1
+// otherwise. For the docs' images (run under Xvfb or QT_QPA_PLATFORM=offscreen).
 #pragma once
 
 #include <QString>

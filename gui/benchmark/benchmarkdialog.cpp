@@ -23,7 +23,9 @@
 #include <QSpinBox>
 #include <QSplitter>
 #include <QTableWidget>
+#include <QSettings>
 #include <QThread>
+#include <QTimer>
 #include <QValueAxis>
 #include <QVBoxLayout>
 
@@ -49,6 +51,17 @@ QString ratioText(const bench::Json &v)
     return v.is_number() ? QString::number(v.get<double>(), 'f', 4) : QStringLiteral("-");
 }
 
+QString numberText(const bench::Json &v, int decimals)
+{
+    return v.is_number() ? QString::number(v.get<double>(), 'f', decimals) : QStringLiteral("-");
+}
+
+// "prompt_3000" -> "prompt 3000"; "decode", "replay" as they are.
+QString workloadLabel(const std::string &name)
+{
+    return QString::fromStdString(name).replace(QLatin1Char('_'), QLatin1Char(' '));
+}
+
 // The profile's knobs as the report's "flags" (what the user chose, for the record).
 bench::Json flagsOf(const Profile &p)
 {
@@ -59,7 +72,8 @@ bench::Json flagsOf(const Profile &p)
 }  // namespace
 
 bool benchOptionsFor(const BenchmarkRequest &r, ProfileStore &profiles,
-                     const QString &modelOverride, bench::BenchOptions *options, QString *error)
+                     const QString &modelOverride, bench::BenchOptions *options, QString *error,
+                     const QString &fallbackModel)
 {
     auto bad = [&](const QString &why) {
         if (error)
@@ -74,10 +88,15 @@ bool benchOptionsFor(const BenchmarkRequest &r, ProfileStore &profiles,
         return bad(QObject::tr("Choose at least one workload."));
     if (r.workloads.contains(QStringLiteral("prompt")) && r.promptSizes.isEmpty())
         return bad(QObject::tr("The prompt workload needs at least one prompt size."));
+    // A profile without a model of its own compares on the other's (or the chat's) model.
+    const QString shared = !a->modelDir.isEmpty()   ? a->modelDir
+                           : !b->modelDir.isEmpty() ? b->modelDir
+                           : !fallbackModel.isEmpty() ? fallbackModel
+                                                      : demoModelDir();
     auto modelOf = [&](const Profile &p) {
         if (!modelOverride.isEmpty())
             return modelOverride;
-        return p.modelDir.isEmpty() ? demoModelDir() : p.modelDir;
+        return p.modelDir.isEmpty() ? shared : p.modelDir;
     };
     const QString model = modelOf(*a);
     if (QDir::cleanPath(model) != QDir::cleanPath(modelOf(*b)))
@@ -125,12 +144,14 @@ BenchmarkDialog::BenchmarkDialog(ProfileStore *profiles, EngineHost *engine, QWi
     setAccessibleName(tr("Benchmark"));
     buildUi();
     fillProfiles();
+    restoreForm();
     setRunning(false);
     resize(900, 720);
 }
 
 BenchmarkDialog::~BenchmarkDialog()
 {
+    saveForm();
     if (m_thread) {
         // Closing the app mid-run: stop at the next check (a token or an answer) and wait.
         m_cancelFlag->store(true);
@@ -220,11 +241,14 @@ void BenchmarkDialog::buildUi()
     v->addWidget(m_summary);
 
     auto *split = new QSplitter(Qt::Vertical, this);
-    m_table = new QTableWidget(0, 5, split);
+    m_table = new QTableWidget(0, 9, split);
     m_table->setAccessibleName(tr("Per-pair ratios"));
-    m_table->setHorizontalHeaderLabels(
-        {tr("Pair"), tr("Order"), tr("Workload"), tr("Decode tok/s B/A"), tr("Prompt time B/A")});
-    m_table->horizontalHeader()->setSectionResizeMode(QHeaderView::Stretch);
+    m_table->setHorizontalHeaderLabels({tr("Pair"), tr("Order"), tr("Workload"),
+                                        tr("Decode tok/s B/A"), tr("Prompt time B/A"),
+                                        tr("A tok/s"), tr("B tok/s"), tr("A prompt s"),
+                                        tr("B prompt s")});
+    m_table->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
+    m_table->horizontalHeader()->setStretchLastSection(true);
     m_table->setEditTriggers(QAbstractItemView::NoEditTriggers);
     m_chart = new QChart;
     m_chart->setTitle(tr("B / A per workload: median, quartiles, range"));
@@ -240,6 +264,18 @@ void BenchmarkDialog::buildUi()
     // Defaults: small enough to finish in a minute on the demo model.
     BenchmarkRequest defaults;
     setRequest(defaults);
+
+    // Between the harness's reports (after each load and answer) the bar follows the tokens of
+    // a decode answer, so it moves during a run instead of sitting at one value.
+    m_tick = new QTimer(this);
+    m_tick->setInterval(100);
+    connect(m_tick, &QTimer::timeout, this, [this] {
+        if (!m_thread || !m_polls || m_answerTokens <= 0)
+            return;
+        const double within = std::min(0.95, static_cast<double>(m_polls->load()) / m_answerTokens);
+        const double f = std::min(1.0, m_fraction + within * m_answerShare);
+        m_bar->setValue(std::max(m_bar->value(), static_cast<int>(f * 1000.0 + 0.5)));
+    });
 
     connect(m_start, &QPushButton::clicked, this, [this] { start(); });
     connect(m_cancel, &QPushButton::clicked, this, &BenchmarkDialog::cancel);
@@ -324,6 +360,52 @@ void BenchmarkDialog::setRequest(const BenchmarkRequest &r)
     m_probes->setChecked(r.probes);
 }
 
+void BenchmarkDialog::saveForm() const
+{
+    const BenchmarkRequest r = request();
+    auto s = appSettings();
+    s->beginGroup(QStringLiteral("benchmark"));
+    s->setValue(QStringLiteral("profileA"), r.profileA);
+    s->setValue(QStringLiteral("profileB"), r.profileB);
+    s->setValue(QStringLiteral("workloads"), r.workloads);
+    s->setValue(QStringLiteral("decodeTokens"), r.decodeTokens);
+    s->setValue(QStringLiteral("promptSizes"), m_sizes->text());
+    s->setValue(QStringLiteral("replayDir"), r.replayDir);
+    s->setValue(QStringLiteral("maxTokens"), r.maxTokens);
+    s->setValue(QStringLiteral("pairs"), r.pairs);
+    s->setValue(QStringLiteral("probes"), r.probes);
+    s->endGroup();
+}
+
+void BenchmarkDialog::restoreForm()
+{
+    auto s = appSettings();
+    s->beginGroup(QStringLiteral("benchmark"));
+    if (!s->contains(QStringLiteral("workloads")))
+        return;  // never run: the defaults and the profiles' preselection
+    BenchmarkRequest r = request();
+    // A profile deleted since then keeps the preselection.
+    for (auto [key, field] : {std::pair{QStringLiteral("profileA"), &r.profileA},
+                              std::pair{QStringLiteral("profileB"), &r.profileB}}) {
+        const QString name = s->value(key).toString();
+        if (m_profiles->find(name))
+            *field = name;
+    }
+    r.workloads = s->value(QStringLiteral("workloads")).toStringList();
+    r.decodeTokens = s->value(QStringLiteral("decodeTokens"), r.decodeTokens).toInt();
+    r.promptSizes.clear();
+    for (const QString &part : s->value(QStringLiteral("promptSizes")).toString().split(
+             QLatin1Char(','), Qt::SkipEmptyParts))
+        if (const int n = part.trimmed().toInt(); n > 0)
+            r.promptSizes << n;
+    r.replayDir = s->value(QStringLiteral("replayDir")).toString();
+    r.maxTokens = s->value(QStringLiteral("maxTokens"), 0).toInt();
+    r.pairs = s->value(QStringLiteral("pairs"), r.pairs).toInt();
+    r.probes = s->value(QStringLiteral("probes"), false).toBool();
+    s->endGroup();
+    setRequest(r);
+}
+
 void BenchmarkDialog::setRunning(bool running)
 {
     for (QWidget *w : std::initializer_list<QWidget *>{m_a, m_b, m_decode, m_prompt, m_replay,
@@ -353,8 +435,10 @@ bool BenchmarkDialog::start()
         return refuse(tr("A model is loading. Run the benchmark when it is ready."));
     bench::BenchOptions options;
     QString error;
-    if (!benchOptionsFor(request(), *m_profiles, m_modelOverride, &options, &error))
+    const QString chatModel = m_engine && !m_engine->isDemo() ? m_engine->modelDir() : QString();
+    if (!benchOptionsFor(request(), *m_profiles, m_modelOverride, &options, &error, chatModel))
         return refuse(error);
+    saveForm();
 
     // The chat engine lets go of its model (RAM, VRAM) for the duration.
     if (m_engine && m_engine->state() != EngineHost::State::empty && !m_engine->unloadModel())
@@ -373,14 +457,36 @@ bool BenchmarkDialog::start()
                           .arg(QString::fromStdString(options.profiles[0].name),
                                QString::fromStdString(options.profiles[1].name)));
     m_cancelFlag = std::make_shared<std::atomic<bool>>(false);
+    m_polls = std::make_shared<std::atomic<int>>(0);
     const auto flag = m_cancelFlag;
-    options.cancel = [flag] { return flag->load(); };
-    options.on_progress = [this](double fraction, const std::string &what) {
+    const auto polls = m_polls;
+    options.cancel = [flag, polls] {
+        polls->fetch_add(1);
+        return flag->load();
+    };
+    // The forward pass watches the flag too: Cancel stops a prompt pass in flight.
+    options.cancel_flag = flag.get();
+    {
+        // One answer's share of the whole run and the tokens of a decode answer (the bar's
+        // movement between reports; prompt and replay answers move it when they end).
+        std::size_t answers = 0;
+        for (const std::string &w : options.workloads)
+            answers += w == "decode" ? 1 : w == "prompt" ? options.prompt_sizes.size() : 1;
+        const int runs = options.repeat * static_cast<int>(options.profiles.size());
+        m_answerShare = 1.0 / static_cast<double>(std::max<std::size_t>(answers, 1) * std::max(runs, 1));
+        m_answerTokens = !options.workloads.empty() && options.workloads.front() == "decode"
+                             ? options.decode_tokens
+                             : 0;
+        m_fraction = 0;
+    }
+    options.on_progress = [this, polls](double fraction, const std::string &what) {
+        polls->store(0);
         // Worker thread: queued to the GUI thread (dropped if the dialog is gone).
         const QString text = QString::fromStdString(what);
         QMetaObject::invokeMethod(
             this,
             [this, fraction, text] {
+                m_fraction = fraction;
                 m_bar->setValue(static_cast<int>(fraction * 1000.0 + 0.5));
                 if (m_thread && !m_cancelFlag->load())
                     m_status->setText(text);
@@ -423,6 +529,7 @@ bool BenchmarkDialog::start()
     });
     setRunning(true);
     spdlog::info("benchmark started");
+    m_tick->start();
     m_thread->start();
     emit started();
     return true;
@@ -433,12 +540,13 @@ void BenchmarkDialog::cancel()
     if (!m_thread)
         return;
     m_cancelFlag->store(true);
-    m_status->setText(tr("Cancelling (after the current token) ..."));
+    m_status->setText(tr("Cancelling ..."));
     m_cancel->setEnabled(false);
 }
 
 void BenchmarkDialog::onDone(bool ok, bool cancelled, const QString &message)
 {
+    m_tick->stop();
     setRunning(false);
     const QString again = m_reload ? tr(" The chat model is loading again.") : QString();
     if (cancelled)
@@ -470,15 +578,30 @@ void BenchmarkDialog::reject()
 void BenchmarkDialog::showReport()
 {
     const bench::Json &pairs = m_report.value("pairs", bench::Json::array());
+    const bench::Json &runs = m_report.value("runs", bench::Json::array());
+    // The run of pair p by profile 0 (A) or 1 (B): the figures beside the ratios.
+    auto figures = [&](int pair, int profile, const std::string &workload) -> bench::Json {
+        for (const auto &run : runs)
+            if (run.value("pair", -1) == pair && run.value("profile_index", -1) == profile &&
+                run["workloads"].contains(workload))
+                return run["workloads"][workload];
+        return bench::Json::object();
+    };
     for (const auto &pr : pairs) {
         for (const auto &[name, r] : pr["ratios"].items()) {
             const int row = m_table->rowCount();
             m_table->insertRow(row);
-            const QStringList cells = {QString::number(pr["pair"].get<int>()),
+            const int pair = pr["pair"].get<int>();
+            const bench::Json fa = figures(pair, 0, name), fb = figures(pair, 1, name);
+            const QStringList cells = {QString::number(pair),
                                        QString::fromStdString(pr["order"].get<std::string>()),
-                                       QString::fromStdString(name),
+                                       workloadLabel(name),
                                        ratioText(r["decode_tok_s_b_over_a"]),
-                                       ratioText(r["prompt_seconds_b_over_a"])};
+                                       ratioText(r["prompt_seconds_b_over_a"]),
+                                       numberText(fa.value("decode_tok_s", bench::Json()), 2),
+                                       numberText(fb.value("decode_tok_s", bench::Json()), 2),
+                                       numberText(fa.value("prompt_seconds", bench::Json()), 3),
+                                       numberText(fb.value("prompt_seconds", bench::Json()), 3)};
             for (int c = 0; c < cells.size(); ++c)
                 m_table->setItem(row, c, new QTableWidgetItem(cells[c]));
         }
@@ -490,17 +613,28 @@ void BenchmarkDialog::showReport()
     QStringList categories, lines;
     double lo = 1.0, hi = 1.0;
     const bench::Json &summary = m_report.value("ratio_summary", bench::Json::object());
+    const bench::Json &perProfile = m_report.value("summary", bench::Json::object());
+    const bench::Json &profs = m_report.value("profiles", bench::Json::array());
+    const std::string nameA = profs.size() > 0 ? profs[0].value("name", std::string()) : std::string();
+    const std::string nameB = profs.size() > 1 ? profs[1].value("name", std::string()) : std::string();
+    auto overall = [&](const std::string &profile, const std::string &workload, const char *key) {
+        if (!perProfile.contains(profile) || !perProfile[profile].contains(workload))
+            return bench::Json();
+        return perProfile[profile][workload].value(key, bench::Json());
+    };
     for (const auto &[name, w] : summary.items()) {
+        // "decode: tok/s", "prompt 3000: time": the workload's name once, then the measure.
+        const bool promptWorkload = name.rfind("prompt", 0) == 0;
         const std::pair<const char *, QString> metrics[] = {
-            {"decode_tok_s_b_over_a", tr("decode tok/s")},
-            {"prompt_seconds_b_over_a", tr("prompt time")}};
+            {"decode_tok_s_b_over_a", tr("tok/s")},
+            {"prompt_seconds_b_over_a", promptWorkload ? tr("time") : tr("prompt time")}};
         for (const auto &[key, label] : metrics) {
             if (!w.contains(key) || w[key]["n"].get<int>() == 0)
                 continue;
             // A prompt-only workload has no decode rate; a decode workload's prompt time is
             // shown too (the fixed chat prompt).
             const bench::Json &st = w[key];
-            const QString category = QStringLiteral("%1\n%2").arg(QString::fromStdString(name), label);
+            const QString category = QStringLiteral("%1\n%2").arg(workloadLabel(name), label);
             auto *set = new QBoxSet(category);
             set->setValue(QBoxSet::LowerExtreme, st["min"].get<double>());
             set->setValue(QBoxSet::LowerQuartile, st["q1"].get<double>());
@@ -511,14 +645,21 @@ void BenchmarkDialog::showReport()
             categories << category;
             lo = std::min(lo, st["min"].get<double>());
             hi = std::max(hi, st["max"].get<double>());
-            lines << tr("%1 %2 B/A: median %3 (IQR %4-%5, range %6-%7, %8 pairs)")
-                         .arg(QString::fromStdString(name), label)
+            const bool rate = std::string(key) == "decode_tok_s_b_over_a";
+            const char *figure = rate ? "decode_tok_s" : "prompt_seconds_mean";
+            const QString unit = rate ? tr("tok/s") : tr("s");
+            const QString both = tr(" - A %1 %3, B %2 %3")
+                                     .arg(numberText(overall(nameA, name, figure), rate ? 2 : 3),
+                                          numberText(overall(nameB, name, figure), rate ? 2 : 3), unit);
+            lines << tr("%1, %2 B/A: median %3 (IQR %4-%5, range %6-%7, %8 pairs)%9")
+                         .arg(workloadLabel(name), label)
                          .arg(st["median"].get<double>(), 0, 'f', 3)
                          .arg(st["q1"].get<double>(), 0, 'f', 3)
                          .arg(st["q3"].get<double>(), 0, 'f', 3)
                          .arg(st["min"].get<double>(), 0, 'f', 3)
                          .arg(st["max"].get<double>(), 0, 'f', 3)
-                         .arg(st["n"].get<int>());
+                         .arg(st["n"].get<int>())
+                         .arg(both);
         }
     }
     m_chart->addSeries(series);

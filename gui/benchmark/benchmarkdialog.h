@@ -2,7 +2,9 @@
 // `neural bench --ab` (neural::bench::run_bench, engine/bench/bench.h). The user picks profiles
 // A and B, the workloads (decode / prompt / replay, their sizes) and the number of pairs; the
 // runs go in mirrored order (A B, B A, A B, ...) on a worker thread with a progress bar and
-// Cancel. Results: the per-pair ratios B / A (decode tok/s, prompt time) in a table, their median
+// Cancel (the bar also moves within a decode answer, from its streamed tokens; Cancel stops a
+// prompt pass in flight). The form is remembered in appSettings(). Results: the per-pair ratios
+// B / A (decode tok/s, prompt time) beside both profiles' figures in a table, their median
 // with quartiles and range as a box plot (Qt Charts), and the report JSON for export (written
 // atomically, engine/platform/atomic_file.h).
 //
@@ -33,6 +35,7 @@ class QPushButton;
 class QSpinBox;
 class QTableWidget;
 class QThread;
+class QTimer;
 
 QT_BEGIN_NAMESPACE
 class QChart;
@@ -60,9 +63,12 @@ struct BenchmarkRequest {
 
 // The bench::BenchOptions of a request with the app's profiles (exposed for tests). False with
 // `error` when a profile is missing or the two use different model folders. `modelOverride`
-// (the app's --model) replaces both profiles' model; their stores are dropped then.
+// (the app's --model) replaces both profiles' model; their stores are dropped then. A profile
+// without a model of its own (the built-in Stock and Optimized) runs the other profile's model,
+// else `fallbackModel` (the model the chat runs), else the demo model.
 bool benchOptionsFor(const BenchmarkRequest &request, ProfileStore &profiles,
-                     const QString &modelOverride, bench::BenchOptions *options, QString *error);
+                     const QString &modelOverride, bench::BenchOptions *options, QString *error,
+                     const QString &fallbackModel = {});
 
 class BenchmarkDialog : public QDialog {
     Q_OBJECT
@@ -112,6 +118,8 @@ private:
     void setRunning(bool running);
     void showReport();
     void onDone(bool ok, bool cancelled, const QString &message);
+    void saveForm() const;
+    void restoreForm();
 
     ProfileStore *m_profiles;
     EngineHost *m_engine;
@@ -121,6 +129,13 @@ private:
     bench::Json m_report;
     QThread *m_thread = nullptr;
     std::shared_ptr<std::atomic<bool>> m_cancelFlag;
+    // Streamed tokens since the last progress report (the cancel callback counts them), for the
+    // bar's movement within a decode answer.
+    std::shared_ptr<std::atomic<int>> m_polls;
+    double m_fraction = 0;      // the harness's last fraction
+    double m_answerShare = 0;   // one answer's share of the whole run
+    int m_answerTokens = 0;     // tokens a decode answer streams (0: not a decode answer)
+    QTimer *m_tick = nullptr;
     bool m_closeWhenDone = false;
 
     QComboBox *m_a = nullptr;

@@ -13,6 +13,7 @@
 #include <QMessageBox>
 #include <QPushButton>
 #include <QSaveFile>
+#include <QTabBar>
 #include <QTabWidget>
 #include <QTextStream>
 #include <QTimer>
@@ -22,6 +23,7 @@
 #include <algorithm>
 
 #include "platform/process_stats.h"
+#include "runtime/backend.h"
 #include "runtime/model.h"
 
 namespace neural::gui {
@@ -73,15 +75,19 @@ TelemetryDock::TelemetryDock(QWidget *parent) : QDockWidget(tr("Telemetry"), par
     auto *box = new QWidget(this);
     auto *v = new QVBoxLayout(box);
     auto *tabs = new QTabWidget(box);
+    m_tabs = tabs;
+    // Five short tab names: all of them readable (scroll arrows only when the dock is narrower).
+    tabs->setUsesScrollButtons(true);
+    tabs->setElideMode(Qt::ElideNone);
 
     m_tps = new QLineSeries;
-    m_tps->setName(tr("decode tok/s (8-token average)"));
+    m_tps->setName(tr("tok/s, 8-token average"));
     tabs->addTab(makeView(lineChart(tr("Decode speed"), {m_tps}, m_tpsX, m_tpsY, tr("token"),
                                     tr("tok/s")),
                           tr("Decode speed chart"), tabs),
                  tr("Speed"));
     m_hit = new QLineSeries;
-    m_hit->setName(tr("VRAM hit rate (0 on the CPU backend)"));
+    m_hit->setName(tr("hit rate"));
     tabs->addTab(makeView(lineChart(tr("Experts computed from VRAM"), {m_hit}, m_hitX, m_hitY,
                                     tr("token"), tr("%")),
                           tr("VRAM hit rate chart"), tabs),
@@ -112,7 +118,8 @@ TelemetryDock::TelemetryDock(QWidget *parent) : QDockWidget(tr("Telemetry"), par
     m_ram = new QLineSeries;
     m_ram->setName(tr("RAM (resident set)"));
     m_vram = new QLineSeries;
-    m_vram->setName(tr("VRAM (not reported by the CPU backend)"));
+    m_vram->setName(tr("VRAM used"));
+    m_vram->setVisible(false);  // shown once a GPU backend runs (setModel)
     tabs->addTab(makeView(lineChart(tr("Memory"), {m_ram, m_vram}, m_memX, m_memY, tr("s"),
                                     tr("GiB")),
                           tr("Memory chart"), tabs),
@@ -124,12 +131,18 @@ TelemetryDock::TelemetryDock(QWidget *parent) : QDockWidget(tr("Telemetry"), par
                           tr("Page faults chart"), tabs),
                  tr("Faults"));
     v->addWidget(tabs, 1);
+    // Never narrower than the tab names (they were cut off in a narrow dock).
+    box->setMinimumWidth(tabs->tabBar()->sizeHint().width() + 2 * v->contentsMargins().left());
     for (QChartView *view : tabs->findChildren<QChartView *>())
         m_charts << view->chart();
     applyChartTheme();
 
     m_summary = new QLabel(tr("No request yet."), box);
     m_summary->setWordWrap(true);
+    // A long summary wraps inside the dock's width instead of widening the dock (which took
+    // the room from the chat after the first reply).
+    m_summary->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);
+    m_summary->setMinimumWidth(0);
     m_summary->setAccessibleName(tr("Last request summary"));
     auto *row = new QHBoxLayout;
     auto *csv = new QPushButton(tr("Export CSV..."), box);
@@ -179,6 +192,11 @@ void TelemetryDock::changeEvent(QEvent *event)
 void TelemetryDock::setModel(std::shared_ptr<const Model> model)
 {
     m_model = std::move(model);
+    // VRAM: the GPU's used memory (total - free, as the driver reports it) while a GPU backend
+    // runs; the CPU backend uses none, so the line is hidden instead of staying empty.
+    m_gpuBackend = m_model && std::string(m_model->backend_name()) == "cuda";
+    m_vram->setVisible(m_gpuBackend);
+    m_vram->clear();
     // A new model has new rings: start reading them from the beginning.
     m_nextToken = m_nextRequest = 0;
 }
@@ -199,6 +217,14 @@ void TelemetryDock::poll()
     m_elapsed += m_timer->interval() / 1000.0;
     const double ramGib = static_cast<double>(processRssBytes()) / (1u << 30);
     addPoint(m_ram, m_memX, m_memY, m_elapsed, ramGib);
+    if (m_gpuBackend && m_vramPolls++ % 4 == 0) {  // once a second: the driver is asked
+        std::string why;
+        const std::vector<GpuDevice> gpus = gpu_devices(&why);
+        if (!gpus.empty() && gpus.front().total_bytes >= gpus.front().free_bytes)
+            addPoint(m_vram, m_memX, m_memY, m_elapsed,
+                     static_cast<double>(gpus.front().total_bytes - gpus.front().free_bytes) /
+                         (1u << 30));
+    }
     if (!m_model)
         return;
     const telemetry::Telemetry &t = m_model->telemetry();
@@ -246,6 +272,8 @@ void TelemetryDock::poll()
     if (!m_requests.empty())
         m_summary->setText(lastRequestSummary());
 }
+
+bool TelemetryDock::showsVram() const { return m_vram->isVisible(); }
 
 QString TelemetryDock::lastRequestSummary() const
 {

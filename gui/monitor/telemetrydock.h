@@ -1,8 +1,8 @@
 // Telemetry dock: charts fed by polling the engine's lock-free telemetry rings on a QTimer
 // (Ring::since from the last index read; the engine thread is never waited for). Decode tok/s
 // over time, VRAM hit rate, the per-token phase breakdown (CPU kernel, GPU wait, graph
-// submission, admission, other) averaged over the last 64 tokens, process RAM (and VRAM when a
-// GPU backend reports it), page faults per token, the last request's summary; CSV export of the
+// submission, admission, other) averaged over the last 64 tokens, process RAM (and the GPU's used
+// VRAM while a GPU backend runs; the line is hidden on the CPU backend), page faults per token, the last request's summary; CSV export of the
 // token records seen.
 #pragma once
 
@@ -15,6 +15,7 @@
 #include "telemetry/telemetry.h"
 
 class QLabel;
+class QTabWidget;
 class QTimer;
 class QChart;
 class QLineSeries;
@@ -37,6 +38,8 @@ public:
     void poll();
     const std::vector<telemetry::TokenRecord> &tokens() const { return m_tokens; }
     QString lastRequestSummary() const;
+    QTabWidget *tabs() const { return m_tabs; }
+    bool showsVram() const;  // the VRAM line is visible (a GPU backend runs)
     // Writes the collected token records; false with `error`.
     bool exportCsv(const QString &path, QString *error = nullptr) const;
 
@@ -68,7 +71,10 @@ private:
     QList<QBarSet *> m_phases;
     QValueAxis *m_phaseY;
     QLabel *m_summary;
+    QTabWidget *m_tabs;
     QList<QChart *> m_charts;
+    bool m_gpuBackend = false;
+    unsigned m_vramPolls = 0;
 };
 
 // Resident set size of this process in bytes (the working set on Windows; 0 where unknown):

@@ -68,6 +68,14 @@ ProfileDialog::ProfileDialog(ProfileStore *store, QString path, QWidget *parent)
     form->addRow(tr("Model folder"), browseRow(m_model, true));
     form->addRow(tr("Expert store"), browseRow(m_storeFile, false));
 
+    // Settings this build or PC cannot apply (the GPU knobs on a CPU build, ws-min off Windows)
+    // go under one line at the end instead of a screen of disabled rows; a button shows them.
+    auto *naBox = new QWidget(inner);
+    auto *naForm = new QFormLayout(naBox);
+    naForm->setContentsMargins(0, 0, 0, 0);
+    int notApplicable = 0;
+    QStringList reasons;
+
     for (const KnobDef &k : knobDefs()) {
         QWidget *ed = nullptr;
         switch (k.type) {
@@ -103,8 +111,11 @@ ProfileDialog::ProfileDialog(ProfileStore *store, QString path, QWidget *parent)
         if (!why.isEmpty()) {
             ed->setEnabled(false);
             helpText += QStringLiteral(" <b>%1</b>").arg(tr("Disabled: %1.").arg(why.toHtmlEscaped()));
+            if (!reasons.contains(why))
+                reasons << why;
         }
-        ed->setToolTip(helpText);
+        // Labels in words; the engine flag is in the tooltip (for the CLI and the docs).
+        ed->setToolTip(helpText + QStringLiteral("<br>") + tr("Flag: <code>--%1</code>").arg(k.key));
         auto *cell = new QWidget(inner);
         auto *cv = new QVBoxLayout(cell);
         cv->setContentsMargins(0, 0, 0, 4);
@@ -113,8 +124,40 @@ ProfileDialog::ProfileDialog(ProfileStore *store, QString path, QWidget *parent)
         help->setForegroundRole(QPalette::PlaceholderText);
         cv->addWidget(ed);
         cv->addWidget(help);
-        form->addRow(QStringLiteral("%1 (--%2)").arg(k.label, k.key), cell);
+        auto *label = new QLabel(k.label, inner);
+        label->setToolTip(tr("Flag: --%1").arg(k.key));
+        label->setBuddy(ed);
+        (why.isEmpty() ? form : naForm)->addRow(label, cell);
+        notApplicable += why.isEmpty() ? 0 : 1;
         m_editors.insert(k.key, ed);
+    }
+    if (notApplicable > 0) {
+        auto *line = new QWidget(inner);
+        auto *h = new QHBoxLayout(line);
+        h->setContentsMargins(0, 8, 0, 0);
+        const QString why = reasons.join(QStringLiteral("; "));
+        m_notApplicable = new QLabel(notApplicable == 1
+                                         ? tr("1 setting does not apply here (%1).").arg(why)
+                                         : tr("%1 settings do not apply here (%2).")
+                                               .arg(notApplicable)
+                                               .arg(why),
+                                     line);
+        m_notApplicable->setWordWrap(true);
+        m_notApplicable->setAccessibleName(tr("Settings that do not apply"));
+        auto *show = new QPushButton(tr("Show them"), line);
+        show->setCheckable(true);
+        show->setAccessibleName(tr("Show the settings that do not apply"));
+        h->addWidget(m_notApplicable, 1);
+        h->addWidget(show);
+        form->addRow(line);
+        form->addRow(naBox);
+        naBox->setVisible(false);
+        connect(show, &QPushButton::toggled, this, [naBox, show](bool on) {
+            naBox->setVisible(on);
+            show->setText(on ? tr("Hide them") : tr("Show them"));
+        });
+    } else {
+        delete naBox;
     }
     area->setWidget(inner);
     v->addWidget(area, 1);

@@ -1,5 +1,7 @@
 // Edits the profiles: which one is active, its model folder and store, and every knob with its
-// one-line explanation. Knobs this build cannot apply are disabled and say why. "Apply" saves
+// one-line explanation, labelled in words (the engine flag in the tooltip). Knobs this build or
+// PC cannot apply are disabled, say why, and sit together under one line at the end (hidden
+// until "Show them"). "Apply" saves
 // (atomically) and asks the app to reload the engine with the active profile.
 #pragma once
 
@@ -10,6 +12,7 @@
 
 class QComboBox;
 class QFormLayout;
+class QLabel;
 class QLineEdit;
 class QWidget;
 
@@ -20,6 +23,8 @@ class ProfileDialog : public QDialog {
 public:
     ProfileDialog(ProfileStore *store, QString path, QWidget *parent = nullptr);
     QWidget *editor(const QString &key) const { return m_editors.value(key); }
+    // The line that stands for the settings that do not apply (null when all apply).
+    QLabel *notApplicableLine() const { return m_notApplicable; }
 
 signals:
     void applied(const neural::gui::Profile &active);
@@ -36,6 +41,7 @@ private:
     QLineEdit *m_model;
     QLineEdit *m_storeFile;
     QHash<QString, QWidget *> m_editors;
+    QLabel *m_notApplicable = nullptr;
 };
 
 }  // namespace neural::gui

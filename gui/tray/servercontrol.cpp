@@ -3,6 +3,8 @@
 #include <spdlog/spdlog.h>
 
 #include "apiserver.h"
+#include "app/paths.h"
+#include "settings/appsettingsdialog.h"
 #include "conversation/enginehost.h"
 
 namespace neural::gui {
@@ -34,6 +36,14 @@ bool ServerControl::start(quint16 port)
     }
     server::ServerConfig config;
     config.port = port;
+    const auto settings = appSettings();
+    if (settings->value(settingsKey::lan, false).toBool())
+        config.host = QHostAddress(QHostAddress::Any);
+    config.apiKey = settings->value(settingsKey::apiKey).toString().trimmed().toUtf8();
+    for (const QString &origin :
+         settings->value(settingsKey::cors).toString().split(QLatin1Char(','), Qt::SkipEmptyParts))
+        if (!origin.trimmed().isEmpty())
+            config.corsOrigins << origin.trimmed().toUtf8();
     // modelId empty: clients see the model folder's name, as with neural-server.
     auto srv = std::make_unique<server::ApiServer>(m_engine->model(), m_engine->queue(), config);
     QString error;
@@ -43,8 +53,8 @@ bool ServerControl::start(quint16 port)
         emit failed(m_error);
         return false;
     }
-    connect(srv.get(), &server::ApiServer::requestLogged, this,
-            [](const QString &line) { spdlog::info("api: {}", line.toStdString()); });
+    // Each request is logged once: ApiServer writes it to its Qt category (neural.server),
+    // which installLogging() routes into spdlog and so into the Logs dock.
     m_server = std::move(srv);
     m_error.clear();
     spdlog::info("API server listening at {}", url().toStdString());

@@ -23,13 +23,14 @@ public:
     explicit ServerControl(EngineHost *engine, QObject *parent = nullptr);
     ~ServerControl() override;
 
-    // Listens on 127.0.0.1:`port` (0: any free port). False with lastError() when there is no
-    // model yet or the port cannot be bound.
+    // Listens on `port` (0: any free port) with the Settings page's API key, LAN access (every
+    // interface instead of 127.0.0.1) and browser origins (appsettingsdialog.h). False with
+    // lastError() when there is no model yet or the port cannot be bound.
     bool start(quint16 port);
     void stop();
     bool isRunning() const { return m_server != nullptr; }
     quint16 port() const;
-    // "http://127.0.0.1:PORT/v1" while running, else "".
+    // "http://127.0.0.1:PORT/v1" while running (this PC's address also with LAN access), else "".
     QString url() const;
     QString lastError() const { return m_error; }
 

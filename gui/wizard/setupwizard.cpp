@@ -16,11 +16,14 @@
 #include <QProgressBar>
 #include <QPushButton>
 #include <QRadioButton>
+#include <QRegularExpression>
 #include <QStorageInfo>
 #include <QTimer>
 #include <QVBoxLayout>
 #include <QWizardPage>
 
+#include <algorithm>
+#include <cmath>
 #include <optional>
 
 #include "model/config.h"
@@ -41,6 +44,29 @@ QWidget *pathRow(QWidget *parent, QLineEdit *edit, std::function<void()> browse)
     h->addWidget(b);
     QObject::connect(b, &QPushButton::clicked, row, std::move(browse));
     return row;
+}
+
+// The planner's lines count in GB (1e9); the wizard speaks GiB / MiB throughout (formatBytes),
+// so every "12.3 GB" in them is rewritten in those units.
+QString inBinaryUnits(const QString &line)
+{
+    static const QRegularExpression gb(QStringLiteral(R"((\d+(?:\.\d+)?) GB\b)"));
+    QString out;
+    qsizetype last = 0;
+    for (auto it = gb.globalMatch(line); it.hasNext();) {
+        const QRegularExpressionMatch m = it.next();
+        out += line.mid(last, m.capturedStart() - last);
+        out += formatBytes(static_cast<std::uint64_t>(m.captured(1).toDouble() * 1e9));
+        last = m.capturedEnd();
+    }
+    return out + line.mid(last);
+}
+
+// Sizes that differ by less than 1% read as the same on the page.
+bool aboutTheSame(std::uint64_t a, std::uint64_t b)
+{
+    const double hi = static_cast<double>(std::max(a, b));
+    return hi == 0 || std::abs(static_cast<double>(a) - static_cast<double>(b)) / hi < 0.01;
 }
 }  // namespace
 
@@ -315,6 +341,15 @@ public:
         m_slots->setValue(plan.backend == "cuda" ? static_cast<int>(plan.pool_slots) : -1);
         m_context->setValue(plan.backend == "cuda" ? static_cast<int>(plan.context) : 0);
         m_threads->setValue(plan.threads);
+        // Only the kernels this CPU runs (the planner picks the widest of them).
+        QStringList kernels{QStringLiteral("auto")};
+        if (m.avx512)
+            kernels << QStringLiteral("avx512");
+        if (m.avx2)
+            kernels << QStringLiteral("avx2");
+        kernels << QStringLiteral("scalar") << QStringLiteral("reference");
+        m_kernel->clear();
+        m_kernel->addItems(kernels);
         m_kernel->setCurrentText(QString::fromStdString(plan.kernel));
         m_persistent->setChecked(plan.kernel_persistent);
         showSlotsGib();
@@ -340,13 +375,13 @@ public:
             const QString line = QString::fromStdString(r);
             if (line.startsWith(QLatin1String("dense core")) || line.startsWith(QLatin1String("static")) ||
                 line.startsWith(QLatin1String("store")) || line.startsWith(QLatin1String("RAM")))
-                other << QStringLiteral("- ") + line;
+                other << QStringLiteral("- ") + inBinaryUnits(line);
         }
         m_other->setText(other.join(QLatin1Char('\n')));
 
         QStringList warn;
         for (const std::string &w : plan.warnings)
-            warn << QString::fromStdString(w).toHtmlEscaped();
+            warn << inBinaryUnits(QString::fromStdString(w)).toHtmlEscaped();
         if (!plan.fits)
             m_warnings->setText(tr("<p style='color:#c0392b'><b>The model does not fit this PC as "
                                    "planned.</b><br>%1</p>").arg(warn.join(QStringLiteral("<br>"))));
@@ -354,8 +389,16 @@ public:
             m_warnings->setText(tr("<p style='color:#b9770e'><b>Warnings:</b><br>%1</p>")
                                     .arg(warn.join(QStringLiteral("<br>"))));
         else
-            m_warnings->setText(tr("<p style='color:#1e8449'><b>The plan fits this PC.</b> Needs "
-                                   "about %1 GB of RAM.</p>").arg(plan.ram_needed_gb, 0, 'f', 1));
+        {
+            // The planner's figure keeps room for the OS and the desktop; the model's own need
+            // is what depends on the checkpoint.
+            const double modelBytes = std::max(0.0, plan.ram_needed_gb - kFitRamHeadroomGB) * 1e9;
+            m_warnings->setText(tr("<p style='color:#1e8449'><b>The plan fits this PC.</b> The "
+                                   "model needs about %1 of RAM, besides the %2 kept free for the "
+                                   "system.</p>")
+                                    .arg(formatBytes(static_cast<std::uint64_t>(modelBytes)),
+                                         formatBytes(static_cast<std::uint64_t>(kFitRamHeadroomGB * 1e9))));
+        }
         emit completeChanged();
     }
 
@@ -394,8 +437,7 @@ public:
     {
         setTitle(tr("Expert store"));
         setSubTitle(tr("A store holds the experts in one file laid out for fast reading; the "
-                       "optimized kernels need one. Raw keeps the scales as they are; packed "
-                       "stores them in half the space."));
+                       "optimized kernels need one."));
         auto *v = new QVBoxLayout(this);
         m_none = new QRadioButton(tr("No store: read the experts from the checkpoint"), this);
         m_raw = new QRadioButton(this);
@@ -427,8 +469,17 @@ public:
             m_w->m_storePreselected = true;
             (m_w->m_plan.store_format == "packed" ? m_packed : m_raw)->setChecked(true);
         }
-        m_raw->setText(tr("Create a raw store (about %1)").arg(formatBytes(m_w->m_report.rawStoreBytes)));
-        m_packed->setText(tr("Create a packed store (about %1)").arg(formatBytes(m_w->m_report.packedStoreBytes)));
+        const std::uint64_t raw = m_w->m_report.rawStoreBytes, packed = m_w->m_report.packedStoreBytes;
+        m_raw->setText(tr("Create a raw store (about %1)").arg(formatBytes(raw)));
+        m_packed->setText(tr("Create a packed store (about %1)").arg(formatBytes(packed)));
+        // The comparison only where the sizes differ (they round to the same for tiny models).
+        setSubTitle(tr("A store holds the experts in one file laid out for fast reading; the "
+                       "optimized kernels need one.") +
+                    (aboutTheSame(raw, packed)
+                         ? tr(" Raw keeps the scales as the GPU uses them; packed packs them "
+                              "tighter, which saves no space worth counting for this model.")
+                         : tr(" Raw keeps the scales as the GPU uses them; packed takes %1 "
+                              "instead of %2.").arg(formatBytes(packed), formatBytes(raw))));
     }
     bool isComplete() const override
     {

@@ -1,6 +1,7 @@
 #include "bench/bench.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 
 #include <fmt/format.h>
@@ -190,6 +191,25 @@ TEST(BenchCancel, MidAnswerStopsTheAnswerAndLeavesTheEngineUsable) {
     o.repeat = 1;
     const Json report = run_bench(o);
     EXPECT_EQ(report["runs"].size(), 2u);
+}
+
+// Cancel through the flag the forward pass watches (BenchOptions::cancel_flag): set as the first
+// turn starts while the callback itself never says yes, it still stops the turn early and the
+// call throws. Without the flag reaching the forward pass the answer ran to its end (and a
+// long prompt pass with it) before the callback was asked again.
+TEST(BenchCancel, TheCancelFlagStopsTheTurnInFlight) {
+    BenchOptions o = tiny_options();
+    o.probes = false;
+    o.decode_tokens = 50;
+    std::atomic<bool> flag{false};
+    o.cancel_flag = &flag;
+    int calls = 0;
+    o.cancel = [&] {
+        if (++calls >= 3) flag.store(true);  // the run's, the workload's, then the turn's check
+        return false;
+    };
+    EXPECT_THROW(run_bench(o), Cancelled);
+    EXPECT_LT(calls, 3 + 10);  // a few streamed tokens at most, not the 50 asked for
 }
 
 // The progress fraction counts answers of all runs and ends at 1.

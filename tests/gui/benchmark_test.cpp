@@ -138,6 +138,22 @@ TEST_F(BenchmarkPanel, RunsTwoProfilesMirroredAndShowsRatios)
     EXPECT_NEAR(first, r["pairs"][0]["ratios"]["decode"]["prompt_seconds_b_over_a"].get<double>(),
                 1e-4);
     EXPECT_EQ(d->pairTable()->item(2, 1)->text(), QStringLiteral("BA"));
+    // Beside the ratios, both profiles' own figures: A and B tok/s, A and B prompt seconds.
+    for (int row = 0; row < d->pairTable()->rowCount(); ++row) {
+        if (d->pairTable()->item(row, 2)->text() != QStringLiteral("decode"))
+            continue;
+        const double aTps = d->pairTable()->item(row, 5)->text().toDouble(&ok);
+        EXPECT_TRUE(ok && aTps > 0) << d->pairTable()->item(row, 5)->text().toStdString();
+        const double bTps = d->pairTable()->item(row, 6)->text().toDouble(&ok);
+        EXPECT_TRUE(ok && bTps > 0);
+        EXPECT_NEAR(d->pairTable()->item(row, 3)->text().toDouble(), bTps / aTps, 0.02 * bTps / aTps);
+    }
+    EXPECT_EQ(d->pairTable()->item(2, 2)->text().indexOf(QStringLiteral("_")), -1);  // "prompt 40"
+    // Labels name the workload once: "decode, tok/s", never "decode decode tok/s".
+    EXPECT_EQ(d->summaryLabel()->text().indexOf(QStringLiteral("decode decode")), -1);
+    EXPECT_EQ(d->summaryLabel()->text().indexOf(QStringLiteral("prompt 40 prompt")), -1);
+    EXPECT_NE(d->summaryLabel()->text().indexOf(QStringLiteral("tok/s, B")), -1)
+        << d->summaryLabel()->text().toStdString();
     // Chart: one box per workload and ratio with numbers, median inside the range.
     ASSERT_EQ(d->chart()->series().size(), 1);
     auto *box = qobject_cast<QBoxPlotSeries *>(d->chart()->series().front());
@@ -210,6 +226,77 @@ TEST_F(BenchmarkPanel, CancelMidRunLeavesTheAppUsable)
     ASSERT_TRUE(d->start()) << d->lastError().toStdString();
     ASSERT_TRUE(spinUntil([&] { return finished.count() == 2; }, 120000));
     EXPECT_TRUE(finished.at(1).at(0).toBool()) << finished.at(1).at(2).toString().toStdString();
+}
+
+// The bar moves during the first answer (it sat at 0 until the first answer was complete).
+TEST_F(BenchmarkPanel, TheProgressBarMovesWithinAnAnswer)
+{
+    auto d = dialog();
+    d->show();
+    QSignalSpy finished(d.get(), &BenchmarkDialog::finished);
+    double reported = 0;
+    QObject::connect(d.get(), &BenchmarkDialog::progressed, d.get(), [&](double f) { reported = f; });
+    BenchmarkRequest r = smallRequest(1);
+    r.workloads = {QStringLiteral("decode")};
+    r.decodeTokens = 1000;
+    d->setRequest(r);
+    ASSERT_TRUE(d->start()) << d->lastError().toStdString();
+    EXPECT_TRUE(spinUntil([&] { return d->progressBar()->value() > 0 && reported == 0.0; }, 60000))
+        << "bar " << d->progressBar()->value() << ", harness " << reported;
+    d->cancel();
+    ASSERT_TRUE(spinUntil([&] { return finished.count() == 1; }, 60000));
+    EXPECT_TRUE(finished.at(0).at(1).toBool());
+}
+
+// The panel remembers its form when it is opened again.
+TEST_F(BenchmarkPanel, TheFormIsRememberedWhenReopened)
+{
+    BenchmarkRequest r = smallRequest(3);
+    r.profileA = QStringLiteral("B");
+    r.profileB = QStringLiteral("A");
+    r.workloads = {QStringLiteral("prompt")};
+    r.decodeTokens = 77;
+    r.promptSizes = {123, 456};
+    r.maxTokens = 9;
+    {
+        auto d = dialog();
+        d->setRequest(r);
+    }
+    auto again = dialog();
+    const BenchmarkRequest back = again->request();
+    EXPECT_EQ(back.profileA, r.profileA);
+    EXPECT_EQ(back.profileB, r.profileB);
+    EXPECT_EQ(back.workloads, r.workloads);
+    EXPECT_EQ(back.decodeTokens, 77);
+    EXPECT_EQ(back.promptSizes, (QList<int>{123, 456}));
+    EXPECT_EQ(back.maxTokens, 9);
+    EXPECT_EQ(back.pairs, 3);
+}
+
+// Out of the box (Stock vs Optimized, no model of their own) it runs on the model the chat uses;
+// it failed with "different models" / a demo folder that did not exist.
+TEST(BenchmarkOptions, BuiltInProfilesRunOnTheChatModel)
+{
+    QTemporaryDir dir;
+    ProfileStore store;
+    ASSERT_TRUE(store.load(dir.filePath(QStringLiteral("none.json"))));  // the built-ins
+    ASSERT_NE(store.find(QStringLiteral("Stock")), nullptr);
+    ASSERT_NE(store.find(QStringLiteral("Optimized")), nullptr);
+    BenchmarkRequest r = smallRequest();
+    r.profileA = QStringLiteral("Stock");
+    r.profileB = QStringLiteral("Optimized");
+    bench::BenchOptions o;
+    QString error;
+    ASSERT_TRUE(benchOptionsFor(r, store, {}, &o, &error, fixtureDir())) << error.toStdString();
+    EXPECT_EQ(QDir::cleanPath(QString::fromStdString(o.model.string())), QDir::cleanPath(fixtureDir()));
+    // A set-up profile with a model and a built-in one: the built-in runs on that model.
+    Profile mine = Profile::stock();
+    mine.name = QStringLiteral("Mine");
+    mine.modelDir = fixtureDir();
+    store.upsert(mine);
+    r.profileA = QStringLiteral("Mine");
+    ASSERT_TRUE(benchOptionsFor(r, store, {}, &o, &error)) << error.toStdString();
+    EXPECT_EQ(QDir::cleanPath(QString::fromStdString(o.model.string())), QDir::cleanPath(fixtureDir()));
 }
 
 TEST_F(BenchmarkPanel, RefusesWhileAReplyIsGenerated)

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <QCheckBox>
+#include <QLabel>
 #include <QPushButton>
 #include <QSignalSpy>
 #include <QSpinBox>
@@ -163,6 +164,44 @@ TEST(Profiles, ScratchKvRingAndReleaseResidentReachTheEngine)
         {QStringLiteral("name"), QStringLiteral("E")},
         {QStringLiteral("knobs"), QJsonObject{{QStringLiteral("pin-store"), QStringLiteral("yes")}}}});
     EXPECT_EQ(edited.value(QStringLiteral("pin-store")).toString(), QStringLiteral("auto"));
+}
+
+// Settings that cannot apply here sit under one line, hidden until asked for; labels are words,
+// the flags are in the tooltips.
+TEST(Profiles, SettingsThatCannotApplyAreGroupedAwayUnderOneLine)
+{
+    QTemporaryDir dir;
+    ProfileStore store;
+    ProfileDialog dialog(&store, dir.filePath(QStringLiteral("p.json")));
+    dialog.show();
+    int unsupported = 0;
+    for (const KnobDef &k : knobDefs()) {
+        QWidget *ed = dialog.editor(k.key);
+        ASSERT_NE(ed, nullptr);
+        const bool applies = unsupportedReason(k.key).isEmpty();
+        unsupported += applies ? 0 : 1;
+        EXPECT_EQ(ed->isVisible(), applies) << k.key.toStdString();
+        EXPECT_NE(ed->toolTip().indexOf(QStringLiteral("--") + k.key), -1) << k.key.toStdString();
+    }
+    for (QLabel *label : dialog.findChildren<QLabel *>())
+        if (label->buddy())  // a row's label
+            EXPECT_EQ(label->text().indexOf(QStringLiteral("--")), -1) << label->text().toStdString();
+    if (unsupported == 0) {
+        EXPECT_EQ(dialog.notApplicableLine(), nullptr);
+        return;
+    }
+    ASSERT_NE(dialog.notApplicableLine(), nullptr);
+    EXPECT_TRUE(dialog.notApplicableLine()->isVisible());
+    EXPECT_NE(dialog.notApplicableLine()->text().indexOf(QString::number(unsupported)), -1)
+        << dialog.notApplicableLine()->text().toStdString();
+    QPushButton *show = nullptr;
+    for (QPushButton *b : dialog.findChildren<QPushButton *>())
+        if (b->accessibleName() == QStringLiteral("Show the settings that do not apply"))
+            show = b;
+    ASSERT_NE(show, nullptr);
+    show->click();
+    for (const KnobDef &k : knobDefs())
+        EXPECT_TRUE(dialog.editor(k.key)->isVisible()) << k.key.toStdString();
 }
 
 TEST(Profiles, UnsupportedKnobsAreDisabledWithTheirReason)

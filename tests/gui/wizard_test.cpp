@@ -3,6 +3,8 @@
 // store that verifies, and a cancelled repack leaves no file behind.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include <QAbstractButton>
@@ -365,6 +367,50 @@ TEST(SetupWizard, FitPageWarnsWhenTheModelDoesNotFit)
     EXPECT_EQ(w.plan().backend, "cpu");
     EXPECT_EQ(named<QComboBox>(page, QStringLiteral("Backend"))->currentText(), QStringLiteral("cpu"));
     EXPECT_NE(named<QLabel>(page, QStringLiteral("Reason: Backend"))->text().indexOf(QStringLiteral("CPU backend")), -1);
+}
+
+// The fit and store pages in one unit family: the RAM the model needs comes from the model's
+// size (a 25 MiB model read "needs about 4.0 GB of RAM": the planner's headroom for the system),
+// every size in GiB / MiB, the kernels only those this CPU runs, and the packed/raw comparison
+// only where the sizes differ.
+TEST(SetupWizard, FitAndStorePagesSpeakOfThisModelInBinaryUnits)
+{
+    SetupWizard w;
+    MachineInfo pc = gamingPc();  // AVX2, no AVX-512
+    pc.gpu.reset();
+    pc.gpu_why = "no GPU in this test";
+    w.setMachineForTesting(pc);
+    w.show();
+    w.setCheckpointFolder(fixtureDir());
+    ASSERT_TRUE(spinUntil([&] { return w.currentPage()->isComplete(); }, 20000));
+    w.next();
+    ASSERT_EQ(w.currentId(), SetupWizard::FitPage);
+    ASSERT_TRUE(spinUntil([&] { return w.currentPage()->isComplete(); }, 20000));
+    QWidget *page = w.currentPage();
+    const QString fits = named<QLabel>(page, QStringLiteral("Fit warnings"))->text();
+    EXPECT_NE(fits.indexOf(QStringLiteral("fits")), -1) << fits.toStdString();
+    EXPECT_EQ(fits.indexOf(QStringLiteral(" GB")), -1) << fits.toStdString();
+    EXPECT_EQ(fits.indexOf(QStringLiteral("4.0")), -1) << fits.toStdString();  // not the headroom
+    // The tiny model's own need is MiB (or KiB), not GiB.
+    EXPECT_TRUE(fits.indexOf(QStringLiteral("MiB of RAM")) != -1 ||
+                fits.indexOf(QStringLiteral("KiB of RAM")) != -1) << fits.toStdString();
+    const QString other = named<QLabel>(page, QStringLiteral("Other plan notes"))->text();
+    EXPECT_FALSE(other.isEmpty());
+    EXPECT_EQ(other.indexOf(QStringLiteral(" GB")), -1) << other.toStdString();
+    auto *kernel = named<QComboBox>(page, QStringLiteral("Expert kernel"));
+    ASSERT_NE(kernel, nullptr);
+    EXPECT_EQ(kernel->findText(QStringLiteral("avx512")), -1);
+    EXPECT_NE(kernel->findText(QStringLiteral("avx2")), -1);
+    EXPECT_EQ(kernel->currentText(), QStringLiteral("avx2"));
+
+    w.next();
+    ASSERT_EQ(w.currentId(), SetupWizard::StorePage);
+    const QString sub = w.currentPage()->subTitle();
+    EXPECT_EQ(sub.indexOf(QStringLiteral("half the space")), -1) << sub.toStdString();
+    const std::uint64_t raw = w.report().rawStoreBytes, packed = w.report().packedStoreBytes;
+    const bool differ = std::abs(static_cast<double>(raw) - static_cast<double>(packed)) >=
+                        0.01 * static_cast<double>(std::max(raw, packed));
+    EXPECT_EQ(sub.indexOf(QStringLiteral("instead of")) != -1, differ) << sub.toStdString();
 }
 
 TEST(StoreJob, RepackWritesAStoreThatVerifies)

@@ -1,0 +1,489 @@
+// The window around the chat, offscreen on the tiny fixture: the layout, the open conversation,
+// its scroll position and the API state survive a restart of the window; the conversation list
+// (no rows for untouched New conversations, plain-text titles that follow an edit, elided titles
+// with dates, the Delete key with a confirmation, rows that stay put while a send re-sorts,
+// switching conversations while a reply streams); the persistent CPU team's failure in the
+// status bar; each API request once in the Logs dock; the telemetry dock's width and tabs.
+#include <gtest/gtest.h>
+
+#include <QApplication>
+#include <QCheckBox>
+#include <QLineEdit>
+#include <QSpinBox>
+#include <QComboBox>
+#include <QDockWidget>
+#include <QMessageBox>
+#include <QLabel>
+#include <QListView>
+#include <QMenuBar>
+#include <QNetworkAccessManager>
+#include <QNetworkReply>
+#include <QScrollBar>
+#include <QSplitter>
+#include <QTabBar>
+#include <QTabWidget>
+#include <QTemporaryDir>
+#include <QTest>
+#include <QTimer>
+
+#include "app/applog.h"
+#include "app/mainwindow.h"
+#include "app/paths.h"
+#include "conversation/chatinput.h"
+#include "conversation/chatview.h"
+#include "conversation/conversationmodel.h"
+#include "gui_test_support.h"
+#include "monitor/telemetrydock.h"
+#include "settings/appsettingsdialog.h"
+#include "neural/version.h"
+#include "support/fixtures.h"
+#include "tray/servercontrol.h"
+#include "wizard/checkpointcheck.h"
+
+namespace neural::gui {
+namespace {
+
+using test::spinUntil;
+
+QString fixtureDir() { return QString::fromStdString(neural::test::tiny_model_dir().string()); }
+
+// Answers the next message box with `button` once it is open (QMessageBox::question runs its own
+// event loop).
+void answerNextBox(QMessageBox::StandardButton button, bool *seen = nullptr)
+{
+    auto *poll = new QTimer;
+    poll->setInterval(20);
+    QObject::connect(poll, &QTimer::timeout, poll, [poll, button, seen] {
+        if (auto *box = qobject_cast<QMessageBox *>(QApplication::activeModalWidget())) {
+            if (seen)
+                *seen = true;
+            box->button(button)->click();
+            poll->deleteLater();
+        }
+    });
+    poll->start();
+}
+
+class DesktopTest : public ::testing::Test {
+protected:
+    void SetUp() override
+    {
+        appSettings()->clear();
+        appSettings()->setValue(QStringLiteral("chat/maxTokens"), 12);
+        open();
+    }
+    MainWindow::Options options() const
+    {
+        MainWindow::Options o;
+        o.modelDir = fixtureDir();
+        o.dbPath = m_dir.filePath(QStringLiteral("conversations.sqlite"));
+        o.profilesPath = m_dir.filePath(QStringLiteral("profiles.json"));
+        o.askFirstRun = false;
+        o.useTray = false;
+        return o;
+    }
+    void open()
+    {
+        m_window = std::make_unique<MainWindow>(options());
+        m_window->engine()->setForcedOutput(QStringLiteral(
+            "<|channel|>final<|message|>A short reply.<|end|>"));
+        m_window->show();
+        ASSERT_TRUE(spinUntil([&] { return m_window->engine()->state() == EngineHost::State::ready; }))
+            << m_window->engine()->lastError().toStdString();
+    }
+    void restart()
+    {
+        m_window.reset();  // as when the app quits: the window's state is saved
+        open();
+    }
+    bool idle()
+    {
+        return spinUntil([&] {
+            return !m_window->engine()->busy() && !m_window->messages()->isStreaming();
+        });
+    }
+    bool send(const QString &text)
+    {
+        m_window->input()->setPlainText(text);
+        m_window->sendMessage();
+        return idle();
+    }
+    QStringList titles()
+    {
+        QStringList t;
+        for (const ConversationInfo &c : m_window->store().conversations())
+            t << c.title;
+        return t;
+    }
+
+    QTemporaryDir m_dir;
+    std::unique_ptr<MainWindow> m_window;
+};
+
+TEST_F(DesktopTest, LayoutOpenConversationScrollAndApiSurviveARestart)
+{
+    ASSERT_TRUE(send(QStringLiteral("first conversation")));
+    const qint64 first = m_window->currentConversation();
+    m_window->newConversation();
+    QString longText;
+    for (int i = 0; i < 80; ++i)
+        longText += QStringLiteral("line %1 of a long message\n\n").arg(i);
+    ASSERT_TRUE(send(longText));
+    const qint64 second = m_window->currentConversation();
+    ASSERT_NE(first, second);
+
+    m_window->resize(910, 560);
+    m_window->telemetry()->show();
+    m_window->splitter()->setSizes({333, 500});
+    const QList<int> sizes = m_window->splitter()->sizes();
+    appSettings()->setValue(QStringLiteral("server/port"), 0);
+    m_window->toggleServer();
+    ASSERT_TRUE(m_window->server()->isRunning());
+    QScrollBar *bar = m_window->chatView()->verticalScrollBar();
+    ASSERT_TRUE(spinUntil([&] { return bar->maximum() > 200; }, 10000)) << bar->maximum();
+    bar->setValue(bar->maximum() / 2);
+    const int scroll = bar->value();
+    QTest::qWait(50);
+
+    restart();
+    EXPECT_EQ(m_window->size(), QSize(910, 560));
+    EXPECT_TRUE(m_window->telemetry()->isVisible());
+    EXPECT_EQ(m_window->splitter()->sizes().value(0), sizes.value(0));
+    EXPECT_EQ(m_window->currentConversation(), second);  // not the list's first row by default
+    EXPECT_TRUE(spinUntil([&] { return m_window->chatView()->verticalScrollBar()->value() == scroll; },
+                          10000))
+        << m_window->chatView()->verticalScrollBar()->value() << " != " << scroll;
+    EXPECT_TRUE(spinUntil([&] { return m_window->server()->isRunning(); }, 10000));
+
+    // Stopped before quitting: it stays off at the next start.
+    m_window->toggleServer();
+    restart();
+    QTest::qWait(100);
+    EXPECT_FALSE(m_window->server()->isRunning());
+}
+
+TEST_F(DesktopTest, AnUntouchedNewConversationStoresNoRow)
+{
+    m_window->newConversation();
+    m_window->newConversation();
+    EXPECT_TRUE(m_window->store().conversations().isEmpty());
+    EXPECT_EQ(m_window->conversations()->rowCount(), 0);
+    ASSERT_TRUE(send(QStringLiteral("now it counts")));
+    EXPECT_EQ(m_window->store().conversations().size(), 1);
+    m_window->newConversation();
+    restart();
+    EXPECT_EQ(m_window->store().conversations().size(), 1);
+}
+
+TEST_F(DesktopTest, TitlesArePlainTextAndFollowAnEditOfTheFirstMessage)
+{
+    ASSERT_TRUE(send(QStringLiteral("## Make a *plan* for [Rust](https://rust-lang.org) and `cargo`")));
+    EXPECT_EQ(titles(), QStringList{QStringLiteral("Make a plan for Rust and cargo")});
+    m_window->editMessage(0, QStringLiteral("**Second** try"));
+    ASSERT_TRUE(idle());
+    EXPECT_EQ(titles(), QStringList{QStringLiteral("Second try")});
+    EXPECT_EQ(m_window->conversations()->data(m_window->conversations()->index(0), Qt::DisplayRole)
+                  .toString(),
+              QStringLiteral("Second try"));
+    // A title the user chose stays.
+    ASSERT_TRUE(m_window->store().renameConversation(m_window->currentConversation(),
+                                                     QStringLiteral("Mine")));
+    m_window->editMessage(0, QStringLiteral("third try"));
+    ASSERT_TRUE(idle());
+    EXPECT_EQ(titles(), QStringList{QStringLiteral("Mine")});
+}
+
+TEST(ConversationTitle, FromMarkdownToOneLineOfWords)
+{
+    EXPECT_EQ(ConversationModel::titleFromMessage(QStringLiteral("> quoted **bold** _it_\n- item")),
+              QStringLiteral("quoted bold it item"));
+    EXPECT_EQ(ConversationModel::titleFromMessage(QStringLiteral("```python\nprint(1)\n```")),
+              QStringLiteral("print(1)"));
+    EXPECT_EQ(ConversationModel::titleFromMessage(QStringLiteral("![logo](a.png) | a | b |")),
+              QStringLiteral("logo a b"));
+    EXPECT_EQ(ConversationModel::titleFromMessage(QStringLiteral("***\n\n")), QString());
+    EXPECT_EQ(ConversationModel::titleFromMessage(QStringLiteral("rename __init__ in my_module")),
+              QStringLiteral("rename init in my_module"));
+    const QString t = ConversationModel::titleFromMessage(QString(40, QLatin1Char('w')) +
+                                                          QStringLiteral(" word") +
+                                                          QString(100, QLatin1Char('x')));
+    EXPECT_LE(t.size(), 61);
+    EXPECT_TRUE(t.endsWith(QChar(0x2026)));
+}
+
+TEST(ConversationDate, ShortAndRelativeToNow)
+{
+    const QDateTime now(QDate(2026, 12, 1), QTime(15, 0));
+    EXPECT_EQ(ConversationModel::shortDate(now.addDays(-1), now), QStringLiteral("Yesterday"));
+    EXPECT_EQ(ConversationModel::shortDate(QDateTime(QDate(2024, 3, 5), QTime(9, 0)), now),
+              QStringLiteral("2024-03-05"));
+    EXPECT_FALSE(ConversationModel::shortDate(now.addSecs(-60), now).isEmpty());
+    EXPECT_NE(ConversationModel::shortDate(now.addDays(-30), now), QStringLiteral("2026-11-01"));
+}
+
+TEST_F(DesktopTest, LongTitlesElideAndEveryRowShowsItsDate)
+{
+    ASSERT_TRUE(send(QString(300, QLatin1Char('a')) + QStringLiteral(" long title")));
+    QListView *list = m_window->conversationList();
+    list->resize(200, 300);
+    QTest::qWait(50);
+    EXPECT_EQ(list->horizontalScrollBar()->maximum(), 0);  // no sideways scrolling
+    const QModelIndex row = m_window->conversations()->index(0);
+    EXPECT_LE(list->visualRect(row).width(), list->viewport()->width());
+    EXPECT_FALSE(row.data(ConversationModel::DateRole).toString().isEmpty());
+    EXPECT_NE(row.data(Qt::AccessibleTextRole).toString().indexOf(
+                  row.data(ConversationModel::DateRole).toString()),
+              -1);
+}
+
+TEST_F(DesktopTest, TheDeleteKeyAsksAndDeletes)
+{
+    ASSERT_TRUE(send(QStringLiteral("keep me")));
+    m_window->activateWindow();
+    ASSERT_TRUE(QTest::qWaitForWindowActive(m_window.get()));
+    QListView *list = m_window->conversationList();
+    list->setFocus();
+    list->setCurrentIndex(m_window->conversations()->index(0));
+    bool asked = false;
+    answerNextBox(QMessageBox::No, &asked);
+    QTest::keyClick(list, Qt::Key_Delete);
+    EXPECT_TRUE(asked);
+    EXPECT_EQ(m_window->store().conversations().size(), 1);
+
+    // Back to the window once the box is gone (the offscreen platform does not re-activate it).
+    m_window->activateWindow();
+    ASSERT_TRUE(QTest::qWaitForWindowActive(m_window.get()));
+    list->setFocus();
+    asked = false;
+    answerNextBox(QMessageBox::Yes, &asked);
+    QTest::keyClick(list, Qt::Key_Delete);
+    EXPECT_TRUE(asked);
+    EXPECT_TRUE(m_window->store().conversations().isEmpty());
+    EXPECT_EQ(m_window->conversations()->rowCount(), 0);
+    EXPECT_EQ(m_window->currentConversation(), 0);
+}
+
+TEST_F(DesktopTest, RowsStayUnderTheMouseWhileASendResortsThem)
+{
+    ASSERT_TRUE(send(QStringLiteral("older")));
+    const qint64 older = m_window->currentConversation();
+    m_window->newConversation();
+    ASSERT_TRUE(send(QStringLiteral("newer")));
+    ASSERT_EQ(m_window->conversations()->rowOf(older), 1);
+    m_window->selectConversation(older);
+    ASSERT_TRUE(send(QStringLiteral("the older one gets a new message")));
+    // Now the most recent in the file, but its row did not jump to the top.
+    EXPECT_EQ(m_window->store().conversations().first().id, older);
+    EXPECT_EQ(m_window->conversations()->rowOf(older), 1);
+    EXPECT_EQ(m_window->conversationList()->currentIndex().row(), 1);
+}
+
+TEST_F(DesktopTest, AnotherConversationOpensWhileAReplyStreams)
+{
+    ASSERT_TRUE(send(QStringLiteral("other")));
+    // A reply that goes on after its forced start (no end token): 200 tokens.
+    appSettings()->setValue(QStringLiteral("chat/maxTokens"), 200);
+    m_window->engine()->setForcedOutput(QStringLiteral("<|channel|>final<|message|>Long: "));
+    const qint64 other = m_window->currentConversation();
+    m_window->newConversation();
+    m_window->input()->setPlainText(QStringLiteral("a long reply please"));
+    m_window->sendMessage();
+    const qint64 streaming = m_window->currentConversation();
+    ASSERT_TRUE(m_window->engine()->busy());
+    m_window->selectConversation(other);  // no event processed yet: still streaming
+    EXPECT_EQ(m_window->currentConversation(), other);
+    ASSERT_EQ(m_window->messages()->rowCount(), 2);
+    EXPECT_FALSE(m_window->messages()->isStreaming());
+    EXPECT_EQ(m_window->messages()->at(0).content, QStringLiteral("other"));
+
+    m_window->selectConversation(streaming);  // back: what streamed so far, then the rest
+    EXPECT_EQ(m_window->currentConversation(), streaming);
+    EXPECT_TRUE(m_window->messages()->isStreaming() || !m_window->engine()->busy());
+    m_window->selectConversation(other);
+    ASSERT_TRUE(spinUntil([&] { return !m_window->engine()->busy(); }));
+    // The reply went to its own conversation, not into the open one.
+    EXPECT_EQ(m_window->store().messages(streaming).size(), 2);
+    EXPECT_EQ(m_window->store().messages(other).size(), 2);
+    EXPECT_EQ(m_window->messages()->rowCount(), 2);
+    m_window->selectConversation(streaming);
+    ASSERT_EQ(m_window->messages()->rowCount(), 2);
+    EXPECT_FALSE(m_window->messages()->at(1).content.isEmpty());
+}
+
+TEST_F(DesktopTest, TelemetryDockKeepsItsWidthAndShowsEveryTab)
+{
+    TelemetryDock *dock = m_window->telemetry();
+    dock->show();
+    QTest::qWait(100);
+    const int width = dock->width();
+    ASSERT_TRUE(send(QStringLiteral("fill the summary")));
+    dock->poll();
+    QTest::qWait(100);
+    EXPECT_NE(dock->lastRequestSummary().indexOf(QStringLiteral("tokens at")), -1);
+    EXPECT_EQ(dock->width(), width);  // the summary wraps; the chat keeps its room
+    QTabBar *bar = dock->tabs()->tabBar();
+    for (int i = 0; i < bar->count(); ++i)
+        EXPECT_GE(bar->tabRect(i).width(), bar->fontMetrics().horizontalAdvance(bar->tabText(i)))
+            << bar->tabText(i).toStdString();
+    EXPECT_LE(bar->sizeHint().width(), dock->tabs()->width());
+    // The CPU backend uses no VRAM: no empty VRAM line.
+    EXPECT_FALSE(dock->showsVram());
+}
+
+TEST_F(DesktopTest, EachApiRequestIsLoggedOnce)
+{
+    installLogging(QString());
+    QStringList lines;
+    auto c = QObject::connect(&LogHub::instance(), &LogHub::line,
+                              [&](const QString &l) { lines << l; });
+    appSettings()->setValue(QStringLiteral("server/port"), 0);
+    m_window->toggleServer();
+    ASSERT_TRUE(m_window->server()->isRunning());
+    QNetworkAccessManager nam;
+    QNetworkReply *reply =
+        nam.get(QNetworkRequest(QUrl(m_window->server()->url().chopped(3) + QStringLiteral("/health"))));
+    ASSERT_TRUE(spinUntil([&] { return reply->isFinished(); }, 10000));
+    reply->deleteLater();
+    spinUntil([&] { return lines.filter(QStringLiteral("/health")).size() >= 2; }, 500);
+    QObject::disconnect(c);
+    qInstallMessageHandler(nullptr);
+    EXPECT_EQ(lines.filter(QStringLiteral("/health")).size(), 1) << lines.join(QLatin1Char('\n')).toStdString();
+}
+
+// Qt's "OpenType support missing" notices (one per font and script of a random-weight reply)
+// flooded the log: one line says what they mean, the notices themselves stay out of it.
+TEST(Logging, FontNoticesDoNotFloodTheLog)
+{
+    installLogging(QString());
+    QStringList lines;
+    auto c = QObject::connect(&LogHub::instance(), &LogHub::line,
+                              [&](const QString &l) { lines << l; });
+    for (int script = 0; script < 40; ++script)
+        qWarning("  OpenType support missing for \"DejaVu Sans\", script %d", script);  // as Qt writes it
+    qWarning("a real warning");
+    spinUntil([&] { return lines.size() >= 2; }, 2000);
+    test::spinFor(50);
+    QObject::disconnect(c);
+    qInstallMessageHandler(nullptr);
+    EXPECT_EQ(lines.filter(QStringLiteral("OpenType")).size(), 0) << lines.join(QLatin1Char('\n')).toStdString();
+    EXPECT_EQ(lines.filter(QStringLiteral("fonts do not cover")).size(), 1);
+    EXPECT_EQ(lines.filter(QStringLiteral("a real warning")).size(), 1);
+}
+
+// A profile that asks for the persistent CPU team whose library cannot be loaded: the status bar
+// says so instead of "Ready".
+TEST(PersistentTeam, AFailureToLoadItShowsInTheStatusBar)
+{
+    QTemporaryDir dir;
+    const QString store = dir.filePath(QStringLiteral("tiny.nstore"));
+    StoreJob job;
+    bool done = false, ok = false;
+    QObject::connect(&job, &StoreJob::finished, [&](bool success, bool, const QString &) {
+        done = true;
+        ok = success;
+    });
+    job.startRepack(fixtureDir(), store, QStringLiteral("raw"));
+    ASSERT_TRUE(spinUntil([&] { return done; }, 60000));
+    ASSERT_TRUE(ok);
+    Profile p = Profile::stock();
+    p.name = QStringLiteral("Team");
+    p.modelDir = fixtureDir();
+    p.store = store;
+    p.values.insert(QStringLiteral("kernel"), QStringLiteral("auto"));
+    p.values.insert(QStringLiteral("kernel-persistent"), true);
+    ProfileStore profiles;
+    profiles.upsert(p);
+    profiles.setActive(p.name);
+    const QString profilesFile = dir.filePath(QStringLiteral("profiles.json"));
+    ASSERT_TRUE(profiles.save(profilesFile));
+    qputenv("NEURAL_KDLL", dir.filePath(QStringLiteral("no-such-library.so")).toUtf8());
+
+    MainWindow::Options o;
+    o.dbPath = dir.filePath(QStringLiteral("c.sqlite"));
+    o.profilesPath = profilesFile;
+    o.askFirstRun = false;
+    o.useTray = false;
+    MainWindow w(o);
+    w.show();
+    ASSERT_TRUE(spinUntil([&] { return w.engine()->state() == EngineHost::State::ready; }, 60000))
+        << w.engine()->lastError().toStdString();
+    qunsetenv("NEURAL_KDLL");
+    const QString text = w.engineLabel()->text();
+    EXPECT_FALSE(text.startsWith(QStringLiteral("Ready:"))) << text.toStdString();
+    EXPECT_NE(text.indexOf(QStringLiteral("persistent CPU team is not used")), -1) << text.toStdString();
+    EXPECT_NE(text.indexOf(QStringLiteral("no-such-library.so")), -1) << text.toStdString();
+}
+
+// The status bar's model switcher lists the profiles and the demo model; with --model none of
+// them is the one running.
+TEST_F(DesktopTest, TheModelSwitcherListsTheProfilesAndTheDemoModel)
+{
+    QComboBox *models = m_window->modelSwitcher();
+    ASSERT_NE(models, nullptr);
+    EXPECT_NE(models->findData(QStringLiteral("Stock")), -1);
+    EXPECT_NE(models->findData(QStringLiteral("Optimized")), -1);
+    EXPECT_NE(models->findData(QString()), -1);  // the demo model
+    EXPECT_EQ(models->currentIndex(), -1);       // --model: none of them
+}
+
+// The Settings page: its values reach appSettings() and the API server (a key is required, the
+// LAN warning shows without one); it replaces the menu pop-ups.
+TEST_F(DesktopTest, TheSettingsPageConfiguresTheApiServer)
+{
+    AppSettingsDialog dialog;  // no parent: the window is restarted below
+    dialog.show();
+    dialog.portBox()->setValue(0);
+    dialog.lanBox()->setChecked(true);
+    EXPECT_TRUE(dialog.lanWarning()->isVisible());
+    EXPECT_NE(dialog.lanWarning()->text().indexOf(QStringLiteral("no key")), -1);
+    dialog.keyEdit()->setText(QStringLiteral("sekret"));
+    EXPECT_EQ(dialog.lanWarning()->text().indexOf(QStringLiteral("no key")), -1);
+    dialog.lanBox()->setChecked(false);
+    EXPECT_FALSE(dialog.lanWarning()->isVisible());
+    dialog.corsEdit()->setText(QStringLiteral("http://localhost:3000"));
+    dialog.maxTokensBox()->setValue(300);
+    dialog.startAtLaunchBox()->setChecked(true);
+    dialog.save();
+    EXPECT_EQ(appSettings()->value(QStringLiteral("chat/maxTokens")).toInt(), 300);
+
+    m_window->toggleServer();
+    ASSERT_TRUE(m_window->server()->isRunning()) << m_window->server()->lastError().toStdString();
+    QNetworkAccessManager nam;
+    auto status = [&](const QByteArray &key) {
+        QNetworkRequest req(QUrl(m_window->server()->url() + QStringLiteral("/models")));
+        if (!key.isEmpty())
+            req.setRawHeader("Authorization", "Bearer " + key);
+        QNetworkReply *reply = nam.get(req);
+        spinUntil([&] { return reply->isFinished(); }, 10000);
+        reply->deleteLater();
+        return reply->attribute(QNetworkRequest::HttpStatusCodeAttribute).toInt();
+    };
+    EXPECT_EQ(status({}), 401);
+    EXPECT_EQ(status("sekret"), 200);
+    m_window->toggleServer();
+    // Started at launch (the setting), although it was off at the last exit.
+    restart();
+    EXPECT_TRUE(spinUntil([&] { return m_window->server()->isRunning(); }, 10000));
+
+    bool pagesInMenu = false, popUps = false;
+    for (QAction *a : m_window->findChildren<QAction *>()) {
+        pagesInMenu = pagesInMenu || a->text() == QStringLiteral("&Settings...");
+        popUps = popUps || a->text().contains(QStringLiteral("port..."));
+    }
+    EXPECT_TRUE(pagesInMenu);
+    EXPECT_FALSE(popUps);
+}
+
+TEST_F(DesktopTest, AboutNamesTheVersionBuildAndBackend)
+{
+    const QString about = m_window->aboutText();
+    EXPECT_NE(about.indexOf(QStringLiteral(NEURAL_VERSION)), -1) << about.toStdString();
+    EXPECT_NE(about.indexOf(QStringLiteral("cpu")), -1) << about.toStdString();
+    bool helpMenu = false;
+    for (QAction *a : m_window->menuBar()->actions())
+        helpMenu = helpMenu || a->text() == QStringLiteral("&Help");
+    EXPECT_TRUE(helpMenu);
+}
+
+}  // namespace
+}  // namespace neural::gui
