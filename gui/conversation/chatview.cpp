@@ -4,6 +4,7 @@
 #include <QApplication>
 #include <QClipboard>
 #include <QDesktopServices>
+#include <QElapsedTimer>
 #include <QEvent>
 #include <QHBoxLayout>
 #include <QJsonObject>
@@ -110,19 +111,59 @@ void MessageBody::showMarkdown(const QString &markdown)
     m_codes = renderMarkdown(document(), markdown, palette());
 }
 
+namespace {
+// Text that cannot change how the Markdown before it reads when appended to a line that has
+// letters already (no markup characters, no line break, no list or heading marker).
+bool isPlainAppend(QStringView added, QStringView lastLine)
+{
+    static const QString markup = QStringLiteral("*_`[]()<>#|~!\\&=+-:/\n\r\t");
+    for (const QChar c : added)
+        if (markup.contains(c))
+            return false;
+    for (const QChar c : lastLine)
+        if (c.isLetter())
+            return true;
+    return false;
+}
+}  // namespace
+
 void MessageBody::showStreamingMarkdown(const QString &markdown)
 {
     if (!m_streaming || !markdown.startsWith(m_source.left(m_stableLength))) {
         document()->clear();
+        m_source.clear();
         m_codes.clear();
         m_tailCodes.clear();
         m_stableLength = 0;
         m_tailStart = 0;
         m_streaming = true;
+        m_renderCostMs = 0;
     }
+    // Only the tail after the last complete block is scanned (the stable part ends outside
+    // any code fence).
+    const int stable = m_stableLength +
+                       stablePrefixLength(QStringView(markdown).mid(m_stableLength).toString());
+    if (stable == m_stableLength && markdown.size() > m_source.size() && markdown.startsWith(m_source) &&
+        document()->characterCount() > m_tailStart + 1) {
+        // The tail grew. Plain words are appended as they are; other text too while the last
+        // tail rendering's cost is not paid back (a long paragraph re-laid out per update would
+        // hold the GUI thread), so rendering takes at most ~1/8 of the time. The next full
+        // rendering of the tail puts the Markdown right.
+        const QStringView added = QStringView(markdown).mid(m_source.size());
+        const int lineStart = static_cast<int>(m_source.lastIndexOf(QLatin1Char('\n'))) + 1;
+        if (isPlainAppend(added, QStringView(m_source).mid(lineStart)) ||
+            m_sinceRender.elapsed() < 8 * m_renderCostMs) {
+            QTextCursor c(document());
+            c.movePosition(QTextCursor::End);
+            c.insertText(added.toString());
+            m_source = markdown;
+            return;
+        }
+    }
+    QElapsedTimer cost;
+    cost.start();
     m_source = markdown;
     removeTail();
-    const int stable = stablePrefixLength(markdown);
     if (stable > m_stableLength) {
         m_codes += appendRendered(markdown.mid(m_stableLength, stable - m_stableLength),
                                   static_cast<int>(m_codes.size()));
@@ -132,6 +173,8 @@ void MessageBody::showStreamingMarkdown(const QString &markdown)
     const QString tail = markdown.mid(m_stableLength);
     if (!tail.trimmed().isEmpty())
         m_tailCodes = appendRendered(tail, static_cast<int>(m_codes.size()));
+    m_renderCostMs = cost.elapsed();
+    m_sinceRender.start();
 }
 
 void MessageBody::rerender()

@@ -10,6 +10,7 @@
 // keep each conversation's place.
 #pragma once
 
+#include <QElapsedTimer>
 #include <QFrame>
 #include <QList>
 #include <QScrollArea>
@@ -62,6 +63,8 @@ private:
     QStringList m_codes;     // code blocks of the stable part
     QStringList m_tailCodes;
     bool m_rerenderPending = false;
+    qint64 m_renderCostMs = 0;    // the last tail rendering's cost
+    QElapsedTimer m_sinceRender;  // since then
 };
 
 class MessageWidget : public QFrame {
