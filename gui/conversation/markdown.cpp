@@ -220,6 +220,34 @@ struct CodeGroup {
     bool fenced = false;
 };
 
+// Qt's importer leaves an empty block, formatted as code, at the top of a table's first cell
+// when the table follows a code block: it would push that cell's text down a line and join the
+// code block before it. Removed before anything else is styled.
+void dropEmptyCellBlocks(QTextFrame *frame)
+{
+    for (QTextFrame *child : frame->childFrames()) {
+        if (auto *table = qobject_cast<QTextTable *>(child)) {
+            for (int r = 0; r < table->rows(); ++r) {
+                for (int col = 0; col < table->columns(); ++col) {
+                    const QTextTableCell cell = table->cellAt(r, col);
+                    const QTextBlock first = cell.firstCursorPosition().block();
+                    const QTextBlock last = cell.lastCursorPosition().block();
+                    if (first == last || first.length() > 1)
+                        continue;
+                    const QTextBlock second = first.next();
+                    const QTextBlockFormat keep = second.blockFormat();
+                    const QTextCharFormat keepChar = second.charFormat();
+                    QTextCursor c(second);
+                    c.deletePreviousChar();  // the empty block's separator
+                    c.setBlockFormat(keep);
+                    c.setBlockCharFormat(keepChar);
+                }
+            }
+        }
+        dropEmptyCellBlocks(child);
+    }
+}
+
 void styleTables(QTextFrame *frame, const QPalette &palette)
 {
     for (QTextFrame *child : frame->childFrames()) {
@@ -235,12 +263,16 @@ void styleTables(QTextFrame *frame, const QPalette &palette)
             f.setBottomMargin(4);
             table->setFormat(f);
             const QColor head = blend(palette.color(QPalette::Base), palette.color(QPalette::Text), 0.08);
+            QTextCharFormat bold;
+            bold.setFontWeight(QFont::Bold);
             for (int col = 0; col < table->columns(); ++col) {
                 QTextTableCell cell = table->cellAt(0, col);
-                QTextCharFormat cf = cell.format();
+                QTextTableCellFormat cf = cell.format().toTableCellFormat();
                 cf.setBackground(head);
-                cf.setFontWeight(QFont::Bold);
                 cell.setFormat(cf);
+                QTextCursor c = cell.firstCursorPosition();
+                c.setPosition(cell.lastCursorPosition().position(), QTextCursor::KeepAnchor);
+                c.mergeCharFormat(bold);
             }
         }
         styleTables(child, palette);
@@ -254,6 +286,7 @@ QStringList renderMarkdown(QTextDocument *docPtr, const QString &markdown, const
 {
     QTextDocument &doc = *docPtr;
     doc.setMarkdown(markdown, QTextDocument::MarkdownDialectGitHub);
+    dropEmptyCellBlocks(doc.rootFrame());
     const CodeColors colors = codeColors(palette);
     const QFont fixed = QFontDatabase::systemFont(QFontDatabase::FixedFont);
     QTextCharFormat mono;

@@ -141,6 +141,11 @@ TEST(Markdown, TablesHaveBordersAndPaddingAndQuotesATintedBand)
     EXPECT_EQ(table->format().border(), 1);
     EXPECT_EQ(table->format().cellPadding(), 4);
     EXPECT_TRUE(table->format().borderCollapse());
+    // Header cells hold their text only (no empty line above it), in bold.
+    const QTextTableCell head = table->cellAt(0, 0);
+    EXPECT_EQ(head.firstCursorPosition().block().text(), QStringLiteral("Name"));
+    EXPECT_EQ(head.firstCursorPosition().block(), head.lastCursorPosition().block());
+    EXPECT_EQ(head.firstCursorPosition().block().begin().fragment().charFormat().fontWeight(), QFont::Bold);
     // The right-aligned column stays right-aligned.
     EXPECT_TRUE(table->cellAt(1, 1).firstCursorPosition().blockFormat().alignment() & Qt::AlignRight);
     bool quote = false;
@@ -148,6 +153,26 @@ TEST(Markdown, TablesHaveBordersAndPaddingAndQuotesATintedBand)
         if (b.text() == QStringLiteral("quoted words"))
             quote = b.blockFormat().background().style() != Qt::NoBrush;
     EXPECT_TRUE(quote);
+}
+
+// A table right after a code block: Qt's importer put an empty code line at the top of the
+// first cell (its header text a line lower than the others, and joined to the code block).
+TEST(Markdown, ATableAfterACodeBlockHasNoEmptyLineInItsFirstCell)
+{
+    QTextDocument doc;
+    const QStringList codes = renderMarkdown(
+        &doc, QStringLiteral("```python\nx = 1\n```\n\n| input | output |\n|---|---|\n| 1 | 2 |\n"),
+        QApplication::palette());
+    EXPECT_EQ(codes, QStringList{QStringLiteral("x = 1")});
+    QTextTable *table = nullptr;
+    for (QTextFrame *f : doc.rootFrame()->childFrames())
+        if (auto *t = qobject_cast<QTextTable *>(f))
+            table = t;
+    ASSERT_NE(table, nullptr);
+    const QTextTableCell cell = table->cellAt(0, 0);
+    EXPECT_EQ(cell.firstCursorPosition().block().text(), QStringLiteral("input"));
+    EXPECT_EQ(cell.firstCursorPosition().block(), cell.lastCursorPosition().block());
+    EXPECT_FALSE(cell.firstCursorPosition().blockFormat().hasProperty(QTextFormat::BlockCodeFence));
 }
 
 TEST(Markdown, TheStablePrefixEndsAfterCompleteBlocksOnly)
