@@ -544,9 +544,20 @@ void ChatView::restoreScrollPosition(int position)
     bar->setValue(std::min(position, bar->maximum()));
 }
 
+void ChatView::dropWidget(MessageWidget *w)
+{
+    // Later, not now: the click that asked for this (Delete, Regenerate, an edit's Send) is
+    // still being delivered to a button of this widget.
+    m_layout->removeWidget(w);
+    w->hide();
+    w->disconnect(this);
+    w->deleteLater();
+}
+
 void ChatView::rebuild()
 {
-    qDeleteAll(m_widgets);
+    for (MessageWidget *w : std::as_const(m_widgets))
+        dropWidget(w);
     m_widgets.clear();
     // A conversation opens at its end unless the window restores another place.
     m_stick = true;
@@ -576,7 +587,7 @@ void ChatView::insertRows(int first, int last)
 void ChatView::removeRows(int first, int last)
 {
     for (int r = last; r >= first; --r)
-        delete m_widgets.takeAt(r);
+        dropWidget(m_widgets.takeAt(r));
     refreshAll();
 }
 

@@ -148,6 +148,7 @@ private:
     void removeRows(int first, int last);
     void refresh(int row);
     void refreshAll();
+    void dropWidget(MessageWidget *w);
     int rowOf(const MessageWidget *w) const { return static_cast<int>(m_widgets.indexOf(w)); }
 
     MessageModel *m_model;
