@@ -119,6 +119,9 @@ MainWindow::MainWindow(Options options, QWidget *parent)
 MainWindow::~MainWindow()
 {
     m_server->stop();
+    // The engine host is deleted with the window's children, after this window's members: a
+    // reply still running then ends with turnFinished, which must not reach slots using them.
+    disconnect(m_engine, nullptr, this, nullptr);
 }
 
 void MainWindow::buildUi()

@@ -428,6 +428,24 @@ protected:
     std::unique_ptr<MainWindow> m_window;
 };
 
+// Closing the window while a reply streams: the engine host, deleted after the window's
+// members, ended the turn with turnFinished into slots that used the destroyed store.
+TEST_F(ChatWindowTest, TheWindowGoesAwayWhileAReplyStreams)
+{
+    ASSERT_TRUE(spinUntil([&] { return m_window->engine()->state() == EngineHost::State::ready; }));
+    appSettings()->setValue(QStringLiteral("chat/maxTokens"), 400);
+    m_window->engine()->setForcedOutput({});
+    m_window->input()->setPlainText(QStringLiteral("a long answer please"));
+    m_window->sendMessage();
+    ASSERT_TRUE(spinUntil([&] {
+        return m_window->messages()->isStreaming() &&
+               !m_window->messages()->at(m_window->messages()->rowCount() - 1).content.isEmpty();
+    }));
+    ASSERT_TRUE(m_window->engine()->busy());
+    m_window.reset();
+    SUCCEED();
+}
+
 TEST_F(ChatWindowTest, FocusStartsInTheMessageBox)
 {
     EXPECT_EQ(m_window->focusWidget(), m_window->input());
