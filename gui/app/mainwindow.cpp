@@ -33,6 +33,8 @@
 #include <QUrl>
 #include <QVBoxLayout>
 
+#include <utility>
+
 #include <spdlog/spdlog.h>
 
 #include "app/applog.h"
@@ -114,6 +116,7 @@ MainWindow::MainWindow(Options options, QWidget *parent)
     updateEngineState();
     updateServerState(false, {});
     loadActiveProfile();
+    m_input->setFocus();
 }
 
 MainWindow::~MainWindow()
@@ -309,7 +312,9 @@ void MainWindow::buildUi()
     connect(m_send, &QPushButton::clicked, this, &MainWindow::sendMessage);
     connect(m_stop, &QPushButton::clicked, this, &MainWindow::stopGeneration);
     connect(m_chat, &ChatView::regenerateRequested, this, [this](int row) { regenerate(row); });
-    connect(m_chat, &ChatView::editRequested, this, [this](int row) { editMessage(row); });
+    connect(m_chat, &ChatView::editSubmitted, this, &MainWindow::editMessage);
+    connect(m_chat, &ChatView::deleteRequested, this, &MainWindow::deleteMessage);
+    connect(m_chat, &ChatView::versionRequested, this, &MainWindow::showVersion);
     connect(m_effort, &QComboBox::currentTextChanged, this, &MainWindow::saveConversationSettings);
     connect(m_systemPrompt, &QPushButton::clicked, this, [this] {
         const auto info = m_current ? m_store.conversation(m_current) : std::nullopt;
@@ -620,7 +625,7 @@ void MainWindow::onTurnDelta(const QString &reasoning, const QString &content)
     m_streamReasoning += reasoning;
     m_streamContent += content;
     if (m_current == m_turnConversation)
-        m_messages->appendDelta(reasoning, content);
+        m_messages->appendDelta(reasoning, content, m_engine->batcher().releasedPieces());
 }
 
 void MainWindow::saveConversationSettings()
@@ -685,8 +690,12 @@ void MainWindow::startTurn()
     m_streamContent.clear();
     m_messages->beginStreaming();
     if (!m_engine->send(req)) {
-        m_messages->endStreaming(nullptr);
         statusBar()->showMessage(tr("The engine is busy or not ready."), 4000);
+        if (!m_regenerated.isEmpty()) {
+            onTurnFinished(TurnReport{});  // the reply being regenerated comes back
+            return;
+        }
+        m_messages->endStreaming(nullptr);
     }
 }
 
@@ -694,18 +703,32 @@ void MainWindow::onTurnFinished(const TurnReport &report)
 {
     const qint64 conv = m_turnConversation;
     m_turnConversation = 0;
+    QList<MessageVersion> versions = std::exchange(m_regenerated, {});
     if (!report.error.isEmpty())
         statusBar()->showMessage(tr("Generation failed: %1").arg(report.error), 10000);
-    if (report.content.isEmpty() && report.reasoning.isEmpty()) {
+    const bool empty = report.content.isEmpty() && report.reasoning.isEmpty();
+    if (empty && versions.isEmpty()) {
         // Nothing generated (stopped at once, or an error before the first token).
         if (conv == m_current)
             m_messages->endStreaming(nullptr);
         return;
     }
+    // A regenerated reply joins the earlier versions; when nothing came, they come back.
+    if (!empty)
+        versions.push_back({report.content, report.reasoning, report.toJson()});
+    const MessageVersion &shown = versions.isEmpty() ? MessageVersion{} : versions.last();
     // Committed now: a crash after this point loses nothing of this reply.
-    const StoredMessage stored = m_store.appendMessage(conv, QStringLiteral("assistant"),
-                                                       report.content, report.reasoning,
-                                                       report.toJson());
+    StoredMessage stored = empty ? m_store.appendMessage(conv, QStringLiteral("assistant"),
+                                                         shown.content, shown.reasoning, shown.stats)
+                                 : m_store.appendMessage(conv, QStringLiteral("assistant"),
+                                                         report.content, report.reasoning,
+                                                         report.toJson());
+    if (stored.id != 0 && versions.size() > 1) {
+        if (m_store.setMessageVersions(stored.id, versions, static_cast<int>(versions.size()) - 1)) {
+            stored.versions = versions;
+            stored.version = static_cast<int>(versions.size()) - 1;
+        }
+    }
     if (stored.id == 0)
         spdlog::error("reply not saved: {}", m_store.lastError().toStdString());
     if (conv == m_current)
@@ -720,9 +743,45 @@ void MainWindow::regenerate(int row)
     if (m_engine->busy() || row < 0 || row >= m_messages->rowCount() ||
         m_messages->at(row).role != QLatin1String("assistant"))
         return;
+    const ChatMessage &old = m_messages->at(row);
+    m_regenerated = old.versions;
+    if (m_regenerated.isEmpty())
+        m_regenerated.push_back({old.content, old.reasoning, old.stats});
     m_store.truncate(m_current, row);
     m_messages->truncate(row);
     startTurn();
+}
+
+void MainWindow::deleteMessage(int row)
+{
+    if (m_engine->busy() || row < 0 || row >= m_messages->rowCount())
+        return;
+    if (!m_store.deleteMessage(m_current, row)) {
+        statusBar()->showMessage(m_store.lastError(), 6000);
+        return;
+    }
+    m_messages->removeAt(row);
+    m_input->setFocus();
+}
+
+void MainWindow::showVersion(int row, int index)
+{
+    if (m_engine->busy() || row < 0 || row >= m_messages->rowCount())
+        return;
+    const ChatMessage &m = m_messages->at(row);
+    if (index < 0 || index >= m.versions.size() || !m_store.setMessageVersions(m.id, m.versions, index))
+        return;
+    StoredMessage s;
+    s.id = m.id;
+    s.conversationId = m_current;
+    s.position = row;
+    s.role = m.role;
+    s.content = m.versions[index].content;
+    s.reasoning = m.versions[index].reasoning;
+    s.stats = m.versions[index].stats;
+    s.versions = m.versions;
+    s.version = index;
+    m_messages->replace(row, s);
 }
 
 void MainWindow::editMessage(int row, const QString &newText)
@@ -730,16 +789,10 @@ void MainWindow::editMessage(int row, const QString &newText)
     if (m_engine->busy() || row < 0 || row >= m_messages->rowCount() ||
         m_messages->at(row).role != QLatin1String("user"))
         return;
-    QString text = newText;
-    if (text.isEmpty()) {
-        bool ok = false;
-        text = QInputDialog::getMultiLineText(this, tr("Edit message"),
-                                              tr("The conversation continues from the edited "
-                                                 "message (later messages are replaced):"),
-                                              m_messages->at(row).content, &ok);
-        if (!ok || text.trimmed().isEmpty())
-            return;
-    }
+    // The chat view edits in place and sends the new text here.
+    const QString text = newText;
+    if (text.trimmed().isEmpty())
+        return;
     // A title made from the first message follows its edit; a title the user chose stays.
     const auto info = m_store.conversation(m_current);
     if (row == 0 && info && info->title == titleFrom(m_messages->at(0).content))
@@ -751,6 +804,7 @@ void MainWindow::editMessage(int row, const QString &newText)
         return;
     m_messages->append(stored);
     refreshListRow(m_current);
+    m_input->setFocus();
     startTurn();
 }
 

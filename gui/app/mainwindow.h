@@ -80,6 +80,9 @@ public slots:
     void stopGeneration();
     void regenerate(int row);
     void editMessage(int row, const QString &newText = {});
+    void deleteMessage(int row);
+    // Shows version `index` of a regenerated reply (the chat view's < 2/3 >).
+    void showVersion(int row, int index);
     void selectConversation(qint64 id);
     void toggleServer();
     bool exportConversation(const QString &path, bool json);
@@ -167,6 +170,8 @@ private:
     BenchmarkDialog *m_benchmark = nullptr;  // reset when it is destroyed
     bool m_quitting = false;
     int m_turnTokenLimit = 0;
+    // The versions of the reply being regenerated; the new reply is added to them.
+    QList<MessageVersion> m_regenerated;
 };
 
 }  // namespace neural::gui

@@ -5,11 +5,15 @@
 #include <QDockWidget>
 #include <QTimer>
 
+#include <functional>
+#include <memory>
+
 #include <spdlog/spdlog.h>
 
 #include "app/mainwindow.h"
 #include "benchmark/benchmarkdialog.h"
 #include "conversation/chatinput.h"
+#include "conversation/chatview.h"
 #include "conversation/messagemodel.h"
 #include "monitor/telemetrydock.h"
 #include "settings/appsettingsdialog.h"
@@ -94,6 +98,51 @@ void shootBenchmark(MainWindow *window, const QString &dir)
 }
 }  // namespace
 
+namespace {
+// The chat scene: a reply with reasoning and a Python code block. The demo model's weights are
+// random, so its reply text is given (EngineHost::setForcedOutput, tokenized and streamed
+// through the real parser, view and store); the stats are the real run's.
+const char *const kChatReply =
+    "<|channel|>analysis<|message|>The user wants a small function. A list comprehension keeps "
+    "it short; mention the edge case of an empty list.<|end|>"
+    "<|start|>assistant<|channel|>final<|message|>Here is a function that squares the even "
+    "numbers:\n\n```python\ndef even_squares(values):\n    # keep the even ones, squared\n"
+    "    return [v * v for v in values if v % 2 == 0]\n\nprint(even_squares([1, 2, 3, 4]))  "
+    "# [4, 16]\n```\n\n| input | output |\n|---|---|\n| `[1, 2, 3, 4]` | `[4, 16]` |\n"
+    "| `[]` | `[]` |\n\n> An empty list gives an empty list.<|return|>";
+
+// Sends the chat scene's question, opens the reply's reasoning, saves chat.png, then `next`.
+void chatScene(MainWindow *window, const QString &dir, std::function<void()> next)
+{
+    window->engine()->setForcedOutput(QString::fromUtf8(kChatReply));
+    window->setTurnTokenLimit(400);
+    window->input()->setPlainText(QStringLiteral("Write a Python function for the squares of the even numbers."));
+    window->sendMessage();
+    if (!window->engine()->busy()) {  // no model: the other pictures still get taken
+        window->engine()->setForcedOutput({});
+        next();
+        return;
+    }
+    auto done = std::make_shared<QMetaObject::Connection>();
+    *done = QObject::connect(window->engine(), &EngineHost::turnFinished, window,
+                             [window, dir, next, done](const TurnReport &) {
+        QObject::disconnect(*done);
+        window->engine()->setForcedOutput({});
+        window->setTurnTokenLimit(48);
+        QTimer::singleShot(200, window, [window, dir, next] {
+            ChatView *chat = window->chatView();
+            if (MessageWidget *w = chat->messageWidget(chat->messageCount() - 1))
+                w->setReasoningOpen(true);
+            QTimer::singleShot(200, window, [window, dir, next] {
+                window->chatView()->restoreScrollPosition(-1);
+                save(window->chatView(), dir + QStringLiteral("/chat.png"));
+                next();
+            });
+        });
+    });
+}
+}  // namespace
+
 void takeScreenshots(MainWindow *window, const QString &dir)
 {
     QDir().mkpath(dir);
@@ -132,13 +181,15 @@ void takeScreenshots(MainWindow *window, const QString &dir)
             });
         };
         if (!window->engine()->busy()) {
-            finish();
+            chatScene(window, dir, finish);
             return;
         }
         *after = QObject::connect(window->engine(), &EngineHost::turnFinished, window,
-                                  [after, finish](const TurnReport &) {
+                                  [after, finish, window, dir](const TurnReport &) {
                                       QObject::disconnect(*after);
-                                      QTimer::singleShot(200, finish);
+                                      QTimer::singleShot(200, window, [window, dir, finish] {
+                                          chatScene(window, dir, finish);
+                                      });
                                   });
     };
     auto *engine = window->engine();

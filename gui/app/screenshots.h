@@ -1,5 +1,7 @@
 // `neural-desktop --screenshots DIR`: once the model is ready (or failed), saves into DIR
 //   first-start.png  the window before any message
+//   chat.png         a reply with its reasoning open, a highlighted code block, a table and a
+//                    quote (its text is given: the demo model's weights are random)
 //   main.png         after a short exchange
 //   telemetry.png    the telemetry dock after it
 //   profiles.png     the profile dialog (the engine settings)

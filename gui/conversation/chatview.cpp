@@ -1,21 +1,30 @@
 #include "conversation/chatview.h"
 
-#include <QApplication>
 #include <QAbstractTextDocumentLayout>
+#include <QApplication>
 #include <QClipboard>
-#include <QTextCursor>
-#include <QTextDocument>
-
-#include <cmath>
+#include <QDesktopServices>
+#include <QElapsedTimer>
+#include <QEvent>
 #include <QHBoxLayout>
 #include <QJsonObject>
+#include <QKeyEvent>
 #include <QLabel>
+#include <QPainter>
 #include <QPalette>
+#include <QPlainTextEdit>
 #include <QPushButton>
+#include <QScopedValueRollback>
 #include <QScrollBar>
+#include <QTextCursor>
+#include <QTextDocument>
+#include <QTextDocumentFragment>
 #include <QTimer>
 #include <QToolButton>
 #include <QVBoxLayout>
+
+#include <algorithm>
+#include <cmath>
 
 #include "conversation/markdown.h"
 #include "conversation/messagemodel.h"
@@ -31,8 +40,9 @@ QString statsLine(const QJsonObject &stats)
     const double tps = stats.value(QStringLiteral("tokens_per_second")).toDouble();
     if (tps > 0)
         parts << QObject::tr("%1 tok/s").arg(tps, 0, 'f', 1);
-    parts << QObject::tr("first token %1 s")
-                 .arg(stats.value(QStringLiteral("ttft_s")).toDouble(), 0, 'f', 2);
+    if (stats.contains(QStringLiteral("ttft_s")))
+        parts << QObject::tr("first token %1 s")
+                     .arg(stats.value(QStringLiteral("ttft_s")).toDouble(), 0, 'f', 2);
     const QString finish = stats.value(QStringLiteral("finish")).toString();
     if (finish == QLatin1String("cancelled"))
         parts << QObject::tr("stopped");
@@ -46,37 +56,150 @@ QString statsLine(const QJsonObject &stats)
 MessageBody::MessageBody(QWidget *parent) : QTextBrowser(parent)
 {
     setReadOnly(true);
-    setOpenExternalLinks(true);
+    setOpenLinks(false);  // "copy-code:N" is ours; other links open in the browser
     setFrameShape(QFrame::NoFrame);
     setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
     setVerticalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
     setWordWrapMode(QTextOption::WrapAtWordBoundaryOrAnywhere);
     setSizePolicy(QSizePolicy::Expanding, QSizePolicy::Fixed);
+    setTextInteractionFlags(Qt::TextBrowserInteraction);
     viewport()->setAutoFillBackground(false);
     document()->setDocumentMargin(2);
     connect(document()->documentLayout(), &QAbstractTextDocumentLayout::documentSizeChanged, this,
             &MessageBody::fitHeight);
+    connect(this, &QTextBrowser::anchorClicked, this, [this](const QUrl &url) {
+        if (url.scheme() == QLatin1String("copy-code")) {
+            const QStringList codes = codeTexts();
+            const int i = url.path().toInt();
+            if (i >= 0 && i < codes.size())
+                QApplication::clipboard()->setText(codes.at(i));
+            return;
+        }
+        QDesktopServices::openUrl(url);
+    });
 }
 
-void MessageBody::showStreaming(const QString &text)
+QStringList MessageBody::appendRendered(const QString &markdown, int firstCodeIndex)
 {
-    if (m_streaming && !m_plain.isEmpty() && text.startsWith(m_plain)) {
-        // Append only the new text: the layout redoes the last block, not the whole reply.
-        QTextCursor c(document());
-        c.movePosition(QTextCursor::End);
-        c.insertText(text.mid(m_plain.size()));
-    } else {
-        setPlainText(text);
-    }
-    m_plain = text;
-    m_streaming = true;
+    QTextDocument part;
+    part.setDefaultFont(document()->defaultFont());
+    const QStringList codes = renderMarkdown(&part, markdown, palette(), firstCodeIndex);
+    QTextCursor c(document());
+    c.movePosition(QTextCursor::End);
+    if (!document()->isEmpty())
+        c.insertBlock(QTextBlockFormat(), QTextCharFormat());
+    c.insertFragment(QTextDocumentFragment(&part));
+    return codes;
 }
 
-void MessageBody::showMarkdown(const QString &markdown, const QColor &codeBackground)
+void MessageBody::removeTail()
+{
+    QTextCursor c(document());
+    c.setPosition(std::min(m_tailStart, document()->characterCount() - 1));
+    c.movePosition(QTextCursor::End, QTextCursor::KeepAnchor);
+    c.removeSelectedText();
+    m_tailCodes.clear();
+}
+
+void MessageBody::showMarkdown(const QString &markdown)
 {
     m_streaming = false;
-    m_plain.clear();
-    renderMarkdown(document(), markdown, codeBackground);
+    m_source = markdown;
+    m_stableLength = 0;
+    m_tailStart = 0;
+    m_tailCodes.clear();
+    m_codes = renderMarkdown(document(), markdown, palette());
+}
+
+namespace {
+// Text that cannot change how the Markdown before it reads when appended to a line that has
+// letters already (no markup characters, no line break, no list or heading marker).
+bool isPlainAppend(QStringView added, QStringView lastLine)
+{
+    static const QString markup = QStringLiteral("*_`[]()<>#|~!\\&=+-:/\n\r\t");
+    for (const QChar c : added)
+        if (markup.contains(c))
+            return false;
+    for (const QChar c : lastLine)
+        if (c.isLetter())
+            return true;
+    return false;
+}
+}  // namespace
+
+void MessageBody::showStreamingMarkdown(const QString &markdown)
+{
+    if (!m_streaming || !markdown.startsWith(m_source.left(m_stableLength))) {
+        document()->clear();
+        m_source.clear();
+        m_codes.clear();
+        m_tailCodes.clear();
+        m_stableLength = 0;
+        m_tailStart = 0;
+        m_streaming = true;
+        m_renderCostMs = 0;
+    }
+    // Only the tail after the last complete block is scanned (the stable part ends outside
+    // any code fence).
+    const int stable = m_stableLength +
+                       stablePrefixLength(QStringView(markdown).mid(m_stableLength).toString());
+    if (stable == m_stableLength && markdown.size() > m_source.size() && markdown.startsWith(m_source) &&
+        document()->characterCount() > m_tailStart + 1) {
+        // The tail grew. Plain words are appended as they are; other text too while the last
+        // tail rendering's cost is not paid back (a long paragraph re-laid out per update would
+        // hold the GUI thread), so rendering takes at most ~1/8 of the time. The next full
+        // rendering of the tail puts the Markdown right.
+        const QStringView added = QStringView(markdown).mid(m_source.size());
+        const int lineStart = static_cast<int>(m_source.lastIndexOf(QLatin1Char('\n'))) + 1;
+        if (isPlainAppend(added, QStringView(m_source).mid(lineStart)) ||
+            m_sinceRender.elapsed() < 8 * m_renderCostMs) {
+            QTextCursor c(document());
+            c.movePosition(QTextCursor::End);
+            c.insertText(added.toString());
+            m_source = markdown;
+            return;
+        }
+    }
+    QElapsedTimer cost;
+    cost.start();
+    m_source = markdown;
+    removeTail();
+    if (stable > m_stableLength) {
+        m_codes += appendRendered(markdown.mid(m_stableLength, stable - m_stableLength),
+                                  static_cast<int>(m_codes.size()));
+        m_stableLength = stable;
+    }
+    m_tailStart = document()->isEmpty() ? 0 : document()->characterCount() - 1;
+    const QString tail = markdown.mid(m_stableLength);
+    if (!tail.trimmed().isEmpty())
+        m_tailCodes = appendRendered(tail, static_cast<int>(m_codes.size()));
+    m_renderCostMs = cost.elapsed();
+    m_sinceRender.start();
+}
+
+void MessageBody::rerender()
+{
+    m_rerenderPending = false;
+    if (m_streaming) {
+        const QString text = m_source;
+        m_streaming = false;  // start over in the new colours
+        showStreamingMarkdown(text);
+    } else {
+        showMarkdown(m_source);
+    }
+}
+
+void MessageBody::changeEvent(QEvent *event)
+{
+    QTextBrowser::changeEvent(event);
+    // The colours of code, tables and quotes are baked into the document: a new palette
+    // (theme switch) renders the text again. Coalesced: a theme change sends several events.
+    const QEvent::Type t = event->type();
+    if ((t == QEvent::PaletteChange || t == QEvent::ApplicationPaletteChange ||
+         t == QEvent::StyleChange) && !m_rerenderPending) {
+        m_rerenderPending = true;
+        QTimer::singleShot(0, this, &MessageBody::rerender);
+    }
 }
 
 void MessageBody::fitHeight()
@@ -102,8 +225,9 @@ QSize MessageBody::minimumSizeHint() const { return {50, fontMetrics().height()}
 
 MessageWidget::MessageWidget(QWidget *parent) : QFrame(parent)
 {
-    setFrameShape(QFrame::StyledPanel);
+    setFocusPolicy(Qt::TabFocus);  // a screen reader reaches the message itself
     auto *v = new QVBoxLayout(this);
+    v->setContentsMargins(12, 8, 12, 8);
     auto *head = new QHBoxLayout;
     m_role = new QLabel(this);
     QFont bold = m_role->font();
@@ -112,22 +236,38 @@ MessageWidget::MessageWidget(QWidget *parent) : QFrame(parent)
     m_stats = new QLabel(this);
     m_stats->setForegroundRole(QPalette::PlaceholderText);
     m_stats->setAccessibleName(tr("Message statistics"));
+    m_prevVersion = new QToolButton(this);
+    m_prevVersion->setArrowType(Qt::LeftArrow);
+    m_prevVersion->setAutoRaise(true);
+    m_prevVersion->setAccessibleName(tr("Previous version"));
+    m_prevVersion->setToolTip(tr("Previous version of this reply"));
+    m_versionLabel = new QLabel(this);
+    m_versionLabel->setAccessibleName(tr("Version"));
+    m_nextVersion = new QToolButton(this);
+    m_nextVersion->setArrowType(Qt::RightArrow);
+    m_nextVersion->setAutoRaise(true);
+    m_nextVersion->setAccessibleName(tr("Next version"));
+    m_nextVersion->setToolTip(tr("Next version of this reply"));
     m_copy = new QPushButton(tr("Copy"), this);
-    m_copyCode = new QPushButton(tr("Copy code"), this);
     m_edit = new QPushButton(tr("Edit"), this);
     m_regenerate = new QPushButton(tr("Regenerate"), this);
+    m_delete = new QPushButton(tr("Delete"), this);
     m_copy->setAccessibleName(tr("Copy message"));
-    m_copyCode->setAccessibleName(tr("Copy the code blocks of this message"));
     m_edit->setAccessibleName(tr("Edit and resend message"));
     m_regenerate->setAccessibleName(tr("Regenerate reply"));
-    for (QPushButton *b : {m_copy, m_copyCode, m_edit, m_regenerate})
+    m_regenerate->setToolTip(tr("Another reply; the earlier ones stay as versions"));
+    m_delete->setAccessibleName(tr("Delete message"));
+    for (QPushButton *b : {m_copy, m_edit, m_regenerate, m_delete})
         b->setFlat(true);
     head->addWidget(m_role);
     head->addWidget(m_stats, 1);
+    head->addWidget(m_prevVersion);
+    head->addWidget(m_versionLabel);
+    head->addWidget(m_nextVersion);
     head->addWidget(m_copy);
-    head->addWidget(m_copyCode);
     head->addWidget(m_edit);
     head->addWidget(m_regenerate);
+    head->addWidget(m_delete);
     v->addLayout(head);
 
     m_thought = new QToolButton(this);
@@ -144,6 +284,7 @@ MessageWidget::MessageWidget(QWidget *parent) : QFrame(parent)
     m_reasoning->hide();
     connect(m_thought, &QToolButton::toggled, this, [this](bool on) {
         m_thought->setArrowType(on ? Qt::DownArrow : Qt::RightArrow);
+        m_thought->setAccessibleName(on ? tr("Hide reasoning") : tr("Show reasoning"));
         m_reasoning->setVisible(on);
     });
     v->addWidget(m_thought);
@@ -160,47 +301,178 @@ MessageWidget::MessageWidget(QWidget *parent) : QFrame(parent)
     }
     v->addWidget(m_body);
 
+    // The in-place editor of a message of yours.
+    m_editor = new QPlainTextEdit(this);
+    m_editor->setAccessibleName(tr("Edit message"));
+    m_editor->setTabChangesFocus(true);
+    m_editor->installEventFilter(this);
+    m_editor->hide();
+    m_editBar = new QWidget(this);
+    auto *eb = new QHBoxLayout(m_editBar);
+    eb->setContentsMargins(0, 0, 0, 0);
+    auto *hint = new QLabel(tr("Later messages are replaced (Ctrl+Enter sends, Esc cancels)"),
+                            m_editBar);
+    hint->setForegroundRole(QPalette::PlaceholderText);
+    auto *save = new QPushButton(tr("Send"), m_editBar);
+    save->setAccessibleName(tr("Send the edited message"));
+    auto *cancel = new QPushButton(tr("Cancel"), m_editBar);
+    cancel->setAccessibleName(tr("Cancel editing"));
+    eb->addWidget(hint, 1);
+    eb->addWidget(cancel);
+    eb->addWidget(save);
+    m_editBar->hide();
+    v->addWidget(m_editor);
+    v->addWidget(m_editBar);
+    connect(save, &QPushButton::clicked, this, &MessageWidget::submitEdit);
+    connect(cancel, &QPushButton::clicked, this, &MessageWidget::cancelEdit);
+
     connect(m_copy, &QPushButton::clicked, this,
             [this] { QApplication::clipboard()->setText(m_content); });
-    connect(m_copyCode, &QPushButton::clicked, this, [this] {
-        QApplication::clipboard()->setText(codeBlocks(m_content).join(QStringLiteral("\n\n")));
-    });
-    connect(m_edit, &QPushButton::clicked, this, &MessageWidget::editRequested);
+    connect(m_edit, &QPushButton::clicked, this, &MessageWidget::startEdit);
     connect(m_regenerate, &QPushButton::clicked, this, &MessageWidget::regenerateRequested);
+    connect(m_delete, &QPushButton::clicked, this, &MessageWidget::deleteRequested);
+    connect(m_prevVersion, &QToolButton::clicked, this,
+            [this] { emit versionRequested(m_version - 1); });
+    connect(m_nextVersion, &QToolButton::clicked, this,
+            [this] { emit versionRequested(m_version + 1); });
 }
 
-void MessageWidget::update(const QString &role, const QString &content, const QString &reasoning,
-                           const QJsonObject &stats, bool streaming, bool canRegenerate)
+void MessageWidget::setMessage(const ChatMessage &m, bool canRegenerate)
 {
-    const bool user = role == QLatin1String("user");
-    m_role->setText(user ? tr("You") : tr("Assistant"));
-    setAccessibleName(user ? tr("Your message") : tr("Assistant reply"));
-    m_content = content;
-    const QColor codeBg = palette().color(QPalette::AlternateBase).darker(110);
+    const bool streaming = m.streaming;
+    m_user = m.role == QLatin1String("user");
+    m_role->setText(m_user ? tr("You") : tr("Assistant"));
+    m_content = m.content;
+    // What a screen reader says for the message: who wrote it and its text.
+    setAccessibleName(m_user ? tr("Your message") : tr("Assistant reply"));
+    setAccessibleDescription(m.content.left(2000));
     if (streaming) {
-        m_body->showStreaming(content.isEmpty() ? tr("...") : content);
-        m_renderedContent.clear();
-    } else if (content != m_renderedContent || m_renderedContent.isEmpty()) {
-        m_body->showMarkdown(content, codeBg);
-        m_renderedContent = content;
+        m_body->showStreamingMarkdown(m.content.isEmpty() ? tr("...") : m.content);
+        m_renderedFinal = false;
+    } else if (!m_renderedFinal || m.content != m_body->markdown()) {
+        m_body->showMarkdown(m.content);
+        m_renderedFinal = true;
     }
-    if (reasoning != m_renderedReasoning) {
-        m_reasoning->setText(reasoning.toHtmlEscaped().replace(QLatin1Char('\n'),
-                                                                QStringLiteral("<br>")));
-        m_renderedReasoning = reasoning;
+    if (m.reasoning != m_renderedReasoning) {
+        m_reasoning->setText(m.reasoning.toHtmlEscaped().replace(QLatin1Char('\n'),
+                                                                  QStringLiteral("<br>")));
+        m_renderedReasoning = m.reasoning;
     }
-    m_thought->setVisible(!reasoning.isEmpty());
-    const double secs = stats.value(QStringLiteral("reasoning_s")).toDouble();
-    m_thought->setText(streaming && content.isEmpty()
+    m_thought->setVisible(!m.reasoning.isEmpty());
+    const double secs = m.stats.value(QStringLiteral("reasoning_s")).toDouble();
+    m_thought->setText(streaming && m.content.isEmpty()
                            ? tr("Thinking ...")
                            : (secs > 0 ? tr("Thought for %1 s").arg(secs, 0, 'f', 1)
                                        : tr("Reasoning")));
-    m_stats->setText(streaming ? tr("generating ...") : statsLine(stats));
+    const QString stats = statsLine(m.stats);
+    m_stats->setText(streaming ? (stats.isEmpty() ? tr("waiting for the first token ...")
+                                                  : tr("%1 · generating ...").arg(stats))
+                               : stats);
     m_stats->setToolTip(m_stats->text());
+    m_versionCount = std::max(1, static_cast<int>(m.versions.size()));
+    m_version = std::clamp(m.version, 0, m_versionCount - 1);
+    const bool versions = m_versionCount > 1 && !streaming;
+    m_versionLabel->setText(tr("%1/%2").arg(m_version + 1).arg(m_versionCount));
+    m_versionLabel->setAccessibleDescription(
+        tr("Version %1 of %2").arg(m_version + 1).arg(m_versionCount));
+    m_prevVersion->setVisible(versions);
+    m_versionLabel->setVisible(versions);
+    m_nextVersion->setVisible(versions);
+    m_prevVersion->setEnabled(m_version > 0 && canRegenerate);
+    m_nextVersion->setEnabled(m_version + 1 < m_versionCount && canRegenerate);
     m_copy->setEnabled(!streaming);
-    m_copyCode->setVisible(!streaming && !codeBlocks(content).isEmpty());
-    m_edit->setVisible(user);
-    m_regenerate->setVisible(!user && canRegenerate && !streaming);
+    m_edit->setVisible(m_user && !isEditing());
+    m_edit->setEnabled(canRegenerate);
+    m_delete->setVisible(!streaming && !isEditing());
+    m_delete->setEnabled(canRegenerate);
+    m_regenerate->setVisible(!m_user && !streaming && canRegenerate &&
+                             property("lastReply").toBool());
+    update();
+}
+
+void MessageWidget::setReasoningOpen(bool open) { m_thought->setChecked(open); }
+
+void MessageWidget::startEdit()
+{
+    if (!m_user)
+        return;
+    m_editor->setPlainText(m_content);
+    m_editor->moveCursor(QTextCursor::End);
+    m_body->hide();
+    m_edit->hide();
+    m_delete->hide();
+    m_editor->show();
+    m_editBar->show();
+    m_editor->setFocus();
+}
+
+void MessageWidget::cancelEdit()
+{
+    m_editor->hide();
+    m_editBar->hide();
+    m_body->show();
+    m_edit->setVisible(m_user);
+    m_delete->show();
+}
+
+bool MessageWidget::isEditing() const { return !m_editor->isHidden(); }
+
+void MessageWidget::submitEdit()
+{
+    const QString text = m_editor->toPlainText().trimmed();
+    if (text.isEmpty())
+        return;
+    cancelEdit();
+    emit editSubmitted(text);
+}
+
+bool MessageWidget::eventFilter(QObject *watched, QEvent *event)
+{
+    // Esc belongs to the editor while it is open (the window's Esc stops a reply).
+    if (watched == m_editor && event->type() == QEvent::ShortcutOverride &&
+        static_cast<QKeyEvent *>(event)->key() == Qt::Key_Escape) {
+        event->accept();
+        return true;
+    }
+    if (watched == m_editor && event->type() == QEvent::KeyPress) {
+        auto *k = static_cast<QKeyEvent *>(event);
+        const bool enter = k->key() == Qt::Key_Return || k->key() == Qt::Key_Enter;
+        if (enter && (k->modifiers() & Qt::ControlModifier)) {
+            submitEdit();
+            return true;
+        }
+        if (k->key() == Qt::Key_Escape) {
+            cancelEdit();
+            return true;
+        }
+    }
+    return QFrame::eventFilter(watched, event);
+}
+
+void MessageWidget::paintEvent(QPaintEvent *event)
+{
+    // The bubble, in palette colours (so it follows the theme): yours tinted with the
+    // highlight colour, replies on the base colour with a thin border.
+    QPainter p(this);
+    p.setRenderHint(QPainter::Antialiasing);
+    const QPalette &pal = palette();
+    QColor fill = pal.color(QPalette::Base);
+    if (m_user) {
+        const QColor h = pal.color(QPalette::Highlight);
+        fill = QColor::fromRgbF(fill.redF() * 0.85f + h.redF() * 0.15f,
+                                fill.greenF() * 0.85f + h.greenF() * 0.15f,
+                                fill.blueF() * 0.85f + h.blueF() * 0.15f);
+    }
+    p.setBrush(fill);
+    p.setPen(QPen(pal.color(QPalette::Mid), 1));
+    const QRectF bubble = QRectF(contentsRect()).adjusted(0.5, 0.5, -0.5, -0.5);
+    p.drawRoundedRect(bubble, 8, 8);
+    if (hasFocus()) {
+        p.setBrush(Qt::NoBrush);
+        p.setPen(QPen(pal.color(QPalette::Highlight), 2));
+        p.drawRoundedRect(bubble.adjusted(1, 1, -1, -1), 8, 8);
+    }
+    Q_UNUSED(event);
 }
 
 ChatView::ChatView(MessageModel *model, QWidget *parent) : QScrollArea(parent), m_model(model)
@@ -210,8 +482,29 @@ ChatView::ChatView(MessageModel *model, QWidget *parent) : QScrollArea(parent), 
     setAccessibleName(tr("Conversation"));
     m_column = new QWidget(this);
     m_layout = new QVBoxLayout(m_column);
+    m_layout->setSpacing(10);
     m_layout->addStretch(1);
     setWidget(m_column);
+    QScrollBar *bar = verticalScrollBar();
+    // Sticking to the end: the content grows (a streamed reply, a reopened conversation laid
+    // out) and the view follows while the user was at the bottom; scrolling up lets go.
+    connect(bar, &QScrollBar::rangeChanged, this, [this, bar](int, int max) {
+        const QScopedValueRollback<bool> guard(m_settingScroll, true);
+        if (m_pendingScroll >= 0) {
+            bar->setValue(std::min(m_pendingScroll, max));
+            if (max >= m_pendingScroll)
+                m_pendingScroll = -1;
+        } else if (m_stick) {
+            bar->setValue(max);
+        }
+    });
+    connect(bar, &QScrollBar::valueChanged, this, [this, bar](int value) {
+        if (!m_settingScroll) {
+            m_pendingScroll = -1;
+            m_stick = value >= bar->maximum() - 8;
+        }
+        emit scrollPositionChanged(scrollPosition());
+    });
     connect(model, &QAbstractItemModel::modelReset, this, &ChatView::rebuild);
     connect(model, &QAbstractItemModel::rowsInserted, this,
             [this](const QModelIndex &, int first, int last) { insertRows(first, last); });
@@ -219,17 +512,56 @@ ChatView::ChatView(MessageModel *model, QWidget *parent) : QScrollArea(parent), 
             [this](const QModelIndex &, int first, int last) { removeRows(first, last); });
     connect(model, &QAbstractItemModel::dataChanged, this,
             [this](const QModelIndex &a, const QModelIndex &b) {
+                if (m_model->isStreaming() != m_wasStreaming) {
+                    refreshAll();  // the other messages' buttons wait for the reply's end
+                    return;
+                }
                 for (int r = a.row(); r <= b.row(); ++r)
                     refresh(r);
-                followEnd();
             });
     rebuild();
 }
 
+int ChatView::scrollPosition() const
+{
+    if (m_pendingScroll >= 0)
+        return m_pendingScroll;
+    return m_stick ? -1 : verticalScrollBar()->value();
+}
+
+void ChatView::restoreScrollPosition(int position)
+{
+    QScrollBar *bar = verticalScrollBar();
+    const QScopedValueRollback<bool> guard(m_settingScroll, true);
+    if (position < 0) {
+        m_pendingScroll = -1;
+        m_stick = true;
+        bar->setValue(bar->maximum());
+        return;
+    }
+    m_stick = false;
+    m_pendingScroll = position > bar->maximum() ? position : -1;
+    bar->setValue(std::min(position, bar->maximum()));
+}
+
+void ChatView::dropWidget(MessageWidget *w)
+{
+    // Later, not now: the click that asked for this (Delete, Regenerate, an edit's Send) is
+    // still being delivered to a button of this widget.
+    m_layout->removeWidget(w);
+    w->hide();
+    w->disconnect(this);
+    w->deleteLater();
+}
+
 void ChatView::rebuild()
 {
-    qDeleteAll(m_widgets);
+    for (MessageWidget *w : std::as_const(m_widgets))
+        dropWidget(w);
     m_widgets.clear();
+    // A conversation opens at its end unless the window restores another place.
+    m_stick = true;
+    m_pendingScroll = -1;
     if (m_model->rowCount() > 0)
         insertRows(0, m_model->rowCount() - 1);
 }
@@ -240,19 +572,22 @@ void ChatView::insertRows(int first, int last)
         auto *w = new MessageWidget(m_column);
         m_widgets.insert(r, w);
         m_layout->insertWidget(r, w);
-        connect(w, &MessageWidget::editRequested, this,
-                [this, w] { emit editRequested(static_cast<int>(m_widgets.indexOf(w))); });
+        connect(w, &MessageWidget::editSubmitted, this,
+                [this, w](const QString &text) { emit editSubmitted(rowOf(w), text); });
         connect(w, &MessageWidget::regenerateRequested, this,
-                [this, w] { emit regenerateRequested(static_cast<int>(m_widgets.indexOf(w))); });
+                [this, w] { emit regenerateRequested(rowOf(w)); });
+        connect(w, &MessageWidget::deleteRequested, this,
+                [this, w] { emit deleteRequested(rowOf(w)); });
+        connect(w, &MessageWidget::versionRequested, this,
+                [this, w](int index) { emit versionRequested(rowOf(w), index); });
     }
     refreshAll();  // "Regenerate" moves to the new last reply
-    followEnd();
 }
 
 void ChatView::removeRows(int first, int last)
 {
     for (int r = last; r >= first; --r)
-        delete m_widgets.takeAt(r);
+        dropWidget(m_widgets.takeAt(r));
     refreshAll();
 }
 
@@ -261,22 +596,21 @@ void ChatView::refresh(int row)
     if (row < 0 || row >= m_widgets.size())
         return;
     const ChatMessage &m = m_model->at(row);
-    const bool last = row == m_widgets.size() - 1;
-    m_widgets[row]->update(m.role, m.content, m.reasoning, m.stats, m.streaming, last);
+    MessageWidget *w = m_widgets[row];
+    const bool user = m.role == QLatin1String("user");
+    w->setProperty("lastReply", row == m_widgets.size() - 1);
+    w->setMessage(m, !m_model->isStreaming());
+    // Bubbles: yours on the right, replies on the left, each indented from the other side
+    // (the margins lie outside the painted bubble).
+    const int indent = std::max(40, width() / 8);
+    w->setContentsMargins(user ? indent : 0, 0, user ? 0 : indent / 2, 0);
 }
 
 void ChatView::refreshAll()
 {
+    m_wasStreaming = m_model->isStreaming();
     for (int r = 0; r < m_widgets.size(); ++r)
         refresh(r);
-}
-
-void ChatView::followEnd()
-{
-    QScrollBar *bar = verticalScrollBar();
-    const bool atEnd = bar->value() >= bar->maximum() - 40;
-    if (atEnd)
-        QTimer::singleShot(0, this, [bar] { bar->setValue(bar->maximum()); });
 }
 
 }  // namespace neural::gui

@@ -1,14 +1,23 @@
-// The messages of a conversation as a column of message widgets (Markdown, a collapsible
-// "Thought for N s" reasoning section, per-message stats, Copy / Copy code / Edit / Regenerate),
-// bound to a MessageModel. Follows the end of the conversation while the user is at the bottom.
+// The messages of a conversation as a column of message bubbles (your messages tinted and
+// indented on the right, replies on the left) bound to a MessageModel. A bubble shows the
+// Markdown text (rendered live while it streams), a collapsible "Thought for N s" reasoning
+// section, the reply's stats (tokens, tok/s, first token; live while it streams), the versions
+// of a regenerated reply (< 2/3 >) and Copy / Edit / Regenerate / Delete. Edit opens the text
+// in place. Colours come from the palette: a theme change re-renders every message.
+//
+// Scrolling: the view sticks to the end while the user is at the bottom (also while a reply
+// streams into a reopened conversation); scrollPosition / restoreScrollPosition let the window
+// keep each conversation's place.
 #pragma once
 
+#include <QElapsedTimer>
 #include <QFrame>
 #include <QList>
 #include <QScrollArea>
 #include <QTextBrowser>
 
 class QLabel;
+class QPlainTextEdit;
 class QToolButton;
 class QPushButton;
 class QVBoxLayout;
@@ -16,55 +25,99 @@ class QVBoxLayout;
 namespace neural::gui {
 
 class MessageModel;
+struct ChatMessage;
 
-// A read-only QTextBrowser as tall as its text (no scroll bars of its own). While a reply
-// streams, new text is appended at the end of the document, so only the last paragraph is laid
-// out again; the Markdown rendering replaces it once the reply is complete.
+// A read-only QTextBrowser as tall as its text (no scroll bars of its own), showing Markdown.
+// While a reply streams, the complete blocks are rendered once and appended; only the open tail
+// (the paragraph or code block being written) is rendered again per update.
 class MessageBody : public QTextBrowser {
     Q_OBJECT
 public:
     explicit MessageBody(QWidget *parent = nullptr);
-    // Plain streaming text: appends when `text` extends what is shown, else replaces it.
-    void showStreaming(const QString &text);
-    void showMarkdown(const QString &markdown, const QColor &codeBackground);
+    // The whole text, rendered at once (a complete message).
+    void showMarkdown(const QString &markdown);
+    // A growing text: appends what was completed since the last call, re-renders the tail.
+    void showStreamingMarkdown(const QString &markdown);
+    QString markdown() const { return m_source; }
+    // Characters of the streamed text rendered for good (the rest is the tail).
+    int stableLength() const { return m_stableLength; }
+    // The fenced code blocks shown, in order ("Copy" in a block's header copies its entry).
+    QStringList codeTexts() const { return m_codes + m_tailCodes; }
     QSize sizeHint() const override;
     QSize minimumSizeHint() const override;
 
 protected:
     void resizeEvent(QResizeEvent *event) override;
+    void changeEvent(QEvent *event) override;
 
 private:
     void fitHeight();
-    QString m_plain;  // what showStreaming shows
+    QStringList appendRendered(const QString &markdown, int firstCodeIndex);
+    void removeTail();
+    void rerender();
+
+    QString m_source;
     bool m_streaming = false;
+    int m_stableLength = 0;  // streamed characters rendered into the document for good
+    int m_tailStart = 0;     // document position where the tail's rendering starts
+    QStringList m_codes;     // code blocks of the stable part
+    QStringList m_tailCodes;
+    bool m_rerenderPending = false;
+    qint64 m_renderCostMs = 0;    // the last tail rendering's cost
+    QElapsedTimer m_sinceRender;  // since then
 };
 
 class MessageWidget : public QFrame {
     Q_OBJECT
 public:
     explicit MessageWidget(QWidget *parent = nullptr);
-    void update(const QString &role, const QString &content, const QString &reasoning,
-                const QJsonObject &stats, bool streaming, bool canRegenerate);
+    void setMessage(const ChatMessage &message, bool canRegenerate);
     QString content() const { return m_content; }
+    bool isUser() const { return m_user; }
     MessageBody *body() const { return m_body; }
+    QLabel *statsLabel() const { return m_stats; }
+    QLabel *versionLabel() const { return m_versionLabel; }
+    QToolButton *reasoningToggle() const { return m_thought; }
+    QPlainTextEdit *editor() const { return m_editor; }
+    void setReasoningOpen(bool open);
+    // Edit in place: the text in an editor inside the bubble (Ctrl+Enter sends, Esc cancels).
+    void startEdit();
+    void cancelEdit();
+    bool isEditing() const;
 
 signals:
-    void editRequested();
+    void editSubmitted(const QString &text);
     void regenerateRequested();
+    void deleteRequested();
+    void versionRequested(int index);
+
+protected:
+    void paintEvent(QPaintEvent *event) override;
+    bool eventFilter(QObject *watched, QEvent *event) override;
 
 private:
+    void submitEdit();
+
+    bool m_user = false;
     QLabel *m_role;
     QLabel *m_stats;
+    QToolButton *m_prevVersion;
+    QLabel *m_versionLabel;
+    QToolButton *m_nextVersion;
     QToolButton *m_thought;
     QLabel *m_reasoning;
     MessageBody *m_body;
+    QPlainTextEdit *m_editor;
+    QWidget *m_editBar;
     QPushButton *m_copy;
-    QPushButton *m_copyCode;
     QPushButton *m_edit;
     QPushButton *m_regenerate;
+    QPushButton *m_delete;
     QString m_content;
-    QString m_renderedContent;
     QString m_renderedReasoning;
+    bool m_renderedFinal = false;
+    int m_version = 0;
+    int m_versionCount = 1;
 };
 
 // "42 tokens · 12.3 tok/s · first token 0.21 s" from a reply's stats.
@@ -76,10 +129,18 @@ public:
     explicit ChatView(MessageModel *model, QWidget *parent = nullptr);
     MessageWidget *messageWidget(int row) const { return m_widgets.value(row); }
     int messageCount() const { return static_cast<int>(m_widgets.size()); }
+    // The scroll position in pixels, or -1 while the view sticks to the end.
+    int scrollPosition() const;
+    // Goes to `position` (from scrollPosition) once the messages are laid out; -1: the end.
+    void restoreScrollPosition(int position);
+    bool followsEnd() const { return m_stick; }
 
 signals:
-    void editRequested(int row);
+    void editSubmitted(int row, const QString &text);
     void regenerateRequested(int row);
+    void deleteRequested(int row);
+    void versionRequested(int row, int index);
+    void scrollPositionChanged(int position);
 
 private:
     void rebuild();
@@ -87,12 +148,17 @@ private:
     void removeRows(int first, int last);
     void refresh(int row);
     void refreshAll();
-    void followEnd();
+    void dropWidget(MessageWidget *w);
+    int rowOf(const MessageWidget *w) const { return static_cast<int>(m_widgets.indexOf(w)); }
 
     MessageModel *m_model;
     QWidget *m_column;
     QVBoxLayout *m_layout;
     QList<MessageWidget *> m_widgets;
+    bool m_stick = true;       // follow the end as the content grows
+    int m_pendingScroll = -1;  // restoreScrollPosition waiting for the layout
+    bool m_settingScroll = false;
+    bool m_wasStreaming = false;  // the model's state at the last refreshAll
 };
 
 }  // namespace neural::gui

@@ -46,6 +46,9 @@ const QList<QStringList> &migrations()
          QStringLiteral("ALTER TABLE messages ADD COLUMN stats TEXT NOT NULL DEFAULT '{}'"),
          QStringLiteral("CREATE INDEX messages_by_conversation ON messages(conversation_id, "
                         "position)")},
+        // 3: the versions of regenerated replies (JSON array) and the one shown.
+        {QStringLiteral("ALTER TABLE messages ADD COLUMN versions TEXT NOT NULL DEFAULT '[]'"),
+         QStringLiteral("ALTER TABLE messages ADD COLUMN version INTEGER NOT NULL DEFAULT 0")},
     };
     return steps;
 }
@@ -279,8 +282,9 @@ QList<StoredMessage> ConversationStore::messages(qint64 conversationId)
 {
     QList<StoredMessage> out;
     QSqlQuery q(QSqlDatabase::database(m_connection));
-    q.prepare(QStringLiteral("SELECT id, position, role, content, reasoning, created_ms, stats "
-                             "FROM messages WHERE conversation_id = ? ORDER BY position"));
+    q.prepare(QStringLiteral("SELECT id, position, role, content, reasoning, created_ms, stats, "
+                             "versions, version FROM messages WHERE conversation_id = ? "
+                             "ORDER BY position"));
     q.addBindValue(conversationId);
     if (!q.exec()) {
         fail(QStringLiteral("cannot read messages"), q.lastError().text());
@@ -296,6 +300,18 @@ QList<StoredMessage> ConversationStore::messages(qint64 conversationId)
         m.reasoning = q.value(4).toString();
         m.createdMs = q.value(5).toLongLong();
         m.stats = QJsonDocument::fromJson(q.value(6).toByteArray()).object();
+        // A damaged versions column shows the message as it is, with one version.
+        for (const QJsonValue &v : QJsonDocument::fromJson(q.value(7).toByteArray()).array()) {
+            const QJsonObject o = v.toObject();
+            m.versions.push_back({o.value(QStringLiteral("content")).toString(),
+                                  o.value(QStringLiteral("reasoning")).toString(),
+                                  o.value(QStringLiteral("stats")).toObject()});
+        }
+        m.version = q.value(8).toInt();
+        if (m.versions.size() < 2 || m.version < 0 || m.version >= m.versions.size()) {
+            m.versions.clear();
+            m.version = 0;
+        }
         out.push_back(m);
     }
     return out;
@@ -369,6 +385,72 @@ bool ConversationStore::truncate(qint64 conversationId, int fromPosition)
     if (!q.exec())
         return fail(QStringLiteral("cannot remove messages"), q.lastError().text());
     return true;
+}
+
+bool ConversationStore::deleteMessage(qint64 conversationId, int position)
+{
+    QSqlDatabase db = QSqlDatabase::database(m_connection);
+    if (!db.transaction())
+        return fail(QStringLiteral("cannot begin a transaction"), db.lastError().text());
+    QSqlQuery q(db);
+    q.prepare(QStringLiteral("DELETE FROM messages WHERE conversation_id = ? AND position = ?"));
+    q.addBindValue(conversationId);
+    q.addBindValue(position);
+    bool ok = q.exec();
+    const bool found = ok && q.numRowsAffected() == 1;
+    // Two steps through negative positions: UNIQUE (conversation_id, position) is checked per
+    // row, so shifting in place could collide midway.
+    if (found) {
+        q.prepare(QStringLiteral("UPDATE messages SET position = -position WHERE "
+                                 "conversation_id = ? AND position > ?"));
+        q.addBindValue(conversationId);
+        q.addBindValue(position);
+        ok = q.exec();
+    }
+    if (found && ok) {
+        q.prepare(QStringLiteral("UPDATE messages SET position = -position - 1 WHERE "
+                                 "conversation_id = ? AND position < 0"));
+        q.addBindValue(conversationId);
+        ok = q.exec();
+    }
+    if (!ok || !found) {
+        const QString err = ok ? QStringLiteral("no such message") : q.lastError().text();
+        db.rollback();
+        return fail(QStringLiteral("cannot delete message %1 of conversation %2")
+                        .arg(position)
+                        .arg(conversationId),
+                    err);
+    }
+    return db.commit() || fail(QStringLiteral("commit failed"), db.lastError().text());
+}
+
+bool ConversationStore::setMessageVersions(qint64 messageId, const QList<MessageVersion> &versions,
+                                           int selected)
+{
+    if (selected < 0 || selected >= versions.size())
+        return fail(QStringLiteral("version %1 of %2 does not exist").arg(selected + 1).arg(versions.size()),
+                    {});
+    QJsonArray list;
+    for (const MessageVersion &v : versions)
+        list.push_back(QJsonObject{{QStringLiteral("content"), v.content},
+                                   {QStringLiteral("reasoning"), v.reasoning},
+                                   {QStringLiteral("stats"), v.stats}});
+    const MessageVersion &shown = versions.at(selected);
+    QSqlQuery q(QSqlDatabase::database(m_connection));
+    q.prepare(QStringLiteral("UPDATE messages SET content = COALESCE(?, ''), reasoning = "
+                             "COALESCE(?, ''), stats = ?, versions = ?, version = ? WHERE id = ?"));
+    q.addBindValue(shown.content);
+    q.addBindValue(shown.reasoning);
+    q.addBindValue(QString::fromUtf8(QJsonDocument(shown.stats).toJson(QJsonDocument::Compact)));
+    q.addBindValue(versions.size() > 1
+                       ? QString::fromUtf8(QJsonDocument(list).toJson(QJsonDocument::Compact))
+                       : QStringLiteral("[]"));
+    q.addBindValue(versions.size() > 1 ? selected : 0);
+    q.addBindValue(messageId);
+    if (!q.exec())
+        return fail(QStringLiteral("cannot save the versions of message %1").arg(messageId),
+                    q.lastError().text());
+    return q.numRowsAffected() == 1 || fail(QStringLiteral("no message %1").arg(messageId), {});
 }
 
 QString ConversationStore::exportMarkdown(qint64 conversationId)

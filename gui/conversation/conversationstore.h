@@ -25,6 +25,13 @@ struct ConversationInfo {
     QString reasoningEffort = QStringLiteral("medium");  // low / medium / high
 };
 
+// One version of an assistant reply (regenerate keeps the earlier ones).
+struct MessageVersion {
+    QString content;
+    QString reasoning;
+    QJsonObject stats;
+};
+
 struct StoredMessage {
     qint64 id = 0;
     qint64 conversationId = 0;
@@ -34,11 +41,15 @@ struct StoredMessage {
     QString reasoning;    // analysis channel (assistant), may be empty
     qint64 createdMs = 0;
     QJsonObject stats;    // assistant: tokens, tok/s, ttft_s, reasoning_s, finish, ...
+    // Every version of a regenerated reply, in order (content/reasoning/stats above are
+    // versions[version]); empty for a message with one version.
+    QList<MessageVersion> versions;
+    int version = 0;
 };
 
 class ConversationStore {
 public:
-    static constexpr int kSchemaVersion = 2;
+    static constexpr int kSchemaVersion = 3;
 
     ConversationStore();
     ~ConversationStore();
@@ -71,6 +82,11 @@ public:
                                 const QJsonObject &stats = {});
     // Removes messages with position >= `fromPosition` (edit-and-resend, regenerate).
     bool truncate(qint64 conversationId, int fromPosition);
+    // Removes one message; the later ones move up a position. One transaction.
+    bool deleteMessage(qint64 conversationId, int position);
+    // Stores the versions of a reply and shows versions[selected] (its content, reasoning and
+    // stats become the message's). False for an empty list or an index out of range.
+    bool setMessageVersions(qint64 messageId, const QList<MessageVersion> &versions, int selected);
 
     // The conversation as Markdown (title, then each message under its role) and as JSON
     // ({"title", "system_prompt", "reasoning_effort", "messages": [...]}).

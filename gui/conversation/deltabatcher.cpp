@@ -23,6 +23,7 @@ void DeltaBatcher::addReasoning(const QString &text)
     if (text.isEmpty())
         return;
     m_reasoning += text;
+    ++m_pieces;
     arm();
 }
 
@@ -31,6 +32,7 @@ void DeltaBatcher::addContent(const QString &text)
     if (text.isEmpty())
         return;
     m_content += text;
+    ++m_pieces;
     arm();
 }
 
@@ -41,6 +43,7 @@ void DeltaBatcher::flush()
         return;
     const QString r = std::exchange(m_reasoning, {});
     const QString c = std::exchange(m_content, {});
+    m_releasedPieces = std::exchange(m_pieces, 0);
     emit released(r, c);
 }
 

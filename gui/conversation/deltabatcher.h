@@ -20,6 +20,8 @@ public:
     // Releases what is pending now (end of a reply) and stops the timer.
     void flush();
     int intervalMs() const { return m_timer.interval(); }
+    // The text pieces (one per add, about one per token) in the release being signalled.
+    int releasedPieces() const { return m_releasedPieces; }
 
 signals:
     // Text added since the last release (either may be empty, not both).
@@ -31,6 +33,8 @@ private:
     QTimer m_timer;
     QString m_reasoning;
     QString m_content;
+    int m_pieces = 0;
+    int m_releasedPieces = 0;
 };
 
 }  // namespace neural::gui

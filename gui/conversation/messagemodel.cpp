@@ -1,11 +1,21 @@
 #include "conversation/messagemodel.h"
 
+#include <algorithm>
+
 namespace neural::gui {
 
 namespace {
 ChatMessage fromStored(const StoredMessage &m)
 {
-    return {m.id, m.role, m.content, m.reasoning, m.stats, false};
+    ChatMessage c;
+    c.id = m.id;
+    c.role = m.role;
+    c.content = m.content;
+    c.reasoning = m.reasoning;
+    c.stats = m.stats;
+    c.versions = m.versions;
+    c.version = m.version;
+    return c;
 }
 }  // namespace
 
@@ -63,17 +73,30 @@ void MessageModel::beginStreaming()
     ChatMessage m;
     m.role = QStringLiteral("assistant");
     m.streaming = true;
+    m.clock.start();
     m_items.push_back(m);
     endInsertRows();
 }
 
-void MessageModel::appendDelta(const QString &reasoning, const QString &content)
+void MessageModel::appendDelta(const QString &reasoning, const QString &content, int pieces)
 {
     if (!isStreaming())
         return;
     ChatMessage &m = m_items.last();
     m.reasoning += reasoning;
     m.content += content;
+    // Live stats, in the keys of the stored ones (statsLine shows both).
+    const qint64 now = m.clock.elapsed();
+    if (m.firstTokenMs < 0 && (!reasoning.isEmpty() || !content.isEmpty()))
+        m.firstTokenMs = now;
+    const int tokens = m.stats.value(QStringLiteral("tokens")).toInt() + std::max(pieces, 0);
+    m.stats.insert(QStringLiteral("tokens"), tokens);
+    if (m.firstTokenMs >= 0) {
+        m.stats.insert(QStringLiteral("ttft_s"), m.firstTokenMs / 1000.0);
+        const double decode = (now - m.firstTokenMs) / 1000.0;
+        if (decode > 0.05 && tokens > 1)
+            m.stats.insert(QStringLiteral("tokens_per_second"), (tokens - 1) / decode);
+    }
     const QModelIndex i = index(static_cast<int>(m_items.size()) - 1);
     emit dataChanged(i, i);
 }
@@ -91,6 +114,23 @@ void MessageModel::endStreaming(const StoredMessage *stored)
         m_items.removeLast();
         endRemoveRows();
     }
+}
+
+void MessageModel::removeAt(int row)
+{
+    if (row < 0 || row >= m_items.size())
+        return;
+    beginRemoveRows({}, row, row);
+    m_items.removeAt(row);
+    endRemoveRows();
+}
+
+void MessageModel::replace(int row, const StoredMessage &message)
+{
+    if (row < 0 || row >= m_items.size())
+        return;
+    m_items[row] = fromStored(message);
+    emit dataChanged(index(row), index(row));
 }
 
 void MessageModel::truncate(int fromRow)

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <QAbstractListModel>
+#include <QElapsedTimer>
 #include <QJsonObject>
 #include <QList>
 
@@ -15,8 +16,13 @@ struct ChatMessage {
     QString role;
     QString content;
     QString reasoning;
-    QJsonObject stats;
+    QJsonObject stats;    // while streaming: tokens, tokens_per_second, ttft_s so far
     bool streaming = false;
+    QList<MessageVersion> versions;  // every version of a regenerated reply; empty: one
+    int version = 0;                 // the one shown, an index into `versions`
+    // While streaming: since the request, and the time of the first text (ms, -1: none yet).
+    QElapsedTimer clock;
+    qint64 firstTokenMs = -1;
 };
 
 class MessageModel : public QAbstractListModel {
@@ -37,11 +43,15 @@ public:
 
     // The reply being generated.
     void beginStreaming();
-    void appendDelta(const QString &reasoning, const QString &content);
+    // `pieces`: the text pieces (about one per token) in this delta, for the live tok/s.
+    void appendDelta(const QString &reasoning, const QString &content, int pieces = 0);
     // Replaces the streaming row by the stored reply (or drops it when `stored` is null).
     void endStreaming(const StoredMessage *stored);
     bool isStreaming() const { return !m_items.isEmpty() && m_items.last().streaming; }
     void truncate(int fromRow);
+    void removeAt(int row);
+    // Replaces a row by its stored state (another version shown, edited settings).
+    void replace(int row, const StoredMessage &message);
 
 private:
     QList<ChatMessage> m_items;

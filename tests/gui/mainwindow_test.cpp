@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <QAction>
+#include <QApplication>
 #include <QElapsedTimer>
 #include <QDir>
 #include <QFile>
@@ -376,7 +377,7 @@ TEST(ChatInput, EnterSendsShiftEnterAddsALineEscStops)
 TEST(Markdown, CodeIsMonospacedAndCodeBlocksCanBeCopied)
 {
     const QString md = QStringLiteral("Use `ls`:\n\n```sh\nls -l\necho hi\n```\n\nand\n\n~~~\nx = 1\n~~~\n");
-    const QString html = markdownToHtml(md, QColor(Qt::lightGray));
+    const QString html = markdownToHtml(md, QApplication::palette());
     EXPECT_NE(html.indexOf(QStringLiteral("monospace")), -1);
     EXPECT_NE(html.indexOf(QStringLiteral("ls -l")), -1);
     const QStringList blocks = codeBlocks(md);

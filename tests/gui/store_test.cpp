@@ -120,7 +120,7 @@ TEST(ConversationStore, MigratesAVersion1FileKeepingItsMessages)
                                  " VALUES (1, 0, 'user', 'from v1', 1)")});
     ConversationStore s;
     ASSERT_TRUE(s.open(path)) << s.lastError().toStdString();
-    EXPECT_EQ(s.schemaVersion(), 2);
+    EXPECT_EQ(s.schemaVersion(), ConversationStore::kSchemaVersion);
     const auto c = s.conversation(1);
     ASSERT_TRUE(c);
     EXPECT_EQ(c->title, QStringLiteral("old chat"));
