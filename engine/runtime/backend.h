@@ -46,10 +46,6 @@ struct GpuOptions {
   double prefill_weight = 0.25;
   // K/V positions the GPU cache holds (<= the model's maximum); <= 0: min(max, 8192).
   std::int64_t context = 0;
-  // The misses run on the persistent worker team unless LoadOptions asks for it explicitly
-  // either way: waking OpenMP's workers 36 times per token cost 4.7 ms per token at 120b
-  // (docs/BENCHMARKS.md). Falls back to OpenMP, with a warning, when the library is missing.
-  bool prefer_persistent_team = true;
 
   // Prompts (docs/CUDA.md "Prefill"): "layer" runs each layer over every block of the prompt
   // before the next layer (a staged expert crosses PCIe once per layer), "block" runs each block

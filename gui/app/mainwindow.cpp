@@ -647,15 +647,20 @@ void MainWindow::loadActiveProfile()
         return;
     }
     const Profile &p = m_profiles.active();
-    int threads = 0;
-    LoadOptions o = p.toLoadOptions(&threads);
+    LoadOptions o;
+    try {
+        o = p.toLoadOptions();
+    } catch (const std::exception &e) {  // a setting the profile's backend refuses
+        onLoadFailed(QString::fromUtf8(e.what()));
+        return;
+    }
     const QString dir = !m_options.modelDir.isEmpty() ? m_options.modelDir : p.modelDir;
     if (!dir.isEmpty()) {
         if (!m_options.modelDir.isEmpty() && p.modelDir != m_options.modelDir) {
             o.store.clear();  // the profile's store belongs to its own model
             o.kernel = "reference";
         }
-        m_engine->load(dir, o, threads);
+        m_engine->load(dir, o);
         return;
     }
     if (QFileInfo::exists(demoModelDir() + QStringLiteral("/config.json")) || !m_options.askFirstRun) {

@@ -12,7 +12,6 @@
 #include <random>
 
 #include "chat/render.h"
-#include "cpu/parallel.h"
 #include "generationqueue.h"
 #include "neural/error.h"
 #include "runtime/session.h"
@@ -175,9 +174,8 @@ void EngineHost::startLoad(std::function<std::shared_ptr<const Model>()> work, c
     m_loader->start();
 }
 
-void EngineHost::load(const QString &dir, const LoadOptions &options, int threads)
+void EngineHost::load(const QString &dir, const LoadOptions &options)
 {
-    m_threads = threads;
     const std::string path = utf8(dir);
     startLoad([path, options] { return std::shared_ptr<const Model>(Model::load(path, options)); },
               dir);
@@ -185,7 +183,6 @@ void EngineHost::load(const QString &dir, const LoadOptions &options, int thread
 
 void EngineHost::loadDemo(const QString &dir, const QString &tokenizer)
 {
-    m_threads = 0;
     const std::string path = utf8(dir);
     const std::string tok = utf8(tokenizer);
     startLoad(
@@ -251,14 +248,11 @@ bool EngineHost::send(const TurnRequest &request)
     const std::shared_ptr<const Model> model = m_model;
     std::unique_ptr<ChatSession> *session = &m_session;
     server::GenerationQueue *queue = m_queue;
-    const int threads = m_threads;
     job->kind = server::GenerationJob::Kind::task;
     job->receiver = this;
     job->task = [=, system = std::move(system), developer = std::move(developer),
                  history = std::move(history)](const std::atomic<bool> &cancel) mutable {
         // Engine thread.
-        if (threads > 0)
-            cpu::set_threads(threads);
         if (!*session)
             *session = std::make_unique<ChatSession>(*model);
         ChatSession &s = **session;

@@ -76,7 +76,7 @@ public:
 
     // Loads `dir` (async; stateChanged/ready/loadFailed follow). A running turn is cancelled and
     // the previous model unloaded first (modelUnloading lets the API server let go of it).
-    void load(const QString &dir, const LoadOptions &options = {}, int threads = 0);
+    void load(const QString &dir, const LoadOptions &options = {});
     // Creates the demo model (random weights, `neural synth --shape tiny`) in `dir` unless it is
     // there already, then loads it. Needs a tokenizer.json (demoTokenizerPath()).
     void loadDemo(const QString &dir, const QString &tokenizer);
@@ -125,7 +125,6 @@ private:
     QString m_modelDir;
     QString m_error;
     bool m_isDemo = false;
-    int m_threads = 0;
     QString m_forcedOutput;
     std::shared_ptr<const Model> m_model;
     server::GenerationQueue *m_queue = nullptr;

@@ -75,6 +75,8 @@ ProfileDialog::ProfileDialog(ProfileStore *store, QString path, QWidget *parent)
         case KnobDef::Type::integer: {
             auto *s = new QSpinBox(inner);
             s->setRange(static_cast<int>(k.min), static_cast<int>(k.max));
+            if (k.hasAuto)
+                s->setSpecialValueText(tr("auto"));
             if (!k.unit.isEmpty())
                 s->setSuffix(QLatin1Char(' ') + k.unit);
             ed = s;
@@ -84,6 +86,8 @@ ProfileDialog::ProfileDialog(ProfileStore *store, QString path, QWidget *parent)
             auto *s = new QDoubleSpinBox(inner);
             s->setRange(k.min, k.max);
             s->setDecimals(2);
+            if (k.hasAuto)
+                s->setSpecialValueText(tr("auto"));
             if (!k.unit.isEmpty())
                 s->setSuffix(QLatin1Char(' ') + k.unit);
             ed = s;
@@ -95,27 +99,26 @@ ProfileDialog::ProfileDialog(ProfileStore *store, QString path, QWidget *parent)
             ed = c;
             break;
         }
+        case KnobDef::Type::text: ed = new QLineEdit(inner); break;
         }
         ed->setAccessibleName(k.label);
         ed->setAccessibleDescription(k.help);
-        const QString why = unsupportedReason(k.key);
-        QString helpText = k.help;
-        if (!why.isEmpty()) {
-            ed->setEnabled(false);
-            helpText += QStringLiteral(" <b>%1</b>").arg(tr("Disabled: %1.").arg(why.toHtmlEscaped()));
-        }
-        ed->setToolTip(helpText);
         auto *cell = new QWidget(inner);
         auto *cv = new QVBoxLayout(cell);
         cv->setContentsMargins(0, 0, 0, 4);
-        auto *help = new QLabel(helpText, cell);
+        auto *help = new QLabel(k.help, cell);
+        m_helps.insert(k.key, help);
         help->setWordWrap(true);
         help->setForegroundRole(QPalette::PlaceholderText);
         cv->addWidget(ed);
         cv->addWidget(help);
-        form->addRow(QStringLiteral("%1 (--%2)").arg(k.label, k.key), cell);
+        form->addRow(QStringLiteral("%1 (%2)").arg(k.label, k.flag), cell);
         m_editors.insert(k.key, ed);
     }
+    // CUDA-only knobs are disabled, with the reason, while the backend is cpu.
+    if (auto *backend = qobject_cast<QComboBox *>(m_editors.value(QStringLiteral("backend"))))
+        connect(backend, &QComboBox::currentTextChanged, this, &ProfileDialog::updateEnabled);
+    updateEnabled();
     area->setWidget(inner);
     v->addWidget(area, 1);
 
@@ -159,6 +162,21 @@ ProfileDialog::ProfileDialog(ProfileStore *store, QString path, QWidget *parent)
     showProfile(m_store->activeName());
 }
 
+void ProfileDialog::updateEnabled()
+{
+    auto *backend = qobject_cast<QComboBox *>(m_editors.value(QStringLiteral("backend")));
+    for (const KnobDef &k : knobDefs()) {
+        QWidget *ed = m_editors.value(k.key);
+        const QString why = unsupportedReason(k.key, backend ? backend->currentText() : QString());
+        QString helpText = k.help;
+        if (!why.isEmpty())
+            helpText += QStringLiteral(" <b>%1</b>").arg(tr("Disabled: %1.").arg(why.toHtmlEscaped()));
+        ed->setEnabled(why.isEmpty());
+        ed->setToolTip(QStringLiteral("%1: %2").arg(k.flag, helpText));
+        m_helps.value(k.key)->setText(helpText);
+    }
+}
+
 void ProfileDialog::showProfile(const QString &name)
 {
     Profile *p = m_store->find(name);
@@ -178,6 +196,8 @@ void ProfileDialog::showProfile(const QString &name)
             d->setValue(v.toDouble());
         else if (auto *cb = qobject_cast<QComboBox *>(ed))
             cb->setCurrentText(v.toString());
+        else if (auto *t = qobject_cast<QLineEdit *>(ed))
+            t->setText(v.toString());
     }
 }
 
@@ -198,6 +218,8 @@ void ProfileDialog::collect()
             p->values.insert(k.key, d->value());
         else if (auto *cb = qobject_cast<QComboBox *>(ed))
             p->values.insert(k.key, cb->currentText());
+        else if (auto *t = qobject_cast<QLineEdit *>(ed))
+            p->values.insert(k.key, t->text().trimmed());
     }
 }
 

@@ -8,6 +8,8 @@
 
 #include "settings/profile.h"
 
+class QLabel;
+
 class QComboBox;
 class QFormLayout;
 class QLineEdit;
@@ -27,6 +29,7 @@ signals:
 private:
     void showProfile(const QString &name);
     void collect();  // editors -> the shown profile
+    void updateEnabled();  // the knobs the shown backend refuses are disabled, with the reason
     void apply();
 
     ProfileStore *m_store;
@@ -36,6 +39,7 @@ private:
     QLineEdit *m_model;
     QLineEdit *m_storeFile;
     QHash<QString, QWidget *> m_editors;
+    QHash<QString, QLabel *> m_helps;  // each knob's help line
 };
 
 }  // namespace neural::gui
