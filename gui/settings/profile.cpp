@@ -113,10 +113,10 @@ const KnobDef *findKnob(const QString &key)
 QString unsupportedReason(const QString &key, const QString &backend)
 {
     const KnobDef *k = findKnob(key);
-    if ((key == QLatin1String("backend") || (k && k->cudaOnly)) && !kCudaBuild)
-        return QObject::tr("needs the CUDA build");
     if (k && k->cudaOnly && backend == QLatin1String("cpu"))
         return QString::fromStdString(options::backend_refusal(*options::find(key.toStdString()), "cpu"));
+    if ((key == QLatin1String("backend") || (k && k->cudaOnly)) && !kCudaBuild)
+        return QObject::tr("needs the CUDA build");
     return {};
 }
 
