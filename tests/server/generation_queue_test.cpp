@@ -11,7 +11,6 @@
 #include <thread>
 #include <vector>
 
-#include "cpu/parallel.h"
 #include "generationqueue.h"
 #include "runtime/model.h"
 #include "support/fixtures.h"
@@ -28,8 +27,7 @@ protected:
         static char *argv[] = {name, nullptr};
         if (!QCoreApplication::instance())
             app_ = new QCoreApplication(argc, argv);
-        cpu::set_threads(1);
-        model_ = Model::load(test::tiny_model_dir());
+        model_ = Model::load(test::tiny_model_dir(), LoadOptions{.threads = 1});
     }
     static void TearDownTestSuite() { model_.reset(); }
 

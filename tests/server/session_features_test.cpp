@@ -4,7 +4,6 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "cpu/parallel.h"
 #include "neural/error.h"
 #include "runtime/session.h"
 #include "support/fixtures.h"
@@ -17,8 +16,7 @@ class SessionFeatures : public ::testing::Test {
     static void SetUpTestSuite() {
       // One thread: results do not depend on it, and it keeps a shared 2-core machine from
       // stalling OpenMP barriers.
-      cpu::set_threads(1);
-      model_ = Model::load(test::tiny_model_dir()).release();
+      model_ = Model::load(test::tiny_model_dir(), LoadOptions{.threads = 1}).release();
   }
     static void TearDownTestSuite() { delete model_; }
     static TurnOptions forced(const std::string& harmony, int max_tokens = 200) {
