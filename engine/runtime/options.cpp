@@ -451,6 +451,11 @@ LoadOptions apply(const Settings& values, const LoadOptions& base) {
     return o;
 }
 
+LoadOptions apply(const Settings& values) {
+    const LoadOptions defaults;
+    return apply(values, defaults);
+}
+
 std::string help_text(int column, int width) {
     std::string out;
     for (const Setting& s : settings()) {
@@ -531,12 +536,9 @@ Settings take_flags(std::vector<std::string>& args) {
         if (eq != std::string::npos) {
             value = a.substr(eq + 1);
         } else if (s->bare_means_one()) {
-            // "--flag 0|1" names the value; anything else after a bare flag is not its value.
-            const bool next_is_value = i + 1 < args.size() && [&] {
-                const std::string& n = args[i + 1];
-                return n == "0" || n == "1" || n == "true" || n == "false" ||
-                       (s->type == Type::choice && n == "auto");
-            }();
+            // The next word is the value unless it is another flag (or there is none): then the
+            // flag stands alone and means 1. So "--pin-store yes" is an error naming the flag.
+            const bool next_is_value = i + 1 < args.size() && args[i + 1].rfind("--", 0) != 0;
             value = next_is_value ? args[++i] : "1";
         } else {
             if (i + 1 >= args.size()) fail("option {} needs a value ({})", name, s->metavar);

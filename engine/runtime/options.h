@@ -8,8 +8,9 @@
 // Conventions:
 //   - key: the profile key ("pool_slots"); flag: "--" + the key with '-' for '_'
 //     ("--pool-slots"); find() takes either spelling, and the flag without "--".
-//   - A flag whose values include 1 (the 0|1 switches, and auto|0|1) may be given bare: it
-//     means 1. "--flag 0|1" and "--flag=0|1" name the value; bool values are 0, 1, true, false.
+//   - A flag whose values include 1 (the 0|1 switches, and auto|0|1) may be given bare, before
+//     another flag or at the end: it means 1. "--flag 0|1" and "--flag=0|1" name the value;
+//     bool values are 0, 1, true, false.
 //   - Rows with an auto value (pool, pool_slots, kv_ring) take "auto" (or its number, -1).
 //   - A CUDA-only setting given with --backend cpu is refused (BackendError) with the same
 //     message on every surface; "auto" may pick the GPU, so it takes them.
@@ -77,7 +78,8 @@ using Settings = std::map<std::string, std::string>;
 // Parses and applies `values` over `base`, then checks the rules between settings: a CUDA-only
 // setting with backend cpu, a fused kernel / RAM lever without a store, --warmup-sync without a
 // lever. Unknown keys and bad values are errors naming the flag.
-LoadOptions apply(const Settings& values, const LoadOptions& base = {});
+LoadOptions apply(const Settings& values, const LoadOptions& base);
+LoadOptions apply(const Settings& values);  // over LoadOptions{}
 
 // The message for a setting that does not act on `backend` (one text for every surface).
 std::string backend_refusal(const Setting& s, std::string_view backend);

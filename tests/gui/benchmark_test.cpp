@@ -74,7 +74,7 @@ protected:
     void loadEngine()
     {
         ++m_loads;
-        m_engine.load(fixtureDir(), {}, 1);
+        m_engine.load(fixtureDir(), LoadOptions{.threads = 1});
         ASSERT_TRUE(spinUntil([&] { return m_engine.state() == EngineHost::State::ready; }));
     }
     std::unique_ptr<BenchmarkDialog> dialog()
@@ -82,7 +82,7 @@ protected:
         auto d = std::make_unique<BenchmarkDialog>(&m_profiles, &m_engine);
         d->setReloadEngine([this] {
             ++m_reloads;
-            m_engine.load(fixtureDir(), {}, 1);
+            m_engine.load(fixtureDir(), LoadOptions{.threads = 1});
         });
         return d;
     }

@@ -191,10 +191,12 @@ TEST(Profiles, UnsupportedKnobsAreDisabledWithTheirReason)
     ProfileStore store;
     ProfileDialog dialog(&store, dir.filePath(QStringLiteral("p.json")));
     int disabled = 0;
+    auto *backend = qobject_cast<QComboBox *>(dialog.editor(QStringLiteral("backend")));
+    ASSERT_NE(backend, nullptr);
     for (const KnobDef &k : knobDefs()) {
         QWidget *ed = dialog.editor(k.key);
         ASSERT_NE(ed, nullptr) << k.key.toStdString();
-        const QString why = unsupportedReason(k.key);
+        const QString why = unsupportedReason(k.key, backend->currentText());
         EXPECT_EQ(ed->isEnabled(), why.isEmpty()) << k.key.toStdString();
         if (!why.isEmpty()) {
             ++disabled;

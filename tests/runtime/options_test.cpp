@@ -146,7 +146,12 @@ TEST(SettingsSchema, TakeFlagsReadsValuesInlineAndBareSwitches) {
     EXPECT_EQ(v.at("grouped_gemm"), "0");
     EXPECT_EQ(v.at("kernel_persistent"), "1");
     EXPECT_EQ(v.at("prefill_fp16"), "true");
-    // A bare switch does not take the next word; a valued flag at the end is an error.
+    // A bare switch does not take the next flag; the next word it does take (and checks).
+    std::vector<std::string> word = {"--pin-store", "yes"};
+    EXPECT_EQ(error_of([&] { options::take_flags(word); }), "--pin-store: expected auto, 0 or 1, got \"yes\"");
+    std::vector<std::string> end = {"--model", "m", "--release-resident"};
+    EXPECT_EQ(options::take_flags(end).at("release_resident"), "1");
+    // A valued flag at the end is an error.
     std::vector<std::string> more = {"--warmup-sync", "--model", "m"};
     EXPECT_EQ(options::take_flags(more).at("warmup_sync"), "1");
     EXPECT_EQ(more, (std::vector<std::string>{"--model", "m"}));
