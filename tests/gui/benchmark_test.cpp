@@ -66,6 +66,12 @@ BenchmarkRequest smallRequest(int pairs = 2)
 
 class BenchmarkPanel : public ::testing::Test {
 protected:
+    static LoadOptions oneThread()
+    {
+        LoadOptions o;
+        o.threads = 1;
+        return o;
+    }
     void SetUp() override
     {
         m_profiles = twoProfiles();
@@ -74,7 +80,7 @@ protected:
     void loadEngine()
     {
         ++m_loads;
-        m_engine.load(fixtureDir(), LoadOptions{.threads = 1});
+        m_engine.load(fixtureDir(), oneThread());
         ASSERT_TRUE(spinUntil([&] { return m_engine.state() == EngineHost::State::ready; }));
     }
     std::unique_ptr<BenchmarkDialog> dialog()
@@ -82,7 +88,7 @@ protected:
         auto d = std::make_unique<BenchmarkDialog>(&m_profiles, &m_engine);
         d->setReloadEngine([this] {
             ++m_reloads;
-            m_engine.load(fixtureDir(), LoadOptions{.threads = 1});
+            m_engine.load(fixtureDir(), oneThread());
         });
         return d;
     }

@@ -27,7 +27,9 @@ protected:
         static char *argv[] = {name, nullptr};
         if (!QCoreApplication::instance())
             app_ = new QCoreApplication(argc, argv);
-        model_ = Model::load(test::tiny_model_dir(), LoadOptions{.threads = 1});
+        LoadOptions one_thread;  // results do not depend on it; the machine is shared
+        one_thread.threads = 1;
+        model_ = Model::load(test::tiny_model_dir(), one_thread);
     }
     static void TearDownTestSuite() { model_.reset(); }
 

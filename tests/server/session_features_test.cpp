@@ -16,7 +16,9 @@ class SessionFeatures : public ::testing::Test {
     static void SetUpTestSuite() {
       // One thread: results do not depend on it, and it keeps a shared 2-core machine from
       // stalling OpenMP barriers.
-      model_ = Model::load(test::tiny_model_dir(), LoadOptions{.threads = 1}).release();
+      LoadOptions one_thread;
+      one_thread.threads = 1;
+      model_ = Model::load(test::tiny_model_dir(), one_thread).release();
   }
     static void TearDownTestSuite() { delete model_; }
     static TurnOptions forced(const std::string& harmony, int max_tokens = 200) {
