@@ -358,9 +358,8 @@ TEST(ProfileKnobs, ACudaKnobOnTheCpuBackendIsRefusedWithTheFlagsMessage)
         << pool->toolTip().toStdString();
 }
 
-// "Persistent CPU team" off reaches the CUDA backend's CPU team (a saved profile's boolean, as
-// older files and the setup wizard hold it, reads as 0); before, the CUDA backend ran the team
-// whatever the knob said.
+// "Persistent CPU team" off reaches the CUDA backend's CPU team (a boolean in a saved profile
+// reads as 0), so the Benchmark panel's on/off A/B compares two different teams on either backend.
 TEST(ProfileKnobs, PersistentTeamOffReachesTheCudaBackend)
 {
     Profile p = Profile::optimized();

@@ -196,8 +196,8 @@ TEST(SettingsSchema, RulesBetweenSettings) {
     EXPECT_EQ(options::apply({{"ws_min", "2"}}).ws_min_bytes, std::uint64_t{2} << 30);
 }
 
-// The desktop's "Persistent CPU team" off must reach the CUDA backend's CPU team; before, an
-// explicit 0 left GpuOptions::prefer_persistent_team on and the CUDA backend ran the team anyway.
+// An explicit --kernel-persistent 0 (the desktop's "Persistent CPU team" off) decides for the CUDA
+// backend's CPU team too; only an unset value lets each backend pick its default.
 TEST(SettingsSchema, PersistentTeamOffReachesTheCudaBackend) {
     const LoadOptions off = options::apply({{"backend", "cuda"}, {"kernel_persistent", "0"}});
     EXPECT_FALSE(options::persistent_team(off, true));
