@@ -1,6 +1,8 @@
 // neural-server: the OpenAI-compatible API, headless.
-//   neural-server --model DIR [--store FILE] [--backend cpu|cuda|auto] [--vram-budget GIB] [--host 127.0.0.1] [--port 8080] [--api-key KEY]
-//                 [--cors ORIGIN] ...
+//   neural-server --model DIR [--host 127.0.0.1] [--port 8080] [--api-key KEY] [--cors ORIGIN] ...
+//                 [engine settings: --store FILE --backend cpu|cuda|auto --vram-budget GIB ...]
+// The engine settings are the settings schema's (runtime/options.h), the same flags, limits and
+// messages as `neural`'s; the options here are the server's own.
 #include <QCommandLineParser>
 #include <QCoreApplication>
 #include <QFile>
@@ -10,15 +12,17 @@
 #include <csignal>
 #include <cstdio>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
 #include "apiserver.h"
-#include "cpu/parallel.h"
 #include "neural/error.h"
 #include "neural/version.h"
 #include "runtime/model.h"
+#include "runtime/options.h"
 
 namespace {
 
@@ -39,7 +43,22 @@ int main(int argc, char **argv)
     // The engine's log goes to stderr, as Qt's messages do: stdout carries only the lines
     // scripts read ("serving ... on http://...", "stopped").
     spdlog::set_default_logger(spdlog::stderr_color_mt("neural"));
-    QCoreApplication app(argc, argv);
+    // The engine settings first; Qt's parser sees the rest.
+    std::vector<std::string> rest(argv + 1, argv + argc);
+    neural::options::Settings engine;
+    try {
+        engine = neural::options::take_flags(rest);
+    } catch (const neural::Error &e) {
+        std::fprintf(stderr, "neural-server: %s\n", e.what());
+        return 2;
+    }
+    rest.insert(rest.begin(), argv[0]);
+    std::vector<char *> qtArgv;
+    for (std::string &a : rest)
+        qtArgv.push_back(a.data());
+    qtArgv.push_back(nullptr);
+    int qtArgc = static_cast<int>(rest.size());
+    QCoreApplication app(qtArgc, qtArgv.data());
     QCoreApplication::setApplicationName(QStringLiteral("neural-server"));
     QCoreApplication::setApplicationVersion(QStringLiteral(NEURAL_VERSION));
     qSetMessagePattern(QStringLiteral("%{time yyyy-MM-dd hh:mm:ss.zzz} %{if-warning}warning: "
@@ -52,8 +71,6 @@ int main(int argc, char **argv)
     p.addHelpOption();
     p.addVersionOption();
     const QCommandLineOption model({"m", "model"}, "Checkpoint folder.", "DIR");
-    const QCommandLineOption store("store", "Expert store file (neural repack) for the experts.",
-                                   "FILE");
     const QCommandLineOption host("host",
                                   "Address to listen on (default 127.0.0.1; anything else is "
                                   "reachable from other machines).",
@@ -106,114 +123,22 @@ int main(int argc, char **argv)
                                           "Seconds a request waits in the overflow before it "
                                           "gets 503 (default 2).",
                                           "SECONDS", "2");
-    const QCommandLineOption threads("threads", "CPU worker threads (default: all cores).", "N",
-                                     "0");
-    const QCommandLineOption kernel("kernel",
-                                    "With --store: expert kernel auto (default), reference, "
-                                    "scalar, avx2, avx512.",
-                                    "NAME", "auto");
-    const QCommandLineOption kernelPersistent("kernel-persistent",
-                                              "1: run the expert kernels on the persistent "
-                                              "worker team library.",
-                                              "0|1", "0");
-    const QCommandLineOption backend("backend",
-                                     "cpu (default), cuda (GPU core + expert slots; the CPU "
-                                     "computes missed experts) or auto.",
-                                     "NAME", "cpu");
-    const QCommandLineOption vramBudget("vram-budget",
-                                        "GiB of GPU memory the engine may use (default: free "
-                                        "VRAM - 0.5).",
-                                        "GIB", "0");
-    const QCommandLineOption pool("pool", "GiB of expert slots (default: what the budget leaves).",
-                                  "GIB");
-    const QCommandLineOption refreshEvery("refresh-every",
-                                          "Decode tokens between admission rounds; 0 freezes "
-                                          "residency (default 8).",
-                                          "N", "8");
-    const QCommandLineOption context("context",
-                                     "K/V positions kept on the GPU (default min(model, 8192)).",
-                                     "N", "0");
-    // Prompts on the GPU (docs/CUDA.md "A prompt").
-    const QCommandLineOption prefillOrder("prefill-order",
-                                          "Prompts with --backend cuda: layer (default), block or "
-                                          "token (token by token, the reference).",
-                                          "ORDER", "layer");
-    const QCommandLineOption prefillBlock("prefill-block", "Prompt tokens per block (default 2048).",
-                                          "N", "2048");
-    const QCommandLineOption scratch("scratch",
-                                     "VRAM scratch slots that non-resident experts are staged "
-                                     "into during a prompt (default 4).",
-                                     "N", "4");
-    const QCommandLineOption stagingThreads("staging-threads",
-                                            "Threads copying staged experts from RAM (default 8).",
-                                            "N", "8");
-    const QCommandLineOption prefillCpuTokens("prefill-cpu-tokens",
-                                              "Non-resident experts with at most N prompt tokens "
-                                              "run on the CPU, 0-16 (default 6).",
-                                              "N", "6");
-    const QCommandLineOption prefillEarly("prefill-early",
-                                          "Prompts of several blocks: up to N of a layer's experts "
-                                          "are staged from the first block's routing while the "
-                                          "other blocks run; 0 = off (default 32).",
-                                          "N", "32");
-    const QCommandLineOption groupedGemm("grouped-gemm",
-                                         "1: prompts of one block of 1,024-4,096 tokens run a "
-                                         "layer's GPU experts in groups of 3 per launch (same "
-                                         "outputs); 0 = off (default).",
-                                         "0|1", "0");
-    const QCommandLineOption prefillFp16("prefill-fp16",
-                                         "1: prompts' GPU experts take fp16 operands (11 bits of "
-                                         "each activation: faster, less exact); 0 (default): bf16 "
-                                         "hi + lo halves (~16 bits).",
-                                         "0|1", "0");
-    const QCommandLineOption streamMisses("stream-misses",
-                                          "Decode with a pinned store: 1 copies half of each "
-                                          "layer's missed experts over PCIe and computes them on "
-                                          "the GPU while the CPU computes the rest; 0 (default): "
-                                          "the CPU computes every miss.",
-                                          "0|1", "0");
-    const QCommandLineOption pinStore("pin-store",
-                                      "Raw store with --backend cuda: page-lock the whole store in "
-                                      "RAM so prompts copy experts to the GPU straight from it; "
-                                      "auto (default) = when it is at most half of the RAM, 1 = "
-                                      "always try, 0 = never.",
-                                      "auto|0|1", "auto");
-    const QCommandLineOption kvRing("kv-ring",
-                                    "Sliding-window layers keep only their last N positions of "
-                                    "K/V; auto (default) = window + prefill block - 1; 0 = whole "
-                                    "context.",
-                                    "N", "auto");
-    const QCommandLineOption kvCheckpoints("kv-checkpoints",
-                                           "GiB of host memory keeping the GPU K/V of requests "
-                                           "switched away from, so a request sharing their start "
-                                           "is not re-processed (default 0: off).",
-                                           "GIB", "0");
-    // RAM residency of the expert store (docs/USER_GUIDE.md "RAM residency").
-    const QCommandLineOption warmupRam("warmup-ram",
-                                       "With --store: after loading, read the experts into RAM, "
-                                       "hottest first (--ranking), for at most SECONDS, in the "
-                                       "background (0 = off).",
-                                       "SECONDS", "0");
-    const QCommandLineOption lockRam("lock-ram",
-                                     "With --store: lock the hottest experts in RAM up to GIB "
-                                     "(mlock within RLIMIT_MEMLOCK / VirtualLock).",
-                                     "GIB", "0");
-    const QCommandLineOption releaseResident("release-resident",
-                                             "With --store and --backend cuda: give back the RAM "
-                                             "of experts that live in VRAM for good.");
-    const QCommandLineOption ranking("ranking",
-                                     "Expert ranking JSON (neural rank): the static slots and "
-                                     "the RAM warm-up order.",
-                                     "FILE");
     const QCommandLineOption testOptions(
         "enable-test-options",
         "Accept the test-only request options (forced output, simulated engine failure). For "
         "the test suite only.");
-    p.addOptions({model, store, host, port, apiKey, apiKeyFile, cors, modelName, queue, maxBody,
+    p.addOptions({model, host, port, apiKey, apiKeyFile, cors, modelName, queue, maxBody,
                   maxTokens, maxPromptTokens, readTimeout, idleTimeout, maxConnections, overflow, overflowWait,
-                  threads, kernel, kernelPersistent, backend, vramBudget,
-                  pool, refreshEvery, context, prefillOrder, prefillBlock, scratch, stagingThreads,
-                  prefillCpuTokens, prefillEarly, groupedGemm, prefillFp16, streamMisses, pinStore, kvRing, kvCheckpoints, warmupRam, lockRam, releaseResident, ranking, testOptions});
+                  testOptions});
+    for (const QString &a : app.arguments().mid(1)) {
+        if (a == QLatin1String("-h") || a == QLatin1String("--help") || a == QLatin1String("-?") ||
+            a == QLatin1String("--help-all")) {
+            std::printf("%s\nEngine settings (the same as neural's; a 0|1 flag given bare means 1; "
+                        "[cuda]: needs --backend cuda or auto):\n%s",
+                        qPrintable(p.helpText()), neural::options::help_text().c_str());
+            return 0;
+        }
+    }
     p.process(app);
 
     if (!p.positionalArguments().isEmpty())
@@ -266,60 +191,12 @@ int main(int argc, char **argv)
         for (const QString &origin : value.split(u',', Qt::SkipEmptyParts))
             config.corsOrigins.append(origin.trimmed().toUtf8());
     }
-    neural::cpu::set_threads(static_cast<int>(number(threads, 0, 4096)));
 
     std::shared_ptr<const neural::Model> loaded;
     try {
-        neural::LoadOptions options;
-        if (p.isSet(store)) {
-            options.store = p.value(store).toStdString();
-            options.kernel = p.value(kernel).toStdString();
-        }
-        options.kernel_persistent = number(kernelPersistent, 0, 1) == 1;
-        if (p.isSet(kernelPersistent))
-            options.gpu.prefer_persistent_team = false;
-        options.threads = static_cast<int>(number(threads, 0, 4096));
-        options.backend = p.value(backend).toStdString();
-        auto gib = [&](const QCommandLineOption &o) {
-            bool ok = false;
-            const double v = p.value(o).toDouble(&ok);
-            if (!ok || v < 0 || v > 4096)
-                die(QStringLiteral("--%1 must be a number of GiB from 0 to 4096").arg(o.names().last()));
-            return v;
-        };
-        options.gpu.vram_budget_gib = gib(vramBudget);
-        if (p.isSet(pool))
-            options.gpu.pool_gib = gib(pool);
-        options.gpu.refresh_every = static_cast<int>(number(refreshEvery, 0, 1 << 20));
-        options.gpu.context = number(context, 0, qint64(1) << 31);
-        options.gpu.prefill_order = p.value(prefillOrder).toStdString();
-        if (!neural::is_prefill_order(options.gpu.prefill_order))
-            die(QStringLiteral("--prefill-order must be layer, block or token"));
-        options.gpu.prefill_block = static_cast<int>(number(prefillBlock, 1, 65536));
-        options.gpu.scratch_slots = static_cast<int>(number(scratch, 1, 64));
-        options.gpu.staging_threads = static_cast<int>(number(stagingThreads, 1, 64));
-        options.gpu.prefill_cpu_tokens = static_cast<int>(number(prefillCpuTokens, 0, 16));
-        options.gpu.prefill_early = static_cast<int>(number(prefillEarly, 0, neural::kMaxPrefillEarly));
-        options.gpu.grouped_gemm = number(groupedGemm, 0, 1) == 1;
-        options.gpu.prefill_fp16 = number(prefillFp16, 0, 1) == 1;
-        options.gpu.stream_misses = static_cast<int>(number(streamMisses, 0, 1));
-        options.gpu.pin_store = p.value(pinStore).toStdString();
-        if (!neural::is_pin_store(options.gpu.pin_store))
-            die(QStringLiteral("--pin-store must be auto, 0 or 1"));
-        if (p.value(kvRing) != QLatin1String("auto"))
-            options.gpu.kv_ring = static_cast<int>(number(kvRing, 0, qint64(1) << 30));
-        options.gpu.kv_checkpoint_gib = gib(kvCheckpoints);
-        {
-            bool ok = false;
-            const double seconds = p.value(warmupRam).toDouble(&ok);
-            if (!ok || seconds < 0 || seconds > 86400)
-                die(QStringLiteral("--warmup-ram must be a number of seconds from 0 to 86400"));
-            options.warmup_ram_seconds = seconds;
-        }
-        options.lock_ram_bytes = static_cast<std::uint64_t>(gib(lockRam) * 1073741824.0);
-        options.release_resident = p.isSet(releaseResident);
-        if (p.isSet(ranking))
-            options.gpu.ranking = p.value(ranking).toStdString();
+        // Bad values were refused by take_flags above; here the rules between settings (a
+        // CUDA-only setting with --backend cpu, a RAM lever without --store, ...).
+        const neural::LoadOptions options = neural::options::apply(engine);
         loaded = neural::Model::load(p.value(model).toStdString(), options);
     } catch (const neural::Error &e) {
         std::fprintf(stderr, "neural-server: %s\n", e.what());

@@ -18,6 +18,7 @@
 #include "neural/error.h"
 #include "platform/cpu_features.h"
 #include "platform/thread_affinity.h"
+#include "runtime/options.h"
 #include "runtime/session.h"
 #include "telemetry/telemetry.h"
 #ifdef NEURAL_HAVE_CUDA
@@ -424,7 +425,7 @@ Json probes(const BenchOptions& options, const LoadOptions& load) {
 Json load_json(const LoadOptions& o) {
     return {{"store", o.store.string()},
             {"kernel", o.kernel},
-            {"kernel_persistent", o.kernel_persistent},
+            {"kernel_persistent", o.kernel_persistent ? Json(*o.kernel_persistent) : Json("auto")},
             {"kdll", o.kdll.string()},
             {"threads", o.threads},
             {"backend", o.backend},
@@ -461,113 +462,33 @@ const std::vector<std::string> kWorkloads = {"decode", "prompt", "replay"};
 LoadOptions apply_profile_flags(const Json& flags, const LoadOptions& base,
                                 const std::string& what) {
     if (!flags.is_object()) fail("{}: a profile must be a JSON object of engine flags", what);
-    LoadOptions o = base;
+    // The keys and values are the settings schema's (runtime/options.h); JSON numbers, booleans
+    // and strings become the text the command line would give.
+    options::Settings values;
     for (const auto& [key, value] : flags.items()) {
-        auto need = [&](bool ok, const char* type) {
-            if (!ok) fail("{}: \"{}\" must be {}", what, key, type);
-        };
-        if (key == "kernel") {
-            need(value.is_string(), "a string");
-            o.kernel = value.get<std::string>();
-        } else if (key == "store") {
-            need(value.is_string(), "a string");
-            o.store = value.get<std::string>();
-        } else if (key == "kdll") {
-            need(value.is_string(), "a string");
-            o.kdll = value.get<std::string>();
-        } else if (key == "threads") {
-            need(value.is_number_integer() && value.get<int>() >= 0, "an integer >= 0");
-            o.threads = value.get<int>();
-        } else if (key == "kernel_persistent") {
-            need(value.is_boolean() || value.is_number_integer(), "true/false");
-            o.kernel_persistent = value.is_boolean() ? value.get<bool>() : value.get<int>() != 0;
-            o.gpu.prefer_persistent_team = false;  // explicit: decides for the GPU backend too
-        } else if (key == "backend") {
-            need(value.is_string(), "a string");
-            o.backend = value.get<std::string>();
-        } else if (key == "ranking") {
-            need(value.is_string(), "a string");
-            o.gpu.ranking = value.get<std::string>();
-        } else if (key == "prefill_order") {
-            need(value.is_string() && is_prefill_order(value.get<std::string>()),
-                 "\"layer\", \"block\" or \"token\"");
-            o.gpu.prefill_order = value.get<std::string>();
-        } else if (key == "prefill_block" || key == "scratch" || key == "staging_threads" ||
-                   key == "prefill_cpu_tokens" || key == "prefill_early") {
-            const int hi = key == "prefill_block"        ? 65536
-                           : key == "prefill_cpu_tokens" ? 16
-                           : key == "prefill_early"      ? kMaxPrefillEarly
-                                                         : 64;
-            const int lo = key == "prefill_cpu_tokens" || key == "prefill_early" ? 0 : 1;
-            need(value.is_number_integer() && value.get<std::int64_t>() >= lo && value.get<std::int64_t>() <= hi,
-                 fmt::format("an integer from {} to {}", lo, hi).c_str());
-            const int v = value.get<int>();
-            (key == "prefill_block"     ? o.gpu.prefill_block
-             : key == "scratch"         ? o.gpu.scratch_slots
-             : key == "staging_threads" ? o.gpu.staging_threads
-             : key == "prefill_early"   ? o.gpu.prefill_early
-                                        : o.gpu.prefill_cpu_tokens) = v;
-        } else if (key == "warmup_ram" || key == "lock_ram") {
-            need(value.is_number() && value.get<double>() >= 0 && value.get<double>() <= 86400,
-                 "a number from 0 to 86400");
-            if (key == "warmup_ram") {
-                o.warmup_ram_seconds = value.get<double>();
-            } else {
-                o.lock_ram_bytes = static_cast<std::uint64_t>(value.get<double>() * 1073741824.0);
-            }
-        } else if (key == "release_resident" || key == "grouped_gemm" || key == "prefill_fp16") {
-            need(value.is_boolean(), "true/false");
-            (key == "release_resident" ? o.release_resident
-             : key == "grouped_gemm"   ? o.gpu.grouped_gemm
-                                       : o.gpu.prefill_fp16) = value.get<bool>();
-        } else if (key == "stream_misses") {
-            need(value.is_boolean(), "true/false");
-            o.gpu.stream_misses = value.get<bool>() ? 1 : 0;
-        } else if (key == "pin_store") {
-            // "auto", or 0 / 1 as a number or a string (the flag's values).
-            const bool ok = value.is_string() ? is_pin_store(value.get<std::string>())
-                                              : value.is_number_integer() && (value == 0 || value == 1);
-            need(ok, "\"auto\", 0 or 1");
-            o.gpu.pin_store = value.is_string() ? value.get<std::string>() : std::to_string(value.get<int>());
-        } else if (key == "kv_checkpoints") {
-            need(value.is_number() && value.get<double>() >= 0 && value.get<double>() <= 4096,
-                 "a number of GiB from 0 to 4096");
-            o.gpu.kv_checkpoint_gib = value.get<double>();
-        } else if (key == "kv_ring") {
-            need(value == "auto" || (value.is_number_integer() && value.get<std::int64_t>() >= 0),
-                 "\"auto\" or an integer >= 0");
-            o.gpu.kv_ring = value.is_string() ? -1 : static_cast<int>(std::min<std::int64_t>(value.get<std::int64_t>(), 1 << 30));
-        } else if (key == "vram_budget" || key == "pool" || key == "static_fraction" ||
-                   key == "prefill_weight") {
-            need(value.is_number() && value.get<double>() >= 0, "a number >= 0");
-            const double v = value.get<double>();
-            (key == "vram_budget" ? o.gpu.vram_budget_gib
-             : key == "pool"      ? o.gpu.pool_gib
-             : key == "static_fraction" ? o.gpu.static_fraction
-                                        : o.gpu.prefill_weight) = v;
-        } else if (key == "pool_slots" || key == "refresh_every" || key == "refresh_m" ||
-                   key == "context") {
-            need(value.is_number_integer() && value.get<std::int64_t>() >= 0, "an integer >= 0");
-            const auto v = value.get<std::int64_t>();
-            if (key == "pool_slots") o.gpu.pool_slots = static_cast<int>(v);
-            else if (key == "refresh_every") o.gpu.refresh_every = static_cast<int>(v);
-            else if (key == "refresh_m") o.gpu.refresh_m = static_cast<int>(v);
-            else o.gpu.context = v;
+        const options::Setting* s = options::find(key);
+        if (s == nullptr || s->key != key) {
+            std::string keys;
+            for (const options::Setting& row : options::settings()) keys += (keys.empty() ? "" : ", ") + row.key;
+            fail("{}: unknown profile key \"{}\" ({})", what, key, keys);
+        }
+        if (value.is_string()) {
+            values[key] = value.get<std::string>();
+        } else if (value.is_boolean()) {
+            values[key] = value.get<bool>() ? "1" : "0";
+        } else if (value.is_number_integer()) {
+            values[key] = value.dump();
+        } else if (value.is_number()) {
+            values[key] = options::format_real(value.get<double>());
         } else {
-            fail("{}: unknown profile key \"{}\" (kernel, store, threads, kernel_persistent, kdll, "
-                 "backend, vram_budget, pool, pool_slots, static_fraction, ranking, refresh_every, "
-                 "refresh_m, prefill_weight, context, prefill_order, prefill_block, scratch, "
-                 "staging_threads, prefill_cpu_tokens, prefill_early, grouped_gemm, prefill_fp16, pin_store, stream_misses, kv_ring, "
-                 "kv_checkpoints, "
-                 "warmup_ram, lock_ram, release_resident)",
-                 what, key);
+            fail("{}: {}: expected {}, got {}", what, s->flag, s->allowed(), value.dump());
         }
     }
-    if (o.store.empty() && o.kernel != "reference") {
-        fail("{}: kernel \"{}\" needs a store: the fused kernels read expert-store records", what,
-             o.kernel);
+    try {
+        return options::apply(values, base);
+    } catch (const Error& e) {
+        fail("{}: {}", what, e.what());
     }
-    return o;
 }
 
 Profile load_profile(const fs::path& path, const LoadOptions& base) {
@@ -680,7 +601,6 @@ Json run_bench(const BenchOptions& options,
         profs.push_back({{"name", p.name}, {"flags", p.flags}, {"engine", load_json(p.load)}});
     }
     report["profiles"] = profs;
-    cpu::set_threads(profiles[0].load.threads);
     report["probes"] = probes(options, profiles[0].load);
 
     // Released on every way out (a cancel or an error throws through here).
@@ -701,7 +621,6 @@ Json run_bench(const BenchOptions& options,
         check_cancel(options);
         const auto [pair, pi] = order[r];
         const Profile& prof = profiles[static_cast<std::size_t>(pi)];
-        cpu::set_threads(prof.load.threads);
         bool loaded_now = false;
         double load_seconds = 0;
         if (!models[static_cast<std::size_t>(pi)]) {

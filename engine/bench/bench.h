@@ -24,7 +24,8 @@ namespace neural::bench {
 
 using Json = nlohmann::ordered_json;
 
-// A named set of engine flags: {"kernel": "auto", "threads": 8, "store": "...",
+// A named set of engine settings, keyed as the settings schema (runtime/options.h) names them:
+// {"kernel": "auto", "threads": 8, "store": "...",
 // "kernel_persistent": true, "kdll": "..."}; missing keys keep the command line's values.
 struct Profile {
   std::string name;  // file stem, or "default"

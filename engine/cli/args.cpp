@@ -9,9 +9,12 @@
 namespace neural::cli {
 
 Args::Args(int argc, char** argv, std::set<std::string> value_flags,
-           std::set<std::string> switches) {
-    for (int i = 0; i < argc; ++i) {
-        std::string a = argv[i];
+           std::set<std::string> switches, bool engine_settings) {
+    std::vector<std::string> all(argv, argv + argc);
+    if (engine_settings) engine_ = options::take_flags(all);
+    const int n = static_cast<int>(all.size());
+    for (int i = 0; i < n; ++i) {
+        std::string a = all[i];
         if (a.size() > 2 && a.rfind("--", 0) == 0) {
             std::string name = a, value;
             bool inline_value = false;
@@ -22,8 +25,8 @@ Args::Args(int argc, char** argv, std::set<std::string> value_flags,
             }
             if (value_flags.count(name)) {
                 if (!inline_value) {
-                    if (i + 1 >= argc) fail("option {} needs a value", name);
-                    value = argv[++i];
+                    if (i + 1 >= n) fail("option {} needs a value", name);
+                    value = all[++i];
                 }
                 values_[name] = value;
             } else if (switches.count(name)) {

@@ -9,12 +9,17 @@
 #include <string>
 #include <vector>
 
+#include "runtime/options.h"
+
 namespace neural::cli {
 
 class Args {
  public:
   // `value_flags` take a value, `switches` do not; anything else starting with "--" is an error.
-  Args(int argc, char** argv, std::set<std::string> value_flags, std::set<std::string> switches);
+  // With `engine_settings`, the settings schema's flags (runtime/options.h) are taken first, into
+  // engine() (a command that loads a model).
+  Args(int argc, char** argv, std::set<std::string> value_flags, std::set<std::string> switches,
+       bool engine_settings = false);
 
   bool has(const std::string& flag) const;
   std::optional<std::string> get(const std::string& flag) const;
@@ -27,8 +32,11 @@ class Args {
   double get_double(const std::string& flag, double fallback, double min, double max,
                     const char* unit) const;
   const std::vector<std::string>& positional() const { return positional_; }
+  // The engine settings given (key -> text), validated one by one.
+  const options::Settings& engine() const { return engine_; }
 
  private:
+  options::Settings engine_;
   std::map<std::string, std::string> values_;
   std::set<std::string> switches_on_;
   std::vector<std::string> positional_;

@@ -7,7 +7,6 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/engine_options.h"
-#include "cli/gpu_options.h"
 #include "neural/error.h"
 #include "platform/atomic_file.h"
 
@@ -48,12 +47,12 @@ std::vector<std::string> split(const std::string& text) {
 int cmd_bench(int argc, char** argv) {
     // --ab takes two values: the first through the flag, the second as the next positional.
     Args args(argc, argv,
-              with_engine_flags({"--model", "--workload", "--tokens", "--prompt-sizes",
-                                 "--workload-dir", "--max-tokens", "--repeat", "--profile", "--ab",
-                                 "--json", "--probe-mb", "--telemetry"}),
-              {"--help", "--no-probes"});
+              {"--model", "--workload", "--tokens", "--prompt-sizes",
+               "--workload-dir", "--max-tokens", "--repeat", "--profile", "--ab",
+               "--json", "--probe-mb", "--telemetry"},
+              {"--help", "--no-probes"}, true);
     if (args.has("--help")) {
-        fmt::print("{}{}{}", kHelp, kEngineFlagsHelp, kGpuFlagsHelp);
+        fmt::print("{}{}", kHelp, engine_flags_help());
         return 0;
     }
     auto dir = args.get("--model");
@@ -99,7 +98,6 @@ int cmd_bench(int argc, char** argv) {
         fail("unexpected argument \"{}\"", args.positional()[positional_used]);
     }
     o.telemetry = telemetry_on;
-    o.after_load = [flags = memory_flags(args)](const Model& m) { apply_memory_flags(flags, m); };
     bench::Json report =
         bench::run_bench(o, [](const std::string& line) { fmt::print(stderr, "{}\n", line); });
     fmt::print("{}", bench::format_report(report));

@@ -10,7 +10,6 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/engine_options.h"
-#include "cli/gpu_options.h"
 #include "cpu/parallel.h"
 #include "neural/error.h"
 #include "runtime/model.h"
@@ -66,11 +65,11 @@ bool is_demo_model(const std::filesystem::path& dir) {
 
 int cmd_chat(int argc, char** argv) {
     Args args(argc, argv,
-              with_engine_flags({"--model", "--reasoning", "--system", "--once", "--max-tokens",
-                                 "--temperature", "--top-k", "--top-p", "--min-p", "--seed"}),
-              {"--help", "--show-reasoning"});
+              {"--model", "--reasoning", "--system", "--once", "--max-tokens",
+               "--temperature", "--top-k", "--top-p", "--min-p", "--seed"},
+              {"--help", "--show-reasoning"}, true);
     if (args.has("--help")) {
-        fmt::print("{}{}{}", kHelp, kEngineFlagsHelp, kGpuFlagsHelp);
+        fmt::print("{}{}", kHelp, engine_flags_help());
         return 0;
     }
     if (!args.positional().empty()) fail("unexpected argument \"{}\"", args.positional()[0]);
@@ -82,7 +81,6 @@ int cmd_chat(int argc, char** argv) {
     const auto effort = chat::reasoning_effort_from_name(args.get_or("--reasoning", "medium"));
 
     auto model = Model::load(*dir, engine_load_options(args));
-    apply_memory_flags(memory_flags(args), *model);
     ChatSession session(*model);
     session.set_reasoning(effort);
     if (auto sys = args.get("--system")) session.set_instructions(*sys);

@@ -57,14 +57,20 @@ int cmd_fit(int argc, char** argv) {
                m.avx512 ? "AVX-512" : m.avx2 ? "AVX2" : "no AVX2", gib(m.ram_total), gib(m.ram_available),
                m.gpu ? fmt::format("{} ({} free of {})", m.gpu->name, gib(m.gpu->free_bytes), gib(m.gpu->total_bytes))
                      : "none (" + m.gpu_why + ")");
-    const FitPlan plan = plan_fit(req, m);
+    FitPlan plan = plan_fit(req, m);
+    plan.store = args.get_or("--store", "");
     fmt::print("model: {} layers x {} experts, hidden {}\n\nplan:\n", req.config.num_layers,
                req.config.num_experts, req.config.hidden_size);
     for (const auto& line : plan.reasons) fmt::print("  - {}\n", line);
     for (const auto& line : plan.warnings) fmt::print("  ! {}\n", line);
     std::string flags;
     for (const auto& f : plan.flags()) flags += " " + f;
-    fmt::print("\nflags:{}{}\n", flags, args.has("--store") ? "" : fmt::format("  (with a {} store: --store FILE)", plan.store_format));
+    // The engine settings (runtime/options.h): neural, neural-server and a desktop profile take
+    // them as they are.
+    fmt::print("\nflags:{}{}\n", flags,
+               args.has("--store") ? ""
+                                   : fmt::format("  (with a {} store: --store FILE --kernel {})",
+                                                 plan.store_format, plan.kernel));
     if (args.has("--json")) {
         nlohmann::json j = plan.to_json();
         j["machine"] = {{"cpus", m.cpus}, {"avx512", m.avx512}, {"avx2", m.avx2},

@@ -6,7 +6,6 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/engine_options.h"
-#include "cli/gpu_options.h"
 #include "cpu/parallel.h"
 #include "neural/error.h"
 #include "runtime/generate.h"
@@ -37,11 +36,11 @@ Continues a raw prompt (no chat template) and streams the decoded text to stdout
 
 int cmd_generate(int argc, char** argv) {
     Args args(argc, argv,
-              with_engine_flags({"--model", "--prompt", "--ids", "--max-tokens", "--temperature",
-                                 "--top-k", "--top-p", "--min-p", "--seed"}),
-              {"--help", "--special", "--ignore-eos", "--show-ids"});
+              {"--model", "--prompt", "--ids", "--max-tokens", "--temperature",
+               "--top-k", "--top-p", "--min-p", "--seed"},
+              {"--help", "--special", "--ignore-eos", "--show-ids"}, true);
     if (args.has("--help")) {
-        fmt::print("{}{}{}", kHelp, kEngineFlagsHelp, kGpuFlagsHelp);
+        fmt::print("{}{}", kHelp, engine_flags_help());
         return 0;
     }
     if (!args.positional().empty()) fail("unexpected argument \"{}\"", args.positional()[0]);
@@ -54,7 +53,6 @@ int cmd_generate(int argc, char** argv) {
     opt.sampling = sampling_params(args);
 
     auto model = Model::load(*dir, engine_load_options(args));
-    apply_memory_flags(memory_flags(args), *model);
     const Tokenizer& tok = model->tokenizer();
     std::vector<TokenId> prompt = args.has("--ids")
                                       ? parse_id_list(*args.get("--ids"))

@@ -15,7 +15,6 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/engine_options.h"
-#include "cli/gpu_options.h"
 #include "cpu/parallel.h"
 #include "neural/error.h"
 #include "platform/atomic_file.h"
@@ -88,9 +87,9 @@ nlohmann::json position_record(std::span<const float> logits, std::span<const st
 }  // namespace
 
 int cmd_logits(int argc, char** argv) {
-    Args args(argc, argv, with_engine_flags({"--steps"}), {"--help"});
+    Args args(argc, argv, {"--steps"}, {"--help"}, true);
     if (args.has("--help")) {
-        fmt::print("{}{}{}", kHelp, kEngineFlagsHelp, kGpuFlagsHelp);
+        fmt::print("{}{}", kHelp, engine_flags_help());
         return 0;
     }
     if (args.positional().size() != 3) fail("expected MODEL_DIR PROMPTS.json OUT.json\n{}", kHelp);
@@ -110,7 +109,6 @@ int cmd_logits(int argc, char** argv) {
     if (!prompts.is_object()) fail("{}: expected an object {{name: [token ids]}}", pos[1]);
 
     auto model = Model::load(pos[0], engine_load_options(args));
-    apply_memory_flags(memory_flags(args), *model);
     const ModelConfig& c = model->config();
     std::vector<std::int32_t> probes(std::begin(kProbeIds), std::end(kProbeIds));
 

@@ -8,7 +8,6 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/engine_options.h"
-#include "cli/gpu_options.h"
 #include "neural/error.h"
 #include "runtime/model.h"
 #include "runtime/ranking.h"
@@ -40,9 +39,9 @@ const char* const kWarmup[] = {
 }  // namespace
 
 int cmd_rank(int argc, char** argv) {
-    Args args(argc, argv, with_engine_flags({"--model", "--out", "--text", "--decode"}), {"--help"});
+    Args args(argc, argv, {"--model", "--out", "--text", "--decode"}, {"--help"}, true);
     if (args.has("--help")) {
-        fmt::print("{}{}{}", kHelp, kEngineFlagsHelp, kGpuFlagsHelp);
+        fmt::print("{}{}", kHelp, engine_flags_help());
         return 0;
     }
     const auto dir = args.get("--model");

@@ -11,6 +11,7 @@
 #include "platform/system_info.h"
 #include "neural/error.h"
 #include "runtime/backend.h"
+#include "runtime/options.h"
 
 namespace neural {
 
@@ -298,17 +299,31 @@ FitPlan plan_fit(const FitRequest& r, const MachineInfo& m) {
     return p;
 }
 
+LoadOptions FitPlan::load_options() const {
+    const auto hundredths = [](double v) { return std::round(v * 100) / 100; };
+    LoadOptions o;
+    o.backend = backend;
+    o.store = store;
+    o.kernel = store.empty() ? "reference" : kernel;
+    o.kernel_persistent = kernel_persistent;
+    o.threads = threads;
+    o.release_resident = release_resident;
+    if (backend == "cuda") {
+        o.gpu.vram_budget_gib = hundredths(vram_budget_gib);
+        o.gpu.pool_slots = static_cast<int>(pool_slots);
+        o.gpu.static_fraction = hundredths(static_fraction);
+        o.gpu.context = context;
+        o.gpu.kv_checkpoint_gib = hundredths(kv_checkpoints_gib);
+    }
+    return o;
+}
+
 std::vector<std::string> FitPlan::flags() const {
     std::vector<std::string> f = {"--backend", backend};
-    if (backend == "cuda") {
-        f.insert(f.end(), {"--vram-budget", fmt::format("{:.2f}", vram_budget_gib), "--pool-slots",
-                           std::to_string(pool_slots), "--static-fraction", fmt::format("{:.2f}", static_fraction),
-                           "--context", std::to_string(context)});
+    const std::vector<std::string> rest = options::to_flags(load_options());
+    for (std::size_t i = 0; i + 1 < rest.size(); i += 2) {
+        if (rest[i] != "--backend") f.insert(f.end(), {rest[i], rest[i + 1]});
     }
-    f.insert(f.end(), {"--threads", std::to_string(threads), "--kernel", kernel, "--kernel-persistent",
-                       kernel_persistent ? "1" : "0"});
-    if (release_resident) f.insert(f.end(), {"--release-resident", "1"});
-    if (kv_checkpoints_gib > 0) f.insert(f.end(), {"--kv-checkpoints", fmt::format("{:.2f}", kv_checkpoints_gib)});
     return f;
 }
 

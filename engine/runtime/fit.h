@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <filesystem>
 #include <optional>
 #include <string>
 #include <vector>
@@ -14,6 +15,7 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "model/config.h"
+#include "runtime/model.h"
 
 namespace neural {
 
@@ -107,8 +109,14 @@ struct FitPlan {
   std::vector<std::string> reasons;   // one line per choice
   std::vector<std::string> warnings;  // what does not fit and what to do
 
-  // The plan as engine flags (`--backend cuda --vram-budget 11.5 ...`) and as JSON (the
-  // desktop app turns it into the default profile).
+  // The store the flags name (`neural fit --store FILE`); empty: none yet.
+  std::filesystem::path store;
+
+  // The plan as the engine's LoadOptions (the kernel only with a store: the fused kernels read
+  // its records), as engine flags (`--backend cuda --vram-budget 11.5 ...`, the settings schema's
+  // options::to_flags with --backend first) and as JSON (the desktop app turns it into the
+  // default profile).
+  LoadOptions load_options() const;
   std::vector<std::string> flags() const;
   nlohmann::json to_json() const;
 };

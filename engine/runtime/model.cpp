@@ -10,9 +10,11 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "cpu/parallel.h"
 #include "model/gguf.h"
 #include "neural/error.h"
 #include "platform/page_residency.h"
+#include "runtime/options.h"
 #include "runtime/ranking.h"
 
 namespace neural {
@@ -103,8 +105,13 @@ void run_ram_levers(const store::ExpertStore& store, const std::vector<store::Ex
 std::unique_ptr<Model> Model::load(const fs::path& dir, const LoadOptions& options) {
     std::error_code ec;
     const bool gguf = is_gguf_path(dir);
+    if (options.prefetch != "none" && options.prefetch != "dense" && options.prefetch != "all") {
+        fail("--prefetch: expected none, dense or all, got \"{}\"", options.prefetch);
+    }
     std::unique_ptr<Model> m(new Model());
     m->dir_ = dir;
+    m->threads_ = options.threads;
+    cpu::set_threads(options.threads);
     fs::path tok = dir / "tokenizer.json";
     fs::path config_file = dir / "config.json", generation_file = dir / "generation_config.json";
     if (gguf) {
@@ -193,7 +200,7 @@ std::unique_ptr<Model> Model::load(const fs::path& dir, const LoadOptions& optio
             fail("unknown kernel \"{}\" (reference, auto, scalar, avx2, avx512)", options.kernel);
         }
         cpu::TeamOptions team;
-        team.persistent = options.kernel_persistent;
+        team.persistent = options::persistent_team(options, false);
         team.library = options.kdll;
         team.threads = options.threads;
         std::string fallback;
@@ -213,7 +220,7 @@ std::unique_ptr<Model> Model::load(const fs::path& dir, const LoadOptions& optio
         in.weights = &m->weights_;
         in.store = m->store_.get();
         in.kernel = options.kernel == "reference" ? "auto" : options.kernel;
-        in.kernel_persistent = options.kernel_persistent || options.gpu.prefer_persistent_team;
+        in.kernel_persistent = options::persistent_team(options, true);
         in.kdll = options.kdll;
         in.threads = options.threads;
         in.moe = &m->telemetry_->moe;
@@ -258,6 +265,7 @@ std::unique_ptr<Model> Model::load(const fs::path& dir, const LoadOptions& optio
             });
         }
     }
+    options::apply_memory_hints(options, *m);
     return m;
 }
 
@@ -269,6 +277,9 @@ void Model::wait_ram_warmup() const {
 
 std::vector<float> Model::forward(std::span<const TokenId> tokens, KvCache& cache,
                                   const ForwardOptions& options) const {
+    // The thread count is the process's (cpu::threads): a model loaded beside this one (the
+    // bench's A/B) may have set its own. One atomic store.
+    cpu::set_threads(threads_);
     return gpu_ ? gpu_->forward(tokens, cache, options) : cpu_->forward(tokens, cache, options);
 }
 

@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -29,9 +30,15 @@ struct LoadOptions {
   // $NEURAL_KERNEL overrides), or "scalar" / "avx2" / "avx512". Ignored without a store.
   std::string kernel = "reference";
   // Worker team for the fused kernels: the persistent team DLL (`--kernel-persistent 1`, at
-  // `kdll` or beside the executable) or OpenMP; threads <= 0: the default (min(cores, 8)).
-  bool kernel_persistent = false;
+  // `kdll` or beside the executable) or OpenMP (0). Unset (auto): the persistent team on the
+  // CUDA backend (waking OpenMP's workers 36 times per token cost 4.7 ms per token at 120b:
+  // docs/BENCHMARKS.md), OpenMP on the CPU backend (options::persistent_team). A missing
+  // library falls back to OpenMP with a warning.
+  std::optional<bool> kernel_persistent;
   std::filesystem::path kdll;
+  // CPU worker threads: the fused kernels' team and the reference path (0: the default, all
+  // cores; kernels min(cores, 8)). Model::load and Model::forward apply it (cpu::set_threads),
+  // so no front end sets the thread count itself.
   int threads = 0;
   // Forward-pass backend: "cpu" (the fp32 reference + the kernels above), "cuda" (the hybrid
   // GPU backend: an error when it cannot start) or "auto" (cuda when a GPU is usable, else cpu).
@@ -52,6 +59,14 @@ struct LoadOptions {
   // Gives back the RAM of experts that live in VRAM for good (the CUDA backend's static slots
   // call ExpertStore::note_resident_in_vram), so the page cache keeps what the CPU reads.
   bool release_resident = false;
+
+  // Memory hints, applied to the loaded model's mappings at the end of Model::load
+  // (options::apply_memory_hints; what cannot be done is a warning). ws_min_bytes: keep this
+  // much of the process resident (Windows: the working-set minimum; POSIX: mlock of the dense
+  // weights up to it); 0: the OS default. prefetch: start reading "dense" (non-expert) weights
+  // or "all" (the store's records too) at load; "none": do not.
+  std::uint64_t ws_min_bytes = 0;
+  std::string prefetch = "none";
 };
 
 class Model {
@@ -110,6 +125,7 @@ class Model {
   std::unique_ptr<telemetry::Telemetry> telemetry_ = std::make_unique<telemetry::Telemetry>();
   std::unique_ptr<BackendCounters> backend_counters_ = std::make_unique<BackendCounters>();
   std::unique_ptr<Backend> gpu_;  // null: the CPU backend (cpu_)
+  int threads_ = 0;               // LoadOptions::threads, applied before every forward pass
   // The warm-up / lock thread; last, so it is stopped before anything it reads goes away.
   struct RamWorker;
   std::unique_ptr<RamWorker> ram_worker_;

@@ -901,7 +901,13 @@ void MainWindow::loadActiveProfile()
         return;
     }
     const Profile &p = m_profiles.active();
-    LoadOptions o = p.toLoadOptions();
+    LoadOptions o;
+    try {
+        o = p.toLoadOptions();
+    } catch (const std::exception &e) {  // a setting the profile's backend refuses
+        onLoadFailed(QString::fromUtf8(e.what()));
+        return;
+    }
     const QString dir = !m_options.modelDir.isEmpty() ? m_options.modelDir : p.modelDir;
     if (!dir.isEmpty()) {
         if (!m_options.modelDir.isEmpty() && p.modelDir != m_options.modelDir) {

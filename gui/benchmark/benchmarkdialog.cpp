@@ -35,7 +35,6 @@
 
 #include "app/paths.h"
 #include "conversation/enginehost.h"
-#include "cpu/parallel.h"
 #include "neural/error.h"
 #include "platform/atomic_file.h"
 #include "settings/profile.h"
@@ -126,7 +125,11 @@ bool benchOptionsFor(const BenchmarkRequest &r, ProfileStore &profiles,
         bench::Profile bp;
         bp.name = p->name.toStdString();
         bp.flags = flagsOf(*p);
-        bp.load = p->toLoadOptions();
+        try {
+            bp.load = p->toLoadOptions();
+        } catch (const std::exception &e) {
+            return bad(QObject::tr("Profile %1: %2").arg(p->name, QString::fromUtf8(e.what())));
+        }
         if (!modelOverride.isEmpty() && p->modelDir != modelOverride) {
             bp.load.store.clear();  // the profile's store belongs to its own model
             bp.load.kernel = "reference";
@@ -502,7 +505,6 @@ bool BenchmarkDialog::start()
     };
     auto outcome = std::make_shared<Outcome>();
     m_thread = QThread::create([options = std::move(options), outcome] {
-        const int threadsBefore = cpu::threads();
         try {
             outcome->report = bench::run_bench(options);
         } catch (const bench::Cancelled &) {
@@ -510,7 +512,6 @@ bool BenchmarkDialog::start()
         } catch (const std::exception &e) {
             outcome->error = QString::fromUtf8(e.what());
         }
-        cpu::set_threads(threadsBefore);  // the profiles set their own thread counts
     });
     m_thread->setObjectName(QStringLiteral("neural-bench"));
     connect(m_thread, &QThread::finished, this, [this, outcome] {

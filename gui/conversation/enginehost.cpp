@@ -15,7 +15,6 @@
 #include "generationqueue.h"
 #include "neural/error.h"
 #include "chat/openai.h"
-#include "cpu/parallel.h"
 #include "synth/synth.h"
 
 namespace neural::gui {
@@ -176,8 +175,6 @@ void EngineHost::startLoad(std::function<std::shared_ptr<const Model>()> work, c
 
 void EngineHost::load(const QString &dir, const LoadOptions &options)
 {
-    if (options.threads > 0)
-        cpu::set_threads(options.threads);  // the dense path's thread count (process-wide)
     const std::string path = utf8(dir);
     startLoad([path, options] { return std::shared_ptr<const Model>(Model::load(path, options)); },
               dir);

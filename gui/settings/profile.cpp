@@ -14,160 +14,91 @@ namespace {
 
 using T = KnobDef::Type;
 
-// The CUDA knobs arrive in LoadOptions with the GPU backend; detect them at compile time so this
-// file builds against either state of the engine and enables the knobs as soon as they exist.
-template <typename O>
-concept HasGpuKnobs = requires(O o) {
-    o.backend;
-    o.gpu.pool_gib;
-    o.gpu.vram_budget_gib;
-    o.gpu.refresh_every;
-    o.gpu.refresh_m;
-    o.gpu.prefill_weight;
-    o.gpu.pool_slots;
-    o.gpu.context;
-    o.gpu.scratch_slots;
-    o.gpu.kv_ring;
-    o.gpu.kv_checkpoint_gib;
-    o.gpu.grouped_gemm;
-    o.gpu.prefill_fp16;
-    o.gpu.pin_store;
-    o.gpu.stream_misses;
-    o.release_resident;
-};
-
-constexpr bool kHasGpuKnobs = HasGpuKnobs<LoadOptions>;
 #ifdef NEURAL_GUI_HAVE_CUDA
 constexpr bool kCudaBuild = true;
 #else
 constexpr bool kCudaBuild = false;
 #endif
 
-template <typename O>
-void applyGpu(O &o, const Profile &p)
+// The Optimized profile's values where they differ from the engine's defaults.
+QVariantMap optimizedValues()
 {
-    if constexpr (HasGpuKnobs<O>) {
-        o.backend = p.value(QStringLiteral("backend")).toString().toStdString();
-        o.gpu.pool_gib = p.value(QStringLiteral("pool")).toDouble();
-        o.gpu.vram_budget_gib = p.value(QStringLiteral("vram-budget")).toDouble();
-        o.gpu.refresh_every = p.value(QStringLiteral("refresh-every")).toInt();
-        o.gpu.refresh_m = p.value(QStringLiteral("refresh-m")).toInt();
-        o.gpu.prefill_weight = p.value(QStringLiteral("prefill-weight")).toDouble();
-        o.gpu.pool_slots = p.value(QStringLiteral("pool-slots")).toInt();
-        o.gpu.context = p.value(QStringLiteral("context")).toLongLong();
-        o.gpu.scratch_slots = p.value(QStringLiteral("scratch")).toInt();
-        o.gpu.kv_ring = p.value(QStringLiteral("kv-ring")).toInt();
-        o.gpu.kv_checkpoint_gib = p.value(QStringLiteral("kv-checkpoints")).toDouble();
-        o.gpu.grouped_gemm = p.value(QStringLiteral("grouped-gemm")).toBool();
-        o.gpu.prefill_fp16 = p.value(QStringLiteral("prefill-fp16")).toBool();
-        o.gpu.pin_store = p.value(QStringLiteral("pin-store")).toString().toStdString();
-        o.gpu.stream_misses = p.value(QStringLiteral("stream-misses")).toBool() ? 1 : 0;
-        // Acts on the expert store's records: without a store it would be a load error.
-        o.release_resident = !p.store.isEmpty() && p.value(QStringLiteral("release-resident")).toBool();
-    } else {
-        (void)o;
-        (void)p;
+    return {{QStringLiteral("backend"), QStringLiteral("auto")},
+            {QStringLiteral("pool"), 6.05},
+            {QStringLiteral("scratch"), 6},
+            {QStringLiteral("kv-checkpoints"), 1.0},
+            {QStringLiteral("kernel"), QStringLiteral("auto")},
+            {QStringLiteral("kernel-persistent"), QStringLiteral("1")},
+            {QStringLiteral("grouped-gemm"), true}};
+}
+
+// A schema value as the knob holds it (int, double, bool, string).
+QVariant knobValue(const options::Setting &s, const options::Value &v)
+{
+    switch (s.type) {
+    case options::Type::integer: return static_cast<int>(std::get<std::int64_t>(v));
+    case options::Type::real: return std::get<double>(v);
+    case options::Type::boolean: return std::get<bool>(v);
+    case options::Type::choice:
+    case options::Type::path: return QString::fromStdString(std::get<std::string>(v));
     }
+    return {};
+}
+
+// A knob's value as the schema's text (what the command line would say).
+std::string knobText(const options::Setting &s, const QVariant &v)
+{
+    switch (v.typeId()) {
+    case QMetaType::Bool: return v.toBool() ? "1" : "0";
+    case QMetaType::Double:
+    case QMetaType::Float: {
+        const double d = v.toDouble();
+        if (s.type == options::Type::integer && d == std::round(d))
+            return std::to_string(static_cast<long long>(d));
+        return options::format_real(d);
+    }
+    default: return v.toString().toStdString();
+    }
+}
+
+QList<KnobDef> makeKnobs()
+{
+    const QVariantMap optimized = optimizedValues();
+    QList<KnobDef> defs;
+    for (const options::Setting &s : options::settings()) {
+        if (s.key == "store")
+            continue;  // Profile::store
+        KnobDef k;
+        k.flag = QString::fromStdString(s.flag);
+        k.key = k.flag.mid(2);
+        k.label = QString::fromStdString(s.label);
+        k.help = QString::fromStdString(s.help);
+        if (!s.default_text.empty())
+            k.help += QStringLiteral(" (default %1)").arg(QString::fromStdString(s.default_text));
+        k.type = s.type == options::Type::boolean   ? T::boolean
+                 : s.type == options::Type::integer ? T::integer
+                 : s.type == options::Type::real    ? T::real
+                 : s.type == options::Type::choice  ? T::choice
+                                                    : T::text;
+        k.stock = knobValue(s, s.get(LoadOptions{}));
+        k.optimized = optimized.value(k.key, k.stock);
+        k.hasAuto = s.auto_value.has_value();
+        k.min = k.hasAuto ? *s.auto_value : s.min;
+        k.max = s.max;
+        for (const std::string &c : s.choices)
+            k.choices.push_back(QString::fromStdString(c));
+        k.unit = s.unit == "GiB" ? QStringLiteral("GiB") : s.unit == "seconds" ? QStringLiteral("s") : QString();
+        k.cudaOnly = s.applies == options::Applies::cuda;
+        defs.push_back(k);
+    }
+    return defs;
 }
 
 }  // namespace
 
 const QList<KnobDef> &knobDefs()
 {
-    static const QList<KnobDef> defs = {
-        {QStringLiteral("backend"), QObject::tr("Backend"),
-         QObject::tr("cpu runs everything on the CPU; cuda puts the dense part and hot experts "
-                     "on the GPU; auto picks cuda when a GPU is usable."),
-         T::choice, QStringLiteral("cpu"), QStringLiteral("auto"), 0, 0,
-         {QStringLiteral("cpu"), QStringLiteral("cuda"), QStringLiteral("auto")}, {}},
-        {QStringLiteral("pool"), QObject::tr("Expert pool"),
-         QObject::tr("VRAM for resident expert slots; more slots = more hits, less RAM "
-                     "traffic. -1: what the budget leaves."),
-         T::real, -1.0, 6.05, -1, 1024, {}, QStringLiteral("GiB")},
-        {QStringLiteral("vram-budget"), QObject::tr("VRAM budget"),
-         QObject::tr("Caps all GPU memory the engine uses (emulate a smaller card); 0: free "
-                     "memory minus 512 MiB."),
-         T::real, 0.0, 0.0, 0, 1024, {}, QStringLiteral("GiB")},
-        {QStringLiteral("pool-slots"), QObject::tr("Expert slots"),
-         QObject::tr("Exact number of expert slots in VRAM (the setup wizard's fit plan sets "
-                     "it); -1: as many as Expert pool allows."),
-         T::integer, -1, -1, -1, 1 << 20, {}, {}},
-        {QStringLiteral("context"), QObject::tr("GPU context"),
-         QObject::tr("K/V positions kept on the GPU; fewer leave VRAM for expert slots. 0: the "
-                     "model's maximum, at most 8,192."),
-         T::integer, 0, 0, 0, 1 << 20, {}, QStringLiteral("tokens")},
-        {QStringLiteral("scratch"), QObject::tr("Scratch slots"),
-         QObject::tr("GPU staging slots for prompt experts that are not resident."), T::integer,
-         4, 6, 1, 64, {}, {}},
-        {QStringLiteral("kv-ring"), QObject::tr("KV ring"),
-         QObject::tr("Positions of K/V kept for sliding-window layers (the rest of the context "
-                     "is not needed there). -1: the smallest that works (window + prompt block "
-                     "- 1, 2175 for gpt-oss); 0: keep the whole context."),
-         T::integer, 0, -1, -1, 1 << 20, {}, QStringLiteral("tokens")},
-        {QStringLiteral("kv-checkpoints"), QObject::tr("KV checkpoints"),
-         QObject::tr("RAM keeping the GPU K/V of the conversations you switch away from, so "
-                     "going back to one does not process it again. 0: off."),
-         T::real, 0.0, 1.0, 0, 4096, {}, QStringLiteral("GiB")},
-        {QStringLiteral("kernel"), QObject::tr("Expert kernel"),
-         QObject::tr("reference is bit-exact and slow; auto picks the fastest fused MXFP4 "
-                     "kernel this CPU runs. Needs an expert store."),
-         T::choice, QStringLiteral("reference"), QStringLiteral("auto"), 0, 0,
-         {QStringLiteral("reference"), QStringLiteral("auto"), QStringLiteral("scalar"),
-          QStringLiteral("avx2"), QStringLiteral("avx512")},
-         {}},
-        {QStringLiteral("kernel-persistent"), QObject::tr("Persistent CPU team"),
-         QObject::tr("Run the fused kernels on the persistent worker-team DLL (spinning "
-                     "threads, lower latency per token)."),
-         T::boolean, false, true, 0, 0, {}, {}},
-        {QStringLiteral("grouped-gemm"), QObject::tr("Grouped GEMM guard"),
-         QObject::tr("Group prompt experts in threes on the GPU (same results), only for "
-                     "single-block prompts of 1,024-4,096 tokens."),
-         T::boolean, false, true, 0, 0, {}, {}},
-        {QStringLiteral("prefill-fp16"), QObject::tr("fp16 prompt experts"),
-         QObject::tr("Prompt experts on the GPU multiply fp16 operands (11 bits of each "
-                     "activation: faster, less exact) instead of two bf16 halves (~16 bits)."),
-         T::boolean, false, false, 0, 0, {}, {}},
-        {QStringLiteral("pin-store"), QObject::tr("Pin store"),
-         QObject::tr("Raw store on the GPU backend: keep the whole store locked in RAM so prompts "
-                     "copy experts to the GPU straight from it (no staging threads). auto: when "
-                     "the store is at most half of the RAM; 1: always try; 0: never."),
-         T::choice, QStringLiteral("auto"), QStringLiteral("auto"), 0, 0,
-         {QStringLiteral("auto"), QStringLiteral("1"), QStringLiteral("0")}, {}},
-        {QStringLiteral("stream-misses"), QObject::tr("Stream misses over PCIe"),
-         QObject::tr("Decode with a pinned store: copy half of each layer's missed experts to the "
-                     "GPU and compute them there while the CPU computes the rest. Pays with a "
-                     "PCIe 5.0 x16 link; with a slower one the CPU alone is faster."),
-         T::boolean, false, false, 0, 0, {}, {}},
-        {QStringLiteral("refresh-every"), QObject::tr("Refresh every"),
-         QObject::tr("Decode tokens between residency refreshes; 0 freezes the resident set."),
-         T::integer, 8, 8, 0, 4096, {}, QStringLiteral("tokens")},
-        {QStringLiteral("refresh-m"), QObject::tr("Admissions per refresh"),
-         QObject::tr("Missed experts that may replace adaptive slots at each refresh."),
-         T::integer, 4, 4, 0, 256, {}, {}},
-        {QStringLiteral("prefill-weight"), QObject::tr("Prefill weight"),
-         QObject::tr("How much a prompt token's routing counts in admission scores (decode "
-                     "tokens count 1)."),
-         T::real, 0.25, 0.25, 0, 10, {}, {}},
-        {QStringLiteral("release-resident"), QObject::tr("Release resident RAM"),
-         QObject::tr("Drop the RAM copy of experts that live in VRAM (less RAM, slower "
-                     "eviction)."),
-         T::boolean, false, false, 0, 0, {}, {}},
-        {QStringLiteral("warmup-ram"), QObject::tr("RAM warm-up"),
-         QObject::tr("After loading, read the expert store into RAM (hottest first) in the "
-                     "background for at most this long: a faster first answer on a PC whose RAM "
-                     "only just holds the model. Needs an expert store."),
-         T::real, 0.0, 0.0, 0, 3600, {}, QStringLiteral("s")},
-        {QStringLiteral("lock-ram"), QObject::tr("Lock experts in RAM"),
-         QObject::tr("Keep this much of the hottest CPU-side experts locked in RAM so they are "
-                     "never paged out (within the OS's lock limit). Needs an expert store."),
-         T::real, 0.0, 0.0, 0, 1024, {}, QStringLiteral("GiB")},
-        {QStringLiteral("ws-min"), QObject::tr("Working set minimum"),
-         QObject::tr("Windows: ask the OS to keep this much of the process in RAM."), T::real,
-         0.0, 0.0, 0, 1024, {}, QStringLiteral("GiB")},
-        {QStringLiteral("threads"), QObject::tr("CPU threads"),
-         QObject::tr("Worker threads for the CPU work; 0: all cores (kernels: min(cores, 8))."),
-         T::integer, 0, 0, 0, 4096, {}, {}},
-    };
+    static const QList<KnobDef> defs = makeKnobs();
     return defs;
 }
 
@@ -179,30 +110,13 @@ const KnobDef *findKnob(const QString &key)
     return nullptr;
 }
 
-QString unsupportedReason(const QString &key)
+QString unsupportedReason(const QString &key, const QString &backend)
 {
-    static const QStringList gpu = {QStringLiteral("backend"), QStringLiteral("pool"),
-                                    QStringLiteral("vram-budget"), QStringLiteral("refresh-every"),
-                                    QStringLiteral("refresh-m"), QStringLiteral("prefill-weight"),
-                                    QStringLiteral("pool-slots"), QStringLiteral("context"),
-                                    QStringLiteral("scratch"), QStringLiteral("kv-ring"),
-                                    QStringLiteral("kv-checkpoints"), QStringLiteral("grouped-gemm"),
-                                    QStringLiteral("prefill-fp16"), QStringLiteral("pin-store"),
-                                    QStringLiteral("stream-misses"), QStringLiteral("release-resident")};
-    if (gpu.contains(key)) {
-        if (!kHasGpuKnobs)
-            return QObject::tr("not in this build yet");
-        if (!kCudaBuild)
-            return QObject::tr("needs the CUDA build");
-        return {};
-    }
-    if (key == QLatin1String("ws-min")) {
-#ifdef _WIN32
-        return QObject::tr("not in this build yet");
-#else
-        return QObject::tr("Windows only");
-#endif
-    }
+    const KnobDef *k = findKnob(key);
+    if (k && k->cudaOnly && backend == QLatin1String("cpu"))
+        return QString::fromStdString(options::backend_refusal(*options::find(key.toStdString()), "cpu"));
+    if ((key == QLatin1String("backend") || (k && k->cudaOnly)) && !kCudaBuild)
+        return QObject::tr("needs the CUDA build");
     return {};
 }
 
@@ -214,24 +128,32 @@ QVariant Profile::value(const QString &key) const
     return k ? k->stock : QVariant();
 }
 
-LoadOptions Profile::toLoadOptions(int *threads) const
+options::Settings Profile::settings() const
 {
-    LoadOptions o;
-    o.store = store.toStdString();
-    o.kernel = value(QStringLiteral("kernel")).toString().toStdString();
-    if (o.store.empty())
-        o.kernel = "reference";  // the fused kernels read store records
-    o.kernel_persistent = value(QStringLiteral("kernel-persistent")).toBool();
-    o.threads = value(QStringLiteral("threads")).toInt();
-    if (!o.store.empty()) {  // the RAM levers act on the store's records
-        o.warmup_ram_seconds = value(QStringLiteral("warmup-ram")).toDouble();
-        o.lock_ram_bytes = static_cast<std::uint64_t>(value(QStringLiteral("lock-ram")).toDouble() * 1073741824.0);
+    options::Settings out;
+    const QString backend = unsupportedReason(QStringLiteral("backend")).isEmpty()
+                                ? value(QStringLiteral("backend")).toString()
+                                : QStringLiteral("cpu");
+    if (!store.isEmpty())
+        out["store"] = store.toStdString();
+    for (const KnobDef &k : knobDefs()) {
+        if (!unsupportedReason(k.key, backend).isEmpty())
+            continue;  // kept in the profile, not applied
+        if (k.key == QLatin1String("kernel") && store.isEmpty())
+            continue;
+        const options::Setting &s = *options::find(k.key.toStdString());
+        const std::string text = knobText(s, value(k.key));
+        // Compared as the engine reads them, so 6 and 6.0 (or true and "1") are one value.
+        if (options::format(s, options::parse(s, text)) != s.default_value() ||
+            (k.key == QLatin1String("kernel") && !store.isEmpty()))
+            out[s.key] = text;
     }
-    if (threads)
-        *threads = o.threads;
-    if (unsupportedReason(QStringLiteral("backend")).isEmpty())
-        applyGpu(o, *this);
-    return o;
+    return out;
+}
+
+LoadOptions Profile::toLoadOptions() const
+{
+    return options::apply(settings());
 }
 
 QJsonObject Profile::toJson() const
@@ -266,9 +188,14 @@ Profile Profile::fromJson(const QJsonObject &o)
             p.values.insert(k.key, std::isfinite(d) ? std::clamp(d, k.min, k.max) : k.stock.toDouble());
             break;
         }
-        case T::choice:
-            p.values.insert(k.key, k.choices.contains(v.toString()) ? v.toString() : k.stock);
+        case T::choice: {
+            const QString c = v.isBool() ? (v.toBool() ? QStringLiteral("1") : QStringLiteral("0"))
+                              : v.isDouble() ? QString::number(v.toDouble())
+                                             : v.toString();
+            p.values.insert(k.key, k.choices.contains(c) ? c : k.stock);
             break;
+        }
+        case T::text: p.values.insert(k.key, v.toString()); break;
         }
     }
     return p;

@@ -1,12 +1,13 @@
-// Profiles: a model (checkpoint folder + optional expert store) and the engine knobs
-// (docs/DESKTOP.md "Profiles"), each with a one-line explanation. Two built-ins, Stock (the plain
-// reference path) and Optimized (fused kernel on the persistent team DLL, grouped GEMM guard,
-// --pool 6.05 --kv-ring -1 (auto: the smallest ring this engine allows, window + prompt block - 1)
-// --scratch 6), both editable, plus any the user adds. Saved per user as JSON, written atomically
-// (QSaveFile: a crash leaves the old file or the new one, never half).
+// Profiles: a model (checkpoint folder + optional expert store) and the engine knobs. The knobs
+// are the settings schema's rows (runtime/options.h: label, help, limits, default; the tooltip
+// names the flag), so a profile takes what `neural` and neural-server take, within the same
+// limits. Two built-ins, Stock (the engine's defaults: the plain reference path) and Optimized
+// (fused kernel on the persistent team DLL, grouped GEMM guard, --pool 6.05 --scratch 6, 1 GiB
+// of K/V checkpoints), both editable, plus any the user adds. Saved per user as JSON, written
+// atomically (QSaveFile: a crash leaves the old file or the new one, never half).
 //
-// A knob this build cannot apply (no field in LoadOptions yet, or it needs the CUDA build or
-// another OS) is kept in the profile but reported by unsupportedReason() and shown disabled.
+// A knob that is not applied (a CUDA-only setting without the CUDA build, or with backend cpu)
+// is kept in the profile but reported by unsupportedReason() and shown disabled.
 #pragma once
 
 #include <QList>
@@ -16,28 +17,34 @@
 #include <QVariantMap>
 
 #include "runtime/model.h"
+#include "runtime/options.h"
 
 namespace neural::gui {
 
 struct KnobDef {
-    enum class Type { boolean, integer, real, choice };
-    QString key;          // JSON key and the CLI flag without "--" ("pool", "kv-ring", ...)
+    enum class Type { boolean, integer, real, choice, text };
+    QString key;          // JSON key: the flag without "--" ("pool", "kv-ring", ...)
+    QString flag;         // "--pool"
     QString label;
-    QString help;         // one line: what it does and when to change it
+    QString help;         // one line: what it does
     Type type = Type::integer;
-    QVariant stock;       // value in the Stock profile
+    QVariant stock;       // value in the Stock profile: the engine's default
     QVariant optimized;   // value in the Optimized profile
-    double min = 0;
+    double min = 0;       // integer / real; with an auto value, min is that value
     double max = 0;
+    bool hasAuto = false; // min stands for "auto"
     QStringList choices;  // Type::choice
-    QString unit;         // "GiB", "tokens", ...
+    QString unit;         // "GiB", "s"
+    bool cudaOnly = false;
 };
 
 // Every knob, in display order.
 const QList<KnobDef> &knobDefs();
 const KnobDef *findKnob(const QString &key);
-// Why this build cannot apply the knob ("" when it can).
-QString unsupportedReason(const QString &key);
+// Why the knob is not applied ("" when it is): this build cannot (a CUDA-only setting without
+// the CUDA build), or the profile's `backend` refuses it (a CUDA-only setting with backend cpu:
+// the schema's message, options::backend_refusal, as `neural` and neural-server say it).
+QString unsupportedReason(const QString &key, const QString &backend = {});
 
 struct Profile {
     QString name;
@@ -46,11 +53,16 @@ struct Profile {
     QVariantMap values;  // knob key -> value (missing keys: the Stock value)
 
     QVariant value(const QString &key) const;
-    // LoadOptions from the supported knobs; `threads` receives the CPU thread count (0: all).
-    LoadOptions toLoadOptions(int *threads = nullptr) const;
+    // The knobs this build applies, as schema settings (key -> text): those that differ from
+    // the engine's default, the store, and the kernel only with a store (the fused kernels read
+    // its records; without one the plain path runs).
+    options::Settings settings() const;
+    // LoadOptions from settings() through options::apply. Throws neural::Error naming the flag
+    // for a setting that does not act on the profile's backend, or a RAM lever without a store.
+    LoadOptions toLoadOptions() const;
     QJsonObject toJson() const;
     // Unknown keys are dropped, values out of range clamped, so a hand-edited file cannot make
-    // the engine fail in odd ways.
+    // the engine fail in odd ways. A boolean for a 0|1 choice reads as "1" / "0".
     static Profile fromJson(const QJsonObject &o);
     static Profile stock();
     static Profile optimized();

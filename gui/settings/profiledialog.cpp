@@ -83,6 +83,8 @@ ProfileDialog::ProfileDialog(ProfileStore *store, QString path, QWidget *parent)
         case KnobDef::Type::integer: {
             auto *s = new QSpinBox(inner);
             s->setRange(static_cast<int>(k.min), static_cast<int>(k.max));
+            if (k.hasAuto)
+                s->setSpecialValueText(tr("auto"));
             if (!k.unit.isEmpty())
                 s->setSuffix(QLatin1Char(' ') + k.unit);
             ed = s;
@@ -92,6 +94,8 @@ ProfileDialog::ProfileDialog(ProfileStore *store, QString path, QWidget *parent)
             auto *s = new QDoubleSpinBox(inner);
             s->setRange(k.min, k.max);
             s->setDecimals(2);
+            if (k.hasAuto)
+                s->setSpecialValueText(tr("auto"));
             if (!k.unit.isEmpty())
                 s->setSuffix(QLatin1Char(' ') + k.unit);
             ed = s;
@@ -103,29 +107,26 @@ ProfileDialog::ProfileDialog(ProfileStore *store, QString path, QWidget *parent)
             ed = c;
             break;
         }
+        case KnobDef::Type::text: ed = new QLineEdit(inner); break;
         }
         ed->setAccessibleName(k.label);
         ed->setAccessibleDescription(k.help);
+        // Grouped by what this build or PC cannot apply (fixed); the backend-dependent state and
+        // the tooltips follow the backend choice (updateEnabled).
         const QString why = unsupportedReason(k.key);
-        QString helpText = k.help;
-        if (!why.isEmpty()) {
-            ed->setEnabled(false);
-            helpText += QStringLiteral(" <b>%1</b>").arg(tr("Disabled: %1.").arg(why.toHtmlEscaped()));
-            if (!reasons.contains(why))
-                reasons << why;
-        }
-        // Labels in words; the engine flag is in the tooltip (for the CLI and the docs).
-        ed->setToolTip(helpText + QStringLiteral("<br>") + tr("Flag: <code>--%1</code>").arg(k.key));
+        if (!why.isEmpty() && !reasons.contains(why))
+            reasons << why;
         auto *cell = new QWidget(inner);
         auto *cv = new QVBoxLayout(cell);
         cv->setContentsMargins(0, 0, 0, 4);
-        auto *help = new QLabel(helpText, cell);
+        auto *help = new QLabel(k.help, cell);
+        m_helps.insert(k.key, help);
         help->setWordWrap(true);
         help->setForegroundRole(QPalette::PlaceholderText);
         cv->addWidget(ed);
         cv->addWidget(help);
         auto *label = new QLabel(k.label, inner);
-        label->setToolTip(tr("Flag: --%1").arg(k.key));
+        label->setToolTip(tr("Flag: %1").arg(k.flag));
         label->setBuddy(ed);
         (why.isEmpty() ? form : naForm)->addRow(label, cell);
         notApplicable += why.isEmpty() ? 0 : 1;
@@ -159,6 +160,10 @@ ProfileDialog::ProfileDialog(ProfileStore *store, QString path, QWidget *parent)
     } else {
         delete naBox;
     }
+    // CUDA-only knobs are disabled, with the reason, while the backend is cpu.
+    if (auto *backend = qobject_cast<QComboBox *>(m_editors.value(QStringLiteral("backend"))))
+        connect(backend, &QComboBox::currentTextChanged, this, &ProfileDialog::updateEnabled);
+    updateEnabled();
     area->setWidget(inner);
     v->addWidget(area, 1);
 
@@ -202,6 +207,21 @@ ProfileDialog::ProfileDialog(ProfileStore *store, QString path, QWidget *parent)
     showProfile(m_store->activeName());
 }
 
+void ProfileDialog::updateEnabled()
+{
+    auto *backend = qobject_cast<QComboBox *>(m_editors.value(QStringLiteral("backend")));
+    for (const KnobDef &k : knobDefs()) {
+        QWidget *ed = m_editors.value(k.key);
+        const QString why = unsupportedReason(k.key, backend ? backend->currentText() : QString());
+        QString helpText = k.help;
+        if (!why.isEmpty())
+            helpText += QStringLiteral(" <b>%1</b>").arg(tr("Disabled: %1.").arg(why.toHtmlEscaped()));
+        ed->setEnabled(why.isEmpty());
+        ed->setToolTip(QStringLiteral("%1: %2").arg(k.flag, helpText));
+        m_helps.value(k.key)->setText(helpText);
+    }
+}
+
 void ProfileDialog::showProfile(const QString &name)
 {
     Profile *p = m_store->find(name);
@@ -221,6 +241,8 @@ void ProfileDialog::showProfile(const QString &name)
             d->setValue(v.toDouble());
         else if (auto *cb = qobject_cast<QComboBox *>(ed))
             cb->setCurrentText(v.toString());
+        else if (auto *t = qobject_cast<QLineEdit *>(ed))
+            t->setText(v.toString());
     }
 }
 
@@ -241,6 +263,8 @@ void ProfileDialog::collect()
             p->values.insert(k.key, d->value());
         else if (auto *cb = qobject_cast<QComboBox *>(ed))
             p->values.insert(k.key, cb->currentText());
+        else if (auto *t = qobject_cast<QLineEdit *>(ed))
+            p->values.insert(k.key, t->text().trimmed());
     }
 }
 

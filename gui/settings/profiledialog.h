@@ -10,6 +10,8 @@
 
 #include "settings/profile.h"
 
+class QLabel;
+
 class QComboBox;
 class QFormLayout;
 class QLabel;
@@ -32,6 +34,7 @@ signals:
 private:
     void showProfile(const QString &name);
     void collect();  // editors -> the shown profile
+    void updateEnabled();  // the knobs the shown backend refuses are disabled, with the reason
     void apply();
 
     ProfileStore *m_store;
@@ -42,6 +45,7 @@ private:
     QLineEdit *m_storeFile;
     QHash<QString, QWidget *> m_editors;
     QLabel *m_notApplicable = nullptr;
+    QHash<QString, QLabel *> m_helps;  // each knob's help line
 };
 
 }  // namespace neural::gui

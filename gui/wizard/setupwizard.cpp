@@ -841,7 +841,7 @@ Profile SetupWizard::profile() const
         p.values.insert(QStringLiteral("pool"), m_fit.poolGib);
         p.values.insert(QStringLiteral("context"), static_cast<int>(m_fit.context));
         p.values.insert(QStringLiteral("threads"), m_fit.threads);
-        p.values.insert(QStringLiteral("kernel-persistent"), m_fit.kernelPersistent);
+        p.values.insert(QStringLiteral("kernel-persistent"), m_fit.kernelPersistent ? QStringLiteral("1") : QStringLiteral("0"));
         if (!p.store.isEmpty())
             p.values.insert(QStringLiteral("kernel"), m_fit.kernel);
         // Experts that live in VRAM for good need no RAM: measured to cost nothing and save RAM

@@ -9,6 +9,7 @@
 
 #include "bench/ram_probe.h"
 #include "cpu/team/worker_team.h"
+#include "runtime/options.h"
 #include "support/fixtures.h"
 
 namespace neural::bench {
@@ -372,10 +373,10 @@ TEST(BenchErrors, BadInputsSayWhatIsWrong) {
     EXPECT_NE(error_of([&] { load_profile(dir / "unknown.json", {}); }).find("unknown profile key"),
               std::string::npos);
     test::write_file(dir / "type.json", R"({"threads": "eight"})");
-    EXPECT_NE(error_of([&] { load_profile(dir / "type.json", {}); }).find("\"threads\" must be"),
+    EXPECT_NE(error_of([&] { load_profile(dir / "type.json", {}); }).find("--threads: expected an integer in [0, 4096], got \"eight\""),
               std::string::npos);
     test::write_file(dir / "nostore.json", R"({"kernel": "auto"})");
-    EXPECT_NE(error_of([&] { load_profile(dir / "nostore.json", {}); }).find("needs a store"),
+    EXPECT_NE(error_of([&] { load_profile(dir / "nostore.json", {}); }).find("--kernel auto needs --store"),
               std::string::npos);
     EXPECT_NE(error_of([&] { load_profile(dir / "absent.json", {}); }).find("not found"),
               std::string::npos);
@@ -383,7 +384,8 @@ TEST(BenchErrors, BadInputsSayWhatIsWrong) {
 
 TEST(BenchProfiles, PrefillAndRamKnobsParseAndAreRangeChecked) {
     const LoadOptions o = apply_profile_flags(
-        Json::parse(R"({"kernel": "reference", "prefill_order": "block", "prefill_block": 512,
+        Json::parse(R"({"kernel": "reference", "store": "s.nstore", "backend": "auto",
+                        "prefill_order": "block", "prefill_block": 512,
                         "scratch": 6, "staging_threads": 3, "prefill_cpu_tokens": 0,
                         "prefill_early": 5, "warmup_ram": 2.5, "lock_ram": 1, "release_resident": true})"),
         LoadOptions{}, "p");
@@ -399,35 +401,80 @@ TEST(BenchProfiles, PrefillAndRamKnobsParseAndAreRangeChecked) {
     const auto bad = [](const char* json) {
         return error_of([&] { apply_profile_flags(Json::parse(json), LoadOptions{}, "p"); });
     };
-    EXPECT_NE(bad(R"({"prefill_order": "sideways"})").find("\"prefill_order\" must be"), std::string::npos);
-    EXPECT_NE(bad(R"({"prefill_cpu_tokens": 17})").find("from 0 to 16"), std::string::npos);
-    EXPECT_NE(bad(R"({"scratch": 0})").find("from 1 to 64"), std::string::npos);
-    EXPECT_NE(bad(R"({"prefill_early": -1})").find("from 0 to 1024"), std::string::npos);
-    EXPECT_EQ(apply_profile_flags(Json::parse(R"({"kernel": "reference", "kv_ring": 3000})"), LoadOptions{}, "p").gpu.kv_ring, 3000);
-    LoadOptions ring0;
+    // The schema's messages, as `neural` and neural-server give them, after the profile's name.
+    EXPECT_EQ(bad(R"({"prefill_order": "sideways"})"), "p: --prefill-order: expected layer, block or token, got \"sideways\"");
+    EXPECT_EQ(bad(R"({"prefill_cpu_tokens": 17})"), "p: --prefill-cpu-tokens: expected an integer in [0, 16], got \"17\"");
+    EXPECT_EQ(bad(R"({"scratch": 0})"), "p: --scratch: expected an integer in [1, 64], got \"0\"");
+    EXPECT_EQ(bad(R"({"prefill_early": -1})"), "p: --prefill-early: expected an integer in [0, 1024], got \"-1\"");
+    EXPECT_EQ(bad(R"({"scratch": 5})"), "p: " + options::backend_refusal(*options::find("scratch"), "cpu"));
+    LoadOptions cuda;
+    cuda.backend = "cuda";
+    const auto on_cuda = [&](const char* json) { return apply_profile_flags(Json::parse(json), cuda, "p"); };
+    EXPECT_EQ(on_cuda(R"({"kernel": "reference", "kv_ring": 3000})").gpu.kv_ring, 3000);
+    LoadOptions ring0 = cuda;
     ring0.gpu.kv_ring = 0;
     EXPECT_EQ(apply_profile_flags(Json::parse(R"({"kernel": "reference", "kv_ring": "auto"})"), ring0, "p").gpu.kv_ring, -1);
-    EXPECT_NE(bad(R"({"kv_ring": "big"})").find("\"auto\" or an integer"), std::string::npos);
-    EXPECT_NE(bad(R"({"release_resident": 1})").find("true/false"), std::string::npos);
-    // prefill_fp16: off by default, a boolean.
+    EXPECT_NE(bad(R"({"kv_ring": "big"})").find("--kv-ring: expected an integer in [0, 1073741824] or auto"), std::string::npos);
+    EXPECT_NE(bad(R"({"release_resident": 2})").find("--release-resident: expected 0 or 1"), std::string::npos);
+    // prefill_fp16: off by default; true/false or 0/1, as the flag's values.
     EXPECT_FALSE(LoadOptions{}.gpu.prefill_fp16);
-    EXPECT_TRUE(apply_profile_flags(Json::parse(R"({"prefill_fp16": true})"), LoadOptions{}, "p").gpu.prefill_fp16);
-    EXPECT_NE(bad(R"({"prefill_fp16": 0})").find("true/false"), std::string::npos);
-    // stream_misses: off by default, a boolean.
+    EXPECT_TRUE(on_cuda(R"({"prefill_fp16": true})").gpu.prefill_fp16);
+    EXPECT_TRUE(on_cuda(R"({"prefill_fp16": 1})").gpu.prefill_fp16);
+    EXPECT_NE(bad(R"({"prefill_fp16": "maybe"})").find("--prefill-fp16: expected 0 or 1"), std::string::npos);
+    // stream_misses: off by default.
     EXPECT_EQ(LoadOptions{}.gpu.stream_misses, 0);
-    EXPECT_EQ(apply_profile_flags(Json::parse(R"({"stream_misses": true})"), LoadOptions{}, "p").gpu.stream_misses, 1);
-    EXPECT_NE(bad(R"({"stream_misses": 1})").find("true/false"), std::string::npos);
+    EXPECT_EQ(on_cuda(R"({"stream_misses": true})").gpu.stream_misses, 1);
+    EXPECT_NE(bad(R"({"stream_misses": [1]})").find("--stream-misses: expected 0 or 1, got [1]"), std::string::npos);
     // pin_store: "auto", 0 or 1 (a number or a string, as the flag's values).
-    const auto pin = [](const char* json) {
-        return apply_profile_flags(Json::parse(json), LoadOptions{}, "p").gpu.pin_store;
-    };
+    const auto pin = [&](const char* json) { return on_cuda(json).gpu.pin_store; };
     EXPECT_EQ(LoadOptions{}.gpu.pin_store, "auto");
     EXPECT_EQ(pin(R"({"pin_store": 0})"), "0");
     EXPECT_EQ(pin(R"({"pin_store": 1})"), "1");
     EXPECT_EQ(pin(R"({"pin_store": "1"})"), "1");
     EXPECT_EQ(pin(R"({"pin_store": "auto"})"), "auto");
-    for (const char* json : {R"({"pin_store": 2})", R"({"pin_store": "yes"})", R"({"pin_store": true})"}) {
-        EXPECT_NE(bad(json).find("\"pin_store\" must be \"auto\", 0 or 1"), std::string::npos) << json;
+    for (const char* json : {R"({"pin_store": 2})", R"({"pin_store": "yes"})"}) {
+        EXPECT_NE(bad(json).find("--pin-store: expected auto, 0 or 1"), std::string::npos) << json;
+    }
+}
+
+// Every schema row through a profile file, typed as JSON (number, boolean) or as the flag's text:
+// the same LoadOptions as the command line's flags.
+TEST(BenchProfiles, EveryEngineSettingIsAProfileKey) {
+    for (const options::Setting& s : options::settings()) {
+        SCOPED_TRACE(s.flag);
+        options::Settings text = {{"store", "s.nstore"}, {"backend", "auto"}};
+        if (s.key == "warmup_sync") text["warmup_ram"] = "1";
+        std::string v;
+        Json typed;
+        switch (s.type) {
+        case options::Type::integer:
+            v = std::to_string(static_cast<std::int64_t>(s.max));
+            typed = static_cast<std::int64_t>(s.max);
+            break;
+        case options::Type::real:
+            v = options::format_real(s.max / 4);
+            typed = s.max / 4;
+            break;
+        case options::Type::boolean:
+            v = "1";
+            typed = true;
+            break;
+        case options::Type::choice:
+            v = s.choices.back();
+            typed = v;
+            break;
+        case options::Type::path:
+            v = "/x/" + s.key;
+            typed = v;
+            break;
+        }
+        text[s.key] = v;
+        const LoadOptions want = options::apply(text);
+        Json profile = Json::object();
+        for (const auto& [k, t] : text) profile[k] = t;
+        EXPECT_EQ(options::to_settings(apply_profile_flags(profile, {}, "p"), true), options::to_settings(want, true));
+        profile[s.key] = typed;
+        EXPECT_EQ(options::to_settings(apply_profile_flags(profile, {}, "p"), true), options::to_settings(want, true));
     }
 }
 

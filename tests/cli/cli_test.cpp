@@ -277,13 +277,15 @@ TEST_F(Cli, RamLeversDoNotChangeTheResult) {
         }
         EXPECT_EQ(err, plain.err) << r.cmd;
     }
-    // On the CPU backend nothing lives in VRAM: --release-resident says so and changes nothing.
-    std::vector<std::string> args = base;
-    args.insert(args.end(), {"--release-resident", "1"});
-    Proc rel = neural(args);
-    ASSERT_EQ(rel.code, 0) << rel.err;
-    EXPECT_EQ(rel.out, plain.out);
-    EXPECT_THAT(rel.err, HasSubstr("--release-resident: nothing to release on the CPU backend"));
+    // On the CPU backend nothing lives in VRAM: --release-resident is refused, bare or 0|1.
+    for (const std::vector<std::string>& rel_flags :
+         {std::vector<std::string>{"--release-resident", "1"}, std::vector<std::string>{"--release-resident"}}) {
+        std::vector<std::string> args = base;
+        args.insert(args.end(), rel_flags.begin(), rel_flags.end());
+        Proc rel = neural(args);
+        EXPECT_EQ(rel.code, 1) << rel.err;
+        EXPECT_THAT(rel.err, HasSubstr("--release-resident needs --backend cuda (or auto)"));
+    }
 }
 
 TEST_F(Cli, RamLeverErrors) {
@@ -296,7 +298,7 @@ TEST_F(Cli, RamLeverErrors) {
     Proc r = run({"--warmup-ram", "5"});
     EXPECT_EQ(r.code, 1);
     EXPECT_THAT(r.err, HasSubstr("they need --store FILE"));
-    r = run({"--release-resident", "1"});
+    r = run({"--backend", "auto", "--release-resident", "1"});
     EXPECT_EQ(r.code, 1);
     EXPECT_THAT(r.err, HasSubstr("they need --store FILE"));
     r = run({"--store", store, "--warmup-ram", "-1"});
@@ -308,7 +310,7 @@ TEST_F(Cli, RamLeverErrors) {
     r = run({"--store", store, "--lock-ram", "1e9"});
     EXPECT_EQ(r.code, 1);
     EXPECT_THAT(r.err, HasSubstr("--lock-ram: expected GiB in [0, 65536]"));
-    r = run({"--store", store, "--release-resident", "2"});
+    r = run({"--store", store, "--backend", "auto", "--release-resident=2"});
     EXPECT_EQ(r.code, 1);
     EXPECT_THAT(r.err, HasSubstr("--release-resident"));
     r = run({"--store", store, "--warmup-sync", "1"});
@@ -553,7 +555,7 @@ TEST_F(Cli, LogitsArgumentErrors) {
     Proc unknown = neural({"logits", model(), in.string(), (tmp_ / "o.json").string(),
                           "--backend", "gpu"});
     EXPECT_EQ(unknown.code, 1);
-    EXPECT_THAT(unknown.err, HasSubstr("--backend must be cpu, cuda or auto"));
+    EXPECT_THAT(unknown.err, HasSubstr("--backend: expected cpu, cuda or auto, got \"gpu\""));
 
     // Without a GPU (or a CUDA build) asking for the GPU is a clear error naming the backend;
     // with one, it runs (tests/cuda checks its results).
@@ -569,14 +571,14 @@ TEST_F(Cli, LogitsArgumentErrors) {
     EXPECT_THAT(cpu_knob.err, HasSubstr("--pool needs --backend cuda"));
     // The prefill and checkpoint knobs are range-checked and GPU-only too.
     for (const auto& [flag, value, message] :
-         {std::tuple{"--prefill-order", "sideways", "--prefill-order must be layer, block or token"},
+         {std::tuple{"--prefill-order", "sideways", "--prefill-order: expected layer, block or token, got \"sideways\""},
           std::tuple{"--prefill-cpu-tokens", "17", "--prefill-cpu-tokens"},
           std::tuple{"--prefill-early", "1025", "--prefill-early"},
-          std::tuple{"--kv-ring", "-1", "--kv-ring"},
+          std::tuple{"--kv-ring", "-2", "--kv-ring: expected an integer in [0, 1073741824] or auto, got \"-2\""},
           std::tuple{"--kv-checkpoints", "-1", "--kv-checkpoints: expected GiB in [0, 4096], got \"-1\""},
           std::tuple{"--static-fraction", "1.5", "--static-fraction: expected a fraction in [0, 1]"},
-          std::tuple{"--pin-store", "2", "--pin-store must be auto, 0 or 1, got \"2\""},
-          std::tuple{"--pin-store", "yes", "--pin-store must be auto, 0 or 1, got \"yes\""},
+          std::tuple{"--pin-store", "2", "--pin-store: expected auto, 0 or 1, got \"2\""},
+          std::tuple{"--pin-store", "yes", "--pin-store: expected auto, 0 or 1, got \"yes\""},
           std::tuple{"--pin-store", "1", "--pin-store needs --backend cuda"},
           std::tuple{"--prefill-fp16", "2", "--prefill-fp16"},
           std::tuple{"--expert-streams", "3", "--expert-streams"},
@@ -636,6 +638,26 @@ TEST_F(Cli, FitPlansForThisMachineAndWritesJson) {
 
 namespace neural {
 namespace {
+
+// The flags `neural fit` prints are the settings schema's: `neural generate` takes them as they
+// are (neural-server's and the desktop's side: server_process_test.cpp, gui profile_test.cpp).
+TEST_F(Cli, FitFlagsAreAcceptedByTheEngineCommands) {
+    Proc fit = neural({"fit", "--model", model()});
+    ASSERT_EQ(fit.code, 0) << fit.err;
+    const auto at = fit.out.find("flags: ");
+    ASSERT_NE(at, std::string::npos) << fit.out;
+    std::string line = fit.out.substr(at + 7, fit.out.find('\n', at) - at - 7);
+    line = line.substr(0, line.find("  ("));  // the note on a store to make
+    std::vector<std::string> args = greedy_args(model());
+    std::istringstream words(line);
+    std::vector<std::string> flags;
+    for (std::string w; words >> w;) flags.push_back(w);
+    ASSERT_GE(flags.size(), 2u);
+    EXPECT_EQ(flags[0], "--backend");
+    args.insert(args.end(), flags.begin(), flags.end());
+    Proc r = neural(args);
+    EXPECT_EQ(r.code, 0) << r.cmd << "\n" << r.err;
+}
 
 TEST_F(Cli, RankWritesARankingTheGpuBackendReads) {
     const fs::path text = write("warmup.txt", "Hello there.\n\nWrite a haiku about rain.\n");

@@ -132,7 +132,6 @@ TEST(CudaHybrid, FrozenResidencyIsBitIdenticalAcrossRunsAndThreadCounts) {
         o.gpu.ranking = tmp / "ranking.json";
         o.threads = threads;
         o.kernel_persistent = persistent;
-        o.gpu.prefer_persistent_team = false;
         o.kdll = NEURAL_KDLL_TEST_PATH;
         auto m = Model::load(test::tiny_model_dir(), o);
         const auto a = all_logits(*m, ids);

@@ -73,6 +73,12 @@ LoadOptions oneThread()
 
 class BenchmarkPanel : public ::testing::Test {
 protected:
+    static LoadOptions oneThread()
+    {
+        LoadOptions o;
+        o.threads = 1;
+        return o;
+    }
     void SetUp() override
     {
         m_profiles = twoProfiles();

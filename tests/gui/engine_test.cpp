@@ -23,9 +23,18 @@ const QString kForced = QStringLiteral(
 
 QString fixtureDir() { return QString::fromStdString(neural::test::tiny_model_dir().string()); }
 
+// One CPU thread (the model applies LoadOptions::threads): the fixture is tiny and the machine
+// may be shared, where OpenMP barriers over every core stall.
+LoadOptions oneThread()
+{
+    LoadOptions o;
+    o.threads = 1;
+    return o;
+}
+
 bool loadFixture(EngineHost &host)
 {
-    host.load(fixtureDir());
+    host.load(fixtureDir(), oneThread());
     return spinUntil([&] { return host.state() == EngineHost::State::ready ||
                                   host.state() == EngineHost::State::failed; }) &&
            host.state() == EngineHost::State::ready;
@@ -168,7 +177,7 @@ TEST(EngineHost, ReloadingDuringATurnEndsItAndLoadsTheNewModel)
     req.maxTokens = 4000;
     ASSERT_TRUE(host.send(req));
     ASSERT_TRUE(spinUntil([&] { return host.model()->telemetry().tokens().published() > 0; }));
-    host.load(fixtureDir());  // e.g. a profile applied mid-reply
+    host.load(fixtureDir(), oneThread());  // e.g. a profile applied mid-reply
     EXPECT_EQ(unloading.count(), 1);
     ASSERT_EQ(finished.count(), 1);  // the turn ended at once, nothing left hanging
     EXPECT_TRUE(finished.at(0).at(0).value<TurnReport>().cancelled);

@@ -13,7 +13,9 @@ int main(int argc, char **argv)
         qputenv("QT_QPA_PLATFORM", "offscreen");
     QTemporaryDir home;
     qputenv("NEURAL_DESKTOP_HOME", home.path().toUtf8());
-    neural::cpu::set_threads(1);  // the machine is shared; the fixture is tiny
+    // The machine is shared and the fixture tiny: one thread until a model applies its own
+    // (LoadOptions::threads; the tests that load one pass 1).
+    neural::cpu::set_threads(1);
     QApplication app(argc, argv);
     ::testing::InitGoogleTest(&argc, argv);
     return RUN_ALL_TESTS();

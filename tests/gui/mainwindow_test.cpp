@@ -28,6 +28,7 @@
 #include "conversation/chatview.h"
 #include "conversation/markdown.h"
 #include "gui_test_support.h"
+#include "settings/profile.h"
 #include "support/fixtures.h"
 #include "monitor/telemetrydock.h"
 #include "tray/servercontrol.h"
@@ -80,6 +81,11 @@ protected:
         o.profilesPath = m_dir.filePath(QStringLiteral("profiles.json"));
         o.askFirstRun = false;
         o.useTray = false;
+        // One CPU thread for the model (the profile's threads knob reaches LoadOptions::threads):
+        // the fixture is tiny and the machine may be shared, where OpenMP barriers stall.
+        ProfileStore profiles;
+        profiles.active().values.insert(QStringLiteral("threads"), 1);
+        ASSERT_TRUE(profiles.save(o.profilesPath));
         appSettings()->setValue(QStringLiteral("chat/maxTokens"), 40);  // random weights ramble
         m_window = std::make_unique<MainWindow>(o);
         m_window->engine()->setForcedOutput(kForced);

@@ -1,8 +1,12 @@
 // Profiles: built-ins, JSON round trip (atomic save), bad files, clamping, LoadOptions, and the
 // dialog showing unsupported knobs disabled.
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <optional>
+
 #include <QCheckBox>
+#include <QComboBox>
 #include <QLabel>
 #include <QPushButton>
 #include <QSignalSpy>
@@ -14,21 +18,37 @@
 
 #include "settings/profile.h"
 #include "settings/profiledialog.h"
+#include "support/fixtures.h"
+
+#include "runtime/fit.h"
+#include "runtime/options.h"
 
 namespace neural::gui {
 namespace {
+
+// A knob's QVariant as the schema's text.
+std::string knobText(const QVariant &v)
+{
+    if (v.typeId() == QMetaType::Bool)
+        return v.toBool() ? "1" : "0";
+    if (v.typeId() == QMetaType::Double)
+        return v.toDouble() == -1 ? "auto" : options::format_real(v.toDouble());
+    if (v.typeId() == QMetaType::Int)
+        return v.toInt() == -1 ? "auto" : std::to_string(v.toInt());
+    return v.toString().toStdString();
+}
 
 TEST(Profiles, BuiltInsDifferWhereDesignSaysSo)
 {
     const Profile s = Profile::stock(), o = Profile::optimized();
     EXPECT_EQ(s.value(QStringLiteral("kernel")).toString(), QStringLiteral("reference"));
     EXPECT_EQ(o.value(QStringLiteral("kernel")).toString(), QStringLiteral("auto"));
-    EXPECT_FALSE(s.value(QStringLiteral("kernel-persistent")).toBool());
-    EXPECT_TRUE(o.value(QStringLiteral("kernel-persistent")).toBool());
+    EXPECT_EQ(s.value(QStringLiteral("kernel-persistent")).toString(), QStringLiteral("auto"));
+    EXPECT_EQ(o.value(QStringLiteral("kernel-persistent")).toString(), QStringLiteral("1"));
     EXPECT_TRUE(o.value(QStringLiteral("grouped-gemm")).toBool());
     EXPECT_DOUBLE_EQ(o.value(QStringLiteral("pool")).toDouble(), 6.05);
     EXPECT_EQ(o.value(QStringLiteral("kv-ring")).toInt(), -1);  // auto: DESIGN's 256 is below the minimum
-    EXPECT_EQ(s.value(QStringLiteral("kv-ring")).toInt(), 0);
+    EXPECT_EQ(s.value(QStringLiteral("kv-ring")).toInt(), -1);  // Stock: the engine's defaults
     EXPECT_EQ(o.value(QStringLiteral("scratch")).toInt(), 6);
     EXPECT_EQ(s.value(QStringLiteral("scratch")).toInt(), 4);
     for (const KnobDef &k : knobDefs())
@@ -62,11 +82,10 @@ TEST(Profiles, SaveAndLoadRoundTrip)
     EXPECT_EQ(m.toJson(), mine.toJson());
     EXPECT_EQ(b.find(QStringLiteral("Stock"))->value(QStringLiteral("refresh-m")).toInt(), 9);
 
-    int threads = -1;
-    const LoadOptions o = m.toLoadOptions(&threads);
-    EXPECT_EQ(threads, 6);
+    const LoadOptions o = m.toLoadOptions();
+    EXPECT_EQ(o.threads, 6);
     EXPECT_EQ(o.kernel, "avx2");
-    EXPECT_TRUE(o.kernel_persistent);
+    EXPECT_EQ(o.kernel_persistent, std::optional<bool>(true));
     EXPECT_EQ(o.store.string(), "/models/experts.nstore");
     // Without a store the fused kernels cannot run: the reference path is used.
     Profile noStore = m;
@@ -99,7 +118,7 @@ TEST(Profiles, HandEditedValuesAreClampedAndUnknownKeysDropped)
         "threads": -5, "pool": 1e9, "kernel": "quantum", "refresh-m": 3.6, "bogus": 1}})").object();
     const Profile p = Profile::fromJson(o);
     EXPECT_EQ(p.value(QStringLiteral("threads")).toInt(), 0);
-    EXPECT_DOUBLE_EQ(p.value(QStringLiteral("pool")).toDouble(), 1024.0);
+    EXPECT_DOUBLE_EQ(p.value(QStringLiteral("pool")).toDouble(), options::find("pool")->max);
     EXPECT_EQ(p.value(QStringLiteral("kernel")).toString(), QStringLiteral("reference"));
     EXPECT_EQ(p.value(QStringLiteral("refresh-m")).toInt(), 4);
     EXPECT_FALSE(p.values.contains(QStringLiteral("bogus")));
@@ -125,11 +144,11 @@ TEST(Profiles, ScratchKvRingAndReleaseResidentReachTheEngine)
     const LoadOptions levers = p.toLoadOptions();
     EXPECT_DOUBLE_EQ(levers.warmup_ram_seconds, 20.0);
     EXPECT_EQ(levers.lock_ram_bytes, std::uint64_t{2} << 30);
-    p.store.clear();  // the RAM levers act on a store: without one they are not passed on
-    EXPECT_FALSE(p.toLoadOptions().release_resident);
-    EXPECT_EQ(p.toLoadOptions().warmup_ram_seconds, 0.0);
-    EXPECT_EQ(p.toLoadOptions().lock_ram_bytes, 0u);
-    EXPECT_EQ(Profile::stock().toLoadOptions().gpu.kv_ring, 0);
+    // The RAM levers act on a store: without one the engine's rule refuses them, naming the flags.
+    Profile noStore = p;
+    noStore.store.clear();
+    EXPECT_THAT(test::error_of([&] { noStore.toLoadOptions(); }), ::testing::HasSubstr("need --store FILE"));
+    EXPECT_EQ(Profile::stock().toLoadOptions().gpu.kv_ring, -1);
     EXPECT_EQ(Profile::optimized().toLoadOptions().gpu.kv_ring, -1);
     // K/V checkpoints: off in Stock, 1 GiB in Optimized (switching conversations keeps their K/V).
     EXPECT_EQ(Profile::stock().toLoadOptions().gpu.kv_checkpoint_gib, 0.0);
@@ -156,6 +175,7 @@ TEST(Profiles, ScratchKvRingAndReleaseResidentReachTheEngine)
     // Streamed misses: off in both built-ins (pays only with a PCIe 5.0 x16 link).
     EXPECT_TRUE(unsupportedReason(QStringLiteral("stream-misses")).isEmpty());
     EXPECT_EQ(Profile::stock().toLoadOptions().gpu.stream_misses, 0);
+    EXPECT_EQ(p.toLoadOptions().gpu.stream_misses, 0);
     EXPECT_EQ(Profile::optimized().toLoadOptions().gpu.stream_misses, 0);
     p.values.insert(QStringLiteral("stream-misses"), true);
     EXPECT_EQ(p.toLoadOptions().gpu.stream_misses, 1);
@@ -210,19 +230,19 @@ TEST(Profiles, UnsupportedKnobsAreDisabledWithTheirReason)
     ProfileStore store;
     ProfileDialog dialog(&store, dir.filePath(QStringLiteral("p.json")));
     int disabled = 0;
+    auto *backend = qobject_cast<QComboBox *>(dialog.editor(QStringLiteral("backend")));
+    ASSERT_NE(backend, nullptr);
     for (const KnobDef &k : knobDefs()) {
         QWidget *ed = dialog.editor(k.key);
         ASSERT_NE(ed, nullptr) << k.key.toStdString();
-        const QString why = unsupportedReason(k.key);
+        const QString why = unsupportedReason(k.key, backend->currentText());
         EXPECT_EQ(ed->isEnabled(), why.isEmpty()) << k.key.toStdString();
         if (!why.isEmpty()) {
             ++disabled;
             EXPECT_NE(ed->toolTip().indexOf(why), -1) << k.key.toStdString();
         }
     }
-#ifndef _WIN32
-    EXPECT_GE(disabled, 1);  // at least ws-min (Windows only)
-#endif
+    EXPECT_GE(disabled, 1);  // Stock's backend is cpu: the CUDA-only knobs
     EXPECT_TRUE(unsupportedReason(QStringLiteral("threads")).isEmpty());
     EXPECT_TRUE(unsupportedReason(QStringLiteral("kernel")).isEmpty());
 }
@@ -235,12 +255,13 @@ TEST(Profiles, TheDialogAppliesEditsSavesAndReportsTheActiveProfile)
     store.setActive(QStringLiteral("Optimized"));
     ProfileDialog dialog(&store, path);
     auto *threads = qobject_cast<QSpinBox *>(dialog.editor(QStringLiteral("threads")));
-    auto *persistent = qobject_cast<QCheckBox *>(dialog.editor(QStringLiteral("kernel-persistent")));
+    auto *persistent = qobject_cast<QComboBox *>(dialog.editor(QStringLiteral("kernel-persistent")));
     ASSERT_NE(threads, nullptr);
     ASSERT_NE(persistent, nullptr);
-    EXPECT_TRUE(persistent->isChecked());  // shows the Optimized values
+    EXPECT_EQ(persistent->currentText(), QStringLiteral("1"));  // shows the Optimized values
+    EXPECT_EQ(persistent->toolTip().left(20), QStringLiteral("--kernel-persistent:"));
     threads->setValue(3);
-    persistent->setChecked(false);
+    persistent->setCurrentText(QStringLiteral("0"));
     QSignalSpy applied(&dialog, &ProfileDialog::applied);
     QPushButton *apply = nullptr;
     for (QPushButton *b : dialog.findChildren<QPushButton *>())
@@ -252,11 +273,159 @@ TEST(Profiles, TheDialogAppliesEditsSavesAndReportsTheActiveProfile)
     const Profile p = applied.at(0).at(0).value<Profile>();
     EXPECT_EQ(p.name, QStringLiteral("Optimized"));
     EXPECT_EQ(p.value(QStringLiteral("threads")).toInt(), 3);
-    EXPECT_FALSE(p.value(QStringLiteral("kernel-persistent")).toBool());
+    EXPECT_EQ(p.value(QStringLiteral("kernel-persistent")).toString(), QStringLiteral("0"));
+    EXPECT_FALSE(options::persistent_team(p.toLoadOptions(), true));
     ProfileStore reread;
     ASSERT_TRUE(reread.load(path));
     EXPECT_EQ(reread.activeName(), QStringLiteral("Optimized"));
     EXPECT_EQ(reread.active().value(QStringLiteral("threads")).toInt(), 3);
+}
+
+// --- The knobs are the settings schema's rows (runtime/options.h) ---------------------------
+
+// A knob value for `text` as the dialog would hold it.
+QVariant knobFromText(const KnobDef &k, const std::string &text)
+{
+    const options::Setting &s = *options::find(k.key.toStdString());
+    const options::Value v = options::parse(s, text);
+    switch (k.type) {
+    case KnobDef::Type::boolean: return std::get<bool>(v);
+    case KnobDef::Type::integer: return static_cast<int>(std::get<std::int64_t>(v));
+    case KnobDef::Type::real: return std::get<double>(v);
+    default: return QString::fromStdString(text);
+    }
+}
+
+// Settings (as `neural` reads them from flags) -> a desktop profile.
+Profile profileFrom(const options::Settings &settings)
+{
+    Profile p = Profile::stock();
+    for (const auto &[key, text] : settings) {
+        if (key == "store") {
+            p.store = QString::fromStdString(text);
+            continue;
+        }
+        const KnobDef *k = findKnob(QString::fromStdString(options::find(key)->flag.substr(2)));
+        EXPECT_NE(k, nullptr) << key;
+        if (k)
+            p.values.insert(k->key, knobFromText(*k, text));
+    }
+    return p;
+}
+
+TEST(ProfileKnobs, EveryRowIsAKnobWithItsLabelHelpLimitsAndDefault)
+{
+    for (const options::Setting &s : options::settings()) {
+        SCOPED_TRACE(s.flag);
+        const KnobDef *k = findKnob(QString::fromStdString(s.flag.substr(2)));
+        if (s.key == "store") {
+            EXPECT_EQ(k, nullptr);  // Profile::store
+            continue;
+        }
+        ASSERT_NE(k, nullptr);
+        EXPECT_EQ(k->flag.toStdString(), s.flag);
+        EXPECT_EQ(k->label.toStdString(), s.label);
+        EXPECT_TRUE(k->help.startsWith(QString::fromStdString(s.help)));
+        EXPECT_EQ(knobText(k->stock), s.default_value());
+        if (k->type == KnobDef::Type::integer || k->type == KnobDef::Type::real) {
+            EXPECT_EQ(k->max, s.max);
+            EXPECT_EQ(k->min, s.auto_value ? *s.auto_value : s.min);
+        }
+        EXPECT_EQ(k->cudaOnly, s.applies == options::Applies::cuda);
+    }
+}
+
+// Every row: a knob value gives the LoadOptions the same flag gives `neural` (where this build
+// applies the knob; elsewhere it is reported and not applied).
+TEST(ProfileKnobs, EveryKnobReachesLoadOptionsAsItsFlagDoes)
+{
+    const bool cuda = unsupportedReason(QStringLiteral("backend")).isEmpty();
+    for (const options::Setting &s : options::settings()) {
+        if (s.key == "store" || s.key == "backend")
+            continue;
+        SCOPED_TRACE(s.flag);
+        options::Settings flags = {{"store", "/models/experts.nstore"}, {"kernel", "auto"}};
+        if (cuda)
+            flags["backend"] = "auto";
+        if (s.key == "warmup_sync" || s.key == "ranking")
+            flags["warmup_ram"] = "2";  // what they need (the ranking orders the warm-up)
+        const std::string text = s.type == options::Type::boolean ? "1"
+                                 : s.type == options::Type::choice ? s.choices.back()
+                                 : s.type == options::Type::path   ? "/x/" + s.key
+                                 : s.type == options::Type::real   ? options::format_real(s.max / 4)
+                                                                   : std::to_string(static_cast<std::int64_t>(s.max) - 1);
+        flags[s.key] = text;
+        const Profile p = profileFrom(flags);
+        if (!unsupportedReason(QString::fromStdString(s.flag.substr(2)), p.value(QStringLiteral("backend")).toString()).isEmpty() ||
+            (s.applies == options::Applies::cuda && !cuda)) {
+            EXPECT_EQ(p.settings().count(s.key), 0u);  // kept in the profile, not applied
+            continue;
+        }
+        EXPECT_EQ(options::to_settings(p.toLoadOptions(), true), options::to_settings(options::apply(flags), true));
+    }
+}
+
+TEST(ProfileKnobs, OutOfRangeValuesAreRefusedWithTheFlagsMessage)
+{
+    Profile p = Profile::stock();
+    p.values.insert(QStringLiteral("threads"), 5000);  // past the limit (fromJson would clamp)
+    EXPECT_EQ(test::error_of([&] { p.toLoadOptions(); }), "--threads: expected an integer in [0, 4096], got \"5000\"");
+    p = Profile::stock();
+    p.values.insert(QStringLiteral("prefetch"), QStringLiteral("some"));
+    EXPECT_EQ(test::error_of([&] { p.toLoadOptions(); }), "--prefetch: expected none, dense or all, got \"some\"");
+}
+
+// A CUDA-only knob on a cpu-backend profile is not applied, and says why with the message `neural`
+// and neural-server give for the flag.
+TEST(ProfileKnobs, ACudaKnobOnTheCpuBackendIsRefusedWithTheFlagsMessage)
+{
+    Profile p = Profile::stock();  // backend cpu
+    p.values.insert(QStringLiteral("pool"), 2.0);
+    EXPECT_EQ(unsupportedReason(QStringLiteral("pool"), QStringLiteral("cpu")).toStdString(),
+              options::backend_refusal(*options::find("pool"), "cpu"));
+    EXPECT_EQ(p.settings().count("pool"), 0u);
+    EXPECT_DOUBLE_EQ(p.toLoadOptions().gpu.pool_gib, -1.0);
+    EXPECT_TRUE(unsupportedReason(QStringLiteral("threads"), QStringLiteral("cpu")).isEmpty());
+    // The dialog disables it with that reason while the backend is cpu.
+    QTemporaryDir dir;
+    ProfileStore store;
+    ProfileDialog dialog(&store, dir.filePath(QStringLiteral("p.json")));
+    QWidget *pool = dialog.editor(QStringLiteral("pool"));
+    ASSERT_NE(pool, nullptr);
+    EXPECT_FALSE(pool->isEnabled());
+    EXPECT_NE(pool->toolTip().indexOf(QStringLiteral("--pool needs --backend cuda (or auto)")), -1)
+        << pool->toolTip().toStdString();
+}
+
+// "Persistent CPU team" off reaches the CUDA backend's CPU team (a boolean in a saved profile
+// reads as 0), so the Benchmark panel's on/off A/B compares two different teams on either backend.
+TEST(ProfileKnobs, PersistentTeamOffReachesTheCudaBackend)
+{
+    Profile p = Profile::optimized();
+    p.store = QStringLiteral("/models/experts.nstore");
+    p.values.insert(QStringLiteral("kernel-persistent"), false);
+    EXPECT_FALSE(options::persistent_team(p.toLoadOptions(), true));
+    const Profile saved = Profile::fromJson(p.toJson());
+    EXPECT_EQ(saved.value(QStringLiteral("kernel-persistent")).toString(), QStringLiteral("0"));
+    EXPECT_FALSE(options::persistent_team(saved.toLoadOptions(), true));
+    p.values.insert(QStringLiteral("kernel-persistent"), true);
+    EXPECT_TRUE(options::persistent_team(p.toLoadOptions(), false));
+}
+
+// The flags `neural fit` plans for this machine, as a desktop profile: the same LoadOptions.
+TEST(ProfileKnobs, FitFlagsAreADesktopProfile)
+{
+    FitRequest req;
+    req.config = ModelConfig::load(test::tiny_model_dir() / "config.json");
+    req.store_kind = "raw";
+    FitPlan plan = plan_fit(req, detect_machine());
+    plan.store = "/models/experts.nstore";
+    std::vector<std::string> flags = plan.flags();
+    const options::Settings settings = options::take_flags(flags);
+    EXPECT_TRUE(flags.empty());
+    const Profile p = profileFrom(settings);
+    EXPECT_EQ(options::to_settings(p.toLoadOptions(), true),
+              options::to_settings(options::apply(settings), true));
 }
 
 }  // namespace

@@ -13,7 +13,6 @@
 #include <thread>
 #include <vector>
 
-#include "cpu/parallel.h"
 #include "generationqueue.h"
 #include "runtime/model.h"
 #include "support/fixtures.h"
@@ -30,8 +29,9 @@ protected:
         static char *argv[] = {name, nullptr};
         if (!QCoreApplication::instance())
             app_ = new QCoreApplication(argc, argv);
-        cpu::set_threads(1);
-        model_ = Model::load(test::tiny_model_dir());
+        LoadOptions one_thread;  // results do not depend on it; the machine is shared
+        one_thread.threads = 1;
+        model_ = Model::load(test::tiny_model_dir(), one_thread);
     }
     static void TearDownTestSuite() { model_.reset(); }
 

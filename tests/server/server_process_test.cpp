@@ -30,6 +30,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "model/config.h"
+#include "runtime/fit.h"
+#include "runtime/options.h"
 #include "store/repack.h"
 #include "support/damaged_store.h"
 #include "support/fixtures.h"
@@ -640,6 +643,111 @@ TEST(ServerStore, ADamagedStoreRecordGets500NamingItAndTheServerStaysUp) {
     const Response health = fetch(server.port(), "/health");
     EXPECT_EQ(health.status, 200);
     EXPECT_THAT(server.log(), HasSubstr("POST /v1/chat/completions 500"));
+}
+
+// --- Engine settings: the settings schema's flags (runtime/options.h), as `neural` takes them ---
+
+struct Exit {
+    int code = -1;
+    std::string output;
+};
+
+// neural-server ARGS that is expected to exit by itself (a refused setting): its status and
+// output. Killed after 60 s.
+Exit run_server_to_exit(const std::vector<std::string>& extra) {
+    test::TempDir dir;
+    const std::filesystem::path log = dir / "out.log";
+    std::vector<std::string> args = {NEURAL_SERVER_BIN, "--model", test::tiny_model_dir().string(),
+                                     "--port", "0"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+        ::dup2(fd, 1);
+        ::dup2(fd, 2);
+        ::execv(argv[0], argv.data());
+        ::_exit(127);
+    }
+    ::close(fd);
+    Exit e;
+    const auto deadline = Clock::now() + std::chrono::seconds(60);
+    int status = 0;
+    while (::waitpid(pid, &status, WNOHANG) == 0) {
+        if (Clock::now() > deadline) {
+            ::kill(pid, SIGKILL);
+            ::waitpid(pid, &status, 0);
+            ADD_FAILURE() << "neural-server did not exit";
+            break;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    e.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    e.output = test::read_file(log);
+    return e;
+}
+
+std::filesystem::path make_store(const std::filesystem::path& dir) {
+    store::RepackOptions o;
+    o.checkpoint = test::tiny_model_dir();
+    o.out = dir / "tiny.nstore";
+    o.kind = store::StoreKind::kRaw;
+    o.threads = 2;
+    store::repack(o);
+    return o.out;
+}
+
+// The settings the server lacked before the schema, a bare switch and 0|1 values: accepted.
+TEST(ServerEngineSettings, TheSchemasFlagsAreAccepted) {
+    test::TempDir dir;
+    const std::filesystem::path store = make_store(dir.path());
+    ServerProcess server({"--store", store.string(), "--backend", "auto", "--release-resident",
+                          "--kernel-persistent", "0", "--refresh-m", "100", "--prefill-weight", "500",
+                          "--expert-streams", "1", "--device", "0", "--ws-min", "0.001",
+                          "--prefetch", "dense", "--warmup-ram", "1", "--warmup-sync", "1",
+                          "--kdll", (dir / "none.so").string(), "--grouped-gemm=1"});
+    ASSERT_TRUE(server.ok()) << server.log();
+    EXPECT_EQ(fetch(server.port(), "/health").status, 200);
+}
+
+// Out of range, a CUDA-only setting on the CPU backend, a RAM lever without a store: refused with
+// the message `neural` gives (options::parse / apply), naming the flag.
+TEST(ServerEngineSettings, BadSettingsAreRefusedWithTheSchemasMessage) {
+    const Exit range = run_server_to_exit({"--scratch", "0"});
+    EXPECT_EQ(range.code, 2);
+    EXPECT_THAT(range.output, HasSubstr("neural-server: --scratch: expected an integer in [1, 64], got \"0\""));
+    const Exit refresh = run_server_to_exit({"--refresh-m", "4097"});
+    EXPECT_EQ(refresh.code, 2);
+    EXPECT_THAT(refresh.output, HasSubstr("--refresh-m: expected an integer in [0, 4096], got \"4097\""));
+    const Exit cpu = run_server_to_exit({"--pool", "2"});
+    EXPECT_EQ(cpu.code, 1);
+    EXPECT_THAT(cpu.output, HasSubstr(options::backend_refusal(*options::find("pool"), "cpu")));
+    const Exit bare = run_server_to_exit({"--release-resident"});
+    EXPECT_EQ(bare.code, 1);
+    EXPECT_THAT(bare.output, HasSubstr("--release-resident needs --backend cuda (or auto)"));
+    const Exit lever = run_server_to_exit({"--warmup-ram", "5"});
+    EXPECT_EQ(lever.code, 1);
+    EXPECT_THAT(lever.output, HasSubstr("need --store FILE"));
+    const Exit help = run_server_to_exit({"--help"});
+    EXPECT_EQ(help.code, 0);
+    for (const options::Setting& s : options::settings()) EXPECT_THAT(help.output, HasSubstr(s.flag + " ")) << s.flag;
+    EXPECT_THAT(help.output, HasSubstr("--max-connections"));
+}
+
+// The flags `neural fit` plans for this machine start the server as they are.
+TEST(ServerEngineSettings, FitFlagsAreAccepted) {
+    test::TempDir dir;
+    FitRequest req;
+    req.config = ModelConfig::load(test::tiny_model_dir() / "config.json");
+    req.store_kind = "raw";
+    FitPlan plan = plan_fit(req, detect_machine());
+    plan.store = make_store(dir.path());
+    std::vector<std::string> flags = plan.flags();
+    // ServerProcess gives --threads 1; the plan's own thread count comes later and wins.
+    ServerProcess server(flags);
+    ASSERT_TRUE(server.ok()) << server.log();
 }
 
 }  // namespace

@@ -7,7 +7,6 @@
 #include <algorithm>
 #include <filesystem>
 
-#include "cpu/parallel.h"
 #include "neural/error.h"
 #include "runtime/session.h"
 #include "support/fixtures.h"
@@ -20,8 +19,9 @@ class SessionFeatures : public ::testing::Test {
     static void SetUpTestSuite() {
       // One thread: results do not depend on it, and it keeps a shared 2-core machine from
       // stalling OpenMP barriers.
-      cpu::set_threads(1);
-      model_ = Model::load(test::tiny_model_dir()).release();
+      LoadOptions one_thread;
+      one_thread.threads = 1;
+      model_ = Model::load(test::tiny_model_dir(), one_thread).release();
   }
     static void TearDownTestSuite() { delete model_; }
     static TurnOptions forced(const std::string& harmony, int max_tokens = 200) {
@@ -43,8 +43,9 @@ TEST(SessionStops, HarmonyStopTokensEndATurnEvenWithoutGenerationConfig) {
     const auto fixture = test::tiny_model_dir();
     for (const char* f : {"config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"})
         std::filesystem::create_symlink(fixture / f, dir / f);
-    cpu::set_threads(1);
-    auto model = Model::load(dir.path());
+    LoadOptions one_thread;
+    one_thread.threads = 1;
+    auto model = Model::load(dir.path(), one_thread);
     const std::vector<TokenId> stops = model->stop_tokens();
     const TokenId call = *model->tokenizer().special_id("<|call|>");
     const TokenId ret = *model->tokenizer().special_id("<|return|>");

@@ -1,0 +1,625 @@
+#include "runtime/options.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <cstdlib>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "model/gguf.h"
+#include "neural/error.h"
+#include "platform/memory.h"
+#include "platform/prefetch.h"
+
+namespace neural::options {
+
+namespace {
+
+constexpr double kGiB = 1073741824.0;
+
+std::int64_t as_int(const Value& v) { return std::get<std::int64_t>(v); }
+double as_real(const Value& v) { return std::get<double>(v); }
+bool as_bool(const Value& v) { return std::get<bool>(v); }
+const std::string& as_text(const Value& v) { return std::get<std::string>(v); }
+
+// Row builders: the getter and setter are one member of LoadOptions (or its gpu).
+Setting row(std::string key, Type type, std::string metavar, std::string label, std::string help,
+            Applies applies, std::function<Value(const LoadOptions&)> get,
+            std::function<void(LoadOptions&, const Value&)> set) {
+    Setting s;
+    s.flag = "--" + key;
+    std::replace(key.begin(), key.end(), '-', '_');
+    s.key = std::move(key);
+    s.type = type;
+    s.metavar = std::move(metavar);
+    s.label = std::move(label);
+    s.help = std::move(help);
+    s.applies = applies;
+    s.get = std::move(get);
+    s.set = std::move(set);
+    return s;
+}
+
+Setting ranged(Setting s, double min, double max, std::string unit = {}) {
+    s.min = min;
+    s.max = max;
+    s.unit = std::move(unit);
+    return s;
+}
+
+Setting with_auto(Setting s, double value) {
+    s.auto_value = value;
+    return s;
+}
+
+Setting with_choices(Setting s, std::vector<std::string> choices) {
+    s.choices = std::move(choices);
+    return s;
+}
+
+Setting with_default(Setting s, std::string text) {
+    s.default_text = std::move(text);
+    return s;
+}
+
+// Members of the two structs as Value getters / setters.
+#define NEURAL_INT(member) \
+    [](const LoadOptions& o) -> Value { return static_cast<std::int64_t>(o.member); }, \
+    [](LoadOptions& o, const Value& v) { o.member = static_cast<decltype(o.member)>(as_int(v)); }
+#define NEURAL_REAL(member) \
+    [](const LoadOptions& o) -> Value { return static_cast<double>(o.member); }, \
+    [](LoadOptions& o, const Value& v) { o.member = as_real(v); }
+#define NEURAL_BOOL(member) \
+    [](const LoadOptions& o) -> Value { return static_cast<bool>(o.member); }, \
+    [](LoadOptions& o, const Value& v) { o.member = static_cast<decltype(o.member)>(as_bool(v)); }
+#define NEURAL_TEXT(member) \
+    [](const LoadOptions& o) -> Value { return std::string(o.member); }, \
+    [](LoadOptions& o, const Value& v) { o.member = as_text(v); }
+#define NEURAL_PATH(member) \
+    [](const LoadOptions& o) -> Value { return o.member.string(); }, \
+    [](LoadOptions& o, const Value& v) { o.member = as_text(v); }
+// GiB on the command line, bytes in LoadOptions.
+#define NEURAL_GIB_BYTES(member) \
+    [](const LoadOptions& o) -> Value { return static_cast<double>(o.member) / kGiB; }, \
+    [](LoadOptions& o, const Value& v) { o.member = static_cast<std::uint64_t>(std::llround(as_real(v) * kGiB)); }
+
+std::vector<Setting> make_settings() {
+    using T = Type;
+    using A = Applies;
+    const std::vector<std::string> zero_one = {"0", "1"};
+    std::vector<Setting> r;
+    // The model and its CPU side.
+    r.push_back(row("store", T::path, "FILE", "Expert store",
+                    "read the experts from this expert store (`neural repack`)", A::both,
+                    NEURAL_PATH(store)));
+    r.push_back(with_default(
+        with_choices(row("kernel", T::choice, "NAME", "Expert kernel",
+                         "CPU expert kernel with --store: reference is the plain path (bit-exact), "
+                         "auto the fastest fused kernel this CPU runs",
+                         A::both, NEURAL_TEXT(kernel)),
+                     {"auto", "reference", "scalar", "avx2", "avx512"}),
+        "auto with --store, else reference"));
+    r.push_back(with_default(
+        with_choices(row("kernel-persistent", T::choice, "auto|0|1", "Persistent CPU team",
+                         "the fused kernels' worker team: 1 the persistent team library "
+                         "(spinning threads), 0 OpenMP",
+                         A::both,
+                         [](const LoadOptions& o) -> Value {
+                             return std::string(!o.kernel_persistent ? "auto"
+                                                : *o.kernel_persistent ? "1" : "0");
+                         },
+                         [](LoadOptions& o, const Value& v) {
+                             const std::string& t = as_text(v);
+                             if (t == "auto") o.kernel_persistent.reset();
+                             else o.kernel_persistent = t == "1";
+                         }),
+                     {"auto", "0", "1"}),
+        "auto: 1 with --backend cuda, 0 with cpu"));
+    r.push_back(with_default(row("kdll", T::path, "PATH", "Team library",
+                                 "the persistent team library", A::both, NEURAL_PATH(kdll)),
+                             "beside the executable"));
+    r.push_back(with_default(ranged(row("threads", T::integer, "N", "CPU threads",
+                                        "CPU worker threads", A::both, NEURAL_INT(threads)),
+                                    0, 4096),
+                             "0: all cores; kernels min(cores, 8)"));
+    r.push_back(ranged(row("ws-min", T::real, "GIB", "Working set minimum",
+                           "keep GIB of the process resident: the Windows working-set minimum; on "
+                           "Linux the dense weights are locked (mlock) up to GIB",
+                           A::both, NEURAL_GIB_BYTES(ws_min_bytes)),
+                       0, 65536, "GiB"));
+    r.push_back(with_choices(row("prefetch", T::choice, "WHAT", "Prefetch",
+                                 "start reading weights at load: the dense ones, or all (the "
+                                 "experts too)",
+                                 A::both, NEURAL_TEXT(prefetch)),
+                             {"none", "dense", "all"}));
+    // RAM residency of the expert store (docs/USER_GUIDE.md "RAM residency").
+    r.push_back(ranged(row("warmup-ram", T::real, "SECONDS", "RAM warm-up",
+                           "with --store: after loading, read the experts into RAM, hottest first "
+                           "(--ranking, else layer order), for at most SECONDS in the background; "
+                           "0 = off",
+                           A::both, NEURAL_REAL(warmup_ram_seconds)),
+                       0, 86400, "seconds"));
+    r.push_back(row("warmup-sync", T::boolean, "0|1", "Wait for the warm-up",
+                    "1: wait for --warmup-ram / --lock-ram before the first answer", A::both,
+                    NEURAL_BOOL(warmup_sync)));
+    r.push_back(ranged(row("lock-ram", T::real, "GIB", "Lock experts in RAM",
+                           "with --store: lock the hottest experts in RAM up to GIB (mlock within "
+                           "RLIMIT_MEMLOCK / VirtualLock); experts in VRAM are skipped",
+                           A::both, NEURAL_GIB_BYTES(lock_ram_bytes)),
+                       0, 65536, "GiB"));
+    r.push_back(row("release-resident", T::boolean, "0|1", "Release resident RAM",
+                    "with --store: give back the RAM of experts that live in VRAM for good "
+                    "(static slots)",
+                    A::cuda, NEURAL_BOOL(release_resident)));
+    // The backend and the CUDA backend's knobs (docs/CUDA.md).
+    r.push_back(with_choices(row("backend", T::choice, "NAME", "Backend",
+                                 "cpu, cuda (GPU core + expert slots, the CPU computes the missed "
+                                 "experts) or auto (cuda when a GPU is usable)",
+                                 A::both, NEURAL_TEXT(backend)),
+                             {"cpu", "cuda", "auto"}));
+    r.push_back(with_default(
+        ranged(row("vram-budget", T::real, "GIB", "VRAM budget",
+                   "cap on all GPU memory the engine uses (emulate a smaller card)", A::cuda,
+                   NEURAL_REAL(gpu.vram_budget_gib)),
+               0, 4096, "GiB"),
+        "0: free VRAM - 0.5"));
+    r.push_back(with_default(
+        with_auto(ranged(row("pool", T::real, "GIB|auto", "Expert pool",
+                             "VRAM for the expert slot pool", A::cuda, NEURAL_REAL(gpu.pool_gib)),
+                         0, 4096, "GiB"),
+                  -1),
+        "auto: what the budget leaves"));
+    r.push_back(with_default(
+        with_auto(ranged(row("pool-slots", T::integer, "N|auto", "Expert slots",
+                             "exact number of expert slots (overrides --pool)", A::cuda,
+                             NEURAL_INT(gpu.pool_slots)),
+                         0, 1 << 24),
+                  -1),
+        "auto: as many as --pool holds"));
+    r.push_back(ranged(row("static-fraction", T::real, "F", "Static share",
+                           "share of the slots that are static, filled from the ranking (with "
+                           "--refresh-every 0 every slot is static)",
+                           A::cuda, NEURAL_REAL(gpu.static_fraction)),
+                       0, 1, "a fraction"));
+    r.push_back(row("ranking", T::path, "FILE", "Expert ranking",
+                    "expert ranking JSON (`neural rank`): the static slots, and the order of "
+                    "--warmup-ram / --lock-ram",
+                    A::both, NEURAL_PATH(gpu.ranking)));
+    r.push_back(ranged(row("refresh-every", T::integer, "N", "Refresh every",
+                           "decode tokens between admission rounds; 0 freezes residency", A::cuda,
+                           NEURAL_INT(gpu.refresh_every)),
+                       0, 1 << 20));
+    r.push_back(ranged(row("refresh-m", T::integer, "N", "Admissions per refresh",
+                           "missed experts admitted into adaptive slots per round at most",
+                           A::cuda, NEURAL_INT(gpu.refresh_m)),
+                       0, 4096));
+    r.push_back(ranged(row("prefill-weight", T::real, "F", "Prefill weight",
+                           "weight of a prompt token's routing in the admission scores (decode "
+                           "tokens weigh 1)",
+                           A::cuda, NEURAL_REAL(gpu.prefill_weight)),
+                       0, 1000, "a weight"));
+    r.push_back(with_default(ranged(row("context", T::integer, "N", "GPU context",
+                                        "K/V positions kept on the GPU", A::cuda,
+                                        NEURAL_INT(gpu.context)),
+                                    0, 1 << 30),
+                             "0: min(model max, 8192)"));
+    r.push_back(ranged(row("device", T::integer, "N", "CUDA device", "CUDA device index",
+                           A::cuda, NEURAL_INT(gpu.device)),
+                       0, 1024));
+    // Prompts on the GPU (docs/CUDA.md "Prefill").
+    r.push_back(with_choices(row("prefill-order", T::choice, "ORDER", "Prompt order",
+                                 "prompts: layer (each layer over all blocks), block, or token "
+                                 "(the decode path token by token, the reference)",
+                                 A::cuda, NEURAL_TEXT(gpu.prefill_order)),
+                             {"layer", "block", "token"}));
+    r.push_back(ranged(row("prefill-block", T::integer, "N", "Prompt block",
+                           "prompt tokens per block", A::cuda, NEURAL_INT(gpu.prefill_block)),
+                       1, 65536));
+    r.push_back(ranged(row("scratch", T::integer, "N", "Scratch slots",
+                           "VRAM scratch slots that non-resident experts are staged into", A::cuda,
+                           NEURAL_INT(gpu.scratch_slots)),
+                       1, 64));
+    r.push_back(ranged(row("staging-threads", T::integer, "N", "Staging threads",
+                           "threads copying staged experts from RAM to pinned buffers", A::cuda,
+                           NEURAL_INT(gpu.staging_threads)),
+                       1, 64));
+    r.push_back(ranged(row("prefill-cpu-tokens", T::integer, "N", "CPU prompt experts",
+                           "non-resident experts with at most N prompt tokens run on the CPU "
+                           "instead of being staged",
+                           A::cuda, NEURAL_INT(gpu.prefill_cpu_tokens)),
+                       0, 16));
+    r.push_back(ranged(row("prefill-early", T::integer, "N", "Early staging",
+                           "prompts of several blocks: up to N of a layer's experts are staged "
+                           "from the first block's routing while the other blocks run (N records "
+                           "of pinned memory); 0 = off",
+                           A::cuda, NEURAL_INT(gpu.prefill_early)),
+                       0, kMaxPrefillEarly));
+    r.push_back(row("grouped-gemm", T::boolean, "0|1", "Grouped GEMM",
+                    "prompts of one block of 1,024-4,096 tokens: a layer's GPU experts in groups "
+                    "of 3 per launch (same outputs)",
+                    A::cuda, NEURAL_BOOL(gpu.grouped_gemm)));
+    r.push_back(row("prefill-fp16", T::boolean, "0|1", "fp16 prompt experts",
+                    "1: prompts' GPU experts take fp16 operands (11 bits of each activation: "
+                    "faster, less exact); 0: bf16 hi + lo halves (~16 bits)",
+                    A::cuda, NEURAL_BOOL(gpu.prefill_fp16)));
+    r.push_back(ranged(row("expert-streams", T::integer, "1|2", "Expert streams",
+                           "prompts: 2 runs an expert's first GPU launch beside the previous "
+                           "expert's second (same outputs); 1: one after the other",
+                           A::cuda, NEURAL_INT(gpu.expert_streams)),
+                       1, 2));
+    r.push_back(with_choices(row("pin-store", T::choice, "auto|0|1", "Pin store",
+                                 "raw store: page-lock the whole store in RAM so prompts copy "
+                                 "experts to the GPU straight from it (it then stays in RAM); "
+                                 "auto: when it is at most half of the RAM",
+                                 A::cuda, NEURAL_TEXT(gpu.pin_store)),
+                             {"auto", "0", "1"}));
+    r.push_back(row("stream-misses", T::boolean, "0|1", "Stream misses over PCIe",
+                    "decode with a pinned store: 1 copies half of each layer's missed experts over "
+                    "PCIe and computes them on the GPU while the CPU computes the rest (pays "
+                    "with a PCIe 5.0 x16 link)",
+                    A::cuda, NEURAL_BOOL(gpu.stream_misses)));
+    r.push_back(with_default(
+        with_auto(ranged(row("kv-ring", T::integer, "N|auto", "KV ring",
+                             "sliding-window layers keep only their last N positions of K/V; 0 = "
+                             "every layer keeps the whole context",
+                             A::cuda, NEURAL_INT(gpu.kv_ring)),
+                         0, 1 << 30),
+                  -1),
+        "auto: window + prefill block - 1, 2175 for gpt-oss"));
+    r.push_back(ranged(row("kv-checkpoints", T::real, "GIB", "KV checkpoints",
+                           "host memory keeping the GPU K/V of sequences switched away from, so "
+                           "they (or sequences sharing their start) are not re-processed; 0 = off",
+                           A::cuda, NEURAL_REAL(gpu.kv_checkpoint_gib)),
+                       0, 4096, "GiB"));
+    return r;
+}
+
+#undef NEURAL_INT
+#undef NEURAL_REAL
+#undef NEURAL_BOOL
+#undef NEURAL_TEXT
+#undef NEURAL_PATH
+#undef NEURAL_GIB_BYTES
+
+std::string join_or(const std::vector<std::string>& words) {
+    std::string s;
+    for (std::size_t i = 0; i < words.size(); ++i) {
+        if (i > 0) s += i + 1 == words.size() ? " or " : ", ";
+        s += words[i];
+    }
+    return s;
+}
+
+std::string number_text(double d) { return format_real(d); }
+
+std::string normalize(std::string_view name) {
+    if (name.substr(0, 2) == "--") name.remove_prefix(2);
+    std::string k(name);
+    std::replace(k.begin(), k.end(), '-', '_');
+    return k;
+}
+
+bool differs(const Setting& s, const LoadOptions& a, const LoadOptions& b) {
+    return format(s, s.get(a)) != format(s, s.get(b));
+}
+
+}  // namespace
+
+std::string format_real(double d) {
+    if (d == 0) return "0";  // also -0
+    char buf[64];
+    const auto res = std::to_chars(buf, buf + sizeof buf, d);
+    return std::string(buf, res.ptr);
+}
+
+std::string Setting::allowed() const {
+    const std::string or_auto = auto_value ? " or auto" : "";
+    switch (type) {
+    case Type::integer:
+        return fmt::format("an integer in [{}, {}]{}", number_text(min), number_text(max), or_auto);
+    case Type::real:
+        return fmt::format("{} in [{}, {}]{}", unit.empty() ? "a number" : unit, number_text(min),
+                           number_text(max), or_auto);
+    case Type::boolean: return "0 or 1";
+    case Type::choice: return join_or(choices);
+    case Type::path: return "a path";
+    }
+    return {};
+}
+
+std::string Setting::default_value() const { return format(*this, get(LoadOptions{})); }
+
+bool Setting::bare_means_one() const {
+    return type == Type::boolean ||
+           (type == Type::choice && std::find(choices.begin(), choices.end(), "1") != choices.end());
+}
+
+const std::vector<Setting>& settings() {
+    static const std::vector<Setting> rows = make_settings();
+    return rows;
+}
+
+const Setting* find(std::string_view name) {
+    const std::string key = normalize(name);
+    for (const Setting& s : settings()) {
+        if (s.key == key) return &s;
+    }
+    return nullptr;
+}
+
+Value parse(const Setting& s, std::string_view text) {
+    const std::string t(text);
+    auto bad = [&]() -> Value { fail("{}: expected {}, got \"{}\"", s.flag, s.allowed(), t); };
+    switch (s.type) {
+    case Type::integer: {
+        if (s.auto_value && t == "auto") return static_cast<std::int64_t>(*s.auto_value);
+        std::int64_t n = 0;
+        const auto [p, ec] = std::from_chars(t.data(), t.data() + t.size(), n);
+        if (t.empty() || ec != std::errc() || p != t.data() + t.size()) return bad();
+        if (s.auto_value && static_cast<double>(n) == *s.auto_value) return n;
+        if (static_cast<double>(n) < s.min || static_cast<double>(n) > s.max) return bad();
+        return n;
+    }
+    case Type::real: {
+        if (s.auto_value && t == "auto") return *s.auto_value;
+        double d = 0;
+        const auto [p, ec] = std::from_chars(t.data(), t.data() + t.size(), d);
+        if (t.empty() || ec != std::errc() || p != t.data() + t.size() || !std::isfinite(d)) return bad();
+        if (s.auto_value && d == *s.auto_value) return d;
+        if (!(d >= s.min && d <= s.max)) return bad();
+        return d;
+    }
+    case Type::boolean:
+        if (t == "1" || t == "true") return true;
+        if (t == "0" || t == "false") return false;
+        return bad();
+    case Type::choice:
+        if (std::find(s.choices.begin(), s.choices.end(), t) == s.choices.end()) return bad();
+        return t;
+    case Type::path: return t;
+    }
+    return bad();
+}
+
+std::string format(const Setting& s, const Value& v) {
+    switch (s.type) {
+    case Type::integer: {
+        const std::int64_t n = as_int(v);
+        if (s.auto_value && static_cast<double>(n) == *s.auto_value) return "auto";
+        return std::to_string(n);
+    }
+    case Type::real: {
+        const double d = as_real(v);
+        if (s.auto_value && d == *s.auto_value) return "auto";
+        return format_real(d);
+    }
+    case Type::boolean: return as_bool(v) ? "1" : "0";
+    case Type::choice:
+    case Type::path: return as_text(v);
+    }
+    return {};
+}
+
+std::string backend_refusal(const Setting& s, std::string_view backend) {
+    if (s.applies == Applies::cuda) {
+        return fmt::format("{} needs --backend cuda (or auto): it sets the CUDA backend, and the "
+                           "backend is {}",
+                           s.flag, backend);
+    }
+    return fmt::format("{} needs --backend cpu (or auto): it sets the CPU backend, and the "
+                       "backend is {}",
+                       s.flag, backend);
+}
+
+LoadOptions apply(const Settings& values, const LoadOptions& base) {
+    LoadOptions o = base;
+    std::vector<const Setting*> given;
+    for (const auto& [key, text] : values) {
+        const Setting* s = find(key);
+        if (!s) fail("unknown setting \"{}\" (see --help for the engine settings)", key);
+        s->set(o, parse(*s, text));
+        given.push_back(s);
+    }
+    auto has = [&](const char* key) { return values.count(key) > 0; };
+    // With a store the fused kernels are the default.
+    if (has("store") && !has("kernel") && !o.store.empty() && o.kernel == LoadOptions{}.kernel) {
+        o.kernel = "auto";
+    }
+    const bool levers = o.warmup_ram_seconds > 0 || o.lock_ram_bytes > 0;
+    for (const Setting* s : given) {
+        const bool cpu = o.backend == "cpu";
+        const bool refused = (s->applies == Applies::cuda && cpu) ||
+                             (s->applies == Applies::cpu && o.backend == "cuda");
+        if (refused) fail("{}", backend_refusal(*s, o.backend));
+        // The ranking orders the RAM levers too; on the CPU backend that is all it does.
+        if (s->key == "ranking" && cpu && !levers && !o.gpu.ranking.empty()) {
+            fail("--ranking needs --backend cuda (or auto), or --warmup-ram / --lock-ram: it picks "
+                 "the static slots and orders the RAM warm-up, and the backend is cpu");
+        }
+    }
+    if (o.store.empty() && o.kernel != "reference") {
+        fail("--kernel {} needs --store: the fused kernels read expert-store records", o.kernel);
+    }
+    if ((levers || o.release_resident) && o.store.empty()) {
+        fail("--warmup-ram, --lock-ram and --release-resident act on the expert store: they need "
+             "--store FILE (`neural repack`)");
+    }
+    if (has("warmup_sync") && o.warmup_sync && !levers) {
+        fail("--warmup-sync needs --warmup-ram SECONDS or --lock-ram GIB");
+    }
+    return o;
+}
+
+LoadOptions apply(const Settings& values) {
+    const LoadOptions defaults;
+    return apply(values, defaults);
+}
+
+std::string help_text(int column, int width) {
+    std::string out;
+    for (const Setting& s : settings()) {
+        std::string head = "  " + s.flag + " " + s.metavar;
+        std::string text = s.help;
+        const std::string def = !s.default_text.empty() ? s.default_text : s.default_value();
+        if (!def.empty()) text += " (default " + def + ")";
+        if (s.applies == Applies::cuda) text += " [cuda]";
+        // Word-wrap `text` into the column.
+        std::vector<std::string> lines;
+        std::string line;
+        std::size_t pos = 0;
+        const std::size_t room = static_cast<std::size_t>(std::max(20, width - column));
+        while (pos < text.size()) {
+            std::size_t next = text.find(' ', pos);
+            if (next == std::string::npos) next = text.size();
+            const std::string word = text.substr(pos, next - pos);
+            if (!line.empty() && line.size() + 1 + word.size() > room) {
+                lines.push_back(line);
+                line.clear();
+            }
+            line += (line.empty() ? "" : " ") + word;
+            pos = next + 1;
+        }
+        if (!line.empty()) lines.push_back(line);
+        if (static_cast<int>(head.size()) + 1 > column) {
+            out += head + "\n";
+            head.clear();
+        }
+        for (const std::string& l : lines) {
+            head.resize(static_cast<std::size_t>(column), ' ');
+            out += head + l + "\n";
+            head.clear();
+        }
+    }
+    return out;
+}
+
+Settings to_settings(const LoadOptions& o, bool all) {
+    const LoadOptions defaults;
+    Settings out;
+    for (const Setting& s : settings()) {
+        if (!all && s.applies == Applies::cuda && o.backend == "cpu") continue;
+        if (all || differs(s, o, defaults)) out[s.key] = format(s, s.get(o));
+    }
+    return out;
+}
+
+std::vector<std::string> to_flags(const LoadOptions& o) {
+    const Settings values = to_settings(o);
+    std::vector<std::string> flags;
+    for (const Setting& s : settings()) {  // row order
+        const auto it = values.find(s.key);
+        if (it == values.end()) continue;
+        flags.push_back(s.flag);
+        flags.push_back(it->second);
+    }
+    return flags;
+}
+
+Settings take_flags(std::vector<std::string>& args) {
+    Settings out;
+    std::vector<std::string> rest;
+    for (std::size_t i = 0; i < args.size(); ++i) {
+        const std::string& a = args[i];
+        if (a.size() <= 2 || a.rfind("--", 0) != 0) {
+            rest.push_back(a);
+            continue;
+        }
+        const auto eq = a.find('=');
+        const std::string name = a.substr(0, eq);
+        const Setting* s = find(name);
+        if (!s || s->flag != name) {
+            rest.push_back(a);
+            continue;
+        }
+        std::string value;
+        if (eq != std::string::npos) {
+            value = a.substr(eq + 1);
+        } else if (s->bare_means_one()) {
+            // The next word is the value unless it is another flag (or there is none): then the
+            // flag stands alone and means 1. So "--pin-store yes" is an error naming the flag.
+            const bool next_is_value = i + 1 < args.size() && args[i + 1].rfind("--", 0) != 0;
+            value = next_is_value ? args[++i] : "1";
+        } else {
+            if (i + 1 >= args.size()) fail("option {} needs a value ({})", name, s->metavar);
+            value = args[++i];
+        }
+        parse(*s, value);  // bad values fail here, naming the flag
+        out[s->key] = value;
+    }
+    args = std::move(rest);
+    return out;
+}
+
+bool persistent_team(const LoadOptions& o, bool gpu_backend) {
+    return o.kernel_persistent.value_or(gpu_backend);
+}
+
+namespace {
+
+// MXFP4 expert weights ("model.layers.N.mlp.experts.gate_up_proj_blocks" / "..._scales"): read
+// only for the experts a token picks. Everything else (attention, router, norms, embeddings,
+// lm_head, expert biases) is read for every token: the dense, hot part.
+bool is_expert_weight(const std::string& name) {
+    const auto ends_with = [&](const char* s) {
+        const std::string suffix(s);
+        return name.size() >= suffix.size() &&
+               name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
+    };
+    return name.find(".mlp.experts.") != std::string::npos &&
+           (ends_with("_blocks") || ends_with("_scales"));
+}
+
+}  // namespace
+
+void apply_memory_hints(const LoadOptions& o, const Model& model) {
+    if (o.ws_min_bytes == 0 && o.prefetch == "none") return;
+    std::vector<MemoryRange> dense, experts;
+    for (const SafetensorsFile& file : model.checkpoint().files()) {
+        for (const auto& [name, t] : file.tensors()) {
+            (is_expert_weight(name) ? experts : dense).push_back({t.data, t.nbytes()});
+        }
+    }
+    if (const GgufCheckpoint* gguf = model.checkpoint().gguf(); gguf != nullptr) {
+        for (const GgufFile& file : gguf->files) {
+            for (const auto& [name, t] : file.tensors()) {
+                const bool expert = name.find("_exps.weight") != std::string::npos;
+                (expert ? experts : dense).push_back({t.data, t.nbytes});
+            }
+        }
+    }
+    if (const store::ExpertStore* s = model.store(); s != nullptr) {
+        experts.clear();  // the store's records are what the experts are read from
+        for (int l = 0; l < s->num_layers(); ++l) {
+            for (int e = 0; e < s->num_experts(); ++e) {
+                const auto record = s->record(l, e);
+                experts.push_back({record.data(), record.size()});
+            }
+        }
+    }
+    if (o.prefetch != "none") {
+        std::uint64_t bytes = 0;
+        auto prefetch = [&](const std::vector<MemoryRange>& ranges) {
+            for (const MemoryRange& m : ranges) {
+                prefetch_mapped(m.p, m.n);
+                bytes += m.n;
+            }
+        };
+        prefetch(dense);
+        if (o.prefetch == "all") prefetch(experts);
+        spdlog::info("--prefetch {}: asked the OS to read {} bytes ahead", o.prefetch, bytes);
+    }
+    if (o.ws_min_bytes > 0) {
+        const ResidentResult r = keep_resident(o.ws_min_bytes, dense);
+        if (!r.ok) {
+            spdlog::warn("--ws-min: not applied: {}", r.message);
+        } else if (r.partial) {
+            spdlog::warn("--ws-min: only in part: {}", r.message);
+        } else {
+            spdlog::info("--ws-min: {}", r.message);
+        }
+    }
+}
+
+}  // namespace neural::options
