@@ -36,6 +36,10 @@ struct GenerationOutcome {
     std::string finishReason;  // "stop", "length", "tool_calls"
     double promptSeconds = 0;
     double decodeSeconds = 0;
+    // Structured output: tokens sampled under a constraint, and of those the steps that
+    // needed the whole-vocabulary mask.
+    std::int64_t constrainedSteps = 0;
+    std::int64_t fullMaskSteps = 0;
 };
 
 struct GenerationJob {
