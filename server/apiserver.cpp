@@ -653,7 +653,7 @@ void ApiServer::dispatch(Request request, HttpChannel *channel)
         sendError(channel, request, 403,
                   QStringLiteral("Host '%1' is not allowed; start the server with "
                                  "--allowed-host NAME to accept it")
-                      .arg(QString::fromLatin1(request.host.left(100)).toHtmlEscaped()),
+                      .arg(loggablePath(QString::fromLatin1(request.host.left(100)))),
                   "invalid_request_error", {}, "host_not_allowed");
         return;
     }

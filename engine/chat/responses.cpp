@@ -308,6 +308,10 @@ ResponsesRequest parse_responses_request(const Json& body, const ChatRequestOpti
     if (auto it = body.find("max_output_tokens"); it != body.end())
         chat["max_completion_tokens"] = *it;
 
+    // A follow-up may add nothing (the previous response's conversation is the whole prompt);
+    // the chat parser wants a message, so it gets an empty one that is dropped again.
+    const bool placeholder = chat["messages"].empty();
+    if (placeholder) add_message(Json{{"role", "user"}, {"content", ""}}, "input");
     try {
         ChatRequestOptions chat_options = options;
         chat_options.strict = true;  // every field of `chat` was put there above
@@ -315,6 +319,7 @@ ResponsesRequest parse_responses_request(const Json& body, const ChatRequestOpti
     } catch (const RequestError& e) {
         throw RequestError(paths.map(e.what()), paths.map(e.param()), e.code());
     }
+    if (placeholder) r.chat.history.clear();
     if (previous) {
         r.chat.history.insert(r.chat.history.begin(), previous->history.begin(),
                               previous->history.end());

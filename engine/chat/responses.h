@@ -39,7 +39,7 @@ struct ResponsesRequest {
 std::optional<std::string> previous_response_id(const Json& body);
 
 // Validates and maps a /v1/responses body. `previous`: the state previous_response_id names.
-ResponsesRequest parse_responses_request(const Json& body, const ChatRequestOptions& options,
+ResponsesRequest parse_responses_request(const Json& body, const ChatRequestOptions& options = {},
                                          const ConversationState* previous = nullptr);
 
 // Streaming events and the final response object. Feed every parser event of the generation

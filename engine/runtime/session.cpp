@@ -27,6 +27,11 @@ constexpr int kVersion = 1;
 constexpr char kKvMagic[8] = {'N', 'E', 'U', 'R', 'A', 'L', 'K', 'V'};
 constexpr std::uint32_t kKvVersion = 1;
 
+// Constrained sampling: draws checked before the whole vocabulary is masked. A model that knows
+// JSON mostly draws a valid token first; a draw that fails usually means the valid tokens are
+// few (a structural position), where more draws rarely help.
+constexpr int kConstrainedTries = 3;
+
 double seconds_since(Clock::time_point t) {
     return std::chrono::duration<double>(Clock::now() - t).count();
 }
@@ -323,7 +328,7 @@ TurnResult ChatSession::respond(const TurnOptions& options,
             const TokenId t = sampler.sample_constrained(
                 logits, vocab, [&](TokenId id) { return active->allows(*vocab_, id); },
                 [&](std::vector<float>& l) { active->mask_logits(*vocab_, l, mask_scratch); },
-                constraint->full_mask ? 0 : 8, &masked);
+                constraint->full_mask ? 0 : kConstrainedTries, &masked);
             if (masked) ++result.stats.constraint.full_masks;
             return t;
         };

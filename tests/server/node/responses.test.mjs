@@ -193,9 +193,9 @@ describe('structured output on a random-weight model', () => {
   const header = '<|channel|>final<|message|>';
 
   test('chat completions json_schema: every answer parses and matches, unconstrained ones do not', async () => {
-    for (const seed of [1, 2, 3]) {
+    for (const seed of [1, 2]) {
       const ask = (extra) => client.chat.completions.create({
-        model: MODEL, messages: [{ role: 'user', content: 'Weather as JSON' }], max_tokens: 90,
+        model: MODEL, messages: [{ role: 'user', content: 'Weather as JSON' }], max_tokens: 75,
         temperature: 1, seed, neural_forced_output: header, ...extra,
       });
       const loose = await ask({});
@@ -221,7 +221,7 @@ describe('structured output on a random-weight model', () => {
 
   test('responses text.format, streamed', async () => {
     const stream = client.responses.stream({
-      model: MODEL, input: 'Weather as JSON', max_output_tokens: 90, temperature: 1,
+      model: MODEL, input: 'Weather as JSON', max_output_tokens: 75, temperature: 1,
       neural_forced_output: header,
       text: { format: { type: 'json_schema', name: 'weather', strict: true, schema: weather } },
     });
@@ -232,7 +232,7 @@ describe('structured output on a random-weight model', () => {
 
   test('strict function tools: the arguments match the parameters', async () => {
     const r = await client.chat.completions.create({
-      model: MODEL, messages: [{ role: 'user', content: 'Weather?' }], max_tokens: 90, temperature: 1,
+      model: MODEL, messages: [{ role: 'user', content: 'Weather?' }], max_tokens: 75, temperature: 1,
       seed: 5,
       tools: [{ type: 'function', function: { name: 'get_weather', strict: true, parameters: weather } }],
       tool_choice: { type: 'function', function: { name: 'get_weather' } },
@@ -346,7 +346,7 @@ describe('lenient requests', () => {
   test('SSE keep-alive comments while a long prompt runs', async () => {
     const quick = await startServer(['--sse-keepalive', '0.05']);
     try {
-      const long = 'word '.repeat(6000);
+      const long = 'word '.repeat(300);
       const r = await postJson(quick.url, '/v1/chat/completions', {
         model: MODEL, messages: [{ role: 'user', content: long }], max_tokens: 2, stream: true,
       });
