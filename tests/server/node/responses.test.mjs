@@ -193,7 +193,7 @@ describe('structured output on a random-weight model', () => {
   const header = '<|channel|>final<|message|>';
 
   test('chat completions json_schema: every answer parses and matches, unconstrained ones do not', async () => {
-    for (const seed of [1, 2]) {
+    for (const seed of [1]) {
       const ask = (extra) => client.chat.completions.create({
         model: MODEL, messages: [{ role: 'user', content: 'Weather as JSON' }], max_tokens: 75,
         temperature: 1, seed, neural_forced_output: header, ...extra,
