@@ -318,6 +318,8 @@ bool is_ws(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
 bool is_digit(char c) { return c >= '0' && c <= '9'; }
 bool is_hex(char c) { return is_digit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'); }
 
+constexpr int kMaxExponentDigits = 2;
+
 }  // namespace
 
 JsonRecognizer::JsonRecognizer(const JsonSchemaGrammar& grammar) : grammar_(&grammar) {}
@@ -336,17 +338,48 @@ bool JsonRecognizer::string_char(StringState& s, char c, bool& closed) {
   closed = false;
   if (s.hex > 0) {
     if (!is_hex(c)) return false;
-    --s.hex;
+    const char d = static_cast<char>(c | 0x20);  // lower case
+    if (s.hex == 4) {
+      if (s.surrogate == 5) {
+        if (d != 'd') return false;
+        s.surrogate = 6;
+      } else if (d == 'd') {
+        s.surrogate = 1;
+      }
+    } else if (s.hex == 3) {
+      const bool high = d >= '8' && d <= 'b';
+      const bool low = d >= 'c' && d <= 'f';
+      if (s.surrogate == 6) {
+        if (!low) return false;
+        s.surrogate = 0;
+      } else if (s.surrogate == 1) {
+        if (low) return false;  // a low surrogate without its high half
+        s.surrogate = high ? 2 : 0;
+      }
+    }
+    if (--s.hex == 0 && s.surrogate == 2) s.surrogate = 3;
     return true;
   }
   if (s.escape) {
     s.escape = 0;
+    if (s.surrogate == 4) {
+      if (c != 'u') return false;
+      s.hex = 4;
+      s.surrogate = 5;
+      return true;
+    }
     if (c == 'u') {
       s.hex = 4;
       return true;
     }
     return c == '"' || c == '\\' || c == '/' || c == 'b' || c == 'f' || c == 'n' || c == 'r' ||
            c == 't';
+  }
+  if (s.surrogate == 3) {  // a high surrogate: its low half must follow
+    if (c != '\\') return false;
+    s.escape = 1;
+    s.surrogate = 4;
+    return true;
   }
   if (s.utf8_need > 0) {
     unsigned lo = 0x80, hi = 0xBF;
@@ -386,8 +419,20 @@ bool JsonRecognizer::string_char(StringState& s, char c, bool& closed) {
 
 std::string JsonRecognizer::string_tail(const StringState& s) {
   std::string out;
-  if (s.escape) out += 'n';
-  out.append(s.hex, '0');
+  if (s.escape) {
+    out += s.surrogate == 4 ? "udc00" : "n";
+  } else if (s.hex > 0) {
+    if (s.surrogate == 5) {
+      out += "dc00";
+    } else if (s.surrogate == 6) {
+      out += "c" + std::string(s.hex - 1u, '0');
+    } else {
+      out.append(s.hex, '0');
+      if (s.surrogate == 2) out += "\\udc00";
+    }
+  } else if (s.surrogate == 3) {
+    out += "\\udc00";
+  }
   for (int i = 0; i < s.utf8_need; ++i) {
     unsigned char b = 0x80;
     if (i == 0 && s.utf8_lead == 0xE0) b = 0xA0;
@@ -540,6 +585,10 @@ bool JsonRecognizer::number_char(Frame& f, char c, bool& ended) {
     case num_exp_digits: next = num_exp_digits; ok = is_digit(c); break;
     default: ok = false; break;
   }
+  // Exponents have at most kMaxExponentDigits digits, so every number fits a double (parsers
+  // such as nlohmann::json refuse 1e400). A number frame keeps the count in str.hex, which
+  // only strings use otherwise.
+  if (ok && next == num_exp_digits && ++f.str.hex > kMaxExponentDigits) return false;
   if (ok) {
     if (++f.count > static_cast<std::uint32_t>(kMaxNumberLength)) return false;
     f.state = next;

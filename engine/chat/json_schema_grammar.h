@@ -8,7 +8,8 @@
 // maxItems, enum, const, and the annotations title, description, default, examples, format,
 // $schema, $id, $comment (not enforced). Any other keyword is refused by compile() with an error
 // naming it. The recogniser accepts JSON with at most kMaxWhitespaceRun whitespace bytes in a row,
-// numbers of at most kMaxNumberLength characters, known property names in their canonical
+// numbers of at most kMaxNumberLength characters with exponents of at most 2 digits (so they fit
+// a double), known property names in their canonical
 // (nlohmann::json) spelling, and nothing after the top-level value.
 #pragma once
 
@@ -114,6 +115,10 @@ class JsonRecognizer {
     std::uint8_t hex = 0;        // \u digits still to come
     std::uint8_t utf8_need = 0;  // continuation bytes still to come
     std::uint8_t utf8_lead = 0;  // lead byte while its first continuation is due, else 0
+    // \u escapes of UTF-16 surrogates come in pairs (parsers refuse a lone one): 0 none,
+    // 1 the first digit was d, 2 in a high surrogate, 3-6 its low half must follow ("\", "u",
+    // "d", one of c-f).
+    std::uint8_t surrogate = 0;
   };
   struct Frame {
     int node = -1;

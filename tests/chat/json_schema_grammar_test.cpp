@@ -77,6 +77,21 @@ TEST(JsonSchemaGrammar, RefusesTextsThatDoNotMatch) {
     EXPECT_FALSE(accepts(*g, std::string("{\"name\":\"a\nb\"")));
     EXPECT_FALSE(accepts(*g, std::string("{\"name\":\"\xC0\xAF\"")));
     EXPECT_FALSE(accepts(*g, std::string("{\"name\":\"\xED\xA0\x80\"")));  // a surrogate
+    // \u escapes of surrogates only in pairs (nlohmann::json and others refuse lone ones).
+    auto str = JsonSchemaGrammar::compile(Json{{"type", "string"}});
+    EXPECT_TRUE(accepts(*str, R"("\ud83d\ude00 \uD7FF \uE000")"));
+    EXPECT_FALSE(accepts(*str, R"("\uda00")"));
+    EXPECT_FALSE(accepts(*str, R"("\uda00x")"));
+    EXPECT_FALSE(accepts(*str, R"("\udc00")"));
+    EXPECT_FALSE(accepts(*str, R"("\ud83d\u0041")"));
+    for (const char* prefix : {"\"\\", "\"\\u", "\"\\ud8", "\"\\ud83d", "\"\\ud83d\\", "\"\\ud83d\\u",
+                               "\"\\ud83d\\ud", "\"\\ud83d\\ude"}) {
+        JsonRecognizer r(*str);
+        ASSERT_TRUE(r.feed(prefix)) << prefix;
+        const std::string whole = std::string(prefix) + r.shortest_completion();
+        EXPECT_TRUE(accepts(*str, whole)) << whole;
+        EXPECT_TRUE(Json::accept(whole)) << whole;
+    }
 }
 
 TEST(JsonSchemaGrammar, PrefixesOfValidTextsStayAcceptedAndCompleteToValidTexts) {
@@ -165,6 +180,10 @@ TEST(JsonSchemaGrammar, NumbersAndWhitespaceAreBounded) {
     auto g = JsonSchemaGrammar::compile(Json{{"type", "number"}});
     EXPECT_TRUE(accepts(*g, std::string(JsonRecognizer::kMaxNumberLength, '1')));
     EXPECT_FALSE(accepts(*g, std::string(JsonRecognizer::kMaxNumberLength + 1, '1')));
+    // Exponents of two digits at most: every number fits a double.
+    EXPECT_TRUE(accepts(*g, "-1.5e-99"));
+    EXPECT_TRUE(accepts(*g, "1E+07"));
+    EXPECT_FALSE(accepts(*g, "1e100"));
     auto arr = JsonSchemaGrammar::compile(Json{{"type", "array"}});
     EXPECT_TRUE(accepts(*arr, "[" + std::string(JsonRecognizer::kMaxWhitespaceRun, ' ') + "]"));
     EXPECT_FALSE(accepts(*arr, "[" + std::string(JsonRecognizer::kMaxWhitespaceRun + 1, ' ') + "]"));
