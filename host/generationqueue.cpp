@@ -119,6 +119,7 @@ GenerationOutcome EngineWorker::runChat(const std::shared_ptr<GenerationJob> &jo
     if (req.forced_output)
         options.forced_tokens = tok.encode(*req.forced_output, true);
     options.stop_sequences = req.stop;
+    options.constraint = req.constraint;
     options.cancel = &job->cancel;
     m_queue->postStarted(job);  // the request is valid: a stream may begin
     TurnResult r = session->respond(
@@ -131,7 +132,10 @@ GenerationOutcome EngineWorker::runChat(const std::shared_ptr<GenerationJob> &jo
     out.chat.content = std::move(r.content);
     out.chat.tool_calls = std::move(r.tool_calls);
     out.chat.finish = r.finish;
-    out.chat.usage = {r.stats.prompt_tokens, r.stats.generated_tokens, r.stats.cached_tokens};
+    out.chat.usage = {r.stats.prompt_tokens, r.stats.generated_tokens, r.stats.cached_tokens,
+                      r.stats.reasoning_tokens};
+    out.constrainedSteps = r.stats.constraint.steps;
+    out.fullMaskSteps = r.stats.constraint.full_masks;
     out.finishReason = std::string(chat::finish_reason_name(r.finish));
     out.promptSeconds = r.stats.prompt_seconds;
     out.firstTokenSeconds = r.stats.first_token_seconds;

@@ -44,6 +44,10 @@ struct GenerationOutcome {
     double promptSeconds = 0;
     double firstTokenSeconds = 0;  // job start -> first generated token
     double decodeSeconds = 0;
+    // Structured output: tokens sampled under a constraint, and of those the steps that
+    // needed the whole-vocabulary mask.
+    std::int64_t constrainedSteps = 0;
+    std::int64_t fullMaskSteps = 0;
 };
 
 struct GenerationJob {

@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
+
+#include <fmt/format.h>
 
 #include <QCryptographicHash>
 #include <QDateTime>
@@ -16,6 +19,7 @@
 #endif
 
 #include "chat/openai.h"
+#include "chat/responses.h"
 #include "runtime/model.h"
 #include "runtime/session.h"
 
@@ -93,15 +97,33 @@ openai::Json queueWaitJson(const QueueWaitStats &stats)
 
 class GenerationCall : public QObject {
 public:
+    using Api = ApiServer::Api;
+
     GenerationCall(ApiServer *server, ApiServer::Request request, HttpChannel *channel,
-                   std::shared_ptr<GenerationJob> job, bool stream, bool includeUsage)
+                   std::shared_ptr<GenerationJob> job, bool stream, bool includeUsage, Api api,
+                   std::shared_ptr<openai::ResponsesRequest> responses)
         : QObject(server), m_server(server), m_request(std::move(request)), m_channel(channel),
           m_sse(channel), m_job(std::move(job)), m_stream(stream), m_includeUsage(includeUsage),
-          m_chat(m_job->kind == GenerationJob::Kind::chat),
-          m_id(requestId(m_chat ? "chatcmpl-" : "cmpl-").toStdString()),
+          m_chat(m_job->kind == GenerationJob::Kind::chat), m_api(api),
+          m_id(requestId(api == Api::responses ? "resp_"
+                         : m_chat              ? "chatcmpl-"
+                                               : "cmpl-")
+                   .toStdString()),
           m_created(QDateTime::currentSecsSinceEpoch()), m_model(server->modelId().toStdString()),
-          m_encoder(m_id, m_created, m_model, includeUsage)
+          m_encoder(m_id, m_created, m_model, includeUsage), m_responses(std::move(responses))
     {
+        if (m_api == Api::responses)
+            m_responseEncoder.emplace(m_id, m_created, m_model, m_responses->echo);
+        if (m_stream && m_server->m_config.keepAliveMs > 0) {
+            // Checked a few times per interval: a comment goes out once the stream has been
+            // quiet for the whole interval (a long prompt, a slow first token).
+            const int every = m_server->m_config.keepAliveMs;
+            m_keepAlive.setInterval(std::max(20, every / 4));
+            connect(&m_keepAlive, &QTimer::timeout, this, [this, every] {
+                if (m_sse.begun() && !m_gone && m_sse.idleMs() >= every)
+                    m_sse.keepAlive();
+            });
+        }
         channel->setParent(this);
         m_job->receiver = this;
         m_job->onStarted = [this] {
@@ -144,7 +166,7 @@ public:
         m_overflow = false;
         m_job->receiver = nullptr;
         m_server->m_metrics.countRejected();
-        m_server->m_metrics.countRequest(m_chat ? "chat" : "completions", 503);
+        m_server->m_metrics.countRequest(label(), 503);
         m_channel->setParent(m_server);  // outlives this call until the response is written
         m_server->sendError(m_channel, m_request, 503, message, "server_error", {},
                             "server_overloaded", {{"Retry-After", "1"}});
@@ -161,18 +183,44 @@ public:
     }
 
 private:
+    QByteArray label() const
+    {
+        return m_api == Api::responses ? "responses" : m_chat ? "chat" : "completions";
+    }
+
+    void sendResponseEvents(const std::vector<openai::Json> &events)
+    {
+        for (const openai::Json &e : events)
+            m_sse.namedEvent(QByteArray::fromStdString(e["type"].get<std::string>()), toBytes(e));
+    }
+
     void beginStream()
     {
         if (m_sse.begun())
             return;
         m_sse.begin(m_server->corsHeaders(m_request.origin));
-        if (m_chat)
+        if (m_keepAlive.interval() > 0)
+            m_keepAlive.start();
+        if (m_api == Api::responses)
+            sendResponseEvents(m_responseEncoder->begin());
+        else if (m_chat)
             m_sse.event(toBytes(m_encoder.role_chunk()));
     }
 
     void onEvent(const chat::ParserEvent &e)
     {
-        if (!m_stream || m_gone)
+        if (m_gone)
+            return;
+        if (m_api == Api::responses) {
+            // The encoder builds the output items for the final object in any case.
+            const auto events = m_responseEncoder->event(e);
+            if (m_stream && !events.empty()) {
+                beginStream();
+                sendResponseEvents(events);
+            }
+            return;
+        }
+        if (!m_stream)
             return;
         if (auto chunk = m_encoder.event_chunk(e)) {
             beginStream();
@@ -192,7 +240,8 @@ private:
     // Counts, logs and retires the call once its response is complete (or abandoned).
     void done(int status, const QString &detail)
     {
-        m_server->m_metrics.countRequest(m_chat ? "chat" : "completions", status);
+        m_keepAlive.stop();
+        m_server->m_metrics.countRequest(label(), status);
         m_server->logRequest(m_request, status, detail);
         deleteLater();
     }
@@ -225,7 +274,12 @@ private:
             const char *type = bad ? "invalid_request_error" : "server_error";
             if (!bad)
                 qCWarning(lcNeuralServer).noquote() << "engine failure:" << message;
-            if (m_sse.begun()) {
+            if (m_sse.begun() && m_api == Api::responses) {
+                m_sse.namedEvent("response.failed",
+                                 toBytes(m_responseEncoder->failed(message.toStdString(),
+                                                                   o.errorCode)));
+                m_sse.end();
+            } else if (m_sse.begun()) {
                 // Too late for a status code: OpenAI streams report errors as an error event.
                 m_sse.event(toBytes(openai::error_body(message.toStdString(), type, {},
                                                        o.errorCode)));
@@ -237,6 +291,23 @@ private:
                 m_channel->sendResponse(status, jsonHeaders(), toBytes(body));
             }
             done(status, message.left(200));
+            return;
+        }
+        if (m_api == Api::responses) {
+            const auto events = m_responseEncoder->finish(o.chat);
+            if (m_responses->store) {
+                m_server->m_responses.put(m_id, m_responseEncoder->state_after(*m_responses));
+            }
+            if (m_stream) {
+                beginStream();
+                sendResponseEvents(events);
+                m_sse.end();
+                done(200, tokens + QStringLiteral(" stream"));
+            } else {
+                m_channel->sendResponse(200, jsonHeaders(),
+                                        toBytes(m_responseEncoder->response()));
+                done(200, tokens);
+            }
             return;
         }
         if (m_stream) {
@@ -305,10 +376,14 @@ private:
     bool m_stream;
     bool m_includeUsage;
     bool m_chat;
+    Api m_api;
     std::string m_id;
     std::int64_t m_created;
     std::string m_model;
     openai::ChatChunkEncoder m_encoder;
+    std::shared_ptr<openai::ResponsesRequest> m_responses;  // Api::responses
+    std::optional<openai::ResponseEncoder> m_responseEncoder;
+    QTimer m_keepAlive;
     bool m_gone = false;
     bool m_overflow = false;  // in m_server->m_overflow, not in the queue yet
     QDeadlineTimer m_deadline;
@@ -325,7 +400,8 @@ ApiServer::ApiServer(std::shared_ptr<const Model> model, GenerationQueue *shared
                      ServerConfig config, QObject *parent)
     : QAbstractHttpServer(parent), m_model(std::move(model)), m_config(std::move(config)),
       m_createdAt(QDateTime::currentSecsSinceEpoch()), m_queue(sharedQueue),
-      m_ownsQueue(sharedQueue == nullptr)
+      m_ownsQueue(sharedQueue == nullptr),
+      m_responses(static_cast<std::size_t>(std::max(0, m_config.maxStoredResponses)))
 {
     m_modelId = m_config.modelId.isEmpty()
         ? QString::fromStdString(m_model->dir().filename().string())
@@ -413,6 +489,7 @@ ApiServer::Request ApiServer::extract(const QHttpServerRequest &request)
     r.authorization = request.value("authorization");
     r.contentType = request.value("content-type");
     r.origin = request.value("origin");
+    r.host = request.value("host");
     r.body = request.body();
     r.remote = request.remoteAddress().toString();
     r.simulateEngineError = !request.value("x-neural-test-engine-error").isEmpty();
@@ -429,6 +506,7 @@ void ApiServer::serveGuarded(QTcpSocket *socket, GuardedRequest request)
     r.authorization = request.value("authorization");
     r.contentType = request.value("content-type");
     r.origin = request.value("origin");
+    r.host = request.value("host");
     r.body = std::move(request.body);
     r.remote = socket->peerAddress().toString();
     r.simulateEngineError = !request.value("x-neural-test-engine-error").isEmpty();
@@ -549,6 +627,7 @@ void ApiServer::dispatch(Request request, HttpChannel *channel)
     static const Route routes[] = {
         {"/v1/chat/completions", "POST, OPTIONS", "chat"},
         {"/v1/completions", "POST, OPTIONS", "completions"},
+        {"/v1/responses", "POST, OPTIONS", "responses"},
         {"/v1/models", "GET, OPTIONS", "models"},
         {"/health", "GET, OPTIONS", "health"},
         {"/metrics", "GET, OPTIONS", "metrics"},
@@ -561,12 +640,23 @@ void ApiServer::dispatch(Request request, HttpChannel *channel)
             route = &r;
     }
     if (!route && path.startsWith(QLatin1String("/v1/models/"))) {
-        route = &routes[2];
+        route = &routes[3];
         modelInPath = path.mid(11);
     }
     const QByteArray label = route ? route->label : QByteArray("other");
     auto count = [&](int status) { m_metrics.countRequest(label, status); };
 
+    if (label != "health" && !hostAllowed(request.host)) {
+        // A page on another name that resolves to this machine (DNS rebinding) must not reach
+        // the API through the user's browser.
+        count(403);
+        sendError(channel, request, 403,
+                  QStringLiteral("Host '%1' is not allowed; start the server with "
+                                 "--allowed-host NAME to accept it")
+                      .arg(loggablePath(QString::fromLatin1(request.host.left(100)))),
+                  "invalid_request_error", {}, "host_not_allowed");
+        return;
+    }
     if (request.method == "OPTIONS") {
         // CORS preflight (answered without a key: browsers send no credentials here).
         if (!route) {
@@ -640,7 +730,8 @@ void ApiServer::dispatch(Request request, HttpChannel *channel)
         const openai::Json model{{"id", m_modelId.toStdString()},
                                  {"object", "model"},
                                  {"created", m_createdAt},
-                                 {"owned_by", "neural"}};
+                                 {"owned_by", "neural"},
+                                 {"context_length", m_model->config().max_position_embeddings}};
         if (!modelInPath.isNull()) {
             if (modelInPath != m_modelId) {
                 count(404);
@@ -659,6 +750,8 @@ void ApiServer::dispatch(Request request, HttpChannel *channel)
                  toBytes(openai::Json{{"object", "list"}, {"data", openai::Json::array({model})}}));
     } else if (label == "chat") {
         handleChat(request, channel);
+    } else if (label == "responses") {
+        handleResponses(request, channel);
     } else {
         handleCompletion(request, channel);
     }
@@ -697,6 +790,7 @@ void ApiServer::handleChat(Request &request, HttpChannel *channel)
         openai::ChatRequestOptions options;
         options.current_date = today_iso_date();
         options.allow_test_options = m_config.testOptions;
+        options.strict = m_config.strictRequests;
         options.limits = limits;
         job->chat = openai::parse_chat_request(body, options);
     } catch (const openai::RequestError &e) {
@@ -712,8 +806,11 @@ void ApiServer::handleChat(Request &request, HttpChannel *channel)
         return;
     }
     request.body.clear();  // parsed; no need to keep it for the whole generation
+    logIgnoredFields(job->chat.ignored_fields);
+    if (!job->chat.seed_given)
+        job->chat.sampling.seed = randomSeed();
     const bool stream = job->chat.stream, usage = job->chat.include_usage;
-    enqueue(request, channel, std::move(job), stream, usage);
+    enqueue(request, channel, std::move(job), stream, usage, Api::chat);
 }
 
 void ApiServer::handleCompletion(Request &request, HttpChannel *channel)
@@ -737,7 +834,7 @@ void ApiServer::handleCompletion(Request &request, HttpChannel *channel)
     try {
         openai::ParseLimits limits;
         const openai::Json body = parseBody(request, limits);
-        job->completion = openai::parse_completion_request(body, limits);
+        job->completion = openai::parse_completion_request(body, limits, m_config.strictRequests);
     } catch (const openai::RequestError &e) {
         refuse(400, QString::fromStdString(e.what()), QByteArray::fromStdString(e.param()),
                QByteArray::fromStdString(e.code()));
@@ -751,16 +848,126 @@ void ApiServer::handleCompletion(Request &request, HttpChannel *channel)
         return;
     }
     request.body.clear();
+    logIgnoredFields(job->completion.ignored_fields);
+    if (!job->completion.seed_given)
+        job->completion.sampling.seed = randomSeed();
     const bool stream = job->completion.stream, usage = job->completion.include_usage;
-    enqueue(request, channel, std::move(job), stream, usage);
+    enqueue(request, channel, std::move(job), stream, usage, Api::completion);
+}
+
+void ApiServer::handleResponses(Request &request, HttpChannel *channel)
+{
+    auto refuse = [&](int status, const QString &message, const QByteArray &param,
+                      const QByteArray &code) {
+        m_metrics.countRequest("responses", status);
+        sendError(channel, request, status, message, "invalid_request_error", param, code);
+    };
+    if (!isJsonContentType(request.contentType)) {
+        refuse(415, QStringLiteral("Content-Type must be application/json"), {},
+               "unsupported_media_type");
+        return;
+    }
+    if (request.body.size() > m_config.limits.maxBodyBytes) {
+        refuse(413, QStringLiteral("the request body is too large"), {}, "request_too_large");
+        return;
+    }
+    auto responses = std::make_shared<openai::ResponsesRequest>();
+    try {
+        openai::ParseLimits limits;
+        const openai::Json body = parseBody(request, limits);
+        openai::ChatRequestOptions options;
+        options.current_date = today_iso_date();
+        options.allow_test_options = m_config.testOptions;
+        options.strict = m_config.strictRequests;
+        options.limits = limits;
+        const openai::ConversationState *previous = nullptr;
+        if (const auto id = openai::previous_response_id(body)) {
+            previous = m_responses.find(*id);
+            if (!previous) {
+                throw openai::RequestError(
+                    fmt::format("Previous response with id '{}' not found (this server keeps "
+                                "the last {} responses, in memory)",
+                                *id, m_responses.capacity()),
+                    "previous_response_id", "previous_response_not_found");
+            }
+        }
+        *responses = openai::parse_responses_request(body, options, previous);
+    } catch (const openai::RequestError &e) {
+        refuse(400, QString::fromStdString(e.what()), QByteArray::fromStdString(e.param()),
+               QByteArray::fromStdString(e.code()));
+        return;
+    }
+    if (QString::fromStdString(responses->chat.model) != m_modelId) {
+        refuse(404,
+               QStringLiteral("model '%1' does not exist (this server serves '%2')")
+                   .arg(loggablePath(QString::fromStdString(responses->chat.model)), m_modelId),
+               "model", "model_not_found");
+        return;
+    }
+    request.body.clear();
+    logIgnoredFields(responses->chat.ignored_fields);
+    if (!responses->chat.seed_given)
+        responses->chat.sampling.seed = randomSeed();
+    auto job = std::make_shared<GenerationJob>();
+    job->kind = GenerationJob::Kind::chat;
+    job->chat = responses->chat;
+    const bool stream = responses->chat.stream;
+    enqueue(request, channel, std::move(job), stream, false, Api::responses,
+            std::move(responses));
+}
+
+void ApiServer::logIgnoredFields(const std::vector<std::string> &fields)
+{
+    for (const std::string &f : fields) {
+        const QString name = QString::fromStdString(f).left(200);
+        if (m_ignoredLogged.contains(name) || m_ignoredLogged.size() >= 1024)
+            continue;
+        m_ignoredLogged.insert(name);
+        qCWarning(lcNeuralServer).noquote()
+            << QStringLiteral("ignoring the unknown request field '%1' (logged once; "
+                              "--strict refuses unknown fields)")
+                   .arg(loggablePath(name));
+    }
+}
+
+std::uint64_t ApiServer::randomSeed() { return QRandomGenerator::global()->generate64(); }
+
+bool ApiServer::hostAllowed(const QByteArray &host) const
+{
+    // No Host header: not a browser (they always send one), so not a rebinding page.
+    if (host.isEmpty() || !m_config.apiKey.isEmpty() || m_config.allowedHosts.contains("*"))
+        return true;
+    QByteArray name = host.trimmed().toLower();
+    if (name.startsWith('[')) {
+        const qsizetype end = name.indexOf(']');
+        if (end < 0)
+            return false;
+        name = name.mid(1, end - 1);
+    } else if (name.count(':') == 1) {
+        name = name.left(name.indexOf(':'));
+    }
+    if (name.endsWith('.'))
+        name.chop(1);
+    // An address literal cannot be rebound: a page that uses it is served from that address.
+    if (QHostAddress address; address.setAddress(QString::fromLatin1(name)))
+        return true;
+    if (name == "localhost" || name.endsWith(".localhost"))  // RFC 6761: always loopback
+        return true;
+    for (const QByteArray &allowed : m_config.allowedHosts) {
+        if (allowed.toLower() == name)
+            return true;
+    }
+    return false;
 }
 
 void ApiServer::enqueue(Request &request, HttpChannel *channel, std::shared_ptr<GenerationJob> job,
-                        bool stream, bool includeUsage)
+                        bool stream, bool includeUsage, Api api,
+                        std::shared_ptr<openai::ResponsesRequest> responses)
 {
     job->simulateEngineError = m_config.testOptions && request.simulateEngineError;
     job->maxPromptTokens = m_config.maxPromptTokens;
-    auto *call = new GenerationCall(this, request, channel, job, stream, includeUsage);
+    auto *call = new GenerationCall(this, request, channel, job, stream, includeUsage, api,
+                                    std::move(responses));
     // Requests already waiting in the overflow FIFO go first: a newcomer does not overtake them.
     admitOverflow();
     if (m_overflow.empty() && m_queue->enqueue(job))

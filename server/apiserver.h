@@ -2,6 +2,7 @@
 // app inside its window). Routes:
 //   POST /v1/chat/completions   harmony chat, JSON or SSE stream
 //   POST /v1/completions        raw prompt completion, JSON or SSE stream
+//   POST /v1/responses          the Responses API, JSON or SSE stream (docs/API.md)
 //   GET  /v1/models, /v1/models/{id}
 //   GET  /health                no key needed
 //   GET  /metrics               Prometheus text
@@ -25,6 +26,7 @@
 #include "connectionguard.h"
 #include "generationqueue.h"
 #include "httpchannel.h"
+#include "responsestore.h"
 #include "servermetrics.h"
 
 class QHttpServerRequest;
@@ -69,6 +71,18 @@ struct ServerConfig {
     // Test-only request options: the "neural_forced_output" field and the
     // "X-Neural-Test-Engine-Error" header. Never on in production.
     bool testOptions = false;
+    // Unknown request fields: false (the default) ignores them and logs each name once; true
+    // answers 400.
+    bool strictRequests = false;
+    // Host header names accepted besides the loopback names (localhost, 127.0.0.1, ::1) and the
+    // listen address; "*" accepts any. Any host is accepted when an API key is set. A browser
+    // page on another name that resolves to this machine (DNS rebinding) gets 403.
+    QList<QByteArray> allowedHosts;
+    // A streamed response that has sent nothing for this long gets an SSE comment
+    // (": keep-alive"), so clients and proxies keep waiting for a long prompt. 0: never.
+    int keepAliveMs = 5000;
+    // Responses kept for previous_response_id (the oldest is dropped first). 0: none.
+    int maxStoredResponses = 64;
 };
 
 class GenerationCall;
@@ -118,6 +132,7 @@ private:
         QByteArray authorization;
         QByteArray contentType;
         QByteArray origin;
+        QByteArray host;
         QByteArray body;
         QString remote;
         bool simulateEngineError = false;
@@ -130,8 +145,16 @@ private:
     openai::Json parseBody(const Request &request, openai::ParseLimits &limits) const;
     void handleChat(Request &request, HttpChannel *channel);
     void handleCompletion(Request &request, HttpChannel *channel);
+    void handleResponses(Request &request, HttpChannel *channel);
+    enum class Api { chat, completion, responses };
     void enqueue(Request &request, HttpChannel *channel, std::shared_ptr<GenerationJob> job,
-                 bool stream, bool includeUsage);
+                 bool stream, bool includeUsage, Api api,
+                 std::shared_ptr<openai::ResponsesRequest> responses = {});
+    // Logs each unknown field name the first time a request carries it.
+    void logIgnoredFields(const std::vector<std::string> &fields);
+    // A random seed for a request that gave none, so identical requests differ.
+    static std::uint64_t randomSeed();
+    bool hostAllowed(const QByteArray &host) const;
 
     bool authorized(const QByteArray &authorization) const;
     HttpHeaders corsHeaders(const QByteArray &origin) const;
@@ -164,6 +187,8 @@ private:
     QTimer m_overflowTimer;
     bool m_admitting = false;
     ServerMetrics m_metrics;
+    ResponseStore m_responses;
+    QSet<QString> m_ignoredLogged;  // unknown field names already logged
 };
 
 }  // namespace neural::server

@@ -197,16 +197,35 @@ void SseWriter::begin(const HttpHeaders &extraHeaders)
                         {"X-Accel-Buffering", "no"}};
     headers += extraHeaders;
     m_channel->beginStream(200, headers);
+    m_lastWrite.start();
 }
 
 void SseWriter::event(const QByteArray &json)
 {
     m_channel->writeChunk("data: " + json + "\n\n");
+    m_lastWrite.start();
+}
+
+void SseWriter::namedEvent(const QByteArray &name, const QByteArray &json)
+{
+    m_channel->writeChunk("event: " + name + "\ndata: " + json + "\n\n");
+    m_lastWrite.start();
+}
+
+void SseWriter::keepAlive()
+{
+    m_channel->writeChunk(": keep-alive\n\n");
+    m_lastWrite.start();
 }
 
 void SseWriter::done()
 {
     m_channel->writeChunk("data: [DONE]\n\n");
+    m_channel->endStream();
+}
+
+void SseWriter::end()
+{
     m_channel->endStream();
 }
 

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <QByteArray>
+#include <QElapsedTimer>
 #include <QList>
 #include <QObject>
 #include <QPair>
@@ -112,11 +113,20 @@ public:
     void begin(const HttpHeaders &extraHeaders);
     bool begun() const { return m_begun; }
     void event(const QByteArray &json);
+    // An event with a name ("event: response.created"), as the Responses API streams them.
+    void namedEvent(const QByteArray &name, const QByteArray &json);
+    // ": keep-alive": an SSE comment, which clients ignore; it keeps proxies and client
+    // timeouts from closing a stream that waits for a long prompt.
+    void keepAlive();
     void done();  // [DONE] and the end of the stream
+    void end();   // the end of the stream without [DONE]
+    // Milliseconds since the last write (begin, an event or a keep-alive).
+    qint64 idleMs() const { return m_lastWrite.isValid() ? m_lastWrite.elapsed() : 0; }
 
 private:
     HttpChannel *m_channel;
     bool m_begun = false;
+    QElapsedTimer m_lastWrite;
 };
 
 }  // namespace neural::server

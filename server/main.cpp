@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include <spdlog/sinks/basic_file_sink.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
@@ -34,6 +35,38 @@ extern "C" void onSignal(int sig) { g_signal.store(sig); }
 {
     std::fprintf(stderr, "neural-server: %s\n", qPrintable(message));
     std::exit(2);
+}
+
+// --log-file: Qt's messages (the request log) and the engine's (spdlog) go to stderr and to the
+// file, one line each, flushed as written.
+std::FILE *g_logFile = nullptr;
+
+void logToBoth(QtMsgType type, const QMessageLogContext &context, const QString &message)
+{
+    const QByteArray line = qFormatLogMessage(type, context, message).toLocal8Bit() + '\n';
+    std::fwrite(line.constData(), 1, static_cast<size_t>(line.size()), stderr);
+    if (g_logFile) {
+        std::fwrite(line.constData(), 1, static_cast<size_t>(line.size()), g_logFile);
+        std::fflush(g_logFile);
+    }
+    if (type == QtFatalMsg)
+        std::abort();
+}
+
+void openLogFile(const QString &path)
+{
+    g_logFile = std::fopen(QFile::encodeName(path).constData(), "a");
+    if (!g_logFile)
+        die(QStringLiteral("--log-file: cannot open %1 for writing").arg(path));
+    qInstallMessageHandler(logToBoth);
+    try {
+        auto sink = std::make_shared<spdlog::sinks::basic_file_sink_mt>(path.toStdString());
+        sink->set_level(spdlog::level::trace);
+        spdlog::default_logger()->sinks().push_back(std::move(sink));
+        spdlog::default_logger()->flush_on(spdlog::level::info);
+    } catch (const spdlog::spdlog_ex &e) {
+        die(QStringLiteral("--log-file: %1").arg(QString::fromUtf8(e.what())));
+    }
 }
 
 }  // namespace
@@ -67,7 +100,7 @@ int main(int argc, char **argv)
     QCommandLineParser p;
     p.setApplicationDescription(QStringLiteral(
         "OpenAI-compatible API server for a gpt-oss model (/v1/chat/completions, "
-        "/v1/completions, /v1/models, /health, /metrics)."));
+        "/v1/completions, /v1/responses, /v1/models, /health, /metrics; docs/API.md)."));
     p.addHelpOption();
     p.addVersionOption();
     const QCommandLineOption model({"m", "model"}, "Checkpoint folder.", "DIR");
@@ -123,13 +156,34 @@ int main(int argc, char **argv)
                                           "Seconds a request waits in the overflow before it "
                                           "gets 503 (default 2).",
                                           "SECONDS", "2");
+    const QCommandLineOption strict("strict",
+                                    "Refuse requests with unknown fields (400); by default they "
+                                    "are ignored and each name is logged once.");
+    const QCommandLineOption allowedHost("allowed-host",
+                                         "Accept requests whose Host header names NAME "
+                                         "(repeatable, or comma separated; * for any). Loopback "
+                                         "names and IP addresses are always accepted, any name "
+                                         "when an API key is set.",
+                                         "NAME");
+    const QCommandLineOption keepAlive("sse-keepalive",
+                                       "Seconds a stream may stay silent (a long prompt) before "
+                                       "an SSE keep-alive comment is sent (default 5; 0: never).",
+                                       "SECONDS", "5");
+    const QCommandLineOption responsesKeep("responses-keep",
+                                           "Responses kept in memory for previous_response_id "
+                                           "(default 64; 0: none).",
+                                           "N", "64");
+    const QCommandLineOption logFile("log-file",
+                                     "Write the server log to FILE as well as to stderr "
+                                     "(appended).",
+                                     "FILE");
     const QCommandLineOption testOptions(
         "enable-test-options",
         "Accept the test-only request options (forced output, simulated engine failure). For "
         "the test suite only.");
     p.addOptions({model, host, port, apiKey, apiKeyFile, cors, modelName, queue, maxBody,
                   maxTokens, maxPromptTokens, readTimeout, idleTimeout, maxConnections, overflow, overflowWait,
-                  testOptions});
+                  strict, allowedHost, keepAlive, responsesKeep, logFile, testOptions});
     for (const QString &a : app.arguments().mid(1)) {
         if (a == QLatin1String("-h") || a == QLatin1String("--help") || a == QLatin1String("-?") ||
             a == QLatin1String("--help-all")) {
@@ -172,6 +226,21 @@ int main(int argc, char **argv)
     config.defaultMaxTokens = static_cast<int>(number(maxTokens, 1, 1 << 24));
     config.maxPromptTokens = number(maxPromptTokens, 0, qint64(1) << 31);
     config.testOptions = p.isSet(testOptions);
+    config.strictRequests = p.isSet(strict);
+    for (const QString &value : p.values(allowedHost)) {
+        for (const QString &name : value.split(u',', Qt::SkipEmptyParts))
+            config.allowedHosts.append(name.trimmed().toUtf8());
+    }
+    {
+        bool ok = false;
+        const double seconds = p.value(keepAlive).toDouble(&ok);
+        if (!ok || seconds < 0 || seconds > 3600)
+            die(QStringLiteral("--sse-keepalive must be a number of seconds from 0 to 3600"));
+        config.keepAliveMs = static_cast<int>(seconds * 1000);
+    }
+    config.maxStoredResponses = static_cast<int>(number(responsesKeep, 0, 100000));
+    if (p.isSet(logFile))
+        openLogFile(p.value(logFile));
     config.modelId = p.value(modelName);
     if (p.isSet(apiKey)) {
         config.apiKey = p.value(apiKey).toUtf8();

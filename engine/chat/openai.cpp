@@ -1,5 +1,7 @@
 #include "chat/openai.h"
 
+#include "chat/openai_fields.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -9,7 +11,7 @@
 
 namespace neural::openai {
 
-namespace {
+namespace detail {
 
 // ---- field access with OpenAI-style errors ---------------------------------------------------
 
@@ -77,19 +79,57 @@ std::optional<std::int64_t> get_integer(const Json& obj, const char* key,
     throw RequestError(why, param, "unsupported_parameter");
 }
 
+// Where a lenient parse collects the unknown fields it skips (null: strict, they are a 400).
+// Parsing runs on one thread from start to end, so the collector is per thread.
+thread_local std::vector<std::string>* t_ignored = nullptr;
+
+LenientScope::LenientScope(bool strict, std::vector<std::string>& out) : previous_(t_ignored) {
+    t_ignored = strict ? nullptr : &out;
+}
+LenientScope::~LenientScope() { t_ignored = previous_; }
+
+// "messages[3].foo" -> "messages[].foo": one name per field, whatever the index.
+std::string field_name(const std::string& param) {
+    std::string out;
+    bool in_index = false;
+    for (char c : param) {
+        if (c == '[') {
+            in_index = true;
+            out += "[]";
+        } else if (c == ']') {
+            in_index = false;
+        } else if (!in_index) {
+            out += c;
+        }
+    }
+    return out;
+}
+
 void check_keys(const Json& obj, const std::set<std::string_view>& allowed,
                 const std::string& where) {
     for (auto it = obj.begin(); it != obj.end(); ++it) {
         if (!allowed.count(it.key())) {
             const std::string param = where.empty() ? it.key() : where + "." + it.key();
+            if (t_ignored) {
+                const std::string name = field_name(param);
+                if (std::find(t_ignored->begin(), t_ignored->end(), name) == t_ignored->end())
+                    t_ignored->push_back(name);
+                continue;
+            }
             unsupported(param, fmt::format("unsupported parameter '{}'", param));
         }
     }
 }
 
+}  // namespace detail
+
+namespace {
+
+using namespace detail;
+
 // ---- shared sampling fields -------------------------------------------------------------------
 
-void parse_sampling(const Json& body, SamplingParams& s) {
+void parse_sampling(const Json& body, SamplingParams& s, bool& seed_given) {
     if (auto t = get_number(body, "temperature", "temperature")) {
         if (!(*t >= 0.0 && *t <= 2.0)) {
             throw RequestError(fmt::format("'temperature' must be between 0 and 2, got {}", *t),
@@ -114,7 +154,10 @@ void parse_sampling(const Json& body, SamplingParams& s) {
             throw RequestError("'min_p' must be in [0, 1]", "min_p", "invalid_value");
         s.min_p = static_cast<float>(*m);
     }
-    if (auto seed = get_integer(body, "seed", "seed")) s.seed = static_cast<std::uint64_t>(*seed);
+    if (auto seed = get_integer(body, "seed", "seed")) {
+        s.seed = static_cast<std::uint64_t>(*seed);
+        seed_given = true;
+    }
     for (const char* penalty : {"frequency_penalty", "presence_penalty"}) {
         if (auto v = get_number(body, penalty, penalty); v && *v != 0.0) {
             unsupported(penalty, fmt::format("'{}' is not supported (only 0)", penalty));
@@ -383,7 +426,20 @@ struct HistoryBuilder {
     }
 };
 
-std::vector<chat::ToolDescription> parse_tools(const Json& body, const ParseLimits& limits) {
+// The grammar of a schema the request gives, or a 400 naming what cannot be enforced.
+std::shared_ptr<const chat::JsonSchemaGrammar> compile_schema(const Json& schema,
+                                                              const std::string& param) {
+    try {
+        return chat::JsonSchemaGrammar::compile(schema);
+    } catch (const chat::SchemaError& e) {
+        throw RequestError(fmt::format("'{}': {}", param, e.what()), param, "invalid_schema");
+    }
+}
+
+// Function tools; `strict` receives the grammar of every tool with "strict": true.
+std::vector<chat::ToolDescription> parse_tools(
+    const Json& body, const ParseLimits& limits,
+    std::map<std::string, std::shared_ptr<const chat::JsonSchemaGrammar>>& strict) {
     std::vector<chat::ToolDescription> tools;
     const Json* t = field(body, "tools");
     if (!t) return tools;
@@ -418,11 +474,16 @@ std::vector<chat::ToolDescription> parse_tools(const Json& body, const ParseLimi
         }
         d.name = *name;
         d.description = get_string(*fn, "description", tp + ".function.description").value_or("");
-        get_bool(*fn, "strict", tp + ".function.strict");
+        const bool is_strict = get_bool(*fn, "strict", tp + ".function.strict").value_or(false);
         if (const Json* p = field(*fn, "parameters")) {
             if (!p->is_object())
                 wrong_type(tp + ".function.parameters", "an object (a JSON Schema)", *p);
             d.parameters = *p;
+        }
+        if (is_strict) {
+            // Strict tools' arguments are sampled to match their schema.
+            strict[d.name] = compile_schema(d.parameters.value_or(Json{{"type", "object"}}),
+                                            tp + ".function.parameters");
         }
         tools.push_back(std::move(d));
     }
@@ -628,9 +689,10 @@ ChatRequest parse_chat_request(const Json& body, const ChatRequestOptions& optio
                                           "store",
                                           "service_tier"};
     if (options.allow_test_options) allowed.insert("neural_forced_output");
+    ChatRequest r;
+    LenientScope lenient(options.strict, r.ignored_fields);
     check_keys(body, allowed, "");
 
-    ChatRequest r;
     auto model = get_string(body, "model", "model");
     if (!model || model->empty()) missing("model");
     r.model = *model;
@@ -649,7 +711,7 @@ ChatRequest parse_chat_request(const Json& body, const ChatRequestOptions& optio
     for (std::size_t i = 0; i < messages->size(); ++i) hb.add((*messages)[i], i);
     r.history = std::move(hb.history);
 
-    parse_sampling(body, r.sampling);
+    parse_sampling(body, r.sampling, r.seed_given);
     r.max_tokens = parse_max_tokens(body);
     r.stop = parse_stop(body, options.limits);
     parse_stream(body, r.stream, r.include_usage);
@@ -676,7 +738,8 @@ ChatRequest parse_chat_request(const Json& body, const ChatRequestOptions& optio
         }
     }
 
-    std::vector<chat::ToolDescription> tools = parse_tools(body, options.limits);
+    std::map<std::string, std::shared_ptr<const chat::JsonSchemaGrammar>> strict_tools;
+    std::vector<chat::ToolDescription> tools = parse_tools(body, options.limits, strict_tools);
     parse_tool_choice(body, r, tools);
     if (!hb.instructions.empty()) {
         std::string text;
@@ -695,6 +758,16 @@ ChatRequest parse_chat_request(const Json& body, const ChatRequestOptions& optio
         r.developer.tools.push_back(chat::ToolNamespace::functions(std::move(tools)));
     }
     r.developer.response_format = parse_response_format(body);
+    auto constraint = std::make_shared<OutputConstraint>();
+    if (r.developer.response_format) {
+        constraint->final_answer =
+            body["response_format"]["type"] == "json_object"
+                ? chat::JsonSchemaGrammar::any_object()
+                : compile_schema(r.developer.response_format->schema,
+                                 "response_format.json_schema.schema");
+    }
+    if (r.tool_choice != ToolChoice::none) constraint->function_arguments = std::move(strict_tools);
+    if (!constraint->empty()) r.constraint = std::move(constraint);
     if (r.tool_choice == ToolChoice::named) {
         // The sampler writes the call header; the model writes the arguments.
         r.forced_output = "<|channel|>commentary to=functions." + r.tool_choice_name +
@@ -709,9 +782,12 @@ ChatRequest parse_chat_request(const Json& body, const ChatRequestOptions& optio
 
 // ---- completions ----------------------------------------------------------------------------
 
-CompletionRequest parse_completion_request(const Json& body, const ParseLimits& limits) {
+CompletionRequest parse_completion_request(const Json& body, const ParseLimits& limits,
+                                           bool strict) {
     if (!body.is_object())
         throw RequestError("the request body must be a JSON object", {}, "invalid_json");
+    CompletionRequest r;
+    LenientScope lenient(strict, r.ignored_fields);
     check_keys(body,
                {"model",
                 "prompt",
@@ -734,7 +810,6 @@ CompletionRequest parse_completion_request(const Json& body, const ParseLimits& 
                 "presence_penalty",
                 "logit_bias"},
                "");
-    CompletionRequest r;
     auto model = get_string(body, "model", "model");
     if (!model || model->empty()) missing("model");
     r.model = *model;
@@ -773,7 +848,7 @@ CompletionRequest parse_completion_request(const Json& body, const ParseLimits& 
     if (const auto* ids = std::get_if<std::vector<TokenId>>(&r.prompt); ids && ids->empty()) {
         throw RequestError("'prompt' must not be empty", "prompt", "invalid_value");
     }
-    parse_sampling(body, r.sampling);
+    parse_sampling(body, r.sampling, r.seed_given);
     if (auto m = parse_max_tokens(body)) r.max_tokens = *m;
     r.stop = parse_stop(body, limits);
     parse_stream(body, r.stream, r.include_usage);
@@ -796,7 +871,7 @@ Json usage_json(const Usage& u) {
                 {"completion_tokens", u.completion_tokens},
                 {"total_tokens", u.prompt_tokens + u.completion_tokens},
                 {"prompt_tokens_details", Json{{"cached_tokens", u.cached_tokens}}},
-                {"completion_tokens_details", Json{{"reasoning_tokens", 0}}}};
+                {"completion_tokens_details", Json{{"reasoning_tokens", u.reasoning_tokens}}}};
 }
 
 std::string tool_call_id(std::string_view request_id, std::size_t index) {

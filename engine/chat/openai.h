@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -16,6 +17,7 @@
 #include "chat/message.h"
 #include "chat/parser.h"
 #include "neural/error.h"
+#include "runtime/constraint.h"
 #include "runtime/sampler.h"
 #include "tokenizer/tokenizer.h"
 
@@ -62,6 +64,9 @@ struct ChatRequestOptions {
   // Accept the test-only field "neural_forced_output" (a harmony string that the sampler emits
   // instead of sampling). Off in production: an unknown field is a 400 like any other.
   bool allow_test_options = false;
+  // Strict: an unknown field is a 400. Lenient (the default): unknown fields are ignored and
+  // named in the request's ignored_fields (the server logs each name once).
+  bool strict = false;
   ParseLimits limits;
 };
 
@@ -84,14 +89,21 @@ struct ChatRequest {
   // named tool choice, or the whole output when a test forces it. Encode it with
   // Tokenizer::encode(text, true) into TurnOptions::forced_tokens.
   std::optional<std::string> forced_output;
+  // Structured output: response_format json_object / json_schema and strict function tools,
+  // compiled to grammars the sampler enforces (null: nothing is constrained).
+  std::shared_ptr<const OutputConstraint> constraint;
+  bool seed_given = false;  // "seed" was in the request (the server picks one otherwise)
+  // Unknown fields a lenient parse skipped, as paths with indices dropped ("messages[].foo").
+  std::vector<std::string> ignored_fields;
 
   // system, developer (when it has anything to say) and history, ready to render.
   chat::Conversation conversation() const;
   bool has_developer_message() const;
 };
 
-// Validates and maps a /v1/chat/completions body. Unsupported fields and values (n > 1,
-// logprobs, penalties, non-text content parts, ...) are refused, not ignored.
+// Validates and maps a /v1/chat/completions body. Unsupported values (n > 1, logprobs,
+// penalties, non-text content parts, schemas the grammar cannot enforce, ...) are refused;
+// unknown fields are refused only with options.strict.
 ChatRequest parse_chat_request(const Json& body, const ChatRequestOptions& options = {});
 
 struct CompletionRequest {
@@ -103,10 +115,14 @@ struct CompletionRequest {
   std::vector<std::string> stop;
   bool stream = false;
   bool include_usage = false;
+  bool seed_given = false;
+  std::vector<std::string> ignored_fields;
 };
 
-// Validates and maps a /v1/completions body.
-CompletionRequest parse_completion_request(const Json& body, const ParseLimits& limits = {});
+// Validates and maps a /v1/completions body (strict: unknown fields are a 400; lenient: they
+// are skipped and named in ignored_fields).
+CompletionRequest parse_completion_request(const Json& body, const ParseLimits& limits = {},
+                                           bool strict = false);
 
 // ---- responses ------------------------------------------------------------------------------
 
@@ -114,6 +130,7 @@ struct Usage {
   std::int64_t prompt_tokens = 0;
   std::int64_t completion_tokens = 0;
   std::int64_t cached_tokens = 0;  // of the prompt tokens, reused from the KV cache
+  std::int64_t reasoning_tokens = 0;  // of the completion tokens, the analysis channel's
 };
 
 struct ChatResult {

@@ -23,7 +23,7 @@ struct ModelConfig;
 namespace store { class ExpertStore; }
 namespace telemetry { struct MoeCounters; }
 
-// Knobs of the CUDA backend (DESIGN.md "Launcher/profile knobs"); LoadOptions carries them.
+// Knobs of the CUDA backend (docs/USER_GUIDE.md "Using the GPU"); LoadOptions carries them.
 struct GpuOptions {
   int device = 0;
   // Caps everything the backend allocates on the GPU (GiB, 1 GiB = 2^30 B), so a big GPU can
@@ -58,9 +58,9 @@ struct GpuOptions {
   int scratch_slots = 4;
   int staging_threads = 8;
   // Non-resident experts with at most this many tokens of a layer run on the CPU (multi-token
-  // kernel) instead of being staged; 0: always staged. 6 measured best on the 120b shape (3k
-  // prompt 1.34-1.45 s against 1.9-2.9 s at 16 and 1.46-1.56 s at 2; 13k unchanged:
-  // docs/BENCHMARKS.md "GPU prefill"); at most cpu::ExpertKernel::kMaxTokens (16).
+  // kernel) instead of being staged; 0: always staged. 6 is the fastest value measured on the
+  // 120b shape's prompts (docs/BENCHMARKS.md "GPU prefill"); at most
+  // cpu::ExpertKernel::kMaxTokens (16).
   int prefill_cpu_tokens = 6;
   // Layer-major prompts of more than one block: up to this many of a layer's experts that the
   // first block's routing already sends to staging are copied into their own pinned buffers
@@ -69,15 +69,17 @@ struct GpuOptions {
   int prefill_early = 32;
   // Grouped GEMM (--grouped-gemm 1): a layer's resident experts go in groups of up to 3 per
   // launch (cuda/expert_gemm.cuh), the same bits as one launch per expert; staged experts run
-  // alone. As DESIGN.md says, only for prompts that are one block of 1,024-4,096 new tokens
-  // (kGroupedGemmMin/Max). Off by default: measured 0-4% faster (docs/BENCHMARKS.md).
+  // alone. Only for prompts that are one block of 1,024-4,096 new tokens (kGroupedGemmMin/Max;
+  // docs/CUDA.md "A prompt"). Off by default: measured gains are a few percent
+  // (docs/BENCHMARKS.md "Grouped GEMM").
   bool grouped_gemm = false;
   // fp16 expert GEMMs (--prefill-fp16 1): prompts' GPU experts multiply fp16 operands (11 bits
   // of each activation, one tensor-core product) instead of bf16 hi + lo halves (~16 bits, two
-  // products): measured 1.24-1.55x faster expert GEMMs (docs/BENCHMARKS.md). Off by default: on
-  // the tiny fixture the fp16 rounding moves logits by up to 1.0 against golden.json's 5e-2
-  // (docs/CUDA.md "Numerics"). Activations are scaled by powers of two from the model's bounds;
-  // a layer without a finite bound keeps hi + lo. Decode does not use these kernels.
+  // products): faster expert GEMMs (docs/BENCHMARKS.md "Pinned store, two expert streams, fp16
+  // prompt experts"). Off by default: on the tiny fixture the fp16 rounding moves logits by up
+  // to 1.0 against golden.json's 5e-2 (docs/CUDA.md "Numerics"). Activations are scaled by
+  // powers of two from the model's bounds; a layer without a finite bound keeps hi + lo. Decode
+  // does not use these kernels.
   bool prefill_fp16 = false;
   // Expert streams (--expert-streams 1|2): with 2 (the default), a prompt's GPU experts run
   // their gate_up on a second stream beside the previous expert's down (a second block of act
@@ -102,8 +104,8 @@ struct GpuOptions {
   // Pinned store (--pin-store auto|0|1, docs/CUDA.md "Pinned store"): with a raw store the backend
   // registers the store's whole mapping with CUDA at load (page-locked, read-only), and a prompt's
   // staged experts are copied to the GPU straight from it instead of through the staging threads'
-  // pinned buffers (their host memcpy ran at a third of pinned DMA's rate and bounded the 20b
-  // prompts: docs/BENCHMARKS.md). The whole store then stays in RAM while the model is loaded
+  // pinned buffers (their host memcpy is slower than pinned DMA and bounded the 20b prompts:
+  // docs/BENCHMARKS.md "GPU prefill"). The whole store then stays in RAM while the model is loaded
   // (--release-resident gives nothing back). "auto": when the store is at most half of the
   // physical RAM (pin_store_by_default); "1": always tried; "0": never. A registration that fails
   // warns and keeps the staging threads.

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numeric>
 #include <vector>
 
@@ -107,6 +108,29 @@ std::int32_t Sampler::sample(std::span<const float> logits, std::size_t valid) {
         if (u < acc) return c[i].id;
     }
     return c[keep - 1].id;
+}
+
+std::int32_t Sampler::sample_constrained(std::span<const float> logits, std::size_t valid,
+                                         const std::function<bool(std::int32_t)>& allowed,
+                                         const std::function<void(std::vector<float>&)>& mask,
+                                         int tries, bool* masked) {
+    const std::size_t n = std::min(valid, logits.size());
+    if (n == 0) fail("cannot sample from an empty distribution");
+    work_.assign(logits.begin(), logits.begin() + static_cast<std::ptrdiff_t>(n));
+    constexpr float kNone = -std::numeric_limits<float>::infinity();
+    if (masked) *masked = false;
+    for (int t = 0; t < tries; ++t) {
+        const std::int32_t id = sample(work_, n);
+        if (work_[static_cast<std::size_t>(id)] == kNone) break;  // nothing finite left
+        if (allowed(id)) return id;
+        work_[static_cast<std::size_t>(id)] = kNone;
+    }
+    mask(work_);
+    if (masked) *masked = true;
+    if (std::none_of(work_.begin(), work_.end(), [&](float v) { return v != kNone; })) {
+        fail("no token can continue the constrained output");
+    }
+    return sample(work_, n);
 }
 
 }  // namespace neural

@@ -3,9 +3,11 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <random>
 #include <span>
+#include <vector>
 
 namespace neural {
 
@@ -28,11 +30,22 @@ class Sampler {
   // has rows past the tokenizer's last id; they must never be emitted).
   std::int32_t sample(std::span<const float> logits, std::size_t valid = SIZE_MAX);
 
+  // Picks a token that `allowed` accepts (constrained output, runtime/constraint.h): draws from
+  // the distribution and checks the draw up to `tries` times, removing each rejected id; then
+  // `mask` sets every id that may not come to -infinity and the draw is from what is left.
+  // tries == 0 masks first (the reference path). `masked` (optional) tells whether the mask was
+  // needed. Throws neural::Error when no id is left.
+  std::int32_t sample_constrained(std::span<const float> logits, std::size_t valid,
+                                  const std::function<bool(std::int32_t)>& allowed,
+                                  const std::function<void(std::vector<float>&)>& mask,
+                                  int tries, bool* masked = nullptr);
+
   const SamplingParams& params() const { return params_; }
 
  private:
   SamplingParams params_;
   std::mt19937_64 rng_;
+  std::vector<float> work_;  // sample_constrained's copy of the logits
 };
 
 // Index of the largest value; the lowest index wins ties.

@@ -27,6 +27,11 @@ constexpr int kVersion = 1;
 constexpr char kKvMagic[8] = {'N', 'E', 'U', 'R', 'A', 'L', 'K', 'V'};
 constexpr std::uint32_t kKvVersion = 1;
 
+// Constrained sampling: draws checked before the whole vocabulary is masked. A model that knows
+// JSON mostly draws a valid token first; a draw that fails usually means the valid tokens are
+// few (a structural position), where more draws rarely help.
+constexpr int kConstrainedTries = 3;
+
 double seconds_since(Clock::time_point t) {
     return std::chrono::duration<double>(Clock::now() - t).count();
 }
@@ -287,11 +292,58 @@ TurnResult ChatSession::respond(const TurnOptions& options,
             request.prompt_major_page_faults = faults1.major - faults0.major;
         }
         Sampler sampler(options.sampling);
+        // Structured output: `active` is the constrained message in progress (its recogniser and
+        // terminator), `closing` the shortest completion once the token budget runs short.
+        const OutputConstraint* constraint = options.constraint.get();
+        if (constraint && !constraint->empty() && !vocab_)
+            vocab_ = std::make_shared<TokenVocabulary>(tok, vocab);
+        std::optional<ActiveConstraint> active;
+        std::vector<TokenId> closing;
+        std::size_t closing_at = 0;
+        std::vector<std::uint8_t> mask_scratch;
+        const std::optional<TokenId> return_id = tok.special_id("<|return|>");
+        const std::optional<TokenId> call_id = tok.special_id("<|call|>");
+        bool in_reasoning = false;
+        std::int64_t header_tokens = 0;  // tokens of the header being read
+        auto constrained_next = [&](int i) -> TokenId {
+            ++result.stats.constraint.steps;
+            if (closing_at < closing.size()) return closing[closing_at++];
+            const std::string rest = active->recognizer().shortest_completion();
+            const auto left = static_cast<std::size_t>(options.max_tokens - i);
+            if (closing.empty() && left <= rest.size() + 1) {
+                // Every byte is a token, so the completion and the terminator fit in `left`.
+                std::vector<TokenId> tokens = tok.encode(rest);
+                tokens.push_back(active->terminator());
+                ActiveConstraint probe = *active;
+                const bool fits = std::all_of(tokens.begin(), tokens.end(), [&](TokenId t) {
+                    return probe.accept(*vocab_, t);
+                });
+                if (fits && tokens.size() <= left) {
+                    closing = std::move(tokens);
+                    ++result.stats.constraint.completions;
+                    return closing[closing_at++];
+                }
+            }
+            bool masked = false;
+            const TokenId t = sampler.sample_constrained(
+                logits, vocab, [&](TokenId id) { return active->allows(*vocab_, id); },
+                [&](std::vector<float>& l) { active->mask_logits(*vocab_, l, mask_scratch); },
+                constraint->full_mask ? 0 : kConstrainedTries, &masked);
+            if (masked) ++result.stats.constraint.full_masks;
+            return t;
+        };
         for (int i = 0; i < options.max_tokens; ++i) {
             const auto step = static_cast<std::size_t>(i);
-            const TokenId next = step < options.forced_tokens.size()
-                                     ? options.forced_tokens[step]
-                                     : sampler.sample(logits, vocab);
+            TokenId next;
+            if (step < options.forced_tokens.size()) {
+                next = options.forced_tokens[step];
+            } else if (active) {
+                next = constrained_next(i);
+            } else {
+                next = sampler.sample(logits, vocab);
+            }
+            // A forced token outside the grammar ends the constraint (forced output wins).
+            if (active && !active->accept(*vocab_, next)) active.reset();
             if (recording && i > 0) {
                 // Token i + 1: the forward pass of token i and this sampling step.
                 const auto now = Clock::now();
@@ -327,7 +379,34 @@ TurnResult ChatSession::respond(const TurnOptions& options,
                 result.stats.first_token_seconds = seconds_since(t0);
             }
             ++result.stats.generated_tokens;
+            const bool was_open = parser.current_message().has_value();
             parser.feed(next, events);
+            if (in_reasoning) ++result.stats.reasoning_tokens;
+            else if (!was_open) ++header_tokens;
+            for (const auto& e : events) {
+                if (e.type == chat::EventType::message_end) {
+                    in_reasoning = false;
+                    active.reset();
+                    closing.clear();
+                    closing_at = 0;
+                    header_tokens = 0;
+                } else if (e.type == chat::EventType::message_start) {
+                    const chat::Message& m = e.message;
+                    in_reasoning = m.channel == "analysis" && !m.is_tool_call();
+                    if (in_reasoning) result.stats.reasoning_tokens += header_tokens;
+                    header_tokens = 0;
+                    if (constraint && constraint->final_answer && return_id &&
+                        m.role == chat::Role::assistant && !m.is_tool_call() &&
+                        (m.channel == "final" || !m.channel)) {
+                        active.emplace(constraint->final_answer, *return_id);
+                    }
+                } else if (e.type == chat::EventType::tool_call_start && constraint && call_id &&
+                           !e.function_name.empty()) {
+                    auto it = constraint->function_arguments.find(e.function_name);
+                    if (it != constraint->function_arguments.end())
+                        active.emplace(it->second, *call_id);
+                }
+            }
             emit();
             if (stop_text.stopped()) break;
             if (std::find(stops.begin(), stops.end(), next) != stops.end()) break;

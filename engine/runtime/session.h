@@ -8,6 +8,7 @@
 #include <chrono>
 #include <filesystem>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -16,6 +17,7 @@
 #include "chat/message.h"
 #include "chat/parser.h"
 #include "chat/render.h"
+#include "runtime/constraint.h"
 #include "runtime/kv_cache.h"
 #include "runtime/model.h"
 #include "runtime/sampler.h"
@@ -37,12 +39,19 @@ struct TurnOptions {
   // watches it instead of cancel()'s flag, so a cancel that arrives before the turn starts is
   // not lost to respond() resetting the session's own flag.
   const std::atomic<bool>* cancel = nullptr;
+  // Structured output (runtime/constraint.h): the final answer and the arguments of strict
+  // function calls are sampled so that they match their JSON schema. The reasoning stays free;
+  // a constrained message is closed with its shortest valid completion when the token budget
+  // would otherwise cut it. Null: nothing is constrained.
+  std::shared_ptr<const OutputConstraint> constraint;
 };
 
 struct TurnStats {
   std::int64_t prompt_tokens = 0;   // tokens of the rendered prompt
   std::int64_t cached_tokens = 0;   // of those, reused from the KV cache
   std::int64_t generated_tokens = 0;
+  std::int64_t reasoning_tokens = 0;  // of those, tokens of analysis messages (with headers)
+  ConstraintStats constraint;
   double prompt_seconds = 0;        // processing the new prompt tokens
   double first_token_seconds = 0;   // request start -> first generated token
   double decode_seconds = 0;        // first -> last generated token
@@ -122,6 +131,7 @@ class ChatSession {
   std::vector<TokenId> cached_;  // the tokens whose K/V are in cache_, in order
   std::atomic<bool> cancel_{false};
   std::string kv_note_;
+  std::shared_ptr<const TokenVocabulary> vocab_;  // built on the first constrained turn
 };
 
 // Finds text stop sequences in streamed text. Text that may still turn out to be the start of a

@@ -52,6 +52,12 @@ const char* const kWeatherTools = R"([{"type": "function", "function": {
         "unit": {"type": "string", "enum": ["celsius", "fahrenheit"], "default": "celsius"}},
       "required": ["location"]}}}])";
 
+ChatRequestOptions strict() {
+    ChatRequestOptions o;
+    o.strict = true;
+    return o;
+}
+
 ChatRequestOptions dated() {
     ChatRequestOptions o;
     o.current_date = "2025-08-05";
@@ -242,7 +248,8 @@ TEST(OpenAiRequest, ToolChoice) {
 TEST(OpenAiRequest, TestOnlyForcedOutputNeedsTheOption) {
     Json body = minimal();
     body["neural_forced_output"] = "<|channel|>final<|message|>hi<|return|>";
-    expect_refused(body, "neural_forced_output", "unsupported parameter");
+    expect_refused(body, "neural_forced_output", "unsupported parameter", strict());
+    EXPECT_FALSE(parse_chat_request(body).forced_output);  // lenient: ignored
     ChatRequestOptions o;
     o.allow_test_options = true;
     EXPECT_EQ(parse_chat_request(body, o).forced_output.value_or(""),
@@ -308,7 +315,7 @@ TEST(OpenAiRequest, RefusesWhatItCannotDo) {
     expect_refused(b, "presence_penalty", "not supported");
     b = minimal();
     b["functions"] = Json::array();
-    expect_refused(b, "functions", "unsupported parameter 'functions'");
+    expect_refused(b, "functions", "unsupported parameter 'functions'", strict());
     b = minimal();
     b["stream_options"] = Json::parse(R"({"include_usage": true})");
     expect_refused(b, "stream_options", "only allowed when 'stream' is true");
@@ -329,10 +336,82 @@ TEST(OpenAiRequest, RefusesWhatItCannotDo) {
     expect_refused(b, "messages[0]", "no assistant message before it called a tool");
     b = minimal();
     b["messages"][0]["surprise"] = 1;
-    expect_refused(b, "messages[0].surprise", "unsupported parameter");
+    expect_refused(b, "messages[0].surprise", "unsupported parameter", strict());
     b = minimal();
     b["response_format"] = Json::parse(R"({"type": "yaml"})");
     expect_refused(b, "response_format.type", "json_schema");
+}
+
+TEST(OpenAiRequest, LenientParsingIgnoresUnknownFieldsAndNamesThem) {
+    Json b = minimal();
+    b["functions"] = Json::array();
+    b["frobnicate"] = 1;
+    b["messages"].push_back(Json{{"role", "user"}, {"content", "two"}, {"surprise", 1}});
+    b["messages"][0]["surprise"] = 2;
+    const ChatRequest r = parse_chat_request(b);
+    EXPECT_EQ(r.ignored_fields,
+              (std::vector<std::string>{"functions", "frobnicate", "messages[].surprise"}));
+    ASSERT_EQ(r.history.size(), 2u);
+    EXPECT_EQ(r.history[1].text(), "two");
+    // Known fields with values the server cannot honour are still refused.
+    b["logprobs"] = true;
+    expect_refused(b, "logprobs", "not supported");
+    Json c = Json::parse(R"({"model": "m", "prompt": "x", "suffix_v2": 1})");
+    EXPECT_EQ(parse_completion_request(c).ignored_fields, std::vector<std::string>{"suffix_v2"});
+    EXPECT_THROW(parse_completion_request(c, {}, true), RequestError);
+}
+
+TEST(OpenAiRequest, SeedGivenOrNot) {
+    EXPECT_FALSE(parse_chat_request(minimal()).seed_given);
+    Json b = minimal();
+    b["seed"] = 0;
+    const ChatRequest r = parse_chat_request(b);
+    EXPECT_TRUE(r.seed_given);
+    EXPECT_EQ(r.sampling.seed, 0u);
+}
+
+TEST(OpenAiRequest, StructuredOutputCompilesAConstraint) {
+    EXPECT_FALSE(parse_chat_request(minimal()).constraint);
+    Json b = minimal();
+    b["response_format"] = Json::parse(R"({"type": "json_object"})");
+    auto r = parse_chat_request(b);
+    ASSERT_TRUE(r.constraint && r.constraint->final_answer);
+    {
+        chat::JsonRecognizer rec(*r.constraint->final_answer);
+        EXPECT_TRUE(rec.feed("{\"a\":[1]}") && rec.complete());
+    }
+    b["response_format"] = Json::parse(R"({"type": "json_schema", "json_schema": {"name": "n",
+        "strict": true, "schema": {"type": "object", "properties": {"x": {"enum": [1, 2]}},
+        "required": ["x"], "additionalProperties": false}}})");
+    r = parse_chat_request(b);
+    ASSERT_TRUE(r.constraint && r.constraint->final_answer);
+    {
+        chat::JsonRecognizer rec(*r.constraint->final_answer);
+        EXPECT_TRUE(rec.feed("{\"x\":2}") && rec.complete());
+        chat::JsonRecognizer bad(*r.constraint->final_answer);
+        EXPECT_FALSE(bad.feed("{\"x\":3}"));
+    }
+    b["response_format"]["json_schema"]["schema"]["properties"]["x"] =
+        Json::parse(R"({"type": "string", "pattern": "^a"})");
+    expect_refused(b, "response_format.json_schema.schema",
+                   "cannot enforce: pattern (at /properties/x/pattern)");
+
+    // Strict tools get a grammar; others do not. tool_choice none drops them.
+    Json t = minimal();
+    t["tools"] = Json::parse(kWeatherTools);
+    t["tools"].push_back(Json::parse(R"({"type": "function", "function": {"name": "strict_one",
+        "strict": true, "parameters": {"type": "object", "properties": {"q": {"type": "string"}},
+        "required": ["q"], "additionalProperties": false}}})"));
+    r = parse_chat_request(t);
+    ASSERT_TRUE(r.constraint);
+    EXPECT_FALSE(r.constraint->final_answer);
+    EXPECT_EQ(r.constraint->function_arguments.size(), 1u);
+    EXPECT_TRUE(r.constraint->function_arguments.count("strict_one"));
+    t["tool_choice"] = "none";
+    EXPECT_FALSE(parse_chat_request(t).constraint);
+    t["tool_choice"] = "auto";
+    t["tools"][1]["function"]["parameters"]["properties"]["q"]["minLength"] = 1;
+    expect_refused(t, "tools[1].function.parameters", "minLength");
 }
 
 TEST(OpenAiRequest, CompletionRequests) {

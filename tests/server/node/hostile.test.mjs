@@ -14,7 +14,7 @@ before(async () => {
 after(async () => server?.stop());
 
 const chatHead = (length, type = 'application/json') =>
-  `POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: ${type}\r\nContent-Length: ${length}\r\n\r\n`;
+  `POST /v1/chat/completions HTTP/1.1\r\nHost: localhost\r\nContent-Type: ${type}\r\nContent-Length: ${length}\r\n\r\n`;
 const goodBody = JSON.stringify({ model: MODEL, messages: [{ role: 'user', content: 'hi' }], max_tokens: 1 });
 
 async function expectAlive() {
@@ -100,7 +100,7 @@ describe('framing and limits', () => {
   });
 
   test('pipelined requests are answered in order', async () => {
-    const two = 'GET /health HTTP/1.1\r\nHost: x\r\n\r\nGET /v1/models HTTP/1.1\r\nHost: x\r\n\r\n';
+    const two = 'GET /health HTTP/1.1\r\nHost: localhost\r\n\r\nGET /v1/models HTTP/1.1\r\nHost: localhost\r\n\r\n';
     const r = await rawRequest(server.port, two, { wait: 1000 });
     assert.equal(r.status, 200);
     assert.match(r.text, /"status":"ok"/);
@@ -109,7 +109,7 @@ describe('framing and limits', () => {
 
   test('HTTP/1.0, bare-LF line ends and non-UTF-8 header values still work', async () => {
     assert.equal((await rawRequest(server.port, 'GET /health HTTP/1.0\r\n\r\n')).status, 200);
-    assert.equal((await rawRequest(server.port, 'GET /health HTTP/1.1\nHost: x\n\n')).status, 200);
+    assert.equal((await rawRequest(server.port, 'GET /health HTTP/1.1\nHost: localhost\n\n')).status, 200);
     const latin = Buffer.concat([Buffer.from('GET /health HTTP/1.1\r\nX-Name: '), Buffer.from([0xe9, 0xff]), Buffer.from('\r\n\r\n')]);
     assert.equal((await rawRequest(server.port, latin)).status, 200);
   });
@@ -120,7 +120,7 @@ describe('framing and limits', () => {
     let text = '';
     socket.on('data', (d) => { text += d.toString('latin1'); });
     for (let i = 1; i <= 3; i++) {
-      socket.write('GET /health HTTP/1.1\r\nHost: x\r\n\r\n');
+      socket.write('GET /health HTTP/1.1\r\nHost: localhost\r\n\r\n');
       const t0 = Date.now();
       while ((text.match(/HTTP\/1\.1 200/g) ?? []).length < i && Date.now() - t0 < 3000) {
         await new Promise((r) => setTimeout(r, 10));

@@ -1,0 +1,547 @@
+#include "chat/responses.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <utility>
+
+#include "chat/openai_fields.h"
+
+namespace neural::openai {
+
+using namespace detail;
+
+namespace {
+
+// Text of a content field: a string, or an array of text parts (input_text, output_text, text,
+// reasoning_text, summary_text, refusal) joined with newlines.
+std::string parts_text(const Json& content, const std::string& param) {
+    if (content.is_string()) return content.get<std::string>();
+    if (!content.is_array()) wrong_type(param, "a string or an array of content parts", content);
+    std::string text;
+    for (std::size_t i = 0; i < content.size(); ++i) {
+        const Json& part = content[i];
+        const std::string pp = fmt::format("{}[{}]", param, i);
+        if (!part.is_object()) wrong_type(pp, "an object", part);
+        auto type = get_string(part, "type", pp + ".type");
+        if (!type) missing(pp + ".type");
+        static const std::set<std::string> text_types = {"input_text", "output_text", "text",
+                                                         "reasoning_text", "summary_text"};
+        std::optional<std::string> t;
+        if (text_types.count(*type)) {
+            check_keys(part, {"type", "text", "annotations", "logprobs"}, pp);
+            t = get_string(part, "text", pp + ".text");
+        } else if (*type == "refusal") {
+            check_keys(part, {"type", "refusal"}, pp);
+            t = get_string(part, "refusal", pp + ".refusal");
+        } else {
+            unsupported(pp + ".type",
+                        fmt::format("content part type '{}' is not supported (text only)", *type));
+        }
+        if (!t) missing(pp + ".text");
+        if (i > 0) text += "\n";
+        text += *t;
+    }
+    return text;
+}
+
+// Rewrites a Chat Completions parameter path into the Responses field it came from.
+struct PathMap {
+    std::vector<std::string> messages;  // messages[k] -> "input[i]" / "instructions"
+
+    std::string map(const std::string& text) const {
+        std::string out = text;
+        for (std::size_t k = messages.size(); k-- > 0;) {
+            const std::string from = fmt::format("messages[{}]", k);
+            for (std::size_t at = out.find(from); at != std::string::npos;
+                 at = out.find(from, at + messages[k].size())) {
+                // messages[1] must not match inside messages[12]
+                const std::size_t end = at + from.size();
+                if (end < out.size() && out[end] >= '0' && out[end] <= '9') continue;
+                out.replace(at, from.size(), messages[k]);
+            }
+        }
+        static const std::pair<const char*, const char*> renames[] = {
+            {"response_format.json_schema.schema", "text.format.schema"},
+            {"response_format.json_schema", "text.format"},
+            {"response_format", "text.format"},
+            {"max_completion_tokens", "max_output_tokens"},
+            {"reasoning_effort", "reasoning.effort"},
+            {".function.", "."},
+            {"tool_choice.function.name", "tool_choice.name"},
+        };
+        for (const auto& [from, to] : renames) {
+            for (std::size_t at = out.find(from); at != std::string::npos;
+                 at = out.find(from, at + std::string_view(to).size())) {
+                out.replace(at, std::string_view(from).size(), to);
+            }
+        }
+        return out;
+    }
+};
+
+std::string item_suffix(const std::string& response_id) {
+    const std::size_t at = response_id.find('_');
+    return at == std::string::npos ? response_id : response_id.substr(at + 1);
+}
+
+}  // namespace
+
+std::optional<std::string> previous_response_id(const Json& body) {
+    if (!body.is_object()) return std::nullopt;
+    return get_string(body, "previous_response_id", "previous_response_id");
+}
+
+ResponsesRequest parse_responses_request(const Json& body, const ChatRequestOptions& options,
+                                         const ConversationState* previous) {
+    if (!body.is_object())
+        throw RequestError("the request body must be a JSON object", {}, "invalid_json");
+    ResponsesRequest r;
+    std::vector<std::string> ignored;
+    LenientScope lenient(options.strict, ignored);
+    std::set<std::string_view> allowed = {
+        "model", "input", "instructions", "previous_response_id", "tools", "tool_choice",
+        "parallel_tool_calls", "text", "reasoning", "max_output_tokens", "temperature", "top_p",
+        "top_k", "min_p", "seed", "stream", "stream_options", "store", "metadata", "user",
+        "service_tier", "include", "truncation", "background", "prompt_cache_key",
+        "safety_identifier", "max_tool_calls", "top_logprobs", "conversation", "prompt"};
+    if (options.allow_test_options) allowed.insert("neural_forced_output");
+    check_keys(body, allowed, "");
+
+    Json chat{{"messages", Json::array()}};
+    PathMap paths;
+    auto add_message = [&](Json m, std::string path) {
+        chat["messages"].push_back(std::move(m));
+        paths.messages.push_back(std::move(path));
+    };
+    if (previous) r.call_names = previous->call_names;
+
+    if (auto instructions = get_string(body, "instructions", "instructions"))
+        add_message(Json{{"role", "developer"}, {"content", *instructions}}, "instructions");
+
+    const Json* input = field(body, "input");
+    if (!input && !previous) missing("input");
+    if (input && input->is_string()) {
+        add_message(Json{{"role", "user"}, {"content", input->get<std::string>()}}, "input");
+    } else if (input && input->is_array()) {
+        if (input->size() > options.limits.max_messages) {
+            throw RequestError(
+                fmt::format("at most {} input items are supported", options.limits.max_messages),
+                "input", "invalid_value");
+        }
+        for (std::size_t i = 0; i < input->size(); ++i) {
+            const Json& item = (*input)[i];
+            const std::string where = fmt::format("input[{}]", i);
+            if (!item.is_object()) wrong_type(where, "an object", item);
+            std::string type = get_string(item, "type", where + ".type").value_or("message");
+            if (type == "message") {
+                check_keys(item, {"type", "role", "content", "id", "status", "name"}, where);
+                auto role = get_string(item, "role", where + ".role");
+                if (!role) missing(where + ".role");
+                const Json* content = field(item, "content");
+                if (!content) missing(where + ".content");
+                Json m{{"role", *role}, {"content", parts_text(*content, where + ".content")}};
+                if (*role != "user" && *role != "assistant" && *role != "system" &&
+                    *role != "developer") {
+                    throw RequestError(
+                        fmt::format("'{}.role' is '{}'; expected user, assistant, system or "
+                                    "developer",
+                                    where, *role),
+                        where + ".role", "invalid_value");
+                }
+                add_message(std::move(m), where);
+            } else if (type == "function_call") {
+                check_keys(item, {"type", "id", "call_id", "name", "arguments", "status"}, where);
+                auto call_id = get_string(item, "call_id", where + ".call_id");
+                if (!call_id) missing(where + ".call_id");
+                auto name = get_string(item, "name", where + ".name");
+                if (!name) missing(where + ".name");
+                std::string args = "{}";
+                if (const Json* a = field(item, "arguments"))
+                    args = a->is_string() ? a->get<std::string>() : a->dump();
+                r.call_names[*call_id] = *name;
+                add_message(Json{{"role", "assistant"},
+                                 {"tool_calls",
+                                  Json::array({Json{{"id", *call_id},
+                                                    {"type", "function"},
+                                                    {"function", Json{{"name", *name},
+                                                                      {"arguments", args}}}}})}},
+                            where);
+            } else if (type == "function_call_output") {
+                check_keys(item, {"type", "id", "call_id", "output", "status"}, where);
+                auto call_id = get_string(item, "call_id", where + ".call_id");
+                if (!call_id) missing(where + ".call_id");
+                const Json* output = field(item, "output");
+                if (!output) missing(where + ".output");
+                auto it = r.call_names.find(*call_id);
+                if (it == r.call_names.end()) {
+                    throw RequestError(
+                        fmt::format("'{}.call_id' is '{}', but no function_call with that call_id "
+                                    "is in the input or the previous response",
+                                    where, *call_id),
+                        where + ".call_id", "invalid_value");
+                }
+                add_message(Json{{"role", "tool"},
+                                 {"tool_call_id", *call_id},
+                                 {"name", it->second},
+                                 {"content", parts_text(*output, where + ".output")}},
+                            where);
+            } else if (type == "reasoning") {
+                check_keys(item, {"type", "id", "content", "summary", "encrypted_content",
+                                  "status"},
+                           where);
+                std::string text;
+                if (const Json* c = field(item, "content")) text = parts_text(*c, where + ".content");
+                if (text.empty()) {
+                    if (const Json* s = field(item, "summary"))
+                        text = parts_text(*s, where + ".summary");
+                }
+                if (!text.empty())
+                    add_message(Json{{"role", "assistant"}, {"reasoning_content", text}}, where);
+            } else {
+                unsupported(where + ".type",
+                            fmt::format("input item type '{}' is not supported (message, "
+                                        "function_call, function_call_output, reasoning)",
+                                        type));
+            }
+        }
+    } else if (input) {
+        wrong_type("input", "a string or an array of input items", *input);
+    }
+    if (chat["messages"].empty() && !previous) {
+        throw RequestError("'input' must not be empty", "input", "invalid_value");
+    }
+
+    // Tools: the flat Responses form; only function tools.
+    if (const Json* tools = field(body, "tools")) {
+        if (!tools->is_array()) wrong_type("tools", "an array", *tools);
+        Json out = Json::array();
+        for (std::size_t i = 0; i < tools->size(); ++i) {
+            const Json& t = (*tools)[i];
+            const std::string tp = fmt::format("tools[{}]", i);
+            if (!t.is_object()) wrong_type(tp, "an object", t);
+            auto type = get_string(t, "type", tp + ".type");
+            if (!type) missing(tp + ".type");
+            if (*type != "function") {
+                unsupported(tp + ".type",
+                            fmt::format("tool type '{}' is not supported (function only)", *type));
+            }
+            check_keys(t, {"type", "name", "description", "parameters", "strict"}, tp);
+            Json fn = Json::object();
+            for (const char* key : {"name", "description", "parameters", "strict"}) {
+                if (auto it = t.find(key); it != t.end()) fn[key] = *it;
+            }
+            out.push_back(Json{{"type", "function"}, {"function", std::move(fn)}});
+        }
+        chat["tools"] = std::move(out);
+    }
+    if (const Json* tc = field(body, "tool_choice")) {
+        if (tc->is_object()) {
+            check_keys(*tc, {"type", "name"}, "tool_choice");
+            auto type = get_string(*tc, "type", "tool_choice.type");
+            if (type != "function") {
+                unsupported("tool_choice.type", "'tool_choice.type' must be function");
+            }
+            Json fn = Json::object();
+            if (auto name = get_string(*tc, "name", "tool_choice.name")) fn["name"] = *name;
+            chat["tool_choice"] = Json{{"type", "function"}, {"function", std::move(fn)}};
+        } else {
+            chat["tool_choice"] = *tc;
+        }
+    }
+    if (const Json* text = field(body, "text")) {
+        if (!text->is_object()) wrong_type("text", "an object", *text);
+        check_keys(*text, {"format", "verbosity"}, "text");
+        get_string(*text, "verbosity", "text.verbosity");
+        if (const Json* f = field(*text, "format")) {
+            if (!f->is_object()) wrong_type("text.format", "an object", *f);
+            auto type = get_string(*f, "type", "text.format.type");
+            if (!type) missing("text.format.type");
+            if (*type == "json_schema") {
+                check_keys(*f, {"type", "name", "schema", "description", "strict"}, "text.format");
+                Json js = Json::object();
+                for (const char* key : {"name", "schema", "description", "strict"}) {
+                    if (auto it = f->find(key); it != f->end()) js[key] = *it;
+                }
+                chat["response_format"] = Json{{"type", "json_schema"}, {"json_schema", js}};
+            } else {
+                chat["response_format"] = *f;
+            }
+        }
+    }
+    if (const Json* reasoning = field(body, "reasoning")) {
+        if (!reasoning->is_object()) wrong_type("reasoning", "an object", *reasoning);
+        check_keys(*reasoning, {"effort", "summary", "generate_summary"}, "reasoning");
+        if (auto effort = get_string(*reasoning, "effort", "reasoning.effort")) {
+            // gpt-oss knows low, medium and high; "minimal" is the nearest to low.
+            chat["reasoning_effort"] = *effort == "minimal" ? std::string("low") : *effort;
+        }
+    }
+    if (auto background = get_bool(body, "background", "background"); background && *background)
+        unsupported("background", "'background' responses are not supported");
+    if (field(body, "conversation"))
+        unsupported("conversation", "'conversation' is not supported; use previous_response_id");
+    if (field(body, "prompt"))
+        unsupported("prompt", "prompt templates ('prompt') are not supported");
+    if (auto tl = get_integer(body, "top_logprobs", "top_logprobs"); tl && *tl != 0)
+        unsupported("top_logprobs", "'top_logprobs' is not supported");
+    if (auto tr = get_string(body, "truncation", "truncation"); tr && *tr != "disabled" && *tr != "auto") {
+        throw RequestError("'truncation' must be auto or disabled", "truncation", "invalid_value");
+    }
+    if (const Json* inc = field(body, "include"); inc && !inc->is_array())
+        wrong_type("include", "an array", *inc);
+    get_integer(body, "max_tool_calls", "max_tool_calls");
+    get_string(body, "prompt_cache_key", "prompt_cache_key");
+    get_string(body, "safety_identifier", "safety_identifier");
+    if (const Json* so = field(body, "stream_options")) {
+        if (!so->is_object()) wrong_type("stream_options", "an object", *so);
+        check_keys(*so, {"include_obfuscation"}, "stream_options");
+    }
+    r.store = get_bool(body, "store", "store").value_or(true);
+    r.previous_response_id = get_string(body, "previous_response_id", "previous_response_id");
+
+    for (const char* key : {"model", "temperature", "top_p", "top_k", "min_p", "seed", "stream",
+                            "parallel_tool_calls", "user", "metadata", "service_tier",
+                            "neural_forced_output"}) {
+        if (auto it = body.find(key); it != body.end()) chat[key] = *it;
+    }
+    if (auto it = body.find("max_output_tokens"); it != body.end())
+        chat["max_completion_tokens"] = *it;
+
+    // A follow-up may add nothing (the previous response's conversation is the whole prompt);
+    // the chat parser wants a message, so it gets an empty one that is dropped again.
+    const bool placeholder = chat["messages"].empty();
+    if (placeholder) add_message(Json{{"role", "user"}, {"content", ""}}, "input");
+    try {
+        ChatRequestOptions chat_options = options;
+        chat_options.strict = true;  // every field of `chat` was put there above
+        r.chat = parse_chat_request(chat, chat_options);
+    } catch (const RequestError& e) {
+        throw RequestError(paths.map(e.what()), paths.map(e.param()), e.code());
+    }
+    if (placeholder) r.chat.history.clear();
+    if (previous) {
+        r.chat.history.insert(r.chat.history.begin(), previous->history.begin(),
+                              previous->history.end());
+    }
+    r.chat.ignored_fields = std::move(ignored);
+
+    // What the response object repeats of the request.
+    Json& echo = r.echo;
+    echo["instructions"] = body.contains("instructions") ? body["instructions"] : Json(nullptr);
+    echo["max_output_tokens"] =
+        body.contains("max_output_tokens") ? body["max_output_tokens"] : Json(nullptr);
+    echo["parallel_tool_calls"] = body.value("parallel_tool_calls", Json(true));
+    echo["previous_response_id"] =
+        r.previous_response_id ? Json(*r.previous_response_id) : Json(nullptr);
+    echo["reasoning"] = Json{
+        {"effort", std::string(chat::reasoning_effort_name(
+                       r.chat.system.reasoning_effort.value_or(chat::ReasoningEffort::medium)))},
+        {"summary", nullptr}};
+    echo["store"] = r.store;
+    echo["temperature"] = body.value("temperature", Json(1.0));
+    echo["text"] = Json{{"format", body.contains("text") && body["text"].is_object() &&
+                                           body["text"].contains("format")
+                                       ? body["text"]["format"]
+                                       : Json{{"type", "text"}}}};
+    echo["tool_choice"] = body.value("tool_choice", Json("auto"));
+    echo["tools"] = body.value("tools", Json::array());
+    echo["top_p"] = body.value("top_p", Json(1.0));
+    echo["truncation"] = body.value("truncation", Json("disabled"));
+    echo["metadata"] = body.value("metadata", Json::object());
+    if (echo["metadata"].is_null()) echo["metadata"] = Json::object();
+    return r;
+}
+
+// ---- encoder ----------------------------------------------------------------------------------
+
+ResponseEncoder::ResponseEncoder(std::string id, std::int64_t created, std::string model, Json echo)
+    : id_(std::move(id)), created_(created), model_(std::move(model)), echo_(std::move(echo)) {
+    response_ = snapshot("in_progress");
+}
+
+Json ResponseEncoder::with_sequence(Json event) {
+    event["sequence_number"] = sequence_++;
+    return event;
+}
+
+Json ResponseEncoder::snapshot(std::string_view status) const {
+    Json r{{"id", id_},
+           {"object", "response"},
+           {"created_at", created_},
+           {"status", std::string(status)},
+           {"error", nullptr},
+           {"incomplete_details", nullptr},
+           {"model", model_}};
+    for (auto it = echo_.begin(); it != echo_.end(); ++it) r[it.key()] = it.value();
+    r["output"] = output_;
+    r["usage"] = nullptr;
+    return r;
+}
+
+std::vector<Json> ResponseEncoder::begin() {
+    return {with_sequence(Json{{"type", "response.created"}, {"response", snapshot("in_progress")}}),
+            with_sequence(
+                Json{{"type", "response.in_progress"}, {"response", snapshot("in_progress")}})};
+}
+
+void ResponseEncoder::open(Item kind, const chat::ParserEvent& e, std::vector<Json>& out) {
+    item_ = kind;
+    text_.clear();
+    const std::string suffix = fmt::format("{}{:02d}", item_suffix(id_), items_);
+    const auto index = output_.size();
+    Json item;
+    switch (kind) {
+        case Item::reasoning:
+            item_id_ = "rs_" + suffix;
+            item = Json{{"id", item_id_}, {"type", "reasoning"}, {"summary", Json::array()},
+                        {"content", Json::array()}};
+            break;
+        case Item::message:
+            item_id_ = "msg_" + suffix;
+            item = Json{{"id", item_id_}, {"type", "message"}, {"status", "in_progress"},
+                        {"role", "assistant"}, {"content", Json::array()}};
+            break;
+        case Item::function_call:
+            item_id_ = "fc_" + suffix;
+            call_id_ = tool_call_id(id_, calls_++);
+            call_name_ = e.function_name;
+            item = Json{{"id", item_id_}, {"type", "function_call"}, {"status", "in_progress"},
+                        {"call_id", call_id_}, {"name", call_name_}, {"arguments", ""}};
+            break;
+        case Item::builtin:
+        case Item::none: return;
+    }
+    ++items_;
+    output_.push_back(item);
+    out.push_back(with_sequence(
+        Json{{"type", "response.output_item.added"}, {"output_index", index}, {"item", item}}));
+    if (kind == Item::reasoning || kind == Item::message) {
+        const Json part = kind == Item::reasoning
+                              ? Json{{"type", "reasoning_text"}, {"text", ""}}
+                              : Json{{"type", "output_text"}, {"text", ""},
+                                     {"annotations", Json::array()}, {"logprobs", Json::array()}};
+        out.push_back(with_sequence(Json{{"type", "response.content_part.added"},
+                                         {"item_id", item_id_},
+                                         {"output_index", index},
+                                         {"content_index", 0},
+                                         {"part", part}}));
+    }
+}
+
+void ResponseEncoder::close(std::string_view status, std::vector<Json>& out) {
+    if (item_ == Item::none || item_ == Item::builtin) {
+        item_ = Item::none;
+        return;
+    }
+    const auto index = output_.size() - 1;
+    Json& item = output_[index];
+    if (item_ == Item::reasoning || item_ == Item::message) {
+        const bool reasoning = item_ == Item::reasoning;
+        const Json part = reasoning ? Json{{"type", "reasoning_text"}, {"text", text_}}
+                                    : Json{{"type", "output_text"}, {"text", text_},
+                                           {"annotations", Json::array()},
+                                           {"logprobs", Json::array()}};
+        Json done{{"type", reasoning ? "response.reasoning_text.done" : "response.output_text.done"},
+                  {"item_id", item_id_},
+                  {"output_index", index},
+                  {"content_index", 0},
+                  {"text", text_}};
+        if (!reasoning) done["logprobs"] = Json::array();
+        out.push_back(with_sequence(std::move(done)));
+        out.push_back(with_sequence(Json{{"type", "response.content_part.done"},
+                                         {"item_id", item_id_},
+                                         {"output_index", index},
+                                         {"content_index", 0},
+                                         {"part", part}}));
+        item["content"] = Json::array({part});
+        if (!reasoning) item["status"] = std::string(status);
+        messages_.push_back(chat::Message::assistant(reasoning ? "analysis" : "final", text_));
+    } else {
+        out.push_back(with_sequence(Json{{"type", "response.function_call_arguments.done"},
+                                         {"item_id", item_id_},
+                                         {"output_index", index},
+                                         {"name", call_name_},
+                                         {"arguments", text_}}));
+        item["arguments"] = text_;
+        item["status"] = std::string(status);
+        messages_.push_back(chat::Message::function_call(call_name_, text_));
+        call_names_[call_id_] = call_name_;
+    }
+    out.push_back(with_sequence(
+        Json{{"type", "response.output_item.done"}, {"output_index", index}, {"item", item}}));
+    item_ = Item::none;
+}
+
+std::vector<Json> ResponseEncoder::event(const chat::ParserEvent& e) {
+    std::vector<Json> out;
+    const auto index = output_.empty() ? 0 : output_.size() - 1;
+    auto delta = [&](const char* type) {
+        if (e.text.empty()) return;
+        text_ += e.text;
+        Json d{{"type", type}, {"item_id", item_id_}, {"output_index", index}};
+        if (item_ != Item::function_call) d["content_index"] = 0;
+        d["delta"] = e.text;
+        if (item_ == Item::message) d["logprobs"] = Json::array();
+        out.push_back(with_sequence(std::move(d)));
+    };
+    switch (e.type) {
+        case chat::EventType::message_start:
+            close("completed", out);
+            if (e.message.is_tool_call()) break;  // opened at tool_call_start
+            open(e.message.channel == "analysis" ? Item::reasoning : Item::message, e, out);
+            break;
+        case chat::EventType::tool_call_start:
+            open(e.function_name.empty() ? Item::builtin : Item::function_call, e, out);
+            break;
+        case chat::EventType::reasoning:
+            if (item_ == Item::reasoning) delta("response.reasoning_text.delta");
+            break;
+        case chat::EventType::content:
+        case chat::EventType::preamble:
+            if (item_ == Item::message) delta("response.output_text.delta");
+            break;
+        case chat::EventType::tool_call_arguments:
+            if (item_ == Item::function_call) delta("response.function_call_arguments.delta");
+            break;
+        case chat::EventType::message_end: close("completed", out); break;
+        case chat::EventType::finish: break;
+    }
+    return out;
+}
+
+std::vector<Json> ResponseEncoder::finish(const ChatResult& result) {
+    std::vector<Json> out;
+    const bool cut = result.finish == chat::FinishReason::length;
+    close(cut ? "incomplete" : "completed", out);
+    response_ = snapshot(cut ? "incomplete" : "completed");
+    if (cut) response_["incomplete_details"] = Json{{"reason", "max_output_tokens"}};
+    const Usage& u = result.usage;
+    response_["usage"] = Json{
+        {"input_tokens", u.prompt_tokens},
+        {"input_tokens_details", Json{{"cached_tokens", u.cached_tokens}}},
+        {"output_tokens", u.completion_tokens},
+        {"output_tokens_details", Json{{"reasoning_tokens", u.reasoning_tokens}}},
+        {"total_tokens", u.prompt_tokens + u.completion_tokens}};
+    out.push_back(with_sequence(
+        Json{{"type", cut ? "response.incomplete" : "response.completed"}, {"response", response_}}));
+    return out;
+}
+
+Json ResponseEncoder::failed(std::string_view message, std::string_view code) {
+    Json r = snapshot("failed");
+    r["error"] = Json{{"code", code.empty() ? std::string("server_error") : std::string(code)},
+                      {"message", std::string(message)}};
+    return with_sequence(Json{{"type", "response.failed"}, {"response", std::move(r)}});
+}
+
+ConversationState ResponseEncoder::state_after(const ResponsesRequest& request) const {
+    ConversationState s;
+    s.history = request.chat.history;
+    s.history.insert(s.history.end(), messages_.begin(), messages_.end());
+    s.call_names = request.call_names;
+    for (const auto& [id, name] : call_names_) s.call_names[id] = name;
+    return s;
+}
+
+}  // namespace neural::openai

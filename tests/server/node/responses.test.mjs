@@ -1,0 +1,360 @@
+// The Responses API through the official openai client (responses.create, responses.stream),
+// structured output that the sampler enforces (text.format, response_format, strict tools) on the
+// random-weight fixture, and the lenient request handling: unknown fields, random seeds, the
+// Host allow-list, /v1/models' context length, SSE keep-alives and --log-file.
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { after, before, describe, test } from 'node:test';
+
+import { MODEL, forced, postJson, rawRequest, startServer } from './helpers.mjs';
+
+let server;
+let client;
+const logFile = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'neural-log-')), 'server.log');
+
+before(async () => {
+  server = await startServer(['--enable-test-options', '--log-file', logFile]);
+  client = server.client();
+});
+after(async () => {
+  await server?.stop();
+});
+
+const weather = {
+  type: 'object',
+  properties: {
+    city: { type: 'string' },
+    days: { type: 'integer' },
+    unit: { enum: ['celsius', 'fahrenheit'] },
+    hours: { type: 'array', items: { type: 'number' }, maxItems: 3 },
+    where: {
+      type: 'object',
+      properties: { lat: { type: 'number' }, ok: { type: 'boolean' } },
+      required: ['lat', 'ok'],
+      additionalProperties: false,
+    },
+  },
+  required: ['city', 'days', 'unit', 'where'],
+  additionalProperties: false,
+};
+
+// The schema above, checked by hand (the test must not trust the server's recogniser).
+function matchesWeather(v) {
+  const keys = Object.keys(v);
+  return typeof v === 'object' && v !== null && !Array.isArray(v)
+    && keys.every((k) => ['city', 'days', 'unit', 'hours', 'where'].includes(k))
+    && typeof v.city === 'string' && Number.isInteger(v.days)
+    && ['celsius', 'fahrenheit'].includes(v.unit)
+    && (v.hours === undefined || (Array.isArray(v.hours) && v.hours.length <= 3
+      && v.hours.every((h) => typeof h === 'number')))
+    && typeof v.where === 'object' && v.where !== null && typeof v.where.lat === 'number'
+    && typeof v.where.ok === 'boolean' && Object.keys(v.where).length === 2;
+}
+
+function parses(text) {
+  try {
+    return JSON.parse(text);
+  } catch {
+    return undefined;
+  }
+}
+
+describe('responses', () => {
+  test('create: string input, usage, incomplete at max_output_tokens', async () => {
+    const r = await client.responses.create({
+      model: MODEL, input: 'Hello!', instructions: 'Be brief.', max_output_tokens: 8, temperature: 0,
+    });
+    assert.equal(r.object, 'response');
+    assert.match(r.id, /^resp_/);
+    assert.equal(r.model, MODEL);
+    assert.equal(r.status, 'incomplete');
+    assert.equal(r.incomplete_details.reason, 'max_output_tokens');
+    assert.equal(r.instructions, 'Be brief.');
+    assert.equal(r.usage.output_tokens, 8);
+    assert.ok(r.usage.input_tokens > 10);
+    assert.equal(r.usage.total_tokens, r.usage.input_tokens + 8);
+    assert.equal(typeof r.usage.input_tokens_details.cached_tokens, 'number');
+    assert.equal(typeof r.usage.output_tokens_details.reasoning_tokens, 'number');
+  });
+
+  test('create: reasoning item, answer and reasoning tokens', async () => {
+    const r = await client.responses.create({
+      model: MODEL, input: [{ role: 'user', content: '2+2?' }], max_output_tokens: 100,
+      reasoning: { effort: 'low' },
+      neural_forced_output: forced.answer('Simple sum.', 'It is 4.'),
+    });
+    assert.equal(r.status, 'completed');
+    assert.equal(r.output_text, 'It is 4.');
+    assert.equal(r.output[0].type, 'reasoning');
+    assert.equal(r.output[0].content[0].text, 'Simple sum.');
+    assert.equal(r.output[1].type, 'message');
+    assert.equal(r.output[1].content[0].type, 'output_text');
+    assert.equal(r.reasoning.effort, 'low');
+    assert.ok(r.usage.output_tokens_details.reasoning_tokens >= 4);
+    assert.ok(r.usage.output_tokens_details.reasoning_tokens < r.usage.output_tokens);
+  });
+
+  test('stream: the documented events, in order, and the final response', async () => {
+    const stream = client.responses.stream({
+      model: MODEL, input: 'Hi', max_output_tokens: 100,
+      neural_forced_output: forced.answer('Thinking it over.', 'Hello there, my friend!'),
+    });
+    const types = [];
+    let text = '';
+    let reasoning = '';
+    stream.on('response.output_text.delta', (e) => { text += e.delta; });
+    stream.on('response.reasoning_text.delta', (e) => { reasoning += e.delta; });
+    for await (const e of stream) types.push(e.type);
+    const final = await stream.finalResponse();
+    assert.equal(types[0], 'response.created');
+    assert.equal(types[1], 'response.in_progress');
+    assert.equal(types.at(-1), 'response.completed');
+    for (const t of ['response.output_item.added', 'response.content_part.added',
+      'response.reasoning_text.delta', 'response.reasoning_text.done',
+      'response.output_text.delta', 'response.output_text.done', 'response.content_part.done',
+      'response.output_item.done']) {
+      assert.ok(types.includes(t), `missing ${t} in ${types.join(' ')}`);
+    }
+    assert.ok(types.filter((t) => t === 'response.output_text.delta').length > 1);
+    assert.equal(text, 'Hello there, my friend!');
+    assert.equal(reasoning, 'Thinking it over.');
+    assert.equal(final.output_text, 'Hello there, my friend!');
+    assert.equal(final.status, 'completed');
+    assert.ok(final.usage.output_tokens > 5);
+  });
+
+  test('function call, then its output with previous_response_id reuses the prompt cache', async () => {
+    const tools = [{
+      type: 'function', name: 'get_weather', description: 'Weather of a city.',
+      parameters: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] },
+    }];
+    const first = await client.responses.create({
+      model: MODEL, input: 'Weather in Oslo?', tools, max_output_tokens: 200,
+      neural_forced_output: forced.call('Use the tool.', 'get_weather', '{"city":"Oslo"}'),
+    });
+    const call = first.output.find((o) => o.type === 'function_call');
+    assert.ok(call, JSON.stringify(first.output));
+    assert.equal(call.name, 'get_weather');
+    assert.deepEqual(JSON.parse(call.arguments), { city: 'Oslo' });
+    assert.match(call.call_id, /^call_/);
+
+    const second = await client.responses.create({
+      model: MODEL, previous_response_id: first.id, tools, max_output_tokens: 100,
+      input: [{ type: 'function_call_output', call_id: call.call_id, output: '{"temp_c": 3}' }],
+      neural_forced_output: forced.final('It is 3 degrees.'),
+    });
+    assert.equal(second.output_text, 'It is 3 degrees.');
+    assert.equal(second.previous_response_id, first.id);
+    assert.ok(second.usage.input_tokens > first.usage.input_tokens);
+    assert.ok(second.usage.input_tokens_details.cached_tokens > first.usage.input_tokens / 2,
+      `cached ${second.usage.input_tokens_details.cached_tokens} of ${second.usage.input_tokens}`);
+  });
+
+  test('streamed function call arguments', async () => {
+    const stream = client.responses.stream({
+      model: MODEL, input: 'Weather?', max_output_tokens: 200,
+      tools: [{ type: 'function', name: 'get_weather', parameters: { type: 'object' } }],
+      neural_forced_output: forced.call('Tool.', 'get_weather', '{"city":"Paris","days":[1,2]}'),
+    });
+    let args = '';
+    let done = null;
+    stream.on('response.function_call_arguments.delta', (e) => { args += e.delta; });
+    stream.on('response.function_call_arguments.done', (e) => { done = e; });
+    const final = await stream.finalResponse();
+    assert.equal(args, '{"city":"Paris","days":[1,2]}');
+    assert.equal(done.arguments, args);
+    assert.equal(final.output.at(-1).type, 'function_call');
+  });
+
+  test('errors: unknown previous response, bad fields named', async () => {
+    await assert.rejects(
+      client.responses.create({ model: MODEL, input: 'x', previous_response_id: 'resp_nope' }),
+      (e) => e.status === 400 && e.param === 'previous_response_id'
+        && /not found/.test(e.message));
+    await assert.rejects(
+      client.responses.create({ model: MODEL, input: 'x', max_output_tokens: 0 }),
+      (e) => e.status === 400 && e.param === 'max_output_tokens');
+    await assert.rejects(
+      client.responses.create({
+        model: MODEL, input: 'x',
+        text: { format: { type: 'json_schema', name: 'n', schema: { type: 'string', pattern: 'a+' } } },
+      }),
+      (e) => e.status === 400 && e.param === 'text.format.schema' && /pattern/.test(e.message));
+    await assert.rejects(client.responses.create({ model: 'other', input: 'x' }),
+      (e) => e.status === 404);
+  });
+});
+
+describe('structured output on a random-weight model', () => {
+  // The sampler is free after the forced final-channel header; only the constraint keeps the
+  // answer valid.
+  const header = '<|channel|>final<|message|>';
+
+  test('chat completions json_schema: every answer parses and matches, unconstrained ones do not', async () => {
+    for (const seed of [1]) {
+      const ask = (extra) => client.chat.completions.create({
+        model: MODEL, messages: [{ role: 'user', content: 'Weather as JSON' }], max_tokens: 75,
+        temperature: 1, seed, neural_forced_output: header, ...extra,
+      });
+      const loose = await ask({});
+      const v = parses(loose.choices[0].message.content);
+      assert.ok(v === undefined || !matchesWeather(v), loose.choices[0].message.content);
+      const r = await ask({
+        response_format: { type: 'json_schema', json_schema: { name: 'weather', strict: true, schema: weather } },
+      });
+      const value = parses(r.choices[0].message.content);
+      assert.ok(value && matchesWeather(value), r.choices[0].message.content);
+      assert.equal(r.choices[0].finish_reason, 'stop');
+    }
+  });
+
+  test('chat completions json_object', async () => {
+    const r = await client.chat.completions.create({
+      model: MODEL, messages: [{ role: 'user', content: 'JSON please' }], max_tokens: 60,
+      temperature: 1, seed: 4, neural_forced_output: header, response_format: { type: 'json_object' },
+    });
+    const value = parses(r.choices[0].message.content);
+    assert.ok(value && typeof value === 'object' && !Array.isArray(value), r.choices[0].message.content);
+  });
+
+  test('responses text.format, streamed', async () => {
+    const stream = client.responses.stream({
+      model: MODEL, input: 'Weather as JSON', max_output_tokens: 75, temperature: 1,
+      neural_forced_output: header,
+      text: { format: { type: 'json_schema', name: 'weather', strict: true, schema: weather } },
+    });
+    const final = await stream.finalResponse();
+    const value = parses(final.output_text);
+    assert.ok(value && matchesWeather(value), final.output_text);
+  });
+
+  test('strict function tools: the arguments match the parameters', async () => {
+    const r = await client.chat.completions.create({
+      model: MODEL, messages: [{ role: 'user', content: 'Weather?' }], max_tokens: 75, temperature: 1,
+      seed: 5,
+      tools: [{ type: 'function', function: { name: 'get_weather', strict: true, parameters: weather } }],
+      tool_choice: { type: 'function', function: { name: 'get_weather' } },
+    });
+    const call = r.choices[0].message.tool_calls?.[0];
+    assert.ok(call, JSON.stringify(r.choices[0].message));
+    const value = parses(call.function.arguments);
+    assert.ok(value && matchesWeather(value), call.function.arguments);
+    assert.equal(r.choices[0].finish_reason, 'tool_calls');
+  });
+
+  test('an unsupported keyword is a 400 naming it', async () => {
+    await assert.rejects(client.chat.completions.create({
+      model: MODEL, messages: [{ role: 'user', content: 'x' }],
+      response_format: { type: 'json_schema', json_schema: { name: 'n', schema: { type: 'object', properties: { a: { type: 'string', format: 'email', minLength: 2 } } } } },
+    }), (e) => e.status === 400 && /minLength \(at \/properties\/a\/minLength\)/.test(e.message));
+  });
+});
+
+describe('lenient requests', () => {
+  test('unknown fields are ignored and logged once per name', async () => {
+    for (let i = 0; i < 2; i += 1) {
+      const r = await postJson(server.url, '/v1/chat/completions', {
+        model: MODEL, messages: [{ role: 'user', content: 'hi', surprise: i }], max_tokens: 2,
+        frobnicate: true,
+      });
+      assert.equal(r.status, 200);
+    }
+    const log = server.log();
+    assert.equal(log.split("unknown request field 'frobnicate'").length - 1, 1, log);
+    assert.equal(log.split("unknown request field 'messages[].surprise'").length - 1, 1, log);
+  });
+
+  test('--strict refuses unknown fields', async () => {
+    const strict = await startServer(['--strict']);
+    try {
+      const r = await postJson(strict.url, '/v1/chat/completions', {
+        model: MODEL, messages: [{ role: 'user', content: 'hi' }], max_tokens: 2, frobnicate: true,
+      });
+      assert.equal(r.status, 400);
+      assert.equal((await r.json()).error.param, 'frobnicate');
+    } finally {
+      await strict.stop();
+    }
+  });
+
+  test('requests without a seed get a random one; a seed repeats', async () => {
+    const ask = (extra) => client.chat.completions.create({
+      model: MODEL, messages: [{ role: 'user', content: 'Tell me a story.' }], max_tokens: 16,
+      temperature: 1, ...extra,
+    });
+    const a = (await ask({})).choices[0].message.content;
+    const b = (await ask({})).choices[0].message.content;
+    assert.notEqual(a, b);
+    assert.equal((await ask({ seed: 11 })).choices[0].message.content,
+      (await ask({ seed: 11 })).choices[0].message.content);
+  });
+
+  test('usage.completion_tokens_details.reasoning_tokens', async () => {
+    const r = await client.chat.completions.create({
+      model: MODEL, messages: [{ role: 'user', content: '2+2?' }], max_tokens: 100,
+      neural_forced_output: forced.answer('Simple sum.', 'It is 4.'),
+    });
+    assert.ok(r.usage.completion_tokens_details.reasoning_tokens >= 4);
+  });
+
+  test('/v1/models carries the context length', async () => {
+    const models = await client.models.list();
+    assert.equal(models.data[0].context_length, 131072);
+  });
+
+  test('Host allow-list: loopback names and addresses pass, other names get 403', async () => {
+    const get = (host) => rawRequest(server.port,
+      `GET /v1/models HTTP/1.1\r\nHost: ${host}\r\nConnection: close\r\n\r\n`);
+    for (const host of ['localhost', `localhost:${server.port}`, '127.0.0.1', `[::1]:${server.port}`,
+      '192.168.1.20:8080', 'app.localhost']) {
+      assert.equal((await get(host)).status, 200, host);
+    }
+    const evil = await get('attacker.example:8080');
+    assert.equal(evil.status, 403);
+    assert.match(evil.text, /host_not_allowed/);
+    // /health answers any host, as it needs no key.
+    assert.equal((await rawRequest(server.port,
+      'GET /health HTTP/1.1\r\nHost: attacker.example\r\nConnection: close\r\n\r\n')).status, 200);
+
+    const allowing = await startServer(['--allowed-host', 'my-pc.lan']);
+    try {
+      const ok = await rawRequest(allowing.port,
+        'GET /v1/models HTTP/1.1\r\nHost: my-pc.lan:8080\r\nConnection: close\r\n\r\n');
+      assert.equal(ok.status, 200);
+    } finally {
+      await allowing.stop();
+    }
+    const keyed = await startServer([], { NEURAL_API_KEY: 'k' });
+    try {
+      const ok = await rawRequest(keyed.port,
+        'GET /v1/models HTTP/1.1\r\nHost: attacker.example\r\nAuthorization: Bearer k\r\nConnection: close\r\n\r\n');
+      assert.equal(ok.status, 200);
+    } finally {
+      await keyed.stop();
+    }
+  });
+
+  test('--log-file gets the request log too', async () => {
+    await client.models.list();
+    const text = fs.readFileSync(logFile, 'utf8');
+    assert.match(text, /GET \/v1\/models 200/);
+    assert.match(text, /ignoring the unknown request field/);
+  });
+
+  test('SSE keep-alive comments while a long prompt runs', async () => {
+    const quick = await startServer(['--sse-keepalive', '0.05']);
+    try {
+      const long = 'word '.repeat(300);
+      const r = await postJson(quick.url, '/v1/chat/completions', {
+        model: MODEL, messages: [{ role: 'user', content: long }], max_tokens: 2, stream: true,
+      });
+      const body = await r.text();
+      assert.match(body, /^: keep-alive$/m);
+      assert.match(body, /data: \[DONE\]/);
+    } finally {
+      await quick.stop();
+    }
+  });
+});
