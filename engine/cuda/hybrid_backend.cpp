@@ -253,6 +253,10 @@ class CudaBackend final : public Backend {
 
     const char* name() const override { return "cuda"; }
     std::string describe() const override { return description_; }
+    std::string experts() const override {
+        return fmt::format("{} kernel, {} team, {} threads", cpu::kernel_isa_name(kernel_->isa()), team_->name(),
+                           team_->size());
+    }
     StorePin store_pin() const override { return {pinned_ != nullptr, pin_seconds_}; }
 
     std::vector<float> forward(std::span<const TokenId> tokens, KvCache& cache,
