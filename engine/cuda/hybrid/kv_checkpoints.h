@@ -1,4 +1,4 @@
-// K/V checkpoints of the GPU backend (issue 12): the GPU holds one sequence's K/V at a time. When
+// K/V checkpoints of the GPU backend: the GPU holds one sequence's K/V at a time. When
 // it switches to another sequence, the outgoing one's K/V of positions [0, n) is copied to host
 // memory here together with its tokens; a sequence that comes back, or a new one that starts with
 // the same tokens (the server's requests sharing a system prompt, a conversation branched in the
