@@ -49,8 +49,9 @@ struct GpuOptions {
   // K/V positions the GPU cache holds (<= the model's maximum); <= 0: min(max, 8192).
   std::int64_t context = 0;
   // The misses run on the persistent worker team unless LoadOptions asks for it explicitly
-  // either way: waking OpenMP's workers 36 times per token cost 4.7 ms per token at 120b
-  // (docs/BENCHMARKS.md). Falls back to OpenMP, with a warning, when the library is missing.
+  // either way: OpenMP wakes its workers once per layer, which costs time per token
+  // (docs/BENCHMARKS.md "Defaults"). Falls back to OpenMP, with a warning, when the library is
+  // missing.
   bool prefer_persistent_team = true;
 
   // Prompts (docs/CUDA.md "Prefill"): "layer" runs each layer over every block of the prompt
@@ -64,9 +65,8 @@ struct GpuOptions {
   int scratch_slots = 4;
   int staging_threads = 8;
   // Non-resident experts with at most this many tokens of a layer run on the CPU (multi-token
-  // kernel) instead of being staged; 0: always staged. 6 measured best on the 120b shape (3k
-  // prompt 1.34-1.45 s against 1.9-2.9 s at 16 and 1.46-1.56 s at 2; 13k unchanged:
-  // docs/BENCHMARKS.md "GPU prefill"); at most cpu::ExpertKernel::kMaxTokens (16).
+  // kernel) instead of being staged; 0: always staged. 6 measured best on the 120b shape
+  // (docs/BENCHMARKS.md "Defaults"); at most cpu::ExpertKernel::kMaxTokens (16).
   int prefill_cpu_tokens = 6;
   // Layer-major prompts of more than one block: up to this many of a layer's experts that the
   // first block's routing already sends to staging are copied into their own pinned buffers
@@ -76,12 +76,12 @@ struct GpuOptions {
   // Grouped GEMM (--grouped-gemm 1): a layer's resident experts go in groups of up to 3 per
   // launch (cuda/expert_gemm.cuh), the same bits as one launch per expert; staged experts run
   // alone. As DESIGN.md says, only for prompts that are one block of 1,024-4,096 new tokens
-  // (kGroupedGemmMin/Max). Off by default: measured 0-4% faster (docs/BENCHMARKS.md).
+  // (kGroupedGemmMin/Max). Off by default: it gained little (docs/BENCHMARKS.md "Defaults").
   bool grouped_gemm = false;
   // fp16 expert GEMMs (--prefill-fp16 1): prompts' GPU experts multiply fp16 operands (11 bits
   // of each activation, one tensor-core product) instead of bf16 hi + lo halves (~16 bits, two
-  // products): measured 1.24-1.55x faster expert GEMMs (docs/BENCHMARKS.md). Off by default: on
-  // the tiny fixture the fp16 rounding moves logits by up to 1.0 against golden.json's 5e-2
+  // products): faster expert GEMMs (docs/BENCHMARKS.md "Defaults"). Off by default: on the tiny
+  // fixture the fp16 rounding moves logits further from golden.json than its tolerance
   // (docs/CUDA.md "Numerics"). Activations are scaled by powers of two from the model's bounds;
   // a layer without a finite bound keeps hi + lo. Decode does not use these kernels.
   bool prefill_fp16 = false;
@@ -97,10 +97,10 @@ struct GpuOptions {
   // context); 0: every layer keeps the whole context. An explicit N must be at least that
   // smallest ring. kv_ring_positions() in runtime/fit.h checks and sizes it. Outputs are the same
   // bits with or without a ring (tested). K/V checkpoints of a ring keep the rings' last
-  // positions (runtime/kv_checkpoints.h).
+  // positions (cuda/hybrid/kv_checkpoints.h).
   int kv_ring = -1;
-  // Host memory for K/V checkpoints (runtime/kv_checkpoints.h): when the GPU switches to another
-  // sequence, the outgoing one's K/V is kept here so it, or a sequence sharing its prefix, need
+  // Host memory for K/V checkpoints (cuda/hybrid/kv_checkpoints.h): when the GPU switches to
+  // another sequence, the outgoing one's K/V is kept here so it, or one sharing its prefix, need
   // not be re-processed; positions another sequence shares with the resident one stay in VRAM.
   // 0 (default): off, a switch re-processes the incoming sequence (RAM is what a 64 GB PC running
   // the 120b model has least of: docs/USER_GUIDE.md).
@@ -108,8 +108,8 @@ struct GpuOptions {
   // Pinned store (--pin-store auto|0|1, docs/CUDA.md "Pinned store"): with a raw store the backend
   // registers the store's whole mapping with CUDA at load (page-locked, read-only), and a prompt's
   // staged experts are copied to the GPU straight from it instead of through the staging threads'
-  // pinned buffers (their host memcpy ran at a third of pinned DMA's rate and bounded the 20b
-  // prompts: docs/BENCHMARKS.md). The whole store then stays in RAM while the model is loaded
+  // pinned buffers (their host memcpy is slower than pinned DMA and bounded the 20b prompts:
+  // docs/BENCHMARKS.md "Defaults"). The whole store then stays in RAM while the model is loaded
   // (--release-resident gives nothing back). "auto": when the store is at most half of the
   // physical RAM (pin_store_by_default); "1": always tried; "0": never. A registration that fails
   // warns and keeps the staging threads.
