@@ -669,10 +669,7 @@ Json run_bench(const BenchOptions& options,
                     {"model_loaded", loaded_now},
                     {"load_seconds", load_seconds},
                     {"workloads", results}};
-        if (const auto* moe = model.cpu().store_moe())
-            run["experts"] = moe->describe();
-        else
-            run["experts"] = "reference path";
+        run["experts"] = model.describe_experts();
         run["backend"] = model.describe_backend();
         // --pin-store: whether the GPU backend registered the store, and the registration's time
         // (part of load_seconds).

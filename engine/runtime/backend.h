@@ -1,7 +1,8 @@
-// The forward-pass backend behind Model::forward: the fp32 CPU reference (cpu/reference_model.h)
-// or the hybrid CUDA backend (engine/cuda/: GPU dense core + expert slot pool, CPU computes the
-// missed experts). Both take the same tokens/KvCache/ForwardOptions and return logits in the same
-// layout, so the session, the CLI, the server and the GUI do not know which one runs.
+// The forward-pass backend behind Model::forward: the CPU backend (cpu/cpu_backend.h: the fp32
+// reference, experts optionally on the fused kernels) or the hybrid CUDA backend (engine/cuda/:
+// GPU dense core + expert slot pool, CPU computes the missed experts). Both take the same
+// tokens/KvCache/ForwardOptions (runtime/forward.h) and return logits in the same layout, so the
+// session, the CLI, the server and the GUI do not know which one runs.
 #pragma once
 
 #include <algorithm>
@@ -14,7 +15,8 @@
 #include <string_view>
 #include <vector>
 
-#include "cpu/reference_model.h"
+#include "runtime/forward.h"
+#include "runtime/kv_cache.h"
 
 namespace neural {
 
@@ -93,10 +95,10 @@ struct GpuOptions {
   // context); 0: every layer keeps the whole context. An explicit N must be at least that
   // smallest ring. kv_ring_positions() in runtime/fit.h checks and sizes it. Outputs are the same
   // bits with or without a ring (tested). K/V checkpoints of a ring keep the rings' last
-  // positions (runtime/kv_checkpoints.h).
+  // positions (cuda/hybrid/kv_checkpoints.h).
   int kv_ring = -1;
-  // Host memory for K/V checkpoints (runtime/kv_checkpoints.h): when the GPU switches to another
-  // sequence, the outgoing one's K/V is kept here so it, or a sequence sharing its prefix, need
+  // Host memory for K/V checkpoints (cuda/hybrid/kv_checkpoints.h): when the GPU switches to
+  // another sequence, the outgoing one's K/V is kept here so it, or one sharing its prefix, need
   // not be re-processed; positions another sequence shares with the resident one stay in VRAM.
   // 0 (default): off, a switch re-processes the incoming sequence (RAM is what a 64 GB PC running
   // the 120b model has least of: docs/USER_GUIDE.md).
@@ -229,6 +231,9 @@ class Backend {
   virtual ~Backend() = default;
   virtual const char* name() const = 0;  // "cpu" / "cuda"
   virtual std::string describe() const = 0;
+  // How the CPU computes experts: the fused kernel, its team and threads (cpu::StoreMoe's and the
+  // CUDA backend's misses), or "reference path" (the plain decode-then-dot loop).
+  virtual std::string experts() const = 0;
   virtual StorePin store_pin() const { return {}; }
   // Same contract as CpuModel::forward. One forward pass at a time (the engine thread).
   virtual std::vector<float> forward(std::span<const TokenId> tokens, KvCache& cache,

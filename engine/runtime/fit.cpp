@@ -19,7 +19,7 @@ namespace {
 
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 constexpr double kGB = 1e9;
-constexpr std::uint64_t kAlign = 256;       // hybrid_backend.cpp rounds every allocation up
+constexpr std::uint64_t kAlign = 256;       // the hybrid backend rounds every allocation up
 constexpr std::uint64_t kStoreAlign = 4096;  // store records (store/format.h)
 constexpr std::int64_t kDefaultContext = 8192;
 constexpr std::int64_t kMinContext = 2048;

@@ -20,7 +20,7 @@
 namespace neural {
 
 // GPU memory of the hybrid CUDA backend for a shape, allocation by allocation as
-// engine/cuda/hybrid_backend.cpp makes them (each rounded up to 256 bytes).
+// engine/cuda/hybrid/setup.cpp makes them (each rounded up to 256 bytes).
 struct GpuMemoryLayout {
   std::uint64_t core_bytes = 0;        // bf16 dense core without the embedding, router outputs
   std::uint64_t kv_bytes = 0;          // fp32 K and V of every layer for `context` positions
@@ -46,7 +46,7 @@ GpuMemoryLayout gpu_memory_layout(const ModelConfig& config, std::int64_t contex
 // ring not smaller than the context, or a model without sliding layers.
 int kv_ring_positions(const ModelConfig& config, std::int64_t context, int ring, int prefill_block);
 
-// Pinned host memory of the GPU prefill with GpuOptions' defaults (engine/cuda/hybrid_backend.cpp):
+// Pinned host memory of the GPU prefill with GpuOptions' defaults (engine/cuda/hybrid/):
 // one record per staging thread and per early-staging buffer (none with a pinned store, whose
 // records are copied from the store itself), the prompt's expert input rows and routing, the CPU
 // path's rows. RAM the OS cannot page out; neural fit counts it.

@@ -5,11 +5,13 @@
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "cpu/cpu_backend.h"
 #include "cpu/parallel.h"
 #include "model/gguf.h"
 #include "neural/error.h"
@@ -183,33 +185,9 @@ std::unique_ptr<Model> Model::load(const fs::path& dir, const LoadOptions& optio
             fail("{}: {}", options.gpu.ranking.string(), e.what());
         }
     }
-    m->cpu_ = std::make_unique<CpuModel>(m->config_, m->weights_, m->store_.get());
-    m->cpu_->set_counters(&m->telemetry_->moe);
-    if (m->store_ && options.kernel != "reference") {
-        cpu::KernelIsa isa;
-        if (options.kernel == "auto") {
-            isa = cpu::select_kernel_isa();
-        } else if (options.kernel == "scalar" || options.kernel == "avx2" || options.kernel == "avx512") {
-            isa = options.kernel == "scalar" ? cpu::KernelIsa::scalar
-                  : options.kernel == "avx2" ? cpu::KernelIsa::avx2 : cpu::KernelIsa::avx512;
-            if (!cpu::kernel_isa_available(isa)) {
-                fail("kernel \"{}\" cannot run on this CPU or build (available: {})", options.kernel,
-                     cpu::kernel_isa_name(cpu::best_kernel_isa()));
-            }
-        } else {
-            fail("unknown kernel \"{}\" (reference, auto, scalar, avx2, avx512)", options.kernel);
-        }
-        cpu::TeamOptions team;
-        team.persistent = options::persistent_team(options, false);
-        team.library = options.kdll;
-        team.threads = options.threads;
-        std::string fallback;
-        auto moe = std::make_unique<cpu::StoreMoe>(m->config_, m->weights_, *m->store_, isa,
-                                                   cpu::make_worker_team(team, &fallback));
-        if (!fallback.empty()) spdlog::warn("persistent CPU team unavailable: {}", fallback);
-        spdlog::debug("experts: {}", moe->describe());
-        m->cpu_->set_store_moe(std::move(moe));
-    }
+    // The fused kernel is checked for every backend (the CUDA backend's misses take the same name).
+    const std::optional<cpu::KernelIsa> isa =
+        m->store_ ? parse_cpu_kernel(options.kernel) : std::nullopt;
     if (options.backend != "cpu" && options.backend != "cuda" && options.backend != "auto") {
         fail("unknown backend \"{}\" (cpu, cuda, auto)", options.backend);
     }
@@ -225,10 +203,20 @@ std::unique_ptr<Model> Model::load(const fs::path& dir, const LoadOptions& optio
         in.threads = options.threads;
         in.moe = &m->telemetry_->moe;
         in.counters = m->backend_counters_.get();
-        m->gpu_ = make_cuda_backend(in, options.gpu);
-        spdlog::info("backend: {}", m->gpu_->describe());
-    } else if (options.backend == "auto") {
-        spdlog::info("backend: cpu ({})", why);
+        m->backend_ = make_cuda_backend(in, options.gpu);
+        spdlog::info("backend: {}", m->backend_->describe());
+    } else {
+        CpuBackendInputs in;
+        in.config = &m->config_;
+        in.weights = &m->weights_;
+        in.store = m->store_.get();
+        in.kernel = isa;
+        in.team.persistent = options::persistent_team(options, false);
+        in.team.library = options.kdll;
+        in.team.threads = options.threads;
+        in.moe = &m->telemetry_->moe;
+        m->backend_ = std::make_unique<CpuBackend>(in);
+        if (options.backend == "auto") spdlog::info("backend: cpu ({})", why);
     }
     spdlog::debug("loaded {}: {} layers, hidden {}, {} experts (top-{}), {} tensors, {} bytes",
                   dir.string(), m->config_.num_layers, m->config_.hidden_size,
@@ -280,13 +268,13 @@ std::vector<float> Model::forward(std::span<const TokenId> tokens, KvCache& cach
     // The thread count is the process's (cpu::threads): a model loaded beside this one (the
     // bench's A/B) may have set its own. One atomic store.
     cpu::set_threads(threads_);
-    return gpu_ ? gpu_->forward(tokens, cache, options) : cpu_->forward(tokens, cache, options);
+    return backend_->forward(tokens, cache, options);
 }
 
-std::string Model::describe_backend() const {
-    if (gpu_) return gpu_->describe();
-    if (const auto* moe = cpu_->store_moe()) return "cpu (" + moe->describe() + ")";
-    return "cpu (fp32 reference)";
+const CpuModel& Model::cpu() const {
+    const auto* b = dynamic_cast<const CpuBackend*>(backend_.get());
+    if (b == nullptr) fail("the loaded backend is \"{}\", not the CPU backend", backend_->name());
+    return b->model();
 }
 
 std::vector<TokenId> Model::stop_tokens() const {

@@ -1,5 +1,6 @@
 // A loaded gpt-oss model: config, generation config, tokenizer, mapped checkpoint, validated
-// weight views and the CPU backend. Loading validates everything before the first forward pass.
+// weight views and the forward-pass backend (CPU or CUDA). Loading validates everything before the
+// first forward pass.
 #pragma once
 
 #include <filesystem>
@@ -8,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "cpu/reference_model.h"
 #include "runtime/backend.h"
+#include "runtime/forward.h"
 #include "model/config.h"
 #include "model/safetensors.h"
 #include "model/weights.h"
@@ -19,6 +20,8 @@
 #include "tokenizer/tokenizer.h"
 
 namespace neural {
+
+class CpuModel;
 
 struct LoadOptions {
   // Expert store (`neural repack`) to read the MXFP4 experts from instead of the checkpoint's
@@ -85,7 +88,9 @@ class Model {
   const GenerationConfig& generation() const { return generation_; }
   const Tokenizer& tokenizer() const { return *tokenizer_; }
   const Checkpoint& checkpoint() const { return checkpoint_; }
-  const CpuModel& cpu() const { return *cpu_; }
+  // The CPU backend's reference model (its store_moe(), or a forward pass on it without the
+  // backend interface); throws neural::Error when the loaded backend is another one.
+  const CpuModel& cpu() const;
   // The expert store the experts are read from, or nullptr (checkpoint tensors).
   const store::ExpertStore* store() const { return store_.get(); }
   // Per-token / per-request records of this model's sessions: written by the one engine thread
@@ -98,10 +103,12 @@ class Model {
   // CLI, the server and the GUI call this, never a backend directly.
   std::vector<float> forward(std::span<const TokenId> tokens, KvCache& cache,
                              const ForwardOptions& options = {}) const;
-  const char* backend_name() const { return gpu_ ? gpu_->name() : "cpu"; }
-  std::string describe_backend() const;
+  const char* backend_name() const { return backend_->name(); }
+  std::string describe_backend() const { return backend_->describe(); }
+  // How the CPU computes experts (Backend::experts).
+  std::string describe_experts() const { return backend_->experts(); }
   // Whether the GPU backend pinned the expert store at load (--pin-store), and how long it took.
-  StorePin store_pin() const { return gpu_ ? gpu_->store_pin() : StorePin{}; }
+  StorePin store_pin() const { return backend_->store_pin(); }
   // GPU phases and hit/admission counts of the hybrid backend (zero on the CPU backend).
   BackendCounters& backend_counters() const { return *backend_counters_; }
   // Ids generation stops on: generation_config eos ids, else config eos ids.
@@ -121,11 +128,12 @@ class Model {
   Checkpoint checkpoint_;
   ModelWeights weights_;
   std::unique_ptr<store::ExpertStore> store_;
-  std::unique_ptr<CpuModel> cpu_;
   std::unique_ptr<telemetry::Telemetry> telemetry_ = std::make_unique<telemetry::Telemetry>();
   std::unique_ptr<BackendCounters> backend_counters_ = std::make_unique<BackendCounters>();
-  std::unique_ptr<Backend> gpu_;  // null: the CPU backend (cpu_)
-  int threads_ = 0;               // LoadOptions::threads, applied before every forward pass
+  // The forward pass (CpuBackend or the CUDA backend); after the telemetry and the counters, so
+  // it is destroyed before them.
+  std::unique_ptr<Backend> backend_;
+  int threads_ = 0;  // LoadOptions::threads, applied before every forward pass
   // The warm-up / lock thread; last, so it is stopped before anything it reads goes away.
   struct RamWorker;
   std::unique_ptr<RamWorker> ram_worker_;

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "cpu/reference_model.h"
+#include "runtime/forward.h"
 #include "store/store.h"
 
 namespace neural {

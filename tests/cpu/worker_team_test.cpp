@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "cpu/persistent/team_abi.h"
+#include "cpu/reference_model.h"
 #include "cpu/store_moe.h"
 #include "cpu/team/fp_control.h"
 #include "neural/error.h"

@@ -289,7 +289,7 @@ int main(int argc, char** argv) {
     cudaGraphExec_t ge;
     CHECK(cudaGraphInstantiate(&ge, g, 0));
     row("layer graph (GPU time)", time_us([&] { CHECK(cudaGraphLaunch(ge, s)); }), 0);
-    // Host view: launch, poll the mid-graph event, then the next launch (as hybrid_backend.cpp).
+    // Host view: launch, poll the mid-graph event, then the next launch (as hybrid/decode.cpp).
     const int reps = 300;
     auto host_time = [&](const char* name, const std::function<void()>& wait) {
         CHECK(cudaStreamSynchronize(s));

@@ -12,6 +12,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "cpu/reference_model.h"
 #include "neural/error.h"
 #include "runtime/generate.h"
 #include "runtime/model.h"

@@ -4,10 +4,10 @@
 
 #include <numeric>
 
+#include "cuda/hybrid/residency.h"
 #include "neural/error.h"
 #include "runtime/model.h"
 #include "runtime/ranking.h"
-#include "runtime/residency.h"
 #include "support/fixtures.h"
 
 namespace neural {

@@ -10,6 +10,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "cpu/reference_model.h"
 #include "model/safetensors.h"
 #include "runtime/model.h"
 #include "store/format.h"

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "cpu/reference_model.h"
 #include "store/format.h"
 #include "store/hash.h"
 #include "support/fixtures.h"

@@ -17,6 +17,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "cpu/reference_model.h"
 #include "model/safetensors.h"
 #include "neural/error.h"
 #include "runtime/model.h"

@@ -4,8 +4,8 @@
 
 #include <numeric>
 
+#include "cuda/hybrid/kv_checkpoints.h"
 #include "neural/error.h"
-#include "runtime/kv_checkpoints.h"
 
 namespace neural {
 namespace {

@@ -1,4 +1,4 @@
-#include "runtime/residency.h"
+#include "cuda/hybrid/residency.h"
 
 #include <algorithm>
 #include <cmath>

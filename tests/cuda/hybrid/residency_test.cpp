@@ -1,10 +1,10 @@
-// The slot policy of the hybrid backend (runtime/residency.h), without a GPU.
+// The slot policy of the hybrid backend (engine/cuda/hybrid/residency.h), without a GPU.
 #include <gtest/gtest.h>
 
 #include <set>
 
+#include "cuda/hybrid/residency.h"
 #include "neural/error.h"
-#include "runtime/residency.h"
 
 namespace neural {
 namespace {

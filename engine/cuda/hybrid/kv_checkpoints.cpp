@@ -1,4 +1,4 @@
-#include "runtime/kv_checkpoints.h"
+#include "cuda/hybrid/kv_checkpoints.h"
 
 #include <algorithm>
 

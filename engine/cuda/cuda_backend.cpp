@@ -1,0 +1,38 @@
+// The CUDA backend's entry points (runtime/backend.h): the usable devices, whether the backend can
+// run, and the hybrid backend itself (hybrid/hybrid_backend.h). backend_none.cpp defines the same
+// in a build without CUDA.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cuda/device.cuh"
+#include "cuda/hybrid/hybrid_backend.h"
+#include "neural/error.h"
+#include "runtime/backend.h"
+
+namespace neural {
+
+std::vector<GpuDevice> gpu_devices(std::string* why) {
+    std::vector<GpuDevice> out;
+    for (const auto& d : cuda::list_devices(why)) {
+        out.push_back({d.index, d.name, d.total_bytes, d.free_bytes});
+    }
+    return out;
+}
+
+bool cuda_backend_available(std::string* why) {
+    std::string reason;
+    const auto devices = cuda::list_devices(&reason);
+    if (devices.empty()) {
+        if (why != nullptr) *why = reason.empty() ? "no CUDA device" : reason;
+        return false;
+    }
+    return true;
+}
+
+std::unique_ptr<Backend> make_cuda_backend(const GpuBackendInputs& inputs, const GpuOptions& gpu) {
+    if (inputs.config == nullptr || inputs.weights == nullptr) fail("make_cuda_backend: no model");
+    return std::make_unique<hybrid::HybridBackend>(inputs, gpu);
+}
+
+}  // namespace neural

@@ -1,0 +1,169 @@
+// One decode token (the file comment of hybrid_backend.h): per layer, the layer's graph is
+// launched, the host waits for its routing, computes the misses on the CPU (some streamed to the
+// GPU) while the GPU computes the resident experts, and starts admissions; the tail graph gives
+// the logits where they are needed.
+#include <atomic>
+#include <cstring>
+#include <span>
+#include <thread>
+
+#include <cuda_runtime.h>
+
+#include "cuda/hybrid/hybrid_backend.h"
+#include "telemetry/telemetry.h"
+
+namespace neural::hybrid {
+
+void HybridBackend::token(TokenId id, std::int64_t pos, bool prompt, float* logits_out, RouterObserver* observer,
+                          const std::atomic<bool>* cancel) {
+    DecodeTally tally;
+    tally.count_moe = in_.moe != nullptr && in_.moe->enabled.load(std::memory_order_relaxed);
+    begin_token(id, pos);
+    for (int l = 0; l < L_; ++l) {
+        throw_if_cancelled(cancel);
+        launch_layer(l, tally);
+        const Route route = wait_for_routing(l, tally);
+        const std::span<const int> experts(route.sel, static_cast<std::size_t>(K_));
+        if (observer != nullptr) {
+            observer->on_route(l, pos, experts, std::span<const float>(route.gate, static_cast<std::size_t>(K_)));
+        }
+        residency_->observe(l, experts, prompt);
+        const MissPlan misses = compute_misses(l, route, tally);
+        admit_misses(l, route, misses, tally);
+    }
+    if (logits_out != nullptr) finish_token(logits_out, tally);
+    if (!prompt) residency_->end_token();
+    count_token(tally);
+}
+
+// The token's position (read by every graph from device memory) and its embedding row, which
+// the first layer's graph copies into the residual stream.
+void HybridBackend::begin_token(TokenId id, std::int64_t pos) {
+    *dec_.pos_host.host<int>() = static_cast<int>(pos);
+    NEURAL_CUDA(cudaMemcpyAsync(dec_.pos, dec_.pos_host.ptr, 4, cudaMemcpyHostToDevice, stream_));
+    embed(id, dec_.in_x.host<float>());
+}
+
+void HybridBackend::launch_layer(int l, DecodeTally& tally) {
+    const auto t0 = Clock::now();
+    NEURAL_CUDA(cudaGraphLaunch(dec_.graphs[static_cast<std::size_t>(l)], stream_));
+    tally.submit += ns_since(t0);
+}
+
+// Waits (polling, the host thread stays on the CPU) until layer l's graph has its routing in
+// host-mapped memory, then reads the choices: expert, gate weight (as bits), VRAM slot.
+HybridBackend::Route HybridBackend::wait_for_routing(int l, DecodeTally& tally) {
+    volatile int* route = dec_.route.host<int>();
+    const auto t0 = Clock::now();
+    for (;;) {
+        const cudaError_t q = cudaEventQuery(dec_.routed[static_cast<std::size_t>(l)]);
+        if (q == cudaSuccess) break;
+        if (q != cudaErrorNotReady) NEURAL_CUDA(q);
+        std::this_thread::yield();
+    }
+    tally.wait += ns_since(t0);
+    Route r;
+    for (int k = 0; k < K_; ++k) {
+        r.sel[k] = route[k];
+        const int g = route[K_ + k];
+        std::memcpy(&r.gate[k], &g, 4);
+        r.slot[k] = route[2 * K_ + k];
+    }
+    return r;
+}
+
+// The misses, on the CPU, while the GPU computes the resident experts; with --stream-misses,
+// half of them (rounded down; not those waiting for admission, which the CPU captures) are
+// streamed to the GPU instead. The CPU's sum lands in host-mapped memory, which the next
+// layer's graph (or the tail) adds to the residual stream.
+HybridBackend::MissPlan HybridBackend::compute_misses(int l, const Route& route, DecodeTally& tally) {
+    float* cpu_out = dec_.cpu_out.host<float>();
+    MissPlan plan;
+    auto t0 = Clock::now();
+    std::memset(cpu_out, 0, static_cast<std::size_t>(H_) * 4);
+    choose_misses(l, route, plan, tally);
+    if (plan.ns > 0) {
+        const auto s0 = Clock::now();
+        stream_misses(l, route.sel, plan.streamed_k, plan.ns);
+        tally.streamed += static_cast<std::uint64_t>(plan.ns);
+        tally.submit += ns_since(s0);
+        t0 = Clock::now();
+    }
+    if (plan.n > 0) {
+        kernel_->decode(*team_, std::span<const cpu::ExpertInput>(plan.inputs, static_cast<std::size_t>(plan.n)),
+                        dec_.h_host.host<float>(), cpu_out);
+    }
+    timing_.cpu_busy[static_cast<std::size_t>(l)] = plan.n > 0;
+    tally.misses += static_cast<std::uint64_t>(plan.n);
+    tally.cpu_ns += ns_since(t0);
+    return plan;
+}
+
+// Splits layer l's choices: hits (computed by the graph from their slots), misses streamed to
+// the GPU (streamed_choices), and the CPU's misses with their inputs; a CPU miss that is a
+// pending admission gets a free capture buffer, which the kernel fills with its record.
+void HybridBackend::choose_misses(int l, const Route& route, MissPlan& plan, DecodeTally& tally) {
+    for (int k = 0; k < K_; ++k) {
+        plan.admit[k] = route.slot[k] < 0 && raw_store_ && !residency_->frozen() &&
+                        residency_->admission_for(l, route.sel[k]);
+    }
+    plan.ns = miss_.stream == nullptr
+                  ? 0
+                  : streamed_choices(std::span<const int>(route.slot, static_cast<std::size_t>(K_)),
+                                     std::span<const bool>(plan.admit, static_cast<std::size_t>(K_)),
+                                     opt_.scratch_slots, plan.streamed_k);
+    for (int j = 0; j < plan.ns; ++j) plan.streamed[plan.streamed_k[j]] = true;
+    int n = 0;
+    for (int k = 0; k < K_; ++k) {
+        if (route.slot[k] >= 0) {
+            ++tally.hits;
+            continue;
+        }
+        if (plan.streamed[k]) continue;
+        plan.inputs[n] = cpu_input(l, route.sel[k], k);
+        plan.inputs[n].weight = route.gate[k];
+        plan.capture_of[n] = -1;
+        plan.missed_k[n] = k;
+        if (plan.admit[k]) {
+            const int b = free_capture();
+            if (b >= 0) {
+                plan.inputs[n].capture = adm_.captures[static_cast<std::size_t>(b)].host<std::uint8_t>();
+                plan.capture_of[n] = b;
+                adm_.capture_busy[static_cast<std::size_t>(b)] = true;
+            }
+        }
+        ++n;
+    }
+    plan.n = n;
+}
+
+// The tail graph (the last layer's experts, final norm, lm_head) and the logits to the host.
+void HybridBackend::finish_token(float* logits_out, DecodeTally& tally) {
+    auto t0 = Clock::now();
+    NEURAL_CUDA(cudaGraphLaunch(dec_.tail, stream_));
+    tally.submit += ns_since(t0);
+    t0 = Clock::now();
+    NEURAL_CUDA(cudaStreamSynchronize(stream_));
+    tally.wait += ns_since(t0);
+    std::memcpy(logits_out, dec_.logits_host.ptr, static_cast<std::size_t>(V_) * 4);
+    if (in_.counters != nullptr && timing_.on) add_gpu_times(*in_.counters);
+}
+
+void HybridBackend::count_token(const DecodeTally& tally) {
+    if (BackendCounters* bc = in_.counters) {
+        bc->graph_submit_ns.fetch_add(tally.submit, std::memory_order_relaxed);
+        bc->gpu_wait_ns.fetch_add(tally.wait, std::memory_order_relaxed);
+        bc->admission_ns.fetch_add(tally.adm_ns, std::memory_order_relaxed);
+        bc->experts_hit.fetch_add(tally.hits, std::memory_order_relaxed);
+        bc->experts_streamed.fetch_add(tally.streamed, std::memory_order_relaxed);
+    }
+    if (tally.count_moe) {
+        telemetry::MoeCounters* mc = in_.moe;
+        mc->ns.fetch_add(tally.cpu_ns, std::memory_order_relaxed);
+        mc->experts.fetch_add(tally.misses, std::memory_order_relaxed);
+        // A raw record is exactly an expert's MXFP4 blocks + scales (3 H I / 32 * 17 bytes).
+        mc->bytes.fetch_add(tally.misses * slots_.record_bytes, std::memory_order_relaxed);
+    }
+}
+
+}  // namespace neural::hybrid

@@ -1,0 +1,156 @@
+// The decode graphs (the file comment of hybrid_backend.h): one per layer, the tail, prefill's
+// logits tail; and the GPU time of a token from their timing marks (GpuOptions::time_gpu).
+#include <algorithm>
+
+#include <cuda_runtime.h>
+
+#include "cuda/attention.cuh"
+#include "cuda/expert_mxfp4.cuh"
+#include "cuda/gemv_bf16.cuh"
+#include "cuda/hybrid/hybrid_backend.h"
+#include "cuda/residual.cuh"
+#include "cuda/rms_norm.cuh"
+#include "cuda/rope_kv.cuh"
+#include "cuda/router.cuh"
+#include "model/config.h"
+
+namespace neural::hybrid {
+
+// Whether a captured graph can record a timing event (an external event-record node) and
+// report its elapsed time; tried once on a throwaway graph, the stream left as it was.
+bool HybridBackend::graphs_can_time(cudaStream_t stream) {
+    cudaEvent_t a = nullptr, b = nullptr;
+    cudaGraph_t g = nullptr;
+    cudaGraphExec_t exec = nullptr;
+    bool ok = cudaEventCreate(&a) == cudaSuccess && cudaEventCreate(&b) == cudaSuccess &&
+              cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal) == cudaSuccess;
+    if (ok) {
+        const bool recorded = cudaEventRecordWithFlags(a, stream, cudaEventRecordExternal) == cudaSuccess &&
+                              cudaEventRecordWithFlags(b, stream, cudaEventRecordExternal) == cudaSuccess;
+        ok = cudaStreamEndCapture(stream, &g) == cudaSuccess && recorded;
+    }
+    float ms = 0;
+    ok = ok && cudaGraphInstantiate(&exec, g, 0) == cudaSuccess && cudaGraphLaunch(exec, stream) == cudaSuccess &&
+         cudaStreamSynchronize(stream) == cudaSuccess && cudaEventElapsedTime(&ms, a, b) == cudaSuccess;
+    if (exec != nullptr) cudaGraphExecDestroy(exec);
+    if (g != nullptr) cudaGraphDestroy(g);
+    for (cudaEvent_t e : {a, b}) {
+        if (e != nullptr) cudaEventDestroy(e);
+    }
+    (void)cudaGetLastError();  // a refusal above is an answer, not an error for later checks
+    return ok;
+}
+
+void HybridBackend::capture_graphs() {
+    const ModelConfig& c = *in_.config;
+    const cuda::ExpertShape shape = expert_shape();
+    float* in_x = dec_.in_x.device<float>();
+    float* h_host = dec_.h_host.device<float>();
+    float* cpu_out = dec_.cpu_out.device<float>();
+    int* route = dec_.route.device<int>();
+    const cuda::RouterOut host_out{route, reinterpret_cast<float*>(route + K_), route + 2 * K_};
+    // Timing events (the bench's GPU time per token, GpuOptions::time_gpu) where this
+    // device's graphs can hold them; else plain events and no GPU times.
+    timing_.on = opt_.time_gpu && graphs_can_time(stream_);
+    timing_.cpu_busy.assign(static_cast<std::size_t>(L_), 0);
+    const unsigned event_flags = timing_.on ? cudaEventDefault : cudaEventDisableTiming;
+    auto event = [&](std::vector<cudaEvent_t>& into) {
+        cudaEvent_t ev;
+        NEURAL_CUDA(cudaEventCreateWithFlags(&ev, event_flags));
+        into.push_back(ev);
+        return ev;
+    };
+    auto mark = [&](cudaEvent_t ev) { NEURAL_CUDA(cudaEventRecordWithFlags(ev, stream_, cudaEventRecordExternal)); };
+    for (int l = 0; l < L_; ++l) {
+        const LayerDevice& ld = layers_[static_cast<std::size_t>(l)];
+        const cudaEvent_t ev = event(dec_.routed);
+        const cudaEvent_t start = timing_.on ? event(timing_.layer_start) : nullptr;
+        const cudaEvent_t end = timing_.on ? event(timing_.layer_end) : nullptr;
+        NEURAL_CUDA(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
+        if (timing_.on) mark(start);
+        if (l == 0) {
+            cuda::copy_vector(in_x, dec_.x, H_, stream_);
+        } else {
+            cuda::add_moe(dec_.x, dec_.moe_gpu, cpu_out, H_, stream_);
+        }
+        cuda::rms_norm(dec_.x, ld.input_norm, c.rms_norm_eps, H_, dec_.h, nullptr, stream_);
+        cuda::gemv_bf16(ld.qkv_w, ld.qkv_b, dec_.h, dec_.qkv, Q_ + 2 * KV_, H_, false, stream_);
+        cuda::rope_kv(dec_.qkv, nq_, nkv_, d_, inv_freq_, concentration_, dec_.pos, ld.k_cache,
+                      ld.v_cache, ld.ring, stream_);
+        const int window = c.layer_is_sliding[static_cast<std::size_t>(l)] ? c.sliding_window : 0;
+        cuda::attention_decode(dec_.qkv, ld.k_cache, ld.v_cache, ld.sinks, nq_, nkv_, d_, window, ld.ring,
+                               dec_.pos, dec_.splits, dec_.attn_scratch, dec_.attn, stream_);
+        cuda::gemv_bf16(ld.o_w, ld.o_b, dec_.attn, dec_.x, H_, Q_, true, stream_);
+        cuda::rms_norm(dec_.x, ld.post_norm, c.rms_norm_eps, H_, dec_.h, h_host, stream_);
+        cuda::gemv_bf16(ld.router_w, ld.router_b, dec_.h, dec_.router_logits, E_, H_, false, stream_);
+        cuda::router_topk(dec_.router_logits, E_, K_, slots_.table + static_cast<std::size_t>(l) * E_,
+                          {ld.sel, ld.gate, ld.slot}, host_out, stream_);
+        mark(ev);
+        cuda::experts_resident(slots_.base, slots_.stride, shape, ld.sel, ld.gate, ld.slot, ld.gate_up_bias,
+                               ld.down_bias, dec_.h, dec_.act, dec_.moe_gpu, stream_);
+        if (timing_.on) mark(end);
+        dec_.graphs.push_back(end_capture());
+    }
+    if (timing_.on) {
+        event(timing_.tail_marks);
+        event(timing_.tail_marks);
+    }
+    NEURAL_CUDA(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
+    if (timing_.on) mark(timing_.tail_marks[0]);
+    cuda::add_moe(dec_.x, dec_.moe_gpu, cpu_out, H_, stream_);
+    cuda::rms_norm(dec_.x, final_norm_, c.rms_norm_eps, H_, dec_.h, nullptr, stream_);
+    cuda::gemv_bf16(lm_head_, nullptr, dec_.h, dec_.logits, V_, H_, false, stream_);
+    if (timing_.on) mark(timing_.tail_marks[1]);
+    NEURAL_CUDA(cudaMemcpyAsync(dec_.logits_host.ptr, dec_.logits, static_cast<std::size_t>(V_) * 4,
+                                cudaMemcpyDeviceToHost, stream_));
+    dec_.tail = end_capture();
+    // Prefill's logits: dec_.x holds a prompt row (copied from the prefill activations).
+    NEURAL_CUDA(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
+    cuda::rms_norm(dec_.x, final_norm_, c.rms_norm_eps, H_, dec_.h, nullptr, stream_);
+    cuda::gemv_bf16(lm_head_, nullptr, dec_.h, dec_.logits, V_, H_, false, stream_);
+    NEURAL_CUDA(cudaMemcpyAsync(dec_.logits_host.ptr, dec_.logits, static_cast<std::size_t>(V_) * 4,
+                                cudaMemcpyDeviceToHost, stream_));
+    dec_.tail_rows = end_capture();
+}
+
+cudaGraphExec_t HybridBackend::end_capture() {
+    cudaGraph_t g = nullptr;
+    NEURAL_CUDA(cudaGetLastError());
+    NEURAL_CUDA(cudaStreamEndCapture(stream_, &g));
+    cudaGraphExec_t exec = nullptr;
+    const cudaError_t e = cudaGraphInstantiate(&exec, g, 0);
+    cudaGraphDestroy(g);
+    NEURAL_CUDA(e);
+    return exec;
+}
+
+// The token's GPU time from the timing marks of its graphs (all complete: the tail was
+// synchronized). A mark that cannot be read (never recorded) leaves the token untimed.
+void HybridBackend::add_gpu_times(BackendCounters& bc) {
+    auto ns = [](cudaEvent_t a, cudaEvent_t b, std::uint64_t& out) {
+        float ms = 0;
+        if (cudaEventElapsedTime(&ms, a, b) != cudaSuccess) {
+            (void)cudaGetLastError();  // not sticky; leaves nothing for later checks
+            return false;
+        }
+        out = static_cast<std::uint64_t>(std::max(0.0f, ms) * 1e6f);
+        return true;
+    };
+    std::uint64_t dense = 0, experts = 0, alone = 0, tail = 0;
+    for (int l = 0; l < L_; ++l) {
+        const auto i = static_cast<std::size_t>(l);
+        std::uint64_t d = 0, e = 0;
+        if (!ns(timing_.layer_start[i], dec_.routed[i], d) || !ns(dec_.routed[i], timing_.layer_end[i], e)) return;
+        dense += d;
+        experts += e;
+        if (!timing_.cpu_busy[i]) alone += e;
+    }
+    if (!ns(timing_.tail_marks[0], timing_.tail_marks[1], tail)) return;
+    constexpr auto r = std::memory_order_relaxed;
+    bc.gpu_dense_ns.fetch_add(dense, r);
+    bc.gpu_experts_ns.fetch_add(experts, r);
+    bc.gpu_experts_alone_ns.fetch_add(alone, r);
+    bc.gpu_tail_ns.fetch_add(tail, r);
+}
+
+}  // namespace neural::hybrid

@@ -1,0 +1,396 @@
+// The hybrid CUDA backend (docs/CUDA.md): the dense core in bf16 on the GPU,
+// a pool of expert slots in VRAM, and the CPU computing the missed experts from RAM while the GPU
+// computes the resident ones. Private to engine/cuda/hybrid/; the rest of the engine sees only
+// make_cuda_backend (runtime/backend.h).
+//
+// Per token and layer, one CUDA graph (captured once; the position is read from device memory):
+//   [x = embedding | x += previous layer's experts] -> rms_norm -> QKV -> RoPE + K/V store ->
+//   split-K attention with sinks -> output projection (+= x) -> rms_norm (also into host-mapped
+//   memory) -> router -> top-k + slot lookup (device + host-mapped) -> [event] -> resident
+//   experts from their slots.
+// The host waits for the event, reads the choices zero-copy, runs the CPU kernel on the misses
+// into host-mapped memory (which the next graph adds zero-copy) while the GPU computes the
+// resident experts, and does the admission bookkeeping. A tail graph (final norm, lm_head) runs
+// only where logits are needed. The graphs read and write the decode activations (DecodeState)
+// through the pointers they were captured with: the hidden state of a token lives there.
+//
+// Admission is copy-on-compute (residency.h): a pending candidate's bytes are captured by the CPU
+// kernel while it computes the miss (raw store records are slot images), then a copy stream
+// uploads them into the victim slot after the victim left the slot table; the table flips on the
+// compute stream once the copy has landed. Table updates are ordered on the compute stream
+// between graphs, so a graph never sees a half-written slot.
+//
+// The class's work is spread over one file per concern:
+//   setup.cpp            VRAM plan, dense core upload, K/V cache, slot pool, CPU side, release
+//   store_pin.cpp        --pin-store: registering the store mapping with CUDA
+//   records.cpp          expert records (slot images) and the kernels' view of them
+//   decode_graphs.cpp    capturing the per-layer decode graphs, their GPU timing
+//   decode.cpp           one decode token: the per-layer steps
+//   streamed_misses.cpp  --stream-misses: half of a layer's misses computed on the GPU
+//   admission.cpp        copy-on-compute uploads into adaptive slots
+//   prefill.cpp          whole prompts on the GPU, layer- or block-major
+//   staging_ring.h/.cpp  prefill's producer threads (RAM -> pinned buffers)
+//   sequence.cpp         forward(): which positions the GPU keeps, sequence switches, K/V checkpoints
+#pragma once
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <future>
+#include <memory>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <cuda_runtime.h>
+#include <fmt/format.h>
+
+#include "cpu/kernels/expert_kernel.h"
+#include "cpu/team/worker_team.h"
+#include "cuda/cuda_check.h"
+#include "cuda/expert_gemm.cuh"
+#include "cuda/router.cuh"
+#include "cuda/hybrid/host_buffer.h"
+#include "cuda/hybrid/kv_checkpoints.h"
+#include "cuda/hybrid/residency.h"
+#include "cuda/hybrid/staging_ring.h"
+#include "model/weights.h"
+#include "neural/error.h"
+#include "runtime/backend.h"
+#include "runtime/forward.h"
+#include "runtime/kv_cache.h"
+
+namespace neural::hybrid {
+
+using Clock = std::chrono::steady_clock;
+inline constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+inline constexpr std::uint64_t kSlotAlign = 256;
+inline constexpr int kCaptureBuffers = 4;
+
+inline std::uint64_t ns_since(Clock::time_point t0) {
+    return static_cast<std::uint64_t>(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t0).count());
+}
+
+// One layer's weights and K/V cache in VRAM, and its router outputs.
+struct LayerDevice {
+    std::uint16_t *input_norm, *qkv_w, *qkv_b, *o_w, *o_b, *sinks, *post_norm, *router_w,
+        *router_b, *gate_up_bias, *down_bias;
+    float *k_cache, *v_cache;
+    int ring = 0;  // > 0: a sliding layer's K/V ring of this many positions (--kv-ring)
+    int *sel, *slot;
+    float* gate;
+};
+
+// Everything the backend allocates on the GPU, within the budget (dalloc).
+struct VramPlan {
+    std::uint64_t budget = 0, used = 0;
+    std::uint64_t core_bytes = 0, kv_bytes = 0;  // the dense core's and the K/V cache's share
+    std::vector<void*> allocations;
+};
+
+// The expert slot pool: slot s holds a raw record (the slot image) at base + s * stride; the
+// table maps (layer, expert) to its slot (-1: not resident), read by the decode graphs.
+struct SlotPool {
+    std::uint8_t* base = nullptr;
+    int* table = nullptr;  // [layers * experts]
+    std::uint64_t record_bytes = 0, stride = 0;
+};
+
+// The decode path's activations, host-mapped exchange buffers and graphs. The graphs were
+// captured with these pointers, so a token's state passes from graph to graph through them.
+struct DecodeState {
+    // Device: residual stream, normed input, QKV, attention output and its split-K scratch,
+    // router logits, expert activations, the resident experts' sum, logits, position.
+    float *x = nullptr, *h = nullptr, *qkv = nullptr, *attn = nullptr, *attn_scratch = nullptr,
+          *router_logits = nullptr, *act = nullptr, *moe_gpu = nullptr, *logits = nullptr;
+    int* pos = nullptr;
+    int splits = 1;  // attention's split-K parts
+    // Host-mapped: the embedding row in, the experts' input out, the CPU's expert sum in, the
+    // routing out (sel, gate bits, slot: K each), the logits out, the position in.
+    HostBuffer in_x, h_host, cpu_out, route, logits_host, pos_host;
+    std::vector<cudaGraphExec_t> graphs;  // per layer
+    cudaGraphExec_t tail = nullptr;       // x += experts, final norm, lm_head
+    cudaGraphExec_t tail_rows = nullptr;  // final norm, lm_head of a prompt row copied into x
+    std::vector<cudaEvent_t> routed;      // per layer: its routing is on the host
+};
+
+// Timing marks of the decode graphs (on: the device's graphs hold timing events, asked for by
+// GpuOptions::time_gpu): each layer's start and end (its routed event splits it), the tail's
+// start and lm_head's end; cpu_busy[l]: the CPU computed misses of layer l in the token just run.
+struct GraphTiming {
+    bool on = false;
+    std::vector<cudaEvent_t> layer_start, layer_end, tail_marks;
+    std::vector<char> cpu_busy;
+};
+
+// Copy-on-compute admissions (admission.cpp): pinned capture buffers the CPU kernel writes a
+// candidate's record into, the uploads in flight, the event that orders a victim's eviction
+// before its slot is overwritten.
+struct Admissions {
+    struct Upload {
+        Residency::Admission a;
+        int buffer;
+    };
+    std::vector<HostBuffer> captures;
+    std::vector<cudaEvent_t> capture_done;
+    bool capture_busy[kCaptureBuffers] = {};
+    cudaEvent_t evicted = nullptr;
+    std::vector<Upload> uploads;
+};
+
+// Prefill (init_prefill, docs/CUDA.md "Prefill"): prompt-sized device buffers, block-sized
+// scratch, scratch slots for staged experts, the staging rings.
+struct PrefillState {
+    bool on = false;  // prompts run on the GPU as a whole (else token by token)
+    int block = 0;    // tokens per block
+    std::vector<cuda::ExpertShape> shapes;  // per layer (prefill_expert_shape)
+    // Prompt-sized: residual stream, expert sum, the experts' input, routing, grouped entries.
+    float *x = nullptr, *acc = nullptr, *h = nullptr, *gate = nullptr;
+    int *sel = nullptr, *entries = nullptr;
+    // Block-sized: normed input, QKV, attention output, router logits, expert activations.
+    float *hin = nullptr, *qkv = nullptr, *attn = nullptr, *logits = nullptr, *act = nullptr;
+    float* y = nullptr;  // grouped GEMM's down rows (may be qkv)
+    // --expert-streams 2 (expert_rows): the second act buffer (may be qkv), the gate_ups' stream,
+    // and the events that order the two.
+    float* act2 = nullptr;
+    cudaStream_t side = nullptr;
+    cudaEvent_t experts_start = nullptr, gate_up_done[2] = {nullptr, nullptr}, act_free[2] = {nullptr, nullptr};
+    // Scratch slots a staged expert is copied into; landed / free per slot.
+    std::uint8_t* scratch = nullptr;
+    std::vector<cudaEvent_t> scratch_landed, scratch_free;
+    cudaEvent_t h_ready = nullptr;       // the experts' input reached the host (CPU experts)
+    cudaEvent_t first_routed = nullptr;  // the first block's routing reached the host (early staging)
+    // Pinned host: a block's embeddings, the routing (sel then gate), grouped entries, the
+    // experts' input, the CPU experts' output rows and their per-token starts.
+    HostBuffer emb, route_host, entries_host, h_host, cpu_rows, cpu_start;
+    std::unique_ptr<StagingRing> ring;
+    std::unique_ptr<StagingRing> early;  // --prefill-early (layer-major), or null
+    const std::atomic<bool>* cancel = nullptr;  // the running prompt's cancel flag (null outside prefill)
+};
+
+// --stream-misses (init_stream_misses): the copies' stream, their landing event, the event of the
+// previous streamed layer's kernel, the scratch slot of each choice (-1: not streamed) on the
+// device and its pinned host staging, one graph per layer, and what the description says.
+struct StreamedMisses {
+    cudaStream_t stream = nullptr;
+    cudaEvent_t landed = nullptr, done = nullptr;
+    int* slot = nullptr;
+    HostBuffer slot_host;
+    std::vector<cudaGraphExec_t> graphs;
+    std::string note;
+};
+
+// --pin-store (pin_store): the registered store mapping (null: not pinned), how long the
+// registration took, and what the description says about it.
+struct StorePinState {
+    const void* mapping = nullptr;
+    double seconds = 0;
+    std::string note;
+};
+
+// The sequence whose K/V the GPU holds: its KvCache id, the positions [0, len) valid for it and
+// their tokens; positions [0, kv_high) were written since the K/V last started over (the ring
+// rule of ring_keeps).
+struct ResidentSequence {
+    std::uint64_t id = 0;
+    std::int64_t len = 0;
+    std::vector<std::int32_t> tokens;
+    std::int64_t kv_high = 0;
+};
+
+class HybridBackend final : public Backend {
+ public:
+    HybridBackend(const GpuBackendInputs& in, const GpuOptions& opt);
+    ~HybridBackend() override;
+
+    const char* name() const override { return "cuda"; }
+    std::string describe() const override { return description_; }
+    std::string experts() const override;
+    StorePin store_pin() const override { return {pin_.mapping != nullptr, pin_.seconds}; }
+    std::vector<float> forward(std::span<const TokenId> tokens, KvCache& cache,
+                               const ForwardOptions& options) const override {
+        return const_cast<HybridBackend*>(this)->run(tokens, cache, options);
+    }
+
+ private:
+    // A decode layer's router choices as the graph left them in host-mapped memory.
+    struct Route {
+        int sel[cuda::kRouterMaxK], slot[cuda::kRouterMaxK];  // expert, its VRAM slot (-1: a miss)
+        float gate[cuda::kRouterMaxK];
+    };
+    // A decode layer's misses (choose_misses): the CPU's inputs[0, n) with their choice
+    // (missed_k) and capture buffer (capture_of, -1: none), and the choices streamed to the GPU
+    // (streamed_k[0, ns)); admit[k]: choice k is a pending admission the CPU captures.
+    struct MissPlan {
+        cpu::ExpertInput inputs[cuda::kRouterMaxK];
+        int capture_of[cuda::kRouterMaxK], missed_k[cuda::kRouterMaxK], streamed_k[cuda::kRouterMaxK];
+        bool admit[cuda::kRouterMaxK], streamed[cuda::kRouterMaxK] = {};
+        int n = 0, ns = 0;
+    };
+    // What one decode token adds to the counters (count_token).
+    struct DecodeTally {
+        bool count_moe = false;  // MoeCounters enabled when the token started
+        std::uint64_t submit = 0, wait = 0, cpu_ns = 0, adm_ns = 0, hits = 0, misses = 0, streamed = 0;
+    };
+    struct PrefillStats {
+        std::uint64_t launch_ns = 0, route_ns = 0, staging_ns = 0, cpu_ns = 0, cpu_wait_ns = 0;
+        std::uint64_t staged = 0, resident = 0, cpu_groups = 0, early = 0, grouped = 0;
+    };
+    // Where a prompt layer's expert runs (place_experts).
+    enum class Place { none, slot, staged, cpu };
+    // A prompt layer's experts over a range of rows (group_by_expert, place_experts): tokens per
+    // expert; its entries offset[e] .. offset[e + 1] of the grouped entries (pf_.entries_host, on
+    // the device in pf_.entries); where each runs; the ring's jobs and the CPU's experts in order.
+    struct ExpertGroups {
+        std::vector<int> count, offset;
+        std::vector<Place> where;
+        std::vector<std::pair<int, int>> staged;
+        std::vector<int> cpu_experts;
+    };
+    // The CPU's experts of a prompt layer on their worker thread (start_cpu_experts): the job
+    // (its time in ns) and the per-token starts of its output rows on the device.
+    struct CpuExperts {
+        std::future<std::uint64_t> job;
+        const int* start_dev = nullptr;
+    };
+
+    // setup.cpp
+    template <typename T>
+    T* dalloc(std::size_t count, const char* what) {
+        const std::size_t bytes = (count * sizeof(T) + kSlotAlign - 1) / kSlotAlign * kSlotAlign;
+        if (vram_.used + bytes > vram_.budget) {
+            fail("the CUDA backend needs more than the VRAM budget of {:.2f} GiB ({}: {:.1f} MiB more "
+                 "after {:.2f} GiB); raise --vram-budget, lower --context or use --backend cpu",
+                 static_cast<double>(vram_.budget) / kGiB, what, bytes / 1048576.0,
+                 static_cast<double>(vram_.used) / kGiB);
+        }
+        void* p = nullptr;
+        NEURAL_CUDA(cudaMalloc(&p, bytes));
+        vram_.allocations.push_back(p);
+        vram_.used += bytes;
+        return static_cast<T*>(p);
+    }
+    void upload(std::uint16_t* dst, const Bf16View& v, std::size_t values);
+    void init();
+    void init_dense_core();
+    void init_kv_cache();
+    void init_decode_buffers();
+    void init_slot_pool();
+    void init_cpu_side();
+    void init_record_buffers();
+    void place_static_experts();
+    void init_staging();
+    std::string description(const std::string& device_name) const;
+    void release();
+
+    // store_pin.cpp
+    void pin_store();
+
+    // records.cpp
+    void fill_record(int layer, int e, std::uint8_t* dst) const;
+    cuda::ExpertShape expert_shape() const;
+    cuda::ExpertShape prefill_expert_shape(const LayerWeights& lw) const;
+    std::string expert_operands() const;
+    const std::uint8_t* raw_record(int layer, int e) const;
+    cpu::ExpertInput cpu_input(int layer, int e, int k);
+    void embed(TokenId id, float* dst) const;
+
+    // decode_graphs.cpp
+    static bool graphs_can_time(cudaStream_t stream);
+    void capture_graphs();
+    cudaGraphExec_t end_capture();
+    void add_gpu_times(BackendCounters& bc);
+
+    // decode.cpp: one token, in the order the loop calls them
+    void token(TokenId id, std::int64_t pos, bool prompt, float* logits_out, RouterObserver* observer,
+               const std::atomic<bool>* cancel);
+    void begin_token(TokenId id, std::int64_t pos);
+    void launch_layer(int l, DecodeTally& tally);
+    Route wait_for_routing(int l, DecodeTally& tally);
+    MissPlan compute_misses(int l, const Route& route, DecodeTally& tally);
+    void choose_misses(int l, const Route& route, MissPlan& plan, DecodeTally& tally);
+    void finish_token(float* logits_out, DecodeTally& tally);
+    void count_token(const DecodeTally& tally);
+
+    // admission.cpp
+    void admit_misses(int l, const Route& route, const MissPlan& plan, DecodeTally& tally);
+    int free_capture() const;
+    void start_upload(const Residency::Admission& a, int buffer);
+    void poll_uploads();
+
+    // streamed_misses.cpp
+    void init_stream_misses();
+    void stream_misses(int l, const int* sel, const int* ks, int ns);
+
+    // prefill.cpp
+    void init_prefill();
+    void prefill(const std::vector<TokenId>& work, std::int64_t start, std::int64_t first_out,
+                 float* logits_out, std::int64_t observe_from, RouterObserver* observer,
+                 const std::atomic<bool>* cancel);
+    std::vector<int> stage_early(int l, int rows0, PrefillStats& st);
+    void dense_rows(int l, int b0, int rows, std::int64_t start, PrefillStats& st);
+    void expert_rows(int l, int b0, int rows, std::int64_t start, std::int64_t observe_from,
+                     RouterObserver* observer, PrefillStats& st, const std::vector<int>& early_of, bool grouped);
+    void route_rows_to_host(int b0, int rows, PrefillStats& st);
+    ExpertGroups group_by_expert(int l, int b0, int rows, std::int64_t start, std::int64_t observe_from,
+                                 RouterObserver* observer);
+    void place_experts(int l, const std::vector<int>& early_of, ExpertGroups& g);
+    CpuExperts start_cpu_experts(int l, int b0, int rows, const ExpertGroups& g, PrefillStats& st);
+    void gpu_experts(int l, const ExpertGroups& g, const std::vector<int>& early_of, bool grouped, bool overlap,
+                     PrefillStats& st, std::uint64_t& staging_wait);
+
+    // sequence.cpp
+    std::vector<float> run(std::span<const TokenId> tokens, KvCache& cache, const ForwardOptions& opt);
+    bool ring_keeps(std::int64_t valid) const;
+    // Positions [first, first + count) of one layer's K/V cache (row p, or p % ring) in runs of
+    // consecutive rows: copy(device row pointer, index of the run's first position, run length).
+    template <typename Copy>
+    void for_kv_runs(const LayerDevice& ld, std::int64_t first, std::int64_t count, Copy copy) const {
+        for (std::int64_t p = first; p < first + count;) {
+            const std::int64_t row = ld.ring > 0 ? p % ld.ring : p;
+            const std::int64_t run = ld.ring > 0 ? std::min<std::int64_t>(first + count - p, ld.ring - row) : first + count - p;
+            copy(static_cast<std::size_t>(row) * static_cast<std::size_t>(KV_), static_cast<std::size_t>(p - first),
+                 static_cast<std::size_t>(run));
+            p += run;
+        }
+    }
+    void save_kv_rows(const LayerDevice& ld, std::int64_t first, std::int64_t count, float* k, float* v) const;
+    void restore_kv_rows(const LayerDevice& ld, std::int64_t first, std::int64_t count, const float* k, const float* v) const;
+    std::int64_t switch_sequence(std::uint64_t id, const std::vector<std::int32_t>& seq, std::int64_t limit);
+
+    GpuBackendInputs in_;
+    GpuOptions opt_;
+    std::string description_;
+    // The model's shape (ModelConfig): hidden, intermediate, experts, experts per token, layers,
+    // query and K/V heads, head dim, query and K/V widths, vocabulary.
+    int H_ = 0, I_ = 0, E_ = 0, K_ = 0, L_ = 0, nq_ = 0, nkv_ = 0, d_ = 0, Q_ = 0, KV_ = 0, V_ = 0;
+    std::int64_t ctx_ = 0;  // K/V positions the GPU holds (--context)
+    int kv_ring_ = 0;       // --kv-ring positions of the sliding layers (0: whole context)
+    VramPlan vram_;
+    cudaStream_t stream_ = nullptr, copy_stream_ = nullptr;  // compute; admissions' and staging's copies
+    std::vector<LayerDevice> layers_;
+    std::uint16_t *final_norm_ = nullptr, *lm_head_ = nullptr;
+    float* inv_freq_ = nullptr;
+    float concentration_ = 1.0f;
+    SlotPool slots_;
+    DecodeState dec_;
+    GraphTiming timing_;
+    Admissions adm_;
+    PrefillState pf_;
+    StreamedMisses miss_;
+    StorePinState pin_;
+    ResidentSequence resident_;
+    std::unique_ptr<Residency> residency_;
+    std::unique_ptr<KvCheckpoints> checkpoints_;  // --kv-checkpoints, or null
+    // The CPU side: the fused kernel for the misses on its worker team, whether the store's
+    // records are slot images, and per choice a buffer a record is assembled into (no store).
+    std::unique_ptr<cpu::ExpertKernel> kernel_;
+    std::unique_ptr<cpu::WorkerTeam> team_;
+    bool raw_store_ = false;
+    std::vector<HostBuffer> assembled_;
+};
+
+}  // namespace neural::hybrid

@@ -1,0 +1,550 @@
+// Prompts on the GPU as a whole (docs/CUDA.md "Prefill"): layer-major (each layer over every
+// block of the prompt) or block-major; per layer the dense part on tensor cores, then each expert
+// once over its tokens, from its slot, staged into a scratch slot or on the CPU.
+#include <algorithm>
+#include <cstring>
+#include <future>
+#include <string>
+#include <vector>
+
+#include <cuda_runtime.h>
+#include <spdlog/spdlog.h>
+
+#include "cpu/kernels/expert_kernel.h"
+#include "cuda/attention_prefill.cuh"
+#include "cuda/expert_gemm.cuh"
+#include "cuda/gemm_bf16_rows.cuh"
+#include "cuda/hybrid/hybrid_backend.h"
+#include "cuda/residual.cuh"
+#include "cuda/rms_norm.cuh"
+#include "cuda/rope_kv.cuh"
+#include "cuda/router.cuh"
+#include "model/config.h"
+
+namespace neural::hybrid {
+
+// Prefill buffers (budget-accounted before the slot pool takes the rest; fit.cpp mirrors
+// them in gpu_memory_layout).
+void HybridBackend::init_prefill() {
+    const std::string& order = opt_.prefill_order;
+    if (!is_prefill_order(order)) {
+        fail("--prefill-order \"{}\": expected layer, block or token", order);
+    }
+    if (order == "token") return;
+    if (d_ != cuda::kPrefillHeadDim) {
+        spdlog::warn("GPU prefill needs head_dim {} (this model: {}); prompts run token by token",
+                     cuda::kPrefillHeadDim, d_);
+        return;
+    }
+    if (opt_.prefill_block < 1) fail("--prefill-block must be at least 1");
+    if (opt_.scratch_slots < 1) fail("--scratch must be at least 1");
+    if (opt_.staging_threads < 1 || opt_.staging_threads > 64) fail("--staging-threads must be 1..64");
+    if (opt_.expert_streams != 1 && opt_.expert_streams != 2) fail("--expert-streams must be 1 or 2");
+    if (opt_.prefill_cpu_tokens < 0 || opt_.prefill_cpu_tokens > cpu::ExpertKernel::kMaxTokens) {
+        fail("--prefill-cpu-tokens must be 0..{}", cpu::ExpertKernel::kMaxTokens);
+    }
+    if (opt_.prefill_early < 0 || opt_.prefill_early > kMaxPrefillEarly) {
+        fail("--prefill-early must be 0..{}", kMaxPrefillEarly);
+    }
+    const auto Hs = static_cast<std::size_t>(H_), Ks = static_cast<std::size_t>(K_),
+               ctx = static_cast<std::size_t>(ctx_);
+    pf_.block = static_cast<int>(std::min<std::int64_t>(opt_.prefill_block, ctx_));
+    const auto B = static_cast<std::size_t>(pf_.block);
+    pf_.x = dalloc<float>(ctx * Hs, "prefill activations");
+    pf_.acc = dalloc<float>(ctx * Hs, "prefill activations");
+    NEURAL_CUDA(cudaMemset(pf_.acc, 0, ctx * Hs * 4));
+    pf_.h = dalloc<float>(ctx * Hs, "prefill activations");
+    pf_.sel = dalloc<int>(ctx * Ks, "prefill routing");
+    pf_.gate = dalloc<float>(ctx * Ks, "prefill routing");
+    pf_.entries = dalloc<int>(ctx * Ks, "prefill routing");
+    pf_.hin = dalloc<float>(B * Hs, "prefill block buffers");
+    pf_.qkv = dalloc<float>(B * static_cast<std::size_t>(Q_ + 2 * KV_), "prefill block buffers");
+    pf_.attn = dalloc<float>(B * static_cast<std::size_t>(Q_), "prefill block buffers");
+    pf_.logits = dalloc<float>(B * static_cast<std::size_t>(E_), "prefill block buffers");
+    pf_.act = dalloc<float>(B * static_cast<std::size_t>(I_), "prefill block buffers");
+    // --expert-streams 2: a second act buffer, so an expert's gate_up can run beside the
+    // previous expert's down (expert_rows). The QKV rows are idle during a layer's experts and
+    // larger at gpt-oss's shapes (5,120 columns against 2,880); else its own (fit.cpp mirrors).
+    if (opt_.expert_streams == 2) {
+        pf_.act2 = Q_ + 2 * KV_ >= I_ ? pf_.qkv : dalloc<float>(B * static_cast<std::size_t>(I_), "prefill block buffers");
+        NEURAL_CUDA(cudaStreamCreateWithFlags(&pf_.side, cudaStreamNonBlocking));
+        NEURAL_CUDA(cudaEventCreateWithFlags(&pf_.experts_start, cudaEventDisableTiming));
+        for (int b = 0; b < 2; ++b) {
+            NEURAL_CUDA(cudaEventCreateWithFlags(&pf_.gate_up_done[b], cudaEventDisableTiming));
+            NEURAL_CUDA(cudaEventCreateWithFlags(&pf_.act_free[b], cudaEventDisableTiming));
+        }
+    }
+    // Grouped GEMM's down rows (y, [block, H]): the QKV rows are idle during a layer's experts
+    // and are larger at gpt-oss's shapes (5,120 columns against 2,880); else their own.
+    if (opt_.grouped_gemm) {
+        pf_.y = Q_ + 2 * KV_ >= H_ ? pf_.qkv : dalloc<float>(B * Hs, "prefill block buffers");
+    }
+    const std::uint64_t record = cpu::ExpertRecordView::raw_bytes(H_, I_);
+    const std::uint64_t stride = (record + kSlotAlign - 1) / kSlotAlign * kSlotAlign;
+    pf_.scratch = dalloc<std::uint8_t>(static_cast<std::size_t>(opt_.scratch_slots) * stride, "prefill scratch slots");
+    for (int i = 0; i < opt_.scratch_slots; ++i) {
+        cudaEvent_t a, b;
+        NEURAL_CUDA(cudaEventCreateWithFlags(&a, cudaEventDisableTiming));
+        NEURAL_CUDA(cudaEventCreateWithFlags(&b, cudaEventDisableTiming));
+        pf_.scratch_landed.push_back(a);
+        pf_.scratch_free.push_back(b);
+    }
+    NEURAL_CUDA(cudaEventCreateWithFlags(&pf_.h_ready, cudaEventDisableTiming));
+    NEURAL_CUDA(cudaEventCreateWithFlags(&pf_.first_routed, cudaEventDisableTiming));
+    pf_.emb = HostBuffer(B * Hs * 4);
+    pf_.route_host = HostBuffer(ctx * Ks * 8);
+    pf_.entries_host = HostBuffer(ctx * Ks * 4);
+    pf_.h_host = HostBuffer(ctx * Hs * 4);
+    if (opt_.prefill_cpu_tokens > 0) {
+        pf_.cpu_rows = HostBuffer(static_cast<std::size_t>(E_) * static_cast<std::size_t>(opt_.prefill_cpu_tokens) * Hs * 4);
+        pf_.cpu_start = HostBuffer((ctx + 1) * 4);
+    }
+    pf_.on = true;
+}
+
+// Runs `work` at positions start .. start + n - 1 (docs/CUDA.md "Prefill"), writing the
+// logits of rows first_out .. n - 1 to `logits_out` ([n - first_out, V]); the observer sees
+// the routing of positions >= observe_from.
+void HybridBackend::prefill(const std::vector<TokenId>& work, std::int64_t start, std::int64_t first_out,
+                            float* logits_out, std::int64_t observe_from, RouterObserver* observer,
+                            const std::atomic<bool>* cancel) {
+    const auto t_begin = Clock::now();
+    const int n = static_cast<int>(work.size());
+    const std::size_t Hs = static_cast<std::size_t>(H_);
+    PrefillStats st;
+    // Admissions in flight finish first: the host's slot map must equal the device table.
+    // Streamed misses' copies into the scratch slots too (their kernels are on stream_,
+    // synchronized below before any prompt copy).
+    NEURAL_CUDA(cudaStreamSynchronize(copy_stream_));
+    if (miss_.stream != nullptr) NEURAL_CUDA(cudaStreamSynchronize(miss_.stream));
+    poll_uploads();
+
+    // The cancel flag is checked per block and layer, and per expert of a layer
+    // (expert_rows): a long prompt stops within one block's dense part or one expert. A
+    // Cancelled leaves through run(), which drops this call's positions (resident_.len back
+    // to at most pos0, resident_.kv_high already covers every position written).
+    pf_.cancel = cancel;
+    struct ClearCancel {
+        const std::atomic<bool>*& p;
+        ~ClearCancel() { p = nullptr; }
+    } clear_cancel{pf_.cancel};
+
+    // Embeddings (bf16 rows widened on the host) into the prompt's residual stream.
+    for (int b0 = 0; b0 < n; b0 += pf_.block) {
+        throw_if_cancelled(cancel);
+        const int rows = std::min(pf_.block, n - b0);
+        float* dst = pf_.emb.host<float>();
+        for (int r = 0; r < rows; ++r) embed(work[static_cast<std::size_t>(b0 + r)], dst + static_cast<std::size_t>(r) * Hs);
+        NEURAL_CUDA(cudaMemcpyAsync(pf_.x + static_cast<std::size_t>(b0) * Hs, dst,
+                                    static_cast<std::size_t>(rows) * Hs * 4, cudaMemcpyHostToDevice, stream_));
+        NEURAL_CUDA(cudaStreamSynchronize(stream_));  // pf_.emb is reused by the next block
+    }
+
+    // Grouped GEMM only for a prompt of one block of 1,024-4,096 new tokens (docs/CUDA.md).
+    const bool grouped = opt_.grouped_gemm && n <= pf_.block && n >= kGroupedGemmMin && n <= kGroupedGemmMax;
+    if (opt_.prefill_order == "layer") {
+        const int rows0 = std::min(pf_.block, n);
+        const bool early = pf_.early != nullptr && n > pf_.block;
+        std::vector<int> early_of;
+        for (int l = 0; l < L_; ++l) {
+            throw_if_cancelled(cancel);
+            dense_rows(l, 0, rows0, start, st);
+            if (early) {
+                // The first block's routing comes to the host as soon as its dense part is
+                // done, while the GPU goes on with the other blocks.
+                NEURAL_CUDA(cudaMemcpyAsync(pf_.route_host.host<int>(), pf_.sel, static_cast<std::size_t>(rows0) * K_ * 4,
+                                            cudaMemcpyDeviceToHost, stream_));
+                NEURAL_CUDA(cudaEventRecord(pf_.first_routed, stream_));
+            }
+            for (int b0 = pf_.block; b0 < n; b0 += pf_.block) {
+                throw_if_cancelled(cancel);
+                dense_rows(l, b0, std::min(pf_.block, n - b0), start, st);
+            }
+            if (early) early_of = stage_early(l, rows0, st);
+            expert_rows(l, 0, n, start, observe_from, observer, st, early_of, grouped);
+        }
+    } else {
+        for (int b0 = 0; b0 < n; b0 += pf_.block) {
+            const int rows = std::min(pf_.block, n - b0);
+            for (int l = 0; l < L_; ++l) {
+                throw_if_cancelled(cancel);
+                dense_rows(l, b0, rows, start, st);
+                expert_rows(l, b0, rows, start, observe_from, observer, st, {}, grouped);
+            }
+        }
+    }
+
+    // Logits of the rows asked for, through the decode tail's kernels.
+    for (std::int64_t r = first_out; r < n; ++r) {
+        throw_if_cancelled(cancel);
+        NEURAL_CUDA(cudaMemcpyAsync(dec_.x, pf_.x + static_cast<std::size_t>(r) * Hs, Hs * 4,
+                                    cudaMemcpyDeviceToDevice, stream_));
+        NEURAL_CUDA(cudaGraphLaunch(dec_.tail_rows, stream_));
+        NEURAL_CUDA(cudaStreamSynchronize(stream_));
+        std::memcpy(logits_out + (r - first_out) * V_, dec_.logits_host.ptr, static_cast<std::size_t>(V_) * 4);
+    }
+    NEURAL_CUDA(cudaStreamSynchronize(stream_));
+    const std::uint64_t total_ns = ns_since(t_begin);
+    spdlog::info("prefill: {} tokens in {:.3f} s ({:.0f} tok/s), {}-major: host launch {:.3f} s, routing sync "
+                 "{:.3f} s, staging wait {:.3f} s, CPU multi-token {:.3f} s (waited {:.3f} s); {} experts "
+                 "staged ({:.2f} GB, {} early), {} from slots, {} on the CPU",
+                 n, total_ns / 1e9, n / (total_ns / 1e9), opt_.prefill_order, st.launch_ns / 1e9,
+                 st.route_ns / 1e9, st.staging_ns / 1e9, st.cpu_ns / 1e9, st.cpu_wait_ns / 1e9, st.staged,
+                 static_cast<double>(st.staged * slots_.record_bytes) / 1e9, st.early, st.resident, st.cpu_groups);
+    if (BackendCounters* bc = in_.counters) {
+        constexpr auto rl = std::memory_order_relaxed;
+        bc->prefill_tokens.fetch_add(static_cast<std::uint64_t>(n), rl);
+        bc->prefill_ns.fetch_add(total_ns, rl);
+        bc->prefill_launch_ns.fetch_add(st.launch_ns, rl);
+        bc->prefill_route_ns.fetch_add(st.route_ns, rl);
+        bc->prefill_staging_ns.fetch_add(st.staging_ns, rl);
+        bc->prefill_cpu_ns.fetch_add(st.cpu_ns, rl);
+        bc->prefill_cpu_wait_ns.fetch_add(st.cpu_wait_ns, rl);
+        bc->prefill_staged.fetch_add(st.staged, rl);
+        bc->prefill_staged_bytes.fetch_add(st.staged * slots_.record_bytes, rl);
+        bc->prefill_resident.fetch_add(st.resident, rl);
+        bc->prefill_cpu_groups.fetch_add(st.cpu_groups, rl);
+        bc->prefill_early.fetch_add(st.early, rl);
+        bc->prefill_grouped.fetch_add(st.grouped, rl);
+    }
+}
+
+// Layer l, layer-major, more than one block: the experts that the first block's `rows0`
+// tokens alone send to staging (not resident, more than --prefill-cpu-tokens tokens: the
+// whole prompt can only add tokens) start staging now, up to --prefill-early of them in
+// index order, into the early ring's own pinned buffers, while the GPU runs the other blocks'
+// dense parts. Returns expert -> early job (-1: not early); expert_rows uploads them in the
+// usual expert index order, so the results are the same bits as without.
+std::vector<int> HybridBackend::stage_early(int l, int rows0, PrefillStats& st) {
+    const auto t0 = Clock::now();
+    NEURAL_CUDA(cudaEventSynchronize(pf_.first_routed));
+    st.route_ns += ns_since(t0);
+    const int* sel = pf_.route_host.host<int>();
+    std::vector<int> count(static_cast<std::size_t>(E_), 0);
+    for (std::size_t i = 0; i < static_cast<std::size_t>(rows0) * static_cast<std::size_t>(K_); ++i) {
+        const int e = sel[i];
+        if (e < 0 || e >= E_) fail("prefill: router chose expert {} of {}", e, E_);
+        ++count[static_cast<std::size_t>(e)];
+    }
+    std::vector<int> early_of(static_cast<std::size_t>(E_), -1);
+    std::vector<std::pair<int, int>> jobs;
+    for (int e = 0; e < E_ && static_cast<int>(jobs.size()) < opt_.prefill_early; ++e) {
+        if (count[static_cast<std::size_t>(e)] > opt_.prefill_cpu_tokens && residency_->slot_of(l, e) < 0) {
+            early_of[static_cast<std::size_t>(e)] = static_cast<int>(jobs.size());
+            jobs.emplace_back(l, e);
+        }
+    }
+    if (!jobs.empty()) pf_.early->start(std::move(jobs));
+    return early_of;
+}
+
+// Layer l's attention half for rows b0 .. b0 + rows - 1 of the prompt (positions start + b0 ..):
+// norm, QKV, RoPE + K/V, attention, output projection (+= x), norm (the experts' input),
+// router, top-k.
+void HybridBackend::dense_rows(int l, int b0, int rows, std::int64_t start, PrefillStats& st) {
+    const auto t0 = Clock::now();
+    const ModelConfig& c = *in_.config;
+    const LayerDevice& ld = layers_[static_cast<std::size_t>(l)];
+    const std::size_t Hs = static_cast<std::size_t>(H_);
+    float* x = pf_.x + static_cast<std::size_t>(b0) * Hs;
+    const int qkv_cols = Q_ + 2 * KV_;
+    const int pos0 = static_cast<int>(start + b0);
+    cuda::rms_norm_rows(x, ld.input_norm, c.rms_norm_eps, H_, rows, pf_.hin, stream_);
+    cuda::gemm_bf16_rows(pf_.hin, rows, H_, ld.qkv_w, ld.qkv_b, qkv_cols, pf_.qkv, qkv_cols, false, stream_);
+    cuda::rope_kv_rows(pf_.qkv, rows, nq_, nkv_, d_, inv_freq_, concentration_, pos0, ld.k_cache,
+                       ld.v_cache, ld.ring, stream_);
+    const int window = c.layer_is_sliding[static_cast<std::size_t>(l)] ? c.sliding_window : 0;
+    cuda::attention_prefill(pf_.qkv, qkv_cols, rows, pos0, ld.k_cache, ld.v_cache, ld.sinks, nq_, nkv_,
+                            window, ld.ring, pf_.attn, stream_);
+    cuda::gemm_bf16_rows(pf_.attn, rows, Q_, ld.o_w, ld.o_b, H_, x, H_, true, stream_);
+    float* h = pf_.h + static_cast<std::size_t>(b0) * Hs;
+    cuda::rms_norm_rows(x, ld.post_norm, c.rms_norm_eps, H_, rows, h, stream_);
+    cuda::gemm_bf16_rows(h, rows, H_, ld.router_w, ld.router_b, E_, pf_.logits, E_, false, stream_);
+    cuda::router_topk_rows(pf_.logits, rows, E_, K_, pf_.sel + static_cast<std::size_t>(b0) * K_,
+                           pf_.gate + static_cast<std::size_t>(b0) * K_, stream_);
+    NEURAL_CUDA(cudaGetLastError());
+    st.launch_ns += ns_since(t0);
+}
+
+// Layer l's experts for rows b0 .. b0 + rows - 1: the routing comes to the host, tokens are
+// grouped by expert (token order within a group), and each expert runs once over its tokens,
+// in expert index order: from its VRAM slot, staged through the ring into a scratch slot, or
+// (few tokens, not resident) on the CPU with the multi-token kernel while the GPU works.
+void HybridBackend::expert_rows(int l, int b0, int rows, std::int64_t start, std::int64_t observe_from,
+                                RouterObserver* observer, PrefillStats& st, const std::vector<int>& early_of,
+                                bool grouped) {
+    route_rows_to_host(b0, rows, st);
+    const auto t0 = Clock::now();
+    ExpertGroups groups = group_by_expert(l, b0, rows, start, observe_from, observer);
+    place_experts(l, early_of, groups);
+    CpuExperts cpu = start_cpu_experts(l, b0, rows, groups, st);
+    std::uint64_t staging_wait = 0;
+    // --expert-streams 2, not with grouped GEMM (gpu_experts).
+    const bool overlap = pf_.side != nullptr && !grouped;
+    try {
+        gpu_experts(l, groups, early_of, grouped, overlap, st, staging_wait);
+    } catch (...) {
+        if (cpu.job.valid()) cpu.job.wait();
+        // A gate_up whose down was not enqueued is not ordered before stream_'s later work.
+        if (overlap) cudaStreamSynchronize(pf_.side);
+        throw;
+    }
+    st.staging_ns += staging_wait;
+    st.launch_ns += ns_since(t0) - staging_wait;
+    if (cpu.job.valid()) {
+        const auto w0 = Clock::now();
+        st.cpu_ns += cpu.job.get();
+        st.cpu_wait_ns += ns_since(w0);
+    }
+    const std::size_t xs_off = static_cast<std::size_t>(b0) * static_cast<std::size_t>(H_);
+    cuda::add_moe_rows(pf_.x + xs_off, pf_.acc + xs_off, H_, rows, cpu.start_dev,
+                       cpu.start_dev != nullptr ? pf_.cpu_rows.device<float>() : nullptr, stream_);
+    NEURAL_CUDA(cudaGetLastError());
+}
+
+// The routing (sel, gate) of rows b0 .. b0 + rows - 1 to the host.
+void HybridBackend::route_rows_to_host(int b0, int rows, PrefillStats& st) {
+    const std::size_t Ks = static_cast<std::size_t>(K_);
+    int* sel_host = pf_.route_host.host<int>();
+    float* gate_host = reinterpret_cast<float*>(sel_host + static_cast<std::size_t>(ctx_) * Ks);
+    const auto t0 = Clock::now();
+    NEURAL_CUDA(cudaMemcpyAsync(sel_host + b0 * Ks, pf_.sel + b0 * Ks, rows * Ks * 4, cudaMemcpyDeviceToHost, stream_));
+    NEURAL_CUDA(cudaMemcpyAsync(gate_host + b0 * Ks, pf_.gate + b0 * Ks, rows * Ks * 4, cudaMemcpyDeviceToHost, stream_));
+    NEURAL_CUDA(cudaStreamSynchronize(stream_));
+    st.route_ns += ns_since(t0);
+}
+
+// Groups: entries t * K + k (t relative to the prompt), token order within an expert, uploaded to
+// pf_.entries; the residency and the observer see each row's routing.
+HybridBackend::ExpertGroups HybridBackend::group_by_expert(int l, int b0, int rows, std::int64_t start,
+                                                           std::int64_t observe_from, RouterObserver* observer) {
+    const std::size_t Ks = static_cast<std::size_t>(K_);
+    const int* sel_host = pf_.route_host.host<int>();
+    const float* gate_host = reinterpret_cast<const float*>(sel_host + static_cast<std::size_t>(ctx_) * Ks);
+    ExpertGroups g;
+    std::vector<int>& count = g.count;
+    count.assign(static_cast<std::size_t>(E_), 0);
+    for (int t = b0; t < b0 + rows; ++t) {
+        const int* sel = sel_host + static_cast<std::size_t>(t) * Ks;
+        for (int k = 0; k < K_; ++k) {
+            const int e = sel[k];
+            if (e < 0 || e >= E_) fail("prefill: router chose expert {} of {}", e, E_);
+            ++count[static_cast<std::size_t>(e)];
+        }
+        residency_->observe(l, std::span<const int>(sel, Ks), true);
+        if (observer != nullptr && start + t >= observe_from) {
+            observer->on_route(l, start + t, std::span<const int>(sel, Ks),
+                               std::span<const float>(gate_host + static_cast<std::size_t>(t) * Ks, Ks));
+        }
+    }
+    std::vector<int>& offset = g.offset;
+    offset.assign(static_cast<std::size_t>(E_) + 1, 0);
+    for (int e = 0; e < E_; ++e) offset[static_cast<std::size_t>(e) + 1] = offset[static_cast<std::size_t>(e)] + count[static_cast<std::size_t>(e)];
+    int* entries = pf_.entries_host.host<int>();
+    {
+        std::vector<int> fill(offset.begin(), offset.end() - 1);
+        for (int t = b0; t < b0 + rows; ++t) {
+            for (int k = 0; k < K_; ++k) {
+                const int e = sel_host[static_cast<std::size_t>(t) * Ks + static_cast<std::size_t>(k)];
+                entries[fill[static_cast<std::size_t>(e)]++] = t * K_ + k;
+            }
+        }
+    }
+    NEURAL_CUDA(cudaMemcpyAsync(pf_.entries, entries, static_cast<std::size_t>(offset.back()) * 4,
+                                cudaMemcpyHostToDevice, stream_));
+    return g;
+}
+
+// Where each expert runs: its VRAM slot, the CPU (at most --prefill-cpu-tokens tokens), else
+// staged; the staged ones that were not staged early go to the ring now.
+void HybridBackend::place_experts(int l, const std::vector<int>& early_of, ExpertGroups& g) {
+    g.where.assign(static_cast<std::size_t>(E_), Place::none);
+    for (int e = 0; e < E_; ++e) {
+        const int cnt = g.count[static_cast<std::size_t>(e)];
+        if (cnt == 0) continue;
+        Place& where = g.where[static_cast<std::size_t>(e)];
+        if (residency_->slot_of(l, e) >= 0) {
+            where = Place::slot;
+        } else if (cnt <= opt_.prefill_cpu_tokens) {
+            where = Place::cpu;
+            g.cpu_experts.push_back(e);
+        } else {
+            where = Place::staged;
+            if (early_of.empty() || early_of[static_cast<std::size_t>(e)] < 0) g.staged.emplace_back(l, e);
+        }
+        if (!early_of.empty() && early_of[static_cast<std::size_t>(e)] >= 0 && where != Place::staged) {
+            fail("prefill: expert {} of layer {} was staged early but is not staged", e, l);
+        }
+    }
+    // A pinned store's records need no producer (gpu_experts copies them from the mapping).
+    if (!g.staged.empty() && pin_.mapping == nullptr) pf_.ring->start(g.staged);
+}
+
+// The CPU's experts on a worker thread: one output row per (token, choice), grouped by token
+// (CSR in pf_.cpu_start) so the add kernel sums a token's rows in a fixed order. The job reads
+// `g` until it is done: expert_rows waits for it before `g` goes.
+HybridBackend::CpuExperts HybridBackend::start_cpu_experts(int l, int b0, int rows, const ExpertGroups& g,
+                                                           PrefillStats& st) {
+    CpuExperts cpu;
+    if (g.cpu_experts.empty()) return cpu;
+    const std::size_t Hs = static_cast<std::size_t>(H_), Ks = static_cast<std::size_t>(K_);
+    const int* sel_host = pf_.route_host.host<int>();
+    const float* gate_host = reinterpret_cast<const float*>(sel_host + static_cast<std::size_t>(ctx_) * Ks);
+    const int* entries = pf_.entries_host.host<int>();
+    NEURAL_CUDA(cudaMemcpyAsync(pf_.h_host.host<float>() + static_cast<std::size_t>(b0) * Hs,
+                                pf_.h + static_cast<std::size_t>(b0) * Hs,
+                                static_cast<std::size_t>(rows) * Hs * 4, cudaMemcpyDeviceToHost, stream_));
+    NEURAL_CUDA(cudaEventRecord(pf_.h_ready, stream_));
+    int* cstart = pf_.cpu_start.host<int>();
+    std::vector<int> row_of_entry(static_cast<std::size_t>(rows) * Ks, -1);
+    int next = 0;
+    for (int t = b0; t < b0 + rows; ++t) {
+        cstart[t - b0] = next;
+        for (int k = 0; k < K_; ++k) {
+            const int e = sel_host[static_cast<std::size_t>(t) * Ks + static_cast<std::size_t>(k)];
+            if (g.where[static_cast<std::size_t>(e)] == Place::cpu) row_of_entry[static_cast<std::size_t>(t - b0) * Ks + static_cast<std::size_t>(k)] = next++;
+        }
+    }
+    cstart[rows] = next;
+    cpu.start_dev = pf_.cpu_start.device<int>();
+    cpu.job = std::async(std::launch::async, [this, l, b0, &cpu_experts = g.cpu_experts, &offset = g.offset, entries,
+                                              gate_host, row_of_entry = std::move(row_of_entry)]() {
+        const auto c0 = Clock::now();
+        NEURAL_CUDA(cudaEventSynchronize(pf_.h_ready));
+        const std::size_t H = static_cast<std::size_t>(H_);
+        const float* hb = pf_.h_host.host<float>();
+        float* out_rows = pf_.cpu_rows.host<float>();
+        for (const int e : cpu_experts) {
+            const int o0 = offset[static_cast<std::size_t>(e)], o1 = offset[static_cast<std::size_t>(e) + 1];
+            std::vector<const float*> xp;
+            std::vector<float*> outp;
+            std::vector<float> w;
+            for (int j = o0; j < o1; ++j) {
+                const int entry = entries[j], t = entry / K_;
+                const float* xr = hb + static_cast<std::size_t>(t) * H;
+                float* orow = out_rows + static_cast<std::size_t>(row_of_entry[static_cast<std::size_t>(entry - b0 * K_)]) * H;
+                std::memset(orow, 0, H * 4);
+                xp.push_back(xr);
+                outp.push_back(orow);
+                w.push_back(gate_host[entry]);
+            }
+            cpu::ExpertInput in = cpu_input(l, e, 0);
+            kernel_->multi(*team_, in, xp, w, outp);
+        }
+        return ns_since(c0);
+    });
+    st.cpu_groups += g.cpu_experts.size();
+    return cpu;
+}
+
+// The GPU's experts, in expert index order: a resident one from its slot, a staged one copied
+// into the next scratch slot (from the pinned store's mapping, the early ring or the ring) on
+// the copy stream. Adds the time spent waiting for producers to `staging_wait`.
+void HybridBackend::gpu_experts(int l, const ExpertGroups& g, const std::vector<int>& early_of, bool grouped,
+                                bool overlap, PrefillStats& st, std::uint64_t& staging_wait) {
+    const LayerDevice& ld = layers_[static_cast<std::size_t>(l)];
+    const cuda::ExpertShape& shape = pf_.shapes[static_cast<std::size_t>(l)];
+    std::size_t next_staged = 0, next_scratch = 0;
+    // Grouped GEMM: resident experts' jobs (an expert's rows, at most a block) wait here until
+    // a group is full (kMaxGroupedExperts jobs or a block of rows) or a staged expert comes next
+    // (it runs alone, as soon as its copy lands: grouping staged experts made the GPU wait for
+    // several copies, docs/BENCHMARKS.md).
+    std::vector<cuda::ExpertJob> group;
+    int group_rows = 0;
+    const auto flush = [&] {
+        if (group.empty()) return;
+        cuda::expert_gemm_grouped(group.data(), static_cast<int>(group.size()), shape, pf_.entries, pf_.h, pf_.gate,
+                                  ld.gate_up_bias, ld.down_bias, pf_.act, pf_.y, pf_.acc, stream_);
+        ++st.grouped;
+        group.clear();
+        group_rows = 0;
+    };
+    // overlap (--expert-streams 2, not with grouped GEMM, whose down rows use the QKV rows too):
+    // each expert's gate_up runs on pf_.side into act buffer n % 2 while the previous expert's
+    // down runs on stream_, so one launch's tail wave and the downs' partial waves (half as many
+    // blocks as a gate_up) leave no SMs idle. The downs stay on stream_ in expert order, each
+    // after its own gate_up: acc is the same bits as with one stream (tested).
+    cudaStream_t gate_up_stream = overlap ? pf_.side : stream_;
+    int launches = 0;
+    if (overlap) {
+        // This block's h, entries and routing (and the QKV rows' last reader) come first.
+        NEURAL_CUDA(cudaEventRecord(pf_.experts_start, stream_));
+        NEURAL_CUDA(cudaStreamWaitEvent(pf_.side, pf_.experts_start, 0));
+    }
+    for (int e = 0; e < E_; ++e) {
+        const Place w = g.where[static_cast<std::size_t>(e)];
+        if (w != Place::slot && w != Place::staged) continue;
+        // A cancel waits for the CPU's experts and the side stream (expert_rows).
+        throw_if_cancelled(pf_.cancel);
+        const std::uint8_t* record;
+        int scratch = -1;
+        if (w == Place::slot) {
+            record = slots_.base + static_cast<std::uint64_t>(residency_->slot_of(l, e)) * slots_.stride;
+            ++st.resident;
+        } else {
+            // The group's experts come before this one: launched before the GPU waits for
+            // this one's copy (and before the host waits for its producer).
+            flush();
+            // A pinned store's record is copied straight from the mapping (registered
+            // with CUDA); else from the early ring (staged since the first block's
+            // routing) or the ring.
+            const void* src;
+            StagingRing* from = nullptr;
+            std::size_t j = 0;
+            if (pin_.mapping != nullptr) {
+                src = raw_record(l, e);
+            } else {
+                const int ej = early_of.empty() ? -1 : early_of[static_cast<std::size_t>(e)];
+                from = ej >= 0 ? pf_.early.get() : pf_.ring.get();
+                j = ej >= 0 ? static_cast<std::size_t>(ej) : next_staged++;
+                if (ej >= 0) ++st.early;
+                const auto w0 = Clock::now();
+                src = from->wait(j).ptr;
+                staging_wait += ns_since(w0);
+            }
+            scratch = static_cast<int>(next_scratch++ % pf_.scratch_landed.size());
+            std::uint8_t* slot = pf_.scratch + static_cast<std::uint64_t>(scratch) * slots_.stride;
+            // The scratch slot's previous expert must be done before it is overwritten.
+            NEURAL_CUDA(cudaStreamWaitEvent(copy_stream_, pf_.scratch_free[static_cast<std::size_t>(scratch)], 0));
+            NEURAL_CUDA(cudaMemcpyAsync(slot, src, slots_.record_bytes, cudaMemcpyHostToDevice, copy_stream_));
+            if (from != nullptr) from->issued(j, copy_stream_);
+            NEURAL_CUDA(cudaEventRecord(pf_.scratch_landed[static_cast<std::size_t>(scratch)], copy_stream_));
+            // The gate_up waits for the copy; the down waits for the gate_up.
+            NEURAL_CUDA(cudaStreamWaitEvent(gate_up_stream, pf_.scratch_landed[static_cast<std::size_t>(scratch)], 0));
+            record = slot;
+            ++st.staged;
+        }
+        const int o0 = g.offset[static_cast<std::size_t>(e)];
+        const int cnt = g.count[static_cast<std::size_t>(e)];
+        for (int m0 = 0; m0 < cnt; m0 += pf_.block) {
+            const int rows_m = std::min(pf_.block, cnt - m0);
+            if (overlap) {
+                const int b = launches++ % 2;
+                float* act = b == 0 ? pf_.act : pf_.act2;
+                // act buffer b is free once the down of two launches ago has read it.
+                NEURAL_CUDA(cudaStreamWaitEvent(pf_.side, pf_.act_free[b], 0));
+                cuda::expert_gemm_gate_up(record, e, shape, pf_.entries + o0 + m0, rows_m, pf_.h,
+                                          ld.gate_up_bias, act, pf_.side);
+                NEURAL_CUDA(cudaEventRecord(pf_.gate_up_done[b], pf_.side));
+                NEURAL_CUDA(cudaStreamWaitEvent(stream_, pf_.gate_up_done[b], 0));
+                cuda::expert_gemm_down(record, e, shape, pf_.entries + o0 + m0, rows_m, act, pf_.gate,
+                                       ld.down_bias, pf_.acc, stream_);
+                NEURAL_CUDA(cudaEventRecord(pf_.act_free[b], stream_));
+                continue;
+            }
+            if (!grouped || w == Place::staged) {
+                cuda::expert_gemm(record, e, shape, pf_.entries + o0 + m0, rows_m, pf_.h, pf_.gate,
+                                  ld.gate_up_bias, ld.down_bias, pf_.act, pf_.acc, stream_);
+                continue;
+            }
+            if (static_cast<int>(group.size()) == cuda::kMaxGroupedExperts || group_rows + rows_m > pf_.block) flush();
+            group.push_back(cuda::ExpertJob{record, e, o0 + m0, rows_m, group_rows});
+            group_rows += rows_m;
+        }
+        if (scratch >= 0) NEURAL_CUDA(cudaEventRecord(pf_.scratch_free[static_cast<std::size_t>(scratch)], stream_));
+    }
+    flush();
+    NEURAL_CUDA(cudaGetLastError());
+}
+
+}  // namespace neural::hybrid

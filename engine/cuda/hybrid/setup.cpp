@@ -1,0 +1,404 @@
+// Setup of the hybrid backend: the device and the VRAM plan (dense core, K/V cache, decode and
+// prefill buffers, then the expert slot pool from what the budget leaves), the CPU side, the
+// initial slot placement, the staging rings, the graphs; and the release of all of it.
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <cuda_runtime.h>
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "cpu/kernels/expert_kernel.h"
+#include "cpu/rope.h"
+#include "cpu/team/worker_team.h"
+#include "cuda/attention.cuh"
+#include "cuda/cuda_check.h"
+#include "cuda/device.cuh"
+#include "cuda/hybrid/hybrid_backend.h"
+#include "cuda/router.cuh"
+#include "model/config.h"
+#include "model/weights.h"
+#include "neural/error.h"
+#include "runtime/backend.h"
+#include "runtime/fit.h"
+#include "runtime/ranking.h"
+#include "store/store.h"
+
+namespace neural::hybrid {
+
+HybridBackend::HybridBackend(const GpuBackendInputs& in, const GpuOptions& opt) : in_(in), opt_(opt) {
+    try {
+        init();
+    } catch (...) {
+        release();
+        throw;
+    }
+}
+
+HybridBackend::~HybridBackend() { release(); }
+
+std::string HybridBackend::experts() const {
+    return fmt::format("{} kernel, {} team, {} threads", cpu::kernel_isa_name(kernel_->isa()), team_->name(),
+                       team_->size());
+}
+
+// Uploads a bf16 view (rows * cols values); a missing view (no bias) becomes zeros.
+void HybridBackend::upload(std::uint16_t* dst, const Bf16View& v, std::size_t values) {
+    if (v.data == nullptr) {
+        NEURAL_CUDA(cudaMemset(dst, 0, values * 2));
+        return;
+    }
+    NEURAL_CUDA(cudaMemcpy(dst, v.data, values * 2, cudaMemcpyHostToDevice));
+}
+
+// The order of the steps is the VRAM plan: the dense core, the K/V cache, the decode and prefill
+// buffers are allocated first (fit.cpp's gpu_memory_layout mirrors them), the slot pool takes
+// what is left.
+void HybridBackend::init() {
+    const ModelConfig& c = *in_.config;
+    std::string why;
+    const auto devices = cuda::list_devices(&why);
+    if (devices.empty()) fail("backend \"cuda\": {}", why);
+    if (opt_.device < 0 || opt_.device >= static_cast<int>(devices.size())) {
+        fail("--device {} does not exist ({} CUDA device(s))", opt_.device, devices.size());
+    }
+    const cuda::DeviceInfo& dev = devices[static_cast<std::size_t>(opt_.device)];
+    NEURAL_CUDA(cudaSetDevice(opt_.device));
+    const std::string err = cuda::self_test(opt_.device);
+    if (!err.empty()) fail("backend \"cuda\": device self-test failed: {}", err);
+    vram_.budget = opt_.vram_budget_gib > 0
+                       ? static_cast<std::uint64_t>(opt_.vram_budget_gib * kGiB)
+                       : (dev.free_bytes > (512ull << 20) ? dev.free_bytes - (512ull << 20) : 0);
+    if (opt_.vram_budget_gib > 0 && vram_.budget > dev.free_bytes) {
+        fail("--vram-budget {:.2f} GiB is more than the {:.2f} GiB free on {}", opt_.vram_budget_gib,
+             static_cast<double>(dev.free_bytes) / kGiB, dev.name);
+    }
+    H_ = c.hidden_size;
+    I_ = c.intermediate_size;
+    E_ = c.num_experts;
+    K_ = c.experts_per_token;
+    L_ = c.num_layers;
+    nq_ = c.num_heads;
+    nkv_ = c.num_kv_heads;
+    d_ = c.head_dim;
+    Q_ = c.q_dim();
+    KV_ = c.kv_dim();
+    V_ = c.vocab_size;
+    if (K_ > cuda::kRouterMaxK) fail("backend \"cuda\": experts_per_token {} > {}", K_, cuda::kRouterMaxK);
+    if (d_ > cuda::kAttentionMaxHeadDim || d_ % 2 != 0) fail("backend \"cuda\": head_dim {} unsupported", d_);
+    if (H_ % 32 != 0 || I_ % 32 != 0 || Q_ % 8 != 0) fail("backend \"cuda\": hidden/intermediate sizes must be multiples of 32");
+    if (static_cast<std::size_t>(K_) * (I_ / 32 * 33) * 4 > 48 * 1024 ||
+        static_cast<std::size_t>(H_) * 4 > 48 * 1024) {
+        fail("backend \"cuda\": hidden {} / intermediate {} exceed the kernels' shared memory", H_, I_);
+    }
+    if (E_ > 1024) fail("backend \"cuda\": {} experts per layer is more than 1024", E_);
+    ctx_ = opt_.context > 0 ? std::min<std::int64_t>(opt_.context, c.max_position_embeddings)
+                            : std::min<std::int64_t>(c.max_position_embeddings, 8192);
+    dec_.splits = static_cast<int>(std::clamp<std::int64_t>(ctx_ / 512, 1, 16));
+
+    NEURAL_CUDA(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    NEURAL_CUDA(cudaStreamCreateWithFlags(&copy_stream_, cudaStreamNonBlocking));
+
+    init_dense_core();
+    init_kv_cache();
+    init_decode_buffers();
+    init_prefill();
+    // The decode graphs' host-mapped exchange buffers (pinned host memory, not VRAM).
+    const auto Hs = static_cast<std::size_t>(H_);
+    dec_.in_x = HostBuffer(Hs * 4);
+    dec_.h_host = HostBuffer(Hs * 4);
+    dec_.cpu_out = HostBuffer(Hs * 4);
+    dec_.route = HostBuffer(static_cast<std::size_t>(K_) * 12);
+    dec_.logits_host = HostBuffer(static_cast<std::size_t>(V_) * 4);
+    dec_.pos_host = HostBuffer(4);
+    init_slot_pool();
+    init_cpu_side();
+    // Before anything below reads the store or --release-resident gives its pages back.
+    pin_store();
+    init_stream_misses();
+    init_record_buffers();
+    place_static_experts();
+    init_staging();
+    capture_graphs();
+    description_ = description(dev.name);
+}
+
+// Dense core (bf16, straight from the checkpoint). The embedding stays in RAM: a token needs one
+// row, which the host widens into mapped memory.
+void HybridBackend::init_dense_core() {
+    const ModelWeights& w = *in_.weights;
+    const auto Hs = static_cast<std::size_t>(H_), Is = static_cast<std::size_t>(I_),
+               Es = static_cast<std::size_t>(E_), Qs = static_cast<std::size_t>(Q_),
+               KVs = static_cast<std::size_t>(KV_);
+    const std::size_t qkv_rows = Qs + 2 * KVs;
+    layers_.resize(static_cast<std::size_t>(L_));
+    for (int l = 0; l < L_; ++l) {
+        const LayerWeights& lw = w.layers[static_cast<std::size_t>(l)];
+        LayerDevice& ld = layers_[static_cast<std::size_t>(l)];
+        ld.input_norm = dalloc<std::uint16_t>(Hs, "layer norms");
+        upload(ld.input_norm, lw.input_norm, Hs);
+        ld.post_norm = dalloc<std::uint16_t>(Hs, "layer norms");
+        upload(ld.post_norm, lw.post_norm, Hs);
+        pf_.shapes.push_back(prefill_expert_shape(lw));
+        ld.qkv_w = dalloc<std::uint16_t>(qkv_rows * Hs, "QKV weights");
+        upload(ld.qkv_w, lw.q_w, Qs * Hs);
+        upload(ld.qkv_w + Qs * Hs, lw.k_w, KVs * Hs);
+        upload(ld.qkv_w + (Qs + KVs) * Hs, lw.v_w, KVs * Hs);
+        ld.qkv_b = dalloc<std::uint16_t>(qkv_rows, "QKV bias");
+        upload(ld.qkv_b, lw.q_b, Qs);
+        upload(ld.qkv_b + Qs, lw.k_b, KVs);
+        upload(ld.qkv_b + Qs + KVs, lw.v_b, KVs);
+        ld.o_w = dalloc<std::uint16_t>(Hs * Qs, "output projection");
+        upload(ld.o_w, lw.o_w, Hs * Qs);
+        ld.o_b = dalloc<std::uint16_t>(Hs, "output bias");
+        upload(ld.o_b, lw.o_b, Hs);
+        ld.sinks = dalloc<std::uint16_t>(static_cast<std::size_t>(nq_), "sinks");
+        upload(ld.sinks, lw.sinks, static_cast<std::size_t>(nq_));
+        ld.router_w = dalloc<std::uint16_t>(Es * Hs, "router");
+        upload(ld.router_w, lw.router_w, Es * Hs);
+        ld.router_b = dalloc<std::uint16_t>(Es, "router bias");
+        upload(ld.router_b, lw.router_b, Es);
+        ld.gate_up_bias = dalloc<std::uint16_t>(Es * 2 * Is, "expert biases");
+        upload(ld.gate_up_bias, lw.gate_up.bias, Es * 2 * Is);
+        ld.down_bias = dalloc<std::uint16_t>(Es * Hs, "expert biases");
+        upload(ld.down_bias, lw.down.bias, Es * Hs);
+        ld.sel = dalloc<int>(static_cast<std::size_t>(K_), "router outputs");
+        ld.slot = dalloc<int>(static_cast<std::size_t>(K_), "router outputs");
+        ld.gate = dalloc<float>(static_cast<std::size_t>(K_), "router outputs");
+    }
+    final_norm_ = dalloc<std::uint16_t>(Hs, "final norm");
+    upload(final_norm_, w.final_norm, Hs);
+    lm_head_ = dalloc<std::uint16_t>(static_cast<std::size_t>(V_) * Hs, "lm_head");
+    upload(lm_head_, w.lm_head, static_cast<std::size_t>(V_) * Hs);
+    vram_.core_bytes = vram_.used;
+}
+
+// RoPE's frequencies, the K/V cache and the host-side K/V checkpoints.
+void HybridBackend::init_kv_cache() {
+    const ModelConfig& c = *in_.config;
+    const auto KVs = static_cast<std::size_t>(KV_);
+    const cpu::Rope rope(c);
+    inv_freq_ = dalloc<float>(rope.inv_freq().size(), "RoPE");
+    NEURAL_CUDA(cudaMemcpy(inv_freq_, rope.inv_freq().data(), rope.inv_freq().size() * 4,
+                           cudaMemcpyHostToDevice));
+    concentration_ = rope.concentration();
+
+    // K/V: full layers keep the whole context; with --kv-ring, sliding layers keep a ring of
+    // their last positions (position p in row p % ring). Zeroed: a prefill tile may read a
+    // masked row of the ring before anything was written there.
+    // K/V checkpoints of a ring keep the rings' last positions (ring checkpoints, switch_sequence).
+    kv_ring_ = kv_ring_positions(c, ctx_, opt_.kv_ring, opt_.prefill_order == "token" ? 0 : opt_.prefill_block);
+    for (int l = 0; l < L_; ++l) {
+        LayerDevice& ld = layers_[static_cast<std::size_t>(l)];
+        ld.ring = c.layer_is_sliding[static_cast<std::size_t>(l)] ? kv_ring_ : 0;
+        const std::size_t rows = static_cast<std::size_t>(ld.ring > 0 ? ld.ring : ctx_);
+        ld.k_cache = dalloc<float>(rows * KVs, "K/V cache");
+        ld.v_cache = dalloc<float>(rows * KVs, "K/V cache");
+        NEURAL_CUDA(cudaMemset(ld.k_cache, 0, rows * KVs * 4));
+        NEURAL_CUDA(cudaMemset(ld.v_cache, 0, rows * KVs * 4));
+    }
+    vram_.kv_bytes = vram_.used - vram_.core_bytes;
+    if (opt_.kv_checkpoint_gib > 0) {
+        std::uint64_t ring_layers = 0;
+        for (int l = 0; l < L_; ++l) ring_layers += layers_[static_cast<std::size_t>(l)].ring > 0 ? 1 : 0;
+        const auto per_layer = 2 * static_cast<std::uint64_t>(KV_);
+        checkpoints_ = std::make_unique<KvCheckpoints>(
+            static_cast<std::uint64_t>(opt_.kv_checkpoint_gib * kGiB),
+            (static_cast<std::uint64_t>(L_) - ring_layers) * per_layer, ring_layers * per_layer,
+            ring_layers > 0 ? c.sliding_window : 0);
+    }
+}
+
+// The decode graphs' device buffers (activations, logits, position) and the slot table.
+void HybridBackend::init_decode_buffers() {
+    const auto Hs = static_cast<std::size_t>(H_), Is = static_cast<std::size_t>(I_),
+               Es = static_cast<std::size_t>(E_), Qs = static_cast<std::size_t>(Q_),
+               KVs = static_cast<std::size_t>(KV_);
+    const std::size_t qkv_rows = Qs + 2 * KVs;
+    dec_.x = dalloc<float>(Hs, "activations");
+    dec_.h = dalloc<float>(Hs, "activations");
+    dec_.qkv = dalloc<float>(qkv_rows, "activations");
+    dec_.attn = dalloc<float>(Qs, "activations");
+    dec_.attn_scratch = dalloc<float>(static_cast<std::size_t>(nq_) * dec_.splits * (d_ + 2), "attention scratch");
+    dec_.router_logits = dalloc<float>(Es, "activations");
+    dec_.act = dalloc<float>(static_cast<std::size_t>(K_) * Is, "activations");
+    dec_.moe_gpu = dalloc<float>(Hs, "activations");
+    dec_.logits = dalloc<float>(static_cast<std::size_t>(V_), "logits");
+    dec_.pos = dalloc<int>(1, "position");
+    slots_.table = dalloc<int>(static_cast<std::size_t>(L_) * Es, "slot table");
+}
+
+void HybridBackend::init_slot_pool() {
+    // The expert slot pool: what the budget leaves (minus a reserve for graphs and the
+    // allocator), or exactly what was asked.
+    slots_.record_bytes = cpu::ExpertRecordView::raw_bytes(H_, I_);
+    slots_.stride = (slots_.record_bytes + kSlotAlign - 1) / kSlotAlign * kSlotAlign;
+    const std::uint64_t reserve = 64ull << 20;
+    const std::uint64_t left = vram_.budget > vram_.used + reserve ? vram_.budget - vram_.used - reserve : 0;
+    std::int64_t slots;
+    if (opt_.pool_slots >= 0) {
+        slots = opt_.pool_slots;
+    } else if (opt_.pool_gib >= 0) {
+        slots = static_cast<std::int64_t>(opt_.pool_gib * kGiB / static_cast<double>(slots_.stride));
+    } else {
+        slots = static_cast<std::int64_t>(left / slots_.stride);
+    }
+    slots = std::min<std::int64_t>(slots, static_cast<std::int64_t>(L_) * E_);
+    if (slots > 0) slots_.base = dalloc<std::uint8_t>(static_cast<std::size_t>(slots) * slots_.stride, "expert slot pool");
+    ResidencyOptions ro;
+    ro.static_fraction = opt_.static_fraction;
+    ro.refresh_every = opt_.refresh_every;
+    ro.refresh_m = opt_.refresh_m;
+    ro.prefill_weight = opt_.prefill_weight;
+    residency_ = std::make_unique<Residency>(L_, E_, static_cast<int>(slots), ro);
+}
+
+// The CPU side: the fused kernel on a worker team for the misses.
+void HybridBackend::init_cpu_side() {
+    const ModelConfig& c = *in_.config;
+    cpu::KernelIsa isa = cpu::select_kernel_isa();
+    if (in_.kernel == "scalar") isa = cpu::KernelIsa::scalar;
+    else if (in_.kernel == "avx2") isa = cpu::KernelIsa::avx2;
+    else if (in_.kernel == "avx512") isa = cpu::KernelIsa::avx512;
+    else if (in_.kernel != "auto") fail("unknown kernel \"{}\"", in_.kernel);
+    if (!cpu::kernel_isa_available(isa)) {
+        fail("kernel \"{}\" cannot run on this CPU or build", in_.kernel);
+    }
+    kernel_ = std::make_unique<cpu::ExpertKernel>(isa, cpu::SwigluParams{c.swiglu_limit, c.swiglu_alpha});
+    cpu::TeamOptions team;
+    team.persistent = in_.kernel_persistent;
+    team.library = in_.kdll;
+    team.threads = in_.threads;
+    std::string fallback;
+    team_ = cpu::make_worker_team(team, &fallback);
+    if (!fallback.empty()) spdlog::warn("persistent CPU team unavailable: {}", fallback);
+    raw_store_ = in_.store != nullptr && in_.store->kind() == store::StoreKind::kRaw;
+    if (in_.store == nullptr) {
+        spdlog::warn("backend cuda without an expert store: missed experts are assembled from the "
+                     "checkpoint tensors on every use; repack into a store for speed");
+    }
+}
+
+// Pinned record buffers: the admissions' captures (with their upload events), and per router
+// choice one that cpu_input assembles a record into when there is no store.
+void HybridBackend::init_record_buffers() {
+    for (int b = 0; b < kCaptureBuffers; ++b) {
+        adm_.captures.emplace_back(static_cast<std::size_t>(slots_.record_bytes));
+        cudaEvent_t ev;
+        NEURAL_CUDA(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
+        adm_.capture_done.push_back(ev);
+    }
+    for (int k = 0; k < K_; ++k) assembled_.emplace_back(static_cast<std::size_t>(slots_.record_bytes));
+    NEURAL_CUDA(cudaEventCreateWithFlags(&adm_.evicted, cudaEventDisableTiming));
+}
+
+// Initial placement (static slots from the ranking), uploaded synchronously.
+void HybridBackend::place_static_experts() {
+    const auto Es = static_cast<std::size_t>(E_);
+    std::vector<int> table(static_cast<std::size_t>(L_) * Es, -1);
+    const Ranking ranking = opt_.ranking.empty() ? Ranking{} : load_ranking(opt_.ranking);
+    for (const Residency::Admission& a : residency_->initial(ranking)) {
+        fill_record(a.layer, a.expert, adm_.captures[0].host<std::uint8_t>());
+        NEURAL_CUDA(cudaMemcpy(slots_.base + static_cast<std::uint64_t>(a.slot) * slots_.stride,
+                               adm_.captures[0].ptr, slots_.record_bytes, cudaMemcpyHostToDevice));
+        table[static_cast<std::size_t>(a.layer) * Es + static_cast<std::size_t>(a.expert)] = a.slot;
+    }
+    NEURAL_CUDA(cudaMemcpy(slots_.table, table.data(), table.size() * 4, cudaMemcpyHostToDevice));
+    // --release-resident: static slots never leave VRAM, so their records' RAM can go back to
+    // the OS (the uploads above were synchronous). A later CPU read would fault them back in.
+    // A pinned store gives nothing back (ExpertStore::set_pinned).
+    if (in_.store != nullptr) {
+        for (int sl = 0; sl < residency_->static_slots(); ++sl) {
+            const int owner = residency_->owner(sl);
+            if (owner >= 0) in_.store->note_resident_in_vram(owner / E_, owner % E_);
+        }
+    }
+}
+
+// Prefill's staging rings. A pinned store needs none: its records are uploaded from the mapping.
+void HybridBackend::init_staging() {
+    if (pf_.on && pin_.mapping == nullptr) {
+        pf_.ring = std::make_unique<StagingRing>(opt_.device, opt_.staging_threads, opt_.staging_threads,
+                                                 static_cast<std::size_t>(slots_.record_bytes),
+                                                 [this](int l, int e, std::uint8_t* dst) { fill_record(l, e, dst); });
+        // Early staging (layer-major only): pinned buffers for the experts the first block's
+        // routing already sends to staging, filled while the other blocks' dense parts run.
+        if (opt_.prefill_early > 0 && opt_.prefill_order == "layer") {
+            pf_.early = std::make_unique<StagingRing>(opt_.device, opt_.staging_threads, opt_.prefill_early,
+                                                      static_cast<std::size_t>(slots_.record_bytes),
+                                                      [this](int l, int e, std::uint8_t* dst) { fill_record(l, e, dst); });
+        }
+    }
+}
+
+std::string HybridBackend::description(const std::string& device_name) const {
+    return fmt::format(
+        "cuda ({}, VRAM budget {:.2f} GiB: core {:.2f} GiB, K/V {:.2f} GiB for {} positions{}, "
+        "{} expert slots = {:.2f} GiB ({} static, {} resident, residency {}); misses: {} kernel, "
+        "{} team, {} threads{}{}; prefill {}; {}; K/V checkpoints {})",
+        device_name, static_cast<double>(vram_.budget) / kGiB, static_cast<double>(vram_.core_bytes) / kGiB,
+        static_cast<double>(vram_.kv_bytes) / kGiB, ctx_,
+        kv_ring_ > 0 ? fmt::format(" (sliding layers: a ring of {})", kv_ring_) : std::string(), residency_->slots(),
+        static_cast<double>(residency_->slots()) * static_cast<double>(slots_.stride) / kGiB,
+        residency_->static_slots(), residency_->resident_count(),
+        residency_->frozen() ? "frozen" : fmt::format("adaptive every {} tokens", opt_.refresh_every),
+        cpu::kernel_isa_name(kernel_->isa()), team_->name(), team_->size(),
+        in_.store == nullptr ? ", experts from the checkpoint" : "",
+        miss_.note.empty() ? std::string() : ", " + miss_.note,
+        pf_.on ? fmt::format("{}-major, blocks of {}, {} scratch slots, {}, CPU up to {} tokens{}, {}, {} expert streams",
+                             opt_.prefill_order, pf_.block, opt_.scratch_slots,
+                             pin_.mapping != nullptr ? std::string("staged from the pinned store")
+                                                     : fmt::format("{} staging threads", opt_.staging_threads),
+                             opt_.prefill_cpu_tokens, opt_.grouped_gemm ? ", grouped GEMM" : "", expert_operands(),
+                             opt_.expert_streams)
+               : std::string("token by token"),
+        pin_.note, checkpoints_ ? fmt::format("{:.2f} GiB", opt_.kv_checkpoint_gib) : std::string("off"));
+}
+
+void HybridBackend::release() {
+    if (stream_ != nullptr) cudaStreamSynchronize(stream_);
+    if (copy_stream_ != nullptr) cudaStreamSynchronize(copy_stream_);
+    if (pf_.side != nullptr) cudaStreamSynchronize(pf_.side);
+    if (miss_.stream != nullptr) cudaStreamSynchronize(miss_.stream);
+    // The store's registration first (no copy from it is in flight any more); the store
+    // outlives the backend (Model destroys its backend first).
+    if (pin_.mapping != nullptr) {
+        cudaHostUnregister(const_cast<void*>(pin_.mapping));
+        in_.store->set_pinned(false);
+        pin_.mapping = nullptr;
+    }
+    for (auto g : dec_.graphs) cudaGraphExecDestroy(g);
+    if (dec_.tail != nullptr) cudaGraphExecDestroy(dec_.tail);
+    if (dec_.tail_rows != nullptr) cudaGraphExecDestroy(dec_.tail_rows);
+    pf_.ring.reset();
+    pf_.early.reset();
+    if (pf_.side != nullptr) cudaStreamDestroy(pf_.side);
+    if (miss_.stream != nullptr) cudaStreamDestroy(miss_.stream);
+    for (auto g : miss_.graphs) cudaGraphExecDestroy(g);
+    for (cudaEvent_t e : {miss_.landed, miss_.done}) {
+        if (e != nullptr) cudaEventDestroy(e);
+    }
+    for (cudaEvent_t e : {pf_.experts_start, pf_.gate_up_done[0], pf_.gate_up_done[1], pf_.act_free[0], pf_.act_free[1]}) {
+        if (e != nullptr) cudaEventDestroy(e);
+    }
+    for (auto e : pf_.scratch_landed) cudaEventDestroy(e);
+    if (pf_.first_routed != nullptr) cudaEventDestroy(pf_.first_routed);
+    for (auto e : pf_.scratch_free) cudaEventDestroy(e);
+    if (pf_.h_ready != nullptr) cudaEventDestroy(pf_.h_ready);
+    for (auto e : dec_.routed) cudaEventDestroy(e);
+    for (auto e : timing_.layer_start) cudaEventDestroy(e);
+    for (auto e : timing_.layer_end) cudaEventDestroy(e);
+    for (auto e : timing_.tail_marks) cudaEventDestroy(e);
+    for (auto e : adm_.capture_done) cudaEventDestroy(e);
+    if (adm_.evicted != nullptr) cudaEventDestroy(adm_.evicted);
+    for (void* p : vram_.allocations) cudaFree(p);
+    vram_.allocations.clear();
+    if (stream_ != nullptr) cudaStreamDestroy(stream_);
+    if (copy_stream_ != nullptr) cudaStreamDestroy(copy_stream_);
+    stream_ = copy_stream_ = nullptr;
+}
+
+}  // namespace neural::hybrid

@@ -1,0 +1,69 @@
+// --pin-store (GpuOptions::pin_store, docs/CUDA.md "Pinned store"): the raw store's mapping
+// registered with CUDA, so prompts copy staged experts by DMA straight from it.
+#include <span>
+#include <string>
+
+#include <cuda_runtime.h>
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "cuda/hybrid/hybrid_backend.h"
+#include "platform/system_info.h"
+#include "store/store.h"
+
+namespace neural::hybrid {
+
+// --pin-store (GpuOptions::pin_store): registers the raw store's whole mapping with CUDA,
+// page-locked and read-only, so a prompt's staged experts are copied by DMA straight from it
+// instead of through the staging threads' host memcpy into pinned buffers (docs/CUDA.md
+// "Pinned store"). Sets pin_.note for the description either way; a registration that
+// fails only warns: the staging threads do the copies then.
+void HybridBackend::pin_store() {
+    const std::string& mode = opt_.pin_store;
+    if (!is_pin_store(mode)) fail("--pin-store \"{}\": expected auto, 0 or 1", mode);
+    const auto not_pinned = [&](const std::string& why) { pin_.note = "store not pinned: " + why; };
+    if (mode == "0") return not_pinned("--pin-store 0");
+    if (in_.store == nullptr) return not_pinned("no expert store");
+    if (!raw_store_) return not_pinned("a packed store (its records are not slot images)");
+    if (!pf_.on) return not_pinned("prompts run token by token");
+    const std::span<const std::uint8_t> map = in_.store->mapping();
+    const double gb = static_cast<double>(map.size()) / 1e9;
+    if (mode == "auto") {
+        const std::uint64_t ram = system_memory().total_bytes;
+        if (!pin_store_by_default(map.size(), ram)) {
+            return not_pinned(ram == 0 ? std::string("the RAM size is unknown (--pin-store 1 pins it anyway)")
+                                       : fmt::format("{:.1f} GB is more than half of the {:.1f} GB of RAM "
+                                                     "(--pin-store 1 pins it anyway)",
+                                                     gb, static_cast<double>(ram) / 1e9));
+        }
+    }
+    const std::string asked = mode == "1" ? " (--pin-store 1 asked for it)" : "";
+    // The mapping is read-only: registering it needs the read-only flag, which not every
+    // device and driver has.
+    int read_only = 0;
+    if (cudaDeviceGetAttribute(&read_only, cudaDevAttrHostRegisterReadOnlySupported, opt_.device) != cudaSuccess) {
+        cudaGetLastError();
+        read_only = 0;
+    }
+    if (read_only == 0) {
+        spdlog::warn("--pin-store: this GPU or driver cannot register read-only host memory (the store "
+                     "mapping); prompts stage experts through the staging threads");
+        return not_pinned("the device cannot register read-only memory" + asked);
+    }
+    const auto t0 = Clock::now();
+    const cudaError_t e = cudaHostRegister(const_cast<std::uint8_t*>(map.data()), map.size(),
+                                           cudaHostRegisterReadOnly | cudaHostRegisterPortable);
+    pin_.seconds = static_cast<double>(ns_since(t0)) / 1e9;
+    if (e != cudaSuccess) {
+        cudaGetLastError();  // registration errors are not sticky: clear it for later checks
+        spdlog::warn("--pin-store: registering {} ({:.1f} GB) with CUDA failed after {:.2f} s: {}; prompts "
+                     "stage experts through the staging threads",
+                     in_.store->path().string(), gb, pin_.seconds, cudaGetErrorString(e));
+        return not_pinned(fmt::format("registration failed: {}{}", cudaGetErrorString(e), asked));
+    }
+    pin_.mapping = map.data();
+    in_.store->set_pinned(true);
+    pin_.note = fmt::format("store pinned ({:.1f} GB in {:.2f} s)", gb, pin_.seconds);
+}
+
+}  // namespace neural::hybrid

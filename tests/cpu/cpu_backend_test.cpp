@@ -1,0 +1,58 @@
+// The CPU backend behind Model::forward (cpu/cpu_backend.h): the same bits as the reference model
+// it wraps, what it says about itself, and the kernel names it accepts.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <vector>
+
+#include "cpu/cpu_backend.h"
+#include "runtime/model.h"
+#include "support/fixtures.h"
+
+namespace neural {
+namespace {
+
+TEST(CpuBackend, ModelForwardIsTheReferenceModelBitForBit) {
+    const auto model = Model::load(test::tiny_model_dir());
+    EXPECT_STREQ(model->backend_name(), "cpu");
+    EXPECT_EQ(model->describe_backend(), "cpu (fp32 reference)");
+    EXPECT_EQ(model->describe_experts(), "reference path");
+    EXPECT_EQ(model->store_pin().pinned, false);
+    const std::vector<TokenId> ids = {1, 7, 42, 3, 99, 5};
+    ForwardOptions all;
+    all.all_logits = true;
+    KvCache a = model->new_cache(), b = model->new_cache();
+    const std::vector<float> through_model = model->forward(ids, a, all);
+    const std::vector<float> direct = model->cpu().forward(ids, b, all);
+    ASSERT_EQ(through_model.size(), direct.size());
+    EXPECT_EQ(std::memcmp(through_model.data(), direct.data(), direct.size() * sizeof(float)), 0);
+    EXPECT_EQ(a.size(), b.size());
+    // A decode step on each cache stays identical too.
+    const TokenId next = 11;
+    const std::vector<float> m1 = model->forward(std::span<const TokenId>(&next, 1), a);
+    const std::vector<float> d1 = model->cpu().forward(std::span<const TokenId>(&next, 1), b);
+    ASSERT_EQ(m1.size(), d1.size());
+    EXPECT_EQ(std::memcmp(m1.data(), d1.data(), d1.size() * sizeof(float)), 0);
+}
+
+TEST(CpuBackend, BadTokenLeavesTheCacheAsItWas) {
+    const auto model = Model::load(test::tiny_model_dir());
+    KvCache cache = model->new_cache();
+    const std::vector<TokenId> ok = {1, 2, 3};
+    model->forward(ok, cache);
+    const std::vector<TokenId> bad = {4, model->config().vocab_size};
+    const std::string msg = test::error_of([&] { model->forward(bad, cache); });
+    EXPECT_NE(msg.find("vocabulary"), std::string::npos) << msg;
+    EXPECT_EQ(cache.size(), 3);
+}
+
+TEST(CpuBackend, KernelNames) {
+    EXPECT_FALSE(parse_cpu_kernel("reference").has_value());
+    ASSERT_TRUE(parse_cpu_kernel("scalar").has_value());
+    EXPECT_EQ(*parse_cpu_kernel("scalar"), cpu::KernelIsa::scalar);
+    const std::string msg = test::error_of([] { parse_cpu_kernel("avx1024"); });
+    EXPECT_NE(msg.find("unknown kernel \"avx1024\""), std::string::npos) << msg;
+}
+
+}  // namespace
+}  // namespace neural
