@@ -109,8 +109,9 @@ int main(int argc, char **argv)
     const QCommandLineOption threads("threads", "CPU worker threads (default: all cores).", "N",
                                      "0");
     const QCommandLineOption kernel("kernel",
-                                    "With --store: expert kernel auto (default), reference, "
-                                    "scalar, avx2, avx512.",
+                                    "CPU kernels: auto (default, the fused expert and bf16 "
+                                    "dense kernels), scalar, avx2, avx512, or reference (the "
+                                    "plain fp32 forward pass).",
                                     "NAME", "auto");
     const QCommandLineOption kernelPersistent("kernel-persistent",
                                               "1: run the expert kernels on the persistent "
@@ -271,10 +272,8 @@ int main(int argc, char **argv)
     std::shared_ptr<const neural::Model> loaded;
     try {
         neural::LoadOptions options;
-        if (p.isSet(store)) {
-            options.store = p.value(store).toStdString();
-            options.kernel = p.value(kernel).toStdString();
-        }
+        if (p.isSet(store)) options.store = p.value(store).toStdString();
+        options.kernel = p.value(kernel).toStdString();
         options.kernel_persistent = number(kernelPersistent, 0, 1) == 1;
         if (p.isSet(kernelPersistent))
             options.gpu.prefer_persistent_team = false;

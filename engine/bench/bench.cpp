@@ -561,10 +561,6 @@ LoadOptions apply_profile_flags(const Json& flags, const LoadOptions& base,
                  what, key);
         }
     }
-    if (o.store.empty() && o.kernel != "reference") {
-        fail("{}: kernel \"{}\" needs a store: the fused kernels read expert-store records", what,
-             o.kernel);
-    }
     return o;
 }
 

@@ -16,7 +16,9 @@ namespace neural::cli {
 
 const char* const kEngineFlagsHelp =
     R"(  --store FILE             read the experts from this expert store (`neural repack`)
-  --kernel NAME            with --store: auto (default), reference, scalar, avx2, avx512
+  --kernel NAME            CPU kernels: auto (default: the fastest fused MXFP4 expert and
+                           bf16 dense kernels this CPU runs, from --store or the checkpoint),
+                           scalar, avx2, avx512, or reference (the plain fp32 forward pass)
   --kernel-persistent 0|1  run the expert kernels on the persistent worker team DLL
   --kdll PATH              the persistent team library (default: beside the executable)
   --threads N              worker threads (default: all cores; kernels: min(cores, 8))
@@ -55,15 +57,12 @@ SamplingParams sampling_params(const Args& args) {
 LoadOptions engine_load_options(const Args& args) {
     LoadOptions o;
     o.store = args.get_or("--store", "");
-    o.kernel = args.get_or("--kernel", o.store.empty() ? "reference" : "auto");
+    o.kernel = args.get_or("--kernel", "auto");
     o.kernel_persistent = args.get_int("--kernel-persistent", 0, 0, 1) == 1;
     o.kdll = args.get_or("--kdll", "");
     o.threads = static_cast<int>(args.get_int("--threads", 0, 0, 4096));
     cpu::set_threads(o.threads);
     apply_gpu_flags(args, o);
-    if (o.store.empty() && args.has("--kernel") && o.kernel != "reference") {
-        fail("--kernel {} needs --store: the fused kernels read expert-store records", o.kernel);
-    }
     memory_flags(args);  // bad memory flags fail before the (slow) load
     apply_ram_flags(args, o);
     return o;

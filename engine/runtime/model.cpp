@@ -165,7 +165,9 @@ std::unique_ptr<Model> Model::load(const fs::path& dir, const LoadOptions& optio
     }
     m->cpu_ = std::make_unique<CpuModel>(m->config_, m->weights_, m->store_.get());
     m->cpu_->set_counters(&m->telemetry_->moe);
-    if (m->store_ && options.kernel != "reference") {
+    if (options.kernel != "reference") {
+        // The fast path: the fused MXFP4 expert kernels (from the store, else straight from the
+        // checkpoint's expert tensors) and the bf16 dense kernels, on one worker team.
         cpu::KernelIsa isa;
         if (options.kernel == "auto") {
             isa = cpu::select_kernel_isa();
@@ -184,11 +186,16 @@ std::unique_ptr<Model> Model::load(const fs::path& dir, const LoadOptions& optio
         team.library = options.kdll;
         team.threads = options.threads;
         std::string fallback;
-        auto moe = std::make_unique<cpu::StoreMoe>(m->config_, m->weights_, *m->store_, isa,
-                                                   cpu::make_worker_team(team, &fallback));
+        auto worker_team = cpu::make_worker_team(team, &fallback);
+        auto moe = m->store_ ? std::make_unique<cpu::StoreMoe>(m->config_, m->weights_, *m->store_,
+                                                               isa, std::move(worker_team))
+                             : std::make_unique<cpu::StoreMoe>(m->config_, m->weights_, isa,
+                                                               std::move(worker_team));
         if (!fallback.empty()) spdlog::warn("persistent CPU team unavailable: {}", fallback);
-        spdlog::debug("experts: {}", moe->describe());
+        const cpu::DenseIsa dense = cpu::dense_isa_for(isa);
+        spdlog::debug("experts: {}; dense: {} kernel", moe->describe(), cpu::dense_isa_name(dense));
         m->cpu_->set_store_moe(std::move(moe));
+        m->cpu_->set_dense_kernel(std::make_unique<cpu::DenseKernel>(dense));
     }
     if (options.backend != "cpu" && options.backend != "cuda" && options.backend != "auto") {
         fail("unknown backend \"{}\" (cpu, cuda, auto)", options.backend);

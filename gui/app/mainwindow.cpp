@@ -653,7 +653,6 @@ void MainWindow::loadActiveProfile()
     if (!dir.isEmpty()) {
         if (!m_options.modelDir.isEmpty() && p.modelDir != m_options.modelDir) {
             o.store.clear();  // the profile's store belongs to its own model
-            o.kernel = "reference";
         }
         m_engine->load(dir, o, threads);
         return;

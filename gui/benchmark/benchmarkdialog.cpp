@@ -109,7 +109,6 @@ bool benchOptionsFor(const BenchmarkRequest &r, ProfileStore &profiles,
         bp.load = p->toLoadOptions();
         if (!modelOverride.isEmpty() && p->modelDir != modelOverride) {
             bp.load.store.clear();  // the profile's store belongs to its own model
-            bp.load.kernel = "reference";
         }
         o.profiles.push_back(std::move(bp));
     }

@@ -109,9 +109,10 @@ const QList<KnobDef> &knobDefs()
                      "going back to one does not process it again. 0: off."),
          T::real, 0.0, 1.0, 0, 4096, {}, QStringLiteral("GiB")},
         {QStringLiteral("kernel"), QObject::tr("Expert kernel"),
-         QObject::tr("reference is bit-exact and slow; auto picks the fastest fused MXFP4 "
-                     "kernel this CPU runs. Needs an expert store."),
-         T::choice, QStringLiteral("reference"), QStringLiteral("auto"), 0, 0,
+         QObject::tr("auto picks the fastest fused MXFP4 expert and bf16 dense kernels this "
+                     "CPU runs (from the expert store, else the checkpoint); reference is the "
+                     "plain fp32 forward pass, bit-exact and slow."),
+         T::choice, QStringLiteral("auto"), QStringLiteral("auto"), 0, 0,
          {QStringLiteral("reference"), QStringLiteral("auto"), QStringLiteral("scalar"),
           QStringLiteral("avx2"), QStringLiteral("avx512")},
          {}},
@@ -219,8 +220,6 @@ LoadOptions Profile::toLoadOptions(int *threads) const
     LoadOptions o;
     o.store = store.toStdString();
     o.kernel = value(QStringLiteral("kernel")).toString().toStdString();
-    if (o.store.empty())
-        o.kernel = "reference";  // the fused kernels read store records
     o.kernel_persistent = value(QStringLiteral("kernel-persistent")).toBool();
     o.threads = value(QStringLiteral("threads")).toInt();
     if (!o.store.empty()) {  // the RAM levers act on the store's records
