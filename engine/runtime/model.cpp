@@ -165,9 +165,34 @@ std::unique_ptr<Model> Model::load(const fs::path& dir, const LoadOptions& optio
     }
     m->cpu_ = std::make_unique<CpuModel>(m->config_, m->weights_, m->store_.get());
     m->cpu_->set_counters(&m->telemetry_->moe);
-    if (options.kernel != "reference") {
-        // The fast path: the fused MXFP4 expert kernels (from the store, else straight from the
-        // checkpoint's expert tensors) and the bf16 dense kernels, on one worker team.
+    if (options.backend != "cpu" && options.backend != "cuda" && options.backend != "auto") {
+        fail("unknown backend \"{}\" (cpu, cuda, auto)", options.backend);
+    }
+    std::string why;
+    if (options.backend == "cuda" || (options.backend == "auto" && cuda_backend_available(&why))) {
+        GpuBackendInputs in;
+        in.config = &m->config_;
+        in.weights = &m->weights_;
+        in.store = m->store_.get();
+        in.kernel = options.kernel == "reference" ? "auto" : options.kernel;
+        in.kernel_persistent = options.kernel_persistent || options.gpu.prefer_persistent_team;
+        in.kdll = options.kdll;
+        in.threads = options.threads;
+        in.moe = &m->telemetry_->moe;
+        in.counters = m->backend_counters_.get();
+        m->gpu_ = make_cuda_backend(in, options.gpu);
+        spdlog::info("backend: {}", m->gpu_->describe());
+    } else if (options.backend == "auto") {
+        spdlog::info("backend: cpu ({})", why);
+    }
+    spdlog::debug("loaded {}: {} layers, hidden {}, {} experts (top-{}), {} tensors, {} bytes",
+                  dir.string(), m->config_.num_layers, m->config_.hidden_size,
+                  m->config_.num_experts, m->config_.experts_per_token,
+                  m->checkpoint_.tensor_count(), m->checkpoint_.total_bytes());
+    if (!m->gpu_ && options.kernel != "reference") {
+        // The CPU backend's fast path: the fused MXFP4 expert kernels (from the store, else
+        // straight from the checkpoint's expert tensors) and the bf16 dense kernels, on one
+        // worker team. (The GPU backend starts its own team for its CPU experts: one per process.)
         cpu::KernelIsa isa;
         if (options.kernel == "auto") {
             isa = cpu::select_kernel_isa();
@@ -197,30 +222,6 @@ std::unique_ptr<Model> Model::load(const fs::path& dir, const LoadOptions& optio
         m->cpu_->set_store_moe(std::move(moe));
         m->cpu_->set_dense_kernel(std::make_unique<cpu::DenseKernel>(dense));
     }
-    if (options.backend != "cpu" && options.backend != "cuda" && options.backend != "auto") {
-        fail("unknown backend \"{}\" (cpu, cuda, auto)", options.backend);
-    }
-    std::string why;
-    if (options.backend == "cuda" || (options.backend == "auto" && cuda_backend_available(&why))) {
-        GpuBackendInputs in;
-        in.config = &m->config_;
-        in.weights = &m->weights_;
-        in.store = m->store_.get();
-        in.kernel = options.kernel == "reference" ? "auto" : options.kernel;
-        in.kernel_persistent = options.kernel_persistent || options.gpu.prefer_persistent_team;
-        in.kdll = options.kdll;
-        in.threads = options.threads;
-        in.moe = &m->telemetry_->moe;
-        in.counters = m->backend_counters_.get();
-        m->gpu_ = make_cuda_backend(in, options.gpu);
-        spdlog::info("backend: {}", m->gpu_->describe());
-    } else if (options.backend == "auto") {
-        spdlog::info("backend: cpu ({})", why);
-    }
-    spdlog::debug("loaded {}: {} layers, hidden {}, {} experts (top-{}), {} tensors, {} bytes",
-                  dir.string(), m->config_.num_layers, m->config_.hidden_size,
-                  m->config_.num_experts, m->config_.experts_per_token,
-                  m->checkpoint_.tensor_count(), m->checkpoint_.total_bytes());
     if (m->store_ && options.release_resident && m->store_->pinned()) {
         spdlog::info("--release-resident: nothing released: the GPU backend keeps the whole store "
                      "in RAM for its copies (--pin-store)");

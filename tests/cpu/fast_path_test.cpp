@@ -99,8 +99,8 @@ TEST_F(FastPathTest, AllPromptsMatchTransformersWithinBf16Tolerance) {
 }
 
 // The fast path and the fp32 reference path agree closely everywhere (not only at the golden
-// probes): the only differences are bf16 activations into the dense layers and the SIMD
-// kernels' summation order.
+// probes): the only differences are the 16-bit (bf16 hi + lo) activations into the dense layers
+// and the SIMD kernels' summation order.
 TEST_F(FastPathTest, StaysCloseToTheReferencePath) {
     auto reference = load("reference");
     const auto prompt = ids("long");
