@@ -19,6 +19,8 @@ const char* const kEngineFlagsHelp =
   --kernel NAME            CPU kernels: auto (default: the fastest fused MXFP4 expert and
                            bf16 dense kernels this CPU runs, from --store or the checkpoint),
                            scalar, avx2, avx512, or reference (the plain fp32 forward pass)
+  --dense auto|reference   with a fast --kernel: the bf16 dense kernels (auto, default) or
+                           the fp32 reference dense layers beside the fused expert kernels
   --kernel-persistent 0|1  run the expert kernels on the persistent worker team DLL
   --kdll PATH              the persistent team library (default: beside the executable)
   --threads N              worker threads (default: all cores; kernels: min(cores, 8))
@@ -36,7 +38,7 @@ const char* const kEngineFlagsHelp =
 )";
 
 std::set<std::string> with_engine_flags(std::set<std::string> flags) {
-    flags.insert({"--store", "--kernel", "--kernel-persistent", "--kdll", "--threads"});
+    flags.insert({"--store", "--kernel", "--dense", "--kernel-persistent", "--kdll", "--threads"});
     flags.insert({"--ws-min", "--prefetch"});
     flags.insert({"--warmup-ram", "--warmup-sync", "--lock-ram", "--release-resident"});
     add_gpu_flags(flags);
@@ -58,6 +60,10 @@ LoadOptions engine_load_options(const Args& args) {
     LoadOptions o;
     o.store = args.get_or("--store", "");
     o.kernel = args.get_or("--kernel", "auto");
+    o.dense = args.get_or("--dense", "auto");
+    if (o.dense != "auto" && o.dense != "reference") {
+        fail("--dense: expected auto or reference, got \"{}\"", o.dense);
+    }
     o.kernel_persistent = args.get_int("--kernel-persistent", 0, 0, 1) == 1;
     o.kdll = args.get_or("--kdll", "");
     o.threads = static_cast<int>(args.get_int("--threads", 0, 0, 4096));

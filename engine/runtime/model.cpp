@@ -220,7 +220,11 @@ std::unique_ptr<Model> Model::load(const fs::path& dir, const LoadOptions& optio
         const cpu::DenseIsa dense = cpu::dense_isa_for(isa);
         spdlog::debug("experts: {}; dense: {} kernel", moe->describe(), cpu::dense_isa_name(dense));
         m->cpu_->set_store_moe(std::move(moe));
-        m->cpu_->set_dense_kernel(std::make_unique<cpu::DenseKernel>(dense));
+        if (options.dense == "auto") {
+            m->cpu_->set_dense_kernel(std::make_unique<cpu::DenseKernel>(dense));
+        } else if (options.dense != "reference") {
+            fail("unknown dense path \"{}\" (auto, reference)", options.dense);
+        }
     }
     if (m->store_ && options.release_resident && m->store_->pinned()) {
         spdlog::info("--release-resident: nothing released: the GPU backend keeps the whole store "

@@ -29,6 +29,10 @@ struct LoadOptions {
   // CPU runs; $NEURAL_KERNEL overrides), "scalar" / "avx2" / "avx512" (the fast path with that
   // variant), or "reference" (the plain fp32 forward pass the fast path is checked against).
   std::string kernel = "auto";
+  // With a fast-path kernel: "auto" (the bf16 dense kernels for attention projections, router
+  // and lm_head) or "reference" (the fp32 reference dense layers beside the fused expert
+  // kernels: isolates the expert kernels, e.g. to compare them with the reference bit for bit).
+  std::string dense = "auto";
   // Worker team for the fused kernels: the persistent team DLL (`--kernel-persistent 1`, at
   // `kdll` or beside the executable) or OpenMP; threads <= 0: the default (min(cores, 8)).
   bool kernel_persistent = false;

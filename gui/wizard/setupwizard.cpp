@@ -378,9 +378,9 @@ public:
     explicit StorePageWidget(SetupWizard *w) : m_w(w)
     {
         setTitle(tr("Expert store"));
-        setSubTitle(tr("A store holds the experts in one file laid out for fast reading; the "
-                       "optimized kernels need one. Raw keeps the scales as they are; packed "
-                       "stores them in half the space."));
+        setSubTitle(tr("A store holds the experts in one file laid out for fast reading (the "
+                       "fast kernels also read them straight from the checkpoint). Raw keeps "
+                       "the scales as they are; packed stores them in half the space."));
         auto *v = new QVBoxLayout(this);
         m_none = new QRadioButton(tr("No store: read the experts from the checkpoint"), this);
         m_raw = new QRadioButton(this);
@@ -774,8 +774,7 @@ Profile SetupWizard::profile() const
         p.values.insert(QStringLiteral("context"), static_cast<int>(m_fit.context));
         p.values.insert(QStringLiteral("threads"), m_fit.threads);
         p.values.insert(QStringLiteral("kernel-persistent"), m_fit.kernelPersistent);
-        if (!p.store.isEmpty())
-            p.values.insert(QStringLiteral("kernel"), m_fit.kernel);
+        p.values.insert(QStringLiteral("kernel"), m_fit.kernel);  // store or checkpoint experts
         // Experts that live in VRAM for good need no RAM: measured to cost nothing and save RAM
         // (docs/BENCHMARKS.md "RAM residency on a 64 GB PC").
         if (!p.store.isEmpty() && m_fit.backend == QLatin1String("cuda"))

@@ -20,7 +20,8 @@ namespace {
 TEST(Profiles, BuiltInsDifferWhereDesignSaysSo)
 {
     const Profile s = Profile::stock(), o = Profile::optimized();
-    EXPECT_EQ(s.value(QStringLiteral("kernel")).toString(), QStringLiteral("reference"));
+    // The fast path is the default of both (it reads the checkpoint's experts without a store).
+    EXPECT_EQ(s.value(QStringLiteral("kernel")).toString(), QStringLiteral("auto"));
     EXPECT_EQ(o.value(QStringLiteral("kernel")).toString(), QStringLiteral("auto"));
     EXPECT_FALSE(s.value(QStringLiteral("kernel-persistent")).toBool());
     EXPECT_TRUE(o.value(QStringLiteral("kernel-persistent")).toBool());
@@ -67,10 +68,10 @@ TEST(Profiles, SaveAndLoadRoundTrip)
     EXPECT_EQ(o.kernel, "avx2");
     EXPECT_TRUE(o.kernel_persistent);
     EXPECT_EQ(o.store.string(), "/models/experts.nstore");
-    // Without a store the fused kernels cannot run: the reference path is used.
+    // Without a store the fused kernels read the checkpoint's experts: the kernel stays.
     Profile noStore = m;
     noStore.store.clear();
-    EXPECT_EQ(noStore.toLoadOptions().kernel, "reference");
+    EXPECT_EQ(noStore.toLoadOptions().kernel, "avx2");
 }
 
 TEST(Profiles, MissingFileGivesBuiltInsAndBadFilesSayWhy)
@@ -99,7 +100,7 @@ TEST(Profiles, HandEditedValuesAreClampedAndUnknownKeysDropped)
     const Profile p = Profile::fromJson(o);
     EXPECT_EQ(p.value(QStringLiteral("threads")).toInt(), 0);
     EXPECT_DOUBLE_EQ(p.value(QStringLiteral("pool")).toDouble(), 1024.0);
-    EXPECT_EQ(p.value(QStringLiteral("kernel")).toString(), QStringLiteral("reference"));
+    EXPECT_EQ(p.value(QStringLiteral("kernel")).toString(), QStringLiteral("auto"));  // stock
     EXPECT_EQ(p.value(QStringLiteral("refresh-m")).toInt(), 4);
     EXPECT_FALSE(p.values.contains(QStringLiteral("bogus")));
 }

@@ -25,6 +25,9 @@ TaskFn task_avx512bf16() { return nullptr; }
 
 namespace {
 
+// Multiply-adds below which a call runs on the calling thread alone.
+constexpr std::int64_t kInlineMacs = std::int64_t{1} << 16;
+
 dense_detail::TaskFn task_for(DenseIsa isa) {
     switch (isa) {
         case DenseIsa::scalar: return dense_detail::task_scalar();
@@ -148,6 +151,15 @@ void DenseKernel::run(WorkerTeam& team, std::span<const DenseOutput> outs, const
         }
     }
     job.x = operand.data();
+    // A small job (the tiny shapes' router or projections: a few microseconds of work) runs on
+    // the caller: waking the team would cost more than the work. Same tasks, same bits.
+    std::int64_t macs = 0;
+    for (int i = 0; i < job.n_outputs; ++i) macs += job.out[i].rows * job.padded * tokens;
+    if (macs < kInlineMacs) {
+        const dense_detail::TaskFn fn = task_for(isa_);
+        for (std::int64_t t = 0; t < tasks; ++t) fn(&job, t, 0);
+        return;
+    }
     team.run(TeamPhase{tasks, task_for(isa_), &job});
 }
 
