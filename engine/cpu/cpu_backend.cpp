@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "cpu/kernels/dense_kernel.h"
 #include "neural/error.h"
 
 namespace neural {
@@ -23,14 +24,20 @@ std::optional<cpu::KernelIsa> parse_cpu_kernel(const std::string& kernel) {
 
 CpuBackend::CpuBackend(const CpuBackendInputs& in) : model_(*in.config, *in.weights, in.store) {
     model_.set_counters(in.moe);
-    if (in.store != nullptr && in.kernel) {
-        std::string fallback;
-        auto moe = std::make_unique<cpu::StoreMoe>(*in.config, *in.weights, *in.store, *in.kernel,
-                                                   cpu::make_worker_team(in.team, &fallback));
-        if (!fallback.empty()) spdlog::warn("persistent CPU team unavailable: {}", fallback);
-        spdlog::debug("experts: {}", moe->describe());
-        model_.set_store_moe(std::move(moe));
-    }
+    if (!in.kernel) return;
+    std::string fallback;
+    auto team = cpu::make_worker_team(in.team, &fallback);
+    auto moe = in.store != nullptr
+                   ? std::make_unique<cpu::StoreMoe>(*in.config, *in.weights, *in.store, *in.kernel,
+                                                     std::move(team))
+                   : std::make_unique<cpu::StoreMoe>(*in.config, *in.weights, *in.kernel,
+                                                     std::move(team));
+    if (!fallback.empty()) spdlog::warn("persistent CPU team unavailable: {}", fallback);
+    const cpu::DenseIsa dense = cpu::dense_isa_for(*in.kernel);
+    spdlog::debug("experts: {}; dense: {}", moe->describe(),
+                  in.dense_kernels ? cpu::dense_isa_name(dense) : "fp32 reference");
+    model_.set_store_moe(std::move(moe));
+    if (in.dense_kernels) model_.set_dense_kernel(std::make_unique<cpu::DenseKernel>(dense));
 }
 
 std::string CpuBackend::describe() const {

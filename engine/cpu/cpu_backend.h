@@ -1,6 +1,7 @@
 // The CPU backend behind Model::forward (runtime/backend.h): the fp32 reference forward pass
-// (reference_model.h), its experts computed either by the reference decode-then-dot loop or by
-// the fused MXFP4 kernels on a worker team from an expert store (store_moe.h).
+// (reference_model.h), or its fast path: the fused MXFP4 expert kernels (store_moe.h, from the
+// expert store or straight from the checkpoint's expert tensors) and the bf16 dense kernels
+// (kernels/dense_kernel.h), all on one worker team (docs/KERNELS.md).
 #pragma once
 
 #include <memory>
@@ -27,9 +28,11 @@ struct CpuBackendInputs {
   const ModelConfig* config = nullptr;
   const ModelWeights* weights = nullptr;
   const store::ExpertStore* store = nullptr;  // nullptr: experts from the checkpoint tensors
-  // The fused kernel for the store's experts (parse_cpu_kernel); nullopt or no store: the
-  // reference path.
+  // The fused kernel (parse_cpu_kernel); nullopt: the fp32 reference path throughout.
   std::optional<cpu::KernelIsa> kernel;
+  // With a kernel: the bf16 dense kernels too (LoadOptions::dense "auto"); false keeps the fp32
+  // reference dense layers beside the fused expert kernels.
+  bool dense_kernels = true;
   cpu::TeamOptions team;                   // the fused kernel's worker team
   telemetry::MoeCounters* moe = nullptr;  // where the MoE part adds its time, bytes and experts
 };

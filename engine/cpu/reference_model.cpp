@@ -8,6 +8,7 @@
 
 #include "cpu/ops.h"
 #include "cpu/parallel.h"
+#include "cpu/team/worker_team.h"
 #include "model/mxfp4.h"
 #include "neural/error.h"
 
@@ -16,6 +17,48 @@ namespace neural {
 CpuModel::CpuModel(const ModelConfig& config, const ModelWeights& weights,
                    const ExpertSource* experts)
     : config_(config), weights_(weights), experts_(experts), rope_(config) {}
+
+void CpuModel::set_dense_kernel(std::unique_ptr<cpu::DenseKernel> dense) {
+    if (dense && !store_moe_) fail("the dense kernels run on the expert kernels' team: set it first");
+    dense_ = std::move(dense);
+}
+
+void CpuModel::linear(const Bf16View& w, const Bf16View* b, const float* x, std::int64_t tokens,
+                      float* y) const {
+    if (dense_) {
+        dense_->run(store_moe_->worker_team(), cpu::DenseOutput{&w, b, y, 0}, x, tokens, w.cols);
+    } else {
+        cpu::matmul_bf16(w, b, x, tokens, y);
+    }
+}
+
+namespace {
+
+// Attention rows of a prompt block as team tasks: task = (token, KV head).
+struct AttentionJob {
+    const CpuModel* model;
+    void (CpuModel::*group)(int, int, const float*, std::int64_t, const KvCache&, float*) const;
+    int layer, kv_heads;
+    std::int64_t q_dim, p0;
+    const float* q;
+    const KvCache* cache;
+    float* out;
+    const std::atomic<bool>* cancel;
+    std::atomic<bool> stopped{false};
+
+    static void task(void* ctx, std::int64_t i, std::int32_t) {
+        auto& j = *static_cast<AttentionJob*>(ctx);
+        if (cancel_requested(j.cancel)) {
+            j.stopped.store(true, std::memory_order_relaxed);
+            return;
+        }
+        const std::int64_t t = i / j.kv_heads;
+        const int hk = static_cast<int>(i % j.kv_heads);
+        (j.model->*j.group)(j.layer, hk, j.q + t * j.q_dim, j.p0 + t, *j.cache, j.out + t * j.q_dim);
+    }
+};
+
+}  // namespace
 
 std::vector<float> CpuModel::forward(std::span<const TokenId> tokens, KvCache& cache,
                                      const ForwardOptions& opt) const {
@@ -63,9 +106,16 @@ std::vector<float> CpuModel::forward(std::span<const TokenId> tokens, KvCache& c
             throw_if_cancelled(opt.cancel);
             const LayerWeights& w = weights_.layers[static_cast<size_t>(l)];
             cpu::rms_norm(x.data(), w.input_norm, c.rms_norm_eps, n, h.data());
-            cpu::matmul_bf16(w.q_w, &w.q_b, h.data(), n, q.data());
-            cpu::matmul_bf16(w.k_w, &w.k_b, h.data(), n, k.data());
-            cpu::matmul_bf16(w.v_w, &w.v_b, h.data(), n, v.data());
+            if (dense_) {  // q, k and v in one team job over the once-rounded h
+                const cpu::DenseOutput qkv[3] = {{&w.q_w, &w.q_b, q.data(), 0},
+                                                 {&w.k_w, &w.k_b, k.data(), 0},
+                                                 {&w.v_w, &w.v_b, v.data(), 0}};
+                dense_->run(store_moe_->worker_team(), qkv, h.data(), n, H);
+            } else {
+                cpu::matmul_bf16(w.q_w, &w.q_b, h.data(), n, q.data());
+                cpu::matmul_bf16(w.k_w, &w.k_b, h.data(), n, k.data());
+                cpu::matmul_bf16(w.v_w, &w.v_b, h.data(), n, v.data());
+            }
             for (std::int64_t t = 0; t < n; ++t) {
                 rope_.apply(q.data() + t * Q, c.num_heads, p0 + t);
                 rope_.apply(k.data() + t * KV, c.num_kv_heads, p0 + t);
@@ -74,8 +124,24 @@ std::vector<float> CpuModel::forward(std::span<const TokenId> tokens, KvCache& c
             }
             // A row of a long context's full-attention layer reads every cached key: the flag is
             // checked per row, and the rows after a cancel are skipped.
+            if (dense_) {
+                AttentionJob job;
+                job.model = this;
+                job.group = &CpuModel::attention_group;
+                job.layer = l;
+                job.kv_heads = c.num_kv_heads;
+                job.q_dim = Q;
+                job.p0 = p0;
+                job.q = q.data();
+                job.cache = &cache;
+                job.out = attn.data();
+                job.cancel = opt.cancel;
+                store_moe_->worker_team().run(
+                    cpu::TeamPhase{n * c.num_kv_heads, &AttentionJob::task, &job});
+                if (job.stopped.load(std::memory_order_relaxed)) throw Cancelled();
+            }
             std::atomic<bool> stopped{false};
-            cpu::parallel_for(n, 1, [&](std::int64_t t0, std::int64_t t1) {
+            if (!dense_) cpu::parallel_for(n, 1, [&](std::int64_t t0, std::int64_t t1) {
                 for (std::int64_t t = t0; t < t1; ++t) {
                     if (cancel_requested(opt.cancel)) {
                         stopped.store(true, std::memory_order_relaxed);
@@ -85,7 +151,7 @@ std::vector<float> CpuModel::forward(std::span<const TokenId> tokens, KvCache& c
                 }
             });
             if (stopped.load(std::memory_order_relaxed)) throw Cancelled();
-            cpu::matmul_bf16(w.o_w, &w.o_b, attn.data(), n, o.data());
+            linear(w.o_w, &w.o_b, attn.data(), n, o.data());
             for (size_t i = 0; i < static_cast<size_t>(n * H); ++i) x[i] += o[i];
 
             cpu::rms_norm(x.data(), w.post_norm, c.rms_norm_eps, n, h.data());
@@ -98,8 +164,8 @@ std::vector<float> CpuModel::forward(std::span<const TokenId> tokens, KvCache& c
             std::vector<float> normed(static_cast<size_t>(rows * H));
             cpu::rms_norm(x.data() + (from - b0) * H, weights_.final_norm, c.rms_norm_eps, rows,
                           normed.data());
-            cpu::matmul_bf16(weights_.lm_head, nullptr, normed.data(), rows,
-                             logits.data() + (from - first) * V);
+            linear(weights_.lm_head, nullptr, normed.data(), rows,
+                   logits.data() + (from - first) * V);
         }
     }
     cache.commit(pos0 + T);
@@ -127,6 +193,26 @@ void CpuModel::attention(int layer, const float* q, std::int64_t pos, const KvCa
     }
 }
 
+// The same math as attention() for the group of query heads sharing KV head hk; the fast
+// path's task (one task reads the group's keys and values, which stay in cache across its heads).
+void CpuModel::attention_group(int layer, int hk, const float* q, std::int64_t pos,
+                               const KvCache& cache, float* out) const {
+    const ModelConfig& c = config_;
+    const int d = c.head_dim, group = c.num_heads / c.num_kv_heads;
+    const std::int64_t first =
+        c.layer_is_sliding[static_cast<size_t>(layer)]
+            ? std::max<std::int64_t>(0, pos - c.sliding_window + 1)
+            : 0;
+    const std::int64_t n = pos - first + 1;
+    const float scale = 1.0f / std::sqrt(static_cast<float>(d));
+    const Bf16View& sinks = weights_.layers[static_cast<size_t>(layer)].sinks;
+    for (int hq = hk * group; hq < (hk + 1) * group; ++hq) {
+        cpu::attend_with_sink(q + static_cast<std::ptrdiff_t>(hq) * d, cache.k(layer, first) + hk * d,
+                              cache.v(layer, first) + hk * d, cache.kv_dim(), n, d, sinks.at(hq),
+                              scale, out + static_cast<std::ptrdiff_t>(hq) * d);
+    }
+}
+
 // Router top-k + softmax over the selected logits, then the clamped SwiGLU experts, grouped by
 // expert so each expert's rows are decoded once for all its tokens.
 void CpuModel::moe(int layer, const float* h, std::int64_t T, std::int64_t pos0,
@@ -137,7 +223,7 @@ void CpuModel::moe(int layer, const float* h, std::int64_t T, std::int64_t pos0,
     const int K = c.experts_per_token;
 
     std::vector<float> logits(static_cast<size_t>(T * E));
-    cpu::matmul_bf16(w.router_w, &w.router_b, h, T, logits.data());
+    linear(w.router_w, &w.router_b, h, T, logits.data());
     std::vector<int> sel(static_cast<size_t>(T * K));
     std::vector<float> gate(static_cast<size_t>(T * K));
     std::vector<int> order(static_cast<size_t>(E));

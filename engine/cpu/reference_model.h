@@ -8,6 +8,7 @@
 #include <span>
 #include <vector>
 
+#include "cpu/kernels/dense_kernel.h"
 #include "cpu/rope.h"
 #include "cpu/store_moe.h"
 #include "model/config.h"
@@ -47,6 +48,13 @@ class CpuModel {
   }
   const cpu::StoreMoe* store_moe() const { return store_moe_.get(); }
 
+  // The fast path's dense part: q/k/v/o, router and lm_head by the bf16 kernels
+  // (cpu/kernels/dense_kernel.h) and attention split over (token, KV head), all on the store
+  // MoE's worker team, so one set of threads runs the whole pass (no OpenMP team spinning
+  // beside a persistent one). Needs set_store_moe() first; nullptr: the fp32 reference ops.
+  void set_dense_kernel(std::unique_ptr<cpu::DenseKernel> dense);
+  const cpu::DenseKernel* dense_kernel() const { return dense_.get(); }
+
   // Where the MoE part adds its time, bytes and expert count (nullptr: not counted).
   void set_counters(telemetry::MoeCounters* counters) {
     counters_ = counters;
@@ -56,6 +64,12 @@ class CpuModel {
  private:
   void attention(int layer, const float* q, std::int64_t pos, const KvCache& cache,
                  float* out) const;
+  // The query heads of KV head `hk` (one GQA group) for one position.
+  void attention_group(int layer, int hk, const float* q, std::int64_t pos, const KvCache& cache,
+                       float* out) const;
+  // y = W x + b over `tokens` rows: the dense kernel when set, else cpu::matmul_bf16.
+  void linear(const Bf16View& w, const Bf16View* b, const float* x, std::int64_t tokens,
+              float* y) const;
   void moe(int layer, const float* h, std::int64_t tokens, std::int64_t pos0,
            const ForwardOptions& options, float* x) const;
 
@@ -63,6 +77,7 @@ class CpuModel {
   const ModelWeights& weights_;
   const ExpertSource* experts_ = nullptr;
   std::unique_ptr<cpu::StoreMoe> store_moe_;
+  std::unique_ptr<cpu::DenseKernel> dense_;
   telemetry::MoeCounters* counters_ = nullptr;
   cpu::Rope rope_;
 };

@@ -13,7 +13,15 @@ StoreMoe::StoreMoe(const ModelConfig& config, const ModelWeights& weights,
                    const store::ExpertStore& store, KernelIsa isa, std::unique_ptr<WorkerTeam> team)
     : config_(config),
       weights_(weights),
-      store_(store),
+      store_(&store),
+      team_(std::move(team)),
+      kernel_(std::make_unique<ExpertKernel>(isa, SwigluParams{config.swiglu_limit, config.swiglu_alpha})) {}
+
+StoreMoe::StoreMoe(const ModelConfig& config, const ModelWeights& weights, KernelIsa isa,
+                   std::unique_ptr<WorkerTeam> team)
+    : config_(config),
+      weights_(weights),
+      store_(nullptr),
       team_(std::move(team)),
       kernel_(std::make_unique<ExpertKernel>(isa, SwigluParams{config.swiglu_limit, config.swiglu_alpha})) {}
 
@@ -24,14 +32,34 @@ std::string StoreMoe::describe() const {
                        team_->name(), team_->size());
 }
 
+ExpertInput StoreMoe::input(int layer, int e) const {
+    const std::int64_t H = config_.hidden_size, I = config_.intermediate_size;
+    const LayerWeights& w = weights_.layers[static_cast<std::size_t>(layer)];
+    ExpertInput in;
+    if (store_ != nullptr) {
+        // A damaged record is an error naming it (checksum, escapes), never a wrong answer or a
+        // wild read; checked the first time only.
+        store_->verify_record(layer, e);
+        const auto record = store_->record(layer, e);
+        const RecordKind kind =
+            store_->kind() == store::StoreKind::kRaw ? RecordKind::raw : RecordKind::packed;
+        in.record = ExpertRecordView::make(record.data(), H, I, kind,
+                                           store_->entry(layer, e).payload_bytes);
+    } else {
+        // The checkpoint's tensors were checked for dtype and shape at bind; any byte is a
+        // valid MXFP4 code / E8M0 scale.
+        in.record = ExpertRecordView::make_split(w.gate_up.row_blocks(e, 0), w.gate_up.row_scales(e, 0),
+                                                 w.down.row_blocks(e, 0), w.down.row_scales(e, 0), H, I);
+    }
+    in.gate_up_bias = w.gate_up.bias.row(e);
+    in.down_bias = w.down.bias.row(e);
+    return in;
+}
+
 void StoreMoe::run(int layer, const float* h, std::int64_t T, const int* sel, const float* gate,
                    float* x, const std::atomic<bool>* cancel) const {
-    const std::int64_t H = config_.hidden_size, I = config_.intermediate_size;
+    const std::int64_t H = config_.hidden_size;
     const int K = config_.experts_per_token, E = config_.num_experts;
-    const LayerWeights& w = weights_.layers[static_cast<std::size_t>(layer)];
-    const RecordKind kind =
-        store_.kind() == store::StoreKind::kRaw ? RecordKind::raw : RecordKind::packed;
-    slots_.assign(static_cast<std::size_t>(T * K * H), 0.0f);
     // Jobs the persistent team handed to its reference team during this call, for telemetry.
     const std::uint64_t fallbacks_before = counters_ != nullptr ? team_->counters().fallbacks : 0;
     struct CountFallbacks {
@@ -45,6 +73,19 @@ void StoreMoe::run(int layer, const float* h, std::int64_t T, const int* sel, co
         }
     } count_fallbacks{*team_, counters_, fallbacks_before};
 
+    if (T == 1 && K <= ExpertKernel::kMaxExperts) {
+        // decode(): x[r] = ((x[r] + w_0 y_0[r]) + w_1 y_1[r]) + ..., the expression the slots
+        // below are added with (the kernels' per-row dot order does not depend on the call).
+        throw_if_cancelled(cancel);
+        ExpertInput in[ExpertKernel::kMaxExperts];
+        for (int k = 0; k < K; ++k) {
+            in[k] = input(layer, sel[k]);
+            in[k].weight = gate[k];
+        }
+        kernel_->decode(*team_, std::span<const ExpertInput>(in, static_cast<std::size_t>(K)), h, x);
+        return;
+    }
+    slots_.assign(static_cast<std::size_t>(T * K * H), 0.0f);
     std::vector<const float*> xs;
     std::vector<float*> outs;
     std::vector<float> ones;
@@ -55,14 +96,7 @@ void StoreMoe::run(int layer, const float* h, std::int64_t T, const int* sel, co
         }
         if (slots.empty()) continue;
         throw_if_cancelled(cancel);
-        // A damaged record is an error naming it (checksum, escapes), never a wrong answer or a
-        // wild read; checked the first time only.
-        store_.verify_record(layer, e);
-        const auto record = store_.record(layer, e);
-        ExpertInput in;
-        in.record = ExpertRecordView::make(record.data(), H, I, kind, store_.entry(layer, e).payload_bytes);
-        in.gate_up_bias = w.gate_up.bias.row(e);
-        in.down_bias = w.down.bias.row(e);
+        const ExpertInput in = input(layer, e);
         for (std::size_t c = 0; c < slots.size(); c += ExpertKernel::kMaxTokens) {
             const std::size_t n = std::min<std::size_t>(ExpertKernel::kMaxTokens, slots.size() - c);
             xs.clear();

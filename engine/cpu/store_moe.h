@@ -1,10 +1,14 @@
 // The fast MoE path: experts computed by the fused MXFP4 kernels (cpu/kernels/) straight from
-// expert-store records, on a worker team (OpenMP or the persistent DLL). The router stays in
-// CpuModel; this class only turns (token, expert, weight) choices into x += sum_k w_k * y_k.
+// expert-store records, or from the checkpoint's own expert tensors (which hold a raw record's
+// bytes: ExpertRecordView::make_split), on a worker team (OpenMP or the persistent DLL). The
+// router stays in CpuModel; this class only turns (token, expert, weight) choices into
+// x += sum_k w_k * y_k.
 //
-// Every (token, k) output is computed on its own (one multi() call per expert and chunk of up to
-// 16 tokens, into a zeroed slot) and the slots are added to x in k order, exactly like the
-// reference path. So prefill and decode produce identical bits for a token whatever the batch,
+// A prompt's tokens are grouped by expert: one multi() call per expert and chunk of up to 16
+// tokens (the expert's rows read once per chunk), each (token, k) output into a zeroed slot,
+// and the slots are added to x in k order, exactly like the reference path. One token (decode)
+// runs its K experts in one decode() call (two team phases instead of 2K, 4x the tasks per
+// phase), which computes the same expression: the same bits. So prefill and decode produce identical bits for a token whatever the batch,
 // raw and packed stores give identical bits, and the scalar kernel matches the reference path
 // bit for bit; the SIMD kernels differ from it by fp32 rounding only.
 #pragma once
@@ -28,6 +32,9 @@ class StoreMoe {
  public:
   StoreMoe(const ModelConfig& config, const ModelWeights& weights, const store::ExpertStore& store,
            KernelIsa isa, std::unique_ptr<WorkerTeam> team);
+  // Experts from the checkpoint's MXFP4 tensors in `weights` (no store).
+  StoreMoe(const ModelConfig& config, const ModelWeights& weights, KernelIsa isa,
+           std::unique_ptr<WorkerTeam> team);
   ~StoreMoe();
 
   // h [T, H] normalized hidden states; sel/gate [T, K] router choices and weights; x [T, H]
@@ -39,14 +46,20 @@ class StoreMoe {
   // "avx512 kernel, persistent team, 8 threads"
   std::string describe() const;
   const WorkerTeam& team() const { return *team_; }
+  // The team, for the dense kernels of the same forward pass (one set of threads for both).
+  WorkerTeam& worker_team() const { return *team_; }
+  KernelIsa isa() const { return kernel_->isa(); }
 
   // Where run() adds the team's fallbacks (MoeCounters::team_fallbacks); nullptr: not counted.
   void set_counters(telemetry::MoeCounters* counters) { counters_ = counters; }
 
  private:
+  // Expert e of `layer`: its store record (verified on first use) or checkpoint tensors.
+  ExpertInput input(int layer, int e) const;
+
   const ModelConfig& config_;
   const ModelWeights& weights_;
-  const store::ExpertStore& store_;
+  const store::ExpertStore* store_;  // nullptr: the checkpoint's tensors
   std::unique_ptr<WorkerTeam> team_;
   std::unique_ptr<ExpertKernel> kernel_;  // owns scratch: one forward pass at a time
   mutable std::vector<float> slots_;      // [T * K, H]

@@ -28,10 +28,15 @@ struct LoadOptions {
   // expert tensors; empty = none. Checked against the checkpoint at load (shape, expert tensor
   // names and sizes, sample hash); results are bit-identical to the checkpoint path.
   std::filesystem::path store;
-  // How experts from a store are computed: "reference" (the plain decode-then-dot path,
-  // bit-identical to the checkpoint path), "auto" (the fastest fused kernel this CPU runs;
-  // $NEURAL_KERNEL overrides), or "scalar" / "avx2" / "avx512". Ignored without a store.
-  std::string kernel = "reference";
+  // How the CPU backend computes: "auto" (the fast path: fused MXFP4 expert kernels, from the
+  // store or the checkpoint's expert tensors, and bf16 dense kernels, the fastest variant this
+  // CPU runs; $NEURAL_KERNEL overrides), "scalar" / "avx2" / "avx512" (the fast path with that
+  // variant), or "reference" (the plain fp32 forward pass the fast path is checked against).
+  std::string kernel = "auto";
+  // With a fast-path kernel: "auto" (the bf16 dense kernels for attention projections, router
+  // and lm_head) or "reference" (the fp32 reference dense layers beside the fused expert
+  // kernels: isolates the expert kernels, e.g. to compare them with the reference bit for bit).
+  std::string dense = "auto";
   // Worker team for the fused kernels: the persistent team DLL (`--kernel-persistent 1`, at
   // `kdll` or beside the executable) or OpenMP (0). Unset (auto): the persistent team on the
   // CUDA backend (waking OpenMP's workers 36 times per token cost 4.7 ms per token at 120b:

@@ -94,13 +94,19 @@ std::vector<Setting> make_settings() {
     r.push_back(row("store", T::path, "FILE", "Expert store",
                     "read the experts from this expert store (`neural repack`)", A::both,
                     NEURAL_PATH(store)));
-    r.push_back(with_default(
-        with_choices(row("kernel", T::choice, "NAME", "Expert kernel",
-                         "CPU expert kernel with --store: reference is the plain path (bit-exact), "
-                         "auto the fastest fused kernel this CPU runs",
-                         A::both, NEURAL_TEXT(kernel)),
-                     {"auto", "reference", "scalar", "avx2", "avx512"}),
-        "auto with --store, else reference"));
+    r.push_back(with_choices(
+        row("kernel", T::choice, "NAME", "CPU kernels",
+            "auto: the fastest fused MXFP4 expert and bf16 dense kernels this CPU runs (from the "
+            "store, else straight from the checkpoint); scalar, avx2, avx512 pick one; reference "
+            "is the plain fp32 forward pass",
+            A::both, NEURAL_TEXT(kernel)),
+        {"auto", "reference", "scalar", "avx2", "avx512"}));
+    r.push_back(with_choices(
+        row("dense", T::choice, "auto|reference", "Dense kernels",
+            "with a fast kernel on the CPU backend: auto runs the attention projections, router "
+            "and lm_head on the bf16 dense kernels, reference on the fp32 reference layers",
+            A::cpu, NEURAL_TEXT(dense)),
+        {"auto", "reference"}));
     r.push_back(with_default(
         with_choices(row("kernel-persistent", T::choice, "auto|0|1", "Persistent CPU team",
                          "the fused kernels' worker team: 1 the persistent team library "
@@ -423,10 +429,6 @@ LoadOptions apply(const Settings& values, const LoadOptions& base) {
         given.push_back(s);
     }
     auto has = [&](const char* key) { return values.count(key) > 0; };
-    // With a store the fused kernels are the default.
-    if (has("store") && !has("kernel") && !o.store.empty() && o.kernel == LoadOptions{}.kernel) {
-        o.kernel = "auto";
-    }
     const bool levers = o.warmup_ram_seconds > 0 || o.lock_ram_bytes > 0;
     for (const Setting* s : given) {
         const bool cpu = o.backend == "cpu";
@@ -438,9 +440,6 @@ LoadOptions apply(const Settings& values, const LoadOptions& base) {
             fail("--ranking needs --backend cuda (or auto), or --warmup-ram / --lock-ram: it picks "
                  "the static slots and orders the RAM warm-up, and the backend is cpu");
         }
-    }
-    if (o.store.empty() && o.kernel != "reference") {
-        fail("--kernel {} needs --store: the fused kernels read expert-store records", o.kernel);
     }
     if ((levers || o.release_resident) && o.store.empty()) {
         fail("--warmup-ram, --lock-ram and --release-resident act on the expert store: they need "

@@ -912,7 +912,6 @@ void MainWindow::loadActiveProfile()
     if (!dir.isEmpty()) {
         if (!m_options.modelDir.isEmpty() && p.modelDir != m_options.modelDir) {
             o.store.clear();  // the profile's store belongs to its own model
-            o.kernel = "reference";
         }
         m_loadOptions = o;
         m_engine->load(dir, o);

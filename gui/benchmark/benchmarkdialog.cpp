@@ -132,7 +132,6 @@ bool benchOptionsFor(const BenchmarkRequest &r, ProfileStore &profiles,
         }
         if (!modelOverride.isEmpty() && p->modelDir != modelOverride) {
             bp.load.store.clear();  // the profile's store belongs to its own model
-            bp.load.kernel = "reference";
         }
         o.profiles.push_back(std::move(bp));
     }

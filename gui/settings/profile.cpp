@@ -139,13 +139,10 @@ options::Settings Profile::settings() const
     for (const KnobDef &k : knobDefs()) {
         if (!unsupportedReason(k.key, backend).isEmpty())
             continue;  // kept in the profile, not applied
-        if (k.key == QLatin1String("kernel") && store.isEmpty())
-            continue;
         const options::Setting &s = *options::find(k.key.toStdString());
         const std::string text = knobText(s, value(k.key));
         // Compared as the engine reads them, so 6 and 6.0 (or true and "1") are one value.
-        if (options::format(s, options::parse(s, text)) != s.default_value() ||
-            (k.key == QLatin1String("kernel") && !store.isEmpty()))
+        if (options::format(s, options::parse(s, text)) != s.default_value())
             out[s.key] = text;
     }
     return out;

@@ -437,7 +437,7 @@ public:
     {
         setTitle(tr("Expert store"));
         setSubTitle(tr("A store holds the experts in one file laid out for fast reading; the "
-                       "optimized kernels need one."));
+                       "fast kernels can also read them straight from the checkpoint."));
         auto *v = new QVBoxLayout(this);
         m_none = new QRadioButton(tr("No store: read the experts from the checkpoint"), this);
         m_raw = new QRadioButton(this);
@@ -842,8 +842,7 @@ Profile SetupWizard::profile() const
         p.values.insert(QStringLiteral("context"), static_cast<int>(m_fit.context));
         p.values.insert(QStringLiteral("threads"), m_fit.threads);
         p.values.insert(QStringLiteral("kernel-persistent"), m_fit.kernelPersistent ? QStringLiteral("1") : QStringLiteral("0"));
-        if (!p.store.isEmpty())
-            p.values.insert(QStringLiteral("kernel"), m_fit.kernel);
+        p.values.insert(QStringLiteral("kernel"), m_fit.kernel);  // store or checkpoint experts
         // Experts that live in VRAM for good need no RAM: measured to cost nothing and save RAM
         // (docs/BENCHMARKS.md "RAM residency on a 64 GB PC").
         if (!p.store.isEmpty() && m_fit.backend == QLatin1String("cuda"))

@@ -33,7 +33,9 @@ struct RouterLog : RouterObserver {
 class GoldenTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-      model_ = Model::load(test::tiny_model_dir()).release();
+      LoadOptions reference;
+      reference.kernel = "reference";  // the fp32 reference path (the fast path: fast_path_test)
+      model_ = Model::load(test::tiny_model_dir(), reference).release();
       golden_ = new json(test::read_json(test::tiny_model_dir() / "golden.json"));
   }
   static void TearDownTestSuite() {

@@ -41,7 +41,8 @@ std::string knobText(const QVariant &v)
 TEST(Profiles, BuiltInsDifferWhereDesignSaysSo)
 {
     const Profile s = Profile::stock(), o = Profile::optimized();
-    EXPECT_EQ(s.value(QStringLiteral("kernel")).toString(), QStringLiteral("reference"));
+    // The fast path is the default of both (it reads the checkpoint's experts without a store).
+    EXPECT_EQ(s.value(QStringLiteral("kernel")).toString(), QStringLiteral("auto"));
     EXPECT_EQ(o.value(QStringLiteral("kernel")).toString(), QStringLiteral("auto"));
     EXPECT_EQ(s.value(QStringLiteral("kernel-persistent")).toString(), QStringLiteral("auto"));
     EXPECT_EQ(o.value(QStringLiteral("kernel-persistent")).toString(), QStringLiteral("1"));
@@ -87,10 +88,10 @@ TEST(Profiles, SaveAndLoadRoundTrip)
     EXPECT_EQ(o.kernel, "avx2");
     EXPECT_EQ(o.kernel_persistent, std::optional<bool>(true));
     EXPECT_EQ(o.store.string(), "/models/experts.nstore");
-    // Without a store the fused kernels cannot run: the reference path is used.
+    // Without a store the fused kernels read the checkpoint's experts: the kernel stays.
     Profile noStore = m;
     noStore.store.clear();
-    EXPECT_EQ(noStore.toLoadOptions().kernel, "reference");
+    EXPECT_EQ(noStore.toLoadOptions().kernel, "avx2");
 }
 
 TEST(Profiles, MissingFileGivesBuiltInsAndBadFilesSayWhy)
@@ -119,7 +120,7 @@ TEST(Profiles, HandEditedValuesAreClampedAndUnknownKeysDropped)
     const Profile p = Profile::fromJson(o);
     EXPECT_EQ(p.value(QStringLiteral("threads")).toInt(), 0);
     EXPECT_DOUBLE_EQ(p.value(QStringLiteral("pool")).toDouble(), options::find("pool")->max);
-    EXPECT_EQ(p.value(QStringLiteral("kernel")).toString(), QStringLiteral("reference"));
+    EXPECT_EQ(p.value(QStringLiteral("kernel")).toString(), QStringLiteral("auto"));  // stock
     EXPECT_EQ(p.value(QStringLiteral("refresh-m")).toInt(), 4);
     EXPECT_FALSE(p.values.contains(QStringLiteral("bogus")));
 }

@@ -94,9 +94,11 @@ std::vector<std::string> runnable_kernels() {
     return kernels;
 }
 
+// The expert kernels beside the reference dense layers (dense = "reference"), so the scalar
+// kernel can be compared with the reference path bit for bit.
 std::vector<float> kernel_logits(const fs::path& store, const std::string& kernel, bool persistent) {
-    LoadOptions o{.store = store, .kernel = kernel, .kernel_persistent = persistent,
-                  .kdll = NEURAL_KDLL_TEST_PATH, .threads = 3};
+    LoadOptions o{.store = store, .kernel = kernel, .dense = "reference",
+                  .kernel_persistent = persistent, .kdll = NEURAL_KDLL_TEST_PATH, .threads = 3};
     auto m = Model::load(test::tiny_model_dir(), o);
     EXPECT_NE(m->cpu().store_moe(), nullptr);
     EXPECT_STREQ(m->cpu().store_moe()->team().name(), persistent ? "persistent" : "reference");
@@ -104,7 +106,7 @@ std::vector<float> kernel_logits(const fs::path& store, const std::string& kerne
 }
 
 TEST_F(FixtureStore, FusedKernelPathMatchesTheReference) {
-    const auto ref = test::golden_logits(*Model::load(test::tiny_model_dir()));
+    const auto ref = test::golden_logits(*Model::load(test::tiny_model_dir(), LoadOptions{.kernel = "reference"}));
     for (const std::string& kernel : runnable_kernels()) {
         SCOPED_TRACE(kernel);
         const auto raw = kernel_logits(raw_, kernel, false);

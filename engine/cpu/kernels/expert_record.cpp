@@ -72,6 +72,33 @@ ExpertRecordView ExpertRecordView::make(const std::uint8_t* data, std::int64_t h
     return v;
 }
 
+ExpertRecordView ExpertRecordView::make_split(const std::uint8_t* gate_up_codes,
+                                              const std::uint8_t* gate_up_scales,
+                                              const std::uint8_t* down_codes,
+                                              const std::uint8_t* down_scales,
+                                              std::int64_t hidden, std::int64_t intermediate) {
+    if (gate_up_scales == nullptr || down_codes == nullptr || down_scales == nullptr) {
+        fail("expert record: null data pointer");
+    }
+    ExpertRecordView v = make(gate_up_codes, hidden, intermediate, RecordKind::raw);
+    v.split_ = true;
+    v.parts_[0] = gate_up_codes;
+    v.parts_[1] = gate_up_scales;
+    v.parts_[2] = down_codes;
+    v.parts_[3] = down_scales;
+    return v;
+}
+
+const std::uint8_t* ExpertRecordView::codes(Projection p) const {
+    if (split_) return parts_[p == Projection::kGateUp ? 0 : 2];
+    return data_ + codes_offset(p);
+}
+
+const std::uint8_t* ExpertRecordView::scales(Projection p) const {
+    if (split_) return parts_[p == Projection::kGateUp ? 1 : 3];
+    return data_ + scales_offset(p);
+}
+
 std::int64_t ExpertRecordView::rows(Projection p) const {
     return p == Projection::kGateUp ? 2 * intermediate_ : hidden_;
 }
@@ -113,6 +140,8 @@ RecordRef make_record_ref(const ExpertRecordView& v) {
         ref.rows[p] = v.rows(proj);
         ref.blocks[p] = v.blocks_per_row(proj);
         ref.slot[p] = v.scale_row_bytes(proj);
+        ref.code_base[p] = v.codes(proj);
+        ref.scale_base[p] = v.scales(proj);
     }
     ref.packed = v.kind() == RecordKind::packed;
     ref.escape = v.fixed_bytes();
@@ -123,8 +152,7 @@ RecordRef make_record_ref(const ExpertRecordView& v) {
 const std::uint8_t* record_row_scales(const RecordRef& rec, int p, std::int64_t r,
                                       std::uint8_t* tmp) {
     const int g = rec.blocks[p];
-    const std::uint8_t* slot =
-        rec.data + rec.scales[p] + u64(r) * static_cast<std::uint64_t>(rec.slot[p]);
+    const std::uint8_t* slot = rec.scale_base[p] + u64(r) * static_cast<std::uint64_t>(rec.slot[p]);
     if (!rec.packed) return slot;
     const std::uint8_t base = slot[0];
     if (base == 0xFF) {

@@ -35,6 +35,17 @@ class ExpertRecordView {
                                  std::int64_t intermediate, RecordKind kind,
                                  std::uint64_t payload_bytes = 0);
 
+    // A raw record whose four parts lie apart: the checkpoint's expert tensors (gate_up_proj /
+    // down_proj _blocks and _scales of one expert hold exactly the raw record's four parts), so
+    // the kernels read a checkpoint without a repacked store. Offsets and bytes() stay those of
+    // the contiguous raw layout (a capture buffer receives the contiguous record). Throws like
+    // make() for bad shapes or a null part.
+    static ExpertRecordView make_split(const std::uint8_t* gate_up_codes,
+                                       const std::uint8_t* gate_up_scales,
+                                       const std::uint8_t* down_codes,
+                                       const std::uint8_t* down_scales, std::int64_t hidden,
+                                       std::int64_t intermediate);
+
     // Record sizes: raw; packed with the given numbers of escaped rows.
     static std::uint64_t raw_bytes(std::int64_t hidden, std::int64_t intermediate);
     static std::uint64_t packed_bytes(std::int64_t hidden, std::int64_t intermediate,
@@ -45,7 +56,12 @@ class ExpertRecordView {
 
     ExpertRecordView() = default;
 
+    // The first byte (of the gate_up codes, for a split record).
     const std::uint8_t* data() const { return data_; }
+    bool split() const { return split_; }
+    // Where the code blocks / scale slots of a projection start in memory.
+    const std::uint8_t* codes(Projection p) const;
+    const std::uint8_t* scales(Projection p) const;
     RecordKind kind() const { return kind_; }
     std::int64_t hidden() const { return hidden_; }              // H
     std::int64_t intermediate() const { return intermediate_; }  // I
@@ -69,6 +85,8 @@ class ExpertRecordView {
     RecordKind kind_ = RecordKind::raw;
     std::int64_t hidden_ = 0, intermediate_ = 0;
     std::uint64_t fixed_ = 0, bytes_ = 0;
+    bool split_ = false;
+    const std::uint8_t* parts_[4] = {};  // split: gate_up codes, scales, down codes, scales
 };
 
 }  // namespace neural::cpu

@@ -55,11 +55,10 @@ inline Row make_row(const ExpertArgs& e, int p, std::int64_t r, std::uint8_t* sb
     const std::uint64_t off =
         rec.codes[p] + static_cast<std::uint64_t>(r) * static_cast<std::uint64_t>(g) * 16;
     Row row;
-    row.codes = rec.data + off;
+    row.codes = rec.code_base[p] + static_cast<std::uint64_t>(r) * static_cast<std::uint64_t>(g) * 16;
     row.cap = e.capture != nullptr ? e.capture + off : nullptr;
-    const std::uint64_t slot_off =
-        rec.scales[p] + static_cast<std::uint64_t>(r) * static_cast<std::uint64_t>(rec.slot[p]);
-    const std::uint8_t* slot = rec.data + slot_off;
+    const std::uint8_t* slot =
+        rec.scale_base[p] + static_cast<std::uint64_t>(r) * static_cast<std::uint64_t>(rec.slot[p]);
     if (!rec.packed) {
         row.scales = slot;
     } else if (slot[0] != 0xFF) {
@@ -90,8 +89,8 @@ inline void dot(const Row* rows, int G, const float* const* x, float* res, bool 
 // Copies the scale slots of rows [r0, r1) of projection p into the capture buffer.
 inline void capture_scales(const ExpertArgs& e, int p, std::int64_t r0, std::int64_t r1) {
     const auto slot = static_cast<std::uint64_t>(e.rec.slot[p]);
-    const std::uint64_t off = e.rec.scales[p] + static_cast<std::uint64_t>(r0) * slot;
-    std::memcpy(e.capture + off, e.rec.data + off,
+    const std::uint64_t rel = static_cast<std::uint64_t>(r0) * slot;
+    std::memcpy(e.capture + e.rec.scales[p] + rel, e.rec.scale_base[p] + rel,
                 static_cast<size_t>(static_cast<std::uint64_t>(r1 - r0) * slot));
 }
 

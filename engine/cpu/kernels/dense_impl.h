@@ -1,0 +1,40 @@
+// Internal to the dense kernels: the job the dispatcher (dense_kernel.cpp, baseline ISA) hands
+// to the per-ISA task functions (dense_scalar.cpp, dense_avx2.cpp, dense_avx512.cpp,
+// dense_avx512bf16.cpp, each compiled with its own flags). As for the expert kernels
+// (expert_kernel_impl.h), only plain data crosses and every function the ISA files
+// share is `static inline` or lives in the .inl they include inside an anonymous namespace.
+#pragma once
+
+#include <cstdint>
+
+namespace neural::cpu::dense_detail {
+
+constexpr int kMaxOutputs = 4;
+constexpr std::int64_t kRowsPerTask = 16;  // multiple of the widest row tile (4)
+
+struct Output {
+    const std::uint8_t* w;     // bf16 [rows, cols]
+    const std::uint8_t* bias;  // bf16 [rows] or null
+    float* y;
+    std::int64_t rows;
+    std::int64_t y_stride;
+    std::int64_t first_task;   // tasks [first_task, first_task + ceil(rows / kRowsPerTask))
+};
+
+struct Job {
+    int n_outputs;
+    Output out[kMaxOutputs];
+    std::int64_t cols;
+    std::int64_t padded;     // cols rounded up to 32
+    const std::uint16_t* x;  // [tokens][hi, lo][padded] bf16, zero past cols
+    std::int64_t tokens;
+};
+
+using TaskFn = void (*)(void* ctx, std::int64_t task, std::int32_t worker);
+
+TaskFn task_scalar();
+TaskFn task_avx2();        // nullptr when this build has no AVX2 variant
+TaskFn task_avx512();      // nullptr when this build has no AVX-512 variant
+TaskFn task_avx512bf16();  // nullptr when this build (compiler) has no AVX512_BF16 variant
+
+}  // namespace neural::cpu::dense_detail

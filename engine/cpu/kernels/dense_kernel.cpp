@@ -1,0 +1,166 @@
+#include "cpu/kernels/dense_kernel.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "cpu/kernels/dense_impl.h"
+#include "cpu/team/worker_team.h"
+#include "model/bf16.h"
+#include "neural/error.h"
+#include "platform/cpu_features.h"
+
+namespace neural::cpu {
+
+namespace dense_detail {
+#ifndef NEURAL_KERNELS_X86
+TaskFn task_avx2() { return nullptr; }
+TaskFn task_avx512() { return nullptr; }
+#endif
+#ifndef NEURAL_KERNELS_AVX512BF16
+TaskFn task_avx512bf16() { return nullptr; }
+#endif
+}  // namespace dense_detail
+
+namespace {
+
+// Multiply-adds below which a call runs on the calling thread alone.
+constexpr std::int64_t kInlineMacs = std::int64_t{1} << 16;
+
+dense_detail::TaskFn task_for(DenseIsa isa) {
+    switch (isa) {
+        case DenseIsa::scalar: return dense_detail::task_scalar();
+        case DenseIsa::avx2: return dense_detail::task_avx2();
+        case DenseIsa::avx512: return dense_detail::task_avx512();
+        case DenseIsa::avx512bf16: return dense_detail::task_avx512bf16();
+    }
+    return nullptr;
+}
+
+}  // namespace
+
+const char* dense_isa_name(DenseIsa isa) {
+    switch (isa) {
+        case DenseIsa::scalar: return "scalar";
+        case DenseIsa::avx2: return "avx2";
+        case DenseIsa::avx512: return "avx512";
+        case DenseIsa::avx512bf16: return "avx512bf16";
+    }
+    return "?";
+}
+
+bool dense_isa_available(DenseIsa isa) {
+    if (task_for(isa) == nullptr) return false;
+    switch (isa) {
+        case DenseIsa::scalar: return true;
+        case DenseIsa::avx2: return cpu_features().has_avx2_fma();
+        case DenseIsa::avx512: return cpu_features().has_avx512();
+        case DenseIsa::avx512bf16: return cpu_features().has_avx512_bf16();
+    }
+    return false;
+}
+
+DenseIsa best_dense_isa() {
+    for (DenseIsa isa : {DenseIsa::avx512bf16, DenseIsa::avx512, DenseIsa::avx2}) {
+        if (dense_isa_available(isa)) return isa;
+    }
+    return DenseIsa::scalar;
+}
+
+DenseIsa dense_isa_for(KernelIsa isa) {
+    switch (isa) {
+        case KernelIsa::scalar: return DenseIsa::scalar;
+        case KernelIsa::avx2: return DenseIsa::avx2;
+        case KernelIsa::avx512:
+            return dense_isa_available(DenseIsa::avx512bf16) ? DenseIsa::avx512bf16
+                                                             : DenseIsa::avx512;
+    }
+    return DenseIsa::scalar;
+}
+
+namespace {
+std::uint16_t flush_subnormal(std::uint16_t b) {
+    return (b & 0x7F80u) == 0 ? static_cast<std::uint16_t>(b & 0x8000u) : b;  // as vdpbf16ps
+}
+}  // namespace
+
+DenseOperand dense_split_operand(float x) {
+    DenseOperand o;
+    o.hi = flush_subnormal(float_to_bf16(x));
+    const float rest = x - bf16_to_float(o.hi);  // exact (Sterbenz); NaN / inf: NaN
+    o.lo = flush_subnormal(float_to_bf16(std::isfinite(rest) ? rest : 0.0f));
+    if (!std::isfinite(x)) o.lo = 0;
+    return o;
+}
+
+DenseKernel::DenseKernel(DenseIsa isa) : isa_(isa) {
+    if (!dense_isa_available(isa)) {
+        fail("dense kernel: the {} variant is not available on this CPU/build ({})",
+             dense_isa_name(isa), cpu_features().summary());
+    }
+}
+
+void DenseKernel::run(WorkerTeam& team, std::span<const DenseOutput> outs, const float* x,
+                      std::int64_t tokens, std::int64_t cols) const {
+    using namespace dense_detail;
+    if (outs.empty() || outs.size() > kMaxOutputs) {
+        fail("dense kernel: 1-{} matrices per call, got {}", kMaxOutputs, outs.size());
+    }
+    if (tokens < 1 || cols < 1) fail("dense kernel: {} tokens of {} columns", tokens, cols);
+    Job job{};
+    job.n_outputs = static_cast<int>(outs.size());
+    job.cols = cols;
+    job.padded = (cols + 31) / 32 * 32;
+    job.tokens = tokens;
+    std::int64_t tasks = 0;
+    for (std::size_t i = 0; i < outs.size(); ++i) {
+        const DenseOutput& o = outs[i];
+        if (o.w == nullptr || o.w->data == nullptr || o.y == nullptr) {
+            fail("dense kernel: matrix {} has no weights or no output", i);
+        }
+        if (o.w->cols != cols) {
+            fail("dense kernel: matrix {} has {} columns, the input {}", i, o.w->cols, cols);
+        }
+        const bool has_bias = o.bias != nullptr && o.bias->data != nullptr;
+        if (has_bias && o.bias->rows * o.bias->cols != o.w->rows) {
+            fail("dense kernel: matrix {} has {} rows but a bias of {}", i, o.w->rows,
+                 o.bias->rows * o.bias->cols);
+        }
+        Output& d = job.out[i];
+        d.w = o.w->data;
+        d.bias = has_bias ? o.bias->data : nullptr;
+        d.y = o.y;
+        d.rows = o.w->rows;
+        d.y_stride = o.y_stride > 0 ? o.y_stride : o.w->rows;
+        d.first_task = tasks;
+        tasks += (d.rows + kRowsPerTask - 1) / kRowsPerTask;
+    }
+    // The operand, split once per call: per token its bf16 high parts, then its low parts,
+    // each row zero-padded to a multiple of 32.
+    thread_local std::vector<std::uint16_t> operand;
+    operand.assign(static_cast<std::size_t>(tokens * 2 * job.padded), 0);
+    for (std::int64_t t = 0; t < tokens; ++t) {
+        const float* xr = x + t * cols;
+        std::uint16_t* hi = operand.data() + t * 2 * job.padded;
+        std::uint16_t* lo = hi + job.padded;
+        for (std::int64_t c = 0; c < cols; ++c) {
+            const DenseOperand o = dense_split_operand(xr[c]);
+            hi[c] = o.hi;
+            lo[c] = o.lo;
+        }
+    }
+    job.x = operand.data();
+    // A small job (the tiny shapes' router or projections: a few microseconds of work) runs on
+    // the caller: waking the team would cost more than the work. Same tasks, same bits.
+    std::int64_t macs = 0;
+    for (int i = 0; i < job.n_outputs; ++i) macs += job.out[i].rows * job.padded * tokens;
+    if (macs < kInlineMacs) {
+        const dense_detail::TaskFn fn = task_for(isa_);
+        for (std::int64_t t = 0; t < tasks; ++t) fn(&job, t, 0);
+        return;
+    }
+    team.run(TeamPhase{tasks, task_for(isa_), &job});
+}
+
+}  // namespace neural::cpu

@@ -1,0 +1,79 @@
+// Dense bf16 kernels of the fast CPU path: y = W x + b for the attention projections, the router
+// and the lm_head, with W the checkpoint's bf16 matrix [rows, cols] read in place from the
+// mapping (no fp32 copy) and x fp32 activations split into two bf16 parts once per call.
+// Accumulation is fp32.
+//
+// One arithmetic for every variant: each x is split once per call into two bf16 numbers,
+// hi = bf16(x) and lo = bf16(x - hi) (round to nearest even, subnormals to zero), so hi + lo
+// carries 16 significant bits of x (bf16 alone, 8, moved the tiny fixture's logits by up to
+// 0.2). Each output keeps 16 fp32 lane sums; per 32-column chunk lane j adds w[2j+1] hi[2j+1],
+// w[2j] hi[2j], then w[2j+1] lo[2j+1], w[2j] lo[2j] (each bf16 x bf16 product is exact in fp32,
+// so one rounding per add); the lanes are summed in a fixed tree (8 + 8, 4 + 4, 2 + 2, 1 + 1)
+// and the bias added last. That is exactly what two AVX512_BF16 vdpbf16ps per chunk do, so the
+// scalar reference, AVX2 (two 8-lane halves), AVX-512F (shift/mask widening + FMA) and
+// AVX512_BF16 variants give the same bits for normal weights (vdpbf16ps also treats subnormal
+// weights as zero and flushes subnormal sums: values below 1e-38 that change nothing in a
+// gpt-oss layer).
+//
+// Work is split over row blocks on a WorkerTeam (the expert kernels' team, so the dense part
+// and the experts share one set of threads); within a task, 4 rows at a time stay in L1 while
+// every token of the call streams past them, so a prompt block reads each weight row from RAM
+// once. Results do not depend on the team, its size or the schedule.
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+#include "cpu/kernels/expert_kernel.h"
+#include "model/weights.h"
+
+namespace neural::cpu {
+
+class WorkerTeam;
+
+enum class DenseIsa : std::uint8_t { scalar = 0, avx2 = 1, avx512 = 2, avx512bf16 = 3 };
+
+const char* dense_isa_name(DenseIsa isa);  // "scalar", "avx2", "avx512", "avx512bf16"
+// This build contains the variant and this CPU (and OS) can run it.
+bool dense_isa_available(DenseIsa isa);
+// The fastest available variant.
+DenseIsa best_dense_isa();
+// The dense variant that goes with an expert-kernel variant: the same instruction set, with
+// vdpbf16ps when AVX-512 is chosen and the CPU has AVX512_BF16.
+DenseIsa dense_isa_for(KernelIsa isa);
+
+// One matrix of a dense call: y[t * y_stride + r] = sum_c W[r][c] x[t][c] + bias[r].
+struct DenseOutput {
+    const Bf16View* w = nullptr;
+    const Bf16View* bias = nullptr;  // null or a view without data: no bias
+    float* y = nullptr;
+    std::int64_t y_stride = 0;       // floats between tokens' outputs (0: w->rows)
+};
+
+class DenseKernel {
+ public:
+    explicit DenseKernel(DenseIsa isa = best_dense_isa());
+    DenseIsa isa() const { return isa_; }
+
+    // Every matrix in `outs` must have `cols` columns; x is [tokens, cols] fp32 (row stride
+    // cols). All matrices run in one team job (q, k and v share the rounded x and one barrier).
+    // Throws neural::Error for mismatched shapes or more than 4 matrices.
+    void run(WorkerTeam& team, std::span<const DenseOutput> outs, const float* x,
+             std::int64_t tokens, std::int64_t cols) const;
+    void run(WorkerTeam& team, const DenseOutput& out, const float* x, std::int64_t tokens,
+             std::int64_t cols) const {
+        run(team, std::span<const DenseOutput>(&out, 1), x, tokens, cols);
+    }
+
+ private:
+    DenseIsa isa_;
+};
+
+// x as the kernels take it: hi = bf16(x), lo = bf16(x - hi), both round to nearest even with
+// subnormals flushed to signed zero (lo = 0 for inf / NaN, which hi carries).
+struct DenseOperand {
+    std::uint16_t hi = 0, lo = 0;
+};
+DenseOperand dense_split_operand(float x);
+
+}  // namespace neural::cpu

@@ -1,0 +1,78 @@
+// The task body of the dense kernels, compiled once per ISA: dense_scalar.cpp, dense_avx2.cpp,
+// dense_avx512.cpp and dense_avx512bf16.cpp each define, inside an anonymous namespace,
+//
+//   struct Isa {
+//       // res[r * NT + t] = the dense_kernel.h lane-tree dot of weight row w[r] (cols bf16,
+//       // unaligned, no padding) and operand x[t]: its bf16 high part at x[t], its low part at
+//       // x[t] + lo (each zero-padded to a multiple of 32).
+//       template <int NR, int NT>
+//       static void dot(const std::uint8_t* const* w, const std::uint16_t* const* x,
+//                       std::int64_t lo, std::int64_t cols, float* res);
+//   };
+//
+// and then include this file in the same anonymous namespace (internal linkage throughout).
+
+inline float bias_at(const std::uint8_t* p, std::int64_t i) {
+    if (p == nullptr) return 0.0f;
+    std::uint16_t v;
+    std::memcpy(&v, p + 2 * i, 2);
+    const std::uint32_t bits = static_cast<std::uint32_t>(v) << 16;
+    float f;
+    std::memcpy(&f, &bits, 4);
+    return f;
+}
+
+template <int NR, int NT>
+inline void dot_nt(int nt, const std::uint8_t* const* w, const std::uint16_t* const* x,
+                   std::int64_t lo, std::int64_t cols, float* res) {
+    if constexpr (NT >= 1) {
+        if (nt == NT) {
+            Isa::template dot<NR, NT>(w, x, lo, cols, res);
+            return;
+        }
+        dot_nt<NR, NT - 1>(nt, w, x, lo, cols, res);
+    }
+}
+
+template <int NR>
+inline void dot_nr(int nr, int nt, const std::uint8_t* const* w, const std::uint16_t* const* x,
+                   std::int64_t lo, std::int64_t cols, float* res) {
+    if constexpr (NR >= 1) {
+        if (nr == NR) {
+            dot_nt<NR, 4>(nt, w, x, lo, cols, res);
+            return;
+        }
+        dot_nr<NR - 1>(nr, nt, w, x, lo, cols, res);
+    }
+}
+
+// Task = kRowsPerTask rows of one output: 4 rows at a time against every token of the job.
+void dense_task(void* ctx, std::int64_t task, std::int32_t) {
+    const Job& job = *static_cast<const Job*>(ctx);
+    int o = 0;
+    while (o + 1 < job.n_outputs && job.out[o + 1].first_task <= task) ++o;
+    const Output& out = job.out[o];
+    const std::int64_t r0 = (task - out.first_task) * kRowsPerTask;
+    const std::int64_t r1 = r0 + kRowsPerTask < out.rows ? r0 + kRowsPerTask : out.rows;
+    for (std::int64_t r = r0; r < r1; r += 4) {
+        const int nr = r1 - r < 4 ? static_cast<int>(r1 - r) : 4;
+        const std::uint8_t* w[4];
+        float b[4];
+        for (int i = 0; i < nr; ++i) {
+            w[i] = out.w + 2 * (r + i) * job.cols;
+            b[i] = bias_at(out.bias, r + i);
+        }
+        for (std::int64_t t0 = 0; t0 < job.tokens; t0 += 4) {
+            const int nt = job.tokens - t0 < 4 ? static_cast<int>(job.tokens - t0) : 4;
+            const std::uint16_t* x[4];
+            for (int t = 0; t < nt; ++t) x[t] = job.x + (t0 + t) * 2 * job.padded;
+            float res[16] = {};
+            dot_nr<4>(nr, nt, w, x, job.padded, job.cols, res);
+            for (int i = 0; i < nr; ++i) {
+                for (int t = 0; t < nt; ++t) {
+                    out.y[(t0 + t) * out.y_stride + r + i] = res[i * nt + t] + b[i];
+                }
+            }
+        }
+    }
+}

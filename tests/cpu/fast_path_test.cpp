@@ -1,0 +1,206 @@
+// The CPU fast path (the default: fused MXFP4 expert kernels read from the checkpoint or a store,
+// bf16 dense kernels, attention on the same worker team) against transformers' outputs within
+// the bf16 tolerance the GPU backend is held to, against the fp32 reference path, and for the
+// invariances the reference has: batching, KV caching, thread count, store vs checkpoint.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "cpu/kernels/dense_kernel.h"
+#include "neural/error.h"
+#include "runtime/model.h"
+#include "runtime/sampler.h"
+#include "store/repack.h"
+#include "support/fixtures.h"
+
+namespace neural {
+namespace {
+
+using nlohmann::json;
+
+std::unique_ptr<Model> load(const std::string& kernel, int threads = 0,
+                            const std::filesystem::path& store = {}) {
+    LoadOptions o;
+    o.kernel = kernel;
+    o.threads = threads;
+    o.store = store;
+    return Model::load(test::tiny_model_dir(), o);
+}
+
+std::vector<float> run_all(const Model& m, const std::vector<TokenId>& ids) {
+    KvCache cache = m.new_cache();
+    ForwardOptions all;
+    all.all_logits = true;
+    return m.cpu().forward(ids, cache, all);
+}
+
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+    return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+class FastPathTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+      golden_ = new json(test::read_json(test::tiny_model_dir() / "golden.json"));
+      fast_ = load("auto").release();
+  }
+  static void TearDownTestSuite() {
+      delete fast_;
+      delete golden_;
+  }
+  static std::vector<TokenId> ids(const char* prompt) {
+      return (*golden_)["prompts"][prompt]["ids"].get<std::vector<TokenId>>();
+  }
+  static json* golden_;
+  static Model* fast_;
+};
+json* FastPathTest::golden_ = nullptr;
+Model* FastPathTest::fast_ = nullptr;
+
+TEST_F(FastPathTest, IsTheDefaultAndUsesTheDenseKernels) {
+    ASSERT_NE(fast_->cpu().store_moe(), nullptr);
+    ASSERT_NE(fast_->cpu().dense_kernel(), nullptr);
+    EXPECT_EQ(fast_->cpu().dense_kernel()->isa(), cpu::dense_isa_for(cpu::select_kernel_isa()));
+    EXPECT_EQ(LoadOptions{}.kernel, "auto");
+    auto reference = load("reference");
+    EXPECT_EQ(reference->cpu().store_moe(), nullptr);
+    EXPECT_EQ(reference->cpu().dense_kernel(), nullptr);
+}
+
+// transformers' fp32 logits within 5e-2 (the bf16 tolerance of tests/cuda/hybrid_test.cpp),
+// argmax where the reference's top-2 margin exceeds 0.2, the same routed expert sets.
+TEST_F(FastPathTest, AllPromptsMatchTransformersWithinBf16Tolerance) {
+    const auto V = static_cast<size_t>(fast_->config().vocab_size);
+    const auto probes = (*golden_)["probe_ids"].get<std::vector<int>>();
+    for (const auto& [name, ref] : (*golden_)["prompts"].items()) {
+        SCOPED_TRACE(name);
+        const auto prompt = ref["ids"].get<std::vector<TokenId>>();
+        const std::vector<float> logits = run_all(*fast_, prompt);
+        ASSERT_EQ(logits.size(), prompt.size() * V);
+        for (size_t t = 0; t < prompt.size(); ++t) {
+            const float* lt = logits.data() + t * V;
+            const auto top_ids = ref["top8_ids"][t].get<std::vector<int>>();
+            const auto top_vals = ref["top8_logits"][t].get<std::vector<double>>();
+            for (size_t i = 0; i < 8; ++i) {
+                EXPECT_NEAR(lt[top_ids[i]], top_vals[i], 5e-2) << "pos " << t << " top " << i;
+            }
+            const auto probe_vals = ref["probe_logits"][t].get<std::vector<double>>();
+            for (size_t i = 0; i < probes.size(); ++i) {
+                EXPECT_NEAR(lt[probes[i]], probe_vals[i], 5e-2) << "pos " << t << " probe " << i;
+            }
+            if (top_vals[0] - top_vals[1] > 0.2) {
+                EXPECT_EQ(argmax(std::span<const float>(lt, V)), ref["argmax"][t].get<int>())
+                    << "pos " << t;
+            }
+        }
+    }
+}
+
+// The fast path and the fp32 reference path agree closely everywhere (not only at the golden
+// probes): the only differences are the 16-bit (bf16 hi + lo) activations into the dense layers
+// and the SIMD kernels' summation order.
+TEST_F(FastPathTest, StaysCloseToTheReferencePath) {
+    auto reference = load("reference");
+    const auto prompt = ids("long");
+    const std::vector<float> a = run_all(*fast_, prompt), b = run_all(*reference, prompt);
+    ASSERT_EQ(a.size(), b.size());
+    double worst = 0;
+    for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, std::abs(double(a[i]) - b[i]));
+    EXPECT_LT(worst, 5e-2);
+    EXPECT_GT(worst, 0.0);  // really a different path
+}
+
+// Prefill in any split, then decode one token at a time (the one-call decode() of the experts):
+// the same bits as one pass over everything.
+TEST_F(FastPathTest, KvCachedDecodeEqualsFullRecomputeBitForBit) {
+    const auto prompt = ids("long");
+    const std::vector<float> ref = run_all(*fast_, prompt);
+    ForwardOptions all;
+    all.all_logits = true;
+    for (size_t prefill : {size_t{1}, size_t{17}, size_t{64}}) {
+        SCOPED_TRACE(prefill);
+        KvCache cache = fast_->new_cache();
+        std::vector<float> got =
+            fast_->cpu().forward(std::span<const TokenId>(prompt.data(), prefill), cache, all);
+        for (size_t t = prefill; t < prompt.size(); ++t) {
+            std::vector<float> step = fast_->cpu().forward(std::span<const TokenId>(&prompt[t], 1), cache);
+            got.insert(got.end(), step.begin(), step.end());
+        }
+        EXPECT_TRUE(same_bits(got, ref));
+    }
+}
+
+TEST_F(FastPathTest, ResultsAreBitIdenticalForAnyThreadCount) {
+    const auto prompt = ids("random");
+    const std::vector<float> ref = run_all(*fast_, prompt);
+    for (int threads : {1, 2, 3}) {
+        auto m = load("auto", threads);
+        EXPECT_TRUE(same_bits(run_all(*m, prompt), ref)) << threads;
+    }
+}
+
+// The raw store holds the checkpoint's expert bytes: reading them from the store or straight
+// from the checkpoint's tensors gives the same bits (and so does a packed store).
+TEST_F(FastPathTest, CheckpointExpertsEqualStoreExperts) {
+    test::TempDir dir;
+    const auto prompt = ids("code");
+    const std::vector<float> ref = run_all(*fast_, prompt);
+    for (store::StoreKind kind : {store::StoreKind::kRaw, store::StoreKind::kPacked}) {
+        store::RepackOptions o;
+        o.checkpoint = test::tiny_model_dir();
+        o.out = dir / (kind == store::StoreKind::kRaw ? "raw.nstore" : "packed.nstore");
+        o.kind = kind;
+        store::repack(o);
+        auto m = load("auto", 0, o.out);
+        EXPECT_TRUE(same_bits(run_all(*m, prompt), ref));
+    }
+}
+
+// Every variant this CPU runs stays within the golden tolerance of the reference path.
+TEST_F(FastPathTest, EveryKernelVariantStaysCloseToTheReference) {
+    auto reference = load("reference");
+    const auto prompt = ids("code");
+    const std::vector<float> b = run_all(*reference, prompt);
+    for (const char* name : {"scalar", "avx2", "avx512"}) {
+        const cpu::KernelIsa isa = std::string(name) == "scalar" ? cpu::KernelIsa::scalar
+                                   : std::string(name) == "avx2" ? cpu::KernelIsa::avx2
+                                                                 : cpu::KernelIsa::avx512;
+        if (!cpu::kernel_isa_available(isa)) continue;
+        SCOPED_TRACE(name);
+        auto m = load(name);
+        const std::vector<float> a = run_all(*m, prompt);
+        double worst = 0;
+        for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, std::abs(double(a[i]) - b[i]));
+        EXPECT_LT(worst, 5e-2);
+    }
+}
+
+TEST_F(FastPathTest, CancelLeavesTheCacheUnchanged) {
+    const auto prompt = ids("code");
+    KvCache cache = fast_->new_cache();
+    fast_->cpu().forward(std::span<const TokenId>(prompt.data(), 5), cache);
+    std::atomic<bool> cancel{true};
+    ForwardOptions fo;
+    fo.cancel = &cancel;
+    EXPECT_THROW(fast_->cpu().forward(std::span<const TokenId>(prompt.data() + 5, 5), cache, fo),
+                 Cancelled);
+    EXPECT_EQ(cache.size(), 5);
+    std::vector<float> a = fast_->cpu().forward(std::span<const TokenId>(prompt.data() + 5, 5), cache);
+    KvCache fresh = fast_->new_cache();
+    std::vector<float> b = fast_->cpu().forward(std::span<const TokenId>(prompt.data(), 10), fresh);
+    EXPECT_EQ(a, b);
+}
+
+TEST_F(FastPathTest, RejectsUnknownKernelNames) {
+    try {
+        load("avx9000");
+        FAIL() << "expected an error";
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("unknown kernel"), std::string::npos) << e.what();
+    }
+}
+
+}  // namespace
+}  // namespace neural
