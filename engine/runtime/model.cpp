@@ -104,6 +104,8 @@ void run_ram_levers(const store::ExpertStore& store, const std::vector<store::Ex
 
 }  // namespace
 
+std::unique_ptr<Model> Model::load(const fs::path& dir) { return load(dir, LoadOptions{}); }
+
 std::unique_ptr<Model> Model::load(const fs::path& dir, const LoadOptions& options) {
     std::error_code ec;
     const bool gguf = is_gguf_path(dir);

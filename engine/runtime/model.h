@@ -39,8 +39,8 @@ struct LoadOptions {
   std::string dense = "auto";
   // Worker team for the fused kernels: the persistent team DLL (`--kernel-persistent 1`, at
   // `kdll` or beside the executable) or OpenMP (0). Unset (auto): the persistent team on the
-  // CUDA backend (waking OpenMP's workers 36 times per token cost 4.7 ms per token at 120b:
-  // docs/BENCHMARKS.md), OpenMP on the CPU backend (options::persistent_team). A missing
+  // CUDA backend, and on the CPU backend from 4 CPUs on (options::persistent_team; OpenMP wakes
+  // its workers for every job: docs/BENCHMARKS.md "CPU backend: the worker team"). A missing
   // library falls back to OpenMP with a warning.
   std::optional<bool> kernel_persistent;
   std::filesystem::path kdll;
@@ -84,7 +84,10 @@ class Model {
   // (model/gguf.h), all of them from it. Throws neural::Error naming the bad file / tensor /
   // field.
   static std::unique_ptr<Model> load(const std::filesystem::path& dir,
-                                     const LoadOptions& options = {});
+                                     const LoadOptions& options);
+  // The same with the default LoadOptions (built inside the library: a default argument
+  // constructed at every call site trips GCC 12's -Wmaybe-uninitialized).
+  static std::unique_ptr<Model> load(const std::filesystem::path& dir);
   // Stops the RAM warm-up thread (within about a MiB of reading) before anything is unmapped.
   ~Model();
 

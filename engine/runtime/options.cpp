@@ -11,6 +11,7 @@
 #include "model/gguf.h"
 #include "neural/error.h"
 #include "platform/memory.h"
+#include "platform/thread_affinity.h"
 #include "platform/prefetch.h"
 
 namespace neural::options {
@@ -122,7 +123,7 @@ std::vector<Setting> make_settings() {
                              else o.kernel_persistent = t == "1";
                          }),
                      {"auto", "0", "1"}),
-        "auto: 1 with --backend cuda, 0 with cpu"));
+        "auto: 1 with --backend cuda, and on the CPU backend with 4 or more CPUs"));
     r.push_back(with_default(row("kdll", T::path, "PATH", "Team library",
                                  "the persistent team library", A::both, NEURAL_PATH(kdll)),
                              "beside the executable"));
@@ -552,7 +553,11 @@ Settings take_flags(std::vector<std::string>& args) {
 }
 
 bool persistent_team(const LoadOptions& o, bool gpu_backend) {
-    return o.kernel_persistent.value_or(gpu_backend);
+    // The persistent team's workers spin between the layers' jobs instead of sleeping: on the
+    // CPU backend that doubled decode on the 20b shape at 8 and 16 threads (docs/BENCHMARKS.md
+    // "CPU backend: the worker team"), but on a machine of 2-3 CPUs the spinning workers compete
+    // with the thread that feeds them, so there the OpenMP team stays the default.
+    return o.kernel_persistent.value_or(gpu_backend || available_cpus() >= kPersistentTeamMinCpus);
 }
 
 namespace {

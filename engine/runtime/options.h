@@ -100,8 +100,12 @@ Settings to_settings(const LoadOptions& o, bool all = false);
 // flag wins. Errors name the flag (missing value, bad value).
 Settings take_flags(std::vector<std::string>& args);
 
+// CPUs from which the CPU backend's kernels run on the persistent team by default.
+inline constexpr int kPersistentTeamMinCpus = 4;
+
 // Whether the fused kernels run on the persistent worker team (LoadOptions::kernel_persistent;
-// unset: on the CUDA backend yes, on the CPU backend no).
+// unset: on the CUDA backend yes, on the CPU backend when the machine has at least
+// kPersistentTeamMinCpus CPUs).
 bool persistent_team(const LoadOptions& o, bool gpu_backend);
 
 // Applies the memory hints (LoadOptions::ws_min_bytes, prefetch) to the loaded model's mappings

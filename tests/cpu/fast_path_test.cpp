@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "cpu/kernels/dense_kernel.h"
+#include "cpu/reference_model.h"
 #include "neural/error.h"
 #include "runtime/model.h"
 #include "runtime/sampler.h"

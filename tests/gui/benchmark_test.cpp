@@ -64,13 +64,6 @@ BenchmarkRequest smallRequest(int pairs = 2)
     return r;
 }
 
-LoadOptions oneThread()
-{
-    LoadOptions o;
-    o.threads = 1;
-    return o;
-}
-
 class BenchmarkPanel : public ::testing::Test {
 protected:
     static LoadOptions oneThread()

@@ -204,9 +204,11 @@ TEST(Profiles, SettingsThatCannotApplyAreGroupedAwayUnderOneLine)
         EXPECT_EQ(ed->isVisible(), applies) << k.key.toStdString();
         EXPECT_NE(ed->toolTip().indexOf(QStringLiteral("--") + k.key), -1) << k.key.toStdString();
     }
-    for (QLabel *label : dialog.findChildren<QLabel *>())
-        if (label->buddy())  // a row's label
+    for (QLabel *label : dialog.findChildren<QLabel *>()) {
+        if (label->buddy()) {  // a row's label
             EXPECT_EQ(label->text().indexOf(QStringLiteral("--")), -1) << label->text().toStdString();
+        }
+    }
     if (unsupported == 0) {
         EXPECT_EQ(dialog.notApplicableLine(), nullptr);
         return;
