@@ -25,6 +25,14 @@ std::optional<cpu::KernelIsa> parse_cpu_kernel(const std::string& kernel) {
 CpuBackend::CpuBackend(const CpuBackendInputs& in) : model_(*in.config, *in.weights, in.store) {
     model_.set_counters(in.moe);
     if (!in.kernel) return;
+    if (in.store == nullptr && in.weights->layers.front().gate_up.ggml != nullptr) {
+        // A GGUF's experts are in ggml's block order, which the fused kernels do not read (and
+        // the dense kernels run on the fused kernels' team): the fp32 reference path, converting
+        // rows as it reads them, until the GGUF is repacked into a store.
+        spdlog::info("a GGUF without an expert store runs on the reference path; `neural repack "
+                     "--checkpoint FILE.gguf` makes the store the fast kernels read");
+        return;
+    }
     std::string fallback;
     auto team = cpu::make_worker_team(in.team, &fallback);
     auto moe = in.store != nullptr

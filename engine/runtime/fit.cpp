@@ -211,7 +211,16 @@ FitPlan plan_fit(const FitRequest& r, const MachineInfo& m) {
     if (p.backend == "cuda") {
         p.reasons.push_back(fmt::format("context {} positions of K/V on the GPU", context));
     }
-    if (p.backend == "cpu") p.kernel_persistent = false;
+    if (p.backend == "cpu") {
+        // The fast path's many short jobs per token pay for OpenMP's wake-ups unless the workers
+        // spin (docs/BENCHMARKS.md "CPU backend: the worker team"); on 2-3 CPUs they would
+        // compete with the thread feeding them.
+        p.kernel_persistent = p.threads >= options::kPersistentTeamMinCpus;
+        if (p.kernel_persistent) {
+            p.reasons.push_back("persistent CPU team: the fast path runs hundreds of short jobs per "
+                                "token, which OpenMP pays for in wake-ups");
+        }
+    }
 
     // RAM: the experts the CPU computes must stay in RAM, or every token waits on the disk.
     const double ram_cap = r.ram_budget_gib > 0
@@ -304,7 +313,7 @@ LoadOptions FitPlan::load_options() const {
     LoadOptions o;
     o.backend = backend;
     o.store = store;
-    o.kernel = store.empty() ? "reference" : kernel;
+    o.kernel = kernel;  // the fused kernels read the store, else the checkpoint
     o.kernel_persistent = kernel_persistent;
     o.threads = threads;
     o.release_resident = release_resident;

@@ -13,7 +13,9 @@ namespace neural {
 namespace {
 
 TEST(CpuBackend, ModelForwardIsTheReferenceModelBitForBit) {
-    const auto model = Model::load(test::tiny_model_dir());
+    LoadOptions reference;
+    reference.kernel = "reference";  // the plain path; the fast path's own tests: fast_path_test
+    const auto model = Model::load(test::tiny_model_dir(), reference);
     EXPECT_STREQ(model->backend_name(), "cpu");
     EXPECT_EQ(model->describe_backend(), "cpu (fp32 reference)");
     EXPECT_EQ(model->describe_experts(), "reference path");
@@ -36,7 +38,7 @@ TEST(CpuBackend, ModelForwardIsTheReferenceModelBitForBit) {
 }
 
 TEST(CpuBackend, BadTokenLeavesTheCacheAsItWas) {
-    const auto model = Model::load(test::tiny_model_dir());
+    const auto model = Model::load(test::tiny_model_dir());  // the default: the fast path
     KvCache cache = model->new_cache();
     const std::vector<TokenId> ok = {1, 2, 3};
     model->forward(ok, cache);

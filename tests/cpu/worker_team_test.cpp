@@ -365,6 +365,7 @@ class TeamFallbackTelemetry : public ::testing::Test {
         LoadOptions o;
         o.store = *tmp_ / "raw.nstore";
         o.kernel = "scalar";
+        o.dense = "reference";  // only the expert kernels' jobs on the team: the counts below
         o.kernel_persistent = true;
         o.kdll = kdll;
         o.threads = 2;

@@ -211,8 +211,10 @@ TEST(Gguf, TokenizerFromTheMetadataEncodesLikeTokenizerJson) {
 class GgufModel : public ::testing::Test {
  protected:
     static void SetUpTestSuite() {
-        gguf_ = Model::load(gguf_path()).release();
-        hf_ = Model::load(test::tiny_model_dir()).release();
+        LoadOptions reference;  // the fp32 path the goldens' 1e-3 holds for
+        reference.kernel = "reference";
+        gguf_ = Model::load(gguf_path(), reference).release();
+        hf_ = Model::load(test::tiny_model_dir(), reference).release();
         golden_ = new json(test::read_json(test::tiny_model_dir() / "golden.json"));
     }
     static void TearDownTestSuite() {

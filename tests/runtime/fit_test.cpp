@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "runtime/fit.h"
+#include "runtime/options.h"
 #include "support/fixtures.h"
 #include "synth/synth.h"
 
@@ -176,7 +177,11 @@ TEST(Fit, NoGpuPlansTheCpuBackendAndSaysWhy) {
     m.gpu_why = "no CUDA device found";
     const FitPlan p = plan_fit(r, m);
     EXPECT_EQ(p.backend, "cpu");
-    EXPECT_FALSE(p.kernel_persistent);
+    // The fast path's many short jobs want the spinning team from 4 CPUs on, not on 2.
+    EXPECT_EQ(p.kernel_persistent, m.cpus >= options::kPersistentTeamMinCpus);
+    MachineInfo two = m;
+    two.cpus = 2;
+    EXPECT_FALSE(plan_fit(r, two).kernel_persistent);
     EXPECT_TRUE(has(p.reasons, "no CUDA device found"));
     EXPECT_EQ(p.flags()[1], "cpu");
 }

@@ -187,17 +187,17 @@ TEST(SettingsSchema, ACudaSettingIsRefusedOnTheCpuBackendWithOneMessage) {
 }
 
 TEST(SettingsSchema, RulesBetweenSettings) {
-    EXPECT_THAT(error_of([&] { options::apply({{"kernel", "avx2"}}); }), HasSubstr("--kernel avx2 needs --store"));
+    EXPECT_NO_THROW(options::apply({{"kernel", "avx2"}}));  // the fused kernels read the checkpoint too
     EXPECT_THAT(error_of([&] { options::apply({{"warmup_ram", "3"}}); }), HasSubstr("need --store FILE"));
     EXPECT_THAT(error_of([&] { options::apply({{"store", "s"}, {"warmup_sync", "1"}}); }),
                 HasSubstr("--warmup-sync needs --warmup-ram"));
     EXPECT_THAT(error_of([&] { options::apply({{"ranking", "r.json"}}); }), HasSubstr("--ranking needs --backend cuda"));
     EXPECT_NO_THROW(options::apply({{"ranking", "r.json"}, {"store", "s"}, {"warmup_ram", "2"}}));
     EXPECT_THAT(error_of([&] { options::apply({{"bogus", "1"}}); }), HasSubstr("unknown setting \"bogus\""));
-    // With a store the fused kernels are the default; an explicit reference stays.
+    // The fast kernels are the default, with or without a store; an explicit reference stays.
     EXPECT_EQ(options::apply({{"store", "s"}}).kernel, "auto");
     EXPECT_EQ(options::apply({{"store", "s"}, {"kernel", "reference"}}).kernel, "reference");
-    EXPECT_EQ(options::apply({}).kernel, "reference");
+    EXPECT_EQ(options::apply({}).kernel, "auto");
     // GiB settings are bytes in LoadOptions.
     EXPECT_EQ(options::apply({{"store", "s"}, {"lock_ram", "1.5"}}).lock_ram_bytes, std::uint64_t{3} << 29);
     EXPECT_EQ(options::apply({{"ws_min", "2"}}).ws_min_bytes, std::uint64_t{2} << 30);
@@ -241,14 +241,15 @@ TEST(SettingsSchema, FitFlagsReadBackAsThePlan) {
     EXPECT_EQ(o.gpu.pool_slots, 412);
     EXPECT_DOUBLE_EQ(o.gpu.vram_budget_gib, 11.5);
     EXPECT_EQ(o.kernel, "avx2");
-    // A CPU plan without a store: no kernel flag (the fused kernels need the store), no CUDA flag.
+    // A CPU plan without a store: its kernel (the fused kernels read the checkpoint), no CUDA flag.
     FitPlan c;
     c.backend = "cpu";
     c.threads = 4;
     c.kernel = "avx512";
     c.kernel_persistent = false;
     std::vector<std::string> cf = c.flags();
-    EXPECT_EQ(cf, (std::vector<std::string>{"--backend", "cpu", "--kernel-persistent", "0", "--threads", "4"}));
+    EXPECT_EQ(cf, (std::vector<std::string>{"--backend", "cpu", "--kernel", "avx512", "--kernel-persistent", "0",
+                                            "--threads", "4"}));
     EXPECT_NO_THROW(options::apply(options::take_flags(cf)));
 }
 

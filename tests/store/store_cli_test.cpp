@@ -51,7 +51,7 @@ TEST_F(StoreCli, RepackVerifyAndRunFromTheStore) {
 
     const std::string prompts = (test::tiny_model_dir() / "prompts.json").string();
     const std::string a = (tmp_ / "a.json").string(), b = (tmp_ / "b.json").string();
-    ASSERT_EQ(neural({"logits", model(), prompts, a, "--steps", "2"}).code, 0);
+    ASSERT_EQ(neural({"logits", model(), prompts, a, "--steps", "2", "--kernel", "reference"}).code, 0);
     r = neural({"logits", model(), prompts, b, "--steps", "2", "--store", store, "--kernel", "reference"});
     ASSERT_EQ(r.code, 0) << r.err;
     EXPECT_EQ(test::read_file(a), test::read_file(b));
@@ -88,8 +88,8 @@ TEST_F(StoreCli, RepackAndRunFromAGgufFile) {
     const std::string prompts = (test::tiny_model_dir() / "prompts.json").string();
     const std::string a = (tmp_ / "a.json").string(), b = (tmp_ / "b.json").string();
     const std::string c = (tmp_ / "c.json").string();
-    ASSERT_EQ(neural({"logits", model(), prompts, a, "--steps", "2"}).code, 0);
-    r = neural({"logits", gguf, prompts, b, "--steps", "2"});
+    ASSERT_EQ(neural({"logits", model(), prompts, a, "--steps", "2", "--kernel", "reference"}).code, 0);
+    r = neural({"logits", gguf, prompts, b, "--steps", "2", "--kernel", "reference"});
     ASSERT_EQ(r.code, 0) << r.err;
     EXPECT_EQ(test::read_file(a), test::read_file(b));
     r = neural({"logits", gguf, prompts, c, "--steps", "2", "--store", store, "--kernel", "reference"});
