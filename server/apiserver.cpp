@@ -765,6 +765,24 @@ openai::Json ApiServer::parseBody(const Request &request, openai::ParseLimits &l
         limits);
 }
 
+bool ApiServer::acceptJsonBody(const Request &request, HttpChannel *channel, const char *route)
+{
+    auto refuse = [&](int status, const QString &message, const QByteArray &code) {
+        m_metrics.countRequest(route, status);
+        sendError(channel, request, status, message, "invalid_request_error", {}, code);
+    };
+    if (!isJsonContentType(request.contentType)) {
+        refuse(415, QStringLiteral("Content-Type must be application/json"),
+               "unsupported_media_type");
+        return false;
+    }
+    if (request.body.size() > m_config.limits.maxBodyBytes) {
+        refuse(413, QStringLiteral("the request body is too large"), "request_too_large");
+        return false;
+    }
+    return true;
+}
+
 void ApiServer::handleChat(Request &request, HttpChannel *channel)
 {
     auto refuse = [&](int status, const QString &message, const char *type,
@@ -772,16 +790,8 @@ void ApiServer::handleChat(Request &request, HttpChannel *channel)
         m_metrics.countRequest("chat", status);
         sendError(channel, request, status, message, type, param, code);
     };
-    if (!isJsonContentType(request.contentType)) {
-        refuse(415, QStringLiteral("Content-Type must be application/json"),
-               "invalid_request_error", {}, "unsupported_media_type");
+    if (!acceptJsonBody(request, channel, "chat"))
         return;
-    }
-    if (request.body.size() > m_config.limits.maxBodyBytes) {
-        refuse(413, QStringLiteral("the request body is too large"), "invalid_request_error", {},
-               "request_too_large");
-        return;
-    }
     auto job = std::make_shared<GenerationJob>();
     job->kind = GenerationJob::Kind::chat;
     try {
@@ -820,15 +830,8 @@ void ApiServer::handleCompletion(Request &request, HttpChannel *channel)
         m_metrics.countRequest("completions", status);
         sendError(channel, request, status, message, "invalid_request_error", param, code);
     };
-    if (!isJsonContentType(request.contentType)) {
-        refuse(415, QStringLiteral("Content-Type must be application/json"), {},
-               "unsupported_media_type");
+    if (!acceptJsonBody(request, channel, "completions"))
         return;
-    }
-    if (request.body.size() > m_config.limits.maxBodyBytes) {
-        refuse(413, QStringLiteral("the request body is too large"), {}, "request_too_large");
-        return;
-    }
     auto job = std::make_shared<GenerationJob>();
     job->kind = GenerationJob::Kind::completion;
     try {
@@ -862,15 +865,8 @@ void ApiServer::handleResponses(Request &request, HttpChannel *channel)
         m_metrics.countRequest("responses", status);
         sendError(channel, request, status, message, "invalid_request_error", param, code);
     };
-    if (!isJsonContentType(request.contentType)) {
-        refuse(415, QStringLiteral("Content-Type must be application/json"), {},
-               "unsupported_media_type");
+    if (!acceptJsonBody(request, channel, "responses"))
         return;
-    }
-    if (request.body.size() > m_config.limits.maxBodyBytes) {
-        refuse(413, QStringLiteral("the request body is too large"), {}, "request_too_large");
-        return;
-    }
     auto responses = std::make_shared<openai::ResponsesRequest>();
     try {
         openai::ParseLimits limits;

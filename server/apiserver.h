@@ -143,6 +143,9 @@ private:
     void dispatch(Request request, HttpChannel *channel);
     // The body as JSON under the server's depth limit (throws openai::RequestError).
     openai::Json parseBody(const Request &request, openai::ParseLimits &limits) const;
+    // The checks every JSON POST route makes before parsing: a JSON content type (415) and the
+    // body size limit (413). False: refused, the error sent and counted under `route`.
+    bool acceptJsonBody(const Request &request, HttpChannel *channel, const char *route);
     void handleChat(Request &request, HttpChannel *channel);
     void handleCompletion(Request &request, HttpChannel *channel);
     void handleResponses(Request &request, HttpChannel *channel);
