@@ -346,7 +346,7 @@ describe('lenient requests', () => {
   test('SSE keep-alive comments while a long prompt runs', async () => {
     const quick = await startServer(['--sse-keepalive', '0.05']);
     try {
-      const long = 'word '.repeat(300);
+      const long = 'word '.repeat(4000);  // a prompt pass well over the 50 ms interval, also on the fast CPU path
       const r = await postJson(quick.url, '/v1/chat/completions', {
         model: MODEL, messages: [{ role: 'user', content: long }], max_tokens: 2, stream: true,
       });
