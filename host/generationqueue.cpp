@@ -14,23 +14,19 @@ namespace neural::host {
 
 namespace {
 using Clock = std::chrono::steady_clock;
-double secondsBetween(Clock::time_point a, Clock::time_point b)
-{
+double secondsBetween(Clock::time_point a, Clock::time_point b) {
     return std::chrono::duration<double>(b - a).count();
 }
 }  // namespace
 
 // ---- EngineWorker (engine thread) -------------------------------------------------------------
 
-EngineWorker::EngineWorker(std::shared_ptr<const Model> model, GenerationQueue *queue,
+EngineWorker::EngineWorker(std::shared_ptr<const Model> model, GenerationQueue* queue,
                            int defaultMaxTokens)
-    : m_model(std::move(model)), m_queue(queue), m_defaultMaxTokens(defaultMaxTokens)
-{
-}
+    : m_model(std::move(model)), m_queue(queue), m_defaultMaxTokens(defaultMaxTokens) {}
 
 int EngineWorker::tokenBudget(std::int64_t promptTokens, std::optional<int> requested,
-                              std::int64_t maxPromptTokens) const
-{
+                              std::int64_t maxPromptTokens) const {
     // Checked before the prompt pass: a refused prompt costs its tokenization only.
     if (maxPromptTokens > 0 && promptTokens > maxPromptTokens) {
         throw openai::RequestError(
@@ -40,8 +36,7 @@ int EngineWorker::tokenBudget(std::int64_t promptTokens, std::optional<int> requ
             "messages", "context_length_exceeded");
     }
     const std::int64_t context = m_model->config().max_position_embeddings;
-    if (context <= 0)
-        return requested.value_or(m_defaultMaxTokens);
+    if (context <= 0) return requested.value_or(m_defaultMaxTokens);
     const std::int64_t room = context - promptTokens;
     if (room < 1) {
         throw openai::RequestError(
@@ -61,8 +56,7 @@ int EngineWorker::tokenBudget(std::int64_t promptTokens, std::optional<int> requ
                      : static_cast<int>(std::min<std::int64_t>(m_defaultMaxTokens, room));
 }
 
-void EngineWorker::run(const std::shared_ptr<GenerationJob> &job)
-{
+void EngineWorker::run(const std::shared_ptr<GenerationJob>& job) {
     GenerationOutcome out;
     if (job->cancel.load()) {
         out.status = GenerationOutcome::Status::cancelled;
@@ -70,25 +64,26 @@ void EngineWorker::run(const std::shared_ptr<GenerationJob> &job)
         return;
     }
     try {
-        if (job->simulateEngineError)
-            fail("simulated engine failure (test option)");
+        if (job->simulateEngineError) fail("simulated engine failure (test option)");
         switch (job->kind) {
-        case GenerationJob::Kind::chat: out = runChat(job); break;
-        case GenerationJob::Kind::completion: out = runCompletion(job); break;
-        case GenerationJob::Kind::task:
-            m_queue->postStarted(job);
-            if (job->task)
-                job->task(job->cancel);
-            if (job->cancel.load())
-                out.status = GenerationOutcome::Status::cancelled;
-            break;
+            case GenerationJob::Kind::chat:
+                out = runChat(job);
+                break;
+            case GenerationJob::Kind::completion:
+                out = runCompletion(job);
+                break;
+            case GenerationJob::Kind::task:
+                m_queue->postStarted(job);
+                if (job->task) job->task(job->cancel);
+                if (job->cancel.load()) out.status = GenerationOutcome::Status::cancelled;
+                break;
         }
-    } catch (const openai::RequestError &e) {
+    } catch (const openai::RequestError& e) {
         out = {};
         out.status = GenerationOutcome::Status::badRequest;
         out.error = e.what();
         out.errorCode = e.code();
-    } catch (const std::exception &e) {
+    } catch (const std::exception& e) {
         // Engine failures end this request only; the session is rebuilt for the next one.
         out = {};
         out.status = GenerationOutcome::Status::engineError;
@@ -100,13 +95,11 @@ void EngineWorker::run(const std::shared_ptr<GenerationJob> &job)
     m_queue->postFinished(job, std::move(out));
 }
 
-GenerationOutcome EngineWorker::runChat(const std::shared_ptr<GenerationJob> &job)
-{
-    std::unique_ptr<ChatSession> &session = m_sessions[job->session];
-    if (!session)
-        session = std::make_unique<ChatSession>(*m_model);
-    const openai::ChatRequest &req = job->chat;
-    const Tokenizer &tok = m_model->tokenizer();
+GenerationOutcome EngineWorker::runChat(const std::shared_ptr<GenerationJob>& job) {
+    std::unique_ptr<ChatSession>& session = m_sessions[job->session];
+    if (!session) session = std::make_unique<ChatSession>(*m_model);
+    const openai::ChatRequest& req = job->chat;
+    const Tokenizer& tok = m_model->tokenizer();
     // The whole history arrives with every request; the session keeps the KV of the previous
     // one and processes only what differs (the prompt cache).
     session->set_conversation(req.system, req.developer, req.history);
@@ -116,18 +109,16 @@ GenerationOutcome EngineWorker::runChat(const std::shared_ptr<GenerationJob> &jo
     TurnOptions options;
     options.max_tokens = tokenBudget(promptTokens, req.max_tokens, job->maxPromptTokens);
     options.sampling = req.sampling;
-    if (req.forced_output)
-        options.forced_tokens = tok.encode(*req.forced_output, true);
+    if (req.forced_output) options.forced_tokens = tok.encode(*req.forced_output, true);
     options.stop_sequences = req.stop;
     options.constraint = req.constraint;
     options.cancel = &job->cancel;
     m_queue->postStarted(job);  // the request is valid: a stream may begin
-    TurnResult r = session->respond(
-        options, [&](const chat::ParserEvent &e) { m_queue->postEvent(job, e); });
+    TurnResult r =
+        session->respond(options, [&](const chat::ParserEvent& e) { m_queue->postEvent(job, e); });
 
     GenerationOutcome out;
-    out.status = r.cancelled ? GenerationOutcome::Status::cancelled
-                             : GenerationOutcome::Status::ok;
+    out.status = r.cancelled ? GenerationOutcome::Status::cancelled : GenerationOutcome::Status::ok;
     out.chat.reasoning = std::move(r.reasoning);
     out.chat.content = std::move(r.content);
     out.chat.tool_calls = std::move(r.tool_calls);
@@ -143,12 +134,11 @@ GenerationOutcome EngineWorker::runChat(const std::shared_ptr<GenerationJob> &jo
     return out;
 }
 
-GenerationOutcome EngineWorker::runCompletion(const std::shared_ptr<GenerationJob> &job)
-{
-    const openai::CompletionRequest &req = job->completion;
-    const Tokenizer &tok = m_model->tokenizer();
+GenerationOutcome EngineWorker::runCompletion(const std::shared_ptr<GenerationJob>& job) {
+    const openai::CompletionRequest& req = job->completion;
+    const Tokenizer& tok = m_model->tokenizer();
     std::vector<TokenId> prompt;
-    if (const auto *text = std::get_if<std::string>(&req.prompt)) {
+    if (const auto* text = std::get_if<std::string>(&req.prompt)) {
         // A raw prompt is a harmony prompt written by hand: special tokens count as such.
         prompt = tok.encode(*text, true);
     } else {
@@ -162,18 +152,16 @@ GenerationOutcome EngineWorker::runCompletion(const std::shared_ptr<GenerationJo
     }
     if (prompt.empty())
         throw openai::RequestError("the prompt has no tokens", "prompt", "invalid_value");
-    const int budget = tokenBudget(static_cast<std::int64_t>(prompt.size()), req.max_tokens,
-                                   job->maxPromptTokens);
+    const int budget =
+        tokenBudget(static_cast<std::int64_t>(prompt.size()), req.max_tokens, job->maxPromptTokens);
 
     // The same prefix reuse as the chat session, on a cache of its own.
-    if (!m_rawCache)
-        m_rawCache = std::make_unique<KvCache>(m_model->config());
+    if (!m_rawCache) m_rawCache = std::make_unique<KvCache>(m_model->config());
     std::size_t common = 0;
-    while (common < m_rawTokens.size() && common < prompt.size()
-           && m_rawTokens[common] == prompt[common])
+    while (common < m_rawTokens.size() && common < prompt.size() &&
+           m_rawTokens[common] == prompt[common])
         ++common;
-    if (common == prompt.size())
-        --common;
+    if (common == prompt.size()) --common;
     m_rawCache->truncate(static_cast<std::int64_t>(common));
     m_rawTokens.resize(common);
 
@@ -185,9 +173,8 @@ GenerationOutcome EngineWorker::runCompletion(const std::shared_ptr<GenerationJo
     chat::Utf8Stream utf8;
     StopMatcher stops(req.stop);
     std::string text;
-    auto release = [&](const std::string &piece) {
-        if (piece.empty())
-            return;
+    auto release = [&](const std::string& piece) {
+        if (piece.empty()) return;
         text += piece;
         m_queue->postText(job, piece);
     };
@@ -200,8 +187,8 @@ GenerationOutcome EngineWorker::runCompletion(const std::shared_ptr<GenerationJo
             sawToken = true;
         }
         // A stop token ends the text; it is not part of it.
-        if (std::find(options.stop_tokens.begin(), options.stop_tokens.end(), t)
-            != options.stop_tokens.end())
+        if (std::find(options.stop_tokens.begin(), options.stop_tokens.end(), t) !=
+            options.stop_tokens.end())
             return true;
         release(stops.push(utf8.push(tok.decode(std::span<const TokenId>(&t, 1)))));
         return !stops.stopped() && !job->cancel.load();
@@ -216,8 +203,8 @@ GenerationOutcome EngineWorker::runCompletion(const std::shared_ptr<GenerationJo
     }
     m_rawTokens = prompt;
     m_rawTokens.insert(m_rawTokens.end(), g.tokens.begin(), g.tokens.end());
-    m_rawTokens.resize(std::min<std::size_t>(m_rawTokens.size(),
-                                             static_cast<std::size_t>(m_rawCache->size())));
+    m_rawTokens.resize(
+        std::min<std::size_t>(m_rawTokens.size(), static_cast<std::size_t>(m_rawCache->size())));
 
     GenerationOutcome out;
     out.status = GenerationOutcome::Status::ok;
@@ -242,9 +229,8 @@ GenerationOutcome EngineWorker::runCompletion(const std::shared_ptr<GenerationJo
 // ---- GenerationQueue (server thread) ----------------------------------------------------------
 
 GenerationQueue::GenerationQueue(std::shared_ptr<const Model> model, int maxWaiting,
-                                 int defaultMaxTokens, QObject *parent)
-    : QObject(parent), m_maxWaiting(std::max(0, maxWaiting))
-{
+                                 int defaultMaxTokens, QObject* parent)
+    : QObject(parent), m_maxWaiting(std::max(0, maxWaiting)) {
     m_worker = new EngineWorker(std::move(model), this, defaultMaxTokens);
     m_worker->moveToThread(&m_thread);
     connect(&m_thread, &QThread::finished, m_worker, &QObject::deleteLater);
@@ -252,21 +238,16 @@ GenerationQueue::GenerationQueue(std::shared_ptr<const Model> model, int maxWait
     m_thread.start();
 }
 
-GenerationQueue::~GenerationQueue()
-{
-    for (auto &job : m_waiting)
-        job->cancel = true;
+GenerationQueue::~GenerationQueue() {
+    for (auto& job : m_waiting) job->cancel = true;
     m_waiting.clear();
-    if (m_running)
-        m_running->cancel = true;
+    if (m_running) m_running->cancel = true;
     m_thread.quit();
     m_thread.wait();
 }
 
-bool GenerationQueue::enqueue(const std::shared_ptr<GenerationJob> &job)
-{
-    if (m_running && waiting() >= m_maxWaiting)
-        return false;
+bool GenerationQueue::enqueue(const std::shared_ptr<GenerationJob>& job) {
+    if (m_running && waiting() >= m_maxWaiting) return false;
     job->id = m_nextId++;
     job->enqueuedAt = std::chrono::steady_clock::now();
     m_waiting.push_back(job);
@@ -275,78 +256,65 @@ bool GenerationQueue::enqueue(const std::shared_ptr<GenerationJob> &job)
     return true;
 }
 
-bool GenerationQueue::cancel(quint64 jobId)
-{
+bool GenerationQueue::cancel(quint64 jobId) {
     auto it = std::find_if(m_waiting.begin(), m_waiting.end(),
-                           [&](const auto &j) { return j->id == jobId; });
+                           [&](const auto& j) { return j->id == jobId; });
     if (it != m_waiting.end()) {
         (*it)->cancel = true;
         m_waiting.erase(it);
         emit changed();
         return true;
     }
-    if (m_running && m_running->id == jobId)
-        m_running->cancel = true;
+    if (m_running && m_running->id == jobId) m_running->cancel = true;
     return false;
 }
 
-void GenerationQueue::startNext()
-{
-    if (m_running || m_waiting.empty())
-        return;
+void GenerationQueue::startNext() {
+    if (m_running || m_waiting.empty()) return;
     m_running = m_waiting.front();
     m_waiting.pop_front();
-    m_waitStats.record(std::chrono::duration<double>(std::chrono::steady_clock::now()
-                                                     - m_running->enqueuedAt)
-                           .count());
+    m_waitStats.record(
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - m_running->enqueuedAt)
+            .count());
     QMetaObject::invokeMethod(
-        m_worker, [worker = m_worker, job = m_running] { worker->run(job); },
-        Qt::QueuedConnection);
+        m_worker, [worker = m_worker, job = m_running] { worker->run(job); }, Qt::QueuedConnection);
 }
 
-void GenerationQueue::postStarted(const std::shared_ptr<GenerationJob> &job)
-{
+void GenerationQueue::postStarted(const std::shared_ptr<GenerationJob>& job) {
     QMetaObject::invokeMethod(
         this,
         [job] {
-            if (job->receiver && job->onStarted)
-                job->onStarted();
+            if (job->receiver && job->onStarted) job->onStarted();
         },
         Qt::QueuedConnection);
 }
 
-void GenerationQueue::postEvent(const std::shared_ptr<GenerationJob> &job, chat::ParserEvent event)
-{
+void GenerationQueue::postEvent(const std::shared_ptr<GenerationJob>& job,
+                                chat::ParserEvent event) {
     QMetaObject::invokeMethod(
         this,
         [job, event = std::move(event)] {
-            if (job->receiver && job->onEvent)
-                job->onEvent(event);
+            if (job->receiver && job->onEvent) job->onEvent(event);
         },
         Qt::QueuedConnection);
 }
 
-void GenerationQueue::postText(const std::shared_ptr<GenerationJob> &job, std::string text)
-{
+void GenerationQueue::postText(const std::shared_ptr<GenerationJob>& job, std::string text) {
     QMetaObject::invokeMethod(
         this,
         [job, text = std::move(text)] {
-            if (job->receiver && job->onText)
-                job->onText(text);
+            if (job->receiver && job->onText) job->onText(text);
         },
         Qt::QueuedConnection);
 }
 
-void GenerationQueue::postFinished(const std::shared_ptr<GenerationJob> &job,
-                                   GenerationOutcome outcome)
-{
+void GenerationQueue::postFinished(const std::shared_ptr<GenerationJob>& job,
+                                   GenerationOutcome outcome) {
     QMetaObject::invokeMethod(
         this,
         [this, job, outcome = std::move(outcome)] {
-            if (m_running == job)
-                m_running.reset();
-            if (job->receiver && job->onFinished)
-                job->onFinished(outcome);
+            if (m_running == job) m_running.reset();
+            if (job->receiver && job->onFinished) job->onFinished(outcome);
             startNext();
             emit changed();
         },

@@ -57,7 +57,7 @@ struct GenerationJob {
     Kind kind = Kind::chat;
     openai::ChatRequest chat;
     openai::CompletionRequest completion;
-    std::function<void(const std::atomic<bool> &cancel)> task;  // Kind::task, engine thread
+    std::function<void(const std::atomic<bool>& cancel)> task;  // Kind::task, engine thread
     // The chat session (prompt cache) a chat job continues. The API's requests share one; the
     // desktop app keeps its own, so a GUI turn and an API request do not evict each other's KV.
     std::string session = "api";
@@ -74,9 +74,9 @@ struct GenerationJob {
     // Delivered on the queue's thread while `receiver` lives.
     QPointer<QObject> receiver;
     std::function<void()> onStarted;  // validated and running: a stream may send its headers
-    std::function<void(const chat::ParserEvent &)> onEvent;  // chat
-    std::function<void(const std::string &)> onText;         // completion
-    std::function<void(const GenerationOutcome &)> onFinished;
+    std::function<void(const chat::ParserEvent&)> onEvent;  // chat
+    std::function<void(const std::string&)> onText;         // completion
+    std::function<void(const GenerationOutcome&)> onFinished;
 };
 
 class GenerationQueue;
@@ -86,18 +86,18 @@ class GenerationQueue;
 class EngineWorker : public QObject {
     Q_OBJECT
 public:
-    EngineWorker(std::shared_ptr<const Model> model, GenerationQueue *queue, int defaultMaxTokens);
+    EngineWorker(std::shared_ptr<const Model> model, GenerationQueue* queue, int defaultMaxTokens);
 
-    void run(const std::shared_ptr<GenerationJob> &job);
+    void run(const std::shared_ptr<GenerationJob>& job);
 
 private:
-    GenerationOutcome runChat(const std::shared_ptr<GenerationJob> &job);
-    GenerationOutcome runCompletion(const std::shared_ptr<GenerationJob> &job);
+    GenerationOutcome runChat(const std::shared_ptr<GenerationJob>& job);
+    GenerationOutcome runCompletion(const std::shared_ptr<GenerationJob>& job);
     int tokenBudget(std::int64_t promptTokens, std::optional<int> requested,
                     std::int64_t maxPromptTokens) const;
 
     std::shared_ptr<const Model> m_model;
-    GenerationQueue *m_queue;
+    GenerationQueue* m_queue;
     int m_defaultMaxTokens;
     std::map<std::string, std::unique_ptr<ChatSession>> m_sessions;
     std::unique_ptr<KvCache> m_rawCache;
@@ -109,11 +109,11 @@ class GenerationQueue : public QObject {
 public:
     // `maxWaiting`: jobs that may wait behind the running one; more are refused.
     GenerationQueue(std::shared_ptr<const Model> model, int maxWaiting, int defaultMaxTokens,
-                    QObject *parent = nullptr);
+                    QObject* parent = nullptr);
     ~GenerationQueue() override;
 
     // False when the queue is full (the caller answers 503).
-    bool enqueue(const std::shared_ptr<GenerationJob> &job);
+    bool enqueue(const std::shared_ptr<GenerationJob>& job);
     // A waiting job leaves the queue (returns true: no callback of it will come); the running
     // one is cancelled (the worker stops between layers or tokens) and still reports through
     // onFinished.
@@ -124,13 +124,13 @@ public:
     int maxWaiting() const { return m_maxWaiting; }
     // Time from enqueue() to the hand-over to the engine thread, of every job started (HTTP
     // requests and the embedding app's tasks; jobs cancelled while waiting never start).
-    const QueueWaitStats &waitStats() const { return m_waitStats; }
+    const QueueWaitStats& waitStats() const { return m_waitStats; }
 
     // Called by the worker (any thread): posts the delivery to this object's thread.
-    void postStarted(const std::shared_ptr<GenerationJob> &job);
-    void postEvent(const std::shared_ptr<GenerationJob> &job, chat::ParserEvent event);
-    void postText(const std::shared_ptr<GenerationJob> &job, std::string text);
-    void postFinished(const std::shared_ptr<GenerationJob> &job, GenerationOutcome outcome);
+    void postStarted(const std::shared_ptr<GenerationJob>& job);
+    void postEvent(const std::shared_ptr<GenerationJob>& job, chat::ParserEvent event);
+    void postText(const std::shared_ptr<GenerationJob>& job, std::string text);
+    void postFinished(const std::shared_ptr<GenerationJob>& job, GenerationOutcome outcome);
 
 signals:
     void changed();  // queue length or busy state changed
@@ -142,7 +142,7 @@ private:
     std::deque<std::shared_ptr<GenerationJob>> m_waiting;
     std::shared_ptr<GenerationJob> m_running;
     QThread m_thread;
-    EngineWorker *m_worker;  // lives on m_thread
+    EngineWorker* m_worker;  // lives on m_thread
     quint64 m_nextId = 1;
     QueueWaitStats m_waitStats;
 };

@@ -18,8 +18,7 @@ class QueueWaitStats {
 public:
     static constexpr std::size_t kWindow = 4096;
 
-    void record(double seconds)
-    {
+    void record(double seconds) {
         if (!(seconds >= 0)) seconds = 0;  // NaN or a clock step back
         if (m_recent.size() < kWindow)
             m_recent.push_back(seconds);
@@ -35,8 +34,7 @@ public:
     std::size_t windowSize() const { return m_recent.size(); }
 
     // Nearest-rank percentile (q in [0, 1]) of the recent waits, in seconds; 0 when none yet.
-    double quantile(double q) const
-    {
+    double quantile(double q) const {
         if (m_recent.empty()) return 0;
         std::vector<double> sorted = m_recent;
         q = std::clamp(q, 0.0, 1.0);

@@ -18,6 +18,7 @@ PACKAGES=(
   g++-mingw-w64-x86-64-posix wine64 googletest
   xvfb xauth  # the installed Windows app started under Wine on a virtual display (check-msi.sh)
   tcl  # scripts/build-qt-mingw.sh: the SQLite amalgamation for the mingw-w64 Qt
+  clang-format-14  # one formatting for the tree (.clang-format, scripts/format.sh, ctest docs.format)
   clang-14 libclang-rt-14-dev libomp-14-dev  # fuzzing (scripts/fuzz.sh): libFuzzer + sanitizers
   # The Linux-side MSI proof (scripts/check-msi.sh): wixl builds it, msiinfo/msiextract check it.
   msitools wixl

@@ -29,32 +29,36 @@ namespace neural::server {
 
 namespace {
 
-QByteArray toBytes(const openai::Json &json)
-{
+QByteArray toBytes(const openai::Json& json) {
     return QByteArray::fromStdString(
         json.dump(-1, ' ', false, openai::Json::error_handler_t::replace));
 }
 
-QByteArray methodName(QHttpServerRequest::Method m)
-{
+QByteArray methodName(QHttpServerRequest::Method m) {
     switch (m) {
-    case QHttpServerRequest::Method::Get: return "GET";
-    case QHttpServerRequest::Method::Put: return "PUT";
-    case QHttpServerRequest::Method::Delete: return "DELETE";
-    case QHttpServerRequest::Method::Post: return "POST";
-    case QHttpServerRequest::Method::Head: return "HEAD";
-    case QHttpServerRequest::Method::Options: return "OPTIONS";
-    case QHttpServerRequest::Method::Patch: return "PATCH";
-    default: return "OTHER";
+        case QHttpServerRequest::Method::Get:
+            return "GET";
+        case QHttpServerRequest::Method::Put:
+            return "PUT";
+        case QHttpServerRequest::Method::Delete:
+            return "DELETE";
+        case QHttpServerRequest::Method::Post:
+            return "POST";
+        case QHttpServerRequest::Method::Head:
+            return "HEAD";
+        case QHttpServerRequest::Method::Options:
+            return "OPTIONS";
+        case QHttpServerRequest::Method::Patch:
+            return "PATCH";
+        default:
+            return "OTHER";
     }
 }
 
 // "application/json", optionally with parameters; a charset, if given, must be UTF-8.
-bool isJsonContentType(const QByteArray &value)
-{
+bool isJsonContentType(const QByteArray& value) {
     const QList<QByteArray> parts = value.split(';');
-    if (parts.first().trimmed().toLower() != "application/json")
-        return false;
+    if (parts.first().trimmed().toLower() != "application/json") return false;
     for (qsizetype i = 1; i < parts.size(); ++i) {
         const QByteArray p = parts[i].trimmed().toLower();
         if (p.startsWith("charset=") && p != "charset=utf-8" && p != "charset=\"utf-8\"")
@@ -63,28 +67,24 @@ bool isJsonContentType(const QByteArray &value)
     return true;
 }
 
-QString requestId(const char *prefix)
-{
+QString requestId(const char* prefix) {
     const quint64 a = QRandomGenerator::global()->generate64();
     const quint32 b = QRandomGenerator::global()->generate();
-    return QString::fromLatin1(prefix) + QString::number(a, 16).rightJustified(16, u'0')
-        + QString::number(b, 16).rightJustified(8, u'0');
+    return QString::fromLatin1(prefix) + QString::number(a, 16).rightJustified(16, u'0') +
+           QString::number(b, 16).rightJustified(8, u'0');
 }
 
 // Paths go into the log: keep them printable and short.
-QString loggablePath(const QString &path)
-{
+QString loggablePath(const QString& path) {
     QString out = path.left(200);
-    for (QChar &c : out) {
-        if (c.unicode() < 0x20 || c.unicode() == 0x7f)
-            c = u'?';
+    for (QChar& c : out) {
+        if (c.unicode() < 0x20 || c.unicode() == 0x7f) c = u'?';
     }
     return out;
 }
 
 // GET /health's queue_wait: jobs started so far and the wait percentiles of the recent ones.
-openai::Json queueWaitJson(const QueueWaitStats &stats)
-{
+openai::Json queueWaitJson(const QueueWaitStats& stats) {
     auto ms = [](double seconds) { return std::round(seconds * 1e6) / 1e3; };  // 1 µs resolution
     return openai::Json{{"count", stats.count()},
                         {"p50_ms", ms(stats.quantile(0.5))},
@@ -99,19 +99,27 @@ class GenerationCall : public QObject {
 public:
     using Api = ApiServer::Api;
 
-    GenerationCall(ApiServer *server, ApiServer::Request request, HttpChannel *channel,
+    GenerationCall(ApiServer* server, ApiServer::Request request, HttpChannel* channel,
                    std::shared_ptr<GenerationJob> job, bool stream, bool includeUsage, Api api,
                    std::shared_ptr<openai::ResponsesRequest> responses)
-        : QObject(server), m_server(server), m_request(std::move(request)), m_channel(channel),
-          m_sse(channel), m_job(std::move(job)), m_stream(stream), m_includeUsage(includeUsage),
-          m_chat(m_job->kind == GenerationJob::Kind::chat), m_api(api),
+        : QObject(server),
+          m_server(server),
+          m_request(std::move(request)),
+          m_channel(channel),
+          m_sse(channel),
+          m_job(std::move(job)),
+          m_stream(stream),
+          m_includeUsage(includeUsage),
+          m_chat(m_job->kind == GenerationJob::Kind::chat),
+          m_api(api),
           m_id(requestId(api == Api::responses ? "resp_"
                          : m_chat              ? "chatcmpl-"
                                                : "cmpl-")
                    .toStdString()),
-          m_created(QDateTime::currentSecsSinceEpoch()), m_model(server->modelId().toStdString()),
-          m_encoder(m_id, m_created, m_model, includeUsage), m_responses(std::move(responses))
-    {
+          m_created(QDateTime::currentSecsSinceEpoch()),
+          m_model(server->modelId().toStdString()),
+          m_encoder(m_id, m_created, m_model, includeUsage),
+          m_responses(std::move(responses)) {
         if (m_api == Api::responses)
             m_responseEncoder.emplace(m_id, m_created, m_model, m_responses->echo);
         if (m_stream && m_server->m_config.keepAliveMs > 0) {
@@ -120,8 +128,7 @@ public:
             const int every = m_server->m_config.keepAliveMs;
             m_keepAlive.setInterval(std::max(20, every / 4));
             connect(&m_keepAlive, &QTimer::timeout, this, [this, every] {
-                if (m_sse.begun() && !m_gone && m_sse.idleMs() >= every)
-                    m_sse.keepAlive();
+                if (m_sse.begun() && !m_gone && m_sse.idleMs() >= every) m_sse.keepAlive();
             });
         }
         channel->setParent(this);
@@ -129,39 +136,35 @@ public:
         m_job->onStarted = [this] {
             // Headers (and the role chunk) go out as soon as the engine takes the request, so a
             // client sees it accepted while a long prompt is processed.
-            if (m_stream && !m_gone)
-                beginStream();
+            if (m_stream && !m_gone) beginStream();
         };
-        m_job->onEvent = [this](const chat::ParserEvent &e) { onEvent(e); };
-        m_job->onText = [this](const std::string &t) { onText(t); };
-        m_job->onFinished = [this](const GenerationOutcome &o) { onFinished(o); };
+        m_job->onEvent = [this](const chat::ParserEvent& e) { onEvent(e); };
+        m_job->onText = [this](const std::string& t) { onText(t); };
+        m_job->onFinished = [this](const GenerationOutcome& o) { onFinished(o); };
         connect(channel, &HttpChannel::closed, this, [this] { onClientGone(); });
         m_server->m_calls.insert(this);
     }
 
-    ~GenerationCall() override
-    {
+    ~GenerationCall() override {
         m_server->m_calls.remove(this);
         if (m_overflow) {
-            auto &fifo = m_server->m_overflow;
+            auto& fifo = m_server->m_overflow;
             fifo.erase(std::remove(fifo.begin(), fifo.end(), this), fifo.end());
         }
     }
 
-    const std::shared_ptr<GenerationJob> &job() const { return m_job; }
+    const std::shared_ptr<GenerationJob>& job() const { return m_job; }
 
     // Waits in the server's overflow FIFO for a place in the queue, until `deadline`.
-    void waitForRoom(QDeadlineTimer deadline)
-    {
+    void waitForRoom(QDeadlineTimer deadline) {
         m_overflow = true;
         m_deadline = deadline;
     }
     void admitted() { m_overflow = false; }
-    const QDeadlineTimer &deadline() const { return m_deadline; }
+    const QDeadlineTimer& deadline() const { return m_deadline; }
 
     // 503 with Retry-After: no place in the queue (now, or within the overflow wait).
-    void refuseBusy(const QString &message)
-    {
+    void refuseBusy(const QString& message) {
         m_gone = true;
         m_overflow = false;
         m_job->receiver = nullptr;
@@ -174,43 +177,34 @@ public:
     }
 
     // The server is going away: the job must not outlive this call's connection.
-    void abandon()
-    {
+    void abandon() {
         m_gone = true;
-        if (m_server->m_queue)
-            m_server->m_queue->cancel(m_job->id);
+        if (m_server->m_queue) m_server->m_queue->cancel(m_job->id);
         m_job->receiver = nullptr;
     }
 
 private:
-    QByteArray label() const
-    {
+    QByteArray label() const {
         return m_api == Api::responses ? "responses" : m_chat ? "chat" : "completions";
     }
 
-    void sendResponseEvents(const std::vector<openai::Json> &events)
-    {
-        for (const openai::Json &e : events)
+    void sendResponseEvents(const std::vector<openai::Json>& events) {
+        for (const openai::Json& e : events)
             m_sse.namedEvent(QByteArray::fromStdString(e["type"].get<std::string>()), toBytes(e));
     }
 
-    void beginStream()
-    {
-        if (m_sse.begun())
-            return;
+    void beginStream() {
+        if (m_sse.begun()) return;
         m_sse.begin(m_server->corsHeaders(m_request.origin));
-        if (m_keepAlive.interval() > 0)
-            m_keepAlive.start();
+        if (m_keepAlive.interval() > 0) m_keepAlive.start();
         if (m_api == Api::responses)
             sendResponseEvents(m_responseEncoder->begin());
         else if (m_chat)
             m_sse.event(toBytes(m_encoder.role_chunk()));
     }
 
-    void onEvent(const chat::ParserEvent &e)
-    {
-        if (m_gone)
-            return;
+    void onEvent(const chat::ParserEvent& e) {
+        if (m_gone) return;
         if (m_api == Api::responses) {
             // The encoder builds the output items for the final object in any case.
             const auto events = m_responseEncoder->event(e);
@@ -220,36 +214,31 @@ private:
             }
             return;
         }
-        if (!m_stream)
-            return;
+        if (!m_stream) return;
         if (auto chunk = m_encoder.event_chunk(e)) {
             beginStream();
             m_sse.event(toBytes(*chunk));
         }
     }
 
-    void onText(const std::string &text)
-    {
-        if (!m_stream || m_gone)
-            return;
+    void onText(const std::string& text) {
+        if (!m_stream || m_gone) return;
         beginStream();
         m_sse.event(toBytes(openai::text_completion_chunk(m_id, m_created, m_model, text, nullptr,
                                                           m_includeUsage)));
     }
 
     // Counts, logs and retires the call once its response is complete (or abandoned).
-    void done(int status, const QString &detail)
-    {
+    void done(int status, const QString& detail) {
         m_keepAlive.stop();
         m_server->m_metrics.countRequest(label(), status);
         m_server->logRequest(m_request, status, detail);
         deleteLater();
     }
 
-    void onFinished(const GenerationOutcome &o)
-    {
+    void onFinished(const GenerationOutcome& o) {
         using Status = GenerationOutcome::Status;
-        const auto &u = o.chat.usage;
+        const auto& u = o.chat.usage;
         const QString tokens = QStringLiteral("prompt=%1 cached=%2 generated=%3")
                                    .arg(u.prompt_tokens)
                                    .arg(u.cached_tokens)
@@ -268,21 +257,19 @@ private:
         if (o.status == Status::badRequest || o.status == Status::engineError) {
             const bool bad = o.status == Status::badRequest;
             const int status = bad ? 400 : 500;
-            const QString message = bad ? QString::fromStdString(o.error)
-                                        : QStringLiteral("the engine failed: ")
-                                              + QString::fromStdString(o.error);
-            const char *type = bad ? "invalid_request_error" : "server_error";
-            if (!bad)
-                qCWarning(lcNeuralServer).noquote() << "engine failure:" << message;
+            const QString message =
+                bad ? QString::fromStdString(o.error)
+                    : QStringLiteral("the engine failed: ") + QString::fromStdString(o.error);
+            const char* type = bad ? "invalid_request_error" : "server_error";
+            if (!bad) qCWarning(lcNeuralServer).noquote() << "engine failure:" << message;
             if (m_sse.begun() && m_api == Api::responses) {
-                m_sse.namedEvent("response.failed",
-                                 toBytes(m_responseEncoder->failed(message.toStdString(),
-                                                                   o.errorCode)));
+                m_sse.namedEvent("response.failed", toBytes(m_responseEncoder->failed(
+                                                        message.toStdString(), o.errorCode)));
                 m_sse.end();
             } else if (m_sse.begun()) {
                 // Too late for a status code: OpenAI streams report errors as an error event.
-                m_sse.event(toBytes(openai::error_body(message.toStdString(), type, {},
-                                                       o.errorCode)));
+                m_sse.event(
+                    toBytes(openai::error_body(message.toStdString(), type, {}, o.errorCode)));
                 m_channel->endStream();
             } else {
                 const openai::Json body = openai::error_body(
@@ -304,8 +291,7 @@ private:
                 m_sse.end();
                 done(200, tokens + QStringLiteral(" stream"));
             } else {
-                m_channel->sendResponse(200, jsonHeaders(),
-                                        toBytes(m_responseEncoder->response()));
+                m_channel->sendResponse(200, jsonHeaders(), toBytes(m_responseEncoder->response()));
                 done(200, tokens);
             }
             return;
@@ -314,11 +300,10 @@ private:
             beginStream();
             if (m_chat) {
                 m_sse.event(toBytes(m_encoder.finish_chunk(o.chat.finish)));
-                if (m_includeUsage)
-                    m_sse.event(toBytes(m_encoder.usage_chunk(u)));
+                if (m_includeUsage) m_sse.event(toBytes(m_encoder.usage_chunk(u)));
             } else {
-                m_sse.event(toBytes(openai::text_completion_chunk(
-                    m_id, m_created, m_model, "", o.finishReason, m_includeUsage)));
+                m_sse.event(toBytes(openai::text_completion_chunk(m_id, m_created, m_model, "",
+                                                                  o.finishReason, m_includeUsage)));
                 if (m_includeUsage) {
                     m_sse.event(toBytes(openai::Json{{"id", m_id},
                                                      {"object", "text_completion"},
@@ -339,20 +324,17 @@ private:
         done(200, tokens);
     }
 
-    HttpHeaders jsonHeaders() const
-    {
+    HttpHeaders jsonHeaders() const {
         HttpHeaders h{{"Content-Type", "application/json"}};
         h += m_server->corsHeaders(m_request.origin);
         return h;
     }
 
-    void onClientGone()
-    {
-        if (m_gone || !m_server->m_queue)
-            return;
+    void onClientGone() {
+        if (m_gone || !m_server->m_queue) return;
         m_gone = true;
         if (m_overflow) {
-            auto &fifo = m_server->m_overflow;
+            auto& fifo = m_server->m_overflow;
             fifo.erase(std::remove(fifo.begin(), fifo.end(), this), fifo.end());
             m_overflow = false;
             m_server->armOverflowTimer();
@@ -368,9 +350,9 @@ private:
         }
     }
 
-    ApiServer *m_server;
+    ApiServer* m_server;
     ApiServer::Request m_request;
-    HttpChannel *m_channel;
+    HttpChannel* m_channel;
     SseWriter m_sse;
     std::shared_ptr<GenerationJob> m_job;
     bool m_stream;
@@ -391,26 +373,24 @@ private:
 
 // ---- ApiServer --------------------------------------------------------------------------------
 
-ApiServer::ApiServer(std::shared_ptr<const Model> model, ServerConfig config, QObject *parent)
-    : ApiServer(model, nullptr, std::move(config), parent)
-{
-}
+ApiServer::ApiServer(std::shared_ptr<const Model> model, ServerConfig config, QObject* parent)
+    : ApiServer(model, nullptr, std::move(config), parent) {}
 
-ApiServer::ApiServer(std::shared_ptr<const Model> model, GenerationQueue *sharedQueue,
-                     ServerConfig config, QObject *parent)
-    : QAbstractHttpServer(parent), m_model(std::move(model)), m_config(std::move(config)),
-      m_createdAt(QDateTime::currentSecsSinceEpoch()), m_queue(sharedQueue),
+ApiServer::ApiServer(std::shared_ptr<const Model> model, GenerationQueue* sharedQueue,
+                     ServerConfig config, QObject* parent)
+    : QAbstractHttpServer(parent),
+      m_model(std::move(model)),
+      m_config(std::move(config)),
+      m_createdAt(QDateTime::currentSecsSinceEpoch()),
+      m_queue(sharedQueue),
       m_ownsQueue(sharedQueue == nullptr),
-      m_responses(static_cast<std::size_t>(std::max(0, m_config.maxStoredResponses)))
-{
+      m_responses(static_cast<std::size_t>(std::max(0, m_config.maxStoredResponses))) {
     m_modelId = m_config.modelId.isEmpty()
-        ? QString::fromStdString(m_model->dir().filename().string())
-        : m_config.modelId;
-    if (m_modelId.isEmpty())
-        m_modelId = QStringLiteral("gpt-oss");
+                    ? QString::fromStdString(m_model->dir().filename().string())
+                    : m_config.modelId;
+    if (m_modelId.isEmpty()) m_modelId = QStringLiteral("gpt-oss");
     if (m_ownsQueue) {
-        m_queue = new GenerationQueue(m_model, m_config.maxQueue, m_config.defaultMaxTokens,
-                                      this);
+        m_queue = new GenerationQueue(m_model, m_config.maxQueue, m_config.defaultMaxTokens, this);
     }
     // A place freed in the queue goes to the overflow FIFO's first request.
     connect(m_queue, &GenerationQueue::changed, this, &ApiServer::admitOverflow);
@@ -418,22 +398,19 @@ ApiServer::ApiServer(std::shared_ptr<const Model> model, GenerationQueue *shared
     connect(&m_overflowTimer, &QTimer::timeout, this, &ApiServer::expireOverflow);
 }
 
-ApiServer::~ApiServer()
-{
+ApiServer::~ApiServer() {
     // Requests in flight are cancelled and their connections closed before the queue (if it is
     // ours) stops the engine thread; nothing may call back into this object afterwards.
-    const QSet<GenerationCall *> calls = m_calls;
-    for (GenerationCall *call : calls) {
+    const QSet<GenerationCall*> calls = m_calls;
+    for (GenerationCall* call : calls) {
         call->abandon();
         delete call;
     }
-    if (m_ownsQueue)
-        delete m_queue;
+    if (m_ownsQueue) delete m_queue;
     m_queue = nullptr;
 }
 
-bool ApiServer::start(QString *error)
-{
+bool ApiServer::start(QString* error) {
     m_tcp = new GuardedTcpServer(m_config.limits, this);
     if (!m_tcp->listen(m_config.host, m_config.port)) {
         if (error) {
@@ -450,25 +427,25 @@ bool ApiServer::start(QString *error)
 #if QT_VERSION < QT_VERSION_CHECK(6, 8, 0)
     // The guards parse the requests (connectionguard.h) and hand them over one at a time per
     // connection, in order.
-    m_tcp->setRequestHandler(this, [this](QTcpSocket *socket, GuardedRequest request) {
+    m_tcp->setRequestHandler(this, [this](QTcpSocket* socket, GuardedRequest request) {
         serveGuarded(socket, std::move(request));
     });
 #endif
     connect(m_tcp, &GuardedTcpServer::connectionRejected, this,
-            [this](const QString &remote, int status, const QByteArray &message) {
+            [this](const QString& remote, int status, const QByteArray& message) {
                 m_metrics.countConnectionError(status);
                 logConnection(QStringLiteral("%1 - - %2 %3 (answered by the connection guard)")
                                   .arg(remote)
                                   .arg(status)
                                   .arg(QString::fromUtf8(message)));
             });
-    connect(m_tcp, &GuardedTcpServer::connectionDropped, this,
-            [this](const QString &remote, const QByteArray &reason, const QByteArray &detail) {
-                m_metrics.countConnectionDropped(reason);
-                logConnection(QStringLiteral("%1 connection closed (%2): %3")
-                                  .arg(remote, QString::fromLatin1(reason),
-                                       QString::fromUtf8(detail)));
-            });
+    connect(
+        m_tcp, &GuardedTcpServer::connectionDropped, this,
+        [this](const QString& remote, const QByteArray& reason, const QByteArray& detail) {
+            m_metrics.countConnectionDropped(reason);
+            logConnection(QStringLiteral("%1 connection closed (%2): %3")
+                              .arg(remote, QString::fromLatin1(reason), QString::fromUtf8(detail)));
+        });
     if (!m_config.host.isLoopback()) {
         qCWarning(lcNeuralServer).noquote()
             << "listening on" << m_config.host.toString()
@@ -480,8 +457,7 @@ bool ApiServer::start(QString *error)
 
 quint16 ApiServer::serverPort() const { return m_tcp ? m_tcp->serverPort() : 0; }
 
-ApiServer::Request ApiServer::extract(const QHttpServerRequest &request)
-{
+ApiServer::Request ApiServer::extract(const QHttpServerRequest& request) {
     Request r;
     r.timer.start();
     r.method = methodName(request.method());
@@ -497,8 +473,7 @@ ApiServer::Request ApiServer::extract(const QHttpServerRequest &request)
 }
 
 #if QT_VERSION < QT_VERSION_CHECK(6, 8, 0)
-void ApiServer::serveGuarded(QTcpSocket *socket, GuardedRequest request)
-{
+void ApiServer::serveGuarded(QTcpSocket* socket, GuardedRequest request) {
     Request r;
     r.timer.start();
     r.method = request.method;
@@ -513,8 +488,7 @@ void ApiServer::serveGuarded(QTcpSocket *socket, GuardedRequest request)
     dispatch(std::move(r), new SocketHttpChannel(socket, request.keepAlive, this));
 }
 
-bool ApiServer::handleRequest(const QHttpServerRequest &request, QTcpSocket *socket)
-{
+bool ApiServer::handleRequest(const QHttpServerRequest& request, QTcpSocket* socket) {
     // Not reached: the connection guards parse the requests (serveGuarded). Kept for the base
     // class, and answered the same way should Qt's parser ever get a request.
     const bool keepAlive = !request.value("connection").toLower().contains("close");
@@ -522,34 +496,29 @@ bool ApiServer::handleRequest(const QHttpServerRequest &request, QTcpSocket *soc
     return true;
 }
 
-void ApiServer::missingHandler(const QHttpServerRequest &request, QTcpSocket *socket)
-{
+void ApiServer::missingHandler(const QHttpServerRequest& request, QTcpSocket* socket) {
     // Not reached (handleRequest answers everything), but the base class requires it.
-    auto *channel = new SocketHttpChannel(socket, true, this);
+    auto* channel = new SocketHttpChannel(socket, true, this);
     Request r = extract(request);
     sendError(channel, r, 404, QStringLiteral("not found"), "invalid_request_error", {},
               "not_found");
 }
 #else
-bool ApiServer::handleRequest(const QHttpServerRequest &request, QHttpServerResponder &responder)
-{
+bool ApiServer::handleRequest(const QHttpServerRequest& request, QHttpServerResponder& responder) {
     dispatch(extract(request), new ResponderHttpChannel(std::move(responder), this));
     return true;
 }
 
-void ApiServer::missingHandler(const QHttpServerRequest &request, QHttpServerResponder &responder)
-{
-    auto *channel = new ResponderHttpChannel(std::move(responder), this);
+void ApiServer::missingHandler(const QHttpServerRequest& request, QHttpServerResponder& responder) {
+    auto* channel = new ResponderHttpChannel(std::move(responder), this);
     Request r = extract(request);
     sendError(channel, r, 404, QStringLiteral("not found"), "invalid_request_error", {},
               "not_found");
 }
 #endif
 
-bool ApiServer::authorized(const QByteArray &authorization) const
-{
-    if (m_config.apiKey.isEmpty())
-        return true;
+bool ApiServer::authorized(const QByteArray& authorization) const {
+    if (m_config.apiKey.isEmpty()) return true;
     QByteArray given;
     if (authorization.size() > 7 && authorization.left(7).toLower() == "bearer ")
         given = authorization.mid(7).trimmed();
@@ -558,43 +527,35 @@ bool ApiServer::authorized(const QByteArray &authorization) const
     const QByteArray a = QCryptographicHash::hash(given, QCryptographicHash::Sha256);
     const QByteArray b = QCryptographicHash::hash(m_config.apiKey, QCryptographicHash::Sha256);
     unsigned char diff = given.isEmpty() ? 1 : 0;
-    for (qsizetype i = 0; i < a.size(); ++i)
-        diff |= static_cast<unsigned char>(a[i] ^ b[i]);
+    for (qsizetype i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i]);
     return diff == 0;
 }
 
-HttpHeaders ApiServer::corsHeaders(const QByteArray &origin) const
-{
-    if (m_config.corsOrigins.isEmpty() || origin.isEmpty())
-        return {};
-    if (m_config.corsOrigins.contains("*"))
-        return {{"Access-Control-Allow-Origin", "*"}};
-    if (!m_config.corsOrigins.contains(origin))
-        return {};
+HttpHeaders ApiServer::corsHeaders(const QByteArray& origin) const {
+    if (m_config.corsOrigins.isEmpty() || origin.isEmpty()) return {};
+    if (m_config.corsOrigins.contains("*")) return {{"Access-Control-Allow-Origin", "*"}};
+    if (!m_config.corsOrigins.contains(origin)) return {};
     return {{"Access-Control-Allow-Origin", origin}, {"Vary", "Origin"}};
 }
 
-void ApiServer::logConnection(const QString &line)
-{
+void ApiServer::logConnection(const QString& line) {
     qCInfo(lcNeuralServer).noquote() << line;
     emit requestLogged(line);
 }
 
-void ApiServer::logRequest(const Request &request, int status, const QString &detail)
-{
-    const QString line = QStringLiteral("%1 %2 %3 %4 %5 ms%6")
-                             .arg(request.remote, QString::fromLatin1(request.method),
-                                  loggablePath(request.path))
-                             .arg(status)
-                             .arg(request.timer.elapsed())
-                             .arg(detail.isEmpty() ? QString() : QStringLiteral(" ") + detail);
+void ApiServer::logRequest(const Request& request, int status, const QString& detail) {
+    const QString line =
+        QStringLiteral("%1 %2 %3 %4 %5 ms%6")
+            .arg(request.remote, QString::fromLatin1(request.method), loggablePath(request.path))
+            .arg(status)
+            .arg(request.timer.elapsed())
+            .arg(detail.isEmpty() ? QString() : QStringLiteral(" ") + detail);
     qCInfo(lcNeuralServer).noquote() << line;
     emit requestLogged(line);
 }
 
-void ApiServer::sendJson(HttpChannel *channel, const Request &request, int status,
-                         const QByteArray &json, const HttpHeaders &extra)
-{
+void ApiServer::sendJson(HttpChannel* channel, const Request& request, int status,
+                         const QByteArray& json, const HttpHeaders& extra) {
     HttpHeaders headers{{"Content-Type", "application/json"}};
     headers += corsHeaders(request.origin);
     headers += extra;
@@ -603,12 +564,11 @@ void ApiServer::sendJson(HttpChannel *channel, const Request &request, int statu
     channel->deleteLater();
 }
 
-void ApiServer::sendError(HttpChannel *channel, const Request &request, int status,
-                          const QString &message, const char *type, const QByteArray &param,
-                          const QByteArray &code, const HttpHeaders &extra)
-{
-    const openai::Json body = openai::error_body(message.toStdString(), type,
-                                                 param.toStdString(), code.toStdString());
+void ApiServer::sendError(HttpChannel* channel, const Request& request, int status,
+                          const QString& message, const char* type, const QByteArray& param,
+                          const QByteArray& code, const HttpHeaders& extra) {
+    const openai::Json body =
+        openai::error_body(message.toStdString(), type, param.toStdString(), code.toStdString());
     HttpHeaders headers{{"Content-Type", "application/json"}};
     headers += corsHeaders(request.origin);
     headers += extra;
@@ -617,11 +577,10 @@ void ApiServer::sendError(HttpChannel *channel, const Request &request, int stat
     channel->deleteLater();
 }
 
-void ApiServer::dispatch(Request request, HttpChannel *channel)
-{
+void ApiServer::dispatch(Request request, HttpChannel* channel) {
     struct Route {
-        const char *path;
-        const char *methods;  // the Allow header
+        const char* path;
+        const char* methods;  // the Allow header
         QByteArray label;
     };
     static const Route routes[] = {
@@ -632,12 +591,11 @@ void ApiServer::dispatch(Request request, HttpChannel *channel)
         {"/health", "GET, OPTIONS", "health"},
         {"/metrics", "GET, OPTIONS", "metrics"},
     };
-    const QString &path = request.path;
-    const Route *route = nullptr;
+    const QString& path = request.path;
+    const Route* route = nullptr;
     QString modelInPath;
-    for (const Route &r : routes) {
-        if (path == QLatin1String(r.path))
-            route = &r;
+    for (const Route& r : routes) {
+        if (path == QLatin1String(r.path)) route = &r;
     }
     if (!route && path.startsWith(QLatin1String("/v1/models/"))) {
         route = &routes[3];
@@ -684,8 +642,7 @@ void ApiServer::dispatch(Request request, HttpChannel *channel)
         sendError(channel, request, 401,
                   QStringLiteral("invalid or missing API key (send \"Authorization: Bearer "
                                  "KEY\")"),
-                  "invalid_request_error", {}, "invalid_api_key",
-                  {{"WWW-Authenticate", "Bearer"}});
+                  "invalid_request_error", {}, "invalid_api_key", {{"WWW-Authenticate", "Bearer"}});
         return;
     }
     if (!route) {
@@ -697,12 +654,11 @@ void ApiServer::dispatch(Request request, HttpChannel *channel)
     const QByteArray expected = QByteArray(route->methods).split(',').first();
     if (request.method != expected) {
         count(405);
-        sendError(channel, request, 405,
-                  QStringLiteral("%1 is not allowed on %2 (use %3)")
-                      .arg(QString::fromLatin1(request.method), path,
-                           QString::fromLatin1(expected)),
-                  "invalid_request_error", {}, "method_not_allowed",
-                  {{"Allow", route->methods}});
+        sendError(
+            channel, request, 405,
+            QStringLiteral("%1 is not allowed on %2 (use %3)")
+                .arg(QString::fromLatin1(request.method), path, QString::fromLatin1(expected)),
+            "invalid_request_error", {}, "method_not_allowed", {{"Allow", route->methods}});
         return;
     }
 
@@ -718,8 +674,8 @@ void ApiServer::dispatch(Request request, HttpChannel *channel)
         count(200);
         channel->sendResponse(
             200,
-            HttpHeaders{{"Content-Type", "text/plain; version=0.0.4; charset=utf-8"}}
-                + corsHeaders(request.origin),
+            HttpHeaders{{"Content-Type", "text/plain; version=0.0.4; charset=utf-8"}} +
+                corsHeaders(request.origin),
             m_metrics.prometheusText(m_queue->waiting(), m_queue->maxWaiting(), m_queue->busy(),
                                      m_tcp ? m_tcp->openConnections() : 0,
                                      m_model ? &m_model->telemetry() : nullptr,
@@ -735,10 +691,10 @@ void ApiServer::dispatch(Request request, HttpChannel *channel)
         if (!modelInPath.isNull()) {
             if (modelInPath != m_modelId) {
                 count(404);
-                sendError(channel, request, 404,
-                          QStringLiteral("model '%1' does not exist")
-                              .arg(loggablePath(modelInPath)),
-                          "invalid_request_error", "model", "model_not_found");
+                sendError(
+                    channel, request, 404,
+                    QStringLiteral("model '%1' does not exist").arg(loggablePath(modelInPath)),
+                    "invalid_request_error", "model", "model_not_found");
                 return;
             }
             count(200);
@@ -757,17 +713,15 @@ void ApiServer::dispatch(Request request, HttpChannel *channel)
     }
 }
 
-openai::Json ApiServer::parseBody(const Request &request, openai::ParseLimits &limits) const
-{
+openai::Json ApiServer::parseBody(const Request& request, openai::ParseLimits& limits) const {
     limits.max_json_depth = m_config.maxJsonDepth;
     return openai::parse_body(
         std::string_view(request.body.constData(), static_cast<size_t>(request.body.size())),
         limits);
 }
 
-bool ApiServer::acceptJsonBody(const Request &request, HttpChannel *channel, const char *route)
-{
-    auto refuse = [&](int status, const QString &message, const QByteArray &code) {
+bool ApiServer::acceptJsonBody(const Request& request, HttpChannel* channel, const char* route) {
+    auto refuse = [&](int status, const QString& message, const QByteArray& code) {
         m_metrics.countRequest(route, status);
         sendError(channel, request, status, message, "invalid_request_error", {}, code);
     };
@@ -783,15 +737,13 @@ bool ApiServer::acceptJsonBody(const Request &request, HttpChannel *channel, con
     return true;
 }
 
-void ApiServer::handleChat(Request &request, HttpChannel *channel)
-{
-    auto refuse = [&](int status, const QString &message, const char *type,
-                      const QByteArray &param, const QByteArray &code) {
+void ApiServer::handleChat(Request& request, HttpChannel* channel) {
+    auto refuse = [&](int status, const QString& message, const char* type, const QByteArray& param,
+                      const QByteArray& code) {
         m_metrics.countRequest("chat", status);
         sendError(channel, request, status, message, type, param, code);
     };
-    if (!acceptJsonBody(request, channel, "chat"))
-        return;
+    if (!acceptJsonBody(request, channel, "chat")) return;
     auto job = std::make_shared<GenerationJob>();
     job->kind = GenerationJob::Kind::chat;
     try {
@@ -803,7 +755,7 @@ void ApiServer::handleChat(Request &request, HttpChannel *channel)
         options.strict = m_config.strictRequests;
         options.limits = limits;
         job->chat = openai::parse_chat_request(body, options);
-    } catch (const openai::RequestError &e) {
+    } catch (const openai::RequestError& e) {
         refuse(400, QString::fromStdString(e.what()), "invalid_request_error",
                QByteArray::fromStdString(e.param()), QByteArray::fromStdString(e.code()));
         return;
@@ -817,28 +769,25 @@ void ApiServer::handleChat(Request &request, HttpChannel *channel)
     }
     request.body.clear();  // parsed; no need to keep it for the whole generation
     logIgnoredFields(job->chat.ignored_fields);
-    if (!job->chat.seed_given)
-        job->chat.sampling.seed = randomSeed();
+    if (!job->chat.seed_given) job->chat.sampling.seed = randomSeed();
     const bool stream = job->chat.stream, usage = job->chat.include_usage;
     enqueue(request, channel, std::move(job), stream, usage, Api::chat);
 }
 
-void ApiServer::handleCompletion(Request &request, HttpChannel *channel)
-{
-    auto refuse = [&](int status, const QString &message, const QByteArray &param,
-                      const QByteArray &code) {
+void ApiServer::handleCompletion(Request& request, HttpChannel* channel) {
+    auto refuse = [&](int status, const QString& message, const QByteArray& param,
+                      const QByteArray& code) {
         m_metrics.countRequest("completions", status);
         sendError(channel, request, status, message, "invalid_request_error", param, code);
     };
-    if (!acceptJsonBody(request, channel, "completions"))
-        return;
+    if (!acceptJsonBody(request, channel, "completions")) return;
     auto job = std::make_shared<GenerationJob>();
     job->kind = GenerationJob::Kind::completion;
     try {
         openai::ParseLimits limits;
         const openai::Json body = parseBody(request, limits);
         job->completion = openai::parse_completion_request(body, limits, m_config.strictRequests);
-    } catch (const openai::RequestError &e) {
+    } catch (const openai::RequestError& e) {
         refuse(400, QString::fromStdString(e.what()), QByteArray::fromStdString(e.param()),
                QByteArray::fromStdString(e.code()));
         return;
@@ -852,21 +801,18 @@ void ApiServer::handleCompletion(Request &request, HttpChannel *channel)
     }
     request.body.clear();
     logIgnoredFields(job->completion.ignored_fields);
-    if (!job->completion.seed_given)
-        job->completion.sampling.seed = randomSeed();
+    if (!job->completion.seed_given) job->completion.sampling.seed = randomSeed();
     const bool stream = job->completion.stream, usage = job->completion.include_usage;
     enqueue(request, channel, std::move(job), stream, usage, Api::completion);
 }
 
-void ApiServer::handleResponses(Request &request, HttpChannel *channel)
-{
-    auto refuse = [&](int status, const QString &message, const QByteArray &param,
-                      const QByteArray &code) {
+void ApiServer::handleResponses(Request& request, HttpChannel* channel) {
+    auto refuse = [&](int status, const QString& message, const QByteArray& param,
+                      const QByteArray& code) {
         m_metrics.countRequest("responses", status);
         sendError(channel, request, status, message, "invalid_request_error", param, code);
     };
-    if (!acceptJsonBody(request, channel, "responses"))
-        return;
+    if (!acceptJsonBody(request, channel, "responses")) return;
     auto responses = std::make_shared<openai::ResponsesRequest>();
     try {
         openai::ParseLimits limits;
@@ -876,7 +822,7 @@ void ApiServer::handleResponses(Request &request, HttpChannel *channel)
         options.allow_test_options = m_config.testOptions;
         options.strict = m_config.strictRequests;
         options.limits = limits;
-        const openai::ConversationState *previous = nullptr;
+        const openai::ConversationState* previous = nullptr;
         if (const auto id = openai::previous_response_id(body)) {
             previous = m_responses.find(*id);
             if (!previous) {
@@ -888,7 +834,7 @@ void ApiServer::handleResponses(Request &request, HttpChannel *channel)
             }
         }
         *responses = openai::parse_responses_request(body, options, previous);
-    } catch (const openai::RequestError &e) {
+    } catch (const openai::RequestError& e) {
         refuse(400, QString::fromStdString(e.what()), QByteArray::fromStdString(e.param()),
                QByteArray::fromStdString(e.code()));
         return;
@@ -902,92 +848,78 @@ void ApiServer::handleResponses(Request &request, HttpChannel *channel)
     }
     request.body.clear();
     logIgnoredFields(responses->chat.ignored_fields);
-    if (!responses->chat.seed_given)
-        responses->chat.sampling.seed = randomSeed();
+    if (!responses->chat.seed_given) responses->chat.sampling.seed = randomSeed();
     auto job = std::make_shared<GenerationJob>();
     job->kind = GenerationJob::Kind::chat;
     job->chat = responses->chat;
     const bool stream = responses->chat.stream;
-    enqueue(request, channel, std::move(job), stream, false, Api::responses,
-            std::move(responses));
+    enqueue(request, channel, std::move(job), stream, false, Api::responses, std::move(responses));
 }
 
-void ApiServer::logIgnoredFields(const std::vector<std::string> &fields)
-{
-    for (const std::string &f : fields) {
+void ApiServer::logIgnoredFields(const std::vector<std::string>& fields) {
+    for (const std::string& f : fields) {
         const QString name = QString::fromStdString(f).left(200);
-        if (m_ignoredLogged.contains(name) || m_ignoredLogged.size() >= 1024)
-            continue;
+        if (m_ignoredLogged.contains(name) || m_ignoredLogged.size() >= 1024) continue;
         m_ignoredLogged.insert(name);
         qCWarning(lcNeuralServer).noquote()
-            << QStringLiteral("ignoring the unknown request field '%1' (logged once; "
-                              "--strict refuses unknown fields)")
+            << QStringLiteral(
+                   "ignoring the unknown request field '%1' (logged once; "
+                   "--strict refuses unknown fields)")
                    .arg(loggablePath(name));
     }
 }
 
 std::uint64_t ApiServer::randomSeed() { return QRandomGenerator::global()->generate64(); }
 
-bool ApiServer::hostAllowed(const QByteArray &host) const
-{
+bool ApiServer::hostAllowed(const QByteArray& host) const {
     // No Host header: not a browser (they always send one), so not a rebinding page.
     if (host.isEmpty() || !m_config.apiKey.isEmpty() || m_config.allowedHosts.contains("*"))
         return true;
     QByteArray name = host.trimmed().toLower();
     if (name.startsWith('[')) {
         const qsizetype end = name.indexOf(']');
-        if (end < 0)
-            return false;
+        if (end < 0) return false;
         name = name.mid(1, end - 1);
     } else if (name.count(':') == 1) {
         name = name.left(name.indexOf(':'));
     }
-    if (name.endsWith('.'))
-        name.chop(1);
+    if (name.endsWith('.')) name.chop(1);
     // An address literal cannot be rebound: a page that uses it is served from that address.
-    if (QHostAddress address; address.setAddress(QString::fromLatin1(name)))
-        return true;
+    if (QHostAddress address; address.setAddress(QString::fromLatin1(name))) return true;
     if (name == "localhost" || name.endsWith(".localhost"))  // RFC 6761: always loopback
         return true;
-    for (const QByteArray &allowed : m_config.allowedHosts) {
-        if (allowed.toLower() == name)
-            return true;
+    for (const QByteArray& allowed : m_config.allowedHosts) {
+        if (allowed.toLower() == name) return true;
     }
     return false;
 }
 
-void ApiServer::enqueue(Request &request, HttpChannel *channel, std::shared_ptr<GenerationJob> job,
+void ApiServer::enqueue(Request& request, HttpChannel* channel, std::shared_ptr<GenerationJob> job,
                         bool stream, bool includeUsage, Api api,
-                        std::shared_ptr<openai::ResponsesRequest> responses)
-{
+                        std::shared_ptr<openai::ResponsesRequest> responses) {
     job->simulateEngineError = m_config.testOptions && request.simulateEngineError;
     job->maxPromptTokens = m_config.maxPromptTokens;
-    auto *call = new GenerationCall(this, request, channel, job, stream, includeUsage, api,
+    auto* call = new GenerationCall(this, request, channel, job, stream, includeUsage, api,
                                     std::move(responses));
     // Requests already waiting in the overflow FIFO go first: a newcomer does not overtake them.
     admitOverflow();
-    if (m_overflow.empty() && m_queue->enqueue(job))
-        return;
+    if (m_overflow.empty() && m_queue->enqueue(job)) return;
     if (static_cast<int>(m_overflow.size()) < m_config.maxOverflow) {
         call->waitForRoom(QDeadlineTimer(m_config.overflowWaitMs));
         m_overflow.push_back(call);
         armOverflowTimer();
         return;
     }
-    call->refuseBusy(
-        QStringLiteral("the server is busy (%1 requests are waiting); retry later")
-            .arg(m_queue->waiting() + static_cast<int>(m_overflow.size())));
+    call->refuseBusy(QStringLiteral("the server is busy (%1 requests are waiting); retry later")
+                         .arg(m_queue->waiting() + static_cast<int>(m_overflow.size())));
 }
 
-void ApiServer::admitOverflow()
-{
-    if (m_admitting)
-        return;  // enqueue() below emits changed() again
+void ApiServer::admitOverflow() {
+    if (m_admitting) return;  // enqueue() below emits changed() again
     m_admitting = true;
     while (!m_overflow.empty()) {
-        GenerationCall *call = m_overflow.front();
-        if (!m_queue->enqueue(call->job()))
-            break;
+        GenerationCall* call = m_overflow.front();
+        if (!m_queue->enqueue(call->job())) break;
         m_overflow.pop_front();
         call->admitted();
     }
@@ -995,8 +927,7 @@ void ApiServer::admitOverflow()
     armOverflowTimer();
 }
 
-void ApiServer::armOverflowTimer()
-{
+void ApiServer::armOverflowTimer() {
     if (m_overflow.empty()) {
         m_overflowTimer.stop();
         return;
@@ -1006,10 +937,9 @@ void ApiServer::armOverflowTimer()
         static_cast<int>(std::max<qint64>(0, m_overflow.front()->deadline().remainingTime())));
 }
 
-void ApiServer::expireOverflow()
-{
+void ApiServer::expireOverflow() {
     while (!m_overflow.empty() && m_overflow.front()->deadline().hasExpired()) {
-        GenerationCall *call = m_overflow.front();
+        GenerationCall* call = m_overflow.front();
         m_overflow.pop_front();
         call->refuseBusy(QStringLiteral("the server is busy: no place in the queue within %1 s; "
                                         "retry later")

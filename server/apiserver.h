@@ -46,7 +46,6 @@ using host::GenerationOutcome;
 using host::GenerationQueue;
 using host::QueueWaitStats;
 
-
 struct ServerConfig {
     QHostAddress host = QHostAddress(QHostAddress::LocalHost);
     quint16 port = 8080;  // 0: any free port (see ApiServer::serverPort)
@@ -59,7 +58,7 @@ struct ServerConfig {
     QString modelId;  // the name clients use in "model"; empty: the model folder's name
     ConnectionLimits limits;
     int maxJsonDepth = 64;
-    int maxQueue = 8;             // requests waiting behind the running one
+    int maxQueue = 8;  // requests waiting behind the running one
     // Requests that, finding the queue full, wait for a place in it (first come, first served)
     // for up to overflowWaitMs before they get 503; more get 503 at once. 0: no waiting.
     int maxOverflow = 64;
@@ -91,34 +90,34 @@ class ApiServer : public QAbstractHttpServer {
     Q_OBJECT
 public:
     // A server with its own engine thread and queue.
-    ApiServer(std::shared_ptr<const Model> model, ServerConfig config, QObject *parent = nullptr);
+    ApiServer(std::shared_ptr<const Model> model, ServerConfig config, QObject* parent = nullptr);
     // A server that shares the embedding app's queue, so that app and server together run one
     // generation at a time. The queue is not owned and must outlive the server.
-    ApiServer(std::shared_ptr<const Model> model, GenerationQueue *sharedQueue,
-              ServerConfig config, QObject *parent = nullptr);
+    ApiServer(std::shared_ptr<const Model> model, GenerationQueue* sharedQueue, ServerConfig config,
+              QObject* parent = nullptr);
     ~ApiServer() override;
 
     // Starts listening; false with a message in `error` when the address cannot be bound.
-    bool start(QString *error = nullptr);
+    bool start(QString* error = nullptr);
     quint16 serverPort() const;
-    const QString &modelId() const { return m_modelId; }
-    const ServerConfig &config() const { return m_config; }
-    GenerationQueue &queue() { return *m_queue; }
-    const ServerMetrics &metrics() const { return m_metrics; }
+    const QString& modelId() const { return m_modelId; }
+    const ServerConfig& config() const { return m_config; }
+    GenerationQueue& queue() { return *m_queue; }
+    const ServerMetrics& metrics() const { return m_metrics; }
 
 signals:
     // One line per answered request (method, path, status, time, tokens); never contains the
     // API key or any other header.
-    void requestLogged(const QString &line);
+    void requestLogged(const QString& line);
 
 protected:
 #if QT_VERSION < QT_VERSION_CHECK(6, 8, 0)
-    bool handleRequest(const QHttpServerRequest &request, QTcpSocket *socket) override;
-    void missingHandler(const QHttpServerRequest &request, QTcpSocket *socket) override;
+    bool handleRequest(const QHttpServerRequest& request, QTcpSocket* socket) override;
+    void missingHandler(const QHttpServerRequest& request, QTcpSocket* socket) override;
 #else
-    bool handleRequest(const QHttpServerRequest &request, QHttpServerResponder &responder) override;
-    void missingHandler(const QHttpServerRequest &request,
-                        QHttpServerResponder &responder) override;
+    bool handleRequest(const QHttpServerRequest& request, QHttpServerResponder& responder) override;
+    void missingHandler(const QHttpServerRequest& request,
+                        QHttpServerResponder& responder) override;
 #endif
 
 private:
@@ -139,38 +138,38 @@ private:
         QElapsedTimer timer;
     };
 
-    static Request extract(const QHttpServerRequest &request);
-    void dispatch(Request request, HttpChannel *channel);
+    static Request extract(const QHttpServerRequest& request);
+    void dispatch(Request request, HttpChannel* channel);
     // The body as JSON under the server's depth limit (throws openai::RequestError).
-    openai::Json parseBody(const Request &request, openai::ParseLimits &limits) const;
+    openai::Json parseBody(const Request& request, openai::ParseLimits& limits) const;
     // The checks every JSON POST route makes before parsing: a JSON content type (415) and the
     // body size limit (413). False: refused, the error sent and counted under `route`.
-    bool acceptJsonBody(const Request &request, HttpChannel *channel, const char *route);
-    void handleChat(Request &request, HttpChannel *channel);
-    void handleCompletion(Request &request, HttpChannel *channel);
-    void handleResponses(Request &request, HttpChannel *channel);
+    bool acceptJsonBody(const Request& request, HttpChannel* channel, const char* route);
+    void handleChat(Request& request, HttpChannel* channel);
+    void handleCompletion(Request& request, HttpChannel* channel);
+    void handleResponses(Request& request, HttpChannel* channel);
     enum class Api { chat, completion, responses };
-    void enqueue(Request &request, HttpChannel *channel, std::shared_ptr<GenerationJob> job,
+    void enqueue(Request& request, HttpChannel* channel, std::shared_ptr<GenerationJob> job,
                  bool stream, bool includeUsage, Api api,
                  std::shared_ptr<openai::ResponsesRequest> responses = {});
     // Logs each unknown field name the first time a request carries it.
-    void logIgnoredFields(const std::vector<std::string> &fields);
+    void logIgnoredFields(const std::vector<std::string>& fields);
     // A random seed for a request that gave none, so identical requests differ.
     static std::uint64_t randomSeed();
-    bool hostAllowed(const QByteArray &host) const;
+    bool hostAllowed(const QByteArray& host) const;
 
-    bool authorized(const QByteArray &authorization) const;
-    HttpHeaders corsHeaders(const QByteArray &origin) const;
-    void sendJson(HttpChannel *channel, const Request &request, int status,
-                  const QByteArray &json, const HttpHeaders &extra = {});
-    void sendError(HttpChannel *channel, const Request &request, int status,
-                   const QString &message, const char *type, const QByteArray &param = {},
-                   const QByteArray &code = {}, const HttpHeaders &extra = {});
-    void logRequest(const Request &request, int status, const QString &detail = {});
+    bool authorized(const QByteArray& authorization) const;
+    HttpHeaders corsHeaders(const QByteArray& origin) const;
+    void sendJson(HttpChannel* channel, const Request& request, int status, const QByteArray& json,
+                  const HttpHeaders& extra = {});
+    void sendError(HttpChannel* channel, const Request& request, int status, const QString& message,
+                   const char* type, const QByteArray& param = {}, const QByteArray& code = {},
+                   const HttpHeaders& extra = {});
+    void logRequest(const Request& request, int status, const QString& detail = {});
     // A line about a connection rather than a routed request (guard answers, closed ones).
-    void logConnection(const QString &line);
+    void logConnection(const QString& line);
 #if QT_VERSION < QT_VERSION_CHECK(6, 8, 0)
-    void serveGuarded(QTcpSocket *socket, GuardedRequest request);
+    void serveGuarded(QTcpSocket* socket, GuardedRequest request);
 #endif
     // The overflow FIFO (ServerConfig::maxOverflow): admits its first requests while the queue
     // takes them; refuses those whose wait is over.
@@ -182,11 +181,11 @@ private:
     ServerConfig m_config;
     QString m_modelId;
     qint64 m_createdAt;
-    GuardedTcpServer *m_tcp = nullptr;
-    GenerationQueue *m_queue;
+    GuardedTcpServer* m_tcp = nullptr;
+    GenerationQueue* m_queue;
     bool m_ownsQueue;
-    QSet<GenerationCall *> m_calls;  // requests in flight
-    std::deque<GenerationCall *> m_overflow;  // waiting for a place in the queue, oldest first
+    QSet<GenerationCall*> m_calls;           // requests in flight
+    std::deque<GenerationCall*> m_overflow;  // waiting for a place in the queue, oldest first
     QTimer m_overflowTimer;
     bool m_admitting = false;
     ServerMetrics m_metrics;

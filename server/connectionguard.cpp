@@ -15,13 +15,11 @@ namespace neural::server {
 namespace {
 
 // Methods the server answers (anything else never reaches Qt's parser).
-constexpr std::array<std::string_view, 7> kMethods = {"GET",    "POST",  "PUT",    "DELETE",
-                                                      "HEAD",   "PATCH", "OPTIONS"};
+constexpr std::array<std::string_view, 7> kMethods = {"GET",  "POST",  "PUT",    "DELETE",
+                                                      "HEAD", "PATCH", "OPTIONS"};
 
-bool isTokenChar(unsigned char c)
-{
-    if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9'))
-        return true;
+bool isTokenChar(unsigned char c) {
+    if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')) return true;
     return std::string_view("!#$%&'*+-.^_`|~").find(static_cast<char>(c)) != std::string_view::npos;
 }
 
@@ -30,8 +28,7 @@ bool isCtl(unsigned char c) { return (c < 0x20 && c != '\t') || c == 0x7f; }
 enum class Verdict { ok, bad, badMethod };
 
 // Request line "METHOD SP TARGET SP HTTP/1.x"; `complete` false: only a prefix has arrived.
-Verdict checkRequestLine(std::string_view line, bool complete)
-{
+Verdict checkRequestLine(std::string_view line, bool complete) {
     const size_t sp1 = line.find(' ');
     const std::string_view method = line.substr(0, sp1);
     if (!std::all_of(method.begin(), method.end(), [](char c) { return c >= 'A' && c <= 'Z'; }))
@@ -41,79 +38,64 @@ Verdict checkRequestLine(std::string_view line, bool complete)
         return m.substr(0, method.size()) == method;
     });
     if (sp1 == std::string_view::npos) {
-        if (complete)
-            return Verdict::bad;
+        if (complete) return Verdict::bad;
         return prefix ? Verdict::ok : (method.size() > 10 ? Verdict::bad : Verdict::badMethod);
     }
-    if (!known)
-        return method.empty() ? Verdict::bad : Verdict::badMethod;
+    if (!known) return method.empty() ? Verdict::bad : Verdict::badMethod;
     const std::string_view rest = line.substr(sp1 + 1);
     const size_t sp2 = rest.find(' ');
     const std::string_view target = rest.substr(0, sp2);
     if (std::any_of(target.begin(), target.end(),
                     [](char c) { return isCtl(static_cast<unsigned char>(c)) || c == '\t'; }))
         return Verdict::bad;
-    if (sp2 == std::string_view::npos)
-        return complete ? Verdict::bad : Verdict::ok;
-    if (target.empty())
-        return Verdict::bad;
+    if (sp2 == std::string_view::npos) return complete ? Verdict::bad : Verdict::ok;
+    if (target.empty()) return Verdict::bad;
     const std::string_view version = rest.substr(sp2 + 1);
     if (complete)
         return version == "HTTP/1.1" || version == "HTTP/1.0" ? Verdict::ok : Verdict::bad;
     return std::string_view("HTTP/1.1").substr(0, version.size()) == version ? Verdict::ok
-                                                                            : Verdict::bad;
+                                                                             : Verdict::bad;
 }
 
 // Header line "name: value" (obs-fold continuation lines are refused).
-bool checkHeaderLine(std::string_view line, bool complete)
-{
-    if (line.empty())
-        return true;
+bool checkHeaderLine(std::string_view line, bool complete) {
+    if (line.empty()) return true;
     const size_t colon = line.find(':');
     const std::string_view name = line.substr(0, colon);
     if ((colon == 0) || !std::all_of(name.begin(), name.end(), [](char c) {
             return isTokenChar(static_cast<unsigned char>(c));
         }))
         return false;
-    if (colon == std::string_view::npos)
-        return !complete;
+    if (colon == std::string_view::npos) return !complete;
     const std::string_view value = line.substr(colon + 1);
     return std::none_of(value.begin(), value.end(),
                         [](char c) { return isCtl(static_cast<unsigned char>(c)); });
 }
 
-std::string_view trimmed(std::string_view s)
-{
-    while (!s.empty() && (s.front() == ' ' || s.front() == '\t'))
-        s.remove_prefix(1);
-    while (!s.empty() && (s.back() == ' ' || s.back() == '\t'))
-        s.remove_suffix(1);
+std::string_view trimmed(std::string_view s) {
+    while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+    while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
     return s;
 }
 
-bool equalsIgnoreCase(std::string_view a, std::string_view b)
-{
+bool equalsIgnoreCase(std::string_view a, std::string_view b) {
     return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
                return (x | 0x20) == (y | 0x20);
            });
 }
 
 // A comma-separated header value (Connection) holds `token`, case-insensitively.
-bool hasToken(std::string_view value, std::string_view token)
-{
+bool hasToken(std::string_view value, std::string_view token) {
     while (!value.empty()) {
         const size_t comma = value.find(',');
-        if (equalsIgnoreCase(trimmed(value.substr(0, comma)), token))
-            return true;
-        if (comma == std::string_view::npos)
-            break;
+        if (equalsIgnoreCase(trimmed(value.substr(0, comma)), token)) return true;
+        if (comma == std::string_view::npos) break;
         value.remove_prefix(comma + 1);
     }
     return false;
 }
 
-QByteArray toBytes(std::string_view s)
-{
+QByteArray toBytes(std::string_view s) {
     return QByteArray(s.data(), static_cast<qsizetype>(s.size()));
 }
 
@@ -123,20 +105,20 @@ constexpr qint64 kReadChunk = 64 * 1024;
 
 }  // namespace
 
-QByteArray GuardedRequest::value(const QByteArray &name) const
-{
-    for (const auto &[key, value] : headers) {
-        if (key == name)
-            return value;
+QByteArray GuardedRequest::value(const QByteArray& name) const {
+    for (const auto& [key, value] : headers) {
+        if (key == name) return value;
     }
     return {};
 }
 
-ConnectionGuard::ConnectionGuard(QTcpSocket *socket, const ConnectionLimits &limits,
-                                 GuardedTcpServer *server)
-    : QObject(socket), m_socket(socket), m_limits(limits), m_server(server),
-      m_remote(socket->peerAddress().toString())
-{
+ConnectionGuard::ConnectionGuard(QTcpSocket* socket, const ConnectionLimits& limits,
+                                 GuardedTcpServer* server)
+    : QObject(socket),
+      m_socket(socket),
+      m_limits(limits),
+      m_server(server),
+      m_remote(socket->peerAddress().toString()) {
     m_timer.setSingleShot(true);
     // The timer is the guard's own: it keeps working even if Qt disconnects the socket's signals.
     connect(&m_timer, &QTimer::timeout, this, &ConnectionGuard::onTimeout);
@@ -152,18 +134,16 @@ ConnectionGuard::ConnectionGuard(QTcpSocket *socket, const ConnectionLimits &lim
     m_readTimer = true;
 }
 
-void ConnectionGuard::reject(QTcpSocket *socket, int status, const QByteArray &message,
-                             const QByteArray &code)
-{
-    const char *type = status >= 500 ? "server_error" : "invalid_request_error";
+void ConnectionGuard::reject(QTcpSocket* socket, int status, const QByteArray& message,
+                             const QByteArray& code) {
+    const char* type = status >= 500 ? "server_error" : "invalid_request_error";
     const std::string body =
         openai::error_body(message.toStdString(), type, {}, code.toStdString()).dump();
     QByteArray out = "HTTP/1.1 " + QByteArray::number(status) + ' ' + httpReason(status) + "\r\n";
     out += "Content-Type: application/json\r\nConnection: close\r\n";
-    if (status == 503)
-        out += "Retry-After: 1\r\n";
-    out += "Content-Length: " + QByteArray::number(static_cast<qsizetype>(body.size()))
-        + "\r\n\r\n";
+    if (status == 503) out += "Retry-After: 1\r\n";
+    out +=
+        "Content-Length: " + QByteArray::number(static_cast<qsizetype>(body.size())) + "\r\n\r\n";
     out += QByteArray::fromStdString(body);
     // Nobody reads this connection again (Qt's parser included: disconnecting during the
     // emission skips its slot), and whatever else arrives is bounded by a small read buffer.
@@ -173,18 +153,15 @@ void ConnectionGuard::reject(QTcpSocket *socket, int status, const QByteArray &m
     socket->disconnectFromHost();
 }
 
-void ConnectionGuard::rejectNow(int status, const QByteArray &message, const QByteArray &code)
-{
+void ConnectionGuard::rejectNow(int status, const QByteArray& message, const QByteArray& code) {
     m_rejected = true;
     m_timer.stop();
     m_ready.clear();
     reject(m_socket, status, message, code);
-    if (m_server)
-        emit m_server->connectionRejected(m_remote, status, message);
+    if (m_server) emit m_server->connectionRejected(m_remote, status, message);
 }
 
-void ConnectionGuard::fail(int status, const QByteArray &message, const QByteArray &code)
-{
+void ConnectionGuard::fail(int status, const QByteArray& message, const QByteArray& code) {
 #if QT_VERSION < QT_VERSION_CHECK(6, 8, 0)
     if (m_inFlight || !m_ready.empty()) {
         // Responses are still owed on this connection: the error follows them, in order.
@@ -198,16 +175,14 @@ void ConnectionGuard::fail(int status, const QByteArray &message, const QByteArr
     rejectNow(status, message, code);
 }
 
-bool ConnectionGuard::responding() const
-{
-    return m_inFlight || !m_ready.empty()
-        || m_socket->property(kResponseInProgressProperty).toBool();
+bool ConnectionGuard::responding() const {
+    return m_inFlight || !m_ready.empty() ||
+           m_socket->property(kResponseInProgressProperty).toBool();
 }
 
-bool ConnectionGuard::isIdle() const
-{
-    if (m_rejected || midRequest() || responding()
-        || m_socket->state() != QAbstractSocket::ConnectedState || m_socket->bytesAvailable() > 0)
+bool ConnectionGuard::isIdle() const {
+    if (m_rejected || midRequest() || responding() ||
+        m_socket->state() != QAbstractSocket::ConnectedState || m_socket->bytesAvailable() > 0)
         return false;
 #if QT_VERSION >= QT_VERSION_CHECK(6, 8, 0)
     // Qt writes the responses: after a request, a connection waiting for its answer cannot be
@@ -218,8 +193,7 @@ bool ConnectionGuard::isIdle() const
 #endif
 }
 
-void ConnectionGuard::drop()
-{
+void ConnectionGuard::drop() {
     m_rejected = true;
     m_timer.stop();
     m_socket->disconnectFromHost();
@@ -227,10 +201,8 @@ void ConnectionGuard::drop()
 
 QString ConnectionGuard::remote() const { return m_remote; }
 
-void ConnectionGuard::onReadyRead()
-{
-    if (m_rejected)
-        return;
+void ConnectionGuard::onReadyRead() {
+    if (m_rejected) return;
 #if QT_VERSION < QT_VERSION_CHECK(6, 8, 0)
     if (!m_detached && m_server && m_server->qtServer()) {
         // Qt's parser is connected after this guard (when the server takes the connection), so
@@ -245,32 +217,27 @@ void ConnectionGuard::onReadyRead()
 #endif
 }
 
-void ConnectionGuard::readAvailable()
-{
+void ConnectionGuard::readAvailable() {
 #if QT_VERSION < QT_VERSION_CHECK(6, 8, 0)
     // One request at a time: while one is waiting or being answered, the next stays unread.
-    while (!m_rejected && !m_stopReading && !m_inFlight && m_ready.empty()
-           && m_socket->bytesAvailable() > 0) {
-        if (!consume(m_socket->read(kReadChunk)))
-            break;
+    while (!m_rejected && !m_stopReading && !m_inFlight && m_ready.empty() &&
+           m_socket->bytesAvailable() > 0) {
+        if (!consume(m_socket->read(kReadChunk))) break;
     }
     pump();
 #endif
 }
 
-void ConnectionGuard::pump()
-{
+void ConnectionGuard::pump() {
 #if QT_VERSION < QT_VERSION_CHECK(6, 8, 0)
-    if (m_rejected || m_inFlight || m_ready.empty())
-        return;
+    if (m_rejected || m_inFlight || m_ready.empty()) return;
     Pending next = std::move(m_ready.front());
     m_ready.pop_front();
     if (next.status != 0) {
         rejectNow(next.status, next.message, next.code);
         return;
     }
-    if (m_socket->state() != QAbstractSocket::ConnectedState || !m_server
-        || !m_server->handler())
+    if (m_socket->state() != QAbstractSocket::ConnectedState || !m_server || !m_server->handler())
         return;
     m_inFlight = true;
     restartTimer();
@@ -279,25 +246,21 @@ void ConnectionGuard::pump()
 #endif
 }
 
-void ConnectionGuard::responseFinished()
-{
+void ConnectionGuard::responseFinished() {
     m_inFlight = false;
-    if (m_rejected)
-        return;
+    if (m_rejected) return;
     restartTimer();
     // Queued: this runs inside the response's write, and the next request may be answered at
     // once too.
     QMetaObject::invokeMethod(
         this,
         [this] {
-            if (!m_rejected && !m_inFlight)
-                readAvailable();
+            if (!m_rejected && !m_inFlight) readAvailable();
         },
         Qt::QueuedConnection);
 }
 
-void ConnectionGuard::restartTimer()
-{
+void ConnectionGuard::restartTimer() {
     if (midRequest()) {
         // From the first byte of a request (or, for the first request, from the accept): a
         // request trickling in does not get a new timeout with every byte.
@@ -311,10 +274,8 @@ void ConnectionGuard::restartTimer()
     m_timer.start(m_limits.idleTimeoutMs);
 }
 
-void ConnectionGuard::onTimeout()
-{
-    if (m_rejected)
-        return;
+void ConnectionGuard::onTimeout() {
+    if (m_rejected) return;
     if (m_socket->state() == QAbstractSocket::UnconnectedState) {
         // Only reachable if Qt dropped its own handling of this socket: clean it up here.
         m_socket->deleteLater();
@@ -335,8 +296,8 @@ void ConnectionGuard::onTimeout()
         if (m_server) {
             emit m_server->connectionDropped(
                 m_remote, "no_request",
-                "no request within " + QByteArray::number(m_limits.readTimeoutMs / 1000.0)
-                    + " s of the accept");
+                "no request within " + QByteArray::number(m_limits.readTimeoutMs / 1000.0) +
+                    " s of the accept");
         }
         return;
     }
@@ -353,8 +314,7 @@ void ConnectionGuard::onTimeout()
     m_timer.start(m_limits.idleTimeoutMs);
 #endif
 }
-int ConnectionGuard::checkHead(bool complete)
-{
+int ConnectionGuard::checkHead(bool complete) {
     // Validate every complete line once, and the partial last line as a prefix, so malformed
     // input is answered here before Qt's parser could choke on it.
     const std::string_view head(m_head.constData(), static_cast<size_t>(m_head.size()));
@@ -363,8 +323,7 @@ int ConnectionGuard::checkHead(bool complete)
         const size_t nl = head.find('\n', pos);
         const bool whole = nl != std::string_view::npos;
         std::string_view line = head.substr(pos, whole ? nl - pos : std::string_view::npos);
-        if (!whole && line.empty())
-            break;
+        if (!whole && line.empty()) break;
         if (!line.empty() && line.back() == '\r')
             line.remove_suffix(1);
         else if (!whole && !line.empty() && line.find('\r') != std::string_view::npos)
@@ -372,25 +331,21 @@ int ConnectionGuard::checkHead(bool complete)
         const bool requestLine = pos == 0;
         if (requestLine) {
             const Verdict v = checkRequestLine(line, whole || complete);
-            if (v == Verdict::badMethod)
-                return 405;
-            if (v == Verdict::bad)
-                return 400;
+            if (v == Verdict::badMethod) return 405;
+            if (v == Verdict::bad) return 400;
         } else if (!line.empty() && (line.front() == ' ' || line.front() == '\t')) {
             return 400;  // obs-fold
         } else if (!checkHeaderLine(line, whole)) {
             return 400;
         }
-        if (!whole)
-            break;
+        if (!whole) break;
         pos = nl + 1;
         m_checked = static_cast<qsizetype>(pos);
     }
     return 0;
 }
 
-bool ConnectionGuard::finishHead()
-{
+bool ConnectionGuard::finishHead() {
     const std::string_view head(m_head.constData(), static_cast<size_t>(m_head.size()));
     size_t pos = head.find('\n') + 1;
     int lengths = 0;
@@ -399,8 +354,7 @@ bool ConnectionGuard::finishHead()
 #if QT_VERSION < QT_VERSION_CHECK(6, 8, 0)
     // The request line was validated by checkHead: METHOD SP TARGET SP HTTP/1.x.
     std::string_view requestLine = head.substr(0, pos - 1);
-    if (!requestLine.empty() && requestLine.back() == '\r')
-        requestLine.remove_suffix(1);
+    if (!requestLine.empty() && requestLine.back() == '\r') requestLine.remove_suffix(1);
     const size_t sp1 = requestLine.find(' ');
     const size_t sp2 = requestLine.find(' ', sp1 + 1);
     m_current = {};
@@ -413,11 +367,9 @@ bool ConnectionGuard::finishHead()
         const size_t nl = head.find('\n', pos);
         std::string_view line = head.substr(pos, nl - pos);
         pos = nl == std::string_view::npos ? head.size() : nl + 1;
-        if (!line.empty() && line.back() == '\r')
-            line.remove_suffix(1);
+        if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
         const size_t colon = line.find(':');
-        if (colon == std::string_view::npos)
-            continue;
+        if (colon == std::string_view::npos) continue;
         const std::string_view name = line.substr(0, colon);
         const std::string_view value = trimmed(line.substr(colon + 1));
         if (equalsIgnoreCase(name, "transfer-encoding")) {
@@ -428,9 +380,9 @@ bool ConnectionGuard::finishHead()
         if (equalsIgnoreCase(name, "expect") && equalsIgnoreCase(value, "100-continue"))
             expectContinue = true;
         if (equalsIgnoreCase(name, "content-length")) {
-            if (++lengths > 1 || value.empty() || value.size() > 15
-                || !std::all_of(value.begin(), value.end(),
-                                [](char c) { return c >= '0' && c <= '9'; })) {
+            if (++lengths > 1 || value.empty() || value.size() > 15 ||
+                !std::all_of(value.begin(), value.end(),
+                             [](char c) { return c >= '0' && c <= '9'; })) {
                 fail(400, "invalid Content-Length", "invalid_request");
                 return false;
             }
@@ -446,8 +398,8 @@ bool ConnectionGuard::finishHead()
     }
     if (length > m_limits.maxBodyBytes) {
         fail(413,
-             "the request body is larger than " + QByteArray::number(m_limits.maxBodyBytes)
-                 + " bytes",
+             "the request body is larger than " + QByteArray::number(m_limits.maxBodyBytes) +
+                 " bytes",
              "request_too_large");
         return false;
     }
@@ -467,22 +419,19 @@ bool ConnectionGuard::finishHead()
     return true;
 }
 
-void ConnectionGuard::completeRequest()
-{
+void ConnectionGuard::completeRequest() {
     m_served = true;
 #if QT_VERSION < QT_VERSION_CHECK(6, 8, 0)
     const bool keepAlive = m_current.keepAlive;
     m_ready.push_back(Pending{std::move(m_current), 0, {}, {}});
     m_current = {};
     // The connection closes after this response: whatever follows is not read.
-    if (!keepAlive)
-        m_stopReading = true;
+    if (!keepAlive) m_stopReading = true;
 #endif
     restartTimer();
 }
 
-bool ConnectionGuard::consume(const QByteArray &data)
-{
+bool ConnectionGuard::consume(const QByteArray& data) {
     QByteArray rest = data;
 #if QT_VERSION >= QT_VERSION_CHECK(6, 8, 0)
     bool completedOne = false;
@@ -507,11 +456,9 @@ bool ConnectionGuard::consume(const QByteArray &data)
         if (m_head.isEmpty()) {
             // Empty lines before a request line are allowed (RFC 9112 2.2).
             qsizetype skip = 0;
-            while (skip < rest.size() && (rest[skip] == '\r' || rest[skip] == '\n'))
-                ++skip;
+            while (skip < rest.size() && (rest[skip] == '\r' || rest[skip] == '\n')) ++skip;
             rest.remove(0, skip);
-            if (rest.isEmpty())
-                break;
+            if (rest.isEmpty()) break;
 #if QT_VERSION >= QT_VERSION_CHECK(6, 8, 0)
             // A second request in the same read as the first: Qt's parser would see both at
             // once. Refuse it rather than risk interleaved responses.
@@ -531,8 +478,7 @@ bool ConnectionGuard::consume(const QByteArray &data)
         // The head ends with an empty line (CRLF CRLF, or bare LFs, which Qt's parser accepts).
         qsizetype end = -1;
         for (qsizetype i = std::max<qsizetype>(0, m_checked - 1); i + 1 < m_head.size(); ++i) {
-            if (m_head[i] != '\n')
-                continue;
+            if (m_head[i] != '\n') continue;
             if (m_head[i + 1] == '\n') {
                 end = i + 2;
                 break;
@@ -558,10 +504,8 @@ bool ConnectionGuard::consume(const QByteArray &data)
                 fail(400, "malformed HTTP request", "invalid_request");
             return false;
         }
-        if (end < 0)
-            break;
-        if (!finishHead())
-            return false;
+        if (end < 0) break;
+        if (!finishHead()) return false;
         m_head.clear();
         m_checked = 0;
         if (!m_inBody) {
@@ -574,20 +518,16 @@ bool ConnectionGuard::consume(const QByteArray &data)
     return true;
 }
 
-GuardedTcpServer::GuardedTcpServer(const ConnectionLimits &limits, QObject *parent)
-    : QTcpServer(parent), m_limits(limits)
-{
-}
+GuardedTcpServer::GuardedTcpServer(const ConnectionLimits& limits, QObject* parent)
+    : QTcpServer(parent), m_limits(limits) {}
 
-void GuardedTcpServer::setRequestHandler(QObject *qtServer, GuardedRequestHandler handler)
-{
+void GuardedTcpServer::setRequestHandler(QObject* qtServer, GuardedRequestHandler handler) {
     m_qtServer = qtServer;
     m_handler = std::move(handler);
 }
 
-void GuardedTcpServer::incomingConnection(qintptr socketDescriptor)
-{
-    auto *socket = new QTcpSocket(this);
+void GuardedTcpServer::incomingConnection(qintptr socketDescriptor) {
+    auto* socket = new QTcpSocket(this);
     if (!socket->setSocketDescriptor(socketDescriptor)) {
         delete socket;
         return;
@@ -596,25 +536,26 @@ void GuardedTcpServer::incomingConnection(qintptr socketDescriptor)
         // Room for the newcomer: the connection idle the longest goes (oldest first), so that
         // silent or forgotten keep-alive connections cannot lock clients out.
         const auto victim = std::find_if(m_guards.begin(), m_guards.end(),
-                                         [](const ConnectionGuard *g) { return g->isIdle(); });
+                                         [](const ConnectionGuard* g) { return g->isIdle(); });
         if (victim == m_guards.end()) {
-            const QByteArray message = "too many open connections (the limit is "
-                + QByteArray::number(m_limits.maxConnections) + "); retry later";
+            const QByteArray message = "too many open connections (the limit is " +
+                                       QByteArray::number(m_limits.maxConnections) +
+                                       "); retry later";
             const QString remote = socket->peerAddress().toString();
             connect(socket, &QTcpSocket::disconnected, socket, &QObject::deleteLater);
             ConnectionGuard::reject(socket, 503, message, "server_overloaded");
             emit connectionRejected(remote, 503, message);
             return;
         }
-        ConnectionGuard *idle = *victim;
+        ConnectionGuard* idle = *victim;
         m_guards.erase(victim);
         const QString remote = idle->remote();
         idle->drop();
         emit connectionDropped(remote, "evicted",
-                               "idle, closed to make room at the connection limit ("
-                                   + QByteArray::number(m_limits.maxConnections) + ")");
+                               "idle, closed to make room at the connection limit (" +
+                                   QByteArray::number(m_limits.maxConnections) + ")");
     }
-    auto *guard = new ConnectionGuard(socket, m_limits, this);
+    auto* guard = new ConnectionGuard(socket, m_limits, this);
     m_guards.append(guard);
     connect(guard, &QObject::destroyed, this, [this, guard] { m_guards.removeOne(guard); });
     addPendingConnection(socket);

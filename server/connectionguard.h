@@ -35,13 +35,13 @@ class QTcpSocket;
 namespace neural::server {
 
 struct ConnectionLimits {
-    qint64 maxHeaderBytes = 32 * 1024;        // request line + headers
-    qint64 maxBodyBytes = 8 * 1024 * 1024;    // Content-Length
-    int maxConnections = 256;                 // open connections at once
+    qint64 maxHeaderBytes = 32 * 1024;      // request line + headers
+    qint64 maxBodyBytes = 8 * 1024 * 1024;  // Content-Length
+    int maxConnections = 256;               // open connections at once
     // A request must arrive whole within this, from its first byte; the first request of a
     // connection from the moment it was accepted.
     int readTimeoutMs = 30'000;
-    int idleTimeoutMs = 120'000;              // an idle keep-alive connection is closed after
+    int idleTimeoutMs = 120'000;  // an idle keep-alive connection is closed after
 };
 
 // A request as the guard framed it (Qt < 6.8, where the guard parses requests itself).
@@ -54,10 +54,10 @@ struct GuardedRequest {
     bool keepAlive = true;
 
     // The first header of that (lower-case) name; empty when absent.
-    QByteArray value(const QByteArray &name) const;
+    QByteArray value(const QByteArray& name) const;
 };
 
-using GuardedRequestHandler = std::function<void(QTcpSocket *, GuardedRequest)>;
+using GuardedRequestHandler = std::function<void(QTcpSocket*, GuardedRequest)>;
 
 class GuardedTcpServer;
 
@@ -65,13 +65,13 @@ class ConnectionGuard : public QObject {
     Q_OBJECT
 public:
     // Becomes a child of `socket`; connect it before anything else reads the socket.
-    ConnectionGuard(QTcpSocket *socket, const ConnectionLimits &limits, GuardedTcpServer *server);
+    ConnectionGuard(QTcpSocket* socket, const ConnectionLimits& limits, GuardedTcpServer* server);
 
     // Writes an error response (JSON error object; type server_error for 5xx, else
     // invalid_request_error) and closes the connection; nothing else reads from the socket
     // afterwards. A 503 carries "Retry-After: 1".
-    static void reject(QTcpSocket *socket, int status, const QByteArray &message,
-                       const QByteArray &code);
+    static void reject(QTcpSocket* socket, int status, const QByteArray& message,
+                       const QByteArray& code);
 
     // No request in progress: nothing of a request received, none waiting, no response being
     // written. Such a connection may be closed to make room for a new one.
@@ -91,7 +91,7 @@ private:
     // Hands the next complete request to the handler when none is in progress.
     void pump();
     // Follows the framing over new bytes; returns false after rejecting the connection.
-    bool consume(const QByteArray &data);
+    bool consume(const QByteArray& data);
     // 0 when the head (so far) is well-formed, else the status to refuse it with.
     int checkHead(bool complete);
     bool finishHead();
@@ -102,8 +102,8 @@ private:
     bool responding() const;
     // Refuses the request being read: at once, or after the responses still owed on this
     // connection (then reading stops).
-    void fail(int status, const QByteArray &message, const QByteArray &code);
-    void rejectNow(int status, const QByteArray &message, const QByteArray &code);
+    void fail(int status, const QByteArray& message, const QByteArray& code);
+    void rejectNow(int status, const QByteArray& message, const QByteArray& code);
 
     struct Pending {
         GuardedRequest request;
@@ -112,14 +112,14 @@ private:
         QByteArray code;
     };
 
-    QTcpSocket *m_socket;
+    QTcpSocket* m_socket;
     ConnectionLimits m_limits;
     QPointer<GuardedTcpServer> m_server;
     QString m_remote;  // the peer address (gone once the socket is closed)
     QTimer m_timer;
-    bool m_readTimer = false;     // m_timer runs the read timeout (else the idle one)
+    bool m_readTimer = false;  // m_timer runs the read timeout (else the idle one)
     QByteArray m_head;
-    qsizetype m_checked = 0;      // bytes of m_head whose complete lines were validated
+    qsizetype m_checked = 0;  // bytes of m_head whose complete lines were validated
     qint64 m_bodyLeft = 0;
     bool m_inBody = false;
     bool m_rejected = false;
@@ -135,33 +135,33 @@ private:
 class GuardedTcpServer : public QTcpServer {
     Q_OBJECT
 public:
-    explicit GuardedTcpServer(const ConnectionLimits &limits, QObject *parent = nullptr);
+    explicit GuardedTcpServer(const ConnectionLimits& limits, QObject* parent = nullptr);
     int openConnections() const { return static_cast<int>(m_guards.size()); }
-    const ConnectionLimits &limits() const { return m_limits; }
+    const ConnectionLimits& limits() const { return m_limits; }
 
     // Qt < 6.8: the requests the guards parse go to `handler`; `qtServer` is the
     // QAbstractHttpServer bound to this server, whose parser the guards cut off the sockets.
-    void setRequestHandler(QObject *qtServer, GuardedRequestHandler handler);
-    QObject *qtServer() const { return m_qtServer; }
-    const GuardedRequestHandler &handler() const { return m_handler; }
+    void setRequestHandler(QObject* qtServer, GuardedRequestHandler handler);
+    QObject* qtServer() const { return m_qtServer; }
+    const GuardedRequestHandler& handler() const { return m_handler; }
 
 signals:
     // The guard answered a request itself with an error status (400, 405, 408, 411, 413, 431,
     // or 503 at the connection cap) and closed the connection.
-    void connectionRejected(const QString &remote, int status, const QByteArray &message);
+    void connectionRejected(const QString& remote, int status, const QByteArray& message);
     // A connection without a request in progress was closed: reason "evicted" (to make room at
     // the cap), "idle_timeout" (keep-alive idle too long) or "no_request" (nothing sent within
     // the read timeout of being accepted).
-    void connectionDropped(const QString &remote, const QByteArray &reason,
-                           const QByteArray &detail);
+    void connectionDropped(const QString& remote, const QByteArray& reason,
+                           const QByteArray& detail);
 
 protected:
     void incomingConnection(qintptr socketDescriptor) override;
 
 private:
     ConnectionLimits m_limits;
-    QList<ConnectionGuard *> m_guards;  // open connections, oldest first
-    QObject *m_qtServer = nullptr;
+    QList<ConnectionGuard*> m_guards;  // open connections, oldest first
+    QObject* m_qtServer = nullptr;
     GuardedRequestHandler m_handler;
 };
 

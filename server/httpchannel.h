@@ -32,7 +32,7 @@ QByteArray httpReason(int status);
 // Dynamic property set on a socket while a response on it is in progress (Qt < 6.8, where the
 // server writes on the socket itself): the connection guard then keeps the connection out of its
 // idle timeout and out of the idle connections it may close at the connection cap.
-inline constexpr const char *kResponseInProgressProperty = "neuralResponseInProgress";
+inline constexpr const char* kResponseInProgressProperty = "neuralResponseInProgress";
 
 class HttpChannel : public QObject {
     Q_OBJECT
@@ -41,10 +41,10 @@ public:
     ~HttpChannel() override = default;
 
     // A complete response; the body length is set from `body`.
-    virtual void sendResponse(int status, const HttpHeaders &headers, const QByteArray &body) = 0;
+    virtual void sendResponse(int status, const HttpHeaders& headers, const QByteArray& body) = 0;
     // Starts a chunked response (status line and headers now, body in chunks).
-    virtual void beginStream(int status, const HttpHeaders &headers) = 0;
-    virtual void writeChunk(const QByteArray &data) = 0;
+    virtual void beginStream(int status, const HttpHeaders& headers) = 0;
+    virtual void writeChunk(const QByteArray& data) = 0;
     virtual void endStream() = 0;
     // False once the client has gone (closed() was emitted) or the response is complete.
     virtual bool isOpen() const = 0;
@@ -67,17 +67,17 @@ protected:
 class SocketHttpChannel : public HttpChannel {
     Q_OBJECT
 public:
-    SocketHttpChannel(QTcpSocket *socket, bool keepAlive, QObject *parent = nullptr);
+    SocketHttpChannel(QTcpSocket* socket, bool keepAlive, QObject* parent = nullptr);
     ~SocketHttpChannel() override;
 
-    void sendResponse(int status, const HttpHeaders &headers, const QByteArray &body) override;
-    void beginStream(int status, const HttpHeaders &headers) override;
-    void writeChunk(const QByteArray &data) override;
+    void sendResponse(int status, const HttpHeaders& headers, const QByteArray& body) override;
+    void beginStream(int status, const HttpHeaders& headers) override;
+    void writeChunk(const QByteArray& data) override;
     void endStream() override;
     bool isOpen() const override;
 
 private:
-    QByteArray head(int status, const HttpHeaders &headers) const;
+    QByteArray head(int status, const HttpHeaders& headers) const;
     void finish();
     void onGone();
 
@@ -91,11 +91,11 @@ private:
 class ResponderHttpChannel : public HttpChannel {
     Q_OBJECT
 public:
-    ResponderHttpChannel(QHttpServerResponder &&responder, QObject *parent = nullptr);
+    ResponderHttpChannel(QHttpServerResponder&& responder, QObject* parent = nullptr);
 
-    void sendResponse(int status, const HttpHeaders &headers, const QByteArray &body) override;
-    void beginStream(int status, const HttpHeaders &headers) override;
-    void writeChunk(const QByteArray &data) override;
+    void sendResponse(int status, const HttpHeaders& headers, const QByteArray& body) override;
+    void beginStream(int status, const HttpHeaders& headers) override;
+    void writeChunk(const QByteArray& data) override;
     void endStream() override;
     bool isOpen() const override;
 
@@ -109,12 +109,12 @@ private:
 // Server-sent events over a channel: "data: JSON\n\n" per event, "data: [DONE]" at the end.
 class SseWriter {
 public:
-    explicit SseWriter(HttpChannel *channel) : m_channel(channel) {}
-    void begin(const HttpHeaders &extraHeaders);
+    explicit SseWriter(HttpChannel* channel) : m_channel(channel) {}
+    void begin(const HttpHeaders& extraHeaders);
     bool begun() const { return m_begun; }
-    void event(const QByteArray &json);
+    void event(const QByteArray& json);
     // An event with a name ("event: response.created"), as the Responses API streams them.
-    void namedEvent(const QByteArray &name, const QByteArray &json);
+    void namedEvent(const QByteArray& name, const QByteArray& json);
     // ": keep-alive": an SSE comment, which clients ignore; it keeps proxies and client
     // timeouts from closing a stream that waits for a long prompt.
     void keepAlive();
@@ -124,7 +124,7 @@ public:
     qint64 idleMs() const { return m_lastWrite.isValid() ? m_lastWrite.elapsed() : 0; }
 
 private:
-    HttpChannel *m_channel;
+    HttpChannel* m_channel;
     bool m_begun = false;
     QElapsedTimer m_lastWrite;
 };

@@ -31,48 +31,42 @@ std::atomic<int> g_signal{0};
 
 extern "C" void onSignal(int sig) { g_signal.store(sig); }
 
-[[noreturn]] void die(const QString &message)
-{
+[[noreturn]] void die(const QString& message) {
     std::fprintf(stderr, "neural-server: %s\n", qPrintable(message));
     std::exit(2);
 }
 
 // --log-file: Qt's messages (the request log) and the engine's (spdlog) go to stderr and to the
 // file, one line each, flushed as written.
-std::FILE *g_logFile = nullptr;
+std::FILE* g_logFile = nullptr;
 
-void logToBoth(QtMsgType type, const QMessageLogContext &context, const QString &message)
-{
+void logToBoth(QtMsgType type, const QMessageLogContext& context, const QString& message) {
     const QByteArray line = qFormatLogMessage(type, context, message).toLocal8Bit() + '\n';
     std::fwrite(line.constData(), 1, static_cast<size_t>(line.size()), stderr);
     if (g_logFile) {
         std::fwrite(line.constData(), 1, static_cast<size_t>(line.size()), g_logFile);
         std::fflush(g_logFile);
     }
-    if (type == QtFatalMsg)
-        std::abort();
+    if (type == QtFatalMsg) std::abort();
 }
 
-void openLogFile(const QString &path)
-{
+void openLogFile(const QString& path) {
     g_logFile = std::fopen(QFile::encodeName(path).constData(), "a");
-    if (!g_logFile)
-        die(QStringLiteral("--log-file: cannot open %1 for writing").arg(path));
+    if (!g_logFile) die(QStringLiteral("--log-file: cannot open %1 for writing").arg(path));
     qInstallMessageHandler(logToBoth);
     try {
         auto sink = std::make_shared<spdlog::sinks::basic_file_sink_mt>(path.toStdString());
         sink->set_level(spdlog::level::trace);
         spdlog::default_logger()->sinks().push_back(std::move(sink));
         spdlog::default_logger()->flush_on(spdlog::level::info);
-    } catch (const spdlog::spdlog_ex &e) {
+    } catch (const spdlog::spdlog_ex& e) {
         die(QStringLiteral("--log-file: %1").arg(QString::fromUtf8(e.what())));
     }
 }
 
 }  // namespace
 
-int main(int argc, char **argv)
-{
+int main(int argc, char** argv) {
     // The engine's log goes to stderr, as Qt's messages do: stdout carries only the lines
     // scripts read ("serving ... on http://...", "stopped").
     spdlog::set_default_logger(spdlog::stderr_color_mt("neural"));
@@ -81,21 +75,21 @@ int main(int argc, char **argv)
     neural::options::Settings engine;
     try {
         engine = neural::options::take_flags(rest);
-    } catch (const neural::Error &e) {
+    } catch (const neural::Error& e) {
         std::fprintf(stderr, "neural-server: %s\n", e.what());
         return 2;
     }
     rest.insert(rest.begin(), argv[0]);
-    std::vector<char *> qtArgv;
-    for (std::string &a : rest)
-        qtArgv.push_back(a.data());
+    std::vector<char*> qtArgv;
+    for (std::string& a : rest) qtArgv.push_back(a.data());
     qtArgv.push_back(nullptr);
     int qtArgc = static_cast<int>(rest.size());
     QCoreApplication app(qtArgc, qtArgv.data());
     QCoreApplication::setApplicationName(QStringLiteral("neural-server"));
     QCoreApplication::setApplicationVersion(QStringLiteral(NEURAL_VERSION));
-    qSetMessagePattern(QStringLiteral("%{time yyyy-MM-dd hh:mm:ss.zzz} %{if-warning}warning: "
-                                      "%{endif}%{if-critical}error: %{endif}%{message}"));
+    qSetMessagePattern(
+        QStringLiteral("%{time yyyy-MM-dd hh:mm:ss.zzz} %{if-warning}warning: "
+                       "%{endif}%{if-critical}error: %{endif}%{message}"));
 
     QCommandLineParser p;
     p.setApplicationDescription(QStringLiteral(
@@ -127,9 +121,8 @@ int main(int argc, char **argv)
                                    "N", "8");
     const QCommandLineOption maxBody("max-body", "Largest request body in bytes (default 8 MiB).",
                                      "BYTES", QString::number(8 * 1024 * 1024));
-    const QCommandLineOption maxTokens("default-max-tokens",
-                                       "Reply limit when a request sets none (default 4096).", "N",
-                                       "4096");
+    const QCommandLineOption maxTokens(
+        "default-max-tokens", "Reply limit when a request sets none (default 4096).", "N", "4096");
     const QCommandLineOption maxPromptTokens("max-prompt-tokens",
                                              "Longest prompt a request may send, in tokens; "
                                              "longer ones get 400 (default 0: the model's "
@@ -181,15 +174,17 @@ int main(int argc, char **argv)
         "enable-test-options",
         "Accept the test-only request options (forced output, simulated engine failure). For "
         "the test suite only.");
-    p.addOptions({model, host, port, apiKey, apiKeyFile, cors, modelName, queue, maxBody,
-                  maxTokens, maxPromptTokens, readTimeout, idleTimeout, maxConnections, overflow, overflowWait,
-                  strict, allowedHost, keepAlive, responsesKeep, logFile, testOptions});
-    for (const QString &a : app.arguments().mid(1)) {
+    p.addOptions({model,       host,           port,     apiKey,       apiKeyFile,      cors,
+                  modelName,   queue,          maxBody,  maxTokens,    maxPromptTokens, readTimeout,
+                  idleTimeout, maxConnections, overflow, overflowWait, strict,          allowedHost,
+                  keepAlive,   responsesKeep,  logFile,  testOptions});
+    for (const QString& a : app.arguments().mid(1)) {
         if (a == QLatin1String("-h") || a == QLatin1String("--help") || a == QLatin1String("-?") ||
             a == QLatin1String("--help-all")) {
-            std::printf("%s\nEngine settings (the same as neural's; a 0|1 flag given bare means 1; "
-                        "[cuda]: needs --backend cuda or auto):\n%s",
-                        qPrintable(p.helpText()), neural::options::help_text().c_str());
+            std::printf(
+                "%s\nEngine settings (the same as neural's; a 0|1 flag given bare means 1; "
+                "[cuda]: needs --backend cuda or auto):\n%s",
+                qPrintable(p.helpText()), neural::options::help_text().c_str());
             return 0;
         }
     }
@@ -197,10 +192,9 @@ int main(int argc, char **argv)
 
     if (!p.positionalArguments().isEmpty())
         die(QStringLiteral("unexpected argument \"%1\"").arg(p.positionalArguments().first()));
-    if (!p.isSet(model))
-        die(QStringLiteral("--model DIR is required (see --help)"));
+    if (!p.isSet(model)) die(QStringLiteral("--model DIR is required (see --help)"));
 
-    auto number = [&](const QCommandLineOption &o, qint64 lo, qint64 hi) {
+    auto number = [&](const QCommandLineOption& o, qint64 lo, qint64 hi) {
         bool ok = false;
         const qint64 v = p.value(o).toLongLong(&ok);
         if (!ok || v < lo || v > hi) {
@@ -227,8 +221,8 @@ int main(int argc, char **argv)
     config.maxPromptTokens = number(maxPromptTokens, 0, qint64(1) << 31);
     config.testOptions = p.isSet(testOptions);
     config.strictRequests = p.isSet(strict);
-    for (const QString &value : p.values(allowedHost)) {
-        for (const QString &name : value.split(u',', Qt::SkipEmptyParts))
+    for (const QString& value : p.values(allowedHost)) {
+        for (const QString& name : value.split(u',', Qt::SkipEmptyParts))
             config.allowedHosts.append(name.trimmed().toUtf8());
     }
     {
@@ -239,8 +233,7 @@ int main(int argc, char **argv)
         config.keepAliveMs = static_cast<int>(seconds * 1000);
     }
     config.maxStoredResponses = static_cast<int>(number(responsesKeep, 0, 100000));
-    if (p.isSet(logFile))
-        openLogFile(p.value(logFile));
+    if (p.isSet(logFile)) openLogFile(p.value(logFile));
     config.modelId = p.value(modelName);
     if (p.isSet(apiKey)) {
         config.apiKey = p.value(apiKey).toUtf8();
@@ -253,11 +246,10 @@ int main(int argc, char **argv)
         config.apiKey = qgetenv("NEURAL_API_KEY");
     }
     if (p.isSet(apiKey) || p.isSet(apiKeyFile)) {
-        if (config.apiKey.isEmpty())
-            die(QStringLiteral("the API key is empty"));
+        if (config.apiKey.isEmpty()) die(QStringLiteral("the API key is empty"));
     }
-    for (const QString &value : p.values(cors)) {
-        for (const QString &origin : value.split(u',', Qt::SkipEmptyParts))
+    for (const QString& value : p.values(cors)) {
+        for (const QString& origin : value.split(u',', Qt::SkipEmptyParts))
             config.corsOrigins.append(origin.trimmed().toUtf8());
     }
 
@@ -267,7 +259,7 @@ int main(int argc, char **argv)
         // CUDA-only setting with --backend cpu, a RAM lever without --store, ...).
         const neural::LoadOptions options = neural::options::apply(engine);
         loaded = neural::Model::load(p.value(model).toStdString(), options);
-    } catch (const neural::Error &e) {
+    } catch (const neural::Error& e) {
         std::fprintf(stderr, "neural-server: %s\n", e.what());
         return 1;
     }
@@ -288,8 +280,7 @@ int main(int argc, char **argv)
     std::signal(SIGTERM, onSignal);
     QTimer signalPoll;
     QObject::connect(&signalPoll, &QTimer::timeout, &app, [] {
-        if (g_signal.load() != 0)
-            QCoreApplication::quit();
+        if (g_signal.load() != 0) QCoreApplication::quit();
     });
     signalPoll.start(100);
     const int rc = app.exec();

@@ -16,20 +16,16 @@ class ResponseStore {
 public:
     explicit ResponseStore(std::size_t capacity) : m_capacity(capacity) {}
 
-    void put(const std::string &id, openai::ConversationState state)
-    {
-        if (m_capacity == 0)
-            return;
-        if (m_states.insert_or_assign(id, std::move(state)).second)
-            m_order.push_back(id);
+    void put(const std::string& id, openai::ConversationState state) {
+        if (m_capacity == 0) return;
+        if (m_states.insert_or_assign(id, std::move(state)).second) m_order.push_back(id);
         while (m_order.size() > m_capacity) {
             m_states.erase(m_order.front());
             m_order.pop_front();
         }
     }
     // Null when the id is unknown or was dropped.
-    const openai::ConversationState *find(const std::string &id) const
-    {
+    const openai::ConversationState* find(const std::string& id) const {
         auto it = m_states.find(id);
         return it == m_states.end() ? nullptr : &it->second;
     }

@@ -4,13 +4,11 @@ namespace neural::server {
 
 void ServerMetrics::countGeneration(qint64 promptTokens, qint64 cachedTokens,
                                     qint64 generatedTokens, double promptSeconds,
-                                    double decodeSeconds)
-{
+                                    double decodeSeconds) {
     ++m_generations;
     m_promptTokens += promptTokens;
     m_cachedTokens += cachedTokens;
-    if (cachedTokens > 0)
-        ++m_cacheHits;
+    if (cachedTokens > 0) ++m_cacheHits;
     m_generatedTokens += generatedTokens;
     m_promptSeconds += promptSeconds;
     m_decodeSeconds += decodeSeconds;
@@ -20,22 +18,20 @@ void ServerMetrics::countGeneration(qint64 promptTokens, qint64 cachedTokens,
 }
 
 QByteArray ServerMetrics::prometheusText(int queueLength, int queueCapacity, bool busy,
-                                         int connections,
-                                         const telemetry::Telemetry *telemetry,
-                                         const host::QueueWaitStats *queueWait) const
-{
+                                         int connections, const telemetry::Telemetry* telemetry,
+                                         const host::QueueWaitStats* queueWait) const {
     QByteArray out;
-    auto metric = [&out](const char *name, const char *type, const char *help) {
+    auto metric = [&out](const char* name, const char* type, const char* help) {
         out += QByteArray("# HELP ") + name + ' ' + help + "\n# TYPE " + name + ' ' + type + '\n';
     };
-    auto value = [&out](const QByteArray &series, double v) {
+    auto value = [&out](const QByteArray& series, double v) {
         out += series + ' ' + QByteArray::number(v, 'g', 12) + '\n';
     };
 
     metric("neural_requests_total", "counter", "HTTP requests answered, by route and status.");
     for (auto it = m_requests.cbegin(); it != m_requests.cend(); ++it) {
-        value("neural_requests_total{route=\"" + it.key().first + "\",status=\""
-                  + QByteArray::number(it.key().second) + "\"}",
+        value("neural_requests_total{route=\"" + it.key().first + "\",status=\"" +
+                  QByteArray::number(it.key().second) + "\"}",
               double(it.value()));
     }
     metric("neural_requests_rejected_total", "counter",
@@ -96,7 +92,7 @@ QByteArray ServerMetrics::prometheusText(int queueLength, int queueCapacity, boo
     if (telemetry != nullptr) {
         // Averages over the most recent generated tokens (up to 256) of the engine's ring.
         constexpr std::uint64_t kWindow = 256;
-        const auto &ring = telemetry->tokens();
+        const auto& ring = telemetry->tokens();
         const std::uint64_t end = ring.published();
         const std::uint64_t begin = end > kWindow ? end - kWindow : 0;
         double n = 0, wall = 0, kernel = 0, bytes = 0, faults = 0, major = 0, missed = 0;
@@ -118,14 +114,17 @@ QByteArray ServerMetrics::prometheusText(int queueLength, int queueCapacity, boo
         value("neural_token_ms", wall / d);
         metric("neural_token_cpu_kernel_ms", "gauge", "Mean CPU expert-kernel ms per token.");
         value("neural_token_cpu_kernel_ms", kernel / d);
-        metric("neural_token_cpu_expert_bytes", "gauge", "Mean expert bytes read by the CPU per token.");
+        metric("neural_token_cpu_expert_bytes", "gauge",
+               "Mean expert bytes read by the CPU per token.");
         value("neural_token_cpu_expert_bytes", bytes / d);
-        metric("neural_token_experts_missed", "gauge", "Mean experts computed on the CPU per token.");
+        metric("neural_token_experts_missed", "gauge",
+               "Mean experts computed on the CPU per token.");
         value("neural_token_experts_missed", missed / d);
         metric("neural_token_page_faults", "gauge", "Mean page faults per token.");
         value("neural_token_page_faults", faults / d);
         metric("neural_token_major_page_faults", "gauge",
-               "Mean major page faults (read from disk) per token; 0 where the OS does not count them.");
+               "Mean major page faults (read from disk) per token; 0 where the OS does not count "
+               "them.");
         value("neural_token_major_page_faults", major / d);
         metric("neural_team_fallbacks_total", "counter",
                "Expert-kernel jobs the persistent CPU team handed to the OpenMP team.");

@@ -13,13 +13,13 @@ namespace neural::server {
 
 class ServerMetrics {
 public:
-    void countRequest(const QByteArray &route, int status) { ++m_requests[{route, status}]; }
+    void countRequest(const QByteArray& route, int status) { ++m_requests[{route, status}]; }
     void countRejected() { ++m_rejected; }
     void countCancelled() { ++m_cancelled; }
     // A request the connection guard answered itself (before any route), by status.
     void countConnectionError(int status) { ++m_connectionErrors[status]; }
     // A connection closed without a request in progress ("evicted", "idle_timeout", ...).
-    void countConnectionDropped(const QByteArray &reason) { ++m_connectionsDropped[reason]; }
+    void countConnectionDropped(const QByteArray& reason) { ++m_connectionsDropped[reason]; }
     void countGeneration(qint64 promptTokens, qint64 cachedTokens, qint64 generatedTokens,
                          double promptSeconds, double decodeSeconds);
 
@@ -28,13 +28,13 @@ public:
     // while the engine thread writes it; its recent tokens become per-token gauges.
     // `queueWait` (optional): the queue's wait times, a summary with quantiles 0.5 and 0.99.
     QByteArray prometheusText(int queueLength, int queueCapacity, bool busy, int connections,
-                              const telemetry::Telemetry *telemetry = nullptr,
-                              const host::QueueWaitStats *queueWait = nullptr) const;
+                              const telemetry::Telemetry* telemetry = nullptr,
+                              const host::QueueWaitStats* queueWait = nullptr) const;
 
 private:
     QMap<QPair<QByteArray, int>, qint64> m_requests;  // (route, status) -> count
     qint64 m_rejected = 0;
-    QMap<int, qint64> m_connectionErrors;            // status -> count
+    QMap<int, qint64> m_connectionErrors;           // status -> count
     QMap<QByteArray, qint64> m_connectionsDropped;  // reason -> count
     qint64 m_cancelled = 0;
     qint64 m_generations = 0;

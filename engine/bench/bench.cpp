@@ -145,13 +145,12 @@ Json summarize(const Measured& m) {
     // The GPU's own time per token (CUDA backend with timed graphs; null otherwise): the
     // dense part of the layers, the resident experts (of which: on layers that left the CPU
     // idle), the tail. decode_bounds() turns them into bounds.
-    j["gpu_ms_per_token"] =
-        sum.gpu_dense_ns + sum.gpu_tail_ns > 0
-            ? Json{{"dense", per_token_ms(sum.gpu_dense_ns)},
-                   {"experts", per_token_ms(sum.gpu_experts_ns)},
-                   {"experts_alone", per_token_ms(sum.gpu_experts_alone_ns)},
-                   {"tail", per_token_ms(sum.gpu_tail_ns)}}
-            : Json(nullptr);
+    j["gpu_ms_per_token"] = sum.gpu_dense_ns + sum.gpu_tail_ns > 0
+                                ? Json{{"dense", per_token_ms(sum.gpu_dense_ns)},
+                                       {"experts", per_token_ms(sum.gpu_experts_ns)},
+                                       {"experts_alone", per_token_ms(sum.gpu_experts_alone_ns)},
+                                       {"tail", per_token_ms(sum.gpu_tail_ns)}}
+                                : Json(nullptr);
     const std::uint64_t looked_up = sum.experts_hit + sum.experts_missed + sum.experts_streamed;
     j["experts_hit"] = sum.experts_hit;
     j["experts_missed"] = sum.experts_missed;
@@ -198,8 +197,9 @@ Json summarize(const Measured& m) {
     j["follow_ups"] = follow_ups;
     j["follow_up_page_faults"] = follow_faults;
     j["follow_up_page_faults_per_token"] =
-        follow_tokens > 0 ? Json(static_cast<double>(follow_faults) / static_cast<double>(follow_tokens))
-                          : Json(nullptr);
+        follow_tokens > 0
+            ? Json(static_cast<double>(follow_faults) / static_cast<double>(follow_tokens))
+            : Json(nullptr);
     j["follow_up_major_page_faults"] = follow_major;
     // Expert-kernel jobs the persistent team handed to the reference team (prompt and decode);
     // 0 unless --kernel-persistent 1 met a job or state it does not support, or did not load.
@@ -229,9 +229,11 @@ Json summarize(const Measured& m) {
 }
 
 class Runner {
- public:
+public:
     Runner(const Model& model, const BenchOptions& options, std::function<void()> answered)
-        : model_(model), options_(options), tel_(model.telemetry()),
+        : model_(model),
+          options_(options),
+          tel_(model.telemetry()),
           answered_(std::move(answered)) {}
 
     // Runs one turn of `session` and keeps its stats and token records. The cancel callback
@@ -365,7 +367,7 @@ class Runner {
         return j;
     }
 
- private:
+private:
     const Model& model_;
     const BenchOptions& options_;
     telemetry::Telemetry& tel_;
@@ -469,7 +471,8 @@ LoadOptions apply_profile_flags(const Json& flags, const LoadOptions& base,
         const options::Setting* s = options::find(key);
         if (s == nullptr || s->key != key) {
             std::string keys;
-            for (const options::Setting& row : options::settings()) keys += (keys.empty() ? "" : ", ") + row.key;
+            for (const options::Setting& row : options::settings())
+                keys += (keys.empty() ? "" : ", ") + row.key;
             fail("{}: unknown profile key \"{}\" ({})", what, key, keys);
         }
         if (value.is_string()) {
@@ -549,8 +552,8 @@ Json decode_bounds(const Json& w, double ram_gb_s) {
     if (!g.is_object() || tokens == 0 || !(ram_gb_s > 0)) return nullptr;
     const double wall = w["phase_ms_per_token"]["wall"].get<double>();
     // bytes / (GB/s) = ns; / 1e6 = ms
-    const double cpu = static_cast<double>(w["cpu_bytes"].get<std::uint64_t>()) / static_cast<double>(tokens) /
-                       ram_gb_s / 1e6;
+    const double cpu = static_cast<double>(w["cpu_bytes"].get<std::uint64_t>()) /
+                       static_cast<double>(tokens) / ram_gb_s / 1e6;
     const double dense = g["dense"].get<double>(), experts = g["experts"].get<double>(),
                  alone = g["experts_alone"].get<double>(), tail = g["tail"].get<double>();
     const double gpu = dense + experts + tail;
@@ -609,13 +612,17 @@ Json run_bench(const BenchOptions& options,
     const auto order = run_order(options.repeat, options.ab);
     std::size_t answers_per_run = 0;
     for (const auto& w : options.workloads) {
-        answers_per_run += w == "decode" ? 1 : w == "prompt" ? options.prompt_sizes.size() : replay_count;
+        answers_per_run += w == "decode"   ? 1
+                           : w == "prompt" ? options.prompt_sizes.size()
+                                           : replay_count;
     }
-    const double total_answers = static_cast<double>(std::max<std::size_t>(answers_per_run * order.size(), 1));
+    const double total_answers =
+        static_cast<double>(std::max<std::size_t>(answers_per_run * order.size(), 1));
     std::size_t answers_done = 0;
     auto report_progress = [&](const std::string& what) {
         if (options.on_progress)
-            options.on_progress(std::min(1.0, static_cast<double>(answers_done) / total_answers), what);
+            options.on_progress(std::min(1.0, static_cast<double>(answers_done) / total_answers),
+                                what);
     };
     for (std::size_t r = 0; r < order.size(); ++r) {
         check_cancel(options);
@@ -632,17 +639,20 @@ Json run_bench(const BenchOptions& options,
             LoadOptions load = prof.load;
             load.gpu.time_gpu = true;  // the GPU's own time per token: the decode bounds
             models[static_cast<std::size_t>(pi)] = Model::load(options.model, load);
-            load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+            load_seconds =
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
             loaded_now = true;
             if (options.after_load) options.after_load(*models[static_cast<std::size_t>(pi)]);
-            report_progress(fmt::format("run {}/{}: loaded profile {}", r + 1, order.size(), prof.name));
+            report_progress(
+                fmt::format("run {}/{}: loaded profile {}", r + 1, order.size(), prof.name));
         }
         const Model& model = *models[static_cast<std::size_t>(pi)];
         model.telemetry().set_enabled(options.telemetry);
         std::string current;
         Runner runner(model, options, [&] {
             ++answers_done;
-            report_progress(fmt::format("run {}/{}: profile {}, {}", r + 1, order.size(), prof.name, current));
+            report_progress(
+                fmt::format("run {}/{}: profile {}, {}", r + 1, order.size(), prof.name, current));
         });
         Json results = Json::object();
         for (const auto& w : options.workloads) {
@@ -659,8 +669,8 @@ Json run_bench(const BenchOptions& options,
             }
         }
         if (results.contains("decode") && report["probes"].contains("ram_read")) {
-            results["decode"]["bounds"] =
-                decode_bounds(results["decode"], report["probes"]["ram_read"]["gb_s"].get<double>());
+            results["decode"]["bounds"] = decode_bounds(
+                results["decode"], report["probes"]["ram_read"]["gb_s"].get<double>());
         }
         Json run = {{"run", r},
                     {"pair", pair},
@@ -710,9 +720,9 @@ Json run_bench(const BenchOptions& options,
                     s["prompt_seconds"].get<double>() + w["prompt_seconds"].get<double>();
                 s["ttft_seconds"] =
                     s["ttft_seconds"].get<double>() + w["ttft_seconds"].get<double>();
-                for (const char* key : {"first_answer_page_faults", "follow_up_page_faults",
-                                        "first_answer_major_page_faults",
-                                        "follow_up_major_page_faults"})
+                for (const char* key :
+                     {"first_answer_page_faults", "follow_up_page_faults",
+                      "first_answer_major_page_faults", "follow_up_major_page_faults"})
                     s[key] = s[key].get<std::uint64_t>() + w[key].get<std::uint64_t>();
             }
         }
@@ -771,8 +781,8 @@ Json ratio_stats(std::vector<double> values) {
         const std::size_t hi = std::min(lo + 1, values.size() - 1);
         return values[lo] + (pos - static_cast<double>(lo)) * (values[hi] - values[lo]);
     };
-    return {{"n", values.size()},     {"median", quantile(0.5)}, {"q1", quantile(0.25)},
-            {"q3", quantile(0.75)},   {"min", values.front()},   {"max", values.back()}};
+    return {{"n", values.size()},   {"median", quantile(0.5)}, {"q1", quantile(0.25)},
+            {"q3", quantile(0.75)}, {"min", values.front()},   {"max", values.back()}};
 }
 
 Json ratio_summary(const Json& pairs) {
@@ -850,23 +860,31 @@ std::string format_report(const Json& report) {
             if (!w.contains("prefill") || !w["prefill"].is_object()) continue;
             const Json& f = w["prefill"];
             if (!prefill_header) {
-                out += "\nGPU prefill (seconds: total = host launch + routing sync + staging wait + GPU/CPU "
-                       "overlap; PCIe bound = staged bytes / pinned probe)\n";
+                out +=
+                    "\nGPU prefill (seconds: total = host launch + routing sync + staging wait + "
+                    "GPU/CPU "
+                    "overlap; PCIe bound = staged bytes / pinned probe)\n";
                 prefill_header = true;
             }
-            const double staged_gb = static_cast<double>(f["staged_bytes"].get<std::uint64_t>()) / 1e9;
+            const double staged_gb =
+                static_cast<double>(f["staged_bytes"].get<std::uint64_t>()) / 1e9;
             out += fmt::format(
-                "{:<4} {:<10} {:<13} {} tokens {:.3f} s ({:.0f} tok/s): launch {:.3f}, routing sync {:.3f}, "
-                "staging wait {:.3f}, CPU multi-token {:.3f}; staged {} ({:.2f} GB, {} early), slots {}, CPU {}{}\n",
+                "{:<4} {:<10} {:<13} {} tokens {:.3f} s ({:.0f} tok/s): launch {:.3f}, routing "
+                "sync {:.3f}, "
+                "staging wait {:.3f}, CPU multi-token {:.3f}; staged {} ({:.2f} GB, {} early), "
+                "slots {}, CPU {}{}\n",
                 run["run"].get<int>(), run["profile"].get<std::string>(), name,
                 f["tokens"].get<std::uint64_t>(), f["seconds"].get<double>(),
                 f["seconds"].get<double>() > 0
-                    ? static_cast<double>(f["tokens"].get<std::uint64_t>()) / f["seconds"].get<double>()
+                    ? static_cast<double>(f["tokens"].get<std::uint64_t>()) /
+                          f["seconds"].get<double>()
                     : 0.0,
                 f["host_launch_seconds"].get<double>(), f["routing_sync_seconds"].get<double>(),
                 f["staging_wait_seconds"].get<double>(), f["cpu_multi_token_seconds"].get<double>(),
-                f["experts_staged"].get<std::uint64_t>(), staged_gb, f["experts_staged_early"].get<std::uint64_t>(),
-                f["experts_from_slots"].get<std::uint64_t>(), f["experts_on_cpu"].get<std::uint64_t>(),
+                f["experts_staged"].get<std::uint64_t>(), staged_gb,
+                f["experts_staged_early"].get<std::uint64_t>(),
+                f["experts_from_slots"].get<std::uint64_t>(),
+                f["experts_on_cpu"].get<std::uint64_t>(),
                 h2d > 0 && staged_gb > 0
                     ? fmt::format("; PCIe bound {:.3f} s = {:.2f}x", staged_gb / h2d,
                                   f["seconds"].get<double>() / (staged_gb / h2d))
@@ -881,18 +899,24 @@ std::string format_report(const Json& report) {
             const Json& b = w["bounds"];
             const Json& g = w["gpu_ms_per_token"];
             if (!bounds_header) {
-                out += "\nDecode bounds (ms per token: CPU = CPU-miss bytes / RAM probe; GPU = dense + resident "
-                       "experts + tail; overlap = max(CPU, GPU); chain = dense + tail + experts on layers the "
-                       "CPU left idle + max(CPU, the other experts))\n";
+                out +=
+                    "\nDecode bounds (ms per token: CPU = CPU-miss bytes / RAM probe; GPU = dense "
+                    "+ resident "
+                    "experts + tail; overlap = max(CPU, GPU); chain = dense + tail + experts on "
+                    "layers the "
+                    "CPU left idle + max(CPU, the other experts))\n";
                 bounds_header = true;
             }
             out += fmt::format(
-                "{:<4} {:<10} {:<13} wall {:.3f}: CPU {:.3f}, GPU {:.3f} (dense {:.3f}, experts {:.3f} of "
-                "which alone {:.3f}, tail {:.3f}); overlap {:.3f} = {:.2f}x, chain {:.3f} = {:.2f}x\n",
+                "{:<4} {:<10} {:<13} wall {:.3f}: CPU {:.3f}, GPU {:.3f} (dense {:.3f}, experts "
+                "{:.3f} of "
+                "which alone {:.3f}, tail {:.3f}); overlap {:.3f} = {:.2f}x, chain {:.3f} = "
+                "{:.2f}x\n",
                 run["run"].get<int>(), run["profile"].get<std::string>(), name,
-                w["phase_ms_per_token"]["wall"].get<double>(), b["cpu_ms"].get<double>(), b["gpu_ms"].get<double>(),
-                g["dense"].get<double>(), g["experts"].get<double>(), g["experts_alone"].get<double>(),
-                g["tail"].get<double>(), b["overlap_ms"].get<double>(),
+                w["phase_ms_per_token"]["wall"].get<double>(), b["cpu_ms"].get<double>(),
+                b["gpu_ms"].get<double>(), g["dense"].get<double>(), g["experts"].get<double>(),
+                g["experts_alone"].get<double>(), g["tail"].get<double>(),
+                b["overlap_ms"].get<double>(),
                 b["wall_over_overlap"].is_number() ? b["wall_over_overlap"].get<double>() : 0.0,
                 b["chain_ms"].get<double>(),
                 b["wall_over_chain"].is_number() ? b["wall_over_chain"].get<double>() : 0.0);

@@ -28,9 +28,9 @@ using Json = nlohmann::ordered_json;
 // {"kernel": "auto", "threads": 8, "store": "...",
 // "kernel_persistent": true, "kdll": "..."}; missing keys keep the command line's values.
 struct Profile {
-  std::string name;  // file stem, or "default"
-  Json flags = Json::object();
-  LoadOptions load;
+    std::string name;  // file stem, or "default"
+    Json flags = Json::object();
+    LoadOptions load;
 };
 
 // Reads a profile file over `base`. Throws neural::Error for unreadable files, invalid JSON,
@@ -41,47 +41,47 @@ LoadOptions apply_profile_flags(const Json& flags, const LoadOptions& base,
                                 const std::string& what);
 
 struct BenchOptions {
-  std::filesystem::path model;
-  std::vector<std::string> workloads = {"decode"};  // decode, prompt, replay
-  int decode_tokens = 128;
-  std::string decode_prompt =
-      "Write a detailed, step-by-step explanation of how a CPU cache hierarchy works.";
-  std::vector<int> prompt_sizes = {3000, 13000};  // tokens of the rendered prompt
-  std::filesystem::path workload_dir = "bench/workloads";
-  int max_tokens = 0;  // > 0: caps replay answers below the requests' max_tokens
-  int repeat = 1;
-  std::vector<Profile> profiles;  // one (plain run) or two (--ab A B); empty = engine defaults
-  bool ab = false;
-  // false: no per-token records (TurnStats only), to measure what telemetry costs.
-  bool telemetry = true;
-  bool probes = true;
-  std::size_t probe_bytes = std::size_t{512} << 20;
-  // Called once per model load right after it (the CLI's --ws-min / --prefetch).
-  std::function<void(const Model&)> after_load;
-  // Cancel: polled before each run, before each workload and each answer, and on every
-  // streamed token (a true then stops the answer in flight through ChatSession::cancel; a
-  // prompt pass in progress finishes first). When it returns true, run_bench releases its models
-  // and throws bench::Cancelled (a neural::Cancelled, so a neural::Error). Called on the thread
-  // that runs run_bench.
-  std::function<bool()> cancel;
-  // Optional flag the forward pass itself watches (TurnOptions::cancel), so a cancel during a
-  // long prompt pass stops it promptly instead of after it; set it together with `cancel`.
-  const std::atomic<bool>* cancel_flag = nullptr;
-  // Fine progress for a progress bar: (fraction done 0..1, what is running), called after every
-  // model load and every answer on run_bench's thread; the fraction counts answers (a prompt size
-  // or a replay file is one answer) of all runs, so it reaches 1 after the last one.
-  std::function<void(double, const std::string&)> on_progress;
-  // Keep at most one model loaded: the other profile's model is released before the next one
-  // loads (so an A/B pair reloads whenever the profile changes). Always on when a profile's
-  // backend is not "cpu", so two GPU models (core + slot pool each) never hold VRAM together;
-  // see one_model_at_a_time(). The desktop app sets it to keep RAM for one model too.
-  bool one_model_at_a_time = false;
+    std::filesystem::path model;
+    std::vector<std::string> workloads = {"decode"};  // decode, prompt, replay
+    int decode_tokens = 128;
+    std::string decode_prompt =
+        "Write a detailed, step-by-step explanation of how a CPU cache hierarchy works.";
+    std::vector<int> prompt_sizes = {3000, 13000};  // tokens of the rendered prompt
+    std::filesystem::path workload_dir = "bench/workloads";
+    int max_tokens = 0;  // > 0: caps replay answers below the requests' max_tokens
+    int repeat = 1;
+    std::vector<Profile> profiles;  // one (plain run) or two (--ab A B); empty = engine defaults
+    bool ab = false;
+    // false: no per-token records (TurnStats only), to measure what telemetry costs.
+    bool telemetry = true;
+    bool probes = true;
+    std::size_t probe_bytes = std::size_t{512} << 20;
+    // Called once per model load right after it (the CLI's --ws-min / --prefetch).
+    std::function<void(const Model&)> after_load;
+    // Cancel: polled before each run, before each workload and each answer, and on every
+    // streamed token (a true then stops the answer in flight through ChatSession::cancel; a
+    // prompt pass in progress finishes first). When it returns true, run_bench releases its models
+    // and throws bench::Cancelled (a neural::Cancelled, so a neural::Error). Called on the thread
+    // that runs run_bench.
+    std::function<bool()> cancel;
+    // Optional flag the forward pass itself watches (TurnOptions::cancel), so a cancel during a
+    // long prompt pass stops it promptly instead of after it; set it together with `cancel`.
+    const std::atomic<bool>* cancel_flag = nullptr;
+    // Fine progress for a progress bar: (fraction done 0..1, what is running), called after every
+    // model load and every answer on run_bench's thread; the fraction counts answers (a prompt size
+    // or a replay file is one answer) of all runs, so it reaches 1 after the last one.
+    std::function<void(double, const std::string&)> on_progress;
+    // Keep at most one model loaded: the other profile's model is released before the next one
+    // loads (so an A/B pair reloads whenever the profile changes). Always on when a profile's
+    // backend is not "cpu", so two GPU models (core + slot pool each) never hold VRAM together;
+    // see one_model_at_a_time(). The desktop app sets it to keep RAM for one model too.
+    bool one_model_at_a_time = false;
 };
 
 // Thrown by run_bench when BenchOptions::cancel returned true.
 class Cancelled : public neural::Cancelled {
- public:
-  Cancelled() = default;
+public:
+    Cancelled() = default;
 };
 
 // Whether run_bench releases one profile's model before loading the other: the option, or any

@@ -13,32 +13,32 @@
 namespace neural::bench {
 
 class ReadProbe {
- public:
-  // Allocates and fills `bytes` (rounded down to 32 bytes) with pseudo-random words, so the
-  // pages are touched (faulted in) before any timing.
-  explicit ReadProbe(std::size_t bytes);
-  ~ReadProbe();
-  ReadProbe(const ReadProbe&) = delete;
-  ReadProbe& operator=(const ReadProbe&) = delete;
+public:
+    // Allocates and fills `bytes` (rounded down to 32 bytes) with pseudo-random words, so the
+    // pages are touched (faulted in) before any timing.
+    explicit ReadProbe(std::size_t bytes);
+    ~ReadProbe();
+    ReadProbe(const ReadProbe&) = delete;
+    ReadProbe& operator=(const ReadProbe&) = delete;
 
-  std::size_t bytes() const { return words_.size() * 8; }
-  // One pass over the whole buffer on `team`.
-  void run(cpu::WorkerTeam& team);
-  // Sum of everything read, so the compiler cannot drop the reads.
-  std::uint64_t checksum() const;
+    std::size_t bytes() const { return words_.size() * 8; }
+    // One pass over the whole buffer on `team`.
+    void run(cpu::WorkerTeam& team);
+    // Sum of everything read, so the compiler cannot drop the reads.
+    std::uint64_t checksum() const;
 
-  struct Ctx;  // the probe task's arguments (ram_probe.cpp)
+    struct Ctx;  // the probe task's arguments (ram_probe.cpp)
 
- private:
-  std::vector<std::uint64_t> words_;
-  std::unique_ptr<Ctx> ctx_;
+private:
+    std::vector<std::uint64_t> words_;
+    std::unique_ptr<Ctx> ctx_;
 };
 
 struct ReadBandwidth {
-  double gb_per_s = 0;  // best pass: bytes / seconds / 1e9
-  int threads = 0;
-  std::size_t bytes = 0;
-  int passes = 0;
+    double gb_per_s = 0;  // best pass: bytes / seconds / 1e9
+    int threads = 0;
+    std::size_t bytes = 0;
+    int passes = 0;
 };
 
 // One warm-up pass, then the best of `passes` timed passes on `team`.

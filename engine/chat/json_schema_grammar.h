@@ -29,125 +29,141 @@ namespace neural::chat {
 // A schema the grammar cannot enforce: the message names the keywords (with their JSON pointer)
 // or the invalid value.
 class SchemaError : public Error {
- public:
-  explicit SchemaError(const std::string& message) : Error(message) {}
+public:
+    explicit SchemaError(const std::string& message) : Error(message) {}
 };
 
 class JsonSchemaGrammar {
- public:
-  static constexpr std::size_t kMaxProperties = 64;   // per object (the recogniser's bitmask)
-  static constexpr std::size_t kMaxNodes = 4096;      // schema nodes in one grammar
+public:
+    static constexpr std::size_t kMaxProperties = 64;  // per object (the recogniser's bitmask)
+    static constexpr std::size_t kMaxNodes = 4096;     // schema nodes in one grammar
 
-  // Compiles `schema`; throws SchemaError.
-  static std::shared_ptr<const JsonSchemaGrammar> compile(const nlohmann::ordered_json& schema);
-  // Any JSON object (response_format json_object).
-  static std::shared_ptr<const JsonSchemaGrammar> any_object();
+    // Compiles `schema`; throws SchemaError.
+    static std::shared_ptr<const JsonSchemaGrammar> compile(const nlohmann::ordered_json& schema);
+    // Any JSON object (response_format json_object).
+    static std::shared_ptr<const JsonSchemaGrammar> any_object();
 
-  enum class Kind : std::uint8_t { object, array, string, number, integer, literal, types };
-  struct Property {
-    std::string key;  // the name as it appears between the quotes (JSON-escaped)
-    int node = -1;
-    bool required = false;
-  };
-  struct Node {
-    Kind kind = Kind::literal;
-    std::vector<Property> properties;   // object
-    int additional = -1;                // object: schema of other keys; -1: none allowed
-    int items = -1;                     // array: schema of the items
-    std::size_t min_items = 0;
-    std::size_t max_items = SIZE_MAX;
-    std::vector<std::string> literals;  // literal: the accepted values, serialized
-    // types: the alternative for a value starting with '{', '[', '"', '-' or a digit, 't' or
-    // 'f', 'n' (-1: not allowed).
-    int on_object = -1, on_array = -1, on_string = -1, on_number = -1, on_bool = -1,
-        on_null = -1;
-  };
+    enum class Kind : std::uint8_t { object, array, string, number, integer, literal, types };
+    struct Property {
+        std::string key;  // the name as it appears between the quotes (JSON-escaped)
+        int node = -1;
+        bool required = false;
+    };
+    struct Node {
+        Kind kind = Kind::literal;
+        std::vector<Property> properties;  // object
+        int additional = -1;               // object: schema of other keys; -1: none allowed
+        int items = -1;                    // array: schema of the items
+        std::size_t min_items = 0;
+        std::size_t max_items = SIZE_MAX;
+        std::vector<std::string> literals;  // literal: the accepted values, serialized
+        // types: the alternative for a value starting with '{', '[', '"', '-' or a digit, 't' or
+        // 'f', 'n' (-1: not allowed).
+        int on_object = -1, on_array = -1, on_string = -1, on_number = -1, on_bool = -1,
+            on_null = -1;
+    };
 
-  const std::vector<Node>& nodes() const { return nodes_; }
-  const Node& node(int index) const { return nodes_[static_cast<std::size_t>(index)]; }
-  int root() const { return root_; }
-  // The shortest text that is a valid value of `node`.
-  const std::string& minimal_text(int index) const {
-    return minimal_[static_cast<std::size_t>(index)];
-  }
+    const std::vector<Node>& nodes() const { return nodes_; }
+    const Node& node(int index) const { return nodes_[static_cast<std::size_t>(index)]; }
+    int root() const { return root_; }
+    // The shortest text that is a valid value of `node`.
+    const std::string& minimal_text(int index) const {
+        return minimal_[static_cast<std::size_t>(index)];
+    }
 
- private:
-  friend class SchemaCompiler;
-  std::vector<Node> nodes_;
-  std::vector<std::string> minimal_;
-  int root_ = -1;
+private:
+    friend class SchemaCompiler;
+    std::vector<Node> nodes_;
+    std::vector<std::string> minimal_;
+    int root_ = -1;
 };
 
 // Reads text incrementally. Copyable (the sampler copies it to test a candidate token); it refers
 // to the grammar, which must outlive it.
 class JsonRecognizer {
- public:
-  static constexpr int kMaxWhitespaceRun = 32;
-  static constexpr int kMaxNumberLength = 24;
+public:
+    static constexpr int kMaxWhitespaceRun = 32;
+    static constexpr int kMaxNumberLength = 24;
 
-  explicit JsonRecognizer(const JsonSchemaGrammar& grammar);
+    explicit JsonRecognizer(const JsonSchemaGrammar& grammar);
 
-  // Reads one byte. False: no valid value continues the text with it; the recogniser is then
-  // in an unspecified state (test candidates on a copy).
-  bool feed(char c);
-  bool feed(std::string_view text);
-  // The text read so far is a whole value matching the schema.
-  bool complete() const;
-  // The shortest text that, appended, makes the value complete ("" when complete()).
-  std::string shortest_completion() const;
+    // Reads one byte. False: no valid value continues the text with it; the recogniser is then
+    // in an unspecified state (test candidates on a copy).
+    bool feed(char c);
+    bool feed(std::string_view text);
+    // The text read so far is a whole value matching the schema.
+    bool complete() const;
+    // The shortest text that, appended, makes the value complete ("" when complete()).
+    std::string shortest_completion() const;
 
- private:
-  enum State : std::uint8_t {
-    // object
-    obj_start, obj_key, obj_colon, obj_value, obj_in_value, obj_after_value, obj_expect_key,
-    // array
-    arr_start, arr_in_value, arr_after_value, arr_expect_value,
-    // string
-    str_body,
-    // number
-    num_minus, num_zero, num_int, num_dot, num_frac, num_exp, num_exp_sign, num_exp_digits,
-    // literal
-    lit_body,
-  };
-  // Escape and UTF-8 progress inside a string (a string value or an object key).
-  struct StringState {
-    std::uint8_t escape = 0;     // 1: after a backslash
-    std::uint8_t hex = 0;        // \u digits still to come
-    std::uint8_t utf8_need = 0;  // continuation bytes still to come
-    std::uint8_t utf8_lead = 0;  // lead byte while its first continuation is due, else 0
-    // \u escapes of UTF-16 surrogates come in pairs (parsers refuse a lone one): 0 none,
-    // 1 the first digit was d, 2 in a high surrogate, 3-6 its low half must follow ("\", "u",
-    // "d", one of c-f).
-    std::uint8_t surrogate = 0;
-  };
-  struct Frame {
-    int node = -1;
-    State state = obj_start;
-    std::uint64_t seen = 0;  // object: properties given so far
-    int value_node = -1;     // object: schema of the current key's value
-    std::uint32_t count = 0;  // array: items so far; number: characters so far
-    StringState str;
-    std::string text;        // object: the current key; literal: the text so far
-  };
+private:
+    enum State : std::uint8_t {
+        // object
+        obj_start,
+        obj_key,
+        obj_colon,
+        obj_value,
+        obj_in_value,
+        obj_after_value,
+        obj_expect_key,
+        // array
+        arr_start,
+        arr_in_value,
+        arr_after_value,
+        arr_expect_value,
+        // string
+        str_body,
+        // number
+        num_minus,
+        num_zero,
+        num_int,
+        num_dot,
+        num_frac,
+        num_exp,
+        num_exp_sign,
+        num_exp_digits,
+        // literal
+        lit_body,
+    };
+    // Escape and UTF-8 progress inside a string (a string value or an object key).
+    struct StringState {
+        std::uint8_t escape = 0;     // 1: after a backslash
+        std::uint8_t hex = 0;        // \u digits still to come
+        std::uint8_t utf8_need = 0;  // continuation bytes still to come
+        std::uint8_t utf8_lead = 0;  // lead byte while its first continuation is due, else 0
+        // \u escapes of UTF-16 surrogates come in pairs (parsers refuse a lone one): 0 none,
+        // 1 the first digit was d, 2 in a high surrogate, 3-6 its low half must follow ("\", "u",
+        // "d", one of c-f).
+        std::uint8_t surrogate = 0;
+    };
+    struct Frame {
+        int node = -1;
+        State state = obj_start;
+        std::uint64_t seen = 0;   // object: properties given so far
+        int value_node = -1;      // object: schema of the current key's value
+        std::uint32_t count = 0;  // array: items so far; number: characters so far
+        StringState str;
+        std::string text;  // object: the current key; literal: the text so far
+    };
 
-  bool start_value(int node, char c);
-  void value_done();
-  bool object_char(char c);
-  bool array_char(char c);
-  bool number_char(Frame& f, char c, bool& ended);
-  bool literal_char(Frame& f, char c, bool& ended);
-  bool whitespace();
-  static bool string_char(StringState& s, char c, bool& closed);
-  static std::string string_tail(const StringState& s);
-  bool number_can_end(const Frame& f) const;
-  bool literal_exact(const Frame& f) const;
-  std::string object_rest(const Frame& f, std::uint64_t seen, bool has_member) const;
-  std::string frame_completion(const Frame& f) const;
+    bool start_value(int node, char c);
+    void value_done();
+    bool object_char(char c);
+    bool array_char(char c);
+    bool number_char(Frame& f, char c, bool& ended);
+    bool literal_char(Frame& f, char c, bool& ended);
+    bool whitespace();
+    static bool string_char(StringState& s, char c, bool& closed);
+    static std::string string_tail(const StringState& s);
+    bool number_can_end(const Frame& f) const;
+    bool literal_exact(const Frame& f) const;
+    std::string object_rest(const Frame& f, std::uint64_t seen, bool has_member) const;
+    std::string frame_completion(const Frame& f) const;
 
-  const JsonSchemaGrammar* grammar_;
-  std::vector<Frame> stack_;
-  bool root_done_ = false;
-  int whitespace_run_ = 0;
+    const JsonSchemaGrammar* grammar_;
+    std::vector<Frame> stack_;
+    bool root_done_ = false;
+    int whitespace_run_ = 0;
 };
 
 }  // namespace neural::chat

@@ -9,11 +9,16 @@ namespace neural::chat {
 
 std::string_view role_name(Role role) {
     switch (role) {
-        case Role::system: return "system";
-        case Role::developer: return "developer";
-        case Role::user: return "user";
-        case Role::assistant: return "assistant";
-        case Role::tool: return "tool";
+        case Role::system:
+            return "system";
+        case Role::developer:
+            return "developer";
+        case Role::user:
+            return "user";
+        case Role::assistant:
+            return "assistant";
+        case Role::tool:
+            return "tool";
     }
     return "user";
 }
@@ -27,9 +32,12 @@ std::optional<Role> role_from_name(std::string_view name) {
 
 std::string_view reasoning_effort_name(ReasoningEffort effort) {
     switch (effort) {
-        case ReasoningEffort::low: return "low";
-        case ReasoningEffort::medium: return "medium";
-        case ReasoningEffort::high: return "high";
+        case ReasoningEffort::low:
+            return "low";
+        case ReasoningEffort::medium:
+            return "medium";
+        case ReasoningEffort::high:
+            return "high";
     }
     return "medium";
 }
@@ -58,13 +66,14 @@ ToolNamespace ToolNamespace::browser() {
         "The `cursor` appears in brackets before each browsing display: `[{cursor}]`.\n"
         "Cite information from the tool using the following format:\n"
         "`\xE3\x80\x90{cursor}\xE2\x80\xA0L{line_start}(-L{line_end})?\xE3\x80\x91`, "
-        "for example: `\xE3\x80\x90" "6\xE2\x80\xA0L9-L11\xE3\x80\x91` or "
-        "`\xE3\x80\x90" "8\xE2\x80\xA0L3\xE3\x80\x91`.\n"
+        "for example: `\xE3\x80\x90"
+        "6\xE2\x80\xA0L9-L11\xE3\x80\x91` or "
+        "`\xE3\x80\x90"
+        "8\xE2\x80\xA0L3\xE3\x80\x91`.\n"
         "Do not quote more than 10 words directly from the tool output.\n"
         "sources=web (default: web)";
     ns.tools.push_back(ToolDescription{
-        "search",
-        "Searches for information related to `query` and displays `topn` results.",
+        "search", "Searches for information related to `query` and displays `topn` results.",
         nlohmann::ordered_json::parse(R"({"type": "object", "properties": {
             "query": {"type": "string"},
             "topn": {"type": "number", "default": 10},

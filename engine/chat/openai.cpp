@@ -248,9 +248,9 @@ std::optional<int> parse_max_tokens(const Json& body) {
     const bool huge = raw.is_number_unsigned() &&
                       raw.get<std::uint64_t>() > static_cast<std::uint64_t>(kMaxTokens);
     if (huge || *value < 1 || *value > kMaxTokens) {
-        throw RequestError(fmt::format("'{}' must be from 1 to {}, got {}", param, kMaxTokens,
-                                       raw.dump()),
-                           param, "invalid_value");
+        throw RequestError(
+            fmt::format("'{}' must be from 1 to {}, got {}", param, kMaxTokens, raw.dump()), param,
+            "invalid_value");
     }
     return static_cast<int>(*value);
 }
@@ -760,11 +760,10 @@ ChatRequest parse_chat_request(const Json& body, const ChatRequestOptions& optio
     r.developer.response_format = parse_response_format(body);
     auto constraint = std::make_shared<OutputConstraint>();
     if (r.developer.response_format) {
-        constraint->final_answer =
-            body["response_format"]["type"] == "json_object"
-                ? chat::JsonSchemaGrammar::any_object()
-                : compile_schema(r.developer.response_format->schema,
-                                 "response_format.json_schema.schema");
+        constraint->final_answer = body["response_format"]["type"] == "json_object"
+                                       ? chat::JsonSchemaGrammar::any_object()
+                                       : compile_schema(r.developer.response_format->schema,
+                                                        "response_format.json_schema.schema");
     }
     if (r.tool_choice != ToolChoice::none) constraint->function_arguments = std::move(strict_tools);
     if (!constraint->empty()) r.constraint = std::move(constraint);

@@ -28,24 +28,24 @@ using Json = nlohmann::ordered_json;
 // A request the API refuses with HTTP 400: the message says what is wrong, `param` names the
 // offending field ("messages[2].content"), `code` is OpenAI's machine-readable code, if any.
 class RequestError : public Error {
- public:
-  explicit RequestError(const std::string& message, std::string param = {}, std::string code = {})
-      : Error(message), param_(std::move(param)), code_(std::move(code)) {}
-  const std::string& param() const { return param_; }
-  const std::string& code() const { return code_; }
+public:
+    explicit RequestError(const std::string& message, std::string param = {}, std::string code = {})
+        : Error(message), param_(std::move(param)), code_(std::move(code)) {}
+    const std::string& param() const { return param_; }
+    const std::string& code() const { return code_; }
 
- private:
-  std::string param_;
-  std::string code_;
+private:
+    std::string param_;
+    std::string code_;
 };
 
 // Limits on what a request body may contain (the server adds its byte limit in front).
 struct ParseLimits {
-  int max_json_depth = 64;
-  std::size_t max_messages = 4096;
-  std::size_t max_tools = 256;
-  std::size_t max_stop_sequences = 4;
-  std::size_t max_stop_length = 256;  // bytes
+    int max_json_depth = 64;
+    std::size_t max_messages = 4096;
+    std::size_t max_tools = 256;
+    std::size_t max_stop_sequences = 4;
+    std::size_t max_stop_length = 256;  // bytes
 };
 
 // Parses a request body: nesting depth is checked before parsing (without recursion, so a
@@ -60,45 +60,45 @@ void check_json_depth(std::string_view text, int max_depth);
 enum class ToolChoice { automatic, none, required, named };
 
 struct ChatRequestOptions {
-  std::optional<std::string> current_date;  // "YYYY-MM-DD" for the system message
-  // Accept the test-only field "neural_forced_output" (a harmony string that the sampler emits
-  // instead of sampling). Off in production: an unknown field is a 400 like any other.
-  bool allow_test_options = false;
-  // Strict: an unknown field is a 400. Lenient (the default): unknown fields are ignored and
-  // named in the request's ignored_fields (the server logs each name once).
-  bool strict = false;
-  ParseLimits limits;
+    std::optional<std::string> current_date;  // "YYYY-MM-DD" for the system message
+    // Accept the test-only field "neural_forced_output" (a harmony string that the sampler emits
+    // instead of sampling). Off in production: an unknown field is a 400 like any other.
+    bool allow_test_options = false;
+    // Strict: an unknown field is a 400. Lenient (the default): unknown fields are ignored and
+    // named in the request's ignored_fields (the server logs each name once).
+    bool strict = false;
+    ParseLimits limits;
 };
 
 struct ChatRequest {
-  std::string model;
-  chat::SystemContent system;
-  chat::DeveloperContent developer;
-  // Everything after the system / developer messages: user, assistant (analysis, preambles,
-  // answers, tool calls), tool results, and developer messages that came mid-conversation.
-  std::vector<chat::Message> history;
+    std::string model;
+    chat::SystemContent system;
+    chat::DeveloperContent developer;
+    // Everything after the system / developer messages: user, assistant (analysis, preambles,
+    // answers, tool calls), tool results, and developer messages that came mid-conversation.
+    std::vector<chat::Message> history;
 
-  std::optional<int> max_tokens;  // max_completion_tokens or max_tokens
-  SamplingParams sampling;        // OpenAI's defaults: temperature 1, top_p 1
-  std::vector<std::string> stop;
-  bool stream = false;
-  bool include_usage = false;  // stream_options.include_usage
-  ToolChoice tool_choice = ToolChoice::automatic;
-  std::string tool_choice_name;  // the function of a named choice (or the only tool, required)
-  // Harmony text (special tokens spelled out) the sampler must emit first: the call header of a
-  // named tool choice, or the whole output when a test forces it. Encode it with
-  // Tokenizer::encode(text, true) into TurnOptions::forced_tokens.
-  std::optional<std::string> forced_output;
-  // Structured output: response_format json_object / json_schema and strict function tools,
-  // compiled to grammars the sampler enforces (null: nothing is constrained).
-  std::shared_ptr<const OutputConstraint> constraint;
-  bool seed_given = false;  // "seed" was in the request (the server picks one otherwise)
-  // Unknown fields a lenient parse skipped, as paths with indices dropped ("messages[].foo").
-  std::vector<std::string> ignored_fields;
+    std::optional<int> max_tokens;  // max_completion_tokens or max_tokens
+    SamplingParams sampling;        // OpenAI's defaults: temperature 1, top_p 1
+    std::vector<std::string> stop;
+    bool stream = false;
+    bool include_usage = false;  // stream_options.include_usage
+    ToolChoice tool_choice = ToolChoice::automatic;
+    std::string tool_choice_name;  // the function of a named choice (or the only tool, required)
+    // Harmony text (special tokens spelled out) the sampler must emit first: the call header of a
+    // named tool choice, or the whole output when a test forces it. Encode it with
+    // Tokenizer::encode(text, true) into TurnOptions::forced_tokens.
+    std::optional<std::string> forced_output;
+    // Structured output: response_format json_object / json_schema and strict function tools,
+    // compiled to grammars the sampler enforces (null: nothing is constrained).
+    std::shared_ptr<const OutputConstraint> constraint;
+    bool seed_given = false;  // "seed" was in the request (the server picks one otherwise)
+    // Unknown fields a lenient parse skipped, as paths with indices dropped ("messages[].foo").
+    std::vector<std::string> ignored_fields;
 
-  // system, developer (when it has anything to say) and history, ready to render.
-  chat::Conversation conversation() const;
-  bool has_developer_message() const;
+    // system, developer (when it has anything to say) and history, ready to render.
+    chat::Conversation conversation() const;
+    bool has_developer_message() const;
 };
 
 // Validates and maps a /v1/chat/completions body. Unsupported values (n > 1, logprobs,
@@ -107,16 +107,16 @@ struct ChatRequest {
 ChatRequest parse_chat_request(const Json& body, const ChatRequestOptions& options = {});
 
 struct CompletionRequest {
-  std::string model;
-  // Raw prompt: text (special tokens in it are honoured, it is a raw harmony prompt) or ids.
-  std::variant<std::string, std::vector<TokenId>> prompt;
-  int max_tokens = 16;  // OpenAI's default for completions
-  SamplingParams sampling;
-  std::vector<std::string> stop;
-  bool stream = false;
-  bool include_usage = false;
-  bool seed_given = false;
-  std::vector<std::string> ignored_fields;
+    std::string model;
+    // Raw prompt: text (special tokens in it are honoured, it is a raw harmony prompt) or ids.
+    std::variant<std::string, std::vector<TokenId>> prompt;
+    int max_tokens = 16;  // OpenAI's default for completions
+    SamplingParams sampling;
+    std::vector<std::string> stop;
+    bool stream = false;
+    bool include_usage = false;
+    bool seed_given = false;
+    std::vector<std::string> ignored_fields;
 };
 
 // Validates and maps a /v1/completions body (strict: unknown fields are a 400; lenient: they
@@ -127,18 +127,18 @@ CompletionRequest parse_completion_request(const Json& body, const ParseLimits& 
 // ---- responses ------------------------------------------------------------------------------
 
 struct Usage {
-  std::int64_t prompt_tokens = 0;
-  std::int64_t completion_tokens = 0;
-  std::int64_t cached_tokens = 0;  // of the prompt tokens, reused from the KV cache
-  std::int64_t reasoning_tokens = 0;  // of the completion tokens, the analysis channel's
+    std::int64_t prompt_tokens = 0;
+    std::int64_t completion_tokens = 0;
+    std::int64_t cached_tokens = 0;     // of the prompt tokens, reused from the KV cache
+    std::int64_t reasoning_tokens = 0;  // of the completion tokens, the analysis channel's
 };
 
 struct ChatResult {
-  std::string reasoning;
-  std::string content;
-  std::vector<chat::ToolCall> tool_calls;
-  chat::FinishReason finish = chat::FinishReason::length;
-  Usage usage;
+    std::string reasoning;
+    std::string content;
+    std::vector<chat::ToolCall> tool_calls;
+    chat::FinishReason finish = chat::FinishReason::length;
+    Usage usage;
 };
 
 Json usage_json(const Usage& usage);
@@ -154,37 +154,36 @@ Json chat_completion(const std::string& id, std::int64_t created, const std::str
 // function calls as delta.tool_calls with the name first and the arguments in pieces. Calls of
 // built-in tools (browser, python) are not function calls; their text counts as reasoning.
 class ChatChunkEncoder {
- public:
-  ChatChunkEncoder(std::string id, std::int64_t created, std::string model, bool include_usage);
+public:
+    ChatChunkEncoder(std::string id, std::int64_t created, std::string model, bool include_usage);
 
-  Json role_chunk() const;  // the first chunk: role assistant, empty content
-  // The chunk for one event, or nullopt when the event carries nothing for the client.
-  std::optional<Json> event_chunk(const chat::ParserEvent& event);
-  Json finish_chunk(chat::FinishReason reason) const;
-  Json usage_chunk(const Usage& usage) const;  // choices [], usage filled
-  std::size_t tool_calls() const { return tool_calls_; }
+    Json role_chunk() const;  // the first chunk: role assistant, empty content
+    // The chunk for one event, or nullopt when the event carries nothing for the client.
+    std::optional<Json> event_chunk(const chat::ParserEvent& event);
+    Json finish_chunk(chat::FinishReason reason) const;
+    Json usage_chunk(const Usage& usage) const;  // choices [], usage filled
+    std::size_t tool_calls() const { return tool_calls_; }
 
- private:
-  Json chunk(Json delta, const Json& finish_reason) const;
+private:
+    Json chunk(Json delta, const Json& finish_reason) const;
 
-  std::string id_;
-  std::int64_t created_;
-  std::string model_;
-  bool include_usage_;
-  std::size_t tool_calls_ = 0;
-  bool in_function_call_ = false;
-  bool in_builtin_call_ = false;
+    std::string id_;
+    std::int64_t created_;
+    std::string model_;
+    bool include_usage_;
+    std::size_t tool_calls_ = 0;
+    bool in_function_call_ = false;
+    bool in_builtin_call_ = false;
 };
 
 // text_completion objects for /v1/completions.
 Json text_completion(const std::string& id, std::int64_t created, const std::string& model,
                      const std::string& text, std::string_view finish_reason, const Usage& usage);
 Json text_completion_chunk(const std::string& id, std::int64_t created, const std::string& model,
-                           const std::string& text, const Json& finish_reason,
-                           bool include_usage);
+                           const std::string& text, const Json& finish_reason, bool include_usage);
 
 // {"error": {"message", "type", "param", "code"}}. Invalid UTF-8 in the message is replaced.
-Json error_body(std::string_view message, std::string_view type,
-                std::string_view param = {}, std::string_view code = {});
+Json error_body(std::string_view message, std::string_view type, std::string_view param = {},
+                std::string_view code = {});
 
 }  // namespace neural::openai

@@ -20,8 +20,7 @@ const Json* field(const Json& obj, const char* key);
 std::optional<std::string> get_string(const Json& obj, const char* key, const std::string& param);
 std::optional<bool> get_bool(const Json& obj, const char* key, const std::string& param);
 std::optional<double> get_number(const Json& obj, const char* key, const std::string& param);
-std::optional<std::int64_t> get_integer(const Json& obj, const char* key,
-                                        const std::string& param);
+std::optional<std::int64_t> get_integer(const Json& obj, const char* key, const std::string& param);
 [[noreturn]] void missing(const std::string& param);
 [[noreturn]] void unsupported(const std::string& param, const std::string& why);
 // Keys of `obj` outside `allowed` are a 400, or, inside a LenientScope, recorded and skipped.
@@ -33,13 +32,13 @@ std::string field_name(const std::string& param);
 // While it lives, check_keys records unknown fields in `out` instead of refusing them (unless
 // `strict`). Scopes nest; parsing runs on one thread from start to end.
 class LenientScope {
- public:
+public:
     LenientScope(bool strict, std::vector<std::string>& out);
     ~LenientScope();
     LenientScope(const LenientScope&) = delete;
     LenientScope& operator=(const LenientScope&) = delete;
 
- private:
+private:
     std::vector<std::string>* previous_;
 };
 

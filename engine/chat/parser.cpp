@@ -68,9 +68,12 @@ std::string strip_to(const std::string& word) {
 
 std::string_view finish_reason_name(FinishReason reason) {
     switch (reason) {
-        case FinishReason::stop: return "stop";
-        case FinishReason::tool_calls: return "tool_calls";
-        case FinishReason::length: return "length";
+        case FinishReason::stop:
+            return "stop";
+        case FinishReason::tool_calls:
+            return "tool_calls";
+        case FinishReason::length:
+            return "length";
     }
     return "stop";
 }
@@ -157,8 +160,7 @@ std::vector<ParserEvent> StreamParser::end_of_stream(FinishReason reason) {
 }
 
 bool StreamParser::is_terminator(TokenId token) const {
-    return token == ids_.end || token == ids_.ret || token == ids_.call ||
-           token == ids_.endoftext;
+    return token == ids_.end || token == ids_.ret || token == ids_.call || token == ids_.endoftext;
 }
 
 std::string_view StreamParser::special_name(TokenId token) const {
@@ -170,9 +172,15 @@ void StreamParser::feed(TokenId token, std::vector<ParserEvent>& events) {
     if (ended_) fail("harmony parser: token {} fed after the end of the stream", token);
     last_delta_.reset();
     switch (state_) {
-        case State::expect_start: expect_start_token(token, events); break;
-        case State::header: header_token(token, events); break;
-        case State::content: content_token(token, events); break;
+        case State::expect_start:
+            expect_start_token(token, events);
+            break;
+        case State::header:
+            header_token(token, events);
+            break;
+        case State::content:
+            content_token(token, events);
+            break;
     }
 }
 
@@ -190,8 +198,7 @@ void StreamParser::expect_start_token(TokenId token, std::vector<ParserEvent>& e
         return;
     }
     if (options_.strict) {
-        fail("harmony parser: expected <|start|>, got token {} ('{}')", token,
-             special_name(token));
+        fail("harmony parser: expected <|start|>, got token {} ('{}')", token, special_name(token));
     }
     if (token == ids_.end) return;  // stray terminator
     if (token == ids_.ret || token == ids_.endoftext) {
@@ -279,8 +286,7 @@ void StreamParser::content_token(TokenId token, std::vector<ParserEvent>& events
     }
     if (tokenizer_.is_special(token)) {
         if (options_.strict) {
-            fail("harmony parser: control token '{}' inside message content",
-                 special_name(token));
+            fail("harmony parser: control token '{}' inside message content", special_name(token));
         }
         if (token == ids_.start) {  // the model forgot <|end|>
             close_message(events);
@@ -333,10 +339,18 @@ void StreamParser::add_content(const std::string& text, std::vector<ParserEvent>
     }
     ParserEvent delta;
     switch (route_) {
-        case Route::reasoning: delta.type = EventType::reasoning; break;
-        case Route::content: delta.type = EventType::content; break;
-        case Route::preamble: delta.type = EventType::preamble; break;
-        case Route::tool_call: delta.type = EventType::tool_call_arguments; break;
+        case Route::reasoning:
+            delta.type = EventType::reasoning;
+            break;
+        case Route::content:
+            delta.type = EventType::content;
+            break;
+        case Route::preamble:
+            delta.type = EventType::preamble;
+            break;
+        case Route::tool_call:
+            delta.type = EventType::tool_call_arguments;
+            break;
     }
     delta.text = text;
     events.push_back(std::move(delta));
@@ -398,8 +412,7 @@ void StreamParser::end_of_stream(std::vector<ParserEvent>& events, FinishReason 
         close_message(events);
     } else if (state_ == State::header && !trim(header_text_).empty()) {
         if (options_.strict) {
-            fail("harmony parser: the stream ended inside the message header '{}'",
-                 header_text_);
+            fail("harmony parser: the stream ended inside the message header '{}'", header_text_);
         }
         recover_header(false, events);
     }
@@ -410,10 +423,16 @@ void StreamParser::end_of_stream(std::vector<ParserEvent>& events, FinishReason 
 
 void Completion::add(const ParserEvent& event) {
     switch (event.type) {
-        case EventType::message_start: in_function_call_ = false; break;
-        case EventType::reasoning: reasoning += event.text; break;
+        case EventType::message_start:
+            in_function_call_ = false;
+            break;
+        case EventType::reasoning:
+            reasoning += event.text;
+            break;
         case EventType::content:
-        case EventType::preamble: content += event.text; break;
+        case EventType::preamble:
+            content += event.text;
+            break;
         case EventType::tool_call_start:
             in_function_call_ = !event.function_name.empty();
             if (in_function_call_) tool_calls.push_back(ToolCall{event.function_name, {}});
@@ -425,7 +444,9 @@ void Completion::add(const ParserEvent& event) {
                 reasoning += event.text;
             }
             break;
-        case EventType::message_end: in_function_call_ = false; break;
+        case EventType::message_end:
+            in_function_call_ = false;
+            break;
         case EventType::finish:
             finish_reason = event.finish_reason;
             if (finish_reason == FinishReason::tool_calls && tool_calls.empty()) {

@@ -63,7 +63,7 @@ struct ParserEvent {
 // incomplete UTF-8 sequence are held back until the next token completes them; invalid bytes
 // and unknown token ids become U+FFFD. After a strict-mode error the parser is unusable.
 class StreamParser {
- public:
+public:
     explicit StreamParser(const Tokenizer& tokenizer, ParseOptions options = {});
 
     // Processes one token, appending the events it causes to `events`.
@@ -89,7 +89,7 @@ class StreamParser {
     // True after a stop token with no message started since (generation should stop here).
     bool stopped() const { return stopped_; }
 
- private:
+private:
     enum class State { expect_start, header, content };
     enum class Route { reasoning, content, preamble, tool_call };
 
@@ -149,7 +149,7 @@ struct Completion {
 
     void add(const ParserEvent& event);
 
- private:
+private:
     bool in_function_call_ = false;
 };
 

@@ -103,8 +103,8 @@ std::string variant_comment(const Json& variant) {
     return comments.empty() ? std::string() : " // " + join(comments, " ");
 }
 
-void render_property(std::string& out, const std::string& name, const Json& property,
-                     bool required, const std::string& indent) {
+void render_property(std::string& out, const std::string& name, const Json& property, bool required,
+                     const std::string& indent) {
     const std::string optional_mark = required ? "" : "?";
     if (!property.is_object()) {
         out += indent + name + optional_mark + ": any,\n";
@@ -125,8 +125,7 @@ void render_property(std::string& out, const std::string& name, const Json& prop
         examples != property.end() && examples->is_array() && !examples->empty()) {
         out += indent + "// Examples:\n";
         for (const auto& example : *examples) {
-            std::string text =
-                example.is_string() ? example.get<std::string>() : example.dump();
+            std::string text = example.is_string() ? example.get<std::string>() : example.dump();
             out += indent + "// - \"" + text + "\"\n";
         }
     }
@@ -181,8 +180,7 @@ std::string render_object(const Json& schema, const std::string& indent) {
 }
 
 // Which policy-dropped messages to leave out; true = render.
-std::vector<bool> messages_to_render(const std::vector<Message>& messages,
-                                     AnalysisPolicy policy) {
+std::vector<bool> messages_to_render(const std::vector<Message>& messages, AnalysisPolicy policy) {
     std::vector<bool> keep(messages.size(), true);
     auto is_analysis = [](const Message& m) { return m.channel && *m.channel == "analysis"; };
     auto is_final = [](const Message& m) { return m.channel && *m.channel == "final"; };

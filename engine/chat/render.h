@@ -22,7 +22,7 @@ struct Segment {
 // A rendered prompt. The text pieces are the ones harmony encodes separately (role, " to=X",
 // channel, content type, content), so tokens() reproduces harmony's ids exactly.
 class Prompt {
- public:
+public:
     const std::vector<Segment>& segments() const { return segments_; }
     // Special tokens spelled as their text; what the model "sees".
     std::string text() const;
@@ -33,7 +33,7 @@ class Prompt {
     void add_text(std::string text);  // empty text adds nothing
     void append(const Prompt& other);
 
- private:
+private:
     std::vector<Segment> segments_;
 };
 

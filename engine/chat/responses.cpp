@@ -99,12 +99,36 @@ ResponsesRequest parse_responses_request(const Json& body, const ChatRequestOpti
     ResponsesRequest r;
     std::vector<std::string> ignored;
     LenientScope lenient(options.strict, ignored);
-    std::set<std::string_view> allowed = {
-        "model", "input", "instructions", "previous_response_id", "tools", "tool_choice",
-        "parallel_tool_calls", "text", "reasoning", "max_output_tokens", "temperature", "top_p",
-        "top_k", "min_p", "seed", "stream", "stream_options", "store", "metadata", "user",
-        "service_tier", "include", "truncation", "background", "prompt_cache_key",
-        "safety_identifier", "max_tool_calls", "top_logprobs", "conversation", "prompt"};
+    std::set<std::string_view> allowed = {"model",
+                                          "input",
+                                          "instructions",
+                                          "previous_response_id",
+                                          "tools",
+                                          "tool_choice",
+                                          "parallel_tool_calls",
+                                          "text",
+                                          "reasoning",
+                                          "max_output_tokens",
+                                          "temperature",
+                                          "top_p",
+                                          "top_k",
+                                          "min_p",
+                                          "seed",
+                                          "stream",
+                                          "stream_options",
+                                          "store",
+                                          "metadata",
+                                          "user",
+                                          "service_tier",
+                                          "include",
+                                          "truncation",
+                                          "background",
+                                          "prompt_cache_key",
+                                          "safety_identifier",
+                                          "max_tool_calls",
+                                          "top_logprobs",
+                                          "conversation",
+                                          "prompt"};
     if (options.allow_test_options) allowed.insert("neural_forced_output");
     check_keys(body, allowed, "");
 
@@ -162,10 +186,10 @@ ResponsesRequest parse_responses_request(const Json& body, const ChatRequestOpti
                 r.call_names[*call_id] = *name;
                 add_message(Json{{"role", "assistant"},
                                  {"tool_calls",
-                                  Json::array({Json{{"id", *call_id},
-                                                    {"type", "function"},
-                                                    {"function", Json{{"name", *name},
-                                                                      {"arguments", args}}}}})}},
+                                  Json::array({Json{
+                                      {"id", *call_id},
+                                      {"type", "function"},
+                                      {"function", Json{{"name", *name}, {"arguments", args}}}}})}},
                             where);
             } else if (type == "function_call_output") {
                 check_keys(item, {"type", "id", "call_id", "output", "status"}, where);
@@ -187,11 +211,12 @@ ResponsesRequest parse_responses_request(const Json& body, const ChatRequestOpti
                                  {"content", parts_text(*output, where + ".output")}},
                             where);
             } else if (type == "reasoning") {
-                check_keys(item, {"type", "id", "content", "summary", "encrypted_content",
-                                  "status"},
+                check_keys(item,
+                           {"type", "id", "content", "summary", "encrypted_content", "status"},
                            where);
                 std::string text;
-                if (const Json* c = field(item, "content")) text = parts_text(*c, where + ".content");
+                if (const Json* c = field(item, "content"))
+                    text = parts_text(*c, where + ".content");
                 if (text.empty()) {
                     if (const Json* s = field(item, "summary"))
                         text = parts_text(*s, where + ".summary");
@@ -285,7 +310,8 @@ ResponsesRequest parse_responses_request(const Json& body, const ChatRequestOpti
         unsupported("prompt", "prompt templates ('prompt') are not supported");
     if (auto tl = get_integer(body, "top_logprobs", "top_logprobs"); tl && *tl != 0)
         unsupported("top_logprobs", "'top_logprobs' is not supported");
-    if (auto tr = get_string(body, "truncation", "truncation"); tr && *tr != "disabled" && *tr != "auto") {
+    if (auto tr = get_string(body, "truncation", "truncation");
+        tr && *tr != "disabled" && *tr != "auto") {
         throw RequestError("'truncation' must be auto or disabled", "truncation", "invalid_value");
     }
     if (const Json* inc = field(body, "include"); inc && !inc->is_array())
@@ -300,9 +326,9 @@ ResponsesRequest parse_responses_request(const Json& body, const ChatRequestOpti
     r.store = get_bool(body, "store", "store").value_or(true);
     r.previous_response_id = get_string(body, "previous_response_id", "previous_response_id");
 
-    for (const char* key : {"model", "temperature", "top_p", "top_k", "min_p", "seed", "stream",
-                            "parallel_tool_calls", "user", "metadata", "service_tier",
-                            "neural_forced_output"}) {
+    for (const char* key :
+         {"model", "temperature", "top_p", "top_k", "min_p", "seed", "stream",
+          "parallel_tool_calls", "user", "metadata", "service_tier", "neural_forced_output"}) {
         if (auto it = body.find(key); it != body.end()) chat[key] = *it;
     }
     if (auto it = body.find("max_output_tokens"); it != body.end())
@@ -380,9 +406,10 @@ Json ResponseEncoder::snapshot(std::string_view status) const {
 }
 
 std::vector<Json> ResponseEncoder::begin() {
-    return {with_sequence(Json{{"type", "response.created"}, {"response", snapshot("in_progress")}}),
-            with_sequence(
-                Json{{"type", "response.in_progress"}, {"response", snapshot("in_progress")}})};
+    return {
+        with_sequence(Json{{"type", "response.created"}, {"response", snapshot("in_progress")}}),
+        with_sequence(
+            Json{{"type", "response.in_progress"}, {"response", snapshot("in_progress")}})};
 }
 
 void ResponseEncoder::open(Item kind, const chat::ParserEvent& e, std::vector<Json>& out) {
@@ -394,33 +421,40 @@ void ResponseEncoder::open(Item kind, const chat::ParserEvent& e, std::vector<Js
     switch (kind) {
         case Item::reasoning:
             item_id_ = "rs_" + suffix;
-            item = Json{{"id", item_id_}, {"type", "reasoning"}, {"summary", Json::array()},
+            item = Json{{"id", item_id_},
+                        {"type", "reasoning"},
+                        {"summary", Json::array()},
                         {"content", Json::array()}};
             break;
         case Item::message:
             item_id_ = "msg_" + suffix;
-            item = Json{{"id", item_id_}, {"type", "message"}, {"status", "in_progress"},
-                        {"role", "assistant"}, {"content", Json::array()}};
+            item = Json{{"id", item_id_},
+                        {"type", "message"},
+                        {"status", "in_progress"},
+                        {"role", "assistant"},
+                        {"content", Json::array()}};
             break;
         case Item::function_call:
             item_id_ = "fc_" + suffix;
             call_id_ = tool_call_id(id_, calls_++);
             call_name_ = e.function_name;
-            item = Json{{"id", item_id_}, {"type", "function_call"}, {"status", "in_progress"},
-                        {"call_id", call_id_}, {"name", call_name_}, {"arguments", ""}};
+            item = Json{{"id", item_id_},      {"type", "function_call"}, {"status", "in_progress"},
+                        {"call_id", call_id_}, {"name", call_name_},      {"arguments", ""}};
             break;
         case Item::builtin:
-        case Item::none: return;
+        case Item::none:
+            return;
     }
     ++items_;
     output_.push_back(item);
     out.push_back(with_sequence(
         Json{{"type", "response.output_item.added"}, {"output_index", index}, {"item", item}}));
     if (kind == Item::reasoning || kind == Item::message) {
-        const Json part = kind == Item::reasoning
-                              ? Json{{"type", "reasoning_text"}, {"text", ""}}
-                              : Json{{"type", "output_text"}, {"text", ""},
-                                     {"annotations", Json::array()}, {"logprobs", Json::array()}};
+        const Json part = kind == Item::reasoning ? Json{{"type", "reasoning_text"}, {"text", ""}}
+                                                  : Json{{"type", "output_text"},
+                                                         {"text", ""},
+                                                         {"annotations", Json::array()},
+                                                         {"logprobs", Json::array()}};
         out.push_back(with_sequence(Json{{"type", "response.content_part.added"},
                                          {"item_id", item_id_},
                                          {"output_index", index},
@@ -439,14 +473,16 @@ void ResponseEncoder::close(std::string_view status, std::vector<Json>& out) {
     if (item_ == Item::reasoning || item_ == Item::message) {
         const bool reasoning = item_ == Item::reasoning;
         const Json part = reasoning ? Json{{"type", "reasoning_text"}, {"text", text_}}
-                                    : Json{{"type", "output_text"}, {"text", text_},
+                                    : Json{{"type", "output_text"},
+                                           {"text", text_},
                                            {"annotations", Json::array()},
                                            {"logprobs", Json::array()}};
-        Json done{{"type", reasoning ? "response.reasoning_text.done" : "response.output_text.done"},
-                  {"item_id", item_id_},
-                  {"output_index", index},
-                  {"content_index", 0},
-                  {"text", text_}};
+        Json done{
+            {"type", reasoning ? "response.reasoning_text.done" : "response.output_text.done"},
+            {"item_id", item_id_},
+            {"output_index", index},
+            {"content_index", 0},
+            {"text", text_}};
         if (!reasoning) done["logprobs"] = Json::array();
         out.push_back(with_sequence(std::move(done)));
         out.push_back(with_sequence(Json{{"type", "response.content_part.done"},
@@ -504,8 +540,11 @@ std::vector<Json> ResponseEncoder::event(const chat::ParserEvent& e) {
         case chat::EventType::tool_call_arguments:
             if (item_ == Item::function_call) delta("response.function_call_arguments.delta");
             break;
-        case chat::EventType::message_end: close("completed", out); break;
-        case chat::EventType::finish: break;
+        case chat::EventType::message_end:
+            close("completed", out);
+            break;
+        case chat::EventType::finish:
+            break;
     }
     return out;
 }
@@ -517,14 +556,14 @@ std::vector<Json> ResponseEncoder::finish(const ChatResult& result) {
     response_ = snapshot(cut ? "incomplete" : "completed");
     if (cut) response_["incomplete_details"] = Json{{"reason", "max_output_tokens"}};
     const Usage& u = result.usage;
-    response_["usage"] = Json{
-        {"input_tokens", u.prompt_tokens},
-        {"input_tokens_details", Json{{"cached_tokens", u.cached_tokens}}},
-        {"output_tokens", u.completion_tokens},
-        {"output_tokens_details", Json{{"reasoning_tokens", u.reasoning_tokens}}},
-        {"total_tokens", u.prompt_tokens + u.completion_tokens}};
-    out.push_back(with_sequence(
-        Json{{"type", cut ? "response.incomplete" : "response.completed"}, {"response", response_}}));
+    response_["usage"] =
+        Json{{"input_tokens", u.prompt_tokens},
+             {"input_tokens_details", Json{{"cached_tokens", u.cached_tokens}}},
+             {"output_tokens", u.completion_tokens},
+             {"output_tokens_details", Json{{"reasoning_tokens", u.reasoning_tokens}}},
+             {"total_tokens", u.prompt_tokens + u.completion_tokens}};
+    out.push_back(with_sequence(Json{{"type", cut ? "response.incomplete" : "response.completed"},
+                                     {"response", response_}}));
     return out;
 }
 

@@ -28,7 +28,7 @@ struct ResponsesRequest {
     // the output constraint, as the engine runs a chat request.
     ChatRequest chat;
     std::optional<std::string> previous_response_id;
-    bool store = true;  // keep the conversation state for a follow-up
+    bool store = true;                              // keep the conversation state for a follow-up
     std::map<std::string, std::string> call_names;  // call_id -> name, known so far
     // The request fields a response object repeats (instructions, tools, text, reasoning, ...).
     Json echo;
@@ -45,7 +45,7 @@ ResponsesRequest parse_responses_request(const Json& body, const ChatRequestOpti
 // Streaming events and the final response object. Feed every parser event of the generation
 // (also when not streaming: the output items are built here either way).
 class ResponseEncoder {
- public:
+public:
     ResponseEncoder(std::string id, std::int64_t created, std::string model, Json echo);
 
     const std::string& id() const { return id_; }
@@ -62,7 +62,7 @@ class ResponseEncoder {
     // The conversation after this response (for a follow-up), given the request's.
     ConversationState state_after(const ResponsesRequest& request) const;
 
- private:
+private:
     enum class Item { none, reasoning, message, function_call, builtin };
     Json with_sequence(Json event);
     Json snapshot(std::string_view status) const;

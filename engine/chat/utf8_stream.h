@@ -10,7 +10,7 @@
 namespace neural::chat {
 
 class Utf8Stream {
- public:
+public:
     // Adds bytes; returns the text that is complete now (valid UTF-8, possibly empty).
     std::string push(std::string_view bytes);
     // Ends the stream: a held-back incomplete sequence becomes one U+FFFD.
@@ -19,7 +19,7 @@ class Utf8Stream {
     bool pending() const { return !pending_.empty(); }
     void reset() { pending_.clear(); }
 
- private:
+private:
     std::string pending_;
 };
 

@@ -8,8 +8,8 @@
 
 namespace neural::cli {
 
-Args::Args(int argc, char** argv, std::set<std::string> value_flags,
-           std::set<std::string> switches, bool engine_settings) {
+Args::Args(int argc, char** argv, std::set<std::string> value_flags, std::set<std::string> switches,
+           bool engine_settings) {
     std::vector<std::string> all(argv, argv + argc);
     if (engine_settings) engine_ = options::take_flags(all);
     const int n = static_cast<int>(all.size());
@@ -103,9 +103,11 @@ std::vector<std::int32_t> parse_id_list(const std::string& text) {
     size_t start = 0;
     while (start <= text.size()) {
         size_t comma = text.find(',', start);
-        std::string part = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+        std::string part =
+            text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
         std::int64_t v = parse_int(part, "token id list");
-        if (v < 0 || v > std::numeric_limits<std::int32_t>::max()) fail("token id {} is out of range", v);
+        if (v < 0 || v > std::numeric_limits<std::int32_t>::max())
+            fail("token id {} is out of range", v);
         ids.push_back(static_cast<std::int32_t>(v));
         if (comma == std::string::npos) break;
         start = comma + 1;

@@ -65,8 +65,8 @@ bool is_demo_model(const std::filesystem::path& dir) {
 
 int cmd_chat(int argc, char** argv) {
     Args args(argc, argv,
-              {"--model", "--reasoning", "--system", "--once", "--max-tokens",
-               "--temperature", "--top-k", "--top-p", "--min-p", "--seed"},
+              {"--model", "--reasoning", "--system", "--once", "--max-tokens", "--temperature",
+               "--top-k", "--top-p", "--min-p", "--seed"},
               {"--help", "--show-reasoning"}, true);
     if (args.has("--help")) {
         fmt::print("{}{}", kHelp, engine_flags_help());
@@ -125,8 +125,9 @@ int cmd_chat(int argc, char** argv) {
     fmt::print("Neural chat — {} ({} layers, {} experts). /help for commands, /quit to leave.\n",
                *dir, model->config().num_layers, model->config().num_experts);
     if (demo) {
-        fmt::print("Note: this is the built-in demo model. Its weights are random, so its replies "
-                   "are nonsense; point --model at a real gpt-oss checkpoint for real answers.\n");
+        fmt::print(
+            "Note: this is the built-in demo model. Its weights are random, so its replies "
+            "are nonsense; point --model at a real gpt-oss checkpoint for real answers.\n");
     }
     std::string line;
     while (true) {
@@ -158,11 +159,15 @@ int cmd_chat(int argc, char** argv) {
             } else {
                 session.add_user(line);
                 TurnResult r = reply(true);
-                fmt::print("{}[{} tokens, {:.1f} tok/s, first token {:.2f} s, {} of {} prompt tokens cached{}]{}\n",
-                           tty ? "\x1b[2m" : "", r.stats.generated_tokens,
-                           r.stats.decode_seconds > 0 ? (r.stats.generated_tokens - 1) / r.stats.decode_seconds : 0.0,
-                           r.stats.first_token_seconds, r.stats.cached_tokens, r.stats.prompt_tokens,
-                           r.cancelled ? ", stopped" : "", tty ? "\x1b[0m" : "");
+                fmt::print(
+                    "{}[{} tokens, {:.1f} tok/s, first token {:.2f} s, {} of {} prompt tokens "
+                    "cached{}]{}\n",
+                    tty ? "\x1b[2m" : "", r.stats.generated_tokens,
+                    r.stats.decode_seconds > 0
+                        ? (r.stats.generated_tokens - 1) / r.stats.decode_seconds
+                        : 0.0,
+                    r.stats.first_token_seconds, r.stats.cached_tokens, r.stats.prompt_tokens,
+                    r.cancelled ? ", stopped" : "", tty ? "\x1b[0m" : "");
             }
         } catch (const Error& e) {
             fmt::print(stderr, "error: {}\n", e.what());

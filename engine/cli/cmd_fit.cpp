@@ -31,11 +31,14 @@ with one line of explanation; what does not fit is a warning with the closest wo
 Exit status 0 when the plan fits, 3 when it does not (see the warnings).
 )";
 
-std::string gib(std::uint64_t b) { return fmt::format("{:.1f} GiB", static_cast<double>(b) / (1024.0 * 1024 * 1024)); }
+std::string gib(std::uint64_t b) {
+    return fmt::format("{:.1f} GiB", static_cast<double>(b) / (1024.0 * 1024 * 1024));
+}
 }  // namespace
 
 int cmd_fit(int argc, char** argv) {
-    Args args(argc, argv, {"--model", "--store", "--vram-budget", "--ram-budget", "--json"}, {"--help"});
+    Args args(argc, argv, {"--model", "--store", "--vram-budget", "--ram-budget", "--json"},
+              {"--help"});
     if (args.has("--help")) {
         fmt::print("{}", kHelp);
         return 0;
@@ -54,8 +57,12 @@ int cmd_fit(int argc, char** argv) {
     }
     const MachineInfo m = detect_machine();
     fmt::print("machine: {} logical CPUs ({}), RAM {} total / {} available, GPU: {}\n", m.cpus,
-               m.avx512 ? "AVX-512" : m.avx2 ? "AVX2" : "no AVX2", gib(m.ram_total), gib(m.ram_available),
-               m.gpu ? fmt::format("{} ({} free of {})", m.gpu->name, gib(m.gpu->free_bytes), gib(m.gpu->total_bytes))
+               m.avx512 ? "AVX-512"
+               : m.avx2 ? "AVX2"
+                        : "no AVX2",
+               gib(m.ram_total), gib(m.ram_available),
+               m.gpu ? fmt::format("{} ({} free of {})", m.gpu->name, gib(m.gpu->free_bytes),
+                                   gib(m.gpu->total_bytes))
                      : "none (" + m.gpu_why + ")");
     FitPlan plan = plan_fit(req, m);
     plan.store = args.get_or("--store", "");
@@ -73,9 +80,13 @@ int cmd_fit(int argc, char** argv) {
                                                  plan.store_format, plan.kernel));
     if (args.has("--json")) {
         nlohmann::json j = plan.to_json();
-        j["machine"] = {{"cpus", m.cpus}, {"avx512", m.avx512}, {"avx2", m.avx2},
-                        {"ram_total", m.ram_total}, {"ram_available", m.ram_available},
-                        {"gpu", m.gpu ? nlohmann::json{{"name", m.gpu->name}, {"total_bytes", m.gpu->total_bytes},
+        j["machine"] = {{"cpus", m.cpus},
+                        {"avx512", m.avx512},
+                        {"avx2", m.avx2},
+                        {"ram_total", m.ram_total},
+                        {"ram_available", m.ram_available},
+                        {"gpu", m.gpu ? nlohmann::json{{"name", m.gpu->name},
+                                                       {"total_bytes", m.gpu->total_bytes},
                                                        {"free_bytes", m.gpu->free_bytes}}
                                       : nlohmann::json(nullptr)}};
         write_file_atomic(args.get_or("--json", ""), j.dump(2) + "\n");

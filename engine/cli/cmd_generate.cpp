@@ -15,7 +15,8 @@
 namespace neural::cli {
 
 namespace {
-constexpr const char* kHelp = R"(usage: neural generate --model DIR (--prompt TEXT | --ids ID,ID,...) [options]
+constexpr const char* kHelp =
+    R"(usage: neural generate --model DIR (--prompt TEXT | --ids ID,ID,...) [options]
 
 Continues a raw prompt (no chat template) and streams the decoded text to stdout.
   --model DIR         checkpoint folder (config.json, tokenizer.json, *.safetensors), or a
@@ -36,8 +37,8 @@ Continues a raw prompt (no chat template) and streams the decoded text to stdout
 
 int cmd_generate(int argc, char** argv) {
     Args args(argc, argv,
-              {"--model", "--prompt", "--ids", "--max-tokens", "--temperature",
-               "--top-k", "--top-p", "--min-p", "--seed"},
+              {"--model", "--prompt", "--ids", "--max-tokens", "--temperature", "--top-k",
+               "--top-p", "--min-p", "--seed"},
               {"--help", "--special", "--ignore-eos", "--show-ids"}, true);
     if (args.has("--help")) {
         fmt::print("{}{}", kHelp, engine_flags_help());

@@ -26,7 +26,8 @@ namespace neural::cli {
 
 namespace {
 
-constexpr const char* kHelp = R"(usage: neural logits MODEL_DIR PROMPTS.json OUT.json [--steps N] [--backend cpu|cuda] [--threads N]
+constexpr const char* kHelp =
+    R"(usage: neural logits MODEL_DIR PROMPTS.json OUT.json [--steps N] [--backend cpu|cuda] [--threads N]
                      [--store FILE]
 
 MODEL_DIR is a checkpoint folder or a gpt-oss GGUF file. PROMPTS.json is an object
@@ -42,26 +43,28 @@ const std::int32_t kProbeIds[] = {0,      1,      13,     220,    1000,   12345,
                                   200006, 200007, 200008, 200012, 200018, 201087};
 
 struct RouterLog : RouterObserver {
-  // [layer][position] -> experts / weights
-  std::vector<std::vector<std::vector<int>>> experts;
-  std::vector<std::vector<std::vector<float>>> weights;
-  std::int64_t base = 0;
-  explicit RouterLog(int layers) : experts(static_cast<size_t>(layers)), weights(static_cast<size_t>(layers)) {}
-  void on_route(int layer, std::int64_t pos, std::span<const int> e,
-                std::span<const float> w) override {
-    auto& el = experts[static_cast<size_t>(layer)];
-    auto& wl = weights[static_cast<size_t>(layer)];
-    const auto i = static_cast<size_t>(pos - base);
-    if (el.size() <= i) {
-        el.resize(i + 1);
-        wl.resize(i + 1);
+    // [layer][position] -> experts / weights
+    std::vector<std::vector<std::vector<int>>> experts;
+    std::vector<std::vector<std::vector<float>>> weights;
+    std::int64_t base = 0;
+    explicit RouterLog(int layers)
+        : experts(static_cast<size_t>(layers)), weights(static_cast<size_t>(layers)) {}
+    void on_route(int layer, std::int64_t pos, std::span<const int> e,
+                  std::span<const float> w) override {
+        auto& el = experts[static_cast<size_t>(layer)];
+        auto& wl = weights[static_cast<size_t>(layer)];
+        const auto i = static_cast<size_t>(pos - base);
+        if (el.size() <= i) {
+            el.resize(i + 1);
+            wl.resize(i + 1);
+        }
+        el[i].assign(e.begin(), e.end());
+        wl[i].assign(w.begin(), w.end());
     }
-    el[i].assign(e.begin(), e.end());
-    wl[i].assign(w.begin(), w.end());
-  }
 };
 
-nlohmann::json position_record(std::span<const float> logits, std::span<const std::int32_t> probes) {
+nlohmann::json position_record(std::span<const float> logits,
+                               std::span<const std::int32_t> probes) {
     const auto V = static_cast<std::int64_t>(logits.size());
     std::vector<std::int32_t> idx(static_cast<size_t>(V));
     std::iota(idx.begin(), idx.end(), 0);
@@ -75,11 +78,13 @@ nlohmann::json position_record(std::span<const float> logits, std::span<const st
     r["argmax"] = idx[0];
     r["top8_ids"] = std::vector<std::int32_t>(idx.begin(), idx.begin() + 8);
     std::vector<double> top;
-    for (int i = 0; i < 8; ++i) top.push_back(logits[static_cast<size_t>(idx[static_cast<size_t>(i)])]);
+    for (int i = 0; i < 8; ++i)
+        top.push_back(logits[static_cast<size_t>(idx[static_cast<size_t>(i)])]);
     r["top8_logits"] = top;
     r["logsumexp"] = m + std::log(s);
     std::vector<double> pl;
-    for (auto p : probes) pl.push_back(p < V ? static_cast<double>(logits[static_cast<size_t>(p)]) : NAN);
+    for (auto p : probes)
+        pl.push_back(p < V ? static_cast<double>(logits[static_cast<size_t>(p)]) : NAN);
     r["probe_logits"] = pl;
     return r;
 }
@@ -122,14 +127,17 @@ int cmd_logits(int argc, char** argv) {
             fail("{}: prompt \"{}\" must be a non-empty array of token ids", pos[1], it.key());
         }
         for (const auto& v : it.value()) {
-            if (!v.is_number_integer()) fail("{}: prompt \"{}\" holds a non-integer id", pos[1], it.key());
+            if (!v.is_number_integer())
+                fail("{}: prompt \"{}\" holds a non-integer id", pos[1], it.key());
             // Read wide, then range-check: a narrowing get<int32_t> would wrap 2^32 + 5 to 5.
-            const auto wide = v.is_number_unsigned() ? (v.get<std::uint64_t>() > INT64_MAX ? INT64_MAX
-                                                        : static_cast<std::int64_t>(v.get<std::uint64_t>()))
-                                                     : v.get<std::int64_t>();
+            const auto wide = v.is_number_unsigned()
+                                  ? (v.get<std::uint64_t>() > INT64_MAX
+                                         ? INT64_MAX
+                                         : static_cast<std::int64_t>(v.get<std::uint64_t>()))
+                                  : v.get<std::int64_t>();
             if (wide < 0 || wide >= c.vocab_size) {
-                fail("{}: prompt \"{}\": token id {} is outside the model's vocabulary (0..{})", pos[1],
-                     it.key(), v.dump(), c.vocab_size - 1);
+                fail("{}: prompt \"{}\": token id {} is outside the model's vocabulary (0..{})",
+                     pos[1], it.key(), v.dump(), c.vocab_size - 1);
             }
             ids.push_back(static_cast<TokenId>(wide));
         }
@@ -145,7 +153,8 @@ int cmd_logits(int argc, char** argv) {
         std::vector<nlohmann::json> per_pos;
         const auto V = static_cast<size_t>(c.vocab_size);
         for (size_t t = 0; t < ids.size(); ++t) {
-            per_pos.push_back(position_record(std::span<const float>(logits.data() + t * V, V), probes));
+            per_pos.push_back(
+                position_record(std::span<const float>(logits.data() + t * V, V), probes));
         }
         for (const char* key : {"argmax", "top8_ids", "top8_logits", "logsumexp", "probe_logits"}) {
             nlohmann::json col = nlohmann::json::array();
@@ -172,7 +181,8 @@ int cmd_logits(int argc, char** argv) {
                 }
                 greedy.push_back(next);
                 margins.push_back(static_cast<double>(last[static_cast<size_t>(next)]) - second);
-                if (s + 1 < steps) last = model->forward(std::span<const TokenId>(&next, 1), cache, fo);
+                if (s + 1 < steps)
+                    last = model->forward(std::span<const TokenId>(&next, 1), cache, fo);
             }
             rec["greedy"] = greedy;
             rec["greedy_margins"] = margins;

@@ -30,7 +30,8 @@ writing, small talk) is used.
 )";
 
 const char* const kWarmup[] = {
-    "Write a Python function that parses a CSV file and returns the average of each numeric column.",
+    "Write a Python function that parses a CSV file and returns the average of each numeric "
+    "column.",
     "Explain how a CPU cache hierarchy works, with an example of a cache miss.",
     "What is the derivative of x^3 * sin(x)? Show the steps.",
     "Draft a short, friendly email asking a colleague to review my pull request by Friday.",
@@ -58,8 +59,10 @@ int cmd_rank(int argc, char** argv) {
             para.clear();
         };
         while (std::getline(in, line)) {
-            if (line.find_first_not_of(" \t\r") == std::string::npos) flush();
-            else para += (para.empty() ? "" : "\n") + line;
+            if (line.find_first_not_of(" \t\r") == std::string::npos)
+                flush();
+            else
+                para += (para.empty() ? "" : "\n") + line;
         }
         flush();
         if (texts.empty()) fail("--text {} holds no message", *path);
@@ -76,17 +79,20 @@ int cmd_rank(int argc, char** argv) {
     for (std::size_t i = 0; i < texts.size(); ++i) {
         ChatSession s(*model);
         s.add_user(texts[i]);
-        const std::vector<TokenId> prompt = chat::render_for_completion(s.conversation()).tokens(model->tokenizer());
+        const std::vector<TokenId> prompt =
+            chat::render_for_completion(s.conversation()).tokens(model->tokenizer());
         KvCache cache = model->new_cache();
         std::vector<float> logits = model->forward(prompt, cache, fo);
         for (int t = 0; t < decode; ++t) {
             const TokenId next = greedy.sample(logits, vocab);
             logits = model->forward(std::span<const TokenId>(&next, 1), cache, fo);
         }
-        fmt::print(stderr, "chat {}/{}: {} prompt + {} decode tokens\n", i + 1, texts.size(), prompt.size(), decode);
+        fmt::print(stderr, "chat {}/{}: {} prompt + {} decode tokens\n", i + 1, texts.size(),
+                   prompt.size(), decode);
     }
-    save_ranking(*out, counter.counts(), counter.positions(),
-                 fmt::format("neural rank over {} chats, {} decode tokens each", texts.size(), decode));
+    save_ranking(
+        *out, counter.counts(), counter.positions(),
+        fmt::format("neural rank over {} chats, {} decode tokens each", texts.size(), decode));
     fmt::print("wrote {}: {} tokens x {} layers\n", *out, counter.positions(), c.num_layers);
     return 0;
 }

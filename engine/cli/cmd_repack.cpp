@@ -58,7 +58,7 @@ std::string gb(double n) { return fmt::format("{:.2f} GB", n / 1e9); }
 
 // Progress on stderr about once a second: rewritten in place on a terminal, a line each in a log.
 class ProgressLine {
- public:
+public:
     explicit ProgressLine(const char* what) : what_(what), tty_(stderr_is_terminal()) {}
     void show(const std::string& text, bool final) {
         const auto now = std::chrono::steady_clock::now();
@@ -79,7 +79,7 @@ class ProgressLine {
         if (shown_ && tty_) fmt::print(stderr, "\n");
     }
 
- private:
+private:
     const char* what_;
     bool tty_;
     bool shown_ = false;

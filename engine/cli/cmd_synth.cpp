@@ -36,10 +36,11 @@ std::string gb(std::uint64_t n) { return fmt::format("{:.2f} GB", n / 1e9); }
 
 void print_plan(const synth::Plan& plan) {
     const auto& s = plan.options.shape;
-    fmt::print("shape {}: hidden {}, intermediate {}, {} layers, {} experts (top {}), {} heads / "
-               "{} kv heads x {}, vocab {}\n",
-               s.name, s.hidden_size, s.intermediate_size, s.num_layers, s.num_experts,
-               s.experts_per_token, s.num_heads, s.num_kv_heads, s.head_dim, s.vocab_size);
+    fmt::print(
+        "shape {}: hidden {}, intermediate {}, {} layers, {} experts (top {}), {} heads / "
+        "{} kv heads x {}, vocab {}\n",
+        s.name, s.hidden_size, s.intermediate_size, s.num_layers, s.num_experts,
+        s.experts_per_token, s.num_heads, s.num_kv_heads, s.head_dim, s.vocab_size);
     fmt::print("{} tensors, {} bytes of tensor data ({}), {} bytes in all files\n",
                plan.tensors.size(), plan.tensor_bytes, gb(plan.tensor_bytes), plan.file_bytes);
     for (const auto& shard : plan.shards) {
@@ -81,8 +82,9 @@ int cmd_synth(int argc, char** argv) {
     } else if (const char* env = std::getenv("NEURAL_TOKENIZER"); env != nullptr && *env != 0) {
         wopt.tokenizer = env;
     } else {
-        fail("a tokenizer is required: pass --tokenizer FILE (a tokenizer.json, e.g. from the "
-             "Hub repo) or set NEURAL_TOKENIZER to one");
+        fail(
+            "a tokenizer is required: pass --tokenizer FILE (a tokenizer.json, e.g. from the "
+            "Hub repo) or set NEURAL_TOKENIZER to one");
     }
     // A terminal gets one line rewritten in place; a log gets a line per report.
     const bool tty = stderr_is_terminal();
@@ -104,10 +106,11 @@ int cmd_synth(int argc, char** argv) {
 
     const synth::WriteResult r = synth::write_checkpoint(plan, args.positional()[0], wopt);
     if (progress_shown && tty) fmt::print(stderr, "\n");
-    fmt::print("wrote {} (seed {}, router skew {}) to {}: {} in {} shard file(s), {:.1f} s, "
-               "{:.2f} GB/s\n",
-               opt.shape.name, opt.seed, opt.router_skew, r.dir.string(), gb(r.bytes),
-               plan.shards.size(), r.seconds, r.seconds > 0 ? r.bytes / r.seconds / 1e9 : 0.0);
+    fmt::print(
+        "wrote {} (seed {}, router skew {}) to {}: {} in {} shard file(s), {:.1f} s, "
+        "{:.2f} GB/s\n",
+        opt.shape.name, opt.seed, opt.router_skew, r.dir.string(), gb(r.bytes), plan.shards.size(),
+        r.seconds, r.seconds > 0 ? r.bytes / r.seconds / 1e9 : 0.0);
     return 0;
 }
 

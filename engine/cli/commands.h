@@ -16,9 +16,9 @@ int cmd_fit(int argc, char** argv);
 int cmd_rank(int argc, char** argv);
 
 struct Command {
-  const char* name;
-  int (*run)(int argc, char** argv);
-  const char* summary;
+    const char* name;
+    int (*run)(int argc, char** argv);
+    const char* summary;
 };
 
 }  // namespace neural::cli

@@ -7,7 +7,8 @@
 namespace neural::cli {
 
 std::string engine_flags_help() {
-    return "Engine settings (the same for neural-server, `neural bench` profiles and the desktop's\n"
+    return "Engine settings (the same for neural-server, `neural bench` profiles and the "
+           "desktop's\n"
            "profiles; a 0|1 flag given bare means 1; [cuda]: needs --backend cuda or auto):\n" +
            options::help_text();
 }

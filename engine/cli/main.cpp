@@ -25,7 +25,8 @@ const Command kCommands[] = {
     {"repack", neural::cli::cmd_repack, "repack a checkpoint's experts into an expert store"},
     {"synth", neural::cli::cmd_synth, "write a random-weight checkpoint (tests, speed runs)"},
     {"tokenize", neural::cli::cmd_tokenize, "encode text to token ids, or decode ids"},
-    {"verify-store", neural::cli::cmd_verify_store, "check an expert store (and against its checkpoint)"},
+    {"verify-store", neural::cli::cmd_verify_store,
+     "check an expert store (and against its checkpoint)"},
 };
 
 void usage(std::FILE* out) {
@@ -39,12 +40,14 @@ void usage(std::FILE* out) {
 int main(int argc, char** argv) {
     spdlog::set_default_logger(spdlog::stderr_color_mt("neural"));
     spdlog::set_level(spdlog::level::warn);
-    if (const char* lvl = std::getenv("NEURAL_LOG")) spdlog::set_level(spdlog::level::from_str(lvl));
+    if (const char* lvl = std::getenv("NEURAL_LOG"))
+        spdlog::set_level(spdlog::level::from_str(lvl));
     if (argc < 2) {
         usage(stderr);
         return 2;
     }
-    if (!std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h") || !std::strcmp(argv[1], "help")) {
+    if (!std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h") ||
+        !std::strcmp(argv[1], "help")) {
         usage(stdout);
         return 0;
     }

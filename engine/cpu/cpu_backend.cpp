@@ -14,7 +14,8 @@ std::optional<cpu::KernelIsa> parse_cpu_kernel(const std::string& kernel) {
         fail("unknown kernel \"{}\" (reference, auto, scalar, avx2, avx512)", kernel);
     }
     const cpu::KernelIsa isa = kernel == "scalar" ? cpu::KernelIsa::scalar
-                               : kernel == "avx2" ? cpu::KernelIsa::avx2 : cpu::KernelIsa::avx512;
+                               : kernel == "avx2" ? cpu::KernelIsa::avx2
+                                                  : cpu::KernelIsa::avx512;
     if (!cpu::kernel_isa_available(isa)) {
         fail("kernel \"{}\" cannot run on this CPU or build (available: {})", kernel,
              cpu::kernel_isa_name(cpu::best_kernel_isa()));
@@ -29,17 +30,18 @@ CpuBackend::CpuBackend(const CpuBackendInputs& in) : model_(*in.config, *in.weig
         // A GGUF's experts are in ggml's block order, which the fused kernels do not read (and
         // the dense kernels run on the fused kernels' team): the fp32 reference path, converting
         // rows as it reads them, until the GGUF is repacked into a store.
-        spdlog::info("a GGUF without an expert store runs on the reference path; `neural repack "
-                     "--checkpoint FILE.gguf` makes the store the fast kernels read");
+        spdlog::info(
+            "a GGUF without an expert store runs on the reference path; `neural repack "
+            "--checkpoint FILE.gguf` makes the store the fast kernels read");
         return;
     }
     std::string fallback;
     auto team = cpu::make_worker_team(in.team, &fallback);
-    auto moe = in.store != nullptr
-                   ? std::make_unique<cpu::StoreMoe>(*in.config, *in.weights, *in.store, *in.kernel,
-                                                     std::move(team))
-                   : std::make_unique<cpu::StoreMoe>(*in.config, *in.weights, *in.kernel,
-                                                     std::move(team));
+    auto moe =
+        in.store != nullptr
+            ? std::make_unique<cpu::StoreMoe>(*in.config, *in.weights, *in.store, *in.kernel,
+                                              std::move(team))
+            : std::make_unique<cpu::StoreMoe>(*in.config, *in.weights, *in.kernel, std::move(team));
     if (!fallback.empty()) spdlog::warn("persistent CPU team unavailable: {}", fallback);
     const cpu::DenseIsa dense = cpu::dense_isa_for(*in.kernel);
     spdlog::debug("experts: {}; dense: {}", moe->describe(),

@@ -25,34 +25,34 @@ std::optional<cpu::KernelIsa> parse_cpu_kernel(const std::string& kernel);
 
 // What the CPU backend needs from the loaded model.
 struct CpuBackendInputs {
-  const ModelConfig* config = nullptr;
-  const ModelWeights* weights = nullptr;
-  const store::ExpertStore* store = nullptr;  // nullptr: experts from the checkpoint tensors
-  // The fused kernel (parse_cpu_kernel); nullopt: the fp32 reference path throughout.
-  std::optional<cpu::KernelIsa> kernel;
-  // With a kernel: the bf16 dense kernels too (LoadOptions::dense "auto"); false keeps the fp32
-  // reference dense layers beside the fused expert kernels.
-  bool dense_kernels = true;
-  cpu::TeamOptions team;                   // the fused kernel's worker team
-  telemetry::MoeCounters* moe = nullptr;  // where the MoE part adds its time, bytes and experts
+    const ModelConfig* config = nullptr;
+    const ModelWeights* weights = nullptr;
+    const store::ExpertStore* store = nullptr;  // nullptr: experts from the checkpoint tensors
+    // The fused kernel (parse_cpu_kernel); nullopt: the fp32 reference path throughout.
+    std::optional<cpu::KernelIsa> kernel;
+    // With a kernel: the bf16 dense kernels too (LoadOptions::dense "auto"); false keeps the fp32
+    // reference dense layers beside the fused expert kernels.
+    bool dense_kernels = true;
+    cpu::TeamOptions team;                  // the fused kernel's worker team
+    telemetry::MoeCounters* moe = nullptr;  // where the MoE part adds its time, bytes and experts
 };
 
 class CpuBackend final : public Backend {
- public:
-  explicit CpuBackend(const CpuBackendInputs& in);
+public:
+    explicit CpuBackend(const CpuBackendInputs& in);
 
-  const char* name() const override { return "cpu"; }
-  std::string describe() const override;
-  std::string experts() const override;
-  std::vector<float> forward(std::span<const TokenId> tokens, KvCache& cache,
-                             const ForwardOptions& options) const override {
-    return model_.forward(tokens, cache, options);
-  }
+    const char* name() const override { return "cpu"; }
+    std::string describe() const override;
+    std::string experts() const override;
+    std::vector<float> forward(std::span<const TokenId> tokens, KvCache& cache,
+                               const ForwardOptions& options) const override {
+        return model_.forward(tokens, cache, options);
+    }
 
-  const CpuModel& model() const { return model_; }
+    const CpuModel& model() const { return model_; }
 
- private:
-  CpuModel model_;
+private:
+    CpuModel model_;
 };
 
 }  // namespace neural

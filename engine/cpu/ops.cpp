@@ -59,7 +59,8 @@ void matmul_bf16(const Bf16View& w, const Bf16View* bias, const float* x, std::i
         std::vector<float> wrow(static_cast<size_t>(cols));
         for (std::int64_t r = r0; r < r1; ++r) {
             const std::uint8_t* src = w.row(r);
-            for (std::int64_t c = 0; c < cols; ++c) wrow[static_cast<size_t>(c)] = load_bf16(src, c);
+            for (std::int64_t c = 0; c < cols; ++c)
+                wrow[static_cast<size_t>(c)] = load_bf16(src, c);
             const float b = bias != nullptr && bias->data != nullptr ? bias->at(r) : 0.0f;
             for (std::int64_t t = 0; t < tokens; ++t) {
                 y[t * rows + r] = dot(wrow.data(), x + t * cols, cols) + b;

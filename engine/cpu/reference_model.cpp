@@ -19,7 +19,8 @@ CpuModel::CpuModel(const ModelConfig& config, const ModelWeights& weights,
     : config_(config), weights_(weights), experts_(experts), rope_(config) {}
 
 void CpuModel::set_dense_kernel(std::unique_ptr<cpu::DenseKernel> dense) {
-    if (dense && !store_moe_) fail("the dense kernels run on the expert kernels' team: set it first");
+    if (dense && !store_moe_)
+        fail("the dense kernels run on the expert kernels' team: set it first");
     dense_ = std::move(dense);
 }
 
@@ -54,7 +55,8 @@ struct AttentionJob {
         }
         const std::int64_t t = i / j.kv_heads;
         const int hk = static_cast<int>(i % j.kv_heads);
-        (j.model->*j.group)(j.layer, hk, j.q + t * j.q_dim, j.p0 + t, *j.cache, j.out + t * j.q_dim);
+        (j.model->*j.group)(j.layer, hk, j.q + t * j.q_dim, j.p0 + t, *j.cache,
+                            j.out + t * j.q_dim);
     }
 };
 
@@ -141,15 +143,16 @@ std::vector<float> CpuModel::forward(std::span<const TokenId> tokens, KvCache& c
                 if (job.stopped.load(std::memory_order_relaxed)) throw Cancelled();
             }
             std::atomic<bool> stopped{false};
-            if (!dense_) cpu::parallel_for(n, 1, [&](std::int64_t t0, std::int64_t t1) {
-                for (std::int64_t t = t0; t < t1; ++t) {
-                    if (cancel_requested(opt.cancel)) {
-                        stopped.store(true, std::memory_order_relaxed);
-                        return;
+            if (!dense_)
+                cpu::parallel_for(n, 1, [&](std::int64_t t0, std::int64_t t1) {
+                    for (std::int64_t t = t0; t < t1; ++t) {
+                        if (cancel_requested(opt.cancel)) {
+                            stopped.store(true, std::memory_order_relaxed);
+                            return;
+                        }
+                        attention(l, q.data() + t * Q, p0 + t, cache, attn.data() + t * Q);
                     }
-                    attention(l, q.data() + t * Q, p0 + t, cache, attn.data() + t * Q);
-                }
-            });
+                });
             if (stopped.load(std::memory_order_relaxed)) throw Cancelled();
             linear(w.o_w, &w.o_b, attn.data(), n, o.data());
             for (size_t i = 0; i < static_cast<size_t>(n * H); ++i) x[i] += o[i];
@@ -178,18 +181,18 @@ void CpuModel::attention(int layer, const float* q, std::int64_t pos, const KvCa
                          float* out) const {
     const ModelConfig& c = config_;
     const int d = c.head_dim, group = c.num_heads / c.num_kv_heads;
-    const std::int64_t first =
-        c.layer_is_sliding[static_cast<size_t>(layer)]
-            ? std::max<std::int64_t>(0, pos - c.sliding_window + 1)
-            : 0;
+    const std::int64_t first = c.layer_is_sliding[static_cast<size_t>(layer)]
+                                   ? std::max<std::int64_t>(0, pos - c.sliding_window + 1)
+                                   : 0;
     const std::int64_t n = pos - first + 1;
     const float scale = 1.0f / std::sqrt(static_cast<float>(d));
     const Bf16View& sinks = weights_.layers[static_cast<size_t>(layer)].sinks;
     for (int hq = 0; hq < c.num_heads; ++hq) {
         const int hk = hq / group;
-        cpu::attend_with_sink(q + static_cast<std::ptrdiff_t>(hq) * d, cache.k(layer, first) + hk * d,
-                              cache.v(layer, first) + hk * d, cache.kv_dim(), n, d, sinks.at(hq),
-                              scale, out + static_cast<std::ptrdiff_t>(hq) * d);
+        cpu::attend_with_sink(q + static_cast<std::ptrdiff_t>(hq) * d,
+                              cache.k(layer, first) + hk * d, cache.v(layer, first) + hk * d,
+                              cache.kv_dim(), n, d, sinks.at(hq), scale,
+                              out + static_cast<std::ptrdiff_t>(hq) * d);
     }
 }
 
@@ -199,17 +202,17 @@ void CpuModel::attention_group(int layer, int hk, const float* q, std::int64_t p
                                const KvCache& cache, float* out) const {
     const ModelConfig& c = config_;
     const int d = c.head_dim, group = c.num_heads / c.num_kv_heads;
-    const std::int64_t first =
-        c.layer_is_sliding[static_cast<size_t>(layer)]
-            ? std::max<std::int64_t>(0, pos - c.sliding_window + 1)
-            : 0;
+    const std::int64_t first = c.layer_is_sliding[static_cast<size_t>(layer)]
+                                   ? std::max<std::int64_t>(0, pos - c.sliding_window + 1)
+                                   : 0;
     const std::int64_t n = pos - first + 1;
     const float scale = 1.0f / std::sqrt(static_cast<float>(d));
     const Bf16View& sinks = weights_.layers[static_cast<size_t>(layer)].sinks;
     for (int hq = hk * group; hq < (hk + 1) * group; ++hq) {
-        cpu::attend_with_sink(q + static_cast<std::ptrdiff_t>(hq) * d, cache.k(layer, first) + hk * d,
-                              cache.v(layer, first) + hk * d, cache.kv_dim(), n, d, sinks.at(hq),
-                              scale, out + static_cast<std::ptrdiff_t>(hq) * d);
+        cpu::attend_with_sink(q + static_cast<std::ptrdiff_t>(hq) * d,
+                              cache.k(layer, first) + hk * d, cache.v(layer, first) + hk * d,
+                              cache.kv_dim(), n, d, sinks.at(hq), scale,
+                              out + static_cast<std::ptrdiff_t>(hq) * d);
     }
 }
 
@@ -231,9 +234,8 @@ void CpuModel::moe(int layer, const float* h, std::int64_t T, std::int64_t pos0,
         const float* lt = logits.data() + t * E;
         std::iota(order.begin(), order.end(), 0);
         // Descending logit; ties go to the lower expert index (deterministic).
-        std::partial_sort(order.begin(), order.begin() + K, order.end(), [&](int a, int b) {
-            return lt[a] > lt[b] || (lt[a] == lt[b] && a < b);
-        });
+        std::partial_sort(order.begin(), order.begin() + K, order.end(),
+                          [&](int a, int b) { return lt[a] > lt[b] || (lt[a] == lt[b] && a < b); });
         float m = lt[order[0]], sum = 0.0f;
         for (int k = 0; k < K; ++k) {
             sel[static_cast<size_t>(t * K + k)] = order[static_cast<size_t>(k)];
@@ -242,9 +244,9 @@ void CpuModel::moe(int layer, const float* h, std::int64_t T, std::int64_t pos0,
         }
         for (int k = 0; k < K; ++k) gate[static_cast<size_t>(t * K + k)] /= sum;
         if (opt.observer != nullptr) {
-            opt.observer->on_route(layer, pos0 + t,
-                                   std::span<const int>(sel.data() + t * K, static_cast<size_t>(K)),
-                                   std::span<const float>(gate.data() + t * K, static_cast<size_t>(K)));
+            opt.observer->on_route(
+                layer, pos0 + t, std::span<const int>(sel.data() + t * K, static_cast<size_t>(K)),
+                std::span<const float>(gate.data() + t * K, static_cast<size_t>(K)));
         }
     }
 
@@ -252,8 +254,8 @@ void CpuModel::moe(int layer, const float* h, std::int64_t T, std::int64_t pos0,
     // codes + 1 scale byte per 32 weights; gate_up is [2I, H], down [H, I]) per distinct expert.
     const bool counting =
         counters_ != nullptr && counters_->enabled.load(std::memory_order_relaxed);
-    const auto started = counting ? std::chrono::steady_clock::now()
-                                  : std::chrono::steady_clock::time_point{};
+    const auto started =
+        counting ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
     struct CountOnExit {
         telemetry::MoeCounters* c;
         std::chrono::steady_clock::time_point t0;
@@ -261,7 +263,8 @@ void CpuModel::moe(int layer, const float* h, std::int64_t T, std::int64_t pos0,
         ~CountOnExit() {
             if (c == nullptr) return;
             const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                std::chrono::steady_clock::now() - t0).count();
+                                std::chrono::steady_clock::now() - t0)
+                                .count();
             c->ns.fetch_add(static_cast<std::uint64_t>(ns), std::memory_order_relaxed);
             c->bytes.fetch_add(bytes, std::memory_order_relaxed);
             c->experts.fetch_add(experts, std::memory_order_relaxed);
@@ -308,7 +311,8 @@ void CpuModel::moe(int layer, const float* h, std::int64_t T, std::int64_t pos0,
             std::vector<std::uint8_t> g_sc(static_cast<size_t>(H / 32)), u_sc(g_sc.size());
             std::vector<std::uint8_t> g_bl(g_sc.size() * 16), u_bl(g_bl.size());
             for (std::int64_t i = i0; i < i1; ++i) {
-                const ExpertRow g = expert_row(Projection::kGateUp, e, 2 * i, g_bl.data(), g_sc.data());
+                const ExpertRow g =
+                    expert_row(Projection::kGateUp, e, 2 * i, g_bl.data(), g_sc.data());
                 const ExpertRow u =
                     expert_row(Projection::kGateUp, e, 2 * i + 1, u_bl.data(), u_sc.data());
                 mxfp4::decode_row(g.blocks, g.scales, static_cast<int>(w.gate_up.blocks_per_row()),
@@ -320,8 +324,8 @@ void CpuModel::moe(int layer, const float* h, std::int64_t T, std::int64_t pos0,
                     const float* hs = h + (slots[static_cast<size_t>(s)] / K) * H;
                     float g = cpu::dot(g_row.data(), hs, H) + bg;
                     float u = cpu::dot(u_row.data(), hs, H) + bu;
-                    g = std::min(g, limit);               // gate: clamped from above only
-                    u = std::clamp(u, -limit, limit);     // up: both sides
+                    g = std::min(g, limit);            // gate: clamped from above only
+                    u = std::clamp(u, -limit, limit);  // up: both sides
                     const float glu = g / (1.0f + std::exp(-alpha * g));
                     act[static_cast<size_t>(s * I + i)] = glu * (u + 1.0f);
                 }

@@ -24,62 +24,62 @@ namespace neural {
 inline constexpr std::int64_t kPromptBlock = 128;
 
 class CpuModel {
- public:
-  // `experts`: where the MXFP4 expert rows come from (an expert store); nullptr = the
-  // checkpoint's expert tensors in `weights`. Biases, router and the dense core always come
-  // from `weights`. Both sources give bit-identical results.
-  CpuModel(const ModelConfig& config, const ModelWeights& weights,
-           const ExpertSource* experts = nullptr);
+public:
+    // `experts`: where the MXFP4 expert rows come from (an expert store); nullptr = the
+    // checkpoint's expert tensors in `weights`. Biases, router and the dense core always come
+    // from `weights`. Both sources give bit-identical results.
+    CpuModel(const ModelConfig& config, const ModelWeights& weights,
+             const ExpertSource* experts = nullptr);
 
-  // Runs `tokens` at positions [cache.size(), cache.size() + n) and appends them to the cache.
-  // Returns logits [n_out, vocab] with n_out = n (all_logits) or 1. Throws neural::Error for a
-  // token id outside the vocabulary, and neural::Cancelled (leaving the cache unchanged) when
-  // cancelled: a long prompt stops within a block's attention row or expert of the cancel.
-  std::vector<float> forward(std::span<const TokenId> tokens, KvCache& cache,
-                             const ForwardOptions& options = {}) const;
+    // Runs `tokens` at positions [cache.size(), cache.size() + n) and appends them to the cache.
+    // Returns logits [n_out, vocab] with n_out = n (all_logits) or 1. Throws neural::Error for a
+    // token id outside the vocabulary, and neural::Cancelled (leaving the cache unchanged) when
+    // cancelled: a long prompt stops within a block's attention row or expert of the cancel.
+    std::vector<float> forward(std::span<const TokenId> tokens, KvCache& cache,
+                               const ForwardOptions& options = {}) const;
 
-  const ModelConfig& config() const { return config_; }
+    const ModelConfig& config() const { return config_; }
 
-  // Computes the experts with the fused kernels from an expert store instead of the reference
-  // decode-then-dot loop (nullptr: back to the reference path).
-  void set_store_moe(std::unique_ptr<cpu::StoreMoe> moe) {
-    store_moe_ = std::move(moe);
-    if (store_moe_) store_moe_->set_counters(counters_);
-  }
-  const cpu::StoreMoe* store_moe() const { return store_moe_.get(); }
+    // Computes the experts with the fused kernels from an expert store instead of the reference
+    // decode-then-dot loop (nullptr: back to the reference path).
+    void set_store_moe(std::unique_ptr<cpu::StoreMoe> moe) {
+        store_moe_ = std::move(moe);
+        if (store_moe_) store_moe_->set_counters(counters_);
+    }
+    const cpu::StoreMoe* store_moe() const { return store_moe_.get(); }
 
-  // The fast path's dense part: q/k/v/o, router and lm_head by the bf16 kernels
-  // (cpu/kernels/dense_kernel.h) and attention split over (token, KV head), all on the store
-  // MoE's worker team, so one set of threads runs the whole pass (no OpenMP team spinning
-  // beside a persistent one). Needs set_store_moe() first; nullptr: the fp32 reference ops.
-  void set_dense_kernel(std::unique_ptr<cpu::DenseKernel> dense);
-  const cpu::DenseKernel* dense_kernel() const { return dense_.get(); }
+    // The fast path's dense part: q/k/v/o, router and lm_head by the bf16 kernels
+    // (cpu/kernels/dense_kernel.h) and attention split over (token, KV head), all on the store
+    // MoE's worker team, so one set of threads runs the whole pass (no OpenMP team spinning
+    // beside a persistent one). Needs set_store_moe() first; nullptr: the fp32 reference ops.
+    void set_dense_kernel(std::unique_ptr<cpu::DenseKernel> dense);
+    const cpu::DenseKernel* dense_kernel() const { return dense_.get(); }
 
-  // Where the MoE part adds its time, bytes and expert count (nullptr: not counted).
-  void set_counters(telemetry::MoeCounters* counters) {
-    counters_ = counters;
-    if (store_moe_) store_moe_->set_counters(counters);
-  }
+    // Where the MoE part adds its time, bytes and expert count (nullptr: not counted).
+    void set_counters(telemetry::MoeCounters* counters) {
+        counters_ = counters;
+        if (store_moe_) store_moe_->set_counters(counters);
+    }
 
- private:
-  void attention(int layer, const float* q, std::int64_t pos, const KvCache& cache,
-                 float* out) const;
-  // The query heads of KV head `hk` (one GQA group) for one position.
-  void attention_group(int layer, int hk, const float* q, std::int64_t pos, const KvCache& cache,
-                       float* out) const;
-  // y = W x + b over `tokens` rows: the dense kernel when set, else cpu::matmul_bf16.
-  void linear(const Bf16View& w, const Bf16View* b, const float* x, std::int64_t tokens,
-              float* y) const;
-  void moe(int layer, const float* h, std::int64_t tokens, std::int64_t pos0,
-           const ForwardOptions& options, float* x) const;
+private:
+    void attention(int layer, const float* q, std::int64_t pos, const KvCache& cache,
+                   float* out) const;
+    // The query heads of KV head `hk` (one GQA group) for one position.
+    void attention_group(int layer, int hk, const float* q, std::int64_t pos, const KvCache& cache,
+                         float* out) const;
+    // y = W x + b over `tokens` rows: the dense kernel when set, else cpu::matmul_bf16.
+    void linear(const Bf16View& w, const Bf16View* b, const float* x, std::int64_t tokens,
+                float* y) const;
+    void moe(int layer, const float* h, std::int64_t tokens, std::int64_t pos0,
+             const ForwardOptions& options, float* x) const;
 
-  const ModelConfig& config_;
-  const ModelWeights& weights_;
-  const ExpertSource* experts_ = nullptr;
-  std::unique_ptr<cpu::StoreMoe> store_moe_;
-  std::unique_ptr<cpu::DenseKernel> dense_;
-  telemetry::MoeCounters* counters_ = nullptr;
-  cpu::Rope rope_;
+    const ModelConfig& config_;
+    const ModelWeights& weights_;
+    const ExpertSource* experts_ = nullptr;
+    std::unique_ptr<cpu::StoreMoe> store_moe_;
+    std::unique_ptr<cpu::DenseKernel> dense_;
+    telemetry::MoeCounters* counters_ = nullptr;
+    cpu::Rope rope_;
 };
 
 }  // namespace neural

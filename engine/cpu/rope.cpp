@@ -17,7 +17,8 @@ Rope::Rope(const ModelConfig& c) : head_dim_(c.head_dim) {
         pos_freq[static_cast<size_t>(i)] = std::pow(base, static_cast<float>(2 * i) / d);
     }
     if (c.rope.type != "yarn") {
-        for (int i = 0; i < half; ++i) inv_freq_[static_cast<size_t>(i)] = 1.0f / pos_freq[static_cast<size_t>(i)];
+        for (int i = 0; i < half; ++i)
+            inv_freq_[static_cast<size_t>(i)] = 1.0f / pos_freq[static_cast<size_t>(i)];
         concentration_ = 1.0f;
         return;
     }
@@ -41,7 +42,8 @@ Rope::Rope(const ModelConfig& c) : head_dim_(c.head_dim) {
         const float extrap = 1.0f / pos_freq[static_cast<size_t>(i)];
         const float interp = 1.0f / (static_cast<float>(factor) * pos_freq[static_cast<size_t>(i)]);
         const float extrap_factor = 1.0f - ramp;
-        inv_freq_[static_cast<size_t>(i)] = interp * (1.0f - extrap_factor) + extrap * extrap_factor;
+        inv_freq_[static_cast<size_t>(i)] =
+            interp * (1.0f - extrap_factor) + extrap * extrap_factor;
     }
     if (c.rope.attention_factor) {
         concentration_ = static_cast<float>(*c.rope.attention_factor);

@@ -10,19 +10,19 @@
 namespace neural::cpu {
 
 class Rope {
- public:
-  explicit Rope(const ModelConfig& config);
+public:
+    explicit Rope(const ModelConfig& config);
 
-  // Rotates `heads` vectors of head_dim floats in place for absolute position `pos`.
-  void apply(float* x, int heads, std::int64_t pos) const;
+    // Rotates `heads` vectors of head_dim floats in place for absolute position `pos`.
+    void apply(float* x, int heads, std::int64_t pos) const;
 
-  const std::vector<float>& inv_freq() const { return inv_freq_; }  // [d/2]
-  float concentration() const { return concentration_; }
+    const std::vector<float>& inv_freq() const { return inv_freq_; }  // [d/2]
+    float concentration() const { return concentration_; }
 
- private:
-  int head_dim_;
-  std::vector<float> inv_freq_;
-  float concentration_ = 1.0f;
+private:
+    int head_dim_;
+    std::vector<float> inv_freq_;
+    float concentration_ = 1.0f;
 };
 
 }  // namespace neural::cpu

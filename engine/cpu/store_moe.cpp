@@ -15,7 +15,8 @@ StoreMoe::StoreMoe(const ModelConfig& config, const ModelWeights& weights,
       weights_(weights),
       store_(&store),
       team_(std::move(team)),
-      kernel_(std::make_unique<ExpertKernel>(isa, SwigluParams{config.swiglu_limit, config.swiglu_alpha})) {}
+      kernel_(std::make_unique<ExpertKernel>(
+          isa, SwigluParams{config.swiglu_limit, config.swiglu_alpha})) {}
 
 StoreMoe::StoreMoe(const ModelConfig& config, const ModelWeights& weights, KernelIsa isa,
                    std::unique_ptr<WorkerTeam> team)
@@ -23,7 +24,8 @@ StoreMoe::StoreMoe(const ModelConfig& config, const ModelWeights& weights, Kerne
       weights_(weights),
       store_(nullptr),
       team_(std::move(team)),
-      kernel_(std::make_unique<ExpertKernel>(isa, SwigluParams{config.swiglu_limit, config.swiglu_alpha})) {}
+      kernel_(std::make_unique<ExpertKernel>(
+          isa, SwigluParams{config.swiglu_limit, config.swiglu_alpha})) {}
 
 StoreMoe::~StoreMoe() = default;
 
@@ -48,8 +50,9 @@ ExpertInput StoreMoe::input(int layer, int e) const {
     } else {
         // The checkpoint's tensors were checked for dtype and shape at bind; any byte is a
         // valid MXFP4 code / E8M0 scale.
-        in.record = ExpertRecordView::make_split(w.gate_up.row_blocks(e, 0), w.gate_up.row_scales(e, 0),
-                                                 w.down.row_blocks(e, 0), w.down.row_scales(e, 0), H, I);
+        in.record =
+            ExpertRecordView::make_split(w.gate_up.row_blocks(e, 0), w.gate_up.row_scales(e, 0),
+                                         w.down.row_blocks(e, 0), w.down.row_scales(e, 0), H, I);
     }
     in.gate_up_bias = w.gate_up.bias.row(e);
     in.down_bias = w.down.bias.row(e);
@@ -82,7 +85,8 @@ void StoreMoe::run(int layer, const float* h, std::int64_t T, const int* sel, co
             in[k] = input(layer, sel[k]);
             in[k].weight = gate[k];
         }
-        kernel_->decode(*team_, std::span<const ExpertInput>(in, static_cast<std::size_t>(K)), h, x);
+        kernel_->decode(*team_, std::span<const ExpertInput>(in, static_cast<std::size_t>(K)), h,
+                        x);
         return;
     }
     slots_.assign(static_cast<std::size_t>(T * K * H), 0.0f);

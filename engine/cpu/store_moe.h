@@ -29,41 +29,41 @@
 namespace neural::cpu {
 
 class StoreMoe {
- public:
-  StoreMoe(const ModelConfig& config, const ModelWeights& weights, const store::ExpertStore& store,
-           KernelIsa isa, std::unique_ptr<WorkerTeam> team);
-  // Experts from the checkpoint's MXFP4 tensors in `weights` (no store).
-  StoreMoe(const ModelConfig& config, const ModelWeights& weights, KernelIsa isa,
-           std::unique_ptr<WorkerTeam> team);
-  ~StoreMoe();
+public:
+    StoreMoe(const ModelConfig& config, const ModelWeights& weights,
+             const store::ExpertStore& store, KernelIsa isa, std::unique_ptr<WorkerTeam> team);
+    // Experts from the checkpoint's MXFP4 tensors in `weights` (no store).
+    StoreMoe(const ModelConfig& config, const ModelWeights& weights, KernelIsa isa,
+             std::unique_ptr<WorkerTeam> team);
+    ~StoreMoe();
 
-  // h [T, H] normalized hidden states; sel/gate [T, K] router choices and weights; x [T, H]
-  // residual stream, updated in place. `cancel`, when set, is checked before each expert:
-  // throws neural::Cancelled (x is then partly updated; the caller drops the pass).
-  void run(int layer, const float* h, std::int64_t tokens, const int* sel, const float* gate,
-           float* x, const std::atomic<bool>* cancel = nullptr) const;
+    // h [T, H] normalized hidden states; sel/gate [T, K] router choices and weights; x [T, H]
+    // residual stream, updated in place. `cancel`, when set, is checked before each expert:
+    // throws neural::Cancelled (x is then partly updated; the caller drops the pass).
+    void run(int layer, const float* h, std::int64_t tokens, const int* sel, const float* gate,
+             float* x, const std::atomic<bool>* cancel = nullptr) const;
 
-  // "avx512 kernel, persistent team, 8 threads"
-  std::string describe() const;
-  const WorkerTeam& team() const { return *team_; }
-  // The team, for the dense kernels of the same forward pass (one set of threads for both).
-  WorkerTeam& worker_team() const { return *team_; }
-  KernelIsa isa() const { return kernel_->isa(); }
+    // "avx512 kernel, persistent team, 8 threads"
+    std::string describe() const;
+    const WorkerTeam& team() const { return *team_; }
+    // The team, for the dense kernels of the same forward pass (one set of threads for both).
+    WorkerTeam& worker_team() const { return *team_; }
+    KernelIsa isa() const { return kernel_->isa(); }
 
-  // Where run() adds the team's fallbacks (MoeCounters::team_fallbacks); nullptr: not counted.
-  void set_counters(telemetry::MoeCounters* counters) { counters_ = counters; }
+    // Where run() adds the team's fallbacks (MoeCounters::team_fallbacks); nullptr: not counted.
+    void set_counters(telemetry::MoeCounters* counters) { counters_ = counters; }
 
- private:
-  // Expert e of `layer`: its store record (verified on first use) or checkpoint tensors.
-  ExpertInput input(int layer, int e) const;
+private:
+    // Expert e of `layer`: its store record (verified on first use) or checkpoint tensors.
+    ExpertInput input(int layer, int e) const;
 
-  const ModelConfig& config_;
-  const ModelWeights& weights_;
-  const store::ExpertStore* store_;  // nullptr: the checkpoint's tensors
-  std::unique_ptr<WorkerTeam> team_;
-  std::unique_ptr<ExpertKernel> kernel_;  // owns scratch: one forward pass at a time
-  mutable std::vector<float> slots_;      // [T * K, H]
-  telemetry::MoeCounters* counters_ = nullptr;
+    const ModelConfig& config_;
+    const ModelWeights& weights_;
+    const store::ExpertStore* store_;  // nullptr: the checkpoint's tensors
+    std::unique_ptr<WorkerTeam> team_;
+    std::unique_ptr<ExpertKernel> kernel_;  // owns scratch: one forward pass at a time
+    mutable std::vector<float> slots_;      // [T * K, H]
+    telemetry::MoeCounters* counters_ = nullptr;
 };
 
 }  // namespace neural::cpu

@@ -88,8 +88,8 @@ __global__ void attention_split_kernel(const float* __restrict__ q, const float*
 }
 
 __global__ void attention_combine_kernel(const float* __restrict__ scratch,
-                                         const std::uint16_t* __restrict__ sinks, int d,
-                                         int splits, float* __restrict__ out) {
+                                         const std::uint16_t* __restrict__ sinks, int d, int splits,
+                                         float* __restrict__ out) {
     const int hq = blockIdx.x, t = threadIdx.x;
     const float* part = scratch + static_cast<std::size_t>(hq) * splits * (d + 2);
     const float sink = bf16_bits_to_float(sinks[hq]);
@@ -116,7 +116,8 @@ void attention_decode(const float* q, const float* k_cache, const float* v_cache
                       cudaStream_t stream) {
     attention_split_kernel<<<dim3(q_heads, splits), kThreads, 0, stream>>>(
         q, k_cache, v_cache, q_heads, kv_heads, head_dim, window, ring, pos, splits, scratch);
-    attention_combine_kernel<<<q_heads, kThreads, 0, stream>>>(scratch, sinks, head_dim, splits, out);
+    attention_combine_kernel<<<q_heads, kThreads, 0, stream>>>(scratch, sinks, head_dim, splits,
+                                                               out);
 }
 
 }  // namespace neural::cuda

@@ -39,13 +39,15 @@ struct Smem {
 // count rows from `first` (row j valid while first + j <= last), 64 fp32 each; ring > 0: row p
 // is stored at p % ring (a sliding layer's K/V ring).
 template <typename Store>
-__device__ __forceinline__ void load_rows(const float* base, int stride, int first, int last, int count,
-                                          Store store, int ring = 0) {
+__device__ __forceinline__ void load_rows(const float* base, int stride, int first, int last,
+                                          int count, Store store, int ring = 0) {
     for (int idx = threadIdx.x; idx < count * (kD / 4); idx += kThreads) {
         const int r = idx / (kD / 4), c4 = idx % (kD / 4);
         float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
         const int p = first + r;
-        if (p <= last) v = *reinterpret_cast<const float4*>(base + static_cast<std::size_t>(ring > 0 ? p % ring : p) * stride + 4 * c4);
+        if (p <= last)
+            v = *reinterpret_cast<const float4*>(
+                base + static_cast<std::size_t>(ring > 0 ? p % ring : p) * stride + 4 * c4);
         store(r * kLdh + 4 * c4, v);
     }
 }
@@ -60,11 +62,10 @@ __device__ __forceinline__ void split_bf16(__nv_bfloat16* hi, __nv_bfloat16* lo,
     }
 }
 
-__global__ void __launch_bounds__(kThreads)
-    attention_prefill_reference_kernel(const float* __restrict__ q, int q_stride, int rows, int pos0,
-                             const float* __restrict__ kc, const float* __restrict__ vc,
-                             const std::uint16_t* __restrict__ sinks, int q_heads, int kv_heads,
-                             int window, int ring, float* __restrict__ out) {
+__global__ void __launch_bounds__(kThreads) attention_prefill_reference_kernel(
+    const float* __restrict__ q, int q_stride, int rows, int pos0, const float* __restrict__ kc,
+    const float* __restrict__ vc, const std::uint16_t* __restrict__ sinks, int q_heads,
+    int kv_heads, int window, int ring, float* __restrict__ out) {
     using namespace nvcuda;
     extern __shared__ __align__(16) unsigned char raw[];
     Smem& s = *reinterpret_cast<Smem*>(raw);
@@ -79,7 +80,8 @@ __global__ void __launch_bounds__(kThreads)
     const int kmin = (window > 0 ? max(0, pos0 + r0 - window + 1) : 0) / kTile * kTile;
     const float scale = rsqrtf(static_cast<float>(kD));
 
-    load_rows(q + hq * kD, q_stride, r0, last_row, kTile, [&](int at, float4 v) { split_bf16(s.q, s.q_lo, at, v); });
+    load_rows(q + hq * kD, q_stride, r0, last_row, kTile,
+              [&](int at, float4 v) { split_bf16(s.q, s.q_lo, at, v); });
     for (int i = t; i < kTile * kLdf; i += kThreads) s.o[i] = 0.0f;
     if (t < kTile) {
         s.m[t] = -FLT_MAX;
@@ -96,8 +98,12 @@ __global__ void __launch_bounds__(kThreads)
     for (int kb = kmin; kb <= kmax; kb += kTile) {
         // With a ring, keys of the tile before the window (masked below) read whatever newer
         // position shares their row: finite values, weighted 0.
-        load_rows(kc + hk * kD, kv_dim, kb, kmax, kTile, [&](int at, float4 v) { split_bf16(s.kt.k, s.kt.k_lo, at, v); }, ring);
-        load_rows(vc + hk * kD, kv_dim, kb, kmax, kTile, [&](int at, float4 v) { split_bf16(s.v, s.v_lo, at, v); }, ring);
+        load_rows(
+            kc + hk * kD, kv_dim, kb, kmax, kTile,
+            [&](int at, float4 v) { split_bf16(s.kt.k, s.kt.k_lo, at, v); }, ring);
+        load_rows(
+            vc + hk * kD, kv_dim, kb, kmax, kTile,
+            [&](int at, float4 v) { split_bf16(s.v, s.v_lo, at, v); }, ring);
         __syncthreads();
         // S = Q K^T for this warp's 16 rows.
         {
@@ -111,7 +117,8 @@ __global__ void __launch_bounds__(kThreads)
                 wmma::load_matrix_sync(fal, &s.q_lo[(16 * warp) * kLdh + kk], kLdh);
 #pragma unroll
                 for (int j = 0; j < 4; ++j) {
-                    wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::col_major> fb, fbl;
+                    wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::col_major> fb,
+                        fbl;
                     wmma::load_matrix_sync(fb, &s.kt.k[(16 * j) * kLdh + kk], kLdh);
                     wmma::load_matrix_sync(fbl, &s.kt.k_lo[(16 * j) * kLdh + kk], kLdh);
                     wmma::mma_sync(acc[j], fa, fb, acc[j]);
@@ -122,7 +129,8 @@ __global__ void __launch_bounds__(kThreads)
             __syncthreads();  // every warp has read the K tiles that S overwrites
 #pragma unroll
             for (int j = 0; j < 4; ++j)
-                wmma::store_matrix_sync(&s.s[(16 * warp) * kLdf + 16 * j], acc[j], kLdf, wmma::mem_row_major);
+                wmma::store_matrix_sync(&s.s[(16 * warp) * kLdf + 16 * j], acc[j], kLdf,
+                                        wmma::mem_row_major);
         }
         __syncwarp();
         // Online softmax of row `row`, columns c0 .. c0 + 31.
@@ -151,7 +159,8 @@ __global__ void __launch_bounds__(kThreads)
                 sum += p;
             }
             sum += __shfl_xor_sync(0xFFFFFFFFu, sum, 1);
-            const float alpha = (any && m_old > -FLT_MAX) ? expf(m_old - m_new) : (any ? 0.0f : 1.0f);
+            const float alpha =
+                (any && m_old > -FLT_MAX) ? expf(m_old - m_new) : (any ? 0.0f : 1.0f);
             float* orow = &s.o[row * kLdf + c0];
             for (int c = 0; c < 32; ++c) orow[c] *= alpha;
             __syncwarp();
@@ -165,7 +174,8 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
             wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
-            wmma::load_matrix_sync(acc, &s.o[(16 * warp) * kLdf + 16 * j], kLdf, wmma::mem_row_major);
+            wmma::load_matrix_sync(acc, &s.o[(16 * warp) * kLdf + 16 * j], kLdf,
+                                   wmma::mem_row_major);
 #pragma unroll
             for (int kk = 0; kk < kTile; kk += 16) {
                 wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> fa, fal;
@@ -178,7 +188,8 @@ __global__ void __launch_bounds__(kThreads)
                 wmma::mma_sync(acc, fa, fbl, acc);
                 wmma::mma_sync(acc, fal, fb, acc);
             }
-            wmma::store_matrix_sync(&s.o[(16 * warp) * kLdf + 16 * j], acc, kLdf, wmma::mem_row_major);
+            wmma::store_matrix_sync(&s.o[(16 * warp) * kLdf + 16 * j], acc, kLdf,
+                                    wmma::mem_row_major);
         }
         __syncthreads();  // K/V tiles are reloaded next step
     }
@@ -213,8 +224,8 @@ __device__ __forceinline__ std::uint32_t lds32(const __nv_bfloat16* p) {
 __global__ void __launch_bounds__(kThreads, 3)
     attention_prefill_fast_kernel(const float* __restrict__ q, int q_stride, int rows, int pos0,
                                   const float* __restrict__ kc, const float* __restrict__ vc,
-                                  const std::uint16_t* __restrict__ sinks, int q_heads, int kv_heads,
-                                  int window, int ring, float* __restrict__ out) {
+                                  const std::uint16_t* __restrict__ sinks, int q_heads,
+                                  int kv_heads, int window, int ring, float* __restrict__ out) {
     __shared__ __align__(16) FastSmem s;
     const int hq = blockIdx.x, r0 = blockIdx.y * kTile;
     const int hk = hq / (q_heads / kv_heads), kv_dim = kv_heads * kD;
@@ -244,7 +255,10 @@ __global__ void __launch_bounds__(kThreads, 3)
 #pragma unroll
             for (int half = 0; half < 2; ++half) {
                 float2 v = make_float2(0.f, 0.f);
-                if (valid[h]) v = *reinterpret_cast<const float2*>(q + static_cast<std::size_t>(rr[h]) * q_stride + hq * kD + 16 * c + 2 * qd + 8 * half);
+                if (valid[h])
+                    v = *reinterpret_cast<const float2*>(
+                        q + static_cast<std::size_t>(rr[h]) * q_stride + hq * kD + 16 * c + 2 * qd +
+                        8 * half);
                 // a0a1: (g, 2q), a2a3: (g+8, 2q), a4a5: (g, 2q+8), a6a7: (g+8, 2q+8)
                 split_bf16x2(v.x, v.y, qa[c][h + 2 * half], ql[c][h + 2 * half]);
             }
@@ -264,7 +278,10 @@ __global__ void __launch_bounds__(kThreads, 3)
         for (int p = 0; p < 8; ++p) {
             const int idx = t + p * kThreads, key = idx / 16, c4 = idx % 16, pos = kb + key;
             float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
-            if (pos <= kmax) v = *reinterpret_cast<const float4*>(kc + static_cast<std::size_t>(ring > 0 ? pos % ring : pos) * kv_dim + hk * kD + 4 * c4);
+            if (pos <= kmax)
+                v = *reinterpret_cast<const float4*>(
+                    kc + static_cast<std::size_t>(ring > 0 ? pos % ring : pos) * kv_dim + hk * kD +
+                    4 * c4);
             std::uint32_t h0, l0, h1, l1;
             split_bf16x2(v.x, v.y, h0, l0);
             split_bf16x2(v.z, v.w, h1, l1);
@@ -277,8 +294,14 @@ __global__ void __launch_bounds__(kThreads, 3)
             const int kp = lane / 4 + 8 * warp, dq = lane % 4 + 4 * p;
             const int pa = kb + 2 * kp, pb = pa + 1;
             float4 va = make_float4(0.f, 0.f, 0.f, 0.f), vb = va;
-            if (pa <= kmax) va = *reinterpret_cast<const float4*>(vc + static_cast<std::size_t>(ring > 0 ? pa % ring : pa) * kv_dim + hk * kD + 4 * dq);
-            if (pb <= kmax) vb = *reinterpret_cast<const float4*>(vc + static_cast<std::size_t>(ring > 0 ? pb % ring : pb) * kv_dim + hk * kD + 4 * dq);
+            if (pa <= kmax)
+                va = *reinterpret_cast<const float4*>(
+                    vc + static_cast<std::size_t>(ring > 0 ? pa % ring : pa) * kv_dim + hk * kD +
+                    4 * dq);
+            if (pb <= kmax)
+                vb = *reinterpret_cast<const float4*>(
+                    vc + static_cast<std::size_t>(ring > 0 ? pb % ring : pb) * kv_dim + hk * kD +
+                    4 * dq);
             const float a4[4] = {va.x, va.y, va.z, va.w}, b4[4] = {vb.x, vb.y, vb.z, vb.w};
 #pragma unroll
             for (int i = 0; i < 4; ++i) {
@@ -385,7 +408,8 @@ __global__ void __launch_bounds__(kThreads, 3)
         float* orow = out + static_cast<std::size_t>(rr[h]) * q_heads * kD + hq * kD + 2 * qd;
 #pragma unroll
         for (int n = 0; n < 8; ++n) {
-            *reinterpret_cast<float2*>(orow + 8 * n) = make_float2(o[n][2 * h] * f, o[n][2 * h + 1] * f);
+            *reinterpret_cast<float2*>(orow + 8 * n) =
+                make_float2(o[n][2 * h] * f, o[n][2 * h + 1] * f);
         }
     }
 }
@@ -401,7 +425,8 @@ void allow_large_shared_memory() {
     const std::lock_guard<std::mutex> lock(mu);
     const auto d = static_cast<std::size_t>(device);
     if (d < configured.size() && configured[d]) return;
-    NEURAL_CUDA(cudaFuncSetAttribute(attention_prefill_reference_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+    NEURAL_CUDA(cudaFuncSetAttribute(attention_prefill_reference_kernel,
+                                     cudaFuncAttributeMaxDynamicSharedMemorySize,
                                      static_cast<int>(sizeof(Smem))));
     if (d >= configured.size()) configured.resize(d + 1, false);
     configured[d] = true;

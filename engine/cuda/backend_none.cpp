@@ -6,18 +6,20 @@
 namespace neural {
 
 std::vector<GpuDevice> gpu_devices(std::string* why) {
-  if (why != nullptr) *why = "this build has no CUDA backend";
-  return {};
+    if (why != nullptr) *why = "this build has no CUDA backend";
+    return {};
 }
 
 bool cuda_backend_available(std::string* why) {
-  if (why != nullptr) *why = "this build has no CUDA backend (built with NEURAL_CUDA=OFF or without nvcc)";
-  return false;
+    if (why != nullptr)
+        *why = "this build has no CUDA backend (built with NEURAL_CUDA=OFF or without nvcc)";
+    return false;
 }
 
 std::unique_ptr<Backend> make_cuda_backend(const GpuBackendInputs&, const GpuOptions&) {
-  fail("backend \"cuda\" is not available: this build has no CUDA backend (rebuild with "
-       "-DNEURAL_CUDA=ON on a machine with the CUDA toolkit)");
+    fail(
+        "backend \"cuda\" is not available: this build has no CUDA backend (rebuild with "
+        "-DNEURAL_CUDA=ON on a machine with the CUDA toolkit)");
 }
 
 }  // namespace neural

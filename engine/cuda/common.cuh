@@ -17,7 +17,9 @@ __device__ __forceinline__ float bf16_bits_to_float(std::uint16_t b) {
 
 // The low and high bf16 of a 32-bit word.
 __device__ __forceinline__ float bf16_lo(std::uint32_t w) { return __uint_as_float(w << 16); }
-__device__ __forceinline__ float bf16_hi(std::uint32_t w) { return __uint_as_float(w & 0xFFFF0000u); }
+__device__ __forceinline__ float bf16_hi(std::uint32_t w) {
+    return __uint_as_float(w & 0xFFFF0000u);
+}
 
 // Two fp32 values as one bf16x2 word, rounded to nearest (`lo` in the low half).
 __device__ __forceinline__ std::uint32_t bf16x2_bits(float lo, float hi) {
@@ -29,7 +31,8 @@ __device__ __forceinline__ std::uint32_t bf16x2_bits(float lo, float hi) {
 
 // The prefill kernels' operand split x = hi + lo for two values: hi = their bf16 pair, lo = the
 // bf16 pair of what hi leaves over (~16 bits of each value in two bf16 products).
-__device__ __forceinline__ void split_bf16x2(float a, float b, std::uint32_t& hi, std::uint32_t& lo) {
+__device__ __forceinline__ void split_bf16x2(float a, float b, std::uint32_t& hi,
+                                             std::uint32_t& lo) {
     hi = bf16x2_bits(a, b);
     lo = bf16x2_bits(a - bf16_lo(hi), b - bf16_hi(hi));
 }
@@ -39,17 +42,18 @@ __device__ __forceinline__ void split_bf16x2(float a, float b, std::uint32_t& hi
 // A (16 x 16, row-major) a0 = rows g, k 2q..2q+1; a1 = row g + 8; a2, a3 the same at k + 8.
 // B (16 x 8, "col": stored as 8 rows of 16 k) b0 = k 2q..2q+1 of column g; b1 = k + 8.
 // D d0, d1 = row g, columns 2q, 2q + 1; d2, d3 = row g + 8.
-__device__ __forceinline__ void mma16816_bf16(float (&d)[4], const std::uint32_t (&a)[4], std::uint32_t b0,
-                                              std::uint32_t b1) {
+__device__ __forceinline__ void mma16816_bf16(float (&d)[4], const std::uint32_t (&a)[4],
+                                              std::uint32_t b0, std::uint32_t b1) {
     asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+        "{%8,%9}, "
         "{%0,%1,%2,%3};\n"
         : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
-__device__ __forceinline__ void mma16816_f16(float (&d)[4], const std::uint32_t (&a)[4], std::uint32_t b0,
-                                             std::uint32_t b1) {
+__device__ __forceinline__ void mma16816_f16(float (&d)[4], const std::uint32_t (&a)[4],
+                                             std::uint32_t b0, std::uint32_t b1) {
     asm volatile(
         "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
         "{%0,%1,%2,%3};\n"
@@ -74,7 +78,8 @@ __device__ __forceinline__ void ldmatrix_x4(std::uint32_t (&r)[4], const void* s
 // 2^(e-1) * (1 + m/2), e = 0 the subnormals 0 and 0.5.
 __device__ __forceinline__ float e2m1(std::uint32_t code) {
     const std::uint32_t e = (code >> 1) & 3u, m = code & 1u;
-    const std::uint32_t mag = e != 0u ? ((e + 126u) << 23) | (m << 22) : (m != 0u ? 0x3F000000u : 0u);
+    const std::uint32_t mag =
+        e != 0u ? ((e + 126u) << 23) | (m << 22) : (m != 0u ? 0x3F000000u : 0u);
     return __uint_as_float(mag | ((code & 8u) << 28));
 }
 
@@ -112,13 +117,13 @@ __device__ __forceinline__ float mxfp4_block_dot(uint4 codes, std::uint32_t scal
 #pragma unroll
     for (int q = 0; q < 4; ++q) {
         const std::uint32_t lo = w[q] & 0x0F0F0F0Fu, hi = (w[q] >> 4) & 0x0F0F0F0Fu;
-        const float* xq = x + 8 * q;  // elements 8q .. 8q+7
+        const float* xq = x + 8 * q;                                     // elements 8q .. 8q+7
         const float2 e02 = e2m1x2_scaled(__byte_perm(lo, 0u, 0x4140u));  // elements 0, 2
         const float2 e46 = e2m1x2_scaled(__byte_perm(lo, 0u, 0x4342u));  // elements 4, 6
         const float2 e13 = e2m1x2_scaled(__byte_perm(hi, 0u, 0x4140u));  // elements 1, 3
         const float2 e57 = e2m1x2_scaled(__byte_perm(hi, 0u, 0x4342u));  // elements 5, 7
-        acc += e02.x * xq[0] + e13.x * xq[1] + e02.y * xq[2] + e13.y * xq[3] +
-               e46.x * xq[4] + e57.x * xq[5] + e46.y * xq[6] + e57.y * xq[7];
+        acc += e02.x * xq[0] + e13.x * xq[1] + e02.y * xq[2] + e13.y * xq[3] + e46.x * xq[4] +
+               e57.x * xq[5] + e46.y * xq[6] + e57.y * xq[7];
     }
     return (acc * 16384.0f) * e8m0(scale);  // 2^14 first: 2^14 * 2^(s-127) overflows for s > 240
 }
@@ -132,12 +137,13 @@ __host__ __device__ constexpr int padded_floats(int n) { return n / 32 * 33; }
 // One MXFP4 row (G blocks: codes G*16 bytes, 16-byte aligned; scales G bytes) dotted with the
 // padded activations xp by a whole warp, one 16-byte block per lane per step; every lane gets
 // the sum. Fixed order: lane-partial sums over steps, then warp_sum.
-__device__ __forceinline__ float mxfp4_row_dot(const std::uint8_t* codes, const std::uint8_t* scales,
-                                               int G, const float* xp) {
+__device__ __forceinline__ float mxfp4_row_dot(const std::uint8_t* codes,
+                                               const std::uint8_t* scales, int G, const float* xp) {
     const int lane = threadIdx.x % 32;
     const uint4* blocks = reinterpret_cast<const uint4*>(codes);
     float acc = 0.0f;
-    for (int b = lane; b < G; b += 32) acc += mxfp4_block_dot(__ldg(blocks + b), __ldg(scales + b), xp + 33 * b);
+    for (int b = lane; b < G; b += 32)
+        acc += mxfp4_block_dot(__ldg(blocks + b), __ldg(scales + b), xp + 33 * b);
     return warp_sum(acc);
 }
 

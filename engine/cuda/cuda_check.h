@@ -6,10 +6,10 @@
 
 #include "neural/error.h"
 
-#define NEURAL_CUDA(call)                                                                  \
-    do {                                                                                   \
-        const cudaError_t neural_cuda_err_ = (call);                                       \
-        if (neural_cuda_err_ != cudaSuccess) {                                             \
+#define NEURAL_CUDA(call)                                                                       \
+    do {                                                                                        \
+        const cudaError_t neural_cuda_err_ = (call);                                            \
+        if (neural_cuda_err_ != cudaSuccess) {                                                  \
             ::neural::fail("CUDA: {} failed: {}", #call, cudaGetErrorString(neural_cuda_err_)); \
-        }                                                                                  \
+        }                                                                                       \
     } while (0)

@@ -61,7 +61,8 @@ std::string self_test(int index) {
     float *dx = nullptr, *dy = nullptr;
     std::string result;
     auto check = [&](cudaError_t e, const char* what) {
-        if (e != cudaSuccess && result.empty()) result = fmt::format("{}: {}", what, cudaGetErrorString(e));
+        if (e != cudaSuccess && result.empty())
+            result = fmt::format("{}: {}", what, cudaGetErrorString(e));
         return e == cudaSuccess;
     };
     if (check(cudaMalloc(&dx, n * sizeof(float)), "cudaMalloc") &&
@@ -70,7 +71,8 @@ std::string self_test(int index) {
         check(cudaMemcpy(dy, y.data(), n * sizeof(float), cudaMemcpyHostToDevice), "copy")) {
         axpy_kernel<<<(n + 255) / 256, 256>>>(n, 2.0f, dx, dy);
         if (check(cudaGetLastError(), "kernel launch") &&
-            check(cudaMemcpy(y.data(), dy, n * sizeof(float), cudaMemcpyDeviceToHost), "copy back")) {
+            check(cudaMemcpy(y.data(), dy, n * sizeof(float), cudaMemcpyDeviceToHost),
+                  "copy back")) {
             for (int i = 0; i < n && result.empty(); ++i) {
                 if (y[i] != 2.0f * static_cast<float>(i) + 1.0f) {
                     result = fmt::format("wrong result at {}: {}", i, y[i]);

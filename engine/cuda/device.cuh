@@ -9,13 +9,13 @@
 namespace neural::cuda {
 
 struct DeviceInfo {
-  int index = 0;
-  std::string name;
-  int compute_major = 0;
-  int compute_minor = 0;
-  std::uint64_t total_bytes = 0;
-  std::uint64_t free_bytes = 0;
-  int multiprocessors = 0;
+    int index = 0;
+    std::string name;
+    int compute_major = 0;
+    int compute_minor = 0;
+    std::uint64_t total_bytes = 0;
+    std::uint64_t free_bytes = 0;
+    int multiprocessors = 0;
 };
 
 // Every visible CUDA device; empty (never an exception) when there is no driver or no GPU.

@@ -25,9 +25,10 @@ __device__ __forceinline__ float unscaled(const gemm::Smem<BN>& s, int r, int c,
 // One 64 x BN tile of act = swiglu(W1 h[token] + b1) (BN / 2 act columns) for rows m0 .. of one
 // expert's `count` entries (act row m at act + m * I).
 template <KernelPath kPath, Operands kOps, int BN>
-__device__ __forceinline__ void gate_up_tile(gemm::Smem<BN>& s, const std::uint8_t* rec, int expert, const ExpertShape& sh,
-                                             const int* entries, int count, int m0, const float* h,
-                                             const std::uint16_t* bias, float* act) {
+__device__ __forceinline__ void gate_up_tile(gemm::Smem<BN>& s, const std::uint8_t* rec, int expert,
+                                             const ExpertShape& sh, const int* entries, int count,
+                                             int m0, const float* h, const std::uint16_t* bias,
+                                             float* act) {
     const int H = sh.hidden, I = sh.intermediate, G = H / 32;
     const int n0 = blockIdx.x * BN;
     auto row_of = [&](int r) -> const float* {
@@ -54,8 +55,9 @@ __device__ __forceinline__ void gate_up_tile(gemm::Smem<BN>& s, const std::uint8
 // ungrouped form, acc[token] = fma(gate, y, acc[token]); otherwise y is stored at row m of `out`
 // ([rows, H]) for combine_kernel, which does the same fma later in the same order.
 template <KernelPath kPath, Operands kOps, int BN, bool kAccumulate>
-__device__ __forceinline__ void down_tile(gemm::Smem<BN>& s, const std::uint8_t* rec, int expert, const ExpertShape& sh,
-                                          const int* entries, int count, int m0, const float* act, const float* gate,
+__device__ __forceinline__ void down_tile(gemm::Smem<BN>& s, const std::uint8_t* rec, int expert,
+                                          const ExpertShape& sh, const int* entries, int count,
+                                          int m0, const float* act, const float* gate,
                                           const std::uint16_t* bias, float* out) {
     const int H = sh.hidden, I = sh.intermediate, Gh = H / 32, Gi = I / 32;
     const int n0 = blockIdx.x * BN;
@@ -87,7 +89,8 @@ __global__ void __launch_bounds__(gemm::kThreads, gemm::kMinBlocks<BN>)
                           const int* __restrict__ entries, int count, const float* __restrict__ h,
                           const std::uint16_t* __restrict__ bias, float* __restrict__ act) {
     __shared__ __align__(16) gemm::Smem<BN> s;
-    gate_up_tile<kPath, kOps, BN>(s, rec, expert, sh, entries, count, blockIdx.y * gemm::kBM, h, bias, act);
+    gate_up_tile<kPath, kOps, BN>(s, rec, expert, sh, entries, count, blockIdx.y * gemm::kBM, h,
+                                  bias, act);
 }
 
 template <KernelPath kPath, Operands kOps, int BN>
@@ -97,7 +100,8 @@ __global__ void __launch_bounds__(gemm::kThreads, gemm::kMinBlocks<BN>)
                        const float* __restrict__ gate, const std::uint16_t* __restrict__ bias,
                        float* __restrict__ acc) {
     __shared__ __align__(16) gemm::Smem<BN> s;
-    down_tile<kPath, kOps, BN, true>(s, rec, expert, sh, entries, count, blockIdx.y * gemm::kBM, act, gate, bias, acc);
+    down_tile<kPath, kOps, BN, true>(s, rec, expert, sh, entries, count, blockIdx.y * gemm::kBM,
+                                     act, gate, bias, acc);
 }
 
 // A group's row tiles one after the other: job j owns blockIdx.y in [tiles[j], tiles[j + 1]).
@@ -118,34 +122,39 @@ __device__ __forceinline__ const ExpertJob& job_of(const Group& g, int& m0) {
 
 template <Operands kOps, int BN>
 __global__ void __launch_bounds__(gemm::kThreads, gemm::kMinBlocks<BN>)
-    grouped_gate_up_kernel(Group g, ExpertShape sh, const int* __restrict__ entries, const float* __restrict__ h,
-                           const std::uint16_t* __restrict__ bias, float* __restrict__ act) {
+    grouped_gate_up_kernel(Group g, ExpertShape sh, const int* __restrict__ entries,
+                           const float* __restrict__ h, const std::uint16_t* __restrict__ bias,
+                           float* __restrict__ act) {
     __shared__ __align__(16) gemm::Smem<BN> s;
     int m0 = 0;
     const ExpertJob& jb = job_of(g, m0);
-    gate_up_tile<KernelPath::fast, kOps, BN>(s, jb.record, jb.expert, sh, entries + jb.entry0, jb.count, m0, h, bias,
-                                   act + static_cast<std::size_t>(jb.row0) * sh.intermediate);
+    gate_up_tile<KernelPath::fast, kOps, BN>(
+        s, jb.record, jb.expert, sh, entries + jb.entry0, jb.count, m0, h, bias,
+        act + static_cast<std::size_t>(jb.row0) * sh.intermediate);
 }
 
 template <Operands kOps, int BN>
 __global__ void __launch_bounds__(gemm::kThreads, gemm::kMinBlocks<BN>)
-    grouped_down_kernel(Group g, ExpertShape sh, const int* __restrict__ entries, const float* __restrict__ act,
-                        const std::uint16_t* __restrict__ bias, float* __restrict__ y) {
+    grouped_down_kernel(Group g, ExpertShape sh, const int* __restrict__ entries,
+                        const float* __restrict__ act, const std::uint16_t* __restrict__ bias,
+                        float* __restrict__ y) {
     __shared__ __align__(16) gemm::Smem<BN> s;
     int m0 = 0;
     const ExpertJob& jb = job_of(g, m0);
-    down_tile<KernelPath::fast, kOps, BN, false>(s, jb.record, jb.expert, sh, entries + jb.entry0, jb.count, m0,
-                                       act + static_cast<std::size_t>(jb.row0) * sh.intermediate, nullptr, bias,
-                                       y + static_cast<std::size_t>(jb.row0) * sh.hidden);
+    down_tile<KernelPath::fast, kOps, BN, false>(
+        s, jb.record, jb.expert, sh, entries + jb.entry0, jb.count, m0,
+        act + static_cast<std::size_t>(jb.row0) * sh.intermediate, nullptr, bias,
+        y + static_cast<std::size_t>(jb.row0) * sh.hidden);
 }
 
 // acc[token_m] = fma(gate[entry_m], y[row0 + m], acc[token_m]) for one job: a token appears once
 // per expert, so the job's rows are independent; jobs are launched in expert order.
 __global__ void combine_kernel(ExpertJob jb, int H, int k, const int* __restrict__ entries,
-                               const float* __restrict__ gate, const float* __restrict__ y, float* __restrict__ acc) {
+                               const float* __restrict__ gate, const float* __restrict__ y,
+                               float* __restrict__ acc) {
     const std::size_t total = static_cast<std::size_t>(jb.count) * H;
-    for (std::size_t idx = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; idx < total;
-         idx += static_cast<std::size_t>(gridDim.x) * blockDim.x) {
+    for (std::size_t idx = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
+         idx < total; idx += static_cast<std::size_t>(gridDim.x) * blockDim.x) {
         const int m = static_cast<int>(idx / H), n = static_cast<int>(idx % H);
         const int e = entries[jb.entry0 + m];
         float* dst = acc + static_cast<std::size_t>(e / k) * H + n;
@@ -154,26 +163,29 @@ __global__ void combine_kernel(ExpertJob jb, int H, int k, const int* __restrict
 }
 
 template <KernelPath kPath, Operands kOps>
-void launch_gate_up(const std::uint8_t* record, int expert, const ExpertShape& shape, const int* entries, int count,
-                    const float* h, const std::uint16_t* gate_up_bias, float* act, cudaStream_t stream,
+void launch_gate_up(const std::uint8_t* record, int expert, const ExpertShape& shape,
+                    const int* entries, int count, const float* h,
+                    const std::uint16_t* gate_up_bias, float* act, cudaStream_t stream,
                     TileWidth width) {
     const int mt = (count + gemm::kBM - 1) / gemm::kBM, n = 2 * shape.intermediate;
     gemm::with_tile_width(width, mt, n, [&](auto bn) {
         constexpr int BN = decltype(bn)::value;
-        expert_gate_up_kernel<kPath, kOps, BN><<<dim3((n + BN - 1) / BN, mt), gemm::kThreads, 0, stream>>>(
-            record, expert, shape, entries, count, h, gate_up_bias, act);
+        expert_gate_up_kernel<kPath, kOps, BN>
+            <<<dim3((n + BN - 1) / BN, mt), gemm::kThreads, 0, stream>>>(
+                record, expert, shape, entries, count, h, gate_up_bias, act);
     });
 }
 
 template <KernelPath kPath, Operands kOps>
-void launch_down(const std::uint8_t* record, int expert, const ExpertShape& shape, const int* entries, int count,
-                 const float* act, const float* gate, const std::uint16_t* down_bias, float* acc, cudaStream_t stream,
-                 TileWidth width) {
+void launch_down(const std::uint8_t* record, int expert, const ExpertShape& shape,
+                 const int* entries, int count, const float* act, const float* gate,
+                 const std::uint16_t* down_bias, float* acc, cudaStream_t stream, TileWidth width) {
     const int mt = (count + gemm::kBM - 1) / gemm::kBM, n = shape.hidden;
     gemm::with_tile_width(width, mt, n, [&](auto bn) {
         constexpr int BN = decltype(bn)::value;
-        expert_down_kernel<kPath, kOps, BN><<<dim3((n + BN - 1) / BN, mt), gemm::kThreads, 0, stream>>>(
-            record, expert, shape, entries, count, act, gate, down_bias, acc);
+        expert_down_kernel<kPath, kOps, BN>
+            <<<dim3((n + BN - 1) / BN, mt), gemm::kThreads, 0, stream>>>(
+                record, expert, shape, entries, count, act, gate, down_bias, acc);
     });
 }
 
@@ -187,46 +199,52 @@ template <typename F>
 void dispatch(KernelPath path, const ExpertShape& shape, F&& f) {
     const bool half = shape.half_operands;
     if (path == KernelPath::reference) {
-        half ? f(Variant<KernelPath::reference, Operands::half>{}) : f(Variant<KernelPath::reference, Operands::split_bf16>{});
+        half ? f(Variant<KernelPath::reference, Operands::half>{})
+             : f(Variant<KernelPath::reference, Operands::split_bf16>{});
     } else {
-        half ? f(Variant<KernelPath::fast, Operands::half>{}) : f(Variant<KernelPath::fast, Operands::split_bf16>{});
+        half ? f(Variant<KernelPath::fast, Operands::half>{})
+             : f(Variant<KernelPath::fast, Operands::split_bf16>{});
     }
 }
 
 }  // namespace
 
-void expert_gemm_gate_up(const std::uint8_t* record, int expert, const ExpertShape& shape, const int* entries,
-                         int count, const float* h, const std::uint16_t* gate_up_bias, float* act,
-                         cudaStream_t stream, KernelPath path, TileWidth width) {
+void expert_gemm_gate_up(const std::uint8_t* record, int expert, const ExpertShape& shape,
+                         const int* entries, int count, const float* h,
+                         const std::uint16_t* gate_up_bias, float* act, cudaStream_t stream,
+                         KernelPath path, TileWidth width) {
     if (count <= 0) return;
     dispatch(path, shape, [&](auto v) {
-        launch_gate_up<decltype(v)::path, decltype(v)::ops>(record, expert, shape, entries, count, h, gate_up_bias,
-                                                            act, stream, width);
+        launch_gate_up<decltype(v)::path, decltype(v)::ops>(record, expert, shape, entries, count,
+                                                            h, gate_up_bias, act, stream, width);
     });
 }
 
-void expert_gemm_down(const std::uint8_t* record, int expert, const ExpertShape& shape, const int* entries,
-                      int count, const float* act, const float* gate, const std::uint16_t* down_bias, float* acc,
-                      cudaStream_t stream, KernelPath path, TileWidth width) {
+void expert_gemm_down(const std::uint8_t* record, int expert, const ExpertShape& shape,
+                      const int* entries, int count, const float* act, const float* gate,
+                      const std::uint16_t* down_bias, float* acc, cudaStream_t stream,
+                      KernelPath path, TileWidth width) {
     if (count <= 0) return;
     dispatch(path, shape, [&](auto v) {
-        launch_down<decltype(v)::path, decltype(v)::ops>(record, expert, shape, entries, count, act, gate, down_bias,
-                                                         acc, stream, width);
+        launch_down<decltype(v)::path, decltype(v)::ops>(record, expert, shape, entries, count, act,
+                                                         gate, down_bias, acc, stream, width);
     });
 }
 
 void expert_gemm(const std::uint8_t* record, int expert, const ExpertShape& shape,
                  const int* entries, int count, const float* h, const float* gate,
-                 const std::uint16_t* gate_up_bias, const std::uint16_t* down_bias,
-                 float* act, float* acc, cudaStream_t stream, KernelPath path, TileWidth width) {
-    expert_gemm_gate_up(record, expert, shape, entries, count, h, gate_up_bias, act, stream, path, width);
-    expert_gemm_down(record, expert, shape, entries, count, act, gate, down_bias, acc, stream, path, width);
+                 const std::uint16_t* gate_up_bias, const std::uint16_t* down_bias, float* act,
+                 float* acc, cudaStream_t stream, KernelPath path, TileWidth width) {
+    expert_gemm_gate_up(record, expert, shape, entries, count, h, gate_up_bias, act, stream, path,
+                        width);
+    expert_gemm_down(record, expert, shape, entries, count, act, gate, down_bias, acc, stream, path,
+                     width);
 }
 
-void expert_gemm_grouped(const ExpertJob* jobs, int job_count, const ExpertShape& shape, const int* entries,
-                         const float* h, const float* gate, const std::uint16_t* gate_up_bias,
-                         const std::uint16_t* down_bias, float* act, float* y, float* acc, cudaStream_t stream,
-                         TileWidth width) {
+void expert_gemm_grouped(const ExpertJob* jobs, int job_count, const ExpertShape& shape,
+                         const int* entries, const float* h, const float* gate,
+                         const std::uint16_t* gate_up_bias, const std::uint16_t* down_bias,
+                         float* act, float* y, float* acc, cudaStream_t stream, TileWidth width) {
     if (job_count <= 0) return;
     if (job_count > kMaxGroupedExperts) {
         throw std::invalid_argument("expert_gemm_grouped: more jobs than kMaxGroupedExperts");
@@ -248,19 +266,22 @@ void expert_gemm_grouped(const ExpertJob* jobs, int job_count, const ExpertShape
         constexpr Operands kOps = decltype(v)::ops;
         gemm::with_tile_width(width, mt, gu_n, [&](auto bn) {
             constexpr int BN = decltype(bn)::value;
-            grouped_gate_up_kernel<kOps, BN><<<dim3((gu_n + BN - 1) / BN, mt), gemm::kThreads, 0, stream>>>(
-                g, shape, entries, h, gate_up_bias, act);
+            grouped_gate_up_kernel<kOps, BN>
+                <<<dim3((gu_n + BN - 1) / BN, mt), gemm::kThreads, 0, stream>>>(
+                    g, shape, entries, h, gate_up_bias, act);
         });
         gemm::with_tile_width(width, mt, down_n, [&](auto bn) {
             constexpr int BN = decltype(bn)::value;
-            grouped_down_kernel<kOps, BN><<<dim3((down_n + BN - 1) / BN, mt), gemm::kThreads, 0, stream>>>(
-                g, shape, entries, act, down_bias, y);
+            grouped_down_kernel<kOps, BN>
+                <<<dim3((down_n + BN - 1) / BN, mt), gemm::kThreads, 0, stream>>>(
+                    g, shape, entries, act, down_bias, y);
         });
     });
     for (int j = 0; j < g.jobs; ++j) {
         const long long total = static_cast<long long>(g.job[j].count) * shape.hidden;
         const int blocks = static_cast<int>(std::min<long long>((total + 255) / 256, 4096));
-        combine_kernel<<<blocks, 256, 0, stream>>>(g.job[j], shape.hidden, shape.k, entries, gate, y, acc);
+        combine_kernel<<<blocks, 256, 0, stream>>>(g.job[j], shape.hidden, shape.k, entries, gate,
+                                                   y, acc);
     }
 }
 

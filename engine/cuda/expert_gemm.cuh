@@ -59,21 +59,22 @@ inline ExpertShape with_half_operands(ExpertShape shape, float in_bound) {
 
 void expert_gemm(const std::uint8_t* record, int expert, const ExpertShape& shape,
                  const int* entries, int count, const float* h, const float* gate,
-                 const std::uint16_t* gate_up_bias, const std::uint16_t* down_bias,
-                 float* act, float* acc, cudaStream_t stream, KernelPath path = KernelPath::fast,
+                 const std::uint16_t* gate_up_bias, const std::uint16_t* down_bias, float* act,
+                 float* acc, cudaStream_t stream, KernelPath path = KernelPath::fast,
                  TileWidth width = TileWidth::automatic);
 
 // expert_gemm's two launches, for callers that put them on different streams (the backend runs
 // an expert's gate_up beside the previous expert's down; act must then differ between them):
 // gate_up writes act, down reads it and accumulates into acc. expert_gemm = gate_up then down.
-void expert_gemm_gate_up(const std::uint8_t* record, int expert, const ExpertShape& shape, const int* entries,
-                         int count, const float* h, const std::uint16_t* gate_up_bias, float* act,
-                         cudaStream_t stream, KernelPath path = KernelPath::fast,
+void expert_gemm_gate_up(const std::uint8_t* record, int expert, const ExpertShape& shape,
+                         const int* entries, int count, const float* h,
+                         const std::uint16_t* gate_up_bias, float* act, cudaStream_t stream,
+                         KernelPath path = KernelPath::fast,
                          TileWidth width = TileWidth::automatic);
-void expert_gemm_down(const std::uint8_t* record, int expert, const ExpertShape& shape, const int* entries,
-                      int count, const float* act, const float* gate, const std::uint16_t* down_bias, float* acc,
-                      cudaStream_t stream, KernelPath path = KernelPath::fast,
-                      TileWidth width = TileWidth::automatic);
+void expert_gemm_down(const std::uint8_t* record, int expert, const ExpertShape& shape,
+                      const int* entries, int count, const float* act, const float* gate,
+                      const std::uint16_t* down_bias, float* acc, cudaStream_t stream,
+                      KernelPath path = KernelPath::fast, TileWidth width = TileWidth::automatic);
 
 inline constexpr int kMaxGroupedExperts = 3;  // docs/CUDA.md "Grouped GEMM": groups of 3
 
@@ -82,12 +83,13 @@ struct ExpertJob {
     int expert = 0;                        // its index (bias rows)
     int entry0 = 0;                        // its entries: entries[entry0 .. entry0 + count)
     int count = 0;
-    int row0 = 0;                          // its rows of act and y
+    int row0 = 0;  // its rows of act and y
 };
 
-void expert_gemm_grouped(const ExpertJob* jobs, int job_count, const ExpertShape& shape, const int* entries,
-                         const float* h, const float* gate, const std::uint16_t* gate_up_bias,
-                         const std::uint16_t* down_bias, float* act, float* y, float* acc, cudaStream_t stream,
+void expert_gemm_grouped(const ExpertJob* jobs, int job_count, const ExpertShape& shape,
+                         const int* entries, const float* h, const float* gate,
+                         const std::uint16_t* gate_up_bias, const std::uint16_t* down_bias,
+                         float* act, float* y, float* acc, cudaStream_t stream,
                          TileWidth width = TileWidth::automatic);
 
 }  // namespace neural::cuda

@@ -46,7 +46,8 @@ __global__ void down_kernel(const std::uint8_t* __restrict__ pool, std::uint64_t
     const int H = sh.hidden, I = sh.intermediate, Gh = H / 32, Gi = I / 32, PI = padded_floats(I);
     for (int q = 0; q < sh.k; ++q) {
         if (slot[q] < 0) continue;
-        for (int i = threadIdx.x; i < I; i += blockDim.x) as[q * PI + padded_index(i)] = act[q * I + i];
+        for (int i = threadIdx.x; i < I; i += blockDim.x)
+            as[q * PI + padded_index(i)] = act[q * I + i];
     }
     __syncthreads();
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -59,8 +60,9 @@ __global__ void down_kernel(const std::uint8_t* __restrict__ pool, std::uint64_t
         const int s = slot[q];
         if (s < 0) continue;
         const std::uint8_t* rec = pool + static_cast<std::uint64_t>(s) * stride;
-        float y = mxfp4_row_dot(rec + down_codes + static_cast<std::uint64_t>(r) * Gi * 16,
-                                rec + down_scales + static_cast<std::uint64_t>(r) * Gi, Gi, as + q * PI);
+        float y =
+            mxfp4_row_dot(rec + down_codes + static_cast<std::uint64_t>(r) * Gi * 16,
+                          rec + down_scales + static_cast<std::uint64_t>(r) * Gi, Gi, as + q * PI);
         y += bf16_bits_to_float(bias[static_cast<std::size_t>(sel[q]) * H + r]);
         total += gate[q] * y;
     }
@@ -72,13 +74,17 @@ __global__ void down_kernel(const std::uint8_t* __restrict__ pool, std::uint64_t
 void experts_resident(const std::uint8_t* pool, std::uint64_t slot_stride, const ExpertShape& shape,
                       const int* sel, const float* gate, const int* slot,
                       const std::uint16_t* gate_up_bias, const std::uint16_t* down_bias,
-                      const float* x, float* act, float* out, cudaStream_t stream, bool accumulate) {
+                      const float* x, float* act, float* out, cudaStream_t stream,
+                      bool accumulate) {
     const dim3 gu_grid((shape.intermediate + kWarps - 1) / kWarps, shape.k);
-    gate_up_kernel<<<gu_grid, kWarps * 32, static_cast<std::size_t>(padded_floats(shape.hidden)) * sizeof(float),
+    gate_up_kernel<<<gu_grid, kWarps * 32,
+                     static_cast<std::size_t>(padded_floats(shape.hidden)) * sizeof(float),
                      stream>>>(pool, slot_stride, shape, sel, slot, gate_up_bias, x, act);
     down_kernel<<<(shape.hidden + kWarps - 1) / kWarps, kWarps * 32,
-                  static_cast<std::size_t>(shape.k) * padded_floats(shape.intermediate) * sizeof(float), stream>>>(
-        pool, slot_stride, shape, sel, gate, slot, down_bias, act, out, accumulate);
+                  static_cast<std::size_t>(shape.k) * padded_floats(shape.intermediate) *
+                      sizeof(float),
+                  stream>>>(pool, slot_stride, shape, sel, gate, slot, down_bias, act, out,
+                            accumulate);
 }
 
 }  // namespace neural::cuda

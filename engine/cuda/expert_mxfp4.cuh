@@ -38,6 +38,7 @@ struct ExpertShape {
 void experts_resident(const std::uint8_t* pool, std::uint64_t slot_stride, const ExpertShape& shape,
                       const int* sel, const float* gate, const int* slot,
                       const std::uint16_t* gate_up_bias, const std::uint16_t* down_bias,
-                      const float* x, float* act, float* out, cudaStream_t stream, bool accumulate = false);
+                      const float* x, float* act, float* out, cudaStream_t stream,
+                      bool accumulate = false);
 
 }  // namespace neural::cuda

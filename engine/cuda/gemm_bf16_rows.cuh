@@ -12,9 +12,8 @@
 
 namespace neural::cuda {
 
-void gemm_bf16_rows(const float* x, int m, int k, const std::uint16_t* w,
-                    const std::uint16_t* bias, int n, float* y, int ldy, bool accumulate,
-                    cudaStream_t stream, KernelPath path = KernelPath::fast,
-                    TileWidth width = TileWidth::automatic);
+void gemm_bf16_rows(const float* x, int m, int k, const std::uint16_t* w, const std::uint16_t* bias,
+                    int n, float* y, int ldy, bool accumulate, cudaStream_t stream,
+                    KernelPath path = KernelPath::fast, TileWidth width = TileWidth::automatic);
 
 }  // namespace neural::cuda

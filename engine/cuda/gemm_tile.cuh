@@ -97,9 +97,10 @@ inline bool wide_tile_pays(long long blocks128, int sms) { return blocks128 >= 2
 // wide_tile_pays on the current device), passed to f as std::integral_constant<int, BN>.
 template <typename F>
 void with_tile_width(TileWidth width, int mt, int n, F&& f) {
-    const bool wide = width == TileWidth::n128 ||
-                      (width == TileWidth::automatic &&
-                       wide_tile_pays(static_cast<long long>(mt) * ((n + 127) / 128), current_multiprocessors()));
+    const bool wide =
+        width == TileWidth::n128 ||
+        (width == TileWidth::automatic &&
+         wide_tile_pays(static_cast<long long>(mt) * ((n + 127) / 128), current_multiprocessors()));
     if (wide) {
         f(std::integral_constant<int, 128>{});
     } else {
@@ -132,9 +133,11 @@ __device__ __forceinline__ void mma_step(const Stage<BN>& st, RefAcc<BN>& acc, i
             wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> fa[2];
             wmma::fragment<wmma::matrix_b, 16, 16, 16, __half, wmma::col_major> fb[kJ];
 #pragma unroll
-            for (int i = 0; i < 2; ++i) wmma::load_matrix_sync(fa[i], &a[(wm + 16 * i) * kLds + kk], kLds);
+            for (int i = 0; i < 2; ++i)
+                wmma::load_matrix_sync(fa[i], &a[(wm + 16 * i) * kLds + kk], kLds);
 #pragma unroll
-            for (int j = 0; j < kJ; ++j) wmma::load_matrix_sync(fb[j], &b[(wn + 16 * j) * kLds + kk], kLds);
+            for (int j = 0; j < kJ; ++j)
+                wmma::load_matrix_sync(fb[j], &b[(wn + 16 * j) * kLds + kk], kLds);
 #pragma unroll
             for (int i = 0; i < 2; ++i)
 #pragma unroll
@@ -151,7 +154,8 @@ __device__ __forceinline__ void mma_step(const Stage<BN>& st, RefAcc<BN>& acc, i
                 wmma::load_matrix_sync(fl[i], &st.a_lo[(wm + 16 * i) * kLds + kk], kLds);
             }
 #pragma unroll
-            for (int j = 0; j < kJ; ++j) wmma::load_matrix_sync(fb[j], &st.b[(wn + 16 * j) * kLds + kk], kLds);
+            for (int j = 0; j < kJ; ++j)
+                wmma::load_matrix_sync(fb[j], &st.b[(wn + 16 * j) * kLds + kk], kLds);
 #pragma unroll
             for (int i = 0; i < 2; ++i)
 #pragma unroll
@@ -170,8 +174,8 @@ __device__ __forceinline__ void store_tile(Smem<BN>& s, RefAcc<BN>& acc, int wm,
     for (int i = 0; i < 2; ++i)
 #pragma unroll
         for (int j = 0; j < BN / 32; ++j)
-            wmma::store_matrix_sync(&s.c[(wm + 16 * i) * kLdc<BN> + wn + 16 * j], acc[i][j], kLdc<BN>,
-                                    wmma::mem_row_major);
+            wmma::store_matrix_sync(&s.c[(wm + 16 * i) * kLdc<BN> + wn + 16 * j], acc[i][j],
+                                    kLdc<BN>, wmma::mem_row_major);
     __syncthreads();
 }
 
@@ -181,7 +185,8 @@ __device__ __forceinline__ int row_shift(const WeightRows& w, int n, int N, int 
     std::uint32_t m = 0;
     if (n < N) {
         const std::uint8_t* sc = w.scales + static_cast<std::size_t>(n) * G;
-        for (int g = threadIdx.x % 2; g < G; g += 2) m = max(m, static_cast<std::uint32_t>(__ldg(sc + g)));
+        for (int g = threadIdx.x % 2; g < G; g += 2)
+            m = max(m, static_cast<std::uint32_t>(__ldg(sc + g)));
     }
     m = max(m, __shfl_xor_sync(0xFFFFFFFFu, m, 1));
     return 140 - static_cast<int>(m);
@@ -209,8 +214,8 @@ __device__ __forceinline__ void tile_shifts(Smem<BN>& s, const WeightRows& w, in
 }
 
 template <Operands kOps, int BN, typename RowOf>
-__device__ __forceinline__ void gemm_tile_reference(Smem<BN>& s, RowOf row_of, const WeightRows& w, int n0, int N,
-                                                    int K, float a_scale) {
+__device__ __forceinline__ void gemm_tile_reference(Smem<BN>& s, RowOf row_of, const WeightRows& w,
+                                                    int n0, int N, int K, float a_scale) {
     using namespace nvcuda;
     constexpr bool kHalf = kOps == Operands::half;
     Stage<BN>& st = s.st[0];
@@ -244,7 +249,8 @@ __device__ __forceinline__ void gemm_tile_reference(Smem<BN>& s, RowOf row_of, c
                 } else {
                     const __nv_bfloat16 hi = __float2bfloat16(f[i]);
                     st.a[r * kLds + part * 4 + i] = hi;
-                    st.a_lo[r * kLds + part * 4 + i] = __float2bfloat16(f[i] - __bfloat162float(hi));
+                    st.a_lo[r * kLds + part * 4 + i] =
+                        __float2bfloat16(f[i] - __bfloat162float(hi));
                 }
             }
         }
@@ -254,7 +260,9 @@ __device__ __forceinline__ void gemm_tile_reference(Smem<BN>& s, RowOf row_of, c
                 const int idx = t + p * kThreads, r = idx / 4, part = idx % 4;
                 const int n = n0 + r;
                 uint4 v = make_uint4(0, 0, 0, 0);
-                if (n < N) v = __ldg(reinterpret_cast<const uint4*>(w.bf16 + static_cast<std::size_t>(n) * K + k0 + part * 8));
+                if (n < N)
+                    v = __ldg(reinterpret_cast<const uint4*>(
+                        w.bf16 + static_cast<std::size_t>(n) * K + k0 + part * 8));
                 *reinterpret_cast<uint4*>(&st.b[r * kLds + part * 8]) = v;
             }
         } else {
@@ -265,7 +273,8 @@ __device__ __forceinline__ void gemm_tile_reference(Smem<BN>& s, RowOf row_of, c
                 const int r = t / 2 + 64 * rr, half = t % 2, n = n0 + r;
                 const int o = r * kLds + half * 16;
                 if (n < N) {
-                    const uint2 c = __ldg(reinterpret_cast<const uint2*>(w.codes + (static_cast<std::size_t>(n) * G + g) * 16 + half * 8));
+                    const uint2 c = __ldg(reinterpret_cast<const uint2*>(
+                        w.codes + (static_cast<std::size_t>(n) * G + g) * 16 + half * 8));
                     const std::uint32_t sb = __ldg(w.scales + static_cast<std::size_t>(n) * G + g);
                     const float sc = kHalf ? shifted_scale(sb, shift[rr]) : e8m0(sb);
                     const std::uint32_t words[2] = {c.x, c.y};
@@ -286,7 +295,8 @@ __device__ __forceinline__ void gemm_tile_reference(Smem<BN>& s, RowOf row_of, c
                     }
                 } else {
 #pragma unroll
-                    for (int i = 0; i < 16; ++i) st.b[o + i] = __float2bfloat16(0.0f);  // 0 bits, in fp16 too
+                    for (int i = 0; i < 16; ++i)
+                        st.b[o + i] = __float2bfloat16(0.0f);  // 0 bits, in fp16 too
                 }
             }
         }
@@ -310,8 +320,8 @@ struct Fetched {
 };
 
 template <int BN>
-__device__ __forceinline__ void fetch_step(Fetched<BN>& f, const float* const (&rows)[4], const WeightRows& w, int n0,
-                                           int N, int K, int g) {
+__device__ __forceinline__ void fetch_step(Fetched<BN>& f, const float* const (&rows)[4],
+                                           const WeightRows& w, int n0, int N, int K, int g) {
     const int t = threadIdx.x, k0 = g * 32, part = t % 8;
 #pragma unroll
     for (int p = 0; p < 4; ++p) {
@@ -322,7 +332,8 @@ __device__ __forceinline__ void fetch_step(Fetched<BN>& f, const float* const (&
 #pragma unroll
         for (int p = 0; p < BN / 32; ++p) {
             const int idx = t + p * kThreads, r = idx / 4, bp = idx % 4, n = n0 + r;
-            f.b[p] = n < N ? __ldg(reinterpret_cast<const uint4*>(w.bf16 + static_cast<std::size_t>(n) * K + k0 + bp * 8))
+            f.b[p] = n < N ? __ldg(reinterpret_cast<const uint4*>(
+                                 w.bf16 + static_cast<std::size_t>(n) * K + k0 + bp * 8))
                            : make_uint4(0, 0, 0, 0);
         }
     } else {
@@ -331,8 +342,10 @@ __device__ __forceinline__ void fetch_step(Fetched<BN>& f, const float* const (&
         for (int rr = 0; rr < BN / 64; ++rr) {
             const int n = n0 + t / 2 + 64 * rr;
             if (n < N) {
-                const uint2 c = __ldg(reinterpret_cast<const uint2*>(w.codes + (static_cast<std::size_t>(n) * G + g) * 16 + half * 8));
-                f.b[rr] = make_uint4(c.x, c.y, __ldg(w.scales + static_cast<std::size_t>(n) * G + g), 1u);
+                const uint2 c = __ldg(reinterpret_cast<const uint2*>(
+                    w.codes + (static_cast<std::size_t>(n) * G + g) * 16 + half * 8));
+                f.b[rr] =
+                    make_uint4(c.x, c.y, __ldg(w.scales + static_cast<std::size_t>(n) * G + g), 1u);
             } else {
                 f.b[rr] = make_uint4(0, 0, 0, 0);
             }
@@ -380,7 +393,8 @@ __device__ __forceinline__ std::uint32_t e2m1x2_bf16_scaled(std::uint32_t v) {
 // e2m1(code) * e8m0(s) to bf16 (the reference tile's), in about half the instructions of the fp32
 // route (the weights' decode was the largest part of the tile's work). A NaN scale gives NaN
 // either way, possibly with another payload.
-__device__ __forceinline__ void decode_word_bf16(std::uint32_t word, std::uint32_t s, std::uint32_t* out) {
+__device__ __forceinline__ void decode_word_bf16(std::uint32_t word, std::uint32_t s,
+                                                 std::uint32_t* out) {
     const std::uint32_t m1 = s <= 128u ? (s + 126u) << 7 : 254u << 7;
     const std::uint32_t m2 = s <= 128u ? 0x3F80u : (s == 255u ? 0x7FC0u : (s - 1u) << 7);
     __nv_bfloat162 f1, f2;
@@ -404,16 +418,16 @@ __device__ __forceinline__ void decode_word_bf16(std::uint32_t word, std::uint32
 // Stores a fetched step into a stage. Operands::half: a_scale scales the activations, `shift`
 // holds this thread's weight rows' (tile_shifts).
 template <Operands kOps, int BN>
-__device__ __forceinline__ void store_step(Stage<BN>& st, const Fetched<BN>& f, bool bf16_weights, float a_scale,
-                                           const int (&shift)[BN / 64]) {
+__device__ __forceinline__ void store_step(Stage<BN>& st, const Fetched<BN>& f, bool bf16_weights,
+                                           float a_scale, const int (&shift)[BN / 64]) {
     const int t = threadIdx.x, part = t % 8;
 #pragma unroll
     for (int p = 0; p < 4; ++p) {
         const int r = t / 8 + 16 * p;
         const float4 v = f.a[p];
         if constexpr (kOps == Operands::half) {
-            *reinterpret_cast<uint2*>(&st.a[r * kLds + part * 4]) =
-                make_uint2(half2_bits(v.x * a_scale, v.y * a_scale), half2_bits(v.z * a_scale, v.w * a_scale));
+            *reinterpret_cast<uint2*>(&st.a[r * kLds + part * 4]) = make_uint2(
+                half2_bits(v.x * a_scale, v.y * a_scale), half2_bits(v.z * a_scale, v.w * a_scale));
         } else {
             std::uint32_t h01, l01, h23, l23;
             split_bf16x2(v.x, v.y, h01, l01);
@@ -477,12 +491,14 @@ __device__ __forceinline__ LaneRows<BN> lane_rows(int wm, int wn) {
 #pragma unroll
     for (int i = 0; i < 2; ++i) r.a[i] = (wm + 16 * i + lane % 16) * kLds + (lane / 16) * 8;
 #pragma unroll
-    for (int jj = 0; jj < BN / 32; ++jj) r.b[jj] = (wn + 16 * jj + (lane / 16) * 8 + lane % 8) * kLds + ((lane / 8) % 2) * 8;
+    for (int jj = 0; jj < BN / 32; ++jj)
+        r.b[jj] = (wn + 16 * jj + (lane / 16) * 8 + lane % 8) * kLds + ((lane / 8) % 2) * 8;
     return r;
 }
 
 template <Operands kOps, int BN>
-__device__ __forceinline__ void mma_step_fast(const Stage<BN>& st, Frag<BN>& f, const LaneRows<BN>& lr) {
+__device__ __forceinline__ void mma_step_fast(const Stage<BN>& st, Frag<BN>& f,
+                                              const LaneRows<BN>& lr) {
     constexpr bool kHalf = kOps == Operands::half;
 #pragma unroll
     for (int kk = 0; kk < 32; kk += 16) {
@@ -518,14 +534,15 @@ __device__ __forceinline__ void store_tile_fast(Smem<BN>& s, const Frag<BN>& f, 
         for (int j = 0; j < BN / 16; ++j) {
             float* c = &s.c[(wm + 16 * i + g) * kLdc<BN> + wn + 8 * j + 2 * q];
             *reinterpret_cast<float2*>(c) = make_float2(f.acc[i][j][0], f.acc[i][j][1]);
-            *reinterpret_cast<float2*>(c + 8 * kLdc<BN>) = make_float2(f.acc[i][j][2], f.acc[i][j][3]);
+            *reinterpret_cast<float2*>(c + 8 * kLdc<BN>) =
+                make_float2(f.acc[i][j][2], f.acc[i][j][3]);
         }
     __syncthreads();
 }
 
 template <Operands kOps, int BN, typename RowOf>
-__device__ __forceinline__ void gemm_tile_fast(Smem<BN>& s, RowOf row_of, const WeightRows& w, int n0, int N, int K,
-                                               float a_scale) {
+__device__ __forceinline__ void gemm_tile_fast(Smem<BN>& s, RowOf row_of, const WeightRows& w,
+                                               int n0, int N, int K, float a_scale) {
     const int t = threadIdx.x, warp = t / 32;
     const int wm = (warp / 2) * 32, wn = (warp % 2) * (BN / 2);
     Frag<BN> acc;
@@ -561,8 +578,8 @@ __device__ __forceinline__ void gemm_tile_fast(Smem<BN>& s, RowOf row_of, const 
 // (Operands::half needs MXFP4 weights; a_scale is its activations' power-of-two scale, unused
 // otherwise).
 template <KernelPath kPath, Operands kOps = Operands::split_bf16, int BN, typename RowOf>
-__device__ __forceinline__ void gemm_tile(Smem<BN>& s, RowOf row_of, const WeightRows& w, int n0, int N, int K,
-                                          float a_scale = 1.0f) {
+__device__ __forceinline__ void gemm_tile(Smem<BN>& s, RowOf row_of, const WeightRows& w, int n0,
+                                          int N, int K, float a_scale = 1.0f) {
     if constexpr (kPath == KernelPath::fast) {
         gemm_tile_fast<kOps, BN>(s, row_of, w, n0, N, K, a_scale);
     } else {

@@ -38,8 +38,8 @@ __global__ void gemv_bf16_kernel(const std::uint16_t* __restrict__ w,
 void gemv_bf16(const std::uint16_t* w, const std::uint16_t* bias, const float* x, float* y,
                int rows, int cols, bool accumulate, cudaStream_t stream) {
     const int blocks = (rows + kWarps - 1) / kWarps;
-    gemv_bf16_kernel<<<blocks, kWarps * 32, static_cast<std::size_t>(cols) * sizeof(float), stream>>>(
-        w, bias, x, y, rows, cols, accumulate);
+    gemv_bf16_kernel<<<blocks, kWarps * 32, static_cast<std::size_t>(cols) * sizeof(float),
+                       stream>>>(w, bias, x, y, rows, cols, accumulate);
 }
 
 }  // namespace neural::cuda

@@ -11,8 +11,8 @@ __global__ void copy_kernel(const float* __restrict__ in, float* __restrict__ x,
     if (i < n) x[i] = in[i];
 }
 
-__global__ void add_moe_kernel(float* __restrict__ x, const float* __restrict__ g,
-                               const float* c, int n) {
+__global__ void add_moe_kernel(float* __restrict__ x, const float* __restrict__ g, const float* c,
+                               int n) {
     const int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) x[i] += g[i] + c[i];
 }

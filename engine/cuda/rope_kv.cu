@@ -7,9 +7,11 @@ namespace {
 // One head of one token at position pos, thread i of its d/2 pairs: RoPE on a query or key head
 // (key heads also into the K cache), value heads copied into the V cache. z: the head's values.
 // ring > 0: the caches keep positions modulo ring (a sliding layer's K/V ring), row pos % ring.
-__device__ __forceinline__ void rope_kv_head(float* z, int head, int i, int pos, int q_heads, int kv_heads,
-                                             int d, const float* __restrict__ inv_freq, float concentration,
-                                             float* k_cache, float* v_cache, int ring) {
+__device__ __forceinline__ void rope_kv_head(float* z, int head, int i, int pos, int q_heads,
+                                             int kv_heads, int d,
+                                             const float* __restrict__ inv_freq,
+                                             float concentration, float* k_cache, float* v_cache,
+                                             int ring) {
     const int half = d / 2, kv_dim = kv_heads * d;
     if (i >= half) return;
     const int slot = ring > 0 ? pos % ring : pos;
@@ -37,10 +39,11 @@ __device__ __forceinline__ void rope_kv_head(float* z, int head, int i, int pos,
 // Decode: one block per head (query heads, then key heads, then value heads), one thread per pair.
 __global__ void rope_kv_kernel(float* qkv, int q_heads, int kv_heads, int d,
                                const float* __restrict__ inv_freq, float concentration,
-                               const int* __restrict__ pos_ptr, float* k_cache, float* v_cache, int ring) {
+                               const int* __restrict__ pos_ptr, float* k_cache, float* v_cache,
+                               int ring) {
     const int head = blockIdx.x;
-    rope_kv_head(qkv + static_cast<std::size_t>(head) * d, head, threadIdx.x, *pos_ptr, q_heads, kv_heads,
-                 d, inv_freq, concentration, k_cache, v_cache, ring);
+    rope_kv_head(qkv + static_cast<std::size_t>(head) * d, head, threadIdx.x, *pos_ptr, q_heads,
+                 kv_heads, d, inv_freq, concentration, k_cache, v_cache, ring);
 }
 
 // Prefill: grid (rows, heads); row r is position pos0 + r of qkv [rows, (nq + 2 nkv) d].

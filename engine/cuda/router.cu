@@ -8,8 +8,8 @@ namespace {
 
 // Top-k of one token's logits by one warp (descending, ties to the lower index), then softmax
 // over the k selected, op for op like the CPU reference; lane 0's chosen/w are the result.
-__device__ __forceinline__ void topk_softmax_warp(const float* __restrict__ logits, int experts, int k,
-                                                  int* chosen, float* w) {
+__device__ __forceinline__ void topk_softmax_warp(const float* __restrict__ logits, int experts,
+                                                  int k, int* chosen, float* w) {
     const int lane = threadIdx.x % 32;
     float value[kRouterMaxK];
     for (int r = 0; r < k; ++r) {
@@ -82,7 +82,8 @@ __global__ void router_topk_rows_kernel(const float* __restrict__ logits, int ro
 void router_topk_rows(const float* logits, int rows, int experts, int k, int* sel, float* gate,
                       cudaStream_t stream) {
     if (rows <= 0) return;
-    router_topk_rows_kernel<<<(rows + 3) / 4, 128, 0, stream>>>(logits, rows, experts, k, sel, gate);
+    router_topk_rows_kernel<<<(rows + 3) / 4, 128, 0, stream>>>(logits, rows, experts, k, sel,
+                                                                gate);
 }
 
 void router_topk(const float* logits, int experts, int k, const int* slot_table,

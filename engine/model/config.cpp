@@ -147,16 +147,16 @@ ModelConfig ModelConfig::from_json(const json& j, const std::string& src) {
     c.hidden_size = positive(get_int(j, "hidden_size", src, true), "hidden_size", src);
     c.intermediate_size =
         positive(get_int(j, "intermediate_size", src, true), "intermediate_size", src);
-    c.num_layers = positive(get_int(j, "num_hidden_layers", src, true), "num_hidden_layers", src,
-                            4096);
+    c.num_layers =
+        positive(get_int(j, "num_hidden_layers", src, true), "num_hidden_layers", src, 4096);
     std::int64_t experts = get_int(j, "num_local_experts", src, false, -1);
     if (experts < 0) experts = get_int(j, "num_experts", src, true);
     c.num_experts = positive(experts, "num_local_experts", src, 1 << 16);
     std::int64_t k = get_int(j, "num_experts_per_tok", src, false, -1);
     if (k < 0) k = get_int(j, "experts_per_token", src, true);
     c.experts_per_token = positive(k, "num_experts_per_tok", src, c.num_experts);
-    c.num_heads = positive(get_int(j, "num_attention_heads", src, true), "num_attention_heads",
-                           src, 1 << 12);
+    c.num_heads =
+        positive(get_int(j, "num_attention_heads", src, true), "num_attention_heads", src, 1 << 12);
     c.num_kv_heads = positive(get_int(j, "num_key_value_heads", src, false, c.num_heads),
                               "num_key_value_heads", src, c.num_heads);
     c.head_dim = positive(get_int(j, "head_dim", src, false, c.hidden_size / c.num_heads),
@@ -169,9 +169,10 @@ ModelConfig ModelConfig::from_json(const json& j, const std::string& src) {
     if (c.head_dim % 2 != 0) fail("{}: head_dim ({}) must be even for RoPE", src, c.head_dim);
     // MXFP4 blocks are 32 values along the input dimension of both expert projections.
     if (c.hidden_size % 32 != 0 || c.intermediate_size % 32 != 0) {
-        fail("{}: hidden_size ({}) and intermediate_size ({}) must be multiples of 32 (MXFP4 "
-             "block size)",
-             src, c.hidden_size, c.intermediate_size);
+        fail(
+            "{}: hidden_size ({}) and intermediate_size ({}) must be multiples of 32 (MXFP4 "
+            "block size)",
+            src, c.hidden_size, c.intermediate_size);
     }
 
     c.max_position_embeddings = get_int(j, "max_position_embeddings", src, false, 131072);
@@ -189,14 +190,16 @@ ModelConfig ModelConfig::from_json(const json& j, const std::string& src) {
             if (t == "sliding_attention") {
                 c.layer_is_sliding[i] = true;
             } else if (t != "full_attention") {
-                fail("{}: layer_types[{}] = {} (expected \"sliding_attention\" or "
-                     "\"full_attention\")",
-                     src, i, t.dump());
+                fail(
+                    "{}: layer_types[{}] = {} (expected \"sliding_attention\" or "
+                    "\"full_attention\")",
+                    src, i, t.dump());
             }
         }
     } else {
         // The HF default and the OpenAI reference rule: even layers slide.
-        for (int i = 0; i < c.num_layers; ++i) c.layer_is_sliding[static_cast<size_t>(i)] = i % 2 == 0;
+        for (int i = 0; i < c.num_layers; ++i)
+            c.layer_is_sliding[static_cast<size_t>(i)] = i % 2 == 0;
     }
     bool any_sliding = false;
     for (bool s : c.layer_is_sliding) any_sliding = any_sliding || s;
@@ -220,8 +223,7 @@ ModelConfig ModelConfig::from_json(const json& j, const std::string& src) {
     }
     if (theta == nullptr) theta = find(j, "rope_theta");
     if (theta == nullptr) {
-        fail("{}: missing required field \"rope_theta\" (the RoPE base; gpt-oss uses 150000)",
-             src);
+        fail("{}: missing required field \"rope_theta\" (the RoPE base; gpt-oss uses 150000)", src);
     }
     if (!theta->is_number()) fail("{}: rope_theta must be a number, got {}", src, theta->dump());
     c.rope_theta = theta->get<double>();

@@ -13,59 +13,59 @@
 namespace neural {
 
 struct RopeScaling {
-  // "yarn" (gpt-oss) or "default" (plain RoPE, no scaling).
-  std::string type = "default";
-  double factor = 1.0;
-  double beta_fast = 32.0;
-  double beta_slow = 1.0;
-  double original_max_position_embeddings = 4096;
-  bool truncate = true;  // HF's default; gpt-oss sets false (lo/hi stay real numbers)
-  std::optional<double> attention_factor;  // overrides 0.1 ln(factor) + 1 when present
+    // "yarn" (gpt-oss) or "default" (plain RoPE, no scaling).
+    std::string type = "default";
+    double factor = 1.0;
+    double beta_fast = 32.0;
+    double beta_slow = 1.0;
+    double original_max_position_embeddings = 4096;
+    bool truncate = true;  // HF's default; gpt-oss sets false (lo/hi stay real numbers)
+    std::optional<double> attention_factor;  // overrides 0.1 ln(factor) + 1 when present
 };
 
 struct ModelConfig {
-  std::string model_type;
-  int hidden_size = 0;          // H
-  int intermediate_size = 0;    // I (per expert)
-  int num_layers = 0;           // L
-  int num_experts = 0;          // E
-  int experts_per_token = 0;    // K
-  int num_heads = 0;            // query heads
-  int num_kv_heads = 0;         // key/value heads (GQA)
-  int head_dim = 0;             // d
-  int vocab_size = 0;           // rows of embed_tokens / lm_head
-  int sliding_window = 0;       // keys a sliding layer sees, including the current token
-  std::vector<bool> layer_is_sliding;  // [L]
-  double rope_theta = 10000.0;
-  RopeScaling rope;
-  std::int64_t max_position_embeddings = 0;
-  float rms_norm_eps = 1e-5f;
-  float swiglu_limit = 7.0f;
-  float swiglu_alpha = 1.702f;  // not in the Hub config; a constant of the model
-  bool attention_bias = true;
-  std::vector<std::int32_t> eos_token_ids;
-  std::optional<std::int32_t> pad_token_id;
+    std::string model_type;
+    int hidden_size = 0;                 // H
+    int intermediate_size = 0;           // I (per expert)
+    int num_layers = 0;                  // L
+    int num_experts = 0;                 // E
+    int experts_per_token = 0;           // K
+    int num_heads = 0;                   // query heads
+    int num_kv_heads = 0;                // key/value heads (GQA)
+    int head_dim = 0;                    // d
+    int vocab_size = 0;                  // rows of embed_tokens / lm_head
+    int sliding_window = 0;              // keys a sliding layer sees, including the current token
+    std::vector<bool> layer_is_sliding;  // [L]
+    double rope_theta = 10000.0;
+    RopeScaling rope;
+    std::int64_t max_position_embeddings = 0;
+    float rms_norm_eps = 1e-5f;
+    float swiglu_limit = 7.0f;
+    float swiglu_alpha = 1.702f;  // not in the Hub config; a constant of the model
+    bool attention_bias = true;
+    std::vector<std::int32_t> eos_token_ids;
+    std::optional<std::int32_t> pad_token_id;
 
-  // Reads and validates `dir/config.json` (throws neural::Error naming the file and field).
-  static ModelConfig load(const std::filesystem::path& config_json);
-  // Same from parsed JSON; `source` names the origin in error messages.
-  static ModelConfig from_json(const nlohmann::json& j, const std::string& source);
+    // Reads and validates `dir/config.json` (throws neural::Error naming the file and field).
+    static ModelConfig load(const std::filesystem::path& config_json);
+    // Same from parsed JSON; `source` names the origin in error messages.
+    static ModelConfig from_json(const nlohmann::json& j, const std::string& source);
 
-  int q_dim() const { return num_heads * head_dim; }
-  int kv_dim() const { return num_kv_heads * head_dim; }
+    int q_dim() const { return num_heads * head_dim; }
+    int kv_dim() const { return num_kv_heads * head_dim; }
 };
 
 struct GenerationConfig {
-  std::optional<std::int32_t> bos_token_id;
-  std::vector<std::int32_t> eos_token_ids;
-  std::optional<std::int32_t> pad_token_id;
-  bool do_sample = false;
-  std::optional<double> temperature;
-  std::optional<double> top_p;
-  std::optional<int> top_k;
+    std::optional<std::int32_t> bos_token_id;
+    std::vector<std::int32_t> eos_token_ids;
+    std::optional<std::int32_t> pad_token_id;
+    bool do_sample = false;
+    std::optional<double> temperature;
+    std::optional<double> top_p;
+    std::optional<int> top_k;
 
-  // Missing file -> defaults (the file is optional in checkpoints); a malformed one throws.
-  static GenerationConfig load(const std::filesystem::path& generation_config_json);
+    // Missing file -> defaults (the file is optional in checkpoints); a malformed one throws.
+    static GenerationConfig load(const std::filesystem::path& generation_config_json);
 };
 
 }  // namespace neural

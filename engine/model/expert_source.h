@@ -19,7 +19,7 @@ struct ExpertRow {
 };
 
 class ExpertSource {
- public:
+public:
     virtual ~ExpertSource() = default;
 
     // Called once for (layer, expert) before its rows are read, outside parallel regions: the

@@ -27,16 +27,16 @@ struct TypeEntry {
 };
 // Every type ggml defines (ggml.h's ggml_type; ids 4, 5 and 31..33, 36..38 were removed).
 constexpr TypeEntry kTypes[] = {
-    {0, "F32", 1, 4},         {1, "F16", 1, 2},        {2, "Q4_0", 32, 18},
-    {3, "Q4_1", 32, 20},      {6, "Q5_0", 32, 22},     {7, "Q5_1", 32, 24},
-    {8, "Q8_0", 32, 34},      {9, "Q8_1", 32, 36},     {10, "Q2_K", 256, 84},
-    {11, "Q3_K", 256, 110},   {12, "Q4_K", 256, 144},  {13, "Q5_K", 256, 176},
-    {14, "Q6_K", 256, 210},   {15, "Q8_K", 256, 292},  {16, "IQ2_XXS", 256, 66},
+    {0, "F32", 1, 4},         {1, "F16", 1, 2},         {2, "Q4_0", 32, 18},
+    {3, "Q4_1", 32, 20},      {6, "Q5_0", 32, 22},      {7, "Q5_1", 32, 24},
+    {8, "Q8_0", 32, 34},      {9, "Q8_1", 32, 36},      {10, "Q2_K", 256, 84},
+    {11, "Q3_K", 256, 110},   {12, "Q4_K", 256, 144},   {13, "Q5_K", 256, 176},
+    {14, "Q6_K", 256, 210},   {15, "Q8_K", 256, 292},   {16, "IQ2_XXS", 256, 66},
     {17, "IQ2_XS", 256, 74},  {18, "IQ3_XXS", 256, 98}, {19, "IQ1_S", 256, 50},
-    {20, "IQ4_NL", 32, 18},   {21, "IQ3_S", 256, 110}, {22, "IQ2_S", 256, 82},
-    {23, "IQ4_XS", 256, 136}, {24, "I8", 1, 1},        {25, "I16", 1, 2},
-    {26, "I32", 1, 4},        {27, "I64", 1, 8},       {28, "F64", 1, 8},
-    {29, "IQ1_M", 256, 56},   {30, "BF16", 1, 2},      {34, "TQ1_0", 256, 54},
+    {20, "IQ4_NL", 32, 18},   {21, "IQ3_S", 256, 110},  {22, "IQ2_S", 256, 82},
+    {23, "IQ4_XS", 256, 136}, {24, "I8", 1, 1},         {25, "I16", 1, 2},
+    {26, "I32", 1, 4},        {27, "I64", 1, 8},        {28, "F64", 1, 8},
+    {29, "IQ1_M", 256, 56},   {30, "BF16", 1, 2},       {34, "TQ1_0", 256, 54},
     {35, "TQ2_0", 256, 66},   {39, "MXFP4", 32, 17},
 };
 
@@ -47,22 +47,34 @@ const TypeEntry* type_entry(std::uint32_t id) {
     return nullptr;
 }
 
-constexpr int kMaxDims = 4;                     // GGML_MAX_DIMS
+constexpr int kMaxDims = 4;                        // GGML_MAX_DIMS
 constexpr std::uint64_t kMaxNameBytes = 1u << 16;  // far above ggml's 64; bounds a hostile length
 constexpr int kMaxArrayDepth = 4;
 
 std::size_t scalar_size(GgufValueType t) {
     switch (t) {
-        case GgufValueType::kU8: case GgufValueType::kI8: case GgufValueType::kBool: return 1;
-        case GgufValueType::kU16: case GgufValueType::kI16: return 2;
-        case GgufValueType::kU32: case GgufValueType::kI32: case GgufValueType::kF32: return 4;
-        case GgufValueType::kU64: case GgufValueType::kI64: case GgufValueType::kF64: return 8;
-        default: return 0;
+        case GgufValueType::kU8:
+        case GgufValueType::kI8:
+        case GgufValueType::kBool:
+            return 1;
+        case GgufValueType::kU16:
+        case GgufValueType::kI16:
+            return 2;
+        case GgufValueType::kU32:
+        case GgufValueType::kI32:
+        case GgufValueType::kF32:
+            return 4;
+        case GgufValueType::kU64:
+        case GgufValueType::kI64:
+        case GgufValueType::kF64:
+            return 8;
+        default:
+            return 0;
     }
 }
 
 const char* value_type_name(GgufValueType t) {
-    static const char* names[] = {"u8",  "i8",     "u16",   "i16", "u32", "i32", "f32",
+    static const char* names[] = {"u8",   "i8",     "u16",   "i16", "u32", "i32", "f32",
                                   "bool", "string", "array", "u64", "i64", "f64"};
     const auto i = static_cast<std::uint32_t>(t);
     return i < 13 ? names[i] : "?";
@@ -71,7 +83,7 @@ const char* value_type_name(GgufValueType t) {
 // Bounds-checked cursor over the mapped header. Every read that would pass the end of the file
 // is an error saying what was being read: a truncated file, or a length that lies.
 class Cursor {
- public:
+public:
     Cursor(const std::uint8_t* data, std::uint64_t size, const std::string& file)
         : data_(data), size_(size), file_(file) {}
 
@@ -99,14 +111,16 @@ class Cursor {
     }
     std::string_view string(const std::string& what, std::uint64_t max_len = ~0ull) {
         const auto n = get<std::uint64_t>(what + " length");
-        if (n > max_len) fail("{}: {} is {} bytes long (at most {} allowed)", file_, what, n, max_len);
+        if (n > max_len)
+            fail("{}: {} is {} bytes long (at most {} allowed)", file_, what, n, max_len);
         need(n, what);
-        std::string_view s(reinterpret_cast<const char*>(data_ + pos_), static_cast<std::size_t>(n));
+        std::string_view s(reinterpret_cast<const char*>(data_ + pos_),
+                           static_cast<std::size_t>(n));
         pos_ += n;
         return s;
     }
 
- private:
+private:
     const std::uint8_t* data_;
     std::uint64_t size_;
     std::uint64_t pos_ = 0;
@@ -119,28 +133,48 @@ void read_value(Cursor& c, GgufValueType type, GgufValue& v, const std::string& 
                 const std::string& file) {
     v.type = type;
     switch (type) {
-        case GgufValueType::kU8: v.i = c.get<std::uint8_t>(what); break;
-        case GgufValueType::kI8: v.i = c.get<std::int8_t>(what); break;
-        case GgufValueType::kU16: v.i = c.get<std::uint16_t>(what); break;
-        case GgufValueType::kI16: v.i = c.get<std::int16_t>(what); break;
-        case GgufValueType::kU32: v.i = c.get<std::uint32_t>(what); break;
-        case GgufValueType::kI32: v.i = c.get<std::int32_t>(what); break;
+        case GgufValueType::kU8:
+            v.i = c.get<std::uint8_t>(what);
+            break;
+        case GgufValueType::kI8:
+            v.i = c.get<std::int8_t>(what);
+            break;
+        case GgufValueType::kU16:
+            v.i = c.get<std::uint16_t>(what);
+            break;
+        case GgufValueType::kI16:
+            v.i = c.get<std::int16_t>(what);
+            break;
+        case GgufValueType::kU32:
+            v.i = c.get<std::uint32_t>(what);
+            break;
+        case GgufValueType::kI32:
+            v.i = c.get<std::int32_t>(what);
+            break;
         case GgufValueType::kU64:
             v.u = c.get<std::uint64_t>(what);
             v.i = v.u > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())
                       ? -1
                       : static_cast<std::int64_t>(v.u);
             break;
-        case GgufValueType::kI64: v.i = c.get<std::int64_t>(what); break;
-        case GgufValueType::kF32: v.f = c.get<float>(what); break;
-        case GgufValueType::kF64: v.f = c.get<double>(what); break;
+        case GgufValueType::kI64:
+            v.i = c.get<std::int64_t>(what);
+            break;
+        case GgufValueType::kF32:
+            v.f = c.get<float>(what);
+            break;
+        case GgufValueType::kF64:
+            v.f = c.get<double>(what);
+            break;
         case GgufValueType::kBool: {
             const auto b = c.get<std::uint8_t>(what);
             if (b > 1) fail("{}: {} is a bool with value {} (0 or 1 expected)", file, what, b);
             v.i = b;
             break;
         }
-        case GgufValueType::kString: v.str = c.string(what); break;
+        case GgufValueType::kString:
+            v.str = c.string(what);
+            break;
         case GgufValueType::kArray: {
             if (depth >= kMaxArrayDepth) fail("{}: {}: arrays nested too deeply", file, what);
             const auto et = c.get<std::uint32_t>(what + " element type");
@@ -150,18 +184,20 @@ void read_value(Cursor& c, GgufValueType type, GgufValue& v, const std::string& 
             v.elems = c.here();
             if (const std::size_t sz = scalar_size(v.elem_type); sz > 0) {
                 if (v.count > c.left() / sz) {
-                    fail("{}: {}: {} elements of {} do not fit in the {} bytes left in the file "
-                         "(truncated or corrupt)",
-                         file, what, v.count, value_type_name(v.elem_type), c.left());
+                    fail(
+                        "{}: {}: {} elements of {} do not fit in the {} bytes left in the file "
+                        "(truncated or corrupt)",
+                        file, what, v.count, value_type_name(v.elem_type), c.left());
                 }
                 c.skip(v.count * sz, what);
             } else {
                 // Strings and nested arrays take at least 8 bytes each: a count beyond that is
                 // a lie, caught before the walk.
                 if (v.count > c.left() / 8) {
-                    fail("{}: {}: {} elements do not fit in the {} bytes left in the file "
-                         "(truncated or corrupt)",
-                         file, what, v.count, c.left());
+                    fail(
+                        "{}: {}: {} elements do not fit in the {} bytes left in the file "
+                        "(truncated or corrupt)",
+                        file, what, v.count, c.left());
                 }
                 GgufValue elem;
                 for (std::uint64_t k = 0; k < v.count; ++k) {
@@ -170,7 +206,8 @@ void read_value(Cursor& c, GgufValueType type, GgufValue& v, const std::string& 
             }
             break;
         }
-        default: fail("{}: {} has unknown value type {}", file, what, static_cast<std::uint32_t>(type));
+        default:
+            fail("{}: {} has unknown value type {}", file, what, static_cast<std::uint32_t>(type));
     }
 }
 
@@ -185,10 +222,17 @@ std::string ggml_type_name(std::uint32_t type) {
 
 bool GgufValue::is_integer() const {
     switch (type) {
-        case GgufValueType::kU8: case GgufValueType::kI8: case GgufValueType::kU16:
-        case GgufValueType::kI16: case GgufValueType::kU32: case GgufValueType::kI32:
-        case GgufValueType::kU64: case GgufValueType::kI64: return true;
-        default: return false;
+        case GgufValueType::kU8:
+        case GgufValueType::kI8:
+        case GgufValueType::kU16:
+        case GgufValueType::kI16:
+        case GgufValueType::kU32:
+        case GgufValueType::kI32:
+        case GgufValueType::kU64:
+        case GgufValueType::kI64:
+            return true;
+        default:
+            return false;
     }
 }
 
@@ -216,8 +260,10 @@ GgufFile GgufFile::open(const fs::path& path) {
     c.skip(4, "magic");
     f.version_ = c.get<std::uint32_t>("the version");
     if (f.version_ == 1) {
-        fail("{}: GGUF version 1 (32-bit counts, before llama.cpp's 2023 format) is not "
-             "supported; convert the model again with a current llama.cpp", file);
+        fail(
+            "{}: GGUF version 1 (32-bit counts, before llama.cpp's 2023 format) is not "
+            "supported; convert the model again with a current llama.cpp",
+            file);
     }
     if (f.version_ != 2 && f.version_ != 3) {
         fail("{}: GGUF version {} is not supported (this build reads versions 2 and 3)", file,
@@ -264,14 +310,16 @@ GgufFile GgufFile::open(const fs::path& path) {
         if (n_dims < 1 || n_dims > kMaxDims) {
             fail("{}: {} has {} dimensions (1 to {} allowed)", file, what, n_dims, kMaxDims);
         }
-        for (std::uint32_t d = 0; d < n_dims; ++d) t.ne.push_back(c.get<std::uint64_t>(what + " shape"));
+        for (std::uint32_t d = 0; d < n_dims; ++d)
+            t.ne.push_back(c.get<std::uint64_t>(what + " shape"));
         t.type = c.get<std::uint32_t>(what + " type");
         t.offset = c.get<std::uint64_t>(what + " offset");
         const TypeEntry* te = type_entry(t.type);
-        if (te == nullptr) fail("{}: {} has ggml type id {}, which ggml does not define", file, what, t.type);
+        if (te == nullptr)
+            fail("{}: {} has ggml type id {}, which ggml does not define", file, what, t.type);
         if (t.ne[0] % te->block != 0) {
-            fail("{}: {} is {} with {} values per row, not a whole number of {}-value blocks",
-                 file, what, te->name, t.ne[0], te->block);
+            fail("{}: {} is {} with {} values per row, not a whole number of {}-value blocks", file,
+                 what, te->name, t.ne[0], te->block);
         }
         std::uint64_t bytes = t.ne[0] / te->block * te->bytes;
         for (std::uint32_t d = 1; d < n_dims; ++d) {
@@ -296,10 +344,10 @@ GgufFile GgufFile::open(const fs::path& path) {
     const std::uint64_t data_size = size - data_start;
     for (GgufTensor& t : infos) {
         if (t.offset > data_size || t.nbytes > data_size - t.offset) {
-            fail("{}: tensor \"{}\" ({} {}, {} bytes at data offset {}) runs past the end of the "
-                 "file ({} data bytes); the file is truncated or corrupt",
-                 file, t.name, ggml_type_name(t.type), t.ne_string(), t.nbytes, t.offset,
-                 data_size);
+            fail(
+                "{}: tensor \"{}\" ({} {}, {} bytes at data offset {}) runs past the end of the "
+                "file ({} data bytes); the file is truncated or corrupt",
+                file, t.name, ggml_type_name(t.type), t.ne_string(), t.nbytes, t.offset, data_size);
         }
         t.data = f.map_->data() + data_start + t.offset;
         const std::string name = t.name;
@@ -405,13 +453,42 @@ std::vector<std::int64_t> GgufFile::get_ints(std::string_view key) const {
         const std::uint8_t* p = v->elems + k * sz;
         std::int64_t x = 0;
         switch (v->elem_type) {
-            case GgufValueType::kU8: x = *p; break;
-            case GgufValueType::kI8: x = static_cast<std::int8_t>(*p); break;
-            case GgufValueType::kU16: { std::uint16_t t; std::memcpy(&t, p, 2); x = t; break; }
-            case GgufValueType::kI16: { std::int16_t t; std::memcpy(&t, p, 2); x = t; break; }
-            case GgufValueType::kU32: { std::uint32_t t; std::memcpy(&t, p, 4); x = t; break; }
-            case GgufValueType::kI32: { std::int32_t t; std::memcpy(&t, p, 4); x = t; break; }
-            default: { std::int64_t t; std::memcpy(&t, p, 8); x = t; break; }
+            case GgufValueType::kU8:
+                x = *p;
+                break;
+            case GgufValueType::kI8:
+                x = static_cast<std::int8_t>(*p);
+                break;
+            case GgufValueType::kU16: {
+                std::uint16_t t;
+                std::memcpy(&t, p, 2);
+                x = t;
+                break;
+            }
+            case GgufValueType::kI16: {
+                std::int16_t t;
+                std::memcpy(&t, p, 2);
+                x = t;
+                break;
+            }
+            case GgufValueType::kU32: {
+                std::uint32_t t;
+                std::memcpy(&t, p, 4);
+                x = t;
+                break;
+            }
+            case GgufValueType::kI32: {
+                std::int32_t t;
+                std::memcpy(&t, p, 4);
+                x = t;
+                break;
+            }
+            default: {
+                std::int64_t t;
+                std::memcpy(&t, p, 8);
+                x = t;
+                break;
+            }
         }
         out[static_cast<std::size_t>(k)] = x;
     }
@@ -421,7 +498,8 @@ std::vector<std::int64_t> GgufFile::get_ints(std::string_view key) const {
 bool is_gguf_path(const fs::path& path) {
     std::error_code ec;
     std::string ext = path.extension().string();
-    std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char ch) { return std::tolower(ch); });
+    std::transform(ext.begin(), ext.end(), ext.begin(),
+                   [](unsigned char ch) { return std::tolower(ch); });
     return ext == ".gguf" && !fs::is_directory(path, ec);
 }
 
@@ -435,7 +513,8 @@ std::vector<fs::path> gguf_parts(const fs::path& path) {
     std::vector<fs::path> parts;
     std::error_code ec;
     for (int k = 1; k <= count; ++k) {
-        const fs::path p = path.parent_path() / fmt::format("{}-{:05}-of-{:05}.gguf", m[1].str(), k, count);
+        const fs::path p =
+            path.parent_path() / fmt::format("{}-{:05}-of-{:05}.gguf", m[1].str(), k, count);
         if (!fs::exists(p, ec)) {
             fail("{}: part {} of this split GGUF ({}) is missing", path.string(), k, p.string());
         }
@@ -446,12 +525,14 @@ std::vector<fs::path> gguf_parts(const fs::path& path) {
 
 // --- ggml MXFP4 <-> checkpoint layout -------------------------------------------------------
 
-void ggml_mxfp4_block_to_checkpoint(const std::uint8_t* g, std::uint8_t* codes, std::uint8_t* scale) {
+void ggml_mxfp4_block_to_checkpoint(const std::uint8_t* g, std::uint8_t* codes,
+                                    std::uint8_t* scale) {
     *scale = g[0];
     const std::uint8_t* qs = g + 1;
     // ggml: element j in the low nibble of qs[j], element j + 16 in its high nibble.
     auto element = [&](int i) -> std::uint8_t {
-        return i < 16 ? static_cast<std::uint8_t>(qs[i] & 0x0f) : static_cast<std::uint8_t>(qs[i - 16] >> 4);
+        return i < 16 ? static_cast<std::uint8_t>(qs[i] & 0x0f)
+                      : static_cast<std::uint8_t>(qs[i - 16] >> 4);
     };
     // Checkpoint: element 2k in the low nibble of byte k, element 2k + 1 in the high nibble.
     for (int k = 0; k < 16; ++k) {
@@ -477,13 +558,15 @@ void GgmlExperts::convert_row(std::int64_t e, std::int64_t r, std::uint8_t* bloc
     }
 }
 
-void GgmlExperts::read(bool want_scales, std::uint64_t offset, std::uint64_t n, std::uint8_t* out) const {
+void GgmlExperts::read(bool want_scales, std::uint64_t offset, std::uint64_t n,
+                       std::uint8_t* out) const {
     const std::uint64_t per_row = static_cast<std::uint64_t>(groups) * (want_scales ? 1 : 16);
     const auto g = static_cast<std::size_t>(groups);
     std::vector<std::uint8_t> blocks(g * 16), scales(g);
     while (n > 0) {
         const std::uint64_t row = offset / per_row, within = offset % per_row;
-        const std::int64_t e = static_cast<std::int64_t>(row) / rows, r = static_cast<std::int64_t>(row) % rows;
+        const std::int64_t e = static_cast<std::int64_t>(row) / rows,
+                           r = static_cast<std::int64_t>(row) % rows;
         convert_row(e, r, blocks.data(), scales.data());
         const std::uint8_t* src = want_scales ? scales.data() : blocks.data();
         const std::uint64_t take = std::min(n, per_row - within);
@@ -589,7 +672,8 @@ nlohmann::json config_json(const GgufFile& f, std::int64_t vocab, bool attention
              *f.get_int(a + "rope.scaling.original_context_length", true)},
         };
     } else if (scaling != "none") {
-        fail("{}: rope.scaling.type \"{}\" is not gpt-oss's (\"yarn\")", f.path().string(), scaling);
+        fail("{}: rope.scaling.type \"{}\" is not gpt-oss's (\"yarn\")", f.path().string(),
+             scaling);
     }
     j["max_position_embeddings"] = i("context_length");
     j["rms_norm_eps"] = *f.get_number(a + "attention.layer_norm_rms_epsilon", true);
@@ -598,7 +682,8 @@ nlohmann::json config_json(const GgufFile& f, std::int64_t vocab, bool attention
     j["attention_bias"] = attention_bias;
     j["tie_word_embeddings"] = false;
     if (const auto eos = f.get_int("tokenizer.ggml.eos_token_id", false)) j["eos_token_id"] = *eos;
-    if (const auto pad = f.get_int("tokenizer.ggml.padding_token_id", false)) j["pad_token_id"] = *pad;
+    if (const auto pad = f.get_int("tokenizer.ggml.padding_token_id", false))
+        j["pad_token_id"] = *pad;
     return j;
 }
 
@@ -617,7 +702,8 @@ std::shared_ptr<const GgufCheckpoint> GgufCheckpoint::open(const fs::path& path)
     if (ck->files.size() > 1) {
         if (const auto n = meta.get_int("split.count", false);
             n && *n != static_cast<std::int64_t>(ck->files.size())) {
-            fail("{}: split.count is {} but the file name says {} parts", file, *n, ck->files.size());
+            fail("{}: split.count is {} but the file name says {} parts", file, *n,
+                 ck->files.size());
         }
     }
     // Tensors of every part by GGUF name.
@@ -640,7 +726,8 @@ std::shared_ptr<const GgufCheckpoint> GgufCheckpoint::open(const fs::path& path)
     }
     const bool bias = all.count("blk.0.attn_q.bias") > 0;
     ck->config = ModelConfig::from_json(
-        config_json(meta, static_cast<std::int64_t>(std::min<std::uint64_t>(embd.ne[1], 1u << 30)), bias),
+        config_json(meta, static_cast<std::int64_t>(std::min<std::uint64_t>(embd.ne[1], 1u << 30)),
+                    bias),
         file + " (metadata)");
     const ModelConfig& c = ck->config;
 
@@ -660,7 +747,8 @@ std::shared_ptr<const GgufCheckpoint> GgufCheckpoint::open(const fs::path& path)
             for (std::size_t id = 0; id < tokens.size(); ++id) {
                 if (tokens[id] == stop) {
                     auto& ids = ck->generation.eos_token_ids;
-                    if (std::find(ids.begin(), ids.end(), static_cast<std::int32_t>(id)) == ids.end())
+                    if (std::find(ids.begin(), ids.end(), static_cast<std::int32_t>(id)) ==
+                        ids.end())
                         ids.push_back(static_cast<std::int32_t>(id));
                     break;
                 }
@@ -684,7 +772,8 @@ std::shared_ptr<const GgufCheckpoint> GgufCheckpoint::open(const fs::path& path)
     };
     auto hf_shape = [](const GgufTensor& t) {
         std::vector<std::int64_t> s;
-        for (auto it = t.ne.rbegin(); it != t.ne.rend(); ++it) s.push_back(static_cast<std::int64_t>(*it));
+        for (auto it = t.ne.rbegin(); it != t.ne.rend(); ++it)
+            s.push_back(static_cast<std::int64_t>(*it));
         return s;
     };
     // bf16 data of a BF16 (in the mapping) or F32 (rounded once, into ck->buffers) tensor.
@@ -705,11 +794,12 @@ std::shared_ptr<const GgufCheckpoint> GgufCheckpoint::open(const fs::path& path)
     auto dense_type_ok = [&](const GgufTensor& t, const std::string& name) {
         if (t.type != static_cast<std::uint32_t>(GgmlType::kBF16) &&
             t.type != static_cast<std::uint32_t>(GgmlType::kF32)) {
-            fail("{}: tensor \"{}\" ({}) is {}: Neural reads the dense part of a gpt-oss GGUF in "
-                 "BF16 or F32 only (llama.cpp's converter default, file type MXFP4_MOE); use a "
-                 "GGUF without requantized attention and embedding weights, or the safetensors "
-                 "checkpoint",
-                 t.file->string(), t.name, name, ggml_type_name(t.type));
+            fail(
+                "{}: tensor \"{}\" ({}) is {}: Neural reads the dense part of a gpt-oss GGUF in "
+                "BF16 or F32 only (llama.cpp's converter default, file type MXFP4_MOE); use a "
+                "GGUF without requantized attention and embedding weights, or the safetensors "
+                "checkpoint",
+                t.file->string(), t.name, name, ggml_type_name(t.type));
         }
     };
 
@@ -717,7 +807,8 @@ std::shared_ptr<const GgufCheckpoint> GgufCheckpoint::open(const fs::path& path)
         if (is_expert_tensor(gname)) continue;
         const std::optional<std::string> name = checkpoint_name(gname);
         if (!name) {
-            fail("{}: tensor \"{}\" is not part of gpt-oss as Neural reads it", t->file->string(), gname);
+            fail("{}: tensor \"{}\" is not part of gpt-oss as Neural reads it", t->file->string(),
+                 gname);
         }
         dense_type_ok(*t, *name);
         std::uint64_t n = 1;
@@ -730,9 +821,10 @@ std::shared_ptr<const GgufCheckpoint> GgufCheckpoint::open(const fs::path& path)
         auto mx = [&](const char* proj, std::uint64_t ne0, std::uint64_t ne1) -> const GgufTensor& {
             const GgufTensor& t = need(fmt::format("blk.{}.ffn_{}_exps.weight", l, proj));
             if (t.type != static_cast<std::uint32_t>(GgmlType::kMXFP4)) {
-                fail("{}: tensor \"{}\" is {}: Neural needs gpt-oss's experts in MXFP4 as the model "
-                     "ships them (llama.cpp's converter keeps them so by default)",
-                     t.file->string(), t.name, ggml_type_name(t.type));
+                fail(
+                    "{}: tensor \"{}\" is {}: Neural needs gpt-oss's experts in MXFP4 as the model "
+                    "ships them (llama.cpp's converter keeps them so by default)",
+                    t.file->string(), t.name, ggml_type_name(t.type));
             }
             const std::vector<std::uint64_t> want = {ne0, ne1, static_cast<std::uint64_t>(E)};
             if (t.ne != want) {
@@ -756,9 +848,12 @@ std::shared_ptr<const GgufCheckpoint> GgufCheckpoint::open(const fs::path& path)
                        ? load_bf16(t.data, static_cast<std::int64_t>(k))
                        : f32_at(t.data, k);
         };
-        const GgufTensor& gate = mx("gate", static_cast<std::uint64_t>(H), static_cast<std::uint64_t>(I));
-        const GgufTensor& up = mx("up", static_cast<std::uint64_t>(H), static_cast<std::uint64_t>(I));
-        const GgufTensor& down = mx("down", static_cast<std::uint64_t>(I), static_cast<std::uint64_t>(H));
+        const GgufTensor& gate =
+            mx("gate", static_cast<std::uint64_t>(H), static_cast<std::uint64_t>(I));
+        const GgufTensor& up =
+            mx("up", static_cast<std::uint64_t>(H), static_cast<std::uint64_t>(I));
+        const GgufTensor& down =
+            mx("down", static_cast<std::uint64_t>(I), static_cast<std::uint64_t>(H));
         const GgufTensor& gate_b = bias("gate", static_cast<std::uint64_t>(I));
         const GgufTensor& up_b = bias("up", static_cast<std::uint64_t>(I));
         const GgufTensor& down_b = bias("down", static_cast<std::uint64_t>(H));
@@ -775,14 +870,14 @@ std::shared_ptr<const GgufCheckpoint> GgufCheckpoint::open(const fs::path& path)
         dn->rows = H;
         dn->groups = I / 32;
         const std::string p = fmt::format("model.layers.{}.mlp.experts.", l);
-        add(p + "gate_up_proj_blocks", DType::kU8, {E, 2 * I, H / 32, 16},
-            nullptr, static_cast<std::uint64_t>(E * 2 * I * (H / 32) * 16), gate, gu.get());
-        add(p + "gate_up_proj_scales", DType::kU8, {E, 2 * I, H / 32},
-            nullptr, static_cast<std::uint64_t>(E * 2 * I * (H / 32)), gate, gu.get());
-        add(p + "down_proj_blocks", DType::kU8, {E, H, I / 32, 16},
-            nullptr, static_cast<std::uint64_t>(E * H * (I / 32) * 16), down, dn.get());
-        add(p + "down_proj_scales", DType::kU8, {E, H, I / 32},
-            nullptr, static_cast<std::uint64_t>(E * H * (I / 32)), down, dn.get());
+        add(p + "gate_up_proj_blocks", DType::kU8, {E, 2 * I, H / 32, 16}, nullptr,
+            static_cast<std::uint64_t>(E * 2 * I * (H / 32) * 16), gate, gu.get());
+        add(p + "gate_up_proj_scales", DType::kU8, {E, 2 * I, H / 32}, nullptr,
+            static_cast<std::uint64_t>(E * 2 * I * (H / 32)), gate, gu.get());
+        add(p + "down_proj_blocks", DType::kU8, {E, H, I / 32, 16}, nullptr,
+            static_cast<std::uint64_t>(E * H * (I / 32) * 16), down, dn.get());
+        add(p + "down_proj_scales", DType::kU8, {E, H, I / 32}, nullptr,
+            static_cast<std::uint64_t>(E * H * (I / 32)), down, dn.get());
         ck->experts.push_back(std::move(gu));
         ck->experts.push_back(std::move(dn));
 
@@ -790,8 +885,10 @@ std::shared_ptr<const GgufCheckpoint> GgufCheckpoint::open(const fs::path& path)
         std::vector<std::uint8_t> gub(static_cast<std::size_t>(E * 2 * I * 2));
         for (std::int64_t e = 0; e < E; ++e) {
             for (std::int64_t i = 0; i < I; ++i) {
-                const std::uint16_t g = float_to_bf16(value(gate_b, static_cast<std::uint64_t>(e * I + i)));
-                const std::uint16_t u = float_to_bf16(value(up_b, static_cast<std::uint64_t>(e * I + i)));
+                const std::uint16_t g =
+                    float_to_bf16(value(gate_b, static_cast<std::uint64_t>(e * I + i)));
+                const std::uint16_t u =
+                    float_to_bf16(value(up_b, static_cast<std::uint64_t>(e * I + i)));
                 std::memcpy(gub.data() + 2 * (e * 2 * I + 2 * i), &g, 2);
                 std::memcpy(gub.data() + 2 * (e * 2 * I + 2 * i + 1), &u, 2);
             }
@@ -803,9 +900,10 @@ std::shared_ptr<const GgufCheckpoint> GgufCheckpoint::open(const fs::path& path)
             static_cast<std::uint64_t>(E * H * 2), down_b, nullptr);
     }
     if (ck->inexact_f32 > 0) {
-        spdlog::warn("{}: {} F32 weight values are not bf16 numbers and were rounded to bf16 (the "
-                     "dense core computes in bf16)",
-                     file, ck->inexact_f32);
+        spdlog::warn(
+            "{}: {} F32 weight values are not bf16 numbers and were rounded to bf16 (the "
+            "dense core computes in bf16)",
+            file, ck->inexact_f32);
     }
     // An expert tensor of a layer past block_count: the metadata and the weights disagree.
     for (const auto& [gname, t] : all) {

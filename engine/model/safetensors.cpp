@@ -24,14 +24,14 @@ namespace {
 constexpr std::uint64_t kMaxHeaderBytes = 100ull << 20;
 
 struct DTypeEntry {
-  const char* name;
-  DType type;
-  std::size_t size;
+    const char* name;
+    DType type;
+    std::size_t size;
 };
 constexpr DTypeEntry kDTypes[] = {
-    {"BF16", DType::kBF16, 2}, {"F16", DType::kF16, 2},   {"F32", DType::kF32, 4},
-    {"F64", DType::kF64, 8},   {"U8", DType::kU8, 1},     {"I8", DType::kI8, 1},
-    {"I16", DType::kI16, 2},   {"I32", DType::kI32, 4},   {"I64", DType::kI64, 8},
+    {"BF16", DType::kBF16, 2}, {"F16", DType::kF16, 2},        {"F32", DType::kF32, 4},
+    {"F64", DType::kF64, 8},   {"U8", DType::kU8, 1},          {"I8", DType::kI8, 1},
+    {"I16", DType::kI16, 2},   {"I32", DType::kI32, 4},        {"I64", DType::kI64, 8},
     {"BOOL", DType::kBool, 1}, {"F8_E4M3", DType::kF8E4M3, 1}, {"F8_E5M2", DType::kF8E5M2, 1},
 };
 
@@ -72,16 +72,20 @@ SafetensorsFile SafetensorsFile::open(const fs::path& path) {
     f.map_ = std::make_unique<MappedFile>(MappedFile::open(path));
     const std::string file = path.string();
     const std::uint64_t size = f.map_->size();
-    if (size < 8) fail("{}: not a safetensors file: {} bytes, shorter than the 8-byte header length", file, size);
+    if (size < 8)
+        fail("{}: not a safetensors file: {} bytes, shorter than the 8-byte header length", file,
+             size);
     std::uint64_t header_len = 0;
     for (int i = 7; i >= 0; --i) header_len = (header_len << 8) | f.map_->data()[i];
     if (header_len > size - 8) {
-        fail("{}: header length {} runs past the end of the file ({} bytes); the file is "
-             "truncated or not safetensors",
-             file, header_len, size);
+        fail(
+            "{}: header length {} runs past the end of the file ({} bytes); the file is "
+            "truncated or not safetensors",
+            file, header_len, size);
     }
     if (header_len > kMaxHeaderBytes) {
-        fail("{}: header length {} is implausibly large (limit {})", file, header_len, kMaxHeaderBytes);
+        fail("{}: header length {} is implausibly large (limit {})", file, header_len,
+             kMaxHeaderBytes);
     }
     const char* hp = reinterpret_cast<const char*>(f.map_->data() + 8);
     json header;
@@ -138,12 +142,14 @@ SafetensorsFile SafetensorsFile::open(const fs::path& path) {
         t.begin = (*off)[0].get<std::uint64_t>();
         t.end = (*off)[1].get<std::uint64_t>();
         if (t.begin > t.end) {
-            fail("{}: tensor \"{}\": data_offsets [{}, {}] are reversed", file, name, t.begin, t.end);
+            fail("{}: tensor \"{}\": data_offsets [{}, {}] are reversed", file, name, t.begin,
+                 t.end);
         }
         if (t.end > data_size) {
-            fail("{}: tensor \"{}\": data_offsets [{}, {}] lie outside the data area ({} bytes); "
-                 "the file is truncated or corrupt",
-                 file, name, t.begin, t.end, data_size);
+            fail(
+                "{}: tensor \"{}\": data_offsets [{}, {}] lie outside the data area ({} bytes); "
+                "the file is truncated or corrupt",
+                file, name, t.begin, t.end, data_size);
         }
         if (t.end - t.begin != bytes) {
             fail("{}: tensor \"{}\": {} {} needs {} bytes but data_offsets span {}", file, name,
@@ -162,8 +168,8 @@ SafetensorsFile SafetensorsFile::open(const fs::path& path) {
               [](const TensorInfo* a, const TensorInfo* b) { return a->begin < b->begin; });
     for (size_t i = 1; i < by_offset.size(); ++i) {
         if (by_offset[i]->begin < by_offset[i - 1]->end) {
-            fail("{}: tensors \"{}\" and \"{}\" overlap (data_offsets [{}, {}] and [{}, {}])",
-                 file, by_offset[i - 1]->name, by_offset[i]->name, by_offset[i - 1]->begin,
+            fail("{}: tensors \"{}\" and \"{}\" overlap (data_offsets [{}, {}] and [{}, {}])", file,
+                 by_offset[i - 1]->name, by_offset[i]->name, by_offset[i - 1]->begin,
                  by_offset[i - 1]->end, by_offset[i]->begin, by_offset[i]->end);
         }
     }
@@ -206,14 +212,16 @@ Checkpoint Checkpoint::open(const fs::path& dir) {
         std::map<std::string, std::string> wanted;  // tensor -> shard file
         for (auto it = wm->begin(); it != wm->end(); ++it) {
             if (!it.value().is_string()) {
-                fail("{}: weight_map entry \"{}\" must be a file name", index_path.string(), it.key());
+                fail("{}: weight_map entry \"{}\" must be a file name", index_path.string(),
+                     it.key());
             }
             std::string shard = it.value().get<std::string>();
             fs::path sp(shard);
             if (sp.is_absolute() || sp.has_parent_path() || shard == "." || shard == "..") {
-                fail("{}: weight_map entry \"{}\" names \"{}\", which is not a file in the "
-                     "checkpoint folder",
-                     index_path.string(), it.key(), shard);
+                fail(
+                    "{}: weight_map entry \"{}\" names \"{}\", which is not a file in the "
+                    "checkpoint folder",
+                    index_path.string(), it.key(), shard);
             }
             wanted[it.key()] = shard;
             if (!shard_of_file.count(shard)) {
@@ -239,7 +247,8 @@ Checkpoint Checkpoint::open(const fs::path& dir) {
         for (const auto& f : c.files_) {
             for (const auto& [name, t] : f.tensors()) {
                 if (!seen.insert(name).second && wanted.count(name)) {
-                    fail("{}: tensor \"{}\" appears in more than one shard", index_path.string(), name);
+                    fail("{}: tensor \"{}\" appears in more than one shard", index_path.string(),
+                         name);
                 }
             }
         }

@@ -63,14 +63,16 @@ struct Binder {
                          std::int64_t cols) {
         // A dequantized checkpoint stores `experts.gate_up_proj` instead of the MXFP4 pair.
         if (ck.find(prefix + "_blocks") == nullptr && ck.find(prefix) != nullptr) {
-            fail("{}: tensor \"{}\" is dequantized; Neural needs the MXFP4 checkpoint "
-                 "(\"{}_blocks\" / \"{}_scales\")",
-                 ck.dir().string(), prefix, prefix, prefix);
+            fail(
+                "{}: tensor \"{}\" is dequantized; Neural needs the MXFP4 checkpoint "
+                "(\"{}_blocks\" / \"{}_scales\")",
+                ck.dir().string(), prefix, prefix, prefix);
         }
         Mxfp4Experts x;
         x.rows = rows;
         x.cols = cols;
-        const TensorInfo& blocks = require(prefix + "_blocks", DType::kU8, {e, rows, cols / 32, 16});
+        const TensorInfo& blocks =
+            require(prefix + "_blocks", DType::kU8, {e, rows, cols / 32, 16});
         const TensorInfo& scales = require(prefix + "_scales", DType::kU8, {e, rows, cols / 32});
         x.blocks = blocks.data;
         x.scales = scales.data;
@@ -131,13 +133,15 @@ ModelWeights ModelWeights::bind(const Checkpoint& ck, const ModelConfig& c) {
     }
     if (!unused.empty()) {
         std::string list;
-        for (std::size_t i = 0; i < unused.size() && i < 4; ++i) list += (i ? ", " : "") + unused[i];
+        for (std::size_t i = 0; i < unused.size() && i < 4; ++i)
+            list += (i ? ", " : "") + unused[i];
         if (unused.size() > 4) list += fmt::format(", ... ({} in all)", unused.size());
-        fail("{}: the checkpoint holds tensors its {} does not use ({}): config and weights "
-             "do not match (num_hidden_layers = {}, attention_bias = {}, "
-             "num_local_experts = {})",
-             ck.dir().string(), ck.gguf() ? "GGUF metadata" : "config.json", list, c.num_layers, c.attention_bias ? "true" : "false",
-             c.num_experts);
+        fail(
+            "{}: the checkpoint holds tensors its {} does not use ({}): config and weights "
+            "do not match (num_hidden_layers = {}, attention_bias = {}, "
+            "num_local_experts = {})",
+            ck.dir().string(), ck.gguf() ? "GGUF metadata" : "config.json", list, c.num_layers,
+            c.attention_bias ? "true" : "false", c.num_experts);
     }
     return w;
 }

@@ -15,8 +15,8 @@ std::filesystem::path::string_type temp_infix() { return std::filesystem::path("
 
 std::filesystem::path temp_file_for(const std::filesystem::path& path) {
     std::random_device rd;
-    return path.parent_path() /
-           (path.filename().native() + temp_infix() + std::filesystem::path(std::to_string(rd())).native());
+    return path.parent_path() / (path.filename().native() + temp_infix() +
+                                 std::filesystem::path(std::to_string(rd())).native());
 }
 
 bool is_temp_file_of(const std::filesystem::path& file, const std::filesystem::path& path) {

@@ -11,7 +11,7 @@
 namespace neural {
 
 class CancelOnSignals {
- public:
+public:
     // Clears `flag` and installs the handlers; the previous handlers come back on destruction.
     // One instance at a time.
     explicit CancelOnSignals(std::atomic<bool>& flag);

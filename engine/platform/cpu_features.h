@@ -19,8 +19,8 @@ struct CpuFeatures {
     bool avx512vl = false;
     bool avx512dq = false;
     bool avx512bf16 = false;  // cpuid.(7,1).EAX[5] AVX512_BF16 (vdpbf16ps) and `avx512f`
-    std::string vendor;  // "GenuineIntel", "AuthenticAMD", ...
-    std::string brand;   // e.g. "11th Gen Intel(R) Core(TM) i7-11700K @ 3.60GHz"
+    std::string vendor;       // "GenuineIntel", "AuthenticAMD", ...
+    std::string brand;        // e.g. "11th Gen Intel(R) Core(TM) i7-11700K @ 3.60GHz"
 
     // What the kernels need: AVX2 + FMA; AVX-512 F/BW/VL on top of that.
     bool has_avx2_fma() const { return avx2 && fma; }

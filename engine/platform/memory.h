@@ -32,8 +32,8 @@ struct MemoryRange {
 
 // What keep_resident() did.
 struct ResidentResult {
-    bool ok = false;                // the request was applied (fully on Windows; see below)
-    bool partial = false;           // POSIX: less of `hot` locked than asked for (the limit)
+    bool ok = false;                 // the request was applied (fully on Windows; see below)
+    bool partial = false;            // POSIX: less of `hot` locked than asked for (the limit)
     std::uint64_t locked_bytes = 0;  // POSIX: bytes of `hot` locked with mlock (0 on Windows)
     std::string message;             // what was done, or why not, for the log
 };

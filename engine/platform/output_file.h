@@ -10,7 +10,7 @@
 namespace neural {
 
 class OutputFile {
- public:
+public:
     // Memory alignment and size granularity of writes that can bypass the page cache.
     static constexpr std::size_t kDirectAlignment = 4096;
 
@@ -40,7 +40,7 @@ class OutputFile {
     bool is_open() const;
     const std::filesystem::path& path() const { return path_; }
 
- private:
+private:
     void set_buffered();  // drops the direct mode (POSIX O_DIRECT)
 
     std::filesystem::path path_;

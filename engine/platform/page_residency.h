@@ -35,7 +35,7 @@ std::uint64_t touch_pages(const void* p, std::size_t n);
 
 // What release_mapped_pages() did.
 struct PageRelease {
-    bool ok = false;               // the pages were given back as far as this OS allows
+    bool ok = false;                // the pages were given back as far as this OS allows
     bool mapping_released = false;  // dropped from this process's mapping / working set
     bool cache_released = false;    // dropped from the page cache (Linux); false on Windows
     std::string message;            // the calls made, or why they failed

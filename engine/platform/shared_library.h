@@ -11,7 +11,7 @@
 namespace neural {
 
 class SharedLibrary {
- public:
+public:
     // Loads `path` (used as given: no search path when it contains a directory). Throws
     // neural::Error naming the file and the loader's reason (missing file, missing dependency,
     // wrong architecture, ...).
@@ -34,7 +34,7 @@ class SharedLibrary {
     bool loaded() const { return handle_ != nullptr; }
     const std::filesystem::path& path() const { return path_; }
 
- private:
+private:
     void release();
 
     void* handle_ = nullptr;

@@ -22,126 +22,133 @@ namespace neural {
 
 struct ModelWeights;
 struct ModelConfig;
-namespace store { class ExpertStore; }
-namespace telemetry { struct MoeCounters; }
+namespace store {
+class ExpertStore;
+}
+namespace telemetry {
+struct MoeCounters;
+}
 
 // Knobs of the CUDA backend (docs/USER_GUIDE.md "Using the GPU"); LoadOptions carries them.
 struct GpuOptions {
-  int device = 0;
-  // Caps everything the backend allocates on the GPU (GiB, 1 GiB = 2^30 B), so a big GPU can
-  // emulate a 12 GiB card; <= 0: the device's free memory minus a 512 MiB margin.
-  double vram_budget_gib = 0;
-  // Expert slot pool (GiB); < 0: what the budget leaves after the core, the K/V cache and the
-  // staging buffers. pool_slots >= 0 overrides it with an exact slot count (tests, emulation).
-  double pool_gib = -1;
-  int pool_slots = -1;
-  // Share of the slots that are static (filled from the ranking, never evicted).
-  double static_fraction = 0.5;
-  // Warm-up ranking JSON {"layers": [[count per expert], ...]} (hot experts first); empty:
-  // none (static slots take experts in index order, adaptive slots start empty).
-  std::filesystem::path ranking;
-  // Admission: every refresh_every decode tokens up to refresh_m missed experts whose score
-  // beats an adaptive slot's are admitted (copy-on-compute); 0 freezes residency.
-  int refresh_every = 8;
-  int refresh_m = 4;
-  // Weight of a prompt token's routing in the admission scores (decode tokens weigh 1).
-  double prefill_weight = 0.25;
-  // K/V positions the GPU cache holds (<= the model's maximum); <= 0: min(max, 8192).
-  std::int64_t context = 0;
+    int device = 0;
+    // Caps everything the backend allocates on the GPU (GiB, 1 GiB = 2^30 B), so a big GPU can
+    // emulate a 12 GiB card; <= 0: the device's free memory minus a 512 MiB margin.
+    double vram_budget_gib = 0;
+    // Expert slot pool (GiB); < 0: what the budget leaves after the core, the K/V cache and the
+    // staging buffers. pool_slots >= 0 overrides it with an exact slot count (tests, emulation).
+    double pool_gib = -1;
+    int pool_slots = -1;
+    // Share of the slots that are static (filled from the ranking, never evicted).
+    double static_fraction = 0.5;
+    // Warm-up ranking JSON {"layers": [[count per expert], ...]} (hot experts first); empty:
+    // none (static slots take experts in index order, adaptive slots start empty).
+    std::filesystem::path ranking;
+    // Admission: every refresh_every decode tokens up to refresh_m missed experts whose score
+    // beats an adaptive slot's are admitted (copy-on-compute); 0 freezes residency.
+    int refresh_every = 8;
+    int refresh_m = 4;
+    // Weight of a prompt token's routing in the admission scores (decode tokens weigh 1).
+    double prefill_weight = 0.25;
+    // K/V positions the GPU cache holds (<= the model's maximum); <= 0: min(max, 8192).
+    std::int64_t context = 0;
 
-  // Prompts (docs/CUDA.md "Prefill"): "layer" runs each layer over every block of the prompt
-  // before the next layer (a staged expert crosses PCIe once per layer), "block" runs each block
-  // through all layers (same results bit for bit), "token" the decode path token by token (the
-  // reference). Blocks hold up to prefill_block tokens.
-  std::string prefill_order = "layer";
-  int prefill_block = 2048;
-  // VRAM slots that non-resident experts with many prompt tokens are staged into, and the
-  // producer threads (each with its pinned buffer) that copy their records from RAM.
-  int scratch_slots = 4;
-  int staging_threads = 8;
-  // Non-resident experts with at most this many tokens of a layer run on the CPU (multi-token
-  // kernel) instead of being staged; 0: always staged. 6 is the fastest value measured on the
-  // 120b shape's prompts (docs/BENCHMARKS.md "GPU prefill"); at most
-  // cpu::ExpertKernel::kMaxTokens (16).
-  int prefill_cpu_tokens = 6;
-  // Layer-major prompts of more than one block: up to this many of a layer's experts that the
-  // first block's routing already sends to staging are copied into their own pinned buffers
-  // while the GPU runs the other blocks' dense parts (0: off). Costs this many records of
-  // pinned host memory (13.2 MB each at the gpt-oss shapes). At most kMaxPrefillEarly.
-  int prefill_early = 32;
-  // Grouped GEMM (--grouped-gemm 1): a layer's resident experts go in groups of up to 3 per
-  // launch (cuda/expert_gemm.cuh), the same bits as one launch per expert; staged experts run
-  // alone. Only for prompts that are one block of 1,024-4,096 new tokens (kGroupedGemmMin/Max;
-  // docs/CUDA.md "A prompt"). Off by default: measured gains are a few percent
-  // (docs/BENCHMARKS.md "Grouped GEMM").
-  bool grouped_gemm = false;
-  // fp16 expert GEMMs (--prefill-fp16 1): prompts' GPU experts multiply fp16 operands (11 bits
-  // of each activation, one tensor-core product) instead of bf16 hi + lo halves (~16 bits, two
-  // products): faster expert GEMMs (docs/BENCHMARKS.md "Pinned store, two expert streams, fp16
-  // prompt experts"). Off by default: on the tiny fixture the fp16 rounding moves logits by up
-  // to 1.0 against golden.json's 5e-2 (docs/CUDA.md "Numerics"). Activations are scaled by
-  // powers of two from the model's bounds; a layer without a finite bound keeps hi + lo. Decode
-  // does not use these kernels.
-  bool prefill_fp16 = false;
-  // Expert streams (--expert-streams 1|2): with 2 (the default), a prompt's GPU experts run
-  // their gate_up on a second stream beside the previous expert's down (a second block of act
-  // rows; the QKV rows at gpt-oss's shapes), so launches that fill part of the GPU overlap; the
-  // same bits as 1, where each expert's two launches run one after the other (tested). Grouped
-  // GEMM layers use one stream.
-  int expert_streams = 2;
-  // K/V ring (--kv-ring N): sliding-window layers keep only their last N positions of K/V (full
-  // layers keep the whole context). -1 (default, "auto"): the smallest ring, window + prefill
-  // block - 1 (2175 for gpt-oss with blocks of 2048; none when that is not smaller than the
-  // context); 0: every layer keeps the whole context. An explicit N must be at least that
-  // smallest ring. kv_ring_positions() in runtime/fit.h checks and sizes it. Outputs are the same
-  // bits with or without a ring (tested). K/V checkpoints of a ring keep the rings' last
-  // positions (cuda/hybrid/kv_checkpoints.h).
-  int kv_ring = -1;
-  // Host memory for K/V checkpoints (cuda/hybrid/kv_checkpoints.h): when the GPU switches to
-  // another sequence, the outgoing one's K/V is kept here so it, or one sharing its prefix, need
-  // not be re-processed; positions another sequence shares with the resident one stay in VRAM.
-  // 0 (default): off, a switch re-processes the incoming sequence (RAM is what a 64 GB PC running
-  // the 120b model has least of: docs/USER_GUIDE.md).
-  double kv_checkpoint_gib = 0;
-  // Pinned store (--pin-store auto|0|1, docs/CUDA.md "Pinned store"): with a raw store the backend
-  // registers the store's whole mapping with CUDA at load (page-locked, read-only), and a prompt's
-  // staged experts are copied to the GPU straight from it instead of through the staging threads'
-  // pinned buffers (their host memcpy is slower than pinned DMA and bounded the 20b prompts:
-  // docs/BENCHMARKS.md "GPU prefill"). The whole store then stays in RAM while the model is loaded
-  // (--release-resident gives nothing back). "auto": when the store is at most half of the
-  // physical RAM (pin_store_by_default); "1": always tried; "0": never. A registration that fails
-  // warns and keeps the staging threads.
-  std::string pin_store = "auto";
-  // Streamed misses (--stream-misses 0|1, docs/CUDA.md "Streamed misses"): with 1 and the store
-  // pinned, half of each decode layer's missed experts (rounded down) are copied by DMA from the
-  // store mapping into prefill's scratch slots and computed on the GPU while the CPU computes
-  // the other half: RAM is then read by the CPU and by the GPU's copy engine side by side. Pays
-  // where the PCIe link moves about as much as the CPU team reads (PCIe 5.0 x16 next to 8
-  // threads); with a slower link the GPU's half takes longer than the CPU's, hence off by
-  // default. Deterministic: which misses stream depends on the routing and the residency only.
-  int stream_misses = 0;
-  // Timing events in the decode graphs: the GPU's own time per token (BackendCounters::gpu_dense_ns
-  // ..), which `neural bench` turns into decode bounds. Set by the bench only; a device whose graphs
-  // refuse timing events gets plain ones and no GPU times.
-  bool time_gpu = false;
+    // Prompts (docs/CUDA.md "Prefill"): "layer" runs each layer over every block of the prompt
+    // before the next layer (a staged expert crosses PCIe once per layer), "block" runs each block
+    // through all layers (same results bit for bit), "token" the decode path token by token (the
+    // reference). Blocks hold up to prefill_block tokens.
+    std::string prefill_order = "layer";
+    int prefill_block = 2048;
+    // VRAM slots that non-resident experts with many prompt tokens are staged into, and the
+    // producer threads (each with its pinned buffer) that copy their records from RAM.
+    int scratch_slots = 4;
+    int staging_threads = 8;
+    // Non-resident experts with at most this many tokens of a layer run on the CPU (multi-token
+    // kernel) instead of being staged; 0: always staged. 6 is the fastest value measured on the
+    // 120b shape's prompts (docs/BENCHMARKS.md "GPU prefill"); at most
+    // cpu::ExpertKernel::kMaxTokens (16).
+    int prefill_cpu_tokens = 6;
+    // Layer-major prompts of more than one block: up to this many of a layer's experts that the
+    // first block's routing already sends to staging are copied into their own pinned buffers
+    // while the GPU runs the other blocks' dense parts (0: off). Costs this many records of
+    // pinned host memory (13.2 MB each at the gpt-oss shapes). At most kMaxPrefillEarly.
+    int prefill_early = 32;
+    // Grouped GEMM (--grouped-gemm 1): a layer's resident experts go in groups of up to 3 per
+    // launch (cuda/expert_gemm.cuh), the same bits as one launch per expert; staged experts run
+    // alone. Only for prompts that are one block of 1,024-4,096 new tokens (kGroupedGemmMin/Max;
+    // docs/CUDA.md "A prompt"). Off by default: measured gains are a few percent
+    // (docs/BENCHMARKS.md "Grouped GEMM").
+    bool grouped_gemm = false;
+    // fp16 expert GEMMs (--prefill-fp16 1): prompts' GPU experts multiply fp16 operands (11 bits
+    // of each activation, one tensor-core product) instead of bf16 hi + lo halves (~16 bits, two
+    // products): faster expert GEMMs (docs/BENCHMARKS.md "Pinned store, two expert streams, fp16
+    // prompt experts"). Off by default: on the tiny fixture the fp16 rounding moves logits by up
+    // to 1.0 against golden.json's 5e-2 (docs/CUDA.md "Numerics"). Activations are scaled by
+    // powers of two from the model's bounds; a layer without a finite bound keeps hi + lo. Decode
+    // does not use these kernels.
+    bool prefill_fp16 = false;
+    // Expert streams (--expert-streams 1|2): with 2 (the default), a prompt's GPU experts run
+    // their gate_up on a second stream beside the previous expert's down (a second block of act
+    // rows; the QKV rows at gpt-oss's shapes), so launches that fill part of the GPU overlap; the
+    // same bits as 1, where each expert's two launches run one after the other (tested). Grouped
+    // GEMM layers use one stream.
+    int expert_streams = 2;
+    // K/V ring (--kv-ring N): sliding-window layers keep only their last N positions of K/V (full
+    // layers keep the whole context). -1 (default, "auto"): the smallest ring, window + prefill
+    // block - 1 (2175 for gpt-oss with blocks of 2048; none when that is not smaller than the
+    // context); 0: every layer keeps the whole context. An explicit N must be at least that
+    // smallest ring. kv_ring_positions() in runtime/fit.h checks and sizes it. Outputs are the same
+    // bits with or without a ring (tested). K/V checkpoints of a ring keep the rings' last
+    // positions (cuda/hybrid/kv_checkpoints.h).
+    int kv_ring = -1;
+    // Host memory for K/V checkpoints (cuda/hybrid/kv_checkpoints.h): when the GPU switches to
+    // another sequence, the outgoing one's K/V is kept here so it, or one sharing its prefix, need
+    // not be re-processed; positions another sequence shares with the resident one stay in VRAM.
+    // 0 (default): off, a switch re-processes the incoming sequence (RAM is what a 64 GB PC running
+    // the 120b model has least of: docs/USER_GUIDE.md).
+    double kv_checkpoint_gib = 0;
+    // Pinned store (--pin-store auto|0|1, docs/CUDA.md "Pinned store"): with a raw store the backend
+    // registers the store's whole mapping with CUDA at load (page-locked, read-only), and a prompt's
+    // staged experts are copied to the GPU straight from it instead of through the staging threads'
+    // pinned buffers (their host memcpy is slower than pinned DMA and bounded the 20b prompts:
+    // docs/BENCHMARKS.md "GPU prefill"). The whole store then stays in RAM while the model is loaded
+    // (--release-resident gives nothing back). "auto": when the store is at most half of the
+    // physical RAM (pin_store_by_default); "1": always tried; "0": never. A registration that fails
+    // warns and keeps the staging threads.
+    std::string pin_store = "auto";
+    // Streamed misses (--stream-misses 0|1, docs/CUDA.md "Streamed misses"): with 1 and the store
+    // pinned, half of each decode layer's missed experts (rounded down) are copied by DMA from the
+    // store mapping into prefill's scratch slots and computed on the GPU while the CPU computes
+    // the other half: RAM is then read by the CPU and by the GPU's copy engine side by side. Pays
+    // where the PCIe link moves about as much as the CPU team reads (PCIe 5.0 x16 next to 8
+    // threads); with a slower link the GPU's half takes longer than the CPU's, hence off by
+    // default. Deterministic: which misses stream depends on the routing and the residency only.
+    int stream_misses = 0;
+    // Timing events in the decode graphs: the GPU's own time per token (BackendCounters::gpu_dense_ns
+    // ..), which `neural bench` turns into decode bounds. Set by the bench only; a device whose graphs
+    // refuse timing events gets plain ones and no GPU times.
+    bool time_gpu = false;
 };
 
 inline constexpr int kMaxPrefillEarly = 1024;
-inline constexpr int kGroupedGemmMin = 1024, kGroupedGemmMax = 4096;  // new tokens of a grouped prompt
+inline constexpr int kGroupedGemmMin = 1024,
+                     kGroupedGemmMax = 4096;  // new tokens of a grouped prompt
 
 // The values GpuOptions::prefill_order takes (every parser of the flag checks with this).
 inline bool is_prefill_order(std::string_view order) {
-  return order == "layer" || order == "block" || order == "token";
+    return order == "layer" || order == "block" || order == "token";
 }
 
 // The values GpuOptions::pin_store takes (every parser of the flag checks with this).
-inline bool is_pin_store(std::string_view mode) { return mode == "auto" || mode == "0" || mode == "1"; }
+inline bool is_pin_store(std::string_view mode) {
+    return mode == "auto" || mode == "0" || mode == "1";
+}
 
 // --pin-store auto: pin a raw store of `store_bytes` on a machine with `ram_bytes` of physical
 // memory (0: unknown, never) when it takes at most half of it, so the rest of the RAM stays for
 // everything else. On a 64 GB PC that pins gpt-oss-20b's store (~13 GB), not 120b's (~61 GB).
 inline bool pin_store_by_default(std::uint64_t store_bytes, std::uint64_t ram_bytes) {
-  return ram_bytes > 0 && store_bytes <= ram_bytes / 2;
+    return ram_bytes > 0 && store_bytes <= ram_bytes / 2;
 }
 
 // --stream-misses: which of a decode layer's router choices the GPU streams. slot[k] < 0 is a
@@ -149,67 +156,72 @@ inline bool pin_store_by_default(std::uint64_t store_bytes, std::uint64_t ram_by
 // skipping those the CPU must compute to capture them for admission (admit[k]). Writes the
 // chosen choices to `out` (room for slot.size()) and returns how many. Depends on nothing but
 // its arguments, so frozen residency stays deterministic.
-inline int streamed_choices(std::span<const int> slot, std::span<const bool> admit, int max_streamed, int* out) {
-  int misses = 0;
-  for (const int s : slot) misses += s < 0 ? 1 : 0;
-  const int want = std::min(misses / 2, std::max(max_streamed, 0));
-  int n = 0;
-  for (std::size_t k = 0; k < slot.size() && n < want; ++k) {
-    if (slot[k] < 0 && !admit[k]) out[n++] = static_cast<int>(k);
-  }
-  return n;
+inline int streamed_choices(std::span<const int> slot, std::span<const bool> admit,
+                            int max_streamed, int* out) {
+    int misses = 0;
+    for (const int s : slot) misses += s < 0 ? 1 : 0;
+    const int want = std::min(misses / 2, std::max(max_streamed, 0));
+    int n = 0;
+    for (std::size_t k = 0; k < slot.size() && n < want; ++k) {
+        if (slot[k] < 0 && !admit[k]) out[n++] = static_cast<int>(k);
+    }
+    return n;
 }
 
 // Extra per-token phases of the hybrid backend, read as before/after deltas like MoeCounters.
 struct BackendCounters {
-  std::atomic<std::uint64_t> gpu_wait_ns{0};     // host waiting for the GPU (router, tail)
-  std::atomic<std::uint64_t> graph_submit_ns{0}; // cudaGraphLaunch calls
-  std::atomic<std::uint64_t> admission_ns{0};    // capture bookkeeping, upload enqueue, flips
-  std::atomic<std::uint64_t> experts_hit{0};     // (layer, expert) computed from VRAM slots
-  std::atomic<std::uint64_t> experts_streamed{0};  // misses copied from the pinned store and computed on the GPU
-  std::atomic<std::uint64_t> admissions{0};      // slots filled during decode
-  // GPU time of decode tokens (timing events in the layer graphs; 0 where the device's graphs
-  // cannot hold timing events, and for tokens with no logits): the dense part of every layer
-  // (attention .. router), the resident experts after it, the part of those on layers that gave
-  // the CPU nothing to do (no overlap possible there), and the tail (norm, lm_head).
-  std::atomic<std::uint64_t> gpu_dense_ns{0};
-  std::atomic<std::uint64_t> gpu_experts_ns{0};
-  std::atomic<std::uint64_t> gpu_experts_alone_ns{0};
-  std::atomic<std::uint64_t> gpu_tail_ns{0};
-  // Prefill (whole prompts on the GPU): tokens, wall time and its parts.
-  std::atomic<std::uint64_t> prefill_tokens{0};
-  std::atomic<std::uint64_t> prefill_ns{0};
-  std::atomic<std::uint64_t> prefill_launch_ns{0};   // host enqueuing kernels and copies
-  std::atomic<std::uint64_t> prefill_route_ns{0};    // waiting for a layer's routing (sync)
-  std::atomic<std::uint64_t> prefill_staging_ns{0};  // waiting for the producers (RAM -> pinned)
-  std::atomic<std::uint64_t> prefill_cpu_ns{0};      // CPU multi-token experts (worker thread)
-  std::atomic<std::uint64_t> prefill_cpu_wait_ns{0}; // main thread waiting for that worker
-  std::atomic<std::uint64_t> prefill_staged{0};      // records copied to scratch slots
-  std::atomic<std::uint64_t> prefill_staged_bytes{0};
-  std::atomic<std::uint64_t> prefill_resident{0};    // (layer, expert) groups from VRAM slots
-  std::atomic<std::uint64_t> prefill_cpu_groups{0};  // (layer, expert) groups on the CPU
-  std::atomic<std::uint64_t> prefill_early{0};       // of the staged: from the first block's routing
-  std::atomic<std::uint64_t> prefill_grouped{0};     // grouped GEMM launches (--grouped-gemm)
-  // Sequence switches: positions saved to / restored from K/V checkpoints, positions kept in
-  // VRAM because the incoming sequence shares them with the outgoing one, positions re-processed.
-  std::atomic<std::uint64_t> kv_saved{0};
-  std::atomic<std::uint64_t> kv_restored{0};
-  std::atomic<std::uint64_t> kv_reused{0};
-  std::atomic<std::uint64_t> kv_reprocessed{0};
+    std::atomic<std::uint64_t> gpu_wait_ns{0};      // host waiting for the GPU (router, tail)
+    std::atomic<std::uint64_t> graph_submit_ns{0};  // cudaGraphLaunch calls
+    std::atomic<std::uint64_t> admission_ns{0};     // capture bookkeeping, upload enqueue, flips
+    std::atomic<std::uint64_t> experts_hit{0};      // (layer, expert) computed from VRAM slots
+    std::atomic<std::uint64_t> experts_streamed{
+        0};  // misses copied from the pinned store and computed on the GPU
+    std::atomic<std::uint64_t> admissions{0};  // slots filled during decode
+    // GPU time of decode tokens (timing events in the layer graphs; 0 where the device's graphs
+    // cannot hold timing events, and for tokens with no logits): the dense part of every layer
+    // (attention .. router), the resident experts after it, the part of those on layers that gave
+    // the CPU nothing to do (no overlap possible there), and the tail (norm, lm_head).
+    std::atomic<std::uint64_t> gpu_dense_ns{0};
+    std::atomic<std::uint64_t> gpu_experts_ns{0};
+    std::atomic<std::uint64_t> gpu_experts_alone_ns{0};
+    std::atomic<std::uint64_t> gpu_tail_ns{0};
+    // Prefill (whole prompts on the GPU): tokens, wall time and its parts.
+    std::atomic<std::uint64_t> prefill_tokens{0};
+    std::atomic<std::uint64_t> prefill_ns{0};
+    std::atomic<std::uint64_t> prefill_launch_ns{0};    // host enqueuing kernels and copies
+    std::atomic<std::uint64_t> prefill_route_ns{0};     // waiting for a layer's routing (sync)
+    std::atomic<std::uint64_t> prefill_staging_ns{0};   // waiting for the producers (RAM -> pinned)
+    std::atomic<std::uint64_t> prefill_cpu_ns{0};       // CPU multi-token experts (worker thread)
+    std::atomic<std::uint64_t> prefill_cpu_wait_ns{0};  // main thread waiting for that worker
+    std::atomic<std::uint64_t> prefill_staged{0};       // records copied to scratch slots
+    std::atomic<std::uint64_t> prefill_staged_bytes{0};
+    std::atomic<std::uint64_t> prefill_resident{0};    // (layer, expert) groups from VRAM slots
+    std::atomic<std::uint64_t> prefill_cpu_groups{0};  // (layer, expert) groups on the CPU
+    std::atomic<std::uint64_t> prefill_early{0};    // of the staged: from the first block's routing
+    std::atomic<std::uint64_t> prefill_grouped{0};  // grouped GEMM launches (--grouped-gemm)
+    // Sequence switches: positions saved to / restored from K/V checkpoints, positions kept in
+    // VRAM because the incoming sequence shares them with the outgoing one, positions re-processed.
+    std::atomic<std::uint64_t> kv_saved{0};
+    std::atomic<std::uint64_t> kv_restored{0};
+    std::atomic<std::uint64_t> kv_reused{0};
+    std::atomic<std::uint64_t> kv_reprocessed{0};
 
-  struct Snapshot {
-    std::uint64_t gpu_wait_ns = 0, graph_submit_ns = 0, admission_ns = 0, experts_hit = 0,
-                  admissions = 0;
-    std::uint64_t prefill_tokens = 0, prefill_ns = 0, prefill_launch_ns = 0, prefill_route_ns = 0,
-                  prefill_staging_ns = 0, prefill_cpu_ns = 0, prefill_cpu_wait_ns = 0,
-                  prefill_staged = 0, prefill_staged_bytes = 0, prefill_resident = 0,
-                  prefill_cpu_groups = 0, prefill_early = 0, prefill_grouped = 0;
-    std::uint64_t experts_streamed = 0;
-    std::uint64_t gpu_dense_ns = 0, gpu_experts_ns = 0, gpu_experts_alone_ns = 0, gpu_tail_ns = 0;
-  };
-  Snapshot snapshot() const {
-    constexpr auto r = std::memory_order_relaxed;
-    return {gpu_wait_ns.load(r),          graph_submit_ns.load(r),      admission_ns.load(r),
+    struct Snapshot {
+        std::uint64_t gpu_wait_ns = 0, graph_submit_ns = 0, admission_ns = 0, experts_hit = 0,
+                      admissions = 0;
+        std::uint64_t prefill_tokens = 0, prefill_ns = 0, prefill_launch_ns = 0,
+                      prefill_route_ns = 0, prefill_staging_ns = 0, prefill_cpu_ns = 0,
+                      prefill_cpu_wait_ns = 0, prefill_staged = 0, prefill_staged_bytes = 0,
+                      prefill_resident = 0, prefill_cpu_groups = 0, prefill_early = 0,
+                      prefill_grouped = 0;
+        std::uint64_t experts_streamed = 0;
+        std::uint64_t gpu_dense_ns = 0, gpu_experts_ns = 0, gpu_experts_alone_ns = 0,
+                      gpu_tail_ns = 0;
+    };
+    Snapshot snapshot() const {
+        constexpr auto r = std::memory_order_relaxed;
+        return {
+            gpu_wait_ns.load(r),          graph_submit_ns.load(r),      admission_ns.load(r),
             experts_hit.load(r),          admissions.load(r),           prefill_tokens.load(r),
             prefill_ns.load(r),           prefill_launch_ns.load(r),    prefill_route_ns.load(r),
             prefill_staging_ns.load(r),   prefill_cpu_ns.load(r),       prefill_cpu_wait_ns.load(r),
@@ -217,47 +229,47 @@ struct BackendCounters {
             prefill_cpu_groups.load(r),   prefill_early.load(r),        prefill_grouped.load(r),
             experts_streamed.load(r),     gpu_dense_ns.load(r),         gpu_experts_ns.load(r),
             gpu_experts_alone_ns.load(r), gpu_tail_ns.load(r)};
-  }
+    }
 };
 
 // What the backend did with the expert store's mapping at load (GpuOptions::pin_store).
 struct StorePin {
-  bool pinned = false;  // registered with CUDA: prompts copy staged experts straight from it
-  double seconds = 0;   // the registration call (also when it failed; 0 when not tried)
+    bool pinned = false;  // registered with CUDA: prompts copy staged experts straight from it
+    double seconds = 0;   // the registration call (also when it failed; 0 when not tried)
 };
 
 class Backend {
- public:
-  virtual ~Backend() = default;
-  virtual const char* name() const = 0;  // "cpu" / "cuda"
-  virtual std::string describe() const = 0;
-  // How the CPU computes experts: the fused kernel, its team and threads (cpu::StoreMoe's and the
-  // CUDA backend's misses), or "reference path" (the plain decode-then-dot loop).
-  virtual std::string experts() const = 0;
-  virtual StorePin store_pin() const { return {}; }
-  // Same contract as CpuModel::forward. One forward pass at a time (the engine thread).
-  virtual std::vector<float> forward(std::span<const TokenId> tokens, KvCache& cache,
-                                     const ForwardOptions& options) const = 0;
+public:
+    virtual ~Backend() = default;
+    virtual const char* name() const = 0;  // "cpu" / "cuda"
+    virtual std::string describe() const = 0;
+    // How the CPU computes experts: the fused kernel, its team and threads (cpu::StoreMoe's and the
+    // CUDA backend's misses), or "reference path" (the plain decode-then-dot loop).
+    virtual std::string experts() const = 0;
+    virtual StorePin store_pin() const { return {}; }
+    // Same contract as CpuModel::forward. One forward pass at a time (the engine thread).
+    virtual std::vector<float> forward(std::span<const TokenId> tokens, KvCache& cache,
+                                       const ForwardOptions& options) const = 0;
 };
 
 // What the CUDA backend needs from the loaded model.
 struct GpuBackendInputs {
-  const ModelConfig* config = nullptr;
-  const ModelWeights* weights = nullptr;
-  const store::ExpertStore* store = nullptr;  // nullptr: experts from the checkpoint tensors
-  std::string kernel = "auto";                // CPU kernel for the misses (see LoadOptions)
-  bool kernel_persistent = false;
-  std::filesystem::path kdll;
-  int threads = 0;
-  telemetry::MoeCounters* moe = nullptr;
-  BackendCounters* counters = nullptr;
+    const ModelConfig* config = nullptr;
+    const ModelWeights* weights = nullptr;
+    const store::ExpertStore* store = nullptr;  // nullptr: experts from the checkpoint tensors
+    std::string kernel = "auto";                // CPU kernel for the misses (see LoadOptions)
+    bool kernel_persistent = false;
+    std::filesystem::path kdll;
+    int threads = 0;
+    telemetry::MoeCounters* moe = nullptr;
+    BackendCounters* counters = nullptr;
 };
 
 struct GpuDevice {
-  int index = 0;
-  std::string name;
-  std::uint64_t total_bytes = 0;
-  std::uint64_t free_bytes = 0;
+    int index = 0;
+    std::string name;
+    std::uint64_t total_bytes = 0;
+    std::uint64_t free_bytes = 0;
 };
 // The usable GPUs (empty without a CUDA build, driver or device; `why` says which).
 std::vector<GpuDevice> gpu_devices(std::string* why);

@@ -19,12 +19,13 @@ namespace {
 
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 constexpr double kGB = 1e9;
-constexpr std::uint64_t kAlign = 256;       // the hybrid backend rounds every allocation up
+constexpr std::uint64_t kAlign = 256;        // the hybrid backend rounds every allocation up
 constexpr std::uint64_t kStoreAlign = 4096;  // store records (store/format.h)
 constexpr std::int64_t kDefaultContext = 8192;
 constexpr std::int64_t kMinContext = 2048;
 constexpr double kRamHeadroomGB = kFitRamHeadroomGB;  // the OS, the desktop, the app itself
-constexpr double kCheckpointGiB = 1.0;  // K/V checkpoints of a GPU plan where RAM has room (FitPlan)
+constexpr double kCheckpointGiB =
+    1.0;  // K/V checkpoints of a GPU plan where RAM has room (FitPlan)
 
 std::uint64_t aligned(std::uint64_t bytes) { return (bytes + kAlign - 1) / kAlign * kAlign; }
 
@@ -34,8 +35,9 @@ std::uint64_t expert_count(const ModelConfig& c) {
 
 // Store bytes of one record of each kind (records are 4 KiB-aligned in the file).
 std::uint64_t store_record_bytes(const ModelConfig& c, bool packed) {
-    const std::uint64_t b = packed ? cpu::ExpertRecordView::packed_bytes(c.hidden_size, c.intermediate_size)
-                                   : cpu::ExpertRecordView::raw_bytes(c.hidden_size, c.intermediate_size);
+    const std::uint64_t b =
+        packed ? cpu::ExpertRecordView::packed_bytes(c.hidden_size, c.intermediate_size)
+               : cpu::ExpertRecordView::raw_bytes(c.hidden_size, c.intermediate_size);
     return (b + kStoreAlign - 1) / kStoreAlign * kStoreAlign;
 }
 
@@ -48,16 +50,22 @@ std::int64_t GpuMemoryLayout::slots_for(std::uint64_t budget) const {
 
 int kv_ring_positions(const ModelConfig& c, std::int64_t context, int ring, int prefill_block) {
     if (ring < -1) fail("--kv-ring must be auto, 0 (off) or a number of positions, got {}", ring);
-    const bool sliding = c.sliding_window > 0 &&
-                         std::any_of(c.layer_is_sliding.begin(), c.layer_is_sliding.end(), [](bool b) { return b; });
+    const bool sliding =
+        c.sliding_window > 0 &&
+        std::any_of(c.layer_is_sliding.begin(), c.layer_is_sliding.end(), [](bool b) { return b; });
     if (ring == 0 || !sliding) return 0;
-    const std::int64_t block = prefill_block > 0 ? std::min<std::int64_t>(prefill_block, std::max<std::int64_t>(context, 1)) : 1;
+    const std::int64_t block =
+        prefill_block > 0
+            ? std::min<std::int64_t>(prefill_block, std::max<std::int64_t>(context, 1))
+            : 1;
     const std::int64_t need = c.sliding_window + block - 1;
     if (ring == -1) return need < context ? static_cast<int>(need) : 0;
     if (ring < need) {
-        fail("--kv-ring {} is too small: a sliding layer's ring must hold its window ({}) and a prefill "
-             "block ({}) beside it: at least {} positions (or --kv-ring 0)",
-             ring, c.sliding_window, block, need);
+        fail(
+            "--kv-ring {} is too small: a sliding layer's ring must hold its window ({}) and a "
+            "prefill "
+            "block ({}) beside it: at least {} positions (or --kv-ring 0)",
+            ring, c.sliding_window, block, need);
     }
     return ring >= context ? 0 : ring;
 }
@@ -68,17 +76,21 @@ GpuMemoryLayout gpu_memory_layout(const ModelConfig& c, std::int64_t context, in
                         I = static_cast<std::uint64_t>(c.intermediate_size),
                         E = static_cast<std::uint64_t>(c.num_experts),
                         K = static_cast<std::uint64_t>(c.experts_per_token),
-                        Q = static_cast<std::uint64_t>(c.q_dim()), KV = static_cast<std::uint64_t>(c.kv_dim()),
-                        V = static_cast<std::uint64_t>(c.vocab_size), L = static_cast<std::uint64_t>(c.num_layers),
-                        nq = static_cast<std::uint64_t>(c.num_heads), d = static_cast<std::uint64_t>(c.head_dim);
+                        Q = static_cast<std::uint64_t>(c.q_dim()),
+                        KV = static_cast<std::uint64_t>(c.kv_dim()),
+                        V = static_cast<std::uint64_t>(c.vocab_size),
+                        L = static_cast<std::uint64_t>(c.num_layers),
+                        nq = static_cast<std::uint64_t>(c.num_heads),
+                        d = static_cast<std::uint64_t>(c.head_dim);
     GpuMemoryLayout m;
     const std::uint64_t per_layer =
-        aligned(2 * H) * 2 + aligned(2 * (Q + 2 * KV) * H) + aligned(2 * (Q + 2 * KV)) + aligned(2 * H * Q) +
-        aligned(2 * H) + aligned(2 * nq) + aligned(2 * E * H) + aligned(2 * E) + aligned(2 * E * 2 * I) +
-        aligned(2 * E * H) + 3 * aligned(4 * K);
+        aligned(2 * H) * 2 + aligned(2 * (Q + 2 * KV) * H) + aligned(2 * (Q + 2 * KV)) +
+        aligned(2 * H * Q) + aligned(2 * H) + aligned(2 * nq) + aligned(2 * E * H) +
+        aligned(2 * E) + aligned(2 * E * 2 * I) + aligned(2 * E * H) + 3 * aligned(4 * K);
     m.core_bytes = L * per_layer + aligned(2 * H) + aligned(2 * V * H);
     const auto ctx = static_cast<std::uint64_t>(std::max<std::int64_t>(context, 1));
-    const auto ring = static_cast<std::uint64_t>(kv_ring_positions(c, context, kv_ring, prefill_block));
+    const auto ring =
+        static_cast<std::uint64_t>(kv_ring_positions(c, context, kv_ring, prefill_block));
     m.kv_bytes = aligned(4 * (d / 2));
     for (std::uint64_t l = 0; l < L; ++l) {
         const bool sliding = l < c.layer_is_sliding.size() && c.layer_is_sliding[l];
@@ -94,11 +106,13 @@ GpuMemoryLayout gpu_memory_layout(const ModelConfig& c, std::int64_t context, in
     // bf16 input, routing), block-sized scratch, and the scratch slots. The second act rows of
     // --expert-streams 2 are the QKV rows where those are as wide (gpt-oss), else their own.
     if (prefill_block > 0 && c.head_dim == 64) {
-        const std::uint64_t B = std::min<std::uint64_t>(static_cast<std::uint64_t>(prefill_block), ctx);
-        m.prefill_bytes = 3 * aligned(4 * ctx * H) + 3 * aligned(4 * ctx * K) + aligned(4 * B * H) +
-                          aligned(4 * B * (Q + 2 * KV)) + aligned(4 * B * Q) + aligned(4 * B * E) +
-                          aligned(4 * B * I) + (Q + 2 * KV >= I ? 0 : aligned(4 * B * I)) +
-                          aligned(static_cast<std::uint64_t>(std::max(scratch_slots, 0)) * m.slot_bytes);
+        const std::uint64_t B =
+            std::min<std::uint64_t>(static_cast<std::uint64_t>(prefill_block), ctx);
+        m.prefill_bytes =
+            3 * aligned(4 * ctx * H) + 3 * aligned(4 * ctx * K) + aligned(4 * B * H) +
+            aligned(4 * B * (Q + 2 * KV)) + aligned(4 * B * Q) + aligned(4 * B * E) +
+            aligned(4 * B * I) + (Q + 2 * KV >= I ? 0 : aligned(4 * B * I)) +
+            aligned(static_cast<std::uint64_t>(std::max(scratch_slots, 0)) * m.slot_bytes);
     }
     return m;
 }
@@ -107,16 +121,21 @@ std::uint64_t prefill_pinned_bytes(const ModelConfig& c, std::int64_t context, b
     if (c.head_dim != 64) return 0;  // no GPU prefill (fit.h: gpu_memory_layout)
     const GpuOptions d;
     const auto ctx = static_cast<std::uint64_t>(std::max<std::int64_t>(context, 1)),
-               H = static_cast<std::uint64_t>(c.hidden_size), K = static_cast<std::uint64_t>(c.experts_per_token),
+               H = static_cast<std::uint64_t>(c.hidden_size),
+               K = static_cast<std::uint64_t>(c.experts_per_token),
                E = static_cast<std::uint64_t>(c.num_experts);
-    const std::uint64_t block = std::min<std::uint64_t>(static_cast<std::uint64_t>(d.prefill_block), ctx);
-    const std::uint64_t record = cpu::ExpertRecordView::raw_bytes(c.hidden_size, c.intermediate_size);
-    const std::uint64_t rings = store_pinned ? 0 : static_cast<std::uint64_t>(d.staging_threads + d.prefill_early);
-    return rings * record                                                            // staging + early rings
-           + block * H * 4                                                           // embeddings of a block
-           + ctx * K * 8 + ctx * K * 4                                               // routing, expert entries
-           + ctx * H * 4                                                             // the experts' input rows
-           + E * static_cast<std::uint64_t>(d.prefill_cpu_tokens) * H * 4 + (ctx + 1) * 4;  // CPU path rows
+    const std::uint64_t block =
+        std::min<std::uint64_t>(static_cast<std::uint64_t>(d.prefill_block), ctx);
+    const std::uint64_t record =
+        cpu::ExpertRecordView::raw_bytes(c.hidden_size, c.intermediate_size);
+    const std::uint64_t rings =
+        store_pinned ? 0 : static_cast<std::uint64_t>(d.staging_threads + d.prefill_early);
+    return rings * record               // staging + early rings
+           + block * H * 4              // embeddings of a block
+           + ctx * K * 8 + ctx * K * 4  // routing, expert entries
+           + ctx * H * 4                // the experts' input rows
+           + E * static_cast<std::uint64_t>(d.prefill_cpu_tokens) * H * 4 +
+           (ctx + 1) * 4;  // CPU path rows
 }
 
 MachineInfo detect_machine() {
@@ -128,7 +147,8 @@ MachineInfo detect_machine() {
     m.avx512 = cpu_features().has_avx512();
     m.avx2 = cpu_features().has_avx2_fma();
     const auto gpus = gpu_devices(&m.gpu_why);
-    if (!gpus.empty()) m.gpu = MachineInfo::Gpu{gpus[0].name, gpus[0].total_bytes, gpus[0].free_bytes};
+    if (!gpus.empty())
+        m.gpu = MachineInfo::Gpu{gpus[0].name, gpus[0].total_bytes, gpus[0].free_bytes};
     return m;
 }
 
@@ -137,9 +157,11 @@ FitPlan plan_fit(const FitRequest& r, const MachineInfo& m) {
     FitPlan p;
     const std::uint64_t experts = expert_count(c);
     p.threads = std::clamp(m.cpus, 1, 8);
-    p.reasons.push_back(fmt::format(
-        "threads {}: {} logical CPUs; the expert kernel is memory-bound, more than 8 threads rarely "
-        "help a desktop's two memory channels", p.threads, m.cpus));
+    p.reasons.push_back(
+        fmt::format("threads {}: {} logical CPUs; the expert kernel is memory-bound, more than 8 "
+                    "threads rarely "
+                    "help a desktop's two memory channels",
+                    p.threads, m.cpus));
     p.kernel = m.avx512 ? "avx512" : m.avx2 ? "avx2" : "scalar";
     p.reasons.push_back(fmt::format("kernel {}: the widest SIMD this CPU runs", p.kernel));
 
@@ -148,10 +170,13 @@ FitPlan plan_fit(const FitRequest& r, const MachineInfo& m) {
     double resident_fraction = 0;
     if (m.gpu) {
         const std::uint64_t total = m.gpu->total_bytes, free = m.gpu->free_bytes;
-        const auto margin = static_cast<std::uint64_t>(std::max(0.5 * kGiB, 0.05 * static_cast<double>(total)));
+        const auto margin =
+            static_cast<std::uint64_t>(std::max(0.5 * kGiB, 0.05 * static_cast<double>(total)));
         std::uint64_t budget = free > margin ? free - margin : 0;
-        std::string why = fmt::format("{:.2f} GiB free on {} minus a {:.2f} GiB margin for the display "
-                                      "and other programs", free / kGiB, m.gpu->name, margin / kGiB);
+        std::string why = fmt::format(
+            "{:.2f} GiB free on {} minus a {:.2f} GiB margin for the display "
+            "and other programs",
+            free / kGiB, m.gpu->name, margin / kGiB);
         if (r.vram_budget_gib > 0 && r.vram_budget_gib * kGiB < static_cast<double>(budget)) {
             budget = static_cast<std::uint64_t>(r.vram_budget_gib * kGiB);
             why = fmt::format("the requested cap (--vram-budget {:.2f})", r.vram_budget_gib);
@@ -162,7 +187,8 @@ FitPlan plan_fit(const FitRequest& r, const MachineInfo& m) {
             static_cast<std::int64_t>(kGiB / static_cast<double>(layout.slot_bytes)),
             static_cast<std::int64_t>(experts / 25));
         const std::int64_t wanted_context = context;
-        while (layout.slots_for(budget) < std::min<std::int64_t>(min_slots, static_cast<std::int64_t>(experts)) &&
+        while (layout.slots_for(budget) <
+                   std::min<std::int64_t>(min_slots, static_cast<std::int64_t>(experts)) &&
                context > kMinContext) {
             context /= 2;
             layout = gpu_memory_layout(c, context);
@@ -170,42 +196,50 @@ FitPlan plan_fit(const FitRequest& r, const MachineInfo& m) {
         if (layout.fixed_bytes() + layout.slot_bytes > budget) {
             p.backend = "cpu";
             p.warnings.push_back(fmt::format(
-                "GPU: the dense core, {} K/V positions and one expert slot need {:.2f} GiB, the budget "
-                "is {:.2f} GiB ({}); planning for the CPU backend", context,
-                (layout.fixed_bytes() + layout.slot_bytes) / kGiB, budget / kGiB, why));
+                "GPU: the dense core, {} K/V positions and one expert slot need {:.2f} GiB, the "
+                "budget "
+                "is {:.2f} GiB ({}); planning for the CPU backend",
+                context, (layout.fixed_bytes() + layout.slot_bytes) / kGiB, budget / kGiB, why));
             context = std::min<std::int64_t>(c.max_position_embeddings, kDefaultContext);
         } else {
             p.backend = "cuda";
             p.vram_budget_gib = std::floor(budget / kGiB * 100.0) / 100.0;
-            p.reasons.push_back(fmt::format("backend cuda, VRAM budget {:.2f} GiB: {}", p.vram_budget_gib, why));
-            p.reasons.push_back(fmt::format(
-                "dense core {:.2f} GiB (bf16 attention, router, lm_head; the embedding stays in RAM)",
-                layout.core_bytes / kGiB));
+            p.reasons.push_back(
+                fmt::format("backend cuda, VRAM budget {:.2f} GiB: {}", p.vram_budget_gib, why));
+            p.reasons.push_back(
+                fmt::format("dense core {:.2f} GiB (bf16 attention, router, lm_head; the embedding "
+                            "stays in RAM)",
+                            layout.core_bytes / kGiB));
             if (context < wanted_context) {
                 p.warnings.push_back(fmt::format(
                     "context reduced from {} to {} positions so that at least {} expert slots fit; "
-                    "longer conversations need --context and leave fewer slots", wanted_context, context,
-                    min_slots));
+                    "longer conversations need --context and leave fewer slots",
+                    wanted_context, context, min_slots));
             }
             p.pool_slots = std::min<std::int64_t>(layout.slots_for(p.vram_budget_gib * kGiB),
                                                   static_cast<std::int64_t>(experts));
-            p.pool_gib = static_cast<double>(p.pool_slots) * static_cast<double>(layout.slot_bytes) / kGiB;
+            p.pool_gib =
+                static_cast<double>(p.pool_slots) * static_cast<double>(layout.slot_bytes) / kGiB;
             resident_fraction = static_cast<double>(p.pool_slots) / static_cast<double>(experts);
             p.reasons.push_back(fmt::format(
-                "{} expert slots = {:.2f} GiB, {:.1f}% of the {} experts: what the budget leaves after "
-                "the core, {:.2f} GiB of K/V and {:.2f} GiB of buffers", p.pool_slots, p.pool_gib,
-                100.0 * resident_fraction, experts, layout.kv_bytes / kGiB,
-                (layout.activation_bytes + layout.reserve_bytes) / kGiB));
+                "{} expert slots = {:.2f} GiB, {:.1f}% of the {} experts: what the budget leaves "
+                "after "
+                "the core, {:.2f} GiB of K/V and {:.2f} GiB of buffers",
+                p.pool_slots, p.pool_gib, 100.0 * resident_fraction, experts,
+                layout.kv_bytes / kGiB, (layout.activation_bytes + layout.reserve_bytes) / kGiB));
             p.static_fraction = 0.5;
-            p.reasons.push_back("static fraction 0.5: half the slots keep the warm-up's hottest experts, "
-                                "half follow the conversation");
+            p.reasons.push_back(
+                "static fraction 0.5: half the slots keep the warm-up's hottest experts, "
+                "half follow the conversation");
             p.kernel_persistent = true;
-            p.reasons.push_back("persistent CPU team: the misses run 36 short jobs per token, which OpenMP "
-                                "pays for in wake-ups");
+            p.reasons.push_back(
+                "persistent CPU team: the misses run 36 short jobs per token, which OpenMP "
+                "pays for in wake-ups");
         }
     } else {
         p.backend = "cpu";
-        p.reasons.push_back(fmt::format("backend cpu: {}", m.gpu_why.empty() ? "no usable GPU" : m.gpu_why));
+        p.reasons.push_back(
+            fmt::format("backend cpu: {}", m.gpu_why.empty() ? "no usable GPU" : m.gpu_why));
     }
     p.context = context;
     if (p.backend == "cuda") {
@@ -217,8 +251,9 @@ FitPlan plan_fit(const FitRequest& r, const MachineInfo& m) {
         // compete with the thread feeding them.
         p.kernel_persistent = p.threads >= options::kPersistentTeamMinCpus;
         if (p.kernel_persistent) {
-            p.reasons.push_back("persistent CPU team: the fast path runs hundreds of short jobs per "
-                                "token, which OpenMP pays for in wake-ups");
+            p.reasons.push_back(
+                "persistent CPU team: the fast path runs hundreds of short jobs per "
+                "token, which OpenMP pays for in wake-ups");
         }
     }
 
@@ -232,9 +267,9 @@ FitPlan plan_fit(const FitRequest& r, const MachineInfo& m) {
     // CPU backend: the whole dense core is read from RAM every token, and K/V lives in RAM. GPU
     // backend: embedding rows, tokenizer, buffers, and the prefill's pinned buffers.
     double dense_gb = p.backend == "cpu"
-                                ? static_cast<double>(dense.core_bytes) / kGB +
-                                      static_cast<double>(gpu_memory_layout(c, context).kv_bytes) / kGB
-                                : 0.5 + static_cast<double>(prefill_pinned_bytes(c, context)) / kGB;
+                          ? static_cast<double>(dense.core_bytes) / kGB +
+                                static_cast<double>(gpu_memory_layout(c, context).kv_bytes) / kGB
+                          : 0.5 + static_cast<double>(prefill_pinned_bytes(c, context)) / kGB;
     auto needed = [&](double store_gb) {
         return store_gb * (1.0 - resident_fraction) + dense_gb + kRamHeadroomGB;
     };
@@ -245,20 +280,24 @@ FitPlan plan_fit(const FitRequest& r, const MachineInfo& m) {
                                                  : (r.store_kind == "raw" ? raw_gb : packed_gb);
         store_gb = have_gb;
         p.ram_needed_gb = needed(have_gb);
-        p.reasons.push_back(fmt::format("store: the existing {} store ({:.1f} GB)", r.store_kind, have_gb));
+        p.reasons.push_back(
+            fmt::format("store: the existing {} store ({:.1f} GB)", r.store_kind, have_gb));
     } else if (needed(raw_gb) <= ram_cap / kGB) {
         p.store_format = "raw";
         store_gb = raw_gb;
         p.ram_needed_gb = needed(raw_gb);
-        p.reasons.push_back(fmt::format(
-            "store format raw ({:.1f} GB): its records are the GPU slot format, so admitting an expert "
-            "costs no extra pass; it fits in RAM", raw_gb));
+        p.reasons.push_back(
+            fmt::format("store format raw ({:.1f} GB): its records are the GPU slot format, so "
+                        "admitting an expert "
+                        "costs no extra pass; it fits in RAM",
+                        raw_gb));
     } else {
         p.store_format = "packed";
         store_gb = packed_gb;
         p.ram_needed_gb = needed(packed_gb);
-        p.reasons.push_back(fmt::format("store format packed ({:.1f} GB, {:.1f} GB less than raw): RAM is tight",
-                                        packed_gb, raw_gb - packed_gb));
+        p.reasons.push_back(
+            fmt::format("store format packed ({:.1f} GB, {:.1f} GB less than raw): RAM is tight",
+                        packed_gb, raw_gb - packed_gb));
     }
     // --pin-store auto (runtime/backend.h): the engine page-locks a raw store of at most half the
     // RAM for the GPU's prompt copies, so the whole store stays in RAM, the experts in VRAM too.
@@ -268,23 +307,28 @@ FitPlan plan_fit(const FitRequest& r, const MachineInfo& m) {
         p.ram_needed_gb += store_gb * resident_fraction;
         // No staging rings: the store's records are copied from the store itself.
         const double rings_gb = static_cast<double>(prefill_pinned_bytes(c, context) -
-                                                    prefill_pinned_bytes(c, context, true)) / kGB;
+                                                    prefill_pinned_bytes(c, context, true)) /
+                                kGB;
         p.ram_needed_gb -= rings_gb;
         dense_gb -= rings_gb;
         p.reasons.push_back(fmt::format(
-            "store pinned (--pin-store auto): the whole {:.1f} GB store stays page-locked in RAM, so prompts "
-            "copy experts to the GPU straight from it (20b 4,096-token prompt 0.47 -> 0.42 s)", store_gb));
+            "store pinned (--pin-store auto): the whole {:.1f} GB store stays page-locked in RAM, "
+            "so prompts "
+            "copy experts to the GPU straight from it (20b 4,096-token prompt 0.47 -> 0.42 s)",
+            store_gb));
     }
     p.reasons.push_back(fmt::format(
         "RAM: {:.1f} GB needed (experts the CPU computes, {:.1f} GB of {}, {:.0f} GB for "
-        "the system) of {:.1f} GB{}", p.ram_needed_gb, dense_gb,
-        p.backend == "cpu" ? "dense weights and K/V" : "buffers and pinned prompt buffers", kRamHeadroomGB, ram_cap / kGB,
-        r.ram_budget_gib > 0 ? " (--ram-budget)" : ""));
+        "the system) of {:.1f} GB{}",
+        p.ram_needed_gb, dense_gb,
+        p.backend == "cpu" ? "dense weights and K/V" : "buffers and pinned prompt buffers",
+        kRamHeadroomGB, ram_cap / kGB, r.ram_budget_gib > 0 ? " (--ram-budget)" : ""));
     if (p.backend == "cuda" && !r.store_kind.empty() && !p.store_pinned) {
         p.release_resident = true;
         p.reasons.push_back(
             "release resident: the experts that live in VRAM for good give their RAM back "
-            "(--release-resident 1; on a 64 GB PC it cost no speed and saved 3.2 GiB of peak memory)");
+            "(--release-resident 1; on a 64 GB PC it cost no speed and saved 3.2 GiB of peak "
+            "memory)");
     }
     if (p.backend == "cuda") {
         const double checkpoint_gb = kCheckpointGiB * kGiB / kGB;
@@ -292,18 +336,23 @@ FitPlan plan_fit(const FitRequest& r, const MachineInfo& m) {
             p.kv_checkpoints_gib = kCheckpointGiB;
             p.ram_needed_gb += checkpoint_gb;
             p.reasons.push_back(fmt::format(
-                "K/V checkpoints {:.0f} GiB of RAM: a conversation switched away from and back to is not "
-                "processed again (about 0.5 GB per 13k-token conversation of the 120b model)", kCheckpointGiB));
+                "K/V checkpoints {:.0f} GiB of RAM: a conversation switched away from and back to "
+                "is not "
+                "processed again (about 0.5 GB per 13k-token conversation of the 120b model)",
+                kCheckpointGiB));
         } else {
             p.reasons.push_back("no K/V checkpoints: RAM has no room for them beyond the experts");
         }
     }
     if (p.ram_needed_gb > ram_cap / kGB) {
         p.fits = false;
-        p.warnings.push_back(fmt::format(
-            "needs {:.1f} GB more RAM: the experts that stay on the CPU do not all fit, so tokens will "
-            "wait on page faults and the disk. Closest workable plans: more VRAM for slots, a packed "
-            "store, or a smaller model (gpt-oss-20b)", p.ram_needed_gb - ram_cap / kGB));
+        p.warnings.push_back(
+            fmt::format("needs {:.1f} GB more RAM: the experts that stay on the CPU do not all "
+                        "fit, so tokens will "
+                        "wait on page faults and the disk. Closest workable plans: more VRAM for "
+                        "slots, a packed "
+                        "store, or a smaller model (gpt-oss-20b)",
+                        p.ram_needed_gb - ram_cap / kGB));
     }
     return p;
 }

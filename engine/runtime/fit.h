@@ -22,22 +22,23 @@ namespace neural {
 // GPU memory of the hybrid CUDA backend for a shape, allocation by allocation as
 // engine/cuda/hybrid/setup.cpp makes them (each rounded up to 256 bytes).
 struct GpuMemoryLayout {
-  std::uint64_t core_bytes = 0;        // bf16 dense core without the embedding, router outputs
-  std::uint64_t kv_bytes = 0;          // fp32 K and V of every layer for `context` positions
-  std::uint64_t activation_bytes = 0;  // per-token buffers, logits, slot table
-  std::uint64_t reserve_bytes = 0;     // kept free for graphs and the allocator
-  std::uint64_t prefill_bytes = 0;     // GPU prefill: prompt rows, block scratch, scratch slots
-  std::uint64_t slot_bytes = 0;        // one expert slot (a raw record, 256-byte aligned)
-  // Slots that fit in `budget` after everything above (0 when not even the core fits).
-  std::int64_t slots_for(std::uint64_t budget) const;
-  std::uint64_t fixed_bytes() const {
-    return core_bytes + kv_bytes + activation_bytes + reserve_bytes + prefill_bytes;
-  }
+    std::uint64_t core_bytes = 0;        // bf16 dense core without the embedding, router outputs
+    std::uint64_t kv_bytes = 0;          // fp32 K and V of every layer for `context` positions
+    std::uint64_t activation_bytes = 0;  // per-token buffers, logits, slot table
+    std::uint64_t reserve_bytes = 0;     // kept free for graphs and the allocator
+    std::uint64_t prefill_bytes = 0;     // GPU prefill: prompt rows, block scratch, scratch slots
+    std::uint64_t slot_bytes = 0;        // one expert slot (a raw record, 256-byte aligned)
+    // Slots that fit in `budget` after everything above (0 when not even the core fits).
+    std::int64_t slots_for(std::uint64_t budget) const;
+    std::uint64_t fixed_bytes() const {
+        return core_bytes + kv_bytes + activation_bytes + reserve_bytes + prefill_bytes;
+    }
 };
 // prefill_block / scratch_slots / kv_ring: GpuOptions' (0 blocks: prompts token by token, no
 // buffers; kv_ring -1: auto, 0: no ring), defaults as GpuOptions'.
 GpuMemoryLayout gpu_memory_layout(const ModelConfig& config, std::int64_t context,
-                                  int prefill_block = 2048, int scratch_slots = 4, int kv_ring = -1);
+                                  int prefill_block = 2048, int scratch_slots = 4,
+                                  int kv_ring = -1);
 
 // Positions of K/V a sliding-window layer keeps with GpuOptions::kv_ring = `ring`. A ring holds
 // the window and, for the GPU prefill, a block of new positions beside it: ring >= window +
@@ -50,33 +51,34 @@ int kv_ring_positions(const ModelConfig& config, std::int64_t context, int ring,
 // one record per staging thread and per early-staging buffer (none with a pinned store, whose
 // records are copied from the store itself), the prompt's expert input rows and routing, the CPU
 // path's rows. RAM the OS cannot page out; neural fit counts it.
-std::uint64_t prefill_pinned_bytes(const ModelConfig& config, std::int64_t context, bool store_pinned = false);
+std::uint64_t prefill_pinned_bytes(const ModelConfig& config, std::int64_t context,
+                                   bool store_pinned = false);
 
 struct MachineInfo {
-  std::uint64_t ram_total = 0;
-  std::uint64_t ram_available = 0;
-  int cpus = 1;
-  bool avx512 = false;
-  bool avx2 = false;
-  struct Gpu {
-    std::string name;
-    std::uint64_t total_bytes = 0;
-    std::uint64_t free_bytes = 0;
-  };
-  std::optional<Gpu> gpu;  // the first usable GPU; none: CPU only
-  std::string gpu_why;     // why there is none
+    std::uint64_t ram_total = 0;
+    std::uint64_t ram_available = 0;
+    int cpus = 1;
+    bool avx512 = false;
+    bool avx2 = false;
+    struct Gpu {
+        std::string name;
+        std::uint64_t total_bytes = 0;
+        std::uint64_t free_bytes = 0;
+    };
+    std::optional<Gpu> gpu;  // the first usable GPU; none: CPU only
+    std::string gpu_why;     // why there is none
 };
 // This machine (platform/system_info.h, platform/cpu_features.h, the CUDA backend's devices).
 MachineInfo detect_machine();
 
 struct FitRequest {
-  ModelConfig config;
-  // An existing store ("raw" / "packed") and its size; empty: none yet (the plan recommends).
-  std::string store_kind;
-  std::uint64_t store_bytes = 0;
-  // Emulate a smaller machine: caps on what the plan may use (GiB; 0 = what is detected).
-  double vram_budget_gib = 0;
-  double ram_budget_gib = 0;
+    ModelConfig config;
+    // An existing store ("raw" / "packed") and its size; empty: none yet (the plan recommends).
+    std::string store_kind;
+    std::uint64_t store_bytes = 0;
+    // Emulate a smaller machine: caps on what the plan may use (GiB; 0 = what is detected).
+    double vram_budget_gib = 0;
+    double ram_budget_gib = 0;
 };
 
 // RAM a plan keeps free for the OS, the desktop and the app itself (GB, 1e9), counted in
@@ -84,41 +86,41 @@ struct FitRequest {
 inline constexpr double kFitRamHeadroomGB = 4.0;
 
 struct FitPlan {
-  bool fits = true;        // false: the best plan still falls short (see warnings)
-  std::string backend;     // "cuda" or "cpu"
-  double vram_budget_gib = 0;
-  std::int64_t pool_slots = 0;
-  double pool_gib = 0;
-  double static_fraction = 0.5;
-  std::int64_t context = 0;
-  int threads = 1;
-  std::string kernel;      // "avx512" / "avx2" / "scalar"
-  bool kernel_persistent = true;
-  std::string store_format;  // "raw" / "packed"
-  double ram_needed_gb = 0;  // experts not in VRAM + dense weights + headroom (GB, 1e9)
-  // GPU backend with an existing store (FitRequest::store_kind): give back the RAM of experts
-  // that live in VRAM for good (--release-resident 1; measured to cost nothing).
-  bool release_resident = false;
-  // GPU backend: host RAM for K/V checkpoints (--kv-checkpoints GIB), so a conversation the user
-  // switches away from and back to is not re-processed: 1 GiB where RAM has room for it beyond
-  // what the plan needs (counted in ram_needed_gb), else 0.
-  double kv_checkpoints_gib = 0;
-  // GPU backend with a raw store the engine pins under --pin-store auto (at most half the RAM):
-  // the whole store stays in RAM (counted in ram_needed_gb) and --release-resident is not planned.
-  bool store_pinned = false;
-  std::vector<std::string> reasons;   // one line per choice
-  std::vector<std::string> warnings;  // what does not fit and what to do
+    bool fits = true;     // false: the best plan still falls short (see warnings)
+    std::string backend;  // "cuda" or "cpu"
+    double vram_budget_gib = 0;
+    std::int64_t pool_slots = 0;
+    double pool_gib = 0;
+    double static_fraction = 0.5;
+    std::int64_t context = 0;
+    int threads = 1;
+    std::string kernel;  // "avx512" / "avx2" / "scalar"
+    bool kernel_persistent = true;
+    std::string store_format;  // "raw" / "packed"
+    double ram_needed_gb = 0;  // experts not in VRAM + dense weights + headroom (GB, 1e9)
+    // GPU backend with an existing store (FitRequest::store_kind): give back the RAM of experts
+    // that live in VRAM for good (--release-resident 1; measured to cost nothing).
+    bool release_resident = false;
+    // GPU backend: host RAM for K/V checkpoints (--kv-checkpoints GIB), so a conversation the user
+    // switches away from and back to is not re-processed: 1 GiB where RAM has room for it beyond
+    // what the plan needs (counted in ram_needed_gb), else 0.
+    double kv_checkpoints_gib = 0;
+    // GPU backend with a raw store the engine pins under --pin-store auto (at most half the RAM):
+    // the whole store stays in RAM (counted in ram_needed_gb) and --release-resident is not planned.
+    bool store_pinned = false;
+    std::vector<std::string> reasons;   // one line per choice
+    std::vector<std::string> warnings;  // what does not fit and what to do
 
-  // The store the flags name (`neural fit --store FILE`); empty: none yet.
-  std::filesystem::path store;
+    // The store the flags name (`neural fit --store FILE`); empty: none yet.
+    std::filesystem::path store;
 
-  // The plan as the engine's LoadOptions (the kernel only with a store: the fused kernels read
-  // its records), as engine flags (`--backend cuda --vram-budget 11.5 ...`, the settings schema's
-  // options::to_flags with --backend first) and as JSON (the desktop app turns it into the
-  // default profile).
-  LoadOptions load_options() const;
-  std::vector<std::string> flags() const;
-  nlohmann::json to_json() const;
+    // The plan as the engine's LoadOptions (the kernel only with a store: the fused kernels read
+    // its records), as engine flags (`--backend cuda --vram-budget 11.5 ...`, the settings schema's
+    // options::to_flags with --backend first) and as JSON (the desktop app turns it into the
+    // default profile).
+    LoadOptions load_options() const;
+    std::vector<std::string> flags() const;
+    nlohmann::json to_json() const;
 };
 
 FitPlan plan_fit(const FitRequest& request, const MachineInfo& machine);

@@ -14,17 +14,17 @@ using TokenId = std::int32_t;
 
 // Receives the router decision of every (layer, position) during a forward pass.
 class RouterObserver {
- public:
-  virtual ~RouterObserver() = default;
-  virtual void on_route(int layer, std::int64_t position, std::span<const int> experts,
-                        std::span<const float> weights) = 0;
+public:
+    virtual ~RouterObserver() = default;
+    virtual void on_route(int layer, std::int64_t position, std::span<const int> experts,
+                          std::span<const float> weights) = 0;
 };
 
 struct ForwardOptions {
-  bool all_logits = false;                 // logits of every new position, else only the last
-  RouterObserver* observer = nullptr;
-  // Checked per prompt block and layer, per attention row and per expert; throws Cancelled.
-  const std::atomic<bool>* cancel = nullptr;
+    bool all_logits = false;  // logits of every new position, else only the last
+    RouterObserver* observer = nullptr;
+    // Checked per prompt block and layer, per attention row and per expert; throws Cancelled.
+    const std::atomic<bool>* cancel = nullptr;
 };
 
 }  // namespace neural

@@ -8,9 +8,12 @@ namespace neural {
 
 const char* finish_reason_name(FinishReason r) {
     switch (r) {
-        case FinishReason::kStop: return "stop";
-        case FinishReason::kLength: return "length";
-        case FinishReason::kCancelled: return "cancelled";
+        case FinishReason::kStop:
+            return "stop";
+        case FinishReason::kLength:
+            return "length";
+        case FinishReason::kCancelled:
+            return "cancelled";
     }
     return "?";
 }

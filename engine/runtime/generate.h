@@ -19,15 +19,15 @@ enum class FinishReason { kStop, kLength, kCancelled };
 const char* finish_reason_name(FinishReason r);
 
 struct GenerateOptions {
-  int max_tokens = 256;
-  SamplingParams sampling;
-  std::vector<TokenId> stop_tokens;  // generation ends after emitting one of these
-  const std::atomic<bool>* cancel = nullptr;
+    int max_tokens = 256;
+    SamplingParams sampling;
+    std::vector<TokenId> stop_tokens;  // generation ends after emitting one of these
+    const std::atomic<bool>* cancel = nullptr;
 };
 
 struct GenerateResult {
-  std::vector<TokenId> tokens;  // generated tokens, including a final stop token
-  FinishReason finish = FinishReason::kLength;
+    std::vector<TokenId> tokens;  // generated tokens, including a final stop token
+    FinishReason finish = FinishReason::kLength;
 };
 
 // Appends `prompt` to `cache` (which may already hold earlier tokens of the same sequence) and

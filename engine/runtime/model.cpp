@@ -54,8 +54,9 @@ void run_ram_levers(const store::ExpertStore& store, const std::vector<store::Ex
                     const LoadOptions& options, telemetry::RamCounters& ram,
                     const std::atomic<bool>& stop) {
     if (options.lock_ram_bytes > 0 && store.pinned()) {
-        spdlog::info("--lock-ram: nothing to lock: the GPU backend keeps the whole store in RAM "
-                     "(--pin-store)");
+        spdlog::info(
+            "--lock-ram: nothing to lock: the GPU backend keeps the whole store in RAM "
+            "(--pin-store)");
     } else if (options.lock_ram_bytes > 0) {
         const LockAllowance allowance = grow_lock_allowance(options.lock_ram_bytes);
         const store::LockReport r = store.lock_experts(order, options.lock_ram_bytes, &stop);
@@ -70,7 +71,8 @@ void run_ram_levers(const store::ExpertStore& store, const std::vector<store::Ex
     if (options.warmup_ram_seconds > 0 && !stop.load(std::memory_order_relaxed)) {
         using namespace std::chrono;
         ram.warmup_state.store(telemetry::RamCounters::kRunning, std::memory_order_relaxed);
-        const auto budget = duration_cast<nanoseconds>(duration<double>(options.warmup_ram_seconds));
+        const auto budget =
+            duration_cast<nanoseconds>(duration<double>(options.warmup_ram_seconds));
         const store::WarmupReport w = store.warm_up(
             order, budget, &stop, [&](const store::ExpertKey&, const store::WarmupReport& so_far) {
                 ram.warmup_records.store(so_far.records, std::memory_order_relaxed);
@@ -93,11 +95,14 @@ void run_ram_levers(const store::ExpertStore& store, const std::vector<store::Ex
             "{:.1f} s{}{}",
             w.records, order.size(), static_cast<double>(w.bytes) / 1e9, w.pages, w.pages_loaded,
             w.seconds,
-            w.completed ? "" : w.stopped ? ", stopped (unloading)" : ", stopped at the time bound",
+            w.completed ? ""
+            : w.stopped ? ", stopped (unloading)"
+                        : ", stopped at the time bound",
             w.skipped > 0 ? fmt::format(", {} skipped (in VRAM or locked)", w.skipped) : "");
         if (w.damaged > 0) {
-            spdlog::warn("--warmup-ram: {} damaged expert record(s); a request that reads one fails: {}",
-                         w.damaged, w.damage);
+            spdlog::warn(
+                "--warmup-ram: {} damaged expert record(s); a request that reads one fails: {}",
+                w.damaged, w.damage);
         }
     }
 }
@@ -123,7 +128,8 @@ std::unique_ptr<Model> Model::load(const fs::path& dir, const LoadOptions& optio
         m->checkpoint_ = Checkpoint::open(dir);
         m->config_ = checkpoint_config(m->checkpoint_);
         m->generation_ = checkpoint_generation(m->checkpoint_);
-        m->tokenizer_ = std::make_unique<Tokenizer>(Tokenizer::load(m->checkpoint_.gguf()->files.front()));
+        m->tokenizer_ =
+            std::make_unique<Tokenizer>(Tokenizer::load(m->checkpoint_.gguf()->files.front()));
         tok = config_file = generation_file = dir;
     } else {
         if (!fs::is_directory(dir, ec)) fail("model folder not found: {}", dir.string());
@@ -144,8 +150,8 @@ std::unique_ptr<Model> Model::load(const fs::path& dir, const LoadOptions& optio
     auto check_ids = [&](const fs::path& file, const std::vector<std::int32_t>& ids) {
         for (std::int32_t id : ids) {
             if (id >= m->config_.vocab_size) {
-                fail("{}: token id {} is not a token of this model (vocab_size {})",
-                     file.string(), id, m->config_.vocab_size);
+                fail("{}: token id {} is not a token of this model (vocab_size {})", file.string(),
+                     id, m->config_.vocab_size);
             }
         }
     };
@@ -170,8 +176,9 @@ std::unique_ptr<Model> Model::load(const fs::path& dir, const LoadOptions& optio
     }
     const bool ram_levers = options.warmup_ram_seconds > 0 || options.lock_ram_bytes > 0;
     if ((ram_levers || options.release_resident) && !m->store_) {
-        fail("--warmup-ram, --lock-ram and --release-resident act on the expert store's records: "
-             "they need --store FILE (`neural repack`)");
+        fail(
+            "--warmup-ram, --lock-ram and --release-resident act on the expert store's records: "
+            "they need --store FILE (`neural repack`)");
     }
     if (!(options.warmup_ram_seconds >= 0)) {
         fail("warm-up time must be 0 or more seconds, got {}", options.warmup_ram_seconds);
@@ -229,14 +236,16 @@ std::unique_ptr<Model> Model::load(const fs::path& dir, const LoadOptions& optio
                   m->config_.num_experts, m->config_.experts_per_token,
                   m->checkpoint_.tensor_count(), m->checkpoint_.total_bytes());
     if (m->store_ && options.release_resident && m->store_->pinned()) {
-        spdlog::info("--release-resident: nothing released: the GPU backend keeps the whole store "
-                     "in RAM for its copies (--pin-store)");
+        spdlog::info(
+            "--release-resident: nothing released: the GPU backend keeps the whole store "
+            "in RAM for its copies (--pin-store)");
     } else if (m->store_ && options.release_resident) {
         const telemetry::RamCounters& ram = m->telemetry_->ram;
-        spdlog::info("--release-resident: {} experts ({:.2f} GB) moved into VRAM for good gave "
-                     "their RAM back",
-                     ram.released_records.load(std::memory_order_relaxed),
-                     static_cast<double>(ram.released_bytes.load(std::memory_order_relaxed)) / 1e9);
+        spdlog::info(
+            "--release-resident: {} experts ({:.2f} GB) moved into VRAM for good gave "
+            "their RAM back",
+            ram.released_records.load(std::memory_order_relaxed),
+            static_cast<double>(ram.released_bytes.load(std::memory_order_relaxed)) / 1e9);
     }
     if (ram_levers) {
         // After the backend started: the experts it moved into VRAM for good are released

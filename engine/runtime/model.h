@@ -24,127 +24,127 @@ namespace neural {
 class CpuModel;
 
 struct LoadOptions {
-  // Expert store (`neural repack`) to read the MXFP4 experts from instead of the checkpoint's
-  // expert tensors; empty = none. Checked against the checkpoint at load (shape, expert tensor
-  // names and sizes, sample hash); results are bit-identical to the checkpoint path.
-  std::filesystem::path store;
-  // How the CPU backend computes: "auto" (the fast path: fused MXFP4 expert kernels, from the
-  // store or the checkpoint's expert tensors, and bf16 dense kernels, the fastest variant this
-  // CPU runs; $NEURAL_KERNEL overrides), "scalar" / "avx2" / "avx512" (the fast path with that
-  // variant), or "reference" (the plain fp32 forward pass the fast path is checked against).
-  std::string kernel = "auto";
-  // With a fast-path kernel: "auto" (the bf16 dense kernels for attention projections, router
-  // and lm_head) or "reference" (the fp32 reference dense layers beside the fused expert
-  // kernels: isolates the expert kernels, e.g. to compare them with the reference bit for bit).
-  std::string dense = "auto";
-  // Worker team for the fused kernels: the persistent team DLL (`--kernel-persistent 1`, at
-  // `kdll` or beside the executable) or OpenMP (0). Unset (auto): the persistent team on the
-  // CUDA backend, and on the CPU backend from 4 CPUs on (options::persistent_team; OpenMP wakes
-  // its workers for every job: docs/BENCHMARKS.md "CPU backend: the worker team"). A missing
-  // library falls back to OpenMP with a warning.
-  std::optional<bool> kernel_persistent;
-  std::filesystem::path kdll;
-  // CPU worker threads: the fused kernels' team and the reference path (0: the default, all
-  // cores; kernels min(cores, 8)). Model::load and Model::forward apply it (cpu::set_threads),
-  // so no front end sets the thread count itself.
-  int threads = 0;
-  // Forward-pass backend: "cpu" (the fp32 reference + the kernels above), "cuda" (the hybrid
-  // GPU backend: an error when it cannot start) or "auto" (cuda when a GPU is usable, else cpu).
-  std::string backend = "cpu";
-  GpuOptions gpu;  // the CUDA backend's knobs
+    // Expert store (`neural repack`) to read the MXFP4 experts from instead of the checkpoint's
+    // expert tensors; empty = none. Checked against the checkpoint at load (shape, expert tensor
+    // names and sizes, sample hash); results are bit-identical to the checkpoint path.
+    std::filesystem::path store;
+    // How the CPU backend computes: "auto" (the fast path: fused MXFP4 expert kernels, from the
+    // store or the checkpoint's expert tensors, and bf16 dense kernels, the fastest variant this
+    // CPU runs; $NEURAL_KERNEL overrides), "scalar" / "avx2" / "avx512" (the fast path with that
+    // variant), or "reference" (the plain fp32 forward pass the fast path is checked against).
+    std::string kernel = "auto";
+    // With a fast-path kernel: "auto" (the bf16 dense kernels for attention projections, router
+    // and lm_head) or "reference" (the fp32 reference dense layers beside the fused expert
+    // kernels: isolates the expert kernels, e.g. to compare them with the reference bit for bit).
+    std::string dense = "auto";
+    // Worker team for the fused kernels: the persistent team DLL (`--kernel-persistent 1`, at
+    // `kdll` or beside the executable) or OpenMP (0). Unset (auto): the persistent team on the
+    // CUDA backend, and on the CPU backend from 4 CPUs on (options::persistent_team; OpenMP wakes
+    // its workers for every job: docs/BENCHMARKS.md "CPU backend: the worker team"). A missing
+    // library falls back to OpenMP with a warning.
+    std::optional<bool> kernel_persistent;
+    std::filesystem::path kdll;
+    // CPU worker threads: the fused kernels' team and the reference path (0: the default, all
+    // cores; kernels min(cores, 8)). Model::load and Model::forward apply it (cpu::set_threads),
+    // so no front end sets the thread count itself.
+    int threads = 0;
+    // Forward-pass backend: "cpu" (the fp32 reference + the kernels above), "cuda" (the hybrid
+    // GPU backend: an error when it cannot start) or "auto" (cuda when a GPU is usable, else cpu).
+    std::string backend = "cpu";
+    GpuOptions gpu;  // the CUDA backend's knobs
 
-  // RAM residency of the expert store (docs/USER_GUIDE.md "RAM residency"); each needs `store`.
-  // The order is the ranking's (gpu.ranking: hottest first), else layer order.
-  // Seconds to spend faulting store records into RAM after loading, hottest first (0 = off).
-  // Runs on a background thread while the model answers, unless warmup_sync.
-  double warmup_ram_seconds = 0;
-  // Model::load returns only after the warm-up (at most warmup_ram_seconds, plus the lock).
-  bool warmup_sync = false;
-  // Locks the hottest records in RAM up to this many bytes (mlock within RLIMIT_MEMLOCK, raised
-  // as far as allowed; Windows: VirtualLock after raising the working-set minimum); 0 = off.
-  // Done on the warm-up thread, before the warm-up; experts released to VRAM are skipped.
-  std::uint64_t lock_ram_bytes = 0;
-  // Gives back the RAM of experts that live in VRAM for good (the CUDA backend's static slots
-  // call ExpertStore::note_resident_in_vram), so the page cache keeps what the CPU reads.
-  bool release_resident = false;
+    // RAM residency of the expert store (docs/USER_GUIDE.md "RAM residency"); each needs `store`.
+    // The order is the ranking's (gpu.ranking: hottest first), else layer order.
+    // Seconds to spend faulting store records into RAM after loading, hottest first (0 = off).
+    // Runs on a background thread while the model answers, unless warmup_sync.
+    double warmup_ram_seconds = 0;
+    // Model::load returns only after the warm-up (at most warmup_ram_seconds, plus the lock).
+    bool warmup_sync = false;
+    // Locks the hottest records in RAM up to this many bytes (mlock within RLIMIT_MEMLOCK, raised
+    // as far as allowed; Windows: VirtualLock after raising the working-set minimum); 0 = off.
+    // Done on the warm-up thread, before the warm-up; experts released to VRAM are skipped.
+    std::uint64_t lock_ram_bytes = 0;
+    // Gives back the RAM of experts that live in VRAM for good (the CUDA backend's static slots
+    // call ExpertStore::note_resident_in_vram), so the page cache keeps what the CPU reads.
+    bool release_resident = false;
 
-  // Memory hints, applied to the loaded model's mappings at the end of Model::load
-  // (options::apply_memory_hints; what cannot be done is a warning). ws_min_bytes: keep this
-  // much of the process resident (Windows: the working-set minimum; POSIX: mlock of the dense
-  // weights up to it); 0: the OS default. prefetch: start reading "dense" (non-expert) weights
-  // or "all" (the store's records too) at load; "none": do not.
-  std::uint64_t ws_min_bytes = 0;
-  std::string prefetch = "none";
+    // Memory hints, applied to the loaded model's mappings at the end of Model::load
+    // (options::apply_memory_hints; what cannot be done is a warning). ws_min_bytes: keep this
+    // much of the process resident (Windows: the working-set minimum; POSIX: mlock of the dense
+    // weights up to it); 0: the OS default. prefetch: start reading "dense" (non-expert) weights
+    // or "all" (the store's records too) at load; "none": do not.
+    std::uint64_t ws_min_bytes = 0;
+    std::string prefetch = "none";
 };
 
 class Model {
- public:
-  // Reads DIR/config.json, DIR/generation_config.json (optional), DIR/tokenizer.json and the
-  // safetensors weights (and the expert store, if given); or, when DIR is a gpt-oss GGUF file
-  // (model/gguf.h), all of them from it. Throws neural::Error naming the bad file / tensor /
-  // field.
-  static std::unique_ptr<Model> load(const std::filesystem::path& dir,
-                                     const LoadOptions& options);
-  // The same with the default LoadOptions (built inside the library: a default argument
-  // constructed at every call site trips GCC 12's -Wmaybe-uninitialized).
-  static std::unique_ptr<Model> load(const std::filesystem::path& dir);
-  // Stops the RAM warm-up thread (within about a MiB of reading) before anything is unmapped.
-  ~Model();
+public:
+    // Reads DIR/config.json, DIR/generation_config.json (optional), DIR/tokenizer.json and the
+    // safetensors weights (and the expert store, if given); or, when DIR is a gpt-oss GGUF file
+    // (model/gguf.h), all of them from it. Throws neural::Error naming the bad file / tensor /
+    // field.
+    static std::unique_ptr<Model> load(const std::filesystem::path& dir,
+                                       const LoadOptions& options);
+    // The same with the default LoadOptions (built inside the library: a default argument
+    // constructed at every call site trips GCC 12's -Wmaybe-uninitialized).
+    static std::unique_ptr<Model> load(const std::filesystem::path& dir);
+    // Stops the RAM warm-up thread (within about a MiB of reading) before anything is unmapped.
+    ~Model();
 
-  const std::filesystem::path& dir() const { return dir_; }
-  const ModelConfig& config() const { return config_; }
-  const GenerationConfig& generation() const { return generation_; }
-  const Tokenizer& tokenizer() const { return *tokenizer_; }
-  const Checkpoint& checkpoint() const { return checkpoint_; }
-  // The CPU backend's reference model (its store_moe(), or a forward pass on it without the
-  // backend interface); throws neural::Error when the loaded backend is another one.
-  const CpuModel& cpu() const;
-  // The expert store the experts are read from, or nullptr (checkpoint tensors).
-  const store::ExpertStore* store() const { return store_.get(); }
-  // Per-token / per-request records of this model's sessions: written by the one engine thread
-  // that runs its sessions (single producer), readable from any thread.
-  telemetry::Telemetry& telemetry() const { return *telemetry_; }
+    const std::filesystem::path& dir() const { return dir_; }
+    const ModelConfig& config() const { return config_; }
+    const GenerationConfig& generation() const { return generation_; }
+    const Tokenizer& tokenizer() const { return *tokenizer_; }
+    const Checkpoint& checkpoint() const { return checkpoint_; }
+    // The CPU backend's reference model (its store_moe(), or a forward pass on it without the
+    // backend interface); throws neural::Error when the loaded backend is another one.
+    const CpuModel& cpu() const;
+    // The expert store the experts are read from, or nullptr (checkpoint tensors).
+    const store::ExpertStore* store() const { return store_.get(); }
+    // Per-token / per-request records of this model's sessions: written by the one engine thread
+    // that runs its sessions (single producer), readable from any thread.
+    telemetry::Telemetry& telemetry() const { return *telemetry_; }
 
-  KvCache new_cache() const { return KvCache(config_); }
+    KvCache new_cache() const { return KvCache(config_); }
 
-  // The forward pass on the loaded backend (CpuModel::forward's contract): the session, the
-  // CLI, the server and the GUI call this, never a backend directly.
-  std::vector<float> forward(std::span<const TokenId> tokens, KvCache& cache,
-                             const ForwardOptions& options = {}) const;
-  const char* backend_name() const { return backend_->name(); }
-  std::string describe_backend() const { return backend_->describe(); }
-  // How the CPU computes experts (Backend::experts).
-  std::string describe_experts() const { return backend_->experts(); }
-  // Whether the GPU backend pinned the expert store at load (--pin-store), and how long it took.
-  StorePin store_pin() const { return backend_->store_pin(); }
-  // GPU phases and hit/admission counts of the hybrid backend (zero on the CPU backend).
-  BackendCounters& backend_counters() const { return *backend_counters_; }
-  // Ids generation stops on: generation_config eos ids, else config eos ids.
-  std::vector<TokenId> stop_tokens() const;
-  // Ids that may be sampled: the tokenizer's vocabulary (lm_head rows past it are never emitted).
-  std::size_t sampleable_vocab() const;
-  // Waits until the RAM warm-up / lock thread (LoadOptions::warmup_ram_seconds, lock_ram_bytes)
-  // has finished; returns at once when there is none. Progress: telemetry().ram.
-  void wait_ram_warmup() const;
+    // The forward pass on the loaded backend (CpuModel::forward's contract): the session, the
+    // CLI, the server and the GUI call this, never a backend directly.
+    std::vector<float> forward(std::span<const TokenId> tokens, KvCache& cache,
+                               const ForwardOptions& options = {}) const;
+    const char* backend_name() const { return backend_->name(); }
+    std::string describe_backend() const { return backend_->describe(); }
+    // How the CPU computes experts (Backend::experts).
+    std::string describe_experts() const { return backend_->experts(); }
+    // Whether the GPU backend pinned the expert store at load (--pin-store), and how long it took.
+    StorePin store_pin() const { return backend_->store_pin(); }
+    // GPU phases and hit/admission counts of the hybrid backend (zero on the CPU backend).
+    BackendCounters& backend_counters() const { return *backend_counters_; }
+    // Ids generation stops on: generation_config eos ids, else config eos ids.
+    std::vector<TokenId> stop_tokens() const;
+    // Ids that may be sampled: the tokenizer's vocabulary (lm_head rows past it are never emitted).
+    std::size_t sampleable_vocab() const;
+    // Waits until the RAM warm-up / lock thread (LoadOptions::warmup_ram_seconds, lock_ram_bytes)
+    // has finished; returns at once when there is none. Progress: telemetry().ram.
+    void wait_ram_warmup() const;
 
- private:
-  Model() = default;
-  std::filesystem::path dir_;
-  ModelConfig config_;
-  GenerationConfig generation_;
-  std::unique_ptr<Tokenizer> tokenizer_;
-  Checkpoint checkpoint_;
-  ModelWeights weights_;
-  std::unique_ptr<store::ExpertStore> store_;
-  std::unique_ptr<telemetry::Telemetry> telemetry_ = std::make_unique<telemetry::Telemetry>();
-  std::unique_ptr<BackendCounters> backend_counters_ = std::make_unique<BackendCounters>();
-  // The forward pass (CpuBackend or the CUDA backend); after the telemetry and the counters, so
-  // it is destroyed before them.
-  std::unique_ptr<Backend> backend_;
-  int threads_ = 0;  // LoadOptions::threads, applied before every forward pass
-  // The warm-up / lock thread; last, so it is stopped before anything it reads goes away.
-  struct RamWorker;
-  std::unique_ptr<RamWorker> ram_worker_;
+private:
+    Model() = default;
+    std::filesystem::path dir_;
+    ModelConfig config_;
+    GenerationConfig generation_;
+    std::unique_ptr<Tokenizer> tokenizer_;
+    Checkpoint checkpoint_;
+    ModelWeights weights_;
+    std::unique_ptr<store::ExpertStore> store_;
+    std::unique_ptr<telemetry::Telemetry> telemetry_ = std::make_unique<telemetry::Telemetry>();
+    std::unique_ptr<BackendCounters> backend_counters_ = std::make_unique<BackendCounters>();
+    // The forward pass (CpuBackend or the CUDA backend); after the telemetry and the counters, so
+    // it is destroyed before them.
+    std::unique_ptr<Backend> backend_;
+    int threads_ = 0;  // LoadOptions::threads, applied before every forward pass
+    // The warm-up / lock thread; last, so it is stopped before anything it reads goes away.
+    struct RamWorker;
+    std::unique_ptr<RamWorker> ram_worker_;
 };
 
 }  // namespace neural

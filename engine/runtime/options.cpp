@@ -66,25 +66,31 @@ Setting with_default(Setting s, std::string text) {
 }
 
 // Members of the two structs as Value getters / setters.
-#define NEURAL_INT(member) \
+#define NEURAL_INT(member)                                                             \
     [](const LoadOptions& o) -> Value { return static_cast<std::int64_t>(o.member); }, \
-    [](LoadOptions& o, const Value& v) { o.member = static_cast<decltype(o.member)>(as_int(v)); }
-#define NEURAL_REAL(member) \
+        [](LoadOptions& o, const Value& v) {                                           \
+            o.member = static_cast<decltype(o.member)>(as_int(v));                     \
+        }
+#define NEURAL_REAL(member)                                                      \
     [](const LoadOptions& o) -> Value { return static_cast<double>(o.member); }, \
-    [](LoadOptions& o, const Value& v) { o.member = as_real(v); }
-#define NEURAL_BOOL(member) \
+        [](LoadOptions& o, const Value& v) { o.member = as_real(v); }
+#define NEURAL_BOOL(member)                                                    \
     [](const LoadOptions& o) -> Value { return static_cast<bool>(o.member); }, \
-    [](LoadOptions& o, const Value& v) { o.member = static_cast<decltype(o.member)>(as_bool(v)); }
-#define NEURAL_TEXT(member) \
+        [](LoadOptions& o, const Value& v) {                                   \
+            o.member = static_cast<decltype(o.member)>(as_bool(v));            \
+        }
+#define NEURAL_TEXT(member)                                              \
     [](const LoadOptions& o) -> Value { return std::string(o.member); }, \
-    [](LoadOptions& o, const Value& v) { o.member = as_text(v); }
-#define NEURAL_PATH(member) \
+        [](LoadOptions& o, const Value& v) { o.member = as_text(v); }
+#define NEURAL_PATH(member)                                          \
     [](const LoadOptions& o) -> Value { return o.member.string(); }, \
-    [](LoadOptions& o, const Value& v) { o.member = as_text(v); }
+        [](LoadOptions& o, const Value& v) { o.member = as_text(v); }
 // GiB on the command line, bytes in LoadOptions.
-#define NEURAL_GIB_BYTES(member) \
+#define NEURAL_GIB_BYTES(member)                                                        \
     [](const LoadOptions& o) -> Value { return static_cast<double>(o.member) / kGiB; }, \
-    [](LoadOptions& o, const Value& v) { o.member = static_cast<std::uint64_t>(std::llround(as_real(v) * kGiB)); }
+        [](LoadOptions& o, const Value& v) {                                            \
+            o.member = static_cast<std::uint64_t>(std::llround(as_real(v) * kGiB));     \
+        }
 
 std::vector<Setting> make_settings() {
     using T = Type;
@@ -109,18 +115,22 @@ std::vector<Setting> make_settings() {
             A::cpu, NEURAL_TEXT(dense)),
         {"auto", "reference"}));
     r.push_back(with_default(
-        with_choices(row("kernel-persistent", T::choice, "auto|0|1", "Persistent CPU team",
+        with_choices(row(
+                         "kernel-persistent", T::choice, "auto|0|1", "Persistent CPU team",
                          "the fused kernels' worker team: 1 the persistent team library "
                          "(spinning threads), 0 OpenMP",
                          A::both,
                          [](const LoadOptions& o) -> Value {
-                             return std::string(!o.kernel_persistent ? "auto"
-                                                : *o.kernel_persistent ? "1" : "0");
+                             return std::string(!o.kernel_persistent   ? "auto"
+                                                : *o.kernel_persistent ? "1"
+                                                                       : "0");
                          },
                          [](LoadOptions& o, const Value& v) {
                              const std::string& t = as_text(v);
-                             if (t == "auto") o.kernel_persistent.reset();
-                             else o.kernel_persistent = t == "1";
+                             if (t == "auto")
+                                 o.kernel_persistent.reset();
+                             else
+                                 o.kernel_persistent = t == "1";
                          }),
                      {"auto", "0", "1"}),
         "auto: 1 with --backend cuda, and on the CPU backend with 4 or more CPUs"));
@@ -166,25 +176,25 @@ std::vector<Setting> make_settings() {
                                  "experts) or auto (cuda when a GPU is usable)",
                                  A::both, NEURAL_TEXT(backend)),
                              {"cpu", "cuda", "auto"}));
-    r.push_back(with_default(
-        ranged(row("vram-budget", T::real, "GIB", "VRAM budget",
-                   "cap on all GPU memory the engine uses (emulate a smaller card)", A::cuda,
-                   NEURAL_REAL(gpu.vram_budget_gib)),
-               0, 4096, "GiB"),
-        "0: free VRAM - 0.5"));
+    r.push_back(
+        with_default(ranged(row("vram-budget", T::real, "GIB", "VRAM budget",
+                                "cap on all GPU memory the engine uses (emulate a smaller card)",
+                                A::cuda, NEURAL_REAL(gpu.vram_budget_gib)),
+                            0, 4096, "GiB"),
+                     "0: free VRAM - 0.5"));
     r.push_back(with_default(
         with_auto(ranged(row("pool", T::real, "GIB|auto", "Expert pool",
                              "VRAM for the expert slot pool", A::cuda, NEURAL_REAL(gpu.pool_gib)),
                          0, 4096, "GiB"),
                   -1),
         "auto: what the budget leaves"));
-    r.push_back(with_default(
-        with_auto(ranged(row("pool-slots", T::integer, "N|auto", "Expert slots",
-                             "exact number of expert slots (overrides --pool)", A::cuda,
-                             NEURAL_INT(gpu.pool_slots)),
-                         0, 1 << 24),
-                  -1),
-        "auto: as many as --pool holds"));
+    r.push_back(
+        with_default(with_auto(ranged(row("pool-slots", T::integer, "N|auto", "Expert slots",
+                                          "exact number of expert slots (overrides --pool)",
+                                          A::cuda, NEURAL_INT(gpu.pool_slots)),
+                                      0, 1 << 24),
+                               -1),
+                     "auto: as many as --pool holds"));
     r.push_back(ranged(row("static-fraction", T::real, "F", "Static share",
                            "share of the slots that are static, filled from the ranking (with "
                            "--refresh-every 0 every slot is static)",
@@ -199,21 +209,21 @@ std::vector<Setting> make_settings() {
                            NEURAL_INT(gpu.refresh_every)),
                        0, 1 << 20));
     r.push_back(ranged(row("refresh-m", T::integer, "N", "Admissions per refresh",
-                           "missed experts admitted into adaptive slots per round at most",
-                           A::cuda, NEURAL_INT(gpu.refresh_m)),
+                           "missed experts admitted into adaptive slots per round at most", A::cuda,
+                           NEURAL_INT(gpu.refresh_m)),
                        0, 4096));
     r.push_back(ranged(row("prefill-weight", T::real, "F", "Prefill weight",
                            "weight of a prompt token's routing in the admission scores (decode "
                            "tokens weigh 1)",
                            A::cuda, NEURAL_REAL(gpu.prefill_weight)),
                        0, 1000, "a weight"));
-    r.push_back(with_default(ranged(row("context", T::integer, "N", "GPU context",
-                                        "K/V positions kept on the GPU", A::cuda,
-                                        NEURAL_INT(gpu.context)),
-                                    0, 1 << 30),
-                             "0: min(model max, 8192)"));
-    r.push_back(ranged(row("device", T::integer, "N", "CUDA device", "CUDA device index",
-                           A::cuda, NEURAL_INT(gpu.device)),
+    r.push_back(
+        with_default(ranged(row("context", T::integer, "N", "GPU context",
+                                "K/V positions kept on the GPU", A::cuda, NEURAL_INT(gpu.context)),
+                            0, 1 << 30),
+                     "0: min(model max, 8192)"));
+    r.push_back(ranged(row("device", T::integer, "N", "CUDA device", "CUDA device index", A::cuda,
+                           NEURAL_INT(gpu.device)),
                        0, 1024));
     // Prompts on the GPU (docs/CUDA.md "Prefill").
     r.push_back(with_choices(row("prefill-order", T::choice, "ORDER", "Prompt order",
@@ -324,14 +334,18 @@ std::string format_real(double d) {
 std::string Setting::allowed() const {
     const std::string or_auto = auto_value ? " or auto" : "";
     switch (type) {
-    case Type::integer:
-        return fmt::format("an integer in [{}, {}]{}", number_text(min), number_text(max), or_auto);
-    case Type::real:
-        return fmt::format("{} in [{}, {}]{}", unit.empty() ? "a number" : unit, number_text(min),
-                           number_text(max), or_auto);
-    case Type::boolean: return "0 or 1";
-    case Type::choice: return join_or(choices);
-    case Type::path: return "a path";
+        case Type::integer:
+            return fmt::format("an integer in [{}, {}]{}", number_text(min), number_text(max),
+                               or_auto);
+        case Type::real:
+            return fmt::format("{} in [{}, {}]{}", unit.empty() ? "a number" : unit,
+                               number_text(min), number_text(max), or_auto);
+        case Type::boolean:
+            return "0 or 1";
+        case Type::choice:
+            return join_or(choices);
+        case Type::path:
+            return "a path";
     }
     return {};
 }
@@ -340,7 +354,8 @@ std::string Setting::default_value() const { return format(*this, get(LoadOption
 
 bool Setting::bare_means_one() const {
     return type == Type::boolean ||
-           (type == Type::choice && std::find(choices.begin(), choices.end(), "1") != choices.end());
+           (type == Type::choice &&
+            std::find(choices.begin(), choices.end(), "1") != choices.end());
 }
 
 const std::vector<Setting>& settings() {
@@ -360,64 +375,70 @@ Value parse(const Setting& s, std::string_view text) {
     const std::string t(text);
     auto bad = [&]() -> Value { fail("{}: expected {}, got \"{}\"", s.flag, s.allowed(), t); };
     switch (s.type) {
-    case Type::integer: {
-        if (s.auto_value && t == "auto") return static_cast<std::int64_t>(*s.auto_value);
-        std::int64_t n = 0;
-        const auto [p, ec] = std::from_chars(t.data(), t.data() + t.size(), n);
-        if (t.empty() || ec != std::errc() || p != t.data() + t.size()) return bad();
-        if (s.auto_value && static_cast<double>(n) == *s.auto_value) return n;
-        if (static_cast<double>(n) < s.min || static_cast<double>(n) > s.max) return bad();
-        return n;
-    }
-    case Type::real: {
-        if (s.auto_value && t == "auto") return *s.auto_value;
-        double d = 0;
-        const auto [p, ec] = std::from_chars(t.data(), t.data() + t.size(), d);
-        if (t.empty() || ec != std::errc() || p != t.data() + t.size() || !std::isfinite(d)) return bad();
-        if (s.auto_value && d == *s.auto_value) return d;
-        if (!(d >= s.min && d <= s.max)) return bad();
-        return d;
-    }
-    case Type::boolean:
-        if (t == "1" || t == "true") return true;
-        if (t == "0" || t == "false") return false;
-        return bad();
-    case Type::choice:
-        if (std::find(s.choices.begin(), s.choices.end(), t) == s.choices.end()) return bad();
-        return t;
-    case Type::path: return t;
+        case Type::integer: {
+            if (s.auto_value && t == "auto") return static_cast<std::int64_t>(*s.auto_value);
+            std::int64_t n = 0;
+            const auto [p, ec] = std::from_chars(t.data(), t.data() + t.size(), n);
+            if (t.empty() || ec != std::errc() || p != t.data() + t.size()) return bad();
+            if (s.auto_value && static_cast<double>(n) == *s.auto_value) return n;
+            if (static_cast<double>(n) < s.min || static_cast<double>(n) > s.max) return bad();
+            return n;
+        }
+        case Type::real: {
+            if (s.auto_value && t == "auto") return *s.auto_value;
+            double d = 0;
+            const auto [p, ec] = std::from_chars(t.data(), t.data() + t.size(), d);
+            if (t.empty() || ec != std::errc() || p != t.data() + t.size() || !std::isfinite(d))
+                return bad();
+            if (s.auto_value && d == *s.auto_value) return d;
+            if (!(d >= s.min && d <= s.max)) return bad();
+            return d;
+        }
+        case Type::boolean:
+            if (t == "1" || t == "true") return true;
+            if (t == "0" || t == "false") return false;
+            return bad();
+        case Type::choice:
+            if (std::find(s.choices.begin(), s.choices.end(), t) == s.choices.end()) return bad();
+            return t;
+        case Type::path:
+            return t;
     }
     return bad();
 }
 
 std::string format(const Setting& s, const Value& v) {
     switch (s.type) {
-    case Type::integer: {
-        const std::int64_t n = as_int(v);
-        if (s.auto_value && static_cast<double>(n) == *s.auto_value) return "auto";
-        return std::to_string(n);
-    }
-    case Type::real: {
-        const double d = as_real(v);
-        if (s.auto_value && d == *s.auto_value) return "auto";
-        return format_real(d);
-    }
-    case Type::boolean: return as_bool(v) ? "1" : "0";
-    case Type::choice:
-    case Type::path: return as_text(v);
+        case Type::integer: {
+            const std::int64_t n = as_int(v);
+            if (s.auto_value && static_cast<double>(n) == *s.auto_value) return "auto";
+            return std::to_string(n);
+        }
+        case Type::real: {
+            const double d = as_real(v);
+            if (s.auto_value && d == *s.auto_value) return "auto";
+            return format_real(d);
+        }
+        case Type::boolean:
+            return as_bool(v) ? "1" : "0";
+        case Type::choice:
+        case Type::path:
+            return as_text(v);
     }
     return {};
 }
 
 std::string backend_refusal(const Setting& s, std::string_view backend) {
     if (s.applies == Applies::cuda) {
-        return fmt::format("{} needs --backend cuda (or auto): it sets the CUDA backend, and the "
-                           "backend is {}",
-                           s.flag, backend);
+        return fmt::format(
+            "{} needs --backend cuda (or auto): it sets the CUDA backend, and the "
+            "backend is {}",
+            s.flag, backend);
     }
-    return fmt::format("{} needs --backend cpu (or auto): it sets the CPU backend, and the "
-                       "backend is {}",
-                       s.flag, backend);
+    return fmt::format(
+        "{} needs --backend cpu (or auto): it sets the CPU backend, and the "
+        "backend is {}",
+        s.flag, backend);
 }
 
 LoadOptions apply(const Settings& values, const LoadOptions& base) {
@@ -438,13 +459,15 @@ LoadOptions apply(const Settings& values, const LoadOptions& base) {
         if (refused) fail("{}", backend_refusal(*s, o.backend));
         // The ranking orders the RAM levers too; on the CPU backend that is all it does.
         if (s->key == "ranking" && cpu && !levers && !o.gpu.ranking.empty()) {
-            fail("--ranking needs --backend cuda (or auto), or --warmup-ram / --lock-ram: it picks "
-                 "the static slots and orders the RAM warm-up, and the backend is cpu");
+            fail(
+                "--ranking needs --backend cuda (or auto), or --warmup-ram / --lock-ram: it picks "
+                "the static slots and orders the RAM warm-up, and the backend is cpu");
         }
     }
     if ((levers || o.release_resident) && o.store.empty()) {
-        fail("--warmup-ram, --lock-ram and --release-resident act on the expert store: they need "
-             "--store FILE (`neural repack`)");
+        fail(
+            "--warmup-ram, --lock-ram and --release-resident act on the expert store: they need "
+            "--store FILE (`neural repack`)");
     }
     if (has("warmup_sync") && o.warmup_sync && !levers) {
         fail("--warmup-sync needs --warmup-ram SECONDS or --lock-ram GIB");

@@ -36,16 +36,16 @@ enum class Applies { both, cpu, cuda };
 using Value = std::variant<std::int64_t, double, bool, std::string>;
 
 struct Setting {
-    std::string key;      // profile key: "pool_slots"
-    std::string flag;     // command-line flag: "--pool-slots"
+    std::string key;   // profile key: "pool_slots"
+    std::string flag;  // command-line flag: "--pool-slots"
     Type type = Type::integer;
-    std::string metavar;  // "N", "GIB", "0|1", ...
+    std::string metavar;               // "N", "GIB", "0|1", ...
     double min = 0, max = 0;           // integer / real: the allowed range
     std::optional<double> auto_value;  // integer / real: the number "auto" stands for
     std::vector<std::string> choices;  // choice: the values
-    std::string unit;     // real: "GiB", "seconds", "a fraction" (error messages, GUI suffix)
-    std::string label;    // a few words (the desktop's knob label)
-    std::string help;     // one line: what it does
+    std::string unit;          // real: "GiB", "seconds", "a fraction" (error messages, GUI suffix)
+    std::string label;         // a few words (the desktop's knob label)
+    std::string help;          // one line: what it does
     std::string default_text;  // the default when it is not just the value ("free VRAM - 0.5")
     Applies applies = Applies::both;
     std::function<Value(const LoadOptions&)> get;

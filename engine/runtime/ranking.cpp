@@ -12,12 +12,15 @@
 namespace neural {
 
 RoutingCounter::RoutingCounter(int layers, int experts)
-    : counts_(static_cast<std::size_t>(layers), std::vector<double>(static_cast<std::size_t>(experts), 0.0)) {}
+    : counts_(static_cast<std::size_t>(layers),
+              std::vector<double>(static_cast<std::size_t>(experts), 0.0)) {}
 
-void RoutingCounter::on_route(int layer, std::int64_t, std::span<const int> experts, std::span<const float>) {
+void RoutingCounter::on_route(int layer, std::int64_t, std::span<const int> experts,
+                              std::span<const float>) {
     auto& row = counts_[static_cast<std::size_t>(layer)];
     for (int e : experts) {
-        if (e >= 0 && static_cast<std::size_t>(e) < row.size()) row[static_cast<std::size_t>(e)] += 1.0;
+        if (e >= 0 && static_cast<std::size_t>(e) < row.size())
+            row[static_cast<std::size_t>(e)] += 1.0;
     }
     if (layer == 0) ++positions_;
 }
@@ -76,7 +79,8 @@ std::vector<store::ExpertKey> hot_first(const Ranking* ranking, int layers, int 
     }
     if (ranking != nullptr) {
         const auto count = [&](const store::ExpertKey& k) {
-            return (*ranking)[static_cast<std::size_t>(k.layer)][static_cast<std::size_t>(k.expert)];
+            return (
+                *ranking)[static_cast<std::size_t>(k.layer)][static_cast<std::size_t>(k.expert)];
         };
         std::stable_sort(order.begin(), order.end(),
                          [&](const auto& a, const auto& b) { return count(a) > count(b); });

@@ -18,16 +18,16 @@ using Ranking = std::vector<std::vector<double>>;  // [layer][expert] counts
 
 // Counts the router's choices of a forward pass (ForwardOptions::observer).
 class RoutingCounter final : public RouterObserver {
- public:
-  RoutingCounter(int layers, int experts);
-  void on_route(int layer, std::int64_t position, std::span<const int> experts,
-                std::span<const float> weights) override;
-  const Ranking& counts() const { return counts_; }
-  std::int64_t positions() const { return positions_; }
+public:
+    RoutingCounter(int layers, int experts);
+    void on_route(int layer, std::int64_t position, std::span<const int> experts,
+                  std::span<const float> weights) override;
+    const Ranking& counts() const { return counts_; }
+    std::int64_t positions() const { return positions_; }
 
- private:
-  Ranking counts_;
-  std::int64_t positions_ = 0;  // routings seen at layer 0 = tokens processed
+private:
+    Ranking counts_;
+    std::int64_t positions_ = 0;  // routings seen at layer 0 = tokens processed
 };
 
 // Writes a ranking file atomically.

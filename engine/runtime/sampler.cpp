@@ -40,8 +40,8 @@ std::int32_t Sampler::sample(std::span<const float> logits, std::size_t valid) {
     // Sorting the whole vocabulary (200k ids) every token costs more than the rest of sampling;
     // only top-k and top-p need an order, and top-p only for the head of the distribution.
     struct Cand {
-      std::int32_t id;
-      double p;  // unnormalized until the filters below
+        std::int32_t id;
+        double p;  // unnormalized until the filters below
     };
     auto before = [&](const Cand& a, const Cand& b) {
         return view[a.id] > view[b.id] || (view[a.id] == view[b.id] && a.id < b.id);
@@ -52,7 +52,8 @@ std::int32_t Sampler::sample(std::span<const float> logits, std::size_t valid) {
         c.resize(n);
         for (std::size_t i = 0; i < n; ++i) c[i] = {static_cast<std::int32_t>(i), 0.0};
         sorted = static_cast<std::size_t>(params_.top_k);
-        std::partial_sort(c.begin(), c.begin() + static_cast<std::ptrdiff_t>(sorted), c.end(), before);
+        std::partial_sort(c.begin(), c.begin() + static_cast<std::ptrdiff_t>(sorted), c.end(),
+                          before);
         c.resize(sorted);
     } else {
         c.resize(n);

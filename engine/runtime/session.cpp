@@ -49,9 +49,9 @@ std::uint64_t fnv1a(const void* data, std::size_t n, std::uint64_t h = 146959810
 // saved with another checkpoint of the same shape is not reused.
 std::uint64_t model_fingerprint(const Model& m) {
     const ModelConfig& c = m.config();
-    const std::int64_t shape[] = {c.hidden_size, c.intermediate_size, c.num_layers, c.num_experts,
-                                  c.experts_per_token, c.num_heads, c.num_kv_heads, c.head_dim,
-                                  c.vocab_size, c.sliding_window};
+    const std::int64_t shape[] = {
+        c.hidden_size, c.intermediate_size, c.num_layers, c.num_experts, c.experts_per_token,
+        c.num_heads,   c.num_kv_heads,      c.head_dim,   c.vocab_size,  c.sliding_window};
     std::uint64_t h = fnv1a(shape, sizeof shape);
     const std::uint64_t total = m.checkpoint().total_bytes();
     h = fnv1a(&total, sizeof total, h);
@@ -74,7 +74,8 @@ ordered_json message_to_json(const chat::Message& m) {
     return j;
 }
 
-std::optional<std::string> opt_string(const ordered_json& j, const char* key, const std::string& src) {
+std::optional<std::string> opt_string(const ordered_json& j, const char* key,
+                                      const std::string& src) {
     auto it = j.find(key);
     if (it == j.end() || it->is_null()) return std::nullopt;
     if (!it->is_string()) fail("{}: field \"{}\" must be a string", src, key);
@@ -128,14 +129,17 @@ chat::Conversation ChatSession::conversation() const {
     return c;
 }
 
-void ChatSession::add_user(std::string text) { history_.push_back(chat::Message::user(std::move(text))); }
+void ChatSession::add_user(std::string text) {
+    history_.push_back(chat::Message::user(std::move(text)));
+}
 
 void ChatSession::add_tool_result(const std::string& function_name, std::string output) {
     history_.push_back(chat::Message::tool_result("functions." + function_name, std::move(output)));
 }
 
 void ChatSession::edit(std::size_t index, std::string text) {
-    if (index >= history_.size()) fail("no message {} to edit (the conversation has {})", index, history_.size());
+    if (index >= history_.size())
+        fail("no message {} to edit (the conversation has {})", index, history_.size());
     if (!history_[index].has_text()) fail("message {} has no text to edit", index);
     history_[index].content = std::move(text);
     history_.resize(index + 1);
@@ -220,7 +224,8 @@ TurnResult ChatSession::respond(const TurnOptions& options,
 
     // Reuse the longest cached prefix; at least one token must run to produce logits.
     std::size_t common = 0;
-    while (common < cached_.size() && common < prompt.size() && cached_[common] == prompt[common]) ++common;
+    while (common < cached_.size() && common < prompt.size() && cached_[common] == prompt[common])
+        ++common;
     if (common == prompt.size()) --common;
     cache_.truncate(static_cast<std::int64_t>(common));
     cached_.resize(common);
@@ -276,7 +281,8 @@ TurnResult ChatSession::respond(const TurnOptions& options,
     if (recording) request.id = tel.next_request_id();
     telemetry::MoeCounters::Snapshot moe0 = tel.moe.snapshot();
     BackendCounters::Snapshot gpu0 = model_.backend_counters().snapshot();
-    telemetry::FaultCounts faults0 = recording ? telemetry::fault_counts() : telemetry::FaultCounts{};
+    telemetry::FaultCounts faults0 =
+        recording ? telemetry::fault_counts() : telemetry::FaultCounts{};
     Clock::time_point step_t0{};
     try {
         std::span<const TokenId> fresh(prompt.data() + common, prompt.size() - common);
@@ -315,9 +321,8 @@ TurnResult ChatSession::respond(const TurnOptions& options,
                 std::vector<TokenId> tokens = tok.encode(rest);
                 tokens.push_back(active->terminator());
                 ActiveConstraint probe = *active;
-                const bool fits = std::all_of(tokens.begin(), tokens.end(), [&](TokenId t) {
-                    return probe.accept(*vocab_, t);
-                });
+                const bool fits = std::all_of(tokens.begin(), tokens.end(),
+                                              [&](TokenId t) { return probe.accept(*vocab_, t); });
                 if (fits && tokens.size() <= left) {
                     closing = std::move(tokens);
                     ++result.stats.constraint.completions;
@@ -381,8 +386,10 @@ TurnResult ChatSession::respond(const TurnOptions& options,
             ++result.stats.generated_tokens;
             const bool was_open = parser.current_message().has_value();
             parser.feed(next, events);
-            if (in_reasoning) ++result.stats.reasoning_tokens;
-            else if (!was_open) ++header_tokens;
+            if (in_reasoning)
+                ++result.stats.reasoning_tokens;
+            else if (!was_open)
+                ++header_tokens;
             for (const auto& e : events) {
                 if (e.type == chat::EventType::message_end) {
                     in_reasoning = false;
@@ -427,7 +434,8 @@ TurnResult ChatSession::respond(const TurnOptions& options,
     } catch (const Cancelled&) {
         result.cancelled = true;
     }
-    if (result.stats.generated_tokens > 0) result.stats.decode_seconds = seconds_since(first_token_at);
+    if (result.stats.generated_tokens > 0)
+        result.stats.decode_seconds = seconds_since(first_token_at);
     if (recording) {
         request.prompt_tokens = result.stats.prompt_tokens;
         request.cached_tokens = result.stats.cached_tokens;
@@ -471,9 +479,12 @@ void ChatSession::save(const std::filesystem::path& path, bool with_kv) const {
     j["model"] = model_.dir().filename().string();
     ordered_json sys;
     if (system_.model_identity) sys["model_identity"] = *system_.model_identity;
-    if (system_.reasoning_effort) sys["reasoning_effort"] = std::string(chat::reasoning_effort_name(*system_.reasoning_effort));
+    if (system_.reasoning_effort)
+        sys["reasoning_effort"] =
+            std::string(chat::reasoning_effort_name(*system_.reasoning_effort));
     if (system_.knowledge_cutoff) sys["knowledge_cutoff"] = *system_.knowledge_cutoff;
-    if (system_.conversation_start_date) sys["conversation_start_date"] = *system_.conversation_start_date;
+    if (system_.conversation_start_date)
+        sys["conversation_start_date"] = *system_.conversation_start_date;
     j["system"] = sys;
     ordered_json dev = ordered_json::object();
     if (developer_.instructions) dev["instructions"] = *developer_.instructions;
@@ -496,14 +507,16 @@ void ChatSession::save(const std::filesystem::path& path, bool with_kv) const {
     // The KV file holds the CPU backend's fp32 cache; the GPU backend keeps its cache in VRAM,
     // so its conversations are saved without one (the next turn re-processes the prompt).
     const bool host_kv = std::string_view(model_.backend_name()) == "cpu";
-    if (with_kv && !host_kv) spdlog::info("{}: saved without K/V (the {} backend keeps it on the GPU)",
-                                          path.string(), model_.backend_name());
+    if (with_kv && !host_kv)
+        spdlog::info("{}: saved without K/V (the {} backend keeps it on the GPU)", path.string(),
+                     model_.backend_name());
     if (with_kv && host_kv && !cached_.empty()) {
         // NEURALKV v1: magic, version, layers, kv_dim, fingerprint, n, tokens[n] i32, then per
         // layer K[n, kv_dim] and V[n, kv_dim] fp32, then an FNV-1a checksum of everything before.
         std::string b(kKvMagic, sizeof kKvMagic);
         auto put = [&b](const void* p, std::size_t n) { b.append(static_cast<const char*>(p), n); };
-        const std::uint32_t version = kKvVersion, layers = static_cast<std::uint32_t>(cache_.layers()),
+        const std::uint32_t version = kKvVersion,
+                            layers = static_cast<std::uint32_t>(cache_.layers()),
                             kv_dim = static_cast<std::uint32_t>(cache_.kv_dim());
         const std::uint64_t fp = model_fingerprint(model_), n = cached_.size();
         put(&version, 4);
@@ -548,8 +561,10 @@ void ChatSession::load(const std::filesystem::path& path) {
     } catch (const nlohmann::json::exception& e) {  // parse_error, and out_of_range for 1e999
         fail("{}: not a conversation file (invalid JSON: {})", src, e.what());
     }
-    if (!j.is_object() || j.value("format", "") != kFormat) fail("{}: not a Neural conversation file", src);
-    if (!j.contains("version") || !j["version"].is_number_integer()) fail("{}: missing format version", src);
+    if (!j.is_object() || j.value("format", "") != kFormat)
+        fail("{}: not a Neural conversation file", src);
+    if (!j.contains("version") || !j["version"].is_number_integer())
+        fail("{}: missing format version", src);
     if (j["version"].get<int>() > kVersion) {
         fail("{}: conversation format version {} is newer than this Neural supports ({})", src,
              j["version"].get<int>(), kVersion);
@@ -589,7 +604,8 @@ void ChatSession::load(const std::filesystem::path& path) {
         }
     }
     std::vector<chat::Message> history;
-    if (!j.contains("messages") || !j["messages"].is_array()) fail("{}: missing \"messages\" list", src);
+    if (!j.contains("messages") || !j["messages"].is_array())
+        fail("{}: missing \"messages\" list", src);
     for (const auto& m : j["messages"]) history.push_back(message_from_json(m, src));
 
     system_ = std::move(sys);
@@ -612,9 +628,10 @@ void ChatSession::load(const std::filesystem::path& path) {
         std::uint64_t v = 0;
         if (sum == nullptr || sum->size() != 16 ||
             std::from_chars(sum->data(), sum->data() + 16, v, 16).ptr != sum->data() + 16) {
-            kv_note_ = fmt::format("{}: invalid \"kv\" entry (no 16-digit hex checksum); {} is "
-                                   "not loaded",
-                                   src, kv_path.string());
+            kv_note_ = fmt::format(
+                "{}: invalid \"kv\" entry (no 16-digit hex checksum); {} is "
+                "not loaded",
+                src, kv_path.string());
             spdlog::warn("ignoring saved KV state: {}", kv_note_);
             return;
         }
@@ -654,25 +671,30 @@ void ChatSession::load(const std::filesystem::path& path) {
         get(magic, 8);
         if (std::memcmp(magic, kKvMagic, 8) != 0) fail("{}: not a KV state file", kv_path.string());
         get(&version, 4);
-        if (version != kKvVersion) fail("{}: KV format version {} unsupported", kv_path.string(), version);
+        if (version != kKvVersion)
+            fail("{}: KV format version {} unsupported", kv_path.string(), version);
         get(&layers, 4);
         get(&kv_dim, 4);
         get(&fp, 8);
         get(&n, 8);
         if (layers != static_cast<std::uint32_t>(cache_.layers()) ||
-            kv_dim != static_cast<std::uint32_t>(cache_.kv_dim()) || fp != model_fingerprint(model_)) {
+            kv_dim != static_cast<std::uint32_t>(cache_.kv_dim()) ||
+            fp != model_fingerprint(model_)) {
             fail("{}: saved with a different model", kv_path.string());
         }
         const std::uint64_t need = n * 4 + 2ull * layers * n * kv_dim * 4 + 8;
-        if (n > (1ull << 32) || b.size() - off != need) fail("{}: size does not match its header", kv_path.string());
+        if (n > (1ull << 32) || b.size() - off != need)
+            fail("{}: size does not match its header", kv_path.string());
         std::uint64_t stored = 0;
         std::memcpy(&stored, b.data() + b.size() - 8, 8);
-        if (stored != fnv1a(b.data(), b.size() - 8)) fail("{}: checksum mismatch (damaged file)", kv_path.string());
+        if (stored != fnv1a(b.data(), b.size() - 8))
+            fail("{}: checksum mismatch (damaged file)", kv_path.string());
         if (expected_sum && stored != *expected_sum) {
-            fail("{} does not belong to {}: it has checksum {:016x}, the conversation was saved "
-                 "with {:016x} (a save was interrupted between the two files, or one of them was "
-                 "replaced)",
-                 kv_path.string(), src, stored, *expected_sum);
+            fail(
+                "{} does not belong to {}: it has checksum {:016x}, the conversation was saved "
+                "with {:016x} (a save was interrupted between the two files, or one of them was "
+                "replaced)",
+                kv_path.string(), src, stored, *expected_sum);
         }
         std::vector<TokenId> tokens(n);
         get(tokens.data(), n * 4);

@@ -25,135 +25,137 @@
 namespace neural {
 
 struct TurnOptions {
-  int max_tokens = 2048;
-  SamplingParams sampling;
-  // Emitted instead of sampling for the first forced_tokens.size() steps; sampling continues
-  // after them. Everything after the sampler (parser, stop tokens, history) is the real path.
-  // Used to pin a tool-call header (a named tool_choice) and by tests that need tool calls or
-  // reasoning from a random-weight model.
-  std::vector<TokenId> forced_tokens;
-  // Text stop sequences, matched in the visible answer (content and preambles): generation
-  // stops at the first one, which is not part of the reply (finish reason stop).
-  std::vector<std::string> stop_sequences;
-  // A caller-owned cancel flag (the server's per-request flag). When set, the forward pass
-  // watches it instead of cancel()'s flag, so a cancel that arrives before the turn starts is
-  // not lost to respond() resetting the session's own flag.
-  const std::atomic<bool>* cancel = nullptr;
-  // Structured output (runtime/constraint.h): the final answer and the arguments of strict
-  // function calls are sampled so that they match their JSON schema. The reasoning stays free;
-  // a constrained message is closed with its shortest valid completion when the token budget
-  // would otherwise cut it. Null: nothing is constrained.
-  std::shared_ptr<const OutputConstraint> constraint;
+    int max_tokens = 2048;
+    SamplingParams sampling;
+    // Emitted instead of sampling for the first forced_tokens.size() steps; sampling continues
+    // after them. Everything after the sampler (parser, stop tokens, history) is the real path.
+    // Used to pin a tool-call header (a named tool_choice) and by tests that need tool calls or
+    // reasoning from a random-weight model.
+    std::vector<TokenId> forced_tokens;
+    // Text stop sequences, matched in the visible answer (content and preambles): generation
+    // stops at the first one, which is not part of the reply (finish reason stop).
+    std::vector<std::string> stop_sequences;
+    // A caller-owned cancel flag (the server's per-request flag). When set, the forward pass
+    // watches it instead of cancel()'s flag, so a cancel that arrives before the turn starts is
+    // not lost to respond() resetting the session's own flag.
+    const std::atomic<bool>* cancel = nullptr;
+    // Structured output (runtime/constraint.h): the final answer and the arguments of strict
+    // function calls are sampled so that they match their JSON schema. The reasoning stays free;
+    // a constrained message is closed with its shortest valid completion when the token budget
+    // would otherwise cut it. Null: nothing is constrained.
+    std::shared_ptr<const OutputConstraint> constraint;
 };
 
 struct TurnStats {
-  std::int64_t prompt_tokens = 0;   // tokens of the rendered prompt
-  std::int64_t cached_tokens = 0;   // of those, reused from the KV cache
-  std::int64_t generated_tokens = 0;
-  std::int64_t reasoning_tokens = 0;  // of those, tokens of analysis messages (with headers)
-  ConstraintStats constraint;
-  double prompt_seconds = 0;        // processing the new prompt tokens
-  double first_token_seconds = 0;   // request start -> first generated token
-  double decode_seconds = 0;        // first -> last generated token
+    std::int64_t prompt_tokens = 0;  // tokens of the rendered prompt
+    std::int64_t cached_tokens = 0;  // of those, reused from the KV cache
+    std::int64_t generated_tokens = 0;
+    std::int64_t reasoning_tokens = 0;  // of those, tokens of analysis messages (with headers)
+    ConstraintStats constraint;
+    double prompt_seconds = 0;       // processing the new prompt tokens
+    double first_token_seconds = 0;  // request start -> first generated token
+    double decode_seconds = 0;       // first -> last generated token
 };
 
 struct TurnResult {
-  std::string reasoning;               // analysis channel
-  std::string content;                 // final answer (and preambles)
-  std::vector<chat::ToolCall> tool_calls;
-  chat::FinishReason finish = chat::FinishReason::length;
-  bool cancelled = false;
-  TurnStats stats;
+    std::string reasoning;  // analysis channel
+    std::string content;    // final answer (and preambles)
+    std::vector<chat::ToolCall> tool_calls;
+    chat::FinishReason finish = chat::FinishReason::length;
+    bool cancelled = false;
+    TurnStats stats;
 };
 
 class ChatSession {
- public:
-  explicit ChatSession(const Model& model);
+public:
+    explicit ChatSession(const Model& model);
 
-  // Conversation setup. The system message carries identity, dates and the reasoning effort;
-  // the developer message the instructions and function tools.
-  chat::SystemContent& system() { return system_; }
-  chat::DeveloperContent& developer() { return developer_; }
-  void set_reasoning(chat::ReasoningEffort effort) { system_.reasoning_effort = effort; }
-  void set_instructions(std::optional<std::string> text) { developer_.instructions = std::move(text); }
+    // Conversation setup. The system message carries identity, dates and the reasoning effort;
+    // the developer message the instructions and function tools.
+    chat::SystemContent& system() { return system_; }
+    chat::DeveloperContent& developer() { return developer_; }
+    void set_reasoning(chat::ReasoningEffort effort) { system_.reasoning_effort = effort; }
+    void set_instructions(std::optional<std::string> text) {
+        developer_.instructions = std::move(text);
+    }
 
-  // The turns after the system/developer messages (user, assistant, tool).
-  const std::vector<chat::Message>& history() const { return history_; }
-  void add_user(std::string text);
-  void add_tool_result(const std::string& function_name, std::string output);
-  // Replaces message `index` (edit-and-resend) and drops everything after it.
-  void edit(std::size_t index, std::string text);
-  // Drops history from `index` on (regenerate: truncate to before the last assistant reply).
-  void truncate_history(std::size_t index);
-  // Forgets the conversation (and the cache).
-  void reset();
-  // Replaces system, developer content and history but keeps the KV cache: the next respond()
-  // reuses the longest prefix the new rendering shares with the cached tokens. An API server
-  // gets the whole history with every request, so this is its prompt cache.
-  void set_conversation(chat::SystemContent system, chat::DeveloperContent developer,
-                        std::vector<chat::Message> history);
+    // The turns after the system/developer messages (user, assistant, tool).
+    const std::vector<chat::Message>& history() const { return history_; }
+    void add_user(std::string text);
+    void add_tool_result(const std::string& function_name, std::string output);
+    // Replaces message `index` (edit-and-resend) and drops everything after it.
+    void edit(std::size_t index, std::string text);
+    // Drops history from `index` on (regenerate: truncate to before the last assistant reply).
+    void truncate_history(std::size_t index);
+    // Forgets the conversation (and the cache).
+    void reset();
+    // Replaces system, developer content and history but keeps the KV cache: the next respond()
+    // reuses the longest prefix the new rendering shares with the cached tokens. An API server
+    // gets the whole history with every request, so this is its prompt cache.
+    void set_conversation(chat::SystemContent system, chat::DeveloperContent developer,
+                          std::vector<chat::Message> history);
 
-  // Generates the assistant's reply to the conversation and appends it to the history.
-  // `on_event` sees the parser's streaming events (reasoning/content deltas, tool calls).
-  // A cancel() from another thread stops promptly; the partial reply is kept and the session
-  // stays usable.
-  TurnResult respond(const TurnOptions& options,
-                     const std::function<void(const chat::ParserEvent&)>& on_event = {});
-  void cancel() { cancel_.store(true); }
+    // Generates the assistant's reply to the conversation and appends it to the history.
+    // `on_event` sees the parser's streaming events (reasoning/content deltas, tool calls).
+    // A cancel() from another thread stops promptly; the partial reply is kept and the session
+    // stays usable.
+    TurnResult respond(const TurnOptions& options,
+                       const std::function<void(const chat::ParserEvent&)>& on_event = {});
+    void cancel() { cancel_.store(true); }
 
-  // The whole conversation as harmony messages (system, developer, history).
-  chat::Conversation conversation() const;
-  std::int64_t cached_tokens() const { return static_cast<std::int64_t>(cached_.size()); }
+    // The whole conversation as harmony messages (system, developer, history).
+    chat::Conversation conversation() const;
+    std::int64_t cached_tokens() const { return static_cast<std::int64_t>(cached_.size()); }
 
-  // Versioned conversation file (JSON). With `with_kv` the KV state goes into PATH.kv beside
-  // it, so a restored conversation continues without re-processing. Both are written atomically
-  // (temp file, fsync, rename), the KV file first; the JSON then names it with its checksum
-  // ("kv": {file, tokens, checksum}), so the JSON is the commit point of the pair: a crash
-  // between the two renames leaves the old JSON, whose checksum the new PATH.kv does not match.
-  // Saving without KV removes a PATH.kv left by an earlier save (after the JSON is in place).
-  void save(const std::filesystem::path& path, bool with_kv = false) const;
-  // Restores messages, and the KV state when the JSON names a PATH.kv whose checksum matches
-  // (and that matches this model). Any other KV file -- missing, damaged, of another model, or
-  // not the one this JSON was saved with (an interrupted save, a stale file) -- is not loaded:
-  // the conversation loads, a warning says why (also kv_restore_note()), and the next turn
-  // recomputes the K/V. Files of format version 1 without the "kv" entry load PATH.kv as before.
-  void load(const std::filesystem::path& path);
-  // Why the last load() did not restore a KV file it found or expected; empty when it did, or
-  // when there was none to restore.
-  const std::string& kv_restore_note() const { return kv_note_; }
+    // Versioned conversation file (JSON). With `with_kv` the KV state goes into PATH.kv beside
+    // it, so a restored conversation continues without re-processing. Both are written atomically
+    // (temp file, fsync, rename), the KV file first; the JSON then names it with its checksum
+    // ("kv": {file, tokens, checksum}), so the JSON is the commit point of the pair: a crash
+    // between the two renames leaves the old JSON, whose checksum the new PATH.kv does not match.
+    // Saving without KV removes a PATH.kv left by an earlier save (after the JSON is in place).
+    void save(const std::filesystem::path& path, bool with_kv = false) const;
+    // Restores messages, and the KV state when the JSON names a PATH.kv whose checksum matches
+    // (and that matches this model). Any other KV file -- missing, damaged, of another model, or
+    // not the one this JSON was saved with (an interrupted save, a stale file) -- is not loaded:
+    // the conversation loads, a warning says why (also kv_restore_note()), and the next turn
+    // recomputes the K/V. Files of format version 1 without the "kv" entry load PATH.kv as before.
+    void load(const std::filesystem::path& path);
+    // Why the last load() did not restore a KV file it found or expected; empty when it did, or
+    // when there was none to restore.
+    const std::string& kv_restore_note() const { return kv_note_; }
 
- private:
-  const Model& model_;
-  chat::SystemContent system_;
-  chat::DeveloperContent developer_;
-  std::vector<chat::Message> history_;
-  KvCache cache_;
-  std::vector<TokenId> cached_;  // the tokens whose K/V are in cache_, in order
-  std::atomic<bool> cancel_{false};
-  std::string kv_note_;
-  std::shared_ptr<const TokenVocabulary> vocab_;  // built on the first constrained turn
+private:
+    const Model& model_;
+    chat::SystemContent system_;
+    chat::DeveloperContent developer_;
+    std::vector<chat::Message> history_;
+    KvCache cache_;
+    std::vector<TokenId> cached_;  // the tokens whose K/V are in cache_, in order
+    std::atomic<bool> cancel_{false};
+    std::string kv_note_;
+    std::shared_ptr<const TokenVocabulary> vocab_;  // built on the first constrained turn
 };
 
 // Finds text stop sequences in streamed text. Text that may still turn out to be the start of a
 // stop sequence is held back, so nothing from a stop sequence on is ever released.
 class StopMatcher {
- public:
-  explicit StopMatcher(std::vector<std::string> stops);
+public:
+    explicit StopMatcher(std::vector<std::string> stops);
 
-  bool active() const { return !stops_.empty(); }
-  // Adds text and returns what can be released now. On a match it returns the text before the
-  // match, stopped() becomes true and later calls return "".
-  std::string push(std::string_view text);
-  // Releases the held-back text (the stream or message ended without a match).
-  std::string flush();
-  bool stopped() const { return stopped_; }
-  // Position of the earliest stop sequence in `text`, or npos.
-  std::size_t find(std::string_view text) const;
+    bool active() const { return !stops_.empty(); }
+    // Adds text and returns what can be released now. On a match it returns the text before the
+    // match, stopped() becomes true and later calls return "".
+    std::string push(std::string_view text);
+    // Releases the held-back text (the stream or message ended without a match).
+    std::string flush();
+    bool stopped() const { return stopped_; }
+    // Position of the earliest stop sequence in `text`, or npos.
+    std::size_t find(std::string_view text) const;
 
- private:
-  std::vector<std::string> stops_;
-  std::string held_;
-  bool stopped_ = false;
+private:
+    std::vector<std::string> stops_;
+    std::string held_;
+    bool stopped_ = false;
 };
 
 // Today's date as YYYY-MM-DD (local time), for the system message.

@@ -16,7 +16,7 @@ std::uint64_t xxh3_64(const void* data, std::size_t n);
 
 // Streaming XXH3-64: update() over pieces == xxh3_64() over their concatenation.
 class Xxh3 {
- public:
+public:
     Xxh3();
     ~Xxh3();
     Xxh3(Xxh3&& other) noexcept;
@@ -27,7 +27,7 @@ class Xxh3 {
     void update(const void* data, std::size_t n);
     std::uint64_t digest() const;
 
- private:
+private:
     struct State;
     std::unique_ptr<State> state_;
 };

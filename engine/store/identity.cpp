@@ -44,7 +44,8 @@ CheckpointId describe_experts(const Checkpoint& ckpt, const ModelConfig& config)
         e.nbytes = t->nbytes();
         const std::uint64_t n = std::min(kSampleBytes, e.nbytes);
         if (t->ggml != nullptr) {  // a GGUF: the same bytes, converted to the checkpoint layout
-            const bool scales = name.size() >= 7 && name.compare(name.size() - 7, 7, "_scales") == 0;
+            const bool scales =
+                name.size() >= 7 && name.compare(name.size() - 7, 7, "_scales") == 0;
             std::vector<std::uint8_t> buf(static_cast<std::size_t>(n));
             t->ggml->read(scales, 0, n, buf.data());
             sample.update(buf.data(), n);

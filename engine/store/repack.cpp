@@ -193,7 +193,8 @@ std::vector<IndexEntry> write_records(const WriteJob& job, OutputFile& file, Rep
                 if (stop) return;
             }
             try {
-                IndexEntry e = build_record(job.layout, lw, expert, slot.buf.get(), slot.ggml_scales);
+                IndexEntry e =
+                    build_record(job.layout, lw, expert, slot.buf.get(), slot.ggml_scales);
                 std::lock_guard<std::mutex> lock(mu);
                 slot.entry = e;
                 slot.record = i;
@@ -305,7 +306,7 @@ std::vector<IndexEntry> write_records(const WriteJob& job, OutputFile& file, Rep
 // descriptor with an exclusive flock. The kernel drops it when the process dies, which is how
 // remove_stale_temp_files tells a killed writer's file from a running one's.
 class TempFileLock {
- public:
+public:
     explicit TempFileLock(const fs::path& path) {
 #ifndef _WIN32
         fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
@@ -325,7 +326,7 @@ class TempFileLock {
     TempFileLock(const TempFileLock&) = delete;
     TempFileLock& operator=(const TempFileLock&) = delete;
 
- private:
+private:
     int fd_ = -1;
 };
 
@@ -337,7 +338,8 @@ std::vector<fs::path> remove_stale_temp_files(const fs::path& out) {
     if (ec) return {};
     // Any age: a repack creates and locks its file before it writes for minutes.
     std::vector<fs::path> removed = neural::remove_stale_temp_files(dest, std::chrono::seconds(0));
-    for (const fs::path& p : removed) spdlog::info("removed {}, left behind by an interrupted repack", p.string());
+    for (const fs::path& p : removed)
+        spdlog::info("removed {}, left behind by an interrupted repack", p.string());
     return removed;
 }
 

@@ -45,7 +45,7 @@ struct RepackOptions {
     // Called from the calling thread for each temporary file of an interrupted repack that was
     // removed before writing (also listed in RepackResult::stale_removed).
     std::function<void(const std::filesystem::path&)> on_stale_removed;
-    std::string created_by = "neural";          // recorded in the metadata
+    std::string created_by = "neural";  // recorded in the metadata
 };
 
 struct RepackResult {

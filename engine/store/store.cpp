@@ -31,7 +31,8 @@ int model_int(const json& model, const char* key, const std::string& file) {
 // What a release does while the store is pinned (ExpertStore::set_pinned): nothing.
 PageRelease pinned_release() {
     PageRelease r;
-    r.message = "not released: the GPU backend keeps the whole store registered in RAM (--pin-store)";
+    r.message =
+        "not released: the GPU backend keeps the whole store registered in RAM (--pin-store)";
     return r;
 }
 
@@ -90,9 +91,10 @@ ExpertStore ExpertStore::open(const fs::path& path) {
     // index_offset is any u64: compare before adding, or offset + length can wrap around, pass
     // the check and send the checksum below reading outside the mapping (found by fuzzing).
     if (h.index_offset > size || h.record_count * kIndexEntryBytes > size - h.index_offset) {
-        fail("{}: truncated expert store: the index ({} records at byte {}) ends past the end of "
-             "the file ({} bytes)",
-             file, h.record_count, h.index_offset, size);
+        fail(
+            "{}: truncated expert store: the index ({} records at byte {}) ends past the end of "
+            "the file ({} bytes)",
+            file, h.record_count, h.index_offset, size);
     }
     const std::uint64_t index_end = h.index_offset + h.record_count * kIndexEntryBytes;
     if (h.data_offset % kRecordAlignment != 0 || h.data_offset < index_end) {
@@ -209,7 +211,8 @@ PageRelease ExpertStore::release_expert(int layer, int expert) const {
     const std::uint8_t before = state(layer, expert).fetch_or(kReleased, std::memory_order_relaxed);
     PageRelease r = release_mapped_pages(map_, e.offset, e.payload_bytes);
     if ((before & kLocked) != 0) {  // release_mapped_pages unlocked it
-        state(layer, expert).fetch_and(static_cast<std::uint8_t>(~kLocked), std::memory_order_relaxed);
+        state(layer, expert)
+            .fetch_and(static_cast<std::uint8_t>(~kLocked), std::memory_order_relaxed);
         if (ram_ != nullptr) {
             ram_->locked_records.fetch_sub(1, std::memory_order_relaxed);
             ram_->locked_bytes.fetch_sub(e.payload_bytes, std::memory_order_relaxed);
@@ -244,7 +247,8 @@ WarmupReport ExpertStore::warm_up(std::span<const ExpertKey> order, std::chrono:
     constexpr std::size_t kChunk = std::size_t{1} << 20;  // deadline / stop checked per MiB
     constexpr std::uint64_t kAheadBytes = std::uint64_t{64} << 20;  // read-ahead window
     const auto skip = [&](const ExpertKey& k) {
-        return (state(k.layer, k.expert).load(std::memory_order_relaxed) & (kReleased | kLocked)) != 0;
+        return (state(k.layer, k.expert).load(std::memory_order_relaxed) & (kReleased | kLocked)) !=
+               0;
     };
     for (const ExpertKey& k : order) {
         if (k.layer < 0 || k.layer >= num_layers() || k.expert < 0 || k.expert >= num_experts()) {
@@ -255,7 +259,7 @@ WarmupReport ExpertStore::warm_up(std::span<const ExpertKey> order, std::chrono:
     // not_resident[i]: pages of order[i] that were not resident when its read-ahead was asked
     // for (measured before asking, so the read-ahead itself does not hide them).
     std::vector<std::uint64_t> not_resident(order.size(), 0);
-    std::size_t ahead = 0;         // order[0, ahead) has been asked for
+    std::size_t ahead = 0;          // order[0, ahead) has been asked for
     std::uint64_t ahead_bytes = 0;  // bytes asked for beyond the record being touched
     std::uint64_t sink = 0;
     bool out_of_time = false;
@@ -291,7 +295,8 @@ WarmupReport ExpertStore::warm_up(std::span<const ExpertKey> order, std::chrono:
             if (!skip(a)) {
                 const auto ra = record(a.layer, a.expert);
                 const std::uint64_t pages = (ra.size() + page - 1) / page;
-                not_resident[ahead] = pages - std::min(pages, resident_pages(ra.data(), ra.size()).value_or(0));
+                not_resident[ahead] =
+                    pages - std::min(pages, resident_pages(ra.data(), ra.size()).value_or(0));
                 prefetch_mapped(ra.data(), ra.size());
                 if (ahead != i) ahead_bytes += ra.size();
             }
@@ -389,15 +394,18 @@ void ExpertStore::verify_record_slow(int layer, int expert) const {
     }
     struct Unclaim {
         std::atomic<std::uint8_t>& st;
-        ~Unclaim() { st.fetch_and(static_cast<std::uint8_t>(~kVerifying), std::memory_order_release); }
+        ~Unclaim() {
+            st.fetch_and(static_cast<std::uint8_t>(~kVerifying), std::memory_order_release);
+        }
     } unclaim{st};
     const auto r = record(layer, expert);
     const std::uint64_t computed = xxh3_64(r.data(), r.size());
     const std::uint64_t stored = entry(layer, expert).checksum;
     if (computed != stored) {
-        fail("expert store {}: record layer {} expert {} fails its checksum (the index has {}, "
-             "the record hashes to {}): the file is damaged; run `neural verify-store` and repack",
-             path().string(), layer, expert, hex64(stored), hex64(computed));
+        fail(
+            "expert store {}: record layer {} expert {} fails its checksum (the index has {}, "
+            "the record hashes to {}): the file is damaged; run `neural verify-store` and repack",
+            path().string(), layer, expert, hex64(stored), hex64(computed));
     }
     check_escapes(layer, expert);
     st.fetch_or(kVerified, std::memory_order_release);

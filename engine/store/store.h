@@ -62,13 +62,13 @@ struct WarmupReport {
 struct LockReport {
     std::uint64_t records = 0;  // records locked, in order
     std::uint64_t bytes = 0;
-    bool limited = false;       // a lock failed before `bytes` were locked (the OS limit)
-    std::string message;        // for the log: what was locked, or why not more
+    bool limited = false;  // a lock failed before `bytes` were locked (the OS limit)
+    std::string message;   // for the log: what was locked, or why not more
     double seconds = 0;
 };
 
 class ExpertStore final : public ExpertSource {
- public:
+public:
     // Maps and validates `path`. Throws neural::Error naming the file: not a store (foreign file),
     // truncated, a format version from the future, an unknown kind, a bad header checksum, or
     // offsets/sizes that do not fit the recorded shape.
@@ -185,7 +185,7 @@ class ExpertStore final : public ExpertSource {
         return {blocks, unpack_scales(slot, p.groups, payload, scale_buf)};
     }
 
- private:
+private:
     ExpertStore() = default;
 
     MappedFile map_;
@@ -202,7 +202,8 @@ class ExpertStore final : public ExpertSource {
     static constexpr std::uint8_t kVerifying = 4;  // a thread is hashing it (verify_record)
     static constexpr std::uint8_t kVerified = 8;   // checksum and escapes passed
     std::atomic<std::uint8_t>& state(int layer, int expert) const {
-        return state_[static_cast<std::size_t>(layer) * static_cast<std::size_t>(shape_.num_experts) +
+        return state_[static_cast<std::size_t>(layer) *
+                          static_cast<std::size_t>(shape_.num_experts) +
                       static_cast<std::size_t>(expert)];
     }
     std::unique_ptr<std::atomic<std::uint8_t>[]> state_;  // per record, layer-major

@@ -157,7 +157,8 @@ VerifyReport verify_store(const fs::path& path, const VerifyOptions& o) {
                     Xxh3 h;
                     std::vector<std::uint8_t> chunk(1 << 20);
                     for (std::uint64_t at = 0; at < ti->nbytes(); at += chunk.size()) {
-                        const std::uint64_t n = std::min<std::uint64_t>(chunk.size(), ti->nbytes() - at);
+                        const std::uint64_t n =
+                            std::min<std::uint64_t>(chunk.size(), ti->nbytes() - at);
                         ti->ggml->read(scales, at, n, chunk.data());
                         h.update(chunk.data(), n);
                     }

@@ -139,18 +139,14 @@ ordered_json config_json(const Shape& s) {
     j["num_local_experts"] = s.num_experts;
     j["output_router_logits"] = false;
     j["pad_token_id"] = 199999;
-    j["quantization_config"] = {
-        {"modules_to_not_convert",
-         {"model.layers.*.self_attn", "model.layers.*.mlp.router", "model.embed_tokens",
-          "lm_head"}},
-        {"quant_method", "mxfp4"}};
+    j["quantization_config"] = {{"modules_to_not_convert",
+                                 {"model.layers.*.self_attn", "model.layers.*.mlp.router",
+                                  "model.embed_tokens", "lm_head"}},
+                                {"quant_method", "mxfp4"}};
     j["rms_norm_eps"] = 1e-05;
-    j["rope_scaling"] = {{"beta_fast", 32.0},
-                         {"beta_slow", 1.0},
-                         {"factor", 32.0},
-                         {"original_max_position_embeddings", 4096},
-                         {"rope_type", "yarn"},
-                         {"truncate", false}};
+    j["rope_scaling"] = {{"beta_fast", 32.0},   {"beta_slow", 1.0},
+                         {"factor", 32.0},      {"original_max_position_embeddings", 4096},
+                         {"rope_type", "yarn"}, {"truncate", false}};
     j["rope_theta"] = 150000;
     j["router_aux_loss_coef"] = 0.9;
     j["sliding_window"] = s.sliding_window;
@@ -175,15 +171,16 @@ std::string generation_config_json() {
 
 void validate(const Options& o) {
     const Shape& s = o.shape;
-    if (s.hidden_size <= 0 || s.intermediate_size <= 0 || s.num_layers <= 0 ||
-        s.num_experts <= 0 || s.num_heads <= 0 || s.num_kv_heads <= 0 || s.head_dim <= 0 ||
-        s.vocab_size <= 0 || s.sliding_window <= 0) {
+    if (s.hidden_size <= 0 || s.intermediate_size <= 0 || s.num_layers <= 0 || s.num_experts <= 0 ||
+        s.num_heads <= 0 || s.num_kv_heads <= 0 || s.head_dim <= 0 || s.vocab_size <= 0 ||
+        s.sliding_window <= 0) {
         fail("synth shape \"{}\": every dimension must be positive", s.name);
     }
     if (s.hidden_size % 32 != 0 || s.intermediate_size % 32 != 0) {
-        fail("synth shape \"{}\": hidden and intermediate sizes must be multiples of 32 (MXFP4 "
-             "blocks)",
-             s.name);
+        fail(
+            "synth shape \"{}\": hidden and intermediate sizes must be multiples of 32 (MXFP4 "
+            "blocks)",
+            s.name);
     }
     if (s.experts_per_token <= 0 || s.experts_per_token > s.num_experts) {
         fail("synth shape \"{}\": experts per token must be in [1, {}]", s.name, s.num_experts);
@@ -340,8 +337,7 @@ std::vector<std::uint16_t> router_weight(const Plan& plan, const TensorPlan& t) 
 // The 8 bytes of word w of a uniform bf16 tensor: four elements from 16 random bits each,
 // v = mean + std * sqrt(3) * (2 u - 1) with u = (r + 0.5) / 65536 (a uniform with that std).
 // Element 4w + lane is even for lanes 0 and 2 (offset c0) and odd for 1 and 3 (c0_odd).
-inline void uniform_word(std::uint64_t r, double c0, double c0_odd, double c1,
-                         std::uint8_t* out) {
+inline void uniform_word(std::uint64_t r, double c0, double c0_odd, double c1, std::uint8_t* out) {
     std::uint64_t v = 0;
     for (int lane = 0; lane < 4; ++lane) {
         const auto bits = static_cast<std::uint32_t>((r >> (16 * lane)) & 0xffff);
@@ -458,9 +454,8 @@ Plan make_plan(const Options& options) {
                       {"weight_map", weight_map}};
         plan.index_json = index.dump(2) + "\n";
     }
-    plan.file_bytes +=
-        plan.config_json.size() + plan.generation_config_json.size() + plan.index_json.size() +
-        plan.marker_json.size();
+    plan.file_bytes += plan.config_json.size() + plan.generation_config_json.size() +
+                       plan.index_json.size() + plan.marker_json.size();
     return plan;
 }
 

@@ -59,11 +59,11 @@ struct Options {
 
 // How a tensor's bytes are generated (all from the counter-based stream of its name).
 enum class Fill : std::uint8_t {
-    kUniformBf16,  // bf16, uniform with the given mean and standard deviation
+    kUniformBf16,   // bf16, uniform with the given mean and standard deviation
     kRouterWeight,  // bf16 [E, H], uniform rows rescaled to exactly the given std (see below)
-    kRouterBias,   // bf16 [E], the router-skew biases of one layer
-    kFp4Codes,     // MXFP4 blocks: uniformly random bytes (two E2M1 codes each)
-    kE8M0Scales,   // MXFP4 scales: 127 + exponent + jitter in {-1, 0, +1}
+    kRouterBias,    // bf16 [E], the router-skew biases of one layer
+    kFp4Codes,      // MXFP4 blocks: uniformly random bytes (two E2M1 codes each)
+    kE8M0Scales,    // MXFP4 scales: 127 + exponent + jitter in {-1, 0, +1}
 };
 
 struct TensorPlan {
@@ -77,11 +77,11 @@ struct TensorPlan {
     float mean = 0.0f;      // kUniformBf16: mean of even-indexed elements
     float mean_odd = 0.0f;  // kUniformBf16: mean of odd-indexed elements (gate/up interleave)
     float std = 0.0f;       // kUniformBf16, kRouterWeight
-    int exponent = 0;   // kE8M0Scales: base power of two of the block scales
+    int exponent = 0;       // kE8M0Scales: base power of two of the block scales
 };
 
 struct ShardPlan {
-    std::string file_name;  // "model.safetensors" or "model-00000-of-00002.safetensors"
+    std::string file_name;             // "model.safetensors" or "model-00000-of-00002.safetensors"
     std::vector<std::size_t> tensors;  // indexes into Plan::tensors, in data order
     std::string header;  // exact bytes before the data: u64 LE length + JSON padded to 8 bytes
     std::uint64_t data_bytes = 0;
@@ -92,12 +92,12 @@ struct Plan {
     Options options;
     std::vector<TensorPlan> tensors;
     std::vector<ShardPlan> shards;
-    bool indexed = false;           // shards + model.safetensors.index.json
+    bool indexed = false;            // shards + model.safetensors.index.json
     std::uint64_t tensor_bytes = 0;  // sum of tensor data (= the index's total_size)
     std::uint64_t file_bytes = 0;    // every byte write_checkpoint writes except the tokenizer
     std::string config_json;
     std::string generation_config_json;
-    std::string index_json;  // empty unless indexed
+    std::string index_json;   // empty unless indexed
     std::string marker_json;  // kSynthMarkerFile: generator, shape, seed, skew
 
     const TensorPlan* find(const std::string& name) const;
@@ -113,7 +113,7 @@ struct Progress {
 };
 
 struct WriteOptions {
-    int threads = 0;  // generator threads; 0 = all hardware threads
+    int threads = 0;     // generator threads; 0 = all hardware threads
     bool force = false;  // replace a non-empty output folder
     // tokenizer.json to copy (or a folder holding it); tokenizer_config.json and
     // chat_template.jinja beside it are copied too when present. Required.

@@ -64,10 +64,9 @@ void generate_chunk(const Plan& plan, const Chunk& c, std::uint8_t* out) {
     const std::uint64_t begin = std::max(c.begin, header) - header;  // data-area offsets
     const std::uint64_t end = c.end - header;
     std::uint8_t* data = out + (std::max(c.begin, header) - c.begin);
-    auto it = std::upper_bound(shard.tensors.begin(), shard.tensors.end(), begin,
-                               [&](std::uint64_t off, std::size_t i) {
-                                   return off < plan.tensors[i].offset;
-                               });
+    auto it = std::upper_bound(
+        shard.tensors.begin(), shard.tensors.end(), begin,
+        [&](std::uint64_t off, std::size_t i) { return off < plan.tensors[i].offset; });
     if (it != shard.tensors.begin()) --it;
     for (; it != shard.tensors.end(); ++it) {
         const TensorPlan& t = plan.tensors[*it];
@@ -101,7 +100,7 @@ std::string format_bytes(std::uint64_t n) {
 // order; unit i lives in ring slot i % slots and may only be generated once unit i - slots has
 // been written, so the writer always finds its next unit owned by a running worker.
 class Pipeline {
- public:
+public:
     Pipeline(const Plan& plan, std::vector<Chunk> chunks, int threads)
         : plan_(plan), chunks_(std::move(chunks)) {
         // At most 34 slots (272 MB): beyond ~16 generator threads any disk is the limit.
@@ -142,7 +141,7 @@ class Pipeline {
         }
     }
 
- private:
+private:
     void work() {
         try {
             for (;;) {
@@ -191,15 +190,17 @@ class Pipeline {
 // The tokenizer files to copy: tokenizer.json plus its optional companions.
 std::vector<fs::path> tokenizer_files(const fs::path& given) {
     if (given.empty()) {
-        fail("a tokenizer is required: pass --tokenizer FILE (a tokenizer.json) or set "
-             "NEURAL_TOKENIZER");
+        fail(
+            "a tokenizer is required: pass --tokenizer FILE (a tokenizer.json) or set "
+            "NEURAL_TOKENIZER");
     }
     std::error_code ec;
     fs::path file = fs::is_directory(given, ec) ? given / "tokenizer.json" : given;
     if (!fs::is_regular_file(file, ec)) {
-        fail("tokenizer {} does not exist or is not a file (pass --tokenizer FILE, a "
-             "tokenizer.json)",
-             file.string());
+        fail(
+            "tokenizer {} does not exist or is not a file (pass --tokenizer FILE, a "
+            "tokenizer.json)",
+            file.string());
     }
     std::vector<fs::path> files = {file};
     for (const char* extra : {"tokenizer_config.json", "chat_template.jinja"}) {
@@ -272,10 +273,11 @@ WriteResult write_checkpoint(const Plan& plan, const fs::path& out_dir,
     const fs::space_info space = fs::space(parent, ec);
     if (ec) fail("cannot read the free space of {}: {}", parent.string(), ec.message());
     if (space.available < needed + kSpaceReserve) {
-        fail("not enough free disk space in {}: the checkpoint needs {} ({} bytes) plus {} of "
-             "headroom, {} ({} bytes) available",
-             parent.string(), format_bytes(needed), needed, format_bytes(kSpaceReserve),
-             format_bytes(space.available), space.available);
+        fail(
+            "not enough free disk space in {}: the checkpoint needs {} ({} bytes) plus {} of "
+            "headroom, {} ({} bytes) available",
+            parent.string(), format_bytes(needed), needed, format_bytes(kSpaceReserve),
+            format_bytes(space.available), space.available);
     }
 
     // --- write into a hidden temporary sibling ------------------------------------------------
@@ -303,14 +305,14 @@ WriteResult write_checkpoint(const Plan& plan, const fs::path& out_dir,
             if (!final && now - last_report < std::chrono::seconds(1)) return;
             last_report = now;
             reported = true;
-            options.on_progress(
-                {done, needed, std::chrono::duration<double>(now - start).count()});
+            options.on_progress({done, needed, std::chrono::duration<double>(now - start).count()});
         };
 
         write_small_file(tmp / "config.json", plan.config_json);
         write_small_file(tmp / "generation_config.json", plan.generation_config_json);
         write_small_file(tmp / kSynthMarkerFile, plan.marker_json);
-        done += plan.config_json.size() + plan.generation_config_json.size() + plan.marker_json.size();
+        done +=
+            plan.config_json.size() + plan.generation_config_json.size() + plan.marker_json.size();
         for (const auto& f : tok_files) copy_file(f, tmp / f.filename(), done);
 
         Pipeline pipe(plan, split_chunks(plan), threads);

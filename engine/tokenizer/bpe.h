@@ -18,7 +18,7 @@ inline constexpr Rank kNoRank = -1;
 // Raw bytes -> id for the ordinary (mergeable) tokens. An open-addressing table over one byte
 // arena: the BPE inner loop does a lookup per candidate pair, so it has to be cheap.
 class VocabIndex {
- public:
+public:
     // `tokens[id]` are raw bytes; only ids with `use[id] != 0` are indexed. Returns the first id
     // whose bytes were already indexed under another id (a malformed vocab), or kNoRank.
     Rank build(const std::vector<std::string>& tokens, const std::vector<std::uint8_t>& use);
@@ -26,7 +26,7 @@ class VocabIndex {
     Rank find(std::string_view bytes) const;
     std::size_t size() const { return count_; }
 
- private:
+private:
     struct Slot {
         std::uint32_t tag;  // high hash bits, compared before the bytes
         Rank id;            // kNoRank when empty

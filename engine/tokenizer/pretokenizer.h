@@ -7,7 +7,7 @@
 namespace neural {
 
 class PreTokenizer {
- public:
+public:
     // The o200k_base / o200k_harmony split pattern, exactly as tokenizer.json and tiktoken
     // spell it.
     static const std::string_view kO200kPattern;
@@ -26,7 +26,7 @@ class PreTokenizer {
 
     bool jit() const { return jit_; }
 
- private:
+private:
     void* code_ = nullptr;  // pcre2_code_8*; void keeps pcre2.h out of this header
     bool jit_ = false;
 };

@@ -78,7 +78,8 @@ Tokenizer Tokenizer::build(TokenizerFile parsed, std::string source) {
         std::uint32_t begin = 0;
         for (std::size_t i = 0; i + 1 < parsed.merge_ends.size(); i += 2) {
             const std::uint32_t mid = parsed.merge_ends[i], end = parsed.merge_ends[i + 1];
-            const std::string_view l = keys.substr(begin, mid - begin), r = keys.substr(mid, end - mid);
+            const std::string_view l = keys.substr(begin, mid - begin),
+                                   r = keys.substr(mid, end - mid);
             begin = end;
             left.clear();  // decode_key appends
             right.clear();
@@ -90,9 +91,10 @@ Tokenizer Tokenizer::build(TokenizerFile parsed, std::string source) {
                      impl->index.find(joined) != bpe::kNoRank;
             }
             if (!ok) {
-                fail("{}: model.merges entry {} (\"{} {}\") names a token that model.vocab does "
-                     "not have",
-                     file, i / 2, l, r);
+                fail(
+                    "{}: model.merges entry {} (\"{} {}\") names a token that model.vocab does "
+                    "not have",
+                    file, i / 2, l, r);
             }
         }
         parsed.merge_keys = {};

@@ -10,7 +10,14 @@ namespace neural {
 namespace {
 
 // llama.cpp's token types (llama_token_type).
-enum : std::int64_t { kNormal = 1, kUnknown = 2, kControl = 3, kUserDefined = 4, kUnused = 5, kByte = 6 };
+enum : std::int64_t {
+    kNormal = 1,
+    kUnknown = 2,
+    kControl = 3,
+    kUserDefined = 4,
+    kUnused = 5,
+    kByte = 6
+};
 
 }  // namespace
 
@@ -21,7 +28,8 @@ TokenizerFile read_tokenizer_gguf(const GgufFile& f) {
     }
     const std::string model = f.get_string("tokenizer.ggml.model", true).value();
     if (model != "gpt2") {
-        fail("{}: tokenizer.ggml.model is \"{}\"; gpt-oss uses byte-level BPE (\"gpt2\")", file, model);
+        fail("{}: tokenizer.ggml.model is \"{}\"; gpt-oss uses byte-level BPE (\"gpt2\")", file,
+             model);
     }
     const std::string pre = f.get_string("tokenizer.ggml.pre", true).value();
     if (pre != "gpt-4o") {
@@ -60,10 +68,13 @@ TokenizerFile read_tokenizer_gguf(const GgufFile& f) {
             case kUnused:
                 break;
             default:
-                fail("{}: tokenizer.ggml.token_type[{}] is {} ({}), which a byte-level BPE "
-                     "vocabulary does not use",
-                     file, id, types[id],
-                     types[id] == kUnknown ? "UNKNOWN" : types[id] == kByte ? "BYTE" : "undefined");
+                fail(
+                    "{}: tokenizer.ggml.token_type[{}] is {} ({}), which a byte-level BPE "
+                    "vocabulary does not use",
+                    file, id, types[id],
+                    types[id] == kUnknown ? "UNKNOWN"
+                    : types[id] == kByte  ? "BYTE"
+                                          : "undefined");
         }
     }
     // One past the last defined id, like tokenizer.json (the "[PAD]" fill is not vocabulary).

@@ -25,7 +25,7 @@ std::string path_text(const std::filesystem::path& path) {
 // Walks the SAX events keeping a stack of where we are; only model.type, model.vocab,
 // model.merges, added_tokens and pre_tokenizer regexes are looked at, the rest is skipped.
 class Reader final : public nlohmann::json_sax<nlohmann::json> {
- public:
+public:
     explicit Reader(std::string file) : file_(std::move(file)) {}
 
     TokenizerFile finish() {
@@ -77,7 +77,7 @@ class Reader final : public nlohmann::json_sax<nlohmann::json> {
         fail("{}: invalid JSON: {}", file_, e.what());
     }
 
- private:
+private:
     enum class Ctx {
         root,
         model,
@@ -205,7 +205,8 @@ class Reader final : public nlohmann::json_sax<nlohmann::json> {
     }
 
     void add_merge_key(std::string_view key) {
-        if (out_.merge_keys.size() + key.size() > UINT32_MAX) fail("{}: model.merges is too large", file_);
+        if (out_.merge_keys.size() + key.size() > UINT32_MAX)
+            fail("{}: model.merges is too large", file_);
         out_.merge_keys.append(key);
         out_.merge_ends.push_back(static_cast<std::uint32_t>(out_.merge_keys.size()));
     }

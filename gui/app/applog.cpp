@@ -15,13 +15,11 @@ namespace {
 
 class HubSink : public spdlog::sinks::base_sink<std::mutex> {
 protected:
-    void sink_it_(const spdlog::details::log_msg &msg) override
-    {
+    void sink_it_(const spdlog::details::log_msg& msg) override {
         spdlog::memory_buf_t buf;
         formatter_->format(msg, buf);
         QString text = QString::fromUtf8(buf.data(), static_cast<qsizetype>(buf.size()));
-        while (text.endsWith(QLatin1Char('\n')) || text.endsWith(QLatin1Char('\r')))
-            text.chop(1);
+        while (text.endsWith(QLatin1Char('\n')) || text.endsWith(QLatin1Char('\r'))) text.chop(1);
         LogHub::instance().post(text);
     }
     void flush_() override {}
@@ -31,18 +29,17 @@ protected:
 // support missing for "DejaVu Sans", script 11", with the leading spaces). A random-weight model's reply mixes many
 // scripts, so these made up most of the log. They say that a font is missing, not that the app
 // failed: one line says so, the details go to the debug level.
-bool isFontFallbackNotice(const QString &msg)
-{
+bool isFontFallbackNotice(const QString& msg) {
     return msg.trimmed().startsWith(QLatin1String("OpenType support missing for"));
 }
 
-void qtToSpdlog(QtMsgType type, const QMessageLogContext &ctx, const QString &msg)
-{
+void qtToSpdlog(QtMsgType type, const QMessageLogContext& ctx, const QString& msg) {
     if (isFontFallbackNotice(msg)) {
         static std::once_flag once;
         std::call_once(once, [] {
-            spdlog::info("some text uses scripts the installed fonts do not cover; it may show "
-                         "as boxes (the font notices are logged at debug level)");
+            spdlog::info(
+                "some text uses scripts the installed fonts do not cover; it may show "
+                "as boxes (the font notices are logged at debug level)");
         });
         spdlog::debug(msg.toStdString());
         return;
@@ -53,29 +50,35 @@ void qtToSpdlog(QtMsgType type, const QMessageLogContext &ctx, const QString &ms
              : msg)
             .toStdString();
     switch (type) {
-    case QtDebugMsg: spdlog::debug(text); break;
-    case QtInfoMsg: spdlog::info(text); break;
-    case QtWarningMsg: spdlog::warn(text); break;
-    case QtCriticalMsg:
-    case QtFatalMsg: spdlog::error(text); break;
+        case QtDebugMsg:
+            spdlog::debug(text);
+            break;
+        case QtInfoMsg:
+            spdlog::info(text);
+            break;
+        case QtWarningMsg:
+            spdlog::warn(text);
+            break;
+        case QtCriticalMsg:
+        case QtFatalMsg:
+            spdlog::error(text);
+            break;
     }
 }
 
 }  // namespace
 
-LogHub &LogHub::instance()
-{
+LogHub& LogHub::instance() {
     static LogHub hub;
     return hub;
 }
 
-void LogHub::post(const QString &text)
-{
-    QMetaObject::invokeMethod(this, [this, text] { emit line(text); }, Qt::QueuedConnection);
+void LogHub::post(const QString& text) {
+    QMetaObject::invokeMethod(
+        this, [this, text] { emit line(text); }, Qt::QueuedConnection);
 }
 
-QString installLogging(const QString &logFile)
-{
+QString installLogging(const QString& logFile) {
     std::vector<spdlog::sink_ptr> sinks;
     sinks.push_back(std::make_shared<HubSink>());
     QString used;
@@ -84,7 +87,7 @@ QString installLogging(const QString &logFile)
             sinks.push_back(std::make_shared<spdlog::sinks::rotating_file_sink_mt>(
                 logFile.toStdString(), 5 * 1024 * 1024, 3));
             used = logFile;
-        } catch (const spdlog::spdlog_ex &e) {
+        } catch (const spdlog::spdlog_ex& e) {
             // No file (read-only folder, ...): keep the panel; say why in it.
             LogHub::instance().post(QStringLiteral("log file %1 not opened: %2")
                                         .arg(logFile, QString::fromUtf8(e.what())));

@@ -12,16 +12,16 @@ namespace neural::gui {
 class LogHub : public QObject {
     Q_OBJECT
 public:
-    static LogHub &instance();
+    static LogHub& instance();
     // Called by the spdlog sink from any thread; the signal is delivered queued.
-    void post(const QString &line);
+    void post(const QString& line);
 
 signals:
-    void line(const QString &text);
+    void line(const QString& text);
 };
 
 // Installs the sinks on spdlog's default logger; `logFile` empty: no file. Returns the file path
 // used (or "" when it could not be opened: the app then logs to the panel only).
-QString installLogging(const QString &logFile);
+QString installLogging(const QString& logFile);
 
 }  // namespace neural::gui

@@ -23,12 +23,10 @@ namespace {
 // --help and --version print and exit without a window, so they work without a display (over
 // SSH, in a script, in CI): only a QCoreApplication is made for them, which needs no platform
 // plugin.
-bool onlyPrints(int argc, char **argv)
-{
+bool onlyPrints(int argc, char** argv) {
     for (int i = 1; i < argc; ++i) {
-        for (const char *flag : {"--help", "-h", "-?", "--help-all", "--version", "-v"}) {
-            if (!std::strcmp(argv[i], flag))
-                return true;
+        for (const char* flag : {"--help", "-h", "-?", "--help-all", "--version", "-v"}) {
+            if (!std::strcmp(argv[i], flag)) return true;
         }
     }
     return false;
@@ -36,8 +34,7 @@ bool onlyPrints(int argc, char **argv)
 
 }  // namespace
 
-int main(int argc, char **argv)
-{
+int main(int argc, char** argv) {
     std::unique_ptr<QCoreApplication> app;
     if (onlyPrints(argc, argv))
         app = std::make_unique<QCoreApplication>(argc, argv);
@@ -75,10 +72,8 @@ int main(int argc, char **argv)
     // app does not know are reported and ignored instead of refusing to start.
     if (!p.parse(QApplication::arguments()))
         std::fprintf(stderr, "neural-desktop: %s (ignored)\n", qPrintable(p.errorText()));
-    if (p.isSet(QStringLiteral("help")))
-        p.showHelp();
-    if (p.isSet(QStringLiteral("version")))
-        p.showVersion();
+    if (p.isSet(QStringLiteral("help"))) p.showHelp();
+    if (p.isSet(QStringLiteral("version"))) p.showVersion();
     QApplication::setWindowIcon(QIcon(QStringLiteral(":/neural/neural.ico")));
 
     namespace g = neural::gui;
@@ -86,8 +81,7 @@ int main(int argc, char **argv)
     spdlog::info("neural-desktop {} starting; log file {}", NEURAL_VERSION, logFile.toStdString());
 
     auto settings = g::appSettings();
-    if (p.isSet(theme))
-        settings->setValue(QStringLiteral("ui/theme"), p.value(theme));
+    if (p.isSet(theme)) settings->setValue(QStringLiteral("ui/theme"), p.value(theme));
     g::applyTheme(settings->value(QStringLiteral("ui/theme"), QStringLiteral("system")).toString());
     settings.reset();
 
@@ -96,7 +90,6 @@ int main(int argc, char **argv)
     options.demo = p.isSet(demo);
     g::MainWindow window(options);
     window.show();
-    if (p.isSet(shots))
-        g::takeScreenshots(&window, p.value(shots));
+    if (p.isSet(shots)) g::takeScreenshots(&window, p.value(shots));
     return QApplication::exec();
 }

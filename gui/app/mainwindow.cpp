@@ -57,20 +57,16 @@
 namespace neural::gui {
 
 namespace {
-QString titleFrom(const QString &text)
-{
+QString titleFrom(const QString& text) {
     const QString t = ConversationModel::titleFromMessage(text);
     return t.isEmpty() ? QObject::tr("New conversation") : t;
 }
 }  // namespace
 
-MainWindow::MainWindow(Options options, QWidget *parent)
-    : QMainWindow(parent), m_options(std::move(options))
-{
-    if (m_options.dbPath.isEmpty())
-        m_options.dbPath = conversationsPath();
-    if (m_options.profilesPath.isEmpty())
-        m_options.profilesPath = profilesPath();
+MainWindow::MainWindow(Options options, QWidget* parent)
+    : QMainWindow(parent), m_options(std::move(options)) {
+    if (m_options.dbPath.isEmpty()) m_options.dbPath = conversationsPath();
+    if (m_options.profilesPath.isEmpty()) m_options.profilesPath = profilesPath();
 
     m_engine = new EngineHost(this);
     m_server = new ServerControl(m_engine, this);
@@ -91,7 +87,8 @@ MainWindow::MainWindow(Options options, QWidget *parent)
         QTimer::singleShot(0, this, [this, why] {
             QMessageBox::warning(this, tr("Conversations"),
                                  tr("%1\n\nConversations of this session are kept in memory "
-                                    "only.").arg(why));
+                                    "only.")
+                                     .arg(why));
         });
         m_store.open(QStringLiteral(":memory:"));
     }
@@ -101,14 +98,14 @@ MainWindow::MainWindow(Options options, QWidget *parent)
 
     connect(m_engine, &EngineHost::stateChanged, this, &MainWindow::updateEngineState);
     connect(m_engine, &EngineHost::busyChanged, this, &MainWindow::updateEngineState);
-    connect(m_engine, &EngineHost::ready, this, [this] { m_telemetry->setModel(m_engine->model()); });
+    connect(m_engine, &EngineHost::ready, this,
+            [this] { m_telemetry->setModel(m_engine->model()); });
     connect(m_engine, &EngineHost::turnDelta, this, &MainWindow::onTurnDelta);
     connect(m_engine, &EngineHost::turnFinished, this, &MainWindow::onTurnFinished);
     connect(m_engine, &EngineHost::loadFailed, this, &MainWindow::onLoadFailed);
     connect(m_server, &ServerControl::runningChanged, this, &MainWindow::updateServerState);
-    connect(m_server, &ServerControl::failed, this, [this](const QString &e) {
-        statusBar()->showMessage(e, 10000);
-    });
+    connect(m_server, &ServerControl::failed, this,
+            [this](const QString& e) { statusBar()->showMessage(e, 10000); });
 
     fillModelSwitcher();
     reloadConversations();
@@ -119,8 +116,7 @@ MainWindow::MainWindow(Options options, QWidget *parent)
     m_input->setFocus();
 }
 
-MainWindow::~MainWindow()
-{
+MainWindow::~MainWindow() {
     saveWindowState();
     m_server->stop();
     // The engine host is a child, destroyed after this body while the widgets are half gone:
@@ -131,25 +127,25 @@ MainWindow::~MainWindow()
     m_engine = nullptr;
 }
 
-void MainWindow::fillModelSwitcher()
-{
+void MainWindow::fillModelSwitcher() {
     const QSignalBlocker block(m_modelSwitch);
     m_modelSwitch->clear();
-    for (const Profile &p : m_profiles.profiles()) {
-        const QString model = p.modelDir.isEmpty() ? tr("demo model") : QFileInfo(p.modelDir).fileName();
+    for (const Profile& p : m_profiles.profiles()) {
+        const QString model =
+            p.modelDir.isEmpty() ? tr("demo model") : QFileInfo(p.modelDir).fileName();
         m_modelSwitch->addItem(tr("%1 (%2)").arg(p.name, model), p.name);
     }
     m_modelSwitch->addItem(tr("Demo model"), QString());
     const bool profileModel = !m_options.demo && m_options.modelDir.isEmpty();
     // Shown while none of the entries runs (--model, --demo).
-    m_modelSwitch->setPlaceholderText(m_options.demo ? tr("Demo model (--demo)")
-                                                     : tr("%1 (--model)").arg(QFileInfo(m_options.modelDir).fileName()));
+    m_modelSwitch->setPlaceholderText(
+        m_options.demo ? tr("Demo model (--demo)")
+                       : tr("%1 (--model)").arg(QFileInfo(m_options.modelDir).fileName()));
     m_modelSwitch->setCurrentIndex(profileModel ? m_modelSwitch->findData(m_profiles.activeName())
                                                 : -1);
 }
 
-void MainWindow::saveWindowState()
-{
+void MainWindow::saveWindowState() {
     auto s = appSettings();
     s->setValue(QStringLiteral("window/geometry"), saveGeometry());
     s->setValue(QStringLiteral("window/state"), saveState());
@@ -159,12 +155,10 @@ void MainWindow::saveWindowState()
     s->setValue(QStringLiteral("server/running"), m_server->isRunning());
 }
 
-void MainWindow::restoreWindowState()
-{
+void MainWindow::restoreWindowState() {
     auto s = appSettings();
     const QByteArray geometry = s->value(QStringLiteral("window/geometry")).toByteArray();
-    if (!geometry.isEmpty())
-        restoreGeometry(geometry);
+    if (!geometry.isEmpty()) restoreGeometry(geometry);
     restoreState(s->value(QStringLiteral("window/state")).toByteArray());
     m_split->restoreState(s->value(QStringLiteral("window/splitter")).toByteArray());
     const qint64 open = s->value(QStringLiteral("chat/openConversation"), 0).toLongLong();
@@ -176,7 +170,7 @@ void MainWindow::restoreWindowState()
     } else if (m_conversations->rowCount() > 0) {
         selectConversation(m_conversations->at(0).id);
     }
-    QScrollBar *bar = m_chat->verticalScrollBar();
+    QScrollBar* bar = m_chat->verticalScrollBar();
     connect(bar, &QScrollBar::rangeChanged, this, [this, bar](int, int max) {
         if (m_pendingScroll >= 0 && max >= m_pendingScroll)
             bar->setValue(std::exchange(m_pendingScroll, -1));
@@ -189,22 +183,20 @@ void MainWindow::restoreWindowState()
         auto once = std::make_shared<QMetaObject::Connection>();
         *once = connect(m_engine, &EngineHost::ready, this, [this, once] {
             QObject::disconnect(*once);
-            if (!m_server->isRunning())
-                toggleServer();
+            if (!m_server->isRunning()) toggleServer();
         });
     }
 }
 
-void MainWindow::buildUi()
-{
-    auto *split = new QSplitter(this);
+void MainWindow::buildUi() {
+    auto* split = new QSplitter(this);
     m_split = split;
     split->setObjectName(QStringLiteral("mainSplitter"));
     split->setChildrenCollapsible(false);
 
     // Left: search, list, new.
-    auto *left = new QWidget(split);
-    auto *lv = new QVBoxLayout(left);
+    auto* left = new QWidget(split);
+    auto* lv = new QVBoxLayout(left);
     m_search = new QLineEdit(left);
     m_search->setPlaceholderText(tr("Search conversations"));
     m_search->setAccessibleName(tr("Search conversations"));
@@ -220,14 +212,13 @@ void MainWindow::buildUi()
     m_list->setWordWrap(false);
     m_list->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
     m_list->setUniformItemSizes(true);
-    auto *del = new QShortcut(QKeySequence::Delete, m_list);
+    auto* del = new QShortcut(QKeySequence::Delete, m_list);
     del->setContext(Qt::WidgetShortcut);
     connect(del, &QShortcut::activated, this, [this] {
         const QModelIndex i = m_list->currentIndex();
-        if (i.isValid())
-            deleteConversation(m_conversations->at(i.row()).id);
+        if (i.isValid()) deleteConversation(m_conversations->at(i.row()).id);
     });
-    auto *newButton = new QPushButton(tr("New conversation"), left);
+    auto* newButton = new QPushButton(tr("New conversation"), left);
     newButton->setAccessibleName(tr("New conversation"));
     newButton->setToolTip(tr("New conversation (Ctrl+N)"));
     lv->addWidget(m_search);
@@ -235,46 +226,44 @@ void MainWindow::buildUi()
     lv->addWidget(newButton);
     connect(m_search, &QLineEdit::textChanged, this, &MainWindow::reloadConversations);
     connect(newButton, &QPushButton::clicked, this, &MainWindow::newConversation);
-    connect(m_list, &QListView::clicked, this, [this](const QModelIndex &i) {
-        selectConversation(m_conversations->at(i.row()).id);
-    });
-    connect(m_list, &QListView::activated, this, [this](const QModelIndex &i) {
-        selectConversation(m_conversations->at(i.row()).id);
-    });
-    connect(m_list, &QListView::customContextMenuRequested, this, [this](const QPoint &pos) {
+    connect(m_list, &QListView::clicked, this,
+            [this](const QModelIndex& i) { selectConversation(m_conversations->at(i.row()).id); });
+    connect(m_list, &QListView::activated, this,
+            [this](const QModelIndex& i) { selectConversation(m_conversations->at(i.row()).id); });
+    connect(m_list, &QListView::customContextMenuRequested, this, [this](const QPoint& pos) {
         const QModelIndex i = m_list->indexAt(pos);
-        if (!i.isValid())
-            return;
+        if (!i.isValid()) return;
         const ConversationInfo c = m_conversations->at(i.row());
         QMenu menu(this);
         menu.addAction(tr("Rename..."), this, [this, c] {
             bool ok = false;
             const QString t = QInputDialog::getText(this, tr("Rename"), tr("Title:"),
-                                                    QLineEdit::Normal, c.title, &ok).trimmed();
-            if (ok && !t.isEmpty() && m_store.renameConversation(c.id, t))
-                reloadConversations();
+                                                    QLineEdit::Normal, c.title, &ok)
+                                  .trimmed();
+            if (ok && !t.isEmpty() && m_store.renameConversation(c.id, t)) reloadConversations();
         });
-        QAction *del = menu.addAction(tr("Delete"), this, [this, c] { deleteConversation(c.id); });
+        QAction* del = menu.addAction(tr("Delete"), this, [this, c] { deleteConversation(c.id); });
         del->setShortcut(QKeySequence::Delete);
         del->setEnabled(!(m_engine->busy() && c.id == m_turnConversation));
         menu.exec(m_list->viewport()->mapToGlobal(pos));
     });
 
     // Right: banner, chat, settings row, input.
-    auto *right = new QWidget(split);
-    auto *rv = new QVBoxLayout(right);
+    auto* right = new QWidget(split);
+    auto* rv = new QVBoxLayout(right);
     m_banner = new QLabel(right);
     m_banner->setWordWrap(true);
-    m_banner->setText(tr("<b>Demo model:</b> its weights are random, so its replies are "
-                         "nonsense. It shows how the app works; use <i>File &gt; Set up a "
-                         "model</i> for a real gpt-oss checkpoint."));
-    m_banner->setStyleSheet(QStringLiteral(
-        "QLabel { background: #fff3cd; color: #664d03; border: 1px solid #ffe69c; "
-        "border-radius: 4px; padding: 6px; }"));
+    m_banner->setText(
+        tr("<b>Demo model:</b> its weights are random, so its replies are "
+           "nonsense. It shows how the app works; use <i>File &gt; Set up a "
+           "model</i> for a real gpt-oss checkpoint."));
+    m_banner->setStyleSheet(
+        QStringLiteral("QLabel { background: #fff3cd; color: #664d03; border: 1px solid #ffe69c; "
+                       "border-radius: 4px; padding: 6px; }"));
     m_banner->setAccessibleName(tr("Demo model notice"));
     m_banner->hide();
     m_chat = new ChatView(m_messages, right);
-    auto *settingsRow = new QHBoxLayout;
+    auto* settingsRow = new QHBoxLayout;
     m_effort = new QComboBox(right);
     m_effort->addItems({QStringLiteral("low"), QStringLiteral("medium"), QStringLiteral("high")});
     m_effort->setCurrentText(QStringLiteral("medium"));
@@ -285,14 +274,14 @@ void MainWindow::buildUi()
     settingsRow->addWidget(m_effort);
     settingsRow->addWidget(m_systemPrompt);
     settingsRow->addStretch(1);
-    auto *inputRow = new QHBoxLayout;
+    auto* inputRow = new QHBoxLayout;
     m_input = new ChatInput(right);
     m_send = new QPushButton(tr("Send"), right);
     m_send->setAccessibleName(tr("Send message"));
     m_stop = new QPushButton(tr("Stop"), right);
     m_stop->setAccessibleName(tr("Stop generating"));
     m_stop->setToolTip(tr("Stop (Esc)"));
-    auto *buttons = new QVBoxLayout;
+    auto* buttons = new QVBoxLayout;
     buttons->addWidget(m_send);
     buttons->addWidget(m_stop);
     inputRow->addWidget(m_input, 1);
@@ -323,8 +312,7 @@ void MainWindow::buildUi()
             this, tr("System prompt"),
             tr("Instructions for the assistant in this conversation (empty: none):"),
             info ? info->systemPrompt : m_draftSystemPrompt, &ok);
-        if (!ok)
-            return;
+        if (!ok) return;
         // A New conversation keeps it until its first message stores the conversation.
         if (m_current == 0)
             m_draftSystemPrompt = text;
@@ -338,7 +326,7 @@ void MainWindow::buildUi()
     m_telemetry = new TelemetryDock(this);
     addDockWidget(Qt::RightDockWidgetArea, m_telemetry);
     m_telemetry->hide();
-    auto *logDock = new QDockWidget(tr("Logs"), this);
+    auto* logDock = new QDockWidget(tr("Logs"), this);
     logDock->setObjectName(QStringLiteral("logsDock"));
     m_logs = new QPlainTextEdit(logDock);
     m_logs->setReadOnly(true);
@@ -360,8 +348,9 @@ void MainWindow::buildUi()
     m_busy->hide();
     m_modelSwitch = new QComboBox(this);
     m_modelSwitch->setAccessibleName(tr("Model profile"));
-    m_modelSwitch->setToolTip(tr("Switch the model: the profiles (Settings > Profiles) and the "
-                                 "demo model"));
+    m_modelSwitch->setToolTip(
+        tr("Switch the model: the profiles (Settings > Profiles) and the "
+           "demo model"));
     m_modelSwitch->setSizeAdjustPolicy(QComboBox::AdjustToContents);
     statusBar()->addWidget(m_modelSwitch);
     statusBar()->addWidget(m_engineLabel, 1);
@@ -376,8 +365,7 @@ void MainWindow::buildUi()
             return;
         m_profiles.setActive(name);
         QString error;
-        if (!m_profiles.save(m_options.profilesPath, &error))
-            statusBar()->showMessage(error, 6000);
+        if (!m_profiles.save(m_options.profilesPath, &error)) statusBar()->showMessage(error, 6000);
         m_options.modelDir.clear();  // the profile's model from now on
         m_options.demo = false;
         loadActiveProfile();
@@ -398,66 +386,62 @@ void MainWindow::buildUi()
             [this] { QApplication::clipboard()->setText(m_server->url()); });
 
     // Shortcuts (Enter / Shift+Enter live in ChatInput).
-    auto *esc = new QShortcut(QKeySequence(Qt::Key_Escape), this);
+    auto* esc = new QShortcut(QKeySequence(Qt::Key_Escape), this);
     connect(esc, &QShortcut::activated, this, &MainWindow::stopGeneration);
-    auto *find = new QShortcut(QKeySequence::Find, this);
+    auto* find = new QShortcut(QKeySequence::Find, this);
     connect(find, &QShortcut::activated, m_search, qOverload<>(&QWidget::setFocus));
 }
 
-void MainWindow::buildMenus()
-{
-    QMenu *file = menuBar()->addMenu(tr("&File"));
-    QAction *newAct = file->addAction(tr("&New conversation"), this, &MainWindow::newConversation);
+void MainWindow::buildMenus() {
+    QMenu* file = menuBar()->addMenu(tr("&File"));
+    QAction* newAct = file->addAction(tr("&New conversation"), this, &MainWindow::newConversation);
     newAct->setShortcut(QKeySequence::New);
     file->addAction(tr("Export as &Markdown..."), this, [this] {
-        const QString p = QFileDialog::getSaveFileName(this, tr("Export"), QStringLiteral("conversation.md"),
-                                                       tr("Markdown (*.md)"));
-        if (!p.isEmpty())
-            exportConversation(p, false);
+        const QString p = QFileDialog::getSaveFileName(
+            this, tr("Export"), QStringLiteral("conversation.md"), tr("Markdown (*.md)"));
+        if (!p.isEmpty()) exportConversation(p, false);
     });
     file->addAction(tr("Export as &JSON..."), this, [this] {
-        const QString p = QFileDialog::getSaveFileName(this, tr("Export"), QStringLiteral("conversation.json"),
-                                                       tr("JSON (*.json)"));
-        if (!p.isEmpty())
-            exportConversation(p, true);
+        const QString p = QFileDialog::getSaveFileName(
+            this, tr("Export"), QStringLiteral("conversation.json"), tr("JSON (*.json)"));
+        if (!p.isEmpty()) exportConversation(p, true);
     });
     file->addSeparator();
     file->addAction(tr("&Set up a model..."), this, &MainWindow::openWizard);
-    file->addAction(tr("Use the &demo model"), this, [this] {
-        m_engine->loadDemo(demoModelDir(), demoTokenizerPath());
-    });
+    file->addAction(tr("Use the &demo model"), this,
+                    [this] { m_engine->loadDemo(demoModelDir(), demoTokenizerPath()); });
     file->addSeparator();
-    QAction *quit = file->addAction(tr("&Quit"), this, &MainWindow::quitApplication);
+    QAction* quit = file->addAction(tr("&Quit"), this, &MainWindow::quitApplication);
     // QKeySequence::Quit is empty on Windows: Ctrl+Q everywhere (Cmd+Q on macOS).
     quit->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_Q));
     quit->setShortcutContext(Qt::ApplicationShortcut);
 
-    QMenu *settings = menuBar()->addMenu(tr("&Settings"));
-    QAction *appSettingsAct = settings->addAction(tr("&Settings..."), this, &MainWindow::openSettings);
+    QMenu* settings = menuBar()->addMenu(tr("&Settings"));
+    QAction* appSettingsAct =
+        settings->addAction(tr("&Settings..."), this, &MainWindow::openSettings);
     appSettingsAct->setShortcut(QKeySequence::Preferences);
     settings->addAction(tr("&Profiles (engine settings)..."), this, &MainWindow::openProfiles);
 
-    QMenu *tools = menuBar()->addMenu(tr("&Tools"));
+    QMenu* tools = menuBar()->addMenu(tr("&Tools"));
     tools->addAction(tr("&Benchmark (A/B profiles)..."), this, &MainWindow::openBenchmark);
 
-    QMenu *server = menuBar()->addMenu(tr("Se&rver"));
+    QMenu* server = menuBar()->addMenu(tr("Se&rver"));
     m_serverAction = server->addAction(tr("Start API server"), this, &MainWindow::toggleServer);
-    m_copyUrlAction = server->addAction(tr("Copy API URL"), this,
-                                        [this] { QApplication::clipboard()->setText(m_server->url()); });
+    m_copyUrlAction = server->addAction(
+        tr("Copy API URL"), this, [this] { QApplication::clipboard()->setText(m_server->url()); });
 
-    QMenu *view = menuBar()->addMenu(tr("&View"));
+    QMenu* view = menuBar()->addMenu(tr("&View"));
     view->addAction(m_telemetry->toggleViewAction());
-    for (QDockWidget *d : findChildren<QDockWidget *>())
-        if (d != m_telemetry)
-            view->addAction(d->toggleViewAction());
+    for (QDockWidget* d : findChildren<QDockWidget*>())
+        if (d != m_telemetry) view->addAction(d->toggleViewAction());
     view->addAction(tr("Open the log folder"), this,
                     [] { QDesktopServices::openUrl(QUrl::fromLocalFile(logDir())); });
 
-    QMenu *help = menuBar()->addMenu(tr("&Help"));
-    QAction *guide = help->addAction(tr("&User guide"), this, [this] {
+    QMenu* help = menuBar()->addMenu(tr("&Help"));
+    QAction* guide = help->addAction(tr("&User guide"), this, [this] {
         // The installed guide (share/doc/neural, gui/CMakeLists.txt), else the source tree's.
         const QString bin = QCoreApplication::applicationDirPath();
-        for (const QString &p : {bin + QStringLiteral("/../share/doc/neural/DESKTOP.md"),
+        for (const QString& p : {bin + QStringLiteral("/../share/doc/neural/DESKTOP.md"),
                                  QStringLiteral(NEURAL_SOURCE_DIR "/docs/DESKTOP.md")}) {
             if (QFileInfo::exists(p)) {
                 QDesktopServices::openUrl(QUrl::fromLocalFile(QFileInfo(p).absoluteFilePath()));
@@ -467,13 +451,11 @@ void MainWindow::buildMenus()
         statusBar()->showMessage(tr("The user guide (DESKTOP.md) is not installed."), 6000);
     });
     guide->setShortcut(QKeySequence::HelpContents);
-    help->addAction(tr("&About Neural"), this, [this] {
-        QMessageBox::about(this, tr("About Neural"), aboutText());
-    });
+    help->addAction(tr("&About Neural"), this,
+                    [this] { QMessageBox::about(this, tr("About Neural"), aboutText()); });
 }
 
-QString MainWindow::aboutText() const
-{
+QString MainWindow::aboutText() const {
 #ifdef NDEBUG
     const QString buildType = tr("release");
 #else
@@ -485,8 +467,7 @@ QString MainWindow::aboutText() const
     const QString cuda = tr("CPU only (built without CUDA)");
 #endif
     QString backend = tr("no model loaded");
-    if (m_engine->model())
-        backend = QString::fromStdString(m_engine->model()->describe_backend());
+    if (m_engine->model()) backend = QString::fromStdString(m_engine->model()->describe_backend());
     return tr("<h3>Neural %1</h3><p>Runs gpt-oss on this PC: the dense core and a pool of expert "
               "slots on the GPU, the other experts on the CPU.</p>"
               "<p>Build: %2, %3, Qt %4.<br>Backend: %5</p>")
@@ -494,13 +475,11 @@ QString MainWindow::aboutText() const
              backend.toHtmlEscaped());
 }
 
-void MainWindow::buildTray()
-{
-    if (!m_options.useTray || !QSystemTrayIcon::isSystemTrayAvailable())
-        return;
+void MainWindow::buildTray() {
+    if (!m_options.useTray || !QSystemTrayIcon::isSystemTrayAvailable()) return;
     m_tray = new QSystemTrayIcon(windowIcon(), this);
     m_tray->setToolTip(tr("Neural"));
-    auto *menu = new QMenu(this);
+    auto* menu = new QMenu(this);
     menu->addAction(tr("Show / hide window"), this, [this] { setVisible(!isVisible()); });
     menu->addAction(m_serverAction);
     menu->addAction(m_copyUrlAction);
@@ -517,8 +496,7 @@ void MainWindow::buildTray()
     m_tray->show();
 }
 
-void MainWindow::quitApplication()
-{
+void MainWindow::quitApplication() {
     // close() alone does not end the app when the window is already hidden in the tray (the
     // last *visible* window closing is what quits), so the event loop is ended explicitly.
     m_quitting = true;
@@ -527,12 +505,12 @@ void MainWindow::quitApplication()
     QCoreApplication::quit();
 }
 
-void MainWindow::closeEvent(QCloseEvent *event)
-{
+void MainWindow::closeEvent(QCloseEvent* event) {
     const bool keep = appSettings()->value(QStringLiteral("server/keepInTray"), true).toBool();
     if (!m_quitting && m_tray && m_server->isRunning() && keep) {
         hide();
-        m_tray->showMessage(tr("Neural"), tr("The API server keeps running at %1.").arg(m_server->url()));
+        m_tray->showMessage(tr("Neural"),
+                            tr("The API server keeps running at %1.").arg(m_server->url()));
         event->ignore();
         return;
     }
@@ -541,21 +519,17 @@ void MainWindow::closeEvent(QCloseEvent *event)
     event->accept();
 }
 
-void MainWindow::reloadConversations()
-{
-    m_conversations->setConversations(m_store.conversations(m_search ? m_search->text() : QString()));
+void MainWindow::reloadConversations() {
+    m_conversations->setConversations(
+        m_store.conversations(m_search ? m_search->text() : QString()));
     const int row = m_conversations->rowOf(m_current);
-    if (row >= 0)
-        m_list->setCurrentIndex(m_conversations->index(row));
+    if (row >= 0) m_list->setCurrentIndex(m_conversations->index(row));
 }
 
-void MainWindow::selectConversation(qint64 id)
-{
-    if (id == m_current && m_messages->rowCount() > 0)
-        return;
+void MainWindow::selectConversation(qint64 id) {
+    if (id == m_current && m_messages->rowCount() > 0) return;
     const auto info = m_store.conversation(id);
-    if (!info)
-        return;
+    if (!info) return;
     m_current = id;
     m_pendingScroll = -1;
     m_messages->setMessages(m_store.messages(id));
@@ -571,12 +545,10 @@ void MainWindow::selectConversation(qint64 id)
     m_systemPrompt->setText(info->systemPrompt.isEmpty() ? tr("System prompt...")
                                                          : tr("System prompt (set)..."));
     const int row = m_conversations->rowOf(id);
-    if (row >= 0)
-        m_list->setCurrentIndex(m_conversations->index(row));
+    if (row >= 0) m_list->setCurrentIndex(m_conversations->index(row));
 }
 
-void MainWindow::newConversation()
-{
+void MainWindow::newConversation() {
     // A draft: stored with its first message, so an untouched New leaves no empty row.
     m_current = 0;
     m_pendingScroll = -1;
@@ -588,14 +560,13 @@ void MainWindow::newConversation()
     m_input->setFocus();
 }
 
-void MainWindow::deleteConversation(qint64 id)
-{
+void MainWindow::deleteConversation(qint64 id) {
     const auto info = m_store.conversation(id);
-    if (!info)
-        return;
+    if (!info) return;
     if (m_engine->busy() && id == m_turnConversation) {
         statusBar()->showMessage(tr("A reply is being written into this conversation; stop it "
-                                    "first."), 4000);
+                                    "first."),
+                                 4000);
         return;
     }
     if (QMessageBox::question(this, tr("Delete conversation"),
@@ -613,35 +584,29 @@ void MainWindow::deleteConversation(qint64 id)
     reloadConversations();
 }
 
-void MainWindow::refreshListRow(qint64 id)
-{
+void MainWindow::refreshListRow(qint64 id) {
     // In place: the order is the one of the last reload, so rows stay under the mouse.
     if (const auto info = m_store.conversation(id); !info || !m_conversations->updateInPlace(*info))
         reloadConversations();
 }
 
-void MainWindow::onTurnDelta(const QString &reasoning, const QString &content)
-{
+void MainWindow::onTurnDelta(const QString& reasoning, const QString& content) {
     m_streamReasoning += reasoning;
     m_streamContent += content;
     if (m_current == m_turnConversation)
         m_messages->appendDelta(reasoning, content, m_engine->batcher().releasedPieces());
 }
 
-void MainWindow::saveConversationSettings()
-{
-    if (m_current == 0)
-        return;
+void MainWindow::saveConversationSettings() {
+    if (m_current == 0) return;
     const auto info = m_store.conversation(m_current);
     if (info)
         m_store.setConversationSettings(m_current, info->systemPrompt, m_effort->currentText());
 }
 
-void MainWindow::sendMessage()
-{
+void MainWindow::sendMessage() {
     const QString text = m_input->toPlainText().trimmed();
-    if (text.isEmpty() || m_engine->busy())
-        return;
+    if (text.isEmpty() || m_engine->busy()) return;
     if (m_engine->state() != EngineHost::State::ready) {
         statusBar()->showMessage(tr("No model is ready yet."), 4000);
         return;
@@ -672,15 +637,12 @@ void MainWindow::sendMessage()
     startTurn();
 }
 
-void MainWindow::startTurn()
-{
+void MainWindow::startTurn() {
     const auto info = m_store.conversation(m_current);
     TurnRequest req;
     req.maxTokens = appSettings()->value(QStringLiteral("chat/maxTokens"), 2048).toInt();
-    if (m_turnTokenLimit > 0)
-        req.maxTokens = std::min(req.maxTokens, m_turnTokenLimit);
-    for (const ChatMessage &m : m_messages->items())
-        req.history.push_back({m.role, m.content});
+    if (m_turnTokenLimit > 0) req.maxTokens = std::min(req.maxTokens, m_turnTokenLimit);
+    for (const ChatMessage& m : m_messages->items()) req.history.push_back({m.role, m.content});
     if (info) {
         req.systemPrompt = info->systemPrompt;
         req.reasoningEffort = info->reasoningEffort;
@@ -699,8 +661,7 @@ void MainWindow::startTurn()
     }
 }
 
-void MainWindow::onTurnFinished(const TurnReport &report)
-{
+void MainWindow::onTurnFinished(const TurnReport& report) {
     const qint64 conv = m_turnConversation;
     m_turnConversation = 0;
     QList<MessageVersion> versions = std::exchange(m_regenerated, {});
@@ -709,53 +670,46 @@ void MainWindow::onTurnFinished(const TurnReport &report)
     const bool empty = report.content.isEmpty() && report.reasoning.isEmpty();
     if (empty && versions.isEmpty()) {
         // Nothing generated (stopped at once, or an error before the first token).
-        if (conv == m_current)
-            m_messages->endStreaming(nullptr);
+        if (conv == m_current) m_messages->endStreaming(nullptr);
         return;
     }
     // A regenerated reply joins the earlier versions; when nothing came, they come back.
-    if (!empty)
-        versions.push_back({report.content, report.reasoning, report.toJson()});
-    const MessageVersion &shown = versions.isEmpty() ? MessageVersion{} : versions.last();
+    if (!empty) versions.push_back({report.content, report.reasoning, report.toJson()});
+    const MessageVersion& shown = versions.isEmpty() ? MessageVersion{} : versions.last();
     // Committed now: a crash after this point loses nothing of this reply.
-    StoredMessage stored = empty ? m_store.appendMessage(conv, QStringLiteral("assistant"),
-                                                         shown.content, shown.reasoning, shown.stats)
-                                 : m_store.appendMessage(conv, QStringLiteral("assistant"),
-                                                         report.content, report.reasoning,
-                                                         report.toJson());
+    StoredMessage stored =
+        empty ? m_store.appendMessage(conv, QStringLiteral("assistant"), shown.content,
+                                      shown.reasoning, shown.stats)
+              : m_store.appendMessage(conv, QStringLiteral("assistant"), report.content,
+                                      report.reasoning, report.toJson());
     if (stored.id != 0 && versions.size() > 1) {
-        if (m_store.setMessageVersions(stored.id, versions, static_cast<int>(versions.size()) - 1)) {
+        if (m_store.setMessageVersions(stored.id, versions,
+                                       static_cast<int>(versions.size()) - 1)) {
             stored.versions = versions;
             stored.version = static_cast<int>(versions.size()) - 1;
         }
     }
-    if (stored.id == 0)
-        spdlog::error("reply not saved: {}", m_store.lastError().toStdString());
-    if (conv == m_current)
-        m_messages->endStreaming(stored.id ? &stored : nullptr);
+    if (stored.id == 0) spdlog::error("reply not saved: {}", m_store.lastError().toStdString());
+    if (conv == m_current) m_messages->endStreaming(stored.id ? &stored : nullptr);
     refreshListRow(conv);
 }
 
 void MainWindow::stopGeneration() { m_engine->stop(); }
 
-void MainWindow::regenerate(int row)
-{
+void MainWindow::regenerate(int row) {
     if (m_engine->busy() || row < 0 || row >= m_messages->rowCount() ||
         m_messages->at(row).role != QLatin1String("assistant"))
         return;
-    const ChatMessage &old = m_messages->at(row);
+    const ChatMessage& old = m_messages->at(row);
     m_regenerated = old.versions;
-    if (m_regenerated.isEmpty())
-        m_regenerated.push_back({old.content, old.reasoning, old.stats});
+    if (m_regenerated.isEmpty()) m_regenerated.push_back({old.content, old.reasoning, old.stats});
     m_store.truncate(m_current, row);
     m_messages->truncate(row);
     startTurn();
 }
 
-void MainWindow::deleteMessage(int row)
-{
-    if (m_engine->busy() || row < 0 || row >= m_messages->rowCount())
-        return;
+void MainWindow::deleteMessage(int row) {
+    if (m_engine->busy() || row < 0 || row >= m_messages->rowCount()) return;
     if (!m_store.deleteMessage(m_current, row)) {
         statusBar()->showMessage(m_store.lastError(), 6000);
         return;
@@ -764,12 +718,11 @@ void MainWindow::deleteMessage(int row)
     m_input->setFocus();
 }
 
-void MainWindow::showVersion(int row, int index)
-{
-    if (m_engine->busy() || row < 0 || row >= m_messages->rowCount())
-        return;
-    const ChatMessage &m = m_messages->at(row);
-    if (index < 0 || index >= m.versions.size() || !m_store.setMessageVersions(m.id, m.versions, index))
+void MainWindow::showVersion(int row, int index) {
+    if (m_engine->busy() || row < 0 || row >= m_messages->rowCount()) return;
+    const ChatMessage& m = m_messages->at(row);
+    if (index < 0 || index >= m.versions.size() ||
+        !m_store.setMessageVersions(m.id, m.versions, index))
         return;
     StoredMessage s;
     s.id = m.id;
@@ -784,54 +737,48 @@ void MainWindow::showVersion(int row, int index)
     m_messages->replace(row, s);
 }
 
-void MainWindow::editMessage(int row, const QString &newText)
-{
+void MainWindow::editMessage(int row, const QString& newText) {
     if (m_engine->busy() || row < 0 || row >= m_messages->rowCount() ||
         m_messages->at(row).role != QLatin1String("user"))
         return;
     // The chat view edits in place and sends the new text here.
     const QString text = newText;
-    if (text.trimmed().isEmpty())
-        return;
+    if (text.trimmed().isEmpty()) return;
     // A title made from the first message follows its edit; a title the user chose stays.
     const auto info = m_store.conversation(m_current);
     if (row == 0 && info && info->title == titleFrom(m_messages->at(0).content))
         m_store.renameConversation(m_current, titleFrom(text.trimmed()));
     m_store.truncate(m_current, row);
     m_messages->truncate(row);
-    const StoredMessage stored = m_store.appendMessage(m_current, QStringLiteral("user"), text.trimmed());
-    if (stored.id == 0)
-        return;
+    const StoredMessage stored =
+        m_store.appendMessage(m_current, QStringLiteral("user"), text.trimmed());
+    if (stored.id == 0) return;
     m_messages->append(stored);
     refreshListRow(m_current);
     m_input->setFocus();
     startTurn();
 }
 
-bool MainWindow::exportConversation(const QString &path, bool json)
-{
-    if (m_current == 0)
-        return false;
-    const QByteArray bytes = json ? m_store.exportJson(m_current)
-                                  : m_store.exportMarkdown(m_current).toUtf8();
+bool MainWindow::exportConversation(const QString& path, bool json) {
+    if (m_current == 0) return false;
+    const QByteArray bytes =
+        json ? m_store.exportJson(m_current) : m_store.exportMarkdown(m_current).toUtf8();
     QSaveFile f(path);
     if (!f.open(QIODevice::WriteOnly) || f.write(bytes) != bytes.size() || !f.commit()) {
-        QMessageBox::warning(this, tr("Export"), tr("Cannot write %1: %2").arg(path, f.errorString()));
+        QMessageBox::warning(this, tr("Export"),
+                             tr("Cannot write %1: %2").arg(path, f.errorString()));
         return false;
     }
     statusBar()->showMessage(tr("Exported to %1").arg(path), 4000);
     return true;
 }
 
-void MainWindow::updateEngineState()
-{
+void MainWindow::updateEngineState() {
     const EngineHost::State s = m_engine->state();
     QString text = m_engine->stateText();
     const QString warning = s == EngineHost::State::ready ? engineWarning() : QString();
-    if (!warning.isEmpty())
-        text = tr("Ready with a warning: %1").arg(m_engine->modelSummary());
-    if (m_engine->busy())
-        text = tr("Generating ... (Esc stops)");
+    if (!warning.isEmpty()) text = tr("Ready with a warning: %1").arg(m_engine->modelSummary());
+    if (m_engine->busy()) text = tr("Generating ... (Esc stops)");
     m_engineLabel->setText(warning.isEmpty() ? text : text + QStringLiteral(" - ") + warning);
     m_engineLabel->setToolTip(warning);
     m_engineLabel->setStyleSheet(warning.isEmpty() ? QString()
@@ -844,15 +791,13 @@ void MainWindow::updateEngineState()
     m_effort->setEnabled(!m_engine->busy());
 }
 
-QString MainWindow::engineWarning() const
-{
+QString MainWindow::engineWarning() const {
     const std::shared_ptr<const Model> model = m_engine->model();
     if (!model || !m_loadOptions.kernel_persistent || m_loadOptions.store.empty() ||
         m_loadOptions.kernel == "reference" || std::string(model->backend_name()) != "cpu")
         return {};
-    const cpu::StoreMoe *moe = model->cpu().store_moe();
-    if (!moe || moe->describe().find("persistent team") != std::string::npos)
-        return {};
+    const cpu::StoreMoe* moe = model->cpu().store_moe();
+    if (!moe || moe->describe().find("persistent team") != std::string::npos) return {};
     // The profile asked for the persistent team and the OpenMP team runs instead: slower than
     // chosen, so it stays in view rather than only in the log.
     cpu::TeamOptions team;
@@ -861,11 +806,11 @@ QString MainWindow::engineWarning() const
     const QString library =
         QString::fromStdString(cpu::PersistentTeam::resolve_library(team).string());
     return tr("the persistent CPU team is not used (its library %1 could not be loaded; the log "
-              "says why): the OpenMP team runs instead").arg(library);
+              "says why): the OpenMP team runs instead")
+        .arg(library);
 }
 
-void MainWindow::updateServerState(bool running, const QString &url)
-{
+void MainWindow::updateServerState(bool running, const QString& url) {
     m_serverLabel->setText(running ? tr("API: %1").arg(url) : tr("API: off"));
     m_serverButton->setText(running ? tr("Stop API") : tr("Start API"));
     m_serverAction->setText(running ? tr("Stop API server") : tr("Start API server"));
@@ -881,30 +826,27 @@ void MainWindow::updateServerState(bool running, const QString &url)
         m_tray->setToolTip(running ? tr("Neural - API at %1").arg(url) : tr("Neural - API off"));
 }
 
-void MainWindow::toggleServer()
-{
+void MainWindow::toggleServer() {
     if (m_server->isRunning()) {
         m_server->stop();
         return;
     }
-    const quint16 port = static_cast<quint16>(
-        appSettings()->value(QStringLiteral("server/port"), 8080).toInt());
-    if (!m_server->start(port))
-        QMessageBox::warning(this, tr("API server"), m_server->lastError());
+    const quint16 port =
+        static_cast<quint16>(appSettings()->value(QStringLiteral("server/port"), 8080).toInt());
+    if (!m_server->start(port)) QMessageBox::warning(this, tr("API server"), m_server->lastError());
 }
 
-void MainWindow::loadActiveProfile()
-{
+void MainWindow::loadActiveProfile() {
     m_loadOptions = {};
     if (m_options.demo && m_options.modelDir.isEmpty()) {
         m_engine->loadDemo(demoModelDir(), demoTokenizerPath());
         return;
     }
-    const Profile &p = m_profiles.active();
+    const Profile& p = m_profiles.active();
     LoadOptions o;
     try {
         o = p.toLoadOptions();
-    } catch (const std::exception &e) {  // a setting the profile's backend refuses
+    } catch (const std::exception& e) {  // a setting the profile's backend refuses
         onLoadFailed(QString::fromUtf8(e.what()));
         return;
     }
@@ -917,24 +859,25 @@ void MainWindow::loadActiveProfile()
         m_engine->load(dir, o);
         return;
     }
-    if (QFileInfo::exists(demoModelDir() + QStringLiteral("/config.json")) || !m_options.askFirstRun) {
+    if (QFileInfo::exists(demoModelDir() + QStringLiteral("/config.json")) ||
+        !m_options.askFirstRun) {
         m_engine->loadDemo(demoModelDir(), demoTokenizerPath());
         return;
     }
     QTimer::singleShot(0, this, &MainWindow::firstRun);
 }
 
-void MainWindow::onLoadFailed(const QString &error)
-{
+void MainWindow::onLoadFailed(const QString& error) {
     // Window-modal but not blocking (open(), not exec()): the app keeps running meanwhile.
-    auto *box = new QMessageBox(QMessageBox::Warning, tr("Model not loaded"),
-                                tr("The model in %1 could not be loaded.").arg(m_engine->modelDir()),
-                                QMessageBox::Close, this);
+    auto* box =
+        new QMessageBox(QMessageBox::Warning, tr("Model not loaded"),
+                        tr("The model in %1 could not be loaded.").arg(m_engine->modelDir()),
+                        QMessageBox::Close, this);
     box->setAttribute(Qt::WA_DeleteOnClose);
     box->setInformativeText(error);
-    QPushButton *wizard = box->addButton(tr("Set up a model..."), QMessageBox::AcceptRole);
-    QPushButton *demo = box->addButton(tr("Use the demo model"), QMessageBox::ActionRole);
-    connect(box, &QMessageBox::buttonClicked, this, [this, wizard, demo](QAbstractButton *b) {
+    QPushButton* wizard = box->addButton(tr("Set up a model..."), QMessageBox::AcceptRole);
+    QPushButton* demo = box->addButton(tr("Use the demo model"), QMessageBox::ActionRole);
+    connect(box, &QMessageBox::buttonClicked, this, [this, wizard, demo](QAbstractButton* b) {
         if (b == wizard)
             openWizard();
         else if (b == demo)
@@ -943,15 +886,15 @@ void MainWindow::onLoadFailed(const QString &error)
     box->open();
 }
 
-void MainWindow::firstRun()
-{
+void MainWindow::firstRun() {
     QMessageBox box(this);
     box.setWindowTitle(tr("Welcome to Neural"));
     box.setText(tr("No model is set up yet."));
-    box.setInformativeText(tr("Set up a gpt-oss checkpoint you downloaded, or try the app with "
-                              "the built-in demo model (random weights: its replies are "
-                              "nonsense)."));
-    QPushButton *wizard = box.addButton(tr("Set up a model..."), QMessageBox::AcceptRole);
+    box.setInformativeText(
+        tr("Set up a gpt-oss checkpoint you downloaded, or try the app with "
+           "the built-in demo model (random weights: its replies are "
+           "nonsense)."));
+    QPushButton* wizard = box.addButton(tr("Set up a model..."), QMessageBox::AcceptRole);
     box.addButton(tr("Use the demo model"), QMessageBox::RejectRole);
     box.exec();
     if (box.clickedButton() == wizard)
@@ -960,9 +903,8 @@ void MainWindow::firstRun()
         m_engine->loadDemo(demoModelDir(), demoTokenizerPath());
 }
 
-void MainWindow::openWizard()
-{
-    auto *wizard = new SetupWizard(this);
+void MainWindow::openWizard() {
+    auto* wizard = new SetupWizard(this);
     wizard->setAttribute(Qt::WA_DeleteOnClose);
     connect(wizard, &QWizard::accepted, this, [this, wizard] {
         const Profile p = wizard->profile();
@@ -978,11 +920,10 @@ void MainWindow::openWizard()
     wizard->open();
 }
 
-void MainWindow::openProfiles()
-{
-    auto *dialog = new ProfileDialog(&m_profiles, m_options.profilesPath, this);
+void MainWindow::openProfiles() {
+    auto* dialog = new ProfileDialog(&m_profiles, m_options.profilesPath, this);
     dialog->setAttribute(Qt::WA_DeleteOnClose);
-    connect(dialog, &ProfileDialog::applied, this, [this](const Profile &) {
+    connect(dialog, &ProfileDialog::applied, this, [this](const Profile&) {
         m_options.modelDir.clear();  // the profile's model from now on
         fillModelSwitcher();
         loadActiveProfile();
@@ -990,14 +931,13 @@ void MainWindow::openProfiles()
     dialog->open();
 }
 
-void MainWindow::openBenchmark()
-{
+void MainWindow::openBenchmark() {
     if (m_benchmark) {
         m_benchmark->raise();
         m_benchmark->activateWindow();
         return;
     }
-    auto *dialog = new BenchmarkDialog(&m_profiles, m_engine, this);
+    auto* dialog = new BenchmarkDialog(&m_profiles, m_engine, this);
     dialog->setAttribute(Qt::WA_DeleteOnClose);
     dialog->setModelOverride(m_options.modelDir);
     // After a run the chat engine comes back with the active profile (as after Apply).
@@ -1010,13 +950,11 @@ void MainWindow::openBenchmark()
     dialog->open();  // window-modal: no chat or profile change while it is open
 }
 
-void MainWindow::openSettings()
-{
-    auto *dialog = new AppSettingsDialog(this);
+void MainWindow::openSettings() {
+    auto* dialog = new AppSettingsDialog(this);
     dialog->setAttribute(Qt::WA_DeleteOnClose);
-    connect(dialog, &AppSettingsDialog::themeChanged, this, [](const QString &theme) {
-        applyTheme(theme);
-    });
+    connect(dialog, &AppSettingsDialog::themeChanged, this,
+            [](const QString& theme) { applyTheme(theme); });
     dialog->open();
 }
 

@@ -43,30 +43,30 @@ class MainWindow : public QMainWindow {
     Q_OBJECT
 public:
     struct Options {
-        QString modelDir;       // --model: overrides the profile's model
-        bool demo = false;      // --demo: the built-in demo model, whatever the profile says
-        QString dbPath;         // conversations file (default: conversationsPath())
-        QString profilesPath;   // default: profilesPath()
+        QString modelDir;         // --model: overrides the profile's model
+        bool demo = false;        // --demo: the built-in demo model, whatever the profile says
+        QString dbPath;           // conversations file (default: conversationsPath())
+        QString profilesPath;     // default: profilesPath()
         bool askFirstRun = true;  // no model anywhere: ask (wizard / demo) instead of the demo
         bool useTray = true;      // false: server controls in the window even with a tray
     };
 
-    explicit MainWindow(Options options, QWidget *parent = nullptr);
+    explicit MainWindow(Options options, QWidget* parent = nullptr);
     ~MainWindow() override;
 
-    EngineHost *engine() const { return m_engine; }
-    ConversationStore &store() { return m_store; }
-    MessageModel *messages() const { return m_messages; }
-    ConversationModel *conversations() const { return m_conversations; }
-    ChatInput *input() const { return m_input; }
-    ChatView *chatView() const { return m_chat; }
-    ServerControl *server() const { return m_server; }
-    TelemetryDock *telemetry() const { return m_telemetry; }
+    EngineHost* engine() const { return m_engine; }
+    ConversationStore& store() { return m_store; }
+    MessageModel* messages() const { return m_messages; }
+    ConversationModel* conversations() const { return m_conversations; }
+    ChatInput* input() const { return m_input; }
+    ChatView* chatView() const { return m_chat; }
+    ServerControl* server() const { return m_server; }
+    TelemetryDock* telemetry() const { return m_telemetry; }
     qint64 currentConversation() const { return m_current; }
-    QLabel *banner() const { return m_banner; }
-    QPushButton *serverButton() const { return m_serverButton; }
+    QLabel* banner() const { return m_banner; }
+    QPushButton* serverButton() const { return m_serverButton; }
     // The Benchmark panel while it is open (Tools > Benchmark...), else null.
-    BenchmarkDialog *benchmark() const { return m_benchmark; }
+    BenchmarkDialog* benchmark() const { return m_benchmark; }
 
 public slots:
     void newConversation();
@@ -79,13 +79,13 @@ public slots:
     void setTurnTokenLimit(int n) { m_turnTokenLimit = n; }
     void stopGeneration();
     void regenerate(int row);
-    void editMessage(int row, const QString &newText = {});
+    void editMessage(int row, const QString& newText = {});
     void deleteMessage(int row);
     // Shows version `index` of a regenerated reply (the chat view's < 2/3 >).
     void showVersion(int row, int index);
     void selectConversation(qint64 id);
     void toggleServer();
-    bool exportConversation(const QString &path, bool json);
+    bool exportConversation(const QString& path, bool json);
     // Tools > Benchmark...: the A/B panel (window-modal; one at a time).
     void openBenchmark();
     // Settings > Settings...: the app's settings page (API, tray, theme, reply limit).
@@ -98,14 +98,14 @@ public slots:
     // Writes the layout, the open conversation, its scroll position and the API state into
     // appSettings() (also done when the window closes).
     void saveWindowState();
-    QListView *conversationList() const { return m_list; }
-    QSplitter *splitter() const { return m_split; }
-    QLabel *engineLabel() const { return m_engineLabel; }
+    QListView* conversationList() const { return m_list; }
+    QSplitter* splitter() const { return m_split; }
+    QLabel* engineLabel() const { return m_engineLabel; }
     // The status bar's quick model switcher: the profiles, then the demo model.
-    QComboBox *modelSwitcher() const { return m_modelSwitch; }
+    QComboBox* modelSwitcher() const { return m_modelSwitch; }
 
 protected:
-    void closeEvent(QCloseEvent *event) override;
+    void closeEvent(QCloseEvent* event) override;
 
 private:
     void buildUi();
@@ -113,17 +113,17 @@ private:
     void buildTray();
     void reloadConversations();
     void startTurn();
-    void onTurnFinished(const TurnReport &report);
+    void onTurnFinished(const TurnReport& report);
     void updateEngineState();
-    void updateServerState(bool running, const QString &url);
+    void updateServerState(bool running, const QString& url);
     void loadActiveProfile();
     void firstRun();
-    void onLoadFailed(const QString &error);
+    void onLoadFailed(const QString& error);
     void openWizard();
     void openProfiles();
     void saveConversationSettings();
     void restoreWindowState();
-    void onTurnDelta(const QString &reasoning, const QString &content);
+    void onTurnDelta(const QString& reasoning, const QString& content);
     void refreshListRow(qint64 id);
     // Why the engine runs otherwise than the loaded profile asked (the persistent CPU team not
     // loadable); "" when it runs as asked.
@@ -133,10 +133,10 @@ private:
     Options m_options;
     ConversationStore m_store;
     ProfileStore m_profiles;
-    EngineHost *m_engine;
-    ServerControl *m_server;
-    ConversationModel *m_conversations;
-    MessageModel *m_messages;
+    EngineHost* m_engine;
+    ServerControl* m_server;
+    ConversationModel* m_conversations;
+    MessageModel* m_messages;
     qint64 m_current = 0;
     qint64 m_turnConversation = 0;
     // The reply streaming into m_turnConversation so far, to show it again when that
@@ -144,30 +144,30 @@ private:
     QString m_streamReasoning, m_streamContent;
     QString m_draftSystemPrompt;  // the system prompt of a New conversation not stored yet
     int m_pendingScroll = -1;     // restored scroll position, applied once the view is laid out
-    LoadOptions m_loadOptions;  // what the running model was loaded with
+    LoadOptions m_loadOptions;    // what the running model was loaded with
 
-    QSplitter *m_split = nullptr;
-    QLineEdit *m_search = nullptr;
-    QListView *m_list = nullptr;
-    QLabel *m_banner = nullptr;
-    ChatView *m_chat = nullptr;
-    ChatInput *m_input = nullptr;
-    QPushButton *m_send = nullptr;
-    QPushButton *m_stop = nullptr;
-    QComboBox *m_effort = nullptr;
-    QPushButton *m_systemPrompt = nullptr;
-    QLabel *m_engineLabel = nullptr;
-    QComboBox *m_modelSwitch = nullptr;
-    QProgressBar *m_busy = nullptr;
-    QLabel *m_serverLabel = nullptr;
-    QPushButton *m_serverButton = nullptr;
-    QPushButton *m_copyUrl = nullptr;
-    QAction *m_serverAction = nullptr;
-    QAction *m_copyUrlAction = nullptr;
-    QSystemTrayIcon *m_tray = nullptr;
-    TelemetryDock *m_telemetry = nullptr;
-    QPlainTextEdit *m_logs = nullptr;
-    BenchmarkDialog *m_benchmark = nullptr;  // reset when it is destroyed
+    QSplitter* m_split = nullptr;
+    QLineEdit* m_search = nullptr;
+    QListView* m_list = nullptr;
+    QLabel* m_banner = nullptr;
+    ChatView* m_chat = nullptr;
+    ChatInput* m_input = nullptr;
+    QPushButton* m_send = nullptr;
+    QPushButton* m_stop = nullptr;
+    QComboBox* m_effort = nullptr;
+    QPushButton* m_systemPrompt = nullptr;
+    QLabel* m_engineLabel = nullptr;
+    QComboBox* m_modelSwitch = nullptr;
+    QProgressBar* m_busy = nullptr;
+    QLabel* m_serverLabel = nullptr;
+    QPushButton* m_serverButton = nullptr;
+    QPushButton* m_copyUrl = nullptr;
+    QAction* m_serverAction = nullptr;
+    QAction* m_copyUrlAction = nullptr;
+    QSystemTrayIcon* m_tray = nullptr;
+    TelemetryDock* m_telemetry = nullptr;
+    QPlainTextEdit* m_logs = nullptr;
+    BenchmarkDialog* m_benchmark = nullptr;  // reset when it is destroyed
     bool m_quitting = false;
     int m_turnTokenLimit = 0;
     // The versions of the reply being regenerated; the new reply is added to them.

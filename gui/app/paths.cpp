@@ -8,28 +8,22 @@
 namespace neural::gui {
 
 namespace {
-QString ensured(const QString &dir)
-{
+QString ensured(const QString& dir) {
     QDir().mkpath(dir);
     return dir;
 }
 
-QString overrideBase()
-{
-    return qEnvironmentVariable("NEURAL_DESKTOP_HOME");
-}
+QString overrideBase() { return qEnvironmentVariable("NEURAL_DESKTOP_HOME"); }
 }  // namespace
 
-QString appDataDir()
-{
+QString appDataDir() {
     const QString base = overrideBase();
     return ensured(base.isEmpty()
                        ? QStandardPaths::writableLocation(QStandardPaths::AppLocalDataLocation)
                        : base + QStringLiteral("/data"));
 }
 
-QString appConfigDir()
-{
+QString appConfigDir() {
     const QString base = overrideBase();
     return ensured(base.isEmpty()
                        ? QStandardPaths::writableLocation(QStandardPaths::AppConfigLocation)
@@ -41,11 +35,9 @@ QString logDir() { return ensured(appDataDir() + QStringLiteral("/logs")); }
 QString demoModelDir() { return appDataDir() + QStringLiteral("/demo"); }
 QString profilesPath() { return appConfigDir() + QStringLiteral("/profiles.json"); }
 
-QString demoTokenizerPath()
-{
+QString demoTokenizerPath() {
     const QString env = qEnvironmentVariable("NEURAL_DEMO_TOKENIZER");
-    if (!env.isEmpty())
-        return env;
+    if (!env.isEmpty()) return env;
     // An installed app (Linux prefix or the MSI: bin/ beside share/) carries its own copy
     // (gui/CMakeLists.txt installs it); a build tree reads the one scripts/setup.sh fetched.
     const QString appDir = QCoreApplication::applicationDirPath();
@@ -57,11 +49,11 @@ QString demoTokenizerPath()
     const QString buildDir = QDir::cleanPath(QStringLiteral(NEURAL_BINARY_DIR));
     if (QDir::cleanPath(appDir).startsWith(buildDir + QLatin1Char('/')))
         candidates << QStringLiteral(NEURAL_SOURCE_DIR) +
-                          QStringLiteral("/resources/demo-tokenizer/node_modules/@lenml/"
-                                         "tokenizer-gptoss/models/tokenizer.json");
-    for (const QString &p : candidates) {
-        if (QFileInfo::exists(p))
-            return QFileInfo(p).absoluteFilePath();
+                          QStringLiteral(
+                              "/resources/demo-tokenizer/node_modules/@lenml/"
+                              "tokenizer-gptoss/models/tokenizer.json");
+    for (const QString& p : candidates) {
+        if (QFileInfo::exists(p)) return QFileInfo(p).absoluteFilePath();
     }
     return {};
 }
@@ -69,8 +61,7 @@ QString demoTokenizerPath()
 }  // namespace neural::gui
 
 namespace neural::gui {
-std::unique_ptr<QSettings> appSettings()
-{
+std::unique_ptr<QSettings> appSettings() {
     return std::make_unique<QSettings>(appConfigDir() + QStringLiteral("/settings.ini"),
                                        QSettings::IniFormat);
 }

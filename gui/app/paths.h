@@ -22,7 +22,7 @@ QString demoModelDir();
 QString profilesPath();
 // Where an installation keeps the demo model's tokenizer.json, relative to the install prefix
 // (bin/ holds the executables).
-inline constexpr const char *kInstalledDemoTokenizer = "share/neural/demo/tokenizer.json";
+inline constexpr const char* kInstalledDemoTokenizer = "share/neural/demo/tokenizer.json";
 // The tokenizer.json the demo model is made with: $NEURAL_DEMO_TOKENIZER, else the installed
 // copy (kInstalledDemoTokenizer), else the one scripts/setup.sh fetched into the source tree
 // (resources/demo-tokenizer), else "".

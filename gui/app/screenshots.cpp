@@ -25,27 +25,24 @@ namespace neural::gui {
 namespace {
 bool screenshotsFailed = false;
 
-void save(QWidget *w, const QString &path)
-{
+void save(QWidget* w, const QString& path) {
     w->grab().save(path);
     spdlog::info("screenshot {}", path.toStdString());
 }
 
 // The wizard on the loaded model's folder: the checked folder, then the fit page once its plan
 // is there; then the app quits.
-void shootWizard(MainWindow *window, const QString &dir)
-{
-    auto *wizard = new SetupWizard(window);
+void shootWizard(MainWindow* window, const QString& dir) {
+    auto* wizard = new SetupWizard(window);
     wizard->show();
     QObject::connect(wizard, &SetupWizard::validated, wizard, [wizard, dir] {
         QTimer::singleShot(100, wizard, [wizard, dir] {
             save(wizard, dir + QStringLiteral("/wizard.png"));
             wizard->next();
-            auto *poll = new QTimer(wizard);
+            auto* poll = new QTimer(wizard);
             poll->setInterval(100);
             QObject::connect(poll, &QTimer::timeout, wizard, [wizard, dir, poll] {
-                if (!wizard->hasPlan() || !wizard->currentPage()->isComplete())
-                    return;
+                if (!wizard->hasPlan() || !wizard->currentPage()->isComplete()) return;
                 poll->stop();
                 save(wizard, dir + QStringLiteral("/wizard-fit.png"));
                 // Exit status 1 when something did not work, so scripts and tests see it (the
@@ -59,10 +56,9 @@ void shootWizard(MainWindow *window, const QString &dir)
 }
 
 // A one-pair A/B of the built-in profiles on the loaded model (decode, 8 tokens).
-void shootBenchmark(MainWindow *window, const QString &dir)
-{
+void shootBenchmark(MainWindow* window, const QString& dir) {
     window->openBenchmark();
-    BenchmarkDialog *bench = window->benchmark();
+    BenchmarkDialog* bench = window->benchmark();
     if (!bench) {
         screenshotsFailed = true;
         shootWizard(window, dir);
@@ -77,10 +73,11 @@ void shootBenchmark(MainWindow *window, const QString &dir)
     r.pairs = 1;
     bench->setRequest(r);
     QObject::connect(bench, &BenchmarkDialog::finished, window,
-                     [window, bench, dir](bool ok, bool, const QString &message) {
+                     [window, bench, dir](bool ok, bool, const QString& message) {
                          if (!ok) {
                              screenshotsFailed = true;
-                             spdlog::error("screenshots: the benchmark failed: {}", message.toStdString());
+                             spdlog::error("screenshots: the benchmark failed: {}",
+                                           message.toStdString());
                          }
                          QTimer::singleShot(300, window, [window, bench, dir] {
                              save(bench, dir + QStringLiteral("/benchmark.png"));
@@ -90,7 +87,8 @@ void shootBenchmark(MainWindow *window, const QString &dir)
                      });
     if (!bench->start()) {
         screenshotsFailed = true;
-        spdlog::error("screenshots: the benchmark did not start: {}", bench->lastError().toStdString());
+        spdlog::error("screenshots: the benchmark did not start: {}",
+                      bench->lastError().toStdString());
         save(bench, dir + QStringLiteral("/benchmark.png"));
         bench->close();
         shootWizard(window, dir);
@@ -102,7 +100,7 @@ namespace {
 // The chat scene: a reply with reasoning and a Python code block. The demo model's weights are
 // random, so its reply text is given (EngineHost::setForcedOutput, tokenized and streamed
 // through the real parser, view and store); the stats are the real run's.
-const char *const kChatReply =
+const char* const kChatReply =
     "<|channel|>analysis<|message|>The user wants a small function. A list comprehension keeps "
     "it short; mention the edge case of an empty list.<|end|>"
     "<|start|>assistant<|channel|>final<|message|>Here is a function that squares the even "
@@ -112,11 +110,11 @@ const char *const kChatReply =
     "| `[]` | `[]` |\n\n> An empty list gives an empty list.<|return|>";
 
 // Sends the chat scene's question, opens the reply's reasoning, saves chat.png, then `next`.
-void chatScene(MainWindow *window, const QString &dir, std::function<void()> next)
-{
+void chatScene(MainWindow* window, const QString& dir, std::function<void()> next) {
     window->engine()->setForcedOutput(QString::fromUtf8(kChatReply));
     window->setTurnTokenLimit(400);
-    window->input()->setPlainText(QStringLiteral("Write a Python function for the squares of the even numbers."));
+    window->input()->setPlainText(
+        QStringLiteral("Write a Python function for the squares of the even numbers."));
     window->sendMessage();
     if (!window->engine()->busy()) {  // no model: the other pictures still get taken
         window->engine()->setForcedOutput({});
@@ -124,27 +122,27 @@ void chatScene(MainWindow *window, const QString &dir, std::function<void()> nex
         return;
     }
     auto done = std::make_shared<QMetaObject::Connection>();
-    *done = QObject::connect(window->engine(), &EngineHost::turnFinished, window,
-                             [window, dir, next, done](const TurnReport &) {
-        QObject::disconnect(*done);
-        window->engine()->setForcedOutput({});
-        window->setTurnTokenLimit(48);
-        QTimer::singleShot(200, window, [window, dir, next] {
-            ChatView *chat = window->chatView();
-            if (MessageWidget *w = chat->messageWidget(chat->messageCount() - 1))
-                w->setReasoningOpen(true);
+    *done = QObject::connect(
+        window->engine(), &EngineHost::turnFinished, window,
+        [window, dir, next, done](const TurnReport&) {
+            QObject::disconnect(*done);
+            window->engine()->setForcedOutput({});
+            window->setTurnTokenLimit(48);
             QTimer::singleShot(200, window, [window, dir, next] {
-                window->chatView()->restoreScrollPosition(-1);
-                save(window->chatView(), dir + QStringLiteral("/chat.png"));
-                next();
+                ChatView* chat = window->chatView();
+                if (MessageWidget* w = chat->messageWidget(chat->messageCount() - 1))
+                    w->setReasoningOpen(true);
+                QTimer::singleShot(200, window, [window, dir, next] {
+                    window->chatView()->restoreScrollPosition(-1);
+                    save(window->chatView(), dir + QStringLiteral("/chat.png"));
+                    next();
+                });
             });
         });
-    });
 }
 }  // namespace
 
-void takeScreenshots(MainWindow *window, const QString &dir)
-{
+void takeScreenshots(MainWindow* window, const QString& dir) {
     QDir().mkpath(dir);
     window->setTurnTokenLimit(48);
     auto shoot = [window, dir] {
@@ -154,12 +152,13 @@ void takeScreenshots(MainWindow *window, const QString &dir)
         window->sendMessage();
         auto after = std::make_shared<QMetaObject::Connection>();
         auto finish = [window, dir] {
-            const MessageModel *m = window->messages();
+            const MessageModel* m = window->messages();
             screenshotsFailed = window->engine()->state() != EngineHost::State::ready ||
                                 m->rowCount() < 2 || m->at(m->rowCount() - 1).content.isEmpty();
             if (screenshotsFailed)
-                spdlog::error("screenshots: the model did not load or the message got no reply ({})",
-                              window->engine()->lastError().toStdString());
+                spdlog::error(
+                    "screenshots: the model did not load or the message got no reply ({})",
+                    window->engine()->lastError().toStdString());
             window->telemetry()->show();
             window->telemetry()->poll();
             QTimer::singleShot(300, window, [window, dir] {
@@ -167,8 +166,8 @@ void takeScreenshots(MainWindow *window, const QString &dir)
                 save(window->telemetry(), dir + QStringLiteral("/telemetry.png"));
                 {
                     ProfileStore profiles;
-                    ProfileDialog dialog(&profiles, QDir(dir).filePath(QStringLiteral(".profiles.json")),
-                                         window);
+                    ProfileDialog dialog(
+                        &profiles, QDir(dir).filePath(QStringLiteral(".profiles.json")), window);
                     dialog.show();
                     save(&dialog, dir + QStringLiteral("/profiles.png"));
                 }
@@ -185,25 +184,27 @@ void takeScreenshots(MainWindow *window, const QString &dir)
             return;
         }
         *after = QObject::connect(window->engine(), &EngineHost::turnFinished, window,
-                                  [after, finish, window, dir](const TurnReport &) {
+                                  [after, finish, window, dir](const TurnReport&) {
                                       QObject::disconnect(*after);
                                       QTimer::singleShot(200, window, [window, dir, finish] {
                                           chatScene(window, dir, finish);
                                       });
                                   });
     };
-    auto *engine = window->engine();
-    if (engine->state() == EngineHost::State::ready || engine->state() == EngineHost::State::failed) {
+    auto* engine = window->engine();
+    if (engine->state() == EngineHost::State::ready ||
+        engine->state() == EngineHost::State::failed) {
         QTimer::singleShot(500, window, shoot);
         return;
     }
     auto once = std::make_shared<QMetaObject::Connection>();
-    *once = QObject::connect(engine, &EngineHost::stateChanged, window, [once, shoot](EngineHost::State s) {
-        if (s == EngineHost::State::ready || s == EngineHost::State::failed) {
-            QObject::disconnect(*once);
-            QTimer::singleShot(500, shoot);
-        }
-    });
+    *once = QObject::connect(
+        engine, &EngineHost::stateChanged, window, [once, shoot](EngineHost::State s) {
+            if (s == EngineHost::State::ready || s == EngineHost::State::failed) {
+                QObject::disconnect(*once);
+                QTimer::singleShot(500, shoot);
+            }
+        });
 }
 
 }  // namespace neural::gui

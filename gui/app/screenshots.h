@@ -18,6 +18,6 @@
 namespace neural::gui {
 
 class MainWindow;
-void takeScreenshots(MainWindow *window, const QString &dir);
+void takeScreenshots(MainWindow* window, const QString& dir);
 
 }  // namespace neural::gui

@@ -7,8 +7,7 @@
 
 namespace neural::gui {
 
-void applyTheme(const QString &name)
-{
+void applyTheme(const QString& name) {
     static const QString platformStyle = QApplication::style()->name();
     static const QPalette platformPalette = QApplication::palette();
     if (name == QLatin1String("system")) {

@@ -6,6 +6,6 @@
 
 namespace neural::gui {
 
-void applyTheme(const QString &name);  // "light", "dark" or "system"
+void applyTheme(const QString& name);  // "light", "dark" or "system"
 
 }  // namespace neural::gui

@@ -45,56 +45,47 @@ namespace {
 
 QString defaultReplayDir() { return QStringLiteral(NEURAL_SOURCE_DIR "/bench/workloads"); }
 
-QString ratioText(const bench::Json &v)
-{
+QString ratioText(const bench::Json& v) {
     return v.is_number() ? QString::number(v.get<double>(), 'f', 4) : QStringLiteral("-");
 }
 
-QString numberText(const bench::Json &v, int decimals)
-{
+QString numberText(const bench::Json& v, int decimals) {
     return v.is_number() ? QString::number(v.get<double>(), 'f', decimals) : QStringLiteral("-");
 }
 
 // "prompt_3000" -> "prompt 3000"; "decode", "replay" as they are.
-QString workloadLabel(const std::string &name)
-{
+QString workloadLabel(const std::string& name) {
     return QString::fromStdString(name).replace(QLatin1Char('_'), QLatin1Char(' '));
 }
 
 // The profile's knobs as the report's "flags" (what the user chose, for the record).
-bench::Json flagsOf(const Profile &p)
-{
+bench::Json flagsOf(const Profile& p) {
     const QByteArray bytes = QJsonDocument(p.toJson()).toJson(QJsonDocument::Compact);
     return bench::Json::parse(bytes.toStdString());
 }
 
 }  // namespace
 
-bool benchOptionsFor(const BenchmarkRequest &r, ProfileStore &profiles,
-                     const QString &modelOverride, bench::BenchOptions *options, QString *error,
-                     const QString &fallbackModel)
-{
-    auto bad = [&](const QString &why) {
-        if (error)
-            *error = why;
+bool benchOptionsFor(const BenchmarkRequest& r, ProfileStore& profiles,
+                     const QString& modelOverride, bench::BenchOptions* options, QString* error,
+                     const QString& fallbackModel) {
+    auto bad = [&](const QString& why) {
+        if (error) *error = why;
         return false;
     };
-    const Profile *a = profiles.find(r.profileA);
-    const Profile *b = profiles.find(r.profileB);
-    if (!a || !b)
-        return bad(QObject::tr("Choose two existing profiles (A and B)."));
-    if (r.workloads.isEmpty())
-        return bad(QObject::tr("Choose at least one workload."));
+    const Profile* a = profiles.find(r.profileA);
+    const Profile* b = profiles.find(r.profileB);
+    if (!a || !b) return bad(QObject::tr("Choose two existing profiles (A and B)."));
+    if (r.workloads.isEmpty()) return bad(QObject::tr("Choose at least one workload."));
     if (r.workloads.contains(QStringLiteral("prompt")) && r.promptSizes.isEmpty())
         return bad(QObject::tr("The prompt workload needs at least one prompt size."));
     // A profile without a model of its own compares on the other's (or the chat's) model.
-    const QString shared = !a->modelDir.isEmpty()   ? a->modelDir
-                           : !b->modelDir.isEmpty() ? b->modelDir
+    const QString shared = !a->modelDir.isEmpty()     ? a->modelDir
+                           : !b->modelDir.isEmpty()   ? b->modelDir
                            : !fallbackModel.isEmpty() ? fallbackModel
                                                       : demoModelDir();
-    auto modelOf = [&](const Profile &p) {
-        if (!modelOverride.isEmpty())
-            return modelOverride;
+    auto modelOf = [&](const Profile& p) {
+        if (!modelOverride.isEmpty()) return modelOverride;
         return p.modelDir.isEmpty() ? shared : p.modelDir;
     };
     const QString model = modelOf(*a);
@@ -102,32 +93,31 @@ bool benchOptionsFor(const BenchmarkRequest &r, ProfileStore &profiles,
         return bad(QObject::tr("Profiles %1 and %2 use different models (%3, %4); an A/B compares "
                                "engine settings on one model.")
                        .arg(a->name, b->name, model, modelOf(*b)));
-    const bool gguf = model.endsWith(QStringLiteral(".gguf"), Qt::CaseInsensitive) && QFileInfo(model).isFile();
+    const bool gguf =
+        model.endsWith(QStringLiteral(".gguf"), Qt::CaseInsensitive) && QFileInfo(model).isFile();
     if (!gguf && !QFileInfo::exists(model + QStringLiteral("/config.json")))
         return bad(QObject::tr("No model in %1: set one up first.").arg(model));
 
     bench::BenchOptions o;
     o.model = model.toStdString();
     o.workloads.clear();
-    for (const QString &w : r.workloads)
-        o.workloads.push_back(w.toStdString());
+    for (const QString& w : r.workloads) o.workloads.push_back(w.toStdString());
     o.decode_tokens = std::max(1, r.decodeTokens);
     o.prompt_sizes.clear();
-    for (int s : r.promptSizes)
-        o.prompt_sizes.push_back(s);
+    for (int s : r.promptSizes) o.prompt_sizes.push_back(s);
     o.workload_dir = (r.replayDir.isEmpty() ? defaultReplayDir() : r.replayDir).toStdString();
     o.max_tokens = r.maxTokens;
     o.repeat = std::max(1, r.pairs);
     o.ab = true;
     o.probes = r.probes;
     o.one_model_at_a_time = true;  // the RAM (and VRAM) of one model at a time
-    for (const Profile *p : {a, b}) {
+    for (const Profile* p : {a, b}) {
         bench::Profile bp;
         bp.name = p->name.toStdString();
         bp.flags = flagsOf(*p);
         try {
             bp.load = p->toLoadOptions();
-        } catch (const std::exception &e) {
+        } catch (const std::exception& e) {
             return bad(QObject::tr("Profile %1: %2").arg(p->name, QString::fromUtf8(e.what())));
         }
         if (!modelOverride.isEmpty() && p->modelDir != modelOverride) {
@@ -139,9 +129,8 @@ bool benchOptionsFor(const BenchmarkRequest &r, ProfileStore &profiles,
     return true;
 }
 
-BenchmarkDialog::BenchmarkDialog(ProfileStore *profiles, EngineHost *engine, QWidget *parent)
-    : QDialog(parent), m_profiles(profiles), m_engine(engine)
-{
+BenchmarkDialog::BenchmarkDialog(ProfileStore* profiles, EngineHost* engine, QWidget* parent)
+    : QDialog(parent), m_profiles(profiles), m_engine(engine) {
     setWindowTitle(tr("Benchmark"));
     setAccessibleName(tr("Benchmark"));
     buildUi();
@@ -151,8 +140,7 @@ BenchmarkDialog::BenchmarkDialog(ProfileStore *profiles, EngineHost *engine, QWi
     resize(900, 720);
 }
 
-BenchmarkDialog::~BenchmarkDialog()
-{
+BenchmarkDialog::~BenchmarkDialog() {
     saveForm();
     if (m_thread) {
         // Closing the app mid-run: stop at the next check (a token or an answer) and wait.
@@ -163,10 +151,9 @@ BenchmarkDialog::~BenchmarkDialog()
     }
 }
 
-void BenchmarkDialog::buildUi()
-{
-    auto *v = new QVBoxLayout(this);
-    auto *form = new QFormLayout;
+void BenchmarkDialog::buildUi() {
+    auto* v = new QVBoxLayout(this);
+    auto* form = new QFormLayout;
     m_a = new QComboBox(this);
     m_a->setAccessibleName(tr("Profile A"));
     m_b = new QComboBox(this);
@@ -174,19 +161,20 @@ void BenchmarkDialog::buildUi()
     form->addRow(tr("Profile &A (baseline):"), m_a);
     form->addRow(tr("Profile &B (compared):"), m_b);
 
-    auto *workloads = new QWidget(this);
-    auto *wl = new QHBoxLayout(workloads);
+    auto* workloads = new QWidget(this);
+    auto* wl = new QHBoxLayout(workloads);
     wl->setContentsMargins(0, 0, 0, 0);
     m_decode = new QCheckBox(tr("decode"), workloads);
     m_decode->setToolTip(tr("A fixed chat prompt and N greedy tokens: decode tok/s."));
     m_prompt = new QCheckBox(tr("prompt"), workloads);
-    m_prompt->setToolTip(tr("A fresh prompt of about S tokens answered with one token: prompt "
-                            "time and time to first token."));
+    m_prompt->setToolTip(
+        tr("A fresh prompt of about S tokens answered with one token: prompt "
+           "time and time to first token."));
     m_replay = new QCheckBox(tr("replay"), workloads);
-    m_replay->setToolTip(tr("Saved API requests through one session: a long context, then "
-                            "follow-ups from the prompt cache."));
-    for (QCheckBox *c : {m_decode, m_prompt, m_replay})
-        wl->addWidget(c);
+    m_replay->setToolTip(
+        tr("Saved API requests through one session: a long context, then "
+           "follow-ups from the prompt cache."));
+    for (QCheckBox* c : {m_decode, m_prompt, m_replay}) wl->addWidget(c);
     wl->addStretch(1);
     form->addRow(tr("Workloads:"), workloads);
 
@@ -210,18 +198,19 @@ void BenchmarkDialog::buildUi()
     m_pairs = new QSpinBox(this);
     m_pairs->setRange(1, 1000);
     m_pairs->setAccessibleName(tr("Pairs"));
-    m_pairs->setToolTip(tr("Number of A/B pairs, run in mirrored order A B, B A, A B, ... so a "
-                           "drift of the machine hits both profiles alike."));
+    m_pairs->setToolTip(
+        tr("Number of A/B pairs, run in mirrored order A B, B A, A B, ... so a "
+           "drift of the machine hits both profiles alike."));
     form->addRow(tr("Pairs (repeat):"), m_pairs);
     m_probes = new QCheckBox(tr("Measure RAM read bandwidth first (512 MiB)"), this);
     form->addRow(QString(), m_probes);
     v->addLayout(form);
 
-    auto *buttons = new QHBoxLayout;
+    auto* buttons = new QHBoxLayout;
     m_start = new QPushButton(tr("&Run"), this);
     m_cancel = new QPushButton(tr("&Cancel run"), this);
     m_export = new QPushButton(tr("&Export JSON..."), this);
-    auto *close = new QPushButton(tr("Close"), this);
+    auto* close = new QPushButton(tr("Close"), this);
     m_bar = new QProgressBar(this);
     m_bar->setRange(0, 1000);
     m_bar->setAccessibleName(tr("Benchmark progress"));
@@ -242,13 +231,12 @@ void BenchmarkDialog::buildUi()
     m_summary->setTextInteractionFlags(Qt::TextSelectableByMouse);
     v->addWidget(m_summary);
 
-    auto *split = new QSplitter(Qt::Vertical, this);
+    auto* split = new QSplitter(Qt::Vertical, this);
     m_table = new QTableWidget(0, 9, split);
     m_table->setAccessibleName(tr("Per-pair ratios"));
-    m_table->setHorizontalHeaderLabels({tr("Pair"), tr("Order"), tr("Workload"),
-                                        tr("Decode tok/s B/A"), tr("Prompt time B/A"),
-                                        tr("A tok/s"), tr("B tok/s"), tr("A prompt s"),
-                                        tr("B prompt s")});
+    m_table->setHorizontalHeaderLabels(
+        {tr("Pair"), tr("Order"), tr("Workload"), tr("Decode tok/s B/A"), tr("Prompt time B/A"),
+         tr("A tok/s"), tr("B tok/s"), tr("A prompt s"), tr("B prompt s")});
     m_table->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
     m_table->horizontalHeader()->setStretchLastSection(true);
     m_table->setEditTriggers(QAbstractItemView::NoEditTriggers);
@@ -272,8 +260,7 @@ void BenchmarkDialog::buildUi()
     m_tick = new QTimer(this);
     m_tick->setInterval(100);
     connect(m_tick, &QTimer::timeout, this, [this] {
-        if (!m_thread || !m_polls || m_answerTokens <= 0)
-            return;
+        if (!m_thread || !m_polls || m_answerTokens <= 0) return;
         const double within = std::min(0.95, static_cast<double>(m_polls->load()) / m_answerTokens);
         const double f = std::min(1.0, m_fraction + within * m_answerShare);
         m_bar->setValue(std::max(m_bar->value(), static_cast<int>(f * 1000.0 + 0.5)));
@@ -283,11 +270,9 @@ void BenchmarkDialog::buildUi()
     connect(m_cancel, &QPushButton::clicked, this, &BenchmarkDialog::cancel);
     connect(close, &QPushButton::clicked, this, &BenchmarkDialog::reject);
     connect(m_export, &QPushButton::clicked, this, [this] {
-        const QString path = QFileDialog::getSaveFileName(this, tr("Export benchmark report"),
-                                                          QStringLiteral("bench.json"),
-                                                          tr("JSON (*.json)"));
-        if (path.isEmpty())
-            return;
+        const QString path = QFileDialog::getSaveFileName(
+            this, tr("Export benchmark report"), QStringLiteral("bench.json"), tr("JSON (*.json)"));
+        if (path.isEmpty()) return;
         QString error;
         if (!exportReport(path, &error))
             QMessageBox::warning(this, tr("Export"), error);
@@ -296,18 +281,17 @@ void BenchmarkDialog::buildUi()
     });
 }
 
-void BenchmarkDialog::fillProfiles()
-{
+void BenchmarkDialog::fillProfiles() {
     m_a->clear();
     m_b->clear();
-    for (const Profile &p : m_profiles->profiles()) {
+    for (const Profile& p : m_profiles->profiles()) {
         m_a->addItem(p.name);
         m_b->addItem(p.name);
     }
     const QString active = m_profiles->activeName();
     m_a->setCurrentText(active);
     // B: the first other profile (Stock vs Optimized out of the box).
-    for (const Profile &p : m_profiles->profiles()) {
+    for (const Profile& p : m_profiles->profiles()) {
         if (p.name != active) {
             m_b->setCurrentText(p.name);
             break;
@@ -315,25 +299,20 @@ void BenchmarkDialog::fillProfiles()
     }
 }
 
-BenchmarkRequest BenchmarkDialog::request() const
-{
+BenchmarkRequest BenchmarkDialog::request() const {
     BenchmarkRequest r;
     r.profileA = m_a->currentText();
     r.profileB = m_b->currentText();
     r.workloads.clear();
-    if (m_decode->isChecked())
-        r.workloads << QStringLiteral("decode");
-    if (m_prompt->isChecked())
-        r.workloads << QStringLiteral("prompt");
-    if (m_replay->isChecked())
-        r.workloads << QStringLiteral("replay");
+    if (m_decode->isChecked()) r.workloads << QStringLiteral("decode");
+    if (m_prompt->isChecked()) r.workloads << QStringLiteral("prompt");
+    if (m_replay->isChecked()) r.workloads << QStringLiteral("replay");
     r.decodeTokens = m_tokens->value();
     r.promptSizes.clear();
-    for (const QString &part : m_sizes->text().split(QLatin1Char(','), Qt::SkipEmptyParts)) {
+    for (const QString& part : m_sizes->text().split(QLatin1Char(','), Qt::SkipEmptyParts)) {
         bool ok = false;
         const int n = part.trimmed().toInt(&ok);
-        if (ok && n > 0)
-            r.promptSizes << n;
+        if (ok && n > 0) r.promptSizes << n;
     }
     r.replayDir = m_replayDir->text().trimmed();
     r.maxTokens = m_maxTokens->value();
@@ -342,19 +321,15 @@ BenchmarkRequest BenchmarkDialog::request() const
     return r;
 }
 
-void BenchmarkDialog::setRequest(const BenchmarkRequest &r)
-{
-    if (!r.profileA.isEmpty())
-        m_a->setCurrentText(r.profileA);
-    if (!r.profileB.isEmpty())
-        m_b->setCurrentText(r.profileB);
+void BenchmarkDialog::setRequest(const BenchmarkRequest& r) {
+    if (!r.profileA.isEmpty()) m_a->setCurrentText(r.profileA);
+    if (!r.profileB.isEmpty()) m_b->setCurrentText(r.profileB);
     m_decode->setChecked(r.workloads.contains(QStringLiteral("decode")));
     m_prompt->setChecked(r.workloads.contains(QStringLiteral("prompt")));
     m_replay->setChecked(r.workloads.contains(QStringLiteral("replay")));
     m_tokens->setValue(r.decodeTokens);
     QStringList sizes;
-    for (int s : r.promptSizes)
-        sizes << QString::number(s);
+    for (int s : r.promptSizes) sizes << QString::number(s);
     m_sizes->setText(sizes.join(QLatin1Char(',')));
     m_replayDir->setText(r.replayDir);
     m_maxTokens->setValue(r.maxTokens);
@@ -362,8 +337,7 @@ void BenchmarkDialog::setRequest(const BenchmarkRequest &r)
     m_probes->setChecked(r.probes);
 }
 
-void BenchmarkDialog::saveForm() const
-{
+void BenchmarkDialog::saveForm() const {
     const BenchmarkRequest r = request();
     auto s = appSettings();
     s->beginGroup(QStringLiteral("benchmark"));
@@ -379,8 +353,7 @@ void BenchmarkDialog::saveForm() const
     s->endGroup();
 }
 
-void BenchmarkDialog::restoreForm()
-{
+void BenchmarkDialog::restoreForm() {
     auto s = appSettings();
     s->beginGroup(QStringLiteral("benchmark"));
     if (!s->contains(QStringLiteral("workloads")))
@@ -390,16 +363,15 @@ void BenchmarkDialog::restoreForm()
     for (auto [key, field] : {std::pair{QStringLiteral("profileA"), &r.profileA},
                               std::pair{QStringLiteral("profileB"), &r.profileB}}) {
         const QString name = s->value(key).toString();
-        if (m_profiles->find(name))
-            *field = name;
+        if (m_profiles->find(name)) *field = name;
     }
     r.workloads = s->value(QStringLiteral("workloads")).toStringList();
     r.decodeTokens = s->value(QStringLiteral("decodeTokens"), r.decodeTokens).toInt();
     r.promptSizes.clear();
-    for (const QString &part : s->value(QStringLiteral("promptSizes")).toString().split(
-             QLatin1Char(','), Qt::SkipEmptyParts))
-        if (const int n = part.trimmed().toInt(); n > 0)
-            r.promptSizes << n;
+    for (const QString& part : s->value(QStringLiteral("promptSizes"))
+                                   .toString()
+                                   .split(QLatin1Char(','), Qt::SkipEmptyParts))
+        if (const int n = part.trimmed().toInt(); n > 0) r.promptSizes << n;
     r.replayDir = s->value(QStringLiteral("replayDir")).toString();
     r.maxTokens = s->value(QStringLiteral("maxTokens"), 0).toInt();
     r.pairs = s->value(QStringLiteral("pairs"), r.pairs).toInt();
@@ -408,31 +380,30 @@ void BenchmarkDialog::restoreForm()
     setRequest(r);
 }
 
-void BenchmarkDialog::setRunning(bool running)
-{
-    for (QWidget *w : std::initializer_list<QWidget *>{m_a, m_b, m_decode, m_prompt, m_replay,
-                                                       m_tokens, m_sizes, m_replayDir,
-                                                       m_maxTokens, m_pairs, m_probes, m_start})
+void BenchmarkDialog::setRunning(bool running) {
+    for (QWidget* w :
+         std::initializer_list<QWidget*>{m_a, m_b, m_decode, m_prompt, m_replay, m_tokens, m_sizes,
+                                         m_replayDir, m_maxTokens, m_pairs, m_probes, m_start})
         w->setEnabled(!running);
     m_cancel->setEnabled(running);
     m_export->setEnabled(!running && !m_report.is_null());
 }
 
-bool BenchmarkDialog::start()
-{
+bool BenchmarkDialog::start() {
     if (m_thread) {
         m_error = tr("A benchmark is already running.");
         m_status->setText(m_error);
         return false;
     }
-    auto refuse = [this](const QString &why) {
+    auto refuse = [this](const QString& why) {
         m_error = why;
         m_status->setText(tr("<b>Not started:</b> %1").arg(why.toHtmlEscaped()));
         return false;
     };
     if (m_engine && m_engine->busy())
-        return refuse(tr("A reply is being generated. Stop it (Esc) or wait until it is complete, "
-                         "then run the benchmark."));
+        return refuse(
+            tr("A reply is being generated. Stop it (Esc) or wait until it is complete, "
+               "then run the benchmark."));
     if (m_engine && m_engine->state() == EngineHost::State::loading)
         return refuse(tr("A model is loading. Run the benchmark when it is ready."));
     bench::BenchOptions options;
@@ -450,8 +421,7 @@ bool BenchmarkDialog::start()
     m_report = bench::Json();
     m_table->setRowCount(0);
     m_chart->removeAllSeries();
-    for (QAbstractAxis *axis : m_chart->axes())
-        m_chart->removeAxis(axis);
+    for (QAbstractAxis* axis : m_chart->axes()) m_chart->removeAxis(axis);
     m_summary->clear();
     m_bar->setValue(0);
     m_status->setText(tr("Running %1 pairs of %2 vs %3 ...")
@@ -472,16 +442,17 @@ bool BenchmarkDialog::start()
         // One answer's share of the whole run and the tokens of a decode answer (the bar's
         // movement between reports; prompt and replay answers move it when they end).
         std::size_t answers = 0;
-        for (const std::string &w : options.workloads)
+        for (const std::string& w : options.workloads)
             answers += w == "decode" ? 1 : w == "prompt" ? options.prompt_sizes.size() : 1;
         const int runs = options.repeat * static_cast<int>(options.profiles.size());
-        m_answerShare = 1.0 / static_cast<double>(std::max<std::size_t>(answers, 1) * std::max(runs, 1));
+        m_answerShare =
+            1.0 / static_cast<double>(std::max<std::size_t>(answers, 1) * std::max(runs, 1));
         m_answerTokens = !options.workloads.empty() && options.workloads.front() == "decode"
                              ? options.decode_tokens
                              : 0;
         m_fraction = 0;
     }
-    options.on_progress = [this, polls](double fraction, const std::string &what) {
+    options.on_progress = [this, polls](double fraction, const std::string& what) {
         polls->store(0);
         // Worker thread: queued to the GUI thread (dropped if the dialog is gone).
         const QString text = QString::fromStdString(what);
@@ -490,8 +461,7 @@ bool BenchmarkDialog::start()
             [this, fraction, text] {
                 m_fraction = fraction;
                 m_bar->setValue(static_cast<int>(fraction * 1000.0 + 0.5));
-                if (m_thread && !m_cancelFlag->load())
-                    m_status->setText(text);
+                if (m_thread && !m_cancelFlag->load()) m_status->setText(text);
                 emit progressed(fraction);
             },
             Qt::QueuedConnection);
@@ -506,9 +476,9 @@ bool BenchmarkDialog::start()
     m_thread = QThread::create([options = std::move(options), outcome] {
         try {
             outcome->report = bench::run_bench(options);
-        } catch (const bench::Cancelled &) {
+        } catch (const bench::Cancelled&) {
             outcome->cancelled = true;
-        } catch (const std::exception &e) {
+        } catch (const std::exception& e) {
             outcome->error = QString::fromUtf8(e.what());
         }
     });
@@ -535,17 +505,14 @@ bool BenchmarkDialog::start()
     return true;
 }
 
-void BenchmarkDialog::cancel()
-{
-    if (!m_thread)
-        return;
+void BenchmarkDialog::cancel() {
+    if (!m_thread) return;
     m_cancelFlag->store(true);
     m_status->setText(tr("Cancelling ..."));
     m_cancel->setEnabled(false);
 }
 
-void BenchmarkDialog::onDone(bool ok, bool cancelled, const QString &message)
-{
+void BenchmarkDialog::onDone(bool ok, bool cancelled, const QString& message) {
     m_tick->stop();
     setRunning(false);
     const QString again = m_reload ? tr(" The chat model is loading again.") : QString();
@@ -556,8 +523,7 @@ void BenchmarkDialog::onDone(bool ok, bool cancelled, const QString &message)
     else
         m_status->setText(tr("Done.") + again);
     spdlog::info("benchmark {}", ok ? "done" : cancelled ? "cancelled" : "failed");
-    if (m_reload)
-        m_reload();
+    if (m_reload) m_reload();
     emit finished(ok, cancelled, message);
     if (m_closeWhenDone) {
         m_closeWhenDone = false;
@@ -565,8 +531,7 @@ void BenchmarkDialog::onDone(bool ok, bool cancelled, const QString &message)
     }
 }
 
-void BenchmarkDialog::reject()
-{
+void BenchmarkDialog::reject() {
     if (m_thread) {
         m_closeWhenDone = true;
         cancel();
@@ -575,20 +540,19 @@ void BenchmarkDialog::reject()
     QDialog::reject();
 }
 
-void BenchmarkDialog::showReport()
-{
-    const bench::Json &pairs = m_report.value("pairs", bench::Json::array());
-    const bench::Json &runs = m_report.value("runs", bench::Json::array());
+void BenchmarkDialog::showReport() {
+    const bench::Json& pairs = m_report.value("pairs", bench::Json::array());
+    const bench::Json& runs = m_report.value("runs", bench::Json::array());
     // The run of pair p by profile 0 (A) or 1 (B): the figures beside the ratios.
-    auto figures = [&](int pair, int profile, const std::string &workload) -> bench::Json {
-        for (const auto &run : runs)
+    auto figures = [&](int pair, int profile, const std::string& workload) -> bench::Json {
+        for (const auto& run : runs)
             if (run.value("pair", -1) == pair && run.value("profile_index", -1) == profile &&
                 run["workloads"].contains(workload))
                 return run["workloads"][workload];
         return bench::Json::object();
     };
-    for (const auto &pr : pairs) {
-        for (const auto &[name, r] : pr["ratios"].items()) {
+    for (const auto& pr : pairs) {
+        for (const auto& [name, r] : pr["ratios"].items()) {
             const int row = m_table->rowCount();
             m_table->insertRow(row);
             const int pair = pr["pair"].get<int>();
@@ -608,34 +572,35 @@ void BenchmarkDialog::showReport()
     }
 
     // The box plot: one box per workload and ratio that has numbers.
-    auto *series = new QBoxPlotSeries;
+    auto* series = new QBoxPlotSeries;
     series->setName(tr("B / A (box: quartiles, whiskers: min-max, line: median)"));
     QStringList categories, lines;
     double lo = 1.0, hi = 1.0;
-    const bench::Json &summary = m_report.value("ratio_summary", bench::Json::object());
-    const bench::Json &perProfile = m_report.value("summary", bench::Json::object());
-    const bench::Json &profs = m_report.value("profiles", bench::Json::array());
-    const std::string nameA = profs.size() > 0 ? profs[0].value("name", std::string()) : std::string();
-    const std::string nameB = profs.size() > 1 ? profs[1].value("name", std::string()) : std::string();
-    auto overall = [&](const std::string &profile, const std::string &workload, const char *key) {
+    const bench::Json& summary = m_report.value("ratio_summary", bench::Json::object());
+    const bench::Json& perProfile = m_report.value("summary", bench::Json::object());
+    const bench::Json& profs = m_report.value("profiles", bench::Json::array());
+    const std::string nameA =
+        profs.size() > 0 ? profs[0].value("name", std::string()) : std::string();
+    const std::string nameB =
+        profs.size() > 1 ? profs[1].value("name", std::string()) : std::string();
+    auto overall = [&](const std::string& profile, const std::string& workload, const char* key) {
         if (!perProfile.contains(profile) || !perProfile[profile].contains(workload))
             return bench::Json();
         return perProfile[profile][workload].value(key, bench::Json());
     };
-    for (const auto &[name, w] : summary.items()) {
+    for (const auto& [name, w] : summary.items()) {
         // "decode: tok/s", "prompt 3000: time": the workload's name once, then the measure.
         const bool promptWorkload = name.rfind("prompt", 0) == 0;
-        const std::pair<const char *, QString> metrics[] = {
+        const std::pair<const char*, QString> metrics[] = {
             {"decode_tok_s_b_over_a", tr("tok/s")},
             {"prompt_seconds_b_over_a", promptWorkload ? tr("time") : tr("prompt time")}};
-        for (const auto &[key, label] : metrics) {
-            if (!w.contains(key) || w[key]["n"].get<int>() == 0)
-                continue;
+        for (const auto& [key, label] : metrics) {
+            if (!w.contains(key) || w[key]["n"].get<int>() == 0) continue;
             // A prompt-only workload has no decode rate; a decode workload's prompt time is
             // shown too (the fixed chat prompt).
-            const bench::Json &st = w[key];
+            const bench::Json& st = w[key];
             const QString category = QStringLiteral("%1\n%2").arg(workloadLabel(name), label);
-            auto *set = new QBoxSet(category);
+            auto* set = new QBoxSet(category);
             set->setValue(QBoxSet::LowerExtreme, st["min"].get<double>());
             set->setValue(QBoxSet::LowerQuartile, st["q1"].get<double>());
             set->setValue(QBoxSet::Median, st["median"].get<double>());
@@ -646,11 +611,12 @@ void BenchmarkDialog::showReport()
             lo = std::min(lo, st["min"].get<double>());
             hi = std::max(hi, st["max"].get<double>());
             const bool rate = std::string(key) == "decode_tok_s_b_over_a";
-            const char *figure = rate ? "decode_tok_s" : "prompt_seconds_mean";
+            const char* figure = rate ? "decode_tok_s" : "prompt_seconds_mean";
             const QString unit = rate ? tr("tok/s") : tr("s");
-            const QString both = tr(" - A %1 %3, B %2 %3")
-                                     .arg(numberText(overall(nameA, name, figure), rate ? 2 : 3),
-                                          numberText(overall(nameB, name, figure), rate ? 2 : 3), unit);
+            const QString both =
+                tr(" - A %1 %3, B %2 %3")
+                    .arg(numberText(overall(nameA, name, figure), rate ? 2 : 3),
+                         numberText(overall(nameB, name, figure), rate ? 2 : 3), unit);
             lines << tr("%1, %2 B/A: median %3 (IQR %4-%5, range %6-%7, %8 pairs)%9")
                          .arg(workloadLabel(name), label)
                          .arg(st["median"].get<double>(), 0, 'f', 3)
@@ -663,9 +629,9 @@ void BenchmarkDialog::showReport()
         }
     }
     m_chart->addSeries(series);
-    auto *x = new QBarCategoryAxis;
+    auto* x = new QBarCategoryAxis;
     x->append(categories);
-    auto *y = new QValueAxis;
+    auto* y = new QValueAxis;
     const double pad = std::max(0.02, (hi - lo) * 0.1);
     y->setRange(std::max(0.0, lo - pad), hi + pad);
     y->setTitleText(tr("B / A"));
@@ -673,24 +639,22 @@ void BenchmarkDialog::showReport()
     m_chart->addAxis(y, Qt::AlignLeft);
     series->attachAxis(x);
     series->attachAxis(y);
-    lines << tr("Decode tok/s B/A above 1: B is faster; prompt time B/A below 1: B is faster. "
-                "Ratios from one machine state; repeat on a quiet machine before drawing "
-                "conclusions.");
+    lines << tr(
+        "Decode tok/s B/A above 1: B is faster; prompt time B/A below 1: B is faster. "
+        "Ratios from one machine state; repeat on a quiet machine before drawing "
+        "conclusions.");
     m_summary->setText(lines.join(QLatin1Char('\n')));
 }
 
-bool BenchmarkDialog::exportReport(const QString &path, QString *error) const
-{
+bool BenchmarkDialog::exportReport(const QString& path, QString* error) const {
     if (m_report.is_null()) {
-        if (error)
-            *error = tr("No report yet: run the benchmark first.");
+        if (error) *error = tr("No report yet: run the benchmark first.");
         return false;
     }
     try {
         write_file_atomic(path.toStdString(), m_report.dump(2) + "\n");
-    } catch (const std::exception &e) {
-        if (error)
-            *error = tr("Cannot write %1: %2").arg(path, QString::fromUtf8(e.what()));
+    } catch (const std::exception& e) {
+        if (error) *error = tr("Cannot write %1: %2").arg(path, QString::fromUtf8(e.what()));
         return false;
     }
     return true;

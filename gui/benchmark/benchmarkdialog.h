@@ -55,9 +55,9 @@ struct BenchmarkRequest {
     QStringList workloads{QStringLiteral("decode")};  // decode, prompt, replay
     int decodeTokens = 128;
     QList<int> promptSizes{3000};
-    QString replayDir;  // empty: the source tree's bench/workloads
-    int maxTokens = 0;  // > 0 caps replay answers
-    int pairs = 2;      // repeat: A/B pairs in mirrored order
+    QString replayDir;    // empty: the source tree's bench/workloads
+    int maxTokens = 0;    // > 0 caps replay answers
+    int pairs = 2;        // repeat: A/B pairs in mirrored order
     bool probes = false;  // RAM read-bandwidth probe before the runs
 };
 
@@ -66,22 +66,22 @@ struct BenchmarkRequest {
 // (the app's --model) replaces both profiles' model; their stores are dropped then. A profile
 // without a model of its own (the built-in Stock and Optimized) runs the other profile's model,
 // else `fallbackModel` (the model the chat runs), else the demo model.
-bool benchOptionsFor(const BenchmarkRequest &request, ProfileStore &profiles,
-                     const QString &modelOverride, bench::BenchOptions *options, QString *error,
-                     const QString &fallbackModel = {});
+bool benchOptionsFor(const BenchmarkRequest& request, ProfileStore& profiles,
+                     const QString& modelOverride, bench::BenchOptions* options, QString* error,
+                     const QString& fallbackModel = {});
 
 class BenchmarkDialog : public QDialog {
     Q_OBJECT
 public:
-    BenchmarkDialog(ProfileStore *profiles, EngineHost *engine, QWidget *parent = nullptr);
+    BenchmarkDialog(ProfileStore* profiles, EngineHost* engine, QWidget* parent = nullptr);
     ~BenchmarkDialog() override;  // cancels a running benchmark and waits for it
 
-    void setModelOverride(const QString &dir) { m_modelOverride = dir; }
+    void setModelOverride(const QString& dir) { m_modelOverride = dir; }
     // Called after a run (finished, failed or cancelled) to bring the chat engine back.
     void setReloadEngine(std::function<void()> reload) { m_reload = std::move(reload); }
 
     BenchmarkRequest request() const;  // from the form
-    void setRequest(const BenchmarkRequest &r);
+    void setRequest(const BenchmarkRequest& r);
 
     // Starts the benchmark; false with lastError() (also shown in the panel) when it cannot.
     bool start();
@@ -89,25 +89,25 @@ public:
     bool running() const { return m_thread != nullptr; }
     QString lastError() const { return m_error; }
     // The last complete report ({} before the first or after a cancelled run).
-    const bench::Json &report() const { return m_report; }
+    const bench::Json& report() const { return m_report; }
     // Writes report() as JSON, atomically; false with `error`.
-    bool exportReport(const QString &path, QString *error = nullptr) const;
+    bool exportReport(const QString& path, QString* error = nullptr) const;
 
     // Test access.
-    QProgressBar *progressBar() const { return m_bar; }
-    QPushButton *startButton() const { return m_start; }
-    QPushButton *cancelButton() const { return m_cancel; }
-    QPushButton *exportButton() const { return m_export; }
-    QTableWidget *pairTable() const { return m_table; }
-    QChart *chart() const { return m_chart; }
-    QLabel *summaryLabel() const { return m_summary; }
-    QLabel *statusLabel() const { return m_status; }
+    QProgressBar* progressBar() const { return m_bar; }
+    QPushButton* startButton() const { return m_start; }
+    QPushButton* cancelButton() const { return m_cancel; }
+    QPushButton* exportButton() const { return m_export; }
+    QTableWidget* pairTable() const { return m_table; }
+    QChart* chart() const { return m_chart; }
+    QLabel* summaryLabel() const { return m_summary; }
+    QLabel* statusLabel() const { return m_status; }
 
 signals:
     void started();
     void progressed(double fraction);
     // ok: a report is there; cancelled: stopped by Cancel; message: the summary or the error.
-    void finished(bool ok, bool cancelled, const QString &message);
+    void finished(bool ok, bool cancelled, const QString& message);
 
 protected:
     void reject() override;  // while running: cancel first, close when it has stopped
@@ -117,47 +117,47 @@ private:
     void fillProfiles();
     void setRunning(bool running);
     void showReport();
-    void onDone(bool ok, bool cancelled, const QString &message);
+    void onDone(bool ok, bool cancelled, const QString& message);
     void saveForm() const;
     void restoreForm();
 
-    ProfileStore *m_profiles;
-    EngineHost *m_engine;
+    ProfileStore* m_profiles;
+    EngineHost* m_engine;
     QString m_modelOverride;
     std::function<void()> m_reload;
     QString m_error;
     bench::Json m_report;
-    QThread *m_thread = nullptr;
+    QThread* m_thread = nullptr;
     std::shared_ptr<std::atomic<bool>> m_cancelFlag;
     // Streamed tokens since the last progress report (the cancel callback counts them), for the
     // bar's movement within a decode answer.
     std::shared_ptr<std::atomic<int>> m_polls;
-    double m_fraction = 0;      // the harness's last fraction
-    double m_answerShare = 0;   // one answer's share of the whole run
-    int m_answerTokens = 0;     // tokens a decode answer streams (0: not a decode answer)
-    QTimer *m_tick = nullptr;
+    double m_fraction = 0;     // the harness's last fraction
+    double m_answerShare = 0;  // one answer's share of the whole run
+    int m_answerTokens = 0;    // tokens a decode answer streams (0: not a decode answer)
+    QTimer* m_tick = nullptr;
     bool m_closeWhenDone = false;
 
-    QComboBox *m_a = nullptr;
-    QComboBox *m_b = nullptr;
-    QCheckBox *m_decode = nullptr;
-    QCheckBox *m_prompt = nullptr;
-    QCheckBox *m_replay = nullptr;
-    QCheckBox *m_probes = nullptr;
-    QSpinBox *m_tokens = nullptr;
-    QLineEdit *m_sizes = nullptr;
-    QLineEdit *m_replayDir = nullptr;
-    QSpinBox *m_maxTokens = nullptr;
-    QSpinBox *m_pairs = nullptr;
-    QPushButton *m_start = nullptr;
-    QPushButton *m_cancel = nullptr;
-    QPushButton *m_export = nullptr;
-    QProgressBar *m_bar = nullptr;
-    QLabel *m_status = nullptr;
-    QLabel *m_summary = nullptr;
-    QTableWidget *m_table = nullptr;
-    QChart *m_chart = nullptr;
-    QChartView *m_chartView = nullptr;
+    QComboBox* m_a = nullptr;
+    QComboBox* m_b = nullptr;
+    QCheckBox* m_decode = nullptr;
+    QCheckBox* m_prompt = nullptr;
+    QCheckBox* m_replay = nullptr;
+    QCheckBox* m_probes = nullptr;
+    QSpinBox* m_tokens = nullptr;
+    QLineEdit* m_sizes = nullptr;
+    QLineEdit* m_replayDir = nullptr;
+    QSpinBox* m_maxTokens = nullptr;
+    QSpinBox* m_pairs = nullptr;
+    QPushButton* m_start = nullptr;
+    QPushButton* m_cancel = nullptr;
+    QPushButton* m_export = nullptr;
+    QProgressBar* m_bar = nullptr;
+    QLabel* m_status = nullptr;
+    QLabel* m_summary = nullptr;
+    QTableWidget* m_table = nullptr;
+    QChart* m_chart = nullptr;
+    QChartView* m_chartView = nullptr;
 };
 
 }  // namespace neural::gui

@@ -8,14 +8,14 @@ namespace neural::gui {
 class ChatInput : public QPlainTextEdit {
     Q_OBJECT
 public:
-    explicit ChatInput(QWidget *parent = nullptr);
+    explicit ChatInput(QWidget* parent = nullptr);
 
 signals:
     void sendRequested();
     void stopRequested();
 
 protected:
-    void keyPressEvent(QKeyEvent *event) override;
+    void keyPressEvent(QKeyEvent* event) override;
 };
 
 }  // namespace neural::gui

@@ -31,15 +31,12 @@
 
 namespace neural::gui {
 
-QString statsLine(const QJsonObject &stats)
-{
-    if (stats.isEmpty())
-        return {};
+QString statsLine(const QJsonObject& stats) {
+    if (stats.isEmpty()) return {};
     QStringList parts;
     parts << QObject::tr("%n tokens", nullptr, stats.value(QStringLiteral("tokens")).toInt());
     const double tps = stats.value(QStringLiteral("tokens_per_second")).toDouble();
-    if (tps > 0)
-        parts << QObject::tr("%1 tok/s").arg(tps, 0, 'f', 1);
+    if (tps > 0) parts << QObject::tr("%1 tok/s").arg(tps, 0, 'f', 1);
     if (stats.contains(QStringLiteral("ttft_s")))
         parts << QObject::tr("first token %1 s")
                      .arg(stats.value(QStringLiteral("ttft_s")).toDouble(), 0, 'f', 2);
@@ -53,8 +50,7 @@ QString statsLine(const QJsonObject &stats)
     return parts.join(QStringLiteral(" · "));
 }
 
-MessageBody::MessageBody(QWidget *parent) : QTextBrowser(parent)
-{
+MessageBody::MessageBody(QWidget* parent) : QTextBrowser(parent) {
     setReadOnly(true);
     setOpenLinks(false);  // "copy-code:N" is ours; other links open in the browser
     setFrameShape(QFrame::NoFrame);
@@ -67,33 +63,29 @@ MessageBody::MessageBody(QWidget *parent) : QTextBrowser(parent)
     document()->setDocumentMargin(2);
     connect(document()->documentLayout(), &QAbstractTextDocumentLayout::documentSizeChanged, this,
             &MessageBody::fitHeight);
-    connect(this, &QTextBrowser::anchorClicked, this, [this](const QUrl &url) {
+    connect(this, &QTextBrowser::anchorClicked, this, [this](const QUrl& url) {
         if (url.scheme() == QLatin1String("copy-code")) {
             const QStringList codes = codeTexts();
             const int i = url.path().toInt();
-            if (i >= 0 && i < codes.size())
-                QApplication::clipboard()->setText(codes.at(i));
+            if (i >= 0 && i < codes.size()) QApplication::clipboard()->setText(codes.at(i));
             return;
         }
         QDesktopServices::openUrl(url);
     });
 }
 
-QStringList MessageBody::appendRendered(const QString &markdown, int firstCodeIndex)
-{
+QStringList MessageBody::appendRendered(const QString& markdown, int firstCodeIndex) {
     QTextDocument part;
     part.setDefaultFont(document()->defaultFont());
     const QStringList codes = renderMarkdown(&part, markdown, palette(), firstCodeIndex);
     QTextCursor c(document());
     c.movePosition(QTextCursor::End);
-    if (!document()->isEmpty())
-        c.insertBlock(QTextBlockFormat(), QTextCharFormat());
+    if (!document()->isEmpty()) c.insertBlock(QTextBlockFormat(), QTextCharFormat());
     c.insertFragment(QTextDocumentFragment(&part));
     return codes;
 }
 
-void MessageBody::removeTail()
-{
+void MessageBody::removeTail() {
     QTextCursor c(document());
     c.setPosition(std::min(m_tailStart, document()->characterCount() - 1));
     c.movePosition(QTextCursor::End, QTextCursor::KeepAnchor);
@@ -101,8 +93,7 @@ void MessageBody::removeTail()
     m_tailCodes.clear();
 }
 
-void MessageBody::showMarkdown(const QString &markdown)
-{
+void MessageBody::showMarkdown(const QString& markdown) {
     m_streaming = false;
     m_source = markdown;
     m_stableLength = 0;
@@ -114,21 +105,17 @@ void MessageBody::showMarkdown(const QString &markdown)
 namespace {
 // Text that cannot change how the Markdown before it reads when appended to a line that has
 // letters already (no markup characters, no line break, no list or heading marker).
-bool isPlainAppend(QStringView added, QStringView lastLine)
-{
+bool isPlainAppend(QStringView added, QStringView lastLine) {
     static const QString markup = QStringLiteral("*_`[]()<>#|~!\\&=+-:/\n\r\t");
     for (const QChar c : added)
-        if (markup.contains(c))
-            return false;
+        if (markup.contains(c)) return false;
     for (const QChar c : lastLine)
-        if (c.isLetter())
-            return true;
+        if (c.isLetter()) return true;
     return false;
 }
 }  // namespace
 
-void MessageBody::showStreamingMarkdown(const QString &markdown)
-{
+void MessageBody::showStreamingMarkdown(const QString& markdown) {
     if (!m_streaming || !markdown.startsWith(m_source.left(m_stableLength))) {
         document()->clear();
         m_source.clear();
@@ -141,10 +128,10 @@ void MessageBody::showStreamingMarkdown(const QString &markdown)
     }
     // Only the tail after the last complete block is scanned (the stable part ends outside
     // any code fence).
-    const int stable = m_stableLength +
-                       stablePrefixLength(QStringView(markdown).mid(m_stableLength).toString());
-    if (stable == m_stableLength && markdown.size() > m_source.size() && markdown.startsWith(m_source) &&
-        document()->characterCount() > m_tailStart + 1) {
+    const int stable =
+        m_stableLength + stablePrefixLength(QStringView(markdown).mid(m_stableLength).toString());
+    if (stable == m_stableLength && markdown.size() > m_source.size() &&
+        markdown.startsWith(m_source) && document()->characterCount() > m_tailStart + 1) {
         // The tail grew. Plain words are appended as they are; other text too while the last
         // tail rendering's cost is not paid back (a long paragraph re-laid out per update would
         // hold the GUI thread), so rendering takes at most ~1/8 of the time. The next full
@@ -177,8 +164,7 @@ void MessageBody::showStreamingMarkdown(const QString &markdown)
     m_sinceRender.start();
 }
 
-void MessageBody::rerender()
-{
+void MessageBody::rerender() {
     m_rerenderPending = false;
     if (m_streaming) {
         const QString text = m_source;
@@ -189,46 +175,41 @@ void MessageBody::rerender()
     }
 }
 
-void MessageBody::changeEvent(QEvent *event)
-{
+void MessageBody::changeEvent(QEvent* event) {
     QTextBrowser::changeEvent(event);
     // The colours of code, tables and quotes are baked into the document: a new palette
     // (theme switch) renders the text again. Coalesced: a theme change sends several events.
     const QEvent::Type t = event->type();
     if ((t == QEvent::PaletteChange || t == QEvent::ApplicationPaletteChange ||
-         t == QEvent::StyleChange) && !m_rerenderPending) {
+         t == QEvent::StyleChange) &&
+        !m_rerenderPending) {
         m_rerenderPending = true;
         QTimer::singleShot(0, this, &MessageBody::rerender);
     }
 }
 
-void MessageBody::fitHeight()
-{
+void MessageBody::fitHeight() {
     const int h = static_cast<int>(std::ceil(document()->size().height())) + 2 * frameWidth();
-    if (h != height())
-        setFixedHeight(std::max(h, fontMetrics().height()));
+    if (h != height()) setFixedHeight(std::max(h, fontMetrics().height()));
 }
 
-void MessageBody::resizeEvent(QResizeEvent *event)
-{
+void MessageBody::resizeEvent(QResizeEvent* event) {
     QTextBrowser::resizeEvent(event);
     document()->setTextWidth(viewport()->width());
     fitHeight();
 }
 
-QSize MessageBody::sizeHint() const
-{
+QSize MessageBody::sizeHint() const {
     return {200, static_cast<int>(std::ceil(document()->size().height()))};
 }
 
 QSize MessageBody::minimumSizeHint() const { return {50, fontMetrics().height()}; }
 
-MessageWidget::MessageWidget(QWidget *parent) : QFrame(parent)
-{
+MessageWidget::MessageWidget(QWidget* parent) : QFrame(parent) {
     setFocusPolicy(Qt::TabFocus);  // a screen reader reaches the message itself
-    auto *v = new QVBoxLayout(this);
+    auto* v = new QVBoxLayout(this);
     v->setContentsMargins(12, 8, 12, 8);
-    auto *head = new QHBoxLayout;
+    auto* head = new QHBoxLayout;
     m_role = new QLabel(this);
     QFont bold = m_role->font();
     bold.setBold(true);
@@ -257,8 +238,7 @@ MessageWidget::MessageWidget(QWidget *parent) : QFrame(parent)
     m_regenerate->setAccessibleName(tr("Regenerate reply"));
     m_regenerate->setToolTip(tr("Another reply; the earlier ones stay as versions"));
     m_delete->setAccessibleName(tr("Delete message"));
-    for (QPushButton *b : {m_copy, m_edit, m_regenerate, m_delete})
-        b->setFlat(true);
+    for (QPushButton* b : {m_copy, m_edit, m_regenerate, m_delete}) b->setFlat(true);
     head->addWidget(m_role);
     head->addWidget(m_stats, 1);
     head->addWidget(m_prevVersion);
@@ -294,7 +274,7 @@ MessageWidget::MessageWidget(QWidget *parent) : QFrame(parent)
     m_body->setAccessibleName(tr("Message text"));
     // A long unbroken word (code, a URL, random-weight output) must not widen the column past
     // the view: the labels take the width they are given and grow in height.
-    for (QLabel *l : {m_reasoning, m_stats}) {
+    for (QLabel* l : {m_reasoning, m_stats}) {
         QSizePolicy sp(QSizePolicy::Ignored, QSizePolicy::Preferred);
         sp.setHeightForWidth(l != m_stats);
         l->setSizePolicy(sp);
@@ -308,14 +288,14 @@ MessageWidget::MessageWidget(QWidget *parent) : QFrame(parent)
     m_editor->installEventFilter(this);
     m_editor->hide();
     m_editBar = new QWidget(this);
-    auto *eb = new QHBoxLayout(m_editBar);
+    auto* eb = new QHBoxLayout(m_editBar);
     eb->setContentsMargins(0, 0, 0, 0);
-    auto *hint = new QLabel(tr("Later messages are replaced (Ctrl+Enter sends, Esc cancels)"),
-                            m_editBar);
+    auto* hint =
+        new QLabel(tr("Later messages are replaced (Ctrl+Enter sends, Esc cancels)"), m_editBar);
     hint->setForegroundRole(QPalette::PlaceholderText);
-    auto *save = new QPushButton(tr("Send"), m_editBar);
+    auto* save = new QPushButton(tr("Send"), m_editBar);
     save->setAccessibleName(tr("Send the edited message"));
-    auto *cancel = new QPushButton(tr("Cancel"), m_editBar);
+    auto* cancel = new QPushButton(tr("Cancel"), m_editBar);
     cancel->setAccessibleName(tr("Cancel editing"));
     eb->addWidget(hint, 1);
     eb->addWidget(cancel);
@@ -337,8 +317,7 @@ MessageWidget::MessageWidget(QWidget *parent) : QFrame(parent)
             [this] { emit versionRequested(m_version + 1); });
 }
 
-void MessageWidget::setMessage(const ChatMessage &m, bool canRegenerate)
-{
+void MessageWidget::setMessage(const ChatMessage& m, bool canRegenerate) {
     const bool streaming = m.streaming;
     m_user = m.role == QLatin1String("user");
     m_role->setText(m_user ? tr("You") : tr("Assistant"));
@@ -354,16 +333,16 @@ void MessageWidget::setMessage(const ChatMessage &m, bool canRegenerate)
         m_renderedFinal = true;
     }
     if (m.reasoning != m_renderedReasoning) {
-        m_reasoning->setText(m.reasoning.toHtmlEscaped().replace(QLatin1Char('\n'),
-                                                                  QStringLiteral("<br>")));
+        m_reasoning->setText(
+            m.reasoning.toHtmlEscaped().replace(QLatin1Char('\n'), QStringLiteral("<br>")));
         m_renderedReasoning = m.reasoning;
     }
     m_thought->setVisible(!m.reasoning.isEmpty());
     const double secs = m.stats.value(QStringLiteral("reasoning_s")).toDouble();
-    m_thought->setText(streaming && m.content.isEmpty()
-                           ? tr("Thinking ...")
-                           : (secs > 0 ? tr("Thought for %1 s").arg(secs, 0, 'f', 1)
-                                       : tr("Reasoning")));
+    m_thought->setText(
+        streaming && m.content.isEmpty()
+            ? tr("Thinking ...")
+            : (secs > 0 ? tr("Thought for %1 s").arg(secs, 0, 'f', 1) : tr("Reasoning")));
     const QString stats = statsLine(m.stats);
     m_stats->setText(streaming ? (stats.isEmpty() ? tr("waiting for the first token ...")
                                                   : tr("%1 · generating ...").arg(stats))
@@ -392,10 +371,8 @@ void MessageWidget::setMessage(const ChatMessage &m, bool canRegenerate)
 
 void MessageWidget::setReasoningOpen(bool open) { m_thought->setChecked(open); }
 
-void MessageWidget::startEdit()
-{
-    if (!m_user)
-        return;
+void MessageWidget::startEdit() {
+    if (!m_user) return;
     m_editor->setPlainText(m_content);
     m_editor->moveCursor(QTextCursor::End);
     m_body->hide();
@@ -406,8 +383,7 @@ void MessageWidget::startEdit()
     m_editor->setFocus();
 }
 
-void MessageWidget::cancelEdit()
-{
+void MessageWidget::cancelEdit() {
     m_editor->hide();
     m_editBar->hide();
     m_body->show();
@@ -417,25 +393,22 @@ void MessageWidget::cancelEdit()
 
 bool MessageWidget::isEditing() const { return !m_editor->isHidden(); }
 
-void MessageWidget::submitEdit()
-{
+void MessageWidget::submitEdit() {
     const QString text = m_editor->toPlainText().trimmed();
-    if (text.isEmpty())
-        return;
+    if (text.isEmpty()) return;
     cancelEdit();
     emit editSubmitted(text);
 }
 
-bool MessageWidget::eventFilter(QObject *watched, QEvent *event)
-{
+bool MessageWidget::eventFilter(QObject* watched, QEvent* event) {
     // Esc belongs to the editor while it is open (the window's Esc stops a reply).
     if (watched == m_editor && event->type() == QEvent::ShortcutOverride &&
-        static_cast<QKeyEvent *>(event)->key() == Qt::Key_Escape) {
+        static_cast<QKeyEvent*>(event)->key() == Qt::Key_Escape) {
         event->accept();
         return true;
     }
     if (watched == m_editor && event->type() == QEvent::KeyPress) {
-        auto *k = static_cast<QKeyEvent *>(event);
+        auto* k = static_cast<QKeyEvent*>(event);
         const bool enter = k->key() == Qt::Key_Return || k->key() == Qt::Key_Enter;
         if (enter && (k->modifiers() & Qt::ControlModifier)) {
             submitEdit();
@@ -449,13 +422,12 @@ bool MessageWidget::eventFilter(QObject *watched, QEvent *event)
     return QFrame::eventFilter(watched, event);
 }
 
-void MessageWidget::paintEvent(QPaintEvent *event)
-{
+void MessageWidget::paintEvent(QPaintEvent* event) {
     // The bubble, in palette colours (so it follows the theme): yours tinted with the
     // highlight colour, replies on the base colour with a thin border.
     QPainter p(this);
     p.setRenderHint(QPainter::Antialiasing);
-    const QPalette &pal = palette();
+    const QPalette& pal = palette();
     QColor fill = pal.color(QPalette::Base);
     if (m_user) {
         const QColor h = pal.color(QPalette::Highlight);
@@ -475,8 +447,7 @@ void MessageWidget::paintEvent(QPaintEvent *event)
     Q_UNUSED(event);
 }
 
-ChatView::ChatView(MessageModel *model, QWidget *parent) : QScrollArea(parent), m_model(model)
-{
+ChatView::ChatView(MessageModel* model, QWidget* parent) : QScrollArea(parent), m_model(model) {
     setWidgetResizable(true);
     setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
     setAccessibleName(tr("Conversation"));
@@ -485,15 +456,14 @@ ChatView::ChatView(MessageModel *model, QWidget *parent) : QScrollArea(parent), 
     m_layout->setSpacing(10);
     m_layout->addStretch(1);
     setWidget(m_column);
-    QScrollBar *bar = verticalScrollBar();
+    QScrollBar* bar = verticalScrollBar();
     // Sticking to the end: the content grows (a streamed reply, a reopened conversation laid
     // out) and the view follows while the user was at the bottom; scrolling up lets go.
     connect(bar, &QScrollBar::rangeChanged, this, [this, bar](int, int max) {
         const QScopedValueRollback<bool> guard(m_settingScroll, true);
         if (m_pendingScroll >= 0) {
             bar->setValue(std::min(m_pendingScroll, max));
-            if (max >= m_pendingScroll)
-                m_pendingScroll = -1;
+            if (max >= m_pendingScroll) m_pendingScroll = -1;
         } else if (m_stick) {
             bar->setValue(max);
         }
@@ -507,31 +477,27 @@ ChatView::ChatView(MessageModel *model, QWidget *parent) : QScrollArea(parent), 
     });
     connect(model, &QAbstractItemModel::modelReset, this, &ChatView::rebuild);
     connect(model, &QAbstractItemModel::rowsInserted, this,
-            [this](const QModelIndex &, int first, int last) { insertRows(first, last); });
+            [this](const QModelIndex&, int first, int last) { insertRows(first, last); });
     connect(model, &QAbstractItemModel::rowsRemoved, this,
-            [this](const QModelIndex &, int first, int last) { removeRows(first, last); });
+            [this](const QModelIndex&, int first, int last) { removeRows(first, last); });
     connect(model, &QAbstractItemModel::dataChanged, this,
-            [this](const QModelIndex &a, const QModelIndex &b) {
+            [this](const QModelIndex& a, const QModelIndex& b) {
                 if (m_model->isStreaming() != m_wasStreaming) {
                     refreshAll();  // the other messages' buttons wait for the reply's end
                     return;
                 }
-                for (int r = a.row(); r <= b.row(); ++r)
-                    refresh(r);
+                for (int r = a.row(); r <= b.row(); ++r) refresh(r);
             });
     rebuild();
 }
 
-int ChatView::scrollPosition() const
-{
-    if (m_pendingScroll >= 0)
-        return m_pendingScroll;
+int ChatView::scrollPosition() const {
+    if (m_pendingScroll >= 0) return m_pendingScroll;
     return m_stick ? -1 : verticalScrollBar()->value();
 }
 
-void ChatView::restoreScrollPosition(int position)
-{
-    QScrollBar *bar = verticalScrollBar();
+void ChatView::restoreScrollPosition(int position) {
+    QScrollBar* bar = verticalScrollBar();
     const QScopedValueRollback<bool> guard(m_settingScroll, true);
     if (position < 0) {
         m_pendingScroll = -1;
@@ -544,8 +510,7 @@ void ChatView::restoreScrollPosition(int position)
     bar->setValue(std::min(position, bar->maximum()));
 }
 
-void ChatView::dropWidget(MessageWidget *w)
-{
+void ChatView::dropWidget(MessageWidget* w) {
     // Later, not now: the click that asked for this (Delete, Regenerate, an edit's Send) is
     // still being delivered to a button of this widget.
     m_layout->removeWidget(w);
@@ -554,26 +519,22 @@ void ChatView::dropWidget(MessageWidget *w)
     w->deleteLater();
 }
 
-void ChatView::rebuild()
-{
-    for (MessageWidget *w : std::as_const(m_widgets))
-        dropWidget(w);
+void ChatView::rebuild() {
+    for (MessageWidget* w : std::as_const(m_widgets)) dropWidget(w);
     m_widgets.clear();
     // A conversation opens at its end unless the window restores another place.
     m_stick = true;
     m_pendingScroll = -1;
-    if (m_model->rowCount() > 0)
-        insertRows(0, m_model->rowCount() - 1);
+    if (m_model->rowCount() > 0) insertRows(0, m_model->rowCount() - 1);
 }
 
-void ChatView::insertRows(int first, int last)
-{
+void ChatView::insertRows(int first, int last) {
     for (int r = first; r <= last; ++r) {
-        auto *w = new MessageWidget(m_column);
+        auto* w = new MessageWidget(m_column);
         m_widgets.insert(r, w);
         m_layout->insertWidget(r, w);
         connect(w, &MessageWidget::editSubmitted, this,
-                [this, w](const QString &text) { emit editSubmitted(rowOf(w), text); });
+                [this, w](const QString& text) { emit editSubmitted(rowOf(w), text); });
         connect(w, &MessageWidget::regenerateRequested, this,
                 [this, w] { emit regenerateRequested(rowOf(w)); });
         connect(w, &MessageWidget::deleteRequested, this,
@@ -584,19 +545,15 @@ void ChatView::insertRows(int first, int last)
     refreshAll();  // "Regenerate" moves to the new last reply
 }
 
-void ChatView::removeRows(int first, int last)
-{
-    for (int r = last; r >= first; --r)
-        dropWidget(m_widgets.takeAt(r));
+void ChatView::removeRows(int first, int last) {
+    for (int r = last; r >= first; --r) dropWidget(m_widgets.takeAt(r));
     refreshAll();
 }
 
-void ChatView::refresh(int row)
-{
-    if (row < 0 || row >= m_widgets.size())
-        return;
-    const ChatMessage &m = m_model->at(row);
-    MessageWidget *w = m_widgets[row];
+void ChatView::refresh(int row) {
+    if (row < 0 || row >= m_widgets.size()) return;
+    const ChatMessage& m = m_model->at(row);
+    MessageWidget* w = m_widgets[row];
     const bool user = m.role == QLatin1String("user");
     w->setProperty("lastReply", row == m_widgets.size() - 1);
     w->setMessage(m, !m_model->isStreaming());
@@ -606,11 +563,9 @@ void ChatView::refresh(int row)
     w->setContentsMargins(user ? indent : 0, 0, user ? 0 : indent / 2, 0);
 }
 
-void ChatView::refreshAll()
-{
+void ChatView::refreshAll() {
     m_wasStreaming = m_model->isStreaming();
-    for (int r = 0; r < m_widgets.size(); ++r)
-        refresh(r);
+    for (int r = 0; r < m_widgets.size(); ++r) refresh(r);
 }
 
 }  // namespace neural::gui

@@ -33,11 +33,11 @@ struct ChatMessage;
 class MessageBody : public QTextBrowser {
     Q_OBJECT
 public:
-    explicit MessageBody(QWidget *parent = nullptr);
+    explicit MessageBody(QWidget* parent = nullptr);
     // The whole text, rendered at once (a complete message).
-    void showMarkdown(const QString &markdown);
+    void showMarkdown(const QString& markdown);
     // A growing text: appends what was completed since the last call, re-renders the tail.
-    void showStreamingMarkdown(const QString &markdown);
+    void showStreamingMarkdown(const QString& markdown);
     QString markdown() const { return m_source; }
     // Characters of the streamed text rendered for good (the rest is the tail).
     int stableLength() const { return m_stableLength; }
@@ -47,12 +47,12 @@ public:
     QSize minimumSizeHint() const override;
 
 protected:
-    void resizeEvent(QResizeEvent *event) override;
-    void changeEvent(QEvent *event) override;
+    void resizeEvent(QResizeEvent* event) override;
+    void changeEvent(QEvent* event) override;
 
 private:
     void fitHeight();
-    QStringList appendRendered(const QString &markdown, int firstCodeIndex);
+    QStringList appendRendered(const QString& markdown, int firstCodeIndex);
     void removeTail();
     void rerender();
 
@@ -70,15 +70,15 @@ private:
 class MessageWidget : public QFrame {
     Q_OBJECT
 public:
-    explicit MessageWidget(QWidget *parent = nullptr);
-    void setMessage(const ChatMessage &message, bool canRegenerate);
+    explicit MessageWidget(QWidget* parent = nullptr);
+    void setMessage(const ChatMessage& message, bool canRegenerate);
     QString content() const { return m_content; }
     bool isUser() const { return m_user; }
-    MessageBody *body() const { return m_body; }
-    QLabel *statsLabel() const { return m_stats; }
-    QLabel *versionLabel() const { return m_versionLabel; }
-    QToolButton *reasoningToggle() const { return m_thought; }
-    QPlainTextEdit *editor() const { return m_editor; }
+    MessageBody* body() const { return m_body; }
+    QLabel* statsLabel() const { return m_stats; }
+    QLabel* versionLabel() const { return m_versionLabel; }
+    QToolButton* reasoningToggle() const { return m_thought; }
+    QPlainTextEdit* editor() const { return m_editor; }
     void setReasoningOpen(bool open);
     // Edit in place: the text in an editor inside the bubble (Ctrl+Enter sends, Esc cancels).
     void startEdit();
@@ -86,33 +86,33 @@ public:
     bool isEditing() const;
 
 signals:
-    void editSubmitted(const QString &text);
+    void editSubmitted(const QString& text);
     void regenerateRequested();
     void deleteRequested();
     void versionRequested(int index);
 
 protected:
-    void paintEvent(QPaintEvent *event) override;
-    bool eventFilter(QObject *watched, QEvent *event) override;
+    void paintEvent(QPaintEvent* event) override;
+    bool eventFilter(QObject* watched, QEvent* event) override;
 
 private:
     void submitEdit();
 
     bool m_user = false;
-    QLabel *m_role;
-    QLabel *m_stats;
-    QToolButton *m_prevVersion;
-    QLabel *m_versionLabel;
-    QToolButton *m_nextVersion;
-    QToolButton *m_thought;
-    QLabel *m_reasoning;
-    MessageBody *m_body;
-    QPlainTextEdit *m_editor;
-    QWidget *m_editBar;
-    QPushButton *m_copy;
-    QPushButton *m_edit;
-    QPushButton *m_regenerate;
-    QPushButton *m_delete;
+    QLabel* m_role;
+    QLabel* m_stats;
+    QToolButton* m_prevVersion;
+    QLabel* m_versionLabel;
+    QToolButton* m_nextVersion;
+    QToolButton* m_thought;
+    QLabel* m_reasoning;
+    MessageBody* m_body;
+    QPlainTextEdit* m_editor;
+    QWidget* m_editBar;
+    QPushButton* m_copy;
+    QPushButton* m_edit;
+    QPushButton* m_regenerate;
+    QPushButton* m_delete;
     QString m_content;
     QString m_renderedReasoning;
     bool m_renderedFinal = false;
@@ -121,13 +121,13 @@ private:
 };
 
 // "42 tokens · 12.3 tok/s · first token 0.21 s" from a reply's stats.
-QString statsLine(const QJsonObject &stats);
+QString statsLine(const QJsonObject& stats);
 
 class ChatView : public QScrollArea {
     Q_OBJECT
 public:
-    explicit ChatView(MessageModel *model, QWidget *parent = nullptr);
-    MessageWidget *messageWidget(int row) const { return m_widgets.value(row); }
+    explicit ChatView(MessageModel* model, QWidget* parent = nullptr);
+    MessageWidget* messageWidget(int row) const { return m_widgets.value(row); }
     int messageCount() const { return static_cast<int>(m_widgets.size()); }
     // The scroll position in pixels, or -1 while the view sticks to the end.
     int scrollPosition() const;
@@ -136,7 +136,7 @@ public:
     bool followsEnd() const { return m_stick; }
 
 signals:
-    void editSubmitted(int row, const QString &text);
+    void editSubmitted(int row, const QString& text);
     void regenerateRequested(int row);
     void deleteRequested(int row);
     void versionRequested(int row, int index);
@@ -148,13 +148,13 @@ private:
     void removeRows(int first, int last);
     void refresh(int row);
     void refreshAll();
-    void dropWidget(MessageWidget *w);
-    int rowOf(const MessageWidget *w) const { return static_cast<int>(m_widgets.indexOf(w)); }
+    void dropWidget(MessageWidget* w);
+    int rowOf(const MessageWidget* w) const { return static_cast<int>(m_widgets.indexOf(w)); }
 
-    MessageModel *m_model;
-    QWidget *m_column;
-    QVBoxLayout *m_layout;
-    QList<MessageWidget *> m_widgets;
+    MessageModel* m_model;
+    QWidget* m_column;
+    QVBoxLayout* m_layout;
+    QList<MessageWidget*> m_widgets;
     bool m_stick = true;       // follow the end as the content grows
     int m_pendingScroll = -1;  // restoreScrollPosition waiting for the layout
     bool m_settingScroll = false;

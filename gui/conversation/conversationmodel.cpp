@@ -11,8 +11,7 @@ namespace neural::gui {
 
 namespace {
 // The date line's font: a little smaller than the title's (point or pixel sized).
-QFont smallFont(const QFont &base)
-{
+QFont smallFont(const QFont& base) {
     QFont f = base;
     if (base.pointSizeF() > 0)
         f.setPointSizeF(base.pointSizeF() * 0.85);
@@ -22,57 +21,53 @@ QFont smallFont(const QFont &base)
 }
 }  // namespace
 
-int ConversationModel::rowCount(const QModelIndex &parent) const
-{
+int ConversationModel::rowCount(const QModelIndex& parent) const {
     return parent.isValid() ? 0 : static_cast<int>(m_items.size());
 }
 
-QVariant ConversationModel::data(const QModelIndex &index, int role) const
-{
-    if (!index.isValid() || index.row() >= m_items.size())
-        return {};
-    const ConversationInfo &c = m_items.at(index.row());
+QVariant ConversationModel::data(const QModelIndex& index, int role) const {
+    if (!index.isValid() || index.row() >= m_items.size()) return {};
+    const ConversationInfo& c = m_items.at(index.row());
     const QDateTime when = QDateTime::fromMSecsSinceEpoch(c.updatedMs);
     switch (role) {
-    case Qt::DisplayRole: return c.title;
-    case DateRole: return shortDate(when, QDateTime::currentDateTime());
-    case Qt::ToolTipRole:
-        return tr("%1\nlast message %2")
-            .arg(c.title, QLocale().toString(when, QLocale::LongFormat));
-    case Qt::AccessibleTextRole:
-        return tr("Conversation %1, %2").arg(c.title, shortDate(when, QDateTime::currentDateTime()));
-    case IdRole: return c.id;
-    default: return {};
+        case Qt::DisplayRole:
+            return c.title;
+        case DateRole:
+            return shortDate(when, QDateTime::currentDateTime());
+        case Qt::ToolTipRole:
+            return tr("%1\nlast message %2")
+                .arg(c.title, QLocale().toString(when, QLocale::LongFormat));
+        case Qt::AccessibleTextRole:
+            return tr("Conversation %1, %2")
+                .arg(c.title, shortDate(when, QDateTime::currentDateTime()));
+        case IdRole:
+            return c.id;
+        default:
+            return {};
     }
 }
 
-void ConversationModel::setConversations(const QList<ConversationInfo> &list)
-{
+void ConversationModel::setConversations(const QList<ConversationInfo>& list) {
     beginResetModel();
     m_items = list;
     endResetModel();
 }
 
-bool ConversationModel::updateInPlace(const ConversationInfo &c)
-{
+bool ConversationModel::updateInPlace(const ConversationInfo& c) {
     const int row = rowOf(c.id);
-    if (row < 0)
-        return false;
+    if (row < 0) return false;
     m_items[row] = c;
     emit dataChanged(index(row), index(row));
     return true;
 }
 
-int ConversationModel::rowOf(qint64 id) const
-{
+int ConversationModel::rowOf(qint64 id) const {
     for (int i = 0; i < m_items.size(); ++i)
-        if (m_items[i].id == id)
-            return i;
+        if (m_items[i].id == id) return i;
     return -1;
 }
 
-QString ConversationModel::titleFromMessage(const QString &markdown)
-{
+QString ConversationModel::titleFromMessage(const QString& markdown) {
     QStringList words;
     bool inFence = false;
     for (QString line : markdown.split(QLatin1Char('\n'))) {
@@ -87,8 +82,7 @@ QString ConversationModel::titleFromMessage(const QString &markdown)
                 QStringLiteral(R"(^\s*(#{1,6}\s+|>\s*|[-*+]\s+|\d+[.)]\s+|\|)+)"));
             line.remove(block);
             static const QRegularExpression rule(QStringLiteral(R"(^\s*([-*_=]\s*){3,}$)"));
-            if (rule.match(line).hasMatch())
-                continue;
+            if (rule.match(line).hasMatch()) continue;
             static const QRegularExpression image(QStringLiteral(R"(!\[([^\]]*)\]\([^)]*\))"));
             line.replace(image, QStringLiteral("\\1"));
             static const QRegularExpression link(QStringLiteral(R"(\[([^\]]*)\]\([^)]*\))"));
@@ -108,36 +102,30 @@ QString ConversationModel::titleFromMessage(const QString &markdown)
     if (t.size() > kMax) {
         t = t.left(kMax);
         const int space = t.lastIndexOf(QLatin1Char(' '));
-        if (space > kMax / 2)
-            t = t.left(space);
+        if (space > kMax / 2) t = t.left(space);
         t += QChar(0x2026);  // the list elides to its width; this bounds what is stored
     }
     return t;
 }
 
-QString ConversationModel::shortDate(const QDateTime &when, const QDateTime &now)
-{
+QString ConversationModel::shortDate(const QDateTime& when, const QDateTime& now) {
     const QDate d = when.date(), today = now.date();
     const QLocale locale;
-    if (d == today)
-        return locale.toString(when.time(), QLocale::ShortFormat);
-    if (d == today.addDays(-1))
-        return tr("Yesterday");
+    if (d == today) return locale.toString(when.time(), QLocale::ShortFormat);
+    if (d == today.addDays(-1)) return tr("Yesterday");
     if (d > today.addDays(-7) && d < today)
         return locale.dayName(d.dayOfWeek(), QLocale::ShortFormat);
-    if (d.year() == today.year())
-        return locale.toString(d, QStringLiteral("MMM d"));
+    if (d.year() == today.year()) return locale.toString(d, QStringLiteral("MMM d"));
     return d.toString(Qt::ISODate);
 }
 
-void ConversationDelegate::paint(QPainter *painter, const QStyleOptionViewItem &option,
-                                 const QModelIndex &index) const
-{
+void ConversationDelegate::paint(QPainter* painter, const QStyleOptionViewItem& option,
+                                 const QModelIndex& index) const {
     QStyleOptionViewItem opt = option;
     initStyleOption(&opt, index);
     const QString title = opt.text;
     opt.text.clear();
-    QStyle *style = opt.widget ? opt.widget->style() : QApplication::style();
+    QStyle* style = opt.widget ? opt.widget->style() : QApplication::style();
     style->drawControl(QStyle::CE_ItemViewItem, &opt, painter, opt.widget);
 
     const QRect r = opt.rect.adjusted(6, 3, -6, -3);
@@ -149,7 +137,8 @@ void ConversationDelegate::paint(QPainter *painter, const QStyleOptionViewItem &
     painter->setPen(text);
     painter->setFont(opt.font);
     const QFontMetrics fm(opt.font);
-    painter->drawText(QRect(r.left(), r.top(), r.width(), fm.height()), Qt::AlignLeft | Qt::AlignVCenter,
+    painter->drawText(QRect(r.left(), r.top(), r.width(), fm.height()),
+                      Qt::AlignLeft | Qt::AlignVCenter,
                       fm.elidedText(title, Qt::ElideRight, r.width()));
     const QFont small = smallFont(opt.font);
     painter->setFont(small);
@@ -164,8 +153,7 @@ void ConversationDelegate::paint(QPainter *painter, const QStyleOptionViewItem &
     painter->restore();
 }
 
-QSize ConversationDelegate::sizeHint(const QStyleOptionViewItem &option, const QModelIndex &) const
-{
+QSize ConversationDelegate::sizeHint(const QStyleOptionViewItem& option, const QModelIndex&) const {
     const QFont small = smallFont(option.font);
     // Width 0: the row never asks for more than the view has, so nothing scrolls sideways.
     return {0, QFontMetrics(option.font).height() + QFontMetrics(small).height() + 6};

@@ -19,8 +19,7 @@ qint64 nowMs() { return QDateTime::currentMSecsSinceEpoch(); }
 
 // Migration N takes the schema from version N-1 to N. Append only: a released step never
 // changes, so every older file reaches the current schema through the same statements.
-const QList<QStringList> &migrations()
-{
+const QList<QStringList>& migrations() {
     static const QList<QStringList> steps = {
         // 1: conversations and messages.
         {QStringLiteral("CREATE TABLE conversations ("
@@ -56,20 +55,16 @@ const QList<QStringList> &migrations()
 }  // namespace
 
 ConversationStore::ConversationStore()
-    : m_connection(QStringLiteral("neural-conversations-%1").arg(g_connections.fetch_add(1)))
-{
-}
+    : m_connection(QStringLiteral("neural-conversations-%1").arg(g_connections.fetch_add(1))) {}
 
 ConversationStore::~ConversationStore() { close(); }
 
-bool ConversationStore::fail(const QString &what, const QString &detail)
-{
+bool ConversationStore::fail(const QString& what, const QString& detail) {
     m_error = detail.isEmpty() ? what : QStringLiteral("%1: %2").arg(what, detail);
     return false;
 }
 
-bool ConversationStore::exec(const QString &sql)
-{
+bool ConversationStore::exec(const QString& sql) {
     QSqlQuery q(QSqlDatabase::database(m_connection));
     if (!q.exec(sql))
         return fail(QStringLiteral("database statement failed (%1)").arg(sql.left(60)),
@@ -77,8 +72,7 @@ bool ConversationStore::exec(const QString &sql)
     return true;
 }
 
-bool ConversationStore::open(const QString &path)
-{
+bool ConversationStore::open(const QString& path) {
     close();
     if (!QSqlDatabase::isDriverAvailable(QStringLiteral("QSQLITE")))
         return fail(QStringLiteral("the Qt SQLite driver is missing (libqt6sql6-sqlite)"), {});
@@ -87,8 +81,7 @@ bool ConversationStore::open(const QString &path)
         // Scoped: removeDatabase() below must not see a live handle.
         QSqlDatabase db = QSqlDatabase::addDatabase(QStringLiteral("QSQLITE"), m_connection);
         db.setDatabaseName(path);
-        if (!db.open())
-            openError = db.lastError().text();
+        if (!db.open()) openError = db.lastError().text();
     }
     if (!openError.isEmpty()) {
         QSqlDatabase::removeDatabase(m_connection);
@@ -107,8 +100,7 @@ bool ConversationStore::open(const QString &path)
     return true;
 }
 
-void ConversationStore::close()
-{
+void ConversationStore::close() {
     if (QSqlDatabase::contains(m_connection)) {
         {
             QSqlDatabase db = QSqlDatabase::database(m_connection, false);
@@ -118,22 +110,18 @@ void ConversationStore::close()
     }
 }
 
-bool ConversationStore::isOpen() const
-{
+bool ConversationStore::isOpen() const {
     return QSqlDatabase::contains(m_connection) &&
            QSqlDatabase::database(m_connection, false).isOpen();
 }
 
-int ConversationStore::schemaVersion()
-{
+int ConversationStore::schemaVersion() {
     QSqlQuery q(QSqlDatabase::database(m_connection));
-    if (!q.exec(QStringLiteral("SELECT version FROM schema_version")) || !q.next())
-        return 0;
+    if (!q.exec(QStringLiteral("SELECT version FROM schema_version")) || !q.next()) return 0;
     return q.value(0).toInt();
 }
 
-bool ConversationStore::migrate()
-{
+bool ConversationStore::migrate() {
     QSqlDatabase db = QSqlDatabase::database(m_connection);
     // "file is not a database" shows up at the first statement.
     if (!exec(QStringLiteral("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER "
@@ -159,8 +147,7 @@ bool ConversationStore::migrate()
         if (!db.transaction())
             return fail(QStringLiteral("cannot begin a transaction"), db.lastError().text());
         bool ok = true;
-        for (const QString &sql : migrations()[v])
-            ok = ok && exec(sql);
+        for (const QString& sql : migrations()[v]) ok = ok && exec(sql);
         ok = ok && exec(QStringLiteral("UPDATE schema_version SET version = %1").arg(v + 1));
         if (!ok) {
             const QString err = m_error;
@@ -174,21 +161,20 @@ bool ConversationStore::migrate()
     return true;
 }
 
-QList<ConversationInfo> ConversationStore::conversations(const QString &filter)
-{
+QList<ConversationInfo> ConversationStore::conversations(const QString& filter) {
     QList<ConversationInfo> out;
     QSqlQuery q(QSqlDatabase::database(m_connection));
     QString sql = QStringLiteral(
         "SELECT id, title, created_ms, updated_ms, system_prompt, reasoning_effort "
         "FROM conversations c");
     if (!filter.isEmpty())
-        sql += QStringLiteral(" WHERE instr(lower(title), lower(:f)) > 0 OR EXISTS (SELECT 1 "
-                              "FROM messages m WHERE m.conversation_id = c.id AND "
-                              "instr(lower(m.content), lower(:f)) > 0)");
+        sql += QStringLiteral(
+            " WHERE instr(lower(title), lower(:f)) > 0 OR EXISTS (SELECT 1 "
+            "FROM messages m WHERE m.conversation_id = c.id AND "
+            "instr(lower(m.content), lower(:f)) > 0)");
     sql += QStringLiteral(" ORDER BY updated_ms DESC, id DESC");
     q.prepare(sql);
-    if (!filter.isEmpty())
-        q.bindValue(QStringLiteral(":f"), filter);
+    if (!filter.isEmpty()) q.bindValue(QStringLiteral(":f"), filter);
     if (!q.exec()) {
         fail(QStringLiteral("cannot list conversations"), q.lastError().text());
         return out;
@@ -206,19 +192,17 @@ QList<ConversationInfo> ConversationStore::conversations(const QString &filter)
     return out;
 }
 
-std::optional<ConversationInfo> ConversationStore::conversation(qint64 id)
-{
-    for (const ConversationInfo &c : conversations())
-        if (c.id == id)
-            return c;
+std::optional<ConversationInfo> ConversationStore::conversation(qint64 id) {
+    for (const ConversationInfo& c : conversations())
+        if (c.id == id) return c;
     return std::nullopt;
 }
 
-qint64 ConversationStore::createConversation(const QString &title)
-{
+qint64 ConversationStore::createConversation(const QString& title) {
     QSqlQuery q(QSqlDatabase::database(m_connection));
-    q.prepare(QStringLiteral("INSERT INTO conversations (title, created_ms, updated_ms) "
-                             "VALUES (COALESCE(?, ''), ?, ?)"));
+    q.prepare(
+        QStringLiteral("INSERT INTO conversations (title, created_ms, updated_ms) "
+                       "VALUES (COALESCE(?, ''), ?, ?)"));
     const qint64 now = nowMs();
     q.addBindValue(title);
     q.addBindValue(now);
@@ -230,8 +214,7 @@ qint64 ConversationStore::createConversation(const QString &title)
     return q.lastInsertId().toLongLong();
 }
 
-bool ConversationStore::renameConversation(qint64 id, const QString &title)
-{
+bool ConversationStore::renameConversation(qint64 id, const QString& title) {
     QSqlQuery q(QSqlDatabase::database(m_connection));
     q.prepare(QStringLiteral("UPDATE conversations SET title = COALESCE(?, '') WHERE id = ?"));
     q.addBindValue(title);
@@ -241,12 +224,12 @@ bool ConversationStore::renameConversation(qint64 id, const QString &title)
     return q.numRowsAffected() == 1 || fail(QStringLiteral("no conversation %1").arg(id), {});
 }
 
-bool ConversationStore::setConversationSettings(qint64 id, const QString &systemPrompt,
-                                                const QString &reasoningEffort)
-{
+bool ConversationStore::setConversationSettings(qint64 id, const QString& systemPrompt,
+                                                const QString& reasoningEffort) {
     QSqlQuery q(QSqlDatabase::database(m_connection));
-    q.prepare(QStringLiteral(
-        "UPDATE conversations SET system_prompt = COALESCE(?, ''), reasoning_effort = COALESCE(?, 'medium') WHERE id = ?"));
+    q.prepare(
+        QStringLiteral("UPDATE conversations SET system_prompt = COALESCE(?, ''), reasoning_effort "
+                       "= COALESCE(?, 'medium') WHERE id = ?"));
     q.addBindValue(systemPrompt);
     q.addBindValue(reasoningEffort);
     q.addBindValue(id);
@@ -256,8 +239,7 @@ bool ConversationStore::setConversationSettings(qint64 id, const QString &system
     return true;
 }
 
-bool ConversationStore::deleteConversation(qint64 id)
-{
+bool ConversationStore::deleteConversation(qint64 id) {
     QSqlDatabase db = QSqlDatabase::database(m_connection);
     if (!db.transaction())
         return fail(QStringLiteral("cannot begin a transaction"), db.lastError().text());
@@ -278,13 +260,13 @@ bool ConversationStore::deleteConversation(qint64 id)
     return db.commit() || fail(QStringLiteral("commit failed"), db.lastError().text());
 }
 
-QList<StoredMessage> ConversationStore::messages(qint64 conversationId)
-{
+QList<StoredMessage> ConversationStore::messages(qint64 conversationId) {
     QList<StoredMessage> out;
     QSqlQuery q(QSqlDatabase::database(m_connection));
-    q.prepare(QStringLiteral("SELECT id, position, role, content, reasoning, created_ms, stats, "
-                             "versions, version FROM messages WHERE conversation_id = ? "
-                             "ORDER BY position"));
+    q.prepare(
+        QStringLiteral("SELECT id, position, role, content, reasoning, created_ms, stats, "
+                       "versions, version FROM messages WHERE conversation_id = ? "
+                       "ORDER BY position"));
     q.addBindValue(conversationId);
     if (!q.exec()) {
         fail(QStringLiteral("cannot read messages"), q.lastError().text());
@@ -301,7 +283,7 @@ QList<StoredMessage> ConversationStore::messages(qint64 conversationId)
         m.createdMs = q.value(5).toLongLong();
         m.stats = QJsonDocument::fromJson(q.value(6).toByteArray()).object();
         // A damaged versions column shows the message as it is, with one version.
-        for (const QJsonValue &v : QJsonDocument::fromJson(q.value(7).toByteArray()).array()) {
+        for (const QJsonValue& v : QJsonDocument::fromJson(q.value(7).toByteArray()).array()) {
             const QJsonObject o = v.toObject();
             m.versions.push_back({o.value(QStringLiteral("content")).toString(),
                                   o.value(QStringLiteral("reasoning")).toString(),
@@ -317,10 +299,9 @@ QList<StoredMessage> ConversationStore::messages(qint64 conversationId)
     return out;
 }
 
-StoredMessage ConversationStore::appendMessage(qint64 conversationId, const QString &role,
-                                               const QString &content, const QString &reasoning,
-                                               const QJsonObject &stats)
-{
+StoredMessage ConversationStore::appendMessage(qint64 conversationId, const QString& role,
+                                               const QString& content, const QString& reasoning,
+                                               const QJsonObject& stats) {
     StoredMessage m;
     QSqlDatabase db = QSqlDatabase::database(m_connection);
     if (!db.transaction()) {
@@ -335,9 +316,10 @@ StoredMessage ConversationStore::appendMessage(qint64 conversationId, const QStr
     const int position = ok ? q.value(0).toInt() : 0;
     const qint64 now = nowMs();
     if (ok) {
-        q.prepare(QStringLiteral("INSERT INTO messages (conversation_id, position, role, "
-                                 "content, reasoning, created_ms, stats) "
-                                 "VALUES (?, ?, ?, COALESCE(?, ''), COALESCE(?, ''), ?, ?)"));
+        q.prepare(
+            QStringLiteral("INSERT INTO messages (conversation_id, position, role, "
+                           "content, reasoning, created_ms, stats) "
+                           "VALUES (?, ?, ?, COALESCE(?, ''), COALESCE(?, ''), ?, ?)"));
         q.addBindValue(conversationId);
         q.addBindValue(position);
         q.addBindValue(role);
@@ -376,19 +358,16 @@ StoredMessage ConversationStore::appendMessage(qint64 conversationId, const QStr
     return m;
 }
 
-bool ConversationStore::truncate(qint64 conversationId, int fromPosition)
-{
+bool ConversationStore::truncate(qint64 conversationId, int fromPosition) {
     QSqlQuery q(QSqlDatabase::database(m_connection));
     q.prepare(QStringLiteral("DELETE FROM messages WHERE conversation_id = ? AND position >= ?"));
     q.addBindValue(conversationId);
     q.addBindValue(fromPosition);
-    if (!q.exec())
-        return fail(QStringLiteral("cannot remove messages"), q.lastError().text());
+    if (!q.exec()) return fail(QStringLiteral("cannot remove messages"), q.lastError().text());
     return true;
 }
 
-bool ConversationStore::deleteMessage(qint64 conversationId, int position)
-{
+bool ConversationStore::deleteMessage(qint64 conversationId, int position) {
     QSqlDatabase db = QSqlDatabase::database(m_connection);
     if (!db.transaction())
         return fail(QStringLiteral("cannot begin a transaction"), db.lastError().text());
@@ -401,15 +380,17 @@ bool ConversationStore::deleteMessage(qint64 conversationId, int position)
     // Two steps through negative positions: UNIQUE (conversation_id, position) is checked per
     // row, so shifting in place could collide midway.
     if (found) {
-        q.prepare(QStringLiteral("UPDATE messages SET position = -position WHERE "
-                                 "conversation_id = ? AND position > ?"));
+        q.prepare(
+            QStringLiteral("UPDATE messages SET position = -position WHERE "
+                           "conversation_id = ? AND position > ?"));
         q.addBindValue(conversationId);
         q.addBindValue(position);
         ok = q.exec();
     }
     if (found && ok) {
-        q.prepare(QStringLiteral("UPDATE messages SET position = -position - 1 WHERE "
-                                 "conversation_id = ? AND position < 0"));
+        q.prepare(
+            QStringLiteral("UPDATE messages SET position = -position - 1 WHERE "
+                           "conversation_id = ? AND position < 0"));
         q.addBindValue(conversationId);
         ok = q.exec();
     }
@@ -424,21 +405,23 @@ bool ConversationStore::deleteMessage(qint64 conversationId, int position)
     return db.commit() || fail(QStringLiteral("commit failed"), db.lastError().text());
 }
 
-bool ConversationStore::setMessageVersions(qint64 messageId, const QList<MessageVersion> &versions,
-                                           int selected)
-{
+bool ConversationStore::setMessageVersions(qint64 messageId, const QList<MessageVersion>& versions,
+                                           int selected) {
     if (selected < 0 || selected >= versions.size())
-        return fail(QStringLiteral("version %1 of %2 does not exist").arg(selected + 1).arg(versions.size()),
+        return fail(QStringLiteral("version %1 of %2 does not exist")
+                        .arg(selected + 1)
+                        .arg(versions.size()),
                     {});
     QJsonArray list;
-    for (const MessageVersion &v : versions)
+    for (const MessageVersion& v : versions)
         list.push_back(QJsonObject{{QStringLiteral("content"), v.content},
                                    {QStringLiteral("reasoning"), v.reasoning},
                                    {QStringLiteral("stats"), v.stats}});
-    const MessageVersion &shown = versions.at(selected);
+    const MessageVersion& shown = versions.at(selected);
     QSqlQuery q(QSqlDatabase::database(m_connection));
-    q.prepare(QStringLiteral("UPDATE messages SET content = COALESCE(?, ''), reasoning = "
-                             "COALESCE(?, ''), stats = ?, versions = ?, version = ? WHERE id = ?"));
+    q.prepare(
+        QStringLiteral("UPDATE messages SET content = COALESCE(?, ''), reasoning = "
+                       "COALESCE(?, ''), stats = ?, versions = ?, version = ? WHERE id = ?"));
     q.addBindValue(shown.content);
     q.addBindValue(shown.reasoning);
     q.addBindValue(QString::fromUtf8(QJsonDocument(shown.stats).toJson(QJsonDocument::Compact)));
@@ -453,18 +436,16 @@ bool ConversationStore::setMessageVersions(qint64 messageId, const QList<Message
     return q.numRowsAffected() == 1 || fail(QStringLiteral("no message %1").arg(messageId), {});
 }
 
-QString ConversationStore::exportMarkdown(qint64 conversationId)
-{
+QString ConversationStore::exportMarkdown(qint64 conversationId) {
     const auto info = conversation(conversationId);
-    if (!info)
-        return {};
+    if (!info) return {};
     QString md = QStringLiteral("# %1\n\n").arg(info->title);
     if (!info->systemPrompt.isEmpty())
         md += QStringLiteral("> System prompt: %1\n\n").arg(info->systemPrompt);
-    for (const StoredMessage &m : messages(conversationId)) {
-        md += QStringLiteral("## %1\n\n").arg(m.role == QLatin1String("user")
-                                                    ? QStringLiteral("User")
-                                                    : QStringLiteral("Assistant"));
+    for (const StoredMessage& m : messages(conversationId)) {
+        md += QStringLiteral("## %1\n\n")
+                  .arg(m.role == QLatin1String("user") ? QStringLiteral("User")
+                                                       : QStringLiteral("Assistant"));
         if (!m.reasoning.isEmpty()) {
             md += QStringLiteral("<details><summary>Reasoning</summary>\n\n%1\n\n</details>\n\n")
                       .arg(m.reasoning);
@@ -474,22 +455,18 @@ QString ConversationStore::exportMarkdown(qint64 conversationId)
     return md;
 }
 
-QByteArray ConversationStore::exportJson(qint64 conversationId)
-{
+QByteArray ConversationStore::exportJson(qint64 conversationId) {
     const auto info = conversation(conversationId);
-    if (!info)
-        return {};
+    if (!info) return {};
     QJsonArray list;
-    for (const StoredMessage &m : messages(conversationId)) {
-        QJsonObject o{{QStringLiteral("role"), m.role},
-                      {QStringLiteral("content"), m.content},
-                      {QStringLiteral("created"),
-                       QDateTime::fromMSecsSinceEpoch(m.createdMs, Qt::UTC)
-                           .toString(Qt::ISODateWithMs)}};
-        if (!m.reasoning.isEmpty())
-            o.insert(QStringLiteral("reasoning"), m.reasoning);
-        if (!m.stats.isEmpty())
-            o.insert(QStringLiteral("stats"), m.stats);
+    for (const StoredMessage& m : messages(conversationId)) {
+        QJsonObject o{
+            {QStringLiteral("role"), m.role},
+            {QStringLiteral("content"), m.content},
+            {QStringLiteral("created"),
+             QDateTime::fromMSecsSinceEpoch(m.createdMs, Qt::UTC).toString(Qt::ISODateWithMs)}};
+        if (!m.reasoning.isEmpty()) o.insert(QStringLiteral("reasoning"), m.reasoning);
+        if (!m.stats.isEmpty()) o.insert(QStringLiteral("stats"), m.stats);
         list.push_back(o);
     }
     const QJsonObject root{{QStringLiteral("title"), info->title},
@@ -499,8 +476,7 @@ QByteArray ConversationStore::exportJson(qint64 conversationId)
     return QJsonDocument(root).toJson(QJsonDocument::Indented);
 }
 
-bool ConversationStore::integrityOk()
-{
+bool ConversationStore::integrityOk() {
     QSqlQuery q(QSqlDatabase::database(m_connection));
     return q.exec(QStringLiteral("PRAGMA integrity_check")) && q.next() &&
            q.value(0).toString() == QLatin1String("ok");

@@ -21,7 +21,7 @@ struct ConversationInfo {
     QString title;
     qint64 createdMs = 0;  // ms since the epoch (UTC)
     qint64 updatedMs = 0;
-    QString systemPrompt;             // developer instructions; empty: none
+    QString systemPrompt;                                // developer instructions; empty: none
     QString reasoningEffort = QStringLiteral("medium");  // low / medium / high
 };
 
@@ -35,12 +35,12 @@ struct MessageVersion {
 struct StoredMessage {
     qint64 id = 0;
     qint64 conversationId = 0;
-    int position = 0;     // 0, 1, ... within the conversation
-    QString role;         // "user" / "assistant"
-    QString content;      // Markdown text
-    QString reasoning;    // analysis channel (assistant), may be empty
+    int position = 0;   // 0, 1, ... within the conversation
+    QString role;       // "user" / "assistant"
+    QString content;    // Markdown text
+    QString reasoning;  // analysis channel (assistant), may be empty
     qint64 createdMs = 0;
-    QJsonObject stats;    // assistant: tokens, tok/s, ttft_s, reasoning_s, finish, ...
+    QJsonObject stats;  // assistant: tokens, tok/s, ttft_s, reasoning_s, finish, ...
     // Every version of a regenerated reply, in order (content/reasoning/stats above are
     // versions[version]); empty for a message with one version.
     QList<MessageVersion> versions;
@@ -53,40 +53,39 @@ public:
 
     ConversationStore();
     ~ConversationStore();
-    ConversationStore(const ConversationStore &) = delete;
-    ConversationStore &operator=(const ConversationStore &) = delete;
+    ConversationStore(const ConversationStore&) = delete;
+    ConversationStore& operator=(const ConversationStore&) = delete;
 
     // Opens (creating) the database and migrates it. False with lastError() on failure
     // (unreadable file, not a database, schema from a newer version, ...).
-    bool open(const QString &path);
+    bool open(const QString& path);
     void close();
     bool isOpen() const;
-    const QString &lastError() const { return m_error; }
+    const QString& lastError() const { return m_error; }
     int schemaVersion();
 
     // Conversations, most recently updated first. `filter`: case-insensitive substring of the
     // title or of any message.
-    QList<ConversationInfo> conversations(const QString &filter = {});
+    QList<ConversationInfo> conversations(const QString& filter = {});
     std::optional<ConversationInfo> conversation(qint64 id);
-    qint64 createConversation(const QString &title);  // the new id, or 0 on error
-    bool renameConversation(qint64 id, const QString &title);
-    bool setConversationSettings(qint64 id, const QString &systemPrompt,
-                                 const QString &reasoningEffort);
+    qint64 createConversation(const QString& title);  // the new id, or 0 on error
+    bool renameConversation(qint64 id, const QString& title);
+    bool setConversationSettings(qint64 id, const QString& systemPrompt,
+                                 const QString& reasoningEffort);
     bool deleteConversation(qint64 id);  // with its messages
 
     QList<StoredMessage> messages(qint64 conversationId);
     // Appends at the end (position = count) and touches the conversation; one transaction,
     // committed before returning. Returns the stored message (id 0 on error).
-    StoredMessage appendMessage(qint64 conversationId, const QString &role,
-                                const QString &content, const QString &reasoning = {},
-                                const QJsonObject &stats = {});
+    StoredMessage appendMessage(qint64 conversationId, const QString& role, const QString& content,
+                                const QString& reasoning = {}, const QJsonObject& stats = {});
     // Removes messages with position >= `fromPosition` (edit-and-resend, regenerate).
     bool truncate(qint64 conversationId, int fromPosition);
     // Removes one message; the later ones move up a position. One transaction.
     bool deleteMessage(qint64 conversationId, int position);
     // Stores the versions of a reply and shows versions[selected] (its content, reasoning and
     // stats become the message's). False for an empty list or an index out of range.
-    bool setMessageVersions(qint64 messageId, const QList<MessageVersion> &versions, int selected);
+    bool setMessageVersions(qint64 messageId, const QList<MessageVersion>& versions, int selected);
 
     // The conversation as Markdown (title, then each message under its role) and as JSON
     // ({"title", "system_prompt", "reasoning_effort", "messages": [...]}).
@@ -98,8 +97,8 @@ public:
 
 private:
     bool migrate();
-    bool exec(const QString &sql);
-    bool fail(const QString &what, const QString &detail);
+    bool exec(const QString& sql);
+    bool fail(const QString& what, const QString& detail);
 
     QString m_connection;
     QString m_error;

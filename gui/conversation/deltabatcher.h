@@ -13,10 +13,10 @@ namespace neural::gui {
 class DeltaBatcher : public QObject {
     Q_OBJECT
 public:
-    explicit DeltaBatcher(int intervalMs = 33, QObject *parent = nullptr);
+    explicit DeltaBatcher(int intervalMs = 33, QObject* parent = nullptr);
 
-    void addReasoning(const QString &text);
-    void addContent(const QString &text);
+    void addReasoning(const QString& text);
+    void addContent(const QString& text);
     // Releases what is pending now (end of a reply) and stops the timer.
     void flush();
     int intervalMs() const { return m_timer.interval(); }
@@ -25,7 +25,7 @@ public:
 
 signals:
     // Text added since the last release (either may be empty, not both).
-    void released(const QString &reasoning, const QString &content);
+    void released(const QString& reasoning, const QString& content);
 
 private:
     void arm();

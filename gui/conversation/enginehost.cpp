@@ -20,20 +20,18 @@
 namespace neural::gui {
 
 namespace {
-std::string utf8(const QString &s) { return s.toStdString(); }
-QString qstr(const std::string &s) { return QString::fromStdString(s); }
+std::string utf8(const QString& s) { return s.toStdString(); }
+QString qstr(const std::string& s) { return QString::fromStdString(s); }
 }  // namespace
 
-double TurnReport::tokensPerSecond() const
-{
+double TurnReport::tokensPerSecond() const {
     // The first token's time is in ttft; the rate counts the tokens after it.
     return decodeSeconds > 0 && generatedTokens > 1
                ? static_cast<double>(generatedTokens - 1) / decodeSeconds
                : 0.0;
 }
 
-QJsonObject TurnReport::toJson() const
-{
+QJsonObject TurnReport::toJson() const {
     QJsonObject o{{QStringLiteral("finish"), finish},
                   {QStringLiteral("prompt_tokens"), promptTokens},
                   {QStringLiteral("cached_tokens"), cachedTokens},
@@ -41,21 +39,17 @@ QJsonObject TurnReport::toJson() const
                   {QStringLiteral("tokens_per_second"), tokensPerSecond()},
                   {QStringLiteral("ttft_s"), ttftSeconds},
                   {QStringLiteral("decode_s"), decodeSeconds}};
-    if (reasoningSeconds > 0)
-        o.insert(QStringLiteral("reasoning_s"), reasoningSeconds);
-    if (!error.isEmpty())
-        o.insert(QStringLiteral("error"), error);
+    if (reasoningSeconds > 0) o.insert(QStringLiteral("reasoning_s"), reasoningSeconds);
+    if (!error.isEmpty()) o.insert(QStringLiteral("error"), error);
     return o;
 }
 
-EngineHost::EngineHost(QObject *parent) : QObject(parent)
-{
+EngineHost::EngineHost(QObject* parent) : QObject(parent) {
     qRegisterMetaType<neural::gui::TurnReport>();
     connect(&m_batcher, &DeltaBatcher::released, this, &EngineHost::turnDelta);
 }
 
-EngineHost::~EngineHost()
-{
+EngineHost::~EngineHost() {
     if (m_loader) {
         // Shutdown while loading: the load cannot be interrupted; wait for it.
         m_loader->wait();
@@ -64,22 +58,23 @@ EngineHost::~EngineHost()
     unload();
 }
 
-QString EngineHost::stateText() const
-{
+QString EngineHost::stateText() const {
     switch (m_state) {
-    case State::empty: return tr("No model loaded");
-    case State::loading: return tr("Loading %1 ...").arg(m_modelDir);
-    case State::ready: return tr("Ready: %1").arg(modelSummary());
-    case State::failed: return tr("Loading failed: %1").arg(m_error);
+        case State::empty:
+            return tr("No model loaded");
+        case State::loading:
+            return tr("Loading %1 ...").arg(m_modelDir);
+        case State::ready:
+            return tr("Ready: %1").arg(modelSummary());
+        case State::failed:
+            return tr("Loading failed: %1").arg(m_error);
     }
     return {};
 }
 
-QString EngineHost::modelSummary() const
-{
-    if (!m_model)
-        return {};
-    const ModelConfig &c = m_model->config();
+QString EngineHost::modelSummary() const {
+    if (!m_model) return {};
+    const ModelConfig& c = m_model->config();
     return tr("%1 - %2 layers, %3 experts (top-%4), hidden %5, %6 KV heads, vocab %7%8")
         .arg(QFileInfo(m_modelDir).fileName())
         .arg(c.num_layers)
@@ -91,18 +86,14 @@ QString EngineHost::modelSummary() const
         .arg(m_model->store() ? tr(", experts from a store") : QString());
 }
 
-void EngineHost::setState(State s)
-{
+void EngineHost::setState(State s) {
     m_state = s;
     emit stateChanged(s);
 }
 
-void EngineHost::unload()
-{
-    if (m_jobId != 0 && m_queue)
-        m_queue->cancel(m_jobId);
-    if (m_queue || m_model)
-        emit modelUnloading();
+void EngineHost::unload() {
+    if (m_jobId != 0 && m_queue) m_queue->cancel(m_jobId);
+    if (m_queue || m_model) emit modelUnloading();
     // Deleting the queue stops and joins the engine thread; only then may the session go.
     delete m_queue;
     m_queue = nullptr;
@@ -120,19 +111,15 @@ void EngineHost::unload()
     }
 }
 
-bool EngineHost::unloadModel()
-{
-    if (m_loader)
-        return false;
+bool EngineHost::unloadModel() {
+    if (m_loader) return false;
     unload();
     m_isDemo = false;
-    if (m_state != State::empty)
-        setState(State::empty);
+    if (m_state != State::empty) setState(State::empty);
     return true;
 }
 
-void EngineHost::startLoad(std::function<std::shared_ptr<const Model>()> work, const QString &dir)
-{
+void EngineHost::startLoad(std::function<std::shared_ptr<const Model>()> work, const QString& dir) {
     if (m_loader) {
         m_error = tr("a model is still loading");
         emit loadFailed(m_error);
@@ -147,7 +134,7 @@ void EngineHost::startLoad(std::function<std::shared_ptr<const Model>()> work, c
     m_loader = QThread::create([work = std::move(work), result] {
         try {
             result->first = work();
-        } catch (const std::exception &e) {
+        } catch (const std::exception& e) {
             result->second = QString::fromUtf8(e.what());
         }
     });
@@ -173,24 +160,23 @@ void EngineHost::startLoad(std::function<std::shared_ptr<const Model>()> work, c
     m_loader->start();
 }
 
-void EngineHost::load(const QString &dir, const LoadOptions &options)
-{
+void EngineHost::load(const QString& dir, const LoadOptions& options) {
     const std::string path = utf8(dir);
     startLoad([path, options] { return std::shared_ptr<const Model>(Model::load(path, options)); },
               dir);
 }
 
-void EngineHost::loadDemo(const QString &dir, const QString &tokenizer)
-{
+void EngineHost::loadDemo(const QString& dir, const QString& tokenizer) {
     const std::string path = utf8(dir);
     const std::string tok = utf8(tokenizer);
     startLoad(
         [path, tok] {
             if (!std::filesystem::exists(std::filesystem::path(path) / "config.json")) {
                 if (tok.empty())
-                    fail("the demo model's tokenizer (share/neural/demo/tokenizer.json) is "
-                         "missing from this installation: reinstall Neural, or set "
-                         "NEURAL_DEMO_TOKENIZER to a gpt-oss tokenizer.json");
+                    fail(
+                        "the demo model's tokenizer (share/neural/demo/tokenizer.json) is "
+                        "missing from this installation: reinstall Neural, or set "
+                        "NEURAL_DEMO_TOKENIZER to a gpt-oss tokenizer.json");
                 spdlog::info("creating the demo model in {} (random weights)", path);
                 synth::Options o;
                 o.shape = synth::shape_named("tiny");
@@ -205,10 +191,8 @@ void EngineHost::loadDemo(const QString &dir, const QString &tokenizer)
         dir);
 }
 
-bool EngineHost::send(const TurnRequest &request)
-{
-    if (m_state != State::ready || !m_queue || m_jobId != 0)
-        return false;
+bool EngineHost::send(const TurnRequest& request) {
+    if (m_state != State::ready || !m_queue || m_jobId != 0) return false;
 
     // The turn runs on the engine host like an API chat request (host/generationqueue.h): the
     // same prompt cache, cancellation and context rule. Everything is converted up front (no Qt
@@ -216,17 +200,17 @@ bool EngineHost::send(const TurnRequest &request)
     auto job = std::make_shared<host::GenerationJob>();
     job->kind = host::GenerationJob::Kind::chat;
     job->session = "desktop";
-    openai::ChatRequest &req = job->chat;
+    openai::ChatRequest& req = job->chat;
     req.system.conversation_start_date = today_iso_date();
     try {
         req.system.reasoning_effort =
             chat::reasoning_effort_from_name(utf8(request.reasoningEffort));
-    } catch (const Error &) {
+    } catch (const Error&) {
         req.system.reasoning_effort = chat::ReasoningEffort::medium;
     }
     if (!request.systemPrompt.trimmed().isEmpty())
         req.developer.instructions = utf8(request.systemPrompt);
-    for (const ChatTurn &t : request.history) {
+    for (const ChatTurn& t : request.history) {
         if (t.role == QLatin1String("assistant"))
             req.history.push_back(chat::Message::assistant("final", utf8(t.content)));
         else
@@ -236,8 +220,7 @@ bool EngineHost::send(const TurnRequest &request)
     req.sampling.temperature = static_cast<float>(request.temperature);
     req.sampling.seed = request.seed != 0 ? request.seed : std::random_device{}();
     const QString forced = request.forcedOutput.isEmpty() ? m_forcedOutput : request.forcedOutput;
-    if (!forced.isEmpty())
-        req.forced_output = utf8(forced);
+    if (!forced.isEmpty()) req.forced_output = utf8(forced);
 
     // When the reasoning and the answer began to arrive (GUI thread, for reasoningSeconds).
     struct Timing {
@@ -246,20 +229,18 @@ bool EngineHost::send(const TurnRequest &request)
     auto timing = std::make_shared<Timing>();
     job->receiver = this;
     job->onStarted = [this] { emit turnStarted(); };
-    job->onEvent = [this, timing](const chat::ParserEvent &e) {
+    job->onEvent = [this, timing](const chat::ParserEvent& e) {
         const bool thinking = e.type == chat::EventType::reasoning;
-        if (!thinking && e.type != chat::EventType::content &&
-            e.type != chat::EventType::preamble)
+        if (!thinking && e.type != chat::EventType::content && e.type != chat::EventType::preamble)
             return;
-        auto &first = thinking ? timing->firstReasoning : timing->firstContent;
-        if (!first)
-            first = std::chrono::steady_clock::now();
+        auto& first = thinking ? timing->firstReasoning : timing->firstContent;
+        if (!first) first = std::chrono::steady_clock::now();
         if (thinking)
             m_batcher.addReasoning(qstr(e.text));
         else
             m_batcher.addContent(qstr(e.text));
     };
-    job->onFinished = [this, timing](const host::GenerationOutcome &outcome) {
+    job->onFinished = [this, timing](const host::GenerationOutcome& outcome) {
         m_batcher.flush();
         TurnReport r;
         r.reasoning = qstr(outcome.chat.reasoning);
@@ -295,17 +276,14 @@ bool EngineHost::send(const TurnRequest &request)
         emit busyChanged(false);
         emit turnFinished(r);
     };
-    if (!m_queue->enqueue(job))
-        return false;
+    if (!m_queue->enqueue(job)) return false;
     m_jobId = job->id;
     emit busyChanged(true);
     return true;
 }
 
-void EngineHost::stop()
-{
-    if (m_jobId == 0 || !m_queue)
-        return;
+void EngineHost::stop() {
+    if (m_jobId == 0 || !m_queue) return;
     // A job still waiting behind an API request leaves the queue without any callback.
     if (m_queue->cancel(m_jobId)) {
         m_jobId = 0;

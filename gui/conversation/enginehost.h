@@ -38,9 +38,9 @@ struct TurnRequest {
     QList<ChatTurn> history;  // the conversation so far, ending with the user's message
     QString systemPrompt;     // developer instructions; empty: none
     QString reasoningEffort = QStringLiteral("medium");
-    int maxTokens = 2048;     // also capped by the context left
+    int maxTokens = 2048;  // also capped by the context left
     double temperature = 1.0;
-    quint64 seed = 0;         // 0: a fresh seed per turn
+    quint64 seed = 0;  // 0: a fresh seed per turn
     // Harmony text emitted instead of sampling at the start of the reply (special tokens count
     // as such); sampling continues after it. Tests use it to get reasoning and answer text from
     // a random-weight model; everything after the sampler is the real path.
@@ -50,8 +50,8 @@ struct TurnRequest {
 struct TurnReport {
     QString reasoning;
     QString content;
-    QString finish;  // "stop" / "length" / "tool_calls" / "cancelled" / "error"
-    QString error;   // engine error text (finish == "error")
+    QString finish;     // "stop" / "length" / "tool_calls" / "cancelled" / "error"
+    QString error;      // engine error text (finish == "error")
     QString errorCode;  // the engine host's code, e.g. context_length_exceeded
     bool cancelled = false;
     qint64 promptTokens = 0;
@@ -70,16 +70,16 @@ public:
     enum class State { empty, loading, ready, failed };
     Q_ENUM(State)
 
-    explicit EngineHost(QObject *parent = nullptr);
+    explicit EngineHost(QObject* parent = nullptr);
     ~EngineHost() override;
 
     // Loads `dir` (async; stateChanged/ready/loadFailed follow). A running turn is cancelled and
     // the previous model unloaded first (modelUnloading lets the API server let go of it).
     // The CPU team's thread count is options.threads.
-    void load(const QString &dir, const LoadOptions &options = {});
+    void load(const QString& dir, const LoadOptions& options = {});
     // Creates the demo model (random weights, `neural synth --shape tiny`) in `dir` unless it is
     // there already, then loads it. Needs a tokenizer.json (demoTokenizerPath()).
-    void loadDemo(const QString &dir, const QString &tokenizer);
+    void loadDemo(const QString& dir, const QString& tokenizer);
 
     // Releases the model and the engine thread (the benchmark panel frees RAM/VRAM for its own
     // models): a running turn is cancelled, modelUnloading is emitted, the state becomes empty.
@@ -95,29 +95,29 @@ public:
     QString lastError() const { return m_error; }
     std::shared_ptr<const Model> model() const { return m_model; }
     // The engine thread's queue (for ApiServer's shared-queue constructor); null unless ready.
-    host::GenerationQueue *queue() const { return m_queue; }
+    host::GenerationQueue* queue() const { return m_queue; }
 
     // Starts a reply; false (and nothing happens) when no model is ready or a turn is running.
-    bool send(const TurnRequest &request);
+    bool send(const TurnRequest& request);
     void stop();  // cancels the running turn; it still ends with turnFinished (cancelled)
     bool busy() const { return m_jobId != 0; }
-    DeltaBatcher &batcher() { return m_batcher; }
+    DeltaBatcher& batcher() { return m_batcher; }
     // Test hook: TurnRequest::forcedOutput for every turn (the smoke tests' main window).
-    void setForcedOutput(const QString &text) { m_forcedOutput = text; }
+    void setForcedOutput(const QString& text) { m_forcedOutput = text; }
 
 signals:
     void stateChanged(neural::gui::EngineHost::State state);
     void ready();
-    void loadFailed(const QString &error);
+    void loadFailed(const QString& error);
     void modelUnloading();
     void turnStarted();
-    void turnDelta(const QString &reasoning, const QString &content);  // batched
-    void turnFinished(const neural::gui::TurnReport &report);
+    void turnDelta(const QString& reasoning, const QString& content);  // batched
+    void turnFinished(const neural::gui::TurnReport& report);
     void busyChanged(bool busy);
 
 private:
     struct LoadResult;
-    void startLoad(std::function<std::shared_ptr<const Model>()> work, const QString &dir);
+    void startLoad(std::function<std::shared_ptr<const Model>()> work, const QString& dir);
     void unload();
     void setState(State s);
 
@@ -127,8 +127,8 @@ private:
     bool m_isDemo = false;
     QString m_forcedOutput;
     std::shared_ptr<const Model> m_model;
-    host::GenerationQueue *m_queue = nullptr;
-    QThread *m_loader = nullptr;
+    host::GenerationQueue* m_queue = nullptr;
+    QThread* m_loader = nullptr;
     quint64 m_jobId = 0;
     DeltaBatcher m_batcher;
 };

@@ -20,7 +20,7 @@ namespace neural::gui {
 struct CodeColors {
     QColor background, header, text, keyword, string, comment, number, label;
 };
-CodeColors codeColors(const QPalette &palette);
+CodeColors codeColors(const QPalette& palette);
 
 // A highlighted span of a code block.
 struct CodeSpan {
@@ -31,21 +31,21 @@ struct CodeSpan {
 };
 // The language a fence's info string names ("c++", "py", "ts", "bash" ...) as one of "cpp",
 // "python", "js", "json", "sh", "rust", "go"; empty when it is none of them.
-QString codeLanguage(const QString &info);
+QString codeLanguage(const QString& info);
 // Keywords, strings, comments and numbers of `code` (a whole block, so block comments and
 // multi-line strings span lines). Empty for an unknown language.
-QList<CodeSpan> highlightCode(const QString &code, const QString &language);
+QList<CodeSpan> highlightCode(const QString& code, const QString& language);
 
 // Renders `markdown` into `doc` (replacing its content). Each fenced code block gets the link
 // "copy-code:<firstCodeIndex + i>" in its header; returns the blocks' texts in that order.
-QStringList renderMarkdown(QTextDocument *doc, const QString &markdown, const QPalette &palette,
+QStringList renderMarkdown(QTextDocument* doc, const QString& markdown, const QPalette& palette,
                            int firstCodeIndex = 0);
-QString markdownToHtml(const QString &markdown, const QPalette &palette);
+QString markdownToHtml(const QString& markdown, const QPalette& palette);
 // The fenced code blocks of `markdown`, in order, without the fences.
-QStringList codeBlocks(const QString &markdown);
+QStringList codeBlocks(const QString& markdown);
 // The length of the part of a growing `markdown` text whose rendering can no longer change:
 // it ends after a blank line outside a code fence, or after a closing fence. A tail longer
 // than `maxTail` characters is cut at its last line break outside a fence as well.
-int stablePrefixLength(const QString &markdown, int maxTail = 4000);
+int stablePrefixLength(const QString& markdown, int maxTail = 4000);
 
 }  // namespace neural::gui

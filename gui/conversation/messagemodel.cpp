@@ -5,8 +5,7 @@
 namespace neural::gui {
 
 namespace {
-ChatMessage fromStored(const StoredMessage &m)
-{
+ChatMessage fromStored(const StoredMessage& m) {
     ChatMessage c;
     c.id = m.id;
     c.role = m.role;
@@ -19,29 +18,31 @@ ChatMessage fromStored(const StoredMessage &m)
 }
 }  // namespace
 
-int MessageModel::rowCount(const QModelIndex &parent) const
-{
+int MessageModel::rowCount(const QModelIndex& parent) const {
     return parent.isValid() ? 0 : static_cast<int>(m_items.size());
 }
 
-QVariant MessageModel::data(const QModelIndex &index, int role) const
-{
-    if (!index.isValid() || index.row() >= m_items.size())
-        return {};
-    const ChatMessage &m = m_items.at(index.row());
+QVariant MessageModel::data(const QModelIndex& index, int role) const {
+    if (!index.isValid() || index.row() >= m_items.size()) return {};
+    const ChatMessage& m = m_items.at(index.row());
     switch (role) {
-    case Qt::DisplayRole:
-    case ContentRole: return m.content;
-    case RoleRole: return m.role;
-    case ReasoningRole: return m.reasoning;
-    case StatsRole: return m.stats;
-    case StreamingRole: return m.streaming;
-    default: return {};
+        case Qt::DisplayRole:
+        case ContentRole:
+            return m.content;
+        case RoleRole:
+            return m.role;
+        case ReasoningRole:
+            return m.reasoning;
+        case StatsRole:
+            return m.stats;
+        case StreamingRole:
+            return m.streaming;
+        default:
+            return {};
     }
 }
 
-QHash<int, QByteArray> MessageModel::roleNames() const
-{
+QHash<int, QByteArray> MessageModel::roleNames() const {
     return {{RoleRole, "role"},
             {ContentRole, "content"},
             {ReasoningRole, "reasoning"},
@@ -49,25 +50,21 @@ QHash<int, QByteArray> MessageModel::roleNames() const
             {StreamingRole, "streaming"}};
 }
 
-void MessageModel::setMessages(const QList<StoredMessage> &messages)
-{
+void MessageModel::setMessages(const QList<StoredMessage>& messages) {
     beginResetModel();
     m_items.clear();
-    for (const StoredMessage &m : messages)
-        m_items.push_back(fromStored(m));
+    for (const StoredMessage& m : messages) m_items.push_back(fromStored(m));
     endResetModel();
 }
 
-void MessageModel::append(const StoredMessage &message)
-{
+void MessageModel::append(const StoredMessage& message) {
     const int row = static_cast<int>(m_items.size());
     beginInsertRows({}, row, row);
     m_items.push_back(fromStored(message));
     endInsertRows();
 }
 
-void MessageModel::beginStreaming()
-{
+void MessageModel::beginStreaming() {
     const int row = static_cast<int>(m_items.size());
     beginInsertRows({}, row, row);
     ChatMessage m;
@@ -78,17 +75,14 @@ void MessageModel::beginStreaming()
     endInsertRows();
 }
 
-void MessageModel::appendDelta(const QString &reasoning, const QString &content, int pieces)
-{
-    if (!isStreaming())
-        return;
-    ChatMessage &m = m_items.last();
+void MessageModel::appendDelta(const QString& reasoning, const QString& content, int pieces) {
+    if (!isStreaming()) return;
+    ChatMessage& m = m_items.last();
     m.reasoning += reasoning;
     m.content += content;
     // Live stats, in the keys of the stored ones (statsLine shows both).
     const qint64 now = m.clock.elapsed();
-    if (m.firstTokenMs < 0 && (!reasoning.isEmpty() || !content.isEmpty()))
-        m.firstTokenMs = now;
+    if (m.firstTokenMs < 0 && (!reasoning.isEmpty() || !content.isEmpty())) m.firstTokenMs = now;
     const int tokens = m.stats.value(QStringLiteral("tokens")).toInt() + std::max(pieces, 0);
     m.stats.insert(QStringLiteral("tokens"), tokens);
     if (m.firstTokenMs >= 0) {
@@ -101,10 +95,8 @@ void MessageModel::appendDelta(const QString &reasoning, const QString &content,
     emit dataChanged(i, i);
 }
 
-void MessageModel::endStreaming(const StoredMessage *stored)
-{
-    if (!isStreaming())
-        return;
+void MessageModel::endStreaming(const StoredMessage* stored) {
+    if (!isStreaming()) return;
     const int row = static_cast<int>(m_items.size()) - 1;
     if (stored) {
         m_items[row] = fromStored(*stored);
@@ -116,27 +108,21 @@ void MessageModel::endStreaming(const StoredMessage *stored)
     }
 }
 
-void MessageModel::removeAt(int row)
-{
-    if (row < 0 || row >= m_items.size())
-        return;
+void MessageModel::removeAt(int row) {
+    if (row < 0 || row >= m_items.size()) return;
     beginRemoveRows({}, row, row);
     m_items.removeAt(row);
     endRemoveRows();
 }
 
-void MessageModel::replace(int row, const StoredMessage &message)
-{
-    if (row < 0 || row >= m_items.size())
-        return;
+void MessageModel::replace(int row, const StoredMessage& message) {
+    if (row < 0 || row >= m_items.size()) return;
     m_items[row] = fromStored(message);
     emit dataChanged(index(row), index(row));
 }
 
-void MessageModel::truncate(int fromRow)
-{
-    if (fromRow >= m_items.size())
-        return;
+void MessageModel::truncate(int fromRow) {
+    if (fromRow >= m_items.size()) return;
     beginRemoveRows({}, fromRow, static_cast<int>(m_items.size()) - 1);
     m_items.resize(fromRow);
     endRemoveRows();

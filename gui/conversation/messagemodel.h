@@ -16,7 +16,7 @@ struct ChatMessage {
     QString role;
     QString content;
     QString reasoning;
-    QJsonObject stats;    // while streaming: tokens, tokens_per_second, ttft_s so far
+    QJsonObject stats;  // while streaming: tokens, tokens_per_second, ttft_s so far
     bool streaming = false;
     QList<MessageVersion> versions;  // every version of a regenerated reply; empty: one
     int version = 0;                 // the one shown, an index into `versions`
@@ -28,30 +28,36 @@ struct ChatMessage {
 class MessageModel : public QAbstractListModel {
     Q_OBJECT
 public:
-    enum Roles { RoleRole = Qt::UserRole + 1, ContentRole, ReasoningRole, StatsRole, StreamingRole };
+    enum Roles {
+        RoleRole = Qt::UserRole + 1,
+        ContentRole,
+        ReasoningRole,
+        StatsRole,
+        StreamingRole
+    };
 
     using QAbstractListModel::QAbstractListModel;
 
-    int rowCount(const QModelIndex &parent = {}) const override;
-    QVariant data(const QModelIndex &index, int role) const override;
+    int rowCount(const QModelIndex& parent = {}) const override;
+    QVariant data(const QModelIndex& index, int role) const override;
     QHash<int, QByteArray> roleNames() const override;
 
-    void setMessages(const QList<StoredMessage> &messages);
-    void append(const StoredMessage &message);
-    const ChatMessage &at(int row) const { return m_items.at(row); }
-    const QList<ChatMessage> &items() const { return m_items; }
+    void setMessages(const QList<StoredMessage>& messages);
+    void append(const StoredMessage& message);
+    const ChatMessage& at(int row) const { return m_items.at(row); }
+    const QList<ChatMessage>& items() const { return m_items; }
 
     // The reply being generated.
     void beginStreaming();
     // `pieces`: the text pieces (about one per token) in this delta, for the live tok/s.
-    void appendDelta(const QString &reasoning, const QString &content, int pieces = 0);
+    void appendDelta(const QString& reasoning, const QString& content, int pieces = 0);
     // Replaces the streaming row by the stored reply (or drops it when `stored` is null).
-    void endStreaming(const StoredMessage *stored);
+    void endStreaming(const StoredMessage* stored);
     bool isStreaming() const { return !m_items.isEmpty() && m_items.last().streaming; }
     void truncate(int fromRow);
     void removeAt(int row);
     // Replaces a row by its stored state (another version shown, edited settings).
-    void replace(int row, const StoredMessage &message);
+    void replace(int row, const StoredMessage& message);
 
 private:
     QList<ChatMessage> m_items;

@@ -29,25 +29,23 @@
 namespace neural::gui {
 
 namespace {
-constexpr int kPoints = 300;        // points kept per line chart
+constexpr int kPoints = 300;            // points kept per line chart
 constexpr std::size_t kKeep = 1 << 16;  // token records kept for CSV export
-constexpr int kPhaseWindow = 64;    // tokens averaged in the phase chart
+constexpr int kPhaseWindow = 64;        // tokens averaged in the phase chart
 
-QChartView *makeView(QChart *chart, const QString &name, QWidget *parent)
-{
+QChartView* makeView(QChart* chart, const QString& name, QWidget* parent) {
     chart->legend()->setAlignment(Qt::AlignBottom);
     chart->setMargins(QMargins(4, 4, 4, 4));
-    auto *view = new QChartView(chart, parent);
+    auto* view = new QChartView(chart, parent);
     view->setRenderHint(QPainter::Antialiasing);
     view->setAccessibleName(name);
     view->setMinimumHeight(160);
     return view;
 }
 
-QChart *lineChart(const QString &title, std::initializer_list<QLineSeries *> series,
-                  QValueAxis *&x, QValueAxis *&y, const QString &xTitle, const QString &yTitle)
-{
-    auto *chart = new QChart;
+QChart* lineChart(const QString& title, std::initializer_list<QLineSeries*> series, QValueAxis*& x,
+                  QValueAxis*& y, const QString& xTitle, const QString& yTitle) {
+    auto* chart = new QChart;
     chart->setTitle(title);
     x = new QValueAxis;
     y = new QValueAxis;
@@ -56,7 +54,7 @@ QChart *lineChart(const QString &title, std::initializer_list<QLineSeries *> ser
     x->setLabelFormat(QStringLiteral("%.0f"));
     chart->addAxis(x, Qt::AlignBottom);
     chart->addAxis(y, Qt::AlignLeft);
-    for (QLineSeries *s : series) {
+    for (QLineSeries* s : series) {
         chart->addSeries(s);
         s->attachAxis(x);
         s->attachAxis(y);
@@ -68,13 +66,12 @@ QChart *lineChart(const QString &title, std::initializer_list<QLineSeries *> ser
 
 std::uint64_t processRssBytes() { return neural::process_resident_bytes(); }
 
-TelemetryDock::TelemetryDock(QWidget *parent) : QDockWidget(tr("Telemetry"), parent)
-{
+TelemetryDock::TelemetryDock(QWidget* parent) : QDockWidget(tr("Telemetry"), parent) {
     setObjectName(QStringLiteral("telemetryDock"));
     setAccessibleName(tr("Telemetry"));
-    auto *box = new QWidget(this);
-    auto *v = new QVBoxLayout(box);
-    auto *tabs = new QTabWidget(box);
+    auto* box = new QWidget(this);
+    auto* v = new QVBoxLayout(box);
+    auto* tabs = new QTabWidget(box);
     m_tabs = tabs;
     // Five short tab names: all of them readable (scroll arrows only when the dock is narrower).
     tabs->setUsesScrollButtons(true);
@@ -82,10 +79,10 @@ TelemetryDock::TelemetryDock(QWidget *parent) : QDockWidget(tr("Telemetry"), par
 
     m_tps = new QLineSeries;
     m_tps->setName(tr("tok/s, 8-token average"));
-    tabs->addTab(makeView(lineChart(tr("Decode speed"), {m_tps}, m_tpsX, m_tpsY, tr("token"),
-                                    tr("tok/s")),
-                          tr("Decode speed chart"), tabs),
-                 tr("Speed"));
+    tabs->addTab(
+        makeView(lineChart(tr("Decode speed"), {m_tps}, m_tpsX, m_tpsY, tr("token"), tr("tok/s")),
+                 tr("Decode speed chart"), tabs),
+        tr("Speed"));
     m_hit = new QLineSeries;
     m_hit->setName(tr("hit rate"));
     tabs->addTab(makeView(lineChart(tr("Experts computed from VRAM"), {m_hit}, m_hitX, m_hitY,
@@ -94,18 +91,18 @@ TelemetryDock::TelemetryDock(QWidget *parent) : QDockWidget(tr("Telemetry"), par
                  tr("Hit rate"));
     m_hitY->setRange(0, 100);
 
-    auto *phaseChart = new QChart;
+    auto* phaseChart = new QChart;
     phaseChart->setTitle(tr("Per-token phases, last %1 tokens (ms)").arg(kPhaseWindow));
-    auto *bars = new QHorizontalStackedBarSeries;
-    for (const QString &n : {tr("CPU kernel"), tr("GPU wait"), tr("graph submission"),
-                             tr("admission"), tr("other")}) {
-        auto *set = new QBarSet(n);
+    auto* bars = new QHorizontalStackedBarSeries;
+    for (const QString& n :
+         {tr("CPU kernel"), tr("GPU wait"), tr("graph submission"), tr("admission"), tr("other")}) {
+        auto* set = new QBarSet(n);
         *set << 0;
         bars->append(set);
         m_phases.push_back(set);
     }
     phaseChart->addSeries(bars);
-    auto *cat = new QBarCategoryAxis;
+    auto* cat = new QBarCategoryAxis;
     cat->append(tr("token"));
     phaseChart->addAxis(cat, Qt::AlignLeft);
     bars->attachAxis(cat);
@@ -120,21 +117,20 @@ TelemetryDock::TelemetryDock(QWidget *parent) : QDockWidget(tr("Telemetry"), par
     m_vram = new QLineSeries;
     m_vram->setName(tr("VRAM used"));
     m_vram->setVisible(false);  // shown once a GPU backend runs (setModel)
-    tabs->addTab(makeView(lineChart(tr("Memory"), {m_ram, m_vram}, m_memX, m_memY, tr("s"),
-                                    tr("GiB")),
-                          tr("Memory chart"), tabs),
-                 tr("Memory"));
+    tabs->addTab(
+        makeView(lineChart(tr("Memory"), {m_ram, m_vram}, m_memX, m_memY, tr("s"), tr("GiB")),
+                 tr("Memory chart"), tabs),
+        tr("Memory"));
     m_faults = new QLineSeries;
     m_faults->setName(tr("page faults per token"));
-    tabs->addTab(makeView(lineChart(tr("Page faults"), {m_faults}, m_faultX, m_faultY,
-                                    tr("token"), tr("faults")),
+    tabs->addTab(makeView(lineChart(tr("Page faults"), {m_faults}, m_faultX, m_faultY, tr("token"),
+                                    tr("faults")),
                           tr("Page faults chart"), tabs),
                  tr("Faults"));
     v->addWidget(tabs, 1);
     // Never narrower than the tab names (they were cut off in a narrow dock).
     box->setMinimumWidth(tabs->tabBar()->sizeHint().width() + 2 * v->contentsMargins().left());
-    for (QChartView *view : tabs->findChildren<QChartView *>())
-        m_charts << view->chart();
+    for (QChartView* view : tabs->findChildren<QChartView*>()) m_charts << view->chart();
     applyChartTheme();
 
     m_summary = new QLabel(tr("No request yet."), box);
@@ -144,8 +140,8 @@ TelemetryDock::TelemetryDock(QWidget *parent) : QDockWidget(tr("Telemetry"), par
     m_summary->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);
     m_summary->setMinimumWidth(0);
     m_summary->setAccessibleName(tr("Last request summary"));
-    auto *row = new QHBoxLayout;
-    auto *csv = new QPushButton(tr("Export CSV..."), box);
+    auto* row = new QHBoxLayout;
+    auto* csv = new QPushButton(tr("Export CSV..."), box);
     csv->setAccessibleName(tr("Export telemetry as CSV"));
     row->addWidget(m_summary, 1);
     row->addWidget(csv);
@@ -153,9 +149,8 @@ TelemetryDock::TelemetryDock(QWidget *parent) : QDockWidget(tr("Telemetry"), par
     setWidget(box);
 
     connect(csv, &QPushButton::clicked, this, [this] {
-        const QString path = QFileDialog::getSaveFileName(this, tr("Export telemetry"),
-                                                          QStringLiteral("telemetry.csv"),
-                                                          tr("CSV (*.csv)"));
+        const QString path = QFileDialog::getSaveFileName(
+            this, tr("Export telemetry"), QStringLiteral("telemetry.csv"), tr("CSV (*.csv)"));
         QString error;
         if (!path.isEmpty() && !exportCsv(path, &error))
             QMessageBox::warning(this, tr("Export telemetry"), error);
@@ -171,26 +166,21 @@ TelemetryDock::TelemetryDock(QWidget *parent) : QDockWidget(tr("Telemetry"), par
     });
 }
 
-void TelemetryDock::applyChartTheme()
-{
+void TelemetryDock::applyChartTheme() {
     const bool dark = palette().color(QPalette::Window).lightness() < 128;
-    for (QChart *c : m_charts) {
+    for (QChart* c : m_charts) {
         // setTheme resets series colours and fonts; only switch when it changes.
         const auto theme = dark ? QChart::ChartThemeDark : QChart::ChartThemeLight;
-        if (c->theme() != theme)
-            c->setTheme(theme);
+        if (c->theme() != theme) c->setTheme(theme);
     }
 }
 
-void TelemetryDock::changeEvent(QEvent *event)
-{
+void TelemetryDock::changeEvent(QEvent* event) {
     QDockWidget::changeEvent(event);
-    if (event->type() == QEvent::PaletteChange)
-        applyChartTheme();
+    if (event->type() == QEvent::PaletteChange) applyChartTheme();
 }
 
-void TelemetryDock::setModel(std::shared_ptr<const Model> model)
-{
+void TelemetryDock::setModel(std::shared_ptr<const Model> model) {
     m_model = std::move(model);
     // VRAM: the GPU's used memory (total - free, as the driver reports it) while a GPU backend
     // runs; the CPU backend uses none, so the line is hidden instead of staying empty.
@@ -201,19 +191,15 @@ void TelemetryDock::setModel(std::shared_ptr<const Model> model)
     m_nextToken = m_nextRequest = 0;
 }
 
-void TelemetryDock::addPoint(QLineSeries *series, QValueAxis *x, QValueAxis *y, double px,
-                             double py)
-{
+void TelemetryDock::addPoint(QLineSeries* series, QValueAxis* x, QValueAxis* y, double px,
+                             double py) {
     series->append(px, py);
-    if (series->count() > kPoints)
-        series->removePoints(0, series->count() - kPoints);
+    if (series->count() > kPoints) series->removePoints(0, series->count() - kPoints);
     x->setRange(series->at(0).x(), std::max(px, series->at(0).x() + 1));
-    if (py > y->max())
-        y->setMax(py * 1.2);
+    if (py > y->max()) y->setMax(py * 1.2);
 }
 
-void TelemetryDock::poll()
-{
+void TelemetryDock::poll() {
     m_elapsed += m_timer->interval() / 1000.0;
     const double ramGib = static_cast<double>(processRssBytes()) / (1u << 30);
     addPoint(m_ram, m_memX, m_memY, m_elapsed, ramGib);
@@ -225,16 +211,16 @@ void TelemetryDock::poll()
                      static_cast<double>(gpus.front().total_bytes - gpus.front().free_bytes) /
                          (1u << 30));
     }
-    if (!m_model)
-        return;
-    const telemetry::Telemetry &t = m_model->telemetry();
+    if (!m_model) return;
+    const telemetry::Telemetry& t = m_model->telemetry();
     const std::vector<telemetry::TokenRecord> fresh = t.tokens().since(m_nextToken, &m_nextToken);
-    for (const telemetry::TokenRecord &r : fresh) {
+    for (const telemetry::TokenRecord& r : fresh) {
         ++m_tokenCount;
         m_tokens.push_back(r);
         const std::uint64_t experts = r.experts_hit + r.experts_missed + r.experts_streamed;
         addPoint(m_hit, m_hitX, m_hitY, static_cast<double>(m_tokenCount),
-                 experts ? 100.0 * static_cast<double>(r.experts_hit) / static_cast<double>(experts) : 0.0);
+                 experts ? 100.0 * static_cast<double>(r.experts_hit) / static_cast<double>(experts)
+                         : 0.0);
         addPoint(m_faults, m_faultX, m_faultY, static_cast<double>(m_tokenCount),
                  static_cast<double>(r.page_faults));
         // Decode speed: the average over the last 8 tokens (single tokens are noisy).
@@ -247,12 +233,13 @@ void TelemetryDock::poll()
                      1e9 * static_cast<double>(n) / static_cast<double>(ns));
     }
     if (m_tokens.size() > kKeep)
-        m_tokens.erase(m_tokens.begin(), m_tokens.begin() + static_cast<std::ptrdiff_t>(m_tokens.size() - kKeep));
+        m_tokens.erase(m_tokens.begin(),
+                       m_tokens.begin() + static_cast<std::ptrdiff_t>(m_tokens.size() - kKeep));
     if (!fresh.empty()) {
         const std::size_t n = std::min<std::size_t>(kPhaseWindow, m_tokens.size());
         double sums[5] = {0, 0, 0, 0, 0};
         for (std::size_t i = m_tokens.size() - n; i < m_tokens.size(); ++i) {
-            const auto &r = m_tokens[i];
+            const auto& r = m_tokens[i];
             sums[0] += static_cast<double>(r.cpu_kernel_ns);
             sums[1] += static_cast<double>(r.gpu_wait_ns);
             sums[2] += static_cast<double>(r.graph_submit_ns);
@@ -267,19 +254,16 @@ void TelemetryDock::poll()
         }
         m_phaseY->setRange(0, std::max(0.001, total * 1.1));
     }
-    for (const telemetry::RequestRecord &r : t.requests().since(m_nextRequest, &m_nextRequest))
+    for (const telemetry::RequestRecord& r : t.requests().since(m_nextRequest, &m_nextRequest))
         m_requests.push_back(r);
-    if (!m_requests.empty())
-        m_summary->setText(lastRequestSummary());
+    if (!m_requests.empty()) m_summary->setText(lastRequestSummary());
 }
 
 bool TelemetryDock::showsVram() const { return m_vram->isVisible(); }
 
-QString TelemetryDock::lastRequestSummary() const
-{
-    if (m_requests.empty())
-        return tr("No request yet.");
-    const telemetry::RequestRecord &r = m_requests.back();
+QString TelemetryDock::lastRequestSummary() const {
+    if (m_requests.empty()) return tr("No request yet.");
+    const telemetry::RequestRecord& r = m_requests.back();
     const double tps = r.decode_seconds > 0 && r.decode_tokens > 1
                            ? static_cast<double>(r.decode_tokens - 1) / r.decode_seconds
                            : 0.0;
@@ -295,29 +279,26 @@ QString TelemetryDock::lastRequestSummary() const
         .arg(r.cancelled ? tr(" (stopped)") : QString());
 }
 
-bool TelemetryDock::exportCsv(const QString &path, QString *error) const
-{
+bool TelemetryDock::exportCsv(const QString& path, QString* error) const {
     QSaveFile f(path);
     if (!f.open(QIODevice::WriteOnly | QIODevice::Text)) {
-        if (error)
-            *error = tr("cannot write %1: %2").arg(path, f.errorString());
+        if (error) *error = tr("cannot write %1: %2").arg(path, f.errorString());
         return false;
     }
     QTextStream out(&f);
     out << "request,index,wall_ns,cpu_kernel_ns,gpu_wait_ns,graph_submit_ns,admission_ns,"
            "other_ns,experts_hit,experts_missed,admissions,cpu_bytes,page_faults,major_page_faults,"
            "experts_streamed\n";
-    for (const auto &r : m_tokens) {
+    for (const auto& r : m_tokens) {
         out << r.request << ',' << r.index << ',' << r.wall_ns << ',' << r.cpu_kernel_ns << ','
             << r.gpu_wait_ns << ',' << r.graph_submit_ns << ',' << r.admission_ns << ','
-            << r.other_ns << ',' << r.experts_hit << ',' << r.experts_missed << ','
-            << r.admissions << ',' << r.cpu_bytes << ',' << r.page_faults << ','
-            << r.major_page_faults << ',' << r.experts_streamed << '\n';
+            << r.other_ns << ',' << r.experts_hit << ',' << r.experts_missed << ',' << r.admissions
+            << ',' << r.cpu_bytes << ',' << r.page_faults << ',' << r.major_page_faults << ','
+            << r.experts_streamed << '\n';
     }
     out.flush();
     if (!f.commit()) {
-        if (error)
-            *error = tr("cannot write %1: %2").arg(path, f.errorString());
+        if (error) *error = tr("cannot write %1: %2").arg(path, f.errorString());
         return false;
     }
     return true;

@@ -31,27 +31,27 @@ namespace neural::gui {
 class TelemetryDock : public QDockWidget {
     Q_OBJECT
 public:
-    explicit TelemetryDock(QWidget *parent = nullptr);
+    explicit TelemetryDock(QWidget* parent = nullptr);
 
     void setModel(std::shared_ptr<const Model> model);
     // One poll now (the timer calls it every 250 ms while the dock is visible).
     void poll();
-    const std::vector<telemetry::TokenRecord> &tokens() const { return m_tokens; }
+    const std::vector<telemetry::TokenRecord>& tokens() const { return m_tokens; }
     QString lastRequestSummary() const;
-    QTabWidget *tabs() const { return m_tabs; }
+    QTabWidget* tabs() const { return m_tabs; }
     bool showsVram() const;  // the VRAM line is visible (a GPU backend runs)
     // Writes the collected token records; false with `error`.
-    bool exportCsv(const QString &path, QString *error = nullptr) const;
+    bool exportCsv(const QString& path, QString* error = nullptr) const;
 
 protected:
-    void changeEvent(QEvent *event) override;
+    void changeEvent(QEvent* event) override;
 
 private:
     void applyChartTheme();  // dark charts under a dark palette
-    void addPoint(QLineSeries *series, QValueAxis *x, QValueAxis *y, double px, double py);
+    void addPoint(QLineSeries* series, QValueAxis* x, QValueAxis* y, double px, double py);
 
     std::shared_ptr<const Model> m_model;
-    QTimer *m_timer;
+    QTimer* m_timer;
     std::uint64_t m_nextToken = 0;
     std::uint64_t m_nextRequest = 0;
     std::vector<telemetry::TokenRecord> m_tokens;  // up to 65,536 most recent
@@ -59,20 +59,20 @@ private:
     double m_elapsed = 0;  // seconds of polling (chart x axis for RAM)
     qint64 m_tokenCount = 0;
 
-    QLineSeries *m_tps;
+    QLineSeries* m_tps;
     QValueAxis *m_tpsX, *m_tpsY;
-    QLineSeries *m_hit;
+    QLineSeries* m_hit;
     QValueAxis *m_hitX, *m_hitY;
-    QLineSeries *m_ram;
-    QLineSeries *m_vram;
+    QLineSeries* m_ram;
+    QLineSeries* m_vram;
     QValueAxis *m_memX, *m_memY;
-    QLineSeries *m_faults;
+    QLineSeries* m_faults;
     QValueAxis *m_faultX, *m_faultY;
-    QList<QBarSet *> m_phases;
-    QValueAxis *m_phaseY;
-    QLabel *m_summary;
-    QTabWidget *m_tabs;
-    QList<QChart *> m_charts;
+    QList<QBarSet*> m_phases;
+    QValueAxis* m_phaseY;
+    QLabel* m_summary;
+    QTabWidget* m_tabs;
+    QList<QChart*> m_charts;
     bool m_gpuBackend = false;
     unsigned m_vramPolls = 0;
 };

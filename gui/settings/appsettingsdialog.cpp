@@ -16,15 +16,14 @@
 
 namespace neural::gui {
 
-AppSettingsDialog::AppSettingsDialog(QWidget *parent) : QDialog(parent)
-{
+AppSettingsDialog::AppSettingsDialog(QWidget* parent) : QDialog(parent) {
     setWindowTitle(tr("Settings"));
     setAccessibleName(tr("Settings"));
     const auto s = appSettings();
-    auto *v = new QVBoxLayout(this);
+    auto* v = new QVBoxLayout(this);
 
-    auto *api = new QGroupBox(tr("API server"), this);
-    auto *af = new QFormLayout(api);
+    auto* api = new QGroupBox(tr("API server"), this);
+    auto* af = new QFormLayout(api);
     m_port = new QSpinBox(api);
     m_port->setRange(0, 65535);
     m_port->setSpecialValueText(tr("any free port"));
@@ -35,8 +34,9 @@ AppSettingsDialog::AppSettingsDialog(QWidget *parent) : QDialog(parent)
     m_key->setEchoMode(QLineEdit::PasswordEchoOnEdit);
     m_key->setPlaceholderText(tr("none: no key needed"));
     m_key->setAccessibleName(tr("API key"));
-    m_key->setToolTip(tr("Clients then send \"Authorization: Bearer KEY\" (every route but "
-                         "/health)."));
+    m_key->setToolTip(
+        tr("Clients then send \"Authorization: Bearer KEY\" (every route but "
+           "/health)."));
     af->addRow(tr("API &key:"), m_key);
     m_lan = new QCheckBox(tr("Allow other computers on the network"), api);
     m_lan->setChecked(s->value(settingsKey::lan, false).toBool());
@@ -51,8 +51,9 @@ AppSettingsDialog::AppSettingsDialog(QWidget *parent) : QDialog(parent)
     m_cors = new QLineEdit(s->value(settingsKey::cors).toString(), api);
     m_cors->setPlaceholderText(tr("none (e.g. http://localhost:3000, or * for any)"));
     m_cors->setAccessibleName(tr("Allowed browser origins"));
-    m_cors->setToolTip(tr("Web pages from these origins may call the API (CORS), comma "
-                          "separated."));
+    m_cors->setToolTip(
+        tr("Web pages from these origins may call the API (CORS), comma "
+           "separated."));
     af->addRow(tr("Browser &origins:"), m_cors);
     m_startAtLaunch = new QCheckBox(tr("Start the API server when the app starts"), api);
     m_startAtLaunch->setChecked(s->value(settingsKey::startAtLaunch, false).toBool());
@@ -60,20 +61,21 @@ AppSettingsDialog::AppSettingsDialog(QWidget *parent) : QDialog(parent)
     m_keepInTray = new QCheckBox(tr("Keep running in the tray while the API server runs"), api);
     m_keepInTray->setChecked(s->value(settingsKey::keepInTray, true).toBool());
     af->addRow(QString(), m_keepInTray);
-    auto *note = new QLabel(tr("Port, key, LAN access and origins apply at the server's next "
-                               "start."), api);
+    auto* note = new QLabel(tr("Port, key, LAN access and origins apply at the server's next "
+                               "start."),
+                            api);
     note->setWordWrap(true);
     af->addRow(QString(), note);
     v->addWidget(api);
 
-    auto *look = new QGroupBox(tr("Appearance and chat"), this);
-    auto *lf = new QFormLayout(look);
+    auto* look = new QGroupBox(tr("Appearance and chat"), this);
+    auto* lf = new QFormLayout(look);
     m_theme = new QComboBox(look);
     m_theme->addItem(tr("Follow the system"), QStringLiteral("system"));
     m_theme->addItem(tr("Light"), QStringLiteral("light"));
     m_theme->addItem(tr("Dark"), QStringLiteral("dark"));
-    m_theme->setCurrentIndex(std::max(0, m_theme->findData(s->value(settingsKey::theme,
-                                                                     QStringLiteral("system")))));
+    m_theme->setCurrentIndex(
+        std::max(0, m_theme->findData(s->value(settingsKey::theme, QStringLiteral("system")))));
     m_theme->setAccessibleName(tr("Theme"));
     lf->addRow(tr("&Theme:"), m_theme);
     m_maxTokens = new QSpinBox(look);
@@ -86,7 +88,7 @@ AppSettingsDialog::AppSettingsDialog(QWidget *parent) : QDialog(parent)
     lf->addRow(tr("Reply length &limit:"), m_maxTokens);
     v->addWidget(look);
 
-    auto *buttons = new QDialogButtonBox(QDialogButtonBox::Ok | QDialogButtonBox::Cancel, this);
+    auto* buttons = new QDialogButtonBox(QDialogButtonBox::Ok | QDialogButtonBox::Cancel, this);
     v->addWidget(buttons);
     connect(buttons, &QDialogButtonBox::accepted, this, [this] {
         save();
@@ -98,8 +100,7 @@ AppSettingsDialog::AppSettingsDialog(QWidget *parent) : QDialog(parent)
     updateWarning();
 }
 
-void AppSettingsDialog::updateWarning()
-{
+void AppSettingsDialog::updateWarning() {
     // Anyone who can reach this PC can then use the model (and its CPU/GPU); say so.
     m_lanWarning->setVisible(m_lan->isChecked());
     m_lanWarning->setText(
@@ -109,8 +110,7 @@ void AppSettingsDialog::updateWarning()
             : tr("Computers on your network with the key can use the model through the API."));
 }
 
-void AppSettingsDialog::save()
-{
+void AppSettingsDialog::save() {
     auto s = appSettings();
     s->setValue(settingsKey::port, m_port->value());
     s->setValue(settingsKey::apiKey, m_key->text().trimmed());

@@ -17,50 +17,50 @@ namespace neural::gui {
 
 // The settings keys, with their defaults where they are read.
 namespace settingsKey {
-inline constexpr const char *port = "server/port";              // 8080
-inline constexpr const char *apiKey = "server/apiKey";          // "": no key
-inline constexpr const char *lan = "server/lan";                // false: 127.0.0.1 only
-inline constexpr const char *cors = "server/corsOrigins";       // "": none
-inline constexpr const char *startAtLaunch = "server/startAtLaunch";  // false
-inline constexpr const char *keepInTray = "server/keepInTray";  // true
-inline constexpr const char *theme = "ui/theme";                // "system"
-inline constexpr const char *maxTokens = "chat/maxTokens";      // 2048
+inline constexpr const char* port = "server/port";                    // 8080
+inline constexpr const char* apiKey = "server/apiKey";                // "": no key
+inline constexpr const char* lan = "server/lan";                      // false: 127.0.0.1 only
+inline constexpr const char* cors = "server/corsOrigins";             // "": none
+inline constexpr const char* startAtLaunch = "server/startAtLaunch";  // false
+inline constexpr const char* keepInTray = "server/keepInTray";        // true
+inline constexpr const char* theme = "ui/theme";                      // "system"
+inline constexpr const char* maxTokens = "chat/maxTokens";            // 2048
 }  // namespace settingsKey
 
 class AppSettingsDialog : public QDialog {
     Q_OBJECT
 public:
-    explicit AppSettingsDialog(QWidget *parent = nullptr);
+    explicit AppSettingsDialog(QWidget* parent = nullptr);
 
     // Writes the fields into appSettings() (OK does this, then accepts).
     void save();
 
     // Test access.
-    QSpinBox *portBox() const { return m_port; }
-    QLineEdit *keyEdit() const { return m_key; }
-    QCheckBox *lanBox() const { return m_lan; }
-    QLabel *lanWarning() const { return m_lanWarning; }
-    QLineEdit *corsEdit() const { return m_cors; }
-    QCheckBox *startAtLaunchBox() const { return m_startAtLaunch; }
-    QCheckBox *keepInTrayBox() const { return m_keepInTray; }
-    QComboBox *themeBox() const { return m_theme; }
-    QSpinBox *maxTokensBox() const { return m_maxTokens; }
+    QSpinBox* portBox() const { return m_port; }
+    QLineEdit* keyEdit() const { return m_key; }
+    QCheckBox* lanBox() const { return m_lan; }
+    QLabel* lanWarning() const { return m_lanWarning; }
+    QLineEdit* corsEdit() const { return m_cors; }
+    QCheckBox* startAtLaunchBox() const { return m_startAtLaunch; }
+    QCheckBox* keepInTrayBox() const { return m_keepInTray; }
+    QComboBox* themeBox() const { return m_theme; }
+    QSpinBox* maxTokensBox() const { return m_maxTokens; }
 
 signals:
-    void themeChanged(const QString &theme);
+    void themeChanged(const QString& theme);
 
 private:
     void updateWarning();
 
-    QSpinBox *m_port;
-    QLineEdit *m_key;
-    QCheckBox *m_lan;
-    QLabel *m_lanWarning;
-    QLineEdit *m_cors;
-    QCheckBox *m_startAtLaunch;
-    QCheckBox *m_keepInTray;
-    QComboBox *m_theme;
-    QSpinBox *m_maxTokens;
+    QSpinBox* m_port;
+    QLineEdit* m_key;
+    QCheckBox* m_lan;
+    QLabel* m_lanWarning;
+    QLineEdit* m_cors;
+    QCheckBox* m_startAtLaunch;
+    QCheckBox* m_keepInTray;
+    QComboBox* m_theme;
+    QSpinBox* m_maxTokens;
 };
 
 }  // namespace neural::gui

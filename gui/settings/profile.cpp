@@ -21,8 +21,7 @@ constexpr bool kCudaBuild = false;
 #endif
 
 // The Optimized profile's values where they differ from the engine's defaults.
-QVariantMap optimizedValues()
-{
+QVariantMap optimizedValues() {
     return {{QStringLiteral("backend"), QStringLiteral("auto")},
             {QStringLiteral("pool"), 6.05},
             {QStringLiteral("scratch"), 6},
@@ -33,41 +32,43 @@ QVariantMap optimizedValues()
 }
 
 // A schema value as the knob holds it (int, double, bool, string).
-QVariant knobValue(const options::Setting &s, const options::Value &v)
-{
+QVariant knobValue(const options::Setting& s, const options::Value& v) {
     switch (s.type) {
-    case options::Type::integer: return static_cast<int>(std::get<std::int64_t>(v));
-    case options::Type::real: return std::get<double>(v);
-    case options::Type::boolean: return std::get<bool>(v);
-    case options::Type::choice:
-    case options::Type::path: return QString::fromStdString(std::get<std::string>(v));
+        case options::Type::integer:
+            return static_cast<int>(std::get<std::int64_t>(v));
+        case options::Type::real:
+            return std::get<double>(v);
+        case options::Type::boolean:
+            return std::get<bool>(v);
+        case options::Type::choice:
+        case options::Type::path:
+            return QString::fromStdString(std::get<std::string>(v));
     }
     return {};
 }
 
 // A knob's value as the schema's text (what the command line would say).
-std::string knobText(const options::Setting &s, const QVariant &v)
-{
+std::string knobText(const options::Setting& s, const QVariant& v) {
     switch (v.typeId()) {
-    case QMetaType::Bool: return v.toBool() ? "1" : "0";
-    case QMetaType::Double:
-    case QMetaType::Float: {
-        const double d = v.toDouble();
-        if (s.type == options::Type::integer && d == std::round(d))
-            return std::to_string(static_cast<long long>(d));
-        return options::format_real(d);
-    }
-    default: return v.toString().toStdString();
+        case QMetaType::Bool:
+            return v.toBool() ? "1" : "0";
+        case QMetaType::Double:
+        case QMetaType::Float: {
+            const double d = v.toDouble();
+            if (s.type == options::Type::integer && d == std::round(d))
+                return std::to_string(static_cast<long long>(d));
+            return options::format_real(d);
+        }
+        default:
+            return v.toString().toStdString();
     }
 }
 
-QList<KnobDef> makeKnobs()
-{
+QList<KnobDef> makeKnobs() {
     const QVariantMap optimized = optimizedValues();
     QList<KnobDef> defs;
-    for (const options::Setting &s : options::settings()) {
-        if (s.key == "store")
-            continue;  // Profile::store
+    for (const options::Setting& s : options::settings()) {
+        if (s.key == "store") continue;  // Profile::store
         KnobDef k;
         k.flag = QString::fromStdString(s.flag);
         k.key = k.flag.mid(2);
@@ -85,9 +86,10 @@ QList<KnobDef> makeKnobs()
         k.hasAuto = s.auto_value.has_value();
         k.min = k.hasAuto ? *s.auto_value : s.min;
         k.max = s.max;
-        for (const std::string &c : s.choices)
-            k.choices.push_back(QString::fromStdString(c));
-        k.unit = s.unit == "GiB" ? QStringLiteral("GiB") : s.unit == "seconds" ? QStringLiteral("s") : QString();
+        for (const std::string& c : s.choices) k.choices.push_back(QString::fromStdString(c));
+        k.unit = s.unit == "GiB"       ? QStringLiteral("GiB")
+                 : s.unit == "seconds" ? QStringLiteral("s")
+                                       : QString();
         k.cudaOnly = s.applies == options::Applies::cuda;
         defs.push_back(k);
     }
@@ -96,193 +98,168 @@ QList<KnobDef> makeKnobs()
 
 }  // namespace
 
-const QList<KnobDef> &knobDefs()
-{
+const QList<KnobDef>& knobDefs() {
     static const QList<KnobDef> defs = makeKnobs();
     return defs;
 }
 
-const KnobDef *findKnob(const QString &key)
-{
-    for (const KnobDef &k : knobDefs())
-        if (k.key == key)
-            return &k;
+const KnobDef* findKnob(const QString& key) {
+    for (const KnobDef& k : knobDefs())
+        if (k.key == key) return &k;
     return nullptr;
 }
 
-QString unsupportedReason(const QString &key, const QString &backend)
-{
-    const KnobDef *k = findKnob(key);
+QString unsupportedReason(const QString& key, const QString& backend) {
+    const KnobDef* k = findKnob(key);
     if (k && k->cudaOnly && backend == QLatin1String("cpu"))
-        return QString::fromStdString(options::backend_refusal(*options::find(key.toStdString()), "cpu"));
+        return QString::fromStdString(
+            options::backend_refusal(*options::find(key.toStdString()), "cpu"));
     if ((key == QLatin1String("backend") || (k && k->cudaOnly)) && !kCudaBuild)
         return QObject::tr("needs the CUDA build");
     return {};
 }
 
-QVariant Profile::value(const QString &key) const
-{
-    if (values.contains(key))
-        return values.value(key);
-    const KnobDef *k = findKnob(key);
+QVariant Profile::value(const QString& key) const {
+    if (values.contains(key)) return values.value(key);
+    const KnobDef* k = findKnob(key);
     return k ? k->stock : QVariant();
 }
 
-options::Settings Profile::settings() const
-{
+options::Settings Profile::settings() const {
     options::Settings out;
     const QString backend = unsupportedReason(QStringLiteral("backend")).isEmpty()
                                 ? value(QStringLiteral("backend")).toString()
                                 : QStringLiteral("cpu");
-    if (!store.isEmpty())
-        out["store"] = store.toStdString();
-    for (const KnobDef &k : knobDefs()) {
+    if (!store.isEmpty()) out["store"] = store.toStdString();
+    for (const KnobDef& k : knobDefs()) {
         if (!unsupportedReason(k.key, backend).isEmpty())
             continue;  // kept in the profile, not applied
-        const options::Setting &s = *options::find(k.key.toStdString());
+        const options::Setting& s = *options::find(k.key.toStdString());
         const std::string text = knobText(s, value(k.key));
         // Compared as the engine reads them, so 6 and 6.0 (or true and "1") are one value.
-        if (options::format(s, options::parse(s, text)) != s.default_value())
-            out[s.key] = text;
+        if (options::format(s, options::parse(s, text)) != s.default_value()) out[s.key] = text;
     }
     return out;
 }
 
-LoadOptions Profile::toLoadOptions() const
-{
-    return options::apply(settings());
-}
+LoadOptions Profile::toLoadOptions() const { return options::apply(settings()); }
 
-QJsonObject Profile::toJson() const
-{
+QJsonObject Profile::toJson() const {
     QJsonObject knobs;
-    for (const KnobDef &k : knobDefs())
-        knobs.insert(k.key, QJsonValue::fromVariant(value(k.key)));
+    for (const KnobDef& k : knobDefs()) knobs.insert(k.key, QJsonValue::fromVariant(value(k.key)));
     return {{QStringLiteral("name"), name},
             {QStringLiteral("model"), modelDir},
             {QStringLiteral("store"), store},
             {QStringLiteral("knobs"), knobs}};
 }
 
-Profile Profile::fromJson(const QJsonObject &o)
-{
+Profile Profile::fromJson(const QJsonObject& o) {
     Profile p;
     p.name = o.value(QStringLiteral("name")).toString();
     p.modelDir = o.value(QStringLiteral("model")).toString();
     p.store = o.value(QStringLiteral("store")).toString();
     const QJsonObject knobs = o.value(QStringLiteral("knobs")).toObject();
-    for (const KnobDef &k : knobDefs()) {
+    for (const KnobDef& k : knobDefs()) {
         const QJsonValue v = knobs.value(k.key);
-        if (v.isUndefined() || v.isNull())
-            continue;
+        if (v.isUndefined() || v.isNull()) continue;
         switch (k.type) {
-        case T::boolean: p.values.insert(k.key, v.toBool()); break;
-        case T::integer:
-            p.values.insert(k.key, static_cast<int>(std::clamp(std::round(v.toDouble()), k.min, k.max)));
-            break;
-        case T::real: {
-            const double d = v.toDouble();
-            p.values.insert(k.key, std::isfinite(d) ? std::clamp(d, k.min, k.max) : k.stock.toDouble());
-            break;
-        }
-        case T::choice: {
-            const QString c = v.isBool() ? (v.toBool() ? QStringLiteral("1") : QStringLiteral("0"))
-                              : v.isDouble() ? QString::number(v.toDouble())
-                                             : v.toString();
-            p.values.insert(k.key, k.choices.contains(c) ? c : k.stock);
-            break;
-        }
-        case T::text: p.values.insert(k.key, v.toString()); break;
+            case T::boolean:
+                p.values.insert(k.key, v.toBool());
+                break;
+            case T::integer:
+                p.values.insert(
+                    k.key, static_cast<int>(std::clamp(std::round(v.toDouble()), k.min, k.max)));
+                break;
+            case T::real: {
+                const double d = v.toDouble();
+                p.values.insert(
+                    k.key, std::isfinite(d) ? std::clamp(d, k.min, k.max) : k.stock.toDouble());
+                break;
+            }
+            case T::choice: {
+                const QString c = v.isBool()
+                                      ? (v.toBool() ? QStringLiteral("1") : QStringLiteral("0"))
+                                  : v.isDouble() ? QString::number(v.toDouble())
+                                                 : v.toString();
+                p.values.insert(k.key, k.choices.contains(c) ? c : k.stock);
+                break;
+            }
+            case T::text:
+                p.values.insert(k.key, v.toString());
+                break;
         }
     }
     return p;
 }
 
-Profile Profile::stock()
-{
+Profile Profile::stock() {
     Profile p;
     p.name = QStringLiteral("Stock");
-    for (const KnobDef &k : knobDefs())
-        p.values.insert(k.key, k.stock);
+    for (const KnobDef& k : knobDefs()) p.values.insert(k.key, k.stock);
     return p;
 }
 
-Profile Profile::optimized()
-{
+Profile Profile::optimized() {
     Profile p;
     p.name = QStringLiteral("Optimized");
-    for (const KnobDef &k : knobDefs())
-        p.values.insert(k.key, k.optimized);
+    for (const KnobDef& k : knobDefs()) p.values.insert(k.key, k.optimized);
     return p;
 }
 
-bool ProfileStore::load(const QString &path, QString *error)
-{
+bool ProfileStore::load(const QString& path, QString* error) {
     m_profiles = {Profile::stock(), Profile::optimized()};
     m_active = QStringLiteral("Stock");
     QFile f(path);
-    if (!f.exists())
-        return true;
-    auto bad = [&](const QString &why) {
-        if (error)
-            *error = QObject::tr("%1: %2 (using the built-in profiles)").arg(path, why);
+    if (!f.exists()) return true;
+    auto bad = [&](const QString& why) {
+        if (error) *error = QObject::tr("%1: %2 (using the built-in profiles)").arg(path, why);
         return false;
     };
-    if (!f.open(QIODevice::ReadOnly))
-        return bad(f.errorString());
+    if (!f.open(QIODevice::ReadOnly)) return bad(f.errorString());
     QJsonParseError pe;
     const QJsonDocument doc = QJsonDocument::fromJson(f.readAll(), &pe);
     if (pe.error != QJsonParseError::NoError)
-        return bad(QObject::tr("not valid JSON at offset %1: %2").arg(pe.offset).arg(pe.errorString()));
+        return bad(
+            QObject::tr("not valid JSON at offset %1: %2").arg(pe.offset).arg(pe.errorString()));
     if (!doc.isObject() || !doc.object().value(QStringLiteral("profiles")).isArray())
         return bad(QObject::tr("expected {\"active\": ..., \"profiles\": [...]}"));
-    for (const QJsonValue &v : doc.object().value(QStringLiteral("profiles")).toArray()) {
+    for (const QJsonValue& v : doc.object().value(QStringLiteral("profiles")).toArray()) {
         const Profile p = Profile::fromJson(v.toObject());
-        if (!p.name.trimmed().isEmpty())
-            upsert(p);
+        if (!p.name.trimmed().isEmpty()) upsert(p);
     }
     const QString active = doc.object().value(QStringLiteral("active")).toString();
-    if (find(active))
-        m_active = active;
+    if (find(active)) m_active = active;
     return true;
 }
 
-bool ProfileStore::save(const QString &path, QString *error) const
-{
+bool ProfileStore::save(const QString& path, QString* error) const {
     QJsonArray list;
-    for (const Profile &p : m_profiles)
-        list.push_back(p.toJson());
+    for (const Profile& p : m_profiles) list.push_back(p.toJson());
     const QJsonObject root{{QStringLiteral("version"), 1},
                            {QStringLiteral("active"), m_active},
                            {QStringLiteral("profiles"), list}};
     QSaveFile f(path);
     if (!f.open(QIODevice::WriteOnly) ||
         f.write(QJsonDocument(root).toJson(QJsonDocument::Indented)) < 0 || !f.commit()) {
-        if (error)
-            *error = QObject::tr("cannot save %1: %2").arg(path, f.errorString());
+        if (error) *error = QObject::tr("cannot save %1: %2").arg(path, f.errorString());
         return false;
     }
     return true;
 }
 
-Profile *ProfileStore::find(const QString &name)
-{
-    for (Profile &p : m_profiles)
-        if (p.name == name)
-            return &p;
+Profile* ProfileStore::find(const QString& name) {
+    for (Profile& p : m_profiles)
+        if (p.name == name) return &p;
     return nullptr;
 }
 
-Profile &ProfileStore::active()
-{
-    if (Profile *p = find(m_active))
-        return *p;
+Profile& ProfileStore::active() {
+    if (Profile* p = find(m_active)) return *p;
     return m_profiles.front();
 }
 
-void ProfileStore::upsert(const Profile &p)
-{
-    if (Profile *old = find(p.name))
+void ProfileStore::upsert(const Profile& p) {
+    if (Profile* old = find(p.name))
         *old = p;
     else
         m_profiles.push_back(p);

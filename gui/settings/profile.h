@@ -23,36 +23,36 @@ namespace neural::gui {
 
 struct KnobDef {
     enum class Type { boolean, integer, real, choice, text };
-    QString key;          // JSON key: the flag without "--" ("pool", "kv-ring", ...)
-    QString flag;         // "--pool"
+    QString key;   // JSON key: the flag without "--" ("pool", "kv-ring", ...)
+    QString flag;  // "--pool"
     QString label;
-    QString help;         // one line: what it does
+    QString help;  // one line: what it does
     Type type = Type::integer;
-    QVariant stock;       // value in the Stock profile: the engine's default
-    QVariant optimized;   // value in the Optimized profile
-    double min = 0;       // integer / real; with an auto value, min is that value
+    QVariant stock;      // value in the Stock profile: the engine's default
+    QVariant optimized;  // value in the Optimized profile
+    double min = 0;      // integer / real; with an auto value, min is that value
     double max = 0;
-    bool hasAuto = false; // min stands for "auto"
-    QStringList choices;  // Type::choice
-    QString unit;         // "GiB", "s"
+    bool hasAuto = false;  // min stands for "auto"
+    QStringList choices;   // Type::choice
+    QString unit;          // "GiB", "s"
     bool cudaOnly = false;
 };
 
 // Every knob, in display order.
-const QList<KnobDef> &knobDefs();
-const KnobDef *findKnob(const QString &key);
+const QList<KnobDef>& knobDefs();
+const KnobDef* findKnob(const QString& key);
 // Why the knob is not applied ("" when it is): this build cannot (a CUDA-only setting without
 // the CUDA build), or the profile's `backend` refuses it (a CUDA-only setting with backend cpu:
 // the schema's message, options::backend_refusal, as `neural` and neural-server say it).
-QString unsupportedReason(const QString &key, const QString &backend = {});
+QString unsupportedReason(const QString& key, const QString& backend = {});
 
 struct Profile {
     QString name;
-    QString modelDir;   // checkpoint folder; empty: the demo model
-    QString store;      // expert store file; empty: experts from the checkpoint
+    QString modelDir;    // checkpoint folder; empty: the demo model
+    QString store;       // expert store file; empty: experts from the checkpoint
     QVariantMap values;  // knob key -> value (missing keys: the Stock value)
 
-    QVariant value(const QString &key) const;
+    QVariant value(const QString& key) const;
     // The knobs this build applies, as schema settings (key -> text): those that differ from
     // the engine's default, the store, and the kernel only with a store (the fused kernels read
     // its records; without one the plain path runs).
@@ -63,7 +63,7 @@ struct Profile {
     QJsonObject toJson() const;
     // Unknown keys are dropped, values out of range clamped, so a hand-edited file cannot make
     // the engine fail in odd ways. A boolean for a 0|1 choice reads as "1" / "0".
-    static Profile fromJson(const QJsonObject &o);
+    static Profile fromJson(const QJsonObject& o);
     static Profile stock();
     static Profile optimized();
 };
@@ -72,17 +72,17 @@ class ProfileStore {
 public:
     // Reads `path`; a missing file gives the two built-ins. False with `error` for an unreadable
     // or malformed file (the built-ins are used then and the file is left alone).
-    bool load(const QString &path, QString *error = nullptr);
-    bool save(const QString &path, QString *error = nullptr) const;
+    bool load(const QString& path, QString* error = nullptr);
+    bool save(const QString& path, QString* error = nullptr) const;
 
-    QList<Profile> &profiles() { return m_profiles; }
-    const QList<Profile> &profiles() const { return m_profiles; }
-    Profile *find(const QString &name);
-    Profile &active();
+    QList<Profile>& profiles() { return m_profiles; }
+    const QList<Profile>& profiles() const { return m_profiles; }
+    Profile* find(const QString& name);
+    Profile& active();
     QString activeName() const { return m_active; }
-    void setActive(const QString &name) { m_active = name; }
+    void setActive(const QString& name) { m_active = name; }
     // Adds or replaces (by name).
-    void upsert(const Profile &p);
+    void upsert(const Profile& p);
 
 private:
     QList<Profile> m_profiles{Profile::stock(), Profile::optimized()};

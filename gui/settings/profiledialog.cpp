@@ -18,21 +18,19 @@
 
 namespace neural::gui {
 
-ProfileDialog::ProfileDialog(ProfileStore *store, QString path, QWidget *parent)
-    : QDialog(parent), m_store(store), m_path(std::move(path))
-{
+ProfileDialog::ProfileDialog(ProfileStore* store, QString path, QWidget* parent)
+    : QDialog(parent), m_store(store), m_path(std::move(path)) {
     setWindowTitle(tr("Profiles"));
     setAccessibleName(tr("Profiles"));
     resize(680, 640);
-    auto *v = new QVBoxLayout(this);
+    auto* v = new QVBoxLayout(this);
 
-    auto *top = new QHBoxLayout;
+    auto* top = new QHBoxLayout;
     m_profiles = new QComboBox(this);
     m_profiles->setAccessibleName(tr("Profile"));
-    for (const Profile &p : m_store->profiles())
-        m_profiles->addItem(p.name);
-    auto *add = new QPushButton(tr("New profile..."), this);
-    auto *reset = new QPushButton(tr("Reset knobs"), this);
+    for (const Profile& p : m_store->profiles()) m_profiles->addItem(p.name);
+    auto* add = new QPushButton(tr("New profile..."), this);
+    auto* reset = new QPushButton(tr("Reset knobs"), this);
     reset->setToolTip(tr("Stock values (Optimized values for the Optimized profile)"));
     top->addWidget(new QLabel(tr("Profile:"), this));
     top->addWidget(m_profiles, 1);
@@ -40,28 +38,29 @@ ProfileDialog::ProfileDialog(ProfileStore *store, QString path, QWidget *parent)
     top->addWidget(reset);
     v->addLayout(top);
 
-    auto *area = new QScrollArea(this);
+    auto* area = new QScrollArea(this);
     area->setWidgetResizable(true);
-    auto *inner = new QWidget(area);
-    auto *form = new QFormLayout(inner);
+    auto* inner = new QWidget(area);
+    auto* form = new QFormLayout(inner);
     m_model = new QLineEdit(inner);
     m_model->setPlaceholderText(tr("empty: the demo model"));
     m_model->setAccessibleName(tr("Model folder"));
     m_storeFile = new QLineEdit(inner);
     m_storeFile->setPlaceholderText(tr("empty: experts from the checkpoint"));
     m_storeFile->setAccessibleName(tr("Expert store file"));
-    auto browseRow = [&](QLineEdit *edit, bool folder) {
-        auto *row = new QWidget(inner);
-        auto *h = new QHBoxLayout(row);
+    auto browseRow = [&](QLineEdit* edit, bool folder) {
+        auto* row = new QWidget(inner);
+        auto* h = new QHBoxLayout(row);
         h->setContentsMargins(0, 0, 0, 0);
-        auto *b = new QPushButton(tr("Browse..."), row);
+        auto* b = new QPushButton(tr("Browse..."), row);
         h->addWidget(edit, 1);
         h->addWidget(b);
         connect(b, &QPushButton::clicked, this, [this, edit, folder] {
-            const QString p = folder ? QFileDialog::getExistingDirectory(this, tr("Checkpoint folder"), edit->text())
-                                     : QFileDialog::getOpenFileName(this, tr("Expert store"), edit->text());
-            if (!p.isEmpty())
-                edit->setText(p);
+            const QString p =
+                folder
+                    ? QFileDialog::getExistingDirectory(this, tr("Checkpoint folder"), edit->text())
+                    : QFileDialog::getOpenFileName(this, tr("Expert store"), edit->text());
+            if (!p.isEmpty()) edit->setText(p);
         });
         return row;
     };
@@ -70,62 +69,61 @@ ProfileDialog::ProfileDialog(ProfileStore *store, QString path, QWidget *parent)
 
     // Settings this build or PC cannot apply (the GPU knobs on a CPU build, ws-min off Windows)
     // go under one line at the end instead of a screen of disabled rows; a button shows them.
-    auto *naBox = new QWidget(inner);
-    auto *naForm = new QFormLayout(naBox);
+    auto* naBox = new QWidget(inner);
+    auto* naForm = new QFormLayout(naBox);
     naForm->setContentsMargins(0, 0, 0, 0);
     int notApplicable = 0;
     QStringList reasons;
 
-    for (const KnobDef &k : knobDefs()) {
-        QWidget *ed = nullptr;
+    for (const KnobDef& k : knobDefs()) {
+        QWidget* ed = nullptr;
         switch (k.type) {
-        case KnobDef::Type::boolean: ed = new QCheckBox(inner); break;
-        case KnobDef::Type::integer: {
-            auto *s = new QSpinBox(inner);
-            s->setRange(static_cast<int>(k.min), static_cast<int>(k.max));
-            if (k.hasAuto)
-                s->setSpecialValueText(tr("auto"));
-            if (!k.unit.isEmpty())
-                s->setSuffix(QLatin1Char(' ') + k.unit);
-            ed = s;
-            break;
-        }
-        case KnobDef::Type::real: {
-            auto *s = new QDoubleSpinBox(inner);
-            s->setRange(k.min, k.max);
-            s->setDecimals(2);
-            if (k.hasAuto)
-                s->setSpecialValueText(tr("auto"));
-            if (!k.unit.isEmpty())
-                s->setSuffix(QLatin1Char(' ') + k.unit);
-            ed = s;
-            break;
-        }
-        case KnobDef::Type::choice: {
-            auto *c = new QComboBox(inner);
-            c->addItems(k.choices);
-            ed = c;
-            break;
-        }
-        case KnobDef::Type::text: ed = new QLineEdit(inner); break;
+            case KnobDef::Type::boolean:
+                ed = new QCheckBox(inner);
+                break;
+            case KnobDef::Type::integer: {
+                auto* s = new QSpinBox(inner);
+                s->setRange(static_cast<int>(k.min), static_cast<int>(k.max));
+                if (k.hasAuto) s->setSpecialValueText(tr("auto"));
+                if (!k.unit.isEmpty()) s->setSuffix(QLatin1Char(' ') + k.unit);
+                ed = s;
+                break;
+            }
+            case KnobDef::Type::real: {
+                auto* s = new QDoubleSpinBox(inner);
+                s->setRange(k.min, k.max);
+                s->setDecimals(2);
+                if (k.hasAuto) s->setSpecialValueText(tr("auto"));
+                if (!k.unit.isEmpty()) s->setSuffix(QLatin1Char(' ') + k.unit);
+                ed = s;
+                break;
+            }
+            case KnobDef::Type::choice: {
+                auto* c = new QComboBox(inner);
+                c->addItems(k.choices);
+                ed = c;
+                break;
+            }
+            case KnobDef::Type::text:
+                ed = new QLineEdit(inner);
+                break;
         }
         ed->setAccessibleName(k.label);
         ed->setAccessibleDescription(k.help);
         // Grouped by what this build or PC cannot apply (fixed); the backend-dependent state and
         // the tooltips follow the backend choice (updateEnabled).
         const QString why = unsupportedReason(k.key);
-        if (!why.isEmpty() && !reasons.contains(why))
-            reasons << why;
-        auto *cell = new QWidget(inner);
-        auto *cv = new QVBoxLayout(cell);
+        if (!why.isEmpty() && !reasons.contains(why)) reasons << why;
+        auto* cell = new QWidget(inner);
+        auto* cv = new QVBoxLayout(cell);
         cv->setContentsMargins(0, 0, 0, 4);
-        auto *help = new QLabel(k.help, cell);
+        auto* help = new QLabel(k.help, cell);
         m_helps.insert(k.key, help);
         help->setWordWrap(true);
         help->setForegroundRole(QPalette::PlaceholderText);
         cv->addWidget(ed);
         cv->addWidget(help);
-        auto *label = new QLabel(k.label, inner);
+        auto* label = new QLabel(k.label, inner);
         label->setToolTip(tr("Flag: %1").arg(k.flag));
         label->setBuddy(ed);
         (why.isEmpty() ? form : naForm)->addRow(label, cell);
@@ -133,19 +131,18 @@ ProfileDialog::ProfileDialog(ProfileStore *store, QString path, QWidget *parent)
         m_editors.insert(k.key, ed);
     }
     if (notApplicable > 0) {
-        auto *line = new QWidget(inner);
-        auto *h = new QHBoxLayout(line);
+        auto* line = new QWidget(inner);
+        auto* h = new QHBoxLayout(line);
         h->setContentsMargins(0, 8, 0, 0);
         const QString why = reasons.join(QStringLiteral("; "));
-        m_notApplicable = new QLabel(notApplicable == 1
-                                         ? tr("1 setting does not apply here (%1).").arg(why)
-                                         : tr("%1 settings do not apply here (%2).")
-                                               .arg(notApplicable)
-                                               .arg(why),
-                                     line);
+        m_notApplicable =
+            new QLabel(notApplicable == 1
+                           ? tr("1 setting does not apply here (%1).").arg(why)
+                           : tr("%1 settings do not apply here (%2).").arg(notApplicable).arg(why),
+                       line);
         m_notApplicable->setWordWrap(true);
         m_notApplicable->setAccessibleName(tr("Settings that do not apply"));
-        auto *show = new QPushButton(tr("Show them"), line);
+        auto* show = new QPushButton(tr("Show them"), line);
         show->setCheckable(true);
         show->setAccessibleName(tr("Show the settings that do not apply"));
         h->addWidget(m_notApplicable, 1);
@@ -161,31 +158,32 @@ ProfileDialog::ProfileDialog(ProfileStore *store, QString path, QWidget *parent)
         delete naBox;
     }
     // CUDA-only knobs are disabled, with the reason, while the backend is cpu.
-    if (auto *backend = qobject_cast<QComboBox *>(m_editors.value(QStringLiteral("backend"))))
+    if (auto* backend = qobject_cast<QComboBox*>(m_editors.value(QStringLiteral("backend"))))
         connect(backend, &QComboBox::currentTextChanged, this, &ProfileDialog::updateEnabled);
     updateEnabled();
     area->setWidget(inner);
     v->addWidget(area, 1);
 
-    auto *buttons = new QDialogButtonBox(QDialogButtonBox::Apply | QDialogButtonBox::Cancel, this);
+    auto* buttons = new QDialogButtonBox(QDialogButtonBox::Apply | QDialogButtonBox::Cancel, this);
     buttons->button(QDialogButtonBox::Apply)->setText(tr("Apply and reload"));
     v->addWidget(buttons);
 
     connect(buttons->button(QDialogButtonBox::Apply), &QPushButton::clicked, this,
             &ProfileDialog::apply);
     connect(buttons, &QDialogButtonBox::rejected, this, &QDialog::reject);
-    connect(m_profiles, &QComboBox::currentTextChanged, this, [this](const QString &name) {
+    connect(m_profiles, &QComboBox::currentTextChanged, this, [this](const QString& name) {
         collect();
         showProfile(name);
     });
     connect(add, &QPushButton::clicked, this, [this] {
         bool ok = false;
-        const QString name = QInputDialog::getText(this, tr("New profile"), tr("Name:"),
-                                                   QLineEdit::Normal, {}, &ok).trimmed();
-        if (!ok || name.isEmpty())
-            return;
+        const QString name =
+            QInputDialog::getText(this, tr("New profile"), tr("Name:"), QLineEdit::Normal, {}, &ok)
+                .trimmed();
+        if (!ok || name.isEmpty()) return;
         if (m_store->find(name)) {
-            QMessageBox::warning(this, tr("New profile"), tr("A profile named %1 exists.").arg(name));
+            QMessageBox::warning(this, tr("New profile"),
+                                 tr("A profile named %1 exists.").arg(name));
             return;
         }
         collect();
@@ -196,10 +194,10 @@ ProfileDialog::ProfileDialog(ProfileStore *store, QString path, QWidget *parent)
         m_profiles->setCurrentText(name);
     });
     connect(reset, &QPushButton::clicked, this, [this] {
-        Profile *p = m_store->find(m_shown);
-        if (!p)
-            return;
-        const Profile base = m_shown == QLatin1String("Optimized") ? Profile::optimized() : Profile::stock();
+        Profile* p = m_store->find(m_shown);
+        if (!p) return;
+        const Profile base =
+            m_shown == QLatin1String("Optimized") ? Profile::optimized() : Profile::stock();
         p->values = base.values;
         showProfile(m_shown);
     });
@@ -207,69 +205,64 @@ ProfileDialog::ProfileDialog(ProfileStore *store, QString path, QWidget *parent)
     showProfile(m_store->activeName());
 }
 
-void ProfileDialog::updateEnabled()
-{
-    auto *backend = qobject_cast<QComboBox *>(m_editors.value(QStringLiteral("backend")));
-    for (const KnobDef &k : knobDefs()) {
-        QWidget *ed = m_editors.value(k.key);
+void ProfileDialog::updateEnabled() {
+    auto* backend = qobject_cast<QComboBox*>(m_editors.value(QStringLiteral("backend")));
+    for (const KnobDef& k : knobDefs()) {
+        QWidget* ed = m_editors.value(k.key);
         const QString why = unsupportedReason(k.key, backend ? backend->currentText() : QString());
         QString helpText = k.help;
         if (!why.isEmpty())
-            helpText += QStringLiteral(" <b>%1</b>").arg(tr("Disabled: %1.").arg(why.toHtmlEscaped()));
+            helpText +=
+                QStringLiteral(" <b>%1</b>").arg(tr("Disabled: %1.").arg(why.toHtmlEscaped()));
         ed->setEnabled(why.isEmpty());
         ed->setToolTip(QStringLiteral("%1: %2").arg(k.flag, helpText));
         m_helps.value(k.key)->setText(helpText);
     }
 }
 
-void ProfileDialog::showProfile(const QString &name)
-{
-    Profile *p = m_store->find(name);
-    if (!p)
-        return;
+void ProfileDialog::showProfile(const QString& name) {
+    Profile* p = m_store->find(name);
+    if (!p) return;
     m_shown = name;
     m_model->setText(p->modelDir);
     m_storeFile->setText(p->store);
-    for (const KnobDef &k : knobDefs()) {
-        QWidget *ed = m_editors.value(k.key);
+    for (const KnobDef& k : knobDefs()) {
+        QWidget* ed = m_editors.value(k.key);
         const QVariant v = p->value(k.key);
-        if (auto *c = qobject_cast<QCheckBox *>(ed))
+        if (auto* c = qobject_cast<QCheckBox*>(ed))
             c->setChecked(v.toBool());
-        else if (auto *s = qobject_cast<QSpinBox *>(ed))
+        else if (auto* s = qobject_cast<QSpinBox*>(ed))
             s->setValue(v.toInt());
-        else if (auto *d = qobject_cast<QDoubleSpinBox *>(ed))
+        else if (auto* d = qobject_cast<QDoubleSpinBox*>(ed))
             d->setValue(v.toDouble());
-        else if (auto *cb = qobject_cast<QComboBox *>(ed))
+        else if (auto* cb = qobject_cast<QComboBox*>(ed))
             cb->setCurrentText(v.toString());
-        else if (auto *t = qobject_cast<QLineEdit *>(ed))
+        else if (auto* t = qobject_cast<QLineEdit*>(ed))
             t->setText(v.toString());
     }
 }
 
-void ProfileDialog::collect()
-{
-    Profile *p = m_store->find(m_shown);
-    if (!p)
-        return;
+void ProfileDialog::collect() {
+    Profile* p = m_store->find(m_shown);
+    if (!p) return;
     p->modelDir = m_model->text().trimmed();
     p->store = m_storeFile->text().trimmed();
-    for (const KnobDef &k : knobDefs()) {
-        QWidget *ed = m_editors.value(k.key);
-        if (auto *c = qobject_cast<QCheckBox *>(ed))
+    for (const KnobDef& k : knobDefs()) {
+        QWidget* ed = m_editors.value(k.key);
+        if (auto* c = qobject_cast<QCheckBox*>(ed))
             p->values.insert(k.key, c->isChecked());
-        else if (auto *s = qobject_cast<QSpinBox *>(ed))
+        else if (auto* s = qobject_cast<QSpinBox*>(ed))
             p->values.insert(k.key, s->value());
-        else if (auto *d = qobject_cast<QDoubleSpinBox *>(ed))
+        else if (auto* d = qobject_cast<QDoubleSpinBox*>(ed))
             p->values.insert(k.key, d->value());
-        else if (auto *cb = qobject_cast<QComboBox *>(ed))
+        else if (auto* cb = qobject_cast<QComboBox*>(ed))
             p->values.insert(k.key, cb->currentText());
-        else if (auto *t = qobject_cast<QLineEdit *>(ed))
+        else if (auto* t = qobject_cast<QLineEdit*>(ed))
             p->values.insert(k.key, t->text().trimmed());
     }
 }
 
-void ProfileDialog::apply()
-{
+void ProfileDialog::apply() {
     collect();
     m_store->setActive(m_shown);
     QString error;

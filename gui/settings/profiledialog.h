@@ -23,29 +23,29 @@ namespace neural::gui {
 class ProfileDialog : public QDialog {
     Q_OBJECT
 public:
-    ProfileDialog(ProfileStore *store, QString path, QWidget *parent = nullptr);
-    QWidget *editor(const QString &key) const { return m_editors.value(key); }
+    ProfileDialog(ProfileStore* store, QString path, QWidget* parent = nullptr);
+    QWidget* editor(const QString& key) const { return m_editors.value(key); }
     // The line that stands for the settings that do not apply (null when all apply).
-    QLabel *notApplicableLine() const { return m_notApplicable; }
+    QLabel* notApplicableLine() const { return m_notApplicable; }
 
 signals:
-    void applied(const neural::gui::Profile &active);
+    void applied(const neural::gui::Profile& active);
 
 private:
-    void showProfile(const QString &name);
-    void collect();  // editors -> the shown profile
+    void showProfile(const QString& name);
+    void collect();        // editors -> the shown profile
     void updateEnabled();  // the knobs the shown backend refuses are disabled, with the reason
     void apply();
 
-    ProfileStore *m_store;
+    ProfileStore* m_store;
     QString m_path;
     QString m_shown;
-    QComboBox *m_profiles;
-    QLineEdit *m_model;
-    QLineEdit *m_storeFile;
-    QHash<QString, QWidget *> m_editors;
-    QLabel *m_notApplicable = nullptr;
-    QHash<QString, QLabel *> m_helps;  // each knob's help line
+    QComboBox* m_profiles;
+    QLineEdit* m_model;
+    QLineEdit* m_storeFile;
+    QHash<QString, QWidget*> m_editors;
+    QLabel* m_notApplicable = nullptr;
+    QHash<QString, QLabel*> m_helps;  // each knob's help line
 };
 
 }  // namespace neural::gui

@@ -9,25 +9,21 @@
 
 namespace neural::gui {
 
-ServerControl::ServerControl(EngineHost *engine, QObject *parent)
-    : QObject(parent), m_engine(engine)
-{
+ServerControl::ServerControl(EngineHost* engine, QObject* parent)
+    : QObject(parent), m_engine(engine) {
     connect(engine, &EngineHost::modelUnloading, this, [this] {
         m_restartOnReady = isRunning();
         stop();
     });
     connect(engine, &EngineHost::ready, this, [this] {
-        if (std::exchange(m_restartOnReady, false))
-            start(m_wantedPort);
+        if (std::exchange(m_restartOnReady, false)) start(m_wantedPort);
     });
 }
 
 ServerControl::~ServerControl() { stop(); }
 
-bool ServerControl::start(quint16 port)
-{
-    if (m_server)
-        return true;
+bool ServerControl::start(quint16 port) {
+    if (m_server) return true;
     m_wantedPort = port;
     if (!m_engine->model() || !m_engine->queue()) {
         m_error = tr("no model is loaded yet");
@@ -40,10 +36,9 @@ bool ServerControl::start(quint16 port)
     if (settings->value(settingsKey::lan, false).toBool())
         config.host = QHostAddress(QHostAddress::Any);
     config.apiKey = settings->value(settingsKey::apiKey).toString().trimmed().toUtf8();
-    for (const QString &origin :
+    for (const QString& origin :
          settings->value(settingsKey::cors).toString().split(QLatin1Char(','), Qt::SkipEmptyParts))
-        if (!origin.trimmed().isEmpty())
-            config.corsOrigins << origin.trimmed().toUtf8();
+        if (!origin.trimmed().isEmpty()) config.corsOrigins << origin.trimmed().toUtf8();
     // modelId empty: clients see the model folder's name, as with neural-server.
     auto srv = std::make_unique<server::ApiServer>(m_engine->model(), m_engine->queue(), config);
     QString error;
@@ -62,10 +57,8 @@ bool ServerControl::start(quint16 port)
     return true;
 }
 
-void ServerControl::stop()
-{
-    if (!m_server)
-        return;
+void ServerControl::stop() {
+    if (!m_server) return;
     m_server.reset();
     spdlog::info("API server stopped");
     emit runningChanged(false, {});
@@ -73,8 +66,7 @@ void ServerControl::stop()
 
 quint16 ServerControl::port() const { return m_server ? m_server->serverPort() : 0; }
 
-QString ServerControl::url() const
-{
+QString ServerControl::url() const {
     return m_server ? QStringLiteral("http://127.0.0.1:%1/v1").arg(m_server->serverPort())
                     : QString();
 }

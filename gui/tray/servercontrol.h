@@ -20,7 +20,7 @@ class EngineHost;
 class ServerControl : public QObject {
     Q_OBJECT
 public:
-    explicit ServerControl(EngineHost *engine, QObject *parent = nullptr);
+    explicit ServerControl(EngineHost* engine, QObject* parent = nullptr);
     ~ServerControl() override;
 
     // Listens on `port` (0: any free port) with the Settings page's API key, LAN access (every
@@ -35,11 +35,11 @@ public:
     QString lastError() const { return m_error; }
 
 signals:
-    void runningChanged(bool running, const QString &url);
-    void failed(const QString &error);
+    void runningChanged(bool running, const QString& url);
+    void failed(const QString& error);
 
 private:
-    EngineHost *m_engine;
+    EngineHost* m_engine;
     std::unique_ptr<server::ApiServer> m_server;
     quint16 m_wantedPort = 0;
     bool m_restartOnReady = false;

@@ -21,8 +21,7 @@
 
 namespace neural::gui {
 
-std::uint64_t physicalRamBytes()
-{
+std::uint64_t physicalRamBytes() {
 #ifdef _WIN32
     MEMORYSTATUSEX s{};
     s.dwLength = sizeof(s);
@@ -30,24 +29,22 @@ std::uint64_t physicalRamBytes()
 #else
     const long pages = sysconf(_SC_PHYS_PAGES);
     const long size = sysconf(_SC_PAGESIZE);
-    return pages > 0 && size > 0 ? static_cast<std::uint64_t>(pages) * static_cast<std::uint64_t>(size) : 0;
+    return pages > 0 && size > 0
+               ? static_cast<std::uint64_t>(pages) * static_cast<std::uint64_t>(size)
+               : 0;
 #endif
 }
 
-QString formatBytes(std::uint64_t bytes)
-{
+QString formatBytes(std::uint64_t bytes) {
     const double b = static_cast<double>(bytes);
     if (b >= 1024.0 * 1024 * 1024)
         return QStringLiteral("%1 GiB").arg(b / (1024.0 * 1024 * 1024), 0, 'f', 1);
-    if (b >= 1024.0 * 1024)
-        return QStringLiteral("%1 MiB").arg(b / (1024.0 * 1024), 0, 'f', 1);
-    if (b >= 1024.0)
-        return QStringLiteral("%1 KiB").arg(b / 1024.0, 0, 'f', 1);
+    if (b >= 1024.0 * 1024) return QStringLiteral("%1 MiB").arg(b / (1024.0 * 1024), 0, 'f', 1);
+    if (b >= 1024.0) return QStringLiteral("%1 KiB").arg(b / 1024.0, 0, 'f', 1);
     return QStringLiteral("%1 B").arg(bytes);
 }
 
-CheckpointReport checkCheckpoint(const QString &dir)
-{
+CheckpointReport checkCheckpoint(const QString& dir) {
     CheckpointReport r;
     if (dir.trimmed().isEmpty()) {
         r.error = QObject::tr("choose a checkpoint folder or a GGUF file");
@@ -64,9 +61,10 @@ CheckpointReport checkCheckpoint(const QString &dir)
     }
     try {
         const auto model = Model::load(dir.toStdString());
-        const ModelConfig &c = model->config();
-        r.shape = QObject::tr("%1 layers, %2 experts (top-%3), hidden %4, expert width %5, "
-                              "%6 heads / %7 KV heads, vocab %8, context %9")
+        const ModelConfig& c = model->config();
+        r.shape = QObject::tr(
+                      "%1 layers, %2 experts (top-%3), hidden %4, expert width %5, "
+                      "%6 heads / %7 KV heads, vocab %8, context %9")
                       .arg(c.num_layers)
                       .arg(c.num_experts)
                       .arg(c.experts_per_token)
@@ -76,10 +74,10 @@ CheckpointReport checkCheckpoint(const QString &dir)
                       .arg(c.num_kv_heads)
                       .arg(c.vocab_size)
                       .arg(c.max_position_embeddings);
-        for (const std::filesystem::path &f : model->checkpoint().file_paths())
+        for (const std::filesystem::path& f : model->checkpoint().file_paths())
             r.checkpointBytes += std::filesystem::file_size(f);
-        const auto records = static_cast<std::uint64_t>(c.num_layers) *
-                             static_cast<std::uint64_t>(c.num_experts);
+        const auto records =
+            static_cast<std::uint64_t>(c.num_layers) * static_cast<std::uint64_t>(c.num_experts);
         const std::uint64_t index = store::kHeaderBytes + records * store::kIndexEntryBytes;
         for (const auto kind : {store::StoreKind::kRaw, store::StoreKind::kPacked}) {
             const auto layout = store::RecordLayout::make(kind, c.hidden_size, c.intermediate_size);
@@ -88,7 +86,7 @@ CheckpointReport checkCheckpoint(const QString &dir)
                 records * store::align_up(layout.fixed_bytes, store::kRecordAlignment);
             (kind == store::StoreKind::kRaw ? r.rawStoreBytes : r.packedStoreBytes) = bytes;
         }
-    } catch (const std::exception &e) {
+    } catch (const std::exception& e) {
         r.error = QString::fromUtf8(e.what());
         return r;
     }
@@ -101,8 +99,9 @@ CheckpointReport checkCheckpoint(const QString &dir)
                                          "from disk during generation (slow)."))
                     .arg(formatBytes(r.checkpointBytes), formatBytes(r.ramBytes));
 #ifdef NEURAL_GUI_HAVE_CUDA
-    r.fitText += QObject::tr("\nVRAM: set the expert pool in the profile (the GPU backend "
-                             "places what fits).");
+    r.fitText += QObject::tr(
+        "\nVRAM: set the expert pool in the profile (the GPU backend "
+        "places what fits).");
 #else
     r.fitText += QObject::tr("\nVRAM: not used (this build has no CUDA backend).");
 #endif
@@ -110,19 +109,16 @@ CheckpointReport checkCheckpoint(const QString &dir)
     return r;
 }
 
-StoreJob::StoreJob(QObject *parent) : QObject(parent)
-{
+StoreJob::StoreJob(QObject* parent) : QObject(parent) {
     qRegisterMetaType<neural::gui::StoreProgress>();
 }
 
-StoreJob::~StoreJob()
-{
+StoreJob::~StoreJob() {
     cancel();
     wait();
 }
 
-void StoreJob::wait()
-{
+void StoreJob::wait() {
     if (m_thread) {
         m_thread->wait();
         // finished() was queued to this object; deliver nothing more, just clean up.
@@ -131,10 +127,8 @@ void StoreJob::wait()
     }
 }
 
-void StoreJob::run(std::function<QString()> work)
-{
-    if (m_thread)
-        return;
+void StoreJob::run(std::function<QString()> work) {
+    if (m_thread) return;
     m_cancel.store(false);
     m_thread = QThread::create([this, work = std::move(work)] {
         bool ok = false, cancelled = false;
@@ -142,10 +136,10 @@ void StoreJob::run(std::function<QString()> work)
         try {
             message = work();
             ok = true;
-        } catch (const Cancelled &) {
+        } catch (const Cancelled&) {
             cancelled = true;
             message = tr("cancelled; nothing was written");
-        } catch (const std::exception &e) {
+        } catch (const std::exception& e) {
             message = QString::fromUtf8(e.what());
         }
         QMetaObject::invokeMethod(
@@ -164,8 +158,7 @@ void StoreJob::run(std::function<QString()> work)
     m_thread->start();
 }
 
-void StoreJob::startRepack(const QString &checkpoint, const QString &out, const QString &kind)
-{
+void StoreJob::startRepack(const QString& checkpoint, const QString& out, const QString& kind) {
     store::RepackOptions o;
     o.checkpoint = checkpoint.toStdString();
     o.out = out.toStdString();
@@ -174,15 +167,15 @@ void StoreJob::startRepack(const QString &checkpoint, const QString &out, const 
     o.created_by = "neural-desktop";
     auto last = std::make_shared<QElapsedTimer>();
     const int cancelAfter = std::exchange(m_cancelAfter, 0);
-    o.on_progress = [this, last, cancelAfter](const store::RepackProgress &p) {
-        if (cancelAfter > 0 && p.records_done >= cancelAfter)
-            m_cancel.store(true);
+    o.on_progress = [this, last, cancelAfter](const store::RepackProgress& p) {
+        if (cancelAfter > 0 && p.records_done >= cancelAfter) m_cancel.store(true);
         // Repack calls back once per record; the bar needs ~10 updates a second.
-        if (last->isValid() && last->elapsed() < 100 && p.records_done != p.records_total)
-            return;
+        if (last->isValid() && last->elapsed() < 100 && p.records_done != p.records_total) return;
         last->start();
         StoreProgress sp;
-        sp.fraction = p.bytes_total ? static_cast<double>(p.bytes_done) / static_cast<double>(p.bytes_total) : 0;
+        sp.fraction = p.bytes_total
+                          ? static_cast<double>(p.bytes_done) / static_cast<double>(p.bytes_total)
+                          : 0;
         sp.bytesPerSecond = p.bytes_per_second;
         sp.etaSeconds = p.eta_seconds;
         sp.text = tr("%1 / %2, %3/s, %4 s left (%5 of %6 experts)")
@@ -191,7 +184,8 @@ void StoreJob::startRepack(const QString &checkpoint, const QString &out, const 
                       .arg(p.eta_seconds, 0, 'f', 0)
                       .arg(p.records_done)
                       .arg(p.records_total);
-        QMetaObject::invokeMethod(this, [this, sp] { emit progress(sp); }, Qt::QueuedConnection);
+        QMetaObject::invokeMethod(
+            this, [this, sp] { emit progress(sp); }, Qt::QueuedConnection);
     };
     run([o] {
         const store::RepackResult r = store::repack(o);
@@ -202,25 +196,27 @@ void StoreJob::startRepack(const QString &checkpoint, const QString &out, const 
     });
 }
 
-void StoreJob::startVerify(const QString &storePath, const QString &checkpoint)
-{
+void StoreJob::startVerify(const QString& storePath, const QString& checkpoint) {
     store::VerifyOptions o;
     o.checkpoint = checkpoint.toStdString();
     o.cancel = &m_cancel;
-    o.on_progress = [this](const store::VerifyProgress &p) {
+    o.on_progress = [this](const store::VerifyProgress& p) {
         StoreProgress sp;
-        sp.fraction = p.records_total ? static_cast<double>(p.records_done) / static_cast<double>(p.records_total) : 0;
+        sp.fraction = p.records_total ? static_cast<double>(p.records_done) /
+                                            static_cast<double>(p.records_total)
+                                      : 0;
         sp.text = tr("%1 of %2 experts checked").arg(p.records_done).arg(p.records_total);
-        QMetaObject::invokeMethod(this, [this, sp] { emit progress(sp); }, Qt::QueuedConnection);
+        QMetaObject::invokeMethod(
+            this, [this, sp] { emit progress(sp); }, Qt::QueuedConnection);
     };
     const std::string path = storePath.toStdString();
     run([o, path] {
         const store::VerifyReport r = store::verify_store(path, o);
         if (!r.ok()) {
             QStringList problems;
-            for (const auto &p : r.problems)
-                problems << QString::fromStdString(p);
-            fail("{} problem(s): {}", r.problem_count, problems.join(QStringLiteral("; ")).toStdString());
+            for (const auto& p : r.problems) problems << QString::fromStdString(p);
+            fail("{} problem(s): {}", r.problem_count,
+                 problems.join(QStringLiteral("; ")).toStdString());
         }
         return tr("verified: %1 experts%2, no problems")
             .arg(r.records)

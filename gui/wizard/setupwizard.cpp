@@ -33,12 +33,11 @@
 namespace neural::gui {
 
 namespace {
-QWidget *pathRow(QWidget *parent, QLineEdit *edit, std::function<void()> browse)
-{
-    auto *row = new QWidget(parent);
-    auto *h = new QHBoxLayout(row);
+QWidget* pathRow(QWidget* parent, QLineEdit* edit, std::function<void()> browse) {
+    auto* row = new QWidget(parent);
+    auto* h = new QHBoxLayout(row);
     h->setContentsMargins(0, 0, 0, 0);
-    auto *b = new QPushButton(QObject::tr("Browse..."), row);
+    auto* b = new QPushButton(QObject::tr("Browse..."), row);
     b->setAccessibleName(QObject::tr("Browse for %1").arg(edit->accessibleName()));
     h->addWidget(edit, 1);
     h->addWidget(b);
@@ -48,8 +47,7 @@ QWidget *pathRow(QWidget *parent, QLineEdit *edit, std::function<void()> browse)
 
 // The planner's lines count in GB (1e9); the wizard speaks GiB / MiB throughout (formatBytes),
 // so every "12.3 GB" in them is rewritten in those units.
-QString inBinaryUnits(const QString &line)
-{
+QString inBinaryUnits(const QString& line) {
     static const QRegularExpression gb(QStringLiteral(R"((\d+(?:\.\d+)?) GB\b)"));
     QString out;
     qsizetype last = 0;
@@ -63,8 +61,7 @@ QString inBinaryUnits(const QString &line)
 }
 
 // Sizes that differ by less than 1% read as the same on the page.
-bool aboutTheSame(std::uint64_t a, std::uint64_t b)
-{
+bool aboutTheSame(std::uint64_t a, std::uint64_t b) {
     const double hi = static_cast<double>(std::max(a, b));
     return hi == 0 || std::abs(static_cast<double>(a) - static_cast<double>(b)) / hi < 0.01;
 }
@@ -74,29 +71,27 @@ bool aboutTheSame(std::uint64_t a, std::uint64_t b)
 
 class FolderPageWidget : public QWizardPage {
 public:
-    explicit FolderPageWidget(SetupWizard *w) : m_w(w)
-    {
+    explicit FolderPageWidget(SetupWizard* w) : m_w(w) {
         setTitle(tr("Checkpoint folder"));
-        setSubTitle(tr("The folder of a gpt-oss checkpoint from Hugging Face (config.json, "
-                       "*.safetensors, tokenizer.json), or a gpt-oss GGUF file as LM Studio, "
-                       "Ollama and llama.cpp store it (of a split GGUF, any part)."));
-        auto *v = new QVBoxLayout(this);
+        setSubTitle(
+            tr("The folder of a gpt-oss checkpoint from Hugging Face (config.json, "
+               "*.safetensors, tokenizer.json), or a gpt-oss GGUF file as LM Studio, "
+               "Ollama and llama.cpp store it (of a split GGUF, any part)."));
+        auto* v = new QVBoxLayout(this);
         m_edit = new QLineEdit(this);
         m_edit->setAccessibleName(tr("Checkpoint folder"));
-        auto *row = pathRow(this, m_edit, [this] {
-            const QString d = QFileDialog::getExistingDirectory(this, tr("Checkpoint folder"),
-                                                                m_edit->text());
-            if (!d.isEmpty())
-                m_edit->setText(d);
+        auto* row = pathRow(this, m_edit, [this] {
+            const QString d =
+                QFileDialog::getExistingDirectory(this, tr("Checkpoint folder"), m_edit->text());
+            if (!d.isEmpty()) m_edit->setText(d);
         });
-        auto *gguf = new QPushButton(tr("GGUF file..."), row);
+        auto* gguf = new QPushButton(tr("GGUF file..."), row);
         gguf->setAccessibleName(tr("Browse for a GGUF file"));
         row->layout()->addWidget(gguf);
         connect(gguf, &QPushButton::clicked, this, [this] {
             const QString f = QFileDialog::getOpenFileName(this, tr("GGUF file"), m_edit->text(),
                                                            tr("GGUF models (*.gguf)"));
-            if (!f.isEmpty())
-                m_edit->setText(f);
+            if (!f.isEmpty()) m_edit->setText(f);
         });
         v->addWidget(row);
         m_status = new QLabel(this);
@@ -113,30 +108,26 @@ public:
             m_debounce.start();
             emit completeChanged();
         });
-        connect(m_w, &SetupWizard::validated, this, [this](const CheckpointReport &r) {
+        connect(m_w, &SetupWizard::validated, this, [this](const CheckpointReport& r) {
             if (!r.ok) {
                 m_status->setText(tr("<b>Not usable:</b> %1").arg(r.error.toHtmlEscaped()));
             } else {
-                m_status->setText(
-                    tr("<b>Valid checkpoint.</b><br>%1<br>Files: %2<br>%3")
-                        .arg(r.shape.toHtmlEscaped(), formatBytes(r.checkpointBytes),
-                             r.fitText.toHtmlEscaped().replace(QLatin1Char('\n'),
-                                                              QStringLiteral("<br>"))));
+                m_status->setText(tr("<b>Valid checkpoint.</b><br>%1<br>Files: %2<br>%3")
+                                      .arg(r.shape.toHtmlEscaped(), formatBytes(r.checkpointBytes),
+                                           r.fitText.toHtmlEscaped().replace(
+                                               QLatin1Char('\n'), QStringLiteral("<br>"))));
             }
             emit completeChanged();
         });
     }
     QString folder() const { return m_edit->text().trimmed(); }
-    void setFolder(const QString &d) { m_edit->setText(d); }
-    bool isComplete() const override
-    {
-        return m_w->m_report.ok && m_w->m_validatedDir == folder();
-    }
+    void setFolder(const QString& d) { m_edit->setText(d); }
+    bool isComplete() const override { return m_w->m_report.ok && m_w->m_validatedDir == folder(); }
 
 private:
-    SetupWizard *m_w;
-    QLineEdit *m_edit;
-    QLabel *m_status;
+    SetupWizard* m_w;
+    QLineEdit* m_edit;
+    QLabel* m_status;
     QTimer m_debounce;
 };
 
@@ -144,13 +135,11 @@ private:
 
 namespace {
 // The plan's reason line for a value (reasons start with the value's name).
-QString reasonFor(const FitPlan &plan, const QStringList &prefixes, const QString &contains = {})
-{
-    for (const std::string &r : plan.reasons) {
+QString reasonFor(const FitPlan& plan, const QStringList& prefixes, const QString& contains = {}) {
+    for (const std::string& r : plan.reasons) {
         const QString line = QString::fromStdString(r);
-        for (const QString &p : prefixes)
-            if (line.startsWith(p) && (contains.isEmpty() || line.contains(contains)))
-                return line;
+        for (const QString& p : prefixes)
+            if (line.startsWith(p) && (contains.isEmpty() || line.contains(contains))) return line;
     }
     return {};
 }
@@ -158,24 +147,24 @@ QString reasonFor(const FitPlan &plan, const QStringList &prefixes, const QStrin
 
 class FitPageWidget : public QWizardPage {
 public:
-    explicit FitPageWidget(SetupWizard *w) : m_w(w)
-    {
+    explicit FitPageWidget(SetupWizard* w) : m_w(w) {
         setTitle(tr("Fit to this PC"));
-        setSubTitle(tr("The planner's choice for this model on this PC, each with its reason. "
-                       "Change any value; it becomes the profile's (and stays editable in "
-                       "Settings > Profiles)."));
-        auto *outer = new QVBoxLayout(this);
-        auto *scroll = new QScrollArea(this);
+        setSubTitle(
+            tr("The planner's choice for this model on this PC, each with its reason. "
+               "Change any value; it becomes the profile's (and stays editable in "
+               "Settings > Profiles)."));
+        auto* outer = new QVBoxLayout(this);
+        auto* scroll = new QScrollArea(this);
         scroll->setWidgetResizable(true);
         scroll->setFrameShape(QFrame::NoFrame);
-        auto *inner = new QWidget(scroll);
-        auto *v = new QVBoxLayout(inner);
+        auto* inner = new QWidget(scroll);
+        auto* v = new QVBoxLayout(inner);
         m_machineLabel = new QLabel(tr("Detecting this PC ..."), inner);
         m_machineLabel->setWordWrap(true);
         m_machineLabel->setAccessibleName(tr("This PC"));
         v->addWidget(m_machineLabel);
 
-        auto *caps = new QHBoxLayout;
+        auto* caps = new QHBoxLayout;
         m_vramCap = new QDoubleSpinBox(inner);
         m_vramCap->setRange(0, 65536);
         m_vramCap->setDecimals(2);
@@ -201,11 +190,11 @@ public:
         m_warnings->setTextInteractionFlags(Qt::TextSelectableByMouse);
         v->addWidget(m_warnings);
 
-        auto *form = new QFormLayout;
-        auto row = [&](const QString &label, QWidget *editor, QLabel *&reason) {
+        auto* form = new QFormLayout;
+        auto row = [&](const QString& label, QWidget* editor, QLabel*& reason) {
             editor->setAccessibleName(label);
-            auto *box = new QWidget(inner);
-            auto *bv = new QVBoxLayout(box);
+            auto* box = new QWidget(inner);
+            auto* bv = new QVBoxLayout(box);
             bv->setContentsMargins(0, 0, 0, 0);
             bv->setSpacing(1);
             bv->addWidget(editor);
@@ -219,7 +208,8 @@ public:
             form->addRow(label + QLatin1Char(':'), box);
         };
         m_backend = new QComboBox(inner);
-        m_backend->addItems({QStringLiteral("cpu"), QStringLiteral("cuda"), QStringLiteral("auto")});
+        m_backend->addItems(
+            {QStringLiteral("cpu"), QStringLiteral("cuda"), QStringLiteral("auto")});
         row(tr("Backend"), m_backend, m_backendWhy);
         m_vram = new QDoubleSpinBox(inner);
         m_vram->setRange(0, 65536);
@@ -237,8 +227,9 @@ public:
         m_threads->setRange(0, 4096);
         row(tr("CPU threads"), m_threads, m_threadsWhy);
         m_kernel = new QComboBox(inner);
-        m_kernel->addItems({QStringLiteral("auto"), QStringLiteral("avx512"), QStringLiteral("avx2"),
-                            QStringLiteral("scalar"), QStringLiteral("reference")});
+        m_kernel->addItems({QStringLiteral("auto"), QStringLiteral("avx512"),
+                            QStringLiteral("avx2"), QStringLiteral("scalar"),
+                            QStringLiteral("reference")});
         row(tr("Expert kernel"), m_kernel, m_kernelWhy);
         m_persistent = new QCheckBox(tr("Persistent CPU team"), inner);
         row(tr("CPU team"), m_persistent, m_persistentWhy);
@@ -253,33 +244,32 @@ public:
         outer->addWidget(scroll);
 
         connect(m_slots, qOverload<int>(&QSpinBox::valueChanged), this, [this] { showSlotsGib(); });
-        for (QDoubleSpinBox *cap : {m_vramCap, m_ramCap})
-            connect(cap, qOverload<double>(&QDoubleSpinBox::valueChanged), this, [this] { replan(); });
+        for (QDoubleSpinBox* cap : {m_vramCap, m_ramCap})
+            connect(cap, qOverload<double>(&QDoubleSpinBox::valueChanged), this,
+                    [this] { replan(); });
     }
-    ~FitPageWidget() override
-    {
+    ~FitPageWidget() override {
         if (m_detector) {
             m_detector->wait();
             delete m_detector;
         }
     }
 
-    void initializePage() override
-    {
+    void initializePage() override {
         m_config.reset();
         try {
             const std::string path = m_w->m_validatedDir.toStdString();
             m_config = is_gguf_path(path) ? checkpoint_config(Checkpoint::open(path))
                                           : ModelConfig::load(path + "/config.json");
-        } catch (const std::exception &e) {
-            m_warnings->setText(tr("<b>Cannot plan:</b> %1").arg(QString::fromUtf8(e.what()).toHtmlEscaped()));
+        } catch (const std::exception& e) {
+            m_warnings->setText(
+                tr("<b>Cannot plan:</b> %1").arg(QString::fromUtf8(e.what()).toHtmlEscaped()));
         }
         if (m_w->m_haveMachine) {
             replan();
             return;
         }
-        if (m_detector)
-            return;  // still detecting; replan() follows
+        if (m_detector) return;  // still detecting; replan() follows
         // GPU detection initialises the CUDA driver (can take a second): off the GUI thread.
         auto result = std::make_shared<MachineInfo>();
         m_detector = QThread::create([result] { *result = detect_machine(); });
@@ -295,9 +285,8 @@ public:
         m_detector->start();
     }
     bool isComplete() const override { return m_w->m_havePlan; }
-    bool validatePage() override
-    {
-        SetupWizard::FitChoice &c = m_w->m_fit;
+    bool validatePage() override {
+        SetupWizard::FitChoice& c = m_w->m_fit;
         c.backend = m_backend->currentText();
         c.vramBudgetGib = m_vram->value();
         c.poolSlots = m_slots->value();
@@ -310,16 +299,16 @@ public:
         return true;
     }
 
-    void replan()
-    {
-        if (!m_config || !m_w->m_haveMachine)
-            return;
-        const MachineInfo &m = m_w->m_machine;
+    void replan() {
+        if (!m_config || !m_w->m_haveMachine) return;
+        const MachineInfo& m = m_w->m_machine;
         auto gib = [](std::uint64_t b) { return static_cast<double>(b) / (1024.0 * 1024 * 1024); };
         m_machineLabel->setText(
             tr("This PC: %1 logical CPUs (%2), RAM %3 GiB total / %4 GiB available, GPU: %5")
                 .arg(m.cpus)
-                .arg(m.avx512 ? QStringLiteral("AVX-512") : m.avx2 ? QStringLiteral("AVX2") : tr("no AVX2"))
+                .arg(m.avx512 ? QStringLiteral("AVX-512")
+                     : m.avx2 ? QStringLiteral("AVX2")
+                              : tr("no AVX2"))
                 .arg(gib(m.ram_total), 0, 'f', 1)
                 .arg(gib(m.ram_available), 0, 'f', 1)
                 .arg(m.gpu ? tr("%1 (%2 GiB free of %3)")
@@ -334,7 +323,8 @@ public:
         const FitPlan plan = plan_fit(req, m);
         m_w->m_plan = plan;
         m_w->m_havePlan = true;
-        m_slotBytes = gpu_memory_layout(*m_config, std::max<std::int64_t>(plan.context, 1)).slot_bytes;
+        m_slotBytes =
+            gpu_memory_layout(*m_config, std::max<std::int64_t>(plan.context, 1)).slot_bytes;
 
         m_backend->setCurrentText(QString::fromStdString(plan.backend));
         m_vram->setValue(plan.vram_budget_gib);
@@ -343,10 +333,8 @@ public:
         m_threads->setValue(plan.threads);
         // Only the kernels this CPU runs (the planner picks the widest of them).
         QStringList kernels{QStringLiteral("auto")};
-        if (m.avx512)
-            kernels << QStringLiteral("avx512");
-        if (m.avx2)
-            kernels << QStringLiteral("avx2");
+        if (m.avx512) kernels << QStringLiteral("avx512");
+        if (m.avx2) kernels << QStringLiteral("avx2");
         kernels << QStringLiteral("scalar") << QStringLiteral("reference");
         m_kernel->clear();
         m_kernel->addItems(kernels);
@@ -366,65 +354,66 @@ public:
                                   ? reasonFor(plan, {QStringLiteral("context")})
                                   : tr("not used by the CPU backend (0: the default)"));
         m_threadsWhy->setText(reasonFor(plan, {QStringLiteral("threads")}));
-        m_kernelWhy->setText(reasonFor(plan, {QStringLiteral("kernel")}) +
-                             tr(" (used with an expert store; without one the reference path runs)"));
+        m_kernelWhy->setText(
+            reasonFor(plan, {QStringLiteral("kernel")}) +
+            tr(" (used with an expert store; without one the reference path runs)"));
         const QString persistent = reasonFor(plan, {QStringLiteral("persistent")});
-        m_persistentWhy->setText(persistent.isEmpty() ? tr("off: the CPU backend's OpenMP team") : persistent);
+        m_persistentWhy->setText(persistent.isEmpty() ? tr("off: the CPU backend's OpenMP team")
+                                                      : persistent);
         QStringList other;
-        for (const std::string &r : plan.reasons) {
+        for (const std::string& r : plan.reasons) {
             const QString line = QString::fromStdString(r);
-            if (line.startsWith(QLatin1String("dense core")) || line.startsWith(QLatin1String("static")) ||
+            if (line.startsWith(QLatin1String("dense core")) ||
+                line.startsWith(QLatin1String("static")) ||
                 line.startsWith(QLatin1String("store")) || line.startsWith(QLatin1String("RAM")))
                 other << QStringLiteral("- ") + inBinaryUnits(line);
         }
         m_other->setText(other.join(QLatin1Char('\n')));
 
         QStringList warn;
-        for (const std::string &w : plan.warnings)
+        for (const std::string& w : plan.warnings)
             warn << inBinaryUnits(QString::fromStdString(w)).toHtmlEscaped();
         if (!plan.fits)
             m_warnings->setText(tr("<p style='color:#c0392b'><b>The model does not fit this PC as "
-                                   "planned.</b><br>%1</p>").arg(warn.join(QStringLiteral("<br>"))));
+                                   "planned.</b><br>%1</p>")
+                                    .arg(warn.join(QStringLiteral("<br>"))));
         else if (!warn.isEmpty())
             m_warnings->setText(tr("<p style='color:#b9770e'><b>Warnings:</b><br>%1</p>")
                                     .arg(warn.join(QStringLiteral("<br>"))));
-        else
-        {
+        else {
             // The planner's figure keeps room for the OS and the desktop; the model's own need
             // is what depends on the checkpoint.
             const double modelBytes = std::max(0.0, plan.ram_needed_gb - kFitRamHeadroomGB) * 1e9;
-            m_warnings->setText(tr("<p style='color:#1e8449'><b>The plan fits this PC.</b> The "
-                                   "model needs about %1 of RAM, besides the %2 kept free for the "
-                                   "system.</p>")
-                                    .arg(formatBytes(static_cast<std::uint64_t>(modelBytes)),
-                                         formatBytes(static_cast<std::uint64_t>(kFitRamHeadroomGB * 1e9))));
+            m_warnings->setText(
+                tr("<p style='color:#1e8449'><b>The plan fits this PC.</b> The "
+                   "model needs about %1 of RAM, besides the %2 kept free for the "
+                   "system.</p>")
+                    .arg(formatBytes(static_cast<std::uint64_t>(modelBytes)),
+                         formatBytes(static_cast<std::uint64_t>(kFitRamHeadroomGB * 1e9))));
         }
         emit completeChanged();
     }
 
 private:
-    double slotsGib() const
-    {
+    double slotsGib() const {
         return m_slots->value() < 0 ? -1.0
                                     : static_cast<double>(m_slots->value()) *
                                           static_cast<double>(m_slotBytes) / (1024.0 * 1024 * 1024);
     }
-    void showSlotsGib()
-    {
-        m_slots->setSuffix(m_slots->value() < 0
-                               ? QString()
-                               : tr(" slots = %1 GiB").arg(slotsGib(), 0, 'f', 2));
+    void showSlotsGib() {
+        m_slots->setSuffix(m_slots->value() < 0 ? QString()
+                                                : tr(" slots = %1 GiB").arg(slotsGib(), 0, 'f', 2));
     }
 
-    SetupWizard *m_w;
+    SetupWizard* m_w;
     std::optional<ModelConfig> m_config;
     std::uint64_t m_slotBytes = 0;
-    QThread *m_detector = nullptr;
+    QThread* m_detector = nullptr;
     QLabel *m_machineLabel, *m_warnings, *m_other;
     QDoubleSpinBox *m_vramCap, *m_ramCap, *m_vram;
     QComboBox *m_backend, *m_kernel;
     QSpinBox *m_slots, *m_context, *m_threads;
-    QCheckBox *m_persistent;
+    QCheckBox* m_persistent;
     QLabel *m_backendWhy, *m_vramWhy, *m_slotsWhy, *m_contextWhy, *m_threadsWhy, *m_kernelWhy,
         *m_persistentWhy;
 };
@@ -433,25 +422,26 @@ private:
 
 class StorePageWidget : public QWizardPage {
 public:
-    explicit StorePageWidget(SetupWizard *w) : m_w(w)
-    {
+    explicit StorePageWidget(SetupWizard* w) : m_w(w) {
         setTitle(tr("Expert store"));
-        setSubTitle(tr("A store holds the experts in one file laid out for fast reading; the "
-                       "fast kernels can also read them straight from the checkpoint."));
-        auto *v = new QVBoxLayout(this);
+        setSubTitle(
+            tr("A store holds the experts in one file laid out for fast reading; the "
+               "fast kernels can also read them straight from the checkpoint."));
+        auto* v = new QVBoxLayout(this);
         m_none = new QRadioButton(tr("No store: read the experts from the checkpoint"), this);
         m_raw = new QRadioButton(this);
         m_packed = new QRadioButton(this);
         m_existing = new QRadioButton(tr("Use an existing store"), this);
-        auto *group = new QButtonGroup(this);
-        for (QRadioButton *b : {m_none, m_raw, m_packed, m_existing}) {
+        auto* group = new QButtonGroup(this);
+        for (QRadioButton* b : {m_none, m_raw, m_packed, m_existing}) {
             group->addButton(b);
             v->addWidget(b);
         }
         m_path = new QLineEdit(this);
         m_path->setAccessibleName(tr("Existing store file"));
         v->addWidget(pathRow(this, m_path, [this] {
-            const QString f = QFileDialog::getOpenFileName(this, tr("Expert store"), m_path->text());
+            const QString f =
+                QFileDialog::getOpenFileName(this, tr("Expert store"), m_path->text());
             if (!f.isEmpty()) {
                 m_path->setText(f);
                 m_existing->setChecked(true);
@@ -462,14 +452,14 @@ public:
         connect(group, &QButtonGroup::buttonToggled, this, [this] { emit completeChanged(); });
         connect(m_path, &QLineEdit::textChanged, this, [this] { emit completeChanged(); });
     }
-    void initializePage() override
-    {
+    void initializePage() override {
         if (!m_w->m_storePreselected && m_w->m_havePlan) {
             // The plan's store format (raw when it fits in RAM), once; the user's choice stays.
             m_w->m_storePreselected = true;
             (m_w->m_plan.store_format == "packed" ? m_packed : m_raw)->setChecked(true);
         }
-        const std::uint64_t raw = m_w->m_report.rawStoreBytes, packed = m_w->m_report.packedStoreBytes;
+        const std::uint64_t raw = m_w->m_report.rawStoreBytes,
+                            packed = m_w->m_report.packedStoreBytes;
         m_raw->setText(tr("Create a raw store (about %1)").arg(formatBytes(raw)));
         m_packed->setText(tr("Create a packed store (about %1)").arg(formatBytes(packed)));
         // The comparison only where the sizes differ (they round to the same for tiny models).
@@ -479,51 +469,45 @@ public:
                          ? tr(" Raw keeps the scales as the GPU uses them; packed packs them "
                               "tighter, which saves no space worth counting for this model.")
                          : tr(" Raw keeps the scales as the GPU uses them; packed takes %1 "
-                              "instead of %2.").arg(formatBytes(packed), formatBytes(raw))));
+                              "instead of %2.")
+                               .arg(formatBytes(packed), formatBytes(raw))));
     }
-    bool isComplete() const override
-    {
+    bool isComplete() const override {
         return !m_existing->isChecked() || QFileInfo(m_path->text().trimmed()).isFile();
     }
-    bool validatePage() override
-    {
-        m_w->m_kind = m_none->isChecked()      ? QStringLiteral("none")
-                      : m_raw->isChecked()     ? QStringLiteral("raw")
-                      : m_packed->isChecked()  ? QStringLiteral("packed")
-                                               : QStringLiteral("existing");
+    bool validatePage() override {
+        m_w->m_kind = m_none->isChecked()     ? QStringLiteral("none")
+                      : m_raw->isChecked()    ? QStringLiteral("raw")
+                      : m_packed->isChecked() ? QStringLiteral("packed")
+                                              : QStringLiteral("existing");
         m_w->m_existingStore = m_path->text().trimmed();
         return true;
     }
-    int nextId() const override
-    {
-        if (m_none->isChecked())
-            return SetupWizard::DonePage;
-        if (m_existing->isChecked())
-            return SetupWizard::VerifyPage;
+    int nextId() const override {
+        if (m_none->isChecked()) return SetupWizard::DonePage;
+        if (m_existing->isChecked()) return SetupWizard::VerifyPage;
         return SetupWizard::DestinationPage;
     }
 
 private:
-    SetupWizard *m_w;
+    SetupWizard* m_w;
     QRadioButton *m_none, *m_raw, *m_packed, *m_existing;
-    QLineEdit *m_path;
+    QLineEdit* m_path;
 };
 
 // ---- 3: destination + free space -----------------------------------------------------------
 
 class DestinationPageWidget : public QWizardPage {
 public:
-    explicit DestinationPageWidget(SetupWizard *w) : m_w(w)
-    {
+    explicit DestinationPageWidget(SetupWizard* w) : m_w(w) {
         setTitle(tr("Destination"));
         setSubTitle(tr("Where the store file goes. A fast SSD makes generation faster."));
-        auto *v = new QVBoxLayout(this);
+        auto* v = new QVBoxLayout(this);
         m_edit = new QLineEdit(this);
         m_edit->setAccessibleName(tr("Store file"));
         v->addWidget(pathRow(this, m_edit, [this] {
             const QString f = QFileDialog::getSaveFileName(this, tr("Store file"), m_edit->text());
-            if (!f.isEmpty())
-                m_edit->setText(f);
+            if (!f.isEmpty()) m_edit->setText(f);
         }));
         m_space = new QLabel(this);
         m_space->setWordWrap(true);
@@ -535,21 +519,18 @@ public:
             emit completeChanged();
         });
     }
-    void initializePage() override
-    {
+    void initializePage() override {
         // Beside a GGUF file, inside a checkpoint folder.
         const QFileInfo checkpoint(m_w->m_validatedDir);
         m_edit->setText((checkpoint.isFile() ? checkpoint.dir() : QDir(m_w->m_validatedDir))
                             .filePath(QStringLiteral("experts-%1.nstore").arg(m_w->m_kind)));
         updateSpace();
     }
-    std::uint64_t needed() const
-    {
+    std::uint64_t needed() const {
         return m_w->m_kind == QLatin1String("packed") ? m_w->m_report.packedStoreBytes
                                                       : m_w->m_report.rawStoreBytes;
     }
-    void updateSpace()
-    {
+    void updateSpace() {
         m_ok = false;
         const QFileInfo fi(m_edit->text().trimmed());
         if (m_edit->text().trimmed().isEmpty() || !fi.absoluteDir().exists()) {
@@ -568,16 +549,15 @@ public:
                                          disk.isReadOnly() ? tr(" (read-only)") : QString()));
     }
     bool isComplete() const override { return m_ok; }
-    bool validatePage() override
-    {
+    bool validatePage() override {
         m_w->m_destination = QFileInfo(m_edit->text().trimmed()).absoluteFilePath();
         return true;
     }
 
 private:
-    SetupWizard *m_w;
-    QLineEdit *m_edit;
-    QLabel *m_space;
+    SetupWizard* m_w;
+    QLineEdit* m_edit;
+    QLabel* m_space;
     bool m_ok = false;
 };
 
@@ -585,19 +565,19 @@ private:
 
 class RepackPageWidget : public QWizardPage {
 public:
-    explicit RepackPageWidget(SetupWizard *w) : m_w(w)
-    {
+    explicit RepackPageWidget(SetupWizard* w) : m_w(w) {
         setTitle(tr("Writing the store"));
-        setSubTitle(tr("Cancel leaves no partial store behind (it is written to a temporary "
-                       "file and renamed when complete)."));
-        auto *v = new QVBoxLayout(this);
+        setSubTitle(
+            tr("Cancel leaves no partial store behind (it is written to a temporary "
+               "file and renamed when complete)."));
+        auto* v = new QVBoxLayout(this);
         m_bar = new QProgressBar(this);
         m_bar->setRange(0, 1000);
         m_bar->setAccessibleName(tr("Repack progress"));
         m_label = new QLabel(this);
         m_label->setWordWrap(true);
         m_label->setAccessibleName(tr("Repack status"));
-        auto *row = new QHBoxLayout;
+        auto* row = new QHBoxLayout;
         m_cancel = new QPushButton(tr("Cancel repack"), this);
         m_retry = new QPushButton(tr("Start again"), this);
         row->addWidget(m_cancel);
@@ -609,22 +589,21 @@ public:
         v->addStretch(1);
         connect(m_cancel, &QPushButton::clicked, this, [this] { m_w->m_job->cancel(); });
         connect(m_retry, &QPushButton::clicked, this, [this] { start(); });
-        connect(m_w->m_job, &StoreJob::progress, this, [this](const StoreProgress &p) {
-            if (!m_active)
-                return;
+        connect(m_w->m_job, &StoreJob::progress, this, [this](const StoreProgress& p) {
+            if (!m_active) return;
             m_bar->setValue(static_cast<int>(p.fraction * 1000));
             m_label->setText(p.text);
         });
         connect(m_w->m_job, &StoreJob::finished, this,
-                [this](bool ok, bool cancelled, const QString &message) {
-                    if (!m_active)
-                        return;
+                [this](bool ok, bool cancelled, const QString& message) {
+                    if (!m_active) return;
                     m_active = false;
                     m_w->m_storeWritten = ok;
                     m_bar->setValue(ok ? 1000 : 0);
-                    m_label->setText(ok ? message
-                                        : (cancelled ? tr("Cancelled: no store was written.")
-                                                     : tr("<b>Failed:</b> %1").arg(message.toHtmlEscaped())));
+                    m_label->setText(
+                        ok ? message
+                           : (cancelled ? tr("Cancelled: no store was written.")
+                                        : tr("<b>Failed:</b> %1").arg(message.toHtmlEscaped())));
                     m_cancel->setEnabled(false);
                     m_retry->setVisible(!ok);
                     emit completeChanged();
@@ -632,8 +611,7 @@ public:
     }
     void initializePage() override { start(); }
     void cleanupPage() override { m_w->m_job->cancel(); }
-    void start()
-    {
+    void start() {
         m_w->m_storeWritten = false;
         m_active = true;
         m_bar->setValue(0);
@@ -646,9 +624,9 @@ public:
     bool isComplete() const override { return m_w->m_storeWritten; }
 
 private:
-    SetupWizard *m_w;
-    QProgressBar *m_bar;
-    QLabel *m_label;
+    SetupWizard* m_w;
+    QProgressBar* m_bar;
+    QLabel* m_label;
     QPushButton *m_cancel, *m_retry;
     bool m_active = false;
 };
@@ -657,12 +635,12 @@ private:
 
 class VerifyPageWidget : public QWizardPage {
 public:
-    explicit VerifyPageWidget(SetupWizard *w) : m_w(w)
-    {
+    explicit VerifyPageWidget(SetupWizard* w) : m_w(w) {
         setTitle(tr("Verify (optional)"));
-        setSubTitle(tr("Checks every record's checksum and, optionally, that every expert "
-                       "equals the checkpoint's. You can skip this."));
-        auto *v = new QVBoxLayout(this);
+        setSubTitle(
+            tr("Checks every record's checksum and, optionally, that every expert "
+               "equals the checkpoint's. You can skip this."));
+        auto* v = new QVBoxLayout(this);
         m_full = new QCheckBox(tr("Compare with the checkpoint too (reads it once more)"), this);
         m_full->setChecked(true);
         m_run = new QPushButton(tr("Verify now"), this);
@@ -681,34 +659,36 @@ public:
             m_active = true;
             m_run->setEnabled(false);
             m_label->setText(tr("Verifying ..."));
-            m_w->m_job->startVerify(m_w->storePath(), m_full->isChecked() ? m_w->m_validatedDir : QString());
+            m_w->m_job->startVerify(m_w->storePath(),
+                                    m_full->isChecked() ? m_w->m_validatedDir : QString());
             emit completeChanged();
         });
-        connect(m_w->m_job, &StoreJob::progress, this, [this](const StoreProgress &p) {
+        connect(m_w->m_job, &StoreJob::progress, this, [this](const StoreProgress& p) {
             if (m_active) {
                 m_bar->setValue(static_cast<int>(p.fraction * 1000));
                 m_label->setText(p.text);
             }
         });
-        connect(m_w->m_job, &StoreJob::finished, this, [this](bool ok, bool, const QString &message) {
-            if (!m_active)
-                return;
-            m_active = false;
-            m_run->setEnabled(true);
-            m_label->setText(ok ? message : tr("<b>Problems:</b> %1").arg(message.toHtmlEscaped()));
-            emit completeChanged();
-        });
+        connect(m_w->m_job, &StoreJob::finished, this,
+                [this](bool ok, bool, const QString& message) {
+                    if (!m_active) return;
+                    m_active = false;
+                    m_run->setEnabled(true);
+                    m_label->setText(ok ? message
+                                        : tr("<b>Problems:</b> %1").arg(message.toHtmlEscaped()));
+                    emit completeChanged();
+                });
     }
     void cleanupPage() override { m_w->m_job->cancel(); }
     bool isComplete() const override { return !m_active; }
     int nextId() const override { return SetupWizard::DonePage; }
 
 private:
-    SetupWizard *m_w;
-    QCheckBox *m_full;
-    QPushButton *m_run;
-    QProgressBar *m_bar;
-    QLabel *m_label;
+    SetupWizard* m_w;
+    QCheckBox* m_full;
+    QPushButton* m_run;
+    QProgressBar* m_bar;
+    QLabel* m_label;
     bool m_active = false;
 };
 
@@ -716,12 +696,12 @@ private:
 
 class DonePageWidget : public QWizardPage {
 public:
-    explicit DonePageWidget(SetupWizard *w) : m_w(w)
-    {
+    explicit DonePageWidget(SetupWizard* w) : m_w(w) {
         setTitle(tr("Done"));
-        setSubTitle(tr("A profile is created for this model and the model loads when you "
-                       "press Finish."));
-        auto *v = new QVBoxLayout(this);
+        setSubTitle(
+            tr("A profile is created for this model and the model loads when you "
+               "press Finish."));
+        auto* v = new QVBoxLayout(this);
         m_name = new QLineEdit(this);
         m_name->setAccessibleName(tr("Profile name"));
         v->addWidget(new QLabel(tr("Profile name:"), this));
@@ -730,31 +710,31 @@ public:
         m_summary->setWordWrap(true);
         v->addWidget(m_summary);
         v->addStretch(1);
-        connect(m_name, &QLineEdit::textChanged, this, [this](const QString &t) {
+        connect(m_name, &QLineEdit::textChanged, this, [this](const QString& t) {
             m_w->m_profileName = t.trimmed();
             emit completeChanged();
         });
     }
-    void initializePage() override
-    {
+    void initializePage() override {
         m_name->setText(QFileInfo(m_w->m_validatedDir).fileName());
         const QString store = m_w->storePath();
-        m_summary->setText(store.isEmpty()
-                               ? tr("Model: %1\nExperts from the checkpoint (Stock knobs).").arg(m_w->m_validatedDir)
-                               : tr("Model: %1\nStore: %2 (Optimized knobs).").arg(m_w->m_validatedDir, store));
+        m_summary->setText(
+            store.isEmpty()
+                ? tr("Model: %1\nExperts from the checkpoint (Stock knobs).")
+                      .arg(m_w->m_validatedDir)
+                : tr("Model: %1\nStore: %2 (Optimized knobs).").arg(m_w->m_validatedDir, store));
     }
     bool isComplete() const override { return !m_name->text().trimmed().isEmpty(); }
 
 private:
-    SetupWizard *m_w;
-    QLineEdit *m_name;
-    QLabel *m_summary;
+    SetupWizard* m_w;
+    QLineEdit* m_name;
+    QLabel* m_summary;
 };
 
 // ---- the wizard ----------------------------------------------------------------------------
 
-SetupWizard::SetupWizard(QWidget *parent) : QWizard(parent), m_job(new StoreJob(this))
-{
+SetupWizard::SetupWizard(QWidget* parent) : QWizard(parent), m_job(new StoreJob(this)) {
     qRegisterMetaType<neural::gui::CheckpointReport>();
     setWindowTitle(tr("Set up a model"));
     setAccessibleName(tr("Set up a model"));
@@ -770,8 +750,7 @@ SetupWizard::SetupWizard(QWidget *parent) : QWizard(parent), m_job(new StoreJob(
     connect(this, &QWizard::rejected, m_job, &StoreJob::cancel);
 }
 
-SetupWizard::~SetupWizard()
-{
+SetupWizard::~SetupWizard() {
     m_job->cancel();
     if (m_checker) {
         m_checker->wait();
@@ -779,14 +758,12 @@ SetupWizard::~SetupWizard()
     }
 }
 
-void SetupWizard::setCheckpointFolder(const QString &dir)
-{
-    static_cast<FolderPageWidget *>(page(FolderPage))->setFolder(dir);
+void SetupWizard::setCheckpointFolder(const QString& dir) {
+    static_cast<FolderPageWidget*>(page(FolderPage))->setFolder(dir);
 }
 
-void SetupWizard::validate()
-{
-    auto *folderPage = static_cast<FolderPageWidget *>(page(FolderPage));
+void SetupWizard::validate() {
+    auto* folderPage = static_cast<FolderPageWidget*>(page(FolderPage));
     if (m_checker) {
         // One check at a time; the newest folder is checked when this one ends.
         QTimer::singleShot(100, this, &SetupWizard::validate);
@@ -798,7 +775,7 @@ void SetupWizard::validate()
     connect(m_checker, &QThread::finished, this, [this, dir, result] {
         m_checker->deleteLater();
         m_checker = nullptr;
-        auto *folderPage = static_cast<FolderPageWidget *>(page(FolderPage));
+        auto* folderPage = static_cast<FolderPageWidget*>(page(FolderPage));
         if (folderPage->folder() != dir)
             return;  // changed meanwhile; the debounce timer checks the new one
         m_report = *result;
@@ -810,25 +787,19 @@ void SetupWizard::validate()
 
 QString SetupWizard::storeKind() const { return m_kind; }
 
-QString SetupWizard::storePath() const
-{
-    if (m_kind == QLatin1String("existing"))
-        return m_existingStore;
-    if (m_kind == QLatin1String("raw") || m_kind == QLatin1String("packed"))
-        return m_destination;
+QString SetupWizard::storePath() const {
+    if (m_kind == QLatin1String("existing")) return m_existingStore;
+    if (m_kind == QLatin1String("raw") || m_kind == QLatin1String("packed")) return m_destination;
     return {};
 }
 
-void SetupWizard::setMachineForTesting(const MachineInfo &m)
-{
+void SetupWizard::setMachineForTesting(const MachineInfo& m) {
     m_machine = m;
     m_haveMachine = true;
-    if (currentId() == FitPage)
-        static_cast<FitPageWidget *>(page(FitPage))->replan();
+    if (currentId() == FitPage) static_cast<FitPageWidget*>(page(FitPage))->replan();
 }
 
-Profile SetupWizard::profile() const
-{
+Profile SetupWizard::profile() const {
     Profile p = storePath().isEmpty() ? Profile::stock() : Profile::optimized();
     p.name = m_profileName.isEmpty() ? QFileInfo(m_validatedDir).fileName() : m_profileName;
     p.modelDir = m_validatedDir;
@@ -841,7 +812,8 @@ Profile SetupWizard::profile() const
         p.values.insert(QStringLiteral("pool"), m_fit.poolGib);
         p.values.insert(QStringLiteral("context"), static_cast<int>(m_fit.context));
         p.values.insert(QStringLiteral("threads"), m_fit.threads);
-        p.values.insert(QStringLiteral("kernel-persistent"), m_fit.kernelPersistent ? QStringLiteral("1") : QStringLiteral("0"));
+        p.values.insert(QStringLiteral("kernel-persistent"),
+                        m_fit.kernelPersistent ? QStringLiteral("1") : QStringLiteral("0"));
         p.values.insert(QStringLiteral("kernel"), m_fit.kernel);  // store or checkpoint experts
         // Experts that live in VRAM for good need no RAM: measured to cost nothing and save RAM
         // (docs/BENCHMARKS.md "RAM residency on a 64 GB PC").

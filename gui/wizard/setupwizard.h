@@ -41,27 +41,27 @@ public:
         double kvCheckpointsGib = 0;  // the plan's (no control on the page)
     };
 
-    explicit SetupWizard(QWidget *parent = nullptr);
+    explicit SetupWizard(QWidget* parent = nullptr);
     ~SetupWizard() override;
 
     // What the wizard set up (valid after accept()).
     Profile profile() const;
     // Test hooks: the folder field and the last validation.
-    void setCheckpointFolder(const QString &dir);
-    const CheckpointReport &report() const { return m_report; }
+    void setCheckpointFolder(const QString& dir);
+    const CheckpointReport& report() const { return m_report; }
     QString storeKind() const;  // "none", "raw", "packed", "existing"
     QString storePath() const;  // the store the profile uses ("" for none)
     // The fit step: the last plan (valid once hasPlan()), the machine it was made for, and the
     // values chosen on the page.
     bool hasPlan() const { return m_havePlan; }
-    const FitPlan &plan() const { return m_plan; }
-    const MachineInfo &machine() const { return m_machine; }
-    const FitChoice &fitChoice() const { return m_fit; }
+    const FitPlan& plan() const { return m_plan; }
+    const MachineInfo& machine() const { return m_machine; }
+    const FitChoice& fitChoice() const { return m_fit; }
     // Test hook: plan for this machine instead of detect_machine() (a made-up GPU).
-    void setMachineForTesting(const MachineInfo &m);
+    void setMachineForTesting(const MachineInfo& m);
 
 signals:
-    void validated(const neural::gui::CheckpointReport &report);
+    void validated(const neural::gui::CheckpointReport& report);
 
 private:
     friend class FolderPageWidget;
@@ -76,13 +76,13 @@ private:
 
     CheckpointReport m_report;
     QString m_validatedDir;
-    QThread *m_checker = nullptr;
+    QThread* m_checker = nullptr;
     QString m_existingStore;
     QString m_destination;
     QString m_kind = QStringLiteral("none");
     QString m_profileName;
     bool m_storeWritten = false;
-    StoreJob *m_job;
+    StoreJob* m_job;
     // Fit step.
     MachineInfo m_machine;
     bool m_haveMachine = false;

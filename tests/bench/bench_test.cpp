@@ -176,7 +176,8 @@ TEST(BenchCancel, MidAnswerStopsTheAnswerAndLeavesTheEngineUsable) {
     o.decode_tokens = 200;
     o.repeat = 2;
     o.ab = true;
-    o.profiles = {Profile{"a", Json::object(), LoadOptions{}}, Profile{"b", Json::object(), LoadOptions{}}};
+    o.profiles = {Profile{"a", Json::object(), LoadOptions{}},
+                  Profile{"b", Json::object(), LoadOptions{}}};
     int calls = 0;
     o.cancel = [&] { return ++calls >= 8; };  // 3 checks before the turn, then streamed tokens
     int answers = 0;
@@ -240,7 +241,8 @@ TEST(BenchModels, OneModelAtATimeReloadsOnEveryProfileChange) {
     o.decode_tokens = 2;
     o.repeat = 2;
     o.ab = true;
-    o.profiles = {Profile{"a", Json::object(), LoadOptions{}}, Profile{"b", Json::object(), LoadOptions{}}};
+    o.profiles = {Profile{"a", Json::object(), LoadOptions{}},
+                  Profile{"b", Json::object(), LoadOptions{}}};
     EXPECT_FALSE(one_model_at_a_time(o));
     auto loads = [&](const BenchOptions& opts) {
         const Json report = run_bench(opts);
@@ -254,7 +256,8 @@ TEST(BenchModels, OneModelAtATimeReloadsOnEveryProfileChange) {
     EXPECT_EQ(loads(o), (std::vector<bool>{true, true, false, true}));  // A reloaded after B
 
     BenchOptions gpu = tiny_options();
-    gpu.profiles = {Profile{"a", Json::object(), LoadOptions{}}, Profile{"b", Json::object(), LoadOptions{}}};
+    gpu.profiles = {Profile{"a", Json::object(), LoadOptions{}},
+                    Profile{"b", Json::object(), LoadOptions{}}};
     gpu.profiles[1].load.backend = "cuda";
     EXPECT_TRUE(one_model_at_a_time(gpu));
     gpu.profiles[1].load.backend = "auto";
@@ -273,9 +276,10 @@ TEST(BenchReport, PageFaultsSplitFirstAnswerAndFollowUps) {
     const Json report = run_bench(o);
     for (const char* name : {"decode", "replay"}) {
         const Json& w = report["runs"][0]["workloads"][name];
-        EXPECT_EQ(w["first_answer_page_faults"].get<std::uint64_t>() +
-                      w["follow_up_page_faults"].get<std::uint64_t>(),
-                  w["page_faults"].get<std::uint64_t>() + w["prompt_page_faults"].get<std::uint64_t>())
+        EXPECT_EQ(
+            w["first_answer_page_faults"].get<std::uint64_t>() +
+                w["follow_up_page_faults"].get<std::uint64_t>(),
+            w["page_faults"].get<std::uint64_t>() + w["prompt_page_faults"].get<std::uint64_t>())
             << name;
         EXPECT_TRUE(w["first_answer_page_faults_per_token"].is_number()) << name;
         EXPECT_EQ(w["first_answer_major_page_faults"].get<std::uint64_t>() +
@@ -296,7 +300,8 @@ TEST(BenchReport, PageFaultsSplitFirstAnswerAndFollowUps) {
     EXPECT_TRUE(r["follow_up_page_faults_per_token"].is_number());
     // The per-token rate divides by the tokens the answers processed (new prompt + generated).
     const Json& q0 = r["requests"][0];
-    const double first_tokens = q0["prompt_tokens"].get<double>() - q0["cached_tokens"].get<double>() +
+    const double first_tokens = q0["prompt_tokens"].get<double>() -
+                                q0["cached_tokens"].get<double>() +
                                 q0["decode_tokens"].get<double>();
     EXPECT_NEAR(r["first_answer_page_faults_per_token"].get<double>(),
                 r["first_answer_page_faults"].get<double>() / first_tokens, 1e-12);
@@ -333,7 +338,7 @@ TEST(BenchBounds, OverlapAndChainFromTheFigures) {
     ASSERT_TRUE(b.is_object());
     EXPECT_NEAR(b["cpu_ms"].get<double>(), 2.0, 1e-12);
     EXPECT_NEAR(b["gpu_ms"].get<double>(), 2.25, 1e-12);
-    EXPECT_NEAR(b["overlap_ms"].get<double>(), 2.25, 1e-12);                  // max(2.0, 2.25)
+    EXPECT_NEAR(b["overlap_ms"].get<double>(), 2.25, 1e-12);                   // max(2.0, 2.25)
     EXPECT_NEAR(b["chain_ms"].get<double>(), 0.5 + 0.25 + 0.25 + 2.0, 1e-12);  // max(2.0, 1.25)
     EXPECT_NEAR(b["wall_over_overlap"].get<double>(), 2.0, 1e-12);
     EXPECT_NEAR(b["wall_over_chain"].get<double>(), 1.5, 1e-12);
@@ -373,7 +378,9 @@ TEST(BenchErrors, BadInputsSayWhatIsWrong) {
     EXPECT_NE(error_of([&] { load_profile(dir / "unknown.json", {}); }).find("unknown profile key"),
               std::string::npos);
     test::write_file(dir / "type.json", R"({"threads": "eight"})");
-    EXPECT_NE(error_of([&] { load_profile(dir / "type.json", {}); }).find("--threads: expected an integer in [0, 4096], got \"eight\""),
+    EXPECT_NE(error_of([&] {
+                  load_profile(dir / "type.json", {});
+              }).find("--threads: expected an integer in [0, 4096], got \"eight\""),
               std::string::npos);
     // The fast kernels read the checkpoint's experts: a kernel without a store is a valid profile.
     test::write_file(dir / "nostore.json", R"({"kernel": "avx2"})");
@@ -402,29 +409,43 @@ TEST(BenchProfiles, PrefillAndRamKnobsParseAndAreRangeChecked) {
         return error_of([&] { apply_profile_flags(Json::parse(json), LoadOptions{}, "p"); });
     };
     // The schema's messages, as `neural` and neural-server give them, after the profile's name.
-    EXPECT_EQ(bad(R"({"prefill_order": "sideways"})"), "p: --prefill-order: expected layer, block or token, got \"sideways\"");
-    EXPECT_EQ(bad(R"({"prefill_cpu_tokens": 17})"), "p: --prefill-cpu-tokens: expected an integer in [0, 16], got \"17\"");
+    EXPECT_EQ(bad(R"({"prefill_order": "sideways"})"),
+              "p: --prefill-order: expected layer, block or token, got \"sideways\"");
+    EXPECT_EQ(bad(R"({"prefill_cpu_tokens": 17})"),
+              "p: --prefill-cpu-tokens: expected an integer in [0, 16], got \"17\"");
     EXPECT_EQ(bad(R"({"scratch": 0})"), "p: --scratch: expected an integer in [1, 64], got \"0\"");
-    EXPECT_EQ(bad(R"({"prefill_early": -1})"), "p: --prefill-early: expected an integer in [0, 1024], got \"-1\"");
-    EXPECT_EQ(bad(R"({"scratch": 5})"), "p: " + options::backend_refusal(*options::find("scratch"), "cpu"));
+    EXPECT_EQ(bad(R"({"prefill_early": -1})"),
+              "p: --prefill-early: expected an integer in [0, 1024], got \"-1\"");
+    EXPECT_EQ(bad(R"({"scratch": 5})"),
+              "p: " + options::backend_refusal(*options::find("scratch"), "cpu"));
     LoadOptions cuda;
     cuda.backend = "cuda";
-    const auto on_cuda = [&](const char* json) { return apply_profile_flags(Json::parse(json), cuda, "p"); };
+    const auto on_cuda = [&](const char* json) {
+        return apply_profile_flags(Json::parse(json), cuda, "p");
+    };
     EXPECT_EQ(on_cuda(R"({"kernel": "reference", "kv_ring": 3000})").gpu.kv_ring, 3000);
     LoadOptions ring0 = cuda;
     ring0.gpu.kv_ring = 0;
-    EXPECT_EQ(apply_profile_flags(Json::parse(R"({"kernel": "reference", "kv_ring": "auto"})"), ring0, "p").gpu.kv_ring, -1);
-    EXPECT_NE(bad(R"({"kv_ring": "big"})").find("--kv-ring: expected an integer in [0, 1073741824] or auto"), std::string::npos);
-    EXPECT_NE(bad(R"({"release_resident": 2})").find("--release-resident: expected 0 or 1"), std::string::npos);
+    EXPECT_EQ(apply_profile_flags(Json::parse(R"({"kernel": "reference", "kv_ring": "auto"})"),
+                                  ring0, "p")
+                  .gpu.kv_ring,
+              -1);
+    EXPECT_NE(bad(R"({"kv_ring": "big"})")
+                  .find("--kv-ring: expected an integer in [0, 1073741824] or auto"),
+              std::string::npos);
+    EXPECT_NE(bad(R"({"release_resident": 2})").find("--release-resident: expected 0 or 1"),
+              std::string::npos);
     // prefill_fp16: off by default; true/false or 0/1, as the flag's values.
     EXPECT_FALSE(LoadOptions{}.gpu.prefill_fp16);
     EXPECT_TRUE(on_cuda(R"({"prefill_fp16": true})").gpu.prefill_fp16);
     EXPECT_TRUE(on_cuda(R"({"prefill_fp16": 1})").gpu.prefill_fp16);
-    EXPECT_NE(bad(R"({"prefill_fp16": "maybe"})").find("--prefill-fp16: expected 0 or 1"), std::string::npos);
+    EXPECT_NE(bad(R"({"prefill_fp16": "maybe"})").find("--prefill-fp16: expected 0 or 1"),
+              std::string::npos);
     // stream_misses: off by default.
     EXPECT_EQ(LoadOptions{}.gpu.stream_misses, 0);
     EXPECT_EQ(on_cuda(R"({"stream_misses": true})").gpu.stream_misses, 1);
-    EXPECT_NE(bad(R"({"stream_misses": [1]})").find("--stream-misses: expected 0 or 1, got [1]"), std::string::npos);
+    EXPECT_NE(bad(R"({"stream_misses": [1]})").find("--stream-misses: expected 0 or 1, got [1]"),
+              std::string::npos);
     // pin_store: "auto", 0 or 1 (a number or a string, as the flag's values).
     const auto pin = [&](const char* json) { return on_cuda(json).gpu.pin_store; };
     EXPECT_EQ(LoadOptions{}.gpu.pin_store, "auto");
@@ -447,34 +468,36 @@ TEST(BenchProfiles, EveryEngineSettingIsAProfileKey) {
         std::string v;
         Json typed;
         switch (s.type) {
-        case options::Type::integer:
-            v = std::to_string(static_cast<std::int64_t>(s.max));
-            typed = static_cast<std::int64_t>(s.max);
-            break;
-        case options::Type::real:
-            v = options::format_real(s.max / 4);
-            typed = s.max / 4;
-            break;
-        case options::Type::boolean:
-            v = "1";
-            typed = true;
-            break;
-        case options::Type::choice:
-            v = s.choices.back();
-            typed = v;
-            break;
-        case options::Type::path:
-            v = "/x/" + s.key;
-            typed = v;
-            break;
+            case options::Type::integer:
+                v = std::to_string(static_cast<std::int64_t>(s.max));
+                typed = static_cast<std::int64_t>(s.max);
+                break;
+            case options::Type::real:
+                v = options::format_real(s.max / 4);
+                typed = s.max / 4;
+                break;
+            case options::Type::boolean:
+                v = "1";
+                typed = true;
+                break;
+            case options::Type::choice:
+                v = s.choices.back();
+                typed = v;
+                break;
+            case options::Type::path:
+                v = "/x/" + s.key;
+                typed = v;
+                break;
         }
         text[s.key] = v;
         const LoadOptions want = options::apply(text);
         Json profile = Json::object();
         for (const auto& [k, t] : text) profile[k] = t;
-        EXPECT_EQ(options::to_settings(apply_profile_flags(profile, {}, "p"), true), options::to_settings(want, true));
+        EXPECT_EQ(options::to_settings(apply_profile_flags(profile, {}, "p"), true),
+                  options::to_settings(want, true));
         profile[s.key] = typed;
-        EXPECT_EQ(options::to_settings(apply_profile_flags(profile, {}, "p"), true), options::to_settings(want, true));
+        EXPECT_EQ(options::to_settings(apply_profile_flags(profile, {}, "p"), true),
+                  options::to_settings(want, true));
     }
 }
 

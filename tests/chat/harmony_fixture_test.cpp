@@ -54,8 +54,8 @@ TEST_P(HarmonyRenderCase, Tokens) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixture, HarmonyRenderCase,
-                         testing::ValuesIn(test::harmony_case_names(
-                             {"render_for_completion", "render_conversation"})),
+                         testing::ValuesIn(test::harmony_case_names({"render_for_completion",
+                                                                     "render_conversation"})),
                          case_name);
 
 // ---------------------------------------------------------------------------------------------
@@ -213,8 +213,8 @@ TEST_P(HarmonyRoundTripCase, RenderParsedMessages) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixture, HarmonyParseCase,
-                         testing::ValuesIn(test::harmony_case_names(
-                             {"parse_completion", "streaming_parse"})),
+                         testing::ValuesIn(test::harmony_case_names({"parse_completion",
+                                                                     "streaming_parse"})),
                          case_name);
 
 INSTANTIATE_TEST_SUITE_P(Fixture, HarmonyRoundTripCase,

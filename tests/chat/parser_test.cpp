@@ -72,7 +72,7 @@ TEST(Utf8Stream, HoldsBackIncompleteSequences) {
 TEST(Utf8Stream, ReplacesMaximalInvalidSubparts) {
     Utf8Stream s;
     EXPECT_EQ(s.push("\xF0\x9F "), kFffd + " ");
-    EXPECT_EQ(s.push("\x80"), kFffd);             // lone continuation byte
+    EXPECT_EQ(s.push("\x80"), kFffd);              // lone continuation byte
     EXPECT_EQ(s.push("\xC0\xAF"), kFffd + kFffd);  // overlong lead: each byte on its own
     EXPECT_EQ(s.push("\xED\xA0\x80"), kFffd + kFffd + kFffd);  // surrogate
     EXPECT_EQ(s.push("\xE2\x82"), "");
@@ -193,7 +193,9 @@ TEST(HarmonyParser, StartInsideContentClosesTheMessage) {
 }
 
 TEST(HarmonyParser, UnknownChannelIsContent) {
-    Outcome r = parse_text("<|channel|>?" "?<|message|>x<|return|>");
+    Outcome r = parse_text(
+        "<|channel|>?"
+        "?<|message|>x<|return|>");
     ASSERT_EQ(r.messages.size(), 1u);
     EXPECT_EQ(r.messages[0].channel, "??");
     EXPECT_EQ(r.joined(EventType::content), "x");
@@ -264,8 +266,7 @@ TEST(HarmonyCompletion, CollectsChatCompletionFields) {
     EXPECT_EQ(completion.tool_calls[0].arguments, "{\"city\":\"Oslo\"}");
     EXPECT_EQ(completion.finish_reason, FinishReason::tool_calls);
 
-    Outcome builtin =
-        parse_text("<|channel|>analysis to=python code<|message|>print(1)<|call|>");
+    Outcome builtin = parse_text("<|channel|>analysis to=python code<|message|>print(1)<|call|>");
     Completion b;
     for (const auto& e : builtin.events) b.add(e);
     EXPECT_TRUE(b.tool_calls.empty());

@@ -170,12 +170,23 @@ Parsed parse_generated(const char* generated) {
     parser.end_of_stream(events);
     for (const auto& e : events) {
         switch (e.type) {
-            case EventType::reasoning: out.reasoning += e.text; break;
-            case EventType::content: out.content += e.text; break;
-            case EventType::tool_call_start: out.calls.push_back(e.function_name); break;
-            case EventType::tool_call_arguments: out.arguments += e.text; break;
-            case EventType::finish: out.finishes.push_back(e.finish_reason); break;
-            default: break;
+            case EventType::reasoning:
+                out.reasoning += e.text;
+                break;
+            case EventType::content:
+                out.content += e.text;
+                break;
+            case EventType::tool_call_start:
+                out.calls.push_back(e.function_name);
+                break;
+            case EventType::tool_call_arguments:
+                out.arguments += e.text;
+                break;
+            case EventType::finish:
+                out.finishes.push_back(e.finish_reason);
+                break;
+            default:
+                break;
         }
     }
     out.messages = parser.messages();
@@ -216,9 +227,9 @@ TEST(HarmonyWorkedExamples, FunctionCallRoundTrip) {
     // History as the server rebuilds it from the Chat Completions request.
     c.messages.push_back(Message::assistant("analysis", call.reasoning));
     c.messages.push_back(Message::function_call("get_current_weather", call.arguments));
-    c.messages.push_back(Message::tool_result(
-        "functions.get_current_weather",
-        R"({"temperature": 22, "unit": "celsius", "condition": "sunny"})"));
+    c.messages.push_back(
+        Message::tool_result("functions.get_current_weather",
+                             R"({"temperature": 22, "unit": "celsius", "condition": "sunny"})"));
     Prompt prompt2 = render_for_completion(c);
     EXPECT_EQ(prompt2.text(), std::string(kWeatherPrompt1) + kWeatherPrompt2Tail);
     expect_tokens_match_text(prompt2);
@@ -230,7 +241,9 @@ TEST(HarmonyWorkedExamples, FunctionCallRoundTrip) {
 
     Parsed answer = parse_generated(kWeatherGenerated2);
     EXPECT_EQ(answer.reasoning, "Tool says 22 C and sunny. Answer briefly.");
-    EXPECT_EQ(answer.content, "It is currently 22 \xC2\xB0" "C and sunny in Tokyo.");
+    EXPECT_EQ(answer.content,
+              "It is currently 22 \xC2\xB0"
+              "C and sunny in Tokyo.");
     EXPECT_EQ(answer.finishes, std::vector<FinishReason>{FinishReason::stop});
 }
 
@@ -272,7 +285,8 @@ TEST(HarmonyWorkedExamples, TheDocsPageQuotesThemVerbatim) {
          {kPlainPrompt, kPlainGenerated, kWeatherPrompt1, kWeatherGenerated1, kWeatherPrompt2Tail,
           kWeatherGenerated2, kTurn1Prompt, kTurn1Generated, kTurn2Prompt}) {
         EXPECT_NE(std::find(blocks.begin(), blocks.end(), example), blocks.end())
-            << "not quoted verbatim in docs/CHAT_FORMAT.md:\n" << example;
+            << "not quoted verbatim in docs/CHAT_FORMAT.md:\n"
+            << example;
     }
 }
 
@@ -312,9 +326,9 @@ TEST(HarmonyHistory, ToolRoundTripThenNextQuestion) {
     Prompt prompt = render_for_completion(c);
     EXPECT_EQ(prompt.text(), head + call + result + answer + question + "<|start|>assistant");
     expect_tokens_match_text(prompt);
-    EXPECT_EQ(render_for_completion(c, Role::assistant, {AnalysisPolicy::keep}).text(),
-              head + thinking1 + call + result + thinking2 + answer + question +
-                  "<|start|>assistant");
+    EXPECT_EQ(
+        render_for_completion(c, Role::assistant, {AnalysisPolicy::keep}).text(),
+        head + thinking1 + call + result + thinking2 + answer + question + "<|start|>assistant");
 
     // Second tool loop in the new turn: the earlier turn stays trimmed, the current keeps all.
     c.messages.push_back(Message::assistant("analysis", "Need Osaka."));
@@ -426,10 +440,10 @@ TEST(HarmonyRender, DeveloperWithoutInstructionsStartsAtTools) {
 TEST(HarmonyRender, ResponseFormat) {
     DeveloperContent developer;
     developer.instructions = "Be brief.";
-    developer.response_format = ResponseFormat{
-        "shopping_list", "A list of things to buy",
-        Json::parse(R"({"type":"object","properties":{"items":{"type":"array",)"
-                    R"("items":{"type":"string"}}},"required":["items"]})")};
+    developer.response_format =
+        ResponseFormat{"shopping_list", "A list of things to buy",
+                       Json::parse(R"({"type":"object","properties":{"items":{"type":"array",)"
+                                   R"("items":{"type":"string"}}},"required":["items"]})")};
     EXPECT_EQ(render_developer_content(developer),
               "# Instructions\n\nBe brief.\n\n# Response Formats\n\n## shopping_list\n\n"
               "// A list of things to buy\n"
@@ -521,10 +535,8 @@ TEST(HarmonySchema, OneOfOnNestedProperty) {
 
 TEST(HarmonySchema, Scalars) {
     EXPECT_EQ(json_schema_to_typescript(Json::parse(R"({"type":"string"})")), "string");
-    EXPECT_EQ(json_schema_to_typescript(Json::parse(R"({"type":"string","enum":["a"]})")),
-              "\"a\"");
-    EXPECT_EQ(json_schema_to_typescript(Json::parse(R"({"type":"string","enum":[]})")),
-              "string");
+    EXPECT_EQ(json_schema_to_typescript(Json::parse(R"({"type":"string","enum":["a"]})")), "\"a\"");
+    EXPECT_EQ(json_schema_to_typescript(Json::parse(R"({"type":"string","enum":[]})")), "string");
     EXPECT_EQ(json_schema_to_typescript(Json::parse(R"({"type":"null"})")), "any");
     EXPECT_EQ(json_schema_to_typescript(Json::parse(R"({"enum":["a","b"]})")), "any");
     EXPECT_EQ(json_schema_to_typescript(Json::parse(R"({"oneOf":[{"type":"string"},)"
@@ -534,9 +546,10 @@ TEST(HarmonySchema, Scalars) {
 }
 
 TEST(HarmonySchema, MultiLineToolDescriptionIsCommentedPerLine) {
-    ToolNamespace ns = ToolNamespace::functions(
-        {ToolDescription{"f", "Line one.\nLine two.", Json::parse(R"({"type":"object",)"
-                                                                   R"("properties":{}})")}});
+    ToolNamespace ns =
+        ToolNamespace::functions({ToolDescription{"f", "Line one.\nLine two.",
+                                                  Json::parse(R"({"type":"object",)"
+                                                              R"("properties":{}})")}});
     EXPECT_EQ(render_tool_namespace(ns),
               "## functions\n\nnamespace functions {\n\n// Line one.\n// Line two.\n"
               "type f = (_: {\n}) => any;\n\n} // namespace functions");

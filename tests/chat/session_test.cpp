@@ -15,22 +15,23 @@ namespace {
 using ::testing::HasSubstr;
 
 class SessionTest : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() { model_ = Model::load(test::tiny_model_dir()).release(); }
-  static void TearDownTestSuite() { delete model_; }
-  static TurnOptions greedy(int n) {
-      TurnOptions o;
-      o.max_tokens = n;
-      o.sampling.temperature = 0;
-      return o;
-  }
-  static Model* model_;
+protected:
+    static void SetUpTestSuite() { model_ = Model::load(test::tiny_model_dir()).release(); }
+    static void TearDownTestSuite() { delete model_; }
+    static TurnOptions greedy(int n) {
+        TurnOptions o;
+        o.max_tokens = n;
+        o.sampling.temperature = 0;
+        return o;
+    }
+    static Model* model_;
 };
 Model* SessionTest::model_ = nullptr;
 
 std::string transcript(const ChatSession& s) {
     std::string out;
-    for (const auto& m : s.history()) out += std::string(chat::role_name(m.role)) + ":" + m.text() + "\n";
+    for (const auto& m : s.history())
+        out += std::string(chat::role_name(m.role)) + ":" + m.text() + "\n";
     return out;
 }
 
@@ -47,7 +48,6 @@ TEST_F(SessionTest, NextTurnReusesTheCachedPrefix) {
     // user message are processed.
     EXPECT_GT(second.stats.cached_tokens, first.stats.prompt_tokens - 2);
     EXPECT_LT(second.stats.cached_tokens, second.stats.prompt_tokens);
-
 }
 
 TEST_F(SessionTest, CachedAndUncachedTurnsGiveIdenticalReplies) {
@@ -146,7 +146,7 @@ TEST_F(SessionTest, InterruptedSaveLeavesAPairTheReaderRecognizesAsMismatched) {
     test::write_file(dir / "c.json", old_json);
 
     ChatSession b(*model_);
-    b.load(dir / "c.json");  // the conversation itself is complete and loads
+    b.load(dir / "c.json");             // the conversation itself is complete and loads
     EXPECT_EQ(b.history().size(), 2u);  // "Hi" and its answer
     EXPECT_EQ(b.cached_tokens(), 0) << "a KV file of another save was loaded";
     EXPECT_THAT(b.kv_restore_note(), HasSubstr("does not belong to"));
@@ -202,14 +202,18 @@ TEST_F(SessionTest, BadConversationFilesAreClearErrorsAndChangeNothing) {
         EXPECT_EQ(s.history()[0].text(), "keep me");
     };
     expect_error("{not json", "invalid JSON");
-    expect_error(R"({"format":"neural-conversation","version":1e999})", "invalid JSON");  // out_of_range
+    expect_error(R"({"format":"neural-conversation","version":1e999})",
+                 "invalid JSON");  // out_of_range
     expect_error(R"({"format":"something-else","version":1})", "not a Neural conversation file");
-    expect_error(R"({"format":"neural-conversation","version":99,"messages":[]})", "newer than this Neural supports");
+    expect_error(R"({"format":"neural-conversation","version":99,"messages":[]})",
+                 "newer than this Neural supports");
     expect_error(R"({"format":"neural-conversation","version":1})", "missing \"messages\"");
-    expect_error(R"({"format":"neural-conversation","version":1,"messages":[{"role":"wizard","content":"x"}]})",
-                 "invalid message role");
-    expect_error(R"({"format":"neural-conversation","version":1,"messages":[{"role":"user","content":5}]})",
-                 "must be a string");
+    expect_error(
+        R"({"format":"neural-conversation","version":1,"messages":[{"role":"wizard","content":"x"}]})",
+        "invalid message role");
+    expect_error(
+        R"({"format":"neural-conversation","version":1,"messages":[{"role":"user","content":5}]})",
+        "must be a string");
     EXPECT_THROW(s.load(dir / "missing.json"), Error);
 }
 
@@ -239,7 +243,8 @@ TEST_F(SessionTest, CancelFromAnotherThreadStopsPromptlyAndKeepsTheSessionUsable
 TEST_F(SessionTest, CancelDuringALongPromptReturnsPromptlyAndTheNextTurnIsUnchanged) {
     using Clock = std::chrono::steady_clock;
     std::string text;
-    while (text.size() < 100000) text += "the quick brown fox jumps over the lazy dog " + std::to_string(text.size()) + " ";
+    while (text.size() < 100000)
+        text += "the quick brown fox jumps over the lazy dog " + std::to_string(text.size()) + " ";
     ChatSession s(*model_);
     s.system().conversation_start_date = "2026-11-30";
     s.add_user(text);

@@ -41,7 +41,7 @@ constexpr int kTimeoutSeconds = 30;
 using test::Proc;
 
 class Cli : public ::testing::Test {
- protected:
+protected:
     // Runs `neural args...` and captures its output.
     Proc neural(const std::vector<std::string>& args) {
         Proc r = test::run_neural(args, tmp_.path(), kTimeoutSeconds);
@@ -137,7 +137,7 @@ TEST_F(Cli, TokenizeSpecialTokens) {
 
 TEST_F(Cli, TokenizeAcceptsTheTokenizerFile) {
     Proc r = neural({"tokenize", "--model", (test::tiny_model_dir() / "tokenizer.json").string(),
-                    "Hello world"});
+                     "Hello world"});
     ASSERT_EQ(r.code, 0) << r.err;
     EXPECT_EQ(r.out, "13225,2375\n");
 }
@@ -172,8 +172,8 @@ TEST_F(Cli, TokenizeErrors) {
 // --- generate --------------------------------------------------------------------------------
 
 std::vector<std::string> greedy_args(const std::string& model) {
-    return {"generate", "--model", model,          "--ids",        "200006,17360",
-            "--max-tokens", "8", "--temperature", "0", "--ignore-eos", "--show-ids"};
+    return {"generate", "--model",       model, "--ids",        "200006,17360", "--max-tokens",
+            "8",        "--temperature", "0",   "--ignore-eos", "--show-ids"};
 }
 
 TEST_F(Cli, GenerateGreedyIsDeterministic) {
@@ -191,7 +191,7 @@ TEST_F(Cli, GenerateGreedyIsDeterministic) {
 TEST_F(Cli, GenerateGreedyMatchesGolden) {
     // golden.json "single": [200006] continues greedily with these ids.
     Proc r = neural({"generate", "--model", model(), "--ids", "200006", "--max-tokens", "4",
-                    "--temperature", "0", "--ignore-eos", "--show-ids"});
+                     "--temperature", "0", "--ignore-eos", "--show-ids"});
     ASSERT_EQ(r.code, 0) << r.err;
     EXPECT_THAT(r.err, HasSubstr("ids: 96596,123955,105915,27261\nfinish: length\n"));
 }
@@ -199,7 +199,8 @@ TEST_F(Cli, GenerateGreedyMatchesGolden) {
 TEST_F(Cli, GenerateSeededSamplingIsReproducible) {
     auto args = [&](const std::string& seed) {
         std::vector<std::string> a = greedy_args(model());
-        a[8] = std::string(1, '1');  // --temperature 1 (a move: GCC 12 -Wrestrict misfires on = "1")
+        a[8] =
+            std::string(1, '1');  // --temperature 1 (a move: GCC 12 -Wrestrict misfires on = "1")
         a.insert(a.end(), {"--seed", seed});
         return a;
     };
@@ -256,14 +257,15 @@ TEST_F(Cli, RamLeversDoNotChangeTheResult) {
     ASSERT_EQ(plain.code, 0) << plain.err;
     // A ranking for the tiny model (4 layers x 8 experts) orders the warm-up and the lock on the
     // CPU backend too.
-    const fs::path ranking = write("hot.json",
+    const fs::path ranking = write(
+        "hot.json",
         R"({"layers": [[1,2,3,4,5,6,7,8],[8,7,6,5,4,3,2,1],[0,0,0,0,0,0,0,9],[1,1,1,1,1,1,1,1]],
             "tokens": 10, "source": "test"})");
     for (const std::vector<std::string>& levers :
          {std::vector<std::string>{"--warmup-ram", "10", "--warmup-sync", "1"},
           std::vector<std::string>{"--warmup-ram", "10", "--ranking", ranking.string()},
-          std::vector<std::string>{"--lock-ram", "0.0001", "--warmup-ram", "5", "--warmup-sync", "1",
-                                   "--ranking", ranking.string()}}) {
+          std::vector<std::string>{"--lock-ram", "0.0001", "--warmup-ram", "5", "--warmup-sync",
+                                   "1", "--ranking", ranking.string()}}) {
         std::vector<std::string> args = base;
         args.insert(args.end(), levers.begin(), levers.end());
         Proc r = neural(args);
@@ -279,7 +281,8 @@ TEST_F(Cli, RamLeversDoNotChangeTheResult) {
     }
     // On the CPU backend nothing lives in VRAM: --release-resident is refused, bare or 0|1.
     for (const std::vector<std::string>& rel_flags :
-         {std::vector<std::string>{"--release-resident", "1"}, std::vector<std::string>{"--release-resident"}}) {
+         {std::vector<std::string>{"--release-resident", "1"},
+          std::vector<std::string>{"--release-resident"}}) {
         std::vector<std::string> args = base;
         args.insert(args.end(), rel_flags.begin(), rel_flags.end());
         Proc rel = neural(args);
@@ -328,7 +331,7 @@ TEST_F(Cli, RamLeverErrors) {
 
 TEST_F(Cli, GeneratePromptText) {
     Proc r = neural({"generate", "--model", model(), "--prompt", "Hello world", "--max-tokens", "3",
-                    "--temperature", "0", "--show-ids"});
+                     "--temperature", "0", "--show-ids"});
     ASSERT_EQ(r.code, 0) << r.err;
     EXPECT_THAT(r.err, ContainsRegex("ids: [0-9]+(,[0-9]+){0,2}\nfinish: (length|stop)\n"));
 }
@@ -405,8 +408,8 @@ TEST_F(Cli, LogitsWritesTheGoldenSchema) {
     ASSERT_EQ(j["prompts"].size(), 1u);
     ASSERT_TRUE(j["prompts"].contains("p"));
     const json& p = j["prompts"]["p"];
-    for (const char* key : {"ids", "argmax", "top8_ids", "top8_logits", "logsumexp",
-                            "probe_logits", "router", "greedy", "greedy_margins"}) {
+    for (const char* key : {"ids", "argmax", "top8_ids", "top8_logits", "logsumexp", "probe_logits",
+                            "router", "greedy", "greedy_margins"}) {
         EXPECT_TRUE(p.contains(key)) << key;
     }
     EXPECT_EQ(p["ids"], json({200006, 17360, 27}));
@@ -552,31 +555,35 @@ TEST_F(Cli, LogitsArgumentErrors) {
     EXPECT_EQ(huge.code, 1);
     EXPECT_THAT(huge.err, HasSubstr("invalid JSON"));
 
-    Proc unknown = neural({"logits", model(), in.string(), (tmp_ / "o.json").string(),
-                          "--backend", "gpu"});
+    Proc unknown =
+        neural({"logits", model(), in.string(), (tmp_ / "o.json").string(), "--backend", "gpu"});
     EXPECT_EQ(unknown.code, 1);
     EXPECT_THAT(unknown.err, HasSubstr("--backend: expected cpu, cuda or auto, got \"gpu\""));
 
     // Without a GPU (or a CUDA build) asking for the GPU is a clear error naming the backend;
     // with one, it runs (tests/cuda checks its results).
-    Proc backend = neural({"logits", model(), in.string(), (tmp_ / "o.json").string(),
-                          "--backend", "cuda"});
+    Proc backend =
+        neural({"logits", model(), in.string(), (tmp_ / "o.json").string(), "--backend", "cuda"});
     if (backend.code != 0) {
         EXPECT_EQ(backend.code, 1);
         EXPECT_THAT(backend.err, HasSubstr("backend \"cuda\""));
     }
-    Proc cpu_knob = neural({"logits", model(), in.string(), (tmp_ / "o.json").string(),
-                           "--pool", "2"});
+    Proc cpu_knob =
+        neural({"logits", model(), in.string(), (tmp_ / "o.json").string(), "--pool", "2"});
     EXPECT_EQ(cpu_knob.code, 1);
     EXPECT_THAT(cpu_knob.err, HasSubstr("--pool needs --backend cuda"));
     // The prefill and checkpoint knobs are range-checked and GPU-only too.
     for (const auto& [flag, value, message] :
-         {std::tuple{"--prefill-order", "sideways", "--prefill-order: expected layer, block or token, got \"sideways\""},
+         {std::tuple{"--prefill-order", "sideways",
+                     "--prefill-order: expected layer, block or token, got \"sideways\""},
           std::tuple{"--prefill-cpu-tokens", "17", "--prefill-cpu-tokens"},
           std::tuple{"--prefill-early", "1025", "--prefill-early"},
-          std::tuple{"--kv-ring", "-2", "--kv-ring: expected an integer in [0, 1073741824] or auto, got \"-2\""},
-          std::tuple{"--kv-checkpoints", "-1", "--kv-checkpoints: expected GiB in [0, 4096], got \"-1\""},
-          std::tuple{"--static-fraction", "1.5", "--static-fraction: expected a fraction in [0, 1]"},
+          std::tuple{"--kv-ring", "-2",
+                     "--kv-ring: expected an integer in [0, 1073741824] or auto, got \"-2\""},
+          std::tuple{"--kv-checkpoints", "-1",
+                     "--kv-checkpoints: expected GiB in [0, 4096], got \"-1\""},
+          std::tuple{"--static-fraction", "1.5",
+                     "--static-fraction: expected a fraction in [0, 1]"},
           std::tuple{"--pin-store", "2", "--pin-store: expected auto, 0 or 1, got \"2\""},
           std::tuple{"--pin-store", "yes", "--pin-store: expected auto, 0 or 1, got \"yes\""},
           std::tuple{"--pin-store", "1", "--pin-store needs --backend cuda"},
@@ -586,20 +593,21 @@ TEST_F(Cli, LogitsArgumentErrors) {
           std::tuple{"--stream-misses", "1", "--stream-misses needs --backend cuda"},
           std::tuple{"--prefill-fp16", "1", "--prefill-fp16 needs --backend cuda"},
           std::tuple{"--scratch", "2", "--scratch needs --backend cuda"}}) {
-        Proc bad = neural({"logits", model(), in.string(), (tmp_ / "o.json").string(), flag, value});
+        Proc bad =
+            neural({"logits", model(), in.string(), (tmp_ / "o.json").string(), flag, value});
         EXPECT_EQ(bad.code, 1) << flag;
         EXPECT_THAT(bad.err, HasSubstr(message)) << flag;
     }
     // --pin-store's values are accepted (--backend auto: the CPU where no GPU is usable; the
     // fixture has no store, so nothing is pinned either way).
     for (const char* pin : {"auto", "0", "1"}) {
-        Proc ok = neural({"logits", model(), in.string(), (tmp_ / "o.json").string(), "--backend", "auto",
-                          "--pin-store", pin});
+        Proc ok = neural({"logits", model(), in.string(), (tmp_ / "o.json").string(), "--backend",
+                          "auto", "--pin-store", pin});
         EXPECT_EQ(ok.code, 0) << pin << ": " << ok.err;
     }
 
-    Proc steps = neural({"logits", model(), in.string(), (tmp_ / "o.json").string(),
-                        "--steps", "many"});
+    Proc steps =
+        neural({"logits", model(), in.string(), (tmp_ / "o.json").string(), "--steps", "many"});
     EXPECT_EQ(steps.code, 1);
     EXPECT_THAT(steps.err, HasSubstr("--steps: \"many\" is not an integer"));
 }

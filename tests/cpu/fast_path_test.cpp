@@ -42,20 +42,20 @@ bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
 }
 
 class FastPathTest : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
-      golden_ = new json(test::read_json(test::tiny_model_dir() / "golden.json"));
-      fast_ = load("auto").release();
-  }
-  static void TearDownTestSuite() {
-      delete fast_;
-      delete golden_;
-  }
-  static std::vector<TokenId> ids(const char* prompt) {
-      return (*golden_)["prompts"][prompt]["ids"].get<std::vector<TokenId>>();
-  }
-  static json* golden_;
-  static Model* fast_;
+protected:
+    static void SetUpTestSuite() {
+        golden_ = new json(test::read_json(test::tiny_model_dir() / "golden.json"));
+        fast_ = load("auto").release();
+    }
+    static void TearDownTestSuite() {
+        delete fast_;
+        delete golden_;
+    }
+    static std::vector<TokenId> ids(const char* prompt) {
+        return (*golden_)["prompts"][prompt]["ids"].get<std::vector<TokenId>>();
+    }
+    static json* golden_;
+    static Model* fast_;
 };
 json* FastPathTest::golden_ = nullptr;
 Model* FastPathTest::fast_ = nullptr;
@@ -126,7 +126,8 @@ TEST_F(FastPathTest, KvCachedDecodeEqualsFullRecomputeBitForBit) {
         std::vector<float> got =
             fast_->cpu().forward(std::span<const TokenId>(prompt.data(), prefill), cache, all);
         for (size_t t = prefill; t < prompt.size(); ++t) {
-            std::vector<float> step = fast_->cpu().forward(std::span<const TokenId>(&prompt[t], 1), cache);
+            std::vector<float> step =
+                fast_->cpu().forward(std::span<const TokenId>(&prompt[t], 1), cache);
             got.insert(got.end(), step.begin(), step.end());
         }
         EXPECT_TRUE(same_bits(got, ref));
@@ -173,7 +174,8 @@ TEST_F(FastPathTest, EveryKernelVariantStaysCloseToTheReference) {
         auto m = load(name);
         const std::vector<float> a = run_all(*m, prompt);
         double worst = 0;
-        for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, std::abs(double(a[i]) - b[i]));
+        for (size_t i = 0; i < a.size(); ++i)
+            worst = std::max(worst, std::abs(double(a[i]) - b[i]));
         EXPECT_LT(worst, 5e-2);
     }
 }
@@ -188,7 +190,8 @@ TEST_F(FastPathTest, CancelLeavesTheCacheUnchanged) {
     EXPECT_THROW(fast_->cpu().forward(std::span<const TokenId>(prompt.data() + 5, 5), cache, fo),
                  Cancelled);
     EXPECT_EQ(cache.size(), 5);
-    std::vector<float> a = fast_->cpu().forward(std::span<const TokenId>(prompt.data() + 5, 5), cache);
+    std::vector<float> a =
+        fast_->cpu().forward(std::span<const TokenId>(prompt.data() + 5, 5), cache);
     KvCache fresh = fast_->new_cache();
     std::vector<float> b = fast_->cpu().forward(std::span<const TokenId>(prompt.data(), 10), fresh);
     EXPECT_EQ(a, b);

@@ -21,29 +21,30 @@ namespace {
 using nlohmann::json;
 
 struct RouterLog : RouterObserver {
-  std::vector<std::vector<std::vector<int>>> experts;  // [layer][pos]
-  explicit RouterLog(int layers) : experts(static_cast<size_t>(layers)) {}
-  void on_route(int layer, std::int64_t pos, std::span<const int> e, std::span<const float>) override {
-      auto& l = experts[static_cast<size_t>(layer)];
-      if (l.size() <= static_cast<size_t>(pos)) l.resize(static_cast<size_t>(pos) + 1);
-      l[static_cast<size_t>(pos)].assign(e.begin(), e.end());
-  }
+    std::vector<std::vector<std::vector<int>>> experts;  // [layer][pos]
+    explicit RouterLog(int layers) : experts(static_cast<size_t>(layers)) {}
+    void on_route(int layer, std::int64_t pos, std::span<const int> e,
+                  std::span<const float>) override {
+        auto& l = experts[static_cast<size_t>(layer)];
+        if (l.size() <= static_cast<size_t>(pos)) l.resize(static_cast<size_t>(pos) + 1);
+        l[static_cast<size_t>(pos)].assign(e.begin(), e.end());
+    }
 };
 
 class GoldenTest : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
-      LoadOptions reference;
-      reference.kernel = "reference";  // the fp32 reference path (the fast path: fast_path_test)
-      model_ = Model::load(test::tiny_model_dir(), reference).release();
-      golden_ = new json(test::read_json(test::tiny_model_dir() / "golden.json"));
-  }
-  static void TearDownTestSuite() {
-      delete model_;
-      delete golden_;
-  }
-  static Model* model_;
-  static json* golden_;
+protected:
+    static void SetUpTestSuite() {
+        LoadOptions reference;
+        reference.kernel = "reference";  // the fp32 reference path (the fast path: fast_path_test)
+        model_ = Model::load(test::tiny_model_dir(), reference).release();
+        golden_ = new json(test::read_json(test::tiny_model_dir() / "golden.json"));
+    }
+    static void TearDownTestSuite() {
+        delete model_;
+        delete golden_;
+    }
+    static Model* model_;
+    static json* golden_;
 };
 Model* GoldenTest::model_ = nullptr;
 json* GoldenTest::golden_ = nullptr;
@@ -72,7 +73,8 @@ TEST_F(GoldenTest, AllPromptsMatchTransformers) {
             }
             const auto probe_vals = ref["probe_logits"][t].get<std::vector<double>>();
             for (size_t i = 0; i < probes.size(); ++i) {
-                EXPECT_NEAR(lt[probes[i]], probe_vals[i], 1e-3) << "pos " << t << " probe " << probes[i];
+                EXPECT_NEAR(lt[probes[i]], probe_vals[i], 1e-3)
+                    << "pos " << t << " probe " << probes[i];
             }
             const double m = *std::max_element(lt, lt + V);
             double s = 0;
@@ -80,12 +82,14 @@ TEST_F(GoldenTest, AllPromptsMatchTransformers) {
             EXPECT_NEAR(m + std::log(s), ref["logsumexp"][t].get<double>(), 1e-3) << "pos " << t;
             // argmax equal wherever the reference's top-2 margin exceeds 1e-2
             if (top_vals[0] - top_vals[1] > 1e-2) {
-                EXPECT_EQ(argmax(std::span<const float>(lt, V)), ref["argmax"][t].get<int>()) << "pos " << t;
+                EXPECT_EQ(argmax(std::span<const float>(lt, V)), ref["argmax"][t].get<int>())
+                    << "pos " << t;
             }
             for (int l = 0; l < model_->config().num_layers; ++l) {
                 auto want = ref["router"][l]["experts"][t].get<std::vector<int>>();
                 auto got = router.experts[static_cast<size_t>(l)][t];
-                EXPECT_EQ(std::set<int>(want.begin(), want.end()), std::set<int>(got.begin(), got.end()))
+                EXPECT_EQ(std::set<int>(want.begin(), want.end()),
+                          std::set<int>(got.begin(), got.end()))
                     << "layer " << l << " pos " << t;
             }
         }
@@ -97,7 +101,8 @@ TEST_F(GoldenTest, AllPromptsMatchTransformers) {
             for (size_t s = 0; s < want.size(); ++s) {
                 TokenId next = argmax(last);
                 got.push_back(next);
-                if (s + 1 < want.size()) last = model_->cpu().forward(std::span<const TokenId>(&next, 1), cache);
+                if (s + 1 < want.size())
+                    last = model_->cpu().forward(std::span<const TokenId>(&next, 1), cache);
             }
             EXPECT_EQ(got, want);
         }
@@ -118,9 +123,11 @@ TEST_F(GoldenTest, KvCachedDecodeEqualsFullRecompute) {
     for (size_t prefill : {size_t{1}, size_t{17}, size_t{64}}) {
         SCOPED_TRACE(prefill);
         KvCache cache = model_->new_cache();
-        std::vector<float> got = model_->cpu().forward(std::span<const TokenId>(ids.data(), prefill), cache, all);
+        std::vector<float> got =
+            model_->cpu().forward(std::span<const TokenId>(ids.data(), prefill), cache, all);
         for (size_t t = prefill; t < ids.size(); ++t) {
-            std::vector<float> step = model_->cpu().forward(std::span<const TokenId>(&ids[t], 1), cache);
+            std::vector<float> step =
+                model_->cpu().forward(std::span<const TokenId>(&ids[t], 1), cache);
             got.insert(got.end(), step.begin(), step.end());
         }
         ASSERT_EQ(got.size(), ref.size());
@@ -156,7 +163,8 @@ TEST_F(GoldenTest, ResultsAreBitIdenticalForAnyThreadCount) {
         if (ref.empty()) {
             ref = got;
         } else {
-            EXPECT_EQ(0, std::memcmp(ref.data(), got.data(), ref.size() * sizeof(float))) << threads;
+            EXPECT_EQ(0, std::memcmp(ref.data(), got.data(), ref.size() * sizeof(float)))
+                << threads;
         }
     }
     cpu::set_threads(0);
@@ -169,10 +177,12 @@ TEST_F(GoldenTest, CancelLeavesTheCacheUnchanged) {
     std::atomic<bool> cancel{true};
     ForwardOptions fo;
     fo.cancel = &cancel;
-    EXPECT_THROW(model_->cpu().forward(std::span<const TokenId>(ids.data() + 5, 5), cache, fo), Cancelled);
+    EXPECT_THROW(model_->cpu().forward(std::span<const TokenId>(ids.data() + 5, 5), cache, fo),
+                 Cancelled);
     EXPECT_EQ(cache.size(), 5);
     // and the sequence continues exactly as if nothing happened
-    std::vector<float> a = model_->cpu().forward(std::span<const TokenId>(ids.data() + 5, 5), cache);
+    std::vector<float> a =
+        model_->cpu().forward(std::span<const TokenId>(ids.data() + 5, 5), cache);
     KvCache fresh = model_->new_cache();
     std::vector<float> b = model_->cpu().forward(std::span<const TokenId>(ids.data(), 10), fresh);
     EXPECT_EQ(a, b);
@@ -185,7 +195,8 @@ TEST_F(GoldenTest, RejectsTokensOutsideTheVocabulary) {
         model_->cpu().forward(bad, cache);
         FAIL() << "expected an error";
     } catch (const Error& e) {
-        EXPECT_NE(std::string(e.what()).find("outside the model's vocabulary"), std::string::npos) << e.what();
+        EXPECT_NE(std::string(e.what()).find("outside the model's vocabulary"), std::string::npos)
+            << e.what();
     }
     EXPECT_EQ(cache.size(), 0);
 }

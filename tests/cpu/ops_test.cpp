@@ -15,8 +15,8 @@ TEST(AttendWithSink, SinkOnlyEntersTheDenominator) {
     const int d = 8;
     for (int n : {1, 5, 128}) {
         for (float sink : {-3.0f, 0.0f, 2.5f}) {
-            std::vector<float> q(d, 0.0f), k(static_cast<size_t>(n * d), 0.0f), v(static_cast<size_t>(n * d), 1.0f),
-                out(d);
+            std::vector<float> q(d, 0.0f), k(static_cast<size_t>(n * d), 0.0f),
+                v(static_cast<size_t>(n * d), 1.0f), out(d);
             cpu::attend_with_sink(q.data(), k.data(), v.data(), d, n, d, sink, 0.125f, out.data());
             const double want = n / (n + std::exp(static_cast<double>(sink)));
             for (float o : out) EXPECT_NEAR(o, want, 1e-6) << n << " " << sink;
@@ -38,7 +38,8 @@ TEST(AttendWithSink, MatchesANaiveSoftmax) {
     double denom = std::exp(static_cast<double>(sink));
     for (int j = 0; j < n; ++j) {
         double acc = 0;
-        for (int i = 0; i < d; ++i) acc += static_cast<double>(q[i]) * k[static_cast<size_t>(j * stride + i)];
+        for (int i = 0; i < d; ++i)
+            acc += static_cast<double>(q[i]) * k[static_cast<size_t>(j * stride + i)];
         s[j] = std::exp(acc * scale);
         denom += s[j];
     }

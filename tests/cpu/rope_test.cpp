@@ -11,13 +11,25 @@ namespace neural {
 namespace {
 
 ModelConfig gpt_oss_rope_config() {
-    nlohmann::json j = {{"model_type", "gpt_oss"}, {"hidden_size", 2880}, {"intermediate_size", 2880},
-                        {"num_hidden_layers", 2}, {"num_local_experts", 4}, {"num_experts_per_tok", 2},
-                        {"num_attention_heads", 64}, {"num_key_value_heads", 8}, {"head_dim", 64},
-                        {"vocab_size", 1000}, {"sliding_window", 128}, {"rope_theta", 150000},
-                        {"rope_scaling", {{"rope_type", "yarn"}, {"factor", 32.0}, {"beta_fast", 32.0},
-                                          {"beta_slow", 1.0}, {"truncate", false},
-                                          {"original_max_position_embeddings", 4096}}}};
+    nlohmann::json j = {{"model_type", "gpt_oss"},
+                        {"hidden_size", 2880},
+                        {"intermediate_size", 2880},
+                        {"num_hidden_layers", 2},
+                        {"num_local_experts", 4},
+                        {"num_experts_per_tok", 2},
+                        {"num_attention_heads", 64},
+                        {"num_key_value_heads", 8},
+                        {"head_dim", 64},
+                        {"vocab_size", 1000},
+                        {"sliding_window", 128},
+                        {"rope_theta", 150000},
+                        {"rope_scaling",
+                         {{"rope_type", "yarn"},
+                          {"factor", 32.0},
+                          {"beta_fast", 32.0},
+                          {"beta_slow", 1.0},
+                          {"truncate", false},
+                          {"original_max_position_embeddings", 4096}}}};
     return ModelConfig::from_json(j, "test");
 }
 
@@ -25,9 +37,9 @@ TEST(Rope, YarnFrequenciesMatchTheSpecTable) {
     cpu::Rope rope(gpt_oss_rope_config());
     const auto& f = rope.inv_freq();
     ASSERT_EQ(f.size(), 32u);
-    const std::pair<int, double> table[] = {{0, 1.000000e+00}, {8, 5.081327e-02}, {9, 3.170570e-02},
-                                            {12, 6.794959e-03}, {17, 1.293187e-04}, {18, 3.830881e-05},
-                                            {31, 3.023511e-07}};
+    const std::pair<int, double> table[] = {
+        {0, 1.000000e+00},  {8, 5.081327e-02},  {9, 3.170570e-02}, {12, 6.794959e-03},
+        {17, 1.293187e-04}, {18, 3.830881e-05}, {31, 3.023511e-07}};
     for (auto [i, want] : table) EXPECT_NEAR(f[static_cast<size_t>(i)] / want, 1.0, 1e-5) << i;
     EXPECT_NEAR(rope.concentration(), 1.3465735902799727, 1e-6);
 }

@@ -333,7 +333,8 @@ TEST(WorkerTeam, StandInForAMissingLibraryCountsEveryJobAsAFallback) {
     auto team = cpu::make_worker_team(o, &reason);
     ASSERT_STREQ(team->name(), "reference");
     std::atomic<int> ran{0};
-    const TeamPhase phase{4, [](void* ctx, std::int64_t, std::int32_t) {
+    const TeamPhase phase{4,
+                          [](void* ctx, std::int64_t, std::int32_t) {
                               static_cast<std::atomic<int>*>(ctx)->fetch_add(1);
                           },
                           &ran};
@@ -350,7 +351,7 @@ TEST(WorkerTeam, StandInForAMissingLibraryCountsEveryJobAsAFallback) {
 // Fallbacks of the expert kernels' team reach the model's telemetry (MoeCounters), from where
 // `neural bench` and the server's /metrics report them.
 class TeamFallbackTelemetry : public ::testing::Test {
- protected:
+protected:
     static void SetUpTestSuite() {
         tmp_ = new test::TempDir();
         store::RepackOptions o;
@@ -409,7 +410,7 @@ TEST_F(TeamFallbackTelemetry, UnsupportedFloatingPointStateIsCounted) {
     EXPECT_GT(counted, 0u);
     EXPECT_EQ(counted, team.counters().fallbacks);
     EXPECT_EQ(team.counters().jobs, jobs_before);  // none ran on the persistent team
-    EXPECT_EQ(forward(*m), 0u);                     // the caller's state is supported again
+    EXPECT_EQ(forward(*m), 0u);                    // the caller's state is supported again
 #endif
 }
 

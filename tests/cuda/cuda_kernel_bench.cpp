@@ -32,13 +32,13 @@
 
 namespace {
 
-#define CHECK(call)                                                                    \
-    do {                                                                               \
-        const cudaError_t e_ = (call);                                                 \
-        if (e_ != cudaSuccess) {                                                       \
-            std::fprintf(stderr, "%s failed: %s\n", #call, cudaGetErrorString(e_));   \
-            std::exit(1);                                                              \
-        }                                                                              \
+#define CHECK(call)                                                                 \
+    do {                                                                            \
+        const cudaError_t e_ = (call);                                              \
+        if (e_ != cudaSuccess) {                                                    \
+            std::fprintf(stderr, "%s failed: %s\n", #call, cudaGetErrorString(e_)); \
+            std::exit(1);                                                           \
+        }                                                                           \
     } while (0)
 
 template <typename T>
@@ -86,8 +86,9 @@ int prefill_bench(const std::string& shape, int tokens) {
     const int Q = nq * d, KV = nkv * d, qkv_cols = Q + 2 * KV;
     cudaDeviceProp p{};
     CHECK(cudaGetDeviceProperties(&p, 0));
-    std::printf("prefill of %d tokens, gpt-oss-%s shape on %s, %d layers (half sliding, window 128)\n",
-                tokens, shape.c_str(), p.name, L);
+    std::printf(
+        "prefill of %d tokens, gpt-oss-%s shape on %s, %d layers (half sliding, window 128)\n",
+        tokens, shape.c_str(), p.name, L);
     cudaStream_t s;
     CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
     g_stream = s;
@@ -107,7 +108,8 @@ int prefill_bench(const std::string& shape, int tokens) {
     auto* inv = dev<float>(d / 2, 0);
     auto* sel = dev<int>(rows_max * K);
     auto* gate = dev<float>(static_cast<std::size_t>(tokens) * K, 0);
-    const std::uint64_t rec = neural::cpu::ExpertRecordView::raw_bytes(H, I), stride = (rec + 255) / 256 * 256;
+    const std::uint64_t rec = neural::cpu::ExpertRecordView::raw_bytes(H, I),
+                        stride = (rec + 255) / 256 * 256;
     auto* pool = dev<std::uint8_t>(static_cast<std::size_t>(E) * stride, 0x77);
     auto* gu_bias = dev<std::uint16_t>(static_cast<std::size_t>(E) * 2 * I, 0);
     auto* down_bias = dev<std::uint16_t>(static_cast<std::size_t>(E) * H, 0);
@@ -115,7 +117,9 @@ int prefill_bench(const std::string& shape, int tokens) {
     auto* act = dev<float>(static_cast<std::size_t>(std::min(per_expert, block)) * I, 0);
     auto* acc = dev<float>(static_cast<std::size_t>(tokens) * H, 0);
     std::vector<int> entries_h(static_cast<std::size_t>(per_expert));
-    for (int m = 0; m < per_expert; ++m) entries_h[static_cast<std::size_t>(m)] = static_cast<int>((static_cast<long long>(m) * tokens / per_expert) * K);
+    for (int m = 0; m < per_expert; ++m)
+        entries_h[static_cast<std::size_t>(m)] =
+            static_cast<int>((static_cast<long long>(m) * tokens / per_expert) * K);
     int* entries = dev<int>(entries_h.size() + 1);
     CHECK(cudaMemcpy(entries, entries_h.data(), entries_h.size() * 4, cudaMemcpyHostToDevice));
     const ExpertShape es{H, I, K, E, 7.0f, 1.702f};
@@ -123,69 +127,118 @@ int prefill_bench(const std::string& shape, int tokens) {
     auto tflops = [](double flop, double us) { return flop / us / 1e6; };
     auto line = [&](const char* name, double us_per_call, double calls, double flop_per_call) {
         std::printf("%-40s %9.1f us x %7.0f = %7.3f s %8.1f TFLOP/s\n", name, us_per_call, calls,
-                    us_per_call * calls / 1e6, flop_per_call > 0 ? tflops(flop_per_call, us_per_call) : 0.0);
+                    us_per_call * calls / 1e6,
+                    flop_per_call > 0 ? tflops(flop_per_call, us_per_call) : 0.0);
         return us_per_call * calls / 1e6;
     };
     double total = 0;
     const int blocks = (tokens + block - 1) / block;
     const int rows = static_cast<int>(rows_max);
     // Dense GEMMs at a full block (a shorter last block is counted as a full one).
-    total += line("rms_norm_rows x2", time_us([&] { rms_norm_rows(x, norm, 1e-5f, H, rows, hin, s); }, 20), 2.0 * L * blocks, 0);
-    total += line("gemm QKV [rows x 2880] x [5120]", time_us([&] { gemm_bf16_rows(hin, rows, H, qkv_w, bias, qkv_cols, qkv, qkv_cols, false, s); }, 20),
-                  1.0 * L * blocks, 2.0 * rows * H * qkv_cols);
+    total += line("rms_norm_rows x2",
+                  time_us([&] { rms_norm_rows(x, norm, 1e-5f, H, rows, hin, s); }, 20),
+                  2.0 * L * blocks, 0);
+    total += line(
+        "gemm QKV [rows x 2880] x [5120]",
+        time_us(
+            [&] { gemm_bf16_rows(hin, rows, H, qkv_w, bias, qkv_cols, qkv, qkv_cols, false, s); },
+            20),
+        1.0 * L * blocks, 2.0 * rows * H * qkv_cols);
     line("  (64-wide tiles, not in the sum)",
-         time_us([&] { gemm_bf16_rows(hin, rows, H, qkv_w, bias, qkv_cols, qkv, qkv_cols, false, s, KernelPath::fast, TileWidth::n64); }, 20),
+         time_us(
+             [&] {
+                 gemm_bf16_rows(hin, rows, H, qkv_w, bias, qkv_cols, qkv, qkv_cols, false, s,
+                                KernelPath::fast, TileWidth::n64);
+             },
+             20),
          1.0 * L * blocks, 2.0 * rows * H * qkv_cols);
     line("  (reference tile, not in the sum)",
-         time_us([&] { gemm_bf16_rows(hin, rows, H, qkv_w, bias, qkv_cols, qkv, qkv_cols, false, s, KernelPath::reference); }, 20),
+         time_us(
+             [&] {
+                 gemm_bf16_rows(hin, rows, H, qkv_w, bias, qkv_cols, qkv, qkv_cols, false, s,
+                                KernelPath::reference);
+             },
+             20),
          1.0 * L * blocks, 2.0 * rows * H * qkv_cols);
-    total += line("rope + K/V rows", time_us([&] { rope_kv_rows(qkv, rows, nq, nkv, d, inv, 1.0f, 0, kc, vc, 0, s); }, 20), 1.0 * L * blocks, 0);
+    total +=
+        line("rope + K/V rows",
+             time_us([&] { rope_kv_rows(qkv, rows, nq, nkv, d, inv, 1.0f, 0, kc, vc, 0, s); }, 20),
+             1.0 * L * blocks, 0);
     double full_us = 0, sliding_us = 0, full_flop = 0, full_ref_us = 0;
     for (int b = 0; b < blocks; ++b) {
         const int r = std::min(block, tokens - b * block), pos0 = b * block;
-        full_us += time_us([&] { attention_prefill(qkv, qkv_cols, r, pos0, kc, vc, norm, nq, nkv, 0, 0, attn, s); }, 5);
-        full_ref_us += time_us([&] {
-            attention_prefill(qkv, qkv_cols, r, pos0, kc, vc, norm, nq, nkv, 0, 0, attn, s, KernelPath::reference);
-        }, 5);
-        sliding_us += time_us([&] { attention_prefill(qkv, qkv_cols, r, pos0, kc, vc, norm, nq, nkv, 128, 0, attn, s); }, 5);
+        full_us += time_us(
+            [&] {
+                attention_prefill(qkv, qkv_cols, r, pos0, kc, vc, norm, nq, nkv, 0, 0, attn, s);
+            },
+            5);
+        full_ref_us += time_us(
+            [&] {
+                attention_prefill(qkv, qkv_cols, r, pos0, kc, vc, norm, nq, nkv, 0, 0, attn, s,
+                                  KernelPath::reference);
+            },
+            5);
+        sliding_us += time_us(
+            [&] {
+                attention_prefill(qkv, qkv_cols, r, pos0, kc, vc, norm, nq, nkv, 128, 0, attn, s);
+            },
+            5);
         full_flop += 4.0 * nq * d * r * (pos0 + r / 2.0);
     }
     total += line("attention full (all blocks)", full_us, L / 2.0, full_flop);
     line("  (reference kernel, not in the sum)", full_ref_us, L / 2.0, full_flop);
     total += line("attention sliding 128 (all blocks)", sliding_us, L / 2.0, 0);
-    total += line("gemm output [rows x 4096] x [2880]", time_us([&] { gemm_bf16_rows(attn, rows, Q, o_w, bias, H, x, H, true, s); }, 20),
+    total += line("gemm output [rows x 4096] x [2880]",
+                  time_us([&] { gemm_bf16_rows(attn, rows, Q, o_w, bias, H, x, H, true, s); }, 20),
                   1.0 * L * blocks, 2.0 * rows * Q * H);
     line("  (64-wide tiles, not in the sum)",
-         time_us([&] { gemm_bf16_rows(attn, rows, Q, o_w, bias, H, x, H, true, s, KernelPath::fast, TileWidth::n64); }, 20),
+         time_us(
+             [&] {
+                 gemm_bf16_rows(attn, rows, Q, o_w, bias, H, x, H, true, s, KernelPath::fast,
+                                TileWidth::n64);
+             },
+             20),
          1.0 * L * blocks, 2.0 * rows * Q * H);
-    total += line("gemm router [rows x 2880] x [E]", time_us([&] { gemm_bf16_rows(hin, rows, H, router_w, bias, E, logits, E, false, s); }, 20),
-                  1.0 * L * blocks, 2.0 * rows * H * E);
-    total += line("router top-k rows", time_us([&] { router_topk_rows(logits, rows, E, K, sel, gate, s); }, 20), 1.0 * L * blocks, 0);
+    total += line(
+        "gemm router [rows x 2880] x [E]",
+        time_us([&] { gemm_bf16_rows(hin, rows, H, router_w, bias, E, logits, E, false, s); }, 20),
+        1.0 * L * blocks, 2.0 * rows * H * E);
+    total += line("router top-k rows",
+                  time_us([&] { router_topk_rows(logits, rows, E, K, sel, gate, s); }, 20),
+                  1.0 * L * blocks, 0);
     // Every expert of a layer over its tokens, in chunks of a block like the backend.
     // The backend's operands: fp16 (a bound of the input as the backend derives it from a norm
     // weight of 1); bf16 hi + lo timed beside them.
     const ExpertShape es_half = with_half_operands(es, std::sqrt(static_cast<float>(H)));
-    auto experts = [&](KernelPath path, const ExpertShape& es, TileWidth width = TileWidth::automatic) {
-        return time_us([&] {
-            for (int e = 0; e < E; ++e) {
-                const std::uint8_t* r = pool + static_cast<std::size_t>(e) * stride;
-                for (int m0 = 0; m0 < per_expert; m0 += block) {
-                    expert_gemm(r, e, es, entries + m0, std::min(block, per_expert - m0), hin, gate, gu_bias, down_bias,
-                                act, acc, s, path, width);
+    auto experts = [&](KernelPath path, const ExpertShape& es,
+                       TileWidth width = TileWidth::automatic) {
+        return time_us(
+            [&] {
+                for (int e = 0; e < E; ++e) {
+                    const std::uint8_t* r = pool + static_cast<std::size_t>(e) * stride;
+                    for (int m0 = 0; m0 < per_expert; m0 += block) {
+                        expert_gemm(r, e, es, entries + m0, std::min(block, per_expert - m0), hin,
+                                    gate, gu_bias, down_bias, act, acc, s, path, width);
+                    }
                 }
-            }
-        }, 3);
+            },
+            3);
     };
     char name[64];
     std::snprintf(name, sizeof name, "%d experts x %d tokens (gate_up + down)", E, per_expert);
     const double expert_flop = 2.0 * E * per_expert * (2.0 * I * H + static_cast<double>(H) * I);
     total += line(name, experts(KernelPath::fast, es_half), L, expert_flop);
-    line("  (reference tile, not in the sum)", experts(KernelPath::reference, es_half), L, expert_flop);
-    line("  (bf16 hi + lo operands, not in the sum)", experts(KernelPath::fast, es), L, expert_flop);
-    line("  (the same, 64-wide tiles)", experts(KernelPath::fast, es, TileWidth::n64), L, expert_flop);
-    line("  (the same, 128-wide tiles)", experts(KernelPath::fast, es, TileWidth::n128), L, expert_flop);
+    line("  (reference tile, not in the sum)", experts(KernelPath::reference, es_half), L,
+         expert_flop);
+    line("  (bf16 hi + lo operands, not in the sum)", experts(KernelPath::fast, es), L,
+         expert_flop);
+    line("  (the same, 64-wide tiles)", experts(KernelPath::fast, es, TileWidth::n64), L,
+         expert_flop);
+    line("  (the same, 128-wide tiles)", experts(KernelPath::fast, es, TileWidth::n128), L,
+         expert_flop);
     line("  (the same, reference tile)", experts(KernelPath::reference, es), L, expert_flop);
-    std::printf("GPU time of the whole prompt (sum of the above): %.3f s = %.0f tok/s\n", total, tokens / total);
+    std::printf("GPU time of the whole prompt (sum of the above): %.3f s = %.0f tok/s\n", total,
+                tokens / total);
     return 0;
 }
 
@@ -203,7 +256,8 @@ int main(int argc, char** argv) {
     const int Q = nq * d, KV = nkv * d, splits = 16, pos = ctx - 1;
     cudaDeviceProp p{};
     CHECK(cudaGetDeviceProperties(&p, 0));
-    std::printf("gpt-oss-%s shape on %s, context position %d, %d layers\n", shape.c_str(), p.name, pos, L);
+    std::printf("gpt-oss-%s shape on %s, context position %d, %d layers\n", shape.c_str(), p.name,
+                pos, L);
 
     auto* qkv_w = dev<std::uint16_t>(static_cast<std::size_t>(Q + 2 * KV) * H, 0x01);
     auto* o_w = dev<std::uint16_t>(static_cast<std::size_t>(H) * Q, 0x01);
@@ -223,7 +277,8 @@ int main(int argc, char** argv) {
     std::vector<int> pos_h = {pos};
     int* dpos = dev<int>(1);
     CHECK(cudaMemcpy(dpos, pos_h.data(), 4, cudaMemcpyHostToDevice));
-    const std::uint64_t rec = neural::cpu::ExpertRecordView::raw_bytes(H, I), stride = (rec + 255) / 256 * 256;
+    const std::uint64_t rec = neural::cpu::ExpertRecordView::raw_bytes(H, I),
+                        stride = (rec + 255) / 256 * 256;
     auto* pool = dev<std::uint8_t>(static_cast<std::size_t>(K) * stride, 0x77);
     auto* gu_bias = dev<std::uint16_t>(static_cast<std::size_t>(E) * 2 * I, 0);
     auto* down_bias = dev<std::uint16_t>(static_cast<std::size_t>(E) * H, 0);
@@ -250,23 +305,39 @@ int main(int argc, char** argv) {
 
     const double qkv_bytes = 2.0 * (Q + 2 * KV) * H, o_bytes = 2.0 * H * Q;
     row("rms_norm (+ host mirror)", time_us([&] { rms_norm(x, norm, 1e-5f, H, h, host_f, s); }), 0);
-    row("gemv QKV [5120 x 2880]", time_us([&] { gemv_bf16(qkv_w, bias, h, qkv, Q + 2 * KV, H, false, s); }), qkv_bytes);
-    row("rope + K/V store", time_us([&] { rope_kv(qkv, nq, nkv, d, inv, 1.0f, dpos, kc, vc, 0, s); }), 0);
-    row("attention full (split 16)", time_us([&] { attention_decode(qkv, kc, vc, norm, nq, nkv, d, 0, 0, dpos, splits, scratch, attn, s); }),
+    row("gemv QKV [5120 x 2880]",
+        time_us([&] { gemv_bf16(qkv_w, bias, h, qkv, Q + 2 * KV, H, false, s); }), qkv_bytes);
+    row("rope + K/V store",
+        time_us([&] { rope_kv(qkv, nq, nkv, d, inv, 1.0f, dpos, kc, vc, 0, s); }), 0);
+    row("attention full (split 16)", time_us([&] {
+            attention_decode(qkv, kc, vc, norm, nq, nkv, d, 0, 0, dpos, splits, scratch, attn, s);
+        }),
         2.0 * 4.0 * KV * (pos + 1));
-    row("attention sliding 128", time_us([&] { attention_decode(qkv, kc, vc, norm, nq, nkv, d, 128, 0, dpos, splits, scratch, attn, s); }), 0);
-    row("gemv output [2880 x 4096] (+= x)", time_us([&] { gemv_bf16(o_w, bias, attn, x, H, Q, true, s); }), o_bytes);
-    row("gemv router", time_us([&] { gemv_bf16(router_w, bias, h, logits, E, H, false, s); }), 2.0 * E * H);
-    row("router top-k + slots", time_us([&] { router_topk(logits, E, K, table, {sel, gate, slot}, {host_route, reinterpret_cast<float*>(host_route + 4), host_route + 8}, s); }), 0);
+    row("attention sliding 128", time_us([&] {
+            attention_decode(qkv, kc, vc, norm, nq, nkv, d, 128, 0, dpos, splits, scratch, attn, s);
+        }),
+        0);
+    row("gemv output [2880 x 4096] (+= x)",
+        time_us([&] { gemv_bf16(o_w, bias, attn, x, H, Q, true, s); }), o_bytes);
+    row("gemv router", time_us([&] { gemv_bf16(router_w, bias, h, logits, E, H, false, s); }),
+        2.0 * E * H);
+    row("router top-k + slots", time_us([&] {
+            router_topk(logits, E, K, table, {sel, gate, slot},
+                        {host_route, reinterpret_cast<float*>(host_route + 4), host_route + 8}, s);
+        }),
+        0);
     // The router above overwrote sel/slot with table lookups (slot 0): restore 4 resident experts.
     CHECK(cudaStreamSynchronize(s));
     CHECK(cudaMemcpy(sel, sel_h.data(), 16, cudaMemcpyHostToDevice));
     CHECK(cudaMemcpy(slot, slot_h.data(), 16, cudaMemcpyHostToDevice));
     const ExpertShape es{H, I, K, E, 7.0f, 1.702f};
-    row("4 resident experts (MXFP4)", time_us([&] { experts_resident(pool, stride, es, sel, gate, slot, gu_bias, down_bias, h, act, moe, s); }),
+    row("4 resident experts (MXFP4)", time_us([&] {
+            experts_resident(pool, stride, es, sel, gate, slot, gu_bias, down_bias, h, act, moe, s);
+        }),
         4.0 * static_cast<double>(rec));
     row("add_moe (host-mapped CPU part)", time_us([&] { add_moe(x, moe, host_f, H, s); }), 0);
-    row("lm_head [201088 x 2880]", time_us([&] { gemv_bf16(lm_head, nullptr, h, logits, V, H, false, s); }, 50), 2.0 * V * H);
+    row("lm_head [201088 x 2880]",
+        time_us([&] { gemv_bf16(lm_head, nullptr, h, logits, V, H, false, s); }, 50), 2.0 * V * H);
 
     // One layer as the backend captures it, launched and waited for per layer like the backend.
     cudaEvent_t routed;
@@ -299,7 +370,10 @@ int main(int argc, char** argv) {
             wait();
         }
         CHECK(cudaStreamSynchronize(s));
-        const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / reps;
+        const double us =
+            std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0)
+                .count() /
+            reps;
         row(name, us, 0);
         return us;
     };
@@ -312,6 +386,8 @@ int main(int argc, char** argv) {
     });
     host_time("graph + stream sync", [&] { CHECK(cudaStreamSynchronize(s)); });
     std::printf("per token (%d layers + lm_head), GPU-only estimate: %.2f ms\n", L,
-                (L * host_us + time_us([&] { gemv_bf16(lm_head, nullptr, h, logits, V, H, false, s); }, 20)) / 1000.0);
+                (L * host_us +
+                 time_us([&] { gemv_bf16(lm_head, nullptr, h, logits, V, H, false, s); }, 20)) /
+                    1000.0);
     return 0;
 }

@@ -72,7 +72,8 @@ using LogitsOf = std::vector<float> (*)(const Model&, const std::vector<TokenId>
 // Golden check of a bf16 core (docs/MODEL.md "What the tests check"): top-8 and probe logits
 // within 5e-2, argmax equal where the reference margin exceeds 0.2 (looser bounds for a
 // deliberately less exact path).
-void expect_golden(const Model& m, double tol = 5e-2, double margin = 0.2, LogitsOf logits_of = all_logits) {
+void expect_golden(const Model& m, double tol = 5e-2, double margin = 0.2,
+                   LogitsOf logits_of = all_logits) {
     const json golden = test::read_json(test::tiny_model_dir() / "golden.json");
     const auto probes = golden["probe_ids"].get<std::vector<int>>();
     const auto V = static_cast<std::size_t>(m.config().vocab_size);
@@ -126,7 +127,8 @@ TEST(CudaHybrid, FrozenResidencyIsBitIdenticalAcrossRunsAndThreadCounts) {
     const auto ids = golden["prompts"].begin().value()["ids"].get<std::vector<TokenId>>();
     std::vector<float> first;
     // OpenMP team with 1 and 3 threads, the persistent team with 3: the same bits.
-    for (const auto& [threads, persistent] : {std::pair{1, false}, std::pair{3, false}, std::pair{3, true}}) {
+    for (const auto& [threads, persistent] :
+         {std::pair{1, false}, std::pair{3, false}, std::pair{3, true}}) {
         SCOPED_TRACE(testing::Message() << threads << " threads, persistent " << persistent);
         LoadOptions o = cuda_options(12, 0);
         o.gpu.ranking = tmp / "ranking.json";
@@ -138,7 +140,8 @@ TEST(CudaHybrid, FrozenResidencyIsBitIdenticalAcrossRunsAndThreadCounts) {
         const auto b = all_logits(*m, ids);
         ASSERT_EQ(std::memcmp(a.data(), b.data(), a.size() * 4), 0) << "two runs differ";
         if (first.empty()) first = a;
-        ASSERT_EQ(std::memcmp(first.data(), a.data(), a.size() * 4), 0) << "thread count changed bits";
+        ASSERT_EQ(std::memcmp(first.data(), a.data(), a.size() * 4), 0)
+            << "thread count changed bits";
     }
 }
 
@@ -159,8 +162,10 @@ TEST(CudaHybrid, AdaptiveResidencyAdmitsExpertsAndAgreesWithTheCpuBackend) {
         auto cl = cpu->forward(prompt, cc);
         const auto V = static_cast<std::size_t>(cpu->config().vocab_size);
         for (int step = 0; step < 24; ++step) {
-            for (std::size_t i = 0; i < V; i += 97) ASSERT_NEAR(gl[i], cl[i], 5e-2) << "step " << step;
-            const TokenId next = static_cast<TokenId>(std::max_element(cl.begin(), cl.end()) - cl.begin());
+            for (std::size_t i = 0; i < V; i += 97)
+                ASSERT_NEAR(gl[i], cl[i], 5e-2) << "step " << step;
+            const TokenId next =
+                static_cast<TokenId>(std::max_element(cl.begin(), cl.end()) - cl.begin());
             gl = gpu->forward(std::span<const TokenId>(&next, 1), gc);
             cl = cpu->forward(std::span<const TokenId>(&next, 1), cc);
         }
@@ -229,7 +234,9 @@ TEST(CudaHybrid, ClearErrorsForBudgetAndContext) {
     SKIP_WITHOUT_GPU();
     LoadOptions tiny_budget = cuda_options(0);
     tiny_budget.gpu.vram_budget_gib = 0.01;
-    EXPECT_NE(test::error_of([&] { Model::load(test::tiny_model_dir(), tiny_budget); }).find("VRAM budget"),
+    EXPECT_NE(test::error_of([&] {
+                  Model::load(test::tiny_model_dir(), tiny_budget);
+              }).find("VRAM budget"),
               std::string::npos);
     LoadOptions short_ctx = cuda_options(4);
     short_ctx.gpu.context = 8;
@@ -272,7 +279,8 @@ TEST(CudaHybrid, PrefillMatchesTheTokenByTokenPathAtEveryPosition) {
     std::size_t worst_at = 0;
     for (std::size_t t = 0; t < ids.size(); ++t) {
         double d = 0;
-        for (std::size_t i = 0; i < V; ++i) d = std::max(d, static_cast<double>(std::fabs(a[t * V + i] - b[t * V + i])));
+        for (std::size_t i = 0; i < V; ++i)
+            d = std::max(d, static_cast<double>(std::fabs(a[t * V + i] - b[t * V + i])));
         std::printf("position %zu: max |prefill - token| = %.3g\n", t, d);
         if (d > worst) worst = d, worst_at = t;
     }
@@ -305,14 +313,17 @@ TEST(CudaHybrid, GoldenWithHiLoAndWithFp16PromptExperts) {
         LoadOptions o = prefill_options(16, "layer", 2048, 0);
         o.gpu.prefill_fp16 = fp16;
         auto m = Model::load(test::tiny_model_dir(), o);
-        EXPECT_NE(m->describe_backend().find(fp16 ? "fp16 experts" : "bf16 hi + lo experts"), std::string::npos)
+        EXPECT_NE(m->describe_backend().find(fp16 ? "fp16 experts" : "bf16 hi + lo experts"),
+                  std::string::npos)
             << m->describe_backend();
         if (fp16) {
             expect_golden(*m, 1.5, 1.5);
         } else {
             expect_golden(*m);
         }
-        EXPECT_GT(m->backend_counters().prefill_staged.load() + m->backend_counters().prefill_resident.load(), 0u);
+        EXPECT_GT(m->backend_counters().prefill_staged.load() +
+                      m->backend_counters().prefill_resident.load(),
+                  0u);
         EXPECT_EQ(m->backend_counters().prefill_cpu_groups.load(), 0u);
     }
 }
@@ -333,15 +344,16 @@ TEST(CudaHybrid, PrefillOrdersBlocksStagingAndResidencyAreBitIdentical) {
     // expert stream (each expert's two launches one after the other) against two (gate_ups beside
     // the previous downs, alternating act rows), with experts of more rows than a block (4 blocks
     // of 16: up to 4 launches per expert) and staged through 1 or 3 scratch slots.
-    const Case cases[] = {{"layer-major, 4 blocks, half resident", 16, "layer", 16, 4},
-                          {"layer-major, 4 blocks, half resident, one expert stream", 16, "layer", 16, 4, 1},
-                          {"block-major, 4 blocks, half resident", 16, "block", 16, 4},
-                          {"layer-major, 1 block, half resident", 16, "layer", 2048, 4},
-                          {"block-major, 7 blocks, all staged, 1 scratch slot", 0, "block", 8, 1},
-                          {"block-major, 7 blocks, all staged, 1 scratch slot, one stream", 0, "block", 8, 1, 1},
-                          {"layer-major, all staged, 3 scratch slots", 0, "layer", 2048, 3},
-                          {"layer-major, all staged, 3 scratch slots, one stream", 0, "layer", 2048, 3, 1},
-                          {"layer-major, all resident", 1000, "layer", 2048, 4}};
+    const Case cases[] = {
+        {"layer-major, 4 blocks, half resident", 16, "layer", 16, 4},
+        {"layer-major, 4 blocks, half resident, one expert stream", 16, "layer", 16, 4, 1},
+        {"block-major, 4 blocks, half resident", 16, "block", 16, 4},
+        {"layer-major, 1 block, half resident", 16, "layer", 2048, 4},
+        {"block-major, 7 blocks, all staged, 1 scratch slot", 0, "block", 8, 1},
+        {"block-major, 7 blocks, all staged, 1 scratch slot, one stream", 0, "block", 8, 1, 1},
+        {"layer-major, all staged, 3 scratch slots", 0, "layer", 2048, 3},
+        {"layer-major, all staged, 3 scratch slots, one stream", 0, "layer", 2048, 3, 1},
+        {"layer-major, all resident", 1000, "layer", 2048, 4}};
     for (const Case& c : cases) {
         SCOPED_TRACE(c.name);
         LoadOptions o = prefill_options(c.pool, c.order, c.block, 0);
@@ -372,7 +384,9 @@ TEST(CudaHybrid, GroupedGemmIsBitIdenticalAndOnlyForOneBlockOf1024To4096Tokens) 
     SKIP_WITHOUT_GPU();
     std::vector<TokenId> ids;
     const auto base = long_prompt();
-    while (ids.size() < 1100) ids.push_back(base[ids.size() % base.size()] + static_cast<TokenId>(ids.size() / base.size()));
+    while (ids.size() < 1100)
+        ids.push_back(base[ids.size() % base.size()] +
+                      static_cast<TokenId>(ids.size() / base.size()));
     const std::vector<TokenId> short_ids(ids.begin(), ids.begin() + 600);
     struct Case {
         int pool, scratch;
@@ -434,7 +448,9 @@ TEST(CudaHybrid, EarlyStagingFromTheFirstBlockIsBitIdentical) {
         } else {
             EXPECT_GT(bc.prefill_early.load(), 0u);
             // at most `early` per layer
-            EXPECT_LE(bc.prefill_early.load(), static_cast<std::uint64_t>(early) * static_cast<std::uint64_t>(m->config().num_layers));
+            EXPECT_LE(bc.prefill_early.load(),
+                      static_cast<std::uint64_t>(early) *
+                          static_cast<std::uint64_t>(m->config().num_layers));
         }
         EXPECT_LE(bc.prefill_early.load(), bc.prefill_staged.load());
         if (first.empty()) first = got;
@@ -475,11 +491,13 @@ TEST(CudaHybrid, PinnedStoreStagesFromTheMappingWithTheSameBits) {
         o.gpu.pin_store = "1";
         auto pinned = Model::load(test::tiny_model_dir(), o);
         EXPECT_FALSE(staged->store_pin().pinned);
-        EXPECT_NE(staged->describe_backend().find("store not pinned: --pin-store 0"), std::string::npos)
+        EXPECT_NE(staged->describe_backend().find("store not pinned: --pin-store 0"),
+                  std::string::npos)
             << staged->describe_backend();
         ASSERT_TRUE(pinned->store_pin().pinned) << pinned->describe_backend();
         EXPECT_GE(pinned->store_pin().seconds, 0.0);
-        EXPECT_NE(pinned->describe_backend().find("store pinned ("), std::string::npos) << pinned->describe_backend();
+        EXPECT_NE(pinned->describe_backend().find("store pinned ("), std::string::npos)
+            << pinned->describe_backend();
         EXPECT_TRUE(pinned->store()->pinned());
         EXPECT_GT(staged->telemetry().ram.released_records.load(), 0u);
         EXPECT_EQ(pinned->telemetry().ram.released_records.load(), 0u);
@@ -519,7 +537,9 @@ TEST(CudaHybrid, StreamedMissesMatchGoldenAndAreDeterministic) {
     o.gpu.stream_misses = 1;
     auto m = Model::load(test::tiny_model_dir(), o);
     ASSERT_TRUE(m->store_pin().pinned) << m->describe_backend();
-    EXPECT_NE(m->describe_backend().find("half of each layer's misses streamed from the pinned store"), std::string::npos)
+    EXPECT_NE(
+        m->describe_backend().find("half of each layer's misses streamed from the pinned store"),
+        std::string::npos)
         << m->describe_backend();
     expect_golden(*m, 5e-2, 0.2, decode_logits);
     EXPECT_GT(m->backend_counters().experts_streamed.load(), 0u);
@@ -531,7 +551,8 @@ TEST(CudaHybrid, StreamedMissesMatchGoldenAndAreDeterministic) {
     // The same model with every miss on the CPU: close, not necessarily the same bits.
     o.gpu.pin_store = "0";
     auto cpu_misses = Model::load(test::tiny_model_dir(), o);
-    EXPECT_NE(cpu_misses->describe_backend().find("misses not streamed: the store is not pinned"), std::string::npos)
+    EXPECT_NE(cpu_misses->describe_backend().find("misses not streamed: the store is not pinned"),
+              std::string::npos)
         << cpu_misses->describe_backend();
     const auto c = decode_logits(*cpu_misses, ids);
     ASSERT_EQ(c.size(), a.size());
@@ -552,8 +573,10 @@ TEST(CudaHybrid, KvRingGivesTheSameBitsAsTheWholeContext) {
     auto full = Model::load(test::tiny_model_dir(), o);
     o.gpu.kv_ring = 31;
     auto ring = Model::load(test::tiny_model_dir(), o);
-    EXPECT_NE(ring->describe_backend().find("a ring of 31"), std::string::npos) << ring->describe_backend();
-    const auto same = [&](const std::vector<float>& a, const std::vector<float>& b, const char* what) {
+    EXPECT_NE(ring->describe_backend().find("a ring of 31"), std::string::npos)
+        << ring->describe_backend();
+    const auto same = [&](const std::vector<float>& a, const std::vector<float>& b,
+                          const char* what) {
         ASSERT_EQ(a.size(), b.size()) << what;
         ASSERT_EQ(std::memcmp(a.data(), b.data(), a.size() * 4), 0) << what;
     };
@@ -578,7 +601,8 @@ TEST(CudaHybrid, KvRingGivesTheSameBitsAsTheWholeContext) {
     }
     // Too small a ring is a clear error at load.
     o.gpu.kv_ring = 20;
-    EXPECT_NE(test::error_of([&] { Model::load(test::tiny_model_dir(), o); }).find("at least 31"), std::string::npos);
+    EXPECT_NE(test::error_of([&] { Model::load(test::tiny_model_dir(), o); }).find("at least 31"),
+              std::string::npos);
 }
 
 // Ring checkpoints: with a 31-position ring (window 16, blocks of 16) a conversation (the fixture's
@@ -593,7 +617,8 @@ TEST(CudaHybrid, KvRingCheckpointsRestoreAConversationThatComesBack) {
     const auto a = long_prompt();
     const auto n = static_cast<std::uint64_t>(a.size());
     ASSERT_GT(n, 100u);  // much longer than the ring
-    const std::vector<TokenId> b = {9, 8, 7, 6, 5, 4, 3, 2, 1, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21};
+    const std::vector<TokenId> b = {9,  8,  7,  6,  5,  4,  3,  2,  1,  11,
+                                    12, 13, 14, 15, 16, 17, 18, 19, 20, 21};
     const std::vector<TokenId> more = {41, 42, 43};
     LoadOptions o = prefill_options(16, "layer", 16, 0);
     o.gpu.kv_ring = 0;
@@ -602,19 +627,23 @@ TEST(CudaHybrid, KvRingCheckpointsRestoreAConversationThatComesBack) {
     // The reference conversation: the prompt, 8 decoded tokens, then 3 more tokens.
     KvCache rc = ref->new_cache();
     ref->forward(a, rc);
-    for (int t = 0; t < 8; ++t) ref->forward(std::vector<TokenId>{static_cast<TokenId>(300 + t)}, rc);
+    for (int t = 0; t < 8; ++t)
+        ref->forward(std::vector<TokenId>{static_cast<TokenId>(300 + t)}, rc);
     const auto want = ref->forward(more, rc);
     const auto want_again = ref->forward(std::vector<TokenId>{50}, rc);
 
     o.gpu.kv_ring = 31;
     o.gpu.kv_checkpoint_gib = 0.5;
     auto m = Model::load(test::tiny_model_dir(), o);
-    EXPECT_NE(m->describe_backend().find("a ring of 31"), std::string::npos) << m->describe_backend();
+    EXPECT_NE(m->describe_backend().find("a ring of 31"), std::string::npos)
+        << m->describe_backend();
     const auto& bc = m->backend_counters();
     const auto trace = [&](const char* step) {
         std::printf("%-28s saved %llu restored %llu reused %llu reprocessed %llu\n", step,
-                    static_cast<unsigned long long>(bc.kv_saved.load()), static_cast<unsigned long long>(bc.kv_restored.load()),
-                    static_cast<unsigned long long>(bc.kv_reused.load()), static_cast<unsigned long long>(bc.kv_reprocessed.load()));
+                    static_cast<unsigned long long>(bc.kv_saved.load()),
+                    static_cast<unsigned long long>(bc.kv_restored.load()),
+                    static_cast<unsigned long long>(bc.kv_reused.load()),
+                    static_cast<unsigned long long>(bc.kv_reprocessed.load()));
     };
     trace("loaded");
     KvCache ca = m->new_cache(), cb = m->new_cache();
@@ -630,7 +659,8 @@ TEST(CudaHybrid, KvRingCheckpointsRestoreAConversationThatComesBack) {
     const auto got = m->forward(more, ca);  // b is checkpointed, a restored
     trace("a comes back");
     ASSERT_EQ(got.size(), want.size());
-    ASSERT_EQ(std::memcmp(got.data(), want.data(), V * 4), 0) << "restoring from the ring checkpoint changed the bits";
+    ASSERT_EQ(std::memcmp(got.data(), want.data(), V * 4), 0)
+        << "restoring from the ring checkpoint changed the bits";
     EXPECT_EQ(bc.kv_restored.load() - restored_b, n + 8);
     EXPECT_EQ(bc.kv_reprocessed.load() - reprocessed_b, 0u);
 
@@ -643,7 +673,8 @@ TEST(CudaHybrid, KvRingCheckpointsRestoreAConversationThatComesBack) {
     const auto got_d = m->forward(d, cd);
     trace("d");
     const auto want_d = ref->forward(d, rd);
-    ASSERT_EQ(std::memcmp(got_d.data(), want_d.data(), V * 4), 0) << "a from-scratch request changed its bits";
+    ASSERT_EQ(std::memcmp(got_d.data(), want_d.data(), V * 4), 0)
+        << "a from-scratch request changed its bits";
     EXPECT_EQ(bc.kv_restored.load(), restored0);
     EXPECT_EQ(bc.kv_reused.load(), reused0);
     // And a once more, from its checkpoint of n + 11 positions.
@@ -665,8 +696,10 @@ TEST(CudaHybrid, PrefillAgreesWithTheCpuBackendAndDecodeContinuesFromIt) {
         auto gl = gpu->forward(ids, gc);
         auto cl = cpu->forward(ids, cc);
         for (int step = 0; step < 8; ++step) {
-            for (std::size_t i = 0; i < V; i += 97) ASSERT_NEAR(gl[i], cl[i], 5e-2) << "step " << step;
-            const TokenId next = static_cast<TokenId>(std::max_element(cl.begin(), cl.end()) - cl.begin());
+            for (std::size_t i = 0; i < V; i += 97)
+                ASSERT_NEAR(gl[i], cl[i], 5e-2) << "step " << step;
+            const TokenId next =
+                static_cast<TokenId>(std::max_element(cl.begin(), cl.end()) - cl.begin());
             gl = gpu->forward(std::span<const TokenId>(&next, 1), gc);
             cl = cpu->forward(std::span<const TokenId>(&next, 1), cc);
         }
@@ -788,7 +821,8 @@ TEST(CudaHybrid, KvCheckpointsRestoreSwitchedSequencesAndSharedPrefixesAreNotRep
     const auto want_c = last_logits(c), want_d = last_logits(d);
     const auto near = [&](const std::vector<float>& x, const std::vector<float>& y) {
         double worst = 0;
-        for (std::size_t i = 0; i < V; ++i) worst = std::max(worst, static_cast<double>(std::fabs(x[i] - y[i])));
+        for (std::size_t i = 0; i < V; ++i)
+            worst = std::max(worst, static_cast<double>(std::fabs(x[i] - y[i])));
         return worst;
     };
 
@@ -804,7 +838,8 @@ TEST(CudaHybrid, KvCheckpointsRestoreSwitchedSequencesAndSharedPrefixesAreNotRep
         m->forward(std::span<const TokenId>(a.data(), 40), ca);
         m->forward(b, cb);
         const auto got = m->forward(std::span<const TokenId>(a.data() + 40, a.size() - 40), ca);
-        ASSERT_EQ(std::memcmp(got.data(), want.data(), V * 4), 0) << "switching back changed the bits";
+        ASSERT_EQ(std::memcmp(got.data(), want.data(), V * 4), 0)
+            << "switching back changed the bits";
         if (gib > 0) {
             EXPECT_EQ(bc.kv_saved.load(), 40u + b.size());  // a, then b when a came back
             EXPECT_EQ(bc.kv_restored.load(), 40u);
@@ -840,19 +875,25 @@ TEST(CudaHybrid, KvCheckpointsRestoreSwitchedSequencesAndSharedPrefixesAreNotRep
 
 TEST(CudaHybrid, BadPrefillOptionsAreClearErrors) {
     SKIP_WITHOUT_GPU();
-    EXPECT_NE(test::error_of([] { Model::load(test::tiny_model_dir(), prefill_options(4, "sideways", 8, 0)); })
-                  .find("--prefill-order"),
+    EXPECT_NE(test::error_of([] {
+                  Model::load(test::tiny_model_dir(), prefill_options(4, "sideways", 8, 0));
+              }).find("--prefill-order"),
               std::string::npos);
-    EXPECT_NE(test::error_of([] { Model::load(test::tiny_model_dir(), prefill_options(4, "layer", 8, 17)); })
-                  .find("--prefill-cpu-tokens"),
+    EXPECT_NE(test::error_of([] {
+                  Model::load(test::tiny_model_dir(), prefill_options(4, "layer", 8, 17));
+              }).find("--prefill-cpu-tokens"),
               std::string::npos);
     LoadOptions pin = prefill_options(4, "layer", 8, 0);
     pin.gpu.pin_store = "yes";
-    EXPECT_NE(test::error_of([&] { Model::load(test::tiny_model_dir(), pin); }).find("--pin-store \"yes\""),
+    EXPECT_NE(test::error_of([&] {
+                  Model::load(test::tiny_model_dir(), pin);
+              }).find("--pin-store \"yes\""),
               std::string::npos);
     LoadOptions streams = prefill_options(4, "layer", 8, 0);
     streams.gpu.expert_streams = 3;
-    EXPECT_NE(test::error_of([&] { Model::load(test::tiny_model_dir(), streams); }).find("--expert-streams must be 1 or 2"),
+    EXPECT_NE(test::error_of([&] {
+                  Model::load(test::tiny_model_dir(), streams);
+              }).find("--expert-streams must be 1 or 2"),
               std::string::npos);
 }
 
@@ -875,7 +916,8 @@ TEST(CudaHybrid, BenchReportsGpuTimesAndDecodeBounds) {
     EXPECT_GT(g["tail"].get<double>(), 0.0);
     EXPECT_GE(g["experts"].get<double>(), g["experts_alone"].get<double>());
     // The GPU's time is a part of the token's wall time (the host waits for the tail).
-    EXPECT_LT(g["dense"].get<double>() + g["tail"].get<double>(), w["phase_ms_per_token"]["wall"].get<double>());
+    EXPECT_LT(g["dense"].get<double>() + g["tail"].get<double>(),
+              w["phase_ms_per_token"]["wall"].get<double>());
     const bench::Json& b = w["bounds"];
     ASSERT_TRUE(b.is_object());
     EXPECT_LE(b["overlap_ms"].get<double>(), b["chain_ms"].get<double>() + 1e-9);
@@ -899,16 +941,20 @@ TEST(CudaHybrid, BenchReportsThePrefillSplit) {
     const bench::Json& w = report["runs"][0]["workloads"]["prompt_120"];
     ASSERT_TRUE(w["prefill"].is_object()) << w.dump();
     const bench::Json& f = w["prefill"];
-    EXPECT_EQ(f["tokens"].get<std::int64_t>(), w["requests"][0]["prompt_tokens"].get<std::int64_t>());
+    EXPECT_EQ(f["tokens"].get<std::int64_t>(),
+              w["requests"][0]["prompt_tokens"].get<std::int64_t>());
     EXPECT_GT(f["seconds"].get<double>(), 0.0);
     EXPECT_LE(f["host_launch_seconds"].get<double>() + f["routing_sync_seconds"].get<double>() +
                   f["staging_wait_seconds"].get<double>(),
               f["seconds"].get<double>());
     // 4 layers x 8 experts, each used by some of 120 tokens x 4 choices: all 32 groups ran somewhere.
-    EXPECT_EQ(f["experts_staged"].get<std::uint64_t>() + f["experts_from_slots"].get<std::uint64_t>() +
+    EXPECT_EQ(f["experts_staged"].get<std::uint64_t>() +
+                  f["experts_from_slots"].get<std::uint64_t>() +
                   f["experts_on_cpu"].get<std::uint64_t>(),
               32u);
-    EXPECT_EQ(f["staged_bytes"].get<std::uint64_t>() % std::max<std::uint64_t>(1, f["experts_staged"].get<std::uint64_t>()), 0u);
+    EXPECT_EQ(f["staged_bytes"].get<std::uint64_t>() %
+                  std::max<std::uint64_t>(1, f["experts_staged"].get<std::uint64_t>()),
+              0u);
     EXPECT_NE(bench::format_report(report).find("GPU prefill"), std::string::npos);
     // No store: nothing to pin (tests of --pin-store: PinnedStoreStagesFromTheMappingWithTheSameBits).
     EXPECT_EQ(report["runs"][0]["store_pinned"], false);

@@ -33,26 +33,29 @@
 namespace neural {
 namespace {
 
-#define SKIP_WITHOUT_GPU()                                               \
-    do {                                                                 \
-        std::string why_;                                                \
+#define SKIP_WITHOUT_GPU()                                                         \
+    do {                                                                           \
+        std::string why_;                                                          \
         if (cuda::list_devices(&why_).empty()) GTEST_SKIP() << "no GPU: " << why_; \
     } while (0)
 
 // A device copy of a host vector, freed with the object.
 template <typename T>
 class Dev {
- public:
+public:
     explicit Dev(const std::vector<T>& host) : n_(host.size()) {
         EXPECT_EQ(cudaMalloc(&p_, std::max<std::size_t>(1, n_) * sizeof(T)), cudaSuccess);
         if (n_ > 0) {
-            EXPECT_EQ(cudaMemcpy(p_, host.data(), n_ * sizeof(T), cudaMemcpyHostToDevice), cudaSuccess);
+            EXPECT_EQ(cudaMemcpy(p_, host.data(), n_ * sizeof(T), cudaMemcpyHostToDevice),
+                      cudaSuccess);
         }
     }
     explicit Dev(std::size_t n) : Dev(std::vector<T>(n)) {}
     ~Dev() { cudaFree(p_); }
     T* get() const { return p_; }
-    void zero() { EXPECT_EQ(cudaMemset(p_, 0, std::max<std::size_t>(1, n_) * sizeof(T)), cudaSuccess); }
+    void zero() {
+        EXPECT_EQ(cudaMemset(p_, 0, std::max<std::size_t>(1, n_) * sizeof(T)), cudaSuccess);
+    }
     std::vector<T> host() const {
         std::vector<T> out(n_);
         EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
@@ -60,7 +63,7 @@ class Dev {
         return out;
     }
 
- private:
+private:
     T* p_ = nullptr;
     std::size_t n_;
 };
@@ -157,8 +160,10 @@ TEST(CudaKernels, RopeAndKvStoreMatchTheCpuRope) {
         expect_close(dqkv.host(), want, 2e-5f);
         const auto k = kc.host(), v = vc.host();
         for (int i = 0; i < kv; ++i) {
-            ASSERT_NEAR(k[static_cast<std::size_t>(pos) * kv + i], want[static_cast<std::size_t>(nq * d + i)], 2e-5f);
-            ASSERT_EQ(v[static_cast<std::size_t>(pos) * kv + i], qkv[static_cast<std::size_t>((nq + nkv) * d + i)]);
+            ASSERT_NEAR(k[static_cast<std::size_t>(pos) * kv + i],
+                        want[static_cast<std::size_t>(nq * d + i)], 2e-5f);
+            ASSERT_EQ(v[static_cast<std::size_t>(pos) * kv + i],
+                      qkv[static_cast<std::size_t>((nq + nkv) * d + i)]);
         }
     }
 }
@@ -174,22 +179,24 @@ TEST(CudaKernels, SplitKAttentionWithSinksMatchesTheCpuReference) {
     for (int window : {0, 16, 128}) {
         for (int pos : {0, 1, 15, 16, 300, 699}) {
             for (int splits : {1, 3, 16}) {
-                SCOPED_TRACE(testing::Message() << "window " << window << " pos " << pos << " splits " << splits);
+                SCOPED_TRACE(testing::Message()
+                             << "window " << window << " pos " << pos << " splits " << splits);
                 const auto q = test::random_vector(static_cast<std::size_t>(nq) * d, 10 + pos);
                 const int first = window > 0 ? std::max(0, pos - window + 1) : 0;
                 std::vector<float> want(static_cast<std::size_t>(nq) * d);
                 for (int h = 0; h < nq; ++h) {
                     const int hk = h / (nq / nkv);
-                    cpu::attend_with_sink(q.data() + h * d, k.data() + static_cast<std::size_t>(first) * kv + hk * d,
-                                          v.data() + static_cast<std::size_t>(first) * kv + hk * d, kv,
-                                          pos - first + 1, d, bf16_to_float(sinks[static_cast<std::size_t>(h)]),
-                                          1.0f / std::sqrt(static_cast<float>(d)), want.data() + h * d);
+                    cpu::attend_with_sink(
+                        q.data() + h * d, k.data() + static_cast<std::size_t>(first) * kv + hk * d,
+                        v.data() + static_cast<std::size_t>(first) * kv + hk * d, kv,
+                        pos - first + 1, d, bf16_to_float(sinks[static_cast<std::size_t>(h)]),
+                        1.0f / std::sqrt(static_cast<float>(d)), want.data() + h * d);
                 }
                 Dev<float> dq(q), out(want.size()),
                     scratch(static_cast<std::size_t>(nq) * splits * (d + 2));
                 Dev<int> dpos(std::vector<int>{pos});
-                cuda::attention_decode(dq.get(), dk.get(), dv.get(), ds.get(), nq, nkv, d, window, 0,
-                                       dpos.get(), splits, scratch.get(), out.get(), nullptr);
+                cuda::attention_decode(dq.get(), dk.get(), dv.get(), ds.get(), nq, nkv, d, window,
+                                       0, dpos.get(), splits, scratch.get(), out.get(), nullptr);
                 expect_close(out.host(), want, 1e-4f);
             }
         }
@@ -202,7 +209,8 @@ TEST(CudaKernels, SplitKAttentionWithSinksMatchesTheCpuReference) {
 std::vector<float> ring_of(const std::vector<float>& full, int kv, int ring, int upto) {
     std::vector<float> r(static_cast<std::size_t>(ring) * kv, 0.0f);
     for (int p = 0; p < upto; ++p) {
-        std::copy_n(full.begin() + static_cast<std::ptrdiff_t>(p) * kv, kv, r.begin() + static_cast<std::ptrdiff_t>(p % ring) * kv);
+        std::copy_n(full.begin() + static_cast<std::ptrdiff_t>(p) * kv, kv,
+                    r.begin() + static_cast<std::ptrdiff_t>(p % ring) * kv);
     }
     return r;
 }
@@ -217,22 +225,33 @@ TEST(CudaKernels, KvRingWritesAndAttentionAreTheSameBitsAsTheWholeCache) {
     {
         const int rows = 40, pos0 = 90, ring = 50, ctx = pos0 + rows;
         const auto qkv = test::random_vector(static_cast<std::size_t>(rows) * cols, 71);
-        Dev<float> a(qkv), b(qkv), kf(static_cast<std::size_t>(ctx) * kv), vf(static_cast<std::size_t>(ctx) * kv),
-            kr(static_cast<std::size_t>(ring) * kv), vr(static_cast<std::size_t>(ring) * kv);
-        cuda::rope_kv_rows(a.get(), rows, nq, nkv, d, inv.get(), rope.concentration(), pos0, kf.get(), vf.get(), 0, nullptr);
-        cuda::rope_kv_rows(b.get(), rows, nq, nkv, d, inv.get(), rope.concentration(), pos0, kr.get(), vr.get(), ring, nullptr);
+        Dev<float> a(qkv), b(qkv), kf(static_cast<std::size_t>(ctx) * kv),
+            vf(static_cast<std::size_t>(ctx) * kv), kr(static_cast<std::size_t>(ring) * kv),
+            vr(static_cast<std::size_t>(ring) * kv);
+        cuda::rope_kv_rows(a.get(), rows, nq, nkv, d, inv.get(), rope.concentration(), pos0,
+                           kf.get(), vf.get(), 0, nullptr);
+        cuda::rope_kv_rows(b.get(), rows, nq, nkv, d, inv.get(), rope.concentration(), pos0,
+                           kr.get(), vr.get(), ring, nullptr);
         const auto k1 = kf.host(), k2 = kr.host(), v1 = vf.host(), v2 = vr.host();
         for (int p = pos0; p < ctx; ++p) {
-            ASSERT_EQ(std::memcmp(&k1[static_cast<std::size_t>(p) * kv], &k2[static_cast<std::size_t>(p % ring) * kv], kv * 4), 0) << p;
-            ASSERT_EQ(std::memcmp(&v1[static_cast<std::size_t>(p) * kv], &v2[static_cast<std::size_t>(p % ring) * kv], kv * 4), 0) << p;
+            ASSERT_EQ(std::memcmp(&k1[static_cast<std::size_t>(p) * kv],
+                                  &k2[static_cast<std::size_t>(p % ring) * kv], kv * 4),
+                      0)
+                << p;
+            ASSERT_EQ(std::memcmp(&v1[static_cast<std::size_t>(p) * kv],
+                                  &v2[static_cast<std::size_t>(p % ring) * kv], kv * 4),
+                      0)
+                << p;
         }
         Dev<int> dpos(std::vector<int>{pos0 + 7});
-        Dev<float> one(std::vector<float>(qkv.begin(), qkv.begin() + cols)), kr1(static_cast<std::size_t>(ring) * kv),
-            vr1(static_cast<std::size_t>(ring) * kv);
-        cuda::rope_kv(one.get(), nq, nkv, d, inv.get(), rope.concentration(), dpos.get(), kr1.get(), vr1.get(), ring, nullptr);
+        Dev<float> one(std::vector<float>(qkv.begin(), qkv.begin() + cols)),
+            kr1(static_cast<std::size_t>(ring) * kv), vr1(static_cast<std::size_t>(ring) * kv);
+        cuda::rope_kv(one.get(), nq, nkv, d, inv.get(), rope.concentration(), dpos.get(), kr1.get(),
+                      vr1.get(), ring, nullptr);
         const auto k3 = kr1.host();
         bool any = false;
-        for (int i = 0; i < kv; ++i) any = any || k3[static_cast<std::size_t>((pos0 + 7) % ring) * kv + i] != 0.0f;
+        for (int i = 0; i < kv; ++i)
+            any = any || k3[static_cast<std::size_t>((pos0 + 7) % ring) * kv + i] != 0.0f;
         EXPECT_TRUE(any) << "the decode write goes to row pos % ring";
     }
     const int ctx = 300;
@@ -247,13 +266,14 @@ TEST(CudaKernels, KvRingWritesAndAttentionAreTheSameBitsAsTheWholeCache) {
         const int ring = window;
         Dev<float> rk(ring_of(k, kv, ring, pos + 1)), rv(ring_of(v, kv, ring, pos + 1));
         const auto q = test::random_vector(static_cast<std::size_t>(nq) * d, 75 + pos);
-        Dev<float> dq(q), o1(static_cast<std::size_t>(nq) * d), o2(static_cast<std::size_t>(nq) * d),
+        Dev<float> dq(q), o1(static_cast<std::size_t>(nq) * d),
+            o2(static_cast<std::size_t>(nq) * d),
             scratch(static_cast<std::size_t>(nq) * 3 * (d + 2));
         Dev<int> dpos(std::vector<int>{pos});
-        cuda::attention_decode(dq.get(), dk.get(), dv.get(), ds.get(), nq, nkv, d, window, 0, dpos.get(), 3,
-                               scratch.get(), o1.get(), nullptr);
-        cuda::attention_decode(dq.get(), rk.get(), rv.get(), ds.get(), nq, nkv, d, window, ring, dpos.get(), 3,
-                               scratch.get(), o2.get(), nullptr);
+        cuda::attention_decode(dq.get(), dk.get(), dv.get(), ds.get(), nq, nkv, d, window, 0,
+                               dpos.get(), 3, scratch.get(), o1.get(), nullptr);
+        cuda::attention_decode(dq.get(), rk.get(), rv.get(), ds.get(), nq, nkv, d, window, ring,
+                               dpos.get(), 3, scratch.get(), o2.get(), nullptr);
         const auto a = o1.host(), b = o2.host();
         ASSERT_EQ(std::memcmp(a.data(), b.data(), a.size() * 4), 0);
     }
@@ -264,11 +284,13 @@ TEST(CudaKernels, KvRingWritesAndAttentionAreTheSameBitsAsTheWholeCache) {
         if (pos0 + rows > ctx) continue;
         SCOPED_TRACE(testing::Message() << "prefill pos0 " << pos0);
         const auto q = test::random_vector(static_cast<std::size_t>(rows) * cols, 76 + pos0);
-        Dev<float> dq(q), o1(static_cast<std::size_t>(rows) * nq * d), o2(static_cast<std::size_t>(rows) * nq * d);
+        Dev<float> dq(q), o1(static_cast<std::size_t>(rows) * nq * d),
+            o2(static_cast<std::size_t>(rows) * nq * d);
         Dev<float> rk(ring_of(k, kv, ring, pos0 + rows)), rv(ring_of(v, kv, ring, pos0 + rows));
-        cuda::attention_prefill(dq.get(), cols, rows, pos0, dk.get(), dv.get(), ds.get(), nq, nkv, window, 0, o1.get(), nullptr);
-        cuda::attention_prefill(dq.get(), cols, rows, pos0, rk.get(), rv.get(), ds.get(), nq, nkv, window, ring, o2.get(),
-                                nullptr);
+        cuda::attention_prefill(dq.get(), cols, rows, pos0, dk.get(), dv.get(), ds.get(), nq, nkv,
+                                window, 0, o1.get(), nullptr);
+        cuda::attention_prefill(dq.get(), cols, rows, pos0, rk.get(), rv.get(), ds.get(), nq, nkv,
+                                window, ring, o2.get(), nullptr);
         const auto a = o1.host(), b = o2.host();
         ASSERT_EQ(std::memcmp(a.data(), b.data(), a.size() * 4), 0);
     }
@@ -323,18 +345,24 @@ TEST(CudaKernels, ResidentExpertsMatchTheReferenceExpertMathAndSkipMisses) {
         spec.seed = 100 + static_cast<std::uint64_t>(e);
         experts.push_back(test::make_test_expert(spec));
     }
-    const std::uint64_t bytes = cpu::ExpertRecordView::raw_bytes(H, I), stride = (bytes + 255) / 256 * 256;
+    const std::uint64_t bytes = cpu::ExpertRecordView::raw_bytes(H, I),
+                        stride = (bytes + 255) / 256 * 256;
     ASSERT_GE(experts[0].raw.size(), bytes);
     // Slots hold experts 2, 0, 3 (slots 0, 1, 2); expert 1 is a miss.
     const int slot_of[E] = {1, -1, 0, 2};
     std::vector<std::uint8_t> pool(3 * stride);
     for (int e = 0; e < E; ++e) {
-        if (slot_of[e] >= 0) std::memcpy(pool.data() + slot_of[e] * stride, experts[static_cast<std::size_t>(e)].raw.data(), bytes);
+        if (slot_of[e] >= 0)
+            std::memcpy(pool.data() + slot_of[e] * stride,
+                        experts[static_cast<std::size_t>(e)].raw.data(), bytes);
     }
-    std::vector<std::uint16_t> gu_bias(static_cast<std::size_t>(E) * 2 * I), down_bias(static_cast<std::size_t>(E) * H);
+    std::vector<std::uint16_t> gu_bias(static_cast<std::size_t>(E) * 2 * I),
+        down_bias(static_cast<std::size_t>(E) * H);
     for (int e = 0; e < E; ++e) {
-        std::memcpy(gu_bias.data() + e * 2 * I, experts[static_cast<std::size_t>(e)].gate_up_bias.data(), 4 * I);
-        std::memcpy(down_bias.data() + e * H, experts[static_cast<std::size_t>(e)].down_bias.data(), 2 * H);
+        std::memcpy(gu_bias.data() + e * 2 * I,
+                    experts[static_cast<std::size_t>(e)].gate_up_bias.data(), 4 * I);
+        std::memcpy(down_bias.data() + e * H, experts[static_cast<std::size_t>(e)].down_bias.data(),
+                    2 * H);
     }
     const std::vector<int> sel = {2, 1, 0, 3};
     const std::vector<float> gate = {0.4f, 0.3f, 0.2f, 0.1f};
@@ -364,17 +392,20 @@ TEST(CudaKernels, ResidentExpertsMatchTheReferenceExpertMathAndSkipMisses) {
 TEST(CudaKernels, AddMoeAddsBothPartsReadingHostMappedMemory) {
     SKIP_WITHOUT_GPU();
     const int n = 1000;
-    const auto x = test::random_vector(n, 13), g = test::random_vector(n, 14), c = test::random_vector(n, 15);
+    const auto x = test::random_vector(n, 13), g = test::random_vector(n, 14),
+               c = test::random_vector(n, 15);
     void* host = nullptr;
     ASSERT_EQ(cudaHostAlloc(&host, n * 4, cudaHostAllocMapped), cudaSuccess);
     std::memcpy(host, c.data(), n * 4);
     Dev<float> dx(x), dg(g);
     cuda::add_moe(dx.get(), dg.get(), static_cast<float*>(host), n, nullptr);
     const auto got = dx.host();
-    for (int i = 0; i < n; ++i) ASSERT_EQ(got[static_cast<std::size_t>(i)], x[static_cast<std::size_t>(i)] + (g[static_cast<std::size_t>(i)] + c[static_cast<std::size_t>(i)]));
+    for (int i = 0; i < n; ++i)
+        ASSERT_EQ(got[static_cast<std::size_t>(i)],
+                  x[static_cast<std::size_t>(i)] +
+                      (g[static_cast<std::size_t>(i)] + c[static_cast<std::size_t>(i)]));
     cudaFreeHost(host);
 }
-
 
 // ---- prefill kernels -----------------------------------------------------------------------
 
@@ -389,7 +420,8 @@ TEST(CudaPrefillKernels, GemmBf16RowsMatchesADoubleReferenceAndRowsDoNotDependOn
         SCOPED_TRACE(accumulate);
         Dev<float> dx(x), dy(y0);
         Dev<std::uint16_t> dw(w), db(bias);
-        cuda::gemm_bf16_rows(dx.get(), M, K, dw.get(), db.get(), N, dy.get(), N, accumulate, nullptr);
+        cuda::gemm_bf16_rows(dx.get(), M, K, dw.get(), db.get(), N, dy.get(), N, accumulate,
+                             nullptr);
         const auto got = dy.host();
         std::vector<float> want(got.size());
         for (int m = 0; m < M; ++m) {
@@ -399,8 +431,8 @@ TEST(CudaPrefillKernels, GemmBf16RowsMatchesADoubleReferenceAndRowsDoNotDependOn
                     a += static_cast<double>(x[static_cast<std::size_t>(m) * K + k]) *
                          bf16_to_float(w[static_cast<std::size_t>(n) * K + k]);
                 }
-                want[static_cast<std::size_t>(m) * N + n] =
-                    static_cast<float>(a + (accumulate ? y0[static_cast<std::size_t>(m) * N + n] : 0.0));
+                want[static_cast<std::size_t>(m) * N + n] = static_cast<float>(
+                    a + (accumulate ? y0[static_cast<std::size_t>(m) * N + n] : 0.0));
             }
         }
         // fp32 activations as two bf16 halves: ~16 bits of each product.
@@ -408,7 +440,8 @@ TEST(CudaPrefillKernels, GemmBf16RowsMatchesADoubleReferenceAndRowsDoNotDependOn
         // Row 45 alone (its own tile, at row 0) gives the same bits as inside the 70-row call.
         Dev<float> d1(std::vector<float>(x.begin() + 45 * K, x.begin() + 46 * K));
         Dev<float> y1(std::vector<float>(y0.begin() + 45 * N, y0.begin() + 46 * N));
-        cuda::gemm_bf16_rows(d1.get(), 1, K, dw.get(), db.get(), N, y1.get(), N, accumulate, nullptr);
+        cuda::gemm_bf16_rows(d1.get(), 1, K, dw.get(), db.get(), N, y1.get(), N, accumulate,
+                             nullptr);
         const auto r1 = y1.host();
         ASSERT_EQ(std::memcmp(r1.data(), got.data() + 45 * N, N * 4), 0);
     }
@@ -422,7 +455,8 @@ TEST(CudaPrefillKernels, FastTileIsTheReferenceTileBitForBit) {
     {
         const int M = 150, K = 320, N = 200;
         auto x = test::random_vector(static_cast<std::size_t>(M) * K, 41);
-        for (std::size_t i = 0; i < x.size(); i += 7) x[i] *= 1e-4f;  // values below bf16's reach of the hi half
+        for (std::size_t i = 0; i < x.size(); i += 7)
+            x[i] *= 1e-4f;  // values below bf16's reach of the hi half
         for (std::size_t i = 3; i < x.size(); i += 11) x[i] *= 3e3f;
         const auto w = random_bf16(static_cast<std::size_t>(N) * K, 42);
         const auto bias = random_bf16(N, 43);
@@ -431,16 +465,17 @@ TEST(CudaPrefillKernels, FastTileIsTheReferenceTileBitForBit) {
             SCOPED_TRACE(accumulate);
             Dev<float> dx(x), ref(y0);
             Dev<std::uint16_t> dw(w), db(bias);
-            cuda::gemm_bf16_rows(dx.get(), M, K, dw.get(), db.get(), N, ref.get(), N, accumulate, nullptr,
-                                 cuda::KernelPath::reference, cuda::TileWidth::n64);
+            cuda::gemm_bf16_rows(dx.get(), M, K, dw.get(), db.get(), N, ref.get(), N, accumulate,
+                                 nullptr, cuda::KernelPath::reference, cuda::TileWidth::n64);
             const auto b = ref.host();
             // Both paths at both tile widths: the same bits as the 64-wide reference.
             for (const auto path : {cuda::KernelPath::fast, cuda::KernelPath::reference}) {
-                for (const auto width : {cuda::TileWidth::n64, cuda::TileWidth::n128, cuda::TileWidth::automatic}) {
+                for (const auto width :
+                     {cuda::TileWidth::n64, cuda::TileWidth::n128, cuda::TileWidth::automatic}) {
                     SCOPED_TRACE(static_cast<int>(path) * 10 + static_cast<int>(width));
                     Dev<float> out(y0);
-                    cuda::gemm_bf16_rows(dx.get(), M, K, dw.get(), db.get(), N, out.get(), N, accumulate, nullptr,
-                                         path, width);
+                    cuda::gemm_bf16_rows(dx.get(), M, K, dw.get(), db.get(), N, out.get(), N,
+                                         accumulate, nullptr, path, width);
                     const auto a = out.host();
                     ASSERT_EQ(std::memcmp(a.data(), b.data(), a.size() * 4), 0);
                 }
@@ -470,8 +505,10 @@ TEST(CudaPrefillKernels, FastTileIsTheReferenceTileBitForBit) {
             const std::uint64_t gu_codes = static_cast<std::uint64_t>(2 * I) * (H / 32) * 16;
             const std::uint64_t gu_scales = static_cast<std::uint64_t>(2 * I) * (H / 32);
             const std::uint64_t dn_codes = static_cast<std::uint64_t>(H) * (I / 32) * 16;
-            for (std::uint64_t i = gu_codes; i < gu_codes + gu_scales; ++i) raw[i] = scales[rng() % n_scales];
-            for (std::uint64_t i = gu_codes + gu_scales + dn_codes; i < bytes; ++i) raw[i] = scales[rng() % n_scales];
+            for (std::uint64_t i = gu_codes; i < gu_codes + gu_scales; ++i)
+                raw[i] = scales[rng() % n_scales];
+            for (std::uint64_t i = gu_codes + gu_scales + dn_codes; i < bytes; ++i)
+                raw[i] = scales[rng() % n_scales];
         }
         const auto hf = test::random_vector(static_cast<std::size_t>(T) * H, 47);
         const auto gate = test::random_vector(static_cast<std::size_t>(T) * K, 48);
@@ -486,12 +523,14 @@ TEST(CudaPrefillKernels, FastTileIsTheReferenceTileBitForBit) {
         Dev<float> act_f(static_cast<std::size_t>(T) * I), act_r(static_cast<std::size_t>(T) * I);
         Dev<float> acc_f(static_cast<std::size_t>(T) * H), acc_r(static_cast<std::size_t>(T) * H);
         const cuda::ExpertShape split{H, I, K, E, 7.0f, 1.702f};
-        for (const cuda::ExpertShape& shape : {split, cuda::with_half_operands(split, max_abs(hf))}) {
+        for (const cuda::ExpertShape& shape :
+             {split, cuda::with_half_operands(split, max_abs(hf))}) {
             SCOPED_TRACE(shape.half_operands ? "fp16 operands" : "bf16 hi + lo operands");
             act_r.zero();
             acc_r.zero();
-            cuda::expert_gemm(rec.get(), 1, shape, de.get(), static_cast<int>(entries.size()), dh.get(), dgate.get(),
-                              dgu.get(), ddown.get(), act_r.get(), acc_r.get(), nullptr, cuda::KernelPath::reference,
+            cuda::expert_gemm(rec.get(), 1, shape, de.get(), static_cast<int>(entries.size()),
+                              dh.get(), dgate.get(), dgu.get(), ddown.get(), act_r.get(),
+                              acc_r.get(), nullptr, cuda::KernelPath::reference,
                               cuda::TileWidth::n64);
             const auto ar = act_r.host(), cr = acc_r.host();
             // Both paths at both tile widths (64 and 128 columns per block): the same bits.
@@ -501,8 +540,10 @@ TEST(CudaPrefillKernels, FastTileIsTheReferenceTileBitForBit) {
                     SCOPED_TRACE(static_cast<int>(path) * 10 + static_cast<int>(width));
                     act_f.zero();
                     acc_f.zero();
-                    cuda::expert_gemm(rec.get(), 1, shape, de.get(), static_cast<int>(entries.size()), dh.get(),
-                                      dgate.get(), dgu.get(), ddown.get(), act_f.get(), acc_f.get(), nullptr, path, width);
+                    cuda::expert_gemm(rec.get(), 1, shape, de.get(),
+                                      static_cast<int>(entries.size()), dh.get(), dgate.get(),
+                                      dgu.get(), ddown.get(), act_f.get(), acc_f.get(), nullptr,
+                                      path, width);
                     af = act_f.host();
                     cf = acc_f.host();
                     ASSERT_EQ(std::memcmp(af.data(), ar.data(), af.size() * 4), 0);
@@ -512,9 +553,12 @@ TEST(CudaPrefillKernels, FastTileIsTheReferenceTileBitForBit) {
             // Not all zeros: the comparison compares something. fp16 operands: no infinity or NaN
             // either where the true values are finite (the random scales span 150 binades: each
             // row is decoded relative to its largest, the small blocks round, nothing overflows).
-            EXPECT_GT(std::count_if(cf.begin(), cf.end(), [](float v) { return v != 0.0f; }), T * H / 2);
+            EXPECT_GT(std::count_if(cf.begin(), cf.end(), [](float v) { return v != 0.0f; }),
+                      T * H / 2);
             if (shape.half_operands && variant != 2) {
-                EXPECT_EQ(std::count_if(cf.begin(), cf.end(), [](float v) { return !std::isfinite(v); }), 0);
+                EXPECT_EQ(
+                    std::count_if(cf.begin(), cf.end(), [](float v) { return !std::isfinite(v); }),
+                    0);
             }
         }
     }
@@ -562,29 +606,36 @@ TEST(CudaPrefillKernels, GroupedExpertGemmIsTheUngroupedBitForBit) {
         SCOPED_TRACE(shape.half_operands ? "fp16 operands" : "bf16 hi + lo operands");
         Dev<float> want(acc0);
         for (int e = 0; e < 3; ++e) {
-            cuda::expert_gemm(record(e), e + 1, shape, de.get() + first[static_cast<std::size_t>(e)], counts[static_cast<std::size_t>(e)],
-                              dh.get(), dgate.get(), dgu.get(), ddown.get(), act.get(), want.get(), nullptr);
+            cuda::expert_gemm(record(e), e + 1, shape,
+                              de.get() + first[static_cast<std::size_t>(e)],
+                              counts[static_cast<std::size_t>(e)], dh.get(), dgate.get(), dgu.get(),
+                              ddown.get(), act.get(), want.get(), nullptr);
         }
         const auto w = want.host();
         std::vector<cuda::ExpertJob> jobs;
         for (int e = 0; e < 3; ++e) {
-            jobs.push_back(cuda::ExpertJob{record(e), e + 1, first[static_cast<std::size_t>(e)], counts[static_cast<std::size_t>(e)],
+            jobs.push_back(cuda::ExpertJob{record(e), e + 1, first[static_cast<std::size_t>(e)],
+                                           counts[static_cast<std::size_t>(e)],
                                            first[static_cast<std::size_t>(e)]});
         }
         for (const int split : {3, 2, 1}) {
             for (const auto width : {cuda::TileWidth::n64, cuda::TileWidth::n128}) {
-                SCOPED_TRACE(testing::Message() << "first group of " << split << ", width " << static_cast<int>(width));
+                SCOPED_TRACE(testing::Message() << "first group of " << split << ", width "
+                                                << static_cast<int>(width));
                 Dev<float> got(acc0);
-                cuda::expert_gemm_grouped(jobs.data(), split, shape, de.get(), dh.get(), dgate.get(), dgu.get(),
-                                          ddown.get(), act.get(), y.get(), got.get(), nullptr, width);
-                cuda::expert_gemm_grouped(jobs.data() + split, 3 - split, shape, de.get(), dh.get(), dgate.get(),
-                                          dgu.get(), ddown.get(), act.get(), y.get(), got.get(), nullptr, width);
+                cuda::expert_gemm_grouped(jobs.data(), split, shape, de.get(), dh.get(),
+                                          dgate.get(), dgu.get(), ddown.get(), act.get(), y.get(),
+                                          got.get(), nullptr, width);
+                cuda::expert_gemm_grouped(jobs.data() + split, 3 - split, shape, de.get(), dh.get(),
+                                          dgate.get(), dgu.get(), ddown.get(), act.get(), y.get(),
+                                          got.get(), nullptr, width);
                 const auto g = got.host();
                 ASSERT_EQ(std::memcmp(g.data(), w.data(), g.size() * 4), 0);
             }
         }
-        EXPECT_THROW(cuda::expert_gemm_grouped(jobs.data(), 4, shape, de.get(), dh.get(), dgate.get(), dgu.get(), ddown.get(),
-                                               act.get(), y.get(), want.get(), nullptr),
+        EXPECT_THROW(cuda::expert_gemm_grouped(jobs.data(), 4, shape, de.get(), dh.get(),
+                                               dgate.get(), dgu.get(), ddown.get(), act.get(),
+                                               y.get(), want.get(), nullptr),
                      std::invalid_argument);
     }
 }
@@ -604,7 +655,8 @@ TEST(CudaPrefillKernels, RowKernelsMatchTheirDecodeKernelsBitForBit) {
         Dev<float> xr(std::vector<float>(x.begin() + r * H, x.begin() + (r + 1) * H)), y(H);
         cuda::rms_norm(xr.get(), dw.get(), 1e-5f, H, y.get(), nullptr, nullptr);
         const auto yr = y.host();
-        ASSERT_EQ(std::memcmp(got.data() + static_cast<std::size_t>(r) * H, yr.data(), H * 4), 0) << r;
+        ASSERT_EQ(std::memcmp(got.data() + static_cast<std::size_t>(r) * H, yr.data(), H * 4), 0)
+            << r;
     }
 
     const ModelConfig c = ModelConfig::load(test::tiny_model_dir() / "config.json");
@@ -613,16 +665,21 @@ TEST(CudaPrefillKernels, RowKernelsMatchTheirDecodeKernelsBitForBit) {
     Dev<float> inv(rope.inv_freq());
     const int cols = (nq + 2 * nkv) * d, kv = nkv * d, pos0 = 37, ctx = 64;
     const auto qkv = test::random_vector(static_cast<std::size_t>(rows) * cols, 43);
-    Dev<float> dq(qkv), kc(static_cast<std::size_t>(ctx) * kv), vc(static_cast<std::size_t>(ctx) * kv);
-    cuda::rope_kv_rows(dq.get(), rows, nq, nkv, d, inv.get(), rope.concentration(), pos0, kc.get(), vc.get(), 0, nullptr);
+    Dev<float> dq(qkv), kc(static_cast<std::size_t>(ctx) * kv),
+        vc(static_cast<std::size_t>(ctx) * kv);
+    cuda::rope_kv_rows(dq.get(), rows, nq, nkv, d, inv.get(), rope.concentration(), pos0, kc.get(),
+                       vc.get(), 0, nullptr);
     const auto q_rows = dq.host(), k_rows = kc.host(), v_rows = vc.host();
     Dev<float> kc1(static_cast<std::size_t>(ctx) * kv), vc1(static_cast<std::size_t>(ctx) * kv);
     for (int r = 0; r < rows; ++r) {
         Dev<float> one(std::vector<float>(qkv.begin() + r * cols, qkv.begin() + (r + 1) * cols));
         Dev<int> pos(std::vector<int>{pos0 + r});
-        cuda::rope_kv(one.get(), nq, nkv, d, inv.get(), rope.concentration(), pos.get(), kc1.get(), vc1.get(), 0, nullptr);
+        cuda::rope_kv(one.get(), nq, nkv, d, inv.get(), rope.concentration(), pos.get(), kc1.get(),
+                      vc1.get(), 0, nullptr);
         const auto o = one.host();
-        ASSERT_EQ(std::memcmp(o.data(), q_rows.data() + r * cols, static_cast<std::size_t>(cols) * 4), 0) << r;
+        ASSERT_EQ(
+            std::memcmp(o.data(), q_rows.data() + r * cols, static_cast<std::size_t>(cols) * 4), 0)
+            << r;
     }
     const auto k1 = kc1.host(), v1 = vc1.host();
     ASSERT_EQ(std::memcmp(k1.data(), k_rows.data(), k1.size() * 4), 0);
@@ -671,8 +728,8 @@ TEST(CudaPrefillKernels, PrefillAttentionMatchesTheCpuReferenceAndDoesNotDependO
     for (int window : {0, 16, 128}) {
         SCOPED_TRACE(testing::Message() << "window " << window);
         Dev<float> out(static_cast<std::size_t>(rows) * nq * d);
-        cuda::attention_prefill(dq.get(), cols, rows, pos0, dk.get(), dv.get(), ds.get(), nq, nkv, window, 0,
-                                out.get(), nullptr);
+        cuda::attention_prefill(dq.get(), cols, rows, pos0, dk.get(), dv.get(), ds.get(), nq, nkv,
+                                window, 0, out.get(), nullptr);
         const auto got = out.host();
         std::vector<float> want(got.size());
         for (int r = 0; r < rows; ++r) {
@@ -681,7 +738,8 @@ TEST(CudaPrefillKernels, PrefillAttentionMatchesTheCpuReferenceAndDoesNotDependO
                 const int hk = h / (nq / nkv);
                 cpu::attend_with_sink(q.data() + static_cast<std::size_t>(r) * cols + h * d,
                                       k.data() + static_cast<std::size_t>(first) * kv + hk * d,
-                                      v.data() + static_cast<std::size_t>(first) * kv + hk * d, kv, pos - first + 1, d,
+                                      v.data() + static_cast<std::size_t>(first) * kv + hk * d, kv,
+                                      pos - first + 1, d,
                                       bf16_to_float(sinks[static_cast<std::size_t>(h)]),
                                       1.0f / std::sqrt(static_cast<float>(d)),
                                       want.data() + (static_cast<std::size_t>(r) * nq + h) * d);
@@ -691,17 +749,18 @@ TEST(CudaPrefillKernels, PrefillAttentionMatchesTheCpuReferenceAndDoesNotDependO
         expect_close(got, want, 2e-4f);
         // The reference kernel (S, P, O through shared memory): the same within rounding.
         Dev<float> ref(static_cast<std::size_t>(rows) * nq * d);
-        cuda::attention_prefill(dq.get(), cols, rows, pos0, dk.get(), dv.get(), ds.get(), nq, nkv, window, 0,
-                                ref.get(), nullptr, cuda::KernelPath::reference);
+        cuda::attention_prefill(dq.get(), cols, rows, pos0, dk.get(), dv.get(), ds.get(), nq, nkv,
+                                window, 0, ref.get(), nullptr, cuda::KernelPath::reference);
         const auto r = ref.host();
         expect_close(r, want, 2e-4f);
         expect_close(got, r, 2e-5f);
         // The same rows computed as two blocks (37 + 53 rows): the same bits.
         Dev<float> split(static_cast<std::size_t>(rows) * nq * d);
-        cuda::attention_prefill(dq.get(), cols, 37, pos0, dk.get(), dv.get(), ds.get(), nq, nkv, window, 0,
-                                split.get(), nullptr);
-        cuda::attention_prefill(dq.get() + 37 * cols, cols, rows - 37, pos0 + 37, dk.get(), dv.get(), ds.get(), nq,
-                                nkv, window, 0, split.get() + 37 * nq * d, nullptr);
+        cuda::attention_prefill(dq.get(), cols, 37, pos0, dk.get(), dv.get(), ds.get(), nq, nkv,
+                                window, 0, split.get(), nullptr);
+        cuda::attention_prefill(dq.get() + 37 * cols, cols, rows - 37, pos0 + 37, dk.get(),
+                                dv.get(), ds.get(), nq, nkv, window, 0, split.get() + 37 * nq * d,
+                                nullptr);
         const auto a = out.host(), b = split.host();
         ASSERT_EQ(std::memcmp(a.data(), b.data(), a.size() * 4), 0);
     }
@@ -729,18 +788,20 @@ TEST(CudaPrefillKernels, PrefillAttentionRunsOnEveryDeviceAndListingKeepsTheCurr
     const auto q = test::random_vector(static_cast<std::size_t>(rows) * cols, 63);
     const auto sinks = random_bf16(nq, 64);
     std::vector<std::vector<float>> results;
-    for (int dev = count - 1; dev >= 0; --dev) {  // the last device first: device 0 is not the first launch
+    for (int dev = count - 1; dev >= 0;
+         --dev) {  // the last device first: device 0 is not the first launch
         SCOPED_TRACE(testing::Message() << "device " << dev);
         ASSERT_EQ(cudaSetDevice(dev), cudaSuccess);
         Dev<float> dk(k), dv(v), dq(q), out(static_cast<std::size_t>(rows) * nq * d);
         Dev<std::uint16_t> ds(sinks);
-        cuda::attention_prefill(dq.get(), cols, rows, pos0, dk.get(), dv.get(), ds.get(), nq, nkv, 0, 0, out.get(),
-                                nullptr);
+        cuda::attention_prefill(dq.get(), cols, rows, pos0, dk.get(), dv.get(), ds.get(), nq, nkv,
+                                0, 0, out.get(), nullptr);
         ASSERT_EQ(cudaGetLastError(), cudaSuccess);
         results.push_back(out.host());
     }
     ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
-    for (const auto& r : results) ASSERT_EQ(std::memcmp(r.data(), results.front().data(), r.size() * 4), 0);
+    for (const auto& r : results)
+        ASSERT_EQ(std::memcmp(r.data(), results.front().data(), r.size() * 4), 0);
 }
 
 // fp16 operands' scales: powers of two that keep a bound below 2^15 with the largest such
@@ -768,7 +829,8 @@ TEST(CudaPrefillKernels, HalfOperandScalesKeepTheBoundsBelowTwoToThe15) {
     cuda::ExpertShape unclamped = gptoss;
     unclamped.limit = std::numeric_limits<float>::infinity();
     EXPECT_FALSE(cuda::with_half_operands(unclamped, 1.0f).half_operands);
-    EXPECT_FALSE(cuda::with_half_operands(gptoss, std::numeric_limits<float>::infinity()).half_operands);
+    EXPECT_FALSE(
+        cuda::with_half_operands(gptoss, std::numeric_limits<float>::infinity()).half_operands);
     cuda::ExpertShape negative_alpha = gptoss;
     negative_alpha.alpha = -1.0f;  // g * sigmoid(alpha g) is then unbounded below
     EXPECT_FALSE(cuda::with_half_operands(negative_alpha, 1.0f).half_operands);
@@ -786,19 +848,24 @@ TEST(CudaPrefillKernels, ExpertGemmMatchesTheReferenceExpertMathAndTheAddSumsInO
         experts.push_back(test::make_test_expert(spec));
     }
     const std::uint64_t bytes = cpu::ExpertRecordView::raw_bytes(H, I);
-    std::vector<std::uint16_t> gu_bias(static_cast<std::size_t>(E) * 2 * I), down_bias(static_cast<std::size_t>(E) * H);
+    std::vector<std::uint16_t> gu_bias(static_cast<std::size_t>(E) * 2 * I),
+        down_bias(static_cast<std::size_t>(E) * H);
     for (int e = 0; e < E; ++e) {
-        std::memcpy(gu_bias.data() + e * 2 * I, experts[static_cast<std::size_t>(e)].gate_up_bias.data(), 4 * I);
-        std::memcpy(down_bias.data() + e * H, experts[static_cast<std::size_t>(e)].down_bias.data(), 2 * H);
+        std::memcpy(gu_bias.data() + e * 2 * I,
+                    experts[static_cast<std::size_t>(e)].gate_up_bias.data(), 4 * I);
+        std::memcpy(down_bias.data() + e * H, experts[static_cast<std::size_t>(e)].down_bias.data(),
+                    2 * H);
     }
     const auto hf = test::random_vector(static_cast<std::size_t>(T) * H, 61);
     const auto gate = test::random_vector(static_cast<std::size_t>(T) * K, 62);
     // Expert e takes the tokens t with t % E == e... and every token's choice k = e.
     std::vector<float> want(static_cast<std::size_t>(T) * H, 0.0f);
     Dev<std::uint16_t> dgu(gu_bias), ddown(down_bias);
-    Dev<float> dh(hf), act(static_cast<std::size_t>(T) * I), dgate(gate), acc(static_cast<std::size_t>(T) * H);
+    Dev<float> dh(hf), act(static_cast<std::size_t>(T) * I), dgate(gate),
+        acc(static_cast<std::size_t>(T) * H);
     Dev<float> acc_half(static_cast<std::size_t>(T) * H);
-    const cuda::ExpertShape split{H, I, K, E, 7.0f, 1.702f}, half = cuda::with_half_operands(split, max_abs(hf));
+    const cuda::ExpertShape split{H, I, K, E, 7.0f, 1.702f},
+        half = cuda::with_half_operands(split, max_abs(hf));
     ASSERT_TRUE(half.half_operands);
     // The fp16 operands' reference: the same math on the operands rounded as the kernel rounds them.
     std::vector<float> want_half(want.size(), 0.0f), hf_half(hf);
@@ -810,17 +877,20 @@ TEST(CudaPrefillKernels, ExpertGemmMatchesTheReferenceExpertMathAndTheAddSumsInO
         for (int t = e; t < T; t += E) {
             std::vector<const test::TestExpert*> one = {&experts[static_cast<std::size_t>(e)]};
             std::vector<float> w = {gate[static_cast<std::size_t>(t) * K + e]};
-            test::reference_decode(one, w, hf.data() + static_cast<std::size_t>(t) * H, want.data() + static_cast<std::size_t>(t) * H);
+            test::reference_decode(one, w, hf.data() + static_cast<std::size_t>(t) * H,
+                                   want.data() + static_cast<std::size_t>(t) * H);
             test::reference_decode(one, w, hf_half.data() + static_cast<std::size_t>(t) * H,
-                                   want_half.data() + static_cast<std::size_t>(t) * H, 7.0f, 1.702f, act_half);
+                                   want_half.data() + static_cast<std::size_t>(t) * H, 7.0f, 1.702f,
+                                   act_half);
         }
-        Dev<std::uint8_t> rec(std::vector<std::uint8_t>(experts[static_cast<std::size_t>(e)].raw.data(),
-                                                        experts[static_cast<std::size_t>(e)].raw.data() + bytes));
+        Dev<std::uint8_t> rec(
+            std::vector<std::uint8_t>(experts[static_cast<std::size_t>(e)].raw.data(),
+                                      experts[static_cast<std::size_t>(e)].raw.data() + bytes));
         Dev<int> de(entries);
-        cuda::expert_gemm(rec.get(), e, split, de.get(), static_cast<int>(entries.size()), dh.get(), dgate.get(),
-                          dgu.get(), ddown.get(), act.get(), acc.get(), nullptr);
-        cuda::expert_gemm(rec.get(), e, half, de.get(), static_cast<int>(entries.size()), dh.get(), dgate.get(),
-                          dgu.get(), ddown.get(), act.get(), acc_half.get(), nullptr);
+        cuda::expert_gemm(rec.get(), e, split, de.get(), static_cast<int>(entries.size()), dh.get(),
+                          dgate.get(), dgu.get(), ddown.get(), act.get(), acc.get(), nullptr);
+        cuda::expert_gemm(rec.get(), e, half, de.get(), static_cast<int>(entries.size()), dh.get(),
+                          dgate.get(), dgu.get(), ddown.get(), act.get(), acc_half.get(), nullptr);
         ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
     }
     // Activations as bf16 hi + lo halves: ~16 bits per product. As fp16 (11 bits), against the
@@ -833,9 +903,11 @@ TEST(CudaPrefillKernels, ExpertGemmMatchesTheReferenceExpertMathAndTheAddSumsInO
     const auto got_half = acc_half.host();
     double worst = 0.0;
     for (std::size_t i = 0; i < want.size(); ++i) {
-        worst = std::max(worst, std::fabs(static_cast<double>(got_half[i]) - want[i]) / (1.0 + std::fabs(want[i])));
+        worst = std::max(worst, std::fabs(static_cast<double>(got_half[i]) - want[i]) /
+                                    (1.0 + std::fabs(want[i])));
     }
-    std::printf("fp16 operands against the unrounded math: worst error %.3g x (1 + |want|)\n", worst);
+    std::printf("fp16 operands against the unrounded math: worst error %.3g x (1 + |want|)\n",
+                worst);
     expect_close(got_half, want, 0.1f);
 
     // add_moe_rows: x += gpu + the CPU rows of each token (CSR), gpu cleared.

@@ -78,15 +78,17 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
             for (const auto& t : ck->tensors) touch_tensor(t.get());
         } else {
             if (in.size() < 2) return 0;
-            const std::size_t len = static_cast<std::size_t>(static_cast<std::uint8_t>(in[0])) |
-                                    (static_cast<std::size_t>(static_cast<std::uint8_t>(in[1])) << 8);
+            const std::size_t len =
+                static_cast<std::size_t>(static_cast<std::uint8_t>(in[0])) |
+                (static_cast<std::size_t>(static_cast<std::uint8_t>(in[1])) << 8);
             const std::string_view rest = in.substr(2);
             const std::string_view first = rest.substr(0, len);
             const std::string_view second = rest.substr(first.size());
             const neural::fuzz::MemDir dir;
             dir.write("m-00001-of-00002.gguf", first);
             dir.write("m-00002-of-00002.gguf", second);
-            const neural::Checkpoint ck = neural::Checkpoint::open(dir.path() / "m-00001-of-00002.gguf");
+            const neural::Checkpoint ck =
+                neural::Checkpoint::open(dir.path() / "m-00001-of-00002.gguf");
             for (const std::string& name : ck.tensor_names()) touch_tensor(ck.find(name));
         }
     } catch (const neural::Error&) {

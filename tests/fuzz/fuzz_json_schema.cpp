@@ -45,8 +45,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     for (std::size_t i = 0; i <= text.size(); ++i) {
         const std::string completion = rec.shortest_completion();
         JsonRecognizer probe = rec;
-        if (!probe.feed(completion) || !probe.complete()) broken("completion refused", accepted + completion);
-        if (!nlohmann::json::accept(accepted + completion)) broken("completion not JSON", accepted + completion);
+        if (!probe.feed(completion) || !probe.complete())
+            broken("completion refused", accepted + completion);
+        if (!nlohmann::json::accept(accepted + completion))
+            broken("completion not JSON", accepted + completion);
         if (i == text.size()) break;
         JsonRecognizer next = rec;
         if (next.feed(text[i])) {  // keep the bytes the recogniser takes, skip the others

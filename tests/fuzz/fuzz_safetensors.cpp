@@ -37,8 +37,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
             for (const auto& [name, t] : st.tensors()) touch(t);
         } else {
             if (in.size() < 2) return 0;
-            const std::size_t len = static_cast<std::size_t>(static_cast<std::uint8_t>(in[0])) |
-                                    (static_cast<std::size_t>(static_cast<std::uint8_t>(in[1])) << 8);
+            const std::size_t len =
+                static_cast<std::size_t>(static_cast<std::uint8_t>(in[0])) |
+                (static_cast<std::size_t>(static_cast<std::uint8_t>(in[1])) << 8);
             const std::string_view rest = in.substr(2);
             const std::string_view index = rest.substr(0, len);
             const std::string_view shard = rest.substr(index.size());

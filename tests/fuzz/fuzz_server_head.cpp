@@ -23,20 +23,18 @@ class MemorySocket : public QTcpSocket {
 public:
     MemorySocket() { QIODevice::open(QIODevice::ReadWrite | QIODevice::Unbuffered); }
 
-    void arrive(const QByteArray &bytes) { m_in += bytes; }
-    const QByteArray &written() const { return m_out; }
+    void arrive(const QByteArray& bytes) { m_in += bytes; }
+    const QByteArray& written() const { return m_out; }
     qint64 bytesAvailable() const override { return m_in.size(); }
 
 protected:
-    qint64 readData(char *data, qint64 maxlen) override
-    {
+    qint64 readData(char* data, qint64 maxlen) override {
         const qint64 n = std::min<qint64>(maxlen, m_in.size());
         std::memcpy(data, m_in.constData(), static_cast<size_t>(n));
         m_in.remove(0, static_cast<qsizetype>(n));
         return n;
     }
-    qint64 writeData(const char *data, qint64 len) override
-    {
+    qint64 writeData(const char* data, qint64 len) override {
         m_out.append(data, static_cast<qsizetype>(len));
         return len;
     }
@@ -46,35 +44,31 @@ private:
     QByteArray m_out;
 };
 
-[[noreturn]] void bad(const char *what, const QByteArray &out)
-{
+[[noreturn]] void bad(const char* what, const QByteArray& out) {
     std::fprintf(stderr, "%s; the guard wrote:\n%s\n", what, out.left(400).constData());
     std::abort();
 }
 
 }  // namespace
 
-extern "C" int LLVMFuzzerInitialize(int *argc, char ***argv)
-{
+extern "C" int LLVMFuzzerInitialize(int* argc, char*** argv) {
     // The guard's timers need an application object (never started; no event loop runs).
     static QCoreApplication app(*argc, *argv);
     return 0;
 }
 
-extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t *data, std::size_t size)
-{
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
     using namespace neural::server;
-    if (size < 1)
-        return 0;
+    if (size < 1) return 0;
     if (QCoreApplication::instance() == nullptr) {
         static int argc = 1;
         static char arg0[] = "fuzz_server_head";
-        static char *argv[] = {arg0, nullptr};
-        char **pargv = argv;
+        static char* argv[] = {arg0, nullptr};
+        char** pargv = argv;
         LLVMFuzzerInitialize(&argc, &pargv);
     }
     const int pieces = (data[0] & 7) + 1;
-    const QByteArray input(reinterpret_cast<const char *>(data) + 1,
+    const QByteArray input(reinterpret_cast<const char*>(data) + 1,
                            static_cast<qsizetype>(size - 1));
     ConnectionLimits limits;
     limits.maxHeaderBytes = 1024;  // small, so the fuzzer reaches the size limits
@@ -91,7 +85,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t *data, std::size_t size
         // peeks there).
         socket.readAll();
     }
-    const QByteArray &out = socket.written();
+    const QByteArray& out = socket.written();
     if (std::getenv("NEURAL_FUZZ_DEBUG") != nullptr)
         std::fprintf(stderr, "guard wrote %lld bytes: %s\n", static_cast<long long>(out.size()),
                      out.left(out.indexOf('\r')).constData());
@@ -99,14 +93,11 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t *data, std::size_t size
         // Interim 100 Continue answers (one per accepted request that asked) may precede the
         // one final response.
         QByteArray rest = out;
-        while (rest.startsWith("HTTP/1.1 100 Continue\r\n\r\n"))
-            rest.remove(0, 25);
-        if (rest.isEmpty())
-            return 0;
+        while (rest.startsWith("HTTP/1.1 100 Continue\r\n\r\n")) rest.remove(0, 25);
+        if (rest.isEmpty()) return 0;
         if (!rest.startsWith("HTTP/1.1 4") && !rest.startsWith("HTTP/1.1 5"))
             bad("the guard's response is not an HTTP error status line", out);
-        if (rest.count("HTTP/1.1 ") != 1)
-            bad("the guard wrote more than one response", out);
+        if (rest.count("HTTP/1.1 ") != 1) bad("the guard wrote more than one response", out);
         const qsizetype body = rest.indexOf("\r\n\r\n");
         if (body < 0 || !rest.mid(body + 4).startsWith("{\"error\":"))
             bad("the guard's response has no JSON error body", out);

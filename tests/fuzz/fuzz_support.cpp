@@ -42,18 +42,17 @@ MemFile::~MemFile() {
 MemDir::MemDir() {
     static std::atomic<unsigned> counter{0};
     std::error_code ec;
-    const fs::path base = fs::is_directory("/dev/shm", ec) ? fs::path("/dev/shm")
-                                                            : fs::temp_directory_path();
+    const fs::path base =
+        fs::is_directory("/dev/shm", ec) ? fs::path("/dev/shm") : fs::temp_directory_path();
     for (int attempt = 0; attempt < 1000; ++attempt) {
-        fs::path p = base / ("neural-fuzz-" + std::to_string(::getpid()) + "-" +
-                             std::to_string(counter++));
+        fs::path p =
+            base / ("neural-fuzz-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
         if (fs::create_directory(p, ec)) {
             path_ = p;
             return;
         }
     }
-    std::fprintf(stderr, "fuzz: cannot create a temporary directory under %s\n",
-                 base.c_str());
+    std::fprintf(stderr, "fuzz: cannot create a temporary directory under %s\n", base.c_str());
     std::abort();
 }
 

@@ -18,21 +18,21 @@ namespace neural::fuzz {
 // An anonymous in-memory file (memfd) holding `bytes`; path() names it (/proc/self/fd/N) so the
 // engine's path-based openers (mmap included) read it like a regular file. No disk I/O.
 class MemFile {
- public:
+public:
     explicit MemFile(std::string_view bytes, const char* name = "fuzz");
     ~MemFile();
     MemFile(const MemFile&) = delete;
     MemFile& operator=(const MemFile&) = delete;
     const std::filesystem::path& path() const { return path_; }
 
- private:
+private:
     int fd_ = -1;
     std::filesystem::path path_;
 };
 
 // A fresh directory under /dev/shm (else the temp folder), removed with its files on destruction.
 class MemDir {
- public:
+public:
     MemDir();
     ~MemDir();
     MemDir(const MemDir&) = delete;
@@ -40,7 +40,7 @@ class MemDir {
     const std::filesystem::path& path() const { return path_; }
     void write(const std::string& name, std::string_view bytes) const;
 
- private:
+private:
     std::filesystem::path path_;
 };
 

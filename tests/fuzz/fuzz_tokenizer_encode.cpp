@@ -32,8 +32,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         }
     }
     if (tok.decode(ids) != text) {
-        std::fprintf(stderr, "decode(encode(text)) != text (%zu bytes, special=%d)\n",
-                     text.size(), special ? 1 : 0);
+        std::fprintf(stderr, "decode(encode(text)) != text (%zu bytes, special=%d)\n", text.size(),
+                     special ? 1 : 0);
         std::abort();
     }
     return 0;

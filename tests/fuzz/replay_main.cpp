@@ -33,9 +33,12 @@ constexpr std::size_t kMaxLen = 64 * 1024;
 // One to four mutations of `in` (another corpus input for splices).
 Bytes mutate(const Bytes& in, const Bytes& other, std::mt19937_64& rng) {
     Bytes b = in;
-    auto pick = [&](std::size_t n) { return n == 0 ? std::size_t{0} : static_cast<std::size_t>(rng() % n); };
-    static const std::uint8_t kInteresting[] = {0x00, 0x01, 0x7F, 0x80, 0xFF, '{', '}', '[', ']', '"',
-                                                ':', ',', '\\', '-', '0', '9', 'e', 'E', '.', '\n'};
+    auto pick = [&](std::size_t n) {
+        return n == 0 ? std::size_t{0} : static_cast<std::size_t>(rng() % n);
+    };
+    static const std::uint8_t kInteresting[] = {0x00, 0x01, 0x7F, 0x80, 0xFF, '{',  '}',
+                                                '[',  ']',  '"',  ':',  ',',  '\\', '-',
+                                                '0',  '9',  'e',  'E',  '.',  '\n'};
     const int rounds = 1 + static_cast<int>(rng() % 4);
     for (int r = 0; r < rounds; ++r) {
         switch (rng() % 7) {
@@ -51,21 +54,28 @@ Bytes mutate(const Bytes& in, const Bytes& other, std::mt19937_64& rng) {
             case 3: {  // insert 1-8 bytes
                 const std::size_t at = pick(b.size() + 1), n = 1 + pick(8);
                 Bytes ins(n);
-                for (auto& c : ins) c = rng() % 2 ? kInteresting[pick(sizeof kInteresting)] : static_cast<std::uint8_t>(rng());
+                for (auto& c : ins)
+                    c = rng() % 2 ? kInteresting[pick(sizeof kInteresting)]
+                                  : static_cast<std::uint8_t>(rng());
                 b.insert(b.begin() + static_cast<std::ptrdiff_t>(at), ins.begin(), ins.end());
                 break;
             }
             case 4: {  // delete a range
                 if (b.empty()) break;
-                const std::size_t at = pick(b.size()), n = 1 + pick(std::min<std::size_t>(b.size() - at, 64));
-                b.erase(b.begin() + static_cast<std::ptrdiff_t>(at), b.begin() + static_cast<std::ptrdiff_t>(at + n));
+                const std::size_t at = pick(b.size()),
+                                  n = 1 + pick(std::min<std::size_t>(b.size() - at, 64));
+                b.erase(b.begin() + static_cast<std::ptrdiff_t>(at),
+                        b.begin() + static_cast<std::ptrdiff_t>(at + n));
                 break;
             }
             case 5: {  // duplicate a range
                 if (b.empty()) break;
-                const std::size_t at = pick(b.size()), n = 1 + pick(std::min<std::size_t>(b.size() - at, 64));
-                const Bytes copy(b.begin() + static_cast<std::ptrdiff_t>(at), b.begin() + static_cast<std::ptrdiff_t>(at + n));
-                b.insert(b.begin() + static_cast<std::ptrdiff_t>(pick(b.size() + 1)), copy.begin(), copy.end());
+                const std::size_t at = pick(b.size()),
+                                  n = 1 + pick(std::min<std::size_t>(b.size() - at, 64));
+                const Bytes copy(b.begin() + static_cast<std::ptrdiff_t>(at),
+                                 b.begin() + static_cast<std::ptrdiff_t>(at + n));
+                b.insert(b.begin() + static_cast<std::ptrdiff_t>(pick(b.size() + 1)), copy.begin(),
+                         copy.end());
                 break;
             }
             default: {  // splice: a prefix of this input, a suffix of another
@@ -117,15 +127,18 @@ int main(int argc, char** argv) {
         }
     }
     if (files.empty()) {
-        std::fprintf(stderr, "usage: %s [--mutate SECONDS [--seed N] [--save-from K FILE]] "
-                             "CORPUS_DIR_OR_FILE... (found no inputs)\n", argv[0]);
+        std::fprintf(stderr,
+                     "usage: %s [--mutate SECONDS [--seed N] [--save-from K FILE]] "
+                     "CORPUS_DIR_OR_FILE... (found no inputs)\n",
+                     argv[0]);
         return 2;
     }
     std::sort(files.begin(), files.end());
     std::vector<Bytes> corpus;
     for (const auto& f : files) {
         std::ifstream in(f, std::ios::binary);
-        const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+        const std::string bytes((std::istreambuf_iterator<char>(in)),
+                                std::istreambuf_iterator<char>());
         // A copy of exactly the input's size, so ASan sees reads past its end.
         Bytes buf(bytes.begin(), bytes.end());
         LLVMFuzzerTestOneInput(buf.data(), buf.size());
@@ -134,8 +147,10 @@ int main(int argc, char** argv) {
     std::printf("replayed %zu inputs\n", files.size());
     if (mutate_seconds < 0 && save_from == UINT64_MAX) return 0;
 
-    std::fprintf(stderr, "mutate: seed %llu, %.0f s\n", static_cast<unsigned long long>(seed), mutate_seconds);
-    const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(std::max(0.0, mutate_seconds));
+    std::fprintf(stderr, "mutate: seed %llu, %.0f s\n", static_cast<unsigned long long>(seed),
+                 mutate_seconds);
+    const auto until = std::chrono::steady_clock::now() +
+                       std::chrono::duration<double>(std::max(0.0, mutate_seconds));
     std::uint64_t k = 0;
     for (;; ++k) {
         // Each input is a function of (seed, k) alone, so --save-from can regenerate input k.
@@ -145,13 +160,16 @@ int main(int argc, char** argv) {
         const Bytes input = mutate(base, other, rng);
         if (k >= save_from) {
             std::ofstream out(save_file, std::ios::binary | std::ios::trunc);
-            out.write(reinterpret_cast<const char*>(input.data()), static_cast<std::streamsize>(input.size()));
+            out.write(reinterpret_cast<const char*>(input.data()),
+                      static_cast<std::streamsize>(input.size()));
         }
-        if (k % 1024 == 0) std::fprintf(stderr, "mutate: input %llu\n", static_cast<unsigned long long>(k));
+        if (k % 1024 == 0)
+            std::fprintf(stderr, "mutate: input %llu\n", static_cast<unsigned long long>(k));
         Bytes buf = input;  // exactly sized, as above
         LLVMFuzzerTestOneInput(buf.data(), buf.size());
         const bool timed = mutate_seconds > 0 && std::chrono::steady_clock::now() >= until;
-        const bool done_saving = save_from != UINT64_MAX && mutate_seconds <= 0 && k >= save_from + 100000;
+        const bool done_saving =
+            save_from != UINT64_MAX && mutate_seconds <= 0 && k >= save_from + 100000;
         if (timed || done_saving || (mutate_seconds <= 0 && save_from == UINT64_MAX)) break;
     }
     std::printf("mutated %llu inputs (seed %llu)\n", static_cast<unsigned long long>(k + 1),

@@ -36,8 +36,7 @@ using test::spinUntil;
 QString fixtureDir() { return QString::fromStdString(neural::test::tiny_model_dir().string()); }
 
 // Two CPU profiles on the fixture: A (1 thread) and B (2 threads).
-ProfileStore twoProfiles()
-{
+ProfileStore twoProfiles() {
     ProfileStore store;
     Profile a = Profile::stock();
     a.name = QStringLiteral("A");
@@ -52,8 +51,7 @@ ProfileStore twoProfiles()
     return store;
 }
 
-BenchmarkRequest smallRequest(int pairs = 2)
-{
+BenchmarkRequest smallRequest(int pairs = 2) {
     BenchmarkRequest r;
     r.profileA = QStringLiteral("A");
     r.profileB = QStringLiteral("B");
@@ -66,25 +64,21 @@ BenchmarkRequest smallRequest(int pairs = 2)
 
 class BenchmarkPanel : public ::testing::Test {
 protected:
-    static LoadOptions oneThread()
-    {
+    static LoadOptions oneThread() {
         LoadOptions o;
         o.threads = 1;
         return o;
     }
-    void SetUp() override
-    {
+    void SetUp() override {
         m_profiles = twoProfiles();
         loadEngine();
     }
-    void loadEngine()
-    {
+    void loadEngine() {
         ++m_loads;
         m_engine.load(fixtureDir(), oneThread());
         ASSERT_TRUE(spinUntil([&] { return m_engine.state() == EngineHost::State::ready; }));
     }
-    std::unique_ptr<BenchmarkDialog> dialog()
-    {
+    std::unique_ptr<BenchmarkDialog> dialog() {
         auto d = std::make_unique<BenchmarkDialog>(&m_profiles, &m_engine);
         d->setReloadEngine([this] {
             ++m_reloads;
@@ -99,8 +93,7 @@ protected:
     int m_reloads = 0;
 };
 
-TEST_F(BenchmarkPanel, RunsTwoProfilesMirroredAndShowsRatios)
-{
+TEST_F(BenchmarkPanel, RunsTwoProfilesMirroredAndShowsRatios) {
     auto d = dialog();
     d->show();
     QSignalSpy finished(d.get(), &BenchmarkDialog::finished);
@@ -120,10 +113,9 @@ TEST_F(BenchmarkPanel, RunsTwoProfilesMirroredAndShowsRatios)
     EXPECT_GE(progressed.count(), 4);  // 2 loads + 4 answers at least (one model at a time)
 
     // The harness's report: mirrored order A B B A, ratios per pair, a summary.
-    const bench::Json &r = d->report();
+    const bench::Json& r = d->report();
     std::vector<std::string> order;
-    for (const auto &run : r["runs"])
-        order.push_back(run["profile"]);
+    for (const auto& run : r["runs"]) order.push_back(run["profile"]);
     EXPECT_EQ(order, (std::vector<std::string>{"A", "B", "B", "A"}));
     EXPECT_TRUE(r["options"]["one_model_at_a_time"].get<bool>());
     ASSERT_EQ(r["pairs"].size(), 2u);
@@ -139,13 +131,13 @@ TEST_F(BenchmarkPanel, RunsTwoProfilesMirroredAndShowsRatios)
     EXPECT_EQ(d->pairTable()->item(2, 1)->text(), QStringLiteral("BA"));
     // Beside the ratios, both profiles' own figures: A and B tok/s, A and B prompt seconds.
     for (int row = 0; row < d->pairTable()->rowCount(); ++row) {
-        if (d->pairTable()->item(row, 2)->text() != QStringLiteral("decode"))
-            continue;
+        if (d->pairTable()->item(row, 2)->text() != QStringLiteral("decode")) continue;
         const double aTps = d->pairTable()->item(row, 5)->text().toDouble(&ok);
         EXPECT_TRUE(ok && aTps > 0) << d->pairTable()->item(row, 5)->text().toStdString();
         const double bTps = d->pairTable()->item(row, 6)->text().toDouble(&ok);
         EXPECT_TRUE(ok && bTps > 0);
-        EXPECT_NEAR(d->pairTable()->item(row, 3)->text().toDouble(), bTps / aTps, 0.02 * bTps / aTps);
+        EXPECT_NEAR(d->pairTable()->item(row, 3)->text().toDouble(), bTps / aTps,
+                    0.02 * bTps / aTps);
     }
     EXPECT_EQ(d->pairTable()->item(2, 2)->text().indexOf(QStringLiteral("_")), -1);  // "prompt 40"
     // Labels name the workload once: "decode, tok/s", never "decode decode tok/s".
@@ -155,10 +147,10 @@ TEST_F(BenchmarkPanel, RunsTwoProfilesMirroredAndShowsRatios)
         << d->summaryLabel()->text().toStdString();
     // Chart: one box per workload and ratio with numbers, median inside the range.
     ASSERT_EQ(d->chart()->series().size(), 1);
-    auto *box = qobject_cast<QBoxPlotSeries *>(d->chart()->series().front());
+    auto* box = qobject_cast<QBoxPlotSeries*>(d->chart()->series().front());
     ASSERT_NE(box, nullptr);
     EXPECT_GE(box->count(), 2);
-    for (QBoxSet *set : box->boxSets()) {
+    for (QBoxSet* set : box->boxSets()) {
         EXPECT_LE(set->at(QBoxSet::LowerExtreme), set->at(QBoxSet::Median));
         EXPECT_LE(set->at(QBoxSet::Median), set->at(QBoxSet::UpperExtreme));
     }
@@ -179,7 +171,8 @@ TEST_F(BenchmarkPanel, RunsTwoProfilesMirroredAndShowsRatios)
     QJsonParseError pe;
     const QJsonDocument doc = QJsonDocument::fromJson(f.readAll(), &pe);
     ASSERT_EQ(pe.error, QJsonParseError::NoError) << pe.errorString().toStdString();
-    EXPECT_EQ(doc.object().value(QStringLiteral("schema")).toString(), QStringLiteral("neural-bench"));
+    EXPECT_EQ(doc.object().value(QStringLiteral("schema")).toString(),
+              QStringLiteral("neural-bench"));
     EXPECT_EQ(doc.object().value(QStringLiteral("pairs")).toArray().size(), 2);
     EXPECT_EQ(QDir(dir.path()).entryList(QDir::Files).size(), 1);  // no temporary left behind
     // An unwritable path is an error, not a crash.
@@ -187,8 +180,7 @@ TEST_F(BenchmarkPanel, RunsTwoProfilesMirroredAndShowsRatios)
     EXPECT_FALSE(error.isEmpty());
 }
 
-TEST_F(BenchmarkPanel, CancelMidRunLeavesTheAppUsable)
-{
+TEST_F(BenchmarkPanel, CancelMidRunLeavesTheAppUsable) {
     auto d = dialog();
     d->show();
     QSignalSpy finished(d.get(), &BenchmarkDialog::finished);
@@ -228,13 +220,13 @@ TEST_F(BenchmarkPanel, CancelMidRunLeavesTheAppUsable)
 }
 
 // The bar moves during the first answer (it sat at 0 until the first answer was complete).
-TEST_F(BenchmarkPanel, TheProgressBarMovesWithinAnAnswer)
-{
+TEST_F(BenchmarkPanel, TheProgressBarMovesWithinAnAnswer) {
     auto d = dialog();
     d->show();
     QSignalSpy finished(d.get(), &BenchmarkDialog::finished);
     double reported = 0;
-    QObject::connect(d.get(), &BenchmarkDialog::progressed, d.get(), [&](double f) { reported = f; });
+    QObject::connect(d.get(), &BenchmarkDialog::progressed, d.get(),
+                     [&](double f) { reported = f; });
     BenchmarkRequest r = smallRequest(1);
     r.workloads = {QStringLiteral("decode")};
     r.decodeTokens = 1000;
@@ -248,8 +240,7 @@ TEST_F(BenchmarkPanel, TheProgressBarMovesWithinAnAnswer)
 }
 
 // The panel remembers its form when it is opened again.
-TEST_F(BenchmarkPanel, TheFormIsRememberedWhenReopened)
-{
+TEST_F(BenchmarkPanel, TheFormIsRememberedWhenReopened) {
     BenchmarkRequest r = smallRequest(3);
     r.profileA = QStringLiteral("B");
     r.profileB = QStringLiteral("A");
@@ -274,8 +265,7 @@ TEST_F(BenchmarkPanel, TheFormIsRememberedWhenReopened)
 
 // Out of the box (Stock vs Optimized, no model of their own) it runs on the model the chat uses;
 // it failed with "different models" / a demo folder that did not exist.
-TEST(BenchmarkOptions, BuiltInProfilesRunOnTheChatModel)
-{
+TEST(BenchmarkOptions, BuiltInProfilesRunOnTheChatModel) {
     QTemporaryDir dir;
     ProfileStore store;
     ASSERT_TRUE(store.load(dir.filePath(QStringLiteral("none.json"))));  // the built-ins
@@ -287,7 +277,8 @@ TEST(BenchmarkOptions, BuiltInProfilesRunOnTheChatModel)
     bench::BenchOptions o;
     QString error;
     ASSERT_TRUE(benchOptionsFor(r, store, {}, &o, &error, fixtureDir())) << error.toStdString();
-    EXPECT_EQ(QDir::cleanPath(QString::fromStdString(o.model.string())), QDir::cleanPath(fixtureDir()));
+    EXPECT_EQ(QDir::cleanPath(QString::fromStdString(o.model.string())),
+              QDir::cleanPath(fixtureDir()));
     // A set-up profile with a model and a built-in one: the built-in runs on that model.
     Profile mine = Profile::stock();
     mine.name = QStringLiteral("Mine");
@@ -295,11 +286,11 @@ TEST(BenchmarkOptions, BuiltInProfilesRunOnTheChatModel)
     store.upsert(mine);
     r.profileA = QStringLiteral("Mine");
     ASSERT_TRUE(benchOptionsFor(r, store, {}, &o, &error)) << error.toStdString();
-    EXPECT_EQ(QDir::cleanPath(QString::fromStdString(o.model.string())), QDir::cleanPath(fixtureDir()));
+    EXPECT_EQ(QDir::cleanPath(QString::fromStdString(o.model.string())),
+              QDir::cleanPath(fixtureDir()));
 }
 
-TEST_F(BenchmarkPanel, RefusesWhileAReplyIsGenerated)
-{
+TEST_F(BenchmarkPanel, RefusesWhileAReplyIsGenerated) {
     auto d = dialog();
     QSignalSpy turn(&m_engine, &EngineHost::turnFinished);
     TurnRequest t;
@@ -320,8 +311,7 @@ TEST_F(BenchmarkPanel, RefusesWhileAReplyIsGenerated)
     EXPECT_EQ(m_reloads, 0);
 }
 
-TEST(BenchmarkOptions, ProfilesBecomeTheHarnessOptions)
-{
+TEST(BenchmarkOptions, ProfilesBecomeTheHarnessOptions) {
     ProfileStore store = twoProfiles();
     bench::BenchOptions o;
     QString error;
@@ -354,8 +344,7 @@ TEST(BenchmarkOptions, ProfilesBecomeTheHarnessOptions)
 
 // Tools > Benchmark in the main window: the panel pauses the window's engine and the active
 // profile's model comes back afterwards.
-TEST(BenchmarkWindow, ToolsMenuOpensThePanelAndTheEngineComesBack)
-{
+TEST(BenchmarkWindow, ToolsMenuOpensThePanelAndTheEngineComesBack) {
     QTemporaryDir dir;
     {
         ProfileStore store = twoProfiles();
@@ -369,15 +358,14 @@ TEST(BenchmarkWindow, ToolsMenuOpensThePanelAndTheEngineComesBack)
     MainWindow w(o);
     w.show();
     ASSERT_TRUE(spinUntil([&] { return w.engine()->state() == EngineHost::State::ready; }));
-    QAction *action = nullptr;
-    for (QAction *menu : w.menuBar()->actions())
+    QAction* action = nullptr;
+    for (QAction* menu : w.menuBar()->actions())
         if (menu->menu())
-            for (QAction *a : menu->menu()->actions())
-                if (a->text().contains(QStringLiteral("Benchmark")))
-                    action = a;
+            for (QAction* a : menu->menu()->actions())
+                if (a->text().contains(QStringLiteral("Benchmark"))) action = a;
     ASSERT_NE(action, nullptr);
     action->trigger();
-    BenchmarkDialog *d = w.benchmark();
+    BenchmarkDialog* d = w.benchmark();
     ASSERT_NE(d, nullptr);
     QSignalSpy finished(d, &BenchmarkDialog::finished);
     d->setRequest(smallRequest(1));

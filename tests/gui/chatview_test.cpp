@@ -39,8 +39,7 @@ namespace {
 using test::spinFor;
 using test::spinUntil;
 
-StoredMessage message(qint64 id, const QString &role, const QString &content)
-{
+StoredMessage message(qint64 id, const QString& role, const QString& content) {
     StoredMessage m;
     m.id = id;
     m.role = role;
@@ -49,30 +48,27 @@ StoredMessage message(qint64 id, const QString &role, const QString &content)
 }
 
 // The first block of the first fenced code block in `doc`.
-QTextBlock firstCodeBlock(const QTextDocument *doc)
-{
+QTextBlock firstCodeBlock(const QTextDocument* doc) {
     for (QTextBlock b = doc->begin(); b.isValid(); b = b.next())
-        if (b.blockFormat().hasProperty(QTextFormat::BlockCodeFence))
-            return b;
+        if (b.blockFormat().hasProperty(QTextFormat::BlockCodeFence)) return b;
     return {};
 }
 
 // The foreground colour of the character at `offset` in block `b`.
-QColor colourAt(const QTextBlock &b, int offset)
-{
+QColor colourAt(const QTextBlock& b, int offset) {
     for (auto it = b.begin(); !it.atEnd(); ++it) {
         const QTextFragment f = it.fragment();
-        if (offset >= f.position() - b.position() && offset < f.position() - b.position() + f.length())
+        if (offset >= f.position() - b.position() &&
+            offset < f.position() - b.position() + f.length())
             return f.charFormat().foreground().color();
     }
     return {};
 }
 
-TEST(Highlighter, ColoursKeywordsStringsCommentsAndNumbersPerLanguage)
-{
-    auto kinds = [](const QString &code, const QString &lang) {
+TEST(Highlighter, ColoursKeywordsStringsCommentsAndNumbersPerLanguage) {
+    auto kinds = [](const QString& code, const QString& lang) {
         QStringList out;
-        for (const CodeSpan &s : highlightCode(code, codeLanguage(lang)))
+        for (const CodeSpan& s : highlightCode(code, codeLanguage(lang)))
             out << QStringLiteral("%1:%2").arg(int(s.kind)).arg(code.mid(s.start, s.length));
         return out.join(QLatin1Char('|'));
     };
@@ -85,8 +81,9 @@ TEST(Highlighter, ColoursKeywordsStringsCommentsAndNumbersPerLanguage)
               QStringLiteral("0:def|0:return|1:'''x\ny'''|2:# done"));
     EXPECT_EQ(kinds(QStringLiteral("const s = `a\nb`; let n = 3.5;"), QStringLiteral("ts")),
               QStringLiteral("0:const|1:`a\nb`|0:let|3:3.5"));
-    EXPECT_EQ(kinds(QStringLiteral("{\"a\": -1, \"b\": true, \"c\": null}"), QStringLiteral("json")),
-              QStringLiteral("1:\"a\"|3:-1|1:\"b\"|0:true|1:\"c\"|0:null"));
+    EXPECT_EQ(
+        kinds(QStringLiteral("{\"a\": -1, \"b\": true, \"c\": null}"), QStringLiteral("json")),
+        QStringLiteral("1:\"a\"|3:-1|1:\"b\"|0:true|1:\"c\"|0:null"));
     EXPECT_EQ(kinds(QStringLiteral("echo '#not' # yes"), QStringLiteral("bash")),
               QStringLiteral("0:echo|1:'#not'|2:# yes"));
     EXPECT_EQ(kinds(QStringLiteral("fn main<'a>() { let s = \"x\"; }"), QStringLiteral("rs")),
@@ -94,14 +91,15 @@ TEST(Highlighter, ColoursKeywordsStringsCommentsAndNumbersPerLanguage)
     EXPECT_EQ(kinds(QStringLiteral("func main() { var x int = 0x1F }"), QStringLiteral("golang")),
               QStringLiteral("0:func|0:var|0:int|3:0x1F"));
     // Unknown languages and unterminated text: no colours / a span to the end, no crash.
-    EXPECT_TRUE(highlightCode(QStringLiteral("int x"), codeLanguage(QStringLiteral("cobol"))).isEmpty());
-    EXPECT_EQ(kinds(QStringLiteral("x = \"open"), QStringLiteral("python")), QStringLiteral("1:\"open"));
+    EXPECT_TRUE(
+        highlightCode(QStringLiteral("int x"), codeLanguage(QStringLiteral("cobol"))).isEmpty());
+    EXPECT_EQ(kinds(QStringLiteral("x = \"open"), QStringLiteral("python")),
+              QStringLiteral("1:\"open"));
     EXPECT_EQ(kinds(QStringLiteral("/* open"), QStringLiteral("c")), QStringLiteral("2:/* open"));
     EXPECT_TRUE(highlightCode(QString(), QStringLiteral("cpp")).isEmpty());
 }
 
-TEST(Markdown, CodeBlocksGetAHeaderWithTheLanguageAndACopyLinkAndColours)
-{
+TEST(Markdown, CodeBlocksGetAHeaderWithTheLanguageAndACopyLinkAndColours) {
     QPalette light = QApplication::style()->standardPalette();
     QTextDocument doc;
     const QStringList codes = renderMarkdown(
@@ -118,23 +116,21 @@ TEST(Markdown, CodeBlocksGetAHeaderWithTheLanguageAndACopyLinkAndColours)
     ASSERT_TRUE(code.isValid());
     EXPECT_EQ(code.text(), QStringLiteral("import os"));
     const CodeColors colours = codeColors(light);
-    EXPECT_EQ(colourAt(code, 0), colours.keyword);            // import
-    EXPECT_EQ(colourAt(code.next(), 7), colours.string);      // 'hi'
+    EXPECT_EQ(colourAt(code, 0), colours.keyword);        // import
+    EXPECT_EQ(colourAt(code.next(), 7), colours.string);  // 'hi'
     EXPECT_EQ(code.blockFormat().background().color(), colours.background);
 }
 
-TEST(Markdown, TablesHaveBordersAndPaddingAndQuotesATintedBand)
-{
+TEST(Markdown, TablesHaveBordersAndPaddingAndQuotesATintedBand) {
     const QPalette pal = QApplication::style()->standardPalette();
     QTextDocument doc;
     renderMarkdown(&doc,
                    QStringLiteral("| Name | Size |\n|:-----|-----:|\n| a | 1 |\n| longer | 22 |\n\n"
                                   "> quoted words\n"),
                    pal);
-    QTextTable *table = nullptr;
-    for (QTextFrame *f : doc.rootFrame()->childFrames())
-        if (auto *t = qobject_cast<QTextTable *>(f))
-            table = t;
+    QTextTable* table = nullptr;
+    for (QTextFrame* f : doc.rootFrame()->childFrames())
+        if (auto* t = qobject_cast<QTextTable*>(f)) table = t;
     ASSERT_NE(table, nullptr);
     EXPECT_EQ(table->columns(), 2);
     EXPECT_EQ(table->rows(), 3);
@@ -145,9 +141,11 @@ TEST(Markdown, TablesHaveBordersAndPaddingAndQuotesATintedBand)
     const QTextTableCell head = table->cellAt(0, 0);
     EXPECT_EQ(head.firstCursorPosition().block().text(), QStringLiteral("Name"));
     EXPECT_EQ(head.firstCursorPosition().block(), head.lastCursorPosition().block());
-    EXPECT_EQ(head.firstCursorPosition().block().begin().fragment().charFormat().fontWeight(), QFont::Bold);
+    EXPECT_EQ(head.firstCursorPosition().block().begin().fragment().charFormat().fontWeight(),
+              QFont::Bold);
     // The right-aligned column stays right-aligned.
-    EXPECT_TRUE(table->cellAt(1, 1).firstCursorPosition().blockFormat().alignment() & Qt::AlignRight);
+    EXPECT_TRUE(table->cellAt(1, 1).firstCursorPosition().blockFormat().alignment() &
+                Qt::AlignRight);
     bool quote = false;
     for (QTextBlock b = doc.begin(); b.isValid(); b = b.next())
         if (b.text() == QStringLiteral("quoted words"))
@@ -157,17 +155,15 @@ TEST(Markdown, TablesHaveBordersAndPaddingAndQuotesATintedBand)
 
 // A table right after a code block: Qt's importer put an empty code line at the top of the
 // first cell (its header text a line lower than the others, and joined to the code block).
-TEST(Markdown, ATableAfterACodeBlockHasNoEmptyLineInItsFirstCell)
-{
+TEST(Markdown, ATableAfterACodeBlockHasNoEmptyLineInItsFirstCell) {
     QTextDocument doc;
     const QStringList codes = renderMarkdown(
         &doc, QStringLiteral("```python\nx = 1\n```\n\n| input | output |\n|---|---|\n| 1 | 2 |\n"),
         QApplication::palette());
     EXPECT_EQ(codes, QStringList{QStringLiteral("x = 1")});
-    QTextTable *table = nullptr;
-    for (QTextFrame *f : doc.rootFrame()->childFrames())
-        if (auto *t = qobject_cast<QTextTable *>(f))
-            table = t;
+    QTextTable* table = nullptr;
+    for (QTextFrame* f : doc.rootFrame()->childFrames())
+        if (auto* t = qobject_cast<QTextTable*>(f)) table = t;
     ASSERT_NE(table, nullptr);
     const QTextTableCell cell = table->cellAt(0, 0);
     EXPECT_EQ(cell.firstCursorPosition().block().text(), QStringLiteral("input"));
@@ -175,8 +171,7 @@ TEST(Markdown, ATableAfterACodeBlockHasNoEmptyLineInItsFirstCell)
     EXPECT_FALSE(cell.firstCursorPosition().blockFormat().hasProperty(QTextFormat::BlockCodeFence));
 }
 
-TEST(Markdown, TheStablePrefixEndsAfterCompleteBlocksOnly)
-{
+TEST(Markdown, TheStablePrefixEndsAfterCompleteBlocksOnly) {
     EXPECT_EQ(stablePrefixLength(QStringLiteral("one para")), 0);
     EXPECT_EQ(stablePrefixLength(QStringLiteral("one\n\ntwo")), 5);
     // Inside an open fence a blank line is code, not a block end.
@@ -189,8 +184,7 @@ TEST(Markdown, TheStablePrefixEndsAfterCompleteBlocksOnly)
 
 // Streams a reply in small pieces: what is complete is rendered once (the stable length
 // grows), code is highlighted while it streams, and the end result reads as the full render.
-TEST(ChatView, StreamingRendersMarkdownLiveAndIncrementally)
-{
+TEST(ChatView, StreamingRendersMarkdownLiveAndIncrementally) {
     const QString reply = QStringLiteral(
         "# Title\n\nSome **bold** text.\n\n```cpp\nint main() {\n    return 0;\n}\n```\n\n"
         "| a | b |\n|---|---|\n| 1 | 2 |\n\nThe end.");
@@ -205,7 +199,8 @@ TEST(ChatView, StreamingRendersMarkdownLiveAndIncrementally)
         EXPECT_GE(body.stableLength(), stableSeen);
         stableSeen = body.stableLength();
         const QTextBlock code = firstCodeBlock(body.document());
-        if (code.isValid() && code.text().startsWith(QStringLiteral("int")) && n < reply.indexOf(QStringLiteral("| a")))
+        if (code.isValid() && code.text().startsWith(QStringLiteral("int")) &&
+            n < reply.indexOf(QStringLiteral("| a")))
             highlightedWhileStreaming |= colourAt(code, 0) == colours.keyword;
     }
     body.showStreamingMarkdown(reply);
@@ -226,8 +221,7 @@ TEST(ChatView, StreamingRendersMarkdownLiveAndIncrementally)
 
 // Dark -> light: code blocks rendered in the dark theme kept their dark background with the
 // light theme's dark text (colours were fixed at render time and nothing re-rendered).
-TEST(ChatView, AThemeSwitchRerendersCodeBlocksInTheNewColours)
-{
+TEST(ChatView, AThemeSwitchRerendersCodeBlocksInTheNewColours) {
     applyTheme(QStringLiteral("dark"));
     MessageModel model;
     ChatView view(&model);
@@ -237,16 +231,18 @@ TEST(ChatView, AThemeSwitchRerendersCodeBlocksInTheNewColours)
                        message(2, QStringLiteral("assistant"),
                                QStringLiteral("Sure:\n\n```js\nlet x = 1;\n```\n"))});
     spinFor(50);
-    MessageBody *body = view.messageWidget(1)->body();
+    MessageBody* body = view.messageWidget(1)->body();
     QTextBlock code = firstCodeBlock(body->document());
     ASSERT_TRUE(code.isValid());
     EXPECT_LT(code.blockFormat().background().color().lightness(), 100);
 
     applyTheme(QStringLiteral("light"));
-    ASSERT_TRUE(spinUntil([&] {
-        const QTextBlock b = firstCodeBlock(body->document());
-        return b.isValid() && b.blockFormat().background().color().lightness() > 180;
-    }, 3000));
+    ASSERT_TRUE(spinUntil(
+        [&] {
+            const QTextBlock b = firstCodeBlock(body->document());
+            return b.isValid() && b.blockFormat().background().color().lightness() > 180;
+        },
+        3000));
     code = firstCodeBlock(body->document());
     const QColor text = colourAt(code, 4);  // "x": plain code text
     EXPECT_LT(text.lightness(), 100) << "light theme, dark code text";
@@ -255,8 +251,7 @@ TEST(ChatView, AThemeSwitchRerendersCodeBlocksInTheNewColours)
 }
 
 // A conversation reopened at the top and stopped following the reply streaming into it.
-TEST(ChatView, AReopenedConversationShowsItsEndAndFollowsAStreamedReply)
-{
+TEST(ChatView, AReopenedConversationShowsItsEndAndFollowsAStreamedReply) {
     MessageModel model;
     ChatView view(&model);
     view.resize(500, 300);
@@ -266,7 +261,7 @@ TEST(ChatView, AReopenedConversationShowsItsEndAndFollowsAStreamedReply)
         history << message(i + 1, i % 2 ? QStringLiteral("assistant") : QStringLiteral("user"),
                            QStringLiteral("Message %1\n\nwith a second paragraph of text.").arg(i));
     model.setMessages(history);
-    QScrollBar *bar = view.verticalScrollBar();
+    QScrollBar* bar = view.verticalScrollBar();
     ASSERT_TRUE(spinUntil([&] { return bar->maximum() > 300; }, 3000));
     spinFor(50);
     EXPECT_EQ(bar->value(), bar->maximum());
@@ -284,31 +279,30 @@ TEST(ChatView, AReopenedConversationShowsItsEndAndFollowsAStreamedReply)
     // Scrolled up by the user: the view stays where it is while the reply grows.
     bar->setValue(100);
     EXPECT_EQ(view.scrollPosition(), 100);
-    for (int i = 0; i < 10; ++i)
-        model.appendDelta({}, QStringLiteral("more text\n\n"), 2);
+    for (int i = 0; i < 10; ++i) model.appendDelta({}, QStringLiteral("more text\n\n"), 2);
     spinFor(50);
     EXPECT_EQ(bar->value(), 100);
     EXPECT_FALSE(view.followsEnd());
 
     // Live stats while streaming.
-    MessageWidget *live = view.messageWidget(view.messageCount() - 1);
+    MessageWidget* live = view.messageWidget(view.messageCount() - 1);
     EXPECT_NE(live->statsLabel()->text().indexOf(QStringLiteral("tokens")), -1)
         << live->statsLabel()->text().toStdString();
     EXPECT_NE(live->statsLabel()->text().indexOf(QStringLiteral("first token")), -1);
 }
 
-TEST(ChatView, RestoresASavedScrollPositionOnceLaidOut)
-{
+TEST(ChatView, RestoresASavedScrollPositionOnceLaidOut) {
     MessageModel model;
     ChatView view(&model);
     view.resize(500, 300);
     view.show();
     QList<StoredMessage> history;
     for (int i = 0; i < 16; ++i)
-        history << message(i + 1, QStringLiteral("user"), QStringLiteral("Message %1\n\nmore").arg(i));
+        history << message(i + 1, QStringLiteral("user"),
+                           QStringLiteral("Message %1\n\nmore").arg(i));
     model.setMessages(history);
     view.restoreScrollPosition(200);  // before the layout has happened
-    QScrollBar *bar = view.verticalScrollBar();
+    QScrollBar* bar = view.verticalScrollBar();
     ASSERT_TRUE(spinUntil([&] { return bar->maximum() > 400; }, 3000));
     spinFor(50);
     EXPECT_EQ(bar->value(), 200);
@@ -318,8 +312,7 @@ TEST(ChatView, RestoresASavedScrollPositionOnceLaidOut)
     EXPECT_TRUE(view.followsEnd());
 }
 
-TEST(ChatView, MessagesHaveAccessibleNamesAndTheirText)
-{
+TEST(ChatView, MessagesHaveAccessibleNamesAndTheirText) {
     MessageModel model;
     ChatView view(&model);
     view.show();
@@ -329,12 +322,11 @@ TEST(ChatView, MessagesHaveAccessibleNamesAndTheirText)
     EXPECT_EQ(view.messageWidget(0)->accessibleDescription(), QStringLiteral("What is 2+2?"));
     EXPECT_EQ(view.messageWidget(1)->accessibleName(), QStringLiteral("Assistant reply"));
     EXPECT_EQ(view.messageWidget(1)->body()->toPlainText(), QStringLiteral("It is 4."));
-    for (QPushButton *b : view.findChildren<QPushButton *>())
+    for (QPushButton* b : view.findChildren<QPushButton*>())
         EXPECT_FALSE(b->accessibleName().isEmpty()) << b->text().toStdString();
 }
 
-TEST(ConversationStore, KeepsReplyVersionsAndDeletesMessagesInPlace)
-{
+TEST(ConversationStore, KeepsReplyVersionsAndDeletesMessagesInPlace) {
     QTemporaryDir dir;
     const QString path = dir.filePath(QStringLiteral("c.sqlite"));
     qint64 conv = 0, reply = 0;
@@ -373,11 +365,13 @@ TEST(ConversationStore, KeepsReplyVersionsAndDeletesMessagesInPlace)
 
     // A damaged versions column reads as a message with one version.
     {
-        QSqlDatabase db = QSqlDatabase::addDatabase(QStringLiteral("QSQLITE"), QStringLiteral("raw"));
+        QSqlDatabase db =
+            QSqlDatabase::addDatabase(QStringLiteral("QSQLITE"), QStringLiteral("raw"));
         db.setDatabaseName(path);
         ASSERT_TRUE(db.open());
         QSqlQuery q(db);
-        ASSERT_TRUE(q.exec(QStringLiteral("UPDATE messages SET versions = 'not json', version = 5")));
+        ASSERT_TRUE(
+            q.exec(QStringLiteral("UPDATE messages SET versions = 'not json', version = 5")));
         db.close();
     }
     QSqlDatabase::removeDatabase(QStringLiteral("raw"));
@@ -394,8 +388,7 @@ const QString kForced = QStringLiteral(
 
 class ChatWindowTest : public ::testing::Test {
 protected:
-    void SetUp() override
-    {
+    void SetUp() override {
         MainWindow::Options o;
         o.modelDir = QString::fromStdString(neural::test::tiny_model_dir().string());
         o.dbPath = m_dir.filePath(QStringLiteral("conversations.sqlite"));
@@ -408,16 +401,14 @@ protected:
         m_window->show();
     }
 
-    bool idle(int rows)
-    {
+    bool idle(int rows) {
         return spinUntil([&] {
             return !m_window->engine()->busy() && m_window->messages()->rowCount() == rows &&
                    !m_window->messages()->isStreaming();
         });
     }
 
-    bool sendAndWait(const QString &text)
-    {
+    bool sendAndWait(const QString& text) {
         const int before = m_window->messages()->rowCount();
         m_window->input()->setPlainText(text);
         m_window->sendMessage();
@@ -430,8 +421,7 @@ protected:
 
 // Closing the window while a reply streams: the engine host, deleted after the window's
 // members, ended the turn with turnFinished into slots that used the destroyed store.
-TEST_F(ChatWindowTest, TheWindowGoesAwayWhileAReplyStreams)
-{
+TEST_F(ChatWindowTest, TheWindowGoesAwayWhileAReplyStreams) {
     ASSERT_TRUE(spinUntil([&] { return m_window->engine()->state() == EngineHost::State::ready; }));
     appSettings()->setValue(QStringLiteral("chat/maxTokens"), 400);
     m_window->engine()->setForcedOutput({});
@@ -446,14 +436,12 @@ TEST_F(ChatWindowTest, TheWindowGoesAwayWhileAReplyStreams)
     SUCCEED();
 }
 
-TEST_F(ChatWindowTest, FocusStartsInTheMessageBox)
-{
+TEST_F(ChatWindowTest, FocusStartsInTheMessageBox) {
     EXPECT_EQ(m_window->focusWidget(), m_window->input());
 }
 
 // Regenerate kept no earlier reply: it was deleted before the new one streamed.
-TEST_F(ChatWindowTest, RegenerateKeepsTheEarlierRepliesAsVersions)
-{
+TEST_F(ChatWindowTest, RegenerateKeepsTheEarlierRepliesAsVersions) {
     ASSERT_TRUE(spinUntil([&] { return m_window->engine()->state() == EngineHost::State::ready; }));
     ASSERT_TRUE(sendAndWait(QStringLiteral("question")));
     const QString first = m_window->messages()->at(1).content;
@@ -461,19 +449,18 @@ TEST_F(ChatWindowTest, RegenerateKeepsTheEarlierRepliesAsVersions)
         QStringLiteral("<|channel|>final<|message|>A second answer.<|end|>"));
     m_window->regenerate(1);
     ASSERT_TRUE(idle(2));
-    const ChatMessage &now = m_window->messages()->at(1);
+    const ChatMessage& now = m_window->messages()->at(1);
     ASSERT_EQ(now.versions.size(), 2);
     EXPECT_EQ(now.version, 1);
     EXPECT_TRUE(now.content.startsWith(QStringLiteral("A second answer.")));
-    MessageWidget *w = m_window->chatView()->messageWidget(1);
+    MessageWidget* w = m_window->chatView()->messageWidget(1);
     EXPECT_TRUE(w->versionLabel()->isVisible());
     EXPECT_EQ(w->versionLabel()->text(), QStringLiteral("2/2"));
 
     // "<": the first reply again, also after a restart (stored).
-    auto *prev = w->findChild<QToolButton *>();
-    for (QToolButton *b : w->findChildren<QToolButton *>())
-        if (b->accessibleName() == QStringLiteral("Previous version"))
-            prev = b;
+    auto* prev = w->findChild<QToolButton*>();
+    for (QToolButton* b : w->findChildren<QToolButton*>())
+        if (b->accessibleName() == QStringLiteral("Previous version")) prev = b;
     ASSERT_TRUE(prev->isEnabled());
     QTest::mouseClick(prev, Qt::LeftButton);
     EXPECT_EQ(m_window->messages()->at(1).content, first);
@@ -484,15 +471,13 @@ TEST_F(ChatWindowTest, RegenerateKeepsTheEarlierRepliesAsVersions)
     EXPECT_EQ(stored[1].versions.size(), 2);
 }
 
-TEST_F(ChatWindowTest, EditInPlaceResendsAndFocusReturnsToTheInput)
-{
+TEST_F(ChatWindowTest, EditInPlaceResendsAndFocusReturnsToTheInput) {
     ASSERT_TRUE(spinUntil([&] { return m_window->engine()->state() == EngineHost::State::ready; }));
     ASSERT_TRUE(sendAndWait(QStringLiteral("first question")));
-    MessageWidget *w = m_window->chatView()->messageWidget(0);
-    QPushButton *edit = nullptr;
-    for (QPushButton *b : w->findChildren<QPushButton *>())
-        if (b->accessibleName() == QStringLiteral("Edit and resend message"))
-            edit = b;
+    MessageWidget* w = m_window->chatView()->messageWidget(0);
+    QPushButton* edit = nullptr;
+    for (QPushButton* b : w->findChildren<QPushButton*>())
+        if (b->accessibleName() == QStringLiteral("Edit and resend message")) edit = b;
     ASSERT_NE(edit, nullptr);
     QTest::mouseClick(edit, Qt::LeftButton);
     ASSERT_TRUE(w->isEditing());
@@ -516,16 +501,14 @@ TEST_F(ChatWindowTest, EditInPlaceResendsAndFocusReturnsToTheInput)
     EXPECT_EQ(m_window->messages()->at(0).content, QStringLiteral("better question"));
 }
 
-TEST_F(ChatWindowTest, DeleteRemovesOneMessageFromTheViewAndTheFile)
-{
+TEST_F(ChatWindowTest, DeleteRemovesOneMessageFromTheViewAndTheFile) {
     ASSERT_TRUE(spinUntil([&] { return m_window->engine()->state() == EngineHost::State::ready; }));
     ASSERT_TRUE(sendAndWait(QStringLiteral("one")));
     ASSERT_TRUE(sendAndWait(QStringLiteral("two")));
-    MessageWidget *w = m_window->chatView()->messageWidget(1);
-    QPushButton *del = nullptr;
-    for (QPushButton *b : w->findChildren<QPushButton *>())
-        if (b->accessibleName() == QStringLiteral("Delete message"))
-            del = b;
+    MessageWidget* w = m_window->chatView()->messageWidget(1);
+    QPushButton* del = nullptr;
+    for (QPushButton* b : w->findChildren<QPushButton*>())
+        if (b->accessibleName() == QStringLiteral("Delete message")) del = b;
     ASSERT_NE(del, nullptr);
     QTest::mouseClick(del, Qt::LeftButton);
     ASSERT_EQ(m_window->messages()->rowCount(), 3);

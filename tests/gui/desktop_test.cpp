@@ -49,14 +49,12 @@ QString fixtureDir() { return QString::fromStdString(neural::test::tiny_model_di
 
 // Answers the next message box with `button` once it is open (QMessageBox::question runs its own
 // event loop).
-void answerNextBox(QMessageBox::StandardButton button, bool *seen = nullptr)
-{
-    auto *poll = new QTimer;
+void answerNextBox(QMessageBox::StandardButton button, bool* seen = nullptr) {
+    auto* poll = new QTimer;
     poll->setInterval(20);
     QObject::connect(poll, &QTimer::timeout, poll, [poll, button, seen] {
-        if (auto *box = qobject_cast<QMessageBox *>(QApplication::activeModalWidget())) {
-            if (seen)
-                *seen = true;
+        if (auto* box = qobject_cast<QMessageBox*>(QApplication::activeModalWidget())) {
+            if (seen) *seen = true;
             box->button(button)->click();
             poll->deleteLater();
         }
@@ -66,14 +64,12 @@ void answerNextBox(QMessageBox::StandardButton button, bool *seen = nullptr)
 
 class DesktopTest : public ::testing::Test {
 protected:
-    void SetUp() override
-    {
+    void SetUp() override {
         appSettings()->clear();
         appSettings()->setValue(QStringLiteral("chat/maxTokens"), 12);
         open();
     }
-    MainWindow::Options options() const
-    {
+    MainWindow::Options options() const {
         MainWindow::Options o;
         o.modelDir = fixtureDir();
         o.dbPath = m_dir.filePath(QStringLiteral("conversations.sqlite"));
@@ -82,37 +78,31 @@ protected:
         o.useTray = false;
         return o;
     }
-    void open()
-    {
+    void open() {
         m_window = std::make_unique<MainWindow>(options());
-        m_window->engine()->setForcedOutput(QStringLiteral(
-            "<|channel|>final<|message|>A short reply.<|end|>"));
+        m_window->engine()->setForcedOutput(
+            QStringLiteral("<|channel|>final<|message|>A short reply.<|end|>"));
         m_window->show();
-        ASSERT_TRUE(spinUntil([&] { return m_window->engine()->state() == EngineHost::State::ready; }))
-            << m_window->engine()->lastError().toStdString();
+        ASSERT_TRUE(spinUntil([&] {
+            return m_window->engine()->state() == EngineHost::State::ready;
+        })) << m_window->engine()->lastError().toStdString();
     }
-    void restart()
-    {
+    void restart() {
         m_window.reset();  // as when the app quits: the window's state is saved
         open();
     }
-    bool idle()
-    {
-        return spinUntil([&] {
-            return !m_window->engine()->busy() && !m_window->messages()->isStreaming();
-        });
+    bool idle() {
+        return spinUntil(
+            [&] { return !m_window->engine()->busy() && !m_window->messages()->isStreaming(); });
     }
-    bool send(const QString &text)
-    {
+    bool send(const QString& text) {
         m_window->input()->setPlainText(text);
         m_window->sendMessage();
         return idle();
     }
-    QStringList titles()
-    {
+    QStringList titles() {
         QStringList t;
-        for (const ConversationInfo &c : m_window->store().conversations())
-            t << c.title;
+        for (const ConversationInfo& c : m_window->store().conversations()) t << c.title;
         return t;
     }
 
@@ -120,14 +110,12 @@ protected:
     std::unique_ptr<MainWindow> m_window;
 };
 
-TEST_F(DesktopTest, LayoutOpenConversationScrollAndApiSurviveARestart)
-{
+TEST_F(DesktopTest, LayoutOpenConversationScrollAndApiSurviveARestart) {
     ASSERT_TRUE(send(QStringLiteral("first conversation")));
     const qint64 first = m_window->currentConversation();
     m_window->newConversation();
     QString longText;
-    for (int i = 0; i < 80; ++i)
-        longText += QStringLiteral("line %1 of a long message\n\n").arg(i);
+    for (int i = 0; i < 80; ++i) longText += QStringLiteral("line %1 of a long message\n\n").arg(i);
     ASSERT_TRUE(send(longText));
     const qint64 second = m_window->currentConversation();
     ASSERT_NE(first, second);
@@ -142,7 +130,7 @@ TEST_F(DesktopTest, LayoutOpenConversationScrollAndApiSurviveARestart)
     appSettings()->setValue(QStringLiteral("server/port"), 0);
     m_window->toggleServer();
     ASSERT_TRUE(m_window->server()->isRunning());
-    QScrollBar *bar = m_window->chatView()->verticalScrollBar();
+    QScrollBar* bar = m_window->chatView()->verticalScrollBar();
     ASSERT_TRUE(spinUntil([&] { return bar->maximum() > 200; }, 10000)) << bar->maximum();
     bar->setValue(bar->maximum() / 2);
     const int scroll = bar->value();
@@ -153,8 +141,8 @@ TEST_F(DesktopTest, LayoutOpenConversationScrollAndApiSurviveARestart)
     EXPECT_TRUE(m_window->telemetry()->isVisible());
     EXPECT_EQ(m_window->splitter()->sizes().value(0), sizes.value(0));
     EXPECT_EQ(m_window->currentConversation(), second);  // not the list's first row by default
-    EXPECT_TRUE(spinUntil([&] { return m_window->chatView()->verticalScrollBar()->value() == scroll; },
-                          10000))
+    EXPECT_TRUE(spinUntil(
+        [&] { return m_window->chatView()->verticalScrollBar()->value() == scroll; }, 10000))
         << m_window->chatView()->verticalScrollBar()->value() << " != " << scroll;
     EXPECT_TRUE(spinUntil([&] { return m_window->server()->isRunning(); }, 10000));
 
@@ -165,8 +153,7 @@ TEST_F(DesktopTest, LayoutOpenConversationScrollAndApiSurviveARestart)
     EXPECT_FALSE(m_window->server()->isRunning());
 }
 
-TEST_F(DesktopTest, AnUntouchedNewConversationStoresNoRow)
-{
+TEST_F(DesktopTest, AnUntouchedNewConversationStoresNoRow) {
     m_window->newConversation();
     m_window->newConversation();
     EXPECT_TRUE(m_window->store().conversations().isEmpty());
@@ -178,14 +165,15 @@ TEST_F(DesktopTest, AnUntouchedNewConversationStoresNoRow)
     EXPECT_EQ(m_window->store().conversations().size(), 1);
 }
 
-TEST_F(DesktopTest, TitlesArePlainTextAndFollowAnEditOfTheFirstMessage)
-{
-    ASSERT_TRUE(send(QStringLiteral("## Make a *plan* for [Rust](https://rust-lang.org) and `cargo`")));
+TEST_F(DesktopTest, TitlesArePlainTextAndFollowAnEditOfTheFirstMessage) {
+    ASSERT_TRUE(
+        send(QStringLiteral("## Make a *plan* for [Rust](https://rust-lang.org) and `cargo`")));
     EXPECT_EQ(titles(), QStringList{QStringLiteral("Make a plan for Rust and cargo")});
     m_window->editMessage(0, QStringLiteral("**Second** try"));
     ASSERT_TRUE(idle());
     EXPECT_EQ(titles(), QStringList{QStringLiteral("Second try")});
-    EXPECT_EQ(m_window->conversations()->data(m_window->conversations()->index(0), Qt::DisplayRole)
+    EXPECT_EQ(m_window->conversations()
+                  ->data(m_window->conversations()->index(0), Qt::DisplayRole)
                   .toString(),
               QStringLiteral("Second try"));
     // A title the user chose stays.
@@ -196,8 +184,7 @@ TEST_F(DesktopTest, TitlesArePlainTextAndFollowAnEditOfTheFirstMessage)
     EXPECT_EQ(titles(), QStringList{QStringLiteral("Mine")});
 }
 
-TEST(ConversationTitle, FromMarkdownToOneLineOfWords)
-{
+TEST(ConversationTitle, FromMarkdownToOneLineOfWords) {
     EXPECT_EQ(ConversationModel::titleFromMessage(QStringLiteral("> quoted **bold** _it_\n- item")),
               QStringLiteral("quoted bold it item"));
     EXPECT_EQ(ConversationModel::titleFromMessage(QStringLiteral("```python\nprint(1)\n```")),
@@ -207,15 +194,13 @@ TEST(ConversationTitle, FromMarkdownToOneLineOfWords)
     EXPECT_EQ(ConversationModel::titleFromMessage(QStringLiteral("***\n\n")), QString());
     EXPECT_EQ(ConversationModel::titleFromMessage(QStringLiteral("rename __init__ in my_module")),
               QStringLiteral("rename init in my_module"));
-    const QString t = ConversationModel::titleFromMessage(QString(40, QLatin1Char('w')) +
-                                                          QStringLiteral(" word") +
-                                                          QString(100, QLatin1Char('x')));
+    const QString t = ConversationModel::titleFromMessage(
+        QString(40, QLatin1Char('w')) + QStringLiteral(" word") + QString(100, QLatin1Char('x')));
     EXPECT_LE(t.size(), 61);
     EXPECT_TRUE(t.endsWith(QChar(0x2026)));
 }
 
-TEST(ConversationDate, ShortAndRelativeToNow)
-{
+TEST(ConversationDate, ShortAndRelativeToNow) {
     const QDateTime now(QDate(2026, 12, 1), QTime(15, 0));
     EXPECT_EQ(ConversationModel::shortDate(now.addDays(-1), now), QStringLiteral("Yesterday"));
     EXPECT_EQ(ConversationModel::shortDate(QDateTime(QDate(2024, 3, 5), QTime(9, 0)), now),
@@ -224,27 +209,26 @@ TEST(ConversationDate, ShortAndRelativeToNow)
     EXPECT_NE(ConversationModel::shortDate(now.addDays(-30), now), QStringLiteral("2026-11-01"));
 }
 
-TEST_F(DesktopTest, LongTitlesElideAndEveryRowShowsItsDate)
-{
+TEST_F(DesktopTest, LongTitlesElideAndEveryRowShowsItsDate) {
     ASSERT_TRUE(send(QString(300, QLatin1Char('a')) + QStringLiteral(" long title")));
-    QListView *list = m_window->conversationList();
+    QListView* list = m_window->conversationList();
     list->resize(200, 300);
     QTest::qWait(50);
     EXPECT_EQ(list->horizontalScrollBar()->maximum(), 0);  // no sideways scrolling
     const QModelIndex row = m_window->conversations()->index(0);
     EXPECT_LE(list->visualRect(row).width(), list->viewport()->width());
     EXPECT_FALSE(row.data(ConversationModel::DateRole).toString().isEmpty());
-    EXPECT_NE(row.data(Qt::AccessibleTextRole).toString().indexOf(
-                  row.data(ConversationModel::DateRole).toString()),
+    EXPECT_NE(row.data(Qt::AccessibleTextRole)
+                  .toString()
+                  .indexOf(row.data(ConversationModel::DateRole).toString()),
               -1);
 }
 
-TEST_F(DesktopTest, TheDeleteKeyAsksAndDeletes)
-{
+TEST_F(DesktopTest, TheDeleteKeyAsksAndDeletes) {
     ASSERT_TRUE(send(QStringLiteral("keep me")));
     m_window->activateWindow();
     ASSERT_TRUE(QTest::qWaitForWindowActive(m_window.get()));
-    QListView *list = m_window->conversationList();
+    QListView* list = m_window->conversationList();
     list->setFocus();
     list->setCurrentIndex(m_window->conversations()->index(0));
     bool asked = false;
@@ -266,8 +250,7 @@ TEST_F(DesktopTest, TheDeleteKeyAsksAndDeletes)
     EXPECT_EQ(m_window->currentConversation(), 0);
 }
 
-TEST_F(DesktopTest, RowsStayUnderTheMouseWhileASendResortsThem)
-{
+TEST_F(DesktopTest, RowsStayUnderTheMouseWhileASendResortsThem) {
     ASSERT_TRUE(send(QStringLiteral("older")));
     const qint64 older = m_window->currentConversation();
     m_window->newConversation();
@@ -281,8 +264,7 @@ TEST_F(DesktopTest, RowsStayUnderTheMouseWhileASendResortsThem)
     EXPECT_EQ(m_window->conversationList()->currentIndex().row(), 1);
 }
 
-TEST_F(DesktopTest, AnotherConversationOpensWhileAReplyStreams)
-{
+TEST_F(DesktopTest, AnotherConversationOpensWhileAReplyStreams) {
     ASSERT_TRUE(send(QStringLiteral("other")));
     // A reply that goes on after its forced start (no end token): 200 tokens.
     appSettings()->setValue(QStringLiteral("chat/maxTokens"), 200);
@@ -313,9 +295,8 @@ TEST_F(DesktopTest, AnotherConversationOpensWhileAReplyStreams)
     EXPECT_FALSE(m_window->messages()->at(1).content.isEmpty());
 }
 
-TEST_F(DesktopTest, TelemetryDockKeepsItsWidthAndShowsEveryTab)
-{
-    TelemetryDock *dock = m_window->telemetry();
+TEST_F(DesktopTest, TelemetryDockKeepsItsWidthAndShowsEveryTab) {
+    TelemetryDock* dock = m_window->telemetry();
     dock->show();
     QTest::qWait(100);
     const int width = dock->width();
@@ -324,7 +305,7 @@ TEST_F(DesktopTest, TelemetryDockKeepsItsWidthAndShowsEveryTab)
     QTest::qWait(100);
     EXPECT_NE(dock->lastRequestSummary().indexOf(QStringLiteral("tokens at")), -1);
     EXPECT_EQ(dock->width(), width);  // the summary wraps; the chat keeps its room
-    QTabBar *bar = dock->tabs()->tabBar();
+    QTabBar* bar = dock->tabs()->tabBar();
     for (int i = 0; i < bar->count(); ++i)
         EXPECT_GE(bar->tabRect(i).width(), bar->fontMetrics().horizontalAdvance(bar->tabText(i)))
             << bar->tabText(i).toStdString();
@@ -333,55 +314,55 @@ TEST_F(DesktopTest, TelemetryDockKeepsItsWidthAndShowsEveryTab)
     EXPECT_FALSE(dock->showsVram());
 }
 
-TEST_F(DesktopTest, EachApiRequestIsLoggedOnce)
-{
+TEST_F(DesktopTest, EachApiRequestIsLoggedOnce) {
     installLogging(QString());
     QStringList lines;
-    auto c = QObject::connect(&LogHub::instance(), &LogHub::line,
-                              [&](const QString &l) { lines << l; });
+    auto c =
+        QObject::connect(&LogHub::instance(), &LogHub::line, [&](const QString& l) { lines << l; });
     appSettings()->setValue(QStringLiteral("server/port"), 0);
     m_window->toggleServer();
     ASSERT_TRUE(m_window->server()->isRunning());
     QNetworkAccessManager nam;
-    QNetworkReply *reply =
-        nam.get(QNetworkRequest(QUrl(m_window->server()->url().chopped(3) + QStringLiteral("/health"))));
+    QNetworkReply* reply = nam.get(
+        QNetworkRequest(QUrl(m_window->server()->url().chopped(3) + QStringLiteral("/health"))));
     ASSERT_TRUE(spinUntil([&] { return reply->isFinished(); }, 10000));
     reply->deleteLater();
     spinUntil([&] { return lines.filter(QStringLiteral("/health")).size() >= 2; }, 500);
     QObject::disconnect(c);
     qInstallMessageHandler(nullptr);
-    EXPECT_EQ(lines.filter(QStringLiteral("/health")).size(), 1) << lines.join(QLatin1Char('\n')).toStdString();
+    EXPECT_EQ(lines.filter(QStringLiteral("/health")).size(), 1)
+        << lines.join(QLatin1Char('\n')).toStdString();
 }
 
 // Qt's "OpenType support missing" notices (one per font and script of a random-weight reply)
 // flooded the log: one line says what they mean, the notices themselves stay out of it.
-TEST(Logging, FontNoticesDoNotFloodTheLog)
-{
+TEST(Logging, FontNoticesDoNotFloodTheLog) {
     installLogging(QString());
     QStringList lines;
-    auto c = QObject::connect(&LogHub::instance(), &LogHub::line,
-                              [&](const QString &l) { lines << l; });
+    auto c =
+        QObject::connect(&LogHub::instance(), &LogHub::line, [&](const QString& l) { lines << l; });
     for (int script = 0; script < 40; ++script)
-        qWarning("  OpenType support missing for \"DejaVu Sans\", script %d", script);  // as Qt writes it
+        qWarning("  OpenType support missing for \"DejaVu Sans\", script %d",
+                 script);  // as Qt writes it
     qWarning("a real warning");
     spinUntil([&] { return lines.size() >= 2; }, 2000);
     test::spinFor(50);
     QObject::disconnect(c);
     qInstallMessageHandler(nullptr);
-    EXPECT_EQ(lines.filter(QStringLiteral("OpenType")).size(), 0) << lines.join(QLatin1Char('\n')).toStdString();
+    EXPECT_EQ(lines.filter(QStringLiteral("OpenType")).size(), 0)
+        << lines.join(QLatin1Char('\n')).toStdString();
     EXPECT_EQ(lines.filter(QStringLiteral("fonts do not cover")).size(), 1);
     EXPECT_EQ(lines.filter(QStringLiteral("a real warning")).size(), 1);
 }
 
 // A profile that asks for the persistent CPU team whose library cannot be loaded: the status bar
 // says so instead of "Ready".
-TEST(PersistentTeam, AFailureToLoadItShowsInTheStatusBar)
-{
+TEST(PersistentTeam, AFailureToLoadItShowsInTheStatusBar) {
     QTemporaryDir dir;
     const QString store = dir.filePath(QStringLiteral("tiny.nstore"));
     StoreJob job;
     bool done = false, ok = false;
-    QObject::connect(&job, &StoreJob::finished, [&](bool success, bool, const QString &) {
+    QObject::connect(&job, &StoreJob::finished, [&](bool success, bool, const QString&) {
         done = true;
         ok = success;
     });
@@ -413,15 +394,15 @@ TEST(PersistentTeam, AFailureToLoadItShowsInTheStatusBar)
     qunsetenv("NEURAL_KDLL");
     const QString text = w.engineLabel()->text();
     EXPECT_FALSE(text.startsWith(QStringLiteral("Ready:"))) << text.toStdString();
-    EXPECT_NE(text.indexOf(QStringLiteral("persistent CPU team is not used")), -1) << text.toStdString();
+    EXPECT_NE(text.indexOf(QStringLiteral("persistent CPU team is not used")), -1)
+        << text.toStdString();
     EXPECT_NE(text.indexOf(QStringLiteral("no-such-library.so")), -1) << text.toStdString();
 }
 
 // The status bar's model switcher lists the profiles and the demo model; with --model none of
 // them is the one running.
-TEST_F(DesktopTest, TheModelSwitcherListsTheProfilesAndTheDemoModel)
-{
-    QComboBox *models = m_window->modelSwitcher();
+TEST_F(DesktopTest, TheModelSwitcherListsTheProfilesAndTheDemoModel) {
+    QComboBox* models = m_window->modelSwitcher();
     ASSERT_NE(models, nullptr);
     EXPECT_NE(models->findData(QStringLiteral("Stock")), -1);
     EXPECT_NE(models->findData(QStringLiteral("Optimized")), -1);
@@ -431,8 +412,7 @@ TEST_F(DesktopTest, TheModelSwitcherListsTheProfilesAndTheDemoModel)
 
 // The Settings page: its values reach appSettings() and the API server (a key is required, the
 // LAN warning shows without one); it replaces the menu pop-ups.
-TEST_F(DesktopTest, TheSettingsPageConfiguresTheApiServer)
-{
+TEST_F(DesktopTest, TheSettingsPageConfiguresTheApiServer) {
     AppSettingsDialog dialog;  // no parent: the window is restarted below
     dialog.show();
     dialog.portBox()->setValue(0);
@@ -452,11 +432,10 @@ TEST_F(DesktopTest, TheSettingsPageConfiguresTheApiServer)
     m_window->toggleServer();
     ASSERT_TRUE(m_window->server()->isRunning()) << m_window->server()->lastError().toStdString();
     QNetworkAccessManager nam;
-    auto status = [&](const QByteArray &key) {
+    auto status = [&](const QByteArray& key) {
         QNetworkRequest req(QUrl(m_window->server()->url() + QStringLiteral("/models")));
-        if (!key.isEmpty())
-            req.setRawHeader("Authorization", "Bearer " + key);
-        QNetworkReply *reply = nam.get(req);
+        if (!key.isEmpty()) req.setRawHeader("Authorization", "Bearer " + key);
+        QNetworkReply* reply = nam.get(req);
         spinUntil([&] { return reply->isFinished(); }, 10000);
         reply->deleteLater();
         return reply->attribute(QNetworkRequest::HttpStatusCodeAttribute).toInt();
@@ -469,7 +448,7 @@ TEST_F(DesktopTest, TheSettingsPageConfiguresTheApiServer)
     EXPECT_TRUE(spinUntil([&] { return m_window->server()->isRunning(); }, 10000));
 
     bool pagesInMenu = false, popUps = false;
-    for (QAction *a : m_window->findChildren<QAction *>()) {
+    for (QAction* a : m_window->findChildren<QAction*>()) {
         pagesInMenu = pagesInMenu || a->text() == QStringLiteral("&Settings...");
         popUps = popUps || a->text().contains(QStringLiteral("port..."));
     }
@@ -477,13 +456,12 @@ TEST_F(DesktopTest, TheSettingsPageConfiguresTheApiServer)
     EXPECT_FALSE(popUps);
 }
 
-TEST_F(DesktopTest, AboutNamesTheVersionBuildAndBackend)
-{
+TEST_F(DesktopTest, AboutNamesTheVersionBuildAndBackend) {
     const QString about = m_window->aboutText();
     EXPECT_NE(about.indexOf(QStringLiteral(NEURAL_VERSION)), -1) << about.toStdString();
     EXPECT_NE(about.indexOf(QStringLiteral("cpu")), -1) << about.toStdString();
     bool helpMenu = false;
-    for (QAction *a : m_window->menuBar()->actions())
+    for (QAction* a : m_window->menuBar()->actions())
         helpMenu = helpMenu || a->text() == QStringLiteral("&Help");
     EXPECT_TRUE(helpMenu);
 }

@@ -25,23 +25,22 @@ QString fixtureDir() { return QString::fromStdString(neural::test::tiny_model_di
 
 // One CPU thread (the model applies LoadOptions::threads): the fixture is tiny and the machine
 // may be shared, where OpenMP barriers over every core stall.
-LoadOptions oneThread()
-{
+LoadOptions oneThread() {
     LoadOptions o;
     o.threads = 1;
     return o;
 }
 
-bool loadFixture(EngineHost &host)
-{
+bool loadFixture(EngineHost& host) {
     host.load(fixtureDir(), oneThread());
-    return spinUntil([&] { return host.state() == EngineHost::State::ready ||
-                                  host.state() == EngineHost::State::failed; }) &&
+    return spinUntil([&] {
+               return host.state() == EngineHost::State::ready ||
+                      host.state() == EngineHost::State::failed;
+           }) &&
            host.state() == EngineHost::State::ready;
 }
 
-TEST(EngineHost, LoadingABadFolderFailsWithTheReason)
-{
+TEST(EngineHost, LoadingABadFolderFailsWithTheReason) {
     QTemporaryDir empty;
     EngineHost host;
     QSignalSpy failed(&host, &EngineHost::loadFailed);
@@ -56,8 +55,7 @@ TEST(EngineHost, LoadingABadFolderFailsWithTheReason)
     EXPECT_FALSE(host.send(r));  // no model: refused, nothing queued
 }
 
-TEST(EngineHost, AConversationBeyondTheContextGetsAClearMessageNotASilentlyShortReply)
-{
+TEST(EngineHost, AConversationBeyondTheContextGetsAClearMessageNotASilentlyShortReply) {
     // The desktop app's turn follows the engine host's one context rule (as the API does with
     // context_length_exceeded): a reply limit beyond the context left is refused with a message
     // that says what to do, and nothing is generated.
@@ -83,8 +81,7 @@ TEST(EngineHost, AConversationBeyondTheContextGetsAClearMessageNotASilentlyShort
     EXPECT_FALSE(host.busy());
 }
 
-TEST(EngineHost, StreamsAReplyInBatchedDeltas)
-{
+TEST(EngineHost, StreamsAReplyInBatchedDeltas) {
     EngineHost host;
     ASSERT_TRUE(loadFixture(host)) << host.lastError().toStdString();
     EXPECT_FALSE(host.isDemo());
@@ -94,7 +91,7 @@ TEST(EngineHost, StreamsAReplyInBatchedDeltas)
     QSignalSpy finished(&host, &EngineHost::turnFinished);
     QString reasoning, content;
     int deltas = 0;
-    QObject::connect(&host, &EngineHost::turnDelta, [&](const QString &r, const QString &c) {
+    QObject::connect(&host, &EngineHost::turnDelta, [&](const QString& r, const QString& c) {
         reasoning += r;
         content += c;
         ++deltas;
@@ -114,7 +111,8 @@ TEST(EngineHost, StreamsAReplyInBatchedDeltas)
     EXPECT_TRUE(rep.error.isEmpty()) << rep.error.toStdString();
     EXPECT_FALSE(rep.cancelled);
     EXPECT_EQ(rep.reasoning, QStringLiteral("The user greets me. I greet back."));
-    EXPECT_TRUE(rep.content.startsWith(QStringLiteral("Hello **there**, this is a streamed reply.")))
+    EXPECT_TRUE(
+        rep.content.startsWith(QStringLiteral("Hello **there**, this is a streamed reply.")))
         << rep.content.toStdString();
     // Every streamed byte arrived, in order, through the batcher.
     EXPECT_EQ(reasoning, rep.reasoning);
@@ -133,13 +131,12 @@ TEST(EngineHost, StreamsAReplyInBatchedDeltas)
     EXPECT_EQ(requests.back().decode_tokens, rep.generatedTokens);
 }
 
-TEST(EngineHost, StopCancelsTheRunningReplyAndTheEngineStaysUsable)
-{
+TEST(EngineHost, StopCancelsTheRunningReplyAndTheEngineStaysUsable) {
     EngineHost host;
     ASSERT_TRUE(loadFixture(host));
     QSignalSpy finished(&host, &EngineHost::turnFinished);
     bool stopped = false;
-    QObject::connect(&host, &EngineHost::turnDelta, [&](const QString &, const QString &) {
+    QObject::connect(&host, &EngineHost::turnDelta, [&](const QString&, const QString&) {
         if (!stopped) {
             stopped = true;
             host.stop();
@@ -166,8 +163,7 @@ TEST(EngineHost, StopCancelsTheRunningReplyAndTheEngineStaysUsable)
     EXPECT_FALSE(finished.at(1).at(0).value<TurnReport>().cancelled);
 }
 
-TEST(EngineHost, ReloadingDuringATurnEndsItAndLoadsTheNewModel)
-{
+TEST(EngineHost, ReloadingDuringATurnEndsItAndLoadsTheNewModel) {
     EngineHost host;
     ASSERT_TRUE(loadFixture(host));
     QSignalSpy finished(&host, &EngineHost::turnFinished);
@@ -189,12 +185,10 @@ TEST(EngineHost, ReloadingDuringATurnEndsItAndLoadsTheNewModel)
     EXPECT_FALSE(finished.at(1).at(0).value<TurnReport>().cancelled);
 }
 
-TEST(DeltaBatcher, ABurstIsReleasedOnce)
-{
+TEST(DeltaBatcher, ABurstIsReleasedOnce) {
     DeltaBatcher b(33);
     QSignalSpy released(&b, &DeltaBatcher::released);
-    for (int i = 0; i < 1000; ++i)
-        b.addContent(QStringLiteral("x"));
+    for (int i = 0; i < 1000; ++i) b.addContent(QStringLiteral("x"));
     EXPECT_EQ(released.count(), 0);  // nothing before the interval
     ASSERT_TRUE(spinUntil([&] { return released.count() == 1; }, 2000));
     EXPECT_EQ(released.at(0).at(1).toString(), QString(1000, QLatin1Char('x')));
@@ -202,12 +196,11 @@ TEST(DeltaBatcher, ABurstIsReleasedOnce)
     EXPECT_EQ(released.count(), 1);  // idle: no more releases
 }
 
-TEST(DeltaBatcher, ASteadyStreamIsReleasedAtAboutThirtyHertz)
-{
+TEST(DeltaBatcher, ASteadyStreamIsReleasedAtAboutThirtyHertz) {
     DeltaBatcher b(33);
     QString all;
     int releases = 0;
-    QObject::connect(&b, &DeltaBatcher::released, [&](const QString &r, const QString &c) {
+    QObject::connect(&b, &DeltaBatcher::released, [&](const QString& r, const QString& c) {
         all += r + c;
         ++releases;
     });

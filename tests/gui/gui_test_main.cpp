@@ -7,10 +7,8 @@
 
 #include "cpu/parallel.h"
 
-int main(int argc, char **argv)
-{
-    if (qEnvironmentVariableIsEmpty("QT_QPA_PLATFORM"))
-        qputenv("QT_QPA_PLATFORM", "offscreen");
+int main(int argc, char** argv) {
+    if (qEnvironmentVariableIsEmpty("QT_QPA_PLATFORM")) qputenv("QT_QPA_PLATFORM", "offscreen");
     QTemporaryDir home;
     qputenv("NEURAL_DESKTOP_HOME", home.path().toUtf8());
     // The machine is shared and the fixture tiny: one thread until a model applies its own

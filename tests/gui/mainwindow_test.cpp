@@ -45,8 +45,7 @@ const QString kForced = QStringLiteral(
 // Longest gap between ticks of a 5 ms timer: how long the GUI thread was unavailable.
 class StallMeter {
 public:
-    StallMeter()
-    {
+    StallMeter() {
         m_timer.setInterval(5);
         QObject::connect(&m_timer, &QTimer::timeout, [this] {
             if (!m_clock.isValid()) {
@@ -73,8 +72,7 @@ private:
 
 class MainWindowTest : public ::testing::Test {
 protected:
-    void SetUp() override
-    {
+    void SetUp() override {
         MainWindow::Options o;
         o.modelDir = QString::fromStdString(neural::test::tiny_model_dir().string());
         o.dbPath = m_dir.filePath(QStringLiteral("conversations.sqlite"));
@@ -92,14 +90,12 @@ protected:
         m_window->show();
     }
 
-    bool waitReady()
-    {
+    bool waitReady() {
         return spinUntil([&] { return m_window->engine()->state() == EngineHost::State::ready; });
     }
 
     // Types `text` and presses Enter; waits for the reply to be committed.
-    bool sendAndWait(const QString &text)
-    {
+    bool sendAndWait(const QString& text) {
         const int before = m_window->messages()->rowCount();
         m_window->input()->setFocus();
         QTest::keyClicks(m_window->input(), text);
@@ -116,14 +112,12 @@ protected:
 
 // The tray's Quit with the window hidden in the tray (the API running): the event loop ends.
 // close() alone did nothing then, so the process and the port stayed up.
-TEST_F(MainWindowTest, QuitEndsTheAppWhenTheWindowIsHidden)
-{
+TEST_F(MainWindowTest, QuitEndsTheAppWhenTheWindowIsHidden) {
     ASSERT_TRUE(waitReady()) << m_window->engine()->lastError().toStdString();
     m_window->hide();
-    QAction *quit = nullptr;
-    for (QAction *a : m_window->findChildren<QAction *>()) {
-        if (a->text() == QStringLiteral("&Quit"))
-            quit = a;
+    QAction* quit = nullptr;
+    for (QAction* a : m_window->findChildren<QAction*>()) {
+        if (a->text() == QStringLiteral("&Quit")) quit = a;
     }
     ASSERT_NE(quit, nullptr);
     EXPECT_EQ(quit->shortcut(), QKeySequence(Qt::CTRL | Qt::Key_Q));  // Windows too
@@ -141,8 +135,7 @@ TEST_F(MainWindowTest, QuitEndsTheAppWhenTheWindowIsHidden)
     EXPECT_EQ(rc, 0);
 }
 
-TEST_F(MainWindowTest, SendsAMessageAndPersistsTheStreamedReply)
-{
+TEST_F(MainWindowTest, SendsAMessageAndPersistsTheStreamedReply) {
     // A reply long enough that re-laying out all of it per batch would stall (it did: 480 ms at
     // 2,048 tokens before the view appended instead).
     appSettings()->setValue(QStringLiteral("chat/maxTokens"), 300);
@@ -152,19 +145,20 @@ TEST_F(MainWindowTest, SendsAMessageAndPersistsTheStreamedReply)
     ASSERT_TRUE(sendAndWait(QStringLiteral("Hello there")));
     const qint64 worst = meter.worstMs();
 
-    const MessageModel *msgs = m_window->messages();
+    const MessageModel* msgs = m_window->messages();
     EXPECT_EQ(msgs->at(0).role, QStringLiteral("user"));
     EXPECT_EQ(msgs->at(0).content, QStringLiteral("Hello there"));
     EXPECT_TRUE(m_window->input()->toPlainText().isEmpty());
     const ChatMessage reply = msgs->at(1);
     EXPECT_EQ(reply.role, QStringLiteral("assistant"));
-    EXPECT_TRUE(reply.content.startsWith(QStringLiteral("Here is code:"))) << reply.content.toStdString();
+    EXPECT_TRUE(reply.content.startsWith(QStringLiteral("Here is code:")))
+        << reply.content.toStdString();
     EXPECT_EQ(reply.reasoning, QStringLiteral("Short thought."));
     EXPECT_GT(reply.stats.value(QStringLiteral("tokens")).toInt(), 0);
     EXPECT_GT(reply.id, 0);
 
     // Shown: the code block in a fixed-pitch font, the stats line, "Thought for".
-    MessageWidget *w = m_window->chatView()->messageWidget(1);
+    MessageWidget* w = m_window->chatView()->messageWidget(1);
     ASSERT_NE(w, nullptr);
     EXPECT_NE(w->body()->toHtml().indexOf(QStringLiteral("int x = 1;")), -1);
     EXPECT_NE(w->body()->toHtml().indexOf(QStringLiteral("monospace")), -1);
@@ -188,8 +182,7 @@ TEST_F(MainWindowTest, SendsAMessageAndPersistsTheStreamedReply)
                 static_cast<long long>(worst), static_cast<long long>(meter.worstAtMs()));
 }
 
-TEST_F(MainWindowTest, ClosingTheAppWhileAReplyStreamsEndsCleanly)
-{
+TEST_F(MainWindowTest, ClosingTheAppWhileAReplyStreamsEndsCleanly) {
     // Quitting mid-reply (or a test that gives up waiting) destroys the window, the engine host
     // and its engine thread while the turn runs: the turn is cancelled, nothing is delivered to
     // the destroyed widgets, and the reply streamed so far is kept.
@@ -209,8 +202,7 @@ TEST_F(MainWindowTest, ClosingTheAppWhileAReplyStreamsEndsCleanly)
     EXPECT_GE(other.messages(convs[0].id).size(), 1u);  // the user's message at least
 }
 
-TEST_F(MainWindowTest, RegenerateAndEditReplaceTheTail)
-{
+TEST_F(MainWindowTest, RegenerateAndEditReplaceTheTail) {
     ASSERT_TRUE(waitReady());
     ASSERT_TRUE(sendAndWait(QStringLiteral("first question")));
     ASSERT_TRUE(sendAndWait(QStringLiteral("second question")));
@@ -219,14 +211,18 @@ TEST_F(MainWindowTest, RegenerateAndEditReplaceTheTail)
     const qint64 oldReplyId = m_window->messages()->at(3).id;
 
     m_window->regenerate(3);
-    ASSERT_TRUE(spinUntil([&] { return !m_window->engine()->busy() && m_window->messages()->rowCount() == 4 &&
-                                       !m_window->messages()->isStreaming(); }));
+    ASSERT_TRUE(spinUntil([&] {
+        return !m_window->engine()->busy() && m_window->messages()->rowCount() == 4 &&
+               !m_window->messages()->isStreaming();
+    }));
     EXPECT_NE(m_window->messages()->at(3).id, oldReplyId);
     EXPECT_EQ(m_window->store().messages(conv).size(), 4);
 
     m_window->editMessage(0, QStringLiteral("edited question"));
-    ASSERT_TRUE(spinUntil([&] { return !m_window->engine()->busy() && m_window->messages()->rowCount() == 2 &&
-                                       !m_window->messages()->isStreaming(); }));
+    ASSERT_TRUE(spinUntil([&] {
+        return !m_window->engine()->busy() && m_window->messages()->rowCount() == 2 &&
+               !m_window->messages()->isStreaming();
+    }));
     const auto stored = m_window->store().messages(conv);
     ASSERT_EQ(stored.size(), 2);
     EXPECT_EQ(stored[0].content, QStringLiteral("edited question"));
@@ -238,11 +234,10 @@ TEST_F(MainWindowTest, RegenerateAndEditReplaceTheTail)
     EXPECT_GT(QFileInfo(out.filePath(QStringLiteral("c.json"))).size(), 10);
 }
 
-TEST_F(MainWindowTest, TheWindowToggleStartsAndStopsTheApiServer)
-{
+TEST_F(MainWindowTest, TheWindowToggleStartsAndStopsTheApiServer) {
     ASSERT_TRUE(waitReady());
     appSettings()->setValue(QStringLiteral("server/port"), 0);  // any free port
-    QPushButton *toggle = m_window->serverButton();
+    QPushButton* toggle = m_window->serverButton();
     ASSERT_TRUE(toggle->isVisible());  // no tray in this test: the controls are in the window
     QTest::mouseClick(toggle, Qt::LeftButton);
     ASSERT_TRUE(m_window->server()->isRunning()) << m_window->server()->lastError().toStdString();
@@ -250,8 +245,8 @@ TEST_F(MainWindowTest, TheWindowToggleStartsAndStopsTheApiServer)
     EXPECT_TRUE(url.startsWith(QStringLiteral("http://127.0.0.1:")));
 
     QNetworkAccessManager nam;
-    auto get = [&](const QString &path) {
-        QNetworkReply *reply = nam.get(QNetworkRequest(QUrl(url.chopped(3) + path)));
+    auto get = [&](const QString& path) {
+        QNetworkReply* reply = nam.get(QNetworkRequest(QUrl(url.chopped(3) + path)));
         spinUntil([&] { return reply->isFinished(); }, 10000);
         const int status = reply->attribute(QNetworkRequest::HttpStatusCodeAttribute).toInt();
         const auto error = reply->error();
@@ -266,11 +261,10 @@ TEST_F(MainWindowTest, TheWindowToggleStartsAndStopsTheApiServer)
     EXPECT_EQ(get(QStringLiteral("/health")).second, QNetworkReply::ConnectionRefusedError);
 }
 
-TEST_F(MainWindowTest, TelemetryDockReadsTheEngineRingsAndExportsCsv)
-{
+TEST_F(MainWindowTest, TelemetryDockReadsTheEngineRingsAndExportsCsv) {
     ASSERT_TRUE(waitReady());
     ASSERT_TRUE(sendAndWait(QStringLiteral("count the tokens")));
-    TelemetryDock *dock = m_window->telemetry();
+    TelemetryDock* dock = m_window->telemetry();
     dock->poll();
     const int tokens = m_window->messages()->at(1).stats.value(QStringLiteral("tokens")).toInt();
     ASSERT_GT(tokens, 1);
@@ -293,11 +287,11 @@ TEST_F(MainWindowTest, TelemetryDockReadsTheEngineRingsAndExportsCsv)
     EXPECT_FALSE(dock->exportCsv(out.filePath(QStringLiteral("no/such/dir/t.csv"))));
 }
 
-TEST(DemoModel, IsCreatedOnFirstUseAndTheBannerSaysItsWeightsAreRandom)
-{
+TEST(DemoModel, IsCreatedOnFirstUseAndTheBannerSaysItsWeightsAreRandom) {
     // The demo model is made from the fixture's tokenizer here (setup.sh installs the real one).
-    qputenv("NEURAL_DEMO_TOKENIZER",
-            QByteArray::fromStdString((neural::test::tiny_model_dir() / "tokenizer.json").string()));
+    qputenv(
+        "NEURAL_DEMO_TOKENIZER",
+        QByteArray::fromStdString((neural::test::tiny_model_dir() / "tokenizer.json").string()));
     QTemporaryDir dir;
     MainWindow::Options o;
     o.dbPath = dir.filePath(QStringLiteral("c.sqlite"));
@@ -306,16 +300,17 @@ TEST(DemoModel, IsCreatedOnFirstUseAndTheBannerSaysItsWeightsAreRandom)
     o.useTray = false;
     MainWindow w(o);
     w.show();
-    ASSERT_TRUE(spinUntil([&] { return w.engine()->state() != EngineHost::State::loading; }, 120000));
-    ASSERT_EQ(w.engine()->state(), EngineHost::State::ready) << w.engine()->lastError().toStdString();
+    ASSERT_TRUE(
+        spinUntil([&] { return w.engine()->state() != EngineHost::State::loading; }, 120000));
+    ASSERT_EQ(w.engine()->state(), EngineHost::State::ready)
+        << w.engine()->lastError().toStdString();
     EXPECT_TRUE(w.engine()->isDemo());
     EXPECT_EQ(w.engine()->modelDir(), demoModelDir());
     EXPECT_TRUE(w.banner()->isVisible());
     EXPECT_NE(w.banner()->text().indexOf(QStringLiteral("random")), -1);
 }
 
-TEST(BadModel, TheWindowSaysWhyAndOffersTheWizardWithoutBlocking)
-{
+TEST(BadModel, TheWindowSaysWhyAndOffersTheWizardWithoutBlocking) {
     QTemporaryDir dir;
     MainWindow::Options o;
     o.modelDir = dir.filePath(QStringLiteral("not-a-model"));
@@ -326,8 +321,8 @@ TEST(BadModel, TheWindowSaysWhyAndOffersTheWizardWithoutBlocking)
     o.useTray = false;
     MainWindow w(o);
     w.show();
-    QMessageBox *box = nullptr;
-    ASSERT_TRUE(spinUntil([&] { return (box = w.findChild<QMessageBox *>()) != nullptr; }, 20000));
+    QMessageBox* box = nullptr;
+    ASSERT_TRUE(spinUntil([&] { return (box = w.findChild<QMessageBox*>()) != nullptr; }, 20000));
     EXPECT_EQ(w.engine()->state(), EngineHost::State::failed);
     EXPECT_NE(box->informativeText().indexOf(QStringLiteral("config.json")), -1)
         << box->informativeText().toStdString();
@@ -339,19 +334,19 @@ TEST(BadModel, TheWindowSaysWhyAndOffersTheWizardWithoutBlocking)
     box->close();
 }
 
-TEST(Logging, SpdlogLinesReachThePanelAndTheRotatingFile)
-{
+TEST(Logging, SpdlogLinesReachThePanelAndTheRotatingFile) {
     QTemporaryDir dir;
     const QString file = dir.filePath(QStringLiteral("neural-desktop.log"));
     ASSERT_EQ(installLogging(file), file);
     QStringList lines;
-    auto c = QObject::connect(&LogHub::instance(), &LogHub::line,
-                              [&](const QString &l) { lines << l; });
+    auto c =
+        QObject::connect(&LogHub::instance(), &LogHub::line, [&](const QString& l) { lines << l; });
     spdlog::info("hello from the gui log test");
     qWarning("a Qt warning");
     EXPECT_TRUE(spinUntil([&] { return lines.size() >= 2; }, 5000));
     QObject::disconnect(c);
-    EXPECT_NE(lines.join(QLatin1Char('\n')).indexOf(QStringLiteral("hello from the gui log test")), -1);
+    EXPECT_NE(lines.join(QLatin1Char('\n')).indexOf(QStringLiteral("hello from the gui log test")),
+              -1);
     EXPECT_NE(lines.join(QLatin1Char('\n')).indexOf(QStringLiteral("a Qt warning")), -1);
     spdlog::default_logger()->flush();
     QFile f(file);
@@ -360,8 +355,7 @@ TEST(Logging, SpdlogLinesReachThePanelAndTheRotatingFile)
     qInstallMessageHandler(nullptr);
 }
 
-TEST(ChatInput, EnterSendsShiftEnterAddsALineEscStops)
-{
+TEST(ChatInput, EnterSendsShiftEnterAddsALineEscStops) {
     ChatInput input;
     input.show();
     QSignalSpy send(&input, &ChatInput::sendRequested);
@@ -377,12 +371,13 @@ TEST(ChatInput, EnterSendsShiftEnterAddsALineEscStops)
     EXPECT_EQ(send.count(), 2);
     QTest::keyClick(&input, Qt::Key_Escape);
     EXPECT_EQ(stop.count(), 1);
-    EXPECT_EQ(input.toPlainText(), QStringLiteral("line one\nline two"));  // sending clears elsewhere
+    EXPECT_EQ(input.toPlainText(),
+              QStringLiteral("line one\nline two"));  // sending clears elsewhere
 }
 
-TEST(Markdown, CodeIsMonospacedAndCodeBlocksCanBeCopied)
-{
-    const QString md = QStringLiteral("Use `ls`:\n\n```sh\nls -l\necho hi\n```\n\nand\n\n~~~\nx = 1\n~~~\n");
+TEST(Markdown, CodeIsMonospacedAndCodeBlocksCanBeCopied) {
+    const QString md =
+        QStringLiteral("Use `ls`:\n\n```sh\nls -l\necho hi\n```\n\nand\n\n~~~\nx = 1\n~~~\n");
     const QString html = markdownToHtml(md, QApplication::palette());
     EXPECT_NE(html.indexOf(QStringLiteral("monospace")), -1);
     EXPECT_NE(html.indexOf(QStringLiteral("ls -l")), -1);

@@ -27,19 +27,15 @@ namespace neural::gui {
 namespace {
 
 // A knob's QVariant as the schema's text.
-std::string knobText(const QVariant &v)
-{
-    if (v.typeId() == QMetaType::Bool)
-        return v.toBool() ? "1" : "0";
+std::string knobText(const QVariant& v) {
+    if (v.typeId() == QMetaType::Bool) return v.toBool() ? "1" : "0";
     if (v.typeId() == QMetaType::Double)
         return v.toDouble() == -1 ? "auto" : options::format_real(v.toDouble());
-    if (v.typeId() == QMetaType::Int)
-        return v.toInt() == -1 ? "auto" : std::to_string(v.toInt());
+    if (v.typeId() == QMetaType::Int) return v.toInt() == -1 ? "auto" : std::to_string(v.toInt());
     return v.toString().toStdString();
 }
 
-TEST(Profiles, BuiltInsDifferWhereDesignSaysSo)
-{
+TEST(Profiles, BuiltInsDifferWhereDesignSaysSo) {
     const Profile s = Profile::stock(), o = Profile::optimized();
     // The fast path is the default of both (it reads the checkpoint's experts without a store).
     EXPECT_EQ(s.value(QStringLiteral("kernel")).toString(), QStringLiteral("auto"));
@@ -48,16 +44,15 @@ TEST(Profiles, BuiltInsDifferWhereDesignSaysSo)
     EXPECT_EQ(o.value(QStringLiteral("kernel-persistent")).toString(), QStringLiteral("1"));
     EXPECT_TRUE(o.value(QStringLiteral("grouped-gemm")).toBool());
     EXPECT_DOUBLE_EQ(o.value(QStringLiteral("pool")).toDouble(), 6.05);
-    EXPECT_EQ(o.value(QStringLiteral("kv-ring")).toInt(), -1);  // auto: DESIGN's 256 is below the minimum
+    EXPECT_EQ(o.value(QStringLiteral("kv-ring")).toInt(),
+              -1);  // auto: DESIGN's 256 is below the minimum
     EXPECT_EQ(s.value(QStringLiteral("kv-ring")).toInt(), -1);  // Stock: the engine's defaults
     EXPECT_EQ(o.value(QStringLiteral("scratch")).toInt(), 6);
     EXPECT_EQ(s.value(QStringLiteral("scratch")).toInt(), 4);
-    for (const KnobDef &k : knobDefs())
-        EXPECT_FALSE(k.help.isEmpty()) << k.key.toStdString();
+    for (const KnobDef& k : knobDefs()) EXPECT_FALSE(k.help.isEmpty()) << k.key.toStdString();
 }
 
-TEST(Profiles, SaveAndLoadRoundTrip)
-{
+TEST(Profiles, SaveAndLoadRoundTrip) {
     QTemporaryDir dir;
     const QString path = dir.filePath(QStringLiteral("profiles.json"));
     ProfileStore a;
@@ -77,7 +72,7 @@ TEST(Profiles, SaveAndLoadRoundTrip)
     ASSERT_TRUE(b.load(path, &error)) << error.toStdString();
     EXPECT_EQ(b.activeName(), QStringLiteral("Mine"));
     ASSERT_EQ(b.profiles().size(), 3);
-    const Profile &m = b.active();
+    const Profile& m = b.active();
     EXPECT_EQ(m.modelDir, mine.modelDir);
     EXPECT_EQ(m.store, mine.store);
     EXPECT_EQ(m.toJson(), mine.toJson());
@@ -94,8 +89,7 @@ TEST(Profiles, SaveAndLoadRoundTrip)
     EXPECT_EQ(noStore.toLoadOptions().kernel, "avx2");
 }
 
-TEST(Profiles, MissingFileGivesBuiltInsAndBadFilesSayWhy)
-{
+TEST(Profiles, MissingFileGivesBuiltInsAndBadFilesSayWhy) {
     QTemporaryDir dir;
     ProfileStore s;
     EXPECT_TRUE(s.load(dir.filePath(QStringLiteral("none.json"))));
@@ -113,10 +107,10 @@ TEST(Profiles, MissingFileGivesBuiltInsAndBadFilesSayWhy)
     EXPECT_EQ(s.profiles().size(), 2);  // built-ins kept
 }
 
-TEST(Profiles, HandEditedValuesAreClampedAndUnknownKeysDropped)
-{
+TEST(Profiles, HandEditedValuesAreClampedAndUnknownKeysDropped) {
     const QJsonObject o = QJsonDocument::fromJson(R"({"name": "Odd", "knobs": {
-        "threads": -5, "pool": 1e9, "kernel": "quantum", "refresh-m": 3.6, "bogus": 1}})").object();
+        "threads": -5, "pool": 1e9, "kernel": "quantum", "refresh-m": 3.6, "bogus": 1}})")
+                              .object();
     const Profile p = Profile::fromJson(o);
     EXPECT_EQ(p.value(QStringLiteral("threads")).toInt(), 0);
     EXPECT_DOUBLE_EQ(p.value(QStringLiteral("pool")).toDouble(), options::find("pool")->max);
@@ -126,8 +120,7 @@ TEST(Profiles, HandEditedValuesAreClampedAndUnknownKeysDropped)
 }
 
 // The prompt and memory knobs reach the engine's options where the build has the GPU backend.
-TEST(Profiles, ScratchKvRingAndReleaseResidentReachTheEngine)
-{
+TEST(Profiles, ScratchKvRingAndReleaseResidentReachTheEngine) {
     Profile p = Profile::optimized();
     p.store = QStringLiteral("/models/experts.nstore");
     p.values.insert(QStringLiteral("scratch"), 5);
@@ -148,7 +141,8 @@ TEST(Profiles, ScratchKvRingAndReleaseResidentReachTheEngine)
     // The RAM levers act on a store: without one the engine's rule refuses them, naming the flags.
     Profile noStore = p;
     noStore.store.clear();
-    EXPECT_THAT(test::error_of([&] { noStore.toLoadOptions(); }), ::testing::HasSubstr("need --store FILE"));
+    EXPECT_THAT(test::error_of([&] { noStore.toLoadOptions(); }),
+                ::testing::HasSubstr("need --store FILE"));
     EXPECT_EQ(Profile::stock().toLoadOptions().gpu.kv_ring, -1);
     EXPECT_EQ(Profile::optimized().toLoadOptions().gpu.kv_ring, -1);
     // K/V checkpoints: off in Stock, 1 GiB in Optimized (switching conversations keeps their K/V).
@@ -181,32 +175,33 @@ TEST(Profiles, ScratchKvRingAndReleaseResidentReachTheEngine)
     p.values.insert(QStringLiteral("stream-misses"), true);
     EXPECT_EQ(p.toLoadOptions().gpu.stream_misses, 1);
     // A hand-edited value that is not a choice falls back to auto.
-    const Profile edited = Profile::fromJson(QJsonObject{
-        {QStringLiteral("name"), QStringLiteral("E")},
-        {QStringLiteral("knobs"), QJsonObject{{QStringLiteral("pin-store"), QStringLiteral("yes")}}}});
+    const Profile edited = Profile::fromJson(
+        QJsonObject{{QStringLiteral("name"), QStringLiteral("E")},
+                    {QStringLiteral("knobs"),
+                     QJsonObject{{QStringLiteral("pin-store"), QStringLiteral("yes")}}}});
     EXPECT_EQ(edited.value(QStringLiteral("pin-store")).toString(), QStringLiteral("auto"));
 }
 
 // Settings that cannot apply here sit under one line, hidden until asked for; labels are words,
 // the flags are in the tooltips.
-TEST(Profiles, SettingsThatCannotApplyAreGroupedAwayUnderOneLine)
-{
+TEST(Profiles, SettingsThatCannotApplyAreGroupedAwayUnderOneLine) {
     QTemporaryDir dir;
     ProfileStore store;
     ProfileDialog dialog(&store, dir.filePath(QStringLiteral("p.json")));
     dialog.show();
     int unsupported = 0;
-    for (const KnobDef &k : knobDefs()) {
-        QWidget *ed = dialog.editor(k.key);
+    for (const KnobDef& k : knobDefs()) {
+        QWidget* ed = dialog.editor(k.key);
         ASSERT_NE(ed, nullptr);
         const bool applies = unsupportedReason(k.key).isEmpty();
         unsupported += applies ? 0 : 1;
         EXPECT_EQ(ed->isVisible(), applies) << k.key.toStdString();
         EXPECT_NE(ed->toolTip().indexOf(QStringLiteral("--") + k.key), -1) << k.key.toStdString();
     }
-    for (QLabel *label : dialog.findChildren<QLabel *>()) {
+    for (QLabel* label : dialog.findChildren<QLabel*>()) {
         if (label->buddy()) {  // a row's label
-            EXPECT_EQ(label->text().indexOf(QStringLiteral("--")), -1) << label->text().toStdString();
+            EXPECT_EQ(label->text().indexOf(QStringLiteral("--")), -1)
+                << label->text().toStdString();
         }
     }
     if (unsupported == 0) {
@@ -217,26 +212,24 @@ TEST(Profiles, SettingsThatCannotApplyAreGroupedAwayUnderOneLine)
     EXPECT_TRUE(dialog.notApplicableLine()->isVisible());
     EXPECT_NE(dialog.notApplicableLine()->text().indexOf(QString::number(unsupported)), -1)
         << dialog.notApplicableLine()->text().toStdString();
-    QPushButton *show = nullptr;
-    for (QPushButton *b : dialog.findChildren<QPushButton *>())
-        if (b->accessibleName() == QStringLiteral("Show the settings that do not apply"))
-            show = b;
+    QPushButton* show = nullptr;
+    for (QPushButton* b : dialog.findChildren<QPushButton*>())
+        if (b->accessibleName() == QStringLiteral("Show the settings that do not apply")) show = b;
     ASSERT_NE(show, nullptr);
     show->click();
-    for (const KnobDef &k : knobDefs())
+    for (const KnobDef& k : knobDefs())
         EXPECT_TRUE(dialog.editor(k.key)->isVisible()) << k.key.toStdString();
 }
 
-TEST(Profiles, UnsupportedKnobsAreDisabledWithTheirReason)
-{
+TEST(Profiles, UnsupportedKnobsAreDisabledWithTheirReason) {
     QTemporaryDir dir;
     ProfileStore store;
     ProfileDialog dialog(&store, dir.filePath(QStringLiteral("p.json")));
     int disabled = 0;
-    auto *backend = qobject_cast<QComboBox *>(dialog.editor(QStringLiteral("backend")));
+    auto* backend = qobject_cast<QComboBox*>(dialog.editor(QStringLiteral("backend")));
     ASSERT_NE(backend, nullptr);
-    for (const KnobDef &k : knobDefs()) {
-        QWidget *ed = dialog.editor(k.key);
+    for (const KnobDef& k : knobDefs()) {
+        QWidget* ed = dialog.editor(k.key);
         ASSERT_NE(ed, nullptr) << k.key.toStdString();
         const QString why = unsupportedReason(k.key, backend->currentText());
         EXPECT_EQ(ed->isEnabled(), why.isEmpty()) << k.key.toStdString();
@@ -250,15 +243,14 @@ TEST(Profiles, UnsupportedKnobsAreDisabledWithTheirReason)
     EXPECT_TRUE(unsupportedReason(QStringLiteral("kernel")).isEmpty());
 }
 
-TEST(Profiles, TheDialogAppliesEditsSavesAndReportsTheActiveProfile)
-{
+TEST(Profiles, TheDialogAppliesEditsSavesAndReportsTheActiveProfile) {
     QTemporaryDir dir;
     const QString path = dir.filePath(QStringLiteral("p.json"));
     ProfileStore store;
     store.setActive(QStringLiteral("Optimized"));
     ProfileDialog dialog(&store, path);
-    auto *threads = qobject_cast<QSpinBox *>(dialog.editor(QStringLiteral("threads")));
-    auto *persistent = qobject_cast<QComboBox *>(dialog.editor(QStringLiteral("kernel-persistent")));
+    auto* threads = qobject_cast<QSpinBox*>(dialog.editor(QStringLiteral("threads")));
+    auto* persistent = qobject_cast<QComboBox*>(dialog.editor(QStringLiteral("kernel-persistent")));
     ASSERT_NE(threads, nullptr);
     ASSERT_NE(persistent, nullptr);
     EXPECT_EQ(persistent->currentText(), QStringLiteral("1"));  // shows the Optimized values
@@ -266,10 +258,9 @@ TEST(Profiles, TheDialogAppliesEditsSavesAndReportsTheActiveProfile)
     threads->setValue(3);
     persistent->setCurrentText(QStringLiteral("0"));
     QSignalSpy applied(&dialog, &ProfileDialog::applied);
-    QPushButton *apply = nullptr;
-    for (QPushButton *b : dialog.findChildren<QPushButton *>())
-        if (b->text() == QStringLiteral("Apply and reload"))
-            apply = b;
+    QPushButton* apply = nullptr;
+    for (QPushButton* b : dialog.findChildren<QPushButton*>())
+        if (b->text() == QStringLiteral("Apply and reload")) apply = b;
     ASSERT_NE(apply, nullptr);
     apply->click();
     ASSERT_EQ(applied.count(), 1);
@@ -287,40 +278,40 @@ TEST(Profiles, TheDialogAppliesEditsSavesAndReportsTheActiveProfile)
 // --- The knobs are the settings schema's rows (runtime/options.h) ---------------------------
 
 // A knob value for `text` as the dialog would hold it.
-QVariant knobFromText(const KnobDef &k, const std::string &text)
-{
-    const options::Setting &s = *options::find(k.key.toStdString());
+QVariant knobFromText(const KnobDef& k, const std::string& text) {
+    const options::Setting& s = *options::find(k.key.toStdString());
     const options::Value v = options::parse(s, text);
     switch (k.type) {
-    case KnobDef::Type::boolean: return std::get<bool>(v);
-    case KnobDef::Type::integer: return static_cast<int>(std::get<std::int64_t>(v));
-    case KnobDef::Type::real: return std::get<double>(v);
-    default: return QString::fromStdString(text);
+        case KnobDef::Type::boolean:
+            return std::get<bool>(v);
+        case KnobDef::Type::integer:
+            return static_cast<int>(std::get<std::int64_t>(v));
+        case KnobDef::Type::real:
+            return std::get<double>(v);
+        default:
+            return QString::fromStdString(text);
     }
 }
 
 // Settings (as `neural` reads them from flags) -> a desktop profile.
-Profile profileFrom(const options::Settings &settings)
-{
+Profile profileFrom(const options::Settings& settings) {
     Profile p = Profile::stock();
-    for (const auto &[key, text] : settings) {
+    for (const auto& [key, text] : settings) {
         if (key == "store") {
             p.store = QString::fromStdString(text);
             continue;
         }
-        const KnobDef *k = findKnob(QString::fromStdString(options::find(key)->flag.substr(2)));
+        const KnobDef* k = findKnob(QString::fromStdString(options::find(key)->flag.substr(2)));
         EXPECT_NE(k, nullptr) << key;
-        if (k)
-            p.values.insert(k->key, knobFromText(*k, text));
+        if (k) p.values.insert(k->key, knobFromText(*k, text));
     }
     return p;
 }
 
-TEST(ProfileKnobs, EveryRowIsAKnobWithItsLabelHelpLimitsAndDefault)
-{
-    for (const options::Setting &s : options::settings()) {
+TEST(ProfileKnobs, EveryRowIsAKnobWithItsLabelHelpLimitsAndDefault) {
+    for (const options::Setting& s : options::settings()) {
         SCOPED_TRACE(s.flag);
-        const KnobDef *k = findKnob(QString::fromStdString(s.flag.substr(2)));
+        const KnobDef* k = findKnob(QString::fromStdString(s.flag.substr(2)));
         if (s.key == "store") {
             EXPECT_EQ(k, nullptr);  // Profile::store
             continue;
@@ -340,48 +331,49 @@ TEST(ProfileKnobs, EveryRowIsAKnobWithItsLabelHelpLimitsAndDefault)
 
 // Every row: a knob value gives the LoadOptions the same flag gives `neural` (where this build
 // applies the knob; elsewhere it is reported and not applied).
-TEST(ProfileKnobs, EveryKnobReachesLoadOptionsAsItsFlagDoes)
-{
+TEST(ProfileKnobs, EveryKnobReachesLoadOptionsAsItsFlagDoes) {
     const bool cuda = unsupportedReason(QStringLiteral("backend")).isEmpty();
-    for (const options::Setting &s : options::settings()) {
-        if (s.key == "store" || s.key == "backend")
-            continue;
+    for (const options::Setting& s : options::settings()) {
+        if (s.key == "store" || s.key == "backend") continue;
         SCOPED_TRACE(s.flag);
         options::Settings flags = {{"store", "/models/experts.nstore"}, {"kernel", "auto"}};
-        if (cuda)
-            flags["backend"] = "auto";
+        if (cuda) flags["backend"] = "auto";
         if (s.key == "warmup_sync" || s.key == "ranking")
             flags["warmup_ram"] = "2";  // what they need (the ranking orders the warm-up)
-        const std::string text = s.type == options::Type::boolean ? "1"
+        const std::string text = s.type == options::Type::boolean  ? "1"
                                  : s.type == options::Type::choice ? s.choices.back()
                                  : s.type == options::Type::path   ? "/x/" + s.key
-                                 : s.type == options::Type::real   ? options::format_real(s.max / 4)
-                                                                   : std::to_string(static_cast<std::int64_t>(s.max) - 1);
+                                 : s.type == options::Type::real
+                                     ? options::format_real(s.max / 4)
+                                     : std::to_string(static_cast<std::int64_t>(s.max) - 1);
         flags[s.key] = text;
         const Profile p = profileFrom(flags);
-        if (!unsupportedReason(QString::fromStdString(s.flag.substr(2)), p.value(QStringLiteral("backend")).toString()).isEmpty() ||
+        if (!unsupportedReason(QString::fromStdString(s.flag.substr(2)),
+                               p.value(QStringLiteral("backend")).toString())
+                 .isEmpty() ||
             (s.applies == options::Applies::cuda && !cuda)) {
             EXPECT_EQ(p.settings().count(s.key), 0u);  // kept in the profile, not applied
             continue;
         }
-        EXPECT_EQ(options::to_settings(p.toLoadOptions(), true), options::to_settings(options::apply(flags), true));
+        EXPECT_EQ(options::to_settings(p.toLoadOptions(), true),
+                  options::to_settings(options::apply(flags), true));
     }
 }
 
-TEST(ProfileKnobs, OutOfRangeValuesAreRefusedWithTheFlagsMessage)
-{
+TEST(ProfileKnobs, OutOfRangeValuesAreRefusedWithTheFlagsMessage) {
     Profile p = Profile::stock();
     p.values.insert(QStringLiteral("threads"), 5000);  // past the limit (fromJson would clamp)
-    EXPECT_EQ(test::error_of([&] { p.toLoadOptions(); }), "--threads: expected an integer in [0, 4096], got \"5000\"");
+    EXPECT_EQ(test::error_of([&] { p.toLoadOptions(); }),
+              "--threads: expected an integer in [0, 4096], got \"5000\"");
     p = Profile::stock();
     p.values.insert(QStringLiteral("prefetch"), QStringLiteral("some"));
-    EXPECT_EQ(test::error_of([&] { p.toLoadOptions(); }), "--prefetch: expected none, dense or all, got \"some\"");
+    EXPECT_EQ(test::error_of([&] { p.toLoadOptions(); }),
+              "--prefetch: expected none, dense or all, got \"some\"");
 }
 
 // A CUDA-only knob on a cpu-backend profile is not applied, and says why with the message `neural`
 // and neural-server give for the flag.
-TEST(ProfileKnobs, ACudaKnobOnTheCpuBackendIsRefusedWithTheFlagsMessage)
-{
+TEST(ProfileKnobs, ACudaKnobOnTheCpuBackendIsRefusedWithTheFlagsMessage) {
     Profile p = Profile::stock();  // backend cpu
     p.values.insert(QStringLiteral("pool"), 2.0);
     EXPECT_EQ(unsupportedReason(QStringLiteral("pool"), QStringLiteral("cpu")).toStdString(),
@@ -393,7 +385,7 @@ TEST(ProfileKnobs, ACudaKnobOnTheCpuBackendIsRefusedWithTheFlagsMessage)
     QTemporaryDir dir;
     ProfileStore store;
     ProfileDialog dialog(&store, dir.filePath(QStringLiteral("p.json")));
-    QWidget *pool = dialog.editor(QStringLiteral("pool"));
+    QWidget* pool = dialog.editor(QStringLiteral("pool"));
     ASSERT_NE(pool, nullptr);
     EXPECT_FALSE(pool->isEnabled());
     EXPECT_NE(pool->toolTip().indexOf(QStringLiteral("--pool needs --backend cuda (or auto)")), -1)
@@ -402,8 +394,7 @@ TEST(ProfileKnobs, ACudaKnobOnTheCpuBackendIsRefusedWithTheFlagsMessage)
 
 // "Persistent CPU team" off reaches the CUDA backend's CPU team (a boolean in a saved profile
 // reads as 0), so the Benchmark panel's on/off A/B compares two different teams on either backend.
-TEST(ProfileKnobs, PersistentTeamOffReachesTheCudaBackend)
-{
+TEST(ProfileKnobs, PersistentTeamOffReachesTheCudaBackend) {
     Profile p = Profile::optimized();
     p.store = QStringLiteral("/models/experts.nstore");
     p.values.insert(QStringLiteral("kernel-persistent"), false);
@@ -416,8 +407,7 @@ TEST(ProfileKnobs, PersistentTeamOffReachesTheCudaBackend)
 }
 
 // The flags `neural fit` plans for this machine, as a desktop profile: the same LoadOptions.
-TEST(ProfileKnobs, FitFlagsAreADesktopProfile)
-{
+TEST(ProfileKnobs, FitFlagsAreADesktopProfile) {
     FitRequest req;
     req.config = ModelConfig::load(test::tiny_model_dir() / "config.json");
     req.store_kind = "raw";

@@ -9,8 +9,7 @@
 
 #include "conversation/conversationstore.h"
 
-int main(int argc, char **argv)
-{
+int main(int argc, char** argv) {
     QCoreApplication app(argc, argv);
     if (argc != 2) {
         std::fprintf(stderr, "usage: gui_store_crash_helper DB\n");
@@ -24,10 +23,10 @@ int main(int argc, char **argv)
     const qint64 conv = store.createConversation(QStringLiteral("crash test"));
     for (int n = 0;; ++n) {
         QString generating;  // the reply being generated: memory only until complete
-        for (int t = 0; t < 20; ++t)
-            generating += QStringLiteral("tok%1 ").arg(t);
-        const auto m = store.appendMessage(conv, n % 2 ? QStringLiteral("assistant") : QStringLiteral("user"),
-                                           QStringLiteral("message %1").arg(n), generating);
+        for (int t = 0; t < 20; ++t) generating += QStringLiteral("tok%1 ").arg(t);
+        const auto m =
+            store.appendMessage(conv, n % 2 ? QStringLiteral("assistant") : QStringLiteral("user"),
+                                QStringLiteral("message %1").arg(n), generating);
         if (m.id == 0) {
             std::fprintf(stderr, "%s\n", qPrintable(store.lastError()));
             return 1;

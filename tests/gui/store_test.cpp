@@ -17,30 +17,28 @@ namespace neural::gui {
 namespace {
 
 // Runs SQL statements on `path` through a connection of its own (to build old / odd files).
-void rawSql(const QString &path, const QStringList &statements)
-{
+void rawSql(const QString& path, const QStringList& statements) {
     {
-        QSqlDatabase db = QSqlDatabase::addDatabase(QStringLiteral("QSQLITE"), QStringLiteral("raw"));
+        QSqlDatabase db =
+            QSqlDatabase::addDatabase(QStringLiteral("QSQLITE"), QStringLiteral("raw"));
         db.setDatabaseName(path);
         ASSERT_TRUE(db.open());
         QSqlQuery q(db);
-        for (const QString &s : statements)
-            ASSERT_TRUE(q.exec(s)) << s.toStdString();
+        for (const QString& s : statements) ASSERT_TRUE(q.exec(s)) << s.toStdString();
         db.close();
     }
     QSqlDatabase::removeDatabase(QStringLiteral("raw"));
 }
 
-int rawInt(const QString &path, const QString &sql)
-{
+int rawInt(const QString& path, const QString& sql) {
     int v = -1;
     {
-        QSqlDatabase db = QSqlDatabase::addDatabase(QStringLiteral("QSQLITE"), QStringLiteral("raw"));
+        QSqlDatabase db =
+            QSqlDatabase::addDatabase(QStringLiteral("QSQLITE"), QStringLiteral("raw"));
         db.setDatabaseName(path);
         if (db.open()) {
             QSqlQuery q(db);
-            if (q.exec(sql) && q.next())
-                v = q.value(0).toInt();
+            if (q.exec(sql) && q.next()) v = q.value(0).toInt();
             db.close();
         }
     }
@@ -48,8 +46,7 @@ int rawInt(const QString &path, const QString &sql)
     return v;
 }
 
-TEST(ConversationStore, CreatesTheSchemaAndRoundTripsMessages)
-{
+TEST(ConversationStore, CreatesTheSchemaAndRoundTripsMessages) {
     QTemporaryDir dir;
     const QString path = dir.filePath(QStringLiteral("c.sqlite"));
     {
@@ -60,13 +57,16 @@ TEST(ConversationStore, CreatesTheSchemaAndRoundTripsMessages)
         const qint64 b = s.createConversation(QStringLiteral("Beta"));
         ASSERT_GT(a, 0);
         ASSERT_GT(b, a);
-        EXPECT_GT(s.appendMessage(a, QStringLiteral("user"), QStringLiteral("hi there")).id, 0) << s.lastError().toStdString();
+        EXPECT_GT(s.appendMessage(a, QStringLiteral("user"), QStringLiteral("hi there")).id, 0)
+            << s.lastError().toStdString();
         const QJsonObject stats{{QStringLiteral("tokens"), 7}};
-        const auto reply = s.appendMessage(a, QStringLiteral("assistant"), QStringLiteral("**hello**"),
-                                           QStringLiteral("thinking"), stats);
+        const auto reply =
+            s.appendMessage(a, QStringLiteral("assistant"), QStringLiteral("**hello**"),
+                            QStringLiteral("thinking"), stats);
         EXPECT_EQ(reply.position, 1);
         EXPECT_GT(s.appendMessage(b, QStringLiteral("user"), QStringLiteral("zebra facts")).id, 0);
-        ASSERT_TRUE(s.setConversationSettings(a, QStringLiteral("Be brief."), QStringLiteral("high")));
+        ASSERT_TRUE(
+            s.setConversationSettings(a, QStringLiteral("Be brief."), QStringLiteral("high")));
     }
     ConversationStore s;  // reopened: everything was committed
     ASSERT_TRUE(s.open(path));
@@ -101,23 +101,26 @@ TEST(ConversationStore, CreatesTheSchemaAndRoundTripsMessages)
     EXPECT_TRUE(s.integrityOk());
 }
 
-TEST(ConversationStore, MigratesAVersion1FileKeepingItsMessages)
-{
+TEST(ConversationStore, MigratesAVersion1FileKeepingItsMessages) {
     QTemporaryDir dir;
     const QString path = dir.filePath(QStringLiteral("v1.sqlite"));
     // The version-1 schema exactly as the first release wrote it.
-    rawSql(path, {QStringLiteral("CREATE TABLE schema_version (version INTEGER NOT NULL)"),
-                  QStringLiteral("INSERT INTO schema_version VALUES (1)"),
-                  QStringLiteral("CREATE TABLE conversations (id INTEGER PRIMARY KEY AUTOINCREMENT,"
-                                 " title TEXT NOT NULL, created_ms INTEGER NOT NULL, updated_ms INTEGER NOT NULL)"),
-                  QStringLiteral("CREATE TABLE messages (id INTEGER PRIMARY KEY AUTOINCREMENT,"
-                                 " conversation_id INTEGER NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,"
-                                 " position INTEGER NOT NULL, role TEXT NOT NULL, content TEXT NOT NULL,"
-                                 " reasoning TEXT NOT NULL DEFAULT '', created_ms INTEGER NOT NULL,"
-                                 " UNIQUE (conversation_id, position))"),
-                  QStringLiteral("INSERT INTO conversations VALUES (1, 'old chat', 1, 2)"),
-                  QStringLiteral("INSERT INTO messages (conversation_id, position, role, content, created_ms)"
-                                 " VALUES (1, 0, 'user', 'from v1', 1)")});
+    rawSql(path,
+           {QStringLiteral("CREATE TABLE schema_version (version INTEGER NOT NULL)"),
+            QStringLiteral("INSERT INTO schema_version VALUES (1)"),
+            QStringLiteral(
+                "CREATE TABLE conversations (id INTEGER PRIMARY KEY AUTOINCREMENT,"
+                " title TEXT NOT NULL, created_ms INTEGER NOT NULL, updated_ms INTEGER NOT NULL)"),
+            QStringLiteral(
+                "CREATE TABLE messages (id INTEGER PRIMARY KEY AUTOINCREMENT,"
+                " conversation_id INTEGER NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,"
+                " position INTEGER NOT NULL, role TEXT NOT NULL, content TEXT NOT NULL,"
+                " reasoning TEXT NOT NULL DEFAULT '', created_ms INTEGER NOT NULL,"
+                " UNIQUE (conversation_id, position))"),
+            QStringLiteral("INSERT INTO conversations VALUES (1, 'old chat', 1, 2)"),
+            QStringLiteral(
+                "INSERT INTO messages (conversation_id, position, role, content, created_ms)"
+                " VALUES (1, 0, 'user', 'from v1', 1)")});
     ConversationStore s;
     ASSERT_TRUE(s.open(path)) << s.lastError().toStdString();
     EXPECT_EQ(s.schemaVersion(), ConversationStore::kSchemaVersion);
@@ -131,12 +134,13 @@ TEST(ConversationStore, MigratesAVersion1FileKeepingItsMessages)
     EXPECT_TRUE(msgs[0].stats.isEmpty());
     // New rows use the new columns.
     EXPECT_GT(s.appendMessage(1, QStringLiteral("assistant"), QStringLiteral("ok"), {},
-                              {{QStringLiteral("tokens"), 3}}).id, 0);
+                              {{QStringLiteral("tokens"), 3}})
+                  .id,
+              0);
     EXPECT_EQ(s.messages(1)[1].stats.value(QStringLiteral("tokens")).toInt(), 3);
 }
 
-TEST(ConversationStore, RefusesAFileFromANewerAppWithoutTouchingIt)
-{
+TEST(ConversationStore, RefusesAFileFromANewerAppWithoutTouchingIt) {
     QTemporaryDir dir;
     const QString path = dir.filePath(QStringLiteral("future.sqlite"));
     rawSql(path, {QStringLiteral("CREATE TABLE schema_version (version INTEGER NOT NULL)"),
@@ -148,8 +152,7 @@ TEST(ConversationStore, RefusesAFileFromANewerAppWithoutTouchingIt)
     EXPECT_EQ(rawInt(path, QStringLiteral("SELECT version FROM schema_version")), 99);
 }
 
-TEST(ConversationStore, RejectsAFileThatIsNotADatabase)
-{
+TEST(ConversationStore, RejectsAFileThatIsNotADatabase) {
     QTemporaryDir dir;
     const QString path = dir.filePath(QStringLiteral("junk.sqlite"));
     QFile f(path);
@@ -162,8 +165,7 @@ TEST(ConversationStore, RejectsAFileThatIsNotADatabase)
     EXPECT_FALSE(s.open(dir.filePath(QStringLiteral("no/such/folder/c.sqlite"))));
 }
 
-TEST(ConversationStore, AFailedAppendRollsBackAndLeavesNothing)
-{
+TEST(ConversationStore, AFailedAppendRollsBackAndLeavesNothing) {
     QTemporaryDir dir;
     const QString path = dir.filePath(QStringLiteral("c.sqlite"));
     ConversationStore s;
@@ -175,15 +177,14 @@ TEST(ConversationStore, AFailedAppendRollsBackAndLeavesNothing)
     EXPECT_EQ(rawInt(path, QStringLiteral("SELECT COUNT(*) FROM messages")), 0);
 }
 
-TEST(ConversationStore, ExportsMarkdownAndJson)
-{
+TEST(ConversationStore, ExportsMarkdownAndJson) {
     QTemporaryDir dir;
     ConversationStore s;
     ASSERT_TRUE(s.open(dir.filePath(QStringLiteral("c.sqlite"))));
     const qint64 id = s.createConversation(QStringLiteral("Export me"));
     s.appendMessage(id, QStringLiteral("user"), QStringLiteral("What is 2+2?"));
-    s.appendMessage(id, QStringLiteral("assistant"), QStringLiteral("It is `4`."), QStringLiteral("simple sum"),
-                    {{QStringLiteral("tokens"), 5}});
+    s.appendMessage(id, QStringLiteral("assistant"), QStringLiteral("It is `4`."),
+                    QStringLiteral("simple sum"), {{QStringLiteral("tokens"), 5}});
     const QString md = s.exportMarkdown(id);
     EXPECT_TRUE(md.startsWith(QStringLiteral("# Export me\n")));
     EXPECT_NE(md.indexOf(QStringLiteral("## User\n\nWhat is 2+2?")), -1);
@@ -193,15 +194,21 @@ TEST(ConversationStore, ExportsMarkdownAndJson)
     EXPECT_EQ(root.value(QStringLiteral("title")).toString(), QStringLiteral("Export me"));
     const QJsonArray msgs = root.value(QStringLiteral("messages")).toArray();
     ASSERT_EQ(msgs.size(), 2);
-    EXPECT_EQ(msgs[1].toObject().value(QStringLiteral("content")).toString(), QStringLiteral("It is `4`."));
-    EXPECT_EQ(msgs[1].toObject().value(QStringLiteral("stats")).toObject().value(QStringLiteral("tokens")).toInt(), 5);
+    EXPECT_EQ(msgs[1].toObject().value(QStringLiteral("content")).toString(),
+              QStringLiteral("It is `4`."));
+    EXPECT_EQ(msgs[1]
+                  .toObject()
+                  .value(QStringLiteral("stats"))
+                  .toObject()
+                  .value(QStringLiteral("tokens"))
+                  .toInt(),
+              5);
     EXPECT_TRUE(s.exportJson(999).isEmpty());
 }
 
 // A writer process is SIGKILLed while it streams messages: the file passes integrity_check and
 // holds every message whose commit it reported, in order, with nothing half-written.
-TEST(ConversationStore, AKilledWriterLosesAtMostTheMessageBeingGenerated)
-{
+TEST(ConversationStore, AKilledWriterLosesAtMostTheMessageBeingGenerated) {
     QTemporaryDir dir;
     const QString path = dir.filePath(QStringLiteral("crash.sqlite"));
     for (int round = 0; round < 3; ++round) {
@@ -218,8 +225,7 @@ TEST(ConversationStore, AKilledWriterLosesAtMostTheMessageBeingGenerated)
             while ((nl = pending.indexOf('\n')) >= 0) {
                 const QByteArray line = pending.left(nl);
                 pending.remove(0, nl + 1);
-                if (line.startsWith("committed "))
-                    lastCommitted = line.mid(10).toInt();
+                if (line.startsWith("committed ")) lastCommitted = line.mid(10).toInt();
             }
         }
         ASSERT_GE(lastCommitted, target) << p.readAllStandardError().toStdString();
@@ -228,7 +234,7 @@ TEST(ConversationStore, AKilledWriterLosesAtMostTheMessageBeingGenerated)
         ASSERT_EQ(p.exitStatus(), QProcess::CrashExit);
         // Lines still in the pipe: commits reported before the kill landed.
         pending += p.readAllStandardOutput();
-        for (const QByteArray &line : pending.split('\n'))
+        for (const QByteArray& line : pending.split('\n'))
             if (line.startsWith("committed "))
                 lastCommitted = std::max(lastCommitted, line.mid(10).toInt());
 
@@ -236,7 +242,7 @@ TEST(ConversationStore, AKilledWriterLosesAtMostTheMessageBeingGenerated)
         ASSERT_TRUE(s.open(path)) << s.lastError().toStdString();
         EXPECT_TRUE(s.integrityOk());
         const auto convs = s.conversations();
-        ASSERT_EQ(convs.size(), round + 1);  // one per helper run
+        ASSERT_EQ(convs.size(), round + 1);         // one per helper run
         const auto msgs = s.messages(convs[0].id);  // this round's conversation
         ASSERT_GE(msgs.size(), lastCommitted + 1);
         // The kill may land after a commit the helper had no time to report (one more row),

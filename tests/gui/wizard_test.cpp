@@ -34,8 +34,7 @@ using test::spinUntil;
 
 QString fixtureDir() { return QString::fromStdString(neural::test::tiny_model_dir().string()); }
 
-TEST(CheckpointCheck, RefusesBadFoldersWithTheReason)
-{
+TEST(CheckpointCheck, RefusesBadFoldersWithTheReason) {
     QTemporaryDir empty;
     const CheckpointReport a = checkCheckpoint(empty.path());
     EXPECT_FALSE(a.ok);
@@ -46,8 +45,7 @@ TEST(CheckpointCheck, RefusesBadFoldersWithTheReason)
     EXPECT_FALSE(checkCheckpoint(QString()).ok);
 }
 
-TEST(CheckpointCheck, ReportsShapeSizesAndFit)
-{
+TEST(CheckpointCheck, ReportsShapeSizesAndFit) {
     const CheckpointReport r = checkCheckpoint(fixtureDir());
     ASSERT_TRUE(r.ok) << r.error.toStdString();
     EXPECT_NE(r.shape.indexOf(QStringLiteral("layers")), -1);
@@ -60,17 +58,16 @@ TEST(CheckpointCheck, ReportsShapeSizesAndFit)
     EXPECT_NE(r.fitText.indexOf(QStringLiteral("RAM")), -1);
 }
 
-QString ggufFile()
-{
+QString ggufFile() {
     return QString::fromStdString(
         (neural::test::shared_dir() / "fixtures" / "tiny-gptoss-a-gguf" / "model.gguf").string());
 }
 
-TEST(CheckpointCheck, AcceptsAGgufFileAndRefusesADamagedOneWithTheReason)
-{
+TEST(CheckpointCheck, AcceptsAGgufFileAndRefusesADamagedOneWithTheReason) {
     const CheckpointReport r = checkCheckpoint(ggufFile());
     ASSERT_TRUE(r.ok) << r.error.toStdString();
-    EXPECT_NE(r.shape.indexOf(QStringLiteral("4 layers, 8 experts (top-4)")), -1) << r.shape.toStdString();
+    EXPECT_NE(r.shape.indexOf(QStringLiteral("4 layers, 8 experts (top-4)")), -1)
+        << r.shape.toStdString();
     EXPECT_EQ(r.checkpointBytes, QFileInfo(ggufFile()).size());
     EXPECT_EQ(r.rawStoreBytes, checkCheckpoint(fixtureDir()).rawStoreBytes);
 
@@ -88,36 +85,36 @@ TEST(CheckpointCheck, AcceptsAGgufFileAndRefusesADamagedOneWithTheReason)
     EXPECT_NE(bad.error.indexOf(cut), -1) << bad.error.toStdString();
     const CheckpointReport missing = checkCheckpoint(tmp.filePath(QStringLiteral("absent.gguf")));
     EXPECT_FALSE(missing.ok);
-    EXPECT_NE(missing.error.indexOf(QStringLiteral("does not exist")), -1) << missing.error.toStdString();
+    EXPECT_NE(missing.error.indexOf(QStringLiteral("does not exist")), -1)
+        << missing.error.toStdString();
 }
 
 // A user who has the model as a GGUF (LM Studio, Ollama, llama.cpp) goes through the wizard with
 // the file: it validates, the store is repacked from it (records equal to the safetensors
 // checkpoint's) and verified against it, and the profile loads.
-TEST(SetupWizard, AcceptsAGgufFileAndRepacksIt)
-{
+TEST(SetupWizard, AcceptsAGgufFileAndRepacksIt) {
     QTemporaryDir out;
     SetupWizard w;
     w.show();
     w.setCheckpointFolder(ggufFile());
-    ASSERT_TRUE(spinUntil([&] { return w.currentPage()->isComplete(); }, 20000)) << w.report().error.toStdString();
+    ASSERT_TRUE(spinUntil([&] { return w.currentPage()->isComplete(); }, 20000))
+        << w.report().error.toStdString();
     w.next();
     ASSERT_EQ(w.currentId(), SetupWizard::FitPage);
     ASSERT_TRUE(spinUntil([&] { return w.currentPage()->isComplete(); }, 20000));
     w.next();
     ASSERT_EQ(w.currentId(), SetupWizard::StorePage);
-    for (QAbstractButton *b : w.currentPage()->findChildren<QAbstractButton *>())
-        if (b->text().startsWith(QStringLiteral("Create a raw store")))
-            b->click();
+    for (QAbstractButton* b : w.currentPage()->findChildren<QAbstractButton*>())
+        if (b->text().startsWith(QStringLiteral("Create a raw store"))) b->click();
     w.next();
     ASSERT_EQ(w.currentId(), SetupWizard::DestinationPage);
-    QLineEdit *dest = nullptr;
-    for (QLineEdit *e : w.currentPage()->findChildren<QLineEdit *>())
-        if (e->accessibleName() == QStringLiteral("Store file"))
-            dest = e;
+    QLineEdit* dest = nullptr;
+    for (QLineEdit* e : w.currentPage()->findChildren<QLineEdit*>())
+        if (e->accessibleName() == QStringLiteral("Store file")) dest = e;
     ASSERT_NE(dest, nullptr);
     // Proposed beside the GGUF file (not inside it).
-    EXPECT_EQ(QFileInfo(dest->text()).dir(), QFileInfo(ggufFile()).dir()) << dest->text().toStdString();
+    EXPECT_EQ(QFileInfo(dest->text()).dir(), QFileInfo(ggufFile()).dir())
+        << dest->text().toStdString();
     const QString storeFile = out.filePath(QStringLiteral("gguf.nstore"));
     dest->setText(storeFile);
     ASSERT_TRUE(w.currentPage()->isComplete());
@@ -127,14 +124,13 @@ TEST(SetupWizard, AcceptsAGgufFileAndRepacksIt)
     ASSERT_TRUE(QFileInfo(storeFile).isFile());
     w.next();
     ASSERT_EQ(w.currentId(), SetupWizard::VerifyPage);
-    for (QCheckBox *c : w.currentPage()->findChildren<QCheckBox *>())
+    for (QCheckBox* c : w.currentPage()->findChildren<QCheckBox*>())
         c->setChecked(true);  // compare every expert with the GGUF too
-    for (QPushButton *b : w.currentPage()->findChildren<QPushButton *>())
-        if (b->text() == QStringLiteral("Verify now"))
-            b->click();
+    for (QPushButton* b : w.currentPage()->findChildren<QPushButton*>())
+        if (b->text() == QStringLiteral("Verify now")) b->click();
     ASSERT_TRUE(spinUntil([&] { return w.currentPage()->isComplete(); }));
     bool verified = false;
-    for (QLabel *l : w.currentPage()->findChildren<QLabel *>())
+    for (QLabel* l : w.currentPage()->findChildren<QLabel*>())
         verified = verified || l->text().contains(QStringLiteral("match the checkpoint"));
     EXPECT_TRUE(verified);
     w.next();
@@ -161,8 +157,7 @@ TEST(SetupWizard, AcceptsAGgufFileAndRepacksIt)
         }
 }
 
-TEST(SetupWizard, ValidatesTheFolderItIsGiven)
-{
+TEST(SetupWizard, ValidatesTheFolderItIsGiven) {
     QTemporaryDir empty;
     SetupWizard w;
     w.show();  // the wizard picks its first page when shown
@@ -179,8 +174,7 @@ TEST(SetupWizard, ValidatesTheFolderItIsGiven)
 
 // The whole wizard, page by page, as a user would: fixture -> packed store in a temporary
 // folder -> verify -> a profile that points at both.
-TEST(SetupWizard, CreatesAStoreAndAProfileFromTheFixture)
-{
+TEST(SetupWizard, CreatesAStoreAndAProfileFromTheFixture) {
     QTemporaryDir out;
     SetupWizard w;
     w.show();
@@ -191,20 +185,18 @@ TEST(SetupWizard, CreatesAStoreAndAProfileFromTheFixture)
     ASSERT_TRUE(spinUntil([&] { return w.currentPage()->isComplete(); }, 20000));  // planned
     w.next();
     ASSERT_EQ(w.currentId(), SetupWizard::StorePage);
-    auto *packed = [&]() -> QAbstractButton * {
-        for (QAbstractButton *b : w.currentPage()->findChildren<QAbstractButton *>())
-            if (b->text().startsWith(QStringLiteral("Create a packed store")))
-                return b;
+    auto* packed = [&]() -> QAbstractButton* {
+        for (QAbstractButton* b : w.currentPage()->findChildren<QAbstractButton*>())
+            if (b->text().startsWith(QStringLiteral("Create a packed store"))) return b;
         return nullptr;
     }();
     ASSERT_NE(packed, nullptr);
     packed->click();
     w.next();
     ASSERT_EQ(w.currentId(), SetupWizard::DestinationPage);
-    QLineEdit *dest = nullptr;
-    for (QLineEdit *e : w.currentPage()->findChildren<QLineEdit *>())
-        if (e->accessibleName() == QStringLiteral("Store file"))
-            dest = e;
+    QLineEdit* dest = nullptr;
+    for (QLineEdit* e : w.currentPage()->findChildren<QLineEdit*>())
+        if (e->accessibleName() == QStringLiteral("Store file")) dest = e;
     ASSERT_NE(dest, nullptr);
     const QString storeFile = out.filePath(QStringLiteral("tiny.nstore"));
     dest->setText(storeFile);
@@ -215,15 +207,14 @@ TEST(SetupWizard, CreatesAStoreAndAProfileFromTheFixture)
     EXPECT_TRUE(QFileInfo(storeFile).isFile());
     w.next();
     ASSERT_EQ(w.currentId(), SetupWizard::VerifyPage);
-    QPushButton *verify = nullptr;
-    for (QPushButton *b : w.currentPage()->findChildren<QPushButton *>())
-        if (b->text() == QStringLiteral("Verify now"))
-            verify = b;
+    QPushButton* verify = nullptr;
+    for (QPushButton* b : w.currentPage()->findChildren<QPushButton*>())
+        if (b->text() == QStringLiteral("Verify now")) verify = b;
     ASSERT_NE(verify, nullptr);
     verify->click();
     ASSERT_TRUE(spinUntil([&] { return w.currentPage()->isComplete(); }));
     bool verified = false;
-    for (QLabel *l : w.currentPage()->findChildren<QLabel *>())
+    for (QLabel* l : w.currentPage()->findChildren<QLabel*>())
         verified = verified || l->text().startsWith(QStringLiteral("verified"));
     EXPECT_TRUE(verified);
     w.next();
@@ -233,24 +224,22 @@ TEST(SetupWizard, CreatesAStoreAndAProfileFromTheFixture)
     EXPECT_EQ(p.modelDir, fixtureDir());
     EXPECT_EQ(p.store, storeFile);
     // Optimized knobs with the fit plan's kernel (the widest SIMD of this CPU).
-    EXPECT_EQ(p.value(QStringLiteral("kernel")).toString(), QString::fromStdString(w.plan().kernel));
+    EXPECT_EQ(p.value(QStringLiteral("kernel")).toString(),
+              QString::fromStdString(w.plan().kernel));
     EXPECT_TRUE(p.value(QStringLiteral("grouped-gemm")).toBool());
     // The profile loads.
     EXPECT_NO_THROW(Model::load(p.modelDir.toStdString(), p.toLoadOptions()));
 }
 
 template <typename W>
-W *named(QWidget *page, const QString &name)
-{
-    for (W *w : page->findChildren<W *>())
-        if (w->accessibleName() == name)
-            return w;
+W* named(QWidget* page, const QString& name) {
+    for (W* w : page->findChildren<W*>())
+        if (w->accessibleName() == name) return w;
     return nullptr;
 }
 
 // A made-up gaming PC: 8 cores with AVX2, 32 GiB RAM, a 12 GiB GPU with 11 GiB free.
-MachineInfo gamingPc()
-{
+MachineInfo gamingPc() {
     MachineInfo m;
     m.cpus = 16;
     m.avx2 = true;
@@ -262,8 +251,7 @@ MachineInfo gamingPc()
 
 // The fit step: the plan's values with their reasons, editable; what the user leaves there
 // becomes the profile (and stays editable: it is saved like any profile).
-TEST(SetupWizard, FitPageTurnsThePlanIntoTheProfile)
-{
+TEST(SetupWizard, FitPageTurnsThePlanIntoTheProfile) {
     SetupWizard w;
     w.setMachineForTesting(gamingPc());
     w.show();
@@ -277,12 +265,12 @@ TEST(SetupWizard, FitPageTurnsThePlanIntoTheProfile)
     EXPECT_TRUE(plan.fits);
     EXPECT_EQ(plan.threads, 8);
     EXPECT_EQ(plan.kernel, "avx2");
-    QWidget *page = w.currentPage();
-    auto *backend = named<QComboBox>(page, QStringLiteral("Backend"));
-    auto *vram = named<QDoubleSpinBox>(page, QStringLiteral("VRAM budget"));
-    auto *slotsBox = named<QSpinBox>(page, QStringLiteral("Expert slots"));
-    auto *context = named<QSpinBox>(page, QStringLiteral("GPU context"));
-    auto *threads = named<QSpinBox>(page, QStringLiteral("CPU threads"));
+    QWidget* page = w.currentPage();
+    auto* backend = named<QComboBox>(page, QStringLiteral("Backend"));
+    auto* vram = named<QDoubleSpinBox>(page, QStringLiteral("VRAM budget"));
+    auto* slotsBox = named<QSpinBox>(page, QStringLiteral("Expert slots"));
+    auto* context = named<QSpinBox>(page, QStringLiteral("GPU context"));
+    auto* threads = named<QSpinBox>(page, QStringLiteral("CPU threads"));
     ASSERT_TRUE(backend && vram && slotsBox && context && threads);
     EXPECT_EQ(backend->currentText(), QStringLiteral("cuda"));
     EXPECT_NEAR(vram->value(), plan.vram_budget_gib, 0.005);
@@ -290,20 +278,28 @@ TEST(SetupWizard, FitPageTurnsThePlanIntoTheProfile)
     EXPECT_EQ(context->value(), plan.context);
     EXPECT_EQ(threads->value(), 8);
     // Every value shows its reason; the machine is described.
-    auto *slotsWhy = named<QLabel>(page, QStringLiteral("Reason: Expert slots"));
+    auto* slotsWhy = named<QLabel>(page, QStringLiteral("Reason: Expert slots"));
     ASSERT_NE(slotsWhy, nullptr);
-    EXPECT_NE(slotsWhy->text().indexOf(QStringLiteral("expert slots")), -1) << slotsWhy->text().toStdString();
-    EXPECT_NE(named<QLabel>(page, QStringLiteral("Reason: CPU threads"))->text().indexOf(QStringLiteral("16 logical CPUs")), -1);
-    EXPECT_NE(named<QLabel>(page, QStringLiteral("This PC"))->text().indexOf(QStringLiteral("Test GPU 12GB")), -1);
-    EXPECT_NE(named<QLabel>(page, QStringLiteral("Fit warnings"))->text().indexOf(QStringLiteral("fits")), -1);
+    EXPECT_NE(slotsWhy->text().indexOf(QStringLiteral("expert slots")), -1)
+        << slotsWhy->text().toStdString();
+    EXPECT_NE(named<QLabel>(page, QStringLiteral("Reason: CPU threads"))
+                  ->text()
+                  .indexOf(QStringLiteral("16 logical CPUs")),
+              -1);
+    EXPECT_NE(named<QLabel>(page, QStringLiteral("This PC"))
+                  ->text()
+                  .indexOf(QStringLiteral("Test GPU 12GB")),
+              -1);
+    EXPECT_NE(
+        named<QLabel>(page, QStringLiteral("Fit warnings"))->text().indexOf(QStringLiteral("fits")),
+        -1);
 
     // The user edits one value; the rest stay the plan's.
     threads->setValue(6);
     w.next();
     ASSERT_EQ(w.currentId(), SetupWizard::StorePage);
-    for (QAbstractButton *b : w.currentPage()->findChildren<QAbstractButton *>())
-        if (b->text().startsWith(QStringLiteral("No store")))
-            b->click();
+    for (QAbstractButton* b : w.currentPage()->findChildren<QAbstractButton*>())
+        if (b->text().startsWith(QStringLiteral("No store"))) b->click();
     w.next();
     ASSERT_EQ(w.currentId(), SetupWizard::DonePage);
     const Profile p = w.profile();
@@ -342,8 +338,7 @@ TEST(SetupWizard, FitPageTurnsThePlanIntoTheProfile)
 
 // Emulating a smaller PC: a RAM cap the model does not fit in is a clear warning; a VRAM cap
 // below the dense core moves the plan to the CPU backend.
-TEST(SetupWizard, FitPageWarnsWhenTheModelDoesNotFit)
-{
+TEST(SetupWizard, FitPageWarnsWhenTheModelDoesNotFit) {
     SetupWizard w;
     w.setMachineForTesting(gamingPc());
     w.show();
@@ -351,31 +346,36 @@ TEST(SetupWizard, FitPageWarnsWhenTheModelDoesNotFit)
     ASSERT_TRUE(spinUntil([&] { return w.currentPage()->isComplete(); }, 20000));
     w.next();
     ASSERT_TRUE(spinUntil([&] { return w.currentPage()->isComplete(); }, 20000));
-    QWidget *page = w.currentPage();
-    auto *ramCap = named<QDoubleSpinBox>(page, QStringLiteral("Plan for at most this RAM"));
-    auto *vramCap = named<QDoubleSpinBox>(page, QStringLiteral("Plan for at most this VRAM"));
-    auto *warnings = named<QLabel>(page, QStringLiteral("Fit warnings"));
+    QWidget* page = w.currentPage();
+    auto* ramCap = named<QDoubleSpinBox>(page, QStringLiteral("Plan for at most this RAM"));
+    auto* vramCap = named<QDoubleSpinBox>(page, QStringLiteral("Plan for at most this VRAM"));
+    auto* warnings = named<QLabel>(page, QStringLiteral("Fit warnings"));
     ASSERT_TRUE(ramCap && vramCap && warnings);
     ramCap->setValue(1.0);  // below the planner's 4 GB for the system alone
     EXPECT_FALSE(w.plan().fits);
-    EXPECT_NE(warnings->text().indexOf(QStringLiteral("does not fit")), -1) << warnings->text().toStdString();
+    EXPECT_NE(warnings->text().indexOf(QStringLiteral("does not fit")), -1)
+        << warnings->text().toStdString();
     EXPECT_NE(warnings->text().indexOf(QStringLiteral("more RAM")), -1);
-    EXPECT_TRUE(w.currentPage()->isComplete());  // a warning, not a dead end: the values stay editable
+    EXPECT_TRUE(
+        w.currentPage()->isComplete());  // a warning, not a dead end: the values stay editable
 
     ramCap->setValue(0);  // detected again
     EXPECT_TRUE(w.plan().fits);
     vramCap->setValue(0.05);  // 51 MiB: less than the backend's 64 MiB reserve alone
     EXPECT_EQ(w.plan().backend, "cpu");
-    EXPECT_EQ(named<QComboBox>(page, QStringLiteral("Backend"))->currentText(), QStringLiteral("cpu"));
-    EXPECT_NE(named<QLabel>(page, QStringLiteral("Reason: Backend"))->text().indexOf(QStringLiteral("CPU backend")), -1);
+    EXPECT_EQ(named<QComboBox>(page, QStringLiteral("Backend"))->currentText(),
+              QStringLiteral("cpu"));
+    EXPECT_NE(named<QLabel>(page, QStringLiteral("Reason: Backend"))
+                  ->text()
+                  .indexOf(QStringLiteral("CPU backend")),
+              -1);
 }
 
 // The fit and store pages in one unit family: the RAM the model needs comes from the model's
 // size (a 25 MiB model read "needs about 4.0 GB of RAM": the planner's headroom for the system),
 // every size in GiB / MiB, the kernels only those this CPU runs, and the packed/raw comparison
 // only where the sizes differ.
-TEST(SetupWizard, FitAndStorePagesSpeakOfThisModelInBinaryUnits)
-{
+TEST(SetupWizard, FitAndStorePagesSpeakOfThisModelInBinaryUnits) {
     SetupWizard w;
     MachineInfo pc = gamingPc();  // AVX2, no AVX-512
     pc.gpu.reset();
@@ -387,18 +387,19 @@ TEST(SetupWizard, FitAndStorePagesSpeakOfThisModelInBinaryUnits)
     w.next();
     ASSERT_EQ(w.currentId(), SetupWizard::FitPage);
     ASSERT_TRUE(spinUntil([&] { return w.currentPage()->isComplete(); }, 20000));
-    QWidget *page = w.currentPage();
+    QWidget* page = w.currentPage();
     const QString fits = named<QLabel>(page, QStringLiteral("Fit warnings"))->text();
     EXPECT_NE(fits.indexOf(QStringLiteral("fits")), -1) << fits.toStdString();
     EXPECT_EQ(fits.indexOf(QStringLiteral(" GB")), -1) << fits.toStdString();
     EXPECT_EQ(fits.indexOf(QStringLiteral("4.0")), -1) << fits.toStdString();  // not the headroom
     // The tiny model's own need is MiB (or KiB), not GiB.
     EXPECT_TRUE(fits.indexOf(QStringLiteral("MiB of RAM")) != -1 ||
-                fits.indexOf(QStringLiteral("KiB of RAM")) != -1) << fits.toStdString();
+                fits.indexOf(QStringLiteral("KiB of RAM")) != -1)
+        << fits.toStdString();
     const QString other = named<QLabel>(page, QStringLiteral("Other plan notes"))->text();
     EXPECT_FALSE(other.isEmpty());
     EXPECT_EQ(other.indexOf(QStringLiteral(" GB")), -1) << other.toStdString();
-    auto *kernel = named<QComboBox>(page, QStringLiteral("Expert kernel"));
+    auto* kernel = named<QComboBox>(page, QStringLiteral("Expert kernel"));
     ASSERT_NE(kernel, nullptr);
     EXPECT_EQ(kernel->findText(QStringLiteral("avx512")), -1);
     EXPECT_NE(kernel->findText(QStringLiteral("avx2")), -1);
@@ -414,8 +415,7 @@ TEST(SetupWizard, FitAndStorePagesSpeakOfThisModelInBinaryUnits)
     EXPECT_EQ(sub.indexOf(QStringLiteral("instead of")) != -1, differ) << sub.toStdString();
 }
 
-TEST(StoreJob, RepackWritesAStoreThatVerifies)
-{
+TEST(StoreJob, RepackWritesAStoreThatVerifies) {
     QTemporaryDir dir;
     const QString out = dir.filePath(QStringLiteral("experts.nstore"));
     StoreJob job;
@@ -434,8 +434,7 @@ TEST(StoreJob, RepackWritesAStoreThatVerifies)
     EXPECT_NE(finished.at(1).at(2).toString().indexOf(QStringLiteral("match the checkpoint")), -1);
 }
 
-TEST(StoreJob, CancelledRepackLeavesNoStore)
-{
+TEST(StoreJob, CancelledRepackLeavesNoStore) {
     QTemporaryDir dir;
     const QString out = dir.filePath(QStringLiteral("experts.nstore"));
     StoreJob job;
@@ -447,11 +446,13 @@ TEST(StoreJob, CancelledRepackLeavesNoStore)
     EXPECT_TRUE(finished.at(0).at(1).toBool());  // cancelled, not failed
     EXPECT_FALSE(QFileInfo::exists(out));
     EXPECT_TRUE(QDir(dir.path()).entryList(QDir::Files | QDir::Hidden).isEmpty())
-        << QDir(dir.path()).entryList(QDir::Files | QDir::Hidden).join(QLatin1Char(' ')).toStdString();
+        << QDir(dir.path())
+               .entryList(QDir::Files | QDir::Hidden)
+               .join(QLatin1Char(' '))
+               .toStdString();
 }
 
-TEST(StoreJob, VerifyReportsADamagedStore)
-{
+TEST(StoreJob, VerifyReportsADamagedStore) {
     QTemporaryDir dir;
     const QString out = dir.filePath(QStringLiteral("experts.nstore"));
     StoreJob job;

@@ -22,13 +22,11 @@ namespace {
 
 class GenerationQueueTest : public ::testing::Test {
 protected:
-    static void SetUpTestSuite()
-    {
+    static void SetUpTestSuite() {
         static int argc = 1;
         static char name[] = "generation_queue_test";
-        static char *argv[] = {name, nullptr};
-        if (!QCoreApplication::instance())
-            app_ = new QCoreApplication(argc, argv);
+        static char* argv[] = {name, nullptr};
+        if (!QCoreApplication::instance()) app_ = new QCoreApplication(argc, argv);
         LoadOptions one_thread;  // results do not depend on it; the machine is shared
         one_thread.threads = 1;
         model_ = Model::load(test::tiny_model_dir(), one_thread);
@@ -37,8 +35,7 @@ protected:
 
     // Runs the event loop until `done` or 10 s.
     template <typename Pred>
-    static bool spin(Pred done)
-    {
+    static bool spin(Pred done) {
         QElapsedTimer t;
         t.start();
         while (!done() && t.elapsed() < 10000)
@@ -46,17 +43,14 @@ protected:
         return done();
     }
 
-    static void drain(int ms)
-    {
+    static void drain(int ms) {
         QElapsedTimer t;
         t.start();
-        while (t.elapsed() < ms)
-            QCoreApplication::processEvents(QEventLoop::AllEvents, 10);
+        while (t.elapsed() < ms) QCoreApplication::processEvents(QEventLoop::AllEvents, 10);
     }
 
-    static std::shared_ptr<GenerationJob> task(QObject *receiver,
-                                               std::function<void(const std::atomic<bool> &)> fn)
-    {
+    static std::shared_ptr<GenerationJob> task(QObject* receiver,
+                                               std::function<void(const std::atomic<bool>&)> fn) {
         auto job = std::make_shared<GenerationJob>();
         job->kind = GenerationJob::Kind::task;
         job->task = std::move(fn);
@@ -64,16 +58,15 @@ protected:
         return job;
     }
 
-    static QCoreApplication *app_;
+    static QCoreApplication* app_;
     static std::shared_ptr<const Model> model_;
 };
-QCoreApplication *GenerationQueueTest::app_ = nullptr;
+QCoreApplication* GenerationQueueTest::app_ = nullptr;
 std::shared_ptr<const Model> GenerationQueueTest::model_;
 
 // A chat job of the given session: one user message, a few tokens.
-std::shared_ptr<GenerationJob> chatJob(QObject *receiver, const std::string &session,
-                                       const std::string &text, int maxTokens)
-{
+std::shared_ptr<GenerationJob> chatJob(QObject* receiver, const std::string& session,
+                                       const std::string& text, int maxTokens) {
     auto job = std::make_shared<GenerationJob>();
     job->kind = GenerationJob::Kind::chat;
     job->session = session;
@@ -85,16 +78,15 @@ std::shared_ptr<GenerationJob> chatJob(QObject *receiver, const std::string &ses
     return job;
 }
 
-TEST_F(GenerationQueueTest, ChatJobsOfEachSessionKeepTheirOwnPromptCache)
-{
+TEST_F(GenerationQueueTest, ChatJobsOfEachSessionKeepTheirOwnPromptCache) {
     // The desktop app's turns ("desktop") and the API's requests ("api") alternate on one engine
     // thread; each continues its own conversation's KV instead of evicting the other's.
     GenerationQueue queue(model_, 8, 16);
     QObject receiver;
     std::vector<GenerationOutcome> outcomes;
-    auto run = [&](const std::string &session, const std::string &text) {
+    auto run = [&](const std::string& session, const std::string& text) {
         auto job = chatJob(&receiver, session, text, 2);
-        job->onFinished = [&](const GenerationOutcome &o) { outcomes.push_back(o); };
+        job->onFinished = [&](const GenerationOutcome& o) { outcomes.push_back(o); };
         const std::size_t before = outcomes.size();
         EXPECT_TRUE(queue.enqueue(job));
         EXPECT_TRUE(spin([&] { return outcomes.size() > before; }));
@@ -113,8 +105,7 @@ TEST_F(GenerationQueueTest, ChatJobsOfEachSessionKeepTheirOwnPromptCache)
     EXPECT_EQ(d2.chat.usage.cached_tokens, d2.chat.usage.prompt_tokens - 1);
 }
 
-TEST_F(GenerationQueueTest, ChatJobContextRuleIsTheSameForEveryFrontEnd)
-{
+TEST_F(GenerationQueueTest, ChatJobContextRuleIsTheSameForEveryFrontEnd) {
     // A reply limit beyond the context left is refused before the prompt pass, for the desktop
     // app's session as for the API's: context_length_exceeded with the figures in the message.
     GenerationQueue queue(model_, 8, 16);
@@ -126,7 +117,7 @@ TEST_F(GenerationQueueTest, ChatJobContextRuleIsTheSameForEveryFrontEnd)
         bool started = false;
         auto job = chatJob(&receiver, session, "hello", static_cast<int>(context));
         job->onStarted = [&] { started = true; };
-        job->onFinished = [&](const GenerationOutcome &o) { out = o; };
+        job->onFinished = [&](const GenerationOutcome& o) { out = o; };
         ASSERT_TRUE(queue.enqueue(job));
         ASSERT_TRUE(spin([&] { return out.has_value(); }));
         EXPECT_EQ(out->status, GenerationOutcome::Status::badRequest) << session;
@@ -136,8 +127,7 @@ TEST_F(GenerationQueueTest, ChatJobContextRuleIsTheSameForEveryFrontEnd)
     }
 }
 
-TEST_F(GenerationQueueTest, RunsJobsInOrderOneAtATime)
-{
+TEST_F(GenerationQueueTest, RunsJobsInOrderOneAtATime) {
     GenerationQueue queue(model_, 8, 16);
     QObject receiver;
     std::atomic<int> running{0};
@@ -145,14 +135,13 @@ TEST_F(GenerationQueueTest, RunsJobsInOrderOneAtATime)
     std::vector<int> order;
     int finished = 0;
     for (int i = 0; i < 4; ++i) {
-        auto job = task(&receiver, [&, i](const std::atomic<bool> &) {
-            if (running.fetch_add(1) != 0)
-                overlap.fetch_add(1);
+        auto job = task(&receiver, [&, i](const std::atomic<bool>&) {
+            if (running.fetch_add(1) != 0) overlap.fetch_add(1);
             std::this_thread::sleep_for(std::chrono::milliseconds(20));
             order.push_back(i);  // one job at a time: no data race
             running.fetch_sub(1);
         });
-        job->onFinished = [&](const GenerationOutcome &o) {
+        job->onFinished = [&](const GenerationOutcome& o) {
             EXPECT_EQ(o.status, GenerationOutcome::Status::ok);
             EXPECT_EQ(QThread::currentThread(), receiver.thread());
             ++finished;
@@ -165,7 +154,7 @@ TEST_F(GenerationQueueTest, RunsJobsInOrderOneAtATime)
     EXPECT_FALSE(queue.busy());
     // Server-side queue wait: every started job recorded; the last one waited behind three jobs
     // of >= 20 ms each, the first not at all (nearest rank: p50 of 4 is the 2nd, p99 the 4th).
-    const QueueWaitStats &wait = queue.waitStats();
+    const QueueWaitStats& wait = queue.waitStats();
     EXPECT_EQ(wait.count(), 4u);
     EXPECT_GE(wait.quantile(0.99), 0.060);
     EXPECT_LT(wait.quantile(0.0), 0.020);
@@ -173,29 +162,27 @@ TEST_F(GenerationQueueTest, RunsJobsInOrderOneAtATime)
     EXPECT_GE(wait.sum(), 0.020 + 0.040 + 0.060);
 }
 
-TEST_F(GenerationQueueTest, BoundedAndCancellable)
-{
+TEST_F(GenerationQueueTest, BoundedAndCancellable) {
     GenerationQueue queue(model_, 1, 16);
     QObject receiver;
     std::atomic<bool> started{false};
     GenerationOutcome::Status firstStatus = GenerationOutcome::Status::ok;
     bool firstDone = false;
-    auto blocker = task(&receiver, [&](const std::atomic<bool> &cancel) {
+    auto blocker = task(&receiver, [&](const std::atomic<bool>& cancel) {
         started = true;
-        while (!cancel.load())
-            std::this_thread::sleep_for(std::chrono::milliseconds(2));
+        while (!cancel.load()) std::this_thread::sleep_for(std::chrono::milliseconds(2));
     });
-    blocker->onFinished = [&](const GenerationOutcome &o) {
+    blocker->onFinished = [&](const GenerationOutcome& o) {
         firstStatus = o.status;
         firstDone = true;
     };
     bool waitingRan = false;
-    auto waiting = task(&receiver, [&](const std::atomic<bool> &) { waitingRan = true; });
-    waiting->onFinished = [&](const GenerationOutcome &) { waitingRan = true; };
+    auto waiting = task(&receiver, [&](const std::atomic<bool>&) { waitingRan = true; });
+    waiting->onFinished = [&](const GenerationOutcome&) { waitingRan = true; };
     ASSERT_TRUE(queue.enqueue(blocker));
     ASSERT_TRUE(spin([&] { return started.load(); }));
     ASSERT_TRUE(queue.enqueue(waiting));
-    EXPECT_FALSE(queue.enqueue(task(&receiver, [](const std::atomic<bool> &) {})))
+    EXPECT_FALSE(queue.enqueue(task(&receiver, [](const std::atomic<bool>&) {})))
         << "one running and one waiting: the queue is full";
     EXPECT_EQ(queue.waiting(), 1);
     EXPECT_TRUE(queue.cancel(waiting->id));  // leaves the queue
@@ -208,8 +195,7 @@ TEST_F(GenerationQueueTest, BoundedAndCancellable)
     EXPECT_EQ(queue.waitStats().count(), 1u) << "a job cancelled while waiting never started";
 }
 
-TEST_F(GenerationQueueTest, ChatJobStreamsEventsToTheQueueThread)
-{
+TEST_F(GenerationQueueTest, ChatJobStreamsEventsToTheQueueThread) {
     GenerationQueue queue(model_, 8, 64);
     QObject receiver;
     auto job = std::make_shared<GenerationJob>();
@@ -223,12 +209,11 @@ TEST_F(GenerationQueueTest, ChatJobStreamsEventsToTheQueueThread)
     GenerationOutcome outcome;
     bool done = false;
     job->onStarted = [&] { started = true; };
-    job->onEvent = [&](const chat::ParserEvent &e) {
+    job->onEvent = [&](const chat::ParserEvent& e) {
         EXPECT_EQ(QThread::currentThread(), receiver.thread());
-        if (e.type == chat::EventType::content)
-            streamed += e.text;
+        if (e.type == chat::EventType::content) streamed += e.text;
     };
-    job->onFinished = [&](const GenerationOutcome &o) {
+    job->onFinished = [&](const GenerationOutcome& o) {
         outcome = o;
         done = true;
     };
@@ -242,14 +227,13 @@ TEST_F(GenerationQueueTest, ChatJobStreamsEventsToTheQueueThread)
     EXPECT_GT(outcome.chat.usage.prompt_tokens, 0);
 }
 
-TEST_F(GenerationQueueTest, ReceiverGoneMeansNoCallbacks)
-{
+TEST_F(GenerationQueueTest, ReceiverGoneMeansNoCallbacks) {
     GenerationQueue queue(model_, 8, 16);
     bool called = false;
     auto receiver = std::make_unique<QObject>();
     std::atomic<bool> ran{false};
-    auto job = task(receiver.get(), [&](const std::atomic<bool> &) { ran = true; });
-    job->onFinished = [&](const GenerationOutcome &) { called = true; };
+    auto job = task(receiver.get(), [&](const std::atomic<bool>&) { ran = true; });
+    job->onFinished = [&](const GenerationOutcome&) { called = true; };
     receiver.reset();  // the request's connection went away before the job ran
     ASSERT_TRUE(queue.enqueue(job));
     ASSERT_TRUE(spin([&] { return ran.load() && !queue.busy(); }));

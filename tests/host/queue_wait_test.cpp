@@ -11,8 +11,7 @@
 namespace neural::host {
 namespace {
 
-TEST(QueueWaitStats, EmptyIsZero)
-{
+TEST(QueueWaitStats, EmptyIsZero) {
     QueueWaitStats s;
     EXPECT_EQ(s.count(), 0u);
     EXPECT_EQ(s.sum(), 0.0);
@@ -20,12 +19,10 @@ TEST(QueueWaitStats, EmptyIsZero)
     EXPECT_EQ(s.quantile(0.99), 0.0);
 }
 
-TEST(QueueWaitStats, NearestRankPercentiles)
-{
+TEST(QueueWaitStats, NearestRankPercentiles) {
     QueueWaitStats s;
     // 1..100 ms, recorded out of order.
-    for (int i = 0; i < 100; ++i)
-        s.record(double((i * 37) % 100 + 1) / 1000.0);
+    for (int i = 0; i < 100; ++i) s.record(double((i * 37) % 100 + 1) / 1000.0);
     EXPECT_EQ(s.count(), 100u);
     EXPECT_NEAR(s.sum(), 5.050, 1e-9);
     EXPECT_DOUBLE_EQ(s.quantile(0.5), 0.050);   // rank ceil(50) = 50th smallest
@@ -40,20 +37,16 @@ TEST(QueueWaitStats, NearestRankPercentiles)
     EXPECT_DOUBLE_EQ(one.quantile(0.99), 0.25);
 
     QueueWaitStats three;  // p50 of 3 = 2nd, p99 of 3 = 3rd
-    for (double v : {0.3, 0.1, 0.2})
-        three.record(v);
+    for (double v : {0.3, 0.1, 0.2}) three.record(v);
     EXPECT_DOUBLE_EQ(three.quantile(0.5), 0.2);
     EXPECT_DOUBLE_EQ(three.quantile(0.99), 0.3);
 }
 
-TEST(QueueWaitStats, WindowKeepsTheRecentWaitsCountKeepsAll)
-{
+TEST(QueueWaitStats, WindowKeepsTheRecentWaitsCountKeepsAll) {
     QueueWaitStats s;
     const auto n = QueueWaitStats::kWindow;
-    for (std::size_t i = 0; i < n; ++i)
-        s.record(10.0);  // an old burst of long waits...
-    for (std::size_t i = 0; i < n; ++i)
-        s.record(0.001);  // ...replaced by short ones
+    for (std::size_t i = 0; i < n; ++i) s.record(10.0);   // an old burst of long waits...
+    for (std::size_t i = 0; i < n; ++i) s.record(0.001);  // ...replaced by short ones
     EXPECT_EQ(s.count(), 2 * n);
     EXPECT_EQ(s.windowSize(), n);
     EXPECT_DOUBLE_EQ(s.quantile(0.99), 0.001);
@@ -63,8 +56,7 @@ TEST(QueueWaitStats, WindowKeepsTheRecentWaitsCountKeepsAll)
     EXPECT_DOUBLE_EQ(s.quantile(0.5), 0.001);
 }
 
-TEST(QueueWaitStats, NegativeOrNanCountsAsZero)
-{
+TEST(QueueWaitStats, NegativeOrNanCountsAsZero) {
     QueueWaitStats s;
     s.record(-1.0);
     s.record(std::numeric_limits<double>::quiet_NaN());

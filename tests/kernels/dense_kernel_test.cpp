@@ -93,8 +93,8 @@ TEST(DenseKernel, EverySimdVariantGivesTheScalarBits) {
                 for (DenseIsa isa : simd_variants()) {
                     const auto got = run(isa, three, w, &b, x, tokens);
                     EXPECT_EQ(0, std::memcmp(want.data(), got.data(), want.size() * sizeof(float)))
-                        << dense_isa_name(isa) << " cols " << cols << " rows " << rows
-                        << " tokens " << tokens;
+                        << dense_isa_name(isa) << " cols " << cols << " rows " << rows << " tokens "
+                        << tokens;
                 }
             }
         }
@@ -117,7 +117,8 @@ TEST(DenseKernel, ResultsDoNotDependOnTheBatchOrTheJob) {
         EXPECT_EQ(0, std::memcmp(one.data(), all.data() + t * 40, 40 * sizeof(float))) << t;
     }
     std::vector<float> yq(6 * 40), yk(6 * 8);
-    const DenseOutput outs[2] = {{&q.view, nullptr, yq.data(), 0}, {&k.view, &kb.view, yk.data(), 0}};
+    const DenseOutput outs[2] = {{&q.view, nullptr, yq.data(), 0},
+                                 {&k.view, &kb.view, yk.data(), 0}};
     DenseKernel(isa).run(team, outs, x.data(), 6, cols);
     EXPECT_EQ(yq, all);
     EXPECT_EQ(yk, run(isa, team, k, &kb, x, 6));
@@ -129,12 +130,16 @@ TEST(DenseKernel, RejectsMismatchedCalls) {
     Matrix w(4, 32, rng), wrong_bias(1, 5, rng);
     std::vector<float> x(64), y(8);
     const DenseKernel kernel(DenseIsa::scalar);
-    EXPECT_THROW(kernel.run(team, DenseOutput{&w.view, nullptr, y.data(), 0}, x.data(), 1, 33), Error);
-    EXPECT_THROW(kernel.run(team, DenseOutput{&w.view, &wrong_bias.view, y.data(), 0}, x.data(), 1, 32),
+    EXPECT_THROW(kernel.run(team, DenseOutput{&w.view, nullptr, y.data(), 0}, x.data(), 1, 33),
                  Error);
-    EXPECT_THROW(kernel.run(team, DenseOutput{&w.view, nullptr, nullptr, 0}, x.data(), 1, 32), Error);
+    EXPECT_THROW(
+        kernel.run(team, DenseOutput{&w.view, &wrong_bias.view, y.data(), 0}, x.data(), 1, 32),
+        Error);
+    EXPECT_THROW(kernel.run(team, DenseOutput{&w.view, nullptr, nullptr, 0}, x.data(), 1, 32),
+                 Error);
     EXPECT_THROW(kernel.run(team, std::span<const DenseOutput>(), x.data(), 1, 32), Error);
-    EXPECT_THROW(kernel.run(team, DenseOutput{&w.view, nullptr, y.data(), 0}, x.data(), 0, 32), Error);
+    EXPECT_THROW(kernel.run(team, DenseOutput{&w.view, nullptr, y.data(), 0}, x.data(), 0, 32),
+                 Error);
 }
 
 TEST(DenseKernel, OperandSplitsIntoTwoRoundedBf16Parts) {
@@ -142,12 +147,13 @@ TEST(DenseKernel, OperandSplitsIntoTwoRoundedBf16Parts) {
     EXPECT_EQ(split(1.0f).hi, 0x3F80);
     EXPECT_EQ(split(1.0f).lo, 0x0000);
     EXPECT_EQ(split(-2.0f).hi, 0xC000);
-    EXPECT_EQ(split(1.00390625f).hi, 0x3F80);  // halfway: to even ...
+    EXPECT_EQ(split(1.00390625f).hi, 0x3F80);                      // halfway: to even ...
     EXPECT_EQ(bf16_to_float(split(1.00390625f).lo), 0.00390625f);  // ... the rest in lo
     // hi + lo keeps 16 significant bits: within 2^-16 relative
     for (float x : {3.14159265f, -0.001234567f, 12345.678f, 7.0e-30f}) {
         const DenseOperand o = split(x);
-        EXPECT_NEAR(double(bf16_to_float(o.hi)) + bf16_to_float(o.lo), x, std::abs(x) * 1.6e-5) << x;
+        EXPECT_NEAR(double(bf16_to_float(o.hi)) + bf16_to_float(o.lo), x, std::abs(x) * 1.6e-5)
+            << x;
     }
     EXPECT_EQ(split(1e-39f).hi, 0x0000);  // subnormal -> +0, as vdpbf16ps reads it
     EXPECT_EQ(split(-1e-39f).hi, 0x8000);

@@ -49,7 +49,7 @@ std::unique_ptr<cpu::WorkerTeam> persistent_team(int threads) {
 // Passes jobs through to another team and records which workers ran tasks, so tests can
 // check that helper threads (not just the caller) computed part of a result.
 class RecordingTeam final : public cpu::WorkerTeam {
- public:
+public:
     explicit RecordingTeam(cpu::WorkerTeam& inner) : inner_(inner) {}
     const char* name() const override { return inner_.name(); }
     int size() const override { return inner_.size(); }
@@ -66,7 +66,7 @@ class RecordingTeam final : public cpu::WorkerTeam {
     cpu::TeamCounters counters() const override { return inner_.counters(); }
     int helper_tasks() const { return helper_tasks_.load(); }
 
- private:
+private:
     struct Wrapped {
         cpu::TeamPhase phase;
         RecordingTeam* self;

@@ -75,9 +75,9 @@ void BM_ReadBandwidth(benchmark::State& state, bool persistent, int threads) {
     probe.run(*team);  // warm: page faults, TLB
     for (auto _ : state) probe.run(*team);
     benchmark::DoNotOptimize(probe.checksum());
-    state.counters["GB/s"] =
-        benchmark::Counter(static_cast<double>(probe.bytes()) * static_cast<double>(state.iterations()),
-                           benchmark::Counter::kIsRate);
+    state.counters["GB/s"] = benchmark::Counter(
+        static_cast<double>(probe.bytes()) * static_cast<double>(state.iterations()),
+        benchmark::Counter::kIsRate);
     state.counters["threads"] = threads;
 }
 

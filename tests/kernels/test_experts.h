@@ -13,14 +13,14 @@ namespace neural::test {
 
 // A byte buffer aligned to 64 bytes (capture buffers, records).
 class AlignedBytes {
- public:
+public:
     AlignedBytes() = default;
     explicit AlignedBytes(std::size_t n);
     std::uint8_t* data() { return p_.get(); }
     const std::uint8_t* data() const { return p_.get(); }
     std::size_t size() const { return n_; }
 
- private:
+private:
     struct Free {
         void operator()(std::uint8_t* p) const;
     };

@@ -28,11 +28,13 @@ using nlohmann::json;
 using test::error_of;
 using ::testing::HasSubstr;
 
-fs::path gguf_path() { return test::shared_dir() / "fixtures" / "tiny-gptoss-a-gguf" / "model.gguf"; }
+fs::path gguf_path() {
+    return test::shared_dir() / "fixtures" / "tiny-gptoss-a-gguf" / "model.gguf";
+}
 
 // Byte surgery on a copy of the fixture.
 class GgufBytes {
- public:
+public:
     GgufBytes() : bytes_(test::read_file(gguf_path())) {}
     std::string& bytes() { return bytes_; }
     const std::string& bytes() const { return bytes_; }
@@ -67,7 +69,7 @@ class GgufBytes {
         return p;
     }
 
- private:
+private:
     std::string bytes_;
 };
 
@@ -118,7 +120,8 @@ TEST(Gguf, ConfigFromTheMetadataEqualsConfigJson) {
     EXPECT_EQ(g.pad_token_id, h.pad_token_id);
     // generation_config.json's stop ids: <|return|>, <|endoftext|>, <|call|>.
     const GenerationConfig gg = checkpoint_generation(ck);
-    const GenerationConfig hg = GenerationConfig::load(test::tiny_model_dir() / "generation_config.json");
+    const GenerationConfig hg =
+        GenerationConfig::load(test::tiny_model_dir() / "generation_config.json");
     EXPECT_EQ(gg.eos_token_ids, hg.eos_token_ids);
     EXPECT_EQ(gg.bos_token_id, hg.bos_token_id);
     EXPECT_EQ(gg.pad_token_id, hg.pad_token_id);
@@ -162,7 +165,8 @@ TEST(Gguf, PartialReadsOfConvertedExpertTensorsMatchAnyRange) {
                 if (off + n > a->nbytes()) continue;
                 std::vector<std::uint8_t> got(n);
                 a->ggml->read(scales, off, n, got.data());
-                EXPECT_EQ(std::memcmp(got.data(), b->data + off, n), 0) << name << " " << off << "+" << n;
+                EXPECT_EQ(std::memcmp(got.data(), b->data + off, n), 0)
+                    << name << " " << off << "+" << n;
             }
         }
     }
@@ -172,7 +176,8 @@ TEST(Gguf, BlockConversionPlacesEveryNibble) {
     // ggml: element j low nibble of qs[j], element j + 16 high nibble of qs[j].
     std::uint8_t g[17];
     g[0] = 121;
-    for (int j = 0; j < 16; ++j) g[1 + j] = static_cast<std::uint8_t>((j & 0xf) | (((15 - j) & 0xf) << 4));
+    for (int j = 0; j < 16; ++j)
+        g[1 + j] = static_cast<std::uint8_t>((j & 0xf) | (((15 - j) & 0xf) << 4));
     std::uint8_t codes[16], scale = 0;
     ggml_mxfp4_block_to_checkpoint(g, codes, &scale);
     EXPECT_EQ(scale, 121);
@@ -188,7 +193,8 @@ TEST(Gguf, TokenizerFromTheMetadataEncodesLikeTokenizerJson) {
     const Tokenizer g = Tokenizer::load(f);
     const Tokenizer h = Tokenizer::load(test::tiny_model_dir() / "tokenizer.json");
     EXPECT_EQ(g.vocab_size(), h.vocab_size());
-    const json cases = test::read_json(test::shared_dir() / "fixtures" / "tokenizer-cases.json")["cases"];
+    const json cases =
+        test::read_json(test::shared_dir() / "fixtures" / "tokenizer-cases.json")["cases"];
     ASSERT_GT(cases.size(), 10u);
     for (const json& c : cases) {
         const std::string text = c["text"].get<std::string>();
@@ -209,7 +215,7 @@ TEST(Gguf, TokenizerFromTheMetadataEncodesLikeTokenizerJson) {
 }
 
 class GgufModel : public ::testing::Test {
- protected:
+protected:
     static void SetUpTestSuite() {
         LoadOptions reference;  // the fp32 path the goldens' 1e-3 holds for
         reference.kernel = "reference";
@@ -249,7 +255,8 @@ void expect_golden(const Model& m, const json& golden) {
             const auto top_vals = ref["top8_logits"][t].get<std::vector<double>>();
             for (std::size_t i = 0; i < 8; ++i) EXPECT_NEAR(lt[top_ids[i]], top_vals[i], 1e-3);
             const auto probe_vals = ref["probe_logits"][t].get<std::vector<double>>();
-            for (std::size_t i = 0; i < probes.size(); ++i) EXPECT_NEAR(lt[probes[i]], probe_vals[i], 1e-3);
+            for (std::size_t i = 0; i < probes.size(); ++i)
+                EXPECT_NEAR(lt[probes[i]], probe_vals[i], 1e-3);
         }
     }
 }
@@ -271,7 +278,8 @@ TEST_F(GgufModel, LogitsAreBitIdenticalToTheSafetensorsCheckpoint) {
     EXPECT_EQ(std::memcmp(la.data(), lb.data(), la.size() * sizeof(float)), 0);
 }
 
-store::RepackResult repack_to(const fs::path& checkpoint, const fs::path& out, store::StoreKind kind) {
+store::RepackResult repack_to(const fs::path& checkpoint, const fs::path& out,
+                              store::StoreKind kind) {
     store::RepackOptions o;
     o.checkpoint = checkpoint;
     o.out = out;
@@ -467,7 +475,8 @@ TEST(GgufDamaged, AbsurdCountsAndLengths) {
         const std::size_t info = b.tensor_info("blk.0.ffn_gate_exps.weight");
         b.put<std::uint64_t>(info + 4 + 8, 1ull << 40);
         b.put<std::uint64_t>(info + 4 + 16, 1ull << 40);
-        EXPECT_THAT(open_error(b), ::testing::AnyOf(HasSubstr("overflows"), HasSubstr("past the end")));
+        EXPECT_THAT(open_error(b),
+                    ::testing::AnyOf(HasSubstr("overflows"), HasSubstr("past the end")));
     }
     {
         GgufBytes b;  // an unknown metadata value type
@@ -479,7 +488,7 @@ TEST(GgufDamaged, AbsurdCountsAndLengths) {
 TEST(GgufDamaged, OverlappingAndMisalignedTensors) {
     {
         GgufBytes b;
-        const std::size_t a = b.tensor_info("blk.0.attn_norm.weight");      // 1 dim
+        const std::size_t a = b.tensor_info("blk.0.attn_norm.weight");  // 1 dim
         const std::size_t n = b.tensor_info("blk.0.post_attention_norm.weight");
         b.put<std::uint64_t>(n + 4 + 8 + 4, b.get<std::uint64_t>(a + 4 + 8 + 4));
         EXPECT_THAT(open_error(b), HasSubstr("overlap"));
@@ -555,8 +564,9 @@ TEST(GgufSplit, ASplitGgufLoadsLikeTheSingleFile) {
     const std::size_t half = all.size() / 2;
     write_gguf(tmp / "tiny-00001-of-00003.gguf", kv, f.metadata().size(),
                std::vector<const GgufTensor*>(all.begin(), all.begin() + 10));
-    write_gguf(tmp / "tiny-00002-of-00003.gguf", "", 0,
-               std::vector<const GgufTensor*>(all.begin() + 10, all.begin() + static_cast<long>(half)));
+    write_gguf(
+        tmp / "tiny-00002-of-00003.gguf", "", 0,
+        std::vector<const GgufTensor*>(all.begin() + 10, all.begin() + static_cast<long>(half)));
     write_gguf(tmp / "tiny-00003-of-00003.gguf", "", 0,
                std::vector<const GgufTensor*>(all.begin() + static_cast<long>(half), all.end()));
     {  // Any part names the whole checkpoint. (Scoped: Windows cannot delete a mapped part.)

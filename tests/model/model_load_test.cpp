@@ -24,7 +24,7 @@ using ::testing::HasSubstr;
 // A writable stand-in for the fixture: symlinks to the read-only originals, which a test
 // replaces with real (corrupted) files as needed.
 class FixtureCopy {
- public:
+public:
     FixtureCopy() {
         dir_ = tmp_ / "model";
         fs::create_directory(dir_);
@@ -50,7 +50,7 @@ class FixtureCopy {
     json config() const { return test::read_json(dir_ / "config.json"); }
     void set_config(const json& j) { replace("config.json", j.dump(2)); }
 
- private:
+private:
     test::TempDir tmp_;
     fs::path dir_;
 };
@@ -245,7 +245,8 @@ TEST(ModelLoad, RopeThetaZeroIsAnErrorNotADefault) {
     c["rope_theta"] = 0;
     if (c.contains("rope_parameters")) c["rope_parameters"].erase("rope_theta");
     m.set_config(c);
-    EXPECT_THAT(error_of([&] { Model::load(m.dir()); }), HasSubstr("rope_theta must be > 1, got 0"));
+    EXPECT_THAT(error_of([&] { Model::load(m.dir()); }),
+                HasSubstr("rope_theta must be > 1, got 0"));
 }
 
 TEST(ModelLoad, MissingRopeThetaIsAnError) {

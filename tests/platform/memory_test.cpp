@@ -36,7 +36,8 @@ TEST(PlatformMemory, WorkingSetMinimumOfASmallSizeSucceeds) {
 TEST(PlatformMemory, ImpossibleWorkingSetMinimumFailsWithAReason) {
     std::string error;
     if (set_working_set_minimum(UINT64_C(1) << 62, &error)) {
-        GTEST_SKIP() << "no limit here (unlimited RLIMIT_MEMLOCK, or a Windows/Wine that accepts it)";
+        GTEST_SKIP()
+            << "no limit here (unlimited RLIMIT_MEMLOCK, or a Windows/Wine that accepts it)";
     }
     EXPECT_FALSE(error.empty());
 }

@@ -85,7 +85,8 @@ TEST(PageResidency, ReleaseDropsTheRangesPagesAndTouchBringsThemBack) {
     test::TempDir tmp;
     const std::size_t n = 64;
     const MappedFile file = MappedFile::open(write_pages(tmp / "pages.bin", n));
-    if (on_tmpfs(file.path())) GTEST_SKIP() << "the temp folder is tmpfs: its pages cannot be dropped";
+    if (on_tmpfs(file.path()))
+        GTEST_SKIP() << "the temp folder is tmpfs: its pages cannot be dropped";
     if (under_wine()) GTEST_SKIP() << "Wine does not model the working set";
     const std::size_t ps = page_size();
     touch_pages(file.data(), file.size());
@@ -128,7 +129,8 @@ TEST(PageResidency, ReleaseUnlocksALockedRangeFirst) {
     if (on_tmpfs(file.path())) GTEST_SKIP() << "the temp folder is tmpfs";
     if (under_wine()) GTEST_SKIP() << "Wine does not model the working set";
     std::string error;
-    if (!lock_memory(file.data(), file.size(), &error)) GTEST_SKIP() << "cannot lock here: " << error;
+    if (!lock_memory(file.data(), file.size(), &error))
+        GTEST_SKIP() << "cannot lock here: " << error;
     const PageRelease r = release_mapped_pages(file, 0, file.size());
     EXPECT_TRUE(r.ok) << r.message;
     if (auto res = resident_pages(file.data(), file.size())) {
@@ -140,7 +142,7 @@ TEST(PageResidency, EdgeCases) {
     test::TempDir tmp;
     const MappedFile file = MappedFile::open(write_pages(tmp / "edge.bin", 2));
     EXPECT_TRUE(release_mapped_pages(file, 0, 0).ok);
-    EXPECT_TRUE(release_mapped_pages(file, file.size(), 100).ok);  // past the end: nothing
+    EXPECT_TRUE(release_mapped_pages(file, file.size(), 100).ok);      // past the end: nothing
     EXPECT_TRUE(release_mapped_pages(file, page_size(), 1 << 30).ok);  // clamped to the file
     EXPECT_EQ(resident_pages(nullptr, 0).value_or(0), 0u);
     EXPECT_EQ(touch_pages(nullptr, 0), 0u);

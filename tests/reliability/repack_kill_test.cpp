@@ -93,13 +93,14 @@ TEST(RepackKill, KilledRepackLeavesTheEarlierStoreIntactAndNoValidLookingPartial
     test::TempDir tmp;
     const std::string model = test::tiny_model_dir().string();
     const fs::path dst = tmp / "experts.nstore";
-    const std::vector<std::string> repack = {"repack", "--checkpoint", model, "--out",
-                                             dst.string(), "--format", "packed", "--threads", "1"};
+    const std::vector<std::string> repack = {"repack", "--checkpoint", model,
+                                             "--out",  dst.string(),   "--format",
+                                             "packed", "--threads",    "1"};
 
     // The earlier store: raw, so the interrupted packed repack writes different bytes.
-    test::Proc r = test::run_neural({"repack", "--checkpoint", model, "--out", dst.string(),
-                                     "--format", "raw"},
-                                    tmp.path(), 120);
+    test::Proc r = test::run_neural(
+        {"repack", "--checkpoint", model, "--out", dst.string(), "--format", "raw"}, tmp.path(),
+        120);
     ASSERT_EQ(r.code, 0) << r.err;
     const std::string before = test::read_file(dst);
     ASSERT_TRUE(verifies(dst));
@@ -129,16 +130,17 @@ TEST(RepackKill, KilledRepackLeavesTheEarlierStoreIntactAndNoValidLookingPartial
     int killed = 0, finished = 0, committed = 0, leftovers_seen = 0;
     for (int i = 0; i < kKills; ++i) {
         const double at = seconds * (i + jitter(rng)) / kKills;
-        SCOPED_TRACE("kill " + std::to_string(i) + " at " + std::to_string(at * 1e3) +
-                     " ms of " + std::to_string(seconds * 1e3) + " ms (seed " +
-                     std::to_string(seed) + ")");
+        SCOPED_TRACE("kill " + std::to_string(i) + " at " + std::to_string(at * 1e3) + " ms of " +
+                     std::to_string(seconds * 1e3) + " ms (seed " + std::to_string(seed) + ")");
         const pid_t pid = spawn_neural(repack);
         ASSERT_GT(pid, 0);
         std::this_thread::sleep_for(std::chrono::duration<double>(at));
         ::kill(pid, SIGKILL);
         const int st = wait_status(pid);
-        if (WIFSIGNALED(st)) ++killed;
-        else ++finished;
+        if (WIFSIGNALED(st))
+            ++killed;
+        else
+            ++finished;
         // The rename is the commit point: the destination is the earlier store, byte for byte,
         // or (killed after the rename, or finished) the complete new one. Never anything else.
         ASSERT_TRUE(fs::exists(dst)) << "the destination vanished";
@@ -147,9 +149,10 @@ TEST(RepackKill, KilledRepackLeavesTheEarlierStoreIntactAndNoValidLookingPartial
             EXPECT_EQ(v.code, 0) << v.out << v.err;
         } else {
             ++committed;
-            EXPECT_TRUE(!WIFSIGNALED(st) || verifies(dst)) << "a partial store replaced the earlier one";
-            const test::Proc v = test::run_neural({"verify-store", dst.string(), "--checkpoint",
-                                                   model}, tmp.path(), 120);
+            EXPECT_TRUE(!WIFSIGNALED(st) || verifies(dst))
+                << "a partial store replaced the earlier one";
+            const test::Proc v = test::run_neural(
+                {"verify-store", dst.string(), "--checkpoint", model}, tmp.path(), 120);
             EXPECT_EQ(v.code, 0) << v.out << v.err;
             test::write_file(dst, before);  // the next round starts from the earlier store again
         }
@@ -165,10 +168,11 @@ TEST(RepackKill, KilledRepackLeavesTheEarlierStoreIntactAndNoValidLookingPartial
             if (!is_temp_of(name, dst)) fs::remove(e.path());
         }
     }
-    std::printf("repack %.1f ms (fastest of 5); %d of %d runs killed, %d finished first; %d "
-                "destinations replaced by a complete new store; %d leftover files seen (temporary "
-                "ones stay for the next repack to remove)\n",
-                seconds * 1e3, killed, kKills, finished, committed, leftovers_seen);
+    std::printf(
+        "repack %.1f ms (fastest of 5); %d of %d runs killed, %d finished first; %d "
+        "destinations replaced by a complete new store; %d leftover files seen (temporary "
+        "ones stay for the next repack to remove)\n",
+        seconds * 1e3, killed, kKills, finished, committed, leftovers_seen);
     // The moments lie inside the run; if most runs finished first, the timing above is wrong
     // (run times vary on a shared machine, so not every moment hits a running process).
     EXPECT_GE(killed, kKills / 4);
@@ -177,9 +181,9 @@ TEST(RepackKill, KilledRepackLeavesTheEarlierStoreIntactAndNoValidLookingPartial
     // killed runs left -- only those: files of other names, of another store, and one a running
     // repack holds (its lock, taken here) stay.
     test::write_file(tmp / "experts.nstore.tmp-1234", "stale, as a killed repack leaves it");
-    const std::vector<std::string> keep = {"experts.nstore.tmp-12x4", "experts.nstore.tmp-",
+    const std::vector<std::string> keep = {"experts.nstore.tmp-12x4",    "experts.nstore.tmp-",
                                            "experts.nstore.tmp-99.keep", "other.nstore.tmp-77",
-                                           "experts.nstore.bak", "experts.nstore.tmp-4242"};
+                                           "experts.nstore.bak",         "experts.nstore.tmp-4242"};
     for (const auto& name : keep) test::write_file(tmp / name, "not a stale temporary file");
     const int held = ::open((tmp / "experts.nstore.tmp-4242").c_str(), O_RDONLY | O_CLOEXEC);
     ASSERT_GE(held, 0);
@@ -212,9 +216,9 @@ TEST(RepackKill, KilledRepackLeavesTheEarlierStoreIntactAndNoValidLookingPartial
 TEST(RepackKill, StaleTempFileRemovalTouchesOnlyUnlockedFilesOfItsOwnName) {
     test::TempDir tmp;
     const fs::path dst = tmp / "s.nstore";
-    for (const char* name : {"s.nstore.tmp-1", "s.nstore.tmp-18446744073709551615",
-                             "s.nstore.tmp-2", "s.nstore.tmp-x", "s.nstore.tmp-1.part",
-                             "t.nstore.tmp-1", "s.nstore"}) {
+    for (const char* name :
+         {"s.nstore.tmp-1", "s.nstore.tmp-18446744073709551615", "s.nstore.tmp-2", "s.nstore.tmp-x",
+          "s.nstore.tmp-1.part", "t.nstore.tmp-1", "s.nstore"}) {
         test::write_file(tmp / name, "x");
     }
     fs::create_directory(tmp / "s.nstore.tmp-3");  // a folder of that name: not a file we wrote
@@ -227,7 +231,8 @@ TEST(RepackKill, StaleTempFileRemovalTouchesOnlyUnlockedFilesOfItsOwnName) {
     std::vector<std::string> names;
     for (const auto& p : removed) names.push_back(p.filename().string());
     std::sort(names.begin(), names.end());
-    EXPECT_EQ(names, (std::vector<std::string>{"s.nstore.tmp-1", "s.nstore.tmp-18446744073709551615"}));
+    EXPECT_EQ(names,
+              (std::vector<std::string>{"s.nstore.tmp-1", "s.nstore.tmp-18446744073709551615"}));
     for (const char* name : {"s.nstore.tmp-2", "s.nstore.tmp-x", "s.nstore.tmp-1.part",
                              "t.nstore.tmp-1", "s.nstore", "s.nstore.tmp-3"}) {
         EXPECT_TRUE(fs::exists(tmp / name)) << name;

@@ -34,7 +34,8 @@ std::vector<int> streamed(std::vector<int> slot, std::vector<bool> admit_bits, i
     bool admit[8] = {};
     for (std::size_t k = 0; k < admit_bits.size(); ++k) admit[k] = admit_bits[k];
     int out[8];
-    const int n = streamed_choices(slot, std::span<const bool>(admit, slot.size()), max_streamed, out);
+    const int n =
+        streamed_choices(slot, std::span<const bool>(admit, slot.size()), max_streamed, out);
     return std::vector<int>(out, out + n);
 }
 

@@ -30,7 +30,7 @@ const Json kSchema = Json::parse(R"({
 })");
 
 class ConstraintTest : public ::testing::Test {
- protected:
+protected:
     static void SetUpTestSuite() {
         cpu::set_threads(1);
         model_ = Model::load(test::tiny_model_dir()).release();
@@ -68,8 +68,9 @@ std::shared_ptr<const chat::JsonSchemaGrammar> ConstraintTest::grammar_;
 
 TEST_F(ConstraintTest, PrefixSharingMaskEqualsThePlainMask) {
     const TokenVocabulary vocab(model_->tokenizer(), model_->sampleable_vocab());
-    for (const char* prefix : {"", "{", "{\"ci", "{\"city\":\"Pa", "{\"city\":\"x\",\"days\":1",
-                               "{\"city\":\"x\",\"days\":12,\"unit\":\"c", "{\"where\":{\"lat\":-"}) {
+    for (const char* prefix :
+         {"", "{", "{\"ci", "{\"city\":\"Pa", "{\"city\":\"x\",\"days\":1",
+          "{\"city\":\"x\",\"days\":12,\"unit\":\"c", "{\"where\":{\"lat\":-"}) {
         chat::JsonRecognizer r(*grammar_);
         ASSERT_TRUE(r.feed(prefix)) << prefix;
         std::vector<std::uint8_t> fast, plain;

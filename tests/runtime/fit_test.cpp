@@ -45,7 +45,8 @@ FitRequest store_request(const char* shape_name, const char* kind, std::uint64_t
 }
 
 bool has(const std::vector<std::string>& lines, const std::string& text) {
-    return std::any_of(lines.begin(), lines.end(), [&](const std::string& l) { return l.find(text) != std::string::npos; });
+    return std::any_of(lines.begin(), lines.end(),
+                       [&](const std::string& l) { return l.find(text) != std::string::npos; });
 }
 
 TEST(Fit, GpuMemoryModelMatchesWhatTheBackendAllocated) {
@@ -69,7 +70,9 @@ TEST(Fit, GpuMemoryModelMatchesWhatTheBackendAllocated) {
     const GpuMemoryLayout r120 = gpu_memory_layout(shape("gpt-oss-120b"), 8192);
     EXPECT_EQ(p120.kv_bytes - r120.kv_bytes, std::uint64_t{18} * 2 * (8192 - 2175) * 512 * 4);
     EXPECT_EQ(r120.slots_for(static_cast<std::uint64_t>(12 * kGiB)), 636);  // 603 without the ring
-    EXPECT_EQ(gpu_memory_layout(shape("gpt-oss-120b"), 16384).slots_for(static_cast<std::uint64_t>(12 * kGiB)), 569);
+    EXPECT_EQ(gpu_memory_layout(shape("gpt-oss-120b"), 16384)
+                  .slots_for(static_cast<std::uint64_t>(12 * kGiB)),
+              569);
 }
 
 // --kv-ring: the sliding layers (half of gpt-oss's) keep a ring instead of the whole context.
@@ -79,19 +82,22 @@ TEST(Fit, KvRingShrinksTheSlidingLayersKvAndIsChecked) {
     const GpuMemoryLayout ring = gpu_memory_layout(c, 16384, 2048, 4, 2176);
     // 18 sliding layers x K and V x (16384 - 2176) positions x 512 floats.
     EXPECT_EQ(full.kv_bytes - ring.kv_bytes, std::uint64_t{18} * 2 * (16384 - 2176) * 512 * 4);
-    EXPECT_GT(ring.slots_for(static_cast<std::uint64_t>(12 * kGiB)), full.slots_for(static_cast<std::uint64_t>(12 * kGiB)));
+    EXPECT_GT(ring.slots_for(static_cast<std::uint64_t>(12 * kGiB)),
+              full.slots_for(static_cast<std::uint64_t>(12 * kGiB)));
     EXPECT_EQ(kv_ring_positions(c, 16384, 2176, 2048), 2176);
     EXPECT_EQ(kv_ring_positions(c, 16384, 0, 2048), 0);
     EXPECT_EQ(kv_ring_positions(c, 2000, 2176, 2048), 0);  // not smaller than the context: no ring
-    EXPECT_EQ(kv_ring_positions(c, 16384, 128, 0), 128);    // token by token: the window suffices
+    EXPECT_EQ(kv_ring_positions(c, 16384, 128, 0), 128);   // token by token: the window suffices
     const std::string err = test::error_of([&] { kv_ring_positions(c, 16384, 2000, 2048); });
     EXPECT_NE(err.find("at least 2175"), std::string::npos) << err;
-    EXPECT_NE(test::error_of([&] { kv_ring_positions(c, 16384, -2, 2048); }).find("--kv-ring"), std::string::npos);
+    EXPECT_NE(test::error_of([&] { kv_ring_positions(c, 16384, -2, 2048); }).find("--kv-ring"),
+              std::string::npos);
     // auto (the default): the smallest ring, none where it would not be smaller than the context.
     EXPECT_EQ(kv_ring_positions(c, 16384, -1, 2048), 2175);
     EXPECT_EQ(kv_ring_positions(c, 16384, -1, 0), 128);
     EXPECT_EQ(kv_ring_positions(c, 2048, -1, 2048), 0);
-    EXPECT_EQ(gpu_memory_layout(c, 16384).kv_bytes, gpu_memory_layout(c, 16384, 2048, 4, 2175).kv_bytes);
+    EXPECT_EQ(gpu_memory_layout(c, 16384).kv_bytes,
+              gpu_memory_layout(c, 16384, 2048, 4, 2175).kv_bytes);
 }
 
 TEST(Fit, TwelveGigabyteCardAndSixtyFourGigabytesRunThe120bHybrid) {
@@ -224,12 +230,15 @@ TEST(Fit, APinnedStoreStaysInRamWhole) {
     EXPECT_EQ(std::find(f.begin(), f.end(), "--release-resident"), f.end());
     // The whole 10.2 GB counts, and the staging rings (40 records of 13.2 MB) do not.
     const double rings_gb = static_cast<double>(prefill_pinned_bytes(r.config, p.context) -
-                                                prefill_pinned_bytes(r.config, p.context, true)) / 1e9;
+                                                prefill_pinned_bytes(r.config, p.context, true)) /
+                            1e9;
     EXPECT_NEAR(rings_gb, 40 * 13.2e6 / 1e9, 0.05);
-    const double buffers_gb = 0.5 + static_cast<double>(prefill_pinned_bytes(r.config, p.context, true)) / 1e9;
+    const double buffers_gb =
+        0.5 + static_cast<double>(prefill_pinned_bytes(r.config, p.context, true)) / 1e9;
     const double checkpoints_gb = p.kv_checkpoints_gib * 1073741824.0 / 1e9;
     EXPECT_NEAR(p.ram_needed_gb, 10.154446848 + buffers_gb + 4.0 + checkpoints_gb, 0.001);
-    const FitPlan pp = plan_fit(store_request("gpt-oss-20b", "packed", 9'900'000'000ull), gaming_pc());
+    const FitPlan pp =
+        plan_fit(store_request("gpt-oss-20b", "packed", 9'900'000'000ull), gaming_pc());
     EXPECT_FALSE(pp.store_pinned);
     EXPECT_TRUE(pp.release_resident);
     EXPECT_LT(pp.ram_needed_gb, p.ram_needed_gb);
@@ -238,7 +247,8 @@ TEST(Fit, APinnedStoreStaysInRamWhole) {
 }
 
 TEST(Fit, ExistingStoreDecidesTheFormat) {
-    const FitPlan p = plan_fit(store_request("gpt-oss-20b", "packed", 9'900'000'000ull), gaming_pc());
+    const FitPlan p =
+        plan_fit(store_request("gpt-oss-20b", "packed", 9'900'000'000ull), gaming_pc());
     EXPECT_EQ(p.store_format, "packed");
     EXPECT_TRUE(has(p.reasons, "existing packed store"));
 }

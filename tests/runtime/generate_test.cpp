@@ -31,7 +31,7 @@ const std::vector<TokenId> kPrompt = {200006};
 const std::vector<TokenId> kGreedy = {96596, 123955, 105915, 27261};
 
 class Generate : public ::testing::Test {
- protected:
+protected:
     static void SetUpTestSuite() { model_ = Model::load(test::tiny_model_dir()).release(); }
     static void TearDownTestSuite() {
         delete model_;
@@ -137,7 +137,7 @@ TEST_F(Generate, PromptBlocksGiveTheSameLogitsWhereverTheyStart) {
 // Sees every route of a forward pass and takes its time over each: a test-only slow prompt, so
 // one layer of a long prompt runs for seconds on any machine.
 class SlowObserver : public RouterObserver {
- public:
+public:
     void on_route(int, std::int64_t, std::span<const int>, std::span<const float>) override {
         std::this_thread::sleep_for(std::chrono::microseconds(100));
     }

@@ -8,9 +8,7 @@
 namespace neural {
 namespace {
 
-ModelConfig fixture_config() {
-    return ModelConfig::load(test::tiny_model_dir() / "config.json");
-}
+ModelConfig fixture_config() { return ModelConfig::load(test::tiny_model_dir() / "config.json"); }
 
 TEST(KvCache, StartsEmptyWithTheModelShape) {
     KvCache c(fixture_config());

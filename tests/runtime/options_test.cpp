@@ -27,18 +27,24 @@ using test::error_of;
 std::string other_value(const options::Setting& s) {
     std::vector<std::string> candidates;
     switch (s.type) {
-    case options::Type::integer:
-        candidates = {std::to_string(static_cast<std::int64_t>(s.max) - 1),
-                      std::to_string(static_cast<std::int64_t>(s.max)),
-                      std::to_string(static_cast<std::int64_t>(s.min))};
-        break;
-    case options::Type::real:
-        candidates = {options::format_real(s.max / 2), options::format_real(s.max),
-                      options::format_real(s.min)};
-        break;
-    case options::Type::boolean: candidates = {"1"}; break;
-    case options::Type::choice: candidates = s.choices; break;
-    case options::Type::path: candidates = {"/some/" + s.key + ".file"}; break;
+        case options::Type::integer:
+            candidates = {std::to_string(static_cast<std::int64_t>(s.max) - 1),
+                          std::to_string(static_cast<std::int64_t>(s.max)),
+                          std::to_string(static_cast<std::int64_t>(s.min))};
+            break;
+        case options::Type::real:
+            candidates = {options::format_real(s.max / 2), options::format_real(s.max),
+                          options::format_real(s.min)};
+            break;
+        case options::Type::boolean:
+            candidates = {"1"};
+            break;
+        case options::Type::choice:
+            candidates = s.choices;
+            break;
+        case options::Type::path:
+            candidates = {"/some/" + s.key + ".file"};
+            break;
     }
     for (const std::string& c : candidates) {
         if (options::format(s, options::parse(s, c)) != s.default_value()) return c;
@@ -83,7 +89,8 @@ TEST(SettingsSchema, EveryRowIsWellFormedAndItsDefaultParses) {
     EXPECT_EQ(options::find("no-such-setting"), nullptr);
     // The defaults are the option structs' (one source).
     EXPECT_EQ(options::find("refresh_m")->default_value(), std::to_string(GpuOptions{}.refresh_m));
-    EXPECT_EQ(options::find("scratch")->default_value(), std::to_string(GpuOptions{}.scratch_slots));
+    EXPECT_EQ(options::find("scratch")->default_value(),
+              std::to_string(GpuOptions{}.scratch_slots));
     EXPECT_EQ(options::find("pin_store")->default_value(), GpuOptions{}.pin_store);
     EXPECT_EQ(options::find("kv_ring")->default_value(), "auto");
 }
@@ -93,17 +100,23 @@ TEST(SettingsSchema, ValuesPastTheLimitsAreRefusedNamingTheFlagAndTheRange) {
         SCOPED_TRACE(s.flag);
         std::vector<std::string> bad;
         switch (s.type) {
-        case options::Type::integer:
-            bad = {options::format_real(s.max + 1), "x", "", "1.5"};
-            if (!s.auto_value || *s.auto_value != s.min - 1) bad.push_back(options::format_real(s.min - 1));
-            break;
-        case options::Type::real:
-            bad = {options::format_real(s.max * 2 + 1), "nan", "inf", "1e999", "two"};
-            if (!s.auto_value) bad.push_back(options::format_real(s.min - 1));
-            break;
-        case options::Type::boolean: bad = {"2", "yes", "on", ""}; break;
-        case options::Type::choice: bad = {"sideways", ""}; break;
-        case options::Type::path: continue;  // any text is a path
+            case options::Type::integer:
+                bad = {options::format_real(s.max + 1), "x", "", "1.5"};
+                if (!s.auto_value || *s.auto_value != s.min - 1)
+                    bad.push_back(options::format_real(s.min - 1));
+                break;
+            case options::Type::real:
+                bad = {options::format_real(s.max * 2 + 1), "nan", "inf", "1e999", "two"};
+                if (!s.auto_value) bad.push_back(options::format_real(s.min - 1));
+                break;
+            case options::Type::boolean:
+                bad = {"2", "yes", "on", ""};
+                break;
+            case options::Type::choice:
+                bad = {"sideways", ""};
+                break;
+            case options::Type::path:
+                continue;  // any text is a path
         }
         for (const std::string& v : bad) {
             const std::string e = error_of([&] { options::parse(s, v); });
@@ -143,9 +156,9 @@ TEST(SettingsSchema, EveryRowRoundTripsThroughFlags) {
 }
 
 TEST(SettingsSchema, TakeFlagsReadsValuesInlineAndBareSwitches) {
-    std::vector<std::string> args = {"--model", "m", "--pool=3.5", "--release-resident", "--backend",
-                                     "cuda", "--grouped-gemm", "0", "--kernel-persistent",
-                                     "--prefill-fp16=true", "--other", "x"};
+    std::vector<std::string> args = {
+        "--model",        "m", "--pool=3.5",          "--release-resident",  "--backend", "cuda",
+        "--grouped-gemm", "0", "--kernel-persistent", "--prefill-fp16=true", "--other",   "x"};
     const options::Settings v = options::take_flags(args);
     EXPECT_EQ(args, (std::vector<std::string>{"--model", "m", "--other", "x"}));
     EXPECT_EQ(v.at("pool"), "3.5");
@@ -155,7 +168,8 @@ TEST(SettingsSchema, TakeFlagsReadsValuesInlineAndBareSwitches) {
     EXPECT_EQ(v.at("prefill_fp16"), "true");
     // A bare switch does not take the next flag; the next word it does take (and checks).
     std::vector<std::string> word = {"--pin-store", "yes"};
-    EXPECT_EQ(error_of([&] { options::take_flags(word); }), "--pin-store: expected auto, 0 or 1, got \"yes\"");
+    EXPECT_EQ(error_of([&] { options::take_flags(word); }),
+              "--pin-store: expected auto, 0 or 1, got \"yes\"");
     std::vector<std::string> end = {"--model", "m", "--release-resident"};
     EXPECT_EQ(options::take_flags(end).at("release_resident"), "1");
     // A valued flag at the end is an error.
@@ -163,9 +177,11 @@ TEST(SettingsSchema, TakeFlagsReadsValuesInlineAndBareSwitches) {
     EXPECT_EQ(options::take_flags(more).at("warmup_sync"), "1");
     EXPECT_EQ(more, (std::vector<std::string>{"--model", "m"}));
     std::vector<std::string> last = {"--pool-slots"};
-    EXPECT_THAT(error_of([&] { options::take_flags(last); }), HasSubstr("--pool-slots needs a value"));
+    EXPECT_THAT(error_of([&] { options::take_flags(last); }),
+                HasSubstr("--pool-slots needs a value"));
     std::vector<std::string> bad = {"--scratch", "99"};
-    EXPECT_EQ(error_of([&] { options::take_flags(bad); }), "--scratch: expected an integer in [1, 64], got \"99\"");
+    EXPECT_EQ(error_of([&] { options::take_flags(bad); }),
+              "--scratch: expected an integer in [1, 64], got \"99\"");
 }
 
 TEST(SettingsSchema, ACudaSettingIsRefusedOnTheCpuBackendWithOneMessage) {
@@ -182,24 +198,39 @@ TEST(SettingsSchema, ACudaSettingIsRefusedOnTheCpuBackendWithOneMessage) {
         EXPECT_NO_THROW(options::apply(v));
     }
     // Given at all, even at its default value, it is refused: the backend would ignore it.
-    EXPECT_THAT(error_of([&] { options::apply({{"scratch", "4"}, {"backend", "cpu"}}); }),
+    EXPECT_THAT(error_of([&] {
+                    options::apply({{"scratch", "4"}, {"backend", "cpu"}});
+                }),
                 HasSubstr("--scratch needs --backend cuda"));
 }
 
 TEST(SettingsSchema, RulesBetweenSettings) {
-    EXPECT_NO_THROW(options::apply({{"kernel", "avx2"}}));  // the fused kernels read the checkpoint too
-    EXPECT_THAT(error_of([&] { options::apply({{"warmup_ram", "3"}}); }), HasSubstr("need --store FILE"));
-    EXPECT_THAT(error_of([&] { options::apply({{"store", "s"}, {"warmup_sync", "1"}}); }),
+    EXPECT_NO_THROW(
+        options::apply({{"kernel", "avx2"}}));  // the fused kernels read the checkpoint too
+    EXPECT_THAT(error_of([&] {
+                    options::apply({{"warmup_ram", "3"}});
+                }),
+                HasSubstr("need --store FILE"));
+    EXPECT_THAT(error_of([&] {
+                    options::apply({{"store", "s"}, {"warmup_sync", "1"}});
+                }),
                 HasSubstr("--warmup-sync needs --warmup-ram"));
-    EXPECT_THAT(error_of([&] { options::apply({{"ranking", "r.json"}}); }), HasSubstr("--ranking needs --backend cuda"));
+    EXPECT_THAT(error_of([&] {
+                    options::apply({{"ranking", "r.json"}});
+                }),
+                HasSubstr("--ranking needs --backend cuda"));
     EXPECT_NO_THROW(options::apply({{"ranking", "r.json"}, {"store", "s"}, {"warmup_ram", "2"}}));
-    EXPECT_THAT(error_of([&] { options::apply({{"bogus", "1"}}); }), HasSubstr("unknown setting \"bogus\""));
+    EXPECT_THAT(error_of([&] {
+                    options::apply({{"bogus", "1"}});
+                }),
+                HasSubstr("unknown setting \"bogus\""));
     // The fast kernels are the default, with or without a store; an explicit reference stays.
     EXPECT_EQ(options::apply({{"store", "s"}}).kernel, "auto");
     EXPECT_EQ(options::apply({{"store", "s"}, {"kernel", "reference"}}).kernel, "reference");
     EXPECT_EQ(options::apply({}).kernel, "auto");
     // GiB settings are bytes in LoadOptions.
-    EXPECT_EQ(options::apply({{"store", "s"}, {"lock_ram", "1.5"}}).lock_ram_bytes, std::uint64_t{3} << 29);
+    EXPECT_EQ(options::apply({{"store", "s"}, {"lock_ram", "1.5"}}).lock_ram_bytes,
+              std::uint64_t{3} << 29);
     EXPECT_EQ(options::apply({{"ws_min", "2"}}).ws_min_bytes, std::uint64_t{2} << 30);
 }
 
@@ -248,8 +279,8 @@ TEST(SettingsSchema, FitFlagsReadBackAsThePlan) {
     c.kernel = "avx512";
     c.kernel_persistent = false;
     std::vector<std::string> cf = c.flags();
-    EXPECT_EQ(cf, (std::vector<std::string>{"--backend", "cpu", "--kernel", "avx512", "--kernel-persistent", "0",
-                                            "--threads", "4"}));
+    EXPECT_EQ(cf, (std::vector<std::string>{"--backend", "cpu", "--kernel", "avx512",
+                                            "--kernel-persistent", "0", "--threads", "4"}));
     EXPECT_NO_THROW(options::apply(options::take_flags(cf)));
 }
 
@@ -272,7 +303,8 @@ TEST(SettingsSchema, TheUserGuideNamesEveryFlag) {
     std::stringstream text;
     text << f.rdbuf();
     for (const options::Setting& s : options::settings()) {
-        EXPECT_THAT(text.str(), HasSubstr("`" + s.flag)) << s.flag << " is not in docs/USER_GUIDE.md";
+        EXPECT_THAT(text.str(), HasSubstr("`" + s.flag))
+            << s.flag << " is not in docs/USER_GUIDE.md";
     }
 }
 

@@ -26,7 +26,8 @@ TEST(Ranking, CountsEveryRoutingOfAForwardPass) {
     m->forward(std::span<const TokenId>(&next, 1), cache, fo);
     EXPECT_EQ(counter.positions(), 8);
     for (const auto& layer : counter.counts()) {
-        EXPECT_DOUBLE_EQ(std::accumulate(layer.begin(), layer.end(), 0.0), 8.0 * c.experts_per_token);
+        EXPECT_DOUBLE_EQ(std::accumulate(layer.begin(), layer.end(), 0.0),
+                         8.0 * c.experts_per_token);
     }
 }
 
@@ -44,12 +45,14 @@ TEST(Ranking, RoundTripsThroughItsFileAndPlacesTheHottestExpertsFirst) {
 
 TEST(Ranking, MalformedFilesAreErrorsNamingTheFile) {
     test::TempDir tmp;
-    EXPECT_NE(test::error_of([&] { load_ranking(tmp / "missing.json"); }).find("cannot read"), std::string::npos);
+    EXPECT_NE(test::error_of([&] { load_ranking(tmp / "missing.json"); }).find("cannot read"),
+              std::string::npos);
     for (const char* bad : {"{", "[]", R"({"layers": 3})", R"({"layers": [[1, "x"]]})",
                             R"({"layers": [[1, -2]]})", R"({"layers": [3]})"}) {
         SCOPED_TRACE(bad);
         test::write_file(tmp / "bad.json", bad);
-        EXPECT_NE(test::error_of([&] { load_ranking(tmp / "bad.json"); }).find("bad.json"), std::string::npos);
+        EXPECT_NE(test::error_of([&] { load_ranking(tmp / "bad.json"); }).find("bad.json"),
+                  std::string::npos);
     }
 }
 

@@ -50,11 +50,13 @@ TEST(Utf8StreamDecode, CharacterSplitByteByByte) {
 TEST(Utf8StreamDecode, InvalidBytesBecomeReplacementCharacters) {
     Utf8Stream s;
     EXPECT_EQ(s.push("\xFF"), kFFFD);
-    EXPECT_EQ(s.push("a\x80" "b"), "a" + kFFFD + "b");           // lone continuation byte
-    EXPECT_EQ(s.push("\xC0\xAF"), kFFFD + kFFFD);                 // overlong lead C0
-    EXPECT_EQ(s.push("\xC3(x"), kFFFD + "(x");                     // lead then non-continuation
-    EXPECT_EQ(s.push("\xE0\x80\x80"), kFFFD + kFFFD + kFFFD);     // overlong 3-byte form
-    EXPECT_EQ(s.push("\xED\xA0\x80"), kFFFD + kFFFD + kFFFD);     // UTF-16 surrogate D800
+    EXPECT_EQ(s.push("a\x80"
+                     "b"),
+              "a" + kFFFD + "b");                              // lone continuation byte
+    EXPECT_EQ(s.push("\xC0\xAF"), kFFFD + kFFFD);              // overlong lead C0
+    EXPECT_EQ(s.push("\xC3(x"), kFFFD + "(x");                 // lead then non-continuation
+    EXPECT_EQ(s.push("\xE0\x80\x80"), kFFFD + kFFFD + kFFFD);  // overlong 3-byte form
+    EXPECT_EQ(s.push("\xED\xA0\x80"), kFFFD + kFFFD + kFFFD);  // UTF-16 surrogate D800
     EXPECT_EQ(s.push("\xF4\x90\x80\x80"), kFFFD + kFFFD + kFFFD + kFFFD);  // > U+10FFFF
     EXPECT_EQ(s.push("\xF5"), kFFFD);
     EXPECT_EQ(s.flush(), "");
@@ -94,8 +96,12 @@ TEST(Utf8StreamDecode, FlushOfADanglingLeadIsOneReplacement) {
 // same prefix at the end of the stream.
 TEST(Utf8StreamDecode, TruncatedSequenceIsOneReplacement) {
     Utf8Stream s;
-    EXPECT_EQ(s.push("\xE2\x82" "A"), kFFFD + "A");
-    EXPECT_EQ(s.push("\xF0\x9F\x98" "B"), kFFFD + "B");
+    EXPECT_EQ(s.push("\xE2\x82"
+                     "A"),
+              kFFFD + "A");
+    EXPECT_EQ(s.push("\xF0\x9F\x98"
+                     "B"),
+              kFFFD + "B");
     EXPECT_EQ(s.flush(), "");
 }
 

@@ -88,8 +88,9 @@ TEST(ResponsesRequest, ErrorsNameTheResponsesFields) {
     expect_refused(Json::parse(R"({"model": "m", "input": "x",
                                    "tools": [{"type": "function", "name": "bad name"}]})"),
                    "tools[0].name", "letters, digits");
-    expect_refused(Json::parse(R"({"model": "m", "input": "x", "tools": [{"type": "web_search"}]})"),
-                   "tools[0].type", "function only");
+    expect_refused(
+        Json::parse(R"({"model": "m", "input": "x", "tools": [{"type": "web_search"}]})"),
+        "tools[0].type", "function only");
     expect_refused(Json::parse(R"({"model": "m", "input": "x", "text": {"format": {"type":
                                    "json_schema", "name": "n", "schema": {"type": "string",
                                    "maxLength": 3}}}})"),
@@ -101,8 +102,8 @@ TEST(ResponsesRequest, ErrorsNameTheResponsesFields) {
                    "input[0].call_id", "no function_call with that call_id");
     expect_refused(Json::parse(R"({"model": "m", "input": [{"type": "input_image"}]})"),
                    "input[0].type", "not supported");
-    expect_refused(Json::parse(R"({"model": "m", "input": "x", "background": true})"),
-                   "background", "not supported");
+    expect_refused(Json::parse(R"({"model": "m", "input": "x", "background": true})"), "background",
+                   "not supported");
     // Unknown fields: ignored and named (lenient), refused when strict.
     const Json extra = Json::parse(R"({"model": "m", "input": "x", "frobnicate": 1})");
     EXPECT_EQ(parse_responses_request(extra).chat.ignored_fields,
@@ -117,20 +118,20 @@ TEST(ResponsesRequest, PreviousStateComesFirstAndResolvesCallIds) {
     prev.history.push_back(chat::Message::user("Weather in Oslo?"));
     prev.history.push_back(chat::Message::function_call("get_weather", "{\"city\":\"Oslo\"}"));
     prev.call_names["call_1"] = "get_weather";
-    const ResponsesRequest r = parse_responses_request(
-        Json::parse(R"({"model": "m", "previous_response_id": "resp_1",
+    const ResponsesRequest r =
+        parse_responses_request(Json::parse(R"({"model": "m", "previous_response_id": "resp_1",
                         "input": [{"type": "function_call_output", "call_id": "call_1",
                                    "output": "sunny"}]})"),
-        {}, &prev);
+                                {}, &prev);
     EXPECT_EQ(r.previous_response_id.value_or(""), "resp_1");
     ASSERT_EQ(r.chat.history.size(), 3u);
     EXPECT_EQ(r.chat.history[0].text(), "Weather in Oslo?");
     EXPECT_EQ(r.chat.history[2].name.value_or(""), "functions.get_weather");
     EXPECT_EQ(r.echo["previous_response_id"], "resp_1");
     // A follow-up may carry no input of its own.
-    EXPECT_EQ(parse_responses_request(Json::parse(R"({"model": "m"})"), {}, &prev)
-                  .chat.history.size(),
-              2u);
+    EXPECT_EQ(
+        parse_responses_request(Json::parse(R"({"model": "m"})"), {}, &prev).chat.history.size(),
+        2u);
 }
 
 chat::ParserEvent start(chat::Message m) {
@@ -178,16 +179,16 @@ TEST(ResponseEncoder, ReasoningAndAnswerEvents) {
     auto fin = enc.finish(result);
     all.insert(all.end(), fin.begin(), fin.end());
 
-    EXPECT_EQ(types(all),
-              (std::vector<std::string>{
-                  "response.created", "response.in_progress", "response.output_item.added",
-                  "response.content_part.added", "response.reasoning_text.delta",
-                  "response.reasoning_text.delta", "response.reasoning_text.done",
-                  "response.content_part.done", "response.output_item.done",
-                  "response.output_item.added", "response.content_part.added",
-                  "response.output_text.delta", "response.output_text.delta",
-                  "response.output_text.done", "response.content_part.done",
-                  "response.output_item.done", "response.completed"}));
+    EXPECT_EQ(
+        types(all),
+        (std::vector<std::string>{
+            "response.created", "response.in_progress", "response.output_item.added",
+            "response.content_part.added", "response.reasoning_text.delta",
+            "response.reasoning_text.delta", "response.reasoning_text.done",
+            "response.content_part.done", "response.output_item.done", "response.output_item.added",
+            "response.content_part.added", "response.output_text.delta",
+            "response.output_text.delta", "response.output_text.done", "response.content_part.done",
+            "response.output_item.done", "response.completed"}));
     for (std::size_t i = 0; i < all.size(); ++i) EXPECT_EQ(all[i]["sequence_number"], i);
     EXPECT_EQ(all[0]["response"]["status"], "in_progress");
     EXPECT_EQ(all[11]["delta"], "Hi");
@@ -235,11 +236,11 @@ TEST(ResponseEncoder, FunctionCallsAndCutOutput) {
     feed(text(chat::EventType::tool_call_arguments, "{\"city\":"));
     feed(text(chat::EventType::tool_call_arguments, "\"Oslo\"}"));
     feed(end());
-    EXPECT_EQ(types(all), (std::vector<std::string>{"response.output_item.added",
-                                                    "response.function_call_arguments.delta",
-                                                    "response.function_call_arguments.delta",
-                                                    "response.function_call_arguments.done",
-                                                    "response.output_item.done"}));
+    EXPECT_EQ(types(all),
+              (std::vector<std::string>{
+                  "response.output_item.added", "response.function_call_arguments.delta",
+                  "response.function_call_arguments.delta", "response.function_call_arguments.done",
+                  "response.output_item.done"}));
     const Json item = all.back()["item"];
     EXPECT_EQ(item["type"], "function_call");
     EXPECT_EQ(item["name"], "get_weather");

@@ -52,17 +52,25 @@ int ms_left(Clock::time_point deadline) {
 
 // neural-server with stdout and stderr in a log file; stopped (SIGTERM, then SIGKILL) at the end.
 class ServerProcess {
- public:
+public:
     explicit ServerProcess(const std::vector<std::string>& extra) {
         log_path_ = dir_ / "server.log";
-        std::vector<std::string> args = {NEURAL_SERVER_BIN, "--model", test::tiny_model_dir().string(),
-                                         "--host", "127.0.0.1", "--port", "0", "--threads", "1"};
+        std::vector<std::string> args = {NEURAL_SERVER_BIN,
+                                         "--model",
+                                         test::tiny_model_dir().string(),
+                                         "--host",
+                                         "127.0.0.1",
+                                         "--port",
+                                         "0",
+                                         "--threads",
+                                         "1"};
         args.insert(args.end(), extra.begin(), extra.end());
         std::vector<char*> argv;
         for (auto& a : args) argv.push_back(a.data());
         argv.push_back(nullptr);
         // Created before the fork, so that the log can be read at once.
-        const int log_fd = ::open(log_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+        const int log_fd =
+            ::open(log_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
         pid_ = ::fork();
         if (pid_ == 0) {
             const int null = ::open("/dev/null", O_RDONLY);
@@ -112,7 +120,7 @@ class ServerProcess {
     int port() const { return port_; }
     std::string log() const { return test::read_file(log_path_); }
 
- private:
+private:
     test::TempDir dir_;
     std::filesystem::path log_path_;
     pid_t pid_ = -1;
@@ -131,7 +139,7 @@ struct Response {
 
 // One client connection (blocking connect, reads with poll and a deadline).
 class Conn {
- public:
+public:
     explicit Conn(int port) {
         fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
         sockaddr_in addr{};
@@ -249,7 +257,7 @@ class Conn {
         }
     }
 
- private:
+private:
     static Response parse_head(const std::string& head) {
         Response r;
         std::sscanf(head.c_str(), "HTTP/1.%*d %d", &r.status);
@@ -341,7 +349,8 @@ TEST(ServerConnections, IdleConnectionsMakeRoomAtTheConnectionCap) {
         EXPECT_THAT(r->body, HasSubstr(R"("status":"ok")"));
     }
     for (int i = 0; i < 6; ++i)
-        EXPECT_TRUE(silent[i]->closed_within(5000)) << "silent connection " << i << " (oldest first)";
+        EXPECT_TRUE(silent[i]->closed_within(5000))
+            << "silent connection " << i << " (oldest first)";
     for (int i = 6; i < 8; ++i)
         EXPECT_FALSE(silent[i]->closed_within(200)) << "silent connection " << i << " (newer)";
     EXPECT_GE(metric(server.port(), R"(neural_connections_dropped_total{reason="evicted"})"), 6);
@@ -378,7 +387,8 @@ TEST(ServerConnections, TheGuardsOwnAnswersAreCountedAndLogged) {
     ASSERT_TRUE(server.ok());
     const std::vector<std::pair<int, std::string>> cases = {
         {413, "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 999999\r\n\r\n"},
-        {411, "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"},
+        {411,
+         "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"},
         {431, "GET /health HTTP/1.1\r\nX-Big: " + std::string(40000, 'a') + "\r\n\r\n"},
         {408, "GET /health HTTP/1.1\r\nHost: x\r\n"},  // never finished
     };
@@ -574,9 +584,10 @@ TEST(ServerPrompts, APromptLongerThanMaxPromptTokensGets400) {
         const std::string body =
             R"({"model": ")" + kModel + R"(", "prompt": [)" + ids + R"(], "max_tokens": 1})";
         Conn c(server.port());
-        c.send("POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: "
-               "application/json\r\nContent-Length: " +
-               std::to_string(body.size()) + "\r\n\r\n" + body);
+        c.send(
+            "POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: "
+            "application/json\r\nContent-Length: " +
+            std::to_string(body.size()) + "\r\n\r\n" + body);
         const auto r = c.response(30000);
         ASSERT_TRUE(r);
         EXPECT_EQ(r->status, 400);
@@ -603,7 +614,7 @@ TEST(ServerPrompts, AClientThatLeavesDuringALongPromptFreesTheEngine) {
         ASSERT_TRUE(head);
         ASSERT_EQ(head->status, 200);
         std::this_thread::sleep_for(std::chrono::seconds(5));  // well into the prompt
-    }  // the client goes away
+    }                                                          // the client goes away
     const auto sent = Clock::now();
     Conn next(server.port());
     next.send(chat(chat_body(1, false)));
@@ -703,11 +714,32 @@ std::filesystem::path make_store(const std::filesystem::path& dir) {
 TEST(ServerEngineSettings, TheSchemasFlagsAreAccepted) {
     test::TempDir dir;
     const std::filesystem::path store = make_store(dir.path());
-    ServerProcess server({"--store", store.string(), "--backend", "auto", "--release-resident",
-                          "--kernel-persistent", "0", "--refresh-m", "100", "--prefill-weight", "500",
-                          "--expert-streams", "1", "--device", "0", "--ws-min", "0.001",
-                          "--prefetch", "dense", "--warmup-ram", "1", "--warmup-sync", "1",
-                          "--kdll", (dir / "none.so").string(), "--grouped-gemm=1"});
+    ServerProcess server({"--store",
+                          store.string(),
+                          "--backend",
+                          "auto",
+                          "--release-resident",
+                          "--kernel-persistent",
+                          "0",
+                          "--refresh-m",
+                          "100",
+                          "--prefill-weight",
+                          "500",
+                          "--expert-streams",
+                          "1",
+                          "--device",
+                          "0",
+                          "--ws-min",
+                          "0.001",
+                          "--prefetch",
+                          "dense",
+                          "--warmup-ram",
+                          "1",
+                          "--warmup-sync",
+                          "1",
+                          "--kdll",
+                          (dir / "none.so").string(),
+                          "--grouped-gemm=1"});
     ASSERT_TRUE(server.ok()) << server.log();
     EXPECT_EQ(fetch(server.port(), "/health").status, 200);
 }
@@ -717,10 +749,12 @@ TEST(ServerEngineSettings, TheSchemasFlagsAreAccepted) {
 TEST(ServerEngineSettings, BadSettingsAreRefusedWithTheSchemasMessage) {
     const Exit range = run_server_to_exit({"--scratch", "0"});
     EXPECT_EQ(range.code, 2);
-    EXPECT_THAT(range.output, HasSubstr("neural-server: --scratch: expected an integer in [1, 64], got \"0\""));
+    EXPECT_THAT(range.output,
+                HasSubstr("neural-server: --scratch: expected an integer in [1, 64], got \"0\""));
     const Exit refresh = run_server_to_exit({"--refresh-m", "4097"});
     EXPECT_EQ(refresh.code, 2);
-    EXPECT_THAT(refresh.output, HasSubstr("--refresh-m: expected an integer in [0, 4096], got \"4097\""));
+    EXPECT_THAT(refresh.output,
+                HasSubstr("--refresh-m: expected an integer in [0, 4096], got \"4097\""));
     const Exit cpu = run_server_to_exit({"--pool", "2"});
     EXPECT_EQ(cpu.code, 1);
     EXPECT_THAT(cpu.output, HasSubstr(options::backend_refusal(*options::find("pool"), "cpu")));
@@ -732,7 +766,8 @@ TEST(ServerEngineSettings, BadSettingsAreRefusedWithTheSchemasMessage) {
     EXPECT_THAT(lever.output, HasSubstr("need --store FILE"));
     const Exit help = run_server_to_exit({"--help"});
     EXPECT_EQ(help.code, 0);
-    for (const options::Setting& s : options::settings()) EXPECT_THAT(help.output, HasSubstr(s.flag + " ")) << s.flag;
+    for (const options::Setting& s : options::settings())
+        EXPECT_THAT(help.output, HasSubstr(s.flag + " ")) << s.flag;
     EXPECT_THAT(help.output, HasSubstr("--max-connections"));
 }
 

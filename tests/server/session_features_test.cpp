@@ -15,14 +15,14 @@ namespace neural {
 namespace {
 
 class SessionFeatures : public ::testing::Test {
- protected:
+protected:
     static void SetUpTestSuite() {
-      // One thread: results do not depend on it, and it keeps a shared 2-core machine from
-      // stalling OpenMP barriers.
-      LoadOptions one_thread;
-      one_thread.threads = 1;
-      model_ = Model::load(test::tiny_model_dir(), one_thread).release();
-  }
+        // One thread: results do not depend on it, and it keeps a shared 2-core machine from
+        // stalling OpenMP barriers.
+        LoadOptions one_thread;
+        one_thread.threads = 1;
+        model_ = Model::load(test::tiny_model_dir(), one_thread).release();
+    }
     static void TearDownTestSuite() { delete model_; }
     static TurnOptions forced(const std::string& harmony, int max_tokens = 200) {
         TurnOptions o;
@@ -41,7 +41,8 @@ TEST(SessionStops, HarmonyStopTokensEndATurnEvenWithoutGenerationConfig) {
     // tokens come from the tokenizer, whatever the configs list.
     test::TempDir dir;
     const auto fixture = test::tiny_model_dir();
-    for (const char* f : {"config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"})
+    for (const char* f :
+         {"config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"})
         std::filesystem::copy_file(fixture / f, dir / f);  // no symlinks: Windows may refuse them
     LoadOptions one_thread;
     one_thread.threads = 1;
@@ -59,8 +60,9 @@ TEST(SessionStops, HarmonyStopTokensEndATurnEvenWithoutGenerationConfig) {
     TurnOptions o;
     o.max_tokens = 200;
     o.sampling.temperature = 0;
-    o.forced_tokens = model->tokenizer().encode(call_text + "<|start|>assistant<|channel|>final"
-                                                            "<|message|>this must not be generated",
+    o.forced_tokens = model->tokenizer().encode(call_text +
+                                                    "<|start|>assistant<|channel|>final"
+                                                    "<|message|>this must not be generated",
                                                 true);
     TurnResult r = s.respond(o);
     EXPECT_EQ(r.finish, chat::FinishReason::tool_calls);

@@ -45,7 +45,7 @@ bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
 }
 
 class FixtureStore : public ::testing::Test {
- protected:
+protected:
     static void SetUpTestSuite() {
         tmp_ = new test::TempDir();
         wide_dir_ = *tmp_ / "wide";
@@ -96,9 +96,14 @@ std::vector<std::string> runnable_kernels() {
 
 // The expert kernels beside the reference dense layers (dense = "reference"), so the scalar
 // kernel can be compared with the reference path bit for bit.
-std::vector<float> kernel_logits(const fs::path& store, const std::string& kernel, bool persistent) {
-    LoadOptions o{.store = store, .kernel = kernel, .dense = "reference",
-                  .kernel_persistent = persistent, .kdll = NEURAL_KDLL_TEST_PATH, .threads = 3};
+std::vector<float> kernel_logits(const fs::path& store, const std::string& kernel,
+                                 bool persistent) {
+    LoadOptions o{.store = store,
+                  .kernel = kernel,
+                  .dense = "reference",
+                  .kernel_persistent = persistent,
+                  .kdll = NEURAL_KDLL_TEST_PATH,
+                  .threads = 3};
     auto m = Model::load(test::tiny_model_dir(), o);
     EXPECT_NE(m->cpu().store_moe(), nullptr);
     EXPECT_STREQ(m->cpu().store_moe()->team().name(), persistent ? "persistent" : "reference");
@@ -106,7 +111,8 @@ std::vector<float> kernel_logits(const fs::path& store, const std::string& kerne
 }
 
 TEST_F(FixtureStore, FusedKernelPathMatchesTheReference) {
-    const auto ref = test::golden_logits(*Model::load(test::tiny_model_dir(), LoadOptions{.kernel = "reference"}));
+    const auto ref = test::golden_logits(
+        *Model::load(test::tiny_model_dir(), LoadOptions{.kernel = "reference"}));
     for (const std::string& kernel : runnable_kernels()) {
         SCOPED_TRACE(kernel);
         const auto raw = kernel_logits(raw_, kernel, false);
@@ -117,7 +123,8 @@ TEST_F(FixtureStore, FusedKernelPathMatchesTheReference) {
             EXPECT_TRUE(same_bits(raw, ref));
         } else {
             float worst = 0;
-            for (std::size_t i = 0; i < ref.size(); ++i) worst = std::max(worst, std::abs(raw[i] - ref[i]));
+            for (std::size_t i = 0; i < ref.size(); ++i)
+                worst = std::max(worst, std::abs(raw[i] - ref[i]));
             EXPECT_LT(worst, 1e-4f);
         }
     }
@@ -135,8 +142,9 @@ TEST_F(FixtureStore, PersistentTeamGivesTheSameBitsAsOpenMp) {
 
 TEST_F(FixtureStore, FusedKernelPrefillEqualsTokenByToken) {
     auto m = Model::load(test::tiny_model_dir(), LoadOptions{.store = packed_, .kernel = "auto"});
-    const auto ids = test::read_json(test::tiny_model_dir() / "golden.json")["prompts"]["code"]["ids"]
-                         .get<std::vector<TokenId>>();
+    const auto ids =
+        test::read_json(test::tiny_model_dir() / "golden.json")["prompts"]["code"]["ids"]
+            .get<std::vector<TokenId>>();
     KvCache a = m->new_cache();
     const std::vector<float> batch = m->cpu().forward(ids, a);
     KvCache b = m->new_cache();
@@ -147,10 +155,13 @@ TEST_F(FixtureStore, FusedKernelPrefillEqualsTokenByToken) {
 
 TEST_F(FixtureStore, UnknownOrMisplacedKernelIsAClearError) {
     EXPECT_THAT(test::error_of([&] {
-                    Model::load(test::tiny_model_dir(), LoadOptions{.store = raw_, .kernel = "gpu"});
+                    Model::load(test::tiny_model_dir(),
+                                LoadOptions{.store = raw_, .kernel = "gpu"});
                 }),
                 HasSubstr("unknown kernel \"gpu\""));
-    LoadOptions missing{.store = raw_, .kernel = "scalar", .kernel_persistent = true,
+    LoadOptions missing{.store = raw_,
+                        .kernel = "scalar",
+                        .kernel_persistent = true,
                         .kdll = "/nonexistent/libneural_cpu_persistent.so"};
     // A missing team library falls back to the OpenMP team (with a warning), never fails.
     auto m = Model::load(test::tiny_model_dir(), missing);
@@ -341,7 +352,8 @@ TEST_F(FixtureStore, DamagedEscapeIsAnErrorNotAWildRead) {
         const ExpertStore s = ExpertStore::open(p);
         for (int l = 0; l < s.num_layers(); ++l) {
             for (int e = 0; e < s.num_experts(); ++e) {
-                at.push_back(s.entry(l, e).offset + s.layout()[Projection::kDown].scales_offset + 1);
+                at.push_back(s.entry(l, e).offset + s.layout()[Projection::kDown].scales_offset +
+                             1);
             }
         }
     }
@@ -390,7 +402,8 @@ TEST_F(FixtureStore, DamagedRecordsAreErrorsNamingLayerAndExpertNeverAnswers) {
     for (const Case& c : cases) {
         for (const char* kernel : {"reference", "auto"}) {
             SCOPED_TRACE(std::string(c.what) + " " + c.store.filename().string() + " " + kernel);
-            auto m = Model::load(test::tiny_model_dir(), LoadOptions{.store = c.store, .kernel = kernel});
+            auto m = Model::load(test::tiny_model_dir(),
+                                 LoadOptions{.store = c.store, .kernel = kernel});
             const std::string e = error_of([&] { test::golden_logits(*m); });
             EXPECT_THAT(e, HasSubstr("expert store " + c.store.string() + ": " + c.names));
             EXPECT_THAT(e, HasSubstr("run `neural verify-store` and repack"));
@@ -423,7 +436,8 @@ TEST_F(FixtureStore, RecordsAreVerifiedOnceOnFirstReadFromAnyThread) {
                         s.verify_record(l, e);
                     } catch (const Error& err) {
                         if (l == 3 && e == 7 &&
-                            std::string(err.what()).find("record layer 3 expert 7 fails its checksum") !=
+                            std::string(err.what())
+                                    .find("record layer 3 expert 7 fails its checksum") !=
                                 std::string::npos) {
                             failures.fetch_add(1);
                         }

@@ -25,7 +25,7 @@ namespace fs = std::filesystem;
 using ::testing::HasSubstr;
 
 class RamResidency : public ::testing::Test {
- protected:
+protected:
     static void SetUpTestSuite() {
         tmp_ = new test::TempDir();
         RepackOptions o;
@@ -133,7 +133,8 @@ TEST_F(RamResidency, WarmUpFaultsRecordsInOrderWithinTheBound) {
     EXPECT_TRUE(all.completed);
     EXPECT_EQ(all.records, order.size());
     EXPECT_LE(all.seconds, 30.0);
-    for (const ExpertKey& k : order) EXPECT_EQ(resident(s, k.layer, k.expert), pages(s, k.layer, k.expert));
+    for (const ExpertKey& k : order)
+        EXPECT_EQ(resident(s, k.layer, k.expert), pages(s, k.layer, k.expert));
 
     // A set stop flag stops before the first record.
     std::atomic<bool> stop{true};
@@ -176,7 +177,8 @@ TEST_F(RamResidency, ReleaseDropsTheRecordsPagesAndWarmUpSkipsIt) {
 #endif
     EXPECT_TRUE(s.record_checksum_ok(1, 0));
 
-    EXPECT_THAT(test::error_of([&] { s.release_expert(2, 0); }), HasSubstr("no expert 0 in layer 2"));
+    EXPECT_THAT(test::error_of([&] { s.release_expert(2, 0); }),
+                HasSubstr("no expert 0 in layer 2"));
 }
 
 TEST_F(RamResidency, NoteResidentInVramReleasesOnlyWhenAsked) {
@@ -208,7 +210,8 @@ TEST_F(RamResidency, APinnedStoreReleasesNothing) {
     EXPECT_FALSE(s.released(1, 0));
     EXPECT_EQ(ram.released_records.load(), 0u);
     EXPECT_EQ(resident(s, 1, 0), pages(s, 1, 0));
-    EXPECT_THAT(test::error_of([&] { s.release_expert(2, 0); }), HasSubstr("no expert 0 in layer 2"));
+    EXPECT_THAT(test::error_of([&] { s.release_expert(2, 0); }),
+                HasSubstr("no expert 0 in layer 2"));
     s.set_pinned(false);
     EXPECT_TRUE(s.note_resident_in_vram(1, 0));
     EXPECT_TRUE(s.released(1, 0));
@@ -254,7 +257,8 @@ TEST(HotFirst, RankingOrderThenLayerOrder) {
     EXPECT_EQ(order, want);
     const std::vector<ExpertKey> plain = hot_first(nullptr, 2, 2);
     EXPECT_EQ(plain, (std::vector<ExpertKey>{{0, 0}, {0, 1}, {1, 0}, {1, 1}}));
-    EXPECT_THAT(test::error_of([&] { hot_first(&ranking, 3, 3); }), HasSubstr("2 layers, the model 3"));
+    EXPECT_THAT(test::error_of([&] { hot_first(&ranking, 3, 3); }),
+                HasSubstr("2 layers, the model 3"));
     EXPECT_THAT(test::error_of([&] { hot_first(&ranking, 2, 4); }), HasSubstr("3 experts"));
 }
 
@@ -267,12 +271,14 @@ TEST_F(RamResidency, ModelLoadRunsTheWarmUpAndPublishesIt) {
     m->wait_ram_warmup();
     const telemetry::RamCounters& ram = m->telemetry().ram;
     EXPECT_EQ(ram.warmup_state.load(), telemetry::RamCounters::kDone);
-    const auto records = static_cast<std::uint64_t>(m->store()->num_layers() * m->store()->num_experts());
+    const auto records =
+        static_cast<std::uint64_t>(m->store()->num_layers() * m->store()->num_experts());
     EXPECT_EQ(ram.warmup_records.load(), records);
     EXPECT_GT(ram.warmup_bytes.load(), 0u);
 #ifndef _WIN32
     std::uint64_t all_pages = 0;
-    for (const ExpertKey& k : all_keys(*m->store())) all_pages += pages(*m->store(), k.layer, k.expert);
+    for (const ExpertKey& k : all_keys(*m->store()))
+        all_pages += pages(*m->store(), k.layer, k.expert);
     // Opening the store reads ahead around its header: the tiny store may be all in RAM already.
     EXPECT_LE(ram.warmup_pages_loaded.load(), all_pages);
 #endif

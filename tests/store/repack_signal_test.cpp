@@ -76,7 +76,8 @@ TEST(RepackSignal, SigtermAndSighupCancelLikeCtrlCAndLeaveNoTemporaryFile) {
                 }
                 checkpoint = big.string();
             }
-            const fs::path dir = tmp / ("run" + std::to_string(sig) + "-" + std::to_string(attempt));
+            const fs::path dir =
+                tmp / ("run" + std::to_string(sig) + "-" + std::to_string(attempt));
             fs::create_directories(dir);
             const fs::path store = dir / "s.nstore";
             const pid_t pid = spawn_neural({"repack", "--checkpoint", checkpoint, "--out",
@@ -130,9 +131,10 @@ TEST(RepackSignal, ARepackSaysWhichStaleTemporaryFileItRemoved) {
     const fs::path store = tmp / "s.nstore";
     const fs::path stale = tmp / "s.nstore.tmp-1234";
     test::write_file(stale, "left behind by a killed repack");
-    const test::Proc r = test::run_neural({"repack", "--checkpoint", test::tiny_model_dir().string(),
-                                           "--out", store.string(), "--format", "raw"},
-                                          tmp.path(), 120);
+    const test::Proc r =
+        test::run_neural({"repack", "--checkpoint", test::tiny_model_dir().string(), "--out",
+                          store.string(), "--format", "raw"},
+                         tmp.path(), 120);
     ASSERT_EQ(r.code, 0) << r.err;
     EXPECT_THAT(r.out, HasSubstr("removed " + fs::absolute(stale).string() +
                                  ", left behind by an interrupted repack\n"));

@@ -60,7 +60,7 @@ std::uint32_t expected_escapes(const Mxfp4Experts& m, int expert) {
 }
 
 class Repack120bWidths : public ::testing::Test {
- protected:
+protected:
     static void SetUpTestSuite() {
         tmp_ = new test::TempDir();
         test::SynthSpec spec;  // H = I = 2880, 2 layers x 2 experts, vocab 64

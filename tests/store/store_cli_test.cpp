@@ -27,7 +27,7 @@ using ::testing::StartsWith;
 using test::Proc;
 
 class StoreCli : public ::testing::Test {
- protected:
+protected:
     Proc neural(const std::vector<std::string>& args) {
         return test::run_neural(args, tmp_.path(), 60);
     }
@@ -51,20 +51,23 @@ TEST_F(StoreCli, RepackVerifyAndRunFromTheStore) {
 
     const std::string prompts = (test::tiny_model_dir() / "prompts.json").string();
     const std::string a = (tmp_ / "a.json").string(), b = (tmp_ / "b.json").string();
-    ASSERT_EQ(neural({"logits", model(), prompts, a, "--steps", "2", "--kernel", "reference"}).code, 0);
-    r = neural({"logits", model(), prompts, b, "--steps", "2", "--store", store, "--kernel", "reference"});
+    ASSERT_EQ(neural({"logits", model(), prompts, a, "--steps", "2", "--kernel", "reference"}).code,
+              0);
+    r = neural(
+        {"logits", model(), prompts, b, "--steps", "2", "--store", store, "--kernel", "reference"});
     ASSERT_EQ(r.code, 0) << r.err;
     EXPECT_EQ(test::read_file(a), test::read_file(b));
 
     Proc g1 = neural({"generate", "--model", model(), "--ids", "1,2,3", "--max-tokens", "6",
                       "--temperature", "0", "--show-ids"});
-    Proc g2 = neural({"generate", "--model", model(), "--ids", "1,2,3", "--max-tokens", "6",
-                      "--temperature", "0", "--show-ids", "--store", store, "--kernel", "reference"});
+    Proc g2 =
+        neural({"generate", "--model", model(), "--ids", "1,2,3", "--max-tokens", "6",
+                "--temperature", "0", "--show-ids", "--store", store, "--kernel", "reference"});
     ASSERT_EQ(g2.code, 0) << g2.err;
     EXPECT_EQ(g1.out, g2.out);
     EXPECT_EQ(g1.err, g2.err);
-    Proc c = neural({"chat", "--model", model(), "--store", store, "--kernel", "reference", "--once", "Hi", "--max-tokens",
-                     "4", "--temperature", "0"});
+    Proc c = neural({"chat", "--model", model(), "--store", store, "--kernel", "reference",
+                     "--once", "Hi", "--max-tokens", "4", "--temperature", "0"});
     EXPECT_EQ(c.code, 0) << c.err;
 }
 
@@ -75,8 +78,8 @@ TEST_F(StoreCli, RepackAndRunFromAGgufFile) {
     const std::string gguf =
         (test::shared_dir() / "fixtures" / "tiny-gptoss-a-gguf" / "model.gguf").string();
     const std::string store = (tmp_ / "gguf.nstore").string();
-    Proc r = neural({"repack", "--checkpoint", gguf, "--out", store, "--format", "packed",
-                     "--threads", "2"});
+    Proc r = neural(
+        {"repack", "--checkpoint", gguf, "--out", store, "--format", "packed", "--threads", "2"});
     ASSERT_EQ(r.code, 0) << r.err;
     EXPECT_THAT(r.out, StartsWith("wrote packed store " + store + ": 32 records"));
     for (const std::string& ckpt : {gguf, model()}) {
@@ -88,11 +91,13 @@ TEST_F(StoreCli, RepackAndRunFromAGgufFile) {
     const std::string prompts = (test::tiny_model_dir() / "prompts.json").string();
     const std::string a = (tmp_ / "a.json").string(), b = (tmp_ / "b.json").string();
     const std::string c = (tmp_ / "c.json").string();
-    ASSERT_EQ(neural({"logits", model(), prompts, a, "--steps", "2", "--kernel", "reference"}).code, 0);
+    ASSERT_EQ(neural({"logits", model(), prompts, a, "--steps", "2", "--kernel", "reference"}).code,
+              0);
     r = neural({"logits", gguf, prompts, b, "--steps", "2", "--kernel", "reference"});
     ASSERT_EQ(r.code, 0) << r.err;
     EXPECT_EQ(test::read_file(a), test::read_file(b));
-    r = neural({"logits", gguf, prompts, c, "--steps", "2", "--store", store, "--kernel", "reference"});
+    r = neural(
+        {"logits", gguf, prompts, c, "--steps", "2", "--store", store, "--kernel", "reference"});
     ASSERT_EQ(r.code, 0) << r.err;
     EXPECT_EQ(test::read_file(a), test::read_file(c));
 
@@ -102,8 +107,10 @@ TEST_F(StoreCli, RepackAndRunFromAGgufFile) {
                       "--temperature", "0", "--show-ids"});
     ASSERT_EQ(g2.code, 0) << g2.err;
     EXPECT_EQ(g1.out, g2.out);
-    Proc t1 = neural({"tokenize", "--model", model(), "--special", "<|start|>user<|message|>Hello world"});
-    Proc t2 = neural({"tokenize", "--model", gguf, "--special", "<|start|>user<|message|>Hello world"});
+    Proc t1 = neural(
+        {"tokenize", "--model", model(), "--special", "<|start|>user<|message|>Hello world"});
+    Proc t2 =
+        neural({"tokenize", "--model", gguf, "--special", "<|start|>user<|message|>Hello world"});
     ASSERT_EQ(t2.code, 0) << t2.err;
     EXPECT_EQ(t1.out, t2.out);
 
@@ -157,8 +164,9 @@ TEST_F(StoreCli, GenerateFromADamagedStoreFailsNamingTheRecord) {
     for (const auto& [file, names] : cases) {
         for (const char* kernel : {"reference", "auto"}) {
             SCOPED_TRACE(file.filename().string() + " " + kernel);
-            Proc r = neural({"generate", "--model", model(), "--ids", "1,2,3,4,5,6,7,8", "--max-tokens",
-                             "4", "--temperature", "0", "--store", file.string(), "--kernel", kernel});
+            Proc r =
+                neural({"generate", "--model", model(), "--ids", "1,2,3,4,5,6,7,8", "--max-tokens",
+                        "4", "--temperature", "0", "--store", file.string(), "--kernel", kernel});
             EXPECT_EQ(r.code, 1) << r.out;
             EXPECT_THAT(r.err, HasSubstr("expert store " + file.string() + ": " + names));
             EXPECT_THAT(r.err, HasSubstr("run `neural verify-store` and repack"));

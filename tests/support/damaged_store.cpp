@@ -48,7 +48,8 @@ void zero_store_record(const std::filesystem::path& store, int layer, int expert
 void swap_store_records(const std::filesystem::path& store, int layer_a, int expert_a, int layer_b,
                         int expert_b) {
     const Span a = record_span(store, layer_a, expert_a), b = record_span(store, layer_b, expert_b);
-    if (a.bytes != b.bytes) throw std::runtime_error("records of different sizes cannot be swapped");
+    if (a.bytes != b.bytes)
+        throw std::runtime_error("records of different sizes cannot be swapped");
     const std::string bytes_a = read_at(store, a), bytes_b = read_at(store, b);
     write_at(store, a.offset, bytes_b);
     write_at(store, b.offset, bytes_a);

@@ -265,10 +265,10 @@ TEST(SynthWrite, TinyLoadsAndRuns) {
     const fs::path dir = tmp / "tiny";
     const auto r = write_tiny(dir);
     EXPECT_EQ(r.dir, dir);
-    EXPECT_EQ(file_names(dir),
-              (std::vector<std::string>{"config.json", "generation_config.json",
-                                        "model.safetensors", "neural-synth.json",
-                                        "tokenizer.json", "tokenizer_config.json"}));
+    EXPECT_EQ(
+        file_names(dir),
+        (std::vector<std::string>{"config.json", "generation_config.json", "model.safetensors",
+                                  "neural-synth.json", "tokenizer.json", "tokenizer_config.json"}));
     EXPECT_EQ(file_names(tmp.path()), std::vector<std::string>{"tiny"}) << "no temporary left";
     const auto marker = test::read_json(dir / synth::kSynthMarkerFile);
     EXPECT_EQ(marker["shape"], "tiny");
@@ -460,8 +460,8 @@ TEST(SynthCli, NeedsATokenizerAndWritesWithOne) {
               0)
         << test::read_file(tmp / "err2");
     EXPECT_TRUE(fs::exists(out / "model.safetensors"));
-    EXPECT_EQ(run_neural("synth --shape tiny --tokenizer '" + fixture_tokenizer().string() +
-                             "' '" + out.string() + "'",
+    EXPECT_EQ(run_neural("synth --shape tiny --tokenizer '" + fixture_tokenizer().string() + "' '" +
+                             out.string() + "'",
                          tmp / "err3"),
               1);
     EXPECT_THAT(test::read_file(tmp / "err3"), HasSubstr("--force"));

@@ -141,22 +141,22 @@ TEST(TelemetryPhases, OtherIsWallMinusTheNamedPhases) {
 }
 
 class SessionTelemetry : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() { model_ = Model::load(test::tiny_model_dir()).release(); }
-  static void TearDownTestSuite() {
-      delete model_;
-      model_ = nullptr;
-  }
-  static TurnResult turn(const std::string& text, int max_tokens) {
-      ChatSession s(*model_);
-      s.system().conversation_start_date = "2026-01-01";
-      s.add_user(text);
-      TurnOptions o;
-      o.max_tokens = max_tokens;
-      o.sampling.temperature = 0;
-      return s.respond(o);
-  }
-  static Model* model_;
+protected:
+    static void SetUpTestSuite() { model_ = Model::load(test::tiny_model_dir()).release(); }
+    static void TearDownTestSuite() {
+        delete model_;
+        model_ = nullptr;
+    }
+    static TurnResult turn(const std::string& text, int max_tokens) {
+        ChatSession s(*model_);
+        s.system().conversation_start_date = "2026-01-01";
+        s.add_user(text);
+        TurnOptions o;
+        o.max_tokens = max_tokens;
+        o.sampling.temperature = 0;
+        return s.respond(o);
+    }
+    static Model* model_;
 };
 Model* SessionTelemetry::model_ = nullptr;
 

@@ -57,7 +57,7 @@ TEST(PreTokenizer, SplitsCoverTheText) {
 }
 
 class BpeMerge : public testing::Test {
- protected:
+protected:
     static void SetUpTestSuite() {
         const TokenizerFile file = read_tokenizer_json(test::tiny_model_dir() / "tokenizer.json");
         std::vector<std::uint8_t> use(file.tokens.size());

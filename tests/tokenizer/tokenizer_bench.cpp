@@ -25,7 +25,8 @@ const std::string& english() {
     static const std::string text = [] {
         const std::filesystem::path dir = NEURAL_DOCS_DIR;
         std::string docs;
-        for (const char* name : {"ARCHITECTURE.md", "MODEL.md", "CHAT_FORMAT.md", "USER_GUIDE.md"}) {
+        for (const char* name :
+             {"ARCHITECTURE.md", "MODEL.md", "CHAT_FORMAT.md", "USER_GUIDE.md"}) {
             docs += test::read_file(dir / name);
         }
         std::string out;

@@ -51,7 +51,7 @@ nlohmann::json tiny_tokenizer(bool merges_as_arrays) {
 }
 
 class TokenizerLoad : public testing::Test {
- protected:
+protected:
     std::filesystem::path write(const std::string& text) {
         const std::filesystem::path path = dir_ / "tokenizer.json";
         test::write_file(path, text);

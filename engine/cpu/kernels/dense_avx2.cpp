@@ -53,8 +53,8 @@ inline void chunk(const std::uint8_t* const* w, const std::uint16_t* const* x, s
 
 struct Isa {
     template <int NR, int NT>
-    static void dot(const std::uint8_t* const* w, const std::uint16_t* const* x,
-                    std::int64_t lo, std::int64_t cols, float* res) {
+    static void dot(const std::uint8_t* const* w, const std::uint16_t* const* x, std::int64_t lo,
+                    std::int64_t cols, float* res) {
         __m256 acc[NR][NT][2];
         for (int r = 0; r < NR; ++r) {
             for (int t = 0; t < NT; ++t) acc[r][t][0] = acc[r][t][1] = _mm256_setzero_ps();

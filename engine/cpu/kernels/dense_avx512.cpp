@@ -15,8 +15,8 @@ namespace {
 
 // One 32-column chunk: the rows' widened weights against every token's operand.
 template <int NR, int NT>
-inline void chunk(const __m512i* wv, const std::uint16_t* const* x, std::int64_t lo,
-                  std::int64_t c, __m512 (&acc)[NR][NT]) {
+inline void chunk(const __m512i* wv, const std::uint16_t* const* x, std::int64_t lo, std::int64_t c,
+                  __m512 (&acc)[NR][NT]) {
     const __m512i hi_mask = _mm512_set1_epi32(static_cast<int>(0xFFFF0000u));
     __m512 we[NR], wo[NR];
     for (int r = 0; r < NR; ++r) {

@@ -23,8 +23,8 @@ constexpr int kPrefetchBytes = 2048;
 
 struct Isa {
     template <int NR, int NT>
-    static void dot(const std::uint8_t* const* w, const std::uint16_t* const* x,
-                    std::int64_t lo, std::int64_t cols, float* res) {
+    static void dot(const std::uint8_t* const* w, const std::uint16_t* const* x, std::int64_t lo,
+                    std::int64_t cols, float* res) {
         __m512 acc[NR][NT];
         for (int r = 0; r < NR; ++r) {
             for (int t = 0; t < NT; ++t) acc[r][t] = _mm512_setzero_ps();

@@ -14,8 +14,8 @@ namespace {
 
 // One 32-column chunk: the rows' weights against every token's operand.
 template <int NR, int NT>
-inline void chunk(const __m512i* wv, const std::uint16_t* const* x, std::int64_t lo,
-                  std::int64_t c, __m512 (&acc)[NR][NT]) {
+inline void chunk(const __m512i* wv, const std::uint16_t* const* x, std::int64_t lo, std::int64_t c,
+                  __m512 (&acc)[NR][NT]) {
     for (int t = 0; t < NT; ++t) {
         const __m512bh xh = (__m512bh)_mm512_loadu_si512(x[t] + c);
         const __m512bh xl = (__m512bh)_mm512_loadu_si512(x[t] + lo + c);

@@ -18,7 +18,7 @@ struct Output {
     float* y;
     std::int64_t rows;
     std::int64_t y_stride;
-    std::int64_t first_task;   // tasks [first_task, first_task + ceil(rows / kRowsPerTask))
+    std::int64_t first_task;  // tasks [first_task, first_task + ceil(rows / kRowsPerTask))
 };
 
 struct Job {

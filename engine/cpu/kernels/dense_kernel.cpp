@@ -30,10 +30,14 @@ constexpr std::int64_t kInlineMacs = std::int64_t{1} << 16;
 
 dense_detail::TaskFn task_for(DenseIsa isa) {
     switch (isa) {
-        case DenseIsa::scalar: return dense_detail::task_scalar();
-        case DenseIsa::avx2: return dense_detail::task_avx2();
-        case DenseIsa::avx512: return dense_detail::task_avx512();
-        case DenseIsa::avx512bf16: return dense_detail::task_avx512bf16();
+        case DenseIsa::scalar:
+            return dense_detail::task_scalar();
+        case DenseIsa::avx2:
+            return dense_detail::task_avx2();
+        case DenseIsa::avx512:
+            return dense_detail::task_avx512();
+        case DenseIsa::avx512bf16:
+            return dense_detail::task_avx512bf16();
     }
     return nullptr;
 }
@@ -42,10 +46,14 @@ dense_detail::TaskFn task_for(DenseIsa isa) {
 
 const char* dense_isa_name(DenseIsa isa) {
     switch (isa) {
-        case DenseIsa::scalar: return "scalar";
-        case DenseIsa::avx2: return "avx2";
-        case DenseIsa::avx512: return "avx512";
-        case DenseIsa::avx512bf16: return "avx512bf16";
+        case DenseIsa::scalar:
+            return "scalar";
+        case DenseIsa::avx2:
+            return "avx2";
+        case DenseIsa::avx512:
+            return "avx512";
+        case DenseIsa::avx512bf16:
+            return "avx512bf16";
     }
     return "?";
 }
@@ -53,10 +61,14 @@ const char* dense_isa_name(DenseIsa isa) {
 bool dense_isa_available(DenseIsa isa) {
     if (task_for(isa) == nullptr) return false;
     switch (isa) {
-        case DenseIsa::scalar: return true;
-        case DenseIsa::avx2: return cpu_features().has_avx2_fma();
-        case DenseIsa::avx512: return cpu_features().has_avx512();
-        case DenseIsa::avx512bf16: return cpu_features().has_avx512_bf16();
+        case DenseIsa::scalar:
+            return true;
+        case DenseIsa::avx2:
+            return cpu_features().has_avx2_fma();
+        case DenseIsa::avx512:
+            return cpu_features().has_avx512();
+        case DenseIsa::avx512bf16:
+            return cpu_features().has_avx512_bf16();
     }
     return false;
 }
@@ -70,8 +82,10 @@ DenseIsa best_dense_isa() {
 
 DenseIsa dense_isa_for(KernelIsa isa) {
     switch (isa) {
-        case KernelIsa::scalar: return DenseIsa::scalar;
-        case KernelIsa::avx2: return DenseIsa::avx2;
+        case KernelIsa::scalar:
+            return DenseIsa::scalar;
+        case KernelIsa::avx2:
+            return DenseIsa::avx2;
         case KernelIsa::avx512:
             return dense_isa_available(DenseIsa::avx512bf16) ? DenseIsa::avx512bf16
                                                              : DenseIsa::avx512;

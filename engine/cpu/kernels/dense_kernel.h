@@ -47,11 +47,11 @@ struct DenseOutput {
     const Bf16View* w = nullptr;
     const Bf16View* bias = nullptr;  // null or a view without data: no bias
     float* y = nullptr;
-    std::int64_t y_stride = 0;       // floats between tokens' outputs (0: w->rows)
+    std::int64_t y_stride = 0;  // floats between tokens' outputs (0: w->rows)
 };
 
 class DenseKernel {
- public:
+public:
     explicit DenseKernel(DenseIsa isa = best_dense_isa());
     DenseIsa isa() const { return isa_; }
 
@@ -65,7 +65,7 @@ class DenseKernel {
         run(team, std::span<const DenseOutput>(&out, 1), x, tokens, cols);
     }
 
- private:
+private:
     DenseIsa isa_;
 };
 

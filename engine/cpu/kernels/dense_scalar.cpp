@@ -25,15 +25,16 @@ inline float weight_at(const std::uint8_t* w, std::int64_t i, std::int64_t cols)
 
 struct Isa {
     template <int NR, int NT>
-    static void dot(const std::uint8_t* const* w, const std::uint16_t* const* x,
-                    std::int64_t lo, std::int64_t cols, float* res) {
+    static void dot(const std::uint8_t* const* w, const std::uint16_t* const* x, std::int64_t lo,
+                    std::int64_t cols, float* res) {
         for (int r = 0; r < NR; ++r) {
             for (int t = 0; t < NT; ++t) {
                 float acc[16] = {};
                 for (std::int64_t c = 0; c < cols; c += 32) {
                     for (int j = 0; j < 16; ++j) {
                         const std::int64_t odd = c + 2 * j + 1, even = c + 2 * j;
-                        const float wo = weight_at(w[r], odd, cols), we = weight_at(w[r], even, cols);
+                        const float wo = weight_at(w[r], odd, cols),
+                                    we = weight_at(w[r], even, cols);
                         acc[j] = acc[j] + wo * widen(x[t][odd]);
                         acc[j] = acc[j] + we * widen(x[t][even]);
                         acc[j] = acc[j] + wo * widen(x[t][lo + odd]);

@@ -28,9 +28,12 @@ namespace {
 
 const IsaOps* ops_for(KernelIsa isa) {
     switch (isa) {
-        case KernelIsa::scalar: return kernel_detail::ops_scalar();
-        case KernelIsa::avx2: return kernel_detail::ops_avx2();
-        case KernelIsa::avx512: return kernel_detail::ops_avx512();
+        case KernelIsa::scalar:
+            return kernel_detail::ops_scalar();
+        case KernelIsa::avx2:
+            return kernel_detail::ops_avx2();
+        case KernelIsa::avx512:
+            return kernel_detail::ops_avx512();
     }
     return nullptr;
 }
@@ -77,9 +80,12 @@ void check_record(const ExpertInput& in, const char* what) {
 
 const char* kernel_isa_name(KernelIsa isa) {
     switch (isa) {
-        case KernelIsa::scalar: return "scalar";
-        case KernelIsa::avx2: return "avx2";
-        case KernelIsa::avx512: return "avx512";
+        case KernelIsa::scalar:
+            return "scalar";
+        case KernelIsa::avx2:
+            return "avx2";
+        case KernelIsa::avx512:
+            return "avx512";
     }
     return "?";
 }
@@ -87,9 +93,12 @@ const char* kernel_isa_name(KernelIsa isa) {
 bool kernel_isa_available(KernelIsa isa) {
     if (ops_for(isa) == nullptr) return false;
     switch (isa) {
-        case KernelIsa::scalar: return true;
-        case KernelIsa::avx2: return cpu_features().has_avx2_fma();
-        case KernelIsa::avx512: return cpu_features().has_avx512();
+        case KernelIsa::scalar:
+            return true;
+        case KernelIsa::avx2:
+            return cpu_features().has_avx2_fma();
+        case KernelIsa::avx512:
+            return cpu_features().has_avx512();
     }
     return false;
 }

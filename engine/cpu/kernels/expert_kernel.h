@@ -56,7 +56,7 @@ struct SwigluParams {
 };
 
 class ExpertKernel {
- public:
+public:
     static constexpr int kMaxExperts = 4;
     static constexpr int kMaxTokens = 16;
 
@@ -85,7 +85,7 @@ class ExpertKernel {
     void multi(WorkerTeam& team, const ExpertInput& expert, std::span<const float* const> x,
                std::span<const float> weights, std::span<float* const> out);
 
- private:
+private:
     struct Scratch;
     KernelIsa isa_;
     SwigluParams params_;

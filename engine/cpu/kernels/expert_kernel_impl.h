@@ -50,13 +50,13 @@ alignas(64) inline constexpr FloatTable256 kE8M0Table = make_e8m0_table();
 // The geometry of one record; index 0 = gate_up, 1 = down (see expert_record.h).
 struct RecordRef {
     const std::uint8_t* data;
-    std::uint64_t codes[2];   // byte offset of the code blocks (in the contiguous layout)
-    std::uint64_t scales[2];  // byte offset of the scale slots (in the contiguous layout)
+    std::uint64_t codes[2];             // byte offset of the code blocks (in the contiguous layout)
+    std::uint64_t scales[2];            // byte offset of the scale slots (in the contiguous layout)
     const std::uint8_t* code_base[2];   // where the code blocks are (data + codes, or a part of
     const std::uint8_t* scale_base[2];  // a split record: ExpertRecordView::make_split)
-    std::int64_t rows[2];     // 2I, H
-    int blocks[2];            // G per row: G_h, G_i
-    int slot[2];              // scale slot bytes per row: G (raw) or 1 + ceil(G/2) (packed)
+    std::int64_t rows[2];               // 2I, H
+    int blocks[2];                      // G per row: G_h, G_i
+    int slot[2];  // scale slot bytes per row: G (raw) or 1 + ceil(G/2) (packed)
     bool packed;
     std::uint64_t escape;  // packed: payload offset of the escape rows (= the fixed size)
     std::uint64_t bytes;   // whole payload

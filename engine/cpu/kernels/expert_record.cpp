@@ -75,8 +75,8 @@ ExpertRecordView ExpertRecordView::make(const std::uint8_t* data, std::int64_t h
 ExpertRecordView ExpertRecordView::make_split(const std::uint8_t* gate_up_codes,
                                               const std::uint8_t* gate_up_scales,
                                               const std::uint8_t* down_codes,
-                                              const std::uint8_t* down_scales,
-                                              std::int64_t hidden, std::int64_t intermediate) {
+                                              const std::uint8_t* down_scales, std::int64_t hidden,
+                                              std::int64_t intermediate) {
     if (gate_up_scales == nullptr || down_codes == nullptr || down_scales == nullptr) {
         fail("expert record: null data pointer");
     }

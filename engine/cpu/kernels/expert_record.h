@@ -24,7 +24,7 @@ namespace neural::cpu {
 enum class RecordKind : std::uint8_t { raw = 0, packed = 1 };
 
 class ExpertRecordView {
- public:
+public:
     // Largest supported H / I: kernels keep one row's G <= 1024 scale bytes on the stack.
     static constexpr std::int64_t kMaxDim = 32768;
 
@@ -80,7 +80,7 @@ class ExpertRecordView {
     // escape rows gives 0xFF bytes (NaN weights) instead of a read outside the record.
     const std::uint8_t* row_scales(Projection p, std::int64_t r, std::uint8_t* tmp) const;
 
- private:
+private:
     const std::uint8_t* data_ = nullptr;
     RecordKind kind_ = RecordKind::raw;
     std::int64_t hidden_ = 0, intermediate_ = 0;

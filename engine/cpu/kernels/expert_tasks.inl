@@ -55,7 +55,8 @@ inline Row make_row(const ExpertArgs& e, int p, std::int64_t r, std::uint8_t* sb
     const std::uint64_t off =
         rec.codes[p] + static_cast<std::uint64_t>(r) * static_cast<std::uint64_t>(g) * 16;
     Row row;
-    row.codes = rec.code_base[p] + static_cast<std::uint64_t>(r) * static_cast<std::uint64_t>(g) * 16;
+    row.codes =
+        rec.code_base[p] + static_cast<std::uint64_t>(r) * static_cast<std::uint64_t>(g) * 16;
     row.cap = e.capture != nullptr ? e.capture + off : nullptr;
     const std::uint8_t* slot =
         rec.scale_base[p] + static_cast<std::uint64_t>(r) * static_cast<std::uint64_t>(rec.slot[p]);
@@ -260,6 +261,6 @@ void multi_down(void* ctx, std::int64_t task, std::int32_t) {
 }
 
 constexpr IsaOps make_ops(const char* name) {
-    return IsaOps{name, Isa::kDeinterleaved, &decode_gate_up, &decode_down, &multi_gate_up,
-                  &multi_down};
+    return IsaOps{name,         Isa::kDeinterleaved, &decode_gate_up,
+                  &decode_down, &multi_gate_up,      &multi_down};
 }

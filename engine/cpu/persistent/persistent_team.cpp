@@ -97,7 +97,7 @@ class Team;
 thread_local const Team* t_running = nullptr;
 
 class Team {
- public:
+public:
     bool start(const Config& config, char* error, size_t size) {
         config_ = config;
         stop_.store(false, std::memory_order_relaxed);
@@ -154,7 +154,7 @@ class Team {
         return NEURAL_TEAM_OK;
     }
 
- private:
+private:
     void publish(int64_t n_tasks, neural_team_task_fn fn, void* ctx, uint32_t control) {
         // Close the current epoch before touching the descriptor (see the top of this file).
         const uint64_t epoch = claim_.load(std::memory_order_relaxed) >> 32;

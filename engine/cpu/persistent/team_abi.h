@@ -36,16 +36,16 @@ typedef struct neural_team_phase {
 } neural_team_phase;
 
 typedef struct neural_team_config {
-    uint32_t struct_size;     /* sizeof(neural_team_config) */
-    int32_t threads;          /* team size including the caller, >= 1 */
-    int32_t pin;              /* nonzero: pin worker w to logical CPU w (caller not pinned) */
-    int32_t spin_us;          /* idle workers spin (pause) this long, then yield */
-    int32_t park_us;          /* ... and park (OS wait) after this long without work; < 0: never */
+    uint32_t struct_size; /* sizeof(neural_team_config) */
+    int32_t threads;      /* team size including the caller, >= 1 */
+    int32_t pin;          /* nonzero: pin worker w to logical CPU w (caller not pinned) */
+    int32_t spin_us;      /* idle workers spin (pause) this long, then yield */
+    int32_t park_us;      /* ... and park (OS wait) after this long without work; < 0: never */
 } neural_team_config;
 
 typedef struct neural_team_vtable {
-    uint32_t abi_version;  /* NEURAL_TEAM_ABI_VERSION */
-    uint32_t struct_size;  /* sizeof(neural_team_vtable) */
+    uint32_t abi_version; /* NEURAL_TEAM_ABI_VERSION */
+    uint32_t struct_size; /* sizeof(neural_team_vtable) */
     /* Starts a team. NULL on failure, with a message in error[error_size]. */
     void* (*create)(const neural_team_config* config, char* error, size_t error_size);
     /* Stops and joins the workers (serialized after any running job). */

@@ -53,7 +53,7 @@ inline bool fp_control_supported(std::uint32_t control) {
 
 // Installs `control` for a scope and restores the previous state afterwards.
 class FpControlScope {
- public:
+public:
     explicit FpControlScope(std::uint32_t control) : saved_(read_fp_control()) {
         if (saved_ != control) write_fp_control(control);
         changed_ = saved_ != control;
@@ -64,7 +64,7 @@ class FpControlScope {
     FpControlScope(const FpControlScope&) = delete;
     FpControlScope& operator=(const FpControlScope&) = delete;
 
- private:
+private:
     std::uint32_t saved_;
     bool changed_ = false;
 };

@@ -35,7 +35,7 @@ struct TeamCounters {
 };
 
 class WorkerTeam {
- public:
+public:
     virtual ~WorkerTeam() = default;
     virtual const char* name() const = 0;  // "reference" / "persistent"
     virtual int size() const = 0;          // threads including the caller
@@ -52,7 +52,7 @@ class WorkerTeam {
 int default_team_threads();
 
 class ReferenceTeam final : public WorkerTeam {
- public:
+public:
     // threads <= 0: default_team_threads(). Without OpenMP the team has one thread.
     // stands_in_for_persistent: the persistent team was asked for but could not be loaded
     // (make_worker_team), so every job this team runs is a fallback and counted as one.
@@ -63,7 +63,7 @@ class ReferenceTeam final : public WorkerTeam {
     void run(std::span<const TeamPhase> phases) override;
     TeamCounters counters() const override;
 
- private:
+private:
     int threads_;
     bool stands_in_ = false;
     std::atomic<std::uint64_t> jobs_{0};
@@ -79,7 +79,7 @@ struct TeamOptions {
 };
 
 class PersistentTeam final : public WorkerTeam {
- public:
+public:
     // The library file name for this platform (libneural_cpu_persistent.so /
     // neural_cpu_persistent.dll).
     static std::string library_file_name();
@@ -105,7 +105,7 @@ class PersistentTeam final : public WorkerTeam {
     void configure(int threads, bool pin);
     const std::filesystem::path& library_path() const;
 
- private:
+private:
     struct Impl;
     explicit PersistentTeam(std::unique_ptr<Impl> impl);
     std::unique_ptr<Impl> impl_;

@@ -11,7 +11,8 @@ namespace neural::hybrid {
 // Layer l's admissions: uploads start for the pending candidates among the CPU's misses that
 // were captured (or, from a packed store / the checkpoint, are assembled now), and the table
 // flips for uploads that landed.
-void HybridBackend::admit_misses(int l, const Route& route, const MissPlan& plan, DecodeTally& tally) {
+void HybridBackend::admit_misses(int l, const Route& route, const MissPlan& plan,
+                                 DecodeTally& tally) {
     const auto t0 = Clock::now();
     if (!residency_->frozen()) {
         for (int j = 0; j < plan.n; ++j) {
@@ -25,7 +26,8 @@ void HybridBackend::admit_misses(int l, const Route& route, const MissPlan& plan
                 b = free_capture();
                 if (b < 0) continue;
                 adm_.capture_busy[static_cast<std::size_t>(b)] = true;
-                fill_record(l, expert, adm_.captures[static_cast<std::size_t>(b)].host<std::uint8_t>());
+                fill_record(l, expert,
+                            adm_.captures[static_cast<std::size_t>(b)].host<std::uint8_t>());
             }
             if (b < 0) continue;
             start_upload(*pending, b);
@@ -47,13 +49,15 @@ int HybridBackend::free_capture() const {
 void HybridBackend::start_upload(const Residency::Admission& a, int buffer) {
     residency_->begin(a);
     if (a.victim_layer >= 0) {
-        cuda::set_int(slots_.table + static_cast<std::size_t>(a.victim_layer) * E_ + a.victim_expert, -1, stream_);
+        cuda::set_int(
+            slots_.table + static_cast<std::size_t>(a.victim_layer) * E_ + a.victim_expert, -1,
+            stream_);
     }
     NEURAL_CUDA(cudaEventRecord(adm_.evicted, stream_));
     NEURAL_CUDA(cudaStreamWaitEvent(copy_stream_, adm_.evicted, 0));
     NEURAL_CUDA(cudaMemcpyAsync(slots_.base + static_cast<std::uint64_t>(a.slot) * slots_.stride,
-                                adm_.captures[static_cast<std::size_t>(buffer)].ptr, slots_.record_bytes,
-                                cudaMemcpyHostToDevice, copy_stream_));
+                                adm_.captures[static_cast<std::size_t>(buffer)].ptr,
+                                slots_.record_bytes, cudaMemcpyHostToDevice, copy_stream_));
     NEURAL_CUDA(cudaEventRecord(adm_.capture_done[static_cast<std::size_t>(buffer)], copy_stream_));
     adm_.uploads.push_back({a, buffer});
 }
@@ -68,10 +72,12 @@ void HybridBackend::poll_uploads() {
             continue;
         }
         NEURAL_CUDA(q);
-        cuda::set_int(slots_.table + static_cast<std::size_t>(u.a.layer) * E_ + u.a.expert, u.a.slot, stream_);
+        cuda::set_int(slots_.table + static_cast<std::size_t>(u.a.layer) * E_ + u.a.expert,
+                      u.a.slot, stream_);
         residency_->complete(u.a);
         adm_.capture_busy[static_cast<std::size_t>(u.buffer)] = false;
-        if (in_.counters != nullptr) in_.counters->admissions.fetch_add(1, std::memory_order_relaxed);
+        if (in_.counters != nullptr)
+            in_.counters->admissions.fetch_add(1, std::memory_order_relaxed);
         adm_.uploads.erase(adm_.uploads.begin() + static_cast<std::ptrdiff_t>(i));
     }
 }

@@ -14,8 +14,8 @@
 
 namespace neural::hybrid {
 
-void HybridBackend::token(TokenId id, std::int64_t pos, bool prompt, float* logits_out, RouterObserver* observer,
-                          const std::atomic<bool>* cancel) {
+void HybridBackend::token(TokenId id, std::int64_t pos, bool prompt, float* logits_out,
+                          RouterObserver* observer, const std::atomic<bool>* cancel) {
     DecodeTally tally;
     tally.count_moe = in_.moe != nullptr && in_.moe->enabled.load(std::memory_order_relaxed);
     begin_token(id, pos);
@@ -25,7 +25,8 @@ void HybridBackend::token(TokenId id, std::int64_t pos, bool prompt, float* logi
         const Route route = wait_for_routing(l, tally);
         const std::span<const int> experts(route.sel, static_cast<std::size_t>(K_));
         if (observer != nullptr) {
-            observer->on_route(l, pos, experts, std::span<const float>(route.gate, static_cast<std::size_t>(K_)));
+            observer->on_route(l, pos, experts,
+                               std::span<const float>(route.gate, static_cast<std::size_t>(K_)));
         }
         residency_->observe(l, experts, prompt);
         const MissPlan misses = compute_misses(l, route, tally);
@@ -76,7 +77,8 @@ HybridBackend::Route HybridBackend::wait_for_routing(int l, DecodeTally& tally) 
 // half of them (rounded down; not those waiting for admission, which the CPU captures) are
 // streamed to the GPU instead. The CPU's sum lands in host-mapped memory, which the next
 // layer's graph (or the tail) adds to the residual stream.
-HybridBackend::MissPlan HybridBackend::compute_misses(int l, const Route& route, DecodeTally& tally) {
+HybridBackend::MissPlan HybridBackend::compute_misses(int l, const Route& route,
+                                                      DecodeTally& tally) {
     float* cpu_out = dec_.cpu_out.host<float>();
     MissPlan plan;
     auto t0 = Clock::now();
@@ -90,8 +92,10 @@ HybridBackend::MissPlan HybridBackend::compute_misses(int l, const Route& route,
         t0 = Clock::now();
     }
     if (plan.n > 0) {
-        kernel_->decode(*team_, std::span<const cpu::ExpertInput>(plan.inputs, static_cast<std::size_t>(plan.n)),
-                        dec_.h_host.host<float>(), cpu_out);
+        kernel_->decode(
+            *team_,
+            std::span<const cpu::ExpertInput>(plan.inputs, static_cast<std::size_t>(plan.n)),
+            dec_.h_host.host<float>(), cpu_out);
     }
     timing_.cpu_busy[static_cast<std::size_t>(l)] = plan.n > 0;
     tally.misses += static_cast<std::uint64_t>(plan.n);
@@ -107,11 +111,12 @@ void HybridBackend::choose_misses(int l, const Route& route, MissPlan& plan, Dec
         plan.admit[k] = route.slot[k] < 0 && raw_store_ && !residency_->frozen() &&
                         residency_->admission_for(l, route.sel[k]);
     }
-    plan.ns = miss_.stream == nullptr
-                  ? 0
-                  : streamed_choices(std::span<const int>(route.slot, static_cast<std::size_t>(K_)),
-                                     std::span<const bool>(plan.admit, static_cast<std::size_t>(K_)),
-                                     opt_.scratch_slots, plan.streamed_k);
+    plan.ns =
+        miss_.stream == nullptr
+            ? 0
+            : streamed_choices(std::span<const int>(route.slot, static_cast<std::size_t>(K_)),
+                               std::span<const bool>(plan.admit, static_cast<std::size_t>(K_)),
+                               opt_.scratch_slots, plan.streamed_k);
     for (int j = 0; j < plan.ns; ++j) plan.streamed[plan.streamed_k[j]] = true;
     int n = 0;
     for (int k = 0; k < K_; ++k) {
@@ -127,7 +132,8 @@ void HybridBackend::choose_misses(int l, const Route& route, MissPlan& plan, Dec
         if (plan.admit[k]) {
             const int b = free_capture();
             if (b >= 0) {
-                plan.inputs[n].capture = adm_.captures[static_cast<std::size_t>(b)].host<std::uint8_t>();
+                plan.inputs[n].capture =
+                    adm_.captures[static_cast<std::size_t>(b)].host<std::uint8_t>();
                 plan.capture_of[n] = b;
                 adm_.capture_busy[static_cast<std::size_t>(b)] = true;
             }

@@ -25,13 +25,16 @@ bool HybridBackend::graphs_can_time(cudaStream_t stream) {
     bool ok = cudaEventCreate(&a) == cudaSuccess && cudaEventCreate(&b) == cudaSuccess &&
               cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal) == cudaSuccess;
     if (ok) {
-        const bool recorded = cudaEventRecordWithFlags(a, stream, cudaEventRecordExternal) == cudaSuccess &&
-                              cudaEventRecordWithFlags(b, stream, cudaEventRecordExternal) == cudaSuccess;
+        const bool recorded =
+            cudaEventRecordWithFlags(a, stream, cudaEventRecordExternal) == cudaSuccess &&
+            cudaEventRecordWithFlags(b, stream, cudaEventRecordExternal) == cudaSuccess;
         ok = cudaStreamEndCapture(stream, &g) == cudaSuccess && recorded;
     }
     float ms = 0;
-    ok = ok && cudaGraphInstantiate(&exec, g, 0) == cudaSuccess && cudaGraphLaunch(exec, stream) == cudaSuccess &&
-         cudaStreamSynchronize(stream) == cudaSuccess && cudaEventElapsedTime(&ms, a, b) == cudaSuccess;
+    ok = ok && cudaGraphInstantiate(&exec, g, 0) == cudaSuccess &&
+         cudaGraphLaunch(exec, stream) == cudaSuccess &&
+         cudaStreamSynchronize(stream) == cudaSuccess &&
+         cudaEventElapsedTime(&ms, a, b) == cudaSuccess;
     if (exec != nullptr) cudaGraphExecDestroy(exec);
     if (g != nullptr) cudaGraphDestroy(g);
     for (cudaEvent_t e : {a, b}) {
@@ -60,7 +63,9 @@ void HybridBackend::capture_graphs() {
         into.push_back(ev);
         return ev;
     };
-    auto mark = [&](cudaEvent_t ev) { NEURAL_CUDA(cudaEventRecordWithFlags(ev, stream_, cudaEventRecordExternal)); };
+    auto mark = [&](cudaEvent_t ev) {
+        NEURAL_CUDA(cudaEventRecordWithFlags(ev, stream_, cudaEventRecordExternal));
+    };
     for (int l = 0; l < L_; ++l) {
         const LayerDevice& ld = layers_[static_cast<std::size_t>(l)];
         const cudaEvent_t ev = event(dec_.routed);
@@ -78,16 +83,20 @@ void HybridBackend::capture_graphs() {
         cuda::rope_kv(dec_.qkv, nq_, nkv_, d_, inv_freq_, concentration_, dec_.pos, ld.k_cache,
                       ld.v_cache, ld.ring, stream_);
         const int window = c.layer_is_sliding[static_cast<std::size_t>(l)] ? c.sliding_window : 0;
-        cuda::attention_decode(dec_.qkv, ld.k_cache, ld.v_cache, ld.sinks, nq_, nkv_, d_, window, ld.ring,
-                               dec_.pos, dec_.splits, dec_.attn_scratch, dec_.attn, stream_);
+        cuda::attention_decode(dec_.qkv, ld.k_cache, ld.v_cache, ld.sinks, nq_, nkv_, d_, window,
+                               ld.ring, dec_.pos, dec_.splits, dec_.attn_scratch, dec_.attn,
+                               stream_);
         cuda::gemv_bf16(ld.o_w, ld.o_b, dec_.attn, dec_.x, H_, Q_, true, stream_);
         cuda::rms_norm(dec_.x, ld.post_norm, c.rms_norm_eps, H_, dec_.h, h_host, stream_);
-        cuda::gemv_bf16(ld.router_w, ld.router_b, dec_.h, dec_.router_logits, E_, H_, false, stream_);
-        cuda::router_topk(dec_.router_logits, E_, K_, slots_.table + static_cast<std::size_t>(l) * E_,
+        cuda::gemv_bf16(ld.router_w, ld.router_b, dec_.h, dec_.router_logits, E_, H_, false,
+                        stream_);
+        cuda::router_topk(dec_.router_logits, E_, K_,
+                          slots_.table + static_cast<std::size_t>(l) * E_,
                           {ld.sel, ld.gate, ld.slot}, host_out, stream_);
         mark(ev);
-        cuda::experts_resident(slots_.base, slots_.stride, shape, ld.sel, ld.gate, ld.slot, ld.gate_up_bias,
-                               ld.down_bias, dec_.h, dec_.act, dec_.moe_gpu, stream_);
+        cuda::experts_resident(slots_.base, slots_.stride, shape, ld.sel, ld.gate, ld.slot,
+                               ld.gate_up_bias, ld.down_bias, dec_.h, dec_.act, dec_.moe_gpu,
+                               stream_);
         if (timing_.on) mark(end);
         dec_.graphs.push_back(end_capture());
     }
@@ -140,7 +149,9 @@ void HybridBackend::add_gpu_times(BackendCounters& bc) {
     for (int l = 0; l < L_; ++l) {
         const auto i = static_cast<std::size_t>(l);
         std::uint64_t d = 0, e = 0;
-        if (!ns(timing_.layer_start[i], dec_.routed[i], d) || !ns(dec_.routed[i], timing_.layer_end[i], e)) return;
+        if (!ns(timing_.layer_start[i], dec_.routed[i], d) ||
+            !ns(dec_.routed[i], timing_.layer_end[i], e))
+            return;
         dense += d;
         experts += e;
         if (!timing_.cpu_busy[i]) alone += e;

@@ -35,7 +35,9 @@ struct HostBuffer {
         if (ptr != nullptr) cudaFreeHost(ptr);
     }
     template <typename T>
-    T* host() const { return static_cast<T*>(ptr); }
+    T* host() const {
+        return static_cast<T*>(ptr);
+    }
     template <typename T>
     T* device() const {
         void* d = nullptr;

@@ -76,8 +76,8 @@ inline std::uint64_t ns_since(Clock::time_point t0) {
 
 // One layer's weights and K/V cache in VRAM, and its router outputs.
 struct LayerDevice {
-    std::uint16_t *input_norm, *qkv_w, *qkv_b, *o_w, *o_b, *sinks, *post_norm, *router_w,
-        *router_b, *gate_up_bias, *down_bias;
+    std::uint16_t *input_norm, *qkv_w, *qkv_b, *o_w, *o_b, *sinks, *post_norm, *router_w, *router_b,
+        *gate_up_bias, *down_bias;
     float *k_cache, *v_cache;
     int ring = 0;  // > 0: a sliding layer's K/V ring of this many positions (--kv-ring)
     int *sel, *slot;
@@ -157,18 +157,21 @@ struct PrefillState {
     // and the events that order the two.
     float* act2 = nullptr;
     cudaStream_t side = nullptr;
-    cudaEvent_t experts_start = nullptr, gate_up_done[2] = {nullptr, nullptr}, act_free[2] = {nullptr, nullptr};
+    cudaEvent_t experts_start = nullptr, gate_up_done[2] = {nullptr, nullptr},
+                act_free[2] = {nullptr, nullptr};
     // Scratch slots a staged expert is copied into; landed / free per slot.
     std::uint8_t* scratch = nullptr;
     std::vector<cudaEvent_t> scratch_landed, scratch_free;
-    cudaEvent_t h_ready = nullptr;       // the experts' input reached the host (CPU experts)
-    cudaEvent_t first_routed = nullptr;  // the first block's routing reached the host (early staging)
+    cudaEvent_t h_ready = nullptr;  // the experts' input reached the host (CPU experts)
+    cudaEvent_t first_routed =
+        nullptr;  // the first block's routing reached the host (early staging)
     // Pinned host: a block's embeddings, the routing (sel then gate), grouped entries, the
     // experts' input, the CPU experts' output rows and their per-token starts.
     HostBuffer emb, route_host, entries_host, h_host, cpu_rows, cpu_start;
     std::unique_ptr<StagingRing> ring;
     std::unique_ptr<StagingRing> early;  // --prefill-early (layer-major), or null
-    const std::atomic<bool>* cancel = nullptr;  // the running prompt's cancel flag (null outside prefill)
+    const std::atomic<bool>* cancel =
+        nullptr;  // the running prompt's cancel flag (null outside prefill)
 };
 
 // --stream-misses (init_stream_misses): the copies' stream, their landing event, the event of the
@@ -202,7 +205,7 @@ struct ResidentSequence {
 };
 
 class HybridBackend final : public Backend {
- public:
+public:
     HybridBackend(const GpuBackendInputs& in, const GpuOptions& opt);
     ~HybridBackend() override;
 
@@ -215,7 +218,7 @@ class HybridBackend final : public Backend {
         return const_cast<HybridBackend*>(this)->run(tokens, cache, options);
     }
 
- private:
+private:
     // A decode layer's router choices as the graph left them in host-mapped memory.
     struct Route {
         int sel[cuda::kRouterMaxK], slot[cuda::kRouterMaxK];  // expert, its VRAM slot (-1: a miss)
@@ -226,14 +229,16 @@ class HybridBackend final : public Backend {
     // (streamed_k[0, ns)); admit[k]: choice k is a pending admission the CPU captures.
     struct MissPlan {
         cpu::ExpertInput inputs[cuda::kRouterMaxK];
-        int capture_of[cuda::kRouterMaxK], missed_k[cuda::kRouterMaxK], streamed_k[cuda::kRouterMaxK];
+        int capture_of[cuda::kRouterMaxK], missed_k[cuda::kRouterMaxK],
+            streamed_k[cuda::kRouterMaxK];
         bool admit[cuda::kRouterMaxK], streamed[cuda::kRouterMaxK] = {};
         int n = 0, ns = 0;
     };
     // What one decode token adds to the counters (count_token).
     struct DecodeTally {
         bool count_moe = false;  // MoeCounters enabled when the token started
-        std::uint64_t submit = 0, wait = 0, cpu_ns = 0, adm_ns = 0, hits = 0, misses = 0, streamed = 0;
+        std::uint64_t submit = 0, wait = 0, cpu_ns = 0, adm_ns = 0, hits = 0, misses = 0,
+                      streamed = 0;
     };
     struct PrefillStats {
         std::uint64_t launch_ns = 0, route_ns = 0, staging_ns = 0, cpu_ns = 0, cpu_wait_ns = 0;
@@ -262,10 +267,12 @@ class HybridBackend final : public Backend {
     T* dalloc(std::size_t count, const char* what) {
         const std::size_t bytes = (count * sizeof(T) + kSlotAlign - 1) / kSlotAlign * kSlotAlign;
         if (vram_.used + bytes > vram_.budget) {
-            fail("the CUDA backend needs more than the VRAM budget of {:.2f} GiB ({}: {:.1f} MiB more "
-                 "after {:.2f} GiB); raise --vram-budget, lower --context or use --backend cpu",
-                 static_cast<double>(vram_.budget) / kGiB, what, bytes / 1048576.0,
-                 static_cast<double>(vram_.used) / kGiB);
+            fail(
+                "the CUDA backend needs more than the VRAM budget of {:.2f} GiB ({}: {:.1f} MiB "
+                "more "
+                "after {:.2f} GiB); raise --vram-budget, lower --context or use --backend cpu",
+                static_cast<double>(vram_.budget) / kGiB, what, bytes / 1048576.0,
+                static_cast<double>(vram_.used) / kGiB);
         }
         void* p = nullptr;
         NEURAL_CUDA(cudaMalloc(&p, bytes));
@@ -305,8 +312,8 @@ class HybridBackend final : public Backend {
     void add_gpu_times(BackendCounters& bc);
 
     // decode.cpp: one token, in the order the loop calls them
-    void token(TokenId id, std::int64_t pos, bool prompt, float* logits_out, RouterObserver* observer,
-               const std::atomic<bool>* cancel);
+    void token(TokenId id, std::int64_t pos, bool prompt, float* logits_out,
+               RouterObserver* observer, const std::atomic<bool>* cancel);
     void begin_token(TokenId id, std::int64_t pos);
     void launch_layer(int l, DecodeTally& tally);
     Route wait_for_routing(int l, DecodeTally& tally);
@@ -333,33 +340,41 @@ class HybridBackend final : public Backend {
     std::vector<int> stage_early(int l, int rows0, PrefillStats& st);
     void dense_rows(int l, int b0, int rows, std::int64_t start, PrefillStats& st);
     void expert_rows(int l, int b0, int rows, std::int64_t start, std::int64_t observe_from,
-                     RouterObserver* observer, PrefillStats& st, const std::vector<int>& early_of, bool grouped);
+                     RouterObserver* observer, PrefillStats& st, const std::vector<int>& early_of,
+                     bool grouped);
     void route_rows_to_host(int b0, int rows, PrefillStats& st);
-    ExpertGroups group_by_expert(int l, int b0, int rows, std::int64_t start, std::int64_t observe_from,
-                                 RouterObserver* observer);
+    ExpertGroups group_by_expert(int l, int b0, int rows, std::int64_t start,
+                                 std::int64_t observe_from, RouterObserver* observer);
     void place_experts(int l, const std::vector<int>& early_of, ExpertGroups& g);
     CpuExperts start_cpu_experts(int l, int b0, int rows, const ExpertGroups& g, PrefillStats& st);
-    void gpu_experts(int l, const ExpertGroups& g, const std::vector<int>& early_of, bool grouped, bool overlap,
-                     PrefillStats& st, std::uint64_t& staging_wait);
+    void gpu_experts(int l, const ExpertGroups& g, const std::vector<int>& early_of, bool grouped,
+                     bool overlap, PrefillStats& st, std::uint64_t& staging_wait);
 
     // sequence.cpp
-    std::vector<float> run(std::span<const TokenId> tokens, KvCache& cache, const ForwardOptions& opt);
+    std::vector<float> run(std::span<const TokenId> tokens, KvCache& cache,
+                           const ForwardOptions& opt);
     bool ring_keeps(std::int64_t valid) const;
     // Positions [first, first + count) of one layer's K/V cache (row p, or p % ring) in runs of
     // consecutive rows: copy(device row pointer, index of the run's first position, run length).
     template <typename Copy>
-    void for_kv_runs(const LayerDevice& ld, std::int64_t first, std::int64_t count, Copy copy) const {
+    void for_kv_runs(const LayerDevice& ld, std::int64_t first, std::int64_t count,
+                     Copy copy) const {
         for (std::int64_t p = first; p < first + count;) {
             const std::int64_t row = ld.ring > 0 ? p % ld.ring : p;
-            const std::int64_t run = ld.ring > 0 ? std::min<std::int64_t>(first + count - p, ld.ring - row) : first + count - p;
-            copy(static_cast<std::size_t>(row) * static_cast<std::size_t>(KV_), static_cast<std::size_t>(p - first),
-                 static_cast<std::size_t>(run));
+            const std::int64_t run = ld.ring > 0
+                                         ? std::min<std::int64_t>(first + count - p, ld.ring - row)
+                                         : first + count - p;
+            copy(static_cast<std::size_t>(row) * static_cast<std::size_t>(KV_),
+                 static_cast<std::size_t>(p - first), static_cast<std::size_t>(run));
             p += run;
         }
     }
-    void save_kv_rows(const LayerDevice& ld, std::int64_t first, std::int64_t count, float* k, float* v) const;
-    void restore_kv_rows(const LayerDevice& ld, std::int64_t first, std::int64_t count, const float* k, const float* v) const;
-    std::int64_t switch_sequence(std::uint64_t id, const std::vector<std::int32_t>& seq, std::int64_t limit);
+    void save_kv_rows(const LayerDevice& ld, std::int64_t first, std::int64_t count, float* k,
+                      float* v) const;
+    void restore_kv_rows(const LayerDevice& ld, std::int64_t first, std::int64_t count,
+                         const float* k, const float* v) const;
+    std::int64_t switch_sequence(std::uint64_t id, const std::vector<std::int32_t>& seq,
+                                 std::int64_t limit);
 
     GpuBackendInputs in_;
     GpuOptions opt_;
@@ -370,7 +385,8 @@ class HybridBackend final : public Backend {
     std::int64_t ctx_ = 0;  // K/V positions the GPU holds (--context)
     int kv_ring_ = 0;       // --kv-ring positions of the sliding layers (0: whole context)
     VramPlan vram_;
-    cudaStream_t stream_ = nullptr, copy_stream_ = nullptr;  // compute; admissions' and staging's copies
+    cudaStream_t stream_ = nullptr,
+                 copy_stream_ = nullptr;  // compute; admissions' and staging's copies
     std::vector<LayerDevice> layers_;
     std::uint16_t *final_norm_ = nullptr, *lm_head_ = nullptr;
     float* inv_freq_ = nullptr;

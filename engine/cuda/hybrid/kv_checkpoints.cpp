@@ -15,10 +15,13 @@ std::int64_t common_prefix(std::span<const std::int32_t> a, std::span<const std:
 
 KvCheckpoints::KvCheckpoints(std::uint64_t budget_bytes, std::uint64_t floats_per_position,
                              std::uint64_t ring_floats_per_position, std::int64_t window)
-    : budget_(budget_bytes), per_position_(floats_per_position), ring_per_position_(ring_floats_per_position),
+    : budget_(budget_bytes),
+      per_position_(floats_per_position),
+      ring_per_position_(ring_floats_per_position),
       window_(window) {
     if (per_position_ == 0) fail("KvCheckpoints: a position must hold some K/V");
-    if (ring_per_position_ > 0 && window_ < 1) fail("KvCheckpoints: ring layers need their window (got {})", window_);
+    if (ring_per_position_ > 0 && window_ < 1)
+        fail("KvCheckpoints: ring layers need their window (got {})", window_);
 }
 
 namespace {
@@ -33,26 +36,30 @@ std::int64_t KvCheckpoints::Entry::min_restore(std::int64_t window) const {
     return shortest_restorable(static_cast<std::int64_t>(tokens.size()), ring_rows, window);
 }
 
-bool KvCheckpoints::save(std::uint64_t id, std::vector<std::int32_t> tokens, std::vector<float> data,
-                         std::int64_t ring_rows) {
+bool KvCheckpoints::save(std::uint64_t id, std::vector<std::int32_t> tokens,
+                         std::vector<float> data, std::int64_t ring_rows) {
     erase(id);
     if (tokens.empty()) return false;
     const auto n = static_cast<std::int64_t>(tokens.size());
     if (ring_per_position_ == 0 || ring_rows < 0) ring_rows = n;
-    if (ring_rows > n) fail("KvCheckpoints: {} ring positions of a {}-position sequence", ring_rows, n);
+    if (ring_rows > n)
+        fail("KvCheckpoints: {} ring positions of a {}-position sequence", ring_rows, n);
     const std::uint64_t want = static_cast<std::uint64_t>(n) * per_position_ +
                                static_cast<std::uint64_t>(ring_rows) * ring_per_position_;
     if (data.size() != want) {
-        fail("KvCheckpoints: {} floats for {} positions ({} of them in the ring layers; expected {})", data.size(),
-             n, ring_rows, want);
+        fail(
+            "KvCheckpoints: {} floats for {} positions ({} of them in the ring layers; expected "
+            "{})",
+            data.size(), n, ring_rows, want);
     }
     // A ring part that cannot serve even the whole sequence is not worth keeping.
     if (shortest_restorable(n, ring_rows, window_) > n) return false;
     const std::uint64_t need = data.size() * sizeof(float);
     if (need > budget_) return false;
     while (bytes_ + need > budget_ && !entries_.empty()) {
-        const auto lru = std::min_element(entries_.begin(), entries_.end(),
-                                          [](const Entry& a, const Entry& b) { return a.last_use < b.last_use; });
+        const auto lru = std::min_element(
+            entries_.begin(), entries_.end(),
+            [](const Entry& a, const Entry& b) { return a.last_use < b.last_use; });
         bytes_ -= entry_bytes(*lru);
         entries_.erase(lru);
     }

@@ -38,8 +38,10 @@ void HybridBackend::init_prefill() {
     }
     if (opt_.prefill_block < 1) fail("--prefill-block must be at least 1");
     if (opt_.scratch_slots < 1) fail("--scratch must be at least 1");
-    if (opt_.staging_threads < 1 || opt_.staging_threads > 64) fail("--staging-threads must be 1..64");
-    if (opt_.expert_streams != 1 && opt_.expert_streams != 2) fail("--expert-streams must be 1 or 2");
+    if (opt_.staging_threads < 1 || opt_.staging_threads > 64)
+        fail("--staging-threads must be 1..64");
+    if (opt_.expert_streams != 1 && opt_.expert_streams != 2)
+        fail("--expert-streams must be 1 or 2");
     if (opt_.prefill_cpu_tokens < 0 || opt_.prefill_cpu_tokens > cpu::ExpertKernel::kMaxTokens) {
         fail("--prefill-cpu-tokens must be 0..{}", cpu::ExpertKernel::kMaxTokens);
     }
@@ -66,7 +68,9 @@ void HybridBackend::init_prefill() {
     // previous expert's down (expert_rows). The QKV rows are idle during a layer's experts and
     // larger at gpt-oss's shapes (5,120 columns against 2,880); else its own (fit.cpp mirrors).
     if (opt_.expert_streams == 2) {
-        pf_.act2 = Q_ + 2 * KV_ >= I_ ? pf_.qkv : dalloc<float>(B * static_cast<std::size_t>(I_), "prefill block buffers");
+        pf_.act2 = Q_ + 2 * KV_ >= I_
+                       ? pf_.qkv
+                       : dalloc<float>(B * static_cast<std::size_t>(I_), "prefill block buffers");
         NEURAL_CUDA(cudaStreamCreateWithFlags(&pf_.side, cudaStreamNonBlocking));
         NEURAL_CUDA(cudaEventCreateWithFlags(&pf_.experts_start, cudaEventDisableTiming));
         for (int b = 0; b < 2; ++b) {
@@ -81,7 +85,8 @@ void HybridBackend::init_prefill() {
     }
     const std::uint64_t record = cpu::ExpertRecordView::raw_bytes(H_, I_);
     const std::uint64_t stride = (record + kSlotAlign - 1) / kSlotAlign * kSlotAlign;
-    pf_.scratch = dalloc<std::uint8_t>(static_cast<std::size_t>(opt_.scratch_slots) * stride, "prefill scratch slots");
+    pf_.scratch = dalloc<std::uint8_t>(static_cast<std::size_t>(opt_.scratch_slots) * stride,
+                                       "prefill scratch slots");
     for (int i = 0; i < opt_.scratch_slots; ++i) {
         cudaEvent_t a, b;
         NEURAL_CUDA(cudaEventCreateWithFlags(&a, cudaEventDisableTiming));
@@ -96,7 +101,8 @@ void HybridBackend::init_prefill() {
     pf_.entries_host = HostBuffer(ctx * Ks * 4);
     pf_.h_host = HostBuffer(ctx * Hs * 4);
     if (opt_.prefill_cpu_tokens > 0) {
-        pf_.cpu_rows = HostBuffer(static_cast<std::size_t>(E_) * static_cast<std::size_t>(opt_.prefill_cpu_tokens) * Hs * 4);
+        pf_.cpu_rows = HostBuffer(static_cast<std::size_t>(E_) *
+                                  static_cast<std::size_t>(opt_.prefill_cpu_tokens) * Hs * 4);
         pf_.cpu_start = HostBuffer((ctx + 1) * 4);
     }
     pf_.on = true;
@@ -105,9 +111,9 @@ void HybridBackend::init_prefill() {
 // Runs `work` at positions start .. start + n - 1 (docs/CUDA.md "Prefill"), writing the
 // logits of rows first_out .. n - 1 to `logits_out` ([n - first_out, V]); the observer sees
 // the routing of positions >= observe_from.
-void HybridBackend::prefill(const std::vector<TokenId>& work, std::int64_t start, std::int64_t first_out,
-                            float* logits_out, std::int64_t observe_from, RouterObserver* observer,
-                            const std::atomic<bool>* cancel) {
+void HybridBackend::prefill(const std::vector<TokenId>& work, std::int64_t start,
+                            std::int64_t first_out, float* logits_out, std::int64_t observe_from,
+                            RouterObserver* observer, const std::atomic<bool>* cancel) {
     const auto t_begin = Clock::now();
     const int n = static_cast<int>(work.size());
     const std::size_t Hs = static_cast<std::size_t>(H_);
@@ -134,14 +140,17 @@ void HybridBackend::prefill(const std::vector<TokenId>& work, std::int64_t start
         throw_if_cancelled(cancel);
         const int rows = std::min(pf_.block, n - b0);
         float* dst = pf_.emb.host<float>();
-        for (int r = 0; r < rows; ++r) embed(work[static_cast<std::size_t>(b0 + r)], dst + static_cast<std::size_t>(r) * Hs);
+        for (int r = 0; r < rows; ++r)
+            embed(work[static_cast<std::size_t>(b0 + r)], dst + static_cast<std::size_t>(r) * Hs);
         NEURAL_CUDA(cudaMemcpyAsync(pf_.x + static_cast<std::size_t>(b0) * Hs, dst,
-                                    static_cast<std::size_t>(rows) * Hs * 4, cudaMemcpyHostToDevice, stream_));
+                                    static_cast<std::size_t>(rows) * Hs * 4, cudaMemcpyHostToDevice,
+                                    stream_));
         NEURAL_CUDA(cudaStreamSynchronize(stream_));  // pf_.emb is reused by the next block
     }
 
     // Grouped GEMM only for a prompt of one block of 1,024-4,096 new tokens (docs/CUDA.md).
-    const bool grouped = opt_.grouped_gemm && n <= pf_.block && n >= kGroupedGemmMin && n <= kGroupedGemmMax;
+    const bool grouped =
+        opt_.grouped_gemm && n <= pf_.block && n >= kGroupedGemmMin && n <= kGroupedGemmMax;
     if (opt_.prefill_order == "layer") {
         const int rows0 = std::min(pf_.block, n);
         const bool early = pf_.early != nullptr && n > pf_.block;
@@ -152,7 +161,8 @@ void HybridBackend::prefill(const std::vector<TokenId>& work, std::int64_t start
             if (early) {
                 // The first block's routing comes to the host as soon as its dense part is
                 // done, while the GPU goes on with the other blocks.
-                NEURAL_CUDA(cudaMemcpyAsync(pf_.route_host.host<int>(), pf_.sel, static_cast<std::size_t>(rows0) * K_ * 4,
+                NEURAL_CUDA(cudaMemcpyAsync(pf_.route_host.host<int>(), pf_.sel,
+                                            static_cast<std::size_t>(rows0) * K_ * 4,
                                             cudaMemcpyDeviceToHost, stream_));
                 NEURAL_CUDA(cudaEventRecord(pf_.first_routed, stream_));
             }
@@ -181,16 +191,20 @@ void HybridBackend::prefill(const std::vector<TokenId>& work, std::int64_t start
                                     cudaMemcpyDeviceToDevice, stream_));
         NEURAL_CUDA(cudaGraphLaunch(dec_.tail_rows, stream_));
         NEURAL_CUDA(cudaStreamSynchronize(stream_));
-        std::memcpy(logits_out + (r - first_out) * V_, dec_.logits_host.ptr, static_cast<std::size_t>(V_) * 4);
+        std::memcpy(logits_out + (r - first_out) * V_, dec_.logits_host.ptr,
+                    static_cast<std::size_t>(V_) * 4);
     }
     NEURAL_CUDA(cudaStreamSynchronize(stream_));
     const std::uint64_t total_ns = ns_since(t_begin);
-    spdlog::info("prefill: {} tokens in {:.3f} s ({:.0f} tok/s), {}-major: host launch {:.3f} s, routing sync "
-                 "{:.3f} s, staging wait {:.3f} s, CPU multi-token {:.3f} s (waited {:.3f} s); {} experts "
-                 "staged ({:.2f} GB, {} early), {} from slots, {} on the CPU",
-                 n, total_ns / 1e9, n / (total_ns / 1e9), opt_.prefill_order, st.launch_ns / 1e9,
-                 st.route_ns / 1e9, st.staging_ns / 1e9, st.cpu_ns / 1e9, st.cpu_wait_ns / 1e9, st.staged,
-                 static_cast<double>(st.staged * slots_.record_bytes) / 1e9, st.early, st.resident, st.cpu_groups);
+    spdlog::info(
+        "prefill: {} tokens in {:.3f} s ({:.0f} tok/s), {}-major: host launch {:.3f} s, routing "
+        "sync "
+        "{:.3f} s, staging wait {:.3f} s, CPU multi-token {:.3f} s (waited {:.3f} s); {} experts "
+        "staged ({:.2f} GB, {} early), {} from slots, {} on the CPU",
+        n, total_ns / 1e9, n / (total_ns / 1e9), opt_.prefill_order, st.launch_ns / 1e9,
+        st.route_ns / 1e9, st.staging_ns / 1e9, st.cpu_ns / 1e9, st.cpu_wait_ns / 1e9, st.staged,
+        static_cast<double>(st.staged * slots_.record_bytes) / 1e9, st.early, st.resident,
+        st.cpu_groups);
     if (BackendCounters* bc = in_.counters) {
         constexpr auto rl = std::memory_order_relaxed;
         bc->prefill_tokens.fetch_add(static_cast<std::uint64_t>(n), rl);
@@ -221,7 +235,8 @@ std::vector<int> HybridBackend::stage_early(int l, int rows0, PrefillStats& st) 
     st.route_ns += ns_since(t0);
     const int* sel = pf_.route_host.host<int>();
     std::vector<int> count(static_cast<std::size_t>(E_), 0);
-    for (std::size_t i = 0; i < static_cast<std::size_t>(rows0) * static_cast<std::size_t>(K_); ++i) {
+    for (std::size_t i = 0; i < static_cast<std::size_t>(rows0) * static_cast<std::size_t>(K_);
+         ++i) {
         const int e = sel[i];
         if (e < 0 || e >= E_) fail("prefill: router chose expert {} of {}", e, E_);
         ++count[static_cast<std::size_t>(e)];
@@ -229,7 +244,8 @@ std::vector<int> HybridBackend::stage_early(int l, int rows0, PrefillStats& st) 
     std::vector<int> early_of(static_cast<std::size_t>(E_), -1);
     std::vector<std::pair<int, int>> jobs;
     for (int e = 0; e < E_ && static_cast<int>(jobs.size()) < opt_.prefill_early; ++e) {
-        if (count[static_cast<std::size_t>(e)] > opt_.prefill_cpu_tokens && residency_->slot_of(l, e) < 0) {
+        if (count[static_cast<std::size_t>(e)] > opt_.prefill_cpu_tokens &&
+            residency_->slot_of(l, e) < 0) {
             early_of[static_cast<std::size_t>(e)] = static_cast<int>(jobs.size());
             jobs.emplace_back(l, e);
         }
@@ -250,12 +266,13 @@ void HybridBackend::dense_rows(int l, int b0, int rows, std::int64_t start, Pref
     const int qkv_cols = Q_ + 2 * KV_;
     const int pos0 = static_cast<int>(start + b0);
     cuda::rms_norm_rows(x, ld.input_norm, c.rms_norm_eps, H_, rows, pf_.hin, stream_);
-    cuda::gemm_bf16_rows(pf_.hin, rows, H_, ld.qkv_w, ld.qkv_b, qkv_cols, pf_.qkv, qkv_cols, false, stream_);
+    cuda::gemm_bf16_rows(pf_.hin, rows, H_, ld.qkv_w, ld.qkv_b, qkv_cols, pf_.qkv, qkv_cols, false,
+                         stream_);
     cuda::rope_kv_rows(pf_.qkv, rows, nq_, nkv_, d_, inv_freq_, concentration_, pos0, ld.k_cache,
                        ld.v_cache, ld.ring, stream_);
     const int window = c.layer_is_sliding[static_cast<std::size_t>(l)] ? c.sliding_window : 0;
-    cuda::attention_prefill(pf_.qkv, qkv_cols, rows, pos0, ld.k_cache, ld.v_cache, ld.sinks, nq_, nkv_,
-                            window, ld.ring, pf_.attn, stream_);
+    cuda::attention_prefill(pf_.qkv, qkv_cols, rows, pos0, ld.k_cache, ld.v_cache, ld.sinks, nq_,
+                            nkv_, window, ld.ring, pf_.attn, stream_);
     cuda::gemm_bf16_rows(pf_.attn, rows, Q_, ld.o_w, ld.o_b, H_, x, H_, true, stream_);
     float* h = pf_.h + static_cast<std::size_t>(b0) * Hs;
     cuda::rms_norm_rows(x, ld.post_norm, c.rms_norm_eps, H_, rows, h, stream_);
@@ -270,9 +287,9 @@ void HybridBackend::dense_rows(int l, int b0, int rows, std::int64_t start, Pref
 // grouped by expert (token order within a group), and each expert runs once over its tokens,
 // in expert index order: from its VRAM slot, staged through the ring into a scratch slot, or
 // (few tokens, not resident) on the CPU with the multi-token kernel while the GPU works.
-void HybridBackend::expert_rows(int l, int b0, int rows, std::int64_t start, std::int64_t observe_from,
-                                RouterObserver* observer, PrefillStats& st, const std::vector<int>& early_of,
-                                bool grouped) {
+void HybridBackend::expert_rows(int l, int b0, int rows, std::int64_t start,
+                                std::int64_t observe_from, RouterObserver* observer,
+                                PrefillStats& st, const std::vector<int>& early_of, bool grouped) {
     route_rows_to_host(b0, rows, st);
     const auto t0 = Clock::now();
     ExpertGroups groups = group_by_expert(l, b0, rows, start, observe_from, observer);
@@ -308,19 +325,24 @@ void HybridBackend::route_rows_to_host(int b0, int rows, PrefillStats& st) {
     int* sel_host = pf_.route_host.host<int>();
     float* gate_host = reinterpret_cast<float*>(sel_host + static_cast<std::size_t>(ctx_) * Ks);
     const auto t0 = Clock::now();
-    NEURAL_CUDA(cudaMemcpyAsync(sel_host + b0 * Ks, pf_.sel + b0 * Ks, rows * Ks * 4, cudaMemcpyDeviceToHost, stream_));
-    NEURAL_CUDA(cudaMemcpyAsync(gate_host + b0 * Ks, pf_.gate + b0 * Ks, rows * Ks * 4, cudaMemcpyDeviceToHost, stream_));
+    NEURAL_CUDA(cudaMemcpyAsync(sel_host + b0 * Ks, pf_.sel + b0 * Ks, rows * Ks * 4,
+                                cudaMemcpyDeviceToHost, stream_));
+    NEURAL_CUDA(cudaMemcpyAsync(gate_host + b0 * Ks, pf_.gate + b0 * Ks, rows * Ks * 4,
+                                cudaMemcpyDeviceToHost, stream_));
     NEURAL_CUDA(cudaStreamSynchronize(stream_));
     st.route_ns += ns_since(t0);
 }
 
 // Groups: entries t * K + k (t relative to the prompt), token order within an expert, uploaded to
 // pf_.entries; the residency and the observer see each row's routing.
-HybridBackend::ExpertGroups HybridBackend::group_by_expert(int l, int b0, int rows, std::int64_t start,
-                                                           std::int64_t observe_from, RouterObserver* observer) {
+HybridBackend::ExpertGroups HybridBackend::group_by_expert(int l, int b0, int rows,
+                                                           std::int64_t start,
+                                                           std::int64_t observe_from,
+                                                           RouterObserver* observer) {
     const std::size_t Ks = static_cast<std::size_t>(K_);
     const int* sel_host = pf_.route_host.host<int>();
-    const float* gate_host = reinterpret_cast<const float*>(sel_host + static_cast<std::size_t>(ctx_) * Ks);
+    const float* gate_host =
+        reinterpret_cast<const float*>(sel_host + static_cast<std::size_t>(ctx_) * Ks);
     ExpertGroups g;
     std::vector<int>& count = g.count;
     count.assign(static_cast<std::size_t>(E_), 0);
@@ -333,19 +355,23 @@ HybridBackend::ExpertGroups HybridBackend::group_by_expert(int l, int b0, int ro
         }
         residency_->observe(l, std::span<const int>(sel, Ks), true);
         if (observer != nullptr && start + t >= observe_from) {
-            observer->on_route(l, start + t, std::span<const int>(sel, Ks),
-                               std::span<const float>(gate_host + static_cast<std::size_t>(t) * Ks, Ks));
+            observer->on_route(
+                l, start + t, std::span<const int>(sel, Ks),
+                std::span<const float>(gate_host + static_cast<std::size_t>(t) * Ks, Ks));
         }
     }
     std::vector<int>& offset = g.offset;
     offset.assign(static_cast<std::size_t>(E_) + 1, 0);
-    for (int e = 0; e < E_; ++e) offset[static_cast<std::size_t>(e) + 1] = offset[static_cast<std::size_t>(e)] + count[static_cast<std::size_t>(e)];
+    for (int e = 0; e < E_; ++e)
+        offset[static_cast<std::size_t>(e) + 1] =
+            offset[static_cast<std::size_t>(e)] + count[static_cast<std::size_t>(e)];
     int* entries = pf_.entries_host.host<int>();
     {
         std::vector<int> fill(offset.begin(), offset.end() - 1);
         for (int t = b0; t < b0 + rows; ++t) {
             for (int k = 0; k < K_; ++k) {
-                const int e = sel_host[static_cast<std::size_t>(t) * Ks + static_cast<std::size_t>(k)];
+                const int e =
+                    sel_host[static_cast<std::size_t>(t) * Ks + static_cast<std::size_t>(k)];
                 entries[fill[static_cast<std::size_t>(e)]++] = t * K_ + k;
             }
         }
@@ -370,9 +396,11 @@ void HybridBackend::place_experts(int l, const std::vector<int>& early_of, Exper
             g.cpu_experts.push_back(e);
         } else {
             where = Place::staged;
-            if (early_of.empty() || early_of[static_cast<std::size_t>(e)] < 0) g.staged.emplace_back(l, e);
+            if (early_of.empty() || early_of[static_cast<std::size_t>(e)] < 0)
+                g.staged.emplace_back(l, e);
         }
-        if (!early_of.empty() && early_of[static_cast<std::size_t>(e)] >= 0 && where != Place::staged) {
+        if (!early_of.empty() && early_of[static_cast<std::size_t>(e)] >= 0 &&
+            where != Place::staged) {
             fail("prefill: expert {} of layer {} was staged early but is not staged", e, l);
         }
     }
@@ -383,17 +411,20 @@ void HybridBackend::place_experts(int l, const std::vector<int>& early_of, Exper
 // The CPU's experts on a worker thread: one output row per (token, choice), grouped by token
 // (CSR in pf_.cpu_start) so the add kernel sums a token's rows in a fixed order. The job reads
 // `g` until it is done: expert_rows waits for it before `g` goes.
-HybridBackend::CpuExperts HybridBackend::start_cpu_experts(int l, int b0, int rows, const ExpertGroups& g,
+HybridBackend::CpuExperts HybridBackend::start_cpu_experts(int l, int b0, int rows,
+                                                           const ExpertGroups& g,
                                                            PrefillStats& st) {
     CpuExperts cpu;
     if (g.cpu_experts.empty()) return cpu;
     const std::size_t Hs = static_cast<std::size_t>(H_), Ks = static_cast<std::size_t>(K_);
     const int* sel_host = pf_.route_host.host<int>();
-    const float* gate_host = reinterpret_cast<const float*>(sel_host + static_cast<std::size_t>(ctx_) * Ks);
+    const float* gate_host =
+        reinterpret_cast<const float*>(sel_host + static_cast<std::size_t>(ctx_) * Ks);
     const int* entries = pf_.entries_host.host<int>();
     NEURAL_CUDA(cudaMemcpyAsync(pf_.h_host.host<float>() + static_cast<std::size_t>(b0) * Hs,
                                 pf_.h + static_cast<std::size_t>(b0) * Hs,
-                                static_cast<std::size_t>(rows) * Hs * 4, cudaMemcpyDeviceToHost, stream_));
+                                static_cast<std::size_t>(rows) * Hs * 4, cudaMemcpyDeviceToHost,
+                                stream_));
     NEURAL_CUDA(cudaEventRecord(pf_.h_ready, stream_));
     int* cstart = pf_.cpu_start.host<int>();
     std::vector<int> row_of_entry(static_cast<std::size_t>(rows) * Ks, -1);
@@ -402,37 +433,44 @@ HybridBackend::CpuExperts HybridBackend::start_cpu_experts(int l, int b0, int ro
         cstart[t - b0] = next;
         for (int k = 0; k < K_; ++k) {
             const int e = sel_host[static_cast<std::size_t>(t) * Ks + static_cast<std::size_t>(k)];
-            if (g.where[static_cast<std::size_t>(e)] == Place::cpu) row_of_entry[static_cast<std::size_t>(t - b0) * Ks + static_cast<std::size_t>(k)] = next++;
+            if (g.where[static_cast<std::size_t>(e)] == Place::cpu)
+                row_of_entry[static_cast<std::size_t>(t - b0) * Ks + static_cast<std::size_t>(k)] =
+                    next++;
         }
     }
     cstart[rows] = next;
     cpu.start_dev = pf_.cpu_start.device<int>();
-    cpu.job = std::async(std::launch::async, [this, l, b0, &cpu_experts = g.cpu_experts, &offset = g.offset, entries,
-                                              gate_host, row_of_entry = std::move(row_of_entry)]() {
-        const auto c0 = Clock::now();
-        NEURAL_CUDA(cudaEventSynchronize(pf_.h_ready));
-        const std::size_t H = static_cast<std::size_t>(H_);
-        const float* hb = pf_.h_host.host<float>();
-        float* out_rows = pf_.cpu_rows.host<float>();
-        for (const int e : cpu_experts) {
-            const int o0 = offset[static_cast<std::size_t>(e)], o1 = offset[static_cast<std::size_t>(e) + 1];
-            std::vector<const float*> xp;
-            std::vector<float*> outp;
-            std::vector<float> w;
-            for (int j = o0; j < o1; ++j) {
-                const int entry = entries[j], t = entry / K_;
-                const float* xr = hb + static_cast<std::size_t>(t) * H;
-                float* orow = out_rows + static_cast<std::size_t>(row_of_entry[static_cast<std::size_t>(entry - b0 * K_)]) * H;
-                std::memset(orow, 0, H * 4);
-                xp.push_back(xr);
-                outp.push_back(orow);
-                w.push_back(gate_host[entry]);
+    cpu.job = std::async(
+        std::launch::async, [this, l, b0, &cpu_experts = g.cpu_experts, &offset = g.offset, entries,
+                             gate_host, row_of_entry = std::move(row_of_entry)]() {
+            const auto c0 = Clock::now();
+            NEURAL_CUDA(cudaEventSynchronize(pf_.h_ready));
+            const std::size_t H = static_cast<std::size_t>(H_);
+            const float* hb = pf_.h_host.host<float>();
+            float* out_rows = pf_.cpu_rows.host<float>();
+            for (const int e : cpu_experts) {
+                const int o0 = offset[static_cast<std::size_t>(e)],
+                          o1 = offset[static_cast<std::size_t>(e) + 1];
+                std::vector<const float*> xp;
+                std::vector<float*> outp;
+                std::vector<float> w;
+                for (int j = o0; j < o1; ++j) {
+                    const int entry = entries[j], t = entry / K_;
+                    const float* xr = hb + static_cast<std::size_t>(t) * H;
+                    float* orow =
+                        out_rows + static_cast<std::size_t>(
+                                       row_of_entry[static_cast<std::size_t>(entry - b0 * K_)]) *
+                                       H;
+                    std::memset(orow, 0, H * 4);
+                    xp.push_back(xr);
+                    outp.push_back(orow);
+                    w.push_back(gate_host[entry]);
+                }
+                cpu::ExpertInput in = cpu_input(l, e, 0);
+                kernel_->multi(*team_, in, xp, w, outp);
             }
-            cpu::ExpertInput in = cpu_input(l, e, 0);
-            kernel_->multi(*team_, in, xp, w, outp);
-        }
-        return ns_since(c0);
-    });
+            return ns_since(c0);
+        });
     st.cpu_groups += g.cpu_experts.size();
     return cpu;
 }
@@ -440,8 +478,9 @@ HybridBackend::CpuExperts HybridBackend::start_cpu_experts(int l, int b0, int ro
 // The GPU's experts, in expert index order: a resident one from its slot, a staged one copied
 // into the next scratch slot (from the pinned store's mapping, the early ring or the ring) on
 // the copy stream. Adds the time spent waiting for producers to `staging_wait`.
-void HybridBackend::gpu_experts(int l, const ExpertGroups& g, const std::vector<int>& early_of, bool grouped,
-                                bool overlap, PrefillStats& st, std::uint64_t& staging_wait) {
+void HybridBackend::gpu_experts(int l, const ExpertGroups& g, const std::vector<int>& early_of,
+                                bool grouped, bool overlap, PrefillStats& st,
+                                std::uint64_t& staging_wait) {
     const LayerDevice& ld = layers_[static_cast<std::size_t>(l)];
     const cuda::ExpertShape& shape = pf_.shapes[static_cast<std::size_t>(l)];
     std::size_t next_staged = 0, next_scratch = 0;
@@ -453,8 +492,9 @@ void HybridBackend::gpu_experts(int l, const ExpertGroups& g, const std::vector<
     int group_rows = 0;
     const auto flush = [&] {
         if (group.empty()) return;
-        cuda::expert_gemm_grouped(group.data(), static_cast<int>(group.size()), shape, pf_.entries, pf_.h, pf_.gate,
-                                  ld.gate_up_bias, ld.down_bias, pf_.act, pf_.y, pf_.acc, stream_);
+        cuda::expert_gemm_grouped(group.data(), static_cast<int>(group.size()), shape, pf_.entries,
+                                  pf_.h, pf_.gate, ld.gate_up_bias, ld.down_bias, pf_.act, pf_.y,
+                                  pf_.acc, stream_);
         ++st.grouped;
         group.clear();
         group_rows = 0;
@@ -479,7 +519,8 @@ void HybridBackend::gpu_experts(int l, const ExpertGroups& g, const std::vector<
         const std::uint8_t* record;
         int scratch = -1;
         if (w == Place::slot) {
-            record = slots_.base + static_cast<std::uint64_t>(residency_->slot_of(l, e)) * slots_.stride;
+            record =
+                slots_.base + static_cast<std::uint64_t>(residency_->slot_of(l, e)) * slots_.stride;
             ++st.resident;
         } else {
             // The group's experts come before this one: launched before the GPU waits for
@@ -505,12 +546,16 @@ void HybridBackend::gpu_experts(int l, const ExpertGroups& g, const std::vector<
             scratch = static_cast<int>(next_scratch++ % pf_.scratch_landed.size());
             std::uint8_t* slot = pf_.scratch + static_cast<std::uint64_t>(scratch) * slots_.stride;
             // The scratch slot's previous expert must be done before it is overwritten.
-            NEURAL_CUDA(cudaStreamWaitEvent(copy_stream_, pf_.scratch_free[static_cast<std::size_t>(scratch)], 0));
-            NEURAL_CUDA(cudaMemcpyAsync(slot, src, slots_.record_bytes, cudaMemcpyHostToDevice, copy_stream_));
+            NEURAL_CUDA(cudaStreamWaitEvent(
+                copy_stream_, pf_.scratch_free[static_cast<std::size_t>(scratch)], 0));
+            NEURAL_CUDA(cudaMemcpyAsync(slot, src, slots_.record_bytes, cudaMemcpyHostToDevice,
+                                        copy_stream_));
             if (from != nullptr) from->issued(j, copy_stream_);
-            NEURAL_CUDA(cudaEventRecord(pf_.scratch_landed[static_cast<std::size_t>(scratch)], copy_stream_));
+            NEURAL_CUDA(cudaEventRecord(pf_.scratch_landed[static_cast<std::size_t>(scratch)],
+                                        copy_stream_));
             // The gate_up waits for the copy; the down waits for the gate_up.
-            NEURAL_CUDA(cudaStreamWaitEvent(gate_up_stream, pf_.scratch_landed[static_cast<std::size_t>(scratch)], 0));
+            NEURAL_CUDA(cudaStreamWaitEvent(
+                gate_up_stream, pf_.scratch_landed[static_cast<std::size_t>(scratch)], 0));
             record = slot;
             ++st.staged;
         }
@@ -527,8 +572,8 @@ void HybridBackend::gpu_experts(int l, const ExpertGroups& g, const std::vector<
                                           ld.gate_up_bias, act, pf_.side);
                 NEURAL_CUDA(cudaEventRecord(pf_.gate_up_done[b], pf_.side));
                 NEURAL_CUDA(cudaStreamWaitEvent(stream_, pf_.gate_up_done[b], 0));
-                cuda::expert_gemm_down(record, e, shape, pf_.entries + o0 + m0, rows_m, act, pf_.gate,
-                                       ld.down_bias, pf_.acc, stream_);
+                cuda::expert_gemm_down(record, e, shape, pf_.entries + o0 + m0, rows_m, act,
+                                       pf_.gate, ld.down_bias, pf_.acc, stream_);
                 NEURAL_CUDA(cudaEventRecord(pf_.act_free[b], stream_));
                 continue;
             }
@@ -537,11 +582,15 @@ void HybridBackend::gpu_experts(int l, const ExpertGroups& g, const std::vector<
                                   ld.gate_up_bias, ld.down_bias, pf_.act, pf_.acc, stream_);
                 continue;
             }
-            if (static_cast<int>(group.size()) == cuda::kMaxGroupedExperts || group_rows + rows_m > pf_.block) flush();
+            if (static_cast<int>(group.size()) == cuda::kMaxGroupedExperts ||
+                group_rows + rows_m > pf_.block)
+                flush();
             group.push_back(cuda::ExpertJob{record, e, o0 + m0, rows_m, group_rows});
             group_rows += rows_m;
         }
-        if (scratch >= 0) NEURAL_CUDA(cudaEventRecord(pf_.scratch_free[static_cast<std::size_t>(scratch)], stream_));
+        if (scratch >= 0)
+            NEURAL_CUDA(
+                cudaEventRecord(pf_.scratch_free[static_cast<std::size_t>(scratch)], stream_));
     }
     flush();
     NEURAL_CUDA(cudaGetLastError());

@@ -75,8 +75,8 @@ std::string HybridBackend::expert_operands() const {
                                     [](const cuda::ExpertShape& s) { return s.half_operands; });
     if (half == 0) return "bf16 hi + lo experts";
     if (half == static_cast<std::ptrdiff_t>(pf_.shapes.size())) return "fp16 experts";
-    return fmt::format("fp16 experts in {} of {} layers (the others' norm has no finite bound)", half,
-                       pf_.shapes.size());
+    return fmt::format("fp16 experts in {} of {} layers (the others' norm has no finite bound)",
+                       half, pf_.shapes.size());
 }
 
 // A raw store's record of expert (layer, e): the slot image, in the store mapping. Every
@@ -85,7 +85,8 @@ std::string HybridBackend::expert_operands() const {
 const std::uint8_t* HybridBackend::raw_record(int layer, int e) const {
     in_.store->verify_record(layer, e);
     const auto rec = in_.store->record(layer, e);
-    if (rec.size() < slots_.record_bytes) fail("store record ({}, {}) is shorter than a raw record", layer, e);
+    if (rec.size() < slots_.record_bytes)
+        fail("store record ({}, {}) is shorter than a raw record", layer, e);
     return rec.data();
 }
 

@@ -16,7 +16,8 @@ Residency::Residency(int layers, int experts, int slots, const ResidencyOptions&
     // A frozen pool (refresh_every = 0) has no adaptive part: adaptive slots would start empty
     // without a ranking and never fill, so every slot is static (filled at load, ranking order,
     // else index order).
-    const double fraction = options.refresh_every == 0 ? 1.0 : std::clamp(options.static_fraction, 0.0, 1.0);
+    const double fraction =
+        options.refresh_every == 0 ? 1.0 : std::clamp(options.static_fraction, 0.0, 1.0);
     static_slots_ = static_cast<int>(std::floor(slots * fraction));
     score_.assign(n, 0.0);
     where_.assign(n, -1);
@@ -25,7 +26,8 @@ Residency::Residency(int layers, int experts, int slots, const ResidencyOptions&
     loading_.assign(static_cast<std::size_t>(slots), 0);
 }
 
-std::vector<Residency::Admission> Residency::initial(const std::vector<std::vector<double>>& ranking) {
+std::vector<Residency::Admission> Residency::initial(
+    const std::vector<std::vector<double>>& ranking) {
     const std::size_t n = score_.size();
     std::vector<double> hot(n, 0.0);
     if (!ranking.empty()) {
@@ -39,7 +41,8 @@ std::vector<Residency::Admission> Residency::initial(const std::vector<std::vect
             }
             for (int e = 0; e < experts_; ++e) {
                 const double v = row[static_cast<std::size_t>(e)];
-                if (!std::isfinite(v) || v < 0) fail("ranking layer {} expert {}: bad count {}", l, e, v);
+                if (!std::isfinite(v) || v < 0)
+                    fail("ranking layer {} expert {}: bad count {}", l, e, v);
                 hot[index(l, e)] = v;
             }
         }
@@ -47,8 +50,9 @@ std::vector<Residency::Admission> Residency::initial(const std::vector<std::vect
     std::vector<int> order(n);
     std::iota(order.begin(), order.end(), 0);
     // Hottest first; ties in index order, so the placement is deterministic.
-    std::stable_sort(order.begin(), order.end(),
-                     [&](int a, int b) { return hot[static_cast<std::size_t>(a)] > hot[static_cast<std::size_t>(b)]; });
+    std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
+        return hot[static_cast<std::size_t>(a)] > hot[static_cast<std::size_t>(b)];
+    });
     // Adaptive slots start with the next-hottest only when there is a ranking to go by; without
     // one they start free and fill from the conversation. Scores start at 0 either way: the
     // ranking decides the first placement, the conversation everything after it.
@@ -65,7 +69,8 @@ std::vector<Residency::Admission> Residency::initial(const std::vector<std::vect
 }
 
 int Residency::resident_count() const {
-    return static_cast<int>(std::count_if(where_.begin(), where_.end(), [](int s) { return s >= 0; }));
+    return static_cast<int>(
+        std::count_if(where_.begin(), where_.end(), [](int s) { return s >= 0; }));
 }
 
 void Residency::observe(int layer, std::span<const int> experts, bool prompt) {
@@ -100,15 +105,15 @@ void Residency::refresh() {
     std::stable_sort(cands.begin(), cands.end(), [&](int a, int b) {
         return score_[static_cast<std::size_t>(a)] > score_[static_cast<std::size_t>(b)];
     });
-    const std::size_t m = std::min({static_cast<std::size_t>(options_.refresh_m), cands.size(),
-                                    victims.size()});
+    const std::size_t m =
+        std::min({static_cast<std::size_t>(options_.refresh_m), cands.size(), victims.size()});
     for (std::size_t i = 0; i < m; ++i) {
         const int c = cands[i], v = victims[i];
         const double vs = slot_score(v);
         if (vs >= 0 && score_[static_cast<std::size_t>(c)] <= vs * options_.hysteresis) break;
         const int o = owner_[static_cast<std::size_t>(v)];
-        pending_.push_back({c / experts_, c % experts_, v, o < 0 ? -1 : o / experts_,
-                            o < 0 ? -1 : o % experts_});
+        pending_.push_back(
+            {c / experts_, c % experts_, v, o < 0 ? -1 : o / experts_, o < 0 ? -1 : o % experts_});
     }
     for (double& s : score_) s *= options_.decay;
 }

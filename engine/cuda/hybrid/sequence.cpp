@@ -14,21 +14,26 @@ namespace neural::hybrid {
 // Backend::forward (CpuModel::forward's contract): decides which positions the GPU's K/V already
 // holds for this sequence, then runs the rest as a prompt (prefill) or token by token; on an
 // error or a cancel the cache stays as it was and the GPU keeps only what was valid before.
-std::vector<float> HybridBackend::run(std::span<const TokenId> tokens, KvCache& cache, const ForwardOptions& opt) {
+std::vector<float> HybridBackend::run(std::span<const TokenId> tokens, KvCache& cache,
+                                      const ForwardOptions& opt) {
     const auto T = static_cast<std::int64_t>(tokens.size());
     if (T == 0) fail("forward: no tokens to process");
     for (TokenId t : tokens) {
-        if (t < 0 || t >= V_) fail("token id {} is outside the model's vocabulary (0..{})", t, V_ - 1);
+        if (t < 0 || t >= V_)
+            fail("token id {} is outside the model's vocabulary (0..{})", t, V_ - 1);
     }
     const std::int64_t pos0 = cache.size();
     if (pos0 + T > ctx_) {
-        fail("context of {} tokens exceeds the {} positions of the GPU K/V cache (--context; the "
-             "model allows {})", pos0 + T, ctx_, in_.config->max_position_embeddings);
+        fail(
+            "context of {} tokens exceeds the {} positions of the GPU K/V cache (--context; the "
+            "model allows {})",
+            pos0 + T, ctx_, in_.config->max_position_embeddings);
     }
     NEURAL_CUDA(cudaSetDevice(opt_.device));
     std::vector<std::int32_t>& seq = cache.tokens();
     if (static_cast<std::int64_t>(seq.size()) < pos0) {
-        fail("this K/V cache holds {} positions without their tokens (filled by another backend)", pos0);
+        fail("this K/V cache holds {} positions without their tokens (filled by another backend)",
+             pos0);
     }
     seq.resize(static_cast<std::size_t>(pos0));
     // The sequence after this call: the cache's tokens, then the new ones.
@@ -49,8 +54,10 @@ std::vector<float> HybridBackend::run(std::span<const TokenId> tokens, KvCache& 
         // overwritten the window before it in the sliding layers' rings: then start over.
         if (!ring_keeps(valid)) valid = 0;
     } else if (cache.id() == resident_.id) {
-        const std::int64_t held = std::min<std::int64_t>(resident_.len, static_cast<std::int64_t>(resident_.tokens.size()));
-        valid = std::min(common_prefix(std::span<const std::int32_t>(resident_.tokens.data(), static_cast<std::size_t>(held)),
+        const std::int64_t held = std::min<std::int64_t>(
+            resident_.len, static_cast<std::int64_t>(resident_.tokens.size()));
+        valid = std::min(common_prefix(std::span<const std::int32_t>(
+                                           resident_.tokens.data(), static_cast<std::size_t>(held)),
                                        full),
                          limit);
         if (!ring_keeps(valid)) valid = 0;
@@ -58,7 +65,8 @@ std::vector<float> HybridBackend::run(std::span<const TokenId> tokens, KvCache& 
         valid = switch_sequence(cache.id(), full, limit);
     }
     if (in_.counters != nullptr && pos0 > valid) {
-        in_.counters->kv_reprocessed.fetch_add(static_cast<std::uint64_t>(pos0 - valid), std::memory_order_relaxed);
+        in_.counters->kv_reprocessed.fetch_add(static_cast<std::uint64_t>(pos0 - valid),
+                                               std::memory_order_relaxed);
     }
     resident_.id = cache.id();
     resident_.len = valid;
@@ -71,11 +79,14 @@ std::vector<float> HybridBackend::run(std::span<const TokenId> tokens, KvCache& 
         if (pf_.on && pos0 + T - valid >= 2) {
             // Everything from `valid` on at once: re-processed positions and the prompt.
             const std::vector<TokenId> work(full.begin() + valid, full.end());
-            prefill(work, valid, pos0 + first_out - valid, logits.data(), pos0, opt.observer, opt.cancel);
+            prefill(work, valid, pos0 + first_out - valid, logits.data(), pos0, opt.observer,
+                    opt.cancel);
         } else {
             for (std::int64_t p = valid; p < pos0 + T; ++p) {
                 const bool fresh = p >= pos0;
-                float* out = fresh && p - pos0 >= first_out ? logits.data() + (p - pos0 - first_out) * V_ : nullptr;
+                float* out = fresh && p - pos0 >= first_out
+                                 ? logits.data() + (p - pos0 - first_out) * V_
+                                 : nullptr;
                 token(full[static_cast<std::size_t>(p)], p, !fresh || T > 1, out,
                       fresh ? opt.observer : nullptr, opt.cancel);
                 resident_.len = p + 1;
@@ -103,12 +114,14 @@ std::vector<float> HybridBackend::run(std::span<const TokenId> tokens, KvCache& 
 // window before `valid`: positions written since (up to resident_.kv_high) overwrote the rows of the
 // positions a ring's length before them.
 bool HybridBackend::ring_keeps(std::int64_t valid) const {
-    return kv_ring_ == 0 || valid == 0 || resident_.kv_high - valid + in_.config->sliding_window - 1 <= kv_ring_;
+    return kv_ring_ == 0 || valid == 0 ||
+           resident_.kv_high - valid + in_.config->sliding_window - 1 <= kv_ring_;
 }
 
 // Checkpoint copies: positions [first, first + count) of layer `ld` to / from host rows
 // (k, v: [count][kv_dim] each, position order).
-void HybridBackend::save_kv_rows(const LayerDevice& ld, std::int64_t first, std::int64_t count, float* k, float* v) const {
+void HybridBackend::save_kv_rows(const LayerDevice& ld, std::int64_t first, std::int64_t count,
+                                 float* k, float* v) const {
     const auto kv = static_cast<std::size_t>(KV_);
     for_kv_runs(ld, first, count, [&](std::size_t row, std::size_t i, std::size_t run) {
         NEURAL_CUDA(cudaMemcpy(k + i * kv, ld.k_cache + row, run * kv * 4, cudaMemcpyDeviceToHost));
@@ -116,7 +129,8 @@ void HybridBackend::save_kv_rows(const LayerDevice& ld, std::int64_t first, std:
     });
 }
 
-void HybridBackend::restore_kv_rows(const LayerDevice& ld, std::int64_t first, std::int64_t count, const float* k, const float* v) const {
+void HybridBackend::restore_kv_rows(const LayerDevice& ld, std::int64_t first, std::int64_t count,
+                                    const float* k, const float* v) const {
     const auto kv = static_cast<std::size_t>(KV_);
     for_kv_runs(ld, first, count, [&](std::size_t row, std::size_t i, std::size_t run) {
         NEURAL_CUDA(cudaMemcpy(ld.k_cache + row, k + i * kv, run * kv * 4, cudaMemcpyHostToDevice));
@@ -130,21 +144,30 @@ void HybridBackend::restore_kv_rows(const LayerDevice& ld, std::int64_t first, s
 // the outgoing sequence is checkpointed first. Returns the positions valid for the incoming one.
 // With a K/V ring the checkpoint keeps the rings' last positions (ring checkpoints,
 // kv_checkpoints.h) and a restore sets resident_.kv_high to the restored length.
-std::int64_t HybridBackend::switch_sequence(std::uint64_t id, const std::vector<std::int32_t>& seq, std::int64_t limit) {
+std::int64_t HybridBackend::switch_sequence(std::uint64_t id, const std::vector<std::int32_t>& seq,
+                                            std::int64_t limit) {
     const std::span<const std::int32_t> want(seq.data(), static_cast<std::size_t>(limit));
-    const std::int64_t held = std::min<std::int64_t>(resident_.len, static_cast<std::int64_t>(resident_.tokens.size()));
+    const std::int64_t held =
+        std::min<std::int64_t>(resident_.len, static_cast<std::int64_t>(resident_.tokens.size()));
     std::int64_t in_place = std::min(
-        common_prefix(std::span<const std::int32_t>(resident_.tokens.data(), static_cast<std::size_t>(held)), want), limit);
+        common_prefix(
+            std::span<const std::int32_t>(resident_.tokens.data(), static_cast<std::size_t>(held)),
+            want),
+        limit);
     if (!ring_keeps(in_place)) in_place = 0;
     BackendCounters* bc = in_.counters;
     constexpr auto rl = std::memory_order_relaxed;
     if (checkpoints_ && held > 0 && resident_.id != 0) {
         NEURAL_CUDA(cudaStreamSynchronize(stream_));
         // The rings hold positions [resident_.kv_high - ring, resident_.kv_high); those before `held` are this sequence's.
-        const std::int64_t ring_rows = kv_ring_ > 0 ? std::max<std::int64_t>(0, held - std::max<std::int64_t>(0, resident_.kv_high - kv_ring_)) : held;
+        const std::int64_t ring_rows =
+            kv_ring_ > 0 ? std::max<std::int64_t>(
+                               0, held - std::max<std::int64_t>(0, resident_.kv_high - kv_ring_))
+                         : held;
         const auto kv = static_cast<std::size_t>(KV_);
         std::size_t floats = 0;
-        for (const LayerDevice& ld : layers_) floats += 2 * kv * static_cast<std::size_t>(ld.ring > 0 ? ring_rows : held);
+        for (const LayerDevice& ld : layers_)
+            floats += 2 * kv * static_cast<std::size_t>(ld.ring > 0 ? ring_rows : held);
         std::vector<float> data(floats);
         float* at = data.data();
         for (const LayerDevice& ld : layers_) {
@@ -153,7 +176,8 @@ std::int64_t HybridBackend::switch_sequence(std::uint64_t id, const std::vector<
             at += 2 * kv * static_cast<std::size_t>(count);
         }
         std::vector<std::int32_t> toks(resident_.tokens.begin(), resident_.tokens.begin() + held);
-        if (checkpoints_->save(resident_.id, std::move(toks), std::move(data), ring_rows) && bc != nullptr) {
+        if (checkpoints_->save(resident_.id, std::move(toks), std::move(data), ring_rows) &&
+            bc != nullptr) {
             bc->kv_saved.fetch_add(static_cast<std::uint64_t>(held), rl);
         }
     }
@@ -173,7 +197,8 @@ std::int64_t HybridBackend::switch_sequence(std::uint64_t id, const std::vector<
                 const std::int64_t from = ld.ring > 0 ? std::max(first, len - ld.ring) : 0;
                 if (len > from) {
                     const float* k = at + static_cast<std::size_t>(from - first) * kv;
-                    restore_kv_rows(ld, from, len - from, k, k + static_cast<std::size_t>(count) * kv);
+                    restore_kv_rows(ld, from, len - from, k,
+                                    k + static_cast<std::size_t>(count) * kv);
                 }
                 at += 2 * kv * static_cast<std::size_t>(count);
             }
@@ -182,7 +207,8 @@ std::int64_t HybridBackend::switch_sequence(std::uint64_t id, const std::vector<
             if (bc != nullptr) bc->kv_restored.fetch_add(static_cast<std::uint64_t>(len), rl);
         }
     }
-    if (bc != nullptr && valid == in_place) bc->kv_reused.fetch_add(static_cast<std::uint64_t>(in_place), rl);
+    if (bc != nullptr && valid == in_place)
+        bc->kv_reused.fetch_add(static_cast<std::uint64_t>(in_place), rl);
     return valid;
 }
 

@@ -29,7 +29,8 @@
 
 namespace neural::hybrid {
 
-HybridBackend::HybridBackend(const GpuBackendInputs& in, const GpuOptions& opt) : in_(in), opt_(opt) {
+HybridBackend::HybridBackend(const GpuBackendInputs& in, const GpuOptions& opt)
+    : in_(in), opt_(opt) {
     try {
         init();
     } catch (...) {
@@ -41,8 +42,8 @@ HybridBackend::HybridBackend(const GpuBackendInputs& in, const GpuOptions& opt) 
 HybridBackend::~HybridBackend() { release(); }
 
 std::string HybridBackend::experts() const {
-    return fmt::format("{} kernel, {} team, {} threads", cpu::kernel_isa_name(kernel_->isa()), team_->name(),
-                       team_->size());
+    return fmt::format("{} kernel, {} team, {} threads", cpu::kernel_isa_name(kernel_->isa()),
+                       team_->name(), team_->size());
 }
 
 // Uploads a bf16 view (rows * cols values); a missing view (no bias) becomes zeros.
@@ -73,8 +74,8 @@ void HybridBackend::init() {
                        ? static_cast<std::uint64_t>(opt_.vram_budget_gib * kGiB)
                        : (dev.free_bytes > (512ull << 20) ? dev.free_bytes - (512ull << 20) : 0);
     if (opt_.vram_budget_gib > 0 && vram_.budget > dev.free_bytes) {
-        fail("--vram-budget {:.2f} GiB is more than the {:.2f} GiB free on {}", opt_.vram_budget_gib,
-             static_cast<double>(dev.free_bytes) / kGiB, dev.name);
+        fail("--vram-budget {:.2f} GiB is more than the {:.2f} GiB free on {}",
+             opt_.vram_budget_gib, static_cast<double>(dev.free_bytes) / kGiB, dev.name);
     }
     H_ = c.hidden_size;
     I_ = c.intermediate_size;
@@ -87,12 +88,16 @@ void HybridBackend::init() {
     Q_ = c.q_dim();
     KV_ = c.kv_dim();
     V_ = c.vocab_size;
-    if (K_ > cuda::kRouterMaxK) fail("backend \"cuda\": experts_per_token {} > {}", K_, cuda::kRouterMaxK);
-    if (d_ > cuda::kAttentionMaxHeadDim || d_ % 2 != 0) fail("backend \"cuda\": head_dim {} unsupported", d_);
-    if (H_ % 32 != 0 || I_ % 32 != 0 || Q_ % 8 != 0) fail("backend \"cuda\": hidden/intermediate sizes must be multiples of 32");
+    if (K_ > cuda::kRouterMaxK)
+        fail("backend \"cuda\": experts_per_token {} > {}", K_, cuda::kRouterMaxK);
+    if (d_ > cuda::kAttentionMaxHeadDim || d_ % 2 != 0)
+        fail("backend \"cuda\": head_dim {} unsupported", d_);
+    if (H_ % 32 != 0 || I_ % 32 != 0 || Q_ % 8 != 0)
+        fail("backend \"cuda\": hidden/intermediate sizes must be multiples of 32");
     if (static_cast<std::size_t>(K_) * (I_ / 32 * 33) * 4 > 48 * 1024 ||
         static_cast<std::size_t>(H_) * 4 > 48 * 1024) {
-        fail("backend \"cuda\": hidden {} / intermediate {} exceed the kernels' shared memory", H_, I_);
+        fail("backend \"cuda\": hidden {} / intermediate {} exceed the kernels' shared memory", H_,
+             I_);
     }
     if (E_ > 1024) fail("backend \"cuda\": {} experts per layer is more than 1024", E_);
     ctx_ = opt_.context > 0 ? std::min<std::int64_t>(opt_.context, c.max_position_embeddings)
@@ -190,7 +195,8 @@ void HybridBackend::init_kv_cache() {
     // their last positions (position p in row p % ring). Zeroed: a prefill tile may read a
     // masked row of the ring before anything was written there.
     // K/V checkpoints of a ring keep the rings' last positions (ring checkpoints, switch_sequence).
-    kv_ring_ = kv_ring_positions(c, ctx_, opt_.kv_ring, opt_.prefill_order == "token" ? 0 : opt_.prefill_block);
+    kv_ring_ = kv_ring_positions(c, ctx_, opt_.kv_ring,
+                                 opt_.prefill_order == "token" ? 0 : opt_.prefill_block);
     for (int l = 0; l < L_; ++l) {
         LayerDevice& ld = layers_[static_cast<std::size_t>(l)];
         ld.ring = c.layer_is_sliding[static_cast<std::size_t>(l)] ? kv_ring_ : 0;
@@ -203,7 +209,8 @@ void HybridBackend::init_kv_cache() {
     vram_.kv_bytes = vram_.used - vram_.core_bytes;
     if (opt_.kv_checkpoint_gib > 0) {
         std::uint64_t ring_layers = 0;
-        for (int l = 0; l < L_; ++l) ring_layers += layers_[static_cast<std::size_t>(l)].ring > 0 ? 1 : 0;
+        for (int l = 0; l < L_; ++l)
+            ring_layers += layers_[static_cast<std::size_t>(l)].ring > 0 ? 1 : 0;
         const auto per_layer = 2 * static_cast<std::uint64_t>(KV_);
         checkpoints_ = std::make_unique<KvCheckpoints>(
             static_cast<std::uint64_t>(opt_.kv_checkpoint_gib * kGiB),
@@ -222,7 +229,8 @@ void HybridBackend::init_decode_buffers() {
     dec_.h = dalloc<float>(Hs, "activations");
     dec_.qkv = dalloc<float>(qkv_rows, "activations");
     dec_.attn = dalloc<float>(Qs, "activations");
-    dec_.attn_scratch = dalloc<float>(static_cast<std::size_t>(nq_) * dec_.splits * (d_ + 2), "attention scratch");
+    dec_.attn_scratch =
+        dalloc<float>(static_cast<std::size_t>(nq_) * dec_.splits * (d_ + 2), "attention scratch");
     dec_.router_logits = dalloc<float>(Es, "activations");
     dec_.act = dalloc<float>(static_cast<std::size_t>(K_) * Is, "activations");
     dec_.moe_gpu = dalloc<float>(Hs, "activations");
@@ -237,17 +245,21 @@ void HybridBackend::init_slot_pool() {
     slots_.record_bytes = cpu::ExpertRecordView::raw_bytes(H_, I_);
     slots_.stride = (slots_.record_bytes + kSlotAlign - 1) / kSlotAlign * kSlotAlign;
     const std::uint64_t reserve = 64ull << 20;
-    const std::uint64_t left = vram_.budget > vram_.used + reserve ? vram_.budget - vram_.used - reserve : 0;
+    const std::uint64_t left =
+        vram_.budget > vram_.used + reserve ? vram_.budget - vram_.used - reserve : 0;
     std::int64_t slots;
     if (opt_.pool_slots >= 0) {
         slots = opt_.pool_slots;
     } else if (opt_.pool_gib >= 0) {
-        slots = static_cast<std::int64_t>(opt_.pool_gib * kGiB / static_cast<double>(slots_.stride));
+        slots =
+            static_cast<std::int64_t>(opt_.pool_gib * kGiB / static_cast<double>(slots_.stride));
     } else {
         slots = static_cast<std::int64_t>(left / slots_.stride);
     }
     slots = std::min<std::int64_t>(slots, static_cast<std::int64_t>(L_) * E_);
-    if (slots > 0) slots_.base = dalloc<std::uint8_t>(static_cast<std::size_t>(slots) * slots_.stride, "expert slot pool");
+    if (slots > 0)
+        slots_.base = dalloc<std::uint8_t>(static_cast<std::size_t>(slots) * slots_.stride,
+                                           "expert slot pool");
     ResidencyOptions ro;
     ro.static_fraction = opt_.static_fraction;
     ro.refresh_every = opt_.refresh_every;
@@ -260,14 +272,19 @@ void HybridBackend::init_slot_pool() {
 void HybridBackend::init_cpu_side() {
     const ModelConfig& c = *in_.config;
     cpu::KernelIsa isa = cpu::select_kernel_isa();
-    if (in_.kernel == "scalar") isa = cpu::KernelIsa::scalar;
-    else if (in_.kernel == "avx2") isa = cpu::KernelIsa::avx2;
-    else if (in_.kernel == "avx512") isa = cpu::KernelIsa::avx512;
-    else if (in_.kernel != "auto") fail("unknown kernel \"{}\"", in_.kernel);
+    if (in_.kernel == "scalar")
+        isa = cpu::KernelIsa::scalar;
+    else if (in_.kernel == "avx2")
+        isa = cpu::KernelIsa::avx2;
+    else if (in_.kernel == "avx512")
+        isa = cpu::KernelIsa::avx512;
+    else if (in_.kernel != "auto")
+        fail("unknown kernel \"{}\"", in_.kernel);
     if (!cpu::kernel_isa_available(isa)) {
         fail("kernel \"{}\" cannot run on this CPU or build", in_.kernel);
     }
-    kernel_ = std::make_unique<cpu::ExpertKernel>(isa, cpu::SwigluParams{c.swiglu_limit, c.swiglu_alpha});
+    kernel_ =
+        std::make_unique<cpu::ExpertKernel>(isa, cpu::SwigluParams{c.swiglu_limit, c.swiglu_alpha});
     cpu::TeamOptions team;
     team.persistent = in_.kernel_persistent;
     team.library = in_.kdll;
@@ -277,8 +294,9 @@ void HybridBackend::init_cpu_side() {
     if (!fallback.empty()) spdlog::warn("persistent CPU team unavailable: {}", fallback);
     raw_store_ = in_.store != nullptr && in_.store->kind() == store::StoreKind::kRaw;
     if (in_.store == nullptr) {
-        spdlog::warn("backend cuda without an expert store: missed experts are assembled from the "
-                     "checkpoint tensors on every use; repack into a store for speed");
+        spdlog::warn(
+            "backend cuda without an expert store: missed experts are assembled from the "
+            "checkpoint tensors on every use; repack into a store for speed");
     }
 }
 
@@ -291,7 +309,8 @@ void HybridBackend::init_record_buffers() {
         NEURAL_CUDA(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
         adm_.capture_done.push_back(ev);
     }
-    for (int k = 0; k < K_; ++k) assembled_.emplace_back(static_cast<std::size_t>(slots_.record_bytes));
+    for (int k = 0; k < K_; ++k)
+        assembled_.emplace_back(static_cast<std::size_t>(slots_.record_bytes));
     NEURAL_CUDA(cudaEventCreateWithFlags(&adm_.evicted, cudaEventDisableTiming));
 }
 
@@ -321,15 +340,17 @@ void HybridBackend::place_static_experts() {
 // Prefill's staging rings. A pinned store needs none: its records are uploaded from the mapping.
 void HybridBackend::init_staging() {
     if (pf_.on && pin_.mapping == nullptr) {
-        pf_.ring = std::make_unique<StagingRing>(opt_.device, opt_.staging_threads, opt_.staging_threads,
-                                                 static_cast<std::size_t>(slots_.record_bytes),
-                                                 [this](int l, int e, std::uint8_t* dst) { fill_record(l, e, dst); });
+        pf_.ring = std::make_unique<StagingRing>(
+            opt_.device, opt_.staging_threads, opt_.staging_threads,
+            static_cast<std::size_t>(slots_.record_bytes),
+            [this](int l, int e, std::uint8_t* dst) { fill_record(l, e, dst); });
         // Early staging (layer-major only): pinned buffers for the experts the first block's
         // routing already sends to staging, filled while the other blocks' dense parts run.
         if (opt_.prefill_early > 0 && opt_.prefill_order == "layer") {
-            pf_.early = std::make_unique<StagingRing>(opt_.device, opt_.staging_threads, opt_.prefill_early,
-                                                      static_cast<std::size_t>(slots_.record_bytes),
-                                                      [this](int l, int e, std::uint8_t* dst) { fill_record(l, e, dst); });
+            pf_.early = std::make_unique<StagingRing>(
+                opt_.device, opt_.staging_threads, opt_.prefill_early,
+                static_cast<std::size_t>(slots_.record_bytes),
+                [this](int l, int e, std::uint8_t* dst) { fill_record(l, e, dst); });
         }
     }
 }
@@ -339,23 +360,29 @@ std::string HybridBackend::description(const std::string& device_name) const {
         "cuda ({}, VRAM budget {:.2f} GiB: core {:.2f} GiB, K/V {:.2f} GiB for {} positions{}, "
         "{} expert slots = {:.2f} GiB ({} static, {} resident, residency {}); misses: {} kernel, "
         "{} team, {} threads{}{}; prefill {}; {}; K/V checkpoints {})",
-        device_name, static_cast<double>(vram_.budget) / kGiB, static_cast<double>(vram_.core_bytes) / kGiB,
-        static_cast<double>(vram_.kv_bytes) / kGiB, ctx_,
-        kv_ring_ > 0 ? fmt::format(" (sliding layers: a ring of {})", kv_ring_) : std::string(), residency_->slots(),
+        device_name, static_cast<double>(vram_.budget) / kGiB,
+        static_cast<double>(vram_.core_bytes) / kGiB, static_cast<double>(vram_.kv_bytes) / kGiB,
+        ctx_,
+        kv_ring_ > 0 ? fmt::format(" (sliding layers: a ring of {})", kv_ring_) : std::string(),
+        residency_->slots(),
         static_cast<double>(residency_->slots()) * static_cast<double>(slots_.stride) / kGiB,
         residency_->static_slots(), residency_->resident_count(),
-        residency_->frozen() ? "frozen" : fmt::format("adaptive every {} tokens", opt_.refresh_every),
+        residency_->frozen() ? "frozen"
+                             : fmt::format("adaptive every {} tokens", opt_.refresh_every),
         cpu::kernel_isa_name(kernel_->isa()), team_->name(), team_->size(),
         in_.store == nullptr ? ", experts from the checkpoint" : "",
         miss_.note.empty() ? std::string() : ", " + miss_.note,
-        pf_.on ? fmt::format("{}-major, blocks of {}, {} scratch slots, {}, CPU up to {} tokens{}, {}, {} expert streams",
+        pf_.on ? fmt::format("{}-major, blocks of {}, {} scratch slots, {}, CPU up to {} tokens{}, "
+                             "{}, {} expert streams",
                              opt_.prefill_order, pf_.block, opt_.scratch_slots,
-                             pin_.mapping != nullptr ? std::string("staged from the pinned store")
-                                                     : fmt::format("{} staging threads", opt_.staging_threads),
-                             opt_.prefill_cpu_tokens, opt_.grouped_gemm ? ", grouped GEMM" : "", expert_operands(),
-                             opt_.expert_streams)
+                             pin_.mapping != nullptr
+                                 ? std::string("staged from the pinned store")
+                                 : fmt::format("{} staging threads", opt_.staging_threads),
+                             opt_.prefill_cpu_tokens, opt_.grouped_gemm ? ", grouped GEMM" : "",
+                             expert_operands(), opt_.expert_streams)
                : std::string("token by token"),
-        pin_.note, checkpoints_ ? fmt::format("{:.2f} GiB", opt_.kv_checkpoint_gib) : std::string("off"));
+        pin_.note,
+        checkpoints_ ? fmt::format("{:.2f} GiB", opt_.kv_checkpoint_gib) : std::string("off"));
 }
 
 void HybridBackend::release() {
@@ -381,7 +408,8 @@ void HybridBackend::release() {
     for (cudaEvent_t e : {miss_.landed, miss_.done}) {
         if (e != nullptr) cudaEventDestroy(e);
     }
-    for (cudaEvent_t e : {pf_.experts_start, pf_.gate_up_done[0], pf_.gate_up_done[1], pf_.act_free[0], pf_.act_free[1]}) {
+    for (cudaEvent_t e : {pf_.experts_start, pf_.gate_up_done[0], pf_.gate_up_done[1],
+                          pf_.act_free[0], pf_.act_free[1]}) {
         if (e != nullptr) cudaEventDestroy(e);
     }
     for (auto e : pf_.scratch_landed) cudaEventDestroy(e);

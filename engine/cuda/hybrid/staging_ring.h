@@ -22,7 +22,7 @@
 namespace neural::hybrid {
 
 class StagingRing {
- public:
+public:
     using Fill = std::function<void(int layer, int expert, std::uint8_t* dst)>;
 
     // `threads` producers fill `depth` pinned buffers of `bytes`; job j uses buffer j % depth.
@@ -40,7 +40,7 @@ class StagingRing {
     // for producers still filling.
     void abandon();
 
- private:
+private:
     void work();
 
     int device_ = 0;

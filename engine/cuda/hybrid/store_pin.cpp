@@ -31,23 +31,26 @@ void HybridBackend::pin_store() {
     if (mode == "auto") {
         const std::uint64_t ram = system_memory().total_bytes;
         if (!pin_store_by_default(map.size(), ram)) {
-            return not_pinned(ram == 0 ? std::string("the RAM size is unknown (--pin-store 1 pins it anyway)")
-                                       : fmt::format("{:.1f} GB is more than half of the {:.1f} GB of RAM "
-                                                     "(--pin-store 1 pins it anyway)",
-                                                     gb, static_cast<double>(ram) / 1e9));
+            return not_pinned(
+                ram == 0 ? std::string("the RAM size is unknown (--pin-store 1 pins it anyway)")
+                         : fmt::format("{:.1f} GB is more than half of the {:.1f} GB of RAM "
+                                       "(--pin-store 1 pins it anyway)",
+                                       gb, static_cast<double>(ram) / 1e9));
         }
     }
     const std::string asked = mode == "1" ? " (--pin-store 1 asked for it)" : "";
     // The mapping is read-only: registering it needs the read-only flag, which not every
     // device and driver has.
     int read_only = 0;
-    if (cudaDeviceGetAttribute(&read_only, cudaDevAttrHostRegisterReadOnlySupported, opt_.device) != cudaSuccess) {
+    if (cudaDeviceGetAttribute(&read_only, cudaDevAttrHostRegisterReadOnlySupported, opt_.device) !=
+        cudaSuccess) {
         cudaGetLastError();
         read_only = 0;
     }
     if (read_only == 0) {
-        spdlog::warn("--pin-store: this GPU or driver cannot register read-only host memory (the store "
-                     "mapping); prompts stage experts through the staging threads");
+        spdlog::warn(
+            "--pin-store: this GPU or driver cannot register read-only host memory (the store "
+            "mapping); prompts stage experts through the staging threads");
         return not_pinned("the device cannot register read-only memory" + asked);
     }
     const auto t0 = Clock::now();
@@ -56,9 +59,10 @@ void HybridBackend::pin_store() {
     pin_.seconds = static_cast<double>(ns_since(t0)) / 1e9;
     if (e != cudaSuccess) {
         cudaGetLastError();  // registration errors are not sticky: clear it for later checks
-        spdlog::warn("--pin-store: registering {} ({:.1f} GB) with CUDA failed after {:.2f} s: {}; prompts "
-                     "stage experts through the staging threads",
-                     in_.store->path().string(), gb, pin_.seconds, cudaGetErrorString(e));
+        spdlog::warn(
+            "--pin-store: registering {} ({:.1f} GB) with CUDA failed after {:.2f} s: {}; prompts "
+            "stage experts through the staging threads",
+            in_.store->path().string(), gb, pin_.seconds, cudaGetErrorString(e));
         return not_pinned(fmt::format("registration failed: {}{}", cudaGetErrorString(e), asked));
     }
     pin_.mapping = map.data();

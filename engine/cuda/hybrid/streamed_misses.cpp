@@ -25,7 +25,8 @@ void HybridBackend::init_stream_misses() {
         miss_.note = "misses not streamed: " + why;
     };
     if (pin_.mapping == nullptr) return off("the store is not pinned (--pin-store)");
-    if (pf_.scratch == nullptr || opt_.scratch_slots < 2) return off("it needs prefill's scratch slots (--scratch 2 or more)");
+    if (pf_.scratch == nullptr || opt_.scratch_slots < 2)
+        return off("it needs prefill's scratch slots (--scratch 2 or more)");
     NEURAL_CUDA(cudaStreamCreateWithFlags(&miss_.stream, cudaStreamNonBlocking));
     NEURAL_CUDA(cudaEventCreateWithFlags(&miss_.landed, cudaEventDisableTiming));
     NEURAL_CUDA(cudaEventCreateWithFlags(&miss_.done, cudaEventDisableTiming));
@@ -38,10 +39,12 @@ void HybridBackend::init_stream_misses() {
     for (int l = 0; l < L_; ++l) {
         const LayerDevice& ld = layers_[static_cast<std::size_t>(l)];
         NEURAL_CUDA(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
-        NEURAL_CUDA(cudaMemcpyAsync(miss_.slot, miss_.slot_host.ptr, static_cast<std::size_t>(K_) * 4,
-                                    cudaMemcpyHostToDevice, stream_));
-        cuda::experts_resident(pf_.scratch, slots_.stride, shape, ld.sel, ld.gate, miss_.slot, ld.gate_up_bias,
-                               ld.down_bias, dec_.h, dec_.act, dec_.moe_gpu, stream_, true);
+        NEURAL_CUDA(cudaMemcpyAsync(miss_.slot, miss_.slot_host.ptr,
+                                    static_cast<std::size_t>(K_) * 4, cudaMemcpyHostToDevice,
+                                    stream_));
+        cuda::experts_resident(pf_.scratch, slots_.stride, shape, ld.sel, ld.gate, miss_.slot,
+                               ld.gate_up_bias, ld.down_bias, dec_.h, dec_.act, dec_.moe_gpu,
+                               stream_, true);
         miss_.graphs.push_back(end_capture());
     }
     miss_.note = "half of each layer's misses streamed from the pinned store";
@@ -61,8 +64,9 @@ void HybridBackend::stream_misses(int l, const int* sel, const int* ks, int ns) 
     NEURAL_CUDA(cudaStreamWaitEvent(miss_.stream, miss_.done, 0));
     for (int j = 0; j < ns; ++j) {
         slots[ks[j]] = j;
-        NEURAL_CUDA(cudaMemcpyAsync(pf_.scratch + static_cast<std::uint64_t>(j) * slots_.stride, raw_record(l, sel[ks[j]]),
-                                    slots_.record_bytes, cudaMemcpyHostToDevice, miss_.stream));
+        NEURAL_CUDA(cudaMemcpyAsync(pf_.scratch + static_cast<std::uint64_t>(j) * slots_.stride,
+                                    raw_record(l, sel[ks[j]]), slots_.record_bytes,
+                                    cudaMemcpyHostToDevice, miss_.stream));
     }
     NEURAL_CUDA(cudaEventRecord(miss_.landed, miss_.stream));
     NEURAL_CUDA(cudaStreamWaitEvent(stream_, miss_.landed, 0));

@@ -12,8 +12,8 @@ namespace neural {
 // Every user-facing failure: a bad file, bad input, an impossible request. The message is
 // complete and names the file / tensor / field involved; callers print it as is.
 class Error : public std::runtime_error {
- public:
-  explicit Error(const std::string& message) : std::runtime_error(message) {}
+public:
+    explicit Error(const std::string& message) : std::runtime_error(message) {}
 };
 
 template <typename... Args>
@@ -26,16 +26,16 @@ template <typename... Args>
 namespace neural {
 // Thrown when a caller cancels a running generation; the session stays usable.
 class Cancelled : public Error {
- public:
-  Cancelled() : Error("cancelled") {}
+public:
+    Cancelled() : Error("cancelled") {}
 };
 
 // Whether a caller's cancel flag (nullptr: the caller gave none) is set.
 inline bool cancel_requested(const std::atomic<bool>* flag) {
-  return flag != nullptr && flag->load(std::memory_order_relaxed);
+    return flag != nullptr && flag->load(std::memory_order_relaxed);
 }
 // Throws Cancelled when it is.
 inline void throw_if_cancelled(const std::atomic<bool>* flag) {
-  if (cancel_requested(flag)) throw Cancelled();
+    if (cancel_requested(flag)) throw Cancelled();
 }
 }  // namespace neural

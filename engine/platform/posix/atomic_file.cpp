@@ -42,7 +42,8 @@ std::vector<std::filesystem::path> remove_stale_temp_files(const std::filesystem
         if (!is_temp_file_of(p, path)) continue;
         const int fd = ::open(p.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
         if (fd < 0) continue;
-        struct stat held {}, now {};
+        struct stat held {
+        }, now{};
         // Unlocked (its writer is gone), old enough, and still the file that was locked (the same
         // inode) when it is unlinked.
         const bool stale = ::fstat(fd, &held) == 0 && S_ISREG(held.st_mode) &&

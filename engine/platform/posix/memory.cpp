@@ -29,7 +29,8 @@ void unlock_memory(const void* p, std::size_t n) {
 bool set_working_set_minimum(std::uint64_t bytes, std::string* error) {
     rlimit lim{};
     if (getrlimit(RLIMIT_MEMLOCK, &lim) != 0) {
-        if (error != nullptr) *error = std::string("getrlimit(RLIMIT_MEMLOCK): ") + std::strerror(errno);
+        if (error != nullptr)
+            *error = std::string("getrlimit(RLIMIT_MEMLOCK): ") + std::strerror(errno);
         return false;
     }
     if (lim.rlim_cur == RLIM_INFINITY || lim.rlim_cur >= bytes) return true;
@@ -42,7 +43,8 @@ bool set_working_set_minimum(std::uint64_t bytes, std::string* error) {
     }
     lim.rlim_cur = static_cast<rlim_t>(bytes);
     if (setrlimit(RLIMIT_MEMLOCK, &lim) != 0) {
-        if (error != nullptr) *error = std::string("setrlimit(RLIMIT_MEMLOCK): ") + std::strerror(errno);
+        if (error != nullptr)
+            *error = std::string("setrlimit(RLIMIT_MEMLOCK): ") + std::strerror(errno);
         return false;
     }
     return true;
@@ -62,7 +64,8 @@ ResidentResult keep_resident(std::uint64_t bytes, std::span<const MemoryRange> h
     std::string error;
     for (const MemoryRange& m : hot) {
         if (r.locked_bytes >= budget) break;
-        const auto n = static_cast<std::size_t>(std::min<std::uint64_t>(m.n, budget - r.locked_bytes));
+        const auto n =
+            static_cast<std::size_t>(std::min<std::uint64_t>(m.n, budget - r.locked_bytes));
         if (!lock_memory(m.p, n, &error)) break;
         r.locked_bytes += n;
     }

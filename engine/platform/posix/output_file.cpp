@@ -19,12 +19,16 @@ namespace {
 // errno -> the words a user needs; the common "out of space" cases get plain names.
 std::string reason(int err) {
     switch (err) {
-        case ENOSPC: return "disk full";
+        case ENOSPC:
+            return "disk full";
 #ifdef EDQUOT
-        case EDQUOT: return "disk quota exceeded";
+        case EDQUOT:
+            return "disk quota exceeded";
 #endif
-        case EFBIG: return "file too large for the file system";
-        default: return std::strerror(err);
+        case EFBIG:
+            return "file too large for the file system";
+        default:
+            return std::strerror(err);
     }
 }
 

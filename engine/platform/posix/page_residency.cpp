@@ -65,7 +65,8 @@ PageRelease release_mapped_pages(const MappedFile& file, std::uint64_t offset, s
     } else {
         r.message = std::string("madvise(MADV_DONTNEED): ") + std::strerror(errno);
     }
-    const auto file_begin = static_cast<off_t>(s.begin - reinterpret_cast<std::uintptr_t>(file.data()));
+    const auto file_begin =
+        static_cast<off_t>(s.begin - reinterpret_cast<std::uintptr_t>(file.data()));
     const int err = file.native_file() >= 0
                         ? ::posix_fadvise(file.native_file(), file_begin, static_cast<off_t>(len),
                                           POSIX_FADV_DONTNEED)
@@ -105,14 +106,15 @@ LockAllowance grow_lock_allowance(std::uint64_t extra) {
         }
     }
     a.ok = want - cur >= extra;
-    a.message = "RLIMIT_MEMLOCK soft limit " + std::to_string(want) + " bytes (hard limit " +
-                (lim.rlim_max == RLIM_INFINITY ? std::string("unlimited")
-                                               : std::to_string(lim.rlim_max)) +
-                ")";
+    a.message =
+        "RLIMIT_MEMLOCK soft limit " + std::to_string(want) + " bytes (hard limit " +
+        (lim.rlim_max == RLIM_INFINITY ? std::string("unlimited") : std::to_string(lim.rlim_max)) +
+        ")";
     if (!a.ok) {
-        a.message += ": the hard limit leaves room for less than asked; root or CAP_IPC_LOCK is "
-                     "not limited (see ulimit -l, LimitMEMLOCK= in systemd, --ulimit memlock in "
-                     "docker)";
+        a.message +=
+            ": the hard limit leaves room for less than asked; root or CAP_IPC_LOCK is "
+            "not limited (see ulimit -l, LimitMEMLOCK= in systemd, --ulimit memlock in "
+            "docker)";
     }
     return a;
 }

@@ -13,7 +13,8 @@ namespace neural {
 SystemMemory system_memory() {
     SystemMemory m;
     const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-    if (pages > 0 && page > 0) m.total_bytes = static_cast<std::uint64_t>(pages) * static_cast<std::uint64_t>(page);
+    if (pages > 0 && page > 0)
+        m.total_bytes = static_cast<std::uint64_t>(pages) * static_cast<std::uint64_t>(page);
     // MemAvailable (Linux 3.14+) counts reclaimable cache; _SC_AVPHYS_PAGES would not.
     std::ifstream in("/proc/meminfo");
     std::string line;
@@ -27,7 +28,9 @@ SystemMemory system_memory() {
     }
     if (m.available_bytes == 0) {
         const long avail = sysconf(_SC_AVPHYS_PAGES);
-        if (avail > 0 && page > 0) m.available_bytes = static_cast<std::uint64_t>(avail) * static_cast<std::uint64_t>(page);
+        if (avail > 0 && page > 0)
+            m.available_bytes =
+                static_cast<std::uint64_t>(avail) * static_cast<std::uint64_t>(page);
     }
     return m;
 }

@@ -22,12 +22,14 @@ std::vector<std::filesystem::path> remove_stale_temp_files(const std::filesystem
     // file goes.
     std::vector<std::filesystem::path> removed;
     std::error_code ec;
-    const std::filesystem::path dir = path.parent_path().empty() ? std::filesystem::path(L".") : path.parent_path();
+    const std::filesystem::path dir =
+        path.parent_path().empty() ? std::filesystem::path(L".") : path.parent_path();
     std::filesystem::directory_iterator it(dir, ec);
     if (ec) return removed;
     for (const std::filesystem::directory_entry& e : it) {
         if (!is_temp_file_of(e.path(), path)) continue;
-        if (e.is_regular_file(ec) && !e.is_symlink(ec) && DeleteFileW(e.path().c_str())) removed.push_back(e.path());
+        if (e.is_regular_file(ec) && !e.is_symlink(ec) && DeleteFileW(e.path().c_str()))
+            removed.push_back(e.path());
     }
     return removed;
 }
@@ -38,7 +40,8 @@ void write_file_atomic(const std::filesystem::path& path, std::string_view bytes
     HANDLE h = CreateFileW(tmp.c_str(), GENERIC_WRITE, 0, nullptr, CREATE_NEW,
                            FILE_ATTRIBUTE_NORMAL, nullptr);
     if (h == INVALID_HANDLE_VALUE) {
-        fail("cannot create {} (error {})", tmp.string(), static_cast<unsigned long>(GetLastError()));
+        fail("cannot create {} (error {})", tmp.string(),
+             static_cast<unsigned long>(GetLastError()));
     }
     size_t done = 0;
     bool ok = true;
@@ -60,7 +63,8 @@ void write_file_atomic(const std::filesystem::path& path, std::string_view bytes
         fail("cannot write {} (error {}{})", path.string(), static_cast<unsigned long>(err),
              err == ERROR_DISK_FULL ? ": disk full" : "");
     }
-    if (!MoveFileExW(tmp.c_str(), path.c_str(), MOVEFILE_REPLACE_EXISTING | MOVEFILE_WRITE_THROUGH)) {
+    if (!MoveFileExW(tmp.c_str(), path.c_str(),
+                     MOVEFILE_REPLACE_EXISTING | MOVEFILE_WRITE_THROUGH)) {
         err = GetLastError();
         DeleteFileW(tmp.c_str());
         fail("cannot replace {} (error {})", path.string(), static_cast<unsigned long>(err));

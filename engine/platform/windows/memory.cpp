@@ -50,8 +50,8 @@ bool set_working_set_minimum(std::uint64_t bytes, std::string* error) {
     const SIZE_T want = static_cast<SIZE_T>(bytes);
     // The maximum must exceed the minimum; it stays a soft limit (QUOTA_LIMITS_HARDWS_MAX_DISABLE).
     const SIZE_T max = cur_max > want ? cur_max : want + (want / 8) + (64u << 20);
-    if (SetProcessWorkingSetSizeEx(self, want, max,
-                                   QUOTA_LIMITS_HARDWS_MIN_DISABLE | QUOTA_LIMITS_HARDWS_MAX_DISABLE) ==
+    if (SetProcessWorkingSetSizeEx(
+            self, want, max, QUOTA_LIMITS_HARDWS_MIN_DISABLE | QUOTA_LIMITS_HARDWS_MAX_DISABLE) ==
         0) {
         if (error != nullptr) *error = with_code("SetProcessWorkingSetSizeEx", GetLastError());
         return false;
@@ -73,7 +73,8 @@ ResidentResult keep_resident(std::uint64_t bytes, std::span<const MemoryRange> h
 std::filesystem::path app_data_dir() {
     PWSTR path = nullptr;
     std::filesystem::path out;
-    if (SUCCEEDED(SHGetKnownFolderPath(FOLDERID_LocalAppData, 0, nullptr, &path)) && path != nullptr) {
+    if (SUCCEEDED(SHGetKnownFolderPath(FOLDERID_LocalAppData, 0, nullptr, &path)) &&
+        path != nullptr) {
         out = std::filesystem::path(path) / L"Neural";
     }
     CoTaskMemFree(path);

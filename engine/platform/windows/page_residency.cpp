@@ -83,8 +83,9 @@ PageRelease release_mapped_pages(const MappedFile& file, std::uint64_t offset, s
     if (code == ERROR_NOT_LOCKED || code == ERROR_SUCCESS) {
         r.mapping_released = true;
         r.ok = true;
-        r.message = "VirtualUnlock: removed from the working set (the pages stay on the standby "
-                    "list until Windows reuses them)";
+        r.message =
+            "VirtualUnlock: removed from the working set (the pages stay on the standby "
+            "list until Windows reuses them)";
     } else {
         r.message = with_code("VirtualUnlock", code);
     }
@@ -105,15 +106,16 @@ LockAllowance grow_lock_allowance(std::uint64_t extra) {
     const SIZE_T add = static_cast<SIZE_T>(extra);
     const SIZE_T min = cur_min + add < cur_min ? SIZE_T(-1) / 2 : cur_min + add;
     const SIZE_T max = std::max(cur_max, min + min / 8 + (SIZE_T{64} << 20));
-    if (SetProcessWorkingSetSizeEx(self, min, max,
-                                   QUOTA_LIMITS_HARDWS_MIN_DISABLE | QUOTA_LIMITS_HARDWS_MAX_DISABLE) ==
+    if (SetProcessWorkingSetSizeEx(
+            self, min, max, QUOTA_LIMITS_HARDWS_MIN_DISABLE | QUOTA_LIMITS_HARDWS_MAX_DISABLE) ==
         0) {
         a.message = with_code("SetProcessWorkingSetSizeEx", GetLastError()) +
                     ": the working-set minimum could not be raised (not enough RAM for it?)";
         return a;
     }
     a.ok = true;
-    a.message = "working-set minimum " + std::to_string(min) + " bytes (SetProcessWorkingSetSizeEx)";
+    a.message =
+        "working-set minimum " + std::to_string(min) + " bytes (SetProcessWorkingSetSizeEx)";
     return a;
 }
 

@@ -33,7 +33,8 @@ TEST(KvCheckpoints, LongestMatchingPrefixWinsAndIsLimited) {
     EXPECT_EQ(m.entry->id, 2u);
     EXPECT_EQ(m.length, 3);
     EXPECT_EQ(c.best(3, std::vector<std::int32_t>{4}, 100).entry, nullptr);
-    EXPECT_EQ(common_prefix(std::vector<std::int32_t>{1, 2, 3}, std::vector<std::int32_t>{1, 2}), 2);
+    EXPECT_EQ(common_prefix(std::vector<std::int32_t>{1, 2, 3}, std::vector<std::int32_t>{1, 2}),
+              2);
 }
 
 TEST(KvCheckpoints, TiesGoToTheSequencesOwnEntryThenToTheMostRecent) {
@@ -93,9 +94,9 @@ TEST(KvCheckpoints, RingEntriesRestoreOnlyPrefixesTheirRingPartCovers) {
     EXPECT_EQ(m.length, 10);
     EXPECT_EQ(m.entry->ring_rows, 4);
     EXPECT_EQ(m.entry->min_restore(3), 8);
-    EXPECT_EQ(c.best(2, q, 8).length, 8);         // the limit at the shortest restorable prefix
-    EXPECT_EQ(c.best(2, q, 7).entry, nullptr);    // one shorter: the window before it is gone
-    q[7] = -1;                                    // shares only 7 positions
+    EXPECT_EQ(c.best(2, q, 8).length, 8);       // the limit at the shortest restorable prefix
+    EXPECT_EQ(c.best(2, q, 7).entry, nullptr);  // one shorter: the window before it is gone
+    q[7] = -1;                                  // shares only 7 positions
     EXPECT_EQ(c.best(2, q, 100).entry, nullptr);
     // A ring part holding every position restores any prefix; -1 means all.
     ASSERT_TRUE(c.save(3, {1, 2, 3}, std::vector<float>(3 * 2 + 3 * 3), -1));

@@ -45,9 +45,9 @@ TEST(Residency, WithoutARankingOnlyStaticSlotsStartFilledInIndexOrder) {
 
 TEST(Residency, BadRankingsAreErrors) {
     Residency r(2, 4, 4, options());
-    EXPECT_THROW(r.initial({{1, 2, 3, 4}}), Error);                      // one layer missing
-    EXPECT_THROW(r.initial({{1, 2, 3}, {1, 2, 3, 4}}), Error);           // short layer
-    EXPECT_THROW(r.initial({{1, 2, 3, -1}, {1, 2, 3, 4}}), Error);       // negative count
+    EXPECT_THROW(r.initial({{1, 2, 3, 4}}), Error);                 // one layer missing
+    EXPECT_THROW(r.initial({{1, 2, 3}, {1, 2, 3, 4}}), Error);      // short layer
+    EXPECT_THROW(r.initial({{1, 2, 3, -1}, {1, 2, 3, 4}}), Error);  // negative count
 }
 
 TEST(Residency, RefreshAdmitsHotMissesIntoFreeAdaptiveSlots) {
@@ -92,7 +92,7 @@ TEST(Residency, StaticSlotsAreNeverEvictedAndColdAdaptiveOnesAre) {
 
 TEST(Residency, HysteresisKeepsAResidentExpertAgainstAnEquallyHotOne) {
     Residency r(1, 4, 2, options(1, 1, 0.0));  // no static slots
-    r.initial({{5, 0, 0, 0}});  // expert 0 in slot 0, slot 1 free... both adaptive
+    r.initial({{5, 0, 0, 0}});                 // expert 0 in slot 0, slot 1 free... both adaptive
     // Expert 1 and expert 0 routed equally: expert 1 takes the free slot, nobody evicts 0.
     const int both[] = {0, 1};
     for (int t = 0; t < 4; ++t) {
