@@ -19,6 +19,7 @@ struct CpuFeatures {
     bool avx512vl = false;
     bool avx512dq = false;
     bool avx512bf16 = false;  // cpuid.(7,1).EAX[5] AVX512_BF16 (vdpbf16ps) and `avx512f`
+    bool avx512vnni = false;  // cpuid.(7,0).ECX[11] AVX512_VNNI (vpdpbusd) and `avx512f`
     std::string vendor;       // "GenuineIntel", "AuthenticAMD", ...
     std::string brand;        // e.g. "11th Gen Intel(R) Core(TM) i7-11700K @ 3.60GHz"
 
@@ -27,8 +28,10 @@ struct CpuFeatures {
     bool has_avx512() const { return has_avx2_fma() && avx512f && avx512bw && avx512vl; }
     // The dense bf16 kernel's vdpbf16ps variant: AVX-512 as above plus AVX512_BF16.
     bool has_avx512_bf16() const { return has_avx512() && avx512bf16; }
+    // Int8 dot products (vpdpbusd): AVX-512 as above plus AVX512_VNNI.
+    bool has_avx512_vnni() const { return has_avx512() && avx512vnni; }
 
-    // "avx2 fma avx512f avx512bw avx512vl avx512dq avx512bf16" (the usable ones), for logs and reports.
+    // "avx2 fma avx512f avx512bw avx512vl avx512dq avx512bf16 avx512vnni" (the usable ones), for logs and reports.
     std::string summary() const;
 };
 

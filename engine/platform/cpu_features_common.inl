@@ -42,6 +42,8 @@ CpuFeatures detect_x86() {
         f.avx512bw = f.avx512f && ((ebx7 >> 30) & 1u);
         f.avx512vl = f.avx512f && ((ebx7 >> 31) & 1u);
         const unsigned max_sub7 = r[0];
+        const unsigned ecx7 = r[2];
+        f.avx512vnni = f.avx512f && ((ecx7 >> 11) & 1u);
         if (max_sub7 >= 1 && cpuid(7, 1, r)) f.avx512bf16 = f.avx512f && ((r[0] >> 5) & 1u);
     }
     if (cpuid(0x80000000u, 0, r) && r[0] >= 0x80000004u) {
@@ -89,6 +91,7 @@ std::string CpuFeatures::summary() const {
     add(avx512vl, "avx512vl");
     add(avx512dq, "avx512dq");
     add(avx512bf16, "avx512bf16");
+    add(avx512vnni, "avx512vnni");
     return s.empty() ? std::string("baseline") : s;
 }
 
