@@ -5,7 +5,12 @@
 #   extra arguments go to ctest (e.g. -R Golden, -L unit)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# Stage times, printed at the end (CI keeps a full run under 45 minutes: docs/RELIABILITY.md).
+stages=()
+stage_start=$(date +%s)
+stage_done() { local now; now=$(date +%s); stages+=("$1 $((now - stage_start)) s"); stage_start=$now; }
 ./scripts/setup.sh
+stage_done setup
 cmake_args=()
 [ -n "${NEURAL_SHARED_DIR:-}" ] && cmake_args+=(-DNEURAL_SHARED_DIR="$NEURAL_SHARED_DIR")
 # CI builds with warnings as errors (docs/ARCHITECTURE.md "Conventions").
@@ -13,6 +18,7 @@ cmake_args=()
 ./scripts/build.sh "${cmake_args[@]}"
 BUILD_DIR=${NEURAL_BUILD_DIR:-build}
 ./scripts/check-build.sh "$BUILD_DIR"
+stage_done build
 # Several test processes share the cores: idle OpenMP workers should sleep, not spin.
 export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE}
 status=0
@@ -23,6 +29,7 @@ if [ -f "$log" ] && grep -q "Skipped" "$log"; then
   echo "Skip reasons:"
   grep -A1 ": Skipped$" "$log" | grep -v -e ": Skipped$" -e "^--$" | sort | uniq -c | sed 's/^/  /'
 fi
+stage_done ctest
 # Reliability stages (docs/RELIABILITY.md), on a full run only (no ctest arguments):
 #   fuzz smoke: every libFuzzer target NEURAL_FUZZ_SECONDS (default 25) s    off: NEURAL_FUZZ=0
 #   ASan + UBSan build running the ctest suite (scripts/sanitize.sh asan)   off: NEURAL_SANITIZE=0
@@ -42,6 +49,7 @@ if [ $# -eq 0 ]; then
     t0=$(date +%s)
     ./scripts/fuzz.sh "${NEURAL_FUZZ_SECONDS:-25}" || status=1
     echo "reliability: fuzz smoke ran (${NEURAL_FUZZ_SECONDS:-25} s per target, $(($(date +%s) - t0)) s in all)"
+    stage_done fuzz
   fi
   if [ "${NEURAL_SANITIZE:-1}" = 0 ]; then
     echo "reliability: ASan/UBSan pass skipped (NEURAL_SANITIZE=0)"
@@ -49,6 +57,7 @@ if [ $# -eq 0 ]; then
     t0=$(date +%s)
     ./scripts/sanitize.sh asan || status=1
     echo "reliability: ASan/UBSan ctest pass ran ($(($(date +%s) - t0)) s)"
+    stage_done asan
   fi
 fi
 # Windows proof: the engine and its unit tests cross-built with mingw-w64 and run under Wine
@@ -57,8 +66,10 @@ if [ "${NEURAL_WINDOWS_TESTS:-1}" != 0 ] && [ $# -eq 0 ]; then
   if command -v x86_64-w64-mingw32-g++-posix >/dev/null 2>&1 &&
      { command -v wine64 >/dev/null 2>&1 || [ -x /usr/lib/wine/wine64 ]; }; then
     ./scripts/test-windows.sh || status=1
+    stage_done windows
   else
     echo "test-windows: skipped (mingw-w64 or wine64 not installed; scripts/setup.sh installs them)"
   fi
 fi
+echo "stage times: ${stages[*]/%/,}" | sed 's/,$//'
 exit $status
