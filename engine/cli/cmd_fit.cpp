@@ -69,7 +69,7 @@ int cmd_fit(int argc, char** argv) {
                      : "none (" + m.gpu_why + ")");
     std::string ram_read;
     for (const autotune::RamPoint& pt : m.ram_read)
-        ram_read += fmt::format("{}{:.0f} GB/s at {} threads", ram_read.empty() ? "" : ", ",
+        ram_read += fmt::format("{}{:.1f} GB/s at {} threads", ram_read.empty() ? "" : ", ",
                                 pt.gb_s, pt.threads);
     fmt::print("probes: RAM read {}; copies to the GPU {}\n",
                ram_read.empty() ? std::string("not measured") : ram_read,

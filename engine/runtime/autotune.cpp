@@ -32,7 +32,7 @@ ThreadChoice choose_threads(std::vector<RamPoint> points, double grow) {
     while (i + 1 < points.size() && points[i + 1].gb_s >= points[i].gb_s * (1.0 + grow)) ++i;
     std::string seen;
     for (const RamPoint& p : points)
-        seen += fmt::format("{}{:.0f} at {}", seen.empty() ? "" : ", ", p.gb_s, p.threads);
+        seen += fmt::format("{}{:.1f} at {}", seen.empty() ? "" : ", ", p.gb_s, p.threads);
     const RamPoint& c = points[i];
     return {c.threads, c.gb_s,
             i + 1 < points.size()
@@ -67,8 +67,8 @@ PinChoice choose_pin(const PinInputs& in) {
             ? fmt::format("pinned copies {:.1f} GB/s, pageable {:.1f} GB/s", in.pinned_gb_s,
                           in.pageable_gb_s)
             : std::string("copy speeds not measured");
-    return {true, fmt::format("store pinned: {:.1f} GB, at most half of the RAM; {}", gb,
-                              measured)};
+    return {true,
+            fmt::format("store pinned: {:.1f} GB, at most half of the RAM; {}", gb, measured)};
 }
 
 StreamChoice choose_stream_share(const StreamInputs& in) {
@@ -94,8 +94,8 @@ StreamChoice choose_stream_share(const StreamInputs& in) {
         return c;
     }
     const double s = in.pcie_gb_s / (in.pcie_gb_s + in.ram_gb_s);
-    const std::string numbers = fmt::format("copies {:.0f} GB/s, CPU team {:.0f} GB/s",
-                                            in.pcie_gb_s, in.ram_gb_s);
+    const std::string numbers =
+        fmt::format("copies {:.0f} GB/s, CPU team {:.0f} GB/s", in.pcie_gb_s, in.ram_gb_s);
     if (s < kMinShare) {
         c.line = fmt::format("misses not streamed: the balance share {:.0f}% is below {:.0f}% ({})",
                              100.0 * s, 100.0 * kMinShare, numbers);
@@ -111,8 +111,8 @@ StreamChoice choose_stream_share(const StreamInputs& in) {
 double refine_share(double share, const ShareTally& t, double step) {
     const int n = t.cpu_slower + t.copies_slower;
     if (n <= 0) return share;
-    const double next = share + step * static_cast<double>(t.cpu_slower - t.copies_slower) /
-                                    static_cast<double>(n);
+    const double next =
+        share + step * static_cast<double>(t.cpu_slower - t.copies_slower) / static_cast<double>(n);
     return std::clamp(next, kRefineMin, kMaxShare);
 }
 

@@ -34,7 +34,7 @@ struct ThreadChoice {
 ThreadChoice choose_threads(std::vector<RamPoint> points, double grow = 0.05);
 
 struct PinInputs {
-    std::string mode = "auto";     // GpuOptions::pin_store: auto, 0 or 1
+    std::string mode = "auto";      // GpuOptions::pin_store: auto, 0 or 1
     std::uint64_t store_bytes = 0;  // the raw store's mapping
     std::uint64_t ram_bytes = 0;    // physical RAM (0: unknown)
     double pinned_gb_s = 0;         // copies from pinned host memory (0: not measured)

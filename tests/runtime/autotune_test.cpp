@@ -28,7 +28,7 @@ TEST(Autotune, ThreadsStopWhereBandwidthStopsGrowing) {
     EXPECT_EQ(c.threads, 8);
     EXPECT_DOUBLE_EQ(c.gb_s, 58);
     EXPECT_TRUE(contains(c.line, "threads 8: RAM read bandwidth stops growing")) << c.line;
-    EXPECT_TRUE(contains(c.line, "38 at 4, 58 at 8, 59 at 16")) << c.line;
+    EXPECT_TRUE(contains(c.line, "38.0 at 4, 58.0 at 8, 59.0 at 16")) << c.line;
     // A server's many channels: it grows all the way.
     c = choose_threads({{16, 90}, {4, 30}, {8, 55}});  // any order
     EXPECT_EQ(c.threads, 16);
@@ -94,7 +94,8 @@ TEST(Autotune, TheStreamedShareBalancesCopiesAgainstTheCpuTeam) {
     StreamChoice c = choose_stream_share(measured(55, 60));
     EXPECT_NEAR(c.share, 55.0 / 115.0, 1e-12);
     EXPECT_TRUE(c.refine);
-    EXPECT_TRUE(contains(c.line, "streams 48% of misses over PCIe: copies 55 GB/s, CPU team 60 GB/s"))
+    EXPECT_TRUE(
+        contains(c.line, "streams 48% of misses over PCIe: copies 55 GB/s, CPU team 60 GB/s"))
         << c.line;
     // A PCIe 4.0 PC (21.4 GiB/s = 23 GB/s): a smaller share.
     c = choose_stream_share(measured(23, 60));
@@ -108,7 +109,8 @@ TEST(Autotune, TheStreamedShareBalancesCopiesAgainstTheCpuTeam) {
     c = choose_stream_share(measured(3.5, 60));
     EXPECT_EQ(c.share, 0);
     EXPECT_FALSE(c.refine);
-    EXPECT_TRUE(contains(c.line, "misses not streamed: the balance share 6% is below 15%")) << c.line;
+    EXPECT_TRUE(contains(c.line, "misses not streamed: the balance share 6% is below 15%"))
+        << c.line;
     // Not measured: nothing.
     EXPECT_EQ(choose_stream_share(measured(0, 60)).share, 0);
     EXPECT_EQ(choose_stream_share(measured(55, 0)).share, 0);

@@ -27,7 +27,8 @@ void HybridBackend::probe_copies() {
     const bool raw = in_.store != nullptr && in_.store->kind() == store::StoreKind::kRaw;
     if (!raw || (opt_.pin_store != "auto" && opt_.stream_misses >= 0)) return;
     std::string why;
-    probes_.pinned_gb_s = cuda::pinned_h2d_gbps(opt_.device, kCopyProbeBytes, kCopyProbePasses, &why);
+    probes_.pinned_gb_s =
+        cuda::pinned_h2d_gbps(opt_.device, kCopyProbeBytes, kCopyProbePasses, &why);
     if (probes_.pinned_gb_s > 0) {
         probes_.pageable_gb_s =
             cuda::pageable_h2d_gbps(opt_.device, kCopyProbeBytes, kCopyProbePasses, &why);
