@@ -35,7 +35,7 @@ int EngineWorker::tokenBudget(std::int64_t promptTokens, std::optional<int> requ
                         promptTokens, maxPromptTokens),
             "messages", "context_length_exceeded");
     }
-    const std::int64_t context = m_model->config().max_position_embeddings;
+    const std::int64_t context = m_model->context_length();
     if (context <= 0) return requested.value_or(m_defaultMaxTokens);
     const std::int64_t room = context - promptTokens;
     if (room < 1) {

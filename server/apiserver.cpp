@@ -687,7 +687,7 @@ void ApiServer::dispatch(Request request, HttpChannel* channel) {
                                  {"object", "model"},
                                  {"created", m_createdAt},
                                  {"owned_by", "neural"},
-                                 {"context_length", m_model->config().max_position_embeddings}};
+                                 {"context_length", m_model->context_length()}};
         if (!modelInPath.isNull()) {
             if (modelInPath != m_modelId) {
                 count(404);

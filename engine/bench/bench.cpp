@@ -449,7 +449,11 @@ Json load_json(const LoadOptions& o) {
             {"grouped_gemm", o.gpu.grouped_gemm},
             {"prefill_fp16", o.gpu.prefill_fp16},
             {"pin_store", o.gpu.pin_store},
-            {"stream_misses", o.gpu.stream_misses == 1},
+            {"stream_misses", o.gpu.stream_misses < 0    ? Json("auto")
+                              : o.gpu.stream_misses == 0 ? Json(false)
+                                                         : Json(true)},
+            {"stream_share", o.gpu.stream_share},
+            {"prompt_admit", o.gpu.prompt_admit},
             {"kv_ring", o.gpu.kv_ring},
             {"kv_checkpoints_gib", o.gpu.kv_checkpoint_gib},
             {"warmup_ram", o.warmup_ram_seconds},

@@ -58,6 +58,10 @@ std::uint64_t ReadProbe::checksum() const {
 
 ReadBandwidth measure_read_bandwidth(cpu::WorkerTeam& team, std::size_t bytes, int passes) {
     ReadProbe probe(bytes);
+    return measure_read_bandwidth(team, probe, passes);
+}
+
+ReadBandwidth measure_read_bandwidth(cpu::WorkerTeam& team, ReadProbe& probe, int passes) {
     probe.run(team);  // warm: TLB, team start-up
     double best = 0;
     for (int p = 0; p < std::max(1, passes); ++p) {
@@ -70,6 +74,18 @@ ReadBandwidth measure_read_bandwidth(cpu::WorkerTeam& team, std::size_t bytes, i
     volatile std::uint64_t sink = probe.checksum();  // keep the reads
     (void)sink;
     return {best, team.size(), probe.bytes(), std::max(1, passes)};
+}
+
+std::vector<ThreadBandwidth> read_bandwidth_by_threads(const std::vector<int>& threads,
+                                                       std::size_t bytes, int passes) {
+    ReadProbe probe(bytes);
+    std::vector<ThreadBandwidth> out;
+    for (const int t : threads) {
+        cpu::ReferenceTeam team(t);
+        const ReadBandwidth b = measure_read_bandwidth(team, probe, passes);
+        out.push_back({team.size(), b.gb_per_s});
+    }
+    return out;
 }
 
 }  // namespace neural::bench

@@ -43,5 +43,19 @@ struct ReadBandwidth {
 
 // One warm-up pass, then the best of `passes` timed passes on `team`.
 ReadBandwidth measure_read_bandwidth(cpu::WorkerTeam& team, std::size_t bytes, int passes = 5);
+// The same over an existing probe (one buffer for several team sizes).
+ReadBandwidth measure_read_bandwidth(cpu::WorkerTeam& team, ReadProbe& probe, int passes = 5);
+
+// The buffer the load-time probes read (runtime/autotune.h): larger than a desktop CPU's last
+// level cache, small enough to fill in a few tens of milliseconds.
+inline constexpr std::size_t kAutotuneProbeBytes = std::size_t{128} << 20;
+// RAM read bandwidth at each team size (reference teams), over one buffer of `bytes`.
+struct ThreadBandwidth {
+    int threads = 0;
+    double gb_per_s = 0;
+};
+std::vector<ThreadBandwidth> read_bandwidth_by_threads(const std::vector<int>& threads,
+                                                       std::size_t bytes = kAutotuneProbeBytes,
+                                                       int passes = 3);
 
 }  // namespace neural::bench

@@ -20,8 +20,10 @@ namespace neural::cli {
 namespace {
 constexpr const char* kHelp = R"(usage: neural fit --model DIR [--store FILE] [options]
 
-Detects free VRAM, RAM, CPU cores and SIMD, and plans the engine flags for this model on this PC:
-backend, VRAM budget, expert slots, context, threads, kernel, store format. Every choice comes
+Detects free VRAM, RAM, CPU cores and SIMD, measures RAM read and PCIe copy bandwidth (about
+half a second), and plans the engine flags for this model on this PC:
+backend, VRAM budget, expert slots, context, threads, kernel, store format, and what the GPU
+backend's load-time choices (pinned store, streamed misses) will be. Every choice comes
 with one line of explanation; what does not fit is a warning with the closest workable plan.
   --model DIR          checkpoint folder (only config.json is read) or GGUF file
   --store FILE         an existing expert store (its format and size are used)
@@ -55,7 +57,8 @@ int cmd_fit(int argc, char** argv) {
         req.store_kind = store::kind_name(s.kind());
         req.store_bytes = s.file_bytes();
     }
-    const MachineInfo m = detect_machine();
+    MachineInfo m = detect_machine();
+    probe_bandwidth(m);
     fmt::print("machine: {} logical CPUs ({}), RAM {} total / {} available, GPU: {}\n", m.cpus,
                m.avx512 ? "AVX-512"
                : m.avx2 ? "AVX2"
@@ -64,6 +67,15 @@ int cmd_fit(int argc, char** argv) {
                m.gpu ? fmt::format("{} ({} free of {})", m.gpu->name, gib(m.gpu->free_bytes),
                                    gib(m.gpu->total_bytes))
                      : "none (" + m.gpu_why + ")");
+    std::string ram_read;
+    for (const autotune::RamPoint& pt : m.ram_read)
+        ram_read += fmt::format("{}{:.1f} GB/s at {} threads", ram_read.empty() ? "" : ", ",
+                                pt.gb_s, pt.threads);
+    fmt::print("probes: RAM read {}; copies to the GPU {}\n",
+               ram_read.empty() ? std::string("not measured") : ram_read,
+               m.pinned_h2d_gb_s > 0 ? fmt::format("{:.1f} GB/s pinned, {:.1f} GB/s pageable",
+                                                   m.pinned_h2d_gb_s, m.pageable_h2d_gb_s)
+                                     : std::string("not measured"));
     FitPlan plan = plan_fit(req, m);
     plan.store = args.get_or("--store", "");
     fmt::print("model: {} layers x {} experts, hidden {}\n\nplan:\n", req.config.num_layers,
@@ -88,7 +100,13 @@ int cmd_fit(int argc, char** argv) {
                         {"gpu", m.gpu ? nlohmann::json{{"name", m.gpu->name},
                                                        {"total_bytes", m.gpu->total_bytes},
                                                        {"free_bytes", m.gpu->free_bytes}}
-                                      : nlohmann::json(nullptr)}};
+                                      : nlohmann::json(nullptr)},
+                        {"pinned_h2d_gb_s", m.pinned_h2d_gb_s},
+                        {"pageable_h2d_gb_s", m.pageable_h2d_gb_s}};
+        nlohmann::json ram = nlohmann::json::array();
+        for (const autotune::RamPoint& pt : m.ram_read)
+            ram.push_back({{"threads", pt.threads}, {"gb_s", pt.gb_s}});
+        j["machine"]["ram_read"] = ram;
         write_file_atomic(args.get_or("--json", ""), j.dump(2) + "\n");
     }
     return plan.fits ? 0 : 3;

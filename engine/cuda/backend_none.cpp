@@ -10,6 +10,12 @@ std::vector<GpuDevice> gpu_devices(std::string* why) {
     return {};
 }
 
+CopyBandwidth copy_bandwidth(int, std::size_t, int) {
+    CopyBandwidth b;
+    b.why = "this build has no CUDA backend";
+    return b;
+}
+
 bool cuda_backend_available(std::string* why) {
     if (why != nullptr)
         *why = "this build has no CUDA backend (built with NEURAL_CUDA=OFF or without nvcc)";

@@ -7,6 +7,7 @@
 
 #include "cuda/device.cuh"
 #include "cuda/hybrid/hybrid_backend.h"
+#include "cuda/transfer.cuh"
 #include "neural/error.h"
 #include "runtime/backend.h"
 
@@ -18,6 +19,13 @@ std::vector<GpuDevice> gpu_devices(std::string* why) {
         out.push_back({d.index, d.name, d.total_bytes, d.free_bytes});
     }
     return out;
+}
+
+CopyBandwidth copy_bandwidth(int device, std::size_t bytes, int passes) {
+    CopyBandwidth b;
+    b.pinned_gb_s = cuda::pinned_h2d_gbps(device, bytes, passes, &b.why);
+    if (b.pinned_gb_s > 0) b.pageable_gb_s = cuda::pageable_h2d_gbps(device, bytes, passes, &b.why);
+    return b;
 }
 
 bool cuda_backend_available(std::string* why) {

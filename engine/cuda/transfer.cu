@@ -1,12 +1,17 @@
 #include "cuda/transfer.cuh"
 
+#include <cstdlib>
+#include <cstring>
+
 #include <cuda_runtime.h>
 
 #include <fmt/format.h>
 
 namespace neural::cuda {
 
-double pinned_h2d_gbps(int index, std::size_t bytes, int passes, std::string* why) {
+namespace {
+
+double h2d_gbps(int index, std::size_t bytes, int passes, bool pinned, std::string* why) {
     auto failed = [&](const char* what, cudaError_t err) {
         if (why) *why = fmt::format("{}: {}", what, cudaGetErrorString(err));
         cudaGetLastError();
@@ -16,9 +21,22 @@ double pinned_h2d_gbps(int index, std::size_t bytes, int passes, std::string* wh
     if (err != cudaSuccess) return failed("cudaSetDevice", err);
     void* host = nullptr;
     void* dev = nullptr;
-    if ((err = cudaMallocHost(&host, bytes)) != cudaSuccess) return failed("cudaMallocHost", err);
+    const auto free_host = [&] {
+        if (pinned)
+            cudaFreeHost(host);
+        else
+            std::free(host);
+    };
+    if (pinned) {
+        if ((err = cudaMallocHost(&host, bytes)) != cudaSuccess)
+            return failed("cudaMallocHost", err);
+    } else {
+        host = std::malloc(bytes);
+        if (host == nullptr) return failed("malloc", cudaErrorMemoryAllocation);
+        std::memset(host, 1, bytes);  // fault the pages in before timing
+    }
     if ((err = cudaMalloc(&dev, bytes)) != cudaSuccess) {
-        cudaFreeHost(host);
+        free_host();
         return failed("cudaMalloc", err);
     }
     cudaEvent_t start = nullptr, stop = nullptr;
@@ -41,9 +59,19 @@ double pinned_h2d_gbps(int index, std::size_t bytes, int passes, std::string* wh
     cudaEventDestroy(start);
     cudaEventDestroy(stop);
     cudaFree(dev);
-    cudaFreeHost(host);
+    free_host();
     if (err != cudaSuccess) return failed("cudaMemcpy", err);
     return best;
+}
+
+}  // namespace
+
+double pinned_h2d_gbps(int index, std::size_t bytes, int passes, std::string* why) {
+    return h2d_gbps(index, bytes, passes, true, why);
+}
+
+double pageable_h2d_gbps(int index, std::size_t bytes, int passes, std::string* why) {
+    return h2d_gbps(index, bytes, passes, false, why);
 }
 
 }  // namespace neural::cuda

@@ -50,7 +50,9 @@ struct GpuOptions {
     int refresh_m = 4;
     // Weight of a prompt token's routing in the admission scores (decode tokens weigh 1).
     double prefill_weight = 0.25;
-    // K/V positions the GPU cache holds (<= the model's maximum); <= 0: min(max, 8192).
+    // K/V positions the GPU cache holds (<= the model's maximum); <= 0 (auto): up to
+    // kAutoContext (16,384), fewer where the VRAM plan would not keep enough expert slots
+    // (runtime/fit.h auto_context).
     std::int64_t context = 0;
 
     // Prompts (docs/CUDA.md "Prefill"): "layer" runs each layer over every block of the prompt
@@ -116,14 +118,23 @@ struct GpuOptions {
     // physical RAM (pin_store_by_default); "1": always tried; "0": never. A registration that fails
     // warns and keeps the staging threads.
     std::string pin_store = "auto";
-    // Streamed misses (--stream-misses 0|1, docs/CUDA.md "Streamed misses"): with 1 and the store
-    // pinned, half of each decode layer's missed experts (rounded down) are copied by DMA from the
-    // store mapping into prefill's scratch slots and computed on the GPU while the CPU computes
-    // the other half: RAM is then read by the CPU and by the GPU's copy engine side by side. Pays
-    // where the PCIe link moves about as much as the CPU team reads (PCIe 5.0 x16 next to 8
-    // threads); with a slower link the GPU's half takes longer than the CPU's, hence off by
-    // default. Deterministic: which misses stream depends on the routing and the residency only.
-    int stream_misses = 0;
+    // Streamed misses (--stream-misses auto|0|1, docs/CUDA.md "Streamed misses"): with the store
+    // pinned, a share of each decode layer's missed experts is copied by DMA from the store
+    // mapping into prefill's scratch slots and computed on the GPU while the CPU computes the
+    // rest: RAM is then read by the CPU and by the GPU's copy engine side by side. -1 (auto, the
+    // default): the share that balances the two sides from the load-time probes (the CPU team's
+    // RAM read bandwidth, pinned copy bandwidth: runtime/autotune.h), none where it is small,
+    // refined while decoding from which side finished first; 1: --stream-share, else half, fixed;
+    // 0: every miss on the CPU. Which misses stream depends on the routing, the residency and the
+    // share only, so a fixed share (1, --stream-share, or frozen residency) is deterministic.
+    int stream_misses = -1;
+    // The share of misses streamed (--stream-share F, 0..1); < 0 (auto): from the probes.
+    double stream_share = -1;
+    // After a prompt on the GPU (--prompt-admit N): the prompt's most-used experts fill the free
+    // adaptive slots, and up to N more replace colder adaptive experts (Residency::
+    // prompt_admissions), uploaded in one batch before decode starts; 0: off. Nothing is admitted
+    // with frozen residency.
+    int prompt_admit = 32;
     // Timing events in the decode graphs: the GPU's own time per token (BackendCounters::gpu_dense_ns
     // ..), which `neural bench` turns into decode bounds. Set by the bench only; a device whose graphs
     // refuse timing events gets plain ones and no GPU times.
@@ -152,19 +163,24 @@ inline bool pin_store_by_default(std::uint64_t store_bytes, std::uint64_t ram_by
 }
 
 // --stream-misses: which of a decode layer's router choices the GPU streams. slot[k] < 0 is a
-// miss; of the n misses, floor(n / 2), at most max_streamed (the scratch slots), in choice order,
-// skipping those the CPU must compute to capture them for admission (admit[k]). Writes the
-// chosen choices to `out` (room for slot.size()) and returns how many. Depends on nothing but
-// its arguments, so frozen residency stays deterministic.
+// miss; of the n misses, share * n plus what earlier layers of the token left over (`carry`,
+// 0 at the start of a token) rounded down, at most max_streamed (the scratch slots), in choice
+// order, skipping those the CPU must compute to capture them for admission (admit[k]). The
+// fraction not streamed stays in `carry` (at most 1), so a share of 0.3 streams about 3 of 10
+// misses over a token's layers. Writes the chosen choices to `out` (room for slot.size()) and
+// returns how many. Depends on nothing but its arguments, so a fixed share stays deterministic.
 inline int streamed_choices(std::span<const int> slot, std::span<const bool> admit,
-                            int max_streamed, int* out) {
+                            int max_streamed, double share, double& carry, int* out) {
     int misses = 0;
     for (const int s : slot) misses += s < 0 ? 1 : 0;
-    const int want = std::min(misses / 2, std::max(max_streamed, 0));
+    carry += std::clamp(share, 0.0, 1.0) * misses;
+    const int want =
+        std::min(static_cast<int>(carry + 1e-9), std::min(misses, std::max(max_streamed, 0)));
     int n = 0;
     for (std::size_t k = 0; k < slot.size() && n < want; ++k) {
         if (slot[k] < 0 && !admit[k]) out[n++] = static_cast<int>(k);
     }
+    carry = std::clamp(carry - n, 0.0, 1.0);
     return n;
 }
 
@@ -247,6 +263,8 @@ public:
     // CUDA backend's misses), or "reference path" (the plain decode-then-dot loop).
     virtual std::string experts() const = 0;
     virtual StorePin store_pin() const { return {}; }
+    // Positions one sequence may hold (the GPU's K/V cache: --context); 0: the model's maximum.
+    virtual std::int64_t context_length() const { return 0; }
     // Same contract as CpuModel::forward. One forward pass at a time (the engine thread).
     virtual std::vector<float> forward(std::span<const TokenId> tokens, KvCache& cache,
                                        const ForwardOptions& options) const = 0;
@@ -273,6 +291,15 @@ struct GpuDevice {
 };
 // The usable GPUs (empty without a CUDA build, driver or device; `why` says which).
 std::vector<GpuDevice> gpu_devices(std::string* why);
+
+// Host-to-device copy bandwidth to GPU `device` (GB/s, 1e9 bytes / s; the best of `passes`
+// copies of `bytes`) from pinned and from pageable host memory; 0 with `why` where it cannot run.
+struct CopyBandwidth {
+    double pinned_gb_s = 0;
+    double pageable_gb_s = 0;
+    std::string why;
+};
+CopyBandwidth copy_bandwidth(int device, std::size_t bytes, int passes);
 
 // True when this build has the CUDA backend and a usable GPU; `why` says why not.
 bool cuda_backend_available(std::string* why);

@@ -6,7 +6,9 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "bench/ram_probe.h"
 #include "cpu/kernels/expert_record.h"
+#include "cpu/team/worker_team.h"
 #include "platform/cpu_features.h"
 #include "platform/system_info.h"
 #include "neural/error.h"
@@ -21,8 +23,6 @@ constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 constexpr double kGB = 1e9;
 constexpr std::uint64_t kAlign = 256;        // the hybrid backend rounds every allocation up
 constexpr std::uint64_t kStoreAlign = 4096;  // store records (store/format.h)
-constexpr std::int64_t kDefaultContext = 8192;
-constexpr std::int64_t kMinContext = 2048;
 constexpr double kRamHeadroomGB = kFitRamHeadroomGB;  // the OS, the desktop, the app itself
 constexpr double kCheckpointGiB =
     1.0;  // K/V checkpoints of a GPU plan where RAM has room (FitPlan)
@@ -46,6 +46,47 @@ std::uint64_t store_record_bytes(const ModelConfig& c, bool packed) {
 std::int64_t GpuMemoryLayout::slots_for(std::uint64_t budget) const {
     if (slot_bytes == 0 || budget <= fixed_bytes()) return 0;
     return static_cast<std::int64_t>((budget - fixed_bytes()) / slot_bytes);
+}
+
+ContextChoice auto_context(const ModelConfig& c, std::uint64_t budget, int prefill_block,
+                           int scratch_slots, int kv_ring, std::int64_t pool_bytes) {
+    ContextChoice ch;
+    ch.wanted =
+        std::max<std::int64_t>(1, std::min<std::int64_t>(c.max_position_embeddings, kAutoContext));
+    const auto experts = static_cast<std::int64_t>(expert_count(c));
+    const GpuMemoryLayout first =
+        gpu_memory_layout(c, ch.wanted, prefill_block, scratch_slots, kv_ring);
+    ch.min_slots = std::min<std::int64_t>(
+        std::max<std::int64_t>(
+            static_cast<std::int64_t>(
+                kGiB / static_cast<double>(std::max<std::uint64_t>(first.slot_bytes, 1))),
+            experts / 25),
+        experts);
+    const auto fits = [&](std::int64_t ctx) {
+        const GpuMemoryLayout m = gpu_memory_layout(c, ctx, prefill_block, scratch_slots, kv_ring);
+        if (pool_bytes >= 0)
+            return m.fixed_bytes() + static_cast<std::uint64_t>(pool_bytes) <= budget;
+        return m.slots_for(budget) >= ch.min_slots;
+    };
+    const std::int64_t lo = std::min(kMinAutoContext, ch.wanted);
+    ch.context = ch.wanted;
+    if (!fits(ch.context)) {
+        ch.context = (ch.wanted - 1) / 1024 * 1024;
+        while (ch.context > lo && !fits(ch.context)) ch.context -= 1024;
+        ch.context = std::max(ch.context, lo);
+    }
+    const std::string room = pool_bytes >= 0
+                                 ? fmt::format("the asked-for pool of {:.2f} GiB",
+                                               static_cast<double>(pool_bytes) / kGiB)
+                                 : fmt::format("at least {} expert slots", ch.min_slots);
+    ch.line = ch.context == ch.wanted
+                  ? fmt::format("context {} positions of K/V on the GPU (auto: {} fit beside {})",
+                                ch.context, ch.wanted, room)
+                  : fmt::format(
+                        "context {} positions of K/V on the GPU (auto: {} would not leave "
+                        "{} in the {:.2f} GiB budget)",
+                        ch.context, ch.wanted, room, static_cast<double>(budget) / kGiB);
+    return ch;
 }
 
 int kv_ring_positions(const ModelConfig& c, std::int64_t context, int ring, int prefill_block) {
@@ -152,21 +193,39 @@ MachineInfo detect_machine() {
     return m;
 }
 
+void probe_bandwidth(MachineInfo& m) {
+    m.ram_read.clear();
+    for (const bench::ThreadBandwidth& b :
+         bench::read_bandwidth_by_threads(autotune::thread_candidates(m.cpus)))
+        m.ram_read.push_back({b.threads, b.gb_per_s});
+    if (m.gpu) {
+        const CopyBandwidth c = copy_bandwidth(0, std::size_t{32} << 20, 3);
+        m.pinned_h2d_gb_s = c.pinned_gb_s;
+        m.pageable_h2d_gb_s = c.pageable_gb_s;
+    }
+}
+
 FitPlan plan_fit(const FitRequest& r, const MachineInfo& m) {
     const ModelConfig& c = r.config;
     FitPlan p;
     const std::uint64_t experts = expert_count(c);
-    p.threads = std::clamp(m.cpus, 1, 8);
-    p.reasons.push_back(
-        fmt::format("threads {}: {} logical CPUs; the expert kernel is memory-bound, more than 8 "
-                    "threads rarely "
-                    "help a desktop's two memory channels",
-                    p.threads, m.cpus));
+    const autotune::ThreadChoice measured = autotune::choose_threads(m.ram_read);
+    if (measured.threads > 0) {
+        p.threads = measured.threads;
+        p.reasons.push_back(measured.line);
+    } else {
+        p.threads = std::clamp(m.cpus, 1, 8);
+        p.reasons.push_back(fmt::format(
+            "threads {}: {} logical CPUs; the expert kernel is memory-bound, more than 8 "
+            "threads rarely help a desktop's two memory channels",
+            p.threads, m.cpus));
+    }
     p.kernel = m.avx512 ? "avx512" : m.avx2 ? "avx2" : "scalar";
     p.reasons.push_back(fmt::format("kernel {}: the widest SIMD this CPU runs", p.kernel));
 
     // GPU: the budget, then the context, then the slots from what is left.
-    std::int64_t context = std::min<std::int64_t>(c.max_position_embeddings, kDefaultContext);
+    std::int64_t context = std::min<std::int64_t>(c.max_position_embeddings, kAutoContext);
+    std::string context_line;
     double resident_fraction = 0;
     if (m.gpu) {
         const std::uint64_t total = m.gpu->total_bytes, free = m.gpu->free_bytes;
@@ -181,18 +240,13 @@ FitPlan plan_fit(const FitRequest& r, const MachineInfo& m) {
             budget = static_cast<std::uint64_t>(r.vram_budget_gib * kGiB);
             why = fmt::format("the requested cap (--vram-budget {:.2f})", r.vram_budget_gib);
         }
+        // The context the backend's auto picks for this budget: trade context for slots first.
+        const ContextChoice cc = auto_context(c, budget);
+        context = cc.context;
+        context_line = cc.line;
+        const std::int64_t min_slots = cc.min_slots;
+        const std::int64_t wanted_context = cc.wanted;
         GpuMemoryLayout layout = gpu_memory_layout(c, context);
-        // Keep at least ~1 GiB (or 4% of the experts) of slots: trade context for slots first.
-        const std::int64_t min_slots = std::max<std::int64_t>(
-            static_cast<std::int64_t>(kGiB / static_cast<double>(layout.slot_bytes)),
-            static_cast<std::int64_t>(experts / 25));
-        const std::int64_t wanted_context = context;
-        while (layout.slots_for(budget) <
-                   std::min<std::int64_t>(min_slots, static_cast<std::int64_t>(experts)) &&
-               context > kMinContext) {
-            context /= 2;
-            layout = gpu_memory_layout(c, context);
-        }
         if (layout.fixed_bytes() + layout.slot_bytes > budget) {
             p.backend = "cpu";
             p.warnings.push_back(fmt::format(
@@ -200,7 +254,7 @@ FitPlan plan_fit(const FitRequest& r, const MachineInfo& m) {
                 "budget "
                 "is {:.2f} GiB ({}); planning for the CPU backend",
                 context, (layout.fixed_bytes() + layout.slot_bytes) / kGiB, budget / kGiB, why));
-            context = std::min<std::int64_t>(c.max_position_embeddings, kDefaultContext);
+            context = std::min<std::int64_t>(c.max_position_embeddings, kAutoContext);
         } else {
             p.backend = "cuda";
             p.vram_budget_gib = std::floor(budget / kGiB * 100.0) / 100.0;
@@ -243,7 +297,7 @@ FitPlan plan_fit(const FitRequest& r, const MachineInfo& m) {
     }
     p.context = context;
     if (p.backend == "cuda") {
-        p.reasons.push_back(fmt::format("context {} positions of K/V on the GPU", context));
+        p.reasons.push_back(context_line);
     }
     if (p.backend == "cpu") {
         // The fast path's many short jobs per token pay for OpenMP's wake-ups unless the workers
@@ -301,8 +355,17 @@ FitPlan plan_fit(const FitRequest& r, const MachineInfo& m) {
     }
     // --pin-store auto (runtime/backend.h): the engine page-locks a raw store of at most half the
     // RAM for the GPU's prompt copies, so the whole store stays in RAM, the experts in VRAM too.
-    if (p.backend == "cuda" && p.store_format == "raw" &&
-        pin_store_by_default(static_cast<std::uint64_t>(store_gb * kGB), m.ram_total)) {
+    autotune::PinInputs pin_in;
+    pin_in.store_bytes = static_cast<std::uint64_t>(store_gb * kGB);
+    pin_in.ram_bytes = m.ram_total;
+    pin_in.pinned_gb_s = m.pinned_h2d_gb_s;
+    pin_in.pageable_gb_s = m.pageable_h2d_gb_s;
+    const autotune::PinChoice pin = autotune::choose_pin(pin_in);
+    if (p.backend == "cuda" && p.store_format == "raw" && !pin.pin &&
+        pin_store_by_default(pin_in.store_bytes, m.ram_total)) {
+        p.reasons.push_back(pin.line + " (--pin-store auto)");
+    }
+    if (p.backend == "cuda" && p.store_format == "raw" && pin.pin) {
         p.store_pinned = true;
         p.ram_needed_gb += store_gb * resident_fraction;
         // No staging rings: the store's records are copied from the store itself.
@@ -316,6 +379,21 @@ FitPlan plan_fit(const FitRequest& r, const MachineInfo& m) {
             "so prompts "
             "copy experts to the GPU straight from it (20b 4,096-token prompt 0.47 -> 0.42 s)",
             store_gb));
+    }
+    // --stream-misses auto (runtime/autotune.h): the share the backend will stream, from the same
+    // probes at the planned thread count.
+    if (p.backend == "cuda") {
+        autotune::StreamInputs si;
+        si.can_stream = p.store_format == "raw" && p.store_pinned;
+        si.why_not = p.store_format != "raw" ? "a packed store (its records are not slot images)"
+                                             : "the store is not pinned";
+        for (const autotune::RamPoint& pt : m.ram_read) {
+            if (pt.threads <= p.threads && pt.gb_s > 0) si.ram_gb_s = pt.gb_s;
+        }
+        si.pcie_gb_s = m.pinned_h2d_gb_s;
+        const autotune::StreamChoice sc = autotune::choose_stream_share(si);
+        p.stream_share = sc.share;
+        p.reasons.push_back(sc.line + " (--stream-misses auto)");
     }
     p.reasons.push_back(fmt::format(
         "RAM: {:.1f} GB needed (experts the CPU computes, {:.1f} GB of {}, {:.0f} GB for "
@@ -399,6 +477,7 @@ nlohmann::json FitPlan::to_json() const {
             {"store_format", store_format},
             {"ram_needed_gb", ram_needed_gb},
             {"store_pinned", store_pinned},
+            {"stream_share", stream_share},
             {"release_resident", release_resident},
             {"kv_checkpoints_gib", kv_checkpoints_gib},
             {"flags", flags()},

@@ -15,6 +15,7 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "model/config.h"
+#include "runtime/autotune.h"
 #include "runtime/model.h"
 
 namespace neural {
@@ -39,6 +40,23 @@ struct GpuMemoryLayout {
 GpuMemoryLayout gpu_memory_layout(const ModelConfig& config, std::int64_t context,
                                   int prefill_block = 2048, int scratch_slots = 4,
                                   int kv_ring = -1);
+
+// The GPU context when --context is auto (GpuOptions::context <= 0): kAutoContext positions (at
+// most the model's maximum) where the VRAM budget keeps at least min_slots expert slots beside
+// them (about 1 GiB of slots or 4% of the experts, whichever is more), else the largest multiple of
+// 1024 down to kMinAutoContext that does, else kMinAutoContext. `pool_bytes` >= 0: the pool was
+// asked for (--pool / --pool-slots), so the context must leave that much instead. The backend
+// (engine/cuda/hybrid/setup.cpp) and plan_fit choose with this one function.
+inline constexpr std::int64_t kAutoContext = 16384, kMinAutoContext = 2048;
+struct ContextChoice {
+    std::int64_t context = 0;
+    std::int64_t wanted = 0;     // kAutoContext capped at the model's maximum
+    std::int64_t min_slots = 0;  // the slots the context had to leave
+    std::string line;            // one line: the choice and why
+};
+ContextChoice auto_context(const ModelConfig& config, std::uint64_t budget_bytes,
+                           int prefill_block = 2048, int scratch_slots = 4, int kv_ring = -1,
+                           std::int64_t pool_bytes = -1);
 
 // Positions of K/V a sliding-window layer keeps with GpuOptions::kv_ring = `ring`. A ring holds
 // the window and, for the GPU prefill, a block of new positions beside it: ring >= window +
@@ -67,9 +85,17 @@ struct MachineInfo {
     };
     std::optional<Gpu> gpu;  // the first usable GPU; none: CPU only
     std::string gpu_why;     // why there is none
+    // Bandwidth probes (probe_bandwidth; empty / 0: not measured): RAM read bandwidth by team
+    // size, and host-to-device copies from pinned and from pageable memory to the GPU.
+    std::vector<autotune::RamPoint> ram_read;
+    double pinned_h2d_gb_s = 0;
+    double pageable_h2d_gb_s = 0;
 };
 // This machine (platform/system_info.h, platform/cpu_features.h, the CUDA backend's devices).
 MachineInfo detect_machine();
+// Measures what MachineInfo's probes hold (about half a second): RAM read bandwidth at
+// autotune::thread_candidates(cpus) team sizes, and with a GPU the copy bandwidths.
+void probe_bandwidth(MachineInfo& m);
 
 struct FitRequest {
     ModelConfig config;
@@ -108,6 +134,9 @@ struct FitPlan {
     // GPU backend with a raw store the engine pins under --pin-store auto (at most half the RAM):
     // the whole store stays in RAM (counted in ram_needed_gb) and --release-resident is not planned.
     bool store_pinned = false;
+    // GPU backend: what --stream-misses auto will stream (from MachineInfo's probes, the same
+    // autotune::choose_stream_share the backend runs at load; 0: nothing or not measured).
+    double stream_share = 0;
     std::vector<std::string> reasons;   // one line per choice
     std::vector<std::string> warnings;  // what does not fit and what to do
 

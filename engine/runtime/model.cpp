@@ -286,6 +286,11 @@ std::vector<float> Model::forward(std::span<const TokenId> tokens, KvCache& cach
     return backend_->forward(tokens, cache, options);
 }
 
+std::int64_t Model::context_length() const {
+    const std::int64_t backend = backend_->context_length();
+    return backend > 0 ? backend : config_.max_position_embeddings;
+}
+
 const CpuModel& Model::cpu() const {
     const auto* b = dynamic_cast<const CpuBackend*>(backend_.get());
     if (b == nullptr) fail("the loaded backend is \"{}\", not the CPU backend", backend_->name());

@@ -117,6 +117,9 @@ public:
     std::string describe_experts() const { return backend_->experts(); }
     // Whether the GPU backend pinned the expert store at load (--pin-store), and how long it took.
     StorePin store_pin() const { return backend_->store_pin(); }
+    // Positions one sequence may hold: the GPU backend's K/V cache (--context), else the model's
+    // maximum. What the server reports as context_length and checks prompts against.
+    std::int64_t context_length() const;
     // GPU phases and hit/admission counts of the hybrid backend (zero on the CPU backend).
     BackendCounters& backend_counters() const { return *backend_counters_; }
     // Ids generation stops on: generation_config eos ids, else config eos ids.

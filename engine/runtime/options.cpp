@@ -221,7 +221,7 @@ std::vector<Setting> make_settings() {
         with_default(ranged(row("context", T::integer, "N", "GPU context",
                                 "K/V positions kept on the GPU", A::cuda, NEURAL_INT(gpu.context)),
                             0, 1 << 30),
-                     "0: min(model max, 8192)"));
+                     "0: up to 16384 where the VRAM plan keeps enough expert slots"));
     r.push_back(ranged(row("device", T::integer, "N", "CUDA device", "CUDA device index", A::cuda,
                            NEURAL_INT(gpu.device)),
                        0, 1024));
@@ -272,11 +272,39 @@ std::vector<Setting> make_settings() {
                                  "auto: when it is at most half of the RAM",
                                  A::cuda, NEURAL_TEXT(gpu.pin_store)),
                              {"auto", "0", "1"}));
-    r.push_back(row("stream-misses", T::boolean, "0|1", "Stream misses over PCIe",
-                    "decode with a pinned store: 1 copies half of each layer's missed experts over "
-                    "PCIe and computes them on the GPU while the CPU computes the rest (pays "
-                    "with a PCIe 5.0 x16 link)",
-                    A::cuda, NEURAL_BOOL(gpu.stream_misses)));
+    r.push_back(with_default(
+        with_choices(row(
+                         "stream-misses", T::choice, "auto|0|1", "Stream misses over PCIe",
+                         "decode with a pinned store: copy a share of each layer's missed "
+                         "experts over PCIe and compute them on the GPU while the CPU computes "
+                         "the rest; auto: the share measured at load to balance the two, refined "
+                         "while decoding; 1: --stream-share, else half; 0: off",
+                         A::cuda,
+                         [](const LoadOptions& o) -> Value {
+                             return std::string(o.gpu.stream_misses < 0    ? "auto"
+                                                : o.gpu.stream_misses == 0 ? "0"
+                                                                           : "1");
+                         },
+                         [](LoadOptions& o, const Value& v) {
+                             const std::string& t = as_text(v);
+                             o.gpu.stream_misses = t == "auto" ? -1 : t == "1" ? 1 : 0;
+                         }),
+                     {"auto", "0", "1"}),
+        "auto: where the probes say it pays"));
+    r.push_back(with_default(
+        with_auto(ranged(row("stream-share", T::real, "F|auto", "Streamed share",
+                             "the share of each decode layer's misses streamed (fixed: no "
+                             "refinement, the same bits every run)",
+                             A::cuda, NEURAL_REAL(gpu.stream_share)),
+                         0, 1, "a fraction"),
+                  -1),
+        "auto: from the load-time probes"));
+    r.push_back(ranged(row("prompt-admit", T::integer, "N", "Admit after a prompt",
+                           "after a GPU prompt its most-used experts fill the free adaptive "
+                           "slots and up to N more replace colder ones, before decode starts; "
+                           "0 = off",
+                           A::cuda, NEURAL_INT(gpu.prompt_admit)),
+                       0, 1 << 20));
     r.push_back(with_default(
         with_auto(ranged(row("kv-ring", T::integer, "N|auto", "KV ring",
                              "sliding-window layers keep only their last N positions of K/V; 0 = "

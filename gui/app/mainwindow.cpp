@@ -908,6 +908,8 @@ void MainWindow::openWizard() {
     wizard->setAttribute(Qt::WA_DeleteOnClose);
     connect(wizard, &QWizard::accepted, this, [this, wizard] {
         const Profile p = wizard->profile();
+        // The built-in Optimized follows this PC's fit for the model just set up (unless edited).
+        if (wizard->hasPlan()) m_profiles.followFit(wizard->plan());
         m_profiles.upsert(p);
         m_profiles.setActive(p.name);
         QString error;

@@ -23,7 +23,6 @@ constexpr bool kCudaBuild = false;
 // The Optimized profile's values where they differ from the engine's defaults.
 QVariantMap optimizedValues() {
     return {{QStringLiteral("backend"), QStringLiteral("auto")},
-            {QStringLiteral("pool"), 6.05},
             {QStringLiteral("scratch"), 6},
             {QStringLiteral("kv-checkpoints"), 1.0},
             {QStringLiteral("kernel"), QStringLiteral("auto")},
@@ -199,15 +198,29 @@ Profile Profile::stock() {
     return p;
 }
 
-Profile Profile::optimized() {
+Profile Profile::optimized(const FitPlan* plan) {
     Profile p;
     p.name = QStringLiteral("Optimized");
     for (const KnobDef& k : knobDefs()) p.values.insert(k.key, k.optimized);
+    if (plan != nullptr) {
+        // The plan's knobs as `neural fit` prints them (FitPlan::load_options); the Optimized
+        // profile's own choices (kernel auto, scratch, grouped GEMM) stay.
+        const LoadOptions o = plan->load_options();
+        p.values.insert(QStringLiteral("backend"), QString::fromStdString(plan->backend));
+        p.values.insert(QStringLiteral("threads"), o.threads);
+        if (plan->backend == "cuda") {
+            p.values.insert(QStringLiteral("vram-budget"), o.gpu.vram_budget_gib);
+            p.values.insert(QStringLiteral("pool-slots"), o.gpu.pool_slots);
+            p.values.insert(QStringLiteral("context"), static_cast<int>(o.gpu.context));
+            p.values.insert(QStringLiteral("kv-checkpoints"), o.gpu.kv_checkpoint_gib);
+        }
+    }
     return p;
 }
 
 bool ProfileStore::load(const QString& path, QString* error) {
     m_profiles = {Profile::stock(), Profile::optimized()};
+    m_builtinOptimized = Profile::optimized();
     m_active = QStringLiteral("Stock");
     QFile f(path);
     if (!f.exists()) return true;
@@ -227,6 +240,10 @@ bool ProfileStore::load(const QString& path, QString* error) {
         const Profile p = Profile::fromJson(v.toObject());
         if (!p.name.trimmed().isEmpty()) upsert(p);
     }
+    // A saved Optimized that was the built-in (unedited) keeps following the fit.
+    if (doc.object().value(QStringLiteral("optimized_follows_fit")).toBool()) {
+        if (const Profile* o = find(QStringLiteral("Optimized"))) m_builtinOptimized = *o;
+    }
     const QString active = doc.object().value(QStringLiteral("active")).toString();
     if (find(active)) m_active = active;
     return true;
@@ -237,7 +254,8 @@ bool ProfileStore::save(const QString& path, QString* error) const {
     for (const Profile& p : m_profiles) list.push_back(p.toJson());
     const QJsonObject root{{QStringLiteral("version"), 1},
                            {QStringLiteral("active"), m_active},
-                           {QStringLiteral("profiles"), list}};
+                           {QStringLiteral("profiles"), list},
+                           {QStringLiteral("optimized_follows_fit"), optimizedFollowsFit()}};
     QSaveFile f(path);
     if (!f.open(QIODevice::WriteOnly) ||
         f.write(QJsonDocument(root).toJson(QJsonDocument::Indented)) < 0 || !f.commit()) {
@@ -256,6 +274,25 @@ Profile* ProfileStore::find(const QString& name) {
 Profile& ProfileStore::active() {
     if (Profile* p = find(m_active)) return *p;
     return m_profiles.front();
+}
+
+bool ProfileStore::optimizedFollowsFit() const {
+    for (const Profile& p : m_profiles)
+        if (p.name == QLatin1String("Optimized")) return p.values == m_builtinOptimized.values;
+    return true;
+}
+
+bool ProfileStore::followFit(const FitPlan& plan) {
+    Profile* current = find(QStringLiteral("Optimized"));
+    const Profile next = Profile::optimized(&plan);
+    if (!optimizedFollowsFit()) return false;
+    if (current != nullptr) {
+        current->values = next.values;
+    } else {
+        m_profiles.push_back(next);
+    }
+    m_builtinOptimized = next;
+    return true;
 }
 
 void ProfileStore::upsert(const Profile& p) {

@@ -2,8 +2,10 @@
 // are the settings schema's rows (runtime/options.h: label, help, limits, default; the tooltip
 // names the flag), so a profile takes what `neural` and neural-server take, within the same
 // limits. Two built-ins, Stock (the engine's defaults: the plain reference path) and Optimized
-// (fused kernel on the persistent team DLL, grouped GEMM guard, --pool 6.05 --scratch 6, 1 GiB
-// of K/V checkpoints), both editable, plus any the user adds. Saved per user as JSON, written
+// (fused kernel on the persistent team DLL, grouped GEMM guard, --scratch 6, 1 GiB of K/V
+// checkpoints, and the VRAM plan of runtime/fit for this PC: budget, expert slots, context,
+// threads; without a plan the pool is what the budget leaves), both editable, plus any the user
+// adds. Saved per user as JSON, written
 // atomically (QSaveFile: a crash leaves the old file or the new one, never half).
 //
 // A knob that is not applied (a CUDA-only setting without the CUDA build, or with backend cpu)
@@ -16,6 +18,7 @@
 #include <QVariant>
 #include <QVariantMap>
 
+#include "runtime/fit.h"
 #include "runtime/model.h"
 #include "runtime/options.h"
 
@@ -65,7 +68,9 @@ struct Profile {
     // the engine fail in odd ways. A boolean for a 0|1 choice reads as "1" / "0".
     static Profile fromJson(const QJsonObject& o);
     static Profile stock();
-    static Profile optimized();
+    // With a plan (plan_fit for the model on this PC, as `neural fit` prints it): its backend,
+    // VRAM budget, expert slots, context, threads and K/V checkpoints over the Optimized values.
+    static Profile optimized(const FitPlan* plan = nullptr);
 };
 
 class ProfileStore {
@@ -83,10 +88,17 @@ public:
     void setActive(const QString& name) { m_active = name; }
     // Adds or replaces (by name).
     void upsert(const Profile& p);
+    // The built-in Optimized follows `plan` (this PC's fit for the model): replaced by
+    // Profile::optimized(&plan) unless the user edited it (it differs from the built-in it was).
+    // Returns whether it was replaced.
+    bool followFit(const FitPlan& plan);
+    // Whether Optimized is still the built-in (saved with the file, so it follows after a reload).
+    bool optimizedFollowsFit() const;
 
 private:
     QList<Profile> m_profiles{Profile::stock(), Profile::optimized()};
     QString m_active = QStringLiteral("Stock");
+    Profile m_builtinOptimized = Profile::optimized();  // what Optimized was made as
 };
 
 }  // namespace neural::gui

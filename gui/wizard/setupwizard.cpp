@@ -272,7 +272,11 @@ public:
         if (m_detector) return;  // still detecting; replan() follows
         // GPU detection initialises the CUDA driver (can take a second): off the GUI thread.
         auto result = std::make_shared<MachineInfo>();
-        m_detector = QThread::create([result] { *result = detect_machine(); });
+        // With the bandwidth probes (about half a second): threads, pinning and streaming.
+        m_detector = QThread::create([result] {
+            *result = detect_machine();
+            probe_bandwidth(*result);
+        });
         connect(m_detector, &QThread::finished, this, [this, result] {
             m_detector->deleteLater();
             m_detector = nullptr;
@@ -365,7 +369,9 @@ public:
             const QString line = QString::fromStdString(r);
             if (line.startsWith(QLatin1String("dense core")) ||
                 line.startsWith(QLatin1String("static")) ||
-                line.startsWith(QLatin1String("store")) || line.startsWith(QLatin1String("RAM")))
+                line.startsWith(QLatin1String("store")) || line.startsWith(QLatin1String("RAM")) ||
+                line.startsWith(QLatin1String("streams")) ||
+                line.startsWith(QLatin1String("misses")))
                 other << QStringLiteral("- ") + inBinaryUnits(line);
         }
         m_other->setText(other.join(QLatin1Char('\n')));
@@ -800,7 +806,8 @@ void SetupWizard::setMachineForTesting(const MachineInfo& m) {
 }
 
 Profile SetupWizard::profile() const {
-    Profile p = storePath().isEmpty() ? Profile::stock() : Profile::optimized();
+    Profile p = storePath().isEmpty() ? Profile::stock()
+                                      : Profile::optimized(m_havePlan ? &m_plan : nullptr);
     p.name = m_profileName.isEmpty() ? QFileInfo(m_validatedDir).fileName() : m_profileName;
     p.modelDir = m_validatedDir;
     p.store = storePath();

@@ -441,11 +441,16 @@ TEST(BenchProfiles, PrefillAndRamKnobsParseAndAreRangeChecked) {
     EXPECT_TRUE(on_cuda(R"({"prefill_fp16": 1})").gpu.prefill_fp16);
     EXPECT_NE(bad(R"({"prefill_fp16": "maybe"})").find("--prefill-fp16: expected 0 or 1"),
               std::string::npos);
-    // stream_misses: off by default.
-    EXPECT_EQ(LoadOptions{}.gpu.stream_misses, 0);
+    // stream_misses: auto by default; true/false, 0/1 or "auto", as the flag's values.
+    EXPECT_EQ(LoadOptions{}.gpu.stream_misses, -1);
     EXPECT_EQ(on_cuda(R"({"stream_misses": true})").gpu.stream_misses, 1);
-    EXPECT_NE(bad(R"({"stream_misses": [1]})").find("--stream-misses: expected 0 or 1, got [1]"),
-              std::string::npos);
+    EXPECT_EQ(on_cuda(R"({"stream_misses": 0})").gpu.stream_misses, 0);
+    EXPECT_EQ(on_cuda(R"({"stream_misses": "auto"})").gpu.stream_misses, -1);
+    EXPECT_DOUBLE_EQ(on_cuda(R"({"stream_share": 0.3})").gpu.stream_share, 0.3);
+    EXPECT_EQ(on_cuda(R"({"prompt_admit": 0})").gpu.prompt_admit, 0);
+    EXPECT_NE(
+        bad(R"({"stream_misses": [1]})").find("--stream-misses: expected auto, 0 or 1, got [1]"),
+        std::string::npos);
     // pin_store: "auto", 0 or 1 (a number or a string, as the flag's values).
     const auto pin = [&](const char* json) { return on_cuda(json).gpu.pin_store; };
     EXPECT_EQ(LoadOptions{}.gpu.pin_store, "auto");

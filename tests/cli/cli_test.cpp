@@ -591,6 +591,10 @@ TEST_F(Cli, LogitsArgumentErrors) {
           std::tuple{"--expert-streams", "3", "--expert-streams"},
           std::tuple{"--stream-misses", "2", "--stream-misses"},
           std::tuple{"--stream-misses", "1", "--stream-misses needs --backend cuda"},
+          std::tuple{"--stream-share", "1.5",
+                     "--stream-share: expected a fraction in [0, 1] or auto"},
+          std::tuple{"--stream-share", "0.3", "--stream-share needs --backend cuda"},
+          std::tuple{"--prompt-admit", "-1", "--prompt-admit"},
           std::tuple{"--prefill-fp16", "1", "--prefill-fp16 needs --backend cuda"},
           std::tuple{"--scratch", "2", "--scratch needs --backend cuda"}}) {
         Proc bad =

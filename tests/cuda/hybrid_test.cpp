@@ -523,8 +523,8 @@ TEST(CudaHybrid, PinnedStoreStagesFromTheMappingWithTheSameBits) {
     EXPECT_EQ(m->store_pin().pinned, system_memory().total_bytes > 0) << m->describe_backend();
 }
 
-// --stream-misses 1 with a pinned store: half of each decode layer's misses are copied to the GPU
-// and computed there. Through the decode path (token by token): golden within the usual
+// --stream-misses 1 with a pinned store: half of each decode layer's misses (carried over a
+// token's layers) are copied to the GPU and computed there. Through the decode path (token by token): golden within the usual
 // tolerance, two runs the same bits, something streamed; unpinned, it says why and streams
 // nothing.
 TEST(CudaHybrid, StreamedMissesMatchGoldenAndAreDeterministic) {
@@ -537,9 +537,8 @@ TEST(CudaHybrid, StreamedMissesMatchGoldenAndAreDeterministic) {
     o.gpu.stream_misses = 1;
     auto m = Model::load(test::tiny_model_dir(), o);
     ASSERT_TRUE(m->store_pin().pinned) << m->describe_backend();
-    EXPECT_NE(
-        m->describe_backend().find("half of each layer's misses streamed from the pinned store"),
-        std::string::npos)
+    EXPECT_NE(m->describe_backend().find("streams 50% of misses over PCIe: --stream-misses 1"),
+              std::string::npos)
         << m->describe_backend();
     expect_golden(*m, 5e-2, 0.2, decode_logits);
     EXPECT_GT(m->backend_counters().experts_streamed.load(), 0u);
@@ -560,6 +559,100 @@ TEST(CudaHybrid, StreamedMissesMatchGoldenAndAreDeterministic) {
     EXPECT_EQ(cpu_misses->backend_counters().experts_streamed.load(), 0u);
     o.gpu.stream_misses = 2;
     EXPECT_THROW(Model::load(test::tiny_model_dir(), o), std::exception);
+}
+
+// --stream-misses auto (the default) with a pinned store: the load-time probes choose the share
+// (the description says which and from what numbers) and decode stays within golden's tolerance;
+// a fixed --stream-share gives the same bits run to run; --stream-misses 0 streams nothing.
+TEST(CudaHybrid, StreamedMissesAutoChoosesAShareFromTheProbes) {
+    SKIP_WITHOUT_GPU();
+    test::TempDir tmp;
+    repack_tiny_store(tmp / "tiny.nstore");
+    LoadOptions o = cuda_options(4, 0);
+    o.store = tmp / "tiny.nstore";
+    o.gpu.pin_store = "1";
+    auto m = Model::load(test::tiny_model_dir(), o);
+    ASSERT_TRUE(m->store_pin().pinned) << m->describe_backend();
+    const std::string d = m->describe_backend();
+    EXPECT_TRUE(d.find("streams ") != std::string::npos ||
+                d.find("misses not streamed: the balance share") != std::string::npos)
+        << d;
+    EXPECT_NE(d.find("CPU team"), std::string::npos) << d;  // the probe's numbers
+    expect_golden(*m, 5e-2, 0.2, decode_logits);
+    o.gpu.stream_share = 0.3;
+    auto fixed = Model::load(test::tiny_model_dir(), o);
+    EXPECT_NE(fixed->describe_backend().find("streams 30% of misses over PCIe: --stream-share"),
+              std::string::npos)
+        << fixed->describe_backend();
+    const auto ids = long_prompt();
+    const auto a = decode_logits(*fixed, ids), b = decode_logits(*fixed, ids);
+    ASSERT_EQ(std::memcmp(a.data(), b.data(), a.size() * 4), 0) << "two runs differ";
+    EXPECT_GT(fixed->backend_counters().experts_streamed.load(), 0u);
+    o.gpu.stream_misses = 0;
+    auto off = Model::load(test::tiny_model_dir(), o);
+    decode_logits(*off, ids);
+    EXPECT_EQ(off->backend_counters().experts_streamed.load(), 0u);
+    o.gpu.stream_misses = -1;
+    o.gpu.stream_share = 1.5;
+    EXPECT_THROW(Model::load(test::tiny_model_dir(), o), std::exception);
+}
+
+// After a prompt on the GPU, its most-used experts fill the free adaptive slots before decode
+// starts (--prompt-admit): admissions are counted right after the prompt and the first decode
+// token hits more than without (whose free slots fill only from decode misses); frozen residency admits nothing and keeps its bits.
+TEST(CudaHybrid, TheFirstPromptFillsTheAdaptiveSlots) {
+    SKIP_WITHOUT_GPU();
+    test::TempDir tmp;
+    repack_tiny_store(tmp / "tiny.nstore");
+    const auto ids = long_prompt();
+    struct Run {
+        std::uint64_t admitted_by_prompt = 0, hits = 0;
+        std::vector<float> logits;
+    };
+    const auto run = [&](int prompt_admit, int refresh_every) {
+        LoadOptions o = prefill_options(12, "layer", 2048, 0);
+        o.gpu.refresh_every = refresh_every;
+        o.gpu.static_fraction = 0.25;
+        o.gpu.prompt_admit = prompt_admit;
+        o.store = tmp / "tiny.nstore";
+        auto m = Model::load(test::tiny_model_dir(), o);
+        KvCache cache = m->new_cache();
+        Run r;
+        auto logits = m->forward(ids, cache);
+        r.admitted_by_prompt = m->backend_counters().admissions.load();
+        const auto hits0 = m->backend_counters().experts_hit.load();
+        for (int step = 0; step < 4; ++step) {
+            const TokenId next = static_cast<TokenId>(
+                std::max_element(logits.begin(), logits.end()) - logits.begin());
+            logits = m->forward(std::span<const TokenId>(&next, 1), cache);
+            r.logits.insert(r.logits.end(), logits.begin(), logits.end());
+            if (step == 0) r.hits = m->backend_counters().experts_hit.load() - hits0;
+        }
+        return r;
+    };
+    const Run with = run(32, 8), without = run(0, 8);
+    EXPECT_GT(with.admitted_by_prompt, 0u);
+    EXPECT_EQ(without.admitted_by_prompt, 0u);
+    EXPECT_GT(with.hits, without.hits);
+    // Frozen: no admissions after the prompt; the same bits with and without --prompt-admit.
+    const Run frozen_a = run(32, 0), frozen_b = run(0, 0);
+    EXPECT_EQ(frozen_a.admitted_by_prompt, 0u);
+    ASSERT_EQ(frozen_a.logits.size(), frozen_b.logits.size());
+    EXPECT_EQ(
+        std::memcmp(frozen_a.logits.data(), frozen_b.logits.data(), frozen_a.logits.size() * 4), 0);
+}
+
+// --context auto: 16,384 positions where the budget leaves enough slots (the tiny model's maximum
+// is smaller: its maximum), reported as the model's context length.
+TEST(CudaHybrid, AutoContextAndTheReportedContextLength) {
+    SKIP_WITHOUT_GPU();
+    LoadOptions o = cuda_options(4, 0);
+    o.gpu.context = 0;
+    auto m = Model::load(test::tiny_model_dir(), o);
+    const std::int64_t want = std::min<std::int64_t>(m->config().max_position_embeddings, 16384);
+    EXPECT_EQ(m->context_length(), want) << m->describe_backend();
+    o.gpu.context = 512;
+    EXPECT_EQ(Model::load(test::tiny_model_dir(), o)->context_length(), 512);
 }
 
 // --kv-ring: the tiny model's sliding layers (window 16) keep a ring of 31 positions (blocks of

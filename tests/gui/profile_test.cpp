@@ -16,11 +16,14 @@
 #include <QJsonObject>
 #include <QTemporaryDir>
 
+#include <nlohmann/json.hpp>
+
 #include "settings/profile.h"
 #include "settings/profiledialog.h"
 #include "support/fixtures.h"
 
 #include "runtime/fit.h"
+#include "synth/synth.h"
 #include "runtime/options.h"
 
 namespace neural::gui {
@@ -43,7 +46,8 @@ TEST(Profiles, BuiltInsDifferWhereDesignSaysSo) {
     EXPECT_EQ(s.value(QStringLiteral("kernel-persistent")).toString(), QStringLiteral("auto"));
     EXPECT_EQ(o.value(QStringLiteral("kernel-persistent")).toString(), QStringLiteral("1"));
     EXPECT_TRUE(o.value(QStringLiteral("grouped-gemm")).toBool());
-    EXPECT_DOUBLE_EQ(o.value(QStringLiteral("pool")).toDouble(), 6.05);
+    // No fixed pool: without a fit plan, what the budget leaves (auto); with one, the plan's slots.
+    EXPECT_DOUBLE_EQ(o.value(QStringLiteral("pool")).toDouble(), -1);
     EXPECT_EQ(o.value(QStringLiteral("kv-ring")).toInt(),
               -1);  // auto: DESIGN's 256 is below the minimum
     EXPECT_EQ(s.value(QStringLiteral("kv-ring")).toInt(), -1);  // Stock: the engine's defaults
@@ -167,13 +171,18 @@ TEST(Profiles, ScratchKvRingAndReleaseResidentReachTheEngine) {
     EXPECT_EQ(Profile::optimized().toLoadOptions().gpu.pin_store, "auto");
     p.values.insert(QStringLiteral("pin-store"), QStringLiteral("0"));
     EXPECT_EQ(p.toLoadOptions().gpu.pin_store, "0");
-    // Streamed misses: off in both built-ins (pays only with a PCIe 5.0 x16 link).
+    // Streamed misses: auto in both built-ins (the engine measures whether and how much it pays);
+    // a boolean in a saved profile reads as 1 / 0.
     EXPECT_TRUE(unsupportedReason(QStringLiteral("stream-misses")).isEmpty());
-    EXPECT_EQ(Profile::stock().toLoadOptions().gpu.stream_misses, 0);
-    EXPECT_EQ(p.toLoadOptions().gpu.stream_misses, 0);
-    EXPECT_EQ(Profile::optimized().toLoadOptions().gpu.stream_misses, 0);
-    p.values.insert(QStringLiteral("stream-misses"), true);
+    EXPECT_EQ(Profile::stock().toLoadOptions().gpu.stream_misses, -1);
+    EXPECT_EQ(p.toLoadOptions().gpu.stream_misses, -1);
+    EXPECT_EQ(Profile::optimized().toLoadOptions().gpu.stream_misses, -1);
+    p.values.insert(QStringLiteral("stream-misses"), QStringLiteral("1"));
     EXPECT_EQ(p.toLoadOptions().gpu.stream_misses, 1);
+    p.values.insert(QStringLiteral("stream-misses"), QStringLiteral("0"));
+    EXPECT_EQ(p.toLoadOptions().gpu.stream_misses, 0);
+    p.values.insert(QStringLiteral("stream-share"), 0.3);
+    EXPECT_DOUBLE_EQ(p.toLoadOptions().gpu.stream_share, 0.3);
     // A hand-edited value that is not a choice falls back to auto.
     const Profile edited = Profile::fromJson(
         QJsonObject{{QStringLiteral("name"), QStringLiteral("E")},
@@ -419,6 +428,67 @@ TEST(ProfileKnobs, FitFlagsAreADesktopProfile) {
     const Profile p = profileFrom(settings);
     EXPECT_EQ(options::to_settings(p.toLoadOptions(), true),
               options::to_settings(options::apply(settings), true));
+}
+
+// The built-in Optimized takes its VRAM plan from runtime/fit for this PC's VRAM (the plan
+// `neural fit` prints), not a fixed pool: a 12 GiB and a 24 GiB card give different slots, each
+// the plan's; the ProfileStore's Optimized follows a new fit until the user edits it.
+TEST(Profiles, OptimizedFollowsTheFitForTheVram) {
+    FitRequest req;
+    synth::Options shape;
+    shape.shape = synth::shape_named("gpt-oss-20b");
+    req.config = ModelConfig::from_json(nlohmann::json::parse(synth::make_plan(shape).config_json),
+                                        "gpt-oss-20b");
+    auto machine = [](double vram_gib) {
+        MachineInfo m;
+        m.ram_total = 64'000'000'000;
+        m.ram_available = m.ram_total / 2;
+        m.cpus = 8;
+        m.avx2 = true;
+        m.gpu = MachineInfo::Gpu{"test GPU", static_cast<std::uint64_t>(vram_gib * 1073741824.0),
+                                 static_cast<std::uint64_t>((vram_gib - 0.4) * 1073741824.0)};
+        return m;
+    };
+    const FitPlan small = plan_fit(req, machine(8)), big = plan_fit(req, machine(24));
+    ASSERT_EQ(small.backend, "cuda");
+    ASSERT_EQ(big.backend, "cuda");
+    ASSERT_LT(small.pool_slots, big.pool_slots);
+    for (const FitPlan* plan : {&small, &big}) {
+        const Profile o = Profile::optimized(plan);
+        EXPECT_EQ(o.name, QStringLiteral("Optimized"));
+        const LoadOptions lo = o.toLoadOptions();
+        const LoadOptions want = plan->load_options();
+        EXPECT_EQ(lo.gpu.pool_slots, want.gpu.pool_slots);
+        EXPECT_DOUBLE_EQ(lo.gpu.vram_budget_gib, want.gpu.vram_budget_gib);
+        EXPECT_EQ(lo.gpu.context, want.gpu.context);
+        EXPECT_EQ(lo.threads, want.threads);
+        EXPECT_EQ(lo.backend, "cuda");
+        // Its own choices stay.
+        EXPECT_EQ(o.value(QStringLiteral("scratch")).toInt(), 6);
+        EXPECT_TRUE(o.value(QStringLiteral("grouped-gemm")).toBool());
+    }
+    // The store's Optimized follows each new fit; once edited it is the user's and stays.
+    QTemporaryDir dir;
+    const QString path = dir.filePath(QStringLiteral("profiles.json"));
+    ProfileStore store;
+    EXPECT_TRUE(store.followFit(small));
+    EXPECT_EQ(store.find(QStringLiteral("Optimized"))->toLoadOptions().gpu.pool_slots,
+              small.pool_slots);
+    ASSERT_TRUE(store.save(path));
+    ProfileStore reread;
+    ASSERT_TRUE(reread.load(path));
+    EXPECT_TRUE(reread.followFit(big));  // still the built-in after a reload
+    EXPECT_EQ(reread.find(QStringLiteral("Optimized"))->toLoadOptions().gpu.pool_slots,
+              big.pool_slots);
+    reread.find(QStringLiteral("Optimized"))->values.insert(QStringLiteral("scratch"), 8);
+    EXPECT_FALSE(reread.optimizedFollowsFit());
+    EXPECT_FALSE(reread.followFit(small));
+    EXPECT_EQ(reread.find(QStringLiteral("Optimized"))->toLoadOptions().gpu.pool_slots,
+              big.pool_slots);
+    ASSERT_TRUE(reread.save(path));
+    ProfileStore edited;
+    ASSERT_TRUE(edited.load(path));
+    EXPECT_FALSE(edited.followFit(small));
 }
 
 }  // namespace

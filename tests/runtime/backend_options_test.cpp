@@ -29,18 +29,21 @@ TEST(PinStore, AutoPinsAStoreOfAtMostHalfTheRam) {
     EXPECT_FALSE(pin_store_by_default(1, 0));
 }
 
-// Choices by index; slot -1 = a miss.
-std::vector<int> streamed(std::vector<int> slot, std::vector<bool> admit_bits, int max_streamed) {
+// Choices by index; slot -1 = a miss. One layer at the start of a token (carry 0).
+std::vector<int> streamed(std::vector<int> slot, std::vector<bool> admit_bits, int max_streamed,
+                          double share = 0.5) {
     bool admit[8] = {};
     for (std::size_t k = 0; k < admit_bits.size(); ++k) admit[k] = admit_bits[k];
     int out[8];
-    const int n =
-        streamed_choices(slot, std::span<const bool>(admit, slot.size()), max_streamed, out);
+    double carry = 0;
+    const int n = streamed_choices(slot, std::span<const bool>(admit, slot.size()), max_streamed,
+                                   share, carry, out);
     return std::vector<int>(out, out + n);
 }
 
-TEST(StreamMisses, HalfOfTheMissesRoundedDownInChoiceOrder) {
-    EXPECT_EQ(GpuOptions{}.stream_misses, 0);
+TEST(StreamMisses, AutoByDefaultAndHalfTheMissesOfALayerRoundedDown) {
+    EXPECT_EQ(GpuOptions{}.stream_misses, -1);
+    EXPECT_LT(GpuOptions{}.stream_share, 0);
     const std::vector<bool> none(4, false);
     EXPECT_EQ(streamed({-1, -1, -1, -1}, none, 4), (std::vector<int>{0, 1}));
     EXPECT_EQ(streamed({-1, 7, -1, -1}, none, 4), (std::vector<int>{0}));  // 3 misses: 1
@@ -58,6 +61,37 @@ TEST(StreamMisses, AdmissionsStayOnTheCpuAndTheScratchSlotsCap) {
     // At most as many as there are scratch slots (and none without any).
     EXPECT_EQ(streamed({-1, -1, -1, -1}, {false, false, false, false}, 1), (std::vector<int>{0}));
     EXPECT_EQ(streamed({-1, -1, -1, -1}, {false, false, false, false}, 0), std::vector<int>{});
+}
+
+TEST(StreamMisses, AShareIsAFractionOfTheMissesOverATokensLayers) {
+    // share 0.3 over ten layers of one miss each: 3 streamed, at the layers where the carried
+    // remainder reaches a whole miss (the 4th, 7th and 10th).
+    const std::vector<int> one_miss = {-1, 5, 6, 7};
+    const bool admit[4] = {};
+    double carry = 0;
+    int out[4];
+    std::vector<int> streamed_at;
+    for (int layer = 0; layer < 10; ++layer) {
+        if (streamed_choices(one_miss, admit, 4, 0.3, carry, out) == 1)
+            streamed_at.push_back(layer);
+        EXPECT_GE(carry, 0.0);
+        EXPECT_LE(carry, 1.0);
+    }
+    EXPECT_EQ(streamed_at, (std::vector<int>{3, 6, 9}));
+    // Share 0 never streams, share 1 streams every miss (up to the scratch slots).
+    carry = 0;
+    EXPECT_EQ(streamed({-1, -1, -1, -1}, std::vector<bool>(4, false), 4, 0.0), std::vector<int>{});
+    EXPECT_EQ(streamed({-1, -1, -1, -1}, std::vector<bool>(4, false), 4, 1.0),
+              (std::vector<int>{0, 1, 2, 3}));
+    EXPECT_EQ(streamed({-1, -1, -1, -1}, std::vector<bool>(4, false), 3, 1.0),
+              (std::vector<int>{0, 1, 2}));
+    // Out-of-range shares are clamped; a capped layer carries at most one miss over.
+    EXPECT_EQ(streamed({-1, -1}, std::vector<bool>(2, false), 4, 7.0), (std::vector<int>{0, 1}));
+    carry = 0;
+    const std::vector<int> four = {-1, -1, -1, -1};
+    const bool none[4] = {};
+    EXPECT_EQ(streamed_choices(four, none, 1, 1.0, carry, out), 1);
+    EXPECT_DOUBLE_EQ(carry, 1.0);
 }
 
 }  // namespace

@@ -109,7 +109,9 @@ TEST(Fit, TwelveGigabyteCardAndSixtyFourGigabytesRunThe120bHybrid) {
     EXPECT_NEAR(p.vram_budget_gib, 11.4 - 0.6, 0.011);  // 5% of 12 GiB margin
     EXPECT_GT(p.pool_slots, 400);
     EXPECT_LE(p.pool_gib, p.vram_budget_gib);
-    EXPECT_EQ(p.context, 8192);
+    EXPECT_EQ(p.context, 16384);  // auto: 16,384 fits beside enough slots on a 12 GiB card
+    EXPECT_TRUE(
+        has(p.reasons, "context 16384 positions of K/V on the GPU (auto: 16384 fit beside"));
     EXPECT_EQ(p.threads, 8);
     EXPECT_EQ(p.kernel, "avx512");
     EXPECT_TRUE(p.kernel_persistent);
@@ -251,6 +253,80 @@ TEST(Fit, ExistingStoreDecidesTheFormat) {
         plan_fit(store_request("gpt-oss-20b", "packed", 9'900'000'000ull), gaming_pc());
     EXPECT_EQ(p.store_format, "packed");
     EXPECT_TRUE(has(p.reasons, "existing packed store"));
+}
+
+// --context auto (runtime/fit.h auto_context): 16,384 where it leaves enough slots, else the
+// largest multiple of 1024 that does, never below 2048; an asked-for pool must fit beside it.
+TEST(Fit, AutoContextIs16kWhereItFitsElseTheLargestThatDoes) {
+    const ModelConfig c = shape("gpt-oss-120b");
+    const auto budget = [](double gib) { return static_cast<std::uint64_t>(gib * kGiB); };
+    ContextChoice cc = auto_context(c, budget(10.8));
+    EXPECT_EQ(cc.wanted, 16384);
+    EXPECT_EQ(cc.context, 16384);
+    EXPECT_GE(gpu_memory_layout(c, 16384).slots_for(budget(10.8)), cc.min_slots);
+    EXPECT_NE(cc.line.find("auto: 16384 fit beside at least"), std::string::npos) << cc.line;
+    // A budget where 16,384 leaves too few slots: the largest multiple of 1024 that leaves them.
+    const GpuMemoryLayout at16k = gpu_memory_layout(c, 16384);
+    const std::uint64_t tight =
+        at16k.fixed_bytes() + static_cast<std::uint64_t>(cc.min_slots - 1) * at16k.slot_bytes;
+    cc = auto_context(c, tight);
+    EXPECT_LT(cc.context, 16384);
+    EXPECT_EQ(cc.context % 1024, 0);
+    EXPECT_GE(gpu_memory_layout(c, cc.context).slots_for(tight), cc.min_slots);
+    EXPECT_LT(gpu_memory_layout(c, cc.context + 1024).slots_for(tight), cc.min_slots);
+    EXPECT_NE(cc.line.find("would not leave"), std::string::npos) << cc.line;
+    // Nothing fits: the floor.
+    EXPECT_EQ(auto_context(c, budget(1)).context, kMinAutoContext);
+    // An explicit pool (--pool-slots / --pool): the context leaves exactly that much.
+    const auto pool = static_cast<std::int64_t>(200 * at16k.slot_bytes);
+    cc = auto_context(c, at16k.fixed_bytes() + static_cast<std::uint64_t>(pool), 2048, 4, -1, pool);
+    EXPECT_EQ(cc.context, 16384);
+    cc = auto_context(c, at16k.fixed_bytes() + static_cast<std::uint64_t>(pool) - 1, 2048, 4, -1,
+                      pool);
+    EXPECT_EQ(cc.context, 15360);
+    // A model with a shorter maximum: that maximum.
+    ModelConfig shortctx = c;
+    shortctx.max_position_embeddings = 4096;
+    EXPECT_EQ(auto_context(shortctx, budget(10.8)).context, 4096);
+}
+
+// With MachineInfo's bandwidth probes the plan explains the load-time choices: the thread count
+// where RAM bandwidth stops growing, pinning, and the share --stream-misses auto will stream.
+TEST(Fit, ProbesChooseThreadsAndExplainPinningAndStreaming) {
+    MachineInfo m = gaming_pc();
+    m.ram_read = {{4, 40}, {8, 60}, {16, 61}};
+    m.pinned_h2d_gb_s = 24;
+    m.pageable_h2d_gb_s = 10;
+    FitRequest r;
+    r.config = shape("gpt-oss-20b");
+    FitPlan p = plan_fit(r, m);
+    EXPECT_EQ(p.threads, 8);
+    EXPECT_TRUE(has(p.reasons, "threads 8: RAM read bandwidth stops growing")) << p.reasons[0];
+    ASSERT_TRUE(p.store_pinned);
+    EXPECT_NEAR(p.stream_share, 24.0 / 84.0, 1e-9);
+    EXPECT_TRUE(has(p.reasons,
+                    "streams 29% of misses over PCIe: copies 24 GB/s, CPU team 60 GB/s "
+                    "(--stream-misses auto)"));
+    EXPECT_EQ(p.to_json()["stream_share"].get<double>(), p.stream_share);
+    // Threads are flags (--threads 8); pinning and streaming stay auto: no flags for them.
+    const auto f = p.flags();
+    EXPECT_EQ(std::find(f.begin(), f.end(), "--stream-misses"), f.end());
+    EXPECT_EQ(std::find(f.begin(), f.end(), "--pin-store"), f.end());
+    // Bandwidth that still grows to all 16 CPUs: 16 threads.
+    m.ram_read = {{4, 30}, {8, 55}, {16, 90}};
+    EXPECT_EQ(plan_fit(r, m).threads, 16);
+    // Pageable copies as fast as pinned: no pinning, so nothing streams.
+    m.pageable_h2d_gb_s = 23;
+    p = plan_fit(r, m);
+    EXPECT_FALSE(p.store_pinned);
+    EXPECT_EQ(p.stream_share, 0);
+    EXPECT_TRUE(has(p.reasons, "not materially faster"));
+    EXPECT_TRUE(has(p.reasons, "misses not streamed: the store is not pinned"));
+    // No probes: the 8-thread rule and no share, as before.
+    p = plan_fit(r, gaming_pc());
+    EXPECT_EQ(p.threads, 8);
+    EXPECT_EQ(p.stream_share, 0);
+    EXPECT_TRUE(has(p.reasons, "misses not streamed: the copy or RAM bandwidth was not measured"));
 }
 
 }  // namespace

@@ -1,7 +1,10 @@
 // Copy-on-compute admission (residency.h): a pending candidate's record, captured by the CPU
 // kernel while it computes the miss, is uploaded by the copy stream into its slot once the victim
 // left the slot table; the table flips on the compute stream when the copy has landed.
+#include <vector>
+
 #include <cuda_runtime.h>
+#include <spdlog/spdlog.h>
 
 #include "cuda/hybrid/hybrid_backend.h"
 #include "cuda/residual.cuh"
@@ -64,6 +67,7 @@ void HybridBackend::start_upload(const Residency::Admission& a, int buffer) {
 
 // Uploads that landed: the slot joins the table on the compute stream.
 void HybridBackend::poll_uploads() {
+    poll_batch();
     for (std::size_t i = 0; i < adm_.uploads.size();) {
         const Admissions::Upload& u = adm_.uploads[i];
         const cudaError_t q = cudaEventQuery(adm_.capture_done[static_cast<std::size_t>(u.buffer)]);
@@ -80,6 +84,77 @@ void HybridBackend::poll_uploads() {
             in_.counters->admissions.fetch_add(1, std::memory_order_relaxed);
         adm_.uploads.erase(adm_.uploads.begin() + static_cast<std::ptrdiff_t>(i));
     }
+}
+
+}  // namespace neural::hybrid
+
+namespace neural::hybrid {
+
+// After a prompt on the GPU (--prompt-admit, docs/CUDA.md "Residency"): the prompt's routing
+// counts (pf_.counts) become one batch of admissions (Residency::prompt_admissions): free adaptive
+// slots take the prompt's most-used experts, and up to --prompt-admit more replace colder adaptive
+// experts. The victims leave the table first (on the compute stream, after everything the prompt
+// launched), then the copy stream uploads every record (straight from the raw store's mapping;
+// assembled on the host otherwise, and then at most --prompt-admit of them), and the table flips
+// for all of them once the last copy landed (poll_batch), so decode starts at once and reads the
+// new slots as soon as they are there. Frozen residency admits nothing.
+void HybridBackend::admit_prompt_experts() {
+    if (opt_.prompt_admit <= 0 || residency_->frozen() ||
+        residency_->slots() == residency_->static_slots() || pf_.counts.empty())
+        return;
+    if (!adm_.batch.empty()) {  // one batch at a time (a prompt right after a prompt)
+        NEURAL_CUDA(cudaEventSynchronize(adm_.batch_landed));
+        poll_batch();
+    }
+    const int max_free = raw_store_ ? residency_->slots() : opt_.prompt_admit;
+    const std::vector<Residency::Admission> batch =
+        residency_->prompt_admissions(pf_.counts, max_free, opt_.prompt_admit);
+    if (batch.empty()) return;
+    int evicting = 0;
+    for (const Residency::Admission& a : batch) {
+        residency_->begin(a);
+        if (a.victim_layer < 0) continue;
+        ++evicting;
+        cuda::set_int(
+            slots_.table + static_cast<std::size_t>(a.victim_layer) * E_ + a.victim_expert, -1,
+            stream_);
+    }
+    NEURAL_CUDA(cudaEventRecord(adm_.evicted, stream_));
+    NEURAL_CUDA(cudaStreamWaitEvent(copy_stream_, adm_.evicted, 0));
+    for (const Residency::Admission& a : batch) {
+        const std::uint8_t* src = nullptr;
+        if (raw_store_) {
+            src = raw_record(a.layer, a.expert);
+        } else {
+            // A pageable buffer: cudaMemcpyAsync has copied it out when it returns.
+            adm_.batch_record.resize(static_cast<std::size_t>(slots_.record_bytes));
+            fill_record(a.layer, a.expert, adm_.batch_record.data());
+            src = adm_.batch_record.data();
+        }
+        NEURAL_CUDA(
+            cudaMemcpyAsync(slots_.base + static_cast<std::uint64_t>(a.slot) * slots_.stride, src,
+                            slots_.record_bytes, cudaMemcpyHostToDevice, copy_stream_));
+    }
+    NEURAL_CUDA(cudaEventRecord(adm_.batch_landed, copy_stream_));
+    adm_.batch = batch;
+    spdlog::info("prompt: admitting {} of its experts ({} into free slots, {} replacing colder)",
+                 batch.size(), batch.size() - static_cast<std::size_t>(evicting), evicting);
+}
+
+// The batch's copies landed: its slots join the table on the compute stream.
+void HybridBackend::poll_batch() {
+    if (adm_.batch.empty()) return;
+    const cudaError_t q = cudaEventQuery(adm_.batch_landed);
+    if (q == cudaErrorNotReady) return;
+    NEURAL_CUDA(q);
+    for (const Residency::Admission& a : adm_.batch) {
+        cuda::set_int(slots_.table + static_cast<std::size_t>(a.layer) * E_ + a.expert, a.slot,
+                      stream_);
+        residency_->complete(a);
+    }
+    if (in_.counters != nullptr)
+        in_.counters->admissions.fetch_add(adm_.batch.size(), std::memory_order_relaxed);
+    adm_.batch.clear();
 }
 
 }  // namespace neural::hybrid

@@ -33,13 +33,18 @@ void HybridBackend::token(TokenId id, std::int64_t pos, bool prompt, float* logi
         admit_misses(l, route, misses, tally);
     }
     if (logits_out != nullptr) finish_token(logits_out, tally);
-    if (!prompt) residency_->end_token();
+    if (!prompt) {
+        residency_->end_token();
+        refine_stream_share();
+    }
     count_token(tally);
 }
 
 // The token's position (read by every graph from device memory) and its embedding row, which
 // the first layer's graph copies into the residual stream.
 void HybridBackend::begin_token(TokenId id, std::int64_t pos) {
+    miss_.carry = 0;  // streamed_choices: the share's remainder is carried within a token
+    poll_batch();     // the slots a prompt admitted join the table before the first layer
     *dec_.pos_host.host<int>() = static_cast<int>(pos);
     NEURAL_CUDA(cudaMemcpyAsync(dec_.pos, dec_.pos_host.ptr, 4, cudaMemcpyHostToDevice, stream_));
     embed(id, dec_.in_x.host<float>());
@@ -73,8 +78,8 @@ HybridBackend::Route HybridBackend::wait_for_routing(int l, DecodeTally& tally) 
     return r;
 }
 
-// The misses, on the CPU, while the GPU computes the resident experts; with --stream-misses,
-// half of them (rounded down; not those waiting for admission, which the CPU captures) are
+// The misses, on the CPU, while the GPU computes the resident experts; with --stream-misses, a
+// share of them (streamed_choices; not those waiting for admission, which the CPU captures) are
 // streamed to the GPU instead. The CPU's sum lands in host-mapped memory, which the next
 // layer's graph (or the tail) adds to the residual stream.
 HybridBackend::MissPlan HybridBackend::compute_misses(int l, const Route& route,
@@ -97,6 +102,17 @@ HybridBackend::MissPlan HybridBackend::compute_misses(int l, const Route& route,
             std::span<const cpu::ExpertInput>(plan.inputs, static_cast<std::size_t>(plan.n)),
             dec_.h_host.host<float>(), cpu_out);
     }
+    if (plan.ns > 0 && miss_.refine) {
+        // Which side of this layer finished first: the copies had landed when the CPU was done
+        // (stream more) or not yet (stream less); refine_stream_share steps from the tally.
+        const cudaError_t q = cudaEventQuery(miss_.landed);
+        if (q == cudaSuccess) {
+            ++miss_.tally.cpu_slower;
+        } else {
+            if (q != cudaErrorNotReady) NEURAL_CUDA(q);
+            ++miss_.tally.copies_slower;
+        }
+    }
     timing_.cpu_busy[static_cast<std::size_t>(l)] = plan.n > 0;
     tally.misses += static_cast<std::uint64_t>(plan.n);
     tally.cpu_ns += ns_since(t0);
@@ -116,7 +132,7 @@ void HybridBackend::choose_misses(int l, const Route& route, MissPlan& plan, Dec
             ? 0
             : streamed_choices(std::span<const int>(route.slot, static_cast<std::size_t>(K_)),
                                std::span<const bool>(plan.admit, static_cast<std::size_t>(K_)),
-                               opt_.scratch_slots, plan.streamed_k);
+                               opt_.scratch_slots, miss_.share, miss_.carry, plan.streamed_k);
     for (int j = 0; j < plan.ns; ++j) plan.streamed[plan.streamed_k[j]] = true;
     int n = 0;
     for (int k = 0; k < K_; ++k) {

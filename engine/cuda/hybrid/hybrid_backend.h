@@ -26,8 +26,9 @@
 //   records.cpp          expert records (slot images) and the kernels' view of them
 //   decode_graphs.cpp    capturing the per-layer decode graphs, their GPU timing
 //   decode.cpp           one decode token: the per-layer steps
-//   streamed_misses.cpp  --stream-misses: half of a layer's misses computed on the GPU
-//   admission.cpp        copy-on-compute uploads into adaptive slots
+//   probes.cpp           load-time probes: copy bandwidth, the CPU team's RAM bandwidth
+//   streamed_misses.cpp  --stream-misses: a share of a layer's misses computed on the GPU
+//   admission.cpp        copy-on-compute uploads into adaptive slots, the batch after a prompt
 //   prefill.cpp          whole prompts on the GPU, layer- or block-major
 //   staging_ring.h/.cpp  prefill's producer threads (RAM -> pinned buffers)
 //   sequence.cpp         forward(): which positions the GPU keeps, sequence switches, K/V checkpoints
@@ -58,6 +59,7 @@
 #include "cuda/hybrid/staging_ring.h"
 #include "model/weights.h"
 #include "neural/error.h"
+#include "runtime/autotune.h"
 #include "runtime/backend.h"
 #include "runtime/forward.h"
 #include "runtime/kv_cache.h"
@@ -139,6 +141,11 @@ struct Admissions {
     bool capture_busy[kCaptureBuffers] = {};
     cudaEvent_t evicted = nullptr;
     std::vector<Upload> uploads;
+    // After a prompt (--prompt-admit, admit_prompt_experts): the batch uploading, the event after
+    // its last copy, and a pageable buffer a record is assembled in (no raw store).
+    std::vector<Residency::Admission> batch;
+    cudaEvent_t batch_landed = nullptr;
+    std::vector<std::uint8_t> batch_record;
 };
 
 // Prefill (init_prefill, docs/CUDA.md "Prefill"): prompt-sized device buffers, block-sized
@@ -172,6 +179,9 @@ struct PrefillState {
     std::unique_ptr<StagingRing> early;  // --prefill-early (layer-major), or null
     const std::atomic<bool>* cancel =
         nullptr;  // the running prompt's cancel flag (null outside prefill)
+    // The running prompt's routing counts [layer * experts] (new and re-processed rows), which
+    // admit_prompt_experts turns into admissions.
+    std::vector<std::uint32_t> counts;
 };
 
 // --stream-misses (init_stream_misses): the copies' stream, their landing event, the event of the
@@ -184,6 +194,21 @@ struct StreamedMisses {
     HostBuffer slot_host;
     std::vector<cudaGraphExec_t> graphs;
     std::string note;
+    // The share of misses streamed (autotune::choose_stream_share), whether decode refines it,
+    // the fraction a token's layers carry over (streamed_choices), and the refinement's tally
+    // and decode tokens since its last step.
+    double share = 0;
+    bool refine = false;
+    double carry = 0;
+    autotune::ShareTally tally;
+    int tokens = 0;
+};
+
+// Load-time probes (probes.cpp): copy bandwidth from pinned and pageable memory, the CPU team's
+// RAM read bandwidth at its size, and the thread choice's line (0 / empty: not measured).
+struct LoadProbes {
+    double pinned_gb_s = 0, pageable_gb_s = 0, ram_gb_s = 0;
+    std::string threads_line;
 };
 
 // --pin-store (pin_store): the registered store mapping (null: not pinned), how long the
@@ -213,6 +238,7 @@ public:
     std::string describe() const override { return description_; }
     std::string experts() const override;
     StorePin store_pin() const override { return {pin_.mapping != nullptr, pin_.seconds}; }
+    std::int64_t context_length() const override { return ctx_; }
     std::vector<float> forward(std::span<const TokenId> tokens, KvCache& cache,
                                const ForwardOptions& options) const override {
         return const_cast<HybridBackend*>(this)->run(tokens, cache, options);
@@ -293,6 +319,10 @@ private:
     std::string description(const std::string& device_name) const;
     void release();
 
+    // probes.cpp
+    void probe_copies();
+    int probe_threads();
+
     // store_pin.cpp
     void pin_store();
 
@@ -327,10 +357,13 @@ private:
     int free_capture() const;
     void start_upload(const Residency::Admission& a, int buffer);
     void poll_uploads();
+    void admit_prompt_experts();
+    void poll_batch();
 
     // streamed_misses.cpp
     void init_stream_misses();
     void stream_misses(int l, const int* sel, const int* ks, int ns);
+    void refine_stream_share();
 
     // prefill.cpp
     void init_prefill();
@@ -398,6 +431,7 @@ private:
     PrefillState pf_;
     StreamedMisses miss_;
     StorePinState pin_;
+    LoadProbes probes_;
     ResidentSequence resident_;
     std::unique_ptr<Residency> residency_;
     std::unique_ptr<KvCheckpoints> checkpoints_;  // --kv-checkpoints, or null

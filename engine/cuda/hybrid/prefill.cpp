@@ -124,6 +124,7 @@ void HybridBackend::prefill(const std::vector<TokenId>& work, std::int64_t start
     NEURAL_CUDA(cudaStreamSynchronize(copy_stream_));
     if (miss_.stream != nullptr) NEURAL_CUDA(cudaStreamSynchronize(miss_.stream));
     poll_uploads();
+    pf_.counts.assign(static_cast<std::size_t>(L_) * static_cast<std::size_t>(E_), 0);
 
     // The cancel flag is checked per block and layer, and per expert of a layer
     // (expert_rows): a long prompt stops within one block's dense part or one expert. A
@@ -195,6 +196,7 @@ void HybridBackend::prefill(const std::vector<TokenId>& work, std::int64_t start
                     static_cast<std::size_t>(V_) * 4);
     }
     NEURAL_CUDA(cudaStreamSynchronize(stream_));
+    admit_prompt_experts();
     const std::uint64_t total_ns = ns_since(t_begin);
     spdlog::info(
         "prefill: {} tokens in {:.3f} s ({:.0f} tok/s), {}-major: host launch {:.3f} s, routing "
@@ -293,6 +295,10 @@ void HybridBackend::expert_rows(int l, int b0, int rows, std::int64_t start,
     route_rows_to_host(b0, rows, st);
     const auto t0 = Clock::now();
     ExpertGroups groups = group_by_expert(l, b0, rows, start, observe_from, observer);
+    for (int e = 0; e < E_; ++e)
+        pf_.counts[static_cast<std::size_t>(l) * static_cast<std::size_t>(E_) +
+                   static_cast<std::size_t>(e)] +=
+            static_cast<std::uint32_t>(groups.count[static_cast<std::size_t>(e)]);
     place_experts(l, early_of, groups);
     CpuExperts cpu = start_cpu_experts(l, b0, rows, groups, st);
     std::uint64_t staging_wait = 0;

@@ -143,6 +143,66 @@ std::optional<Residency::Admission> Residency::admission_for(int layer, int expe
     return std::nullopt;
 }
 
+std::vector<Residency::Admission> Residency::prompt_admissions(
+    std::span<const std::uint32_t> counts, int max_free, int max_evictions) {
+    std::vector<Admission> out;
+    if (frozen()) return out;
+    if (counts.size() != score_.size())
+        fail("residency: {} prompt counts for {} experts", counts.size(), score_.size());
+    const auto reserved = [&](int s) {
+        return std::any_of(pending_.begin(), pending_.end(),
+                           [&](const Admission& p) { return p.slot == s; });
+    };
+    const auto is_pending = [&](int idx) {
+        return std::any_of(pending_.begin(), pending_.end(), [&](const Admission& p) {
+            return static_cast<int>(index(p.layer, p.expert)) == idx;
+        });
+    };
+    std::vector<int> cands;
+    for (std::size_t i = 0; i < counts.size(); ++i) {
+        if (counts[i] > 0 && held_[i] < 0 && !is_pending(static_cast<int>(i)))
+            cands.push_back(static_cast<int>(i));
+    }
+    // Most-used first; ties in index order, so the batch is deterministic.
+    std::stable_sort(cands.begin(), cands.end(), [&](int a, int b) {
+        return counts[static_cast<std::size_t>(a)] > counts[static_cast<std::size_t>(b)];
+    });
+    std::size_t next = 0;
+    std::vector<int> victims;
+    for (int s = static_slots_; s < slots(); ++s) {
+        const auto su = static_cast<std::size_t>(s);
+        if (loading_[su] || reserved(s)) continue;
+        if (owner_[su] >= 0) {
+            victims.push_back(s);
+        } else if (next < cands.size() && static_cast<int>(out.size()) < max_free) {
+            const int c = cands[next++];
+            out.push_back({c / experts_, c % experts_, s, -1, -1});
+        }
+    }
+    // The rest replace colder adaptive experts: candidates by score (the prompt's routing is in
+    // it), victims coldest first.
+    std::vector<int> rest(cands.begin() + static_cast<std::ptrdiff_t>(next), cands.end());
+    std::stable_sort(rest.begin(), rest.end(), [&](int a, int b) {
+        return score_[static_cast<std::size_t>(a)] > score_[static_cast<std::size_t>(b)];
+    });
+    std::stable_sort(victims.begin(), victims.end(), [&](int a, int b) {
+        return score_[static_cast<std::size_t>(owner_[static_cast<std::size_t>(a)])] <
+               score_[static_cast<std::size_t>(owner_[static_cast<std::size_t>(b)])];
+    });
+    const std::size_t m = std::min(
+        {static_cast<std::size_t>(std::max(max_evictions, 0)), rest.size(), victims.size()});
+    for (std::size_t i = 0; i < m; ++i) {
+        const int c = rest[i], v = victims[i];
+        const int o = owner_[static_cast<std::size_t>(v)];
+        if (score_[static_cast<std::size_t>(c)] <=
+            score_[static_cast<std::size_t>(o)] * options_.hysteresis)
+            break;
+        out.push_back({c / experts_, c % experts_, v, o / experts_, o % experts_});
+    }
+    pending_.insert(pending_.end(), out.begin(), out.end());
+    return out;
+}
+
 void Residency::begin(const Admission& a) {
     auto it = std::find_if(pending_.begin(), pending_.end(), [&](const Admission& p) {
         return p.layer == a.layer && p.expert == a.expert;

@@ -65,6 +65,13 @@ public:
     // admission of the missed expert into it: free slots fill from the first misses, without
     // waiting for a refresh round, since nothing is evicted.
     std::optional<Admission> admission_for(int layer, int expert);
+    // After a prompt: admissions from its routing counts ([layers * experts]: how many of the
+    // prompt's rows chose each expert). The most-used experts that no slot holds fill the free
+    // adaptive slots (at most max_free), then up to max_evictions more, by score, replace the
+    // coldest adaptive experts they beat by the hysteresis margin (as a refresh round would).
+    // The admissions become pending (begin() them); none when frozen.
+    std::vector<Admission> prompt_admissions(std::span<const std::uint32_t> counts, int max_free,
+                                             int max_evictions);
     // The upload of `a` starts: its victim leaves the table (misses from now on).
     void begin(const Admission& a);
     // The upload landed: (layer, expert) is resident in a.slot.

@@ -70,6 +70,10 @@ void HybridBackend::init() {
     NEURAL_CUDA(cudaSetDevice(opt_.device));
     const std::string err = cuda::self_test(opt_.device);
     if (!err.empty()) fail("backend \"cuda\": device self-test failed: {}", err);
+    if (opt_.stream_misses < -1 || opt_.stream_misses > 1)
+        fail("--stream-misses must be auto, 0 or 1");
+    if (!(opt_.stream_share <= 1.0)) fail("--stream-share must be auto or a fraction in [0, 1]");
+    probe_copies();
     vram_.budget = opt_.vram_budget_gib > 0
                        ? static_cast<std::uint64_t>(opt_.vram_budget_gib * kGiB)
                        : (dev.free_bytes > (512ull << 20) ? dev.free_bytes - (512ull << 20) : 0);
@@ -100,8 +104,24 @@ void HybridBackend::init() {
              I_);
     }
     if (E_ > 1024) fail("backend \"cuda\": {} experts per layer is more than 1024", E_);
-    ctx_ = opt_.context > 0 ? std::min<std::int64_t>(opt_.context, c.max_position_embeddings)
-                            : std::min<std::int64_t>(c.max_position_embeddings, 8192);
+    if (opt_.context > 0) {
+        ctx_ = std::min<std::int64_t>(opt_.context, c.max_position_embeddings);
+    } else {
+        // auto: 16,384 positions where the budget keeps enough expert slots beside them (or the
+        // pool that was asked for), else the largest that does (runtime/fit.h).
+        const std::uint64_t stride =
+            (cpu::ExpertRecordView::raw_bytes(H_, I_) + kSlotAlign - 1) / kSlotAlign * kSlotAlign;
+        const std::int64_t pool_bytes =
+            opt_.pool_slots >= 0
+                ? static_cast<std::int64_t>(static_cast<std::uint64_t>(opt_.pool_slots) * stride)
+            : opt_.pool_gib >= 0 ? static_cast<std::int64_t>(opt_.pool_gib * kGiB)
+                                 : -1;
+        const ContextChoice cc =
+            auto_context(c, vram_.budget, opt_.prefill_order == "token" ? 0 : opt_.prefill_block,
+                         opt_.scratch_slots, opt_.kv_ring, pool_bytes);
+        ctx_ = cc.context;
+        spdlog::info("{}", cc.line);
+    }
     dec_.splits = static_cast<int>(std::clamp<std::int64_t>(ctx_ / 512, 1, 16));
 
     NEURAL_CUDA(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
@@ -288,7 +308,7 @@ void HybridBackend::init_cpu_side() {
     cpu::TeamOptions team;
     team.persistent = in_.kernel_persistent;
     team.library = in_.kdll;
-    team.threads = in_.threads;
+    team.threads = probe_threads();
     std::string fallback;
     team_ = cpu::make_worker_team(team, &fallback);
     if (!fallback.empty()) spdlog::warn("persistent CPU team unavailable: {}", fallback);
@@ -312,6 +332,7 @@ void HybridBackend::init_record_buffers() {
     for (int k = 0; k < K_; ++k)
         assembled_.emplace_back(static_cast<std::size_t>(slots_.record_bytes));
     NEURAL_CUDA(cudaEventCreateWithFlags(&adm_.evicted, cudaEventDisableTiming));
+    NEURAL_CUDA(cudaEventCreateWithFlags(&adm_.batch_landed, cudaEventDisableTiming));
 }
 
 // Initial placement (static slots from the ranking), uploaded synchronously.
@@ -422,6 +443,7 @@ void HybridBackend::release() {
     for (auto e : timing_.tail_marks) cudaEventDestroy(e);
     for (auto e : adm_.capture_done) cudaEventDestroy(e);
     if (adm_.evicted != nullptr) cudaEventDestroy(adm_.evicted);
+    if (adm_.batch_landed != nullptr) cudaEventDestroy(adm_.batch_landed);
     for (void* p : vram_.allocations) cudaFree(p);
     vram_.allocations.clear();
     if (stream_ != nullptr) cudaStreamDestroy(stream_);

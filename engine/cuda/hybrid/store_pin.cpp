@@ -9,6 +9,7 @@
 
 #include "cuda/hybrid/hybrid_backend.h"
 #include "platform/system_info.h"
+#include "runtime/autotune.h"
 #include "store/store.h"
 
 namespace neural::hybrid {
@@ -29,13 +30,18 @@ void HybridBackend::pin_store() {
     const std::span<const std::uint8_t> map = in_.store->mapping();
     const double gb = static_cast<double>(map.size()) / 1e9;
     if (mode == "auto") {
-        const std::uint64_t ram = system_memory().total_bytes;
-        if (!pin_store_by_default(map.size(), ram)) {
-            return not_pinned(
-                ram == 0 ? std::string("the RAM size is unknown (--pin-store 1 pins it anyway)")
-                         : fmt::format("{:.1f} GB is more than half of the {:.1f} GB of RAM "
-                                       "(--pin-store 1 pins it anyway)",
-                                       gb, static_cast<double>(ram) / 1e9));
+        // At most half the RAM, and pinned copies materially faster than pageable ones
+        // (runtime/autotune.h; probe_copies measured both).
+        autotune::PinInputs pin;
+        pin.store_bytes = map.size();
+        pin.ram_bytes = system_memory().total_bytes;
+        pin.pinned_gb_s = probes_.pinned_gb_s;
+        pin.pageable_gb_s = probes_.pageable_gb_s;
+        const autotune::PinChoice c = autotune::choose_pin(pin);
+        spdlog::info("{} (--pin-store auto)", c.line);
+        if (!c.pin) {
+            pin_.note = c.line;
+            return;
         }
     }
     const std::string asked = mode == "1" ? " (--pin-store 1 asked for it)" : "";

@@ -1,6 +1,6 @@
-// --stream-misses (GpuOptions::stream_misses, docs/CUDA.md "Streamed misses"): half of a decode
+// --stream-misses (GpuOptions::stream_misses, docs/CUDA.md "Streamed misses"): a share of a decode
 // layer's misses copied from the pinned store into prefill's scratch slots and computed on the
-// GPU while the CPU computes the other half.
+// GPU while the CPU computes the rest; the share is measured at load and refined while decoding.
 #include <string>
 
 #include <cuda_runtime.h>
@@ -8,25 +8,40 @@
 
 #include "cuda/expert_mxfp4.cuh"
 #include "cuda/hybrid/hybrid_backend.h"
+#include "runtime/autotune.h"
 
 namespace neural::hybrid {
 
-// --stream-misses (GpuOptions::stream_misses): with the store pinned, half of each layer's
-// missed experts (rounded down) are copied by DMA from the store mapping into prefill's
-// scratch slots (idle during decode: no VRAM added) and computed on the GPU, while the CPU
-// computes the other half from RAM: the two read RAM side by side (docs/CUDA.md "Streamed
-// misses"). Sets miss_.note for the description; where it cannot run it warns and the CPU
-// keeps every miss.
+// --stream-misses (GpuOptions::stream_misses): with the store pinned, a share of each layer's
+// missed experts (autotune::choose_stream_share: auto balances the probes' copy and RAM
+// bandwidth) is copied by DMA from the store mapping into prefill's scratch slots (idle during
+// decode: no VRAM added) and computed on the GPU, while the CPU computes the rest from RAM: the
+// two read RAM side by side (docs/CUDA.md "Streamed misses"). Sets miss_.note for the description
+// (the decision's line); where it cannot run, --stream-misses 1 warns and the CPU keeps every
+// miss.
 void HybridBackend::init_stream_misses() {
-    if (opt_.stream_misses != 0 && opt_.stream_misses != 1) fail("--stream-misses must be 0 or 1");
-    if (opt_.stream_misses == 0) return;
-    const auto off = [&](const std::string& why) {
-        spdlog::warn("--stream-misses 1: every miss stays on the CPU: {}", why);
-        miss_.note = "misses not streamed: " + why;
-    };
-    if (pin_.mapping == nullptr) return off("the store is not pinned (--pin-store)");
-    if (pf_.scratch == nullptr || opt_.scratch_slots < 2)
-        return off("it needs prefill's scratch slots (--scratch 2 or more)");
+    autotune::StreamInputs in;
+    in.mode = opt_.stream_misses;
+    in.fixed_share = opt_.stream_share;
+    in.frozen = residency_->frozen();
+    in.ram_gb_s = probes_.ram_gb_s;
+    in.pcie_gb_s = probes_.pinned_gb_s;
+    if (pin_.mapping == nullptr) {
+        in.can_stream = false;
+        in.why_not = "the store is not pinned (--pin-store)";
+    } else if (pf_.scratch == nullptr || opt_.scratch_slots < 2) {
+        in.can_stream = false;
+        in.why_not = "it needs prefill's scratch slots (--scratch 2 or more)";
+    }
+    const autotune::StreamChoice c = autotune::choose_stream_share(in);
+    miss_.note = c.line;
+    if (opt_.stream_misses == 1 && !in.can_stream)
+        spdlog::warn("--stream-misses 1: every miss stays on the CPU: {}", in.why_not);
+    else if (opt_.stream_misses != 0)
+        spdlog::info("{}", c.line);
+    if (c.share <= 0) return;
+    miss_.share = c.share;
+    miss_.refine = c.refine;
     NEURAL_CUDA(cudaStreamCreateWithFlags(&miss_.stream, cudaStreamNonBlocking));
     NEURAL_CUDA(cudaEventCreateWithFlags(&miss_.landed, cudaEventDisableTiming));
     NEURAL_CUDA(cudaEventCreateWithFlags(&miss_.done, cudaEventDisableTiming));
@@ -47,7 +62,20 @@ void HybridBackend::init_stream_misses() {
                                stream_, true);
         miss_.graphs.push_back(end_capture());
     }
-    miss_.note = "half of each layer's misses streamed from the pinned store";
+}
+
+// After a decode token (refining shares only): every autotune::kRefineEvery tokens, one step of
+// the share towards the side that finished first in the streamed layers (runtime/autotune.h).
+void HybridBackend::refine_stream_share() {
+    if (!miss_.refine || ++miss_.tokens < autotune::kRefineEvery) return;
+    const double before = miss_.share;
+    miss_.share = autotune::refine_share(miss_.share, miss_.tally);
+    if (miss_.share != before)
+        spdlog::debug("streamed share {:.0f}% -> {:.0f}% (CPU slower in {}, copies in {} layers)",
+                      100.0 * before, 100.0 * miss_.share, miss_.tally.cpu_slower,
+                      miss_.tally.copies_slower);
+    miss_.tally = {};
+    miss_.tokens = 0;
 }
 
 // Layer l's streamed misses (choices ks[0 .. ns)): each record is copied from the pinned

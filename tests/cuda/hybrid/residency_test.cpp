@@ -186,5 +186,116 @@ TEST(Residency, FreeAdaptiveSlotsFillFromTheFirstMissesWithoutEvicting) {
     EXPECT_FALSE(frozen.admission_for(0, 5).has_value());
 }
 
+// Observes one prompt's routing (each row's experts at a layer) and returns its counts.
+std::vector<std::uint32_t> prompt(Residency& r, const std::vector<std::vector<int>>& rows_at_layer,
+                                  int layer) {
+    std::vector<std::uint32_t> counts(static_cast<std::size_t>(r.layers() * r.experts()), 0);
+    for (const auto& row : rows_at_layer) {
+        r.observe(layer, row, true);
+        for (int e : row) ++counts[static_cast<std::size_t>(layer * r.experts() + e)];
+    }
+    return counts;
+}
+
+void run_batch(Residency& r, const std::vector<Residency::Admission>& batch) {
+    for (const auto& a : batch) r.begin(a);
+    for (const auto& a : batch) r.complete(a);
+}
+
+TEST(Residency, TheFirstPromptFillsTheFreeAdaptiveSlotsMostUsedFirst) {
+    // 2 layers x 8 experts, 6 slots: 3 static (experts 0..2 of layer 0), 3 adaptive and free.
+    Residency r(2, 8, 6, options(8, 2));
+    r.initial({});
+    ASSERT_EQ(r.resident_count(), 3);
+    // Layer 1's prompt rows: expert 5 four times, 6 three times, 7 twice, 4 once; layer 0's
+    // expert 1 is static already.
+    auto counts = prompt(r, {{5, 6}, {5, 6}, {5, 7}, {5, 6}, {7, 4}}, 1);
+    counts[1] = 9;  // layer 0, expert 1: resident (static), never a candidate
+    const auto batch = r.prompt_admissions(counts, 100, 0);
+    ASSERT_EQ(batch.size(), 3u);
+    EXPECT_EQ(batch[0].layer, 1);
+    EXPECT_EQ(batch[0].expert, 5);
+    EXPECT_EQ(batch[1].expert, 6);
+    EXPECT_EQ(batch[2].expert, 7);
+    std::set<int> slots;
+    for (const auto& a : batch) {
+        EXPECT_EQ(a.victim_layer, -1);  // free slots: nothing evicted
+        EXPECT_GE(a.slot, r.static_slots());
+        slots.insert(a.slot);
+    }
+    EXPECT_EQ(slots.size(), 3u);
+    // Pending until begun; loading (not resident) between begin and complete.
+    EXPECT_EQ(r.pending_count(), 3u);
+    for (const auto& a : batch) r.begin(a);
+    EXPECT_EQ(r.slot_of(1, 5), -1);
+    EXPECT_FALSE(r.admission_for(1, 5).has_value());  // being loaded: not admitted twice
+    for (const auto& a : batch) r.complete(a);
+    EXPECT_EQ(r.slot_of(1, 5), batch[0].slot);
+    EXPECT_EQ(r.resident_count(), 6);
+    // max_free bounds the free-slot fill (a packed store assembles each record on the host).
+    Residency small(2, 8, 6, options(8, 2));
+    small.initial({});
+    EXPECT_EQ(small.prompt_admissions(counts, 2, 0).size(), 2u);
+}
+
+TEST(Residency, LaterPromptsReplaceColderAdaptiveExpertsUpToTheLimit) {
+    Residency r(1, 8, 4, options(8, 2));  // 2 static (0, 1), 2 adaptive
+    r.initial({});
+    run_batch(r, r.prompt_admissions(prompt(r, {{2, 3}}, 0), 100, 8));
+    ASSERT_GE(r.slot_of(0, 2), 0);
+    ASSERT_GE(r.slot_of(0, 3), 0);
+    // A prompt of experts 4 (10 rows), 5 (10 rows) and 3 (once): no free slot left, so 4 and 5
+    // replace the adaptive experts they beat by the hysteresis margin, here at most 1 of them.
+    const auto counts = prompt(r, std::vector<std::vector<int>>(10, {4, 5}), 0);
+    const auto batch = r.prompt_admissions(counts, 100, 1);
+    ASSERT_EQ(batch.size(), 1u);
+    EXPECT_EQ(batch[0].expert, 4);  // equal scores: index order
+    EXPECT_EQ(batch[0].victim_layer, 0);
+    EXPECT_TRUE(batch[0].victim_expert == 2 || batch[0].victim_expert == 3);
+    EXPECT_LT(batch[0].slot, 4);
+    EXPECT_GE(batch[0].slot, r.static_slots());  // static slots are never victims
+    run_batch(r, batch);
+    EXPECT_GE(r.slot_of(0, 4), 0);
+    EXPECT_EQ(r.slot_of(0, batch[0].victim_expert), -1);
+    // A prompt too light to beat the residents (hysteresis): nothing evicted.
+    Residency q(1, 8, 4, options(8, 2));
+    q.initial({});
+    run_batch(q,
+              q.prompt_admissions(prompt(q, std::vector<std::vector<int>>(4, {2, 3}), 0), 100, 8));
+    EXPECT_TRUE(q.prompt_admissions(prompt(q, {{4}}, 0), 100, 8).empty());
+    // Limit 0 evicts nothing.
+    EXPECT_TRUE(
+        q.prompt_admissions(prompt(q, std::vector<std::vector<int>>(40, {6}), 0), 100, 0).empty());
+}
+
+TEST(Residency, FrozenResidencyAdmitsNothingAfterAPromptAndBadCountsAreErrors) {
+    Residency frozen(1, 8, 4, options(0));
+    frozen.initial({});
+    std::vector<std::uint32_t> counts(8, 5);
+    EXPECT_TRUE(frozen.prompt_admissions(counts, 100, 100).empty());
+    EXPECT_EQ(frozen.pending_count(), 0u);
+    Residency r(1, 8, 4, options());
+    r.initial({});
+    EXPECT_THROW(r.prompt_admissions(std::vector<std::uint32_t>(7, 1), 100, 100), Error);
+    // No counts at all: nothing.
+    EXPECT_TRUE(r.prompt_admissions(std::vector<std::uint32_t>(8, 0), 100, 100).empty());
+}
+
+TEST(Residency, APendingRefreshAdmissionKeepsItsSlotAndItsExpert) {
+    Residency r(1, 8, 4, options(1, 1));  // 2 static, 2 adaptive; refresh every token
+    r.initial({});
+    // A decode miss of expert 6 takes the first free adaptive slot (pending, not begun).
+    const auto pending = r.admission_for(0, 6);
+    ASSERT_TRUE(pending.has_value());
+    std::vector<std::uint32_t> counts(8, 0);
+    counts[6] = 9;
+    counts[7] = 3;
+    counts[5] = 1;
+    const auto batch = r.prompt_admissions(counts, 100, 0);
+    ASSERT_EQ(batch.size(), 1u);  // 6 is pending already; 7 takes the other free slot
+    EXPECT_EQ(batch[0].expert, 7);
+    EXPECT_NE(batch[0].slot, pending->slot);
+}
+
 }  // namespace
 }  // namespace neural
