@@ -103,8 +103,11 @@ StreamChoice choose_stream_share(const StreamInputs& in) {
     }
     c.share = std::min(s, kMaxShare);
     c.refine = !in.frozen;
+    // Frozen residency is the reproducible mode: the share is rounded to a quarter so that the
+    // few-percent spread of the probes between two loads picks the same streamed experts.
+    if (in.frozen) c.share = std::clamp(std::round(c.share * 4.0) / 4.0, 0.25, kMaxShare);
     c.line = fmt::format("streams {:.0f}% of misses over PCIe: {}{}", 100.0 * c.share, numbers,
-                         in.frozen ? " (fixed: residency is frozen)" : "");
+                         in.frozen ? " (fixed, rounded to a quarter: residency is frozen)" : "");
     return c;
 }
 

@@ -69,7 +69,9 @@ struct StreamChoice {
 // time: the CPU reads (1 - s) M bytes at ram_gb_s while s M bytes cross PCIe at pcie_gb_s, so
 // s = pcie / (pcie + ram). auto: that share, clamped to [0, kMaxShare], and 0 below kMinShare
 // (a streamed layer costs fixed copy and graph launches); refined while decoding unless residency
-// is frozen or the share was given (--stream-share), so those runs stay deterministic.
+// is frozen or the share was given (--stream-share), so those runs stay deterministic; with
+// frozen residency the share is also rounded to a quarter (0.25, 0.5 or 0.75), so that two loads
+// whose probes differ by a few percent stream the same experts.
 // --stream-misses 1: --stream-share, else kDefaultShare (half), fixed; 0: none.
 inline constexpr double kMinShare = 0.15, kMaxShare = 0.75, kDefaultShare = 0.5;
 StreamChoice choose_stream_share(const StreamInputs& in);

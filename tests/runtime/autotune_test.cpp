@@ -119,12 +119,24 @@ TEST(Autotune, TheStreamedShareBalancesCopiesAgainstTheCpuTeam) {
 
 TEST(Autotune, StreamOverridesAndReproducibleModes) {
     StreamInputs in = measured(23, 60);
-    // Frozen residency: the measured share, fixed (no refinement).
+    // Frozen residency: the measured share rounded to a quarter, fixed (no refinement), so probes
+    // a few percent apart give the same share.
     in.frozen = true;
     StreamChoice c = choose_stream_share(in);
-    EXPECT_NEAR(c.share, 23.0 / 83.0, 1e-12);
+    EXPECT_DOUBLE_EQ(c.share, 0.25);  // 23 / 83 = 0.277
     EXPECT_FALSE(c.refine);
-    EXPECT_TRUE(contains(c.line, "fixed: residency is frozen")) << c.line;
+    EXPECT_TRUE(contains(c.line, "residency is frozen")) << c.line;
+    EXPECT_DOUBLE_EQ(choose_stream_share([] {
+                         StreamInputs f = measured(25, 58);  // 0.301: the same quarter
+                         f.frozen = true;
+                         return f;
+                     }())
+                         .share,
+                     c.share);
+    in = measured(55, 60);  // 0.478
+    in.frozen = true;
+    EXPECT_DOUBLE_EQ(choose_stream_share(in).share, 0.5);
+    in = measured(23, 60);
     in.frozen = false;
     // --stream-share F: that share, fixed, even below kMinShare.
     in.fixed_share = 0.1;
