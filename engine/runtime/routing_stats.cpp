@@ -84,21 +84,19 @@ std::string format_utc(std::int64_t t) {
     const std::int64_t d = doy - (153 * mp + 2) / 5 + 1;
     const std::int64_t m = mp < 10 ? mp + 3 : mp - 9;
     if (m <= 2) ++y;
-    return fmt::format("{:04}-{:02}-{:02} {:02}:{:02} UTC", y, m, d, secs / 3600,
-                       (secs / 60) % 60);
+    return fmt::format("{:04}-{:02}-{:02} {:02}:{:02} UTC", y, m, d, secs / 3600, (secs / 60) % 60);
 }
 
 fs::path routing_stats_path(const std::string& setting, const fs::path& model,
                             const fs::path& store) {
     const char* dir = std::getenv("NEURAL_ROUTING_STATS_DIR");
-    return routing_stats_path(setting, model, store,
-                              dir != nullptr ? fs::path(dir) : fs::path());
+    return routing_stats_path(setting, model, store, dir != nullptr ? fs::path(dir) : fs::path());
 }
 
 fs::path routing_stats_path(const std::string& setting, const fs::path& model,
                             const fs::path& store, const fs::path& auto_dir) {
-    if (setting == "off" || setting.empty()) return {};
-    if (setting != "auto") return fs::path(setting);
+    if (setting == "off") return {};
+    if (setting != "auto" && !setting.empty()) return fs::path(setting);
     const fs::path key = store.empty() ? model : store;
     if (!auto_dir.empty()) return auto_dir / data_dir_name(key);
     std::error_code ec;

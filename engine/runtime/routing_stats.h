@@ -57,7 +57,7 @@ std::string format_utc(std::int64_t unix_seconds);
 std::int64_t unix_now();
 
 // The statistics file for the `routing_stats` setting: "off" -> empty; a path -> that path;
-// "auto" -> beside the store ("STORE.routing-stats.json"), else in the checkpoint folder
+// "auto" (or "", as an emptied desktop field gives it) -> beside the store ("STORE.routing-stats.json"), else in the checkpoint folder
 // ("routing-stats.json"; a GGUF file: "FILE.routing-stats.json"), unless that folder cannot be
 // written: then app_data_dir()/routing-stats/NAME-HASH.json (HASH of the absolute model path).
 // $NEURAL_ROUTING_STATS_DIR, when set, is used for "auto" instead of all of these (tests,
@@ -127,7 +127,9 @@ public:
     void on_route(int layer, std::int64_t position, std::span<const int> experts,
                   std::span<const float> weights) override;
     // Only the caller's observer may need every route (it decides); learning does not.
-    bool needs_every_route() const override { return next_ != nullptr && next_->needs_every_route(); }
+    bool needs_every_route() const override {
+        return next_ != nullptr && next_->needs_every_route();
+    }
     void flush();
 
 private:

@@ -250,17 +250,20 @@ TEST(RoutingStats, BadFilesAreIgnoredWithOneWarning) {
         {"not numbers", with_layers("[[\"1\", 2]]")},
         {"no layers", "{\"tokens\": 3}"},
         {"not an object", "[1, 2, 3]"},
-        {"negative tokens", [&] {
+        {"negative tokens",
+         [&] {
              nlohmann::json j = nlohmann::json::parse(good);
              j["tokens"] = -5;
              return j.dump();
          }()},
-        {"newer version", [&] {
+        {"newer version",
+         [&] {
              nlohmann::json j = nlohmann::json::parse(good);
              j["version"] = 2;
              return j.dump();
          }()},
-        {"model not a string", [&] {
+        {"model not a string",
+         [&] {
              nlohmann::json j = nlohmann::json::parse(good);
              j["model"] = 3;
              return j.dump();
@@ -481,8 +484,8 @@ TEST(RoutingStats, TheSameFileGivesTheSameStaticSlotsAtEveryLoad) {
     EXPECT_EQ(first, second);
     EXPECT_EQ(ranking, ranking2);
     // The hottest (layer, expert) of all holds slot 0.
-    const auto order = hot_first(&ranking, static_cast<int>(ranking.size()),
-                                 static_cast<int>(ranking[0].size()));
+    const auto order =
+        hot_first(&ranking, static_cast<int>(ranking.size()), static_cast<int>(ranking[0].size()));
     const int E = static_cast<int>(ranking[0].size());
     EXPECT_EQ(first[static_cast<std::size_t>(order[0].layer * E + order[0].expert)], 0);
 }

@@ -18,9 +18,9 @@ struct RoutingStatsFolder {
         }
         std::error_code ec;
         std::random_device rd;
-        const std::filesystem::path p = std::filesystem::temp_directory_path(ec) /
-                                        ("neural-test-stats-" + std::to_string(rd()) + "-" +
-                                         std::to_string(rd()));
+        const std::filesystem::path p =
+            std::filesystem::temp_directory_path(ec) /
+            ("neural-test-stats-" + std::to_string(rd()) + "-" + std::to_string(rd()));
         if (ec || !std::filesystem::create_directories(p, ec)) return;
         dir = p;
         const std::string value = p.string();
