@@ -641,7 +641,12 @@ Json run_bench(const BenchOptions& options,
             }
             const auto t0 = std::chrono::steady_clock::now();
             LoadOptions load = prof.load;
-            load.gpu.time_gpu = true;  // the GPU's own time per token: the decode bounds
+            load.gpu.time_gpu = true;
+            // Measurements neither learn nor read the learned expert statistics (they would
+            // move the static slots between runs) unless a flag or the profile names them.
+            if (!prof.flags.contains("routing_stats") && load.routing_stats == "auto") {
+                load.routing_stats = "off";
+            }  // the GPU's own time per token: the decode bounds
             models[static_cast<std::size_t>(pi)] = Model::load(options.model, load);
             load_seconds =
                 std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -113,7 +113,10 @@ int cmd_logits(int argc, char** argv) {
     }
     if (!prompts.is_object()) fail("{}: expected an object {{name: [token ids]}}", pos[1]);
 
-    auto model = Model::load(pos[0], engine_load_options(args));
+    // Probes, not use: nothing is learned unless --routing-stats names where.
+    LoadOptions base;
+    base.routing_stats = "off";
+    auto model = Model::load(pos[0], engine_load_options(args, base));
     const ModelConfig& c = model->config();
     std::vector<std::int32_t> probes(std::begin(kProbeIds), std::end(kProbeIds));
 

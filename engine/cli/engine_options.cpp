@@ -26,4 +26,8 @@ SamplingParams sampling_params(const Args& args) {
 
 LoadOptions engine_load_options(const Args& args) { return options::apply(args.engine()); }
 
+LoadOptions engine_load_options(const Args& args, const LoadOptions& base) {
+    return options::apply(args.engine(), base);
+}
+
 }  // namespace neural::cli

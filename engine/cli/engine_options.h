@@ -24,5 +24,8 @@ SamplingParams sampling_params(const Args& args);
 // does not act on the backend is an error naming the flag. Model::load applies everything,
 // the thread count and the memory hints included.
 LoadOptions engine_load_options(const Args& args);
+// The same over `base` (a command whose defaults differ: `neural logits` learns no expert
+// statistics unless --routing-stats is given).
+LoadOptions engine_load_options(const Args& args, const LoadOptions& base);
 
 }  // namespace neural::cli

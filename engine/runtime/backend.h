@@ -281,6 +281,9 @@ struct GpuBackendInputs {
     int threads = 0;
     telemetry::MoeCounters* moe = nullptr;
     BackendCounters* counters = nullptr;
+    // The learned expert statistics' ranking (runtime/routing_stats.h) for the static slots
+    // when GpuOptions::ranking names no file; empty: none.
+    std::vector<std::vector<double>> learned_ranking;
 };
 
 struct GpuDevice {

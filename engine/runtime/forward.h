@@ -18,6 +18,11 @@ public:
     virtual ~RouterObserver() = default;
     virtual void on_route(int layer, std::int64_t position, std::span<const int> experts,
                           std::span<const float> weights) = 0;
+    // Whether the observer must see the routing of every new position. A backend that could
+    // reuse a new position's K/V from another sequence (the CUDA backend's K/V checkpoints)
+    // computes it anyway when this is true (`neural rank`, `neural logits`); the learned
+    // statistics (runtime/routing_stats.h) answer false: a skipped position is just not learned.
+    virtual bool needs_every_route() const { return true; }
 };
 
 struct ForwardOptions {

@@ -18,6 +18,7 @@
 #include "platform/page_residency.h"
 #include "runtime/options.h"
 #include "runtime/ranking.h"
+#include "runtime/routing_stats.h"
 
 namespace neural {
 
@@ -43,6 +44,36 @@ struct Model::RamWorker {
     void wait() {
         std::unique_lock<std::mutex> lock(mutex);
         cv.wait(lock, [&] { return done; });
+    }
+};
+
+// Saves the learned statistics every kRoutingStatsSaveSeconds (when something was learned).
+struct Model::StatsSaver {
+    std::mutex mutex;
+    std::condition_variable cv;
+    bool stop = false;
+    std::thread thread;
+
+    explicit StatsSaver(const Model& m) {
+        thread = std::thread([this, &m] {
+            std::unique_lock<std::mutex> lock(mutex);
+            while (!stop) {
+                cv.wait_for(lock, std::chrono::seconds(kRoutingStatsSaveSeconds),
+                            [&] { return stop; });
+                if (stop) break;
+                lock.unlock();
+                m.save_routing_stats();
+                lock.lock();
+            }
+        });
+    }
+    ~StatsSaver() {
+        {
+            std::lock_guard<std::mutex> lock(mutex);
+            stop = true;
+        }
+        cv.notify_all();
+        if (thread.joinable()) thread.join();
     }
 };
 
@@ -183,13 +214,46 @@ std::unique_ptr<Model> Model::load(const fs::path& dir, const LoadOptions& optio
     if (!(options.warmup_ram_seconds >= 0)) {
         fail("warm-up time must be 0 or more seconds, got {}", options.warmup_ram_seconds);
     }
+    // Learned expert statistics: read (a bad file is one warning), and without --ranking they
+    // order the static slots and the RAM warm-up.
+    if (const fs::path stats_file = routing_stats_path(options.routing_stats, dir, options.store);
+        !stats_file.empty()) {
+        const int L = m->config_.num_layers, E = m->config_.num_experts;
+        std::string id;
+        try {
+            id = routing_model_id(m->checkpoint_, m->config_);
+        } catch (const Error& e) {
+            spdlog::warn("expert statistics off: {}", e.what());
+        }
+        if (!id.empty()) {
+            m->stats_ = std::make_unique<RoutingStats>(id, L, E);
+            m->stats_path_ = stats_file;
+            m->stats_file_seen_ = fs::exists(stats_file, ec);
+            std::string why;
+            if (const auto d = read_routing_stats(stats_file, id, L, E, &why)) {
+                m->stats_->seed(*d);
+                const bool used = options.gpu.ranking.empty() && d->tokens > 0;
+                spdlog::info("expert statistics: {} tokens learned, last updated {} ({}){}",
+                             d->tokens, format_utc(d->updated), stats_file.string(),
+                             used            ? ""
+                             : d->tokens > 0 ? "; not used: --ranking is given"
+                                             : "");
+                if (used) m->learned_ = d->layers;
+            } else if (!why.empty()) {
+                spdlog::warn("expert statistics ignored (new ones will replace the file): {}", why);
+            }
+            m->stats_saver_ = std::make_unique<StatsSaver>(*m);
+        }
+    }
     std::vector<store::ExpertKey> ram_order;
     if (ram_levers) {  // before the (slow) backend start: a bad ranking fails early
         Ranking ranking;
         if (!options.gpu.ranking.empty()) ranking = load_ranking(options.gpu.ranking);
+        const Ranking* order = !options.gpu.ranking.empty() ? &ranking
+                               : !m->learned_.empty()       ? &m->learned_
+                                                            : nullptr;
         try {
-            ram_order = hot_first(options.gpu.ranking.empty() ? nullptr : &ranking,
-                                  m->store_->num_layers(), m->store_->num_experts());
+            ram_order = hot_first(order, m->store_->num_layers(), m->store_->num_experts());
         } catch (const Error& e) {
             fail("{}: {}", options.gpu.ranking.string(), e.what());
         }
@@ -215,6 +279,7 @@ std::unique_ptr<Model> Model::load(const fs::path& dir, const LoadOptions& optio
         in.threads = options.threads;
         in.moe = &m->telemetry_->moe;
         in.counters = m->backend_counters_.get();
+        in.learned_ranking = m->learned_;
         m->backend_ = make_cuda_backend(in, options.gpu);
         spdlog::info("backend: {}", m->backend_->describe());
     } else {
@@ -272,7 +337,34 @@ std::unique_ptr<Model> Model::load(const fs::path& dir, const LoadOptions& optio
     return m;
 }
 
-Model::~Model() = default;
+Model::~Model() {
+    // The timer first, then the last save (the backend and the mappings are still there).
+    stats_saver_.reset();
+    save_routing_stats();
+}
+
+void Model::save_routing_stats() const {
+    if (!stats_) return;
+    std::lock_guard<std::mutex> lock(stats_save_mutex_);
+    std::error_code ec;
+    if (stats_file_seen_ && !fs::exists(stats_path_, ec)) {
+        stats_->clear();
+        stats_file_seen_ = false;
+        spdlog::info("expert statistics reset ({} was removed): learning starts afresh",
+                     stats_path_.string());
+        return;
+    }
+    try {
+        if (stats_->save_if_changed(stats_path_)) {
+            stats_file_seen_ = true;
+            spdlog::debug("expert statistics saved: {}", stats_path_.string());
+        }
+    } catch (const std::exception& e) {
+        if (!stats_warned_.exchange(true)) {
+            spdlog::warn("expert statistics not saved: {}", e.what());
+        }
+    }
+}
 
 void Model::wait_ram_warmup() const {
     if (ram_worker_) ram_worker_->wait();
@@ -283,7 +375,12 @@ std::vector<float> Model::forward(std::span<const TokenId> tokens, KvCache& cach
     // The thread count is the process's (cpu::threads): a model loaded beside this one (the
     // bench's A/B) may have set its own. One atomic store.
     cpu::set_threads(threads_);
-    return backend_->forward(tokens, cache, options);
+    if (!stats_) return backend_->forward(tokens, cache, options);
+    // The routing of every call is learned; the observer adds its counts when it goes.
+    RoutingStatsObserver learn(*stats_, options.observer);
+    ForwardOptions o = options;
+    o.observer = &learn;
+    return backend_->forward(tokens, cache, o);
 }
 
 std::int64_t Model::context_length() const {

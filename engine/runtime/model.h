@@ -3,8 +3,10 @@
 // first forward pass.
 #pragma once
 
+#include <atomic>
 #include <filesystem>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -15,6 +17,7 @@
 #include "model/safetensors.h"
 #include "model/weights.h"
 #include "runtime/kv_cache.h"
+#include "runtime/routing_stats.h"
 #include "store/store.h"
 #include "telemetry/telemetry.h"
 #include "tokenizer/tokenizer.h"
@@ -22,6 +25,9 @@
 namespace neural {
 
 class CpuModel;
+
+// Seconds between saves of the learned expert statistics while tokens are being learned.
+inline constexpr int kRoutingStatsSaveSeconds = 300;
 
 struct LoadOptions {
     // Expert store (`neural repack`) to read the MXFP4 experts from instead of the checkpoint's
@@ -75,6 +81,11 @@ struct LoadOptions {
     // or "all" (the store's records too) at load; "none": do not.
     std::uint64_t ws_min_bytes = 0;
     std::string prefetch = "none";
+
+    // Learned expert statistics (runtime/routing_stats.h): "auto" (the file beside the store or
+    // checkpoint, routing_stats_path), a file, or "off". When on, every forward pass is learned
+    // and, without gpu.ranking, the statistics order the static slots and the RAM warm-up.
+    std::string routing_stats = "auto";
 };
 
 class Model {
@@ -130,6 +141,21 @@ public:
     // has finished; returns at once when there is none. Progress: telemetry().ram.
     void wait_ram_warmup() const;
 
+    // The learned expert statistics (LoadOptions::routing_stats): nullptr when off. Saved at
+    // unload and every kRoutingStatsSaveSeconds while tokens are being learned.
+    const RoutingStats* routing_stats() const { return stats_.get(); }
+    // Their file (empty when off).
+    const std::filesystem::path& routing_stats_file() const { return stats_path_; }
+    // The ranking this load filled the static slots and ordered the RAM warm-up from: the
+    // learned statistics' weights when no --ranking was given and they were read (empty when
+    // none were, or --ranking gave the order).
+    const Ranking& learned_ranking() const { return learned_; }
+    // Saves them now when something was learned since the last save; a write error is one
+    // warning (per model), not an exception. Thread-safe. When the file existed (read at load,
+    // or saved since) and is gone now, it was reset (the desktop's Reset, or deleted by hand):
+    // what this model learned is forgotten too, and learning starts afresh.
+    void save_routing_stats() const;
+
 private:
     Model() = default;
     std::filesystem::path dir_;
@@ -145,6 +171,15 @@ private:
     // it is destroyed before them.
     std::unique_ptr<Backend> backend_;
     int threads_ = 0;  // LoadOptions::threads, applied before every forward pass
+    std::unique_ptr<RoutingStats> stats_;
+    std::filesystem::path stats_path_;
+    Ranking learned_;
+    mutable std::atomic<bool> stats_warned_{false};
+    mutable std::mutex stats_save_mutex_;
+    mutable bool stats_file_seen_ = false;  // the file existed after the last read or save
+    // The save timer of the statistics (stopped first in ~Model).
+    struct StatsSaver;
+    std::unique_ptr<StatsSaver> stats_saver_;
     // The warm-up / lock thread; last, so it is stopped before anything it reads goes away.
     struct RamWorker;
     std::unique_ptr<RamWorker> ram_worker_;

@@ -204,6 +204,12 @@ std::vector<Setting> make_settings() {
                     "expert ranking JSON (`neural rank`): the static slots, and the order of "
                     "--warmup-ram / --lock-ram",
                     A::both, NEURAL_PATH(gpu.ranking)));
+    r.push_back(with_default(
+        row("routing-stats", T::path, "FILE|auto|off", "Expert statistics",
+            "learn which experts this model's use routes to, in FILE; at the next load they "
+            "pick the static slots and order the RAM warm-up, unless --ranking is given",
+            A::both, NEURAL_TEXT(routing_stats)),
+        "auto: beside the store, else the checkpoint, else in the app's data folder"));
     r.push_back(ranged(row("refresh-every", T::integer, "N", "Refresh every",
                            "decode tokens between admission rounds; 0 freezes residency", A::cuda,
                            NEURAL_INT(gpu.refresh_every)),

@@ -10,11 +10,18 @@
 #include <QInputDialog>
 #include <QLabel>
 #include <QLineEdit>
+#include <QLocale>
 #include <QMessageBox>
 #include <QPushButton>
 #include <QScrollArea>
 #include <QSpinBox>
 #include <QVBoxLayout>
+
+#include <filesystem>
+
+#include "app/paths.h"
+#include "neural/error.h"
+#include "runtime/routing_stats.h"
 
 namespace neural::gui {
 
@@ -66,6 +73,39 @@ ProfileDialog::ProfileDialog(ProfileStore* store, QString path, QWidget* parent)
     };
     form->addRow(tr("Model folder"), browseRow(m_model, true));
     form->addRow(tr("Expert store"), browseRow(m_storeFile, false));
+    {
+        auto* row = new QWidget(inner);
+        auto* h = new QHBoxLayout(row);
+        h->setContentsMargins(0, 0, 0, 0);
+        m_statsLine = new QLabel(row);
+        m_statsLine->setWordWrap(true);
+        m_statsLine->setAccessibleName(tr("Learned expert statistics"));
+        m_statsReset = new QPushButton(tr("Reset"), row);
+        m_statsReset->setAccessibleName(tr("Reset the learned expert statistics"));
+        m_statsReset->setToolTip(
+            tr("Deletes what the engine learned about this model's experts; the next load "
+               "starts without it"));
+        h->addWidget(m_statsLine, 1);
+        h->addWidget(m_statsReset);
+        form->addRow(tr("Learned experts"), row);
+        connect(m_statsReset, &QPushButton::clicked, this, [this] {
+            std::error_code ec;
+            const std::filesystem::path file = m_statsFile.toStdString();
+            if (m_statsFile.isEmpty() || !std::filesystem::remove(file, ec)) {
+                updateStats();
+                if (ec)
+                    m_statsLine->setText(
+                        tr("Could not reset: %1").arg(QString::fromStdString(ec.message())));
+                return;
+            }
+            m_statsLine->setText(
+                tr("Reset: the next load starts without learned statistics (a model loaded "
+                   "now starts learning afresh)."));
+            m_statsReset->setEnabled(false);
+        });
+        connect(m_model, &QLineEdit::textChanged, this, &ProfileDialog::updateStats);
+        connect(m_storeFile, &QLineEdit::textChanged, this, &ProfileDialog::updateStats);
+    }
 
     // Settings this build or PC cannot apply (the GPU knobs on a CPU build, ws-min off Windows)
     // go under one line at the end instead of a screen of disabled rows; a button shows them.
@@ -157,6 +197,8 @@ ProfileDialog::ProfileDialog(ProfileStore* store, QString path, QWidget* parent)
     } else {
         delete naBox;
     }
+    if (auto* setting = qobject_cast<QLineEdit*>(m_editors.value(QStringLiteral("routing-stats"))))
+        connect(setting, &QLineEdit::textChanged, this, &ProfileDialog::updateStats);
     // CUDA-only knobs are disabled, with the reason, while the backend is cpu.
     if (auto* backend = qobject_cast<QComboBox*>(m_editors.value(QStringLiteral("backend"))))
         connect(backend, &QComboBox::currentTextChanged, this, &ProfileDialog::updateEnabled);
@@ -239,6 +281,39 @@ void ProfileDialog::showProfile(const QString& name) {
             cb->setCurrentText(v.toString());
         else if (auto* t = qobject_cast<QLineEdit*>(ed))
             t->setText(v.toString());
+    }
+    updateStats();
+}
+
+void ProfileDialog::updateStats() {
+    if (m_statsLine == nullptr) return;
+    const QString dir = m_model->text().trimmed();
+    const QString model = dir.isEmpty() ? demoModelDir() : dir;
+    QString setting = QStringLiteral("auto");
+    if (auto* t = qobject_cast<QLineEdit*>(m_editors.value(QStringLiteral("routing-stats"))))
+        if (!t->text().trimmed().isEmpty()) setting = t->text().trimmed();
+    const std::filesystem::path file = routing_stats_path(
+        setting.toStdString(), model.toStdString(), m_storeFile->text().trimmed().toStdString());
+    m_statsFile = QString::fromStdString(file.string());
+    m_statsReset->setEnabled(false);
+    if (file.empty()) {
+        m_statsLine->setText(tr("Off: this profile learns nothing about the model's experts."));
+        return;
+    }
+    std::error_code ec;
+    if (!std::filesystem::exists(file, ec)) {
+        m_statsLine->setText(tr("Nothing learned yet (%1).").arg(m_statsFile));
+        return;
+    }
+    m_statsReset->setEnabled(true);
+    try {
+        const RoutingStatsData d = load_routing_stats(file);
+        m_statsLine->setText(tr("Learned from %1 tokens, last updated %2 (%3).")
+                                 .arg(QLocale().toString(static_cast<qlonglong>(d.tokens)),
+                                      QString::fromStdString(format_utc(d.updated)), m_statsFile));
+    } catch (const std::exception& e) {
+        m_statsLine->setText(tr("Unreadable, ignored at load (new statistics replace it): %1")
+                                 .arg(QString::fromStdString(e.what())));
     }
 }
 

@@ -60,7 +60,9 @@ CheckpointReport checkCheckpoint(const QString& dir) {
         return r;
     }
     try {
-        const auto model = Model::load(dir.toStdString());
+        LoadOptions check;
+        check.routing_stats = "off";  // a check, not use: nothing to learn
+        const auto model = Model::load(dir.toStdString(), check);
         const ModelConfig& c = model->config();
         r.shape = QObject::tr(
                       "%1 layers, %2 experts (top-%3), hidden %4, expert width %5, "

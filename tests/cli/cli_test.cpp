@@ -688,9 +688,60 @@ TEST_F(Cli, RankWritesARankingTheGpuBackendReads) {
                          write("empty.txt", "\n\n").string()});
     EXPECT_EQ(empty.code, 1);
     EXPECT_THAT(empty.err, HasSubstr("holds no message"));
-    Proc no_out = neural({"rank", "--model", model()});
+    Proc no_out = neural({"rank", "--model", model(), "--routing-stats", "off"});
     EXPECT_EQ(no_out.code, 1);
     EXPECT_THAT(no_out.err, HasSubstr("--out FILE"));
+}
+
+// Without --out, rank seeds the statistics the engine learns in (--routing-stats auto: here the
+// tests' folder), --show prints them, and a front end (generate) learns on from there and logs
+// what it read.
+TEST_F(Cli, RankSeedsTheLearnedStatisticsAndShowPrintsThem) {
+    const fs::path text = write("warmup.txt", "Hello there.\n");
+    Proc p = neural({"rank", "--model", model(), "--text", text.string(), "--decode", "1"});
+    ASSERT_EQ(p.code, 0) << p.err;
+    const std::string wrote = p.out.substr(p.out.find("wrote ") + 6);
+    const fs::path file = wrote.substr(0, wrote.find(':'));
+    const auto j = test::read_json(file);
+    EXPECT_EQ(j["format"], "neural-routing-stats");
+    const std::int64_t seeded = j["tokens"].get<std::int64_t>();
+    EXPECT_GT(seeded, 0);
+    EXPECT_THAT(j["source"].get<std::string>(), HasSubstr("neural rank"));
+
+    Proc show = neural({"rank", "--show", "--model", model()});
+    ASSERT_EQ(show.code, 0) << show.err;
+    EXPECT_THAT(show.out, HasSubstr(file.string()));
+    EXPECT_THAT(show.out, HasSubstr(std::to_string(seeded) + " learned"));
+    EXPECT_THAT(show.out, HasSubstr("UTC"));
+    EXPECT_THAT(show.out, HasSubstr(j["model"].get<std::string>() + " (model "));
+    EXPECT_THAT(show.out, HasSubstr("layer  3:"));
+
+    // generate learns on from the seeded file (through Model::forward, like chat and the server).
+#ifdef _WIN32
+    _putenv_s("NEURAL_LOG", "info");
+#else
+    setenv("NEURAL_LOG", "info", 1);
+#endif
+    Proc g = neural(greedy_args(model()));
+#ifdef _WIN32
+    _putenv_s("NEURAL_LOG", "");
+#else
+    unsetenv("NEURAL_LOG");
+#endif
+    ASSERT_EQ(g.code, 0) << g.err;
+    EXPECT_THAT(g.err, HasSubstr("expert statistics: " + std::to_string(seeded) +
+                                 " tokens learned, last updated "));
+    EXPECT_GT(test::read_json(file)["tokens"].get<std::int64_t>(), seeded);
+
+    // A ranking file in the old format shows as statistics of no model.
+    const fs::path old = write("old.json", R"({"layers": [[1, 2], [3, 4]], "tokens": 9})");
+    Proc o = neural({"rank", "--show", old.string()});
+    ASSERT_EQ(o.code, 0) << o.err;
+    EXPECT_THAT(o.out, HasSubstr("unknown (a ranking file)"));
+    EXPECT_THAT(o.out, HasSubstr("9 learned"));
+    Proc bad = neural({"rank", "--show", write("bad.json", "{").string()});
+    EXPECT_EQ(bad.code, 1);
+    EXPECT_THAT(bad.err, HasSubstr("bad.json"));
 }
 
 }  // namespace

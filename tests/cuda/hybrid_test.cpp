@@ -16,6 +16,8 @@
 #include "neural/error.h"
 #include "platform/system_info.h"
 #include "runtime/model.h"
+#include "runtime/ranking.h"
+#include "runtime/routing_stats.h"
 #include "runtime/session.h"
 #include "store/repack.h"
 #include "support/damaged_store.h"
@@ -143,6 +145,48 @@ TEST(CudaHybrid, FrozenResidencyIsBitIdenticalAcrossRunsAndThreadCounts) {
         ASSERT_EQ(std::memcmp(first.data(), a.data(), a.size() * 4), 0)
             << "thread count changed bits";
     }
+}
+
+// The learned expert statistics fill the static slots as a --ranking of the same weights does:
+// with the same statistics file and frozen residency, two loads give the same bits, and the
+// same bits as the explicit ranking.
+TEST(CudaHybrid, LearnedStatisticsGiveTheSameFrozenResidencyAtEveryLoad) {
+    SKIP_WITHOUT_GPU();
+    test::TempDir tmp;
+    const Ranking weights = {{5, 1, 7, 0, 3, 9, 2, 4},
+                             {0, 0, 1, 1, 2, 2, 3, 3},
+                             {9, 8, 7, 6, 5, 4, 3, 2},
+                             {1, 2, 3, 4, 5, 6, 7, 8}};
+    save_ranking(tmp / "ranking.json", weights, 100, "test");
+    RoutingStatsData d;
+    {
+        LoadOptions off;
+        off.routing_stats = "off";
+        auto cpu = Model::load(test::tiny_model_dir(), off);
+        d.model = routing_model_id(cpu->checkpoint(), cpu->config());
+    }
+    d.layers = weights;
+    d.tokens = 100;
+    d.updated = 1796154191;
+    const json golden = test::read_json(test::tiny_model_dir() / "golden.json");
+    const auto ids = golden["prompts"].begin().value()["ids"].get<std::vector<TokenId>>();
+    auto run = [&](bool learned) {
+        // The file as it was (a load learns and saves at unload).
+        save_routing_stats(tmp / "stats.json", d);
+        LoadOptions o = cuda_options(12, 0);
+        o.routing_stats = (tmp / "stats.json").string();
+        if (!learned) {
+            o.gpu.ranking = tmp / "ranking.json";
+            o.routing_stats = "off";
+        }
+        auto m = Model::load(test::tiny_model_dir(), o);
+        EXPECT_EQ(m->learned_ranking(), learned ? weights : Ranking{});
+        return all_logits(*m, ids);
+    };
+    const auto a = run(true), b = run(true), ranked = run(false);
+    ASSERT_EQ(std::memcmp(a.data(), b.data(), a.size() * 4), 0) << "two loads differ";
+    ASSERT_EQ(std::memcmp(a.data(), ranked.data(), a.size() * 4), 0)
+        << "the learned statistics placed other experts than the same ranking";
 }
 
 TEST(CudaHybrid, AdaptiveResidencyAdmitsExpertsAndAgreesWithTheCpuBackend) {

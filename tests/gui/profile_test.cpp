@@ -3,11 +3,13 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <optional>
 
 #include <QCheckBox>
 #include <QComboBox>
 #include <QLabel>
+#include <QLineEdit>
 #include <QPushButton>
 #include <QSignalSpy>
 #include <QSpinBox>
@@ -25,6 +27,7 @@
 #include "runtime/fit.h"
 #include "synth/synth.h"
 #include "runtime/options.h"
+#include "runtime/routing_stats.h"
 
 namespace neural::gui {
 namespace {
@@ -489,6 +492,62 @@ TEST(Profiles, OptimizedFollowsTheFitForTheVram) {
     ProfileStore edited;
     ASSERT_TRUE(edited.load(path));
     EXPECT_FALSE(edited.followFit(small));
+}
+
+// The profile page shows what the engine learned about the shown model's experts (tokens, date)
+// and resets it: the file goes, the next load starts without, and the page says so.
+TEST(Profiles, TheDialogShowsTheLearnedExpertStatisticsAndResetsThem) {
+    QTemporaryDir dir;
+    const std::filesystem::path model = test::tiny_model_dir();
+    // "auto": where the engine keeps this model's statistics (the tests' own folder).
+    const std::filesystem::path file = routing_stats_path("auto", model, {});
+    ASSERT_FALSE(file.empty());
+    RoutingStatsData d;
+    d.model = "0123456789abcdef-2x4";
+    d.layers = {{1, 2}, {3, 4}};
+    d.tokens = 777;
+    d.updated = 1796154191;
+    save_routing_stats(file, d);
+    ProfileStore store;
+    Profile p = Profile::stock();
+    p.name = QStringLiteral("Tiny");
+    p.modelDir = QString::fromStdString(model.string());
+    store.upsert(p);
+    store.setActive(QStringLiteral("Tiny"));
+    ProfileDialog dialog(&store, dir.filePath(QStringLiteral("p.json")));
+    dialog.show();
+    ASSERT_NE(dialog.statsLine(), nullptr);
+    ASSERT_NE(dialog.statsResetButton(), nullptr);
+    EXPECT_EQ(dialog.statsFile().toStdString(), file.string());
+    const QString shown = dialog.statsLine()->text();
+    EXPECT_NE(shown.indexOf(QStringLiteral("777 tokens")), -1) << shown.toStdString();
+    EXPECT_NE(shown.indexOf(QStringLiteral("2026-12-01 19:43 UTC")), -1) << shown.toStdString();
+    ASSERT_TRUE(dialog.statsResetButton()->isEnabled());
+    dialog.statsResetButton()->click();
+    EXPECT_FALSE(std::filesystem::exists(file));
+    EXPECT_NE(dialog.statsLine()->text().indexOf(QStringLiteral("next load")), -1)
+        << dialog.statsLine()->text().toStdString();
+    EXPECT_FALSE(dialog.statsResetButton()->isEnabled());
+    // The setting's own knob: a file of its own, or off.
+    auto* setting = qobject_cast<QLineEdit*>(dialog.editor(QStringLiteral("routing-stats")));
+    ASSERT_NE(setting, nullptr);
+    EXPECT_EQ(setting->text(), QStringLiteral("auto"));
+    const QString mine = dir.filePath(QStringLiteral("mine.json"));
+    setting->setText(mine);
+    EXPECT_EQ(dialog.statsFile(), mine);
+    EXPECT_NE(dialog.statsLine()->text().indexOf(QStringLiteral("Nothing learned yet")), -1);
+    EXPECT_FALSE(dialog.statsResetButton()->isEnabled());
+    QFile bad(mine);
+    ASSERT_TRUE(bad.open(QIODevice::WriteOnly));
+    bad.write("{ not json");
+    bad.close();
+    setting->setText(mine + QStringLiteral(" "));  // shown again (trimmed: the same file)
+    EXPECT_NE(dialog.statsLine()->text().indexOf(QStringLiteral("Unreadable")), -1);
+    EXPECT_TRUE(dialog.statsResetButton()->isEnabled());  // a bad file can be reset too
+    setting->setText(QStringLiteral("off"));
+    EXPECT_TRUE(dialog.statsFile().isEmpty());
+    EXPECT_NE(dialog.statsLine()->text().indexOf(QStringLiteral("Off")), -1);
+    EXPECT_FALSE(dialog.statsResetButton()->isEnabled());
 }
 
 }  // namespace

@@ -43,8 +43,9 @@ std::vector<float> HybridBackend::run(std::span<const TokenId> tokens, KvCache& 
     // those whose tokens match what the GPU holds (this cache's, or another sequence's that
     // starts the same way), or a longer prefix restored from a K/V checkpoint. New tokens can
     // be skipped too, except the rows whose logits are asked for and when an observer must
-    // see every route (neural rank).
-    const std::int64_t limit = opt.all_logits || opt.observer != nullptr ? pos0 : pos0 + T - 1;
+    // see every route (neural rank; RouterObserver::needs_every_route).
+    const bool every_route = opt.observer != nullptr && opt.observer->needs_every_route();
+    const std::int64_t limit = opt.all_logits || every_route ? pos0 : pos0 + T - 1;
     // Without --kv-checkpoints only this cache's own positions are kept: the sharing rules
     // above are opt-in, with the checkpoints.
     std::int64_t valid;

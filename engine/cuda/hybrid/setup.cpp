@@ -339,7 +339,7 @@ void HybridBackend::init_record_buffers() {
 void HybridBackend::place_static_experts() {
     const auto Es = static_cast<std::size_t>(E_);
     std::vector<int> table(static_cast<std::size_t>(L_) * Es, -1);
-    const Ranking ranking = opt_.ranking.empty() ? Ranking{} : load_ranking(opt_.ranking);
+    const Ranking ranking = opt_.ranking.empty() ? in_.learned_ranking : load_ranking(opt_.ranking);
     for (const Residency::Admission& a : residency_->initial(ranking)) {
         fill_record(a.layer, a.expert, adm_.captures[0].host<std::uint8_t>());
         NEURAL_CUDA(cudaMemcpy(slots_.base + static_cast<std::uint64_t>(a.slot) * slots_.stride,
