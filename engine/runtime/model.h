@@ -4,6 +4,7 @@
 #pragma once
 
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -75,6 +76,13 @@ struct LoadOptions {
     // or "all" (the store's records too) at load; "none": do not.
     std::uint64_t ws_min_bytes = 0;
     std::string prefetch = "none";
+
+    // Called on the loading thread as Model::load moves on: `fraction` in [0, 1], never
+    // decreasing, ending at exactly 1 when the model is ready; `stage` names the step under way
+    // in a word or two ("tokenizer", "weights", "expert store", "backend", "RAM warm-up", and
+    // "ready" with 1). For a front end's progress display (the desktop app's "Loading NAME...
+    // 42%"); it must not throw.
+    std::function<void(double fraction, const std::string& stage)> on_progress;
 };
 
 class Model {
