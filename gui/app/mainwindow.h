@@ -44,7 +44,6 @@ class ChatInput;
 class ChatView;
 class ServerControl;
 class SettingsPanel;
-struct ModelEntry;
 class TelemetryDock;
 
 class MainWindow : public QMainWindow {

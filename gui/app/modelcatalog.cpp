@@ -33,14 +33,15 @@ void addWithStores(QList<ModelEntry>& out, const QString& model) {
 
 QString ModelEntry::label() const {
     const QString name = QFileInfo(model).fileName();
-    return store.isEmpty() ? name : QStringLiteral("%1 + %2").arg(name, QFileInfo(store).fileName());
+    return store.isEmpty() ? name
+                           : QStringLiteral("%1 + %2").arg(name, QFileInfo(store).fileName());
 }
 
 bool ModelEntry::operator==(const ModelEntry& o) const {
     return QFileInfo(model).absoluteFilePath() == QFileInfo(o.model).absoluteFilePath() &&
-           (store.isEmpty() ? o.store.isEmpty()
-                            : QFileInfo(store).absoluteFilePath() ==
-                                  QFileInfo(o.store).absoluteFilePath());
+           (store.isEmpty()
+                ? o.store.isEmpty()
+                : QFileInfo(store).absoluteFilePath() == QFileInfo(o.store).absoluteFilePath());
 }
 
 QStringList modelFolders() {
@@ -69,9 +70,8 @@ QList<ModelEntry> findModels(const QStringList& folders) {
         if (!QFileInfo(folder).isDir()) continue;
         if (isCheckpointFolder(folder)) addWithStores(out, folder);
         const QDir dir(folder);
-        for (const QFileInfo& f : dir.entryInfoList(QDir::Dirs | QDir::Files | QDir::NoDotAndDotDot |
-                                                        QDir::Readable,
-                                                    QDir::Name)) {
+        for (const QFileInfo& f : dir.entryInfoList(
+                 QDir::Dirs | QDir::Files | QDir::NoDotAndDotDot | QDir::Readable, QDir::Name)) {
             if ((f.isDir() && isCheckpointFolder(f.absoluteFilePath())) || isGguf(f))
                 addWithStores(out, f.absoluteFilePath());
         }
@@ -113,7 +113,8 @@ void noteRecentModel(const ModelEntry& entry) {
     while (list.size() > kMaxRecentModels) list.removeLast();
     QJsonArray a;
     for (const ModelEntry& e : list)
-        a.append(QJsonObject{{QStringLiteral("model"), e.model}, {QStringLiteral("store"), e.store}});
+        a.append(
+            QJsonObject{{QStringLiteral("model"), e.model}, {QStringLiteral("store"), e.store}});
     appSettings()->setValue(settingsKey::recentModels,
                             QString::fromUtf8(QJsonDocument(a).toJson(QJsonDocument::Compact)));
 }

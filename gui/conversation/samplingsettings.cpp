@@ -27,8 +27,7 @@ int integer(const QJsonObject& o, const char* key, int fallback, int lo, int hi)
 }
 
 QList<SamplingPreset> userPresets() {
-    const QByteArray raw =
-        appSettings()->value(settingsKey::samplingPresets).toString().toUtf8();
+    const QByteArray raw = appSettings()->value(settingsKey::samplingPresets).toString().toUtf8();
     QList<SamplingPreset> out;
     const QJsonDocument doc = QJsonDocument::fromJson(raw);
     for (const QJsonValue& v : doc.array()) {

@@ -131,7 +131,8 @@ SettingsPanel::SettingsPanel(QWidget* parent) : QWidget(parent) {
     form->addRow(tr("&Reasoning:"), m_effort);
     v->addLayout(form);
 
-    auto* promptLabel = new QLabel(tr("S&ystem prompt (instructions for this conversation):"), this);
+    auto* promptLabel =
+        new QLabel(tr("S&ystem prompt (instructions for this conversation):"), this);
     promptLabel->setWordWrap(true);
     m_systemPrompt = new QPlainTextEdit(this);
     m_systemPrompt->setAccessibleName(tr("System prompt"));
@@ -223,7 +224,8 @@ void SettingsPanel::setSettings(const ConversationSettings& s) {
     m_seed->setValue(x.seed);
     m_maxTokens->setValue(x.maxTokens);
     m_effort->setCurrentIndex(std::max(0, m_effort->findData(s.reasoningEffort)));
-    if (m_systemPrompt->toPlainText() != s.systemPrompt) m_systemPrompt->setPlainText(s.systemPrompt);
+    if (m_systemPrompt->toPlainText() != s.systemPrompt)
+        m_systemPrompt->setPlainText(s.systemPrompt);
     m_filling = false;
     showMatchingPreset();
 }
@@ -271,8 +273,9 @@ bool SettingsPanel::saveAsPreset(const QString& given) {
     }
     if (!saveSamplingPreset(name, sampling())) {
         if (ask)
-            QMessageBox::information(this, tr("Save preset"),
-                                 tr("\"%1\" is a built-in preset; choose another name.").arg(name));
+            QMessageBox::information(
+                this, tr("Save preset"),
+                tr("\"%1\" is a built-in preset; choose another name.").arg(name));
         return false;
     }
     fillPresets();

@@ -74,9 +74,9 @@ protected:
         m_window->engine()->setForcedOutput(
             QStringLiteral("<|channel|>final<|message|>A short reply.<|end|>"));
         m_window->show();
-        ASSERT_TRUE(
-            spinUntil([&] { return m_window->engine()->state() == EngineHost::State::ready; }))
-            << m_window->engine()->lastError().toStdString();
+        ASSERT_TRUE(spinUntil([&] {
+            return m_window->engine()->state() == EngineHost::State::ready;
+        })) << m_window->engine()->lastError().toStdString();
     }
     bool idle() {
         return spinUntil(
@@ -188,7 +188,7 @@ TEST_F(PanelTest, PresetsFillTheFieldsAndTheUsersOwnAreKept) {
     EXPECT_EQ(presets->currentIndex(), precise);
 
     panel()->topKBox()->setValue(17);
-    EXPECT_EQ(presets->currentIndex(), -1);  // Custom
+    EXPECT_EQ(presets->currentIndex(), -1);                          // Custom
     EXPECT_FALSE(panel()->saveAsPreset(QStringLiteral("precise")));  // a built-in's name
     ASSERT_TRUE(panel()->saveAsPreset(QStringLiteral("Mine")));
     EXPECT_EQ(presets->currentData().toString(), QStringLiteral("Mine"));
@@ -276,8 +276,9 @@ TEST_F(PanelTest, TheModelSwitcherListsTheStoresFoundAndLoadsOne) {
         if (models->itemData(i, MainWindow::kSwitchKindRole).toString() != QLatin1String("model"))
             continue;
         listed << models->itemText(i);
-        if (models->itemData(i, MainWindow::kSwitchStoreRole).toString().endsWith(
-                QStringLiteral("experts-raw.nstore")))
+        if (models->itemData(i, MainWindow::kSwitchStoreRole)
+                .toString()
+                .endsWith(QStringLiteral("experts-raw.nstore")))
             withStore = i;
     }
     EXPECT_TRUE(listed.contains(QStringLiteral("tiny-copy"))) << listed.join(',').toStdString();
@@ -366,10 +367,10 @@ TEST_F(PanelTest, EveryControlHasANameAndTheShortcutsAct) {
     spinFor(50);
     QStringList unnamed;
     for (QWidget* w : m_window->findChildren<QWidget*>()) {
-        const bool interactive =
-            qobject_cast<QAbstractButton*>(w) || qobject_cast<QComboBox*>(w) ||
-            qobject_cast<QAbstractSpinBox*>(w) || qobject_cast<QLineEdit*>(w) ||
-            qobject_cast<QPlainTextEdit*>(w) || qobject_cast<QListView*>(w);
+        const bool interactive = qobject_cast<QAbstractButton*>(w) || qobject_cast<QComboBox*>(w) ||
+                                 qobject_cast<QAbstractSpinBox*>(w) ||
+                                 qobject_cast<QLineEdit*>(w) || qobject_cast<QPlainTextEdit*>(w) ||
+                                 qobject_cast<QListView*>(w);
         if (!interactive || !w->isVisibleTo(m_window.get())) continue;
         // A line edit inside a spin box or combo box is named by its owner.
         if (qobject_cast<QLineEdit*>(w) && (qobject_cast<QAbstractSpinBox*>(w->parentWidget()) ||
@@ -377,8 +378,8 @@ TEST_F(PanelTest, EveryControlHasANameAndTheShortcutsAct) {
             continue;
         const auto* b = qobject_cast<QAbstractButton*>(w);
         if (w->accessibleName().isEmpty() && !(b && !b->text().isEmpty()))
-            unnamed << QStringLiteral("%1 %2").arg(QString::fromLatin1(w->metaObject()->className()),
-                                                   w->objectName());
+            unnamed << QStringLiteral("%1 %2").arg(
+                QString::fromLatin1(w->metaObject()->className()), w->objectName());
     }
     EXPECT_TRUE(unnamed.isEmpty()) << unnamed.join(QStringLiteral(", ")).toStdString();
     // Buttons without text (icons, arrows) need a name of their own.
