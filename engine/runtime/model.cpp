@@ -148,6 +148,15 @@ std::unique_ptr<Model> Model::load(const fs::path& dir, const LoadOptions& optio
     if (options.prefetch != "none" && options.prefetch != "dense" && options.prefetch != "all") {
         fail("--prefetch: expected none, dense or all, got \"{}\"", options.prefetch);
     }
+    // Progress at each stage boundary; the stages' shares are rough shares of a real load's time
+    // (the backend start copies the dense weights and the GPU's experts, the slowest part).
+    double reported = 0;
+    auto progress = [&](double fraction, const char* stage) {
+        if (!options.on_progress || fraction < reported) return;
+        reported = fraction;
+        options.on_progress(fraction, stage);
+    };
+    progress(0.0, "configuration");
     std::unique_ptr<Model> m(new Model());
     m->dir_ = dir;
     m->threads_ = options.threads;
@@ -170,8 +179,10 @@ std::unique_ptr<Model> Model::load(const fs::path& dir, const LoadOptions& optio
             fail("{}: tokenizer.json is missing (the checkpoint's tokenizer is required)",
                  dir.string());
         }
+        progress(0.02, "tokenizer");
         m->tokenizer_ = std::make_unique<Tokenizer>(Tokenizer::load(tok));
     }
+    progress(0.08, "checkpoint");
     if (m->tokenizer_->vocab_size() > static_cast<std::size_t>(m->config_.vocab_size)) {
         fail("{}: tokenizer defines {} tokens but the model's vocab_size is {}", tok.string(),
              m->tokenizer_->vocab_size(), m->config_.vocab_size);
@@ -196,8 +207,10 @@ std::unique_ptr<Model> Model::load(const fs::path& dir, const LoadOptions& optio
         check_ids(generation_file, gen_ids);
     }
     if (!gguf) m->checkpoint_ = Checkpoint::open(dir);
+    progress(0.15, "weights");
     m->weights_ = ModelWeights::bind(m->checkpoint_, m->config_);
     if (!options.store.empty()) {
+        progress(0.25, "expert store");
         m->store_ = std::make_unique<store::ExpertStore>(store::ExpertStore::open(options.store));
         m->store_->check_matches(m->checkpoint_, m->config_);
         spdlog::debug("experts from {}: {}", options.store.string(),
@@ -267,6 +280,7 @@ std::unique_ptr<Model> Model::load(const fs::path& dir, const LoadOptions& optio
     if (options.backend != "cpu" && options.backend != "cuda" && options.backend != "auto") {
         fail("unknown backend \"{}\" (cpu, cuda, auto)", options.backend);
     }
+    progress(0.35, "backend");
     std::string why;
     if (options.backend == "cuda" || (options.backend == "auto" && cuda_backend_available(&why))) {
         GpuBackendInputs in;
@@ -313,6 +327,7 @@ std::unique_ptr<Model> Model::load(const fs::path& dir, const LoadOptions& optio
             static_cast<double>(ram.released_bytes.load(std::memory_order_relaxed)) / 1e9);
     }
     if (ram_levers) {
+        if (options.warmup_sync) progress(0.9, "RAM warm-up");
         // After the backend started: the experts it moved into VRAM for good are released
         // already (release_resident) and are skipped.
         m->ram_worker_ = std::make_unique<RamWorker>();
@@ -333,7 +348,9 @@ std::unique_ptr<Model> Model::load(const fs::path& dir, const LoadOptions& optio
             });
         }
     }
+    progress(0.97, "memory hints");
     options::apply_memory_hints(options, *m);
+    progress(1.0, "ready");
     return m;
 }
 

@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -86,6 +87,13 @@ struct LoadOptions {
     // checkpoint, routing_stats_path), a file, or "off". When on, every forward pass is learned
     // and, without gpu.ranking, the statistics order the static slots and the RAM warm-up.
     std::string routing_stats = "auto";
+
+    // Called on the loading thread as Model::load moves on: `fraction` in [0, 1], never
+    // decreasing, ending at exactly 1 when the model is ready; `stage` names the step under way
+    // in a word or two ("tokenizer", "weights", "expert store", "backend", "RAM warm-up", and
+    // "ready" with 1). For a front end's progress display (the desktop app's "Loading NAME...
+    // 42%"); it must not throw.
+    std::function<void(double fraction, const std::string& stage)> on_progress;
 };
 
 class Model {

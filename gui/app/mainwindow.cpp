@@ -38,11 +38,13 @@
 #include <spdlog/spdlog.h>
 
 #include "app/applog.h"
+#include "app/modelcatalog.h"
 #include "app/paths.h"
 #include "app/theme.h"
 #include "benchmark/benchmarkdialog.h"
 #include "conversation/chatinput.h"
 #include "conversation/chatview.h"
+#include "conversation/settingspanel.h"
 #include "settings/appsettingsdialog.h"
 #include "settings/profiledialog.h"
 #include "monitor/telemetrydock.h"
@@ -98,8 +100,15 @@ MainWindow::MainWindow(Options options, QWidget* parent)
 
     connect(m_engine, &EngineHost::stateChanged, this, &MainWindow::updateEngineState);
     connect(m_engine, &EngineHost::busyChanged, this, &MainWindow::updateEngineState);
-    connect(m_engine, &EngineHost::ready, this,
-            [this] { m_telemetry->setModel(m_engine->model()); });
+    connect(m_engine, &EngineHost::loadProgress, this, &MainWindow::updateEngineState);
+    connect(m_engine, &EngineHost::ready, this, [this] {
+        m_telemetry->setModel(m_engine->model());
+        if (!m_engine->isDemo()) {
+            noteRecentModel(
+                {m_engine->modelDir(), QString::fromStdString(m_loadOptions.store.string())});
+            fillModelSwitcher();
+        }
+    });
     connect(m_engine, &EngineHost::turnDelta, this, &MainWindow::onTurnDelta);
     connect(m_engine, &EngineHost::turnFinished, this, &MainWindow::onTurnFinished);
     connect(m_engine, &EngineHost::loadFailed, this, &MainWindow::onLoadFailed);
@@ -130,19 +139,71 @@ MainWindow::~MainWindow() {
 void MainWindow::fillModelSwitcher() {
     const QSignalBlocker block(m_modelSwitch);
     m_modelSwitch->clear();
+    auto add = [this](const QString& text, const QString& kind, const QString& data,
+                      const QString& store, const QString& tip) {
+        m_modelSwitch->addItem(text, data);
+        const int i = m_modelSwitch->count() - 1;
+        m_modelSwitch->setItemData(i, kind, kSwitchKindRole);
+        m_modelSwitch->setItemData(i, store, kSwitchStoreRole);
+        m_modelSwitch->setItemData(i, tip, Qt::ToolTipRole);
+    };
+    QStringList profileDirs;
     for (const Profile& p : m_profiles.profiles()) {
         const QString model =
             p.modelDir.isEmpty() ? tr("demo model") : QFileInfo(p.modelDir).fileName();
-        m_modelSwitch->addItem(tr("%1 (%2)").arg(p.name, model), p.name);
+        add(tr("%1 (%2)").arg(p.name, model), QStringLiteral("profile"), p.name, {},
+            tr("Profile %1: %2").arg(p.name, p.modelDir.isEmpty() ? model : p.modelDir));
+        if (!p.modelDir.isEmpty()) profileDirs << p.modelDir;
     }
-    m_modelSwitch->addItem(tr("Demo model"), QString());
+    // Recent first, then what the models folders (and the profiles' folders) hold.
+    const QList<ModelEntry> recent = recentModels();
+    QList<ModelEntry> found = findModels(modelFolders() + profileDirs);
+    found.removeIf([&](const ModelEntry& e) { return recent.contains(e); });
+    auto addModels = [&](const QList<ModelEntry>& list, const QString& prefix) {
+        if (list.isEmpty()) return;
+        m_modelSwitch->insertSeparator(m_modelSwitch->count());
+        for (const ModelEntry& e : list)
+            add(prefix.arg(e.label()), QStringLiteral("model"), e.model, e.store,
+                e.store.isEmpty() ? e.model : tr("%1\nexperts from %2").arg(e.model, e.store));
+    };
+    addModels(recent, tr("Recent: %1"));
+    addModels(found, QStringLiteral("%1"));
+    m_modelSwitch->insertSeparator(m_modelSwitch->count());
+    add(tr("Demo model"), QStringLiteral("demo"), QString(), {},
+        tr("The built-in demo model (random weights)"));
     const bool profileModel = !m_options.demo && m_options.modelDir.isEmpty();
     // Shown while none of the entries runs (--model, --demo).
     m_modelSwitch->setPlaceholderText(
         m_options.demo ? tr("Demo model (--demo)")
                        : tr("%1 (--model)").arg(QFileInfo(m_options.modelDir).fileName()));
-    m_modelSwitch->setCurrentIndex(profileModel ? m_modelSwitch->findData(m_profiles.activeName())
-                                                : -1);
+    int current = -1;
+    if (profileModel) {
+        current = m_modelSwitch->findData(m_profiles.activeName());
+    } else if (!m_options.demo) {
+        // A model chosen here (or --model): its row, when listed.
+        const ModelEntry running{
+            m_options.modelDir,
+            m_modelStore.value_or(QString::fromStdString(m_loadOptions.store.string()))};
+        for (int i = 0; i < m_modelSwitch->count(); ++i) {
+            if (m_modelSwitch->itemData(i, kSwitchKindRole).toString() != QLatin1String("model"))
+                continue;
+            const ModelEntry e{m_modelSwitch->itemData(i).toString(),
+                               m_modelSwitch->itemData(i, kSwitchStoreRole).toString()};
+            if (e == running) {
+                current = i;
+                break;
+            }
+        }
+    }
+    m_modelSwitch->setCurrentIndex(current);
+}
+
+void MainWindow::loadModel(const QString& model, const QString& store) {
+    m_options.modelDir = model;
+    m_options.demo = false;
+    m_modelStore = store;
+    loadActiveProfile();
+    fillModelSwitcher();
 }
 
 void MainWindow::saveWindowState() {
@@ -263,21 +324,11 @@ void MainWindow::buildUi() {
     m_banner->setAccessibleName(tr("Demo model notice"));
     m_banner->hide();
     m_chat = new ChatView(m_messages, right);
-    auto* settingsRow = new QHBoxLayout;
-    m_effort = new QComboBox(right);
-    m_effort->addItems({QStringLiteral("low"), QStringLiteral("medium"), QStringLiteral("high")});
-    m_effort->setCurrentText(QStringLiteral("medium"));
-    m_effort->setAccessibleName(tr("Reasoning effort"));
-    m_systemPrompt = new QPushButton(tr("System prompt..."), right);
-    m_systemPrompt->setAccessibleName(tr("System prompt of this conversation"));
-    settingsRow->addWidget(new QLabel(tr("Reasoning:"), right));
-    settingsRow->addWidget(m_effort);
-    settingsRow->addWidget(m_systemPrompt);
-    settingsRow->addStretch(1);
     auto* inputRow = new QHBoxLayout;
     m_input = new ChatInput(right);
     m_send = new QPushButton(tr("Send"), right);
     m_send->setAccessibleName(tr("Send message"));
+    m_send->setToolTip(tr("Send (Enter or Ctrl+Enter; Shift+Enter: a new line)"));
     m_stop = new QPushButton(tr("Stop"), right);
     m_stop->setAccessibleName(tr("Stop generating"));
     m_stop->setToolTip(tr("Stop (Esc)"));
@@ -288,7 +339,6 @@ void MainWindow::buildUi() {
     inputRow->addLayout(buttons);
     rv->addWidget(m_banner);
     rv->addWidget(m_chat, 1);
-    rv->addLayout(settingsRow);
     rv->addLayout(inputRow);
     split->addWidget(left);
     split->addWidget(right);
@@ -304,23 +354,15 @@ void MainWindow::buildUi() {
     connect(m_chat, &ChatView::editSubmitted, this, &MainWindow::editMessage);
     connect(m_chat, &ChatView::deleteRequested, this, &MainWindow::deleteMessage);
     connect(m_chat, &ChatView::versionRequested, this, &MainWindow::showVersion);
-    connect(m_effort, &QComboBox::currentTextChanged, this, &MainWindow::saveConversationSettings);
-    connect(m_systemPrompt, &QPushButton::clicked, this, [this] {
-        const auto info = m_current ? m_store.conversation(m_current) : std::nullopt;
-        bool ok = false;
-        const QString text = QInputDialog::getMultiLineText(
-            this, tr("System prompt"),
-            tr("Instructions for the assistant in this conversation (empty: none):"),
-            info ? info->systemPrompt : m_draftSystemPrompt, &ok);
-        if (!ok) return;
-        // A New conversation keeps it until its first message stores the conversation.
-        if (m_current == 0)
-            m_draftSystemPrompt = text;
-        else if (!m_store.setConversationSettings(m_current, text, m_effort->currentText()))
-            return;
-        m_systemPrompt->setText(text.isEmpty() ? tr("System prompt...")
-                                               : tr("System prompt (set)..."));
-    });
+
+    // The conversation settings panel, a dock beside the chat.
+    m_panelDock = new QDockWidget(tr("Conversation settings"), this);
+    m_panelDock->setObjectName(QStringLiteral("conversationSettingsDock"));
+    m_panel = new SettingsPanel(m_panelDock);
+    m_panel->setDefaultMaxTokens(appSettings()->value(settingsKey::maxTokens, 2048).toInt());
+    m_panelDock->setWidget(m_panel);
+    addDockWidget(Qt::RightDockWidgetArea, m_panelDock);
+    connect(m_panel, &SettingsPanel::settingsChanged, this, &MainWindow::onSettingsPanelChanged);
 
     // Docks.
     m_telemetry = new TelemetryDock(this);
@@ -344,22 +386,28 @@ void MainWindow::buildUi() {
     m_busy = new QProgressBar(this);
     m_busy->setRange(0, 0);
     m_busy->setMaximumWidth(120);
-    m_busy->setAccessibleName(tr("Working"));
+    m_busy->setAccessibleName(tr("Progress"));
     m_busy->hide();
     m_modelSwitch = new QComboBox(this);
-    m_modelSwitch->setAccessibleName(tr("Model profile"));
+    m_modelSwitch->setAccessibleName(tr("Model"));
     m_modelSwitch->setToolTip(
-        tr("Switch the model: the profiles (Settings > Profiles) and the "
-           "demo model"));
+        tr("Switch the model: the profiles (Settings > Profiles), the checkpoints and expert "
+           "stores in the models folders, the recent models and the demo model"));
     m_modelSwitch->setSizeAdjustPolicy(QComboBox::AdjustToContents);
     statusBar()->addWidget(m_modelSwitch);
     statusBar()->addWidget(m_engineLabel, 1);
     connect(m_modelSwitch, &QComboBox::activated, this, [this](int index) {
+        const QString kind = m_modelSwitch->itemData(index, kSwitchKindRole).toString();
         const QString name = m_modelSwitch->itemData(index).toString();
-        if (name.isEmpty()) {
+        if (kind == QLatin1String("demo")) {
             m_engine->loadDemo(demoModelDir(), demoTokenizerPath());
             return;
         }
+        if (kind == QLatin1String("model")) {
+            loadModel(name, m_modelSwitch->itemData(index, kSwitchStoreRole).toString());
+            return;
+        }
+        if (kind != QLatin1String("profile")) return;
         if (name == m_profiles.activeName() && m_options.modelDir.isEmpty() && !m_options.demo &&
             m_engine->state() == EngineHost::State::ready)
             return;
@@ -368,6 +416,7 @@ void MainWindow::buildUi() {
         if (!m_profiles.save(m_options.profilesPath, &error)) statusBar()->showMessage(error, 6000);
         m_options.modelDir.clear();  // the profile's model from now on
         m_options.demo = false;
+        m_modelStore.reset();
         loadActiveProfile();
     });
     statusBar()->addWidget(m_busy);
@@ -385,11 +434,7 @@ void MainWindow::buildUi() {
     connect(m_copyUrl, &QPushButton::clicked, this,
             [this] { QApplication::clipboard()->setText(m_server->url()); });
 
-    // Shortcuts (Enter / Shift+Enter live in ChatInput).
-    auto* esc = new QShortcut(QKeySequence(Qt::Key_Escape), this);
-    connect(esc, &QShortcut::activated, this, &MainWindow::stopGeneration);
-    auto* find = new QShortcut(QKeySequence::Find, this);
-    connect(find, &QShortcut::activated, m_search, qOverload<>(&QWidget::setFocus));
+    // Keys: Enter / Shift+Enter live in ChatInput, the rest in the menus (buildMenus).
 }
 
 void MainWindow::buildMenus() {
@@ -416,10 +461,47 @@ void MainWindow::buildMenus() {
     quit->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_Q));
     quit->setShortcutContext(Qt::ApplicationShortcut);
 
+    // Chat: every action on the conversation, with its key (docs/DESKTOP.md "Keyboard").
+    QMenu* chat = menuBar()->addMenu(tr("&Chat"));
+    QAction* sendAct = chat->addAction(tr("&Send message"), this, &MainWindow::sendMessage);
+    // Only in the message box (Enter sends there too): an edited message's own box sends with
+    // Ctrl+Enter as well.
+    sendAct->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_Return));
+    sendAct->setShortcutContext(Qt::WidgetShortcut);
+    m_input->addAction(sendAct);
+    QAction* stopAct = chat->addAction(tr("S&top generating"), this, &MainWindow::stopGeneration);
+    stopAct->setShortcut(QKeySequence(Qt::Key_Escape));
+    stopAct->setShortcutContext(Qt::WindowShortcut);
+    chat->addSeparator();
+    QAction* regenAct =
+        chat->addAction(tr("&Regenerate the last reply"), this, &MainWindow::regenerateLast);
+    regenAct->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_R));
+    QAction* copyAct =
+        chat->addAction(tr("&Copy the last reply"), this, &MainWindow::copyLastReply);
+    copyAct->setShortcut(QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_C));
+    QAction* editAct =
+        chat->addAction(tr("&Edit your last message"), this, &MainWindow::editLastMessage);
+    // Not Ctrl+E: that is "end of line" in text fields on Linux desktops.
+    editAct->setShortcut(QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_E));
+    QAction* deleteAct =
+        chat->addAction(tr("&Delete the last message"), this, &MainWindow::deleteLastMessage);
+    deleteAct->setShortcut(QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_Backspace));
+    chat->addSeparator();
+    QAction* focusAct =
+        chat->addAction(tr("Go to the &message box"), this, [this] { m_input->setFocus(); });
+    focusAct->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_L));
+    QAction* searchAct =
+        chat->addAction(tr("Search conversations"), this, [this] { m_search->setFocus(); });
+    searchAct->setShortcut(QKeySequence::Find);
+
     QMenu* settings = menuBar()->addMenu(tr("&Settings"));
     QAction* appSettingsAct =
         settings->addAction(tr("&Settings..."), this, &MainWindow::openSettings);
-    appSettingsAct->setShortcut(QKeySequence::Preferences);
+    // Ctrl+, everywhere (QKeySequence::Preferences is empty on Windows and most Linux desktops).
+    QList<QKeySequence> prefs{QKeySequence(Qt::CTRL | Qt::Key_Comma)};
+    for (const QKeySequence& k : QKeySequence::keyBindings(QKeySequence::Preferences))
+        if (!prefs.contains(k)) prefs << k;
+    appSettingsAct->setShortcuts(prefs);
     settings->addAction(tr("&Profiles (engine settings)..."), this, &MainWindow::openProfiles);
 
     QMenu* tools = menuBar()->addMenu(tr("&Tools"));
@@ -431,9 +513,25 @@ void MainWindow::buildMenus() {
         tr("Copy API URL"), this, [this] { QApplication::clipboard()->setText(m_server->url()); });
 
     QMenu* view = menuBar()->addMenu(tr("&View"));
-    view->addAction(m_telemetry->toggleViewAction());
-    for (QDockWidget* d : findChildren<QDockWidget*>())
-        if (d != m_telemetry) view->addAction(d->toggleViewAction());
+    QAction* listAct = view->addAction(tr("Conversation &list"));
+    listAct->setCheckable(true);
+    listAct->setChecked(true);
+    listAct->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_B));
+    QWidget* listPane = m_split->widget(0);
+    connect(listAct, &QAction::toggled, listPane, &QWidget::setVisible);
+    QAction* panelAct = m_panelDock->toggleViewAction();
+    panelAct->setShortcut(QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_S));
+    view->addAction(panelAct);
+    QAction* telemetryAct = m_telemetry->toggleViewAction();
+    telemetryAct->setShortcut(QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_T));
+    view->addAction(telemetryAct);
+    for (QDockWidget* d : findChildren<QDockWidget*>()) {
+        if (d == m_telemetry || d == m_panelDock) continue;
+        QAction* a = d->toggleViewAction();
+        if (d->objectName() == QLatin1String("logsDock"))
+            a->setShortcut(QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_L));
+        view->addAction(a);
+    }
     view->addAction(tr("Open the log folder"), this,
                     [] { QDesktopServices::openUrl(QUrl::fromLocalFile(logDir())); });
 
@@ -540,10 +638,8 @@ void MainWindow::selectConversation(qint64 id) {
         if (!m_streamReasoning.isEmpty() || !m_streamContent.isEmpty())
             m_messages->appendDelta(m_streamReasoning, m_streamContent);
     }
-    const QSignalBlocker block(m_effort);
-    m_effort->setCurrentText(info->reasoningEffort);
-    m_systemPrompt->setText(info->systemPrompt.isEmpty() ? tr("System prompt...")
-                                                         : tr("System prompt (set)..."));
+    m_panel->flush();  // a prompt still being typed belongs to the conversation left
+    m_panel->setSettings({info->systemPrompt, info->reasoningEffort, info->sampling});
     const int row = m_conversations->rowOf(id);
     if (row >= 0) m_list->setCurrentIndex(m_conversations->index(row));
 }
@@ -552,9 +648,12 @@ void MainWindow::newConversation() {
     // A draft: stored with its first message, so an untouched New leaves no empty row.
     m_current = 0;
     m_pendingScroll = -1;
-    m_draftSystemPrompt.clear();
+    m_panel->flush();
     m_messages->setMessages({});
-    m_systemPrompt->setText(tr("System prompt..."));
+    // The sampling settings and the reasoning effort carry over; the system prompt does not.
+    ConversationSettings draft = m_panel->settings();
+    draft.systemPrompt.clear();
+    m_panel->setSettings(draft);
     m_list->clearSelection();
     m_list->setCurrentIndex({});
     m_input->setFocus();
@@ -597,12 +696,40 @@ void MainWindow::onTurnDelta(const QString& reasoning, const QString& content) {
         m_messages->appendDelta(reasoning, content, m_engine->batcher().releasedPieces());
 }
 
-void MainWindow::saveConversationSettings() {
+void MainWindow::onSettingsPanelChanged() {
+    // A New conversation keeps them in the panel until its first message stores it.
     if (m_current == 0) return;
-    const auto info = m_store.conversation(m_current);
-    if (info)
-        m_store.setConversationSettings(m_current, info->systemPrompt, m_effort->currentText());
+    const ConversationSettings c = m_panel->settings();
+    if (!m_store.setConversationSettings(m_current, c.systemPrompt, c.reasoningEffort) ||
+        !m_store.setConversationSampling(m_current, c.sampling))
+        statusBar()->showMessage(m_store.lastError(), 6000);
 }
+
+int MainWindow::lastRowOf(const QString& role) const {
+    for (int row = m_messages->rowCount() - 1; row >= 0; --row)
+        if (m_messages->at(row).role == role) return row;
+    return -1;
+}
+
+void MainWindow::regenerateLast() { regenerate(lastRowOf(QStringLiteral("assistant"))); }
+
+void MainWindow::copyLastReply() {
+    const int row = lastRowOf(QStringLiteral("assistant"));
+    if (row < 0 || m_messages->isStreaming()) return;
+    QApplication::clipboard()->setText(m_messages->at(row).content);
+    statusBar()->showMessage(tr("Reply copied."), 3000);
+}
+
+void MainWindow::editLastMessage() {
+    const int row = lastRowOf(QStringLiteral("user"));
+    if (row < 0 || m_engine->busy()) return;
+    if (MessageWidget* w = m_chat->messageWidget(row)) {
+        m_chat->ensureWidgetVisible(w);
+        w->startEdit();
+    }
+}
+
+void MainWindow::deleteLastMessage() { deleteMessage(m_messages->rowCount() - 1); }
 
 void MainWindow::sendMessage() {
     const QString text = m_input->toPlainText().trimmed();
@@ -618,8 +745,10 @@ void MainWindow::sendMessage() {
             QMessageBox::warning(this, tr("Conversations"), m_store.lastError());
             return;
         }
-        m_store.setConversationSettings(id, m_draftSystemPrompt, m_effort->currentText());
-        m_draftSystemPrompt.clear();
+        m_panel->flush();
+        const ConversationSettings c = m_panel->settings();
+        m_store.setConversationSettings(id, c.systemPrompt, c.reasoningEffort);
+        m_store.setConversationSampling(id, c.sampling);
         m_current = id;
         m_messages->setMessages({});
     }
@@ -638,15 +767,22 @@ void MainWindow::sendMessage() {
 }
 
 void MainWindow::startTurn() {
-    const auto info = m_store.conversation(m_current);
+    // The panel shows the open conversation's settings (stored with it as they change).
+    m_panel->flush();
+    const ConversationSettings c = m_panel->settings();
     TurnRequest req;
-    req.maxTokens = appSettings()->value(QStringLiteral("chat/maxTokens"), 2048).toInt();
+    req.maxTokens = c.sampling.maxTokens > 0
+                        ? c.sampling.maxTokens
+                        : appSettings()->value(settingsKey::maxTokens, 2048).toInt();
     if (m_turnTokenLimit > 0) req.maxTokens = std::min(req.maxTokens, m_turnTokenLimit);
     for (const ChatMessage& m : m_messages->items()) req.history.push_back({m.role, m.content});
-    if (info) {
-        req.systemPrompt = info->systemPrompt;
-        req.reasoningEffort = info->reasoningEffort;
-    }
+    req.systemPrompt = c.systemPrompt;
+    req.reasoningEffort = c.reasoningEffort;
+    req.temperature = c.sampling.temperature;
+    req.topP = c.sampling.topP;
+    req.topK = c.sampling.topK;
+    req.minP = c.sampling.minP;
+    req.seed = c.sampling.fixedSeed ? static_cast<quint64>(c.sampling.seed) : 0;
     m_turnConversation = m_current;
     m_streamReasoning.clear();
     m_streamContent.clear();
@@ -783,12 +919,21 @@ void MainWindow::updateEngineState() {
     m_engineLabel->setToolTip(warning);
     m_engineLabel->setStyleSheet(warning.isEmpty() ? QString()
                                                    : QStringLiteral("QLabel { color: #b9770e; }"));
+    // Loading: how far (LoadOptions::on_progress); generating: busy without an end.
+    const int percent = m_engine->loadPercent();
+    if (percent >= 0) {
+        m_busy->setRange(0, 100);
+        m_busy->setValue(percent);
+        m_busy->setFormat(QStringLiteral("%p%"));
+    } else {
+        m_busy->setRange(0, 0);
+    }
+    m_busy->setAccessibleDescription(percent >= 0 ? text : QString());
     m_busy->setVisible(s == EngineHost::State::loading || m_engine->busy());
     m_banner->setVisible(s == EngineHost::State::ready && m_engine->isDemo());
     const bool ready = s == EngineHost::State::ready;
     m_send->setEnabled(ready && !m_engine->busy());
     m_stop->setEnabled(m_engine->busy());
-    m_effort->setEnabled(!m_engine->busy());
 }
 
 QString MainWindow::engineWarning() const {
@@ -842,7 +987,23 @@ void MainWindow::loadActiveProfile() {
         m_engine->loadDemo(demoModelDir(), demoTokenizerPath());
         return;
     }
-    const Profile& p = m_profiles.active();
+    Profile p = m_profiles.active();
+    if (!m_options.modelDir.isEmpty()) {
+        // Another model (--model, the switcher) with this profile's engine settings: the
+        // profile's store belongs to its own model; the switcher names the store to use.
+        const bool ownModel = p.modelDir == m_options.modelDir;
+        p.modelDir = m_options.modelDir;
+        if (m_modelStore)
+            p.store = *m_modelStore;
+        else if (!ownModel)
+            p.store.clear();
+        if (p.store.isEmpty()) {
+            // The RAM levers act on a store's records (Profile::toLoadOptions refuses them
+            // without one).
+            for (const char* lever : {"warmup-ram", "lock-ram", "release-resident"})
+                p.values.remove(QLatin1String(lever));
+        }
+    }
     LoadOptions o;
     try {
         o = p.toLoadOptions();
@@ -850,11 +1011,8 @@ void MainWindow::loadActiveProfile() {
         onLoadFailed(QString::fromUtf8(e.what()));
         return;
     }
-    const QString dir = !m_options.modelDir.isEmpty() ? m_options.modelDir : p.modelDir;
+    const QString dir = p.modelDir;
     if (!dir.isEmpty()) {
-        if (!m_options.modelDir.isEmpty() && p.modelDir != m_options.modelDir) {
-            o.store.clear();  // the profile's store belongs to its own model
-        }
         m_loadOptions = o;
         m_engine->load(dir, o);
         return;
@@ -916,6 +1074,7 @@ void MainWindow::openWizard() {
         if (!m_profiles.save(m_options.profilesPath, &error))
             QMessageBox::warning(this, tr("Profiles"), error);
         m_options.modelDir.clear();
+        m_modelStore.reset();
         fillModelSwitcher();
         loadActiveProfile();
     });
@@ -927,6 +1086,7 @@ void MainWindow::openProfiles() {
     dialog->setAttribute(Qt::WA_DeleteOnClose);
     connect(dialog, &ProfileDialog::applied, this, [this](const Profile&) {
         m_options.modelDir.clear();  // the profile's model from now on
+        m_modelStore.reset();
         fillModelSwitcher();
         loadActiveProfile();
     });

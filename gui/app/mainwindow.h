@@ -1,7 +1,10 @@
-// The main window: conversation list (new, rename, delete, search) on the left, the chat on the
-// right (demo banner, messages, per-conversation reasoning effort and system prompt, input with
-// Send / Stop), telemetry and logs docks, the API server controls (tray menu, or the status bar
-// when there is no system tray), and the menus for export, profiles, setup wizard and theme.
+// The main window: conversation list (new, rename, delete, search) on the left, the chat in the
+// middle (demo banner, messages, input with Send / Stop), the conversation settings panel
+// (sampling, seed, token limit, reasoning effort, system prompt; a dock), telemetry and logs
+// docks, the API server controls (tray menu, or the status bar when there is no system tray),
+// the status bar's model switcher (profiles, models found on disk, recent models, the demo) and
+// load progress, and the menus for export, chat actions, profiles, setup wizard and panels.
+// Every action has a shortcut or a menu entry (docs/DESKTOP.md "Keyboard").
 //
 // GUI thread only. It owns the ConversationStore and both list models and is the only code that
 // changes them; the engine's results arrive through EngineHost's queued signals.
@@ -20,7 +23,10 @@
 #include "conversation/messagemodel.h"
 #include "settings/profile.h"
 
+#include <optional>
+
 class QComboBox;
+class QDockWidget;
 class QSplitter;
 class QLabel;
 class QLineEdit;
@@ -37,6 +43,7 @@ class BenchmarkDialog;
 class ChatInput;
 class ChatView;
 class ServerControl;
+class SettingsPanel;
 class TelemetryDock;
 
 class MainWindow : public QMainWindow {
@@ -50,6 +57,9 @@ public:
         bool askFirstRun = true;  // no model anywhere: ask (wizard / demo) instead of the demo
         bool useTray = true;      // false: server controls in the window even with a tray
     };
+
+    // The model switcher's item roles (modelSwitcher()).
+    enum SwitcherRole { kSwitchKindRole = Qt::UserRole + 1, kSwitchStoreRole };
 
     explicit MainWindow(Options options, QWidget* parent = nullptr);
     ~MainWindow() override;
@@ -101,8 +111,24 @@ public slots:
     QListView* conversationList() const { return m_list; }
     QSplitter* splitter() const { return m_split; }
     QLabel* engineLabel() const { return m_engineLabel; }
-    // The status bar's quick model switcher: the profiles, then the demo model.
+    // The status bar's quick model switcher: the profiles, the models found in the models
+    // folders (app/modelcatalog.h), the recently loaded ones, then the demo model. Each item's
+    // Qt::UserRole is the profile name ("" for the demo) or the model path, kSwitchKindRole its
+    // kind and kSwitchStoreRole a model's store.
     QComboBox* modelSwitcher() const { return m_modelSwitch; }
+    // Rescans the models folders and the recent list into the switcher.
+    void fillModelSwitcher();
+    // Loads a checkpoint (and store) with the active profile's engine settings.
+    void loadModel(const QString& model, const QString& store);
+    // The conversation settings panel and its dock (View > Conversation settings).
+    SettingsPanel* settingsPanel() const { return m_panel; }
+    QDockWidget* settingsDock() const { return m_panelDock; }
+    QProgressBar* busyBar() const { return m_busy; }
+    // Chat > Regenerate / Copy / Edit / Delete act on the last reply or message of yours.
+    void regenerateLast();
+    void copyLastReply();
+    void editLastMessage();
+    void deleteLastMessage();
 
 protected:
     void closeEvent(QCloseEvent* event) override;
@@ -121,14 +147,14 @@ private:
     void onLoadFailed(const QString& error);
     void openWizard();
     void openProfiles();
-    void saveConversationSettings();
     void restoreWindowState();
     void onTurnDelta(const QString& reasoning, const QString& content);
     void refreshListRow(qint64 id);
     // Why the engine runs otherwise than the loaded profile asked (the persistent CPU team not
     // loadable); "" when it runs as asked.
     QString engineWarning() const;
-    void fillModelSwitcher();
+    void onSettingsPanelChanged();
+    int lastRowOf(const QString& role) const;
 
     Options m_options;
     ConversationStore m_store;
@@ -142,9 +168,10 @@ private:
     // The reply streaming into m_turnConversation so far, to show it again when that
     // conversation is reopened while it streams.
     QString m_streamReasoning, m_streamContent;
-    QString m_draftSystemPrompt;  // the system prompt of a New conversation not stored yet
-    int m_pendingScroll = -1;     // restored scroll position, applied once the view is laid out
-    LoadOptions m_loadOptions;    // what the running model was loaded with
+    int m_pendingScroll = -1;   // restored scroll position, applied once the view is laid out
+    LoadOptions m_loadOptions;  // what the running model was loaded with
+    // The store chosen with a model in the switcher (replaces the profile's); unset for --model.
+    std::optional<QString> m_modelStore;
 
     QSplitter* m_split = nullptr;
     QLineEdit* m_search = nullptr;
@@ -154,8 +181,8 @@ private:
     ChatInput* m_input = nullptr;
     QPushButton* m_send = nullptr;
     QPushButton* m_stop = nullptr;
-    QComboBox* m_effort = nullptr;
-    QPushButton* m_systemPrompt = nullptr;
+    SettingsPanel* m_panel = nullptr;
+    QDockWidget* m_panelDock = nullptr;
     QLabel* m_engineLabel = nullptr;
     QComboBox* m_modelSwitch = nullptr;
     QProgressBar* m_busy = nullptr;

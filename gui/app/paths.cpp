@@ -33,6 +33,7 @@ QString appConfigDir() {
 QString conversationsPath() { return appDataDir() + QStringLiteral("/conversations.sqlite"); }
 QString logDir() { return ensured(appDataDir() + QStringLiteral("/logs")); }
 QString demoModelDir() { return appDataDir() + QStringLiteral("/demo"); }
+QString modelsDir() { return ensured(appDataDir() + QStringLiteral("/models")); }
 QString profilesPath() { return appConfigDir() + QStringLiteral("/profiles.json"); }
 
 QString demoTokenizerPath() {

@@ -4,6 +4,8 @@
 //   AppLocalDataLocation/conversations.sqlite    chats (ConversationStore)
 //   AppLocalDataLocation/logs/neural-desktop.log rotating log
 //   AppLocalDataLocation/demo                    the built-in demo model (random weights)
+//   AppLocalDataLocation/models                  checkpoints and expert stores the model
+//                                                switcher lists (app/modelcatalog.h)
 //   AppConfigLocation/profiles.json              profiles (ProfileStore)
 //   AppConfigLocation/settings.ini               window layout, theme, API and chat settings
 //                                                (appSettings; keys in settings/appsettingsdialog.h)
@@ -19,6 +21,7 @@ QString appConfigDir();
 QString conversationsPath();
 QString logDir();
 QString demoModelDir();
+QString modelsDir();  // created on first use
 QString profilesPath();
 // Where an installation keeps the demo model's tokenizer.json, relative to the install prefix
 // (bin/ holds the executables).

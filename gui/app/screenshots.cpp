@@ -15,6 +15,7 @@
 #include "conversation/chatinput.h"
 #include "conversation/chatview.h"
 #include "conversation/messagemodel.h"
+#include "conversation/settingspanel.h"
 #include "monitor/telemetrydock.h"
 #include "settings/appsettingsdialog.h"
 #include "settings/profiledialog.h"
@@ -113,6 +114,11 @@ const char* const kChatReply =
 void chatScene(MainWindow* window, const QString& dir, std::function<void()> next) {
     window->engine()->setForcedOutput(QString::fromUtf8(kChatReply));
     window->setTurnTokenLimit(400);
+    // The settings panel shows a conversation of its own: a preset and a system prompt.
+    SettingsPanel* panel = window->settingsPanel();
+    panel->applyPreset(QStringLiteral("Precise"));
+    panel->systemPromptEdit()->setPlainText(
+        QStringLiteral("You are a patient Python tutor. Keep answers short."));
     window->input()->setPlainText(
         QStringLiteral("Write a Python function for the squares of the even numbers."));
     window->sendMessage();
@@ -163,6 +169,7 @@ void takeScreenshots(MainWindow* window, const QString& dir) {
             window->telemetry()->poll();
             QTimer::singleShot(300, window, [window, dir] {
                 save(window, dir + QStringLiteral("/main.png"));
+                save(window->settingsDock(), dir + QStringLiteral("/settings-panel.png"));
                 save(window->telemetry(), dir + QStringLiteral("/telemetry.png"));
                 {
                     ProfileStore profiles;

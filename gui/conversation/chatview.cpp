@@ -12,6 +12,7 @@
 #include <QLabel>
 #include <QPainter>
 #include <QPalette>
+#include <QShortcut>
 #include <QPlainTextEdit>
 #include <QPushButton>
 #include <QScopedValueRollback>
@@ -308,6 +309,15 @@ MessageWidget::MessageWidget(QWidget* parent) : QFrame(parent) {
 
     connect(m_copy, &QPushButton::clicked, this,
             [this] { QApplication::clipboard()->setText(m_content); });
+    // The keys of a message that has the focus (Tab reaches it): copy and delete it.
+    auto* copyKey = new QShortcut(QKeySequence::Copy, this);
+    copyKey->setContext(Qt::WidgetShortcut);
+    connect(copyKey, &QShortcut::activated, m_copy, &QPushButton::click);
+    auto* deleteKey = new QShortcut(QKeySequence::Delete, this);
+    deleteKey->setContext(Qt::WidgetShortcut);
+    connect(deleteKey, &QShortcut::activated, this, [this] {
+        if (m_delete->isVisible() && m_delete->isEnabled()) emit deleteRequested();
+    });
     connect(m_edit, &QPushButton::clicked, this, &MessageWidget::startEdit);
     connect(m_regenerate, &QPushButton::clicked, this, &MessageWidget::regenerateRequested);
     connect(m_delete, &QPushButton::clicked, this, &MessageWidget::deleteRequested);
@@ -322,9 +332,6 @@ void MessageWidget::setMessage(const ChatMessage& m, bool canRegenerate) {
     m_user = m.role == QLatin1String("user");
     m_role->setText(m_user ? tr("You") : tr("Assistant"));
     m_content = m.content;
-    // What a screen reader says for the message: who wrote it and its text.
-    setAccessibleName(m_user ? tr("Your message") : tr("Assistant reply"));
-    setAccessibleDescription(m.content.left(2000));
     if (streaming) {
         m_body->showStreamingMarkdown(m.content.isEmpty() ? tr("...") : m.content);
         m_renderedFinal = false;
@@ -332,6 +339,12 @@ void MessageWidget::setMessage(const ChatMessage& m, bool canRegenerate) {
         m_body->showMarkdown(m.content);
         m_renderedFinal = true;
     }
+    // What a screen reader says for the message: who wrote it and its text as shown (the name,
+    // read first, with the start of it; the description with all of it).
+    const QString who = m_user ? tr("You") : tr("Assistant");
+    const QString plain = m_body->toPlainText().simplified();
+    setAccessibleName(plain.isEmpty() ? who : tr("%1: %2").arg(who, plain.left(300)));
+    setAccessibleDescription(plain.left(4000));
     if (m.reasoning != m_renderedReasoning) {
         m_reasoning->setText(
             m.reasoning.toHtmlEscaped().replace(QLatin1Char('\n'), QStringLiteral("<br>")));

@@ -48,6 +48,9 @@ const QList<QStringList>& migrations() {
         // 3: the versions of regenerated replies (JSON array) and the one shown.
         {QStringLiteral("ALTER TABLE messages ADD COLUMN versions TEXT NOT NULL DEFAULT '[]'"),
          QStringLiteral("ALTER TABLE messages ADD COLUMN version INTEGER NOT NULL DEFAULT 0")},
+        // 4: the conversation's sampling settings (SamplingSettings::toJson; '{}': defaults).
+        {QStringLiteral("ALTER TABLE conversations ADD COLUMN sampling TEXT NOT NULL DEFAULT "
+                        "'{}'")},
     };
     return steps;
 }
@@ -165,7 +168,7 @@ QList<ConversationInfo> ConversationStore::conversations(const QString& filter) 
     QList<ConversationInfo> out;
     QSqlQuery q(QSqlDatabase::database(m_connection));
     QString sql = QStringLiteral(
-        "SELECT id, title, created_ms, updated_ms, system_prompt, reasoning_effort "
+        "SELECT id, title, created_ms, updated_ms, system_prompt, reasoning_effort, sampling "
         "FROM conversations c");
     if (!filter.isEmpty())
         sql += QStringLiteral(
@@ -187,6 +190,9 @@ QList<ConversationInfo> ConversationStore::conversations(const QString& filter) 
         c.updatedMs = q.value(3).toLongLong();
         c.systemPrompt = q.value(4).toString();
         c.reasoningEffort = q.value(5).toString();
+        // Not an object (a damaged or hand-edited row): the defaults.
+        c.sampling = SamplingSettings::fromJson(
+            QJsonDocument::fromJson(q.value(6).toString().toUtf8()).object());
         out.push_back(c);
     }
     return out;
@@ -455,6 +461,18 @@ QString ConversationStore::exportMarkdown(qint64 conversationId) {
     return md;
 }
 
+bool ConversationStore::setConversationSampling(qint64 id, const SamplingSettings& sampling) {
+    QSqlQuery q(QSqlDatabase::database(m_connection));
+    q.prepare(QStringLiteral("UPDATE conversations SET sampling = ? WHERE id = ?"));
+    q.addBindValue(
+        QString::fromUtf8(QJsonDocument(sampling.toJson()).toJson(QJsonDocument::Compact)));
+    q.addBindValue(id);
+    if (!q.exec())
+        return fail(QStringLiteral("cannot save the sampling settings of conversation %1").arg(id),
+                    q.lastError().text());
+    return true;
+}
+
 QByteArray ConversationStore::exportJson(qint64 conversationId) {
     const auto info = conversation(conversationId);
     if (!info) return {};
@@ -472,6 +490,7 @@ QByteArray ConversationStore::exportJson(qint64 conversationId) {
     const QJsonObject root{{QStringLiteral("title"), info->title},
                            {QStringLiteral("system_prompt"), info->systemPrompt},
                            {QStringLiteral("reasoning_effort"), info->reasoningEffort},
+                           {QStringLiteral("sampling"), info->sampling.toJson()},
                            {QStringLiteral("messages"), list}};
     return QJsonDocument(root).toJson(QJsonDocument::Indented);
 }

@@ -14,6 +14,8 @@
 #include <QSqlDatabase>
 #include <QString>
 
+#include "conversation/samplingsettings.h"
+
 namespace neural::gui {
 
 struct ConversationInfo {
@@ -23,6 +25,7 @@ struct ConversationInfo {
     qint64 updatedMs = 0;
     QString systemPrompt;                                // developer instructions; empty: none
     QString reasoningEffort = QStringLiteral("medium");  // low / medium / high
+    SamplingSettings sampling;  // a conversation from before schema 4: the defaults
 };
 
 // One version of an assistant reply (regenerate keeps the earlier ones).
@@ -49,7 +52,7 @@ struct StoredMessage {
 
 class ConversationStore {
 public:
-    static constexpr int kSchemaVersion = 3;
+    static constexpr int kSchemaVersion = 4;
 
     ConversationStore();
     ~ConversationStore();
@@ -72,6 +75,7 @@ public:
     bool renameConversation(qint64 id, const QString& title);
     bool setConversationSettings(qint64 id, const QString& systemPrompt,
                                  const QString& reasoningEffort);
+    bool setConversationSampling(qint64 id, const SamplingSettings& sampling);
     bool deleteConversation(qint64 id);  // with its messages
 
     QList<StoredMessage> messages(qint64 conversationId);
@@ -88,7 +92,7 @@ public:
     bool setMessageVersions(qint64 messageId, const QList<MessageVersion>& versions, int selected);
 
     // The conversation as Markdown (title, then each message under its role) and as JSON
-    // ({"title", "system_prompt", "reasoning_effort", "messages": [...]}).
+    // ({"title", "system_prompt", "reasoning_effort", "sampling", "messages": [...]}).
     QString exportMarkdown(qint64 conversationId);
     QByteArray exportJson(qint64 conversationId);
 

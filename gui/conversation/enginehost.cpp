@@ -6,6 +6,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <optional>
@@ -63,7 +64,9 @@ QString EngineHost::stateText() const {
         case State::empty:
             return tr("No model loaded");
         case State::loading:
-            return tr("Loading %1 ...").arg(m_modelDir);
+            return tr("Loading %1\u2026 %2%")
+                .arg(QFileInfo(m_modelDir).fileName())
+                .arg(m_loadPercent);
         case State::ready:
             return tr("Ready: %1").arg(modelSummary());
         case State::failed:
@@ -119,7 +122,15 @@ bool EngineHost::unloadModel() {
     return true;
 }
 
-void EngineHost::startLoad(std::function<std::shared_ptr<const Model>()> work, const QString& dir) {
+void EngineHost::setLoadProgress(int percent, const QString& stage) {
+    if (m_state != State::loading || percent <= m_loadPercent) return;
+    m_loadPercent = percent;
+    m_loadStage = stage;
+    emit loadProgress(percent, stage);
+}
+
+void EngineHost::startLoad(std::function<std::shared_ptr<const Model>(const Progress&)> work,
+                           const QString& dir) {
     if (m_loader) {
         m_error = tr("a model is still loading");
         emit loadFailed(m_error);
@@ -129,11 +140,24 @@ void EngineHost::startLoad(std::function<std::shared_ptr<const Model>()> work, c
     m_modelDir = dir;
     m_error.clear();
     m_isDemo = false;
+    m_loadPercent = 0;
+    m_loadStage.clear();
     setState(State::loading);
     auto result = std::make_shared<std::pair<std::shared_ptr<const Model>, QString>>();
-    m_loader = QThread::create([work = std::move(work), result] {
+    // Called on the loader thread; delivered on this one (this object outlives the loader: the
+    // destructor waits for it). Whole percents only, so a fine-grained load posts ~100 events.
+    auto lastPosted = std::make_shared<int>(0);
+    Progress progress = [this, lastPosted](double fraction, const std::string& stage) {
+        const int percent = static_cast<int>(std::clamp(fraction, 0.0, 1.0) * 100.0);
+        if (percent <= *lastPosted) return;
+        *lastPosted = percent;
+        const QString what = QString::fromStdString(stage);
+        QMetaObject::invokeMethod(
+            this, [this, percent, what] { setLoadProgress(percent, what); }, Qt::QueuedConnection);
+    };
+    m_loader = QThread::create([work = std::move(work), result, progress] {
         try {
-            result->first = work();
+            result->first = work(progress);
         } catch (const std::exception& e) {
             result->second = QString::fromUtf8(e.what());
         }
@@ -149,6 +173,7 @@ void EngineHost::startLoad(std::function<std::shared_ptr<const Model>()> work, c
             emit loadFailed(m_error);
             return;
         }
+        setLoadProgress(100, QStringLiteral("ready"));
         m_model = std::move(result->first);
         m_isDemo = QFileInfo::exists(m_modelDir + QLatin1Char('/') +
                                      QString::fromLatin1(synth::kSynthMarkerFile));
@@ -162,15 +187,20 @@ void EngineHost::startLoad(std::function<std::shared_ptr<const Model>()> work, c
 
 void EngineHost::load(const QString& dir, const LoadOptions& options) {
     const std::string path = utf8(dir);
-    startLoad([path, options] { return std::shared_ptr<const Model>(Model::load(path, options)); },
-              dir);
+    startLoad(
+        [path, options](const Progress& progress) {
+            LoadOptions o = options;
+            o.on_progress = progress;
+            return std::shared_ptr<const Model>(Model::load(path, o));
+        },
+        dir);
 }
 
 void EngineHost::loadDemo(const QString& dir, const QString& tokenizer) {
     const std::string path = utf8(dir);
     const std::string tok = utf8(tokenizer);
     startLoad(
-        [path, tok] {
+        [path, tok](const Progress& progress) {
             if (!std::filesystem::exists(std::filesystem::path(path) / "config.json")) {
                 if (tok.empty())
                     fail(
@@ -186,7 +216,9 @@ void EngineHost::loadDemo(const QString& dir, const QString& tokenizer) {
                 w.threads = 2;   // leave the rest of the machine alone
                 synth::write_checkpoint(synth::make_plan(o), path, w);
             }
-            return std::shared_ptr<const Model>(Model::load(path));
+            LoadOptions o;
+            o.on_progress = progress;
+            return std::shared_ptr<const Model>(Model::load(path, o));
         },
         dir);
 }
@@ -217,7 +249,13 @@ bool EngineHost::send(const TurnRequest& request) {
             req.history.push_back(chat::Message::user(utf8(t.content)));
     }
     req.max_tokens = std::max(1, request.maxTokens);
+    // The API's fields (openai::parse_chat_request fills the same SamplingParams; the panel's
+    // widgets hold the values within its limits).
     req.sampling.temperature = static_cast<float>(request.temperature);
+    req.sampling.top_p = static_cast<float>(request.topP);
+    req.sampling.top_k = request.topK;
+    req.sampling.min_p = static_cast<float>(request.minP);
+    req.seed_given = request.seed != 0;
     req.sampling.seed = request.seed != 0 ? request.seed : std::random_device{}();
     const QString forced = request.forcedOutput.isEmpty() ? m_forcedOutput : request.forcedOutput;
     if (!forced.isEmpty()) req.forced_output = utf8(forced);
@@ -276,6 +314,7 @@ bool EngineHost::send(const TurnRequest& request) {
         emit busyChanged(false);
         emit turnFinished(r);
     };
+    m_lastRequest = job->chat;  // before the engine thread may read the job
     if (!m_queue->enqueue(job)) return false;
     m_jobId = job->id;
     emit busyChanged(true);

@@ -20,6 +20,7 @@
 #include <functional>
 #include <memory>
 
+#include "chat/openai.h"
 #include "conversation/deltabatcher.h"
 #include "runtime/model.h"
 
@@ -39,7 +40,11 @@ struct TurnRequest {
     QString systemPrompt;     // developer instructions; empty: none
     QString reasoningEffort = QStringLiteral("medium");
     int maxTokens = 2048;  // also capped by the context left
+    // The sampler's settings (SamplingParams; the limits are the API's, SamplingSettings).
     double temperature = 1.0;
+    double topP = 1.0;
+    int topK = 0;
+    double minP = 0.0;
     quint64 seed = 0;  // 0: a fresh seed per turn
     // Harmony text emitted instead of sampling at the start of the reply (special tokens count
     // as such); sampling continues after it. Tests use it to get reasoning and answer text from
@@ -73,7 +78,7 @@ public:
     explicit EngineHost(QObject* parent = nullptr);
     ~EngineHost() override;
 
-    // Loads `dir` (async; stateChanged/ready/loadFailed follow). A running turn is cancelled and
+    // Loads `dir` (async; loadProgress, then stateChanged/ready/loadFailed follow). A running turn is cancelled and
     // the previous model unloaded first (modelUnloading lets the API server let go of it).
     // The CPU team's thread count is options.threads.
     void load(const QString& dir, const LoadOptions& options = {});
@@ -87,7 +92,9 @@ public:
     bool unloadModel();
 
     State state() const { return m_state; }
-    QString stateText() const;
+    QString stateText() const;  // "Loading NAME... 42%" while loading
+    // The load's progress in percent (LoadOptions::on_progress) while loading, else -1.
+    int loadPercent() const { return m_state == State::loading ? m_loadPercent : -1; }
     QString modelDir() const { return m_modelDir; }
     // True for a synthetic checkpoint (its weights are random: replies are nonsense).
     bool isDemo() const { return m_isDemo; }
@@ -104,10 +111,15 @@ public:
     DeltaBatcher& batcher() { return m_batcher; }
     // Test hook: TurnRequest::forcedOutput for every turn (the smoke tests' main window).
     void setForcedOutput(const QString& text) { m_forcedOutput = text; }
+    // The chat request of the last turn sent, as its job carries it to the engine host (the
+    // sampling parameters reach the sampler from there as an API request's do).
+    const openai::ChatRequest& lastRequest() const { return m_lastRequest; }
 
 signals:
     void stateChanged(neural::gui::EngineHost::State state);
     void ready();
+    // While loading: the percent done (rising, 100 when the model is ready) and the step.
+    void loadProgress(int percent, const QString& stage);
     void loadFailed(const QString& error);
     void modelUnloading();
     void turnStarted();
@@ -117,7 +129,10 @@ signals:
 
 private:
     struct LoadResult;
-    void startLoad(std::function<std::shared_ptr<const Model>()> work, const QString& dir);
+    using Progress = std::function<void(double fraction, const std::string& stage)>;
+    void startLoad(std::function<std::shared_ptr<const Model>(const Progress&)> work,
+                   const QString& dir);
+    void setLoadProgress(int percent, const QString& stage);
     void unload();
     void setState(State s);
 
@@ -130,6 +145,9 @@ private:
     host::GenerationQueue* m_queue = nullptr;
     QThread* m_loader = nullptr;
     quint64 m_jobId = 0;
+    int m_loadPercent = 0;
+    QString m_loadStage;
+    openai::ChatRequest m_lastRequest;
     DeltaBatcher m_batcher;
 };
 

@@ -25,6 +25,12 @@ inline constexpr const char* startAtLaunch = "server/startAtLaunch";  // false
 inline constexpr const char* keepInTray = "server/keepInTray";        // true
 inline constexpr const char* theme = "ui/theme";                      // "system"
 inline constexpr const char* maxTokens = "chat/maxTokens";            // 2048
+// The user's sampling presets (JSON array, conversation/samplingsettings.h).
+inline constexpr const char* samplingPresets = "chat/samplingPresets";
+// Extra folders the model switcher scans besides modelsDir() (string list), and the models
+// loaded last (JSON array of {"model", "store"}, newest first; app/modelcatalog.h).
+inline constexpr const char* modelFolders = "models/folders";
+inline constexpr const char* recentModels = "models/recent";
 }  // namespace settingsKey
 
 class AppSettingsDialog : public QDialog {

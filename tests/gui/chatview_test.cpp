@@ -6,6 +6,8 @@
 // tests run the main window on the tiny fixture.
 #include <gtest/gtest.h>
 
+#include <QAccessible>
+
 #include <QApplication>
 #include <QClipboard>
 #include <QLabel>
@@ -318,9 +320,14 @@ TEST(ChatView, MessagesHaveAccessibleNamesAndTheirText) {
     view.show();
     model.setMessages({message(1, QStringLiteral("user"), QStringLiteral("What is 2+2?")),
                        message(2, QStringLiteral("assistant"), QStringLiteral("It is **4**."))});
-    EXPECT_EQ(view.messageWidget(0)->accessibleName(), QStringLiteral("Your message"));
+    // Role and text, as a screen reader reads it (QAccessible: the widget's name), the text as
+    // shown (no Markdown marks).
+    EXPECT_EQ(view.messageWidget(0)->accessibleName(), QStringLiteral("You: What is 2+2?"));
     EXPECT_EQ(view.messageWidget(0)->accessibleDescription(), QStringLiteral("What is 2+2?"));
-    EXPECT_EQ(view.messageWidget(1)->accessibleName(), QStringLiteral("Assistant reply"));
+    EXPECT_EQ(view.messageWidget(1)->accessibleName(), QStringLiteral("Assistant: It is 4."));
+    QAccessibleInterface* iface = QAccessible::queryAccessibleInterface(view.messageWidget(1));
+    ASSERT_NE(iface, nullptr);
+    EXPECT_EQ(iface->text(QAccessible::Name), QStringLiteral("Assistant: It is 4."));
     EXPECT_EQ(view.messageWidget(1)->body()->toPlainText(), QStringLiteral("It is 4."));
     for (QPushButton* b : view.findChildren<QPushButton*>())
         EXPECT_FALSE(b->accessibleName().isEmpty()) << b->text().toStdString();

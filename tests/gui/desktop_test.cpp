@@ -12,6 +12,7 @@
 #include <QSpinBox>
 #include <QComboBox>
 #include <QDockWidget>
+#include <QFileInfo>
 #include <QMessageBox>
 #include <QLabel>
 #include <QListView>
@@ -400,14 +401,19 @@ TEST(PersistentTeam, AFailureToLoadItShowsInTheStatusBar) {
 }
 
 // The status bar's model switcher lists the profiles and the demo model; with --model none of
-// them is the one running.
+// them is the one running: the model itself is, listed among the recent ones once loaded.
 TEST_F(DesktopTest, TheModelSwitcherListsTheProfilesAndTheDemoModel) {
     QComboBox* models = m_window->modelSwitcher();
     ASSERT_NE(models, nullptr);
     EXPECT_NE(models->findData(QStringLiteral("Stock")), -1);
     EXPECT_NE(models->findData(QStringLiteral("Optimized")), -1);
     EXPECT_NE(models->findData(QString()), -1);  // the demo model
-    EXPECT_EQ(models->currentIndex(), -1);       // --model: none of them
+    const int current = models->currentIndex();
+    ASSERT_GE(current, 0);
+    EXPECT_EQ(models->itemData(current, MainWindow::kSwitchKindRole).toString(),
+              QStringLiteral("model"));
+    EXPECT_EQ(models->itemData(current).toString(), QFileInfo(fixtureDir()).absoluteFilePath());
+    EXPECT_TRUE(models->currentText().startsWith(QStringLiteral("Recent: ")));
 }
 
 // The Settings page: its values reach appSettings() and the API server (a key is required, the

@@ -128,6 +128,7 @@ TEST(ConversationStore, MigratesAVersion1FileKeepingItsMessages) {
     ASSERT_TRUE(c);
     EXPECT_EQ(c->title, QStringLiteral("old chat"));
     EXPECT_EQ(c->reasoningEffort, QStringLiteral("medium"));  // the v2 column's default
+    EXPECT_EQ(c->sampling, SamplingSettings{});               // the v4 column's default
     const auto msgs = s.messages(1);
     ASSERT_EQ(msgs.size(), 1);
     EXPECT_EQ(msgs[0].content, QStringLiteral("from v1"));
@@ -138,6 +139,52 @@ TEST(ConversationStore, MigratesAVersion1FileKeepingItsMessages) {
                   .id,
               0);
     EXPECT_EQ(s.messages(1)[1].stats.value(QStringLiteral("tokens")).toInt(), 3);
+}
+
+// The settings panel's values live with the conversation; a damaged or hand-edited value reads
+// as the defaults (not JSON) or is clamped into the API's limits (numbers out of range).
+TEST(ConversationStore, KeepsEachConversationsSamplingSettings) {
+    QTemporaryDir dir;
+    const QString path = dir.filePath(QStringLiteral("sampling.sqlite"));
+    SamplingSettings custom;
+    custom.temperature = 0.25;
+    custom.topP = 0.8;
+    custom.topK = 40;
+    custom.minP = 0.1;
+    custom.fixedSeed = true;
+    custom.seed = 1234;
+    custom.maxTokens = 333;
+    qint64 a = 0, b = 0;
+    {
+        ConversationStore s;
+        ASSERT_TRUE(s.open(path)) << s.lastError().toStdString();
+        a = s.createConversation(QStringLiteral("a"));
+        b = s.createConversation(QStringLiteral("b"));
+        ASSERT_TRUE(s.setConversationSampling(a, custom));
+        EXPECT_NE(QString::fromUtf8(s.exportJson(a)).indexOf(QStringLiteral("\"top_k\": 40")), -1);
+    }
+    ConversationStore s;
+    ASSERT_TRUE(s.open(path));
+    EXPECT_EQ(s.conversation(a)->sampling, custom);
+    EXPECT_EQ(s.conversation(a)->sampling.seed, 1234);
+    EXPECT_EQ(s.conversation(b)->sampling, SamplingSettings{});
+    s.close();
+
+    rawSql(path,
+           {QStringLiteral("UPDATE conversations SET sampling = 'not json' WHERE id = %1").arg(a),
+            QStringLiteral("UPDATE conversations SET sampling = '{\"temperature\": 9, "
+                           "\"top_p\": 0, \"top_k\": -3, \"min_p\": \"x\", "
+                           "\"seed\": 0}' WHERE id = %1")
+                .arg(b)});
+    ASSERT_TRUE(s.open(path));
+    EXPECT_EQ(s.conversation(a)->sampling, SamplingSettings{});
+    const SamplingSettings clamped = s.conversation(b)->sampling;
+    EXPECT_EQ(clamped.temperature, SamplingSettings::kMaxTemperature);
+    EXPECT_GT(clamped.topP, 0.0);
+    EXPECT_EQ(clamped.topK, 0);
+    EXPECT_EQ(clamped.minP, 0.0);
+    EXPECT_TRUE(clamped.fixedSeed);
+    EXPECT_EQ(clamped.seed, 1);
 }
 
 TEST(ConversationStore, RefusesAFileFromANewerAppWithoutTouchingIt) {

@@ -237,3 +237,35 @@ TEST_F(Generate, SeededSamplingIsReproducibleAndStaysInTheVocabulary) {
 
 }  // namespace
 }  // namespace neural
+
+namespace neural {
+namespace {
+
+// LoadOptions::on_progress: fractions never fall, start at 0 and end at exactly 1 ("ready"),
+// with the steps between named; a load that fails stops short of 1.
+TEST(ModelLoadProgress, RisesFromZeroToOneThroughNamedSteps) {
+    std::vector<std::pair<double, std::string>> seen;
+    LoadOptions o;
+    o.on_progress = [&](double f, const std::string& stage) { seen.emplace_back(f, stage); };
+    auto model = Model::load(test::tiny_model_dir(), o);
+    ASSERT_TRUE(model);
+    ASSERT_GE(seen.size(), 4u);
+    EXPECT_EQ(seen.front().first, 0.0);
+    EXPECT_EQ(seen.back().first, 1.0);
+    EXPECT_EQ(seen.back().second, "ready");
+    for (std::size_t i = 1; i < seen.size(); ++i) {
+        EXPECT_GE(seen[i].first, seen[i - 1].first) << seen[i].second;
+        EXPECT_FALSE(seen[i].second.empty());
+    }
+    std::vector<std::string> stages;
+    for (const auto& s : seen) stages.push_back(s.second);
+    EXPECT_THAT(stages, ::testing::Contains("weights"));
+    EXPECT_THAT(stages, ::testing::Contains("backend"));
+
+    seen.clear();
+    EXPECT_THROW(Model::load(test::tiny_model_dir() / "no-such-folder", o), Error);
+    for (const auto& s : seen) EXPECT_LT(s.first, 1.0) << s.second;
+}
+
+}  // namespace
+}  // namespace neural
