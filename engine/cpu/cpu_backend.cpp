@@ -2,6 +2,9 @@
 
 #include <spdlog/spdlog.h>
 
+#include <chrono>
+
+#include "cpu/kernels/dense_int8.h"
 #include "cpu/kernels/dense_kernel.h"
 #include "neural/error.h"
 
@@ -21,6 +24,15 @@ std::optional<cpu::KernelIsa> parse_cpu_kernel(const std::string& kernel) {
              cpu::kernel_isa_name(cpu::best_kernel_isa()));
     }
     return isa;
+}
+
+CpuDense parse_cpu_dense(const std::string& dense, cpu::KernelIsa kernel) {
+    if (dense == "reference") return CpuDense::reference;
+    if (dense == "bf16") return CpuDense::bf16;
+    if (dense == "int8-head") return CpuDense::int8_head;
+    if (dense == "int8") return CpuDense::int8;
+    if (dense == "auto") return cpu::int8_simd_for(kernel) ? CpuDense::int8_head : CpuDense::bf16;
+    fail("unknown dense path \"{}\" (auto, reference, bf16, int8-head, int8)", dense);
 }
 
 CpuBackend::CpuBackend(const CpuBackendInputs& in) : model_(*in.config, *in.weights, in.store) {
@@ -44,14 +56,33 @@ CpuBackend::CpuBackend(const CpuBackendInputs& in) : model_(*in.config, *in.weig
             : std::make_unique<cpu::StoreMoe>(*in.config, *in.weights, *in.kernel, std::move(team));
     if (!fallback.empty()) spdlog::warn("persistent CPU team unavailable: {}", fallback);
     const cpu::DenseIsa dense = cpu::dense_isa_for(*in.kernel);
-    spdlog::debug("experts: {}; dense: {}", moe->describe(),
-                  in.dense_kernels ? cpu::dense_isa_name(dense) : "fp32 reference");
+    const cpu::Int8Isa int8 = cpu::int8_isa_for(*in.kernel);
     model_.set_store_moe(std::move(moe));
-    if (in.dense_kernels) model_.set_dense_kernel(std::make_unique<cpu::DenseKernel>(dense));
+    const bool int8_head = in.dense == CpuDense::int8_head, int8_all = in.dense == CpuDense::int8;
+    dense_ = in.dense == CpuDense::reference ? std::string("fp32 reference")
+             : int8_head ? std::string(cpu::int8_isa_name(int8)) + " lm_head, " +
+                               cpu::dense_isa_name(dense) + " attention"
+             : int8_all ? std::string(cpu::int8_isa_name(int8))
+                        : std::string(cpu::dense_isa_name(dense));
+    if (in.dense == CpuDense::reference) return;
+    model_.set_dense_kernel(std::make_unique<cpu::DenseKernel>(dense));
+    if (int8_head || int8_all) {
+        // Once per load, on the team (docs/KERNELS.md "Int8 dense weights"): from here on a
+        // token reads the int8 copies, and the bf16 pages of these matrices go cold.
+        const auto t0 = std::chrono::steady_clock::now();
+        const std::uint64_t bytes =
+            model_.set_int8_kernel(std::make_unique<cpu::Int8DenseKernel>(int8), int8_all);
+        const double s =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        spdlog::info("dense weights quantized to int8 ({}): {:.2f} GB in {:.2f} s",
+                     cpu::int8_isa_name(int8), static_cast<double>(bytes) / 1e9, s);
+    }
 }
 
 std::string CpuBackend::describe() const {
-    if (const auto* moe = model_.store_moe()) return "cpu (" + moe->describe() + ")";
+    if (const auto* moe = model_.store_moe()) {
+        return "cpu (" + moe->describe() + "; dense " + dense_ + ")";
+    }
     return "cpu (fp32 reference)";
 }
 

@@ -23,6 +23,16 @@ namespace neural {
 // build cannot run.
 std::optional<cpu::KernelIsa> parse_cpu_kernel(const std::string& kernel);
 
+// The dense part of the fast path (LoadOptions::dense): the fp32 reference layers, the bf16
+// kernels, the int8 kernels for the lm_head (the projections and router on bf16), or the int8
+// kernels for the lm_head and the attention projections (the router on bf16).
+enum class CpuDense : std::uint8_t { reference, bf16, int8_head, int8 };
+
+// LoadOptions::dense for an expert kernel: "reference", "bf16", "int8-head", "int8", or "auto"
+// (int8-head where a SIMD int8 variant goes with the kernel: AVX2 or AVX512_VNNI, else bf16).
+// Throws neural::Error for an unknown name.
+CpuDense parse_cpu_dense(const std::string& dense, cpu::KernelIsa kernel);
+
 // What the CPU backend needs from the loaded model.
 struct CpuBackendInputs {
     const ModelConfig* config = nullptr;
@@ -30,9 +40,9 @@ struct CpuBackendInputs {
     const store::ExpertStore* store = nullptr;  // nullptr: experts from the checkpoint tensors
     // The fused kernel (parse_cpu_kernel); nullopt: the fp32 reference path throughout.
     std::optional<cpu::KernelIsa> kernel;
-    // With a kernel: the bf16 dense kernels too (LoadOptions::dense "auto"); false keeps the fp32
-    // reference dense layers beside the fused expert kernels.
-    bool dense_kernels = true;
+    // With a kernel: its dense part (parse_cpu_dense); reference keeps the fp32 reference dense
+    // layers beside the fused expert kernels.
+    CpuDense dense = CpuDense::bf16;
     cpu::TeamOptions team;                  // the fused kernel's worker team
     telemetry::MoeCounters* moe = nullptr;  // where the MoE part adds its time, bytes and experts
 };
@@ -53,6 +63,7 @@ public:
 
 private:
     CpuModel model_;
+    std::string dense_;  // the dense part, for describe(): "int8-avx512vnni", "avx512bf16", ...
 };
 
 }  // namespace neural

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 #include <numeric>
+#include <utility>
 
 #include "cpu/ops.h"
 #include "cpu/parallel.h"
@@ -21,7 +22,45 @@ CpuModel::CpuModel(const ModelConfig& config, const ModelWeights& weights,
 void CpuModel::set_dense_kernel(std::unique_ptr<cpu::DenseKernel> dense) {
     if (dense && !store_moe_)
         fail("the dense kernels run on the expert kernels' team: set it first");
+    if (!dense) set_int8_kernel(nullptr, false);
     dense_ = std::move(dense);
+}
+
+std::uint64_t CpuModel::set_int8_kernel(std::unique_ptr<cpu::Int8DenseKernel> int8,
+                                        bool attention) {
+    int8_.reset();
+    int8_layers_.clear();
+    int8_lm_head_ = cpu::Int8Matrix();
+    if (!int8) return 0;
+    if (!dense_) fail("the int8 dense kernel runs beside the bf16 one: set it first");
+    std::vector<Int8Layer> layers(attention ? weights_.layers.size() : 0);
+    std::vector<const Bf16View*> in;
+    std::vector<cpu::Int8Matrix*> out;
+    for (std::size_t l = 0; l < layers.size(); ++l) {
+        const LayerWeights& w = weights_.layers[l];
+        for (auto [from, to] : {std::pair{&w.q_w, &layers[l].q}, std::pair{&w.k_w, &layers[l].k},
+                                std::pair{&w.v_w, &layers[l].v}, std::pair{&w.o_w, &layers[l].o}}) {
+            in.push_back(from);
+            out.push_back(to);
+        }
+    }
+    cpu::Int8Matrix lm_head;
+    in.push_back(&weights_.lm_head);
+    out.push_back(&lm_head);
+    const std::uint64_t bytes = cpu::quantize_on_team(store_moe_->worker_team(), in, out);
+    int8_layers_ = std::move(layers);
+    int8_lm_head_ = std::move(lm_head);
+    int8_ = std::move(int8);
+    return bytes;
+}
+
+void CpuModel::project(const Bf16View& w, const cpu::Int8Matrix* q8, const Bf16View* b,
+                       const float* x, std::int64_t tokens, float* y) const {
+    if (q8 != nullptr) {
+        int8_->run(store_moe_->worker_team(), cpu::Int8Output{q8, b, y, 0}, x, tokens, w.cols);
+    } else {
+        linear(w, b, x, tokens, y);
+    }
 }
 
 void CpuModel::linear(const Bf16View& w, const Bf16View* b, const float* x, std::int64_t tokens,
@@ -108,7 +147,13 @@ std::vector<float> CpuModel::forward(std::span<const TokenId> tokens, KvCache& c
             throw_if_cancelled(opt.cancel);
             const LayerWeights& w = weights_.layers[static_cast<size_t>(l)];
             cpu::rms_norm(x.data(), w.input_norm, c.rms_norm_eps, n, h.data());
-            if (dense_) {  // q, k and v in one team job over the once-rounded h
+            if (!int8_layers_.empty()) {  // q, k and v in one team job over the once-quantized h
+                const Int8Layer& q8 = int8_layers_[static_cast<size_t>(l)];
+                const cpu::Int8Output qkv[3] = {{&q8.q, &w.q_b, q.data(), 0},
+                                                {&q8.k, &w.k_b, k.data(), 0},
+                                                {&q8.v, &w.v_b, v.data(), 0}};
+                int8_->run(store_moe_->worker_team(), qkv, h.data(), n, H);
+            } else if (dense_) {  // q, k and v in one team job over the once-rounded h
                 const cpu::DenseOutput qkv[3] = {{&w.q_w, &w.q_b, q.data(), 0},
                                                  {&w.k_w, &w.k_b, k.data(), 0},
                                                  {&w.v_w, &w.v_b, v.data(), 0}};
@@ -154,7 +199,9 @@ std::vector<float> CpuModel::forward(std::span<const TokenId> tokens, KvCache& c
                     }
                 });
             if (stopped.load(std::memory_order_relaxed)) throw Cancelled();
-            linear(w.o_w, &w.o_b, attn.data(), n, o.data());
+            project(w.o_w,
+                    !int8_layers_.empty() ? &int8_layers_[static_cast<size_t>(l)].o : nullptr,
+                    &w.o_b, attn.data(), n, o.data());
             for (size_t i = 0; i < static_cast<size_t>(n * H); ++i) x[i] += o[i];
 
             cpu::rms_norm(x.data(), w.post_norm, c.rms_norm_eps, n, h.data());
@@ -167,8 +214,8 @@ std::vector<float> CpuModel::forward(std::span<const TokenId> tokens, KvCache& c
             std::vector<float> normed(static_cast<size_t>(rows * H));
             cpu::rms_norm(x.data() + (from - b0) * H, weights_.final_norm, c.rms_norm_eps, rows,
                           normed.data());
-            linear(weights_.lm_head, nullptr, normed.data(), rows,
-                   logits.data() + (from - first) * V);
+            project(weights_.lm_head, int8_ ? &int8_lm_head_ : nullptr, nullptr, normed.data(),
+                    rows, logits.data() + (from - first) * V);
         }
     }
     cache.commit(pos0 + T);

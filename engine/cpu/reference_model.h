@@ -8,6 +8,7 @@
 #include <span>
 #include <vector>
 
+#include "cpu/kernels/dense_int8.h"
 #include "cpu/kernels/dense_kernel.h"
 #include "cpu/rope.h"
 #include "cpu/store_moe.h"
@@ -55,6 +56,15 @@ public:
     void set_dense_kernel(std::unique_ptr<cpu::DenseKernel> dense);
     const cpu::DenseKernel* dense_kernel() const { return dense_.get(); }
 
+    // The int8 dense path (cpu/kernels/dense_int8.h) beside the bf16 kernels: quantizes the
+    // lm_head, and with `attention` the attention projections (q, k, v, o) too, once on the
+    // team, and runs them on the int8 kernel from then on; the router and (without
+    // `attention`) the projections stay on the bf16 kernel. Needs set_dense_kernel() first;
+    // nullptr drops the int8 copies. Returns the bytes of the int8 copies.
+    std::uint64_t set_int8_kernel(std::unique_ptr<cpu::Int8DenseKernel> int8, bool attention);
+    const cpu::Int8DenseKernel* int8_kernel() const { return int8_.get(); }
+    bool int8_attention() const { return !int8_layers_.empty(); }
+
     // Where the MoE part adds its time, bytes and expert count (nullptr: not counted).
     void set_counters(telemetry::MoeCounters* counters) {
         counters_ = counters;
@@ -70,6 +80,9 @@ private:
     // y = W x + b over `tokens` rows: the dense kernel when set, else cpu::matmul_bf16.
     void linear(const Bf16View& w, const Bf16View* b, const float* x, std::int64_t tokens,
                 float* y) const;
+    // The same on the int8 kernel from q8, the int8 copy of w (nullptr: linear()).
+    void project(const Bf16View& w, const cpu::Int8Matrix* q8, const Bf16View* b, const float* x,
+                 std::int64_t tokens, float* y) const;
     void moe(int layer, const float* h, std::int64_t tokens, std::int64_t pos0,
              const ForwardOptions& options, float* x) const;
 
@@ -78,6 +91,12 @@ private:
     const ExpertSource* experts_ = nullptr;
     std::unique_ptr<cpu::StoreMoe> store_moe_;
     std::unique_ptr<cpu::DenseKernel> dense_;
+    struct Int8Layer {
+        cpu::Int8Matrix q, k, v, o;
+    };
+    std::unique_ptr<cpu::Int8DenseKernel> int8_;
+    std::vector<Int8Layer> int8_layers_;  // empty: the projections on the bf16 kernel
+    cpu::Int8Matrix int8_lm_head_;
     telemetry::MoeCounters* counters_ = nullptr;
     cpu::Rope rope_;
 };

@@ -274,9 +274,7 @@ std::unique_ptr<Model> Model::load(const fs::path& dir, const LoadOptions& optio
     // The fused kernel is checked for every backend (the CUDA backend's misses take the same
     // name); the CPU backend runs its fast path with it, from the store or the checkpoint.
     const std::optional<cpu::KernelIsa> isa = parse_cpu_kernel(options.kernel);
-    if (options.dense != "auto" && options.dense != "reference") {
-        fail("unknown dense path \"{}\" (auto, reference)", options.dense);
-    }
+    const CpuDense dense = parse_cpu_dense(options.dense, isa.value_or(cpu::KernelIsa::scalar));
     if (options.backend != "cpu" && options.backend != "cuda" && options.backend != "auto") {
         fail("unknown backend \"{}\" (cpu, cuda, auto)", options.backend);
     }
@@ -302,7 +300,7 @@ std::unique_ptr<Model> Model::load(const fs::path& dir, const LoadOptions& optio
         in.weights = &m->weights_;
         in.store = m->store_.get();
         in.kernel = isa;
-        in.dense_kernels = options.dense == "auto";
+        in.dense = dense;
         in.team.persistent = options::persistent_team(options, false);
         in.team.library = options.kdll;
         in.team.threads = options.threads;

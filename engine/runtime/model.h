@@ -40,9 +40,12 @@ struct LoadOptions {
     // CPU runs; $NEURAL_KERNEL overrides), "scalar" / "avx2" / "avx512" (the fast path with that
     // variant), or "reference" (the plain fp32 forward pass the fast path is checked against).
     std::string kernel = "auto";
-    // With a fast-path kernel: "auto" (the bf16 dense kernels for attention projections, router
-    // and lm_head) or "reference" (the fp32 reference dense layers beside the fused expert
-    // kernels: isolates the expert kernels, e.g. to compare them with the reference bit for bit).
+    // With a fast-path kernel: "bf16" (the bf16 dense kernels for attention projections, router
+    // and lm_head), "int8-head" (the lm_head quantized to int8 at load and run on the int8
+    // kernels), "int8" (the attention projections too; the router stays bf16), "auto"
+    // (int8-head where a SIMD int8 kernel goes with the expert kernel: AVX2 or AVX512_VNNI; else
+    // bf16) or "reference" (the fp32 reference dense layers beside the fused expert kernels:
+    // isolates the expert kernels, e.g. to compare them with the reference bit for bit).
     std::string dense = "auto";
     // Worker team for the fused kernels: the persistent team DLL (`--kernel-persistent 1`, at
     // `kdll` or beside the executable) or OpenMP (0). Unset (auto): the persistent team on the

@@ -109,11 +109,15 @@ std::vector<Setting> make_settings() {
             A::both, NEURAL_TEXT(kernel)),
         {"auto", "reference", "scalar", "avx2", "avx512"}));
     r.push_back(with_choices(
-        row("dense", T::choice, "auto|reference", "Dense kernels",
-            "with a fast kernel on the CPU backend: auto runs the attention projections, router "
-            "and lm_head on the bf16 dense kernels, reference on the fp32 reference layers",
+        row("dense", T::choice, "auto|bf16|int8-head|int8|reference", "Dense kernels",
+            "with a fast kernel on the CPU backend: bf16 runs the attention projections, router "
+            "and lm_head on the bf16 dense kernels; int8-head quantizes the lm_head to int8 at "
+            "load (within the golden tolerance); int8 the attention projections too (about half "
+            "the dense bytes per token, logits further off); the router stays bf16; auto is "
+            "int8-head where the CPU has AVX2 or AVX512_VNNI, else bf16; reference runs the fp32 "
+            "reference layers",
             A::cpu, NEURAL_TEXT(dense)),
-        {"auto", "reference"}));
+        {"auto", "bf16", "int8-head", "int8", "reference"}));
     r.push_back(with_default(
         with_choices(row(
                          "kernel-persistent", T::choice, "auto|0|1", "Persistent CPU team",

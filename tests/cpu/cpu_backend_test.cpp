@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "cpu/cpu_backend.h"
+#include "cpu/kernels/dense_int8.h"
 #include "runtime/model.h"
 #include "support/fixtures.h"
 
@@ -54,6 +55,36 @@ TEST(CpuBackend, KernelNames) {
     EXPECT_EQ(*parse_cpu_kernel("scalar"), cpu::KernelIsa::scalar);
     const std::string msg = test::error_of([] { parse_cpu_kernel("avx1024"); });
     EXPECT_NE(msg.find("unknown kernel \"avx1024\""), std::string::npos) << msg;
+}
+
+// --dense names: auto is int8 exactly where a SIMD int8 variant goes with the expert kernel;
+// the backend names its dense part.
+TEST(CpuBackend, DenseNames) {
+    for (cpu::KernelIsa isa :
+         {cpu::KernelIsa::scalar, cpu::KernelIsa::avx2, cpu::KernelIsa::avx512}) {
+        EXPECT_EQ(parse_cpu_dense("auto", isa),
+                  cpu::int8_simd_for(isa) ? CpuDense::int8_head : CpuDense::bf16);
+        EXPECT_EQ(parse_cpu_dense("bf16", isa), CpuDense::bf16);
+        EXPECT_EQ(parse_cpu_dense("int8-head", isa), CpuDense::int8_head);
+        EXPECT_EQ(parse_cpu_dense("int8", isa), CpuDense::int8);
+        EXPECT_EQ(parse_cpu_dense("reference", isa), CpuDense::reference);
+    }
+    EXPECT_EQ(parse_cpu_dense("auto", cpu::KernelIsa::scalar), CpuDense::bf16);
+    const std::string msg = test::error_of([] { parse_cpu_dense("fp8", cpu::KernelIsa::scalar); });
+    EXPECT_NE(msg.find("unknown dense path \"fp8\""), std::string::npos) << msg;
+    LoadOptions o;
+    o.kernel = "scalar";
+    o.dense = "int8";
+    EXPECT_NE(Model::load(test::tiny_model_dir(), o)->describe_backend().find("dense int8-scalar"),
+              std::string::npos);
+    o.dense = "int8-head";
+    EXPECT_NE(Model::load(test::tiny_model_dir(), o)
+                  ->describe_backend()
+                  .find("dense int8-scalar lm_head, scalar attention"),
+              std::string::npos);
+    o.dense = "bf16";
+    EXPECT_NE(Model::load(test::tiny_model_dir(), o)->describe_backend().find("dense scalar"),
+              std::string::npos);
 }
 
 }  // namespace

@@ -4,6 +4,9 @@
 //  - Decode: one "token" = 36 decode() calls of 4 experts each, every expert a different
 //    record of the gpt-oss-120b size (13.2 MB raw / 12.8 MB packed): 1.9 GB per token, ~60x
 //    a 32 MB L3, so every byte comes from RAM. Reported as GB/s of records read.
+//  - Dense: one token through an lm_head-sized dense matrix (NEURAL_BENCH_DENSE_ROWS, default
+//    201,088, x NEURAL_BENCH_DIM; 1.16 GB of bf16) on the bf16 kernel and on its int8 copy
+//    (0.62 GB): GB/s of weight bytes read and ms per token.
 //  - TeamOverhead: per-call cost of an empty two-phase job (the shape of one decode() call),
 //    36 calls per token, back to back and with a 200 us host gap between calls.
 // Environment: NEURAL_BENCH_PROBE_MB (2048), NEURAL_BENCH_LAYERS (36), NEURAL_BENCH_EXPERTS (4),
@@ -22,6 +25,8 @@
 #include <vector>
 
 #include "bench/ram_probe.h"
+#include "cpu/kernels/dense_int8.h"
+#include "cpu/kernels/dense_kernel.h"
 #include "cpu/kernels/expert_kernel.h"
 #include "cpu/team/worker_team.h"
 #include "platform/cpu_features.h"
@@ -179,6 +184,67 @@ void BM_Decode(benchmark::State& state, cpu::KernelIsa isa, bool packed, bool pe
     state.counters["threads"] = threads;
 }
 
+// --- dense ------------------------------------------------------------------------------------
+
+struct DenseData {
+    std::vector<std::uint16_t> bits;
+    Bf16View view;
+    cpu::Int8Matrix int8;
+};
+std::unique_ptr<DenseData> g_dense;
+
+DenseData& dense_data() {
+    if (g_dense) return *g_dense;
+    auto d = std::make_unique<DenseData>();
+    const std::int64_t rows = env_long("NEURAL_BENCH_DENSE_ROWS", 201088);
+    const std::int64_t cols = env_long("NEURAL_BENCH_DIM", 2880);
+    d->bits.resize(static_cast<size_t>(rows * cols));
+    std::mt19937 rng(7);
+    std::normal_distribution<float> nd(0.0f, 0.02f);
+    for (std::size_t i = 0; i < 4096; ++i) {
+        float v = nd(rng);
+        std::uint32_t u;
+        std::memcpy(&u, &v, 4);
+        d->bits[i] = static_cast<std::uint16_t>(u >> 16);
+    }
+    for (std::size_t i = 4096; i < d->bits.size(); ++i) d->bits[i] = d->bits[(i * 7919) % 4096];
+    d->view = Bf16View{reinterpret_cast<const std::uint8_t*>(d->bits.data()), rows, cols};
+    cpu::ReferenceTeam team(0);
+    const Bf16View* in[1] = {&d->view};
+    cpu::Int8Matrix* out[1] = {&d->int8};
+    cpu::quantize_on_team(team, in, out);
+    g_dense = std::move(d);
+    return *g_dense;
+}
+
+void BM_Dense(benchmark::State& state, bool int8, bool persistent, int threads) {
+    DenseData& d = dense_data();
+    auto team = make_team(persistent, threads);
+    const auto x = test::random_vector(static_cast<size_t>(d.view.cols), 9);
+    std::vector<float> y(static_cast<size_t>(d.view.rows));
+    const cpu::DenseKernel bf16;
+    const cpu::Int8DenseKernel q8(cpu::int8_isa_for(cpu::KernelIsa::avx512));
+    auto token = [&] {
+        if (int8) {
+            q8.run(*team, cpu::Int8Output{&d.int8, nullptr, y.data(), 0}, x.data(), 1, d.view.cols);
+        } else {
+            bf16.run(*team, cpu::DenseOutput{&d.view, nullptr, y.data(), 0}, x.data(), 1,
+                     d.view.cols);
+        }
+    };
+    token();
+    for (auto _ : state) token();
+    benchmark::DoNotOptimize(y.data());
+    const double bytes =
+        int8 ? static_cast<double>(d.int8.bytes()) : 2.0 * d.view.rows * d.view.cols;
+    state.counters["GB/s"] = benchmark::Counter(bytes * static_cast<double>(state.iterations()),
+                                                benchmark::Counter::kIsRate);
+    state.counters["ms/token"] =
+        benchmark::Counter(1e3 * static_cast<double>(state.iterations()),
+                           benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+    state.counters["threads"] = threads;
+}
+
 // --- team overhead ------------------------------------------------------------------------------
 
 void noop_task(void*, std::int64_t, std::int32_t) {}
@@ -252,6 +318,19 @@ int main(int argc, char** argv) {
                         ->UseRealTime();
                 }
             }
+        }
+    }
+    for (bool int8 : {false, true}) {
+        for (int t : threads) {
+            const std::string name =
+                std::string("Dense/") +
+                (int8 ? cpu::int8_isa_name(cpu::int8_isa_for(cpu::KernelIsa::avx512))
+                      : cpu::dense_isa_name(cpu::best_dense_isa())) +
+                "/persistent/threads:" + std::to_string(t);
+            benchmark::RegisterBenchmark(name.c_str(), BM_Dense, int8, true, t)
+                ->Unit(benchmark::kMillisecond)
+                ->Iterations(iters * 4)
+                ->UseRealTime();
         }
     }
     for (int gap : {0, 200}) {

@@ -236,8 +236,9 @@ Model* GgufModel::gguf_ = nullptr;
 Model* GgufModel::hf_ = nullptr;
 json* GgufModel::golden_ = nullptr;
 
-// The checks of tests/cpu/golden_test.cpp (bf16 weights against transformers' fp32 run).
-void expect_golden(const Model& m, const json& golden) {
+// The checks of tests/cpu/golden_test.cpp (bf16 weights against transformers' fp32 run); the
+// int8 dense path is held to the fast path's 5e-2 (tests/cpu/fast_path_test.cpp).
+void expect_golden(const Model& m, const json& golden, double tolerance = 1e-3) {
     const auto V = static_cast<std::size_t>(m.config().vocab_size);
     const auto probes = golden["probe_ids"].get<std::vector<int>>();
     ASSERT_EQ(golden["prompts"].size(), 5u);
@@ -253,10 +254,10 @@ void expect_golden(const Model& m, const json& golden) {
             const float* lt = logits.data() + t * V;
             const auto top_ids = ref["top8_ids"][t].get<std::vector<int>>();
             const auto top_vals = ref["top8_logits"][t].get<std::vector<double>>();
-            for (std::size_t i = 0; i < 8; ++i) EXPECT_NEAR(lt[top_ids[i]], top_vals[i], 1e-3);
+            for (std::size_t i = 0; i < 8; ++i) EXPECT_NEAR(lt[top_ids[i]], top_vals[i], tolerance);
             const auto probe_vals = ref["probe_logits"][t].get<std::vector<double>>();
             for (std::size_t i = 0; i < probes.size(); ++i)
-                EXPECT_NEAR(lt[probes[i]], probe_vals[i], 1e-3);
+                EXPECT_NEAR(lt[probes[i]], probe_vals[i], tolerance);
         }
     }
 }
@@ -326,14 +327,15 @@ TEST(GgufStore, AGgufModelWithItsStoreMatchesTheGoldens) {
     const fs::path st = tmp / "experts.nstore";
     repack_to(gguf_path(), st, store::StoreKind::kPacked);
     const json golden = test::read_json(test::tiny_model_dir() / "golden.json");
-    for (const char* kernel : {"reference", "auto"}) {
-        SCOPED_TRACE(kernel);
+    for (const char* dense : {"reference", "bf16", "int8-head"}) {
+        SCOPED_TRACE(dense);
         LoadOptions lo;
         lo.store = st;
-        lo.kernel = kernel;
+        lo.kernel = std::string(dense) == "reference" ? "reference" : "auto";
+        lo.dense = dense;
         const auto m = Model::load(gguf_path(), lo);
         ASSERT_NE(m->store(), nullptr);
-        expect_golden(*m, golden);
+        expect_golden(*m, golden, std::string(dense) == "int8-head" ? 5e-2 : 1e-3);
     }
 }
 

@@ -10,7 +10,8 @@
 namespace neural::cpu::dense_detail {
 
 constexpr int kMaxOutputs = 4;
-constexpr std::int64_t kRowsPerTask = 16;  // multiple of the widest row tile (4)
+// Rows of a task: a multiple of the widest row tile (4), at most kMaxRowsPerTask.
+constexpr std::int64_t kMaxRowsPerTask = 64;
 
 struct Output {
     const std::uint8_t* w;     // bf16 [rows, cols]
@@ -18,7 +19,8 @@ struct Output {
     float* y;
     std::int64_t rows;
     std::int64_t y_stride;
-    std::int64_t first_task;  // tasks [first_task, first_task + ceil(rows / kRowsPerTask))
+    std::int64_t rows_per_task;
+    std::int64_t first_task;  // tasks [first_task, first_task + ceil(rows / rows_per_task))
 };
 
 struct Job {

@@ -46,14 +46,14 @@ inline void dot_nr(int nr, int nt, const std::uint8_t* const* w, const std::uint
     }
 }
 
-// Task = kRowsPerTask rows of one output: 4 rows at a time against every token of the job.
+// Task = rows_per_task rows of one output: 4 rows at a time against every token of the job.
 void dense_task(void* ctx, std::int64_t task, std::int32_t) {
     const Job& job = *static_cast<const Job*>(ctx);
     int o = 0;
     while (o + 1 < job.n_outputs && job.out[o + 1].first_task <= task) ++o;
     const Output& out = job.out[o];
-    const std::int64_t r0 = (task - out.first_task) * kRowsPerTask;
-    const std::int64_t r1 = r0 + kRowsPerTask < out.rows ? r0 + kRowsPerTask : out.rows;
+    const std::int64_t r0 = (task - out.first_task) * out.rows_per_task;
+    const std::int64_t r1 = r0 + out.rows_per_task < out.rows ? r0 + out.rows_per_task : out.rows;
     for (std::int64_t r = r0; r < r1; r += 4) {
         const int nr = r1 - r < 4 ? static_cast<int>(r1 - r) : 4;
         const std::uint8_t* w[4];

@@ -2,13 +2,29 @@
 
 #include <sys/mman.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 
 namespace neural {
+
+bool advise_huge_pages(void* p, std::size_t n) {
+#ifdef MADV_HUGEPAGE
+    const auto page = static_cast<std::uintptr_t>(sysconf(_SC_PAGESIZE));
+    const std::uintptr_t begin = (reinterpret_cast<std::uintptr_t>(p) + page - 1) / page * page;
+    const std::uintptr_t end = (reinterpret_cast<std::uintptr_t>(p) + n) / page * page;
+    if (end <= begin) return false;
+    return madvise(reinterpret_cast<void*>(begin), end - begin, MADV_HUGEPAGE) == 0;
+#else
+    (void)p;
+    (void)n;
+    return false;
+#endif
+}
 
 bool lock_memory(const void* p, std::size_t n, std::string* error) {
     if (p == nullptr || n == 0) return true;

@@ -21,6 +21,8 @@ std::string with_code(const char* what, DWORD code) {
 
 }  // namespace
 
+bool advise_huge_pages(void*, std::size_t) { return false; }
+
 bool lock_memory(const void* p, std::size_t n, std::string* error) {
     if (p == nullptr || n == 0) return true;
     if (VirtualLock(const_cast<void*>(p), n) != 0) return true;

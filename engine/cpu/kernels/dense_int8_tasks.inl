@@ -1,0 +1,70 @@
+// The task body of the int8 dense kernels, compiled once per ISA: dense_int8_scalar.cpp,
+// dense_int8_avx2.cpp and dense_int8_avx512vnni.cpp each define, inside an anonymous namespace,
+//
+//   struct Isa {
+//       // res[r * NT + t] = the dense_int8.h lane-tree dot of row r of group `g` (4 rows:
+//       // chunk-major quants, then the scales at g + 4 * padded) and token t's operand
+//       // (xq[t]: padded bytes; xd[t]: 16 floats per chunk).
+//       template <int NT>
+//       static void group(const std::uint8_t* g, std::int64_t padded, std::int64_t chunks,
+//                         const std::int8_t* const* xq, const float* const* xd, float* res);
+//   };
+//
+// and then include this file in the same anonymous namespace (internal linkage throughout).
+
+inline float bias_at(const std::uint8_t* p, std::int64_t i) {
+    if (p == nullptr) return 0.0f;
+    std::uint16_t v;
+    std::memcpy(&v, p + 2 * i, 2);
+    const std::uint32_t bits = static_cast<std::uint32_t>(v) << 16;
+    float f;
+    std::memcpy(&f, &bits, 4);
+    return f;
+}
+
+template <int NT>
+inline void group_nt(int nt, const std::uint8_t* g, std::int64_t padded, std::int64_t chunks,
+                     const std::int8_t* const* xq, const float* const* xd, float* res) {
+    if constexpr (NT >= 1) {
+        if (nt == NT) {
+            Isa::template group<NT>(g, padded, chunks, xq, xd, res);
+            return;
+        }
+        group_nt<NT - 1>(nt, g, padded, chunks, xq, xd, res);
+    }
+}
+
+// Task = a run of groups of one output: each group of 4 rows against every token of the job,
+// 4 tokens at a time (the group's bytes stay in L1/L2 while the tokens pass).
+void int8_task(void* ctx, std::int64_t task, std::int32_t) {
+    const Job& job = *static_cast<const Job*>(ctx);
+    int o = 0;
+    while (o + 1 < job.n_outputs && job.out[o + 1].first_task <= task) ++o;
+    const Output& out = job.out[o];
+    const std::int64_t g0 = (task - out.first_task) * out.groups_per_task;
+    const std::int64_t g1 =
+        g0 + out.groups_per_task < out.groups ? g0 + out.groups_per_task : out.groups;
+    for (std::int64_t g = g0; g < g1; ++g) {
+        const std::uint8_t* gw = out.w + g * out.group_bytes;
+        const std::int64_t r0 = 4 * g;
+        const int nr = out.rows - r0 < 4 ? static_cast<int>(out.rows - r0) : 4;
+        float b[4];
+        for (int i = 0; i < nr; ++i) b[i] = bias_at(out.bias, r0 + i);
+        for (std::int64_t t0 = 0; t0 < job.tokens; t0 += 4) {
+            const int nt = job.tokens - t0 < 4 ? static_cast<int>(job.tokens - t0) : 4;
+            const std::int8_t* xq[4];
+            const float* xd[4];
+            for (int t = 0; t < nt; ++t) {
+                xq[t] = job.xq + (t0 + t) * job.xq_stride;
+                xd[t] = job.xd + (t0 + t) * job.xd_stride;
+            }
+            float res[16] = {};
+            group_nt<4>(nt, gw, job.padded, job.chunks, xq, xd, res);
+            for (int i = 0; i < nr; ++i) {
+                for (int t = 0; t < nt; ++t) {
+                    out.y[(t0 + t) * out.y_stride + r0 + i] = res[i * nt + t] + b[i];
+                }
+            }
+        }
+    }
+}
