@@ -23,6 +23,18 @@ std::optional<cpu::KernelIsa> parse_cpu_kernel(const std::string& kernel) {
     return isa;
 }
 
+std::optional<cpu::PromptIsa> parse_prompt_kernel(const std::string& name,
+                                                  std::optional<cpu::KernelIsa> kernel) {
+    if (name != "auto" && name != "int8" && name != "fp32") {
+        fail("unknown prompt kernel \"{}\" (auto, int8, fp32)", name);
+    }
+    if (!kernel || name == "fp32") return std::nullopt;
+    if (name == "int8") return cpu::best_prompt_isa();
+    if (*kernel == cpu::KernelIsa::avx512 && cpu::prompt_isa_available(cpu::PromptIsa::avx512vnni))
+        return cpu::PromptIsa::avx512vnni;
+    return std::nullopt;
+}
+
 CpuBackend::CpuBackend(const CpuBackendInputs& in) : model_(*in.config, *in.weights, in.store) {
     model_.set_counters(in.moe);
     if (!in.kernel) return;
@@ -46,6 +58,10 @@ CpuBackend::CpuBackend(const CpuBackendInputs& in) : model_(*in.config, *in.weig
     const cpu::DenseIsa dense = cpu::dense_isa_for(*in.kernel);
     spdlog::debug("experts: {}; dense: {}", moe->describe(),
                   in.dense_kernels ? cpu::dense_isa_name(dense) : "fp32 reference");
+    if (in.prompt) {
+        moe->set_prompt_kernel(std::make_unique<cpu::PromptKernel>(
+            *in.prompt, cpu::SwigluParams{in.config->swiglu_limit, in.config->swiglu_alpha}));
+    }
     model_.set_store_moe(std::move(moe));
     if (in.dense_kernels) model_.set_dense_kernel(std::make_unique<cpu::DenseKernel>(dense));
 }

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "cpu/kernels/expert_kernel.h"
+#include "cpu/kernels/prompt_kernel.h"
 #include "cpu/reference_model.h"
 #include "cpu/team/worker_team.h"
 #include "runtime/backend.h"
@@ -23,6 +24,13 @@ namespace neural {
 // build cannot run.
 std::optional<cpu::KernelIsa> parse_cpu_kernel(const std::string& kernel);
 
+// The int8 prompt kernel LoadOptions::prompt_kernel names beside the fused kernel `kernel`:
+// nullopt for "fp32", for the reference path (no kernel) and for "auto" unless `kernel` is
+// avx512 and the CPU has AVX512_VNNI; "int8": the VNNI variant, else its scalar reference. Throws
+// neural::Error for an unknown name.
+std::optional<cpu::PromptIsa> parse_prompt_kernel(const std::string& name,
+                                                  std::optional<cpu::KernelIsa> kernel);
+
 // What the CPU backend needs from the loaded model.
 struct CpuBackendInputs {
     const ModelConfig* config = nullptr;
@@ -33,6 +41,9 @@ struct CpuBackendInputs {
     // With a kernel: the bf16 dense kernels too (LoadOptions::dense "auto"); false keeps the fp32
     // reference dense layers beside the fused expert kernels.
     bool dense_kernels = true;
+    // With a kernel: the int8 prompt kernel for the experts of passes of more than one token
+    // (parse_prompt_kernel); nullopt: the fused fp32 expert kernels for those too.
+    std::optional<cpu::PromptIsa> prompt;
     cpu::TeamOptions team;                  // the fused kernel's worker team
     telemetry::MoeCounters* moe = nullptr;  // where the MoE part adds its time, bytes and experts
 };

@@ -200,6 +200,8 @@ std::unique_ptr<Model> Model::load(const fs::path& dir, const LoadOptions& optio
     if (options.dense != "auto" && options.dense != "reference") {
         fail("unknown dense path \"{}\" (auto, reference)", options.dense);
     }
+    const std::optional<cpu::PromptIsa> prompt_isa =
+        parse_prompt_kernel(options.prompt_kernel, isa);
     if (options.backend != "cpu" && options.backend != "cuda" && options.backend != "auto") {
         fail("unknown backend \"{}\" (cpu, cuda, auto)", options.backend);
     }
@@ -224,6 +226,7 @@ std::unique_ptr<Model> Model::load(const fs::path& dir, const LoadOptions& optio
         in.store = m->store_.get();
         in.kernel = isa;
         in.dense_kernels = options.dense == "auto";
+        in.prompt = prompt_isa;
         in.team.persistent = options::persistent_team(options, false);
         in.team.library = options.kdll;
         in.team.threads = options.threads;

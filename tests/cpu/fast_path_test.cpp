@@ -22,12 +22,20 @@ namespace {
 using nlohmann::json;
 
 std::unique_ptr<Model> load(const std::string& kernel, int threads = 0,
-                            const std::filesystem::path& store = {}) {
+                            const std::filesystem::path& store = {},
+                            const std::string& prompt_kernel = "auto") {
     LoadOptions o;
     o.kernel = kernel;
     o.threads = threads;
     o.store = store;
+    o.prompt_kernel = prompt_kernel;
     return Model::load(test::tiny_model_dir(), o);
+}
+
+double worst_diff(const std::vector<float>& a, const std::vector<float>& b) {
+    double worst = 0;
+    for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, std::abs(double(a[i]) - b[i]));
+    return worst;
 }
 
 std::vector<float> run_all(const Model& m, const std::vector<TokenId>& ids) {
@@ -63,6 +71,13 @@ Model* FastPathTest::fast_ = nullptr;
 TEST_F(FastPathTest, IsTheDefaultAndUsesTheDenseKernels) {
     ASSERT_NE(fast_->cpu().store_moe(), nullptr);
     ASSERT_NE(fast_->cpu().dense_kernel(), nullptr);
+    // Prompts on the int8 kernel exactly where the avx512 kernel runs with AVX512_VNNI.
+    EXPECT_EQ(fast_->cpu().store_moe()->prompt_kernel() != nullptr,
+              cpu::select_kernel_isa() == cpu::KernelIsa::avx512 &&
+                  cpu::prompt_isa_available(cpu::PromptIsa::avx512vnni));
+    EXPECT_EQ(LoadOptions{}.prompt_kernel, "auto");
+    EXPECT_EQ(load("auto", 0, {}, "fp32")->cpu().store_moe()->prompt_kernel(), nullptr);
+    EXPECT_EQ(load("scalar")->cpu().store_moe()->prompt_kernel(), nullptr);
     EXPECT_EQ(fast_->cpu().dense_kernel()->isa(), cpu::dense_isa_for(cpu::select_kernel_isa()));
     EXPECT_EQ(LoadOptions{}.kernel, "auto");
     auto reference = load("reference");
@@ -113,25 +128,52 @@ TEST_F(FastPathTest, StaysCloseToTheReferencePath) {
     EXPECT_GT(worst, 0.0);  // really a different path
 }
 
-// Prefill in any split, then decode one token at a time (the one-call decode() of the experts):
-// the same bits as one pass over everything.
-TEST_F(FastPathTest, KvCachedDecodeEqualsFullRecomputeBitForBit) {
-    const auto prompt = ids("long");
-    const std::vector<float> ref = run_all(*fast_, prompt);
+// Prefill in pieces, then decode one token at a time (the one-call decode() of the experts).
+// fp32 prompt kernel: the same bits as one pass over everything. int8 prompt kernel (the default
+// with AVX512_VNNI): prompts split anywhere give the same bits as one prompt, and decoded tokens
+// stay within the int8 tolerance of the prompt path's results.
+std::vector<float> prefill_then_decode(const Model& m, const std::vector<TokenId>& prompt,
+                                       std::vector<size_t> pieces, size_t decode_from) {
     ForwardOptions all;
     all.all_logits = true;
+    KvCache cache = m.new_cache();
+    std::vector<float> got;
+    size_t at = 0;
+    for (size_t n : pieces) {
+        const std::vector<float> part =
+            m.cpu().forward(std::span<const TokenId>(prompt.data() + at, n), cache, all);
+        got.insert(got.end(), part.begin(), part.end());
+        at += n;
+    }
+    for (size_t t = at; t < prompt.size(); ++t) {
+        EXPECT_GE(t, decode_from);
+        const std::vector<float> step =
+            m.cpu().forward(std::span<const TokenId>(&prompt[t], 1), cache);
+        got.insert(got.end(), step.begin(), step.end());
+    }
+    return got;
+}
+
+TEST_F(FastPathTest, KvCachedDecodeEqualsFullRecomputeBitForBit) {
+    const auto prompt = ids("long");
+    auto fp32 = load("auto", 0, {}, "fp32");
+    const std::vector<float> ref = run_all(*fp32, prompt);
     for (size_t prefill : {size_t{1}, size_t{17}, size_t{64}}) {
         SCOPED_TRACE(prefill);
-        KvCache cache = fast_->new_cache();
-        std::vector<float> got =
-            fast_->cpu().forward(std::span<const TokenId>(prompt.data(), prefill), cache, all);
-        for (size_t t = prefill; t < prompt.size(); ++t) {
-            std::vector<float> step =
-                fast_->cpu().forward(std::span<const TokenId>(&prompt[t], 1), cache);
-            got.insert(got.end(), step.begin(), step.end());
-        }
-        EXPECT_TRUE(same_bits(got, ref));
+        EXPECT_TRUE(same_bits(prefill_then_decode(*fp32, prompt, {prefill}, prefill), ref));
     }
+}
+
+TEST_F(FastPathTest, Int8PromptsAreSplitInvariantAndCloseToDecode) {
+    const auto prompt = ids("long");
+    auto int8 = load("auto", 0, {}, "int8");
+    ASSERT_NE(int8->cpu().store_moe()->prompt_kernel(), nullptr);
+    const std::vector<float> ref = run_all(*int8, prompt);
+    ASSERT_GT(prompt.size(), size_t{40});
+    EXPECT_TRUE(same_bits(prefill_then_decode(*int8, prompt, {17, 2, prompt.size() - 19}, 0), ref));
+    const std::vector<float> decoded = prefill_then_decode(*int8, prompt, {17}, 17);
+    EXPECT_FALSE(same_bits(decoded, ref));
+    EXPECT_LT(worst_diff(decoded, ref), 5e-2);
 }
 
 TEST_F(FastPathTest, ResultsAreBitIdenticalForAnyThreadCount) {
@@ -195,6 +237,49 @@ TEST_F(FastPathTest, CancelLeavesTheCacheUnchanged) {
     KvCache fresh = fast_->new_cache();
     std::vector<float> b = fast_->cpu().forward(std::span<const TokenId>(prompt.data(), 10), fresh);
     EXPECT_EQ(a, b);
+}
+
+// The int8 prompt path in every variant (the scalar reference too, beside each expert kernel)
+// stays within the golden tolerance of the reference path, and gives the same bits for any
+// thread count and for checkpoint, raw-store and packed-store experts.
+TEST_F(FastPathTest, Int8PromptPathStaysCloseAndIsDeterministic) {
+    auto reference = load("reference");
+    const auto prompt = ids("code");
+    const std::vector<float> b = run_all(*reference, prompt);
+    auto int8 = load("auto", 1, {}, "int8");
+    const std::vector<float> a = run_all(*int8, prompt);
+    EXPECT_LT(worst_diff(a, b), 5e-2);
+    for (int threads : {2, 3})
+        EXPECT_TRUE(same_bits(run_all(*load("auto", threads, {}, "int8"), prompt), a));
+    test::TempDir dir;
+    for (store::StoreKind kind : {store::StoreKind::kRaw, store::StoreKind::kPacked}) {
+        store::RepackOptions o;
+        o.checkpoint = test::tiny_model_dir();
+        o.out = dir / (kind == store::StoreKind::kRaw ? "raw.nstore" : "packed.nstore");
+        o.kind = kind;
+        store::repack(o);
+        EXPECT_TRUE(same_bits(run_all(*load("auto", 2, o.out, "int8"), prompt), a));
+    }
+    // The expert kernel variant does not matter to the int8 prompt path's experts; the dense
+    // kernels differ per variant, so compare each with the reference only.
+    for (const char* name : {"scalar", "avx2"}) {
+        const cpu::KernelIsa isa =
+            std::string(name) == "scalar" ? cpu::KernelIsa::scalar : cpu::KernelIsa::avx2;
+        if (!cpu::kernel_isa_available(isa)) continue;
+        auto m = load(name, 0, {}, "int8");
+        ASSERT_NE(m->cpu().store_moe()->prompt_kernel(), nullptr);
+        EXPECT_LT(worst_diff(run_all(*m, prompt), b), 5e-2) << name;
+    }
+}
+
+TEST_F(FastPathTest, RejectsUnknownPromptKernelNames) {
+    try {
+        load("auto", 0, {}, "int4");
+        FAIL() << "expected an error";
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("unknown prompt kernel"), std::string::npos)
+            << e.what();
+    }
 }
 
 TEST_F(FastPathTest, RejectsUnknownKernelNames) {
