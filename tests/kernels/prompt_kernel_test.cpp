@@ -85,7 +85,8 @@ TEST(PromptQuantize, ZeroAndNonFiniteBlocks) {
     cpu::prompt_quantize_block(zero.data(), q, &d);
     EXPECT_EQ(d, 0.0f);
     for (std::uint8_t b : q) EXPECT_EQ(b, 128);
-    for (float bad : {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity()}) {
+    for (float bad :
+         {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity()}) {
         std::vector<float> v = test::random_vector(32, 5);
         v[7] = bad;
         cpu::prompt_quantize_block(v.data(), q, &d);
@@ -139,11 +140,10 @@ TEST(PromptGemm, VariantsEqualTheScalarReferenceAndTheDequantizedDot) {
                         double dot = 0, mag = 0;
                         for (int k = 0; k < cols; ++k) {
                             const int b = k / 32;
-                            const double xk =
-                                (int(q.q[static_cast<size_t>(i * cols + 32 * b +
-                                                             position_of(k % 32))]) -
-                                 128) *
-                                double(q.d[static_cast<size_t>(i * cols / 32 + b)]);
+                            const double xk = (int(q.q[static_cast<size_t>(i * cols + 32 * b +
+                                                                           position_of(k % 32))]) -
+                                               128) *
+                                              double(q.d[static_cast<size_t>(i * cols / 32 + b)]);
                             dot += double(w[static_cast<size_t>(k)]) * xk;
                             mag += std::abs(double(w[static_cast<size_t>(k)]) * xk);
                         }
@@ -206,8 +206,8 @@ std::vector<cpu::ExpertInput> inputs(const Layer& l, bool packed) {
 }
 
 // x0 + the layer's MoE output for tokens [t0, t0 + n).
-std::vector<float> run_int8(PromptKernel& k, cpu::WorkerTeam& team, const Layer& l,
-                            std::int64_t t0, std::int64_t n, bool packed = false) {
+std::vector<float> run_int8(PromptKernel& k, cpu::WorkerTeam& team, const Layer& l, std::int64_t t0,
+                            std::int64_t n, bool packed = false) {
     std::vector<float> x = test::random_vector(static_cast<size_t>(n * l.H), 99 + t0);
     const auto in = inputs(l, packed);
     k.run(team, in, l.h.data() + t0 * l.H, n, l.K, l.sel.data() + t0 * l.K,
@@ -229,13 +229,16 @@ TEST(PromptKernel, MatchesTheFp32ReferenceWithinTheInt8Tolerance) {
             std::vector<const TestExpert*> ex;
             std::vector<float> w;
             for (int k2 = 0; k2 < l.K; ++k2) {
-                ex.push_back(&l.experts[static_cast<size_t>(l.sel[static_cast<size_t>(t * l.K + k2)])]);
+                ex.push_back(
+                    &l.experts[static_cast<size_t>(l.sel[static_cast<size_t>(t * l.K + k2)])]);
                 w.push_back(l.gate[static_cast<size_t>(t * l.K + k2)]);
             }
             test::reference_decode(ex, w, l.h.data() + t * l.H, ref.data());
             for (int i = 0; i < l.H; ++i) {
-                const double y_ref = ref[static_cast<size_t>(i)] - x0[static_cast<size_t>(t * l.H + i)];
-                const double y_got = got[static_cast<size_t>(t * l.H + i)] - x0[static_cast<size_t>(t * l.H + i)];
+                const double y_ref =
+                    ref[static_cast<size_t>(i)] - x0[static_cast<size_t>(t * l.H + i)];
+                const double y_got =
+                    got[static_cast<size_t>(t * l.H + i)] - x0[static_cast<size_t>(t * l.H + i)];
                 err += (y_got - y_ref) * (y_got - y_ref);
                 norm += y_ref * y_ref;
             }
@@ -321,9 +324,9 @@ TEST(PromptKernel, RejectsBadSelectionsAndHonoursCancel) {
     EXPECT_THROW(k.run(team, missing, l.h.data(), l.T, l.K, l.sel.data(), l.gate.data(), x.data()),
                  Error);
     std::atomic<bool> cancel{true};
-    EXPECT_THROW(k.run(team, in, l.h.data(), l.T, l.K, l.sel.data(), l.gate.data(), x.data(),
-                       &cancel),
-                 Cancelled);
+    EXPECT_THROW(
+        k.run(team, in, l.h.data(), l.T, l.K, l.sel.data(), l.gate.data(), x.data(), &cancel),
+        Cancelled);
     EXPECT_TRUE(same_bits(x, x0));
 }
 

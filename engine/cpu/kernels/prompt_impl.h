@@ -100,19 +100,19 @@ struct PromptJob {
     int n_used, K;
     std::int64_t tokens, hidden, inter;
     float limit, alpha;
-    const float* h;                  // [T][H] normalized hidden states
-    std::uint8_t* hq;                // [T][H] Q8 of h
-    float* hd;                       // [T][H / 32]
-    std::uint8_t* aq;                // [T * K][I] Q8 of the SwiGLU activations
-    float* ad;                       // [T * K][I / 32]
-    float* y;                        // [T * K][H] expert outputs (bias included)
-    const float* gate;               // [T][K] router weights
-    float* x;                        // [T][H] residual stream
-    std::int64_t gate_up_tiles;      // 2I / 64 per expert
-    std::int64_t down_tiles;         // H / 32 per expert
-    std::uint8_t* scratch;           // per worker: scratch_bytes, 64-byte aligned
+    const float* h;              // [T][H] normalized hidden states
+    std::uint8_t* hq;            // [T][H] Q8 of h
+    float* hd;                   // [T][H / 32]
+    std::uint8_t* aq;            // [T * K][I] Q8 of the SwiGLU activations
+    float* ad;                   // [T * K][I / 32]
+    float* y;                    // [T * K][H] expert outputs (bias included)
+    const float* gate;           // [T][K] router weights
+    float* x;                    // [T][H] residual stream
+    std::int64_t gate_up_tiles;  // 2I / 64 per expert
+    std::int64_t down_tiles;     // H / 32 per expert
+    std::uint8_t* scratch;       // per worker: scratch_bytes, 64-byte aligned
     std::int64_t scratch_bytes;
-    std::int64_t decode_bytes;       // the part of a worker's scratch for one decoded 16-row tile
+    std::int64_t decode_bytes;  // the part of a worker's scratch for one decoded 16-row tile
 };
 
 using TaskFn = void (*)(void* ctx, std::int64_t task, std::int32_t worker);

@@ -158,7 +158,8 @@ void PromptKernel::run(WorkerTeam& team, std::span<const ExpertInput> experts, c
     std::vector<std::int32_t> rank(static_cast<std::size_t>(E), -1);
     std::int32_t max_count = 0;
     for (int u = 0; u < n_used; ++u) {
-        const ExpertInput& in = experts[static_cast<std::size_t>(s.used[static_cast<std::size_t>(u)])];
+        const ExpertInput& in =
+            experts[static_cast<std::size_t>(s.used[static_cast<std::size_t>(u)])];
         if (in.record.data() == nullptr) fail("prompt kernel: a selected expert has no record");
         if (in.record.hidden() != H || in.record.intermediate() != I) {
             fail("prompt kernel: experts of one call must have one shape (H={} I={} vs H={} I={})",
@@ -170,8 +171,10 @@ void PromptKernel::run(WorkerTeam& team, std::span<const ExpertInput> experts, c
         a.gate_up_bias = in.gate_up_bias;
         a.down_bias = in.down_bias;
         a.weight = 1.0f;
-        const std::int32_t c = s.count[static_cast<std::size_t>(s.used[static_cast<std::size_t>(u)])];
-        s.slot_begin[static_cast<std::size_t>(u) + 1] = s.slot_begin[static_cast<std::size_t>(u)] + c;
+        const std::int32_t c =
+            s.count[static_cast<std::size_t>(s.used[static_cast<std::size_t>(u)])];
+        s.slot_begin[static_cast<std::size_t>(u) + 1] =
+            s.slot_begin[static_cast<std::size_t>(u)] + c;
         rank[static_cast<std::size_t>(s.used[static_cast<std::size_t>(u)])] = u;
         max_count = std::max(max_count, c);
     }
@@ -212,11 +215,10 @@ void PromptKernel::run(WorkerTeam& team, std::span<const ExpertInput> experts, c
     j.scratch = s.workers.get(static_cast<std::size_t>(j.scratch_bytes * team.size()));
     w.ops = ops_for(isa_);
     w.cancel = cancel;
-    const TeamPhase phases[4] = {
-        {T, w.ops->quantize, &w.job},
-        {n_used * j.gate_up_tiles, &Wrapped::gate_up, &w},
-        {n_used * j.down_tiles, &Wrapped::down, &w},
-        {T, &Wrapped::combine, &w}};
+    const TeamPhase phases[4] = {{T, w.ops->quantize, &w.job},
+                                 {n_used * j.gate_up_tiles, &Wrapped::gate_up, &w},
+                                 {n_used * j.down_tiles, &Wrapped::down, &w},
+                                 {T, &Wrapped::combine, &w}};
     team.run(phases);
     if (w.stopped.load(std::memory_order_relaxed)) throw Cancelled();
 }
@@ -239,8 +241,8 @@ void prompt_gemm16(PromptIsa isa, const ExpertRecordView& record, int p, std::in
     const prompt_detail::Operands x{q, d, std::int64_t{G} * 32, G, rows.data(), 1};
     Buffer scratch;
     ops_for(isa)->gemm16(a, p, row0, x, n,
-                         scratch.get(static_cast<std::size_t>(G * prompt_detail::kBlockBytes)),
-                         out, 16);
+                         scratch.get(static_cast<std::size_t>(G * prompt_detail::kBlockBytes)), out,
+                         16);
 }
 
 }  // namespace neural::cpu

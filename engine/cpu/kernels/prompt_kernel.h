@@ -52,8 +52,8 @@ public:
     // sel, gate [T][K]. Throws neural::Error for a selection outside the experts or a missing
     // record, neural::Cancelled when `cancel` is set before or during the job (x unchanged).
     // Not reentrant (it owns scratch).
-    void run(WorkerTeam& team, std::span<const ExpertInput> experts, const float* h,
-             std::int64_t T, int K, const int* sel, const float* gate, float* x,
+    void run(WorkerTeam& team, std::span<const ExpertInput> experts, const float* h, std::int64_t T,
+             int K, const int* sel, const float* gate, float* x,
              const std::atomic<bool>* cancel = nullptr);
 
 private:

@@ -21,8 +21,8 @@ struct Isa {
         std::uint8_t sbuf[kMaxBlocks + 32];
         for (int r = 0; r < kSubRows; ++r) {
             const std::int64_t row = row0 + r;
-            const std::uint8_t* codes =
-                rec.code_base[p] + static_cast<std::uint64_t>(row) * static_cast<std::uint64_t>(G) * 16;
+            const std::uint8_t* codes = rec.code_base[p] + static_cast<std::uint64_t>(row) *
+                                                               static_cast<std::uint64_t>(G) * 16;
             const std::uint8_t* scales = kernel_detail::record_row_scales(rec, p, row, sbuf);
             for (int i = 0; i < n; ++i) {
                 const std::int64_t src = x.rows[i] / x.div;

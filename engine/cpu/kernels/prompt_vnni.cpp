@@ -32,10 +32,8 @@ inline int lane_row(int i) { return 4 * (i & 3) + (i >> 2); }
 inline __m512i load4(const std::uint8_t* c, std::uint64_t stride) {
     __m512i z = _mm512_castsi128_si512(_mm_loadu_si128(reinterpret_cast<const __m128i*>(c)));
     z = _mm512_inserti32x4(z, _mm_loadu_si128(reinterpret_cast<const __m128i*>(c + stride)), 1);
-    z = _mm512_inserti32x4(z, _mm_loadu_si128(reinterpret_cast<const __m128i*>(c + 2 * stride)),
-                           2);
-    z = _mm512_inserti32x4(z, _mm_loadu_si128(reinterpret_cast<const __m128i*>(c + 3 * stride)),
-                           3);
+    z = _mm512_inserti32x4(z, _mm_loadu_si128(reinterpret_cast<const __m128i*>(c + 2 * stride)), 2);
+    z = _mm512_inserti32x4(z, _mm_loadu_si128(reinterpret_cast<const __m128i*>(c + 3 * stride)), 3);
     return z;
 }
 
