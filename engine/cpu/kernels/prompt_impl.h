@@ -4,10 +4,20 @@
 // copyable data crosses, and the helpers here are `static inline` (one private copy per file):
 // an ISA file must never share an inline function with a baseline file.
 //
-// Q8 operands: per 32-element block, 32 bytes q + 128 (q in [-127, 127], so 1..255 as unsigned
-// bytes) in the kernels' operand order and one fp32 scale d (value ~ d * q). Operand order within
-// a block: position p = 8m + 4h + i holds element 8m + 2i + h (m < 4, h < 2, i < 4): the order in
-// which the low and high nibbles of 4 code bytes land in the 4-byte groups vpdpbusd multiplies.
+// Q8 operands (multi-pass): per 32-element block, kPasses x 32 bytes q_j + 128 (pass j, each
+// in the kernels' operand order) and one fp32 step d. Pass 0 is the usual 8-bit quantization:
+// q_0 = round(v / s), s = max|v| / 127, q_0 in [-127, 127]; every later pass quantizes what is
+// left with a 256 times finer step (q_1 with d = s / 256, q_2 with d / 256), in [-128, 127]:
+//   v ~ d (256 q_0 + q_1) + (d / 256) q_2,
+// off by at most half the last step (a whole step where that pass clamps): ~1 / 65000 of the
+// block's max|v| for two passes, ~1 / 1.7e7 (fp32's own precision) for three, against 1 / 254 for
+// one. The weights (2 x E2M1) are exact integers, so this is the only rounding before the fp32
+// sums. The GEMMs take every pass's int32 dot product against the same decoded weights; the
+// first two combine as the integer 256 s_0 + s_1, exact and below 2^24 (|s_0| <= 32 x 127 x 12,
+// |s_1| <= 32 x 128 x 12), hence exact as fp32; the third is one more fp32 fma per block.
+// Operand order within a block: position p = 8m + 4h + i holds element 8m + 2i + h (m < 4, h < 2,
+// i < 4): the order in which the low and high nibbles of 4 code bytes land in the 4-byte groups
+// vpdpbusd multiplies.
 #pragma once
 
 #include <math.h>
@@ -26,6 +36,9 @@ constexpr int kSubRows = 16;      // rows of one register tile (one zmm of int32
 constexpr int kGateUpRows = 64;   // gate_up rows per task: 32 gate/up pairs = one Q8 block
 constexpr int kDownRows = 32;     // down rows per task
 constexpr int kBlockBytes = 640;  // decoded 16-row block: 8 x 64 int8 codes, 16 fp32, 16 int32
+constexpr int kPasses = 3;        // Q8 passes per activation block (see the top)
+static_assert(kPasses == 2 || kPasses == 3);
+constexpr int kQ8Bytes = 32 * kPasses;  // Q8 bytes per block of 32 activations
 
 // E2M1 code -> 2 x value, an integer (docs/MODEL.md "MXFP4"); the 1/2 goes into the scale.
 struct ByteTable16 {
@@ -55,10 +68,14 @@ static inline float swiglu_value(float g, float u, float limit, float alpha) {
     return glu * (u + 1.0f);
 }
 
-// One block of 32 fp32 values to Q8: d = amax / 127, q = round-to-nearest-even(v * 127 / amax).
-// An all-zero block gets d = 0 and q = 0; a block with a NaN or infinity gets d = NaN (its dot
-// products become NaN, as the fp32 path's would) and q = 0. Plain scalar code: every variant
-// quantizes to the same bytes (C library calls only: no inline function shared across ISA files).
+// One block of 32 fp32 values to multi-pass Q8 (q[kQ8Bytes], see the top): with s = amax / 127,
+// q_0 = round-to-nearest-even(v * 127 / amax); then per pass the residual (exact in double: the
+// terms are multiples of a fraction of s's ulp, within 2^53 of it) rounded to that pass's step,
+// +128 carried into the pass before, clamped to [-128, 127]; d = s / 256. An all-zero block gets d = 0 and q = 0; a block with
+// a NaN or infinity gets d = NaN (its dot products become NaN, as the fp32 path's would) and
+// q = 0. Plain scalar code whose every operation is exact or one IEEE rounding, with no
+// multiply-add a compiler could contract differently: every variant quantizes to the same bytes
+// (C library calls only: no inline function shared across ISA files).
 static inline void quantize_block(const float* v, std::uint8_t* q, float* d) {
     float amax = 0.0f;
     bool finite = true;
@@ -68,16 +85,36 @@ static inline void quantize_block(const float* v, std::uint8_t* q, float* d) {
         amax = a > amax ? a : amax;
     }
     if (!finite || amax == 0.0f) {
-        std::memset(q, 128, 32);
+        std::memset(q, 128, kQ8Bytes);
         *d = finite ? 0.0f : std::bit_cast<float>(0x7FC00000u);
         return;
     }
     const float inv = 127.0f / amax;
+    const float s = amax / 127.0f;
     for (int p = 0; p < 32; ++p) {
-        const float r = ::nearbyintf(v[operand_element(p)] * inv);  // |r| <= 127
-        q[p] = static_cast<std::uint8_t>(static_cast<int>(r) + 128);
+        const float x = v[operand_element(p)];
+        int qv[kPasses];
+        qv[0] = static_cast<int>(::nearbyintf(x * inv));  // |q_0| <= 127
+        double r = static_cast<double>(x) - static_cast<double>(s) * qv[0];
+        double step = static_cast<double>(s);
+        for (int j = 1; j < kPasses; ++j) {
+            const double inv_step = 256.0 / step;
+            step *= 1.0 / 256.0;
+            int qj = static_cast<int>(::nearbyint(r * inv_step));
+            // A residual of half the previous step (+128) carries into the previous pass where
+            // that has room (the same value), else it clamps.
+            if (qj > 127 && qv[j - 1] < 127) {
+                qv[j - 1] += 1;
+                r -= 256.0 * step;
+                qj -= 256;
+            }
+            qj = qj < -128 ? -128 : (qj > 127 ? 127 : qj);
+            qv[j] = qj;
+            r -= step * qj;
+        }
+        for (int j = 0; j < kPasses; ++j) q[32 * j + p] = static_cast<std::uint8_t>(qv[j] + 128);
     }
-    *d = amax / 127.0f;
+    *d = s * (1.0f / 256.0f);
 }
 
 // The Q8 rows a GEMM task reads: row i of the task's list is q + rows[i] / div * q_stride (and
@@ -101,9 +138,9 @@ struct PromptJob {
     std::int64_t tokens, hidden, inter;
     float limit, alpha;
     const float* h;              // [T][H] normalized hidden states
-    std::uint8_t* hq;            // [T][H] Q8 of h
+    std::uint8_t* hq;            // [T][H / 32][kQ8Bytes] Q8 of h
     float* hd;                   // [T][H / 32]
-    std::uint8_t* aq;            // [T * K][I] Q8 of the SwiGLU activations
+    std::uint8_t* aq;            // [T * K][I / 32][kQ8Bytes] Q8 of the SwiGLU activations
     float* ad;                   // [T * K][I / 32]
     float* y;                    // [T * K][H] expert outputs (bias included)
     const float* gate;           // [T][K] router weights

@@ -200,9 +200,9 @@ void PromptKernel::run(WorkerTeam& team, std::span<const ExpertInput> experts, c
     j.limit = params_.limit;
     j.alpha = params_.alpha;
     j.h = h;
-    j.hq = s.hq.as<std::uint8_t>(static_cast<std::size_t>(T * H));
+    j.hq = s.hq.as<std::uint8_t>(static_cast<std::size_t>(T * Gh * prompt_detail::kQ8Bytes));
     j.hd = s.hd.as<float>(static_cast<std::size_t>(T * Gh));
-    j.aq = s.aq.as<std::uint8_t>(TK * static_cast<std::size_t>(I));
+    j.aq = s.aq.as<std::uint8_t>(TK * static_cast<std::size_t>(Gi * prompt_detail::kQ8Bytes));
     j.ad = s.ad.as<float>(TK * static_cast<std::size_t>(Gi));
     j.y = s.y.as<float>(TK * static_cast<std::size_t>(H));
     j.gate = gate;
@@ -223,6 +223,9 @@ void PromptKernel::run(WorkerTeam& team, std::span<const ExpertInput> experts, c
     if (w.stopped.load(std::memory_order_relaxed)) throw Cancelled();
 }
 
+int prompt_q8_passes() { return prompt_detail::kPasses; }
+int prompt_q8_bytes() { return prompt_detail::kQ8Bytes; }
+
 void prompt_quantize_block(const float* v, std::uint8_t* q, float* d) {
     prompt_detail::quantize_block(v, q, d);
 }
@@ -238,7 +241,8 @@ void prompt_gemm16(PromptIsa isa, const ExpertRecordView& record, int p, std::in
     const int G = record.blocks_per_row(proj);
     std::vector<std::int32_t> rows(static_cast<std::size_t>(n));
     std::iota(rows.begin(), rows.end(), 0);
-    const prompt_detail::Operands x{q, d, std::int64_t{G} * 32, G, rows.data(), 1};
+    const prompt_detail::Operands x{q, d,           std::int64_t{G} * prompt_detail::kQ8Bytes,
+                                    G, rows.data(), 1};
     Buffer scratch;
     ops_for(isa)->gemm16(a, p, row0, x, n,
                          scratch.get(static_cast<std::size_t>(G * prompt_detail::kBlockBytes)), out,

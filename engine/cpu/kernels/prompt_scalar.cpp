@@ -30,15 +30,22 @@ struct Isa {
                 const float* d = x.d + src * x.d_stride;
                 float acc = 0.0f;
                 for (int b = 0; b < G; ++b) {
-                    std::int32_t s = 0;
+                    std::int32_t sum[kPasses] = {};
                     for (int pos = 0; pos < 32; ++pos) {
                         const int k = operand_element(pos);
                         const std::uint8_t byte = codes[16 * b + k / 2];
                         const int code = (k & 1) ? (byte >> 4) : (byte & 0x0F);
-                        s += (static_cast<std::int32_t>(q[32 * b + pos]) - 128) * kE2M1x2.v[code];
+                        const std::int32_t w = kE2M1x2.v[code];
+                        for (int j = 0; j < kPasses; ++j) {
+                            sum[j] +=
+                                (static_cast<std::int32_t>(q[kQ8Bytes * b + 32 * j + pos]) - 128) *
+                                w;
+                        }
                     }
-                    const float dw = kE8M0Table.v[scales[b]] * 0.5f;
-                    acc = ::fmaf(static_cast<float>(s), dw * d[b], acc);
+                    const float scale = kE8M0Table.v[scales[b]] * 0.5f * d[b];
+                    acc = ::fmaf(static_cast<float>(sum[0] * 256 + sum[1]), scale, acc);
+                    if constexpr (kPasses == 3)
+                        acc = ::fmaf(static_cast<float>(sum[2]), scale * (1.0f / 256.0f), acc);
                 }
                 out[i * ld + r] = acc;
             }

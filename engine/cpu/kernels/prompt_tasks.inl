@@ -3,10 +3,11 @@
 //
 //   struct Isa {
 //       // out[i * ld + r] (r < 16, i < n) = sum over the row's blocks b, in order, of
-//       //   acc = fma(float(sum_k q_k w_k), (e8m0(s_b) / 2) * d_b, acc)
+//       //   c = (e8m0(s_b) / 2) * d_b,  S_j = sum_k q_jk w_k (pass j of the Q8, prompt_impl.h),
+//       //   acc = fma(float(256 S_0 + S_1), c, acc),  then acc = fma(float(S_2), c / 256, acc)
 //       // for row row0 + r of projection p (w_k = 2 x the E2M1 value, an integer) and operand
-//       // row i (q_k, d_b): integer dot products per block, one fp32 fma per block, so every
-//       // variant gives the same bits. scratch: at least G * kBlockBytes bytes, 64-aligned.
+//       // row i: exact integer dot products per block, then the same fp32 operations in the same
+//       // order, so every variant gives the same bits. scratch: at least G * kBlockBytes bytes, 64-aligned.
 //       static void gemm16(const ExpertArgs& e, int p, std::int64_t row0, const Operands& x,
 //                          int n, std::uint8_t* scratch, float* out, std::int64_t ld);
 //   };
@@ -18,7 +19,7 @@ void prompt_quantize(void* ctx, std::int64_t t, std::int32_t) {
     const PromptJob& j = *static_cast<const PromptJob*>(ctx);
     const std::int64_t H = j.hidden, G = H / 32;
     for (std::int64_t b = 0; b < G; ++b) {
-        quantize_block(j.h + t * H + 32 * b, j.hq + t * H + 32 * b, j.hd + t * G + b);
+        quantize_block(j.h + t * H + 32 * b, j.hq + (t * G + b) * kQ8Bytes, j.hd + t * G + b);
     }
 }
 
@@ -33,7 +34,7 @@ void prompt_gate_up(void* ctx, std::int64_t task, std::int32_t worker) {
     const int n = j.slot_begin[ei + 1] - s0;
     std::uint8_t* scratch = j.scratch + worker * j.scratch_bytes;
     float* gu = reinterpret_cast<float*>(scratch + j.decode_bytes);  // [n][64]
-    const Operands x{j.hq, j.hd, j.hidden, j.hidden / 32, j.slots + s0, j.K};
+    const Operands x{j.hq, j.hd, j.hidden / 32 * kQ8Bytes, j.hidden / 32, j.slots + s0, j.K};
     for (int sub = 0; sub < kGateUpRows / kSubRows; ++sub) {
         Isa::gemm16(e, 0, tile * kGateUpRows + sub * kSubRows, x, n, scratch, gu + sub * kSubRows,
                     kGateUpRows);
@@ -49,7 +50,7 @@ void prompt_gate_up(void* ctx, std::int64_t task, std::int32_t worker) {
             act[q] = swiglu_value(row[2 * q] + bias[2 * q], row[2 * q + 1] + bias[2 * q + 1],
                                   j.limit, j.alpha);
         }
-        quantize_block(act, j.aq + slot * I + tile * 32, j.ad + slot * Gi + tile);
+        quantize_block(act, j.aq + (slot * Gi + tile) * kQ8Bytes, j.ad + slot * Gi + tile);
     }
 }
 
@@ -63,7 +64,7 @@ void prompt_down(void* ctx, std::int64_t task, std::int32_t worker) {
     const int n = j.slot_begin[ei + 1] - s0;
     std::uint8_t* scratch = j.scratch + worker * j.scratch_bytes;
     float* res = reinterpret_cast<float*>(scratch + j.decode_bytes);  // [n][16]
-    const Operands x{j.aq, j.ad, j.inter, j.inter / 32, j.slots + s0, 1};
+    const Operands x{j.aq, j.ad, j.inter / 32 * kQ8Bytes, j.inter / 32, j.slots + s0, 1};
     const std::int64_t H = j.hidden;
     for (int sub = 0; sub < kDownRows / kSubRows; ++sub) {
         const std::int64_t row0 = tile * kDownRows + sub * kSubRows;

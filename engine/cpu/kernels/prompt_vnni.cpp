@@ -8,8 +8,9 @@
 // weights of two vpdpbusd groups (operand order of prompt_impl.h). Stored with the tile: the 16
 // rows' scales e8m0 / 2 as fp32 and -128 x the block's weight sum per row, the start value that
 // turns vpdpbusd's unsigned (q + 128) x signed w into sum q w. Per token and block: 8 vpdpbusd
-// with the token's 4-byte groups broadcast, one int -> float, one multiply (row scale x token
-// scale) and one fma. Lane i holds row 4 (i & 3) + (i >> 2) (the transpose's order); the result is
+// per Q8 pass (prompt_impl.h; the token's 4-byte groups broadcast) against the same 8 weight
+// registers, 256 s_0 + s_1 (shift, add), one int -> float, one multiply (row scale x token step)
+// and one fma, and for a third pass one more convert, multiply and fma. Lane i holds row 4 (i & 3) + (i >> 2) (the transpose's order); the result is
 // permuted back once per token.
 #include <immintrin.h>
 
@@ -91,15 +92,24 @@ void tile(const std::uint8_t* D, int G, const std::uint8_t* const* xq, const flo
         const __m512 dw = _mm512_load_ps(reinterpret_cast<const float*>(db + 512));
         const __m512i start = _mm512_load_si512(db + 576);
         for (int t = 0; t < NT; ++t) {
-            const std::uint8_t* xb = xq[t] + 32 * b;
-            __m512i s = start;
+            const std::uint8_t* xb = xq[t] + kQ8Bytes * b;
+            __m512i sum[kPasses];
+            for (int j = 0; j < kPasses; ++j) sum[j] = start;
             for (int k = 0; k < 8; ++k) {
-                std::int32_t g;
-                std::memcpy(&g, xb + 4 * k, 4);
-                s = _mm512_dpbusd_epi32(s, _mm512_set1_epi32(g), w[k]);
+                for (int j = 0; j < kPasses; ++j) {
+                    std::int32_t g;
+                    std::memcpy(&g, xb + 32 * j + 4 * k, 4);
+                    sum[j] = _mm512_dpbusd_epi32(sum[j], _mm512_set1_epi32(g), w[k]);
+                }
             }
+            const __m512i s01 = _mm512_add_epi32(_mm512_slli_epi32(sum[0], 8), sum[1]);
             const __m512 scale = _mm512_mul_ps(dw, _mm512_set1_ps(xd[t][b]));
-            acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), scale, acc[t]);
+            acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s01), scale, acc[t]);
+            if constexpr (kPasses == 3) {
+                acc[t] =
+                    _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum[2]),
+                                    _mm512_mul_ps(scale, _mm512_set1_ps(1.0f / 256.0f)), acc[t]);
+            }
         }
     }
     // lane_row is its own inverse: natural row r sits in lane lane_row(r).
