@@ -35,6 +35,18 @@ CpuDense parse_cpu_dense(const std::string& dense, cpu::KernelIsa kernel) {
     fail("unknown dense path \"{}\" (auto, reference, bf16, int8-head, int8)", dense);
 }
 
+std::optional<cpu::PromptIsa> parse_prompt_kernel(const std::string& name,
+                                                  std::optional<cpu::KernelIsa> kernel) {
+    if (name != "auto" && name != "int8" && name != "fp32") {
+        fail("unknown prompt kernel \"{}\" (auto, int8, fp32)", name);
+    }
+    if (!kernel || name == "fp32") return std::nullopt;
+    if (name == "int8") return cpu::best_prompt_isa();
+    if (*kernel == cpu::KernelIsa::avx512 && cpu::prompt_isa_available(cpu::PromptIsa::avx512vnni))
+        return cpu::PromptIsa::avx512vnni;
+    return std::nullopt;
+}
+
 CpuBackend::CpuBackend(const CpuBackendInputs& in) : model_(*in.config, *in.weights, in.store) {
     model_.set_counters(in.moe);
     if (!in.kernel) return;
@@ -57,6 +69,10 @@ CpuBackend::CpuBackend(const CpuBackendInputs& in) : model_(*in.config, *in.weig
     if (!fallback.empty()) spdlog::warn("persistent CPU team unavailable: {}", fallback);
     const cpu::DenseIsa dense = cpu::dense_isa_for(*in.kernel);
     const cpu::Int8Isa int8 = cpu::int8_isa_for(*in.kernel);
+    if (in.prompt) {
+        moe->set_prompt_kernel(std::make_unique<cpu::PromptKernel>(
+            *in.prompt, cpu::SwigluParams{in.config->swiglu_limit, in.config->swiglu_alpha}));
+    }
     model_.set_store_moe(std::move(moe));
     const bool int8_head = in.dense == CpuDense::int8_head, int8_all = in.dense == CpuDense::int8;
     dense_ = in.dense == CpuDense::reference ? std::string("fp32 reference")

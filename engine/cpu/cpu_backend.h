@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "cpu/kernels/expert_kernel.h"
+#include "cpu/kernels/prompt_kernel.h"
 #include "cpu/reference_model.h"
 #include "cpu/team/worker_team.h"
 #include "runtime/backend.h"
@@ -33,6 +34,13 @@ enum class CpuDense : std::uint8_t { reference, bf16, int8_head, int8 };
 // Throws neural::Error for an unknown name.
 CpuDense parse_cpu_dense(const std::string& dense, cpu::KernelIsa kernel);
 
+// The int8 prompt kernel LoadOptions::prompt_kernel names beside the fused kernel `kernel`:
+// nullopt for "fp32", for the reference path (no kernel) and for "auto" unless `kernel` is
+// avx512 and the CPU has AVX512_VNNI; "int8": the VNNI variant, else its scalar reference. Throws
+// neural::Error for an unknown name.
+std::optional<cpu::PromptIsa> parse_prompt_kernel(const std::string& name,
+                                                  std::optional<cpu::KernelIsa> kernel);
+
 // What the CPU backend needs from the loaded model.
 struct CpuBackendInputs {
     const ModelConfig* config = nullptr;
@@ -43,6 +51,9 @@ struct CpuBackendInputs {
     // With a kernel: its dense part (parse_cpu_dense); reference keeps the fp32 reference dense
     // layers beside the fused expert kernels.
     CpuDense dense = CpuDense::bf16;
+    // With a kernel: the int8 prompt kernel for the experts of passes of more than one token
+    // (parse_prompt_kernel); nullopt: the fused fp32 expert kernels for those too.
+    std::optional<cpu::PromptIsa> prompt;
     cpu::TeamOptions team;                  // the fused kernel's worker team
     telemetry::MoeCounters* moe = nullptr;  // where the MoE part adds its time, bytes and experts
 };

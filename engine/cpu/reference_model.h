@@ -22,7 +22,7 @@
 namespace neural {
 
 // Tokens of a prompt that CpuModel::forward runs through all layers at a time.
-inline constexpr std::int64_t kPromptBlock = 128;
+inline constexpr std::int64_t kPromptBlock = 512;
 
 class CpuModel {
 public:

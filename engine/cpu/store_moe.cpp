@@ -30,7 +30,9 @@ StoreMoe::StoreMoe(const ModelConfig& config, const ModelWeights& weights, Kerne
 StoreMoe::~StoreMoe() = default;
 
 std::string StoreMoe::describe() const {
-    return fmt::format("{} kernel, {} team, {} threads", kernel_isa_name(kernel_->isa()),
+    const std::string prompt =
+        prompt_ ? fmt::format("int8 {} prompts, ", prompt_isa_name(prompt_->isa())) : "";
+    return fmt::format("{} kernel, {}{} team, {} threads", kernel_isa_name(kernel_->isa()), prompt,
                        team_->name(), team_->size());
 }
 
@@ -87,6 +89,18 @@ void StoreMoe::run(int layer, const float* h, std::int64_t T, const int* sel, co
         }
         kernel_->decode(*team_, std::span<const ExpertInput>(in, static_cast<std::size_t>(K)), h,
                         x);
+        return;
+    }
+    if (prompt_) {
+        // The selected experts' records first (verify_record may throw: not inside the job).
+        throw_if_cancelled(cancel);
+        inputs_.assign(static_cast<std::size_t>(E), ExpertInput{});
+        for (std::int64_t i = 0; i < T * K; ++i) {
+            if (sel[i] < 0 || sel[i] >= E) fail("expert {} selected of {}", sel[i], E);
+            ExpertInput& in = inputs_[static_cast<std::size_t>(sel[i])];
+            if (in.record.data() == nullptr) in = input(layer, sel[i]);
+        }
+        prompt_->run(*team_, inputs_, h, T, K, sel, gate, x, cancel);
         return;
     }
     slots_.assign(static_cast<std::size_t>(T * K * H), 0.0f);

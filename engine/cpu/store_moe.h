@@ -4,13 +4,18 @@
 // router stays in CpuModel; this class only turns (token, expert, weight) choices into
 // x += sum_k w_k * y_k.
 //
-// A prompt's tokens are grouped by expert: one multi() call per expert and chunk of up to 16
-// tokens (the expert's rows read once per chunk), each (token, k) output into a zeroed slot,
-// and the slots are added to x in k order, exactly like the reference path. One token (decode)
-// runs its K experts in one decode() call (two team phases instead of 2K, 4x the tasks per
-// phase), which computes the same expression: the same bits. So prefill and decode produce identical bits for a token whatever the batch,
-// raw and packed stores give identical bits, and the scalar kernel matches the reference path
-// bit for bit; the SIMD kernels differ from it by fp32 rounding only.
+// A prompt's tokens are grouped by expert. With the int8 prompt kernel (prompt_kernel.h, the
+// default on CPUs with AVX512_VNNI) all of a layer's experts run in one team job of int8 GEMMs;
+// a token's result then does not depend on the batch or the split, and differs from the fp32
+// decode() of the same token within the int8 tolerance (docs/KERNELS.md "Prompt path").
+// Otherwise (the fp32 path): one multi() call per expert and chunk of up to 16 tokens (the
+// expert's rows read once per chunk), each (token, k) output into a zeroed slot, and the slots
+// are added to x in k order, exactly like the reference path. One token (decode) runs its K
+// experts in one decode() call (two team phases instead of 2K, 4x the tasks per phase), which
+// computes the same expression: the same bits. So on the fp32 path prefill and decode produce
+// identical bits for a token whatever the batch, raw and packed stores give identical bits (on
+// both paths), and the scalar kernel matches the reference path bit for bit; the SIMD kernels
+// differ from it by fp32 rounding only.
 #pragma once
 
 #include <atomic>
@@ -20,6 +25,7 @@
 #include <vector>
 
 #include "cpu/kernels/expert_kernel.h"
+#include "cpu/kernels/prompt_kernel.h"
 #include "cpu/team/worker_team.h"
 #include "model/config.h"
 #include "model/weights.h"
@@ -43,7 +49,13 @@ public:
     void run(int layer, const float* h, std::int64_t tokens, const int* sel, const float* gate,
              float* x, const std::atomic<bool>* cancel = nullptr) const;
 
-    // "avx512 kernel, persistent team, 8 threads"
+    // Runs the experts of passes of more than one token on the int8 prompt kernel (all of a
+    // layer's experts in one team job) instead of multi() per expert and 16 tokens; nullptr: back
+    // to the fp32 kernels. One token (decode) always runs on decode().
+    void set_prompt_kernel(std::unique_ptr<PromptKernel> prompt) { prompt_ = std::move(prompt); }
+    const PromptKernel* prompt_kernel() const { return prompt_.get(); }
+
+    // "avx512 kernel, int8 avx512vnni prompts, persistent team, 8 threads"
     std::string describe() const;
     const WorkerTeam& team() const { return *team_; }
     // The team, for the dense kernels of the same forward pass (one set of threads for both).
@@ -61,8 +73,10 @@ private:
     const ModelWeights& weights_;
     const store::ExpertStore* store_;  // nullptr: the checkpoint's tensors
     std::unique_ptr<WorkerTeam> team_;
-    std::unique_ptr<ExpertKernel> kernel_;  // owns scratch: one forward pass at a time
-    mutable std::vector<float> slots_;      // [T * K, H]
+    std::unique_ptr<ExpertKernel> kernel_;     // owns scratch: one forward pass at a time
+    std::unique_ptr<PromptKernel> prompt_;     // likewise; nullptr: prompts on kernel_ too
+    mutable std::vector<ExpertInput> inputs_;  // [E] the layer's experts for prompt_
+    mutable std::vector<float> slots_;         // [T * K, H]
     telemetry::MoeCounters* counters_ = nullptr;
 };
 

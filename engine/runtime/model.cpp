@@ -275,6 +275,8 @@ std::unique_ptr<Model> Model::load(const fs::path& dir, const LoadOptions& optio
     // name); the CPU backend runs its fast path with it, from the store or the checkpoint.
     const std::optional<cpu::KernelIsa> isa = parse_cpu_kernel(options.kernel);
     const CpuDense dense = parse_cpu_dense(options.dense, isa.value_or(cpu::KernelIsa::scalar));
+    const std::optional<cpu::PromptIsa> prompt_isa =
+        parse_prompt_kernel(options.prompt_kernel, isa);
     if (options.backend != "cpu" && options.backend != "cuda" && options.backend != "auto") {
         fail("unknown backend \"{}\" (cpu, cuda, auto)", options.backend);
     }
@@ -301,6 +303,7 @@ std::unique_ptr<Model> Model::load(const fs::path& dir, const LoadOptions& optio
         in.store = m->store_.get();
         in.kernel = isa;
         in.dense = dense;
+        in.prompt = prompt_isa;
         in.team.persistent = options::persistent_team(options, false);
         in.team.library = options.kdll;
         in.team.threads = options.threads;

@@ -47,6 +47,11 @@ struct LoadOptions {
     // bf16) or "reference" (the fp32 reference dense layers beside the fused expert kernels:
     // isolates the expert kernels, e.g. to compare them with the reference bit for bit).
     std::string dense = "auto";
+    // With a fast-path kernel, the experts of a prompt (more than one token per pass): "auto"
+    // (the int8 path of cpu/kernels/prompt_kernel.h on CPUs with AVX512_VNNI when the AVX-512
+    // expert kernel runs, else the fp32 path), "int8" (the int8 path; its scalar reference
+    // where the CPU has no AVX512_VNNI) or "fp32" (the fused fp32 expert kernels, as decode).
+    std::string prompt_kernel = "auto";
     // Worker team for the fused kernels: the persistent team DLL (`--kernel-persistent 1`, at
     // `kdll` or beside the executable) or OpenMP (0). Unset (auto): the persistent team on the
     // CUDA backend, and on the CPU backend from 4 CPUs on (options::persistent_team; OpenMP wakes

@@ -118,6 +118,14 @@ std::vector<Setting> make_settings() {
             "reference layers",
             A::cpu, NEURAL_TEXT(dense)),
         {"auto", "bf16", "int8-head", "int8", "reference"}));
+    r.push_back(with_choices(
+        row("prompt-kernel", T::choice, "auto|int8|fp32", "Prompt kernel",
+            "with a fast kernel on the CPU backend, the experts of a prompt: int8 runs them as "
+            "int8 GEMMs (AVX512_VNNI; its scalar reference elsewhere), fp32 on the fused fp32 "
+            "kernels like decode; auto is int8 where the avx512 kernel runs on a CPU with "
+            "AVX512_VNNI",
+            A::cpu, NEURAL_TEXT(prompt_kernel)),
+        {"auto", "int8", "fp32"}));
     r.push_back(with_default(
         with_choices(row(
                          "kernel-persistent", T::choice, "auto|0|1", "Persistent CPU team",

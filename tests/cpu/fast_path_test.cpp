@@ -25,13 +25,25 @@ using nlohmann::json;
 
 std::unique_ptr<Model> load(const std::string& kernel, int threads = 0,
                             const std::filesystem::path& store = {},
-                            const std::string& dense = "auto") {
+                            const std::string& dense = "auto",
+                            const std::string& prompt_kernel = "auto") {
     LoadOptions o;
     o.kernel = kernel;
     o.threads = threads;
     o.store = store;
     o.dense = dense;
+    o.prompt_kernel = prompt_kernel;
     return Model::load(test::tiny_model_dir(), o);
+}
+
+// The int8 prompt kernel against the fp32 one on this fixture's logits (~4): measured 3.1e-5 (its
+// three-pass Q8 is as fine as fp32; docs/KERNELS.md "Prompt path"), far inside the golden 5e-2.
+constexpr double kInt8VsFp32Tolerance = 3e-4;
+
+double worst_diff(const std::vector<float>& a, const std::vector<float>& b) {
+    double worst = 0;
+    for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, std::abs(double(a[i]) - b[i]));
+    return worst;
 }
 
 std::vector<float> run_all(const Model& m, const std::vector<TokenId>& ids) {
@@ -49,6 +61,8 @@ class FastPathTest : public ::testing::Test {
 protected:
     static void SetUpTestSuite() {
         golden_ = new json(test::read_json(test::tiny_model_dir() / "golden.json"));
+        // The default settings: the fastest expert and dense kernels, prompts on the int8 kernel
+        // where the CPU has AVX512_VNNI.
         fast_ = load("auto").release();
     }
     static void TearDownTestSuite() {
@@ -67,8 +81,15 @@ Model* FastPathTest::fast_ = nullptr;
 TEST_F(FastPathTest, IsTheDefaultAndUsesTheDenseKernels) {
     ASSERT_NE(fast_->cpu().store_moe(), nullptr);
     ASSERT_NE(fast_->cpu().dense_kernel(), nullptr);
+    // Prompts on the int8 kernel exactly where the avx512 kernel runs with AVX512_VNNI.
+    EXPECT_EQ(fast_->cpu().store_moe()->prompt_kernel() != nullptr,
+              cpu::select_kernel_isa() == cpu::KernelIsa::avx512 &&
+                  cpu::prompt_isa_available(cpu::PromptIsa::avx512vnni));
+    EXPECT_EQ(LoadOptions{}.prompt_kernel, "auto");
+    EXPECT_EQ(load("auto", 0, {}, "auto", "fp32")->cpu().store_moe()->prompt_kernel(), nullptr);
+    EXPECT_EQ(load("scalar")->cpu().store_moe()->prompt_kernel(), nullptr);
+    EXPECT_EQ(fast_->cpu().dense_kernel()->isa(), cpu::dense_isa_for(cpu::select_kernel_isa()));
     const cpu::KernelIsa isa = cpu::select_kernel_isa();
-    EXPECT_EQ(fast_->cpu().dense_kernel()->isa(), cpu::dense_isa_for(isa));
     if (cpu::int8_simd_for(isa)) {
         ASSERT_NE(fast_->cpu().int8_kernel(), nullptr);
         EXPECT_EQ(fast_->cpu().int8_kernel()->isa(), cpu::int8_isa_for(isa));
@@ -164,29 +185,56 @@ TEST_F(FastPathTest, StaysCloseToTheReferencePath) {
     }
 }
 
-// Prefill in any split, then decode one token at a time (the one-call decode() of the experts):
-// the same bits as one pass over everything.
+// Prefill in pieces, then decode one token at a time (the one-call decode() of the experts).
+// fp32 prompt kernel: the same bits as one pass over everything. int8 prompt kernel (the default
+// with AVX512_VNNI): prompts split anywhere give the same bits as one prompt, and decoded tokens
+// (fp32 expert kernels) stay within kInt8VsFp32Tolerance of the prompt path's results.
+std::vector<float> prefill_then_decode(const Model& m, const std::vector<TokenId>& prompt,
+                                       std::vector<size_t> pieces, size_t decode_from) {
+    ForwardOptions all;
+    all.all_logits = true;
+    KvCache cache = m.new_cache();
+    std::vector<float> got;
+    size_t at = 0;
+    for (size_t n : pieces) {
+        const std::vector<float> part =
+            m.cpu().forward(std::span<const TokenId>(prompt.data() + at, n), cache, all);
+        got.insert(got.end(), part.begin(), part.end());
+        at += n;
+    }
+    for (size_t t = at; t < prompt.size(); ++t) {
+        EXPECT_GE(t, decode_from);
+        const std::vector<float> step =
+            m.cpu().forward(std::span<const TokenId>(&prompt[t], 1), cache);
+        got.insert(got.end(), step.begin(), step.end());
+    }
+    return got;
+}
+
 TEST_F(FastPathTest, KvCachedDecodeEqualsFullRecomputeBitForBit) {
     const auto prompt = ids("long");
-    const auto int8 = load("auto", 0, {}, "int8");
-    const Model* models[2] = {fast_, int8.get()};
-    for (const Model* m : models) {
-        const std::vector<float> ref = run_all(*m, prompt);
-        ForwardOptions all;
-        all.all_logits = true;
+    // The fp32 prompt kernel with the default dense part and with int8 dense weights.
+    for (const char* dense : {"auto", "int8"}) {
+        SCOPED_TRACE(dense);
+        auto fp32 = load("auto", 0, {}, dense, "fp32");
+        const std::vector<float> ref = run_all(*fp32, prompt);
         for (size_t prefill : {size_t{1}, size_t{17}, size_t{64}}) {
             SCOPED_TRACE(prefill);
-            KvCache cache = m->new_cache();
-            std::vector<float> got =
-                m->cpu().forward(std::span<const TokenId>(prompt.data(), prefill), cache, all);
-            for (size_t t = prefill; t < prompt.size(); ++t) {
-                std::vector<float> step =
-                    m->cpu().forward(std::span<const TokenId>(&prompt[t], 1), cache);
-                got.insert(got.end(), step.begin(), step.end());
-            }
-            EXPECT_TRUE(same_bits(got, ref));
+            EXPECT_TRUE(same_bits(prefill_then_decode(*fp32, prompt, {prefill}, prefill), ref));
         }
     }
+}
+
+TEST_F(FastPathTest, Int8PromptsAreSplitInvariantAndCloseToDecode) {
+    const auto prompt = ids("long");
+    auto int8 = load("auto", 0, {}, "auto", "int8");
+    ASSERT_NE(int8->cpu().store_moe()->prompt_kernel(), nullptr);
+    const std::vector<float> ref = run_all(*int8, prompt);
+    ASSERT_GT(prompt.size(), size_t{40});
+    EXPECT_TRUE(same_bits(prefill_then_decode(*int8, prompt, {17, 2, prompt.size() - 19}, 0), ref));
+    const std::vector<float> decoded = prefill_then_decode(*int8, prompt, {17}, 17);
+    EXPECT_FALSE(same_bits(decoded, ref));
+    EXPECT_LT(worst_diff(decoded, ref), kInt8VsFp32Tolerance);
 }
 
 TEST_F(FastPathTest, ResultsAreBitIdenticalForAnyThreadCount) {
@@ -256,6 +304,64 @@ TEST_F(FastPathTest, CancelLeavesTheCacheUnchanged) {
     KvCache fresh = fast_->new_cache();
     std::vector<float> b = fast_->cpu().forward(std::span<const TokenId>(prompt.data(), 10), fresh);
     EXPECT_EQ(a, b);
+}
+
+// The int8 prompt path in every variant (the scalar reference too, beside each expert kernel)
+// stays within the golden tolerance of the reference path, and gives the same bits for any
+// thread count and for checkpoint, raw-store and packed-store experts.
+TEST_F(FastPathTest, Int8PromptPathStaysCloseAndIsDeterministic) {
+    auto reference = load("reference");
+    const auto prompt = ids("code");
+    const std::vector<float> b = run_all(*reference, prompt);
+    auto int8 = load("auto", 1, {}, "auto", "int8");
+    const std::vector<float> a = run_all(*int8, prompt);
+    EXPECT_LT(worst_diff(a, b), 5e-2);
+    for (int threads : {2, 3})
+        EXPECT_TRUE(same_bits(run_all(*load("auto", threads, {}, "auto", "int8"), prompt), a));
+    test::TempDir dir;
+    for (store::StoreKind kind : {store::StoreKind::kRaw, store::StoreKind::kPacked}) {
+        store::RepackOptions o;
+        o.checkpoint = test::tiny_model_dir();
+        o.out = dir / (kind == store::StoreKind::kRaw ? "raw.nstore" : "packed.nstore");
+        o.kind = kind;
+        store::repack(o);
+        EXPECT_TRUE(same_bits(run_all(*load("auto", 2, o.out, "auto", "int8"), prompt), a));
+    }
+    // The expert kernel variant does not matter to the int8 prompt path's experts; the dense
+    // kernels differ per variant, so compare each with the reference only.
+    for (const char* name : {"scalar", "avx2"}) {
+        const cpu::KernelIsa isa =
+            std::string(name) == "scalar" ? cpu::KernelIsa::scalar : cpu::KernelIsa::avx2;
+        if (!cpu::kernel_isa_available(isa)) continue;
+        auto m = load(name, 0, {}, "auto", "int8");
+        ASSERT_NE(m->cpu().store_moe()->prompt_kernel(), nullptr);
+        EXPECT_LT(worst_diff(run_all(*m, prompt), b), 5e-2) << name;
+    }
+}
+
+// The int8 prompt kernel's only rounding beyond the fp32 one is the activations' three-pass Q8
+// (fp32's own precision): on every golden prompt its logits stay within kInt8VsFp32Tolerance of
+// the fp32 prompt kernel's.
+TEST_F(FastPathTest, Int8PromptKernelIsCloseToTheFp32PromptKernel) {
+    auto int8 = load("auto", 0, {}, "auto", "int8");
+    auto fp32 = load("auto", 0, {}, "auto", "fp32");
+    ASSERT_NE(int8->cpu().store_moe()->prompt_kernel(), nullptr);
+    for (const auto& [name, ref] : (*golden_)["prompts"].items()) {
+        SCOPED_TRACE(name);
+        const auto prompt = ref["ids"].get<std::vector<TokenId>>();
+        const double worst = worst_diff(run_all(*int8, prompt), run_all(*fp32, prompt));
+        EXPECT_LT(worst, kInt8VsFp32Tolerance);
+    }
+}
+
+TEST_F(FastPathTest, RejectsUnknownPromptKernelNames) {
+    try {
+        load("auto", 0, {}, "auto", "int4");
+        FAIL() << "expected an error";
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("unknown prompt kernel"), std::string::npos)
+            << e.what();
+    }
 }
 
 TEST_F(FastPathTest, RejectsUnknownKernelNames) {

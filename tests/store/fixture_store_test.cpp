@@ -94,13 +94,15 @@ std::vector<std::string> runnable_kernels() {
     return kernels;
 }
 
-// The expert kernels beside the reference dense layers (dense = "reference"), so the scalar
-// kernel can be compared with the reference path bit for bit.
+// The expert kernels beside the reference dense layers (dense = "reference"), prompts on the
+// fused fp32 kernels too (prompt_kernel = "fp32"), so the scalar kernel can be compared with the
+// reference path bit for bit.
 std::vector<float> kernel_logits(const fs::path& store, const std::string& kernel,
                                  bool persistent) {
     LoadOptions o{.store = store,
                   .kernel = kernel,
                   .dense = "reference",
+                  .prompt_kernel = "fp32",
                   .kernel_persistent = persistent,
                   .kdll = NEURAL_KDLL_TEST_PATH,
                   .threads = 3};
@@ -140,17 +142,33 @@ TEST_F(FixtureStore, PersistentTeamGivesTheSameBitsAsOpenMp) {
     }
 }
 
+// On the fp32 prompt path a prompt and the same tokens one at a time (decode) give the same
+// bits; the default prompt path (int8 where the CPU has AVX512_VNNI) stays within the int8
+// kernel's tolerance of that (docs/KERNELS.md "Prompt path").
 TEST_F(FixtureStore, FusedKernelPrefillEqualsTokenByToken) {
-    auto m = Model::load(test::tiny_model_dir(), LoadOptions{.store = packed_, .kernel = "auto"});
     const auto ids =
         test::read_json(test::tiny_model_dir() / "golden.json")["prompts"]["code"]["ids"]
             .get<std::vector<TokenId>>();
+    auto m = Model::load(test::tiny_model_dir(),
+                         LoadOptions{.store = packed_, .kernel = "auto", .prompt_kernel = "fp32"});
     KvCache a = m->new_cache();
     const std::vector<float> batch = m->cpu().forward(ids, a);
     KvCache b = m->new_cache();
     std::vector<float> last;
     for (TokenId t : ids) last = m->cpu().forward(std::span<const TokenId>(&t, 1), b);
     EXPECT_TRUE(same_bits(batch, last));
+
+    auto q = Model::load(test::tiny_model_dir(), LoadOptions{.store = packed_});
+    KvCache c = q->new_cache();
+    const std::vector<float> prompt = q->cpu().forward(ids, c);
+    ASSERT_EQ(prompt.size(), last.size());
+    float worst = 0;
+    for (std::size_t i = 0; i < last.size(); ++i)
+        worst = std::max(worst, std::abs(prompt[i] - last[i]));
+    EXPECT_LT(worst, 3e-4f);  // kInt8VsFp32Tolerance of tests/cpu/fast_path_test.cpp
+    if (q->cpu().store_moe()->prompt_kernel() != nullptr) {
+        EXPECT_GT(worst, 0.0f);  // really the int8 path
+    }
 }
 
 TEST_F(FixtureStore, UnknownOrMisplacedKernelIsAClearError) {

@@ -1,0 +1,252 @@
+#include "cpu/kernels/prompt_kernel.h"
+
+#include <algorithm>
+#include <new>
+#include <numeric>
+#include <vector>
+
+#include "cpu/kernels/prompt_impl.h"
+#include "cpu/team/worker_team.h"
+#include "neural/error.h"
+#include "platform/cpu_features.h"
+
+namespace neural::cpu {
+
+using prompt_detail::PromptJob;
+using prompt_detail::PromptOps;
+
+#ifndef NEURAL_KERNELS_AVX512VNNI
+namespace prompt_detail {
+const PromptOps* prompt_ops_vnni() { return nullptr; }
+}  // namespace prompt_detail
+#endif
+
+namespace {
+
+const PromptOps* ops_for(PromptIsa isa) {
+    return isa == PromptIsa::scalar ? prompt_detail::prompt_ops_scalar()
+                                    : prompt_detail::prompt_ops_vnni();
+}
+
+// 64-byte aligned bytes, grown on demand and reused across calls.
+struct Buffer {
+    std::uint8_t* p = nullptr;
+    std::size_t n = 0;
+    Buffer() = default;
+    Buffer(const Buffer&) = delete;
+    Buffer& operator=(const Buffer&) = delete;
+    ~Buffer() { release(); }
+    void release() {
+        if (p != nullptr) ::operator delete[](p, std::align_val_t(64));
+        p = nullptr;
+        n = 0;
+    }
+    std::uint8_t* get(std::size_t want) {
+        if (want > n) {
+            release();
+            p = static_cast<std::uint8_t*>(::operator new[](want, std::align_val_t(64)));
+            n = want;
+        }
+        return p;
+    }
+    template <class T>
+    T* as(std::size_t count) {
+        return reinterpret_cast<T*>(get(count * sizeof(T)));
+    }
+};
+
+std::int64_t round64(std::int64_t n) { return (n + 63) / 64 * 64; }
+
+// The job plus what the baseline wrappers need: the cancel flag, checked once per task, and
+// whether a task saw it (then the remaining tasks return at once and x is not touched).
+struct Wrapped {
+    PromptJob job;
+    const PromptOps* ops;
+    const std::atomic<bool>* cancel;
+    std::atomic<bool> stopped{false};
+
+    bool stop() {
+        if (stopped.load(std::memory_order_relaxed)) return true;
+        if (cancel_requested(cancel)) {
+            stopped.store(true, std::memory_order_relaxed);
+            return true;
+        }
+        return false;
+    }
+    static void gate_up(void* ctx, std::int64_t task, std::int32_t worker) {
+        auto& w = *static_cast<Wrapped*>(ctx);
+        if (!w.stop()) w.ops->gate_up(&w.job, task, worker);
+    }
+    static void down(void* ctx, std::int64_t task, std::int32_t worker) {
+        auto& w = *static_cast<Wrapped*>(ctx);
+        if (!w.stop()) w.ops->down(&w.job, task, worker);
+    }
+    // x[t] += w_0 y_0 + w_1 y_1 + ..., added in k order (the fp32 path's expression).
+    static void combine(void* ctx, std::int64_t t, std::int32_t) {
+        auto& w = *static_cast<Wrapped*>(ctx);
+        if (w.stopped.load(std::memory_order_relaxed)) return;
+        const PromptJob& j = w.job;
+        const std::int64_t H = j.hidden;
+        float* xt = j.x + t * H;
+        for (int k = 0; k < j.K; ++k) {
+            const float g = j.gate[t * j.K + k];
+            const float* yk = j.y + (t * j.K + k) * H;
+            for (std::int64_t i = 0; i < H; ++i) xt[i] += g * yk[i];
+        }
+    }
+};
+
+}  // namespace
+
+const char* prompt_isa_name(PromptIsa isa) {
+    return isa == PromptIsa::scalar ? "scalar" : "avx512vnni";
+}
+
+bool prompt_isa_available(PromptIsa isa) {
+    if (ops_for(isa) == nullptr) return false;
+    return isa == PromptIsa::scalar || cpu_features().has_avx512_vnni();
+}
+
+PromptIsa best_prompt_isa() {
+    return prompt_isa_available(PromptIsa::avx512vnni) ? PromptIsa::avx512vnni : PromptIsa::scalar;
+}
+
+struct PromptKernel::Scratch {
+    Buffer hq, hd, aq, ad, y, workers;
+    std::vector<std::int32_t> count, slot_begin, slots, fill;
+    std::vector<int> used;
+    std::vector<kernel_detail::ExpertArgs> args;
+};
+
+PromptKernel::PromptKernel(PromptIsa isa, SwigluParams params)
+    : isa_(isa), params_(params), scratch_(std::make_unique<Scratch>()) {
+    if (!prompt_isa_available(isa)) {
+        fail("prompt kernel: the {} variant is not available on this CPU/build ({})",
+             prompt_isa_name(isa), cpu_features().summary());
+    }
+}
+
+PromptKernel::~PromptKernel() = default;
+
+void PromptKernel::run(WorkerTeam& team, std::span<const ExpertInput> experts, const float* h,
+                       std::int64_t T, int K, const int* sel, const float* gate, float* x,
+                       const std::atomic<bool>* cancel) {
+    throw_if_cancelled(cancel);
+    if (T < 1) return;
+    const auto E = static_cast<int>(experts.size());
+    if (K < 1 || K > E) fail("prompt kernel: {} experts per token of {}", K, E);
+    Scratch& s = *scratch_;
+    s.count.assign(static_cast<std::size_t>(E), 0);
+    for (std::int64_t i = 0; i < T * K; ++i) {
+        if (sel[i] < 0 || sel[i] >= E)
+            fail("prompt kernel: expert {} selected of {} experts", sel[i], E);
+        ++s.count[static_cast<std::size_t>(sel[i])];
+    }
+    // Experts by token count, biggest first (ties by id): the longest tasks are claimed first.
+    s.used.clear();
+    for (int e = 0; e < E; ++e) {
+        if (s.count[static_cast<std::size_t>(e)] > 0) s.used.push_back(e);
+    }
+    std::stable_sort(s.used.begin(), s.used.end(), [&](int a, int b) {
+        return s.count[static_cast<std::size_t>(a)] > s.count[static_cast<std::size_t>(b)];
+    });
+    const auto n_used = static_cast<int>(s.used.size());
+    const ExpertRecordView& first = experts[static_cast<std::size_t>(s.used[0])].record;
+    const std::int64_t H = first.hidden(), I = first.intermediate();
+    s.args.resize(static_cast<std::size_t>(n_used));
+    s.slot_begin.assign(static_cast<std::size_t>(n_used) + 1, 0);
+    std::vector<std::int32_t> rank(static_cast<std::size_t>(E), -1);
+    std::int32_t max_count = 0;
+    for (int u = 0; u < n_used; ++u) {
+        const ExpertInput& in =
+            experts[static_cast<std::size_t>(s.used[static_cast<std::size_t>(u)])];
+        if (in.record.data() == nullptr) fail("prompt kernel: a selected expert has no record");
+        if (in.record.hidden() != H || in.record.intermediate() != I) {
+            fail("prompt kernel: experts of one call must have one shape (H={} I={} vs H={} I={})",
+                 H, I, in.record.hidden(), in.record.intermediate());
+        }
+        kernel_detail::ExpertArgs& a = s.args[static_cast<std::size_t>(u)];
+        a = kernel_detail::ExpertArgs{};
+        a.rec = kernel_detail::make_record_ref(in.record);
+        a.gate_up_bias = in.gate_up_bias;
+        a.down_bias = in.down_bias;
+        a.weight = 1.0f;
+        const std::int32_t c =
+            s.count[static_cast<std::size_t>(s.used[static_cast<std::size_t>(u)])];
+        s.slot_begin[static_cast<std::size_t>(u) + 1] =
+            s.slot_begin[static_cast<std::size_t>(u)] + c;
+        rank[static_cast<std::size_t>(s.used[static_cast<std::size_t>(u)])] = u;
+        max_count = std::max(max_count, c);
+    }
+    s.slots.resize(static_cast<std::size_t>(T * K));
+    s.fill.assign(s.slot_begin.begin(), s.slot_begin.end() - 1);
+    for (std::int64_t i = 0; i < T * K; ++i) {
+        const auto u = static_cast<std::size_t>(rank[static_cast<std::size_t>(sel[i])]);
+        s.slots[static_cast<std::size_t>(s.fill[u]++)] = static_cast<std::int32_t>(i);
+    }
+
+    const std::int64_t Gh = H / 32, Gi = I / 32;
+    const auto TK = static_cast<std::size_t>(T * K);
+    Wrapped w;
+    PromptJob& j = w.job;
+    j.experts = s.args.data();
+    j.slot_begin = s.slot_begin.data();
+    j.slots = s.slots.data();
+    j.n_used = n_used;
+    j.K = K;
+    j.tokens = T;
+    j.hidden = H;
+    j.inter = I;
+    j.limit = params_.limit;
+    j.alpha = params_.alpha;
+    j.h = h;
+    j.hq = s.hq.as<std::uint8_t>(static_cast<std::size_t>(T * Gh * prompt_detail::kQ8Bytes));
+    j.hd = s.hd.as<float>(static_cast<std::size_t>(T * Gh));
+    j.aq = s.aq.as<std::uint8_t>(TK * static_cast<std::size_t>(Gi * prompt_detail::kQ8Bytes));
+    j.ad = s.ad.as<float>(TK * static_cast<std::size_t>(Gi));
+    j.y = s.y.as<float>(TK * static_cast<std::size_t>(H));
+    j.gate = gate;
+    j.x = x;
+    j.gate_up_tiles = 2 * I / prompt_detail::kGateUpRows;
+    j.down_tiles = H / prompt_detail::kDownRows;
+    j.decode_bytes = round64(std::max(Gh, Gi) * prompt_detail::kBlockBytes);
+    j.scratch_bytes =
+        j.decode_bytes + round64(std::int64_t{max_count} * prompt_detail::kGateUpRows * 4);
+    j.scratch = s.workers.get(static_cast<std::size_t>(j.scratch_bytes * team.size()));
+    w.ops = ops_for(isa_);
+    w.cancel = cancel;
+    const TeamPhase phases[4] = {{T, w.ops->quantize, &w.job},
+                                 {n_used * j.gate_up_tiles, &Wrapped::gate_up, &w},
+                                 {n_used * j.down_tiles, &Wrapped::down, &w},
+                                 {T, &Wrapped::combine, &w}};
+    team.run(phases);
+    if (w.stopped.load(std::memory_order_relaxed)) throw Cancelled();
+}
+
+int prompt_q8_passes() { return prompt_detail::kPasses; }
+int prompt_q8_bytes() { return prompt_detail::kQ8Bytes; }
+
+void prompt_quantize_block(const float* v, std::uint8_t* q, float* d) {
+    prompt_detail::quantize_block(v, q, d);
+}
+
+void prompt_gemm16(PromptIsa isa, const ExpertRecordView& record, int p, std::int64_t row0,
+                   const std::uint8_t* q, const float* d, int n, float* out) {
+    if (!prompt_isa_available(isa)) fail("prompt kernel: {} not available", prompt_isa_name(isa));
+    const Projection proj = p == 0 ? Projection::kGateUp : Projection::kDown;
+    if (row0 < 0 || row0 + 16 > record.rows(proj) || row0 % 16 != 0)
+        fail("prompt kernel: rows {}..{} of {}", row0, row0 + 15, record.rows(proj));
+    kernel_detail::ExpertArgs a{};
+    a.rec = kernel_detail::make_record_ref(record);
+    const int G = record.blocks_per_row(proj);
+    std::vector<std::int32_t> rows(static_cast<std::size_t>(n));
+    std::iota(rows.begin(), rows.end(), 0);
+    const prompt_detail::Operands x{q, d,           std::int64_t{G} * prompt_detail::kQ8Bytes,
+                                    G, rows.data(), 1};
+    Buffer scratch;
+    ops_for(isa)->gemm16(a, p, row0, x, n,
+                         scratch.get(static_cast<std::size_t>(G * prompt_detail::kBlockBytes)), out,
+                         16);
+}
+
+}  // namespace neural::cpu
