@@ -465,8 +465,21 @@ TEST_F(Cli, LogitsMatchGoldenPrefix) {
     json prompts;
     prompts["chat3"] = {g["ids"][0], g["ids"][1], g["ids"][2]};
     const fs::path in = write("prompts.json", prompts.dump());
+    // The default path (int8 lm_head: docs/KERNELS.md "Int8 dense weights") within the fast
+    // path's golden tolerance, 5e-2; the bf16 dense kernels within 1e-3, checked in full below.
+    const fs::path fast_out = tmp_ / "fast.json";
+    Proc fast = neural({"logits", model(), in.string(), fast_out.string()});
+    ASSERT_EQ(fast.code, 0) << fast.err;
+    const json f = test::read_json(fast_out)["prompts"]["chat3"];
+    for (size_t t = 0; t < 3; ++t) {
+        EXPECT_EQ(f["argmax"][t], g["argmax"][t]) << t;
+        for (size_t k = 0; k < 20; ++k) {
+            EXPECT_NEAR(f["probe_logits"][t][k].get<double>(),
+                        g["probe_logits"][t][k].get<double>(), 5e-2);
+        }
+    }
     const fs::path out = tmp_ / "out.json";
-    Proc r = neural({"logits", model(), in.string(), out.string()});
+    Proc r = neural({"logits", model(), in.string(), out.string(), "--dense", "bf16"});
     ASSERT_EQ(r.code, 0) << r.err;
     const json p = test::read_json(out)["prompts"]["chat3"];
     EXPECT_FALSE(p.contains("greedy"));  // no --steps
