@@ -714,7 +714,7 @@ TEST_F(Cli, RankSeedsTheLearnedStatisticsAndShowPrintsThem) {
     Proc p = neural({"rank", "--model", model(), "--text", text.string(), "--decode", "1"});
     ASSERT_EQ(p.code, 0) << p.err;
     const std::string wrote = p.out.substr(p.out.find("wrote ") + 6);
-    const fs::path file = wrote.substr(0, wrote.find(':'));
+    const fs::path file = wrote.substr(0, wrote.find(": "));  // "C:\\..." on Windows
     const auto j = test::read_json(file);
     EXPECT_EQ(j["format"], "neural-routing-stats");
     const std::int64_t seeded = j["tokens"].get<std::int64_t>();

@@ -2,12 +2,34 @@
 // computes (prompt_tasks.inl), read straight from the record, weights decoded per use.
 #include <math.h>
 
+#include <cmath>
 #include <cstdint>
+#include <cstring>
 
 #include "cpu/kernels/prompt_impl.h"
 
 namespace neural::cpu::prompt_detail {
 namespace {
+
+// a * b + c rounded once to fp32, as the hardware FMA of the SIMD variant does, without relying
+// on the C library's fmaf (mingw-w64's is not correctly rounded). The product of two floats is
+// exact in double; the sum is rounded to odd in double (its two-sum error decides the last bit),
+// and a round-to-odd result with 53 >= 2 x 24 + 2 bits rounds to fp32 exactly like one rounding.
+float exact_fmaf(float a, float b, float c) {
+    const double p = static_cast<double>(a) * static_cast<double>(b);
+    const double cd = c;
+    double s = p + cd;
+    if (!std::isfinite(s)) return static_cast<float>(s);
+    const double bb = s - p;
+    const double err = (p - (s - bb)) + (cd - bb);
+    std::uint64_t bits;
+    std::memcpy(&bits, &s, sizeof bits);
+    if (err != 0.0 && (bits & 1u) == 0) {
+        bits = (err > 0) == (s > 0) ? bits + 1 : bits - 1;  // the odd neighbour toward err
+        std::memcpy(&s, &bits, sizeof s);
+    }
+    return static_cast<float>(s);
+}
 
 using kernel_detail::kE8M0Table;
 using kernel_detail::kMaxBlocks;
@@ -43,9 +65,9 @@ struct Isa {
                         }
                     }
                     const float scale = kE8M0Table.v[scales[b]] * 0.5f * d[b];
-                    acc = ::fmaf(static_cast<float>(sum[0] * 256 + sum[1]), scale, acc);
+                    acc = exact_fmaf(static_cast<float>(sum[0] * 256 + sum[1]), scale, acc);
                     if constexpr (kPasses == 3)
-                        acc = ::fmaf(static_cast<float>(sum[2]), scale * (1.0f / 256.0f), acc);
+                        acc = exact_fmaf(static_cast<float>(sum[2]), scale * (1.0f / 256.0f), acc);
                 }
                 out[i * ld + r] = acc;
             }
