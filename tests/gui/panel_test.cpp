@@ -302,7 +302,12 @@ TEST_F(PanelTest, TheModelSwitcherListsTheStoresFoundAndLoadsOne) {
     EXPECT_EQ(QFileInfo(recent.first().store).fileName(), QStringLiteral("experts-raw.nstore"));
     // The running entry is the one shown, listed among the recent ones.
     EXPECT_EQ(models->currentText(), QStringLiteral("Recent: tiny-copy + experts-raw.nstore"));
-    QDir(copy).removeRecursively();
+    if (!QDir(copy).removeRecursively()) {
+        // Windows does not delete a file that is memory-mapped: the loaded model's files stay,
+        // so "gone from the disk" cannot happen to the running model there.
+        ASSERT_TRUE(QFileInfo::exists(copy));
+        return;
+    }
     m_window->fillModelSwitcher();
     for (int i = 0; i < models->count(); ++i) {
         EXPECT_FALSE(models->itemText(i).contains(QStringLiteral("tiny-copy")))

@@ -437,6 +437,9 @@ TEST(ProfileKnobs, FitFlagsAreADesktopProfile) {
 // `neural fit` prints), not a fixed pool: a 12 GiB and a 24 GiB card give different slots, each
 // the plan's; the ProfileStore's Optimized follows a new fit until the user edits it.
 TEST(Profiles, OptimizedFollowsTheFitForTheVram) {
+    if (!unsupportedReason(QStringLiteral("backend")).isEmpty())
+        GTEST_SKIP() << "GPU knobs not applied in this build: "
+                     << unsupportedReason(QStringLiteral("backend")).toStdString();
     FitRequest req;
     synth::Options shape;
     shape.shape = synth::shape_named("gpt-oss-20b");
