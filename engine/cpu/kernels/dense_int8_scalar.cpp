@@ -2,21 +2,12 @@
 // (compiled with -ffp-contract=off, so `lane + float(L) * s` is a rounded product and a rounded
 // add, as the SIMD variants compute it).
 #include <cstdint>
-#include <cstring>
 
 #include "cpu/kernels/dense_int8_impl.h"
+#include "model/bf16.h"
 
 namespace neural::cpu::int8_detail {
 namespace {
-
-inline float scale_at(const std::uint8_t* p) {
-    std::uint16_t v;
-    std::memcpy(&v, p, 2);
-    const std::uint32_t bits = static_cast<std::uint32_t>(v) << 16;
-    float f;
-    std::memcpy(&f, &bits, 4);
-    return f;
-}
 
 // The 16 lanes in the tree every variant uses: 8 + 8, 4 + 4, 2 + 2, 1 + 1.
 inline float lane_tree(const float* a) {
@@ -44,7 +35,7 @@ struct Isa {
                         for (int i = 0; i < 4; ++i) {
                             l += (static_cast<std::int32_t>(w[4 * j + i]) - 128) * x[4 * j + i];
                         }
-                        const float dw = scale_at(scales + 2 * (r * blocks + 2 * k + j / 8));
+                        const float dw = load_bf16(scales, r * blocks + 2 * k + j / 8);
                         const float s = dw * xd[t][16 * k + j];
                         const float p = static_cast<float>(l) * s;
                         acc[j] = acc[j] + p;
