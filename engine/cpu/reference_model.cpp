@@ -23,6 +23,11 @@ void CpuModel::set_dense_kernel(std::unique_ptr<cpu::DenseKernel> dense) {
     if (dense && !store_moe_)
         fail("the dense kernels run on the expert kernels' team: set it first");
     if (!dense) set_int8_kernel(nullptr, false);
+    const bool avx512 = dense && (dense->isa() == cpu::DenseIsa::avx512 ||
+                                  dense->isa() == cpu::DenseIsa::avx512bf16);
+    attention_isa_ = avx512 && cpu::attention_isa_available(cpu::AttentionIsa::avx512)
+                         ? cpu::AttentionIsa::avx512
+                         : cpu::AttentionIsa::reference;
     dense_ = std::move(dense);
 }
 
@@ -243,8 +248,9 @@ void CpuModel::attention(int layer, const float* q, std::int64_t pos, const KvCa
     }
 }
 
-// The same math as attention() for the group of query heads sharing KV head hk; the fast
-// path's task (one task reads the group's keys and values, which stay in cache across its heads).
+// attention() for the group of query heads sharing KV head hk, on the fast path's attention
+// kernel (cpu/kernels/attention_kernel.h): one task reads the group's keys and values, which
+// stay in cache across its heads.
 void CpuModel::attention_group(int layer, int hk, const float* q, std::int64_t pos,
                                const KvCache& cache, float* out) const {
     const ModelConfig& c = config_;
@@ -255,12 +261,13 @@ void CpuModel::attention_group(int layer, int hk, const float* q, std::int64_t p
     const std::int64_t n = pos - first + 1;
     const float scale = 1.0f / std::sqrt(static_cast<float>(d));
     const Bf16View& sinks = weights_.layers[static_cast<size_t>(layer)].sinks;
-    for (int hq = hk * group; hq < (hk + 1) * group; ++hq) {
-        cpu::attend_with_sink(q + static_cast<std::ptrdiff_t>(hq) * d,
-                              cache.k(layer, first) + hk * d, cache.v(layer, first) + hk * d,
-                              cache.kv_dim(), n, d, sinks.at(hq), scale,
-                              out + static_cast<std::ptrdiff_t>(hq) * d);
-    }
+    float group_sinks[64];
+    if (group > 64) fail("attention: {} query heads per K/V head (at most 64)", group);
+    for (int i = 0; i < group; ++i) group_sinks[i] = sinks.at(hk * group + i);
+    cpu::attend_group(attention_isa_, q + static_cast<std::ptrdiff_t>(hk) * group * d, group,
+                      cache.k(layer, first) + hk * d, cache.v(layer, first) + hk * d,
+                      cache.kv_dim(), n, d, group_sinks, scale,
+                      out + static_cast<std::ptrdiff_t>(hk) * group * d);
 }
 
 // Router top-k + softmax over the selected logits, then the clamped SwiGLU experts, grouped by

@@ -8,6 +8,7 @@
 #include <span>
 #include <vector>
 
+#include "cpu/kernels/attention_kernel.h"
 #include "cpu/kernels/dense_int8.h"
 #include "cpu/kernels/dense_kernel.h"
 #include "cpu/rope.h"
@@ -91,6 +92,9 @@ private:
     const ExpertSource* experts_ = nullptr;
     std::unique_ptr<cpu::StoreMoe> store_moe_;
     std::unique_ptr<cpu::DenseKernel> dense_;
+    // The fast path's attention (cpu/kernels/attention_kernel.h): AVX-512 with an AVX-512 dense
+    // kernel, else the reference.
+    cpu::AttentionIsa attention_isa_ = cpu::AttentionIsa::reference;
     struct Int8Layer {
         cpu::Int8Matrix q, k, v, o;
     };

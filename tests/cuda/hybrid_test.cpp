@@ -48,6 +48,9 @@ LoadOptions cuda_options(int pool_slots, int refresh_every = 0) {
     o.gpu.pool_slots = pool_slots;
     o.gpu.refresh_every = refresh_every;
     o.gpu.context = 512;
+    // No learned statistics: they would carry one test's routing into the next test's slots
+    // (the tests of runtime/routing_stats.h set a file of their own).
+    o.routing_stats = "off";
     return o;
 }
 
@@ -867,6 +870,10 @@ TEST(CudaHybrid, CancelDuringALongPromptReturnsAndTheNextTurnIsUnchanged) {
     using Clock = std::chrono::steady_clock;
     LoadOptions o = prefill_options(0, "layer", 256, 0);
     o.gpu.context = 16384;
+    // Without the K/V ring the cancelled prompt's rows lie after the kept prefix, so the next
+    // turn continues from it; with a ring they may have overwritten its window and the next
+    // turn starts over (ring_keeps in engine/cuda/hybrid/sequence.cpp), batched differently.
+    o.gpu.kv_ring = 0;
     auto m = Model::load(test::tiny_model_dir(), o);
     std::vector<TokenId> prompt(16000);
     for (std::size_t i = 0; i < prompt.size(); ++i) {

@@ -193,6 +193,7 @@ TEST(Int8Dense, ResultsDoNotDependOnTheBatchTheJobOrTheTeam) {
     std::mt19937 rng(16);
     ReferenceTeam team(2), four(4);
     const std::int64_t cols = 96;
+    const std::int64_t T = 70;  // past two token tiles (dense_int8_tasks.inl), a partial last group
     Matrix wq(40, cols, rng), wk(8, cols, rng), kb(1, 8, rng);
     Int8Matrix q, k;
     const Bf16View* in[2] = {&wq.view, &wk.view};
@@ -202,20 +203,20 @@ TEST(Int8Dense, ResultsDoNotDependOnTheBatchTheJobOrTheTeam) {
     const Int8Matrix q1 = Int8Matrix::quantize(wq.view);
     ASSERT_EQ(q1.bytes(), q.bytes());
     EXPECT_EQ(0, std::memcmp(q1.group(0), q.group(0), q.bytes()));
-    const auto x = random_x(20 * cols, rng);
+    const auto x = random_x(T * cols, rng);
     for (Int8Isa isa : {Int8Isa::scalar, best_int8()}) {
         SCOPED_TRACE(int8_isa_name(isa));
-        const auto all = run(isa, team, q, nullptr, x, 20);
-        for (std::int64_t t = 0; t < 20; ++t) {
+        const auto all = run(isa, team, q, nullptr, x, T);
+        for (std::int64_t t = 0; t < T; ++t) {
             const std::vector<float> xt(x.begin() + t * cols, x.begin() + (t + 1) * cols);
             const auto one = run(isa, four, q, nullptr, xt, 1);
             EXPECT_EQ(0, std::memcmp(one.data(), all.data() + t * 40, 40 * sizeof(float))) << t;
         }
-        std::vector<float> yq(20 * 40), yk(20 * 8);
+        std::vector<float> yq(T * 40), yk(T * 8);
         const Int8Output outs[2] = {{&q, nullptr, yq.data(), 0}, {&k, &kb.view, yk.data(), 0}};
-        Int8DenseKernel(isa).run(team, outs, x.data(), 20, cols);
+        Int8DenseKernel(isa).run(team, outs, x.data(), T, cols);
         EXPECT_TRUE(same_bits(yq, all));
-        EXPECT_TRUE(same_bits(yk, run(isa, team, k, &kb, x, 20)));
+        EXPECT_TRUE(same_bits(yk, run(isa, team, k, &kb, x, T)));
     }
 }
 

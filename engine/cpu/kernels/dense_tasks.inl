@@ -46,7 +46,15 @@ inline void dot_nr(int nr, int nt, const std::uint8_t* const* w, const std::uint
     }
 }
 
-// Task = rows_per_task rows of one output: 4 rows at a time against every token of the job.
+// Tokens per tile of a prompt call: a tile's operands (32 x 4 bytes per column: ~370 KB for a
+// gpt-oss row of 2,880) stay in L2 while the task's rows pass over them, and the task's rows
+// (a few hundred KB) stay in L2 across its tiles. Without tiles every group of 4 rows streamed
+// all of a 512-token block's operands (~6 MB) again from L3. A multiple of 4 (the micro-kernel's
+// token group), so the arithmetic per output is the same bits with or without tiles.
+constexpr std::int64_t kTokenTile = 32;
+
+// Task = rows_per_task rows of one output: per tile of tokens, 4 rows at a time against every
+// token of the tile.
 void dense_task(void* ctx, std::int64_t task, std::int32_t) {
     const Job& job = *static_cast<const Job*>(ctx);
     int o = 0;
@@ -54,23 +62,27 @@ void dense_task(void* ctx, std::int64_t task, std::int32_t) {
     const Output& out = job.out[o];
     const std::int64_t r0 = (task - out.first_task) * out.rows_per_task;
     const std::int64_t r1 = r0 + out.rows_per_task < out.rows ? r0 + out.rows_per_task : out.rows;
-    for (std::int64_t r = r0; r < r1; r += 4) {
-        const int nr = r1 - r < 4 ? static_cast<int>(r1 - r) : 4;
-        const std::uint8_t* w[4];
-        float b[4];
-        for (int i = 0; i < nr; ++i) {
-            w[i] = out.w + 2 * (r + i) * job.cols;
-            b[i] = bias_at(out.bias, r + i);
-        }
-        for (std::int64_t t0 = 0; t0 < job.tokens; t0 += 4) {
-            const int nt = job.tokens - t0 < 4 ? static_cast<int>(job.tokens - t0) : 4;
-            const std::uint16_t* x[4];
-            for (int t = 0; t < nt; ++t) x[t] = job.x + (t0 + t) * 2 * job.padded;
-            float res[16] = {};
-            dot_nr<4>(nr, nt, w, x, job.padded, job.cols, res);
+    for (std::int64_t tile = 0; tile < job.tokens; tile += kTokenTile) {
+        const std::int64_t tile_end =
+            job.tokens - tile < kTokenTile ? job.tokens : tile + kTokenTile;
+        for (std::int64_t r = r0; r < r1; r += 4) {
+            const int nr = r1 - r < 4 ? static_cast<int>(r1 - r) : 4;
+            const std::uint8_t* w[4];
+            float b[4];
             for (int i = 0; i < nr; ++i) {
-                for (int t = 0; t < nt; ++t) {
-                    out.y[(t0 + t) * out.y_stride + r + i] = res[i * nt + t] + b[i];
+                w[i] = out.w + 2 * (r + i) * job.cols;
+                b[i] = bias_at(out.bias, r + i);
+            }
+            for (std::int64_t t0 = tile; t0 < tile_end; t0 += 4) {
+                const int nt = tile_end - t0 < 4 ? static_cast<int>(tile_end - t0) : 4;
+                const std::uint16_t* x[4];
+                for (int t = 0; t < nt; ++t) x[t] = job.x + (t0 + t) * 2 * job.padded;
+                float res[16] = {};
+                dot_nr<4>(nr, nt, w, x, job.padded, job.cols, res);
+                for (int i = 0; i < nr; ++i) {
+                    for (int t = 0; t < nt; ++t) {
+                        out.y[(t0 + t) * out.y_stride + r + i] = res[i * nt + t] + b[i];
+                    }
                 }
             }
         }

@@ -1,0 +1,147 @@
+// The AVX-512 variant of attention_kernel.h, compiled with the AVX-512 flags and
+// -ffp-contract=off (every fused multiply-add below is written out).
+#include <immintrin.h>
+
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+#include "cpu/kernels/attention_kernel.h"
+#include "cpu/ops.h"
+
+namespace neural::cpu::detail {
+namespace {
+
+// The 16 lanes summed in a fixed tree (8 + 8, 4 + 4, 2 + 2, 1 + 1).
+inline float hsum(__m512 v) {
+    const __m256 hi = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1));
+    const __m256 a = _mm256_add_ps(_mm512_castps512_ps256(v), hi);
+    __m128 b = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+    b = _mm_add_ps(b, _mm_movehl_ps(b, b));
+    b = _mm_add_ss(b, _mm_shuffle_ps(b, b, 1));
+    return _mm_cvtss_f32(b);
+}
+
+// e^x, Cephes expf: x = n ln 2 + r with |r| <= ln 2 / 2 (ln 2 in two parts), e^r = 1 + r +
+// r^2 P(r), times 2^n (vscalefps). Below -104 the result is 0, above 88.72 it is clamped; a NaN
+// stays NaN (vmaxps / vminps return their second operand when one is a NaN).
+inline __m512 exp16(__m512 x) {
+    x = _mm512_max_ps(_mm512_set1_ps(-104.0f), x);
+    x = _mm512_min_ps(_mm512_set1_ps(88.72f), x);
+    const __m512 n =
+        _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                             _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
+    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+    __m512 p = _mm512_set1_ps(1.9875691500e-4f);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+    p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
+    return _mm512_scalef_ps(p, n);
+}
+
+// H heads (1..4) of head_dim 16 * C against every key: scores, softmax with sinks, values.
+// `s` holds H rows of np >= n floats (np a multiple of 16).
+template <int C, int H>
+void heads_block(const float* q, const float* k, const float* v, std::int64_t stride,
+                 std::int64_t n, const float* sinks, float scale, float* out, float* s,
+                 std::int64_t np) {
+    constexpr int d = 16 * C;
+    __m512 qv[H][C];
+    for (int h = 0; h < H; ++h)
+        for (int c = 0; c < C; ++c) qv[h][c] = _mm512_loadu_ps(q + h * d + 16 * c);
+    float m[H];
+    for (int h = 0; h < H; ++h) m[h] = sinks[h];
+    for (std::int64_t j = 0; j < n; ++j) {
+        const float* kj = k + j * stride;
+        __m512 kv[C];
+        for (int c = 0; c < C; ++c) kv[c] = _mm512_loadu_ps(kj + 16 * c);
+        for (int h = 0; h < H; ++h) {
+            __m512 acc = _mm512_mul_ps(qv[h][0], kv[0]);
+            for (int c = 1; c < C; ++c) acc = _mm512_fmadd_ps(qv[h][c], kv[c], acc);
+            const float sj = hsum(acc) * scale;
+            s[h * np + j] = sj;
+            m[h] = m[h] < sj ? sj : m[h];  // std::max(m, sj): a NaN score is not the maximum
+        }
+    }
+    float denom[H];
+    for (int h = 0; h < H; ++h) {
+        float* sh = s + h * np;
+        const __m512 mv = _mm512_set1_ps(m[h]);
+        __m512 sum = _mm512_setzero_ps();
+        for (std::int64_t j = 0; j < n; j += 16) {
+            const __mmask16 live =
+                n - j >= 16 ? static_cast<__mmask16>(0xFFFF)
+                            : static_cast<__mmask16>((1u << static_cast<unsigned>(n - j)) - 1u);
+            const __m512 e =
+                _mm512_maskz_mov_ps(live, exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(live, sh + j), mv)));
+            _mm512_storeu_ps(sh + j, e);
+            sum = _mm512_add_ps(sum, e);
+        }
+        denom[h] = std::exp(sinks[h] - m[h]) + hsum(sum);
+    }
+    __m512 acc[H][C];
+    for (int h = 0; h < H; ++h)
+        for (int c = 0; c < C; ++c) acc[h][c] = _mm512_setzero_ps();
+    for (std::int64_t j = 0; j < n; ++j) {
+        const float* vj = v + j * stride;
+        __m512 vv[C];
+        for (int c = 0; c < C; ++c) vv[c] = _mm512_loadu_ps(vj + 16 * c);
+        for (int h = 0; h < H; ++h) {
+            const __m512 p = _mm512_set1_ps(s[h * np + j] / denom[h]);
+            for (int c = 0; c < C; ++c) acc[h][c] = _mm512_fmadd_ps(p, vv[c], acc[h][c]);
+        }
+    }
+    for (int h = 0; h < H; ++h)
+        for (int c = 0; c < C; ++c) _mm512_storeu_ps(out + h * d + 16 * c, acc[h][c]);
+}
+
+template <int C>
+void group_of(const float* q, int heads, const float* k, const float* v, std::int64_t stride,
+              std::int64_t n, const float* sinks, float scale, float* out) {
+    thread_local std::vector<float> scores;
+    const std::int64_t np = (n + 15) / 16 * 16;
+    if (scores.size() < static_cast<std::size_t>(4 * np)) scores.resize(static_cast<std::size_t>(4 * np));
+    constexpr int d = 16 * C;
+    for (int h0 = 0; h0 < heads; h0 += 4) {
+        const float* qh = q + h0 * d;
+        float* oh = out + h0 * d;
+        switch (heads - h0 < 4 ? heads - h0 : 4) {
+            case 1:
+                heads_block<C, 1>(qh, k, v, stride, n, sinks + h0, scale, oh, scores.data(), np);
+                break;
+            case 2:
+                heads_block<C, 2>(qh, k, v, stride, n, sinks + h0, scale, oh, scores.data(), np);
+                break;
+            case 3:
+                heads_block<C, 3>(qh, k, v, stride, n, sinks + h0, scale, oh, scores.data(), np);
+                break;
+            default:
+                heads_block<C, 4>(qh, k, v, stride, n, sinks + h0, scale, oh, scores.data(), np);
+                break;
+        }
+    }
+}
+
+}  // namespace
+
+void attend_group_avx512(const float* q, int heads, const float* k, const float* v,
+                         std::int64_t stride, std::int64_t n, int d, const float* sinks,
+                         float scale, float* out) {
+    switch (d) {
+        case 16: group_of<1>(q, heads, k, v, stride, n, sinks, scale, out); return;
+        case 32: group_of<2>(q, heads, k, v, stride, n, sinks, scale, out); return;
+        case 64: group_of<4>(q, heads, k, v, stride, n, sinks, scale, out); return;
+        case 128: group_of<8>(q, heads, k, v, stride, n, sinks, scale, out); return;
+        default:  // another multiple of 16: the reference, head by head
+            for (int h = 0; h < heads; ++h) {
+                attend_with_sink(q + static_cast<std::ptrdiff_t>(h) * d, k, v, stride, n, d,
+                                 sinks[h], scale, out + static_cast<std::ptrdiff_t>(h) * d);
+            }
+    }
+}
+
+}  // namespace neural::cpu::detail

@@ -1,0 +1,36 @@
+#include "cpu/kernels/attention_kernel.h"
+
+#include "cpu/ops.h"
+#include "platform/cpu_features.h"
+
+namespace neural::cpu {
+
+const char* attention_isa_name(AttentionIsa isa) {
+    return isa == AttentionIsa::avx512 ? "avx512" : "reference";
+}
+
+bool attention_isa_available(AttentionIsa isa) {
+    if (isa == AttentionIsa::reference) return true;
+#ifdef NEURAL_KERNELS_X86
+    return cpu_features().has_avx512();
+#else
+    return false;
+#endif
+}
+
+void attend_group(AttentionIsa isa, const float* q, int heads, const float* k, const float* v,
+                  std::int64_t stride, std::int64_t n, int d, const float* sinks, float scale,
+                  float* out) {
+#ifdef NEURAL_KERNELS_X86
+    if (isa == AttentionIsa::avx512 && d % 16 == 0) {
+        detail::attend_group_avx512(q, heads, k, v, stride, n, d, sinks, scale, out);
+        return;
+    }
+#endif
+    for (int h = 0; h < heads; ++h) {
+        attend_with_sink(q + static_cast<std::ptrdiff_t>(h) * d, k, v, stride, n, d, sinks[h],
+                         scale, out + static_cast<std::ptrdiff_t>(h) * d);
+    }
+}
+
+}  // namespace neural::cpu
