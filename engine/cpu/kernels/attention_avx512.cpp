@@ -28,9 +28,8 @@ inline float hsum(__m512 v) {
 inline __m512 exp16(__m512 x) {
     x = _mm512_max_ps(_mm512_set1_ps(-104.0f), x);
     x = _mm512_min_ps(_mm512_set1_ps(88.72f), x);
-    const __m512 n =
-        _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
-                             _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                          _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
     r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
     __m512 p = _mm512_set1_ps(1.9875691500e-4f);
@@ -76,8 +75,8 @@ void heads_block(const float* q, const float* k, const float* v, std::int64_t st
             const __mmask16 live =
                 n - j >= 16 ? static_cast<__mmask16>(0xFFFF)
                             : static_cast<__mmask16>((1u << static_cast<unsigned>(n - j)) - 1u);
-            const __m512 e =
-                _mm512_maskz_mov_ps(live, exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(live, sh + j), mv)));
+            const __m512 e = _mm512_maskz_mov_ps(
+                live, exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(live, sh + j), mv)));
             _mm512_storeu_ps(sh + j, e);
             sum = _mm512_add_ps(sum, e);
         }
@@ -104,7 +103,8 @@ void group_of(const float* q, int heads, const float* k, const float* v, std::in
               std::int64_t n, const float* sinks, float scale, float* out) {
     thread_local std::vector<float> scores;
     const std::int64_t np = (n + 15) / 16 * 16;
-    if (scores.size() < static_cast<std::size_t>(4 * np)) scores.resize(static_cast<std::size_t>(4 * np));
+    if (scores.size() < static_cast<std::size_t>(4 * np))
+        scores.resize(static_cast<std::size_t>(4 * np));
     constexpr int d = 16 * C;
     for (int h0 = 0; h0 < heads; h0 += 4) {
         const float* qh = q + h0 * d;
@@ -132,10 +132,18 @@ void attend_group_avx512(const float* q, int heads, const float* k, const float*
                          std::int64_t stride, std::int64_t n, int d, const float* sinks,
                          float scale, float* out) {
     switch (d) {
-        case 16: group_of<1>(q, heads, k, v, stride, n, sinks, scale, out); return;
-        case 32: group_of<2>(q, heads, k, v, stride, n, sinks, scale, out); return;
-        case 64: group_of<4>(q, heads, k, v, stride, n, sinks, scale, out); return;
-        case 128: group_of<8>(q, heads, k, v, stride, n, sinks, scale, out); return;
+        case 16:
+            group_of<1>(q, heads, k, v, stride, n, sinks, scale, out);
+            return;
+        case 32:
+            group_of<2>(q, heads, k, v, stride, n, sinks, scale, out);
+            return;
+        case 64:
+            group_of<4>(q, heads, k, v, stride, n, sinks, scale, out);
+            return;
+        case 128:
+            group_of<8>(q, heads, k, v, stride, n, sinks, scale, out);
+            return;
         default:  // another multiple of 16: the reference, head by head
             for (int h = 0; h < heads; ++h) {
                 attend_with_sink(q + static_cast<std::ptrdiff_t>(h) * d, k, v, stride, n, d,
