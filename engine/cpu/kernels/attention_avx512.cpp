@@ -12,15 +12,7 @@
 namespace neural::cpu::detail {
 namespace {
 
-// The 16 lanes summed in a fixed tree (8 + 8, 4 + 4, 2 + 2, 1 + 1).
-inline float hsum(__m512 v) {
-    const __m256 hi = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1));
-    const __m256 a = _mm256_add_ps(_mm512_castps512_ps256(v), hi);
-    __m128 b = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
-    b = _mm_add_ps(b, _mm_movehl_ps(b, b));
-    b = _mm_add_ss(b, _mm_shuffle_ps(b, b, 1));
-    return _mm_cvtss_f32(b);
-}
+#include "cpu/kernels/simd_avx512.inl"
 
 // e^x, Cephes expf: x = n ln 2 + r with |r| <= ln 2 / 2 (ln 2 in two parts), e^r = 1 + r +
 // r^2 P(r), times 2^n (vscalefps). Below -104 the result is 0, above 88.72 it is clamped; a NaN
@@ -61,7 +53,7 @@ void heads_block(const float* q, const float* k, const float* v, std::int64_t st
         for (int h = 0; h < H; ++h) {
             __m512 acc = _mm512_mul_ps(qv[h][0], kv[0]);
             for (int c = 1; c < C; ++c) acc = _mm512_fmadd_ps(qv[h][c], kv[c], acc);
-            const float sj = hsum(acc) * scale;
+            const float sj = hsum512(acc) * scale;
             s[h * np + j] = sj;
             m[h] = m[h] < sj ? sj : m[h];  // std::max(m, sj): a NaN score is not the maximum
         }
@@ -80,7 +72,7 @@ void heads_block(const float* q, const float* k, const float* v, std::int64_t st
             _mm512_storeu_ps(sh + j, e);
             sum = _mm512_add_ps(sum, e);
         }
-        denom[h] = std::exp(sinks[h] - m[h]) + hsum(sum);
+        denom[h] = std::exp(sinks[h] - m[h]) + hsum512(sum);
     }
     __m512 acc[H][C];
     for (int h = 0; h < H; ++h)

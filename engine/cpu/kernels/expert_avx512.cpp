@@ -17,15 +17,7 @@
 namespace neural::cpu::kernel_detail {
 namespace {
 
-inline float hsum512(__m512 v) {
-    const __m256 lo = _mm512_castps512_ps256(v);
-    const __m256 hi = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1));
-    const __m256 s8 = _mm256_add_ps(lo, hi);
-    const __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
-    const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
-    const __m128 s1 = _mm_add_ss(s2, _mm_movehdup_ps(s2));
-    return _mm_cvtss_f32(s1);
-}
+#include "cpu/kernels/simd_avx512.inl"
 
 inline void store_codes(std::uint8_t* dst, __m128i b, bool stream) {
     if (stream) {
