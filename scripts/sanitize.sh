@@ -68,12 +68,10 @@ if [ "$MODE" = asan ] || [ "$MODE" = all ]; then
   configure "$dir" "-fsanitize=address,undefined,float-cast-overflow -fno-sanitize-recover=all -fno-omit-frame-pointer"
   EXTRA_ARGS=()
   echo "sanitize: building $dir (ASan + UBSan)"
+  list_targets=targets_of
+  [ "$SCOPE" = unit ] && list_targets=unit_targets_of
   # shellcheck disable=SC2046
-  if [ "$SCOPE" = unit ]; then
-    nice -n 10 ninja -C "$dir" -j "$JOBS" $(unit_targets_of "$dir")
-  else
-    nice -n 10 ninja -C "$dir" -j "$JOBS" $(targets_of "$dir")
-  fi
+  nice -n 10 ninja -C "$dir" -j "$JOBS" $($list_targets "$dir")
   export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:strict_string_checks=1:detect_stack_use_after_return=1"
   export LSAN_OPTIONS="suppressions=$SUPP/lsan.supp:print_suppressions=0"
   export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:suppressions=$SUPP/ubsan.supp"

@@ -23,6 +23,12 @@ void CpuModel::set_dense_kernel(std::unique_ptr<cpu::DenseKernel> dense) {
     if (dense && !store_moe_)
         fail("the dense kernels run on the expert kernels' team: set it first");
     if (!dense) set_int8_kernel(nullptr, false);
+    if (dense && config_.num_heads / config_.num_kv_heads > kMaxAttentionGroup) {
+        fail(
+            "the fast path's attention takes at most {} query heads per K/V head; this model has "
+            "{}",
+            kMaxAttentionGroup, config_.num_heads / config_.num_kv_heads);
+    }
     const bool avx512 = dense && (dense->isa() == cpu::DenseIsa::avx512 ||
                                   dense->isa() == cpu::DenseIsa::avx512bf16);
     attention_isa_ = avx512 && cpu::attention_isa_available(cpu::AttentionIsa::avx512)
@@ -261,8 +267,7 @@ void CpuModel::attention_group(int layer, int hk, const float* q, std::int64_t p
     const std::int64_t n = pos - first + 1;
     const float scale = 1.0f / std::sqrt(static_cast<float>(d));
     const Bf16View& sinks = weights_.layers[static_cast<size_t>(layer)].sinks;
-    float group_sinks[64];
-    if (group > 64) fail("attention: {} query heads per K/V head (at most 64)", group);
+    float group_sinks[kMaxAttentionGroup];  // group <= kMaxAttentionGroup: set_dense_kernel
     for (int i = 0; i < group; ++i) group_sinks[i] = sinks.at(hk * group + i);
     cpu::attend_group(attention_isa_, q + static_cast<std::ptrdiff_t>(hk) * group * d, group,
                       cache.k(layer, first) + hk * d, cache.v(layer, first) + hk * d,

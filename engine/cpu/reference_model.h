@@ -95,6 +95,8 @@ private:
     // The fast path's attention (cpu/kernels/attention_kernel.h): AVX-512 with an AVX-512 dense
     // kernel, else the reference.
     cpu::AttentionIsa attention_isa_ = cpu::AttentionIsa::reference;
+    // Query heads per K/V head the fast path's attention_group takes (its sinks buffer).
+    static constexpr int kMaxAttentionGroup = 64;
     struct Int8Layer {
         cpu::Int8Matrix q, k, v, o;
     };

@@ -7,7 +7,6 @@
 #include <vector>
 
 #include "cpu/kernels/attention_kernel.h"
-#include "cpu/ops.h"
 
 namespace neural::cpu::detail {
 namespace {
@@ -90,6 +89,20 @@ void heads_block(const float* q, const float* k, const float* v, std::int64_t st
         for (int c = 0; c < C; ++c) _mm512_storeu_ps(out + h * d + 16 * c, acc[h][c]);
 }
 
+// heads_block for the last h (1..H) heads of a group: H = 4 while 4 or more are left.
+template <int C, int H>
+void heads_n(int h, const float* q, const float* k, const float* v, std::int64_t stride,
+             std::int64_t n, const float* sinks, float scale, float* out, float* s,
+             std::int64_t np) {
+    if constexpr (H >= 1) {
+        if (h == H) {
+            heads_block<C, H>(q, k, v, stride, n, sinks, scale, out, s, np);
+            return;
+        }
+        heads_n<C, H - 1>(h, q, k, v, stride, n, sinks, scale, out, s, np);
+    }
+}
+
 template <int C>
 void group_of(const float* q, int heads, const float* k, const float* v, std::int64_t stride,
               std::int64_t n, const float* sinks, float scale, float* out) {
@@ -99,48 +112,31 @@ void group_of(const float* q, int heads, const float* k, const float* v, std::in
         scores.resize(static_cast<std::size_t>(4 * np));
     constexpr int d = 16 * C;
     for (int h0 = 0; h0 < heads; h0 += 4) {
-        const float* qh = q + h0 * d;
-        float* oh = out + h0 * d;
-        switch (heads - h0 < 4 ? heads - h0 : 4) {
-            case 1:
-                heads_block<C, 1>(qh, k, v, stride, n, sinks + h0, scale, oh, scores.data(), np);
-                break;
-            case 2:
-                heads_block<C, 2>(qh, k, v, stride, n, sinks + h0, scale, oh, scores.data(), np);
-                break;
-            case 3:
-                heads_block<C, 3>(qh, k, v, stride, n, sinks + h0, scale, oh, scores.data(), np);
-                break;
-            default:
-                heads_block<C, 4>(qh, k, v, stride, n, sinks + h0, scale, oh, scores.data(), np);
-                break;
-        }
+        heads_n<C, 4>(heads - h0 < 4 ? heads - h0 : 4, q + h0 * d, k, v, stride, n, sinks + h0,
+                      scale, out + h0 * d, scores.data(), np);
     }
 }
 
 }  // namespace
 
-void attend_group_avx512(const float* q, int heads, const float* k, const float* v,
+bool attend_group_avx512(const float* q, int heads, const float* k, const float* v,
                          std::int64_t stride, std::int64_t n, int d, const float* sinks,
                          float scale, float* out) {
     switch (d) {
         case 16:
             group_of<1>(q, heads, k, v, stride, n, sinks, scale, out);
-            return;
+            return true;
         case 32:
             group_of<2>(q, heads, k, v, stride, n, sinks, scale, out);
-            return;
+            return true;
         case 64:
             group_of<4>(q, heads, k, v, stride, n, sinks, scale, out);
-            return;
+            return true;
         case 128:
             group_of<8>(q, heads, k, v, stride, n, sinks, scale, out);
-            return;
-        default:  // another multiple of 16: the reference, head by head
-            for (int h = 0; h < heads; ++h) {
-                attend_with_sink(q + static_cast<std::ptrdiff_t>(h) * d, k, v, stride, n, d,
-                                 sinks[h], scale, out + static_cast<std::ptrdiff_t>(h) * d);
-            }
+            return true;
+        default:
+            return false;
     }
 }
 

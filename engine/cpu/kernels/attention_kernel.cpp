@@ -22,10 +22,9 @@ void attend_group(AttentionIsa isa, const float* q, int heads, const float* k, c
                   std::int64_t stride, std::int64_t n, int d, const float* sinks, float scale,
                   float* out) {
 #ifdef NEURAL_KERNELS_X86
-    if (isa == AttentionIsa::avx512 && d % 16 == 0) {
-        detail::attend_group_avx512(q, heads, k, v, stride, n, d, sinks, scale, out);
+    if (isa == AttentionIsa::avx512 &&
+        detail::attend_group_avx512(q, heads, k, v, stride, n, d, sinks, scale, out))
         return;
-    }
 #endif
     for (int h = 0; h < heads; ++h) {
         attend_with_sink(q + static_cast<std::ptrdiff_t>(h) * d, k, v, stride, n, d, sinks[h],

@@ -24,14 +24,15 @@ bool attention_isa_available(AttentionIsa isa);
 
 // One GQA group: heads query heads at q + h * d (h < heads), keys k + j * stride and values
 // v + j * stride (j < n, n >= 1), sinks[h] the heads' sink logits, out + h * d their outputs.
-// The AVX-512 variant needs d to be a multiple of 16 and runs the reference otherwise.
+// The AVX-512 variant has code for d = 16, 32, 64 and 128; other sizes run the reference.
 void attend_group(AttentionIsa isa, const float* q, int heads, const float* k, const float* v,
                   std::int64_t stride, std::int64_t n, int d, const float* sinks, float scale,
                   float* out);
 
 namespace detail {
-// The AVX-512 variant (attention_avx512.cpp); d % 16 == 0.
-void attend_group_avx512(const float* q, int heads, const float* k, const float* v,
+// The AVX-512 variant (attention_avx512.cpp); false (nothing written) for a head size it has no
+// code for.
+bool attend_group_avx512(const float* q, int heads, const float* k, const float* v,
                          std::int64_t stride, std::int64_t n, int d, const float* sinks,
                          float scale, float* out);
 }  // namespace detail
