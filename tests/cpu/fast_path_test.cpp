@@ -36,9 +36,12 @@ std::unique_ptr<Model> load(const std::string& kernel, int threads = 0,
     return Model::load(test::tiny_model_dir(), o);
 }
 
-// The int8 prompt kernel against the fp32 one on this fixture's logits (~4): measured 3.1e-5 (its
-// three-pass Q8 is as fine as fp32; docs/KERNELS.md "Prompt path"), far inside the golden 5e-2.
-constexpr double kInt8VsFp32Tolerance = 3e-4;
+// The int8 prompt kernel against the fp32 one on this fixture's logits (~4): its two-pass Q8 (a
+// value within ~1/65000 of its block's largest; docs/KERNELS.md "Prompt path") measured 2.5e-3
+// against the fp32 prompt kernel and 1.25e-2 against decoding the same tokens one by one (with
+// the int8 lm_head's own rounding on both sides), half the golden 5e-2 at most. One pass
+// measured ~1.0 here: the fixture magnifies activation rounding.
+constexpr double kInt8VsFp32Tolerance = 2.5e-2;
 
 double worst_diff(const std::vector<float>& a, const std::vector<float>& b) {
     double worst = 0;
@@ -339,8 +342,8 @@ TEST_F(FastPathTest, Int8PromptPathStaysCloseAndIsDeterministic) {
     }
 }
 
-// The int8 prompt kernel's only rounding beyond the fp32 one is the activations' three-pass Q8
-// (fp32's own precision): on every golden prompt its logits stay within kInt8VsFp32Tolerance of
+// The int8 prompt kernel's only rounding beyond the fp32 one is the activations' two-pass Q8:
+// on every golden prompt its logits stay within kInt8VsFp32Tolerance of
 // the fp32 prompt kernel's.
 TEST_F(FastPathTest, Int8PromptKernelIsCloseToTheFp32PromptKernel) {
     // bf16 dense kernels on both: the int8 lm_head's own activation rounding would otherwise

@@ -266,9 +266,9 @@ TEST(PromptKernel, MatchesTheFp32ReferenceWithinTheInt8Tolerance) {
                 norm += y_ref * y_ref;
             }
         }
-        // Three-pass Q8 of h and of the SwiGLU activations: as fine as fp32 (measured 2.3e-7 of
-        // the output's norm; one pass gave ~1e-2, two ~5e-5).
-        EXPECT_LT(std::sqrt(err / norm), 2e-6);
+        // Two-pass Q8 of h and of the SwiGLU activations (measured 4.6e-5 of the output's norm;
+        // one pass gave ~1e-2, three 2.3e-7).
+        EXPECT_LT(std::sqrt(err / norm), 2e-4);
         EXPECT_GT(err, 0.0);  // really the int8 path
     }
 }

@@ -335,7 +335,10 @@ TEST(GgufStore, AGgufModelWithItsStoreMatchesTheGoldens) {
         lo.dense = dense;
         const auto m = Model::load(gguf_path(), lo);
         ASSERT_NE(m->store(), nullptr);
-        expect_golden(*m, golden, std::string(dense) == "int8-head" ? 5e-2 : 1e-3);
+        // With a store the bf16 path's prompts run the int8 prompt kernel, whose two-pass Q8
+        // moves these logits by up to 1.3e-3 (docs/KERNELS.md "Prompt path").
+        const std::string d = dense;
+        expect_golden(*m, golden, d == "int8-head" ? 5e-2 : (d == "bf16" ? 5e-3 : 1e-3));
     }
 }
 

@@ -165,7 +165,7 @@ TEST_F(FixtureStore, FusedKernelPrefillEqualsTokenByToken) {
     float worst = 0;
     for (std::size_t i = 0; i < last.size(); ++i)
         worst = std::max(worst, std::abs(prompt[i] - last[i]));
-    EXPECT_LT(worst, 3e-4f);  // kInt8VsFp32Tolerance of tests/cpu/fast_path_test.cpp
+    EXPECT_LT(worst, 2.5e-2f);  // kInt8VsFp32Tolerance of tests/cpu/fast_path_test.cpp
     if (q->cpu().store_moe()->prompt_kernel() != nullptr) {
         EXPECT_GT(worst, 0.0f);  // really the int8 path
     }

@@ -36,7 +36,9 @@ constexpr int kSubRows = 16;      // rows of one register tile (one zmm of int32
 constexpr int kGateUpRows = 64;   // gate_up rows per task: 32 gate/up pairs = one Q8 block
 constexpr int kDownRows = 32;     // down rows per task
 constexpr int kBlockBytes = 640;  // decoded 16-row block: 8 x 64 int8 codes, 16 fp32, 16 int32
-constexpr int kPasses = 3;        // Q8 passes per activation block (see the top)
+// Q8 passes per activation block (see the top): two, for the speed and precision trade measured
+// in docs/KERNELS.md "Prompt path (int8)"; three reach fp32's precision at 1.5x the GEMM work.
+constexpr int kPasses = 2;
 static_assert(kPasses == 2 || kPasses == 3);
 constexpr int kQ8Bytes = 32 * kPasses;  // Q8 bytes per block of 32 activations
 

@@ -1,8 +1,8 @@
 // The int8 prompt (prefill) path of the CPU experts (docs/KERNELS.md "Prompt path"): one layer's
 // MoE for a block of tokens as one team job of four phases:
-//   0. h to multi-pass Q8 (per token, per 32-element block: three int8 passes, each quantizing
-//      what the passes before left with a 256 times finer step, and one fp32 step: a value is
-//      off by ~6e-8 of its block's largest value, fp32's own precision; prompt_impl.h),
+//   0. h to multi-pass Q8 (per token, per 32-element block: two int8 passes, the second
+//      quantizing what the first left with a 256 times finer step, and one fp32 step: a value
+//      is off by ~1/65000 of its block's largest value; prompt_impl.h),
 //   1. gate_up: tasks = (expert, 64 rows), each over all of that expert's tokens; the 64 rows are
 //      32 gate/up pairs, so the task also applies the bias and SwiGLU and quantizes the 32
 //      activations (one Q8 block) of every token,
@@ -13,7 +13,7 @@
 // +-8, +-12} with every pass's Q8 bytes against the same decoded weights (int32 sums per block,
 // exact), then add each block's sums times (e8m0 / 2) x step with fp32 fmas, blocks in order.
 // The weights are exact, so the activations' quantization is the only rounding beside the fp32
-// sums, and it is as fine as fp32. A weight tile is decoded once per task and
+// sums. A weight tile is decoded once per task and
 // reused by all of the expert's tokens.
 //
 // Determinism: every output (a token's activation block, a down row of a slot, a combined row)
@@ -69,7 +69,7 @@ private:
 
 // Multi-pass Q8 of one block of 32 values in the kernels' operand order (tests):
 // q[prompt_q8_bytes()] bytes, 32 per pass (q_j + 128), and the step *d of pass 1: a value is
-// ~ *d x (256 q_0 + q_1 + q_2 / 256) (prompt_impl.h).
+// ~ *d x (256 q_0 + q_1), + *d x q_2 / 256 with a third pass (prompt_impl.h).
 int prompt_q8_passes();
 int prompt_q8_bytes();
 void prompt_quantize_block(const float* v, std::uint8_t* q, float* d);
