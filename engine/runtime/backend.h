@@ -193,6 +193,9 @@ struct BackendCounters {
     std::atomic<std::uint64_t> experts_streamed{
         0};  // misses copied from the pinned store and computed on the GPU
     std::atomic<std::uint64_t> admissions{0};  // slots filled during decode
+    // Experts a prompt's routing sent to the GPU (--prompt-admit), counted when their copies are
+    // issued; `admissions` counts them again once they landed (the next poll).
+    std::atomic<std::uint64_t> prompt_admissions{0};
     // GPU time of decode tokens (timing events in the layer graphs; 0 where the device's graphs
     // cannot hold timing events, and for tokens with no logits): the dense part of every layer
     // (attention .. router), the resident experts after it, the part of those on layers that gave

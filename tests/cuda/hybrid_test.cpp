@@ -666,7 +666,9 @@ TEST(CudaHybrid, TheFirstPromptFillsTheAdaptiveSlots) {
         KvCache cache = m->new_cache();
         Run r;
         auto logits = m->forward(ids, cache);
-        r.admitted_by_prompt = m->backend_counters().admissions.load();
+        // Counted when the copies are issued: `admissions` grows only once they landed, which
+        // may be after forward() returned.
+        r.admitted_by_prompt = m->backend_counters().prompt_admissions.load();
         const auto hits0 = m->backend_counters().experts_hit.load();
         for (int step = 0; step < 4; ++step) {
             const TokenId next = static_cast<TokenId>(

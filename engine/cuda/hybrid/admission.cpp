@@ -137,6 +137,8 @@ void HybridBackend::admit_prompt_experts() {
     }
     NEURAL_CUDA(cudaEventRecord(adm_.batch_landed, copy_stream_));
     adm_.batch = batch;
+    if (in_.counters != nullptr)
+        in_.counters->prompt_admissions.fetch_add(batch.size(), std::memory_order_relaxed);
     spdlog::info("prompt: admitting {} of its experts ({} into free slots, {} replacing colder)",
                  batch.size(), batch.size() - static_cast<std::size_t>(evicting), evicting);
 }
