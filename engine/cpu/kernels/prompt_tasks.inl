@@ -4,7 +4,8 @@
 //   struct Isa {
 //       // out[i * ld + r] (r < 16, i < n) = sum over the row's blocks b, in order, of
 //       //   c = (e8m0(s_b) / 2) * d_b,  S_j = sum_k q_jk w_k (pass j of the Q8, prompt_impl.h),
-//       //   acc = fma(float(256 S_0 + S_1), c, acc)  (and with a third pass fma(float(S_2), c / 256, acc))
+//       //   acc = fma(float(256 S_0 + S_1), c, acc)
+//       //   (and with a third pass acc = fma(float(S_2), c / 256, acc))
 //       // for row row0 + r of projection p (w_k = 2 x the E2M1 value, an integer) and operand
 //       // row i: exact integer dot products per block, then the same fp32 operations in the same
 //       // order, so every variant gives the same bits. scratch: at least G * kBlockBytes bytes, 64-aligned.
