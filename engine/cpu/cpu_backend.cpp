@@ -37,13 +37,18 @@ CpuDense parse_cpu_dense(const std::string& dense, cpu::KernelIsa kernel) {
 
 std::optional<cpu::PromptIsa> parse_prompt_kernel(const std::string& name,
                                                   std::optional<cpu::KernelIsa> kernel) {
-    if (name != "auto" && name != "int8" && name != "fp32") {
-        fail("unknown prompt kernel \"{}\" (auto, int8, fp32)", name);
+    if (name != "auto" && name != "int8" && name != "int8-vnni" && name != "fp32") {
+        fail("unknown prompt kernel \"{}\" (auto, int8, int8-vnni, fp32)", name);
     }
     if (!kernel || name == "fp32") return std::nullopt;
     if (name == "int8") return cpu::best_prompt_isa();
-    if (*kernel == cpu::KernelIsa::avx512 && cpu::prompt_isa_available(cpu::PromptIsa::avx512vnni))
+    if (name == "int8-vnni") {
+        if (!cpu::prompt_isa_available(cpu::PromptIsa::avx512vnni))
+            fail("--prompt-kernel int8-vnni: this CPU has no AVX512_VNNI");
         return cpu::PromptIsa::avx512vnni;
+    }
+    if (*kernel == cpu::KernelIsa::avx512 && cpu::prompt_isa_available(cpu::PromptIsa::avx512vnni))
+        return cpu::best_prompt_isa();
     return std::nullopt;
 }
 
@@ -68,6 +73,11 @@ CpuBackend::CpuBackend(const CpuBackendInputs& in) : model_(*in.config, *in.weig
             : std::make_unique<cpu::StoreMoe>(*in.config, *in.weights, *in.kernel, std::move(team));
     if (!fallback.empty()) spdlog::warn("persistent CPU team unavailable: {}", fallback);
     const cpu::DenseIsa dense = cpu::dense_isa_for(*in.kernel);
+    // Prompts on AMX tiles go together: where the int8 prompt kernel runs on AMX, so do the
+    // prompt blocks' dense GEMMs (--prompt-kernel int8-vnni or fp32 keep both off).
+    const cpu::DenseIsa dense_prompt = in.prompt && *in.prompt == cpu::PromptIsa::amx_int8
+                                           ? cpu::dense_amx_prompt_isa(dense)
+                                           : dense;
     const cpu::Int8Isa int8 = cpu::int8_isa_for(*in.kernel);
     if (in.prompt) {
         moe->set_prompt_kernel(std::make_unique<cpu::PromptKernel>(
@@ -75,13 +85,16 @@ CpuBackend::CpuBackend(const CpuBackendInputs& in) : model_(*in.config, *in.weig
     }
     model_.set_store_moe(std::move(moe));
     const bool int8_head = in.dense == CpuDense::int8_head, int8_all = in.dense == CpuDense::int8;
+    const std::string prompts =
+        dense_prompt != dense ? std::string(" (prompts ") + cpu::dense_isa_name(dense_prompt) + ")"
+                              : std::string();
     dense_ = in.dense == CpuDense::reference ? std::string("fp32 reference")
              : int8_head ? std::string(cpu::int8_isa_name(int8)) + " lm_head, " +
-                               cpu::dense_isa_name(dense) + " attention"
+                               cpu::dense_isa_name(dense) + prompts + " attention"
              : int8_all ? std::string(cpu::int8_isa_name(int8))
-                        : std::string(cpu::dense_isa_name(dense));
+                        : std::string(cpu::dense_isa_name(dense)) + prompts;
     if (in.dense == CpuDense::reference) return;
-    model_.set_dense_kernel(std::make_unique<cpu::DenseKernel>(dense));
+    model_.set_dense_kernel(std::make_unique<cpu::DenseKernel>(dense, dense_prompt));
     if (int8_head || int8_all) {
         // Once per load, on the team (docs/KERNELS.md "Int8 dense weights"): from here on a
         // token reads the int8 copies, and the bf16 pages of these matrices go cold.

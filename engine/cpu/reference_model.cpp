@@ -85,6 +85,22 @@ void CpuModel::linear(const Bf16View& w, const Bf16View* b, const float* x, std:
 
 namespace {
 
+// fn(t) for t < n: as team tasks on the fast path's team for a prompt block (per-token work that
+// would otherwise leave the other threads waiting: norms, RoPE, residual adds, routing), on the
+// caller for one token or without a team. Per-token work, so the same bits either way.
+template <class F>
+void for_each_token(cpu::WorkerTeam* team, std::int64_t n, F&& fn) {
+    if (team == nullptr || n < 2) {
+        for (std::int64_t t = 0; t < n; ++t) fn(t);
+        return;
+    }
+    struct Ctx {
+        F* f;
+        static void task(void* c, std::int64_t t, std::int32_t) { (*static_cast<Ctx*>(c)->f)(t); }
+    } ctx{&fn};
+    team->run(cpu::TeamPhase{n, &Ctx::task, &ctx});
+}
+
 // Attention rows of a prompt block as team tasks: task = (token, KV head).
 struct AttentionJob {
     const CpuModel* model;
@@ -141,6 +157,7 @@ std::vector<float> CpuModel::forward(std::span<const TokenId> tokens, KvCache& c
     // position's result is the same bits whatever the block (per-row ops, attention reads the
     // cache), so blocking changes no output.
     const std::int64_t B = std::min(T, kPromptBlock);
+    cpu::WorkerTeam* team = dense_ ? &store_moe_->worker_team() : nullptr;
     // Residual stream x [B, H]; scratch buffers reused across blocks and layers.
     std::vector<float> x(static_cast<size_t>(B * H)), h(x.size());
     std::vector<float> q(static_cast<size_t>(B * Q)), k(static_cast<size_t>(B * KV)),
@@ -157,7 +174,9 @@ std::vector<float> CpuModel::forward(std::span<const TokenId> tokens, KvCache& c
         for (int l = 0; l < c.num_layers; ++l) {
             throw_if_cancelled(opt.cancel);
             const LayerWeights& w = weights_.layers[static_cast<size_t>(l)];
-            cpu::rms_norm(x.data(), w.input_norm, c.rms_norm_eps, n, h.data());
+            for_each_token(team, n, [&](std::int64_t t) {
+                cpu::rms_norm(x.data() + t * H, w.input_norm, c.rms_norm_eps, 1, h.data() + t * H);
+            });
             if (!int8_layers_.empty()) {  // q, k and v in one team job over the once-quantized h
                 const Int8Layer& q8 = int8_layers_[static_cast<size_t>(l)];
                 const cpu::Int8Output qkv[3] = {{&q8.q, &w.q_b, q.data(), 0},
@@ -174,12 +193,12 @@ std::vector<float> CpuModel::forward(std::span<const TokenId> tokens, KvCache& c
                 cpu::matmul_bf16(w.k_w, &w.k_b, h.data(), n, k.data());
                 cpu::matmul_bf16(w.v_w, &w.v_b, h.data(), n, v.data());
             }
-            for (std::int64_t t = 0; t < n; ++t) {
+            for_each_token(team, n, [&](std::int64_t t) {
                 rope_.apply(q.data() + t * Q, c.num_heads, p0 + t);
                 rope_.apply(k.data() + t * KV, c.num_kv_heads, p0 + t);
                 std::copy_n(k.data() + t * KV, KV, cache.k(l, p0 + t));
                 std::copy_n(v.data() + t * KV, KV, cache.v(l, p0 + t));
-            }
+            });
             // A row of a long context's full-attention layer reads every cached key: the flag is
             // checked per row, and the rows after a cancel are skipped.
             if (dense_) {
@@ -213,9 +232,12 @@ std::vector<float> CpuModel::forward(std::span<const TokenId> tokens, KvCache& c
             project(w.o_w,
                     !int8_layers_.empty() ? &int8_layers_[static_cast<size_t>(l)].o : nullptr,
                     &w.o_b, attn.data(), n, o.data());
-            for (size_t i = 0; i < static_cast<size_t>(n * H); ++i) x[i] += o[i];
-
-            cpu::rms_norm(x.data(), w.post_norm, c.rms_norm_eps, n, h.data());
+            for_each_token(team, n, [&](std::int64_t t) {
+                float* xt = x.data() + t * H;
+                const float* ot = o.data() + t * H;
+                for (std::int64_t i = 0; i < H; ++i) xt[i] += ot[i];
+                cpu::rms_norm(xt, w.post_norm, c.rms_norm_eps, 1, h.data() + t * H);
+            });
             moe(l, h.data(), n, p0, opt, x.data());
         }
         // Logits of this block's rows from `first` on.
@@ -288,21 +310,28 @@ void CpuModel::moe(int layer, const float* h, std::int64_t T, std::int64_t pos0,
     linear(w.router_w, &w.router_b, h, T, logits.data());
     std::vector<int> sel(static_cast<size_t>(T * K));
     std::vector<float> gate(static_cast<size_t>(T * K));
-    std::vector<int> order(static_cast<size_t>(E));
-    for (std::int64_t t = 0; t < T; ++t) {
+    // Top-K per token (per-token work: on the team for a prompt block), then the observer in
+    // token order on the caller.
+    cpu::WorkerTeam* team = dense_ ? &store_moe_->worker_team() : nullptr;
+    for_each_token(team, T, [&](std::int64_t t) {
         const float* lt = logits.data() + t * E;
+        thread_local std::vector<int> order;
+        order.resize(static_cast<size_t>(E));
         std::iota(order.begin(), order.end(), 0);
         // Descending logit; ties go to the lower expert index (deterministic).
         std::partial_sort(order.begin(), order.begin() + K, order.end(),
                           [&](int a, int b) { return lt[a] > lt[b] || (lt[a] == lt[b] && a < b); });
         float m = lt[order[0]], sum = 0.0f;
         for (int k = 0; k < K; ++k) {
-            sel[static_cast<size_t>(t * K + k)] = order[static_cast<size_t>(k)];
-            gate[static_cast<size_t>(t * K + k)] = std::exp(lt[order[static_cast<size_t>(k)]] - m);
+            const int e = order[static_cast<size_t>(k)];
+            sel[static_cast<size_t>(t * K + k)] = e;
+            gate[static_cast<size_t>(t * K + k)] = std::exp(lt[e] - m);
             sum += gate[static_cast<size_t>(t * K + k)];
         }
         for (int k = 0; k < K; ++k) gate[static_cast<size_t>(t * K + k)] /= sum;
-        if (opt.observer != nullptr) {
+    });
+    if (opt.observer != nullptr) {
+        for (std::int64_t t = 0; t < T; ++t) {
             opt.observer->on_route(
                 layer, pos0 + t, std::span<const int>(sel.data() + t * K, static_cast<size_t>(K)),
                 std::span<const float>(gate.data() + t * K, static_cast<size_t>(K)));

@@ -54,19 +54,29 @@ Rope::Rope(const ModelConfig& c) : head_dim_(c.head_dim) {
 
 void Rope::apply(float* x, int heads, std::int64_t pos) const {
     const int half = head_dim_ / 2;
-    std::vector<float> cs(static_cast<size_t>(half)), sn(static_cast<size_t>(half));
+    // The angles' cos and sin: on the stack for the usual head sizes (prompt blocks call this
+    // from every team thread at once), on the heap beyond.
+    constexpr int kStackHalf = 128;
+    float cs_stack[kStackHalf], sn_stack[kStackHalf];
+    std::vector<float> cs_heap, sn_heap;
+    if (half > kStackHalf) {
+        cs_heap.resize(static_cast<size_t>(half));
+        sn_heap.resize(static_cast<size_t>(half));
+    }
+    float* cs = half > kStackHalf ? cs_heap.data() : cs_stack;
+    float* sn = half > kStackHalf ? sn_heap.data() : sn_stack;
     const float p = static_cast<float>(pos);
     for (int i = 0; i < half; ++i) {
         const float angle = p * inv_freq_[static_cast<size_t>(i)];
-        cs[static_cast<size_t>(i)] = std::cos(angle) * concentration_;
-        sn[static_cast<size_t>(i)] = std::sin(angle) * concentration_;
+        cs[i] = std::cos(angle) * concentration_;
+        sn[i] = std::sin(angle) * concentration_;
     }
     for (int h = 0; h < heads; ++h) {
         float* z = x + static_cast<std::ptrdiff_t>(h) * head_dim_;
         for (int i = 0; i < half; ++i) {
             const float a = z[i], b = z[i + half];
-            z[i] = a * cs[static_cast<size_t>(i)] - b * sn[static_cast<size_t>(i)];
-            z[i + half] = b * cs[static_cast<size_t>(i)] + a * sn[static_cast<size_t>(i)];
+            z[i] = a * cs[i] - b * sn[i];
+            z[i + half] = b * cs[i] + a * sn[i];
         }
     }
 }

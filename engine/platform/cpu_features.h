@@ -20,8 +20,14 @@ struct CpuFeatures {
     bool avx512dq = false;
     bool avx512bf16 = false;  // cpuid.(7,1).EAX[5] AVX512_BF16 (vdpbf16ps) and `avx512f`
     bool avx512vnni = false;  // cpuid.(7,0).ECX[11] AVX512_VNNI (vpdpbusd) and `avx512f`
-    std::string vendor;       // "GenuineIntel", "AuthenticAMD", ...
-    std::string brand;        // e.g. "11th Gen Intel(R) Core(TM) i7-11700K @ 3.60GHz"
+    // cpuid.(7,0).EDX[24,25] AMX-TILE + AMX-INT8 (tdpbusd), XCR0 bits 17-18 (XTILECFG,
+    // XTILEDATA) and the OS's permission for this process (Linux: arch_prctl
+    // ARCH_REQ_XCOMP_PERM, asked once at detection; Windows grants it with the XCR0 bits).
+    bool amx_int8 = false;
+    bool amx_bf16 =
+        false;           // cpuid.(7,0).EDX[22] AMX-BF16 (tdpbf16ps), with the tile state as above
+    std::string vendor;  // "GenuineIntel", "AuthenticAMD", ...
+    std::string brand;   // e.g. "11th Gen Intel(R) Core(TM) i7-11700K @ 3.60GHz"
 
     // What the kernels need: AVX2 + FMA; AVX-512 F/BW/VL on top of that.
     bool has_avx2_fma() const { return avx2 && fma; }
@@ -30,8 +36,13 @@ struct CpuFeatures {
     bool has_avx512_bf16() const { return has_avx512() && avx512bf16; }
     // Int8 dot products (vpdpbusd): AVX-512 as above plus AVX512_VNNI.
     bool has_avx512_vnni() const { return has_avx512() && avx512vnni; }
+    // AMX int8 tiles with AVX512_VNNI beside them (the int8 prompt kernel's AMX variant).
+    bool has_amx_int8() const { return has_avx512_vnni() && amx_int8; }
+    // AMX bf16 tiles with AVX512_BF16 beside them (the dense kernels' prompt variant).
+    bool has_amx_bf16() const { return has_avx512_bf16() && amx_bf16; }
 
-    // "avx2 fma avx512f avx512bw avx512vl avx512dq avx512bf16 avx512vnni" (the usable ones), for logs and reports.
+    // "avx2 fma avx512f avx512bw avx512vl avx512dq avx512bf16 avx512vnni amx-int8 amx-bf16" (the
+    // usable ones), for logs and reports.
     std::string summary() const;
 };
 

@@ -2,6 +2,7 @@
 // namespace neural::detail_cpuid, the two compiler-specific primitives when it is built for x86:
 //   bool cpuid(unsigned leaf, unsigned subleaf, unsigned regs[4]);  // false: leaf unsupported
 //   unsigned long long read_xcr0();
+//   bool request_amx();  // the OS lets this process use the AMX tile data (once per process)
 // and NEURAL_CPUID_X86 = 1 (0 on other architectures, where every feature is false).
 
 namespace neural {
@@ -44,6 +45,12 @@ CpuFeatures detect_x86() {
         const unsigned max_sub7 = r[0];
         const unsigned ecx7 = r[2];
         f.avx512vnni = f.avx512f && ((ecx7 >> 11) & 1u);
+        // XCR0 bit 17 = XTILECFG, bit 18 = XTILEDATA.
+        const unsigned edx7 = r[3];
+        const bool os_amx = (xcr0 & 0x60000u) == 0x60000u;
+        const bool amx_tile = os_amx && ((edx7 >> 24) & 1u) && request_amx();
+        f.amx_int8 = amx_tile && ((edx7 >> 25) & 1u);
+        f.amx_bf16 = amx_tile && ((edx7 >> 22) & 1u);
         if (max_sub7 >= 1 && cpuid(7, 1, r)) f.avx512bf16 = f.avx512f && ((r[0] >> 5) & 1u);
     }
     if (cpuid(0x80000000u, 0, r) && r[0] >= 0x80000004u) {
@@ -92,6 +99,8 @@ std::string CpuFeatures::summary() const {
     add(avx512dq, "avx512dq");
     add(avx512bf16, "avx512bf16");
     add(avx512vnni, "avx512vnni");
+    add(amx_int8, "amx-int8");
+    add(amx_bf16, "amx-bf16");
     return s.empty() ? std::string("baseline") : s;
 }
 

@@ -119,13 +119,14 @@ std::vector<Setting> make_settings() {
             A::cpu, NEURAL_TEXT(dense)),
         {"auto", "bf16", "int8-head", "int8", "reference"}));
     r.push_back(with_choices(
-        row("prompt-kernel", T::choice, "auto|int8|fp32", "Prompt kernel",
+        row("prompt-kernel", T::choice, "auto|int8|int8-vnni|fp32", "Prompt kernel",
             "with a fast kernel on the CPU backend, the experts of a prompt: int8 runs them as "
-            "int8 GEMMs (AVX512_VNNI; its scalar reference elsewhere), fp32 on the fused fp32 "
-            "kernels like decode; auto is int8 where the avx512 kernel runs on a CPU with "
-            "AVX512_VNNI",
+            "int8 GEMMs (AMX tiles where the CPU has AMX-INT8, else AVX512_VNNI, else their "
+            "scalar reference; all give the same bits), int8-vnni on AVX512_VNNI even where AMX "
+            "is present, fp32 on the fused fp32 kernels like decode; auto is int8 where the "
+            "avx512 kernel runs on a CPU with AVX512_VNNI",
             A::cpu, NEURAL_TEXT(prompt_kernel)),
-        {"auto", "int8", "fp32"}));
+        {"auto", "int8", "int8-vnni", "fp32"}));
     r.push_back(with_default(
         with_choices(row(
                          "kernel-persistent", T::choice, "auto|0|1", "Persistent CPU team",

@@ -1,7 +1,7 @@
 // The dense bf16 kernels: every SIMD variant this CPU runs gives the scalar reference's bits
 // (the one lane arithmetic of cpu/kernels/dense_kernel.h) for any shape, token count, team and
-// thread count; the scalar reference matches a double-precision dot of the bf16-rounded
-// operands; bad calls are errors.
+// thread count; the scalar reference and the AMX prompt variant (hardware and emulated) match a
+// double-precision dot of the bf16-rounded operands; bad calls are errors.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -123,6 +123,77 @@ TEST(DenseKernel, ResultsDoNotDependOnTheBatchOrTheJob) {
     DenseKernel(isa).run(team, outs, x.data(), T, cols);
     EXPECT_EQ(yq, all);
     EXPECT_EQ(yk, run(isa, team, k, &kb, x, T));
+}
+
+std::vector<DenseIsa> amx_variants() {
+    std::vector<DenseIsa> v = {DenseIsa::amx_emulated};
+    if (dense_isa_available(DenseIsa::amx_bf16)) v.push_back(DenseIsa::amx_bf16);
+    return v;
+}
+
+// The AMX prompt variant (hardware, and its code on emulated tiles) sums each (token, row) in
+// column order instead of the lane tree: within fp32 rounding of the double-precision dot of the
+// rounded operands, like the scalar reference; shapes past its 32-row groups, 32-token tiles
+// and 32-column chunks (the zero padding), several matrices in one job, bias.
+TEST(DenseKernel, AmxPromptVariantIsWithinFp32RoundingOfTheExactDot) {
+    std::mt19937 rng(5);
+    ReferenceTeam three(3);
+    for (DenseIsa isa : amx_variants()) {
+        for (std::int64_t cols : {1, 31, 33, 96, 2880}) {
+            for (std::int64_t rows : {1, 17, 40}) {
+                for (std::int64_t tokens : {1, 2, 33}) {
+                    if (isa == DenseIsa::amx_emulated && cols * rows * tokens > 2'000'000) continue;
+                    Matrix w(rows, cols, rng), b(1, rows, rng);
+                    const auto x = random_x(tokens * cols, rng);
+                    std::vector<float> y(static_cast<size_t>(tokens * rows), -1.0f);
+                    DenseKernel(DenseIsa::scalar, isa)
+                        .run(three, DenseOutput{&w.view, &b.view, y.data(), 0}, x.data(), tokens,
+                             cols);
+                    if (tokens == 1) {  // one token runs the first variant: the scalar bits
+                        EXPECT_EQ(y, run(DenseIsa::scalar, three, w, &b, x, 1));
+                        continue;
+                    }
+                    for (std::int64_t t = 0; t < tokens; ++t) {
+                        for (std::int64_t r = 0; r < rows; ++r) {
+                            double want = 0, mag = 0;
+                            for (std::int64_t c = 0; c < cols; ++c) {
+                                const DenseOperand o = dense_split_operand(x[t * cols + c]);
+                                const double xv = double(bf16_to_float(o.hi)) + bf16_to_float(o.lo);
+                                want += static_cast<double>(w.view.at(r, c)) * xv;
+                                mag += std::abs(static_cast<double>(w.view.at(r, c)) * xv);
+                            }
+                            want += b.view.at(r);
+                            ASSERT_NEAR(y[t * rows + r], want, 1e-5 * (mag + 1))
+                                << dense_isa_name(isa) << " cols " << cols << " rows " << rows
+                                << " tokens " << tokens << " t " << t << " r " << r;
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+// On the AMX variant too a token's row does not depend on the other tokens of a prompt call
+// (any batch of two or more), nor on the team.
+TEST(DenseKernel, AmxPromptResultsDoNotDependOnTheBatch) {
+    std::mt19937 rng(6);
+    ReferenceTeam one(1), two(2);
+    const std::int64_t cols = 96, T = 70;
+    Matrix q(40, cols, rng), qb(1, 40, rng);
+    const auto x = random_x(T * cols, rng);
+    for (DenseIsa isa : amx_variants()) {
+        const DenseKernel kernel(DenseIsa::scalar, isa);
+        std::vector<float> all(T * 40);
+        kernel.run(two, DenseOutput{&q.view, &qb.view, all.data(), 0}, x.data(), T, cols);
+        for (std::int64_t t0 : {0, 5, 31, 68}) {
+            std::vector<float> pair(2 * 40);
+            kernel.run(one, DenseOutput{&q.view, &qb.view, pair.data(), 0}, x.data() + t0 * cols, 2,
+                       cols);
+            EXPECT_EQ(0, std::memcmp(pair.data(), all.data() + t0 * 40, pair.size() * 4))
+                << dense_isa_name(isa) << " " << t0;
+        }
+    }
 }
 
 TEST(DenseKernel, RejectsMismatchedCalls) {

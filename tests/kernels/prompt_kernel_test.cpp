@@ -31,7 +31,9 @@ using test::TestExpert;
 
 std::vector<PromptIsa> available_isas() {
     std::vector<PromptIsa> out = {PromptIsa::scalar};
-    if (cpu::prompt_isa_available(PromptIsa::avx512vnni)) out.push_back(PromptIsa::avx512vnni);
+    for (PromptIsa isa : {PromptIsa::avx512vnni, PromptIsa::amx_int8, PromptIsa::amx_emulated}) {
+        if (cpu::prompt_isa_available(isa)) out.push_back(isa);
+    }
     return out;
 }
 

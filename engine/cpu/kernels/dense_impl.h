@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 
 namespace neural::cpu::dense_detail {
 
@@ -32,11 +33,28 @@ struct Job {
     std::int64_t tokens;
 };
 
+// Bias element i (bf16) as fp32; 0 without a bias.
+static inline float bias_at(const std::uint8_t* p, std::int64_t i) {
+    if (p == nullptr) return 0.0f;
+    std::uint16_t v;
+    std::memcpy(&v, p + 2 * i, 2);
+    const std::uint32_t bits = static_cast<std::uint32_t>(v) << 16;
+    float f;
+    std::memcpy(&f, &bits, 4);
+    return f;
+}
+
+// Zero operand rows after the last token of a call where the prompt variant is AMX (its token
+// tiles read whole tiles: dense_amx.inl).
+constexpr std::int64_t kAmxTokenPad = 32;
+
 using TaskFn = void (*)(void* ctx, std::int64_t task, std::int32_t worker);
 
 TaskFn task_scalar();
-TaskFn task_avx2();        // nullptr when this build has no AVX2 variant
-TaskFn task_avx512();      // nullptr when this build has no AVX-512 variant
-TaskFn task_avx512bf16();  // nullptr when this build (compiler) has no AVX512_BF16 variant
+TaskFn task_avx2();          // nullptr when this build has no AVX2 variant
+TaskFn task_avx512();        // nullptr when this build has no AVX-512 variant
+TaskFn task_avx512bf16();    // nullptr when this build (compiler) has no AVX512_BF16 variant
+TaskFn task_amx_bf16();      // nullptr when this build (compiler) has no AMX-BF16 variant
+TaskFn task_amx_emulated();  // the AMX-BF16 code on emulated tiles (tests)
 
 }  // namespace neural::cpu::dense_detail

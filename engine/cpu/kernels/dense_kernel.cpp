@@ -21,6 +21,9 @@ TaskFn task_avx512() { return nullptr; }
 #ifndef NEURAL_KERNELS_AVX512BF16
 TaskFn task_avx512bf16() { return nullptr; }
 #endif
+#ifndef NEURAL_KERNELS_AMX_BF16
+TaskFn task_amx_bf16() { return nullptr; }
+#endif
 }  // namespace dense_detail
 
 namespace {
@@ -38,6 +41,10 @@ dense_detail::TaskFn task_for(DenseIsa isa) {
             return dense_detail::task_avx512();
         case DenseIsa::avx512bf16:
             return dense_detail::task_avx512bf16();
+        case DenseIsa::amx_bf16:
+            return dense_detail::task_amx_bf16();
+        case DenseIsa::amx_emulated:
+            return dense_detail::task_amx_emulated();
     }
     return nullptr;
 }
@@ -54,6 +61,10 @@ const char* dense_isa_name(DenseIsa isa) {
             return "avx512";
         case DenseIsa::avx512bf16:
             return "avx512bf16";
+        case DenseIsa::amx_bf16:
+            return "amx-bf16";
+        case DenseIsa::amx_emulated:
+            return "amx-emulated";
     }
     return "?";
 }
@@ -69,6 +80,10 @@ bool dense_isa_available(DenseIsa isa) {
             return cpu_features().has_avx512();
         case DenseIsa::avx512bf16:
             return cpu_features().has_avx512_bf16();
+        case DenseIsa::amx_bf16:
+            return cpu_features().has_amx_bf16();
+        case DenseIsa::amx_emulated:
+            return true;
     }
     return false;
 }
@@ -108,10 +123,44 @@ DenseOperand dense_split_operand(float x) {
     return o;
 }
 
-DenseKernel::DenseKernel(DenseIsa isa) : isa_(isa) {
-    if (!dense_isa_available(isa)) {
-        fail("dense kernel: the {} variant is not available on this CPU/build ({})",
-             dense_isa_name(isa), cpu_features().summary());
+namespace {
+
+// Task = token t: its operand row (high parts, low parts, zero padding) from x[t].
+struct SplitJob {
+    const float* x;
+    std::uint16_t* out;
+    std::int64_t cols, padded;
+
+    static void task(void* ctx, std::int64_t t, std::int32_t) {
+        const auto& j = *static_cast<const SplitJob*>(ctx);
+        const float* xr = j.x + t * j.cols;
+        std::uint16_t* hi = j.out + t * 2 * j.padded;
+        std::uint16_t* lo = hi + j.padded;
+        for (std::int64_t c = 0; c < j.cols; ++c) {
+            const DenseOperand o = dense_split_operand(xr[c]);
+            hi[c] = o.hi;
+            lo[c] = o.lo;
+        }
+        for (std::int64_t c = j.cols; c < j.padded; ++c) hi[c] = lo[c] = 0;
+    }
+};
+
+}  // namespace
+
+DenseIsa dense_amx_prompt_isa(DenseIsa isa) {
+    return isa == DenseIsa::avx512bf16 && dense_isa_available(DenseIsa::amx_bf16)
+               ? DenseIsa::amx_bf16
+               : isa;
+}
+
+DenseKernel::DenseKernel(DenseIsa isa) : DenseKernel(isa, isa) {}
+
+DenseKernel::DenseKernel(DenseIsa isa, DenseIsa prompt) : isa_(isa), prompt_isa_(prompt) {
+    for (DenseIsa v : {isa, prompt}) {
+        if (!dense_isa_available(v)) {
+            fail("dense kernel: the {} variant is not available on this CPU/build ({})",
+                 dense_isa_name(v), cpu_features().summary());
+        }
     }
 }
 
@@ -157,30 +206,32 @@ void DenseKernel::run(WorkerTeam& team, std::span<const DenseOutput> outs, const
         tasks += (d.rows + d.rows_per_task - 1) / d.rows_per_task;
     }
     // The operand, split once per call: per token its bf16 high parts, then its low parts,
-    // each row zero-padded to a multiple of 32.
+    // each row zero-padded to a multiple of 32. A prompt's split is the team's first phase (a
+    // task per token: 1.5 M values per call at 512 tokens, too many for the caller alone).
+    const DenseIsa isa = tokens >= 2 ? prompt_isa_ : isa_;
+    const bool amx = isa == DenseIsa::amx_bf16 || isa == DenseIsa::amx_emulated;
+    const std::int64_t pad = amx ? kAmxTokenPad : 0;  // zero rows the AMX token tiles read
     thread_local std::vector<std::uint16_t> operand;
-    operand.assign(static_cast<std::size_t>(tokens * 2 * job.padded), 0);
-    for (std::int64_t t = 0; t < tokens; ++t) {
-        const float* xr = x + t * cols;
-        std::uint16_t* hi = operand.data() + t * 2 * job.padded;
-        std::uint16_t* lo = hi + job.padded;
-        for (std::int64_t c = 0; c < cols; ++c) {
-            const DenseOperand o = dense_split_operand(xr[c]);
-            hi[c] = o.hi;
-            lo[c] = o.lo;
-        }
-    }
+    operand.resize(static_cast<std::size_t>((tokens + pad) * 2 * job.padded));
+    std::fill(operand.begin() + tokens * 2 * job.padded, operand.end(), std::uint16_t{0});
     job.x = operand.data();
+    SplitJob split{x, operand.data(), cols, job.padded};
     // A small job (the tiny shapes' router or projections: a few microseconds of work) runs on
     // the caller: waking the team would cost more than the work. Same tasks, same bits.
     std::int64_t macs = 0;
     for (int i = 0; i < job.n_outputs; ++i) macs += job.out[i].rows * job.padded * tokens;
-    if (macs < kInlineMacs) {
-        const dense_detail::TaskFn fn = task_for(isa_);
-        for (std::int64_t t = 0; t < tasks; ++t) fn(&job, t, 0);
+    if (macs < kInlineMacs || tokens < 2) {
+        for (std::int64_t t = 0; t < tokens; ++t) SplitJob::task(&split, t, 0);
+        if (macs < kInlineMacs) {
+            const dense_detail::TaskFn fn = task_for(isa);
+            for (std::int64_t t = 0; t < tasks; ++t) fn(&job, t, 0);
+            return;
+        }
+        team.run(TeamPhase{tasks, task_for(isa), &job});
         return;
     }
-    team.run(TeamPhase{tasks, task_for(isa_), &job});
+    const TeamPhase phases[2] = {{tokens, &SplitJob::task, &split}, {tasks, task_for(isa), &job}};
+    team.run(phases);
 }
 
 }  // namespace neural::cpu

@@ -31,13 +31,29 @@ namespace neural::cpu {
 
 class WorkerTeam;
 
-enum class DenseIsa : std::uint8_t { scalar = 0, avx2 = 1, avx512 = 2, avx512bf16 = 3 };
+// scalar, avx2, avx512 and avx512bf16 give the same bits (above). amx_bf16 (AMX tiles,
+// dense_amx.inl) is the prompt variant: per (token, row) one fp32 sum over the columns in order
+// instead of the 16-lane tree, so not the others' bits, but each token's result still comes
+// from that token alone whatever the batch; amx_emulated is its code on tiles emulated in plain
+// C++ (tests only; never chosen).
+enum class DenseIsa : std::uint8_t {
+    scalar = 0,
+    avx2 = 1,
+    avx512 = 2,
+    avx512bf16 = 3,
+    amx_bf16 = 4,
+    amx_emulated = 5
+};
 
-const char* dense_isa_name(DenseIsa isa);  // "scalar", "avx2", "avx512", "avx512bf16"
+// "scalar", "avx2", "avx512", "avx512bf16", "amx-bf16", "amx-emulated"
+const char* dense_isa_name(DenseIsa isa);
 // This build contains the variant and this CPU (and OS) can run it.
 bool dense_isa_available(DenseIsa isa);
-// The fastest available variant.
+// The fastest available variant of the lane-tree arithmetic (never an AMX one).
 DenseIsa best_dense_isa();
+// The prompt variant that goes with `isa` where prompts run on AMX: amx_bf16 where isa is
+// avx512bf16 and the CPU has AMX-BF16, else isa.
+DenseIsa dense_amx_prompt_isa(DenseIsa isa);
 // The dense variant that goes with an expert-kernel variant: the same instruction set, with
 // vdpbf16ps when AVX-512 is chosen and the CPU has AVX512_BF16.
 DenseIsa dense_isa_for(KernelIsa isa);
@@ -52,8 +68,12 @@ struct DenseOutput {
 
 class DenseKernel {
 public:
+    // `isa` runs single-token calls (decode), `prompt` calls of two or more tokens (default:
+    // `isa` too). Throws neural::Error for a variant this CPU or build cannot run.
     explicit DenseKernel(DenseIsa isa = best_dense_isa());
+    DenseKernel(DenseIsa isa, DenseIsa prompt);
     DenseIsa isa() const { return isa_; }
+    DenseIsa prompt_isa() const { return prompt_isa_; }
 
     // Every matrix in `outs` must have `cols` columns; x is [tokens, cols] fp32 (row stride
     // cols). All matrices run in one team job (q, k and v share the rounded x and one barrier).
@@ -66,7 +86,7 @@ public:
     }
 
 private:
-    DenseIsa isa_;
+    DenseIsa isa_, prompt_isa_;
 };
 
 // x as the kernels take it: hi = bf16(x), lo = bf16(x - hi), both round to nearest even with

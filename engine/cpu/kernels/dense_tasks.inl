@@ -12,16 +12,6 @@
 //
 // and then include this file in the same anonymous namespace (internal linkage throughout).
 
-inline float bias_at(const std::uint8_t* p, std::int64_t i) {
-    if (p == nullptr) return 0.0f;
-    std::uint16_t v;
-    std::memcpy(&v, p + 2 * i, 2);
-    const std::uint32_t bits = static_cast<std::uint32_t>(v) << 16;
-    float f;
-    std::memcpy(&f, &bits, 4);
-    return f;
-}
-
 template <int NR, int NT>
 inline void dot_nt(int nt, const std::uint8_t* const* w, const std::uint16_t* const* x,
                    std::int64_t lo, std::int64_t cols, float* res) {

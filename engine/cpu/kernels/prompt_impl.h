@@ -119,32 +119,34 @@ static inline void quantize_block(const float* v, std::uint8_t* q, float* d) {
     *d = s * (1.0f / 256.0f);
 }
 
-// The Q8 rows a GEMM task reads: row i of the task's list is q + rows[i] / div * q_stride (and
-// its scales d + rows[i] / div * d_stride): token rows for gate_up (rows = slots t * K + k,
-// div = K), slot rows for down (div = 1).
+// The Q8 rows a GEMM task reads, one after the other: row i is q + i * q_stride, its scales
+// d + i * d_stride. The job keeps every expert's operand rows contiguous (PromptJob), so the AMX
+// variant loads a tile of them with one stride; at least kOperandPad readable rows follow the
+// last one (their results are never used).
 struct Operands {
     const std::uint8_t* q;
     const float* d;
     std::int64_t q_stride, d_stride;
-    const std::int32_t* rows;
-    int div;
 };
+constexpr int kOperandPad = 16;
 
 // One forward pass's MoE part for a block of T tokens, as four team phases: quantize h, gate_up
 // (+ SwiGLU + Q8 of the activations), down, combine (the combine is baseline code).
 struct PromptJob {
     const ExpertArgs* experts;       // [n_used], biggest token count first
-    const std::int32_t* slot_begin;  // [n_used + 1]: each expert's slots in `slots`
-    const std::int32_t* slots;       // t * K + k, grouped by expert, ascending within one
+    const std::int32_t* slot_begin;  // [n_used + 1]: each expert's rows in `slots`
+    const std::int32_t* slots;       // row g -> slot t * K + k, grouped by expert, ascending
+    const std::int32_t* row_of;      // slot t * K + k -> its row g (the inverse of `slots`)
     int n_used, K;
     std::int64_t tokens, hidden, inter;
     float limit, alpha;
-    const float* h;              // [T][H] normalized hidden states
-    std::uint8_t* hq;            // [T][H / 32][kQ8Bytes] Q8 of h
-    float* hd;                   // [T][H / 32]
+    const float* h;  // [T][H] normalized hidden states
+    // The GEMM operands by row g (grouped by expert, `slots`), kOperandPad rows of padding after:
+    std::uint8_t* hq;            // [T * K][H / 32][kQ8Bytes] Q8 of h[slots[g] / K]
+    float* hd;                   // [T * K][H / 32]
     std::uint8_t* aq;            // [T * K][I / 32][kQ8Bytes] Q8 of the SwiGLU activations
     float* ad;                   // [T * K][I / 32]
-    float* y;                    // [T * K][H] expert outputs (bias included)
+    float* y;                    // [T * K][H] expert outputs by slot (bias included)
     const float* gate;           // [T][K] router weights
     float* x;                    // [T][H] residual stream
     std::int64_t gate_up_tiles;  // 2I / 64 per expert
@@ -158,7 +160,7 @@ using TaskFn = void (*)(void* ctx, std::int64_t task, std::int32_t worker);
 
 struct PromptOps {
     const char* name;
-    TaskFn quantize;  // task = token
+    TaskFn quantize;  // task = token: its Q8 into the rows of its K slots
     TaskFn gate_up;   // task = (expert, 64-row tile)
     TaskFn down;      // task = (expert, 32-row tile)
     // out[i * ld + r] = sum over blocks of the int8 dot product of row row0 + r of projection p
@@ -169,5 +171,9 @@ struct PromptOps {
 
 const PromptOps* prompt_ops_scalar();
 const PromptOps* prompt_ops_vnni();  // nullptr when this build has no AVX512_VNNI variant
+const PromptOps* prompt_ops_amx();   // nullptr when this build has no AMX variant
+// The AMX variant's code on tiles emulated in plain C++ (tests on CPUs without AMX); nullptr
+// where the AVX512_VNNI variant is missing.
+const PromptOps* prompt_ops_amx_emulated();
 
 }  // namespace neural::cpu::prompt_detail

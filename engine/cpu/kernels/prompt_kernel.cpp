@@ -1,8 +1,8 @@
 #include "cpu/kernels/prompt_kernel.h"
 
 #include <algorithm>
+#include <cstring>
 #include <new>
-#include <numeric>
 #include <vector>
 
 #include "cpu/kernels/prompt_impl.h"
@@ -18,14 +18,29 @@ using prompt_detail::PromptOps;
 #ifndef NEURAL_KERNELS_AVX512VNNI
 namespace prompt_detail {
 const PromptOps* prompt_ops_vnni() { return nullptr; }
+const PromptOps* prompt_ops_amx_emulated() { return nullptr; }
+}  // namespace prompt_detail
+#endif
+#ifndef NEURAL_KERNELS_AMX
+namespace prompt_detail {
+const PromptOps* prompt_ops_amx() { return nullptr; }
 }  // namespace prompt_detail
 #endif
 
 namespace {
 
 const PromptOps* ops_for(PromptIsa isa) {
-    return isa == PromptIsa::scalar ? prompt_detail::prompt_ops_scalar()
-                                    : prompt_detail::prompt_ops_vnni();
+    switch (isa) {
+        case PromptIsa::scalar:
+            return prompt_detail::prompt_ops_scalar();
+        case PromptIsa::avx512vnni:
+            return prompt_detail::prompt_ops_vnni();
+        case PromptIsa::amx_int8:
+            return prompt_detail::prompt_ops_amx();
+        case PromptIsa::amx_emulated:
+            return prompt_detail::prompt_ops_amx_emulated();
+    }
+    return nullptr;
 }
 
 // 64-byte aligned bytes, grown on demand and reused across calls.
@@ -99,21 +114,41 @@ struct Wrapped {
 }  // namespace
 
 const char* prompt_isa_name(PromptIsa isa) {
-    return isa == PromptIsa::scalar ? "scalar" : "avx512vnni";
+    switch (isa) {
+        case PromptIsa::scalar:
+            return "scalar";
+        case PromptIsa::avx512vnni:
+            return "avx512vnni";
+        case PromptIsa::amx_int8:
+            return "amx-int8";
+        case PromptIsa::amx_emulated:
+            return "amx-emulated";
+    }
+    return "unknown";
 }
 
 bool prompt_isa_available(PromptIsa isa) {
     if (ops_for(isa) == nullptr) return false;
-    return isa == PromptIsa::scalar || cpu_features().has_avx512_vnni();
+    switch (isa) {
+        case PromptIsa::scalar:
+            return true;
+        case PromptIsa::avx512vnni:
+        case PromptIsa::amx_emulated:
+            return cpu_features().has_avx512_vnni();
+        case PromptIsa::amx_int8:
+            return cpu_features().has_amx_int8();
+    }
+    return false;
 }
 
 PromptIsa best_prompt_isa() {
+    if (prompt_isa_available(PromptIsa::amx_int8)) return PromptIsa::amx_int8;
     return prompt_isa_available(PromptIsa::avx512vnni) ? PromptIsa::avx512vnni : PromptIsa::scalar;
 }
 
 struct PromptKernel::Scratch {
     Buffer hq, hd, aq, ad, y, workers;
-    std::vector<std::int32_t> count, slot_begin, slots, fill;
+    std::vector<std::int32_t> count, slot_begin, slots, row_of, fill;
     std::vector<int> used;
     std::vector<kernel_detail::ExpertArgs> args;
 };
@@ -179,19 +214,26 @@ void PromptKernel::run(WorkerTeam& team, std::span<const ExpertInput> experts, c
         max_count = std::max(max_count, c);
     }
     s.slots.resize(static_cast<std::size_t>(T * K));
+    s.row_of.resize(static_cast<std::size_t>(T * K));
     s.fill.assign(s.slot_begin.begin(), s.slot_begin.end() - 1);
     for (std::int64_t i = 0; i < T * K; ++i) {
         const auto u = static_cast<std::size_t>(rank[static_cast<std::size_t>(sel[i])]);
-        s.slots[static_cast<std::size_t>(s.fill[u]++)] = static_cast<std::int32_t>(i);
+        const std::int32_t g = s.fill[u]++;
+        s.slots[static_cast<std::size_t>(g)] = static_cast<std::int32_t>(i);
+        s.row_of[static_cast<std::size_t>(i)] = g;
     }
 
     const std::int64_t Gh = H / 32, Gi = I / 32;
     const auto TK = static_cast<std::size_t>(T * K);
+    // Operand rows by expert, then kOperandPad rows (zero: the AMX variant's whole tiles read them).
+    const std::size_t rows = TK + prompt_detail::kOperandPad;
+    const auto q8 = static_cast<std::size_t>(prompt_detail::kQ8Bytes);
     Wrapped w;
     PromptJob& j = w.job;
     j.experts = s.args.data();
     j.slot_begin = s.slot_begin.data();
     j.slots = s.slots.data();
+    j.row_of = s.row_of.data();
     j.n_used = n_used;
     j.K = K;
     j.tokens = T;
@@ -200,10 +242,15 @@ void PromptKernel::run(WorkerTeam& team, std::span<const ExpertInput> experts, c
     j.limit = params_.limit;
     j.alpha = params_.alpha;
     j.h = h;
-    j.hq = s.hq.as<std::uint8_t>(static_cast<std::size_t>(T * Gh * prompt_detail::kQ8Bytes));
-    j.hd = s.hd.as<float>(static_cast<std::size_t>(T * Gh));
-    j.aq = s.aq.as<std::uint8_t>(TK * static_cast<std::size_t>(Gi * prompt_detail::kQ8Bytes));
-    j.ad = s.ad.as<float>(TK * static_cast<std::size_t>(Gi));
+    j.hq = s.hq.as<std::uint8_t>(rows * static_cast<std::size_t>(Gh) * q8);
+    j.hd = s.hd.as<float>(rows * static_cast<std::size_t>(Gh));
+    j.aq = s.aq.as<std::uint8_t>(rows * static_cast<std::size_t>(Gi) * q8);
+    j.ad = s.ad.as<float>(rows * static_cast<std::size_t>(Gi));
+    const std::size_t pad = prompt_detail::kOperandPad;
+    std::memset(j.hq + TK * static_cast<std::size_t>(Gh) * q8, 0, pad * Gh * q8);
+    std::memset(j.hd + TK * static_cast<std::size_t>(Gh), 0, pad * Gh * sizeof(float));
+    std::memset(j.aq + TK * static_cast<std::size_t>(Gi) * q8, 0, pad * Gi * q8);
+    std::memset(j.ad + TK * static_cast<std::size_t>(Gi), 0, pad * Gi * sizeof(float));
     j.y = s.y.as<float>(TK * static_cast<std::size_t>(H));
     j.gate = gate;
     j.x = x;
@@ -239,10 +286,14 @@ void prompt_gemm16(PromptIsa isa, const ExpertRecordView& record, int p, std::in
     kernel_detail::ExpertArgs a{};
     a.rec = kernel_detail::make_record_ref(record);
     const int G = record.blocks_per_row(proj);
-    std::vector<std::int32_t> rows(static_cast<std::size_t>(n));
-    std::iota(rows.begin(), rows.end(), 0);
-    const prompt_detail::Operands x{q, d,           std::int64_t{G} * prompt_detail::kQ8Bytes,
-                                    G, rows.data(), 1};
+    const std::size_t row_bytes = static_cast<std::size_t>(G) * prompt_detail::kQ8Bytes;
+    const std::size_t rows = static_cast<std::size_t>(n) + prompt_detail::kOperandPad;
+    std::vector<std::uint8_t> qp(rows * row_bytes, 0);
+    std::vector<float> dp(rows * static_cast<std::size_t>(G), 0.0f);
+    std::memcpy(qp.data(), q, static_cast<std::size_t>(n) * row_bytes);
+    std::memcpy(dp.data(), d, static_cast<std::size_t>(n) * G * sizeof(float));
+    const prompt_detail::Operands x{qp.data(), dp.data(), std::int64_t{G} * prompt_detail::kQ8Bytes,
+                                    G};
     Buffer scratch;
     ops_for(isa)->gemm16(a, p, row0, x, n,
                          scratch.get(static_cast<std::size_t>(G * prompt_detail::kBlockBytes)), out,

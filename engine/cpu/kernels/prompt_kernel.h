@@ -34,12 +34,16 @@ namespace neural::cpu {
 
 class WorkerTeam;
 
-enum class PromptIsa : std::uint8_t { scalar = 0, avx512vnni = 1 };
+// The GEMM's variants, all bit-identical: scalar (the reference), avx512vnni (vpdpbusd),
+// amx_int8 (AMX tiles, prompt_amx.inl), and amx_emulated, the AMX variant's code on tiles
+// emulated in plain C++ so that CPUs without AMX test it (tests only; never chosen).
+enum class PromptIsa : std::uint8_t { scalar = 0, avx512vnni = 1, amx_int8 = 2, amx_emulated = 3 };
 
-const char* prompt_isa_name(PromptIsa isa);  // "scalar", "avx512vnni"
+// "scalar", "avx512vnni", "amx-int8", "amx-emulated"
+const char* prompt_isa_name(PromptIsa isa);
 // This build contains the variant and this CPU (and OS) can run it.
 bool prompt_isa_available(PromptIsa isa);
-// avx512vnni when available, else scalar.
+// amx_int8, else avx512vnni, where available, else scalar.
 PromptIsa best_prompt_isa();
 
 class PromptKernel {
@@ -76,7 +80,7 @@ void prompt_quantize_block(const float* v, std::uint8_t* q, float* d);
 
 // The int8 GEMM alone (tests): out[i * 16 + r] for rows row0..row0+15 of projection p (0 =
 // gate_up, 1 = down) and the n Q8 operand rows q + i * cols / 32 * prompt_q8_bytes(),
-// d + i * cols / 32.
+// d + i * cols / 32 (copied into padded rows first: the AMX variant reads whole tiles).
 void prompt_gemm16(PromptIsa isa, const ExpertRecordView& record, int p, std::int64_t row0,
                    const std::uint8_t* q, const float* d, int n, float* out);
 

@@ -47,9 +47,8 @@ struct Isa {
                                                                static_cast<std::uint64_t>(G) * 16;
             const std::uint8_t* scales = kernel_detail::record_row_scales(rec, p, row, sbuf);
             for (int i = 0; i < n; ++i) {
-                const std::int64_t src = x.rows[i] / x.div;
-                const std::uint8_t* q = x.q + src * x.q_stride;
-                const float* d = x.d + src * x.d_stride;
+                const std::uint8_t* q = x.q + i * x.q_stride;
+                const float* d = x.d + i * x.d_stride;
                 float acc = 0.0f;
                 for (int b = 0; b < G; ++b) {
                     std::int32_t sum[kPasses] = {};

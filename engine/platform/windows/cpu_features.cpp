@@ -41,6 +41,10 @@ unsigned long long read_xcr0() {
 #endif
 }
 
+// Windows enables the AMX tile state for every process where XCR0 has it (Windows 11 / Server
+// 2022 and later): nothing to ask.
+bool request_amx() { return true; }
+
 }  // namespace
 }  // namespace neural::detail_cpuid
 #else
