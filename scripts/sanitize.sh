@@ -22,7 +22,8 @@ SHARED_ARGS=()
 EXTRA_ARGS=()
 [ -n "${NEURAL_SHARED_DIR:-}" ] && SHARED_ARGS+=(-DNEURAL_SHARED_DIR="$NEURAL_SHARED_DIR")
 
-# configure DIR FLAGS: Release layout, -O1 -g (asserts on: no NDEBUG), no CUDA, no benchmarks.
+# configure DIR FLAGS: Release layout, -O1 -g1 (line tables: reports name file and line; full
+# debug info made the 2-core CI build slower), asserts on (no NDEBUG), no CUDA, no benchmarks.
 # Warnings are not errors here: GCC 12's -Wmaybe-uninitialized reports false positives inside
 # <regex> and <functional> once ASan instruments them (tests/cli failed that way); the ordinary
 # build keeps -Werror.
@@ -32,7 +33,7 @@ configure() {
     cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Release \
       -DCMAKE_C_FLAGS="$flags" -DCMAKE_CXX_FLAGS="$flags" \
       -DCMAKE_EXE_LINKER_FLAGS="$flags" -DCMAKE_SHARED_LINKER_FLAGS="$flags" \
-      -DCMAKE_C_FLAGS_RELEASE="-O1 -g" -DCMAKE_CXX_FLAGS_RELEASE="-O1 -g" \
+      -DCMAKE_C_FLAGS_RELEASE="-O1 -g1" -DCMAKE_CXX_FLAGS_RELEASE="-O1 -g1" \
       -DNEURAL_CUDA=OFF -DNEURAL_BENCHMARKS=OFF -DNEURAL_WERROR=OFF "${SHARED_ARGS[@]}" "${EXTRA_ARGS[@]}" >/dev/null
   fi
 }

@@ -321,7 +321,13 @@ GgufFile GgufFile::open(const fs::path& path) {
             fail("{}: {} is {} with {} values per row, not a whole number of {}-value blocks", file,
                  what, te->name, t.ne[0], te->block);
         }
-        std::uint64_t bytes = t.ne[0] / te->block * te->bytes;
+        // Bytes of the tensor; every product is checked, the first one included (a row of 2^62
+        // F32 values must not wrap to a small size that passes the bounds check below).
+        const std::uint64_t blocks = t.ne[0] / te->block;
+        if (blocks > std::numeric_limits<std::uint64_t>::max() / te->bytes) {
+            fail("{}: {} shape {} overflows", file, what, t.ne_string());
+        }
+        std::uint64_t bytes = blocks * te->bytes;
         for (std::uint32_t d = 1; d < n_dims; ++d) {
             if (t.ne[d] != 0 && bytes > std::numeric_limits<std::uint64_t>::max() / t.ne[d]) {
                 fail("{}: {} shape {} overflows", file, what, t.ne_string());

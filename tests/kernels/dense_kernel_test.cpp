@@ -56,6 +56,23 @@ std::vector<DenseIsa> simd_variants() {
     return v;
 }
 
+// Row r of w against x (one token) in double precision on the split, rounded operand, plus the
+// bias; and the sum of the products' magnitudes (the scale of fp32's rounding error).
+struct ExactDot {
+    double value = 0, magnitude = 0;
+};
+ExactDot exact_dot(const Matrix& w, const Matrix& b, const float* x, std::int64_t r) {
+    ExactDot e;
+    for (std::int64_t c = 0; c < w.view.cols; ++c) {
+        const DenseOperand o = dense_split_operand(x[c]);
+        const double xv = double(bf16_to_float(o.hi)) + bf16_to_float(o.lo);
+        e.value += static_cast<double>(w.view.at(r, c)) * xv;
+        e.magnitude += std::abs(static_cast<double>(w.view.at(r, c)) * xv);
+    }
+    e.value += b.view.at(r);
+    return e;
+}
+
 TEST(DenseKernel, ScalarMatchesADoubleDotOfTheRoundedOperands) {
     std::mt19937 rng(1);
     ReferenceTeam team(1);
@@ -65,16 +82,9 @@ TEST(DenseKernel, ScalarMatchesADoubleDotOfTheRoundedOperands) {
         const auto y = run(DenseIsa::scalar, team, w, &b, x, 3);
         for (std::int64_t t = 0; t < 3; ++t) {
             for (std::int64_t r = 0; r < 7; ++r) {
-                double want = w.view.at(0, 0) * 0;  // keeps the type double
-                double mag = 0;
-                for (std::int64_t c = 0; c < cols; ++c) {
-                    const DenseOperand o = dense_split_operand(x[t * cols + c]);
-                    const double xv = double(bf16_to_float(o.hi)) + bf16_to_float(o.lo);
-                    want += static_cast<double>(w.view.at(r, c)) * xv;
-                    mag += std::abs(static_cast<double>(w.view.at(r, c)) * xv);
-                }
-                want += b.view.at(r);
-                EXPECT_NEAR(y[t * 7 + r], want, 1e-5 * (mag + 1)) << cols << " " << t << " " << r;
+                const ExactDot e = exact_dot(w, b, x.data() + t * cols, r);
+                EXPECT_NEAR(y[t * 7 + r], e.value, 1e-5 * (e.magnitude + 1))
+                    << cols << " " << t << " " << r;
             }
         }
     }
@@ -155,15 +165,8 @@ TEST(DenseKernel, AmxPromptVariantIsWithinFp32RoundingOfTheExactDot) {
                     }
                     for (std::int64_t t = 0; t < tokens; ++t) {
                         for (std::int64_t r = 0; r < rows; ++r) {
-                            double want = 0, mag = 0;
-                            for (std::int64_t c = 0; c < cols; ++c) {
-                                const DenseOperand o = dense_split_operand(x[t * cols + c]);
-                                const double xv = double(bf16_to_float(o.hi)) + bf16_to_float(o.lo);
-                                want += static_cast<double>(w.view.at(r, c)) * xv;
-                                mag += std::abs(static_cast<double>(w.view.at(r, c)) * xv);
-                            }
-                            want += b.view.at(r);
-                            ASSERT_NEAR(y[t * rows + r], want, 1e-5 * (mag + 1))
+                            const ExactDot e = exact_dot(w, b, x.data() + t * cols, r);
+                            ASSERT_NEAR(y[t * rows + r], e.value, 1e-5 * (e.magnitude + 1))
                                 << dense_isa_name(isa) << " cols " << cols << " rows " << rows
                                 << " tokens " << tokens << " t " << t << " r " << r;
                         }

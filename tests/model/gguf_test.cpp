@@ -484,6 +484,11 @@ TEST(GgufDamaged, AbsurdCountsAndLengths) {
                     ::testing::AnyOf(HasSubstr("overflows"), HasSubstr("past the end")));
     }
     {
+        GgufBytes b;  // a row whose byte size wraps to 0 (2^62 F32 values): found by the fuzzer
+        b.put<std::uint64_t>(b.tensor_info("output_norm.weight") + 4, 1ull << 62);
+        EXPECT_THAT(open_error(b), HasSubstr("overflows"));
+    }
+    {
         GgufBytes b;  // an unknown metadata value type
         b.put<std::uint32_t>(b.find("general.architecture") + 20, 77);
         EXPECT_THAT(open_error(b), HasSubstr("unknown value type 77"));

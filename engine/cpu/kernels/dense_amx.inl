@@ -72,7 +72,7 @@ void dense_amx_task(void* ctx, std::int64_t task, std::int32_t) {
         const int nr = r1 - r < kAmxRows ? static_cast<int>(r1 - r) : kAmxRows;
         repack_rows(out.w, job.cols, r, nr, chunks, bv.data());
         float b[kAmxRows];
-        for (int i = 0; i < nr; ++i) b[i] = bias_at(out.bias, r + i);
+        for (int i = 0; i < nr; ++i) b[i] = bf16_at(out.bias, r + i);
         for (std::int64_t t0 = 0; t0 < job.tokens; t0 += kAmxTokens) {
             const std::uint8_t* xa = x + t0 * xs;
             const std::uint8_t* xb = xa + 16 * xs;

@@ -6,9 +6,12 @@
 #pragma once
 
 #include <cstdint>
-#include <cstring>
+
+#include "cpu/kernels/bf16_at.h"
 
 namespace neural::cpu::dense_detail {
+
+using kernel_detail::bf16_at;
 
 constexpr int kMaxOutputs = 4;
 // Rows of a task: a multiple of the widest row tile (4), at most kMaxRowsPerTask.
@@ -32,17 +35,6 @@ struct Job {
     const std::uint16_t* x;  // [tokens][hi, lo][padded] bf16, zero past cols
     std::int64_t tokens;
 };
-
-// Bias element i (bf16) as fp32; 0 without a bias.
-static inline float bias_at(const std::uint8_t* p, std::int64_t i) {
-    if (p == nullptr) return 0.0f;
-    std::uint16_t v;
-    std::memcpy(&v, p + 2 * i, 2);
-    const std::uint32_t bits = static_cast<std::uint32_t>(v) << 16;
-    float f;
-    std::memcpy(&f, &bits, 4);
-    return f;
-}
 
 // Zero operand rows after the last token of a call where the prompt variant is AMX (its token
 // tiles read whole tiles: dense_amx.inl).

@@ -7,7 +7,11 @@
 
 #include <cstdint>
 
+#include "cpu/kernels/bf16_at.h"
+
 namespace neural::cpu::int8_detail {
+
+using kernel_detail::bf16_at;
 
 constexpr int kMaxOutputs = 4;
 

@@ -12,16 +12,6 @@
 //
 // and then include this file in the same anonymous namespace (internal linkage throughout).
 
-inline float bias_at(const std::uint8_t* p, std::int64_t i) {
-    if (p == nullptr) return 0.0f;
-    std::uint16_t v;
-    std::memcpy(&v, p + 2 * i, 2);
-    const std::uint32_t bits = static_cast<std::uint32_t>(v) << 16;
-    float f;
-    std::memcpy(&f, &bits, 4);
-    return f;
-}
-
 template <int NT>
 inline void group_nt(int nt, const std::uint8_t* g, std::int64_t padded, std::int64_t chunks,
                      const std::int8_t* const* xq, const float* const* xd, float* res) {
@@ -57,7 +47,7 @@ void int8_task(void* ctx, std::int64_t task, std::int32_t) {
             const std::int64_t r0 = 4 * g;
             const int nr = out.rows - r0 < 4 ? static_cast<int>(out.rows - r0) : 4;
             float b[4];
-            for (int i = 0; i < nr; ++i) b[i] = bias_at(out.bias, r0 + i);
+            for (int i = 0; i < nr; ++i) b[i] = bf16_at(out.bias, r0 + i);
             for (std::int64_t t0 = tile; t0 < tile_end; t0 += 4) {
                 const int nt = tile_end - t0 < 4 ? static_cast<int>(tile_end - t0) : 4;
                 const std::int8_t* xq[4];

@@ -61,7 +61,7 @@ void dense_task(void* ctx, std::int64_t task, std::int32_t) {
             float b[4];
             for (int i = 0; i < nr; ++i) {
                 w[i] = out.w + 2 * (r + i) * job.cols;
-                b[i] = bias_at(out.bias, r + i);
+                b[i] = bf16_at(out.bias, r + i);
             }
             for (std::int64_t t0 = tile; t0 < tile_end; t0 += 4) {
                 const int nt = tile_end - t0 < 4 ? static_cast<int>(tile_end - t0) : 4;

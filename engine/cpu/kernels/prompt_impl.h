@@ -26,10 +26,12 @@
 #include <cstdint>
 #include <cstring>
 
+#include "cpu/kernels/bf16_at.h"
 #include "cpu/kernels/expert_kernel_impl.h"
 
 namespace neural::cpu::prompt_detail {
 
+using kernel_detail::bf16_at;
 using kernel_detail::ExpertArgs;
 
 constexpr int kSubRows = 16;      // rows of one register tile (one zmm of int32 lanes)
@@ -51,16 +53,6 @@ alignas(16) inline constexpr ByteTable16 kE2M1x2 = {
 
 // Element of a block at operand position p (see the top).
 static inline int operand_element(int p) { return 8 * (p >> 3) + 2 * (p & 3) + ((p >> 2) & 1); }
-
-static inline float bf16_value(const std::uint8_t* p, std::int64_t i) {
-    if (p == nullptr) return 0.0f;
-    std::uint16_t v;
-    std::memcpy(&v, p + 2 * i, 2);
-    const std::uint32_t bits = static_cast<std::uint32_t>(v) << 16;
-    float f;
-    std::memcpy(&f, &bits, 4);
-    return f;
-}
 
 // docs/MODEL.md "Experts": the same expression as the fp32 kernels (expert_tasks.inl).
 static inline float swiglu_value(float g, float u, float limit, float alpha) {

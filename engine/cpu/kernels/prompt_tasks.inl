@@ -51,7 +51,7 @@ void prompt_gate_up(void* ctx, std::int64_t task, std::int32_t worker) {
     }
     const std::int64_t I = j.inter, Gi = I / 32;
     float bias[kGateUpRows];
-    for (int r = 0; r < kGateUpRows; ++r) bias[r] = bf16_value(e.gate_up_bias, tile * 64 + r);
+    for (int r = 0; r < kGateUpRows; ++r) bias[r] = bf16_at(e.gate_up_bias, tile * 64 + r);
     for (int i = 0; i < n; ++i) {
         const std::int64_t g = s0 + i;
         const float* row = gu + i * kGateUpRows;
@@ -81,7 +81,7 @@ void prompt_down(void* ctx, std::int64_t task, std::int32_t worker) {
         const std::int64_t row0 = tile * kDownRows + sub * kSubRows;
         Isa::gemm16(e, 1, row0, x, n, scratch, res, kSubRows);
         float bias[kSubRows];
-        for (int r = 0; r < kSubRows; ++r) bias[r] = bf16_value(e.down_bias, row0 + r);
+        for (int r = 0; r < kSubRows; ++r) bias[r] = bf16_at(e.down_bias, row0 + r);
         for (int i = 0; i < n; ++i) {
             float* y = j.y + static_cast<std::int64_t>(j.slots[s0 + i]) * H + row0;
             for (int r = 0; r < kSubRows; ++r) y[r] = res[i * kSubRows + r] + bias[r];
