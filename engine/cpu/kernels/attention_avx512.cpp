@@ -33,6 +33,33 @@ inline __m512 exp16(__m512 x) {
     return _mm512_scalef_ps(p, n);
 }
 
+// The 16 lane sums of v[0..15] at once, each in hsum512's tree (8 + 8, 4 + 4, 2 + 2, 1 + 1), so
+// lane i is bit for bit hsum512(v[i]): the vectors are paired and halved level by level
+// (128-bit lanes, then pairs within them), and the keys' final order is permuted back.
+inline __m512 hsum16(const float (*v)[16]) {
+    __m512 b[8];  // 256-bit halves: s8 of v[2m], s8 of v[2m + 1]
+    for (int m = 0; m < 8; ++m) {
+        const __m512 x = _mm512_load_ps(v[2 * m]), y = _mm512_load_ps(v[2 * m + 1]);
+        b[m] = _mm512_add_ps(_mm512_shuffle_f32x4(x, y, _MM_SHUFFLE(1, 0, 1, 0)),
+                             _mm512_shuffle_f32x4(x, y, _MM_SHUFFLE(3, 2, 3, 2)));
+    }
+    __m512 c[4];  // 128-bit lane L: s4 of v[4k + L]
+    for (int q = 0; q < 4; ++q) {
+        c[q] = _mm512_add_ps(_mm512_shuffle_f32x4(b[2 * q], b[2 * q + 1], _MM_SHUFFLE(2, 0, 2, 0)),
+                             _mm512_shuffle_f32x4(b[2 * q], b[2 * q + 1], _MM_SHUFFLE(3, 1, 3, 1)));
+    }
+    __m512 d[2];  // lane L: s2 of v[L] (or v[8 + L]), then s2 of v[4 + L] (or v[12 + L])
+    for (int r = 0; r < 2; ++r) {
+        d[r] = _mm512_add_ps(_mm512_shuffle_ps(c[2 * r], c[2 * r + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+                             _mm512_shuffle_ps(c[2 * r], c[2 * r + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+    }
+    // Position 4L + i holds the sum of v[L + 4i]; the permutation is its own inverse.
+    const __m512 e = _mm512_add_ps(_mm512_shuffle_ps(d[0], d[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                                   _mm512_shuffle_ps(d[0], d[1], _MM_SHUFFLE(3, 1, 3, 1)));
+    const __m512i back = _mm512_set_epi32(15, 11, 7, 3, 14, 10, 6, 2, 13, 9, 5, 1, 12, 8, 4, 0);
+    return _mm512_permutexvar_ps(back, e);
+}
+
 // H heads (1..4) of head_dim 16 * C against every key: scores, softmax with sinks, values.
 // `s` holds H rows of np >= n floats (np a multiple of 16).
 template <int C, int H>
@@ -43,18 +70,32 @@ void heads_block(const float* q, const float* k, const float* v, std::int64_t st
     __m512 qv[H][C];
     for (int h = 0; h < H; ++h)
         for (int c = 0; c < C; ++c) qv[h][c] = _mm512_loadu_ps(q + h * d + 16 * c);
+    // Scores 16 keys at a time: each key's 16 lane products per head go to `lanes`, then the
+    // 16 keys of a head are summed together in hsum512's tree (hsum16) and scaled as a vector.
+    alignas(64) float lanes[H][16][16];
     float m[H];
     for (int h = 0; h < H; ++h) m[h] = sinks[h];
-    for (std::int64_t j = 0; j < n; ++j) {
-        const float* kj = k + j * stride;
-        __m512 kv[C];
-        for (int c = 0; c < C; ++c) kv[c] = _mm512_loadu_ps(kj + 16 * c);
+    for (std::int64_t j0 = 0; j0 < n; j0 += 16) {
+        const int nk = n - j0 < 16 ? static_cast<int>(n - j0) : 16;
+        for (int i = 0; i < nk; ++i) {
+            const float* kj = k + (j0 + i) * stride;
+            __m512 kv[C];
+            for (int c = 0; c < C; ++c) kv[c] = _mm512_loadu_ps(kj + 16 * c);
+            for (int h = 0; h < H; ++h) {
+                __m512 acc = _mm512_mul_ps(qv[h][0], kv[0]);
+                for (int c = 1; c < C; ++c) acc = _mm512_fmadd_ps(qv[h][c], kv[c], acc);
+                _mm512_store_ps(lanes[h][i], acc);
+            }
+        }
         for (int h = 0; h < H; ++h) {
-            __m512 acc = _mm512_mul_ps(qv[h][0], kv[0]);
-            for (int c = 1; c < C; ++c) acc = _mm512_fmadd_ps(qv[h][c], kv[c], acc);
-            const float sj = hsum512(acc) * scale;
-            s[h * np + j] = sj;
-            m[h] = m[h] < sj ? sj : m[h];  // std::max(m, sj): a NaN score is not the maximum
+            for (int i = nk; i < 16; ++i) _mm512_store_ps(lanes[h][i], _mm512_setzero_ps());
+            const __m512 sv = _mm512_mul_ps(hsum16(lanes[h]), _mm512_set1_ps(scale));
+            alignas(64) float sj[16];
+            _mm512_store_ps(sj, sv);
+            for (int i = 0; i < nk; ++i) {
+                s[h * np + j0 + i] = sj[i];
+                m[h] = m[h] < sj[i] ? sj[i] : m[h];  // std::max(m, sj): a NaN is not the maximum
+            }
         }
     }
     float denom[H];
@@ -72,6 +113,15 @@ void heads_block(const float* q, const float* k, const float* v, std::int64_t st
             sum = _mm512_add_ps(sum, e);
         }
         denom[h] = std::exp(sinks[h] - m[h]) + hsum512(sum);
+        // The probabilities e_j / denom, 16 at a time (the same correctly rounded division).
+        const __m512 dv = _mm512_set1_ps(denom[h]);
+        for (std::int64_t j = 0; j < n; j += 16) {
+            const __mmask16 live =
+                n - j >= 16 ? static_cast<__mmask16>(0xFFFF)
+                            : static_cast<__mmask16>((1u << static_cast<unsigned>(n - j)) - 1u);
+            _mm512_mask_storeu_ps(sh + j, live,
+                                  _mm512_div_ps(_mm512_maskz_loadu_ps(live, sh + j), dv));
+        }
     }
     __m512 acc[H][C];
     for (int h = 0; h < H; ++h)
@@ -81,7 +131,7 @@ void heads_block(const float* q, const float* k, const float* v, std::int64_t st
         __m512 vv[C];
         for (int c = 0; c < C; ++c) vv[c] = _mm512_loadu_ps(vj + 16 * c);
         for (int h = 0; h < H; ++h) {
-            const __m512 p = _mm512_set1_ps(s[h * np + j] / denom[h]);
+            const __m512 p = _mm512_set1_ps(s[h * np + j]);
             for (int c = 0; c < C; ++c) acc[h][c] = _mm512_fmadd_ps(p, vv[c], acc[h][c]);
         }
     }
