@@ -65,11 +65,12 @@ static inline float swiglu_value(float g, float u, float limit, float alpha) {
 // One block of 32 fp32 values to multi-pass Q8 (q[kQ8Bytes], see the top): with s = amax / 127,
 // q_0 = round-to-nearest-even(v * 127 / amax); then per pass the residual (exact in double: the
 // terms are multiples of a fraction of s's ulp, within 2^53 of it) rounded to that pass's step,
-// +128 carried into the pass before, clamped to [-128, 127]; d = s / 256. An all-zero block gets d = 0 and q = 0; a block with
-// a NaN or infinity gets d = NaN (its dot products become NaN, as the fp32 path's would) and
-// q = 0. Plain scalar code whose every operation is exact or one IEEE rounding, with no
-// multiply-add a compiler could contract differently: every variant quantizes to the same bytes
-// (C library calls only: no inline function shared across ISA files).
+// +128 carried into the pass before, clamped to [-128, 127]; d = s / 256. An all-zero block
+// gets d = 0 and q = 0; a block with a NaN or infinity gets d = NaN (its dot products become
+// NaN, as the fp32 path's would) and q = 0. Plain scalar code whose every operation is exact or
+// one IEEE rounding, with no multiply-add a compiler could contract differently: every variant
+// quantizes to the same bytes (C library calls only: no inline function shared across ISA
+// files).
 static inline void quantize_block(const float* v, std::uint8_t* q, float* d) {
     float amax = 0.0f;
     bool finite = true;

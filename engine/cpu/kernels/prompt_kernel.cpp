@@ -225,7 +225,7 @@ void PromptKernel::run(WorkerTeam& team, std::span<const ExpertInput> experts, c
 
     const std::int64_t Gh = H / 32, Gi = I / 32;
     const auto TK = static_cast<std::size_t>(T * K);
-    // Operand rows by expert, then kOperandPad rows (zero: the AMX variant's whole tiles read them).
+    // Operand rows by expert, then kOperandPad zero rows (the AMX variant reads whole tiles).
     const std::size_t rows = TK + prompt_detail::kOperandPad;
     const auto q8 = static_cast<std::size_t>(prompt_detail::kQ8Bytes);
     Wrapped w;

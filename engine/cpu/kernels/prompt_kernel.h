@@ -19,8 +19,8 @@
 // Determinism: every output (a token's activation block, a down row of a slot, a combined row)
 // is computed by one task in one fixed order from per-token inputs, so the result does not depend
 // on the team, its thread count, the schedule, the other tokens of the block or where a prompt
-// is split into blocks; the scalar reference and the VNNI variant give the same bits (integer
-// block sums, then the same fp32 operations in the same order).
+// is split into blocks; the scalar reference, the VNNI and the AMX variants give the same bits
+// (integer block sums, then the same fp32 operations in the same order).
 #pragma once
 
 #include <atomic>
