@@ -65,6 +65,10 @@ std::uint64_t CpuModel::set_int8_kernel(std::unique_ptr<cpu::Int8DenseKernel> in
     return bytes;
 }
 
+cpu::WorkerTeam* CpuModel::token_team() const {
+    return dense_ ? &store_moe_->worker_team() : nullptr;
+}
+
 void CpuModel::project(const Bf16View& w, const cpu::Int8Matrix* q8, const Bf16View* b,
                        const float* x, std::int64_t tokens, float* y) const {
     if (q8 != nullptr) {
@@ -157,7 +161,7 @@ std::vector<float> CpuModel::forward(std::span<const TokenId> tokens, KvCache& c
     // position's result is the same bits whatever the block (per-row ops, attention reads the
     // cache), so blocking changes no output.
     const std::int64_t B = std::min(T, kPromptBlock);
-    cpu::WorkerTeam* team = dense_ ? &store_moe_->worker_team() : nullptr;
+    cpu::WorkerTeam* team = token_team();
     // Residual stream x [B, H]; scratch buffers reused across blocks and layers.
     std::vector<float> x(static_cast<size_t>(B * H)), h(x.size());
     std::vector<float> q(static_cast<size_t>(B * Q)), k(static_cast<size_t>(B * KV)),
@@ -312,7 +316,7 @@ void CpuModel::moe(int layer, const float* h, std::int64_t T, std::int64_t pos0,
     std::vector<float> gate(static_cast<size_t>(T * K));
     // Top-K per token (per-token work: on the team for a prompt block), then the observer in
     // token order on the caller.
-    cpu::WorkerTeam* team = dense_ ? &store_moe_->worker_team() : nullptr;
+    cpu::WorkerTeam* team = token_team();
     for_each_token(team, T, [&](std::int64_t t) {
         const float* lt = logits.data() + t * E;
         thread_local std::vector<int> order;

@@ -86,6 +86,9 @@ private:
                  std::int64_t tokens, float* y) const;
     void moe(int layer, const float* h, std::int64_t tokens, std::int64_t pos0,
              const ForwardOptions& options, float* x) const;
+    // The team that runs a prompt block's per-token work (norms, RoPE, residual adds, routing):
+    // the fast path's, nullptr on the reference path (which runs that work on the caller).
+    cpu::WorkerTeam* token_team() const;
 
     const ModelConfig& config_;
     const ModelWeights& weights_;

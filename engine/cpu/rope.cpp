@@ -54,17 +54,13 @@ Rope::Rope(const ModelConfig& c) : head_dim_(c.head_dim) {
 
 void Rope::apply(float* x, int heads, std::int64_t pos) const {
     const int half = head_dim_ / 2;
-    // The angles' cos and sin: on the stack for the usual head sizes (prompt blocks call this
-    // from every team thread at once), on the heap beyond.
-    constexpr int kStackHalf = 128;
-    float cs_stack[kStackHalf], sn_stack[kStackHalf];
-    std::vector<float> cs_heap, sn_heap;
-    if (half > kStackHalf) {
-        cs_heap.resize(static_cast<size_t>(half));
-        sn_heap.resize(static_cast<size_t>(half));
-    }
-    float* cs = half > kStackHalf ? cs_heap.data() : cs_stack;
-    float* sn = half > kStackHalf ? sn_heap.data() : sn_stack;
+    // The angles' cos and sin, in scratch kept per thread (prompt blocks call this from every
+    // team thread at once: no allocation per call).
+    thread_local std::vector<float> cs_buf, sn_buf;
+    cs_buf.resize(static_cast<size_t>(half));
+    sn_buf.resize(static_cast<size_t>(half));
+    float* cs = cs_buf.data();
+    float* sn = sn_buf.data();
     const float p = static_cast<float>(pos);
     for (int i = 0; i < half; ++i) {
         const float angle = p * inv_freq_[static_cast<size_t>(i)];

@@ -24,8 +24,8 @@ struct CpuFeatures {
     // XTILEDATA) and the OS's permission for this process (Linux: arch_prctl
     // ARCH_REQ_XCOMP_PERM, asked once at detection; Windows grants it with the XCR0 bits).
     bool amx_int8 = false;
-    bool amx_bf16 =
-        false;           // cpuid.(7,0).EDX[22] AMX-BF16 (tdpbf16ps), with the tile state as above
+    // cpuid.(7,0).EDX[22] AMX-BF16 (tdpbf16ps), with the tile state and permission as above.
+    bool amx_bf16 = false;
     std::string vendor;  // "GenuineIntel", "AuthenticAMD", ...
     std::string brand;   // e.g. "11th Gen Intel(R) Core(TM) i7-11700K @ 3.60GHz"
 

@@ -55,11 +55,8 @@ inline TileConfig dense_tile_config() {
 
 void dense_amx_task(void* ctx, std::int64_t task, std::int32_t) {
     const Job& job = *static_cast<const Job*>(ctx);
-    int o = 0;
-    while (o + 1 < job.n_outputs && job.out[o + 1].first_task <= task) ++o;
-    const Output& out = job.out[o];
-    const std::int64_t r0 = (task - out.first_task) * out.rows_per_task;
-    const std::int64_t r1 = r0 + out.rows_per_task < out.rows ? r0 + out.rows_per_task : out.rows;
+    const auto [outp, r0, r1] = task_rows(job, task);
+    const Output& out = *outp;
     const std::int64_t chunks = job.padded / 32;
     thread_local std::vector<std::uint32_t> bv;
     bv.resize(static_cast<std::size_t>(chunks) * 2 * 256);

@@ -36,6 +36,21 @@ struct Job {
     std::int64_t tokens;
 };
 
+// The rows [r0, r1) of output `out` that task `task` of a job computes (Output::first_task,
+// rows_per_task): what every variant's task body starts from.
+struct TaskRows {
+    const Output* out;
+    std::int64_t r0, r1;
+};
+static inline TaskRows task_rows(const Job& job, std::int64_t task) {
+    int o = 0;
+    while (o + 1 < job.n_outputs && job.out[o + 1].first_task <= task) ++o;
+    const Output& out = job.out[o];
+    const std::int64_t r0 = (task - out.first_task) * out.rows_per_task;
+    const std::int64_t r1 = r0 + out.rows_per_task < out.rows ? r0 + out.rows_per_task : out.rows;
+    return {&out, r0, r1};
+}
+
 // Zero operand rows after the last token of a call where the prompt variant is AMX (its token
 // tiles read whole tiles: dense_amx.inl).
 constexpr std::int64_t kAmxTokenPad = 32;

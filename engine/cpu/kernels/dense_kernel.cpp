@@ -220,18 +220,20 @@ void DenseKernel::run(WorkerTeam& team, std::span<const DenseOutput> outs, const
     // the caller: waking the team would cost more than the work. Same tasks, same bits.
     std::int64_t macs = 0;
     for (int i = 0; i < job.n_outputs; ++i) macs += job.out[i].rows * job.padded * tokens;
-    if (macs < kInlineMacs || tokens < 2) {
+    const bool on_caller = macs < kInlineMacs;
+    const dense_detail::TaskFn fn = task_for(isa);
+    // One token's split stays on the caller too: a phase of one task would only add a barrier.
+    if (on_caller || tokens < 2) {
         for (std::int64_t t = 0; t < tokens; ++t) SplitJob::task(&split, t, 0);
-        if (macs < kInlineMacs) {
-            const dense_detail::TaskFn fn = task_for(isa);
-            for (std::int64_t t = 0; t < tasks; ++t) fn(&job, t, 0);
-            return;
-        }
-        team.run(TeamPhase{tasks, task_for(isa), &job});
-        return;
     }
-    const TeamPhase phases[2] = {{tokens, &SplitJob::task, &split}, {tasks, task_for(isa), &job}};
-    team.run(phases);
+    if (on_caller) {
+        for (std::int64_t t = 0; t < tasks; ++t) fn(&job, t, 0);
+    } else if (tokens < 2) {
+        team.run(TeamPhase{tasks, fn, &job});
+    } else {
+        const TeamPhase phases[2] = {{tokens, &SplitJob::task, &split}, {tasks, fn, &job}};
+        team.run(phases);
+    }
 }
 
 }  // namespace neural::cpu

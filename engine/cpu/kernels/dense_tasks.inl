@@ -47,11 +47,8 @@ constexpr std::int64_t kTokenTile = 32;
 // token of the tile.
 void dense_task(void* ctx, std::int64_t task, std::int32_t) {
     const Job& job = *static_cast<const Job*>(ctx);
-    int o = 0;
-    while (o + 1 < job.n_outputs && job.out[o + 1].first_task <= task) ++o;
-    const Output& out = job.out[o];
-    const std::int64_t r0 = (task - out.first_task) * out.rows_per_task;
-    const std::int64_t r1 = r0 + out.rows_per_task < out.rows ? r0 + out.rows_per_task : out.rows;
+    const auto [outp, r0, r1] = task_rows(job, task);
+    const Output& out = *outp;
     for (std::int64_t tile = 0; tile < job.tokens; tile += kTokenTile) {
         const std::int64_t tile_end =
             job.tokens - tile < kTokenTile ? job.tokens : tile + kTokenTile;
