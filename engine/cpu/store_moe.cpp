@@ -1,10 +1,12 @@
 #include "cpu/store_moe.h"
 
 #include <algorithm>
+#include <span>
 
 #include <fmt/format.h>
 
 #include "cpu/kernels/expert_record.h"
+#include "cpu/record_checks.h"
 #include "neural/error.h"
 
 namespace neural::cpu {
@@ -82,6 +84,10 @@ void StoreMoe::run(int layer, const float* h, std::int64_t T, const int* sel, co
         // decode(): x[r] = ((x[r] + w_0 y_0[r]) + w_1 y_1[r]) + ..., the expression the slots
         // below are added with (the kernels' per-row dot order does not depend on the call).
         throw_if_cancelled(cancel);
+        if (store_ != nullptr) {
+            verify_records(*store_, layer, std::span<const int>(sel, static_cast<std::size_t>(K)),
+                           *team_);
+        }
         ExpertInput in[ExpertKernel::kMaxExperts];
         for (int k = 0; k < K; ++k) {
             in[k] = input(layer, sel[k]);
@@ -92,8 +98,13 @@ void StoreMoe::run(int layer, const float* h, std::int64_t T, const int* sel, co
         return;
     }
     if (prompt_) {
-        // The selected experts' records first (verify_record may throw: not inside the job).
+        // The selected experts' records first (verify_record may throw: not inside the job);
+        // those read for the first time are checked on the team.
         throw_if_cancelled(cancel);
+        if (store_ != nullptr) {
+            verify_records(*store_, layer,
+                           std::span<const int>(sel, static_cast<std::size_t>(T * K)), *team_);
+        }
         inputs_.assign(static_cast<std::size_t>(E), ExpertInput{});
         for (std::int64_t i = 0; i < T * K; ++i) {
             if (sel[i] < 0 || sel[i] >= E) fail("expert {} selected of {}", sel[i], E);

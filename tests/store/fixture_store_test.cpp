@@ -15,6 +15,8 @@
 #include "runtime/model.h"
 #include "store/format.h"
 #include "cpu/kernels/expert_kernel.h"
+#include "cpu/record_checks.h"
+#include "cpu/team/worker_team.h"
 #include "store/repack.h"
 #include "store/store.h"
 #include "store/store_support.h"
@@ -470,6 +472,32 @@ TEST_F(FixtureStore, RecordsAreVerifiedOnceOnFirstReadFromAnyThread) {
         for (int e = 0; e < s.num_experts(); ++e) {
             EXPECT_EQ(s.record_verified(l, e), !(l == 3 && e == 7)) << l << " " << e;
         }
+    }
+}
+
+// A call's records read for the first time are checked on the worker team (one record per
+// task), each once; a damaged one is left unverified, not thrown, so the caller's own
+// verify_record reports it with its name; records of other layers and out-of-range indices are
+// left alone. The same with a team of one thread (checked in place).
+TEST_F(FixtureStore, TeamChecksACallsNewRecordsAndLeavesADamagedOneToTheCaller) {
+    for (const int threads : {4, 1}) {
+        SCOPED_TRACE(threads);
+        const fs::path p = own_ / ("team-" + std::to_string(threads) + ".nstore");
+        fs::copy_file(packed_, p);
+        test::zero_store_record(p, 1, 3);
+        const ExpertStore s = ExpertStore::open(p);
+        cpu::ReferenceTeam team(threads);
+        const std::vector<int> chosen = {0, 2, 3, 2, -1, s.num_experts(), 5, 0};
+        EXPECT_NO_THROW(cpu::verify_records(s, 1, chosen, team));
+        for (int e = 0; e < s.num_experts(); ++e) {
+            EXPECT_EQ(s.record_verified(1, e), e == 0 || e == 2 || e == 5) << e;
+            EXPECT_FALSE(s.record_verified(0, e)) << e;
+        }
+        EXPECT_THAT(error_of([&] { s.verify_record(1, 3); }),
+                    HasSubstr("record layer 1 expert 3 fails its checksum"));
+        // Verified already: no job, nothing changes.
+        EXPECT_NO_THROW(cpu::verify_records(s, 1, std::vector<int>{0, 2}, team));
+        EXPECT_TRUE(s.record_verified(1, 2));
     }
 }
 

@@ -9,6 +9,7 @@
 
 #include <cuda_runtime.h>
 
+#include "cpu/record_checks.h"
 #include "cuda/hybrid/hybrid_backend.h"
 #include "telemetry/telemetry.h"
 
@@ -134,6 +135,17 @@ void HybridBackend::choose_misses(int l, const Route& route, MissPlan& plan, Dec
                                std::span<const bool>(plan.admit, static_cast<std::size_t>(K_)),
                                opt_.scratch_slots, miss_.share, miss_.carry, plan.streamed_k);
     for (int j = 0; j < plan.ns; ++j) plan.streamed[plan.streamed_k[j]] = true;
+    if (in_.store != nullptr) {
+        // The misses' records read for the first time (the first answers after load) are
+        // checked on the team, not one after another below (cpu/record_checks.h).
+        int missed[cuda::kRouterMaxK];
+        int m = 0;
+        for (int k = 0; k < K_; ++k) {
+            if (route.slot[k] < 0) missed[m++] = route.sel[k];
+        }
+        cpu::verify_records(*in_.store, l,
+                            std::span<const int>(missed, static_cast<std::size_t>(m)), *team_);
+    }
     int n = 0;
     for (int k = 0; k < K_; ++k) {
         if (route.slot[k] >= 0) {

@@ -11,6 +11,7 @@
 #include <spdlog/spdlog.h>
 
 #include "cpu/kernels/expert_kernel.h"
+#include "cpu/record_checks.h"
 #include "cuda/attention_prefill.cuh"
 #include "cuda/expert_gemm.cuh"
 #include "cuda/gemm_bf16_rows.cuh"
@@ -450,6 +451,8 @@ HybridBackend::CpuExperts HybridBackend::start_cpu_experts(int l, int b0, int ro
         std::launch::async, [this, l, b0, &cpu_experts = g.cpu_experts, &offset = g.offset, entries,
                              gate_host, row_of_entry = std::move(row_of_entry)]() {
             const auto c0 = Clock::now();
+            // Records read for the first time are checked on the team while the GPU works.
+            if (in_.store != nullptr) cpu::verify_records(*in_.store, l, cpu_experts, *team_);
             NEURAL_CUDA(cudaEventSynchronize(pf_.h_ready));
             const std::size_t H = static_cast<std::size_t>(H_);
             const float* hb = pf_.h_host.host<float>();
