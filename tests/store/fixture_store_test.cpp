@@ -478,7 +478,7 @@ TEST_F(FixtureStore, RecordsAreVerifiedOnceOnFirstReadFromAnyThread) {
 // A call's records read for the first time are checked on the worker team (one record per
 // task), each once; a damaged one is left unverified, not thrown, so the caller's own
 // verify_record reports it with its name; records of other layers and out-of-range indices are
-// left alone. The same with a team of one thread (checked in place).
+// left alone. The same with a team of one thread.
 TEST_F(FixtureStore, TeamChecksACallsNewRecordsAndLeavesADamagedOneToTheCaller) {
     for (const int threads : {4, 1}) {
         SCOPED_TRACE(threads);
