@@ -456,7 +456,8 @@ Json load_json(const LoadOptions& o) {
             {"prompt_admit", o.gpu.prompt_admit},
             {"kv_ring", o.gpu.kv_ring},
             {"kv_checkpoints_gib", o.gpu.kv_checkpoint_gib},
-            {"warmup_ram", o.warmup_ram_seconds},
+            {"warmup_ram",
+             o.warmup_ram_seconds == kWarmupRamAuto ? Json("auto") : Json(o.warmup_ram_seconds)},
             {"lock_ram_gib", static_cast<double>(o.lock_ram_bytes) / 1073741824.0},
             {"release_resident", o.release_resident}};
 }

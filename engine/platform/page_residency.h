@@ -33,6 +33,23 @@ std::optional<std::uint64_t> resident_pages(const void* p, std::size_t n);
 // Returns a value computed from the bytes, only so the reads cannot be optimised away.
 std::uint64_t touch_pages(const void* p, std::size_t n);
 
+// What map_cached_pages() did.
+struct CachedMapping {
+    std::uint64_t pages = 0;   // pages of the range (widened to whole pages)
+    std::uint64_t cached = 0;  // of them, pages that were in RAM and are now mapped
+};
+
+// Maps into this process the pages of [p, p + n) (widened to whole pages) of a read-only file
+// mapping that are in RAM already, and reads nothing from disk: later reads of those pages take
+// no page fault. The expert store's default warm-up (docs/USER_GUIDE.md "RAM residency") runs it
+// after loading, so the first prompt's threads do not fault the cached store in one by one.
+// - Linux: mincore finds the page-cache pages; each run of them is mapped with
+//   madvise(MADV_POPULATE_READ) (Linux 5.14+; older kernels: one read per page of the run).
+// - Windows: nullopt. Windows only tells whether a page is in this process's working set
+//   (QueryWorkingSetEx), not whether the standby list caches it, so a pass that must not read
+//   from disk cannot tell which pages to map.
+std::optional<CachedMapping> map_cached_pages(const void* p, std::size_t n);
+
 // What release_mapped_pages() did.
 struct PageRelease {
     bool ok = false;                // the pages were given back as far as this OS allows

@@ -79,6 +79,34 @@ struct Model::StatsSaver {
 
 namespace {
 
+// The default warm-up (--warmup-ram auto): maps and checks the records already in RAM on
+// `threads` threads (store.h map_cached); logs what it did.
+void map_cached_records(const store::ExpertStore& store, const std::vector<store::ExpertKey>& order,
+                        int threads, telemetry::RamCounters& ram) {
+    ram.warmup_state.store(telemetry::RamCounters::kRunning, std::memory_order_relaxed);
+    const store::CachedWarmupReport w = store.map_cached(order, threads);
+    ram.warmup_records.store(w.records, std::memory_order_relaxed);
+    ram.warmup_bytes.store(w.bytes, std::memory_order_relaxed);
+    ram.warmup_ns.store(static_cast<std::uint64_t>(w.seconds * 1e9), std::memory_order_relaxed);
+    ram.warmup_state.store(telemetry::RamCounters::kDone, std::memory_order_relaxed);
+    if (!w.supported) {
+        spdlog::info(
+            "RAM warm-up (auto): not on this OS (it cannot say which pages are cached); "
+            "--warmup-ram SECONDS reads the experts in");
+    } else {
+        spdlog::info(
+            "RAM warm-up (auto): {} of {} experts ({:.2f} GB) were in RAM, mapped and checked "
+            "in {:.2f} s on {} threads; {} not all in RAM, left for their first read{}",
+            w.records, order.size(), static_cast<double>(w.bytes) / 1e9, w.seconds, w.threads,
+            w.not_cached,
+            w.skipped > 0 ? fmt::format(", {} skipped (in VRAM or locked)", w.skipped) : "");
+    }
+    if (w.damaged > 0) {
+        spdlog::warn("RAM warm-up: {} damaged expert record(s); a request that reads one fails: {}",
+                     w.damaged, w.damage);
+    }
+}
+
 // Lock, then warm up, in `order`; logs what was done (spdlog info; what could not be done is a
 // warning: the model runs either way).
 void run_ram_levers(const store::ExpertStore& store, const std::vector<store::ExpertKey>& order,
@@ -218,15 +246,19 @@ std::unique_ptr<Model> Model::load(const fs::path& dir, const LoadOptions& optio
         m->store_->set_ram_counters(&m->telemetry_->ram);
         m->store_->set_release_resident(options.release_resident);
     }
-    const bool ram_levers = options.warmup_ram_seconds > 0 || options.lock_ram_bytes > 0;
-    if ((ram_levers || options.release_resident) && !m->store_) {
+    const bool explicit_levers = options.warmup_ram_seconds > 0 || options.lock_ram_bytes > 0;
+    if ((explicit_levers || options.release_resident) && !m->store_) {
         fail(
             "--warmup-ram, --lock-ram and --release-resident act on the expert store's records: "
             "they need --store FILE (`neural repack`)");
     }
-    if (!(options.warmup_ram_seconds >= 0)) {
-        fail("warm-up time must be 0 or more seconds, got {}", options.warmup_ram_seconds);
+    if (!(options.warmup_ram_seconds >= 0) && options.warmup_ram_seconds != kWarmupRamAuto) {
+        fail("warm-up time must be 0 or more seconds (or auto), got {}",
+             options.warmup_ram_seconds);
     }
+    // The default warm-up (auto) only where there is a store to warm.
+    const bool auto_warmup = m->store_ && options.warmup_ram_seconds == kWarmupRamAuto;
+    const bool ram_levers = explicit_levers || auto_warmup;
     // Learned expert statistics: read (a bad file is one warning), and without --ranking they
     // order the static slots and the RAM warm-up.
     if (const fs::path stats_file = routing_stats_path(options.routing_stats, dir, options.store);
@@ -327,7 +359,17 @@ std::unique_ptr<Model> Model::load(const fs::path& dir, const LoadOptions& optio
             ram.released_records.load(std::memory_order_relaxed),
             static_cast<double>(ram.released_bytes.load(std::memory_order_relaxed)) / 1e9);
     }
-    if (ram_levers) {
+    if (auto_warmup) {
+        // At load, on every core: mapping 10 GB of cached records takes ~1 s on one thread
+        // and hashing them ~1 s more, so a background thread would still be at it during the
+        // first prompt, and slow it (docs/BENCHMARKS.md); on all cores it takes a fraction.
+        progress(0.9, "RAM warm-up");
+        const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+        map_cached_records(*m->store_, ram_order,
+                           options.threads > 0 ? options.threads : static_cast<int>(cores),
+                           m->telemetry_->ram);
+    }
+    if (explicit_levers) {
         if (options.warmup_sync) progress(0.9, "RAM warm-up");
         // After the backend started: the experts it moved into VRAM for good are released
         // already (release_resident) and are skipped.

@@ -30,6 +30,9 @@ class CpuModel;
 // Seconds between saves of the learned expert statistics while tokens are being learned.
 inline constexpr int kRoutingStatsSaveSeconds = 300;
 
+// LoadOptions::warmup_ram_seconds for the default warm-up (--warmup-ram auto).
+inline constexpr double kWarmupRamAuto = -1;
+
 struct LoadOptions {
     // Expert store (`neural repack`) to read the MXFP4 experts from instead of the checkpoint's
     // expert tensors; empty = none. Checked against the checkpoint at load (shape, expert tensor
@@ -71,8 +74,11 @@ struct LoadOptions {
     // RAM residency of the expert store (docs/USER_GUIDE.md "RAM residency"); each needs `store`.
     // The order is the ranking's (gpu.ranking: hottest first), else layer order.
     // Seconds to spend faulting store records into RAM after loading, hottest first (0 = off).
-    // Runs on a background thread while the model answers, unless warmup_sync.
-    double warmup_ram_seconds = 0;
+    // A time bound runs on a background thread while the model answers, unless warmup_sync.
+    // kWarmupRamAuto (the default): map and check only the records already in RAM, reading
+    // nothing from disk (store::ExpertStore::map_cached), during the load on `threads` threads,
+    // so the first prompt after a load does not fault them in.
+    double warmup_ram_seconds = kWarmupRamAuto;
     // Model::load returns only after the warm-up (at most warmup_ram_seconds, plus the lock).
     bool warmup_sync = false;
     // Locks the hottest records in RAM up to this many bytes (mlock within RLIMIT_MEMLOCK, raised

@@ -165,12 +165,16 @@ std::vector<Setting> make_settings() {
                                  A::both, NEURAL_TEXT(prefetch)),
                              {"none", "dense", "all"}));
     // RAM residency of the expert store (docs/USER_GUIDE.md "RAM residency").
-    r.push_back(ranged(row("warmup-ram", T::real, "SECONDS", "RAM warm-up",
-                           "with --store: after loading, read the experts into RAM, hottest first "
-                           "(--ranking, else layer order), for at most SECONDS in the background; "
-                           "0 = off",
-                           A::both, NEURAL_REAL(warmup_ram_seconds)),
-                       0, 86400, "seconds"));
+    r.push_back(with_default(
+        with_auto(ranged(row("warmup-ram", T::real, "SECONDS|auto", "RAM warm-up",
+                             "with --store: after loading, read the experts into RAM, hottest "
+                             "first (--ranking, else learned statistics, else layer order), for "
+                             "at most SECONDS in the background; auto: map the experts already in "
+                             "RAM, read nothing from disk; 0 = off",
+                             A::both, NEURAL_REAL(warmup_ram_seconds)),
+                         0, 86400, "seconds"),
+                  kWarmupRamAuto),
+        "auto: map what is in RAM already"));
     r.push_back(row("warmup-sync", T::boolean, "0|1", "Wait for the warm-up",
                     "1: wait for --warmup-ram / --lock-ram before the first answer", A::both,
                     NEURAL_BOOL(warmup_sync)));
@@ -516,8 +520,11 @@ LoadOptions apply(const Settings& values, const LoadOptions& base) {
             "--warmup-ram, --lock-ram and --release-resident act on the expert store: they need "
             "--store FILE (`neural repack`)");
     }
-    if (has("warmup_sync") && o.warmup_sync && !levers) {
-        fail("--warmup-sync needs --warmup-ram SECONDS or --lock-ram GIB");
+    const bool auto_warmup = o.warmup_ram_seconds == kWarmupRamAuto && !o.store.empty();
+    if (has("warmup_sync") && o.warmup_sync && !levers && !auto_warmup) {
+        fail(
+            "--warmup-sync needs a warm-up to wait for: --store FILE with --warmup-ram auto or "
+            "SECONDS, or --lock-ram GIB");
     }
     return o;
 }

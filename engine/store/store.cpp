@@ -337,6 +337,103 @@ WarmupReport ExpertStore::warm_up(std::span<const ExpertKey> order, std::chrono:
     return w;
 }
 
+CachedWarmupReport ExpertStore::map_cached(std::span<const ExpertKey> order, int threads,
+                                           const std::atomic<bool>* stop) const {
+    using Clock = std::chrono::steady_clock;
+    const auto t0 = Clock::now();
+    for (const ExpertKey& k : order) {
+        if (k.layer < 0 || k.layer >= num_layers() || k.expert < 0 || k.expert >= num_experts()) {
+            fail("{}: warm-up order names expert {} of layer {}, outside {} layers x {} experts",
+                 path().string(), k.expert, k.layer, num_layers(), num_experts());
+        }
+    }
+    // What happened to order[i]; summed in order afterwards (the first damage named is the
+    // hottest record's, whatever the threads' timing).
+    enum Outcome : std::uint8_t { kNotReached, kMapped, kNotCached, kSkipped, kDamaged, kNoOs };
+    std::vector<Outcome> outcome(order.size(), kNotReached);
+    std::vector<std::string> damage(order.size());
+    std::atomic<std::size_t> next{0};
+    std::atomic<bool> unsupported{false};
+    std::atomic<bool> stopped{false};
+    const auto work = [&] {
+        for (;;) {
+            if (stop != nullptr && stop->load(std::memory_order_relaxed)) {
+                stopped.store(true, std::memory_order_relaxed);
+                return;
+            }
+            if (unsupported.load(std::memory_order_relaxed)) return;
+            const std::size_t i = next.fetch_add(1, std::memory_order_relaxed);
+            if (i >= order.size()) return;
+            const ExpertKey k = order[i];
+            if ((state(k.layer, k.expert).load(std::memory_order_relaxed) &
+                 (kReleased | kLocked)) != 0) {
+                outcome[i] = kSkipped;
+                continue;
+            }
+            const auto rec = record(k.layer, k.expert);
+            std::optional<CachedMapping> m;
+            try {
+                m = map_cached_pages(rec.data(), rec.size());
+            } catch (const std::exception&) {  // out of memory for mincore's vector: leave it
+                outcome[i] = kNotCached;
+                continue;
+            }
+            if (!m) {
+                outcome[i] = kNoOs;
+                unsupported.store(true, std::memory_order_relaxed);
+                return;
+            }
+            if (m->cached < m->pages) {
+                outcome[i] = kNotCached;
+                continue;
+            }
+            try {
+                verify_record(k.layer, k.expert);
+                outcome[i] = kMapped;
+            } catch (const Error& e) {
+                outcome[i] = kDamaged;
+                damage[i] = e.what();
+            }
+        }
+    };
+    CachedWarmupReport r;
+    r.threads = static_cast<int>(std::clamp<std::size_t>(
+        static_cast<std::size_t>(std::max(threads, 1)), 1, std::max<std::size_t>(order.size(), 1)));
+    {
+        std::vector<std::thread> helpers;
+        for (int t = 1; t < r.threads; ++t) helpers.emplace_back(work);
+        work();
+        for (std::thread& h : helpers) h.join();
+    }
+    for (std::size_t i = 0; i < order.size(); ++i) {
+        const ExpertKey k = order[i];
+        switch (outcome[i]) {
+            case kMapped:
+                ++r.records;
+                r.bytes += record(k.layer, k.expert).size();
+                break;
+            case kDamaged:
+                ++r.records;
+                r.bytes += record(k.layer, k.expert).size();
+                if (r.damaged++ == 0) r.damage = damage[i];
+                break;
+            case kNotCached:
+                ++r.not_cached;
+                break;
+            case kSkipped:
+                ++r.skipped;
+                break;
+            case kNoOs:
+            case kNotReached:
+                break;
+        }
+    }
+    r.supported = !unsupported.load();
+    r.stopped = stopped.load();
+    r.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+    return r;
+}
+
 LockReport ExpertStore::lock_experts(std::span<const ExpertKey> order, std::uint64_t bytes,
                                      const std::atomic<bool>* stop) const {
     const auto t0 = std::chrono::steady_clock::now();

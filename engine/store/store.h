@@ -58,6 +58,20 @@ struct WarmupReport {
     bool stopped = false;    // `stop` was set (the model is being unloaded)
 };
 
+// What ExpertStore::map_cached() did.
+struct CachedWarmupReport {
+    std::uint64_t records = 0;     // records mapped and checked: all their pages were in RAM
+    std::uint64_t bytes = 0;       // their bytes
+    std::uint64_t not_cached = 0;  // records left alone: some of their pages were not in RAM
+    std::uint64_t skipped = 0;     // records skipped: released (in VRAM) or locked already
+    std::uint64_t damaged = 0;     // mapped records that failed verify_record
+    std::string damage;            // the first of those errors (in order)
+    int threads = 0;               // threads the pass ran on
+    double seconds = 0;
+    bool supported = true;  // false: the OS cannot say what is cached (Windows)
+    bool stopped = false;   // `stop` was set (the model is being unloaded)
+};
+
 // What ExpertStore::lock_experts() did.
 struct LockReport {
     std::uint64_t records = 0;  // records locked, in order
@@ -136,6 +150,16 @@ public:
     WarmupReport warm_up(std::span<const ExpertKey> order, std::chrono::nanoseconds budget,
                          const std::atomic<bool>* stop = nullptr,
                          const WarmupProgress& after_record = {}) const;
+    // The default warm-up (--warmup-ram auto): maps each record of `order` whose pages are all
+    // in RAM already into this process (platform/page_residency.h map_cached_pages; no disk
+    // read, no new memory) and checks it (verify_record), on `threads` threads (records claimed
+    // in order, hot first), until done or `*stop` is set. A record with a page that is not in
+    // RAM is left for its first read, so the pass never competes for the disk nor pushes other
+    // pages out. What it saves: the first prompt after a load otherwise takes one page fault per
+    // few pages of every record it reads, and hashes them. Released and locked records are
+    // skipped. A damaged record is counted (and left unverified: its read still fails).
+    CachedWarmupReport map_cached(std::span<const ExpertKey> order, int threads = 1,
+                                  const std::atomic<bool>* stop = nullptr) const;
     // Locks whole records of `order` in RAM (mlock / VirtualLock: never paged out) until the next
     // one would pass `bytes`, a lock fails (the OS limit: RLIMIT_MEMLOCK, the working-set
     // minimum) or `*stop` is set. Released records are skipped. The caller makes room first

@@ -211,10 +211,18 @@ TEST(SettingsSchema, RulesBetweenSettings) {
                     options::apply({{"warmup_ram", "3"}});
                 }),
                 HasSubstr("need --store FILE"));
+    // The default warm-up (auto) acts on a store: with one it is what --warmup-sync waits for.
+    EXPECT_NO_THROW(options::apply({{"store", "s"}, {"warmup_sync", "1"}}));
+    EXPECT_EQ(options::apply({}).warmup_ram_seconds, kWarmupRamAuto);
+    EXPECT_NO_THROW(options::apply({{"warmup_ram", "auto"}}));  // no store: nothing to warm
     EXPECT_THAT(error_of([&] {
-                    options::apply({{"store", "s"}, {"warmup_sync", "1"}});
+                    options::apply({{"store", "s"}, {"warmup_ram", "0"}, {"warmup_sync", "1"}});
                 }),
-                HasSubstr("--warmup-sync needs --warmup-ram"));
+                HasSubstr("--warmup-sync needs a warm-up"));
+    EXPECT_THAT(error_of([&] {
+                    options::apply({{"warmup_sync", "1"}});
+                }),
+                HasSubstr("--warmup-sync needs a warm-up"));
     EXPECT_THAT(error_of([&] {
                     options::apply({{"ranking", "r.json"}});
                 }),

@@ -11,11 +11,13 @@
 #include <gtest/gtest.h>
 
 #include "platform/page_residency.h"
+#include "platform/process_stats.h"
 #include "runtime/model.h"
 #include "runtime/ranking.h"
 #include "store/repack.h"
 #include "store/store.h"
 #include "store/store_support.h"
+#include "support/damaged_store.h"
 #include "support/fixtures.h"
 
 namespace neural::store {
@@ -260,6 +262,111 @@ TEST(HotFirst, RankingOrderThenLayerOrder) {
     EXPECT_THAT(test::error_of([&] { hot_first(&ranking, 3, 3); }),
                 HasSubstr("2 layers, the model 3"));
     EXPECT_THAT(test::error_of([&] { hot_first(&ranking, 2, 4); }), HasSubstr("3 experts"));
+}
+
+// Page faults of reading one byte of every page of record (layer, expert).
+std::uint64_t faults_reading(const ExpertStore& s, int layer, int expert) {
+    const auto r = s.record(layer, expert);
+    const std::uint64_t before = process_page_faults();
+    (void)touch_pages(r.data(), r.size());
+    return process_page_faults() - before;
+}
+
+TEST_F(RamResidency, AutoWarmUpMapsAndChecksOnlyRecordsAlreadyInRam) {
+    // Records (0, 0) and (1, 1) in the page cache, (0, 1) and (1, 0) not.
+    drop_file(big_path_);
+    {
+        const ExpertStore s = ExpertStore::open(big_path_);
+        ASSERT_TRUE(
+            s.warm_up(std::vector<ExpertKey>{{0, 0}, {1, 1}}, std::chrono::seconds(60)).completed);
+    }
+    // A new mapping: the cached pages are not mapped into it yet.
+    const ExpertStore s = ExpertStore::open(big_path_);
+    const std::vector<ExpertKey> order = all_keys(s);
+    const std::uint64_t cold_before = resident(s, 0, 1) + resident(s, 1, 0);
+    const CachedWarmupReport r = s.map_cached(order, 3);
+#ifdef _WIN32
+    EXPECT_FALSE(r.supported);  // page_residency.h: Windows cannot say what the cache holds
+    EXPECT_EQ(r.records, 0u);
+#else
+    ASSERT_TRUE(r.supported);
+    EXPECT_EQ(r.records, 2u);
+    EXPECT_EQ(r.not_cached, 2u);
+    EXPECT_EQ(r.damaged, 0u);
+    EXPECT_FALSE(r.stopped);
+    EXPECT_EQ(r.bytes, s.record(0, 0).size() + s.record(1, 1).size());
+    EXPECT_TRUE(s.record_verified(0, 0));
+    EXPECT_TRUE(s.record_verified(1, 1));
+    EXPECT_FALSE(s.record_verified(0, 1));
+    EXPECT_FALSE(s.record_verified(1, 0));
+    // Nothing was read from disk: the other records have no more pages in RAM than before.
+    EXPECT_EQ(resident(s, 0, 1) + resident(s, 1, 0), cold_before);
+    // The mapped records read without page faults; a cached record of another fresh mapping
+    // that was not mapped takes one fault per few pages (the comparison the pass is for).
+    EXPECT_LE(faults_reading(s, 0, 0), 4u);
+    EXPECT_LE(faults_reading(s, 1, 1), 4u);
+    const ExpertStore fresh = ExpertStore::open(big_path_);
+    EXPECT_GT(faults_reading(fresh, 0, 0), pages(fresh, 0, 0) / 64);
+#endif
+    // A set stop flag stops before the first record.
+    std::atomic<bool> stop{true};
+    const CachedWarmupReport stopped = s.map_cached(order, 2, &stop);
+    EXPECT_TRUE(stopped.stopped);
+    EXPECT_EQ(stopped.records, 0u);
+    // An order outside the store is an error, as for the other levers.
+    EXPECT_THAT(test::error_of([&] {
+                    s.map_cached(std::vector<ExpertKey>{{2, 0}});
+                }),
+                HasSubstr("outside 2 layers x 2 experts"));
+}
+
+TEST_F(RamResidency, AutoWarmUpReportsADamagedRecordAndChecksTheRest) {
+    const fs::path damaged = *tmp_ / "damaged.nstore";
+    fs::copy_file(store_path_, damaged, fs::copy_options::overwrite_existing);
+    test::zero_store_record(damaged, 1, 2);
+    const ExpertStore s = ExpertStore::open(damaged);
+    const std::vector<ExpertKey> order = all_keys(s);
+    for (const ExpertKey& k : order) (void)touch_pages(s.record(k.layer, k.expert).data(), 1);
+    (void)s.warm_up(order, std::chrono::seconds(30));  // all of the tiny store in RAM
+    // Two threads claim the records in order; the report names the damaged one either way.
+    const CachedWarmupReport r = s.map_cached(order, 2);
+#ifndef _WIN32
+    EXPECT_EQ(r.threads, 2);
+    EXPECT_EQ(r.records, order.size());
+    EXPECT_EQ(r.damaged, 1u);
+    EXPECT_THAT(r.damage, HasSubstr("layer 1"));
+    EXPECT_FALSE(s.record_verified(1, 2));  // still reported by the read that needs it
+    EXPECT_TRUE(s.record_verified(1, 3));
+#else
+    EXPECT_EQ(r.damaged, 0u);
+#endif
+}
+
+TEST_F(RamResidency, ModelLoadRunsTheAutoWarmUpByDefault) {
+    {  // the whole store in the page cache (a repack may have dropped what it wrote)
+        const ExpertStore s = ExpertStore::open(store_path_);
+        ASSERT_TRUE(s.warm_up(all_keys(s), std::chrono::seconds(30)).completed);
+    }
+    LoadOptions o;  // warmup_ram_seconds: kWarmupRamAuto, during the load
+    o.store = store_path_;
+    auto m = Model::load(test::tiny_model_dir(), o);
+    const telemetry::RamCounters& ram = m->telemetry().ram;
+    EXPECT_EQ(ram.warmup_state.load(), telemetry::RamCounters::kDone);
+    EXPECT_EQ(ram.warmup_pages_loaded.load(), 0u);  // it reads nothing from disk
+#ifndef _WIN32
+    const auto records =
+        static_cast<std::uint64_t>(m->store()->num_layers() * m->store()->num_experts());
+    EXPECT_EQ(ram.warmup_records.load(), records);  // all cached: all mapped and checked
+    for (const ExpertKey& k : all_keys(*m->store()))
+        EXPECT_TRUE(m->store()->record_verified(k.layer, k.expert));
+#endif
+    // Without a store the default warm-up has nothing to do, and is no error.
+    EXPECT_NO_THROW(Model::load(test::tiny_model_dir(), LoadOptions{}));
+    LoadOptions bad;
+    bad.warmup_ram_seconds = -2;
+    bad.store = store_path_;
+    EXPECT_THAT(test::error_of([&] { Model::load(test::tiny_model_dir(), bad); }),
+                HasSubstr("warm-up time must be 0 or more seconds (or auto)"));
 }
 
 TEST_F(RamResidency, ModelLoadRunsTheWarmUpAndPublishesIt) {

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <vector>
@@ -46,6 +47,43 @@ std::optional<std::uint64_t> resident_pages(const void* p, std::size_t n) {
     std::uint64_t resident = 0;
     for (unsigned char v : vec) resident += v & 1u;
     return resident;
+}
+
+std::optional<CachedMapping> map_cached_pages(const void* p, std::size_t n) {
+    CachedMapping m;
+    if (p == nullptr || n == 0) return m;
+    const std::size_t page = page_size();
+    const PageSpan s = widen(p, n);
+    m.pages = (s.end - s.begin) / page;
+    std::vector<unsigned char> vec(m.pages);
+    if (::mincore(reinterpret_cast<void*>(s.begin), s.end - s.begin, vec.data()) != 0) {
+        return std::nullopt;
+    }
+// MADV_POPULATE_READ is Linux 5.14's; glibc headers older than that lack the name.
+#ifndef MADV_POPULATE_READ
+#define MADV_POPULATE_READ 22
+#endif
+    static std::atomic<bool> populate_works{true};
+    for (std::size_t i = 0; i < vec.size();) {
+        if ((vec[i] & 1u) == 0) {
+            ++i;
+            continue;
+        }
+        std::size_t j = i;
+        while (j < vec.size() && (vec[j] & 1u) != 0) ++j;
+        auto* run = reinterpret_cast<void*>(s.begin + i * page);
+        const std::size_t len = (j - i) * page;
+        if (!populate_works.load(std::memory_order_relaxed) ||
+            ::madvise(run, len, MADV_POPULATE_READ) != 0) {
+            // EINVAL: a kernel without it. Anything else (EFAULT, ENOMEM) also falls back: the
+            // reads below fault the same pages in, only one page fault per few pages.
+            if (errno == EINVAL) populate_works.store(false, std::memory_order_relaxed);
+            (void)touch_pages(run, len);
+        }
+        m.cached += j - i;
+        i = j;
+    }
+    return m;
 }
 
 PageRelease release_mapped_pages(const MappedFile& file, std::uint64_t offset, std::uint64_t n) {

@@ -64,6 +64,10 @@ std::optional<std::uint64_t> resident_pages(const void* p, std::size_t n) {
     return resident;
 }
 
+std::optional<CachedMapping> map_cached_pages(const void*, std::size_t) {
+    return std::nullopt;  // page_residency.h: Windows cannot say which pages the standby list holds
+}
+
 PageRelease release_mapped_pages(const MappedFile& file, std::uint64_t offset, std::uint64_t n) {
     PageRelease r;
     if (file.data() == nullptr || offset >= file.size() || n == 0) {
