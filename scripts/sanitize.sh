@@ -10,7 +10,8 @@
 #   NEURAL_ASAN_TESTS    ctest -R regex for the asan pass (default: everything but gpu/e2e)
 #   NEURAL_ASAN_SCOPE    full (default): engine, server and every test; unit: the engine and its
 #                        `unit`- and `fuzz`-labelled tests only, without Qt (what CI runs: the full pass takes
-#                        over an hour on a 2-core CI machine, docs/RELIABILITY.md)
+#                        over an hour on a 2-core CI machine, docs/RELIABILITY.md), the unit
+#                        tests one process per test program (scripts/gtest_by_program.py)
 # Suppressions: tests/reliability/sanitizers/*.supp, each entry with its reason.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -88,10 +89,20 @@ if [ "$MODE" = asan ] || [ "$MODE" = all ]; then
   # LeakSanitizer's own exit-time tracer crashed ("Tracer caught signal 11") after a test that
   # had passed; a real error repeats, and the first failure stays in the log.
   # The fuzz label too: the corpus replays and the seeded random-mutation smoke under ASan.
-  [ "$SCOPE" = unit ] && args=(-L "^(unit|fuzz)$" --output-on-failure -j "${NEURAL_TEST_JOBS:-2}" --timeout 900
-                               --repeat until-pass:2 -E "$UNIT_ASAN_EXCLUDE")
-  [ -n "${NEURAL_ASAN_TESTS:-}" ] && args+=(-R "$NEURAL_ASAN_TESTS")
-  nice -n 10 ctest --test-dir "$dir" "${args[@]}" || status=1
+  # The unit scope runs each gtest program once with its selected tests
+  # (scripts/gtest_by_program.py): one process per test repeated, under ASan, the seconds a
+  # program's tests share (the tokenizer, the models of SetUpTestSuite) for every test.
+  if [ "$SCOPE" = unit ] && [ -z "${NEURAL_ASAN_TESTS:-}" ]; then
+    nice -n 10 ctest --test-dir "$dir" -L "^fuzz$" --output-on-failure -j "${NEURAL_TEST_JOBS:-2}" \
+      --timeout 900 --repeat until-pass:2 || status=1
+    nice -n 10 python3 scripts/gtest_by_program.py "$dir" --label "^unit$" \
+      --exclude "$UNIT_ASAN_EXCLUDE" --jobs "${NEURAL_TEST_JOBS:-2}" --timeout 1800 || status=1
+  else
+    [ "$SCOPE" = unit ] && args=(-L "^(unit|fuzz)$" --output-on-failure -j "${NEURAL_TEST_JOBS:-2}" --timeout 900
+                                 --repeat until-pass:2 -E "$UNIT_ASAN_EXCLUDE")
+    [ -n "${NEURAL_ASAN_TESTS:-}" ] && args+=(-R "$NEURAL_ASAN_TESTS")
+    nice -n 10 ctest --test-dir "$dir" "${args[@]}" || status=1
+  fi
 fi
 
 if [ "$MODE" = tsan ] || [ "$MODE" = all ]; then

@@ -264,6 +264,7 @@ TEST(HotFirst, RankingOrderThenLayerOrder) {
     EXPECT_THAT(test::error_of([&] { hot_first(&ranking, 2, 4); }), HasSubstr("3 experts"));
 }
 
+#ifndef _WIN32
 // Page faults of reading one byte of every page of record (layer, expert).
 std::uint64_t faults_reading(const ExpertStore& s, int layer, int expert) {
     const auto r = s.record(layer, expert);
@@ -271,6 +272,7 @@ std::uint64_t faults_reading(const ExpertStore& s, int layer, int expert) {
     (void)touch_pages(r.data(), r.size());
     return process_page_faults() - before;
 }
+#endif
 
 TEST_F(RamResidency, AutoWarmUpMapsAndChecksOnlyRecordsAlreadyInRam) {
     // Records (0, 0) and (1, 1) in the page cache, (0, 1) and (1, 0) not.
@@ -283,7 +285,9 @@ TEST_F(RamResidency, AutoWarmUpMapsAndChecksOnlyRecordsAlreadyInRam) {
     // A new mapping: the cached pages are not mapped into it yet.
     const ExpertStore s = ExpertStore::open(big_path_);
     const std::vector<ExpertKey> order = all_keys(s);
+#ifndef _WIN32
     const std::uint64_t cold_before = resident(s, 0, 1) + resident(s, 1, 0);
+#endif
     const CachedWarmupReport r = s.map_cached(order, 3);
 #ifdef _WIN32
     EXPECT_FALSE(r.supported);  // page_residency.h: Windows cannot say what the cache holds
