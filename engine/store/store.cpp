@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <system_error>
 #include <thread>
 
 #include <fmt/format.h>
@@ -390,7 +391,7 @@ CachedWarmupReport ExpertStore::map_cached(std::span<const ExpertKey> order, int
             try {
                 verify_record(k.layer, k.expert);
                 outcome[i] = kMapped;
-            } catch (const Error& e) {
+            } catch (const std::exception& e) {  // a worker thread must not throw
                 outcome[i] = kDamaged;
                 damage[i] = e.what();
             }
@@ -400,8 +401,16 @@ CachedWarmupReport ExpertStore::map_cached(std::span<const ExpertKey> order, int
     r.threads = static_cast<int>(std::clamp<std::size_t>(
         static_cast<std::size_t>(std::max(threads, 1)), 1, std::max<std::size_t>(order.size(), 1)));
     {
+        // Fewer threads if the OS refuses one; the pass only gets slower.
         std::vector<std::thread> helpers;
-        for (int t = 1; t < r.threads; ++t) helpers.emplace_back(work);
+        for (int t = 1; t < r.threads; ++t) {
+            try {
+                helpers.emplace_back(work);
+            } catch (const std::system_error&) {
+                break;
+            }
+        }
+        r.threads = static_cast<int>(helpers.size()) + 1;
         work();
         for (std::thread& h : helpers) h.join();
     }
