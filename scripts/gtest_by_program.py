@@ -5,13 +5,15 @@ ctest (gtest_discover_tests) starts a process for every TEST(); under AddressSan
 program spends seconds on what its tests share per process (the 27 MB tokenizer, a model loaded
 in SetUpTestSuite), paid again by every test. This runs each program once with its selected
 tests as a --gtest_filter, in the test's working directory, `--jobs` programs at a time, longest
-first; a program whose tests fail (or that crashes) is run again once with only the tests that
-did not pass (LeakSanitizer's exit-time tracer crashed once in two runs after tests that had
-passed; a real error repeats). Every selected test must be reported passed or skipped: a
+first (by the summed seconds of its tests in a ctest cost file, --costs: the native build's
+Testing/Temporary/CTestCostData.txt, else by its number of tests); a program whose tests fail
+(or that crashes) is run again once with only the tests that did not pass (LeakSanitizer's
+exit-time tracer crashed once in two runs after tests that had passed; a real error repeats). Every selected test must be reported passed or skipped: a
 program that stops early fails the run. Used by scripts/sanitize.sh (docs/RELIABILITY.md
 "CI time").
 
   gtest_by_program.py BUILD_DIR --label REGEX [--exclude REGEX] [--jobs N] [--timeout S]
+                      [--costs CTestCostData.txt]
   gtest_by_program.py --self-test   (a ctest: runs it on a made-up test program that passes,
                                      skips, fails, fails once and crashes)
 """
@@ -43,6 +45,25 @@ def selected_tests(build_dir, label, exclude):
                    if p["name"] == "WORKING_DIRECTORY"), os.path.dirname(cmd[0]))
         programs.setdefault((cmd[0], wd), []).append(filt[0][len("--gtest_filter="):])
     return programs, others
+
+
+def test_costs(path):
+    """ctest's cost file: "name runs average-seconds" per line, then "---" and failed names."""
+    costs = {}
+    try:
+        with open(path) as f:
+            for line in f:
+                if line.startswith("---"):
+                    break
+                parts = line.split()
+                if len(parts) == 3:
+                    try:
+                        costs[parts[0]] = float(parts[2])
+                    except ValueError:
+                        pass
+    except OSError:
+        pass  # no file (a first run): order by test count
+    return costs
 
 
 RESULT = re.compile(r"^\[\s+(OK|FAILED|SKIPPED)\s+\] (\S+)(?: \(\d+ ms\))?$")
@@ -103,13 +124,21 @@ def self_test():
         # label "good": every test passes in the end; "bad": one fails twice, one always crashes.
         tests = {"S.Pass": "good", "S.Skip": "good", "S.Flaky": "good", "S.CrashOnce": "good",
                  "S.Later": "good", "T.Fail": "bad", "T.Crash": "bad", "T.NotReached": "bad"}
+        # label "order": one test in each of two programs, the second one costlier.
+        fake_b = os.path.join(tmp, "fake_b_tests")
+        shutil.copy(fake, fake_b)
+        tests.update({"O.Pass": "order", "P.Pass": "order"})
         with open(os.path.join(tmp, "CTestTestfile.cmake"), "w") as f:
             for name, label in tests.items():
-                f.write(f'add_test({name} "{fake}" "--gtest_filter={name}")\n'
+                prog = fake_b if name == "P.Pass" else fake
+                f.write(f'add_test({name} "{prog}" "--gtest_filter={name}")\n'
                         f'set_tests_properties({name} PROPERTIES LABELS "{label}" '
                         f'WORKING_DIRECTORY "{tmp}")\n')
             f.write(f'add_test(a.script "/bin/true")\nset_tests_properties(a.script PROPERTIES '
                     f'LABELS "good")\n')
+        cost_file = os.path.join(tmp, "CTestCostData.txt")
+        with open(cost_file, "w") as f:
+            f.write("O.Pass 1 0.5\nP.Pass 1 100\n---\n")
 
         def run(*args):
             p = subprocess.run([sys.executable, os.path.abspath(__file__), tmp, *args],
@@ -132,6 +161,14 @@ def self_test():
                        and "fake_tests: S.Pass" not in out))
         rc, out = run("--label", "^(good|bad)$", "--exclude", "^T\\.")
         checks.append(("--exclude leaves the bad ones out", rc == 0))
+        def first_program(out):
+            return next(line.split()[0] for line in out.splitlines() if line.startswith("  "))
+        rc, out = run("--label", "^order$", "--jobs", "1")
+        checks.append(("without costs: the order of the test list",
+                       first_program(out) == "fake_tests"))
+        rc, out = run("--label", "^order$", "--jobs", "1", "--costs", cost_file)
+        checks.append(("with costs: the costlier program first",
+                       first_program(out) == "fake_b_tests"))
         rc, out = run("--label", "^nothing$")
         checks.append(("no test selected is an error", rc == 1))
         for what, ok in checks:
@@ -150,6 +187,7 @@ def main():
     ap.add_argument("--exclude", default="")
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--timeout", type=int, default=1800)
+    ap.add_argument("--costs", default="")
     a = ap.parse_args()
     programs, others = selected_tests(a.build_dir, a.label, a.exclude)
     if not programs:
@@ -160,8 +198,10 @@ def main():
     total = sum(len(t) for t in programs.values())
     print(f"gtest_by_program: {total} tests in {len(programs)} programs, {a.jobs} at a time"
           + (f"; not gtest, not run here: {', '.join(others)}" if others else ""))
-    # Longest first (the most tests), so the last program to finish is a short one.
-    order = sorted(programs.items(), key=lambda kv: -len(kv[1]))
+    # Longest first, so the last program to finish is a short one.
+    costs = test_costs(a.costs) if a.costs else {}
+    order = sorted(programs.items(),
+                   key=lambda kv: (-sum(costs.get(t, 0.0) for t in kv[1]), -len(kv[1])))
     failed = []
 
     def one(item):

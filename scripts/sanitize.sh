@@ -95,8 +95,10 @@ if [ "$MODE" = asan ] || [ "$MODE" = all ]; then
   if [ "$SCOPE" = unit ] && [ -z "${NEURAL_ASAN_TESTS:-}" ]; then
     nice -n 10 ctest --test-dir "$dir" -L "^fuzz$" --output-on-failure -j "${NEURAL_TEST_JOBS:-2}" \
       --timeout 900 --repeat until-pass:2 || status=1
+    # Longest programs first, by the native ctest's times where scripts/test.sh ran it.
     nice -n 10 python3 scripts/gtest_by_program.py "$dir" --label "^unit$" \
-      --exclude "$UNIT_ASAN_EXCLUDE" --jobs "${NEURAL_TEST_JOBS:-2}" --timeout 1800 || status=1
+      --exclude "$UNIT_ASAN_EXCLUDE" --jobs "${NEURAL_TEST_JOBS:-2}" --timeout 1800 \
+      --costs "${NEURAL_BUILD_DIR:-build}/Testing/Temporary/CTestCostData.txt" || status=1
   else
     [ "$SCOPE" = unit ] && args=(-L "^(unit|fuzz)$" --output-on-failure -j "${NEURAL_TEST_JOBS:-2}" --timeout 900
                                  --repeat until-pass:2 -E "$UNIT_ASAN_EXCLUDE")
