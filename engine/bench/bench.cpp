@@ -122,6 +122,7 @@ Json summarize(const Measured& m) {
         sum.experts_hit += r.experts_hit;
         sum.experts_missed += r.experts_missed;
         sum.experts_streamed += r.experts_streamed;
+        sum.experts_split += r.experts_split;
         sum.admissions += r.admissions;
         sum.cpu_bytes += r.cpu_bytes;
         sum.page_faults += r.page_faults;
@@ -155,6 +156,7 @@ Json summarize(const Measured& m) {
     j["experts_hit"] = sum.experts_hit;
     j["experts_missed"] = sum.experts_missed;
     j["experts_streamed"] = sum.experts_streamed;
+    j["experts_split"] = sum.experts_split;
     j["hit_rate"] =
         looked_up > 0 ? static_cast<double>(sum.experts_hit) / static_cast<double>(looked_up) : 0.0;
     j["admissions"] = sum.admissions;

@@ -29,11 +29,37 @@ __device__ float block_sum(float v, float* red) {
     return r;
 }
 
+// Merges head hq's split parts in split order (the block's threads own dimensions). Reads the
+// parts past L1 (__ldcg): in the one-launch form other blocks of the same kernel wrote them.
+__device__ void combine_head(const float* scratch, const std::uint16_t* __restrict__ sinks, int d,
+                             int splits, float* out, int hq) {
+    const int t = threadIdx.x;
+    const float* part = scratch + static_cast<std::size_t>(hq) * splits * (d + 2);
+    const float sink = bf16_bits_to_float(sinks[hq]);
+    float m = sink;
+    for (int s = 0; s < splits; ++s) {
+        if (__ldcg(part + s * (d + 2) + 1) > 0.0f) m = fmaxf(m, __ldcg(part + s * (d + 2)));
+    }
+    float denom = expf(sink - m), acc = 0.0f;
+    for (int s = 0; s < splits; ++s) {
+        const float* p = part + s * (d + 2);
+        const float ps = __ldcg(p + 1);
+        if (ps <= 0.0f) continue;
+        const float f = expf(__ldcg(p) - m);
+        denom += ps * f;
+        if (t < d) acc += __ldcg(p + 2 + t) * f;
+    }
+    if (t < d) out[hq * d + t] = acc / denom;
+}
+
 __global__ void attention_split_kernel(const float* __restrict__ q, const float* __restrict__ kc,
                                        const float* __restrict__ vc, int q_heads, int kv_heads,
                                        int d, int window, int ring, const int* __restrict__ pos_ptr,
-                                       int splits, float* __restrict__ scratch) {
+                                       int splits, float* __restrict__ scratch,
+                                       const std::uint16_t* __restrict__ sinks, float* out,
+                                       unsigned* counters) {
     __shared__ float qs[kAttentionMaxHeadDim];
+    __shared__ bool last;
     __shared__ float ps[kThreads];
     __shared__ float red[kThreads / 32];
     const int hq = blockIdx.x, split = blockIdx.y, t = threadIdx.x;
@@ -79,33 +105,30 @@ __global__ void attention_split_kernel(const float* __restrict__ q, const float*
         m = m_new;
         __syncthreads();
     }
-    float* out = scratch + (static_cast<std::size_t>(hq) * splits + split) * (d + 2);
-    if (t < d) out[2 + t] = acc;
+    float* part = scratch + (static_cast<std::size_t>(hq) * splits + split) * (d + 2);
+    if (t < d) part[2 + t] = acc;
     if (t == 0) {
-        out[0] = j0 < j1 ? m : -FLT_MAX;
-        out[1] = l;
+        part[0] = j0 < j1 ? m : -FLT_MAX;
+        part[1] = l;
     }
+    if (counters == nullptr) return;  // the combine kernel follows
+    // The last of the head's split blocks to finish combines it: each block's parts are visible
+    // device-wide before it counts itself (fence, then the count); the last one sets the counter
+    // back to zero for the next launch.
+    __threadfence();
+    __syncthreads();
+    if (t == 0) last = atomicAdd(&counters[hq], 1u) == static_cast<unsigned>(splits) - 1u;
+    __syncthreads();
+    if (!last) return;
+    if (t == 0) counters[hq] = 0u;
+    __threadfence();
+    combine_head(scratch, sinks, d, splits, out, hq);
 }
 
 __global__ void attention_combine_kernel(const float* __restrict__ scratch,
                                          const std::uint16_t* __restrict__ sinks, int d, int splits,
                                          float* __restrict__ out) {
-    const int hq = blockIdx.x, t = threadIdx.x;
-    const float* part = scratch + static_cast<std::size_t>(hq) * splits * (d + 2);
-    const float sink = bf16_bits_to_float(sinks[hq]);
-    float m = sink;
-    for (int s = 0; s < splits; ++s) {
-        if (part[s * (d + 2) + 1] > 0.0f) m = fmaxf(m, part[s * (d + 2)]);
-    }
-    float denom = expf(sink - m), acc = 0.0f;
-    for (int s = 0; s < splits; ++s) {
-        const float* p = part + s * (d + 2);
-        if (p[1] <= 0.0f) continue;
-        const float f = expf(p[0] - m);
-        denom += p[1] * f;
-        if (t < d) acc += p[2 + t] * f;
-    }
-    if (t < d) out[hq * d + t] = acc / denom;
+    combine_head(scratch, sinks, d, splits, out, blockIdx.x);
 }
 
 }  // namespace
@@ -113,9 +136,11 @@ __global__ void attention_combine_kernel(const float* __restrict__ scratch,
 void attention_decode(const float* q, const float* k_cache, const float* v_cache,
                       const std::uint16_t* sinks, int q_heads, int kv_heads, int head_dim,
                       int window, int ring, const int* pos, int splits, float* scratch, float* out,
-                      cudaStream_t stream) {
+                      cudaStream_t stream, unsigned* counters) {
     attention_split_kernel<<<dim3(q_heads, splits), kThreads, 0, stream>>>(
-        q, k_cache, v_cache, q_heads, kv_heads, head_dim, window, ring, pos, splits, scratch);
+        q, k_cache, v_cache, q_heads, kv_heads, head_dim, window, ring, pos, splits, scratch, sinks,
+        out, counters);
+    if (counters != nullptr) return;
     attention_combine_kernel<<<q_heads, kThreads, 0, stream>>>(scratch, sinks, head_dim, splits,
                                                                out);
 }

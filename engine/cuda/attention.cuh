@@ -5,7 +5,11 @@
 // then one combine pass merges them in chunk order: deterministic for a given split count.
 // q fp32 [nq*d]; caches fp32 [context, nkv*d]; out fp32 [nq*d]; scratch fp32
 // [nq * splits * (d + 2)]. head_dim <= 128 and even. ring > 0: the caches hold `ring` rows,
-// position p in row p % ring (a sliding layer's ring: ring >= window). Host entry point only.
+// position p in row p % ring (a sliding layer's ring: ring >= window). counters (device,
+// [q_heads], zero; or null): one launch instead of two, the last of a head's split blocks to
+// finish combines that head and sets its counter back to zero (the fused decode graphs,
+// decode_fused.cuh); the same bits as the combine kernel that runs when it is null. Host entry
+// point only.
 #pragma once
 
 #include <cstdint>
@@ -19,6 +23,7 @@ constexpr int kAttentionMaxHeadDim = 128;
 void attention_decode(const float* q, const float* k_cache, const float* v_cache,
                       const std::uint16_t* sinks, int q_heads, int kv_heads, int head_dim,
                       int window /* 0: full */, int ring /* 0: none */, const int* pos, int splits,
-                      float* scratch, float* out, cudaStream_t stream);
+                      float* scratch, float* out, cudaStream_t stream,
+                      unsigned* counters = nullptr);
 
 }  // namespace neural::cuda

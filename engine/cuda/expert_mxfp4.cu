@@ -7,27 +7,40 @@ namespace {
 
 constexpr int kWarps = 8;
 
+// Choice q's slice (experts_resident's `part`): its first neuron and its neurons (I: whole).
+struct Slice {
+    int first, neurons;
+};
+__device__ __forceinline__ Slice slice_of(const int* part, int q, int I) {
+    if (part == nullptr || part[2 * q + 1] <= 0) return {0, I};
+    return {part[2 * q], part[2 * q + 1]};
+}
+
 __global__ void gate_up_kernel(const std::uint8_t* __restrict__ pool, std::uint64_t stride,
                                ExpertShape sh, const int* __restrict__ sel,
                                const int* __restrict__ slot, const std::uint16_t* __restrict__ bias,
-                               const float* __restrict__ x, float* __restrict__ act) {
+                               const float* __restrict__ x, float* __restrict__ act,
+                               const int* __restrict__ part) {
     extern __shared__ float xs[];  // [H] padded (common.cuh)
     const int k = blockIdx.y;
     const int s = slot[k];
     if (s < 0) return;  // uniform per block: a miss, computed by the CPU
     const int H = sh.hidden, I = sh.intermediate, G = H / 32;
+    const Slice sl = slice_of(part, k, I);
+    if (blockIdx.x * kWarps >= sl.neurons) return;  // uniform per block
     for (int i = threadIdx.x; i < H; i += blockDim.x) xs[padded_index(i)] = x[i];
     __syncthreads();
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    const int i = blockIdx.x * kWarps + warp;
-    if (i >= I) return;
+    const int i = blockIdx.x * kWarps + warp;  // neuron i of the slice (of the expert: whole)
+    if (i >= sl.neurons) return;
     const std::uint8_t* rec = pool + static_cast<std::uint64_t>(s) * stride;
-    const std::uint8_t* scales = rec + static_cast<std::uint64_t>(2 * I) * G * 16;
+    const std::uint8_t* scales = rec + static_cast<std::uint64_t>(2 * sl.neurons) * G * 16;
     const std::size_t row_g = static_cast<std::size_t>(2 * i), row_u = row_g + 1;
     float g = mxfp4_row_dot(rec + row_g * G * 16, scales + row_g * G, G, xs);
     float u = mxfp4_row_dot(rec + row_u * G * 16, scales + row_u * G, G, xs);
     if (lane == 0) {
-        const std::uint16_t* b = bias + static_cast<std::size_t>(sel[k]) * 2 * I;
+        const std::uint16_t* b = bias + static_cast<std::size_t>(sel[k]) * 2 * I +
+                                 2 * static_cast<std::size_t>(sl.first);
         g += bf16_bits_to_float(b[2 * i]);
         u += bf16_bits_to_float(b[2 * i + 1]);
         g = fminf(g, sh.limit);
@@ -41,24 +54,28 @@ __global__ void down_kernel(const std::uint8_t* __restrict__ pool, std::uint64_t
                             ExpertShape sh, const int* __restrict__ sel,
                             const float* __restrict__ gate, const int* __restrict__ slot,
                             const std::uint16_t* __restrict__ bias, const float* __restrict__ act,
-                            float* __restrict__ out, bool accumulate) {
+                            float* __restrict__ out, bool accumulate,
+                            const int* __restrict__ part) {
     extern __shared__ float as[];  // [k, I] padded (common.cuh)
-    const int H = sh.hidden, I = sh.intermediate, Gh = H / 32, Gi = I / 32, PI = padded_floats(I);
+    const int H = sh.hidden, I = sh.intermediate, Gh = H / 32, PI = padded_floats(I);
     for (int q = 0; q < sh.k; ++q) {
         if (slot[q] < 0) continue;
-        for (int i = threadIdx.x; i < I; i += blockDim.x)
+        const int n = slice_of(part, q, I).neurons;
+        for (int i = threadIdx.x; i < n; i += blockDim.x)
             as[q * PI + padded_index(i)] = act[q * I + i];
     }
     __syncthreads();
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int r = blockIdx.x * kWarps + warp;
     if (r >= H) return;
-    const std::uint64_t down_codes = static_cast<std::uint64_t>(2 * I) * Gh * 17;
-    const std::uint64_t down_scales = down_codes + static_cast<std::uint64_t>(H) * Gi * 16;
     float total = 0.0f;
     for (int q = 0; q < sh.k; ++q) {
         const int s = slot[q];
         if (s < 0) continue;
+        // A slice's record is laid out as an expert of its own neurons (Gi blocks per row).
+        const int n = slice_of(part, q, I).neurons, Gi = n / 32;
+        const std::uint64_t down_codes = static_cast<std::uint64_t>(2 * n) * Gh * 17;
+        const std::uint64_t down_scales = down_codes + static_cast<std::uint64_t>(H) * Gi * 16;
         const std::uint8_t* rec = pool + static_cast<std::uint64_t>(s) * stride;
         float y =
             mxfp4_row_dot(rec + down_codes + static_cast<std::uint64_t>(r) * Gi * 16,
@@ -74,17 +91,17 @@ __global__ void down_kernel(const std::uint8_t* __restrict__ pool, std::uint64_t
 void experts_resident(const std::uint8_t* pool, std::uint64_t slot_stride, const ExpertShape& shape,
                       const int* sel, const float* gate, const int* slot,
                       const std::uint16_t* gate_up_bias, const std::uint16_t* down_bias,
-                      const float* x, float* act, float* out, cudaStream_t stream,
-                      bool accumulate) {
+                      const float* x, float* act, float* out, cudaStream_t stream, bool accumulate,
+                      const int* part) {
     const dim3 gu_grid((shape.intermediate + kWarps - 1) / kWarps, shape.k);
     gate_up_kernel<<<gu_grid, kWarps * 32,
                      static_cast<std::size_t>(padded_floats(shape.hidden)) * sizeof(float),
-                     stream>>>(pool, slot_stride, shape, sel, slot, gate_up_bias, x, act);
+                     stream>>>(pool, slot_stride, shape, sel, slot, gate_up_bias, x, act, part);
     down_kernel<<<(shape.hidden + kWarps - 1) / kWarps, kWarps * 32,
                   static_cast<std::size_t>(shape.k) * padded_floats(shape.intermediate) *
                       sizeof(float),
                   stream>>>(pool, slot_stride, shape, sel, gate, slot, down_bias, act, out,
-                            accumulate);
+                            accumulate, part);
 }
 
 }  // namespace neural::cuda

@@ -35,10 +35,15 @@ struct ExpertShape {
 // Needs k * I * 33/32 * 4 bytes of shared memory (<= 48 KiB: I <= 2976 at k = 4).
 // accumulate: out[r] += the sum instead of out[r] = it (the backend's streamed misses add their
 // sum to the resident one this way, --stream-misses).
+// part (device, [2k] or null): choice q's slot holds only neurons [part[2q], part[2q] +
+// part[2q + 1]) of its expert, laid out as the raw record of an expert of part[2q + 1] neurons
+// (cpu::ExpertRecordView::slice; a count of 0 means the whole expert): the kernel computes that
+// slice (its gate_up bias rows from the slice's first neuron, the down bias added in full), the
+// part of a miss split with the CPU (--split-misses), which computes the rest without the bias.
 void experts_resident(const std::uint8_t* pool, std::uint64_t slot_stride, const ExpertShape& shape,
                       const int* sel, const float* gate, const int* slot,
                       const std::uint16_t* gate_up_bias, const std::uint16_t* down_bias,
                       const float* x, float* act, float* out, cudaStream_t stream,
-                      bool accumulate = false);
+                      bool accumulate = false, const int* part = nullptr);
 
 }  // namespace neural::cuda

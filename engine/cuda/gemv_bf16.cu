@@ -1,4 +1,4 @@
-#include "cuda/common.cuh"
+#include "cuda/decode_steps.cuh"
 #include "cuda/gemv_bf16.cuh"
 
 namespace neural::cuda {
@@ -17,20 +17,8 @@ __global__ void gemv_bf16_kernel(const std::uint16_t* __restrict__ w,
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int row = blockIdx.x * kWarps + warp;
     if (row >= rows) return;
-    const uint4* wr = reinterpret_cast<const uint4*>(w + static_cast<std::size_t>(row) * cols);
-    float acc = 0.0f;
-    for (int c8 = lane; c8 < cols / 8; c8 += 32) {
-        const uint4 v = __ldg(wr + c8);
-        const float* xv = xs + 8 * c8;
-        acc += bf16_lo(v.x) * xv[0] + bf16_hi(v.x) * xv[1] + bf16_lo(v.y) * xv[2] +
-               bf16_hi(v.y) * xv[3] + bf16_lo(v.z) * xv[4] + bf16_hi(v.z) * xv[5] +
-               bf16_lo(v.w) * xv[6] + bf16_hi(v.w) * xv[7];
-    }
-    acc = warp_sum(acc);
-    if (lane == 0) {
-        const float r = acc + (bias != nullptr ? bf16_bits_to_float(bias[row]) : 0.0f);
-        y[row] = accumulate ? y[row] + r : r;
-    }
+    const float r = bf16_gemv_row(w, bias, row, xs, cols);
+    if (lane == 0) y[row] = accumulate ? y[row] + r : r;
 }
 
 }  // namespace

@@ -1,4 +1,4 @@
-#include "cuda/common.cuh"
+#include "cuda/decode_steps.cuh"
 #include "cuda/rms_norm.cuh"
 
 namespace neural::cuda {
@@ -14,14 +14,7 @@ __global__ void rms_norm_kernel(const float* __restrict__ x, const std::uint16_t
     __shared__ float partial[kThreads / 32];
     const float* xr = x + static_cast<std::size_t>(blockIdx.x) * n;
     float* yr = y + static_cast<std::size_t>(blockIdx.x) * n;
-    float ss = 0.0f;
-    for (int i = threadIdx.x; i < n; i += kThreads) ss += xr[i] * xr[i];
-    ss = warp_sum(ss);
-    if (threadIdx.x % 32 == 0) partial[threadIdx.x / 32] = ss;
-    __syncthreads();
-    float total = 0.0f;
-    for (int i = 0; i < kThreads / 32; ++i) total += partial[i];
-    const float inv = 1.0f / sqrtf(total / static_cast<float>(n) + eps);
+    const float inv = rms_inv_block<kThreads>(xr, n, eps, partial);
     for (int i = threadIdx.x; i < n; i += kThreads) {
         const float v = bf16_bits_to_float(w[i]) * (xr[i] * inv);
         yr[i] = v;

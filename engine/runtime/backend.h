@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <cstdint>
 #include <filesystem>
 #include <memory>
@@ -39,10 +40,13 @@ struct GpuOptions {
     // staging buffers. pool_slots >= 0 overrides it with an exact slot count (tests, emulation).
     double pool_gib = -1;
     int pool_slots = -1;
-    // Share of the slots that are static (filled from the ranking, never evicted).
+    // Share of the slots that are static (filled from the ranking or the learned statistics,
+    // never evicted). Without either no slot is static (docs/CUDA.md "Residency").
     double static_fraction = 0.5;
     // Warm-up ranking JSON {"layers": [[count per expert], ...]} (hot experts first); empty:
-    // none (static slots take experts in index order, adaptive slots start empty).
+    // none (the learned statistics' ranking, else none: every slot starts with a placeholder,
+    // the same share of every layer, that the first prompt and misses replace; frozen residency
+    // takes experts in index order).
     std::filesystem::path ranking;
     // Admission: every refresh_every decode tokens up to refresh_m missed experts whose score
     // beats an adaptive slot's are admitted (copy-on-compute); 0 freezes residency.
@@ -130,11 +134,23 @@ struct GpuOptions {
     int stream_misses = -1;
     // The share of misses streamed (--stream-share F, 0..1); < 0 (auto): from the probes.
     double stream_share = -1;
+    // Split misses (--split-misses 1, the default): the share is met in bytes within each layer,
+    // the GPU streaming whole misses and, for the fraction left, the last neurons of one more
+    // miss while the CPU computes that expert's first neurons (split_streamed_choices). A layer
+    // with one miss then takes about half of that expert's time on each side instead of all of it
+    // on one. 0: whole misses only, the fraction carried over the token's layers
+    // (streamed_choices, the reference).
+    bool split_misses = true;
     // After a prompt on the GPU (--prompt-admit N): the prompt's most-used experts fill the free
     // adaptive slots, and up to N more replace colder adaptive experts (Residency::
     // prompt_admissions), uploaded in one batch before decode starts; 0: off. Nothing is admitted
     // with frozen residency.
     int prompt_admit = 32;
+    // Fused decode graphs (--fused-decode 1, the default; docs/CUDA.md "A token"): a layer's
+    // dense part runs as 4 launches (x += experts; norm + QKV + RoPE; attention; output
+    // projection + norm + router + top-k: cuda/decode_fused.cuh) instead of 10, computed with the
+    // same device functions (the same bits expected). 0: one kernel per step, the reference.
+    bool fused_decode = true;
     // Timing events in the decode graphs: the GPU's own time per token (BackendCounters::gpu_dense_ns
     // ..), which `neural bench` turns into decode bounds. Set by the bench only; a device whose graphs
     // refuse timing events gets plain ones and no GPU times.
@@ -184,6 +200,51 @@ inline int streamed_choices(std::span<const int> slot, std::span<const bool> adm
     return n;
 }
 
+// --split-misses: which of a decode layer's router choices the GPU streams, with one of them
+// split. Of the n misses (slot[k] < 0) the GPU's part is share * n experts' worth: the first
+// floor of that in choice order stream whole, and the fraction f left streams as the last
+// round(f * I / 32) * 32 neurons of the next miss (`split`; `split_neurons` of `intermediate`),
+// whose first neurons the CPU computes. Misses the CPU must capture for admission (admit[k])
+// are neither streamed nor split; at most max_streamed choices use the scratch slots (a split
+// one included); a fraction under 1/8 of an expert is not split (the copies' fixed cost), and
+// one that rounds to the whole expert streams it whole. Writes the whole choices to `out` (room
+// for slot.size()). Depends on nothing but its arguments, so a fixed share is deterministic.
+struct StreamSplit {
+    int whole = 0;          // out[0, whole): streamed whole
+    int split = -1;         // the choice split between the CPU and the GPU; -1: none
+    int split_neurons = 0;  // the GPU's part of it: its last split_neurons neurons
+};
+inline StreamSplit split_streamed_choices(std::span<const int> slot, std::span<const bool> admit,
+                                          int max_streamed, double share, int intermediate,
+                                          int* out) {
+    StreamSplit r;
+    int misses = 0;
+    for (const int s : slot) misses += s < 0 ? 1 : 0;
+    const int cap = std::max(max_streamed, 0);
+    const double t = std::clamp(share, 0.0, 1.0) * misses;
+    int whole = static_cast<int>(t + 1e-9);
+    const int blocks = intermediate / 32;
+    int part = static_cast<int>(std::lround((t - whole) * blocks));  // the fraction, in blocks
+    if (part >= blocks) {
+        ++whole;
+        part = 0;
+    }
+    if (part * 8 < blocks) part = 0;  // under 1/8 of an expert: not worth the copies
+    for (std::size_t k = 0; k < slot.size(); ++k) {
+        if (slot[k] >= 0 || admit[k]) continue;
+        if (r.whole < std::min(whole, cap)) {
+            out[r.whole++] = static_cast<int>(k);
+        } else if (part > 0 && r.whole == whole && r.whole < cap) {
+            r.split = static_cast<int>(k);
+            r.split_neurons = part * 32;
+            break;
+        } else {
+            break;
+        }
+    }
+    return r;
+}
+
 // Extra per-token phases of the hybrid backend, read as before/after deltas like MoeCounters.
 struct BackendCounters {
     std::atomic<std::uint64_t> gpu_wait_ns{0};      // host waiting for the GPU (router, tail)
@@ -192,6 +253,8 @@ struct BackendCounters {
     std::atomic<std::uint64_t> experts_hit{0};      // (layer, expert) computed from VRAM slots
     std::atomic<std::uint64_t> experts_streamed{
         0};  // misses copied from the pinned store and computed on the GPU
+    // Misses split between the CPU and the GPU (--split-misses; also counted as CPU misses).
+    std::atomic<std::uint64_t> experts_split{0};
     std::atomic<std::uint64_t> admissions{0};  // slots filled during decode
     // Experts a prompt's routing sent to the GPU (--prompt-admit), counted when their copies are
     // issued; `admissions` counts them again once they landed (the next poll).
@@ -233,21 +296,21 @@ struct BackendCounters {
                       prefill_cpu_wait_ns = 0, prefill_staged = 0, prefill_staged_bytes = 0,
                       prefill_resident = 0, prefill_cpu_groups = 0, prefill_early = 0,
                       prefill_grouped = 0;
-        std::uint64_t experts_streamed = 0;
+        std::uint64_t experts_streamed = 0, experts_split = 0;
         std::uint64_t gpu_dense_ns = 0, gpu_experts_ns = 0, gpu_experts_alone_ns = 0,
                       gpu_tail_ns = 0;
     };
     Snapshot snapshot() const {
         constexpr auto r = std::memory_order_relaxed;
         return {
-            gpu_wait_ns.load(r),          graph_submit_ns.load(r),      admission_ns.load(r),
-            experts_hit.load(r),          admissions.load(r),           prefill_tokens.load(r),
-            prefill_ns.load(r),           prefill_launch_ns.load(r),    prefill_route_ns.load(r),
-            prefill_staging_ns.load(r),   prefill_cpu_ns.load(r),       prefill_cpu_wait_ns.load(r),
-            prefill_staged.load(r),       prefill_staged_bytes.load(r), prefill_resident.load(r),
-            prefill_cpu_groups.load(r),   prefill_early.load(r),        prefill_grouped.load(r),
-            experts_streamed.load(r),     gpu_dense_ns.load(r),         gpu_experts_ns.load(r),
-            gpu_experts_alone_ns.load(r), gpu_tail_ns.load(r)};
+            gpu_wait_ns.load(r),        graph_submit_ns.load(r),      admission_ns.load(r),
+            experts_hit.load(r),        admissions.load(r),           prefill_tokens.load(r),
+            prefill_ns.load(r),         prefill_launch_ns.load(r),    prefill_route_ns.load(r),
+            prefill_staging_ns.load(r), prefill_cpu_ns.load(r),       prefill_cpu_wait_ns.load(r),
+            prefill_staged.load(r),     prefill_staged_bytes.load(r), prefill_resident.load(r),
+            prefill_cpu_groups.load(r), prefill_early.load(r),        prefill_grouped.load(r),
+            experts_streamed.load(r),   experts_split.load(r),        gpu_dense_ns.load(r),
+            gpu_experts_ns.load(r),     gpu_experts_alone_ns.load(r), gpu_tail_ns.load(r)};
     }
 };
 

@@ -436,8 +436,9 @@ std::vector<float> Model::forward(std::span<const TokenId> tokens, KvCache& cach
     // bench's A/B) may have set its own. One atomic store.
     cpu::set_threads(threads_);
     if (!stats_) return backend_->forward(tokens, cache, options);
-    // The routing of every call is learned; the observer adds its counts when it goes.
-    RoutingStatsObserver learn(*stats_, options.observer);
+    // The routing of every call is learned; the observer adds its counts when it goes (a
+    // prompt's weigh less than decode's: routing_stats.h "Weight").
+    RoutingStatsObserver learn(*stats_, options.observer, static_cast<std::int64_t>(tokens.size()));
     ForwardOptions o = options;
     o.observer = &learn;
     return backend_->forward(tokens, cache, o);

@@ -213,8 +213,9 @@ std::vector<Setting> make_settings() {
                                -1),
                      "auto: as many as --pool holds"));
     r.push_back(ranged(row("static-fraction", T::real, "F", "Static share",
-                           "share of the slots that are static, filled from the ranking (with "
-                           "--refresh-every 0 every slot is static)",
+                           "share of the slots that are static, filled from the ranking or the "
+                           "learned statistics (without either none is; with --refresh-every 0 "
+                           "every slot is static)",
                            A::cuda, NEURAL_REAL(gpu.static_fraction)),
                        0, 1, "a fraction"));
     r.push_back(row("ranking", T::path, "FILE", "Expert ranking",
@@ -322,6 +323,10 @@ std::vector<Setting> make_settings() {
                          0, 1, "a fraction"),
                   -1),
         "auto: from the load-time probes"));
+    r.push_back(row("split-misses", T::boolean, "0|1", "Split streamed misses",
+                    "with --stream-misses: meet the share within each layer by computing one "
+                    "miss partly on the GPU, partly on the CPU (0: whole misses only)",
+                    A::cuda, NEURAL_BOOL(gpu.split_misses)));
     r.push_back(ranged(row("prompt-admit", T::integer, "N", "Admit after a prompt",
                            "after a GPU prompt its most-used experts fill the free adaptive "
                            "slots and up to N more replace colder ones, before decode starts; "
@@ -341,6 +346,9 @@ std::vector<Setting> make_settings() {
                            "they (or sequences sharing their start) are not re-processed; 0 = off",
                            A::cuda, NEURAL_REAL(gpu.kv_checkpoint_gib)),
                        0, 4096, "GiB"));
+    r.push_back(row("fused-decode", T::boolean, "0|1", "Fused decode kernels",
+                    "decode graphs with fused kernels (0: one kernel per step, the reference)",
+                    A::cuda, NEURAL_BOOL(gpu.fused_decode)));
     return r;
 }
 

@@ -259,7 +259,7 @@ void RoutingStats::seed(const RoutingStatsData& data) {
     unsaved_ = 0;
 }
 
-void RoutingStats::add(std::span<const std::uint32_t> counts, std::int64_t tokens) {
+void RoutingStats::add(std::span<const std::uint32_t> counts, std::int64_t tokens, double weight) {
     if (tokens <= 0) return;
     const auto E = static_cast<std::size_t>(experts_);
     const double decay = std::exp2(-static_cast<double>(tokens) / half_life_);
@@ -268,7 +268,7 @@ void RoutingStats::add(std::span<const std::uint32_t> counts, std::int64_t token
         std::vector<double>& row = data_.layers[l];
         for (std::size_t e = 0; e < E; ++e) {
             const std::size_t i = l * E + e;
-            row[e] = row[e] * decay + (i < counts.size() ? counts[i] : 0);
+            row[e] = row[e] * decay + (i < counts.size() ? weight * counts[i] : 0.0);
         }
     }
     data_.tokens += tokens;
@@ -310,9 +310,11 @@ bool RoutingStats::save_if_changed(const fs::path& path) {
     return true;
 }
 
-RoutingStatsObserver::RoutingStatsObserver(RoutingStats& stats, RouterObserver* next)
+RoutingStatsObserver::RoutingStatsObserver(RoutingStats& stats, RouterObserver* next,
+                                           std::int64_t new_tokens)
     : stats_(stats),
       next_(next),
+      weight_(new_tokens > 1 ? kPromptRoutingWeight : 1.0),
       counts_(static_cast<std::size_t>(stats.layers()) * static_cast<std::size_t>(stats.experts()),
               0) {}
 
@@ -333,7 +335,7 @@ void RoutingStatsObserver::on_route(int layer, std::int64_t position, std::span<
 
 void RoutingStatsObserver::flush() {
     if (tokens_ == 0) return;
-    stats_.add(counts_, tokens_);
+    stats_.add(counts_, tokens_, weight_);
     std::fill(counts_.begin(), counts_.end(), 0u);
     tokens_ = 0;
 }

@@ -5,10 +5,17 @@
 // store (or checkpoint) at unload and every few minutes while tokens are being learned.
 //
 // Decay: every routed token multiplies the weights by 2^(-1/half_life) before its own choices
-// add 1 each, so a token half_life tokens old weighs half of a new one (kHalfLifeTokens: a few
+// add to them, so a token half_life tokens old weighs half of a new one (kHalfLifeTokens: a few
 // days of chat; old habits fade, the last conversation does not dominate). The tokens of one
 // forward call are added together (the same age): at a half-life of 250,000 tokens a prompt of
 // 8,192 tokens shifts its own weights by at most 2%.
+//
+// Weight: a decode token's choices (a forward call of one new token) add 1 each, a prompt's (a
+// call of more than one) kPromptRoutingWeight each. The GPU slots the statistics fill at the next
+// load serve decode tokens: a prompt runs on the GPU as a whole, staging every expert it needs,
+// so its routing says less about which experts should stay in VRAM (the residency's admission
+// scores weigh it the same, GpuOptions::prefill_weight). "tokens" counts every token, weighed
+// or not, and the decay goes by it.
 //
 // File (JSON, written atomically): {"format": "neural-routing-stats", "version": 1, "model":
 // MODEL_ID, "layers": [[weight per expert], ...], "tokens": N, "updated": UNIX_SECONDS,
@@ -37,6 +44,9 @@ class ExpertStore;
 }
 
 inline constexpr double kHalfLifeTokens = 250000;
+// What one routing of a prompt token adds to the weights; a decode token's adds 1 (file comment:
+// "Weight"). GpuOptions::prefill_weight's default.
+inline constexpr double kPromptRoutingWeight = 0.25;
 
 struct RoutingStatsData {
     std::string model;  // the model identity (routing_model_id); empty: unknown (a ranking file)
@@ -94,8 +104,9 @@ public:
     RoutingStats(std::string model, int layers, int experts, double half_life = kHalfLifeTokens);
     // Starts from a file's statistics (same shape; the identity is this model's).
     void seed(const RoutingStatsData& data);
-    // Decays the weights by `tokens` tokens, then adds `counts` ([layer * experts + expert]).
-    void add(std::span<const std::uint32_t> counts, std::int64_t tokens);
+    // Decays the weights by `tokens` tokens, then adds `counts` ([layer * experts + expert])
+    // times `weight` (what one routing adds: 1 for decode, kPromptRoutingWeight for a prompt).
+    void add(std::span<const std::uint32_t> counts, std::int64_t tokens, double weight = 1.0);
     RoutingStatsData snapshot() const;
     // Forgets everything (weights, tokens, date): a reset.
     void clear();
@@ -115,12 +126,14 @@ private:
     std::int64_t unsaved_ = 0;
 };
 
-// The observer Model::forward installs for one call: counts into a plain array (no lock, no
-// allocation per routing), forwards each routing to the caller's observer when there is one,
-// and adds its counts to the statistics once, when it is destroyed or flushed.
+// The observer Model::forward installs for one call of `new_tokens` tokens: counts into a plain
+// array (no lock, no allocation per routing), forwards each routing to the caller's observer
+// when there is one, and adds its counts to the statistics once, when it is destroyed or
+// flushed, each routing weighing 1 for a one-token call (decode) and kPromptRoutingWeight for a
+// longer one (a prompt).
 class RoutingStatsObserver final : public RouterObserver {
 public:
-    RoutingStatsObserver(RoutingStats& stats, RouterObserver* next);
+    RoutingStatsObserver(RoutingStats& stats, RouterObserver* next, std::int64_t new_tokens);
     ~RoutingStatsObserver() override;
     RoutingStatsObserver(const RoutingStatsObserver&) = delete;
     RoutingStatsObserver& operator=(const RoutingStatsObserver&) = delete;
@@ -131,10 +144,13 @@ public:
         return next_ != nullptr && next_->needs_every_route();
     }
     void flush();
+    // What each routing of this call adds (1 or kPromptRoutingWeight).
+    double weight() const { return weight_; }
 
 private:
     RoutingStats& stats_;
     RouterObserver* next_;
+    double weight_;
     std::vector<std::uint32_t> counts_;
     std::int64_t tokens_ = 0;
 };

@@ -368,6 +368,7 @@ TurnResult ChatSession::respond(const TurnOptions& options,
                 r.admission_ns = gpu1.admission_ns - gpu0.admission_ns;
                 r.experts_hit = gpu1.experts_hit - gpu0.experts_hit;
                 r.experts_streamed = gpu1.experts_streamed - gpu0.experts_streamed;
+                r.experts_split = gpu1.experts_split - gpu0.experts_split;
                 r.gpu_dense_ns = gpu1.gpu_dense_ns - gpu0.gpu_dense_ns;
                 r.gpu_experts_ns = gpu1.gpu_experts_ns - gpu0.gpu_experts_ns;
                 r.gpu_experts_alone_ns = gpu1.gpu_experts_alone_ns - gpu0.gpu_experts_alone_ns;

@@ -32,6 +32,8 @@ struct TokenRecord {
     std::uint64_t experts_missed = 0;  // ... computed by the CPU from RAM (all of them on CPU)
     std::uint64_t experts_streamed =
         0;  // ... copied from the pinned store and computed on the GPU (--stream-misses)
+    // Of experts_missed: split with the GPU, which computed their last neurons (--split-misses).
+    std::uint64_t experts_split = 0;
     std::uint64_t admissions = 0;   // experts copied to the GPU during this token
     std::uint64_t cpu_bytes = 0;    // expert weight bytes the CPU read (MXFP4 blocks + scales)
     std::uint64_t page_faults = 0;  // process page faults (soft + hard) during the token

@@ -339,6 +339,41 @@ TEST(CudaHybrid, GoldenTokenByTokenReferencePath) {
     expect_golden(*Model::load(test::tiny_model_dir(), prefill_options(16, "token", 2048, 16)));
 }
 
+// --fused-decode 1 (the default: 4 launches before a layer's routing, cuda/decode_fused.cuh)
+// against the reference graphs of one kernel per step (--fused-decode 0), through the decode path
+// token by token, with the whole context and with a 31-position K/V ring on the sliding layers:
+// both golden within the usual tolerance, the two close (the fused kernels use the one-step
+// kernels' device functions, so the same bits are expected: printed), two runs of the fused
+// graphs the same bits (their counters are back at zero after every launch).
+TEST(CudaHybrid, FusedDecodeGraphsMatchTheOneKernelPerStepGraphs) {
+    SKIP_WITHOUT_GPU();
+    const auto ids = long_prompt();
+    for (const int kv_ring : {0, 31}) {
+        SCOPED_TRACE(testing::Message() << "kv_ring " << kv_ring);
+        LoadOptions o = cuda_options(16);
+        o.gpu.prefill_block = 16;  // a ring of 31 = window 16 + block 16 - 1
+        o.gpu.kv_ring = kv_ring;
+        o.gpu.fused_decode = false;
+        auto ref = Model::load(test::tiny_model_dir(), o);
+        o.gpu.fused_decode = true;
+        auto fused = Model::load(test::tiny_model_dir(), o);
+        expect_golden(*ref, 5e-2, 0.2, decode_logits);
+        expect_golden(*fused, 5e-2, 0.2, decode_logits);
+        const auto a = decode_logits(*fused, ids), b = decode_logits(*ref, ids);
+        ASSERT_EQ(a.size(), b.size());
+        double worst = 0;
+        for (std::size_t i = 0; i < a.size(); ++i)
+            worst = std::max(worst, static_cast<double>(std::fabs(a[i] - b[i])));
+        std::printf(
+            "fused vs one kernel per step: %s, max |difference| %.3g\n",
+            std::memcmp(a.data(), b.data(), a.size() * 4) == 0 ? "the same bits" : "different bits",
+            worst);
+        EXPECT_LT(worst, 2e-2);
+        const auto c = decode_logits(*fused, ids);
+        ASSERT_EQ(std::memcmp(a.data(), c.data(), a.size() * 4), 0) << "two runs differ";
+    }
+}
+
 TEST(CudaHybrid, GoldenWithBlockMajorPrefillAndTheCpuPath) {
     SKIP_WITHOUT_GPU();
     // Blocks of 3 tokens: every expert has few tokens per block, so non-resident ones run on the
@@ -606,6 +641,38 @@ TEST(CudaHybrid, StreamedMissesMatchGoldenAndAreDeterministic) {
     EXPECT_EQ(cpu_misses->backend_counters().experts_streamed.load(), 0u);
     o.gpu.stream_misses = 2;
     EXPECT_THROW(Model::load(test::tiny_model_dir(), o), std::exception);
+}
+
+// --split-misses (the default): a layer's share is met within the layer, one miss computed
+// partly by the CPU (its first neurons, ExpertRecordView::slice) and partly by the GPU (its last,
+// copied as a record of that many neurons). The tiny model (I = 96: 3 blocks) at a fixed share
+// of half splits a one-miss layer 1 : 2 blocks. Golden within the usual tolerance, two runs the
+// same bits, splits counted; close to whole misses only (--split-misses 0), which splits none.
+TEST(CudaHybrid, SplitMissesMatchGoldenAndWholeMisses) {
+    SKIP_WITHOUT_GPU();
+    test::TempDir tmp;
+    repack_tiny_store(tmp / "tiny.nstore");
+    LoadOptions o = cuda_options(4, 0);  // frozen, 4 slots: most choices miss
+    o.store = tmp / "tiny.nstore";
+    o.gpu.pin_store = "1";
+    o.gpu.stream_misses = 1;
+    for (double share : {0.5, 0.3}) {
+        o.gpu.stream_share = share;
+        o.gpu.split_misses = true;
+        auto split = Model::load(test::tiny_model_dir(), o);
+        ASSERT_TRUE(split->store_pin().pinned) << split->describe_backend();
+        expect_golden(*split, 5e-2, 0.2, decode_logits);
+        EXPECT_GT(split->backend_counters().experts_split.load(), 0u) << share;
+        const auto ids = long_prompt();
+        const auto a = decode_logits(*split, ids), b = decode_logits(*split, ids);
+        ASSERT_EQ(std::memcmp(a.data(), b.data(), a.size() * 4), 0) << "two runs differ";
+        o.gpu.split_misses = false;
+        auto whole = Model::load(test::tiny_model_dir(), o);
+        const auto c = decode_logits(*whole, ids);
+        EXPECT_EQ(whole->backend_counters().experts_split.load(), 0u);
+        ASSERT_EQ(c.size(), a.size());
+        for (std::size_t i = 0; i < a.size(); i += 13) ASSERT_NEAR(a[i], c[i], 2e-2) << i;
+    }
 }
 
 // --stream-misses auto (the default) with a pinned store: the load-time probes choose the share

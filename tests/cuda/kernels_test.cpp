@@ -17,6 +17,7 @@
 #include "cpu/rope.h"
 #include "cuda/attention.cuh"
 #include "cuda/attention_prefill.cuh"
+#include "cuda/decode_fused.cuh"
 #include "cuda/device.cuh"
 #include "cuda/expert_gemm.cuh"
 #include "cuda/expert_mxfp4.cuh"
@@ -405,6 +406,259 @@ TEST(CudaKernels, AddMoeAddsBothPartsReadingHostMappedMemory) {
                   x[static_cast<std::size_t>(i)] +
                       (g[static_cast<std::size_t>(i)] + c[static_cast<std::size_t>(i)]));
     cudaFreeHost(host);
+}
+
+// ---- fused decode kernels (decode_fused.cuh) against the one-step kernels ------------------
+
+// Host-mapped memory (the decode graphs' exchange buffers), zeroed, freed with the object.
+class Mapped {
+public:
+    explicit Mapped(std::size_t bytes) {
+        EXPECT_EQ(cudaHostAlloc(&p_, bytes, cudaHostAllocMapped), cudaSuccess);
+        std::memset(p_, 0, bytes);
+    }
+    ~Mapped() { cudaFreeHost(p_); }
+    template <typename T>
+    T* as() const {
+        return static_cast<T*>(p_);
+    }
+
+private:
+    void* p_ = nullptr;
+};
+
+// Prints whether two results are the same bits (the fused kernels use the one-step kernels'
+// device functions, so they should be; the tests allow fp32 rounding).
+void report_bits(const char* what, const std::vector<float>& a, const std::vector<float>& b) {
+    float worst = 0.0f;
+    for (std::size_t i = 0; i < a.size() && i < b.size(); ++i)
+        worst = std::max(worst, std::fabs(a[i] - b[i]));
+    std::printf("%s: %s (max |difference| %.3g)\n", what,
+                a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * 4) == 0
+                    ? "the same bits"
+                    : "different bits",
+                static_cast<double>(worst));
+}
+
+// norm_qkv_rope = rms_norm + gemv_bf16 (QKV) + rope_kv at gpt-oss's shapes (H 2880, 64 query and
+// 8 K/V heads of 64: 5120 QKV rows), with and without a K/V ring; twice the same bits.
+TEST(CudaFusedDecode, NormQkvRopeIsTheOneStepKernels) {
+    SKIP_WITHOUT_GPU();
+    const ModelConfig c = ModelConfig::load(test::tiny_model_dir() / "config.json");
+    const cpu::Rope rope(c);
+    const int H = 2880, nq = 64, nkv = 8, d = 64, kv = nkv * d, rows = (nq + 2 * nkv) * d;
+    ASSERT_EQ(c.head_dim, d);
+    const float eps = 1e-5f;
+    const auto x = test::random_vector(H, 201, 2.0f);
+    const auto norm_w = random_bf16(H, 202, 0.3f);
+    const auto w = random_bf16(static_cast<std::size_t>(rows) * H, 203, 0.02f);
+    const auto b = random_bf16(rows, 204, 0.1f);
+    Dev<float> dx(x), inv(rope.inv_freq());
+    Dev<std::uint16_t> dn(norm_w), dw(w), db(b);
+    for (const auto& [pos, ring] : {std::pair{37, 0}, std::pair{37, 16}, std::pair{0, 0}}) {
+        SCOPED_TRACE(testing::Message() << "pos " << pos << " ring " << ring);
+        const std::size_t cache = static_cast<std::size_t>(ring > 0 ? ring : 64) * kv;
+        Dev<int> dpos(std::vector<int>{pos});
+        // Reference: the three one-step kernels.
+        Dev<float> h(H), qkv(rows), kc(cache), vc(cache);
+        cuda::rms_norm(dx.get(), dn.get(), eps, H, h.get(), nullptr, nullptr);
+        cuda::gemv_bf16(dw.get(), db.get(), h.get(), qkv.get(), rows, H, false, nullptr);
+        cuda::rope_kv(qkv.get(), nq, nkv, d, inv.get(), rope.concentration(), dpos.get(), kc.get(),
+                      vc.get(), ring, nullptr);
+        const auto want_q = qkv.host(), want_k = kc.host(), want_v = vc.host();
+        std::vector<float> first_q;
+        for (int run = 0; run < 2; ++run) {
+            Dev<float> fq(rows), fk(cache), fv(cache);
+            cuda::NormQkvRope p;
+            p.x = dx.get();
+            p.norm_w = dn.get();
+            p.eps = eps;
+            p.hidden = H;
+            p.qkv_w = dw.get();
+            p.qkv_b = db.get();
+            p.q_heads = nq;
+            p.kv_heads = nkv;
+            p.head_dim = d;
+            p.inv_freq = inv.get();
+            p.concentration = rope.concentration();
+            p.pos = dpos.get();
+            p.k_cache = fk.get();
+            p.v_cache = fv.get();
+            p.ring = ring;
+            p.qkv = fq.get();
+            cuda::norm_qkv_rope(p, nullptr);
+            ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+            const auto q = fq.host();
+            expect_close(q, want_q, 1e-5f);
+            expect_close(fk.host(), want_k, 1e-5f);
+            expect_close(fv.host(), want_v, 1e-5f);
+            if (run == 0) {
+                report_bits("norm_qkv_rope qkv", q, want_q);
+                first_q = q;
+            } else {
+                ASSERT_EQ(std::memcmp(q.data(), first_q.data(), q.size() * 4), 0);
+            }
+        }
+        EXPECT_EQ(dx.host(), x) << "x is read only";
+    }
+}
+
+// oproj_norm_route = gemv_bf16 (output projection, += x) + rms_norm (mirrored) + gemv_bf16
+// (router) + router_topk at gpt-oss's shapes (H 2880, attention 4096, 32 and 128 experts, k 4):
+// x, h, its host mirror, the logits and the routing (device and host-mapped); replayed from a
+// graph twice (the last block sets its counter back to zero): the same bits both times.
+TEST(CudaFusedDecode, OprojNormRouteIsTheOneStepKernels) {
+    SKIP_WITHOUT_GPU();
+    const int H = 2880, A = 4096, K = 4;
+    const float eps = 1e-5f;
+    for (const int E : {32, 128}) {
+        SCOPED_TRACE(testing::Message() << E << " experts");
+        const auto x = test::random_vector(H, 301, 2.0f);
+        const auto attn = test::random_vector(A, 302);
+        const auto o_w = random_bf16(static_cast<std::size_t>(H) * A, 303, 0.02f);
+        const auto o_b = random_bf16(H, 304, 0.1f);
+        const auto norm_w = random_bf16(H, 305, 0.3f);
+        const auto r_w = random_bf16(static_cast<std::size_t>(E) * H, 306, 0.05f);
+        const auto r_b = random_bf16(E, 307, 0.1f);
+        std::vector<int> table(E);
+        for (int e = 0; e < E; ++e) table[static_cast<std::size_t>(e)] = e % 3 == 0 ? -1 : 100 + e;
+        Dev<float> dattn(attn);
+        Dev<std::uint16_t> dow(o_w), dob(o_b), dn(norm_w), drw(r_w), drb(r_b);
+        Dev<int> dt(table);
+        // Reference: the four one-step kernels.
+        Dev<float> rx(x), rh(H), rl(E), rgate(K);
+        Dev<int> rsel(K), rslot(K);
+        Mapped rmirror(static_cast<std::size_t>(H) * 4), rroute(static_cast<std::size_t>(K) * 12);
+        int* rr = rroute.as<int>();
+        cuda::gemv_bf16(dow.get(), dob.get(), dattn.get(), rx.get(), H, A, true, nullptr);
+        cuda::rms_norm(rx.get(), dn.get(), eps, H, rh.get(), rmirror.as<float>(), nullptr);
+        cuda::gemv_bf16(drw.get(), drb.get(), rh.get(), rl.get(), E, H, false, nullptr);
+        cuda::router_topk(rl.get(), E, K, dt.get(), {rsel.get(), rgate.get(), rslot.get()},
+                          {rr, reinterpret_cast<float*>(rr + K), rr + 2 * K}, nullptr);
+        const auto want_x = rx.host(), want_h = rh.host(), want_l = rl.host();
+        const auto want_gate = rgate.host();
+        const auto want_sel = rsel.host(), want_slot = rslot.host();
+        // Fused, captured once and replayed.
+        Dev<float> fx(x), fh(H), fl(E), fgate(K);
+        Dev<int> fsel(K), fslot(K);
+        Dev<unsigned> counter(1);
+        counter.zero();
+        Mapped mirror(static_cast<std::size_t>(H) * 4), route(static_cast<std::size_t>(K) * 12);
+        int* hr = route.as<int>();
+        cuda::OprojRoute p;
+        p.o_w = dow.get();
+        p.o_b = dob.get();
+        p.attn = dattn.get();
+        p.attn_width = A;
+        p.x = fx.get();
+        p.hidden = H;
+        p.norm_w = dn.get();
+        p.eps = eps;
+        p.h = fh.get();
+        p.h_mirror = mirror.as<float>();
+        p.router_w = drw.get();
+        p.router_b = drb.get();
+        p.experts = E;
+        p.k = K;
+        p.router_logits = fl.get();
+        p.slot_table = dt.get();
+        p.device_out = {fsel.get(), fgate.get(), fslot.get()};
+        p.host_out = {hr, reinterpret_cast<float*>(hr + K), hr + 2 * K};
+        p.counter = counter.get();
+        cudaStream_t stream = nullptr;
+        ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+        ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+        cuda::oproj_norm_route(p, stream);
+        cudaGraph_t g = nullptr;
+        ASSERT_EQ(cudaStreamEndCapture(stream, &g), cudaSuccess);
+        cudaGraphExec_t exec = nullptr;
+        ASSERT_EQ(cudaGraphInstantiate(&exec, g, 0), cudaSuccess);
+        ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);  // the counter's zero, the uploads
+        std::vector<float> first_x, first_h, first_l;
+        for (int run = 0; run < 2; ++run) {
+            SCOPED_TRACE(testing::Message() << "replay " << run);
+            ASSERT_EQ(
+                cudaMemcpyAsync(fx.get(), x.data(), x.size() * 4, cudaMemcpyHostToDevice, stream),
+                cudaSuccess);
+            std::memset(mirror.as<float>(), 0, static_cast<std::size_t>(H) * 4);
+            std::memset(hr, 0xFF, static_cast<std::size_t>(K) * 12);
+            ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
+            ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+            const auto gx = fx.host(), gh = fh.host(), gl = fl.host();
+            expect_close(gx, want_x, 1e-5f);
+            expect_close(gh, want_h, 1e-5f);
+            expect_close(gl, want_l, 1e-5f);
+            const std::vector<float> gm(mirror.as<float>(), mirror.as<float>() + H);
+            ASSERT_EQ(std::memcmp(gm.data(), gh.data(), gh.size() * 4), 0) << "mirror != h";
+            const auto gs = fsel.host(), gsl = fslot.host();
+            const auto gg = fgate.host();
+            for (int k = 0; k < K; ++k) {
+                const auto i = static_cast<std::size_t>(k);
+                EXPECT_EQ(gs[i], want_sel[i]) << k;
+                EXPECT_EQ(gsl[i], want_slot[i]) << k;
+                EXPECT_NEAR(gg[i], want_gate[i], 1e-5f * (1.0f + std::fabs(want_gate[i]))) << k;
+                EXPECT_EQ(hr[k], gs[i]) << k;
+                EXPECT_EQ(std::memcmp(reinterpret_cast<float*>(hr + K) + k, &gg[i], 4), 0) << k;
+                EXPECT_EQ(hr[2 * K + k], gsl[i]) << k;
+            }
+            EXPECT_EQ(counter.host()[0], 0u) << "the last block sets the counter back to zero";
+            if (run == 0) {
+                report_bits("oproj_norm_route x", gx, want_x);
+                report_bits("oproj_norm_route h", gh, want_h);
+                report_bits("oproj_norm_route logits", gl, want_l);
+                first_x = gx;
+                first_h = gh;
+                first_l = gl;
+            } else {
+                ASSERT_EQ(std::memcmp(gx.data(), first_x.data(), gx.size() * 4), 0);
+                ASSERT_EQ(std::memcmp(gh.data(), first_h.data(), gh.size() * 4), 0);
+                ASSERT_EQ(std::memcmp(gl.data(), first_l.data(), gl.size() * 4), 0);
+            }
+        }
+        cudaGraphExecDestroy(exec);
+        cudaGraphDestroy(g);
+        cudaStreamDestroy(stream);
+    }
+}
+
+// attention_decode with counters (one launch: the last split block of a head combines it) is the
+// same bits as with the combine kernel, and leaves its counters at zero for the next launch.
+TEST(CudaFusedDecode, OneLaunchAttentionIsTheSameBitsAsSplitPlusCombine) {
+    SKIP_WITHOUT_GPU();
+    const int nq = 64, nkv = 8, d = 64, ctx = 2100, kv = nkv * d;
+    const auto k = test::random_vector(static_cast<std::size_t>(ctx) * kv, 401);
+    const auto v = test::random_vector(static_cast<std::size_t>(ctx) * kv, 402);
+    const auto sinks = random_bf16(nq, 403);
+    Dev<float> dk(k), dv(v);
+    Dev<std::uint16_t> ds(sinks);
+    Dev<unsigned> counters(static_cast<std::size_t>(nq));
+    counters.zero();
+    for (int window : {0, 128}) {
+        for (int pos : {0, 5, 700, 2099}) {
+            for (int splits : {1, 4, 16}) {
+                SCOPED_TRACE(testing::Message()
+                             << "window " << window << " pos " << pos << " splits " << splits);
+                const auto q = test::random_vector(static_cast<std::size_t>(nq) * d, 404 + pos);
+                const std::size_t scratch_n = static_cast<std::size_t>(nq) * splits * (d + 2);
+                Dev<float> dq(q), o1(static_cast<std::size_t>(nq) * d),
+                    o2(static_cast<std::size_t>(nq) * d), s1(scratch_n), s2(scratch_n);
+                Dev<int> dpos(std::vector<int>{pos});
+                cuda::attention_decode(dq.get(), dk.get(), dv.get(), ds.get(), nq, nkv, d, window,
+                                       0, dpos.get(), splits, s1.get(), o1.get(), nullptr);
+                const auto want = o1.host();
+                for (int run = 0; run < 2; ++run) {
+                    cuda::attention_decode(dq.get(), dk.get(), dv.get(), ds.get(), nq, nkv, d,
+                                           window, 0, dpos.get(), splits, s2.get(), o2.get(),
+                                           nullptr, counters.get());
+                    const auto got = o2.host();
+                    ASSERT_EQ(std::memcmp(got.data(), want.data(), want.size() * 4), 0) << run;
+                    const auto c = counters.host();
+                    ASSERT_EQ(std::count(c.begin(), c.end(), 0u), std::ptrdiff_t{nq})
+                        << "counters back to zero";
+                }
+            }
+        }
+    }
 }
 
 // ---- prefill kernels -----------------------------------------------------------------------

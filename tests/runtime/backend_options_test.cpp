@@ -94,5 +94,71 @@ TEST(StreamMisses, AShareIsAFractionOfTheMissesOverATokensLayers) {
     EXPECT_DOUBLE_EQ(carry, 1.0);
 }
 
+// One layer through split_streamed_choices: {whole choices..., split choice, its GPU neurons}.
+struct Split {
+    std::vector<int> whole;
+    int split = -1, neurons = 0;
+    bool operator==(const Split&) const = default;
+};
+Split split_of(std::vector<int> slot, std::vector<bool> admit_bits, int max_streamed, double share,
+               int intermediate = 2880) {
+    bool admit[8] = {};
+    for (std::size_t k = 0; k < admit_bits.size(); ++k) admit[k] = admit_bits[k];
+    int out[8];
+    const StreamSplit r = split_streamed_choices(slot, std::span<const bool>(admit, slot.size()),
+                                                 max_streamed, share, intermediate, out);
+    return {std::vector<int>(out, out + r.whole), r.split, r.split_neurons};
+}
+
+TEST(SplitMisses, OnByDefaultAndTheShareIsMetWithinTheLayer) {
+    EXPECT_TRUE(GpuOptions{}.split_misses);
+    const std::vector<bool> none(4, false);
+    // One miss at half: its last 1,440 of 2,880 neurons on the GPU, the first on the CPU.
+    EXPECT_EQ(split_of({5, -1, 7, 9}, none, 4, 0.5), (Split{{}, 1, 1440}));
+    // Three misses at half: one whole, half of the next.
+    EXPECT_EQ(split_of({-1, -1, 7, -1}, none, 4, 0.5), (Split{{0}, 1, 1440}));
+    // Two at half: one whole, nothing split; four: two whole.
+    EXPECT_EQ(split_of({-1, 5, -1, 9}, none, 4, 0.5), (Split{{0}, -1, 0}));
+    EXPECT_EQ(split_of({-1, -1, -1, -1}, none, 4, 0.5), (Split{{0, 1}, -1, 0}));
+    // The fraction in 32-neuron blocks, rounded: 0.4 of 2,880 = 36 blocks; 0.3 x 3 = 0.9.
+    EXPECT_EQ(split_of({-1, 1, 2, 3}, none, 4, 0.4), (Split{{}, 0, 1152}));
+    EXPECT_EQ(split_of({-1, -1, -1, 3}, none, 4, 0.3), (Split{{}, 0, 2592}));
+    // No miss, share 0: nothing.
+    EXPECT_EQ(split_of({1, 2, 3, 4}, none, 4, 0.5), (Split{{}, -1, 0}));
+    EXPECT_EQ(split_of({-1, -1, 3, 4}, none, 4, 0.0), (Split{{}, -1, 0}));
+}
+
+TEST(SplitMisses, SmallFractionsAreNotSplitAndNearWholeOnesStreamWhole) {
+    const std::vector<bool> none(4, false);
+    // 0.1 of one expert (9 of 90 blocks) is under 1/8: the CPU keeps it; 0.13 (12 blocks) is
+    // split.
+    EXPECT_EQ(split_of({-1, 1, 2, 3}, none, 4, 0.1), (Split{{}, -1, 0}));
+    EXPECT_EQ(split_of({-1, 1, 2, 3}, none, 4, 0.13), (Split{{}, 0, 384}));
+    // 0.99 rounds to the whole expert (90 of 90 blocks): streamed whole.
+    EXPECT_EQ(split_of({-1, 1, 2, 3}, none, 4, 0.995), (Split{{0}, -1, 0}));
+    // Share 1: every miss whole; out-of-range shares are clamped.
+    EXPECT_EQ(split_of({-1, -1, 2, -1}, none, 4, 1.0), (Split{{0, 1, 3}, -1, 0}));
+    EXPECT_EQ(split_of({-1, -1}, std::vector<bool>(2, false), 4, 7.0), (Split{{0, 1}, -1, 0}));
+    EXPECT_EQ(split_of({-1, -1}, std::vector<bool>(2, false), 4, -1.0), (Split{{}, -1, 0}));
+    // A small expert (I = 64: two blocks): half is one block.
+    EXPECT_EQ(split_of({-1, 1}, std::vector<bool>(2, false), 4, 0.5, 64), (Split{{}, 0, 32}));
+}
+
+TEST(SplitMisses, AdmissionsStayWholeOnTheCpuAndTheScratchSlotsCap) {
+    // A miss waiting for admission is captured whole by the CPU: never streamed nor split.
+    EXPECT_EQ(split_of({-1, -1, 3, 4}, {true, false, false, false}, 4, 0.5), (Split{{1}, -1, 0}));
+    EXPECT_EQ(split_of({-1, 2, 3, 4}, {true, false, false, false}, 4, 0.5), (Split{{}, -1, 0}));
+    EXPECT_EQ(split_of({-1, -1, -1, 4}, {true, false, false, false}, 4, 0.5),
+              (Split{{1}, 2, 1440}));
+    // The split choice takes a scratch slot too; none left: no split.
+    EXPECT_EQ(split_of({-1, -1, -1, 4}, std::vector<bool>(4, false), 1, 0.5), (Split{{0}, -1, 0}));
+    EXPECT_EQ(split_of({-1, -1, -1, 4}, std::vector<bool>(4, false), 2, 0.5),
+              (Split{{0}, 1, 1440}));
+    EXPECT_EQ(split_of({-1, 2, 3, 4}, std::vector<bool>(4, false), 0, 0.5), (Split{{}, -1, 0}));
+    // Fewer eligible misses than the whole part: all of them whole, nothing split.
+    EXPECT_EQ(split_of({-1, -1, -1, -1}, {true, true, false, false}, 4, 0.9),
+              (Split{{2, 3}, -1, 0}));
+}
+
 }  // namespace
 }  // namespace neural

@@ -37,7 +37,7 @@ std::string other_value(const options::Setting& s) {
                           options::format_real(s.min)};
             break;
         case options::Type::boolean:
-            candidates = {"1"};
+            candidates = {"1", "0"};  // on by default: 0
             break;
         case options::Type::choice:
             candidates = s.choices;

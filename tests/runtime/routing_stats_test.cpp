@@ -105,12 +105,55 @@ TEST(RoutingStats, EveryTokenDecaysTheWeightsByItsHalfLife) {
     EXPECT_EQ(s.snapshot().tokens, 401);
 }
 
+// A prompt's routings add kPromptRoutingWeight each, a decode token's 1; both decay alike and
+// "tokens" counts every token.
+TEST(RoutingStats, APromptsRoutingsWeighLessThanDecodes) {
+    EXPECT_EQ(kPromptRoutingWeight, 0.25);
+    EXPECT_EQ(kPromptRoutingWeight, GpuOptions{}.prefill_weight);  // the residency's weighing
+    RoutingStats s("m", 1, 2, 100);
+    s.add(std::vector<std::uint32_t>{4, 0}, 2, kPromptRoutingWeight);  // a prompt of 2 tokens
+    EXPECT_EQ(s.snapshot().layers[0], (std::vector<double>{1, 0}));
+    s.add(std::vector<std::uint32_t>{0, 1}, 1);  // a decode token
+    EXPECT_DOUBLE_EQ(s.snapshot().layers[0][0], std::exp2(-1.0 / 100));
+    EXPECT_DOUBLE_EQ(s.snapshot().layers[0][1], 1.0);
+    s.add(std::vector<std::uint32_t>{8, 0}, 100, kPromptRoutingWeight);  // one half-life later
+    EXPECT_DOUBLE_EQ(s.snapshot().layers[0][0], std::exp2(-1.0 / 100) / 2 + 2);
+    EXPECT_DOUBLE_EQ(s.snapshot().layers[0][1], 0.5);
+    EXPECT_EQ(s.snapshot().tokens, 103);
+    EXPECT_EQ(s.unsaved_tokens(), 103);
+}
+
+// The observer weighs its call's routings by the call's size: one new token is decode.
+TEST(RoutingStats, TheObserverWeighsAPromptCallLess) {
+    RoutingStats s("m", 1, 4, 100);
+    const std::vector<float> w = {0.5f, 0.5f};
+    {
+        RoutingStatsObserver prompt(s, nullptr, 3);
+        EXPECT_EQ(prompt.weight(), kPromptRoutingWeight);
+        for (std::int64_t p = 0; p < 3; ++p) prompt.on_route(0, p, std::vector<int>{1, 2}, w);
+    }
+    RoutingStatsData d = s.snapshot();
+    EXPECT_EQ(d.tokens, 3);
+    EXPECT_EQ(d.layers[0], (std::vector<double>{0, 0.75, 0.75, 0}));
+    {
+        RoutingStatsObserver decode(s, nullptr, 1);
+        EXPECT_EQ(decode.weight(), 1.0);
+        decode.on_route(0, 3, std::vector<int>{2, 3}, w);
+    }
+    d = s.snapshot();
+    EXPECT_EQ(d.tokens, 4);
+    const double decay = std::exp2(-1.0 / 100);
+    EXPECT_DOUBLE_EQ(d.layers[0][1], 0.75 * decay);
+    EXPECT_DOUBLE_EQ(d.layers[0][2], 0.75 * decay + 1);
+    EXPECT_DOUBLE_EQ(d.layers[0][3], 1.0);
+}
+
 TEST(RoutingStats, TheObserverAddsOnceAndForwardsEveryRouting) {
     RoutingStats s("m", 2, 4);
     RoutingCounter caller(2, 4);
     {
-        RoutingStatsObserver obs(s, &caller);
-        EXPECT_TRUE(obs.needs_every_route());  // the caller's counter wants them all
+        RoutingStatsObserver obs(s, &caller, 1);  // weight 1: the counts as they are
+        EXPECT_TRUE(obs.needs_every_route());     // the caller's counter wants them all
         const std::vector<int> a = {1, 2}, b = {3, 1};
         const std::vector<float> w = {0.5f, 0.5f};
         for (std::int64_t p = 0; p < 3; ++p) {
@@ -126,7 +169,7 @@ TEST(RoutingStats, TheObserverAddsOnceAndForwardsEveryRouting) {
     EXPECT_EQ(caller.positions(), 3);
     EXPECT_EQ(caller.counts()[1][3], 3);
     {
-        RoutingStatsObserver alone(s, nullptr);
+        RoutingStatsObserver alone(s, nullptr, 1);
         EXPECT_FALSE(alone.needs_every_route());  // learning may skip reused positions
         const std::vector<int> bad = {-1, 9};
         const std::vector<float> w = {0.5f, 0.5f};
@@ -365,16 +408,24 @@ TEST(RoutingStats, TheModelLearnsSavesAtUnloadAndRanksFromItAtTheNextLoad) {
         EXPECT_EQ(counter.positions(), 7);  // the caller still sees every routing
         const RoutingStatsData after_prompt = m->routing_stats()->snapshot();
         EXPECT_EQ(after_prompt.tokens, 7);
-        EXPECT_EQ(after_prompt.layers, counter.counts());  // one call: no decay inside it
+        // One call: no decay inside it; a prompt's routings weigh kPromptRoutingWeight.
+        Ranking weighed = counter.counts();
+        for (auto& layer : weighed) {
+            for (double& w : layer) w *= kPromptRoutingWeight;
+        }
+        EXPECT_EQ(after_prompt.layers, weighed);
         EXPECT_GT(after_prompt.updated, 0);
         const TokenId next = 5;
         m->forward(std::span<const TokenId>(&next, 1), cache);  // no observer of its own
         const RoutingStatsData d = m->routing_stats()->snapshot();
         EXPECT_EQ(d.tokens, 8);
+        // The prompt's 7 tokens at kPromptRoutingWeight, decayed by one token, and one decode
+        // token at 1.
+        const double want = (7.0 * kPromptRoutingWeight + 1.0) * c.experts_per_token;
         for (const auto& layer : d.layers) {
             const double sum = std::accumulate(layer.begin(), layer.end(), 0.0);
-            EXPECT_NEAR(sum, 8.0 * c.experts_per_token, 1e-3);
-            EXPECT_LT(sum, 8.0 * c.experts_per_token);  // the prompt's 7 decayed by one token
+            EXPECT_NEAR(sum, want, 1e-3);
+            EXPECT_LT(sum, want);
         }
         counted = d.layers;
         EXPECT_FALSE(std::filesystem::exists(file));  // saved at unload

@@ -69,11 +69,20 @@ kernel_detail::ExpertArgs make_args(const ExpertInput& in, int prefetch) {
     a.capture_stream =
         in.capture != nullptr && (reinterpret_cast<std::uintptr_t>(in.capture) & 15) == 0;
     a.prefetch = prefetch;
+    a.prefetch_down = prefetch;
+    if (in.record.sliced() && prefetch > 0) {
+        // A slice's down rows are apart: prefetch the same blocks whole rows ahead (at least
+        // `prefetch` bytes), not the other part's bytes right after them.
+        const auto stride = static_cast<int>(a.rec.code_stride[1]);
+        a.prefetch_down = (prefetch + stride - 1) / stride * stride;
+    }
     return a;
 }
 
 void check_record(const ExpertInput& in, const char* what) {
     if (in.record.data() == nullptr) fail("expert kernel: {} has no record", what);
+    if (in.record.sliced() && in.capture != nullptr)
+        fail("expert kernel: {} is a slice of a record and cannot be captured", what);
 }
 
 }  // namespace
@@ -175,9 +184,12 @@ void ExpertKernel::decode(WorkerTeam& team, std::span<const ExpertInput> experts
     const auto n = static_cast<int>(experts.size());
     if (n < 1 || n > kMaxExperts) fail("expert kernel: decode takes 1-4 experts, got {}", n);
     for (const ExpertInput& e : experts) check_record(e, "an expert");
-    const std::int64_t H = experts[0].record.hidden(), I = experts[0].record.intermediate();
+    // One H; I may differ only by slices (ExpertRecordView::slice) of experts of the widest I.
+    const std::int64_t H = experts[0].record.hidden();
+    std::int64_t I = 0;
+    for (const ExpertInput& e : experts) I = std::max(I, e.record.intermediate());
     for (const ExpertInput& e : experts) {
-        if (e.record.hidden() != H || e.record.intermediate() != I) {
+        if (e.record.hidden() != H || (e.record.intermediate() != I && !e.record.sliced())) {
             fail("expert kernel: experts of one call must have one shape (H={} I={} vs H={} I={})",
                  H, I, e.record.hidden(), e.record.intermediate());
         }

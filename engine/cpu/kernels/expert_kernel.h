@@ -76,8 +76,9 @@ public:
     int prefetch_bytes() const { return prefetch_; }
 
     // out[H] += sum_k experts[k].weight * y_k(x), k = 0, 1, ... in order; x [H] fp32. All
-    // experts must have the same H and I. Throws neural::Error for 0 or > 4 experts or
-    // mismatched shapes. Not reentrant: one call at a time per ExpertKernel (it owns scratch).
+    // experts must have the same H and I, except slices (ExpertRecordView::slice) of experts of
+    // that I, which have fewer neurons. Throws neural::Error for 0 or > 4 experts or mismatched
+    // shapes. Not reentrant: one call at a time per ExpertKernel (it owns scratch).
     void decode(WorkerTeam& team, std::span<const ExpertInput> experts, const float* x, float* out);
 
     // For t < T (1..16): out[t][H] += weights[t] * y(x[t]). x, weights, out have T entries;

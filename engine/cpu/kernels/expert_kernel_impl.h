@@ -56,7 +56,9 @@ struct RecordRef {
     const std::uint8_t* scale_base[2];  // a split record: ExpertRecordView::make_split)
     std::int64_t rows[2];               // 2I, H
     int blocks[2];                      // G per row: G_h, G_i
-    int slot[2];  // scale slot bytes per row: G (raw) or 1 + ceil(G/2) (packed)
+    std::uint64_t code_stride[2];       // bytes between two rows' codes: 16 G (a slice's down
+                                        // rows: 16 G_i of the whole record)
+    int slot[2];  // scale slot bytes per row: G (raw) or 1 + ceil(G/2) (packed); the row stride
     bool packed;
     std::uint64_t escape;  // packed: payload offset of the escape rows (= the fixed size)
     std::uint64_t bytes;   // whole payload
@@ -70,6 +72,7 @@ struct ExpertArgs {
     std::uint8_t* capture;  // rec.bytes bytes or null
     bool capture_stream;    // capture is 16-byte aligned: streaming stores
     int prefetch;           // software prefetch distance in code bytes (0: off)
+    int prefetch_down;      // the same for the down rows (a slice's: whole rows ahead)
 };
 
 // One weight row as the ISA dot products read it: G blocks of 16 code bytes and the row's G raw

@@ -89,6 +89,33 @@ ExpertRecordView ExpertRecordView::make_split(const std::uint8_t* gate_up_codes,
     return v;
 }
 
+ExpertRecordView ExpertRecordView::slice(std::int64_t first, std::int64_t count) const {
+    if (data_ == nullptr) fail("expert record: slice of an empty view");
+    if (kind_ != RecordKind::raw) fail("expert record: only raw records can be sliced");
+    if (sliced()) fail("expert record: a slice cannot be sliced again");
+    if (first < 0 || count < 32 || first % 32 != 0 || count % 32 != 0 ||
+        first + count > intermediate_) {
+        fail("expert record: neurons [{}, {}) are not a slice of 32-multiples within I={}", first,
+             first + count, intermediate_);
+    }
+    const std::uint64_t g_h = u64(hidden_) / 32, g0 = u64(first) / 32;
+    ExpertRecordView v = *this;
+    v.split_ = true;
+    v.parts_[0] = codes(Projection::kGateUp) + 2 * u64(first) * g_h * 16;
+    v.parts_[1] = scales(Projection::kGateUp) + 2 * u64(first) * g_h;
+    v.parts_[2] = codes(Projection::kDown) + g0 * 16;
+    v.parts_[3] = scales(Projection::kDown) + g0;
+    v.data_ = v.parts_[0];
+    v.down_stride_ = blocks_per_row(Projection::kDown);
+    v.intermediate_ = count;
+    v.fixed_ = v.bytes_ = raw_bytes(hidden_, count);
+    return v;
+}
+
+int ExpertRecordView::row_stride_blocks(Projection p) const {
+    return p == Projection::kDown && sliced() ? down_stride_ : blocks_per_row(p);
+}
+
 const std::uint8_t* ExpertRecordView::codes(Projection p) const {
     if (split_) return parts_[p == Projection::kGateUp ? 0 : 2];
     return data_ + codes_offset(p);
@@ -139,7 +166,9 @@ RecordRef make_record_ref(const ExpertRecordView& v) {
         ref.scales[p] = v.scales_offset(proj);
         ref.rows[p] = v.rows(proj);
         ref.blocks[p] = v.blocks_per_row(proj);
-        ref.slot[p] = v.scale_row_bytes(proj);
+        ref.code_stride[p] = static_cast<std::uint64_t>(v.row_stride_blocks(proj)) * 16;
+        // A raw row's scale slot is its G bytes, so a slice's row stride is the whole G.
+        ref.slot[p] = v.sliced() ? v.row_stride_blocks(proj) : v.scale_row_bytes(proj);
         ref.code_base[p] = v.codes(proj);
         ref.scale_base[p] = v.scales(proj);
     }

@@ -46,6 +46,20 @@ public:
                                        const std::uint8_t* down_scales, std::int64_t hidden,
                                        std::int64_t intermediate);
 
+    // Neurons [first, first + count) of a raw record (both multiples of 32, within I): gate_up
+    // rows [2 first, 2 (first + count)) and blocks [first / 32, (first + count) / 32) of every
+    // down row, read in place (the down rows keep the whole record's stride). The view is an
+    // expert of intermediate size `count`; its down output plus the rest's adds up to the whole
+    // expert's (each part with or without the down bias: the caller adds it once). The hybrid
+    // backend splits a missed expert this way between the CPU and the GPU (docs/CUDA.md
+    // "Streamed misses"). A slice cannot be captured and is for the decode kernel only. Throws
+    // neural::Error for a packed record or a bad range.
+    ExpertRecordView slice(std::int64_t first, std::int64_t count) const;
+    bool sliced() const { return down_stride_ != 0; }
+    // Blocks between the starts of two consecutive rows of a projection in memory: the
+    // blocks per row, except for a slice's down rows (the whole record's G_i).
+    int row_stride_blocks(Projection p) const;
+
     // Record sizes: raw; packed with the given numbers of escaped rows.
     static std::uint64_t raw_bytes(std::int64_t hidden, std::int64_t intermediate);
     static std::uint64_t packed_bytes(std::int64_t hidden, std::int64_t intermediate,
@@ -87,6 +101,7 @@ private:
     std::uint64_t fixed_ = 0, bytes_ = 0;
     bool split_ = false;
     const std::uint8_t* parts_[4] = {};  // split: gate_up codes, scales, down codes, scales
+    int down_stride_ = 0;                // a slice: the whole record's G_i; else 0
 };
 
 }  // namespace neural::cpu

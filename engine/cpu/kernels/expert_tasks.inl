@@ -55,8 +55,7 @@ inline Row make_row(const ExpertArgs& e, int p, std::int64_t r, std::uint8_t* sb
     const std::uint64_t off =
         rec.codes[p] + static_cast<std::uint64_t>(r) * static_cast<std::uint64_t>(g) * 16;
     Row row;
-    row.codes =
-        rec.code_base[p] + static_cast<std::uint64_t>(r) * static_cast<std::uint64_t>(g) * 16;
+    row.codes = rec.code_base[p] + static_cast<std::uint64_t>(r) * rec.code_stride[p];
     row.cap = e.capture != nullptr ? e.capture + off : nullptr;
     const std::uint8_t* slot =
         rec.scale_base[p] + static_cast<std::uint64_t>(r) * static_cast<std::uint64_t>(rec.slot[p]);
@@ -143,7 +142,9 @@ void decode_gate_up(void* ctx, std::int64_t task, std::int32_t) {
     const ExpertArgs& e = job.experts[k];
     const int G = e.rec.blocks[0];
     const std::int64_t i0 = chunk * job.i_per_task;
-    const std::int64_t i1 = min_i64(i0 + job.i_per_task, job.inter);
+    // A slice (expert_record.h) has fewer neurons than job.inter: its tasks past them are empty.
+    const std::int64_t i1 = min_i64(i0 + job.i_per_task, e.rec.rows[0] / 2);
+    if (i0 >= i1) return;
     float* act = job.act + k * job.inter;
     const float* x[1] = {job.x};
     alignas(64) std::uint8_t sbuf[2][kMaxBlocks + 32];
@@ -179,14 +180,14 @@ void decode_down(void* ctx, std::int64_t task, std::int32_t) {
         for (; r + 2 <= r1; r += 2) {
             const Row rows[2] = {make_row(e, 1, r, sbuf[0]), make_row(e, 1, r + 1, sbuf[1])};
             float res[2];
-            dot<2, 1>(rows, G, x, res, e.capture_stream, e.prefetch);
+            dot<2, 1>(rows, G, x, res, e.capture_stream, e.prefetch_down);
             y[k][r - r0] = res[0] + bf16_at(e.down_bias, r);
             y[k][r + 1 - r0] = res[1] + bf16_at(e.down_bias, r + 1);
         }
         if (r < r1) {
             const Row rows[1] = {make_row(e, 1, r, sbuf[0])};
             float res[1];
-            dot<1, 1>(rows, G, x, res, e.capture_stream, e.prefetch);
+            dot<1, 1>(rows, G, x, res, e.capture_stream, e.prefetch_down);
             y[k][r - r0] = res[0] + bf16_at(e.down_bias, r);
         }
         if (e.capture != nullptr) {
@@ -246,7 +247,7 @@ void multi_down(void* ctx, std::int64_t task, std::int32_t) {
     for (std::int64_t r = r0; r < r1; ++r) {
         const Row row = make_row(e, 1, r, sbuf);
         float res[kMaxTokens];
-        dot_tokens<1>(&row, G, x, nt, res, e.capture_stream, e.prefetch);
+        dot_tokens<1>(&row, G, x, nt, res, e.capture_stream, e.prefetch_down);
         const float b = bf16_at(e.down_bias, r);
         for (int t = 0; t < nt; ++t) {
             // Same expression as decode_down with one expert: v + w * (dot + b).

@@ -196,6 +196,7 @@ void PromptKernel::run(WorkerTeam& team, std::span<const ExpertInput> experts, c
         const ExpertInput& in =
             experts[static_cast<std::size_t>(s.used[static_cast<std::size_t>(u)])];
         if (in.record.data() == nullptr) fail("prompt kernel: a selected expert has no record");
+        if (in.record.sliced()) fail("prompt kernel: a slice of a record is for decode only");
         if (in.record.hidden() != H || in.record.intermediate() != I) {
             fail("prompt kernel: experts of one call must have one shape (H={} I={} vs H={} I={})",
                  H, I, in.record.hidden(), in.record.intermediate());
@@ -280,6 +281,7 @@ void prompt_quantize_block(const float* v, std::uint8_t* q, float* d) {
 void prompt_gemm16(PromptIsa isa, const ExpertRecordView& record, int p, std::int64_t row0,
                    const std::uint8_t* q, const float* d, int n, float* out) {
     if (!prompt_isa_available(isa)) fail("prompt kernel: {} not available", prompt_isa_name(isa));
+    if (record.sliced()) fail("prompt kernel: a slice of a record is for decode only");
     const Projection proj = p == 0 ? Projection::kGateUp : Projection::kDown;
     if (row0 < 0 || row0 + 16 > record.rows(proj) || row0 % 16 != 0)
         fail("prompt kernel: rows {}..{} of {}", row0, row0 + 15, record.rows(proj));

@@ -1,6 +1,7 @@
 // Copy-on-compute admission (residency.h): a pending candidate's record, captured by the CPU
 // kernel while it computes the miss, is uploaded by the copy stream into its slot once the victim
 // left the slot table; the table flips on the compute stream when the copy has landed.
+#include <algorithm>
 #include <vector>
 
 #include <cuda_runtime.h>
@@ -96,14 +97,14 @@ namespace neural::hybrid {
 // experts. The victims leave the table first (on the compute stream, after everything the prompt
 // launched), then the copy stream uploads every record (straight from the raw store's mapping;
 // assembled on the host otherwise, and then at most --prompt-admit of them), and the table flips
-// for all of them once the last copy landed (poll_batch), so decode starts at once and reads the
-// new slots as soon as they are there. Frozen residency admits nothing.
+// for each chunk of kBatchChunk of them once its copies landed (poll_batch), so decode starts at
+// once and reads the new slots as soon as they are there. Frozen residency admits nothing.
 void HybridBackend::admit_prompt_experts() {
     if (opt_.prompt_admit <= 0 || residency_->frozen() ||
         residency_->slots() == residency_->static_slots() || pf_.counts.empty())
         return;
     if (!adm_.batch.empty()) {  // one batch at a time (a prompt right after a prompt)
-        NEURAL_CUDA(cudaEventSynchronize(adm_.batch_landed));
+        NEURAL_CUDA(cudaEventSynchronize(adm_.batch_chunks[(adm_.batch.size() - 1) / kBatchChunk]));
         poll_batch();
     }
     const int max_free = raw_store_ ? residency_->slots() : opt_.prompt_admit;
@@ -121,7 +122,16 @@ void HybridBackend::admit_prompt_experts() {
     }
     NEURAL_CUDA(cudaEventRecord(adm_.evicted, stream_));
     NEURAL_CUDA(cudaStreamWaitEvent(copy_stream_, adm_.evicted, 0));
-    for (const Residency::Admission& a : batch) {
+    // One landing event per chunk of kBatchChunk copies, most-used experts first, so that
+    // decode reads the first slots while the rest still cross PCIe.
+    const std::size_t chunks = (batch.size() + kBatchChunk - 1) / kBatchChunk;
+    while (adm_.batch_chunks.size() < chunks) {
+        cudaEvent_t ev;
+        NEURAL_CUDA(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
+        adm_.batch_chunks.push_back(ev);
+    }
+    for (std::size_t i = 0; i < batch.size(); ++i) {
+        const Residency::Admission& a = batch[i];
         const std::uint8_t* src = nullptr;
         if (raw_store_) {
             src = raw_record(a.layer, a.expert);
@@ -134,29 +144,38 @@ void HybridBackend::admit_prompt_experts() {
         NEURAL_CUDA(
             cudaMemcpyAsync(slots_.base + static_cast<std::uint64_t>(a.slot) * slots_.stride, src,
                             slots_.record_bytes, cudaMemcpyHostToDevice, copy_stream_));
+        if ((i + 1) % kBatchChunk == 0 || i + 1 == batch.size())
+            NEURAL_CUDA(cudaEventRecord(adm_.batch_chunks[i / kBatchChunk], copy_stream_));
     }
-    NEURAL_CUDA(cudaEventRecord(adm_.batch_landed, copy_stream_));
     adm_.batch = batch;
+    adm_.batch_flipped = 0;
     if (in_.counters != nullptr)
         in_.counters->prompt_admissions.fetch_add(batch.size(), std::memory_order_relaxed);
     spdlog::info("prompt: admitting {} of its experts ({} into free slots, {} replacing colder)",
                  batch.size(), batch.size() - static_cast<std::size_t>(evicting), evicting);
 }
 
-// The batch's copies landed: its slots join the table on the compute stream.
+// The batch's chunks whose copies landed, in order: their slots join the table on the compute
+// stream.
 void HybridBackend::poll_batch() {
-    if (adm_.batch.empty()) return;
-    const cudaError_t q = cudaEventQuery(adm_.batch_landed);
-    if (q == cudaErrorNotReady) return;
-    NEURAL_CUDA(q);
-    for (const Residency::Admission& a : adm_.batch) {
-        cuda::set_int(slots_.table + static_cast<std::size_t>(a.layer) * E_ + a.expert, a.slot,
-                      stream_);
-        residency_->complete(a);
+    while (adm_.batch_flipped < adm_.batch.size()) {
+        const std::size_t c = adm_.batch_flipped / kBatchChunk;
+        const cudaError_t q = cudaEventQuery(adm_.batch_chunks[c]);
+        if (q == cudaErrorNotReady) return;
+        NEURAL_CUDA(q);
+        const std::size_t end = std::min(adm_.batch.size(), (c + 1) * kBatchChunk);
+        for (std::size_t i = adm_.batch_flipped; i < end; ++i) {
+            const Residency::Admission& a = adm_.batch[i];
+            cuda::set_int(slots_.table + static_cast<std::size_t>(a.layer) * E_ + a.expert, a.slot,
+                          stream_);
+            residency_->complete(a);
+        }
+        if (in_.counters != nullptr)
+            in_.counters->admissions.fetch_add(end - adm_.batch_flipped, std::memory_order_relaxed);
+        adm_.batch_flipped = end;
     }
-    if (in_.counters != nullptr)
-        in_.counters->admissions.fetch_add(adm_.batch.size(), std::memory_order_relaxed);
     adm_.batch.clear();
+    adm_.batch_flipped = 0;
 }
 
 }  // namespace neural::hybrid

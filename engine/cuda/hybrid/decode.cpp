@@ -90,10 +90,12 @@ HybridBackend::MissPlan HybridBackend::compute_misses(int l, const Route& route,
     auto t0 = Clock::now();
     std::memset(cpu_out, 0, static_cast<std::size_t>(H_) * 4);
     choose_misses(l, route, plan, tally);
-    if (plan.ns > 0) {
+    const bool streams = plan.ns > 0 || plan.split >= 0;
+    if (streams) {
         const auto s0 = Clock::now();
-        stream_misses(l, route.sel, plan.streamed_k, plan.ns);
+        stream_misses(l, route.sel, plan);
         tally.streamed += static_cast<std::uint64_t>(plan.ns);
+        tally.split += plan.split >= 0 ? 1 : 0;
         tally.submit += ns_since(s0);
         t0 = Clock::now();
     }
@@ -103,7 +105,7 @@ HybridBackend::MissPlan HybridBackend::compute_misses(int l, const Route& route,
             std::span<const cpu::ExpertInput>(plan.inputs, static_cast<std::size_t>(plan.n)),
             dec_.h_host.host<float>(), cpu_out);
     }
-    if (plan.ns > 0 && miss_.refine) {
+    if (streams && miss_.refine) {
         // Which side of this layer finished first: the copies had landed when the CPU was done
         // (stream more) or not yet (stream less); refine_stream_share steps from the tally.
         const cudaError_t q = cudaEventQuery(miss_.landed);
@@ -116,6 +118,7 @@ HybridBackend::MissPlan HybridBackend::compute_misses(int l, const Route& route,
     }
     timing_.cpu_busy[static_cast<std::size_t>(l)] = plan.n > 0;
     tally.misses += static_cast<std::uint64_t>(plan.n);
+    tally.cpu_bytes += plan.cpu_bytes;
     tally.cpu_ns += ns_since(t0);
     return plan;
 }
@@ -128,12 +131,20 @@ void HybridBackend::choose_misses(int l, const Route& route, MissPlan& plan, Dec
         plan.admit[k] = route.slot[k] < 0 && raw_store_ && !residency_->frozen() &&
                         residency_->admission_for(l, route.sel[k]);
     }
-    plan.ns =
-        miss_.stream == nullptr
-            ? 0
-            : streamed_choices(std::span<const int>(route.slot, static_cast<std::size_t>(K_)),
-                               std::span<const bool>(plan.admit, static_cast<std::size_t>(K_)),
-                               opt_.scratch_slots, miss_.share, miss_.carry, plan.streamed_k);
+    if (miss_.stream != nullptr) {
+        const std::span<const int> slots(route.slot, static_cast<std::size_t>(K_));
+        const std::span<const bool> admit(plan.admit, static_cast<std::size_t>(K_));
+        if (opt_.split_misses) {
+            const StreamSplit sp = split_streamed_choices(slots, admit, opt_.scratch_slots,
+                                                          miss_.share, I_, plan.streamed_k);
+            plan.ns = sp.whole;
+            plan.split = sp.split;
+            plan.split_neurons = sp.split_neurons;
+        } else {
+            plan.ns = streamed_choices(slots, admit, opt_.scratch_slots, miss_.share, miss_.carry,
+                                       plan.streamed_k);
+        }
+    }
     for (int j = 0; j < plan.ns; ++j) plan.streamed[plan.streamed_k[j]] = true;
     if (in_.store != nullptr) {
         // The misses' records read for the first time (the first answers after load) are
@@ -155,6 +166,13 @@ void HybridBackend::choose_misses(int l, const Route& route, MissPlan& plan, Dec
         if (plan.streamed[k]) continue;
         plan.inputs[n] = cpu_input(l, route.sel[k], k);
         plan.inputs[n].weight = route.gate[k];
+        if (k == plan.split) {
+            // The CPU's part of a split miss: its first neurons, without the down bias (the
+            // GPU's part adds it once).
+            plan.inputs[n].record = plan.inputs[n].record.slice(0, I_ - plan.split_neurons);
+            plan.inputs[n].down_bias = nullptr;
+        }
+        plan.cpu_bytes += plan.inputs[n].record.bytes();
         plan.capture_of[n] = -1;
         plan.missed_k[n] = k;
         if (plan.admit[k]) {
@@ -190,13 +208,15 @@ void HybridBackend::count_token(const DecodeTally& tally) {
         bc->admission_ns.fetch_add(tally.adm_ns, std::memory_order_relaxed);
         bc->experts_hit.fetch_add(tally.hits, std::memory_order_relaxed);
         bc->experts_streamed.fetch_add(tally.streamed, std::memory_order_relaxed);
+        bc->experts_split.fetch_add(tally.split, std::memory_order_relaxed);
     }
     if (tally.count_moe) {
         telemetry::MoeCounters* mc = in_.moe;
         mc->ns.fetch_add(tally.cpu_ns, std::memory_order_relaxed);
         mc->experts.fetch_add(tally.misses, std::memory_order_relaxed);
-        // A raw record is exactly an expert's MXFP4 blocks + scales (3 H I / 32 * 17 bytes).
-        mc->bytes.fetch_add(tally.misses * slots_.record_bytes, std::memory_order_relaxed);
+        // The records' bytes the CPU read (a raw record is an expert's MXFP4 blocks + scales,
+        // 3 H I / 32 * 17 bytes; a split miss's slice its share of them).
+        mc->bytes.fetch_add(tally.cpu_bytes, std::memory_order_relaxed);
     }
 }
 

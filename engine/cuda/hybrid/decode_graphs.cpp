@@ -5,6 +5,7 @@
 #include <cuda_runtime.h>
 
 #include "cuda/attention.cuh"
+#include "cuda/decode_fused.cuh"
 #include "cuda/expert_mxfp4.cuh"
 #include "cuda/gemv_bf16.cuh"
 #include "cuda/hybrid/hybrid_backend.h"
@@ -78,21 +79,69 @@ void HybridBackend::capture_graphs() {
         } else {
             cuda::add_moe(dec_.x, dec_.moe_gpu, cpu_out, H_, stream_);
         }
-        cuda::rms_norm(dec_.x, ld.input_norm, c.rms_norm_eps, H_, dec_.h, nullptr, stream_);
-        cuda::gemv_bf16(ld.qkv_w, ld.qkv_b, dec_.h, dec_.qkv, Q_ + 2 * KV_, H_, false, stream_);
-        cuda::rope_kv(dec_.qkv, nq_, nkv_, d_, inv_freq_, concentration_, dec_.pos, ld.k_cache,
-                      ld.v_cache, ld.ring, stream_);
         const int window = c.layer_is_sliding[static_cast<std::size_t>(l)] ? c.sliding_window : 0;
-        cuda::attention_decode(dec_.qkv, ld.k_cache, ld.v_cache, ld.sinks, nq_, nkv_, d_, window,
-                               ld.ring, dec_.pos, dec_.splits, dec_.attn_scratch, dec_.attn,
-                               stream_);
-        cuda::gemv_bf16(ld.o_w, ld.o_b, dec_.attn, dec_.x, H_, Q_, true, stream_);
-        cuda::rms_norm(dec_.x, ld.post_norm, c.rms_norm_eps, H_, dec_.h, h_host, stream_);
-        cuda::gemv_bf16(ld.router_w, ld.router_b, dec_.h, dec_.router_logits, E_, H_, false,
-                        stream_);
-        cuda::router_topk(dec_.router_logits, E_, K_,
-                          slots_.table + static_cast<std::size_t>(l) * E_,
-                          {ld.sel, ld.gate, ld.slot}, host_out, stream_);
+        const int* table = slots_.table + static_cast<std::size_t>(l) * E_;
+        if (opt_.fused_decode) {
+            // 3 launches (cuda/decode_fused.cuh) for the 9 below, with their device functions (the
+            // same bits expected). dec_.h is not
+            // written before the post-attention norm: nothing reads the input norm's h but QKV.
+            cuda::NormQkvRope a;
+            a.x = dec_.x;
+            a.norm_w = ld.input_norm;
+            a.eps = c.rms_norm_eps;
+            a.hidden = H_;
+            a.qkv_w = ld.qkv_w;
+            a.qkv_b = ld.qkv_b;
+            a.q_heads = nq_;
+            a.kv_heads = nkv_;
+            a.head_dim = d_;
+            a.inv_freq = inv_freq_;
+            a.concentration = concentration_;
+            a.pos = dec_.pos;
+            a.k_cache = ld.k_cache;
+            a.v_cache = ld.v_cache;
+            a.ring = ld.ring;
+            a.qkv = dec_.qkv;
+            cuda::norm_qkv_rope(a, stream_);
+            cuda::attention_decode(dec_.qkv, ld.k_cache, ld.v_cache, ld.sinks, nq_, nkv_, d_,
+                                   window, ld.ring, dec_.pos, dec_.splits, dec_.attn_scratch,
+                                   dec_.attn, stream_, dec_.fused_counters + 1);
+            cuda::OprojRoute o;
+            o.o_w = ld.o_w;
+            o.o_b = ld.o_b;
+            o.attn = dec_.attn;
+            o.attn_width = Q_;
+            o.x = dec_.x;
+            o.hidden = H_;
+            o.norm_w = ld.post_norm;
+            o.eps = c.rms_norm_eps;
+            o.h = dec_.h;
+            o.h_mirror = h_host;
+            o.router_w = ld.router_w;
+            o.router_b = ld.router_b;
+            o.experts = E_;
+            o.k = K_;
+            o.router_logits = dec_.router_logits;
+            o.slot_table = table;
+            o.device_out = {ld.sel, ld.gate, ld.slot};
+            o.host_out = host_out;
+            o.counter = dec_.fused_counters;
+            cuda::oproj_norm_route(o, stream_);
+        } else {
+            cuda::rms_norm(dec_.x, ld.input_norm, c.rms_norm_eps, H_, dec_.h, nullptr, stream_);
+            cuda::gemv_bf16(ld.qkv_w, ld.qkv_b, dec_.h, dec_.qkv, Q_ + 2 * KV_, H_, false, stream_);
+            cuda::rope_kv(dec_.qkv, nq_, nkv_, d_, inv_freq_, concentration_, dec_.pos, ld.k_cache,
+                          ld.v_cache, ld.ring, stream_);
+            cuda::attention_decode(dec_.qkv, ld.k_cache, ld.v_cache, ld.sinks, nq_, nkv_, d_,
+                                   window, ld.ring, dec_.pos, dec_.splits, dec_.attn_scratch,
+                                   dec_.attn, stream_);
+            cuda::gemv_bf16(ld.o_w, ld.o_b, dec_.attn, dec_.x, H_, Q_, true, stream_);
+            cuda::rms_norm(dec_.x, ld.post_norm, c.rms_norm_eps, H_, dec_.h, h_host, stream_);
+            cuda::gemv_bf16(ld.router_w, ld.router_b, dec_.h, dec_.router_logits, E_, H_, false,
+                            stream_);
+            cuda::router_topk(dec_.router_logits, E_, K_, table, {ld.sel, ld.gate, ld.slot},
+                              host_out, stream_);
+        }
         mark(ev);
         cuda::experts_resident(slots_.base, slots_.stride, shape, ld.sel, ld.gate, ld.slot,
                                ld.gate_up_bias, ld.down_bias, dec_.h, dec_.act, dec_.moe_gpu,

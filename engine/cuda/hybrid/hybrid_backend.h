@@ -70,6 +70,7 @@ using Clock = std::chrono::steady_clock;
 inline constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 inline constexpr std::uint64_t kSlotAlign = 256;
 inline constexpr int kCaptureBuffers = 4;
+inline constexpr std::size_t kBatchChunk = 16;  // a prompt's admissions join the table 16 at a time
 
 inline std::uint64_t ns_since(Clock::time_point t0) {
     return static_cast<std::uint64_t>(
@@ -110,6 +111,9 @@ struct DecodeState {
           *router_logits = nullptr, *act = nullptr, *moe_gpu = nullptr, *logits = nullptr;
     int* pos = nullptr;
     int splits = 1;  // attention's split-K parts
+    // The fused graphs' last-block counters (--fused-decode, cuda/decode_fused.cuh), zero between
+    // launches: [0] the output projection's, [1, 1 + query heads) attention's per head.
+    unsigned* fused_counters = nullptr;
     // Host-mapped: the embedding row in, the experts' input out, the CPU's expert sum in, the
     // routing out (sel, gate bits, slot: K each), the logits out, the position in.
     HostBuffer in_x, h_host, cpu_out, route, logits_host, pos_host;
@@ -141,10 +145,12 @@ struct Admissions {
     bool capture_busy[kCaptureBuffers] = {};
     cudaEvent_t evicted = nullptr;
     std::vector<Upload> uploads;
-    // After a prompt (--prompt-admit, admit_prompt_experts): the batch uploading, the event after
-    // its last copy, and a pageable buffer a record is assembled in (no raw store).
+    // After a prompt (--prompt-admit, admit_prompt_experts): the batch uploading, an event after
+    // each chunk of kBatchChunk of its copies, how many of it joined the table (poll_batch), and
+    // a pageable buffer a record is assembled in (no raw store).
     std::vector<Residency::Admission> batch;
-    cudaEvent_t batch_landed = nullptr;
+    std::vector<cudaEvent_t> batch_chunks;
+    std::size_t batch_flipped = 0;
     std::vector<std::uint8_t> batch_record;
 };
 
@@ -185,8 +191,9 @@ struct PrefillState {
 };
 
 // --stream-misses (init_stream_misses): the copies' stream, their landing event, the event of the
-// previous streamed layer's kernel, the scratch slot of each choice (-1: not streamed) on the
-// device and its pinned host staging, one graph per layer, and what the description says.
+// previous streamed layer's kernel, on the device and in its pinned host staging the scratch
+// slot of each choice (K ints, -1: not streamed) and its slice (2K ints: first neuron, neurons;
+// 0 neurons: whole), one graph per layer, and what the description says.
 struct StreamedMisses {
     cudaStream_t stream = nullptr;
     cudaEvent_t landed = nullptr, done = nullptr;
@@ -253,18 +260,22 @@ private:
     // A decode layer's misses (choose_misses): the CPU's inputs[0, n) with their choice
     // (missed_k) and capture buffer (capture_of, -1: none), and the choices streamed to the GPU
     // (streamed_k[0, ns)); admit[k]: choice k is a pending admission the CPU captures.
+    // With --split-misses, choice `split` is shared: the CPU's input is the slice of its first
+    // I - split_neurons neurons, the GPU streams the last split_neurons.
     struct MissPlan {
         cpu::ExpertInput inputs[cuda::kRouterMaxK];
         int capture_of[cuda::kRouterMaxK], missed_k[cuda::kRouterMaxK],
             streamed_k[cuda::kRouterMaxK];
         bool admit[cuda::kRouterMaxK], streamed[cuda::kRouterMaxK] = {};
         int n = 0, ns = 0;
+        int split = -1, split_neurons = 0;
+        std::uint64_t cpu_bytes = 0;  // record bytes the CPU's inputs read
     };
     // What one decode token adds to the counters (count_token).
     struct DecodeTally {
         bool count_moe = false;  // MoeCounters enabled when the token started
         std::uint64_t submit = 0, wait = 0, cpu_ns = 0, adm_ns = 0, hits = 0, misses = 0,
-                      streamed = 0;
+                      streamed = 0, split = 0, cpu_bytes = 0;
     };
     struct PrefillStats {
         std::uint64_t launch_ns = 0, route_ns = 0, staging_ns = 0, cpu_ns = 0, cpu_wait_ns = 0;
@@ -362,7 +373,8 @@ private:
 
     // streamed_misses.cpp
     void init_stream_misses();
-    void stream_misses(int l, const int* sel, const int* ks, int ns);
+    void stream_misses(int l, const int* sel, const MissPlan& plan);
+    void copy_slice(std::uint8_t* dst, const std::uint8_t* record, int first, int neurons);
     void refine_stream_share();
 
     // prefill.cpp

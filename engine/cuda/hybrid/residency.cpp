@@ -15,7 +15,7 @@ Residency::Residency(int layers, int experts, int slots, const ResidencyOptions&
     slots = std::min<int>(slots, static_cast<int>(n));
     // A frozen pool (refresh_every = 0) has no adaptive part: adaptive slots would start empty
     // without a ranking and never fill, so every slot is static (filled at load, ranking order,
-    // else index order).
+    // else index order). An adaptive pool without a ranking has no static slots (initial()).
     const double fraction =
         options.refresh_every == 0 ? 1.0 : std::clamp(options.static_fraction, 0.0, 1.0);
     static_slots_ = static_cast<int>(std::floor(slots * fraction));
@@ -24,6 +24,7 @@ Residency::Residency(int layers, int experts, int slots, const ResidencyOptions&
     held_.assign(n, -1);
     owner_.assign(static_cast<std::size_t>(slots), -1);
     loading_.assign(static_cast<std::size_t>(slots), 0);
+    placeholder_.assign(static_cast<std::size_t>(slots), 0);
 }
 
 std::vector<Residency::Admission> Residency::initial(
@@ -48,24 +49,43 @@ std::vector<Residency::Admission> Residency::initial(
         }
     }
     std::vector<int> order(n);
-    std::iota(order.begin(), order.end(), 0);
-    // Hottest first; ties in index order, so the placement is deterministic.
-    std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
-        return hot[static_cast<std::size_t>(a)] > hot[static_cast<std::size_t>(b)];
-    });
-    // Adaptive slots start with the next-hottest only when there is a ranking to go by; without
-    // one they start free and fill from the conversation. Scores start at 0 either way: the
-    // ranking decides the first placement, the conversation everything after it.
-    const int fill = ranking.empty() ? static_slots_ : slots();
+    // Without a ranking (a fresh install) nothing is known to be hot: no static slot, and every
+    // slot takes a placeholder, round-robin over the layers (so each layer gets the same share,
+    // its experts in index order), which the first prompt and the first misses replace as they
+    // fill free slots. A frozen pool keeps index order: it never replaces anything.
+    const bool placeholders = ranking.empty() && !frozen();
+    if (placeholders) {
+        static_slots_ = 0;
+        const auto L = static_cast<std::size_t>(layers_);
+        for (std::size_t s = 0; s < n; ++s)
+            order[s] = static_cast<int>((s % L) * static_cast<std::size_t>(experts_) + s / L);
+    } else {
+        std::iota(order.begin(), order.end(), 0);
+        // Hottest first; ties in index order, so the placement is deterministic.
+        std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
+            return hot[static_cast<std::size_t>(a)] > hot[static_cast<std::size_t>(b)];
+        });
+    }
+    // Every slot is filled at load. Scores start at 0 either way: the ranking decides the first
+    // placement, the conversation everything after it.
     std::vector<Admission> out;
-    for (int s = 0; s < fill; ++s) {
+    for (int s = 0; s < slots(); ++s) {
         const int idx = order[static_cast<std::size_t>(s)];
         owner_[static_cast<std::size_t>(s)] = idx;
         where_[static_cast<std::size_t>(idx)] = s;
         held_[static_cast<std::size_t>(idx)] = s;
+        if (placeholders) {
+            placeholder_[static_cast<std::size_t>(s)] = 1;
+            ++placeholders_;
+        }
         out.push_back({idx / experts_, idx % experts_, s, -1, -1});
     }
     return out;
+}
+
+bool Residency::reserved(int s) const {
+    return std::any_of(pending_.begin(), pending_.end(),
+                       [&](const Admission& p) { return p.slot == s; });
 }
 
 int Residency::resident_count() const {
@@ -84,8 +104,10 @@ void Residency::end_token() {
 }
 
 void Residency::refresh() {
-    // Candidates not started since the last round are re-planned from the new scores.
+    // Candidates not started since the last round are re-planned from the new scores; slots they
+    // had reserved may be free again.
     pending_.clear();
+    free_hint_ = placeholder_hint_ = 0;
     std::vector<int> victims;  // adaptive slots, coldest first; free slots before all others
     for (int s = static_slots_; s < slots(); ++s) {
         if (!loading_[static_cast<std::size_t>(s)]) victims.push_back(s);
@@ -131,15 +153,26 @@ std::optional<Residency::Admission> Residency::admission_for(int layer, int expe
     const int idx = static_cast<int>(index(layer, expert));
     if (held_[static_cast<std::size_t>(idx)] >= 0) return std::nullopt;  // being loaded
     for (int s = std::max(free_hint_, static_slots_); s < slots(); ++s) {
-        const bool reserved = std::any_of(pending_.begin(), pending_.end(),
-                                          [&](const Admission& p) { return p.slot == s; });
-        if (owner_[static_cast<std::size_t>(s)] < 0 && !reserved) {
+        if (free_slot(s) && !reserved(s)) {
             free_hint_ = s;
             pending_.push_back({layer, expert, s, -1, -1});
             return pending_.back();
         }
     }
     free_hint_ = slots();
+    // Then a placeholder no routing has chosen since load (one that was routed to is kept: it
+    // may be hot; a refresh round or a prompt replaces it if it is not). It is the victim.
+    if (placeholders_ > 0) {
+        for (int s = std::max(placeholder_hint_, static_slots_); s < slots(); ++s) {
+            if (vacant_placeholder(s) && !reserved(s)) {
+                placeholder_hint_ = s;
+                const int o = owner_[static_cast<std::size_t>(s)];
+                pending_.push_back({layer, expert, s, o / experts_, o % experts_});
+                return pending_.back();
+            }
+        }
+        placeholder_hint_ = slots();
+    }
     return std::nullopt;
 }
 
@@ -149,10 +182,6 @@ std::vector<Residency::Admission> Residency::prompt_admissions(
     if (frozen()) return out;
     if (counts.size() != score_.size())
         fail("residency: {} prompt counts for {} experts", counts.size(), score_.size());
-    const auto reserved = [&](int s) {
-        return std::any_of(pending_.begin(), pending_.end(),
-                           [&](const Admission& p) { return p.slot == s; });
-    };
     const auto is_pending = [&](int idx) {
         return std::any_of(pending_.begin(), pending_.end(), [&](const Admission& p) {
             return static_cast<int>(index(p.layer, p.expert)) == idx;
@@ -168,16 +197,35 @@ std::vector<Residency::Admission> Residency::prompt_admissions(
         return counts[static_cast<std::size_t>(a)] > counts[static_cast<std::size_t>(b)];
     });
     std::size_t next = 0;
-    std::vector<int> victims;
+    std::vector<int> victims, holders;  // adaptive experts; placeholders
     for (int s = static_slots_; s < slots(); ++s) {
         const auto su = static_cast<std::size_t>(s);
         if (loading_[su] || reserved(s)) continue;
-        if (owner_[su] >= 0) {
+        if (placeholder_[su]) {
+            holders.push_back(s);
+        } else if (owner_[su] >= 0) {
             victims.push_back(s);
         } else if (next < cands.size() && static_cast<int>(out.size()) < max_free) {
             const int c = cands[next++];
             out.push_back({c / experts_, c % experts_, s, -1, -1});
         }
+    }
+    // Placeholders count as free slots: the next most-used experts take them, coldest first
+    // (the ones no routing chose since load, in slot order), without the hysteresis test; one the
+    // conversation has routed to goes only to an expert that scores higher.
+    const auto owner_score = [&](int s) {
+        return score_[static_cast<std::size_t>(owner_[static_cast<std::size_t>(s)])];
+    };
+    std::stable_sort(holders.begin(), holders.end(),
+                     [&](int a, int b) { return owner_score(a) < owner_score(b); });
+    for (const int s : holders) {
+        if (next >= cands.size() || static_cast<int>(out.size()) >= max_free) break;
+        const int c = cands[next];
+        const double held = owner_score(s);
+        if (held > 0 && score_[static_cast<std::size_t>(c)] <= held) break;
+        ++next;
+        const int o = owner_[static_cast<std::size_t>(s)];
+        out.push_back({c / experts_, c % experts_, s, o / experts_, o % experts_});
     }
     // The rest replace colder adaptive experts: candidates by score (the prompt's routing is in
     // it), victims coldest first.
@@ -210,6 +258,10 @@ void Residency::begin(const Admission& a) {
     if (it == pending_.end()) fail("residency: begin() of an admission that is not pending");
     pending_.erase(it);
     const auto s = static_cast<std::size_t>(a.slot);
+    if (placeholder_[s]) {
+        placeholder_[s] = 0;
+        --placeholders_;
+    }
     if (owner_[s] >= 0) {
         where_[static_cast<std::size_t>(owner_[s])] = -1;
         held_[static_cast<std::size_t>(owner_[s])] = -1;

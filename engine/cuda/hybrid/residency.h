@@ -9,6 +9,9 @@
 // margin) become pending admissions. A pending admission is carried out copy-on-compute: the
 // next time the CPU computes that expert it captures the bytes, the victim leaves the table
 // (begin), the copy lands in the victim's slot, and the table flips (complete).
+// Without a ranking (a fresh install: no --ranking, nothing learned yet) nothing is known to be
+// hot: there are no static slots, and every slot starts with a placeholder (the same share of
+// every layer) that the first prompt and the first misses replace as if the slot were free.
 // refresh_every = 0 freezes residency after the initial placement; then every slot is static
 // (static_fraction is ignored: a frozen pool has no adaptive part).
 #pragma once
@@ -41,18 +44,30 @@ public:
     int layers() const { return layers_; }
     int experts() const { return experts_; }
     int slots() const { return static_cast<int>(owner_.size()); }
+    // Before initial() the static_fraction share (all slots when frozen); initial() without a
+    // ranking makes it 0 unless frozen.
     int static_slots() const { return static_slots_; }
     bool frozen() const { return options_.refresh_every == 0; }
 
-    // The initial placement: ranking [layers][experts] (higher = hotter; empty = index order).
-    // Static slots take the hottest (layer, expert) pairs, adaptive slots the next ones. Returns
-    // one admission per filled slot (victims -1); the placement is already committed.
+    // The initial placement, one admission per slot (victims -1; the placement is already
+    // committed). With a ranking [layers][experts] (higher = hotter) static slots take the
+    // hottest (layer, expert) pairs, adaptive slots the next ones. Without one (empty): frozen,
+    // every slot is static and takes experts in index order; else there are no static slots and
+    // every slot takes a placeholder: round-robin over the layers (slot s: layer s % layers, the
+    // layer's experts in index order), so each layer gets the same share. A placeholder is an
+    // adaptive expert (score 0 at first) that prompt_admissions and admission_for replace as they
+    // fill a free slot, refresh rounds as the coldest adaptive expert it is; once the router
+    // chose it, only a hotter expert replaces it (see below). It stays one until an admission
+    // takes its slot (begin).
     std::vector<Admission> initial(const std::vector<std::vector<double>>& ranking);
 
     int slot_of(int layer, int expert) const { return where_[index(layer, expert)]; }
     // The (layer, expert) a slot holds or is loading, as layer * experts + expert; -1 free.
     int owner(int slot) const { return owner_[static_cast<std::size_t>(slot)]; }
     int resident_count() const;
+    // Whether the slot holds a placeholder of the initial placement (see initial()).
+    bool placeholder(int slot) const { return placeholder_[static_cast<std::size_t>(slot)] != 0; }
+    int placeholder_count() const { return placeholders_; }
 
     // One token's routing at one layer.
     void observe(int layer, std::span<const int> experts, bool prompt);
@@ -61,18 +76,23 @@ public:
 
     // The pending admission for (layer, expert), if it is a candidate whose upload has not begun.
     std::optional<Admission> pending(int layer, int expert) const;
-    // pending(), or, while an adaptive slot is still free (and residency is not frozen), a new
-    // admission of the missed expert into it: free slots fill from the first misses, without
-    // waiting for a refresh round, since nothing is evicted.
+    // pending(), or, while an adaptive slot is still free or holds a placeholder nobody has
+    // routed to since load (and residency is not frozen), a new admission of the missed expert
+    // into it (free slots first, then placeholders, each in slot order; a placeholder is the
+    // admission's victim): they fill from the first misses, without waiting for a refresh round,
+    // since nothing of value is evicted.
     std::optional<Admission> admission_for(int layer, int expert);
     // After a prompt: admissions from its routing counts ([layers * experts]: how many of the
     // prompt's rows chose each expert). The most-used experts that no slot holds fill the free
-    // adaptive slots (at most max_free), then up to max_evictions more, by score, replace the
-    // coldest adaptive experts they beat by the hysteresis margin (as a refresh round would).
-    // The admissions become pending (begin() them); none when frozen.
+    // adaptive slots, then the placeholders (coldest first; a placeholder the conversation has
+    // routed to only for an expert of a higher score), at most max_free in all, without the
+    // hysteresis test; then up to max_evictions more, by score, replace the coldest adaptive
+    // experts that are not placeholders and that they beat by the hysteresis margin (as a refresh
+    // round would). The admissions become pending (begin() them); none when frozen.
     std::vector<Admission> prompt_admissions(std::span<const std::uint32_t> counts, int max_free,
                                              int max_evictions);
-    // The upload of `a` starts: its victim leaves the table (misses from now on).
+    // The upload of `a` starts: its victim leaves the table (misses from now on); the slot is no
+    // placeholder any more.
     void begin(const Admission& a);
     // The upload landed: (layer, expert) is resident in a.slot.
     void complete(const Admission& a);
@@ -80,21 +100,35 @@ public:
     double score(int layer, int expert) const { return score_[index(layer, expert)]; }
 
 private:
+    // Tests only (residency_test.cpp): empties a slot, a state no placement leaves behind.
+    friend struct ResidencyTestAccess;
+
     std::size_t index(int layer, int expert) const {
         return static_cast<std::size_t>(layer) * static_cast<std::size_t>(experts_) +
                static_cast<std::size_t>(expert);
     }
     void refresh();
+    // A slot that holds or loads nothing / a placeholder no routing has chosen since load.
+    bool free_slot(int s) const { return owner_[static_cast<std::size_t>(s)] < 0; }
+    bool vacant_placeholder(int s) const {
+        const auto su = static_cast<std::size_t>(s);
+        return placeholder_[su] != 0 && score_[static_cast<std::size_t>(owner_[su])] == 0;
+    }
+    bool reserved(int s) const;  // a pending admission's slot
 
     int layers_, experts_, static_slots_;
     ResidencyOptions options_;
-    std::vector<double> score_;  // [layers * experts]
-    std::vector<int> where_;     // [layers * experts] resident slot or -1
-    std::vector<int> owner_;     // [slots] index held or being loaded, or -1
-    std::vector<int> held_;      // [layers * experts] slot holding or loading it, or -1
-    std::vector<char> loading_;  // [slots] upload in flight
+    std::vector<double> score_;      // [layers * experts]
+    std::vector<int> where_;         // [layers * experts] resident slot or -1
+    std::vector<int> owner_;         // [slots] index held or being loaded, or -1
+    std::vector<int> held_;          // [layers * experts] slot holding or loading it, or -1
+    std::vector<char> loading_;      // [slots] upload in flight
+    std::vector<char> placeholder_;  // [slots] holds a placeholder of the initial placement
+    int placeholders_ = 0;           // slots marked in placeholder_
     std::vector<Admission> pending_;
-    int free_hint_ = 0;  // adaptive slots below it are known to be taken
+    // Adaptive slots below them are known to be taken (by an admission since the last refresh
+    // round, which resets them): not free / not an unrouted placeholder.
+    int free_hint_ = 0, placeholder_hint_ = 0;
     std::int64_t tokens_ = 0;
 };
 

@@ -256,6 +256,9 @@ void HybridBackend::init_decode_buffers() {
     dec_.moe_gpu = dalloc<float>(Hs, "activations");
     dec_.logits = dalloc<float>(static_cast<std::size_t>(V_), "logits");
     dec_.pos = dalloc<int>(1, "position");
+    dec_.fused_counters = dalloc<unsigned>(1 + static_cast<std::size_t>(nq_), "decode counters");
+    NEURAL_CUDA(cudaMemsetAsync(dec_.fused_counters, 0, (1 + static_cast<std::size_t>(nq_)) * 4,
+                                stream_));  // ordered before every graph on the compute stream
     slots_.table = dalloc<int>(static_cast<std::size_t>(L_) * Es, "slot table");
 }
 
@@ -332,7 +335,6 @@ void HybridBackend::init_record_buffers() {
     for (int k = 0; k < K_; ++k)
         assembled_.emplace_back(static_cast<std::size_t>(slots_.record_bytes));
     NEURAL_CUDA(cudaEventCreateWithFlags(&adm_.evicted, cudaEventDisableTiming));
-    NEURAL_CUDA(cudaEventCreateWithFlags(&adm_.batch_landed, cudaEventDisableTiming));
 }
 
 // Initial placement (static slots from the ranking), uploaded synchronously.
@@ -443,7 +445,7 @@ void HybridBackend::release() {
     for (auto e : timing_.tail_marks) cudaEventDestroy(e);
     for (auto e : adm_.capture_done) cudaEventDestroy(e);
     if (adm_.evicted != nullptr) cudaEventDestroy(adm_.evicted);
-    if (adm_.batch_landed != nullptr) cudaEventDestroy(adm_.batch_landed);
+    for (cudaEvent_t e : adm_.batch_chunks) cudaEventDestroy(e);
     for (void* p : vram_.allocations) cudaFree(p);
     vram_.allocations.clear();
     if (stream_ != nullptr) cudaStreamDestroy(stream_);

@@ -1,6 +1,7 @@
 // --stream-misses (GpuOptions::stream_misses, docs/CUDA.md "Streamed misses"): a share of a decode
 // layer's misses copied from the pinned store into prefill's scratch slots and computed on the
 // GPU while the CPU computes the rest; the share is measured at load and refined while decoding.
+#include <algorithm>
 #include <string>
 
 #include <cuda_runtime.h>
@@ -45,21 +46,23 @@ void HybridBackend::init_stream_misses() {
     NEURAL_CUDA(cudaStreamCreateWithFlags(&miss_.stream, cudaStreamNonBlocking));
     NEURAL_CUDA(cudaEventCreateWithFlags(&miss_.landed, cudaEventDisableTiming));
     NEURAL_CUDA(cudaEventCreateWithFlags(&miss_.done, cudaEventDisableTiming));
-    miss_.slot = dalloc<int>(static_cast<std::size_t>(K_), "streamed misses");
-    miss_.slot_host = HostBuffer(static_cast<std::size_t>(K_) * 4);
+    // Per choice its scratch slot (K ints), then its slice (2K ints: first neuron, neurons).
+    const std::size_t ints = static_cast<std::size_t>(3 * K_);
+    miss_.slot = dalloc<int>(ints, "streamed misses");
+    miss_.slot_host = HostBuffer(ints * 4);
+    std::fill_n(miss_.slot_host.host<int>(), ints, 0);
     // One graph per layer (few API calls per streamed layer: they are on the critical path):
-    // the choices' slots from the pinned host array, then the resident-expert kernel over
-    // the scratch slots, added to the resident sum.
+    // the choices' slots and slices from the pinned host array, then the resident-expert kernel
+    // over the scratch slots, added to the resident sum.
     const cuda::ExpertShape shape = expert_shape();
     for (int l = 0; l < L_; ++l) {
         const LayerDevice& ld = layers_[static_cast<std::size_t>(l)];
         NEURAL_CUDA(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
-        NEURAL_CUDA(cudaMemcpyAsync(miss_.slot, miss_.slot_host.ptr,
-                                    static_cast<std::size_t>(K_) * 4, cudaMemcpyHostToDevice,
-                                    stream_));
+        NEURAL_CUDA(cudaMemcpyAsync(miss_.slot, miss_.slot_host.ptr, ints * 4,
+                                    cudaMemcpyHostToDevice, stream_));
         cuda::experts_resident(pf_.scratch, slots_.stride, shape, ld.sel, ld.gate, miss_.slot,
                                ld.gate_up_bias, ld.down_bias, dec_.h, dec_.act, dec_.moe_gpu,
-                               stream_, true);
+                               stream_, true, miss_.slot + K_);
         miss_.graphs.push_back(end_capture());
     }
 }
@@ -78,28 +81,68 @@ void HybridBackend::refine_stream_share() {
     miss_.tokens = 0;
 }
 
-// Layer l's streamed misses (choices ks[0 .. ns)): each record is copied from the pinned
-// store into scratch slot j on miss_.stream (after the previous streamed layer's kernel, the
-// slots' last reader), then, on stream_ after the layer's graph, the layer's miss graph
-// computes them from those slots and adds their gate-weighted sum, in choice order, to the
-// resident experts' (dec_.moe_gpu), which the next layer's graph adds to x with the CPU's part.
-// The host writes the slot array after this layer's routing, when the previous layer's miss
-// graph (its reader) is done. A prompt synchronizes stream_ before it uses the scratch slots.
-// Deterministic: which misses stream depends only on the routing and the residency.
-void HybridBackend::stream_misses(int l, const int* sel, const int* ks, int ns) {
+// Layer l's streamed misses (plan.streamed_k[0 .. ns), and the GPU's part of plan.split): each
+// whole record is copied from the pinned store into scratch slot j on miss_.stream (after the
+// previous streamed layer's kernel, the slots' last reader), a split miss's last neurons as the
+// record of an expert of that many neurons (copy_slice); then, on stream_ after the layer's
+// graph, the layer's miss graph computes them from those slots and adds their gate-weighted sum,
+// in choice order, to the resident experts' (dec_.moe_gpu), which the next layer's graph adds
+// to x with the CPU's part. The host writes the slot and slice arrays after this layer's
+// routing, when the previous layer's miss graph (their reader) is done. A prompt synchronizes
+// stream_ before it uses the scratch slots. Deterministic: which misses stream, and where a
+// split one is cut, depends only on the routing, the residency and the share.
+void HybridBackend::stream_misses(int l, const int* sel, const MissPlan& plan) {
     int* slots = miss_.slot_host.host<int>();
-    for (int k = 0; k < K_; ++k) slots[k] = -1;
+    int* part = slots + K_;
+    for (int k = 0; k < K_; ++k) {
+        slots[k] = -1;
+        part[2 * k] = part[2 * k + 1] = 0;
+    }
     NEURAL_CUDA(cudaStreamWaitEvent(miss_.stream, miss_.done, 0));
-    for (int j = 0; j < ns; ++j) {
-        slots[ks[j]] = j;
-        NEURAL_CUDA(cudaMemcpyAsync(pf_.scratch + static_cast<std::uint64_t>(j) * slots_.stride,
-                                    raw_record(l, sel[ks[j]]), slots_.record_bytes,
-                                    cudaMemcpyHostToDevice, miss_.stream));
+    auto scratch = [&](int j) {
+        return pf_.scratch + static_cast<std::uint64_t>(j) * slots_.stride;
+    };
+    int j = 0;
+    for (; j < plan.ns; ++j) {
+        slots[plan.streamed_k[j]] = j;
+        NEURAL_CUDA(cudaMemcpyAsync(scratch(j), raw_record(l, sel[plan.streamed_k[j]]),
+                                    slots_.record_bytes, cudaMemcpyHostToDevice, miss_.stream));
+    }
+    if (plan.split >= 0) {
+        const int first = I_ - plan.split_neurons;
+        slots[plan.split] = j;
+        part[2 * plan.split] = first;
+        part[2 * plan.split + 1] = plan.split_neurons;
+        copy_slice(scratch(j), raw_record(l, sel[plan.split]), first, plan.split_neurons);
     }
     NEURAL_CUDA(cudaEventRecord(miss_.landed, miss_.stream));
     NEURAL_CUDA(cudaStreamWaitEvent(stream_, miss_.landed, 0));
     NEURAL_CUDA(cudaGraphLaunch(miss_.graphs[static_cast<std::size_t>(l)], stream_));
     NEURAL_CUDA(cudaEventRecord(miss_.done, stream_));
+}
+
+// Neurons [first, first + neurons) of a raw record (host, pinned) into dst (a scratch slot) as
+// the raw record of an expert of `neurons` neurons (cpu::ExpertRecordView::slice's part, laid
+// out for cuda::experts_resident's `part`): the gate_up codes and scales are contiguous runs of
+// rows; each down row gives its blocks [first / 32, (first + neurons) / 32), copied as one 2D
+// copy per part (codes, scales) on miss_.stream.
+void HybridBackend::copy_slice(std::uint8_t* dst, const std::uint8_t* record, int first,
+                               int neurons) {
+    const auto u = [](std::int64_t v) { return static_cast<std::size_t>(v); };
+    const std::int64_t Gh = H_ / 32, Gi = I_ / 32, gi = neurons / 32, g0 = first / 32;
+    const std::size_t gu_codes = u(2 * I_ * Gh * 16), down_codes = u(2 * I_ * Gh * 17),
+                      down_scales = down_codes + u(H_ * Gi * 16);
+    const std::size_t d_gu_codes = u(2 * neurons * Gh * 16), d_down = u(2 * neurons * Gh * 17);
+    NEURAL_CUDA(cudaMemcpyAsync(dst, record + u(2 * first * Gh * 16), d_gu_codes,
+                                cudaMemcpyHostToDevice, miss_.stream));
+    NEURAL_CUDA(cudaMemcpyAsync(dst + d_gu_codes, record + gu_codes + u(2 * first * Gh),
+                                u(2 * neurons * Gh), cudaMemcpyHostToDevice, miss_.stream));
+    NEURAL_CUDA(cudaMemcpy2DAsync(dst + d_down, u(gi * 16), record + down_codes + u(g0 * 16),
+                                  u(Gi * 16), u(gi * 16), u(H_), cudaMemcpyHostToDevice,
+                                  miss_.stream));
+    NEURAL_CUDA(cudaMemcpy2DAsync(dst + d_down + u(H_ * gi * 16), u(gi),
+                                  record + down_scales + u(g0), u(Gi), u(gi), u(H_),
+                                  cudaMemcpyHostToDevice, miss_.stream));
 }
 
 }  // namespace neural::hybrid
