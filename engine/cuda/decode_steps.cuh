@@ -46,13 +46,26 @@ __device__ __forceinline__ float bf16_gemv_row(const std::uint16_t* __restrict__
                                                const float* x, int cols) {
     const int lane = static_cast<int>(threadIdx.x % 32);
     const uint4* wr = reinterpret_cast<const uint4*>(w + static_cast<std::size_t>(row) * cols);
+    const int n8 = cols / 8;
     float acc = 0.0f;
-    for (int c8 = lane; c8 < cols / 8; c8 += 32) acc += bf16x8_dot(__ldg(wr + c8), x + 8 * c8);
+    for (int c0 = lane; c0 < n8; c0 += 32 * kRowSteps) {  // kRowSteps loads in flight (common.cuh)
+        uint4 v[kRowSteps];
+#pragma unroll
+        for (int j = 0; j < kRowSteps; ++j) {
+            const int c8 = c0 + 32 * j;
+            v[j] = c8 < n8 ? __ldg(wr + c8) : make_uint4(0, 0, 0, 0);
+        }
+#pragma unroll
+        for (int j = 0; j < kRowSteps; ++j) {
+            const int c8 = c0 + 32 * j;
+            if (c8 < n8) acc += bf16x8_dot(v[j], x + 8 * c8);
+        }
+    }
     acc = warp_sum(acc);
     return acc + (bias != nullptr ? bf16_bits_to_float(bias[row]) : 0.0f);
 }
 
-// Two rows at once (twice the loads in flight per lane), each the same bits as bf16_gemv_row.
+// Two rows at once (their loads together), each the same bits as bf16_gemv_row.
 __device__ __forceinline__ void bf16_gemv_rows2(const std::uint16_t* __restrict__ w,
                                                 const std::uint16_t* __restrict__ bias, int row0,
                                                 int row1, const float* x, int cols, float& y0,
@@ -60,11 +73,24 @@ __device__ __forceinline__ void bf16_gemv_rows2(const std::uint16_t* __restrict_
     const int lane = static_cast<int>(threadIdx.x % 32);
     const uint4* w0 = reinterpret_cast<const uint4*>(w + static_cast<std::size_t>(row0) * cols);
     const uint4* w1 = reinterpret_cast<const uint4*>(w + static_cast<std::size_t>(row1) * cols);
+    const int n8 = cols / 8;
     float acc0 = 0.0f, acc1 = 0.0f;
-    for (int c8 = lane; c8 < cols / 8; c8 += 32) {
-        const uint4 v0 = __ldg(w0 + c8), v1 = __ldg(w1 + c8);
-        acc0 += bf16x8_dot(v0, x + 8 * c8);
-        acc1 += bf16x8_dot(v1, x + 8 * c8);
+    for (int c0 = lane; c0 < n8; c0 += 32 * kRowSteps) {
+        uint4 v0[kRowSteps], v1[kRowSteps];
+#pragma unroll
+        for (int j = 0; j < kRowSteps; ++j) {
+            const int c8 = c0 + 32 * j;
+            v0[j] = c8 < n8 ? __ldg(w0 + c8) : make_uint4(0, 0, 0, 0);
+            v1[j] = c8 < n8 ? __ldg(w1 + c8) : make_uint4(0, 0, 0, 0);
+        }
+#pragma unroll
+        for (int j = 0; j < kRowSteps; ++j) {
+            const int c8 = c0 + 32 * j;
+            if (c8 < n8) {
+                acc0 += bf16x8_dot(v0[j], x + 8 * c8);
+                acc1 += bf16x8_dot(v1[j], x + 8 * c8);
+            }
+        }
     }
     acc0 = warp_sum(acc0);
     acc1 = warp_sum(acc1);
