@@ -36,9 +36,8 @@ __global__ void gate_up_kernel(const std::uint8_t* __restrict__ pool, std::uint6
     const std::uint8_t* rec = pool + static_cast<std::uint64_t>(s) * stride;
     const std::uint8_t* scales = rec + static_cast<std::uint64_t>(2 * sl.neurons) * G * 16;
     const std::size_t row_g = static_cast<std::size_t>(2 * i), row_u = row_g + 1;
-    float g, u;
-    mxfp4_row_dot2(rec + row_g * G * 16, scales + row_g * G, rec + row_u * G * 16,
-                   scales + row_u * G, G, xs, g, u);
+    float g = mxfp4_row_dot(rec + row_g * G * 16, scales + row_g * G, G, xs);
+    float u = mxfp4_row_dot(rec + row_u * G * 16, scales + row_u * G, G, xs);
     if (lane == 0) {
         const std::uint16_t* b = bias + static_cast<std::size_t>(sel[k]) * 2 * I +
                                  2 * static_cast<std::size_t>(sl.first);
