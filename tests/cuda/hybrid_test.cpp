@@ -605,10 +605,10 @@ TEST(CudaHybrid, PinnedStoreStagesFromTheMappingWithTheSameBits) {
     EXPECT_EQ(m->store_pin().pinned, system_memory().total_bytes > 0) << m->describe_backend();
 }
 
-// --stream-misses 1 with a pinned store: half of each decode layer's misses (carried over a
-// token's layers) are copied to the GPU and computed there. Through the decode path (token by token): golden within the usual
-// tolerance, two runs the same bits, something streamed; unpinned, it says why and streams
-// nothing.
+// --stream-misses 1 with a pinned store: half of each decode layer's misses (whole experts, and
+// the last neurons of one for an odd count: --split-misses) are copied to the GPU and computed
+// there. Through the decode path (token by token): golden within the usual tolerance, two runs
+// the same bits, something streamed; unpinned, it says why and streams nothing.
 TEST(CudaHybrid, StreamedMissesMatchGoldenAndAreDeterministic) {
     SKIP_WITHOUT_GPU();
     test::TempDir tmp;
