@@ -111,8 +111,9 @@ void HybridBackend::admit_prompt_experts() {
     const std::vector<Residency::Admission> batch =
         residency_->prompt_admissions(pf_.counts, max_free, opt_.prompt_admit);
     if (batch.empty()) return;
-    int evicting = 0;
+    int evicting = 0, placeholders = 0;
     for (const Residency::Admission& a : batch) {
+        placeholders += residency_->placeholder(a.slot) ? 1 : 0;  // before begin() clears it
         residency_->begin(a);
         if (a.victim_layer < 0) continue;
         ++evicting;
@@ -151,8 +152,11 @@ void HybridBackend::admit_prompt_experts() {
     adm_.batch_flipped = 0;
     if (in_.counters != nullptr)
         in_.counters->prompt_admissions.fetch_add(batch.size(), std::memory_order_relaxed);
-    spdlog::info("prompt: admitting {} of its experts ({} into free slots, {} replacing colder)",
-                 batch.size(), batch.size() - static_cast<std::size_t>(evicting), evicting);
+    spdlog::info(
+        "prompt: admitting {} of its experts ({} into free slots, {} replacing placeholders, {} "
+        "replacing colder)",
+        batch.size(), batch.size() - static_cast<std::size_t>(evicting), placeholders,
+        evicting - placeholders);
 }
 
 // The batch's chunks whose copies landed, in order: their slots join the table on the compute
