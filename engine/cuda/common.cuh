@@ -134,13 +134,6 @@ __device__ __forceinline__ float mxfp4_block_dot(uint4 codes, std::uint32_t scal
 __device__ __forceinline__ int padded_index(int i) { return (i >> 5) * 33 + (i & 31); }
 __host__ __device__ constexpr int padded_floats(int n) { return n / 32 * 33; }
 
-// Loads per lane issued before the first is used by decode_steps.cuh's bf16 row dots: a decode
-// row is a dozen steps per lane, and one load in flight per lane left the QKV projection waiting
-// on memory latency (measured: 17.8 -> 15.6 us per layer at the 20b shape on the H200, ncu). The
-// sums keep their order (the same bits as one step at a time). The MXFP4 row dot below keeps one
-// block per step: the same unrolling there measured slower (gate_up 25.2 -> 27.9 us).
-constexpr int kRowSteps = 4;
-
 // One MXFP4 row (G blocks: codes G*16 bytes, 16-byte aligned; scales G bytes) dotted with the
 // padded activations xp by a whole warp, one 16-byte block per lane per step; every lane gets
 // the sum. Fixed order: lane-partial sums over steps, then warp_sum.

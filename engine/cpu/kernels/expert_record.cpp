@@ -167,8 +167,8 @@ RecordRef make_record_ref(const ExpertRecordView& v) {
         ref.rows[p] = v.rows(proj);
         ref.blocks[p] = v.blocks_per_row(proj);
         ref.code_stride[p] = static_cast<std::uint64_t>(v.row_stride_blocks(proj)) * 16;
-        // A raw row's scale slot is its G bytes, so a slice's row stride is the whole G.
-        ref.slot[p] = v.sliced() ? v.row_stride_blocks(proj) : v.scale_row_bytes(proj);
+        // The scale slots' stride: a slice's down rows keep the whole record's (raw: G bytes).
+        ref.slot[p] = ExpertRecordView::slot_bytes(v.kind(), v.row_stride_blocks(proj));
         ref.code_base[p] = v.codes(proj);
         ref.scale_base[p] = v.scales(proj);
     }

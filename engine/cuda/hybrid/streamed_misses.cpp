@@ -7,6 +7,7 @@
 #include <cuda_runtime.h>
 #include <spdlog/spdlog.h>
 
+#include "cpu/kernels/expert_record.h"
 #include "cuda/expert_mxfp4.cuh"
 #include "cuda/hybrid/hybrid_backend.h"
 #include "runtime/autotune.h"
@@ -122,27 +123,29 @@ void HybridBackend::stream_misses(int l, const int* sel, const MissPlan& plan) {
 }
 
 // Neurons [first, first + neurons) of a raw record (host, pinned) into dst (a scratch slot) as
-// the raw record of an expert of `neurons` neurons (cpu::ExpertRecordView::slice's part, laid
-// out for cuda::experts_resident's `part`): the gate_up codes and scales are contiguous runs of
-// rows; each down row gives its blocks [first / 32, (first + neurons) / 32), copied as one 2D
-// copy per part (codes, scales) on miss_.stream.
+// the raw record of an expert of `neurons` neurons (cuda::experts_resident's `part`): the CPU
+// kernels' slice of the record (cpu::ExpertRecordView::slice) says where its four parts are in
+// the record and, as an expert of that many neurons, where they go in the slot. The gate_up codes
+// and scales are contiguous runs of rows; the down rows' blocks are one 2D copy per part (codes,
+// scales), on miss_.stream.
 void HybridBackend::copy_slice(std::uint8_t* dst, const std::uint8_t* record, int first,
                                int neurons) {
-    const auto u = [](std::int64_t v) { return static_cast<std::size_t>(v); };
-    const std::int64_t Gh = H_ / 32, Gi = I_ / 32, gi = neurons / 32, g0 = first / 32;
-    const std::size_t gu_codes = u(2 * I_ * Gh * 16), down_codes = u(2 * I_ * Gh * 17),
-                      down_scales = down_codes + u(H_ * Gi * 16);
-    const std::size_t d_gu_codes = u(2 * neurons * Gh * 16), d_down = u(2 * neurons * Gh * 17);
-    NEURAL_CUDA(cudaMemcpyAsync(dst, record + u(2 * first * Gh * 16), d_gu_codes,
-                                cudaMemcpyHostToDevice, miss_.stream));
-    NEURAL_CUDA(cudaMemcpyAsync(dst + d_gu_codes, record + gu_codes + u(2 * first * Gh),
-                                u(2 * neurons * Gh), cudaMemcpyHostToDevice, miss_.stream));
-    NEURAL_CUDA(cudaMemcpy2DAsync(dst + d_down, u(gi * 16), record + down_codes + u(g0 * 16),
-                                  u(Gi * 16), u(gi * 16), u(H_), cudaMemcpyHostToDevice,
-                                  miss_.stream));
-    NEURAL_CUDA(cudaMemcpy2DAsync(dst + d_down + u(H_ * gi * 16), u(gi),
-                                  record + down_scales + u(g0), u(Gi), u(gi), u(H_),
-                                  cudaMemcpyHostToDevice, miss_.stream));
+    const cpu::ExpertRecordView s =
+        cpu::ExpertRecordView::make(record, H_, I_, cpu::RecordKind::raw).slice(first, neurons);
+    const Projection gu = Projection::kGateUp, down = Projection::kDown;
+    const auto row = static_cast<std::size_t>(s.blocks_per_row(down));  // blocks (scale bytes)
+    const auto stride = static_cast<std::size_t>(s.row_stride_blocks(down));
+    const auto rows = static_cast<std::size_t>(s.rows(down));
+    NEURAL_CUDA(cudaMemcpyAsync(dst + s.codes_offset(gu), s.codes(gu),
+                                s.scales_offset(gu) - s.codes_offset(gu), cudaMemcpyHostToDevice,
+                                miss_.stream));
+    NEURAL_CUDA(cudaMemcpyAsync(dst + s.scales_offset(gu), s.scales(gu),
+                                s.codes_offset(down) - s.scales_offset(gu), cudaMemcpyHostToDevice,
+                                miss_.stream));
+    NEURAL_CUDA(cudaMemcpy2DAsync(dst + s.codes_offset(down), row * 16, s.codes(down), stride * 16,
+                                  row * 16, rows, cudaMemcpyHostToDevice, miss_.stream));
+    NEURAL_CUDA(cudaMemcpy2DAsync(dst + s.scales_offset(down), row, s.scales(down), stride, row,
+                                  rows, cudaMemcpyHostToDevice, miss_.stream));
 }
 
 }  // namespace neural::hybrid
