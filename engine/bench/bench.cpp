@@ -444,6 +444,7 @@ Json load_json(const LoadOptions& o) {
             {"context", o.gpu.context},
             {"prefill_order", o.gpu.prefill_order},
             {"prefill_block", o.gpu.prefill_block},
+            {"prompt_rows", o.gpu.prompt_rows},
             {"scratch", o.gpu.scratch_slots},
             {"staging_threads", o.gpu.staging_threads},
             {"prefill_cpu_tokens", o.gpu.prefill_cpu_tokens},

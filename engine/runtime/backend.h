@@ -65,6 +65,10 @@ struct GpuOptions {
     // reference). Blocks hold up to prefill_block tokens.
     std::string prefill_order = "layer";
     int prefill_block = 2048;
+    // Prompt positions the GPU holds at once (runtime/fit.h prompt_rows): a longer prompt runs in
+    // chunks of that many, each layer-major. 0 (auto): the whole context where its rows cost at
+    // most 2% of the experts' bytes, else 4,096.
+    int prompt_rows = 0;
     // VRAM slots that non-resident experts with many prompt tokens are staged into, and the
     // producer threads (each with its pinned buffer) that copy their records from RAM.
     int scratch_slots = 4;
@@ -281,6 +285,7 @@ struct BackendCounters {
     std::atomic<std::uint64_t> prefill_cpu_groups{0};  // (layer, expert) groups on the CPU
     std::atomic<std::uint64_t> prefill_early{0};    // of the staged: from the first block's routing
     std::atomic<std::uint64_t> prefill_grouped{0};  // grouped GEMM launches (--grouped-gemm)
+    std::atomic<std::uint64_t> prefill_chunks{0};   // prompt chunks (--prompt-rows)
     // Sequence switches: positions saved to / restored from K/V checkpoints, positions kept in
     // VRAM because the incoming sequence shares them with the outgoing one, positions re-processed.
     std::atomic<std::uint64_t> kv_saved{0};

@@ -49,13 +49,14 @@ std::int64_t GpuMemoryLayout::slots_for(std::uint64_t budget) const {
 }
 
 ContextChoice auto_context(const ModelConfig& c, std::uint64_t budget, int prefill_block,
-                           int scratch_slots, int kv_ring, std::int64_t pool_bytes) {
+                           int scratch_slots, int kv_ring, std::int64_t pool_bytes,
+                           int prompt_rows) {
     ContextChoice ch;
     ch.wanted =
         std::max<std::int64_t>(1, std::min<std::int64_t>(c.max_position_embeddings, kAutoContext));
     const auto experts = static_cast<std::int64_t>(expert_count(c));
     const GpuMemoryLayout first =
-        gpu_memory_layout(c, ch.wanted, prefill_block, scratch_slots, kv_ring);
+        gpu_memory_layout(c, ch.wanted, prefill_block, scratch_slots, kv_ring, prompt_rows);
     ch.min_slots = std::min<std::int64_t>(
         std::max<std::int64_t>(
             static_cast<std::int64_t>(
@@ -63,7 +64,8 @@ ContextChoice auto_context(const ModelConfig& c, std::uint64_t budget, int prefi
             experts / 25),
         experts);
     const auto fits = [&](std::int64_t ctx) {
-        const GpuMemoryLayout m = gpu_memory_layout(c, ctx, prefill_block, scratch_slots, kv_ring);
+        const GpuMemoryLayout m =
+            gpu_memory_layout(c, ctx, prefill_block, scratch_slots, kv_ring, prompt_rows);
         if (pool_bytes >= 0)
             return m.fixed_bytes() + static_cast<std::uint64_t>(pool_bytes) <= budget;
         return m.slots_for(budget) >= ch.min_slots;
@@ -111,8 +113,20 @@ int kv_ring_positions(const ModelConfig& c, std::int64_t context, int ring, int 
     return ring >= context ? 0 : ring;
 }
 
+std::int64_t prompt_rows(const ModelConfig& c, std::int64_t context, int rows) {
+    const std::int64_t ctx = std::max<std::int64_t>(context, 1);
+    if (rows > 0) return std::min<std::int64_t>(rows, ctx);
+    const double row_bytes =
+        3.0 * 4.0 * static_cast<double>(c.hidden_size) * static_cast<double>(ctx);
+    const double expert_bytes =
+        static_cast<double>(expert_count(c)) *
+        static_cast<double>(cpu::ExpertRecordView::raw_bytes(c.hidden_size, c.intermediate_size));
+    if (row_bytes <= kPromptRowsShare * expert_bytes) return ctx;
+    return std::min(ctx, kPromptChunkRows);
+}
+
 GpuMemoryLayout gpu_memory_layout(const ModelConfig& c, std::int64_t context, int prefill_block,
-                                  int scratch_slots, int kv_ring) {
+                                  int scratch_slots, int kv_ring, int prompt_rows_option) {
     const std::uint64_t H = static_cast<std::uint64_t>(c.hidden_size),
                         I = static_cast<std::uint64_t>(c.intermediate_size),
                         E = static_cast<std::uint64_t>(c.num_experts),
@@ -149,8 +163,9 @@ GpuMemoryLayout gpu_memory_layout(const ModelConfig& c, std::int64_t context, in
     if (prefill_block > 0 && c.head_dim == 64) {
         const std::uint64_t B =
             std::min<std::uint64_t>(static_cast<std::uint64_t>(prefill_block), ctx);
+        const auto rows = static_cast<std::uint64_t>(prompt_rows(c, context, prompt_rows_option));
         m.prefill_bytes =
-            3 * aligned(4 * ctx * H) + 3 * aligned(4 * ctx * K) + aligned(4 * B * H) +
+            3 * aligned(4 * rows * H) + 3 * aligned(4 * ctx * K) + aligned(4 * B * H) +
             aligned(4 * B * (Q + 2 * KV)) + aligned(4 * B * Q) + aligned(4 * B * E) +
             aligned(4 * B * I) + (Q + 2 * KV >= I ? 0 : aligned(4 * B * I)) +
             aligned(static_cast<std::uint64_t>(std::max(scratch_slots, 0)) * m.slot_bytes);
@@ -158,7 +173,8 @@ GpuMemoryLayout gpu_memory_layout(const ModelConfig& c, std::int64_t context, in
     return m;
 }
 
-std::uint64_t prefill_pinned_bytes(const ModelConfig& c, std::int64_t context, bool store_pinned) {
+std::uint64_t prefill_pinned_bytes(const ModelConfig& c, std::int64_t context, bool store_pinned,
+                                   int prompt_rows_option) {
     if (c.head_dim != 64) return 0;  // no GPU prefill (fit.h: gpu_memory_layout)
     const GpuOptions d;
     const auto ctx = static_cast<std::uint64_t>(std::max<std::int64_t>(context, 1)),
@@ -174,7 +190,8 @@ std::uint64_t prefill_pinned_bytes(const ModelConfig& c, std::int64_t context, b
     return rings * record               // staging + early rings
            + block * H * 4              // embeddings of a block
            + ctx * K * 8 + ctx * K * 4  // routing, expert entries
-           + ctx * H * 4                // the experts' input rows
+           + static_cast<std::uint64_t>(prompt_rows(c, context, prompt_rows_option)) * H *
+                 4  // the experts' input rows
            + E * static_cast<std::uint64_t>(d.prefill_cpu_tokens) * H * 4 +
            (ctx + 1) * 4;  // CPU path rows
 }

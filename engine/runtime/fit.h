@@ -35,11 +35,24 @@ struct GpuMemoryLayout {
         return core_bytes + kv_bytes + activation_bytes + reserve_bytes + prefill_bytes;
     }
 };
-// prefill_block / scratch_slots / kv_ring: GpuOptions' (0 blocks: prompts token by token, no
-// buffers; kv_ring -1: auto, 0: no ring), defaults as GpuOptions'.
+// prefill_block / scratch_slots / kv_ring / prompt_rows: GpuOptions' (0 blocks: prompts token by
+// token, no buffers; kv_ring -1: auto, 0: no ring; prompt_rows 0: auto), defaults as GpuOptions'.
 GpuMemoryLayout gpu_memory_layout(const ModelConfig& config, std::int64_t context,
-                                  int prefill_block = 2048, int scratch_slots = 4,
-                                  int kv_ring = -1);
+                                  int prefill_block = 2048, int scratch_slots = 4, int kv_ring = -1,
+                                  int prompt_rows = 0);
+
+// Positions of a prompt the GPU prefill holds at once: its residual stream, the experts' sum and
+// the experts' input (three fp32 rows of `hidden` per position in VRAM, one pinned on the host).
+// A longer prompt runs in chunks of that many positions, each chunk layer-major like a prompt of
+// its own (a non-resident expert is staged once per chunk and layer). `rows` > 0: that many
+// (GpuOptions::prompt_rows, at most the context); 0 (auto): the whole context where its rows
+// cost at most kPromptRowsShare of the experts' bytes, else kPromptChunkRows. gpt-oss-120b at
+// 16,384 positions: 566 MB = 0.9% of 61 GB of experts, whole prompts; gpt-oss-20b: 5.5% of 10.2
+// GB, chunks of 4,096, which leaves 425 MB (33 slots, 4.3% of its experts) to the expert slots
+// for the decode, where each missed expert costs a CPU or PCIe read (docs/CUDA.md "Prefill").
+inline constexpr std::int64_t kPromptChunkRows = 4096;
+inline constexpr double kPromptRowsShare = 0.02;
+std::int64_t prompt_rows(const ModelConfig& config, std::int64_t context, int rows = 0);
 
 // The GPU context when --context is auto (GpuOptions::context <= 0): kAutoContext positions (at
 // most the model's maximum) where the VRAM budget keeps at least min_slots expert slots beside
@@ -56,7 +69,7 @@ struct ContextChoice {
 };
 ContextChoice auto_context(const ModelConfig& config, std::uint64_t budget_bytes,
                            int prefill_block = 2048, int scratch_slots = 4, int kv_ring = -1,
-                           std::int64_t pool_bytes = -1);
+                           std::int64_t pool_bytes = -1, int prompt_rows = 0);
 
 // Positions of K/V a sliding-window layer keeps with GpuOptions::kv_ring = `ring`. A ring holds
 // the window and, for the GPU prefill, a block of new positions beside it: ring >= window +
@@ -70,7 +83,7 @@ int kv_ring_positions(const ModelConfig& config, std::int64_t context, int ring,
 // records are copied from the store itself), the prompt's expert input rows and routing, the CPU
 // path's rows. RAM the OS cannot page out; neural fit counts it.
 std::uint64_t prefill_pinned_bytes(const ModelConfig& config, std::int64_t context,
-                                   bool store_pinned = false);
+                                   bool store_pinned = false, int prompt_rows = 0);
 
 struct MachineInfo {
     std::uint64_t ram_total = 0;

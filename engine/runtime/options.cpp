@@ -258,6 +258,12 @@ std::vector<Setting> make_settings() {
     r.push_back(ranged(row("prefill-block", T::integer, "N", "Prompt block",
                            "prompt tokens per block", A::cuda, NEURAL_INT(gpu.prefill_block)),
                        1, 65536));
+    r.push_back(ranged(row("prompt-rows", T::integer, "N", "Prompt rows",
+                           "prompt positions the GPU holds at once, longer prompts run in chunks "
+                           "of N; 0: auto (the whole context, or 4096 where those rows would "
+                           "take VRAM worth more as expert slots)",
+                           A::cuda, NEURAL_INT(gpu.prompt_rows)),
+                       0, 1 << 20));
     r.push_back(ranged(row("scratch", T::integer, "N", "Scratch slots",
                            "VRAM scratch slots that non-resident experts are staged into", A::cuda,
                            NEURAL_INT(gpu.scratch_slots)),

@@ -421,6 +421,7 @@ TEST(CudaHybrid, PrefillOrdersBlocksStagingAndResidencyAreBitIdentical) {
         int block;
         int scratch;
         int streams = 2;
+        int rows = 0;  // --prompt-rows: chunks of that many positions (0: the whole prompt)
     };
     // Frozen residency, CPU path off (it would take different groups in different orders). One
     // expert stream (each expert's two launches one after the other) against two (gate_ups beside
@@ -435,16 +436,25 @@ TEST(CudaHybrid, PrefillOrdersBlocksStagingAndResidencyAreBitIdentical) {
         {"block-major, 7 blocks, all staged, 1 scratch slot, one stream", 0, "block", 8, 1, 1},
         {"layer-major, all staged, 3 scratch slots", 0, "layer", 2048, 3},
         {"layer-major, all staged, 3 scratch slots, one stream", 0, "layer", 2048, 3, 1},
-        {"layer-major, all resident", 1000, "layer", 2048, 4}};
+        {"layer-major, all resident", 1000, "layer", 2048, 4},
+        {"layer-major, chunks of 16 rows of 2 blocks, half resident", 16, "layer", 8, 4, 2, 16},
+        {"layer-major, chunks of 13 rows (a block cut at each chunk's end)", 16, "layer", 2048, 4,
+         2, 13},
+        {"block-major, chunks of 24 rows, all staged, 1 scratch slot", 0, "block", 8, 1, 2, 24}};
     for (const Case& c : cases) {
         SCOPED_TRACE(c.name);
         LoadOptions o = prefill_options(c.pool, c.order, c.block, 0);
         o.gpu.scratch_slots = c.scratch;
         o.gpu.expert_streams = c.streams;
+        o.gpu.prompt_rows = c.rows;
         auto m = Model::load(test::tiny_model_dir(), o);
         const auto got = all_logits(*m, ids);
         const auto& bc = m->backend_counters();
         EXPECT_EQ(bc.prefill_tokens.load(), ids.size());
+        EXPECT_EQ(bc.prefill_chunks.load(),
+                  c.rows > 0 ? (ids.size() + static_cast<std::size_t>(c.rows) - 1) /
+                                   static_cast<std::size_t>(c.rows)
+                             : 1u);
         if (c.pool == 0) {
             EXPECT_GT(bc.prefill_staged.load(), 0u);
         }

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdio>
 
 #include <nlohmann/json.hpp>
 
@@ -73,6 +74,36 @@ TEST(Fit, GpuMemoryModelMatchesWhatTheBackendAllocated) {
     EXPECT_EQ(gpu_memory_layout(shape("gpt-oss-120b"), 16384)
                   .slots_for(static_cast<std::uint64_t>(12 * kGiB)),
               569);
+}
+
+// --prompt-rows: auto keeps the whole context's prompt rows where they cost at most 2% of the
+// experts' bytes (120b), else 4,096 rows (20b), whose VRAM goes to the expert slots.
+TEST(Fit, PromptRowsAreTheWholeContextUnlessTheyCostMoreThanTwoPercentOfTheExperts) {
+    const ModelConfig c20 = shape("gpt-oss-20b"), c120 = shape("gpt-oss-120b");
+    EXPECT_EQ(prompt_rows(c120, 16384), 16384);
+    EXPECT_EQ(prompt_rows(c20, 16384), kPromptChunkRows);
+    EXPECT_EQ(prompt_rows(c20, 2048), 2048);  // never more than the context
+    EXPECT_EQ(prompt_rows(c20, 16384, 100), 100);
+    EXPECT_EQ(prompt_rows(c120, 16384, 100), 100);
+    EXPECT_EQ(prompt_rows(c20, 50, 100), 50);
+    const auto budget = static_cast<std::uint64_t>(12 * kGiB);
+    const GpuMemoryLayout whole = gpu_memory_layout(c20, 16384, 2048, 4, -1, 16384);
+    const GpuMemoryLayout chunks = gpu_memory_layout(c20, 16384);
+    EXPECT_EQ(whole.prefill_bytes - chunks.prefill_bytes,
+              std::uint64_t{3} * 4 * (16384 - 4096) * 2880);
+    std::printf(
+        "gpt-oss-20b at 12 GiB, 16,384 positions: %lld slots with whole prompts, %lld "
+        "with chunks of 4,096\n",
+        static_cast<long long>(whole.slots_for(budget)),
+        static_cast<long long>(chunks.slots_for(budget)));
+    EXPECT_EQ(whole.slots_for(budget), 658);
+    EXPECT_EQ(chunks.slots_for(budget), 691);
+    EXPECT_EQ(gpu_memory_layout(c120, 16384).prefill_bytes,
+              gpu_memory_layout(c120, 16384, 2048, 4, -1, 16384).prefill_bytes);
+    EXPECT_EQ(prefill_pinned_bytes(c20, 16384, false, 16384) - prefill_pinned_bytes(c20, 16384),
+              std::uint64_t{4} * (16384 - 4096) * 2880);
+    // auto_context sees the same rows: the 20b keeps 16,384 positions with more slots beside.
+    EXPECT_EQ(auto_context(c20, budget).context, 16384);
 }
 
 // --kv-ring: the sliding layers (half of gpt-oss's) keep a ring instead of the whole context.

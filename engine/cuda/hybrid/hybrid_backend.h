@@ -159,8 +159,10 @@ struct Admissions {
 struct PrefillState {
     bool on = false;  // prompts run on the GPU as a whole (else token by token)
     int block = 0;    // tokens per block
+    int rows = 0;     // prompt positions held at once (runtime/fit.h prompt_rows); chunks of it
     std::vector<cuda::ExpertShape> shapes;  // per layer (prefill_expert_shape)
-    // Prompt-sized: residual stream, expert sum, the experts' input, routing, grouped entries.
+    // Prompt-sized: residual stream, expert sum, the experts' input ([rows, hidden] each);
+    // routing and grouped entries ([context, k]).
     float *x = nullptr, *acc = nullptr, *h = nullptr, *gate = nullptr;
     int *sel = nullptr, *entries = nullptr;
     // Block-sized: normed input, QKV, attention output, router logits, expert activations.
@@ -382,6 +384,9 @@ private:
     void prefill(const std::vector<TokenId>& work, std::int64_t start, std::int64_t first_out,
                  float* logits_out, std::int64_t observe_from, RouterObserver* observer,
                  const std::atomic<bool>* cancel);
+    void prefill_chunk(std::span<const TokenId> work, std::int64_t start, std::int64_t first_out,
+                       float* logits_out, std::int64_t observe_from, RouterObserver* observer,
+                       PrefillStats& st);
     std::vector<int> stage_early(int l, int rows0, PrefillStats& st);
     void dense_rows(int l, int b0, int rows, std::int64_t start, PrefillStats& st);
     void expert_rows(int l, int b0, int rows, std::int64_t start, std::int64_t observe_from,

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstring>
 #include <future>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,7 @@
 #include "cuda/rope_kv.cuh"
 #include "cuda/router.cuh"
 #include "model/config.h"
+#include "runtime/fit.h"
 
 namespace neural::hybrid {
 
@@ -49,14 +51,21 @@ void HybridBackend::init_prefill() {
     if (opt_.prefill_early < 0 || opt_.prefill_early > kMaxPrefillEarly) {
         fail("--prefill-early must be 0..{}", kMaxPrefillEarly);
     }
+    if (opt_.prompt_rows < 0) fail("--prompt-rows must be 0 (auto) or more");
     const auto Hs = static_cast<std::size_t>(H_), Ks = static_cast<std::size_t>(K_),
                ctx = static_cast<std::size_t>(ctx_);
     pf_.block = static_cast<int>(std::min<std::int64_t>(opt_.prefill_block, ctx_));
-    const auto B = static_cast<std::size_t>(pf_.block);
-    pf_.x = dalloc<float>(ctx * Hs, "prefill activations");
-    pf_.acc = dalloc<float>(ctx * Hs, "prefill activations");
-    NEURAL_CUDA(cudaMemset(pf_.acc, 0, ctx * Hs * 4));
-    pf_.h = dalloc<float>(ctx * Hs, "prefill activations");
+    pf_.rows = static_cast<int>(prompt_rows(*in_.config, ctx_, opt_.prompt_rows));
+    if (static_cast<std::int64_t>(pf_.rows) < ctx_) {
+        spdlog::info(
+            "prefill: prompts of more than {} positions run in chunks of {} (--prompt-rows)",
+            pf_.rows, pf_.rows);
+    }
+    const auto B = static_cast<std::size_t>(pf_.block), R = static_cast<std::size_t>(pf_.rows);
+    pf_.x = dalloc<float>(R * Hs, "prefill activations");
+    pf_.acc = dalloc<float>(R * Hs, "prefill activations");
+    NEURAL_CUDA(cudaMemset(pf_.acc, 0, R * Hs * 4));
+    pf_.h = dalloc<float>(R * Hs, "prefill activations");
     pf_.sel = dalloc<int>(ctx * Ks, "prefill routing");
     pf_.gate = dalloc<float>(ctx * Ks, "prefill routing");
     pf_.entries = dalloc<int>(ctx * Ks, "prefill routing");
@@ -100,7 +109,7 @@ void HybridBackend::init_prefill() {
     pf_.emb = HostBuffer(B * Hs * 4);
     pf_.route_host = HostBuffer(ctx * Ks * 8);
     pf_.entries_host = HostBuffer(ctx * Ks * 4);
-    pf_.h_host = HostBuffer(ctx * Hs * 4);
+    pf_.h_host = HostBuffer(R * Hs * 4);
     if (opt_.prefill_cpu_tokens > 0) {
         pf_.cpu_rows = HostBuffer(static_cast<std::size_t>(E_) *
                                   static_cast<std::size_t>(opt_.prefill_cpu_tokens) * Hs * 4);
@@ -117,7 +126,6 @@ void HybridBackend::prefill(const std::vector<TokenId>& work, std::int64_t start
                             RouterObserver* observer, const std::atomic<bool>* cancel) {
     const auto t_begin = Clock::now();
     const int n = static_cast<int>(work.size());
-    const std::size_t Hs = static_cast<std::size_t>(H_);
     PrefillStats st;
     // Admissions in flight finish first: the host's slot map must equal the device table.
     // Streamed misses' copies into the scratch slots too (their kernels are on stream_,
@@ -137,64 +145,17 @@ void HybridBackend::prefill(const std::vector<TokenId>& work, std::int64_t start
         ~ClearCancel() { p = nullptr; }
     } clear_cancel{pf_.cancel};
 
-    // Embeddings (bf16 rows widened on the host) into the prompt's residual stream.
-    for (int b0 = 0; b0 < n; b0 += pf_.block) {
-        throw_if_cancelled(cancel);
-        const int rows = std::min(pf_.block, n - b0);
-        float* dst = pf_.emb.host<float>();
-        for (int r = 0; r < rows; ++r)
-            embed(work[static_cast<std::size_t>(b0 + r)], dst + static_cast<std::size_t>(r) * Hs);
-        NEURAL_CUDA(cudaMemcpyAsync(pf_.x + static_cast<std::size_t>(b0) * Hs, dst,
-                                    static_cast<std::size_t>(rows) * Hs * 4, cudaMemcpyHostToDevice,
-                                    stream_));
-        NEURAL_CUDA(cudaStreamSynchronize(stream_));  // pf_.emb is reused by the next block
-    }
-
-    // Grouped GEMM only for a prompt of one block of 1,024-4,096 new tokens (docs/CUDA.md).
-    const bool grouped =
-        opt_.grouped_gemm && n <= pf_.block && n >= kGroupedGemmMin && n <= kGroupedGemmMax;
-    if (opt_.prefill_order == "layer") {
-        const int rows0 = std::min(pf_.block, n);
-        const bool early = pf_.early != nullptr && n > pf_.block;
-        std::vector<int> early_of;
-        for (int l = 0; l < L_; ++l) {
-            throw_if_cancelled(cancel);
-            dense_rows(l, 0, rows0, start, st);
-            if (early) {
-                // The first block's routing comes to the host as soon as its dense part is
-                // done, while the GPU goes on with the other blocks.
-                NEURAL_CUDA(cudaMemcpyAsync(pf_.route_host.host<int>(), pf_.sel,
-                                            static_cast<std::size_t>(rows0) * K_ * 4,
-                                            cudaMemcpyDeviceToHost, stream_));
-                NEURAL_CUDA(cudaEventRecord(pf_.first_routed, stream_));
-            }
-            for (int b0 = pf_.block; b0 < n; b0 += pf_.block) {
-                throw_if_cancelled(cancel);
-                dense_rows(l, b0, std::min(pf_.block, n - b0), start, st);
-            }
-            if (early) early_of = stage_early(l, rows0, st);
-            expert_rows(l, 0, n, start, observe_from, observer, st, early_of, grouped);
-        }
-    } else {
-        for (int b0 = 0; b0 < n; b0 += pf_.block) {
-            const int rows = std::min(pf_.block, n - b0);
-            for (int l = 0; l < L_; ++l) {
-                throw_if_cancelled(cancel);
-                dense_rows(l, b0, rows, start, st);
-                expert_rows(l, b0, rows, start, observe_from, observer, st, {}, grouped);
-            }
-        }
-    }
-
-    // Logits of the rows asked for, through the decode tail's kernels.
-    for (std::int64_t r = first_out; r < n; ++r) {
-        throw_if_cancelled(cancel);
-        NEURAL_CUDA(cudaMemcpyAsync(dec_.x, pf_.x + static_cast<std::size_t>(r) * Hs, Hs * 4,
-                                    cudaMemcpyDeviceToDevice, stream_));
-        NEURAL_CUDA(cudaGraphLaunch(dec_.tail_rows, stream_));
-        NEURAL_CUDA(cudaStreamSynchronize(stream_));
-        std::memcpy(logits_out + (r - first_out) * V_, dec_.logits_host.ptr,
-                    static_cast<std::size_t>(V_) * 4);
+    // A prompt longer than the rows the GPU holds runs in chunks, each like a prompt of its own
+    // (its K/V is in the cache for the next); the logits rows asked for come from whichever chunk
+    // holds them, the prompt's experts are admitted once, after the last chunk.
+    for (int c0 = 0; c0 < n; c0 += pf_.rows) {
+        const int rows = std::min(pf_.rows, n - c0);
+        const std::int64_t out0 = std::max<std::int64_t>(first_out - c0, 0);
+        float* out = logits_out + std::max<std::int64_t>(c0 - first_out, 0) * V_;
+        prefill_chunk(std::span<const TokenId>(work).subspan(static_cast<std::size_t>(c0),
+                                                             static_cast<std::size_t>(rows)),
+                      start + c0, out0, out, observe_from, observer, st);
+        resident_.len = std::max(resident_.len, start + c0 + rows);
     }
     NEURAL_CUDA(cudaStreamSynchronize(stream_));
     admit_prompt_experts();
@@ -223,6 +184,79 @@ void HybridBackend::prefill(const std::vector<TokenId>& work, std::int64_t start
         bc->prefill_cpu_groups.fetch_add(st.cpu_groups, rl);
         bc->prefill_early.fetch_add(st.early, rl);
         bc->prefill_grouped.fetch_add(st.grouped, rl);
+        bc->prefill_chunks.fetch_add(static_cast<std::uint64_t>((n + pf_.rows - 1) / pf_.rows), rl);
+    }
+}
+
+// One chunk of a prompt (prefill): work at positions start .. start + n - 1, n <= pf_.rows, the
+// logits of its rows first_out .. n - 1 to logits_out.
+void HybridBackend::prefill_chunk(std::span<const TokenId> work, std::int64_t start,
+                                  std::int64_t first_out, float* logits_out,
+                                  std::int64_t observe_from, RouterObserver* observer,
+                                  PrefillStats& st) {
+    const int n = static_cast<int>(work.size());
+    const std::size_t Hs = static_cast<std::size_t>(H_);
+    // The experts' sums start at zero: a layer's add_moe_rows zeroes the rows it adds, but a
+    // prompt cancelled during a layer's experts left partial sums behind.
+    NEURAL_CUDA(cudaMemsetAsync(pf_.acc, 0, static_cast<std::size_t>(n) * Hs * 4, stream_));
+    // Embeddings (bf16 rows widened on the host) into the prompt's residual stream.
+    for (int b0 = 0; b0 < n; b0 += pf_.block) {
+        throw_if_cancelled(pf_.cancel);
+        const int rows = std::min(pf_.block, n - b0);
+        float* dst = pf_.emb.host<float>();
+        for (int r = 0; r < rows; ++r)
+            embed(work[static_cast<std::size_t>(b0 + r)], dst + static_cast<std::size_t>(r) * Hs);
+        NEURAL_CUDA(cudaMemcpyAsync(pf_.x + static_cast<std::size_t>(b0) * Hs, dst,
+                                    static_cast<std::size_t>(rows) * Hs * 4, cudaMemcpyHostToDevice,
+                                    stream_));
+        NEURAL_CUDA(cudaStreamSynchronize(stream_));  // pf_.emb is reused by the next block
+    }
+
+    // Grouped GEMM only for a prompt of one block of 1,024-4,096 new tokens (docs/CUDA.md).
+    const bool grouped =
+        opt_.grouped_gemm && n <= pf_.block && n >= kGroupedGemmMin && n <= kGroupedGemmMax;
+    if (opt_.prefill_order == "layer") {
+        const int rows0 = std::min(pf_.block, n);
+        const bool early = pf_.early != nullptr && n > pf_.block;
+        std::vector<int> early_of;
+        for (int l = 0; l < L_; ++l) {
+            throw_if_cancelled(pf_.cancel);
+            dense_rows(l, 0, rows0, start, st);
+            if (early) {
+                // The first block's routing comes to the host as soon as its dense part is
+                // done, while the GPU goes on with the other blocks.
+                NEURAL_CUDA(cudaMemcpyAsync(pf_.route_host.host<int>(), pf_.sel,
+                                            static_cast<std::size_t>(rows0) * K_ * 4,
+                                            cudaMemcpyDeviceToHost, stream_));
+                NEURAL_CUDA(cudaEventRecord(pf_.first_routed, stream_));
+            }
+            for (int b0 = pf_.block; b0 < n; b0 += pf_.block) {
+                throw_if_cancelled(pf_.cancel);
+                dense_rows(l, b0, std::min(pf_.block, n - b0), start, st);
+            }
+            if (early) early_of = stage_early(l, rows0, st);
+            expert_rows(l, 0, n, start, observe_from, observer, st, early_of, grouped);
+        }
+    } else {
+        for (int b0 = 0; b0 < n; b0 += pf_.block) {
+            const int rows = std::min(pf_.block, n - b0);
+            for (int l = 0; l < L_; ++l) {
+                throw_if_cancelled(pf_.cancel);
+                dense_rows(l, b0, rows, start, st);
+                expert_rows(l, b0, rows, start, observe_from, observer, st, {}, grouped);
+            }
+        }
+    }
+
+    // Logits of the rows asked for, through the decode tail's kernels.
+    for (std::int64_t r = first_out; r < n; ++r) {
+        throw_if_cancelled(pf_.cancel);
+        NEURAL_CUDA(cudaMemcpyAsync(dec_.x, pf_.x + static_cast<std::size_t>(r) * Hs, Hs * 4,
+                                    cudaMemcpyDeviceToDevice, stream_));
+        NEURAL_CUDA(cudaGraphLaunch(dec_.tail_rows, stream_));
+        NEURAL_CUDA(cudaStreamSynchronize(stream_));
+        std::memcpy(logits_out + (r - first_out) * V_, dec_.logits_host.ptr,
+                    static_cast<std::size_t>(V_) * 4);
     }
 }
 

@@ -118,7 +118,7 @@ void HybridBackend::init() {
                                  : -1;
         const ContextChoice cc =
             auto_context(c, vram_.budget, opt_.prefill_order == "token" ? 0 : opt_.prefill_block,
-                         opt_.scratch_slots, opt_.kv_ring, pool_bytes);
+                         opt_.scratch_slots, opt_.kv_ring, pool_bytes, opt_.prompt_rows);
         ctx_ = cc.context;
         spdlog::info("{}", cc.line);
     }
