@@ -36,18 +36,40 @@ __device__ void combine_head(const float* scratch, const std::uint16_t* __restri
     const int t = threadIdx.x;
     const float* part = scratch + static_cast<std::size_t>(hq) * splits * (d + 2);
     const float sink = bf16_bits_to_float(sinks[hq]);
+    // kSplitSteps parts' loads in flight, then used in split order.
+    constexpr int kSplitSteps = 8;
     float m = sink;
-    for (int s = 0; s < splits; ++s) {
-        if (__ldcg(part + s * (d + 2) + 1) > 0.0f) m = fmaxf(m, __ldcg(part + s * (d + 2)));
+    for (int s0 = 0; s0 < splits; s0 += kSplitSteps) {
+        float pm[kSplitSteps], pl[kSplitSteps];
+#pragma unroll
+        for (int j = 0; j < kSplitSteps; ++j) {
+            const float* p = part + (s0 + j) * (d + 2);
+            pm[j] = s0 + j < splits ? __ldcg(p) : 0.0f;
+            pl[j] = s0 + j < splits ? __ldcg(p + 1) : 0.0f;
+        }
+#pragma unroll
+        for (int j = 0; j < kSplitSteps; ++j) {
+            if (s0 + j < splits && pl[j] > 0.0f) m = fmaxf(m, pm[j]);
+        }
     }
     float denom = expf(sink - m), acc = 0.0f;
-    for (int s = 0; s < splits; ++s) {
-        const float* p = part + s * (d + 2);
-        const float ps = __ldcg(p + 1);
-        if (ps <= 0.0f) continue;
-        const float f = expf(__ldcg(p) - m);
-        denom += ps * f;
-        if (t < d) acc += __ldcg(p + 2 + t) * f;
+    for (int s0 = 0; s0 < splits; s0 += kSplitSteps) {
+        float pm[kSplitSteps], pl[kSplitSteps], pv[kSplitSteps];
+#pragma unroll
+        for (int j = 0; j < kSplitSteps; ++j) {
+            const float* p = part + (s0 + j) * (d + 2);
+            const bool in = s0 + j < splits;
+            pm[j] = in ? __ldcg(p) : 0.0f;
+            pl[j] = in ? __ldcg(p + 1) : 0.0f;
+            pv[j] = in && t < d ? __ldcg(p + 2 + t) : 0.0f;
+        }
+#pragma unroll
+        for (int j = 0; j < kSplitSteps; ++j) {
+            if (s0 + j >= splits || pl[j] <= 0.0f) continue;
+            const float f = expf(pm[j] - m);
+            denom += pl[j] * f;
+            if (t < d) acc += pv[j] * f;
+        }
     }
     if (t < d) out[hq * d + t] = acc / denom;
 }
@@ -77,14 +99,34 @@ __global__ void attention_split_kernel(const float* __restrict__ q, const float*
     const int warp = t / 32, lane = t % 32;
     for (int base = j0; base < j1; base += kThreads) {
         const int cnt = min(kThreads, j1 - base);
-        // Scores: one warp per key, lanes over the head dimension (coalesced K rows).
-        for (int u = warp; u < cnt; u += kThreads / 32) {
-            const int key = ring > 0 ? (base + u) % ring : base + u;
-            const float* kj = kc + static_cast<std::size_t>(key) * kv_dim + hk * d;
-            float part = 0.0f;
-            for (int i = lane; i < d; i += 32) part += qs[i] * kj[i];
-            part = warp_sum(part);
-            if (lane == 0) ps[u] = part * scale;
+        // Scores: one warp per key, lanes over the head dimension (coalesced K rows); each warp
+        // loads kKeySteps keys' rows before the first dot.
+        constexpr int kKeySteps = 4, kDimSteps = kAttentionMaxHeadDim / 32;
+        for (int u0 = warp; u0 < cnt; u0 += (kThreads / 32) * kKeySteps) {
+            float kv[kKeySteps][kDimSteps];
+#pragma unroll
+            for (int j = 0; j < kKeySteps; ++j) {
+                const int u = u0 + (kThreads / 32) * j;
+                const int key = ring > 0 ? (base + u) % ring : base + u;
+                const float* kj = kc + static_cast<std::size_t>(key) * kv_dim + hk * d;
+#pragma unroll
+                for (int s = 0; s < kDimSteps; ++s) {
+                    const int i = lane + 32 * s;
+                    kv[j][s] = u < cnt && i < d ? kj[i] : 0.0f;
+                }
+            }
+#pragma unroll
+            for (int j = 0; j < kKeySteps; ++j) {
+                const int u = u0 + (kThreads / 32) * j;  // the same for the whole warp
+                float part = 0.0f;
+#pragma unroll
+                for (int s = 0; s < kDimSteps; ++s) {
+                    const int i = lane + 32 * s;
+                    if (i < d) part += qs[i] * kv[j][s];
+                }
+                part = warp_sum(part);
+                if (lane == 0 && u < cnt) ps[u] = part * scale;
+            }
         }
         __syncthreads();
         const float s = t < cnt ? ps[t] : -FLT_MAX;
@@ -95,10 +137,21 @@ __global__ void attention_split_kernel(const float* __restrict__ q, const float*
         const float tile = block_sum(p, red);  // also orders ps[] before the reads below
         l = l * alpha + tile;
         if (t < d) {
+            // kValueSteps keys' values in flight, then summed in key order.
+            constexpr int kValueSteps = 8;
             float a = acc * alpha;
-            for (int u = 0; u < cnt; ++u) {
-                const int key = ring > 0 ? (base + u) % ring : base + u;
-                a += ps[u] * vc[static_cast<std::size_t>(key) * kv_dim + hk * d + t];
+            for (int u0 = 0; u0 < cnt; u0 += kValueSteps) {
+                float v[kValueSteps];
+#pragma unroll
+                for (int j = 0; j < kValueSteps; ++j) {
+                    const int u = u0 + j;
+                    const int key = ring > 0 ? (base + u) % ring : base + u;
+                    v[j] = u < cnt ? vc[static_cast<std::size_t>(key) * kv_dim + hk * d + t] : 0.0f;
+                }
+#pragma unroll
+                for (int j = 0; j < kValueSteps; ++j) {
+                    if (u0 + j < cnt) a += ps[u0 + j] * v[j];
+                }
             }
             acc = a;
         }

@@ -135,16 +135,54 @@ __device__ __forceinline__ int padded_index(int i) { return (i >> 5) * 33 + (i &
 __host__ __device__ constexpr int padded_floats(int n) { return n / 32 * 33; }
 
 // One MXFP4 row (G blocks: codes G*16 bytes, 16-byte aligned; scales G bytes) dotted with the
-// padded activations xp by a whole warp, one 16-byte block per lane per step; every lane gets
-// the sum. Fixed order: lane-partial sums over steps, then warp_sum.
+// padded activations xp by a whole warp, one 16-byte block per lane per step, Steps steps' loads
+// issued before the first block is used (a row of the gpt-oss experts is 90 blocks: 3 steps, one
+// memory round trip instead of three); every lane gets the sum. Fixed order: lane-partial sums
+// over steps, then warp_sum (the same bits for any Steps).
+template <int Steps = 4>
 __device__ __forceinline__ float mxfp4_row_dot(const std::uint8_t* codes,
                                                const std::uint8_t* scales, int G, const float* xp) {
     const int lane = threadIdx.x % 32;
     const uint4* blocks = reinterpret_cast<const uint4*>(codes);
     float acc = 0.0f;
-    for (int b = lane; b < G; b += 32)
-        acc += mxfp4_block_dot(__ldg(blocks + b), __ldg(scales + b), xp + 33 * b);
+    for (int b0 = lane; b0 < G; b0 += 32 * Steps) {
+        uint4 c[Steps];
+        std::uint32_t sc[Steps];
+#pragma unroll
+        for (int j = 0; j < Steps; ++j) {
+            const int b = b0 + 32 * j;
+            c[j] = b < G ? __ldg(blocks + b) : make_uint4(0, 0, 0, 0);
+            sc[j] = b < G ? __ldg(scales + b) : 0u;
+        }
+#pragma unroll
+        for (int j = 0; j < Steps; ++j) {
+            const int b = b0 + 32 * j;
+            if (b < G) acc += mxfp4_block_dot(c[j], sc[j], xp + 33 * b);
+        }
+    }
     return warp_sum(acc);
+}
+
+// use(i, load(i)) for i = threadIdx.x, threadIdx.x + Threads, ... below n, in that order, with
+// Steps loads issued before the first use. A block's strided pass over a small vector (an
+// activation row into shared memory, a sum of squares) otherwise compiles to one load, wait,
+// use per element: a dozen dependent L2 round trips per thread where one or two suffice.
+template <int Threads, int Steps, class Load, class Use>
+__device__ __forceinline__ void for_strided(int n, Load load, Use use) {
+    using T = decltype(load(0));
+    for (int i0 = static_cast<int>(threadIdx.x); i0 < n; i0 += Threads * Steps) {
+        T v[Steps];
+#pragma unroll
+        for (int j = 0; j < Steps; ++j) {
+            const int i = i0 + Threads * j;
+            if (i < n) v[j] = load(i);
+        }
+#pragma unroll
+        for (int j = 0; j < Steps; ++j) {
+            const int i = i0 + Threads * j;
+            if (i < n) use(i, v[j]);
+        }
+    }
 }
 
 }  // namespace neural::cuda

@@ -15,8 +15,9 @@ __global__ void __launch_bounds__(kThreads) norm_qkv_rope_kernel(const NormQkvRo
     extern __shared__ float hs[];  // [hidden]: h = rms_norm(x) * norm_w, this block's own copy
     __shared__ float partial[kWarps];
     const float inv = rms_inv_block<kThreads>(p.x, p.hidden, p.eps, partial);
-    for (int i = static_cast<int>(threadIdx.x); i < p.hidden; i += kThreads)
-        hs[i] = bf16_bits_to_float(p.norm_w[i]) * (p.x[i] * inv);
+    for_strided<kThreads, 4>(
+        p.hidden, [&](int i) { return make_float2(p.x[i], bf16_bits_to_float(p.norm_w[i])); },
+        [&](int i, float2 v) { hs[i] = v.y * (v.x * inv); });
     __syncthreads();
     // Warp `pair` computes rows i and i + d/2 of head `head`: the two values RoPE rotates together.
     const int warp = static_cast<int>(threadIdx.x / 32), lane = static_cast<int>(threadIdx.x % 32);
@@ -57,7 +58,10 @@ __global__ void __launch_bounds__(kThreads) oproj_norm_route_kernel(const OprojR
         for (std::size_t l = first + threadIdx.x; l < end; l += kThreads)
             prefetch_l2(base + l * 128);
     }
-    for (int i = static_cast<int>(threadIdx.x); i < p.attn_width; i += kThreads) as[i] = p.attn[i];
+    for_strided<kThreads, 4>(
+        p.attn_width / 4,
+        [&](int i4) { return __ldg(reinterpret_cast<const float4*>(p.attn) + i4); },
+        [&](int i4, float4 v) { reinterpret_cast<float4*>(as)[i4] = v; });
     __syncthreads();
     const int warp = static_cast<int>(threadIdx.x / 32), lane = static_cast<int>(threadIdx.x % 32);
     const int row = static_cast<int>(blockIdx.x) * kWarps + warp;
@@ -75,18 +79,21 @@ __global__ void __launch_bounds__(kThreads) oproj_norm_route_kernel(const OprojR
     if (!last) return;
     if (threadIdx.x == 0) *p.counter = 0u;
     __threadfence();
-    for (int i = static_cast<int>(threadIdx.x); i < p.hidden; i += kThreads)
-        hs[i] = __ldcg(p.x + i);  // past L1: other blocks wrote x
+    for_strided<kThreads, 4>(  // past L1: other blocks wrote x
+        p.hidden / 4, [&](int i4) { return __ldcg(reinterpret_cast<const float4*>(p.x) + i4); },
+        [&](int i4, float4 v) { reinterpret_cast<float4*>(hs)[i4] = v; });
     __syncthreads();
     // h = rms_norm(x) * norm_w, as rms_norm.cu's block computes it; each thread rewrites only the
     // elements it summed.
     const float inv = rms_inv_block<kThreads>(hs, p.hidden, p.eps, partial);
-    for (int i = static_cast<int>(threadIdx.x); i < p.hidden; i += kThreads) {
-        const float v = bf16_bits_to_float(p.norm_w[i]) * (hs[i] * inv);
-        hs[i] = v;
-        p.h[i] = v;
-        if (p.h_mirror != nullptr) p.h_mirror[i] = v;
-    }
+    for_strided<kThreads, 4>(
+        p.hidden, [&](int i) { return bf16_bits_to_float(p.norm_w[i]); },
+        [&](int i, float w) {
+            const float v = w * (hs[i] * inv);
+            hs[i] = v;
+            p.h[i] = v;
+            if (p.h_mirror != nullptr) p.h_mirror[i] = v;
+        });
     if (p.h_mirror != nullptr) __threadfence_system();
     __syncthreads();
     // Router logits: a warp per row, two rows (r, r + kWarps) at a time.

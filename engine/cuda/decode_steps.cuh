@@ -16,13 +16,15 @@
 namespace neural::cuda {
 
 // 1 / sqrt(mean(x^2) + eps) of x [n] by a block of Threads threads (a multiple of 32; every
-// thread gets it). Fixed order: thread partial sums over i = t, t + Threads, ..., warp_sum, then
+// thread gets it). Fixed order: thread partial sums over i = t, t + Threads, ... (loads four
+// ahead, common.cuh for_strided), warp_sum, then
 // the warps' sums in warp order. partial: shared memory [Threads / 32]; it must not be written
 // again before the block's next __syncthreads().
 template <int Threads>
 __device__ __forceinline__ float rms_inv_block(const float* x, int n, float eps, float* partial) {
     float ss = 0.0f;
-    for (int i = static_cast<int>(threadIdx.x); i < n; i += Threads) ss += x[i] * x[i];
+    for_strided<Threads, 4>(
+        n, [&](int i) { return x[i]; }, [&](int, float v) { ss += v * v; });
     ss = warp_sum(ss);
     if (threadIdx.x % 32 == 0) partial[threadIdx.x / 32] = ss;
     __syncthreads();

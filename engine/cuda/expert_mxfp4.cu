@@ -28,7 +28,16 @@ __global__ void gate_up_kernel(const std::uint8_t* __restrict__ pool, std::uint6
     const int H = sh.hidden, I = sh.intermediate, G = H / 32;
     const Slice sl = slice_of(part, k, I);
     if (blockIdx.x * kWarps >= sl.neurons) return;  // uniform per block
-    for (int i = threadIdx.x; i < H; i += blockDim.x) xs[padded_index(i)] = x[i];
+    // x [H] into the padded layout, four floats a load (H is a multiple of 32).
+    for_strided<kWarps * 32, 4>(
+        H / 4, [&](int i4) { return __ldg(reinterpret_cast<const float4*>(x) + i4); },
+        [&](int i4, float4 v) {
+            float* d = xs + padded_index(4 * i4);
+            d[0] = v.x;
+            d[1] = v.y;
+            d[2] = v.z;
+            d[3] = v.w;
+        });
     __syncthreads();
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int i = blockIdx.x * kWarps + warp;  // neuron i of the slice (of the expert: whole)
@@ -58,12 +67,19 @@ __global__ void down_kernel(const std::uint8_t* __restrict__ pool, std::uint64_t
                             const int* __restrict__ part) {
     extern __shared__ float as[];  // [k, I] padded (common.cuh)
     const int H = sh.hidden, I = sh.intermediate, Gh = H / 32, PI = padded_floats(I);
-    for (int q = 0; q < sh.k; ++q) {
-        if (slot[q] < 0) continue;
-        const int n = slice_of(part, q, I).neurons;
-        for (int i = threadIdx.x; i < n; i += blockDim.x)
-            as[q * PI + padded_index(i)] = act[q * I + i];
-    }
+    // Every choice's act row [I] into the padded layout, four floats a load, all k rows in one
+    // pass (a miss's or a slice's unused part is copied too and never read).
+    const int I4 = I / 4;
+    for_strided<kWarps * 32, 12>(
+        sh.k * I4, [&](int t) { return __ldg(reinterpret_cast<const float4*>(act) + t); },
+        [&](int t, float4 v) {
+            const int q = t / I4;
+            float* d = as + q * PI + padded_index(4 * (t - q * I4));
+            d[0] = v.x;
+            d[1] = v.y;
+            d[2] = v.z;
+            d[3] = v.w;
+        });
     __syncthreads();
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int r = blockIdx.x * kWarps + warp;
