@@ -36,8 +36,8 @@ __device__ __forceinline__ float rms_inv_block(const float* x, int n, float eps,
 // Loads per lane issued before the first is used by the bf16 row dots below: a decode
 // row is a dozen steps per lane, and one load in flight per lane left the QKV projection waiting
 // on memory latency (measured: 17.8 -> 15.6 us per layer at the 20b shape on the H200, ncu). The
-// sums keep their order (the same bits as one step at a time). common.cuh's MXFP4 row dot keeps
-// one block per step: the same unrolling there measured slower (gate_up 25.2 -> 27.9 us).
+// sums keep their order (the same bits as one step at a time). common.cuh's MXFP4 row dot and
+// for_strided do the same for the expert rows and the vectors copied into shared memory.
 constexpr int kRowSteps = 4;
 
 // Eight bf16 weights (one 16-byte load) dotted with x[0..8), summed left to right.
