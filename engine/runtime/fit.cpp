@@ -298,6 +298,22 @@ FitPlan plan_fit(const FitRequest& r, const MachineInfo& m) {
                 "the core, {:.2f} GiB of K/V and {:.2f} GiB of buffers",
                 p.pool_slots, p.pool_gib, 100.0 * resident_fraction, experts,
                 layout.kv_bytes / kGiB, (layout.activation_bytes + layout.reserve_bytes) / kGiB));
+            const std::int64_t rows = prompt_rows(c, context);
+            if (rows < context) {
+                const std::uint64_t whole =
+                    gpu_memory_layout(c, context, 2048, 4, -1, static_cast<int>(context))
+                        .prefill_bytes;
+                const std::uint64_t more = whole - layout.prefill_bytes;
+                p.reasons.push_back(fmt::format(
+                    "prompt rows {}: longer prompts run in chunks of {} tokens; rows for the "
+                    "whole context would take {:.2f} GiB more, {} expert slots (--prompt-rows)",
+                    rows, rows, more / kGiB, more / layout.slot_bytes));
+            } else {
+                p.reasons.push_back(fmt::format(
+                    "prompt rows {}: a prompt of the whole context runs at once; its rows are at "
+                    "most {:.0f}% of the experts' bytes (--prompt-rows)",
+                    rows, kPromptRowsShare * 100.0));
+            }
             p.static_fraction = 0.5;
             p.reasons.push_back(
                 "static fraction 0.5: half the slots keep the warm-up's hottest experts, "

@@ -104,6 +104,17 @@ TEST(Fit, PromptRowsAreTheWholeContextUnlessTheyCostMoreThanTwoPercentOfTheExper
               std::uint64_t{4} * (16384 - 4096) * 2880);
     // auto_context sees the same rows: the 20b keeps 16,384 positions with more slots beside.
     EXPECT_EQ(auto_context(c20, budget).context, 16384);
+    // neural fit explains the choice in one line.
+    FitRequest r20;
+    r20.config = c20;
+    const FitPlan p20 = plan_fit(r20, gaming_pc());
+    EXPECT_TRUE(has(p20.reasons, "prompt rows 4096: longer prompts run in chunks of 4096 tokens"))
+        << ::testing::PrintToString(p20.reasons);
+    FitRequest r120;
+    r120.config = c120;
+    const FitPlan p120 = plan_fit(r120, gaming_pc());
+    EXPECT_TRUE(has(p120.reasons, "a prompt of the whole context runs at once"))
+        << ::testing::PrintToString(p120.reasons);
 }
 
 // --kv-ring: the sliding layers (half of gpt-oss's) keep a ring instead of the whole context.
