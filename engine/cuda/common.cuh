@@ -134,6 +134,15 @@ __device__ __forceinline__ float mxfp4_block_dot(uint4 codes, std::uint32_t scal
 __device__ __forceinline__ int padded_index(int i) { return (i >> 5) * 33 + (i & 31); }
 __host__ __device__ constexpr int padded_floats(int n) { return n / 32 * 33; }
 
+// Elements i .. i + 3 (i a multiple of 4: the same 32-element block) of a padded vector.
+__device__ __forceinline__ void store_padded4(float* xp, int i, float4 v) {
+    float* d = xp + padded_index(i);
+    d[0] = v.x;
+    d[1] = v.y;
+    d[2] = v.z;
+    d[3] = v.w;
+}
+
 // One MXFP4 row (G blocks: codes G*16 bytes, 16-byte aligned; scales G bytes) dotted with the
 // padded activations xp by a whole warp, one 16-byte block per lane per step, Steps steps' loads
 // issued before the first block is used (a row of the gpt-oss experts is 90 blocks: 3 steps, one

@@ -31,13 +31,7 @@ __global__ void gate_up_kernel(const std::uint8_t* __restrict__ pool, std::uint6
     // x [H] into the padded layout, four floats a load (H is a multiple of 32).
     for_strided<kWarps * 32, 4>(
         H / 4, [&](int i4) { return __ldg(reinterpret_cast<const float4*>(x) + i4); },
-        [&](int i4, float4 v) {
-            float* d = xs + padded_index(4 * i4);
-            d[0] = v.x;
-            d[1] = v.y;
-            d[2] = v.z;
-            d[3] = v.w;
-        });
+        [&](int i4, float4 v) { store_padded4(xs, 4 * i4, v); });
     __syncthreads();
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int i = blockIdx.x * kWarps + warp;  // neuron i of the slice (of the expert: whole)
@@ -74,11 +68,7 @@ __global__ void down_kernel(const std::uint8_t* __restrict__ pool, std::uint64_t
         sh.k * I4, [&](int t) { return __ldg(reinterpret_cast<const float4*>(act) + t); },
         [&](int t, float4 v) {
             const int q = t / I4;
-            float* d = as + q * PI + padded_index(4 * (t - q * I4));
-            d[0] = v.x;
-            d[1] = v.y;
-            d[2] = v.z;
-            d[3] = v.w;
+            store_padded4(as + q * PI, 4 * (t - q * I4), v);
         });
     __syncthreads();
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;

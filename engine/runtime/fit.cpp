@@ -300,8 +300,10 @@ FitPlan plan_fit(const FitRequest& r, const MachineInfo& m) {
                 layout.kv_bytes / kGiB, (layout.activation_bytes + layout.reserve_bytes) / kGiB));
             const std::int64_t rows = prompt_rows(c, context);
             if (rows < context) {
+                const GpuOptions d;  // the options `layout` was computed with, whole rows
                 const std::uint64_t whole =
-                    gpu_memory_layout(c, context, 2048, 4, -1, static_cast<int>(context))
+                    gpu_memory_layout(c, context, d.prefill_block, d.scratch_slots, d.kv_ring,
+                                      static_cast<int>(context))
                         .prefill_bytes;
                 const std::uint64_t more = whole - layout.prefill_bytes;
                 p.reasons.push_back(fmt::format(

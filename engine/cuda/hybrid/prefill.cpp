@@ -63,8 +63,7 @@ void HybridBackend::init_prefill() {
     }
     const auto B = static_cast<std::size_t>(pf_.block), R = static_cast<std::size_t>(pf_.rows);
     pf_.x = dalloc<float>(R * Hs, "prefill activations");
-    pf_.acc = dalloc<float>(R * Hs, "prefill activations");
-    NEURAL_CUDA(cudaMemset(pf_.acc, 0, R * Hs * 4));
+    pf_.acc = dalloc<float>(R * Hs, "prefill activations");  // zeroed by each prompt chunk
     pf_.h = dalloc<float>(R * Hs, "prefill activations");
     pf_.sel = dalloc<int>(ctx * Ks, "prefill routing");
     pf_.gate = dalloc<float>(ctx * Ks, "prefill routing");
