@@ -66,8 +66,7 @@ std::vector<Residency::Admission> Residency::initial(
             return hot[static_cast<std::size_t>(a)] > hot[static_cast<std::size_t>(b)];
         });
     }
-    // Every slot is filled at load. Scores start at 0 either way: the ranking decides the first
-    // placement, the conversation everything after it.
+    // Every slot is filled at load. Scores start at 0 (prior() seeds them from the ranking).
     std::vector<Admission> out;
     for (int s = 0; s < slots(); ++s) {
         const int idx = order[static_cast<std::size_t>(s)];
@@ -81,6 +80,31 @@ std::vector<Residency::Admission> Residency::initial(
         out.push_back({idx / experts_, idx % experts_, s, -1, -1});
     }
     return out;
+}
+
+void Residency::prior(const std::vector<std::vector<double>>& ranking, int choices_per_token) {
+    if (ranking.empty() || frozen()) return;
+    if (ranking.size() != static_cast<std::size_t>(layers_) || choices_per_token <= 0)
+        fail("residency: a prior of {} layers, {} choices per token for {} layers", ranking.size(),
+             choices_per_token, layers_);
+    // The steady state of s = s * decay + refresh_every * p, taken after the round's decay.
+    const double d = std::clamp(options_.decay, 0.0, 0.99);
+    const double steady = options_.refresh_every * d / (1.0 - d);
+    for (int l = 0; l < layers_; ++l) {
+        const auto& row = ranking[static_cast<std::size_t>(l)];
+        if (row.size() != static_cast<std::size_t>(experts_))
+            fail("ranking layer {} has {} experts, the model {}", l, row.size(), experts_);
+        double sum = 0;
+        for (const double v : row) {
+            if (!std::isfinite(v) || v < 0) fail("ranking layer {}: bad count {}", l, v);
+            sum += v;
+        }
+        if (sum <= 0) continue;
+        for (int e = 0; e < experts_; ++e) {
+            const double p = choices_per_token * row[static_cast<std::size_t>(e)] / sum;
+            score_[index(l, e)] = steady * p;
+        }
+    }
 }
 
 bool Residency::reserved(int s) const {

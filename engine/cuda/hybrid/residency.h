@@ -60,6 +60,15 @@ public:
     // chose it, only a hotter expert replaces it (see below). It stays one until an admission
     // takes its slot (begin).
     std::vector<Admission> initial(const std::vector<std::vector<double>>& ranking);
+    // Scores from a ranking (the learned statistics of earlier conversations, or --ranking), so
+    // that the first refresh rounds and the first prompt weigh new routing against what is known
+    // instead of against 0: each (layer, expert) starts at the score a conversation that routes
+    // like the ranking reaches just after a refresh round, refresh_every * p * decay / (1 - decay),
+    // p = choices_per_token * its share of its layer's counts (the chance that a token routes to
+    // it). Without the prior, every ranked adaptive expert scores 0 and any expert the first
+    // tokens route to once replaces it. The prior decays with the scores (to a tenth after 64
+    // decode tokens at the defaults). No-op when frozen or the ranking is empty; shape as initial().
+    void prior(const std::vector<std::vector<double>>& ranking, int choices_per_token);
 
     int slot_of(int layer, int expert) const { return where_[index(layer, expert)]; }
     // The (layer, expert) a slot holds or is loading, as layer * experts + expert; -1 free.

@@ -337,12 +337,15 @@ void HybridBackend::init_record_buffers() {
     NEURAL_CUDA(cudaEventCreateWithFlags(&adm_.evicted, cudaEventDisableTiming));
 }
 
-// Initial placement (static slots from the ranking), uploaded synchronously.
+// Initial placement (static slots from the ranking, the adaptive scores' prior from it too),
+// uploaded synchronously.
 void HybridBackend::place_static_experts() {
     const auto Es = static_cast<std::size_t>(E_);
     std::vector<int> table(static_cast<std::size_t>(L_) * Es, -1);
     const Ranking ranking = opt_.ranking.empty() ? in_.learned_ranking : load_ranking(opt_.ranking);
-    for (const Residency::Admission& a : residency_->initial(ranking)) {
+    const std::vector<Residency::Admission> placed = residency_->initial(ranking);
+    residency_->prior(ranking, K_);
+    for (const Residency::Admission& a : placed) {
         fill_record(a.layer, a.expert, adm_.captures[0].host<std::uint8_t>());
         NEURAL_CUDA(cudaMemcpy(slots_.base + static_cast<std::uint64_t>(a.slot) * slots_.stride,
                                adm_.captures[0].ptr, slots_.record_bytes, cudaMemcpyHostToDevice));

@@ -2,6 +2,9 @@
 #include <gtest/gtest.h>
 
 #include <set>
+#include <span>
+#include <cstdint>
+#include <vector>
 
 #include "cuda/hybrid/residency.h"
 #include "neural/error.h"
@@ -162,6 +165,74 @@ TEST(Residency, StaticSlotsAreNeverEvictedAndColdAdaptiveOnesAre) {
     }
     EXPECT_FALSE(victims.empty());
     for (int v : victims) EXPECT_TRUE(v == 2 || v == 3) << v;
+}
+
+// prior(): a ranked adaptive expert starts at the score its share of the ranking's routing
+// reaches in a conversation, so an expert the first tokens route to once does not replace it;
+// one routed every token still does within a few rounds; without the prior it would at once.
+TEST(Residency, ThePriorFromTheRankingProtectsRankedAdaptiveExpertsFromOneOffMisses) {
+    ResidencyOptions o = options(/*refresh_every=*/8, /*refresh_m=*/4);
+    // 1 layer, 8 experts, 4 slots: static 0, 1 (experts 0, 1), adaptive 2, 3 (experts 2, 3).
+    const std::vector<std::vector<double>> ranking = {{40, 30, 20, 10, 0, 0, 0, 0}};
+    const int one_off[] = {6};
+    const int steady[] = {7};
+    auto run = [&](bool with_prior, int tokens, const int* routed) {
+        Residency r(1, 8, 4, o);
+        r.initial(ranking);
+        if (with_prior) r.prior(ranking, /*choices_per_token=*/2);
+        for (int t = 0; t < tokens; ++t) {
+            if (t == 0 || routed == steady) r.observe(0, std::span<const int>(routed, 1), false);
+            r.end_token();
+        }
+        return r;
+    };
+    // p(expert 3) = 2 * 10 / 100 = 0.2: score 8 * 0.2 * 0.75 / 0.25 = 4.8.
+    EXPECT_DOUBLE_EQ(run(true, 0, one_off).score(0, 3), 4.8);
+    EXPECT_DOUBLE_EQ(run(true, 0, one_off).score(0, 0), 8 * 0.8 * 3);
+    EXPECT_DOUBLE_EQ(run(false, 0, one_off).score(0, 3), 0.0);
+    // One routing of expert 6 in the first 8 tokens: without the prior it replaces a ranked
+    // adaptive expert at the first refresh round, with it nothing is pending.
+    EXPECT_TRUE(run(false, 8, one_off).pending(0, 6).has_value());
+    EXPECT_FALSE(run(true, 8, one_off).pending(0, 6).has_value());
+    // Expert 7 routed on every token overtakes the coldest ranked expert (3) within 3 rounds.
+    bool admitted = false;
+    for (int rounds = 1; rounds <= 3 && !admitted; ++rounds) {
+        const auto a = run(true, 8 * rounds, steady).pending(0, 7);
+        if (a) {
+            admitted = true;
+            EXPECT_EQ(a->victim_expert, 3);
+        }
+    }
+    EXPECT_TRUE(admitted);
+    // The prior also guards the first prompt's evictions: a prompt that routes twice to expert 6
+    // (prompt weight 0.25 each) does not beat expert 3's prior by the hysteresis margin.
+    std::vector<std::uint32_t> counts(8, 0);
+    counts[6] = 2;
+    for (const bool with_prior : {false, true}) {
+        Residency r(1, 8, 4, o);
+        r.initial(ranking);
+        if (with_prior) r.prior(ranking, 2);
+        r.observe(0, one_off, true);
+        r.observe(0, one_off, true);
+        EXPECT_EQ(r.prompt_admissions(counts, 32, 32).empty(), with_prior);
+    }
+}
+
+TEST(Residency, APriorIsANoOpWhenFrozenOrWithoutARankingAndBadPriorsAreErrors) {
+    Residency frozen(1, 4, 2, options(/*refresh_every=*/0));
+    frozen.initial({{4, 3, 2, 1}});
+    frozen.prior({{4, 3, 2, 1}}, 2);
+    EXPECT_EQ(frozen.score(0, 0), 0.0);
+    Residency r(1, 4, 2, options());
+    r.initial({});
+    r.prior({}, 2);
+    EXPECT_EQ(r.score(0, 0), 0.0);
+    r.prior({{0, 0, 0, 0}}, 2);  // a layer nothing was counted for: no prior
+    EXPECT_EQ(r.score(0, 0), 0.0);
+    EXPECT_THROW(r.prior({{1, 2, 3}}, 2), Error);                 // short layer
+    EXPECT_THROW(r.prior({{1, 2, 3, 4}, {1, 2, 3, 4}}, 2), Error);  // a layer too many
+    EXPECT_THROW(r.prior({{1, 2, -3, 4}}, 2), Error);             // negative count
+    EXPECT_THROW(r.prior({{1, 2, 3, 4}}, 0), Error);              // no choices per token
 }
 
 TEST(Residency, HysteresisKeepsAResidentExpertAgainstAnEquallyHotOne) {
