@@ -118,6 +118,7 @@ Json summarize(const Measured& m) {
         sum.gpu_wait_ns += r.gpu_wait_ns;
         sum.graph_submit_ns += r.graph_submit_ns;
         sum.admission_ns += r.admission_ns;
+        sum.sampling_ns += r.sampling_ns;
         sum.other_ns += r.other_ns;
         sum.experts_hit += r.experts_hit;
         sum.experts_missed += r.experts_missed;
@@ -142,6 +143,7 @@ Json summarize(const Measured& m) {
                                {"gpu_wait", per_token_ms(sum.gpu_wait_ns)},
                                {"graph_submit", per_token_ms(sum.graph_submit_ns)},
                                {"admission", per_token_ms(sum.admission_ns)},
+                               {"sampling", per_token_ms(sum.sampling_ns)},
                                {"other", per_token_ms(sum.other_ns)}};
     // The GPU's own time per token (CUDA backend with timed graphs; null otherwise): the
     // dense part of the layers, the resident experts (of which: on layers that left the CPU
@@ -295,7 +297,7 @@ public:
         s.add_user(options_.decode_prompt);
         TurnOptions t;
         t.max_tokens = options_.decode_tokens;
-        t.sampling.temperature = 0;
+        t.sampling.temperature = options_.decode_temperature;
         turn(s, t);
         return finish();
     }
@@ -600,6 +602,7 @@ Json run_bench(const BenchOptions& options,
     report["options"] = {{"model", options.model.string()},
                          {"workloads", options.workloads},
                          {"decode_tokens", options.decode_tokens},
+                         {"decode_temperature", options.decode_temperature},
                          {"prompt_sizes", options.prompt_sizes},
                          {"workload_dir", options.workload_dir.string()},
                          {"max_tokens", options.max_tokens},

@@ -44,6 +44,7 @@ struct BenchOptions {
     std::filesystem::path model;
     std::vector<std::string> workloads = {"decode"};  // decode, prompt, replay
     int decode_tokens = 128;
+    float decode_temperature = 0;  // 0: greedy; else sampled at it (top-p 1, seed 0)
     std::string decode_prompt =
         "Write a detailed, step-by-step explanation of how a CPU cache hierarchy works.";
     std::vector<int> prompt_sizes = {3000, 13000};  // tokens of the rendered prompt

@@ -19,7 +19,9 @@ Runs workloads through the real chat path and prints a table (and JSON with --js
 See docs/BENCHMARKS.md for what every number means.
   --model DIR          checkpoint folder, or a gpt-oss GGUF file
   --workload LIST      comma-separated: decode, prompt, replay (default decode)
-  --tokens N           decode: greedy tokens to generate (default 128)
+  --tokens N           decode: tokens to generate (default 128)
+  --temperature T      decode: sampling temperature, seed 0 (default 0: greedy, as llama-bench
+                       measures; 1 is the desktop's default, Balanced)
   --prompt-sizes LIST  prompt: rendered prompt sizes in tokens (default 3000,13000)
   --workload-dir DIR   replay: folder of OpenAI chat request bodies (default bench/workloads)
   --max-tokens N       replay: cap the answers below the requests' max_tokens
@@ -48,7 +50,7 @@ int cmd_bench(int argc, char** argv) {
     // --ab takes two values: the first through the flag, the second as the next positional.
     Args args(
         argc, argv,
-        {"--model", "--workload", "--tokens", "--prompt-sizes", "--workload-dir", "--max-tokens",
+        {"--model", "--workload", "--tokens", "--temperature", "--prompt-sizes", "--workload-dir", "--max-tokens",
          "--repeat", "--profile", "--ab", "--json", "--probe-mb", "--telemetry"},
         {"--help", "--no-probes"}, true);
     if (args.has("--help")) {
@@ -62,6 +64,12 @@ int cmd_bench(int argc, char** argv) {
     o.workloads = split(args.get_or("--workload", "decode"));
     if (o.workloads.empty()) fail("--workload needs at least one of decode, prompt, replay");
     o.decode_tokens = static_cast<int>(args.get_int("--tokens", 128, 1, 1 << 20));
+    if (auto t = args.get("--temperature")) {
+        o.decode_temperature = static_cast<float>(parse_double(*t, "--temperature"));
+        SamplingParams check;
+        check.temperature = o.decode_temperature;
+        check.validate();
+    }
     if (auto sizes = args.get("--prompt-sizes")) {
         o.prompt_sizes.clear();
         for (const auto& s : split(*sizes)) {

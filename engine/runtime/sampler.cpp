@@ -1,12 +1,21 @@
 #include "runtime/sampler.h"
 
 #include <algorithm>
+#include <array>
+#include <cstring>
 #include <cmath>
 #include <limits>
 #include <numeric>
 #include <vector>
 
 #include "neural/error.h"
+
+#if defined(__SSE2__) || defined(_M_X64)
+#include <emmintrin.h>
+#define NEURAL_SAMPLER_SSE2 1
+#else
+#define NEURAL_SAMPLER_SSE2 0
+#endif
 
 namespace neural {
 
@@ -31,48 +40,43 @@ std::int32_t argmax(std::span<const float> values) {
     return best;
 }
 
-std::int32_t Sampler::sample(std::span<const float> logits, std::size_t valid) {
-    const std::size_t n = std::min(valid, logits.size());
-    if (n == 0) fail("cannot sample from an empty distribution");
-    const auto view = logits.first(n);
-    if (params_.temperature == 0.0f || params_.top_k == 1) return argmax(view);
+namespace {
 
-    // Sorting the whole vocabulary (200k ids) every token costs more than the rest of sampling;
-    // only top-k and top-p need an order, and top-p only for the head of the distribution.
-    struct Cand {
-        std::int32_t id;
-        double p;  // unnormalized until the filters below
-    };
-    auto before = [&](const Cand& a, const Cand& b) {
-        return view[a.id] > view[b.id] || (view[a.id] == view[b.id] && a.id < b.id);
-    };
-    std::vector<Cand> c;
-    std::size_t sorted = 0;  // c[0, sorted) is in final order
-    if (params_.top_k > 0 && static_cast<std::size_t>(params_.top_k) < n) {
-        c.resize(n);
-        for (std::size_t i = 0; i < n; ++i) c[i] = {static_cast<std::int32_t>(i), 0.0};
-        sorted = static_cast<std::size_t>(params_.top_k);
-        std::partial_sort(c.begin(), c.begin() + static_cast<std::ptrdiff_t>(sorted), c.end(),
-                          before);
-        c.resize(sorted);
-    } else {
-        c.resize(n);
-        for (std::size_t i = 0; i < n; ++i) c[i] = {static_cast<std::int32_t>(i), 0.0};
+struct Cand {
+    std::int32_t id;
+    double p;
+};
+
+// Ranks a before b: the larger logit, then the lower id (a total order on ids).
+struct Before {
+    std::span<const float> view;
+    bool operator()(std::int32_t a, std::int32_t b) const {
+        const float va = view[static_cast<std::size_t>(a)], vb = view[static_cast<std::size_t>(b)];
+        return va > vb || (va == vb && a < b);
     }
+};
 
-    const double inv_t = 1.0 / params_.temperature;
-    float top = view[c[0].id];
-    for (const Cand& x : c) top = std::max(top, view[x.id]);
+// The filters after top-k on a candidate list (c[0, sorted) in final order, the rest in id
+// order), in double: softmax at the temperature, min-p, top-p (growing the sorted head until it
+// holds top_p of the mass), then the draw u in [0, 1) over what is kept, in list order.
+template <typename C>
+std::int32_t pick_candidates(const SamplingParams& params, std::span<const float> view,
+                             std::vector<C>& c, std::size_t sorted, double u) {
+    const Before before{view};
+    auto rank = [&](const C& a, const C& b) { return before(a.id, b.id); };
+    const double inv_t = 1.0 / params.temperature;
+    float top = view[static_cast<std::size_t>(c[0].id)];
+    for (const C& x : c) top = std::max(top, view[static_cast<std::size_t>(x.id)]);
     double sum = 0.0;
-    for (Cand& x : c) {
-        x.p = std::exp((static_cast<double>(view[x.id]) - top) * inv_t);
+    for (C& x : c) {
+        x.p = std::exp((static_cast<double>(view[static_cast<std::size_t>(x.id)]) - top) * inv_t);
         sum += x.p;
     }
-    for (Cand& x : c) x.p /= sum;
+    for (C& x : c) x.p /= sum;
 
-    if (params_.min_p > 0.0f) {
+    if (params.min_p > 0.0f) {
         // p_max = exp(0) / sum; keep p >= min_p * p_max (order preserved; the max always stays).
-        const double floor = params_.min_p * (1.0 / sum);
+        const double floor = params.min_p * (1.0 / sum);
         std::size_t k = 0;
         for (std::size_t i = 0; i < c.size(); ++i) {
             if (c[i].p >= floor) c[k++] = c[i];
@@ -81,34 +85,275 @@ std::int32_t Sampler::sample(std::span<const float> logits, std::size_t valid) {
         sorted = std::min(sorted, k);
     }
     std::size_t keep = c.size();
-    if (params_.top_p < 1.0f) {
-        // Grow the sorted head until it holds top_p of the mass.
+    if (params.top_p < 1.0f) {
         std::size_t head = std::min<std::size_t>(c.size(), 256);
         double cum = 0.0;
         std::size_t k = 0;
         while (true) {
             if (head > sorted) {
                 std::partial_sort(c.begin() + static_cast<std::ptrdiff_t>(sorted),
-                                  c.begin() + static_cast<std::ptrdiff_t>(head), c.end(), before);
+                                  c.begin() + static_cast<std::ptrdiff_t>(head), c.end(), rank);
                 sorted = head;
             }
-            while (k < head && cum < params_.top_p) cum += c[k++].p;
-            if (cum >= params_.top_p || head == c.size()) break;
+            while (k < head && cum < params.top_p) cum += c[k++].p;
+            if (cum >= params.top_p || head == c.size()) break;
             head = std::min(c.size(), head * 8);
         }
         keep = std::max<std::size_t>(k, 1);
     }
     double total = 0.0;
     for (std::size_t i = 0; i < keep; ++i) total += c[i].p;
-    // A uniform draw from the 53-bit mantissa is reproducible across platforms, unlike
-    // std::uniform_real_distribution whose algorithm is implementation-defined.
-    const double u = static_cast<double>(rng_() >> 11) * 0x1.0p-53 * total;
+    const double target = u * total;
     double acc = 0.0;
     for (std::size_t i = 0; i < keep; ++i) {
         acc += c[i].p;
-        if (u < acc) return c[i].id;
+        if (target < acc) return c[i].id;
     }
     return c[keep - 1].id;
+}
+
+// exp(x) for x <= 0 in float arithmetic alone (so loops of it vectorize, and every platform
+// computes the same bits): 2^(x log2 e) as 2^r * 2^f, r the nearest integer, |f| <= 1/2, 2^f by
+// its degree-6 Taylor polynomial (truncation 1.2e-7). The product x log2 e rounds to 2^-24 of
+// |x| log2 e, so the relative error grows to 1e-5 at x = -87; below -87 (and for NaN) 0, a
+// weight of at most 1.6e-38 of the largest.
+// ln(2)^k / k!, k = 6 down to 0.
+constexpr float kExp2[7] = {1.5403530393381606e-4f, 1.3333558146428443e-3f,
+                            9.6181291076284772e-3f, 5.5504108664821580e-2f,
+                            2.4022650695910071e-1f, 6.9314718055994531e-1f, 1.0f};
+
+inline float exp_nonpositive(float x) {
+    constexpr float kLog2e = 1.44269504088896341f;
+    constexpr float kRound = 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer
+    const float xc = x >= -87.0f ? x : -87.0f;
+    const float t = xc * kLog2e;
+    const float r = (t + kRound) - kRound;
+    const float f = t - r;
+    float p = kExp2[0];
+    for (int c = 1; c < 7; ++c) p = p * f + kExp2[c];
+    // 2^r by adding r to the exponent field (r >= -126: a normal float).
+    std::int32_t bits;
+    std::memcpy(&bits, &p, 4);
+    bits += static_cast<std::int32_t>(r) * (1 << 23);
+    float w;
+    std::memcpy(&w, &bits, 4);
+    return x >= -87.0f ? w : 0.0f;
+}
+
+constexpr std::size_t kBlock = 2048;  // ids per block sum (the draw walks blocks, then ids)
+
+// The largest logit (NaNs are skipped unless the first is one).
+float max_of(std::span<const float> v) {
+    std::size_t i = 0;
+    float top = v[0];
+#if NEURAL_SAMPLER_SSE2
+    if (v.size() >= 4) {
+        __m128 m = _mm_loadu_ps(v.data());
+        for (i = 4; i + 4 <= v.size(); i += 4) m = _mm_max_ps(_mm_loadu_ps(v.data() + i), m);
+        float lanes[4];
+        _mm_storeu_ps(lanes, m);
+        for (const float x : lanes) top = x > top ? x : top;
+    }
+#endif
+    for (; i < v.size(); ++i) top = v[i] > top ? v[i] : top;
+    return top;
+}
+
+struct BlockSums {
+    double kept = 0, raw = 0;  // the weights after and before min-p
+};
+
+// Writes w[i] = exp((v[i] - top) * inv_t), 0 where it is below min_p, for i < n, and sums them.
+// The SSE2 path computes exp_nonpositive's float operations in the same order (no FMA), so both
+// paths give the same weights.
+BlockSums weigh(const float* v, float* w, std::size_t n, float top, float inv_t, float min_p) {
+    BlockSums out;
+    std::size_t i = 0;
+#if NEURAL_SAMPLER_SSE2
+    const __m128 vtop = _mm_set1_ps(top), vinv = _mm_set1_ps(inv_t), vmin = _mm_set1_ps(min_p);
+    const __m128 lo = _mm_set1_ps(-87.0f), log2e = _mm_set1_ps(1.44269504088896341f);
+    const __m128 round = _mm_set1_ps(12582912.0f);
+    // Summed in double (two lanes for each half of a vector): the block sums then agree with
+    // the draw's double walk through the weights.
+    __m128d kept_lo = _mm_setzero_pd(), kept_hi = _mm_setzero_pd();
+    __m128d raw_lo = _mm_setzero_pd(), raw_hi = _mm_setzero_pd();
+    for (; i + 4 <= n; i += 4) {
+        const __m128 x = _mm_mul_ps(_mm_sub_ps(_mm_loadu_ps(v + i), vtop), vinv);
+        const __m128 t = _mm_mul_ps(_mm_max_ps(x, lo), log2e);  // NaN -> -87 (masked below)
+        const __m128 r = _mm_sub_ps(_mm_add_ps(t, round), round);
+        const __m128 f = _mm_sub_ps(t, r);
+        __m128 p = _mm_set1_ps(kExp2[0]);
+        for (int c = 1; c < 7; ++c) p = _mm_add_ps(_mm_mul_ps(p, f), _mm_set1_ps(kExp2[c]));
+        const __m128i e = _mm_slli_epi32(_mm_cvtps_epi32(r), 23);
+        const __m128 e2 = _mm_castsi128_ps(_mm_add_epi32(_mm_castps_si128(p), e));
+        const __m128 wr = _mm_and_ps(_mm_cmpge_ps(x, lo), e2);
+        const __m128 wk = _mm_and_ps(_mm_cmpge_ps(wr, vmin), wr);
+        _mm_storeu_ps(w + i, wk);
+        kept_lo = _mm_add_pd(kept_lo, _mm_cvtps_pd(wk));
+        kept_hi = _mm_add_pd(kept_hi, _mm_cvtps_pd(_mm_movehl_ps(wk, wk)));
+        raw_lo = _mm_add_pd(raw_lo, _mm_cvtps_pd(wr));
+        raw_hi = _mm_add_pd(raw_hi, _mm_cvtps_pd(_mm_movehl_ps(wr, wr)));
+    }
+    double k4[4], r4[4];
+    _mm_storeu_pd(k4, kept_lo);
+    _mm_storeu_pd(k4 + 2, kept_hi);
+    _mm_storeu_pd(r4, raw_lo);
+    _mm_storeu_pd(r4 + 2, raw_hi);
+    for (int j = 0; j < 4; ++j) {
+        out.kept += k4[j];
+        out.raw += r4[j];
+    }
+#endif
+    for (; i < n; ++i) {
+        const float wr = exp_nonpositive((v[i] - top) * inv_t);
+        const float wk = wr >= min_p ? wr : 0.0f;
+        w[i] = wk;
+        out.kept += wk;
+        out.raw += wr;
+    }
+    return out;
+}
+
+}  // namespace
+
+std::int32_t sample_reference(const SamplingParams& params, std::span<const float> logits,
+                              std::size_t valid, double u) {
+    params.validate();
+    const std::size_t n = std::min(valid, logits.size());
+    if (n == 0) fail("cannot sample from an empty distribution");
+    const auto view = logits.first(n);
+    if (params.temperature == 0.0f || params.top_k == 1) return argmax(view);
+    std::vector<Cand> c(n);
+    for (std::size_t i = 0; i < n; ++i) c[i] = {static_cast<std::int32_t>(i), 0.0};
+    std::size_t sorted = 0;  // c[0, sorted) is in final order
+    if (params.top_k > 0 && static_cast<std::size_t>(params.top_k) < n) {
+        const Before before{view};
+        sorted = static_cast<std::size_t>(params.top_k);
+        std::partial_sort(c.begin(), c.begin() + static_cast<std::ptrdiff_t>(sorted), c.end(),
+                          [&](const Cand& a, const Cand& b) { return before(a.id, b.id); });
+        c.resize(sorted);
+    }
+    return pick_candidates(params, view, c, sorted, u);
+}
+
+std::int32_t Sampler::sample(std::span<const float> logits, std::size_t valid) {
+    // A uniform draw from the 53-bit mantissa is reproducible across platforms, unlike
+    // std::uniform_real_distribution whose algorithm is implementation-defined. Greedy draws
+    // nothing.
+    if (params_.temperature == 0.0f || params_.top_k == 1) return pick(logits, valid, 0.0);
+    return pick(logits, valid, static_cast<double>(rng_() >> 11) * 0x1.0p-53);
+}
+
+std::int32_t Sampler::pick(std::span<const float> logits, std::size_t valid, double u) {
+    const std::size_t n = std::min(valid, logits.size());
+    if (n == 0) fail("cannot sample from an empty distribution");
+    const auto view = logits.first(n);
+    if (params_.temperature == 0.0f || params_.top_k == 1) return argmax(view);
+    if (params_.top_k > 0 && static_cast<std::size_t>(params_.top_k) < n) {
+        // The k best ids in one pass: a heap of k whose front is the worst kept (most ids only
+        // meet one comparison with it), then sorted; the rest is the reference path's.
+        const Before before{view};
+        const auto k = static_cast<std::size_t>(params_.top_k);
+        order_.clear();
+        for (std::size_t i = 0; i < n; ++i) {
+            const auto id = static_cast<std::int32_t>(i);
+            if (order_.size() < k) {
+                order_.push_back(id);
+                std::push_heap(order_.begin(), order_.end(), before);
+            } else if (before(id, order_.front())) {
+                std::pop_heap(order_.begin(), order_.end(), before);
+                order_.back() = id;
+                std::push_heap(order_.begin(), order_.end(), before);
+            }
+        }
+        std::sort_heap(order_.begin(), order_.end(), before);
+        candidates_.resize(k);
+        for (std::size_t i = 0; i < k; ++i) candidates_[i] = {order_[i], 0.0};
+        return pick_candidates(params_, view, candidates_, k, u);
+    }
+    return pick_full(view, u);
+}
+
+// The whole vocabulary: weights exp((logit - max) / T) in float, min-p as weight >= min_p (the
+// largest weighs exactly 1), sums per block of ids; the draw walks the blocks, then the ids of
+// one, in id order as the reference does. Top-p goes on in pick_top_p.
+std::int32_t Sampler::pick_full(std::span<const float> view, double u) {
+    const std::size_t n = view.size();
+    const float top = max_of(view);
+    const auto inv_t = static_cast<float>(1.0 / params_.temperature);
+    weights_.resize(n);
+    const std::size_t blocks = (n + kBlock - 1) / kBlock;
+    block_sums_.resize(blocks);
+    double total = 0.0, total_raw = 0.0;
+    for (std::size_t b = 0; b < blocks; ++b) {
+        const std::size_t lo = b * kBlock, hi = std::min(n, lo + kBlock);
+        const BlockSums sums = weigh(view.data() + lo, weights_.data() + lo, hi - lo, top, inv_t,
+                                     params_.min_p);
+        block_sums_[b] = sums.kept;
+        total += sums.kept;
+        total_raw += sums.raw;
+    }
+    if (params_.top_p < 1.0f) return pick_top_p(view, total_raw, u);
+    const double target = u * total;
+    double acc = 0.0;
+    std::size_t b = 0;
+    while (b + 1 < blocks && acc + block_sums_[b] <= target) acc += block_sums_[b++];
+    std::int32_t last = -1;  // the last id of weight > 0 seen (rounding may leave the target)
+    for (; b < blocks; ++b) {
+        const std::size_t lo = b * kBlock, hi = std::min(n, lo + kBlock);
+        for (std::size_t i = lo; i < hi; ++i) {
+            if (weights_[i] <= 0.0f) continue;
+            acc += weights_[i];
+            last = static_cast<std::int32_t>(i);
+            if (target < acc) return last;
+        }
+    }
+    return last >= 0 ? last : argmax(view);
+}
+
+// Top-p over the whole vocabulary: the smallest head, in logit order, whose weight reaches
+// top_p of all weights (before min-p, as the reference). The head is found without sorting the
+// vocabulary: weights summed per binary exponent (a weight in (0, 1] has one of 127), the
+// exponents walked from the largest until top_p of the mass is reached; only ids of that
+// exponent and above (and the one below, for rounding) are sorted.
+std::int32_t Sampler::pick_top_p(std::span<const float> view, double total_raw, double u) {
+    const std::size_t n = view.size();
+    std::array<double, 256> mass{};
+    for (std::size_t i = 0; i < n; ++i) {
+        std::uint32_t bits;
+        std::memcpy(&bits, &weights_[i], 4);
+        mass[bits >> 23] += weights_[i];
+    }
+    const double want = static_cast<double>(params_.top_p) * total_raw;
+    int lowest = 0;  // the smallest exponent field of the head
+    double cum = 0.0;
+    for (int e = 255; e > 0; --e) {
+        cum += mass[static_cast<std::size_t>(e)];
+        if (cum >= want) {
+            lowest = e;
+            break;
+        }
+    }
+    lowest = std::max(lowest - 1, 1);  // one exponent more: ids that rounding put below
+    order_.clear();
+    for (std::size_t i = 0; i < n; ++i) {
+        std::uint32_t bits;
+        std::memcpy(&bits, &weights_[i], 4);
+        if (static_cast<int>(bits >> 23) >= lowest) order_.push_back(static_cast<std::int32_t>(i));
+    }
+    std::sort(order_.begin(), order_.end(), Before{view});
+    std::size_t keep = 0;
+    double head = 0.0;
+    while (keep < order_.size() && head < want) head += weights_[static_cast<std::size_t>(order_[keep++])];
+    keep = std::max<std::size_t>(keep, 1);
+    if (order_.empty()) return argmax(view);
+    const double target = u * head;
+    double acc = 0.0;
+    for (std::size_t i = 0; i < keep; ++i) {
+        acc += weights_[static_cast<std::size_t>(order_[i])];
+        if (target < acc) return order_[i];
+    }
+    return order_[keep - 1];
 }
 
 std::int32_t Sampler::sample_constrained(std::span<const float> logits, std::size_t valid,

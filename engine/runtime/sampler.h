@@ -1,5 +1,8 @@
 // Token sampling: greedy, temperature, top-k, top-p (nucleus), min-p; seeded, so the same seed
-// and the same logits give the same tokens.
+// and the same logits give the same tokens. One uniform draw per token picks from the filtered
+// distribution. The fast path (Sampler::pick) weighs the whole vocabulary with a vectorizable
+// float exp and sorts only what top-k / top-p need; sample_reference is the plain path (double
+// exp, sorted candidates) that tests compare it with (docs/ARCHITECTURE.md "Sampling").
 #pragma once
 
 #include <cstdint>
@@ -42,11 +45,34 @@ public:
 
     const SamplingParams& params() const { return params_; }
 
+    // The token that the uniform draw u in [0, 1) picks (sample() is pick() with the next draw
+    // of the seeded generator). Greedy and top-k give the reference path's token for every u;
+    // the others weigh tokens in float (relative error < 1e-5), so they may differ from it only
+    // where u lies within that error of a boundary between two tokens.
+    std::int32_t pick(std::span<const float> logits, std::size_t valid, double u);
+
 private:
+    struct Candidate {
+        std::int32_t id;
+        double p;  // unnormalized until the filters
+    };
+
+    std::int32_t pick_full(std::span<const float> view, double u);
+    std::int32_t pick_top_p(std::span<const float> view, double total_raw, double u);
+
     SamplingParams params_;
     std::mt19937_64 rng_;
-    std::vector<float> work_;  // sample_constrained's copy of the logits
+    std::vector<float> work_;             // sample_constrained's copy of the logits
+    std::vector<float> weights_;          // pick_full: per id, exp((logit - max) / T), min-p applied
+    std::vector<double> block_sums_;      // pick_full: weights_ summed per block of ids
+    std::vector<std::int32_t> order_;     // top-p: the sorted head's ids
+    std::vector<Candidate> candidates_;   // top-k: the k best, sorted
 };
+
+// The plain path: the same filters with double weights over a sorted candidate list; what
+// Sampler::pick is compared with. u in [0, 1) as for pick.
+std::int32_t sample_reference(const SamplingParams& params, std::span<const float> logits,
+                              std::size_t valid, double u);
 
 // Index of the largest value; the lowest index wins ties.
 std::int32_t argmax(std::span<const float> values);

@@ -339,6 +339,7 @@ TurnResult ChatSession::respond(const TurnOptions& options,
         };
         for (int i = 0; i < options.max_tokens; ++i) {
             const auto step = static_cast<std::size_t>(i);
+            const auto sample_t0 = Clock::now();
             TokenId next;
             if (step < options.forced_tokens.size()) {
                 next = options.forced_tokens[step];
@@ -355,6 +356,8 @@ TurnResult ChatSession::respond(const TurnOptions& options,
                 const auto moe1 = tel.moe.snapshot();
                 telemetry::TokenRecord r;
                 r.request = request.id;
+                r.sampling_ns = static_cast<std::uint64_t>(
+                    std::chrono::duration_cast<std::chrono::nanoseconds>(now - sample_t0).count());
                 r.index = static_cast<std::uint64_t>(i) + 1;
                 r.wall_ns = static_cast<std::uint64_t>(
                     std::chrono::duration_cast<std::chrono::nanoseconds>(now - step_t0).count());

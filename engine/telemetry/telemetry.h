@@ -3,8 +3,8 @@
 // the engine runs. The engine thread is the only writer; readers never block it.
 //
 // Phases of a token (nanoseconds): cpu_kernel (the MoE / expert part on the CPU), gpu_wait,
-// graph_submit and admission (0 on the CPU backend), other = wall - the rest, so the phases
-// always sum to the wall time exactly.
+// graph_submit and admission (0 on the CPU backend), sampling (choosing the token from the
+// logits), other = wall - the rest, so the phases always sum to the wall time exactly.
 #pragma once
 
 #include <array>
@@ -27,6 +27,7 @@ struct TokenRecord {
     std::uint64_t gpu_wait_ns = 0;
     std::uint64_t graph_submit_ns = 0;
     std::uint64_t admission_ns = 0;
+    std::uint64_t sampling_ns = 0;
     std::uint64_t other_ns = 0;
     std::uint64_t experts_hit = 0;     // (layer, expert) pairs computed from GPU-resident weights
     std::uint64_t experts_missed = 0;  // ... computed by the CPU from RAM (all of them on CPU)

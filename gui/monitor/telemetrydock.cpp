@@ -95,7 +95,8 @@ TelemetryDock::TelemetryDock(QWidget* parent) : QDockWidget(tr("Telemetry"), par
     phaseChart->setTitle(tr("Per-token phases, last %1 tokens (ms)").arg(kPhaseWindow));
     auto* bars = new QHorizontalStackedBarSeries;
     for (const QString& n :
-         {tr("CPU kernel"), tr("GPU wait"), tr("graph submission"), tr("admission"), tr("other")}) {
+         {tr("CPU kernel"), tr("GPU wait"), tr("graph submission"), tr("admission"), tr("sampling"),
+          tr("other")}) {
         auto* set = new QBarSet(n);
         *set << 0;
         bars->append(set);
@@ -237,17 +238,18 @@ void TelemetryDock::poll() {
                        m_tokens.begin() + static_cast<std::ptrdiff_t>(m_tokens.size() - kKeep));
     if (!fresh.empty()) {
         const std::size_t n = std::min<std::size_t>(kPhaseWindow, m_tokens.size());
-        double sums[5] = {0, 0, 0, 0, 0};
+        double sums[6] = {0, 0, 0, 0, 0, 0};
         for (std::size_t i = m_tokens.size() - n; i < m_tokens.size(); ++i) {
             const auto& r = m_tokens[i];
             sums[0] += static_cast<double>(r.cpu_kernel_ns);
             sums[1] += static_cast<double>(r.gpu_wait_ns);
             sums[2] += static_cast<double>(r.graph_submit_ns);
             sums[3] += static_cast<double>(r.admission_ns);
-            sums[4] += static_cast<double>(r.other_ns);
+            sums[4] += static_cast<double>(r.sampling_ns);
+            sums[5] += static_cast<double>(r.other_ns);
         }
         double total = 0;
-        for (int i = 0; i < 5; ++i) {
+        for (int i = 0; i < 6; ++i) {
             const double ms = sums[i] / static_cast<double>(n) / 1e6;
             m_phases[i]->replace(0, ms);
             total += ms;
@@ -288,13 +290,13 @@ bool TelemetryDock::exportCsv(const QString& path, QString* error) const {
     QTextStream out(&f);
     out << "request,index,wall_ns,cpu_kernel_ns,gpu_wait_ns,graph_submit_ns,admission_ns,"
            "other_ns,experts_hit,experts_missed,admissions,cpu_bytes,page_faults,major_page_faults,"
-           "experts_streamed\n";
+           "experts_streamed,sampling_ns\n";
     for (const auto& r : m_tokens) {
         out << r.request << ',' << r.index << ',' << r.wall_ns << ',' << r.cpu_kernel_ns << ','
             << r.gpu_wait_ns << ',' << r.graph_submit_ns << ',' << r.admission_ns << ','
             << r.other_ns << ',' << r.experts_hit << ',' << r.experts_missed << ',' << r.admissions
             << ',' << r.cpu_bytes << ',' << r.page_faults << ',' << r.major_page_faults << ','
-            << r.experts_streamed << '\n';
+            << r.experts_streamed << ',' << r.sampling_ns << '\n';
     }
     out.flush();
     if (!f.commit()) {

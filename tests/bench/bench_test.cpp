@@ -52,7 +52,7 @@ void expect_workload_schema(const Json& w) {
         EXPECT_TRUE(w.contains(key)) << key;
     }
     for (const char* phase :
-         {"wall", "cpu_kernel", "gpu_wait", "graph_submit", "admission", "other"}) {
+         {"wall", "cpu_kernel", "gpu_wait", "graph_submit", "admission", "sampling", "other"}) {
         EXPECT_TRUE(w["phase_ms_per_token"].contains(phase)) << phase;
     }
     std::int64_t timed = 0;

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <random>
 #include <set>
 #include <string>
 #include <vector>
@@ -204,6 +205,161 @@ TEST(Sampler, HugeLogitsDoNotOverflow) {
     const std::vector<float> logits = {1e30f, 1e30f - 1e24f, -1e30f};
     Sampler s(params(1.0f, 3));
     for (int i = 0; i < 100; ++i) EXPECT_EQ(s.sample(logits), 0);
+}
+
+// Logits shaped like a language model's over a vocabulary of n: a few clear favourites over a
+// long tail (peaky), or a flat normal spread (the hardest case for top-p: a large head).
+std::vector<float> model_like_logits(std::size_t n, std::uint32_t seed, bool peaky) {
+    std::mt19937 rng(seed);
+    std::normal_distribution<float> spread(0.0f, peaky ? 2.0f : 3.0f);
+    std::vector<float> v(n);
+    for (float& x : v) x = spread(rng);
+    if (peaky) {
+        for (int j = 0; j < 8; ++j) v[rng() % n] = 14.0f - 1.5f * static_cast<float>(j);
+    }
+    return v;
+}
+
+// The fast path against the reference for one set of logits and parameters over many draws.
+// The reference's token is monotone in the draw along its candidate order (by logit, then id,
+// where top-k or top-p sort; else by id): the fast path's token must be the reference's, or lie
+// in that order between the reference's tokens at u - 1e-5 and u + 1e-5 (its float weights
+// move the boundaries by less). Returns the number of draws where the two differ.
+int compare_with_reference(const std::vector<float>& logits, std::size_t valid,
+                           const SamplingParams& p, int draws) {
+    const bool ranked = (p.top_k > 0 && static_cast<std::size_t>(p.top_k) < valid) || p.top_p < 1;
+    auto not_after = [&](std::int32_t a, std::int32_t b) {  // a comes before b, or is b
+        if (!ranked) return a <= b;
+        const float la = logits[static_cast<std::size_t>(a)], lb = logits[static_cast<std::size_t>(b)];
+        return la > lb || (la == lb && a <= b);
+    };
+    Sampler fast(p);
+    std::mt19937_64 rng(99);
+    int differ = 0;
+    for (int i = 0; i < draws; ++i) {
+        const double u = static_cast<double>(rng() >> 11) * 0x1.0p-53;
+        const std::int32_t got = fast.pick(logits, valid, u);
+        const std::int32_t want = sample_reference(p, logits, valid, u);
+        if (got == want) continue;
+        ++differ;
+        const std::int32_t below = sample_reference(p, logits, valid, std::max(0.0, u - 1e-5));
+        const std::int32_t above =
+            sample_reference(p, logits, valid, std::min(1.0 - 0x1.0p-53, u + 1e-5));
+        EXPECT_TRUE(not_after(below, got) && not_after(got, above))
+            << "u " << u << " fast " << got << " reference " << want << " (" << below << ", "
+            << above << ") T " << p.temperature << " top_k " << p.top_k << " top_p " << p.top_p
+            << " min_p " << p.min_p;
+    }
+    return differ;
+}
+
+TEST(Sampler, FastPathPicksTheReferencesTokensAwayFromBoundaries) {
+    // A gpt-oss-sized vocabulary (the lm_head's padded rows past `valid`) and a small odd one.
+    for (const std::size_t n : {std::size_t{201088}, std::size_t{1003}}) {
+        const std::size_t valid = n == 201088 ? 200000 : n;
+        for (const bool peaky : {true, false}) {
+            const auto logits = model_like_logits(n, static_cast<std::uint32_t>(n), peaky);
+            // The reference sorts the large vocabulary on every draw: fewer cases there.
+            const std::vector<float> temps =
+                n == 201088 ? std::vector<float>{1.0f} : std::vector<float>{0.3f, 1.0f, 1.7f};
+            for (const float t : temps) {
+                for (const int top_k : {0, 40}) {
+                    for (const float top_p : {1.0f, 0.9f, 0.5f}) {
+                        for (const float min_p : {0.0f, 0.05f}) {
+                            SamplingParams p = params(t, 1);
+                            p.top_k = top_k;
+                            p.top_p = top_p;
+                            p.min_p = min_p;
+                            const int draws = n == 201088 ? 12 : 100;
+                            const int boundary = compare_with_reference(logits, valid, p, draws);
+                            if (top_k > 0) {
+                                EXPECT_EQ(boundary, 0);  // the same double path
+                            }
+                            // A peaky distribution has few boundaries near any draw; a flat one
+                            // with a large top-p head has tens of thousands.
+                            EXPECT_LE(boundary, peaky ? 1 : draws / 4);
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+TEST(Sampler, TopKIsTheReferencePathForEveryDraw) {
+    const auto logits = model_like_logits(20000, 3, true);
+    for (const int top_k : {2, 40, 1000}) {
+        SamplingParams p = params(0.8f, 4);
+        p.top_k = top_k;
+        p.top_p = 0.95f;
+        Sampler fast(p);
+        for (int i = 0; i <= 300; ++i) {
+            const double u = i / 300.0 * (1.0 - 1e-9);
+            ASSERT_EQ(fast.pick(logits, logits.size(), u),
+                      sample_reference(p, logits, logits.size(), u))
+                << "top_k " << top_k << " u " << u;
+        }
+    }
+}
+
+TEST(Sampler, SampleIsPickWithTheSeededDraw) {
+    const auto logits = model_like_logits(4099, 8, false);
+    SamplingParams p = params(1.0f, 77);
+    Sampler a(p);
+    std::mt19937_64 rng(77);
+    Sampler b(p);
+    for (int i = 0; i < 100; ++i) {
+        const double u = static_cast<double>(rng() >> 11) * 0x1.0p-53;
+        EXPECT_EQ(a.sample(logits), b.pick(logits, logits.size(), u));
+    }
+}
+
+// Masked tokens (a constraint sets them to -infinity) and rows past `valid` are never picked,
+// whatever the draw, on every path; nor is a token whose weight is below float's range.
+TEST(Sampler, MaskedAndNegligibleTokensAreNeverPicked) {
+    constexpr float kMasked = -std::numeric_limits<float>::infinity();
+    std::vector<float> logits = model_like_logits(20011, 5, true);
+    for (std::size_t i = 0; i < logits.size(); ++i) {
+        if (i % 3 != 0) logits[i] = kMasked;
+    }
+    logits[20010] = 1000.0f;  // past valid
+    logits[3] = -500.0f;      // 1e-200 of the others at T = 1: weight 0
+    const std::size_t valid = 20010;
+    for (const float top_p : {1.0f, 0.9f}) {
+        for (const int top_k : {0, 100}) {
+            SamplingParams p = params(1.0f, 2);
+            p.top_p = top_p;
+            p.top_k = top_k;
+            Sampler s(p);
+            for (const double u : {0.0, 1e-12, 0.25, 0.5, 0.999, 1.0 - 0x1.0p-53}) {
+                const std::int32_t id = s.pick(logits, valid, u);
+                ASSERT_GE(id, 0);
+                ASSERT_LT(static_cast<std::size_t>(id), valid);
+                EXPECT_NE(logits[static_cast<std::size_t>(id)], kMasked) << u;
+                EXPECT_NE(id, 3) << u;
+            }
+        }
+    }
+    // Everything masked but one id: that id.
+    std::vector<float> one(1000, kMasked);
+    one[417] = -3.0f;
+    Sampler s(params(1.3f, 9));
+    for (int i = 0; i < 20; ++i) EXPECT_EQ(s.sample(one), 417);
+}
+
+// The fast path's probabilities: the frequencies of a small vocabulary over many draws match
+// the softmax with top-p and min-p applied (top-p before renormalizing min-p, as the reference).
+TEST(Sampler, FastPathFrequenciesMatchTheFilteredSoftmax) {
+    const std::vector<float> logits = {std::log(0.4f), std::log(0.25f), std::log(0.2f),
+                                       std::log(0.1f), std::log(0.05f)};
+    SamplingParams p = params(1.0f, 31);
+    p.top_p = 0.8f;  // 0.4 + 0.25 + 0.2 = 0.85 >= 0.8: ids 0, 1, 2
+    Sampler s(p);
+    const auto counts = histogram(s, logits, 30000);
+    EXPECT_EQ(counts[3], 0);
+    EXPECT_EQ(counts[4], 0);
+    EXPECT_NEAR(counts[0] / 30000.0, 0.4 / 0.85, 0.015);
+    EXPECT_NEAR(counts[2] / 30000.0, 0.2 / 0.85, 0.015);
 }
 
 TEST(SamplingParams, DefaultsAreValid) {

@@ -23,6 +23,7 @@ TokenRecord make(std::uint64_t i) {
     r.gpu_wait_ns = i ^ 0x5555;
     r.graph_submit_ns = i * 13;
     r.admission_ns = i + 17;
+    r.sampling_ns = i * 43 + 5;
     r.other_ns = ~i;
     r.experts_hit = i * 19;
     r.experts_missed = i * 23;
@@ -38,7 +39,7 @@ bool consistent(const TokenRecord& r, std::uint64_t i) {
     return r.request == w.request && r.index == w.index && r.wall_ns == w.wall_ns &&
            r.cpu_kernel_ns == w.cpu_kernel_ns && r.gpu_wait_ns == w.gpu_wait_ns &&
            r.graph_submit_ns == w.graph_submit_ns && r.admission_ns == w.admission_ns &&
-           r.other_ns == w.other_ns && r.experts_hit == w.experts_hit &&
+           r.sampling_ns == w.sampling_ns && r.other_ns == w.other_ns && r.experts_hit == w.experts_hit &&
            r.experts_missed == w.experts_missed && r.admissions == w.admissions &&
            r.cpu_bytes == w.cpu_bytes && r.page_faults == w.page_faults &&
            r.major_page_faults == w.major_page_faults;
@@ -132,11 +133,12 @@ TEST(TelemetryPhases, OtherIsWallMinusTheNamedPhases) {
     r.gpu_wait_ns = 100;
     r.graph_submit_ns = 50;
     r.admission_ns = 25;
+    r.sampling_ns = 20;
     finish_phases(r);
-    EXPECT_EQ(r.other_ns, 225u);
+    EXPECT_EQ(r.other_ns, 205u);
     r.wall_ns = 10;  // a coarse clock: the named phases never exceed the wall
     finish_phases(r);
-    EXPECT_EQ(r.wall_ns, 775u);
+    EXPECT_EQ(r.wall_ns, 795u);
     EXPECT_EQ(r.other_ns, 0u);
 }
 
@@ -176,8 +178,10 @@ TEST_F(SessionTelemetry, RecordsEveryDecodeTokenAndTheRequest) {
     for (std::size_t i = 0; i < tokens.size(); ++i) {
         const TokenRecord& t = tokens[i];
         EXPECT_EQ(t.index, i + 2);
-        EXPECT_EQ(t.cpu_kernel_ns + t.gpu_wait_ns + t.graph_submit_ns + t.admission_ns + t.other_ns,
+        EXPECT_EQ(t.cpu_kernel_ns + t.gpu_wait_ns + t.graph_submit_ns + t.admission_ns +
+                      t.sampling_ns + t.other_ns,
                   t.wall_ns);
+        EXPECT_GT(t.sampling_ns, 0u);  // the sampler ran (and was timed) for every token
         EXPECT_GT(t.cpu_kernel_ns, 0u);
         // One token: experts_per_token distinct experts per layer, all computed on the CPU.
         const auto experts = static_cast<std::uint64_t>(c.num_layers * c.experts_per_token);
