@@ -46,6 +46,33 @@ TEST(Argmax, LowestIndexWinsTies) {
     EXPECT_EQ(argmax(one), 0);
 }
 
+// argmax against the plain single pass (the definition: the first value no later one exceeds)
+// over lengths around the vector width, ties, NaNs (skipped unless first), signed zeros and
+// infinities.
+TEST(Argmax, MatchesThePlainSinglePass) {
+    auto plain = [](const std::vector<float>& v) {
+        std::int32_t best = 0;
+        for (std::size_t i = 1; i < v.size(); ++i) {
+            if (v[i] > v[static_cast<std::size_t>(best)]) best = static_cast<std::int32_t>(i);
+        }
+        return best;
+    };
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    const float inf = std::numeric_limits<float>::infinity();
+    std::mt19937 rng(17);
+    const float specials[] = {nan, inf, -inf, 0.0f, -0.0f, 3.0f};
+    for (int trial = 0; trial < 4000; ++trial) {
+        const std::size_t n = trial < 3000 ? 1 + trial % 13 : 201088 - trial % 7;
+        if (trial >= 3000 && trial % 50 != 0) continue;  // 20 vocabulary-sized arrays
+        std::vector<float> v(n);
+        // Few distinct values, so ties are common.
+        for (float& x : v) x = static_cast<float>(static_cast<int>(rng() % 7) - 3);
+        const int extra = static_cast<int>(rng() % 3);
+        for (int j = 0; j < extra; ++j) v[rng() % n] = specials[rng() % 6];
+        ASSERT_EQ(argmax(v), plain(v)) << "trial " << trial << " n " << n;
+    }
+}
+
 TEST(Sampler, TemperatureZeroIsArgmax) {
     Sampler s(params(0.0f, 123));
     const auto logits = wavy_logits(100, 37);
