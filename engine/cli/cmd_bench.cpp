@@ -50,8 +50,8 @@ int cmd_bench(int argc, char** argv) {
     // --ab takes two values: the first through the flag, the second as the next positional.
     Args args(
         argc, argv,
-        {"--model", "--workload", "--tokens", "--temperature", "--prompt-sizes", "--workload-dir", "--max-tokens",
-         "--repeat", "--profile", "--ab", "--json", "--probe-mb", "--telemetry"},
+        {"--model", "--workload", "--tokens", "--temperature", "--prompt-sizes", "--workload-dir",
+         "--max-tokens", "--repeat", "--profile", "--ab", "--json", "--probe-mb", "--telemetry"},
         {"--help", "--no-probes"}, true);
     if (args.has("--help")) {
         fmt::print("{}{}", kHelp, engine_flags_help());

@@ -32,13 +32,7 @@ Sampler::Sampler(const SamplingParams& params) : params_(params), rng_(params.se
     params_.validate();
 }
 
-
 namespace {
-
-struct Cand {
-    std::int32_t id;
-    double p;
-};
 
 // Ranks a before b: the larger logit, then the lower id (a total order on ids).
 struct Before {
@@ -52,20 +46,21 @@ struct Before {
 // The filters after top-k on a candidate list (c[0, sorted) in final order, the rest in id
 // order), in double: softmax at the temperature, min-p, top-p (growing the sorted head until it
 // holds top_p of the mass), then the draw u in [0, 1) over what is kept, in list order.
-template <typename C>
 std::int32_t pick_candidates(const SamplingParams& params, std::span<const float> view,
-                             std::vector<C>& c, std::size_t sorted, double u) {
+                             std::vector<SampleCandidate>& c, std::size_t sorted, double u) {
     const Before before{view};
-    auto rank = [&](const C& a, const C& b) { return before(a.id, b.id); };
+    auto rank = [&](const SampleCandidate& a, const SampleCandidate& b) {
+        return before(a.id, b.id);
+    };
     const double inv_t = 1.0 / params.temperature;
     float top = view[static_cast<std::size_t>(c[0].id)];
-    for (const C& x : c) top = std::max(top, view[static_cast<std::size_t>(x.id)]);
+    for (const SampleCandidate& x : c) top = std::max(top, view[static_cast<std::size_t>(x.id)]);
     double sum = 0.0;
-    for (C& x : c) {
+    for (SampleCandidate& x : c) {
         x.p = std::exp((static_cast<double>(view[static_cast<std::size_t>(x.id)]) - top) * inv_t);
         sum += x.p;
     }
-    for (C& x : c) x.p /= sum;
+    for (SampleCandidate& x : c) x.p /= sum;
 
     if (params.min_p > 0.0f) {
         // p_max = exp(0) / sum; keep p >= min_p * p_max (order preserved; the max always stays).
@@ -111,9 +106,13 @@ std::int32_t pick_candidates(const SamplingParams& params, std::span<const float
 // |x| log2 e, so the relative error grows to 1e-5 at x = -87; below -87 (and for NaN) 0, a
 // weight of at most 1.6e-38 of the largest.
 // ln(2)^k / k!, k = 6 down to 0.
-constexpr float kExp2[7] = {1.5403530393381606e-4f, 1.3333558146428443e-3f,
-                            9.6181291076284772e-3f, 5.5504108664821580e-2f,
-                            2.4022650695910071e-1f, 6.9314718055994531e-1f, 1.0f};
+constexpr float kExp2[7] = {1.5403530393381606e-4f,
+                            1.3333558146428443e-3f,
+                            9.6181291076284772e-3f,
+                            5.5504108664821580e-2f,
+                            2.4022650695910071e-1f,
+                            6.9314718055994531e-1f,
+                            1.0f};
 
 inline float exp_nonpositive(float x) {
     constexpr float kLog2e = 1.44269504088896341f;
@@ -192,11 +191,11 @@ BlockSums weigh(const float* v, float* w, std::size_t n, float top, float inv_t,
                 kept = _mm_add_ps(kept, wr);
             }
         }
-        kept_d = _mm_add_pd(kept_d, _mm_add_pd(_mm_cvtps_pd(kept),
-                                               _mm_cvtps_pd(_mm_movehl_ps(kept, kept))));
+        kept_d = _mm_add_pd(
+            kept_d, _mm_add_pd(_mm_cvtps_pd(kept), _mm_cvtps_pd(_mm_movehl_ps(kept, kept))));
         if constexpr (kMinP) {
-            raw_d = _mm_add_pd(raw_d,
-                               _mm_add_pd(_mm_cvtps_pd(raw), _mm_cvtps_pd(_mm_movehl_ps(raw, raw))));
+            raw_d = _mm_add_pd(
+                raw_d, _mm_add_pd(_mm_cvtps_pd(raw), _mm_cvtps_pd(_mm_movehl_ps(raw, raw))));
         }
     }
     double k2[2], r2[2];
@@ -238,14 +237,15 @@ std::int32_t sample_reference(const SamplingParams& params, std::span<const floa
     if (n == 0) fail("cannot sample from an empty distribution");
     const auto view = logits.first(n);
     if (params.temperature == 0.0f || params.top_k == 1) return argmax(view);
-    std::vector<Cand> c(n);
+    std::vector<SampleCandidate> c(n);
     for (std::size_t i = 0; i < n; ++i) c[i] = {static_cast<std::int32_t>(i), 0.0};
     std::size_t sorted = 0;  // c[0, sorted) is in final order
     if (params.top_k > 0 && static_cast<std::size_t>(params.top_k) < n) {
         const Before before{view};
         sorted = static_cast<std::size_t>(params.top_k);
-        std::partial_sort(c.begin(), c.begin() + static_cast<std::ptrdiff_t>(sorted), c.end(),
-                          [&](const Cand& a, const Cand& b) { return before(a.id, b.id); });
+        std::partial_sort(
+            c.begin(), c.begin() + static_cast<std::ptrdiff_t>(sorted), c.end(),
+            [&](const SampleCandidate& a, const SampleCandidate& b) { return before(a.id, b.id); });
         c.resize(sorted);
     }
     return pick_candidates(params, view, c, sorted, u);
@@ -362,7 +362,8 @@ std::int32_t Sampler::pick_top_p(std::span<const float> view, double total_raw, 
     std::sort(order_.begin(), order_.end(), Before{view});
     std::size_t keep = 0;
     double head = 0.0;
-    while (keep < order_.size() && head < want) head += weights_[static_cast<std::size_t>(order_[keep++])];
+    while (keep < order_.size() && head < want)
+        head += weights_[static_cast<std::size_t>(order_[keep++])];
     keep = std::max<std::size_t>(keep, 1);
     if (order_.empty()) return argmax(view);
     const double target = u * head;

@@ -25,6 +25,12 @@ struct SamplingParams {
     void validate() const;
 };
 
+// A token id and its weight in a sampler's candidate list.
+struct SampleCandidate {
+    std::int32_t id;
+    double p;  // unnormalized until the filters
+};
+
 class Sampler {
 public:
     explicit Sampler(const SamplingParams& params);
@@ -52,21 +58,16 @@ public:
     std::int32_t pick(std::span<const float> logits, std::size_t valid, double u);
 
 private:
-    struct Candidate {
-        std::int32_t id;
-        double p;  // unnormalized until the filters
-    };
-
     std::int32_t pick_full(std::span<const float> view, double u);
     std::int32_t pick_top_p(std::span<const float> view, double total_raw, double u);
 
     SamplingParams params_;
     std::mt19937_64 rng_;
-    std::vector<float> work_;             // sample_constrained's copy of the logits
-    std::vector<float> weights_;          // pick_full: per id, exp((logit - max) / T), min-p applied
-    std::vector<double> block_sums_;      // pick_full: weights_ summed per block of ids
-    std::vector<std::int32_t> order_;     // top-p: the sorted head's ids
-    std::vector<Candidate> candidates_;   // top-k: the k best, sorted
+    std::vector<float> work_;          // sample_constrained's copy of the logits
+    std::vector<float> weights_;       // pick_full: per id, exp((logit - max) / T), min-p applied
+    std::vector<double> block_sums_;   // pick_full: weights_ summed per block of ids
+    std::vector<std::int32_t> order_;  // top-p: the sorted head's ids
+    std::vector<SampleCandidate> candidates_;  // top-k: the k best, sorted
 };
 
 // The plain path: the same filters with double weights over a sorted candidate list; what

@@ -94,9 +94,8 @@ TelemetryDock::TelemetryDock(QWidget* parent) : QDockWidget(tr("Telemetry"), par
     auto* phaseChart = new QChart;
     phaseChart->setTitle(tr("Per-token phases, last %1 tokens (ms)").arg(kPhaseWindow));
     auto* bars = new QHorizontalStackedBarSeries;
-    for (const QString& n :
-         {tr("CPU kernel"), tr("GPU wait"), tr("graph submission"), tr("admission"), tr("sampling"),
-          tr("other")}) {
+    for (const QString& n : {tr("CPU kernel"), tr("GPU wait"), tr("graph submission"),
+                             tr("admission"), tr("sampling"), tr("other")}) {
         auto* set = new QBarSet(n);
         *set << 0;
         bars->append(set);

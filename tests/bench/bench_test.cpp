@@ -113,6 +113,25 @@ TEST(BenchReport, AllWorkloadsOnTheTinyFixture) {
     EXPECT_NE(format_report(report).find("decode"), std::string::npos);
 }
 
+// --temperature: the decode is sampled (seed 0), the report says at what, and the sampling phase
+// is timed; the same seed gives the same tokens; a bad temperature is refused by the sampler.
+TEST(BenchReport, DecodeSampledAtATemperature) {
+    BenchOptions o = tiny_options();
+    o.decode_tokens = 6;
+    o.probes = false;
+    o.decode_temperature = 1.0f;
+    const Json a = run_bench(o);
+    EXPECT_DOUBLE_EQ(a["options"]["decode_temperature"].get<double>(), 1.0);
+    const Json& w = a["runs"][0]["workloads"]["decode"];
+    expect_workload_schema(w);
+    EXPECT_GT(w["phase_ms_per_token"]["sampling"].get<double>(), 0.0);
+    const Json b = run_bench(o);
+    EXPECT_EQ(b["runs"][0]["workloads"]["decode"]["requests"][0]["decode_tokens"],
+              w["requests"][0]["decode_tokens"]);
+    o.decode_temperature = -1.0f;
+    EXPECT_NE(error_of([&] { run_bench(o); }).find("temperature"), std::string::npos);
+}
+
 TEST(BenchReport, AbRunsMirroredWithRatios) {
     test::TempDir dir;
     test::write_file(dir / "a.json", R"({"kernel": "reference"})");

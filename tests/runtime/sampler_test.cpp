@@ -257,7 +257,8 @@ int compare_with_reference(const std::vector<float>& logits, std::size_t valid,
     const bool ranked = (p.top_k > 0 && static_cast<std::size_t>(p.top_k) < valid) || p.top_p < 1;
     auto not_after = [&](std::int32_t a, std::int32_t b) {  // a comes before b, or is b
         if (!ranked) return a <= b;
-        const float la = logits[static_cast<std::size_t>(a)], lb = logits[static_cast<std::size_t>(b)];
+        const float la = logits[static_cast<std::size_t>(a)],
+                    lb = logits[static_cast<std::size_t>(b)];
         return la > lb || (la == lb && a <= b);
     };
     Sampler fast(p);

@@ -39,10 +39,10 @@ bool consistent(const TokenRecord& r, std::uint64_t i) {
     return r.request == w.request && r.index == w.index && r.wall_ns == w.wall_ns &&
            r.cpu_kernel_ns == w.cpu_kernel_ns && r.gpu_wait_ns == w.gpu_wait_ns &&
            r.graph_submit_ns == w.graph_submit_ns && r.admission_ns == w.admission_ns &&
-           r.sampling_ns == w.sampling_ns && r.other_ns == w.other_ns && r.experts_hit == w.experts_hit &&
-           r.experts_missed == w.experts_missed && r.admissions == w.admissions &&
-           r.cpu_bytes == w.cpu_bytes && r.page_faults == w.page_faults &&
-           r.major_page_faults == w.major_page_faults;
+           r.sampling_ns == w.sampling_ns && r.other_ns == w.other_ns &&
+           r.experts_hit == w.experts_hit && r.experts_missed == w.experts_missed &&
+           r.admissions == w.admissions && r.cpu_bytes == w.cpu_bytes &&
+           r.page_faults == w.page_faults && r.major_page_faults == w.major_page_faults;
 }
 
 TEST(TelemetryRing, ReadsBackInOrderAndDropsOverwritten) {

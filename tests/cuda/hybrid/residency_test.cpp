@@ -229,10 +229,10 @@ TEST(Residency, APriorIsANoOpWhenFrozenOrWithoutARankingAndBadPriorsAreErrors) {
     EXPECT_EQ(r.score(0, 0), 0.0);
     r.prior({{0, 0, 0, 0}}, 2);  // a layer nothing was counted for: no prior
     EXPECT_EQ(r.score(0, 0), 0.0);
-    EXPECT_THROW(r.prior({{1, 2, 3}}, 2), Error);                 // short layer
+    EXPECT_THROW(r.prior({{1, 2, 3}}, 2), Error);                   // short layer
     EXPECT_THROW(r.prior({{1, 2, 3, 4}, {1, 2, 3, 4}}, 2), Error);  // a layer too many
-    EXPECT_THROW(r.prior({{1, 2, -3, 4}}, 2), Error);             // negative count
-    EXPECT_THROW(r.prior({{1, 2, 3, 4}}, 0), Error);              // no choices per token
+    EXPECT_THROW(r.prior({{1, 2, -3, 4}}, 2), Error);               // negative count
+    EXPECT_THROW(r.prior({{1, 2, 3, 4}}, 0), Error);                // no choices per token
 }
 
 TEST(Residency, HysteresisKeepsAResidentExpertAgainstAnEquallyHotOne) {
