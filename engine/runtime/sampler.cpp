@@ -8,14 +8,8 @@
 #include <numeric>
 #include <vector>
 
+#include "cpu/kernels/sampler_weights.h"
 #include "neural/error.h"
-
-#if defined(__SSE2__) || defined(_M_X64)
-#include <emmintrin.h>
-#define NEURAL_SAMPLER_SSE2 1
-#else
-#define NEURAL_SAMPLER_SSE2 0
-#endif
 
 namespace neural {
 
@@ -28,7 +22,8 @@ void SamplingParams::validate() const {
     if (!(min_p >= 0.0f && min_p <= 1.0f)) fail("min_p must be in [0, 1], got {}", min_p);
 }
 
-Sampler::Sampler(const SamplingParams& params) : params_(params), rng_(params.seed) {
+Sampler::Sampler(const SamplingParams& params)
+    : params_(params), rng_(params.seed), isa_(cpu::best_kernel_isa()) {
     params_.validate();
 }
 
@@ -100,120 +95,7 @@ std::int32_t pick_candidates(const SamplingParams& params, std::span<const float
     return c[keep - 1].id;
 }
 
-// exp(x) for x <= 0 in float arithmetic alone (so loops of it vectorize, and every platform
-// computes the same bits): 2^(x log2 e) as 2^r * 2^f, r the nearest integer, |f| <= 1/2, 2^f by
-// its degree-6 Taylor polynomial (truncation 1.2e-7). The product x log2 e rounds to 2^-24 of
-// |x| log2 e, so the relative error grows to 1e-5 at x = -87; below -87 (and for NaN) 0, a
-// weight of at most 1.6e-38 of the largest.
-// ln(2)^k / k!, k = 6 down to 0.
-constexpr float kExp2[7] = {1.5403530393381606e-4f,
-                            1.3333558146428443e-3f,
-                            9.6181291076284772e-3f,
-                            5.5504108664821580e-2f,
-                            2.4022650695910071e-1f,
-                            6.9314718055994531e-1f,
-                            1.0f};
-
-inline float exp_nonpositive(float x) {
-    constexpr float kLog2e = 1.44269504088896341f;
-    constexpr float kRound = 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer
-    const float xc = x >= -87.0f ? x : -87.0f;
-    const float t = xc * kLog2e;
-    const float r = (t + kRound) - kRound;
-    const float f = t - r;
-    float p = kExp2[0];
-    for (int c = 1; c < 7; ++c) p = p * f + kExp2[c];
-    // 2^r by adding r to the exponent field (r >= -126: a normal float).
-    std::int32_t bits;
-    std::memcpy(&bits, &p, 4);
-    bits += static_cast<std::int32_t>(r) * (1 << 23);
-    float w;
-    std::memcpy(&w, &bits, 4);
-    return x >= -87.0f ? w : 0.0f;
-}
-
 constexpr std::size_t kBlock = 2048;  // ids per block sum (the draw walks blocks, then ids)
-
-// The largest value (NaNs are skipped unless the first is one, which is then the result).
-float max_of(std::span<const float> v) {
-    std::size_t i = 0;
-    float top = v[0];
-#if NEURAL_SAMPLER_SSE2
-    // MAXPS returns its second operand when either is NaN: a NaN value never enters m.
-    __m128 m = _mm_set1_ps(top);
-    for (; i + 4 <= v.size(); i += 4) m = _mm_max_ps(_mm_loadu_ps(v.data() + i), m);
-    float lanes[4];
-    _mm_storeu_ps(lanes, m);
-    for (const float x : lanes) top = x > top ? x : top;
-#endif
-    for (; i < v.size(); ++i) top = v[i] > top ? v[i] : top;
-    return top;
-}
-
-struct BlockSums {
-    double kept = 0, raw = 0;  // the weights after and before min-p
-};
-
-// Writes w[i] = exp((v[i] - top) * inv_t), 0 where it is below min_p, for i < n, and sums them
-// (raw: before min-p; kMinP false: min_p is 0 and raw is kept). The SSE2 path computes
-// exp_nonpositive's float operations in the same order (no FMA), so both paths give the same
-// weights; it sums 16 weights per lane in float, then in double, so the block sums agree with
-// the draw's double walk through the weights to about 1e-7.
-template <bool kMinP>
-BlockSums weigh(const float* v, float* w, std::size_t n, float top, float inv_t, float min_p) {
-    BlockSums out;
-    std::size_t i = 0;
-#if NEURAL_SAMPLER_SSE2
-    const __m128 vtop = _mm_set1_ps(top), vinv = _mm_set1_ps(inv_t), vmin = _mm_set1_ps(min_p);
-    const __m128 lo = _mm_set1_ps(-87.0f), log2e = _mm_set1_ps(1.44269504088896341f);
-    const __m128 round = _mm_set1_ps(12582912.0f);
-    __m128d kept_d = _mm_setzero_pd(), raw_d = _mm_setzero_pd();
-    while (i + 4 <= n) {
-        const std::size_t end = i + std::min<std::size_t>(64, (n - i) & ~std::size_t{3});
-        __m128 kept = _mm_setzero_ps(), raw = _mm_setzero_ps();
-        for (; i < end; i += 4) {
-            const __m128 x = _mm_mul_ps(_mm_sub_ps(_mm_loadu_ps(v + i), vtop), vinv);
-            const __m128 t = _mm_mul_ps(_mm_max_ps(x, lo), log2e);  // NaN -> -87 (masked below)
-            const __m128 r = _mm_sub_ps(_mm_add_ps(t, round), round);
-            const __m128 f = _mm_sub_ps(t, r);
-            __m128 p = _mm_set1_ps(kExp2[0]);
-            for (int c = 1; c < 7; ++c) p = _mm_add_ps(_mm_mul_ps(p, f), _mm_set1_ps(kExp2[c]));
-            const __m128i e = _mm_slli_epi32(_mm_cvtps_epi32(r), 23);
-            const __m128 e2 = _mm_castsi128_ps(_mm_add_epi32(_mm_castps_si128(p), e));
-            const __m128 wr = _mm_and_ps(_mm_cmpge_ps(x, lo), e2);
-            if constexpr (kMinP) {
-                const __m128 wk = _mm_and_ps(_mm_cmpge_ps(wr, vmin), wr);
-                _mm_storeu_ps(w + i, wk);
-                kept = _mm_add_ps(kept, wk);
-                raw = _mm_add_ps(raw, wr);
-            } else {
-                _mm_storeu_ps(w + i, wr);
-                kept = _mm_add_ps(kept, wr);
-            }
-        }
-        kept_d = _mm_add_pd(
-            kept_d, _mm_add_pd(_mm_cvtps_pd(kept), _mm_cvtps_pd(_mm_movehl_ps(kept, kept))));
-        if constexpr (kMinP) {
-            raw_d = _mm_add_pd(
-                raw_d, _mm_add_pd(_mm_cvtps_pd(raw), _mm_cvtps_pd(_mm_movehl_ps(raw, raw))));
-        }
-    }
-    double k2[2], r2[2];
-    _mm_storeu_pd(k2, kept_d);
-    _mm_storeu_pd(r2, raw_d);
-    out.kept = k2[0] + k2[1];
-    out.raw = r2[0] + r2[1];
-#endif
-    for (; i < n; ++i) {
-        const float wr = exp_nonpositive((v[i] - top) * inv_t);
-        const float wk = wr >= min_p ? wr : 0.0f;
-        w[i] = wk;
-        out.kept += wk;
-        out.raw += wr;
-    }
-    if constexpr (!kMinP) out.raw = out.kept;
-    return out;
-}
 
 }  // namespace
 
@@ -222,12 +104,10 @@ BlockSums weigh(const float* v, float* w, std::size_t n, float top, float inv_t,
 // per value (0.8 ms per token over gpt-oss's 201,088 logits on a Xeon).
 std::int32_t argmax(std::span<const float> values) {
     if (values.empty()) return 0;
-    const float top = max_of(values);
+    const float top = cpu::max_value(values.data(), values.size());
     if (top != top) return 0;  // the first value is NaN: nothing compares greater
-    for (std::size_t i = 0; i < values.size(); ++i) {
-        if (values[i] == top) return static_cast<std::int32_t>(i);
-    }
-    return 0;
+    const std::size_t at = cpu::first_equal(values.data(), values.size(), top);
+    return at < values.size() ? static_cast<std::int32_t>(at) : 0;
 }
 
 std::int32_t sample_reference(const SamplingParams& params, std::span<const float> logits,
@@ -294,7 +174,7 @@ std::int32_t Sampler::pick(std::span<const float> logits, std::size_t valid, dou
 // one, in id order as the reference does. Top-p goes on in pick_top_p.
 std::int32_t Sampler::pick_full(std::span<const float> view, double u) {
     const std::size_t n = view.size();
-    const float top = max_of(view);
+    const float top = cpu::max_value(view.data(), n);
     const auto inv_t = static_cast<float>(1.0 / params_.temperature);
     weights_.resize(n);
     const std::size_t blocks = (n + kBlock - 1) / kBlock;
@@ -302,11 +182,8 @@ std::int32_t Sampler::pick_full(std::span<const float> view, double u) {
     double total = 0.0, total_raw = 0.0;
     for (std::size_t b = 0; b < blocks; ++b) {
         const std::size_t lo = b * kBlock, hi = std::min(n, lo + kBlock);
-        const BlockSums sums =
-            params_.min_p > 0.0f
-                ? weigh<true>(view.data() + lo, weights_.data() + lo, hi - lo, top, inv_t,
-                              params_.min_p)
-                : weigh<false>(view.data() + lo, weights_.data() + lo, hi - lo, top, inv_t, 0.0f);
+        const cpu::WeightSums sums = cpu::sampler_weights(
+            isa_, view.data() + lo, weights_.data() + lo, hi - lo, top, inv_t, params_.min_p);
         block_sums_[b] = sums.kept;
         total += sums.kept;
         total_raw += sums.raw;

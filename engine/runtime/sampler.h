@@ -12,6 +12,8 @@
 #include <span>
 #include <vector>
 
+#include "cpu/kernels/expert_kernel.h"
+
 namespace neural {
 
 struct SamplingParams {
@@ -63,6 +65,7 @@ private:
 
     SamplingParams params_;
     std::mt19937_64 rng_;
+    cpu::KernelIsa isa_;               // the weights' variant: the fastest this CPU runs
     std::vector<float> work_;          // sample_constrained's copy of the logits
     std::vector<float> weights_;       // pick_full: per id, exp((logit - max) / T), min-p applied
     std::vector<double> block_sums_;   // pick_full: weights_ summed per block of ids
