@@ -15,7 +15,8 @@ WeightSums weights_simd(const float* v, float* w, std::size_t n, float top, floa
     auto kept_d = V::dzero(), raw_d = V::dzero();
     std::size_t i = 0;
     while (i + V::W <= n) {
-        const std::size_t end = i + std::min<std::size_t>(std::size_t{16} * V::W, (n - i) / V::W * V::W);
+        const std::size_t end =
+            i + std::min<std::size_t>(std::size_t{16} * V::W, (n - i) / V::W * V::W);
         auto kept = V::zero(), raw = V::zero();
         for (; i < end; i += V::W) {
             const auto x = V::mul(V::sub(V::load(v + i), vtop), vinv);
