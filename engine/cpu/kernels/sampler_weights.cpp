@@ -40,9 +40,7 @@ struct Sse2 {
         return _mm_add_pd(acc, _mm_add_pd(_mm_cvtps_pd(x), _mm_cvtps_pd(_mm_movehl_ps(x, x))));
     }
     static double dsum(__m128d acc) {
-        double d[2];
-        _mm_storeu_pd(d, acc);
-        return d[0] + d[1];
+        return _mm_cvtsd_f64(_mm_add_sd(acc, _mm_unpackhi_pd(acc, acc)));
     }
 };
 }  // namespace

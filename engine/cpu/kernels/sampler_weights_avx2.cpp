@@ -28,10 +28,9 @@ struct Avx2 {
         return _mm256_add_pd(acc, _mm256_add_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(x)),
                                                 _mm256_cvtps_pd(_mm256_extractf128_ps(x, 1))));
     }
-    static double dsum(__m256d acc) {
-        double d[4];
-        _mm256_storeu_pd(d, acc);
-        return (d[0] + d[1]) + (d[2] + d[3]);
+    static double dsum(__m256d acc) {  // in registers (sampler_weights_avx512.cpp)
+        const __m128d s = _mm_add_pd(_mm256_castpd256_pd128(acc), _mm256_extractf128_pd(acc, 1));
+        return _mm_cvtsd_f64(_mm_add_sd(s, _mm_unpackhi_pd(s, s)));
     }
 };
 }  // namespace

@@ -30,11 +30,9 @@ struct Avx512 {
         return _mm512_add_pd(
             acc, _mm512_add_pd(_mm512_cvtps_pd(_mm512_castps512_ps256(x)), _mm512_cvtps_pd(hi)));
     }
-    static double dsum(__m512d acc) {
-        double d[8];
-        _mm512_storeu_pd(d, acc);
-        return ((d[0] + d[1]) + (d[2] + d[3])) + ((d[4] + d[5]) + (d[6] + d[7]));
-    }
+    // In registers: a 64-byte store of the accumulator to a stack array crashed under GCC 12's
+    // AddressSanitizer (a wild address for the array in the realigned frame).
+    static double dsum(__m512d acc) { return _mm512_reduce_add_pd(acc); }
 };
 }  // namespace
 }  // namespace neural::cpu::sampler_detail
