@@ -5,7 +5,6 @@
 #include <cstring>
 #include <cmath>
 #include <limits>
-#include <numeric>
 #include <vector>
 
 #include "cpu/kernels/sampler_weights.h"
@@ -36,17 +35,24 @@ struct Before {
         const float va = view[static_cast<std::size_t>(a)], vb = view[static_cast<std::size_t>(b)];
         return va > vb || (va == vb && a < b);
     }
+    bool operator()(const SampleCandidate& a, const SampleCandidate& b) const {
+        return (*this)(a.id, b.id);
+    }
 };
+
+// The exponent field of a weight in [0, 1] (0 for 0 and denormals, 127 for 1).
+int exponent_field(float w) {
+    std::uint32_t bits;
+    std::memcpy(&bits, &w, 4);
+    return static_cast<int>(bits >> 23);
+}
 
 // The filters after top-k on a candidate list (c[0, sorted) in final order, the rest in id
 // order), in double: softmax at the temperature, min-p, top-p (growing the sorted head until it
 // holds top_p of the mass), then the draw u in [0, 1) over what is kept, in list order.
 std::int32_t pick_candidates(const SamplingParams& params, std::span<const float> view,
                              std::vector<SampleCandidate>& c, std::size_t sorted, double u) {
-    const Before before{view};
-    auto rank = [&](const SampleCandidate& a, const SampleCandidate& b) {
-        return before(a.id, b.id);
-    };
+    const Before rank{view};
     const double inv_t = 1.0 / params.temperature;
     float top = view[static_cast<std::size_t>(c[0].id)];
     for (const SampleCandidate& x : c) top = std::max(top, view[static_cast<std::size_t>(x.id)]);
@@ -121,11 +127,9 @@ std::int32_t sample_reference(const SamplingParams& params, std::span<const floa
     for (std::size_t i = 0; i < n; ++i) c[i] = {static_cast<std::int32_t>(i), 0.0};
     std::size_t sorted = 0;  // c[0, sorted) is in final order
     if (params.top_k > 0 && static_cast<std::size_t>(params.top_k) < n) {
-        const Before before{view};
         sorted = static_cast<std::size_t>(params.top_k);
-        std::partial_sort(
-            c.begin(), c.begin() + static_cast<std::ptrdiff_t>(sorted), c.end(),
-            [&](const SampleCandidate& a, const SampleCandidate& b) { return before(a.id, b.id); });
+        std::partial_sort(c.begin(), c.begin() + static_cast<std::ptrdiff_t>(sorted), c.end(),
+                          Before{view});
         c.resize(sorted);
     }
     return pick_candidates(params, view, c, sorted, u);
@@ -214,11 +218,8 @@ std::int32_t Sampler::pick_full(std::span<const float> view, double u) {
 std::int32_t Sampler::pick_top_p(std::span<const float> view, double total_raw, double u) {
     const std::size_t n = view.size();
     std::array<double, 256> mass{};
-    for (std::size_t i = 0; i < n; ++i) {
-        std::uint32_t bits;
-        std::memcpy(&bits, &weights_[i], 4);
-        mass[bits >> 23] += weights_[i];
-    }
+    for (std::size_t i = 0; i < n; ++i)
+        mass[static_cast<std::size_t>(exponent_field(weights_[i]))] += weights_[i];
     const double want = static_cast<double>(params_.top_p) * total_raw;
     int lowest = 0;  // the smallest exponent field of the head
     double cum = 0.0;
@@ -232,9 +233,7 @@ std::int32_t Sampler::pick_top_p(std::span<const float> view, double total_raw, 
     lowest = std::max(lowest - 1, 1);  // one exponent more: ids that rounding put below
     order_.clear();
     for (std::size_t i = 0; i < n; ++i) {
-        std::uint32_t bits;
-        std::memcpy(&bits, &weights_[i], 4);
-        if (static_cast<int>(bits >> 23) >= lowest) order_.push_back(static_cast<std::int32_t>(i));
+        if (exponent_field(weights_[i]) >= lowest) order_.push_back(static_cast<std::int32_t>(i));
     }
     std::sort(order_.begin(), order_.end(), Before{view});
     std::size_t keep = 0;

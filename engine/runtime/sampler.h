@@ -12,9 +12,11 @@
 #include <span>
 #include <vector>
 
-#include "cpu/kernels/expert_kernel.h"
-
 namespace neural {
+
+namespace cpu {
+enum class KernelIsa : std::uint8_t;  // cpu/kernels/expert_kernel.h
+}
 
 struct SamplingParams {
     float temperature = 1.0f;  // 0 = greedy

@@ -1,7 +1,8 @@
 // The sampler's weights for one vector ISA (sampler_weights.h), included by its variant's file
-// with V: the ISA's float vector operations (W lanes; a double accumulator D). The operations
-// and their order are exp_element's (sampler_weights_impl.h), so every variant writes the same
-// weights as the scalar one.
+// with V: the ISA's float vector operations on W lanes, and dzero / dadd / dsum for the double
+// accumulators. The operations and their order are exp_element's (sampler_weights_impl.h), so
+// every variant writes the same weights as the scalar one. Each lane sums 16 weights in float,
+// then the chunk goes into the double accumulators.
 #include <algorithm>
 
 namespace neural::cpu::sampler_detail {

@@ -20,7 +20,6 @@ constexpr float kExp2[7] = {1.5403530393381606e-4f,
                             2.4022650695910071e-1f,
                             6.9314718055994531e-1f,
                             1.0f};
-constexpr int kChunk = 64;  // weights summed in float per lane before the double sum
 
 inline float exp_element(float x) {
     const float xc = x >= kLow ? x : kLow;

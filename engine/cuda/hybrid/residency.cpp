@@ -32,20 +32,11 @@ std::vector<Residency::Admission> Residency::initial(
     const std::size_t n = score_.size();
     std::vector<double> hot(n, 0.0);
     if (!ranking.empty()) {
-        if (ranking.size() != static_cast<std::size_t>(layers_)) {
-            fail("ranking has {} layers, the model {}", ranking.size(), layers_);
-        }
+        check_ranking(ranking);
         for (int l = 0; l < layers_; ++l) {
-            const auto& row = ranking[static_cast<std::size_t>(l)];
-            if (row.size() != static_cast<std::size_t>(experts_)) {
-                fail("ranking layer {} has {} experts, the model {}", l, row.size(), experts_);
-            }
-            for (int e = 0; e < experts_; ++e) {
-                const double v = row[static_cast<std::size_t>(e)];
-                if (!std::isfinite(v) || v < 0)
-                    fail("ranking layer {} expert {}: bad count {}", l, e, v);
-                hot[index(l, e)] = v;
-            }
+            for (int e = 0; e < experts_; ++e)
+                hot[index(l, e)] =
+                    ranking[static_cast<std::size_t>(l)][static_cast<std::size_t>(e)];
         }
     }
     std::vector<int> order(n);
@@ -82,23 +73,35 @@ std::vector<Residency::Admission> Residency::initial(
     return out;
 }
 
+void Residency::check_ranking(const std::vector<std::vector<double>>& ranking) const {
+    if (ranking.size() != static_cast<std::size_t>(layers_)) {
+        fail("ranking has {} layers, the model {}", ranking.size(), layers_);
+    }
+    for (int l = 0; l < layers_; ++l) {
+        const auto& row = ranking[static_cast<std::size_t>(l)];
+        if (row.size() != static_cast<std::size_t>(experts_)) {
+            fail("ranking layer {} has {} experts, the model {}", l, row.size(), experts_);
+        }
+        for (int e = 0; e < experts_; ++e) {
+            const double v = row[static_cast<std::size_t>(e)];
+            if (!std::isfinite(v) || v < 0)
+                fail("ranking layer {} expert {}: bad count {}", l, e, v);
+        }
+    }
+}
+
 void Residency::prior(const std::vector<std::vector<double>>& ranking, int choices_per_token) {
     if (ranking.empty() || frozen()) return;
-    if (ranking.size() != static_cast<std::size_t>(layers_) || choices_per_token <= 0)
-        fail("residency: a prior of {} layers, {} choices per token for {} layers", ranking.size(),
-             choices_per_token, layers_);
+    check_ranking(ranking);
+    if (choices_per_token <= 0)
+        fail("residency: a prior of {} choices per token", choices_per_token);
     // The steady state of s = s * decay + refresh_every * p, taken after the round's decay.
     const double d = std::clamp(options_.decay, 0.0, 0.99);
     const double steady = options_.refresh_every * d / (1.0 - d);
     for (int l = 0; l < layers_; ++l) {
         const auto& row = ranking[static_cast<std::size_t>(l)];
-        if (row.size() != static_cast<std::size_t>(experts_))
-            fail("ranking layer {} has {} experts, the model {}", l, row.size(), experts_);
         double sum = 0;
-        for (const double v : row) {
-            if (!std::isfinite(v) || v < 0) fail("ranking layer {}: bad count {}", l, v);
-            sum += v;
-        }
+        for (const double v : row) sum += v;
         if (sum <= 0) continue;
         for (int e = 0; e < experts_; ++e) {
             const double p = choices_per_token * row[static_cast<std::size_t>(e)] / sum;

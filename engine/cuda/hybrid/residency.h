@@ -117,6 +117,9 @@ private:
                static_cast<std::size_t>(expert);
     }
     void refresh();
+    // Throws neural::Error naming what is wrong when a ranking is not [layers][experts] of finite
+    // counts >= 0 (initial() and prior() take the same rankings).
+    void check_ranking(const std::vector<std::vector<double>>& ranking) const;
     // A slot that holds or loads nothing / a placeholder no routing has chosen since load.
     bool free_slot(int s) const { return owner_[static_cast<std::size_t>(s)] < 0; }
     bool vacant_placeholder(int s) const {
