@@ -30,14 +30,14 @@ std::optional<cpu::KernelIsa> parse_cpu_kernel(const std::string& kernel);
 enum class CpuDense : std::uint8_t { reference, bf16, int8_head, int8 };
 
 // LoadOptions::dense for an expert kernel: "reference", "bf16", "int8-head", "int8", or "auto"
-// (int8-head where a SIMD int8 variant goes with the kernel: AVX2 or AVX512_VNNI, else bf16).
+// (bf16: the checkpoint's weights as published; the int8 paths are lossy and only taken by name).
 // Throws neural::Error for an unknown name.
 CpuDense parse_cpu_dense(const std::string& dense, cpu::KernelIsa kernel);
 
 // The int8 prompt kernel LoadOptions::prompt_kernel names beside the fused kernel `kernel`:
-// nullopt for "fp32", for the reference path (no kernel) and for "auto" unless `kernel` is
-// avx512 and the CPU has AVX512_VNNI; "int8": the VNNI variant, else its scalar reference. Throws
-// neural::Error for an unknown name.
+// nullopt for "fp32", "auto" (the fused fp32 kernels, as decode: a token gives the same bits in
+// a prompt and alone) and the reference path (no kernel); "int8": the AMX or VNNI variant, else
+// its scalar reference (lossy, opt-in). Throws neural::Error for an unknown name.
 std::optional<cpu::PromptIsa> parse_prompt_kernel(const std::string& name,
                                                   std::optional<cpu::KernelIsa> kernel);
 

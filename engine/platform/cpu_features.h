@@ -6,6 +6,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 
 namespace neural {
 
@@ -51,5 +52,11 @@ const CpuFeatures& cpu_features();
 
 // Runs the detection again (tests).
 CpuFeatures detect_cpu_features();
+
+// `f` with the named features (comma-separated: amx, amx-int8, amx-bf16, avx512bf16, avx512vnni,
+// avx512, avx2) and those that build on them turned off; std::invalid_argument names an unknown
+// one. cpu_features() applies the environment variable NEURAL_CPU_DISABLE this way, so one
+// machine runs the kernel variants a CPU without those features would choose.
+CpuFeatures without_features(CpuFeatures f, std::string_view names);
 
 }  // namespace neural

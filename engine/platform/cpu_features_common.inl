@@ -78,8 +78,58 @@ CpuFeatures detect_cpu_features() {
 #endif
 }
 
+CpuFeatures without_features(CpuFeatures f, std::string_view names) {
+    std::size_t pos = 0;
+    while (pos <= names.size()) {
+        std::size_t end = names.find(',', pos);
+        if (end == std::string_view::npos) end = names.size();
+        std::string_view name = names.substr(pos, end - pos);
+        while (!name.empty() && name.front() == ' ') name.remove_prefix(1);
+        while (!name.empty() && name.back() == ' ') name.remove_suffix(1);
+        pos = end + 1;
+        if (name.empty()) continue;
+        // A feature off turns off what builds on it, as a CPU without it would report.
+        if (name == "amx") {
+            f.amx_int8 = f.amx_bf16 = false;
+        } else if (name == "amx-int8") {
+            f.amx_int8 = false;
+        } else if (name == "amx-bf16") {
+            f.amx_bf16 = false;
+        } else if (name == "avx512bf16") {
+            f.avx512bf16 = false;
+        } else if (name == "avx512vnni") {
+            f.avx512vnni = false;
+        } else if (name == "avx512") {
+            f.avx512f = f.avx512bw = f.avx512vl = f.avx512dq = false;
+            f.avx512bf16 = f.avx512vnni = f.amx_int8 = f.amx_bf16 = false;
+        } else if (name == "avx2") {
+            f.avx2 = f.fma = false;
+            f.avx512f = f.avx512bw = f.avx512vl = f.avx512dq = false;
+            f.avx512bf16 = f.avx512vnni = f.amx_int8 = f.amx_bf16 = false;
+        } else {
+            throw std::invalid_argument(
+                "unknown CPU feature \"" + std::string(name) +
+                "\" (amx, amx-int8, amx-bf16, avx512bf16, avx512vnni, avx512, avx2)");
+        }
+    }
+    return f;
+}
+
 const CpuFeatures& cpu_features() {
-    static const CpuFeatures features = detect_cpu_features();
+    static const CpuFeatures features = [] {
+        CpuFeatures f = detect_cpu_features();
+        // NEURAL_CPU_DISABLE=amx,avx512vnni,... runs this process as on a CPU without them (the
+        // kernel variants another machine would choose: docs/KERNELS.md "CPU features").
+        const char* off = std::getenv("NEURAL_CPU_DISABLE");
+        if (off != nullptr && *off != '\0') {
+            try {
+                f = without_features(f, off);
+            } catch (const std::invalid_argument& e) {
+                std::fprintf(stderr, "NEURAL_CPU_DISABLE: %s; ignored\n", e.what());
+            }
+        }
+        return f;
+    }();
     return features;
 }
 

@@ -46,14 +46,14 @@ struct LoadOptions {
     // With a fast-path kernel: "bf16" (the bf16 dense kernels for attention projections, router
     // and lm_head), "int8-head" (the lm_head quantized to int8 at load and run on the int8
     // kernels), "int8" (the attention projections too; the router stays bf16), "auto"
-    // (int8-head where a SIMD int8 kernel goes with the expert kernel: AVX2 or AVX512_VNNI; else
-    // bf16) or "reference" (the fp32 reference dense layers beside the fused expert kernels:
+    // (bf16: the int8 paths change the answers and are opt-in) or "reference" (the fp32 reference dense layers beside the fused expert kernels:
     // isolates the expert kernels, e.g. to compare them with the reference bit for bit).
     std::string dense = "auto";
-    // With a fast-path kernel, the experts of a prompt (more than one token per pass): "auto"
-    // (the int8 path of cpu/kernels/prompt_kernel.h on CPUs with AVX512_VNNI when the AVX-512
-    // expert kernel runs, else the fp32 path), "int8" (the int8 path; its scalar reference
-    // where the CPU has no AVX512_VNNI) or "fp32" (the fused fp32 expert kernels, as decode).
+    // With a fast-path kernel, the experts of a prompt (more than one token per pass): "auto" or
+    // "fp32" (the fused fp32 expert kernels, as decode: a token gives the same bits inside a
+    // prompt and alone), "int8" (the int8 path of cpu/kernels/prompt_kernel.h, activations
+    // quantized to int8: lossy, opt-in; its scalar reference where the CPU has no AVX512_VNNI)
+    // or "int8-vnni".
     std::string prompt_kernel = "auto";
     // Worker team for the fused kernels: the persistent team DLL (`--kernel-persistent 1`, at
     // `kdll` or beside the executable) or OpenMP (0). Unset (auto): the persistent team on the

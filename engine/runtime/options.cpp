@@ -111,20 +111,21 @@ std::vector<Setting> make_settings() {
     r.push_back(with_choices(
         row("dense", T::choice, "auto|bf16|int8-head|int8|reference", "Dense kernels",
             "with a fast kernel on the CPU backend: bf16 runs the attention projections, router "
-            "and lm_head on the bf16 dense kernels; int8-head quantizes the lm_head to int8 at "
-            "load (within the golden tolerance); int8 the attention projections too (about half "
-            "the dense bytes per token, logits further off); the router stays bf16; auto is "
-            "int8-head where the CPU has AVX2 or AVX512_VNNI, else bf16; reference runs the fp32 "
+            "and lm_head on the bf16 dense kernels from the checkpoint's weights; int8-head "
+            "quantizes the lm_head to int8 at load and int8 the attention projections too "
+            "(LOSSY: both change the model's answers; faster decode, about half the dense bytes "
+            "per token with int8); the router stays bf16; auto is bf16; reference runs the fp32 "
             "reference layers",
             A::cpu, NEURAL_TEXT(dense)),
         {"auto", "bf16", "int8-head", "int8", "reference"}));
     r.push_back(with_choices(
         row("prompt-kernel", T::choice, "auto|int8|int8-vnni|fp32", "Prompt kernel",
-            "with a fast kernel on the CPU backend, the experts of a prompt: int8 runs them as "
-            "int8 GEMMs (AMX tiles where the CPU has AMX-INT8, else AVX512_VNNI, else their "
-            "scalar reference; all give the same bits), int8-vnni on AVX512_VNNI even where AMX "
-            "is present, fp32 on the fused fp32 kernels like decode; auto is int8 where the "
-            "avx512 kernel runs on a CPU with AVX512_VNNI",
+            "with a fast kernel on the CPU backend, the experts of a prompt: fp32 (and auto) on "
+            "the fused fp32 kernels like decode, so a token gives the same bits in a prompt and "
+            "alone; int8 quantizes the activations to int8 and runs int8 GEMMs (LOSSY: changes "
+            "the answers; faster prompts; AMX tiles where the CPU has AMX-INT8, else "
+            "AVX512_VNNI, else their scalar reference, all the same bits), int8-vnni on "
+            "AVX512_VNNI even where AMX is present",
             A::cpu, NEURAL_TEXT(prompt_kernel)),
         {"auto", "int8", "int8-vnni", "fp32"}));
     r.push_back(with_default(

@@ -2,7 +2,10 @@
 // _xgetbv intrinsic would need -mxsave on this baseline-compiled file).
 #include "platform/cpu_features.h"
 
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <stdexcept>
 #include <string>
 
 #if defined(__x86_64__) || defined(__i386__)

@@ -2,7 +2,10 @@
 // clang-cl); MinGW GCC/Clang use <cpuid.h> as on POSIX.
 #include "platform/cpu_features.h"
 
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <stdexcept>
 #include <string>
 
 #if defined(_M_X64) || defined(_M_IX86) || defined(__x86_64__) || defined(__i386__)
