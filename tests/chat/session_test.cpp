@@ -289,5 +289,39 @@ TEST_F(SessionTest, SameSeedSameReply) {
     EXPECT_EQ(a.respond(o).content, b.respond(o).content);
 }
 
+// A sampled reply (temperature 1, a fixed seed) depends only on the conversation and the
+// settings, not on what the cache holds: regenerated from the cache (the prompt's K/V reused, its
+// last token run alone), and in a fresh session from a saved conversation (the whole prompt as one
+// batch), it is the same text. The desktop's regenerate and a restarted app rely on it; a prompt
+// path whose bits differ from decode's (the int8 prompt kernel) breaks it.
+TEST_F(SessionTest, ASampledReplyIsTheSameWhateverTheCacheHolds) {
+    TurnOptions o;
+    o.max_tokens = 16;
+    o.sampling.temperature = 1.0f;
+    o.sampling.seed = 7;
+    test::TempDir dir;
+    ChatSession a(*model_);
+    a.system().conversation_start_date = "2026-11-30";
+    a.add_user("Tell me something about the sea.");
+    a.save(dir / "conv.json");
+    const std::size_t before = a.history().size();
+    const TurnResult first = a.respond(o);
+    EXPECT_EQ(first.stats.cached_tokens, 0);
+    ASSERT_FALSE((first.content + first.reasoning).empty());
+
+    a.truncate_history(before);  // regenerate: drop the reply
+    const TurnResult again = a.respond(o);
+    EXPECT_GT(again.stats.cached_tokens, 0);
+    EXPECT_EQ(again.content, first.content);
+    EXPECT_EQ(again.reasoning, first.reasoning);
+
+    ChatSession b(*model_);
+    b.load(dir / "conv.json");
+    const TurnResult cold = b.respond(o);
+    EXPECT_EQ(cold.stats.cached_tokens, 0);
+    EXPECT_EQ(cold.content, first.content);
+    EXPECT_EQ(cold.reasoning, first.reasoning);
+}
+
 }  // namespace
 }  // namespace neural
