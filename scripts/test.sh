@@ -29,6 +29,13 @@ if [ -f "$log" ] && grep -q "Skipped" "$log"; then
   echo "Skip reasons:"
   grep -A1 ": Skipped$" "$log" | grep -v -e ": Skipped$" -e "^--$" | sort | uniq -c | sed 's/^/  /'
 fi
+# Which CPU kernel variants this machine ran and compared bit for bit (docs/KERNELS.md "Every
+# variant the same bits"): a CPU without a feature still checks the variants it has.
+if [ -f "$log" ]; then
+  echo "CPU kernel variants run here:"
+  grep -h -e "variants checked bit for bit" -e "attention variants available" \
+    -e "seeded replies compared" -e "kernel variants available here" "$log" | sort -u | sed 's/^/  /' || true
+fi
 stage_done ctest
 # Reliability stages (docs/RELIABILITY.md), on a full run only (no ctest arguments):
 #   fuzz smoke: every libFuzzer target NEURAL_FUZZ_SECONDS (default 25) s    off: NEURAL_FUZZ=0

@@ -7,6 +7,7 @@
 #include <numeric>
 #include <utility>
 
+#include "cpu/kernels/exp_poly.h"
 #include "cpu/ops.h"
 #include "cpu/parallel.h"
 #include "cpu/team/worker_team.h"
@@ -29,11 +30,17 @@ void CpuModel::set_dense_kernel(std::unique_ptr<cpu::DenseKernel> dense) {
             "{}",
             kMaxAttentionGroup, config_.num_heads / config_.num_kv_heads);
     }
+    // The attention variant follows the dense kernels' ISA. The AVX-512 and AVX2 variants give
+    // the same bits (docs/KERNELS.md "Attention"); the scalar dense kernel keeps the reference.
     const bool avx512 = dense && (dense->isa() == cpu::DenseIsa::avx512 ||
                                   dense->isa() == cpu::DenseIsa::avx512bf16);
-    attention_isa_ = avx512 && cpu::attention_isa_available(cpu::AttentionIsa::avx512)
-                         ? cpu::AttentionIsa::avx512
-                         : cpu::AttentionIsa::reference;
+    const bool avx2 = dense && dense->isa() == cpu::DenseIsa::avx2;
+    attention_isa_ = cpu::AttentionIsa::reference;
+    if (avx512 && cpu::attention_isa_available(cpu::AttentionIsa::avx512)) {
+        attention_isa_ = cpu::AttentionIsa::avx512;
+    } else if ((avx512 || avx2) && cpu::attention_isa_available(cpu::AttentionIsa::avx2)) {
+        attention_isa_ = cpu::AttentionIsa::avx2;
+    }
     dense_ = std::move(dense);
 }
 
@@ -329,7 +336,10 @@ void CpuModel::moe(int layer, const float* h, std::int64_t T, std::int64_t pos0,
         for (int k = 0; k < K; ++k) {
             const int e = order[static_cast<size_t>(k)];
             sel[static_cast<size_t>(t * K + k)] = e;
-            gate[static_cast<size_t>(t * K + k)] = std::exp(lt[e] - m);
+            // The fast path's gates do not take the C library's exp, whose bits differ between
+            // runtimes (exp_poly.h): the same reply to a seed on Linux and Windows.
+            gate[static_cast<size_t>(t * K + k)] =
+                dense_ ? cpu::exp_poly(lt[e] - m) : std::exp(lt[e] - m);
             sum += gate[static_cast<size_t>(t * K + k)];
         }
         for (int k = 0; k < K; ++k) gate[static_cast<size_t>(t * K + k)] /= sum;

@@ -6,6 +6,58 @@
 
 namespace neural::cpu {
 
+namespace {
+
+// sin and cos of a float angle (|x| < 2^20 radians: positions below a million) in double
+// arithmetic alone, rounded to float: the C library's sinf / cosf differ between runtimes (glibc
+// even picks an FMA or a plain build by CPU, the Windows runtime has its own), and RoPE runs on
+// every token, so its bits must be the same everywhere (docs/KERNELS.md "Every variant the same
+// bits"). x = k pi/2 + r with pi/2 in three parts (fdlibm's: k * part is exact), |r| <= pi/4,
+// then fdlibm's kernel polynomials (error below 1 ulp of double), so the float result is the
+// correctly rounded one except within 1e-16 of a rounding tie. Baseline x86-64 has no fused
+// multiply-add to contract into: the same bits on every CPU and compiler setting.
+void sincos_portable(float angle, float* s, float* c) {
+    const double x = angle;
+    const double shift = 6755399441055744.0;  // 1.5 * 2^52: adding it rounds to an integer
+    const double k = (x * 6.36619772367581382433e-01 + shift) - shift;
+    double r = x - k * 1.57079632673412561417e+00;
+    r = r - k * 6.07710050630396597660e-11;
+    r = r - k * 2.02226624871116645580e-21;
+    const double z = r * r;
+    const double sr =
+        r +
+        r * z *
+            (-1.66666666666666324348e-01 +
+             z * (8.33333333332248946124e-03 +
+                  z * (-1.98412698298579493134e-04 +
+                       z * (2.75573137070700676789e-06 +
+                            z * (-2.50507602534068634195e-08 + z * 1.58969099521155010221e-10)))));
+    const double cr =
+        1.0 - 0.5 * z +
+        z * z *
+            (4.16666666666666019037e-02 +
+             z * (-1.38888888888741095749e-03 +
+                  z * (2.48015872894767294178e-05 +
+                       z * (-2.75573143513906633035e-07 +
+                            z * (2.08757232129817482790e-09 + z * -1.13596475577881948265e-11)))));
+    switch (static_cast<long long>(k) & 3) {
+        case 0:
+            *s = static_cast<float>(sr), *c = static_cast<float>(cr);
+            break;
+        case 1:
+            *s = static_cast<float>(cr), *c = static_cast<float>(-sr);
+            break;
+        case 2:
+            *s = static_cast<float>(-sr), *c = static_cast<float>(-cr);
+            break;
+        default:
+            *s = static_cast<float>(-cr), *c = static_cast<float>(sr);
+            break;
+    }
+}
+
+}  // namespace
+
 Rope::Rope(const ModelConfig& c) : head_dim_(c.head_dim) {
     const int half = c.head_dim / 2;
     const float base = static_cast<float>(c.rope_theta);
@@ -64,8 +116,10 @@ void Rope::apply(float* x, int heads, std::int64_t pos) const {
     const float p = static_cast<float>(pos);
     for (int i = 0; i < half; ++i) {
         const float angle = p * inv_freq_[static_cast<size_t>(i)];
-        cs[i] = std::cos(angle) * concentration_;
-        sn[i] = std::sin(angle) * concentration_;
+        float sa, ca;
+        sincos_portable(angle, &sa, &ca);
+        cs[i] = ca * concentration_;
+        sn[i] = sa * concentration_;
     }
     for (int h = 0; h < heads; ++h) {
         float* z = x + static_cast<std::ptrdiff_t>(h) * head_dim_;

@@ -1,11 +1,13 @@
-// The fast path's attention kernel (engine/cpu/kernels/attention_kernel.h): the AVX-512 variant
-// against the reference (cpu::attend_with_sink) and a double-precision softmax with sinks; its
-// per-head results do not depend on how many heads one call takes; non-finite inputs.
+// The fast path's attention kernel (engine/cpu/kernels/attention_kernel.h): the AVX-512 and AVX2
+// variants against the reference (cpu::attend_with_sink) and a double-precision softmax with
+// sinks, and bit for bit against each other; per-head results do not depend on how many heads
+// one call takes; non-finite inputs.
 #include "cpu/kernels/attention_kernel.h"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <limits>
 #include <random>
@@ -72,6 +74,18 @@ double worst_error(const std::vector<float>& got, const std::vector<double>& wan
 
 bool have_avx512() { return attention_isa_available(AttentionIsa::avx512); }
 
+std::vector<AttentionIsa> simd_isas() {
+    std::vector<AttentionIsa> out;
+    for (AttentionIsa isa : {AttentionIsa::avx512, AttentionIsa::avx2}) {
+        if (attention_isa_available(isa)) out.push_back(isa);
+    }
+    return out;
+}
+
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+    return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
 TEST(AttentionKernel, ReferenceMatchesADoubleSoftmaxWithSinks) {
     std::mt19937 rng(1);
     for (std::int64_t n : {1, 7, 300}) {
@@ -81,8 +95,9 @@ TEST(AttentionKernel, ReferenceMatchesADoubleSoftmaxWithSinks) {
     }
 }
 
-TEST(AttentionKernel, Avx512StaysWithinRoundingOfTheReference) {
-    if (!have_avx512()) GTEST_SKIP() << "no AVX-512 on this CPU/build";
+TEST(AttentionKernel, SimdVariantsStayWithinRoundingOfTheReference) {
+    const auto isas = simd_isas();
+    if (isas.empty()) GTEST_SKIP() << "no AVX2 or AVX-512 on this CPU/build";
     std::mt19937 rng(2);
     for (int d : {16, 32, 64, 128}) {
         for (int heads : {1, 3, 4, 8}) {
@@ -91,31 +106,67 @@ TEST(AttentionKernel, Avx512StaysWithinRoundingOfTheReference) {
                 const Case c = make_case(heads, d, n, rng, n > 100 ? 3.0f : 1.0f);
                 const float scale = 1.0f / std::sqrt(static_cast<float>(d));
                 const auto want = exact(c, scale);
-                const auto fast = run(AttentionIsa::avx512, c, scale);
                 const auto ref = run(AttentionIsa::reference, c, scale);
-                const double ref_err = worst_error(ref, want), fast_err = worst_error(fast, want);
-                EXPECT_LT(fast_err, 2e-5) << "d " << d << " heads " << heads << " n " << n;
-                EXPECT_LT(fast_err, 4 * ref_err + 1e-6)
-                    << "d " << d << " heads " << heads << " n " << n << " reference " << ref_err;
+                const double ref_err = worst_error(ref, want);
+                for (AttentionIsa isa : isas) {
+                    const double fast_err = worst_error(run(isa, c, scale), want);
+                    EXPECT_LT(fast_err, 2e-5) << attention_isa_name(isa) << " d " << d << " heads "
+                                              << heads << " n " << n;
+                    EXPECT_LT(fast_err, 4 * ref_err + 1e-6)
+                        << attention_isa_name(isa) << " d " << d << " heads " << heads << " n " << n
+                        << " reference " << ref_err;
+                }
             }
         }
     }
 }
 
+// The AVX2 variant gives the AVX-512 variant's bits (the same lanes, polynomial and trees), for
+// every head size it has code for, many key counts (every tail of 8 and 16 lanes), GQA groups
+// of 1-8 heads, flat and peaked softmaxes, and a sink that takes almost all of the weight.
+TEST(AttentionKernel, Avx2GivesTheAvx512Bits) {
+    std::printf("attention variants available here: reference ");
+    for (AttentionIsa isa : simd_isas()) std::printf("%s ", attention_isa_name(isa));
+    std::printf("\n");
+    if (!have_avx512() || !attention_isa_available(AttentionIsa::avx2))
+        GTEST_SKIP() << "needs both AVX-512 and AVX2 on this CPU/build";
+    std::mt19937 rng(7);
+    int cases = 0;
+    for (int d : {16, 32, 64, 128}) {
+        for (int heads : {1, 2, 3, 4, 5, 8}) {
+            for (std::int64_t n : {1, 2, 7, 8, 9, 15, 16, 17, 24, 31, 33, 64, 100, 257, 1000}) {
+                const float spread = (n + heads) % 3 == 0 ? 3.0f : 1.0f;
+                Case c = make_case(heads, d, n, rng, spread);
+                if (n % 7 == 0) c.sinks[0] = 40.0f;
+                const float scale = 1.0f / std::sqrt(static_cast<float>(d));
+                const auto a = run(AttentionIsa::avx512, c, scale);
+                const auto b = run(AttentionIsa::avx2, c, scale);
+                EXPECT_TRUE(same_bits(a, b)) << "d " << d << " heads " << heads << " n " << n;
+                ++cases;
+            }
+        }
+    }
+    std::printf("avx2 == avx512 attention bit for bit in %d cases\n", cases);
+}
+
 // A head's result is the same bits whether a call takes it alone or with its group (the model
 // calls per GQA group; a prompt and a decode step take the same path).
 TEST(AttentionKernel, AHeadGivesTheSameBitsAloneOrInItsGroup) {
-    if (!have_avx512()) GTEST_SKIP() << "no AVX-512 on this CPU/build";
+    const auto isas = simd_isas();
+    if (isas.empty()) GTEST_SKIP() << "no AVX2 or AVX-512 on this CPU/build";
     std::mt19937 rng(3);
     const Case all = make_case(7, 64, 77, rng);
-    const auto together = run(AttentionIsa::avx512, all, 0.125f);
-    for (int h = 0; h < all.heads; ++h) {
-        Case one = all;
-        one.heads = 1;
-        one.q.assign(all.q.begin() + h * 64, all.q.begin() + (h + 1) * 64);
-        one.sinks = {all.sinks[static_cast<size_t>(h)]};
-        const auto alone = run(AttentionIsa::avx512, one, 0.125f);
-        EXPECT_EQ(0, std::memcmp(alone.data(), together.data() + h * 64, 64 * sizeof(float))) << h;
+    for (AttentionIsa isa : isas) {
+        const auto together = run(isa, all, 0.125f);
+        for (int h = 0; h < all.heads; ++h) {
+            Case one = all;
+            one.heads = 1;
+            one.q.assign(all.q.begin() + h * 64, all.q.begin() + (h + 1) * 64);
+            one.sinks = {all.sinks[static_cast<size_t>(h)]};
+            const auto alone = run(isa, one, 0.125f);
+            EXPECT_EQ(0, std::memcmp(alone.data(), together.data() + h * 64, 64 * sizeof(float)))
+                << attention_isa_name(isa) << " head " << h;
+        }
     }
 }
 
@@ -125,14 +176,17 @@ TEST(AttentionKernel, OtherHeadSizesRunTheReference) {
     for (int d : {8, 48, 80}) {
         const Case c = make_case(2, d, 33, rng);
         const auto ref = run(AttentionIsa::reference, c, 0.2f);
-        const auto fast = run(AttentionIsa::avx512, c, 0.2f);
-        EXPECT_EQ(0, std::memcmp(ref.data(), fast.data(), ref.size() * sizeof(float))) << d;
+        for (AttentionIsa isa : {AttentionIsa::avx512, AttentionIsa::avx2}) {
+            const auto fast = run(isa, c, 0.2f);
+            EXPECT_EQ(0, std::memcmp(ref.data(), fast.data(), ref.size() * sizeof(float)))
+                << attention_isa_name(isa) << " d " << d;
+        }
     }
 }
 
 TEST(AttentionKernel, ALargeSinkTakesTheWeightAndNaNsPropagate) {
     std::mt19937 rng(5);
-    for (AttentionIsa isa : {AttentionIsa::reference, AttentionIsa::avx512}) {
+    for (AttentionIsa isa : {AttentionIsa::reference, AttentionIsa::avx512, AttentionIsa::avx2}) {
         if (!attention_isa_available(isa)) continue;
         SCOPED_TRACE(attention_isa_name(isa));
         Case c = make_case(2, 64, 40, rng);

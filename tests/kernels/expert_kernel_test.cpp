@@ -266,6 +266,119 @@ TEST(ExpertKernel, SimdVariantsAgreeWithScalarToFp32Rounding) {
     }
 }
 
+std::vector<KernelIsa> simd_isas() {
+    std::vector<KernelIsa> out;
+    for (KernelIsa isa : available_isas()) {
+        if (isa != KernelIsa::scalar) out.push_back(isa);
+    }
+    return out;
+}
+
+// Every SIMD variant gives the bits of the lane order written out (test_experts.h:
+// lane_reference_decode), hence the same bits as each other: the reply to a seed does not depend
+// on whether the CPU has AVX2 or AVX-512 (docs/KERNELS.md "Every variant the same bits"). Decode
+// with 1-4 experts and multi() with 1-16 tokens, raw and packed records, with and without
+// capture, gates beyond the clamp, many shapes including G = 1 and the real 2880.
+TEST(ExpertKernel, SimdVariantsGiveTheLaneReferenceBits) {
+    const auto isas = simd_isas();
+    std::printf("expert kernel variants checked bit for bit against the lane reference: ");
+    for (KernelIsa isa : isas) std::printf("%s ", cpu::kernel_isa_name(isa));
+    std::printf("%s\n", isas.empty() ? "(none: no SIMD variant runs here)" : "");
+    if (isas.empty()) GTEST_SKIP() << "no SIMD expert kernel on this CPU/build";
+    auto team = persistent_team(3);
+    const Shape shapes[] = {{64, 96}, {96, 64}, {32, 96}, {128, 128}, {32, 32}, {160, 224}};
+    std::uint64_t seed = 500;
+    for (Shape s : shapes) {
+        for (int scale_hi : {124, 132}) {  // 132: gates beyond the clamp limit
+            ExpertSpec spec;
+            spec.hidden = s.hidden;
+            spec.intermediate = s.intermediate;
+            spec.gate_up_scale_hi = scale_hi;
+            spec.seed = ++seed;
+            const auto experts = make_experts(4, spec);
+            const auto x = test::random_vector(static_cast<size_t>(s.hidden), ++seed);
+            const auto base = test::random_vector(static_cast<size_t>(s.hidden), ++seed);
+            for (int n = 1; n <= 4; ++n) {
+                std::vector<const TestExpert*> ptrs;
+                for (int k = 0; k < n; ++k) ptrs.push_back(&experts[static_cast<size_t>(k)]);
+                std::vector<float> want = base;
+                test::lane_reference_decode(ptrs, kWeights, x.data(), want.data());
+                for (KernelIsa isa : isas) {
+                    for (bool packed : {false, true}) {
+                        EXPECT_TRUE(
+                            same_bits(run_decode(isa, *team, experts, n, packed, x, base), want))
+                            << cpu::kernel_isa_name(isa) << " " << s.hidden << "x" << s.intermediate
+                            << " n=" << n << " packed=" << packed << " scale_hi=" << scale_hi;
+                    }
+                }
+            }
+            // multi(): T tokens of expert 0, token t weighted ws[t], capturing in one pass.
+            for (int T : {1, 2, 3, 7, 8, 9, 16}) {
+                std::vector<std::vector<float>> xs, want;
+                std::vector<float> ws;
+                for (int t = 0; t < T; ++t) {
+                    xs.push_back(test::random_vector(static_cast<size_t>(s.hidden), ++seed));
+                    want.push_back(test::random_vector(static_cast<size_t>(s.hidden), ++seed));
+                    ws.push_back(0.1f * static_cast<float>(t + 1));
+                }
+                const auto outs0 = want;
+                for (int t = 0; t < T; ++t) {
+                    test::lane_reference_decode({&experts[0]}, {ws[static_cast<size_t>(t)]},
+                                                xs[static_cast<size_t>(t)].data(),
+                                                want[static_cast<size_t>(t)].data());
+                }
+                std::vector<const float*> xp;
+                for (const auto& v : xs) xp.push_back(v.data());
+                for (KernelIsa isa : isas) {
+                    ExpertKernel kernel(isa);
+                    for (bool packed : {false, true}) {
+                        for (bool capture : {false, true}) {
+                            auto outs = outs0;
+                            std::vector<float*> op;
+                            for (auto& v : outs) op.push_back(v.data());
+                            ExpertInput in = experts[0].input(packed);
+                            test::AlignedBytes cap(packed ? experts[0].packed.size()
+                                                          : experts[0].raw.size());
+                            if (capture) in.capture = cap.data();
+                            kernel.multi(*team, in, xp, ws, op);
+                            for (int t = 0; t < T; ++t) {
+                                EXPECT_TRUE(same_bits(outs[static_cast<size_t>(t)],
+                                                      want[static_cast<size_t>(t)]))
+                                    << cpu::kernel_isa_name(isa) << " " << s.hidden << "x"
+                                    << s.intermediate << " T=" << T << " t=" << t
+                                    << " packed=" << packed << " capture=" << capture;
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    // The real shape, one expert (the lane reference is slow), raw and packed, capturing.
+    ExpertSpec spec;
+    spec.hidden = 2880;
+    spec.intermediate = 2880;
+    spec.wide_rows = 8;
+    spec.seed = 77;
+    const auto experts = make_experts(1, spec);
+    const auto x = test::random_vector(2880, 78);
+    const auto base = test::random_vector(2880, 79);
+    std::vector<float> want = base;
+    test::lane_reference_decode({&experts[0]}, {kWeights[0]}, x.data(), want.data());
+    for (KernelIsa isa : isas) {
+        for (bool packed : {false, true}) {
+            ExpertKernel kernel(isa);
+            ExpertInput in = experts[0].input(packed, kWeights[0]);
+            test::AlignedBytes cap(packed ? experts[0].packed.size() : experts[0].raw.size());
+            in.capture = cap.data();
+            std::vector<float> out = base;
+            kernel.decode(*team, std::span<const ExpertInput>(&in, 1), x.data(), out.data());
+            EXPECT_TRUE(same_bits(out, want))
+                << cpu::kernel_isa_name(isa) << " 2880 packed=" << packed;
+        }
+    }
+}
+
 // The real gpt-oss shape (H = I = 2880), four experts, every variant, raw and packed.
 TEST(ExpertKernel, RealShape2880) {
     ExpertSpec spec;

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "bench/ram_probe.h"
+#include "cpu/kernels/attention_kernel.h"
 #include "cpu/kernels/dense_int8.h"
 #include "cpu/kernels/dense_kernel.h"
 #include "cpu/kernels/expert_kernel.h"
@@ -247,6 +248,23 @@ void BM_Dense(benchmark::State& state, bool int8, bool persistent, int threads) 
 
 // --- team overhead ------------------------------------------------------------------------------
 
+// One GQA group of gpt-oss (8 query heads, d = 64) against n cached keys and values, one thread:
+// the attention kernel's variants side by side (docs/KERNELS.md "Attention").
+void BM_Attention(benchmark::State& state, cpu::AttentionIsa isa, std::int64_t n) {
+    constexpr int kHeads = 8, kDim = 64;
+    const std::int64_t stride = 8 * kDim;  // a K/V row holds the 8 KV heads
+    const auto q = test::random_vector(kHeads * kDim, 1);
+    const auto k = test::random_vector(static_cast<std::size_t>(n * stride), 2);
+    const auto v = test::random_vector(static_cast<std::size_t>(n * stride), 3);
+    const auto sinks = test::random_vector(kHeads, 4);
+    std::vector<float> out(kHeads * kDim);
+    for (auto _ : state) {
+        cpu::attend_group(isa, q.data(), kHeads, k.data(), v.data(), stride, n, kDim, sinks.data(),
+                          0.125f, out.data());
+        benchmark::DoNotOptimize(out.data());
+    }
+}
+
 void noop_task(void*, std::int64_t, std::int32_t) {}
 
 void BM_TeamOverhead(benchmark::State& state, bool persistent, int threads, int gap_us) {
@@ -331,6 +349,16 @@ int main(int argc, char** argv) {
                 ->Unit(benchmark::kMillisecond)
                 ->Iterations(iters * 4)
                 ->UseRealTime();
+        }
+    }
+    for (std::int64_t n : {std::int64_t{128}, std::int64_t{4096}}) {
+        for (cpu::AttentionIsa isa :
+             {cpu::AttentionIsa::reference, cpu::AttentionIsa::avx2, cpu::AttentionIsa::avx512}) {
+            if (!cpu::attention_isa_available(isa)) continue;
+            const std::string name = std::string("Attention/") + cpu::attention_isa_name(isa) +
+                                     "/keys:" + std::to_string(n);
+            benchmark::RegisterBenchmark(name.c_str(), BM_Attention, isa, n)
+                ->Unit(benchmark::kMicrosecond);
         }
     }
     for (int gap : {0, 200}) {

@@ -54,7 +54,7 @@ std::vector<float> logits(std::size_t n, std::uint32_t seed) {
     return v;
 }
 
-TEST(SamplerWeights, EveryVariantWritesTheScalarWeightsAndTheirSums) {
+TEST(SamplerWeights, EveryVariantWritesTheScalarWeightsAndTheirSumsBitForBit) {
     int variants = 0;
     for (const KernelIsa isa : {KernelIsa::avx2, KernelIsa::avx512}) {
         if (!kernel_isa_available(isa)) continue;
@@ -89,6 +89,12 @@ TEST(SamplerWeights, EveryVariantWritesTheScalarWeightsAndTheirSums) {
                         EXPECT_NEAR(s.kept, kept, 1e-6 * kept + 1e-30);
                         EXPECT_NEAR(s.raw, raw, 1e-6 * raw + 1e-30);
                     }
+                    // The sums in one order on every variant: the draw compares against them,
+                    // so a seed picks the same token on every CPU.
+                    EXPECT_EQ(std::memcmp(&a.kept, &b.kept, sizeof(double)), 0)
+                        << kernel_isa_name(isa) << " n " << n << " " << a.kept << " " << b.kept;
+                    EXPECT_EQ(std::memcmp(&a.raw, &b.raw, sizeof(double)), 0)
+                        << kernel_isa_name(isa) << " n " << n;
                 }
             }
         }

@@ -3,9 +3,11 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <new>
 #include <random>
 
+#include "cpu/kernels/exp_poly.h"
 #include "cpu/ops.h"
 #include "model/bf16.h"
 #include "model/mxfp4.h"
@@ -181,6 +183,78 @@ void reference_decode(const std::vector<const TestExpert*>& experts,
             const std::vector<float> d_row = decode_raw_row(e, Projection::kDown, r);
             y[k][static_cast<size_t>(r)] =
                 cpu::dot(d_row.data(), act.data(), I) + load_bf16(e.down_bias.data(), r);
+        }
+    }
+    for (size_t k = 0; k < experts.size(); ++k) {
+        for (std::int64_t i = 0; i < H; ++i) out[i] += weights[k] * y[k][static_cast<size_t>(i)];
+    }
+}
+
+namespace {
+
+// The lane order of lane_reference_decode for one row of n (a multiple of 32) values.
+float lane_dot(const float* w, const float* x, std::int64_t n) {
+    float e[16] = {}, o[16] = {};
+    for (std::int64_t b = 0; b < n; b += 32) {
+        for (int j = 0; j < 16; ++j) {
+            e[j] = fma_exact(w[b + 2 * j], x[b + 2 * j], e[j]);
+            o[j] = fma_exact(w[b + 2 * j + 1], x[b + 2 * j + 1], o[j]);
+        }
+    }
+    float v[16];
+    for (int j = 0; j < 16; ++j) v[j] = e[j] + o[j];
+    for (int half = 8; half >= 1; half /= 2) {
+        for (int j = 0; j < half; ++j) v[j] = v[j] + v[j + half];
+    }
+    return v[0];
+}
+
+}  // namespace
+
+float fma_exact(float a, float b, float c) {
+    const double p = static_cast<double>(a) * b;  // exact: 48 significant bits at most
+    const double cd = c;
+    const double s = p + cd;
+    if (!std::isfinite(s)) return static_cast<float>(s);
+    const double bb = s - p;
+    const double err = (p - (s - bb)) + (cd - bb);  // p + c = s + err exactly (TwoSum)
+    float r = static_cast<float>(s);
+    if (err != 0.0 && static_cast<double>(r) != s) {
+        // s is a double rounding of p + c: where it lies exactly halfway between two floats,
+        // the sign of err decides (a plain conversion would round the tie to even).
+        const float other = std::nextafter(r, s > r ? std::numeric_limits<float>::infinity()
+                                                    : -std::numeric_limits<float>::infinity());
+        if ((static_cast<double>(r) + static_cast<double>(other)) / 2 == s) {
+            const bool up = err > 0;  // the exact value is above s
+            const float hi = r > other ? r : other, lo = r > other ? other : r;
+            r = up ? hi : lo;
+        }
+    }
+    return r;
+}
+
+void lane_reference_decode(const std::vector<const TestExpert*>& experts,
+                           const std::vector<float>& weights, const float* x, float* out,
+                           float limit, float alpha) {
+    const std::int64_t H = experts[0]->hidden, I = experts[0]->intermediate;
+    std::vector<std::vector<float>> y(experts.size(), std::vector<float>(static_cast<size_t>(H)));
+    for (size_t k = 0; k < experts.size(); ++k) {
+        const TestExpert& e = *experts[k];
+        std::vector<float> act(static_cast<size_t>(I));
+        for (std::int64_t i = 0; i < I; ++i) {
+            const std::vector<float> g_row = decode_raw_row(e, Projection::kGateUp, 2 * i);
+            const std::vector<float> u_row = decode_raw_row(e, Projection::kGateUp, 2 * i + 1);
+            float g = lane_dot(g_row.data(), x, H) + load_bf16(e.gate_up_bias.data(), 2 * i);
+            float u = lane_dot(u_row.data(), x, H) + load_bf16(e.gate_up_bias.data(), 2 * i + 1);
+            g = std::min(g, limit);
+            u = std::clamp(u, -limit, limit);
+            const float glu = g / (1.0f + cpu::exp_poly(-alpha * g));
+            act[static_cast<size_t>(i)] = glu * (u + 1.0f);
+        }
+        for (std::int64_t r = 0; r < H; ++r) {
+            const std::vector<float> d_row = decode_raw_row(e, Projection::kDown, r);
+            y[k][static_cast<size_t>(r)] =
+                lane_dot(d_row.data(), act.data(), I) + load_bf16(e.down_bias.data(), r);
         }
     }
     for (size_t k = 0; k < experts.size(); ++k) {

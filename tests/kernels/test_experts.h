@@ -65,6 +65,19 @@ void reference_decode(const std::vector<const TestExpert*>& experts,
                       float limit = 7.0f, float alpha = 1.702f,
                       const std::function<float(float)>& round_act = {});
 
+// The SIMD variants' arithmetic written out lane by lane (docs/KERNELS.md "Every variant the same
+// bits"): per row and 32-value block, lane j of an even accumulator takes
+// fma(w[2j], x[2j], e_j) and of an odd one fma(w[2j+1], x[2j+1], o_j) (fma_exact),
+// blocks in order; the row's dot is the 16 lanes of e + o summed 8 + 8, 4 + 4, 2 + 2, 1 + 1;
+// the SwiGLU takes cpu::exp_poly; the experts are added to out in k order as reference_decode.
+// a * b + c rounded once to the nearest float (ties to even) without the C library's fmaf
+// (some runtimes compute it through double, a second rounding).
+float fma_exact(float a, float b, float c);
+
+void lane_reference_decode(const std::vector<const TestExpert*>& experts,
+                           const std::vector<float>& weights, const float* x, float* out,
+                           float limit = 7.0f, float alpha = 1.702f);
+
 // The same math in double precision (an independent check of the fp32 paths).
 void reference_decode_f64(const std::vector<const TestExpert*>& experts,
                           const std::vector<float>& weights, const float* x, double* out,

@@ -2,7 +2,6 @@
 // -ffp-contract=off (every fused multiply-add below is written out).
 #include <immintrin.h>
 
-#include <cmath>
 #include <cstdint>
 #include <vector>
 
@@ -112,7 +111,9 @@ void heads_block(const float* q, const float* k, const float* v, std::int64_t st
             _mm512_storeu_ps(sh + j, e);
             sum = _mm512_add_ps(sum, e);
         }
-        denom[h] = std::exp(sinks[h] - m[h]) + hsum512(sum);
+        // The sink's term by the same polynomial (lane 0), not the C library's exp: the bits
+        // must not depend on the OS's runtime.
+        denom[h] = _mm512_cvtss_f32(exp16(_mm512_set1_ps(sinks[h] - m[h]))) + hsum512(sum);
         // The probabilities e_j / denom, 16 at a time (the same correctly rounded division).
         const __m512 dv = _mm512_set1_ps(denom[h]);
         for (std::int64_t j = 0; j < n; j += 16) {

@@ -6,13 +6,22 @@
 namespace neural::cpu {
 
 const char* attention_isa_name(AttentionIsa isa) {
-    return isa == AttentionIsa::avx512 ? "avx512" : "reference";
+    switch (isa) {
+        case AttentionIsa::avx512:
+            return "avx512";
+        case AttentionIsa::avx2:
+            return "avx2";
+        case AttentionIsa::reference:
+            break;
+    }
+    return "reference";
 }
 
 bool attention_isa_available(AttentionIsa isa) {
     if (isa == AttentionIsa::reference) return true;
 #ifdef NEURAL_KERNELS_X86
-    return cpu_features().has_avx512();
+    return isa == AttentionIsa::avx512 ? cpu_features().has_avx512()
+                                       : cpu_features().has_avx2_fma();
 #else
     return false;
 #endif
@@ -24,6 +33,9 @@ void attend_group(AttentionIsa isa, const float* q, int heads, const float* k, c
 #ifdef NEURAL_KERNELS_X86
     if (isa == AttentionIsa::avx512 &&
         detail::attend_group_avx512(q, heads, k, v, stride, n, d, sinks, scale, out))
+        return;
+    if (isa == AttentionIsa::avx2 &&
+        detail::attend_group_avx2(q, heads, k, v, stride, n, d, sinks, scale, out))
         return;
 #endif
     for (int h = 0; h < heads; ++h) {

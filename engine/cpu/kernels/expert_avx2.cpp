@@ -5,8 +5,10 @@
 // 8-15); vpermps looks up the magnitude (code bits 0-2) in the 8-entry table already multiplied
 // by the block's scale, and the code's bit 3 is XORed in as the sign. Low nibbles give the even
 // elements, high nibbles the odd ones, so operands are stored block-deinterleaved (even 16, then
-// odd 16). Per (row, token): four accumulators, a_q += w[8q:8q+8] x[8q:8q+8] per block, then
-// (a_0 + a_1) + (a_2 + a_3) summed in a fixed tree.
+// odd 16). Per (row, token): four accumulators, a_q += w[8q:8q+8] x[8q:8q+8] per block: a_0, a_1
+// are lanes 0-7 and 8-15 of the AVX-512 variant's even accumulator, a_2, a_3 of its odd one, and
+// each lane sees the same fused multiply-adds in the same order. The sum (a_0 + a_2) + (a_1 + a_3),
+// then 4 + 4, 2 + 2, 1 + 1, is hsum512(e + o): the AVX-512 variant's bits (docs/KERNELS.md).
 #include <immintrin.h>
 #include <math.h>
 
@@ -34,6 +36,7 @@ inline void store_codes(std::uint8_t* dst, __m128i b, bool stream) {
 }
 
 struct Isa {
+    static constexpr bool kReference = false;
     static constexpr bool kDeinterleaved = true;
     static constexpr int kGroup = 2;  // 4 accumulators per token: 8 of the 16 ymm registers
 
@@ -92,9 +95,11 @@ struct Isa {
         }
         for (int r = 0; r < NR; ++r) {
             for (int t = 0; t < NT; ++t) {
+                // a[0], a[1] are the AVX-512 variant's even lanes 0-7 and 8-15, a[2], a[3] its
+                // odd ones: (e + o), then its lanes 0-7 + 8-15, then hsum512's 4 + 4, 2 + 2, 1 + 1.
                 const __m256* a = acc[r][t];
                 res[r * NT + t] =
-                    hsum256(_mm256_add_ps(_mm256_add_ps(a[0], a[1]), _mm256_add_ps(a[2], a[3])));
+                    hsum256(_mm256_add_ps(_mm256_add_ps(a[0], a[2]), _mm256_add_ps(a[1], a[3])));
             }
         }
     }

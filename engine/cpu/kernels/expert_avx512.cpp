@@ -28,6 +28,7 @@ inline void store_codes(std::uint8_t* dst, __m128i b, bool stream) {
 }
 
 struct Isa {
+    static constexpr bool kReference = false;
     static constexpr bool kDeinterleaved = true;
     // 2 accumulators per token: 16 of the 32 zmm registers at 8 tokens.
     static constexpr int kGroup = 8;

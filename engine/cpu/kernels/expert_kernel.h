@@ -11,8 +11,9 @@
 // result does not depend on the team, its thread count or the schedule (bit-identical). multi()
 // and decode() share the per-row accumulation order, so a token's multi() result equals its
 // single-expert decode() bit for bit. The scalar variant reproduces the reference forward pass
-// (cpu/reference_model.cpp: decode_row + cpu::dot) exactly; the SIMD variants agree with it to
-// fp32 rounding (different summation order).
+// (cpu/reference_model.cpp: decode_row + cpu::dot, the C library's expf) exactly; the AVX2 and
+// AVX-512 variants give the same bits as each other (one lane order, exp_poly: docs/KERNELS.md
+// "Every variant the same bits") and agree with the scalar one to fp32 rounding.
 //
 // Capture: with ExpertInput::capture set, the record's bytes are written to that buffer while
 // the kernel reads them (code blocks from the same registers the kernel decodes, with streaming

@@ -12,6 +12,8 @@
 #include <cstdint>
 #include <cstring>
 
+#include "cpu/kernels/exp_poly.h"
+
 #if defined(__SSE2__) || defined(_M_X64) || (defined(_M_IX86_FP) && _M_IX86_FP >= 2)
 #include <emmintrin.h>
 #endif

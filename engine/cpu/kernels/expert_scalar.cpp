@@ -14,6 +14,7 @@ namespace neural::cpu::kernel_detail {
 namespace {
 
 struct Isa {
+    static constexpr bool kReference = true;
     static constexpr bool kDeinterleaved = false;
     static constexpr int kGroup = 16;
 

@@ -3,6 +3,10 @@
 //
 //   struct Isa {
 //       static constexpr bool kDeinterleaved;  // operand layout (expert_kernel_impl.h)
+//       // true: the reference model's arithmetic (its dot order, the C library's expf), so the
+//       // variant equals cpu/reference_model.cpp bit for bit; false: the SIMD variants' lane
+//       // order and exp_poly (exp_poly.h), the same bits on every such variant and OS.
+//       static constexpr bool kReference;
 //       static constexpr int kGroup;           // most tokens one dot<> call handles
 //       // res[r * NT + t] = dot(row r, x[t]) for NR rows of G blocks and NT operands, each
 //       // (row, token) pair accumulated in the ISA's one fixed order, independent of NR and NT;
@@ -39,12 +43,14 @@ inline std::int64_t operand_pos(std::int64_t k) {
     }
 }
 
-// docs/MODEL.md "Experts", written exactly as cpu/reference_model.cpp (std::min, std::clamp,
-// std::exp) so the scalar variant matches it bit for bit.
+// docs/MODEL.md "Experts", written as cpu/reference_model.cpp (std::min, std::clamp); the
+// reference variant (scalar) takes its std::exp too, so it matches it bit for bit; the SIMD
+// variants take exp_poly (exp_poly.h), the same bits on every CPU and OS.
 inline float swiglu(float g, float u, float limit, float alpha) {
     g = (limit < g) ? limit : g;                            // gate: clamped from above only
     u = (u < -limit) ? -limit : ((limit < u) ? limit : u);  // up: both sides
-    const float glu = g / (1.0f + ::expf(-alpha * g));
+    const float e = Isa::kReference ? ::expf(-alpha * g) : exp_poly(-alpha * g);
+    const float glu = g / (1.0f + e);
     return glu * (u + 1.0f);
 }
 

@@ -58,7 +58,7 @@ static inline int operand_element(int p) { return 8 * (p >> 3) + 2 * (p & 3) + (
 static inline float swiglu_value(float g, float u, float limit, float alpha) {
     g = (limit < g) ? limit : g;
     u = (u < -limit) ? -limit : ((limit < u) ? limit : u);
-    const float glu = g / (1.0f + ::expf(-alpha * g));
+    const float glu = g / (1.0f + exp_poly(-alpha * g));  // not the C library's: exp_poly.h
     return glu * (u + 1.0f);
 }
 

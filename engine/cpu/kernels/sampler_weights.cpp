@@ -35,12 +35,27 @@ struct Sse2 {
         const __m128i e = _mm_slli_epi32(_mm_cvtps_epi32(r), 23);
         return _mm_castsi128_ps(_mm_add_epi32(_mm_castps_si128(p), e));
     }
-    static __m128d dzero() { return _mm_setzero_pd(); }
-    static __m128d dadd(__m128d acc, __m128 x) {
-        return _mm_add_pd(acc, _mm_add_pd(_mm_cvtps_pd(x), _mm_cvtps_pd(_mm_movehl_ps(x, x))));
+    // Double lanes 0-1, 2-3, 4-5, 6-7 (sampler_weights.inl): lane j += f_j + f_{j+8}, f in four
+    // quarters (lanes 0-3, 4-7, 8-11, 12-15).
+    struct D {
+        __m128d d[4];
+    };
+    static D dzero() {
+        return {{_mm_setzero_pd(), _mm_setzero_pd(), _mm_setzero_pd(), _mm_setzero_pd()}};
     }
-    static double dsum(__m128d acc) {
-        return _mm_cvtsd_f64(_mm_add_sd(acc, _mm_unpackhi_pd(acc, acc)));
+    static void dadd(D& acc, const __m128 (&f)[4]) {
+        for (int q = 0; q < 2; ++q) {  // f[q] and f[q + 2] hold lanes 4q.. and 4q + 8..
+            acc.d[2 * q] =
+                _mm_add_pd(acc.d[2 * q], _mm_add_pd(_mm_cvtps_pd(f[q]), _mm_cvtps_pd(f[q + 2])));
+            acc.d[2 * q + 1] = _mm_add_pd(
+                acc.d[2 * q + 1], _mm_add_pd(_mm_cvtps_pd(_mm_movehl_ps(f[q], f[q])),
+                                             _mm_cvtps_pd(_mm_movehl_ps(f[q + 2], f[q + 2]))));
+        }
+    }
+    static double dsum(const D& acc) {  // 4 + 4 (lanes j, j + 4), 2 + 2, 1 + 1
+        const __m128d s2 =
+            _mm_add_pd(_mm_add_pd(acc.d[0], acc.d[2]), _mm_add_pd(acc.d[1], acc.d[3]));
+        return _mm_cvtsd_f64(_mm_add_sd(s2, _mm_unpackhi_pd(s2, s2)));
     }
 };
 }  // namespace

@@ -1,5 +1,5 @@
 // The sampler's weights, AVX2 variant (compiled with the AVX2 flags and no FMA contraction;
-// called only where cpu_features() reports AVX2): sampler_weights.inl over 8 lanes.
+// called only where cpu_features() reports AVX2): sampler_weights.inl over 8 lanes, two vectors per 16 lanes of sums.
 #include <immintrin.h>
 
 #include "cpu/kernels/sampler_weights_impl.h"
@@ -23,14 +23,22 @@ struct Avx2 {
         const __m256i e = _mm256_slli_epi32(_mm256_cvtps_epi32(r), 23);
         return _mm256_castsi256_ps(_mm256_add_epi32(_mm256_castps_si256(p), e));
     }
-    static __m256d dzero() { return _mm256_setzero_pd(); }
-    static __m256d dadd(__m256d acc, __m256 x) {
-        return _mm256_add_pd(acc, _mm256_add_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(x)),
-                                                _mm256_cvtps_pd(_mm256_extractf128_ps(x, 1))));
+    // Double lanes 0-3 and 4-7 (sampler_weights.inl): lane j += f_j + f_{j+8}, f in two halves.
+    struct D {
+        __m256d a, b;
+    };
+    static D dzero() { return {_mm256_setzero_pd(), _mm256_setzero_pd()}; }
+    static void dadd(D& acc, const __m256 (&f)[2]) {
+        acc.a = _mm256_add_pd(acc.a, _mm256_add_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(f[0])),
+                                                   _mm256_cvtps_pd(_mm256_castps256_ps128(f[1]))));
+        acc.b =
+            _mm256_add_pd(acc.b, _mm256_add_pd(_mm256_cvtps_pd(_mm256_extractf128_ps(f[0], 1)),
+                                               _mm256_cvtps_pd(_mm256_extractf128_ps(f[1], 1))));
     }
-    static double dsum(__m256d acc) {  // in registers (sampler_weights_avx512.cpp)
-        const __m128d s = _mm_add_pd(_mm256_castpd256_pd128(acc), _mm256_extractf128_pd(acc, 1));
-        return _mm_cvtsd_f64(_mm_add_sd(s, _mm_unpackhi_pd(s, s)));
+    static double dsum(const D& acc) {  // 4 + 4, 2 + 2, 1 + 1, in registers
+        const __m256d s4 = _mm256_add_pd(acc.a, acc.b);
+        const __m128d s2 = _mm_add_pd(_mm256_castpd256_pd128(s4), _mm256_extractf128_pd(s4, 1));
+        return _mm_cvtsd_f64(_mm_add_sd(s2, _mm_unpackhi_pd(s2, s2)));
     }
 };
 }  // namespace

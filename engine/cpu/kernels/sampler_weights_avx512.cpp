@@ -24,15 +24,22 @@ struct Avx512 {
         const __m512i e = _mm512_slli_epi32(_mm512_cvtps_epi32(r), 23);
         return _mm512_castsi512_ps(_mm512_add_epi32(_mm512_castps_si512(p), e));
     }
+    // Double lanes 0-7 (sampler_weights.inl): lane j += f_j + f_{j+8}.
     static __m512d dzero() { return _mm512_setzero_pd(); }
-    static __m512d dadd(__m512d acc, __m512 x) {
-        const __m256 hi = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(x), 1));
-        return _mm512_add_pd(
-            acc, _mm512_add_pd(_mm512_cvtps_pd(_mm512_castps512_ps256(x)), _mm512_cvtps_pd(hi)));
+    static void dadd(__m512d& acc, const __m512 (&f)[1]) {
+        const __m256 hi = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(f[0]), 1));
+        acc = _mm512_add_pd(
+            acc, _mm512_add_pd(_mm512_cvtps_pd(_mm512_castps512_ps256(f[0])), _mm512_cvtps_pd(hi)));
     }
-    // In registers: a 64-byte store of the accumulator to a stack array crashed under GCC 12's
+    // 4 + 4, 2 + 2, 1 + 1, written out (not _mm512_reduce_add_pd, whose order is the compiler's),
+    // in registers: a 64-byte store of the accumulator to a stack array crashed under GCC 12's
     // AddressSanitizer (a wild address for the array in the realigned frame).
-    static double dsum(__m512d acc) { return _mm512_reduce_add_pd(acc); }
+    static double dsum(__m512d acc) {
+        const __m256d s4 =
+            _mm256_add_pd(_mm512_castpd512_pd256(acc), _mm512_extractf64x4_pd(acc, 1));
+        const __m128d s2 = _mm_add_pd(_mm256_castpd256_pd128(s4), _mm256_extractf128_pd(s4, 1));
+        return _mm_cvtsd_f64(_mm_add_sd(s2, _mm_unpackhi_pd(s2, s2)));
+    }
 };
 }  // namespace
 }  // namespace neural::cpu::sampler_detail
