@@ -443,7 +443,9 @@ bool ConnectionGuard::finishHead() {
         return false;
     }
     if (!http10 && (hosts == 0 || host.empty())) {
-        fail(400, hosts == 0 ? "HTTP/1.1 requests need a Host header" : "the Host header is empty",
+        fail(400,
+             hosts == 0 ? "the request has no Host header (required since HTTP 1.1)"
+                        : "the Host header is empty",
              "invalid_request");
         return false;
     }

@@ -50,11 +50,12 @@ struct ConnectionLimits {
     qint64 minBytesPerSecond = 4096;
     // Open connections from one address at once (loopback included): beyond it, the address's
     // longest idle connection is closed, else the newcomer gets 503. Keeps one client (or a
-    // handful of slow ones) from taking every place of maxConnections. 0: an eighth of
-    // maxConnections, at least 4 (32 at the default 256).
+    // handful of slow ones) from taking every place of maxConnections. 0: a quarter of
+    // maxConnections, at least 4 (64 at the default 256: room for a client pool of 32
+    // concurrent requests and its idle keep-alive connections).
     int maxPerAddress = 0;
     int perAddressLimit() const {
-        return maxPerAddress > 0 ? maxPerAddress : std::max(4, maxConnections / 8);
+        return maxPerAddress > 0 ? maxPerAddress : std::max(4, maxConnections / 4);
     }
 };
 

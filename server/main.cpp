@@ -169,7 +169,7 @@ int main(int argc, char** argv) {
         "SECONDS", "15");
     const QCommandLineOption perAddress(
         "max-connections-per-address",
-        "Open connections from one address at once, loopback included (default 0: an eighth "
+        "Open connections from one address at once, loopback included (default 0: a quarter "
         "of --max-connections, at least 4); beyond it the address's longest idle one is "
         "closed, else 503.",
         "N", "0");
