@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <thread>
 
 #include "chat/render.h"
 #include "chat/utf8_stream.h"
@@ -65,6 +66,8 @@ void EngineWorker::run(const std::shared_ptr<GenerationJob>& job) {
     }
     try {
         if (job->simulateEngineError) fail("simulated engine failure (test option)");
+        // Every request first: a store changed on disk since the load is refused before any work.
+        if (job->kind != GenerationJob::Kind::task) m_model->check_files();
         switch (job->kind) {
             case GenerationJob::Kind::chat:
                 out = runChat(job);
@@ -88,11 +91,23 @@ void EngineWorker::run(const std::shared_ptr<GenerationJob>& job) {
         out = {};
         out.status = GenerationOutcome::Status::engineError;
         out.error = e.what();
+        // The model's files changed under it: unavailable until reloaded (the server's 503).
+        if (dynamic_cast<const ModelFilesChanged*>(&e) != nullptr)
+            out.errorCode = "model_files_changed";
         m_sessions.erase(job->session);
         m_rawCache.reset();
         m_rawTokens.clear();
     }
     m_queue->postFinished(job, std::move(out));
+}
+
+void EngineWorker::waitForReceiver(const GenerationJob& job) {
+    // Polled: a pause lasts seconds (a client that stopped reading) and ends with the receiver
+    // draining its buffer or cancelling the job; 2 ms costs nothing beside a token's time.
+    while (!job.cancel.load() &&
+           (job.paused.load() || job.undelivered.load() > GenerationJob::kMaxUndelivered)) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
 }
 
 GenerationOutcome EngineWorker::runChat(const std::shared_ptr<GenerationJob>& job) {
@@ -114,8 +129,10 @@ GenerationOutcome EngineWorker::runChat(const std::shared_ptr<GenerationJob>& jo
     options.constraint = req.constraint;
     options.cancel = &job->cancel;
     m_queue->postStarted(job);  // the request is valid: a stream may begin
-    TurnResult r =
-        session->respond(options, [&](const chat::ParserEvent& e) { m_queue->postEvent(job, e); });
+    TurnResult r = session->respond(options, [&](const chat::ParserEvent& e) {
+        m_queue->postEvent(job, e);
+        waitForReceiver(*job);
+    });
 
     GenerationOutcome out;
     out.status = r.cancelled ? GenerationOutcome::Status::cancelled : GenerationOutcome::Status::ok;
@@ -191,6 +208,7 @@ GenerationOutcome EngineWorker::runCompletion(const std::shared_ptr<GenerationJo
             options.stop_tokens.end())
             return true;
         release(stops.push(utf8.push(tok.decode(std::span<const TokenId>(&t, 1)))));
+        waitForReceiver(*job);
         return !stops.stopped() && !job->cancel.load();
     };
     const std::span<const TokenId> fresh(prompt.data() + common, prompt.size() - common);
@@ -291,18 +309,22 @@ void GenerationQueue::postStarted(const std::shared_ptr<GenerationJob>& job) {
 
 void GenerationQueue::postEvent(const std::shared_ptr<GenerationJob>& job,
                                 chat::ParserEvent event) {
+    job->undelivered.fetch_add(1);
     QMetaObject::invokeMethod(
         this,
         [job, event = std::move(event)] {
+            job->undelivered.fetch_sub(1);
             if (job->receiver && job->onEvent) job->onEvent(event);
         },
         Qt::QueuedConnection);
 }
 
 void GenerationQueue::postText(const std::shared_ptr<GenerationJob>& job, std::string text) {
+    job->undelivered.fetch_add(1);
     QMetaObject::invokeMethod(
         this,
         [job, text = std::move(text)] {
+            job->undelivered.fetch_sub(1);
             if (job->receiver && job->onText) job->onText(text);
         },
         Qt::QueuedConnection);

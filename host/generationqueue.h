@@ -36,8 +36,10 @@ namespace neural::host {
 struct GenerationOutcome {
     enum class Status { ok, cancelled, badRequest, engineError };
     Status status = Status::ok;
-    std::string error;         // badRequest / engineError
-    std::string errorCode;     // OpenAI error code for badRequest
+    std::string error;  // badRequest / engineError
+    // OpenAI error code for badRequest; for engineError "model_files_changed" when the model's
+    // files changed on disk since the load (neural::ModelFilesChanged).
+    std::string errorCode;
     openai::ChatResult chat;   // chat jobs (usage filled for both kinds)
     std::string text;          // completion jobs: the whole text
     std::string finishReason;  // "stop", "length", "tool_calls"
@@ -68,6 +70,13 @@ struct GenerationJob {
 
     // Set from any thread; the worker's forward pass and token loop watch it.
     std::atomic<bool> cancel{false};
+    // Flow control for a stream whose client reads slower than the engine writes: while set
+    // (by the receiver, when its send buffer is full), the worker waits before its next token.
+    // The worker also waits while more than kMaxUndelivered of its events have not reached the
+    // receiver yet, so a pause takes effect within that many tokens.
+    std::atomic<bool> paused{false};
+    std::atomic<int> undelivered{0};
+    static constexpr int kMaxUndelivered = 64;
     quint64 id = 0;
     std::chrono::steady_clock::time_point enqueuedAt;  // set by enqueue(), for the wait metric
 
@@ -91,6 +100,9 @@ public:
     void run(const std::shared_ptr<GenerationJob>& job);
 
 private:
+    // Blocks the engine thread while the job is paused or its receiver is behind
+    // (GenerationJob::paused), until it resumes or is cancelled.
+    static void waitForReceiver(const GenerationJob& job);
     GenerationOutcome runChat(const std::shared_ptr<GenerationJob>& job);
     GenerationOutcome runCompletion(const std::shared_ptr<GenerationJob>& job);
     int tokenBudget(std::int64_t promptTokens, std::optional<int> requested,

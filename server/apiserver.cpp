@@ -11,6 +11,7 @@
 #include <QDeadlineTimer>
 #include <QHttpServerRequest>
 #include <QRandomGenerator>
+#include <QRegularExpression>
 #include <QTcpSocket>
 #include <QUrl>
 
@@ -83,6 +84,36 @@ QString loggablePath(const QString& path) {
     return out;
 }
 
+// An engine error as clients see it: every absolute path (POSIX "/...", Windows "C:\..." or
+// "\\server\...") cut to its file name. The message names the layer and the expert; where the
+// files are on this machine goes to the log only.
+QString withoutLocalPaths(const QString& message) {
+    static const QRegularExpression path(
+        QStringLiteral(R"((?<![\w.])(?:[A-Za-z]:[\\/]|\\\\|/)[^\s"'<>|]*[^\s"'<>|:.,;)])"));
+    QString out;
+    qsizetype last = 0;
+    auto it = path.globalMatch(message);
+    while (it.hasNext()) {
+        const QRegularExpressionMatch m = it.next();
+        out += message.mid(last, m.capturedStart() - last);
+        QString name = m.captured();
+        name = name.mid(std::max(name.lastIndexOf(u'/'), name.lastIndexOf(u'\\')) + 1);
+        out += name.isEmpty() ? QStringLiteral("(path)") : name;
+        last = m.capturedEnd();
+    }
+    return out + message.mid(last);
+}
+
+// An id from the request, as an error message repeats it: at most 64 bytes, cut on a UTF-8
+// character boundary and marked, so a huge id is not sent back whole.
+std::string echoedId(const std::string& id) {
+    constexpr std::size_t kMax = 64;
+    if (id.size() <= kMax) return id;
+    std::size_t cut = kMax;
+    while (cut > 0 && (static_cast<unsigned char>(id[cut]) & 0xC0) == 0x80) --cut;
+    return id.substr(0, cut) + "...";
+}
+
 // GET /health's queue_wait: jobs started so far and the wait percentiles of the recent ones.
 openai::Json queueWaitJson(const QueueWaitStats& stats) {
     auto ms = [](double seconds) { return std::round(seconds * 1e6) / 1e3; };  // 1 µs resolution
@@ -94,6 +125,10 @@ openai::Json queueWaitJson(const QueueWaitStats& stats) {
 }  // namespace
 
 // ---- one generation request, from the queue to the client -----------------------------------
+
+namespace {
+const QString kShuttingDown = QStringLiteral("the server is shutting down; retry later");
+}  // namespace
 
 class GenerationCall : public QObject {
 public:
@@ -128,8 +163,14 @@ public:
             const int every = m_server->m_config.keepAliveMs;
             m_keepAlive.setInterval(std::max(20, every / 4));
             connect(&m_keepAlive, &QTimer::timeout, this, [this, every] {
-                if (m_sse.begun() && !m_gone && m_sse.idleMs() >= every) m_sse.keepAlive();
+                if (m_sse.begun() && !m_gone && !m_job->paused.load() && m_sse.idleMs() >= every)
+                    m_sse.keepAlive();
             });
+        }
+        if (m_stream) {
+            m_stall.setSingleShot(true);
+            connect(&m_stall, &QTimer::timeout, this, [this] { onStalled(); });
+            connect(channel, &HttpChannel::drained, this, [this] { resumeIfDrained(); });
         }
         channel->setParent(this);
         m_job->receiver = this;
@@ -168,12 +209,29 @@ public:
         m_gone = true;
         m_overflow = false;
         m_job->receiver = nullptr;
-        m_server->m_metrics.countRejected();
+        m_keepAlive.stop();
+        if (message != kShuttingDown) m_server->m_metrics.countRejected();
         m_server->m_metrics.countRequest(label(), 503);
         m_channel->setParent(m_server);  // outlives this call until the response is written
         m_server->sendError(m_channel, m_request, 503, message, "server_error", {},
-                            "server_overloaded", {{"Retry-After", "1"}});
+                            message == kShuttingDown ? "server_shutting_down" : "server_overloaded",
+                            {{"Retry-After", "1"}});
         deleteLater();
+    }
+
+    // Graceful shutdown (ApiServer::shutdown): a request waiting for a place or in the queue
+    // gets 503 now; the running one is cancelled and ends with an error (an error event and the
+    // stream's proper end, or 503 when nothing was sent yet) once the engine stopped.
+    void shutdown() {
+        if (m_gone) return;
+        if (m_overflow) {
+            auto& fifo = m_server->m_overflow;
+            fifo.erase(std::remove(fifo.begin(), fifo.end(), this), fifo.end());
+            refuseBusy(kShuttingDown);
+            return;
+        }
+        m_shutdown = true;
+        if (m_server->m_queue->cancel(m_job->id)) refuseBusy(kShuttingDown);
     }
 
     // The server is going away: the job must not outlive this call's connection.
@@ -184,6 +242,39 @@ public:
     }
 
 private:
+    // After each write to a stream: a client that does not keep up pauses the engine.
+    void checkBackpressure() {
+        if (m_gone || m_job->paused.load()) return;
+        if (m_channel->pendingBytes() <= m_server->m_config.sendBufferBytes) return;
+        m_job->paused = true;
+        m_stall.start(m_server->m_config.writeTimeoutMs);
+    }
+
+    void resumeIfDrained() {
+        if (!m_job->paused.load() ||
+            m_channel->pendingBytes() > m_server->m_config.sendBufferBytes / 2)
+            return;
+        m_stall.stop();
+        m_job->paused = false;
+    }
+
+    // The client read nothing (or too little) for the write timeout: the request is cancelled
+    // and the connection closed, which frees the engine for the queue.
+    void onStalled() {
+        if (m_gone) return;
+        m_stalled = true;
+        m_server->m_metrics.countStalled();
+        qCWarning(lcNeuralServer).noquote()
+            << QStringLiteral(
+                   "%1 %2 %3: the client stopped reading (%4 bytes unsent for %5 s); "
+                   "the request is cancelled")
+                   .arg(m_request.remote, QString::fromLatin1(m_request.method),
+                        loggablePath(m_request.path))
+                   .arg(m_channel->pendingBytes())
+                   .arg(m_server->m_config.writeTimeoutMs / 1000.0);
+        m_channel->abort();  // closed() follows: onClientGone cancels the job
+    }
+
     QByteArray label() const {
         return m_api == Api::responses ? "responses" : m_chat ? "chat" : "completions";
     }
@@ -191,6 +282,7 @@ private:
     void sendResponseEvents(const std::vector<openai::Json>& events) {
         for (const openai::Json& e : events)
             m_sse.namedEvent(QByteArray::fromStdString(e["type"].get<std::string>()), toBytes(e));
+        checkBackpressure();
     }
 
     void beginStream() {
@@ -218,6 +310,7 @@ private:
         if (auto chunk = m_encoder.event_chunk(e)) {
             beginStream();
             m_sse.event(toBytes(*chunk));
+            checkBackpressure();
         }
     }
 
@@ -226,11 +319,13 @@ private:
         beginStream();
         m_sse.event(toBytes(openai::text_completion_chunk(m_id, m_created, m_model, text, nullptr,
                                                           m_includeUsage)));
+        checkBackpressure();
     }
 
     // Counts, logs and retires the call once its response is complete (or abandoned).
     void done(int status, const QString& detail) {
         m_keepAlive.stop();
+        m_stall.stop();
         m_server->m_metrics.countRequest(label(), status);
         m_server->logRequest(m_request, status, detail);
         deleteLater();
@@ -248,20 +343,45 @@ private:
                                                 u.completion_tokens, o.promptSeconds,
                                                 o.decodeSeconds);
         }
+        if (m_shutdown && !m_gone && o.status == Status::cancelled) {
+            // Cancelled by the shutdown: the client learns why, and a stream ends properly.
+            const std::string message = kShuttingDown.toStdString();
+            if (m_sse.begun() && m_api == Api::responses) {
+                m_sse.namedEvent("response.failed", toBytes(m_responseEncoder->failed(
+                                                        message, "server_shutting_down")));
+                m_sse.end();
+            } else if (m_sse.begun()) {
+                m_sse.event(toBytes(
+                    openai::error_body(message, "server_error", {}, "server_shutting_down")));
+                m_sse.done();
+            } else {
+                m_channel->sendResponse(503, jsonHeaders() + HttpHeaders{{"Retry-After", "1"}},
+                                        toBytes(openai::error_body(message, "server_error", {},
+                                                                   "server_shutting_down")));
+            }
+            done(503, tokens + QStringLiteral(" (server shutting down)"));
+            return;
+        }
         if (m_gone || o.status == Status::cancelled) {
             // 499: nginx's "client closed request"; only the log and the metrics see it.
             m_server->m_metrics.countCancelled();
-            done(499, tokens + QStringLiteral(" (client went away)"));
+            done(499, tokens + (m_stalled ? QStringLiteral(" (client stopped reading)")
+                                          : QStringLiteral(" (client went away)")));
             return;
         }
         if (o.status == Status::badRequest || o.status == Status::engineError) {
             const bool bad = o.status == Status::badRequest;
-            const int status = bad ? 400 : 500;
+            // The store changed on disk: the model cannot answer until it is reloaded.
+            const bool unavailable = o.errorCode == "model_files_changed";
+            const int status = bad ? 400 : unavailable ? 503 : 500;
+            const QString full = QString::fromStdString(o.error);
             const QString message =
-                bad ? QString::fromStdString(o.error)
-                    : QStringLiteral("the engine failed: ") + QString::fromStdString(o.error);
+                bad ? full : QStringLiteral("the engine failed: ") + withoutLocalPaths(full);
             const char* type = bad ? "invalid_request_error" : "server_error";
-            if (!bad) qCWarning(lcNeuralServer).noquote() << "engine failure:" << message;
+            if (!bad) {
+                qCWarning(lcNeuralServer).noquote() << "engine failure:" << full;
+                m_server->m_healthIssue = withoutLocalPaths(full);
+            }
             if (m_sse.begun() && m_api == Api::responses) {
                 m_sse.namedEvent("response.failed", toBytes(m_responseEncoder->failed(
                                                         message.toStdString(), o.errorCode)));
@@ -280,6 +400,7 @@ private:
             done(status, message.left(200));
             return;
         }
+        m_server->m_healthIssue.clear();  // the model answered
         if (m_api == Api::responses) {
             const auto events = m_responseEncoder->finish(o.chat);
             if (m_responses->store) {
@@ -366,7 +487,10 @@ private:
     std::shared_ptr<openai::ResponsesRequest> m_responses;  // Api::responses
     std::optional<openai::ResponseEncoder> m_responseEncoder;
     QTimer m_keepAlive;
+    QTimer m_stall;          // runs while the stream is paused (ServerConfig::writeTimeoutMs)
+    bool m_stalled = false;  // cancelled because the client stopped reading
     bool m_gone = false;
+    bool m_shutdown = false;  // cancelled by ApiServer::shutdown
     bool m_overflow = false;  // in m_server->m_overflow, not in the queue yet
     QDeadlineTimer m_deadline;
 };
@@ -455,6 +579,45 @@ bool ApiServer::start(QString* error) {
     return true;
 }
 
+void ApiServer::shutdown(int timeoutMs, std::function<void()> finished) {
+    if (m_shuttingDown) return;
+    m_shuttingDown = true;
+    m_shutdownFinished = std::move(finished);
+    if (m_tcp) m_tcp->close();  // no new connections; open ones finish below
+    int queued = static_cast<int>(m_overflow.size()) + m_queue->waiting();
+    const int running = static_cast<int>(m_calls.size()) - queued;
+    qCInfo(lcNeuralServer).noquote()
+        << QStringLiteral("shutting down: %1 running and %2 waiting requests end with an error")
+               .arg(std::max(0, running))
+               .arg(queued);
+    const QSet<GenerationCall*> calls = m_calls;
+    for (GenerationCall* call : calls) call->shutdown();
+    m_shutdownDeadline = QDeadlineTimer(timeoutMs);
+    connect(&m_shutdownPoll, &QTimer::timeout, this, &ApiServer::checkShutdown);
+    m_shutdownPoll.start(20);
+    checkShutdown();
+}
+
+void ApiServer::checkShutdown() {
+    // Done when every request has its answer and every answer has left the process.
+    const bool drained = m_calls.isEmpty() && (!m_tcp || m_tcp->bytesToWrite() == 0);
+    const bool late = m_shutdownDeadline.hasExpired();
+    if (!drained && !late) return;
+    m_shutdownPoll.stop();
+    if (late && !drained) {
+        qCWarning(lcNeuralServer).noquote()
+            << QStringLiteral(
+                   "shutdown: %1 requests did not end within the shutdown timeout; "
+                   "their connections are closed")
+                   .arg(m_calls.size());
+    }
+    if (m_shutdownFinished) {
+        auto finished = std::move(m_shutdownFinished);
+        m_shutdownFinished = nullptr;
+        finished();
+    }
+}
+
 quint16 ApiServer::serverPort() const { return m_tcp ? m_tcp->serverPort() : 0; }
 
 ApiServer::Request ApiServer::extract(const QHttpServerRequest& request) {
@@ -485,6 +648,9 @@ void ApiServer::serveGuarded(QTcpSocket* socket, GuardedRequest request) {
     r.body = std::move(request.body);
     r.remote = socket->peerAddress().toString();
     r.simulateEngineError = !request.value("x-neural-test-engine-error").isEmpty();
+    // An absolute-form target ("GET http://host/v1/models") asks for a proxy: answered only when
+    // it names this server (the guard checked that it matches the Host header).
+    r.absoluteForm = !request.target.startsWith('/') && request.target != "*";
     dispatch(std::move(r), new SocketHttpChannel(socket, request.keepAlive, this));
 }
 
@@ -604,6 +770,21 @@ void ApiServer::dispatch(Request request, HttpChannel* channel) {
     const QByteArray label = route ? route->label : QByteArray("other");
     auto count = [&](int status) { m_metrics.countRequest(label, status); };
 
+    if (m_shuttingDown) {
+        count(503);
+        sendError(channel, request, 503, kShuttingDown, "server_error", {}, "server_shutting_down",
+                  {{"Retry-After", "1"}});
+        return;
+    }
+    if (request.absoluteForm && !m_config.allowedHosts.contains("*") &&
+        !namesThisServer(request.host)) {
+        count(400);
+        sendError(channel, request, 400,
+                  QStringLiteral("the request names another host (%1); this server is not a proxy")
+                      .arg(loggablePath(QString::fromLatin1(request.host.left(100)))),
+                  "invalid_request_error", {}, "invalid_request");
+        return;
+    }
     if (label != "health" && !hostAllowed(request.host)) {
         // A page on another name that resolves to this machine (DNS rebinding) must not reach
         // the API through the user's browser.
@@ -663,13 +844,19 @@ void ApiServer::dispatch(Request request, HttpChannel* channel) {
     }
 
     if (label == "health") {
-        const openai::Json body{{"status", "ok"},
-                                {"model", m_modelId.toStdString()},
-                                {"busy", m_queue->busy()},
-                                {"queue", m_queue->waiting()},
-                                {"queue_wait", queueWaitJson(m_queue->waitStats())}};
-        count(200);
-        sendJson(channel, request, 200, toBytes(body));
+        // "degraded" (503) while the model cannot answer: the last generation failed in the
+        // engine (a damaged store record, the store changed on disk, a lost GPU) and none has
+        // succeeded since. The reason names no local path.
+        const bool degraded = !m_healthIssue.isEmpty();
+        openai::Json body{{"status", degraded ? "degraded" : "ok"},
+                          {"model", m_modelId.toStdString()},
+                          {"busy", m_queue->busy()},
+                          {"queue", m_queue->waiting()},
+                          {"queue_wait", queueWaitJson(m_queue->waitStats())}};
+        if (degraded) body["reason"] = m_healthIssue.toStdString();
+        const int status = degraded ? 503 : 200;
+        count(status);
+        sendJson(channel, request, status, toBytes(body));
     } else if (label == "metrics") {
         count(200);
         channel->sendResponse(
@@ -829,7 +1016,7 @@ void ApiServer::handleResponses(Request& request, HttpChannel* channel) {
                 throw openai::RequestError(
                     fmt::format("Previous response with id '{}' not found (this server keeps "
                                 "the last {} responses, in memory)",
-                                *id, m_responses.capacity()),
+                                echoedId(*id), m_responses.capacity()),
                     "previous_response_id", "previous_response_not_found");
             }
         }
@@ -872,9 +1059,14 @@ void ApiServer::logIgnoredFields(const std::vector<std::string>& fields) {
 std::uint64_t ApiServer::randomSeed() { return QRandomGenerator::global()->generate64(); }
 
 bool ApiServer::hostAllowed(const QByteArray& host) const {
-    // No Host header: not a browser (they always send one), so not a rebinding page.
+    // No Host header (HTTP/1.0; HTTP/1.1 needs one, connectionguard.cpp): not a browser (they
+    // always send one), so not a rebinding page.
     if (host.isEmpty() || !m_config.apiKey.isEmpty() || m_config.allowedHosts.contains("*"))
         return true;
+    return namesThisServer(host);
+}
+
+bool ApiServer::namesThisServer(const QByteArray& host) const {
     QByteArray name = host.trimmed().toLower();
     if (name.startsWith('[')) {
         const qsizetype end = name.indexOf(']');

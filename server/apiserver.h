@@ -12,6 +12,7 @@
 #pragma once
 
 #include <QAbstractHttpServer>
+#include <QDeadlineTimer>
 #include <QElapsedTimer>
 #include <QHostAddress>
 #include <QList>
@@ -21,6 +22,7 @@
 #include <QTimer>
 
 #include <deque>
+#include <functional>
 #include <memory>
 
 #include "connectionguard.h"
@@ -82,6 +84,13 @@ struct ServerConfig {
     int keepAliveMs = 5000;
     // Responses kept for previous_response_id (the oldest is dropped first). 0: none.
     int maxStoredResponses = 64;
+    // Backpressure for streams: once this many bytes wait to be sent on a stream's connection
+    // (beyond what the kernel's socket buffer holds), the generation pauses within
+    // GenerationJob::kMaxUndelivered tokens; it resumes when the client has read half of them.
+    // A stream paused for writeTimeoutMs is cancelled and its connection closed (logged,
+    // counted in neural_streams_stalled_total), so the engine goes on with the queue.
+    qint64 sendBufferBytes = 256 * 1024;
+    int writeTimeoutMs = 15'000;
 };
 
 class GenerationCall;
@@ -99,6 +108,13 @@ public:
 
     // Starts listening; false with a message in `error` when the address cannot be bound.
     bool start(QString* error = nullptr);
+    // Graceful shutdown (SIGTERM, Ctrl+C, the console closing): stops accepting connections;
+    // requests waiting in the queue or the overflow get 503, the running one is cancelled and
+    // ends with an error (a stream: an error event and its proper end), later requests on open
+    // connections get 503; each is logged. `finished` runs once every answer was written, or
+    // after `timeoutMs` at the latest.
+    void shutdown(int timeoutMs, std::function<void()> finished);
+    bool shuttingDown() const { return m_shuttingDown; }
     quint16 serverPort() const;
     const QString& modelId() const { return m_modelId; }
     const ServerConfig& config() const { return m_config; }
@@ -135,6 +151,7 @@ private:
         QByteArray body;
         QString remote;
         bool simulateEngineError = false;
+        bool absoluteForm = false;  // the target was an absolute URL (its host is `host`)
         QElapsedTimer timer;
     };
 
@@ -157,6 +174,8 @@ private:
     // A random seed for a request that gave none, so identical requests differ.
     static std::uint64_t randomSeed();
     bool hostAllowed(const QByteArray& host) const;
+    // The Host value names this machine: a loopback name, an IP address or an --allowed-host.
+    bool namesThisServer(const QByteArray& host) const;
 
     bool authorized(const QByteArray& authorization) const;
     HttpHeaders corsHeaders(const QByteArray& origin) const;
@@ -176,6 +195,7 @@ private:
     void admitOverflow();
     void armOverflowTimer();
     void expireOverflow();
+    void checkShutdown();
 
     std::shared_ptr<const Model> m_model;
     ServerConfig m_config;
@@ -191,6 +211,13 @@ private:
     ServerMetrics m_metrics;
     ResponseStore m_responses;
     QSet<QString> m_ignoredLogged;  // unknown field names already logged
+    bool m_shuttingDown = false;
+    // Why the model cannot answer (GET /health "degraded"): the last engine failure, cleared by
+    // the next generation that succeeds. Empty: healthy.
+    QString m_healthIssue;
+    QDeadlineTimer m_shutdownDeadline;
+    QTimer m_shutdownPoll;
+    std::function<void()> m_shutdownFinished;
 };
 
 }  // namespace neural::server

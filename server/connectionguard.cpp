@@ -132,6 +132,32 @@ ConnectionGuard::ConnectionGuard(QTcpSocket* socket, const ConnectionLimits& lim
     // after it, like one that sends too slowly.
     m_timer.start(m_limits.readTimeoutMs);
     m_readTimer = true;
+    m_rateTimer.setInterval(1000);
+    connect(&m_rateTimer, &QTimer::timeout, this, &ConnectionGuard::checkRate);
+}
+
+void ConnectionGuard::countBytes(qint64 n) {
+    const bool within = m_requestBytes < kRateGraceBytes;
+    m_requestBytes += n;
+    if (within && m_requestBytes >= kRateGraceBytes) m_sinceGrace.start();
+}
+
+void ConnectionGuard::checkRate() {
+    if (m_rejected || !midRequest() || m_limits.minBytesPerSecond <= 0) {
+        m_rateTimer.stop();
+        return;
+    }
+    if (!m_sinceGrace.isValid()) return;  // still within the first kRateGraceBytes
+    // One second of slack: the check runs once a second, and the first one may come early.
+    const qint64 ms = m_sinceGrace.elapsed();
+    if (ms < 2000) return;
+    const qint64 received = m_requestBytes - kRateGraceBytes;
+    if (received * 1000 >= m_limits.minBytesPerSecond * (ms - 1000)) return;
+    rejectNow(408,
+              "the request arrived too slowly (" + QByteArray::number(received * 1000 / ms) +
+                  " bytes/s; the minimum is " + QByteArray::number(m_limits.minBytesPerSecond) +
+                  " bytes/s after the first " + QByteArray::number(kRateGraceBytes) + " bytes)",
+              "request_timeout");
 }
 
 void ConnectionGuard::reject(QTcpSocket* socket, int status, const QByteArray& message,
@@ -156,6 +182,7 @@ void ConnectionGuard::reject(QTcpSocket* socket, int status, const QByteArray& m
 void ConnectionGuard::rejectNow(int status, const QByteArray& message, const QByteArray& code) {
     m_rejected = true;
     m_timer.stop();
+    m_rateTimer.stop();
     m_ready.clear();
     reject(m_socket, status, message, code);
     if (m_server) emit m_server->connectionRejected(m_remote, status, message);
@@ -196,10 +223,15 @@ bool ConnectionGuard::isIdle() const {
 void ConnectionGuard::drop() {
     m_rejected = true;
     m_timer.stop();
+    m_rateTimer.stop();
     m_socket->disconnectFromHost();
 }
 
 QString ConnectionGuard::remote() const { return m_remote; }
+
+qint64 ConnectionGuard::bytesToWrite() const {
+    return m_socket->state() == QAbstractSocket::ConnectedState ? m_socket->bytesToWrite() : 0;
+}
 
 void ConnectionGuard::onReadyRead() {
     if (m_rejected) return;
@@ -351,16 +383,19 @@ bool ConnectionGuard::finishHead() {
     int lengths = 0;
     qint64 length = 0;
     bool expectContinue = false;
-#if QT_VERSION < QT_VERSION_CHECK(6, 8, 0)
     // The request line was validated by checkHead: METHOD SP TARGET SP HTTP/1.x.
     std::string_view requestLine = head.substr(0, pos - 1);
     if (!requestLine.empty() && requestLine.back() == '\r') requestLine.remove_suffix(1);
     const size_t sp1 = requestLine.find(' ');
     const size_t sp2 = requestLine.find(' ', sp1 + 1);
+    const std::string_view target = requestLine.substr(sp1 + 1, sp2 - sp1 - 1);
+    const bool http10 = requestLine.substr(sp2 + 1) == "HTTP/1.0";
+    int hosts = 0;
+    std::string_view host;
+#if QT_VERSION < QT_VERSION_CHECK(6, 8, 0)
     m_current = {};
     m_current.method = toBytes(requestLine.substr(0, sp1));
-    m_current.target = toBytes(requestLine.substr(sp1 + 1, sp2 - sp1 - 1));
-    const bool http10 = requestLine.substr(sp2 + 1) == "HTTP/1.0";
+    m_current.target = toBytes(target);
     bool close = false, keepAlive = false;
 #endif
     while (pos < head.size()) {
@@ -376,6 +411,10 @@ bool ConnectionGuard::finishHead() {
             fail(411, "chunked request bodies are not supported; send Content-Length",
                  "length_required");
             return false;
+        }
+        if (equalsIgnoreCase(name, "host")) {
+            ++hosts;
+            host = value;
         }
         if (equalsIgnoreCase(name, "expect") && equalsIgnoreCase(value, "100-continue"))
             expectContinue = true;
@@ -395,6 +434,34 @@ bool ConnectionGuard::finishHead() {
         }
         m_current.headers.append({toBytes(name).toLower(), toBytes(value)});
 #endif
+    }
+    // RFC 9112 3.2: an HTTP/1.1 request carries exactly one Host header, and a non-empty one
+    // for an "http" target; more than one is refused in any version. An absolute-form target
+    // names the server itself: its authority must be the Host header's.
+    if (hosts > 1) {
+        fail(400, "more than one Host header", "invalid_request");
+        return false;
+    }
+    if (!http10 && (hosts == 0 || host.empty())) {
+        fail(400,
+             hosts == 0 ? "the request has no Host header (required since HTTP 1.1)"
+                        : "the Host header is empty",
+             "invalid_request");
+        return false;
+    }
+    if (target.front() != '/' && target != "*") {
+        const size_t scheme = target.find("://");
+        const std::string_view rest =
+            scheme == std::string_view::npos ? std::string_view() : target.substr(scheme + 3);
+        const std::string_view authority = rest.substr(0, rest.find_first_of("/?#"));
+        if (scheme == std::string_view::npos ||
+            !(equalsIgnoreCase(target.substr(0, scheme), "http") ||
+              equalsIgnoreCase(target.substr(0, scheme), "https")) ||
+            authority.empty() || !equalsIgnoreCase(authority, host)) {
+            fail(400, "the request target names another host than the Host header",
+                 "invalid_request");
+            return false;
+        }
     }
     if (length > m_limits.maxBodyBytes) {
         fail(413,
@@ -421,6 +488,9 @@ bool ConnectionGuard::finishHead() {
 
 void ConnectionGuard::completeRequest() {
     m_served = true;
+    m_requestBytes = 0;
+    m_sinceGrace.invalidate();
+    m_rateTimer.stop();
 #if QT_VERSION < QT_VERSION_CHECK(6, 8, 0)
     const bool keepAlive = m_current.keepAlive;
     m_ready.push_back(Pending{std::move(m_current), 0, {}, {}});
@@ -439,6 +509,7 @@ bool ConnectionGuard::consume(const QByteArray& data) {
     while (!rest.isEmpty() && !m_stopReading) {
         if (m_inBody) {
             const qint64 take = std::min<qint64>(m_bodyLeft, rest.size());
+            countBytes(take);
 #if QT_VERSION < QT_VERSION_CHECK(6, 8, 0)
             m_current.body += rest.left(static_cast<qsizetype>(take));
 #endif
@@ -469,9 +540,14 @@ bool ConnectionGuard::consume(const QByteArray& data) {
 #endif
             m_head = rest;
             m_checked = 0;
+            m_requestBytes = 0;
+            m_sinceGrace.invalidate();
+            if (m_limits.minBytesPerSecond > 0) m_rateTimer.start();
+            countBytes(rest.size());
             rest.clear();
             restartTimer();
         } else {
+            countBytes(rest.size());
             m_head += rest;
             rest.clear();
         }
@@ -496,6 +572,7 @@ bool ConnectionGuard::consume(const QByteArray& data) {
         if (end >= 0) {
             rest = m_head.mid(end);
             m_head.truncate(end);
+            m_requestBytes -= rest.size();  // counted again as the body or the next request
         }
         if (const int status = checkHead(end >= 0); status != 0) {
             if (status == 405)
@@ -521,6 +598,12 @@ bool ConnectionGuard::consume(const QByteArray& data) {
 GuardedTcpServer::GuardedTcpServer(const ConnectionLimits& limits, QObject* parent)
     : QTcpServer(parent), m_limits(limits) {}
 
+qint64 GuardedTcpServer::bytesToWrite() const {
+    qint64 n = 0;
+    for (const ConnectionGuard* g : m_guards) n += g->bytesToWrite();
+    return n;
+}
+
 void GuardedTcpServer::setRequestHandler(QObject* qtServer, GuardedRequestHandler handler) {
     m_qtServer = qtServer;
     m_handler = std::move(handler);
@@ -531,6 +614,31 @@ void GuardedTcpServer::incomingConnection(qintptr socketDescriptor) {
     if (!socket->setSocketDescriptor(socketDescriptor)) {
         delete socket;
         return;
+    }
+    const QString address = socket->peerAddress().toString();
+    const auto sameAddress = [&](const ConnectionGuard* g) { return g->remote() == address; };
+    if (std::count_if(m_guards.begin(), m_guards.end(), sameAddress) >=
+        m_limits.perAddressLimit()) {
+        // One address holds its share of places: its own longest idle connection makes room,
+        // else the newcomer is refused (the other addresses keep theirs).
+        const auto victim = std::find_if(m_guards.begin(), m_guards.end(),
+                                         [&](auto* g) { return sameAddress(g) && g->isIdle(); });
+        if (victim == m_guards.end()) {
+            const QByteArray message = "too many open connections from " + address.toUtf8() +
+                                       " (the limit per address is " +
+                                       QByteArray::number(m_limits.perAddressLimit()) +
+                                       "); retry later";
+            connect(socket, &QTcpSocket::disconnected, socket, &QObject::deleteLater);
+            ConnectionGuard::reject(socket, 503, message, "too_many_connections");
+            emit connectionRejected(address, 503, message);
+            return;
+        }
+        ConnectionGuard* idle = *victim;
+        m_guards.erase(victim);
+        idle->drop();
+        emit connectionDropped(address, "evicted",
+                               "idle, closed to make room at the per-address limit (" +
+                                   QByteArray::number(m_limits.perAddressLimit()) + ")");
     }
     if (m_guards.size() >= m_limits.maxConnections) {
         // Room for the newcomer: the connection idle the longest goes (oldest first), so that

@@ -20,6 +20,7 @@
 #pragma once
 
 #include <QByteArray>
+#include <QElapsedTimer>
 #include <QList>
 #include <QPair>
 #include <QPointer>
@@ -27,6 +28,7 @@
 #include <QTcpServer>
 #include <QTimer>
 
+#include <algorithm>
 #include <deque>
 #include <functional>
 
@@ -42,7 +44,24 @@ struct ConnectionLimits {
     // connection from the moment it was accepted.
     int readTimeoutMs = 30'000;
     int idleTimeoutMs = 120'000;  // an idle keep-alive connection is closed after
+    // Past its first kRateGraceBytes, a request must keep arriving at this many bytes per second
+    // on average (measured from the moment it passed them); a slower one gets 408. 0: no
+    // minimum (the read timeout alone bounds the request).
+    qint64 minBytesPerSecond = 4096;
+    // Open connections from one address at once (loopback included): beyond it, the address's
+    // longest idle connection is closed, else the newcomer gets 503. Keeps one client (or a
+    // handful of slow ones) from taking every place of maxConnections. 0: a quarter of
+    // maxConnections, at least 4 (64 at the default 256: room for a client pool of 32
+    // concurrent requests and its idle keep-alive connections).
+    int maxPerAddress = 0;
+    int perAddressLimit() const {
+        return maxPerAddress > 0 ? maxPerAddress : std::max(4, maxConnections / 4);
+    }
 };
+
+// The first bytes of a request (any ordinary head and small body) arrive at any pace within the
+// read timeout; the minimum data rate applies to the rest.
+inline constexpr qint64 kRateGraceBytes = 4096;
 
 // A request as the guard framed it (Qt < 6.8, where the guard parses requests itself).
 struct GuardedRequest {
@@ -82,10 +101,13 @@ public:
     // request of the connection, if any, is read and handed out.
     void responseFinished();
     QString remote() const;
+    qint64 bytesToWrite() const;
 
 private:
     void onReadyRead();
     void onTimeout();
+    // Once a second while a request arrives: refuses it (408) below the minimum data rate.
+    void checkRate();
     // Reads and frames what the socket holds, unless a request is waiting for its turn.
     void readAvailable();
     // Hands the next complete request to the handler when none is in progress.
@@ -98,6 +120,8 @@ private:
     // A request is complete: queued for its turn (Qt < 6.8), the timer re-armed.
     void completeRequest();
     void restartTimer();
+    // Adds `n` bytes to the request being read (the minimum data rate's count).
+    void countBytes(qint64 n);
     bool midRequest() const { return m_inBody || !m_head.isEmpty(); }
     bool responding() const;
     // Refuses the request being read: at once, or after the responses still owed on this
@@ -118,6 +142,9 @@ private:
     QString m_remote;  // the peer address (gone once the socket is closed)
     QTimer m_timer;
     bool m_readTimer = false;  // m_timer runs the read timeout (else the idle one)
+    QTimer m_rateTimer;
+    qint64 m_requestBytes = 0;   // bytes of the request being read, so far
+    QElapsedTimer m_sinceGrace;  // runs from the moment the request passed kRateGraceBytes
     QByteArray m_head;
     qsizetype m_checked = 0;  // bytes of m_head whose complete lines were validated
     qint64 m_bodyLeft = 0;
@@ -137,6 +164,8 @@ class GuardedTcpServer : public QTcpServer {
 public:
     explicit GuardedTcpServer(const ConnectionLimits& limits, QObject* parent = nullptr);
     int openConnections() const { return static_cast<int>(m_guards.size()); }
+    // Bytes the open connections still have to send (graceful shutdown waits for them).
+    qint64 bytesToWrite() const;
     const ConnectionLimits& limits() const { return m_limits; }
 
     // Qt < 6.8: the requests the guards parse go to `handler`; `qtServer` is the
@@ -147,11 +176,11 @@ public:
 
 signals:
     // The guard answered a request itself with an error status (400, 405, 408, 411, 413, 431,
-    // or 503 at the connection cap) and closed the connection.
+    // or 503 at the connection cap or the per-address limit) and closed the connection.
     void connectionRejected(const QString& remote, int status, const QByteArray& message);
     // A connection without a request in progress was closed: reason "evicted" (to make room at
-    // the cap), "idle_timeout" (keep-alive idle too long) or "no_request" (nothing sent within
-    // the read timeout of being accepted).
+    // the cap or the per-address limit), "idle_timeout" (keep-alive idle too long) or
+    // "no_request" (nothing sent within the read timeout of being accepted).
     void connectionDropped(const QString& remote, const QByteArray& reason,
                            const QByteArray& detail);
 

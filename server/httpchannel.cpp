@@ -51,6 +51,15 @@ SocketHttpChannel::SocketHttpChannel(QTcpSocket* socket, bool keepAlive, QObject
     connect(socket, &QTcpSocket::disconnected, this, &SocketHttpChannel::onGone,
             Qt::QueuedConnection);
     connect(socket, &QObject::destroyed, this, &SocketHttpChannel::onGone, Qt::QueuedConnection);
+    connect(socket, &QTcpSocket::bytesWritten, this, &HttpChannel::drained);
+}
+
+qint64 SocketHttpChannel::pendingBytes() const {
+    return m_socket && !m_gone ? m_socket->bytesToWrite() : 0;
+}
+
+void SocketHttpChannel::abort() {
+    if (m_socket && !m_gone && !m_finished) m_socket->abort();
 }
 
 SocketHttpChannel::~SocketHttpChannel() {
@@ -106,6 +115,10 @@ void SocketHttpChannel::sendResponse(int status, const HttpHeaders& headers,
 void SocketHttpChannel::beginStream(int status, const HttpHeaders& headers) {
     if (!isOpen() || m_streaming) return;
     m_streaming = true;
+    // A stream's unsent bytes are bounded: the kernel's share (Linux autotunes a loopback send
+    // buffer to megabytes) is capped here, the rest is the server's (ServerConfig::
+    // sendBufferBytes), so a client that stops reading pauses the engine after a few hundred KB.
+    m_socket->setSocketOption(QAbstractSocket::SendBufferSizeSocketOption, kStreamKernelBuffer);
     m_socket->write(head(status, headers) + "Transfer-Encoding: chunked\r\n\r\n");
 }
 

@@ -34,6 +34,9 @@ QByteArray httpReason(int status);
 // idle timeout and out of the idle connections it may close at the connection cap.
 inline constexpr const char* kResponseInProgressProperty = "neuralResponseInProgress";
 
+// SO_SNDBUF of a connection while it streams (Qt < 6.8): 64 KiB (Linux doubles it).
+inline constexpr int kStreamKernelBuffer = 64 * 1024;
+
 class HttpChannel : public QObject {
     Q_OBJECT
 public:
@@ -48,11 +51,18 @@ public:
     virtual void endStream() = 0;
     // False once the client has gone (closed() was emitted) or the response is complete.
     virtual bool isOpen() const = 0;
+    // Bytes written but not yet taken by the connection (the client's reading pace). Qt >= 6.8
+    // does not expose them: 0 there.
+    virtual qint64 pendingBytes() const { return 0; }
+    // Closes the connection at once, mid-response (the client stopped reading); closed() follows.
+    virtual void abort() {}
     bool streaming() const { return m_streaming; }
 
 signals:
     // The client disconnected before the response was complete.
     void closed();
+    // The connection passed some of the pending bytes on to the client.
+    void drained();
 
 protected:
     bool m_streaming = false;
@@ -75,6 +85,8 @@ public:
     void writeChunk(const QByteArray& data) override;
     void endStream() override;
     bool isOpen() const override;
+    qint64 pendingBytes() const override;
+    void abort() override;
 
 private:
     QByteArray head(int status, const HttpHeaders& headers) const;

@@ -9,7 +9,6 @@
 #include <QTimer>
 
 #include <atomic>
-#include <csignal>
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -22,14 +21,11 @@
 #include "apiserver.h"
 #include "neural/error.h"
 #include "neural/version.h"
+#include "platform/cancel_signals.h"
 #include "runtime/model.h"
 #include "runtime/options.h"
 
 namespace {
-
-std::atomic<int> g_signal{0};
-
-extern "C" void onSignal(int sig) { g_signal.store(sig); }
 
 [[noreturn]] void die(const QString& message) {
     std::fprintf(stderr, "neural-server: %s\n", qPrintable(message));
@@ -166,6 +162,28 @@ int main(int argc, char** argv) {
                                            "Responses kept in memory for previous_response_id "
                                            "(default 64; 0: none).",
                                            "N", "64");
+    const QCommandLineOption writeTimeout(
+        "write-timeout",
+        "Seconds a stream's client may leave its answer unread: meanwhile the generation is "
+        "paused; then the request is cancelled and the connection closed (default 15).",
+        "SECONDS", "15");
+    const QCommandLineOption perAddress(
+        "max-connections-per-address",
+        "Open connections from one address at once, loopback included (default 0: a quarter "
+        "of --max-connections, at least 4); beyond it the address's longest idle one is "
+        "closed, else 503.",
+        "N", "0");
+    const QCommandLineOption minRate(
+        "min-request-rate",
+        "Bytes per second a request must keep arriving at after its first 4 KiB (default 4096; "
+        "0: only --read-timeout applies); slower ones get 408.",
+        "BYTES", "4096");
+    const QCommandLineOption shutdownTimeout(
+        "shutdown-timeout",
+        "Seconds a graceful shutdown (SIGTERM, Ctrl+C, the console closing) may take: running "
+        "requests end with an error, waiting ones get 503, then the server exits (default 3; a "
+        "second signal exits at once).",
+        "SECONDS", "3");
     const QCommandLineOption logFile("log-file",
                                      "Write the server log to FILE as well as to stderr "
                                      "(appended).",
@@ -174,10 +192,12 @@ int main(int argc, char** argv) {
         "enable-test-options",
         "Accept the test-only request options (forced output, simulated engine failure). For "
         "the test suite only.");
-    p.addOptions({model,       host,           port,     apiKey,       apiKeyFile,      cors,
-                  modelName,   queue,          maxBody,  maxTokens,    maxPromptTokens, readTimeout,
-                  idleTimeout, maxConnections, overflow, overflowWait, strict,          allowedHost,
-                  keepAlive,   responsesKeep,  logFile,  testOptions});
+    p.addOptions(
+        {model,       host,           port,     apiKey,       apiKeyFile,      cors,
+         modelName,   queue,          maxBody,  maxTokens,    maxPromptTokens, readTimeout,
+         idleTimeout, maxConnections, overflow, overflowWait, strict,          allowedHost,
+         keepAlive,   responsesKeep,  logFile,  testOptions,  shutdownTimeout, writeTimeout,
+         perAddress,  minRate});
     for (const QString& a : app.arguments().mid(1)) {
         if (a == QLatin1String("-h") || a == QLatin1String("--help") || a == QLatin1String("-?") ||
             a == QLatin1String("--help-all")) {
@@ -215,6 +235,9 @@ int main(int argc, char** argv) {
     config.limits.readTimeoutMs = static_cast<int>(number(readTimeout, 1, 3600) * 1000);
     config.limits.idleTimeoutMs = static_cast<int>(number(idleTimeout, 1, 3600) * 1000);
     config.limits.maxConnections = static_cast<int>(number(maxConnections, 1, 100000));
+    config.limits.maxPerAddress = static_cast<int>(number(perAddress, 0, 100000));
+    config.limits.minBytesPerSecond = number(minRate, 0, qint64(1) << 30);
+    config.writeTimeoutMs = static_cast<int>(number(writeTimeout, 1, 3600) * 1000);
     config.maxOverflow = static_cast<int>(number(overflow, 0, 10000));
     config.overflowWaitMs = static_cast<int>(number(overflowWait, 1, 600) * 1000);
     config.defaultMaxTokens = static_cast<int>(number(maxTokens, 1, 1 << 24));
@@ -276,14 +299,23 @@ int main(int argc, char** argv) {
                 config.apiKey.isEmpty() ? "" : " (API key required)");
     std::fflush(stdout);
 
-    std::signal(SIGINT, onSignal);
-    std::signal(SIGTERM, onSignal);
+    // SIGINT / SIGTERM / SIGHUP, or Windows' Ctrl+C, Ctrl+Break and console close: a graceful
+    // shutdown within --shutdown-timeout (a second signal ends the process at once).
+    const int shutdownMs = static_cast<int>(number(shutdownTimeout, 0, 600) * 1000);
+    std::atomic<bool> stopRequested{false};
+    neural::CancelOnSignals stopSignals(stopRequested);
     QTimer signalPoll;
-    QObject::connect(&signalPoll, &QTimer::timeout, &app, [] {
-        if (g_signal.load() != 0) QCoreApplication::quit();
+    QObject::connect(&signalPoll, &QTimer::timeout, &app, [&] {
+        if (!stopRequested.load() || server.shuttingDown()) return;
+        qCInfo(lcNeuralServer).noquote()
+            << QStringLiteral("signal %1 received: stopping (within %2 s)")
+                   .arg(stopSignals.signal())
+                   .arg(shutdownMs / 1000.0);
+        server.shutdown(shutdownMs, [] { QCoreApplication::quit(); });
     });
-    signalPoll.start(100);
+    signalPoll.start(50);
     const int rc = app.exec();
     std::printf("neural-server: stopped\n");
+    std::fflush(stdout);
     return rc;
 }

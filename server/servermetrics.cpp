@@ -40,16 +40,20 @@ QByteArray ServerMetrics::prometheusText(int queueLength, int queueCapacity, boo
     metric("neural_connection_errors_total", "counter",
            "Requests the connection guard answered itself before any route, by status: 400 "
            "malformed, 405 unknown method, 408 too slow, 411 chunked body, 413 body too large, "
-           "431 headers too large, 503 over the connection limit.");
+           "431 headers too large, 503 over the connection limit or the per-address limit.");
     for (auto it = m_connectionErrors.cbegin(); it != m_connectionErrors.cend(); ++it)
         value("neural_connection_errors_total{status=\"" + QByteArray::number(it.key()) + "\"}",
               double(it.value()));
     metric("neural_connections_dropped_total", "counter",
            "Connections closed without a request in progress, by reason: evicted (idle, to make "
-           "room at the connection limit), idle_timeout (keep-alive), no_request (silent after "
-           "the accept).");
+           "room at the connection or per-address limit), idle_timeout (keep-alive), no_request "
+           "(silent after the accept).");
     for (auto it = m_connectionsDropped.cbegin(); it != m_connectionsDropped.cend(); ++it)
         value("neural_connections_dropped_total{reason=\"" + it.key() + "\"}", double(it.value()));
+    metric("neural_streams_stalled_total", "counter",
+           "Streams cancelled because the client stopped reading: the send buffer stayed full "
+           "for the write timeout (the engine paused meanwhile).");
+    value("neural_streams_stalled_total", double(m_stalled));
     metric("neural_requests_cancelled_total", "counter",
            "Generation requests whose client went away before the answer was complete.");
     value("neural_requests_cancelled_total", double(m_cancelled));

@@ -16,6 +16,8 @@ public:
     void countRequest(const QByteArray& route, int status) { ++m_requests[{route, status}]; }
     void countRejected() { ++m_rejected; }
     void countCancelled() { ++m_cancelled; }
+    // A stream cancelled because its client stopped reading (ServerConfig::writeTimeoutMs).
+    void countStalled() { ++m_stalled; }
     // A request the connection guard answered itself (before any route), by status.
     void countConnectionError(int status) { ++m_connectionErrors[status]; }
     // A connection closed without a request in progress ("evicted", "idle_timeout", ...).
@@ -36,6 +38,7 @@ private:
     qint64 m_rejected = 0;
     QMap<int, qint64> m_connectionErrors;           // status -> count
     QMap<QByteArray, qint64> m_connectionsDropped;  // reason -> count
+    qint64 m_stalled = 0;
     qint64 m_cancelled = 0;
     qint64 m_generations = 0;
     qint64 m_promptTokens = 0;

@@ -9,13 +9,25 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <filesystem>
+#include <string>
 #include <string_view>
 #include <vector>
 
 namespace neural {
 
+// Writes `bytes` to checked_output_path(path) through a temporary file and a rename.
 void write_file_atomic(const std::filesystem::path& path, std::string_view bytes);
+
+// Where a file Neural writes to `path` may go (docs/RELIABILITY.md "Output paths"): `path` itself
+// when nothing is there or a regular file is; for a symbolic link, the regular file it points to
+// (written through: the link stays a link). Anything else -- a folder, a FIFO, a socket, a
+// device (Windows: a reserved device name such as NUL or COM1, or a \\.\ path), a link to one
+// of those or a dangling link -- throws neural::Error naming the path and what is there, so no
+// write ever blocks on a FIFO or replaces a device. Every writer of files (write_file_atomic,
+// OutputFile::create, repack, the app's exports) checks its destination with it.
+std::filesystem::path checked_output_path(const std::filesystem::path& path);
 
 // The temporary files of writers of `path` that were killed: exactly "<file name>.tmp-<decimal
 // digits>" beside it, regular files only, that no live writer holds (POSIX: the writer keeps an
@@ -29,6 +41,12 @@ std::vector<std::filesystem::path> remove_stale_temp_files(const std::filesystem
 // write_file_atomic and repack), and whether `file` is such a name for `path`.
 std::filesystem::path temp_file_for(const std::filesystem::path& path);
 bool is_temp_file_of(const std::filesystem::path& file, const std::filesystem::path& path);
+
+// Reads a small file Neural keeps beside its data (the expert statistics): only a regular file
+// (or a link to one) of at most `max_bytes`. The type is checked on the opened file, which is
+// opened without waiting (POSIX O_NONBLOCK: a FIFO never blocks the caller), before any byte is
+// read; a folder, FIFO, device or larger file throws neural::Error naming the path and why.
+std::string read_regular_file(const std::filesystem::path& path, std::uint64_t max_bytes);
 
 // Flushes a written file's data to stable storage (fsync / FlushFileBuffers).
 void sync_file(const std::filesystem::path& path);

@@ -15,6 +15,7 @@
 #include "cpu/parallel.h"
 #include "model/gguf.h"
 #include "neural/error.h"
+#include "platform/mapped_file.h"
 #include "platform/page_residency.h"
 #include "runtime/options.h"
 #include "runtime/ranking.h"
@@ -435,13 +436,33 @@ std::vector<float> Model::forward(std::span<const TokenId> tokens, KvCache& cach
     // The thread count is the process's (cpu::threads): a model loaded beside this one (the
     // bench's A/B) may have set its own. One atomic store.
     cpu::set_threads(threads_);
-    if (!stats_) return backend_->forward(tokens, cache, options);
-    // The routing of every call is learned; the observer adds its counts when it goes (a
-    // prompt's weigh less than decode's: routing_stats.h "Weight").
-    RoutingStatsObserver learn(*stats_, options.observer, static_cast<std::int64_t>(tokens.size()));
-    ForwardOptions o = options;
-    o.observer = &learn;
-    return backend_->forward(tokens, cache, o);
+    // The files are checked before and after the pass (docs/RELIABILITY.md "A store changed on
+    // disk"): logits computed from a store rewritten, truncated or replaced meanwhile are thrown
+    // away (ModelFilesChanged), never sampled from.
+    check_files();
+    std::vector<float> logits;
+    if (!stats_) {
+        logits = backend_->forward(tokens, cache, options);
+    } else {
+        // The routing of every call is learned; the observer adds its counts when it goes (a
+        // prompt's weigh less than decode's: routing_stats.h "Weight").
+        RoutingStatsObserver learn(*stats_, options.observer,
+                                   static_cast<std::int64_t>(tokens.size()));
+        ForwardOptions o = options;
+        o.observer = &learn;
+        logits = backend_->forward(tokens, cache, o);
+    }
+    check_files();
+    return logits;
+}
+
+void Model::check_files() const {
+    if (store_) store_->check_unchanged();
+    if (const fs::path faulted = faulted_mapping(); !faulted.empty()) {
+        throw ModelFilesChanged(fmt::format(
+            "{}: the file changed on disk since it was loaded (a read found it cut short); reload",
+            faulted.string()));
+    }
 }
 
 std::int64_t Model::context_length() const {

@@ -153,6 +153,10 @@ public:
     // Positions one sequence may hold: the GPU backend's K/V cache (--context), else the model's
     // maximum. What the server reports as context_length and checks prompts against.
     std::int64_t context_length() const;
+    // Throws neural::ModelFilesChanged when the store changed on disk since the load or a read
+    // of a mapped file (store or checkpoint) faulted; forward() runs it before and after every
+    // pass, the server before every request.
+    void check_files() const;
     // GPU phases and hit/admission counts of the hybrid backend (zero on the CPU backend).
     BackendCounters& backend_counters() const { return *backend_counters_; }
     // Ids generation stops on: generation_config eos ids, else config eos ids.

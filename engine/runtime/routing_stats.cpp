@@ -28,6 +28,8 @@ namespace {
 
 constexpr const char* kFormat = "neural-routing-stats";
 constexpr int kVersion = 1;
+// The file holds one weight per expert of every layer: gpt-oss-120b's 36 x 128 take ~100 KB.
+constexpr std::uint64_t kMaxRoutingStatsBytes = 4 * 1024 * 1024;
 
 // Whether a file can be created in `dir` (tried: permissions alone do not tell, e.g. for root or
 // a read-only mount).
@@ -137,14 +139,13 @@ void save_routing_stats(const fs::path& path, const RoutingStatsData& data) {
 }
 
 RoutingStatsData load_routing_stats(const fs::path& path) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) fail("cannot read expert statistics file {}", path.string());
-    std::stringstream buf;
-    buf << in.rdbuf();
+    // Regular files only, opened without waiting (a FIFO at the path never blocks the load) and
+    // bounded in size (a huge file is refused before it is read).
+    const std::string bytes = read_regular_file(path, kMaxRoutingStatsBytes);
     const std::string name = path.string();
     json j;
     try {
-        j = json::parse(buf.str());
+        j = json::parse(bytes);
     } catch (const json::exception& e) {
         fail("{}: invalid JSON: {}", name, e.what());
     }

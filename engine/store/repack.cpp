@@ -368,14 +368,17 @@ RepackResult repack(const RepackOptions& o) {
 
     // Destination checks before anything is written.
     std::error_code ec;
-    const fs::path out = fs::absolute(o.out, ec);
+    const fs::path requested = fs::absolute(o.out, ec);
+    if (fs::is_directory(requested, ec)) {
+        fail("{} is a folder; give the store's file name, e.g. {}", o.out.string(),
+             (o.out / "experts.nstore").string());
+    }
+    // A FIFO, socket or device at the path is refused (never replaced); a symbolic link to a
+    // regular file is written through: the new store replaces the link's target.
+    const fs::path out = checked_output_path(requested);
     const fs::path dir = out.parent_path();
     if (!fs::is_directory(dir, ec)) {
         fail("cannot write the store {}: folder {} does not exist", o.out.string(), dir.string());
-    }
-    if (fs::is_directory(out, ec)) {
-        fail("{} is a folder; give the store's file name, e.g. {}", o.out.string(),
-             (o.out / "experts.nstore").string());
     }
     if (fs::exists(out, ec)) {
         for (const fs::path& f : ckpt.file_paths()) {

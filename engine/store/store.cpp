@@ -58,6 +58,7 @@ ExpertStore ExpertStore::open(const fs::path& path) {
              kHeaderBytes);
     }
     const FixedHeader h = FixedHeader::decode(base);
+    s.header_.assign(base, base + kHeaderBytes);
     if (h.format_version > kFormatVersion) {
         fail(
             "{}: expert store format version {} is newer than this build of Neural reads "
@@ -486,6 +487,21 @@ bool ExpertStore::record_checksum_ok(int layer, int expert) const {
     return xxh3_64(r.data(), r.size()) == entry(layer, expert).checksum;
 }
 
+void ExpertStore::check_unchanged() const {
+    auto changed = [&](const std::string& what) {
+        throw ModelFilesChanged(fmt::format(
+            "expert store {}: the store changed on disk since it was loaded ({}); reload",
+            path().string(), what));
+    };
+    if (map_.faulted()) changed("a read found it cut short");
+    if (const std::string what = map_.changed_on_disk(); !what.empty()) changed(what);
+    // Same size: the header pages are there to compare (a truncation was caught above; one
+    // racing with this read makes the guard's zero page differ).
+    if (std::memcmp(map_.data(), header_.data(), header_.size()) != 0)
+        changed("its header is not the one loaded");
+    if (map_.faulted()) changed("a read found it cut short");
+}
+
 void ExpertStore::verify_record_slow(int layer, int expert) const {
     std::atomic<std::uint8_t>& st = state(layer, expert);
     // Claim the check, or wait for the thread that has it.
@@ -504,8 +520,12 @@ void ExpertStore::verify_record_slow(int layer, int expert) const {
             st.fetch_and(static_cast<std::uint8_t>(~kVerifying), std::memory_order_release);
         }
     } unclaim{st};
+    // The first read of a record: from the file that was loaded, or not at all.
+    check_unchanged();
     const auto r = record(layer, expert);
     const std::uint64_t computed = xxh3_64(r.data(), r.size());
+    // A truncation while hashing: the guard's zero pages must not be reported as damage.
+    if (map_.faulted()) check_unchanged();
     const std::uint64_t stored = entry(layer, expert).checksum;
     if (computed != stored) {
         fail(

@@ -127,6 +127,13 @@ public:
     bool record_verified(int layer, int expert) const {
         return (state(layer, expert).load(std::memory_order_acquire) & kVerified) != 0;
     }
+    // The store is still the file that was loaded (docs/RELIABILITY.md "A store changed on
+    // disk"): the same device, inode / file index, size and modification time (two stat calls),
+    // the same fixed header bytes, and no read of the mapping faulted. Throws
+    // neural::ModelFilesChanged naming the file ("... the store changed on disk since it was
+    // loaded (...); reload") otherwise. Cheap enough for every forward pass; verify_record runs
+    // it before every first read of a record.
+    void check_unchanged() const;
     // Packed: every escaped row's offset lies in the record's escape area and the escape count
     // matches the index. Throws neural::Error naming the layer and expert. Raw: nothing to check.
     void check_escapes(int layer, int expert) const;
@@ -217,7 +224,8 @@ private:
     CheckpointId checkpoint_;
     std::string created_by_;
     RecordLayout layout_;
-    std::vector<IndexEntry> index_;  // layer-major
+    std::vector<IndexEntry> index_;     // layer-major
+    std::vector<std::uint8_t> header_;  // the fixed header as loaded (check_unchanged)
 
     void verify_record_slow(int layer, int expert) const;
 

@@ -39,6 +39,7 @@
 
 #include "app/applog.h"
 #include "app/modelcatalog.h"
+#include "app/outputpath.h"
 #include "app/paths.h"
 #include "app/theme.h"
 #include "benchmark/benchmarkdialog.h"
@@ -899,7 +900,13 @@ bool MainWindow::exportConversation(const QString& path, bool json) {
     if (m_current == 0) return false;
     const QByteArray bytes =
         json ? m_store.exportJson(m_current) : m_store.exportMarkdown(m_current).toUtf8();
-    QSaveFile f(path);
+    QString refused;
+    const QString target = neural::gui::checkedOutputPath(path, &refused);
+    if (target.isEmpty()) {
+        QMessageBox::warning(this, tr("Export"), refused);
+        return false;
+    }
+    QSaveFile f(target);
     if (!f.open(QIODevice::WriteOnly) || f.write(bytes) != bytes.size() || !f.commit()) {
         QMessageBox::warning(this, tr("Export"),
                              tr("Cannot write %1: %2").arg(path, f.errorString()));

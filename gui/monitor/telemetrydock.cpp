@@ -22,6 +22,7 @@
 
 #include <algorithm>
 
+#include "app/outputpath.h"
 #include "platform/process_stats.h"
 #include "runtime/backend.h"
 #include "runtime/model.h"
@@ -281,7 +282,13 @@ QString TelemetryDock::lastRequestSummary() const {
 }
 
 bool TelemetryDock::exportCsv(const QString& path, QString* error) const {
-    QSaveFile f(path);
+    QString refused;
+    const QString target = neural::gui::checkedOutputPath(path, &refused);
+    if (target.isEmpty()) {
+        if (error) *error = refused;
+        return false;
+    }
+    QSaveFile f(target);
     if (!f.open(QIODevice::WriteOnly | QIODevice::Text)) {
         if (error) *error = tr("cannot write %1: %2").arg(path, f.errorString());
         return false;

@@ -8,6 +8,8 @@
 
 #include <cmath>
 
+#include "app/outputpath.h"
+
 namespace neural::gui {
 
 namespace {
@@ -256,7 +258,13 @@ bool ProfileStore::save(const QString& path, QString* error) const {
                            {QStringLiteral("active"), m_active},
                            {QStringLiteral("profiles"), list},
                            {QStringLiteral("optimized_follows_fit"), optimizedFollowsFit()}};
-    QSaveFile f(path);
+    QString refused;
+    const QString target = neural::gui::checkedOutputPath(path, &refused);
+    if (target.isEmpty()) {
+        if (error) *error = refused;
+        return false;
+    }
+    QSaveFile f(target);
     if (!f.open(QIODevice::WriteOnly) ||
         f.write(QJsonDocument(root).toJson(QJsonDocument::Indented)) < 0 || !f.commit()) {
         if (error) *error = QObject::tr("cannot save %1: %2").arg(path, f.errorString());

@@ -1,10 +1,16 @@
 // Learned expert statistics (runtime/routing_stats.h): the decay, the per-call observer, the
 // file round trip and where it lives, every kind of bad file (one warning, never an error), a
 // corrupt-bytes loop, learning through Model::forward, the save at unload and the use at load.
+#ifndef _WIN32
+#include <sys/stat.h>
+#endif
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <numeric>
 #include <random>
@@ -502,6 +508,51 @@ TEST(RoutingStats, AWriteErrorIsOneWarningNotAnError) {
     ASSERT_EQ(warnings.size(), 1u);
     EXPECT_THAT(warnings[0], HasSubstr("expert statistics not saved"));
 }
+
+#ifndef _WIN32
+// Issue 44: a FIFO, a folder or a huge file at the statistics path never blocks or stalls the
+// load (the file type and size are checked before a byte is read), and saving over them fails
+// with one warning naming the reason, never replacing them.
+TEST(RoutingStats, FifosFoldersAndHugeFilesAreRefusedWithoutBlocking) {
+    namespace fs = std::filesystem;
+    test::TempDir tmp;
+    const fs::path fifo = tmp / "fifo.json";
+    ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+    const fs::path folder = tmp / "folder.json";
+    fs::create_directory(folder);
+    const fs::path huge = tmp / "huge.json";
+    {
+        std::ofstream f(huge, std::ios::binary);
+        f << "{\"layers\": [[";
+        f << std::string(5 * 1024 * 1024, ' ');
+        f << "1]]}";
+    }
+    for (const auto& [file, what] : std::vector<std::pair<fs::path, std::string>>{
+             {fifo, "FIFO"}, {folder, "folder"}, {huge, "bytes, more than"}}) {
+        SCOPED_TRACE(file.string());
+        const auto t0 = std::chrono::steady_clock::now();
+        std::string why;
+        EXPECT_FALSE(read_routing_stats(file, "m", 4, 8, &why).has_value());
+        EXPECT_THAT(why, HasSubstr(what));
+        EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(2));
+    }
+    // A model with its statistics at the FIFO loads, runs and saves without hanging.
+    {
+        LogCapture log;
+        auto m = Model::load(test::tiny_model_dir(), with_stats(fifo));
+        KvCache cache = m->new_cache();
+        const std::vector<TokenId> ids = {1, 2, 3};
+        m->forward(ids, cache);
+        m->save_routing_stats();
+        const auto warnings = stats_lines(log, spdlog::level::warn);
+        ASSERT_EQ(warnings.size(), 2u);
+        EXPECT_THAT(warnings[0], HasSubstr("expert statistics ignored"));
+        EXPECT_THAT(warnings[1], HasSubstr("expert statistics not saved"));
+        EXPECT_THAT(warnings[1], HasSubstr("FIFO"));
+    }
+    EXPECT_TRUE(fs::is_fifo(fs::symlink_status(fifo)));  // never replaced
+}
+#endif
 
 // The same statistics file gives the same static slots at every load (the CPU side of frozen
 // residency): the learned weights -> Ranking -> Residency::initial is deterministic and

@@ -118,6 +118,23 @@ public:
 
     bool ok() const { return port_ > 0; }
     int port() const { return port_; }
+    void signal(int sig) const {
+        if (pid_ > 0) ::kill(pid_, sig);
+    }
+    // The exit status once the process ended within `ms` (-1: killed by a signal), else nullopt.
+    std::optional<int> wait_exit(int ms) {
+        const auto deadline = Clock::now() + std::chrono::milliseconds(ms);
+        while (pid_ > 0) {
+            int status = 0;
+            if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+                pid_ = -1;
+                return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+            }
+            if (Clock::now() >= deadline) return std::nullopt;
+            std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        }
+        return std::nullopt;
+    }
     std::string log() const { return test::read_file(log_path_); }
 
 private:
@@ -140,8 +157,11 @@ struct Response {
 // One client connection (blocking connect, reads with poll and a deadline).
 class Conn {
 public:
-    explicit Conn(int port) {
+    // `receive_buffer` > 0: SO_RCVBUF before the connect (a client that reads little).
+    explicit Conn(int port, int receive_buffer = 0) {
         fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (receive_buffer > 0)
+            ::setsockopt(fd_, SOL_SOCKET, SO_RCVBUF, &receive_buffer, sizeof receive_buffer);
         sockaddr_in addr{};
         addr.sin_family = AF_INET;
         addr.sin_port = htons(static_cast<std::uint16_t>(port));
@@ -159,6 +179,10 @@ public:
     void close() {
         if (fd_ >= 0) ::close(fd_);
         fd_ = -1;
+    }
+    // Half-close: the request is sent, nothing more will come (shutdown(SHUT_WR)).
+    void finish_sending() {
+        if (fd_ >= 0) ::shutdown(fd_, SHUT_WR);
     }
 
     void send(const std::string& bytes) {
@@ -334,7 +358,8 @@ TEST(ServerConnections, ASilentConnectionIsClosedAfterTheReadTimeoutFromTheAccep
 }
 
 TEST(ServerConnections, IdleConnectionsMakeRoomAtTheConnectionCap) {
-    ServerProcess server({"--max-connections", "8"});
+    // One address (loopback) may take every place here: the global cap is what is tested.
+    ServerProcess server({"--max-connections", "8", "--max-connections-per-address", "8"});
     ASSERT_TRUE(server.ok());
     std::vector<std::unique_ptr<Conn>> silent;
     for (int i = 0; i < 8; ++i) silent.push_back(std::make_unique<Conn>(server.port()));
@@ -358,7 +383,7 @@ TEST(ServerConnections, IdleConnectionsMakeRoomAtTheConnectionCap) {
 }
 
 TEST(ServerConnections, BusyConnectionsAtTheCapLeaveA503WithRetryAfter) {
-    ServerProcess server({"--max-connections", "4"});
+    ServerProcess server({"--max-connections", "4", "--max-connections-per-address", "5"});
     ASSERT_TRUE(server.ok());
     // Requests in progress (heads not finished): these connections are not idle.
     std::vector<std::unique_ptr<Conn>> busy;
@@ -648,12 +673,23 @@ TEST(ServerStore, ADamagedStoreRecordGets500NamingItAndTheServerStaysUp) {
         ASSERT_TRUE(r);
         EXPECT_EQ(r->status, 500);
         EXPECT_THAT(r->body, HasSubstr(R"("type":"server_error")"));
-        EXPECT_THAT(r->body, HasSubstr("expert store " + store.string() +
-                                       ": record layer 1 expert 3 fails its checksum"));
+        // The client learns the layer and the expert; where the file is goes to the log only.
+        EXPECT_THAT(r->body,
+                    HasSubstr("expert store zeroed.nstore: record layer 1 expert 3 fails its "
+                              "checksum"));
+        EXPECT_THAT(r->body, ::testing::Not(HasSubstr(dir.path().string())));
     }
-    const Response health = fetch(server.port(), "/health");
-    EXPECT_EQ(health.status, 200);
+    // The model cannot answer: /health says so, with the reason (no path either).
+    Conn c(server.port());
+    c.send(get("/health"));
+    const auto health = c.response(10000);
+    ASSERT_TRUE(health);
+    EXPECT_EQ(health->status, 503);
+    EXPECT_THAT(health->body, HasSubstr(R"("status":"degraded")"));
+    EXPECT_THAT(health->body, HasSubstr("record layer 1 expert 3 fails its checksum"));
+    EXPECT_THAT(health->body, ::testing::Not(HasSubstr(dir.path().string())));
     EXPECT_THAT(server.log(), HasSubstr("POST /v1/chat/completions 500"));
+    EXPECT_THAT(server.log(), HasSubstr("expert store " + store.string()));
 }
 
 // --- Engine settings: the settings schema's flags (runtime/options.h), as `neural` takes them ---
@@ -783,6 +819,201 @@ TEST(ServerEngineSettings, FitFlagsAreAccepted) {
     // ServerProcess gives --threads 1; the plan's own thread count comes later and wins.
     ServerProcess server(flags);
     ASSERT_TRUE(server.ok()) << server.log();
+}
+
+// --- Issue 44: hostile clients and a store changed under the server (docs/RELIABILITY.md) ---
+
+// A stream whose client stops reading: the send buffer fills, the generation pauses, and after
+// the write timeout the request is cancelled and the connection closed, while another client is
+// served. The log line of the cancelled request shows it stopped far short of its max_tokens.
+TEST(ServerBackpressure, AStreamWhoseClientStopsReadingIsCancelledAndTheQueueServed) {
+    ServerProcess server({"--write-timeout", "2", "--sse-keepalive", "0"});
+    ASSERT_TRUE(server.ok());
+    Conn stuck(server.port(), 4096);
+    stuck.send(chat(chat_body(60000, true)));
+    const auto head = stuck.head(20000);
+    ASSERT_TRUE(head);
+    ASSERT_EQ(head->status, 200);
+    // Never read again. Another client asks meanwhile: it waits for the engine, which the
+    // stalled stream must give up after the write timeout.
+    const auto sent = Clock::now();
+    Conn next(server.port());
+    next.send(chat(chat_body(2, false)));
+    const auto r = next.response(90000);
+    const double seconds = std::chrono::duration<double>(Clock::now() - sent).count();
+    ASSERT_TRUE(r) << server.log();
+    EXPECT_EQ(r->status, 200);
+    EXPECT_LT(seconds, 60.0);
+    const std::string log = server.log();
+    EXPECT_THAT(log, HasSubstr("the client stopped reading")) << log;
+    EXPECT_THAT(log, HasSubstr("(client stopped reading)")) << log;
+    EXPECT_EQ(metric(server.port(), "neural_streams_stalled_total"), 1);
+    // Paused within a bounded number of tokens: far fewer than the 60,000 asked for.
+    const std::regex generated(R"(POST /v1/chat/completions 499 [^\n]*generated=(\d+))");
+    std::smatch m;
+    ASSERT_TRUE(std::regex_search(log, m, generated)) << log;
+    EXPECT_LT(std::stoi(m[1]), 30000) << log;
+}
+
+// The store rewritten in place under a running server (same inode, other bytes): the next
+// request gets 503 naming the change (never an answer from the new bytes), /health says
+// degraded; a store truncated in place does the same and the server stays up.
+TEST(ServerStore, AStoreChangedOnDiskGets503AndNeverMixedBytes) {
+    test::TempDir dir;
+    const std::filesystem::path store = make_store(dir.path());
+    ServerProcess server({"--store", store.string()});
+    ASSERT_TRUE(server.ok()) << server.log();
+    {
+        Conn c(server.port());
+        c.send(chat(chat_body(2, false)));
+        const auto r = c.response(60000);
+        ASSERT_TRUE(r);
+        ASSERT_EQ(r->status, 200);
+    }
+    // Rewritten in place: the same inode, one record's bytes changed.
+    test::zero_store_record(store, 2, 5);
+    for (int i = 0; i < 2; ++i) {
+        Conn c(server.port());
+        c.send(chat(chat_body(2, false)));
+        const auto r = c.response(60000);
+        ASSERT_TRUE(r);
+        EXPECT_EQ(r->status, 503);
+        EXPECT_THAT(r->body, HasSubstr("the store changed on disk since it was loaded"));
+        EXPECT_THAT(r->body, HasSubstr("reload"));
+        EXPECT_THAT(r->body, HasSubstr(R"("code":"model_files_changed")"));
+        EXPECT_THAT(r->body, ::testing::Not(HasSubstr(dir.path().string())));
+    }
+    Conn h(server.port());
+    h.send(get("/health"));
+    const auto health = h.response(10000);
+    ASSERT_TRUE(health);
+    EXPECT_EQ(health->status, 503);
+    EXPECT_THAT(health->body, HasSubstr(R"("status":"degraded")"));
+    EXPECT_THAT(health->body, HasSubstr("the store changed on disk"));
+    // Truncated in place: still an error, no SIGBUS.
+    std::filesystem::resize_file(store, std::filesystem::file_size(store) / 2);
+    Conn c(server.port());
+    c.send(chat(chat_body(2, false)));
+    const auto r = c.response(60000);
+    ASSERT_TRUE(r) << server.log();
+    EXPECT_EQ(r->status, 503);
+    EXPECT_THAT(r->body, HasSubstr("its size changed"));
+    EXPECT_THAT(server.log(), HasSubstr(store.string()));
+    EXPECT_TRUE(server.ok());
+    EXPECT_EQ(fetch(server.port(), "/v1/models").status, 200);
+}
+
+// HTTP/1.1 framing rules: one non-empty Host; an absolute-form target names this server.
+TEST(ServerHttp, HostHeaderRulesAndAbsoluteFormTargets) {
+    ServerProcess server({});
+    ASSERT_TRUE(server.ok());
+    auto status_of = [&](const std::string& request) {
+        Conn c(server.port());
+        c.send(request);
+        const auto r = c.response(10000);
+        return r ? r->status : 0;
+    };
+    EXPECT_EQ(status_of("GET /health HTTP/1.1\r\n\r\n"), 400);
+    EXPECT_EQ(status_of("GET /health HTTP/1.1\r\nHost:\r\n\r\n"), 400);
+    EXPECT_EQ(status_of("GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nHost: evil.example\r\n\r\n"),
+              400);
+    EXPECT_EQ(status_of("GET http://evil.example/v1/models HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"),
+              400);
+    EXPECT_EQ(status_of("GET http://evil.example/v1/models HTTP/1.1\r\nHost: evil.example\r\n\r\n"),
+              400);
+    EXPECT_EQ(status_of("GET http://127.0.0.1/v1/models HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"), 200);
+    EXPECT_EQ(status_of("GET /health HTTP/1.0\r\n\r\n"), 200);  // HTTP/1.0 may omit Host
+    EXPECT_EQ(status_of(get("/health")), 200);
+}
+
+// An id the client sent comes back in an error cut to a bounded length.
+TEST(ServerHttp, EchoedIdsAreCut) {
+    ServerProcess server({});
+    ASSERT_TRUE(server.ok());
+    const std::string id = "resp_" + std::string(100000, 'x');
+    const std::string body = R"({"model": ")" + kModel +
+                             R"(", "input": "hi", "max_output_tokens": 16, )" +
+                             R"("previous_response_id": ")" + id + R"("})";
+    Conn c(server.port());
+    c.send(
+        "POST /v1/responses HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: "
+        "application/json\r\nContent-Length: " +
+        std::to_string(body.size()) + "\r\n\r\n" + body);
+    const auto r = c.response(30000);
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 400);
+    EXPECT_THAT(r->body, HasSubstr("previous_response_not_found"));
+    EXPECT_LT(r->body.size(), 1000u);
+}
+
+// Slow clients: one address gets at most --max-connections-per-address places (its idle ones
+// make room, busy ones leave 503), so slow connections from one address cannot lock out the
+// others; a request trickling in below the minimum rate after its first 4 KiB gets 408.
+TEST(ServerConnections, SlowClientsAreLimitedPerAddressAndByRate) {
+    ServerProcess server(
+        {"--max-connections-per-address", "4", "--max-connections", "16", "--read-timeout", "60"});
+    ASSERT_TRUE(server.ok());
+    std::vector<std::unique_ptr<Conn>> slow;
+    for (int i = 0; i < 4; ++i) {
+        slow.push_back(std::make_unique<Conn>(server.port()));
+        slow.back()->send(
+            "POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+            "Content-Type: application/json\r\nContent-Length: 100000\r\n\r\n{");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    {
+        Conn extra(server.port());
+        extra.send(get("/health"));
+        const auto r = extra.response(10000);
+        ASSERT_TRUE(r);
+        EXPECT_EQ(r->status, 503);
+        EXPECT_THAT(r->body, HasSubstr("the limit per address is 4"));
+    }
+    // The minimum rate: 4 KiB at once, then a byte a second.
+    slow.front()->send(std::string(8192, ' '));
+    for (int i = 0; i < 8 && !slow.front()->readable_within(0); ++i) {
+        slow.front()->send(" ");
+        std::this_thread::sleep_for(std::chrono::seconds(1));
+    }
+    const auto r = slow.front()->response(10000);
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 408);
+    EXPECT_THAT(r->body, HasSubstr("the request arrived too slowly"));
+    const std::string log = server.log();
+    EXPECT_THAT(log, HasSubstr("too many open connections from 127.0.0.1"));
+    EXPECT_THAT(log, HasSubstr("arrived too slowly"));
+}
+
+// SIGTERM: the running stream gets an error event and a proper end, the queued request 503,
+// each is logged, and the process exits within the shutdown timeout.
+TEST(ServerShutdown, SigtermEndsStreamsWithAnErrorAndQueuedRequestsWith503) {
+    ServerProcess server({"--shutdown-timeout", "5"});
+    ASSERT_TRUE(server.ok());
+    Conn running(server.port());
+    running.send(chat(chat_body(20000, true)));
+    ASSERT_TRUE(running.head(20000));
+    Conn queued(server.port());
+    queued.send(chat(chat_body(2, false)));
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    const auto t0 = Clock::now();
+    server.signal(SIGTERM);
+    const auto refused = queued.response(10000);
+    ASSERT_TRUE(refused);
+    EXPECT_EQ(refused->status, 503);
+    EXPECT_THAT(refused->body, HasSubstr(R"("code":"server_shutting_down")"));
+    const auto stream = running.response(10000);
+    ASSERT_TRUE(stream) << "the stream had no proper end";
+    EXPECT_THAT(stream->body, HasSubstr(R"("code":"server_shutting_down")"));
+    EXPECT_THAT(stream->body, HasSubstr("data: [DONE]"));
+    const auto code = server.wait_exit(10000);
+    ASSERT_TRUE(code) << "the server did not exit";
+    EXPECT_EQ(*code, 0);
+    EXPECT_LT(std::chrono::duration<double>(Clock::now() - t0).count(), 6.0);
+    const std::string log = server.log();
+    EXPECT_THAT(log, HasSubstr("shutting down: 1 running and 1 waiting"));
+    EXPECT_THAT(log, HasSubstr("(server shutting down)"));
+    EXPECT_THAT(log, HasSubstr("POST /v1/chat/completions 503"));
+    EXPECT_THAT(log, HasSubstr("neural-server: stopped"));
 }
 
 }  // namespace

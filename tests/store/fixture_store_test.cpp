@@ -2,6 +2,9 @@
 // and every kind of bad store file (damaged record, truncation, future version, unknown or wrong
 // kind, damaged header, foreign file, a store of another model or checkpoint).
 #include <atomic>
+#ifndef _WIN32
+#include <sys/stat.h>
+#endif
 #include <cstring>
 #include <filesystem>
 #include <thread>
@@ -256,6 +259,33 @@ TEST_F(FixtureStore, FlippedRecordByteNamesLayerAndExpert) {
         fs::remove(p);
     }
 }
+
+#ifndef _WIN32
+// Issue 44: repack --out never replaces what is not a regular file (a FIFO, a device, a socket),
+// and writes through a link to a regular file (the link stays).
+TEST_F(FixtureStore, RepackRefusesNonRegularOutputsAndWritesThroughLinks) {
+    const fs::path fifo = own_ / "fifo.nstore";
+    ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+    for (const fs::path& out : {fifo, fs::path("/dev/null")}) {
+        RepackOptions o;
+        o.checkpoint = test::tiny_model_dir();
+        o.out = out;
+        o.kind = StoreKind::kRaw;
+        o.threads = 1;
+        EXPECT_THAT(error_of([&] { repack(o); }), HasSubstr("Neural writes only regular files"))
+            << out;
+    }
+    EXPECT_TRUE(fs::is_fifo(fs::symlink_status(fifo)));
+    EXPECT_TRUE(fs::is_character_file(fs::status("/dev/null")));
+    const fs::path target = own_ / "target.nstore";
+    test::write_file(target, "old");
+    const fs::path link = own_ / "link.nstore";
+    fs::create_symlink(target, link);
+    make_store(test::tiny_model_dir(), link, StoreKind::kRaw);
+    EXPECT_TRUE(fs::is_symlink(fs::symlink_status(link)));
+    EXPECT_NO_THROW(ExpertStore::open(target));
+}
+#endif
 
 TEST_F(FixtureStore, TruncatedFiles) {
     const std::string bytes = test::read_file(raw_);

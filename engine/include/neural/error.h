@@ -24,6 +24,14 @@ template <typename... Args>
 }  // namespace neural
 
 namespace neural {
+// A file the loaded model reads changed on disk since it was loaded (rewritten, truncated or
+// replaced) or a read of it faulted: nothing computed from it can be trusted until the model is
+// reloaded. The server answers 503 and /health says "degraded".
+class ModelFilesChanged : public Error {
+public:
+    using Error::Error;
+};
+
 // Thrown when a caller cancels a running generation; the session stays usable.
 class Cancelled : public Error {
 public:

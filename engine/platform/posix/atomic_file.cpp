@@ -56,7 +56,10 @@ std::vector<std::filesystem::path> remove_stale_temp_files(const std::filesystem
     return removed;
 }
 
-void write_file_atomic(const std::filesystem::path& path, std::string_view bytes) {
+void write_file_atomic(const std::filesystem::path& requested, std::string_view bytes) {
+    // A link to a regular file is written through (the link stays); a FIFO, device or folder
+    // is refused.
+    const std::filesystem::path path = checked_output_path(requested);
     const std::filesystem::path tmp = temp_file_for(path);
     remove_stale_temp_files(path, std::chrono::minutes(1));
     int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
@@ -87,6 +90,46 @@ void write_file_atomic(const std::filesystem::path& path, std::string_view bytes
         ::fsync(dfd);
         ::close(dfd);
     }
+}
+
+std::string read_regular_file(const std::filesystem::path& path, std::uint64_t max_bytes) {
+    const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+    if (fd < 0) fail("cannot read {}: {}", path.string(), std::strerror(errno));
+    struct stat st {};
+    if (::fstat(fd, &st) != 0) {
+        const int err = errno;
+        ::close(fd);
+        fail("cannot read {}: {}", path.string(), std::strerror(err));
+    }
+    if (!S_ISREG(st.st_mode)) {
+        ::close(fd);
+        fail("cannot read {}: it is {}, not a regular file", path.string(),
+             S_ISDIR(st.st_mode)    ? "a folder"
+             : S_ISFIFO(st.st_mode) ? "a FIFO (named pipe)"
+             : S_ISSOCK(st.st_mode) ? "a socket"
+                                    : "a device");
+    }
+    if (static_cast<std::uint64_t>(st.st_size) > max_bytes) {
+        ::close(fd);
+        fail("cannot read {}: {} bytes, more than the {} this file may have", path.string(),
+             static_cast<long long>(st.st_size), max_bytes);
+    }
+    std::string out(static_cast<std::size_t>(st.st_size), '\0');
+    std::size_t done = 0;
+    while (done < out.size()) {
+        const ssize_t n = ::read(fd, out.data() + done, out.size() - done);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) {
+            const int err = errno;
+            ::close(fd);
+            fail("cannot read {}: {}", path.string(), std::strerror(err));
+        }
+        if (n == 0) break;  // shrank meanwhile
+        done += static_cast<std::size_t>(n);
+    }
+    ::close(fd);
+    out.resize(done);
+    return out;
 }
 
 void sync_file(const std::filesystem::path& path) {

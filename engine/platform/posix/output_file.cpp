@@ -1,6 +1,7 @@
 #include "platform/output_file.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -11,6 +12,7 @@
 #include <utility>
 
 #include "neural/error.h"
+#include "platform/atomic_file.h"
 
 namespace neural {
 
@@ -36,16 +38,22 @@ std::string reason(int err) {
 
 OutputFile OutputFile::create(const std::filesystem::path& path, bool unbuffered) {
     OutputFile f;
-    f.path_ = path;
-    const int flags = O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC;
+    f.path_ = checked_output_path(path);
+    // O_NONBLOCK: should a FIFO appear at the path after the check, opening it fails (no reader)
+    // or returns at once instead of waiting for a reader; the type is checked again below.
+    const int flags = O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOCTTY | O_NONBLOCK;
 #ifdef O_DIRECT
     if (unbuffered) {
-        f.fd_ = ::open(path.c_str(), flags | O_DIRECT, 0644);
+        f.fd_ = ::open(f.path_.c_str(), flags | O_DIRECT, 0644);
         f.direct_ = f.fd_ >= 0;  // file systems without O_DIRECT (tmpfs) say EINVAL: buffered
     }
 #endif
-    if (f.fd_ < 0) f.fd_ = ::open(path.c_str(), flags, 0644);
+    if (f.fd_ < 0) f.fd_ = ::open(f.path_.c_str(), flags, 0644);
     if (f.fd_ < 0) fail("cannot create {}: {}", path.string(), reason(errno));
+    struct stat st {};
+    if (::fstat(f.fd_, &st) != 0 || !S_ISREG(st.st_mode))
+        fail("cannot write {}: it is not a regular file", path.string());
+    ::fcntl(f.fd_, F_SETFL, ::fcntl(f.fd_, F_GETFL) & ~O_NONBLOCK);
 #if !defined(O_DIRECT) && defined(F_NOCACHE)
     if (unbuffered) ::fcntl(f.fd_, F_NOCACHE, 1);  // macOS: no alignment rules, best effort
 #endif

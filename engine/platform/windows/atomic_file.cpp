@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "neural/error.h"
+#include "platform/windows/win_error.h"
 
 namespace neural {
 
@@ -34,7 +35,10 @@ std::vector<std::filesystem::path> remove_stale_temp_files(const std::filesystem
     return removed;
 }
 
-void write_file_atomic(const std::filesystem::path& path, std::string_view bytes) {
+void write_file_atomic(const std::filesystem::path& requested, std::string_view bytes) {
+    // A link to a regular file is written through (the link stays); a FIFO, device or folder
+    // is refused.
+    const std::filesystem::path path = checked_output_path(requested);
     remove_stale_temp_files(path, std::chrono::minutes(1));
     const std::filesystem::path tmp = temp_file_for(path);
     HANDLE h = CreateFileW(tmp.c_str(), GENERIC_WRITE, 0, nullptr, CREATE_NEW,
@@ -78,6 +82,42 @@ void sync_file(const std::filesystem::path& path) {
     BOOL ok = FlushFileBuffers(h);
     CloseHandle(h);
     if (!ok) fail("cannot flush {}", path.string());
+}
+
+std::string read_regular_file(const std::filesystem::path& path, std::uint64_t max_bytes) {
+    // FILE_FLAG_BACKUP_SEMANTICS opens a folder too, so that it is refused below by its type
+    // rather than with an access error.
+    HANDLE h =
+        CreateFileW(path.c_str(), GENERIC_READ, FILE_SHARE_READ | FILE_SHARE_WRITE, nullptr,
+                    OPEN_EXISTING, FILE_ATTRIBUTE_NORMAL | FILE_FLAG_BACKUP_SEMANTICS, nullptr);
+    if (h == INVALID_HANDLE_VALUE)
+        fail("cannot read {}: {}", path.string(), win::last_error_text());
+    struct Closer {
+        HANDLE h;
+        ~Closer() { CloseHandle(h); }
+    } closer{h};
+    BY_HANDLE_FILE_INFORMATION info{};
+    if (GetFileType(h) != FILE_TYPE_DISK || !GetFileInformationByHandle(h, &info) ||
+        (info.dwFileAttributes & FILE_ATTRIBUTE_DIRECTORY) != 0) {
+        fail("cannot read {}: it is not a regular file", path.string());
+    }
+    const std::uint64_t size =
+        (static_cast<std::uint64_t>(info.nFileSizeHigh) << 32) | info.nFileSizeLow;
+    if (size > max_bytes) {
+        fail("cannot read {}: {} bytes, more than the {} this file may have", path.string(), size,
+             max_bytes);
+    }
+    std::string out(static_cast<std::size_t>(size), '\0');
+    std::size_t done = 0;
+    while (done < out.size()) {
+        DWORD n = 0;
+        if (!ReadFile(h, out.data() + done, static_cast<DWORD>(out.size() - done), &n, nullptr))
+            fail("cannot read {}: {}", path.string(), win::last_error_text());
+        if (n == 0) break;
+        done += n;
+    }
+    out.resize(done);
+    return out;
 }
 
 }  // namespace neural

@@ -16,6 +16,7 @@
 #include <utility>
 
 #include "neural/error.h"
+#include "platform/atomic_file.h"
 
 namespace neural {
 
@@ -31,8 +32,8 @@ namespace {
 // without reopening the file.
 OutputFile OutputFile::create(const std::filesystem::path& path, bool /*unbuffered*/) {
     OutputFile f;
-    f.path_ = path;
-    HANDLE h = CreateFileW(path.c_str(), GENERIC_WRITE, 0, nullptr, CREATE_ALWAYS,
+    f.path_ = checked_output_path(path);
+    HANDLE h = CreateFileW(f.path_.c_str(), GENERIC_WRITE, 0, nullptr, CREATE_ALWAYS,
                            FILE_ATTRIBUTE_NORMAL | FILE_FLAG_SEQUENTIAL_SCAN, nullptr);
     if (h == INVALID_HANDLE_VALUE) fail("cannot create {}: {}", path.string(), last_error_text());
     f.handle_ = h;

@@ -110,7 +110,7 @@ describe('framing and limits', () => {
   test('HTTP/1.0, bare-LF line ends and non-UTF-8 header values still work', async () => {
     assert.equal((await rawRequest(server.port, 'GET /health HTTP/1.0\r\n\r\n')).status, 200);
     assert.equal((await rawRequest(server.port, 'GET /health HTTP/1.1\nHost: localhost\n\n')).status, 200);
-    const latin = Buffer.concat([Buffer.from('GET /health HTTP/1.1\r\nX-Name: '), Buffer.from([0xe9, 0xff]), Buffer.from('\r\n\r\n')]);
+    const latin = Buffer.concat([Buffer.from('GET /health HTTP/1.1\r\nHost: localhost\r\nX-Name: '), Buffer.from([0xe9, 0xff]), Buffer.from('\r\n\r\n')]);
     assert.equal((await rawRequest(server.port, latin)).status, 200);
   });
 
@@ -149,7 +149,7 @@ describe('bodies', () => {
       assert.equal(r.status, 415, type);
       assert.equal(jsonBody(r.text).error.code, 'unsupported_media_type');
     }
-    const none = await rawRequest(server.port, `POST /v1/chat/completions HTTP/1.1\r\nContent-Length: ${goodBody.length}\r\n\r\n${goodBody}`);
+    const none = await rawRequest(server.port, `POST /v1/chat/completions HTTP/1.1\r\nHost: localhost\r\nContent-Length: ${goodBody.length}\r\n\r\n${goodBody}`);
     assert.equal(none.status, 415);
     assert.equal((await post(goodBody, 'Application/JSON; charset=UTF-8')).status, 200);
   });
