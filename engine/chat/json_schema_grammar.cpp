@@ -72,7 +72,7 @@ bool interval_meets(Real lo, bool lo_closed, Real hi, bool hi_closed,
     return true;
 }
 
-Real pow10(int k) {
+Real power_of_ten(int k) {
     Real p = 1;
     for (int i = 0; i < k; ++i) p *= 10;
     return p;
@@ -110,8 +110,8 @@ bool bounded_prefix_ok(const JsonSchemaGrammar::Node& n, std::string_view t,
     if (whole == "0") return integer ? meets(0, 0, true) : meets(0, 1, false);
     const std::size_t room = max_length > t.size() ? max_length - t.size() : 0;
     for (std::size_t k = 0; k <= room; ++k) {
-        const Real a = m * pow10(static_cast<int>(k));
-        const Real width = pow10(static_cast<int>(k));
+        const Real a = m * power_of_ten(static_cast<int>(k));
+        const Real width = power_of_ten(static_cast<int>(k));
         if (integer ? meets(a, width - 1, true) : meets(a, width, false)) return true;
         if (!neg && b.has_max && a > static_cast<Real>(b.max)) return false;
         if (neg && b.has_min && -a < static_cast<Real>(b.min)) return false;

@@ -561,7 +561,9 @@ ResponsesRequest parse_responses_request(const Json& body, const ChatRequestOpti
         chat_options.strict_schemas = options.strict_schemas.value_or(options.strict);
         std::vector<std::string> notices = std::move(r.chat.notices);
         r.chat = parse_chat_request(chat, chat_options);
-        notices.insert(notices.end(), r.chat.notices.begin(), r.chat.notices.end());
+        // The chat layer's notices name chat fields: the Responses names are what the client
+        // sent.
+        for (const std::string& n : r.chat.notices) notices.push_back(paths.map(n));
         r.chat.notices = std::move(notices);
     } catch (const RequestError& e) {
         throw RequestError(paths.map(e.what()), paths.map(e.param()), e.code());

@@ -311,8 +311,11 @@ TEST(OpenAiRequest, RefusesWhatItCannotDo) {
     b["logprobs"] = true;
     expect_refused(b, "logprobs", "not supported");
     b = minimal();
-    b["presence_penalty"] = 0.5;
-    expect_refused(b, "presence_penalty", "not supported");
+    b["presence_penalty"] = 3;
+    expect_refused(b, "presence_penalty", "between -2 and 2");
+    b = minimal();
+    b["repetition_penalty"] = 0;
+    expect_refused(b, "repetition_penalty", "(0, 10]");
     b = minimal();
     b["functions"] = Json::array();
     b["tools"] = Json::array();
@@ -342,13 +345,13 @@ TEST(OpenAiRequest, RefusesWhatItCannotDo) {
 
 TEST(OpenAiRequest, LenientParsingIgnoresUnknownFieldsAndNamesThem) {
     Json b = minimal();
-    b["functions"] = Json::array();
+    b["modalities"] = Json::array();
     b["frobnicate"] = 1;
     b["messages"].push_back(Json{{"role", "user"}, {"content", "two"}, {"surprise", 1}});
     b["messages"][0]["surprise"] = 2;
     const ChatRequest r = parse_chat_request(b);
     EXPECT_EQ(r.ignored_fields,
-              (std::vector<std::string>{"functions", "frobnicate", "messages[].surprise"}));
+              (std::vector<std::string>{"modalities", "frobnicate", "messages[].surprise"}));
     ASSERT_EQ(r.history.size(), 2u);
     EXPECT_EQ(r.history[1].text(), "two");
     // Known fields with values the server cannot honour are still refused.
