@@ -395,6 +395,21 @@ describe('lenient requests', () => {
     assert.equal(log.split("unknown request field 'messages[].surprise'").length - 1, 1, log);
   });
 
+  test('--default-max-tokens limits replies that set none (default: the rest of the context)', async () => {
+    const capped = await startServer(['--default-max-tokens', '3']);
+    try {
+      const r = await postJson(capped.url, '/v1/chat/completions', {
+        model: MODEL, messages: [{ role: 'user', content: 'hi' }],
+      });
+      assert.equal(r.status, 200);
+      const body = await r.json();
+      assert.equal(body.usage.completion_tokens, 3);
+      assert.equal(body.choices[0].finish_reason, 'length');
+    } finally {
+      await capped.stop();
+    }
+  });
+
   test('--strict refuses unknown fields and schemas it cannot enforce', async () => {
     const strict = await startServer(['--strict']);
     try {
