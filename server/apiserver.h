@@ -24,6 +24,9 @@
 #include <deque>
 #include <functional>
 #include <memory>
+#include <optional>
+#include <string>
+#include <vector>
 
 #include "connectionguard.h"
 #include "generationqueue.h"
@@ -65,13 +68,16 @@ struct ServerConfig {
     // for up to overflowWaitMs before they get 503; more get 503 at once. 0: no waiting.
     int maxOverflow = 64;
     int overflowWaitMs = 2000;
-    int defaultMaxTokens = 4096;  // when a request gives no limit
+    int defaultMaxTokens = 0;  // when a request gives no limit; 0: the rest of the context
     // Longest prompt a request may send, in tokens; a longer one gets 400
     // (context_length_exceeded) before the engine runs it. 0: the model's context.
     std::int64_t maxPromptTokens = 0;
     // Test-only request options: the "neural_forced_output" field and the
     // "X-Neural-Test-Engine-Error" header. Never on in production.
     bool testOptions = false;
+    // Test-only (with testOptions): harmony texts that the chat / responses generations emit in
+    // turn instead of sampling, the last one repeating (neural-server --test-script).
+    std::vector<std::string> testScript;
     // Unknown request fields: false (the default) ignores them and logs each name once; true
     // answers 400.
     bool strictRequests = false;
@@ -144,6 +150,7 @@ private:
     struct Request {
         QByteArray method;
         QString path;
+        QString query;  // the URL's query, without '?'
         QByteArray authorization;
         QByteArray contentType;
         QByteArray origin;
@@ -165,12 +172,18 @@ private:
     void handleChat(Request& request, HttpChannel* channel);
     void handleCompletion(Request& request, HttpChannel* channel);
     void handleResponses(Request& request, HttpChannel* channel);
+    // GET / DELETE /v1/responses/{id}, GET /v1/responses/{id}/input_items.
+    void handleStoredResponse(Request& request, HttpChannel* channel, const std::string& id,
+                              bool inputItems);
     enum class Api { chat, completion, responses };
     void enqueue(Request& request, HttpChannel* channel, std::shared_ptr<GenerationJob> job,
                  bool stream, bool includeUsage, Api api,
                  std::shared_ptr<openai::ResponsesRequest> responses = {});
     // Logs each unknown field name the first time a request carries it.
     void logIgnoredFields(const std::vector<std::string>& fields);
+    // Logs each of a request's notices (what it asked for that the server does not do, e.g. a
+    // dropped hosted tool) the first time it comes.
+    void logNotices(const std::vector<std::string>& notices);
     // A random seed for a request that gave none, so identical requests differ.
     static std::uint64_t randomSeed();
     bool hostAllowed(const QByteArray& host) const;
@@ -210,7 +223,11 @@ private:
     bool m_admitting = false;
     ServerMetrics m_metrics;
     ResponseStore m_responses;
-    QSet<QString> m_ignoredLogged;  // unknown field names already logged
+    QSet<QString> m_ignoredLogged;     // unknown field names already logged
+    QSet<QString> m_noticesLogged;     // notices already logged
+    std::size_t m_testScriptNext = 0;  // the next ServerConfig::testScript entry
+    // The next scripted output, if the server runs a test script.
+    std::optional<std::string> nextScripted();
     bool m_shuttingDown = false;
     // Why the model cannot answer (GET /health "degraded"): the last engine failure, cleared by
     // the next generation that succeeds. Empty: healthy.

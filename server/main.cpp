@@ -6,6 +6,8 @@
 #include <QCommandLineParser>
 #include <QCoreApplication>
 #include <QFile>
+#include <QJsonArray>
+#include <QJsonDocument>
 #include <QTimer>
 
 #include <atomic>
@@ -118,7 +120,9 @@ int main(int argc, char** argv) {
     const QCommandLineOption maxBody("max-body", "Largest request body in bytes (default 8 MiB).",
                                      "BYTES", QString::number(8 * 1024 * 1024));
     const QCommandLineOption maxTokens(
-        "default-max-tokens", "Reply limit when a request sets none (default 4096).", "N", "4096");
+        "default-max-tokens",
+        "Reply limit when a request sets none (default 0: the rest of the model's context).", "N",
+        "0");
     const QCommandLineOption maxPromptTokens("max-prompt-tokens",
                                              "Longest prompt a request may send, in tokens; "
                                              "longer ones get 400 (default 0: the model's "
@@ -192,6 +196,13 @@ int main(int argc, char** argv) {
         "enable-test-options",
         "Accept the test-only request options (forced output, simulated engine failure). For "
         "the test suite only.");
+    const QCommandLineOption testScript(
+        "test-script",
+        "With --enable-test-options: FILE is a JSON array of harmony texts; each chat or "
+        "responses generation emits the next one instead of sampling (the last repeats), so "
+        "unmodified clients can be tested on a model with random weights.",
+        "FILE");
+    p.addOptions({testScript});
     p.addOptions(
         {model,       host,           port,     apiKey,       apiKeyFile,      cors,
          modelName,   queue,          maxBody,  maxTokens,    maxPromptTokens, readTimeout,
@@ -240,9 +251,23 @@ int main(int argc, char** argv) {
     config.writeTimeoutMs = static_cast<int>(number(writeTimeout, 1, 3600) * 1000);
     config.maxOverflow = static_cast<int>(number(overflow, 0, 10000));
     config.overflowWaitMs = static_cast<int>(number(overflowWait, 1, 600) * 1000);
-    config.defaultMaxTokens = static_cast<int>(number(maxTokens, 1, 1 << 24));
+    config.defaultMaxTokens = static_cast<int>(number(maxTokens, 0, 1 << 24));
     config.maxPromptTokens = number(maxPromptTokens, 0, qint64(1) << 31);
     config.testOptions = p.isSet(testOptions);
+    if (p.isSet(testScript)) {
+        if (!config.testOptions) die(QStringLiteral("--test-script needs --enable-test-options"));
+        QFile file(p.value(testScript));
+        if (!file.open(QIODevice::ReadOnly))
+            die(QStringLiteral("--test-script: cannot read %1").arg(p.value(testScript)));
+        const QJsonDocument doc = QJsonDocument::fromJson(file.readAll());
+        if (!doc.isArray() || doc.array().isEmpty())
+            die(QStringLiteral("--test-script: %1 must hold a non-empty JSON array of strings")
+                    .arg(p.value(testScript)));
+        for (const QJsonValue& v : doc.array()) {
+            if (!v.isString()) die(QStringLiteral("--test-script: every entry must be a string"));
+            config.testScript.push_back(v.toString().toStdString());
+        }
+    }
     config.strictRequests = p.isSet(strict);
     for (const QString& value : p.values(allowedHost)) {
         for (const QString& name : value.split(u',', Qt::SkipEmptyParts))

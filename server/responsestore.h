@@ -3,6 +3,7 @@
 // conversation starts with the stored history, so the engine's prompt cache reuses its K/V.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <deque>
 #include <map>
@@ -28,6 +29,26 @@ public:
     const openai::ConversationState* find(const std::string& id) const {
         auto it = m_states.find(id);
         return it == m_states.end() ? nullptr : &it->second;
+    }
+    // DELETE /v1/responses/{id}: false when the id is unknown.
+    bool remove(const std::string& id) {
+        if (m_states.erase(id) == 0) return false;
+        m_order.erase(std::find(m_order.begin(), m_order.end(), id));
+        return true;
+    }
+    // An output or input item of a kept response, by id (item_reference); null when unknown.
+    // The newest response that has it wins.
+    const openai::Json* findItem(const std::string& id) const {
+        for (auto r = m_order.rbegin(); r != m_order.rend(); ++r) {
+            const openai::ConversationState& s = m_states.at(*r);
+            for (const openai::Json* list : {&s.response["output"], &s.input_items}) {
+                if (!list->is_array()) continue;
+                for (const openai::Json& item : *list) {
+                    if (item.is_object() && item.value("id", openai::Json()) == id) return &item;
+                }
+            }
+        }
+        return nullptr;
     }
     std::size_t size() const { return m_states.size(); }
     std::size_t capacity() const { return m_capacity; }

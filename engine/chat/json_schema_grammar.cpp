@@ -3,12 +3,175 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
+#include <functional>
+#include <limits>
 #include <map>
+#include <optional>
 #include <set>
 
 namespace neural::chat {
 
 using Json = nlohmann::ordered_json;
+
+namespace {
+
+bool is_ws(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+bool is_digit(char c) { return c >= '0' && c <= '9'; }
+bool is_hex(char c) { return is_digit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'); }
+
+constexpr int kMaxExponentDigits = 2;
+
+// ---- bounded numbers ------------------------------------------------------------------------
+// A number node with bounds accepts the text of a number (no exponent) only while some
+// continuation of it lies within the bounds, so a constrained answer never runs into a dead end.
+// Values are compared as long double (exact for integers up to 2^64 on x86).
+
+using Real = long double;
+
+// Syntax of a bounded number's prefix: -?(0|[1-9][0-9]*)(\.[0-9]*)? (no fraction for integers).
+bool bounded_syntax(std::string_view t, bool integer) {
+    std::size_t i = 0;
+    if (i < t.size() && t[i] == '-') ++i;
+    if (i == t.size()) return true;
+    if (t[i] == '0') {
+        ++i;
+    } else if (t[i] >= '1' && t[i] <= '9') {
+        while (i < t.size() && t[i] >= '0' && t[i] <= '9') ++i;
+    } else {
+        return false;
+    }
+    if (i == t.size()) return true;
+    if (integer || t[i] != '.') return false;
+    ++i;
+    while (i < t.size() && t[i] >= '0' && t[i] <= '9') ++i;
+    return i == t.size();
+}
+
+// Closed integer bounds of an integer node.
+JsonSchemaGrammar::Bounds integer_bounds(const JsonSchemaGrammar::Bounds& b) {
+    JsonSchemaGrammar::Bounds out = b;
+    if (b.has_min) out.min = b.min_exclusive ? std::floor(b.min) + 1 : std::ceil(b.min);
+    if (b.has_max) out.max = b.max_exclusive ? std::ceil(b.max) - 1 : std::floor(b.max);
+    out.min_exclusive = out.max_exclusive = false;
+    return out;
+}
+
+// Whether some value in the interval from lo to hi (each end closed or open) meets `b`.
+bool interval_meets(Real lo, bool lo_closed, Real hi, bool hi_closed,
+                    const JsonSchemaGrammar::Bounds& b) {
+    if (b.has_max) {
+        const Real max = b.max;
+        if (lo > max || (lo == max && (!lo_closed || b.max_exclusive))) return false;
+    }
+    if (b.has_min) {
+        const Real min = b.min;
+        if (hi < min || (hi == min && (!hi_closed || b.min_exclusive))) return false;
+    }
+    return true;
+}
+
+Real power_of_ten(int k) {
+    Real p = 1;
+    for (int i = 0; i < k; ++i) p *= 10;
+    return p;
+}
+
+// Some continuation of `t` (at most `max_length` characters in all) meets the node's bounds.
+bool bounded_prefix_ok(const JsonSchemaGrammar::Node& n, std::string_view t,
+                       std::size_t max_length) {
+    const bool integer = n.kind == JsonSchemaGrammar::Kind::integer;
+    const JsonSchemaGrammar::Bounds b = integer ? integer_bounds(n.bounds) : n.bounds;
+    const bool neg = !t.empty() && t[0] == '-';
+    const std::string_view body = t.substr(neg ? 1 : 0);
+    if (body.empty()) {
+        if (!neg) return true;
+        // Any value <= 0 can still come.
+        return interval_meets(-std::numeric_limits<Real>::infinity(), false, 0, true, b);
+    }
+    const std::size_t dot = body.find('.');
+    const std::string_view whole = body.substr(0, dot);
+    Real m = 0;
+    for (char c : whole) m = m * 10 + (c - '0');
+    auto meets = [&](Real a, Real width, bool closed_width) {
+        // magnitudes [a, a + width) (or [a, a + width] for closed_width)
+        return neg ? interval_meets(-(a + width), closed_width, -a, true, b)
+                   : interval_meets(a, true, a + width, closed_width, b);
+    };
+    if (dot != std::string_view::npos) {
+        Real scale = 1, v = m;
+        for (char c : body.substr(dot + 1)) {
+            scale /= 10;
+            v += (c - '0') * scale;
+        }
+        return meets(v, scale, false);
+    }
+    if (whole == "0") return integer ? meets(0, 0, true) : meets(0, 1, false);
+    const std::size_t room = max_length > t.size() ? max_length - t.size() : 0;
+    for (std::size_t k = 0; k <= room; ++k) {
+        const Real a = m * power_of_ten(static_cast<int>(k));
+        const Real width = power_of_ten(static_cast<int>(k));
+        if (integer ? meets(a, width - 1, true) : meets(a, width, false)) return true;
+        if (!neg && b.has_max && a > static_cast<Real>(b.max)) return false;
+        if (neg && b.has_min && -a < static_cast<Real>(b.min)) return false;
+    }
+    return false;
+}
+
+// A complete bounded number's value meets the bounds.
+bool bounded_value_ok(const JsonSchemaGrammar::Node& n, std::string_view t) {
+    if (t.empty() || t.back() < '0' || t.back() > '9') return false;
+    Real v = 0;
+    const bool neg = t[0] == '-';
+    Real scale = 0;
+    for (char c : t.substr(neg ? 1 : 0)) {
+        if (c == '.') {
+            scale = 1;
+            continue;
+        }
+        if (scale == 0) {
+            v = v * 10 + (c - '0');
+        } else {
+            scale /= 10;
+            v += (c - '0') * scale;
+        }
+    }
+    if (neg) v = -v;
+    const auto& b = n.bounds;
+    if (b.has_min && (v < b.min || (b.min_exclusive && v == b.min))) return false;
+    if (b.has_max && (v > b.max || (b.max_exclusive && v == b.max))) return false;
+    return true;
+}
+
+// The shortest text found that, appended to the valid prefix `t`, gives a number within the
+// bounds: a character that ends it within them if there is one, else the first that keeps the
+// prefix valid.
+std::string bounded_completion(const JsonSchemaGrammar::Node& n, std::string t,
+                               std::size_t max_length) {
+    const bool integer = n.kind == JsonSchemaGrammar::Kind::integer;
+    std::string out;
+    static constexpr std::string_view kChars = "0123456789.-";
+    while (t.size() < max_length && !bounded_value_ok(n, t)) {
+        char pick = 0;
+        for (int pass = 0; pass < 2 && !pick; ++pass) {
+            for (char c : kChars) {
+                if (c == '-' && !t.empty()) continue;
+                const std::string next = t + c;
+                if (!bounded_syntax(next, integer) || !bounded_prefix_ok(n, next, max_length))
+                    continue;
+                if (pass == 1 || bounded_value_ok(n, next)) {
+                    pick = c;
+                    break;
+                }
+            }
+        }
+        if (!pick) break;
+        t += pick;
+        out += pick;
+    }
+    return out;
+}
+}  // namespace
 
 // ---- compiler ---------------------------------------------------------------------------------
 
@@ -16,6 +179,7 @@ class SchemaCompiler {
 public:
     std::shared_ptr<JsonSchemaGrammar> g = std::make_shared<JsonSchemaGrammar>();
     std::vector<std::string> unsupported;  // "keyword (at /pointer)"
+    const Json* root = nullptr;            // what $ref pointers are resolved in
 
     int add(JsonSchemaGrammar::Node n) {
         if (g->nodes_.size() >= JsonSchemaGrammar::kMaxNodes) {
@@ -95,14 +259,34 @@ public:
         static const std::set<std::string> annotations = {
             "title", "description", "default",    "examples", "format",   "$schema",
             "$id",   "$comment",    "deprecated", "readOnly", "writeOnly"};
-        static const std::set<std::string> known = {
-            "type",     "properties", "required", "additionalProperties", "items", "minItems",
-            "maxItems", "enum",       "const"};
+        static const std::set<std::string> known = {"type",
+                                                    "properties",
+                                                    "required",
+                                                    "additionalProperties",
+                                                    "items",
+                                                    "minItems",
+                                                    "maxItems",
+                                                    "enum",
+                                                    "const",
+                                                    "minimum",
+                                                    "maximum",
+                                                    "exclusiveMinimum",
+                                                    "exclusiveMaximum",
+                                                    "minLength",
+                                                    "maxLength",
+                                                    "anyOf",
+                                                    "oneOf",
+                                                    "allOf",
+                                                    "$ref",
+                                                    "$defs",
+                                                    "definitions",
+                                                    "nullable"};
         for (auto it = s.begin(); it != s.end(); ++it) {
             if (!known.count(it.key()) && !annotations.count(it.key())) {
                 unsupported.push_back(fmt::format("{} (at {}/{})", it.key(), ptr, it.key()));
             }
         }
+        if (auto r = s.find("$ref"); r != s.end()) return ref(*r, ptr);
         if (auto c = s.find("const"); c != s.end()) return literal({dump(*c)});
         if (auto e = s.find("enum"); e != s.end()) {
             if (!e->is_array() || e->empty()) {
@@ -111,6 +295,20 @@ public:
             std::vector<std::string> values;
             for (const Json& v : *e) values.push_back(dump(v));
             return literal(std::move(values));
+        }
+        for (const char* kw : {"anyOf", "oneOf"}) {
+            if (auto a = s.find(kw); a != s.end()) return union_of(*a, ptr + "/" + kw);
+        }
+        if (auto a = s.find("allOf"); a != s.end()) {
+            if (!a->is_array() || a->empty())
+                throw SchemaError(fmt::format("'{}/allOf' must be a non-empty array", ptr));
+            if (a->size() > 1) {
+                unsupported.push_back(
+                    fmt::format("allOf of several schemas (only the first is enforced) (at "
+                                "{}/allOf)",
+                                ptr));
+            }
+            return compile((*a)[0], ptr + "/allOf/0");
         }
         std::vector<std::string> types;
         if (auto t = s.find("type"); t != s.end()) {
@@ -131,9 +329,16 @@ public:
             types.push_back("object");
         } else if (s.contains("items") || s.contains("minItems") || s.contains("maxItems")) {
             types.push_back("array");
+        } else if (s.contains("minLength") || s.contains("maxLength")) {
+            types.push_back("string");
+        } else if (s.contains("minimum") || s.contains("maximum") ||
+                   s.contains("exclusiveMinimum") || s.contains("exclusiveMaximum")) {
+            types.push_back("number");
         } else {
             return any();
         }
+        if (auto n = s.find("nullable"); n != s.end() && n->is_boolean() && n->get<bool>())
+            types.push_back("null");
         static const std::set<std::string> type_names = {"object",  "array",   "string", "number",
                                                          "integer", "boolean", "null"};
         for (const auto& t : types) {
@@ -148,11 +353,11 @@ public:
         u.kind = JsonSchemaGrammar::Kind::types;
         if (has("object")) u.on_object = object(s, ptr);
         if (has("array")) u.on_array = array(s, ptr);
-        if (has("string")) u.on_string = primitive(JsonSchemaGrammar::Kind::string);
+        if (has("string")) u.on_string = string(s, ptr);
         if (has("number")) {
-            u.on_number = primitive(JsonSchemaGrammar::Kind::number);
+            u.on_number = numeric(s, ptr, JsonSchemaGrammar::Kind::number);
         } else if (has("integer")) {
-            u.on_number = primitive(JsonSchemaGrammar::Kind::integer);
+            u.on_number = numeric(s, ptr, JsonSchemaGrammar::Kind::integer);
         }
         if (has("boolean")) u.on_bool = literal({"true", "false"});
         if (has("null")) u.on_null = literal({"null"});
@@ -164,6 +369,324 @@ public:
         }
         return add(u);
     }
+
+    // ---- $ref ----------------------------------------------------------------------------
+
+    // The node of a JSON pointer into the root schema ("#", "#/$defs/Node"). A node is reserved
+    // before its schema is compiled, so a recursive reference refers to it.
+    int ref(const Json& r, const std::string& ptr) {
+        if (!r.is_string()) throw SchemaError(fmt::format("'{}/$ref' must be a string", ptr));
+        const std::string target = r.get<std::string>();
+        if (auto it = refs_.find(target); it != refs_.end()) return it->second;
+        const Json* t = resolve(target);
+        if (!t) {
+            unsupported.push_back(
+                fmt::format("$ref '{}' outside this schema (at {}/$ref)", target, ptr));
+            return any();
+        }
+        const int slot = add(JsonSchemaGrammar::Node{JsonSchemaGrammar::Kind::types});
+        refs_[target] = slot;
+        const int real = compile(*t, target.substr(1));
+        if (real == slot) {
+            throw SchemaError(fmt::format("'{}/$ref' refers to itself: no value matches it", ptr));
+        }
+        const JsonSchemaGrammar::Node copy = g->nodes_[static_cast<std::size_t>(real)];
+        g->nodes_[static_cast<std::size_t>(slot)] = copy;
+        return slot;
+    }
+
+    const Json* resolve(const std::string& target) const {
+        if (target.empty() || target[0] != '#' || !root) return nullptr;
+        const Json* at = root;
+        std::size_t i = 1;
+        if (i < target.size() && target[i] != '/') return nullptr;  // an anchor name
+        while (i < target.size()) {
+            std::size_t end = target.find('/', i + 1);
+            if (end == std::string::npos) end = target.size();
+            std::string token = target.substr(i + 1, end - i - 1);
+            for (std::size_t k = 0; (k = token.find('~', k)) != std::string::npos; ++k) {
+                if (k + 1 < token.size() && token[k + 1] == '1')
+                    token.replace(k, 2, "/");
+                else if (k + 1 < token.size() && token[k + 1] == '0')
+                    token.replace(k, 2, "~");
+            }
+            if (at->is_object()) {
+                auto it = at->find(token);
+                if (it == at->end()) return nullptr;
+                at = &*it;
+            } else if (at->is_array()) {
+                std::size_t index = 0;
+                for (char c : token) {
+                    if (c < '0' || c > '9' || index > 100000) return nullptr;
+                    index = index * 10 + static_cast<std::size_t>(c - '0');
+                }
+                if (token.empty() || index >= at->size()) return nullptr;
+                at = &(*at)[index];
+            } else {
+                return nullptr;
+            }
+            i = end;
+        }
+        return at;
+    }
+
+    // ---- anyOf / oneOf ----------------------------------------------------------------------
+
+    // The recogniser picks an alternative by the value's first byte ('{', '[', '"', a digit or
+    // '-', 't' / 'f', 'n'); alternatives that share one are merged into their union (a looser
+    // constraint, reported in `unsupported`).
+    int union_of(const Json& list, const std::string& ptr) {
+        if (!list.is_array() || list.empty())
+            throw SchemaError(fmt::format("'{}' must be a non-empty array", ptr));
+        JsonSchemaGrammar::Node u;
+        u.kind = JsonSchemaGrammar::Kind::types;
+        bool loose = false;
+        for (std::size_t i = 0; i < list.size(); ++i) {
+            const int n = compile(list[i], fmt::format("{}/{}", ptr, i));
+            distribute(u, n, loose);
+        }
+        if (loose) {
+            unsupported.push_back(
+                fmt::format("alternatives that start alike, enforced as their union (at {})", ptr));
+        }
+        int only = -1, slots = 0;
+        for (int alt : {u.on_object, u.on_array, u.on_string, u.on_number, u.on_bool, u.on_null}) {
+            if (alt >= 0) {
+                only = alt;
+                ++slots;
+            }
+        }
+        return slots == 1 ? only : add(std::move(u));
+    }
+
+    static int* slot_of(JsonSchemaGrammar::Node& u, char first) {
+        switch (first) {
+            case '{':
+                return &u.on_object;
+            case '[':
+                return &u.on_array;
+            case '"':
+                return &u.on_string;
+            case 't':
+            case 'f':
+                return &u.on_bool;
+            case 'n':
+                return &u.on_null;
+            default:
+                return &u.on_number;
+        }
+    }
+
+    void distribute(JsonSchemaGrammar::Node& u, int n, bool& loose) {
+        const JsonSchemaGrammar::Node nn = g->nodes_[static_cast<std::size_t>(n)];
+        auto put = [&](int* slot, int x) {
+            if (*slot < 0 || *slot == x) {
+                *slot = x;
+            } else {
+                *slot = merge(*slot, x, loose);
+            }
+        };
+        switch (nn.kind) {
+            case JsonSchemaGrammar::Kind::types: {
+                const std::pair<char, int> alts[] = {{'{', nn.on_object}, {'[', nn.on_array},
+                                                     {'"', nn.on_string}, {'0', nn.on_number},
+                                                     {'t', nn.on_bool},   {'n', nn.on_null}};
+                for (const auto& [first, alt] : alts) {
+                    if (alt >= 0) put(slot_of(u, first), alt);
+                }
+                break;
+            }
+            case JsonSchemaGrammar::Kind::object:
+                put(&u.on_object, n);
+                break;
+            case JsonSchemaGrammar::Kind::array:
+                put(&u.on_array, n);
+                break;
+            case JsonSchemaGrammar::Kind::string:
+                put(&u.on_string, n);
+                break;
+            case JsonSchemaGrammar::Kind::number:
+            case JsonSchemaGrammar::Kind::integer:
+                put(&u.on_number, n);
+                break;
+            case JsonSchemaGrammar::Kind::literal: {
+                // true / false share a slot; so do all numbers, all strings, ...
+                std::map<int*, std::vector<std::string>> groups;
+                for (const std::string& l : nn.literals) groups[slot_of(u, l[0])].push_back(l);
+                if (groups.size() == 1) {
+                    put(groups.begin()->first, n);
+                } else {
+                    for (auto& [slot, values] : groups) put(slot, literal(std::move(values)));
+                }
+                break;
+            }
+        }
+    }
+
+    // A node accepting what `a` or `b` accepts (or more: then `loose` is set).
+    int merge(int a, int b, bool& loose) {
+        const auto key = std::make_pair(std::min(a, b), std::max(a, b));
+        if (auto it = merges_.find(key); it != merges_.end()) return it->second;
+        const JsonSchemaGrammar::Node A = g->nodes_[static_cast<std::size_t>(a)];
+        const JsonSchemaGrammar::Node B = g->nodes_[static_cast<std::size_t>(b)];
+        using K = JsonSchemaGrammar::Kind;
+        if (A.kind == K::literal && B.kind == K::literal) {
+            std::vector<std::string> values = A.literals;
+            for (const auto& l : B.literals) {
+                if (std::find(values.begin(), values.end(), l) == values.end()) values.push_back(l);
+            }
+            return merges_[key] = literal(std::move(values));
+        }
+        loose = true;
+        if (A.kind == K::literal || A.kind == K::types) return merges_[key] = b;
+        if (B.kind == K::literal || B.kind == K::types) return merges_[key] = a;
+        const int slot = add(JsonSchemaGrammar::Node{K::types});
+        merges_[key] = slot;
+        JsonSchemaGrammar::Node m = A;
+        switch (A.kind) {
+            case K::number:
+            case K::integer: {
+                m.kind = A.kind == K::number || B.kind == K::number ? K::number : K::integer;
+                m.bounds = {};
+                if (A.bounds.has_min && B.bounds.has_min) {
+                    const auto& lo = A.bounds.min <= B.bounds.min ? A.bounds : B.bounds;
+                    m.bounds.has_min = true;
+                    m.bounds.min = lo.min;
+                    m.bounds.min_exclusive = A.bounds.min == B.bounds.min
+                                                 ? A.bounds.min_exclusive && B.bounds.min_exclusive
+                                                 : lo.min_exclusive;
+                }
+                if (A.bounds.has_max && B.bounds.has_max) {
+                    const auto& hi = A.bounds.max >= B.bounds.max ? A.bounds : B.bounds;
+                    m.bounds.has_max = true;
+                    m.bounds.max = hi.max;
+                    m.bounds.max_exclusive = A.bounds.max == B.bounds.max
+                                                 ? A.bounds.max_exclusive && B.bounds.max_exclusive
+                                                 : hi.max_exclusive;
+                }
+                break;
+            }
+            case K::string:
+                m.min_length = std::min(A.min_length, B.min_length);
+                m.max_length = std::max(A.max_length, B.max_length);
+                break;
+            case K::array:
+                m.items = A.items == B.items ? A.items : merge(A.items, B.items, loose);
+                m.min_items = std::min(A.min_items, B.min_items);
+                m.max_items = std::max(A.max_items, B.max_items);
+                break;
+            case K::object: {
+                m.properties.clear();
+                for (const auto& p : A.properties) {
+                    auto q = std::find_if(B.properties.begin(), B.properties.end(),
+                                          [&](const auto& x) { return x.key == p.key; });
+                    JsonSchemaGrammar::Property out = p;
+                    if (q == B.properties.end()) {
+                        out.required = false;
+                    } else {
+                        out.required = p.required && q->required;
+                        if (q->node != p.node) out.node = merge(p.node, q->node, loose);
+                    }
+                    m.properties.push_back(std::move(out));
+                }
+                for (const auto& q : B.properties) {
+                    if (std::none_of(A.properties.begin(), A.properties.end(),
+                                     [&](const auto& x) { return x.key == q.key; })) {
+                        JsonSchemaGrammar::Property out = q;
+                        out.required = false;
+                        m.properties.push_back(std::move(out));
+                    }
+                }
+                if (m.properties.size() > JsonSchemaGrammar::kMaxProperties) {
+                    throw SchemaError(fmt::format(
+                        "alternatives with more than {} properties together are not supported",
+                        JsonSchemaGrammar::kMaxProperties));
+                }
+                if (A.additional < 0 || B.additional < 0) {
+                    m.additional = A.additional < 0 ? B.additional : A.additional;
+                } else if (A.additional != B.additional) {
+                    m.additional = merge(A.additional, B.additional, loose);
+                }
+                break;
+            }
+            default:
+                break;
+        }
+        g->nodes_[static_cast<std::size_t>(slot)] = std::move(m);
+        return slot;
+    }
+
+    // ---- strings and numbers ----------------------------------------------------------------
+
+    int string(const Json& s, const std::string& ptr) {
+        JsonSchemaGrammar::Node n;
+        n.kind = JsonSchemaGrammar::Kind::string;
+        if (auto it = s.find("minLength"); it != s.end()) {
+            n.min_length = count(*it, ptr + "/minLength");
+            if (n.min_length > kMaxMinLength) {
+                unsupported.push_back(
+                    fmt::format("minLength above {} (at {}/minLength)", kMaxMinLength, ptr));
+                n.min_length = 0;
+            }
+        }
+        if (auto it = s.find("maxLength"); it != s.end())
+            n.max_length = count(*it, ptr + "/maxLength");
+        if (n.min_length > n.max_length) {
+            throw SchemaError(fmt::format("'{}': minLength {} is larger than maxLength {}", ptr,
+                                          n.min_length, n.max_length));
+        }
+        return add(std::move(n));
+    }
+
+    int numeric(const Json& s, const std::string& ptr, JsonSchemaGrammar::Kind kind) {
+        JsonSchemaGrammar::Node n;
+        n.kind = kind;
+        auto number = [&](const char* key) -> std::optional<double> {
+            auto it = s.find(key);
+            if (it == s.end()) return std::nullopt;
+            if (it->is_boolean()) return std::nullopt;  // draft 4's exclusive flags, below
+            if (!it->is_number())
+                throw SchemaError(fmt::format("'{}/{}' must be a number", ptr, key));
+            return it->get<double>();
+        };
+        auto flag = [&](const char* key) {
+            auto it = s.find(key);
+            return it != s.end() && it->is_boolean() && it->get<bool>();
+        };
+        auto& b = n.bounds;
+        if (auto v = number("minimum")) {
+            b.has_min = true;
+            b.min = *v;
+            b.min_exclusive = flag("exclusiveMinimum");
+        }
+        if (auto v = number("exclusiveMinimum"); v && (!b.has_min || *v >= b.min)) {
+            b.has_min = b.min_exclusive = true;
+            b.min = *v;
+        }
+        if (auto v = number("maximum")) {
+            b.has_max = true;
+            b.max = *v;
+            b.max_exclusive = flag("exclusiveMaximum");
+        }
+        if (auto v = number("exclusiveMaximum"); v && (!b.has_max || *v <= b.max)) {
+            b.has_max = b.max_exclusive = true;
+            b.max = *v;
+        }
+        const bool empty =
+            b.has_min && b.has_max &&
+            (b.min > b.max || (b.min == b.max && (b.min_exclusive || b.max_exclusive)) ||
+             (kind == JsonSchemaGrammar::Kind::integer &&
+              (b.min_exclusive ? std::floor(b.min) + 1 : std::ceil(b.min)) >
+                  (b.max_exclusive ? std::ceil(b.max) - 1 : std::floor(b.max))));
+        if (empty) {
+            throw SchemaError(
+                fmt::format("'{}': no {} lies between its minimum and maximum", ptr,
+                            kind == JsonSchemaGrammar::Kind::integer ? "integer" : "number"));
+        }
+        return add(std::move(n));
+    }
+
+    static constexpr std::size_t kMaxMinLength = 4096;
 
     int object(const Json& s, const std::string& ptr) {
         JsonSchemaGrammar::Node n;
@@ -275,11 +798,13 @@ public:
                     out += "]";
                     break;
                 case JsonSchemaGrammar::Kind::string:
-                    out = "\"\"";
+                    out = "\"" + std::string(n.min_length, 'a') + "\"";
                     break;
                 case JsonSchemaGrammar::Kind::number:
                 case JsonSchemaGrammar::Kind::integer:
-                    out = "0";
+                    out = n.bounds.any()
+                              ? bounded_completion(n, "", JsonRecognizer::kMaxNumberLength)
+                              : "0";
                     break;
                 case JsonSchemaGrammar::Kind::literal:
                     out = *std::min_element(
@@ -309,12 +834,18 @@ public:
 
 private:
     int any_ = -1;
+    std::map<std::string, int> refs_;            // $ref target -> node
+    std::map<std::pair<int, int>, int> merges_;  // merged alternatives -> node
 };
 
-std::shared_ptr<const JsonSchemaGrammar> JsonSchemaGrammar::compile(const Json& schema) {
+std::shared_ptr<const JsonSchemaGrammar> JsonSchemaGrammar::compile(
+    const Json& schema, std::vector<std::string>* ignored) {
     SchemaCompiler c;
+    c.root = &schema;
     c.g->root_ = c.compile(schema, "");
-    if (!c.unsupported.empty()) {
+    if (ignored) {
+        ignored->insert(ignored->end(), c.unsupported.begin(), c.unsupported.end());
+    } else if (!c.unsupported.empty()) {
         std::string list;
         for (std::size_t i = 0; i < c.unsupported.size(); ++i)
             list += (i ? ", " : "") + c.unsupported[i];
@@ -332,16 +863,6 @@ std::shared_ptr<const JsonSchemaGrammar> JsonSchemaGrammar::any_object() {
 }
 
 // ---- recogniser -------------------------------------------------------------------------------
-
-namespace {
-
-bool is_ws(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
-bool is_digit(char c) { return c >= '0' && c <= '9'; }
-bool is_hex(char c) { return is_digit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'); }
-
-constexpr int kMaxExponentDigits = 2;
-
-}  // namespace
 
 JsonRecognizer::JsonRecognizer(const JsonSchemaGrammar& grammar) : grammar_(&grammar) {}
 
@@ -493,7 +1014,7 @@ bool JsonRecognizer::start_value(int index, char c) {
             return start_value(alt, c);
         }
         case JsonSchemaGrammar::Kind::object: {
-            if (c != '{') return false;
+            if (c != '{' || stack_.size() >= kMaxDepth) return false;
             Frame f;
             f.node = index;
             f.state = obj_start;
@@ -501,7 +1022,7 @@ bool JsonRecognizer::start_value(int index, char c) {
             return true;
         }
         case JsonSchemaGrammar::Kind::array: {
-            if (c != '[') return false;
+            if (c != '[' || stack_.size() >= kMaxDepth) return false;
             Frame f;
             f.node = index;
             f.state = arr_start;
@@ -528,6 +1049,10 @@ bool JsonRecognizer::start_value(int index, char c) {
             else if (is_digit(c))
                 f.state = num_int;
             else
+                return false;
+            f.text = c;
+            if (n.bounds.any() &&
+                !bounded_prefix_ok(n, f.text, static_cast<std::size_t>(kMaxNumberLength)))
                 return false;
             stack_.push_back(std::move(f));
             return true;
@@ -595,9 +1120,11 @@ bool JsonRecognizer::number_can_end(const Frame& f) const {
            f.state == num_exp_digits;
 }
 
-bool JsonRecognizer::number_char(Frame& f, char c, bool& ended) {
+bool JsonRecognizer::number_char(Frame& f, char c, bool& ended) const {
     ended = false;
-    const bool integer = grammar_->node(f.node).kind == JsonSchemaGrammar::Kind::integer;
+    const JsonSchemaGrammar::Node& node = grammar_->node(f.node);
+    const bool integer = node.kind == JsonSchemaGrammar::Kind::integer;
+    const bool bounded = node.bounds.any();
     State next = f.state;
     bool ok = true;
     switch (f.state) {
@@ -655,9 +1182,15 @@ bool JsonRecognizer::number_char(Frame& f, char c, bool& ended) {
     if (ok) {
         if (++f.count > static_cast<std::uint32_t>(kMaxNumberLength)) return false;
         f.state = next;
+        if (bounded) {
+            // Bounded numbers are written without an exponent.
+            if (next == num_exp || next == num_exp_sign || next == num_exp_digits) return false;
+            f.text += c;
+            return bounded_prefix_ok(node, f.text, static_cast<std::size_t>(kMaxNumberLength));
+        }
         return true;
     }
-    if (number_can_end(f)) {
+    if (number_can_end(f) && (!bounded || bounded_value_ok(node, f.text))) {
         ended = true;
         return true;
     }
@@ -807,8 +1340,15 @@ bool JsonRecognizer::feed(char c) {
         Frame& f = stack_.back();
         switch (f.state) {
             case str_body: {
+                const JsonSchemaGrammar::Node& n = grammar_->node(f.node);
+                // A code point starts at a byte outside an escape / UTF-8 sequence (the second
+                // half of an escaped surrogate pair belongs to the first).
+                const bool plain = f.str.escape == 0 && f.str.hex == 0 && f.str.utf8_need == 0 &&
+                                   f.str.surrogate != 3;
                 bool closed = false;
                 if (!string_char(f.str, c, closed)) return false;
+                if (closed && f.count < n.min_length) return false;
+                if (plain && !closed && f.count++ >= n.max_length) return false;
                 if (closed) {
                     stack_.pop_back();
                     value_done();
@@ -867,7 +1407,8 @@ bool JsonRecognizer::complete() const {
     if (stack_.size() != 1) return false;
     const Frame& f = stack_.back();
     if (f.state == lit_body) return literal_exact(f);
-    return number_can_end(f);
+    const JsonSchemaGrammar::Node& n = grammar_->node(f.node);
+    return number_can_end(f) && (!n.bounds.any() || bounded_value_ok(n, f.text));
 }
 
 std::string JsonRecognizer::object_rest(const Frame& f, std::uint64_t seen, bool has_member) const {
@@ -945,17 +1486,25 @@ std::string JsonRecognizer::frame_completion(const Frame& f) const {
             return items_rest(f.count + 1);
         case arr_after_value:
             return items_rest(f.count);
-        case str_body:
-            return string_tail(f.str);
+        case str_body: {
+            std::string tail = string_tail(f.str);
+            if (f.count < n.min_length)
+                tail.insert(tail.size() - 1, std::string(n.min_length - f.count, 'a'));
+            return tail;
+        }
         case num_minus:
         case num_dot:
         case num_exp:
         case num_exp_sign:
+            if (n.bounds.any())
+                return bounded_completion(n, f.text, static_cast<std::size_t>(kMaxNumberLength));
             return "0";
         case num_zero:
         case num_int:
         case num_frac:
         case num_exp_digits:
+            if (n.bounds.any())
+                return bounded_completion(n, f.text, static_cast<std::size_t>(kMaxNumberLength));
             return "";
         case lit_body: {
             const std::string* best = nullptr;

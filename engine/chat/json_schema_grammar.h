@@ -3,11 +3,16 @@
 // schema. The sampler (runtime/constraint.h) walks the recogniser over candidate tokens to mask
 // those that would break the schema, so a constrained answer always parses and validates.
 //
-// Supported: type (one or a list of object, array, string, number, integer, boolean, null),
-// properties, required, additionalProperties (true, false or a schema), items, minItems,
-// maxItems, enum, const, and the annotations title, description, default, examples, format,
-// $schema, $id, $comment (not enforced). Any other keyword is refused by compile() with an error
-// naming it. The recogniser accepts JSON with at most kMaxWhitespaceRun whitespace bytes in a row,
+// Supported: type (one or a list of object, array, string, number, integer, boolean, null;
+// OpenAPI's nullable), properties, required, additionalProperties (true, false or a schema),
+// items, minItems, maxItems, enum, const, minimum / maximum / exclusiveMinimum /
+// exclusiveMaximum, minLength / maxLength, anyOf / oneOf (alternatives told apart by their
+// first byte; alternatives that start alike are enforced as their union), allOf of one schema,
+// $ref to a JSON pointer in the schema ($defs, definitions; recursion is bounded by the
+// recogniser's depth, kMaxDepth), and the annotations title, description, default, examples,
+// format, $schema, $id, $comment (not enforced). Any other keyword (pattern, ...) cannot be
+// enforced: compile() refuses it with an error naming it, or, given a list for them, records it
+// there and leaves it out of the constraint. The recogniser accepts JSON with at most kMaxWhitespaceRun whitespace bytes in a row,
 // numbers of at most kMaxNumberLength characters with exponents of at most 2 digits (so they fit
 // a double), known property names in their canonical
 // (nlohmann::json) spelling, and nothing after the top-level value.
@@ -38,8 +43,11 @@ public:
     static constexpr std::size_t kMaxProperties = 64;  // per object (the recogniser's bitmask)
     static constexpr std::size_t kMaxNodes = 4096;     // schema nodes in one grammar
 
-    // Compiles `schema`; throws SchemaError.
-    static std::shared_ptr<const JsonSchemaGrammar> compile(const nlohmann::ordered_json& schema);
+    // Compiles `schema`; throws SchemaError. With `ignored`, keywords the grammar cannot enforce
+    // are listed there ("pattern (at /properties/x/pattern)") and left out of the constraint
+    // instead of refused; a schema no value can match is still refused.
+    static std::shared_ptr<const JsonSchemaGrammar> compile(
+        const nlohmann::ordered_json& schema, std::vector<std::string>* ignored = nullptr);
     // Any JSON object (response_format json_object).
     static std::shared_ptr<const JsonSchemaGrammar> any_object();
 
@@ -49,11 +57,21 @@ public:
         int node = -1;
         bool required = false;
     };
+    // number / integer: minimum and maximum (JSON Schema's exclusive forms set the flags).
+    struct Bounds {
+        bool has_min = false, has_max = false;
+        bool min_exclusive = false, max_exclusive = false;
+        double min = 0, max = 0;
+        bool any() const { return has_min || has_max; }
+    };
     struct Node {
         Kind kind = Kind::literal;
-        std::vector<Property> properties;  // object
-        int additional = -1;               // object: schema of other keys; -1: none allowed
-        int items = -1;                    // array: schema of the items
+        Bounds bounds;                      // number, integer
+        std::size_t min_length = 0;         // string, in code points
+        std::size_t max_length = SIZE_MAX;  // string
+        std::vector<Property> properties;   // object
+        int additional = -1;                // object: schema of other keys; -1: none allowed
+        int items = -1;                     // array: schema of the items
         std::size_t min_items = 0;
         std::size_t max_items = SIZE_MAX;
         std::vector<std::string> literals;  // literal: the accepted values, serialized
@@ -84,6 +102,8 @@ class JsonRecognizer {
 public:
     static constexpr int kMaxWhitespaceRun = 32;
     static constexpr int kMaxNumberLength = 24;
+    // Objects and arrays nested deeper than this are not accepted (bounds recursive schemas).
+    static constexpr std::size_t kMaxDepth = 64;
 
     explicit JsonRecognizer(const JsonSchemaGrammar& grammar);
 
@@ -139,18 +159,19 @@ private:
     struct Frame {
         int node = -1;
         State state = obj_start;
-        std::uint64_t seen = 0;   // object: properties given so far
-        int value_node = -1;      // object: schema of the current key's value
-        std::uint32_t count = 0;  // array: items so far; number: characters so far
+        std::uint64_t seen = 0;  // object: properties given so far
+        int value_node = -1;     // object: schema of the current key's value
+        // array: items so far; number: characters so far; string: code points so far
+        std::uint32_t count = 0;
         StringState str;
-        std::string text;  // object: the current key; literal: the text so far
+        std::string text;  // object: the current key; literal, number: the text so far
     };
 
     bool start_value(int node, char c);
     void value_done();
     bool object_char(char c);
     bool array_char(char c);
-    bool number_char(Frame& f, char c, bool& ended);
+    bool number_char(Frame& f, char c, bool& ended) const;
     bool literal_char(Frame& f, char c, bool& ended);
     bool whitespace();
     static bool string_char(StringState& s, char c, bool& closed);

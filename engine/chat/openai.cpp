@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <map>
 #include <set>
@@ -159,9 +160,23 @@ void parse_sampling(const Json& body, SamplingParams& s, bool& seed_given) {
         seed_given = true;
     }
     for (const char* penalty : {"frequency_penalty", "presence_penalty"}) {
-        if (auto v = get_number(body, penalty, penalty); v && *v != 0.0) {
-            unsupported(penalty, fmt::format("'{}' is not supported (only 0)", penalty));
+        if (auto v = get_number(body, penalty, penalty)) {
+            if (!(*v >= -2.0 && *v <= 2.0)) {
+                throw RequestError(
+                    fmt::format("'{}' must be between -2 and 2, got {}", penalty, *v), penalty,
+                    "invalid_value");
+            }
+            (std::string_view(penalty) == "presence_penalty" ? s.presence_penalty
+                                                             : s.frequency_penalty) =
+                static_cast<float>(*v);
         }
+    }
+    if (auto v = get_number(body, "repetition_penalty", "repetition_penalty")) {
+        if (!(*v > 0.0 && *v <= 10.0)) {
+            throw RequestError(fmt::format("'repetition_penalty' must be in (0, 10], got {}", *v),
+                               "repetition_penalty", "invalid_value");
+        }
+        s.repetition_penalty = static_cast<float>(*v);
     }
     if (const Json* bias = field(body, "logit_bias")) {
         if (!bias->is_object()) wrong_type("logit_bias", "an object", *bias);
@@ -213,10 +228,9 @@ void parse_stream(const Json& body, bool& stream, bool& include_usage) {
     stream = get_bool(body, "stream", "stream").value_or(false);
     if (const Json* so = field(body, "stream_options")) {
         if (!so->is_object()) wrong_type("stream_options", "an object", *so);
-        if (!stream) {
-            throw RequestError("'stream_options' is only allowed when 'stream' is true",
-                               "stream_options", "invalid_value");
-        }
+        // Clients send their stream options with every request; without a stream they say
+        // nothing (OpenAI refuses them, which breaks clients that share one options object).
+        if (!stream) return;
         check_keys(*so, {"include_usage", "include_obfuscation"}, "stream_options");
         include_usage =
             get_bool(*so, "include_usage", "stream_options.include_usage").value_or(false);
@@ -426,20 +440,11 @@ struct HistoryBuilder {
     }
 };
 
-// The grammar of a schema the request gives, or a 400 naming what cannot be enforced.
-std::shared_ptr<const chat::JsonSchemaGrammar> compile_schema(const Json& schema,
-                                                              const std::string& param) {
-    try {
-        return chat::JsonSchemaGrammar::compile(schema);
-    } catch (const chat::SchemaError& e) {
-        throw RequestError(fmt::format("'{}': {}", param, e.what()), param, "invalid_schema");
-    }
-}
-
 // Function tools; `strict` receives the grammar of every tool with "strict": true.
 std::vector<chat::ToolDescription> parse_tools(
     const Json& body, const ParseLimits& limits,
-    std::map<std::string, std::shared_ptr<const chat::JsonSchemaGrammar>>& strict) {
+    std::map<std::string, std::shared_ptr<const chat::JsonSchemaGrammar>>& strict,
+    bool strict_schemas, std::vector<std::string>& notices) {
     std::vector<chat::ToolDescription> tools;
     const Json* t = field(body, "tools");
     if (!t) return tools;
@@ -453,13 +458,15 @@ std::vector<chat::ToolDescription> parse_tools(
         const Json& tool = (*t)[i];
         const std::string tp = fmt::format("tools[{}]", i);
         if (!tool.is_object()) wrong_type(tp, "an object", tool);
-        check_keys(tool, {"type", "function"}, tp);
         auto type = get_string(tool, "type", tp + ".type");
         if (!type) missing(tp + ".type");
         if (*type != "function") {
-            unsupported(tp + ".type",
-                        fmt::format("tool type '{}' is not supported (function only)", *type));
+            // Hosted and custom tools: the model does not see them (docs/API.md).
+            notices.push_back(fmt::format(
+                "dropping tools of type '{}' from chat completions: function tools only", *type));
+            continue;
         }
+        check_keys(tool, {"type", "function"}, tp);
         const Json* fn = field(tool, "function");
         if (!fn) missing(tp + ".function");
         if (!fn->is_object()) wrong_type(tp + ".function", "an object", *fn);
@@ -482,8 +489,9 @@ std::vector<chat::ToolDescription> parse_tools(
         }
         if (is_strict) {
             // Strict tools' arguments are sampled to match their schema.
-            strict[d.name] = compile_schema(d.parameters.value_or(Json{{"type", "object"}}),
-                                            tp + ".function.parameters");
+            strict[d.name] =
+                compile_request_schema(d.parameters.value_or(Json{{"type", "object"}}),
+                                       tp + ".function.parameters", strict_schemas, notices);
         }
         tools.push_back(std::move(d));
     }
@@ -646,6 +654,35 @@ Json parse_body(std::string_view text, const ParseLimits& limits) {
 
 // ---- chat ---------------------------------------------------------------------------------
 
+std::optional<chat::ReasoningEffort> reasoning_effort_of(std::string_view name) {
+    std::string lower(name);
+    std::transform(lower.begin(), lower.end(), lower.begin(),
+                   [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+    // gpt-oss knows three efforts; OpenAI's finer names map to the nearest.
+    if (lower == "none" || lower == "minimal" || lower == "low") return chat::ReasoningEffort::low;
+    if (lower == "medium") return chat::ReasoningEffort::medium;
+    if (lower == "high" || lower == "xhigh") return chat::ReasoningEffort::high;
+    return std::nullopt;
+}
+
+std::shared_ptr<const chat::JsonSchemaGrammar> compile_request_schema(
+    const Json& schema, const std::string& param, bool strict, std::vector<std::string>& notices) {
+    try {
+        if (strict) return chat::JsonSchemaGrammar::compile(schema);
+        std::vector<std::string> ignored;
+        auto grammar = chat::JsonSchemaGrammar::compile(schema, &ignored);
+        for (const std::string& what : ignored) {
+            notices.push_back(
+                fmt::format("'{}': not enforced while sampling: {} (--strict "
+                            "refuses such schemas)",
+                            param, what));
+        }
+        return grammar;
+    } catch (const chat::SchemaError& e) {
+        throw RequestError(fmt::format("'{}': {}", param, e.what()), param, "invalid_schema");
+    }
+}
+
 bool ChatRequest::has_developer_message() const {
     return developer.instructions || !developer.tools.empty() || developer.response_format;
 }
@@ -658,9 +695,67 @@ chat::Conversation ChatRequest::conversation() const {
     return c;
 }
 
+// The legacy function-calling fields (functions, function_call, assistant function_call,
+// role "function") rewritten as tools; null when the body has none of them.
+static std::optional<Json> legacy_functions_as_tools(const Json& body) {
+    const bool has_functions = field(body, "functions") != nullptr;
+    const bool has_choice = field(body, "function_call") != nullptr;
+    bool has_messages = false;
+    if (const Json* m = field(body, "messages"); m && m->is_array()) {
+        for (const Json& msg : *m) {
+            if (!msg.is_object()) continue;
+            if (msg.value("role", Json()) == "function" ||
+                (msg.value("role", Json()) == "assistant" && field(msg, "function_call") &&
+                 !field(msg, "tool_calls")))
+                has_messages = true;
+        }
+    }
+    if (!has_functions && !has_choice && !has_messages) return std::nullopt;
+    Json out = body;
+    if (has_functions) {
+        if (field(body, "tools"))
+            unsupported("functions", "give either 'tools' or the legacy 'functions', not both");
+        const Json& f = body["functions"];
+        if (!f.is_array()) wrong_type("functions", "an array", f);
+        Json tools = Json::array();
+        for (const Json& fn : f) tools.push_back(Json{{"type", "function"}, {"function", fn}});
+        out["tools"] = std::move(tools);
+        out.erase("functions");
+    }
+    if (has_choice) {
+        if (field(body, "tool_choice"))
+            unsupported("function_call",
+                        "give either 'tool_choice' or the legacy 'function_call', not both");
+        const Json& c = body["function_call"];
+        out["tool_choice"] = c.is_object() ? Json{{"type", "function"}, {"function", c}} : c;
+        out.erase("function_call");
+    }
+    if (has_messages) {
+        std::size_t calls = 0;
+        std::string last_id;
+        for (Json& msg : out["messages"]) {
+            if (!msg.is_object()) continue;
+            if (msg.value("role", Json()) == "assistant" && field(msg, "function_call") &&
+                !field(msg, "tool_calls")) {
+                last_id = fmt::format("call_legacy_{}", calls++);
+                msg["tool_calls"] = Json::array({Json{
+                    {"id", last_id}, {"type", "function"}, {"function", msg["function_call"]}}});
+                msg.erase("function_call");
+            } else if (msg.value("role", Json()) == "function") {
+                msg["role"] = "tool";
+                if (!last_id.empty() && !msg.contains("tool_call_id"))
+                    msg["tool_call_id"] = last_id;
+            }
+        }
+    }
+    return out;
+}
+
 ChatRequest parse_chat_request(const Json& body, const ChatRequestOptions& options) {
     if (!body.is_object())
         throw RequestError("the request body must be a JSON object", {}, "invalid_json");
+    if (auto rewritten = legacy_functions_as_tools(body))
+        return parse_chat_request(*rewritten, options);
     std::set<std::string_view> allowed = {"model",
                                           "messages",
                                           "tools",
@@ -682,6 +777,7 @@ ChatRequest parse_chat_request(const Json& body, const ChatRequestOptions& optio
                                           "user",
                                           "frequency_penalty",
                                           "presence_penalty",
+                                          "repetition_penalty",
                                           "logprobs",
                                           "top_logprobs",
                                           "logit_bias",
@@ -729,17 +825,20 @@ ChatRequest parse_chat_request(const Json& body, const ChatRequestOptions& optio
 
     r.system.conversation_start_date = options.current_date;
     if (auto effort = get_string(body, "reasoning_effort", "reasoning_effort")) {
-        try {
-            r.system.reasoning_effort = chat::reasoning_effort_from_name(*effort);
-        } catch (const Error&) {
-            throw RequestError(
-                fmt::format("'reasoning_effort' must be low, medium or high, got '{}'", *effort),
-                "reasoning_effort", "invalid_value");
+        const auto e = reasoning_effort_of(*effort);
+        if (!e) {
+            throw RequestError(fmt::format("'reasoning_effort' must be none, minimal, low, "
+                                           "medium, high or xhigh, got '{}'",
+                                           *effort),
+                               "reasoning_effort", "invalid_value");
         }
+        r.system.reasoning_effort = *e;
     }
 
+    const bool strict_schemas = options.strict_schemas.value_or(options.strict);
     std::map<std::string, std::shared_ptr<const chat::JsonSchemaGrammar>> strict_tools;
-    std::vector<chat::ToolDescription> tools = parse_tools(body, options.limits, strict_tools);
+    std::vector<chat::ToolDescription> tools =
+        parse_tools(body, options.limits, strict_tools, strict_schemas, r.notices);
     parse_tool_choice(body, r, tools);
     if (!hb.instructions.empty()) {
         std::string text;
@@ -760,10 +859,12 @@ ChatRequest parse_chat_request(const Json& body, const ChatRequestOptions& optio
     r.developer.response_format = parse_response_format(body);
     auto constraint = std::make_shared<OutputConstraint>();
     if (r.developer.response_format) {
-        constraint->final_answer = body["response_format"]["type"] == "json_object"
-                                       ? chat::JsonSchemaGrammar::any_object()
-                                       : compile_schema(r.developer.response_format->schema,
-                                                        "response_format.json_schema.schema");
+        constraint->final_answer =
+            body["response_format"]["type"] == "json_object"
+                ? chat::JsonSchemaGrammar::any_object()
+                : compile_request_schema(r.developer.response_format->schema,
+                                         "response_format.json_schema.schema", strict_schemas,
+                                         r.notices);
     }
     if (r.tool_choice != ToolChoice::none) constraint->function_arguments = std::move(strict_tools);
     if (!constraint->empty()) r.constraint = std::move(constraint);
@@ -807,6 +908,7 @@ CompletionRequest parse_completion_request(const Json& body, const ParseLimits& 
                 "user",
                 "frequency_penalty",
                 "presence_penalty",
+                "repetition_penalty",
                 "logit_bias"},
                "");
     auto model = get_string(body, "model", "model");

@@ -67,6 +67,9 @@ struct ChatRequestOptions {
     // Strict: an unknown field is a 400. Lenient (the default): unknown fields are ignored and
     // named in the request's ignored_fields (the server logs each name once).
     bool strict = false;
+    // Schema keywords the grammar cannot enforce: refused (true) or left out of the constraint
+    // and named in the request's notices (false). Unset: as `strict`.
+    std::optional<bool> strict_schemas;
     ParseLimits limits;
 };
 
@@ -95,16 +98,29 @@ struct ChatRequest {
     bool seed_given = false;  // "seed" was in the request (the server picks one otherwise)
     // Unknown fields a lenient parse skipped, as paths with indices dropped ("messages[].foo").
     std::vector<std::string> ignored_fields;
+    // What the server accepts but does not do, one line each for its log (logged once per
+    // distinct line): schema keywords left out of a constraint, dropped hosted tools, ...
+    std::vector<std::string> notices;
 
     // system, developer (when it has anything to say) and history, ready to render.
     chat::Conversation conversation() const;
     bool has_developer_message() const;
 };
 
-// Validates and maps a /v1/chat/completions body. Unsupported values (n > 1, logprobs,
-// penalties, non-text content parts, schemas the grammar cannot enforce, ...) are refused;
-// unknown fields are refused only with options.strict.
+// Validates and maps a /v1/chat/completions body. Unsupported values (n > 1, non-text content
+// parts, ...) are refused; unknown fields and schema keywords the grammar cannot enforce are
+// refused only with options.strict. The legacy `functions` / `function_call` fields and
+// `function` messages are read as tools, tool_choice and tool messages.
 ChatRequest parse_chat_request(const Json& body, const ChatRequestOptions& options = {});
+
+// gpt-oss's reasoning effort for an OpenAI effort name: none and minimal are low, xhigh is high
+// (case-insensitive); nullopt for any other name.
+std::optional<chat::ReasoningEffort> reasoning_effort_of(std::string_view name);
+
+// Compiles a request's JSON schema: SchemaError becomes a 400 naming `param`; keywords the
+// grammar cannot enforce are refused when `strict`, else added to `notices`.
+std::shared_ptr<const chat::JsonSchemaGrammar> compile_request_schema(
+    const Json& schema, const std::string& param, bool strict, std::vector<std::string>& notices);
 
 struct CompletionRequest {
     std::string model;

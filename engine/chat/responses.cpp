@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <set>
 #include <utility>
 
 #include "chat/openai_fields.h"
@@ -80,6 +81,44 @@ struct PathMap {
     }
 };
 
+// Input item types of tools this server does not run; dropped from the conversation.
+const std::set<std::string>& hosted_item_types() {
+    static const std::set<std::string> types = {"web_search_call",
+                                                "file_search_call",
+                                                "computer_call",
+                                                "computer_call_output",
+                                                "code_interpreter_call",
+                                                "image_generation_call",
+                                                "local_shell_call",
+                                                "local_shell_call_output",
+                                                "shell_call",
+                                                "shell_call_output",
+                                                "apply_patch_call",
+                                                "apply_patch_call_output",
+                                                "mcp_call",
+                                                "mcp_list_tools",
+                                                "mcp_approval_request",
+                                                "mcp_approval_response",
+                                                "compaction",
+                                                "tool_search_call",
+                                                "tool_search_output"};
+    return types;
+}
+
+// Namespace and tool names go into harmony headers ("to=NAMESPACE.NAME"): letters, digits, '_'
+// and '-' only.
+void check_tool_name(const std::string& name, const std::string& param) {
+    const bool ok =
+        !name.empty() && name.size() <= 64 && std::all_of(name.begin(), name.end(), [](char c) {
+            return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                   c == '_' || c == '-';
+        });
+    if (!ok) {
+        throw RequestError(fmt::format("'{}' must be 1 to 64 letters, digits, '_' or '-'", param),
+                           param, "invalid_value");
+    }
+}
+
 std::string item_suffix(const std::string& response_id) {
     const std::size_t at = response_id.find('_');
     return at == std::string::npos ? response_id : response_id.substr(at + 1);
@@ -93,7 +132,8 @@ std::optional<std::string> previous_response_id(const Json& body) {
 }
 
 ResponsesRequest parse_responses_request(const Json& body, const ChatRequestOptions& options,
-                                         const ConversationState* previous) {
+                                         const ConversationState* previous,
+                                         const ItemLookup& items) {
     if (!body.is_object())
         throw RequestError("the request body must be a JSON object", {}, "invalid_json");
     ResponsesRequest r;
@@ -128,12 +168,22 @@ ResponsesRequest parse_responses_request(const Json& body, const ChatRequestOpti
                                           "max_tool_calls",
                                           "top_logprobs",
                                           "conversation",
-                                          "prompt"};
+                                          "prompt",
+                                          "presence_penalty",
+                                          "frequency_penalty",
+                                          "repetition_penalty"};
     if (options.allow_test_options) allowed.insert("neural_forced_output");
     check_keys(body, allowed, "");
 
     Json chat{{"messages", Json::array()}};
     PathMap paths;
+    // Calls of namespace / custom tools in the input: the chat layer sees placeholder names
+    // ("neural-item-K"), replaced by `tool` (the harmony recipient or tool author) afterwards.
+    struct Fixup {
+        std::string tool;
+        bool json = true;  // the call's content is JSON (<|constrain|>json); false: custom tools
+    };
+    std::vector<Fixup> fixups;
     auto add_message = [&](Json m, std::string path) {
         chat["messages"].push_back(std::move(m));
         paths.messages.push_back(std::move(path));
@@ -147,6 +197,12 @@ ResponsesRequest parse_responses_request(const Json& body, const ChatRequestOpti
     if (!input && !previous) missing("input");
     if (input && input->is_string()) {
         add_message(Json{{"role", "user"}, {"content", input->get<std::string>()}}, "input");
+        r.input_items.push_back(Json{
+            {"id", "msg_in0"},
+            {"type", "message"},
+            {"role", "user"},
+            {"content",
+             Json::array({Json{{"type", "input_text"}, {"text", input->get<std::string>()}}})}});
     } else if (input && input->is_array()) {
         if (input->size() > options.limits.max_messages) {
             throw RequestError(
@@ -154,10 +210,30 @@ ResponsesRequest parse_responses_request(const Json& body, const ChatRequestOpti
                 "input", "invalid_value");
         }
         for (std::size_t i = 0; i < input->size(); ++i) {
-            const Json& item = (*input)[i];
             const std::string where = fmt::format("input[{}]", i);
-            if (!item.is_object()) wrong_type(where, "an object", item);
+            const Json* given = &(*input)[i];
+            if (!given->is_object()) wrong_type(where, "an object", *given);
+            if (given->value("type", Json()) == "item_reference") {
+                check_keys(*given, {"type", "id"}, where);
+                auto id = get_string(*given, "id", where + ".id");
+                if (!id) missing(where + ".id");
+                const Json* found = items ? items(*id) : nullptr;
+                if (!found) {
+                    throw RequestError(
+                        fmt::format("Item with id '{}' not found ('{}' refers to it; this "
+                                    "server keeps the items of its last stored responses)",
+                                    *id, where),
+                        where + ".id", "item_not_found");
+                }
+                given = found;
+            }
+            const Json& item = *given;
             std::string type = get_string(item, "type", where + ".type").value_or("message");
+            Json stored = item;
+            if (!stored.contains("type")) stored["type"] = type;
+            if (!stored.contains("id") || !stored["id"].is_string())
+                stored["id"] = fmt::format("{}_in{}", type == "message" ? "msg" : "item", i);
+            r.input_items.push_back(std::move(stored));
             if (type == "message") {
                 check_keys(item, {"type", "role", "content", "id", "status", "name"}, where);
                 auto role = get_string(item, "role", where + ".role");
@@ -174,24 +250,43 @@ ResponsesRequest parse_responses_request(const Json& body, const ChatRequestOpti
                         where + ".role", "invalid_value");
                 }
                 add_message(std::move(m), where);
-            } else if (type == "function_call") {
-                check_keys(item, {"type", "id", "call_id", "name", "arguments", "status"}, where);
+            } else if (type == "function_call" || type == "custom_tool_call") {
+                const bool custom = type == "custom_tool_call";
+                if (custom) {
+                    check_keys(item, {"type", "id", "call_id", "name", "input", "status"}, where);
+                } else {
+                    check_keys(
+                        item, {"type", "id", "call_id", "name", "namespace", "arguments", "status"},
+                        where);
+                }
                 auto call_id = get_string(item, "call_id", where + ".call_id");
                 if (!call_id) missing(where + ".call_id");
                 auto name = get_string(item, "name", where + ".name");
                 if (!name) missing(where + ".name");
-                std::string args = "{}";
-                if (const Json* a = field(item, "arguments"))
+                auto ns =
+                    custom ? std::nullopt : get_string(item, "namespace", where + ".namespace");
+                std::string args = custom ? "" : "{}";
+                if (const Json* a = field(item, custom ? "input" : "arguments"))
                     args = a->is_string() ? a->get<std::string>() : a->dump();
-                r.call_names[*call_id] = *name;
+                if (ns) check_tool_name(*ns, where + ".namespace");
+                const std::string qualified = ns ? *ns + "." + *name : *name;
+                r.call_names[*call_id] = qualified;
+                std::string chat_name = *name;
+                if (ns || custom) {
+                    // Harmony spells these calls differently from function calls: the chat
+                    // layer writes a placeholder, replaced once the history is built.
+                    check_tool_name(*name, where + ".name");
+                    chat_name = fmt::format("neural-item-{}", fixups.size());
+                    fixups.push_back(Fixup{ns ? qualified : "functions." + *name, !custom});
+                }
                 add_message(Json{{"role", "assistant"},
                                  {"tool_calls",
-                                  Json::array({Json{
-                                      {"id", *call_id},
-                                      {"type", "function"},
-                                      {"function", Json{{"name", *name}, {"arguments", args}}}}})}},
+                                  Json::array({Json{{"id", *call_id},
+                                                    {"type", "function"},
+                                                    {"function", Json{{"name", chat_name},
+                                                                      {"arguments", args}}}}})}},
                             where);
-            } else if (type == "function_call_output") {
+            } else if (type == "function_call_output" || type == "custom_tool_call_output") {
                 check_keys(item, {"type", "id", "call_id", "output", "status"}, where);
                 auto call_id = get_string(item, "call_id", where + ".call_id");
                 if (!call_id) missing(where + ".call_id");
@@ -205,9 +300,14 @@ ResponsesRequest parse_responses_request(const Json& body, const ChatRequestOpti
                                     where, *call_id),
                         where + ".call_id", "invalid_value");
                 }
+                std::string chat_name = it->second;
+                if (chat_name.find('.') != std::string::npos) {
+                    chat_name = fmt::format("neural-item-{}", fixups.size());
+                    fixups.push_back(Fixup{it->second, false});
+                }
                 add_message(Json{{"role", "tool"},
                                  {"tool_call_id", *call_id},
-                                 {"name", it->second},
+                                 {"name", chat_name},
                                  {"content", parts_text(*output, where + ".output")}},
                             where);
             } else if (type == "reasoning") {
@@ -223,10 +323,16 @@ ResponsesRequest parse_responses_request(const Json& body, const ChatRequestOpti
                 }
                 if (!text.empty())
                     add_message(Json{{"role", "assistant"}, {"reasoning_content", text}}, where);
+            } else if (hosted_item_types().count(type)) {
+                // Calls of tools this server does not run, their results, and compacted
+                // history: nothing harmony can render.
+                r.chat.notices.push_back(fmt::format(
+                    "dropping input items of type '{}': this server does not run that tool", type));
             } else {
                 unsupported(where + ".type",
                             fmt::format("input item type '{}' is not supported (message, "
-                                        "function_call, function_call_output, reasoning)",
+                                        "function_call, function_call_output, custom_tool_call, "
+                                        "custom_tool_call_output, reasoning, item_reference)",
                                         type));
             }
         }
@@ -237,43 +343,143 @@ ResponsesRequest parse_responses_request(const Json& body, const ChatRequestOpti
         throw RequestError("'input' must not be empty", "input", "invalid_value");
     }
 
-    // Tools: the flat Responses form; only function tools.
+    // Tools: the flat Responses form. Function tools and freeform (custom) tools go to the
+    // chat layer as functions; namespace tools become harmony namespaces of their own; tools
+    // this server does not run (web search, file search, ...) are dropped.
+    std::vector<chat::ToolNamespace> namespaces;
+    std::map<std::string, std::shared_ptr<const chat::JsonSchemaGrammar>> namespace_strict;
     if (const Json* tools = field(body, "tools")) {
         if (!tools->is_array()) wrong_type("tools", "an array", *tools);
         Json out = Json::array();
+        auto function_tool = [&](const Json& t, const std::string& tp) {
+            check_keys(t, {"type", "name", "description", "parameters", "strict"}, tp);
+            Json fn = Json::object();
+            for (const char* key : {"name", "description", "parameters", "strict"}) {
+                if (auto it = t.find(key); it != t.end()) fn[key] = *it;
+            }
+            return fn;
+        };
         for (std::size_t i = 0; i < tools->size(); ++i) {
             const Json& t = (*tools)[i];
             const std::string tp = fmt::format("tools[{}]", i);
             if (!t.is_object()) wrong_type(tp, "an object", t);
             auto type = get_string(t, "type", tp + ".type");
             if (!type) missing(tp + ".type");
-            if (*type != "function") {
-                unsupported(tp + ".type",
-                            fmt::format("tool type '{}' is not supported (function only)", *type));
+            if (*type == "function") {
+                out.push_back(Json{{"type", "function"}, {"function", function_tool(t, tp)}});
+            } else if (*type == "custom") {
+                check_keys(t, {"type", "name", "description", "format"}, tp);
+                auto name = get_string(t, "name", tp + ".name");
+                if (!name) missing(tp + ".name");
+                std::string description =
+                    get_string(t, "description", tp + ".description").value_or("");
+                if (const Json* f = field(t, "format")) {
+                    if (!f->is_object()) wrong_type(tp + ".format", "an object", *f);
+                    const std::string ftype = f->value("type", std::string("text"));
+                    if (ftype == "grammar") {
+                        const std::string syntax = f->value("syntax", std::string("lark"));
+                        const std::string definition = f->value("definition", std::string());
+                        // The grammar is shown to the model; the sampler does not enforce it.
+                        description += fmt::format(
+                            "{}The input is plain text (not JSON) in this {} grammar:\n{}",
+                            description.empty() ? "" : "\n", syntax, definition);
+                        r.chat.notices.push_back(fmt::format(
+                            "custom tool '{}': its {} grammar is shown to the model but not "
+                            "enforced while sampling",
+                            *name, syntax));
+                    } else {
+                        description += std::string(description.empty() ? "" : "\n") +
+                                       "The input is plain text (not JSON).";
+                    }
+                }
+                r.tool_kinds.custom.insert(*name);
+                out.push_back(Json{{"type", "function"},
+                                   {"function", Json{{"name", *name},
+                                                     {"description", description},
+                                                     {"parameters", Json{{"type", "string"}}}}}});
+            } else if (*type == "namespace") {
+                check_keys(t, {"type", "name", "description", "tools"}, tp);
+                auto name = get_string(t, "name", tp + ".name");
+                if (!name) missing(tp + ".name");
+                check_tool_name(*name, tp + ".name");
+                if (*name == "functions" || *name == "browser" || *name == "python") {
+                    throw RequestError(
+                        fmt::format("'{}.name' may not be '{}' (a harmony namespace)", tp, *name),
+                        tp + ".name", "invalid_value");
+                }
+                const Json* inner = field(t, "tools");
+                if (!inner || !inner->is_array()) wrong_type(tp + ".tools", "an array", t);
+                chat::ToolNamespace ns;
+                ns.name = *name;
+                ns.description = get_string(t, "description", tp + ".description");
+                for (std::size_t k = 0; k < inner->size(); ++k) {
+                    const Json& f = (*inner)[k];
+                    const std::string fp = fmt::format("{}.tools[{}]", tp, k);
+                    if (!f.is_object()) wrong_type(fp, "an object", f);
+                    if (f.value("type", std::string("function")) != "function") {
+                        r.chat.notices.push_back(
+                            fmt::format("dropping a tool of type '{}' inside namespace '{}'",
+                                        f.value("type", Json("?")).dump(), *name));
+                        continue;
+                    }
+                    const Json fn = function_tool(f, fp);
+                    chat::ToolDescription d;
+                    auto fname = get_string(fn, "name", fp + ".name");
+                    if (!fname) missing(fp + ".name");
+                    check_tool_name(*fname, fp + ".name");
+                    d.name = *fname;
+                    d.description = get_string(fn, "description", fp + ".description").value_or("");
+                    if (const Json* p = field(fn, "parameters")) {
+                        if (!p->is_object())
+                            wrong_type(fp + ".parameters", "an object (a JSON Schema)", *p);
+                        d.parameters = *p;
+                    }
+                    if (get_bool(fn, "strict", fp + ".strict").value_or(false)) {
+                        namespace_strict[*name + "." + d.name] = compile_request_schema(
+                            d.parameters.value_or(Json{{"type", "object"}}), fp + ".parameters",
+                            options.strict_schemas.value_or(options.strict), r.chat.notices);
+                    }
+                    ns.tools.push_back(std::move(d));
+                }
+                r.tool_kinds.namespaces.insert(*name);
+                namespaces.push_back(std::move(ns));
+            } else {
+                // Hosted tools (web_search, file_search, code_interpreter, computer_use,
+                // image_generation, mcp, local_shell, ...): the server runs none of them.
+                r.chat.notices.push_back(fmt::format(
+                    "dropping tools of type '{}': this server does not run them (the model does "
+                    "not see them)",
+                    *type));
             }
-            check_keys(t, {"type", "name", "description", "parameters", "strict"}, tp);
-            Json fn = Json::object();
-            for (const char* key : {"name", "description", "parameters", "strict"}) {
-                if (auto it = t.find(key); it != t.end()) fn[key] = *it;
-            }
-            out.push_back(Json{{"type", "function"}, {"function", std::move(fn)}});
         }
         chat["tools"] = std::move(out);
     }
     if (const Json* tc = field(body, "tool_choice")) {
         if (tc->is_object()) {
-            check_keys(*tc, {"type", "name"}, "tool_choice");
             auto type = get_string(*tc, "type", "tool_choice.type");
-            if (type != "function") {
-                unsupported("tool_choice.type", "'tool_choice.type' must be function");
+            if (type == "function" || type == "custom") {
+                check_keys(*tc, {"type", "name"}, "tool_choice");
+                Json fn = Json::object();
+                if (auto name = get_string(*tc, "name", "tool_choice.name")) fn["name"] = *name;
+                chat["tool_choice"] = Json{{"type", "function"}, {"function", std::move(fn)}};
+            } else if (type == "allowed_tools") {
+                // The mode applies; the model sees all tools (harmony has no per-turn subset).
+                chat["tool_choice"] = tc->value("mode", std::string("auto"));
+            } else {
+                r.chat.notices.push_back(fmt::format(
+                    "tool_choice of type '{}' is answered as auto: this server does not run that "
+                    "tool",
+                    type.value_or("?")));
             }
-            Json fn = Json::object();
-            if (auto name = get_string(*tc, "name", "tool_choice.name")) fn["name"] = *name;
-            chat["tool_choice"] = Json{{"type", "function"}, {"function", std::move(fn)}};
         } else {
             chat["tool_choice"] = *tc;
         }
     }
+    if (chat.contains("tools") && chat["tools"].empty() && chat.contains("tool_choice") &&
+        chat["tool_choice"].is_string() && chat["tool_choice"] != "none") {
+        chat.erase("tool_choice");  // only dropped tools were given
+    }
+    if (chat.contains("tools") && chat["tools"].empty()) chat.erase("tools");
     if (const Json* text = field(body, "text")) {
         if (!text->is_object()) wrong_type("text", "an object", *text);
         check_keys(*text, {"format", "verbosity"}, "text");
@@ -297,9 +503,19 @@ ResponsesRequest parse_responses_request(const Json& body, const ChatRequestOpti
     if (const Json* reasoning = field(body, "reasoning")) {
         if (!reasoning->is_object()) wrong_type("reasoning", "an object", *reasoning);
         check_keys(*reasoning, {"effort", "summary", "generate_summary"}, "reasoning");
-        if (auto effort = get_string(*reasoning, "effort", "reasoning.effort")) {
-            // gpt-oss knows low, medium and high; "minimal" is the nearest to low.
-            chat["reasoning_effort"] = *effort == "minimal" ? std::string("low") : *effort;
+        if (auto effort = get_string(*reasoning, "effort", "reasoning.effort"))
+            chat["reasoning_effort"] = *effort;  // none / minimal / xhigh: see reasoning_effort_of
+        for (const char* key : {"summary", "generate_summary"}) {
+            const std::string param = std::string("reasoning.") + key;
+            if (auto summary = get_string(*reasoning, key, param)) {
+                if (*summary != "auto" && *summary != "concise" && *summary != "detailed") {
+                    throw RequestError(fmt::format("'{}' must be auto, concise or detailed, got "
+                                                   "'{}'",
+                                                   param, *summary),
+                                       param, "invalid_value");
+                }
+                r.reasoning_summary = true;
+            }
         }
     }
     if (auto background = get_bool(body, "background", "background"); background && *background)
@@ -328,7 +544,8 @@ ResponsesRequest parse_responses_request(const Json& body, const ChatRequestOpti
 
     for (const char* key :
          {"model", "temperature", "top_p", "top_k", "min_p", "seed", "stream",
-          "parallel_tool_calls", "user", "metadata", "service_tier", "neural_forced_output"}) {
+          "parallel_tool_calls", "user", "metadata", "service_tier", "neural_forced_output",
+          "presence_penalty", "frequency_penalty", "repetition_penalty"}) {
         if (auto it = body.find(key); it != body.end()) chat[key] = *it;
     }
     if (auto it = body.find("max_output_tokens"); it != body.end())
@@ -341,11 +558,43 @@ ResponsesRequest parse_responses_request(const Json& body, const ChatRequestOpti
     try {
         ChatRequestOptions chat_options = options;
         chat_options.strict = true;  // every field of `chat` was put there above
+        chat_options.strict_schemas = options.strict_schemas.value_or(options.strict);
+        std::vector<std::string> notices = std::move(r.chat.notices);
         r.chat = parse_chat_request(chat, chat_options);
+        // The chat layer's notices name chat fields: the Responses names are what the client
+        // sent.
+        for (const std::string& n : r.chat.notices) notices.push_back(paths.map(n));
+        r.chat.notices = std::move(notices);
     } catch (const RequestError& e) {
         throw RequestError(paths.map(e.what()), paths.map(e.param()), e.code());
     }
     if (placeholder) r.chat.history.clear();
+    // Namespace and custom tool calls in the input: their harmony spelling.
+    for (chat::Message& m : r.chat.history) {
+        auto index_of = [&](const std::optional<std::string>& name) -> std::optional<std::size_t> {
+            static const std::string prefix = "functions.neural-item-";
+            if (!name || !name->starts_with(prefix)) return std::nullopt;
+            const std::size_t k = std::stoul(name->substr(prefix.size()));
+            return k < fixups.size() ? std::optional<std::size_t>(k) : std::nullopt;
+        };
+        if (auto k = index_of(m.recipient); k && m.role == chat::Role::assistant) {
+            m.recipient = fixups[*k].tool;
+            if (!fixups[*k].json) m.content_type.reset();
+        } else if (auto k2 = index_of(m.name); k2 && m.role == chat::Role::tool) {
+            m.name = fixups[*k2].tool;
+        }
+    }
+    if (r.chat.tool_choice != ToolChoice::none) {
+        for (auto& ns : namespaces) r.chat.developer.tools.push_back(std::move(ns));
+        if (!namespace_strict.empty()) {
+            auto constraint = r.chat.constraint
+                                  ? std::make_shared<OutputConstraint>(*r.chat.constraint)
+                                  : std::make_shared<OutputConstraint>();
+            for (auto& [name, grammar] : namespace_strict)
+                constraint->function_arguments[name] = grammar;
+            r.chat.constraint = std::move(constraint);
+        }
+    }
     if (previous) {
         r.chat.history.insert(r.chat.history.begin(), previous->history.begin(),
                               previous->history.end());
@@ -360,10 +609,14 @@ ResponsesRequest parse_responses_request(const Json& body, const ChatRequestOpti
     echo["parallel_tool_calls"] = body.value("parallel_tool_calls", Json(true));
     echo["previous_response_id"] =
         r.previous_response_id ? Json(*r.previous_response_id) : Json(nullptr);
+    Json summary = nullptr;
+    if (const Json* reasoning = field(body, "reasoning"); reasoning && reasoning->is_object()) {
+        if (auto it = reasoning->find("summary"); it != reasoning->end()) summary = *it;
+    }
     echo["reasoning"] = Json{
         {"effort", std::string(chat::reasoning_effort_name(
                        r.chat.system.reasoning_effort.value_or(chat::ReasoningEffort::medium)))},
-        {"summary", nullptr}};
+        {"summary", summary}};
     echo["store"] = r.store;
     echo["temperature"] = body.value("temperature", Json(1.0));
     echo["text"] = Json{{"format", body.contains("text") && body["text"].is_object() &&
@@ -381,8 +634,14 @@ ResponsesRequest parse_responses_request(const Json& body, const ChatRequestOpti
 
 // ---- encoder ----------------------------------------------------------------------------------
 
-ResponseEncoder::ResponseEncoder(std::string id, std::int64_t created, std::string model, Json echo)
-    : id_(std::move(id)), created_(created), model_(std::move(model)), echo_(std::move(echo)) {
+ResponseEncoder::ResponseEncoder(std::string id, std::int64_t created, std::string model, Json echo,
+                                 ToolKinds tools, bool reasoning_summary)
+    : id_(std::move(id)),
+      created_(created),
+      model_(std::move(model)),
+      echo_(std::move(echo)),
+      tools_(std::move(tools)),
+      reasoning_summary_(reasoning_summary) {
     response_ = snapshot("in_progress");
 }
 
@@ -412,7 +671,7 @@ std::vector<Json> ResponseEncoder::begin() {
             Json{{"type", "response.in_progress"}, {"response", snapshot("in_progress")}})};
 }
 
-void ResponseEncoder::open(Item kind, const chat::ParserEvent& e, std::vector<Json>& out) {
+void ResponseEncoder::open(Item kind, const chat::ParserEvent&, std::vector<Json>& out) {
     item_ = kind;
     text_.clear();
     const std::string suffix = fmt::format("{}{:02d}", item_suffix(id_), items_);
@@ -437,9 +696,16 @@ void ResponseEncoder::open(Item kind, const chat::ParserEvent& e, std::vector<Js
         case Item::function_call:
             item_id_ = "fc_" + suffix;
             call_id_ = tool_call_id(id_, calls_++);
-            call_name_ = e.function_name;
             item = Json{{"id", item_id_},      {"type", "function_call"}, {"status", "in_progress"},
                         {"call_id", call_id_}, {"name", call_name_},      {"arguments", ""}};
+            if (!call_namespace_.empty()) item["namespace"] = call_namespace_;
+            break;
+        case Item::custom_call:
+            item_id_ = "ctc_" + suffix;
+            call_id_ = tool_call_id(id_, calls_++);
+            item =
+                Json{{"id", item_id_},      {"type", "custom_tool_call"}, {"status", "in_progress"},
+                     {"call_id", call_id_}, {"name", call_name_},         {"input", ""}};
             break;
         case Item::builtin:
         case Item::none:
@@ -460,6 +726,13 @@ void ResponseEncoder::open(Item kind, const chat::ParserEvent& e, std::vector<Js
                                          {"output_index", index},
                                          {"content_index", 0},
                                          {"part", part}}));
+    }
+    if (kind == Item::reasoning && reasoning_summary_) {
+        out.push_back(with_sequence(Json{{"type", "response.reasoning_summary_part.added"},
+                                         {"item_id", item_id_},
+                                         {"output_index", index},
+                                         {"summary_index", 0},
+                                         {"part", Json{{"type", "summary_text"}, {"text", ""}}}}));
     }
 }
 
@@ -491,8 +764,33 @@ void ResponseEncoder::close(std::string_view status, std::vector<Json>& out) {
                                          {"content_index", 0},
                                          {"part", part}}));
         item["content"] = Json::array({part});
+        if (reasoning && reasoning_summary_) {
+            const Json summary{{"type", "summary_text"}, {"text", text_}};
+            out.push_back(with_sequence(Json{{"type", "response.reasoning_summary_text.done"},
+                                             {"item_id", item_id_},
+                                             {"output_index", index},
+                                             {"summary_index", 0},
+                                             {"text", text_}}));
+            out.push_back(with_sequence(Json{{"type", "response.reasoning_summary_part.done"},
+                                             {"item_id", item_id_},
+                                             {"output_index", index},
+                                             {"summary_index", 0},
+                                             {"part", summary}}));
+            item["summary"] = Json::array({summary});
+        }
         if (!reasoning) item["status"] = std::string(status);
         messages_.push_back(chat::Message::assistant(reasoning ? "analysis" : "final", text_));
+    } else if (item_ == Item::custom_call) {
+        out.push_back(with_sequence(Json{{"type", "response.custom_tool_call_input.done"},
+                                         {"item_id", item_id_},
+                                         {"output_index", index},
+                                         {"input", text_}}));
+        item["input"] = text_;
+        item["status"] = std::string(status);
+        chat::Message call = chat::Message::function_call(call_name_, text_);
+        call.content_type.reset();  // plain text, as the model wrote it
+        messages_.push_back(std::move(call));
+        call_names_[call_id_] = call_name_;
     } else {
         out.push_back(with_sequence(Json{{"type", "response.function_call_arguments.done"},
                                          {"item_id", item_id_},
@@ -501,8 +799,11 @@ void ResponseEncoder::close(std::string_view status, std::vector<Json>& out) {
                                          {"arguments", text_}}));
         item["arguments"] = text_;
         item["status"] = std::string(status);
-        messages_.push_back(chat::Message::function_call(call_name_, text_));
-        call_names_[call_id_] = call_name_;
+        chat::Message call = chat::Message::function_call(call_name_, text_);
+        if (!call_namespace_.empty()) call.recipient = call_namespace_ + "." + call_name_;
+        messages_.push_back(std::move(call));
+        call_names_[call_id_] =
+            call_namespace_.empty() ? call_name_ : call_namespace_ + "." + call_name_;
     }
     out.push_back(with_sequence(
         Json{{"type", "response.output_item.done"}, {"output_index", index}, {"item", item}}));
@@ -516,10 +817,17 @@ std::vector<Json> ResponseEncoder::event(const chat::ParserEvent& e) {
         if (e.text.empty()) return;
         text_ += e.text;
         Json d{{"type", type}, {"item_id", item_id_}, {"output_index", index}};
-        if (item_ != Item::function_call) d["content_index"] = 0;
+        if (item_ != Item::function_call && item_ != Item::custom_call) d["content_index"] = 0;
         d["delta"] = e.text;
         if (item_ == Item::message) d["logprobs"] = Json::array();
         out.push_back(with_sequence(std::move(d)));
+        if (item_ == Item::reasoning && reasoning_summary_) {
+            out.push_back(with_sequence(Json{{"type", "response.reasoning_summary_text.delta"},
+                                             {"item_id", item_id_},
+                                             {"output_index", index},
+                                             {"summary_index", 0},
+                                             {"delta", e.text}}));
+        }
     };
     switch (e.type) {
         case chat::EventType::message_start:
@@ -527,9 +835,24 @@ std::vector<Json> ResponseEncoder::event(const chat::ParserEvent& e) {
             if (e.message.is_tool_call()) break;  // opened at tool_call_start
             open(e.message.channel == "analysis" ? Item::reasoning : Item::message, e, out);
             break;
-        case chat::EventType::tool_call_start:
-            open(e.function_name.empty() ? Item::builtin : Item::function_call, e, out);
+        case chat::EventType::tool_call_start: {
+            call_namespace_.clear();
+            call_name_ = e.function_name;
+            Item kind = Item::builtin;
+            if (!e.function_name.empty()) {
+                kind =
+                    tools_.custom.count(e.function_name) ? Item::custom_call : Item::function_call;
+            } else if (const auto dot = e.recipient.find('.');
+                       dot != std::string::npos &&
+                       tools_.namespaces.count(e.recipient.substr(0, dot))) {
+                // A call of a namespace tool ("multi_agent_v1.spawn").
+                call_namespace_ = e.recipient.substr(0, dot);
+                call_name_ = e.recipient.substr(dot + 1);
+                kind = Item::function_call;
+            }
+            open(kind, e, out);
             break;
+        }
         case chat::EventType::reasoning:
             if (item_ == Item::reasoning) delta("response.reasoning_text.delta");
             break;
@@ -539,6 +862,7 @@ std::vector<Json> ResponseEncoder::event(const chat::ParserEvent& e) {
             break;
         case chat::EventType::tool_call_arguments:
             if (item_ == Item::function_call) delta("response.function_call_arguments.delta");
+            if (item_ == Item::custom_call) delta("response.custom_tool_call_input.delta");
             break;
         case chat::EventType::message_end:
             close("completed", out);
@@ -580,6 +904,8 @@ ConversationState ResponseEncoder::state_after(const ResponsesRequest& request) 
     s.history.insert(s.history.end(), messages_.begin(), messages_.end());
     s.call_names = request.call_names;
     for (const auto& [id, name] : call_names_) s.call_names[id] = name;
+    s.response = response_;
+    s.input_items = request.input_items;
     return s;
 }
 

@@ -46,6 +46,8 @@ private:
 // functions (strict tools). Grammars are shared, immutable.
 struct OutputConstraint {
     std::shared_ptr<const chat::JsonSchemaGrammar> final_answer;
+    // Keyed by function name ("get_weather"), or by "namespace.name" for a tool of a namespace
+    // other than functions.
     std::map<std::string, std::shared_ptr<const chat::JsonSchemaGrammar>> function_arguments;
     // Reference path (tests): mask the whole vocabulary at every constrained step.
     bool full_mask = false;

@@ -19,6 +19,52 @@ void SamplingParams::validate() const {
     if (top_k < 0) fail("top_k must be >= 0, got {}", top_k);
     if (!(top_p > 0.0f && top_p <= 1.0f)) fail("top_p must be in (0, 1], got {}", top_p);
     if (!(min_p >= 0.0f && min_p <= 1.0f)) fail("min_p must be in [0, 1], got {}", min_p);
+    if (!(presence_penalty >= -2.0f && presence_penalty <= 2.0f))
+        fail("presence_penalty must be in [-2, 2], got {}", presence_penalty);
+    if (!(frequency_penalty >= -2.0f && frequency_penalty <= 2.0f))
+        fail("frequency_penalty must be in [-2, 2], got {}", frequency_penalty);
+    if (!(repetition_penalty > 0.0f && repetition_penalty <= 10.0f))
+        fail("repetition_penalty must be in (0, 10], got {}", repetition_penalty);
+}
+
+namespace {
+
+// One token's penalised logit; the one formula both paths use.
+float penalised(float logit, std::int32_t count, float presence, float frequency,
+                float repetition) {
+    if (count <= 0) return logit;
+    if (repetition != 1.0f) logit = logit > 0.0f ? logit / repetition : logit * repetition;
+    return logit - presence - frequency * static_cast<float>(count);
+}
+
+}  // namespace
+
+TokenPenalties::TokenPenalties(const SamplingParams& params)
+    : presence_(params.presence_penalty),
+      frequency_(params.frequency_penalty),
+      repetition_(params.repetition_penalty),
+      active_(params.penalised()) {}
+
+void TokenPenalties::add(std::int32_t id) {
+    if (active_) ++counts_[id];
+}
+
+void TokenPenalties::apply(std::span<float> logits) const {
+    for (const auto& [id, count] : counts_) {
+        if (id < 0 || static_cast<std::size_t>(id) >= logits.size()) continue;
+        float& l = logits[static_cast<std::size_t>(id)];
+        l = penalised(l, count, presence_, frequency_, repetition_);
+    }
+}
+
+void apply_penalties_reference(const SamplingParams& params,
+                               std::span<const std::int32_t> generated, std::span<float> logits) {
+    for (std::size_t id = 0; id < logits.size(); ++id) {
+        const auto count = static_cast<std::int32_t>(
+            std::count(generated.begin(), generated.end(), static_cast<std::int32_t>(id)));
+        logits[id] = penalised(logits[id], count, params.presence_penalty, params.frequency_penalty,
+                               params.repetition_penalty);
+    }
 }
 
 Sampler::Sampler(const SamplingParams& params)

@@ -10,6 +10,7 @@
 #include <optional>
 #include <random>
 #include <span>
+#include <unordered_map>
 #include <vector>
 
 namespace neural {
@@ -24,6 +25,18 @@ struct SamplingParams {
     float top_p = 1.0f;        // 1 = off
     float min_p = 0.0f;        // 0 = off; keeps tokens with p >= min_p * p_max
     std::uint64_t seed = 0;
+    // Penalties on tokens already generated in this turn (TokenPenalties), applied to the
+    // logits before the filters above. OpenAI's: logit -= presence (once a token came) +
+    // frequency * count, each in [-2, 2]. repetition_penalty (the Hugging Face / vLLM
+    // extension, > 0, 1 = off) divides a positive logit of a token that came, multiplies a
+    // negative one.
+    float presence_penalty = 0.0f;
+    float frequency_penalty = 0.0f;
+    float repetition_penalty = 1.0f;
+
+    bool penalised() const {
+        return presence_penalty != 0.0f || frequency_penalty != 0.0f || repetition_penalty != 1.0f;
+    }
 
     // Throws neural::Error naming the field when a value is out of range.
     void validate() const;
@@ -74,6 +87,26 @@ private:
     std::vector<std::int32_t> order_;  // top-p: the sorted head's ids
     std::vector<SampleCandidate> candidates_;  // top-k: the k best, sorted
 };
+
+// The penalties of SamplingParams over the tokens generated so far: counts kept per token, so a
+// step changes only the logits of tokens that came (apply_penalties_reference is the plain path
+// that recounts the whole history for every id; the two give identical logits).
+class TokenPenalties {
+public:
+    explicit TokenPenalties(const SamplingParams& params);
+    bool active() const { return active_; }
+    void add(std::int32_t id);
+    void apply(std::span<float> logits) const;
+
+private:
+    float presence_, frequency_, repetition_;
+    bool active_;
+    std::unordered_map<std::int32_t, std::int32_t> counts_;
+};
+
+// The penalties recomputed from `generated` for every id of `logits`.
+void apply_penalties_reference(const SamplingParams& params,
+                               std::span<const std::int32_t> generated, std::span<float> logits);
 
 // The plain path: the same filters with double weights over a sorted candidate list; what
 // Sampler::pick is compared with. u in [0, 1) as for pick.

@@ -298,6 +298,7 @@ TurnResult ChatSession::respond(const TurnOptions& options,
             request.prompt_major_page_faults = faults1.major - faults0.major;
         }
         Sampler sampler(options.sampling);
+        TokenPenalties penalties(options.sampling);
         // Structured output: `active` is the constrained message in progress (its recogniser and
         // terminator), `closing` the shortest completion once the token budget runs short.
         const OutputConstraint* constraint = options.constraint.get();
@@ -341,6 +342,7 @@ TurnResult ChatSession::respond(const TurnOptions& options,
             const auto step = static_cast<std::size_t>(i);
             const auto sample_t0 = Clock::now();
             TokenId next;
+            if (penalties.active()) penalties.apply(logits);
             if (step < options.forced_tokens.size()) {
                 next = options.forced_tokens[step];
             } else if (active) {
@@ -350,6 +352,7 @@ TurnResult ChatSession::respond(const TurnOptions& options,
             }
             // A forced token outside the grammar ends the constraint (forced output wins).
             if (active && !active->accept(*vocab_, next)) active.reset();
+            penalties.add(next);
             if (recording && i > 0) {
                 // Token i + 1: the forward pass of token i and this sampling step.
                 const auto now = Clock::now();
@@ -411,9 +414,10 @@ TurnResult ChatSession::respond(const TurnOptions& options,
                         (m.channel == "final" || !m.channel)) {
                         active.emplace(constraint->final_answer, *return_id);
                     }
-                } else if (e.type == chat::EventType::tool_call_start && constraint && call_id &&
-                           !e.function_name.empty()) {
-                    auto it = constraint->function_arguments.find(e.function_name);
+                } else if (e.type == chat::EventType::tool_call_start && constraint && call_id) {
+                    // Functions by name; tools of other namespaces by "namespace.name".
+                    auto it = constraint->function_arguments.find(
+                        e.function_name.empty() ? e.recipient : e.function_name);
                     if (it != constraint->function_arguments.end())
                         active.emplace(it->second, *call_id);
                 }

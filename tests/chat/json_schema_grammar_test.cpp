@@ -196,11 +196,11 @@ TEST(JsonSchemaGrammar, UnsupportedKeywordsAreNamed) {
     const std::string e = test::error_of([] {
         JsonSchemaGrammar::compile(Json::parse(
             R"({"type":"object","properties":{"a":{"type":"string","pattern":"^x"},
-                "b":{"anyOf":[{"type":"string"}]}},"minProperties":1})"));
+                "b":{"$ref":"http://example.com/s.json"}},"minProperties":1})"));
     });
     EXPECT_THAT(e, HasSubstr("cannot enforce"));
     EXPECT_THAT(e, HasSubstr("pattern (at /properties/a/pattern)"));
-    EXPECT_THAT(e, HasSubstr("anyOf (at /properties/b/anyOf)"));
+    EXPECT_THAT(e, HasSubstr("$ref 'http://example.com/s.json' outside this schema"));
     EXPECT_THAT(e, HasSubstr("minProperties (at /minProperties)"));
     EXPECT_THAT(test::error_of([] {
                     JsonSchemaGrammar::compile(
@@ -219,6 +219,174 @@ TEST(JsonSchemaGrammar, UnsupportedKeywordsAreNamed) {
     // Annotations are accepted (and not enforced).
     EXPECT_NO_THROW(JsonSchemaGrammar::compile(Json::parse(
         R"({"title":"T","description":"d","type":"string","format":"date-time","default":"x"})")));
+}
+
+// Every prefix of an accepted text is accepted and its shortest completion completes it; the
+// completion of every accepted prefix of `texts` (accepted or not) gives a whole value.
+void expect_completions_valid(const JsonSchemaGrammar& g, const std::vector<std::string>& texts) {
+    for (const std::string& t : texts) {
+        JsonRecognizer r(g);
+        for (std::size_t i = 0; i < t.size(); ++i) {
+            if (!r.feed(t[i])) break;
+            JsonRecognizer done = r;
+            const std::string rest = r.shortest_completion();
+            EXPECT_TRUE(done.feed(rest) && done.complete())
+                << "prefix '" << t.substr(0, i + 1) << "' + '" << rest << "'";
+        }
+    }
+}
+
+TEST(JsonSchemaGrammar, IntegerBoundsAsZodWritesThem) {
+    // zod's .int() writes the safe-integer bounds; .min() / .max() narrower ones.
+    auto safe = JsonSchemaGrammar::compile(Json::parse(
+        R"({"type":"integer","minimum":-9007199254740991,"maximum":9007199254740991})"));
+    EXPECT_TRUE(accepts(*safe, "9007199254740991"));
+    EXPECT_TRUE(accepts(*safe, "-9007199254740991"));
+    EXPECT_TRUE(accepts(*safe, "0"));
+    EXPECT_FALSE(accepts(*safe, "9007199254740992"));
+    EXPECT_FALSE(accepts(*safe, "-9007199254740992"));
+    EXPECT_FALSE(accepts(*safe, "90071992547409910"));
+    EXPECT_FALSE(accepts(*safe, "1.5"));
+    EXPECT_FALSE(accepts(*safe, "1e3"));
+
+    auto range = JsonSchemaGrammar::compile(
+        Json::parse(R"({"type":"integer","minimum":10,"exclusiveMaximum":20})"));
+    EXPECT_TRUE(accepts(*range, "10"));
+    EXPECT_TRUE(accepts(*range, "19"));
+    EXPECT_FALSE(accepts(*range, "20"));
+    EXPECT_FALSE(accepts(*range, "9"));
+    JsonRecognizer r(*range);
+    EXPECT_FALSE(JsonRecognizer(r).feed("3"));  // no number from 3 lies in [10, 20)
+    EXPECT_FALSE(JsonRecognizer(r).feed("-"));
+    EXPECT_TRUE(r.feed("1"));
+    EXPECT_FALSE(r.complete());
+    EXPECT_EQ(r.shortest_completion(), "0");
+    EXPECT_EQ(range->minimal_text(range->root()), "10");
+
+    auto negative =
+        JsonSchemaGrammar::compile(Json::parse(R"({"type":"integer","minimum":-50,"maximum":-7})"));
+    EXPECT_EQ(negative->minimal_text(negative->root()), "-7");
+    EXPECT_TRUE(accepts(*negative, "-50"));
+    EXPECT_FALSE(accepts(*negative, "-51"));
+    EXPECT_FALSE(accepts(*negative, "-6"));
+    expect_completions_valid(*negative, {"-1", "-5", "-49", "-0"});
+    expect_completions_valid(*range, {"1", "19", "10"});
+    expect_completions_valid(*safe, {"-", "-9007199254740991", "12345"});
+
+    EXPECT_THAT(test::error_of([] {
+                    JsonSchemaGrammar::compile(Json::parse(
+                        R"({"type":"integer","exclusiveMinimum":1,"exclusiveMaximum":2})"));
+                }),
+                HasSubstr("no integer lies between"));
+}
+
+TEST(JsonSchemaGrammar, NumberBounds) {
+    auto g = JsonSchemaGrammar::compile(
+        Json::parse(R"({"type":"number","exclusiveMinimum":0,"maximum":1.5})"));
+    EXPECT_TRUE(accepts(*g, "1.5"));
+    EXPECT_TRUE(accepts(*g, "0.001"));
+    EXPECT_FALSE(accepts(*g, "0"));
+    EXPECT_FALSE(accepts(*g, "1.51"));
+    EXPECT_FALSE(accepts(*g, "2"));
+    EXPECT_FALSE(accepts(*g, "-0.5"));
+    expect_completions_valid(*g, {"0.0", "0.", "1.", "1.4", "0"});
+    // Draft 4's boolean exclusive flags.
+    auto d4 = JsonSchemaGrammar::compile(
+        Json::parse(R"({"type":"number","minimum":1,"exclusiveMinimum":true})"));
+    EXPECT_FALSE(accepts(*d4, "1"));
+    EXPECT_TRUE(accepts(*d4, "1.01"));
+}
+
+TEST(JsonSchemaGrammar, StringLengths) {
+    auto g =
+        JsonSchemaGrammar::compile(Json::parse(R"({"type":"string","minLength":2,"maxLength":3})"));
+    EXPECT_FALSE(accepts(*g, R"("a")"));
+    EXPECT_TRUE(accepts(*g, R"("ab")"));
+    EXPECT_TRUE(accepts(*g, R"("a\u00e9")"));          // an escape is one character
+    EXPECT_TRUE(accepts(*g, "\"\xc3\xa9\xc3\xa9\""));  // two code points, four bytes
+    EXPECT_TRUE(accepts(*g, R"("\ud83d\ude00x")"));    // a surrogate pair is one character
+    EXPECT_FALSE(accepts(*g, R"("abcd")"));
+    EXPECT_EQ(g->minimal_text(g->root()), "\"aa\"");
+    expect_completions_valid(*g, {R"("a)", R"("\)", R"("ab)"});
+}
+
+TEST(JsonSchemaGrammar, AnyOfOneOfAndNullable) {
+    // zod's .nullable() / unions: alternatives told apart by their first byte.
+    auto g = JsonSchemaGrammar::compile(Json::parse(R"({"type":"object","properties":{
+        "a":{"anyOf":[{"type":"string","maxLength":2},{"type":"null"}]},
+        "b":{"oneOf":[{"type":"integer","minimum":0},{"type":"array","items":{"type":"boolean"}}]},
+        "c":{"type":"string","nullable":true}},
+      "required":["a","b","c"],"additionalProperties":false})"));
+    EXPECT_TRUE(accepts(*g, R"({"a":null,"b":3,"c":null})"));
+    EXPECT_TRUE(accepts(*g, R"({"a":"xy","b":[true],"c":"s"})"));
+    EXPECT_FALSE(accepts(*g, R"({"a":"xyz","b":3,"c":null})"));
+    EXPECT_FALSE(accepts(*g, R"({"a":null,"b":-1,"c":null})"));
+    EXPECT_FALSE(accepts(*g, R"({"a":null,"b":["x"],"c":null})"));
+
+    // Two object alternatives start alike: their union is enforced and reported.
+    std::vector<std::string> ignored;
+    auto objects = JsonSchemaGrammar::compile(Json::parse(R"({"anyOf":[
+            {"type":"object","properties":{"kind":{"const":"circle"},"r":{"type":"number"}},
+             "required":["kind","r"],"additionalProperties":false},
+            {"type":"object","properties":{"kind":{"const":"square"},"side":{"type":"number"}},
+             "required":["kind","side"],"additionalProperties":false}]})"),
+                                              &ignored);
+    ASSERT_EQ(ignored.size(), 1u);
+    EXPECT_THAT(ignored[0], HasSubstr("enforced as their union (at /anyOf)"));
+    EXPECT_TRUE(accepts(*objects, R"({"kind":"circle","r":1})"));
+    EXPECT_TRUE(accepts(*objects, R"({"kind":"square","side":2})"));
+    EXPECT_FALSE(accepts(*objects, R"({"kind":"oval"})"));
+    EXPECT_FALSE(accepts(*objects, R"({"kind":"circle","x":1})"));
+    EXPECT_THROW(JsonSchemaGrammar::compile(Json::parse(R"({"anyOf":[
+            {"type":"object","properties":{"a":{"type":"string"}}},
+            {"type":"object","properties":{"b":{"type":"string"}}}]})")),
+                 SchemaError);
+    // Literals of different alternatives join.
+    auto lits = JsonSchemaGrammar::compile(
+        Json::parse(R"({"anyOf":[{"const":"a"},{"enum":["b",1]},{"type":"boolean"}]})"));
+    for (const char* ok : {R"("a")", R"("b")", "1", "true"}) EXPECT_TRUE(accepts(*lits, ok)) << ok;
+    EXPECT_FALSE(accepts(*lits, R"("c")"));
+}
+
+TEST(JsonSchemaGrammar, RefsAndBoundedRecursion) {
+    // zod's recursive schemas: a tree of nodes through $defs.
+    auto tree = JsonSchemaGrammar::compile(Json::parse(R"({
+      "$ref": "#/$defs/node",
+      "$defs": {"node": {"type": "object",
+        "properties": {"name": {"type": "string"},
+                       "children": {"type": "array", "items": {"$ref": "#/$defs/node"}}},
+        "required": ["name"], "additionalProperties": false}}})"));
+    EXPECT_TRUE(accepts(*tree, R"({"name":"a","children":[{"name":"b","children":[]}]})"));
+    EXPECT_FALSE(accepts(*tree, R"({"name":"a","children":[{"nom":"b"}]})"));
+    EXPECT_EQ(tree->minimal_text(tree->root()), R"({"name":""})");
+    // Depth is bounded: the recogniser refuses nesting beyond kMaxDepth frames.
+    std::string deep;
+    for (std::size_t i = 0; i < JsonRecognizer::kMaxDepth; ++i)
+        deep += R"({"name":"x","children":[)";
+    JsonRecognizer r(*tree);
+    EXPECT_FALSE(r.feed(deep));
+    // definitions (draft 7) and pointers into properties.
+    auto d7 = JsonSchemaGrammar::compile(Json::parse(R"({"type":"object",
+        "properties":{"a":{"$ref":"#/definitions/pos"},"b":{"$ref":"#/properties/a"}},
+        "definitions":{"pos":{"type":"integer","minimum":1}}})"));
+    EXPECT_TRUE(accepts(*d7, R"({"a":1,"b":2})"));
+    EXPECT_FALSE(accepts(*d7, R"({"b":0})"));
+    EXPECT_THAT(test::error_of([] {
+                    JsonSchemaGrammar::compile(Json::parse(R"({"$ref":"#/$defs/missing"})"));
+                }),
+                HasSubstr("cannot enforce: $ref '#/$defs/missing'"));
+}
+
+TEST(JsonSchemaGrammar, IgnoredKeywordsAreListedNotEnforced) {
+    std::vector<std::string> ignored;
+    auto g = JsonSchemaGrammar::compile(
+        Json::parse(R"({"type":"object","properties":{"e":{"type":"string","pattern":"^a"}},
+                        "minProperties":1})"),
+        &ignored);
+    EXPECT_THAT(ignored, ::testing::UnorderedElementsAre("pattern (at /properties/e/pattern)",
+                                                         "minProperties (at /minProperties)"));
+    EXPECT_TRUE(accepts(*g, R"({"e":"zzz"})"));
+    EXPECT_TRUE(accepts(*g, "{}"));
 }
 
 }  // namespace

@@ -2,6 +2,8 @@
 // and parameter validation.
 #include <cmath>
 #include <cstdint>
+#include <cstring>
+#include <tuple>
 #include <limits>
 #include <random>
 #include <set>
@@ -442,6 +444,60 @@ TEST(SamplingParams, NegativeTopK) {
     SamplingParams p;
     p.top_k = -1;
     EXPECT_THAT(error_of([&] { p.validate(); }), HasSubstr("top_k must be >= 0, got -1"));
+}
+
+// Penalties: the counted path (TokenPenalties) gives the reference's logits bit for bit, for
+// every mix of the three penalties, and a penalised token loses the greedy pick.
+TEST(TokenPenalties, MatchReferenceBitForBit) {
+    std::mt19937 gen(7);
+    std::uniform_int_distribution<std::int32_t> id(0, 99);
+    std::vector<std::int32_t> generated;
+    for (int i = 0; i < 300; ++i) generated.push_back(id(gen) % (i % 3 == 0 ? 100 : 10));
+    for (const auto& [presence, frequency, repetition] :
+         std::vector<std::tuple<float, float, float>>{{0.5f, 0.0f, 1.0f},
+                                                      {0.0f, 0.3f, 1.0f},
+                                                      {-1.0f, 0.7f, 1.3f},
+                                                      {0.0f, 0.0f, 0.8f},
+                                                      {2.0f, -2.0f, 1.0f}}) {
+        SamplingParams p;
+        p.presence_penalty = presence;
+        p.frequency_penalty = frequency;
+        p.repetition_penalty = repetition;
+        std::vector<float> fast = wavy_logits(100, 3), plain = fast;
+        TokenPenalties t(p);
+        ASSERT_TRUE(t.active());
+        for (std::int32_t g : generated) t.add(g);
+        t.apply(fast);
+        apply_penalties_reference(p, generated, plain);
+        for (std::size_t i = 0; i < fast.size(); ++i) {
+            EXPECT_EQ(std::memcmp(&fast[i], &plain[i], sizeof(float)), 0)
+                << "id " << i << " " << fast[i] << " vs " << plain[i];
+        }
+    }
+    SamplingParams p = params(0.0f);
+    EXPECT_FALSE(TokenPenalties(p).active());
+    p.presence_penalty = 2.0f;
+    std::vector<float> logits = wavy_logits(50, 7);
+    TokenPenalties t(p);
+    t.add(7);
+    t.apply(logits);
+    Sampler s(p);
+    EXPECT_NE(s.sample(logits), 7);
+    EXPECT_FLOAT_EQ(logits[7], 1.5f - 2.0f);
+    // HF's repetition penalty: positive logits divided, negative multiplied.
+    SamplingParams r;
+    r.repetition_penalty = 2.0f;
+    std::vector<float> two = {4.0f, -4.0f, 1.0f};
+    TokenPenalties rt(r);
+    rt.add(0);
+    rt.add(1);
+    rt.apply(two);
+    EXPECT_EQ(two, (std::vector<float>{2.0f, -8.0f, 1.0f}));
+    r.repetition_penalty = 0.0f;
+    EXPECT_THAT(error_of([&] { r.validate(); }), HasSubstr("repetition_penalty must be in"));
+    r.repetition_penalty = 1.0f;
+    r.presence_penalty = 2.5f;
+    EXPECT_THAT(error_of([&] { r.validate(); }), HasSubstr("presence_penalty must be in [-2, 2]"));
 }
 
 }  // namespace

@@ -311,26 +311,27 @@ TEST(OpenAiRequest, RefusesWhatItCannotDo) {
     b["logprobs"] = true;
     expect_refused(b, "logprobs", "not supported");
     b = minimal();
-    b["presence_penalty"] = 0.5;
-    expect_refused(b, "presence_penalty", "not supported");
+    b["presence_penalty"] = 3;
+    expect_refused(b, "presence_penalty", "between -2 and 2");
+    b = minimal();
+    b["repetition_penalty"] = 0;
+    expect_refused(b, "repetition_penalty", "(0, 10]");
     b = minimal();
     b["functions"] = Json::array();
-    expect_refused(b, "functions", "unsupported parameter 'functions'", strict());
+    b["tools"] = Json::array();
+    expect_refused(b, "functions", "either 'tools' or the legacy 'functions'");
     b = minimal();
-    b["stream_options"] = Json::parse(R"({"include_usage": true})");
-    expect_refused(b, "stream_options", "only allowed when 'stream' is true");
+    b["stream_options"] = "yes";
+    expect_refused(b, "stream_options", "must be an object");
     b = minimal();
     b["reasoning_effort"] = "extreme";
-    expect_refused(b, "reasoning_effort", "low, medium or high");
+    expect_refused(b, "reasoning_effort", "none, minimal, low, medium, high or xhigh");
     b = minimal();
     b["stop"] = Json::parse(R"(["a", "b", "c", "d", "e"])");
     expect_refused(b, "stop", "at most 4");
     b = minimal();
     b["tools"] = Json::parse(R"([{"type": "function", "function": {"name": "bad name"}}])");
     expect_refused(b, "tools[0].function.name", "letters, digits");
-    b = minimal();
-    b["tools"] = Json::parse(R"([{"type": "code_interpreter"}])");
-    expect_refused(b, "tools[0].type", "function only");
     b = minimal();
     b["messages"] = Json::parse(R"([{"role": "tool", "content": "orphan"}])");
     expect_refused(b, "messages[0]", "no assistant message before it called a tool");
@@ -344,13 +345,13 @@ TEST(OpenAiRequest, RefusesWhatItCannotDo) {
 
 TEST(OpenAiRequest, LenientParsingIgnoresUnknownFieldsAndNamesThem) {
     Json b = minimal();
-    b["functions"] = Json::array();
+    b["modalities"] = Json::array();
     b["frobnicate"] = 1;
     b["messages"].push_back(Json{{"role", "user"}, {"content", "two"}, {"surprise", 1}});
     b["messages"][0]["surprise"] = 2;
     const ChatRequest r = parse_chat_request(b);
     EXPECT_EQ(r.ignored_fields,
-              (std::vector<std::string>{"functions", "frobnicate", "messages[].surprise"}));
+              (std::vector<std::string>{"modalities", "frobnicate", "messages[].surprise"}));
     ASSERT_EQ(r.history.size(), 2u);
     EXPECT_EQ(r.history[1].text(), "two");
     // Known fields with values the server cannot honour are still refused.
@@ -393,8 +394,18 @@ TEST(OpenAiRequest, StructuredOutputCompilesAConstraint) {
     }
     b["response_format"]["json_schema"]["schema"]["properties"]["x"] =
         Json::parse(R"({"type": "string", "pattern": "^a"})");
+    // What the grammar cannot enforce is left out of the constraint and named in a notice;
+    // --strict refuses it.
+    r = parse_chat_request(b);
+    ASSERT_EQ(r.notices.size(), 1u);
+    EXPECT_THAT(r.notices[0], HasSubstr("'response_format.json_schema.schema': not enforced "
+                                        "while sampling: pattern (at /properties/x/pattern)"));
+    {
+        chat::JsonRecognizer rec(*r.constraint->final_answer);
+        EXPECT_TRUE(rec.feed("{\"x\":\"zz\"}") && rec.complete());
+    }
     expect_refused(b, "response_format.json_schema.schema",
-                   "cannot enforce: pattern (at /properties/x/pattern)");
+                   "cannot enforce: pattern (at /properties/x/pattern)", strict());
 
     // Strict tools get a grammar; others do not. tool_choice none drops them.
     Json t = minimal();
@@ -411,7 +422,85 @@ TEST(OpenAiRequest, StructuredOutputCompilesAConstraint) {
     EXPECT_FALSE(parse_chat_request(t).constraint);
     t["tool_choice"] = "auto";
     t["tools"][1]["function"]["parameters"]["properties"]["q"]["minLength"] = 1;
-    expect_refused(t, "tools[1].function.parameters", "minLength");
+    t["tools"][1]["function"]["parameters"]["properties"]["q"]["format"] = "email";
+    r = parse_chat_request(t);
+    EXPECT_TRUE(r.notices.empty());
+    {
+        chat::JsonRecognizer rec(*r.constraint->function_arguments.at("strict_one"));
+        EXPECT_FALSE(rec.feed("{\"q\":\"\"}"));  // minLength 1 is enforced
+    }
+    t["tools"][1]["function"]["parameters"]["properties"]["q"]["pattern"] = "@";
+    expect_refused(t, "tools[1].function.parameters", "pattern", strict());
+}
+
+// The refusals clients ran into (issue 43), now accepted: each with what it maps to.
+TEST(OpenAiRequest, ClientFieldsThatUsedToBeRefused) {
+    // zod's .int() / .min() / .email() / unions / $ref in a strict tool.
+    Json t = minimal();
+    t["tools"] = Json::parse(R"([{"type": "function", "function": {"name": "add", "strict": true,
+        "parameters": {"type": "object", "additionalProperties": false, "required": ["a", "who"],
+          "properties": {
+            "a": {"type": "integer", "minimum": -9007199254740991, "maximum": 9007199254740991},
+            "who": {"anyOf": [{"$ref": "#/$defs/person"}, {"type": "null"}]}},
+          "$defs": {"person": {"type": "object", "required": ["email"],
+            "additionalProperties": false,
+            "properties": {"email": {"type": "string", "format": "email", "minLength": 3}}}}}}}])");
+    ChatRequest r = parse_chat_request(t);
+    EXPECT_TRUE(r.notices.empty());
+    chat::JsonRecognizer rec(*r.constraint->function_arguments.at("add"));
+    EXPECT_TRUE(rec.feed(R"({"a":-12,"who":{"email":"a@b"}})") && rec.complete());
+    chat::JsonRecognizer big(*r.constraint->function_arguments.at("add"));
+    EXPECT_FALSE(big.feed(R"({"a":9007199254740992)"));
+
+    // Efforts OpenAI added map to gpt-oss's three.
+    for (const auto& [name, effort] : std::vector<std::pair<std::string, chat::ReasoningEffort>>{
+             {"none", chat::ReasoningEffort::low},
+             {"minimal", chat::ReasoningEffort::low},
+             {"xhigh", chat::ReasoningEffort::high}}) {
+        Json b = minimal();
+        b["reasoning_effort"] = name;
+        EXPECT_EQ(parse_chat_request(b).system.reasoning_effort, effort) << name;
+    }
+    // stream_options without a stream says nothing.
+    Json b = minimal();
+    b["stream_options"] = Json::parse(R"({"include_usage": true})");
+    r = parse_chat_request(b);
+    EXPECT_FALSE(r.stream);
+    EXPECT_FALSE(r.include_usage);
+    // Hosted tool types are dropped, with a notice.
+    b = minimal();
+    b["tools"] = Json::parse(R"([{"type": "code_interpreter"}, {"type": "function",
+        "function": {"name": "f"}}])");
+    r = parse_chat_request(b);
+    ASSERT_EQ(r.developer.tools.size(), 1u);
+    EXPECT_EQ(r.developer.tools[0].tools.size(), 1u);
+    ASSERT_EQ(r.notices.size(), 1u);
+    EXPECT_THAT(r.notices[0], HasSubstr("'code_interpreter'"));
+}
+
+TEST(OpenAiRequest, LegacyFunctionsAreTools) {
+    Json b = Json::parse(R"({"model": "m",
+      "functions": [{"name": "get_weather", "parameters": {"type": "object",
+                     "properties": {"city": {"type": "string"}}}}],
+      "function_call": {"name": "get_weather"},
+      "messages": [
+        {"role": "user", "content": "Weather?"},
+        {"role": "assistant", "content": null,
+         "function_call": {"name": "get_weather", "arguments": "{\"city\":\"Oslo\"}"}},
+        {"role": "function", "name": "get_weather", "content": "{\"temp\":3}"}]})");
+    const ChatRequest r = parse_chat_request(b, strict());
+    ASSERT_EQ(r.developer.tools.size(), 1u);
+    EXPECT_EQ(r.developer.tools[0].tools[0].name, "get_weather");
+    EXPECT_EQ(r.tool_choice, ToolChoice::named);
+    EXPECT_EQ(r.tool_choice_name, "get_weather");
+    ASSERT_EQ(r.history.size(), 3u);
+    EXPECT_EQ(r.history[1].recipient.value_or(""), "functions.get_weather");
+    EXPECT_EQ(r.history[1].text(), "{\"city\":\"Oslo\"}");
+    EXPECT_EQ(r.history[2].role, chat::Role::tool);
+    EXPECT_EQ(r.history[2].name.value_or(""), "functions.get_weather");
+    b.erase("function_call");
+    b["function_call"] = "none";
+    EXPECT_EQ(parse_chat_request(b).tool_choice, ToolChoice::none);
 }
 
 TEST(OpenAiRequest, CompletionRequests) {

@@ -6,15 +6,21 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <fmt/format.h>
+
+#include "chat/render.h"
+
 namespace neural::openai {
 namespace {
 
 using ::testing::HasSubstr;
 
 void expect_refused(const Json& body, const std::string& param, const std::string& text,
-                    const ConversationState* previous = nullptr) {
+                    const ConversationState* previous = nullptr, bool strict = false) {
     try {
-        parse_responses_request(body, {}, previous);
+        ChatRequestOptions options;
+        options.strict = strict;
+        parse_responses_request(body, options, previous);
         ADD_FAILURE() << "accepted: " << body.dump();
     } catch (const RequestError& e) {
         EXPECT_EQ(e.param(), param) << e.what();
@@ -88,15 +94,15 @@ TEST(ResponsesRequest, ErrorsNameTheResponsesFields) {
     expect_refused(Json::parse(R"({"model": "m", "input": "x",
                                    "tools": [{"type": "function", "name": "bad name"}]})"),
                    "tools[0].name", "letters, digits");
-    expect_refused(
-        Json::parse(R"({"model": "m", "input": "x", "tools": [{"type": "web_search"}]})"),
-        "tools[0].type", "function only");
     expect_refused(Json::parse(R"({"model": "m", "input": "x", "text": {"format": {"type":
                                    "json_schema", "name": "n", "schema": {"type": "string",
-                                   "maxLength": 3}}}})"),
-                   "text.format.schema", "maxLength (at /maxLength)");
+                                   "pattern": "a"}}}})"),
+                   "text.format.schema", "pattern (at /pattern)", nullptr, true);
     expect_refused(Json::parse(R"({"model": "m", "input": "x", "reasoning": {"effort": "max"}})"),
-                   "reasoning.effort", "low, medium or high");
+                   "reasoning.effort", "none, minimal, low, medium, high or xhigh");
+    expect_refused(Json::parse(R"({"model": "m", "input": [{"type": "item_reference",
+                                   "id": "rs_gone"}]})"),
+                   "input[0].id", "Item with id 'rs_gone' not found");
     expect_refused(Json::parse(R"({"model": "m", "input": [{"type": "function_call_output",
                                    "call_id": "nope", "output": "1"}]})"),
                    "input[0].call_id", "no function_call with that call_id");
@@ -264,6 +270,231 @@ TEST(ResponseEncoder, FunctionCallsAndCutOutput) {
     EXPECT_EQ(cut.response()["incomplete_details"]["reason"], "max_output_tokens");
     EXPECT_EQ(cut.response()["output"][0]["status"], "incomplete");
     EXPECT_EQ(cut.response()["output"][0]["content"][0]["text"], "Once upon");
+}
+
+// What Codex CLI, the Agents SDK and the AI SDK send (issue 43), which used to be 400s.
+TEST(ResponsesRequest, HostedToolsAndTheirItemsAreDropped) {
+    const ResponsesRequest r = parse_responses_request(Json::parse(R"({
+      "model": "m",
+      "tools": [{"type": "web_search", "search_context_size": "low"},
+                {"type": "file_search", "vector_store_ids": ["v"]},
+                {"type": "mcp", "server_label": "x", "server_url": "https://example.com"},
+                {"type": "function", "name": "shell", "parameters": {"type": "object"}}],
+      "tool_choice": "auto",
+      "input": [
+        {"role": "user", "content": "hi"},
+        {"type": "web_search_call", "id": "ws_1", "status": "completed",
+         "action": {"type": "search", "query": "q"}},
+        {"type": "local_shell_call", "id": "lsc_1", "call_id": "c1", "status": "completed",
+         "action": {"type": "exec", "command": ["ls"]}},
+        {"type": "compaction", "encrypted_content": "xyz"}]})"));
+    ASSERT_EQ(r.chat.history.size(), 1u);
+    ASSERT_EQ(r.chat.developer.tools.size(), 1u);
+    EXPECT_EQ(r.chat.developer.tools[0].tools.size(), 1u);
+    const std::string notices = ::testing::PrintToString(r.chat.notices);
+    for (const char* t : {"'web_search'", "'file_search'", "'mcp'", "'web_search_call'",
+                          "'local_shell_call'", "'compaction'"})
+        EXPECT_THAT(notices, HasSubstr(t));
+    EXPECT_EQ(r.echo["tools"].size(), 4u);
+    // Only hosted tools: no tools at all, and tool_choice required says nothing.
+    const ResponsesRequest only = parse_responses_request(Json::parse(
+        R"({"model": "m", "input": "x", "tools": [{"type": "web_search"}],
+            "tool_choice": "required"})"));
+    EXPECT_TRUE(only.chat.developer.tools.empty());
+    EXPECT_EQ(only.chat.tool_choice, ToolChoice::automatic);
+}
+
+TEST(ResponsesRequest, NamespaceToolsAreHarmonyNamespaces) {
+    const ResponsesRequest r = parse_responses_request(Json::parse(R"({
+      "model": "m",
+      "tools": [{"type": "namespace", "name": "multi_agent_v1", "description": "Agents.",
+                 "tools": [{"type": "function", "name": "spawn", "description": "Start one.",
+                            "parameters": {"type": "object",
+                                           "properties": {"task": {"type": "string"}}}}]}],
+      "input": [
+        {"role": "user", "content": "go"},
+        {"type": "function_call", "call_id": "c1", "namespace": "multi_agent_v1",
+         "name": "spawn", "arguments": "{\"task\":\"t\"}"},
+        {"type": "function_call_output", "call_id": "c1", "output": "started"}]})"));
+    ASSERT_EQ(r.chat.developer.tools.size(), 1u);
+    EXPECT_EQ(r.chat.developer.tools[0].name, "multi_agent_v1");
+    EXPECT_EQ(r.chat.developer.tools[0].tools[0].name, "spawn");
+    ASSERT_EQ(r.chat.history.size(), 3u);
+    EXPECT_EQ(r.chat.history[1].recipient.value_or(""), "multi_agent_v1.spawn");
+    EXPECT_EQ(r.chat.history[1].content_type.value_or(""), "<|constrain|>json");
+    EXPECT_EQ(r.chat.history[2].name.value_or(""), "multi_agent_v1.spawn");
+    EXPECT_EQ(r.tool_kinds.namespaces.count("multi_agent_v1"), 1u);
+    const std::string prompt = chat::render_conversation(r.chat.conversation()).text();
+    EXPECT_THAT(prompt, HasSubstr("## multi_agent_v1\n\n// Agents.\nnamespace multi_agent_v1 {"));
+    EXPECT_THAT(prompt, HasSubstr("type spawn = (_: {\n"));
+    EXPECT_THAT(prompt, HasSubstr("<|start|>assistant to=multi_agent_v1.spawn<|channel|>"));
+    EXPECT_THAT(prompt, HasSubstr("<|start|>multi_agent_v1.spawn to=assistant"));
+
+    // The model's call of a namespace tool is a function_call with its namespace.
+    ResponseEncoder enc("resp_n", 1, "m", Json::object(), r.tool_kinds);
+    std::vector<Json> all;
+    auto feed = [&](const chat::ParserEvent& e) {
+        auto ev = enc.event(e);
+        all.insert(all.end(), ev.begin(), ev.end());
+    };
+    chat::Message header = chat::Message::function_call("x", "");
+    header.recipient = "multi_agent_v1.spawn";
+    feed(start(header));
+    chat::ParserEvent call;
+    call.type = chat::EventType::tool_call_start;
+    call.recipient = "multi_agent_v1.spawn";
+    feed(call);
+    feed(text(chat::EventType::tool_call_arguments, "{}"));
+    feed(end());
+    const Json item = all.back()["item"];
+    EXPECT_EQ(item["type"], "function_call");
+    EXPECT_EQ(item["namespace"], "multi_agent_v1");
+    EXPECT_EQ(item["name"], "spawn");
+    const ConversationState s = enc.state_after(r);
+    EXPECT_EQ(s.history.back().recipient.value_or(""), "multi_agent_v1.spawn");
+    EXPECT_EQ(s.call_names.at(tool_call_id("resp_n", 0)), "multi_agent_v1.spawn");
+    // A follow-up answering that call names the namespace tool as the author.
+    const ResponsesRequest next = parse_responses_request(
+        Json::parse(fmt::format(R"({{"model": "m", "input": [{{"type": "function_call_output",
+            "call_id": "{}", "output": "ok"}}]}})",
+                                tool_call_id("resp_n", 0))),
+        {}, &s);
+    EXPECT_EQ(next.chat.history.back().name.value_or(""), "multi_agent_v1.spawn");
+}
+
+TEST(ResponsesRequest, CustomToolsTakePlainText) {
+    const ResponsesRequest r = parse_responses_request(Json::parse(R"({
+      "model": "m",
+      "tools": [{"type": "custom", "name": "apply_patch", "description": "Edit files.",
+                 "format": {"type": "grammar", "syntax": "lark",
+                            "definition": "start: \"*** Begin Patch\" /(.|\\n)*/"}}],
+      "input": [
+        {"role": "user", "content": "fix"},
+        {"type": "custom_tool_call", "call_id": "c1", "name": "apply_patch",
+         "input": "*** Begin Patch\n*** End Patch"},
+        {"type": "custom_tool_call_output", "call_id": "c1", "output": "Done!"}]})"));
+    ASSERT_EQ(r.chat.developer.tools.size(), 1u);
+    const auto& tool = r.chat.developer.tools[0].tools[0];
+    EXPECT_EQ(tool.name, "apply_patch");
+    EXPECT_THAT(tool.description, HasSubstr("plain text (not JSON) in this lark grammar"));
+    EXPECT_EQ(tool.parameters.value_or(Json()), (Json{{"type", "string"}}));
+    ASSERT_EQ(r.chat.history.size(), 3u);
+    EXPECT_EQ(r.chat.history[1].recipient.value_or(""), "functions.apply_patch");
+    EXPECT_FALSE(r.chat.history[1].content_type);
+    EXPECT_EQ(r.chat.history[1].text(), "*** Begin Patch\n*** End Patch");
+    EXPECT_EQ(r.chat.history[2].name.value_or(""), "functions.apply_patch");
+    ASSERT_EQ(r.chat.notices.size(), 1u);
+    EXPECT_THAT(r.chat.notices[0],
+                HasSubstr("lark grammar is shown to the model but not enforced"));
+
+    ResponseEncoder enc("resp_c", 1, "m", Json::object(), r.tool_kinds);
+    std::vector<Json> all;
+    auto feed = [&](const chat::ParserEvent& e) {
+        auto ev = enc.event(e);
+        all.insert(all.end(), ev.begin(), ev.end());
+    };
+    feed(start(chat::Message::function_call("apply_patch", "")));
+    chat::ParserEvent call;
+    call.type = chat::EventType::tool_call_start;
+    call.recipient = "functions.apply_patch";
+    call.function_name = "apply_patch";
+    feed(call);
+    feed(text(chat::EventType::tool_call_arguments, "*** Begin"));
+    feed(end());
+    EXPECT_EQ(types(all),
+              (std::vector<std::string>{
+                  "response.output_item.added", "response.custom_tool_call_input.delta",
+                  "response.custom_tool_call_input.done", "response.output_item.done"}));
+    const Json item = all.back()["item"];
+    EXPECT_EQ(item["type"], "custom_tool_call");
+    EXPECT_EQ(item["input"], "*** Begin");
+    EXPECT_EQ(item["call_id"], tool_call_id("resp_c", 0));
+    EXPECT_FALSE(enc.state_after(r).history.back().content_type);
+}
+
+TEST(ResponsesRequest, ItemReferencesResolveFromStoredResponses) {
+    const Json stored = Json::parse(R"({"id": "rs_1", "type": "reasoning", "summary": [],
+        "content": [{"type": "reasoning_text", "text": "Think."}]})");
+    const Json call = Json::parse(R"({"id": "fc_1", "type": "function_call", "call_id": "c9",
+        "name": "f", "arguments": "{}", "status": "completed"})");
+    const ItemLookup lookup = [&](const std::string& id) -> const Json* {
+        if (id == "rs_1") return &stored;
+        if (id == "fc_1") return &call;
+        return nullptr;
+    };
+    const ResponsesRequest r = parse_responses_request(
+        Json::parse(R"({"model": "m", "tools": [{"type": "function", "name": "f"}], "input": [
+            {"role": "user", "content": "q"},
+            {"type": "item_reference", "id": "rs_1"},
+            {"type": "item_reference", "id": "fc_1"},
+            {"type": "function_call_output", "call_id": "c9", "output": "1"}]})"),
+        {}, nullptr, lookup);
+    ASSERT_EQ(r.chat.history.size(), 4u);
+    EXPECT_EQ(r.chat.history[1].channel.value_or(""), "analysis");
+    EXPECT_EQ(r.chat.history[1].text(), "Think.");
+    EXPECT_EQ(r.chat.history[2].recipient.value_or(""), "functions.f");
+    EXPECT_EQ(r.chat.history[3].name.value_or(""), "functions.f");
+    // The input items, as GET .../input_items lists them: references resolved, ids kept.
+    ASSERT_EQ(r.input_items.size(), 4u);
+    EXPECT_EQ(r.input_items[1]["id"], "rs_1");
+    EXPECT_EQ(r.input_items[2]["type"], "function_call");
+    try {
+        parse_responses_request(
+            Json::parse(R"({"model": "m", "input": [{"type": "item_reference", "id": "x"}]})"), {},
+            nullptr, lookup);
+        ADD_FAILURE() << "accepted";
+    } catch (const RequestError& e) {
+        EXPECT_EQ(e.code(), "item_not_found");
+        EXPECT_EQ(e.param(), "input[0].id");
+    }
+}
+
+TEST(ResponsesRequest, ReasoningSummaryAndEfforts) {
+    const ResponsesRequest r = parse_responses_request(Json::parse(
+        R"({"model": "m", "input": "x", "reasoning": {"effort": "xhigh", "summary": "auto"}})"));
+    EXPECT_TRUE(r.reasoning_summary);
+    EXPECT_EQ(r.chat.system.reasoning_effort, chat::ReasoningEffort::high);
+    EXPECT_EQ(r.echo["reasoning"]["summary"], "auto");
+    for (const char* effort : {"none", "minimal"}) {
+        EXPECT_EQ(parse_responses_request(
+                      Json{{"model", "m"}, {"input", "x"}, {"reasoning", {{"effort", effort}}}})
+                      .chat.system.reasoning_effort,
+                  chat::ReasoningEffort::low);
+    }
+    expect_refused(Json::parse(R"({"model": "m", "input": "x", "reasoning": {"summary": "long"}})"),
+                   "reasoning.summary", "auto, concise or detailed");
+
+    ResponseEncoder enc("resp_s", 1, "m", r.echo, r.tool_kinds, r.reasoning_summary);
+    std::vector<Json> all;
+    auto feed = [&](const chat::ParserEvent& e) {
+        auto ev = enc.event(e);
+        all.insert(all.end(), ev.begin(), ev.end());
+    };
+    feed(start(chat::Message::assistant("analysis", "")));
+    feed(text(chat::EventType::reasoning, "Hm"));
+    feed(end());
+    EXPECT_EQ(types(all),
+              (std::vector<std::string>{
+                  "response.output_item.added", "response.content_part.added",
+                  "response.reasoning_summary_part.added", "response.reasoning_text.delta",
+                  "response.reasoning_summary_text.delta", "response.reasoning_text.done",
+                  "response.content_part.done", "response.reasoning_summary_text.done",
+                  "response.reasoning_summary_part.done", "response.output_item.done"}));
+    EXPECT_EQ(all[4]["delta"], "Hm");
+    EXPECT_EQ(all[4]["summary_index"], 0);
+    EXPECT_EQ(all.back()["item"]["summary"][0], (Json{{"type", "summary_text"}, {"text", "Hm"}}));
+}
+
+TEST(ResponsesRequest, UnenforceableSchemaKeywordsAreNoticesUnlessStrict) {
+    const Json body = Json::parse(R"({"model": "m", "input": "x", "text": {"format": {
+        "type": "json_schema", "name": "n", "schema": {"type": "object",
+        "properties": {"id": {"type": "string", "pattern": "^[a-z]+$"}}}}}})");
+    const ResponsesRequest r = parse_responses_request(body);
+    ASSERT_EQ(r.chat.notices.size(), 1u);
+    EXPECT_THAT(r.chat.notices[0], HasSubstr("'text.format.schema': not enforced while sampling: "
+                                             "pattern (at /properties/id/pattern)"));
+    EXPECT_TRUE(r.chat.constraint && r.chat.constraint->final_answer);
+    expect_refused(body, "text.format.schema", "pattern", nullptr, true);
 }
 
 }  // namespace

@@ -179,11 +179,120 @@ describe('responses', () => {
     await assert.rejects(
       client.responses.create({
         model: MODEL, input: 'x',
-        text: { format: { type: 'json_schema', name: 'n', schema: { type: 'string', pattern: 'a+' } } },
+        text: { format: { type: 'json_schema', name: 'n', schema: { type: 'integer', minimum: 5, maximum: 1 } } },
       }),
-      (e) => e.status === 400 && e.param === 'text.format.schema' && /pattern/.test(e.message));
+      (e) => e.status === 400 && e.param === 'text.format.schema' && /no integer/.test(e.message));
+    await assert.rejects(
+      client.responses.create({ model: MODEL, input: [{ type: 'item_reference', id: 'rs_none' }] }),
+      (e) => e.status === 404 && e.code === 'item_not_found' && /rs_none/.test(e.message));
     await assert.rejects(client.responses.create({ model: 'other', input: 'x' }),
       (e) => e.status === 404);
+  });
+});
+
+describe('what agent clients send (once 400s)', () => {
+  test('stored responses: GET, input_items, item_reference, DELETE', async () => {
+    const first = await client.responses.create({
+      model: MODEL, input: [{ role: 'user', content: 'Weather in Paris?' }],
+      tools: [{ type: 'function', name: 'get_weather', parameters: { type: 'object', properties: { city: { type: 'string' } } } },
+        { type: 'web_search' }, { type: 'file_search', vector_store_ids: ['vs_1'] }],
+      reasoning: { effort: 'xhigh', summary: 'auto' },
+      neural_forced_output: forced.call('Need the weather.', 'get_weather', '{"city":"Paris"}'),
+    });
+    assert.equal(first.status, 'completed');
+    assert.equal(first.reasoning.effort, 'high');
+    const [rs, fc] = first.output;
+    assert.equal(rs.type, 'reasoning');
+    assert.deepEqual(rs.summary, [{ type: 'summary_text', text: 'Need the weather.' }]);
+    assert.equal(fc.type, 'function_call');
+    const got = await client.responses.retrieve(first.id);
+    assert.deepEqual(got.output, first.output);
+    const items = await client.responses.inputItems.list(first.id);
+    assert.equal(items.data.length, 1);
+    assert.equal(items.data[0].role, 'user');
+    // The AI SDK's second step: earlier output by reference.
+    const second = await client.responses.create({
+      model: MODEL,
+      input: [{ role: 'user', content: 'Weather in Paris?' }, { type: 'item_reference', id: rs.id },
+        { type: 'item_reference', id: fc.id },
+        { type: 'function_call_output', call_id: fc.call_id, output: '{"celsius":21}' }],
+      neural_forced_output: forced.final('21 degrees.'),
+    });
+    assert.equal(second.output_text, '21 degrees.');
+    const listed = await client.responses.inputItems.list(second.id, { order: 'asc' });
+    assert.deepEqual(listed.data.map((i) => i.type), ['message', 'reasoning', 'function_call', 'function_call_output']);
+    const deleted = await client.responses.delete(first.id);
+    assert.deepEqual(deleted, { id: first.id, object: 'response', deleted: true });
+    await assert.rejects(client.responses.retrieve(first.id), (e) => e.status === 404);
+    await client.responses.delete(second.id);  // its input items held the referenced ones too
+    await assert.rejects(client.responses.create({ model: MODEL, input: [{ type: 'item_reference', id: rs.id }] }),
+      (e) => e.status === 404 && e.code === 'item_not_found');
+    const log = server.log();
+    assert.equal(log.split("dropping tools of type 'web_search'").length - 1, 1, log);
+  });
+
+  test('reasoning summary events stream', async () => {
+    const stream = client.responses.stream({
+      model: MODEL, input: 'Hi', reasoning: { summary: 'detailed', effort: 'minimal' },
+      neural_forced_output: forced.answer('Short thought.', 'Hello.'),
+    });
+    const kinds = [];
+    let summary = '';
+    for await (const e of stream) {
+      kinds.push(e.type);
+      if (e.type === 'response.reasoning_summary_text.delta') summary += e.delta;
+    }
+    assert.equal(summary, 'Short thought.');
+    assert.ok(kinds.includes('response.reasoning_summary_part.added'), kinds.join(' '));
+    assert.ok(kinds.includes('response.reasoning_summary_text.done'), kinds.join(' '));
+    const final = await stream.finalResponse();
+    assert.equal(final.output_text, 'Hello.');
+  });
+
+  test('chat completions: penalties, efforts, legacy functions, stream_options without a stream, //v1', async () => {
+    const r = await postJson(server.url, '//v1/chat/completions', {
+      model: MODEL, messages: [{ role: 'user', content: 'x' }], max_tokens: 4,
+      presence_penalty: 0.5, frequency_penalty: 0.4, repetition_penalty: 1.1,
+      reasoning_effort: 'none', stream_options: { include_usage: true },
+      functions: [{ name: 'f', parameters: { type: 'object' } }], function_call: 'auto',
+    });
+    assert.equal(r.status, 200, await r.clone().text());
+    const body = await r.json();
+    assert.equal(body.object, 'chat.completion');
+    const bad = await postJson(server.url, '/v1/chat/completions', {
+      model: MODEL, messages: [{ role: 'user', content: 'x' }], presence_penalty: 3,
+    });
+    assert.equal(bad.status, 400);
+    assert.equal((await bad.json()).error.param, 'presence_penalty');
+  });
+
+  test('Codex-style namespace and custom tools round-trip', async () => {
+    const tools = [
+      { type: 'namespace', name: 'multi_agent_v1', description: 'Sub-agents.', tools: [
+        { type: 'function', name: 'spawn_agent', parameters: { type: 'object', properties: { task: { type: 'string' } } } }] },
+      { type: 'custom', name: 'apply_patch', description: 'Patch files.', format: { type: 'grammar', syntax: 'lark', definition: 'start: /.+/' } },
+    ];
+    const a = await client.responses.create({
+      model: MODEL, input: 'Spawn one.', tools,
+      neural_forced_output: '<|channel|>commentary to=multi_agent_v1.spawn_agent <|constrain|>json<|message|>{"task":"t"}<|call|>',
+    });
+    assert.equal(a.output[0].type, 'function_call');
+    assert.equal(a.output[0].namespace, 'multi_agent_v1');
+    assert.equal(a.output[0].name, 'spawn_agent');
+    const b = await client.responses.create({
+      model: MODEL, previous_response_id: a.id, tools,
+      input: [{ type: 'function_call_output', call_id: a.output[0].call_id, output: 'spawned' }],
+      neural_forced_output: '<|channel|>commentary to=functions.apply_patch<|message|>*** Begin Patch\n*** End Patch<|call|>',
+    });
+    assert.equal(b.output[0].type, 'custom_tool_call');
+    assert.equal(b.output[0].input, '*** Begin Patch\n*** End Patch');
+    const c = await client.responses.create({
+      model: MODEL, previous_response_id: b.id, tools,
+      input: [{ type: 'custom_tool_call_output', call_id: b.output[0].call_id, output: 'Done!' },
+        { type: 'local_shell_call', id: 'lsc_1', call_id: 'x', status: 'completed', action: { type: 'exec', command: ['ls'] } }],
+      neural_forced_output: forced.final('Patched.'),
+    });
+    assert.equal(c.output_text, 'Patched.');
   });
 });
 
@@ -244,11 +353,31 @@ describe('structured output on a random-weight model', () => {
     assert.equal(r.choices[0].finish_reason, 'tool_calls');
   });
 
-  test('an unsupported keyword is a 400 naming it', async () => {
-    await assert.rejects(client.chat.completions.create({
-      model: MODEL, messages: [{ role: 'user', content: 'x' }],
-      response_format: { type: 'json_schema', json_schema: { name: 'n', schema: { type: 'object', properties: { a: { type: 'string', format: 'email', minLength: 2 } } } } },
-    }), (e) => e.status === 400 && /minLength \(at \/properties\/a\/minLength\)/.test(e.message));
+  test('zod-style bounds are enforced; a keyword it cannot enforce is logged once, not refused', async () => {
+    const schema = {
+      type: 'object',
+      properties: {
+        a: { type: 'string', format: 'email', minLength: 2, pattern: '@' },
+        n: { type: 'integer', minimum: -9007199254740991, maximum: 9007199254740991 },
+        k: { anyOf: [{ type: 'integer', minimum: 10, maximum: 20 }, { type: 'null' }] },
+      },
+      required: ['a', 'n', 'k'],
+      additionalProperties: false,
+    };
+    for (let seed = 1; seed <= 2; seed += 1) {
+      const r = await client.chat.completions.create({
+        model: MODEL, messages: [{ role: 'user', content: 'x' }], max_tokens: 80, seed,
+        neural_forced_output: header,
+        response_format: { type: 'json_schema', json_schema: { name: 'n', schema } },
+      });
+      const v = parses(r.choices[0].message.content);
+      assert.ok(v, r.choices[0].message.content);
+      assert.ok([...v.a].length >= 2, r.choices[0].message.content);
+      assert.ok(Number.isSafeInteger(v.n), r.choices[0].message.content);
+      assert.ok(v.k === null || (Number.isInteger(v.k) && v.k >= 10 && v.k <= 20), r.choices[0].message.content);
+    }
+    const log = server.log();
+    assert.equal(log.split('not enforced while sampling: pattern (at /properties/a/pattern)').length - 1, 1, log);
   });
 });
 
@@ -266,7 +395,22 @@ describe('lenient requests', () => {
     assert.equal(log.split("unknown request field 'messages[].surprise'").length - 1, 1, log);
   });
 
-  test('--strict refuses unknown fields', async () => {
+  test('--default-max-tokens limits replies that set none (default: the rest of the context)', async () => {
+    const capped = await startServer(['--default-max-tokens', '3']);
+    try {
+      const r = await postJson(capped.url, '/v1/chat/completions', {
+        model: MODEL, messages: [{ role: 'user', content: 'hi' }],
+      });
+      assert.equal(r.status, 200);
+      const body = await r.json();
+      assert.equal(body.usage.completion_tokens, 3);
+      assert.equal(body.choices[0].finish_reason, 'length');
+    } finally {
+      await capped.stop();
+    }
+  });
+
+  test('--strict refuses unknown fields and schemas it cannot enforce', async () => {
     const strict = await startServer(['--strict']);
     try {
       const r = await postJson(strict.url, '/v1/chat/completions', {
@@ -274,6 +418,12 @@ describe('lenient requests', () => {
       });
       assert.equal(r.status, 400);
       assert.equal((await r.json()).error.param, 'frobnicate');
+      const p = await postJson(strict.url, '/v1/chat/completions', {
+        model: MODEL, messages: [{ role: 'user', content: 'hi' }], max_tokens: 2,
+        response_format: { type: 'json_schema', json_schema: { name: 'n', schema: { type: 'string', pattern: 'a' } } },
+      });
+      assert.equal(p.status, 400);
+      assert.match((await p.json()).error.message, /pattern \(at \/pattern\)/);
     } finally {
       await strict.stop();
     }
