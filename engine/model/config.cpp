@@ -132,12 +132,13 @@ RopeScaling parse_rope(const json& r, const std::string& src) {
 void same_quantity(const json* a, const char* key_a, const json* b, const char* key_b,
                    const char* what, const std::string& src) {
     if (a == nullptr || b == nullptr) return;
-    const bool equal = (a->is_number() && b->is_number()) ? a->get<double>() == b->get<double>()
-                                                          : *a == *b;
+    const bool equal =
+        (a->is_number() && b->is_number()) ? a->get<double>() == b->get<double>() : *a == *b;
     if (!equal) {
-        fail("{}: {} = {} and {} = {} disagree (both give the {}); the checkpoint contradicts "
-             "itself, fix its config.json",
-             src, key_a, a->dump(), key_b, b->dump(), what);
+        fail(
+            "{}: {} = {} and {} = {} disagree (both give the {}); the checkpoint contradicts "
+            "itself, fix its config.json",
+            src, key_a, a->dump(), key_b, b->dump(), what);
     }
 }
 
@@ -171,8 +172,8 @@ void check_rope_objects(const json* rs, const json* rp, const json& j, const std
 
 // A double as the config writes it: 4096 rather than 4096.0.
 std::string format_real_text(double d) {
-    json v = d == std::floor(d) && std::fabs(d) < 9.0e15 ? json(static_cast<std::int64_t>(d))
-                                                          : json(d);
+    json v =
+        d == std::floor(d) && std::fabs(d) < 9.0e15 ? json(static_cast<std::int64_t>(d)) : json(d);
     return v.dump();
 }
 
