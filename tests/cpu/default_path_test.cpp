@@ -51,7 +51,8 @@ std::vector<TokenId> prompt_argmax(const Model& m, const std::vector<TokenId>& p
 }
 
 // Token by token (the decode path): the argmax after each prompt token, then 16 greedy tokens.
-std::vector<TokenId> decode_argmax_and_continue(const Model& m, const std::vector<TokenId>& prompt) {
+std::vector<TokenId> decode_argmax_and_continue(const Model& m,
+                                                const std::vector<TokenId>& prompt) {
     KvCache cache = m.new_cache();
     std::vector<TokenId> out;
     std::vector<float> logits;
