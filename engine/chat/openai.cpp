@@ -852,6 +852,10 @@ ChatRequest parse_chat_request(const Json& body, const ChatRequestOptions& optio
                                    (r.developer.instructions ? "\n\n" : "") +
                                    "Call one of the provided tools before answering.";
     }
+    std::vector<std::string> callable;  // the recipients a constrained reply may address
+    if (r.tool_choice != ToolChoice::none) {
+        for (const chat::ToolDescription& t : tools) callable.push_back(t.name);
+    }
     // tool_choice none: the model does not see the tools, so it cannot call them.
     if (!tools.empty() && r.tool_choice != ToolChoice::none) {
         r.developer.tools.push_back(chat::ToolNamespace::functions(std::move(tools)));
@@ -867,6 +871,7 @@ ChatRequest parse_chat_request(const Json& body, const ChatRequestOptions& optio
                                          r.notices);
     }
     if (r.tool_choice != ToolChoice::none) constraint->function_arguments = std::move(strict_tools);
+    constraint->functions = std::move(callable);
     if (!constraint->empty()) r.constraint = std::move(constraint);
     if (r.tool_choice == ToolChoice::named) {
         // The sampler writes the call header; the model writes the arguments.

@@ -126,14 +126,65 @@ RopeScaling parse_rope(const json& r, const std::string& src) {
     return rope;
 }
 
-}  // namespace
-
-ModelConfig ModelConfig::load(const std::filesystem::path& config_json) {
-    json j = parse_json(read_text(config_json, "config.json"), config_json);
-    return from_json(j, config_json.string());
+// Two keys that name the same quantity (a checkpoint written by different tools carries both
+// spellings): when both are given they must agree, else the checkpoint disagrees with itself and
+// which one a runtime reads decides the answers. The error names both keys and both values.
+void same_quantity(const json* a, const char* key_a, const json* b, const char* key_b,
+                   const char* what, const std::string& src) {
+    if (a == nullptr || b == nullptr) return;
+    const bool equal =
+        (a->is_number() && b->is_number()) ? a->get<double>() == b->get<double>() : *a == *b;
+    if (!equal) {
+        fail(
+            "{}: {} = {} and {} = {} disagree (both give the {}); the checkpoint contradicts "
+            "itself, fix its config.json",
+            src, key_a, a->dump(), key_b, b->dump(), what);
+    }
 }
 
-ModelConfig ModelConfig::from_json(const json& j, const std::string& src) {
+void same_quantity(const json& j, const char* key_a, const char* key_b, const char* what,
+                   const std::string& src) {
+    same_quantity(find(j, key_a), key_a, find(j, key_b), key_b, what, src);
+}
+
+// rope_scaling (transformers v4) and rope_parameters (v5) side by side: every field both give
+// must agree, and within one object "type" and "rope_type".
+void check_rope_objects(const json* rs, const json* rp, const json& j, const std::string& src) {
+    for (const json* r : {rs, rp}) {
+        if (r == nullptr || !r->is_object()) continue;
+        const std::string name = r == rs ? "rope_scaling" : "rope_parameters";
+        same_quantity(find(*r, "rope_type"), (name + ".rope_type").c_str(), find(*r, "type"),
+                      (name + ".type").c_str(), "RoPE scaling type", src);
+    }
+    if (rs != nullptr && rp != nullptr && rs->is_object() && rp->is_object()) {
+        for (const auto& [key, value] : rs->items()) {
+            const json* other = find(*rp, key.c_str());
+            if (value.is_null() || other == nullptr) continue;
+            same_quantity(&value, ("rope_scaling." + key).c_str(), other,
+                          ("rope_parameters." + key).c_str(), "RoPE scaling field", src);
+        }
+    }
+    if (rp != nullptr && rp->is_object()) {
+        same_quantity(find(*rp, "rope_theta"), "rope_parameters.rope_theta", find(j, "rope_theta"),
+                      "rope_theta", "RoPE base", src);
+    }
+}
+
+// A double as the config writes it: 4096 rather than 4096.0.
+std::string format_real_text(double d) {
+    json v =
+        d == std::floor(d) && std::fabs(d) < 9.0e15 ? json(static_cast<std::int64_t>(d)) : json(d);
+    return v.dump();
+}
+
+}  // namespace
+
+ModelConfig ModelConfig::load(const std::filesystem::path& config_json, bool allow_plain_rope) {
+    json j = parse_json(read_text(config_json, "config.json"), config_json);
+    return from_json(j, config_json.string(), allow_plain_rope);
+}
+
+ModelConfig ModelConfig::from_json(const json& j, const std::string& src, bool allow_plain_rope) {
     if (!j.is_object()) fail("{}: expected a JSON object at the top level", src);
     ModelConfig c;
     if (const json* mt = find(j, "model_type")) {
@@ -149,6 +200,9 @@ ModelConfig ModelConfig::from_json(const json& j, const std::string& src) {
         positive(get_int(j, "intermediate_size", src, true), "intermediate_size", src);
     c.num_layers =
         positive(get_int(j, "num_hidden_layers", src, true), "num_hidden_layers", src, 4096);
+    // Keys two tools spell differently for one quantity must agree where both are given.
+    same_quantity(j, "num_local_experts", "num_experts", "number of experts", src);
+    same_quantity(j, "num_experts_per_tok", "experts_per_token", "experts per token", src);
     std::int64_t experts = get_int(j, "num_local_experts", src, false, -1);
     if (experts < 0) experts = get_int(j, "num_experts", src, true);
     c.num_experts = positive(experts, "num_local_experts", src, 1 << 16);
@@ -206,6 +260,13 @@ ModelConfig ModelConfig::from_json(const json& j, const std::string& src) {
     if (any_sliding && c.sliding_window <= 0) {
         fail("{}: sliding layers need a positive sliding_window", src);
     }
+    // A window with no layer to slide: layer_types and sliding_window describe different models.
+    if (!any_sliding && c.sliding_window > 0 && find(j, "layer_types") != nullptr) {
+        fail(
+            "{}: sliding_window = {} but layer_types lists no \"sliding_attention\" layer; the "
+            "two disagree about which layers slide",
+            src, c.sliding_window);
+    }
 
     // transformers v5 writes rope_parameters (with rope_theta inside); v4 rope_scaling +
     // top-level rope_theta. Accept both (reading only one silently disables YaRN).
@@ -214,12 +275,24 @@ ModelConfig ModelConfig::from_json(const json& j, const std::string& src) {
     // rope_theta: inside rope_parameters (v5) or at the top level (v4). A value given must be a
     // real base (> 1: 0 is not "unset"); a checkpoint that gives none is refused rather than
     // run with a guessed base (gpt-oss uses 150000; a wrong one garbles every position).
+    check_rope_objects(rs, rp, j, src);
     const json* theta = nullptr;
     if (rp != nullptr) {
         c.rope = parse_rope(*rp, src);
         theta = find(*rp, "rope_theta");
     } else if (rs != nullptr) {
         c.rope = parse_rope(*rs, src);
+    }
+    c.rope_scaling_given = rp != nullptr || rs != nullptr;
+    // gpt-oss is trained with YaRN over 131072 positions: a config without it would run plain
+    // RoPE and answer differently past the original context, so it is refused unless the user
+    // chose plain RoPE explicitly (--plain-rope).
+    if (!c.rope_scaling_given && !allow_plain_rope) {
+        fail(
+            "{}: no \"rope_scaling\" (or \"rope_parameters\"): gpt-oss uses YaRN (rope_type "
+            "\"yarn\", factor 32); the checkpoint is incomplete. Pass --plain-rope 1 to run it "
+            "with plain RoPE anyway (changes the answers)",
+            src);
     }
     if (theta == nullptr) theta = find(j, "rope_theta");
     if (theta == nullptr) {
@@ -229,6 +302,33 @@ ModelConfig ModelConfig::from_json(const json& j, const std::string& src) {
     c.rope_theta = theta->get<double>();
     if (!(c.rope_theta > 1.0) || !std::isfinite(c.rope_theta)) {
         fail("{}: rope_theta must be > 1, got {}", src, theta->dump());
+    }
+
+    // Context lengths: YaRN stretches original_max_position_embeddings by `factor` to the
+    // model's context, and initial_context_length (the OpenAI reference's name) is the
+    // pre-scaling length again.
+    if (const json* icl = find(j, "initial_context_length")) {
+        const std::int64_t n = get_int(j, "initial_context_length", src, true);
+        if (n <= 0) fail("{}: initial_context_length must be positive, got {}", src, icl->dump());
+        if (c.rope.type == "yarn" &&
+            static_cast<double>(n) != c.rope.original_max_position_embeddings) {
+            fail(
+                "{}: initial_context_length = {} and rope original_max_position_embeddings = {} "
+                "disagree (both give the context before YaRN scaling)",
+                src, n, format_real_text(c.rope.original_max_position_embeddings));
+        }
+    }
+    if (c.rope.type == "yarn" && find(j, "max_position_embeddings") != nullptr) {
+        const double scaled = c.rope.factor * c.rope.original_max_position_embeddings;
+        if (static_cast<double>(c.max_position_embeddings) != scaled) {
+            fail(
+                "{}: max_position_embeddings = {} but rope factor {} x "
+                "original_max_position_embeddings {} = {}: the two disagree about the context "
+                "length",
+                src, c.max_position_embeddings, format_real_text(c.rope.factor),
+                format_real_text(c.rope.original_max_position_embeddings),
+                format_real_text(scaled));
+        }
     }
 
     c.rms_norm_eps = static_cast<float>(get_double(j, "rms_norm_eps", src, false, 1e-5));

@@ -45,11 +45,20 @@ struct ModelConfig {
     bool attention_bias = true;
     std::vector<std::int32_t> eos_token_ids;
     std::optional<std::int32_t> pad_token_id;
+    // Whether the config gave rope_scaling / rope_parameters (false: plain RoPE, only with the
+    // explicit override).
+    bool rope_scaling_given = true;
 
     // Reads and validates `dir/config.json` (throws neural::Error naming the file and field).
-    static ModelConfig load(const std::filesystem::path& config_json);
+    // Keys that name one quantity twice (num_experts_per_tok / experts_per_token, the context
+    // lengths, rope_scaling / rope_parameters, layer_types / sliding_window) must agree
+    // (vocab_size against the tokenizer and the special ids: Model::load). A config without rope_scaling is refused unless
+    // `allow_plain_rope` (the --plain-rope setting) says to run it with plain RoPE.
+    static ModelConfig load(const std::filesystem::path& config_json,
+                            bool allow_plain_rope = false);
     // Same from parsed JSON; `source` names the origin in error messages.
-    static ModelConfig from_json(const nlohmann::json& j, const std::string& source);
+    static ModelConfig from_json(const nlohmann::json& j, const std::string& source,
+                                 bool allow_plain_rope = false);
 
     int q_dim() const { return num_heads * head_dim; }
     int kv_dim() const { return num_kv_heads * head_dim; }

@@ -634,6 +634,8 @@ float f32_at(const std::uint8_t* p, std::uint64_t i) {
 }
 
 // The gpt-oss config.json that the GGUF's metadata describes; ModelConfig::from_json checks it.
+// A GGUF without YaRN metadata parses (rope_scaling_given false); Model::load refuses to run it
+// without --plain-rope, as for a config.json.
 nlohmann::json config_json(const GgufFile& f, std::int64_t vocab, bool attention_bias) {
     const std::string a = "gpt-oss.";
     auto i = [&](const char* key) { return *f.get_int(a + key, true); };
@@ -734,7 +736,7 @@ std::shared_ptr<const GgufCheckpoint> GgufCheckpoint::open(const fs::path& path)
     ck->config = ModelConfig::from_json(
         config_json(meta, static_cast<std::int64_t>(std::min<std::uint64_t>(embd.ne[1], 1u << 30)),
                     bias),
-        file + " (metadata)");
+        file + " (metadata)", /*allow_plain_rope=*/true);
     const ModelConfig& c = ck->config;
 
     // Generation: gpt-oss's generation_config.json stops at <|return|>, <|endoftext|> and <|call|>;

@@ -8,6 +8,7 @@
 // token starting with it). ConstraintOptions::full_mask always masks first: the reference path.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -49,6 +50,8 @@ struct OutputConstraint {
     // Keyed by function name ("get_weather"), or by "namespace.name" for a tool of a namespace
     // other than functions.
     std::map<std::string, std::shared_ptr<const chat::JsonSchemaGrammar>> function_arguments;
+    // Every function the reply may call (strict or not): the recipients the framing allows.
+    std::vector<std::string> functions;
     // Reference path (tests): mask the whole vocabulary at every constrained step.
     bool full_mask = false;
 
@@ -60,6 +63,7 @@ struct ConstraintStats {
     std::int64_t steps = 0;        // tokens sampled under a constraint
     std::int64_t full_masks = 0;   // of those, steps that needed the whole-vocabulary mask
     std::int64_t completions = 0;  // messages closed by the shortest completion (token budget)
+    std::int64_t forced = 0;       // framing tokens forced: the final channel after the budget
 };
 
 // One constrained message in progress: the recogniser and the token that ends the message.
@@ -83,6 +87,75 @@ private:
     std::shared_ptr<const chat::JsonSchemaGrammar> grammar_;
     chat::JsonRecognizer rec_;
     TokenId terminator_;
+};
+
+// The harmony framing of the assistant's reply while structured output is required (docs/API.md
+// "Structured output"): only the headers the format allows,
+//   <|channel|>analysis<|message|>                                  reasoning, ends <|end|>
+//   <|channel|>final<|message|>                                     the answer, ends <|return|>
+//   <|channel|>commentary to=functions.NAME <|constrain|>json<|message|>   a call, ends <|call|>
+// (the call only for the functions given), each after <|start|>assistant from the second message
+// on; reasoning takes ordinary tokens and <|end|>; an answer or call body takes ordinary tokens
+// and its end token (ActiveConstraint narrows a constrained body further). From the step
+// `final_from` on, a reasoning message is ended and the final header follows as forced tokens,
+// so a model that never writes the final channel by itself still answers. Headers are matched
+// token by token: a special token must be the pattern's special token there, an ordinary token's
+// bytes must continue a pattern's text without crossing a special token.
+class ReplyFraming {
+public:
+    enum class Part { header, reasoning, body, ended };
+
+    ReplyFraming(const Tokenizer& tok, const std::vector<std::string>& functions);
+
+    Part part() const { return part_; }
+    // The step from which the final channel is forced (default: never).
+    std::int64_t final_from() const { return final_from_; }
+    void set_final_from(std::int64_t step) { final_from_ = std::max<std::int64_t>(0, step); }
+    // Tokens the framing takes at worst before the final answer's body once `final_from` is
+    // reached: a header under way (one token a byte) and the forced end and final header.
+    std::size_t worst_case_to_final() const { return worst_to_final_; }
+
+    // Before choosing token `step`: once the limit is reached, queues the end of the reasoning
+    // and the final header. Then the token that must come next, if any.
+    std::optional<TokenId> forced(std::int64_t step);
+    // True when `id` may come next (header, reasoning, or a free body).
+    bool allows(const TokenVocabulary& vocab, TokenId id) const;
+    // Sets the logits of every token that may not come next to -infinity.
+    void mask_logits(const TokenVocabulary& vocab, std::vector<float>& logits) const;
+    // Advances past a chosen token; false when it breaks the framing (a forced token).
+    bool accept(const TokenVocabulary& vocab, TokenId id);
+
+private:
+    struct Piece {
+        TokenId special = -1;  // a special token, or
+        std::string text;      // ordinary text (never empty)
+    };
+    struct Pattern {
+        std::vector<Piece> pieces;
+        Part then = Part::body;
+        TokenId end = -1;  // the token that ends the message it opens
+    };
+    struct Cursor {
+        std::size_t pattern = 0, piece = 0, offset = 0;
+    };
+    void open_header(bool after_message);
+    bool advance(const Cursor& c, const TokenVocabulary& vocab, TokenId id, Cursor& out) const;
+
+    std::vector<Pattern> patterns_;  // the first-message forms; later ones get <|start|>assistant
+    std::vector<Piece> start_;       // <|start|> assistant
+    std::vector<Pattern> open_;      // the patterns of the header under way
+    std::vector<Cursor> cursors_;    // where each live pattern stands
+    static constexpr std::size_t kFinal = 1;  // patterns_[kFinal]: the final header
+    std::vector<TokenId> final_header_;  // <|end|><|start|>assistant<|channel|>final<|message|>
+    std::vector<TokenId> first_final_header_;  // <|channel|>final<|message|>
+    std::vector<TokenId> queue_;
+    std::size_t queued_ = 0;
+    Part part_ = Part::header;
+    TokenId end_ = -1;  // the open message's end token
+    TokenId end_of_reasoning_ = -1;
+    std::int64_t final_from_ = INT64_MAX;
+    std::size_t worst_to_final_ = 0;
+    bool final_only_ = false;
 };
 
 }  // namespace neural

@@ -196,13 +196,20 @@ std::unique_ptr<Model> Model::load(const fs::path& dir, const LoadOptions& optio
         // A GGUF file holds everything: config, generation ids and tokenizer in its metadata.
         m->checkpoint_ = Checkpoint::open(dir);
         m->config_ = checkpoint_config(m->checkpoint_);
+        if (!m->config_.rope_scaling_given && !options.plain_rope) {
+            fail(
+                "{}: the metadata has no YaRN rope scaling (gpt-oss.rope.scaling.type \"yarn\"); "
+                "the checkpoint is incomplete. Pass --plain-rope 1 to run it with plain RoPE "
+                "anyway (changes the answers)",
+                dir.string());
+        }
         m->generation_ = checkpoint_generation(m->checkpoint_);
         m->tokenizer_ =
             std::make_unique<Tokenizer>(Tokenizer::load(m->checkpoint_.gguf()->files.front()));
         tok = config_file = generation_file = dir;
     } else {
         if (!fs::is_directory(dir, ec)) fail("model folder not found: {}", dir.string());
-        m->config_ = ModelConfig::load(config_file);
+        m->config_ = ModelConfig::load(config_file, options.plain_rope);
         m->generation_ = GenerationConfig::load(generation_file);
         if (!fs::exists(tok, ec)) {
             fail("{}: tokenizer.json is missing (the checkpoint's tokenizer is required)",

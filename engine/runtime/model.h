@@ -102,6 +102,11 @@ struct LoadOptions {
     // and, without gpu.ranking, the statistics order the static slots and the RAM warm-up.
     std::string routing_stats = "auto";
 
+    // Runs a checkpoint whose config gives no rope_scaling with plain RoPE instead of refusing
+    // it (ModelConfig::load). gpt-oss is trained with YaRN: this changes the answers, so it is
+    // only ever the user's explicit choice.
+    bool plain_rope = false;
+
     // Called on the loading thread as Model::load moves on: `fraction` in [0, 1], never
     // decreasing, ending at exactly 1 when the model is ready; `stage` names the step under way
     // in a word or two ("tokenizer", "weights", "expert store", "backend", "RAM warm-up", and

@@ -4,6 +4,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
+#include <stdexcept>
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -91,6 +92,87 @@ Setting with_default(Setting s, std::string text) {
         [](LoadOptions& o, const Value& v) {                                            \
             o.member = static_cast<std::uint64_t>(std::llround(as_real(v) * kGiB));     \
         }
+
+// Every row's arithmetic class (Arithmetic in options.h): what the setting does to the answers,
+// in row order of make_settings. A row missing here is a startup error, so a new setting must
+// say what it does to the answers.
+void classify(std::vector<Setting>& rows) {
+    using C = Arithmetic;
+    struct Class {
+        const char* key;
+        C arithmetic;
+        const char* note;
+        std::vector<std::string> lossy;
+    };
+    const std::vector<Class> classes = {
+        {"store", C::same_bits, "the checkpoint's MXFP4 bytes, repacked (tested bit for bit)", {}},
+        {"kernel",
+         C::device_class,
+         "fused kernels vs the fp32 reference: fp32 rounding (addition order)",
+         {}},
+        {"dense",
+         C::lossy,
+         "bf16 (auto): the checkpoint's bf16 weights; int8-head, int8: re-quantized weights",
+         {"int8-head", "int8"}},
+        {"prompt_kernel",
+         C::lossy,
+         "fp32 (auto): the decode kernels' bits; int8, int8-vnni: int8 activations",
+         {"int8", "int8-vnni"}},
+        {"kernel_persistent", C::same_bits, "another worker team, the same partition", {}},
+        {"kdll", C::exact, "where the team library is", {}},
+        {"threads", C::same_bits, "each output reduced by one thread in a fixed order", {}},
+        {"ws_min", C::exact, "memory residency", {}},
+        {"prefetch", C::exact, "when weights are read", {}},
+        {"warmup_ram", C::exact, "when experts are read", {}},
+        {"warmup_sync", C::exact, "a wait", {}},
+        {"lock_ram", C::exact, "memory residency", {}},
+        {"release_resident", C::exact, "memory residency", {}},
+        {"backend", C::device_class, "GPU kernels vs CPU kernels: fp32 rounding", {}},
+        {"vram_budget", C::device_class, "how many experts the GPU computes", {}},
+        {"pool", C::device_class, "how many experts the GPU computes", {}},
+        {"pool_slots", C::device_class, "how many experts the GPU computes", {}},
+        {"static_fraction", C::device_class, "which experts the GPU computes", {}},
+        {"ranking", C::device_class, "which experts the GPU computes", {}},
+        {"routing_stats", C::device_class, "which experts the GPU computes", {}},
+        {"refresh_every", C::device_class, "which experts the GPU computes", {}},
+        {"refresh_m", C::device_class, "which experts the GPU computes", {}},
+        {"prefill_weight", C::device_class, "which experts the GPU computes", {}},
+        {"context", C::exact, "how many positions the GPU holds", {}},
+        {"device", C::exact, "which GPU", {}},
+        {"prefill_order",
+         C::device_class,
+         "layer and block: the same bits; token: the decode kernels",
+         {}},
+        {"prefill_block", C::same_bits, "prompt blocks of any size (tested)", {}},
+        {"prompt_rows", C::same_bits, "prompt chunks (tested)", {}},
+        {"scratch", C::same_bits, "staging slots (tested)", {}},
+        {"staging_threads", C::exact, "copy threads", {}},
+        {"prefill_cpu_tokens", C::device_class, "which prompt experts the CPU computes", {}},
+        {"prefill_early", C::same_bits, "staging order (tested)", {}},
+        {"grouped_gemm", C::same_bits, "launch grouping (tested)", {}},
+        {"prefill_fp16", C::lossy, "1: fp16 operands keep 11 bits of each activation", {"1"}},
+        {"expert_streams", C::same_bits, "launch overlap (tested)", {}},
+        {"pin_store", C::exact, "page-locked memory", {}},
+        {"stream_misses", C::device_class, "which missed experts the GPU computes", {}},
+        {"stream_share", C::device_class, "which missed experts the GPU computes", {}},
+        {"split_misses", C::device_class, "part of an expert on the GPU", {}},
+        {"prompt_admit", C::device_class, "which experts the GPU computes", {}},
+        {"kv_ring", C::same_bits, "the same keys, kept in a ring (tested)", {}},
+        {"kv_checkpoints", C::same_bits, "saved K/V restored, not recomputed", {}},
+        {"fused_decode", C::same_bits, "fused vs one kernel per step (tested)", {}},
+        {"plain_rope", C::lossy, "1: plain RoPE where the checkpoint gives no YaRN", {"1"}},
+    };
+    for (Setting& s : rows) {
+        const auto it = std::find_if(classes.begin(), classes.end(),
+                                     [&](const Class& c) { return s.key == c.key; });
+        if (it == classes.end()) {
+            throw std::logic_error("settings schema: \"" + s.key + "\" has no arithmetic class");
+        }
+        s.arithmetic = it->arithmetic;
+        s.arithmetic_note = it->note;
+        s.lossy_values = it->lossy;
+    }
+}
 
 std::vector<Setting> make_settings() {
     using T = Type;
@@ -289,8 +371,8 @@ std::vector<Setting> make_settings() {
                     "of 3 per launch (same outputs)",
                     A::cuda, NEURAL_BOOL(gpu.grouped_gemm)));
     r.push_back(row("prefill-fp16", T::boolean, "0|1", "fp16 prompt experts",
-                    "1: prompts' GPU experts take fp16 operands (11 bits of each activation: "
-                    "faster, less exact); 0: bf16 hi + lo halves (~16 bits)",
+                    "1: prompts' GPU experts take fp16 operands (LOSSY: 11 bits of each "
+                    "activation: faster, changes the answers); 0: bf16 hi + lo halves (~16 bits)",
                     A::cuda, NEURAL_BOOL(gpu.prefill_fp16)));
     r.push_back(ranged(row("expert-streams", T::integer, "1|2", "Expert streams",
                            "prompts: 2 runs an expert's first GPU launch beside the previous "
@@ -356,6 +438,11 @@ std::vector<Setting> make_settings() {
     r.push_back(row("fused-decode", T::boolean, "0|1", "Fused decode kernels",
                     "decode graphs with fused kernels (0: one kernel per step, the reference)",
                     A::cuda, NEURAL_BOOL(gpu.fused_decode)));
+    r.push_back(row("plain-rope", T::boolean, "0|1", "Plain RoPE (no YaRN)",
+                    "1: run a checkpoint whose config has no rope_scaling with plain RoPE instead "
+                    "of refusing it (LOSSY: gpt-oss is trained with YaRN; changes the answers)",
+                    A::both, NEURAL_BOOL(plain_rope)));
+    classify(r);
     return r;
 }
 
@@ -422,6 +509,60 @@ bool Setting::bare_means_one() const {
     return type == Type::boolean ||
            (type == Type::choice &&
             std::find(choices.begin(), choices.end(), "1") != choices.end());
+}
+
+bool Setting::is_lossy(std::string_view text) const {
+    if (lossy_values.empty()) return false;
+    // Compare in parse()'s form: "true" is "1" for a switch.
+    std::string value(text);
+    try {
+        value = format(*this, parse(*this, text));
+    } catch (const Error&) {
+        return false;  // not a value of this setting at all
+    }
+    return std::find(lossy_values.begin(), lossy_values.end(), value) != lossy_values.end();
+}
+
+std::string arithmetic_name(Arithmetic a) {
+    switch (a) {
+        case Arithmetic::exact:
+            return "exact";
+        case Arithmetic::same_bits:
+            return "same bits";
+        case Arithmetic::device_class:
+            return "device-class";
+        case Arithmetic::lossy:
+            return "lossy";
+    }
+    return {};
+}
+
+std::vector<std::string> lossy_settings(const Settings& values) {
+    std::vector<std::string> out;
+    for (const auto& [key, text] : values) {
+        const Setting* s = find(key);
+        if (s != nullptr && s->is_lossy(text)) out.push_back(s->flag + " " + text);
+    }
+    return out;
+}
+
+std::string arithmetic_table() {
+    auto cell = [](std::string t) {
+        std::string out;
+        for (char ch : t) {
+            if (ch == '|') out += '\\';
+            out += ch;
+        }
+        return out;
+    };
+    std::string out = "| flag | answers | lossy values | why |\n|---|---|---|---|\n";
+    for (const Setting& s : settings()) {
+        std::string lossy;
+        for (const std::string& v : s.lossy_values) lossy += (lossy.empty() ? "" : ", ") + v;
+        out += fmt::format("| `{}` | {} | {} | {} |\n", s.flag, arithmetic_name(s.arithmetic),
+                           cell(lossy), cell(s.arithmetic_note));
+    }
+    return out;
 }
 
 const std::vector<Setting>& settings() {

@@ -32,6 +32,16 @@ namespace neural::options {
 enum class Type { integer, real, boolean, choice, path };
 // The backends a setting acts on.
 enum class Applies { both, cpu, cuda };
+// What a setting does to the model's answers (docs/USER_GUIDE.md "What each setting does to the
+// answers", generated from the rows by arithmetic_table()):
+//   exact        it does not enter the arithmetic (where the bytes live, memory, files, waits);
+//   same_bits    another way to compute that gives the same bits (tested bit for bit);
+//   device_class the same published arithmetic on another device, kernel or partition: the
+//                answers differ only by fp32 rounding (e.g. an expert on the GPU or the CPU);
+//   lossy        a value in `lossy_values` changes the model's arithmetic (re-quantized weights
+//                or activations, a guessed RoPE): opt-in only, never set by `neural fit`, the
+//                setup wizard or a built-in profile.
+enum class Arithmetic { exact, same_bits, device_class, lossy };
 
 using Value = std::variant<std::int64_t, double, bool, std::string>;
 
@@ -48,6 +58,9 @@ struct Setting {
     std::string help;          // one line: what it does
     std::string default_text;  // the default when it is not just the value ("free VRAM - 0.5")
     Applies applies = Applies::both;
+    Arithmetic arithmetic = Arithmetic::exact;  // the class of its values (lossy: see below)
+    std::vector<std::string> lossy_values;      // the values that change the answers (as text)
+    std::string arithmetic_note;                // why it is in its class, a few words
     std::function<Value(const LoadOptions&)> get;
     std::function<void(LoadOptions&, const Value&)> set;
 
@@ -57,7 +70,12 @@ struct Setting {
     std::string default_value() const;
     // True when the flag may be given without a value (it then means "1").
     bool bare_means_one() const;
+    // True when `text` (a value as parse() reads it) is one of the lossy values.
+    bool is_lossy(std::string_view text) const;
 };
+
+// "exact", "same bits", "device-class", "lossy".
+std::string arithmetic_name(Arithmetic a);
 
 // Every row, in help order.
 const std::vector<Setting>& settings();
@@ -83,6 +101,13 @@ LoadOptions apply(const Settings& values);  // over LoadOptions{}
 
 // The message for a setting that does not act on `backend` (one text for every surface).
 std::string backend_refusal(const Setting& s, std::string_view backend);
+
+// The lossy settings among `values` (flag and value, "--dense int8-head"); empty when none.
+std::vector<std::string> lossy_settings(const Settings& values);
+
+// The markdown table of every setting's arithmetic class (docs/USER_GUIDE.md carries it verbatim;
+// options_test checks that it does, so the page cannot go stale).
+std::string arithmetic_table();
 
 // The rows' help, one flag a line ("  --pool GIB  expert slot pool ... (default: auto)"),
 // wrapped at `width` columns with the help starting at column `column`.

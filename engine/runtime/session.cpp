@@ -305,6 +305,22 @@ TurnResult ChatSession::respond(const TurnOptions& options,
         if (constraint && !constraint->empty() && !vocab_)
             vocab_ = std::make_shared<TokenVocabulary>(tok, vocab);
         std::optional<ActiveConstraint> active;
+        // The reply's framing under a constraint (headers, reasoning budget): see TurnOptions.
+        std::optional<ReplyFraming> framing;
+        if (constraint && !constraint->empty()) {
+            framing.emplace(tok, constraint->functions);
+            std::size_t answer = 1;  // the end token, after the shortest valid answer
+            if (constraint->final_answer) {
+                const chat::JsonRecognizer fresh(*constraint->final_answer);
+                answer += tok.encode(fresh.shortest_completion()).size();
+            }
+            const std::int64_t room =
+                static_cast<std::int64_t>(options.max_tokens) -
+                static_cast<std::int64_t>(framing->worst_case_to_final() + answer);
+            std::int64_t from = std::min<std::int64_t>(room, options.max_tokens * 3 / 4);
+            if (options.reasoning_budget >= 0) from = std::min(from, options.reasoning_budget);
+            framing->set_final_from(from);
+        }
         std::vector<TokenId> closing;
         std::size_t closing_at = 0;
         std::vector<std::uint8_t> mask_scratch;
@@ -347,11 +363,25 @@ TurnResult ChatSession::respond(const TurnOptions& options,
                 next = options.forced_tokens[step];
             } else if (active) {
                 next = constrained_next(i);
+            } else if (framing) {
+                ++result.stats.constraint.steps;
+                if (const std::optional<TokenId> f = framing->forced(i)) {
+                    next = *f;
+                    ++result.stats.constraint.forced;
+                } else {
+                    bool masked = false;
+                    next = sampler.sample_constrained(
+                        logits, vocab, [&](TokenId id) { return framing->allows(*vocab_, id); },
+                        [&](std::vector<float>& l) { framing->mask_logits(*vocab_, l); },
+                        constraint->full_mask ? 0 : kConstrainedTries, &masked);
+                    if (masked) ++result.stats.constraint.full_masks;
+                }
             } else {
                 next = sampler.sample(logits, vocab);
             }
             // A forced token outside the grammar ends the constraint (forced output wins).
             if (active && !active->accept(*vocab_, next)) active.reset();
+            if (framing && !framing->accept(*vocab_, next)) framing.reset();
             penalties.add(next);
             if (recording && i > 0) {
                 // Token i + 1: the forward pass of token i and this sampling step.

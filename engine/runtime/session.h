@@ -40,10 +40,15 @@ struct TurnOptions {
     // not lost to respond() resetting the session's own flag.
     const std::atomic<bool>* cancel = nullptr;
     // Structured output (runtime/constraint.h): the final answer and the arguments of strict
-    // function calls are sampled so that they match their JSON schema. The reasoning stays free;
-    // a constrained message is closed with its shortest valid completion when the token budget
+    // function calls are sampled so that they match their JSON schema. The reasoning's text stays
+    // free; a constrained message is closed with its shortest valid completion when the token budget
     // would otherwise cut it. Null: nothing is constrained.
     std::shared_ptr<const OutputConstraint> constraint;
+    // With a constraint, the reply's harmony framing is constrained too (ReplyFraming): only
+    // analysis, final and calls to the constraint's functions, and from step `reasoning_budget`
+    // on (-1: auto, 3/4 of max_tokens, less where the final answer needs the room) the reasoning
+    // is ended and the final channel forced, so the answer is always written.
+    std::int64_t reasoning_budget = -1;
 };
 
 struct TurnStats {

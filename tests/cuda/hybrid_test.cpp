@@ -108,6 +108,57 @@ void expect_golden(const Model& m, double tol = 5e-2, double margin = 0.2,
     std::printf("max |logit - golden| over top-8 = %.3g\n", worst);
 }
 
+// The argmax after every position of `ids` (all logits from `logits_of`), then 16 greedy tokens
+// decoded after the whole prompt.
+std::vector<TokenId> choices(const Model& m, const std::vector<TokenId>& ids, LogitsOf logits_of) {
+    const auto V = static_cast<std::size_t>(m.config().vocab_size);
+    const std::vector<float> logits = logits_of(m, ids);
+    std::vector<TokenId> out;
+    for (std::size_t t = 0; t < ids.size(); ++t) {
+        const float* l = logits.data() + t * V;
+        out.push_back(static_cast<TokenId>(std::max_element(l, l + V) - l));
+    }
+    KvCache cache = m.new_cache();
+    std::vector<float> last = m.forward(ids, cache);
+    for (int k = 0; k < 16; ++k) {
+        const TokenId next =
+            static_cast<TokenId>(std::max_element(last.begin(), last.end()) - last.begin());
+        out.push_back(next);
+        last = m.forward(std::span<const TokenId>(&next, 1), cache);
+    }
+    return out;
+}
+
+// The CUDA backend at its defaults (with and without a store) picks the fp32 CPU reference
+// path's token at every position, through prompts and token by token, and continues every golden
+// prompt with the same 16 greedy tokens (docs/USER_GUIDE.md "What each setting does to the
+// answers").
+TEST(CudaHybrid, DefaultPathChoosesTheReferenceTokens) {
+    SKIP_WITHOUT_GPU();
+    LoadOptions ref_options;
+    ref_options.kernel = "reference";
+    const auto reference = Model::load(test::tiny_model_dir(), ref_options);
+    test::TempDir dir;
+    repack_tiny_store(dir / "experts.nstore");
+    LoadOptions plain;
+    plain.backend = "cuda";
+    plain.routing_stats = "off";
+    LoadOptions with_store = plain;
+    with_store.store = dir / "experts.nstore";
+    const json golden = test::read_json(test::tiny_model_dir() / "golden.json");
+    for (const LoadOptions& o : {plain, with_store}) {
+        SCOPED_TRACE(o.store.empty() ? "checkpoint" : "store");
+        const auto m = Model::load(test::tiny_model_dir(), o);
+        ASSERT_STREQ(m->backend_name(), "cuda");
+        for (const auto& [name, ref] : golden["prompts"].items()) {
+            SCOPED_TRACE(name);
+            const auto ids = ref["ids"].get<std::vector<TokenId>>();
+            EXPECT_EQ(choices(*m, ids, all_logits), choices(*reference, ids, all_logits));
+            EXPECT_EQ(choices(*m, ids, decode_logits), choices(*reference, ids, decode_logits));
+        }
+    }
+}
+
 TEST(CudaHybrid, GoldenWithHalfTheExpertsResident) {
     SKIP_WITHOUT_GPU();
     auto m = Model::load(test::tiny_model_dir(), cuda_options(16));

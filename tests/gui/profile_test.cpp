@@ -433,6 +433,47 @@ TEST(ProfileKnobs, FitFlagsAreADesktopProfile) {
               options::to_settings(options::apply(settings), true));
 }
 
+// No built-in profile turns a lossy setting on (options::Arithmetic): Stock, Optimized, and
+// Optimized following the fit of a GPU PC, a CPU-only PC and a two-core one.
+TEST(Profiles, BuiltInsNeverTurnALossySettingOn) {
+    FitRequest req;
+    synth::Options shape;
+    shape.shape = synth::shape_named("gpt-oss-20b");
+    req.config = ModelConfig::from_json(nlohmann::json::parse(synth::make_plan(shape).config_json),
+                                        "gpt-oss-20b");
+    req.store_kind = "raw";
+    MachineInfo gpu;
+    gpu.ram_total = 64'000'000'000;
+    gpu.ram_available = gpu.ram_total / 2;
+    gpu.cpus = 16;
+    gpu.avx2 = gpu.avx512 = true;
+    gpu.gpu = MachineInfo::Gpu{"test GPU", 12ull << 30, 11ull << 30};
+    MachineInfo cpu = gpu;
+    cpu.gpu.reset();
+    MachineInfo small = cpu;
+    small.cpus = 2;
+    small.avx512 = false;
+    std::vector<Profile> profiles = {Profile::stock(), Profile::optimized()};
+    for (const MachineInfo& m : {gpu, cpu, small}) {
+        const FitPlan plan = plan_fit(req, m);
+        profiles.push_back(Profile::optimized(&plan));
+    }
+    for (Profile& p : profiles) {
+        p.store = QStringLiteral("/models/experts.nstore");  // the kernel applies with a store
+        EXPECT_TRUE(options::lossy_settings(p.settings()).empty())
+            << p.name.toStdString() << ": " << options::lossy_settings(p.settings()).front();
+        // Every knob the profile holds, applied or not.
+        options::Settings all;
+        for (auto it = p.values.begin(); it != p.values.end(); ++it) {
+            const QVariant& v = it.value();
+            all[it.key().toStdString()] = v.typeId() == QMetaType::Bool
+                                              ? (v.toBool() ? "1" : "0")
+                                              : v.toString().toStdString();
+        }
+        EXPECT_TRUE(options::lossy_settings(all).empty()) << p.name.toStdString();
+    }
+}
+
 // The built-in Optimized takes its VRAM plan from runtime/fit for this PC's VRAM (the plan
 // `neural fit` prints), not a fixed pool: a 12 GiB and a 24 GiB card give different slots, each
 // the plan's; the ProfileStore's Optimized follows a new fit until the user edits it.

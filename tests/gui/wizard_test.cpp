@@ -22,6 +22,7 @@
 
 #include "gui_test_support.h"
 #include "runtime/model.h"
+#include "runtime/options.h"
 #include "store/store.h"
 #include "support/fixtures.h"
 #include "wizard/checkpointcheck.h"
@@ -310,6 +311,8 @@ TEST(SetupWizard, FitPageTurnsThePlanIntoTheProfile) {
     EXPECT_EQ(p.value(QStringLiteral("context")).toInt(), plan.context);
     EXPECT_EQ(p.value(QStringLiteral("threads")).toInt(), 6);
     EXPECT_TRUE(p.value(QStringLiteral("kernel-persistent")).toBool());
+    // The wizard never turns a lossy setting on (options::Arithmetic).
+    EXPECT_TRUE(options::lossy_settings(p.settings()).empty());
     // No store: the planned kernel all the same (the fast kernels read the checkpoint).
     EXPECT_EQ(p.value(QStringLiteral("kernel")).toString(), QString::fromStdString(plan.kernel));
     // K/V checkpoints as the plan sized them (the tiny model leaves a 32 GiB PC room for 1 GiB).

@@ -82,14 +82,97 @@ TEST(ModelConfig, RopeParametersWithoutThetaFallBackToTopLevel) {
     EXPECT_DOUBLE_EQ(c.rope.factor, 32.0);
 }
 
-TEST(ModelConfig, NoRopeScalingMeansPlainRope) {
+TEST(ModelConfig, NoRopeScalingIsRefusedWithoutTheOverride) {
     json j = fixture_config();
     j.erase("rope_scaling");
-    ModelConfig c = ModelConfig::from_json(j, "plain.json");
+    std::string msg = error_of([&] { ModelConfig::from_json(j, "plain.json"); });
+    EXPECT_THAT(msg, HasSubstr("plain.json: no \"rope_scaling\""));
+    EXPECT_THAT(msg, HasSubstr("--plain-rope"));
+    // The initial_context_length check needs YaRN's original length: without rope scaling and
+    // with the override the rest still parses.
+    ModelConfig c = ModelConfig::from_json(j, "plain.json", /*allow_plain_rope=*/true);
+    EXPECT_FALSE(c.rope_scaling_given);
     EXPECT_EQ(c.rope.type, "default");
     EXPECT_DOUBLE_EQ(c.rope.factor, 1.0);
     EXPECT_DOUBLE_EQ(c.rope_theta, 150000.0);
+    EXPECT_TRUE(ModelConfig::from_json(fixture_config(), "x.json").rope_scaling_given);
 }
+
+// A checkpoint that names one quantity twice with two values is refused, naming both keys.
+TEST(ModelConfig, ExpertsPerTokenSpellingsMustAgree) {
+    json j = fixture_config();
+    j["num_experts_per_tok"] = 2;  // experts_per_token stays 4
+    std::string msg = error_of([&] { ModelConfig::from_json(j, "cfg.json"); });
+    EXPECT_THAT(msg, HasSubstr("num_experts_per_tok = 2 and experts_per_token = 4 disagree"));
+    EXPECT_THAT(msg, HasSubstr("experts per token"));
+}
+
+TEST(ModelConfig, ExpertCountSpellingsMustAgree) {
+    json j = fixture_config();
+    j["num_experts"] = 16;  // num_local_experts is 8
+    std::string msg = error_of([&] { ModelConfig::from_json(j, "cfg.json"); });
+    EXPECT_THAT(msg, HasSubstr("num_local_experts = 8 and num_experts = 16 disagree"));
+    j["num_experts"] = 8.0;  // the same number, written as a float: agrees
+    EXPECT_EQ(ModelConfig::from_json(j, "cfg.json").num_experts, 8);
+}
+
+TEST(ModelConfig, InitialContextLengthMustBePositiveAndMatchYarn) {
+    json j = fixture_config();
+    j["initial_context_length"] = 0;
+    std::string msg = error_of([&] { ModelConfig::from_json(j, "cfg.json"); });
+    EXPECT_THAT(msg, HasSubstr("initial_context_length must be positive, got 0"));
+    j["initial_context_length"] = 8192;
+    msg = error_of([&] { ModelConfig::from_json(j, "cfg.json"); });
+    EXPECT_THAT(msg, HasSubstr("initial_context_length = 8192 and rope "
+                               "original_max_position_embeddings = 4096 disagree"));
+}
+
+TEST(ModelConfig, MaxPositionsMustBeTheYarnScaledContext) {
+    json j = fixture_config();
+    j["max_position_embeddings"] = 65536;  // 32 x 4096 = 131072
+    std::string msg = error_of([&] { ModelConfig::from_json(j, "cfg.json"); });
+    EXPECT_THAT(msg, HasSubstr("max_position_embeddings = 65536 but rope factor 32 x "
+                               "original_max_position_embeddings 4096 = 131072"));
+}
+
+TEST(ModelConfig, RopeScalingAndRopeParametersMustAgree) {
+    json j = fixture_config();
+    j["rope_parameters"] = j["rope_scaling"];
+    j["rope_parameters"]["factor"] = 16.0;
+    std::string msg = error_of([&] { ModelConfig::from_json(j, "cfg.json"); });
+    EXPECT_THAT(msg, HasSubstr("rope_scaling.factor = 32.0 and rope_parameters.factor = 16.0 "
+                               "disagree"));
+    // Both spellings of one value: fine.
+    json same = fixture_config();
+    same["rope_parameters"] = same["rope_scaling"];
+    expect_fixture_fields(ModelConfig::from_json(same, "cfg.json"));
+
+    json theta = fixture_config();
+    theta["rope_parameters"] = theta["rope_scaling"];
+    theta.erase("rope_scaling");
+    theta["rope_parameters"]["rope_theta"] = 10000;
+    msg = error_of([&] { ModelConfig::from_json(theta, "cfg.json"); });
+    EXPECT_THAT(msg, HasSubstr("rope_parameters.rope_theta = 10000 and rope_theta = 150000"));
+
+    json type = fixture_config();
+    type["rope_scaling"]["type"] = "default";
+    msg = error_of([&] { ModelConfig::from_json(type, "cfg.json"); });
+    EXPECT_THAT(msg, HasSubstr("rope_scaling.rope_type = \"yarn\" and rope_scaling.type = "
+                               "\"default\" disagree"));
+}
+
+TEST(ModelConfig, SlidingWindowWithoutSlidingLayersIsRefused) {
+    json j = fixture_config();
+    j["layer_types"] = {"full_attention", "full_attention", "full_attention", "full_attention"};
+    std::string msg = error_of([&] { ModelConfig::from_json(j, "cfg.json"); });
+    EXPECT_THAT(msg, HasSubstr("sliding_window = 16 but layer_types lists no"));
+    j["sliding_window"] = 0;  // no window, no sliding layer: consistent
+    EXPECT_THAT(ModelConfig::from_json(j, "cfg.json").layer_is_sliding,
+                ElementsAre(false, false, false, false));
+}
+
+// The fixture's own config carries both spellings of experts per token, initial_context_length
+// and YaRN: it agrees with itself, so it loads (FixtureParsesEveryField).
 
 TEST(ModelConfig, MissingLayerTypesMakesEvenLayersSliding) {
     json j = fixture_config();
@@ -177,6 +260,7 @@ TEST(ModelConfig, OutOfRangeValue) {
 
     json k = fixture_config();
     k["num_experts_per_tok"] = 9;  // more than the 8 experts
+    k["experts_per_token"] = 9;
     msg = error_of([&] { ModelConfig::from_json(k, "cfg.json"); });
     EXPECT_THAT(msg, HasSubstr("field \"num_experts_per_tok\" = 9 is out of range (1..8)"));
 }

@@ -9,6 +9,7 @@
 
 #include "neural/error.h"
 #include "runtime/model.h"
+#include "runtime/options.h"
 #include "support/fixtures.h"
 
 namespace neural {
@@ -204,6 +205,33 @@ TEST(ModelLoad, VocabSmallerThanTokenizer) {
     std::string msg = error_of([&] { Model::load(m.dir()); });
     EXPECT_THAT(msg, HasSubstr("tokenizer defines 200019 tokens but the model's vocab_size is "
                                "1000"));
+}
+
+// A config without rope_scaling is refused at load, naming the override; with --plain-rope (the
+// schema's plain_rope) it loads and runs plain RoPE.
+TEST(ModelLoad, MissingRopeScalingNeedsTheExplicitOverride) {
+    FixtureCopy m;
+    json c = m.config();
+    c.erase("rope_scaling");
+    m.set_config(c);
+    std::string msg = error_of([&] { Model::load(m.dir()); });
+    EXPECT_THAT(msg, HasSubstr("no \"rope_scaling\""));
+    EXPECT_THAT(msg, HasSubstr("--plain-rope 1"));
+    LoadOptions o = options::apply({{"plain_rope", "1"}});
+    auto model = Model::load(m.dir(), o);
+    EXPECT_EQ(model->config().rope.type, "default");
+    EXPECT_FALSE(model->config().rope_scaling_given);
+}
+
+// Two spellings of experts per token that disagree stop the load (the fixture has both).
+TEST(ModelLoad, DisagreeingExpertsPerTokenIsRefused) {
+    FixtureCopy m;
+    json c = m.config();
+    c["num_experts_per_tok"] = 2;
+    m.set_config(c);
+    std::string msg = error_of([&] { Model::load(m.dir()); });
+    EXPECT_THAT(msg, HasSubstr((m / "config.json").string()));
+    EXPECT_THAT(msg, HasSubstr("num_experts_per_tok = 2 and experts_per_token = 4 disagree"));
 }
 
 TEST(ModelLoad, MissingWeights) {

@@ -134,6 +134,7 @@ TEST_F(ConstraintTest, FastPathAndFullMaskChooseTheSameGreedyTokens) {
 TEST_F(ConstraintTest, StrictToolArgumentsMatchTheirSchemaAndReasoningStaysFree) {
     auto c = std::make_shared<OutputConstraint>();
     c->function_arguments["get_weather"] = grammar_;
+    c->functions = {"get_weather"};
     ChatSession s(*model_);
     s.add_user("weather?");
     TurnResult r = s.respond(options(
@@ -147,6 +148,110 @@ TEST_F(ConstraintTest, StrictToolArgumentsMatchTheirSchemaAndReasoningStaysFree)
     // <|channel|>analysis<|message|>Think.<|end|>: the header, the text and the end.
     EXPECT_GE(r.stats.reasoning_tokens, 5);
     EXPECT_LT(r.stats.reasoning_tokens, r.stats.generated_tokens);
+}
+
+// The framing alone: the headers the format allows, token by token.
+TEST_F(ConstraintTest, FramingAllowsOnlyTheHarmonyHeaders) {
+    const Tokenizer& tok = model_->tokenizer();
+    const TokenVocabulary vocab(tok, model_->sampleable_vocab());
+    auto id = [&](const char* special) { return *tok.special_id(special); };
+    auto ids = [&](const char* text) { return tok.encode(text, true); };
+    ReplyFraming f(tok, {"get_weather"});
+    // The reply starts with a channel: not with text, a stop token or another message.
+    EXPECT_TRUE(f.allows(vocab, id("<|channel|>")));
+    for (const char* bad : {"<|return|>", "<|message|>", "<|start|>", "<|end|>", "<|call|>"})
+        EXPECT_FALSE(f.allows(vocab, id(bad))) << bad;
+    EXPECT_FALSE(f.allows(vocab, ids("Hello")[0]));
+    ASSERT_TRUE(f.accept(vocab, id("<|channel|>")));
+    // Channel words: analysis, final, commentary with a recipient; no other word.
+    EXPECT_TRUE(f.allows(vocab, ids("analysis")[0]));
+    EXPECT_TRUE(f.allows(vocab, ids("final")[0]));
+    EXPECT_TRUE(f.allows(vocab, ids("commentary")[0]));
+    EXPECT_FALSE(f.allows(vocab, ids("json")[0]));
+    EXPECT_FALSE(f.allows(vocab, id("<|message|>")));
+    for (TokenId t : ids("commentary to=functions.get_weather ")) ASSERT_TRUE(f.accept(vocab, t));
+    EXPECT_FALSE(f.allows(vocab, id("<|message|>")));  // the content type comes first
+    for (TokenId t : ids("<|constrain|>json<|message|>")) ASSERT_TRUE(f.accept(vocab, t));
+    EXPECT_EQ(f.part(), ReplyFraming::Part::body);
+    EXPECT_TRUE(f.allows(vocab, id("<|call|>")));
+    EXPECT_FALSE(f.allows(vocab, id("<|return|>")));
+    EXPECT_FALSE(f.allows(vocab, id("<|end|>")));
+
+    // Without functions no commentary; a recipient that is not a function is refused.
+    ReplyFraming plain(tok, {});
+    ASSERT_TRUE(plain.accept(vocab, id("<|channel|>")));
+    EXPECT_FALSE(plain.allows(vocab, ids("commentary")[0]));
+    ReplyFraming other(tok, {"get_weather"});
+    bool refused = false;
+    for (TokenId t : ids("<|channel|>commentary to=functions.rm_rf ")) {
+        if (!other.accept(vocab, t)) refused = true;
+    }
+    EXPECT_TRUE(refused);
+
+    // Reasoning takes text and <|end|>, then the next header starts with <|start|>assistant.
+    ReplyFraming r(tok, {});
+    for (TokenId t : ids("<|channel|>analysis<|message|>Let me think."))
+        ASSERT_TRUE(r.accept(vocab, t));
+    EXPECT_EQ(r.part(), ReplyFraming::Part::reasoning);
+    EXPECT_FALSE(r.allows(vocab, id("<|return|>")));
+    ASSERT_TRUE(r.accept(vocab, id("<|end|>")));
+    EXPECT_FALSE(r.allows(vocab, id("<|channel|>")));
+    EXPECT_TRUE(r.allows(vocab, id("<|start|>")));
+    // Once the budget's step is reached the reasoning ends and the final header is forced.
+    ReplyFraming b(tok, {});
+    b.set_final_from(4);
+    for (TokenId t : ids("<|channel|>analysis<|message|>")) ASSERT_TRUE(b.accept(vocab, t));
+    EXPECT_FALSE(b.forced(3).has_value());
+    std::vector<TokenId> forced;
+    for (std::int64_t step = 4; step < 40; ++step) {
+        const std::optional<TokenId> t = b.forced(step);
+        if (!t) break;
+        forced.push_back(*t);
+        ASSERT_TRUE(b.accept(vocab, *t));
+    }
+    EXPECT_EQ(tok.decode(forced), "<|end|><|start|>assistant<|channel|>final<|message|>");
+    EXPECT_EQ(b.part(), ReplyFraming::Part::body);
+}
+
+// No forced output at all: the random model writes its own headers, and the framing and the
+// reasoning budget still bring every reply to a final answer that matches the schema.
+TEST_F(ConstraintTest, WithoutForcedOutputTheAnswerStillParses) {
+    int reasoned = 0;
+    for (std::uint64_t seed = 1; seed <= 3; ++seed) {
+        ChatSession c(*model_);
+        c.add_user("Weather as JSON, please.");
+        TurnResult r = c.respond(options("", 100, seed, final_answer()));
+        EXPECT_TRUE(matches(r.content)) << "seed " << seed << ": " << r.content;
+        EXPECT_EQ(r.finish, chat::FinishReason::stop) << "seed " << seed;
+        if (!r.reasoning.empty()) ++reasoned;
+    }
+    // Which channel the random model opens varies by seed (the budget test below makes it reason).
+    RecordProperty("replies_with_reasoning", reasoned);
+}
+
+// The budget ends the reasoning before the token limit: the answer comes, and parses.
+TEST_F(ConstraintTest, ReasoningBudgetForcesTheAnswerBeforeTheTokenLimit) {
+    ChatSession c(*model_);
+    c.add_user("Think, then answer in JSON.");
+    TurnOptions o = options("<|channel|>analysis<|message|>", 120, 11, final_answer());
+    o.reasoning_budget = 40;
+    TurnResult r = c.respond(o);
+    EXPECT_FALSE(r.reasoning.empty());
+    EXPECT_TRUE(matches(r.content)) << r.content;
+    EXPECT_EQ(r.finish, chat::FinishReason::stop);
+    EXPECT_LE(r.stats.generated_tokens, 120);
+    EXPECT_GT(r.stats.constraint.forced, 0);
+    // Reasoning up to the budget's step (headers included; a header under way at step 40 is
+    // finished by the model, at most a token a byte), then the forced end and final header.
+    EXPECT_LE(r.stats.reasoning_tokens, 40 + 20);
+    // The automatic budget: the same reasoning, left to the random model, is ended in time too.
+    ChatSession d(*model_);
+    d.add_user("Think, then answer in JSON.");
+    o.reasoning_budget = -1;
+    TurnResult auto_budget = d.respond(o);
+    EXPECT_TRUE(matches(auto_budget.content)) << auto_budget.content;
+    EXPECT_EQ(auto_budget.finish, chat::FinishReason::stop);
+    EXPECT_GT(auto_budget.stats.constraint.forced, 0);
 }
 
 }  // namespace

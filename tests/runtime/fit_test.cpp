@@ -371,5 +371,37 @@ TEST(Fit, ProbesChooseThreadsAndExplainPinningAndStreaming) {
     EXPECT_TRUE(has(p.reasons, "misses not streamed: the copy or RAM bandwidth was not measured"));
 }
 
+// `neural fit` never turns a lossy setting on (options::Arithmetic): the plan's flags, on every
+// kind of machine it plans for (GPU hybrid with and without a store, too small a card, CPU only,
+// a few CPUs, too little RAM), carry no lossy value, and read back as such.
+TEST(Fit, PlansNeverTurnALossySettingOn) {
+    std::vector<std::pair<FitRequest, MachineInfo>> cases;
+    for (const char* name : {"gpt-oss-20b", "gpt-oss-120b"}) {
+        FitRequest r;
+        r.config = shape(name);
+        cases.push_back({r, gaming_pc()});
+        cases.push_back({r, gaming_pc(2.0)});
+        cases.push_back({r, gaming_pc(11.4, 16)});
+        MachineInfo cpu = gaming_pc();
+        cpu.gpu.reset();
+        cases.push_back({r, cpu});
+        cpu.cpus = 2;
+        cpu.avx512 = false;
+        cases.push_back({r, cpu});
+        cases.push_back({store_request(name, "packed", 9'900'000'000ull), gaming_pc()});
+        cases.push_back({store_request(name, "raw", 13'000'000'000ull), gaming_pc()});
+    }
+    for (const auto& [request, machine] : cases) {
+        const FitPlan p = plan_fit(request, machine);
+        std::vector<std::string> flags = p.flags();
+        std::string line;
+        for (const std::string& f : flags) line += f + " ";
+        const options::Settings settings = options::take_flags(flags);
+        EXPECT_TRUE(options::lossy_settings(settings).empty()) << line;
+        EXPECT_TRUE(options::lossy_settings(options::to_settings(p.load_options(), true)).empty())
+            << line;
+    }
+}
+
 }  // namespace
 }  // namespace neural

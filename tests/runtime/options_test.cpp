@@ -316,5 +316,46 @@ TEST(SettingsSchema, TheUserGuideNamesEveryFlag) {
     }
 }
 
+// Every setting has an arithmetic class; the lossy ones name their lossy values, say LOSSY in
+// their help, and none is lossy by default (docs/USER_GUIDE.md "What each setting does to the
+// answers").
+TEST(SettingsSchema, LossyValuesAreOptInAndLabelled) {
+    int lossy = 0;
+    for (const options::Setting& s : options::settings()) {
+        EXPECT_FALSE(s.arithmetic_note.empty()) << s.flag;
+        EXPECT_FALSE(s.is_lossy(s.default_value())) << s.flag << " is lossy by default";
+        EXPECT_EQ(s.arithmetic == options::Arithmetic::lossy, !s.lossy_values.empty()) << s.flag;
+        if (s.lossy_values.empty()) continue;
+        ++lossy;
+        EXPECT_THAT(s.help, HasSubstr("LOSSY")) << s.flag;
+        for (const std::string& v : s.lossy_values) {
+            EXPECT_NO_THROW(options::parse(s, v)) << s.flag << " " << v;
+            EXPECT_TRUE(s.is_lossy(v)) << s.flag << " " << v;
+        }
+    }
+    EXPECT_GE(lossy, 4);  // dense, prompt-kernel, prefill-fp16, plain-rope
+    // Values as any surface spells them.
+    EXPECT_TRUE(options::find("prefill-fp16")->is_lossy("true"));
+    EXPECT_FALSE(options::find("prefill-fp16")->is_lossy("0"));
+    EXPECT_FALSE(options::find("dense")->is_lossy("bf16"));
+    EXPECT_FALSE(options::find("dense")->is_lossy("not-a-value"));
+    EXPECT_THAT(options::lossy_settings({{"dense", "int8-head"}, {"threads", "4"}}),
+                ::testing::ElementsAre("--dense int8-head"));
+    EXPECT_TRUE(options::lossy_settings(options::to_settings(LoadOptions{}, true)).empty());
+}
+
+// docs/USER_GUIDE.md carries the arithmetic table exactly as the schema generates it.
+TEST(SettingsSchema, TheUserGuideCarriesTheArithmeticTable) {
+    std::ifstream f(std::string(NEURAL_DOCS_DIR) + "/USER_GUIDE.md");
+    ASSERT_TRUE(f) << "docs/USER_GUIDE.md not found";
+    std::stringstream text;
+    text << f.rdbuf();
+    const std::string table = options::arithmetic_table();
+    EXPECT_THAT(text.str(), HasSubstr(table))
+        << "docs/USER_GUIDE.md \"What each setting does to the answers\" is stale; the table "
+           "the schema generates:\n"
+        << table;
+}
+
 }  // namespace
 }  // namespace neural

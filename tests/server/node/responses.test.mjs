@@ -353,6 +353,46 @@ describe('structured output on a random-weight model', () => {
     assert.equal(r.choices[0].finish_reason, 'tool_calls');
   });
 
+  // No forced output: the model (random weights) writes its own headers, and only the framing
+  // constraint (analysis / final / calls, the reasoning budget) gets it to the final channel.
+  const schemas = {
+    nested: [weather, matchesWeather],
+    enum: [{ enum: ['red', 'green', 'blue'] }, (v) => ['red', 'green', 'blue'].includes(v)],
+    array: [{ type: 'array', items: { type: 'integer' }, minItems: 2, maxItems: 4 },
+      (v) => Array.isArray(v) && v.length >= 2 && v.length <= 4 && v.every(Number.isInteger)],
+    required: [{
+      type: 'object',
+      properties: { id: { type: 'integer' }, tags: { type: 'array', items: { type: 'string' } }, note: { type: 'string' } },
+      required: ['id', 'tags'],
+      additionalProperties: false,
+    }, (v) => v !== null && typeof v === 'object' && !Array.isArray(v) && Number.isInteger(v.id)
+      && Array.isArray(v.tags) && v.tags.every((t) => typeof t === 'string')
+      && Object.keys(v).every((k) => ['id', 'tags', 'note'].includes(k))
+      && (v.note === undefined || typeof v.note === 'string')],
+  };
+  for (const [name, [schema, valid]] of Object.entries(schemas)) {
+    test(`without forced output, ${name} schema: chat completions and responses parse and validate`, async () => {
+      for (const seed of [1]) {
+        const chat = await client.chat.completions.create({
+          model: MODEL, messages: [{ role: 'user', content: 'Answer as JSON' }], max_tokens: 80,
+          temperature: 1, seed,
+          response_format: { type: 'json_schema', json_schema: { name, strict: true, schema } },
+        });
+        const content = chat.choices[0].message.content;
+        const a = parses(content);
+        assert.ok(a !== undefined && valid(a), `seed ${seed}: ${content}`);
+        assert.equal(chat.choices[0].finish_reason, 'stop');
+        const resp = await client.responses.create({
+          model: MODEL, input: 'Answer as JSON', max_output_tokens: 80, temperature: 1, seed,
+          text: { format: { type: 'json_schema', name, strict: true, schema } },
+        });
+        const b = parses(resp.output_text);
+        assert.ok(b !== undefined && valid(b), `seed ${seed}: ${resp.output_text}`);
+        assert.equal(resp.status, 'completed');
+      }
+    });
+  }
+
   test('zod-style bounds are enforced; a keyword it cannot enforce is logged once, not refused', async () => {
     const schema = {
       type: 'object',

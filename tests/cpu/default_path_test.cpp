@@ -1,0 +1,133 @@
+// The default CPU path keeps the published arithmetic (docs/USER_GUIDE.md "What each setting does
+// to the answers"): on the fixture (safetensors, with and without an expert store) and on its
+// GGUF, the default settings pick the same token as the fp32 reference path (`--kernel
+// reference`) at every position of every golden prompt, through a prompt pass and token by
+// token, and continue each prompt with the same 16 greedy tokens.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "runtime/model.h"
+#include "store/repack.h"
+#include "support/fixtures.h"
+
+namespace neural {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+constexpr int kContinuation = 16;
+
+// The defaults but for the kernel, the store and one thread (results are the same bits for any
+// thread count: docs/ARCHITECTURE.md; one keeps the test quick on a busy machine).
+std::unique_ptr<Model> load(const fs::path& model, const std::string& kernel = "auto",
+                            const fs::path& store = {}) {
+    LoadOptions o;
+    o.kernel = kernel;
+    o.store = store;
+    o.threads = 1;
+    return Model::load(model, o);
+}
+
+TokenId argmax(const float* logits, std::size_t n) {
+    return static_cast<TokenId>(std::max_element(logits, logits + n) - logits);
+}
+
+// The argmax at every position of a prompt pass (all logits at once).
+std::vector<TokenId> prompt_argmax(const Model& m, const std::vector<TokenId>& prompt) {
+    KvCache cache = m.new_cache();
+    ForwardOptions all;
+    all.all_logits = true;
+    const std::vector<float> logits = m.forward(prompt, cache, all);
+    const std::size_t vocab = logits.size() / prompt.size();
+    std::vector<TokenId> out;
+    for (std::size_t p = 0; p < prompt.size(); ++p)
+        out.push_back(argmax(logits.data() + p * vocab, vocab));
+    return out;
+}
+
+// Token by token (the decode path): the argmax after each prompt token, then 16 greedy tokens.
+std::vector<TokenId> decode_argmax_and_continue(const Model& m,
+                                                const std::vector<TokenId>& prompt) {
+    KvCache cache = m.new_cache();
+    std::vector<TokenId> out;
+    std::vector<float> logits;
+    for (TokenId t : prompt) {
+        logits = m.forward(std::span<const TokenId>(&t, 1), cache);
+        out.push_back(argmax(logits.data(), logits.size()));
+    }
+    for (int k = 0; k < kContinuation; ++k) {
+        const TokenId next = out.back();
+        logits = m.forward(std::span<const TokenId>(&next, 1), cache);
+        out.push_back(argmax(logits.data(), logits.size()));
+    }
+    return out;
+}
+
+// Greedy continuation after a prompt pass (the prompt path, then decode).
+std::vector<TokenId> prompt_then_continue(const Model& m, const std::vector<TokenId>& prompt) {
+    KvCache cache = m.new_cache();
+    std::vector<float> logits = m.forward(prompt, cache);
+    std::vector<TokenId> out;
+    for (int k = 0; k < kContinuation; ++k) {
+        out.push_back(argmax(logits.data(), logits.size()));
+        const TokenId next = out.back();
+        logits = m.forward(std::span<const TokenId>(&next, 1), cache);
+    }
+    return out;
+}
+
+class DefaultPathTest : public ::testing::Test {
+protected:
+    static void SetUpTestSuite() {
+        golden_ = new json(test::read_json(test::tiny_model_dir() / "golden.json"));
+    }
+    static void TearDownTestSuite() { delete golden_; }
+
+    // Every golden prompt: `candidate` (default settings) against `reference`.
+    static void expect_same_choices(const Model& reference, const Model& candidate) {
+        for (const auto& [name, p] : (*golden_)["prompts"].items()) {
+            SCOPED_TRACE(name);
+            const auto prompt = p["ids"].get<std::vector<TokenId>>();
+            EXPECT_EQ(prompt_argmax(candidate, prompt), prompt_argmax(reference, prompt));
+            EXPECT_EQ(decode_argmax_and_continue(candidate, prompt),
+                      decode_argmax_and_continue(reference, prompt));
+            EXPECT_EQ(prompt_then_continue(candidate, prompt),
+                      prompt_then_continue(reference, prompt));
+        }
+    }
+    static json* golden_;
+};
+json* DefaultPathTest::golden_ = nullptr;
+
+TEST_F(DefaultPathTest, CheckpointMatchesTheReference) {
+    const auto reference = load(test::tiny_model_dir(), "reference");
+    const auto fast = load(test::tiny_model_dir());
+    expect_same_choices(*reference, *fast);
+}
+
+TEST_F(DefaultPathTest, StoreMatchesTheReference) {
+    test::TempDir dir;
+    store::RepackOptions o;
+    o.checkpoint = test::tiny_model_dir();
+    o.out = dir / "experts.nstore";
+    o.kind = store::StoreKind::kPacked;
+    store::repack(o);
+    const auto reference = load(test::tiny_model_dir(), "reference");
+    const auto fast = load(test::tiny_model_dir(), "auto", o.out);
+    expect_same_choices(*reference, *fast);
+}
+
+TEST_F(DefaultPathTest, GgufMatchesTheReference) {
+    const fs::path gguf = test::shared_dir() / "fixtures" / "tiny-gptoss-a-gguf" / "model.gguf";
+    const auto reference = load(gguf, "reference");
+    const auto fast = load(gguf);
+    expect_same_choices(*reference, *fast);
+}
+
+}  // namespace
+}  // namespace neural
