@@ -1,6 +1,6 @@
 #include <gtest/gtest.h>
 
-#include "cuda/device.cuh"
+#include "cuda/device.h"
 
 namespace neural {
 namespace {
