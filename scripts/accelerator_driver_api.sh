@@ -22,10 +22,13 @@ if [ "$PHASE" = build ]; then
     cmake -S "$src" -B $B/$v -G Ninja -DCMAKE_BUILD_TYPE=Release -DNEURAL_GUI=OFF -DNEURAL_CUDA=ON \
       -DNEURAL_BENCHMARKS=OFF -DCMAKE_CUDA_ARCHITECTURES=90 -DNEURAL_SHARED_DIR=$B/shared \
       > $B/cfg-$v.log 2>&1 || { echo "configure $v failed"; tail -20 $B/cfg-$v.log; exit 1; }
+    echo "configured $v"
   done
-  ninja -C $B/old -j16 neural > $B/build-old.log 2>&1 &
-  ninja -C $B/new -j16 neural neural_cuda_tests > $B/build-new.log 2>&1; rn=$?
-  wait; ro=$?
+  # (wait with a pid: a bare `wait` also waits for the tee above, which never ends)
+  ninja -C $B/old -j8 neural > $B/build-old.log 2>&1 &
+  old_pid=$!
+  ninja -C $B/new -j8 neural neural_cuda_tests > $B/build-new.log 2>&1; rn=$?
+  wait $old_pid; ro=$?
   echo "builds: old rc $ro, new rc $rn, $(( $(date +%s) - t0 )) s"
   [ $rn = 0 ] || { grep -E "error|FAILED" -A3 $B/build-new.log | head -40; exit 1; }
   [ $ro = 0 ] || { grep -E "error|FAILED" -A3 $B/build-old.log | head -40; }

@@ -39,9 +39,9 @@ bool cuda_backend_available(std::string* why) {
 }
 
 std::unique_ptr<Backend> make_cuda_backend(const GpuBackendInputs& inputs, const GpuOptions& gpu) {
-    if (inputs.config == nullptr || inputs.weights == nullptr) fail("make_cuda_backend: no model");
     std::string why;
     if (!cuda_backend_available(&why)) fail("backend \"cuda\" is not available: {}", why);
+    if (inputs.config == nullptr || inputs.weights == nullptr) fail("make_cuda_backend: no model");
     return std::make_unique<hybrid::HybridBackend>(inputs, gpu);
 }
 
