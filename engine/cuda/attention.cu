@@ -7,7 +7,8 @@ namespace neural::cuda {
 
 namespace attention_kernels {
 
-constexpr int kThreads = shape::kAttentionThreads;  // keys per tile; >= head_dim (threads own dimensions)
+constexpr int kThreads =
+    shape::kAttentionThreads;  // keys per tile; >= head_dim (threads own dimensions)
 
 __device__ float block_max(float v, float* red) {
     for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xFFFFFFFFu, v, o));
@@ -74,12 +75,11 @@ __device__ void combine_head(const float* scratch, const std::uint16_t* __restri
     if (t < d) out[hq * d + t] = acc / denom;
 }
 
-extern "C" __global__ void attention_split_kernel(const float* __restrict__ q, const float* __restrict__ kc,
-                                       const float* __restrict__ vc, int q_heads, int kv_heads,
-                                       int d, int window, int ring, const int* __restrict__ pos_ptr,
-                                       int splits, float* __restrict__ scratch,
-                                       const std::uint16_t* __restrict__ sinks, float* out,
-                                       unsigned* counters) {
+extern "C" __global__ void attention_split_kernel(
+    const float* __restrict__ q, const float* __restrict__ kc, const float* __restrict__ vc,
+    int q_heads, int kv_heads, int d, int window, int ring, const int* __restrict__ pos_ptr,
+    int splits, float* __restrict__ scratch, const std::uint16_t* __restrict__ sinks, float* out,
+    unsigned* counters) {
     __shared__ float qs[kAttentionMaxHeadDim];
     __shared__ bool last;
     __shared__ float ps[kThreads];
@@ -179,8 +179,8 @@ extern "C" __global__ void attention_split_kernel(const float* __restrict__ q, c
 }
 
 extern "C" __global__ void attention_combine_kernel(const float* __restrict__ scratch,
-                                         const std::uint16_t* __restrict__ sinks, int d, int splits,
-                                         float* __restrict__ out) {
+                                                    const std::uint16_t* __restrict__ sinks, int d,
+                                                    int splits, float* __restrict__ out) {
     combine_head(scratch, sinks, d, splits, out, blockIdx.x);
 }
 

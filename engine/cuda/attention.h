@@ -23,7 +23,6 @@ constexpr int kAttentionMaxHeadDim = 128;
 void attention_decode(const float* q, const float* k_cache, const float* v_cache,
                       const std::uint16_t* sinks, int q_heads, int kv_heads, int head_dim,
                       int window /* 0: full */, int ring /* 0: none */, const int* pos, int splits,
-                      float* scratch, float* out, CUstream stream,
-                      unsigned* counters = nullptr);
+                      float* scratch, float* out, CUstream stream, unsigned* counters = nullptr);
 
 }  // namespace neural::cuda

@@ -11,10 +11,10 @@ namespace neural::cuda {
 namespace attention_prefill_kernels {
 
 constexpr int kD = kPrefillHeadDim;
-constexpr int kTile = shape::kPrefillTile;      // queries per block and keys per step
+constexpr int kTile = shape::kPrefillTile;        // queries per block and keys per step
 constexpr int kThreads = shape::kPrefillThreads;  // 4 warps, warp w owns query rows 16w .. 16w + 15
-constexpr int kLdh = shape::kPrefillLdh;   // bf16 row stride
-constexpr int kLdf = shape::kPrefillLdf;   // fp32 row stride
+constexpr int kLdh = shape::kPrefillLdh;          // bf16 row stride
+constexpr int kLdf = shape::kPrefillLdf;          // fp32 row stride
 
 // Every operand is split into bf16 halves (x = hi + lo) and each product takes three WMMA
 // products, hi hi + hi lo + lo hi: ~16 bits of each operand with bf16's range (fp16 operands lost

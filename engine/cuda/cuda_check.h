@@ -6,11 +6,11 @@
 #include "cuda/driver/gpu.h"
 #include "neural/error.h"
 
-#define NEURAL_CUDA(call)                                                                  \
-    do {                                                                                   \
-        const CUresult neural_cuda_err_ = (call);                                          \
-        if (neural_cuda_err_ != CUDA_SUCCESS) {                                            \
-            ::neural::fail("CUDA: {} failed: {}", #call,                                   \
-                           ::neural::cuda::result_text(neural_cuda_err_));                 \
-        }                                                                                  \
+#define NEURAL_CUDA(call)                                                  \
+    do {                                                                   \
+        const CUresult neural_cuda_err_ = (call);                          \
+        if (neural_cuda_err_ != CUDA_SUCCESS) {                            \
+            ::neural::fail("CUDA: {} failed: {}", #call,                   \
+                           ::neural::cuda::result_text(neural_cuda_err_)); \
+        }                                                                  \
     } while (0)

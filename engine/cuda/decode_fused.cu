@@ -8,7 +8,8 @@ namespace neural::cuda {
 
 namespace decode_fused_kernels {
 
-constexpr int kThreads = shape::kFusedThreads;  // rms_inv_block's reduction is the one of rms_norm.cu's blocks
+constexpr int kThreads =
+    shape::kFusedThreads;  // rms_inv_block's reduction is the one of rms_norm.cu's blocks
 constexpr int kWarps = shape::kFusedWarps;
 
 extern "C" __global__ void __launch_bounds__(kThreads) norm_qkv_rope_kernel(const NormQkvRope p) {

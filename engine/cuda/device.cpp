@@ -38,13 +38,16 @@ std::vector<DeviceInfo> list_devices(std::string* why) {
         std::array<char, 256> name{};
         if (a->cuDeviceGetName(name.data(), static_cast<int>(name.size()), dev) == CUDA_SUCCESS)
             d.name = name.data();
-        a->cuDeviceGetAttribute(&d.compute_major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev);
-        a->cuDeviceGetAttribute(&d.compute_minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev);
+        a->cuDeviceGetAttribute(&d.compute_major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR,
+                                dev);
+        a->cuDeviceGetAttribute(&d.compute_minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR,
+                                dev);
         a->cuDeviceGetAttribute(&d.multiprocessors, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev);
         std::size_t total = 0;
         if (a->cuDeviceTotalMem(&total, dev) == CUDA_SUCCESS) d.total_bytes = total;
         std::size_t free_b = 0, total_b = 0;
-        if (drv::set_device(i) == CUDA_SUCCESS && drv::mem_get_info(&free_b, &total_b) == CUDA_SUCCESS)
+        if (drv::set_device(i) == CUDA_SUCCESS &&
+            drv::mem_get_info(&free_b, &total_b) == CUDA_SUCCESS)
             d.free_bytes = free_b;
         out.push_back(d);
     }
@@ -54,7 +57,8 @@ std::vector<DeviceInfo> list_devices(std::string* why) {
 }
 
 std::string self_test(int index) {
-    if (drv::set_device(index) != CUDA_SUCCESS) return fmt::format("cannot select device {}", index);
+    if (drv::set_device(index) != CUDA_SUCCESS)
+        return fmt::format("cannot select device {}", index);
     const int n = 1000;
     std::vector<float> x(n), y(n);
     for (int i = 0; i < n; ++i) {

@@ -16,10 +16,10 @@ using GateUp = Kernel<void(const std::uint8_t*, int, ExpertShape, const int*, in
                            const std::uint16_t*, float*)>;
 using Down = Kernel<void(const std::uint8_t*, int, ExpertShape, const int*, int, const float*,
                          const float*, const std::uint16_t*, float*)>;
-using GroupedGateUp = Kernel<void(ExpertGroup, ExpertShape, const int*, const float*,
-                                  const std::uint16_t*, float*)>;
-using GroupedDown = Kernel<void(ExpertGroup, ExpertShape, const int*, const float*,
-                                const std::uint16_t*, float*)>;
+using GroupedGateUp =
+    Kernel<void(ExpertGroup, ExpertShape, const int*, const float*, const std::uint16_t*, float*)>;
+using GroupedDown =
+    Kernel<void(ExpertGroup, ExpertShape, const int*, const float*, const std::uint16_t*, float*)>;
 
 // [path: fast, reference][operands: split_bf16, half][width: 64, 128]
 const GateUp k_gate_up[2][2][2] = {

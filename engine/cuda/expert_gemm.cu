@@ -1,7 +1,6 @@
 #include "cuda/expert_gemm.h"
 #include "cuda/gemm_tile.cuh"
 
-
 namespace neural::cuda {
 
 namespace expert_gemm_kernels {
@@ -82,24 +81,28 @@ __device__ __forceinline__ void down_tile(gemm::Smem<BN>& s, const std::uint8_t*
 }
 
 template <KernelPath kPath, Operands kOps, int BN>
-__device__ __forceinline__ void expert_gate_up_body(const std::uint8_t* __restrict__ rec, int expert, ExpertShape sh,
-                          const int* __restrict__ entries, int count, const float* __restrict__ h,
-                          const std::uint16_t* __restrict__ bias, float* __restrict__ act) {
+__device__ __forceinline__ void expert_gate_up_body(const std::uint8_t* __restrict__ rec,
+                                                    int expert, ExpertShape sh,
+                                                    const int* __restrict__ entries, int count,
+                                                    const float* __restrict__ h,
+                                                    const std::uint16_t* __restrict__ bias,
+                                                    float* __restrict__ act) {
     __shared__ __align__(16) gemm::Smem<BN> s;
     gate_up_tile<kPath, kOps, BN>(s, rec, expert, sh, entries, count, blockIdx.y * gemm::kBM, h,
                                   bias, act);
 }
 
 template <KernelPath kPath, Operands kOps, int BN>
-__device__ __forceinline__ void expert_down_body(const std::uint8_t* __restrict__ rec, int expert, ExpertShape sh,
-                       const int* __restrict__ entries, int count, const float* __restrict__ act,
-                       const float* __restrict__ gate, const std::uint16_t* __restrict__ bias,
-                       float* __restrict__ acc) {
+__device__ __forceinline__ void expert_down_body(const std::uint8_t* __restrict__ rec, int expert,
+                                                 ExpertShape sh, const int* __restrict__ entries,
+                                                 int count, const float* __restrict__ act,
+                                                 const float* __restrict__ gate,
+                                                 const std::uint16_t* __restrict__ bias,
+                                                 float* __restrict__ acc) {
     __shared__ __align__(16) gemm::Smem<BN> s;
     down_tile<kPath, kOps, BN, true>(s, rec, expert, sh, entries, count, blockIdx.y * gemm::kBM,
                                      act, gate, bias, acc);
 }
-
 
 // This block's job and its first row within the job.
 __device__ __forceinline__ const ExpertJob& job_of(const ExpertGroup& g, int& m0) {
@@ -111,9 +114,11 @@ __device__ __forceinline__ const ExpertJob& job_of(const ExpertGroup& g, int& m0
 }
 
 template <Operands kOps, int BN>
-__device__ __forceinline__ void grouped_gate_up_body(ExpertGroup g, ExpertShape sh, const int* __restrict__ entries,
-                           const float* __restrict__ h, const std::uint16_t* __restrict__ bias,
-                           float* __restrict__ act) {
+__device__ __forceinline__ void grouped_gate_up_body(ExpertGroup g, ExpertShape sh,
+                                                     const int* __restrict__ entries,
+                                                     const float* __restrict__ h,
+                                                     const std::uint16_t* __restrict__ bias,
+                                                     float* __restrict__ act) {
     __shared__ __align__(16) gemm::Smem<BN> s;
     int m0 = 0;
     const ExpertJob& jb = job_of(g, m0);
@@ -123,9 +128,11 @@ __device__ __forceinline__ void grouped_gate_up_body(ExpertGroup g, ExpertShape 
 }
 
 template <Operands kOps, int BN>
-__device__ __forceinline__ void grouped_down_body(ExpertGroup g, ExpertShape sh, const int* __restrict__ entries,
-                        const float* __restrict__ act, const std::uint16_t* __restrict__ bias,
-                        float* __restrict__ y) {
+__device__ __forceinline__ void grouped_down_body(ExpertGroup g, ExpertShape sh,
+                                                  const int* __restrict__ entries,
+                                                  const float* __restrict__ act,
+                                                  const std::uint16_t* __restrict__ bias,
+                                                  float* __restrict__ y) {
     __shared__ __align__(16) gemm::Smem<BN> s;
     int m0 = 0;
     const ExpertJob& jb = job_of(g, m0);
@@ -137,9 +144,10 @@ __device__ __forceinline__ void grouped_down_body(ExpertGroup g, ExpertShape sh,
 
 // acc[token_m] = fma(gate[entry_m], y[row0 + m], acc[token_m]) for one job: a token appears once
 // per expert, so the job's rows are independent; jobs are launched in expert order.
-extern "C" __global__ void combine_kernel(ExpertJob jb, int H, int k, const int* __restrict__ entries,
-                               const float* __restrict__ gate, const float* __restrict__ y,
-                               float* __restrict__ acc) {
+extern "C" __global__ void combine_kernel(ExpertJob jb, int H, int k,
+                                          const int* __restrict__ entries,
+                                          const float* __restrict__ gate,
+                                          const float* __restrict__ y, float* __restrict__ acc) {
     const std::size_t total = static_cast<std::size_t>(jb.count) * H;
     for (std::size_t idx = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
          idx < total; idx += static_cast<std::size_t>(gridDim.x) * blockDim.x) {
@@ -152,7 +160,7 @@ extern "C" __global__ void combine_kernel(ExpertJob jb, int H, int k, const int*
 
 // The entry points, one per path, operands and tile width (expert_gate_up_<path>_<ops>_n<BN>,
 // expert_down_..., grouped_gate_up_<ops>_n<BN>, grouped_down_...).
-#define NEURAL_EXPERT_GEMM(path, ops, bn)                                                          \
+#define NEURAL_EXPERT_GEMM(path, ops, bn)                                                         \
     extern "C" __global__ void __launch_bounds__(gemm::kThreads, gemm::kMinBlocks<bn>)            \
         expert_gate_up_##path##_##ops##_n##bn(                                                    \
             const std::uint8_t* __restrict__ rec, int expert, ExpertShape sh,                     \
@@ -180,21 +188,20 @@ NEURAL_EXPERT_GEMM(reference, half, 64)
 NEURAL_EXPERT_GEMM(reference, half, 128)
 #undef NEURAL_EXPERT_GEMM
 
-#define NEURAL_GROUPED_GEMM(ops, bn)                                                              \
-    extern "C" __global__ void __launch_bounds__(gemm::kThreads, gemm::kMinBlocks<bn>)            \
-        grouped_gate_up_##ops##_n##bn(ExpertGroup g, ExpertShape sh,                              \
-                                      const int* __restrict__ entries,                            \
-                                      const float* __restrict__ h,                                \
-                                      const std::uint16_t* __restrict__ bias,                     \
-                                      float* __restrict__ act) {                                  \
-        grouped_gate_up_body<Operands::ops, bn>(g, sh, entries, h, bias, act);                    \
-    }                                                                                             \
-    extern "C" __global__ void __launch_bounds__(gemm::kThreads, gemm::kMinBlocks<bn>)            \
-        grouped_down_##ops##_n##bn(ExpertGroup g, ExpertShape sh,                                 \
-                                   const int* __restrict__ entries,                               \
-                                   const float* __restrict__ act,                                 \
-                                   const std::uint16_t* __restrict__ bias, float* __restrict__ y) { \
-        grouped_down_body<Operands::ops, bn>(g, sh, entries, act, bias, y);                       \
+#define NEURAL_GROUPED_GEMM(ops, bn)                                                               \
+    extern "C" __global__ void __launch_bounds__(gemm::kThreads, gemm::kMinBlocks<bn>)             \
+        grouped_gate_up_##ops##_n##bn(                                                             \
+            ExpertGroup g, ExpertShape sh, const int* __restrict__ entries,                        \
+            const float* __restrict__ h, const std::uint16_t* __restrict__ bias,                   \
+            float* __restrict__ act) {                                                             \
+        grouped_gate_up_body<Operands::ops, bn>(g, sh, entries, h, bias, act);                     \
+    }                                                                                              \
+    extern "C" __global__ void __launch_bounds__(gemm::kThreads, gemm::kMinBlocks<bn>)             \
+        grouped_down_##ops##_n##bn(ExpertGroup g, ExpertShape sh, const int* __restrict__ entries, \
+                                   const float* __restrict__ act,                                  \
+                                   const std::uint16_t* __restrict__ bias,                         \
+                                   float* __restrict__ y) {                                        \
+        grouped_down_body<Operands::ops, bn>(g, sh, entries, act, bias, y);                        \
     }
 NEURAL_GROUPED_GEMM(split_bf16, 64)
 NEURAL_GROUPED_GEMM(split_bf16, 128)

@@ -26,11 +26,10 @@ void experts_resident(const std::uint8_t* pool, std::uint64_t slot_stride, const
     k_gate_up.launch(gu_grid, kWarps * 32,
                      static_cast<std::size_t>(padded_floats(shape.hidden)) * sizeof(float), stream,
                      pool, slot_stride, shape, sel, slot, gate_up_bias, x, act, part);
-    k_down.launch(static_cast<unsigned>((shape.hidden + kWarps - 1) / kWarps), kWarps * 32,
-                  static_cast<std::size_t>(shape.k) * padded_floats(shape.intermediate) *
-                      sizeof(float),
-                  stream, pool, slot_stride, shape, sel, gate, slot, down_bias, act, out,
-                  accumulate, part);
+    k_down.launch(
+        static_cast<unsigned>((shape.hidden + kWarps - 1) / kWarps), kWarps * 32,
+        static_cast<std::size_t>(shape.k) * padded_floats(shape.intermediate) * sizeof(float),
+        stream, pool, slot_stride, shape, sel, gate, slot, down_bias, act, out, accumulate, part);
 }
 
 }  // namespace neural::cuda

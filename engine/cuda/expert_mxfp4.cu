@@ -16,11 +16,12 @@ __device__ __forceinline__ Slice slice_of(const int* part, int q, int I) {
     return {part[2 * q], part[2 * q + 1]};
 }
 
-extern "C" __global__ void gate_up_kernel(const std::uint8_t* __restrict__ pool, std::uint64_t stride,
-                               ExpertShape sh, const int* __restrict__ sel,
-                               const int* __restrict__ slot, const std::uint16_t* __restrict__ bias,
-                               const float* __restrict__ x, float* __restrict__ act,
-                               const int* __restrict__ part) {
+extern "C" __global__ void gate_up_kernel(const std::uint8_t* __restrict__ pool,
+                                          std::uint64_t stride, ExpertShape sh,
+                                          const int* __restrict__ sel, const int* __restrict__ slot,
+                                          const std::uint16_t* __restrict__ bias,
+                                          const float* __restrict__ x, float* __restrict__ act,
+                                          const int* __restrict__ part) {
     extern __shared__ float xs[];  // [H] padded (common.cuh)
     const int k = blockIdx.y;
     const int s = slot[k];
@@ -54,11 +55,11 @@ extern "C" __global__ void gate_up_kernel(const std::uint8_t* __restrict__ pool,
 }
 
 extern "C" __global__ void down_kernel(const std::uint8_t* __restrict__ pool, std::uint64_t stride,
-                            ExpertShape sh, const int* __restrict__ sel,
-                            const float* __restrict__ gate, const int* __restrict__ slot,
-                            const std::uint16_t* __restrict__ bias, const float* __restrict__ act,
-                            float* __restrict__ out, bool accumulate,
-                            const int* __restrict__ part) {
+                                       ExpertShape sh, const int* __restrict__ sel,
+                                       const float* __restrict__ gate, const int* __restrict__ slot,
+                                       const std::uint16_t* __restrict__ bias,
+                                       const float* __restrict__ act, float* __restrict__ out,
+                                       bool accumulate, const int* __restrict__ part) {
     extern __shared__ float as[];  // [k, I] padded (common.cuh)
     const int H = sh.hidden, I = sh.intermediate, Gh = H / 32, PI = padded_floats(I);
     // Every choice's act row [I] into the padded layout, four floats a load, all k rows in one

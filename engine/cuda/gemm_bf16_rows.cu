@@ -7,9 +7,10 @@ namespace gemm_bf16_rows_kernels {
 
 template <KernelPath kPath, int BN>
 __device__ __forceinline__ void gemm_bf16_rows_tile(const float* __restrict__ x, int M, int K,
-                          const std::uint16_t* __restrict__ w,
-                          const std::uint16_t* __restrict__ bias, int N, float* __restrict__ y,
-                          int ldy, bool accumulate) {
+                                                    const std::uint16_t* __restrict__ w,
+                                                    const std::uint16_t* __restrict__ bias, int N,
+                                                    float* __restrict__ y, int ldy,
+                                                    bool accumulate) {
     __shared__ __align__(16) gemm::Smem<BN> s;
     const int n0 = blockIdx.x * BN, m0 = blockIdx.y * gemm::kBM;
     auto row_of = [&](int r) -> const float* {
@@ -28,12 +29,11 @@ __device__ __forceinline__ void gemm_bf16_rows_tile(const float* __restrict__ x,
 }
 
 // The entry points, one per path and tile width: gemm_bf16_rows_<path>_n<BN>.
-#define NEURAL_GEMM_BF16_ROWS(path, bn)                                                          \
-    extern "C" __global__ void __launch_bounds__(gemm::kThreads)                                \
-        gemm_bf16_rows_##path##_n##bn(const float* __restrict__ x, int M, int K,                \
-                                      const std::uint16_t* __restrict__ w,                      \
-                                      const std::uint16_t* __restrict__ bias, int N,            \
-                                      float* __restrict__ y, int ldy, bool accumulate) {        \
+#define NEURAL_GEMM_BF16_ROWS(path, bn)                                                         \
+    extern "C" __global__ void __launch_bounds__(gemm::kThreads) gemm_bf16_rows_##path##_n##bn( \
+        const float* __restrict__ x, int M, int K, const std::uint16_t* __restrict__ w,         \
+        const std::uint16_t* __restrict__ bias, int N, float* __restrict__ y, int ldy,          \
+        bool accumulate) {                                                                      \
         gemm_bf16_rows_tile<KernelPath::path, bn>(x, M, K, w, bias, N, y, ldy, accumulate);     \
     }
 NEURAL_GEMM_BF16_ROWS(fast, 64)

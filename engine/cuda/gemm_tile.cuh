@@ -47,7 +47,7 @@
 
 namespace neural::cuda::gemm {
 
-constexpr int kBK = 32;  // kBM, kThreads: launch_shapes.h
+constexpr int kBK = 32;        // kBM, kThreads: launch_shapes.h
 constexpr int kLds = kBK + 8;  // bf16 row stride of the A/B tiles (multiple of 8 for WMMA)
 // Tile widths: BN = 64 or 128 output columns (weight rows) per block; the 4 warps own 32 x BN/2
 // each. 128 halves the shared-memory operand traffic per product (the 64-wide fast tile kept the

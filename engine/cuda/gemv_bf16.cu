@@ -8,9 +8,9 @@ namespace gemv_bf16_kernels {
 constexpr int kWarps = shape::kGemvWarps;
 
 extern "C" __global__ void gemv_bf16_kernel(const std::uint16_t* __restrict__ w,
-                                 const std::uint16_t* __restrict__ bias,
-                                 const float* __restrict__ x, float* __restrict__ y, int rows,
-                                 int cols, bool accumulate) {
+                                            const std::uint16_t* __restrict__ bias,
+                                            const float* __restrict__ x, float* __restrict__ y,
+                                            int rows, int cols, bool accumulate) {
     extern __shared__ float xs[];  // [cols]
     for (int i = threadIdx.x; i < cols; i += blockDim.x) xs[i] = x[i];
     __syncthreads();

@@ -39,13 +39,13 @@ inline constexpr int kPrefillThreads = 128;
 inline constexpr int kPrefillLdh = kPrefillHeadDim + 8;  // bf16 row stride
 inline constexpr int kPrefillLdf = kPrefillHeadDim + 4;  // fp32 row stride
 inline constexpr std::size_t kPrefillReferenceSmemBytes =
-    2 * 2 * (kPrefillTile * kPrefillLdh)                                // q, q_lo
+    2 * 2 * (kPrefillTile * kPrefillLdh)  // q, q_lo
     + (2 * 2 * (kPrefillTile * kPrefillLdh) > 4 * (kPrefillTile * kPrefillLdf)
            ? 2 * 2 * (kPrefillTile * kPrefillLdh)
-           : 4 * (kPrefillTile * kPrefillLdf))                          // k, k_lo | s
-    + 4 * 2 * (kPrefillTile * kPrefillLdh)                              // v, v_lo, p, p_lo
-    + 4 * (kPrefillTile * kPrefillLdf)                                  // o
-    + 4 * 2 * kPrefillTile;                                             // m, l
+           : 4 * (kPrefillTile * kPrefillLdf))  // k, k_lo | s
+    + 4 * 2 * (kPrefillTile * kPrefillLdh)      // v, v_lo, p, p_lo
+    + 4 * (kPrefillTile * kPrefillLdf)          // o
+    + 4 * 2 * kPrefillTile;                     // m, l
 }  // namespace shape
 
 namespace gemm {

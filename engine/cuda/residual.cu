@@ -11,16 +11,16 @@ extern "C" __global__ void copy_kernel(const float* __restrict__ in, float* __re
     if (i < n) x[i] = in[i];
 }
 
-extern "C" __global__ void add_moe_kernel(float* __restrict__ x, const float* __restrict__ g, const float* c,
-                               int n) {
+extern "C" __global__ void add_moe_kernel(float* __restrict__ x, const float* __restrict__ g,
+                                          const float* c, int n) {
     const int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) x[i] += g[i] + c[i];
 }
 
 // One block per row: x[t] += gpu[t] + the CPU's rows of token t (cpu_start[t] .. cpu_start[t+1]
 // of cpu_rows, in order), then gpu[t] = 0 for the next layer.
-extern "C" __global__ void add_moe_rows_kernel(float* __restrict__ x, float* __restrict__ gpu, int n,
-                                    const int* cpu_start, const float* cpu_rows) {
+extern "C" __global__ void add_moe_rows_kernel(float* __restrict__ x, float* __restrict__ gpu,
+                                               int n, const int* cpu_start, const float* cpu_rows) {
     const std::size_t row = blockIdx.x;
     float* xr = x + row * n;
     float* gr = gpu + row * n;

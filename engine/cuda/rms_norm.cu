@@ -9,8 +9,9 @@ constexpr int kThreads = shape::kRmsNormThreads;
 
 // One block per row (decode: one row, optionally mirrored; prefill: many rows, one kernel, so a
 // row's result is the same bits either way).
-extern "C" __global__ void rms_norm_kernel(const float* __restrict__ x, const std::uint16_t* __restrict__ w,
-                                float eps, int n, float* __restrict__ y, float* mirror) {
+extern "C" __global__ void rms_norm_kernel(const float* __restrict__ x,
+                                           const std::uint16_t* __restrict__ w, float eps, int n,
+                                           float* __restrict__ y, float* mirror) {
     __shared__ float partial[kThreads / 32];
     const float* xr = x + static_cast<std::size_t>(blockIdx.x) * n;
     float* yr = y + static_cast<std::size_t>(blockIdx.x) * n;

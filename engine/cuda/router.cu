@@ -6,7 +6,8 @@ namespace neural::cuda {
 namespace router_kernels {
 
 extern "C" __global__ void router_topk_kernel(const float* __restrict__ logits, int experts, int k,
-                                   const int* __restrict__ table, RouterOut dev, RouterOut host) {
+                                              const int* __restrict__ table, RouterOut dev,
+                                              RouterOut host) {
     const int lane = threadIdx.x;
     int chosen[kRouterMaxK];
     float w[kRouterMaxK];
@@ -16,8 +17,9 @@ extern "C" __global__ void router_topk_kernel(const float* __restrict__ logits, 
 }
 
 // Prefill: one warp per token row of logits [rows, experts] -> sel [rows, k], gate [rows, k].
-extern "C" __global__ void router_topk_rows_kernel(const float* __restrict__ logits, int rows, int experts,
-                                        int k, int* __restrict__ sel, float* __restrict__ gate) {
+extern "C" __global__ void router_topk_rows_kernel(const float* __restrict__ logits, int rows,
+                                                   int experts, int k, int* __restrict__ sel,
+                                                   float* __restrict__ gate) {
     const int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
     if (row >= rows) return;
     int chosen[kRouterMaxK];

@@ -33,13 +33,13 @@
 
 namespace {
 
-#define CHECK(call)                                                                 \
-    do {                                                                            \
-        const CUresult e_ = (call);                                              \
-        if (e_ != CUDA_SUCCESS) {                                                    \
+#define CHECK(call)                                                                                \
+    do {                                                                                           \
+        const CUresult e_ = (call);                                                                \
+        if (e_ != CUDA_SUCCESS) {                                                                  \
             std::fprintf(stderr, "%s failed: %s\n", #call, neural::cuda::result_text(e_).c_str()); \
-            std::exit(1);                                                           \
-        }                                                                           \
+            std::exit(1);                                                                          \
+        }                                                                                          \
     } while (0)
 
 template <typename T>
@@ -122,7 +122,8 @@ int prefill_bench(const std::string& shape, int tokens) {
         entries_h[static_cast<std::size_t>(m)] =
             static_cast<int>((static_cast<long long>(m) * tokens / per_expert) * K);
     int* entries = dev<int>(entries_h.size() + 1);
-    CHECK(neural::cuda::drv::memcpy(entries, entries_h.data(), entries_h.size() * 4, neural::cuda::drv::kHostToDevice));
+    CHECK(neural::cuda::drv::memcpy(entries, entries_h.data(), entries_h.size() * 4,
+                                    neural::cuda::drv::kHostToDevice));
     const ExpertShape es{H, I, K, E, 7.0f, 1.702f};
 
     auto tflops = [](double flop, double us) { return flop / us / 1e6; };
@@ -257,8 +258,8 @@ int main(int argc, char** argv) {
     const int Q = nq * d, KV = nkv * d, splits = 16, pos = ctx - 1;
     const auto devices = neural::cuda::list_devices();
     const char* gpu = devices.empty() ? "?" : devices[0].name.c_str();
-    std::printf("gpt-oss-%s shape on %s, context position %d, %d layers\n", shape.c_str(), gpu,
-                pos, L);
+    std::printf("gpt-oss-%s shape on %s, context position %d, %d layers\n", shape.c_str(), gpu, pos,
+                L);
 
     auto* qkv_w = dev<std::uint16_t>(static_cast<std::size_t>(Q + 2 * KV) * H, 0x01);
     auto* o_w = dev<std::uint16_t>(static_cast<std::size_t>(H) * Q, 0x01);
@@ -295,7 +296,8 @@ int main(int argc, char** argv) {
     auto* act = dev<float>(static_cast<std::size_t>(K) * I, 0);
     auto* moe = dev<float>(H, 0);
     void* mapped = nullptr;
-    CHECK(neural::cuda::drv::host_alloc(&mapped, static_cast<std::size_t>(H) * 4 + 64, neural::cuda::drv::kHostAllocMapped));
+    CHECK(neural::cuda::drv::host_alloc(&mapped, static_cast<std::size_t>(H) * 4 + 64,
+                                        neural::cuda::drv::kHostAllocMapped));
     std::memset(mapped, 0, static_cast<std::size_t>(H) * 4 + 64);
     auto* host_f = static_cast<float*>(mapped);
     int* host_route = reinterpret_cast<int*>(host_f + H - 16);
@@ -354,13 +356,15 @@ int main(int argc, char** argv) {
     gemv_bf16(router_w, bias, h, logits, E, H, false, s);
     router_topk(logits, E, K, table, {sel, gate, slot},
                 {host_route, reinterpret_cast<float*>(host_route + 4), host_route + 8}, s);
-    CHECK(neural::cuda::drv::event_record_with_flags(routed, s, neural::cuda::drv::kEventRecordExternal));
+    CHECK(neural::cuda::drv::event_record_with_flags(routed, s,
+                                                     neural::cuda::drv::kEventRecordExternal));
     experts_resident(pool, stride, es, sel, gate, slot, gu_bias, down_bias, h, act, moe, s);
     CUgraph g;
     CHECK(neural::cuda::drv::stream_end_capture(s, &g));
     CUgraphExec ge;
     CHECK(neural::cuda::drv::graph_instantiate(&ge, g, 0));
-    row("layer graph (GPU time)", time_us([&] { CHECK(neural::cuda::drv::graph_launch(ge, s)); }), 0);
+    row("layer graph (GPU time)", time_us([&] { CHECK(neural::cuda::drv::graph_launch(ge, s)); }),
+        0);
     // Host view: launch, poll the mid-graph event, then the next launch (as hybrid/decode.cpp).
     const int reps = 300;
     auto host_time = [&](const char* name, const std::function<void()>& wait) {
@@ -379,7 +383,8 @@ int main(int argc, char** argv) {
         return us;
     };
     const double host_us = host_time("graph + poll event (yield)", [&] {
-        while (neural::cuda::drv::event_query(routed) == CUDA_ERROR_NOT_READY) std::this_thread::yield();
+        while (neural::cuda::drv::event_query(routed) == CUDA_ERROR_NOT_READY)
+            std::this_thread::yield();
     });
     host_time("graph + poll event (spin)", [&] {
         while (neural::cuda::drv::event_query(routed) == CUDA_ERROR_NOT_READY) {

@@ -60,7 +60,8 @@ public:
     std::vector<T> host() const {
         std::vector<T> out(n_);
         EXPECT_EQ(cuda::drv::device_synchronize(), CUDA_SUCCESS);
-        EXPECT_EQ(cuda::drv::memcpy(out.data(), p_, n_ * sizeof(T), cuda::drv::kDeviceToHost), CUDA_SUCCESS);
+        EXPECT_EQ(cuda::drv::memcpy(out.data(), p_, n_ * sizeof(T), cuda::drv::kDeviceToHost),
+                  CUDA_SUCCESS);
         return out;
     }
 
@@ -567,19 +568,21 @@ TEST(CudaFusedDecode, OprojNormRouteIsTheOneStepKernels) {
         p.counter = counter.get();
         CUstream stream = nullptr;
         ASSERT_EQ(cuda::drv::stream_create(&stream, cuda::drv::kStreamNonBlocking), CUDA_SUCCESS);
-        ASSERT_EQ(cuda::drv::stream_begin_capture(stream, cuda::drv::kCaptureThreadLocal), CUDA_SUCCESS);
+        ASSERT_EQ(cuda::drv::stream_begin_capture(stream, cuda::drv::kCaptureThreadLocal),
+                  CUDA_SUCCESS);
         cuda::oproj_norm_route(p, stream);
         CUgraph g = nullptr;
         ASSERT_EQ(cuda::drv::stream_end_capture(stream, &g), CUDA_SUCCESS);
         CUgraphExec exec = nullptr;
         ASSERT_EQ(cuda::drv::graph_instantiate(&exec, g, 0), CUDA_SUCCESS);
-        ASSERT_EQ(cuda::drv::device_synchronize(), CUDA_SUCCESS);  // the counter's zero, the uploads
+        ASSERT_EQ(cuda::drv::device_synchronize(),
+                  CUDA_SUCCESS);  // the counter's zero, the uploads
         std::vector<float> first_x, first_h, first_l;
         for (int run = 0; run < 2; ++run) {
             SCOPED_TRACE(testing::Message() << "replay " << run);
-            ASSERT_EQ(
-                cuda::drv::memcpy_async(fx.get(), x.data(), x.size() * 4, cuda::drv::kHostToDevice, stream),
-                CUDA_SUCCESS);
+            ASSERT_EQ(cuda::drv::memcpy_async(fx.get(), x.data(), x.size() * 4,
+                                              cuda::drv::kHostToDevice, stream),
+                      CUDA_SUCCESS);
             std::memset(mirror.as<float>(), 0, static_cast<std::size_t>(H) * 4);
             std::memset(hr, 0xFF, static_cast<std::size_t>(K) * 12);
             ASSERT_EQ(cuda::drv::graph_launch(exec, stream), CUDA_SUCCESS);
@@ -1169,15 +1172,18 @@ TEST(CudaPrefillKernels, ExpertGemmMatchesTheReferenceExpertMathAndTheAddSumsInO
     std::vector<float> x(rows * n, 1.0f), gpu(rows * n, 2.0f);
     Dev<float> dx(x), dg(gpu);
     void* host = nullptr;
-    ASSERT_EQ(cuda::drv::host_alloc(&host, 4 * (rows + 1) + 4 * 3 * n, cuda::drv::kHostAllocMapped), CUDA_SUCCESS);
+    ASSERT_EQ(cuda::drv::host_alloc(&host, 4 * (rows + 1) + 4 * 3 * n, cuda::drv::kHostAllocMapped),
+              CUDA_SUCCESS);
     int* start = static_cast<int*>(host);
     float* cpu_rows = reinterpret_cast<float*>(start + rows + 1);
     start[0] = 0, start[1] = 2, start[2] = 2, start[3] = 3;  // token 0: rows 0, 1; token 2: row 2
     for (int i = 0; i < 3 * n; ++i) cpu_rows[i] = static_cast<float>(10 * (i / n + 1));
     int* dstart = nullptr;
     float* drows = nullptr;
-    ASSERT_EQ(cuda::drv::host_get_device_pointer(reinterpret_cast<void**>(&dstart), start, 0), CUDA_SUCCESS);
-    ASSERT_EQ(cuda::drv::host_get_device_pointer(reinterpret_cast<void**>(&drows), cpu_rows, 0), CUDA_SUCCESS);
+    ASSERT_EQ(cuda::drv::host_get_device_pointer(reinterpret_cast<void**>(&dstart), start, 0),
+              CUDA_SUCCESS);
+    ASSERT_EQ(cuda::drv::host_get_device_pointer(reinterpret_cast<void**>(&drows), cpu_rows, 0),
+              CUDA_SUCCESS);
     cuda::add_moe_rows(dx.get(), dg.get(), n, rows, dstart, drows, nullptr);
     const auto xs = dx.host(), gs = dg.host();
     for (int i = 0; i < n; ++i) {

@@ -53,12 +53,12 @@ NEURAL_STUB_EXPORT CUresult CUDAAPI cuGetErrorString(CUresult, const char** text
 #define NEURAL_STUB_STR2(x) #x
 #define NEURAL_STUB_STR(x) NEURAL_STUB_STR2(x)
 #ifdef _WIN32
-#define NEURAL_CU_FN(name)                                                        \
+#define NEURAL_CU_FN(name) \
     asm(".text\n.globl " NEURAL_STUB_STR(name) "\n" NEURAL_STUB_STR(name) ":\n" \
         "movl $999, %eax\nret\n"                                                  \
         ".section .drectve\n.ascii \" -export:" NEURAL_STUB_STR(name) "\"\n.text\n");
 #else
-#define NEURAL_CU_FN(name)                                                                \
+#define NEURAL_CU_FN(name) \
     asm(".text\n.globl " NEURAL_STUB_STR(name) "\n.type " NEURAL_STUB_STR(name)          \
         ", @function\n" NEURAL_STUB_STR(name) ":\nmovl $999, %eax\nret\n.size " NEURAL_STUB_STR( \
             name) ", .-" NEURAL_STUB_STR(name) "\n");

@@ -65,16 +65,17 @@ Loaded load() {
     DriverApi& a = out.api;
     std::string missing;  // the first few missing names
     int missing_count = 0, total = 0;
-#define NEURAL_CU_FN(fn)                                                             \
-    a.fn = reinterpret_cast<decltype(a.fn)>(symbol(lib, NEURAL_CU_STR(fn)));         \
-    ++total;                                                                         \
-    if (a.fn == nullptr && ++missing_count <= 3)                                     \
+#define NEURAL_CU_FN(fn)                                                     \
+    a.fn = reinterpret_cast<decltype(a.fn)>(symbol(lib, NEURAL_CU_STR(fn))); \
+    ++total;                                                                 \
+    if (a.fn == nullptr && ++missing_count <= 3)                             \
         missing += (missing.empty() ? "" : ", ") + std::string(NEURAL_CU_STR(fn));
 #include "cuda/driver/driver_functions.inc"
 #undef NEURAL_CU_FN
     if (!missing.empty()) {
         out.why = fmt::format(
-            "NVIDIA driver too old: {} lacks {} of {} entry points ({}) (this build needs a CUDA {} "
+            "NVIDIA driver too old: {} lacks {} of {} entry points ({}) (this build needs a CUDA "
+            "{} "
             "driver or newer)",
             name, missing_count, total, missing, version_text(kMinDriverVersion));
         return out;

@@ -1,6 +1,7 @@
 #include "cuda/driver/gpu.h"
 
 #include <array>
+#include <atomic>
 #include <mutex>
 
 namespace neural::cuda::drv {
@@ -31,19 +32,20 @@ CUresult primary_context(int device, CUcontext* ctx) {
     return CUDA_SUCCESS;
 }
 
+std::atomic<BindHook> g_bind_hook{nullptr};
 thread_local int t_device = -1;  // the device whose context is current on this thread
 thread_local CUresult t_error = CUDA_SUCCESS;
 
 const DriverApi& a() { return *driver_api(); }
 
 // Every wrapper: the driver present and this thread's context bound, else that failure.
-#define NEURAL_DRV_BIND()                      \
-    do {                                       \
-        const CUresult bind_result_ = bind();  \
-        if (bind_result_ != CUDA_SUCCESS) {    \
-            record_error(bind_result_);        \
-            return bind_result_;               \
-        }                                      \
+#define NEURAL_DRV_BIND()                     \
+    do {                                      \
+        const CUresult bind_result_ = bind(); \
+        if (bind_result_ != CUDA_SUCCESS) {   \
+            record_error(bind_result_);       \
+            return bind_result_;              \
+        }                                     \
     } while (0)
 
 CUresult noted(CUresult r) {
@@ -57,9 +59,14 @@ CUresult set_device(int device) {
     CUcontext ctx = nullptr;
     CUresult r = primary_context(device, &ctx);
     if (r == CUDA_SUCCESS) r = a().cuCtxSetCurrent(ctx);
-    if (r == CUDA_SUCCESS) t_device = device;
+    if (r == CUDA_SUCCESS) {
+        t_device = device;
+        if (const BindHook hook = g_bind_hook.load(); hook != nullptr) hook(device);
+    }
     return noted(r);
 }
+
+void set_bind_hook(BindHook hook) { g_bind_hook.store(hook); }
 
 CUresult bind() {
     if (t_device >= 0) return CUDA_SUCCESS;
@@ -101,8 +108,8 @@ CUresult host_register_read_only_supported(int device, int* supported) {
     CUdevice dev = 0;
     CUresult r = d->cuDeviceGet(&dev, device);
     if (r == CUDA_SUCCESS)
-        r = d->cuDeviceGetAttribute(supported, CU_DEVICE_ATTRIBUTE_READ_ONLY_HOST_REGISTER_SUPPORTED,
-                                    dev);
+        r = d->cuDeviceGetAttribute(supported,
+                                    CU_DEVICE_ATTRIBUTE_READ_ONLY_HOST_REGISTER_SUPPORTED, dev);
     return r;
 }
 
@@ -170,9 +177,12 @@ CUresult host_unregister(void* p) {
 CUresult memcpy(void* dst, const void* src, std::size_t bytes, Copy kind) {
     NEURAL_DRV_BIND();
     switch (kind) {
-        case Copy::host_to_device: return a().cuMemcpyHtoD(dptr(dst), src, bytes);
-        case Copy::device_to_host: return a().cuMemcpyDtoH(dst, dptr(src), bytes);
-        case Copy::device_to_device: return a().cuMemcpyDtoD(dptr(dst), dptr(src), bytes);
+        case Copy::host_to_device:
+            return a().cuMemcpyHtoD(dptr(dst), src, bytes);
+        case Copy::device_to_host:
+            return a().cuMemcpyDtoH(dst, dptr(src), bytes);
+        case Copy::device_to_device:
+            return a().cuMemcpyDtoD(dptr(dst), dptr(src), bytes);
     }
     return CUDA_ERROR_INVALID_VALUE;
 }

@@ -31,6 +31,10 @@ inline CUdeviceptr dptr(const void* p) { return reinterpret_cast<CUdeviceptr>(p)
 
 // Contexts: the primary context of `device`, made current on this thread.
 CUresult set_device(int device);
+// Called after a thread binds `device` (kernels.cpp loads the fatbin and resolves every kernel
+// there, so no module load happens later inside a stream capture).
+using BindHook = void (*)(int device);
+void set_bind_hook(BindHook hook);
 CUresult get_device(int* device);
 // Binds the thread's device (device 0 by default) if this thread has not yet: every wrapper
 // calls it first.

@@ -28,6 +28,36 @@ std::vector<const char*>& names() {
     static std::vector<const char*> n;
     return n;
 }
+std::mutex& registry_mutex() {
+    static std::mutex mu;
+    return mu;
+}
+std::vector<const KernelRef*>& refs() {
+    static std::vector<const KernelRef*> r;
+    return r;
+}
+
+// On every bind of a device: its module loaded and each kernel resolved once, ahead of any
+// launch (a first launch may come inside a stream capture). Failures are left for the launches
+// to report.
+void resolve_all(int device) {
+    static std::mutex mu;
+    static std::array<bool, kMaxDevices> done{};
+    if (device < 0 || device >= kMaxDevices) return;
+    const std::lock_guard<std::mutex> lock(mu);
+    const std::lock_guard<std::mutex> registry(registry_mutex());
+    if (done[static_cast<std::size_t>(device)]) return;
+    done[static_cast<std::size_t>(device)] = true;
+    for (const KernelRef* k : refs()) {
+        CUfunction f = nullptr;
+        (void)k->function(&f);
+    }
+}
+
+[[maybe_unused]] const bool g_hook_set = [] {
+    drv::set_bind_hook(resolve_all);
+    return true;
+}();
 
 }  // namespace
 
@@ -69,9 +99,21 @@ CUresult module_for_current_device(CUmodule* module, std::string* why) {
 }
 
 KernelRef::KernelRef(const char* name) : name_(name) {
-    static std::mutex mu;
-    const std::lock_guard<std::mutex> lock(mu);
+    const std::lock_guard<std::mutex> lock(registry_mutex());
     names().push_back(name);
+    refs().push_back(this);
+}
+
+KernelRef::~KernelRef() {
+    const std::lock_guard<std::mutex> lock(registry_mutex());
+    auto& r = refs();
+    for (std::size_t i = 0; i < r.size(); ++i) {
+        if (r[i] == this) {
+            r.erase(r.begin() + static_cast<std::ptrdiff_t>(i));
+            names().erase(names().begin() + static_cast<std::ptrdiff_t>(i));
+            break;
+        }
+    }
 }
 
 CUresult KernelRef::function(CUfunction* f) const {
@@ -96,8 +138,8 @@ CUresult KernelRef::launch(Dim3 grid, Dim3 block, unsigned shared_bytes, CUstrea
     CUfunction f = nullptr;
     const CUresult r = function(&f);
     if (r != CUDA_SUCCESS) return r;
-    return api().cuLaunchKernel(f, grid.x, grid.y, grid.z, block.x, block.y, block.z,
-                                shared_bytes, stream, args, nullptr);
+    return api().cuLaunchKernel(f, grid.x, grid.y, grid.z, block.x, block.y, block.z, shared_bytes,
+                                stream, args, nullptr);
 }
 
 }  // namespace neural::cuda

@@ -37,6 +37,9 @@ double module_load_ms();
 class KernelRef {
 public:
     explicit KernelRef(const char* name);
+    ~KernelRef();
+    KernelRef(const KernelRef&) = delete;
+    KernelRef& operator=(const KernelRef&) = delete;
     const char* name() const { return name_; }
     // The function on the current device (or a failure: module not loadable, name missing).
     CUresult function(CUfunction* f) const;

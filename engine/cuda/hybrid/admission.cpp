@@ -59,10 +59,12 @@ void HybridBackend::start_upload(const Residency::Admission& a, int buffer) {
     }
     NEURAL_CUDA(cuda::drv::event_record(adm_.evicted, stream_));
     NEURAL_CUDA(cuda::drv::stream_wait_event(copy_stream_, adm_.evicted, 0));
-    NEURAL_CUDA(cuda::drv::memcpy_async(slots_.base + static_cast<std::uint64_t>(a.slot) * slots_.stride,
+    NEURAL_CUDA(
+        cuda::drv::memcpy_async(slots_.base + static_cast<std::uint64_t>(a.slot) * slots_.stride,
                                 adm_.captures[static_cast<std::size_t>(buffer)].ptr,
                                 slots_.record_bytes, cuda::drv::kHostToDevice, copy_stream_));
-    NEURAL_CUDA(cuda::drv::event_record(adm_.capture_done[static_cast<std::size_t>(buffer)], copy_stream_));
+    NEURAL_CUDA(
+        cuda::drv::event_record(adm_.capture_done[static_cast<std::size_t>(buffer)], copy_stream_));
     adm_.uploads.push_back({a, buffer});
 }
 
@@ -71,7 +73,8 @@ void HybridBackend::poll_uploads() {
     poll_batch();
     for (std::size_t i = 0; i < adm_.uploads.size();) {
         const Admissions::Upload& u = adm_.uploads[i];
-        const CUresult q = cuda::drv::event_query(adm_.capture_done[static_cast<std::size_t>(u.buffer)]);
+        const CUresult q =
+            cuda::drv::event_query(adm_.capture_done[static_cast<std::size_t>(u.buffer)]);
         if (q == CUDA_ERROR_NOT_READY) {
             ++i;
             continue;
@@ -104,7 +107,8 @@ void HybridBackend::admit_prompt_experts() {
         residency_->slots() == residency_->static_slots() || pf_.counts.empty())
         return;
     if (!adm_.batch.empty()) {  // one batch at a time (a prompt right after a prompt)
-        NEURAL_CUDA(cuda::drv::event_synchronize(adm_.batch_chunks[(adm_.batch.size() - 1) / kBatchChunk]));
+        NEURAL_CUDA(
+            cuda::drv::event_synchronize(adm_.batch_chunks[(adm_.batch.size() - 1) / kBatchChunk]));
         poll_batch();
     }
     const int max_free = raw_store_ ? residency_->slots() : opt_.prompt_admit;
@@ -142,9 +146,9 @@ void HybridBackend::admit_prompt_experts() {
             fill_record(a.layer, a.expert, adm_.batch_record.data());
             src = adm_.batch_record.data();
         }
-        NEURAL_CUDA(
-            cuda::drv::memcpy_async(slots_.base + static_cast<std::uint64_t>(a.slot) * slots_.stride, src,
-                            slots_.record_bytes, cuda::drv::kHostToDevice, copy_stream_));
+        NEURAL_CUDA(cuda::drv::memcpy_async(
+            slots_.base + static_cast<std::uint64_t>(a.slot) * slots_.stride, src,
+            slots_.record_bytes, cuda::drv::kHostToDevice, copy_stream_));
         if ((i + 1) % kBatchChunk == 0 || i + 1 == batch.size())
             NEURAL_CUDA(cuda::drv::event_record(adm_.batch_chunks[i / kBatchChunk], copy_stream_));
     }

@@ -47,7 +47,8 @@ void HybridBackend::begin_token(TokenId id, std::int64_t pos) {
     miss_.carry = 0;  // streamed_choices: the share's remainder is carried within a token
     poll_batch();     // the slots a prompt admitted join the table before the first layer
     *dec_.pos_host.host<int>() = static_cast<int>(pos);
-    NEURAL_CUDA(cuda::drv::memcpy_async(dec_.pos, dec_.pos_host.ptr, 4, cuda::drv::kHostToDevice, stream_));
+    NEURAL_CUDA(
+        cuda::drv::memcpy_async(dec_.pos, dec_.pos_host.ptr, 4, cuda::drv::kHostToDevice, stream_));
     embed(id, dec_.in_x.host<float>());
 }
 

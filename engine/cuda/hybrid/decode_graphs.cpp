@@ -23,12 +23,15 @@ bool HybridBackend::graphs_can_time(CUstream stream) {
     CUevent a = nullptr, b = nullptr;
     CUgraph g = nullptr;
     CUgraphExec exec = nullptr;
-    bool ok = cuda::drv::event_create(&a) == CUDA_SUCCESS && cuda::drv::event_create(&b) == CUDA_SUCCESS &&
-              cuda::drv::stream_begin_capture(stream, cuda::drv::kCaptureThreadLocal) == CUDA_SUCCESS;
+    bool ok =
+        cuda::drv::event_create(&a) == CUDA_SUCCESS &&
+        cuda::drv::event_create(&b) == CUDA_SUCCESS &&
+        cuda::drv::stream_begin_capture(stream, cuda::drv::kCaptureThreadLocal) == CUDA_SUCCESS;
     if (ok) {
-        const bool recorded =
-            cuda::drv::event_record_with_flags(a, stream, cuda::drv::kEventRecordExternal) == CUDA_SUCCESS &&
-            cuda::drv::event_record_with_flags(b, stream, cuda::drv::kEventRecordExternal) == CUDA_SUCCESS;
+        const bool recorded = cuda::drv::event_record_with_flags(
+                                  a, stream, cuda::drv::kEventRecordExternal) == CUDA_SUCCESS &&
+                              cuda::drv::event_record_with_flags(
+                                  b, stream, cuda::drv::kEventRecordExternal) == CUDA_SUCCESS;
         ok = cuda::drv::stream_end_capture(stream, &g) == CUDA_SUCCESS && recorded;
     }
     float ms = 0;
@@ -41,7 +44,8 @@ bool HybridBackend::graphs_can_time(CUstream stream) {
     for (CUevent e : {a, b}) {
         if (e != nullptr) cuda::drv::event_destroy(e);
     }
-    (void)cuda::drv::get_last_error();  // a refusal above is an answer, not an error for later checks
+    (void)
+        cuda::drv::get_last_error();  // a refusal above is an answer, not an error for later checks
     return ok;
 }
 
@@ -57,7 +61,8 @@ void HybridBackend::capture_graphs() {
     // device's graphs can hold them; else plain events and no GPU times.
     timing_.on = opt_.time_gpu && graphs_can_time(stream_);
     timing_.cpu_busy.assign(static_cast<std::size_t>(L_), 0);
-    const unsigned event_flags = timing_.on ? cuda::drv::kEventDefault : cuda::drv::kEventDisableTiming;
+    const unsigned event_flags =
+        timing_.on ? cuda::drv::kEventDefault : cuda::drv::kEventDisableTiming;
     auto event = [&](std::vector<CUevent>& into) {
         CUevent ev;
         NEURAL_CUDA(cuda::drv::event_create(&ev, event_flags));
@@ -65,7 +70,8 @@ void HybridBackend::capture_graphs() {
         return ev;
     };
     auto mark = [&](CUevent ev) {
-        NEURAL_CUDA(cuda::drv::event_record_with_flags(ev, stream_, cuda::drv::kEventRecordExternal));
+        NEURAL_CUDA(
+            cuda::drv::event_record_with_flags(ev, stream_, cuda::drv::kEventRecordExternal));
     };
     for (int l = 0; l < L_; ++l) {
         const LayerDevice& ld = layers_[static_cast<std::size_t>(l)];
@@ -159,15 +165,17 @@ void HybridBackend::capture_graphs() {
     cuda::rms_norm(dec_.x, final_norm_, c.rms_norm_eps, H_, dec_.h, nullptr, stream_);
     cuda::gemv_bf16(lm_head_, nullptr, dec_.h, dec_.logits, V_, H_, false, stream_);
     if (timing_.on) mark(timing_.tail_marks[1]);
-    NEURAL_CUDA(cuda::drv::memcpy_async(dec_.logits_host.ptr, dec_.logits, static_cast<std::size_t>(V_) * 4,
-                                cuda::drv::kDeviceToHost, stream_));
+    NEURAL_CUDA(cuda::drv::memcpy_async(dec_.logits_host.ptr, dec_.logits,
+                                        static_cast<std::size_t>(V_) * 4, cuda::drv::kDeviceToHost,
+                                        stream_));
     dec_.tail = end_capture();
     // Prefill's logits: dec_.x holds a prompt row (copied from the prefill activations).
     NEURAL_CUDA(cuda::drv::stream_begin_capture(stream_, cuda::drv::kCaptureThreadLocal));
     cuda::rms_norm(dec_.x, final_norm_, c.rms_norm_eps, H_, dec_.h, nullptr, stream_);
     cuda::gemv_bf16(lm_head_, nullptr, dec_.h, dec_.logits, V_, H_, false, stream_);
-    NEURAL_CUDA(cuda::drv::memcpy_async(dec_.logits_host.ptr, dec_.logits, static_cast<std::size_t>(V_) * 4,
-                                cuda::drv::kDeviceToHost, stream_));
+    NEURAL_CUDA(cuda::drv::memcpy_async(dec_.logits_host.ptr, dec_.logits,
+                                        static_cast<std::size_t>(V_) * 4, cuda::drv::kDeviceToHost,
+                                        stream_));
     dec_.tail_rows = end_capture();
 }
 

@@ -16,7 +16,8 @@ struct HostBuffer {
     std::size_t bytes = 0;
     HostBuffer() = default;
     explicit HostBuffer(std::size_t n) : bytes(n) {
-        NEURAL_CUDA(cuda::drv::host_alloc(&ptr, n, cuda::drv::kHostAllocMapped | cuda::drv::kHostAllocPortable));
+        NEURAL_CUDA(cuda::drv::host_alloc(
+            &ptr, n, cuda::drv::kHostAllocMapped | cuda::drv::kHostAllocPortable));
         std::memset(ptr, 0, n);
     }
     HostBuffer(const HostBuffer&) = delete;

@@ -173,13 +173,12 @@ struct PrefillState {
     float* act2 = nullptr;
     CUstream side = nullptr;
     CUevent experts_start = nullptr, gate_up_done[2] = {nullptr, nullptr},
-                act_free[2] = {nullptr, nullptr};
+            act_free[2] = {nullptr, nullptr};
     // Scratch slots a staged expert is copied into; landed / free per slot.
     std::uint8_t* scratch = nullptr;
     std::vector<CUevent> scratch_landed, scratch_free;
-    CUevent h_ready = nullptr;  // the experts' input reached the host (CPU experts)
-    CUevent first_routed =
-        nullptr;  // the first block's routing reached the host (early staging)
+    CUevent h_ready = nullptr;       // the experts' input reached the host (CPU experts)
+    CUevent first_routed = nullptr;  // the first block's routing reached the host (early staging)
     // Pinned host: a block's embeddings, the routing (sel then gate), grouped entries, the
     // experts' input, the CPU experts' output rows and their per-token starts.
     HostBuffer emb, route_host, entries_host, h_host, cpu_rows, cpu_start;
@@ -436,7 +435,7 @@ private:
     int kv_ring_ = 0;       // --kv-ring positions of the sliding layers (0: whole context)
     VramPlan vram_;
     CUstream stream_ = nullptr,
-                 copy_stream_ = nullptr;  // compute; admissions' and staging's copies
+             copy_stream_ = nullptr;  // compute; admissions' and staging's copies
     std::vector<LayerDevice> layers_;
     std::uint16_t *final_norm_ = nullptr, *lm_head_ = nullptr;
     float* inv_freq_ = nullptr;

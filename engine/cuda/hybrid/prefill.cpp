@@ -83,7 +83,8 @@ void HybridBackend::init_prefill() {
         NEURAL_CUDA(cuda::drv::stream_create(&pf_.side, cuda::drv::kStreamNonBlocking));
         NEURAL_CUDA(cuda::drv::event_create(&pf_.experts_start, cuda::drv::kEventDisableTiming));
         for (int b = 0; b < 2; ++b) {
-            NEURAL_CUDA(cuda::drv::event_create(&pf_.gate_up_done[b], cuda::drv::kEventDisableTiming));
+            NEURAL_CUDA(
+                cuda::drv::event_create(&pf_.gate_up_done[b], cuda::drv::kEventDisableTiming));
             NEURAL_CUDA(cuda::drv::event_create(&pf_.act_free[b], cuda::drv::kEventDisableTiming));
         }
     }
@@ -206,8 +207,8 @@ void HybridBackend::prefill_chunk(std::span<const TokenId> work, std::int64_t st
         for (int r = 0; r < rows; ++r)
             embed(work[static_cast<std::size_t>(b0 + r)], dst + static_cast<std::size_t>(r) * Hs);
         NEURAL_CUDA(cuda::drv::memcpy_async(pf_.x + static_cast<std::size_t>(b0) * Hs, dst,
-                                    static_cast<std::size_t>(rows) * Hs * 4, cuda::drv::kHostToDevice,
-                                    stream_));
+                                            static_cast<std::size_t>(rows) * Hs * 4,
+                                            cuda::drv::kHostToDevice, stream_));
         NEURAL_CUDA(cuda::drv::stream_synchronize(stream_));  // pf_.emb is reused by the next block
     }
 
@@ -225,8 +226,8 @@ void HybridBackend::prefill_chunk(std::span<const TokenId> work, std::int64_t st
                 // The first block's routing comes to the host as soon as its dense part is
                 // done, while the GPU goes on with the other blocks.
                 NEURAL_CUDA(cuda::drv::memcpy_async(pf_.route_host.host<int>(), pf_.sel,
-                                            static_cast<std::size_t>(rows0) * K_ * 4,
-                                            cuda::drv::kDeviceToHost, stream_));
+                                                    static_cast<std::size_t>(rows0) * K_ * 4,
+                                                    cuda::drv::kDeviceToHost, stream_));
                 NEURAL_CUDA(cuda::drv::event_record(pf_.first_routed, stream_));
             }
             for (int b0 = pf_.block; b0 < n; b0 += pf_.block) {
@@ -250,8 +251,8 @@ void HybridBackend::prefill_chunk(std::span<const TokenId> work, std::int64_t st
     // Logits of the rows asked for, through the decode tail's kernels.
     for (std::int64_t r = first_out; r < n; ++r) {
         throw_if_cancelled(pf_.cancel);
-        NEURAL_CUDA(cuda::drv::memcpy_async(dec_.x, pf_.x + static_cast<std::size_t>(r) * Hs, Hs * 4,
-                                    cuda::drv::kDeviceToDevice, stream_));
+        NEURAL_CUDA(cuda::drv::memcpy_async(dec_.x, pf_.x + static_cast<std::size_t>(r) * Hs,
+                                            Hs * 4, cuda::drv::kDeviceToDevice, stream_));
         NEURAL_CUDA(cuda::drv::graph_launch(dec_.tail_rows, stream_));
         NEURAL_CUDA(cuda::drv::stream_synchronize(stream_));
         std::memcpy(logits_out + (r - first_out) * V_, dec_.logits_host.ptr,
@@ -366,9 +367,9 @@ void HybridBackend::route_rows_to_host(int b0, int rows, PrefillStats& st) {
     float* gate_host = reinterpret_cast<float*>(sel_host + static_cast<std::size_t>(ctx_) * Ks);
     const auto t0 = Clock::now();
     NEURAL_CUDA(cuda::drv::memcpy_async(sel_host + b0 * Ks, pf_.sel + b0 * Ks, rows * Ks * 4,
-                                cuda::drv::kDeviceToHost, stream_));
+                                        cuda::drv::kDeviceToHost, stream_));
     NEURAL_CUDA(cuda::drv::memcpy_async(gate_host + b0 * Ks, pf_.gate + b0 * Ks, rows * Ks * 4,
-                                cuda::drv::kDeviceToHost, stream_));
+                                        cuda::drv::kDeviceToHost, stream_));
     NEURAL_CUDA(cuda::drv::stream_synchronize(stream_));
     st.route_ns += ns_since(t0);
 }
@@ -416,8 +417,9 @@ HybridBackend::ExpertGroups HybridBackend::group_by_expert(int l, int b0, int ro
             }
         }
     }
-    NEURAL_CUDA(cuda::drv::memcpy_async(pf_.entries, entries, static_cast<std::size_t>(offset.back()) * 4,
-                                cuda::drv::kHostToDevice, stream_));
+    NEURAL_CUDA(cuda::drv::memcpy_async(pf_.entries, entries,
+                                        static_cast<std::size_t>(offset.back()) * 4,
+                                        cuda::drv::kHostToDevice, stream_));
     return g;
 }
 
@@ -461,10 +463,10 @@ HybridBackend::CpuExperts HybridBackend::start_cpu_experts(int l, int b0, int ro
     const float* gate_host =
         reinterpret_cast<const float*>(sel_host + static_cast<std::size_t>(ctx_) * Ks);
     const int* entries = pf_.entries_host.host<int>();
-    NEURAL_CUDA(cuda::drv::memcpy_async(pf_.h_host.host<float>() + static_cast<std::size_t>(b0) * Hs,
-                                pf_.h + static_cast<std::size_t>(b0) * Hs,
-                                static_cast<std::size_t>(rows) * Hs * 4, cuda::drv::kDeviceToHost,
-                                stream_));
+    NEURAL_CUDA(cuda::drv::memcpy_async(
+        pf_.h_host.host<float>() + static_cast<std::size_t>(b0) * Hs,
+        pf_.h + static_cast<std::size_t>(b0) * Hs, static_cast<std::size_t>(rows) * Hs * 4,
+        cuda::drv::kDeviceToHost, stream_));
     NEURAL_CUDA(cuda::drv::event_record(pf_.h_ready, stream_));
     int* cstart = pf_.cpu_start.host<int>();
     std::vector<int> row_of_entry(static_cast<std::size_t>(rows) * Ks, -1);
@@ -590,11 +592,11 @@ void HybridBackend::gpu_experts(int l, const ExpertGroups& g, const std::vector<
             // The scratch slot's previous expert must be done before it is overwritten.
             NEURAL_CUDA(cuda::drv::stream_wait_event(
                 copy_stream_, pf_.scratch_free[static_cast<std::size_t>(scratch)], 0));
-            NEURAL_CUDA(cuda::drv::memcpy_async(slot, src, slots_.record_bytes, cuda::drv::kHostToDevice,
-                                        copy_stream_));
+            NEURAL_CUDA(cuda::drv::memcpy_async(slot, src, slots_.record_bytes,
+                                                cuda::drv::kHostToDevice, copy_stream_));
             if (from != nullptr) from->issued(j, copy_stream_);
-            NEURAL_CUDA(cuda::drv::event_record(pf_.scratch_landed[static_cast<std::size_t>(scratch)],
-                                        copy_stream_));
+            NEURAL_CUDA(cuda::drv::event_record(
+                pf_.scratch_landed[static_cast<std::size_t>(scratch)], copy_stream_));
             // The gate_up waits for the copy; the down waits for the gate_up.
             NEURAL_CUDA(cuda::drv::stream_wait_event(
                 gate_up_stream, pf_.scratch_landed[static_cast<std::size_t>(scratch)], 0));
@@ -631,8 +633,8 @@ void HybridBackend::gpu_experts(int l, const ExpertGroups& g, const std::vector<
             group_rows += rows_m;
         }
         if (scratch >= 0)
-            NEURAL_CUDA(
-                cuda::drv::event_record(pf_.scratch_free[static_cast<std::size_t>(scratch)], stream_));
+            NEURAL_CUDA(cuda::drv::event_record(pf_.scratch_free[static_cast<std::size_t>(scratch)],
+                                                stream_));
     }
     flush();
     NEURAL_CUDA(cuda::drv::get_last_error());

@@ -125,8 +125,10 @@ void HybridBackend::save_kv_rows(const LayerDevice& ld, std::int64_t first, std:
                                  float* k, float* v) const {
     const auto kv = static_cast<std::size_t>(KV_);
     for_kv_runs(ld, first, count, [&](std::size_t row, std::size_t i, std::size_t run) {
-        NEURAL_CUDA(cuda::drv::memcpy(k + i * kv, ld.k_cache + row, run * kv * 4, cuda::drv::kDeviceToHost));
-        NEURAL_CUDA(cuda::drv::memcpy(v + i * kv, ld.v_cache + row, run * kv * 4, cuda::drv::kDeviceToHost));
+        NEURAL_CUDA(cuda::drv::memcpy(k + i * kv, ld.k_cache + row, run * kv * 4,
+                                      cuda::drv::kDeviceToHost));
+        NEURAL_CUDA(cuda::drv::memcpy(v + i * kv, ld.v_cache + row, run * kv * 4,
+                                      cuda::drv::kDeviceToHost));
     });
 }
 
@@ -134,8 +136,10 @@ void HybridBackend::restore_kv_rows(const LayerDevice& ld, std::int64_t first, s
                                     const float* k, const float* v) const {
     const auto kv = static_cast<std::size_t>(KV_);
     for_kv_runs(ld, first, count, [&](std::size_t row, std::size_t i, std::size_t run) {
-        NEURAL_CUDA(cuda::drv::memcpy(ld.k_cache + row, k + i * kv, run * kv * 4, cuda::drv::kHostToDevice));
-        NEURAL_CUDA(cuda::drv::memcpy(ld.v_cache + row, v + i * kv, run * kv * 4, cuda::drv::kHostToDevice));
+        NEURAL_CUDA(cuda::drv::memcpy(ld.k_cache + row, k + i * kv, run * kv * 4,
+                                      cuda::drv::kHostToDevice));
+        NEURAL_CUDA(cuda::drv::memcpy(ld.v_cache + row, v + i * kv, run * kv * 4,
+                                      cuda::drv::kHostToDevice));
     });
 }
 

@@ -208,7 +208,7 @@ void HybridBackend::init_kv_cache() {
     const cpu::Rope rope(c);
     inv_freq_ = dalloc<float>(rope.inv_freq().size(), "RoPE");
     NEURAL_CUDA(cuda::drv::memcpy(inv_freq_, rope.inv_freq().data(), rope.inv_freq().size() * 4,
-                           cuda::drv::kHostToDevice));
+                                  cuda::drv::kHostToDevice));
     concentration_ = rope.concentration();
 
     // K/V: full layers keep the whole context; with --kv-ring, sliding layers keep a ring of
@@ -257,7 +257,8 @@ void HybridBackend::init_decode_buffers() {
     dec_.logits = dalloc<float>(static_cast<std::size_t>(V_), "logits");
     dec_.pos = dalloc<int>(1, "position");
     dec_.fused_counters = dalloc<unsigned>(1 + static_cast<std::size_t>(nq_), "decode counters");
-    NEURAL_CUDA(cuda::drv::memset_async(dec_.fused_counters, 0, (1 + static_cast<std::size_t>(nq_)) * 4,
+    NEURAL_CUDA(
+        cuda::drv::memset_async(dec_.fused_counters, 0, (1 + static_cast<std::size_t>(nq_)) * 4,
                                 stream_));  // ordered before every graph on the compute stream
     slots_.table = dalloc<int>(static_cast<std::size_t>(L_) * Es, "slot table");
 }
@@ -347,11 +348,13 @@ void HybridBackend::place_static_experts() {
     residency_->prior(ranking, K_);
     for (const Residency::Admission& a : placed) {
         fill_record(a.layer, a.expert, adm_.captures[0].host<std::uint8_t>());
-        NEURAL_CUDA(cuda::drv::memcpy(slots_.base + static_cast<std::uint64_t>(a.slot) * slots_.stride,
-                               adm_.captures[0].ptr, slots_.record_bytes, cuda::drv::kHostToDevice));
+        NEURAL_CUDA(
+            cuda::drv::memcpy(slots_.base + static_cast<std::uint64_t>(a.slot) * slots_.stride,
+                              adm_.captures[0].ptr, slots_.record_bytes, cuda::drv::kHostToDevice));
         table[static_cast<std::size_t>(a.layer) * Es + static_cast<std::size_t>(a.expert)] = a.slot;
     }
-    NEURAL_CUDA(cuda::drv::memcpy(slots_.table, table.data(), table.size() * 4, cuda::drv::kHostToDevice));
+    NEURAL_CUDA(
+        cuda::drv::memcpy(slots_.table, table.data(), table.size() * 4, cuda::drv::kHostToDevice));
     // --release-resident: static slots never leave VRAM, so their records' RAM can go back to
     // the OS (the uploads above were synchronous). A later CPU read would fault them back in.
     // A pinned store gives nothing back (ExpertStore::set_pinned).
@@ -434,8 +437,8 @@ void HybridBackend::release() {
     for (CUevent e : {miss_.landed, miss_.done}) {
         if (e != nullptr) cuda::drv::event_destroy(e);
     }
-    for (CUevent e : {pf_.experts_start, pf_.gate_up_done[0], pf_.gate_up_done[1],
-                          pf_.act_free[0], pf_.act_free[1]}) {
+    for (CUevent e : {pf_.experts_start, pf_.gate_up_done[0], pf_.gate_up_done[1], pf_.act_free[0],
+                      pf_.act_free[1]}) {
         if (e != nullptr) cuda::drv::event_destroy(e);
     }
     for (auto e : pf_.scratch_landed) cuda::drv::event_destroy(e);

@@ -48,8 +48,7 @@ void HybridBackend::pin_store() {
     // The mapping is read-only: registering it needs the read-only flag, which not every
     // device and driver has.
     int read_only = 0;
-    if (cuda::drv::host_register_read_only_supported(opt_.device, &read_only) !=
-        CUDA_SUCCESS) {
+    if (cuda::drv::host_register_read_only_supported(opt_.device, &read_only) != CUDA_SUCCESS) {
         cuda::drv::get_last_error();
         read_only = 0;
     }
@@ -60,11 +59,13 @@ void HybridBackend::pin_store() {
         return not_pinned("the device cannot register read-only memory" + asked);
     }
     const auto t0 = Clock::now();
-    const CUresult e = cuda::drv::host_register(const_cast<std::uint8_t*>(map.data()), map.size(),
-                                           cuda::drv::kHostRegisterReadOnly | cuda::drv::kHostRegisterPortable);
+    const CUresult e = cuda::drv::host_register(
+        const_cast<std::uint8_t*>(map.data()), map.size(),
+        cuda::drv::kHostRegisterReadOnly | cuda::drv::kHostRegisterPortable);
     pin_.seconds = static_cast<double>(ns_since(t0)) / 1e9;
     if (e != CUDA_SUCCESS) {
-        cuda::drv::get_last_error();  // registration errors are not sticky: clear it for later checks
+        cuda::drv::
+            get_last_error();  // registration errors are not sticky: clear it for later checks
         spdlog::warn(
             "--pin-store: registering {} ({:.1f} GB) with CUDA failed after {:.2f} s: {}; prompts "
             "stage experts through the staging threads",

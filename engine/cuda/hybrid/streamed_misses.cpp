@@ -60,7 +60,7 @@ void HybridBackend::init_stream_misses() {
         const LayerDevice& ld = layers_[static_cast<std::size_t>(l)];
         NEURAL_CUDA(cuda::drv::stream_begin_capture(stream_, cuda::drv::kCaptureThreadLocal));
         NEURAL_CUDA(cuda::drv::memcpy_async(miss_.slot, miss_.slot_host.ptr, ints * 4,
-                                    cuda::drv::kHostToDevice, stream_));
+                                            cuda::drv::kHostToDevice, stream_));
         cuda::experts_resident(pf_.scratch, slots_.stride, shape, ld.sel, ld.gate, miss_.slot,
                                ld.gate_up_bias, ld.down_bias, dec_.h, dec_.act, dec_.moe_gpu,
                                stream_, true, miss_.slot + K_);
@@ -107,7 +107,8 @@ void HybridBackend::stream_misses(int l, const int* sel, const MissPlan& plan) {
     for (; j < plan.ns; ++j) {
         slots[plan.streamed_k[j]] = j;
         NEURAL_CUDA(cuda::drv::memcpy_async(scratch(j), raw_record(l, sel[plan.streamed_k[j]]),
-                                    slots_.record_bytes, cuda::drv::kHostToDevice, miss_.stream));
+                                            slots_.record_bytes, cuda::drv::kHostToDevice,
+                                            miss_.stream));
     }
     if (plan.split >= 0) {
         const int first = I_ - plan.split_neurons;
@@ -137,15 +138,16 @@ void HybridBackend::copy_slice(std::uint8_t* dst, const std::uint8_t* record, in
     const auto stride = static_cast<std::size_t>(s.row_stride_blocks(down));
     const auto rows = static_cast<std::size_t>(s.rows(down));
     NEURAL_CUDA(cuda::drv::memcpy_async(dst + s.codes_offset(gu), s.codes(gu),
-                                s.scales_offset(gu) - s.codes_offset(gu), cuda::drv::kHostToDevice,
-                                miss_.stream));
+                                        s.scales_offset(gu) - s.codes_offset(gu),
+                                        cuda::drv::kHostToDevice, miss_.stream));
     NEURAL_CUDA(cuda::drv::memcpy_async(dst + s.scales_offset(gu), s.scales(gu),
-                                s.codes_offset(down) - s.scales_offset(gu), cuda::drv::kHostToDevice,
-                                miss_.stream));
-    NEURAL_CUDA(cuda::drv::memcpy_2d_async(dst + s.codes_offset(down), row * 16, s.codes(down), stride * 16,
-                                  row * 16, rows, cuda::drv::kHostToDevice, miss_.stream));
-    NEURAL_CUDA(cuda::drv::memcpy_2d_async(dst + s.scales_offset(down), row, s.scales(down), stride, row,
-                                  rows, cuda::drv::kHostToDevice, miss_.stream));
+                                        s.codes_offset(down) - s.scales_offset(gu),
+                                        cuda::drv::kHostToDevice, miss_.stream));
+    NEURAL_CUDA(cuda::drv::memcpy_2d_async(dst + s.codes_offset(down), row * 16, s.codes(down),
+                                           stride * 16, row * 16, rows, cuda::drv::kHostToDevice,
+                                           miss_.stream));
+    NEURAL_CUDA(cuda::drv::memcpy_2d_async(dst + s.scales_offset(down), row, s.scales(down), stride,
+                                           row, rows, cuda::drv::kHostToDevice, miss_.stream));
 }
 
 }  // namespace neural::hybrid
