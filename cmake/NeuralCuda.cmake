@@ -1,30 +1,35 @@
-# Resolves NEURAL_CUDA (ON/OFF/AUTO) into NEURAL_HAVE_CUDA and enables the CUDA language.
+# Resolves NEURAL_CUDA (ON/OFF/AUTO) into NEURAL_HAVE_CUDA. The CUDA backend is split
+# (docs/CUDA.md "Driver API and fatbin"): nvcc compiles the kernels (engine/cuda/*.cu) into one
+# fatbin that is embedded in the engine; the host code is plain C++ on the CUDA driver API, loaded
+# at run time. nvcc and cuda.h are build-time tools only, so the same setup serves a native Linux
+# build and the mingw-w64 cross-build for Windows (nvcc runs on the build machine in both).
 set(NEURAL_HAVE_CUDA OFF)
 if(NEURAL_CUDA STREQUAL "ON" OR NEURAL_CUDA STREQUAL "AUTO")
-  if(NOT CMAKE_CUDA_COMPILER)
-    find_program(NEURAL_NVCC nvcc HINTS /usr/local/cuda/bin ENV CUDA_PATH PATH_SUFFIXES bin)
-    if(NEURAL_NVCC)
-      set(CMAKE_CUDA_COMPILER "${NEURAL_NVCC}")
-    endif()
+  find_program(NEURAL_NVCC nvcc HINTS /usr/local/cuda/bin ENV CUDA_PATH PATH_SUFFIXES bin
+               NO_CMAKE_FIND_ROOT_PATH)
+  if(NEURAL_NVCC)
+    get_filename_component(_neural_cuda_root "${NEURAL_NVCC}" DIRECTORY)
+    get_filename_component(_neural_cuda_root "${_neural_cuda_root}" DIRECTORY)
+    set(NEURAL_CUDA_INCLUDE_DIR "${_neural_cuda_root}/include" CACHE PATH
+        "The CUDA toolkit's include folder (cuda.h: driver API types and prototypes)")
   endif()
-  include(CheckLanguage)
-  check_language(CUDA)
-  if(CMAKE_CUDA_COMPILER)
-    # Set before enable_language, which would otherwise pick the compiler's default (sm_75).
-    # Ampere SASS (RTX 30; Ada RTX 40 runs it too) and Hopper SASS + PTX (the accelerator
-    # machine; Blackwell RTX 50 JIT-compiles the PTX). Two targets keep CI compile time down.
-    if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES AND NOT DEFINED ENV{CUDAARCHS})
-      set(CMAKE_CUDA_ARCHITECTURES "86-real;90")
-    endif()
-    enable_language(CUDA)
+  if(NEURAL_NVCC AND EXISTS "${NEURAL_CUDA_INCLUDE_DIR}/cuda.h")
     set(NEURAL_HAVE_CUDA ON)
   elseif(NEURAL_CUDA STREQUAL "ON")
-    message(FATAL_ERROR "NEURAL_CUDA=ON but no CUDA compiler (nvcc) was found")
+    message(FATAL_ERROR "NEURAL_CUDA=ON but no CUDA toolkit (nvcc, cuda.h) was found")
   endif()
 endif()
 if(NEURAL_HAVE_CUDA)
-  find_package(CUDAToolkit REQUIRED)
-  set(CMAKE_CUDA_STANDARD 17)
-  set(CMAKE_CUDA_STANDARD_REQUIRED ON)
+  # The fatbin's GPUs: SASS for RTX 30 (86), RTX 40 (89), H100/H200 (90) and RTX 50 (120), plus
+  # PTX of the lowest so newer GPUs JIT-compile it. A development build may narrow it
+  # (-DCMAKE_CUDA_ARCHITECTURES=90, as the accelerator scripts do): each entry gives SASS, and
+  # the lowest gets PTX too.
+  if(DEFINED CMAKE_CUDA_ARCHITECTURES AND NOT CMAKE_CUDA_ARCHITECTURES STREQUAL "")
+    set(_neural_archs_default "${CMAKE_CUDA_ARCHITECTURES}")
+  else()
+    set(_neural_archs_default "86;89;90;120")
+  endif()
+  set(NEURAL_CUDA_ARCHS "${_neural_archs_default}" CACHE STRING
+      "GPU architectures of the embedded fatbin (SASS each, PTX for the lowest)")
 endif()
 message(STATUS "Neural: CUDA backend ${NEURAL_HAVE_CUDA}, GUI ${NEURAL_GUI}")

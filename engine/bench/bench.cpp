@@ -22,8 +22,8 @@
 #include "runtime/session.h"
 #include "telemetry/telemetry.h"
 #ifdef NEURAL_HAVE_CUDA
-#include "cuda/device.cuh"
-#include "cuda/transfer.cuh"
+#include "cuda/device.h"
+#include "cuda/transfer.h"
 #endif
 
 #ifndef NEURAL_BUILD_TYPE

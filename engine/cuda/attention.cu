@@ -1,13 +1,14 @@
 #include <cfloat>
 
-#include "cuda/attention.cuh"
+#include "cuda/attention.h"
 #include "cuda/common.cuh"
 
 namespace neural::cuda {
 
-namespace {
+namespace attention_kernels {
 
-constexpr int kThreads = 128;  // keys per tile; also >= head_dim (threads own dimensions)
+constexpr int kThreads =
+    shape::kAttentionThreads;  // keys per tile; >= head_dim (threads own dimensions)
 
 __device__ float block_max(float v, float* red) {
     for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xFFFFFFFFu, v, o));
@@ -74,12 +75,11 @@ __device__ void combine_head(const float* scratch, const std::uint16_t* __restri
     if (t < d) out[hq * d + t] = acc / denom;
 }
 
-__global__ void attention_split_kernel(const float* __restrict__ q, const float* __restrict__ kc,
-                                       const float* __restrict__ vc, int q_heads, int kv_heads,
-                                       int d, int window, int ring, const int* __restrict__ pos_ptr,
-                                       int splits, float* __restrict__ scratch,
-                                       const std::uint16_t* __restrict__ sinks, float* out,
-                                       unsigned* counters) {
+extern "C" __global__ void attention_split_kernel(
+    const float* __restrict__ q, const float* __restrict__ kc, const float* __restrict__ vc,
+    int q_heads, int kv_heads, int d, int window, int ring, const int* __restrict__ pos_ptr,
+    int splits, float* __restrict__ scratch, const std::uint16_t* __restrict__ sinks, float* out,
+    unsigned* counters) {
     __shared__ float qs[kAttentionMaxHeadDim];
     __shared__ bool last;
     __shared__ float ps[kThreads];
@@ -178,24 +178,12 @@ __global__ void attention_split_kernel(const float* __restrict__ q, const float*
     combine_head(scratch, sinks, d, splits, out, hq);
 }
 
-__global__ void attention_combine_kernel(const float* __restrict__ scratch,
-                                         const std::uint16_t* __restrict__ sinks, int d, int splits,
-                                         float* __restrict__ out) {
+extern "C" __global__ void attention_combine_kernel(const float* __restrict__ scratch,
+                                                    const std::uint16_t* __restrict__ sinks, int d,
+                                                    int splits, float* __restrict__ out) {
     combine_head(scratch, sinks, d, splits, out, blockIdx.x);
 }
 
-}  // namespace
-
-void attention_decode(const float* q, const float* k_cache, const float* v_cache,
-                      const std::uint16_t* sinks, int q_heads, int kv_heads, int head_dim,
-                      int window, int ring, const int* pos, int splits, float* scratch, float* out,
-                      cudaStream_t stream, unsigned* counters) {
-    attention_split_kernel<<<dim3(q_heads, splits), kThreads, 0, stream>>>(
-        q, k_cache, v_cache, q_heads, kv_heads, head_dim, window, ring, pos, splits, scratch, sinks,
-        out, counters);
-    if (counters != nullptr) return;
-    attention_combine_kernel<<<q_heads, kThreads, 0, stream>>>(scratch, sinks, head_dim, splits,
-                                                               out);
-}
+}  // namespace attention_kernels
 
 }  // namespace neural::cuda

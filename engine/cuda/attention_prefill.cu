@@ -1,23 +1,20 @@
 #include <cfloat>
-#include <mutex>
-#include <vector>
 
 #include <cuda_bf16.h>
 #include <mma.h>
 
-#include "cuda/attention_prefill.cuh"
+#include "cuda/attention_prefill.h"
 #include "cuda/common.cuh"
-#include "cuda/cuda_check.h"
 
 namespace neural::cuda {
 
-namespace {
+namespace attention_prefill_kernels {
 
 constexpr int kD = kPrefillHeadDim;
-constexpr int kTile = 64;      // queries per block and keys per step
-constexpr int kThreads = 128;  // 4 warps, warp w owns query rows 16w .. 16w + 15
-constexpr int kLdh = kD + 8;   // bf16 row stride
-constexpr int kLdf = kD + 4;   // fp32 row stride
+constexpr int kTile = shape::kPrefillTile;        // queries per block and keys per step
+constexpr int kThreads = shape::kPrefillThreads;  // 4 warps, warp w owns query rows 16w .. 16w + 15
+constexpr int kLdh = shape::kPrefillLdh;          // bf16 row stride
+constexpr int kLdf = shape::kPrefillLdf;          // fp32 row stride
 
 // Every operand is split into bf16 halves (x = hi + lo) and each product takes three WMMA
 // products, hi hi + hi lo + lo hi: ~16 bits of each operand with bf16's range (fp16 operands lost
@@ -35,6 +32,7 @@ struct Smem {
     float o[kTile * kLdf];
     float m[kTile], l[kTile];
 };
+static_assert(sizeof(Smem) == shape::kPrefillReferenceSmemBytes, "launch_shapes.h");
 
 // count rows from `first` (row j valid while first + j <= last), 64 fp32 each; ring > 0: row p
 // is stored at p % ring (a sliding layer's K/V ring).
@@ -62,7 +60,7 @@ __device__ __forceinline__ void split_bf16(__nv_bfloat16* hi, __nv_bfloat16* lo,
     }
 }
 
-__global__ void __launch_bounds__(kThreads) attention_prefill_reference_kernel(
+extern "C" __global__ void __launch_bounds__(kThreads) attention_prefill_reference_kernel(
     const float* __restrict__ q, int q_stride, int rows, int pos0, const float* __restrict__ kc,
     const float* __restrict__ vc, const std::uint16_t* __restrict__ sinks, int q_heads,
     int kv_heads, int window, int ring, float* __restrict__ out) {
@@ -221,7 +219,7 @@ __device__ __forceinline__ std::uint32_t lds32(const __nv_bfloat16* p) {
     return *reinterpret_cast<const std::uint32_t*>(p);
 }
 
-__global__ void __launch_bounds__(kThreads, 3)
+extern "C" __global__ void __launch_bounds__(kThreads, 3)
     attention_prefill_fast_kernel(const float* __restrict__ q, int q_stride, int rows, int pos0,
                                   const float* __restrict__ kc, const float* __restrict__ vc,
                                   const std::uint16_t* __restrict__ sinks, int q_heads,
@@ -414,39 +412,6 @@ __global__ void __launch_bounds__(kThreads, 3)
     }
 }
 
-// The opt-in to more than 48 KiB of dynamic shared memory is a property of the kernel on one
-// device: it is set once for every device a launch runs on (set once per process, a second GPU
-// -- or a process whose first launch ran on another device -- got "invalid argument").
-void allow_large_shared_memory() {
-    int device = 0;
-    NEURAL_CUDA(cudaGetDevice(&device));
-    static std::mutex mu;
-    static std::vector<bool> configured;
-    const std::lock_guard<std::mutex> lock(mu);
-    const auto d = static_cast<std::size_t>(device);
-    if (d < configured.size() && configured[d]) return;
-    NEURAL_CUDA(cudaFuncSetAttribute(attention_prefill_reference_kernel,
-                                     cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                     static_cast<int>(sizeof(Smem))));
-    if (d >= configured.size()) configured.resize(d + 1, false);
-    configured[d] = true;
-}
-
-}  // namespace
-
-void attention_prefill(const float* q, int q_stride, int rows, int pos0, const float* k_cache,
-                       const float* v_cache, const std::uint16_t* sinks, int q_heads, int kv_heads,
-                       int window, int ring, float* out, cudaStream_t stream, KernelPath path) {
-    if (rows <= 0) return;
-    const dim3 grid(q_heads, (rows + kTile - 1) / kTile);
-    if (path == KernelPath::fast) {
-        attention_prefill_fast_kernel<<<grid, kThreads, 0, stream>>>(
-            q, q_stride, rows, pos0, k_cache, v_cache, sinks, q_heads, kv_heads, window, ring, out);
-        return;
-    }
-    allow_large_shared_memory();
-    attention_prefill_reference_kernel<<<grid, kThreads, sizeof(Smem), stream>>>(
-        q, q_stride, rows, pos0, k_cache, v_cache, sinks, q_heads, kv_heads, window, ring, out);
-}
+}  // namespace attention_prefill_kernels
 
 }  // namespace neural::cuda

@@ -8,6 +8,8 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include "cuda/launch_shapes.h"
+
 namespace neural::cuda {
 
 // bf16 bits -> fp32 (exact).
@@ -132,7 +134,6 @@ __device__ __forceinline__ float mxfp4_block_dot(uint4 codes, std::uint32_t scal
 // (block b at 33 * b): a lane per block reading its 32 values then hits bank (b + j) % 32, so a
 // warp's reads never conflict (unpadded, all 32 lanes would hit one bank on every read).
 __device__ __forceinline__ int padded_index(int i) { return (i >> 5) * 33 + (i & 31); }
-__host__ __device__ constexpr int padded_floats(int n) { return n / 32 * 33; }
 
 // Elements i .. i + 3 (i a multiple of 4: the same 32-element block) of a padded vector.
 __device__ __forceinline__ void store_padded4(float* xp, int i, float4 v) {

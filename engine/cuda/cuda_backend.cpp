@@ -5,9 +5,9 @@
 #include <string>
 #include <vector>
 
-#include "cuda/device.cuh"
+#include "cuda/device.h"
 #include "cuda/hybrid/hybrid_backend.h"
-#include "cuda/transfer.cuh"
+#include "cuda/transfer.h"
 #include "neural/error.h"
 #include "runtime/backend.h"
 
@@ -32,13 +32,15 @@ bool cuda_backend_available(std::string* why) {
     std::string reason;
     const auto devices = cuda::list_devices(&reason);
     if (devices.empty()) {
-        if (why != nullptr) *why = reason.empty() ? "no CUDA device" : reason;
+        if (why != nullptr) *why = reason.empty() ? "no NVIDIA GPU found" : reason;
         return false;
     }
     return true;
 }
 
 std::unique_ptr<Backend> make_cuda_backend(const GpuBackendInputs& inputs, const GpuOptions& gpu) {
+    std::string why;
+    if (!cuda_backend_available(&why)) fail("backend \"cuda\" is not available: {}", why);
     if (inputs.config == nullptr || inputs.weights == nullptr) fail("make_cuda_backend: no model");
     return std::make_unique<hybrid::HybridBackend>(inputs, gpu);
 }

@@ -1,17 +1,18 @@
-// The fused decode kernels (decode_fused.cuh): a layer's start (norm, QKV, RoPE + K/V) and its
+// The fused decode kernels (decode_fused.h): a layer's start (norm, QKV, RoPE + K/V) and its
 // end up to the routing (output projection, norm, router, top-k) in one launch each, from the
 // one-step kernels' device functions (decode_steps.cuh) so the values are the same bits.
-#include "cuda/decode_fused.cuh"
+#include "cuda/decode_fused.h"
 #include "cuda/decode_steps.cuh"
 
 namespace neural::cuda {
 
-namespace {
+namespace decode_fused_kernels {
 
-constexpr int kThreads = 256;  // rms_inv_block's reduction is the one of rms_norm.cu's blocks
-constexpr int kWarps = kThreads / 32;
+constexpr int kThreads =
+    shape::kFusedThreads;  // rms_inv_block's reduction is the one of rms_norm.cu's blocks
+constexpr int kWarps = shape::kFusedWarps;
 
-__global__ void __launch_bounds__(kThreads) norm_qkv_rope_kernel(const NormQkvRope p) {
+extern "C" __global__ void __launch_bounds__(kThreads) norm_qkv_rope_kernel(const NormQkvRope p) {
     extern __shared__ float hs[];  // [hidden]: h = rms_norm(x) * norm_w, this block's own copy
     __shared__ float partial[kWarps];
     const float inv = rms_inv_block<kThreads>(p.x, p.hidden, p.eps, partial);
@@ -40,7 +41,7 @@ __device__ __forceinline__ void prefetch_l2(const void* at) {
     asm volatile("prefetch.L2 [%0];" ::"l"(at));
 }
 
-__global__ void __launch_bounds__(kThreads) oproj_norm_route_kernel(const OprojRoute p) {
+extern "C" __global__ void __launch_bounds__(kThreads) oproj_norm_route_kernel(const OprojRoute p) {
     extern __shared__ float smem[];
     float* as = smem;               // [attn_width]: the attention output
     float* hs = as + p.attn_width;  // [hidden]: x, then h (the last block)
@@ -122,18 +123,6 @@ __global__ void __launch_bounds__(kThreads) oproj_norm_route_kernel(const OprojR
     if (lane == 0) store_route(chosen, w, p.k, p.slot_table, p.device_out, p.host_out);
 }
 
-}  // namespace
-
-void norm_qkv_rope(const NormQkvRope& p, cudaStream_t stream) {
-    const int pairs = (p.q_heads + 2 * p.kv_heads) * (p.head_dim / 2);
-    norm_qkv_rope_kernel<<<(pairs + kWarps - 1) / kWarps, kThreads,
-                           static_cast<std::size_t>(p.hidden) * sizeof(float), stream>>>(p);
-}
-
-void oproj_norm_route(const OprojRoute& p, cudaStream_t stream) {
-    const std::size_t smem =
-        static_cast<std::size_t>(p.attn_width + p.hidden + p.experts) * sizeof(float);
-    oproj_norm_route_kernel<<<(p.hidden + kWarps - 1) / kWarps, kThreads, smem, stream>>>(p);
-}
+}  // namespace decode_fused_kernels
 
 }  // namespace neural::cuda

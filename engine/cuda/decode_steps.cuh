@@ -11,7 +11,7 @@
 #include <cuda_runtime.h>
 
 #include "cuda/common.cuh"
-#include "cuda/router.cuh"
+#include "cuda/router.h"
 
 namespace neural::cuda {
 

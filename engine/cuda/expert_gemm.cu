@@ -1,12 +1,9 @@
-#include "cuda/expert_gemm.cuh"
+#include "cuda/expert_gemm.h"
 #include "cuda/gemm_tile.cuh"
-
-#include <algorithm>
-#include <stdexcept>
 
 namespace neural::cuda {
 
-namespace {
+namespace expert_gemm_kernels {
 
 using gemm::Operands;
 
@@ -84,35 +81,31 @@ __device__ __forceinline__ void down_tile(gemm::Smem<BN>& s, const std::uint8_t*
 }
 
 template <KernelPath kPath, Operands kOps, int BN>
-__global__ void __launch_bounds__(gemm::kThreads, gemm::kMinBlocks<BN>)
-    expert_gate_up_kernel(const std::uint8_t* __restrict__ rec, int expert, ExpertShape sh,
-                          const int* __restrict__ entries, int count, const float* __restrict__ h,
-                          const std::uint16_t* __restrict__ bias, float* __restrict__ act) {
+__device__ __forceinline__ void expert_gate_up_body(const std::uint8_t* __restrict__ rec,
+                                                    int expert, ExpertShape sh,
+                                                    const int* __restrict__ entries, int count,
+                                                    const float* __restrict__ h,
+                                                    const std::uint16_t* __restrict__ bias,
+                                                    float* __restrict__ act) {
     __shared__ __align__(16) gemm::Smem<BN> s;
     gate_up_tile<kPath, kOps, BN>(s, rec, expert, sh, entries, count, blockIdx.y * gemm::kBM, h,
                                   bias, act);
 }
 
 template <KernelPath kPath, Operands kOps, int BN>
-__global__ void __launch_bounds__(gemm::kThreads, gemm::kMinBlocks<BN>)
-    expert_down_kernel(const std::uint8_t* __restrict__ rec, int expert, ExpertShape sh,
-                       const int* __restrict__ entries, int count, const float* __restrict__ act,
-                       const float* __restrict__ gate, const std::uint16_t* __restrict__ bias,
-                       float* __restrict__ acc) {
+__device__ __forceinline__ void expert_down_body(const std::uint8_t* __restrict__ rec, int expert,
+                                                 ExpertShape sh, const int* __restrict__ entries,
+                                                 int count, const float* __restrict__ act,
+                                                 const float* __restrict__ gate,
+                                                 const std::uint16_t* __restrict__ bias,
+                                                 float* __restrict__ acc) {
     __shared__ __align__(16) gemm::Smem<BN> s;
     down_tile<kPath, kOps, BN, true>(s, rec, expert, sh, entries, count, blockIdx.y * gemm::kBM,
                                      act, gate, bias, acc);
 }
 
-// A group's row tiles one after the other: job j owns blockIdx.y in [tiles[j], tiles[j + 1]).
-struct Group {
-    ExpertJob job[kMaxGroupedExperts];
-    int tiles[kMaxGroupedExperts + 1];
-    int jobs;
-};
-
 // This block's job and its first row within the job.
-__device__ __forceinline__ const ExpertJob& job_of(const Group& g, int& m0) {
+__device__ __forceinline__ const ExpertJob& job_of(const ExpertGroup& g, int& m0) {
     const int tile = blockIdx.y;
     int j = 0;
     while (j + 1 < g.jobs && tile >= g.tiles[j + 1]) ++j;
@@ -121,10 +114,11 @@ __device__ __forceinline__ const ExpertJob& job_of(const Group& g, int& m0) {
 }
 
 template <Operands kOps, int BN>
-__global__ void __launch_bounds__(gemm::kThreads, gemm::kMinBlocks<BN>)
-    grouped_gate_up_kernel(Group g, ExpertShape sh, const int* __restrict__ entries,
-                           const float* __restrict__ h, const std::uint16_t* __restrict__ bias,
-                           float* __restrict__ act) {
+__device__ __forceinline__ void grouped_gate_up_body(ExpertGroup g, ExpertShape sh,
+                                                     const int* __restrict__ entries,
+                                                     const float* __restrict__ h,
+                                                     const std::uint16_t* __restrict__ bias,
+                                                     float* __restrict__ act) {
     __shared__ __align__(16) gemm::Smem<BN> s;
     int m0 = 0;
     const ExpertJob& jb = job_of(g, m0);
@@ -134,10 +128,11 @@ __global__ void __launch_bounds__(gemm::kThreads, gemm::kMinBlocks<BN>)
 }
 
 template <Operands kOps, int BN>
-__global__ void __launch_bounds__(gemm::kThreads, gemm::kMinBlocks<BN>)
-    grouped_down_kernel(Group g, ExpertShape sh, const int* __restrict__ entries,
-                        const float* __restrict__ act, const std::uint16_t* __restrict__ bias,
-                        float* __restrict__ y) {
+__device__ __forceinline__ void grouped_down_body(ExpertGroup g, ExpertShape sh,
+                                                  const int* __restrict__ entries,
+                                                  const float* __restrict__ act,
+                                                  const std::uint16_t* __restrict__ bias,
+                                                  float* __restrict__ y) {
     __shared__ __align__(16) gemm::Smem<BN> s;
     int m0 = 0;
     const ExpertJob& jb = job_of(g, m0);
@@ -149,9 +144,10 @@ __global__ void __launch_bounds__(gemm::kThreads, gemm::kMinBlocks<BN>)
 
 // acc[token_m] = fma(gate[entry_m], y[row0 + m], acc[token_m]) for one job: a token appears once
 // per expert, so the job's rows are independent; jobs are launched in expert order.
-__global__ void combine_kernel(ExpertJob jb, int H, int k, const int* __restrict__ entries,
-                               const float* __restrict__ gate, const float* __restrict__ y,
-                               float* __restrict__ acc) {
+extern "C" __global__ void combine_kernel(ExpertJob jb, int H, int k,
+                                          const int* __restrict__ entries,
+                                          const float* __restrict__ gate,
+                                          const float* __restrict__ y, float* __restrict__ acc) {
     const std::size_t total = static_cast<std::size_t>(jb.count) * H;
     for (std::size_t idx = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
          idx < total; idx += static_cast<std::size_t>(gridDim.x) * blockDim.x) {
@@ -162,127 +158,57 @@ __global__ void combine_kernel(ExpertJob jb, int H, int k, const int* __restrict
     }
 }
 
-template <KernelPath kPath, Operands kOps>
-void launch_gate_up(const std::uint8_t* record, int expert, const ExpertShape& shape,
-                    const int* entries, int count, const float* h,
-                    const std::uint16_t* gate_up_bias, float* act, cudaStream_t stream,
-                    TileWidth width) {
-    const int mt = (count + gemm::kBM - 1) / gemm::kBM, n = 2 * shape.intermediate;
-    gemm::with_tile_width(width, mt, n, [&](auto bn) {
-        constexpr int BN = decltype(bn)::value;
-        expert_gate_up_kernel<kPath, kOps, BN>
-            <<<dim3((n + BN - 1) / BN, mt), gemm::kThreads, 0, stream>>>(
-                record, expert, shape, entries, count, h, gate_up_bias, act);
-    });
-}
-
-template <KernelPath kPath, Operands kOps>
-void launch_down(const std::uint8_t* record, int expert, const ExpertShape& shape,
-                 const int* entries, int count, const float* act, const float* gate,
-                 const std::uint16_t* down_bias, float* acc, cudaStream_t stream, TileWidth width) {
-    const int mt = (count + gemm::kBM - 1) / gemm::kBM, n = shape.hidden;
-    gemm::with_tile_width(width, mt, n, [&](auto bn) {
-        constexpr int BN = decltype(bn)::value;
-        expert_down_kernel<kPath, kOps, BN>
-            <<<dim3((n + BN - 1) / BN, mt), gemm::kThreads, 0, stream>>>(
-                record, expert, shape, entries, count, act, gate, down_bias, acc);
-    });
-}
-
-// Calls f(Variant<path, operands>{}) for a path and the shape's operands.
-template <KernelPath kPath, Operands kOps>
-struct Variant {
-    static constexpr KernelPath path = kPath;
-    static constexpr Operands ops = kOps;
-};
-template <typename F>
-void dispatch(KernelPath path, const ExpertShape& shape, F&& f) {
-    const bool half = shape.half_operands;
-    if (path == KernelPath::reference) {
-        half ? f(Variant<KernelPath::reference, Operands::half>{})
-             : f(Variant<KernelPath::reference, Operands::split_bf16>{});
-    } else {
-        half ? f(Variant<KernelPath::fast, Operands::half>{})
-             : f(Variant<KernelPath::fast, Operands::split_bf16>{});
+// The entry points, one per path, operands and tile width (expert_gate_up_<path>_<ops>_n<BN>,
+// expert_down_..., grouped_gate_up_<ops>_n<BN>, grouped_down_...).
+#define NEURAL_EXPERT_GEMM(path, ops, bn)                                                         \
+    extern "C" __global__ void __launch_bounds__(gemm::kThreads, gemm::kMinBlocks<bn>)            \
+        expert_gate_up_##path##_##ops##_n##bn(                                                    \
+            const std::uint8_t* __restrict__ rec, int expert, ExpertShape sh,                     \
+            const int* __restrict__ entries, int count, const float* __restrict__ h,              \
+            const std::uint16_t* __restrict__ bias, float* __restrict__ act) {                    \
+        expert_gate_up_body<KernelPath::path, Operands::ops, bn>(rec, expert, sh, entries, count, \
+                                                                 h, bias, act);                   \
+    }                                                                                             \
+    extern "C" __global__ void __launch_bounds__(gemm::kThreads, gemm::kMinBlocks<bn>)            \
+        expert_down_##path##_##ops##_n##bn(                                                       \
+            const std::uint8_t* __restrict__ rec, int expert, ExpertShape sh,                     \
+            const int* __restrict__ entries, int count, const float* __restrict__ act,            \
+            const float* __restrict__ gate, const std::uint16_t* __restrict__ bias,               \
+            float* __restrict__ acc) {                                                            \
+        expert_down_body<KernelPath::path, Operands::ops, bn>(rec, expert, sh, entries, count,    \
+                                                              act, gate, bias, acc);              \
     }
-}
+NEURAL_EXPERT_GEMM(fast, split_bf16, 64)
+NEURAL_EXPERT_GEMM(fast, split_bf16, 128)
+NEURAL_EXPERT_GEMM(fast, half, 64)
+NEURAL_EXPERT_GEMM(fast, half, 128)
+NEURAL_EXPERT_GEMM(reference, split_bf16, 64)
+NEURAL_EXPERT_GEMM(reference, split_bf16, 128)
+NEURAL_EXPERT_GEMM(reference, half, 64)
+NEURAL_EXPERT_GEMM(reference, half, 128)
+#undef NEURAL_EXPERT_GEMM
 
-}  // namespace
-
-void expert_gemm_gate_up(const std::uint8_t* record, int expert, const ExpertShape& shape,
-                         const int* entries, int count, const float* h,
-                         const std::uint16_t* gate_up_bias, float* act, cudaStream_t stream,
-                         KernelPath path, TileWidth width) {
-    if (count <= 0) return;
-    dispatch(path, shape, [&](auto v) {
-        launch_gate_up<decltype(v)::path, decltype(v)::ops>(record, expert, shape, entries, count,
-                                                            h, gate_up_bias, act, stream, width);
-    });
-}
-
-void expert_gemm_down(const std::uint8_t* record, int expert, const ExpertShape& shape,
-                      const int* entries, int count, const float* act, const float* gate,
-                      const std::uint16_t* down_bias, float* acc, cudaStream_t stream,
-                      KernelPath path, TileWidth width) {
-    if (count <= 0) return;
-    dispatch(path, shape, [&](auto v) {
-        launch_down<decltype(v)::path, decltype(v)::ops>(record, expert, shape, entries, count, act,
-                                                         gate, down_bias, acc, stream, width);
-    });
-}
-
-void expert_gemm(const std::uint8_t* record, int expert, const ExpertShape& shape,
-                 const int* entries, int count, const float* h, const float* gate,
-                 const std::uint16_t* gate_up_bias, const std::uint16_t* down_bias, float* act,
-                 float* acc, cudaStream_t stream, KernelPath path, TileWidth width) {
-    expert_gemm_gate_up(record, expert, shape, entries, count, h, gate_up_bias, act, stream, path,
-                        width);
-    expert_gemm_down(record, expert, shape, entries, count, act, gate, down_bias, acc, stream, path,
-                     width);
-}
-
-void expert_gemm_grouped(const ExpertJob* jobs, int job_count, const ExpertShape& shape,
-                         const int* entries, const float* h, const float* gate,
-                         const std::uint16_t* gate_up_bias, const std::uint16_t* down_bias,
-                         float* act, float* y, float* acc, cudaStream_t stream, TileWidth width) {
-    if (job_count <= 0) return;
-    if (job_count > kMaxGroupedExperts) {
-        throw std::invalid_argument("expert_gemm_grouped: more jobs than kMaxGroupedExperts");
+#define NEURAL_GROUPED_GEMM(ops, bn)                                                               \
+    extern "C" __global__ void __launch_bounds__(gemm::kThreads, gemm::kMinBlocks<bn>)             \
+        grouped_gate_up_##ops##_n##bn(                                                             \
+            ExpertGroup g, ExpertShape sh, const int* __restrict__ entries,                        \
+            const float* __restrict__ h, const std::uint16_t* __restrict__ bias,                   \
+            float* __restrict__ act) {                                                             \
+        grouped_gate_up_body<Operands::ops, bn>(g, sh, entries, h, bias, act);                     \
+    }                                                                                              \
+    extern "C" __global__ void __launch_bounds__(gemm::kThreads, gemm::kMinBlocks<bn>)             \
+        grouped_down_##ops##_n##bn(ExpertGroup g, ExpertShape sh, const int* __restrict__ entries, \
+                                   const float* __restrict__ act,                                  \
+                                   const std::uint16_t* __restrict__ bias,                         \
+                                   float* __restrict__ y) {                                        \
+        grouped_down_body<Operands::ops, bn>(g, sh, entries, act, bias, y);                        \
     }
-    Group g{};
-    g.jobs = 0;
-    g.tiles[0] = 0;
-    for (int i = 0; i < job_count; ++i) {
-        const ExpertJob& j = jobs[i];
-        if (j.count <= 0) continue;
-        g.job[g.jobs] = j;
-        g.tiles[g.jobs + 1] = g.tiles[g.jobs] + (j.count + gemm::kBM - 1) / gemm::kBM;
-        ++g.jobs;
-    }
-    if (g.jobs == 0) return;
-    const int mt = g.tiles[g.jobs];
-    const int gu_n = 2 * shape.intermediate, down_n = shape.hidden;
-    dispatch(KernelPath::fast, shape, [&](auto v) {
-        constexpr Operands kOps = decltype(v)::ops;
-        gemm::with_tile_width(width, mt, gu_n, [&](auto bn) {
-            constexpr int BN = decltype(bn)::value;
-            grouped_gate_up_kernel<kOps, BN>
-                <<<dim3((gu_n + BN - 1) / BN, mt), gemm::kThreads, 0, stream>>>(
-                    g, shape, entries, h, gate_up_bias, act);
-        });
-        gemm::with_tile_width(width, mt, down_n, [&](auto bn) {
-            constexpr int BN = decltype(bn)::value;
-            grouped_down_kernel<kOps, BN>
-                <<<dim3((down_n + BN - 1) / BN, mt), gemm::kThreads, 0, stream>>>(
-                    g, shape, entries, act, down_bias, y);
-        });
-    });
-    for (int j = 0; j < g.jobs; ++j) {
-        const long long total = static_cast<long long>(g.job[j].count) * shape.hidden;
-        const int blocks = static_cast<int>(std::min<long long>((total + 255) / 256, 4096));
-        combine_kernel<<<blocks, 256, 0, stream>>>(g.job[j], shape.hidden, shape.k, entries, gate,
-                                                   y, acc);
-    }
-}
+NEURAL_GROUPED_GEMM(split_bf16, 64)
+NEURAL_GROUPED_GEMM(split_bf16, 128)
+NEURAL_GROUPED_GEMM(half, 64)
+NEURAL_GROUPED_GEMM(half, 128)
+#undef NEURAL_GROUPED_GEMM
+
+}  // namespace expert_gemm_kernels
 
 }  // namespace neural::cuda

@@ -1,11 +1,11 @@
 #include "cuda/common.cuh"
-#include "cuda/expert_mxfp4.cuh"
+#include "cuda/expert_mxfp4.h"
 
 namespace neural::cuda {
 
-namespace {
+namespace expert_mxfp4_kernels {
 
-constexpr int kWarps = 8;
+constexpr int kWarps = shape::kExpertWarps;
 
 // Choice q's slice (experts_resident's `part`): its first neuron and its neurons (I: whole).
 struct Slice {
@@ -16,11 +16,12 @@ __device__ __forceinline__ Slice slice_of(const int* part, int q, int I) {
     return {part[2 * q], part[2 * q + 1]};
 }
 
-__global__ void gate_up_kernel(const std::uint8_t* __restrict__ pool, std::uint64_t stride,
-                               ExpertShape sh, const int* __restrict__ sel,
-                               const int* __restrict__ slot, const std::uint16_t* __restrict__ bias,
-                               const float* __restrict__ x, float* __restrict__ act,
-                               const int* __restrict__ part) {
+extern "C" __global__ void gate_up_kernel(const std::uint8_t* __restrict__ pool,
+                                          std::uint64_t stride, ExpertShape sh,
+                                          const int* __restrict__ sel, const int* __restrict__ slot,
+                                          const std::uint16_t* __restrict__ bias,
+                                          const float* __restrict__ x, float* __restrict__ act,
+                                          const int* __restrict__ part) {
     extern __shared__ float xs[];  // [H] padded (common.cuh)
     const int k = blockIdx.y;
     const int s = slot[k];
@@ -53,12 +54,12 @@ __global__ void gate_up_kernel(const std::uint8_t* __restrict__ pool, std::uint6
     }
 }
 
-__global__ void down_kernel(const std::uint8_t* __restrict__ pool, std::uint64_t stride,
-                            ExpertShape sh, const int* __restrict__ sel,
-                            const float* __restrict__ gate, const int* __restrict__ slot,
-                            const std::uint16_t* __restrict__ bias, const float* __restrict__ act,
-                            float* __restrict__ out, bool accumulate,
-                            const int* __restrict__ part) {
+extern "C" __global__ void down_kernel(const std::uint8_t* __restrict__ pool, std::uint64_t stride,
+                                       ExpertShape sh, const int* __restrict__ sel,
+                                       const float* __restrict__ gate, const int* __restrict__ slot,
+                                       const std::uint16_t* __restrict__ bias,
+                                       const float* __restrict__ act, float* __restrict__ out,
+                                       bool accumulate, const int* __restrict__ part) {
     extern __shared__ float as[];  // [k, I] padded (common.cuh)
     const int H = sh.hidden, I = sh.intermediate, Gh = H / 32, PI = padded_floats(I);
     // Every choice's act row [I] into the padded layout, four floats a load, all k rows in one
@@ -92,22 +93,6 @@ __global__ void down_kernel(const std::uint8_t* __restrict__ pool, std::uint64_t
     if (lane == 0) out[r] = accumulate ? out[r] + total : total;
 }
 
-}  // namespace
-
-void experts_resident(const std::uint8_t* pool, std::uint64_t slot_stride, const ExpertShape& shape,
-                      const int* sel, const float* gate, const int* slot,
-                      const std::uint16_t* gate_up_bias, const std::uint16_t* down_bias,
-                      const float* x, float* act, float* out, cudaStream_t stream, bool accumulate,
-                      const int* part) {
-    const dim3 gu_grid((shape.intermediate + kWarps - 1) / kWarps, shape.k);
-    gate_up_kernel<<<gu_grid, kWarps * 32,
-                     static_cast<std::size_t>(padded_floats(shape.hidden)) * sizeof(float),
-                     stream>>>(pool, slot_stride, shape, sel, slot, gate_up_bias, x, act, part);
-    down_kernel<<<(shape.hidden + kWarps - 1) / kWarps, kWarps * 32,
-                  static_cast<std::size_t>(shape.k) * padded_floats(shape.intermediate) *
-                      sizeof(float),
-                  stream>>>(pool, slot_stride, shape, sel, gate, slot, down_bias, act, out,
-                            accumulate, part);
-}
+}  // namespace expert_mxfp4_kernels
 
 }  // namespace neural::cuda

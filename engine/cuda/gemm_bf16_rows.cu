@@ -1,16 +1,16 @@
-#include "cuda/gemm_bf16_rows.cuh"
+#include "cuda/gemm_bf16_rows.h"
 #include "cuda/gemm_tile.cuh"
 
 namespace neural::cuda {
 
-namespace {
+namespace gemm_bf16_rows_kernels {
 
 template <KernelPath kPath, int BN>
-__global__ void __launch_bounds__(gemm::kThreads)
-    gemm_bf16_rows_kernel(const float* __restrict__ x, int M, int K,
-                          const std::uint16_t* __restrict__ w,
-                          const std::uint16_t* __restrict__ bias, int N, float* __restrict__ y,
-                          int ldy, bool accumulate) {
+__device__ __forceinline__ void gemm_bf16_rows_tile(const float* __restrict__ x, int M, int K,
+                                                    const std::uint16_t* __restrict__ w,
+                                                    const std::uint16_t* __restrict__ bias, int N,
+                                                    float* __restrict__ y, int ldy,
+                                                    bool accumulate) {
     __shared__ __align__(16) gemm::Smem<BN> s;
     const int n0 = blockIdx.x * BN, m0 = blockIdx.y * gemm::kBM;
     auto row_of = [&](int r) -> const float* {
@@ -28,24 +28,20 @@ __global__ void __launch_bounds__(gemm::kThreads)
     }
 }
 
-}  // namespace
+// The entry points, one per path and tile width: gemm_bf16_rows_<path>_n<BN>.
+#define NEURAL_GEMM_BF16_ROWS(path, bn)                                                         \
+    extern "C" __global__ void __launch_bounds__(gemm::kThreads) gemm_bf16_rows_##path##_n##bn( \
+        const float* __restrict__ x, int M, int K, const std::uint16_t* __restrict__ w,         \
+        const std::uint16_t* __restrict__ bias, int N, float* __restrict__ y, int ldy,          \
+        bool accumulate) {                                                                      \
+        gemm_bf16_rows_tile<KernelPath::path, bn>(x, M, K, w, bias, N, y, ldy, accumulate);     \
+    }
+NEURAL_GEMM_BF16_ROWS(fast, 64)
+NEURAL_GEMM_BF16_ROWS(fast, 128)
+NEURAL_GEMM_BF16_ROWS(reference, 64)
+NEURAL_GEMM_BF16_ROWS(reference, 128)
+#undef NEURAL_GEMM_BF16_ROWS
 
-void gemm_bf16_rows(const float* x, int m, int k, const std::uint16_t* w, const std::uint16_t* bias,
-                    int n, float* y, int ldy, bool accumulate, cudaStream_t stream, KernelPath path,
-                    TileWidth width) {
-    if (m <= 0) return;
-    const int mt = (m + gemm::kBM - 1) / gemm::kBM;
-    gemm::with_tile_width(width, mt, n, [&](auto bn) {
-        constexpr int BN = decltype(bn)::value;
-        const dim3 grid((n + BN - 1) / BN, mt);
-        if (path == KernelPath::fast) {
-            gemm_bf16_rows_kernel<KernelPath::fast, BN>
-                <<<grid, gemm::kThreads, 0, stream>>>(x, m, k, w, bias, n, y, ldy, accumulate);
-        } else {
-            gemm_bf16_rows_kernel<KernelPath::reference, BN>
-                <<<grid, gemm::kThreads, 0, stream>>>(x, m, k, w, bias, n, y, ldy, accumulate);
-        }
-    });
-}
+}  // namespace gemm_bf16_rows_kernels
 
 }  // namespace neural::cuda

@@ -26,7 +26,7 @@
 // product instead of two bf16 ones. fp16 carries 11 bits of each activation (bf16 hi + lo: ~16,
 // bf16 alone: 8) and an E2M1 value times a power of two exactly, but only in fp16's range, so:
 //  - the activations come scaled by a power of two (a_scale) that keeps them below 2^15: the
-//    caller derives it from a bound of the values (expert_mxfp4.cuh);
+//    caller derives it from a bound of the values (expert_mxfp4.h);
 //  - each weight row n is decoded times 2^shift[n], shift[n] = 140 - (the row's largest scale
 //    byte), so its largest values reach 6 * 2^13 and every block within 2^36 of it is exact
 //    (smaller ones round, deterministically; a NaN scale byte stays NaN). The tile scans the
@@ -42,14 +42,13 @@
 #include <mma.h>
 
 #include "cuda/common.cuh"
-#include "cuda/device.cuh"
 #include "cuda/kernel_path.h"
+#include "cuda/launch_shapes.h"
 
 namespace neural::cuda::gemm {
 
-constexpr int kBM = 64, kBK = 32;
+constexpr int kBK = 32;        // kBM, kThreads: launch_shapes.h
 constexpr int kLds = kBK + 8;  // bf16 row stride of the A/B tiles (multiple of 8 for WMMA)
-constexpr int kThreads = 128;
 // Tile widths: BN = 64 or 128 output columns (weight rows) per block; the 4 warps own 32 x BN/2
 // each. 128 halves the shared-memory operand traffic per product (the 64-wide fast tile kept the
 // L1/shared pipe 90% busy, ncu) but needs twice the registers and leaves half as many blocks:
@@ -86,27 +85,6 @@ struct Smem {
     };
     int shift[BN];  // Operands::half: weight row n0 + i was decoded times 2^shift[i]
 };
-
-// Whether a launch of `blocks128` blocks of the 128-wide tile (mt row tiles x its column tiles)
-// fills the GPU: at least two waves' worth of its blocks (3 per SM) on `sms` multiprocessors.
-// Otherwise the 64-wide tile's twice as many blocks run better (a 93-row expert of a 3k prompt
-// would leave a third of the SMs idle).
-inline bool wide_tile_pays(long long blocks128, int sms) { return blocks128 >= 2LL * sms; }
-
-// Host side of a launch of mt row tiles over n weight rows: its width (automatic: 128 where
-// wide_tile_pays on the current device), passed to f as std::integral_constant<int, BN>.
-template <typename F>
-void with_tile_width(TileWidth width, int mt, int n, F&& f) {
-    const bool wide =
-        width == TileWidth::n128 ||
-        (width == TileWidth::automatic &&
-         wide_tile_pays(static_cast<long long>(mt) * ((n + 127) / 128), current_multiprocessors()));
-    if (wide) {
-        f(std::integral_constant<int, 128>{});
-    } else {
-        f(std::integral_constant<int, 64>{});
-    }
-}
 
 // A: rows of fp32 activations; row(m) is the address of tile row m's K values or nullptr (zero).
 // W as bf16 rows [N, K] (mxfp4 == false) or MXFP4: codes [N, K/32, 16], scales [N, K/32].

@@ -1,26 +1,26 @@
 #include <cstddef>
 
-#include "cuda/residual.cuh"
+#include "cuda/residual.h"
 
 namespace neural::cuda {
 
-namespace {
+namespace residual_kernels {
 
-__global__ void copy_kernel(const float* __restrict__ in, float* __restrict__ x, int n) {
+extern "C" __global__ void copy_kernel(const float* __restrict__ in, float* __restrict__ x, int n) {
     const int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) x[i] = in[i];
 }
 
-__global__ void add_moe_kernel(float* __restrict__ x, const float* __restrict__ g, const float* c,
-                               int n) {
+extern "C" __global__ void add_moe_kernel(float* __restrict__ x, const float* __restrict__ g,
+                                          const float* c, int n) {
     const int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) x[i] += g[i] + c[i];
 }
 
 // One block per row: x[t] += gpu[t] + the CPU's rows of token t (cpu_start[t] .. cpu_start[t+1]
 // of cpu_rows, in order), then gpu[t] = 0 for the next layer.
-__global__ void add_moe_rows_kernel(float* __restrict__ x, float* __restrict__ gpu, int n,
-                                    const int* cpu_start, const float* cpu_rows) {
+extern "C" __global__ void add_moe_rows_kernel(float* __restrict__ x, float* __restrict__ gpu,
+                                               int n, const int* cpu_start, const float* cpu_rows) {
     const std::size_t row = blockIdx.x;
     float* xr = x + row * n;
     float* gr = gpu + row * n;
@@ -34,26 +34,8 @@ __global__ void add_moe_rows_kernel(float* __restrict__ x, float* __restrict__ g
     }
 }
 
-__global__ void set_int_kernel(int* where, int value) { *where = value; }
+extern "C" __global__ void set_int_kernel(int* where, int value) { *where = value; }
 
-}  // namespace
-
-void copy_vector(const float* in, float* x, int n, cudaStream_t stream) {
-    copy_kernel<<<(n + 255) / 256, 256, 0, stream>>>(in, x, n);
-}
-
-void add_moe(float* x, const float* gpu_part, const float* cpu_part, int n, cudaStream_t stream) {
-    add_moe_kernel<<<(n + 255) / 256, 256, 0, stream>>>(x, gpu_part, cpu_part, n);
-}
-
-void add_moe_rows(float* x, float* gpu_part, int n, int rows, const int* cpu_start,
-                  const float* cpu_rows, cudaStream_t stream) {
-    if (rows <= 0) return;
-    add_moe_rows_kernel<<<rows, 256, 0, stream>>>(x, gpu_part, n, cpu_start, cpu_rows);
-}
-
-void set_int(int* where, int value, cudaStream_t stream) {
-    set_int_kernel<<<1, 1, 0, stream>>>(where, value);
-}
+}  // namespace residual_kernels
 
 }  // namespace neural::cuda

@@ -1,16 +1,17 @@
 #include "cuda/decode_steps.cuh"
-#include "cuda/rms_norm.cuh"
+#include "cuda/rms_norm.h"
 
 namespace neural::cuda {
 
-namespace {
+namespace rms_norm_kernels {
 
-constexpr int kThreads = 256;
+constexpr int kThreads = shape::kRmsNormThreads;
 
 // One block per row (decode: one row, optionally mirrored; prefill: many rows, one kernel, so a
 // row's result is the same bits either way).
-__global__ void rms_norm_kernel(const float* __restrict__ x, const std::uint16_t* __restrict__ w,
-                                float eps, int n, float* __restrict__ y, float* mirror) {
+extern "C" __global__ void rms_norm_kernel(const float* __restrict__ x,
+                                           const std::uint16_t* __restrict__ w, float eps, int n,
+                                           float* __restrict__ y, float* mirror) {
     __shared__ float partial[kThreads / 32];
     const float* xr = x + static_cast<std::size_t>(blockIdx.x) * n;
     float* yr = y + static_cast<std::size_t>(blockIdx.x) * n;
@@ -23,17 +24,6 @@ __global__ void rms_norm_kernel(const float* __restrict__ x, const std::uint16_t
     if (mirror != nullptr) __threadfence_system();
 }
 
-}  // namespace
-
-void rms_norm_rows(const float* x, const std::uint16_t* w, float eps, int n, int rows, float* y,
-                   cudaStream_t stream) {
-    if (rows <= 0) return;
-    rms_norm_kernel<<<rows, kThreads, 0, stream>>>(x, w, eps, n, y, nullptr);
-}
-
-void rms_norm(const float* x, const std::uint16_t* w, float eps, int n, float* y, float* mirror,
-              cudaStream_t stream) {
-    rms_norm_kernel<<<1, kThreads, 0, stream>>>(x, w, eps, n, y, mirror);
-}
+}  // namespace rms_norm_kernels
 
 }  // namespace neural::cuda

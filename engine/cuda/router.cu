@@ -1,12 +1,13 @@
 #include "cuda/decode_steps.cuh"
-#include "cuda/router.cuh"
+#include "cuda/router.h"
 
 namespace neural::cuda {
 
-namespace {
+namespace router_kernels {
 
-__global__ void router_topk_kernel(const float* __restrict__ logits, int experts, int k,
-                                   const int* __restrict__ table, RouterOut dev, RouterOut host) {
+extern "C" __global__ void router_topk_kernel(const float* __restrict__ logits, int experts, int k,
+                                              const int* __restrict__ table, RouterOut dev,
+                                              RouterOut host) {
     const int lane = threadIdx.x;
     int chosen[kRouterMaxK];
     float w[kRouterMaxK];
@@ -16,8 +17,9 @@ __global__ void router_topk_kernel(const float* __restrict__ logits, int experts
 }
 
 // Prefill: one warp per token row of logits [rows, experts] -> sel [rows, k], gate [rows, k].
-__global__ void router_topk_rows_kernel(const float* __restrict__ logits, int rows, int experts,
-                                        int k, int* __restrict__ sel, float* __restrict__ gate) {
+extern "C" __global__ void router_topk_rows_kernel(const float* __restrict__ logits, int rows,
+                                                   int experts, int k, int* __restrict__ sel,
+                                                   float* __restrict__ gate) {
     const int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
     if (row >= rows) return;
     int chosen[kRouterMaxK];
@@ -30,18 +32,6 @@ __global__ void router_topk_rows_kernel(const float* __restrict__ logits, int ro
     }
 }
 
-}  // namespace
-
-void router_topk_rows(const float* logits, int rows, int experts, int k, int* sel, float* gate,
-                      cudaStream_t stream) {
-    if (rows <= 0) return;
-    router_topk_rows_kernel<<<(rows + 3) / 4, 128, 0, stream>>>(logits, rows, experts, k, sel,
-                                                                gate);
-}
-
-void router_topk(const float* logits, int experts, int k, const int* slot_table,
-                 RouterOut device_out, RouterOut host_out, cudaStream_t stream) {
-    router_topk_kernel<<<1, 32, 0, stream>>>(logits, experts, k, slot_table, device_out, host_out);
-}
+}  // namespace router_kernels
 
 }  // namespace neural::cuda

@@ -84,7 +84,7 @@ struct GpuOptions {
     // pinned host memory (13.2 MB each at the gpt-oss shapes). At most kMaxPrefillEarly.
     int prefill_early = 32;
     // Grouped GEMM (--grouped-gemm 1): a layer's resident experts go in groups of up to 3 per
-    // launch (cuda/expert_gemm.cuh), the same bits as one launch per expert; staged experts run
+    // launch (cuda/expert_gemm.h), the same bits as one launch per expert; staged experts run
     // alone. Only for prompts that are one block of 1,024-4,096 new tokens (kGroupedGemmMin/Max;
     // docs/CUDA.md "A prompt"). Off by default: measured gains are a few percent
     // (docs/BENCHMARKS.md "Grouped GEMM").
@@ -152,7 +152,7 @@ struct GpuOptions {
     int prompt_admit = 32;
     // Fused decode graphs (--fused-decode 1, the default; docs/CUDA.md "A token"): a layer's
     // dense part runs as 4 launches (x += experts; norm + QKV + RoPE; attention; output
-    // projection + norm + router + top-k: cuda/decode_fused.cuh) instead of 10, computed with the
+    // projection + norm + router + top-k: cuda/decode_fused.h) instead of 10, computed with the
     // same device functions (the same bits expected). 0: one kernel per step, the reference.
     bool fused_decode = true;
     // Timing events in the decode graphs: the GPU's own time per token (BackendCounters::gpu_dense_ns

@@ -16,57 +16,58 @@
 #include <thread>
 #include <vector>
 
-#include <cuda_runtime.h>
+#include "cuda/driver/gpu.h"
 
 #include "cpu/kernels/expert_record.h"
-#include "cuda/attention.cuh"
-#include "cuda/attention_prefill.cuh"
-#include "cuda/expert_gemm.cuh"
-#include "cuda/gemm_bf16_rows.cuh"
-#include "cuda/expert_mxfp4.cuh"
-#include "cuda/gemv_bf16.cuh"
-#include "cuda/residual.cuh"
-#include "cuda/rms_norm.cuh"
-#include "cuda/rope_kv.cuh"
-#include "cuda/router.cuh"
+#include "cuda/attention.h"
+#include "cuda/device.h"
+#include "cuda/attention_prefill.h"
+#include "cuda/expert_gemm.h"
+#include "cuda/gemm_bf16_rows.h"
+#include "cuda/expert_mxfp4.h"
+#include "cuda/gemv_bf16.h"
+#include "cuda/residual.h"
+#include "cuda/rms_norm.h"
+#include "cuda/rope_kv.h"
+#include "cuda/router.h"
 
 namespace {
 
-#define CHECK(call)                                                                 \
-    do {                                                                            \
-        const cudaError_t e_ = (call);                                              \
-        if (e_ != cudaSuccess) {                                                    \
-            std::fprintf(stderr, "%s failed: %s\n", #call, cudaGetErrorString(e_)); \
-            std::exit(1);                                                           \
-        }                                                                           \
+#define CHECK(call)                                                                                \
+    do {                                                                                           \
+        const CUresult e_ = (call);                                                                \
+        if (e_ != CUDA_SUCCESS) {                                                                  \
+            std::fprintf(stderr, "%s failed: %s\n", #call, neural::cuda::result_text(e_).c_str()); \
+            std::exit(1);                                                                          \
+        }                                                                                          \
     } while (0)
 
 template <typename T>
 T* dev(std::size_t n, int fill_byte = 0x3C) {
     void* p = nullptr;
-    CHECK(cudaMalloc(&p, n * sizeof(T)));
-    CHECK(cudaMemset(p, fill_byte, n * sizeof(T)));
+    CHECK(neural::cuda::drv::malloc(&p, n * sizeof(T)));
+    CHECK(neural::cuda::drv::memset(p, fill_byte, n * sizeof(T)));
     return static_cast<T*>(p);
 }
 
-cudaStream_t g_stream = nullptr;  // every launch below goes to this (non-blocking) stream
+CUstream g_stream = nullptr;  // every launch below goes to this (non-blocking) stream
 
 // Mean microseconds per call of `launch` over `iters` calls (after warm-up), timed with events
 // on the launches' stream.
 double time_us(const std::function<void()>& launch, int iters = 200) {
     for (int i = 0; i < 10; ++i) launch();
-    cudaEvent_t a, b;
-    CHECK(cudaEventCreate(&a));
-    CHECK(cudaEventCreate(&b));
-    CHECK(cudaEventRecord(a, g_stream));
+    CUevent a, b;
+    CHECK(neural::cuda::drv::event_create(&a));
+    CHECK(neural::cuda::drv::event_create(&b));
+    CHECK(neural::cuda::drv::event_record(a, g_stream));
     for (int i = 0; i < iters; ++i) launch();
-    CHECK(cudaEventRecord(b, g_stream));
-    CHECK(cudaEventSynchronize(b));
+    CHECK(neural::cuda::drv::event_record(b, g_stream));
+    CHECK(neural::cuda::drv::event_synchronize(b));
     float ms = 0;
-    CHECK(cudaEventElapsedTime(&ms, a, b));
-    CHECK(cudaGetLastError());
-    cudaEventDestroy(a);
-    cudaEventDestroy(b);
+    CHECK(neural::cuda::drv::event_elapsed_time(&ms, a, b));
+    CHECK(neural::cuda::drv::get_last_error());
+    neural::cuda::drv::event_destroy(a);
+    neural::cuda::drv::event_destroy(b);
     return 1000.0 * ms / iters;
 }
 
@@ -84,13 +85,13 @@ int prefill_bench(const std::string& shape, int tokens) {
     const int H = 2880, I = 2880, nq = 64, nkv = 8, d = 64, K = 4, block = 2048;
     const int E = shape == "20b" ? 32 : 128, L = shape == "20b" ? 24 : 36;
     const int Q = nq * d, KV = nkv * d, qkv_cols = Q + 2 * KV;
-    cudaDeviceProp p{};
-    CHECK(cudaGetDeviceProperties(&p, 0));
+    const auto devices = neural::cuda::list_devices();
+    const char* gpu = devices.empty() ? "?" : devices[0].name.c_str();
     std::printf(
         "prefill of %d tokens, gpt-oss-%s shape on %s, %d layers (half sliding, window 128)\n",
-        tokens, shape.c_str(), p.name, L);
-    cudaStream_t s;
-    CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+        tokens, shape.c_str(), gpu, L);
+    CUstream s;
+    CHECK(neural::cuda::drv::stream_create(&s, neural::cuda::drv::kStreamNonBlocking));
     g_stream = s;
     const std::size_t rows_max = static_cast<std::size_t>(std::min(block, tokens));
     auto* x = dev<float>(rows_max * H, 0);
@@ -121,7 +122,8 @@ int prefill_bench(const std::string& shape, int tokens) {
         entries_h[static_cast<std::size_t>(m)] =
             static_cast<int>((static_cast<long long>(m) * tokens / per_expert) * K);
     int* entries = dev<int>(entries_h.size() + 1);
-    CHECK(cudaMemcpy(entries, entries_h.data(), entries_h.size() * 4, cudaMemcpyHostToDevice));
+    CHECK(neural::cuda::drv::memcpy(entries, entries_h.data(), entries_h.size() * 4,
+                                    neural::cuda::drv::kHostToDevice));
     const ExpertShape es{H, I, K, E, 7.0f, 1.702f};
 
     auto tflops = [](double flop, double us) { return flop / us / 1e6; };
@@ -254,10 +256,10 @@ int main(int argc, char** argv) {
     const int H = 2880, I = 2880, nq = 64, nkv = 8, d = 64, K = 4, V = 201088;
     const int E = shape == "20b" ? 32 : 128, L = shape == "20b" ? 24 : 36;
     const int Q = nq * d, KV = nkv * d, splits = 16, pos = ctx - 1;
-    cudaDeviceProp p{};
-    CHECK(cudaGetDeviceProperties(&p, 0));
-    std::printf("gpt-oss-%s shape on %s, context position %d, %d layers\n", shape.c_str(), p.name,
-                pos, L);
+    const auto devices = neural::cuda::list_devices();
+    const char* gpu = devices.empty() ? "?" : devices[0].name.c_str();
+    std::printf("gpt-oss-%s shape on %s, context position %d, %d layers\n", shape.c_str(), gpu, pos,
+                L);
 
     auto* qkv_w = dev<std::uint16_t>(static_cast<std::size_t>(Q + 2 * KV) * H, 0x01);
     auto* o_w = dev<std::uint16_t>(static_cast<std::size_t>(H) * Q, 0x01);
@@ -276,7 +278,7 @@ int main(int argc, char** argv) {
     auto* inv = dev<float>(d / 2, 0);
     std::vector<int> pos_h = {pos};
     int* dpos = dev<int>(1);
-    CHECK(cudaMemcpy(dpos, pos_h.data(), 4, cudaMemcpyHostToDevice));
+    CHECK(neural::cuda::drv::memcpy(dpos, pos_h.data(), 4, neural::cuda::drv::kHostToDevice));
     const std::uint64_t rec = neural::cpu::ExpertRecordView::raw_bytes(H, I),
                         stride = (rec + 255) / 256 * 256;
     auto* pool = dev<std::uint8_t>(static_cast<std::size_t>(K) * stride, 0x77);
@@ -288,18 +290,19 @@ int main(int argc, char** argv) {
     int* sel = dev<int>(K);
     int* slot = dev<int>(K);
     float* gate = dev<float>(K);
-    CHECK(cudaMemcpy(sel, sel_h.data(), 16, cudaMemcpyHostToDevice));
-    CHECK(cudaMemcpy(slot, slot_h.data(), 16, cudaMemcpyHostToDevice));
-    CHECK(cudaMemcpy(gate, gate_h.data(), 16, cudaMemcpyHostToDevice));
+    CHECK(neural::cuda::drv::memcpy(sel, sel_h.data(), 16, neural::cuda::drv::kHostToDevice));
+    CHECK(neural::cuda::drv::memcpy(slot, slot_h.data(), 16, neural::cuda::drv::kHostToDevice));
+    CHECK(neural::cuda::drv::memcpy(gate, gate_h.data(), 16, neural::cuda::drv::kHostToDevice));
     auto* act = dev<float>(static_cast<std::size_t>(K) * I, 0);
     auto* moe = dev<float>(H, 0);
     void* mapped = nullptr;
-    CHECK(cudaHostAlloc(&mapped, static_cast<std::size_t>(H) * 4 + 64, cudaHostAllocMapped));
+    CHECK(neural::cuda::drv::host_alloc(&mapped, static_cast<std::size_t>(H) * 4 + 64,
+                                        neural::cuda::drv::kHostAllocMapped));
     std::memset(mapped, 0, static_cast<std::size_t>(H) * 4 + 64);
     auto* host_f = static_cast<float*>(mapped);
     int* host_route = reinterpret_cast<int*>(host_f + H - 16);
-    cudaStream_t s;
-    CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    CUstream s;
+    CHECK(neural::cuda::drv::stream_create(&s, neural::cuda::drv::kStreamNonBlocking));
     g_stream = s;
     using namespace neural::cuda;
 
@@ -327,9 +330,9 @@ int main(int argc, char** argv) {
         }),
         0);
     // The router above overwrote sel/slot with table lookups (slot 0): restore 4 resident experts.
-    CHECK(cudaStreamSynchronize(s));
-    CHECK(cudaMemcpy(sel, sel_h.data(), 16, cudaMemcpyHostToDevice));
-    CHECK(cudaMemcpy(slot, slot_h.data(), 16, cudaMemcpyHostToDevice));
+    CHECK(neural::cuda::drv::stream_synchronize(s));
+    CHECK(neural::cuda::drv::memcpy(sel, sel_h.data(), 16, neural::cuda::drv::kHostToDevice));
+    CHECK(neural::cuda::drv::memcpy(slot, slot_h.data(), 16, neural::cuda::drv::kHostToDevice));
     const ExpertShape es{H, I, K, E, 7.0f, 1.702f};
     row("4 resident experts (MXFP4)", time_us([&] {
             experts_resident(pool, stride, es, sel, gate, slot, gu_bias, down_bias, h, act, moe, s);
@@ -340,9 +343,9 @@ int main(int argc, char** argv) {
         time_us([&] { gemv_bf16(lm_head, nullptr, h, logits, V, H, false, s); }, 50), 2.0 * V * H);
 
     // One layer as the backend captures it, launched and waited for per layer like the backend.
-    cudaEvent_t routed;
-    CHECK(cudaEventCreateWithFlags(&routed, cudaEventDisableTiming));
-    CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+    CUevent routed;
+    CHECK(neural::cuda::drv::event_create(&routed, neural::cuda::drv::kEventDisableTiming));
+    CHECK(neural::cuda::drv::stream_begin_capture(s, neural::cuda::drv::kCaptureThreadLocal));
     add_moe(x, moe, host_f, H, s);
     rms_norm(x, norm, 1e-5f, H, h, nullptr, s);
     gemv_bf16(qkv_w, bias, h, qkv, Q + 2 * KV, H, false, s);
@@ -353,23 +356,25 @@ int main(int argc, char** argv) {
     gemv_bf16(router_w, bias, h, logits, E, H, false, s);
     router_topk(logits, E, K, table, {sel, gate, slot},
                 {host_route, reinterpret_cast<float*>(host_route + 4), host_route + 8}, s);
-    CHECK(cudaEventRecordWithFlags(routed, s, cudaEventRecordExternal));
+    CHECK(neural::cuda::drv::event_record_with_flags(routed, s,
+                                                     neural::cuda::drv::kEventRecordExternal));
     experts_resident(pool, stride, es, sel, gate, slot, gu_bias, down_bias, h, act, moe, s);
-    cudaGraph_t g;
-    CHECK(cudaStreamEndCapture(s, &g));
-    cudaGraphExec_t ge;
-    CHECK(cudaGraphInstantiate(&ge, g, 0));
-    row("layer graph (GPU time)", time_us([&] { CHECK(cudaGraphLaunch(ge, s)); }), 0);
+    CUgraph g;
+    CHECK(neural::cuda::drv::stream_end_capture(s, &g));
+    CUgraphExec ge;
+    CHECK(neural::cuda::drv::graph_instantiate(&ge, g, 0));
+    row("layer graph (GPU time)", time_us([&] { CHECK(neural::cuda::drv::graph_launch(ge, s)); }),
+        0);
     // Host view: launch, poll the mid-graph event, then the next launch (as hybrid/decode.cpp).
     const int reps = 300;
     auto host_time = [&](const char* name, const std::function<void()>& wait) {
-        CHECK(cudaStreamSynchronize(s));
+        CHECK(neural::cuda::drv::stream_synchronize(s));
         const auto t0 = std::chrono::steady_clock::now();
         for (int i = 0; i < reps; ++i) {
-            CHECK(cudaGraphLaunch(ge, s));
+            CHECK(neural::cuda::drv::graph_launch(ge, s));
             wait();
         }
-        CHECK(cudaStreamSynchronize(s));
+        CHECK(neural::cuda::drv::stream_synchronize(s));
         const double us =
             std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0)
                 .count() /
@@ -378,13 +383,14 @@ int main(int argc, char** argv) {
         return us;
     };
     const double host_us = host_time("graph + poll event (yield)", [&] {
-        while (cudaEventQuery(routed) == cudaErrorNotReady) std::this_thread::yield();
+        while (neural::cuda::drv::event_query(routed) == CUDA_ERROR_NOT_READY)
+            std::this_thread::yield();
     });
     host_time("graph + poll event (spin)", [&] {
-        while (cudaEventQuery(routed) == cudaErrorNotReady) {
+        while (neural::cuda::drv::event_query(routed) == CUDA_ERROR_NOT_READY) {
         }
     });
-    host_time("graph + stream sync", [&] { CHECK(cudaStreamSynchronize(s)); });
+    host_time("graph + stream sync", [&] { CHECK(neural::cuda::drv::stream_synchronize(s)); });
     std::printf("per token (%d layers + lm_head), GPU-only estimate: %.2f ms\n", L,
                 (L * host_us +
                  time_us([&] { gemv_bf16(lm_head, nullptr, h, logits, V, H, false, s); }, 20)) /

@@ -12,7 +12,7 @@
 #include <fstream>
 
 #include "bench/bench.h"
-#include "cuda/device.cuh"
+#include "cuda/device.h"
 #include "neural/error.h"
 #include "platform/system_info.h"
 #include "runtime/model.h"
@@ -390,7 +390,7 @@ TEST(CudaHybrid, GoldenTokenByTokenReferencePath) {
     expect_golden(*Model::load(test::tiny_model_dir(), prefill_options(16, "token", 2048, 16)));
 }
 
-// --fused-decode 1 (the default: 4 launches before a layer's routing, cuda/decode_fused.cuh)
+// --fused-decode 1 (the default: 4 launches before a layer's routing, cuda/decode_fused.h)
 // against the reference graphs of one kernel per step (--fused-decode 0), through the decode path
 // token by token, with the whole context and with a 31-position K/V ring on the sliding layers:
 // both golden within the usual tolerance, the two close (the fused kernels use the one-step

@@ -10,23 +10,23 @@
 #include <numeric>
 #include <random>
 
-#include <cuda_runtime.h>
+#include "cuda/driver/gpu.h"
 
 #include "../kernels/test_experts.h"
 #include "cpu/ops.h"
 #include "cpu/rope.h"
-#include "cuda/attention.cuh"
-#include "cuda/attention_prefill.cuh"
-#include "cuda/decode_fused.cuh"
-#include "cuda/device.cuh"
-#include "cuda/expert_gemm.cuh"
-#include "cuda/expert_mxfp4.cuh"
-#include "cuda/gemm_bf16_rows.cuh"
-#include "cuda/gemv_bf16.cuh"
-#include "cuda/residual.cuh"
-#include "cuda/rms_norm.cuh"
-#include "cuda/rope_kv.cuh"
-#include "cuda/router.cuh"
+#include "cuda/attention.h"
+#include "cuda/attention_prefill.h"
+#include "cuda/decode_fused.h"
+#include "cuda/device.h"
+#include "cuda/expert_gemm.h"
+#include "cuda/expert_mxfp4.h"
+#include "cuda/gemm_bf16_rows.h"
+#include "cuda/gemv_bf16.h"
+#include "cuda/residual.h"
+#include "cuda/rms_norm.h"
+#include "cuda/rope_kv.h"
+#include "cuda/router.h"
 #include "model/bf16.h"
 #include "model/config.h"
 #include "support/fixtures.h"
@@ -45,22 +45,23 @@ template <typename T>
 class Dev {
 public:
     explicit Dev(const std::vector<T>& host) : n_(host.size()) {
-        EXPECT_EQ(cudaMalloc(&p_, std::max<std::size_t>(1, n_) * sizeof(T)), cudaSuccess);
+        EXPECT_EQ(cuda::drv::malloc(&p_, std::max<std::size_t>(1, n_) * sizeof(T)), CUDA_SUCCESS);
         if (n_ > 0) {
-            EXPECT_EQ(cudaMemcpy(p_, host.data(), n_ * sizeof(T), cudaMemcpyHostToDevice),
-                      cudaSuccess);
+            EXPECT_EQ(cuda::drv::memcpy(p_, host.data(), n_ * sizeof(T), cuda::drv::kHostToDevice),
+                      CUDA_SUCCESS);
         }
     }
     explicit Dev(std::size_t n) : Dev(std::vector<T>(n)) {}
-    ~Dev() { cudaFree(p_); }
+    ~Dev() { cuda::drv::free(p_); }
     T* get() const { return p_; }
     void zero() {
-        EXPECT_EQ(cudaMemset(p_, 0, std::max<std::size_t>(1, n_) * sizeof(T)), cudaSuccess);
+        EXPECT_EQ(cuda::drv::memset(p_, 0, std::max<std::size_t>(1, n_) * sizeof(T)), CUDA_SUCCESS);
     }
     std::vector<T> host() const {
         std::vector<T> out(n_);
-        EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-        EXPECT_EQ(cudaMemcpy(out.data(), p_, n_ * sizeof(T), cudaMemcpyDeviceToHost), cudaSuccess);
+        EXPECT_EQ(cuda::drv::device_synchronize(), CUDA_SUCCESS);
+        EXPECT_EQ(cuda::drv::memcpy(out.data(), p_, n_ * sizeof(T), cuda::drv::kDeviceToHost),
+                  CUDA_SUCCESS);
         return out;
     }
 
@@ -317,7 +318,7 @@ TEST(CudaKernels, RouterPicksTheCpuTopKWithTiesToTheLowerIndexAndLooksUpSlots) {
     Dev<int> dt(table), sel(K), slot(K);
     Dev<float> gate(K);
     void* host = nullptr;
-    ASSERT_EQ(cudaHostAlloc(&host, K * 12, cudaHostAllocMapped), cudaSuccess);
+    ASSERT_EQ(cuda::drv::host_alloc(&host, K * 12, cuda::drv::kHostAllocMapped), CUDA_SUCCESS);
     int* hi = static_cast<int*>(host);
     cuda::router_topk(dl.get(), E, K, dt.get(), {sel.get(), gate.get(), slot.get()},
                       {hi, reinterpret_cast<float*>(hi + K), hi + 2 * K}, nullptr);
@@ -332,7 +333,7 @@ TEST(CudaKernels, RouterPicksTheCpuTopKWithTiesToTheLowerIndexAndLooksUpSlots) {
     }
     EXPECT_EQ(s[0], 7);
     EXPECT_EQ(s[1], 90);
-    cudaFreeHost(host);
+    cuda::drv::free_host(host);
 }
 
 TEST(CudaKernels, ResidentExpertsMatchTheReferenceExpertMathAndSkipMisses) {
@@ -396,7 +397,7 @@ TEST(CudaKernels, AddMoeAddsBothPartsReadingHostMappedMemory) {
     const auto x = test::random_vector(n, 13), g = test::random_vector(n, 14),
                c = test::random_vector(n, 15);
     void* host = nullptr;
-    ASSERT_EQ(cudaHostAlloc(&host, n * 4, cudaHostAllocMapped), cudaSuccess);
+    ASSERT_EQ(cuda::drv::host_alloc(&host, n * 4, cuda::drv::kHostAllocMapped), CUDA_SUCCESS);
     std::memcpy(host, c.data(), n * 4);
     Dev<float> dx(x), dg(g);
     cuda::add_moe(dx.get(), dg.get(), static_cast<float*>(host), n, nullptr);
@@ -405,19 +406,19 @@ TEST(CudaKernels, AddMoeAddsBothPartsReadingHostMappedMemory) {
         ASSERT_EQ(got[static_cast<std::size_t>(i)],
                   x[static_cast<std::size_t>(i)] +
                       (g[static_cast<std::size_t>(i)] + c[static_cast<std::size_t>(i)]));
-    cudaFreeHost(host);
+    cuda::drv::free_host(host);
 }
 
-// ---- fused decode kernels (decode_fused.cuh) against the one-step kernels ------------------
+// ---- fused decode kernels (decode_fused.h) against the one-step kernels ------------------
 
 // Host-mapped memory (the decode graphs' exchange buffers), zeroed, freed with the object.
 class Mapped {
 public:
     explicit Mapped(std::size_t bytes) {
-        EXPECT_EQ(cudaHostAlloc(&p_, bytes, cudaHostAllocMapped), cudaSuccess);
+        EXPECT_EQ(cuda::drv::host_alloc(&p_, bytes, cuda::drv::kHostAllocMapped), CUDA_SUCCESS);
         std::memset(p_, 0, bytes);
     }
-    ~Mapped() { cudaFreeHost(p_); }
+    ~Mapped() { cuda::drv::free_host(p_); }
     template <typename T>
     T* as() const {
         return static_cast<T*>(p_);
@@ -487,7 +488,7 @@ TEST(CudaFusedDecode, NormQkvRopeIsTheOneStepKernels) {
             p.ring = ring;
             p.qkv = fq.get();
             cuda::norm_qkv_rope(p, nullptr);
-            ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+            ASSERT_EQ(cuda::drv::get_last_error(), CUDA_SUCCESS);
             const auto q = fq.host();
             expect_close(q, want_q, 1e-5f);
             expect_close(fk.host(), want_k, 1e-5f);
@@ -565,25 +566,27 @@ TEST(CudaFusedDecode, OprojNormRouteIsTheOneStepKernels) {
         p.device_out = {fsel.get(), fgate.get(), fslot.get()};
         p.host_out = {hr, reinterpret_cast<float*>(hr + K), hr + 2 * K};
         p.counter = counter.get();
-        cudaStream_t stream = nullptr;
-        ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
-        ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+        CUstream stream = nullptr;
+        ASSERT_EQ(cuda::drv::stream_create(&stream, cuda::drv::kStreamNonBlocking), CUDA_SUCCESS);
+        ASSERT_EQ(cuda::drv::stream_begin_capture(stream, cuda::drv::kCaptureThreadLocal),
+                  CUDA_SUCCESS);
         cuda::oproj_norm_route(p, stream);
-        cudaGraph_t g = nullptr;
-        ASSERT_EQ(cudaStreamEndCapture(stream, &g), cudaSuccess);
-        cudaGraphExec_t exec = nullptr;
-        ASSERT_EQ(cudaGraphInstantiate(&exec, g, 0), cudaSuccess);
-        ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);  // the counter's zero, the uploads
+        CUgraph g = nullptr;
+        ASSERT_EQ(cuda::drv::stream_end_capture(stream, &g), CUDA_SUCCESS);
+        CUgraphExec exec = nullptr;
+        ASSERT_EQ(cuda::drv::graph_instantiate(&exec, g, 0), CUDA_SUCCESS);
+        ASSERT_EQ(cuda::drv::device_synchronize(),
+                  CUDA_SUCCESS);  // the counter's zero, the uploads
         std::vector<float> first_x, first_h, first_l;
         for (int run = 0; run < 2; ++run) {
             SCOPED_TRACE(testing::Message() << "replay " << run);
-            ASSERT_EQ(
-                cudaMemcpyAsync(fx.get(), x.data(), x.size() * 4, cudaMemcpyHostToDevice, stream),
-                cudaSuccess);
+            ASSERT_EQ(cuda::drv::memcpy_async(fx.get(), x.data(), x.size() * 4,
+                                              cuda::drv::kHostToDevice, stream),
+                      CUDA_SUCCESS);
             std::memset(mirror.as<float>(), 0, static_cast<std::size_t>(H) * 4);
             std::memset(hr, 0xFF, static_cast<std::size_t>(K) * 12);
-            ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
-            ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+            ASSERT_EQ(cuda::drv::graph_launch(exec, stream), CUDA_SUCCESS);
+            ASSERT_EQ(cuda::drv::stream_synchronize(stream), CUDA_SUCCESS);
             const auto gx = fx.host(), gh = fh.host(), gl = fl.host();
             expect_close(gx, want_x, 1e-5f);
             expect_close(gh, want_h, 1e-5f);
@@ -615,9 +618,9 @@ TEST(CudaFusedDecode, OprojNormRouteIsTheOneStepKernels) {
                 ASSERT_EQ(std::memcmp(gl.data(), first_l.data(), gl.size() * 4), 0);
             }
         }
-        cudaGraphExecDestroy(exec);
-        cudaGraphDestroy(g);
-        cudaStreamDestroy(stream);
+        cuda::drv::graph_exec_destroy(exec);
+        cuda::drv::graph_destroy(g);
+        cuda::drv::stream_destroy(stream);
     }
 }
 
@@ -955,7 +958,7 @@ TEST(CudaPrefillKernels, RowKernelsMatchTheirDecodeKernelsBitForBit) {
         Dev<int> s1(K), sl(K);
         Dev<float> g1(K);
         void* host = nullptr;
-        ASSERT_EQ(cudaHostAlloc(&host, K * 12, cudaHostAllocMapped), cudaSuccess);
+        ASSERT_EQ(cuda::drv::host_alloc(&host, K * 12, cuda::drv::kHostAllocMapped), CUDA_SUCCESS);
         int* hi = static_cast<int*>(host);
         cuda::router_topk(one.get(), E, K, dt.get(), {s1.get(), g1.get(), sl.get()},
                           {hi, reinterpret_cast<float*>(hi + K), hi + 2 * K}, nullptr);
@@ -965,7 +968,7 @@ TEST(CudaPrefillKernels, RowKernelsMatchTheirDecodeKernelsBitForBit) {
             EXPECT_EQ(a[k], s_rows[static_cast<std::size_t>(r) * K + k]);
             EXPECT_EQ(std::memcmp(&b[k], &g_rows[static_cast<std::size_t>(r) * K + k], 4), 0);
         }
-        cudaFreeHost(host);
+        cuda::drv::free_host(host);
     }
 }
 
@@ -1027,12 +1030,12 @@ TEST(CudaPrefillKernels, PrefillAttentionMatchesTheCpuReferenceAndDoesNotDependO
 TEST(CudaPrefillKernels, PrefillAttentionRunsOnEveryDeviceAndListingKeepsTheCurrentDevice) {
     SKIP_WITHOUT_GPU();
     int count = 0;
-    ASSERT_EQ(cudaGetDeviceCount(&count), cudaSuccess);
-    ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
+    ASSERT_EQ(cuda::drv::device_count(&count), CUDA_SUCCESS);
+    ASSERT_EQ(cuda::drv::set_device(0), CUDA_SUCCESS);
     std::string why;
     ASSERT_FALSE(cuda::list_devices(&why).empty());
     int current = -1;
-    ASSERT_EQ(cudaGetDevice(&current), cudaSuccess);
+    ASSERT_EQ(cuda::drv::get_device(&current), CUDA_SUCCESS);
     EXPECT_EQ(current, 0);
     if (count < 2) std::printf("[   NOTE   ] one GPU: the launch runs on device 0 only\n");
     const int nq = 4, nkv = 2, d = cuda::kPrefillHeadDim, kv = nkv * d, cols = (nq + 2 * nkv) * d;
@@ -1045,15 +1048,15 @@ TEST(CudaPrefillKernels, PrefillAttentionRunsOnEveryDeviceAndListingKeepsTheCurr
     for (int dev = count - 1; dev >= 0;
          --dev) {  // the last device first: device 0 is not the first launch
         SCOPED_TRACE(testing::Message() << "device " << dev);
-        ASSERT_EQ(cudaSetDevice(dev), cudaSuccess);
+        ASSERT_EQ(cuda::drv::set_device(dev), CUDA_SUCCESS);
         Dev<float> dk(k), dv(v), dq(q), out(static_cast<std::size_t>(rows) * nq * d);
         Dev<std::uint16_t> ds(sinks);
         cuda::attention_prefill(dq.get(), cols, rows, pos0, dk.get(), dv.get(), ds.get(), nq, nkv,
                                 0, 0, out.get(), nullptr);
-        ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+        ASSERT_EQ(cuda::drv::get_last_error(), CUDA_SUCCESS);
         results.push_back(out.host());
     }
-    ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
+    ASSERT_EQ(cuda::drv::set_device(0), CUDA_SUCCESS);
     for (const auto& r : results)
         ASSERT_EQ(std::memcmp(r.data(), results.front().data(), r.size() * 4), 0);
 }
@@ -1145,7 +1148,7 @@ TEST(CudaPrefillKernels, ExpertGemmMatchesTheReferenceExpertMathAndTheAddSumsInO
                           dgate.get(), dgu.get(), ddown.get(), act.get(), acc.get(), nullptr);
         cuda::expert_gemm(rec.get(), e, half, de.get(), static_cast<int>(entries.size()), dh.get(),
                           dgate.get(), dgu.get(), ddown.get(), act.get(), acc_half.get(), nullptr);
-        ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+        ASSERT_EQ(cuda::drv::device_synchronize(), CUDA_SUCCESS);
     }
     // Activations as bf16 hi + lo halves: ~16 bits per product. As fp16 (11 bits), against the
     // same math on fp16-rounded operands: what remains is the order of the fp32 sums and an
@@ -1169,15 +1172,18 @@ TEST(CudaPrefillKernels, ExpertGemmMatchesTheReferenceExpertMathAndTheAddSumsInO
     std::vector<float> x(rows * n, 1.0f), gpu(rows * n, 2.0f);
     Dev<float> dx(x), dg(gpu);
     void* host = nullptr;
-    ASSERT_EQ(cudaHostAlloc(&host, 4 * (rows + 1) + 4 * 3 * n, cudaHostAllocMapped), cudaSuccess);
+    ASSERT_EQ(cuda::drv::host_alloc(&host, 4 * (rows + 1) + 4 * 3 * n, cuda::drv::kHostAllocMapped),
+              CUDA_SUCCESS);
     int* start = static_cast<int*>(host);
     float* cpu_rows = reinterpret_cast<float*>(start + rows + 1);
     start[0] = 0, start[1] = 2, start[2] = 2, start[3] = 3;  // token 0: rows 0, 1; token 2: row 2
     for (int i = 0; i < 3 * n; ++i) cpu_rows[i] = static_cast<float>(10 * (i / n + 1));
     int* dstart = nullptr;
     float* drows = nullptr;
-    ASSERT_EQ(cudaHostGetDevicePointer(reinterpret_cast<void**>(&dstart), start, 0), cudaSuccess);
-    ASSERT_EQ(cudaHostGetDevicePointer(reinterpret_cast<void**>(&drows), cpu_rows, 0), cudaSuccess);
+    ASSERT_EQ(cuda::drv::host_get_device_pointer(reinterpret_cast<void**>(&dstart), start, 0),
+              CUDA_SUCCESS);
+    ASSERT_EQ(cuda::drv::host_get_device_pointer(reinterpret_cast<void**>(&drows), cpu_rows, 0),
+              CUDA_SUCCESS);
     cuda::add_moe_rows(dx.get(), dg.get(), n, rows, dstart, drows, nullptr);
     const auto xs = dx.host(), gs = dg.host();
     for (int i = 0; i < n; ++i) {
@@ -1186,7 +1192,7 @@ TEST(CudaPrefillKernels, ExpertGemmMatchesTheReferenceExpertMathAndTheAddSumsInO
         EXPECT_EQ(xs[2 * n + i], 1.0f + 2.0f + 30.0f);
     }
     for (float g : gs) EXPECT_EQ(g, 0.0f);
-    cudaFreeHost(host);
+    cuda::drv::free_host(host);
 }
 
 }  // namespace

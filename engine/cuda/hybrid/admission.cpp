@@ -4,11 +4,11 @@
 #include <algorithm>
 #include <vector>
 
-#include <cuda_runtime.h>
+#include "cuda/driver/gpu.h"
 #include <spdlog/spdlog.h>
 
 #include "cuda/hybrid/hybrid_backend.h"
-#include "cuda/residual.cuh"
+#include "cuda/residual.h"
 
 namespace neural::hybrid {
 
@@ -57,12 +57,14 @@ void HybridBackend::start_upload(const Residency::Admission& a, int buffer) {
             slots_.table + static_cast<std::size_t>(a.victim_layer) * E_ + a.victim_expert, -1,
             stream_);
     }
-    NEURAL_CUDA(cudaEventRecord(adm_.evicted, stream_));
-    NEURAL_CUDA(cudaStreamWaitEvent(copy_stream_, adm_.evicted, 0));
-    NEURAL_CUDA(cudaMemcpyAsync(slots_.base + static_cast<std::uint64_t>(a.slot) * slots_.stride,
+    NEURAL_CUDA(cuda::drv::event_record(adm_.evicted, stream_));
+    NEURAL_CUDA(cuda::drv::stream_wait_event(copy_stream_, adm_.evicted, 0));
+    NEURAL_CUDA(
+        cuda::drv::memcpy_async(slots_.base + static_cast<std::uint64_t>(a.slot) * slots_.stride,
                                 adm_.captures[static_cast<std::size_t>(buffer)].ptr,
-                                slots_.record_bytes, cudaMemcpyHostToDevice, copy_stream_));
-    NEURAL_CUDA(cudaEventRecord(adm_.capture_done[static_cast<std::size_t>(buffer)], copy_stream_));
+                                slots_.record_bytes, cuda::drv::kHostToDevice, copy_stream_));
+    NEURAL_CUDA(
+        cuda::drv::event_record(adm_.capture_done[static_cast<std::size_t>(buffer)], copy_stream_));
     adm_.uploads.push_back({a, buffer});
 }
 
@@ -71,8 +73,9 @@ void HybridBackend::poll_uploads() {
     poll_batch();
     for (std::size_t i = 0; i < adm_.uploads.size();) {
         const Admissions::Upload& u = adm_.uploads[i];
-        const cudaError_t q = cudaEventQuery(adm_.capture_done[static_cast<std::size_t>(u.buffer)]);
-        if (q == cudaErrorNotReady) {
+        const CUresult q =
+            cuda::drv::event_query(adm_.capture_done[static_cast<std::size_t>(u.buffer)]);
+        if (q == CUDA_ERROR_NOT_READY) {
             ++i;
             continue;
         }
@@ -104,7 +107,8 @@ void HybridBackend::admit_prompt_experts() {
         residency_->slots() == residency_->static_slots() || pf_.counts.empty())
         return;
     if (!adm_.batch.empty()) {  // one batch at a time (a prompt right after a prompt)
-        NEURAL_CUDA(cudaEventSynchronize(adm_.batch_chunks[(adm_.batch.size() - 1) / kBatchChunk]));
+        NEURAL_CUDA(
+            cuda::drv::event_synchronize(adm_.batch_chunks[(adm_.batch.size() - 1) / kBatchChunk]));
         poll_batch();
     }
     const int max_free = raw_store_ ? residency_->slots() : opt_.prompt_admit;
@@ -121,14 +125,14 @@ void HybridBackend::admit_prompt_experts() {
             slots_.table + static_cast<std::size_t>(a.victim_layer) * E_ + a.victim_expert, -1,
             stream_);
     }
-    NEURAL_CUDA(cudaEventRecord(adm_.evicted, stream_));
-    NEURAL_CUDA(cudaStreamWaitEvent(copy_stream_, adm_.evicted, 0));
+    NEURAL_CUDA(cuda::drv::event_record(adm_.evicted, stream_));
+    NEURAL_CUDA(cuda::drv::stream_wait_event(copy_stream_, adm_.evicted, 0));
     // One landing event per chunk of kBatchChunk copies, most-used experts first, so that
     // decode reads the first slots while the rest still cross PCIe.
     const std::size_t chunks = (batch.size() + kBatchChunk - 1) / kBatchChunk;
     while (adm_.batch_chunks.size() < chunks) {
-        cudaEvent_t ev;
-        NEURAL_CUDA(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
+        CUevent ev;
+        NEURAL_CUDA(cuda::drv::event_create(&ev, cuda::drv::kEventDisableTiming));
         adm_.batch_chunks.push_back(ev);
     }
     for (std::size_t i = 0; i < batch.size(); ++i) {
@@ -142,11 +146,11 @@ void HybridBackend::admit_prompt_experts() {
             fill_record(a.layer, a.expert, adm_.batch_record.data());
             src = adm_.batch_record.data();
         }
-        NEURAL_CUDA(
-            cudaMemcpyAsync(slots_.base + static_cast<std::uint64_t>(a.slot) * slots_.stride, src,
-                            slots_.record_bytes, cudaMemcpyHostToDevice, copy_stream_));
+        NEURAL_CUDA(cuda::drv::memcpy_async(
+            slots_.base + static_cast<std::uint64_t>(a.slot) * slots_.stride, src,
+            slots_.record_bytes, cuda::drv::kHostToDevice, copy_stream_));
         if ((i + 1) % kBatchChunk == 0 || i + 1 == batch.size())
-            NEURAL_CUDA(cudaEventRecord(adm_.batch_chunks[i / kBatchChunk], copy_stream_));
+            NEURAL_CUDA(cuda::drv::event_record(adm_.batch_chunks[i / kBatchChunk], copy_stream_));
     }
     adm_.batch = batch;
     adm_.batch_flipped = 0;
@@ -164,8 +168,8 @@ void HybridBackend::admit_prompt_experts() {
 void HybridBackend::poll_batch() {
     while (adm_.batch_flipped < adm_.batch.size()) {
         const std::size_t c = adm_.batch_flipped / kBatchChunk;
-        const cudaError_t q = cudaEventQuery(adm_.batch_chunks[c]);
-        if (q == cudaErrorNotReady) return;
+        const CUresult q = cuda::drv::event_query(adm_.batch_chunks[c]);
+        if (q == CUDA_ERROR_NOT_READY) return;
         NEURAL_CUDA(q);
         const std::size_t end = std::min(adm_.batch.size(), (c + 1) * kBatchChunk);
         for (std::size_t i = adm_.batch_flipped; i < end; ++i) {

@@ -7,7 +7,7 @@
 #include <span>
 #include <thread>
 
-#include <cuda_runtime.h>
+#include "cuda/driver/gpu.h"
 
 #include "cpu/record_checks.h"
 #include "cuda/hybrid/hybrid_backend.h"
@@ -47,13 +47,14 @@ void HybridBackend::begin_token(TokenId id, std::int64_t pos) {
     miss_.carry = 0;  // streamed_choices: the share's remainder is carried within a token
     poll_batch();     // the slots a prompt admitted join the table before the first layer
     *dec_.pos_host.host<int>() = static_cast<int>(pos);
-    NEURAL_CUDA(cudaMemcpyAsync(dec_.pos, dec_.pos_host.ptr, 4, cudaMemcpyHostToDevice, stream_));
+    NEURAL_CUDA(
+        cuda::drv::memcpy_async(dec_.pos, dec_.pos_host.ptr, 4, cuda::drv::kHostToDevice, stream_));
     embed(id, dec_.in_x.host<float>());
 }
 
 void HybridBackend::launch_layer(int l, DecodeTally& tally) {
     const auto t0 = Clock::now();
-    NEURAL_CUDA(cudaGraphLaunch(dec_.graphs[static_cast<std::size_t>(l)], stream_));
+    NEURAL_CUDA(cuda::drv::graph_launch(dec_.graphs[static_cast<std::size_t>(l)], stream_));
     tally.submit += ns_since(t0);
 }
 
@@ -63,9 +64,9 @@ HybridBackend::Route HybridBackend::wait_for_routing(int l, DecodeTally& tally) 
     volatile int* route = dec_.route.host<int>();
     const auto t0 = Clock::now();
     for (;;) {
-        const cudaError_t q = cudaEventQuery(dec_.routed[static_cast<std::size_t>(l)]);
-        if (q == cudaSuccess) break;
-        if (q != cudaErrorNotReady) NEURAL_CUDA(q);
+        const CUresult q = cuda::drv::event_query(dec_.routed[static_cast<std::size_t>(l)]);
+        if (q == CUDA_SUCCESS) break;
+        if (q != CUDA_ERROR_NOT_READY) NEURAL_CUDA(q);
         std::this_thread::yield();
     }
     tally.wait += ns_since(t0);
@@ -108,11 +109,11 @@ HybridBackend::MissPlan HybridBackend::compute_misses(int l, const Route& route,
     if (streams && miss_.refine) {
         // Which side of this layer finished first: the copies had landed when the CPU was done
         // (stream more) or not yet (stream less); refine_stream_share steps from the tally.
-        const cudaError_t q = cudaEventQuery(miss_.landed);
-        if (q == cudaSuccess) {
+        const CUresult q = cuda::drv::event_query(miss_.landed);
+        if (q == CUDA_SUCCESS) {
             ++miss_.tally.cpu_slower;
         } else {
-            if (q != cudaErrorNotReady) NEURAL_CUDA(q);
+            if (q != CUDA_ERROR_NOT_READY) NEURAL_CUDA(q);
             ++miss_.tally.copies_slower;
         }
     }
@@ -192,10 +193,10 @@ void HybridBackend::choose_misses(int l, const Route& route, MissPlan& plan, Dec
 // The tail graph (the last layer's experts, final norm, lm_head) and the logits to the host.
 void HybridBackend::finish_token(float* logits_out, DecodeTally& tally) {
     auto t0 = Clock::now();
-    NEURAL_CUDA(cudaGraphLaunch(dec_.tail, stream_));
+    NEURAL_CUDA(cuda::drv::graph_launch(dec_.tail, stream_));
     tally.submit += ns_since(t0);
     t0 = Clock::now();
-    NEURAL_CUDA(cudaStreamSynchronize(stream_));
+    NEURAL_CUDA(cuda::drv::stream_synchronize(stream_));
     tally.wait += ns_since(t0);
     std::memcpy(logits_out, dec_.logits_host.ptr, static_cast<std::size_t>(V_) * 4);
     if (in_.counters != nullptr && timing_.on) add_gpu_times(*in_.counters);

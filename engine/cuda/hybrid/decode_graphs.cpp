@@ -2,46 +2,50 @@
 // logits tail; and the GPU time of a token from their timing marks (GpuOptions::time_gpu).
 #include <algorithm>
 
-#include <cuda_runtime.h>
+#include "cuda/driver/gpu.h"
 
-#include "cuda/attention.cuh"
-#include "cuda/decode_fused.cuh"
-#include "cuda/expert_mxfp4.cuh"
-#include "cuda/gemv_bf16.cuh"
+#include "cuda/attention.h"
+#include "cuda/decode_fused.h"
+#include "cuda/expert_mxfp4.h"
+#include "cuda/gemv_bf16.h"
 #include "cuda/hybrid/hybrid_backend.h"
-#include "cuda/residual.cuh"
-#include "cuda/rms_norm.cuh"
-#include "cuda/rope_kv.cuh"
-#include "cuda/router.cuh"
+#include "cuda/residual.h"
+#include "cuda/rms_norm.h"
+#include "cuda/rope_kv.h"
+#include "cuda/router.h"
 #include "model/config.h"
 
 namespace neural::hybrid {
 
 // Whether a captured graph can record a timing event (an external event-record node) and
 // report its elapsed time; tried once on a throwaway graph, the stream left as it was.
-bool HybridBackend::graphs_can_time(cudaStream_t stream) {
-    cudaEvent_t a = nullptr, b = nullptr;
-    cudaGraph_t g = nullptr;
-    cudaGraphExec_t exec = nullptr;
-    bool ok = cudaEventCreate(&a) == cudaSuccess && cudaEventCreate(&b) == cudaSuccess &&
-              cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal) == cudaSuccess;
+bool HybridBackend::graphs_can_time(CUstream stream) {
+    CUevent a = nullptr, b = nullptr;
+    CUgraph g = nullptr;
+    CUgraphExec exec = nullptr;
+    bool ok =
+        cuda::drv::event_create(&a) == CUDA_SUCCESS &&
+        cuda::drv::event_create(&b) == CUDA_SUCCESS &&
+        cuda::drv::stream_begin_capture(stream, cuda::drv::kCaptureThreadLocal) == CUDA_SUCCESS;
     if (ok) {
-        const bool recorded =
-            cudaEventRecordWithFlags(a, stream, cudaEventRecordExternal) == cudaSuccess &&
-            cudaEventRecordWithFlags(b, stream, cudaEventRecordExternal) == cudaSuccess;
-        ok = cudaStreamEndCapture(stream, &g) == cudaSuccess && recorded;
+        const bool recorded = cuda::drv::event_record_with_flags(
+                                  a, stream, cuda::drv::kEventRecordExternal) == CUDA_SUCCESS &&
+                              cuda::drv::event_record_with_flags(
+                                  b, stream, cuda::drv::kEventRecordExternal) == CUDA_SUCCESS;
+        ok = cuda::drv::stream_end_capture(stream, &g) == CUDA_SUCCESS && recorded;
     }
     float ms = 0;
-    ok = ok && cudaGraphInstantiate(&exec, g, 0) == cudaSuccess &&
-         cudaGraphLaunch(exec, stream) == cudaSuccess &&
-         cudaStreamSynchronize(stream) == cudaSuccess &&
-         cudaEventElapsedTime(&ms, a, b) == cudaSuccess;
-    if (exec != nullptr) cudaGraphExecDestroy(exec);
-    if (g != nullptr) cudaGraphDestroy(g);
-    for (cudaEvent_t e : {a, b}) {
-        if (e != nullptr) cudaEventDestroy(e);
+    ok = ok && cuda::drv::graph_instantiate(&exec, g, 0) == CUDA_SUCCESS &&
+         cuda::drv::graph_launch(exec, stream) == CUDA_SUCCESS &&
+         cuda::drv::stream_synchronize(stream) == CUDA_SUCCESS &&
+         cuda::drv::event_elapsed_time(&ms, a, b) == CUDA_SUCCESS;
+    if (exec != nullptr) cuda::drv::graph_exec_destroy(exec);
+    if (g != nullptr) cuda::drv::graph_destroy(g);
+    for (CUevent e : {a, b}) {
+        if (e != nullptr) cuda::drv::event_destroy(e);
     }
-    (void)cudaGetLastError();  // a refusal above is an answer, not an error for later checks
+    (void)
+        cuda::drv::get_last_error();  // a refusal above is an answer, not an error for later checks
     return ok;
 }
 
@@ -57,22 +61,24 @@ void HybridBackend::capture_graphs() {
     // device's graphs can hold them; else plain events and no GPU times.
     timing_.on = opt_.time_gpu && graphs_can_time(stream_);
     timing_.cpu_busy.assign(static_cast<std::size_t>(L_), 0);
-    const unsigned event_flags = timing_.on ? cudaEventDefault : cudaEventDisableTiming;
-    auto event = [&](std::vector<cudaEvent_t>& into) {
-        cudaEvent_t ev;
-        NEURAL_CUDA(cudaEventCreateWithFlags(&ev, event_flags));
+    const unsigned event_flags =
+        timing_.on ? cuda::drv::kEventDefault : cuda::drv::kEventDisableTiming;
+    auto event = [&](std::vector<CUevent>& into) {
+        CUevent ev;
+        NEURAL_CUDA(cuda::drv::event_create(&ev, event_flags));
         into.push_back(ev);
         return ev;
     };
-    auto mark = [&](cudaEvent_t ev) {
-        NEURAL_CUDA(cudaEventRecordWithFlags(ev, stream_, cudaEventRecordExternal));
+    auto mark = [&](CUevent ev) {
+        NEURAL_CUDA(
+            cuda::drv::event_record_with_flags(ev, stream_, cuda::drv::kEventRecordExternal));
     };
     for (int l = 0; l < L_; ++l) {
         const LayerDevice& ld = layers_[static_cast<std::size_t>(l)];
-        const cudaEvent_t ev = event(dec_.routed);
-        const cudaEvent_t start = timing_.on ? event(timing_.layer_start) : nullptr;
-        const cudaEvent_t end = timing_.on ? event(timing_.layer_end) : nullptr;
-        NEURAL_CUDA(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
+        const CUevent ev = event(dec_.routed);
+        const CUevent start = timing_.on ? event(timing_.layer_start) : nullptr;
+        const CUevent end = timing_.on ? event(timing_.layer_end) : nullptr;
+        NEURAL_CUDA(cuda::drv::stream_begin_capture(stream_, cuda::drv::kCaptureThreadLocal));
         if (timing_.on) mark(start);
         if (l == 0) {
             cuda::copy_vector(in_x, dec_.x, H_, stream_);
@@ -82,7 +88,7 @@ void HybridBackend::capture_graphs() {
         const int window = c.layer_is_sliding[static_cast<std::size_t>(l)] ? c.sliding_window : 0;
         const int* table = slots_.table + static_cast<std::size_t>(l) * E_;
         if (opt_.fused_decode) {
-            // 3 launches (cuda/decode_fused.cuh) for the 9 below, with their device functions (the
+            // 3 launches (cuda/decode_fused.h) for the 9 below, with their device functions (the
             // same bits expected). dec_.h is not
             // written before the post-attention norm: nothing reads the input norm's h but QKV.
             cuda::NormQkvRope a;
@@ -153,31 +159,33 @@ void HybridBackend::capture_graphs() {
         event(timing_.tail_marks);
         event(timing_.tail_marks);
     }
-    NEURAL_CUDA(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
+    NEURAL_CUDA(cuda::drv::stream_begin_capture(stream_, cuda::drv::kCaptureThreadLocal));
     if (timing_.on) mark(timing_.tail_marks[0]);
     cuda::add_moe(dec_.x, dec_.moe_gpu, cpu_out, H_, stream_);
     cuda::rms_norm(dec_.x, final_norm_, c.rms_norm_eps, H_, dec_.h, nullptr, stream_);
     cuda::gemv_bf16(lm_head_, nullptr, dec_.h, dec_.logits, V_, H_, false, stream_);
     if (timing_.on) mark(timing_.tail_marks[1]);
-    NEURAL_CUDA(cudaMemcpyAsync(dec_.logits_host.ptr, dec_.logits, static_cast<std::size_t>(V_) * 4,
-                                cudaMemcpyDeviceToHost, stream_));
+    NEURAL_CUDA(cuda::drv::memcpy_async(dec_.logits_host.ptr, dec_.logits,
+                                        static_cast<std::size_t>(V_) * 4, cuda::drv::kDeviceToHost,
+                                        stream_));
     dec_.tail = end_capture();
     // Prefill's logits: dec_.x holds a prompt row (copied from the prefill activations).
-    NEURAL_CUDA(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
+    NEURAL_CUDA(cuda::drv::stream_begin_capture(stream_, cuda::drv::kCaptureThreadLocal));
     cuda::rms_norm(dec_.x, final_norm_, c.rms_norm_eps, H_, dec_.h, nullptr, stream_);
     cuda::gemv_bf16(lm_head_, nullptr, dec_.h, dec_.logits, V_, H_, false, stream_);
-    NEURAL_CUDA(cudaMemcpyAsync(dec_.logits_host.ptr, dec_.logits, static_cast<std::size_t>(V_) * 4,
-                                cudaMemcpyDeviceToHost, stream_));
+    NEURAL_CUDA(cuda::drv::memcpy_async(dec_.logits_host.ptr, dec_.logits,
+                                        static_cast<std::size_t>(V_) * 4, cuda::drv::kDeviceToHost,
+                                        stream_));
     dec_.tail_rows = end_capture();
 }
 
-cudaGraphExec_t HybridBackend::end_capture() {
-    cudaGraph_t g = nullptr;
-    NEURAL_CUDA(cudaGetLastError());
-    NEURAL_CUDA(cudaStreamEndCapture(stream_, &g));
-    cudaGraphExec_t exec = nullptr;
-    const cudaError_t e = cudaGraphInstantiate(&exec, g, 0);
-    cudaGraphDestroy(g);
+CUgraphExec HybridBackend::end_capture() {
+    CUgraph g = nullptr;
+    NEURAL_CUDA(cuda::drv::get_last_error());
+    NEURAL_CUDA(cuda::drv::stream_end_capture(stream_, &g));
+    CUgraphExec exec = nullptr;
+    const CUresult e = cuda::drv::graph_instantiate(&exec, g, 0);
+    cuda::drv::graph_destroy(g);
     NEURAL_CUDA(e);
     return exec;
 }
@@ -185,10 +193,10 @@ cudaGraphExec_t HybridBackend::end_capture() {
 // The token's GPU time from the timing marks of its graphs (all complete: the tail was
 // synchronized). A mark that cannot be read (never recorded) leaves the token untimed.
 void HybridBackend::add_gpu_times(BackendCounters& bc) {
-    auto ns = [](cudaEvent_t a, cudaEvent_t b, std::uint64_t& out) {
+    auto ns = [](CUevent a, CUevent b, std::uint64_t& out) {
         float ms = 0;
-        if (cudaEventElapsedTime(&ms, a, b) != cudaSuccess) {
-            (void)cudaGetLastError();  // not sticky; leaves nothing for later checks
+        if (cuda::drv::event_elapsed_time(&ms, a, b) != CUDA_SUCCESS) {
+            (void)cuda::drv::get_last_error();  // not sticky; leaves nothing for later checks
             return false;
         }
         out = static_cast<std::uint64_t>(std::max(0.0f, ms) * 1e6f);

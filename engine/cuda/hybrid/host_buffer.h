@@ -5,7 +5,7 @@
 #include <cstddef>
 #include <cstring>
 
-#include <cuda_runtime.h>
+#include "cuda/driver/gpu.h"
 
 #include "cuda/cuda_check.h"
 
@@ -16,7 +16,8 @@ struct HostBuffer {
     std::size_t bytes = 0;
     HostBuffer() = default;
     explicit HostBuffer(std::size_t n) : bytes(n) {
-        NEURAL_CUDA(cudaHostAlloc(&ptr, n, cudaHostAllocMapped | cudaHostAllocPortable));
+        NEURAL_CUDA(cuda::drv::host_alloc(
+            &ptr, n, cuda::drv::kHostAllocMapped | cuda::drv::kHostAllocPortable));
         std::memset(ptr, 0, n);
     }
     HostBuffer(const HostBuffer&) = delete;
@@ -24,7 +25,7 @@ struct HostBuffer {
     HostBuffer(HostBuffer&& o) noexcept : ptr(o.ptr), bytes(o.bytes) { o.ptr = nullptr; }
     HostBuffer& operator=(HostBuffer&& o) noexcept {
         if (this != &o) {
-            if (ptr != nullptr) cudaFreeHost(ptr);
+            if (ptr != nullptr) cuda::drv::free_host(ptr);
             ptr = o.ptr;
             bytes = o.bytes;
             o.ptr = nullptr;
@@ -32,7 +33,7 @@ struct HostBuffer {
         return *this;
     }
     ~HostBuffer() {
-        if (ptr != nullptr) cudaFreeHost(ptr);
+        if (ptr != nullptr) cuda::drv::free_host(ptr);
     }
     template <typename T>
     T* host() const {
@@ -41,7 +42,7 @@ struct HostBuffer {
     template <typename T>
     T* device() const {
         void* d = nullptr;
-        NEURAL_CUDA(cudaHostGetDevicePointer(&d, ptr, 0));
+        NEURAL_CUDA(cuda::drv::host_get_device_pointer(&d, ptr, 0));
         return static_cast<T*>(d);
     }
 };

@@ -45,14 +45,14 @@
 #include <utility>
 #include <vector>
 
-#include <cuda_runtime.h>
+#include "cuda/driver/gpu.h"
 #include <fmt/format.h>
 
 #include "cpu/kernels/expert_kernel.h"
 #include "cpu/team/worker_team.h"
 #include "cuda/cuda_check.h"
-#include "cuda/expert_gemm.cuh"
-#include "cuda/router.cuh"
+#include "cuda/expert_gemm.h"
+#include "cuda/router.h"
 #include "cuda/hybrid/host_buffer.h"
 #include "cuda/hybrid/kv_checkpoints.h"
 #include "cuda/hybrid/residency.h"
@@ -111,16 +111,16 @@ struct DecodeState {
           *router_logits = nullptr, *act = nullptr, *moe_gpu = nullptr, *logits = nullptr;
     int* pos = nullptr;
     int splits = 1;  // attention's split-K parts
-    // The fused graphs' last-block counters (--fused-decode, cuda/decode_fused.cuh), zero between
+    // The fused graphs' last-block counters (--fused-decode, cuda/decode_fused.h), zero between
     // launches: [0] the output projection's, [1, 1 + query heads) attention's per head.
     unsigned* fused_counters = nullptr;
     // Host-mapped: the embedding row in, the experts' input out, the CPU's expert sum in, the
     // routing out (sel, gate bits, slot: K each), the logits out, the position in.
     HostBuffer in_x, h_host, cpu_out, route, logits_host, pos_host;
-    std::vector<cudaGraphExec_t> graphs;  // per layer
-    cudaGraphExec_t tail = nullptr;       // x += experts, final norm, lm_head
-    cudaGraphExec_t tail_rows = nullptr;  // final norm, lm_head of a prompt row copied into x
-    std::vector<cudaEvent_t> routed;      // per layer: its routing is on the host
+    std::vector<CUgraphExec> graphs;  // per layer
+    CUgraphExec tail = nullptr;       // x += experts, final norm, lm_head
+    CUgraphExec tail_rows = nullptr;  // final norm, lm_head of a prompt row copied into x
+    std::vector<CUevent> routed;      // per layer: its routing is on the host
 };
 
 // Timing marks of the decode graphs (on: the device's graphs hold timing events, asked for by
@@ -128,7 +128,7 @@ struct DecodeState {
 // start and lm_head's end; cpu_busy[l]: the CPU computed misses of layer l in the token just run.
 struct GraphTiming {
     bool on = false;
-    std::vector<cudaEvent_t> layer_start, layer_end, tail_marks;
+    std::vector<CUevent> layer_start, layer_end, tail_marks;
     std::vector<char> cpu_busy;
 };
 
@@ -141,15 +141,15 @@ struct Admissions {
         int buffer;
     };
     std::vector<HostBuffer> captures;
-    std::vector<cudaEvent_t> capture_done;
+    std::vector<CUevent> capture_done;
     bool capture_busy[kCaptureBuffers] = {};
-    cudaEvent_t evicted = nullptr;
+    CUevent evicted = nullptr;
     std::vector<Upload> uploads;
     // After a prompt (--prompt-admit, admit_prompt_experts): the batch uploading, an event after
     // each chunk of kBatchChunk of its copies, how many of it joined the table (poll_batch), and
     // a pageable buffer a record is assembled in (no raw store).
     std::vector<Residency::Admission> batch;
-    std::vector<cudaEvent_t> batch_chunks;
+    std::vector<CUevent> batch_chunks;
     std::size_t batch_flipped = 0;
     std::vector<std::uint8_t> batch_record;
 };
@@ -171,15 +171,14 @@ struct PrefillState {
     // --expert-streams 2 (expert_rows): the second act buffer (may be qkv), the gate_ups' stream,
     // and the events that order the two.
     float* act2 = nullptr;
-    cudaStream_t side = nullptr;
-    cudaEvent_t experts_start = nullptr, gate_up_done[2] = {nullptr, nullptr},
-                act_free[2] = {nullptr, nullptr};
+    CUstream side = nullptr;
+    CUevent experts_start = nullptr, gate_up_done[2] = {nullptr, nullptr},
+            act_free[2] = {nullptr, nullptr};
     // Scratch slots a staged expert is copied into; landed / free per slot.
     std::uint8_t* scratch = nullptr;
-    std::vector<cudaEvent_t> scratch_landed, scratch_free;
-    cudaEvent_t h_ready = nullptr;  // the experts' input reached the host (CPU experts)
-    cudaEvent_t first_routed =
-        nullptr;  // the first block's routing reached the host (early staging)
+    std::vector<CUevent> scratch_landed, scratch_free;
+    CUevent h_ready = nullptr;       // the experts' input reached the host (CPU experts)
+    CUevent first_routed = nullptr;  // the first block's routing reached the host (early staging)
     // Pinned host: a block's embeddings, the routing (sel then gate), grouped entries, the
     // experts' input, the CPU experts' output rows and their per-token starts.
     HostBuffer emb, route_host, entries_host, h_host, cpu_rows, cpu_start;
@@ -197,11 +196,11 @@ struct PrefillState {
 // slot of each choice (K ints, -1: not streamed) and its slice (2K ints: first neuron, neurons;
 // 0 neurons: whole), one graph per layer, and what the description says.
 struct StreamedMisses {
-    cudaStream_t stream = nullptr;
-    cudaEvent_t landed = nullptr, done = nullptr;
+    CUstream stream = nullptr;
+    CUevent landed = nullptr, done = nullptr;
     int* slot = nullptr;
     HostBuffer slot_host;
-    std::vector<cudaGraphExec_t> graphs;
+    std::vector<CUgraphExec> graphs;
     std::string note;
     // The share of misses streamed (autotune::choose_stream_share), whether decode refines it,
     // the fraction a token's layers carry over (streamed_choices), and the refinement's tally
@@ -314,7 +313,7 @@ private:
                 static_cast<double>(vram_.used) / kGiB);
         }
         void* p = nullptr;
-        NEURAL_CUDA(cudaMalloc(&p, bytes));
+        NEURAL_CUDA(cuda::drv::malloc(&p, bytes));
         vram_.allocations.push_back(p);
         vram_.used += bytes;
         return static_cast<T*>(p);
@@ -349,9 +348,9 @@ private:
     void embed(TokenId id, float* dst) const;
 
     // decode_graphs.cpp
-    static bool graphs_can_time(cudaStream_t stream);
+    static bool graphs_can_time(CUstream stream);
     void capture_graphs();
-    cudaGraphExec_t end_capture();
+    CUgraphExec end_capture();
     void add_gpu_times(BackendCounters& bc);
 
     // decode.cpp: one token, in the order the loop calls them
@@ -435,8 +434,8 @@ private:
     std::int64_t ctx_ = 0;  // K/V positions the GPU holds (--context)
     int kv_ring_ = 0;       // --kv-ring positions of the sliding layers (0: whole context)
     VramPlan vram_;
-    cudaStream_t stream_ = nullptr,
-                 copy_stream_ = nullptr;  // compute; admissions' and staging's copies
+    CUstream stream_ = nullptr,
+             copy_stream_ = nullptr;  // compute; admissions' and staging's copies
     std::vector<LayerDevice> layers_;
     std::uint16_t *final_norm_ = nullptr, *lm_head_ = nullptr;
     float* inv_freq_ = nullptr;

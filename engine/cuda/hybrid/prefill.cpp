@@ -8,19 +8,19 @@
 #include <string>
 #include <vector>
 
-#include <cuda_runtime.h>
+#include "cuda/driver/gpu.h"
 #include <spdlog/spdlog.h>
 
 #include "cpu/kernels/expert_kernel.h"
 #include "cpu/record_checks.h"
-#include "cuda/attention_prefill.cuh"
-#include "cuda/expert_gemm.cuh"
-#include "cuda/gemm_bf16_rows.cuh"
+#include "cuda/attention_prefill.h"
+#include "cuda/expert_gemm.h"
+#include "cuda/gemm_bf16_rows.h"
 #include "cuda/hybrid/hybrid_backend.h"
-#include "cuda/residual.cuh"
-#include "cuda/rms_norm.cuh"
-#include "cuda/rope_kv.cuh"
-#include "cuda/router.cuh"
+#include "cuda/residual.h"
+#include "cuda/rms_norm.h"
+#include "cuda/rope_kv.h"
+#include "cuda/router.h"
 #include "model/config.h"
 #include "runtime/fit.h"
 
@@ -80,11 +80,12 @@ void HybridBackend::init_prefill() {
         pf_.act2 = Q_ + 2 * KV_ >= I_
                        ? pf_.qkv
                        : dalloc<float>(B * static_cast<std::size_t>(I_), "prefill block buffers");
-        NEURAL_CUDA(cudaStreamCreateWithFlags(&pf_.side, cudaStreamNonBlocking));
-        NEURAL_CUDA(cudaEventCreateWithFlags(&pf_.experts_start, cudaEventDisableTiming));
+        NEURAL_CUDA(cuda::drv::stream_create(&pf_.side, cuda::drv::kStreamNonBlocking));
+        NEURAL_CUDA(cuda::drv::event_create(&pf_.experts_start, cuda::drv::kEventDisableTiming));
         for (int b = 0; b < 2; ++b) {
-            NEURAL_CUDA(cudaEventCreateWithFlags(&pf_.gate_up_done[b], cudaEventDisableTiming));
-            NEURAL_CUDA(cudaEventCreateWithFlags(&pf_.act_free[b], cudaEventDisableTiming));
+            NEURAL_CUDA(
+                cuda::drv::event_create(&pf_.gate_up_done[b], cuda::drv::kEventDisableTiming));
+            NEURAL_CUDA(cuda::drv::event_create(&pf_.act_free[b], cuda::drv::kEventDisableTiming));
         }
     }
     // Grouped GEMM's down rows (y, [block, H]): the QKV rows are idle during a layer's experts
@@ -97,14 +98,14 @@ void HybridBackend::init_prefill() {
     pf_.scratch = dalloc<std::uint8_t>(static_cast<std::size_t>(opt_.scratch_slots) * stride,
                                        "prefill scratch slots");
     for (int i = 0; i < opt_.scratch_slots; ++i) {
-        cudaEvent_t a, b;
-        NEURAL_CUDA(cudaEventCreateWithFlags(&a, cudaEventDisableTiming));
-        NEURAL_CUDA(cudaEventCreateWithFlags(&b, cudaEventDisableTiming));
+        CUevent a, b;
+        NEURAL_CUDA(cuda::drv::event_create(&a, cuda::drv::kEventDisableTiming));
+        NEURAL_CUDA(cuda::drv::event_create(&b, cuda::drv::kEventDisableTiming));
         pf_.scratch_landed.push_back(a);
         pf_.scratch_free.push_back(b);
     }
-    NEURAL_CUDA(cudaEventCreateWithFlags(&pf_.h_ready, cudaEventDisableTiming));
-    NEURAL_CUDA(cudaEventCreateWithFlags(&pf_.first_routed, cudaEventDisableTiming));
+    NEURAL_CUDA(cuda::drv::event_create(&pf_.h_ready, cuda::drv::kEventDisableTiming));
+    NEURAL_CUDA(cuda::drv::event_create(&pf_.first_routed, cuda::drv::kEventDisableTiming));
     pf_.emb = HostBuffer(B * Hs * 4);
     pf_.route_host = HostBuffer(ctx * Ks * 8);
     pf_.entries_host = HostBuffer(ctx * Ks * 4);
@@ -129,8 +130,8 @@ void HybridBackend::prefill(const std::vector<TokenId>& work, std::int64_t start
     // Admissions in flight finish first: the host's slot map must equal the device table.
     // Streamed misses' copies into the scratch slots too (their kernels are on stream_,
     // synchronized below before any prompt copy).
-    NEURAL_CUDA(cudaStreamSynchronize(copy_stream_));
-    if (miss_.stream != nullptr) NEURAL_CUDA(cudaStreamSynchronize(miss_.stream));
+    NEURAL_CUDA(cuda::drv::stream_synchronize(copy_stream_));
+    if (miss_.stream != nullptr) NEURAL_CUDA(cuda::drv::stream_synchronize(miss_.stream));
     poll_uploads();
     pf_.counts.assign(static_cast<std::size_t>(L_) * static_cast<std::size_t>(E_), 0);
 
@@ -156,7 +157,7 @@ void HybridBackend::prefill(const std::vector<TokenId>& work, std::int64_t start
                       start + c0, out0, out, observe_from, observer, st);
         resident_.len = std::max(resident_.len, start + c0 + rows);
     }
-    NEURAL_CUDA(cudaStreamSynchronize(stream_));
+    NEURAL_CUDA(cuda::drv::stream_synchronize(stream_));
     admit_prompt_experts();
     const std::uint64_t total_ns = ns_since(t_begin);
     spdlog::info(
@@ -197,7 +198,7 @@ void HybridBackend::prefill_chunk(std::span<const TokenId> work, std::int64_t st
     const std::size_t Hs = static_cast<std::size_t>(H_);
     // The experts' sums start at zero: a layer's add_moe_rows zeroes the rows it adds, but a
     // prompt cancelled during a layer's experts left partial sums behind.
-    NEURAL_CUDA(cudaMemsetAsync(pf_.acc, 0, static_cast<std::size_t>(n) * Hs * 4, stream_));
+    NEURAL_CUDA(cuda::drv::memset_async(pf_.acc, 0, static_cast<std::size_t>(n) * Hs * 4, stream_));
     // Embeddings (bf16 rows widened on the host) into the prompt's residual stream.
     for (int b0 = 0; b0 < n; b0 += pf_.block) {
         throw_if_cancelled(pf_.cancel);
@@ -205,10 +206,10 @@ void HybridBackend::prefill_chunk(std::span<const TokenId> work, std::int64_t st
         float* dst = pf_.emb.host<float>();
         for (int r = 0; r < rows; ++r)
             embed(work[static_cast<std::size_t>(b0 + r)], dst + static_cast<std::size_t>(r) * Hs);
-        NEURAL_CUDA(cudaMemcpyAsync(pf_.x + static_cast<std::size_t>(b0) * Hs, dst,
-                                    static_cast<std::size_t>(rows) * Hs * 4, cudaMemcpyHostToDevice,
-                                    stream_));
-        NEURAL_CUDA(cudaStreamSynchronize(stream_));  // pf_.emb is reused by the next block
+        NEURAL_CUDA(cuda::drv::memcpy_async(pf_.x + static_cast<std::size_t>(b0) * Hs, dst,
+                                            static_cast<std::size_t>(rows) * Hs * 4,
+                                            cuda::drv::kHostToDevice, stream_));
+        NEURAL_CUDA(cuda::drv::stream_synchronize(stream_));  // pf_.emb is reused by the next block
     }
 
     // Grouped GEMM only for a prompt of one block of 1,024-4,096 new tokens (docs/CUDA.md).
@@ -224,10 +225,10 @@ void HybridBackend::prefill_chunk(std::span<const TokenId> work, std::int64_t st
             if (early) {
                 // The first block's routing comes to the host as soon as its dense part is
                 // done, while the GPU goes on with the other blocks.
-                NEURAL_CUDA(cudaMemcpyAsync(pf_.route_host.host<int>(), pf_.sel,
-                                            static_cast<std::size_t>(rows0) * K_ * 4,
-                                            cudaMemcpyDeviceToHost, stream_));
-                NEURAL_CUDA(cudaEventRecord(pf_.first_routed, stream_));
+                NEURAL_CUDA(cuda::drv::memcpy_async(pf_.route_host.host<int>(), pf_.sel,
+                                                    static_cast<std::size_t>(rows0) * K_ * 4,
+                                                    cuda::drv::kDeviceToHost, stream_));
+                NEURAL_CUDA(cuda::drv::event_record(pf_.first_routed, stream_));
             }
             for (int b0 = pf_.block; b0 < n; b0 += pf_.block) {
                 throw_if_cancelled(pf_.cancel);
@@ -250,10 +251,10 @@ void HybridBackend::prefill_chunk(std::span<const TokenId> work, std::int64_t st
     // Logits of the rows asked for, through the decode tail's kernels.
     for (std::int64_t r = first_out; r < n; ++r) {
         throw_if_cancelled(pf_.cancel);
-        NEURAL_CUDA(cudaMemcpyAsync(dec_.x, pf_.x + static_cast<std::size_t>(r) * Hs, Hs * 4,
-                                    cudaMemcpyDeviceToDevice, stream_));
-        NEURAL_CUDA(cudaGraphLaunch(dec_.tail_rows, stream_));
-        NEURAL_CUDA(cudaStreamSynchronize(stream_));
+        NEURAL_CUDA(cuda::drv::memcpy_async(dec_.x, pf_.x + static_cast<std::size_t>(r) * Hs,
+                                            Hs * 4, cuda::drv::kDeviceToDevice, stream_));
+        NEURAL_CUDA(cuda::drv::graph_launch(dec_.tail_rows, stream_));
+        NEURAL_CUDA(cuda::drv::stream_synchronize(stream_));
         std::memcpy(logits_out + (r - first_out) * V_, dec_.logits_host.ptr,
                     static_cast<std::size_t>(V_) * 4);
     }
@@ -267,7 +268,7 @@ void HybridBackend::prefill_chunk(std::span<const TokenId> work, std::int64_t st
 // usual expert index order, so the results are the same bits as without.
 std::vector<int> HybridBackend::stage_early(int l, int rows0, PrefillStats& st) {
     const auto t0 = Clock::now();
-    NEURAL_CUDA(cudaEventSynchronize(pf_.first_routed));
+    NEURAL_CUDA(cuda::drv::event_synchronize(pf_.first_routed));
     st.route_ns += ns_since(t0);
     const int* sel = pf_.route_host.host<int>();
     std::vector<int> count(static_cast<std::size_t>(E_), 0);
@@ -315,7 +316,7 @@ void HybridBackend::dense_rows(int l, int b0, int rows, std::int64_t start, Pref
     cuda::gemm_bf16_rows(h, rows, H_, ld.router_w, ld.router_b, E_, pf_.logits, E_, false, stream_);
     cuda::router_topk_rows(pf_.logits, rows, E_, K_, pf_.sel + static_cast<std::size_t>(b0) * K_,
                            pf_.gate + static_cast<std::size_t>(b0) * K_, stream_);
-    NEURAL_CUDA(cudaGetLastError());
+    NEURAL_CUDA(cuda::drv::get_last_error());
     st.launch_ns += ns_since(t0);
 }
 
@@ -343,7 +344,7 @@ void HybridBackend::expert_rows(int l, int b0, int rows, std::int64_t start,
     } catch (...) {
         if (cpu.job.valid()) cpu.job.wait();
         // A gate_up whose down was not enqueued is not ordered before stream_'s later work.
-        if (overlap) cudaStreamSynchronize(pf_.side);
+        if (overlap) cuda::drv::stream_synchronize(pf_.side);
         throw;
     }
     st.staging_ns += staging_wait;
@@ -356,7 +357,7 @@ void HybridBackend::expert_rows(int l, int b0, int rows, std::int64_t start,
     const std::size_t xs_off = static_cast<std::size_t>(b0) * static_cast<std::size_t>(H_);
     cuda::add_moe_rows(pf_.x + xs_off, pf_.acc + xs_off, H_, rows, cpu.start_dev,
                        cpu.start_dev != nullptr ? pf_.cpu_rows.device<float>() : nullptr, stream_);
-    NEURAL_CUDA(cudaGetLastError());
+    NEURAL_CUDA(cuda::drv::get_last_error());
 }
 
 // The routing (sel, gate) of rows b0 .. b0 + rows - 1 to the host.
@@ -365,11 +366,11 @@ void HybridBackend::route_rows_to_host(int b0, int rows, PrefillStats& st) {
     int* sel_host = pf_.route_host.host<int>();
     float* gate_host = reinterpret_cast<float*>(sel_host + static_cast<std::size_t>(ctx_) * Ks);
     const auto t0 = Clock::now();
-    NEURAL_CUDA(cudaMemcpyAsync(sel_host + b0 * Ks, pf_.sel + b0 * Ks, rows * Ks * 4,
-                                cudaMemcpyDeviceToHost, stream_));
-    NEURAL_CUDA(cudaMemcpyAsync(gate_host + b0 * Ks, pf_.gate + b0 * Ks, rows * Ks * 4,
-                                cudaMemcpyDeviceToHost, stream_));
-    NEURAL_CUDA(cudaStreamSynchronize(stream_));
+    NEURAL_CUDA(cuda::drv::memcpy_async(sel_host + b0 * Ks, pf_.sel + b0 * Ks, rows * Ks * 4,
+                                        cuda::drv::kDeviceToHost, stream_));
+    NEURAL_CUDA(cuda::drv::memcpy_async(gate_host + b0 * Ks, pf_.gate + b0 * Ks, rows * Ks * 4,
+                                        cuda::drv::kDeviceToHost, stream_));
+    NEURAL_CUDA(cuda::drv::stream_synchronize(stream_));
     st.route_ns += ns_since(t0);
 }
 
@@ -416,8 +417,9 @@ HybridBackend::ExpertGroups HybridBackend::group_by_expert(int l, int b0, int ro
             }
         }
     }
-    NEURAL_CUDA(cudaMemcpyAsync(pf_.entries, entries, static_cast<std::size_t>(offset.back()) * 4,
-                                cudaMemcpyHostToDevice, stream_));
+    NEURAL_CUDA(cuda::drv::memcpy_async(pf_.entries, entries,
+                                        static_cast<std::size_t>(offset.back()) * 4,
+                                        cuda::drv::kHostToDevice, stream_));
     return g;
 }
 
@@ -461,11 +463,11 @@ HybridBackend::CpuExperts HybridBackend::start_cpu_experts(int l, int b0, int ro
     const float* gate_host =
         reinterpret_cast<const float*>(sel_host + static_cast<std::size_t>(ctx_) * Ks);
     const int* entries = pf_.entries_host.host<int>();
-    NEURAL_CUDA(cudaMemcpyAsync(pf_.h_host.host<float>() + static_cast<std::size_t>(b0) * Hs,
-                                pf_.h + static_cast<std::size_t>(b0) * Hs,
-                                static_cast<std::size_t>(rows) * Hs * 4, cudaMemcpyDeviceToHost,
-                                stream_));
-    NEURAL_CUDA(cudaEventRecord(pf_.h_ready, stream_));
+    NEURAL_CUDA(cuda::drv::memcpy_async(
+        pf_.h_host.host<float>() + static_cast<std::size_t>(b0) * Hs,
+        pf_.h + static_cast<std::size_t>(b0) * Hs, static_cast<std::size_t>(rows) * Hs * 4,
+        cuda::drv::kDeviceToHost, stream_));
+    NEURAL_CUDA(cuda::drv::event_record(pf_.h_ready, stream_));
     int* cstart = pf_.cpu_start.host<int>();
     std::vector<int> row_of_entry(static_cast<std::size_t>(rows) * Ks, -1);
     int next = 0;
@@ -486,7 +488,7 @@ HybridBackend::CpuExperts HybridBackend::start_cpu_experts(int l, int b0, int ro
             const auto c0 = Clock::now();
             // Records read for the first time are checked on the team while the GPU works.
             if (in_.store != nullptr) cpu::verify_records(*in_.store, l, cpu_experts, *team_);
-            NEURAL_CUDA(cudaEventSynchronize(pf_.h_ready));
+            NEURAL_CUDA(cuda::drv::event_synchronize(pf_.h_ready));
             const std::size_t H = static_cast<std::size_t>(H_);
             const float* hb = pf_.h_host.host<float>();
             float* out_rows = pf_.cpu_rows.host<float>();
@@ -546,12 +548,12 @@ void HybridBackend::gpu_experts(int l, const ExpertGroups& g, const std::vector<
     // down runs on stream_, so one launch's tail wave and the downs' partial waves (half as many
     // blocks as a gate_up) leave no SMs idle. The downs stay on stream_ in expert order, each
     // after its own gate_up: acc is the same bits as with one stream (tested).
-    cudaStream_t gate_up_stream = overlap ? pf_.side : stream_;
+    CUstream gate_up_stream = overlap ? pf_.side : stream_;
     int launches = 0;
     if (overlap) {
         // This block's h, entries and routing (and the QKV rows' last reader) come first.
-        NEURAL_CUDA(cudaEventRecord(pf_.experts_start, stream_));
-        NEURAL_CUDA(cudaStreamWaitEvent(pf_.side, pf_.experts_start, 0));
+        NEURAL_CUDA(cuda::drv::event_record(pf_.experts_start, stream_));
+        NEURAL_CUDA(cuda::drv::stream_wait_event(pf_.side, pf_.experts_start, 0));
     }
     for (int e = 0; e < E_; ++e) {
         const Place w = g.where[static_cast<std::size_t>(e)];
@@ -588,15 +590,15 @@ void HybridBackend::gpu_experts(int l, const ExpertGroups& g, const std::vector<
             scratch = static_cast<int>(next_scratch++ % pf_.scratch_landed.size());
             std::uint8_t* slot = pf_.scratch + static_cast<std::uint64_t>(scratch) * slots_.stride;
             // The scratch slot's previous expert must be done before it is overwritten.
-            NEURAL_CUDA(cudaStreamWaitEvent(
+            NEURAL_CUDA(cuda::drv::stream_wait_event(
                 copy_stream_, pf_.scratch_free[static_cast<std::size_t>(scratch)], 0));
-            NEURAL_CUDA(cudaMemcpyAsync(slot, src, slots_.record_bytes, cudaMemcpyHostToDevice,
-                                        copy_stream_));
+            NEURAL_CUDA(cuda::drv::memcpy_async(slot, src, slots_.record_bytes,
+                                                cuda::drv::kHostToDevice, copy_stream_));
             if (from != nullptr) from->issued(j, copy_stream_);
-            NEURAL_CUDA(cudaEventRecord(pf_.scratch_landed[static_cast<std::size_t>(scratch)],
-                                        copy_stream_));
+            NEURAL_CUDA(cuda::drv::event_record(
+                pf_.scratch_landed[static_cast<std::size_t>(scratch)], copy_stream_));
             // The gate_up waits for the copy; the down waits for the gate_up.
-            NEURAL_CUDA(cudaStreamWaitEvent(
+            NEURAL_CUDA(cuda::drv::stream_wait_event(
                 gate_up_stream, pf_.scratch_landed[static_cast<std::size_t>(scratch)], 0));
             record = slot;
             ++st.staged;
@@ -609,14 +611,14 @@ void HybridBackend::gpu_experts(int l, const ExpertGroups& g, const std::vector<
                 const int b = launches++ % 2;
                 float* act = b == 0 ? pf_.act : pf_.act2;
                 // act buffer b is free once the down of two launches ago has read it.
-                NEURAL_CUDA(cudaStreamWaitEvent(pf_.side, pf_.act_free[b], 0));
+                NEURAL_CUDA(cuda::drv::stream_wait_event(pf_.side, pf_.act_free[b], 0));
                 cuda::expert_gemm_gate_up(record, e, shape, pf_.entries + o0 + m0, rows_m, pf_.h,
                                           ld.gate_up_bias, act, pf_.side);
-                NEURAL_CUDA(cudaEventRecord(pf_.gate_up_done[b], pf_.side));
-                NEURAL_CUDA(cudaStreamWaitEvent(stream_, pf_.gate_up_done[b], 0));
+                NEURAL_CUDA(cuda::drv::event_record(pf_.gate_up_done[b], pf_.side));
+                NEURAL_CUDA(cuda::drv::stream_wait_event(stream_, pf_.gate_up_done[b], 0));
                 cuda::expert_gemm_down(record, e, shape, pf_.entries + o0 + m0, rows_m, act,
                                        pf_.gate, ld.down_bias, pf_.acc, stream_);
-                NEURAL_CUDA(cudaEventRecord(pf_.act_free[b], stream_));
+                NEURAL_CUDA(cuda::drv::event_record(pf_.act_free[b], stream_));
                 continue;
             }
             if (!grouped || w == Place::staged) {
@@ -631,11 +633,11 @@ void HybridBackend::gpu_experts(int l, const ExpertGroups& g, const std::vector<
             group_rows += rows_m;
         }
         if (scratch >= 0)
-            NEURAL_CUDA(
-                cudaEventRecord(pf_.scratch_free[static_cast<std::size_t>(scratch)], stream_));
+            NEURAL_CUDA(cuda::drv::event_record(pf_.scratch_free[static_cast<std::size_t>(scratch)],
+                                                stream_));
     }
     flush();
-    NEURAL_CUDA(cudaGetLastError());
+    NEURAL_CUDA(cuda::drv::get_last_error());
 }
 
 }  // namespace neural::hybrid

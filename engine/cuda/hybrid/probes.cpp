@@ -9,7 +9,7 @@
 
 #include "bench/ram_probe.h"
 #include "cuda/hybrid/hybrid_backend.h"
-#include "cuda/transfer.cuh"
+#include "cuda/transfer.h"
 #include "platform/thread_affinity.h"
 #include "runtime/autotune.h"
 #include "store/store.h"

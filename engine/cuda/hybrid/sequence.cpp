@@ -4,7 +4,7 @@
 #include <span>
 #include <vector>
 
-#include <cuda_runtime.h>
+#include "cuda/driver/gpu.h"
 
 #include "cuda/hybrid/hybrid_backend.h"
 #include "model/config.h"
@@ -29,7 +29,7 @@ std::vector<float> HybridBackend::run(std::span<const TokenId> tokens, KvCache& 
             "model allows {})",
             pos0 + T, ctx_, in_.config->max_position_embeddings);
     }
-    NEURAL_CUDA(cudaSetDevice(opt_.device));
+    NEURAL_CUDA(cuda::drv::set_device(opt_.device));
     std::vector<std::int32_t>& seq = cache.tokens();
     if (static_cast<std::int64_t>(seq.size()) < pos0) {
         fail("this K/V cache holds {} positions without their tokens (filled by another backend)",
@@ -94,9 +94,9 @@ std::vector<float> HybridBackend::run(std::span<const TokenId> tokens, KvCache& 
             }
         }
     } catch (...) {
-        cudaStreamSynchronize(stream_);
-        cudaStreamSynchronize(copy_stream_);
-        if (miss_.stream != nullptr) cudaStreamSynchronize(miss_.stream);
+        cuda::drv::stream_synchronize(stream_);
+        cuda::drv::stream_synchronize(copy_stream_);
+        if (miss_.stream != nullptr) cuda::drv::stream_synchronize(miss_.stream);
         if (pf_.ring) pf_.ring->abandon();
         if (pf_.early) pf_.early->abandon();
         // The cache stays at pos0 (contract); the GPU keeps what was computed for it.
@@ -125,8 +125,10 @@ void HybridBackend::save_kv_rows(const LayerDevice& ld, std::int64_t first, std:
                                  float* k, float* v) const {
     const auto kv = static_cast<std::size_t>(KV_);
     for_kv_runs(ld, first, count, [&](std::size_t row, std::size_t i, std::size_t run) {
-        NEURAL_CUDA(cudaMemcpy(k + i * kv, ld.k_cache + row, run * kv * 4, cudaMemcpyDeviceToHost));
-        NEURAL_CUDA(cudaMemcpy(v + i * kv, ld.v_cache + row, run * kv * 4, cudaMemcpyDeviceToHost));
+        NEURAL_CUDA(cuda::drv::memcpy(k + i * kv, ld.k_cache + row, run * kv * 4,
+                                      cuda::drv::kDeviceToHost));
+        NEURAL_CUDA(cuda::drv::memcpy(v + i * kv, ld.v_cache + row, run * kv * 4,
+                                      cuda::drv::kDeviceToHost));
     });
 }
 
@@ -134,8 +136,10 @@ void HybridBackend::restore_kv_rows(const LayerDevice& ld, std::int64_t first, s
                                     const float* k, const float* v) const {
     const auto kv = static_cast<std::size_t>(KV_);
     for_kv_runs(ld, first, count, [&](std::size_t row, std::size_t i, std::size_t run) {
-        NEURAL_CUDA(cudaMemcpy(ld.k_cache + row, k + i * kv, run * kv * 4, cudaMemcpyHostToDevice));
-        NEURAL_CUDA(cudaMemcpy(ld.v_cache + row, v + i * kv, run * kv * 4, cudaMemcpyHostToDevice));
+        NEURAL_CUDA(cuda::drv::memcpy(ld.k_cache + row, k + i * kv, run * kv * 4,
+                                      cuda::drv::kHostToDevice));
+        NEURAL_CUDA(cuda::drv::memcpy(ld.v_cache + row, v + i * kv, run * kv * 4,
+                                      cuda::drv::kHostToDevice));
     });
 }
 
@@ -159,7 +163,7 @@ std::int64_t HybridBackend::switch_sequence(std::uint64_t id, const std::vector<
     BackendCounters* bc = in_.counters;
     constexpr auto rl = std::memory_order_relaxed;
     if (checkpoints_ && held > 0 && resident_.id != 0) {
-        NEURAL_CUDA(cudaStreamSynchronize(stream_));
+        NEURAL_CUDA(cuda::drv::stream_synchronize(stream_));
         // The rings hold positions [resident_.kv_high - ring, resident_.kv_high); those before `held` are this sequence's.
         const std::int64_t ring_rows =
             kv_ring_ > 0 ? std::max<std::int64_t>(
@@ -186,7 +190,7 @@ std::int64_t HybridBackend::switch_sequence(std::uint64_t id, const std::vector<
     if (checkpoints_) {
         const KvCheckpoints::Match m = checkpoints_->best(id, want, limit);
         if (m.entry != nullptr && m.length > in_place) {
-            NEURAL_CUDA(cudaStreamSynchronize(stream_));
+            NEURAL_CUDA(cuda::drv::stream_synchronize(stream_));
             const auto n = static_cast<std::int64_t>(m.entry->tokens.size());
             const auto kv = static_cast<std::size_t>(KV_);
             const std::int64_t len = m.length;

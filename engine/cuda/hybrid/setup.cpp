@@ -7,18 +7,18 @@
 #include <string>
 #include <vector>
 
-#include <cuda_runtime.h>
+#include "cuda/driver/gpu.h"
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include "cpu/kernels/expert_kernel.h"
 #include "cpu/rope.h"
 #include "cpu/team/worker_team.h"
-#include "cuda/attention.cuh"
+#include "cuda/attention.h"
 #include "cuda/cuda_check.h"
-#include "cuda/device.cuh"
+#include "cuda/device.h"
 #include "cuda/hybrid/hybrid_backend.h"
-#include "cuda/router.cuh"
+#include "cuda/router.h"
 #include "model/config.h"
 #include "model/weights.h"
 #include "neural/error.h"
@@ -49,10 +49,10 @@ std::string HybridBackend::experts() const {
 // Uploads a bf16 view (rows * cols values); a missing view (no bias) becomes zeros.
 void HybridBackend::upload(std::uint16_t* dst, const Bf16View& v, std::size_t values) {
     if (v.data == nullptr) {
-        NEURAL_CUDA(cudaMemset(dst, 0, values * 2));
+        NEURAL_CUDA(cuda::drv::memset(dst, 0, values * 2));
         return;
     }
-    NEURAL_CUDA(cudaMemcpy(dst, v.data, values * 2, cudaMemcpyHostToDevice));
+    NEURAL_CUDA(cuda::drv::memcpy(dst, v.data, values * 2, cuda::drv::kHostToDevice));
 }
 
 // The order of the steps is the VRAM plan: the dense core, the K/V cache, the decode and prefill
@@ -67,7 +67,7 @@ void HybridBackend::init() {
         fail("--device {} does not exist ({} CUDA device(s))", opt_.device, devices.size());
     }
     const cuda::DeviceInfo& dev = devices[static_cast<std::size_t>(opt_.device)];
-    NEURAL_CUDA(cudaSetDevice(opt_.device));
+    NEURAL_CUDA(cuda::drv::set_device(opt_.device));
     const std::string err = cuda::self_test(opt_.device);
     if (!err.empty()) fail("backend \"cuda\": device self-test failed: {}", err);
     if (opt_.stream_misses < -1 || opt_.stream_misses > 1)
@@ -124,8 +124,8 @@ void HybridBackend::init() {
     }
     dec_.splits = static_cast<int>(std::clamp<std::int64_t>(ctx_ / 512, 1, 16));
 
-    NEURAL_CUDA(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
-    NEURAL_CUDA(cudaStreamCreateWithFlags(&copy_stream_, cudaStreamNonBlocking));
+    NEURAL_CUDA(cuda::drv::stream_create(&stream_, cuda::drv::kStreamNonBlocking));
+    NEURAL_CUDA(cuda::drv::stream_create(&copy_stream_, cuda::drv::kStreamNonBlocking));
 
     init_dense_core();
     init_kv_cache();
@@ -207,8 +207,8 @@ void HybridBackend::init_kv_cache() {
     const auto KVs = static_cast<std::size_t>(KV_);
     const cpu::Rope rope(c);
     inv_freq_ = dalloc<float>(rope.inv_freq().size(), "RoPE");
-    NEURAL_CUDA(cudaMemcpy(inv_freq_, rope.inv_freq().data(), rope.inv_freq().size() * 4,
-                           cudaMemcpyHostToDevice));
+    NEURAL_CUDA(cuda::drv::memcpy(inv_freq_, rope.inv_freq().data(), rope.inv_freq().size() * 4,
+                                  cuda::drv::kHostToDevice));
     concentration_ = rope.concentration();
 
     // K/V: full layers keep the whole context; with --kv-ring, sliding layers keep a ring of
@@ -223,8 +223,8 @@ void HybridBackend::init_kv_cache() {
         const std::size_t rows = static_cast<std::size_t>(ld.ring > 0 ? ld.ring : ctx_);
         ld.k_cache = dalloc<float>(rows * KVs, "K/V cache");
         ld.v_cache = dalloc<float>(rows * KVs, "K/V cache");
-        NEURAL_CUDA(cudaMemset(ld.k_cache, 0, rows * KVs * 4));
-        NEURAL_CUDA(cudaMemset(ld.v_cache, 0, rows * KVs * 4));
+        NEURAL_CUDA(cuda::drv::memset(ld.k_cache, 0, rows * KVs * 4));
+        NEURAL_CUDA(cuda::drv::memset(ld.v_cache, 0, rows * KVs * 4));
     }
     vram_.kv_bytes = vram_.used - vram_.core_bytes;
     if (opt_.kv_checkpoint_gib > 0) {
@@ -257,7 +257,8 @@ void HybridBackend::init_decode_buffers() {
     dec_.logits = dalloc<float>(static_cast<std::size_t>(V_), "logits");
     dec_.pos = dalloc<int>(1, "position");
     dec_.fused_counters = dalloc<unsigned>(1 + static_cast<std::size_t>(nq_), "decode counters");
-    NEURAL_CUDA(cudaMemsetAsync(dec_.fused_counters, 0, (1 + static_cast<std::size_t>(nq_)) * 4,
+    NEURAL_CUDA(
+        cuda::drv::memset_async(dec_.fused_counters, 0, (1 + static_cast<std::size_t>(nq_)) * 4,
                                 stream_));  // ordered before every graph on the compute stream
     slots_.table = dalloc<int>(static_cast<std::size_t>(L_) * Es, "slot table");
 }
@@ -328,13 +329,13 @@ void HybridBackend::init_cpu_side() {
 void HybridBackend::init_record_buffers() {
     for (int b = 0; b < kCaptureBuffers; ++b) {
         adm_.captures.emplace_back(static_cast<std::size_t>(slots_.record_bytes));
-        cudaEvent_t ev;
-        NEURAL_CUDA(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
+        CUevent ev;
+        NEURAL_CUDA(cuda::drv::event_create(&ev, cuda::drv::kEventDisableTiming));
         adm_.capture_done.push_back(ev);
     }
     for (int k = 0; k < K_; ++k)
         assembled_.emplace_back(static_cast<std::size_t>(slots_.record_bytes));
-    NEURAL_CUDA(cudaEventCreateWithFlags(&adm_.evicted, cudaEventDisableTiming));
+    NEURAL_CUDA(cuda::drv::event_create(&adm_.evicted, cuda::drv::kEventDisableTiming));
 }
 
 // Initial placement (static slots from the ranking, the adaptive scores' prior from it too),
@@ -347,11 +348,13 @@ void HybridBackend::place_static_experts() {
     residency_->prior(ranking, K_);
     for (const Residency::Admission& a : placed) {
         fill_record(a.layer, a.expert, adm_.captures[0].host<std::uint8_t>());
-        NEURAL_CUDA(cudaMemcpy(slots_.base + static_cast<std::uint64_t>(a.slot) * slots_.stride,
-                               adm_.captures[0].ptr, slots_.record_bytes, cudaMemcpyHostToDevice));
+        NEURAL_CUDA(
+            cuda::drv::memcpy(slots_.base + static_cast<std::uint64_t>(a.slot) * slots_.stride,
+                              adm_.captures[0].ptr, slots_.record_bytes, cuda::drv::kHostToDevice));
         table[static_cast<std::size_t>(a.layer) * Es + static_cast<std::size_t>(a.expert)] = a.slot;
     }
-    NEURAL_CUDA(cudaMemcpy(slots_.table, table.data(), table.size() * 4, cudaMemcpyHostToDevice));
+    NEURAL_CUDA(
+        cuda::drv::memcpy(slots_.table, table.data(), table.size() * 4, cuda::drv::kHostToDevice));
     // --release-resident: static slots never leave VRAM, so their records' RAM can go back to
     // the OS (the uploads above were synchronous). A later CPU read would fault them back in.
     // A pinned store gives nothing back (ExpertStore::set_pinned).
@@ -412,47 +415,47 @@ std::string HybridBackend::description(const std::string& device_name) const {
 }
 
 void HybridBackend::release() {
-    if (stream_ != nullptr) cudaStreamSynchronize(stream_);
-    if (copy_stream_ != nullptr) cudaStreamSynchronize(copy_stream_);
-    if (pf_.side != nullptr) cudaStreamSynchronize(pf_.side);
-    if (miss_.stream != nullptr) cudaStreamSynchronize(miss_.stream);
+    if (stream_ != nullptr) cuda::drv::stream_synchronize(stream_);
+    if (copy_stream_ != nullptr) cuda::drv::stream_synchronize(copy_stream_);
+    if (pf_.side != nullptr) cuda::drv::stream_synchronize(pf_.side);
+    if (miss_.stream != nullptr) cuda::drv::stream_synchronize(miss_.stream);
     // The store's registration first (no copy from it is in flight any more); the store
     // outlives the backend (Model destroys its backend first).
     if (pin_.mapping != nullptr) {
-        cudaHostUnregister(const_cast<void*>(pin_.mapping));
+        cuda::drv::host_unregister(const_cast<void*>(pin_.mapping));
         in_.store->set_pinned(false);
         pin_.mapping = nullptr;
     }
-    for (auto g : dec_.graphs) cudaGraphExecDestroy(g);
-    if (dec_.tail != nullptr) cudaGraphExecDestroy(dec_.tail);
-    if (dec_.tail_rows != nullptr) cudaGraphExecDestroy(dec_.tail_rows);
+    for (auto g : dec_.graphs) cuda::drv::graph_exec_destroy(g);
+    if (dec_.tail != nullptr) cuda::drv::graph_exec_destroy(dec_.tail);
+    if (dec_.tail_rows != nullptr) cuda::drv::graph_exec_destroy(dec_.tail_rows);
     pf_.ring.reset();
     pf_.early.reset();
-    if (pf_.side != nullptr) cudaStreamDestroy(pf_.side);
-    if (miss_.stream != nullptr) cudaStreamDestroy(miss_.stream);
-    for (auto g : miss_.graphs) cudaGraphExecDestroy(g);
-    for (cudaEvent_t e : {miss_.landed, miss_.done}) {
-        if (e != nullptr) cudaEventDestroy(e);
+    if (pf_.side != nullptr) cuda::drv::stream_destroy(pf_.side);
+    if (miss_.stream != nullptr) cuda::drv::stream_destroy(miss_.stream);
+    for (auto g : miss_.graphs) cuda::drv::graph_exec_destroy(g);
+    for (CUevent e : {miss_.landed, miss_.done}) {
+        if (e != nullptr) cuda::drv::event_destroy(e);
     }
-    for (cudaEvent_t e : {pf_.experts_start, pf_.gate_up_done[0], pf_.gate_up_done[1],
-                          pf_.act_free[0], pf_.act_free[1]}) {
-        if (e != nullptr) cudaEventDestroy(e);
+    for (CUevent e : {pf_.experts_start, pf_.gate_up_done[0], pf_.gate_up_done[1], pf_.act_free[0],
+                      pf_.act_free[1]}) {
+        if (e != nullptr) cuda::drv::event_destroy(e);
     }
-    for (auto e : pf_.scratch_landed) cudaEventDestroy(e);
-    if (pf_.first_routed != nullptr) cudaEventDestroy(pf_.first_routed);
-    for (auto e : pf_.scratch_free) cudaEventDestroy(e);
-    if (pf_.h_ready != nullptr) cudaEventDestroy(pf_.h_ready);
-    for (auto e : dec_.routed) cudaEventDestroy(e);
-    for (auto e : timing_.layer_start) cudaEventDestroy(e);
-    for (auto e : timing_.layer_end) cudaEventDestroy(e);
-    for (auto e : timing_.tail_marks) cudaEventDestroy(e);
-    for (auto e : adm_.capture_done) cudaEventDestroy(e);
-    if (adm_.evicted != nullptr) cudaEventDestroy(adm_.evicted);
-    for (cudaEvent_t e : adm_.batch_chunks) cudaEventDestroy(e);
-    for (void* p : vram_.allocations) cudaFree(p);
+    for (auto e : pf_.scratch_landed) cuda::drv::event_destroy(e);
+    if (pf_.first_routed != nullptr) cuda::drv::event_destroy(pf_.first_routed);
+    for (auto e : pf_.scratch_free) cuda::drv::event_destroy(e);
+    if (pf_.h_ready != nullptr) cuda::drv::event_destroy(pf_.h_ready);
+    for (auto e : dec_.routed) cuda::drv::event_destroy(e);
+    for (auto e : timing_.layer_start) cuda::drv::event_destroy(e);
+    for (auto e : timing_.layer_end) cuda::drv::event_destroy(e);
+    for (auto e : timing_.tail_marks) cuda::drv::event_destroy(e);
+    for (auto e : adm_.capture_done) cuda::drv::event_destroy(e);
+    if (adm_.evicted != nullptr) cuda::drv::event_destroy(adm_.evicted);
+    for (CUevent e : adm_.batch_chunks) cuda::drv::event_destroy(e);
+    for (void* p : vram_.allocations) cuda::drv::free(p);
     vram_.allocations.clear();
-    if (stream_ != nullptr) cudaStreamDestroy(stream_);
-    if (copy_stream_ != nullptr) cudaStreamDestroy(copy_stream_);
+    if (stream_ != nullptr) cuda::drv::stream_destroy(stream_);
+    if (copy_stream_ != nullptr) cuda::drv::stream_destroy(copy_stream_);
     stream_ = copy_stream_ = nullptr;
 }
 

@@ -8,8 +8,8 @@ StagingRing::StagingRing(int device, int threads, int depth, std::size_t bytes, 
     : device_(device), fill_(std::move(fill)) {
     for (int b = 0; b < depth; ++b) {
         buffers_.emplace_back(bytes);
-        cudaEvent_t ev;
-        NEURAL_CUDA(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
+        CUevent ev;
+        NEURAL_CUDA(cuda::drv::event_create(&ev, cuda::drv::kEventDisableTiming));
         uploaded_.push_back(ev);
     }
     for (int w = 0; w < threads; ++w) workers_.emplace_back([this] { work(); });
@@ -22,7 +22,7 @@ StagingRing::~StagingRing() {
     }
     cv_.notify_all();
     for (auto& w : workers_) w.join();
-    for (auto e : uploaded_) cudaEventDestroy(e);
+    for (auto e : uploaded_) cuda::drv::event_destroy(e);
 }
 
 void StagingRing::start(std::vector<std::pair<int, int>> jobs) {
@@ -42,8 +42,8 @@ const HostBuffer& StagingRing::wait(std::size_t j) {
     return buffers_[j % buffers_.size()];
 }
 
-void StagingRing::issued(std::size_t j, cudaStream_t stream) {
-    NEURAL_CUDA(cudaEventRecord(uploaded_[j % buffers_.size()], stream));
+void StagingRing::issued(std::size_t j, CUstream stream) {
+    NEURAL_CUDA(cuda::drv::event_record(uploaded_[j % buffers_.size()], stream));
     std::lock_guard<std::mutex> lock(mu_);
     issued_[j] = true;
     cv_.notify_all();
@@ -61,7 +61,7 @@ void StagingRing::abandon() {
 // A producer: takes the next job once its buffer's previous upload was issued, fills the buffer
 // outside the lock, and marks it filled (or records the first error for wait()).
 void StagingRing::work() {
-    cudaSetDevice(device_);
+    cuda::drv::set_device(device_);
     std::unique_lock<std::mutex> lock(mu_);
     for (;;) {
         cv_.wait(lock, [&] {
@@ -78,7 +78,7 @@ void StagingRing::work() {
         std::exception_ptr err;
         try {
             // The buffer's previous upload (job j - depth) must have landed.
-            NEURAL_CUDA(cudaEventSynchronize(uploaded_[j % buffers_.size()]));
+            NEURAL_CUDA(cuda::drv::event_synchronize(uploaded_[j % buffers_.size()]));
             fill_(layer, expert, buffers_[j % buffers_.size()].template host<std::uint8_t>());
         } catch (...) {
             err = std::current_exception();

@@ -15,7 +15,7 @@
 #include <utility>
 #include <vector>
 
-#include <cuda_runtime.h>
+#include "cuda/driver/gpu.h"
 
 #include "cuda/hybrid/host_buffer.h"
 
@@ -35,7 +35,7 @@ public:
     // Waits until job j's buffer is filled (rethrows a producer's error); returns the buffer.
     const HostBuffer& wait(std::size_t j);
     // The upload of job j's buffer was enqueued on `stream`: the buffer is free once it ran.
-    void issued(std::size_t j, cudaStream_t stream);
+    void issued(std::size_t j, CUstream stream);
     // Stops handing out jobs of the current batch (after an error on the main thread) and waits
     // for producers still filling.
     void abandon();
@@ -46,7 +46,7 @@ private:
     int device_ = 0;
     Fill fill_;
     std::vector<HostBuffer> buffers_;
-    std::vector<cudaEvent_t> uploaded_;
+    std::vector<CUevent> uploaded_;
     std::vector<std::thread> workers_;
     std::mutex mu_;
     std::condition_variable cv_;

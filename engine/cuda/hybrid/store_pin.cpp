@@ -3,7 +3,7 @@
 #include <span>
 #include <string>
 
-#include <cuda_runtime.h>
+#include "cuda/driver/gpu.h"
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
@@ -48,9 +48,8 @@ void HybridBackend::pin_store() {
     // The mapping is read-only: registering it needs the read-only flag, which not every
     // device and driver has.
     int read_only = 0;
-    if (cudaDeviceGetAttribute(&read_only, cudaDevAttrHostRegisterReadOnlySupported, opt_.device) !=
-        cudaSuccess) {
-        cudaGetLastError();
+    if (cuda::drv::host_register_read_only_supported(opt_.device, &read_only) != CUDA_SUCCESS) {
+        cuda::drv::get_last_error();
         read_only = 0;
     }
     if (read_only == 0) {
@@ -60,16 +59,18 @@ void HybridBackend::pin_store() {
         return not_pinned("the device cannot register read-only memory" + asked);
     }
     const auto t0 = Clock::now();
-    const cudaError_t e = cudaHostRegister(const_cast<std::uint8_t*>(map.data()), map.size(),
-                                           cudaHostRegisterReadOnly | cudaHostRegisterPortable);
+    const CUresult e = cuda::drv::host_register(
+        const_cast<std::uint8_t*>(map.data()), map.size(),
+        cuda::drv::kHostRegisterReadOnly | cuda::drv::kHostRegisterPortable);
     pin_.seconds = static_cast<double>(ns_since(t0)) / 1e9;
-    if (e != cudaSuccess) {
-        cudaGetLastError();  // registration errors are not sticky: clear it for later checks
+    if (e != CUDA_SUCCESS) {
+        cuda::drv::
+            get_last_error();  // registration errors are not sticky: clear it for later checks
         spdlog::warn(
             "--pin-store: registering {} ({:.1f} GB) with CUDA failed after {:.2f} s: {}; prompts "
             "stage experts through the staging threads",
-            in_.store->path().string(), gb, pin_.seconds, cudaGetErrorString(e));
-        return not_pinned(fmt::format("registration failed: {}{}", cudaGetErrorString(e), asked));
+            in_.store->path().string(), gb, pin_.seconds, cuda::result_text(e));
+        return not_pinned(fmt::format("registration failed: {}{}", cuda::result_text(e), asked));
     }
     pin_.mapping = map.data();
     in_.store->set_pinned(true);

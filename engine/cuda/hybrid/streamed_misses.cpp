@@ -4,11 +4,11 @@
 #include <algorithm>
 #include <string>
 
-#include <cuda_runtime.h>
+#include "cuda/driver/gpu.h"
 #include <spdlog/spdlog.h>
 
 #include "cpu/kernels/expert_record.h"
-#include "cuda/expert_mxfp4.cuh"
+#include "cuda/expert_mxfp4.h"
 #include "cuda/hybrid/hybrid_backend.h"
 #include "runtime/autotune.h"
 
@@ -44,9 +44,9 @@ void HybridBackend::init_stream_misses() {
     if (c.share <= 0) return;
     miss_.share = c.share;
     miss_.refine = c.refine;
-    NEURAL_CUDA(cudaStreamCreateWithFlags(&miss_.stream, cudaStreamNonBlocking));
-    NEURAL_CUDA(cudaEventCreateWithFlags(&miss_.landed, cudaEventDisableTiming));
-    NEURAL_CUDA(cudaEventCreateWithFlags(&miss_.done, cudaEventDisableTiming));
+    NEURAL_CUDA(cuda::drv::stream_create(&miss_.stream, cuda::drv::kStreamNonBlocking));
+    NEURAL_CUDA(cuda::drv::event_create(&miss_.landed, cuda::drv::kEventDisableTiming));
+    NEURAL_CUDA(cuda::drv::event_create(&miss_.done, cuda::drv::kEventDisableTiming));
     // Per choice its scratch slot (K ints), then its slice (2K ints: first neuron, neurons).
     const std::size_t ints = static_cast<std::size_t>(3 * K_);
     miss_.slot = dalloc<int>(ints, "streamed misses");
@@ -58,9 +58,9 @@ void HybridBackend::init_stream_misses() {
     const cuda::ExpertShape shape = expert_shape();
     for (int l = 0; l < L_; ++l) {
         const LayerDevice& ld = layers_[static_cast<std::size_t>(l)];
-        NEURAL_CUDA(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
-        NEURAL_CUDA(cudaMemcpyAsync(miss_.slot, miss_.slot_host.ptr, ints * 4,
-                                    cudaMemcpyHostToDevice, stream_));
+        NEURAL_CUDA(cuda::drv::stream_begin_capture(stream_, cuda::drv::kCaptureThreadLocal));
+        NEURAL_CUDA(cuda::drv::memcpy_async(miss_.slot, miss_.slot_host.ptr, ints * 4,
+                                            cuda::drv::kHostToDevice, stream_));
         cuda::experts_resident(pf_.scratch, slots_.stride, shape, ld.sel, ld.gate, miss_.slot,
                                ld.gate_up_bias, ld.down_bias, dec_.h, dec_.act, dec_.moe_gpu,
                                stream_, true, miss_.slot + K_);
@@ -99,15 +99,16 @@ void HybridBackend::stream_misses(int l, const int* sel, const MissPlan& plan) {
         slots[k] = -1;
         part[2 * k] = part[2 * k + 1] = 0;
     }
-    NEURAL_CUDA(cudaStreamWaitEvent(miss_.stream, miss_.done, 0));
+    NEURAL_CUDA(cuda::drv::stream_wait_event(miss_.stream, miss_.done, 0));
     auto scratch = [&](int j) {
         return pf_.scratch + static_cast<std::uint64_t>(j) * slots_.stride;
     };
     int j = 0;
     for (; j < plan.ns; ++j) {
         slots[plan.streamed_k[j]] = j;
-        NEURAL_CUDA(cudaMemcpyAsync(scratch(j), raw_record(l, sel[plan.streamed_k[j]]),
-                                    slots_.record_bytes, cudaMemcpyHostToDevice, miss_.stream));
+        NEURAL_CUDA(cuda::drv::memcpy_async(scratch(j), raw_record(l, sel[plan.streamed_k[j]]),
+                                            slots_.record_bytes, cuda::drv::kHostToDevice,
+                                            miss_.stream));
     }
     if (plan.split >= 0) {
         const int first = I_ - plan.split_neurons;
@@ -116,10 +117,10 @@ void HybridBackend::stream_misses(int l, const int* sel, const MissPlan& plan) {
         part[2 * plan.split + 1] = plan.split_neurons;
         copy_slice(scratch(j), raw_record(l, sel[plan.split]), first, plan.split_neurons);
     }
-    NEURAL_CUDA(cudaEventRecord(miss_.landed, miss_.stream));
-    NEURAL_CUDA(cudaStreamWaitEvent(stream_, miss_.landed, 0));
-    NEURAL_CUDA(cudaGraphLaunch(miss_.graphs[static_cast<std::size_t>(l)], stream_));
-    NEURAL_CUDA(cudaEventRecord(miss_.done, stream_));
+    NEURAL_CUDA(cuda::drv::event_record(miss_.landed, miss_.stream));
+    NEURAL_CUDA(cuda::drv::stream_wait_event(stream_, miss_.landed, 0));
+    NEURAL_CUDA(cuda::drv::graph_launch(miss_.graphs[static_cast<std::size_t>(l)], stream_));
+    NEURAL_CUDA(cuda::drv::event_record(miss_.done, stream_));
 }
 
 // Neurons [first, first + neurons) of a raw record (host, pinned) into dst (a scratch slot) as
@@ -136,16 +137,17 @@ void HybridBackend::copy_slice(std::uint8_t* dst, const std::uint8_t* record, in
     const auto row = static_cast<std::size_t>(s.blocks_per_row(down));  // blocks (scale bytes)
     const auto stride = static_cast<std::size_t>(s.row_stride_blocks(down));
     const auto rows = static_cast<std::size_t>(s.rows(down));
-    NEURAL_CUDA(cudaMemcpyAsync(dst + s.codes_offset(gu), s.codes(gu),
-                                s.scales_offset(gu) - s.codes_offset(gu), cudaMemcpyHostToDevice,
-                                miss_.stream));
-    NEURAL_CUDA(cudaMemcpyAsync(dst + s.scales_offset(gu), s.scales(gu),
-                                s.codes_offset(down) - s.scales_offset(gu), cudaMemcpyHostToDevice,
-                                miss_.stream));
-    NEURAL_CUDA(cudaMemcpy2DAsync(dst + s.codes_offset(down), row * 16, s.codes(down), stride * 16,
-                                  row * 16, rows, cudaMemcpyHostToDevice, miss_.stream));
-    NEURAL_CUDA(cudaMemcpy2DAsync(dst + s.scales_offset(down), row, s.scales(down), stride, row,
-                                  rows, cudaMemcpyHostToDevice, miss_.stream));
+    NEURAL_CUDA(cuda::drv::memcpy_async(dst + s.codes_offset(gu), s.codes(gu),
+                                        s.scales_offset(gu) - s.codes_offset(gu),
+                                        cuda::drv::kHostToDevice, miss_.stream));
+    NEURAL_CUDA(cuda::drv::memcpy_async(dst + s.scales_offset(gu), s.scales(gu),
+                                        s.codes_offset(down) - s.scales_offset(gu),
+                                        cuda::drv::kHostToDevice, miss_.stream));
+    NEURAL_CUDA(cuda::drv::memcpy_2d_async(dst + s.codes_offset(down), row * 16, s.codes(down),
+                                           stride * 16, row * 16, rows, cuda::drv::kHostToDevice,
+                                           miss_.stream));
+    NEURAL_CUDA(cuda::drv::memcpy_2d_async(dst + s.scales_offset(down), row, s.scales(down), stride,
+                                           row, rows, cuda::drv::kHostToDevice, miss_.stream));
 }
 
 }  // namespace neural::hybrid

@@ -15,9 +15,9 @@
 
 #include <cstdint>
 
-#include <cuda_runtime.h>
+#include <cuda.h>
 
-#include "cuda/router.cuh"
+#include "cuda/router.h"
 
 namespace neural::cuda {
 
@@ -38,10 +38,10 @@ struct NormQkvRope {
     float concentration = 1.0f;
     const int* pos = nullptr;
     float *k_cache = nullptr, *v_cache = nullptr;
-    int ring = 0;  // rope_kv.cuh
+    int ring = 0;  // rope_kv.h
     float* qkv = nullptr;
 };
-void norm_qkv_rope(const NormQkvRope& p, cudaStream_t stream);
+void norm_qkv_rope(const NormQkvRope& p, CUstream stream);
 
 // The layer's end up to the routing: x += o_w attn + o_b (a warp per row, like gemv_bf16
 // accumulating); then the last block to finish (a device counter, set back to zero by that block
@@ -66,6 +66,6 @@ struct OprojRoute {
     RouterOut device_out{}, host_out{};
     unsigned* counter = nullptr;  // device, one, zero before the first launch
 };
-void oproj_norm_route(const OprojRoute& p, cudaStream_t stream);
+void oproj_norm_route(const OprojRoute& p, CUstream stream);
 
 }  // namespace neural::cuda

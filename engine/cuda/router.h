@@ -5,7 +5,7 @@
 // kernel on the misses (zero-copy, fenced for the host). Host entry point only.
 #pragma once
 
-#include <cuda_runtime.h>
+#include <cuda.h>
 
 namespace neural::cuda {
 
@@ -18,11 +18,11 @@ struct RouterOut {
 };
 
 void router_topk(const float* logits, int experts, int k, const int* slot_table /* [experts] */,
-                 RouterOut device_out, RouterOut host_out, cudaStream_t stream);
+                 RouterOut device_out, RouterOut host_out, CUstream stream);
 
 // Prefill: the same decision for `rows` tokens, logits fp32 [rows, experts] -> sel [rows, k],
 // gate [rows, k] in device memory (the host reads them after the layer's dense part).
 void router_topk_rows(const float* logits, int rows, int experts, int k, int* sel, float* gate,
-                      cudaStream_t stream);
+                      CUstream stream);
 
 }  // namespace neural::cuda

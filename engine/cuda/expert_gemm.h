@@ -5,7 +5,7 @@
 // entries[m] = token * k + choice (the router's flat index). A token appears at most once per
 // expert, and launches on one stream run in order, so acc is accumulated in the order the host
 // issues experts (expert index order): deterministic, and the same whether the record came from
-// a slot or was staged. shape as expert_mxfp4.cuh; h fp32 [tokens, H]; act holds >= count rows.
+// a slot or was staged. shape as expert_mxfp4.h; h fp32 [tokens, H]; act holds >= count rows.
 //
 // Grouped (--grouped-gemm): up to kMaxGroupedExperts experts (jobs, in expert order) in one
 // gate_up and one down launch: the same tiles, so act and W2 act + b2 are the same bits; the down
@@ -26,9 +26,9 @@
 #include <cstdint>
 #include <optional>
 
-#include <cuda_runtime.h>
+#include <cuda.h>
 
-#include "cuda/expert_mxfp4.cuh"
+#include "cuda/expert_mxfp4.h"
 #include "cuda/kernel_path.h"
 
 namespace neural::cuda {
@@ -60,7 +60,7 @@ inline ExpertShape with_half_operands(ExpertShape shape, float in_bound) {
 void expert_gemm(const std::uint8_t* record, int expert, const ExpertShape& shape,
                  const int* entries, int count, const float* h, const float* gate,
                  const std::uint16_t* gate_up_bias, const std::uint16_t* down_bias, float* act,
-                 float* acc, cudaStream_t stream, KernelPath path = KernelPath::fast,
+                 float* acc, CUstream stream, KernelPath path = KernelPath::fast,
                  TileWidth width = TileWidth::automatic);
 
 // expert_gemm's two launches, for callers that put them on different streams (the backend runs
@@ -68,12 +68,12 @@ void expert_gemm(const std::uint8_t* record, int expert, const ExpertShape& shap
 // gate_up writes act, down reads it and accumulates into acc. expert_gemm = gate_up then down.
 void expert_gemm_gate_up(const std::uint8_t* record, int expert, const ExpertShape& shape,
                          const int* entries, int count, const float* h,
-                         const std::uint16_t* gate_up_bias, float* act, cudaStream_t stream,
+                         const std::uint16_t* gate_up_bias, float* act, CUstream stream,
                          KernelPath path = KernelPath::fast,
                          TileWidth width = TileWidth::automatic);
 void expert_gemm_down(const std::uint8_t* record, int expert, const ExpertShape& shape,
                       const int* entries, int count, const float* act, const float* gate,
-                      const std::uint16_t* down_bias, float* acc, cudaStream_t stream,
+                      const std::uint16_t* down_bias, float* acc, CUstream stream,
                       KernelPath path = KernelPath::fast, TileWidth width = TileWidth::automatic);
 
 inline constexpr int kMaxGroupedExperts = 3;  // docs/CUDA.md "Grouped GEMM": groups of 3
@@ -86,10 +86,18 @@ struct ExpertJob {
     int row0 = 0;  // its rows of act and y
 };
 
+// A grouped launch's jobs (a kernel parameter, passed by value): their row tiles one after the
+// other, job j owns blockIdx.y in [tiles[j], tiles[j + 1]).
+struct ExpertGroup {
+    ExpertJob job[kMaxGroupedExperts];
+    int tiles[kMaxGroupedExperts + 1];
+    int jobs;
+};
+
 void expert_gemm_grouped(const ExpertJob* jobs, int job_count, const ExpertShape& shape,
                          const int* entries, const float* h, const float* gate,
                          const std::uint16_t* gate_up_bias, const std::uint16_t* down_bias,
-                         float* act, float* y, float* acc, cudaStream_t stream,
+                         float* act, float* y, float* acc, CUstream stream,
                          TileWidth width = TileWidth::automatic);
 
 }  // namespace neural::cuda

@@ -6,16 +6,16 @@
 //  - set_int: one slot-table entry, ordered on the compute stream between graphs.
 #pragma once
 
-#include <cuda_runtime.h>
+#include <cuda.h>
 
 namespace neural::cuda {
 
-void copy_vector(const float* in, float* x, int n, cudaStream_t stream);
-void add_moe(float* x, const float* gpu_part, const float* cpu_part, int n, cudaStream_t stream);
-void set_int(int* where, int value, cudaStream_t stream);
+void copy_vector(const float* in, float* x, int n, CUstream stream);
+void add_moe(float* x, const float* gpu_part, const float* cpu_part, int n, CUstream stream);
+void set_int(int* where, int value, CUstream stream);
 // Prefill, `rows` rows of n: x[t] += gpu_part[t] + the CPU's rows cpu_start[t] .. cpu_start[t+1]
 // of cpu_rows (host-mapped; cpu_start may be null: none), then gpu_part[t] = 0.
 void add_moe_rows(float* x, float* gpu_part, int n, int rows, const int* cpu_start,
-                  const float* cpu_rows, cudaStream_t stream);
+                  const float* cpu_rows, CUstream stream);
 
 }  // namespace neural::cuda

@@ -6,12 +6,12 @@
 
 #include <cstdint>
 
-#include <cuda_runtime.h>
+#include <cuda.h>
 
 namespace neural::cuda {
 
 // accumulate: y += W x + b instead of y = W x + b. bias may be null.
 void gemv_bf16(const std::uint16_t* w, const std::uint16_t* bias, const float* x, float* y,
-               int rows, int cols, bool accumulate, cudaStream_t stream);
+               int rows, int cols, bool accumulate, CUstream stream);
 
 }  // namespace neural::cuda

@@ -8,13 +8,13 @@
 // position p in row p % ring (a sliding layer's ring: ring >= window). counters (device,
 // [q_heads], zero; or null): one launch instead of two, the last of a head's split blocks to
 // finish combines that head and sets its counter back to zero (the fused decode graphs,
-// decode_fused.cuh); the same bits as the combine kernel that runs when it is null. Host entry
+// decode_fused.h); the same bits as the combine kernel that runs when it is null. Host entry
 // point only.
 #pragma once
 
 #include <cstdint>
 
-#include <cuda_runtime.h>
+#include <cuda.h>
 
 namespace neural::cuda {
 
@@ -23,7 +23,6 @@ constexpr int kAttentionMaxHeadDim = 128;
 void attention_decode(const float* q, const float* k_cache, const float* v_cache,
                       const std::uint16_t* sinks, int q_heads, int kv_heads, int head_dim,
                       int window /* 0: full */, int ring /* 0: none */, const int* pos, int splits,
-                      float* scratch, float* out, cudaStream_t stream,
-                      unsigned* counters = nullptr);
+                      float* scratch, float* out, CUstream stream, unsigned* counters = nullptr);
 
 }  // namespace neural::cuda

@@ -15,17 +15,18 @@
 
 #include <cstdint>
 
-#include <cuda_runtime.h>
+#include <cuda.h>
 
 #include "cuda/kernel_path.h"
+#include "cuda/launch_shapes.h"
 
 namespace neural::cuda {
 
-constexpr int kPrefillHeadDim = 64;
+constexpr int kPrefillHeadDim = shape::kPrefillHeadDim;
 
 void attention_prefill(const float* q, int q_stride, int rows, int pos0, const float* k_cache,
                        const float* v_cache, const std::uint16_t* sinks, int q_heads, int kv_heads,
                        int window /* 0: full */, int ring /* 0: none */, float* out,
-                       cudaStream_t stream, KernelPath path = KernelPath::fast);
+                       CUstream stream, KernelPath path = KernelPath::fast);
 
 }  // namespace neural::cuda

@@ -7,17 +7,17 @@
 // Host entry point only.
 #pragma once
 
-#include <cuda_runtime.h>
+#include <cuda.h>
 
 namespace neural::cuda {
 
 void rope_kv(float* qkv, int q_heads, int kv_heads, int head_dim, const float* inv_freq,
              float concentration, const int* pos, float* k_cache, float* v_cache, int ring,
-             cudaStream_t stream);
+             CUstream stream);
 
 // Prefill: `rows` tokens at positions pos0 .. pos0 + rows - 1, qkv fp32 [rows, (nq + 2 nkv) d].
 void rope_kv_rows(float* qkv, int rows, int q_heads, int kv_heads, int head_dim,
                   const float* inv_freq, float concentration, int pos0, float* k_cache,
-                  float* v_cache, int ring, cudaStream_t stream);
+                  float* v_cache, int ring, CUstream stream);
 
 }  // namespace neural::cuda

@@ -6,14 +6,14 @@
 
 #include <cstdint>
 
-#include <cuda_runtime.h>
+#include <cuda.h>
 
 #include "cuda/kernel_path.h"
 
 namespace neural::cuda {
 
 void gemm_bf16_rows(const float* x, int m, int k, const std::uint16_t* w, const std::uint16_t* bias,
-                    int n, float* y, int ldy, bool accumulate, cudaStream_t stream,
+                    int n, float* y, int ldy, bool accumulate, CUstream stream,
                     KernelPath path = KernelPath::fast, TileWidth width = TileWidth::automatic);
 
 }  // namespace neural::cuda

@@ -4,17 +4,17 @@
 
 #include <cstdint>
 
-#include <cuda_runtime.h>
+#include <cuda.h>
 
 namespace neural::cuda {
 
 // mirror (may be null): a second output for y, e.g. host-mapped memory the CPU reads.
 void rms_norm(const float* x, const std::uint16_t* w, float eps, int n, float* y, float* mirror,
-              cudaStream_t stream);
+              CUstream stream);
 
 // Prefill: `rows` rows of n values (row stride n) at once, y fp32 [rows, n]; each row bit for
 // bit what rms_norm gives.
 void rms_norm_rows(const float* x, const std::uint16_t* w, float eps, int n, int rows, float* y,
-                   cudaStream_t stream);
+                   CUstream stream);
 
 }  // namespace neural::cuda

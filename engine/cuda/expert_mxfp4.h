@@ -11,7 +11,7 @@
 
 #include <cstdint>
 
-#include <cuda_runtime.h>
+#include <cuda.h>
 
 namespace neural::cuda {
 
@@ -22,7 +22,7 @@ struct ExpertShape {
     int experts = 0;       // E (bias rows per layer)
     float limit = 7.0f;
     float alpha = 1.702f;
-    // Prefill's expert GEMMs only (expert_gemm.cuh): fp16 operands where half_operands, the
+    // Prefill's expert GEMMs only (expert_gemm.h): fp16 operands where half_operands, the
     // gate_up input multiplied by 2^in_exp and the down input by 2^act_exp (with_half_operands);
     // otherwise bf16 hi + lo halves. Decode's kernels ignore these.
     bool half_operands = false;
@@ -43,7 +43,7 @@ struct ExpertShape {
 void experts_resident(const std::uint8_t* pool, std::uint64_t slot_stride, const ExpertShape& shape,
                       const int* sel, const float* gate, const int* slot,
                       const std::uint16_t* gate_up_bias, const std::uint16_t* down_bias,
-                      const float* x, float* act, float* out, cudaStream_t stream,
+                      const float* x, float* act, float* out, CUstream stream,
                       bool accumulate = false, const int* part = nullptr);
 
 }  // namespace neural::cuda
