@@ -590,11 +590,10 @@ void MainWindow::buildMenus() {
         return out;
     };
     QAction* zoomIn = view->addAction(tr("Zoom &in"), this, [this] { setTextZoom(m_zoom + 1); });
-    zoomIn->setShortcuts(keys({QKeySequence(Qt::CTRL | Qt::Key_Equal),
-                               QKeySequence(Qt::CTRL | Qt::Key_Plus)},
-                              QKeySequence::ZoomIn));
-    QAction* zoomOut =
-        view->addAction(tr("Zoom &out"), this, [this] { setTextZoom(m_zoom - 1); });
+    zoomIn->setShortcuts(
+        keys({QKeySequence(Qt::CTRL | Qt::Key_Equal), QKeySequence(Qt::CTRL | Qt::Key_Plus)},
+             QKeySequence::ZoomIn));
+    QAction* zoomOut = view->addAction(tr("Zoom &out"), this, [this] { setTextZoom(m_zoom - 1); });
     zoomOut->setShortcuts(keys({QKeySequence(Qt::CTRL | Qt::Key_Minus)}, QKeySequence::ZoomOut));
     QAction* zoomReset = view->addAction(tr("&Reset zoom"), this, [this] { setTextZoom(0); });
     zoomReset->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_0));
