@@ -229,11 +229,13 @@ void TelemetryDock::addPoint(QLineSeries* series, QValueAxis* x, QValueAxis* y, 
             line && line->isVisible() && line->attachedAxes().contains(y))
             for (const QPointF& p : line->points()) peak = std::max(peak, p.y());
     const double top = niceAxisMax(peak);
-    y->setRange(0, top);
+    // Only on a change: a new range or label format lays the chart out again.
+    if (y->min() != 0 || y->max() != top) y->setRange(0, top);
     // Whole numbers from 10 up, one decimal below, two below 1: short labels either way.
-    y->setLabelFormat(top >= 10  ? QStringLiteral("%.0f")
-                      : top >= 1 ? QStringLiteral("%.1f")
-                                 : QStringLiteral("%.2f"));
+    const QString format = top >= 10  ? QStringLiteral("%.0f")
+                           : top >= 1 ? QStringLiteral("%.1f")
+                                      : QStringLiteral("%.2f");
+    if (y->labelFormat() != format) y->setLabelFormat(format);
 }
 
 void TelemetryDock::poll() {
