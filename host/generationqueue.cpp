@@ -291,6 +291,13 @@ bool GenerationQueue::cancel(quint64 jobId) {
     return false;
 }
 
+int GenerationQueue::jobsAhead(quint64 jobId) const {
+    if (m_running && m_running->id == jobId) return 0;
+    for (std::size_t i = 0; i < m_waiting.size(); ++i)
+        if (m_waiting[i]->id == jobId) return static_cast<int>(i) + (m_running ? 1 : 0);
+    return -1;
+}
+
 void GenerationQueue::startNext() {
     if (m_running || m_waiting.empty()) return;
     m_running = m_waiting.front();

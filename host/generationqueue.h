@@ -132,6 +132,9 @@ public:
     bool cancel(quint64 jobId);
 
     int waiting() const { return static_cast<int>(m_waiting.size()); }
+    // The jobs that run before job `jobId`: the running one and those waiting in front of it
+    // (0 while it runs; -1 when it is neither waiting nor running). changed() follows a move.
+    int jobsAhead(quint64 jobId) const;
     bool busy() const { return m_running != nullptr; }
     int maxWaiting() const { return m_maxWaiting; }
     // Time from enqueue() to the hand-over to the engine thread, of every job started (HTTP

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cstring>
+#include <fstream>
 #include <limits>
 #include <regex>
 
@@ -501,12 +502,20 @@ std::vector<std::int64_t> GgufFile::get_ints(std::string_view key) const {
     return out;
 }
 
+// A .gguf file, or a file without an extension that starts with the GGUF magic (below).
 bool is_gguf_path(const fs::path& path) {
     std::error_code ec;
     std::string ext = path.extension().string();
     std::transform(ext.begin(), ext.end(), ext.begin(),
                    [](unsigned char ch) { return std::tolower(ch); });
-    return ext == ".gguf" && !fs::is_directory(path, ec);
+    if (fs::is_directory(path, ec)) return false;
+    if (ext == ".gguf") return true;
+    // A file without the extension that starts with the GGUF magic: Ollama keeps its models as
+    // content-addressed blobs ("sha256-HEX", the desktop app's discovery finds them).
+    if (!ext.empty() || !fs::is_regular_file(path, ec)) return false;
+    std::ifstream in(path, std::ios::binary);
+    char magic[4] = {};
+    return in.read(magic, 4) && std::memcmp(magic, "GGUF", 4) == 0;
 }
 
 std::vector<fs::path> gguf_parts(const fs::path& path) {

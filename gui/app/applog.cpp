@@ -96,7 +96,9 @@ QString installLogging(const QString& logFile) {
     auto logger = std::make_shared<spdlog::logger>("neural", sinks.begin(), sinks.end());
     logger->set_pattern("%Y-%m-%d %H:%M:%S.%e %l %v");
     logger->set_level(spdlog::level::info);
-    logger->flush_on(spdlog::level::warn);
+    // Every line reaches the file as it is written: a crash (or a kill) keeps the log up to its
+    // last line, which is when it is needed most. The app logs a few lines a minute.
+    logger->flush_on(spdlog::level::trace);
     spdlog::set_default_logger(logger);
     qInstallMessageHandler(qtToSpdlog);
     return used;

@@ -27,21 +27,26 @@
 #include <QSaveFile>
 #include <QShortcut>
 #include <QSplitter>
+#include <QStandardItemModel>
 #include <QStatusBar>
 #include <QSystemTrayIcon>
 #include <QTimer>
 #include <QUrl>
 #include <QVBoxLayout>
 
+#include <algorithm>
 #include <utility>
 
 #include <spdlog/spdlog.h>
 
 #include "app/applog.h"
+#include "app/discovery.h"
+#include "app/guideviewer.h"
 #include "app/modelcatalog.h"
 #include "app/outputpath.h"
 #include "app/paths.h"
 #include "app/theme.h"
+#include "app/wheelguard.h"
 #include "benchmark/benchmarkdialog.h"
 #include "conversation/chatinput.h"
 #include "conversation/chatview.h"
@@ -56,6 +61,7 @@
 #include "cpu/store_moe.h"
 #include "cpu/team/worker_team.h"
 #include "runtime/model.h"
+#include "runtime/options.h"
 
 namespace neural::gui {
 
@@ -68,6 +74,7 @@ QString titleFrom(const QString& text) {
 
 MainWindow::MainWindow(Options options, QWidget* parent)
     : QMainWindow(parent), m_options(std::move(options)) {
+    installWheelGuard();
     if (m_options.dbPath.isEmpty()) m_options.dbPath = conversationsPath();
     if (m_options.profilesPath.isEmpty()) m_options.profilesPath = profilesPath();
 
@@ -81,6 +88,7 @@ MainWindow::MainWindow(Options options, QWidget* parent)
     resize(1180, 780);
     buildUi();
     buildMenus();
+    setTextZoom(appSettings()->value(settingsKey::textZoom, 0).toInt());
     buildTray();
 
     if (!m_store.open(m_options.dbPath)) {
@@ -111,6 +119,10 @@ MainWindow::MainWindow(Options options, QWidget* parent)
         }
     });
     connect(m_engine, &EngineHost::turnDelta, this, &MainWindow::onTurnDelta);
+    // A reply queued behind API requests says so (and how many) instead of only waiting.
+    connect(m_engine, &EngineHost::queuePositionChanged, this, [this](int ahead) {
+        if (m_current == m_turnConversation) m_messages->setQueuedAhead(ahead);
+    });
     connect(m_engine, &EngineHost::turnFinished, this, &MainWindow::onTurnFinished);
     connect(m_engine, &EngineHost::loadFailed, this, &MainWindow::onLoadFailed);
     connect(m_server, &ServerControl::runningChanged, this, &MainWindow::updateServerState);
@@ -169,16 +181,43 @@ void MainWindow::fillModelSwitcher() {
     };
     addModels(recent, tr("Recent: %1"));
     addModels(found, QStringLiteral("%1"));
+    // The gpt-oss models other apps keep (app/discovery.h), used where they lie; those that
+    // cannot be used are listed too, disabled, with the reason.
+    QList<FoundModel> elsewhere = discoverModels(m_discoveryRoots);
+    elsewhere.removeIf([&](const FoundModel& f) {
+        return f.usable() &&
+               (recent.contains(ModelEntry{f.path, {}}) || found.contains(ModelEntry{f.path, {}}));
+    });
+    if (!elsewhere.isEmpty()) m_modelSwitch->insertSeparator(m_modelSwitch->count());
+    for (const FoundModel& f : elsewhere) {
+        add(tr("%1 (%2)").arg(f.name, f.source), QStringLiteral("model"), f.path, {},
+            f.description());
+        if (!f.usable()) {
+            auto* model = qobject_cast<QStandardItemModel*>(m_modelSwitch->model());
+            if (QStandardItem* item = model ? model->item(m_modelSwitch->count() - 1) : nullptr)
+                item->setEnabled(false);
+        }
+    }
     m_modelSwitch->insertSeparator(m_modelSwitch->count());
     add(tr("Demo model"), QStringLiteral("demo"), QString(), {},
         tr("The built-in demo model (random weights)"));
+    m_modelSwitch->insertSeparator(m_modelSwitch->count());
+    add(tr("Unload the model"), QStringLiteral("unload"), QStringLiteral("-"), {},
+        tr("Frees the RAM and VRAM the model holds (the API server stops with it); choose a "
+           "model to load one again"));
     const bool profileModel = !m_options.demo && m_options.modelDir.isEmpty();
     // Shown while none of the entries runs (--model, --demo).
     m_modelSwitch->setPlaceholderText(
         m_options.demo ? tr("Demo model (--demo)")
                        : tr("%1 (--model)").arg(QFileInfo(m_options.modelDir).fileName()));
     int current = -1;
-    if (profileModel) {
+    if (m_engine->state() == EngineHost::State::empty && m_unloaded) {
+        m_modelSwitch->setPlaceholderText(tr("No model loaded"));
+    } else if (m_options.demo && m_options.modelDir.isEmpty()) {
+        for (int i = 0; i < m_modelSwitch->count(); ++i)
+            if (m_modelSwitch->itemData(i, kSwitchKindRole).toString() == QLatin1String("demo"))
+                current = i;
+    } else if (profileModel) {
         current = m_modelSwitch->findData(m_profiles.activeName());
     } else if (!m_options.demo) {
         // A model chosen here (or --model): its row, when listed.
@@ -384,6 +423,10 @@ void MainWindow::buildUi() {
     // Status bar: engine state, busy bar; server controls when there is no tray.
     m_engineLabel = new QLabel(this);
     m_engineLabel->setAccessibleName(tr("Engine state"));
+    // A long state (a warning) is cut at the window's edge, never squeezing the model switcher;
+    // the tooltip holds all of it.
+    m_engineLabel->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);
+    m_engineLabel->setMinimumWidth(80);
     m_busy = new QProgressBar(this);
     m_busy->setRange(0, 0);
     m_busy->setMaximumWidth(120);
@@ -400,8 +443,13 @@ void MainWindow::buildUi() {
     connect(m_modelSwitch, &QComboBox::activated, this, [this](int index) {
         const QString kind = m_modelSwitch->itemData(index, kSwitchKindRole).toString();
         const QString name = m_modelSwitch->itemData(index).toString();
+        m_unloaded = false;
         if (kind == QLatin1String("demo")) {
-            m_engine->loadDemo(demoModelDir(), demoTokenizerPath());
+            useDemoModel();
+            return;
+        }
+        if (kind == QLatin1String("unload")) {
+            unloadModel();
             return;
         }
         if (kind == QLatin1String("model")) {
@@ -454,8 +502,7 @@ void MainWindow::buildMenus() {
     });
     file->addSeparator();
     file->addAction(tr("&Set up a model..."), this, &MainWindow::openWizard);
-    file->addAction(tr("Use the &demo model"), this,
-                    [this] { m_engine->loadDemo(demoModelDir(), demoTokenizerPath()); });
+    file->addAction(tr("Use the &demo model"), this, &MainWindow::useDemoModel);
     file->addSeparator();
     QAction* quit = file->addAction(tr("&Quit"), this, &MainWindow::quitApplication);
     // QKeySequence::Quit is empty on Windows: Ctrl+Q everywhere (Cmd+Q on macOS).
@@ -533,22 +580,30 @@ void MainWindow::buildMenus() {
             a->setShortcut(QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_L));
         view->addAction(a);
     }
+    // Text zoom of the conversation and the message box (kept in the settings).
+    view->addSeparator();
+    // Ctrl+= too (no Shift needed for "+" on most layouts); the platform's zoom keys once each
+    // (a key listed twice on one action is ambiguous and does nothing).
+    const auto keys = [](std::initializer_list<QKeySequence> own, QKeySequence::StandardKey std) {
+        QList<QKeySequence> out(own);
+        for (const QKeySequence& k : QKeySequence::keyBindings(std))
+            if (!out.contains(k)) out << k;
+        return out;
+    };
+    QAction* zoomIn = view->addAction(tr("Zoom &in"), this, [this] { setTextZoom(m_zoom + 1); });
+    zoomIn->setShortcuts(
+        keys({QKeySequence(Qt::CTRL | Qt::Key_Equal), QKeySequence(Qt::CTRL | Qt::Key_Plus)},
+             QKeySequence::ZoomIn));
+    QAction* zoomOut = view->addAction(tr("Zoom &out"), this, [this] { setTextZoom(m_zoom - 1); });
+    zoomOut->setShortcuts(keys({QKeySequence(Qt::CTRL | Qt::Key_Minus)}, QKeySequence::ZoomOut));
+    QAction* zoomReset = view->addAction(tr("&Reset zoom"), this, [this] { setTextZoom(0); });
+    zoomReset->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_0));
+    view->addSeparator();
     view->addAction(tr("Open the log folder"), this,
                     [] { QDesktopServices::openUrl(QUrl::fromLocalFile(logDir())); });
 
     QMenu* help = menuBar()->addMenu(tr("&Help"));
-    QAction* guide = help->addAction(tr("&User guide"), this, [this] {
-        // The installed guide (share/doc/neural, gui/CMakeLists.txt), else the source tree's.
-        const QString bin = QCoreApplication::applicationDirPath();
-        for (const QString& p : {bin + QStringLiteral("/../share/doc/neural/DESKTOP.md"),
-                                 QStringLiteral(NEURAL_SOURCE_DIR "/docs/DESKTOP.md")}) {
-            if (QFileInfo::exists(p)) {
-                QDesktopServices::openUrl(QUrl::fromLocalFile(QFileInfo(p).absoluteFilePath()));
-                return;
-            }
-        }
-        statusBar()->showMessage(tr("The user guide (DESKTOP.md) is not installed."), 6000);
-    });
+    QAction* guide = help->addAction(tr("&User guide"), this, &MainWindow::openGuide);
     guide->setShortcut(QKeySequence::HelpContents);
     help->addAction(tr("&About Neural"), this,
                     [this] { QMessageBox::about(this, tr("About Neural"), aboutText()); });
@@ -636,6 +691,7 @@ void MainWindow::selectConversation(qint64 id) {
         // Back to the conversation a reply streams into (in the background meanwhile): what
         // arrived so far, then the rest as it comes.
         m_messages->beginStreaming();
+        m_messages->setQueuedAhead(m_engine->jobsAhead());
         if (!m_streamReasoning.isEmpty() || !m_streamContent.isEmpty())
             m_messages->appendDelta(m_streamReasoning, m_streamContent);
     }
@@ -712,7 +768,22 @@ int MainWindow::lastRowOf(const QString& role) const {
     return -1;
 }
 
-void MainWindow::regenerateLast() { regenerate(lastRowOf(QStringLiteral("assistant"))); }
+void MainWindow::regenerateLast() {
+    // The reply to the last message of yours: a user message left without one (its reply
+    // deleted, or stopped before the first token) is answered, never dropped.
+    const int last = m_messages->rowCount() - 1;
+    if (last < 0 || m_engine->busy()) return;
+    if (m_messages->at(last).role == QLatin1String("user")) {
+        if (m_engine->state() != EngineHost::State::ready) {
+            statusBar()->showMessage(tr("No model is ready yet."), 4000);
+            return;
+        }
+        startTurn();
+        m_input->setFocus();
+        return;
+    }
+    regenerate(lastRowOf(QStringLiteral("assistant")));
+}
 
 void MainWindow::copyLastReply() {
     const int row = lastRowOf(QStringLiteral("assistant"));
@@ -837,11 +908,23 @@ void MainWindow::regenerate(int row) {
     if (m_engine->busy() || row < 0 || row >= m_messages->rowCount() ||
         m_messages->at(row).role != QLatin1String("assistant"))
         return;
+    // Messages of yours after this reply would go with it: only when the user agrees.
+    int laterOfYours = 0;
+    for (int r = row + 1; r < m_messages->rowCount(); ++r)
+        if (m_messages->at(r).role == QLatin1String("user")) ++laterOfYours;
+    if (laterOfYours > 0 &&
+        QMessageBox::question(this, tr("Regenerate reply"),
+                              tr("Regenerating this reply removes the later messages of "
+                                 "yours (%1) and their replies. Regenerate anyway?")
+                                  .arg(laterOfYours)) != QMessageBox::Yes)
+        return;
     const ChatMessage& old = m_messages->at(row);
     m_regenerated = old.versions;
     if (m_regenerated.isEmpty()) m_regenerated.push_back({old.content, old.reasoning, old.stats});
     m_store.truncate(m_current, row);
     m_messages->truncate(row);
+    // The focused Regenerate button went with the reply: the message box takes the keys.
+    m_input->setFocus();
     startTurn();
 }
 
@@ -923,7 +1006,7 @@ void MainWindow::updateEngineState() {
     if (!warning.isEmpty()) text = tr("Ready with a warning: %1").arg(m_engine->modelSummary());
     if (m_engine->busy()) text = tr("Generating ... (Esc stops)");
     m_engineLabel->setText(warning.isEmpty() ? text : text + QStringLiteral(" - ") + warning);
-    m_engineLabel->setToolTip(warning);
+    m_engineLabel->setToolTip(warning.isEmpty() ? text : text + QStringLiteral("\n") + warning);
     m_engineLabel->setStyleSheet(warning.isEmpty() ? QString()
                                                    : QStringLiteral("QLabel { color: #b9770e; }"));
     // Loading: how far (LoadOptions::on_progress); generating: busy without an end.
@@ -945,7 +1028,8 @@ void MainWindow::updateEngineState() {
 
 QString MainWindow::engineWarning() const {
     const std::shared_ptr<const Model> model = m_engine->model();
-    if (!model || !m_loadOptions.kernel_persistent || m_loadOptions.store.empty() ||
+    // The team the options ask for (a profile's "0" is set and false: no persistent team asked).
+    if (!model || !options::persistent_team(m_loadOptions, false) || m_loadOptions.store.empty() ||
         m_loadOptions.kernel == "reference" || std::string(model->backend_name()) != "cpu")
         return {};
     const cpu::StoreMoe* moe = model->cpu().store_moe();
@@ -990,6 +1074,7 @@ void MainWindow::toggleServer() {
 
 void MainWindow::loadActiveProfile() {
     m_loadOptions = {};
+    m_unloaded = false;
     if (m_options.demo && m_options.modelDir.isEmpty()) {
         m_engine->loadDemo(demoModelDir(), demoTokenizerPath());
         return;
@@ -1046,7 +1131,7 @@ void MainWindow::onLoadFailed(const QString& error) {
         if (b == wizard)
             openWizard();
         else if (b == demo)
-            m_engine->loadDemo(demoModelDir(), demoTokenizerPath());
+            useDemoModel();
     });
     box->open();
 }
@@ -1059,13 +1144,77 @@ void MainWindow::firstRun() {
         tr("Set up a gpt-oss checkpoint you downloaded, or try the app with "
            "the built-in demo model (random weights: its replies are "
            "nonsense)."));
+    // A gpt-oss model another app already downloaded (app/discovery.h) is offered first: used
+    // where it lies, nothing copied.
+    std::optional<FoundModel> found;
+    QStringList lines;
+    for (const FoundModel& f : discoverModels(m_discoveryRoots)) {
+        lines << QStringLiteral("- ") + f.description();
+        if (!found && f.usable()) found = f;
+    }
+    if (!lines.isEmpty())
+        box.setDetailedText(tr("gpt-oss models found on this PC:\n%1").arg(lines.join('\n')));
+    QPushButton* use = nullptr;
+    if (found) {
+        box.setText(tr("No model is set up yet, but %1 (from %2) is on this PC.")
+                        .arg(found->name, found->source));
+        use = box.addButton(tr("Use %1").arg(found->name), QMessageBox::ActionRole);
+    }
     QPushButton* wizard = box.addButton(tr("Set up a model..."), QMessageBox::AcceptRole);
     box.addButton(tr("Use the demo model"), QMessageBox::RejectRole);
     box.exec();
-    if (box.clickedButton() == wizard)
+    if (use && box.clickedButton() == use)
+        loadModel(found->path, {});
+    else if (box.clickedButton() == wizard)
         openWizard();
     else
-        m_engine->loadDemo(demoModelDir(), demoTokenizerPath());
+        useDemoModel();
+}
+
+void MainWindow::openGuide() {
+    if (m_guide) {
+        m_guide->raise();
+        m_guide->activateWindow();
+        return;
+    }
+    m_guide = new GuideViewer(QStringLiteral("DESKTOP.md"), this);
+    m_guide->setAttribute(Qt::WA_DeleteOnClose);
+    m_guide->show();
+}
+
+void MainWindow::setTextZoom(int points) {
+    m_zoom = std::clamp(points, -6, 24);
+    appSettings()->setValue(settingsKey::textZoom, m_zoom);
+    QFont f = QApplication::font();
+    f.setPointSizeF(std::max(6.0, f.pointSizeF() + m_zoom));
+    m_chat->setFont(f);
+    m_input->setFont(f);
+    if (m_zoom != 0) statusBar()->showMessage(tr("Text size %1 pt").arg(f.pointSizeF()), 2000);
+}
+
+void MainWindow::unloadModel() {
+    if (m_engine->busy()) m_engine->stop();
+    if (!m_engine->unloadModel()) {
+        statusBar()->showMessage(tr("The model is still loading; unload it once it is ready."),
+                                 5000);
+        fillModelSwitcher();
+        return;
+    }
+    m_unloaded = true;
+    m_telemetry->setModel(nullptr);
+    if (m_tray) m_tray->setToolTip(tr("Neural - no model loaded"));
+    fillModelSwitcher();
+    updateEngineState();
+}
+
+void MainWindow::useDemoModel() {
+    // Remembered as the model in use (as --demo), so what reloads the chat model (after a
+    // benchmark, a profile's Apply) brings the demo model back, not the active profile's.
+    m_options.demo = true;
+    m_options.modelDir.clear();
+    m_modelStore.reset();
+    loadActiveProfile();
+    fillModelSwitcher();
 }
 
 void MainWindow::openWizard() {

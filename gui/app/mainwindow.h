@@ -17,6 +17,8 @@
 #include <QMainWindow>
 #include <QPointer>
 
+#include "app/discovery.h"
+#include "app/guideviewer.h"
 #include "conversation/conversationmodel.h"
 #include "conversation/conversationstore.h"
 #include "conversation/enginehost.h"
@@ -116,10 +118,29 @@ public slots:
     // Qt::UserRole is the profile name ("" for the demo) or the model path, kSwitchKindRole its
     // kind and kSwitchStoreRole a model's store.
     QComboBox* modelSwitcher() const { return m_modelSwitch; }
-    // Rescans the models folders and the recent list into the switcher.
+    // Rescans the models folders, the recent list and the other apps' models (app/discovery.h)
+    // into the switcher.
     void fillModelSwitcher();
+    // Where the switcher looks for other apps' models (tests: fake folder layouts).
+    void setDiscoveryRoots(const DiscoveryRoots& roots) {
+        m_discoveryRoots = roots;
+        fillModelSwitcher();
+    }
     // Loads a checkpoint (and store) with the active profile's engine settings.
     void loadModel(const QString& model, const QString& store);
+    // Loads the built-in demo model and keeps it as the model in use (File > Use the demo
+    // model, the switcher's Demo model).
+    void useDemoModel();
+    // The switcher's "Unload the model": frees its RAM and VRAM (a reply is stopped, the API
+    // server stops with it); choosing a model loads one again.
+    void unloadModel();
+    // View > Zoom in / out / Reset (Ctrl+= / Ctrl+- / Ctrl+0): the conversation's and the
+    // message box's text size, `points` above the app's font (kept in the settings).
+    void setTextZoom(int points);
+    int textZoom() const { return m_zoom; }
+    // Help > User guide (F1): the guide in the app's own viewer (non-modal, one at a time).
+    void openGuide();
+    GuideViewer* guide() const { return m_guide; }
     // The conversation settings panel and its dock (View > Conversation settings).
     SettingsPanel* settingsPanel() const { return m_panel; }
     QDockWidget* settingsDock() const { return m_panelDock; }
@@ -195,6 +216,10 @@ private:
     TelemetryDock* m_telemetry = nullptr;
     QPlainTextEdit* m_logs = nullptr;
     BenchmarkDialog* m_benchmark = nullptr;  // reset when it is destroyed
+    QPointer<GuideViewer> m_guide;
+    int m_zoom = 0;
+    bool m_unloaded = false;  // the user unloaded the model (the switcher shows none)
+    DiscoveryRoots m_discoveryRoots = DiscoveryRoots::defaults();
     bool m_quitting = false;
     int m_turnTokenLimit = 0;
     // The versions of the reply being regenerated; the new reply is added to them.

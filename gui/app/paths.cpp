@@ -5,6 +5,8 @@
 #include <QFileInfo>
 #include <QStandardPaths>
 
+#include "runtime/routing_stats.h"
+
 namespace neural::gui {
 
 namespace {
@@ -35,6 +37,17 @@ QString logDir() { return ensured(appDataDir() + QStringLiteral("/logs")); }
 QString demoModelDir() { return appDataDir() + QStringLiteral("/demo"); }
 QString modelsDir() { return ensured(appDataDir() + QStringLiteral("/models")); }
 QString profilesPath() { return appConfigDir() + QStringLiteral("/profiles.json"); }
+
+std::filesystem::path desktopRoutingStatsPath(const QString& setting, const QString& model,
+                                              const QString& store) {
+    const std::string s = setting.trimmed().isEmpty() ? "auto" : setting.trimmed().toStdString();
+    const std::filesystem::path m = model.toStdString(), st = store.toStdString();
+    if (s != "auto" || !st.empty() || !qEnvironmentVariableIsEmpty("NEURAL_ROUTING_STATS_DIR"))
+        return routing_stats_path(s, m, st);
+    return routing_stats_path(
+        s, m, st,
+        std::filesystem::path((appDataDir() + QStringLiteral("/routing-stats")).toStdString()));
+}
 
 QString demoTokenizerPath() {
     const QString env = qEnvironmentVariable("NEURAL_DEMO_TOKENIZER");

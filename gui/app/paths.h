@@ -14,6 +14,8 @@
 
 #include <QString>
 
+#include <filesystem>
+
 namespace neural::gui {
 
 QString appDataDir();
@@ -30,6 +32,14 @@ inline constexpr const char* kInstalledDemoTokenizer = "share/neural/demo/tokeni
 // copy (kInstalledDemoTokenizer), else the one scripts/setup.sh fetched into the source tree
 // (resources/demo-tokenizer), else "".
 QString demoTokenizerPath();
+
+// Where the app keeps the learned expert statistics of a model (LoadOptions::routing_stats):
+// "auto" beside a store (a store is Neural's own file), else in the app's data folder
+// (AppLocalDataLocation/routing-stats/NAME-HASH.json): never in a checkpoint folder, which may
+// belong to another app (LM Studio, Ollama, the Hugging Face cache). "off" gives an empty path,
+// a file its own path; $NEURAL_ROUTING_STATS_DIR, when set, wins as in the engine.
+std::filesystem::path desktopRoutingStatsPath(const QString& setting, const QString& model,
+                                              const QString& store);
 
 }  // namespace neural::gui
 

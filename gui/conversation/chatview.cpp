@@ -3,6 +3,8 @@
 #include <QAbstractTextDocumentLayout>
 #include <QApplication>
 #include <QClipboard>
+#include <QContextMenuEvent>
+#include <QMenu>
 #include <QDesktopServices>
 #include <QElapsedTimer>
 #include <QEvent>
@@ -182,7 +184,7 @@ void MessageBody::changeEvent(QEvent* event) {
     // (theme switch) renders the text again. Coalesced: a theme change sends several events.
     const QEvent::Type t = event->type();
     if ((t == QEvent::PaletteChange || t == QEvent::ApplicationPaletteChange ||
-         t == QEvent::StyleChange) &&
+         t == QEvent::StyleChange || t == QEvent::FontChange) &&
         !m_rerenderPending) {
         m_rerenderPending = true;
         QTimer::singleShot(0, this, &MessageBody::rerender);
@@ -241,7 +243,7 @@ MessageWidget::MessageWidget(QWidget* parent) : QFrame(parent) {
     m_delete->setAccessibleName(tr("Delete message"));
     for (QPushButton* b : {m_copy, m_edit, m_regenerate, m_delete}) b->setFlat(true);
     head->addWidget(m_role);
-    head->addWidget(m_stats, 1);
+    head->addStretch(1);
     head->addWidget(m_prevVersion);
     head->addWidget(m_versionLabel);
     head->addWidget(m_nextVersion);
@@ -277,10 +279,14 @@ MessageWidget::MessageWidget(QWidget* parent) : QFrame(parent) {
     // the view: the labels take the width they are given and grow in height.
     for (QLabel* l : {m_reasoning, m_stats}) {
         QSizePolicy sp(QSizePolicy::Ignored, QSizePolicy::Preferred);
-        sp.setHeightForWidth(l != m_stats);
+        sp.setHeightForWidth(true);
         l->setSizePolicy(sp);
     }
     v->addWidget(m_body);
+    // The statistics on a line of their own under the text: beside the version arrows and the
+    // buttons they were cut off at the default window width.
+    m_stats->setWordWrap(true);
+    v->addWidget(m_stats);
 
     // The in-place editor of a message of yours.
     m_editor = new QPlainTextEdit(this);
@@ -307,8 +313,16 @@ MessageWidget::MessageWidget(QWidget* parent) : QFrame(parent) {
     connect(save, &QPushButton::clicked, this, &MessageWidget::submitEdit);
     connect(cancel, &QPushButton::clicked, this, &MessageWidget::cancelEdit);
 
-    connect(m_copy, &QPushButton::clicked, this,
-            [this] { QApplication::clipboard()->setText(m_content); });
+    connect(m_copy, &QPushButton::clicked, this, [this] {
+        QApplication::clipboard()->setText(m_content);
+        // Feedback where the click was: "Copied" for a moment.
+        m_copy->setText(tr("Copied"));
+        QTimer::singleShot(1500, m_copy, [b = m_copy] { b->setText(tr("Copy")); });
+    });
+    // A right-click anywhere on the message (its text too) opens the message's menu.
+    m_body->setContextMenuPolicy(Qt::NoContextMenu);
+    m_reasoning->setContextMenuPolicy(Qt::NoContextMenu);
+    m_stats->setContextMenuPolicy(Qt::NoContextMenu);
     // The keys of a message that has the focus (Tab reaches it): copy and delete it.
     auto* copyKey = new QShortcut(QKeySequence::Copy, this);
     copyKey->setContext(Qt::WidgetShortcut);
@@ -357,10 +371,17 @@ void MessageWidget::setMessage(const ChatMessage& m, bool canRegenerate) {
             ? tr("Thinking ...")
             : (secs > 0 ? tr("Thought for %1 s").arg(secs, 0, 'f', 1) : tr("Reasoning")));
     const QString stats = statsLine(m.stats);
-    m_stats->setText(streaming ? (stats.isEmpty() ? tr("waiting for the first token ...")
-                                                  : tr("%1 · generating ...").arg(stats))
+    const QString waiting =
+        m.queuedAhead > 0
+            ? (m.queuedAhead == 1
+                   ? tr("waiting for the API server: 1 request ahead of this reply ...")
+                   : tr("waiting for the API server: %1 requests ahead of this reply ...")
+                         .arg(m.queuedAhead))
+            : tr("waiting for the first token ...");
+    m_stats->setText(streaming ? (stats.isEmpty() ? waiting : tr("%1 · generating ...").arg(stats))
                                : stats);
     m_stats->setToolTip(m_stats->text());
+    m_stats->setVisible(!m_stats->text().isEmpty());
     m_versionCount = std::max(1, static_cast<int>(m.versions.size()));
     m_version = std::clamp(m.version, 0, m_versionCount - 1);
     const bool versions = m_versionCount > 1 && !streaming;
@@ -433,6 +454,36 @@ bool MessageWidget::eventFilter(QObject* watched, QEvent* event) {
         }
     }
     return QFrame::eventFilter(watched, event);
+}
+
+QMenu* MessageWidget::contextMenu() {
+    auto* menu = new QMenu(this);
+    menu->setAttribute(Qt::WA_DeleteOnClose);
+    const QString selected = m_body->textCursor().selectedText();
+    if (!selected.isEmpty())
+        menu->addAction(tr("Copy the selection"), this, [this] { m_body->copy(); });
+    // The buttons' actions, as far as they are offered now.
+    for (QPushButton* b : {m_copy, m_edit, m_regenerate, m_delete}) {
+        if (b->isHidden() || !b->isEnabled()) continue;
+        QAction* a = menu->addAction(b->accessibleName(), b, &QPushButton::click);
+        a->setEnabled(b->isEnabled());
+    }
+    return menu;
+}
+
+void MessageWidget::contextMenuEvent(QContextMenuEvent* event) {
+    contextMenu()->popup(event->globalPos());
+    event->accept();
+}
+
+void MessageWidget::focusInEvent(QFocusEvent* event) {
+    QFrame::focusInEvent(event);
+    update();
+}
+
+void MessageWidget::focusOutEvent(QFocusEvent* event) {
+    QFrame::focusOutEvent(event);
+    update();
 }
 
 void MessageWidget::paintEvent(QPaintEvent* event) {
@@ -570,10 +621,20 @@ void ChatView::refresh(int row) {
     const bool user = m.role == QLatin1String("user");
     w->setProperty("lastReply", row == m_widgets.size() - 1);
     w->setMessage(m, !m_model->isStreaming());
+    indent(w, user);
+}
+
+void ChatView::indent(MessageWidget* w, bool user) const {
     // Bubbles: yours on the right, replies on the left, each indented from the other side
     // (the margins lie outside the painted bubble).
-    const int indent = std::max(40, width() / 8);
-    w->setContentsMargins(user ? indent : 0, 0, user ? 0 : indent / 2, 0);
+    const int by = std::max(40, width() / 8);
+    w->setContentsMargins(user ? by : 0, 0, user ? 0 : by / 2, 0);
+}
+
+void ChatView::resizeEvent(QResizeEvent* event) {
+    QScrollArea::resizeEvent(event);
+    for (int r = 0; r < m_widgets.size() && r < m_model->rowCount(); ++r)
+        indent(m_widgets[r], m_model->at(r).role == QLatin1String("user"));
 }
 
 void ChatView::refreshAll() {

@@ -17,6 +17,7 @@
 #include <QTextBrowser>
 
 class QLabel;
+class QMenu;
 class QPlainTextEdit;
 class QToolButton;
 class QPushButton;
@@ -80,6 +81,10 @@ public:
     QToolButton* reasoningToggle() const { return m_thought; }
     QPlainTextEdit* editor() const { return m_editor; }
     void setReasoningOpen(bool open);
+    QPushButton* copyButton() const { return m_copy; }
+    // The menu a right-click on the message opens (its own actions; the selected text's Copy
+    // first when there is a selection).
+    QMenu* contextMenu();
     // Edit in place: the text in an editor inside the bubble (Ctrl+Enter sends, Esc cancels).
     void startEdit();
     void cancelEdit();
@@ -94,6 +99,10 @@ signals:
 protected:
     void paintEvent(QPaintEvent* event) override;
     bool eventFilter(QObject* watched, QEvent* event) override;
+    void contextMenuEvent(QContextMenuEvent* event) override;
+    // The focus ring (drawn in paintEvent) appears and goes as Tab reaches and leaves.
+    void focusInEvent(QFocusEvent* event) override;
+    void focusOutEvent(QFocusEvent* event) override;
 
 private:
     void submitEdit();
@@ -142,7 +151,13 @@ signals:
     void versionRequested(int row, int index);
     void scrollPositionChanged(int position);
 
+protected:
+    void resizeEvent(QResizeEvent* event) override;
+
 private:
+    // The bubble's indent from the other side, from the view's width (again on each resize: a
+    // conversation reopened before the window was laid out got the indent of a tiny view).
+    void indent(MessageWidget* w, bool user) const;
     void rebuild();
     void insertRows(int first, int last);
     void removeRows(int first, int last);

@@ -12,10 +12,12 @@
 #include <optional>
 #include <random>
 
+#include "app/paths.h"
 #include "chat/render.h"
 #include "generationqueue.h"
 #include "neural/error.h"
 #include "chat/openai.h"
+#include "store/repack.h"
 #include "synth/synth.h"
 
 namespace neural::gui {
@@ -178,6 +180,9 @@ void EngineHost::startLoad(std::function<std::shared_ptr<const Model>(const Prog
         m_isDemo = QFileInfo::exists(m_modelDir + QLatin1Char('/') +
                                      QString::fromLatin1(synth::kSynthMarkerFile));
         m_queue = new host::GenerationQueue(m_model, 8, 4096, this);
+        connect(m_queue, &host::GenerationQueue::changed, this, [this] {
+            if (m_jobId != 0) emit queuePositionChanged(jobsAhead());
+        });
         spdlog::info("model ready: {}", utf8(modelSummary()));
         setState(State::ready);
         emit ready();
@@ -188,12 +193,22 @@ void EngineHost::startLoad(std::function<std::shared_ptr<const Model>(const Prog
 void EngineHost::load(const QString& dir, const LoadOptions& options) {
     const std::string path = utf8(dir);
     startLoad(
-        [path, options](const Progress& progress) {
+        [path, options, dir](const Progress& progress) {
             LoadOptions o = options;
             o.on_progress = progress;
+            // The learned statistics go to the app's data folder, not into the checkpoint's
+            // folder (app/paths.h desktopRoutingStatsPath).
+            const std::filesystem::path stats =
+                desktopRoutingStatsPath(QString::fromStdString(o.routing_stats), dir,
+                                        QString::fromStdString(o.store.string()));
+            o.routing_stats = stats.empty() ? std::string("off") : stats.string();
             return std::shared_ptr<const Model>(Model::load(path, o));
         },
         dir);
+}
+
+std::filesystem::path demoStorePath(const std::filesystem::path& demoDir) {
+    return demoDir / "experts-raw.nstore";
 }
 
 void EngineHost::loadDemo(const QString& dir, const QString& tokenizer) {
@@ -216,8 +231,28 @@ void EngineHost::loadDemo(const QString& dir, const QString& tokenizer) {
                 w.threads = 2;   // leave the rest of the machine alone
                 synth::write_checkpoint(synth::make_plan(o), path, w);
             }
+            // The demo runs as a set-up model does: with its expert store (the fused kernels
+            // read the store's records; without one the reference path ran it at a tenth of the
+            // speed). Made once beside the demo's checkpoint, in the app's own folder.
             LoadOptions o;
             o.on_progress = progress;
+            const std::filesystem::path store = demoStorePath(path);
+            if (!std::filesystem::exists(store)) {
+                try {
+                    store::RepackOptions r;
+                    r.checkpoint = path;
+                    r.out = store;
+                    r.kind = store::StoreKind::kRaw;
+                    r.threads = 2;
+                    r.created_by = "neural-desktop (demo)";
+                    store::repack(r);
+                    spdlog::info("created the demo model's expert store {}", store.string());
+                } catch (const std::exception& e) {
+                    // Still usable without it (slower): say why in the log.
+                    spdlog::warn("the demo model's expert store was not created: {}", e.what());
+                }
+            }
+            if (std::filesystem::exists(store)) o.store = store;
             return std::shared_ptr<const Model>(Model::load(path, o));
         },
         dir);
@@ -318,7 +353,13 @@ bool EngineHost::send(const TurnRequest& request) {
     if (!m_queue->enqueue(job)) return false;
     m_jobId = job->id;
     emit busyChanged(true);
+    emit queuePositionChanged(jobsAhead());
     return true;
+}
+
+int EngineHost::jobsAhead() const {
+    if (m_jobId == 0 || !m_queue) return 0;
+    return std::max(0, m_queue->jobsAhead(m_jobId));
 }
 
 void EngineHost::stop() {

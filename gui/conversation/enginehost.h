@@ -17,6 +17,7 @@
 #include <QString>
 #include <QThread>
 
+#include <filesystem>
 #include <functional>
 #include <memory>
 
@@ -69,6 +70,9 @@ struct TurnReport {
     QJsonObject toJson() const;  // the per-message stats stored with the reply
 };
 
+// The demo model's expert store, made with it (EngineHost::loadDemo).
+std::filesystem::path demoStorePath(const std::filesystem::path& demoDir);
+
 class EngineHost : public QObject {
     Q_OBJECT
 public:
@@ -108,6 +112,9 @@ public:
     bool send(const TurnRequest& request);
     void stop();  // cancels the running turn; it still ends with turnFinished (cancelled)
     bool busy() const { return m_jobId != 0; }
+    // The jobs the running turn waits behind (API requests, which share the engine): 0 once it
+    // runs or when there is none. queuePositionChanged follows each change.
+    int jobsAhead() const;
     DeltaBatcher& batcher() { return m_batcher; }
     // Test hook: TurnRequest::forcedOutput for every turn (the smoke tests' main window).
     void setForcedOutput(const QString& text) { m_forcedOutput = text; }
@@ -126,6 +133,7 @@ signals:
     void turnDelta(const QString& reasoning, const QString& content);  // batched
     void turnFinished(const neural::gui::TurnReport& report);
     void busyChanged(bool busy);
+    void queuePositionChanged(int jobsAhead);
 
 private:
     struct LoadResult;

@@ -95,6 +95,16 @@ void MessageModel::appendDelta(const QString& reasoning, const QString& content,
     emit dataChanged(i, i);
 }
 
+void MessageModel::setQueuedAhead(int jobs) {
+    if (!isStreaming() || m_items.last().queuedAhead == jobs) return;
+    ChatMessage& m = m_items.last();
+    m.queuedAhead = jobs;
+    // The time to the first token counts from when the reply's turn came.
+    if (jobs == 0 && m.firstTokenMs < 0) m.clock.restart();
+    const QModelIndex i = index(static_cast<int>(m_items.size()) - 1);
+    emit dataChanged(i, i);
+}
+
 void MessageModel::endStreaming(const StoredMessage* stored) {
     if (!isStreaming()) return;
     const int row = static_cast<int>(m_items.size()) - 1;

@@ -23,6 +23,8 @@ struct ChatMessage {
     // While streaming: since the request, and the time of the first text (ms, -1: none yet).
     QElapsedTimer clock;
     qint64 firstTokenMs = -1;
+    // While streaming: the engine jobs (API requests) this reply waits behind; 0 once it runs.
+    int queuedAhead = 0;
 };
 
 class MessageModel : public QAbstractListModel {
@@ -53,6 +55,8 @@ public:
     void appendDelta(const QString& reasoning, const QString& content, int pieces = 0);
     // Replaces the streaming row by the stored reply (or drops it when `stored` is null).
     void endStreaming(const StoredMessage* stored);
+    // The jobs the streaming reply waits behind (EngineHost::jobsAhead).
+    void setQueuedAhead(int jobs);
     bool isStreaming() const { return !m_items.isEmpty() && m_items.last().streaming; }
     void truncate(int fromRow);
     void removeAt(int row);

@@ -171,6 +171,7 @@ SettingsPanel::SettingsPanel(QWidget* parent) : QWidget(parent) {
     connect(m_preset, &QComboBox::activated, this, [this](int index) {
         const QString name = m_preset->itemData(index).toString();
         if (!name.isEmpty() && applyPreset(name)) emit settingsChanged();
+        showMatchingPreset();
     });
     connect(m_savePreset, &QPushButton::clicked, this, [this] { saveAsPreset(); });
     connect(m_deletePreset, &QPushButton::clicked, this, [this] {
@@ -193,7 +194,15 @@ void SettingsPanel::fillPresets() {
 
 void SettingsPanel::showMatchingPreset() {
     const QSignalBlocker block(m_preset);
-    const QString name = presetMatching(sampling());
+    // The preset chosen (or saved) last while the fields still hold its values: a preset of
+    // yours with a built-in one's values is itself, to be shown, chosen and deleted. Otherwise
+    // the first preset with these values, or none ("Custom").
+    const SamplingSettings now = sampling();
+    QString name;
+    for (const SamplingPreset& p : samplingPresets())
+        if (p.name == m_presetName && p.settings == now) name = p.name;
+    if (name.isEmpty()) name = presetMatching(now);
+    m_presetName = name;
     m_preset->setCurrentIndex(name.isEmpty() ? -1 : m_preset->findData(name));
     bool user = false;
     for (const SamplingPreset& p : samplingPresets())
@@ -255,6 +264,7 @@ bool SettingsPanel::applyPreset(const QString& name) {
         if (p.name != name) continue;
         ConversationSettings c = settings();
         c.sampling = p.settings;
+        m_presetName = p.name;
         setSettings(c);
         return true;
     }
@@ -278,6 +288,7 @@ bool SettingsPanel::saveAsPreset(const QString& given) {
                 tr("\"%1\" is a built-in preset; choose another name.").arg(name));
         return false;
     }
+    m_presetName = name;
     fillPresets();
     showMatchingPreset();
     return true;

@@ -83,6 +83,7 @@ private:
     QPlainTextEdit* m_systemPrompt;
     QTimer* m_promptTimer;  // a typed system prompt is reported once typing pauses
     bool m_filling = false;
+    QString m_presetName;  // the preset shown; presets are told apart by name, not values
 };
 
 }  // namespace neural::gui

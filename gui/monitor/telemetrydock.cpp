@@ -6,6 +6,7 @@
 #include <QChartView>
 #include <QFile>
 #include <QFileDialog>
+#include <QGraphicsLayout>
 #include <QHBoxLayout>
 #include <QHorizontalStackedBarSeries>
 #include <QLabel>
@@ -21,6 +22,7 @@
 #include <QVBoxLayout>
 
 #include <algorithm>
+#include <cmath>
 
 #include "app/outputpath.h"
 #include "platform/process_stats.h"
@@ -36,7 +38,11 @@ constexpr int kPhaseWindow = 64;        // tokens averaged in the phase chart
 
 QChartView* makeView(QChart* chart, const QString& name, QWidget* parent) {
     chart->legend()->setAlignment(Qt::AlignBottom);
-    chart->setMargins(QMargins(4, 4, 4, 4));
+    // A chart of one line needs no legend (its title says what it is): the room goes to the
+    // plot and the axis labels, which were elided ("...") in the docked default size.
+    chart->legend()->setVisible(chart->series().size() > 1);
+    chart->setMargins(QMargins(2, 2, 2, 2));
+    chart->layout()->setContentsMargins(0, 0, 0, 0);
     auto* view = new QChartView(chart, parent);
     view->setRenderHint(QPainter::Antialiasing);
     view->setAccessibleName(name);
@@ -53,6 +59,10 @@ QChart* lineChart(const QString& title, std::initializer_list<QLineSeries*> seri
     x->setTitleText(xTitle);
     y->setTitleText(yTitle);
     x->setLabelFormat(QStringLiteral("%.0f"));
+    // Few, short labels: they stay whole in a narrow dock.
+    x->setTickCount(3);
+    y->setTickCount(4);
+    y->setLabelFormat(QStringLiteral("%.0f"));
     chart->addAxis(x, Qt::AlignBottom);
     chart->addAxis(y, Qt::AlignLeft);
     for (QLineSeries* s : series) {
@@ -91,6 +101,7 @@ TelemetryDock::TelemetryDock(QWidget* parent) : QDockWidget(tr("Telemetry"), par
                           tr("VRAM hit rate chart"), tabs),
                  tr("Hit rate"));
     m_hitY->setRange(0, 100);
+    m_hitY->setProperty("fixedRange", true);
 
     auto* phaseChart = new QChart;
     phaseChart->setTitle(tr("Per-token phases, last %1 tokens (ms)").arg(kPhaseWindow));
@@ -192,25 +203,54 @@ void TelemetryDock::setModel(std::shared_ptr<const Model> model) {
     m_nextToken = m_nextRequest = 0;
 }
 
+double niceAxisMax(double peak) {
+    if (!(peak > 0)) return 1;
+    // A round step times a power of ten, at least 10 % above the peak.
+    const double want = peak * 1.1;
+    const double decade = std::pow(10.0, std::floor(std::log10(want)));
+    for (double step : {1.0, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0})
+        if (step * decade >= want) return step * decade;
+    return 10 * decade;
+}
+
 void TelemetryDock::addPoint(QLineSeries* series, QValueAxis* x, QValueAxis* y, double px,
-                             double py) {
+                             double py, int keep) {
     series->append(px, py);
-    if (series->count() > kPoints) series->removePoints(0, series->count() - kPoints);
+    if (series->count() > keep) series->removePoints(0, series->count() - keep);
     x->setRange(series->at(0).x(), std::max(px, series->at(0).x() + 1));
-    if (py > y->max()) y->setMax(py * 1.2);
+    // The value axis follows the points in view (an old peak scrolled out no longer flattens
+    // the line), over every line the axis carries; a fixed range (the hit rate's 0-100 %)
+    // stays.
+    if (y->property("fixedRange").toBool()) return;
+    double peak = 0;
+    const QList<QAbstractSeries*> lines =
+        series->chart() ? series->chart()->series() : QList<QAbstractSeries*>{series};
+    for (QAbstractSeries* a : lines)
+        if (auto* line = qobject_cast<QLineSeries*>(a);
+            line && line->isVisible() && line->attachedAxes().contains(y))
+            for (const QPointF& p : line->points()) peak = std::max(peak, p.y());
+    const double top = niceAxisMax(peak);
+    // Only on a change: a new range or label format lays the chart out again.
+    if (y->min() != 0 || y->max() != top) y->setRange(0, top);
+    // Whole numbers from 10 up, one decimal below, two below 1: short labels either way.
+    const QString format = top >= 10  ? QStringLiteral("%.0f")
+                           : top >= 1 ? QStringLiteral("%.1f")
+                                      : QStringLiteral("%.2f");
+    if (y->labelFormat() != format) y->setLabelFormat(format);
 }
 
 void TelemetryDock::poll() {
     m_elapsed += m_timer->interval() / 1000.0;
     const double ramGib = static_cast<double>(processRssBytes()) / (1u << 30);
-    addPoint(m_ram, m_memX, m_memY, m_elapsed, ramGib);
+    addPoint(m_ram, m_memX, m_memY, m_elapsed, ramGib, kPoints);
     if (m_gpuBackend && m_vramPolls++ % 4 == 0) {  // once a second: the driver is asked
         std::string why;
         const std::vector<GpuDevice> gpus = gpu_devices(&why);
         if (!gpus.empty() && gpus.front().total_bytes >= gpus.front().free_bytes)
             addPoint(m_vram, m_memX, m_memY, m_elapsed,
                      static_cast<double>(gpus.front().total_bytes - gpus.front().free_bytes) /
-                         (1u << 30));
+                         (1u << 30),
+                     kPoints);
     }
     if (!m_model) return;
     const telemetry::Telemetry& t = m_model->telemetry();
@@ -221,9 +261,10 @@ void TelemetryDock::poll() {
         const std::uint64_t experts = r.experts_hit + r.experts_missed + r.experts_streamed;
         addPoint(m_hit, m_hitX, m_hitY, static_cast<double>(m_tokenCount),
                  experts ? 100.0 * static_cast<double>(r.experts_hit) / static_cast<double>(experts)
-                         : 0.0);
+                         : 0.0,
+                 kPoints);
         addPoint(m_faults, m_faultX, m_faultY, static_cast<double>(m_tokenCount),
-                 static_cast<double>(r.page_faults));
+                 static_cast<double>(r.page_faults), kPoints);
         // Decode speed: the average over the last 8 tokens (single tokens are noisy).
         const std::size_t n = std::min<std::size_t>(8, m_tokens.size());
         std::uint64_t ns = 0;
@@ -231,7 +272,7 @@ void TelemetryDock::poll() {
             ns += m_tokens[i].wall_ns;
         if (ns > 0)
             addPoint(m_tps, m_tpsX, m_tpsY, static_cast<double>(m_tokenCount),
-                     1e9 * static_cast<double>(n) / static_cast<double>(ns));
+                     1e9 * static_cast<double>(n) / static_cast<double>(ns), kPoints);
     }
     if (m_tokens.size() > kKeep)
         m_tokens.erase(m_tokens.begin(),

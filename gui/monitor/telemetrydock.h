@@ -43,12 +43,18 @@ public:
     // Writes the collected token records; false with `error`.
     bool exportCsv(const QString& path, QString* error = nullptr) const;
 
+    // Appends (px, py), keeping the last `keep` points; the x axis spans them and the value
+    // axis follows the highest point in view of the lines it carries (niceAxisMax).
+    static void addPoint(QLineSeries* series, QValueAxis* x, QValueAxis* y, double px, double py,
+                         int keep);
+    QValueAxis* speedAxis() const { return m_tpsY; }
+    QLabel* summaryLabel() const { return m_summary; }
+
 protected:
     void changeEvent(QEvent* event) override;
 
 private:
     void applyChartTheme();  // dark charts under a dark palette
-    void addPoint(QLineSeries* series, QValueAxis* x, QValueAxis* y, double px, double py);
 
     std::shared_ptr<const Model> m_model;
     QTimer* m_timer;
@@ -76,6 +82,10 @@ private:
     bool m_gpuBackend = false;
     unsigned m_vramPolls = 0;
 };
+
+// A round axis maximum at least 10 % above `peak` (1, 1.5, 2, 2.5, 3, 4, 5, 6 or 8 times a power
+// of ten); 1 for no peak.
+double niceAxisMax(double peak);
 
 // Resident set size of this process in bytes (the working set on Windows; 0 where unknown):
 // platform/process_stats.h.

@@ -25,6 +25,8 @@ inline constexpr const char* startAtLaunch = "server/startAtLaunch";  // false
 inline constexpr const char* keepInTray = "server/keepInTray";        // true
 inline constexpr const char* theme = "ui/theme";                      // "system"
 inline constexpr const char* maxTokens = "chat/maxTokens";            // 2048
+// The chat text's size, in points above (or below) the app's font (View > Zoom in / out).
+inline constexpr const char* textZoom = "chat/textZoom";  // 0
 // The user's sampling presets (JSON array, conversation/samplingsettings.h).
 inline constexpr const char* samplingPresets = "chat/samplingPresets";
 // Extra folders the model switcher scans besides modelsDir() (string list), and the models

@@ -19,6 +19,7 @@
 
 #include <filesystem>
 
+#include "app/wheelguard.h"
 #include "app/paths.h"
 #include "neural/error.h"
 #include "runtime/routing_stats.h"
@@ -27,6 +28,7 @@ namespace neural::gui {
 
 ProfileDialog::ProfileDialog(ProfileStore* store, QString path, QWidget* parent)
     : QDialog(parent), m_store(store), m_path(std::move(path)) {
+    installWheelGuard();
     setWindowTitle(tr("Profiles"));
     setAccessibleName(tr("Profiles"));
     resize(680, 640);
@@ -292,8 +294,8 @@ void ProfileDialog::updateStats() {
     QString setting = QStringLiteral("auto");
     if (auto* t = qobject_cast<QLineEdit*>(m_editors.value(QStringLiteral("routing-stats"))))
         if (!t->text().trimmed().isEmpty()) setting = t->text().trimmed();
-    const std::filesystem::path file = routing_stats_path(
-        setting.toStdString(), model.toStdString(), m_storeFile->text().trimmed().toStdString());
+    const std::filesystem::path file =
+        desktopRoutingStatsPath(setting, model, m_storeFile->text().trimmed());
     m_statsFile = QString::fromStdString(file.string());
     m_statsReset->setEnabled(false);
     if (file.empty()) {

@@ -96,9 +96,13 @@ CheckpointReport checkCheckpoint(const QString& dir) {
     // The CPU backend maps the weights; what does not fit in RAM is re-read from disk for every
     // token. Keep ~10% of RAM for the OS and the KV cache.
     r.fitsRam = r.ramBytes > 0 && r.checkpointBytes <= r.ramBytes / 10 * 9;
-    r.fitText = (r.fitsRam ? QObject::tr("RAM: fits (%1 of %2).")
-                           : QObject::tr("RAM: does not fit (%1 of %2): experts will be read "
-                                         "from disk during generation (slow)."))
+    // The figures say what they are: the checkpoint's size on disk against the PC's RAM (the
+    // next page says how much RAM the model will use as planned).
+    r.fitText = (r.fitsRam ? QObject::tr("RAM: the checkpoint (%1 on disk) fits in this PC's %2 "
+                                         "of RAM.")
+                           : QObject::tr("RAM: the checkpoint (%1 on disk) does not fit in this "
+                                         "PC's %2 of RAM: experts will be read from disk during "
+                                         "generation (slow)."))
                     .arg(formatBytes(r.checkpointBytes), formatBytes(r.ramBytes));
 #ifdef NEURAL_GUI_HAVE_CUDA
     r.fitText += QObject::tr(

@@ -26,6 +26,8 @@
 #include <cmath>
 #include <optional>
 
+#include "app/paths.h"
+#include "app/wheelguard.h"
 #include "model/config.h"
 #include "model/gguf.h"
 #include "model/weights.h"
@@ -66,6 +68,60 @@ bool aboutTheSame(std::uint64_t a, std::uint64_t b) {
     return hi == 0 || std::abs(static_cast<double>(a) - static_cast<double>(b)) / hi < 0.01;
 }
 }  // namespace
+
+QString modelName(const QString& checkpoint) {
+    const QFileInfo info(checkpoint);
+    if (info.isFile()) {
+        // "gpt-oss-20b-MXFP4.gguf", "gpt-oss-120b-MXFP4-00001-of-00002.gguf": the name before
+        // the split's part number.
+        static const QRegularExpression part(QStringLiteral(R"(-\d{5}-of-\d{5}$)"));
+        QString base = info.completeBaseName();
+        base.remove(part);
+        // A generic file name ("model.gguf", an Ollama blob "sha256-...") says nothing: the
+        // folder it lies in does.
+        if (base.isEmpty() || base.compare(QLatin1String("model"), Qt::CaseInsensitive) == 0 ||
+            base.startsWith(QLatin1String("sha256")))
+            return info.absoluteDir().dirName();
+        return base;
+    }
+    // A Hugging Face cache snapshot (models--openai--gpt-oss-20b/snapshots/<commit>): the
+    // repository's name.
+    QDir dir(info.absoluteFilePath());
+    static const QRegularExpression commit(QStringLiteral("^[0-9a-f]{40}$"));
+    if (commit.match(dir.dirName()).hasMatch()) {
+        QDir up = dir;
+        if (up.cdUp() && up.dirName() == QLatin1String("snapshots") && up.cdUp() &&
+            up.dirName().startsWith(QLatin1String("models--")))
+            return up.dirName().section(QStringLiteral("--"), -1);
+    }
+    const QString name = dir.dirName();
+    return name.isEmpty() ? QStringLiteral("model") : name;
+}
+
+namespace {
+std::function<DiskSpace(const QString&)>& diskSpaceOverride() {
+    static std::function<DiskSpace(const QString&)> f;
+    return f;
+}
+}  // namespace
+
+DiskSpace SetupWizard::diskSpace(const QString& folder) {
+    if (diskSpaceOverride()) return diskSpaceOverride()(folder);
+    DiskSpace d;
+    const QStorageInfo disk(folder);
+    d.root = disk.rootPath();
+    d.readOnly = disk.isValid() && disk.isReadOnly();
+    // Unknown where the system does not say (a chroot without mount entries, some network
+    // drives): QStorageInfo is then invalid or reports no size at all.
+    const qint64 avail = disk.bytesAvailable();
+    d.known = disk.isValid() && disk.isReady() && avail >= 0 && disk.bytesTotal() > 0;
+    d.available = d.known ? static_cast<std::uint64_t>(avail) : 0;
+    return d;
+}
+
+void SetupWizard::setDiskSpaceForTesting(std::function<DiskSpace(const QString&)> f) {
+    diskSpaceOverride() = std::move(f);
+}
 
 // ---- 1: checkpoint folder + validation ----------------------------------------------------
 
@@ -150,10 +206,25 @@ public:
     explicit FitPageWidget(SetupWizard* w) : m_w(w) {
         setTitle(tr("Fit to this PC"));
         setSubTitle(
-            tr("The planner's choice for this model on this PC, each with its reason. "
-               "Change any value; it becomes the profile's (and stays editable in "
-               "Settings > Profiles)."));
+            tr("How this model will run here. The settings behind it are under "
+               "\"Show details\"."));
         auto* outer = new QVBoxLayout(this);
+        // One plain sentence first (where it runs, the memory it takes); the planner's values
+        // and reasons, all editable, behind "Show details".
+        m_headline = new QLabel(tr("Looking at this PC ..."), this);
+        m_headline->setWordWrap(true);
+        m_headline->setAccessibleName(tr("Fit summary"));
+        QFont big = m_headline->font();
+        big.setPointSizeF(big.pointSizeF() * 1.15);
+        m_headline->setFont(big);
+        outer->addWidget(m_headline);
+        m_detailsButton = new QPushButton(tr("Show details"), this);
+        m_detailsButton->setCheckable(true);
+        m_detailsButton->setAccessibleName(tr("Show the plan's details"));
+        auto* detailsRow = new QHBoxLayout;
+        detailsRow->addWidget(m_detailsButton);
+        detailsRow->addStretch(1);
+        outer->addLayout(detailsRow);
         auto* scroll = new QScrollArea(this);
         scroll->setWidgetResizable(true);
         scroll->setFrameShape(QFrame::NoFrame);
@@ -241,7 +312,13 @@ public:
         v->addWidget(m_other);
         v->addStretch(1);
         scroll->setWidget(inner);
-        outer->addWidget(scroll);
+        outer->addWidget(scroll, 1);
+        m_details = scroll;
+        m_details->hide();
+        connect(m_detailsButton, &QPushButton::toggled, this, [this](bool on) {
+            m_details->setVisible(on);
+            m_detailsButton->setText(on ? tr("Hide details") : tr("Show details"));
+        });
 
         connect(m_slots, qOverload<int>(&QSpinBox::valueChanged), this, [this] { showSlotsGib(); });
         for (QDoubleSpinBox* cap : {m_vramCap, m_ramCap})
@@ -386,10 +463,29 @@ public:
         else if (!warn.isEmpty())
             m_warnings->setText(tr("<p style='color:#b9770e'><b>Warnings:</b><br>%1</p>")
                                     .arg(warn.join(QStringLiteral("<br>"))));
-        else {
-            // The planner's figure keeps room for the OS and the desktop; the model's own need
-            // is what depends on the checkpoint.
-            const double modelBytes = std::max(0.0, plan.ram_needed_gb - kFitRamHeadroomGB) * 1e9;
+        // The planner's figure keeps room for the OS and the desktop; the model's own need is
+        // what depends on the checkpoint (the one RAM figure the wizard names for the plan).
+        const double modelBytes = std::max(0.0, plan.ram_needed_gb - kFitRamHeadroomGB) * 1e9;
+        const QString ram = formatBytes(static_cast<std::uint64_t>(modelBytes));
+        const QString where =
+            plan.backend == "cuda"
+                ? tr("It runs on your graphics card (%1 of its memory) together with the "
+                     "processor, and uses about %2 of RAM.")
+                      .arg(formatBytes(static_cast<std::uint64_t>(plan.vram_budget_gib * 1024.0 *
+                                                                  1024 * 1024)),
+                           ram)
+                : tr("It runs on the processor (%1 threads) and uses about %2 of RAM.")
+                      .arg(plan.threads)
+                      .arg(ram);
+        m_headline->setText(
+            !plan.fits ? tr("<b>This model is too big for this PC as it is.</b> %1 "
+                            "\"Show details\" says what falls short and lets you change it.")
+                             .arg(where)
+            : warn.isEmpty() ? tr("<b>This model fits this PC.</b> %1").arg(where)
+                             : tr("<b>This model fits this PC, with a warning</b> (under "
+                                  "\"Show details\"). %1")
+                                   .arg(where));
+        if (plan.fits && warn.isEmpty()) {
             m_warnings->setText(
                 tr("<p style='color:#1e8449'><b>The plan fits this PC.</b> The "
                    "model needs about %1 of RAM, besides the %2 kept free for the "
@@ -416,6 +512,9 @@ private:
     std::uint64_t m_slotBytes = 0;
     QThread* m_detector = nullptr;
     QLabel *m_machineLabel, *m_warnings, *m_other;
+    QLabel* m_headline;
+    QPushButton* m_detailsButton;
+    QWidget* m_details;
     QDoubleSpinBox *m_vramCap, *m_ramCap, *m_vram;
     QComboBox *m_backend, *m_kernel;
     QSpinBox *m_slots, *m_context, *m_threads;
@@ -453,6 +552,10 @@ public:
                 m_existing->setChecked(true);
             }
         }));
+        m_compare = new QLabel(this);
+        m_compare->setWordWrap(true);
+        m_compare->setAccessibleName(tr("Raw or packed"));
+        v->addWidget(m_compare);
         v->addStretch(1);
         m_raw->setChecked(true);
         connect(group, &QButtonGroup::buttonToggled, this, [this] { emit completeChanged(); });
@@ -468,15 +571,18 @@ public:
                             packed = m_w->m_report.packedStoreBytes;
         m_raw->setText(tr("Create a raw store (about %1)").arg(formatBytes(raw)));
         m_packed->setText(tr("Create a packed store (about %1)").arg(formatBytes(packed)));
-        // The comparison only where the sizes differ (they round to the same for tiny models).
-        setSubTitle(tr("A store holds the experts in one file laid out for fast reading; the "
-                       "optimized kernels need one.") +
-                    (aboutTheSame(raw, packed)
-                         ? tr(" Raw keeps the scales as the GPU uses them; packed packs them "
-                              "tighter, which saves no space worth counting for this model.")
-                         : tr(" Raw keeps the scales as the GPU uses them; packed takes %1 "
-                              "instead of %2.")
-                               .arg(formatBytes(packed), formatBytes(raw))));
+        // A short subtitle (a long one was cut off mid-sentence by the wizard's header); the
+        // comparison in the page, only where the sizes differ (they round to the same for tiny
+        // models).
+        setSubTitle(
+            tr("A store holds the experts in one file laid out for fast reading; the "
+               "optimized kernels need one."));
+        m_compare->setText(
+            aboutTheSame(raw, packed)
+                ? tr("Raw keeps the scales as the GPU uses them; packed packs them tighter, "
+                     "which saves no space worth counting for this model.")
+                : tr("Raw keeps the scales as the GPU uses them; packed takes %1 instead of %2.")
+                      .arg(formatBytes(packed), formatBytes(raw)));
     }
     bool isComplete() const override {
         return !m_existing->isChecked() || QFileInfo(m_path->text().trimmed()).isFile();
@@ -499,6 +605,7 @@ private:
     SetupWizard* m_w;
     QRadioButton *m_none, *m_raw, *m_packed, *m_existing;
     QLineEdit* m_path;
+    QLabel* m_compare;
 };
 
 // ---- 3: destination + free space -----------------------------------------------------------
@@ -507,7 +614,9 @@ class DestinationPageWidget : public QWizardPage {
 public:
     explicit DestinationPageWidget(SetupWizard* w) : m_w(w) {
         setTitle(tr("Destination"));
-        setSubTitle(tr("Where the store file goes. A fast SSD makes generation faster."));
+        setSubTitle(
+            tr("Where the store file goes: the app's models folder unless you choose "
+               "another. A fast SSD makes generation faster."));
         auto* v = new QVBoxLayout(this);
         m_edit = new QLineEdit(this);
         m_edit->setAccessibleName(tr("Store file"));
@@ -526,10 +635,11 @@ public:
         });
     }
     void initializePage() override {
-        // Beside a GGUF file, inside a checkpoint folder.
-        const QFileInfo checkpoint(m_w->m_validatedDir);
-        m_edit->setText((checkpoint.isFile() ? checkpoint.dir() : QDir(m_w->m_validatedDir))
-                            .filePath(QStringLiteral("experts-%1.nstore").arg(m_w->m_kind)));
+        // The app's models folder (app/paths.h), in a folder named after the model: never the
+        // folder the model was downloaded to, which may belong to another app.
+        m_edit->setText(QDir(modelsDir())
+                            .filePath(QStringLiteral("%1/experts-%2.nstore")
+                                          .arg(modelName(m_w->m_validatedDir), m_w->m_kind)));
         updateSpace();
     }
     std::uint64_t needed() const {
@@ -538,25 +648,52 @@ public:
     }
     void updateSpace() {
         m_ok = false;
-        const QFileInfo fi(m_edit->text().trimmed());
-        if (m_edit->text().trimmed().isEmpty() || !fi.absoluteDir().exists()) {
-            m_space->setText(tr("The folder does not exist."));
+        const QString text = m_edit->text().trimmed();
+        if (text.isEmpty()) {
+            m_space->setText(tr("Choose where the store file goes."));
             return;
         }
-        QStorageInfo disk(fi.absolutePath());
+        const QFileInfo fi(text);
+        // A folder that does not exist yet is made when the page is left; the free space is
+        // that of the nearest folder that does exist (the same drive).
+        QDir existing = fi.absoluteDir();
+        while (!existing.exists() && existing.cdUp()) {
+        }
+        const bool missing = !fi.absoluteDir().exists();
+        const QString create =
+            missing ? tr(" The folder %1 does not exist yet: it is created when you continue.")
+                          .arg(QDir::toNativeSeparators(fi.absolutePath()))
+                    : QString();
+        const DiskSpace disk = SetupWizard::diskSpace(existing.absolutePath());
+        if (!disk.known) {
+            // Not a dead end: the repack stops with a clear error if the disk fills up.
+            m_ok = true;
+            m_space->setText(tr("<b>The free space on this drive could not be read.</b> The "
+                                "store needs about %1; make sure that much is free.")
+                                 .arg(formatBytes(needed())) +
+                             create);
+            return;
+        }
         // A store being replaced frees its space when the new one is renamed over it, but both
         // exist until then: count only the real free space.
-        const auto avail = static_cast<std::uint64_t>(std::max<qint64>(0, disk.bytesAvailable()));
-        m_ok = disk.isValid() && !disk.isReadOnly() && avail >= needed() + (64ull << 20);
-        m_space->setText(m_ok ? tr("Needs about %1; %2 free on %3.")
-                                    .arg(formatBytes(needed()), formatBytes(avail), disk.rootPath())
-                              : tr("<b>Not enough space:</b> needs about %1, %2 free on %3%4.")
-                                    .arg(formatBytes(needed()), formatBytes(avail), disk.rootPath(),
-                                         disk.isReadOnly() ? tr(" (read-only)") : QString()));
+        m_ok = !disk.readOnly && disk.available >= needed() + (64ull << 20);
+        m_space->setText(
+            (m_ok ? tr("Needs about %1; %2 free on %3.")
+                        .arg(formatBytes(needed()), formatBytes(disk.available), disk.root)
+                  : tr("<b>Not enough space:</b> needs about %1, %2 free on %3%4.")
+                        .arg(formatBytes(needed()), formatBytes(disk.available), disk.root,
+                             disk.readOnly ? tr(" (read-only)") : QString())) +
+            create);
     }
     bool isComplete() const override { return m_ok; }
     bool validatePage() override {
-        m_w->m_destination = QFileInfo(m_edit->text().trimmed()).absoluteFilePath();
+        const QFileInfo fi(m_edit->text().trimmed());
+        if (!fi.absoluteDir().exists() && !QDir().mkpath(fi.absolutePath())) {
+            m_space->setText(tr("<b>The folder %1 could not be created.</b> Choose another.")
+                                 .arg(QDir::toNativeSeparators(fi.absolutePath())));
+            return false;
+        }
+        m_w->m_destination = fi.absoluteFilePath();
         return true;
     }
 
@@ -722,7 +859,7 @@ public:
         });
     }
     void initializePage() override {
-        m_name->setText(QFileInfo(m_w->m_validatedDir).fileName());
+        m_name->setText(modelName(m_w->m_validatedDir));
         const QString store = m_w->storePath();
         m_summary->setText(
             store.isEmpty()
@@ -742,6 +879,7 @@ private:
 
 SetupWizard::SetupWizard(QWidget* parent) : QWizard(parent), m_job(new StoreJob(this)) {
     qRegisterMetaType<neural::gui::CheckpointReport>();
+    installWheelGuard();
     setWindowTitle(tr("Set up a model"));
     setAccessibleName(tr("Set up a model"));
     setPage(FolderPage, new FolderPageWidget(this));
@@ -808,7 +946,7 @@ void SetupWizard::setMachineForTesting(const MachineInfo& m) {
 Profile SetupWizard::profile() const {
     Profile p = storePath().isEmpty() ? Profile::stock()
                                       : Profile::optimized(m_havePlan ? &m_plan : nullptr);
-    p.name = m_profileName.isEmpty() ? QFileInfo(m_validatedDir).fileName() : m_profileName;
+    p.name = m_profileName.isEmpty() ? modelName(m_validatedDir) : m_profileName;
     p.modelDir = m_validatedDir;
     p.store = storePath();
     if (m_havePlan) {

@@ -9,6 +9,9 @@
 
 #include <QWizard>
 
+#include <cstdint>
+#include <functional>
+
 #include "runtime/fit.h"
 #include "settings/profile.h"
 #include "wizard/checkpointcheck.h"
@@ -21,6 +24,18 @@ class QPushButton;
 class QCheckBox;
 
 namespace neural::gui {
+
+// The free space where a store goes; `known` false where the system does not say.
+struct DiskSpace {
+    bool known = false;
+    std::uint64_t available = 0;
+    bool readOnly = false;
+    QString root;  // the drive's mount point, as shown
+};
+
+// The name a model goes by (its profile's, its store folder's): a checkpoint folder's name, a
+// GGUF file's without ".gguf" and its split part, a Hugging Face cache snapshot's repository.
+QString modelName(const QString& checkpoint);
 
 class SetupWizard : public QWizard {
     Q_OBJECT
@@ -59,6 +74,9 @@ public:
     const FitChoice& fitChoice() const { return m_fit; }
     // Test hook: plan for this machine instead of detect_machine() (a made-up GPU).
     void setMachineForTesting(const MachineInfo& m);
+    // The free space at `folder` (QStorageInfo); the test hook replaces it (null: the real one).
+    static DiskSpace diskSpace(const QString& folder);
+    static void setDiskSpaceForTesting(std::function<DiskSpace(const QString&)> f);
 
 signals:
     void validated(const neural::gui::CheckpointReport& report);

@@ -7,7 +7,9 @@
 
 #include <QAction>
 #include <QBoxPlotSeries>
+#include <QBoxSet>
 #include <QChart>
+#include <QComboBox>
 #include <QDir>
 #include <QFile>
 #include <QJsonArray>
@@ -20,6 +22,7 @@
 #include <QSignalSpy>
 #include <QTableWidget>
 #include <QTemporaryDir>
+#include <QValueAxis>
 
 #include "app/mainwindow.h"
 #include "benchmark/benchmarkdialog.h"
@@ -145,14 +148,30 @@ TEST_F(BenchmarkPanel, RunsTwoProfilesMirroredAndShowsRatios) {
     EXPECT_EQ(d->summaryLabel()->text().indexOf(QStringLiteral("prompt 40 prompt")), -1);
     EXPECT_NE(d->summaryLabel()->text().indexOf(QStringLiteral("tok/s, B")), -1)
         << d->summaryLabel()->text().toStdString();
-    // Chart: one box per workload and ratio with numbers, median inside the range.
-    ASSERT_EQ(d->chart()->series().size(), 1);
-    auto* box = qobject_cast<QBoxPlotSeries*>(d->chart()->series().front());
-    ASSERT_NE(box, nullptr);
-    EXPECT_GE(box->count(), 2);
-    for (QBoxSet* set : box->boxSets()) {
-        EXPECT_LE(set->at(QBoxSet::LowerExtreme), set->at(QBoxSet::Median));
-        EXPECT_LE(set->at(QBoxSet::Median), set->at(QBoxSet::UpperExtreme));
+    // Chart: one box per workload and ratio with numbers, median inside the range; the decode
+    // rates and the prompt times each on an axis of their own (on one axis a ratio of 96 made
+    // one of 0.044 invisible), each axis spanning its boxes.
+    ASSERT_EQ(d->chart()->series().size(), 2);
+    QList<QAbstractAxis*> valueAxes;
+    for (QAbstractSeries* s : d->chart()->series()) {
+        auto* box = qobject_cast<QBoxPlotSeries*>(s);
+        ASSERT_NE(box, nullptr);
+        EXPECT_GE(box->count(), 1);
+        QValueAxis* y = nullptr;
+        for (QAbstractAxis* a : box->attachedAxes())
+            if (auto* v = qobject_cast<QValueAxis*>(a)) y = v;
+        ASSERT_NE(y, nullptr);
+        EXPECT_FALSE(valueAxes.contains(y));
+        valueAxes << y;
+        double hi = 0;
+        for (QBoxSet* set : box->boxSets()) {
+            EXPECT_LE(set->at(QBoxSet::LowerExtreme), set->at(QBoxSet::Median));
+            EXPECT_LE(set->at(QBoxSet::Median), set->at(QBoxSet::UpperExtreme));
+            EXPECT_GE(set->at(QBoxSet::LowerExtreme), y->min());
+            EXPECT_LE(set->at(QBoxSet::UpperExtreme), y->max());
+            hi = std::max(hi, set->at(QBoxSet::UpperExtreme));
+        }
+        EXPECT_LE(y->max(), std::max(hi, 1.0) * 1.5 + 0.05) << box->name().toStdString();
     }
     EXPECT_NE(d->summaryLabel()->text().indexOf(QStringLiteral("median")), -1);
 
@@ -375,6 +394,54 @@ TEST(BenchmarkWindow, ToolsMenuOpensThePanelAndTheEngineComesBack) {
     EXPECT_TRUE(finished.at(0).at(0).toBool()) << finished.at(0).at(2).toString().toStdString();
     ASSERT_TRUE(spinUntil([&] { return w.engine()->state() == EngineHost::State::ready; }));
     EXPECT_EQ(w.engine()->modelDir(), fixtureDir());
+    d->close();
+    ASSERT_TRUE(spinUntil([&] { return w.benchmark() == nullptr; }, 5000));
+}
+
+// The demo model picked in the switcher was replaced by the active profile's model after a
+// benchmark: the model the user picked comes back.
+TEST(BenchmarkWindow, TheModelTheUserPickedComesBackAfterARun) {
+    qputenv(
+        "NEURAL_DEMO_TOKENIZER",
+        QByteArray::fromStdString((neural::test::tiny_model_dir() / "tokenizer.json").string()));
+    QTemporaryDir dir;
+    {
+        ProfileStore store = twoProfiles();
+        ASSERT_TRUE(store.save(dir.filePath(QStringLiteral("profiles.json"))));
+    }
+    MainWindow::Options o;
+    o.dbPath = dir.filePath(QStringLiteral("conversations.sqlite"));
+    o.profilesPath = dir.filePath(QStringLiteral("profiles.json"));
+    o.askFirstRun = false;
+    o.useTray = false;
+    MainWindow w(o);
+    w.show();
+    ASSERT_TRUE(spinUntil([&] { return w.engine()->state() == EngineHost::State::ready; }));
+    ASSERT_FALSE(w.engine()->isDemo());
+    QComboBox* models = w.modelSwitcher();
+    int demo = -1;
+    for (int i = 0; i < models->count(); ++i)
+        if (models->itemData(i, MainWindow::kSwitchKindRole).toString() == QStringLiteral("demo"))
+            demo = i;
+    ASSERT_GE(demo, 0);
+    models->setCurrentIndex(demo);
+    emit models->activated(demo);
+    ASSERT_TRUE(spinUntil(
+        [&] { return w.engine()->state() == EngineHost::State::ready && w.engine()->isDemo(); },
+        120000))
+        << w.engine()->lastError().toStdString();
+
+    w.openBenchmark();
+    BenchmarkDialog* d = w.benchmark();
+    ASSERT_NE(d, nullptr);
+    QSignalSpy finished(d, &BenchmarkDialog::finished);
+    d->setRequest(smallRequest(1));
+    ASSERT_TRUE(d->start()) << d->lastError().toStdString();
+    ASSERT_TRUE(spinUntil([&] { return finished.count() == 1; }, 120000));
+    ASSERT_TRUE(spinUntil([&] { return w.engine()->state() == EngineHost::State::ready; }));
+    EXPECT_TRUE(w.engine()->isDemo()) << w.engine()->modelDir().toStdString();
+    EXPECT_EQ(models->itemData(models->currentIndex(), MainWindow::kSwitchKindRole).toString(),
+              QStringLiteral("demo"));
     d->close();
     ASSERT_TRUE(spinUntil([&] { return w.benchmark() == nullptr; }, 5000));
 }

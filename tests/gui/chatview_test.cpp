@@ -9,6 +9,9 @@
 #include <QAccessible>
 
 #include <QApplication>
+#include <QImage>
+#include <QMenu>
+#include <QContextMenuEvent>
 #include <QClipboard>
 #include <QLabel>
 #include <QPlainTextEdit>
@@ -293,6 +296,20 @@ TEST(ChatView, AReopenedConversationShowsItsEndAndFollowsAStreamedReply) {
     EXPECT_NE(live->statsLabel()->text().indexOf(QStringLiteral("first token")), -1);
 }
 
+// Your bubbles were indented when sent but full width when reopened: the indent was taken from
+// the view's width before the window was laid out and never again.
+TEST(ChatView, YourBubblesKeepTheirIndentWhenTheViewIsLaidOutLater) {
+    MessageModel model;
+    ChatView view(&model);
+    model.setMessages({message(1, QStringLiteral("user"), QStringLiteral("mine")),
+                       message(2, QStringLiteral("assistant"), QStringLiteral("reply"))});
+    view.resize(800, 400);
+    view.show();
+    spinFor(50);
+    EXPECT_EQ(view.messageWidget(0)->contentsMargins().left(), 100);
+    EXPECT_EQ(view.messageWidget(1)->contentsMargins().right(), 50);
+}
+
 TEST(ChatView, RestoresASavedScrollPositionOnceLaidOut) {
     MessageModel model;
     ChatView view(&model);
@@ -525,6 +542,110 @@ TEST_F(ChatWindowTest, DeleteRemovesOneMessageFromTheViewAndTheFile) {
     ASSERT_EQ(stored.size(), 3);
     EXPECT_EQ(stored[1].content, QStringLiteral("two"));
     EXPECT_EQ(stored[1].position, 1);
+}
+
+// Regenerate after a message of yours whose reply was deleted cut that message away and
+// regenerated the reply before it: it answers the message instead.
+TEST_F(ChatWindowTest, RegenerateAnswersAMessageWhoseReplyWasDeleted) {
+    ASSERT_TRUE(spinUntil([&] { return m_window->engine()->state() == EngineHost::State::ready; }));
+    ASSERT_TRUE(sendAndWait(QStringLiteral("A")));
+    ASSERT_TRUE(sendAndWait(QStringLiteral("B")));
+    m_window->deleteLastMessage();  // B's reply
+    ASSERT_EQ(m_window->messages()->rowCount(), 3);
+    m_window->regenerateLast();
+    ASSERT_TRUE(idle(4));
+    EXPECT_EQ(m_window->messages()->at(2).content, QStringLiteral("B"));
+    EXPECT_EQ(m_window->messages()->at(3).role, QStringLiteral("assistant"));
+    const auto stored = m_window->store().messages(m_window->currentConversation());
+    ASSERT_EQ(stored.size(), 4);
+    EXPECT_EQ(stored[0].content, QStringLiteral("A"));
+    EXPECT_EQ(stored[2].content, QStringLiteral("B"));
+    EXPECT_EQ(stored[1].versions.size(), 0);  // A's reply untouched
+}
+
+// Regenerate from the reply's button moved the keyboard focus to the conversation search (the
+// focused button was deleted with the reply): the message box takes it.
+TEST_F(ChatWindowTest, RegenerateReturnsTheFocusToTheMessageBox) {
+    ASSERT_TRUE(spinUntil([&] { return m_window->engine()->state() == EngineHost::State::ready; }));
+    ASSERT_TRUE(sendAndWait(QStringLiteral("question")));
+    MessageWidget* w = m_window->chatView()->messageWidget(1);
+    QPushButton* regen = nullptr;
+    for (QPushButton* b : w->findChildren<QPushButton*>())
+        if (b->accessibleName() == QStringLiteral("Regenerate reply")) regen = b;
+    ASSERT_NE(regen, nullptr);
+    m_window->activateWindow();
+    regen->setFocus();
+    ASSERT_TRUE(spinUntil([&] { return regen->hasFocus(); }, 2000));
+    regen->click();
+    ASSERT_TRUE(idle(2));
+    EXPECT_EQ(m_window->focusWidget(), m_window->input());
+}
+
+// The reply's statistics were cut off ("112 tokens · 1(") at the default window width once the
+// version arrows appeared beside the buttons.
+TEST_F(ChatWindowTest, ReplyStatisticsStayWholeBesideTheVersionArrows) {
+    ASSERT_TRUE(spinUntil([&] { return m_window->engine()->state() == EngineHost::State::ready; }));
+    m_window->resize(1180, 760);
+    ASSERT_TRUE(sendAndWait(QStringLiteral("question")));
+    m_window->regenerate(1);
+    ASSERT_TRUE(idle(2));
+    spinFor(100);
+    MessageWidget* w = m_window->chatView()->messageWidget(1);
+    ASSERT_TRUE(w->versionLabel()->isVisible());
+    QLabel* st = w->statsLabel();
+    ASSERT_TRUE(st->isVisible());
+    ASSERT_NE(st->text().indexOf(QStringLiteral("tok/s")), -1) << st->text().toStdString();
+    const int need = st->fontMetrics().horizontalAdvance(st->text());
+    EXPECT_TRUE(need <= st->contentsRect().width() ||
+                (st->wordWrap() && st->height() >= st->heightForWidth(st->width())))
+        << need << " px of text in " << st->width() << " px";
+}
+
+// Minor polish: Copy said nothing, a right-click only highlighted, Tab gave no visible focus
+// ring, and there was no text zoom.
+TEST_F(ChatWindowTest, CopyFeedbackMenuFocusRingAndZoom) {
+    ASSERT_TRUE(spinUntil([&] { return m_window->engine()->state() == EngineHost::State::ready; }));
+    ASSERT_TRUE(sendAndWait(QStringLiteral("question")));
+    MessageWidget* w = m_window->chatView()->messageWidget(1);
+    w->copyButton()->click();
+    EXPECT_EQ(w->copyButton()->text(), QStringLiteral("Copied"));
+    EXPECT_EQ(QApplication::clipboard()->text(), m_window->messages()->at(1).content);
+    EXPECT_TRUE(spinUntil([&] { return w->copyButton()->text() == QStringLiteral("Copy"); }, 4000));
+
+    // A right-click on the text opens the message's menu.
+    const QPoint at(5, 5);
+    QContextMenuEvent menuEvent(QContextMenuEvent::Mouse, at,
+                                w->body()->viewport()->mapToGlobal(at));
+    QApplication::sendEvent(w->body()->viewport(), &menuEvent);
+    auto* menu = qobject_cast<QMenu*>(QApplication::activePopupWidget());
+    ASSERT_NE(menu, nullptr);
+    QStringList items;
+    for (QAction* a : menu->actions()) items << a->text();
+    EXPECT_TRUE(items.contains(QStringLiteral("Copy message"))) << items.join(',').toStdString();
+    EXPECT_TRUE(items.contains(QStringLiteral("Regenerate reply")));
+    menu->close();
+
+    // The focus ring shows when Tab reaches the message.
+    m_window->activateWindow();
+    w->clearFocus();
+    spinFor(20);
+    const QImage before = w->grab().toImage();
+    w->setFocus(Qt::TabFocusReason);
+    ASSERT_TRUE(spinUntil([&] { return w->hasFocus(); }, 2000));
+    spinFor(20);
+    EXPECT_NE(w->grab().toImage(), before);
+
+    // Ctrl+= / Ctrl+- change the text size of the conversation and the message box.
+    const qreal size = w->body()->font().pointSizeF();
+    m_window->setTextZoom(2);
+    EXPECT_GT(w->body()->font().pointSizeF(), size);
+    EXPECT_GT(m_window->input()->font().pointSizeF(), size);
+    m_window->setTextZoom(0);
+    EXPECT_EQ(w->body()->font().pointSizeF(), size);
+    bool zoomKey = false;
+    for (QAction* a : m_window->findChildren<QAction*>())
+        zoomKey = zoomKey || a->shortcuts().contains(QKeySequence(Qt::CTRL | Qt::Key_Equal));
+    EXPECT_TRUE(zoomKey);
 }
 
 }  // namespace

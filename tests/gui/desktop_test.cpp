@@ -12,9 +12,14 @@
 #include <QSpinBox>
 #include <QComboBox>
 #include <QDockWidget>
+#include <QDirIterator>
+#include <QStandardItemModel>
 #include <QFileInfo>
 #include <QMessageBox>
 #include <QLabel>
+#include <QChart>
+#include <QLineSeries>
+#include <QValueAxis>
 #include <QListView>
 #include <QMenuBar>
 #include <QNetworkAccessManager>
@@ -27,7 +32,13 @@
 #include <QTest>
 #include <QTimer>
 
+#include <atomic>
+#include <chrono>
+#include <thread>
+
 #include "app/applog.h"
+#include "app/discovery.h"
+#include "generationqueue.h"
 #include "app/mainwindow.h"
 #include "app/paths.h"
 #include "conversation/chatinput.h"
@@ -315,6 +326,70 @@ TEST_F(DesktopTest, TelemetryDockKeepsItsWidthAndShowsEveryTab) {
     EXPECT_FALSE(dock->showsVram());
 }
 
+// The docked telemetry said "No request yet." after replies and kept its axes at old peaks (1025
+// tok/s while the data sat near 100): the summary follows the timer's polls and the value axis
+// the points in view.
+TEST_F(DesktopTest, TelemetryFollowsTheRepliesAndTheVisibleWindow) {
+    TelemetryDock* dock = m_window->telemetry();
+    dock->show();
+    ASSERT_TRUE(send(QStringLiteral("one")));
+    ASSERT_TRUE(send(QStringLiteral("two")));
+    EXPECT_TRUE(spinUntil(
+        [&] { return dock->summaryLabel()->text().startsWith(QStringLiteral("Last request")); },
+        3000))
+        << dock->summaryLabel()->text().toStdString();
+    EXPECT_LE(dock->speedAxis()->labelFormat().size(), 4);  // "%.0f", "%.1f": short labels
+
+    QLineSeries line;
+    QValueAxis x, y;
+    QChart chart;
+    chart.addAxis(&x, Qt::AlignBottom);
+    chart.addAxis(&y, Qt::AlignLeft);
+    chart.addSeries(&line);
+    line.attachAxis(&x);
+    line.attachAxis(&y);
+    TelemetryDock::addPoint(&line, &x, &y, 0, 1025, 300);
+    EXPECT_GE(y.max(), 1025);
+    for (int i = 1; i <= 300; ++i) TelemetryDock::addPoint(&line, &x, &y, i, 96 + i % 7, 300);
+    EXPECT_GE(y.max(), 102);
+    EXPECT_LE(y.max(), 150) << "the old peak scrolled out; the axis stays at " << y.max();
+    EXPECT_EQ(x.min(), 1);
+    chart.removeSeries(&line);
+    chart.removeAxis(&x);
+    chart.removeAxis(&y);
+    EXPECT_EQ(niceAxisMax(96), 150);
+    EXPECT_EQ(niceAxisMax(0.044), 0.05);
+    EXPECT_EQ(niceAxisMax(0), 1);
+}
+
+// A chat reply queued behind an API request said only "waiting for the first token ..." for
+// 42 s: it says it waits for the API server and how many requests are ahead.
+TEST_F(DesktopTest, AReplyQueuedBehindApiRequestsSaysHowManyAreAhead) {
+    std::atomic<bool> release{false};
+    auto job = std::make_shared<host::GenerationJob>();
+    job->kind = host::GenerationJob::Kind::task;
+    job->task = [&release](const std::atomic<bool>& cancel) {
+        while (!release && !cancel) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    };
+    job->receiver = m_window.get();
+    ASSERT_TRUE(m_window->engine()->queue()->enqueue(job));
+    m_window->input()->setPlainText(QStringLiteral("behind the API"));
+    m_window->sendMessage();
+    ASSERT_TRUE(m_window->messages()->isStreaming());
+    const auto stats = [&] {
+        MessageWidget* w = m_window->chatView()->messageWidget(1);
+        return w ? w->statsLabel()->text() : QString();
+    };
+    EXPECT_TRUE(
+        spinUntil([&] { return stats().contains(QStringLiteral("1 request ahead")); }, 3000))
+        << stats().toStdString();
+    EXPECT_TRUE(stats().contains(QStringLiteral("API server"))) << stats().toStdString();
+    release = true;
+    ASSERT_TRUE(idle());
+    EXPECT_EQ(m_window->messages()->rowCount(), 2);
+    EXPECT_FALSE(stats().contains(QStringLiteral("waiting"))) << stats().toStdString();
+}
+
 TEST_F(DesktopTest, EachApiRequestIsLoggedOnce) {
     installLogging(QString());
     QStringList lines;
@@ -398,6 +473,50 @@ TEST(PersistentTeam, AFailureToLoadItShowsInTheStatusBar) {
     EXPECT_NE(text.indexOf(QStringLiteral("persistent CPU team is not used")), -1)
         << text.toStdString();
     EXPECT_NE(text.indexOf(QStringLiteral("no-such-library.so")), -1) << text.toStdString();
+    // The long warning does not squeeze the model switcher at the default window width.
+    w.resize(1180, 760);
+    test::spinFor(100);
+    EXPECT_GE(w.modelSwitcher()->width(), w.modelSwitcher()->sizeHint().width());
+}
+
+// A wizard-made profile says kernel-persistent "0" (set, and off): the window warned that the
+// persistent team was not used, reading whether the option was set instead of its value.
+TEST(PersistentTeam, NoWarningWhenTheProfileTurnsItOff) {
+    QTemporaryDir dir;
+    const QString store = dir.filePath(QStringLiteral("tiny.nstore"));
+    StoreJob job;
+    bool done = false, ok = false;
+    QObject::connect(&job, &StoreJob::finished, [&](bool success, bool, const QString&) {
+        done = true;
+        ok = success;
+    });
+    job.startRepack(fixtureDir(), store, QStringLiteral("raw"));
+    ASSERT_TRUE(spinUntil([&] { return done; }, 60000));
+    ASSERT_TRUE(ok);
+    Profile p = Profile::stock();
+    p.name = QStringLiteral("Wizard");
+    p.modelDir = fixtureDir();
+    p.store = store;
+    p.values.insert(QStringLiteral("kernel"), QStringLiteral("auto"));
+    p.values.insert(QStringLiteral("kernel-persistent"), QStringLiteral("0"));
+    ProfileStore profiles;
+    profiles.upsert(p);
+    profiles.setActive(p.name);
+    const QString profilesFile = dir.filePath(QStringLiteral("profiles.json"));
+    ASSERT_TRUE(profiles.save(profilesFile));
+
+    MainWindow::Options o;
+    o.dbPath = dir.filePath(QStringLiteral("c.sqlite"));
+    o.profilesPath = profilesFile;
+    o.askFirstRun = false;
+    o.useTray = false;
+    MainWindow w(o);
+    w.show();
+    ASSERT_TRUE(spinUntil([&] { return w.engine()->state() == EngineHost::State::ready; }, 60000))
+        << w.engine()->lastError().toStdString();
+    const QString text = w.engineLabel()->text();
+    EXPECT_TRUE(text.startsWith(QStringLiteral("Ready:"))) << text.toStdString();
+    EXPECT_EQ(text.indexOf(QStringLiteral("persistent")), -1) << text.toStdString();
 }
 
 // The status bar's model switcher lists the profiles and the demo model; with --model none of
@@ -414,6 +533,28 @@ TEST_F(DesktopTest, TheModelSwitcherListsTheProfilesAndTheDemoModel) {
               QStringLiteral("model"));
     EXPECT_EQ(models->itemData(current).toString(), QFileInfo(fixtureDir()).absoluteFilePath());
     EXPECT_TRUE(models->currentText().startsWith(QStringLiteral("Recent: ")));
+}
+
+// The switcher unloads the model (its RAM and VRAM freed, the API server with it) and a choice
+// loads one again.
+TEST_F(DesktopTest, TheSwitcherUnloadsTheModel) {
+    QComboBox* models = m_window->modelSwitcher();
+    int unload = -1;
+    for (int i = 0; i < models->count(); ++i)
+        if (models->itemData(i, MainWindow::kSwitchKindRole).toString() == QStringLiteral("unload"))
+            unload = i;
+    ASSERT_GE(unload, 0);
+    models->setCurrentIndex(unload);
+    emit models->activated(unload);
+    EXPECT_EQ(m_window->engine()->state(), EngineHost::State::empty);
+    EXPECT_EQ(m_window->engine()->model(), nullptr);
+    EXPECT_TRUE(m_window->engineLabel()->text().contains(QStringLiteral("No model loaded")))
+        << m_window->engineLabel()->text().toStdString();
+    EXPECT_EQ(models->currentIndex(), -1);
+    EXPECT_EQ(models->placeholderText(), QStringLiteral("No model loaded"));
+    m_window->loadModel(fixtureDir(), {});
+    EXPECT_TRUE(spinUntil([&] { return m_window->engine()->state() == EngineHost::State::ready; }));
+    EXPECT_GE(models->currentIndex(), 0);
 }
 
 // The Settings page: its values reach appSettings() and the API server (a key is required, the
@@ -470,6 +611,206 @@ TEST_F(DesktopTest, AboutNamesTheVersionBuildAndBackend) {
     for (QAction* a : m_window->menuBar()->actions())
         helpMenu = helpMenu || a->text() == QStringLiteral("&Help");
     EXPECT_TRUE(helpMenu);
+}
+
+// The models other apps keep: fake LM Studio, Hugging Face cache and Ollama folders (the
+// fixture linked in as their files), with a split GGUF, an incomplete snapshot, a broken
+// manifest and a missing blob, and models that are not gpt-oss.
+class Discovery : public ::testing::Test {
+protected:
+    void SetUp() override {
+        const QString gguf = QString::fromStdString(
+            (neural::test::shared_dir() / "fixtures" / "tiny-gptoss-a-gguf" / "model.gguf")
+                .string());
+        m_ggufBytes = static_cast<std::uint64_t>(QFileInfo(gguf).size());
+        // LM Studio: PUBLISHER/REPO/FILE.gguf.
+        mk(QStringLiteral("lm/lmstudio-community/gpt-oss-20b-GGUF"));
+        link(gguf, QStringLiteral("lm/lmstudio-community/gpt-oss-20b-GGUF/gpt-oss-20b-MXFP4.gguf"));
+        mk(QStringLiteral("lm/unsloth/gpt-oss-120b-GGUF"));
+        write(QStringLiteral("lm/unsloth/gpt-oss-120b-GGUF/gpt-oss-120b-00001-of-00002.gguf"), 100);
+        write(QStringLiteral("lm/unsloth/gpt-oss-120b-GGUF/gpt-oss-120b-00002-of-00002.gguf"), 50);
+        mk(QStringLiteral("lm/meta/llama-3-GGUF"));
+        write(QStringLiteral("lm/meta/llama-3-GGUF/llama-3-8b.gguf"), 10);
+        // The Hugging Face cache: a complete snapshot and one without its config yet.
+        const QString snap = QStringLiteral(
+            "hf/hub/models--openai--gpt-oss-20b/snapshots/"
+            "0123456789abcdef0123456789abcdef01234567");
+        mk(snap);
+        for (const QString& f : QDir(fixtureDir()).entryList(QDir::Files))
+            link(QDir(fixtureDir()).filePath(f), snap + QLatin1Char('/') + f);
+        mk(
+            QStringLiteral("hf/hub/models--openai--gpt-oss-120b/snapshots/"
+                           "89abcdef0123456789abcdef0123456789abcdef"));
+        mk(QStringLiteral("hf/hub/models--google--bert/snapshots/aa"));
+        // Ollama: a manifest naming a blob that is there, one naming a missing blob, a broken one.
+        const QString hex = QString(64, QLatin1Char('a')), gone = QString(64, QLatin1Char('b'));
+        mk(QStringLiteral("ollama/blobs"));
+        link(gguf, QStringLiteral("ollama/blobs/sha256-") + hex);
+        const QString lib = QStringLiteral("ollama/manifests/registry.ollama.ai/library/");
+        mk(lib + QStringLiteral("gpt-oss"));
+        mk(lib + QStringLiteral("llama3"));
+        const auto manifest = [](const QString& digest) {
+            return QStringLiteral(R"({"schemaVersion":2,"layers":[{"mediaType":)"
+                                  R"("application/vnd.ollama.image.model","digest":"sha256:%1"},)"
+                                  R"({"mediaType":"application/vnd.ollama.image.template",)"
+                                  R"("digest":"sha256:%1"}]})")
+                .arg(digest)
+                .toUtf8();
+        };
+        write(lib + QStringLiteral("gpt-oss/20b"), manifest(hex));
+        write(lib + QStringLiteral("gpt-oss/120b"), manifest(gone));
+        write(lib + QStringLiteral("gpt-oss/broken"), QByteArray("{not json"));
+        write(lib + QStringLiteral("llama3/latest"), manifest(hex));
+        m_roots.lmStudio << path(QStringLiteral("lm"));
+        m_roots.hfCache << path(QStringLiteral("hf/hub"));
+        m_roots.ollama << path(QStringLiteral("ollama"));
+    }
+    QString path(const QString& rel) const { return m_dir.filePath(rel); }
+    void mk(const QString& rel) { ASSERT_TRUE(QDir().mkpath(path(rel))); }
+    // The apps' own layouts use links (the Hugging Face cache) or plain files; Windows'
+    // QFile::link makes .lnk shortcuts, so there the file is copied.
+    void link(const QString& target, const QString& rel) {
+#ifdef Q_OS_WIN
+        ASSERT_TRUE(QFile::copy(target, path(rel))) << rel.toStdString();
+#else
+        ASSERT_TRUE(QFile::link(target, path(rel))) << rel.toStdString();
+#endif
+    }
+    void write(const QString& rel, int bytes) { write(rel, QByteArray(bytes, 'x')); }
+    void write(const QString& rel, const QByteArray& data) {
+        QFile f(path(rel));
+        ASSERT_TRUE(f.open(QIODevice::WriteOnly));
+        f.write(data);
+    }
+    // Every file under the fake folders with its size and time: what "nothing written" means.
+    QStringList listing() const {
+        QStringList out;
+        QDirIterator it(m_dir.path(), QDir::AllEntries | QDir::NoDotAndDotDot | QDir::Hidden,
+                        QDirIterator::Subdirectories);
+        while (it.hasNext()) {
+            it.next();
+            out << QStringLiteral("%1 %2 %3")
+                       .arg(it.filePath())
+                       .arg(it.fileInfo().size())
+                       .arg(it.fileInfo().lastModified().toMSecsSinceEpoch());
+        }
+        out.sort();
+        return out;
+    }
+    static const FoundModel* named(const QList<FoundModel>& list, const QString& name) {
+        for (const FoundModel& f : list)
+            if (f.name == name) return &f;
+        return nullptr;
+    }
+
+    QTemporaryDir m_dir;
+    DiscoveryRoots m_roots;
+    std::uint64_t m_ggufBytes = 0;
+};
+
+TEST_F(Discovery, FindsTheGptOssModelsOfLmStudioTheHuggingFaceCacheAndOllama) {
+    const QList<FoundModel> found = discoverModels(m_roots);
+    QStringList names;
+    for (const FoundModel& f : found) names << f.source + QLatin1Char('/') + f.name;
+    EXPECT_EQ(found.size(), 7) << names.join(QStringLiteral(", ")).toStdString();
+
+    const FoundModel* lm = named(found, QStringLiteral("gpt-oss-20b-MXFP4"));
+    ASSERT_NE(lm, nullptr);
+    EXPECT_EQ(lm->source, QStringLiteral("LM Studio"));
+    EXPECT_TRUE(lm->usable());
+    EXPECT_EQ(lm->bytes, m_ggufBytes);
+    const FoundModel* split = named(found, QStringLiteral("gpt-oss-120b-00001-of-00002"));
+    ASSERT_NE(split, nullptr);  // listed once, by its first part, with both parts' size
+    EXPECT_EQ(split->bytes, 150u);
+    EXPECT_EQ(named(found, QStringLiteral("llama-3-8b")), nullptr);
+
+    const FoundModel* hf = named(found, QStringLiteral("gpt-oss-20b"));
+    ASSERT_NE(hf, nullptr);
+    EXPECT_EQ(hf->source, QStringLiteral("Hugging Face cache"));
+    EXPECT_TRUE(hf->usable()) << hf->problem.toStdString();
+    EXPECT_GT(hf->bytes, 1000000u);
+    const FoundModel* partial = named(found, QStringLiteral("gpt-oss-120b"));
+    ASSERT_NE(partial, nullptr);
+    EXPECT_FALSE(partial->usable());
+    EXPECT_NE(partial->problem.indexOf(QStringLiteral("config.json")), -1);
+    EXPECT_EQ(named(found, QStringLiteral("bert")), nullptr);
+
+    const FoundModel* ollama = named(found, QStringLiteral("gpt-oss:20b"));
+    ASSERT_NE(ollama, nullptr);
+    EXPECT_TRUE(ollama->usable()) << ollama->problem.toStdString();
+    EXPECT_EQ(ollama->bytes, m_ggufBytes);
+    EXPECT_TRUE(ollama->path.endsWith(QStringLiteral("sha256-") + QString(64, QLatin1Char('a'))));
+    const FoundModel* missing = named(found, QStringLiteral("gpt-oss:120b"));
+    ASSERT_NE(missing, nullptr);
+    EXPECT_NE(missing->problem.indexOf(QStringLiteral("missing")), -1);
+    const FoundModel* broken = named(found, QStringLiteral("gpt-oss:broken"));
+    ASSERT_NE(broken, nullptr);
+    EXPECT_NE(broken->problem.indexOf(QStringLiteral("not valid JSON")), -1);
+    EXPECT_EQ(named(found, QStringLiteral("llama3:latest")), nullptr);
+    // What it would take: a store of its size, a time estimate.
+    EXPECT_NE(lm->description().indexOf(QStringLiteral("a store needs")), -1);
+
+    // The environment's folders: HF_HOME's hub, OLLAMA_MODELS.
+    qputenv("HF_HOME", path(QStringLiteral("hf")).toUtf8());
+    qputenv("OLLAMA_MODELS", path(QStringLiteral("ollama")).toUtf8());
+    const DiscoveryRoots env = DiscoveryRoots::defaults();
+    qunsetenv("HF_HOME");
+    qunsetenv("OLLAMA_MODELS");
+    EXPECT_TRUE(env.hfCache.contains(path(QStringLiteral("hf")) + QStringLiteral("/hub")));
+    EXPECT_TRUE(env.ollama.contains(path(QStringLiteral("ollama"))));
+}
+
+// The switcher offers them (those that cannot be used disabled, with the reason); one loads
+// where it lies and nothing is written into the other apps' folders, the learned statistics
+// included.
+TEST_F(Discovery, TheSwitcherLoadsAFoundModelWithoutWritingIntoItsFolder) {
+    const QStringList before = listing();
+    const QByteArray statsDir = qgetenv("NEURAL_ROUTING_STATS_DIR");
+    qunsetenv("NEURAL_ROUTING_STATS_DIR");
+    QTemporaryDir home;
+    appSettings()->setValue(QStringLiteral("chat/maxTokens"), 8);
+    {
+        MainWindow::Options o;
+        o.modelDir = fixtureDir();
+        o.dbPath = home.filePath(QStringLiteral("c.sqlite"));
+        o.profilesPath = home.filePath(QStringLiteral("p.json"));
+        o.askFirstRun = false;
+        o.useTray = false;
+        MainWindow w(o);
+        w.engine()->setForcedOutput(QStringLiteral("<|channel|>final<|message|>Hi.<|end|>"));
+        w.show();
+        ASSERT_TRUE(spinUntil([&] { return w.engine()->state() == EngineHost::State::ready; }));
+        w.setDiscoveryRoots(m_roots);
+        QComboBox* models = w.modelSwitcher();
+        int ollama = -1, missing = -1;
+        for (int i = 0; i < models->count(); ++i) {
+            if (models->itemText(i) == QStringLiteral("gpt-oss:20b (Ollama)")) ollama = i;
+            if (models->itemText(i) == QStringLiteral("gpt-oss:120b (Ollama)")) missing = i;
+        }
+        ASSERT_GE(ollama, 0);
+        ASSERT_GE(missing, 0);
+        auto* model = qobject_cast<QStandardItemModel*>(models->model());
+        ASSERT_NE(model, nullptr);
+        EXPECT_FALSE(model->item(missing)->isEnabled());
+        EXPECT_NE(models->itemData(missing, Qt::ToolTipRole)
+                      .toString()
+                      .indexOf(QStringLiteral("missing")),
+                  -1);
+        const QString blob = models->itemData(ollama).toString();
+        models->setCurrentIndex(ollama);
+        emit models->activated(ollama);
+        ASSERT_TRUE(spinUntil([&] {
+            return w.engine()->state() != EngineHost::State::loading &&
+                   w.engine()->modelDir() == blob;
+        }));
+        ASSERT_EQ(w.engine()->state(), EngineHost::State::ready)
+            << w.engine()->lastError().toStdString();
+        w.input()->setPlainText(QStringLiteral("hello"));
+        w.sendMessage();
+        ASSERT_TRUE(spinUntil([&] { return !w.engine()->busy(); }, 60000));
+    }  // the window goes: the statistics are saved
+    qputenv("NEURAL_ROUTING_STATS_DIR", statsDir);
+    EXPECT_EQ(listing(), before);
 }
 
 }  // namespace

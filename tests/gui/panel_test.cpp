@@ -217,6 +217,25 @@ TEST_F(PanelTest, PresetsFillTheFieldsAndTheUsersOwnAreKept) {
     EXPECT_NE(panel()->topPBox()->toolTip().indexOf(QStringLiteral("top_p")), -1);
 }
 
+// A preset of yours with the values of a built-in one showed as the built-in and could be
+// neither chosen nor deleted: presets are told apart by name.
+TEST_F(PanelTest, APresetOfYoursWithABuiltInsValuesIsItself) {
+    QComboBox* presets = panel()->presetBox();
+    emit presets->activated(presets->findData(QStringLiteral("Balanced")));
+    ASSERT_TRUE(panel()->saveAsPreset(QStringLiteral("Same as Balanced")));
+    EXPECT_EQ(presets->currentData().toString(), QStringLiteral("Same as Balanced"));
+    EXPECT_TRUE(panel()->deletePresetButton()->isEnabled());
+    emit presets->activated(presets->findData(QStringLiteral("Balanced")));
+    EXPECT_EQ(presets->currentData().toString(), QStringLiteral("Balanced"));
+    EXPECT_FALSE(panel()->deletePresetButton()->isEnabled());
+    emit presets->activated(presets->findData(QStringLiteral("Same as Balanced")));
+    EXPECT_EQ(presets->currentData().toString(), QStringLiteral("Same as Balanced"));
+    ASSERT_TRUE(panel()->deletePresetButton()->isEnabled());
+    panel()->deletePresetButton()->click();
+    EXPECT_EQ(presets->findData(QStringLiteral("Same as Balanced")), -1);
+    EXPECT_EQ(presets->currentData().toString(), QStringLiteral("Balanced"));
+}
+
 // A load reports rising percentages ending at 100; the status bar says "Loading NAME... N%".
 TEST_F(PanelTest, ALoadShowsItsProgressInTheStatusBar) {
     std::vector<int> percents;

@@ -8,6 +8,7 @@
 
 #include <QCheckBox>
 #include <QComboBox>
+#include <QDir>
 #include <QLabel>
 #include <QLineEdit>
 #include <QPushButton>
@@ -20,6 +21,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "app/paths.h"
 #include "settings/profile.h"
 #include "settings/profiledialog.h"
 #include "support/fixtures.h"
@@ -592,6 +594,27 @@ TEST(Profiles, TheDialogShowsTheLearnedExpertStatisticsAndResetsThem) {
     EXPECT_TRUE(dialog.statsFile().isEmpty());
     EXPECT_NE(dialog.statsLine()->text().indexOf(QStringLiteral("Off")), -1);
     EXPECT_FALSE(dialog.statsResetButton()->isEnabled());
+}
+
+// The learned expert statistics were written into the checkpoint's folder when there was no
+// store (a folder LM Studio, Ollama or the Hugging Face cache owns): the app keeps them in its
+// data folder, beside a store only when there is one (a store is Neural's own file).
+TEST(RoutingStatsPlace, NeverInTheCheckpointsFolder) {
+    const QByteArray saved = qgetenv("NEURAL_ROUTING_STATS_DIR");
+    qunsetenv("NEURAL_ROUTING_STATS_DIR");
+    QTemporaryDir dir;
+    const QString model = dir.filePath(QStringLiteral("gpt-oss-20b"));
+    QDir().mkpath(model);
+    const std::filesystem::path own = desktopRoutingStatsPath(QStringLiteral("auto"), model, {});
+    EXPECT_EQ(QString::fromStdString(own.parent_path().string()),
+              appDataDir() + QStringLiteral("/routing-stats"));
+    EXPECT_EQ(desktopRoutingStatsPath(QString(), model, {}), own);
+    const QString store = dir.filePath(QStringLiteral("experts.nstore"));
+    EXPECT_EQ(QString::fromStdString(
+                  desktopRoutingStatsPath(QStringLiteral("auto"), model, store).string()),
+              store + QStringLiteral(".routing-stats.json"));
+    EXPECT_TRUE(desktopRoutingStatsPath(QStringLiteral("off"), model, {}).empty());
+    qputenv("NEURAL_ROUTING_STATS_DIR", saved);
 }
 
 }  // namespace

@@ -10,16 +10,19 @@
 #include <QAbstractButton>
 #include <QCheckBox>
 #include <QFile>
+#include <QFileInfo>
 #include <QComboBox>
 #include <QDoubleSpinBox>
 #include <QSpinBox>
 #include <QLabel>
 #include <QLineEdit>
 #include <QPushButton>
+#include <QRegularExpression>
 #include <QDir>
 #include <QSignalSpy>
 #include <QTemporaryDir>
 
+#include "app/paths.h"
 #include "gui_test_support.h"
 #include "runtime/model.h"
 #include "runtime/options.h"
@@ -113,8 +116,10 @@ TEST(SetupWizard, AcceptsAGgufFileAndRepacksIt) {
     for (QLineEdit* e : w.currentPage()->findChildren<QLineEdit*>())
         if (e->accessibleName() == QStringLiteral("Store file")) dest = e;
     ASSERT_NE(dest, nullptr);
-    // Proposed beside the GGUF file (not inside it).
-    EXPECT_EQ(QFileInfo(dest->text()).dir(), QFileInfo(ggufFile()).dir())
+    // Proposed in the app's models folder, named after the model (not into the folder the GGUF
+    // was downloaded to, which belongs to another app, nor "model").
+    EXPECT_EQ(QFileInfo(dest->text()).absolutePath(),
+              QDir(modelsDir()).filePath(QStringLiteral("tiny-gptoss-a-gguf")))
         << dest->text().toStdString();
     const QString storeFile = out.filePath(QStringLiteral("gguf.nstore"));
     dest->setText(storeFile);
@@ -232,11 +237,96 @@ TEST(SetupWizard, CreatesAStoreAndAProfileFromTheFixture) {
     EXPECT_NO_THROW(Model::load(p.modelDir.toStdString(), p.toLoadOptions()));
 }
 
+// On a fresh Debian 12 (a chroot) the destination page stayed incomplete because the free space
+// could not be read: unknown free space is a warning, not a block. The store defaults into the
+// app's models folder (not the model's download folder), a missing folder is created, and the
+// profile is named after the model.
+TEST(SetupWizard, DestinationDefaultsToTheModelsFolderAndUnknownFreeSpaceOnlyWarns) {
+    QTemporaryDir out;
+    SetupWizard::setDiskSpaceForTesting([](const QString&) { return DiskSpace{}; });
+    SetupWizard w;
+    w.show();
+    w.setCheckpointFolder(fixtureDir());
+    ASSERT_TRUE(spinUntil([&] { return w.currentPage()->isComplete(); }, 20000));
+    w.next();
+    ASSERT_TRUE(spinUntil([&] { return w.currentPage()->isComplete(); }, 20000));
+    w.next();
+    ASSERT_EQ(w.currentId(), SetupWizard::StorePage);
+    w.next();
+    ASSERT_EQ(w.currentId(), SetupWizard::DestinationPage);
+    QLineEdit* dest = nullptr;
+    QLabel* space = nullptr;
+    for (QLineEdit* e : w.currentPage()->findChildren<QLineEdit*>())
+        if (e->accessibleName() == QStringLiteral("Store file")) dest = e;
+    for (QLabel* l : w.currentPage()->findChildren<QLabel*>())
+        if (l->accessibleName() == QStringLiteral("Free space")) space = l;
+    ASSERT_NE(dest, nullptr);
+    ASSERT_NE(space, nullptr);
+    const QString model = QFileInfo(fixtureDir()).fileName();
+    EXPECT_TRUE(dest->text().startsWith(QDir(modelsDir()).filePath(model) + QLatin1Char('/')))
+        << dest->text().toStdString();
+    EXPECT_TRUE(w.currentPage()->isComplete());  // unknown free space: a warning only
+    EXPECT_NE(space->text().indexOf(QStringLiteral("could not be read")), -1)
+        << space->text().toStdString();
+    const QString storeFile = out.filePath(QStringLiteral("new/folder/tiny.nstore"));
+    dest->setText(storeFile);
+    EXPECT_TRUE(w.currentPage()->isComplete());
+    EXPECT_NE(space->text().indexOf(QStringLiteral("created")), -1) << space->text().toStdString();
+    w.next();
+    ASSERT_EQ(w.currentId(), SetupWizard::RepackPage);
+    EXPECT_TRUE(QFileInfo(out.filePath(QStringLiteral("new/folder"))).isDir());
+    ASSERT_TRUE(spinUntil([&] { return w.currentPage()->isComplete(); }));
+    SetupWizard::setDiskSpaceForTesting(nullptr);
+    w.next();
+    w.next();
+    ASSERT_EQ(w.currentId(), SetupWizard::DonePage);
+    EXPECT_EQ(w.profile().name, model);
+
+    // Known free space that is too small blocks, and says so.
+    SetupWizard::setDiskSpaceForTesting([](const QString&) {
+        DiskSpace d;
+        d.known = true;
+        d.available = 1024;
+        d.root = QStringLiteral("/small");
+        return d;
+    });
+    w.back();
+    w.back();
+    w.back();
+    ASSERT_EQ(w.currentId(), SetupWizard::DestinationPage);
+    dest->setText(out.filePath(QStringLiteral("again.nstore")));
+    EXPECT_FALSE(w.currentPage()->isComplete());
+    EXPECT_NE(space->text().indexOf(QStringLiteral("Not enough space")), -1);
+    SetupWizard::setDiskSpaceForTesting(nullptr);
+}
+
+TEST(ModelName, FromAFolderAGgufAndAHuggingFaceSnapshot) {
+    EXPECT_EQ(modelName(QStringLiteral("/m/gpt-oss-20b")), QStringLiteral("gpt-oss-20b"));
+    QTemporaryDir dir;
+    QDir(dir.path())
+        .mkpath(QStringLiteral(
+            "hub/models--openai--gpt-oss-20b/snapshots/0123456789abcdef0123456789abcdef01234567"));
+    EXPECT_EQ(modelName(dir.filePath(QStringLiteral("hub/models--openai--gpt-oss-20b/snapshots/"
+                                                    "0123456789abcdef0123456789abcdef01234567"))),
+              QStringLiteral("gpt-oss-20b"));
+    QFile f(dir.filePath(QStringLiteral("gpt-oss-120b-MXFP4-00001-of-00002.gguf")));
+    ASSERT_TRUE(f.open(QIODevice::WriteOnly));
+    f.close();
+    EXPECT_EQ(modelName(f.fileName()), QStringLiteral("gpt-oss-120b-MXFP4"));
+    EXPECT_EQ(modelName(ggufFile()), QStringLiteral("tiny-gptoss-a-gguf"));
+}
+
 template <typename W>
 W* named(QWidget* page, const QString& name) {
     for (W* w : page->findChildren<W*>())
         if (w->accessibleName() == name) return w;
     return nullptr;
+}
+
+bool kernelVisible(QWidget* page) {
+    for (QComboBox* c : page->findChildren<QComboBox*>())
+        if (c->accessibleName() == QStringLiteral("Expert kernel")) return c->isVisibleTo(page);
+    return false;
 }
 
 // A made-up gaming PC: 8 cores with AVX2, 32 GiB RAM, a 12 GiB GPU with 11 GiB free.
@@ -399,6 +489,19 @@ TEST(SetupWizard, FitAndStorePagesSpeakOfThisModelInBinaryUnits) {
     EXPECT_TRUE(fits.indexOf(QStringLiteral("MiB of RAM")) != -1 ||
                 fits.indexOf(QStringLiteral("KiB of RAM")) != -1)
         << fits.toStdString();
+    // One plain sentence leads, with the same RAM figure as the details, which stay folded
+    // until asked for.
+    const QString headline = named<QLabel>(page, QStringLiteral("Fit summary"))->text();
+    EXPECT_NE(headline.indexOf(QStringLiteral("fits this PC")), -1) << headline.toStdString();
+    const QRegularExpression ram(QStringLiteral(R"(about ([\d.]+ [KMG]iB) of RAM)"));
+    ASSERT_TRUE(ram.match(headline).hasMatch()) << headline.toStdString();
+    EXPECT_EQ(ram.match(headline).captured(1), ram.match(fits).captured(1));
+    EXPECT_EQ(headline.indexOf(QStringLiteral("kernel")), -1);  // no engine jargon up front
+    auto* details = named<QPushButton>(page, QStringLiteral("Show the plan's details"));
+    ASSERT_NE(details, nullptr);
+    EXPECT_FALSE(kernelVisible(page));
+    details->click();
+    EXPECT_TRUE(kernelVisible(page));
     const QString other = named<QLabel>(page, QStringLiteral("Other plan notes"))->text();
     EXPECT_FALSE(other.isEmpty());
     EXPECT_EQ(other.indexOf(QStringLiteral(" GB")), -1) << other.toStdString();
@@ -410,7 +513,8 @@ TEST(SetupWizard, FitAndStorePagesSpeakOfThisModelInBinaryUnits) {
 
     w.next();
     ASSERT_EQ(w.currentId(), SetupWizard::StorePage);
-    const QString sub = w.currentPage()->subTitle();
+    // The comparison sits in the page (a long subtitle was cut off by the wizard's header).
+    const QString sub = named<QLabel>(w.currentPage(), QStringLiteral("Raw or packed"))->text();
     EXPECT_EQ(sub.indexOf(QStringLiteral("half the space")), -1) << sub.toStdString();
     const std::uint64_t raw = w.report().rawStoreBytes, packed = w.report().packedStoreBytes;
     const bool differ = std::abs(static_cast<double>(raw) - static_cast<double>(packed)) >=

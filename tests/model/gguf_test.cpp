@@ -4,6 +4,7 @@
 // damaged GGUF must be a clear error.
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -72,6 +73,21 @@ public:
 private:
     std::string bytes_;
 };
+
+// Ollama keeps a GGUF as a content-addressed blob without an extension ("sha256-HEX"): it is
+// a GGUF by its magic; other extension-less files and folders are not.
+TEST(Gguf, AFileWithoutAnExtensionIsAGgufByItsMagic) {
+    test::TempDir tmp;
+    const fs::path blob = tmp.path() / ("sha256-" + std::string(64, 'a'));
+    fs::copy_file(gguf_path(), blob);
+    EXPECT_TRUE(is_gguf_path(blob));
+    const fs::path other = tmp.path() / "sha256-bbbb";
+    { std::ofstream(other, std::ios::binary) << "{\"not\": \"gguf\"}"; }
+    EXPECT_FALSE(is_gguf_path(other));
+    EXPECT_FALSE(is_gguf_path(tmp.path()));
+    EXPECT_FALSE(is_gguf_path(tmp.path() / "missing"));
+    EXPECT_TRUE(is_gguf_path(gguf_path()));
+}
 
 TEST(Gguf, ReadsTheConvertersFileHeaderMetadataAndTensors) {
     const GgufFile f = GgufFile::open(gguf_path());
