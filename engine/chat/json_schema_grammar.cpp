@@ -645,23 +645,25 @@ public:
         if (auto it = s.find("format"); it != s.end() && it->is_string()) {
             if (auto f = formats.find(it->get<std::string>()); f != formats.end()) {
                 n.format = f->second;
-                // uuid and date values have one length (ASCII: bytes are characters).
-                const std::size_t fixed = n.format == JsonSchemaGrammar::Format::uuid   ? 36
-                                          : n.format == JsonSchemaGrammar::Format::date ? 10
-                                                                                        : 0;
-                const bool lengths = n.min_length > 0 || n.max_length != SIZE_MAX;
-                if (lengths && fixed > 0 && (fixed < n.min_length || fixed > n.max_length)) {
+                // Formatted values are ASCII: lengths are bytes. maxLength is enforced with the
+                // format (a byte is taken only while the shortest completion still fits); a
+                // minLength above the format's shortest value is not, except for the fixed
+                // lengths of uuid and date.
+                const std::string name = it->get<std::string>();
+                const std::size_t shortest = format_completion(n.format, "").size();
+                const bool fixed = n.format == JsonSchemaGrammar::Format::uuid ||
+                                   n.format == JsonSchemaGrammar::Format::date;
+                if (shortest > n.max_length || (fixed && n.min_length > shortest)) {
                     throw SchemaError(fmt::format(
                         "'{}': no {} string has a length between minLength and maxLength", ptr,
-                        it->get<std::string>()));
+                        name));
                 }
-                if (lengths && fixed == 0) {
-                    unsupported.push_back(
-                        fmt::format("minLength / maxLength together with format '{}' (at {})",
-                                    it->get<std::string>(), ptr));
+                if (n.min_length > shortest) {
+                    unsupported.push_back(fmt::format(
+                        "minLength above {} together with format '{}' (at {}/minLength)", shortest,
+                        name, ptr));
                 }
                 n.min_length = 0;
-                n.max_length = SIZE_MAX;
             }
         }
         return add(std::move(n));
@@ -1613,7 +1615,10 @@ bool JsonRecognizer::feed(char c) {
                     const auto b = static_cast<unsigned char>(c);
                     if (b < 0x20 || b >= 0x7F || c == '\\') return false;
                     f.text += c;
-                    return format_status(n.format, f.text) >= 0;
+                    if (format_status(n.format, f.text) < 0) return false;
+                    return n.max_length == SIZE_MAX ||
+                           f.text.size() + format_completion(n.format, f.text).size() <=
+                               n.max_length;
                 }
                 const bool plain = f.str.escape == 0 && f.str.hex == 0 && f.str.utf8_need == 0 &&
                                    f.str.surrogate != 3;

@@ -556,12 +556,23 @@ TEST(JsonSchemaGrammar, StringFormatsWithLengthsAndInObjects) {
                         Json::parse(R"({"type":"string","format":"date","maxLength":8})"));
                 }),
                 HasSubstr("no date string has a length between minLength and maxLength"));
-    // Lengths with email / date-time are not enforced together with the format (listed).
+    // maxLength is enforced with the format: a byte is taken only while a value still fits.
     auto e = JsonSchemaGrammar::compile(
-        Json::parse(R"({"type":"string","format":"email","maxLength":8})"), &ignored);
-    EXPECT_THAT(ignored,
-                ::testing::ElementsAre("minLength / maxLength together with format 'email' (at )"));
-    EXPECT_TRUE(accepts(*e, R"("abcdef@example.com")"));
+        Json::parse(R"({"type":"string","format":"email","minLength":3,"maxLength":8})"), &ignored);
+    EXPECT_TRUE(ignored.empty());
+    EXPECT_TRUE(accepts(*e, R"("ab@cd.ef")"));
+    EXPECT_EQ(first_refused(*e, R"("abc@cd.ef")"), 6u);  // "abc@cd" needs ".aa"
+    EXPECT_EQ(first_refused(*e, R"("abcdefg)"), 4u);     // "abcd" needs "@a.aa"
+    expect_completions_valid(*e, {R"("ab@cd.ef")", R"("abc@cd.ef")", R"("a@b)"});
+    auto dt = JsonSchemaGrammar::compile(
+        Json::parse(R"({"type":"string","format":"date-time","maxLength":22})"));
+    EXPECT_TRUE(accepts(*dt, R"("2024-01-01T00:00:00.1Z")"));
+    EXPECT_EQ(first_refused(*dt, R"("2024-01-01T00:00:00.12Z")"), 22u);
+    // A minLength above the format's shortest value is not enforced with it (listed).
+    JsonSchemaGrammar::compile(Json::parse(R"({"type":"string","format":"email","minLength":10})"),
+                               &ignored);
+    EXPECT_THAT(ignored, ::testing::ElementsAre(
+                             "minLength above 6 together with format 'email' (at /minLength)"));
     // Unknown formats stay annotations.
     auto uri = JsonSchemaGrammar::compile(string_format("uri"));
     EXPECT_TRUE(accepts(*uri, R"("not a uri")"));

@@ -8,7 +8,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 
-import { MODEL, forced, postJson, rawRequest, startServer } from './helpers.mjs';
+import { MODEL, checkLogprobs, forced, postJson, rawRequest, startServer } from './helpers.mjs';
 
 let server;
 let client;
@@ -123,6 +123,32 @@ describe('responses', () => {
     assert.equal(final.output_text, 'Hello there, my friend!');
     assert.equal(final.status, 'completed');
     assert.ok(final.usage.output_tokens > 5);
+  });
+
+  test('include message.output_text.logprobs: the output_text part and the deltas carry them', async () => {
+    const answer = 'Hello there, my friend!';
+    const body = {
+      model: MODEL, input: 'Hi', max_output_tokens: 100, top_logprobs: 2,
+      include: ['message.output_text.logprobs'],
+      neural_forced_output: forced.answer('Thinking it over.', answer),
+    };
+    const r = await client.responses.create(body);
+    const part = r.output.find((i) => i.type === 'message').content[0];
+    assert.equal(part.text, answer);
+    checkLogprobs(part.logprobs, answer, 2);
+    const stream = client.responses.stream(body);
+    const deltas = [];
+    let done = null;
+    stream.on('response.output_text.delta', (e) => { deltas.push(...e.logprobs); });
+    stream.on('response.output_text.done', (e) => { done = e.logprobs; });
+    for await (const e of stream) void e;
+    assert.deepEqual(deltas, part.logprobs);
+    assert.deepEqual(done, part.logprobs);
+    // Without the include: empty lists; top_logprobs above 20 is refused.
+    const plain = await client.responses.create({ ...body, include: [] });
+    assert.deepEqual(plain.output.find((i) => i.type === 'message').content[0].logprobs, []);
+    await assert.rejects(client.responses.create({ ...body, top_logprobs: 21 }),
+      (e) => e.status === 400 && e.param === 'top_logprobs');
   });
 
   test('function call, then its output with previous_response_id reuses the prompt cache', async () => {
