@@ -131,6 +131,7 @@ GenerationOutcome EngineWorker::runChat(const std::shared_ptr<GenerationJob>& jo
     if (req.forced_output) options.forced_tokens = tok.encode(*req.forced_output, true);
     options.stop_sequences = req.stop;
     options.constraint = req.constraint;
+    options.logprobs = req.logprobs;
     options.cancel = &job->cancel;
     m_queue->postStarted(job);  // the request is valid: a stream may begin
     TurnResult r = session->respond(options, [&](const chat::ParserEvent& e) {
@@ -144,6 +145,7 @@ GenerationOutcome EngineWorker::runChat(const std::shared_ptr<GenerationJob>& jo
     out.chat.content = std::move(r.content);
     out.chat.tool_calls = std::move(r.tool_calls);
     out.chat.finish = r.finish;
+    if (req.logprobs >= 0) out.chat.logprobs = std::move(r.logprobs);
     out.chat.usage = {r.stats.prompt_tokens, r.stats.generated_tokens, r.stats.cached_tokens,
                       r.stats.reasoning_tokens};
     out.constrainedSteps = r.stats.constraint.steps;

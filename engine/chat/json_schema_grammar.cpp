@@ -567,6 +567,7 @@ public:
                 break;
             }
             case K::string:
+                if (A.format != B.format) m.format = JsonSchemaGrammar::Format::none;
                 m.min_length = std::min(A.min_length, B.min_length);
                 m.max_length = std::max(A.max_length, B.max_length);
                 break;
@@ -634,6 +635,36 @@ public:
         if (n.min_length > n.max_length) {
             throw SchemaError(fmt::format("'{}': minLength {} is larger than maxLength {}", ptr,
                                           n.min_length, n.max_length));
+        }
+        // Formats with a regular language are enforced; others (uri, ipv4, ...) stay annotations.
+        static const std::map<std::string, JsonSchemaGrammar::Format> formats = {
+            {"email", JsonSchemaGrammar::Format::email},
+            {"uuid", JsonSchemaGrammar::Format::uuid},
+            {"date", JsonSchemaGrammar::Format::date},
+            {"date-time", JsonSchemaGrammar::Format::date_time}};
+        if (auto it = s.find("format"); it != s.end() && it->is_string()) {
+            if (auto f = formats.find(it->get<std::string>()); f != formats.end()) {
+                n.format = f->second;
+                // Formatted values are ASCII: lengths are bytes. maxLength is enforced with the
+                // format (a byte is taken only while the shortest completion still fits); a
+                // minLength above the format's shortest value is not, except for the fixed
+                // lengths of uuid and date.
+                const std::string name = it->get<std::string>();
+                const std::size_t shortest = format_completion(n.format, "").size();
+                const bool fixed = n.format == JsonSchemaGrammar::Format::uuid ||
+                                   n.format == JsonSchemaGrammar::Format::date;
+                if (shortest > n.max_length || (fixed && n.min_length > shortest)) {
+                    throw SchemaError(fmt::format(
+                        "'{}': no {} string has a length between minLength and maxLength", ptr,
+                        name));
+                }
+                if (n.min_length > shortest) {
+                    unsupported.push_back(fmt::format(
+                        "minLength above {} together with format '{}' (at {}/minLength)", shortest,
+                        name, ptr));
+                }
+                n.min_length = 0;
+            }
         }
         return add(std::move(n));
     }
@@ -798,7 +829,11 @@ public:
                     out += "]";
                     break;
                 case JsonSchemaGrammar::Kind::string:
-                    out = "\"" + std::string(n.min_length, 'a') + "\"";
+                    out = "\"" +
+                          (n.format != JsonSchemaGrammar::Format::none
+                               ? format_completion(n.format, "")
+                               : std::string(n.min_length, 'a')) +
+                          "\"";
                     break;
                 case JsonSchemaGrammar::Kind::number:
                 case JsonSchemaGrammar::Kind::integer:
@@ -867,6 +902,232 @@ std::shared_ptr<const JsonSchemaGrammar> JsonSchemaGrammar::any_object() {
 JsonRecognizer::JsonRecognizer(const JsonSchemaGrammar& grammar) : grammar_(&grammar) {}
 
 bool JsonRecognizer::whitespace() { return ++whitespace_run_ <= kMaxWhitespaceRun; }
+
+// ---- string formats -------------------------------------------------------------------------
+// Each format is a regular language over ASCII (docs/API.md, "Structured output"): a formatted
+// string is read byte by byte and accepted only while some value of the format starts with it.
+
+namespace {
+
+using Format = JsonSchemaGrammar::Format;
+
+constexpr std::size_t kDateLength = 10;  // YYYY-MM-DD
+constexpr std::size_t kTimeEnd = 19;     // YYYY-MM-DDThh:mm:ss
+constexpr std::size_t kMaxFractionDigits = 9;
+constexpr std::size_t kMaxEmailLength = 254;  // RFC 5321's path limit
+constexpr std::size_t kMaxEmailLocal = 64;
+constexpr std::size_t kMaxEmailLabel = 63;
+
+int digit(char c) { return c - '0'; }
+
+int days_in_month(int year, int month) {
+    static constexpr int kDays[] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+    if (month == 2 && (year % 4 == 0 && (year % 100 != 0 || year % 400 == 0))) return 29;
+    return kDays[month - 1];
+}
+
+// Byte `i` of a date (YYYY-MM-DD, a real calendar day: month 01-12, day 01 to the month's last,
+// leap years counted), given the bytes before it.
+bool date_byte_ok(std::string_view s, std::size_t i) {
+    const char c = s[i];
+    if (i == 4 || i == 7) return c == '-';
+    if (!is_digit(c)) return false;
+    if (i < 4) return true;
+    if (i == 5) return c <= '1';
+    if (i == 6) return s[5] == '0' ? c >= '1' : c <= '2';
+    const int year = digit(s[0]) * 1000 + digit(s[1]) * 100 + digit(s[2]) * 10 + digit(s[3]);
+    const int last = days_in_month(year, digit(s[5]) * 10 + digit(s[6]));
+    if (i == 8) return digit(c) * 10 <= last;
+    const int day = digit(s[8]) * 10 + digit(c);
+    return day >= 1 && day <= last;
+}
+
+// Byte `i` (10 <= i < 19) of "THH:MM:SS" after a date: hours 00-23, minutes and seconds 00-59.
+bool time_byte_ok(std::string_view s, std::size_t i) {
+    const char c = s[i];
+    switch (i) {
+        case 10:
+            return c == 'T';
+        case 13:
+        case 16:
+            return c == ':';
+        case 11:
+            return c >= '0' && c <= '2';
+        case 12:
+            return is_digit(c) && (s[11] != '2' || c <= '3');
+        case 14:
+        case 17:
+            return c >= '0' && c <= '5';
+        default:
+            return is_digit(c);
+    }
+}
+
+// The smallest valid bytes of a date / time from byte `from` up to byte `to`.
+std::string fill_date_time(std::string_view s, std::size_t from, std::size_t to) {
+    std::string out;
+    for (std::size_t i = from; i < to; ++i) {
+        char c = '0';
+        if (i == 4 || i == 7) c = '-';
+        if (i == 10) c = 'T';
+        if (i == 13 || i == 16) c = ':';
+        // Month and day are 01 at least: "0" then "1", or "0" after a tens digit 1-3.
+        if (i == 6 || i == 9) c = (i < from + 1 ? s[i - 1] : out.back()) == '0' ? '1' : '0';
+        out += c;
+    }
+    return out;
+}
+
+// uuid: 8-4-4-4-12 hex digits as RFC 9562 writes them (a version 1-8, the variant 8, 9, a or b),
+// which every validator accepts (zod's .uuid() checks version and variant).
+constexpr std::string_view kUuidShape = "xxxxxxxx-xxxx-Vxxx-Rxxx-xxxxxxxxxxxx";
+
+bool uuid_byte_ok(char shape, char c) {
+    switch (shape) {
+        case '-':
+            return c == '-';
+        case 'V':
+            return c >= '1' && c <= '8';
+        case 'R':
+            return c == '8' || c == '9' || c == 'a' || c == 'b' || c == 'A' || c == 'B';
+        default:
+            return is_hex(c);
+    }
+}
+
+bool is_alpha(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
+bool is_alnum(char c) { return is_alpha(c) || is_digit(c); }
+
+// email: a practical subset of RFC 5322's addr-spec that common validators (zod, ajv-formats)
+// accept: a local part of letters, digits, '_', '+', '-' in dot-separated runs, '@', then at
+// least two domain labels (letters, digits, inner '-'; at most 63 bytes) of which the last has
+// only letters and at least two of them. At most 64 bytes before '@', 254 in all.
+struct EmailScan {
+    bool ok = true;
+    bool domain = false;     // after '@'
+    std::size_t local = 0;   // bytes before '@'
+    std::size_t labels = 0;  // domain labels ended by a dot
+    std::size_t label = 0;   // bytes of the current part (local run or domain label)
+    bool letters = true;     // the current domain label has only letters
+    char last = 0;           // the last byte ('.', '@', '-' or other)
+};
+
+EmailScan scan_email(std::string_view s) {
+    EmailScan e;
+    for (char c : s) {
+        const bool part_start = e.last == 0 || e.last == '.' || e.last == '@';
+        if (!e.domain) {
+            if (c == '@' || c == '.') {
+                if (part_start) return e.ok = false, e;
+                e.domain = c == '@';
+                // After a dot one more byte must fit.
+                if (c == '.' && ++e.local >= kMaxEmailLocal) return e.ok = false, e;
+            } else if (!(is_alnum(c) || c == '_' || c == '+' || c == '-')) {
+                return e.ok = false, e;
+            } else if (++e.local > kMaxEmailLocal) {
+                return e.ok = false, e;
+            }
+            e.last = c == '@' || c == '.' ? c : 'a';
+            continue;
+        }
+        if (c == '.') {
+            if (part_start || e.last == '-') return e.ok = false, e;
+            ++e.labels;
+            e.label = 0;
+            e.letters = true;
+            e.last = '.';
+        } else if (is_alnum(c) || c == '-') {
+            if (c == '-' && part_start) return e.ok = false, e;
+            // A label ends with a letter or digit, so after '-' one more byte must fit.
+            if (++e.label > (c == '-' ? kMaxEmailLabel - 1 : kMaxEmailLabel))
+                return e.ok = false, e;
+            e.letters = e.letters && is_alpha(c);
+            e.last = c == '-' ? '-' : 'a';
+        } else {
+            return e.ok = false, e;
+        }
+    }
+    return e;
+}
+
+std::string email_completion(const EmailScan& e) {
+    if (!e.domain) return e.last == 'a' ? "@a.aa" : "a@a.aa";
+    if (e.last == '@') return "a.aa";
+    if (e.last == '.') return "aa";  // a dot in the domain: a last label follows
+    if (e.last == '-') return "a.aa";
+    if (e.labels > 0 && e.letters) return e.label >= 2 ? "" : "a";
+    return ".aa";
+}
+
+}  // namespace
+
+int format_status(JsonSchemaGrammar::Format format, std::string_view s) {
+    switch (format) {
+        case Format::none:
+            return 1;
+        case Format::uuid:
+            if (s.size() > kUuidShape.size()) return -1;
+            for (std::size_t i = 0; i < s.size(); ++i) {
+                if (!uuid_byte_ok(kUuidShape[i], s[i])) return -1;
+            }
+            return s.size() == kUuidShape.size() ? 1 : 0;
+        case Format::date:
+            if (s.size() > kDateLength) return -1;
+            for (std::size_t i = 0; i < s.size(); ++i) {
+                if (!date_byte_ok(s, i)) return -1;
+            }
+            return s.size() == kDateLength ? 1 : 0;
+        case Format::date_time: {
+            // date "T" time, seconds required, an optional fraction of 1-9 digits, then "Z"
+            // (UTC; numeric offsets are left out, docs/API.md says why).
+            for (std::size_t i = 0; i < s.size() && i < kTimeEnd; ++i) {
+                if (i < kDateLength ? !date_byte_ok(s, i) : !time_byte_ok(s, i)) return -1;
+            }
+            if (s.size() <= kTimeEnd) return 0;
+            std::size_t i = kTimeEnd;
+            if (s[i] == '.') {
+                std::size_t digits = 0;
+                while (++i < s.size() && is_digit(s[i])) {
+                    if (++digits > kMaxFractionDigits) return -1;
+                }
+                if (i == s.size()) return 0;
+                if (digits == 0) return -1;
+            }
+            if (s[i] != 'Z') return -1;
+            return i + 1 == s.size() ? 1 : -1;
+        }
+        case Format::email: {
+            const EmailScan e = scan_email(s);
+            if (!e.ok || s.size() + email_completion(e).size() > kMaxEmailLength) return -1;
+            return email_completion(e).empty() ? 1 : 0;
+        }
+    }
+    return -1;
+}
+
+std::string format_completion(JsonSchemaGrammar::Format format, std::string_view s) {
+    switch (format) {
+        case Format::none:
+            return "";
+        case Format::uuid: {
+            std::string out;
+            for (std::size_t i = s.size(); i < kUuidShape.size(); ++i) {
+                const char shape = kUuidShape[i];
+                out += shape == '-' ? '-' : shape == 'V' ? '4' : shape == 'R' ? '8' : '0';
+            }
+            return out;
+        }
+        case Format::date:
+            return fill_date_time(s, s.size(), kDateLength);
+        case Format::date_time:
+            if (s.size() < kTimeEnd) return fill_date_time(s, s.size(), kTimeEnd) + "Z";
+            if (s.size() == kTimeEnd) return "Z";
+            return s.back() == '.' ? "0Z" : s.back() == 'Z' ? "" : "Z";
+        case Format::email:
+            return email_completion(scan_email(s));
+    }
+    return "";
+}
 
 bool JsonRecognizer::feed(std::string_view text) {
     for (char c : text) {
@@ -1343,6 +1604,22 @@ bool JsonRecognizer::feed(char c) {
                 const JsonSchemaGrammar::Node& n = grammar_->node(f.node);
                 // A code point starts at a byte outside an escape / UTF-8 sequence (the second
                 // half of an escaped surrogate pair belongs to the first).
+                if (n.format != JsonSchemaGrammar::Format::none) {
+                    // A formatted string is plain ASCII, kept in f.text to check its format.
+                    if (c == '"') {
+                        if (format_status(n.format, f.text) != 1) return false;
+                        stack_.pop_back();
+                        value_done();
+                        return true;
+                    }
+                    const auto b = static_cast<unsigned char>(c);
+                    if (b < 0x20 || b >= 0x7F || c == '\\') return false;
+                    f.text += c;
+                    if (format_status(n.format, f.text) < 0) return false;
+                    return n.max_length == SIZE_MAX ||
+                           f.text.size() + format_completion(n.format, f.text).size() <=
+                               n.max_length;
+                }
                 const bool plain = f.str.escape == 0 && f.str.hex == 0 && f.str.utf8_need == 0 &&
                                    f.str.surrogate != 3;
                 bool closed = false;
@@ -1487,6 +1764,8 @@ std::string JsonRecognizer::frame_completion(const Frame& f) const {
         case arr_after_value:
             return items_rest(f.count);
         case str_body: {
+            if (n.format != JsonSchemaGrammar::Format::none)
+                return format_completion(n.format, f.text) + "\"";
             std::string tail = string_tail(f.str);
             if (f.count < n.min_length)
                 tail.insert(tail.size() - 1, std::string(n.min_length - f.count, 'a'));

@@ -6,11 +6,12 @@
 // Supported: type (one or a list of object, array, string, number, integer, boolean, null;
 // OpenAPI's nullable), properties, required, additionalProperties (true, false or a schema),
 // items, minItems, maxItems, enum, const, minimum / maximum / exclusiveMinimum /
-// exclusiveMaximum, minLength / maxLength, anyOf / oneOf (alternatives told apart by their
+// exclusiveMaximum, minLength / maxLength, the string formats email, uuid, date and date-time
+// (format_status(); with minLength / maxLength only where the format's length is fixed), anyOf / oneOf (alternatives told apart by their
 // first byte; alternatives that start alike are enforced as their union), allOf of one schema,
 // $ref to a JSON pointer in the schema ($defs, definitions; recursion is bounded by the
 // recogniser's depth, kMaxDepth), and the annotations title, description, default, examples,
-// format, $schema, $id, $comment (not enforced). Any other keyword (pattern, ...) cannot be
+// other formats, $schema, $id, $comment (not enforced). Any other keyword (pattern, ...) cannot be
 // enforced: compile() refuses it with an error naming it, or, given a list for them, records it
 // there and leaves it out of the constraint. The recogniser accepts JSON with at most kMaxWhitespaceRun whitespace bytes in a row,
 // numbers of at most kMaxNumberLength characters with exponents of at most 2 digits (so they fit
@@ -52,6 +53,8 @@ public:
     static std::shared_ptr<const JsonSchemaGrammar> any_object();
 
     enum class Kind : std::uint8_t { object, array, string, number, integer, literal, types };
+    // String formats enforced while sampling (format_status() below says which texts match).
+    enum class Format : std::uint8_t { none, email, uuid, date, date_time };
     struct Property {
         std::string key;  // the name as it appears between the quotes (JSON-escaped)
         int node = -1;
@@ -69,6 +72,7 @@ public:
         Bounds bounds;                      // number, integer
         std::size_t min_length = 0;         // string, in code points
         std::size_t max_length = SIZE_MAX;  // string
+        Format format = Format::none;       // string
         std::vector<Property> properties;   // object
         int additional = -1;                // object: schema of other keys; -1: none allowed
         int items = -1;                     // array: schema of the items
@@ -95,6 +99,12 @@ private:
     std::vector<std::string> minimal_;
     int root_ = -1;
 };
+
+// The text of a formatted string (between the quotes, ASCII, no escapes) so far: -1 no value of
+// the format starts with it, 0 a prefix of one, 1 a whole value (which may also go on).
+int format_status(JsonSchemaGrammar::Format format, std::string_view text);
+// The shortest text that, appended to `text` (format_status >= 0), makes a whole value.
+std::string format_completion(JsonSchemaGrammar::Format format, std::string_view text);
 
 // Reads text incrementally. Copyable (the sampler copies it to test a candidate token); it refers
 // to the grammar, which must outlive it.

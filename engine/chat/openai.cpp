@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <limits>
 #include <map>
 #include <set>
 
@@ -811,10 +812,20 @@ ChatRequest parse_chat_request(const Json& body, const ChatRequestOptions& optio
     r.max_tokens = parse_max_tokens(body);
     r.stop = parse_stop(body, options.limits);
     parse_stream(body, r.stream, r.include_usage);
-    if (auto lp = get_bool(body, "logprobs", "logprobs"); lp && *lp)
-        unsupported("logprobs", "'logprobs' is not supported");
-    if (auto tl = get_integer(body, "top_logprobs", "top_logprobs"); tl && *tl != 0) {
-        unsupported("top_logprobs", "'top_logprobs' is not supported");
+    const auto lp = get_bool(body, "logprobs", "logprobs");
+    if (auto tl = get_integer(body, "top_logprobs", "top_logprobs")) {
+        if (*tl < 0 || *tl > kMaxTopLogprobs) {
+            throw RequestError(fmt::format("'top_logprobs' must be between 0 and {}, got {}",
+                                           kMaxTopLogprobs, *tl),
+                               "top_logprobs", "invalid_value");
+        }
+        if (!(lp && *lp)) {
+            throw RequestError("'top_logprobs' needs 'logprobs': true", "top_logprobs",
+                               "invalid_value");
+        }
+        r.logprobs = static_cast<int>(*tl);
+    } else if (lp && *lp) {
+        r.logprobs = 0;
     }
     get_bool(body, "parallel_tool_calls", "parallel_tool_calls");  // harmony makes one call a turn
     get_bool(body, "store", "store");                              // nothing is ever stored
@@ -1011,7 +1022,9 @@ Json chat_completion(const std::string& id, std::int64_t created, const std::str
     }
     Json choice{{"index", 0},
                 {"message", std::move(message)},
-                {"logprobs", nullptr},
+                {"logprobs",
+                 r.logprobs ? Json{{"content", logprobs_json(*r.logprobs)}, {"refusal", nullptr}}
+                            : Json(nullptr)},
                 {"finish_reason", std::string(chat::finish_reason_name(r.finish))}};
     return Json{{"id", id},
                 {"object", "chat.completion"},
@@ -1019,6 +1032,68 @@ Json chat_completion(const std::string& id, std::int64_t created, const std::str
                 {"model", model},
                 {"choices", Json::array({std::move(choice)})},
                 {"usage", usage_json(r.usage)}};
+}
+
+namespace {
+
+bool whole_utf8(std::string_view s) {
+    std::size_t i = 0;
+    while (i < s.size()) {
+        const auto b = static_cast<unsigned char>(s[i]);
+        std::size_t n = 0;
+        if (b < 0x80)
+            n = 0;
+        else if (b >= 0xC2 && b <= 0xDF)
+            n = 1;
+        else if (b >= 0xE0 && b <= 0xEF)
+            n = 2;
+        else if (b >= 0xF0 && b <= 0xF4)
+            n = 3;
+        else
+            return false;
+        if (i + n >= s.size()) return false;  // the sequence is cut
+        for (std::size_t k = 1; k <= n; ++k) {
+            const auto c = static_cast<unsigned char>(s[i + k]);
+            if (c < 0x80 || c > 0xBF) return false;
+        }
+        if (n == 2 && ((b == 0xE0 && static_cast<unsigned char>(s[i + 1]) < 0xA0) ||
+                       (b == 0xED && static_cast<unsigned char>(s[i + 1]) > 0x9F)))
+            return false;
+        if (n == 3 && ((b == 0xF0 && static_cast<unsigned char>(s[i + 1]) < 0x90) ||
+                       (b == 0xF4 && static_cast<unsigned char>(s[i + 1]) > 0x8F)))
+            return false;
+        i += n + 1;
+    }
+    return true;
+}
+
+Json token_json(const std::string& bytes, double logprob) {
+    std::string token;
+    if (whole_utf8(bytes)) {
+        token = bytes;
+    } else {
+        token = "bytes:";
+        for (unsigned char b : bytes) token += fmt::format("\\x{:02x}", b);
+    }
+    Json raw = Json::array();
+    for (unsigned char b : bytes) raw.push_back(static_cast<int>(b));
+    // JSON has no -infinity: an impossible token is written with the lowest double.
+    const double lp = std::isfinite(logprob) ? logprob : std::numeric_limits<double>::lowest();
+    return Json{{"token", token}, {"logprob", lp}, {"bytes", std::move(raw)}};
+}
+
+}  // namespace
+
+Json logprobs_json(const std::vector<chat::TokenLogprob>& tokens) {
+    Json out = Json::array();
+    for (const chat::TokenLogprob& t : tokens) {
+        Json entry = token_json(t.bytes, t.logprob);
+        Json top = Json::array();
+        for (const auto& a : t.top) top.push_back(token_json(a.bytes, a.logprob));
+        entry["top_logprobs"] = std::move(top);
+        out.push_back(std::move(entry));
+    }
+    return out;
 }
 
 ChatChunkEncoder::ChatChunkEncoder(std::string id, std::int64_t created, std::string model,
@@ -1055,9 +1130,15 @@ std::optional<Json> ChatChunkEncoder::event_chunk(const chat::ParserEvent& e) {
             if (e.text.empty()) return std::nullopt;
             return reasoning(e.text);
         case chat::EventType::content:
-        case chat::EventType::preamble:
+        case chat::EventType::preamble: {
             if (e.text.empty()) return std::nullopt;
-            return chunk(Json{{"content", e.text}}, nullptr);
+            Json c = chunk(Json{{"content", e.text}}, nullptr);
+            if (!e.logprobs.empty()) {
+                c["choices"][0]["logprobs"] =
+                    Json{{"content", logprobs_json(e.logprobs)}, {"refusal", nullptr}};
+            }
+            return c;
+        }
         case chat::EventType::tool_call_start:
             in_function_call_ = !e.function_name.empty();
             in_builtin_call_ = !in_function_call_;

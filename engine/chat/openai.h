@@ -86,6 +86,9 @@ struct ChatRequest {
     std::vector<std::string> stop;
     bool stream = false;
     bool include_usage = false;  // stream_options.include_usage
+    // logprobs: -1 off; else the number of top_logprobs (0-20) per content token (Responses:
+    // include "message.output_text.logprobs").
+    int logprobs = -1;
     ToolChoice tool_choice = ToolChoice::automatic;
     std::string tool_choice_name;  // the function of a named choice (or the only tool, required)
     // Harmony text (special tokens spelled out) the sampler must emit first: the call header of a
@@ -155,7 +158,15 @@ struct ChatResult {
     std::vector<chat::ToolCall> tool_calls;
     chat::FinishReason finish = chat::FinishReason::length;
     Usage usage;
+    // The content tokens' log-probabilities when the request asked for them.
+    std::optional<std::vector<chat::TokenLogprob>> logprobs;
 };
+
+// OpenAI's logprobs entries: {token, logprob, bytes, top_logprobs: [{token, logprob, bytes}]}.
+// A token that is not whole UTF-8 is written "bytes:\\xNN..." (its bytes are in `bytes`).
+Json logprobs_json(const std::vector<chat::TokenLogprob>& tokens);
+// The largest top_logprobs accepted (OpenAI's).
+inline constexpr int kMaxTopLogprobs = 20;
 
 Json usage_json(const Usage& usage);
 // "call_" + a stable suffix: the same request id and index always give the same id.

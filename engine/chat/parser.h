@@ -47,6 +47,19 @@ enum class EventType {
     finish,               // `finish_reason`
 };
 
+// A generated token's log-probability (the API's logprobs): the log of its probability under the
+// model's distribution (log-softmax of the raw logits, temperature 1, before penalties and the
+// sampling filters), with the most likely tokens at that step, most likely first.
+struct TokenLogprob {
+    std::string bytes;  // the token's bytes (may be part of a UTF-8 sequence)
+    double logprob = 0;
+    struct Alternative {
+        std::string bytes;
+        double logprob = 0;
+    };
+    std::vector<Alternative> top;
+};
+
 struct ParserEvent {
     EventType type = EventType::content;
     std::string text;
@@ -57,6 +70,9 @@ struct ParserEvent {
     // built-in tool call, which must not be exposed as a Chat Completions function call).
     std::string function_name;
     FinishReason finish_reason = FinishReason::stop;
+    // content / preamble events with logprobs requested: the tokens whose text this event
+    // delivers (a token whose bytes end in an incomplete UTF-8 sequence comes with the next).
+    std::vector<TokenLogprob> logprobs;
 };
 
 // Streaming harmony parser. Never exposes control tokens as text. Content bytes that end in an

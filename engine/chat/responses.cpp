@@ -524,14 +524,27 @@ ResponsesRequest parse_responses_request(const Json& body, const ChatRequestOpti
         unsupported("conversation", "'conversation' is not supported; use previous_response_id");
     if (field(body, "prompt"))
         unsupported("prompt", "prompt templates ('prompt') are not supported");
-    if (auto tl = get_integer(body, "top_logprobs", "top_logprobs"); tl && *tl != 0)
-        unsupported("top_logprobs", "'top_logprobs' is not supported");
+    int top_logprobs = 0;
+    if (auto tl = get_integer(body, "top_logprobs", "top_logprobs")) {
+        if (*tl < 0 || *tl > kMaxTopLogprobs) {
+            throw RequestError(fmt::format("'top_logprobs' must be between 0 and {}, got {}",
+                                           kMaxTopLogprobs, *tl),
+                               "top_logprobs", "invalid_value");
+        }
+        top_logprobs = static_cast<int>(*tl);  // returned with the include below
+    }
     if (auto tr = get_string(body, "truncation", "truncation");
         tr && *tr != "disabled" && *tr != "auto") {
         throw RequestError("'truncation' must be auto or disabled", "truncation", "invalid_value");
     }
     if (const Json* inc = field(body, "include"); inc && !inc->is_array())
         wrong_type("include", "an array", *inc);
+    // Logprobs come with include "message.output_text.logprobs" (top_logprobs alone: none).
+    bool want_logprobs = false;
+    if (const Json* inc = field(body, "include")) {
+        for (const Json& v : *inc) want_logprobs |= v == "message.output_text.logprobs";
+    }
+    const int logprobs = want_logprobs ? top_logprobs : -1;
     get_integer(body, "max_tool_calls", "max_tool_calls");
     get_string(body, "prompt_cache_key", "prompt_cache_key");
     get_string(body, "safety_identifier", "safety_identifier");
@@ -561,6 +574,7 @@ ResponsesRequest parse_responses_request(const Json& body, const ChatRequestOpti
         chat_options.strict_schemas = options.strict_schemas.value_or(options.strict);
         std::vector<std::string> notices = std::move(r.chat.notices);
         r.chat = parse_chat_request(chat, chat_options);
+        r.chat.logprobs = logprobs;
         // The chat layer's notices name chat fields: the Responses names are what the client
         // sent.
         for (const std::string& n : r.chat.notices) notices.push_back(paths.map(n));
@@ -674,6 +688,7 @@ std::vector<Json> ResponseEncoder::begin() {
 void ResponseEncoder::open(Item kind, const chat::ParserEvent&, std::vector<Json>& out) {
     item_ = kind;
     text_.clear();
+    logprobs_ = Json::array();
     const std::string suffix = fmt::format("{}{:02d}", item_suffix(id_), items_);
     const auto index = output_.size();
     Json item;
@@ -749,14 +764,14 @@ void ResponseEncoder::close(std::string_view status, std::vector<Json>& out) {
                                     : Json{{"type", "output_text"},
                                            {"text", text_},
                                            {"annotations", Json::array()},
-                                           {"logprobs", Json::array()}};
+                                           {"logprobs", logprobs_}};
         Json done{
             {"type", reasoning ? "response.reasoning_text.done" : "response.output_text.done"},
             {"item_id", item_id_},
             {"output_index", index},
             {"content_index", 0},
             {"text", text_}};
-        if (!reasoning) done["logprobs"] = Json::array();
+        if (!reasoning) done["logprobs"] = logprobs_;
         out.push_back(with_sequence(std::move(done)));
         out.push_back(with_sequence(Json{{"type", "response.content_part.done"},
                                          {"item_id", item_id_},
@@ -819,7 +834,11 @@ std::vector<Json> ResponseEncoder::event(const chat::ParserEvent& e) {
         Json d{{"type", type}, {"item_id", item_id_}, {"output_index", index}};
         if (item_ != Item::function_call && item_ != Item::custom_call) d["content_index"] = 0;
         d["delta"] = e.text;
-        if (item_ == Item::message) d["logprobs"] = Json::array();
+        if (item_ == Item::message) {
+            Json lp = logprobs_json(e.logprobs);
+            for (const Json& t : lp) logprobs_.push_back(t);
+            d["logprobs"] = std::move(lp);
+        }
         out.push_back(with_sequence(std::move(d)));
         if (item_ == Item::reasoning && reasoning_summary_) {
             out.push_back(with_sequence(Json{{"type", "response.reasoning_summary_text.delta"},

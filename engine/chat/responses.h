@@ -107,6 +107,7 @@ private:
     Item item_ = Item::none;
     std::string item_id_;
     std::string text_;  // of the open item
+    Json logprobs_;     // of the open message item (include message.output_text.logprobs)
     std::string call_id_, call_name_;
     std::string call_namespace_;  // of a namespace tool's call
     ToolKinds tools_;

@@ -320,4 +320,46 @@ std::int32_t Sampler::sample_constrained(std::span<const float> logits, std::siz
     return sample(work_, n);
 }
 
+double token_logprobs(std::span<const float> logits, std::size_t valid, std::int32_t chosen,
+                      int top_n, std::vector<std::pair<std::int32_t, double>>& top) {
+    const std::size_t n = std::min(valid, logits.size());
+    double max = -std::numeric_limits<double>::infinity();
+    for (std::size_t i = 0; i < n; ++i) max = std::max(max, static_cast<double>(logits[i]));
+    double sum = 0;
+    for (std::size_t i = 0; i < n; ++i) sum += std::exp(static_cast<double>(logits[i]) - max);
+    const double log_z = max + std::log(sum);
+    top.clear();
+    const auto k = std::min(static_cast<std::size_t>(std::max(top_n, 0)), n);
+    if (k > 0) {
+        std::vector<std::int32_t> ids(n);
+        for (std::size_t i = 0; i < n; ++i) ids[i] = static_cast<std::int32_t>(i);
+        auto better = [&](std::int32_t a, std::int32_t b) {
+            const float la = logits[static_cast<std::size_t>(a)];
+            const float lb = logits[static_cast<std::size_t>(b)];
+            return la > lb || (la == lb && a < b);
+        };
+        std::partial_sort(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(k), ids.end(),
+                          better);
+        for (std::size_t i = 0; i < k; ++i)
+            top.emplace_back(ids[i],
+                             static_cast<double>(logits[static_cast<std::size_t>(ids[i])]) - log_z);
+    }
+    if (chosen < 0 || static_cast<std::size_t>(chosen) >= n)
+        return -std::numeric_limits<double>::infinity();
+    return static_cast<double>(logits[static_cast<std::size_t>(chosen)]) - log_z;
+}
+
+std::vector<double> log_softmax_reference(std::span<const float> logits, std::size_t valid) {
+    const std::size_t n = std::min(valid, logits.size());
+    std::vector<double> out(n);
+    if (n == 0) return out;
+    const double max =
+        *std::max_element(logits.begin(), logits.begin() + static_cast<std::ptrdiff_t>(n));
+    double sum = 0;
+    for (std::size_t i = 0; i < n; ++i) sum += std::exp(static_cast<double>(logits[i]) - max);
+    for (std::size_t i = 0; i < n; ++i)
+        out[i] = std::log(std::exp(static_cast<double>(logits[i]) - max) / sum);
+    return out;
+}
+
 }  // namespace neural

@@ -11,6 +11,7 @@
 #include <random>
 #include <span>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 namespace neural {
@@ -112,6 +113,14 @@ void apply_penalties_reference(const SamplingParams& params,
 // Sampler::pick is compared with. u in [0, 1) as for pick.
 std::int32_t sample_reference(const SamplingParams& params, std::span<const float> logits,
                               std::size_t valid, double u);
+
+// Log-probabilities for the API's logprobs: log-softmax of logits[0, valid) at temperature 1,
+// computed in double over the whole range. Returns the log-probability of `chosen` and fills
+// `top` with the `top_n` most likely ids (partial sort; higher first, the lower id on ties).
+double token_logprobs(std::span<const float> logits, std::size_t valid, std::int32_t chosen,
+                      int top_n, std::vector<std::pair<std::int32_t, double>>& top);
+// The plain path: every id's log-probability, log(exp(l - max) / sum), for tests to compare.
+std::vector<double> log_softmax_reference(std::span<const float> logits, std::size_t valid);
 
 // Index of the largest value; the lowest index wins ties.
 std::int32_t argmax(std::span<const float> values);

@@ -239,7 +239,18 @@ TurnResult ChatSession::respond(const TurnOptions& options,
     std::vector<chat::ParserEvent> events;
     StopMatcher stop_text(options.stop_sequences);
     chat::EventType held_type = chat::EventType::content;  // of the text stop_text holds back
-    auto deliver = [&](const chat::ParserEvent& e) {
+    // logprobs: tokens of visible text not delivered yet (held by the parser or a stop
+    // sequence); they go with the next visible event.
+    std::vector<chat::TokenLogprob> pending_logprobs;
+    auto deliver = [&](chat::ParserEvent& e) {
+        const bool shown =
+            e.type == chat::EventType::content || e.type == chat::EventType::preamble;
+        if (shown && !pending_logprobs.empty()) {
+            e.logprobs.insert(e.logprobs.begin(), pending_logprobs.begin(), pending_logprobs.end());
+            pending_logprobs.clear();
+        }
+        if (shown)
+            result.logprobs.insert(result.logprobs.end(), e.logprobs.begin(), e.logprobs.end());
         completion.add(e);
         if (on_event) on_event(e);
     };
@@ -260,7 +271,12 @@ TurnResult ChatSession::respond(const TurnOptions& options,
             } else if (visible(e)) {
                 held_type = e.type;
                 e.text = stop_text.push(e.text);
-                if (!e.text.empty()) deliver(e);
+                if (!e.text.empty()) {
+                    deliver(e);
+                } else {
+                    pending_logprobs.insert(pending_logprobs.end(), e.logprobs.begin(),
+                                            e.logprobs.end());
+                }
             } else {
                 // A stop sequence does not span messages: release what was held for this one.
                 release_held();
@@ -354,10 +370,15 @@ TurnResult ChatSession::respond(const TurnOptions& options,
             if (masked) ++result.stats.constraint.full_masks;
             return t;
         };
+        std::vector<float> raw_logits;
+        std::vector<std::pair<TokenId, double>> top_ids;
+        std::vector<chat::TokenLogprob> token_logprob;  // this step's token, when requested
         for (int i = 0; i < options.max_tokens; ++i) {
             const auto step = static_cast<std::size_t>(i);
             const auto sample_t0 = Clock::now();
             TokenId next;
+            // logprobs are of the model's own distribution: the logits before the penalties.
+            if (options.logprobs >= 0 && penalties.active()) raw_logits = logits;
             if (penalties.active()) penalties.apply(logits);
             if (step < options.forced_tokens.size()) {
                 next = options.forced_tokens[step];
@@ -421,8 +442,32 @@ TurnResult ChatSession::respond(const TurnOptions& options,
                 result.stats.first_token_seconds = seconds_since(t0);
             }
             ++result.stats.generated_tokens;
+            token_logprob.clear();
+            if (options.logprobs >= 0) {
+                chat::TokenLogprob lp;
+                lp.bytes = tok.token_bytes(next);
+                lp.logprob = token_logprobs(penalties.active() ? raw_logits : logits, vocab, next,
+                                            options.logprobs, top_ids);
+                for (const auto& [id, l] : top_ids) lp.top.push_back({tok.token_bytes(id), l});
+                token_logprob.push_back(std::move(lp));
+            }
             const bool was_open = parser.current_message().has_value();
+            const bool in_text = was_open && !parser.current_message()->is_tool_call() &&
+                                 parser.current_message()->channel != "analysis";
             parser.feed(next, events);
+            if (!token_logprob.empty()) {
+                // The token goes with the visible text it produced (or, held back as part of a
+                // UTF-8 sequence, with the next).
+                auto shown = std::find_if(events.begin(), events.end(), [](const auto& e) {
+                    return e.type == chat::EventType::content ||
+                           e.type == chat::EventType::preamble;
+                });
+                if (shown != events.end()) {
+                    shown->logprobs = std::move(token_logprob);
+                } else if (in_text && events.empty()) {
+                    pending_logprobs.push_back(std::move(token_logprob.front()));
+                }
+            }
             if (in_reasoning)
                 ++result.stats.reasoning_tokens;
             else if (!was_open)
@@ -487,7 +532,7 @@ TurnResult ChatSession::respond(const TurnOptions& options,
     if (stop_text.stopped()) {
         // Close the open message without releasing anything after the match.
         parser.end_of_stream(events, chat::FinishReason::stop);
-        for (const auto& e : events) {
+        for (auto& e : events) {
             if (!visible(e)) deliver(e);
         }
         events.clear();

@@ -49,6 +49,9 @@ struct TurnOptions {
     // on (-1: auto, 3/4 of max_tokens, less where the final answer needs the room) the reasoning
     // is ended and the final channel forced, so the answer is always written.
     std::int64_t reasoning_budget = -1;
+    // The API's logprobs: -1 off; else the content tokens' events and TurnResult::logprobs carry
+    // each token's log-probability with this many most likely alternatives (0-20).
+    int logprobs = -1;
 };
 
 struct TurnStats {
@@ -66,6 +69,7 @@ struct TurnResult {
     std::string reasoning;  // analysis channel
     std::string content;    // final answer (and preambles)
     std::vector<chat::ToolCall> tool_calls;
+    std::vector<chat::TokenLogprob> logprobs;  // of `content`'s tokens, with options.logprobs
     chat::FinishReason finish = chat::FinishReason::length;
     bool cancelled = false;
     TurnStats stats;

@@ -3,7 +3,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <map>
 #include <random>
+#include <regex>
 
 #include "chat/json_schema_grammar.h"
 #include "support/fixtures.h"
@@ -387,6 +389,208 @@ TEST(JsonSchemaGrammar, IgnoredKeywordsAreListedNotEnforced) {
                                                          "minProperties (at /minProperties)"));
     EXPECT_TRUE(accepts(*g, R"({"e":"zzz"})"));
     EXPECT_TRUE(accepts(*g, "{}"));
+}
+
+// The byte at which the recogniser first refuses `text` (npos: it reads all of it).
+std::size_t first_refused(const JsonSchemaGrammar& g, std::string_view text) {
+    JsonRecognizer r(g);
+    for (std::size_t i = 0; i < text.size(); ++i) {
+        if (!r.feed(text[i])) return i;
+    }
+    return std::string::npos;
+}
+
+Json string_format(const char* format) { return Json{{"type", "string"}, {"format", format}}; }
+
+// Independent references: the regular expressions zod 4 checks these formats with (uuid with its
+// version and variant, dates with leap years), narrowed where the grammar is (date-time in UTC
+// with seconds, fractions of 1-9 digits).
+const char* const kDateRe =
+    R"((?:(?:\d\d[2468][048]|\d\d[13579][26]|\d\d0[48]|[02468][048]00|[13579][26]00)-02-29|)"
+    R"(\d{4}-(?:(?:0[13578]|1[02])-(?:0[1-9]|[12]\d|3[01])|(?:0[469]|11)-(?:0[1-9]|[12]\d|30)|)"
+    R"((?:02)-(?:0[1-9]|1\d|2[0-8]))))";
+std::regex format_reference(const std::string& format) {
+    if (format == "uuid") {
+        return std::regex(
+            "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[1-8][0-9a-fA-F]{3}-[89abAB][0-9a-fA-F]{3}-"
+            "[0-9a-fA-F]{12}$");
+    }
+    if (format == "date") return std::regex(std::string("^") + kDateRe + "$");
+    if (format == "date-time") {
+        return std::regex(std::string("^") + kDateRe +
+                          R"(T(?:[01]\d|2[0-3]):[0-5]\d:[0-5]\d(?:\.\d{1,9})?Z$)");
+    }
+    return std::regex(
+        R"(^(?!\.)(?!.*\.\.)([A-Za-z0-9_'+\-\.]*)[A-Za-z0-9_+-]@([A-Za-z0-9][A-Za-z0-9\-]*\.)+[A-Za-z]{2,}$)");
+}
+
+TEST(JsonSchemaGrammar, StringFormatsAcceptValidValues) {
+    const std::map<std::string, std::vector<std::string>> valid = {
+        {"uuid",
+         {"123e4567-e89b-12d3-a456-426614174000", "00000000-0000-4000-8000-000000000000",
+          "FFFFFFFF-FFFF-8FFF-BFFF-FFFFFFFFFFFF"}},
+        {"date", {"2024-02-29", "2000-02-29", "2023-12-31", "0001-01-01", "2023-04-30"}},
+        {"date-time",
+         {"2024-02-29T23:59:59Z", "1999-01-01T00:00:00.5Z", "2023-06-15T12:30:45.123456789Z"}},
+        {"email",
+         {"a@b.co", "first.last+tag@mail.example.com", "x_y-z@sub-domain.example.org",
+          "me@127.example.io"}}};
+    for (const auto& [format, values] : valid) {
+        auto g = JsonSchemaGrammar::compile(string_format(format.c_str()));
+        const std::regex ref = format_reference(format);
+        for (const std::string& v : values) {
+            ASSERT_TRUE(std::regex_match(v, ref)) << format << " reference: " << v;
+            EXPECT_TRUE(accepts(*g, "\"" + v + "\"")) << format << ": " << v;
+            EXPECT_EQ(format_status(g->node(g->root()).format, v), 1) << v;
+        }
+        // The shortest value is valid, and so is the completion of every prefix.
+        const std::string minimal = g->minimal_text(g->root());
+        EXPECT_TRUE(std::regex_match(minimal.substr(1, minimal.size() - 2), ref)) << minimal;
+        std::vector<std::string> texts;
+        for (const std::string& v : values) texts.push_back("\"" + v + "\"");
+        expect_completions_valid(*g, texts);
+    }
+}
+
+TEST(JsonSchemaGrammar, StringFormatsRefuseAtTheFirstImpossibleByte) {
+    struct Case {
+        const char* format;
+        std::string text;     // the JSON text
+        std::size_t refused;  // the byte refused
+    };
+    const std::vector<Case> cases = {
+        {"uuid", R"("123e4567-e89b-02d3-a456-426614174000")", 15},  // version 0
+        {"uuid", R"("123e4567-e89b-12d3-c456-426614174000")", 20},  // variant c
+        {"uuid", R"("123e4567e89b)", 9},                            // no dash
+        {"uuid", R"("123e4567-e89b-12d3-a456-42661417400")", 36},   // one digit short: no quote
+        {"uuid", R"("123e4567-e89b-12d3-a456-4266141740000")", 37},
+        {"uuid", R"("g)", 1},
+        {"date", R"("2023-02-29")", 10},  // not a leap year
+        {"date", R"("2023-02-30")", 9},   // February has no day 3x
+        {"date", R"("2023-04-31")", 10},  // April has 30 days
+        {"date", R"("2023-13-01")", 7},
+        {"date", R"("2023-00-01")", 7},
+        {"date", R"("2023-01-00")", 10},
+        {"date", R"("2023-1-01")", 7},
+        {"date", R"("2023-01-01T")", 11},
+        {"date", R"("1900-02-29")", 10},                 // 1900 is not a leap year
+        {"date-time", R"("2024-01-01 10:00:00Z")", 11},  // a space for T
+        {"date-time", R"("2024-01-01T24:00:00Z")", 13},
+        {"date-time", R"("2024-01-01T10:60:00Z")", 15},
+        {"date-time", R"("2024-01-01T10:00Z")", 17},  // seconds are required
+        {"date-time", R"("2024-01-01T10:00:00+01:00")", 20},
+        {"date-time", R"("2024-01-01T10:00:00.Z")", 21},
+        {"date-time", R"("2024-01-01T10:00:00.1234567890Z")", 30},
+        {"date-time", R"("2024-01-01T10:00:00")", 20},  // no zone
+        {"date-time", R"("2024-01-01T10:00:00Zx")", 21},
+        {"email", R"(".a@b.co")", 1},
+        {"email", R"("a..b@b.co")", 3},
+        {"email", R"("a.@b.co")", 3},
+        {"email", R"("a b@b.co")", 2},
+        {"email", R"("a@b")", 4},  // one label
+        {"email", R"("a@-b.co")", 3},
+        {"email", R"("a@b-.co")", 5},
+        {"email", R"("a@b.c")", 6},   // a one-letter top-level label
+        {"email", R"("a@b.c1")", 7},  // digits in the top-level label: the quote is refused
+        {"email", R"("a@b@c.co")", 4},
+        {"email", R"("a\u0040b.co")", 2},  // no escapes
+        {"email", "\"\xc3\xa9@b.co\"", 1},
+    };
+    for (const Case& c : cases) {
+        auto g = JsonSchemaGrammar::compile(string_format(c.format));
+        EXPECT_EQ(first_refused(*g, c.text), c.refused) << c.format << ": " << c.text;
+        expect_completions_valid(*g, {c.text});
+    }
+    // A local part of 64 bytes, a label of 63, an address of 254 at most.
+    auto email = JsonSchemaGrammar::compile(string_format("email"));
+    EXPECT_TRUE(accepts(*email, "\"" + std::string(64, 'a') + "@b.co\""));
+    EXPECT_EQ(first_refused(*email, "\"" + std::string(65, 'a')), 65u);
+    EXPECT_EQ(first_refused(*email, "\"a@" + std::string(64, 'b')), 66u);
+    EXPECT_EQ(first_refused(*email, "\"a@" + std::string(62, 'b') + "-"), 65u);
+    std::string longest = "\"a@";
+    for (int i = 0; i < 4; ++i) longest += std::string(60, 'b') + ".";
+    EXPECT_EQ(first_refused(*email, longest + std::string(9, 'c')), 255u);  // byte 255
+    EXPECT_TRUE(accepts(*email, longest + std::string(8, 'c') + "\""));
+}
+
+TEST(JsonSchemaGrammar, StringFormatRandomWalksMatchTheReference) {
+    // Random bytes fed where the recogniser takes them: every value it completes (or that the
+    // shortest completion finishes) matches the reference expression.
+    const std::string alphabet = "0123456789abcdefABXZTz-:.@_+\" ";
+    std::mt19937 rng(43);
+    for (const char* format : {"uuid", "date", "date-time", "email"}) {
+        auto g = JsonSchemaGrammar::compile(string_format(format));
+        const std::regex ref = format_reference(format);
+        int completed = 0;
+        for (int walk = 0; walk < 300; ++walk) {
+            JsonRecognizer r(*g);
+            std::string text;
+            for (int step = 0; step < 400 && !r.complete(); ++step) {
+                const char c = alphabet[rng() % alphabet.size()];
+                JsonRecognizer next = r;
+                if (!next.feed(c)) continue;
+                r = next;
+                text += c;
+            }
+            if (r.complete()) ++completed;
+            const std::string whole = text + r.shortest_completion();
+            JsonRecognizer check(*g);
+            ASSERT_TRUE(check.feed(whole) && check.complete()) << format << ": " << whole;
+            const std::string value = Json::parse(whole).get<std::string>();
+            EXPECT_TRUE(std::regex_match(value, ref)) << format << ": " << value;
+        }
+        EXPECT_GT(completed, 0) << format;
+    }
+}
+
+TEST(JsonSchemaGrammar, StringFormatsWithLengthsAndInObjects) {
+    // uuid / date have one length: lengths that allow it are implied, others match nothing.
+    std::vector<std::string> ignored;
+    auto ok = JsonSchemaGrammar::compile(
+        Json::parse(R"({"type":"string","format":"uuid","minLength":36,"maxLength":36})"),
+        &ignored);
+    EXPECT_TRUE(ignored.empty());
+    EXPECT_TRUE(accepts(*ok, R"("123e4567-e89b-12d3-a456-426614174000")"));
+    EXPECT_THAT(test::error_of([] {
+                    JsonSchemaGrammar::compile(
+                        Json::parse(R"({"type":"string","format":"date","maxLength":8})"));
+                }),
+                HasSubstr("no date string has a length between minLength and maxLength"));
+    // maxLength is enforced with the format: a byte is taken only while a value still fits.
+    auto e = JsonSchemaGrammar::compile(
+        Json::parse(R"({"type":"string","format":"email","minLength":3,"maxLength":8})"), &ignored);
+    EXPECT_TRUE(ignored.empty());
+    EXPECT_TRUE(accepts(*e, R"("ab@cd.ef")"));
+    EXPECT_EQ(first_refused(*e, R"("abc@cd.ef")"), 6u);  // "abc@cd" needs ".aa"
+    EXPECT_EQ(first_refused(*e, R"("abcdefg)"), 4u);     // "abcd" needs "@a.aa"
+    expect_completions_valid(*e, {R"("ab@cd.ef")", R"("abc@cd.ef")", R"("a@b)"});
+    auto dt = JsonSchemaGrammar::compile(
+        Json::parse(R"({"type":"string","format":"date-time","maxLength":22})"));
+    EXPECT_TRUE(accepts(*dt, R"("2024-01-01T00:00:00.1Z")"));
+    EXPECT_EQ(first_refused(*dt, R"("2024-01-01T00:00:00.12Z")"), 22u);
+    // A minLength above the format's shortest value is not enforced with it (listed).
+    JsonSchemaGrammar::compile(Json::parse(R"({"type":"string","format":"email","minLength":10})"),
+                               &ignored);
+    EXPECT_THAT(ignored, ::testing::ElementsAre(
+                             "minLength above 6 together with format 'email' (at /minLength)"));
+    // Unknown formats stay annotations.
+    auto uri = JsonSchemaGrammar::compile(string_format("uri"));
+    EXPECT_TRUE(accepts(*uri, R"("not a uri")"));
+    // What zod writes: formats inside an object, nullable through a type list.
+    auto obj = JsonSchemaGrammar::compile(Json::parse(R"({"type":"object","properties":{
+        "id":{"type":"string","format":"uuid"},"at":{"type":["string","null"],"format":"date-time"},
+        "mail":{"type":"string","format":"email"}},"required":["id","at","mail"],
+        "additionalProperties":false})"));
+    EXPECT_TRUE(accepts(
+        *obj, R"({"id":"123e4567-e89b-12d3-a456-426614174000","at":null,"mail":"a@b.co"})"));
+    EXPECT_TRUE(accepts(
+        *obj,
+        R"({"id":"123e4567-e89b-12d3-a456-426614174000","at":"2024-01-01T00:00:00Z","mail":"a@b.co"})"));
+    EXPECT_FALSE(accepts(*obj, R"({"id":"x","at":null,"mail":"a@b.co"})"));
+    const std::string minimal = obj->minimal_text(obj->root());
+    EXPECT_TRUE(accepts(*obj, minimal)) << minimal;
+    EXPECT_EQ(minimal,
+              R"({"id":"00000000-0000-4000-8000-000000000000","at":null,"mail":"a@a.aa"})");
 }
 
 }  // namespace

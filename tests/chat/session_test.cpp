@@ -323,5 +323,65 @@ TEST_F(SessionTest, ASampledReplyIsTheSameWhateverTheCacheHolds) {
     EXPECT_EQ(cold.reasoning, first.reasoning);
 }
 
+// logprobs: one entry per answer token (none for the header or reasoning), delivered with the
+// events that carry the token's text; greedy picks the top entry; penalties do not change them
+// (they are the model's distribution).
+TEST_F(SessionTest, LogprobsOfTheAnswerTokens) {
+    const Tokenizer& tok = model_->tokenizer();
+    TurnOptions o = greedy(40);
+    o.logprobs = 3;
+    o.forced_tokens = tok.encode(
+        "<|channel|>analysis<|message|>Think.<|end|><|start|>assistant<|channel|>final<|message|>"
+        "Hello there",
+        true);
+    ChatSession a(*model_);
+    a.add_user("Hi");
+    std::vector<chat::TokenLogprob> streamed;
+    TurnResult r = a.respond(o, [&](const chat::ParserEvent& e) {
+        if (e.type != chat::EventType::content) {
+            EXPECT_TRUE(e.logprobs.empty());
+        }
+        streamed.insert(streamed.end(), e.logprobs.begin(), e.logprobs.end());
+    });
+    ASSERT_GE(r.logprobs.size(), 2u);
+    std::string bytes;
+    for (const auto& t : r.logprobs) bytes += t.bytes;
+    EXPECT_EQ(bytes.substr(0, 11), "Hello there");
+    if (r.content.find("\xef\xbf\xbd") == std::string::npos) {
+        EXPECT_EQ(bytes, r.content);
+    }
+    ASSERT_EQ(streamed.size(), r.logprobs.size());
+    const std::size_t forced_answer = tok.encode("Hello there").size();
+    for (std::size_t i = 0; i < r.logprobs.size(); ++i) {
+        const auto& t = r.logprobs[i];
+        EXPECT_EQ(t.bytes, streamed[i].bytes);
+        EXPECT_LE(t.logprob, 0.0);
+        ASSERT_EQ(t.top.size(), 3u);
+        EXPECT_GE(t.top[0].logprob, t.top[1].logprob);
+        EXPECT_GE(t.top[1].logprob, t.top[2].logprob);
+        if (i >= forced_answer) {  // greedy: the likeliest token
+            EXPECT_EQ(t.top[0].bytes, t.bytes) << i;
+            EXPECT_DOUBLE_EQ(t.top[0].logprob, t.logprob) << i;
+        }
+    }
+    // The same forced text under penalties: the same log-probabilities.
+    TurnOptions p = o;
+    p.max_tokens = static_cast<int>(o.forced_tokens.size());
+    p.sampling.presence_penalty = 2.0f;
+    p.sampling.frequency_penalty = 1.0f;
+    ChatSession b(*model_);
+    b.add_user("Hi");
+    TurnResult q = b.respond(p);
+    ASSERT_EQ(q.logprobs.size(), forced_answer);
+    for (std::size_t i = 0; i < forced_answer; ++i) {
+        EXPECT_EQ(q.logprobs[i].bytes, r.logprobs[i].bytes);
+        EXPECT_DOUBLE_EQ(q.logprobs[i].logprob, r.logprobs[i].logprob);
+    }
+    // Off by default.
+    ChatSession c(*model_);
+    c.add_user("Hi");
+    EXPECT_TRUE(c.respond(greedy(4)).logprobs.empty());
+}
+
 }  // namespace
 }  // namespace neural

@@ -1,6 +1,8 @@
 // Sampler: greedy paths, seeding, the vocabulary limit, each filter, the empirical distribution
 // and parameter validation.
+#include <algorithm>
 #include <cmath>
+#include <functional>
 #include <cstdint>
 #include <cstring>
 #include <tuple>
@@ -498,6 +500,65 @@ TEST(TokenPenalties, MatchReferenceBitForBit) {
     r.repetition_penalty = 1.0f;
     r.presence_penalty = 2.5f;
     EXPECT_THAT(error_of([&] { r.validate(); }), HasSubstr("presence_penalty must be in [-2, 2]"));
+}
+
+// logprobs: the fast path (one log-sum-exp, a partial sort for the top list) against the plain
+// log-softmax, on the real vocabulary size.
+TEST(TokenLogprobs, MatchTheReferenceLogSoftmax) {
+    constexpr std::size_t kVocab = 201088;
+    std::mt19937 rng(7);
+    std::normal_distribution<float> normal(0.0f, 3.0f);
+    std::vector<float> logits(kVocab);
+    for (float& l : logits) l = normal(rng);
+    logits[1234] = logits[4321] = 14.0f;    // a tie at the top: the lower id first
+    const std::size_t valid = kVocab - 88;  // ids past the tokenizer's are never counted
+    logits[kVocab - 1] = 100.0f;
+    const std::vector<double> ref = log_softmax_reference(logits, valid);
+    double total = 0;
+    for (double l : ref) total += std::exp(l);
+    EXPECT_NEAR(total, 1.0, 1e-9);
+    std::vector<std::pair<std::int32_t, double>> top;
+    for (std::int32_t chosen : {0, 1234, 4321, 99999, static_cast<std::int32_t>(valid) - 1}) {
+        const double lp = token_logprobs(logits, valid, chosen, 20, top);
+        EXPECT_NEAR(lp, ref[static_cast<std::size_t>(chosen)], 1e-9) << chosen;
+        ASSERT_EQ(top.size(), 20u);
+        EXPECT_EQ(top[0].first, 1234);
+        EXPECT_EQ(top[1].first, 4321);
+        for (std::size_t i = 0; i < top.size(); ++i) {
+            EXPECT_NEAR(top[i].second, ref[static_cast<std::size_t>(top[i].first)], 1e-9);
+            if (i > 0) {
+                EXPECT_GE(top[i - 1].second, top[i].second);
+            }
+        }
+        // The list is the 20 most likely ids: nothing outside it is likelier than its last.
+        std::vector<double> sorted = ref;
+        std::nth_element(sorted.begin(), sorted.begin() + 19, sorted.end(), std::greater<>());
+        EXPECT_NEAR(top.back().second, sorted[19], 1e-9);
+        // The chosen token's rank (ties: the lower id first): listed at that place when it is
+        // among the 20 likeliest, else not listed.
+        std::size_t rank = 0;
+        const float own = logits[static_cast<std::size_t>(chosen)];
+        for (std::size_t j = 0; j < valid; ++j) {
+            if (logits[j] > own || (logits[j] == own && static_cast<std::int32_t>(j) < chosen))
+                ++rank;
+        }
+        auto at =
+            std::find_if(top.begin(), top.end(), [&](const auto& t) { return t.first == chosen; });
+        if (rank < 20) {
+            ASSERT_NE(at, top.end()) << chosen;
+            EXPECT_EQ(static_cast<std::size_t>(at - top.begin()), rank);
+        } else {
+            EXPECT_EQ(at, top.end()) << chosen;
+        }
+    }
+    EXPECT_EQ(token_logprobs(logits, valid, 0, 0, top), ref[0]);
+    EXPECT_TRUE(top.empty());
+    // Logprobs do not depend on the sampling temperature: they are the model's distribution.
+    std::vector<float> small = {1.0f, 2.0f, 3.0f};
+    const double lp = token_logprobs(small, 3, 2, 3, top);
+    EXPECT_NEAR(lp, 3.0 - std::log(std::exp(1.0) + std::exp(2.0) + std::exp(3.0)), 1e-12);
+    EXPECT_EQ(top[0].first, 2);
+    EXPECT_EQ(top[2].first, 0);
 }
 
 }  // namespace

@@ -309,7 +309,13 @@ TEST(OpenAiRequest, RefusesWhatItCannotDo) {
     expect_refused(b, "max_tokens", "must be an integer");
     b = minimal();
     b["logprobs"] = true;
-    expect_refused(b, "logprobs", "not supported");
+    b["top_logprobs"] = 21;
+    expect_refused(b, "top_logprobs", "'top_logprobs' must be between 0 and 20, got 21");
+    b["top_logprobs"] = -1;
+    expect_refused(b, "top_logprobs", "between 0 and 20");
+    b.erase("logprobs");
+    b["top_logprobs"] = 2;
+    expect_refused(b, "top_logprobs", "needs 'logprobs': true");
     b = minimal();
     b["presence_penalty"] = 3;
     expect_refused(b, "presence_penalty", "between -2 and 2");
@@ -355,8 +361,8 @@ TEST(OpenAiRequest, LenientParsingIgnoresUnknownFieldsAndNamesThem) {
     ASSERT_EQ(r.history.size(), 2u);
     EXPECT_EQ(r.history[1].text(), "two");
     // Known fields with values the server cannot honour are still refused.
-    b["logprobs"] = true;
-    expect_refused(b, "logprobs", "not supported");
+    b["n"] = 2;
+    expect_refused(b, "n", "");
     Json c = Json::parse(R"({"model": "m", "prompt": "x", "suffix_v2": 1})");
     EXPECT_EQ(parse_completion_request(c).ignored_fields, std::vector<std::string>{"suffix_v2"});
     EXPECT_THROW(parse_completion_request(c, {}, true), RequestError);
@@ -448,7 +454,7 @@ TEST(OpenAiRequest, ClientFieldsThatUsedToBeRefused) {
     ChatRequest r = parse_chat_request(t);
     EXPECT_TRUE(r.notices.empty());
     chat::JsonRecognizer rec(*r.constraint->function_arguments.at("add"));
-    EXPECT_TRUE(rec.feed(R"({"a":-12,"who":{"email":"a@b"}})") && rec.complete());
+    EXPECT_TRUE(rec.feed(R"({"a":-12,"who":{"email":"a@b.co"}})") && rec.complete());
     chat::JsonRecognizer big(*r.constraint->function_arguments.at("add"));
     EXPECT_FALSE(big.feed(R"({"a":9007199254740992)"));
 
@@ -611,4 +617,50 @@ TEST(OpenAiResponse, ErrorObjects) {
 }
 
 }  // namespace
+TEST(OpenAiRequest, LogprobsAndTopLogprobs) {
+    Json b = minimal();
+    EXPECT_EQ(parse_chat_request(b).logprobs, -1);
+    b["logprobs"] = false;
+    EXPECT_EQ(parse_chat_request(b).logprobs, -1);
+    b["logprobs"] = true;
+    EXPECT_EQ(parse_chat_request(b).logprobs, 0);
+    b["top_logprobs"] = 20;
+    EXPECT_EQ(parse_chat_request(b).logprobs, 20);
+}
+
+TEST(OpenAiEncoding, LogprobsEntries) {
+    chat::TokenLogprob t;
+    t.bytes = "hi";
+    t.logprob = -0.25;
+    t.top = {{"hi", -0.25}, {"\xe2\x80", -2.0}};  // part of a UTF-8 sequence
+    const Json j = logprobs_json({t});
+    ASSERT_EQ(j.size(), 1u);
+    EXPECT_EQ(j[0]["token"], "hi");
+    EXPECT_EQ(j[0]["logprob"], -0.25);
+    EXPECT_EQ(j[0]["bytes"], Json::parse("[104, 105]"));
+    ASSERT_EQ(j[0]["top_logprobs"].size(), 2u);
+    EXPECT_EQ(j[0]["top_logprobs"][1]["token"], "bytes:\\xe2\\x80");
+    EXPECT_EQ(j[0]["top_logprobs"][1]["bytes"], Json::parse("[226, 128]"));
+    EXPECT_FALSE(j[0]["top_logprobs"][1].contains("top_logprobs"));
+    // Non-streaming: choices[0].logprobs.content when asked for, else null.
+    ChatResult r;
+    r.content = "hi";
+    r.finish = chat::FinishReason::stop;
+    EXPECT_TRUE(chat_completion("id", 0, "m", r)["choices"][0]["logprobs"].is_null());
+    r.logprobs = std::vector<chat::TokenLogprob>{t};
+    const Json c = chat_completion("id", 0, "m", r);
+    EXPECT_EQ(c["choices"][0]["logprobs"]["content"], j);
+    // Streaming: a content chunk carries its tokens.
+    ChatChunkEncoder enc("id", 0, "m", false);
+    chat::ParserEvent e;
+    e.type = chat::EventType::content;
+    e.text = "hi";
+    e.logprobs = {t};
+    const auto chunk = enc.event_chunk(e);
+    ASSERT_TRUE(chunk);
+    EXPECT_EQ((*chunk)["choices"][0]["logprobs"]["content"], j);
+    e.logprobs.clear();
+    EXPECT_TRUE((*enc.event_chunk(e))["choices"][0]["logprobs"].is_null());
+}
+
 }  // namespace neural::openai

@@ -6,7 +6,7 @@ import { spawnSync } from 'node:child_process';
 import { after, before, describe, test } from 'node:test';
 import OpenAI from 'openai';
 
-import { MODEL, forced, postJson, startServer } from './helpers.mjs';
+import { MODEL, checkLogprobs, forced, postJson, startServer } from './helpers.mjs';
 
 let server;
 let client;
@@ -299,7 +299,9 @@ describe('errors', () => {
     await bad({ model: MODEL, messages: [user('x')], n: 2 }, 400, (e) => e.param === 'n');
     await bad({ model: MODEL, messages: [user('x')], temperature: 'warm' }, 400, (e) => e.param === 'temperature');
     await bad({ model: MODEL, messages: [user('x')], max_tokens: 0 }, 400, (e) => e.param === 'max_tokens');
-    await bad({ model: MODEL, messages: [user('x')], logprobs: true }, 400, (e) => e.param === 'logprobs');
+    await bad({ model: MODEL, messages: [user('x')], logprobs: true, top_logprobs: 21 }, 400,
+      (e) => e.param === 'top_logprobs' && /between 0 and 20/.test(e.message));
+    await bad({ model: MODEL, messages: [user('x')], top_logprobs: 2 }, 400, (e) => e.param === 'top_logprobs');
     // Unknown fields are ignored unless --strict (responses.test.mjs, "lenient requests").
     const lenient = await client.chat.completions.create({ model: MODEL, messages: [user('x')], max_tokens: 1, frobnicate: 1 });
     assert.equal(lenient.usage.completion_tokens, 1);
@@ -418,5 +420,34 @@ describe('SSE on the wire (curl)', () => {
       content += j.choices[0]?.delta?.content ?? '';
     }
     assert.equal(content, 'Streaming over the wire.');
+  });
+});
+
+describe('logprobs', () => {
+  const answer = 'Hello there, my friend!';
+  test('chat: choices[].logprobs.content for the answer tokens, non-streaming and streaming', async () => {
+    const body = {
+      model: MODEL, messages: [user('Hi')], max_tokens: 60, logprobs: true, top_logprobs: 3,
+      neural_forced_output: forced.answer('Thinking it over.', answer),
+    };
+    const r = await client.chat.completions.create(body);
+    assert.equal(r.choices[0].message.content, answer);
+    checkLogprobs(r.choices[0].logprobs.content, answer, 3);
+    const s = await collect(await client.chat.completions.create({ ...body, stream: true }));
+    assert.equal(s.content, answer);
+    const streamed = s.chunks.flatMap((c) => c.choices[0]?.logprobs?.content ?? []);
+    assert.deepEqual(streamed, r.choices[0].logprobs.content);
+    // Sampled text: every generated answer token has an entry.
+    const free = await client.chat.completions.create({
+      model: MODEL, messages: [user('Hi')], max_tokens: 12, logprobs: true, seed: 3,
+      neural_forced_output: '<|channel|>final<|message|>',
+    });
+    const content = free.choices[0].message.content;
+    const entries = free.choices[0].logprobs.content;
+    if (!content.includes('\uFFFD')) checkLogprobs(entries, content, 0);
+    assert.ok(entries.length >= 1 && entries.length <= 9, JSON.stringify(free.usage));
+    // Without logprobs: null, as OpenAI writes it.
+    const plain = await client.chat.completions.create({ ...body, logprobs: false, top_logprobs: undefined });
+    assert.equal(plain.choices[0].logprobs, null);
   });
 });

@@ -1,5 +1,6 @@
 // Shared helpers of the end-to-end suite: start neural-server on the tiny fixture on a free
 // loopback port, talk raw HTTP to it, read its memory use. All traffic goes to 127.0.0.1.
+import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import net from 'node:net';
@@ -164,3 +165,21 @@ export const forced = {
   call: (reasoning, name, args) =>
     `<|channel|>analysis<|message|>${reasoning}<|end|><|start|>assistant<|channel|>commentary to=functions.${name} <|constrain|>json<|message|>${args}<|call|>`,
 };
+
+// Checks OpenAI's logprobs entries of `text`'s tokens: their bytes spell the text, each logprob
+// is a log-probability, the alternatives are `top` many, most likely first, and the token is
+// among them with the same logprob when it is likelier than the last of them.
+export function checkLogprobs(entries, text, top) {
+  assert.ok(entries.length > 0);
+  assert.equal(Buffer.from(entries.flatMap((e) => e.bytes)).toString('utf8'), text);
+  for (const e of entries) {
+    assert.equal(Buffer.from(e.bytes).toString('utf8'), e.token);
+    assert.ok(e.logprob <= 0 && Number.isFinite(e.logprob), JSON.stringify(e));
+    assert.equal(e.top_logprobs.length, top);
+    for (let i = 1; i < e.top_logprobs.length; i += 1)
+      assert.ok(e.top_logprobs[i - 1].logprob >= e.top_logprobs[i].logprob, JSON.stringify(e));
+    const same = e.top_logprobs.find((t) => t.token === e.token);
+    if (same) assert.ok(Math.abs(same.logprob - e.logprob) < 1e-9, JSON.stringify(e));
+    if (top > 0 && e.logprob > e.top_logprobs.at(-1).logprob) assert.ok(same, JSON.stringify(e));
+  }
+}

@@ -8,7 +8,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 
-import { MODEL, forced, postJson, rawRequest, startServer } from './helpers.mjs';
+import { MODEL, checkLogprobs, forced, postJson, rawRequest, startServer } from './helpers.mjs';
 
 let server;
 let client;
@@ -123,6 +123,32 @@ describe('responses', () => {
     assert.equal(final.output_text, 'Hello there, my friend!');
     assert.equal(final.status, 'completed');
     assert.ok(final.usage.output_tokens > 5);
+  });
+
+  test('include message.output_text.logprobs: the output_text part and the deltas carry them', async () => {
+    const answer = 'Hello there, my friend!';
+    const body = {
+      model: MODEL, input: 'Hi', max_output_tokens: 100, top_logprobs: 2,
+      include: ['message.output_text.logprobs'],
+      neural_forced_output: forced.answer('Thinking it over.', answer),
+    };
+    const r = await client.responses.create(body);
+    const part = r.output.find((i) => i.type === 'message').content[0];
+    assert.equal(part.text, answer);
+    checkLogprobs(part.logprobs, answer, 2);
+    const stream = client.responses.stream(body);
+    const deltas = [];
+    let done = null;
+    stream.on('response.output_text.delta', (e) => { deltas.push(...e.logprobs); });
+    stream.on('response.output_text.done', (e) => { done = e.logprobs; });
+    for await (const e of stream) void e;
+    assert.deepEqual(deltas, part.logprobs);
+    assert.deepEqual(done, part.logprobs);
+    // Without the include: empty lists; top_logprobs above 20 is refused.
+    const plain = await client.responses.create({ ...body, include: [] });
+    assert.deepEqual(plain.output.find((i) => i.type === 'message').content[0].logprobs, []);
+    await assert.rejects(client.responses.create({ ...body, top_logprobs: 21 }),
+      (e) => e.status === 400 && e.param === 'top_logprobs');
   });
 
   test('function call, then its output with previous_response_id reuses the prompt cache', async () => {
@@ -418,6 +444,48 @@ describe('structured output on a random-weight model', () => {
     }
     const log = server.log();
     assert.equal(log.split('not enforced while sampling: pattern (at /properties/a/pattern)').length - 1, 1, log);
+  });
+
+  test('zod string formats (.uuid(), .iso.datetime(), .iso.date(), .email()) yield values that validate', async () => {
+    // What zod 4.6.7's z.toJSONSchema writes for z.object({ id: z.uuid(), at: z.iso.datetime(),
+    // day: z.iso.date(), mail: z.email() }): each format with the regular expression zod checks
+    // it by. The server enforces the formats (the patterns are logged, not enforced); the values
+    // must match zod's own expressions.
+    const date = String.raw`(?:(?:\d\d[2468][048]|\d\d[13579][26]|\d\d0[48]|[02468][048]00|[13579][26]00)-02-29|\d{4}-(?:(?:0[13578]|1[02])-(?:0[1-9]|[12]\d|3[01])|(?:0[469]|11)-(?:0[1-9]|[12]\d|30)|(?:02)-(?:0[1-9]|1\d|2[0-8])))`;
+    const properties = {
+      id: { type: 'string', format: 'uuid', pattern: '^([0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[1-8][0-9a-fA-F]{3}-[89abAB][0-9a-fA-F]{3}-[0-9a-fA-F]{12}|00000000-0000-0000-0000-000000000000|ffffffff-ffff-ffff-ffff-ffffffffffff)$' },
+      at: { type: 'string', format: 'date-time', pattern: String.raw`^${date}T(?:(?:[01]\d|2[0-3]):[0-5]\d:[0-5]\d(?:\.\d+)?(?:Z))$` },
+      day: { type: 'string', format: 'date', pattern: `^${date}$` },
+      mail: { type: 'string', format: 'email', pattern: String.raw`^(?:[A-Za-z0-9_'+\-]+\.)*[A-Za-z0-9_'+\-]*[A-Za-z0-9_+-]@(?:[A-Za-z0-9][A-Za-z0-9\-]*\.)+[A-Za-z]{2,}$` },
+    };
+    const schema = {
+      $schema: 'https://json-schema.org/draft/2020-12/schema',
+      type: 'object', properties, required: ['id', 'at', 'day', 'mail'], additionalProperties: false,
+    };
+    for (let seed = 1; seed <= 3; seed += 1) {
+      const r = await client.chat.completions.create({
+        model: MODEL, messages: [{ role: 'user', content: 'x' }], max_tokens: 200, seed, temperature: 1,
+        neural_forced_output: header,
+        response_format: { type: 'json_schema', json_schema: { name: 'f', strict: true, schema } },
+      });
+      const content = r.choices[0].message.content;
+      const v = parses(content);
+      assert.ok(v, content);
+      for (const [key, p] of Object.entries(properties)) {
+        assert.match(v[key], new RegExp(p.pattern), `seed ${seed}: ${key} in ${content}`);
+      }
+      assert.equal(r.choices[0].finish_reason, 'stop', content);
+      const resp = await client.responses.create({
+        model: MODEL, input: 'x', max_output_tokens: 200, seed, temperature: 1,
+        neural_forced_output: header,
+        text: { format: { type: 'json_schema', name: 'f', strict: true, schema } },
+      });
+      const w = parses(resp.output_text);
+      assert.ok(w, resp.output_text);
+      for (const [key, p] of Object.entries(properties)) {
+        assert.match(w[key], new RegExp(p.pattern), `seed ${seed}: ${key} in ${resp.output_text}`);
+      }
+    }
   });
 });
 
