@@ -23,6 +23,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 
 #include "app/outputpath.h"
 #include "platform/process_stats.h"
@@ -207,10 +208,15 @@ double niceAxisMax(double peak) {
     if (!(peak > 0)) return 1;
     // A round step times a power of ten, at least 10 % above the peak.
     const double want = peak * 1.1;
-    const double decade = std::pow(10.0, std::floor(std::log10(want)));
+    // The power of ten as an exact integer, divided for a negative exponent (one correctly
+    // rounded division: 5 / 100 is the double nearest 0.05 on every C library; pow is not).
+    const int exponent = static_cast<int>(std::floor(std::log10(want)));
+    double ten_to = 1;
+    for (int i = 0; i < std::abs(exponent) && i < 300; ++i) ten_to *= 10;
+    const auto scaled = [&](double step) { return exponent >= 0 ? step * ten_to : step / ten_to; };
     for (double step : {1.0, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0})
-        if (step * decade >= want) return step * decade;
-    return 10 * decade;
+        if (scaled(step) >= want) return scaled(step);
+    return scaled(10);
 }
 
 void TelemetryDock::addPoint(QLineSeries* series, QValueAxis* x, QValueAxis* y, double px,
