@@ -268,8 +268,15 @@ else
   run_wine() { HOME=$W/home WINEPREFIX=$W/prefix WINEDEBUG=-all \
                WINEDLLOVERRIDES="mscoree,mshtml=;winemenubuilder.exe=d" timeout 300 "$WINE" "$@"; }
   [ -d "$W/prefix" ] || run_wine wineboot -i >/dev/null 2>&1 || true
+  # A program that crashes gets its backtrace written to its log by winedbg, and no crash
+  # dialog: on the virtual display the dialog would wait for a click that never comes.
+  run_wine reg add 'HKCU\Software\Wine\WineDbg' /v ShowCrashDialog /t REG_DWORD /d 0 /f >/dev/null 2>&1 || true
   WINESERVER=$(command -v wineserver || echo /usr/lib/wine/wineserver64)
-  stop_server() { HOME=$W/home WINEPREFIX=$W/prefix "$WINESERVER" -w >/dev/null 2>&1 || true; }
+  # Waits for the prefix's programs to end, at most a minute, then ends them.
+  stop_server() {
+    HOME=$W/home WINEPREFIX=$W/prefix timeout 60 "$WINESERVER" -w >/dev/null 2>&1 ||
+      HOME=$W/home WINEPREFIX=$W/prefix "$WINESERVER" -k >/dev/null 2>&1 || true
+  }
   PF=$W/prefix/drive_c/Program\ Files/Neural
   LNK="Neural command prompt.lnk"
   [ "$GUI" = 1 ] && LNK="Neural.lnk"

@@ -13,6 +13,7 @@
 #include "cpu/team/worker_team.h"
 #include "model/mxfp4.h"
 #include "neural/error.h"
+#include "platform/thread_scratch.h"
 
 namespace neural {
 
@@ -326,7 +327,7 @@ void CpuModel::moe(int layer, const float* h, std::int64_t T, std::int64_t pos0,
     cpu::WorkerTeam* team = token_team();
     for_each_token(team, T, [&](std::int64_t t) {
         const float* lt = logits.data() + t * E;
-        thread_local std::vector<int> order;
+        auto& order = thread_scratch<std::vector<int>, struct RouterOrder>();
         order.resize(static_cast<size_t>(E));
         std::iota(order.begin(), order.end(), 0);
         // Descending logit; ties go to the lower expert index (deterministic).

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <numbers>
 
+#include "platform/thread_scratch.h"
+
 namespace neural::cpu {
 
 namespace {
@@ -108,7 +110,8 @@ void Rope::apply(float* x, int heads, std::int64_t pos) const {
     const int half = head_dim_ / 2;
     // The angles' cos and sin, in scratch kept per thread (prompt blocks call this from every
     // team thread at once: no allocation per call).
-    thread_local std::vector<float> cs_buf, sn_buf;
+    auto& cs_buf = thread_scratch<std::vector<float>, struct RopeCos>();
+    auto& sn_buf = thread_scratch<std::vector<float>, struct RopeSin>();
     cs_buf.resize(static_cast<size_t>(half));
     sn_buf.resize(static_cast<size_t>(half));
     float* cs = cs_buf.data();

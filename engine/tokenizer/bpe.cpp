@@ -6,6 +6,8 @@
 #include <functional>
 #include <queue>
 
+#include "platform/thread_scratch.h"
+
 namespace neural::bpe {
 
 namespace {
@@ -91,7 +93,7 @@ void merge_scan(const VocabIndex& index, std::string_view piece, std::vector<Ran
         std::uint32_t start;
         Rank rank;
     };
-    thread_local std::vector<Boundary> parts;
+    auto& parts = thread_scratch<std::vector<Boundary>>();
     parts.clear();
     const std::size_t n = piece.size();
     for (std::size_t i = 0; i <= n; ++i) parts.push_back({static_cast<std::uint32_t>(i), kNoRank});

@@ -9,6 +9,7 @@
 #include "model/gguf.h"
 #include "tokenizer/tokenizer_gguf.h"
 #include "tokenizer/tokenizer_json.h"
+#include "platform/thread_scratch.h"
 
 namespace neural {
 
@@ -118,7 +119,7 @@ Tokenizer& Tokenizer::operator=(Tokenizer&&) noexcept = default;
 Tokenizer::~Tokenizer() = default;
 
 void Tokenizer::Impl::encode_ordinary(std::string_view text, std::vector<TokenId>& out) const {
-    thread_local std::vector<std::string_view> pieces;
+    auto& pieces = thread_scratch<std::vector<std::string_view>, struct EncodePieces>();
     pieces.clear();
     pretokenizer.split(text, pieces);
     for (std::string_view piece : pieces) bpe::encode_piece(index, piece, out);

@@ -40,7 +40,7 @@ struct EmulatedTiles {
     int colsb[8] = {};
     bool configured = false;
 };
-thread_local EmulatedTiles emulated_tiles;
+thread_local EmulatedTiles emulated_tiles;  // trivially destructible (plain arrays)
 
 [[noreturn]] inline void tile_fault(const char* what, int t) {
     std::fprintf(stderr, "emulated AMX: %s (tile %d)\n", what, t);

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "cpu/kernels/attention_kernel.h"
+#include "platform/thread_scratch.h"
 
 namespace neural::cpu::detail {
 namespace {
@@ -179,7 +180,7 @@ void group_of(const float* q, int heads, const float* k, const float* v, std::in
     // keys and values still win: at d = 64 and 4,096 keys 1, 2 and 4 heads per pass took
     // ~1.1, ~0.8 and ~0.6 ms on the dev VM.)
     constexpr int kHeads = 4;
-    thread_local std::vector<float> scores;
+    auto& scores = thread_scratch<std::vector<float>, struct Avx2Scores>();
     const std::int64_t np = (n + 15) / 16 * 16;
     if (scores.size() < static_cast<std::size_t>(kHeads * np))
         scores.resize(static_cast<std::size_t>(kHeads * np));

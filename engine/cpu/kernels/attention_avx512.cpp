@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "cpu/kernels/attention_kernel.h"
+#include "platform/thread_scratch.h"
 
 namespace neural::cpu::detail {
 namespace {
@@ -157,7 +158,7 @@ void heads_n(int h, const float* q, const float* k, const float* v, std::int64_t
 template <int C>
 void group_of(const float* q, int heads, const float* k, const float* v, std::int64_t stride,
               std::int64_t n, const float* sinks, float scale, float* out) {
-    thread_local std::vector<float> scores;
+    auto& scores = thread_scratch<std::vector<float>, struct Avx512Scores>();
     const std::int64_t np = (n + 15) / 16 * 16;
     if (scores.size() < static_cast<std::size_t>(4 * np))
         scores.resize(static_cast<std::size_t>(4 * np));

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "cpu/kernels/dense_impl.h"
+#include "platform/thread_scratch.h"
 
 namespace neural::cpu::dense_detail {
 namespace {

@@ -58,7 +58,7 @@ void dense_amx_task(void* ctx, std::int64_t task, std::int32_t) {
     const auto [outp, r0, r1] = task_rows(job, task);
     const Output& out = *outp;
     const std::int64_t chunks = job.padded / 32;
-    thread_local std::vector<std::uint32_t> bv;
+    auto& bv = thread_scratch<std::vector<std::uint32_t>, struct AmxOperandTiles>();
     bv.resize(static_cast<std::size_t>(chunks) * 2 * 256);
     alignas(64) float cbuf[4][16 * 16];
     const std::int64_t xs = 4 * job.padded;  // bytes between tokens' operand rows

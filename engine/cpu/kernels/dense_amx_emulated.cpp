@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "cpu/kernels/dense_impl.h"
+#include "platform/thread_scratch.h"
 
 #define NEURAL_AMX_EMULATED 1
 

@@ -14,6 +14,7 @@
 #include "neural/error.h"
 #include "platform/cpu_features.h"
 #include "platform/memory.h"
+#include "platform/thread_scratch.h"
 
 namespace neural::cpu {
 
@@ -301,8 +302,8 @@ void Int8DenseKernel::run(WorkerTeam& team, std::span<const Int8Output> outs, co
         tasks += (d.groups + d.groups_per_task - 1) / d.groups_per_task;
         macs += d.rows * job.padded * tokens;
     }
-    thread_local std::vector<std::int8_t> xq;
-    thread_local std::vector<float> xd;
+    auto& xq = thread_scratch<std::vector<std::int8_t>, struct DenseInt8Xq>();
+    auto& xd = thread_scratch<std::vector<float>, struct DenseInt8Xd>();
     xq.resize(static_cast<std::size_t>(tokens * job.xq_stride));
     xd.resize(static_cast<std::size_t>(tokens * job.xd_stride));
     job.xq = xq.data();

@@ -10,6 +10,7 @@
 #include "model/bf16.h"
 #include "neural/error.h"
 #include "platform/cpu_features.h"
+#include "platform/thread_scratch.h"
 
 namespace neural::cpu {
 
@@ -211,7 +212,7 @@ void DenseKernel::run(WorkerTeam& team, std::span<const DenseOutput> outs, const
     const DenseIsa isa = tokens >= 2 ? prompt_isa_ : isa_;
     const bool amx = isa == DenseIsa::amx_bf16 || isa == DenseIsa::amx_emulated;
     const std::int64_t pad = amx ? kAmxTokenPad : 0;  // zero rows the AMX token tiles read
-    thread_local std::vector<std::uint16_t> operand;
+    auto& operand = thread_scratch<std::vector<std::uint16_t>, struct DenseOperand>();
     operand.resize(static_cast<std::size_t>((tokens + pad) * 2 * job.padded));
     std::fill(operand.begin() + tokens * 2 * job.padded, operand.end(), std::uint16_t{0});
     job.x = operand.data();
