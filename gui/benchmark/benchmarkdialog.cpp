@@ -33,8 +33,8 @@
 
 #include <algorithm>
 
-#include "app/paths.h"
 #include "app/wheelguard.h"
+#include "app/paths.h"
 #include "conversation/enginehost.h"
 #include "neural/error.h"
 #include "platform/atomic_file.h"
@@ -573,11 +573,14 @@ void BenchmarkDialog::showReport() {
         }
     }
 
-    // The box plot: one box per workload and ratio that has numbers.
-    auto* series = new QBoxPlotSeries;
-    series->setName(tr("B / A (box: quartiles, whiskers: min-max, line: median)"));
-    QStringList categories, lines;
-    double lo = 1.0, hi = 1.0;
+    // The box plot: per workload a box for each ratio that has numbers, the decode rates on
+    // the left axis and the prompt times on the right one (on one axis a decode ratio of 96
+    // flattened a prompt ratio of 0.044 into a line).
+    auto* rates = new QBoxPlotSeries;
+    rates->setName(tr("decode tok/s B/A"));
+    auto* times = new QBoxPlotSeries;
+    times->setName(tr("prompt time B/A"));
+    QStringList lines;
     const bench::Json& summary = m_report.value("ratio_summary", bench::Json::object());
     const bench::Json& perProfile = m_report.value("summary", bench::Json::object());
     const bench::Json& profs = m_report.value("profiles", bench::Json::array());
@@ -590,29 +593,43 @@ void BenchmarkDialog::showReport() {
             return bench::Json();
         return perProfile[profile][workload].value(key, bench::Json());
     };
-    for (const auto& [name, w] : summary.items()) {
+    auto has = [](const bench::Json& w, const char* key) {
+        return w.contains(key) && w[key]["n"].get<int>() > 0;
+    };
+    // A box sits at its index in its series: the workloads with a decode rate (which all have
+    // their prompt time too) come first, so both series' boxes line up under their workload's
+    // category.
+    std::vector<std::string> order;
+    for (const bool withRate : {true, false})
+        for (const auto& [name, w] : summary.items())
+            if (has(w, "decode_tok_s_b_over_a") == withRate) order.push_back(name);
+    QStringList categories;
+    double range[2][2] = {{1.0, 1.0}, {1.0, 1.0}};  // [rate/time][lo/hi]
+    for (const std::string& name : order) {
+        const bench::Json& w = summary[name];
+        if (!has(w, "decode_tok_s_b_over_a") && !has(w, "prompt_seconds_b_over_a")) continue;
+        categories << workloadLabel(name);
         // "decode: tok/s", "prompt 3000: time": the workload's name once, then the measure.
         const bool promptWorkload = name.rfind("prompt", 0) == 0;
         const std::pair<const char*, QString> metrics[] = {
             {"decode_tok_s_b_over_a", tr("tok/s")},
             {"prompt_seconds_b_over_a", promptWorkload ? tr("time") : tr("prompt time")}};
         for (const auto& [key, label] : metrics) {
-            if (!w.contains(key) || w[key]["n"].get<int>() == 0) continue;
+            if (!has(w, key)) continue;
             // A prompt-only workload has no decode rate; a decode workload's prompt time is
             // shown too (the fixed chat prompt).
             const bench::Json& st = w[key];
-            const QString category = QStringLiteral("%1\n%2").arg(workloadLabel(name), label);
-            auto* set = new QBoxSet(category);
+            const bool rate = std::string(key) == "decode_tok_s_b_over_a";
+            auto* set = new QBoxSet(QStringLiteral("%1, %2").arg(workloadLabel(name), label));
             set->setValue(QBoxSet::LowerExtreme, st["min"].get<double>());
             set->setValue(QBoxSet::LowerQuartile, st["q1"].get<double>());
             set->setValue(QBoxSet::Median, st["median"].get<double>());
             set->setValue(QBoxSet::UpperQuartile, st["q3"].get<double>());
             set->setValue(QBoxSet::UpperExtreme, st["max"].get<double>());
-            series->append(set);
-            categories << category;
-            lo = std::min(lo, st["min"].get<double>());
-            hi = std::max(hi, st["max"].get<double>());
-            const bool rate = std::string(key) == "decode_tok_s_b_over_a";
+            (rate ? rates : times)->append(set);
+            double* r = range[rate ? 0 : 1];
+            r[0] = std::min(r[0], st["min"].get<double>());
+            r[1] = std::max(r[1], st["max"].get<double>());
             const char* figure = rate ? "decode_tok_s" : "prompt_seconds_mean";
             const QString unit = rate ? tr("tok/s") : tr("s");
             const QString both =
@@ -630,17 +647,25 @@ void BenchmarkDialog::showReport() {
                          .arg(both);
         }
     }
-    m_chart->addSeries(series);
     auto* x = new QBarCategoryAxis;
     x->append(categories);
-    auto* y = new QValueAxis;
-    const double pad = std::max(0.02, (hi - lo) * 0.1);
-    y->setRange(std::max(0.0, lo - pad), hi + pad);
-    y->setTitleText(tr("B / A"));
     m_chart->addAxis(x, Qt::AlignBottom);
-    m_chart->addAxis(y, Qt::AlignLeft);
-    series->attachAxis(x);
-    series->attachAxis(y);
+    for (QBoxPlotSeries* series : {rates, times}) {
+        if (series->count() == 0) {
+            delete series;
+            continue;
+        }
+        const bool rate = series == rates;
+        const double lo = range[rate ? 0 : 1][0], hi = range[rate ? 0 : 1][1];
+        auto* y = new QValueAxis;
+        const double pad = std::max(0.02, (hi - lo) * 0.1);
+        y->setRange(std::max(0.0, lo - pad), hi + pad);
+        y->setTitleText(rate ? tr("decode tok/s B / A") : tr("prompt time B / A"));
+        m_chart->addSeries(series);
+        m_chart->addAxis(y, rate ? Qt::AlignLeft : Qt::AlignRight);
+        series->attachAxis(x);
+        series->attachAxis(y);
+    }
     lines << tr(
         "Decode tok/s B/A above 1: B is faster; prompt time B/A below 1: B is faster. "
         "Ratios from one machine state; repeat on a quiet machine before drawing "

@@ -17,6 +17,7 @@
 #include "generationqueue.h"
 #include "neural/error.h"
 #include "chat/openai.h"
+#include "store/repack.h"
 #include "synth/synth.h"
 
 namespace neural::gui {
@@ -206,6 +207,10 @@ void EngineHost::load(const QString& dir, const LoadOptions& options) {
         dir);
 }
 
+std::filesystem::path demoStorePath(const std::filesystem::path& demoDir) {
+    return demoDir / "experts-raw.nstore";
+}
+
 void EngineHost::loadDemo(const QString& dir, const QString& tokenizer) {
     const std::string path = utf8(dir);
     const std::string tok = utf8(tokenizer);
@@ -226,11 +231,28 @@ void EngineHost::loadDemo(const QString& dir, const QString& tokenizer) {
                 w.threads = 2;   // leave the rest of the machine alone
                 synth::write_checkpoint(synth::make_plan(o), path, w);
             }
-            // The demo runs without an expert store: with one made here, a benchmark on it
-            // crashed the Windows build under Wine (heap corruption on the engine thread), to
-            // be found before the store comes back (docs/DESKTOP.md, the data folder table).
+            // The demo runs as a set-up model does: with its expert store (the fused kernels
+            // read the store's records; without one the reference path ran it at a tenth of the
+            // speed). Made once beside the demo's checkpoint, in the app's own folder.
             LoadOptions o;
             o.on_progress = progress;
+            const std::filesystem::path store = demoStorePath(path);
+            if (!std::filesystem::exists(store)) {
+                try {
+                    store::RepackOptions r;
+                    r.checkpoint = path;
+                    r.out = store;
+                    r.kind = store::StoreKind::kRaw;
+                    r.threads = 2;
+                    r.created_by = "neural-desktop (demo)";
+                    store::repack(r);
+                    spdlog::info("created the demo model's expert store {}", store.string());
+                } catch (const std::exception& e) {
+                    // Still usable without it (slower): say why in the log.
+                    spdlog::warn("the demo model's expert store was not created: {}", e.what());
+                }
+            }
+            if (std::filesystem::exists(store)) o.store = store;
             return std::shared_ptr<const Model>(Model::load(path, o));
         },
         dir);

@@ -70,6 +70,9 @@ struct TurnReport {
     QJsonObject toJson() const;  // the per-message stats stored with the reply
 };
 
+// The demo model's expert store, made with it (EngineHost::loadDemo).
+std::filesystem::path demoStorePath(const std::filesystem::path& demoDir);
+
 class EngineHost : public QObject {
     Q_OBJECT
 public:

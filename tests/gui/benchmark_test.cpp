@@ -148,14 +148,30 @@ TEST_F(BenchmarkPanel, RunsTwoProfilesMirroredAndShowsRatios) {
     EXPECT_EQ(d->summaryLabel()->text().indexOf(QStringLiteral("prompt 40 prompt")), -1);
     EXPECT_NE(d->summaryLabel()->text().indexOf(QStringLiteral("tok/s, B")), -1)
         << d->summaryLabel()->text().toStdString();
-    // Chart: one box per workload and ratio with numbers, median inside the range.
-    ASSERT_EQ(d->chart()->series().size(), 1);
-    auto* box = qobject_cast<QBoxPlotSeries*>(d->chart()->series().front());
-    ASSERT_NE(box, nullptr);
-    EXPECT_GE(box->count(), 2);
-    for (QBoxSet* set : box->boxSets()) {
-        EXPECT_LE(set->at(QBoxSet::LowerExtreme), set->at(QBoxSet::Median));
-        EXPECT_LE(set->at(QBoxSet::Median), set->at(QBoxSet::UpperExtreme));
+    // Chart: one box per workload and ratio with numbers, median inside the range; the decode
+    // rates and the prompt times each on an axis of their own (on one axis a ratio of 96 made
+    // one of 0.044 invisible), each axis spanning its boxes.
+    ASSERT_EQ(d->chart()->series().size(), 2);
+    QList<QAbstractAxis*> valueAxes;
+    for (QAbstractSeries* s : d->chart()->series()) {
+        auto* box = qobject_cast<QBoxPlotSeries*>(s);
+        ASSERT_NE(box, nullptr);
+        EXPECT_GE(box->count(), 1);
+        QValueAxis* y = nullptr;
+        for (QAbstractAxis* a : box->attachedAxes())
+            if (auto* v = qobject_cast<QValueAxis*>(a)) y = v;
+        ASSERT_NE(y, nullptr);
+        EXPECT_FALSE(valueAxes.contains(y));
+        valueAxes << y;
+        double hi = 0;
+        for (QBoxSet* set : box->boxSets()) {
+            EXPECT_LE(set->at(QBoxSet::LowerExtreme), set->at(QBoxSet::Median));
+            EXPECT_LE(set->at(QBoxSet::Median), set->at(QBoxSet::UpperExtreme));
+            EXPECT_GE(set->at(QBoxSet::LowerExtreme), y->min());
+            EXPECT_LE(set->at(QBoxSet::UpperExtreme), y->max());
+            hi = std::max(hi, set->at(QBoxSet::UpperExtreme));
+        }
+        EXPECT_LE(y->max(), std::max(hi, 1.0) * 1.5 + 0.05) << box->name().toStdString();
     }
     EXPECT_NE(d->summaryLabel()->text().indexOf(QStringLiteral("median")), -1);
 
