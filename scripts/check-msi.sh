@@ -154,6 +154,25 @@ while IFS= read -r rel; do
   done
 done <<<"$staged"
 check "every imported DLL is a Windows system DLL or in the MSI" test $imports_ok = 1
+# The GPU engine (docs/CUDA.md "Driver API and fatbin"): no CUDA DLL is imported (the NVIDIA
+# driver's nvcuda.dll is loaded at run time, cudart is not used at all) and the build's fatbin
+# is inside every program that runs the engine.
+CUDA=$(sed -n 's/^cuda=//p' "$BUILD/neural-configuration.txt" 2>/dev/null)
+if [ "$CUDA" = ON ]; then
+  cuda_imports=$(while IFS= read -r rel; do
+      case "$rel" in *.exe|*.dll) imports "$STAGE/$rel" | grep -iE '^(nvcuda|cudart|cublas|nvrtc|cuda)' | sed "s|^|$rel: |" ;; esac
+    done <<<"$staged")
+  check "no CUDA DLL imported (nvcuda.dll is loaded at run time)${cuda_imports:+: $cuda_imports}" test -z "$cuda_imports"
+  FATBIN=$BUILD/engine/cuda/neural_kernels.fatbin
+  holds_fatbin() { python3 -c 'import sys; sys.exit(0 if open(sys.argv[2],"rb").read() in open(sys.argv[1],"rb").read() else 1)' "$1" "$FATBIN"; }
+  gpu_programs=(bin/neural.exe)
+  [ "$GUI" = 1 ] && gpu_programs+=(bin/neural-server.exe bin/neural-desktop.exe)
+  for rel in "${gpu_programs[@]}"; do
+    check "$rel holds the GPU kernels' fatbin ($(stat -c %s "$FATBIN") bytes, byte for byte)" holds_fatbin "$STAGE/$rel"
+  done
+else
+  echo "  note  CPU-only build (cuda=${CUDA:-?} in $BUILD/neural-configuration.txt): no GPU engine in this MSI"
+fi
 # --- 2. tables --------------------------------------------------------------------------------
 table() { msiinfo export "$MSI" "$1" | tail -n +4 | tr -d '\r'; }  # rows, no header, no CR
 prop() { table Property | awk -F'\t' -v k="$1" '$1 == k { print $2 }'; }
@@ -338,6 +357,17 @@ else
     stream=$(curl -sfN -H 'Content-Type: application/json' -d "$sbody" "http://127.0.0.1:$sport/v1/chat/completions" || true)
     check "Wine: a streamed chat completion (chunks, then data: [DONE])" \
       test "$(grep -c '"chat.completion.chunk"' <<<"$stream")" -gt 1 -a "$(grep -c '^data: \[DONE\]' <<<"$stream")" = 1
+    if [ "$CUDA" = ON ]; then
+      # No NVIDIA driver under Wine: the GPU engine says so in one line and the CPU answers
+      # (above); `neural fit`, the desktop app's log and its status bar say why.
+      fit=$(cd "$PF/bin" && run_wine ./neural.exe fit --model "$demo_win" 2>&1 | tr -d '\r' || true)
+      check "Wine: the installed neural fit says why the GPU is not used: $(grep -m1 -o 'no NVIDIA driver found[^)]*)' <<<"$fit")" \
+        grep -q "backend cpu: no NVIDIA driver found" <<<"$fit"
+      check "Wine: the desktop app's log says it too (backend: cpu (no NVIDIA driver found ...))" \
+        grep -q "backend: cpu (no NVIDIA driver found" "$APPDATA_DIR/logs/neural-desktop.log"
+      check "Wine: and its status bar (main.png's engine state, logged by --screenshots)" \
+        grep -q "status bar: .*on the CPU: no NVIDIA driver found" "$APPDATA_DIR/logs/neural-desktop.log"
+    fi
     HOME=$W/home WINEPREFIX=$W/prefix "$WINESERVER" -k >/dev/null 2>&1 || true
     wait "$server_pid" 2>/dev/null || true
     kill "$xvfb_pid" 2>/dev/null || true

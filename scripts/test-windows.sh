@@ -122,10 +122,28 @@ else
   echo "test-windows: ################################################################################"
 fi
 
+# The GPU engine (docs/CUDA.md "Driver API and fatbin"): nvcc, on this machine, compiles the
+# kernels into the fatbin that is embedded in the Windows binaries; mingw-w64 compiles the host
+# code on the CUDA driver API, which they load at run time (nvcuda.dll). Without nvcc the build
+# is CPU-only, and a framed line says so.
+NVCC=$(command -v nvcc || true)
+[ -z "$NVCC" ] && [ -x /usr/local/cuda/bin/nvcc ] && NVCC=/usr/local/cuda/bin/nvcc
+if [ -n "$NVCC" ]; then
+  CUDA=ON
+  echo "test-windows: GPU engine ON: kernels by $NVCC into the embedded fatbin, host code by mingw-w64"
+else
+  CUDA=OFF
+  echo "test-windows: ################################################################################"
+  echo "test-windows: GPU ENGINE LEFT OUT: no nvcc (looked on PATH and in /usr/local/cuda/bin); the Windows" \
+       "binaries and the MSI are CPU-only. Install the CUDA toolkit's nvcc to build the GPU engine."
+  echo "test-windows: ################################################################################"
+fi
+
 # --- Neural (libgomp linked statically, as the rest of the runtime) ---------------------------------------------------------------------------------------
 cmake_args=()
+[ "$CUDA" = ON ] && cmake_args+=(-DNEURAL_NVCC="$NVCC")
 [ -n "${NEURAL_SHARED_DIR:-}" ] && cmake_args+=(-DNEURAL_SHARED_DIR="$NEURAL_SHARED_DIR")
-cmake -S "$ROOT" -B "$OUT/neural" "${xcmake[@]}" "${gui_args[@]}" -DNEURAL_CUDA=OFF -DNEURAL_WERROR=ON \
+cmake -S "$ROOT" -B "$OUT/neural" "${xcmake[@]}" "${gui_args[@]}" -DNEURAL_CUDA=$CUDA -DNEURAL_WERROR=ON \
   -DNEURAL_BENCHMARKS=OFF "${cmake_args[@]}" \
   -DOpenMP_gomp_LIBRARY="$($TRIPLE-gcc-posix -print-file-name=libgomp.a)" >/dev/null
 cmake --build "$OUT/neural" -j "$JOBS"
@@ -195,6 +213,34 @@ for exe in "$OUT"/neural/tests/*/neural_*_tests.exe "$OUT"/neural/tests/gui/gui_
   pass=$((pass + p)); fail=$((fail + f)); skip=$((skip + s))
   [ "$f" != 0 ] && { failed_exes+=("$name"); grep '^\[  FAILED  \]' "$log" | sed 's/^/    /' || true; }
 done
+# The GPU engine's start-up decision on Windows without a usable NVIDIA driver: Wine has no
+# nvcuda.dll (a PC without the NVIDIA driver), and a stub nvcuda built with mingw-w64
+# (tests/cuda/stub_driver.cpp) reports an old driver, or no GPU. Each time the engine says why in
+# one line and `--backend cuda` fails with that reason (tests/cuda/CMakeLists.txt: the same cases
+# natively).
+if [ "$CUDA" = ON ]; then
+  probe=$OUT/neural/tests/cuda/neural_cuda_driver_probe.exe
+  stub=$(ls "$OUT"/neural/tests/cuda/*neural_stub_cuda.dll 2>/dev/null | head -1)
+  wstub="Z:${stub//\//\\}"
+  for case in "no_driver||no NVIDIA driver found" \
+              "missing|NEURAL_CUDA_DRIVER=Z:\\no\\such\\nvcuda.dll|no NVIDIA driver found" \
+              "old|NEURAL_CUDA_DRIVER=$wstub NEURAL_STUB_CUDA_VERSION=12040|NVIDIA driver too old: it supports CUDA 12.4" \
+              "no_device|NEURAL_CUDA_DRIVER=$wstub NEURAL_STUB_CUDA_MODE=no_device|no NVIDIA GPU found" \
+              "zero_devices|NEURAL_CUDA_DRIVER=$wstub NEURAL_STUB_CUDA_MODE=zero|no NVIDIA GPU found"; do
+    IFS='|' read -r cname cenv cexpect <<<"$case"
+    clog=$OUT/neural/tests/cuda_driver_$cname.wine.log
+    # shellcheck disable=SC2086
+    (cd "$(dirname "$probe")" && env $cenv timeout 60 "$WINE" "$probe" >"$clog" 2>&1) || true
+    out=$(tr -d '\r' <"$clog")
+    if grep -q "^cuda: unavailable: $cexpect" <<<"$out" &&
+       grep -q "^--backend cuda: backend \"cuda\" is not available: $cexpect" <<<"$out"; then
+      pass=$((pass + 1)); echo "  cuda driver: $cname: $(grep '^cuda:' <<<"$out")"
+    else
+      fail=$((fail + 1)); failed_exes+=("cuda_driver_$cname")
+      echo "  cuda driver: $cname FAILED (expected '$cexpect'), see $clog:"; sed 's/^/    /' "$clog" | head -5
+    fi
+  done
+fi
 echo "Left out under Wine for a Wine reason (counted as skipped):"
 [ ${#EXCLUDED[@]} = 0 ] && echo "  (none)"
 for e in "${EXCLUDED[@]}"; do echo "  ${e%%|*}: ${e#*|}"; skip=$((skip + 1)); done

@@ -349,7 +349,10 @@ std::unique_ptr<Model> Model::load(const fs::path& dir, const LoadOptions& optio
         in.team.threads = options.threads;
         in.moe = &m->telemetry_->moe;
         m->backend_ = std::make_unique<CpuBackend>(in);
-        if (options.backend == "auto") spdlog::info("backend: cpu ({})", why);
+        if (options.backend == "auto") {
+            m->gpu_unavailable_ = why;
+            spdlog::info("backend: cpu ({})", why);
+        }
     }
     spdlog::debug("loaded {}: {} layers, hidden {}, {} experts (top-{}), {} tensors, {} bytes",
                   dir.string(), m->config_.num_layers, m->config_.hidden_size,

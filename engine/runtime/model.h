@@ -151,6 +151,9 @@ public:
                                const ForwardOptions& options = {}) const;
     const char* backend_name() const { return backend_->name(); }
     std::string describe_backend() const { return backend_->describe(); }
+    // Why `--backend auto` runs on the CPU ("no NVIDIA driver found (...)", "no NVIDIA GPU
+    // found", ...); empty when the GPU backend runs or the CPU was asked for.
+    const std::string& gpu_unavailable_reason() const { return gpu_unavailable_; }
     // How the CPU computes experts (Backend::experts).
     std::string describe_experts() const { return backend_->experts(); }
     // Whether the GPU backend pinned the expert store at load (--pin-store), and how long it took.
@@ -201,6 +204,7 @@ private:
     // The forward pass (CpuBackend or the CUDA backend); after the telemetry and the counters, so
     // it is destroyed before them.
     std::unique_ptr<Backend> backend_;
+    std::string gpu_unavailable_;
     int threads_ = 0;  // LoadOptions::threads, applied before every forward pass
     std::unique_ptr<RoutingStats> stats_;
     std::filesystem::path stats_path_;

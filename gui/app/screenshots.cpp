@@ -3,6 +3,7 @@
 #include <QApplication>
 #include <QDir>
 #include <QDockWidget>
+#include <QLabel>
 #include <QTimer>
 
 #include <functional>
@@ -165,6 +166,9 @@ void takeScreenshots(MainWindow* window, const QString& dir) {
                 spdlog::error(
                     "screenshots: the model did not load or the message got no reply ({})",
                     window->engine()->lastError().toStdString());
+            // What the status bar says (where the model runs, and why not on the GPU): the
+            // installer check reads it from the log (scripts/check-msi.sh).
+            spdlog::info("status bar: {}", window->engineLabel()->text().toStdString());
             window->telemetry()->show();
             window->telemetry()->poll();
             QTimer::singleShot(300, window, [window, dir] {

@@ -81,14 +81,24 @@ QString EngineHost::modelSummary() const {
     if (!m_model) return {};
     const ModelConfig& c = m_model->config();
     return tr("%1 - %2 layers, %3 experts (top-%4), hidden %5, %6 KV heads, vocab %7%8")
-        .arg(QFileInfo(m_modelDir).fileName())
-        .arg(c.num_layers)
-        .arg(c.num_experts)
-        .arg(c.experts_per_token)
-        .arg(c.hidden_size)
-        .arg(c.num_kv_heads)
-        .arg(c.vocab_size)
-        .arg(m_model->store() ? tr(", experts from a store") : QString());
+               .arg(QFileInfo(m_modelDir).fileName())
+               .arg(c.num_layers)
+               .arg(c.num_experts)
+               .arg(c.experts_per_token)
+               .arg(c.hidden_size)
+               .arg(c.num_kv_heads)
+               .arg(c.vocab_size)
+               .arg(m_model->store() ? tr(", experts from a store") : QString()) +
+           backendSummary();
+}
+
+QString EngineHost::backendSummary() const {
+    if (!m_model) return {};
+    if (std::string_view(m_model->backend_name()) == "cuda") return tr(" - on the GPU");
+    const std::string& why = m_model->gpu_unavailable_reason();
+    // The engine's one line on why the GPU is not used (no driver, a driver too old, no GPU).
+    return why.empty() ? tr(" - on the CPU")
+                       : tr(" - on the CPU: %1").arg(QString::fromStdString(why));
 }
 
 void EngineHost::setState(State s) {

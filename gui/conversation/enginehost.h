@@ -102,7 +102,10 @@ public:
     QString modelDir() const { return m_modelDir; }
     // True for a synthetic checkpoint (its weights are random: replies are nonsense).
     bool isDemo() const { return m_isDemo; }
-    QString modelSummary() const;  // "tiny: 2 layers, 8 experts (top-2), ..."
+    // "tiny: 2 layers, 8 experts (top-2), ... - on the CPU: no NVIDIA driver found (...)"
+    QString modelSummary() const;
+    // " - on the GPU", " - on the CPU" or " - on the CPU: <why the GPU is not used>".
+    QString backendSummary() const;
     QString lastError() const { return m_error; }
     std::shared_ptr<const Model> model() const { return m_model; }
     // The engine thread's queue (for ApiServer's shared-queue constructor); null unless ready.

@@ -9,6 +9,7 @@
 #include "conversation/deltabatcher.h"
 #include "conversation/enginehost.h"
 #include "gui_test_support.h"
+#include "runtime/backend.h"
 #include "support/fixtures.h"
 
 namespace neural::gui {
@@ -79,6 +80,31 @@ TEST(EngineHost, AConversationBeyondTheContextGetsAClearMessageNotASilentlyShort
     EXPECT_EQ(rep.generatedTokens, 0);
     EXPECT_EQ(started.count(), 0);
     EXPECT_FALSE(host.busy());
+}
+
+// The status bar's summary says where the model runs and, on the CPU by the automatic choice,
+// the engine's one line on why the GPU is not used (docs/CUDA.md "Runtime choice").
+TEST(EngineHost, TheSummarySaysWhereTheModelRunsAndWhyNotOnTheGpu) {
+    EngineHost host;
+    LoadOptions automatic = oneThread();
+    automatic.backend = "auto";
+    host.load(fixtureDir(), automatic);
+    ASSERT_TRUE(spinUntil([&] {
+        return host.state() == EngineHost::State::ready ||
+               host.state() == EngineHost::State::failed;
+    }));
+    ASSERT_EQ(host.state(), EngineHost::State::ready) << host.lastError().toStdString();
+    const QString summary = host.modelSummary();
+    EXPECT_TRUE(summary.endsWith(host.backendSummary())) << summary.toStdString();
+    std::string why;
+    if (cuda_backend_available(&why)) {
+        GTEST_SKIP() << "a usable NVIDIA GPU is here: the fixture runs on it";
+    }
+    EXPECT_FALSE(why.empty());
+    EXPECT_EQ(host.backendSummary(),
+              QStringLiteral(" - on the CPU: ") + QString::fromStdString(why))
+        << summary.toStdString();
+    EXPECT_EQ(host.model()->gpu_unavailable_reason(), why);
 }
 
 TEST(EngineHost, StreamsAReplyInBatchedDeltas) {
