@@ -137,6 +137,7 @@ def check_report(r, names):
 
 def check_token_disagreement():
     """The check itself: counts 10 tokens apart fail at tolerance 8, pass at 10."""
+    sys.dont_write_bytecode = True  # no __pycache__ in the source tree
     spec = importlib.util.spec_from_file_location("replay_servers", SCRIPT)
     m = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(m)
