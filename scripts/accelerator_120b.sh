@@ -318,25 +318,30 @@ phase_wait() {
   phase_status
 }
 
-[ $# -gt 0 ] || { sed -n '2,40p' "$SELF"; exit 2; }
-while [ $# -gt 0 ]; do
-  p=$1; shift
-  case "$p" in
-    pack) phase_pack "$@"; exit $? ;;
-    qt-debs) pack_qt_debs "${1:?qt-debs DIR}"; exit $? ;;
-    setup) phase_setup || exit 1 ;;
-    all) phase_setup || exit 1; background chain models bench replay probe ;;
-    models | bench | replay | probe)
-      # Called directly (not in a chain), the long phases go to the background.
-      if [ -n "${IN_CHAIN:-}" ] || [ "${FOREGROUND:-}" = 1 ] || [ "$p" = probe ]; then
-        "phase_$p" || { note "$p failed: chain stopped"; exit 1; }
-      else
-        background "$p" "$p"
-      fi ;;
-    ik-build) phase_ik_build ;;
-    chain) IN_CHAIN=1 ;;  # the phases after it run here, one after the other
-    status) phase_status ;;
-    wait) phase_wait "${1:-540}"; [ $# -gt 0 ] && shift ;;
-    *) echo "unknown phase: $p (see the head of $0)"; exit 2 ;;
-  esac
-done
+# The dispatch as a function: bash reads a script while it runs, and a function is parsed whole
+# before it starts, so a long chain does not depend on the file staying unchanged on disk.
+main() {
+  [ $# -gt 0 ] || { sed -n '2,45p' "$SELF"; exit 2; }
+  while [ $# -gt 0 ]; do
+    p=$1; shift
+    case "$p" in
+      pack) phase_pack "$@"; exit $? ;;
+      qt-debs) pack_qt_debs "${1:?qt-debs DIR}"; exit $? ;;
+      setup) phase_setup || exit 1 ;;
+      all) phase_setup || exit 1; background chain models bench replay probe ;;
+      models | bench | replay | probe)
+        # Called directly (not in a chain), the long phases go to the background.
+        if [ -n "${IN_CHAIN:-}" ] || [ "${FOREGROUND:-}" = 1 ] || [ "$p" = probe ]; then
+          "phase_$p" || { note "$p failed: chain stopped"; exit 1; }
+        else
+          background "$p" "$p"
+        fi ;;
+      ik-build) phase_ik_build ;;
+      chain) IN_CHAIN=1 ;;  # the phases after it run here, one after the other
+      status) phase_status ;;
+      wait) phase_wait "${1:-540}"; [ $# -gt 0 ] && shift ;;
+      *) echo "unknown phase: $p (see the head of $0)"; exit 2 ;;
+    esac
+  done
+}
+main "$@"; exit $?
