@@ -113,7 +113,8 @@ phase_pack() {
       *) continue ;;
     esac
     mkdir -p "$tmp/ik/$(dirname "$path")"
-    git --git-dir="$ik" cat-file blob "$obj" > "$tmp/ik/$path"
+    # A snapshot may lack its largest files (index_llamacpp.html; the build embeds the .gz).
+    git --git-dir="$ik" cat-file blob "$obj" > "$tmp/ik/$path" 2> /dev/null || rm -f "$tmp/ik/$path"
   done
   tar -C "$tmp" -cJf "$A/ik-server.tar.xz" ik && rm -rf "$tmp"
   pack_qt_debs "$A/qt-debs" || return 1
