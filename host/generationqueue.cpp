@@ -154,6 +154,10 @@ GenerationOutcome EngineWorker::runChat(const std::shared_ptr<GenerationJob>& jo
     out.promptSeconds = r.stats.prompt_seconds;
     out.firstTokenSeconds = r.stats.first_token_seconds;
     out.decodeSeconds = r.stats.decode_seconds;
+    out.chat.timings = openai::Timings{
+        r.stats.prompt_tokens - r.stats.cached_tokens,
+        1e3 * (r.stats.generated_tokens > 0 ? r.stats.first_token_seconds : r.stats.prompt_seconds),
+        r.stats.generated_tokens, 1e3 * r.stats.decode_seconds};
     return out;
 }
 

@@ -26,13 +26,14 @@ gui=$(sed -n 's/^gui=//p' "$conf")
 cuda=$(sed -n 's/^cuda=//p' "$conf")
 tests=$(sed -n 's/^tests=//p' "$conf")
 require_target() { grep -q "/$1\(\.exe\)\?$" "$list" || fail "$1 is not part of this configuration although $2"; }
+desktop=$(sed -n 's/^desktop=//p' "$conf")
 if [ "$gui" = ON ]; then
-  require_target neural-desktop "NEURAL_GUI=ON"
+  [ "$desktop" = OFF ] || require_target neural-desktop "NEURAL_GUI=ON"
   require_target neural-server "NEURAL_GUI=ON"
 fi
 if [ "$tests" = ON ]; then
   labels=$(ctest --test-dir "$BUILD_DIR" --print-labels 2>/dev/null || true)
-  if [ "$gui" = ON ]; then
+  if [ "$gui" = ON ] && [ "$desktop" != OFF ]; then
     echo "$labels" | grep -qx "  gui" || fail "no GUI tests registered although NEURAL_GUI=ON"
   fi
   if [ "$cuda" = ON ]; then

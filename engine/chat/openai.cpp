@@ -764,6 +764,7 @@ ChatRequest parse_chat_request(const Json& body, const ChatRequestOptions& optio
                                           "parallel_tool_calls",
                                           "response_format",
                                           "reasoning_effort",
+                                          "chat_template_kwargs",
                                           "max_tokens",
                                           "max_completion_tokens",
                                           "temperature",
@@ -835,16 +836,35 @@ ChatRequest parse_chat_request(const Json& body, const ChatRequestOptions& optio
         wrong_type("metadata", "an object", *md);
 
     r.system.conversation_start_date = options.current_date;
-    if (auto effort = get_string(body, "reasoning_effort", "reasoning_effort")) {
-        const auto e = reasoning_effort_of(*effort);
-        if (!e) {
-            throw RequestError(fmt::format("'reasoning_effort' must be none, minimal, low, "
-                                           "medium, high or xhigh, got '{}'",
-                                           *effort),
-                               "reasoning_effort", "invalid_value");
+    // llama.cpp's servers take the effort as a template variable, chat_template_kwargs
+    // {"reasoning_effort": ...}; clients set up for them send it there. It counts like the
+    // top-level field; both given must agree.
+    auto effort_field = [&](const Json& obj, const std::string& param) {
+        std::optional<chat::ReasoningEffort> e;
+        if (auto effort = get_string(obj, "reasoning_effort", param)) {
+            e = reasoning_effort_of(*effort);
+            if (!e) {
+                throw RequestError(fmt::format("'{}' must be none, minimal, low, medium, high "
+                                               "or xhigh, got '{}'",
+                                               param, *effort),
+                                   param, "invalid_value");
+            }
         }
-        r.system.reasoning_effort = *e;
+        return e;
+    };
+    const auto effort = effort_field(body, "reasoning_effort");
+    std::optional<chat::ReasoningEffort> kwarg_effort;
+    if (const Json* kw = field(body, "chat_template_kwargs")) {
+        if (!kw->is_object()) wrong_type("chat_template_kwargs", "an object", *kw);
+        check_keys(*kw, {"reasoning_effort"}, "chat_template_kwargs");
+        kwarg_effort = effort_field(*kw, "chat_template_kwargs.reasoning_effort");
     }
+    if (effort && kwarg_effort && *effort != *kwarg_effort) {
+        throw RequestError(
+            "'reasoning_effort' and 'chat_template_kwargs.reasoning_effort' disagree",
+            "chat_template_kwargs.reasoning_effort", "invalid_value");
+    }
+    if (effort || kwarg_effort) r.system.reasoning_effort = effort ? *effort : *kwarg_effort;
 
     const bool strict_schemas = options.strict_schemas.value_or(options.strict);
     std::map<std::string, std::shared_ptr<const chat::JsonSchemaGrammar>> strict_tools;
@@ -1001,6 +1021,19 @@ std::string tool_call_id(std::string_view request_id, std::size_t index) {
     return fmt::format("call_{:016x}{:02d}", h, index);
 }
 
+Json timings_json(const Timings& t) {
+    // Rates of an empty interval are null (llama.cpp would write inf or nan, not JSON).
+    auto ratio = [](double num, double den) { return den > 0 ? Json(num / den) : Json(nullptr); };
+    return Json{{"prompt_n", t.prompt_n},
+                {"prompt_ms", t.prompt_ms},
+                {"prompt_per_token_ms", ratio(t.prompt_ms, double(t.prompt_n))},
+                {"prompt_per_second", ratio(1e3 * double(t.prompt_n), t.prompt_ms)},
+                {"predicted_n", t.predicted_n},
+                {"predicted_ms", t.predicted_ms},
+                {"predicted_per_token_ms", ratio(t.predicted_ms, double(t.predicted_n))},
+                {"predicted_per_second", ratio(1e3 * double(t.predicted_n), t.predicted_ms)}};
+}
+
 Json chat_completion(const std::string& id, std::int64_t created, const std::string& model,
                      const ChatResult& r) {
     Json message{{"role", "assistant"}};
@@ -1026,12 +1059,14 @@ Json chat_completion(const std::string& id, std::int64_t created, const std::str
                  r.logprobs ? Json{{"content", logprobs_json(*r.logprobs)}, {"refusal", nullptr}}
                             : Json(nullptr)},
                 {"finish_reason", std::string(chat::finish_reason_name(r.finish))}};
-    return Json{{"id", id},
-                {"object", "chat.completion"},
-                {"created", created},
-                {"model", model},
-                {"choices", Json::array({std::move(choice)})},
-                {"usage", usage_json(r.usage)}};
+    Json out{{"id", id},
+             {"object", "chat.completion"},
+             {"created", created},
+             {"model", model},
+             {"choices", Json::array({std::move(choice)})},
+             {"usage", usage_json(r.usage)}};
+    if (r.timings) out["timings"] = timings_json(*r.timings);
+    return out;
 }
 
 namespace {

@@ -152,6 +152,17 @@ struct Usage {
     std::int64_t reasoning_tokens = 0;  // of the completion tokens, the analysis channel's
 };
 
+// The server's own timing of one answer, in llama.cpp's server `timings` shape (so one replay
+// script reads both engines): prompt_n = prompt tokens computed (the uncached ones), prompt_ms =
+// request start -> first token sampled, predicted_n = generated tokens (the first one included),
+// predicted_ms = first -> last generated token (so predicted_n - 1 tokens were timed).
+struct Timings {
+    std::int64_t prompt_n = 0;
+    double prompt_ms = 0;
+    std::int64_t predicted_n = 0;
+    double predicted_ms = 0;
+};
+
 struct ChatResult {
     std::string reasoning;
     std::string content;
@@ -160,6 +171,8 @@ struct ChatResult {
     Usage usage;
     // The content tokens' log-probabilities when the request asked for them.
     std::optional<std::vector<chat::TokenLogprob>> logprobs;
+    // Written as "timings" in the non-streamed chat.completion when set (the server sets it).
+    std::optional<Timings> timings;
 };
 
 // OpenAI's logprobs entries: {token, logprob, bytes, top_logprobs: [{token, logprob, bytes}]}.
@@ -169,6 +182,9 @@ Json logprobs_json(const std::vector<chat::TokenLogprob>& tokens);
 inline constexpr int kMaxTopLogprobs = 20;
 
 Json usage_json(const Usage& usage);
+// {prompt_n, prompt_ms, prompt_per_token_ms, prompt_per_second, predicted_n, predicted_ms,
+// predicted_per_token_ms, predicted_per_second}; a rate over nothing is null.
+Json timings_json(const Timings& timings);
 // "call_" + a stable suffix: the same request id and index always give the same id.
 std::string tool_call_id(std::string_view request_id, std::size_t index);
 

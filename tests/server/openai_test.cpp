@@ -349,6 +349,33 @@ TEST(OpenAiRequest, RefusesWhatItCannotDo) {
     expect_refused(b, "response_format.type", "json_schema");
 }
 
+TEST(OpenAiRequest, ChatTemplateKwargsCarryTheReasoningEffort) {
+    // llama.cpp's servers take the effort as a template variable; the same body works here.
+    Json b = minimal();
+    b["chat_template_kwargs"] = Json{{"reasoning_effort", "low"}};
+    ChatRequest r = parse_chat_request(b, strict());
+    EXPECT_EQ(r.system.reasoning_effort, chat::ReasoningEffort::low);
+    EXPECT_THAT(prompt_text(r), HasSubstr("Reasoning: low"));
+    b["reasoning_effort"] = "none";  // also low: they agree
+    EXPECT_EQ(parse_chat_request(b).system.reasoning_effort, chat::ReasoningEffort::low);
+    b["reasoning_effort"] = "high";
+    expect_refused(b, "chat_template_kwargs.reasoning_effort", "disagree");
+    b = minimal();
+    b["chat_template_kwargs"] = Json{{"reasoning_effort", "huge"}};
+    expect_refused(b, "chat_template_kwargs.reasoning_effort", "none, minimal, low");
+    b["chat_template_kwargs"] = Json{{"reasoning_effort", 3}};
+    expect_refused(b, "chat_template_kwargs.reasoning_effort", "");
+    b["chat_template_kwargs"] = "low";
+    expect_refused(b, "chat_template_kwargs", "an object");
+    // Other template variables belong to other models' templates: ignored and named, or refused
+    // under --strict.
+    b["chat_template_kwargs"] = Json{{"enable_thinking", false}, {"reasoning_effort", "high"}};
+    r = parse_chat_request(b);
+    EXPECT_EQ(r.system.reasoning_effort, chat::ReasoningEffort::high);
+    EXPECT_EQ(r.ignored_fields, std::vector<std::string>{"chat_template_kwargs.enable_thinking"});
+    expect_refused(b, "chat_template_kwargs.enable_thinking", "unsupported parameter", strict());
+}
+
 TEST(OpenAiRequest, LenientParsingIgnoresUnknownFieldsAndNamesThem) {
     Json b = minimal();
     b["modalities"] = Json::array();
@@ -570,6 +597,29 @@ TEST(OpenAiResponse, ChatCompletionObject) {
     EXPECT_EQ(j["choices"][0]["finish_reason"], "tool_calls");
     EXPECT_EQ(j["usage"]["total_tokens"], 15);
     EXPECT_EQ(j["usage"]["prompt_tokens_details"]["cached_tokens"], 4);
+}
+
+TEST(OpenAiResponse, TimingsInLlamaServersShape) {
+    ChatResult r;
+    r.content = "hi";
+    r.usage = Usage{100, 8, 40};
+    EXPECT_FALSE(chat_completion("chatcmpl-1", 1, "tiny", r).contains("timings"));
+    r.timings = Timings{60, 120.0, 8, 70.0};
+    const Json t = chat_completion("chatcmpl-1", 1, "tiny", r)["timings"];
+    EXPECT_EQ(t["prompt_n"], 60);
+    EXPECT_DOUBLE_EQ(t["prompt_ms"].get<double>(), 120.0);
+    EXPECT_DOUBLE_EQ(t["prompt_per_token_ms"].get<double>(), 2.0);
+    EXPECT_DOUBLE_EQ(t["prompt_per_second"].get<double>(), 500.0);
+    EXPECT_EQ(t["predicted_n"], 8);
+    EXPECT_DOUBLE_EQ(t["predicted_ms"].get<double>(), 70.0);
+    EXPECT_DOUBLE_EQ(t["predicted_per_token_ms"].get<double>(), 8.75);
+    EXPECT_DOUBLE_EQ(t["predicted_per_second"].get<double>(), 8000.0 / 70.0);
+    // A one-token answer has no decode interval: its rates are null, not inf.
+    r.timings = Timings{1, 5.0, 1, 0.0};
+    const Json one = chat_completion("chatcmpl-1", 1, "tiny", r)["timings"];
+    EXPECT_TRUE(one["predicted_per_second"].is_null());
+    EXPECT_DOUBLE_EQ(one["predicted_per_token_ms"].get<double>(), 0.0);
+    EXPECT_NO_THROW(one.dump());
 }
 
 TEST(OpenAiResponse, ChunksFollowTheEventStream) {

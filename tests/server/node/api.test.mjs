@@ -80,6 +80,24 @@ describe('chat completions', () => {
     assert.ok(r.usage.prompt_tokens > 10);
     assert.equal(r.usage.total_tokens, r.usage.prompt_tokens + 8);
     assert.equal(typeof r.usage.prompt_tokens_details.cached_tokens, 'number');
+    // llama-server's timings object (docs/API.md), passed through by the client as it is
+    const t = r.timings;
+    assert.equal(t.predicted_n, 8);
+    assert.equal(t.prompt_n, r.usage.prompt_tokens - r.usage.prompt_tokens_details.cached_tokens);
+    assert.ok(t.prompt_ms > 0 && t.predicted_ms > 0);
+    assert.ok(Math.abs(t.predicted_per_second - 8000 / t.predicted_ms) < 1e-6 * t.predicted_per_second);
+  });
+
+  test('chat_template_kwargs carries the reasoning effort as llama-server takes it', async () => {
+    const r = await client.chat.completions.create({
+      model: MODEL, messages: [user('Hello!')], max_tokens: 4, temperature: 0,
+      chat_template_kwargs: { reasoning_effort: 'low' }, reasoning_effort: 'low',
+    });
+    assert.equal(r.usage.completion_tokens, 4);
+    await assert.rejects(client.chat.completions.create({
+      model: MODEL, messages: [user('Hello!')], max_tokens: 4,
+      chat_template_kwargs: { reasoning_effort: 'low' }, reasoning_effort: 'high',
+    }), (e) => e.status === 400 && /disagree/.test(e.message));
   });
 
   test('greedy and seeded sampling are reproducible', async () => {
