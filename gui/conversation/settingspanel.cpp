@@ -16,6 +16,8 @@
 #include <QTimer>
 #include <QVBoxLayout>
 
+#include "app/dialogs.h"
+
 namespace neural::gui {
 
 namespace {
@@ -283,9 +285,8 @@ bool SettingsPanel::saveAsPreset(const QString& given) {
     }
     if (!saveSamplingPreset(name, sampling())) {
         if (ask)
-            QMessageBox::information(
-                this, tr("Save preset"),
-                tr("\"%1\" is a built-in preset; choose another name.").arg(name));
+            showInformation(this, tr("Save preset"),
+                            tr("\"%1\" is a built-in preset; choose another name.").arg(name));
         return false;
     }
     m_presetName = name;
