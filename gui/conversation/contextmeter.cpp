@@ -15,6 +15,8 @@ ContextMeter::ContextMeter(EngineHost* engine, std::function<TurnRequest()> requ
     m_label = new QLabel(this);
     m_label->setForegroundRole(QPalette::PlaceholderText);
     m_label->setAccessibleName(tr("Context used"));
+    // Wrapped, so the line never widens the chat column past a narrow window.
+    m_label->setWordWrap(true);
     m_warning = new QLabel(this);
     m_warning->setWordWrap(true);
     m_warning->setTextFormat(Qt::RichText);
