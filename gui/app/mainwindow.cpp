@@ -53,6 +53,7 @@
 #include "app/wheelguard.h"
 #include "benchmark/benchmarkdialog.h"
 #include "conversation/chatinput.h"
+#include "conversation/assistants.h"
 #include "conversation/chatview.h"
 #include "conversation/contextmeter.h"
 #include "conversation/settingspanel.h"
@@ -275,6 +276,8 @@ void MainWindow::restoreWindowState() {
         m_pendingScroll = s->value(QStringLiteral("chat/scroll"), -1).toInt();
     } else if (m_conversations->rowCount() > 0) {
         selectConversation(m_conversations->at(0).id);
+    } else {
+        m_panel->applyAssistant(defaultAssistant());  // the first conversation's draft
     }
     QScrollBar* bar = m_chat->verticalScrollBar();
     connect(bar, &QScrollBar::rangeChanged, this, [this, bar](int, int max) {
@@ -800,10 +803,14 @@ void MainWindow::newConversation() {
     m_pendingScroll = -1;
     m_panel->flush();
     m_messages->setMessages({});
-    // The sampling settings and the reasoning effort carry over; the system prompt does not.
-    ConversationSettings draft = m_panel->settings();
-    draft.systemPrompt.clear();
-    m_panel->setSettings(draft);
+    // The default assistant's settings (Settings page); without one, the sampling settings and
+    // the reasoning effort carry over and the system prompt does not.
+    m_panel->fillAssistants();
+    if (!m_panel->applyAssistant(defaultAssistant())) {
+        ConversationSettings draft = m_panel->settings();
+        draft.systemPrompt.clear();
+        m_panel->setSettings(draft);
+    }
     m_list->clearSelection();
     m_list->setCurrentIndex({});
     m_input->setFocus();

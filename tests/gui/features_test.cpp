@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <QApplication>
+#include <QComboBox>
+#include <QDoubleSpinBox>
 #include <QDropEvent>
 #include <QFile>
 #include <QLabel>
@@ -21,6 +23,7 @@
 #include "app/dialogs.h"
 #include "app/mainwindow.h"
 #include "app/paths.h"
+#include "conversation/assistants.h"
 #include "conversation/attachments.h"
 #include "conversation/chatinput.h"
 #include "conversation/chatview.h"
@@ -28,6 +31,7 @@
 #include "conversation/samplingsettings.h"
 #include "conversation/settingspanel.h"
 #include "gui_test_support.h"
+#include "settings/appsettingsdialog.h"
 #include "support/fixtures.h"
 
 namespace neural::gui {
@@ -429,6 +433,82 @@ TEST_F(FeaturesTest, AttachedTextFilesAreInlinedCountedAndShownAsChips) {
     ASSERT_TRUE(send(QString()));
     ASSERT_EQ(m_window->messages()->rowCount(), 4);
     EXPECT_TRUE(m_window->messages()->at(2).content.startsWith(QStringLiteral("File: main.cpp")));
+}
+
+}  // namespace
+}  // namespace neural::gui
+
+namespace neural::gui {
+namespace {
+
+// Assistants: saved from the panel with every field, chosen to fill them, the default one
+// (Settings page) filling each New conversation; kept across a restart; a damaged list reads
+// as none; deleting the default one leaves none.
+TEST_F(FeaturesTest, AssistantsFillTheSettingsAndTheDefaultOneStartsNewConversations) {
+    SettingsPanel* panel = m_window->settingsPanel();
+    EXPECT_EQ(panel->assistantBox()->count(), 0);
+    panel->systemPromptEdit()->setPlainText(QStringLiteral("You are a terse Rust reviewer."));
+    panel->effortBox()->setCurrentIndex(panel->effortBox()->findData(QStringLiteral("high")));
+    panel->temperatureBox()->setValue(0.3);
+    panel->topKBox()->setValue(40);
+    ASSERT_TRUE(panel->saveAsAssistant(QStringLiteral("Rust reviewer")));
+    EXPECT_FALSE(saveAssistant({QStringLiteral("  "), {}}));  // a name is needed
+    ASSERT_EQ(panel->assistantBox()->count(), 1);
+    EXPECT_EQ(panel->assistantBox()->currentText(), QStringLiteral("Rust reviewer"));
+    panel->temperatureBox()->setValue(0.9);
+    emit panel->settingsChanged();
+    EXPECT_EQ(panel->assistantBox()->currentIndex(), -1);  // the fields left it: "None"
+
+    // Chosen: every field back, stored with the conversation and sent with the turn.
+    ASSERT_TRUE(send(QStringLiteral("hello")));
+    panel->assistantBox()->setCurrentIndex(0);
+    emit panel->assistantBox()->activated(0);
+    EXPECT_EQ(panel->settings().systemPrompt, QStringLiteral("You are a terse Rust reviewer."));
+    EXPECT_EQ(panel->settings().reasoningEffort, QStringLiteral("high"));
+    EXPECT_DOUBLE_EQ(panel->settings().sampling.temperature, 0.3);
+    EXPECT_EQ(panel->settings().sampling.topK, 40);
+    const auto stored = m_window->store().conversation(m_window->currentConversation());
+    ASSERT_TRUE(stored);
+    EXPECT_EQ(stored->systemPrompt, QStringLiteral("You are a terse Rust reviewer."));
+    EXPECT_EQ(stored->reasoningEffort, QStringLiteral("high"));
+    ASSERT_TRUE(send(QStringLiteral("again")));
+    EXPECT_EQ(m_window->engine()->lastRequest().developer.instructions.value_or(""),
+              "You are a terse Rust reviewer.");
+    EXPECT_FLOAT_EQ(m_window->engine()->lastRequest().sampling.temperature, 0.3f);
+
+    // Without a default, a New conversation has no system prompt; with one, its settings.
+    m_window->newConversation();
+    EXPECT_TRUE(panel->settings().systemPrompt.isEmpty());
+    {
+        AppSettingsDialog dialog(m_window.get());
+        QComboBox* box = dialog.defaultAssistantBox();
+        ASSERT_EQ(box->count(), 2);  // None and the assistant
+        box->setCurrentIndex(box->findData(QStringLiteral("Rust reviewer")));
+        dialog.save();
+    }
+    EXPECT_EQ(defaultAssistant(), QStringLiteral("Rust reviewer"));
+    m_window->newConversation();
+    EXPECT_EQ(panel->settings().systemPrompt, QStringLiteral("You are a terse Rust reviewer."));
+    EXPECT_EQ(panel->assistantBox()->currentText(), QStringLiteral("Rust reviewer"));
+    ASSERT_TRUE(send(QStringLiteral("new one")));
+    EXPECT_EQ(m_window->store().conversation(m_window->currentConversation())->systemPrompt,
+              QStringLiteral("You are a terse Rust reviewer."));
+
+    // Deleting the default one leaves none; a damaged list reads as none.
+    panel->deleteAssistantButton()->click();
+    EXPECT_EQ(panel->assistantBox()->count(), 0);
+    EXPECT_TRUE(defaultAssistant().isEmpty());
+    m_window->newConversation();
+    EXPECT_TRUE(panel->settings().systemPrompt.isEmpty());
+    appSettings()->setValue(settingsKey::assistants, QStringLiteral("[{\"name\": 3}, not json"));
+    EXPECT_TRUE(assistants().isEmpty());
+    appSettings()->setValue(settingsKey::assistants,
+                            QStringLiteral("[{\"name\":\"A\",\"reasoning_effort\":\"extreme\","
+                                           "\"sampling\":{\"temperature\":99}},{\"name\":\"\"}]"));
+    const QList<Assistant> list = assistants();
+    ASSERT_EQ(list.size(), 1);
+    EXPECT_EQ(list[0].settings.reasoningEffort, QStringLiteral("medium"));
+    EXPECT_LE(list[0].settings.sampling.temperature, SamplingSettings::kMaxTemperature);
 }
 
 }  // namespace
