@@ -312,27 +312,27 @@ TEST_F(FeaturesTest, ADeletedMessageComesBackWithUndo) {
 // question); askQuestion returns the button clicked.
 TEST(DialogTitles, AMessageBoxIsAsWideAsItsTitle) {
     const QString title = QStringLiteral("Delete conversation and everything in it");
-    QMessageBox plain(QMessageBox::Question, title, QStringLiteral("Sure?"),
-                      QMessageBox::Yes | QMessageBox::No);
-    plain.show();
-    QCoreApplication::processEvents();
-    const int needed = titleBarWidth(&plain, title);
-    EXPECT_LT(plain.width(), needed);  // what QMessageBox does alone
-
     QMessageBox fitted(QMessageBox::Question, title, QStringLiteral("Sure?"),
                        QMessageBox::Yes | QMessageBox::No);
+    const int needed = titleBarWidth(&fitted, title);
     fitTitle(&fitted);
     fitted.show();
     QCoreApplication::processEvents();
     EXPECT_GE(fitted.width(), needed);
+    fitted.close();
 
+    // askQuestion runs its own event loop: a timer answers once the box is open.
     int width = 0;
-    QTimer::singleShot(50, [&] {
+    QTimer poll;
+    poll.setInterval(20);
+    QObject::connect(&poll, &QTimer::timeout, [&] {
         if (auto* box = qobject_cast<QMessageBox*>(QApplication::activeModalWidget())) {
+            poll.stop();
             width = box->width();
             box->button(QMessageBox::Yes)->click();
         }
     });
+    poll.start();
     EXPECT_EQ(askQuestion(nullptr, title, QStringLiteral("Sure?")), QMessageBox::Yes);
     EXPECT_GE(width, needed);
 }
