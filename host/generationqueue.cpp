@@ -122,13 +122,19 @@ GenerationOutcome EngineWorker::runChat(const std::shared_ptr<GenerationJob>& jo
     // The whole history arrives with every request; the session keeps the KV of the previous
     // one and processes only what differs (the prompt cache).
     session->set_conversation(req.system, req.developer, req.history);
+    std::vector<TokenId> replyStart;
+    if (req.reply_start)
+        replyStart = chat::render_reply_start(req.reply_start->reasoning, req.reply_start->content)
+                         .tokens(tok);
     const auto promptTokens = static_cast<std::int64_t>(
-        chat::render_for_completion(session->conversation()).tokens(tok).size());
+        chat::render_for_completion(session->conversation()).tokens(tok).size() +
+        replyStart.size());
 
     TurnOptions options;
     options.max_tokens = tokenBudget(promptTokens, req.max_tokens, job->maxPromptTokens);
     options.sampling = req.sampling;
     if (req.forced_output) options.forced_tokens = tok.encode(*req.forced_output, true);
+    options.prefill_tokens = std::move(replyStart);
     options.stop_sequences = req.stop;
     options.constraint = req.constraint;
     options.logprobs = req.logprobs;

@@ -95,6 +95,13 @@ struct ChatRequest {
     // named tool choice, or the whole output when a test forces it. Encode it with
     // Tokenizer::encode(text, true) into TurnOptions::forced_tokens.
     std::optional<std::string> forced_output;
+    // The reply's beginning when a cut reply is continued (not an API field: the desktop app's
+    // Continue). chat::render_reply_start renders it into TurnOptions::prefill_tokens.
+    struct ReplyStart {
+        std::string reasoning;
+        std::string content;
+    };
+    std::optional<ReplyStart> reply_start;
     // Structured output: response_format json_object / json_schema and strict function tools,
     // compiled to grammars the sampler enforces (null: nothing is constrained).
     std::shared_ptr<const OutputConstraint> constraint;

@@ -426,6 +426,26 @@ Prompt render_message(const Message& message, bool conversation_has_functions) {
     return prompt;
 }
 
+Prompt render_reply_start(const std::string& reasoning, const std::string& content) {
+    Prompt prompt;
+    if (!reasoning.empty()) {
+        prompt.add_special("<|channel|>");
+        prompt.add_text("analysis");
+        prompt.add_special("<|message|>");
+        prompt.add_text(reasoning);
+        if (content.empty()) return prompt;  // cut while thinking: the reasoning goes on
+        prompt.add_special("<|end|>");
+        prompt.add_special("<|start|>");
+        prompt.add_text("assistant");
+    }
+    if (content.empty()) return prompt;
+    prompt.add_special("<|channel|>");
+    prompt.add_text("final");
+    prompt.add_special("<|message|>");
+    prompt.add_text(content);
+    return prompt;
+}
+
 Prompt render_conversation(const Conversation& conversation, const RenderOptions& options) {
     const bool has_functions = conversation_has_functions(conversation);
     const auto keep = messages_to_render(conversation.messages, options.analysis);

@@ -61,6 +61,12 @@ Prompt render_conversation(const Conversation& conversation, const RenderOptions
 Prompt render_for_completion(const Conversation& conversation, Role next_role = Role::assistant,
                              const RenderOptions& options = {});
 
+// The beginning of an assistant reply that was cut off (Continue), as it follows the
+// `<|start|>assistant` of render_for_completion: the reasoning as an analysis message (closed
+// when an answer follows), then the answer so far on the final channel, left open. Both empty:
+// nothing. Generation continues the open message.
+Prompt render_reply_start(const std::string& reasoning, const std::string& content);
+
 // One message. `conversation_has_functions` adds the "Calls to these tools ..." line to a system
 // message (harmony derives it from the developer message of the same conversation).
 Prompt render_message(const Message& message, bool conversation_has_functions = false);

@@ -221,6 +221,11 @@ TurnResult ChatSession::respond(const TurnOptions& options,
     const auto t0 = Clock::now();
     const Tokenizer& tok = model_.tokenizer();
     std::vector<TokenId> prompt = chat::render_for_completion(conversation()).tokens(tok);
+    for (TokenId t : options.prefill_tokens) {
+        if (t < 0 || static_cast<std::size_t>(t) >= vocab)
+            fail("prefill token {} is not a token id", t);
+    }
+    prompt.insert(prompt.end(), options.prefill_tokens.begin(), options.prefill_tokens.end());
 
     // Reuse the longest cached prefix; at least one token must run to produce logits.
     std::size_t common = 0;
@@ -312,6 +317,13 @@ TurnResult ChatSession::respond(const TurnOptions& options,
             request.prompt_cpu_bytes = moe1.bytes - moe0.bytes;
             request.prompt_page_faults = faults1.total - faults0.total;
             request.prompt_major_page_faults = faults1.major - faults0.major;
+        }
+        // The reply's beginning (prefill_tokens) goes through the parser silently: the reply
+        // continues inside the message it left open.
+        for (TokenId t : options.prefill_tokens) {
+            parser.feed(t, events);
+            for (const auto& e : events) completion.add(e);
+            events.clear();
         }
         Sampler sampler(options.sampling);
         TokenPenalties penalties(options.sampling);

@@ -32,6 +32,11 @@ struct TurnOptions {
     // Used to pin a tool-call header (a named tool_choice) and by tests that need tool calls or
     // reasoning from a random-weight model.
     std::vector<TokenId> forced_tokens;
+    // The beginning of the reply, already written (Continue a reply cut by the token limit:
+    // chat::render_reply_start). Processed with the prompt, so its K/V come from the cache when
+    // the previous turn generated these tokens; read by the parser without events; the result's
+    // reasoning and content include it and generation continues after it.
+    std::vector<TokenId> prefill_tokens;
     // Text stop sequences, matched in the visible answer (content and preambles): generation
     // stops at the first one, which is not part of the reply (finish reason stop).
     std::vector<std::string> stop_sequences;

@@ -7,6 +7,9 @@
 #include <QComboBox>
 #include <QDesktopServices>
 #include <QDockWidget>
+#include <QDragEnterEvent>
+#include <QDropEvent>
+#include <QMimeData>
 #include <QFile>
 #include <QFileDialog>
 #include <QFontDatabase>
@@ -39,6 +42,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "app/dialogs.h"
 #include "app/applog.h"
 #include "app/discovery.h"
 #include "app/guideviewer.h"
@@ -49,7 +53,9 @@
 #include "app/wheelguard.h"
 #include "benchmark/benchmarkdialog.h"
 #include "conversation/chatinput.h"
+#include "conversation/assistants.h"
 #include "conversation/chatview.h"
+#include "conversation/contextmeter.h"
 #include "conversation/settingspanel.h"
 #include "settings/appsettingsdialog.h"
 #include "settings/profiledialog.h"
@@ -96,10 +102,10 @@ MainWindow::MainWindow(Options options, QWidget* parent)
         const QString why = m_store.lastError();
         spdlog::error("conversations: {}", why.toStdString());
         QTimer::singleShot(0, this, [this, why] {
-            QMessageBox::warning(this, tr("Conversations"),
-                                 tr("%1\n\nConversations of this session are kept in memory "
-                                    "only.")
-                                     .arg(why));
+            showWarning(this, tr("Conversations"),
+                        tr("%1\n\nConversations of this session are kept in memory "
+                           "only.")
+                            .arg(why));
         });
         m_store.open(QStringLiteral(":memory:"));
     }
@@ -270,6 +276,8 @@ void MainWindow::restoreWindowState() {
         m_pendingScroll = s->value(QStringLiteral("chat/scroll"), -1).toInt();
     } else if (m_conversations->rowCount() > 0) {
         selectConversation(m_conversations->at(0).id);
+    } else {
+        m_panel->applyAssistant(defaultAssistant());  // the first conversation's draft
     }
     QScrollBar* bar = m_chat->verticalScrollBar();
     connect(bar, &QScrollBar::rangeChanged, this, [this, bar](int, int max) {
@@ -372,14 +380,56 @@ void MainWindow::buildUi() {
     m_stop = new QPushButton(tr("Stop"), right);
     m_stop->setAccessibleName(tr("Stop generating"));
     m_stop->setToolTip(tr("Stop (Esc)"));
+    m_attach = new QPushButton(tr("Attach..."), right);
+    m_attach->setAccessibleName(tr("Attach text files"));
+    m_attach->setToolTip(
+        tr("Attach text files to the message: plain text, Markdown, code "
+           "(or drop them on the window)"));
     auto* buttons = new QVBoxLayout;
     buttons->addWidget(m_send);
     buttons->addWidget(m_stop);
+    buttons->addWidget(m_attach);
+    // The files attached to the message being written, as chips (click one to remove it).
+    m_chips = new QWidget(right);
+    auto* chipRow = new QHBoxLayout(m_chips);
+    chipRow->setContentsMargins(0, 0, 0, 0);
+    chipRow->addStretch(1);
+    m_chips->hide();
+    m_attachNote = new QLabel(right);
+    m_attachNote->setWordWrap(true);
+    m_attachNote->setAccessibleName(tr("Attachment problems"));
+    m_attachNote->hide();
     inputRow->addWidget(m_input, 1);
     inputRow->addLayout(buttons);
+    m_meter = new ContextMeter(
+        m_engine, [this] { return turnRequest(true); }, right);
     rv->addWidget(m_banner);
     rv->addWidget(m_chat, 1);
+    // "Deleted. Undo" under the messages for kUndoMs after a message is deleted.
+    m_undoBar = new QWidget(right);
+    auto* undoRow = new QHBoxLayout(m_undoBar);
+    undoRow->setContentsMargins(0, 0, 0, 0);
+    m_undoLabel = new QLabel(m_undoBar);
+    m_undo = new QPushButton(tr("Undo"), m_undoBar);
+    m_undo->setAccessibleName(tr("Undo the deletion"));
+    m_undo->setToolTip(tr("Put the deleted message back"));
+    undoRow->addWidget(m_undoLabel);
+    undoRow->addWidget(m_undo);
+    undoRow->addStretch(1);
+    m_undoBar->hide();
+    m_undoTimer = new QTimer(this);
+    m_undoTimer->setSingleShot(true);
+    connect(m_undoTimer, &QTimer::timeout, this, [this] {
+        m_undoBar->hide();
+        m_deleted.reset();
+    });
+    connect(m_undo, &QPushButton::clicked, this, [this] { undoDelete(); });
+    rv->addWidget(m_undoBar);
+    rv->addWidget(m_chips);
+    rv->addWidget(m_attachNote);
     rv->addLayout(inputRow);
+    rv->addWidget(m_meter);
+    setAcceptDrops(true);
     split->addWidget(left);
     split->addWidget(right);
     split->setStretchFactor(1, 1);
@@ -394,7 +444,43 @@ void MainWindow::buildUi() {
     connect(m_chat, &ChatView::editSubmitted, this, &MainWindow::editMessage);
     connect(m_chat, &ChatView::deleteRequested, this, &MainWindow::deleteMessage);
     connect(m_chat, &ChatView::versionRequested, this, &MainWindow::showVersion);
-
+    connect(m_chat, &ChatView::continueRequested, this, &MainWindow::continueReply);
+    connect(m_chat, &ChatView::branchRequested, this, &MainWindow::branchFrom);
+    // The meter counts again as the message is typed (debounced) and as the conversation changes.
+    connect(m_input, &QPlainTextEdit::textChanged, m_meter, &ContextMeter::schedule);
+    connect(m_input, &ChatInput::filesDropped, this, &MainWindow::attachFiles);
+    connect(m_attach, &QPushButton::clicked, this, [this] {
+        const QStringList files = QFileDialog::getOpenFileNames(
+            this, tr("Attach text files"), QString(),
+            tr("Text and code (*.txt *.md *.markdown *.rst *.csv *.tsv *.json *.jsonl *.yaml "
+               "*.yml *.toml *.ini *.xml *.html *.css *.js *.ts *.py *.c *.h *.cpp *.hpp *.cc "
+               "*.cs *.java *.kt *.go *.rs *.rb *.php *.sh *.ps1 *.bat *.sql *.log *.tex);;"
+               "All files (*)"));
+        if (!files.isEmpty()) attachFiles(files);
+    });
+    connect(m_messages, &QAbstractItemModel::rowsInserted, m_meter, &ContextMeter::schedule);
+    connect(m_messages, &QAbstractItemModel::rowsRemoved, m_meter, &ContextMeter::schedule);
+    connect(m_messages, &QAbstractItemModel::modelReset, m_meter, &ContextMeter::schedule);
+    connect(m_meter, &ContextMeter::newConversationRequested, this, &MainWindow::newConversation);
+    connect(m_meter, &ContextMeter::branchRequested, this, [this] {
+        // Which message to branch from: a menu of the conversation's messages.
+        auto* menu = new QMenu(this);
+        menu->setAttribute(Qt::WA_DeleteOnClose);
+        for (int row = 0; row < m_messages->rowCount(); ++row) {
+            const ChatMessage& m = m_messages->at(row);
+            if (m.id == 0) continue;
+            const QString who = m.role == QLatin1String("user") ? tr("You") : tr("Assistant");
+            menu->addAction(tr("Through message %1 (%2: %3)")
+                                .arg(row + 1)
+                                .arg(who, m.content.simplified().left(50)),
+                            this, [this, row] { branchFrom(row); });
+        }
+        if (menu->isEmpty()) {
+            delete menu;
+            return;
+        }
+        menu->popup(QCursor::pos());
+    });
     // The conversation settings panel, a dock beside the chat.
     m_panelDock = new QDockWidget(tr("Conversation settings"), this);
     m_panelDock->setObjectName(QStringLiteral("conversationSettingsDock"));
@@ -534,6 +620,10 @@ void MainWindow::buildMenus() {
     QAction* deleteAct =
         chat->addAction(tr("&Delete the last message"), this, &MainWindow::deleteLastMessage);
     deleteAct->setShortcut(QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_Backspace));
+    chat->addAction(tr("C&ontinue the cut reply"), this,
+                    [this] { continueReply(m_messages->rowCount() - 1); });
+    chat->addAction(tr("&Branch from the last message"), this,
+                    [this] { branchFrom(m_messages->rowCount() - 1); });
     chat->addSeparator();
     QAction* focusAct =
         chat->addAction(tr("Go to the &message box"), this, [this] { m_input->setFocus(); });
@@ -686,7 +776,13 @@ void MainWindow::selectConversation(qint64 id) {
     if (!info) return;
     m_current = id;
     m_pendingScroll = -1;
-    m_messages->setMessages(m_store.messages(id));
+    QList<StoredMessage> stored = m_store.messages(id);
+    // A reply being continued is stored as it was cut until its continuation ends: the
+    // streaming row shows it.
+    if (m_continued && m_engine->busy() && id == m_turnConversation && !stored.isEmpty() &&
+        stored.last().id == m_continued->id)
+        stored.removeLast();
+    m_messages->setMessages(stored);
     if (m_engine->busy() && id == m_turnConversation) {
         // Back to the conversation a reply streams into (in the background meanwhile): what
         // arrived so far, then the rest as it comes.
@@ -707,10 +803,14 @@ void MainWindow::newConversation() {
     m_pendingScroll = -1;
     m_panel->flush();
     m_messages->setMessages({});
-    // The sampling settings and the reasoning effort carry over; the system prompt does not.
-    ConversationSettings draft = m_panel->settings();
-    draft.systemPrompt.clear();
-    m_panel->setSettings(draft);
+    // The default assistant's settings (Settings page); without one, the sampling settings and
+    // the reasoning effort carry over and the system prompt does not.
+    m_panel->fillAssistants();
+    if (!m_panel->applyAssistant(defaultAssistant())) {
+        ConversationSettings draft = m_panel->settings();
+        draft.systemPrompt.clear();
+        m_panel->setSettings(draft);
+    }
     m_list->clearSelection();
     m_list->setCurrentIndex({});
     m_input->setFocus();
@@ -725,12 +825,11 @@ void MainWindow::deleteConversation(qint64 id) {
                                  4000);
         return;
     }
-    if (QMessageBox::question(this, tr("Delete conversation"),
-                              tr("Delete \"%1\" and all its messages?").arg(info->title)) !=
-        QMessageBox::Yes)
+    if (askQuestion(this, tr("Delete conversation"),
+                    tr("Delete \"%1\" and all its messages?").arg(info->title)) != QMessageBox::Yes)
         return;
     if (!m_store.deleteConversation(id)) {
-        QMessageBox::warning(this, tr("Conversations"), m_store.lastError());
+        showWarning(this, tr("Conversations"), m_store.lastError());
         return;
     }
     if (id == m_current) {
@@ -803,18 +902,84 @@ void MainWindow::editLastMessage() {
 
 void MainWindow::deleteLastMessage() { deleteMessage(m_messages->rowCount() - 1); }
 
+QStringList MainWindow::attachFiles(const QStringList& paths) {
+    QStringList problems;
+    for (const QString& path : paths) {
+        Attachment a;
+        QString error;
+        if (attachments::read(path, &a, &error))
+            m_attachments.push_back(a);
+        else
+            problems << error;
+    }
+    m_attachNote->setText(problems.join(QLatin1Char('\n')));
+    m_attachNote->setVisible(!problems.isEmpty());
+    refreshAttachmentChips();
+    m_meter->schedule();
+    m_input->setFocus();
+    return problems;
+}
+
+void MainWindow::removeAttachment(int index) {
+    if (index < 0 || index >= m_attachments.size()) return;
+    m_attachments.removeAt(index);
+    refreshAttachmentChips();
+    m_meter->schedule();
+}
+
+void MainWindow::refreshAttachmentChips() {
+    auto* row = static_cast<QHBoxLayout*>(m_chips->layout());
+    while (row->count() > 1) {  // the stretch stays last
+        QLayoutItem* item = row->takeAt(0);
+        // Later: the chip clicked may be the one whose signal runs this.
+        if (QWidget* chip = item->widget()) {
+            chip->hide();
+            chip->setParent(nullptr);
+            chip->deleteLater();
+        }
+        delete item;
+    }
+    for (int i = 0; i < m_attachments.size(); ++i) {
+        const Attachment& a = m_attachments.at(i);
+        auto* chip = new QPushButton(
+            tr("%1 (%2)  \u2715").arg(a.name, attachments::sizeText(a.bytes)), m_chips);
+        chip->setAccessibleName(tr("Remove the attached file %1").arg(a.name));
+        chip->setToolTip(tr("Attached to the message; click to remove"));
+        connect(chip, &QPushButton::clicked, this, [this, i] { removeAttachment(i); });
+        row->insertWidget(i, chip);
+    }
+    m_chips->setVisible(!m_attachments.isEmpty());
+}
+
+void MainWindow::dragEnterEvent(QDragEnterEvent* event) {
+    if (event->mimeData()->hasUrls()) event->acceptProposedAction();
+}
+
+void MainWindow::dropEvent(QDropEvent* event) {
+    QStringList files;
+    for (const QUrl& url : event->mimeData()->urls())
+        if (url.isLocalFile()) files << url.toLocalFile();
+    if (files.isEmpty()) return;
+    event->acceptProposedAction();
+    attachFiles(files);
+}
+
 void MainWindow::sendMessage() {
-    const QString text = m_input->toPlainText().trimmed();
-    if (text.isEmpty() || m_engine->busy()) return;
+    const QString typed = m_input->toPlainText().trimmed();
+    if ((typed.isEmpty() && m_attachments.isEmpty()) || m_engine->busy()) return;
+    // The files go inline under their names; the stats keep what the bubble shows.
+    const QString text = attachments::composeMessage(typed, m_attachments);
+    const QJsonObject fileStats = attachments::stats(typed, m_attachments);
     if (m_engine->state() != EngineHost::State::ready) {
         statusBar()->showMessage(tr("No model is ready yet."), 4000);
         return;
     }
     const bool created = m_current == 0;
     if (created) {
-        const qint64 id = m_store.createConversation(titleFrom(text));
+        const qint64 id = m_store.createConversation(
+            titleFrom(typed.isEmpty() ? m_attachments.first().name : typed));
         if (id == 0) {
-            QMessageBox::warning(this, tr("Conversations"), m_store.lastError());
+            showWarning(this, tr("Conversations"), m_store.lastError());
             return;
         }
         m_panel->flush();
@@ -824,12 +989,20 @@ void MainWindow::sendMessage() {
         m_current = id;
         m_messages->setMessages({});
     }
-    const StoredMessage stored = m_store.appendMessage(m_current, QStringLiteral("user"), text);
+    const StoredMessage stored =
+        m_store.appendMessage(m_current, QStringLiteral("user"), text, {}, fileStats);
     if (stored.id == 0) {
-        QMessageBox::warning(this, tr("Conversations"), m_store.lastError());
+        showWarning(this, tr("Conversations"), m_store.lastError());
         return;
     }
     m_input->clear();
+    // A new message ends the offer to put a deleted one back (it would land before it).
+    m_undoTimer->stop();
+    m_undoBar->hide();
+    m_deleted.reset();
+    m_attachments.clear();
+    m_attachNote->hide();
+    refreshAttachmentChips();
     m_messages->append(stored);
     if (created)
         reloadConversations();  // the new conversation's row appears at the top
@@ -838,9 +1011,7 @@ void MainWindow::sendMessage() {
     startTurn();
 }
 
-void MainWindow::startTurn() {
-    // The panel shows the open conversation's settings (stored with it as they change).
-    m_panel->flush();
+TurnRequest MainWindow::turnRequest(bool typed) const {
     const ConversationSettings c = m_panel->settings();
     TurnRequest req;
     req.maxTokens = c.sampling.maxTokens > 0
@@ -848,6 +1019,11 @@ void MainWindow::startTurn() {
                         : appSettings()->value(settingsKey::maxTokens, 2048).toInt();
     if (m_turnTokenLimit > 0) req.maxTokens = std::min(req.maxTokens, m_turnTokenLimit);
     for (const ChatMessage& m : m_messages->items()) req.history.push_back({m.role, m.content});
+    if (typed) {
+        const QString text =
+            attachments::composeMessage(m_input->toPlainText().trimmed(), m_attachments);
+        if (!text.isEmpty()) req.history.push_back({QStringLiteral("user"), text});
+    }
     req.systemPrompt = c.systemPrompt;
     req.reasoningEffort = c.reasoningEffort;
     req.temperature = c.sampling.temperature;
@@ -855,14 +1031,28 @@ void MainWindow::startTurn() {
     req.topK = c.sampling.topK;
     req.minP = c.sampling.minP;
     req.seed = c.sampling.fixedSeed ? static_cast<quint64>(c.sampling.seed) : 0;
+    return req;
+}
+
+void MainWindow::startTurn() {
+    // The panel shows the open conversation's settings (stored with it as they change).
+    m_panel->flush();
+    TurnRequest req = turnRequest(false);
     m_turnConversation = m_current;
     m_streamReasoning.clear();
     m_streamContent.clear();
-    m_messages->beginStreaming();
+    if (m_continued) {
+        req.continueReply = true;
+        req.continueReasoning = m_continued->reasoning;
+        req.continueContent = m_continued->content;
+        m_streamReasoning = m_continued->reasoning;
+        m_streamContent = m_continued->content;
+    }
+    m_messages->beginStreaming(m_streamReasoning, m_streamContent);
     if (!m_engine->send(req)) {
         statusBar()->showMessage(tr("The engine is busy or not ready."), 4000);
-        if (!m_regenerated.isEmpty()) {
-            onTurnFinished(TurnReport{});  // the reply being regenerated comes back
+        if (!m_regenerated.isEmpty() || m_continued) {
+            onTurnFinished(TurnReport{});  // the reply regenerated or continued comes back
             return;
         }
         m_messages->endStreaming(nullptr);
@@ -872,6 +1062,11 @@ void MainWindow::startTurn() {
 void MainWindow::onTurnFinished(const TurnReport& report) {
     const qint64 conv = m_turnConversation;
     m_turnConversation = 0;
+    if (m_continued) {
+        finishContinue(conv, report);
+        m_meter->refresh();
+        return;
+    }
     QList<MessageVersion> versions = std::exchange(m_regenerated, {});
     if (!report.error.isEmpty())
         statusBar()->showMessage(tr("Generation failed: %1").arg(report.error), 10000);
@@ -900,6 +1095,95 @@ void MainWindow::onTurnFinished(const TurnReport& report) {
     if (stored.id == 0) spdlog::error("reply not saved: {}", m_store.lastError().toStdString());
     if (conv == m_current) m_messages->endStreaming(stored.id ? &stored : nullptr);
     refreshListRow(conv);
+    m_meter->refresh();
+}
+
+void MainWindow::finishContinue(qint64 conv, const TurnReport& report) {
+    const ChatMessage old = *std::exchange(m_continued, std::nullopt);
+    if (!report.error.isEmpty())
+        statusBar()->showMessage(tr("Generation failed: %1").arg(report.error), 10000);
+    // The report's text is the whole reply (the part before included); nothing at all came when
+    // the turn failed before it began: the reply stays as it was.
+    MessageVersion v{old.content, old.reasoning, old.stats};
+    if (!report.content.isEmpty() || !report.reasoning.isEmpty()) {
+        v.content = report.content;
+        v.reasoning = report.reasoning;
+        v.stats = report.toJson();
+        // The reply's token count covers both parts; the speed and first token are the new one's.
+        v.stats.insert(
+            QStringLiteral("tokens"),
+            old.stats.value(QStringLiteral("tokens")).toInteger() + report.generatedTokens);
+        v.stats.insert(QStringLiteral("continued"),
+                       old.stats.value(QStringLiteral("continued")).toInt() + 1);
+        if (old.stats.contains(QStringLiteral("reasoning_s")) && report.reasoningSeconds <= 0)
+            v.stats.insert(QStringLiteral("reasoning_s"), old.stats.value("reasoning_s"));
+    }
+    QList<MessageVersion> versions = old.versions;
+    int shown = old.version;
+    if (versions.isEmpty()) {
+        versions.push_back(v);
+        shown = 0;
+    } else {
+        versions[shown] = v;
+    }
+    StoredMessage stored;
+    stored.id = old.id;
+    stored.conversationId = conv;
+    stored.role = old.role;
+    stored.content = v.content;
+    stored.reasoning = v.reasoning;
+    stored.stats = v.stats;
+    stored.versions = versions.size() > 1 ? versions : QList<MessageVersion>{};
+    stored.version = versions.size() > 1 ? shown : 0;
+    if (!m_store.setMessageVersions(old.id, versions, shown)) {
+        spdlog::error("continued reply not saved: {}", m_store.lastError().toStdString());
+        statusBar()->showMessage(m_store.lastError(), 6000);
+        // The view shows what the store holds.
+        stored.content = old.content;
+        stored.reasoning = old.reasoning;
+        stored.stats = old.stats;
+        stored.versions = old.versions;
+        stored.version = old.version;
+    }
+    if (conv == m_current) m_messages->endStreaming(&stored);
+    refreshListRow(conv);
+}
+
+void MainWindow::continueReply(int row) {
+    if (m_engine->busy() || row != m_messages->rowCount() - 1 || row < 0) return;
+    const ChatMessage& m = m_messages->at(row);
+    if (m.role != QLatin1String("assistant") || m.id == 0 ||
+        m.stats.value(QStringLiteral("finish")).toString() != QLatin1String("length"))
+        return;
+    if (m_engine->state() != EngineHost::State::ready) {
+        statusBar()->showMessage(tr("No model is ready yet."), 4000);
+        return;
+    }
+    // The stored message stays as it is until the continuation ends (a crash keeps the cut
+    // reply); the view streams on from its text.
+    m_continued = m;
+    m_messages->removeAt(row);
+    m_input->setFocus();
+    startTurn();
+}
+
+qint64 MainWindow::branchFrom(int row) {
+    if (m_current == 0 || row < 0 || row >= m_messages->rowCount() || m_messages->at(row).id == 0)
+        return 0;
+    m_panel->flush();  // the settings as shown go with the branch
+    const auto info = m_store.conversation(m_current);
+    if (!info) return 0;
+    const QString title = tr("%1 (branch)").arg(info->title);
+    const qint64 id = m_store.branchConversation(m_current, row, title);
+    if (id == 0) {
+        statusBar()->showMessage(tr("Branch failed: %1").arg(m_store.lastError()), 6000);
+        return 0;
+    }
+    reloadConversations();
+    selectConversation(id);
+    statusBar()->showMessage(tr("Branched into \"%1\".").arg(title), 4000);
+    m_input->setFocus();
+    return id;
 }
 
 void MainWindow::stopGeneration() { m_engine->stop(); }
@@ -912,11 +1196,10 @@ void MainWindow::regenerate(int row) {
     int laterOfYours = 0;
     for (int r = row + 1; r < m_messages->rowCount(); ++r)
         if (m_messages->at(r).role == QLatin1String("user")) ++laterOfYours;
-    if (laterOfYours > 0 &&
-        QMessageBox::question(this, tr("Regenerate reply"),
-                              tr("Regenerating this reply removes the later messages of "
-                                 "yours (%1) and their replies. Regenerate anyway?")
-                                  .arg(laterOfYours)) != QMessageBox::Yes)
+    if (laterOfYours > 0 && askQuestion(this, tr("Regenerate reply"),
+                                        tr("Regenerating this reply removes the later messages of "
+                                           "yours (%1) and their replies. Regenerate anyway?")
+                                            .arg(laterOfYours)) != QMessageBox::Yes)
         return;
     const ChatMessage& old = m_messages->at(row);
     m_regenerated = old.versions;
@@ -930,12 +1213,51 @@ void MainWindow::regenerate(int row) {
 
 void MainWindow::deleteMessage(int row) {
     if (m_engine->busy() || row < 0 || row >= m_messages->rowCount()) return;
+    // The stored state (creation time, versions) is what Undo puts back.
+    const QList<StoredMessage> stored = m_store.messages(m_current);
+    const std::optional<StoredMessage> deleted =
+        row < stored.size() && stored.at(row).id == m_messages->at(row).id
+            ? std::optional<StoredMessage>(stored.at(row))
+            : std::nullopt;
     if (!m_store.deleteMessage(m_current, row)) {
         statusBar()->showMessage(m_store.lastError(), 6000);
         return;
     }
     m_messages->removeAt(row);
     m_input->setFocus();
+    m_deleted = deleted;
+    if (m_deleted) {
+        m_undoLabel->setText(m_deleted->role == QLatin1String("user")
+                                 ? tr("Your message was deleted.")
+                                 : tr("The reply was deleted."));
+        m_undoBar->show();
+        m_undoTimer->start(kUndoMs);
+    }
+}
+
+bool MainWindow::undoDelete() {
+    m_undoTimer->stop();
+    m_undoBar->hide();
+    if (!m_deleted) return false;
+    if (m_engine->busy() && m_deleted->conversationId == m_turnConversation) {
+        statusBar()->showMessage(tr("A reply is being written: the message cannot be put back "
+                                    "now."),
+                                 6000);
+        m_deleted.reset();
+        return false;
+    }
+    const StoredMessage m = *std::exchange(m_deleted, std::nullopt);
+    if (!m_store.insertMessage(m)) {
+        statusBar()->showMessage(tr("Undo failed: %1").arg(m_store.lastError()), 6000);
+        return false;
+    }
+    if (m.conversationId == m_current) {
+        m_messages->setMessages(m_store.messages(m_current));
+        m_chat->restoreScrollPosition(-1);
+    }
+    refreshListRow(m.conversationId);
+    m_input->setFocus();
+    return true;
 }
 
 void MainWindow::showVersion(int row, int index) {
@@ -986,13 +1308,12 @@ bool MainWindow::exportConversation(const QString& path, bool json) {
     QString refused;
     const QString target = neural::gui::checkedOutputPath(path, &refused);
     if (target.isEmpty()) {
-        QMessageBox::warning(this, tr("Export"), refused);
+        showWarning(this, tr("Export"), refused);
         return false;
     }
     QSaveFile f(target);
     if (!f.open(QIODevice::WriteOnly) || f.write(bytes) != bytes.size() || !f.commit()) {
-        QMessageBox::warning(this, tr("Export"),
-                             tr("Cannot write %1: %2").arg(path, f.errorString()));
+        showWarning(this, tr("Export"), tr("Cannot write %1: %2").arg(path, f.errorString()));
         return false;
     }
     statusBar()->showMessage(tr("Exported to %1").arg(path), 4000);
@@ -1069,7 +1390,7 @@ void MainWindow::toggleServer() {
     }
     const quint16 port =
         static_cast<quint16>(appSettings()->value(QStringLiteral("server/port"), 8080).toInt());
-    if (!m_server->start(port)) QMessageBox::warning(this, tr("API server"), m_server->lastError());
+    if (!m_server->start(port)) showWarning(this, tr("API server"), m_server->lastError());
 }
 
 void MainWindow::loadActiveProfile() {
@@ -1228,7 +1549,7 @@ void MainWindow::openWizard() {
         m_profiles.setActive(p.name);
         QString error;
         if (!m_profiles.save(m_options.profilesPath, &error))
-            QMessageBox::warning(this, tr("Profiles"), error);
+            showWarning(this, tr("Profiles"), error);
         m_options.modelDir.clear();
         m_modelStore.reset();
         fillModelSwitcher();

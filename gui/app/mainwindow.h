@@ -19,6 +19,7 @@
 
 #include "app/discovery.h"
 #include "app/guideviewer.h"
+#include "conversation/attachments.h"
 #include "conversation/conversationmodel.h"
 #include "conversation/conversationstore.h"
 #include "conversation/enginehost.h"
@@ -38,12 +39,14 @@ class QProgressBar;
 class QPushButton;
 class QSystemTrayIcon;
 class QAction;
+class QTimer;
 
 namespace neural::gui {
 
 class BenchmarkDialog;
 class ChatInput;
 class ChatView;
+class ContextMeter;
 class ServerControl;
 class SettingsPanel;
 class TelemetryDock;
@@ -62,6 +65,8 @@ public:
 
     // The model switcher's item roles (modelSwitcher()).
     enum SwitcherRole { kSwitchKindRole = Qt::UserRole + 1, kSwitchStoreRole };
+    // How long "Undo" is offered after a message is deleted.
+    static constexpr int kUndoMs = 10000;
 
     explicit MainWindow(Options options, QWidget* parent = nullptr);
     ~MainWindow() override;
@@ -72,6 +77,19 @@ public:
     ConversationModel* conversations() const { return m_conversations; }
     ChatInput* input() const { return m_input; }
     ChatView* chatView() const { return m_chat; }
+    ContextMeter* contextMeter() const { return m_meter; }
+    // Attachments of the message being written (the Attach button, files dropped on the
+    // window): each file read as text (conversation/attachments.h), shown as a chip above the
+    // message box. Returns the reasons for the files refused (also shown under the chips).
+    QStringList attachFiles(const QStringList& paths);
+    void removeAttachment(int index);
+    const QList<Attachment>& pendingAttachments() const { return m_attachments; }
+    QPushButton* attachButton() const { return m_attach; }
+    QWidget* attachmentChips() const { return m_chips; }
+    QLabel* attachmentNote() const { return m_attachNote; }
+    // What the next turn sends: the open conversation, its settings and the reply's limit;
+    // with `typed`, the message being typed (with its attachments) as the last turn.
+    TurnRequest turnRequest(bool typed) const;
     ServerControl* server() const { return m_server; }
     TelemetryDock* telemetry() const { return m_telemetry; }
     qint64 currentConversation() const { return m_current; }
@@ -91,8 +109,18 @@ public slots:
     void setTurnTokenLimit(int n) { m_turnTokenLimit = n; }
     void stopGeneration();
     void regenerate(int row);
+    // Continue: the last reply, cut by the token limit (finish reason "length"), goes on from
+    // where it stopped (the engine reuses the cut reply's K/V) and stays the same message.
+    void continueReply(int row);
+    // Branch: a new conversation named after this one with the messages up to and including
+    // `row` and the same settings; it is opened. Returns its id (0: not done).
+    qint64 branchFrom(int row);
     void editMessage(int row, const QString& newText = {});
+    // Deletes the message at once; "Undo" in the status bar puts it back for kUndoMs.
     void deleteMessage(int row);
+    // Puts the last deleted message back (the Undo button); false when there is none any more.
+    bool undoDelete();
+    QPushButton* undoButton() const { return m_undo; }
     // Shows version `index` of a regenerated reply (the chat view's < 2/3 >).
     void showVersion(int row, int index);
     void selectConversation(qint64 id);
@@ -153,6 +181,9 @@ public slots:
 
 protected:
     void closeEvent(QCloseEvent* event) override;
+    // Files dropped anywhere on the window are attached to the message being written.
+    void dragEnterEvent(QDragEnterEvent* event) override;
+    void dropEvent(QDropEvent* event) override;
 
 private:
     void buildUi();
@@ -161,6 +192,8 @@ private:
     void reloadConversations();
     void startTurn();
     void onTurnFinished(const TurnReport& report);
+    void finishContinue(qint64 conv, const TurnReport& report);
+    void refreshAttachmentChips();
     void updateEngineState();
     void updateServerState(bool running, const QString& url);
     void loadActiveProfile();
@@ -200,6 +233,17 @@ private:
     QLabel* m_banner = nullptr;
     ChatView* m_chat = nullptr;
     ChatInput* m_input = nullptr;
+    ContextMeter* m_meter = nullptr;
+    QPushButton* m_attach = nullptr;
+    QWidget* m_chips = nullptr;
+    QLabel* m_attachNote = nullptr;
+    QList<Attachment> m_attachments;
+    // The message deleted last, while its Undo is offered.
+    std::optional<StoredMessage> m_deleted;
+    QWidget* m_undoBar = nullptr;
+    QLabel* m_undoLabel = nullptr;
+    QPushButton* m_undo = nullptr;
+    QTimer* m_undoTimer = nullptr;
     QPushButton* m_send = nullptr;
     QPushButton* m_stop = nullptr;
     SettingsPanel* m_panel = nullptr;
@@ -224,6 +268,8 @@ private:
     int m_turnTokenLimit = 0;
     // The versions of the reply being regenerated; the new reply is added to them.
     QList<MessageVersion> m_regenerated;
+    // The reply being continued (its stored state), while its continuation streams.
+    std::optional<ChatMessage> m_continued;
 };
 
 }  // namespace neural::gui

@@ -3,6 +3,7 @@
 #include <QApplication>
 #include <QDir>
 #include <QDockWidget>
+#include <QFile>
 #include <QLabel>
 #include <QTimer>
 
@@ -15,6 +16,7 @@
 #include "benchmark/benchmarkdialog.h"
 #include "conversation/chatinput.h"
 #include "conversation/chatview.h"
+#include "conversation/contextmeter.h"
 #include "conversation/messagemodel.h"
 #include "conversation/settingspanel.h"
 #include "monitor/telemetrydock.h"
@@ -111,6 +113,29 @@ const char* const kChatReply =
     "# [4, 16]\n```\n\n| input | output |\n|---|---|\n| `[1, 2, 3, 4]` | `[4, 16]` |\n"
     "| `[]` | `[]` |\n\n> An empty list gives an empty list.<|return|>";
 
+// A message being written with a text file attached: the chip above the box and the context
+// meter under it (attachments.png); the message is not sent.
+void attachmentScene(MainWindow* window, const QString& dir, const std::function<void()>& next) {
+    const QString file = QDir(dir).filePath(QStringLiteral("meeting-notes.md"));
+    QFile f(file);
+    if (f.open(QIODevice::WriteOnly)) {
+        f.write(
+            "# Meeting notes\n\n- Ship the 1.2 release on Friday.\n- Maria reviews the "
+            "installer.\n- Open question: keep Windows 10 support?\n");
+        f.close();
+    }
+    window->attachFiles({file});
+    QFile::remove(file);
+    window->input()->setPlainText(QStringLiteral("Summarise these notes in two sentences."));
+    window->contextMeter()->refresh();
+    QTimer::singleShot(200, window, [window, dir, next] {
+        save(window, dir + QStringLiteral("/attachments.png"));
+        while (!window->pendingAttachments().isEmpty()) window->removeAttachment(0);
+        window->input()->clear();
+        next();
+    });
+}
+
 // Sends the chat scene's question, opens the reply's reasoning, saves chat.png, then `next`.
 void chatScene(MainWindow* window, const QString& dir, std::function<void()> next) {
     window->engine()->setForcedOutput(QString::fromUtf8(kChatReply));
@@ -142,7 +167,7 @@ void chatScene(MainWindow* window, const QString& dir, std::function<void()> nex
                 QTimer::singleShot(200, window, [window, dir, next] {
                     window->chatView()->restoreScrollPosition(-1);
                     save(window->chatView(), dir + QStringLiteral("/chat.png"));
-                    next();
+                    attachmentScene(window, dir, next);
                 });
             });
         });

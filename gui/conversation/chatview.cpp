@@ -29,13 +29,15 @@
 #include <algorithm>
 #include <cmath>
 
+#include "conversation/attachments.h"
 #include "conversation/markdown.h"
 #include "conversation/messagemodel.h"
 
 namespace neural::gui {
 
 QString statsLine(const QJsonObject& stats) {
-    if (stats.isEmpty()) return {};
+    // A message of yours has stats only for its attachments (shown as chips).
+    if (stats.isEmpty() || !stats.contains(QStringLiteral("tokens"))) return {};
     QStringList parts;
     parts << QObject::tr("%n tokens", nullptr, stats.value(QStringLiteral("tokens")).toInt());
     const double tps = stats.value(QStringLiteral("tokens_per_second")).toDouble();
@@ -48,6 +50,8 @@ QString statsLine(const QJsonObject& stats) {
         parts << QObject::tr("stopped");
     else if (finish == QLatin1String("length"))
         parts << QObject::tr("cut at the token limit");
+    if (const int n = stats.value(QStringLiteral("continued")).toInt(); n > 0)
+        parts << QObject::tr("continued");
     else if (finish == QLatin1String("error"))
         parts << QObject::tr("error: %1").arg(stats.value(QStringLiteral("error")).toString());
     return parts.join(QStringLiteral(" · "));
@@ -241,7 +245,15 @@ MessageWidget::MessageWidget(QWidget* parent) : QFrame(parent) {
     m_regenerate->setAccessibleName(tr("Regenerate reply"));
     m_regenerate->setToolTip(tr("Another reply; the earlier ones stay as versions"));
     m_delete->setAccessibleName(tr("Delete message"));
-    for (QPushButton* b : {m_copy, m_edit, m_regenerate, m_delete}) b->setFlat(true);
+    m_continue = new QPushButton(tr("Continue"), this);
+    m_continue->setAccessibleName(tr("Continue the reply"));
+    m_continue->setToolTip(
+        tr("The reply was cut by the token limit: write on from where it stopped"));
+    m_branch = new QPushButton(tr("Branch"), this);
+    m_branch->setAccessibleName(tr("Branch from this message"));
+    m_branch->setToolTip(tr("A new conversation with the messages up to and including this one"));
+    for (QPushButton* b : {m_copy, m_edit, m_regenerate, m_continue, m_branch, m_delete})
+        b->setFlat(true);
     head->addWidget(m_role);
     head->addStretch(1);
     head->addWidget(m_prevVersion);
@@ -250,6 +262,8 @@ MessageWidget::MessageWidget(QWidget* parent) : QFrame(parent) {
     head->addWidget(m_copy);
     head->addWidget(m_edit);
     head->addWidget(m_regenerate);
+    head->addWidget(m_continue);
+    head->addWidget(m_branch);
     head->addWidget(m_delete);
     v->addLayout(head);
 
@@ -283,6 +297,12 @@ MessageWidget::MessageWidget(QWidget* parent) : QFrame(parent) {
         l->setSizePolicy(sp);
     }
     v->addWidget(m_body);
+    m_files = new QLabel(this);
+    m_files->setWordWrap(true);
+    m_files->setTextFormat(Qt::RichText);
+    m_files->setAccessibleName(tr("Attached files"));
+    m_files->hide();
+    v->addWidget(m_files);
     // The statistics on a line of their own under the text: beside the version arrows and the
     // buttons they were cut off at the default window width.
     m_stats->setWordWrap(true);
@@ -335,6 +355,8 @@ MessageWidget::MessageWidget(QWidget* parent) : QFrame(parent) {
     connect(m_edit, &QPushButton::clicked, this, &MessageWidget::startEdit);
     connect(m_regenerate, &QPushButton::clicked, this, &MessageWidget::regenerateRequested);
     connect(m_delete, &QPushButton::clicked, this, &MessageWidget::deleteRequested);
+    connect(m_continue, &QPushButton::clicked, this, &MessageWidget::continueRequested);
+    connect(m_branch, &QPushButton::clicked, this, &MessageWidget::branchRequested);
     connect(m_prevVersion, &QToolButton::clicked, this,
             [this] { emit versionRequested(m_version - 1); });
     connect(m_nextVersion, &QToolButton::clicked, this,
@@ -346,12 +368,29 @@ void MessageWidget::setMessage(const ChatMessage& m, bool canRegenerate) {
     m_user = m.role == QLatin1String("user");
     m_role->setText(m_user ? tr("You") : tr("Assistant"));
     m_content = m.content;
+    // A message of yours with files: its typed text, and a chip per file (the model reads them
+    // inlined, conversation/attachments.h).
+    const attachments::Shown shown =
+        m_user ? attachments::shown(m.content, m.stats) : attachments::Shown{m.content, {}};
     if (streaming) {
         m_body->showStreamingMarkdown(m.content.isEmpty() ? tr("...") : m.content);
         m_renderedFinal = false;
-    } else if (!m_renderedFinal || m.content != m_body->markdown()) {
-        m_body->showMarkdown(m.content);
+    } else if (!m_renderedFinal || shown.text != m_body->markdown()) {
+        m_body->showMarkdown(shown.text);
         m_renderedFinal = true;
+    }
+    if (shown.names.isEmpty()) {
+        m_files->hide();
+        m_files->clear();
+    } else {
+        const QString chip = palette().color(QPalette::AlternateBase).name();
+        QStringList chips;
+        for (const QString& n : shown.names)
+            chips << QStringLiteral("<span style=\"background-color:%1\">&nbsp;%2&nbsp;</span>")
+                         .arg(chip, n.toHtmlEscaped());
+        m_files->setText(chips.join(QStringLiteral(" &nbsp;")));
+        m_files->setToolTip(tr("Attached: %1").arg(shown.names.join(QStringLiteral(", "))));
+        m_files->show();
     }
     // What a screen reader says for the message: who wrote it and its text as shown (the name,
     // read first, with the start of it; the description with all of it).
@@ -400,6 +439,11 @@ void MessageWidget::setMessage(const ChatMessage& m, bool canRegenerate) {
     m_delete->setEnabled(canRegenerate);
     m_regenerate->setVisible(!m_user && !streaming && canRegenerate &&
                              property("lastReply").toBool());
+    m_continue->setVisible(
+        !m_user && !streaming && canRegenerate && property("lastReply").toBool() &&
+        m.stats.value(QStringLiteral("finish")).toString() == QLatin1String("length"));
+    m_branch->setVisible(!streaming && !isEditing());
+    m_branch->setEnabled(m.id != 0);
     update();
 }
 
@@ -412,6 +456,7 @@ void MessageWidget::startEdit() {
     m_body->hide();
     m_edit->hide();
     m_delete->hide();
+    m_branch->hide();
     m_editor->show();
     m_editBar->show();
     m_editor->setFocus();
@@ -423,6 +468,7 @@ void MessageWidget::cancelEdit() {
     m_body->show();
     m_edit->setVisible(m_user);
     m_delete->show();
+    m_branch->show();
 }
 
 bool MessageWidget::isEditing() const { return !m_editor->isHidden(); }
@@ -463,7 +509,7 @@ QMenu* MessageWidget::contextMenu() {
     if (!selected.isEmpty())
         menu->addAction(tr("Copy the selection"), this, [this] { m_body->copy(); });
     // The buttons' actions, as far as they are offered now.
-    for (QPushButton* b : {m_copy, m_edit, m_regenerate, m_delete}) {
+    for (QPushButton* b : {m_copy, m_edit, m_regenerate, m_continue, m_branch, m_delete}) {
         if (b->isHidden() || !b->isEnabled()) continue;
         QAction* a = menu->addAction(b->accessibleName(), b, &QPushButton::click);
         a->setEnabled(b->isEnabled());
@@ -605,6 +651,10 @@ void ChatView::insertRows(int first, int last) {
                 [this, w] { emit deleteRequested(rowOf(w)); });
         connect(w, &MessageWidget::versionRequested, this,
                 [this, w](int index) { emit versionRequested(rowOf(w), index); });
+        connect(w, &MessageWidget::continueRequested, this,
+                [this, w] { emit continueRequested(rowOf(w)); });
+        connect(w, &MessageWidget::branchRequested, this,
+                [this, w] { emit branchRequested(rowOf(w)); });
     }
     refreshAll();  // "Regenerate" moves to the new last reply
 }

@@ -2,7 +2,8 @@
 // indented on the right, replies on the left) bound to a MessageModel. A bubble shows the
 // Markdown text (rendered live while it streams), a collapsible "Thought for N s" reasoning
 // section, the reply's stats (tokens, tok/s, first token; live while it streams), the versions
-// of a regenerated reply (< 2/3 >) and Copy / Edit / Regenerate / Delete. Edit opens the text
+// of a regenerated reply (< 2/3 >) and Copy / Edit / Regenerate / Delete / Branch, and Continue
+// on a last reply the token limit cut. Edit opens the text
 // in place. Colours come from the palette: a theme change re-renders every message.
 //
 // Scrolling: the view sticks to the end while the user is at the bottom (also while a reply
@@ -77,11 +78,17 @@ public:
     bool isUser() const { return m_user; }
     MessageBody* body() const { return m_body; }
     QLabel* statsLabel() const { return m_stats; }
+    // The chips of the files attached to a message of yours (hidden when there are none).
+    QLabel* attachmentsLabel() const { return m_files; }
     QLabel* versionLabel() const { return m_versionLabel; }
     QToolButton* reasoningToggle() const { return m_thought; }
     QPlainTextEdit* editor() const { return m_editor; }
     void setReasoningOpen(bool open);
     QPushButton* copyButton() const { return m_copy; }
+    // "Continue": the last reply, cut by the token limit (its finish reason is "length").
+    QPushButton* continueButton() const { return m_continue; }
+    // "Branch": a new conversation with the messages up to and including this one.
+    QPushButton* branchButton() const { return m_branch; }
     // The menu a right-click on the message opens (its own actions; the selected text's Copy
     // first when there is a selection).
     QMenu* contextMenu();
@@ -95,6 +102,8 @@ signals:
     void regenerateRequested();
     void deleteRequested();
     void versionRequested(int index);
+    void continueRequested();
+    void branchRequested();
 
 protected:
     void paintEvent(QPaintEvent* event) override;
@@ -116,12 +125,15 @@ private:
     QToolButton* m_thought;
     QLabel* m_reasoning;
     MessageBody* m_body;
+    QLabel* m_files;
     QPlainTextEdit* m_editor;
     QWidget* m_editBar;
     QPushButton* m_copy;
     QPushButton* m_edit;
     QPushButton* m_regenerate;
     QPushButton* m_delete;
+    QPushButton* m_continue;
+    QPushButton* m_branch;
     QString m_content;
     QString m_renderedReasoning;
     bool m_renderedFinal = false;
@@ -149,6 +161,8 @@ signals:
     void regenerateRequested(int row);
     void deleteRequested(int row);
     void versionRequested(int row, int index);
+    void continueRequested(int row);
+    void branchRequested(int row);
     void scrollPositionChanged(int position);
 
 protected:

@@ -220,6 +220,52 @@ qint64 ConversationStore::createConversation(const QString& title) {
     return q.lastInsertId().toLongLong();
 }
 
+qint64 ConversationStore::branchConversation(qint64 id, int throughPosition, const QString& title) {
+    QSqlDatabase db = QSqlDatabase::database(m_connection);
+    if (!db.transaction()) {
+        fail(QStringLiteral("cannot begin a transaction"), db.lastError().text());
+        return 0;
+    }
+    QSqlQuery q(db);
+    auto rollback = [&](const QString& what) {
+        const QString err = q.lastError().text();
+        db.rollback();
+        fail(what, err);
+        return qint64{0};
+    };
+    q.prepare(
+        QStringLiteral("SELECT COUNT(*) FROM messages WHERE conversation_id = ? AND "
+                       "position = ?"));
+    q.addBindValue(id);
+    q.addBindValue(throughPosition);
+    if (!q.exec() || !q.next() || q.value(0).toInt() != 1)
+        return rollback(
+            QStringLiteral("conversation %1 has no message %2").arg(id).arg(throughPosition + 1));
+    const qint64 now = nowMs();
+    q.prepare(
+        QStringLiteral("INSERT INTO conversations (title, created_ms, updated_ms, system_prompt, "
+                       "reasoning_effort, sampling) SELECT COALESCE(?, ''), ?, ?, system_prompt, "
+                       "reasoning_effort, sampling FROM conversations WHERE id = ?"));
+    q.addBindValue(title);
+    q.addBindValue(now);
+    q.addBindValue(now);
+    q.addBindValue(id);
+    if (!q.exec() || q.numRowsAffected() != 1)
+        return rollback(QStringLiteral("cannot branch conversation %1").arg(id));
+    const qint64 branch = q.lastInsertId().toLongLong();
+    q.prepare(QStringLiteral(
+        "INSERT INTO messages (conversation_id, position, role, content, reasoning, created_ms, "
+        "stats, versions, version) SELECT ?, position, role, content, reasoning, created_ms, "
+        "stats, versions, version FROM messages WHERE conversation_id = ? AND position <= ? "
+        "ORDER BY position"));
+    q.addBindValue(branch);
+    q.addBindValue(id);
+    q.addBindValue(throughPosition);
+    if (!q.exec()) return rollback(QStringLiteral("cannot copy the messages of the branch"));
+    if (!db.commit()) return rollback(QStringLiteral("cannot commit the branch"));
+    return branch;
+}
+
 bool ConversationStore::renameConversation(qint64 id, const QString& title) {
     QSqlQuery q(QSqlDatabase::database(m_connection));
     q.prepare(QStringLiteral("UPDATE conversations SET title = COALESCE(?, '') WHERE id = ?"));
@@ -408,6 +454,64 @@ bool ConversationStore::deleteMessage(qint64 conversationId, int position) {
                         .arg(conversationId),
                     err);
     }
+    return db.commit() || fail(QStringLiteral("commit failed"), db.lastError().text());
+}
+
+bool ConversationStore::insertMessage(const StoredMessage& m) {
+    QSqlDatabase db = QSqlDatabase::database(m_connection);
+    if (!db.transaction())
+        return fail(QStringLiteral("cannot begin a transaction"), db.lastError().text());
+    QSqlQuery q(db);
+    auto rollback = [&](const QString& detail) {
+        db.rollback();
+        return fail(QStringLiteral("cannot put message %1 back into conversation %2")
+                        .arg(m.position + 1)
+                        .arg(m.conversationId),
+                    detail);
+    };
+    q.prepare(
+        QStringLiteral("SELECT (SELECT COUNT(*) FROM conversations WHERE id = ?), "
+                       "(SELECT COUNT(*) FROM messages WHERE conversation_id = ?)"));
+    q.addBindValue(m.conversationId);
+    q.addBindValue(m.conversationId);
+    if (!q.exec() || !q.next()) return rollback(q.lastError().text());
+    if (q.value(0).toInt() != 1) return rollback(QStringLiteral("no such conversation"));
+    if (m.position < 0 || m.position > q.value(1).toInt())
+        return rollback(QStringLiteral("the position is past the end"));
+    // Two steps through negative positions, as in deleteMessage.
+    q.prepare(
+        QStringLiteral("UPDATE messages SET position = -position - 1 WHERE "
+                       "conversation_id = ? AND position >= ?"));
+    q.addBindValue(m.conversationId);
+    q.addBindValue(m.position);
+    if (!q.exec()) return rollback(q.lastError().text());
+    q.prepare(
+        QStringLiteral("UPDATE messages SET position = -position WHERE "
+                       "conversation_id = ? AND position < 0"));
+    q.addBindValue(m.conversationId);
+    if (!q.exec()) return rollback(q.lastError().text());
+    QJsonArray list;
+    for (const MessageVersion& v : m.versions)
+        list.push_back(QJsonObject{{QStringLiteral("content"), v.content},
+                                   {QStringLiteral("reasoning"), v.reasoning},
+                                   {QStringLiteral("stats"), v.stats}});
+    q.prepare(QStringLiteral(
+        "INSERT INTO messages (id, conversation_id, position, role, content, reasoning, "
+        "created_ms, stats, versions, version) VALUES (?, ?, ?, ?, COALESCE(?, ''), "
+        "COALESCE(?, ''), ?, ?, ?, ?)"));
+    q.addBindValue(m.id);
+    q.addBindValue(m.conversationId);
+    q.addBindValue(m.position);
+    q.addBindValue(m.role);
+    q.addBindValue(m.content);
+    q.addBindValue(m.reasoning);
+    q.addBindValue(m.createdMs);
+    q.addBindValue(QString::fromUtf8(QJsonDocument(m.stats).toJson(QJsonDocument::Compact)));
+    q.addBindValue(m.versions.size() > 1
+                       ? QString::fromUtf8(QJsonDocument(list).toJson(QJsonDocument::Compact))
+                       : QStringLiteral("[]"));
+    q.addBindValue(m.versions.size() > 1 ? m.version : 0);
+    if (!q.exec()) return rollback(q.lastError().text());
     return db.commit() || fail(QStringLiteral("commit failed"), db.lastError().text());
 }
 

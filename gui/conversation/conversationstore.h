@@ -77,6 +77,10 @@ public:
                                  const QString& reasoningEffort);
     bool setConversationSampling(qint64 id, const SamplingSettings& sampling);
     bool deleteConversation(qint64 id);  // with its messages
+    // Branch: a new conversation titled `title` with conversation `id`'s settings and copies of
+    // its messages at positions 0 ... `throughPosition` (their versions too). One transaction;
+    // the new id, or 0 on error (no such conversation or message).
+    qint64 branchConversation(qint64 id, int throughPosition, const QString& title);
 
     QList<StoredMessage> messages(qint64 conversationId);
     // Appends at the end (position = count) and touches the conversation; one transaction,
@@ -87,6 +91,10 @@ public:
     bool truncate(qint64 conversationId, int fromPosition);
     // Removes one message; the later ones move up a position. One transaction.
     bool deleteMessage(qint64 conversationId, int position);
+    // Puts a deleted message back (Undo) as it was: its id, position, text, stats and versions;
+    // the later ones move down a position. One transaction; false when its position is past
+    // the end or the conversation is gone.
+    bool insertMessage(const StoredMessage& message);
     // Stores the versions of a reply and shows versions[selected] (its content, reasoning and
     // stats become the message's). False for an empty list or an index out of range.
     bool setMessageVersions(qint64 messageId, const QList<MessageVersion>& versions, int selected);

@@ -268,16 +268,9 @@ void EngineHost::loadDemo(const QString& dir, const QString& tokenizer) {
         dir);
 }
 
-bool EngineHost::send(const TurnRequest& request) {
-    if (m_state != State::ready || !m_queue || m_jobId != 0) return false;
-
-    // The turn runs on the engine host like an API chat request (host/generationqueue.h): the
-    // same prompt cache, cancellation and context rule. Everything is converted up front (no Qt
-    // types cross over to the engine thread).
-    auto job = std::make_shared<host::GenerationJob>();
-    job->kind = host::GenerationJob::Kind::chat;
-    job->session = "desktop";
-    openai::ChatRequest& req = job->chat;
+openai::ChatRequest EngineHost::chatRequest(const TurnRequest& request) const {
+    // Everything is converted up front: no Qt types cross over to the engine thread.
+    openai::ChatRequest req;
     req.system.conversation_start_date = today_iso_date();
     try {
         req.system.reasoning_effort =
@@ -304,6 +297,40 @@ bool EngineHost::send(const TurnRequest& request) {
     req.sampling.seed = request.seed != 0 ? request.seed : std::random_device{}();
     const QString forced = request.forcedOutput.isEmpty() ? m_forcedOutput : request.forcedOutput;
     if (!forced.isEmpty()) req.forced_output = utf8(forced);
+    if (request.continueReply)
+        req.reply_start = openai::ChatRequest::ReplyStart{utf8(request.continueReasoning),
+                                                          utf8(request.continueContent)};
+    return req;
+}
+
+qint64 EngineHost::promptTokens(const TurnRequest& request) const {
+    if (!m_model) return -1;
+    const openai::ChatRequest req = chatRequest(request);
+    // The conversation as ChatSession::conversation() builds it for the turn.
+    chat::Conversation c;
+    c.messages.push_back(chat::Message::system(req.system));
+    if (req.developer.instructions) c.messages.push_back(chat::Message::developer(req.developer));
+    c.messages.insert(c.messages.end(), req.history.begin(), req.history.end());
+    const Tokenizer& tok = m_model->tokenizer();
+    std::size_t n = chat::render_for_completion(c).tokens(tok).size();
+    if (req.reply_start)
+        n += chat::render_reply_start(req.reply_start->reasoning, req.reply_start->content)
+                 .tokens(tok)
+                 .size();
+    return static_cast<qint64>(n);
+}
+
+qint64 EngineHost::contextLength() const { return m_model ? m_model->context_length() : 0; }
+
+bool EngineHost::send(const TurnRequest& request) {
+    if (m_state != State::ready || !m_queue || m_jobId != 0) return false;
+
+    // The turn runs on the engine host like an API chat request (host/generationqueue.h): the
+    // same prompt cache, cancellation and context rule.
+    auto job = std::make_shared<host::GenerationJob>();
+    job->kind = host::GenerationJob::Kind::chat;
+    job->session = "desktop";
+    job->chat = chatRequest(request);
 
     // When the reasoning and the answer began to arrive (GUI thread, for reasoningSeconds).
     struct Timing {

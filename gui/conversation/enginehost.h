@@ -51,6 +51,12 @@ struct TurnRequest {
     // as such); sampling continues after it. Tests use it to get reasoning and answer text from
     // a random-weight model; everything after the sampler is the real path.
     QString forcedOutput;
+    // Continue: the history ends before the reply cut by the token limit, whose reasoning and
+    // text so far are here; the reply goes on from them (chat::render_reply_start) and the
+    // report's reasoning and content are the whole reply.
+    bool continueReply = false;
+    QString continueReasoning;
+    QString continueContent;
 };
 
 struct TurnReport {
@@ -113,6 +119,12 @@ public:
 
     // Starts a reply; false (and nothing happens) when no model is ready or a turn is running.
     bool send(const TurnRequest& request);
+    // The tokens of the prompt `request` renders to with the loaded tokenizer (the history, the
+    // system and developer messages and, for a Continue, the reply so far): what the context
+    // meter shows. -1 when no model is loaded.
+    qint64 promptTokens(const TurnRequest& request) const;
+    // The model's context in tokens (Model::context_length); 0 when no model is loaded.
+    qint64 contextLength() const;
     void stop();  // cancels the running turn; it still ends with turnFinished (cancelled)
     bool busy() const { return m_jobId != 0; }
     // The jobs the running turn waits behind (API requests, which share the engine): 0 once it
@@ -146,6 +158,8 @@ private:
     void setLoadProgress(int percent, const QString& stage);
     void unload();
     void setState(State s);
+    // The engine host's chat request for a turn (everything converted from Qt types).
+    openai::ChatRequest chatRequest(const TurnRequest& request) const;
 
     State m_state = State::empty;
     QString m_modelDir;

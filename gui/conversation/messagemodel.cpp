@@ -64,11 +64,13 @@ void MessageModel::append(const StoredMessage& message) {
     endInsertRows();
 }
 
-void MessageModel::beginStreaming() {
+void MessageModel::beginStreaming(const QString& reasoning, const QString& content) {
     const int row = static_cast<int>(m_items.size());
     beginInsertRows({}, row, row);
     ChatMessage m;
     m.role = QStringLiteral("assistant");
+    m.reasoning = reasoning;
+    m.content = content;
     m.streaming = true;
     m.clock.start();
     m_items.push_back(m);

@@ -49,8 +49,8 @@ public:
     const ChatMessage& at(int row) const { return m_items.at(row); }
     const QList<ChatMessage>& items() const { return m_items; }
 
-    // The reply being generated.
-    void beginStreaming();
+    // The reply being generated; a continued reply starts with its text so far.
+    void beginStreaming(const QString& reasoning = {}, const QString& content = {});
     // `pieces`: the text pieces (about one per token) in this delta, for the live tok/s.
     void appendDelta(const QString& reasoning, const QString& content, int pieces = 0);
     // Replaces the streaming row by the stored reply (or drops it when `stored` is null).

@@ -16,6 +16,9 @@
 #include <QTimer>
 #include <QVBoxLayout>
 
+#include "app/dialogs.h"
+#include "conversation/assistants.h"
+
 namespace neural::gui {
 
 namespace {
@@ -41,6 +44,21 @@ SettingsPanel::SettingsPanel(QWidget* parent) : QWidget(parent) {
     auto* v = new QVBoxLayout(this);
     auto* form = new QFormLayout;
     form->setFieldGrowthPolicy(QFormLayout::AllNonFixedFieldsGrow);
+
+    m_assistant = new QComboBox(this);
+    m_assistant->setAccessibleName(tr("Assistant"));
+    m_assistant->setToolTip(
+        tr("A saved assistant: its system prompt, reasoning effort and "
+           "sampling settings fill the fields below."));
+    form->addRow(tr("&Assistant:"), m_assistant);
+    auto* assistantButtons = new QHBoxLayout;
+    m_saveAssistant = new QPushButton(tr("Save as assistant..."), this);
+    m_saveAssistant->setAccessibleName(tr("Save these settings as an assistant"));
+    m_deleteAssistant = new QPushButton(tr("Delete assistant"), this);
+    m_deleteAssistant->setAccessibleName(tr("Delete the chosen assistant"));
+    assistantButtons->addWidget(m_saveAssistant);
+    assistantButtons->addWidget(m_deleteAssistant);
+    form->addRow(QString(), assistantButtons);
 
     m_preset = new QComboBox(this);
     m_preset->setAccessibleName(tr("Sampling preset"));
@@ -152,6 +170,7 @@ SettingsPanel::SettingsPanel(QWidget* parent) : QWidget(parent) {
     connect(m_promptTimer, &QTimer::timeout, this, &SettingsPanel::settingsChanged);
 
     fillPresets();
+    fillAssistants();
     setSettings({});  // the defaults (Balanced) until a conversation is shown
 
     for (QDoubleSpinBox* b : {m_temperature, m_topP, m_minP})
@@ -173,6 +192,16 @@ SettingsPanel::SettingsPanel(QWidget* parent) : QWidget(parent) {
         if (!name.isEmpty() && applyPreset(name)) emit settingsChanged();
         showMatchingPreset();
     });
+    connect(m_assistant, &QComboBox::activated, this, [this](int index) {
+        const QString name = m_assistant->itemData(index).toString();
+        if (!name.isEmpty() && applyAssistant(name)) emit settingsChanged();
+    });
+    connect(m_saveAssistant, &QPushButton::clicked, this, [this] { saveAsAssistant(); });
+    connect(m_deleteAssistant, &QPushButton::clicked, this, [this] {
+        if (removeAssistant(m_assistant->currentData().toString())) fillAssistants();
+    });
+    // Any change of a field: the assistant shown is the one the fields still match.
+    connect(this, &SettingsPanel::settingsChanged, this, &SettingsPanel::showMatchingAssistant);
     connect(m_savePreset, &QPushButton::clicked, this, [this] { saveAsPreset(); });
     connect(m_deletePreset, &QPushButton::clicked, this, [this] {
         const QString name = m_preset->currentData().toString();
@@ -237,6 +266,7 @@ void SettingsPanel::setSettings(const ConversationSettings& s) {
         m_systemPrompt->setPlainText(s.systemPrompt);
     m_filling = false;
     showMatchingPreset();
+    showMatchingAssistant();
 }
 
 SamplingSettings SettingsPanel::sampling() const {
@@ -283,14 +313,59 @@ bool SettingsPanel::saveAsPreset(const QString& given) {
     }
     if (!saveSamplingPreset(name, sampling())) {
         if (ask)
-            QMessageBox::information(
-                this, tr("Save preset"),
-                tr("\"%1\" is a built-in preset; choose another name.").arg(name));
+            showInformation(this, tr("Save preset"),
+                            tr("\"%1\" is a built-in preset; choose another name.").arg(name));
         return false;
     }
     m_presetName = name;
     fillPresets();
     showMatchingPreset();
+    return true;
+}
+
+void SettingsPanel::fillAssistants() {
+    {
+        const QSignalBlocker block(m_assistant);
+        m_assistant->clear();
+        for (const Assistant& a : assistants()) m_assistant->addItem(a.name, a.name);
+        m_assistant->setPlaceholderText(tr("None"));
+    }
+    showMatchingAssistant();
+}
+
+void SettingsPanel::showMatchingAssistant() {
+    const QSignalBlocker block(m_assistant);
+    const ConversationSettings now = settings();
+    int index = -1;
+    for (int i = 0; i < m_assistant->count() && index < 0; ++i) {
+        const std::optional<Assistant> a = assistantNamed(m_assistant->itemData(i).toString());
+        if (a && a->settings == now) index = i;
+    }
+    m_assistant->setCurrentIndex(index);
+    m_deleteAssistant->setEnabled(index >= 0);
+}
+
+bool SettingsPanel::applyAssistant(const QString& name) {
+    const std::optional<Assistant> a = assistantNamed(name);
+    if (!a) return false;
+    setSettings(a->settings);
+    return true;
+}
+
+bool SettingsPanel::saveAsAssistant(const QString& given) {
+    QString name = given.trimmed();
+    if (name.isEmpty()) {
+        bool ok = false;
+        name = QInputDialog::getText(this, tr("Save assistant"),
+                                     tr("Name of the assistant (its system prompt, reasoning "
+                                        "effort and sampling settings are saved):"),
+                                     QLineEdit::Normal, m_assistant->currentData().toString(), &ok)
+                   .trimmed();
+        if (!ok || name.isEmpty()) return false;
+    }
+    flush();
+    if (!saveAssistant({name, settings()})) return false;
+    fillAssistants();
     return true;
 }
 

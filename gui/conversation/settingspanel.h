@@ -5,7 +5,9 @@
 //
 // The widgets hold the API's limits (SamplingSettings); each tooltip names the API field the
 // value travels as. A preset fills the sampling fields; "Save as preset..." keeps the current
-// ones under a name (samplingsettings.h); a user preset can be deleted again.
+// ones under a name (samplingsettings.h); a user preset can be deleted again. An assistant
+// (conversation/assistants.h) fills every field, the system prompt and effort too; "Save as
+// assistant..." keeps them all under a name.
 #pragma once
 
 #include <QWidget>
@@ -26,6 +28,10 @@ struct ConversationSettings {
     QString systemPrompt;
     QString reasoningEffort = QStringLiteral("medium");
     SamplingSettings sampling;
+    bool operator==(const ConversationSettings& o) const {
+        return systemPrompt == o.systemPrompt && reasoningEffort == o.reasoningEffort &&
+               sampling == o.sampling;
+    }
 };
 
 class SettingsPanel : public QWidget {
@@ -43,11 +49,21 @@ public:
     bool applyPreset(const QString& name);
     // Saves the current sampling fields as preset `name` (asks for a name when empty).
     bool saveAsPreset(const QString& name = {});
+    // Fills every field from the assistant named `name` (no settingsChanged); false when there
+    // is none.
+    bool applyAssistant(const QString& name);
+    // Saves the current fields as assistant `name` (asks for a name when empty).
+    bool saveAsAssistant(const QString& name = {});
+    // Lists the saved assistants again (another window or the Settings page changed them).
+    void fillAssistants();
     // A pending system prompt edit is reported now (before a send reads the settings).
     void flush();
 
     // Test access.
     QComboBox* presetBox() const { return m_preset; }
+    QComboBox* assistantBox() const { return m_assistant; }
+    QPushButton* saveAssistantButton() const { return m_saveAssistant; }
+    QPushButton* deleteAssistantButton() const { return m_deleteAssistant; }
     QDoubleSpinBox* temperatureBox() const { return m_temperature; }
     QDoubleSpinBox* topPBox() const { return m_topP; }
     QSpinBox* topKBox() const { return m_topK; }
@@ -67,8 +83,12 @@ signals:
 private:
     void fillPresets();
     void showMatchingPreset();
+    void showMatchingAssistant();
     void edited();
 
+    QComboBox* m_assistant;
+    QPushButton* m_saveAssistant;
+    QPushButton* m_deleteAssistant;
     QComboBox* m_preset;
     QPushButton* m_savePreset;
     QPushButton* m_deletePreset;

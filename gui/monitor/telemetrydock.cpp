@@ -25,6 +25,7 @@
 #include <cmath>
 #include <cstdlib>
 
+#include "app/dialogs.h"
 #include "app/outputpath.h"
 #include "platform/process_stats.h"
 #include "runtime/backend.h"
@@ -166,7 +167,7 @@ TelemetryDock::TelemetryDock(QWidget* parent) : QDockWidget(tr("Telemetry"), par
             this, tr("Export telemetry"), QStringLiteral("telemetry.csv"), tr("CSV (*.csv)"));
         QString error;
         if (!path.isEmpty() && !exportCsv(path, &error))
-            QMessageBox::warning(this, tr("Export telemetry"), error);
+            showWarning(this, tr("Export telemetry"), error);
     });
     m_timer = new QTimer(this);
     m_timer->setInterval(250);

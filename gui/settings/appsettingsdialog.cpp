@@ -13,6 +13,7 @@
 #include <algorithm>
 
 #include "app/paths.h"
+#include "conversation/assistants.h"
 
 namespace neural::gui {
 
@@ -86,6 +87,16 @@ AppSettingsDialog::AppSettingsDialog(QWidget* parent) : QDialog(parent) {
     m_maxTokens->setAccessibleName(tr("Reply length limit"));
     m_maxTokens->setToolTip(tr("Most tokens in one reply, reasoning included."));
     lf->addRow(tr("Reply length &limit:"), m_maxTokens);
+    m_defaultAssistant = new QComboBox(look);
+    m_defaultAssistant->addItem(tr("None (an empty system prompt)"), QString());
+    for (const Assistant& a : assistants()) m_defaultAssistant->addItem(a.name, a.name);
+    m_defaultAssistant->setCurrentIndex(
+        std::max(0, m_defaultAssistant->findData(defaultAssistant())));
+    m_defaultAssistant->setAccessibleName(tr("Default assistant"));
+    m_defaultAssistant->setToolTip(
+        tr("The assistant (system prompt, reasoning effort, sampling) a new conversation "
+           "starts with; save assistants in the conversation settings panel."));
+    lf->addRow(tr("Default &assistant:"), m_defaultAssistant);
     v->addWidget(look);
 
     auto* buttons = new QDialogButtonBox(QDialogButtonBox::Ok | QDialogButtonBox::Cancel, this);
@@ -119,6 +130,7 @@ void AppSettingsDialog::save() {
     s->setValue(settingsKey::startAtLaunch, m_startAtLaunch->isChecked());
     s->setValue(settingsKey::keepInTray, m_keepInTray->isChecked());
     s->setValue(settingsKey::maxTokens, m_maxTokens->value());
+    setDefaultAssistant(m_defaultAssistant->currentData().toString());
     const QString theme = m_theme->currentData().toString();
     if (s->value(settingsKey::theme, QStringLiteral("system")).toString() != theme) {
         s->setValue(settingsKey::theme, theme);

@@ -1,7 +1,7 @@
 // Settings > Settings...: the app's own settings on one page (the engine's are the profiles):
 // the API server (port, key, LAN access with a warning, CORS origins, start at launch, keep
-// running in the tray), the appearance (theme: follow the system, light or dark) and the chat's
-// reply length limit. OK writes them to appSettings() (gui/app/paths.h); the API settings take
+// running in the tray), the appearance (theme: follow the system, light or dark), the chat's
+// reply length limit and the assistant a New conversation starts with. OK writes them to appSettings() (gui/app/paths.h); the API settings take
 // effect at the server's next start, the theme at once.
 #pragma once
 
@@ -29,6 +29,10 @@ inline constexpr const char* maxTokens = "chat/maxTokens";            // 2048
 inline constexpr const char* textZoom = "chat/textZoom";  // 0
 // The user's sampling presets (JSON array, conversation/samplingsettings.h).
 inline constexpr const char* samplingPresets = "chat/samplingPresets";
+// Saved assistants (JSON array, conversation/assistants.h) and the one a New conversation
+// starts with ("": none).
+inline constexpr const char* assistants = "chat/assistants";
+inline constexpr const char* defaultAssistant = "chat/defaultAssistant";
 // Extra folders the model switcher scans besides modelsDir() (string list), and the models
 // loaded last (JSON array of {"model", "store"}, newest first; app/modelcatalog.h).
 inline constexpr const char* modelFolders = "models/folders";
@@ -53,6 +57,7 @@ public:
     QCheckBox* keepInTrayBox() const { return m_keepInTray; }
     QComboBox* themeBox() const { return m_theme; }
     QSpinBox* maxTokensBox() const { return m_maxTokens; }
+    QComboBox* defaultAssistantBox() const { return m_defaultAssistant; }
 
 signals:
     void themeChanged(const QString& theme);
@@ -69,6 +74,7 @@ private:
     QCheckBox* m_keepInTray;
     QComboBox* m_theme;
     QSpinBox* m_maxTokens;
+    QComboBox* m_defaultAssistant;
 };
 
 }  // namespace neural::gui

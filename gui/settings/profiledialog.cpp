@@ -19,6 +19,7 @@
 
 #include <filesystem>
 
+#include "app/dialogs.h"
 #include "app/wheelguard.h"
 #include "app/paths.h"
 #include "neural/error.h"
@@ -226,8 +227,7 @@ ProfileDialog::ProfileDialog(ProfileStore* store, QString path, QWidget* parent)
                 .trimmed();
         if (!ok || name.isEmpty()) return;
         if (m_store->find(name)) {
-            QMessageBox::warning(this, tr("New profile"),
-                                 tr("A profile named %1 exists.").arg(name));
+            showWarning(this, tr("New profile"), tr("A profile named %1 exists.").arg(name));
             return;
         }
         collect();
@@ -344,7 +344,7 @@ void ProfileDialog::apply() {
     m_store->setActive(m_shown);
     QString error;
     if (!m_store->save(m_path, &error)) {
-        QMessageBox::warning(this, tr("Profiles"), error);
+        showWarning(this, tr("Profiles"), error);
         return;
     }
     emit applied(m_store->active());

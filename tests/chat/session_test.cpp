@@ -323,6 +323,54 @@ TEST_F(SessionTest, ASampledReplyIsTheSameWhateverTheCacheHolds) {
     EXPECT_EQ(cold.reasoning, first.reasoning);
 }
 
+// Continue (TurnOptions::prefill_tokens): a reply cut by the token limit, continued from its
+// text, is the reply that was not cut (greedy), and the cut part's K/V come from the cache.
+TEST_F(SessionTest, AContinuedReplyIsTheReplyThatWasNotCut) {
+    const Tokenizer& tok = model_->tokenizer();
+    const std::string start =
+        "<|channel|>analysis<|message|>Think.<|end|><|start|>assistant<|channel|>final<|message|>"
+        "Hello there";
+    TurnOptions whole = greedy(0);
+    whole.forced_tokens = tok.encode(start, true);
+    whole.max_tokens = static_cast<int>(whole.forced_tokens.size()) + 10;
+    ChatSession a(*model_);
+    a.system().conversation_start_date = "2026-11-30";
+    a.add_user("Hi");
+    const TurnResult uncut = a.respond(whole);
+
+    ChatSession b(*model_);
+    b.system().conversation_start_date = "2026-11-30";
+    b.add_user("Hi");
+    TurnOptions cut = whole;
+    cut.max_tokens = static_cast<int>(whole.forced_tokens.size());
+    const TurnResult first = b.respond(cut);
+    EXPECT_EQ(first.finish, chat::FinishReason::length);
+    EXPECT_EQ(first.content, "Hello there");
+    EXPECT_EQ(first.reasoning, "Think.");
+
+    b.truncate_history(1);  // the history ends with the user's message again
+    TurnOptions more = greedy(10);
+    more.prefill_tokens = chat::render_reply_start(first.reasoning, first.content).tokens(tok);
+    EXPECT_EQ(more.prefill_tokens, whole.forced_tokens);
+    std::string streamed;
+    const TurnResult continued = b.respond(more, [&](const chat::ParserEvent& e) {
+        if (e.type == chat::EventType::content) streamed += e.text;
+    });
+    EXPECT_EQ(continued.content, uncut.content);
+    EXPECT_EQ(continued.reasoning, uncut.reasoning);
+    EXPECT_EQ(continued.stats.generated_tokens, 10);
+    // Only the new text streams; the cut part was not computed again (its last token, never fed
+    // to the model when the turn ended, is the one prompt token processed).
+    EXPECT_EQ("Hello there" + streamed, continued.content);
+    EXPECT_EQ(continued.stats.cached_tokens, continued.stats.prompt_tokens - 1);
+
+    // Cut while thinking: the reasoning is continued, the answer follows in a final message.
+    const chat::Prompt thinking = chat::render_reply_start("Think", "");
+    EXPECT_EQ(thinking.text(), "<|channel|>analysis<|message|>Think");
+    EXPECT_TRUE(chat::render_reply_start("", "").segments().empty());
+    EXPECT_EQ(chat::render_reply_start("", "Hi").text(), "<|channel|>final<|message|>Hi");
+}
+
 // logprobs: one entry per answer token (none for the header or reasoning), delivered with the
 // events that carry the token's text; greedy picks the top entry; penalties do not change them
 // (they are the model's distribution).

@@ -1,0 +1,110 @@
+#include "conversation/attachments.h"
+
+#include <QCoreApplication>
+#include <QFile>
+#include <QFileInfo>
+#include <QJsonArray>
+#include <QLocale>
+#include <QStringDecoder>
+
+#include <algorithm>
+
+namespace neural::gui::attachments {
+
+namespace {
+QString tr(const char* text) { return QCoreApplication::translate("Attachments", text); }
+
+// The longest run of backticks in `text`.
+int longestBacktickRun(const QString& text) {
+    int longest = 0, run = 0;
+    for (const QChar c : text) {
+        run = c == QLatin1Char('`') ? run + 1 : 0;
+        longest = std::max(longest, run);
+    }
+    return longest;
+}
+}  // namespace
+
+QString sizeText(qint64 bytes) { return QLocale().formattedDataSize(bytes, 1); }
+
+bool read(const QString& path, Attachment* out, QString* error) {
+    const QFileInfo info(path);
+    const QString name = info.fileName();
+    if (!info.exists() || !info.isFile()) {
+        *error = tr("%1 is not a file that can be attached.").arg(name.isEmpty() ? path : name);
+        return false;
+    }
+    if (info.size() > kMaxBytes) {
+        *error = tr("%1 is too large to attach (%2; at most %3 of text).")
+                     .arg(name, sizeText(info.size()), sizeText(kMaxBytes));
+        return false;
+    }
+    QFile f(path);
+    if (!f.open(QIODevice::ReadOnly)) {
+        *error = tr("%1 cannot be read: %2").arg(name, f.errorString());
+        return false;
+    }
+    // Read one byte past the limit: a file that grew since the check is still refused.
+    const QByteArray data = f.read(kMaxBytes + 1);
+    if (data.size() > kMaxBytes) {
+        *error =
+            tr("%1 is too large to attach (at most %2 of text).").arg(name, sizeText(kMaxBytes));
+        return false;
+    }
+    if (data.contains('\0')) {
+        *error = tr("%1 looks like a binary file (an image, a program or a document format): "
+                    "only text files can be attached (plain text, Markdown, code).")
+                     .arg(name);
+        return false;
+    }
+    QStringDecoder decoder(QStringDecoder::Utf8);
+    QString text = decoder.decode(data);
+    if (decoder.hasError()) {
+        *error = tr("%1 is not UTF-8 text: save it as UTF-8 to attach it.").arg(name);
+        return false;
+    }
+    if (text.startsWith(QChar(0xFEFF))) text.remove(0, 1);  // a byte order mark
+    out->name = name;
+    out->text = text;
+    out->bytes = data.size();
+    return true;
+}
+
+QString composeMessage(const QString& text, const QList<Attachment>& files) {
+    QString out = text;
+    for (const Attachment& a : files) {
+        const QString fence(std::max(3, longestBacktickRun(a.text) + 1), QLatin1Char('`'));
+        if (!out.isEmpty()) out += QStringLiteral("\n\n");
+        out += QStringLiteral("File: %1\n%2\n%3").arg(a.name, fence, a.text);
+        if (!a.text.endsWith(QLatin1Char('\n'))) out += QLatin1Char('\n');
+        out += fence;
+    }
+    return out;
+}
+
+QJsonObject stats(const QString& text, const QList<Attachment>& files) {
+    if (files.isEmpty()) return {};
+    QJsonArray list;
+    for (const Attachment& a : files)
+        list.push_back(
+            QJsonObject{{QStringLiteral("name"), a.name}, {QStringLiteral("bytes"), a.bytes}});
+    return {{QStringLiteral("attachments"), list},
+            {QStringLiteral("text_length"), static_cast<qint64>(text.size())}};
+}
+
+Shown shown(const QString& content, const QJsonObject& stats) {
+    const QJsonArray list = stats.value(QStringLiteral("attachments")).toArray();
+    const qint64 length = stats.value(QStringLiteral("text_length")).toInteger(-1);
+    if (list.isEmpty() || length < 0 || length > content.size()) return {content, {}};
+    Shown s;
+    s.text = content.left(static_cast<int>(length));
+    for (const QJsonValue& v : list) {
+        const QJsonObject o = v.toObject();
+        s.names << QStringLiteral("%1 (%2)").arg(
+            o.value(QStringLiteral("name")).toString(),
+            sizeText(o.value(QStringLiteral("bytes")).toInteger()));
+    }
+    return s;
+}
+
+}  // namespace neural::gui::attachments

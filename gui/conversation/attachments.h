@@ -1,0 +1,49 @@
+// Text files attached to a message (the message box's Attach button, or files dropped on the
+// window): plain text, Markdown, code, read as UTF-8. Binary files (a NUL byte), text that is not
+// UTF-8 and files over kMaxBytes are refused with a sentence that says why. An attachment is
+// inlined into the message under its name (composeMessage), so the model reads it and the
+// context meter counts it; the message's stats remember the typed text's length and the files'
+// names, so the bubble shows the text and one chip per file.
+#pragma once
+
+#include <QJsonObject>
+#include <QList>
+#include <QString>
+#include <QStringList>
+
+namespace neural::gui {
+
+struct Attachment {
+    QString name;  // the file's name (no folder)
+    QString text;
+    qint64 bytes = 0;
+};
+
+namespace attachments {
+
+constexpr qint64 kMaxBytes = 1024 * 1024;
+
+// Reads `path` into `out`; false with a sentence for the user in `error`.
+bool read(const QString& path, Attachment* out, QString* error);
+
+// The message the model reads: the typed text, then each file under its name in a fenced
+// block (a fence longer than any backtick run in the file).
+QString composeMessage(const QString& text, const QList<Attachment>& files);
+
+// The stats stored with a message of yours that has attachments ({} without): the typed text's
+// length and each file's name and size.
+QJsonObject stats(const QString& text, const QList<Attachment>& files);
+
+// What a bubble shows of a stored message: the typed text and the names of its files (the
+// whole content and no names for a message without attachments).
+struct Shown {
+    QString text;
+    QStringList names;
+};
+Shown shown(const QString& content, const QJsonObject& stats);
+
+// "12.3 KB" for a chip.
+QString sizeText(qint64 bytes);
+
+}  // namespace attachments
+}  // namespace neural::gui

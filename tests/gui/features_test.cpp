@@ -1,0 +1,515 @@
+// The chat features LM Studio users expect, on the tiny fixture, offscreen: the context meter
+// (counted with the model's tokenizer, debounced while typing, the warning and its ways out),
+// Continue (a reply cut by the token limit goes on in the same message, its K/V reused),
+// Branch (a new conversation with the messages up to one) and text files attached to a message.
+#include <gtest/gtest.h>
+
+#include <QApplication>
+#include <QComboBox>
+#include <QDoubleSpinBox>
+#include <QDropEvent>
+#include <QFile>
+#include <QLabel>
+#include <QMessageBox>
+#include <QMimeData>
+#include <QUrl>
+#include <QPlainTextEdit>
+#include <QPushButton>
+#include <QSpinBox>
+#include <QStatusBar>
+#include <QTemporaryDir>
+#include <QTimer>
+
+#include "app/dialogs.h"
+#include "app/mainwindow.h"
+#include "app/paths.h"
+#include "conversation/assistants.h"
+#include "conversation/attachments.h"
+#include "conversation/chatinput.h"
+#include "conversation/chatview.h"
+#include "conversation/contextmeter.h"
+#include "conversation/samplingsettings.h"
+#include "conversation/settingspanel.h"
+#include "gui_test_support.h"
+#include "settings/appsettingsdialog.h"
+#include "support/fixtures.h"
+
+namespace neural::gui {
+namespace {
+
+using test::spinFor;
+using test::spinUntil;
+
+QString fixtureDir() { return QString::fromStdString(neural::test::tiny_model_dir().string()); }
+
+class FeaturesTest : public ::testing::Test {
+protected:
+    void SetUp() override {
+        appSettings()->clear();
+        appSettings()->setValue(QStringLiteral("chat/maxTokens"), 12);
+        MainWindow::Options o;
+        o.modelDir = fixtureDir();
+        o.dbPath = m_dir.filePath(QStringLiteral("conversations.sqlite"));
+        o.profilesPath = m_dir.filePath(QStringLiteral("profiles.json"));
+        o.askFirstRun = false;
+        o.useTray = false;
+        m_window = std::make_unique<MainWindow>(o);
+        m_window->engine()->setForcedOutput(
+            QStringLiteral("<|channel|>final<|message|>A short reply.<|end|>"));
+        m_window->show();
+        ASSERT_TRUE(spinUntil([&] {
+            return m_window->engine()->state() == EngineHost::State::ready;
+        })) << m_window->engine()->lastError().toStdString();
+    }
+    void TearDown() override { m_window.reset(); }
+    bool idle() {
+        return spinUntil(
+            [&] { return !m_window->engine()->busy() && !m_window->messages()->isStreaming(); });
+    }
+    bool send(const QString& text) {
+        m_window->input()->setPlainText(text);
+        m_window->sendMessage();
+        return idle();
+    }
+    ContextMeter* meter() { return m_window->contextMeter(); }
+
+    QTemporaryDir m_dir;
+    std::unique_ptr<MainWindow> m_window;
+};
+
+// The meter counts the prompt the next turn sends: the count shown before sending is the
+// prompt the engine then reports for that turn. Typing is counted once it pauses.
+TEST_F(FeaturesTest, TheContextMeterCountsWhatTheNextTurnSends) {
+    meter()->refresh();
+    const qint64 empty = meter()->usedTokens();
+    ASSERT_GT(empty, 0);  // the system message
+    ASSERT_GT(meter()->contextTokens(), 0);
+    EXPECT_EQ(meter()->contextTokens(), m_window->engine()->model()->context_length());
+    EXPECT_TRUE(meter()->label()->text().contains(QStringLiteral("tokens")));
+    EXPECT_TRUE(meter()->warning()->isHidden());
+
+    m_window->input()->setPlainText(QStringLiteral("How long is the coast of Norway?"));
+    spinFor(ContextMeter::kDelayMs / 3);
+    EXPECT_EQ(meter()->usedTokens(), empty);  // debounced: not counted while typing
+    ASSERT_TRUE(spinUntil([&] { return meter()->usedTokens() > empty; }, 3000));
+    const qint64 typed = meter()->usedTokens();
+
+    m_window->sendMessage();
+    ASSERT_TRUE(idle());
+    ASSERT_EQ(m_window->messages()->rowCount(), 2);
+    const QJsonObject stats = m_window->messages()->at(1).stats;
+    EXPECT_EQ(stats.value(QStringLiteral("prompt_tokens")).toInteger(), typed);
+    // After the reply: the conversation with it, the box empty again.
+    EXPECT_GT(meter()->usedTokens(), typed);
+    EXPECT_EQ(meter()->usedTokens(), m_window->engine()->promptTokens(m_window->turnRequest(true)));
+}
+
+// Before the context runs out the meter warns, names the ways out, and they work; the warning
+// is true: the turn it warns about is refused.
+TEST_F(FeaturesTest, TheContextWarningComesBeforeTheContextIsExceeded) {
+    ASSERT_TRUE(send(QStringLiteral("hello")));
+    const qint64 conv = m_window->currentConversation();
+    meter()->refresh();
+    EXPECT_FALSE(meter()->overflows());
+    EXPECT_TRUE(meter()->warning()->isHidden());
+    // A reply limit that no longer fits beside the conversation.
+    m_window->settingsPanel()->maxTokensBox()->setValue(SamplingSettings::kMaxTokens);
+    meter()->refresh();
+    ASSERT_TRUE(meter()->overflows());
+    EXPECT_FALSE(meter()->warning()->isHidden());
+    const QString text = meter()->warning()->text();
+    EXPECT_TRUE(text.contains(QStringLiteral("href=\"new\""))) << text.toStdString();
+    EXPECT_TRUE(text.contains(QStringLiteral("href=\"branch\""))) << text.toStdString();
+    EXPECT_TRUE(text.contains(QStringLiteral("shorten"))) << text.toStdString();
+
+    ASSERT_TRUE(send(QStringLiteral("and more")));
+    EXPECT_TRUE(m_window->statusBar()->currentMessage().contains(QStringLiteral("context")))
+        << m_window->statusBar()->currentMessage().toStdString();
+
+    // The way out: a new conversation.
+    emit meter()->warning()->linkActivated(QStringLiteral("new"));
+    EXPECT_EQ(m_window->currentConversation(), 0);
+    EXPECT_EQ(m_window->messages()->rowCount(), 0);
+    EXPECT_NE(conv, 0);
+}
+
+// Continue: the cut reply goes on in the same stored message, from the cached K/V.
+TEST_F(FeaturesTest, AReplyCutByTheTokenLimitContinuesInTheSameMessage) {
+    m_window->engine()->setForcedOutput(QStringLiteral(
+        "<|channel|>final<|message|>One two three four five six seven eight nine ten eleven "
+        "twelve thirteen fourteen<|end|>"));
+    ASSERT_TRUE(send(QStringLiteral("count")));
+    ASSERT_EQ(m_window->messages()->rowCount(), 2);
+    const ChatMessage cut = m_window->messages()->at(1);
+    ASSERT_EQ(cut.stats.value(QStringLiteral("finish")).toString(), QStringLiteral("length"));
+    ASSERT_TRUE(cut.content.startsWith(QStringLiteral("One two")));
+    MessageWidget* w = m_window->chatView()->messageWidget(1);
+    ASSERT_NE(w, nullptr);
+    EXPECT_FALSE(w->continueButton()->isHidden());
+    EXPECT_TRUE(m_window->chatView()->messageWidget(0)->continueButton()->isHidden());
+
+    m_window->engine()->setForcedOutput({});  // the model writes on
+    w->continueButton()->click();
+    ASSERT_TRUE(idle());
+    ASSERT_EQ(m_window->messages()->rowCount(), 2);
+    const ChatMessage more = m_window->messages()->at(1);
+    EXPECT_EQ(more.id, cut.id);
+    EXPECT_TRUE(more.content.startsWith(cut.content)) << more.content.toStdString();
+    EXPECT_GT(more.content.size() + more.reasoning.size(), cut.content.size());
+    EXPECT_EQ(more.stats.value(QStringLiteral("continued")).toInt(), 1);
+    // The token count covers both parts.
+    EXPECT_GT(more.stats.value(QStringLiteral("tokens")).toInteger(),
+              cut.stats.value(QStringLiteral("tokens")).toInteger());
+    // The cut reply's K/V were reused: only its last token (never fed back) was processed.
+    EXPECT_EQ(more.stats.value(QStringLiteral("cached_tokens")).toInteger(),
+              more.stats.value(QStringLiteral("prompt_tokens")).toInteger() - 1);
+    // Stored as the same message, one version.
+    const QList<StoredMessage> stored = m_window->store().messages(m_window->currentConversation());
+    ASSERT_EQ(stored.size(), 2);
+    EXPECT_EQ(stored[1].id, cut.id);
+    EXPECT_EQ(stored[1].content, more.content);
+    EXPECT_TRUE(stored[1].versions.isEmpty());
+    // A reply that ended is not continued.
+    m_window->engine()->setForcedOutput(
+        QStringLiteral("<|channel|>final<|message|>Done.<|return|>"));
+    ASSERT_TRUE(send(QStringLiteral("thanks")));
+    ASSERT_EQ(m_window->messages()->rowCount(), 4);
+    EXPECT_TRUE(m_window->chatView()->messageWidget(3)->continueButton()->isHidden());
+    const QString done = m_window->messages()->at(3).content;
+    m_window->continueReply(3);
+    EXPECT_FALSE(m_window->engine()->busy());
+    EXPECT_EQ(m_window->messages()->at(3).content, done);
+}
+
+// Continue on a regenerated reply replaces the version shown and keeps the others.
+TEST_F(FeaturesTest, ContinuingOneVersionKeepsTheOthers) {
+    m_window->engine()->setForcedOutput(
+        QStringLiteral("<|channel|>final<|message|>A short reply.<|return|>"));
+    ASSERT_TRUE(send(QStringLiteral("count")));
+    m_window->engine()->setForcedOutput(QStringLiteral(
+        "<|channel|>final<|message|>One two three four five six seven eight nine ten eleven "
+        "twelve thirteen fourteen<|end|>"));
+    m_window->regenerate(1);
+    ASSERT_TRUE(idle());
+    ASSERT_EQ(m_window->messages()->at(1).versions.size(), 2);
+    m_window->engine()->setForcedOutput({});
+    m_window->continueReply(1);
+    ASSERT_TRUE(idle());
+    const ChatMessage m = m_window->messages()->at(1);
+    ASSERT_EQ(m.versions.size(), 2);
+    EXPECT_EQ(m.version, 1);
+    EXPECT_EQ(m.versions[0].content, QStringLiteral("A short reply."));
+    EXPECT_TRUE(m.versions[1].content.startsWith(QStringLiteral("One two")));
+    EXPECT_EQ(m.versions[1].content, m.content);
+    const QList<StoredMessage> stored = m_window->store().messages(m_window->currentConversation());
+    ASSERT_EQ(stored.size(), 2);
+    EXPECT_EQ(stored[1].versions.size(), 2);
+    EXPECT_EQ(stored[1].content, m.content);
+}
+
+// Branch: a new conversation named after the original with the messages up to the one chosen
+// (versions and settings too); the original keeps all of its own.
+TEST_F(FeaturesTest, ABranchIsANewConversationWithTheMessagesUpToOne) {
+    m_window->settingsPanel()->systemPromptEdit()->setPlainText(QStringLiteral("Be brief."));
+    ASSERT_TRUE(send(QStringLiteral("first question")));
+    m_window->regenerate(1);
+    ASSERT_TRUE(idle());
+    ASSERT_TRUE(send(QStringLiteral("second question")));
+    ASSERT_EQ(m_window->messages()->rowCount(), 4);
+    const qint64 original = m_window->currentConversation();
+    const QString title = m_window->store().conversation(original)->title;
+    const int before = static_cast<int>(m_window->store().conversations().size());
+
+    MessageWidget* w = m_window->chatView()->messageWidget(1);
+    ASSERT_FALSE(w->branchButton()->isHidden());
+    w->branchButton()->click();
+    const qint64 branch = m_window->currentConversation();
+    ASSERT_NE(branch, original);
+    ASSERT_NE(branch, 0);
+    EXPECT_EQ(m_window->store().conversations().size(), before + 1);
+    const auto info = m_window->store().conversation(branch);
+    ASSERT_TRUE(info);
+    EXPECT_EQ(info->title, title + QStringLiteral(" (branch)"));
+    EXPECT_EQ(info->systemPrompt, QStringLiteral("Be brief."));
+    EXPECT_EQ(m_window->settingsPanel()->settings().systemPrompt, QStringLiteral("Be brief."));
+    ASSERT_EQ(m_window->messages()->rowCount(), 2);
+    EXPECT_EQ(m_window->messages()->at(0).content, QStringLiteral("first question"));
+    EXPECT_EQ(m_window->messages()->at(1).versions.size(), 2);
+    EXPECT_GE(m_window->conversations()->rowOf(branch), 0);
+    EXPECT_EQ(m_window->store().messages(original).size(), 4);
+
+    // The branch goes its own way: a message there leaves the original alone.
+    ASSERT_TRUE(send(QStringLiteral("another way")));
+    EXPECT_EQ(m_window->store().messages(branch).size(), 4);
+    EXPECT_EQ(m_window->store().messages(original).at(2).content,
+              QStringLiteral("second question"));
+
+    // A message that does not exist: an error, no conversation made.
+    const int now = static_cast<int>(m_window->store().conversations().size());
+    EXPECT_EQ(m_window->store().branchConversation(original, 9, QStringLiteral("x")), 0);
+    EXPECT_FALSE(m_window->store().lastError().isEmpty());
+    EXPECT_EQ(m_window->store().conversations().size(), now);
+    EXPECT_EQ(m_window->store().branchConversation(12345, 0, QStringLiteral("x")), 0);
+    EXPECT_EQ(m_window->store().conversations().size(), now);
+}
+
+// Delete takes effect at once and offers Undo, which puts the message back as it was (id,
+// position, versions, time); a new message ends the offer.
+TEST_F(FeaturesTest, ADeletedMessageComesBackWithUndo) {
+    m_window->engine()->setForcedOutput(
+        QStringLiteral("<|channel|>final<|message|>A short reply.<|return|>"));
+    ASSERT_TRUE(send(QStringLiteral("one")));
+    m_window->regenerate(1);
+    ASSERT_TRUE(idle());
+    ASSERT_TRUE(send(QStringLiteral("two")));
+    const qint64 conv = m_window->currentConversation();
+    const QList<StoredMessage> before = m_window->store().messages(conv);
+    ASSERT_EQ(before.size(), 4);
+    ASSERT_EQ(before[1].versions.size(), 2);
+
+    QPushButton* undo = m_window->undoButton();
+    EXPECT_FALSE(undo->isVisibleTo(m_window.get()));
+    m_window->deleteMessage(1);
+    ASSERT_EQ(m_window->messages()->rowCount(), 3);
+    ASSERT_EQ(m_window->store().messages(conv).size(), 3);
+    EXPECT_TRUE(undo->isVisibleTo(m_window.get()));
+    undo->click();
+    EXPECT_FALSE(undo->isVisibleTo(m_window.get()));
+    const QList<StoredMessage> after = m_window->store().messages(conv);
+    ASSERT_EQ(after.size(), 4);
+    for (int i = 0; i < 4; ++i) {
+        EXPECT_EQ(after[i].id, before[i].id) << i;
+        EXPECT_EQ(after[i].position, i);
+        EXPECT_EQ(after[i].content, before[i].content) << i;
+        EXPECT_EQ(after[i].createdMs, before[i].createdMs) << i;
+        EXPECT_EQ(after[i].versions.size(), before[i].versions.size()) << i;
+        EXPECT_EQ(after[i].version, before[i].version) << i;
+        EXPECT_EQ(after[i].stats, before[i].stats) << i;
+    }
+    ASSERT_EQ(m_window->messages()->rowCount(), 4);
+    EXPECT_EQ(m_window->messages()->at(1).versions.size(), 2);
+    EXPECT_FALSE(m_window->undoDelete());  // nothing left to undo
+
+    // A message sent after a delete ends the offer.
+    m_window->deleteMessage(3);
+    EXPECT_TRUE(undo->isVisibleTo(m_window.get()));
+    ASSERT_TRUE(send(QStringLiteral("three")));
+    EXPECT_FALSE(undo->isVisibleTo(m_window.get()));
+    EXPECT_FALSE(m_window->undoDelete());
+
+    // The store refuses a position past the end and a conversation that is gone.
+    StoredMessage m = before[0];
+    m.id = 0;
+    m.position = 99;
+    EXPECT_FALSE(m_window->store().insertMessage(m));
+    m.position = 0;
+    m.conversationId = 12345;
+    EXPECT_FALSE(m_window->store().insertMessage(m));
+    EXPECT_EQ(m_window->store().messages(conv).size(), 5);
+}
+
+// A message box is as wide as its title (the title bar cut "Delete conversation" above a short
+// question); askQuestion returns the button clicked.
+TEST(DialogTitles, AMessageBoxIsAsWideAsItsTitle) {
+    const QString title = QStringLiteral("Delete conversation and everything in it");
+    QMessageBox fitted(QMessageBox::Question, title, QStringLiteral("Sure?"),
+                       QMessageBox::Yes | QMessageBox::No);
+    const int needed = titleBarWidth(&fitted, title);
+    fitTitle(&fitted);
+    fitted.show();
+    QCoreApplication::processEvents();
+    EXPECT_GE(fitted.width(), needed);
+    fitted.close();
+
+    // askQuestion runs its own event loop: a timer answers once the box is open.
+    int width = 0;
+    QTimer poll;
+    poll.setInterval(20);
+    QObject::connect(&poll, &QTimer::timeout, [&] {
+        if (auto* box = qobject_cast<QMessageBox*>(QApplication::activeModalWidget())) {
+            poll.stop();
+            width = box->width();
+            box->button(QMessageBox::Yes)->click();
+        }
+    });
+    poll.start();
+    EXPECT_EQ(askQuestion(nullptr, title, QStringLiteral("Sure?")), QMessageBox::Yes);
+    EXPECT_GE(width, needed);
+}
+
+QString writeFile(const QTemporaryDir& dir, const QString& name, const QByteArray& data) {
+    const QString path = dir.filePath(name);
+    QFile f(path);
+    if (!f.open(QIODevice::WriteOnly) || f.write(data) != data.size()) return {};
+    return path;
+}
+
+// Text files attach (button or drop), binary, non-UTF-8 and oversized files are refused with a
+// reason; the files are inlined under their names, counted by the meter, shown as chips.
+TEST_F(FeaturesTest, AttachedTextFilesAreInlinedCountedAndShownAsChips) {
+    QTemporaryDir files;
+    const QString notes = writeFile(files, QStringLiteral("notes.md"),
+                                    QByteArray("# Notes\nCaf\xc3\xa9 and *emphasis*.\n"));
+    const QString code = writeFile(files, QStringLiteral("main.cpp"),
+                                   "int main() { return 0; }\n// ```not a fence```\n");
+    const QString png = writeFile(files, QStringLiteral("image.png"),
+                                  QByteArray("\x89PNG\r\n\x1a\n\0\0\0\rIHDR", 16));
+    const QString latin1 = writeFile(files, QStringLiteral("latin1.txt"), "caf\xe9\n");
+    const QString big =
+        writeFile(files, QStringLiteral("big.log"), QByteArray(attachments::kMaxBytes + 1, 'a'));
+    ASSERT_FALSE(notes.isEmpty() || code.isEmpty() || png.isEmpty() || latin1.isEmpty() ||
+                 big.isEmpty());
+
+    m_window->input()->setPlainText(QStringLiteral("Please review"));
+    meter()->refresh();
+    const qint64 textOnly = meter()->usedTokens();
+
+    const QStringList problems =
+        m_window->attachFiles({notes, png, latin1, big, files.filePath(QStringLiteral("gone"))});
+    ASSERT_EQ(problems.size(), 4) << problems.join(QLatin1Char('|')).toStdString();
+    EXPECT_TRUE(problems[0].contains(QStringLiteral("binary"))) << problems[0].toStdString();
+    EXPECT_TRUE(problems[1].contains(QStringLiteral("UTF-8"))) << problems[1].toStdString();
+    EXPECT_TRUE(problems[2].contains(QStringLiteral("too large"))) << problems[2].toStdString();
+    EXPECT_TRUE(problems[3].contains(QStringLiteral("not a file"))) << problems[3].toStdString();
+    EXPECT_FALSE(m_window->attachmentNote()->isHidden());
+    ASSERT_EQ(m_window->pendingAttachments().size(), 1);
+
+    // Dropped on the message box: attached, not pasted as a path.
+    QMimeData mime;
+    mime.setUrls({QUrl::fromLocalFile(code)});
+    QWidget* target = m_window->input()->viewport();
+    QDragEnterEvent enter(QPoint(5, 5), Qt::CopyAction, &mime, Qt::LeftButton, Qt::NoModifier);
+    QCoreApplication::sendEvent(target, &enter);
+    EXPECT_TRUE(enter.isAccepted());
+    QDropEvent drop(QPointF(5, 5), Qt::CopyAction, &mime, Qt::LeftButton, Qt::NoModifier);
+    QCoreApplication::sendEvent(target, &drop);
+    ASSERT_EQ(m_window->pendingAttachments().size(), 2)
+        << m_window->attachmentNote()->text().toStdString() << " accepted " << drop.isAccepted();
+    EXPECT_EQ(m_window->input()->toPlainText(), QStringLiteral("Please review"));
+    EXPECT_FALSE(m_window->attachmentChips()->isHidden());
+    EXPECT_EQ(m_window->attachmentChips()->findChildren<QPushButton*>().size(), 2);
+
+    // Counted by the meter.
+    meter()->refresh();
+    const qint64 withFiles = meter()->usedTokens();
+    EXPECT_GT(withFiles, textOnly + 10);
+
+    m_window->sendMessage();
+    ASSERT_TRUE(idle());
+    ASSERT_EQ(m_window->messages()->rowCount(), 2);
+    const ChatMessage sent = m_window->messages()->at(0);
+    EXPECT_TRUE(sent.content.startsWith(QStringLiteral("Please review\n\nFile: notes.md\n```\n")));
+    EXPECT_TRUE(sent.content.contains(QStringLiteral("Caf\u00e9 and *emphasis*.")));
+    // A fence longer than the file's own backtick runs.
+    EXPECT_TRUE(sent.content.contains(QStringLiteral("File: main.cpp\n````\nint main()")));
+    EXPECT_TRUE(sent.content.endsWith(QStringLiteral("\n````")));
+    EXPECT_EQ(m_window->messages()->at(1).stats.value(QStringLiteral("prompt_tokens")).toInteger(),
+              withFiles);
+    EXPECT_TRUE(m_window->pendingAttachments().isEmpty());
+    EXPECT_TRUE(m_window->attachmentChips()->isHidden());
+
+    // The bubble: the typed text and a chip per file, also when the conversation is reopened.
+    const qint64 conv = m_window->currentConversation();
+    for (int pass = 0; pass < 2; ++pass) {
+        MessageWidget* w = m_window->chatView()->messageWidget(0);
+        ASSERT_NE(w, nullptr);
+        EXPECT_EQ(w->body()->markdown(), QStringLiteral("Please review"));
+        EXPECT_FALSE(w->attachmentsLabel()->isHidden());
+        EXPECT_TRUE(w->attachmentsLabel()->text().contains(QStringLiteral("notes.md")));
+        EXPECT_TRUE(w->attachmentsLabel()->text().contains(QStringLiteral("main.cpp")));
+        EXPECT_EQ(w->content(), sent.content);  // Copy copies what the model read
+        m_window->newConversation();
+        m_window->selectConversation(conv);
+    }
+    EXPECT_TRUE(m_window->chatView()->messageWidget(1)->attachmentsLabel()->isHidden());
+
+    // A chip's click removes its file; files alone (no text) can be sent.
+    m_window->attachFiles({notes, code});
+    ASSERT_EQ(m_window->pendingAttachments().size(), 2);
+    m_window->attachmentChips()->findChildren<QPushButton*>().first()->click();
+    ASSERT_EQ(m_window->pendingAttachments().size(), 1);
+    EXPECT_EQ(m_window->pendingAttachments().first().name, QStringLiteral("main.cpp"));
+    EXPECT_TRUE(m_window->attachmentNote()->isHidden());
+    ASSERT_TRUE(send(QString()));
+    ASSERT_EQ(m_window->messages()->rowCount(), 4);
+    EXPECT_TRUE(m_window->messages()->at(2).content.startsWith(QStringLiteral("File: main.cpp")));
+}
+
+}  // namespace
+}  // namespace neural::gui
+
+namespace neural::gui {
+namespace {
+
+// Assistants: saved from the panel with every field, chosen to fill them, the default one
+// (Settings page) filling each New conversation; kept across a restart; a damaged list reads
+// as none; deleting the default one leaves none.
+TEST_F(FeaturesTest, AssistantsFillTheSettingsAndTheDefaultOneStartsNewConversations) {
+    SettingsPanel* panel = m_window->settingsPanel();
+    EXPECT_EQ(panel->assistantBox()->count(), 0);
+    panel->systemPromptEdit()->setPlainText(QStringLiteral("You are a terse Rust reviewer."));
+    panel->effortBox()->setCurrentIndex(panel->effortBox()->findData(QStringLiteral("high")));
+    panel->temperatureBox()->setValue(0.3);
+    panel->topKBox()->setValue(40);
+    ASSERT_TRUE(panel->saveAsAssistant(QStringLiteral("Rust reviewer")));
+    EXPECT_FALSE(saveAssistant({QStringLiteral("  "), {}}));  // a name is needed
+    ASSERT_EQ(panel->assistantBox()->count(), 1);
+    EXPECT_EQ(panel->assistantBox()->currentText(), QStringLiteral("Rust reviewer"));
+    panel->temperatureBox()->setValue(0.9);
+    emit panel->settingsChanged();
+    EXPECT_EQ(panel->assistantBox()->currentIndex(), -1);  // the fields left it: "None"
+
+    // Chosen: every field back, stored with the conversation and sent with the turn.
+    ASSERT_TRUE(send(QStringLiteral("hello")));
+    panel->assistantBox()->setCurrentIndex(0);
+    emit panel->assistantBox()->activated(0);
+    EXPECT_EQ(panel->settings().systemPrompt, QStringLiteral("You are a terse Rust reviewer."));
+    EXPECT_EQ(panel->settings().reasoningEffort, QStringLiteral("high"));
+    EXPECT_DOUBLE_EQ(panel->settings().sampling.temperature, 0.3);
+    EXPECT_EQ(panel->settings().sampling.topK, 40);
+    const auto stored = m_window->store().conversation(m_window->currentConversation());
+    ASSERT_TRUE(stored);
+    EXPECT_EQ(stored->systemPrompt, QStringLiteral("You are a terse Rust reviewer."));
+    EXPECT_EQ(stored->reasoningEffort, QStringLiteral("high"));
+    ASSERT_TRUE(send(QStringLiteral("again")));
+    EXPECT_EQ(m_window->engine()->lastRequest().developer.instructions.value_or(""),
+              "You are a terse Rust reviewer.");
+    EXPECT_FLOAT_EQ(m_window->engine()->lastRequest().sampling.temperature, 0.3f);
+
+    // Without a default, a New conversation has no system prompt; with one, its settings.
+    m_window->newConversation();
+    EXPECT_TRUE(panel->settings().systemPrompt.isEmpty());
+    {
+        AppSettingsDialog dialog(m_window.get());
+        QComboBox* box = dialog.defaultAssistantBox();
+        ASSERT_EQ(box->count(), 2);  // None and the assistant
+        box->setCurrentIndex(box->findData(QStringLiteral("Rust reviewer")));
+        dialog.save();
+    }
+    EXPECT_EQ(defaultAssistant(), QStringLiteral("Rust reviewer"));
+    m_window->newConversation();
+    EXPECT_EQ(panel->settings().systemPrompt, QStringLiteral("You are a terse Rust reviewer."));
+    EXPECT_EQ(panel->assistantBox()->currentText(), QStringLiteral("Rust reviewer"));
+    ASSERT_TRUE(send(QStringLiteral("new one")));
+    EXPECT_EQ(m_window->store().conversation(m_window->currentConversation())->systemPrompt,
+              QStringLiteral("You are a terse Rust reviewer."));
+
+    // Deleting the default one leaves none; a damaged list reads as none.
+    panel->deleteAssistantButton()->click();
+    EXPECT_EQ(panel->assistantBox()->count(), 0);
+    EXPECT_TRUE(defaultAssistant().isEmpty());
+    m_window->newConversation();
+    EXPECT_TRUE(panel->settings().systemPrompt.isEmpty());
+    appSettings()->setValue(settingsKey::assistants, QStringLiteral("[{\"name\": 3}, not json"));
+    EXPECT_TRUE(assistants().isEmpty());
+    appSettings()->setValue(settingsKey::assistants,
+                            QStringLiteral("[{\"name\":\"A\",\"reasoning_effort\":\"extreme\","
+                                           "\"sampling\":{\"temperature\":99}},{\"name\":\"\"}]"));
+    const QList<Assistant> list = assistants();
+    ASSERT_EQ(list.size(), 1);
+    EXPECT_EQ(list[0].settings.reasoningEffort, QStringLiteral("medium"));
+    EXPECT_LE(list[0].settings.sampling.temperature, SamplingSettings::kMaxTemperature);
+}
+
+}  // namespace
+}  // namespace neural::gui
