@@ -6,8 +6,11 @@
 #include <QSignalSpy>
 #include <QTemporaryDir>
 
+#include <optional>
+
 #include "conversation/deltabatcher.h"
 #include "conversation/enginehost.h"
+#include "generationqueue.h"
 #include "gui_test_support.h"
 #include "support/fixtures.h"
 
@@ -79,6 +82,60 @@ TEST(EngineHost, AConversationBeyondTheContextGetsAClearMessageNotASilentlyShort
     EXPECT_EQ(rep.generatedTokens, 0);
     EXPECT_EQ(started.count(), 0);
     EXPECT_FALSE(host.busy());
+}
+
+TEST(EngineHost, WithoutALimitTurnsAndEmbeddedApiRequestsMayUseTheRestOfTheContext) {
+    // The API's rule (docs/API.md): a reply without max_tokens may use the rest of the context.
+    // The shared queue has no default limit of its own, so a desktop turn whose limit is "rest
+    // of the context" (0) and a request of the embedded API server without one both run with
+    // context - prompt tokens (each stopped at its first token here).
+    EngineHost host;
+    ASSERT_TRUE(loadFixture(host)) << host.lastError().toStdString();
+    const qint64 context = host.model()->context_length();
+    ASSERT_GT(context, 8192) << "the rule is only visible beyond the old 4,096-token default";
+    QSignalSpy finished(&host, &EngineHost::turnFinished);
+    bool stopped = false;
+    QObject::connect(&host, &EngineHost::turnDelta, [&](const QString&, const QString&) {
+        if (!stopped) {
+            stopped = true;
+            host.stop();
+        }
+    });
+    TurnRequest req;
+    req.history = {{QStringLiteral("user"), QStringLiteral("Write a long story.")}};
+    req.forcedOutput = QStringLiteral("<|channel|>final<|message|>Once upon a time");
+    req.maxTokens = 0;
+    ASSERT_TRUE(host.send(req));
+    ASSERT_TRUE(spinUntil([&] { return finished.count() == 1; }));
+    const TurnReport turn = finished.at(0).at(0).value<TurnReport>();
+    EXPECT_TRUE(turn.cancelled) << turn.error.toStdString();
+    ASSERT_GT(turn.promptTokens, 0);
+    EXPECT_EQ(turn.tokenLimit, context - turn.promptTokens);
+
+    // The user's own limit is kept as it is.
+    stopped = false;
+    req.maxTokens = 300;
+    ASSERT_TRUE(host.send(req));
+    ASSERT_TRUE(spinUntil([&] { return finished.count() == 2; }));
+    EXPECT_EQ(finished.at(1).at(0).value<TurnReport>().tokenLimit, 300);
+
+    // An API request on the same queue (ServerControl's ApiServer enqueues such jobs).
+    auto job = std::make_shared<host::GenerationJob>();
+    job->kind = host::GenerationJob::Kind::chat;
+    job->chat.system.conversation_start_date = "2026-01-01";
+    job->chat.history.push_back(chat::Message::user("hello over the API"));
+    job->chat.forced_output = "<|channel|>final<|message|>Hi";
+    QObject receiver;
+    job->receiver = &receiver;
+    host::GenerationJob* raw = job.get();
+    job->onStarted = [raw] { raw->cancel = true; };
+    std::optional<host::GenerationOutcome> out;
+    job->onFinished = [&](const host::GenerationOutcome& o) { out = o; };
+    ASSERT_NE(host.queue(), nullptr);
+    ASSERT_TRUE(host.queue()->enqueue(job));
+    ASSERT_TRUE(spinUntil([&] { return out.has_value(); }));
+    ASSERT_GT(out->chat.usage.prompt_tokens, 0) << out->error;
+    EXPECT_EQ(out->tokenBudget, context - out->chat.usage.prompt_tokens);
 }
 
 TEST(EngineHost, StreamsAReplyInBatchedDeltas) {
