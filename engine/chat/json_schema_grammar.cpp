@@ -2181,8 +2181,18 @@ std::string JsonRecognizer::frame_completion(const Frame& f) const {
                 return p.key.substr(f.text.size()) + "\":" + grammar_->minimal_text(p.node) +
                        object_rest(f, f.seen | std::uint64_t{1} << best, true);
             }
-            return string_tail(f.str) + ":" + grammar_->minimal_text(n.additional) +
-                   object_rest(f, f.seen, true);
+            // An additional key: closed as it is, unless that repeats a property already given
+            // (refused), then lengthened until it does not.
+            std::string tail = string_tail(f.str);
+            auto repeats = [&](const std::string& t) {
+                const std::string key = f.text + t.substr(0, t.size() - 1);
+                for (std::size_t i = 0; i < n.properties.size(); ++i) {
+                    if ((f.seen >> i & 1) && n.properties[i].key == key) return true;
+                }
+                return false;
+            };
+            while (repeats(tail)) tail.insert(tail.size() - 1, "_");
+            return tail + ":" + grammar_->minimal_text(n.additional) + object_rest(f, f.seen, true);
         }
         case obj_colon:
             return ":" + grammar_->minimal_text(f.value_node) + object_rest(f, f.seen, true);

@@ -596,6 +596,14 @@ TEST(JsonSchemaGrammar, StringFormatsWithLengthsAndInObjects) {
               R"({"id":"00000000-0000-4000-8000-000000000000","at":null,"mail":"a@a.aa"})");
 }
 
+TEST(JsonSchemaGrammar, AnAdditionalKeySpelledLikeAGivenPropertyCompletesToAnotherKey) {
+    // Found by fuzz_json_schema (corpus seed-pattern): `"c` after a property c was given can only
+    // become another key, and its completion must not close it as "c".
+    auto g = JsonSchemaGrammar::compile(Json::parse(R"({"properties":{"c":{"type":"integer"}}})"));
+    expect_completions_valid(*g, {R"({"c":1,"c")", R"({"c":1,"c_")"});
+    EXPECT_FALSE(accepts(*g, R"({"c":1,"c":2})"));
+}
+
 // ---- pattern ----------------------------------------------------------------------------------
 
 Json string_pattern(const std::string& pattern) {
