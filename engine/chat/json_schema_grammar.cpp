@@ -845,6 +845,15 @@ public:
                                                   ? " (together with the format)"
                                                   : ""));
             }
+            // A feature no automaton expresses is refused, never passed over: the client asked
+            // for strings the server cannot guarantee. Size limits follow the rule of the other
+            // unenforceable keywords (listed, or refused without a list).
+            if (e.feature()) {
+                throw SchemaError(
+                    fmt::format("'{}': the pattern uses {}, which structured output "
+                                "cannot enforce",
+                                where, e.what()));
+            }
             unsupported.push_back(fmt::format("pattern with {} (at {})", e.what(), where));
             return false;
         }

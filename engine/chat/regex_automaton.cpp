@@ -135,7 +135,10 @@ private:
                          false);
     }
     [[noreturn]] void unsupported(const std::string& feature) const {
-        throw RegexError(fmt::format("{} at offset {}", feature, i_), true);
+        throw RegexError(fmt::format("{} at offset {}", feature, i_), true, true);
+    }
+    [[noreturn]] void limit(const std::string& what) const {
+        throw RegexError(fmt::format("{} at offset {}", what, i_), true);
     }
 
     bool more() const { return i_ < p_.size(); }
@@ -149,7 +152,7 @@ private:
     }
 
     Node disjunction() {
-        if (++depth_ > 200) unsupported("nesting deeper than 200 groups");
+        if (++depth_ > 200) limit("nesting deeper than 200 groups");
         Node first = alternative();
         if (peek() != '|') {
             --depth_;
@@ -253,7 +256,7 @@ private:
         eat('?');  // lazy: the same language
         if (!unbounded && hi < lo) syntax("numbers out of order in {} quantifier");
         if (lo > RegexAutomaton::kMaxRepeat || (!unbounded && hi > RegexAutomaton::kMaxRepeat))
-            unsupported(fmt::format("a repetition count above {}", RegexAutomaton::kMaxRepeat));
+            limit(fmt::format("a repetition count above {}", RegexAutomaton::kMaxRepeat));
         if (quantifier_ahead()) syntax("nothing to repeat");
         Node r;
         r.kind = Node::repeat;

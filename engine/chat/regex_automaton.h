@@ -23,17 +23,20 @@
 
 namespace neural::chat {
 
-// A pattern compile() does not accept: `unsupported` for a valid expression that uses a feature
-// the automaton cannot enforce (the message names it: "a backreference \\1 at offset 3"), else
-// a syntax error or a pattern that no string matches.
+// A pattern compile() does not accept: `unsupported` for a valid expression it cannot enforce,
+// either because it uses a feature no automaton expresses (`feature`; the message names it: "a
+// backreference \\1 at offset 5") or because it exceeds a size limit; else a syntax error or a
+// pattern that no string matches.
 class RegexError : public Error {
 public:
-    RegexError(const std::string& message, bool unsupported)
-        : Error(message), unsupported_(unsupported) {}
+    RegexError(const std::string& message, bool unsupported, bool feature = false)
+        : Error(message), unsupported_(unsupported), feature_(feature) {}
     bool unsupported() const { return unsupported_; }
+    bool feature() const { return feature_; }
 
 private:
     bool unsupported_;
+    bool feature_;
 };
 
 class RegexAutomaton {

@@ -400,21 +400,25 @@ TEST(OpenAiRequest, StructuredOutputCompilesAConstraint) {
         EXPECT_FALSE(bad.feed("{\"x\":3}"));
     }
     b["response_format"]["json_schema"]["schema"]["properties"]["x"] =
-        Json::parse(R"j({"type": "string", "pattern": "^(?=a)"})j");
+        Json::parse(R"({"type": "string", "pattern": "a{2000}"})");
     // What the grammar cannot enforce is left out of the constraint and named in a notice;
     // --strict refuses it.
     r = parse_chat_request(b);
     ASSERT_EQ(r.notices.size(), 1u);
     EXPECT_THAT(r.notices[0],
                 HasSubstr("'response_format.json_schema.schema': not enforced while sampling: "
-                          "pattern with a lookahead (?= / (?! at offset 1 (at "
+                          "pattern with a repetition count above 1000 at offset 7 (at "
                           "/properties/x/pattern)"));
     {
         chat::JsonRecognizer rec(*r.constraint->final_answer);
         EXPECT_TRUE(rec.feed("{\"x\":\"zz\"}") && rec.complete());
     }
     expect_refused(b, "response_format.json_schema.schema",
-                   "cannot enforce: pattern with a lookahead", strict());
+                   "cannot enforce: pattern with a repetition count", strict());
+    // A feature no automaton expresses is a 400 without --strict too.
+    b["response_format"]["json_schema"]["schema"]["properties"]["x"]["pattern"] = "^(?=a)";
+    expect_refused(b, "response_format.json_schema.schema",
+                   "'/properties/x/pattern': the pattern uses a lookahead (?= / (?! at offset 1");
 
     // Strict tools get a grammar; others do not. tool_choice none drops them.
     Json t = minimal();
@@ -439,7 +443,7 @@ TEST(OpenAiRequest, StructuredOutputCompilesAConstraint) {
         EXPECT_FALSE(rec.feed("{\"q\":\"\"}"));  // minLength 1 is enforced
     }
     t["tools"][1]["function"]["parameters"]["properties"]["q"]["pattern"] = "(.)\\1";
-    expect_refused(t, "tools[1].function.parameters", "pattern with a backreference \\1", strict());
+    expect_refused(t, "tools[1].function.parameters", "the pattern uses a backreference \\1");
 }
 
 // The refusals clients ran into (issue 43), now accepted: each with what it maps to.
