@@ -157,6 +157,7 @@ GenerationOutcome EngineWorker::runChat(const std::shared_ptr<GenerationJob>& jo
     out.constrainedSteps = r.stats.constraint.steps;
     out.fullMaskSteps = r.stats.constraint.full_masks;
     out.finishReason = std::string(chat::finish_reason_name(r.finish));
+    out.tokenBudget = options.max_tokens;
     out.promptSeconds = r.stats.prompt_seconds;
     out.firstTokenSeconds = r.stats.first_token_seconds;
     out.decodeSeconds = r.stats.decode_seconds;
@@ -206,11 +207,55 @@ GenerationOutcome EngineWorker::runCompletion(const std::shared_ptr<GenerationJo
     chat::Utf8Stream utf8;
     StopMatcher stops(req.stop);
     std::string text;
+    // logprobs: every text token's entry and its span in the UTF-8 stream's output (the text
+    // before stop sequences; a byte sequence split across tokens counts for the token that
+    // completes it); an entry goes out with the piece that releases its span (stop sequences
+    // hold text back and may cut it).
+    struct Pending {
+        chat::TokenLogprob logprob;
+        std::size_t begin = 0, end = 0;
+    };
+    std::vector<Pending> tokens;
+    std::size_t streamed = 0, sent = 0;
+    std::vector<chat::TokenLogprob> allLogprobs;
+    std::vector<std::int64_t> allOffsets;
+    auto codePoints = [&](std::size_t bytes) {
+        std::int64_t n = 0;
+        for (std::size_t i = 0; i < bytes && i < text.size(); ++i)
+            n += (static_cast<unsigned char>(text[i]) & 0xC0) != 0x80 ? 1 : 0;
+        return n;
+    };
+    // The entries whose tokens the text now holds (all of whose bytes, or with `final`, any).
+    auto takeLogprobs = [&](TextPiece& piece, bool final) {
+        while (sent < tokens.size() &&
+               (tokens[sent].end <= text.size() || (final && tokens[sent].begin < text.size()))) {
+            piece.logprobs.push_back(tokens[sent].logprob);
+            piece.offsets.push_back(codePoints(tokens[sent].begin));
+            allLogprobs.push_back(tokens[sent].logprob);
+            allOffsets.push_back(piece.offsets.back());
+            ++sent;
+        }
+    };
     auto release = [&](const std::string& piece) {
         if (piece.empty()) return;
         text += piece;
-        m_queue->postText(job, piece);
+        TextPiece out;
+        out.text = piece;
+        if (req.logprobs >= 0) takeLogprobs(out, false);
+        m_queue->postText(job, std::move(out));
     };
+    std::optional<chat::TokenLogprob> chosen;  // this step's, until on_token sees the token
+    if (req.logprobs >= 0) {
+        options.logprobs = req.logprobs;
+        options.on_logprob = [&](TokenId, double lp,
+                                 const std::vector<std::pair<TokenId, double>>& top) {
+            chat::TokenLogprob t;
+            t.logprob = lp;
+            for (const auto& [id, alt] : top)
+                t.top.push_back({tok.decode(std::span<const TokenId>(&id, 1)), alt});
+            chosen = std::move(t);
+        };
+    }
     const auto t0 = Clock::now();
     Clock::time_point first{};
     bool sawToken = false;
@@ -223,7 +268,15 @@ GenerationOutcome EngineWorker::runCompletion(const std::shared_ptr<GenerationJo
         if (std::find(options.stop_tokens.begin(), options.stop_tokens.end(), t) !=
             options.stop_tokens.end())
             return true;
-        release(stops.push(utf8.push(tok.decode(std::span<const TokenId>(&t, 1)))));
+        const std::string bytes = tok.decode(std::span<const TokenId>(&t, 1));
+        const std::string valid = utf8.push(bytes);
+        if (chosen) {
+            chosen->bytes = bytes;
+            tokens.push_back({std::move(*chosen), streamed, streamed + valid.size()});
+            chosen.reset();
+        }
+        streamed += valid.size();
+        release(stops.push(valid));
         waitForReceiver(*job);
         return !stops.stopped() && !job->cancel.load();
     };
@@ -234,6 +287,11 @@ GenerationOutcome EngineWorker::runCompletion(const std::shared_ptr<GenerationJo
     if (!stops.stopped()) {
         release(stops.push(utf8.flush()));
         release(stops.flush());
+    }
+    if (req.logprobs >= 0 && sent < tokens.size()) {
+        TextPiece last;  // tokens cut by a stop sequence, or never released as text
+        takeLogprobs(last, true);
+        if (!last.logprobs.empty()) m_queue->postText(job, std::move(last));
     }
     m_rawTokens = prompt;
     m_rawTokens.insert(m_rawTokens.end(), g.tokens.begin(), g.tokens.end());
@@ -251,6 +309,11 @@ GenerationOutcome EngineWorker::runCompletion(const std::shared_ptr<GenerationJo
         out.finishReason = "stop";
     }
     out.text = std::move(text);
+    out.tokenBudget = budget;
+    if (req.logprobs >= 0) {
+        out.chat.logprobs = std::move(allLogprobs);
+        out.textOffsets = std::move(allOffsets);
+    }
     out.chat.usage = {static_cast<std::int64_t>(prompt.size()),
                       static_cast<std::int64_t>(g.tokens.size()),
                       static_cast<std::int64_t>(common)};
@@ -342,13 +405,13 @@ void GenerationQueue::postEvent(const std::shared_ptr<GenerationJob>& job,
         Qt::QueuedConnection);
 }
 
-void GenerationQueue::postText(const std::shared_ptr<GenerationJob>& job, std::string text) {
+void GenerationQueue::postText(const std::shared_ptr<GenerationJob>& job, TextPiece piece) {
     job->undelivered.fetch_add(1);
     QMetaObject::invokeMethod(
         this,
-        [job, text = std::move(text)] {
+        [job, piece = std::move(piece)] {
             job->undelivered.fetch_sub(1);
-            if (job->receiver && job->onText) job->onText(text);
+            if (job->receiver && job->onText) job->onText(piece);
         },
         Qt::QueuedConnection);
 }

@@ -40,9 +40,14 @@ struct GenerationOutcome {
     // OpenAI error code for badRequest; for engineError "model_files_changed" when the model's
     // files changed on disk since the load (neural::ModelFilesChanged).
     std::string errorCode;
-    openai::ChatResult chat;   // chat jobs (usage filled for both kinds)
-    std::string text;          // completion jobs: the whole text
-    std::string finishReason;  // "stop", "length", "tool_calls"
+    openai::ChatResult chat;  // chat jobs (usage filled for both kinds; completion jobs with
+                              // logprobs: chat.logprobs holds the text's tokens)
+    std::string text;         // completion jobs: the whole text
+    std::vector<std::int64_t> textOffsets;  // completion jobs: each logprobs token's offset
+    std::string finishReason;               // "stop", "length", "tool_calls"
+    // The reply limit the job ran with: its max_tokens, else the queue's default, else the rest
+    // of the context (EngineWorker::tokenBudget); 0 when it never started.
+    int tokenBudget = 0;
     double promptSeconds = 0;
     double firstTokenSeconds = 0;  // job start -> first generated token
     double decodeSeconds = 0;
@@ -50,6 +55,15 @@ struct GenerationOutcome {
     // needed the whole-vocabulary mask.
     std::int64_t constrainedSteps = 0;
     std::int64_t fullMaskSteps = 0;
+};
+
+// A piece of a raw completion's text as it is released, with the log-probabilities of the
+// tokens it completes (CompletionRequest::logprobs) and their offsets in the whole text (code
+// points).
+struct TextPiece {
+    std::string text;
+    std::vector<chat::TokenLogprob> logprobs;
+    std::vector<std::int64_t> offsets;
 };
 
 struct GenerationJob {
@@ -84,7 +98,7 @@ struct GenerationJob {
     QPointer<QObject> receiver;
     std::function<void()> onStarted;  // validated and running: a stream may send its headers
     std::function<void(const chat::ParserEvent&)> onEvent;  // chat
-    std::function<void(const std::string&)> onText;         // completion
+    std::function<void(const TextPiece&)> onText;           // completion
     std::function<void(const GenerationOutcome&)> onFinished;
 };
 
@@ -144,7 +158,7 @@ public:
     // Called by the worker (any thread): posts the delivery to this object's thread.
     void postStarted(const std::shared_ptr<GenerationJob>& job);
     void postEvent(const std::shared_ptr<GenerationJob>& job, chat::ParserEvent event);
-    void postText(const std::shared_ptr<GenerationJob>& job, std::string text);
+    void postText(const std::shared_ptr<GenerationJob>& job, TextPiece piece);
     void postFinished(const std::shared_ptr<GenerationJob>& job, GenerationOutcome outcome);
 
 signals:

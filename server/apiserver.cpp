@@ -182,7 +182,7 @@ public:
             if (m_stream && !m_gone) beginStream();
         };
         m_job->onEvent = [this](const chat::ParserEvent& e) { onEvent(e); };
-        m_job->onText = [this](const std::string& t) { onText(t); };
+        m_job->onText = [this](const host::TextPiece& t) { onText(t); };
         m_job->onFinished = [this](const GenerationOutcome& o) { onFinished(o); };
         connect(channel, &HttpChannel::closed, this, [this] { onClientGone(); });
         m_server->m_calls.insert(this);
@@ -316,11 +316,15 @@ private:
         }
     }
 
-    void onText(const std::string& text) {
+    void onText(const host::TextPiece& piece) {
         if (!m_stream || m_gone) return;
         beginStream();
-        m_sse.event(toBytes(openai::text_completion_chunk(m_id, m_created, m_model, text, nullptr,
-                                                          m_includeUsage)));
+        // With logprobs, each chunk carries its tokens' entries (legacy format).
+        openai::Json logprobs = nullptr;
+        if (m_job->completion.logprobs >= 0)
+            logprobs = openai::completion_logprobs_json(piece.logprobs, piece.offsets);
+        m_sse.event(toBytes(openai::text_completion_chunk(
+            m_id, m_created, m_model, piece.text, nullptr, m_includeUsage, std::move(logprobs))));
         checkBackpressure();
     }
 
@@ -442,7 +446,13 @@ private:
         }
         const openai::Json body =
             m_chat ? openai::chat_completion(m_id, m_created, m_model, o.chat)
-                   : openai::text_completion(m_id, m_created, m_model, o.text, o.finishReason, u);
+                   : openai::text_completion(
+                         m_id, m_created, m_model, o.text, o.finishReason, u,
+                         m_job->completion.logprobs >= 0
+                             ? openai::completion_logprobs_json(
+                                   o.chat.logprobs.value_or(std::vector<chat::TokenLogprob>{}),
+                                   o.textOffsets)
+                             : openai::Json(nullptr));
         m_channel->sendResponse(200, jsonHeaders(), toBytes(body));
         done(200, tokens);
     }

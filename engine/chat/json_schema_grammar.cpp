@@ -9,6 +9,7 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <tuple>
 
 namespace neural::chat {
 
@@ -171,6 +172,107 @@ std::string bounded_completion(const JsonSchemaGrammar::Node& n, std::string t,
     }
     return out;
 }
+// ---- patterns ---------------------------------------------------------------------------------
+// A string with a pattern steps its automaton over the string's code points (as JSON decodes
+// them: escapes and UTF-8 alike) and takes a byte only while some matching string within the
+// length limits still starts with the text.
+
+using Pattern = JsonSchemaGrammar::Pattern;
+using CodeRange = std::pair<char32_t, char32_t>;  // inclusive
+
+// From `state` with `count` code points given, some matching rest fits minLength / maxLength.
+bool pattern_can_finish(const Pattern& p, int state, std::size_t count,
+                        const JsonSchemaGrammar::Node& n) {
+    if (!p.lengths) return true;  // every state left in the automaton can still accept
+    if (count > n.max_length) return false;
+    const std::size_t lo = n.min_length > count ? n.min_length - count : 0;
+    const std::size_t hi = n.max_length == SIZE_MAX ? SIZE_MAX : n.max_length - count;
+    return p.lengths->can_finish(state, lo, hi);
+}
+
+// The first code point in `r` whose step from `state` leaves a viable string (count + 1 code
+// points); -1 if none.
+std::int64_t first_viable(const Pattern& p, int state, std::size_t count, CodeRange r,
+                          const JsonSchemaGrammar::Node& n, int* to = nullptr) {
+    const RegexAutomaton& re = *p.re;
+    if (r.first > r.second) return -1;
+    for (std::size_t c = 0; c < re.classes(); ++c) {
+        if (re.class_last(c) < r.first) continue;
+        if (re.class_first(c) > r.second) break;
+        const int t = re.target(state, c);
+        if (t >= 0 && pattern_can_finish(p, t, count + 1, n)) {
+            if (to) *to = t;
+            return std::max(re.class_first(c), r.first);
+        }
+    }
+    return -1;
+}
+
+void append_utf8(std::string& out, char32_t cp) {
+    if (cp < 0x80) {
+        out += static_cast<char>(cp);
+    } else if (cp < 0x800) {
+        out += static_cast<char>(0xC0 | (cp >> 6));
+        out += static_cast<char>(0x80 | (cp & 0x3F));
+    } else if (cp < 0x10000) {
+        out += static_cast<char>(0xE0 | (cp >> 12));
+        out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+        out += static_cast<char>(0x80 | (cp & 0x3F));
+    } else {
+        out += static_cast<char>(0xF0 | (cp >> 18));
+        out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
+        out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+        out += static_cast<char>(0x80 | (cp & 0x3F));
+    }
+}
+
+std::string hex4(std::uint32_t v) { return fmt::format("{:04x}", v & 0xFFFF); }
+
+// A code point as JSON writes it inside a string.
+void append_json_char(std::string& out, char32_t cp) {
+    if (cp == '"' || cp == '\\') {
+        out += '\\';
+        out += static_cast<char>(cp);
+    } else if (cp < 0x20) {
+        out += "\\u" + hex4(cp);
+    } else {
+        append_utf8(out, cp);
+    }
+}
+
+// A short matching rest of the string from `state` after `count` code points (JSON-escaped,
+// without the closing quote): the step closest to acceptance among those that stay viable.
+std::string pattern_rest(const Pattern& p, int state, std::size_t count,
+                         const JsonSchemaGrammar::Node& n) {
+    const RegexAutomaton& re = *p.re;
+    std::string out;
+    for (std::size_t guard = 0; guard < (1u << 20); ++guard) {
+        if (re.accepting(state) && count >= n.min_length) break;
+        int best = -1;
+        std::size_t best_class = 0;
+        for (std::size_t c = 0; c < re.classes(); ++c) {
+            const int t = re.target(state, c);
+            if (t < 0 || !pattern_can_finish(p, t, count + 1, n)) continue;
+            // Prefer printable code points where the class has them.
+            const bool printable = re.class_last(c) >= 0x20;
+            const bool best_printable = best >= 0 && re.class_last(best_class) >= 0x20;
+            if (best < 0 || (printable && !best_printable) ||
+                (printable == best_printable && re.shortest(t) < re.shortest(best))) {
+                best = t;
+                best_class = c;
+            }
+        }
+        if (best < 0) break;  // cannot happen for a viable state
+        append_json_char(
+            out, std::max<char32_t>(re.class_first(best_class), 0x20) <= re.class_last(best_class)
+                     ? std::max<char32_t>(re.class_first(best_class), 0x20)
+                     : re.class_first(best_class));
+        state = best;
+        ++count;
+    }
+    return out;
+}
+
 }  // namespace
 
 // ---- compiler ---------------------------------------------------------------------------------
@@ -274,6 +376,7 @@ public:
                                                     "exclusiveMaximum",
                                                     "minLength",
                                                     "maxLength",
+                                                    "pattern",
                                                     "anyOf",
                                                     "oneOf",
                                                     "allOf",
@@ -329,7 +432,7 @@ public:
             types.push_back("object");
         } else if (s.contains("items") || s.contains("minItems") || s.contains("maxItems")) {
             types.push_back("array");
-        } else if (s.contains("minLength") || s.contains("maxLength")) {
+        } else if (s.contains("minLength") || s.contains("maxLength") || s.contains("pattern")) {
             types.push_back("string");
         } else if (s.contains("minimum") || s.contains("maximum") ||
                    s.contains("exclusiveMinimum") || s.contains("exclusiveMaximum")) {
@@ -568,6 +671,7 @@ public:
             }
             case K::string:
                 if (A.format != B.format) m.format = JsonSchemaGrammar::Format::none;
+                if (A.pattern != B.pattern) m.pattern = -1;
                 m.min_length = std::min(A.min_length, B.min_length);
                 m.max_length = std::max(A.max_length, B.max_length);
                 break;
@@ -642,6 +746,16 @@ public:
             {"uuid", JsonSchemaGrammar::Format::uuid},
             {"date", JsonSchemaGrammar::Format::date},
             {"date-time", JsonSchemaGrammar::Format::date_time}};
+        auto format = JsonSchemaGrammar::Format::none;
+        if (auto it = s.find("format"); it != s.end() && it->is_string()) {
+            if (auto f = formats.find(it->get<std::string>()); f != formats.end())
+                format = f->second;
+        }
+        if (auto it = s.find("pattern"); it != s.end()) {
+            if (!it->is_string())
+                throw SchemaError(fmt::format("'{}/pattern' must be a string", ptr));
+            if (pattern(n, it->get<std::string>(), format, ptr)) return add(std::move(n));
+        }
         if (auto it = s.find("format"); it != s.end() && it->is_string()) {
             if (auto f = formats.find(it->get<std::string>()); f != formats.end()) {
                 n.format = f->second;
@@ -668,6 +782,118 @@ public:
         }
         return add(std::move(n));
     }
+
+    // A string's pattern (with its format, if any, as a second automaton intersected with it):
+    // false when it cannot be enforced (recorded in `unsupported`; the format alone then is).
+    bool pattern(JsonSchemaGrammar::Node& n, const std::string& text,
+                 JsonSchemaGrammar::Format format, const std::string& ptr) {
+        const std::string where = ptr + "/pattern";
+        JsonSchemaGrammar::Pattern p;
+        try {
+            // The same expression (zod repeats its formats' patterns) is compiled once; a
+            // schema's patterns together stay within a bound of memory and time.
+            const auto key = std::make_pair(text, format);
+            if (auto it = automata_.find(key); it != automata_.end()) {
+                p.re = it->second;
+            } else {
+                if (automata_.size() >= kMaxPatterns) {
+                    throw RegexError(
+                        fmt::format("more than {} different patterns in one schema", kMaxPatterns),
+                        true);
+                }
+                p.re = RegexAutomaton::compile(text);
+                if (format != JsonSchemaGrammar::Format::none)
+                    p.re = RegexAutomaton::intersect(*format_automaton(format), *p.re);
+                pattern_cells_ += p.re->states() * p.re->classes();
+                if (pattern_cells_ > kMaxPatternCells) {
+                    throw RegexError("patterns whose automata together exceed the schema's bound",
+                                     true);
+                }
+                automata_.emplace(key, p.re);
+            }
+            if (format != JsonSchemaGrammar::Format::none) {
+                // The automaton leaves out email's part lengths; its whole length stays.
+                if (format == JsonSchemaGrammar::Format::email)
+                    n.max_length = std::min(n.max_length, kMaxEmailBytes);
+            }
+            if (n.min_length > 0 || n.max_length != SIZE_MAX) {
+                const auto lkey = std::make_tuple(p.re.get(), n.min_length, n.max_length);
+                if (auto it = lengths_.find(lkey); it != lengths_.end()) {
+                    p.lengths = it->second;
+                } else {
+                    // Its table: a bit per state and length up to minLength + states.
+                    const std::size_t bound = std::min(n.max_length, n.min_length + p.re->states());
+                    pattern_cells_ += p.re->states() * (bound / 64 + 1) * 2;
+                    if (pattern_cells_ > kMaxPatternCells) {
+                        throw RegexError(
+                            "patterns whose automata together exceed the schema's bound", true);
+                    }
+                    p.lengths = std::make_shared<RegexLengths>(*p.re, n.min_length, n.max_length);
+                    lengths_.emplace(lkey, p.lengths);
+                }
+                if (!p.lengths->can_finish(p.re->start(), n.min_length, n.max_length)) {
+                    throw SchemaError(fmt::format(
+                        "'{}': no string matching the pattern has a length between minLength "
+                        "and maxLength",
+                        ptr));
+                }
+            }
+        } catch (const RegexError& e) {
+            if (!e.unsupported()) {
+                throw SchemaError(fmt::format("'{}': {}{}", where, e.what(),
+                                              format != JsonSchemaGrammar::Format::none
+                                                  ? " (together with the format)"
+                                                  : ""));
+            }
+            // A feature no automaton expresses is refused, never passed over: the client asked
+            // for strings the server cannot guarantee. Size limits follow the rule of the other
+            // unenforceable keywords (listed, or refused without a list).
+            if (e.feature()) {
+                throw SchemaError(
+                    fmt::format("'{}': the pattern uses {}, which structured output "
+                                "cannot enforce",
+                                where, e.what()));
+            }
+            unsupported.push_back(fmt::format("pattern with {} (at {})", e.what(), where));
+            return false;
+        }
+        n.format = JsonSchemaGrammar::Format::none;
+        n.pattern = static_cast<int>(g->patterns_.size());
+        g->patterns_.push_back(std::move(p));
+        return true;
+    }
+
+    // Each enforced format as an ECMA-262 expression of the same language (format_status()),
+    // but for email's limits on its parts (64 bytes before '@', 63 per domain label).
+    static std::shared_ptr<const RegexAutomaton> format_automaton(JsonSchemaGrammar::Format f) {
+        static constexpr const char* kDate =
+            "(?:(?:\\d\\d[2468][048]|\\d\\d[13579][26]|\\d\\d0[48]|[02468][048]00|"
+            "[13579][26]00)-02-29|\\d{4}-(?:(?:0[13578]|1[02])-(?:0[1-9]|[12]\\d|3[01])|"
+            "(?:0[469]|11)-(?:0[1-9]|[12]\\d|30)|02-(?:0[1-9]|1\\d|2[0-8])))";
+        switch (f) {
+            case JsonSchemaGrammar::Format::uuid:
+                return RegexAutomaton::compile(
+                    "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[1-8][0-9a-fA-F]{3}-[89abAB][0-9a-fA-F]{3}-"
+                    "[0-9a-fA-F]{12}$");
+            case JsonSchemaGrammar::Format::date:
+                return RegexAutomaton::compile(std::string("^") + kDate + "$");
+            case JsonSchemaGrammar::Format::date_time:
+                return RegexAutomaton::compile(
+                    std::string("^") + kDate +
+                    "T(?:[01]\\d|2[0-3]):[0-5]\\d:[0-5]\\d(?:\\.\\d{1,9})?Z$");
+            case JsonSchemaGrammar::Format::email:
+                return RegexAutomaton::compile(
+                    "^(?:[A-Za-z0-9_+-]+\\.)*[A-Za-z0-9_+-]+@(?:[A-Za-z0-9](?:[A-Za-z0-9-]*"
+                    "[A-Za-z0-9])?\\.)+[A-Za-z]{2,}$");
+            case JsonSchemaGrammar::Format::none:
+                break;
+        }
+        return RegexAutomaton::compile("");
+    }
+
+    static constexpr std::size_t kMaxEmailBytes = 254;
+    static constexpr std::size_t kMaxPatterns = 128;
+    static constexpr std::size_t kMaxPatternCells = 32'000'000;  // automaton transitions
 
     int numeric(const Json& s, const std::string& ptr, JsonSchemaGrammar::Kind kind) {
         JsonSchemaGrammar::Node n;
@@ -829,6 +1055,11 @@ public:
                     out += "]";
                     break;
                 case JsonSchemaGrammar::Kind::string:
+                    if (n.pattern >= 0) {
+                        const auto& p = g->patterns_[static_cast<std::size_t>(n.pattern)];
+                        out = "\"" + pattern_rest(p, p.re->start(), 0, n) + "\"";
+                        break;
+                    }
                     out = "\"" +
                           (n.format != JsonSchemaGrammar::Format::none
                                ? format_completion(n.format, "")
@@ -868,6 +1099,13 @@ public:
     }
 
 private:
+    std::map<std::pair<std::string, JsonSchemaGrammar::Format>,
+             std::shared_ptr<const RegexAutomaton>>
+        automata_;
+    std::size_t pattern_cells_ = 0;
+    std::map<std::tuple<const RegexAutomaton*, std::size_t, std::size_t>,
+             std::shared_ptr<const RegexLengths>>
+        lengths_;
     int any_ = -1;
     std::map<std::string, int> refs_;            // $ref target -> node
     std::map<std::pair<int, int>, int> merges_;  // merged alternatives -> node
@@ -1254,6 +1492,212 @@ std::string JsonRecognizer::string_tail(const StringState& s) {
     return out + "\"";
 }
 
+namespace {
+
+int hex_value(char c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    return (c | 0x20) - 'a' + 10;
+}
+
+// The code points a high surrogate's pair can give, for the low halves in [lo, hi].
+CodeRange supplementary(std::uint32_t high, std::uint32_t lo, std::uint32_t hi) {
+    const char32_t base = 0x10000 + ((high - 0xD800) << 10);
+    return {base + (std::max<std::uint32_t>(lo, 0xDC00) - 0xDC00),
+            base + (std::min<std::uint32_t>(hi, 0xDFFF) - 0xDC00)};
+}
+
+// The values a \u escape with `left` of its 4 digits still to come can have.
+CodeRange hex_span(std::uint32_t bits, int left) {
+    const std::uint32_t lo = bits << (4 * left);
+    return {lo, lo | ((1u << (4 * left)) - 1)};
+}
+
+}  // namespace
+
+// A byte of a string with a pattern: decoded into code points (UTF-8 and escapes), each stepped
+// through the automaton. A byte inside a code point is taken while some code point it can still
+// become keeps a matching string within reach.
+bool JsonRecognizer::pattern_char(Frame& f, const JsonSchemaGrammar::Node& n, char c) {
+    const JsonSchemaGrammar::Pattern& p = grammar_->pattern(n.pattern);
+    const StringState before = f.str;
+    bool closed = false;
+    if (!string_char(f.str, c, closed)) return false;
+    if (closed) {
+        if (!p.re->accepting(f.re_state) || f.count < n.min_length) return false;
+        stack_.pop_back();
+        value_done();
+        return true;
+    }
+    const auto b = static_cast<unsigned char>(c);
+    std::int64_t cp = -1;  // a code point completed by this byte
+    std::vector<CodeRange> pending;
+    if (before.hex > 0) {
+        f.cp_bits = f.cp_bits << 4 | static_cast<std::uint32_t>(hex_value(c));
+        if (f.str.hex == 0) {
+            if (f.str.surrogate == 3) {  // a high surrogate: its low half follows
+                f.high = f.cp_bits;
+                pending.push_back(supplementary(f.high, 0xDC00, 0xDFFF));
+            } else if (f.high != 0) {
+                cp = supplementary(f.high, f.cp_bits, f.cp_bits).first;
+                f.high = 0;
+            } else {
+                cp = f.cp_bits;
+            }
+        } else if (f.high != 0) {
+            const CodeRange low = hex_span(f.cp_bits, f.str.hex);
+            pending.push_back(supplementary(f.high, low.first, low.second));
+        } else {
+            const CodeRange r = hex_span(f.cp_bits, f.str.hex);
+            pending.push_back(r);  // its surrogates never step
+            if (r.first <= 0xDBFF && r.second >= 0xD800) {
+                pending.push_back(
+                    {supplementary(std::max<std::uint32_t>(r.first, 0xD800), 0xDC00, 0xDFFF).first,
+                     supplementary(std::min<std::uint32_t>(r.second, 0xDBFF), 0xDC00, 0xDFFF)
+                         .second});
+            }
+        }
+    } else if (before.escape) {
+        f.cp_bits = 0;
+        if (c == 'u') {
+            pending.push_back(f.high != 0 ? supplementary(f.high, 0xDC00, 0xDFFF)
+                                          : CodeRange{0, RegexAutomaton::kMaxCodePoint});
+        } else {
+            switch (c) {
+                case 'b':
+                    cp = '\b';
+                    break;
+                case 'f':
+                    cp = '\f';
+                    break;
+                case 'n':
+                    cp = '\n';
+                    break;
+                case 'r':
+                    cp = '\r';
+                    break;
+                case 't':
+                    cp = '\t';
+                    break;
+                default:
+                    cp = b;  // " \\ /
+                    break;
+            }
+        }
+    } else if (before.surrogate == 3) {  // the backslash of a low half
+        pending.push_back(supplementary(f.high, 0xDC00, 0xDFFF));
+    } else if (before.utf8_need > 0) {
+        f.cp_bits = f.cp_bits << 6 | (b & 0x3Fu);
+        if (f.str.utf8_need == 0) {
+            cp = f.cp_bits;
+        } else {
+            const CodeRange r = {
+                f.cp_bits << (6 * f.str.utf8_need),
+                (f.cp_bits << (6 * f.str.utf8_need)) | ((1u << (6 * f.str.utf8_need)) - 1)};
+            pending.push_back(
+                {r.first, std::min<char32_t>(r.second, RegexAutomaton::kMaxCodePoint)});
+        }
+    } else if (b >= 0x80) {
+        f.utf8_length = static_cast<std::uint8_t>(f.str.utf8_need + 1);
+        f.cp_bits = b & (f.utf8_length == 2 ? 0x1Fu : f.utf8_length == 3 ? 0x0Fu : 0x07u);
+        // The shortest form only: at least U+0080, U+0800, U+10000 for 2, 3, 4 bytes.
+        const char32_t least = f.utf8_length == 2 ? 0x80 : f.utf8_length == 3 ? 0x800 : 0x10000;
+        const char32_t lo = f.cp_bits << (6 * f.str.utf8_need);
+        const char32_t hi = lo | ((1u << (6 * f.str.utf8_need)) - 1);
+        pending.push_back(
+            {std::max(lo, least), std::min<char32_t>(hi, RegexAutomaton::kMaxCodePoint)});
+    } else if (c == '\\') {
+        // \u can write any code point.
+        pending.push_back({0, RegexAutomaton::kMaxCodePoint});
+    } else {
+        cp = b;
+    }
+    if (cp >= 0) {
+        const int next = p.re->step(f.re_state, static_cast<char32_t>(cp));
+        if (next < 0 || !pattern_can_finish(p, next, f.count + 1, n)) return false;
+        f.re_state = next;
+        ++f.count;
+        return true;
+    }
+    for (const CodeRange& r : pending) {
+        if (first_viable(p, f.re_state, f.count, r, n) >= 0) return true;
+    }
+    return false;
+}
+
+// The rest of a string with a pattern: the code point under way finished with the first value
+// that stays viable, then pattern_rest(), then the closing quote.
+std::string JsonRecognizer::pattern_completion(const Frame& f) const {
+    const JsonSchemaGrammar::Node& n = grammar_->node(f.node);
+    const JsonSchemaGrammar::Pattern& p = grammar_->pattern(n.pattern);
+    const StringState& s = f.str;
+    std::string out;
+    int state = f.re_state;
+    std::size_t count = f.count;
+    auto finish = [&](CodeRange r) {
+        int to = -1;
+        const std::int64_t cp = first_viable(p, state, count, r, n, &to);
+        if (cp < 0) return std::int64_t{-1};
+        state = to;
+        ++count;
+        return cp;
+    };
+    auto pair_of = [](std::uint32_t cp) {
+        return std::make_pair(0xD800 + ((cp - 0x10000) >> 10), 0xDC00 + ((cp - 0x10000) & 0x3FF));
+    };
+    if (s.utf8_need > 0) {
+        const char32_t lo = f.cp_bits << (6 * s.utf8_need);
+        const char32_t hi = lo | ((1u << (6 * s.utf8_need)) - 1);
+        const char32_t least = f.utf8_length == 2 ? 0x80 : f.utf8_length == 3 ? 0x800 : 0x10000;
+        const std::int64_t cp =
+            finish({std::max(lo, least), std::min<char32_t>(hi, RegexAutomaton::kMaxCodePoint)});
+        if (cp >= 0) {
+            for (int k = s.utf8_need - 1; k >= 0; --k)
+                out += static_cast<char>(0x80 | ((cp >> (6 * k)) & 0x3F));
+        }
+    } else if (f.high != 0) {
+        // In a surrogate pair: the low half, from what of it is written.
+        std::int64_t cp = -1;
+        if (s.hex > 0 && s.surrogate != 5) {
+            const CodeRange low = hex_span(f.cp_bits, s.hex);
+            cp = finish(supplementary(f.high, low.first, low.second));
+        } else {
+            cp = finish(supplementary(f.high, 0xDC00, 0xDFFF));
+        }
+        if (cp >= 0) {
+            const std::string low = hex4(pair_of(static_cast<std::uint32_t>(cp)).second);
+            if (s.surrogate == 3)
+                out += "\\u" + low;
+            else if (s.surrogate == 4)
+                out += "u" + low;
+            else
+                out += low.substr(4 - s.hex);
+        }
+    } else if (s.hex > 0) {
+        const CodeRange r = hex_span(f.cp_bits, s.hex);
+        std::int64_t cp = finish(r);
+        if (cp < 0 && r.first <= 0xDBFF && r.second >= 0xD800) {
+            cp = finish(
+                {supplementary(std::max<std::uint32_t>(r.first, 0xD800), 0xDC00, 0xDFFF).first,
+                 supplementary(std::min<std::uint32_t>(r.second, 0xDBFF), 0xDC00, 0xDFFF).second});
+        }
+        if (cp >= 0x10000) {
+            const auto [hi, lo] = pair_of(static_cast<std::uint32_t>(cp));
+            out += hex4(hi).substr(4 - s.hex) + "\\u" + hex4(lo);
+        } else if (cp >= 0) {
+            out += hex4(static_cast<std::uint32_t>(cp)).substr(4 - s.hex);
+        }
+    } else if (s.escape) {
+        const std::int64_t cp = finish({0, RegexAutomaton::kMaxCodePoint});
+        if (cp >= 0x10000) {
+            const auto [hi, lo] = pair_of(static_cast<std::uint32_t>(cp));
+            out += "u" + hex4(hi) + "\\u" + hex4(lo);
+        } else if (cp >= 0) {
+            out += "u" + hex4(static_cast<std::uint32_t>(cp));
+        }
+    }
+    return out + pattern_rest(p, state, count, n) + "\"";
+}
+
 bool JsonRecognizer::start_value(int index, char c) {
     const JsonSchemaGrammar::Node& n = grammar_->node(index);
     switch (n.kind) {
@@ -1295,6 +1739,7 @@ bool JsonRecognizer::start_value(int index, char c) {
             Frame f;
             f.node = index;
             f.state = str_body;
+            if (n.pattern >= 0) f.re_state = grammar_->pattern(n.pattern).re->start();
             stack_.push_back(std::move(f));
             return true;
         }
@@ -1602,6 +2047,7 @@ bool JsonRecognizer::feed(char c) {
         switch (f.state) {
             case str_body: {
                 const JsonSchemaGrammar::Node& n = grammar_->node(f.node);
+                if (n.pattern >= 0) return pattern_char(f, n, c);
                 // A code point starts at a byte outside an escape / UTF-8 sequence (the second
                 // half of an escaped surrogate pair belongs to the first).
                 if (n.format != JsonSchemaGrammar::Format::none) {
@@ -1744,8 +2190,18 @@ std::string JsonRecognizer::frame_completion(const Frame& f) const {
                 return p.key.substr(f.text.size()) + "\":" + grammar_->minimal_text(p.node) +
                        object_rest(f, f.seen | std::uint64_t{1} << best, true);
             }
-            return string_tail(f.str) + ":" + grammar_->minimal_text(n.additional) +
-                   object_rest(f, f.seen, true);
+            // An additional key: closed as it is, unless that repeats a property already given
+            // (refused), then lengthened until it does not.
+            std::string tail = string_tail(f.str);
+            auto repeats = [&](const std::string& t) {
+                const std::string key = f.text + t.substr(0, t.size() - 1);
+                for (std::size_t i = 0; i < n.properties.size(); ++i) {
+                    if ((f.seen >> i & 1) && n.properties[i].key == key) return true;
+                }
+                return false;
+            };
+            while (repeats(tail)) tail.insert(tail.size() - 1, "_");
+            return tail + ":" + grammar_->minimal_text(n.additional) + object_rest(f, f.seen, true);
         }
         case obj_colon:
             return ":" + grammar_->minimal_text(f.value_node) + object_rest(f, f.seen, true);
@@ -1764,6 +2220,7 @@ std::string JsonRecognizer::frame_completion(const Frame& f) const {
         case arr_after_value:
             return items_rest(f.count);
         case str_body: {
+            if (n.pattern >= 0) return pattern_completion(f);
             if (n.format != JsonSchemaGrammar::Format::none)
                 return format_completion(n.format, f.text) + "\"";
             std::string tail = string_tail(f.str);

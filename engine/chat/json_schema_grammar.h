@@ -7,13 +7,17 @@
 // OpenAPI's nullable), properties, required, additionalProperties (true, false or a schema),
 // items, minItems, maxItems, enum, const, minimum / maximum / exclusiveMinimum /
 // exclusiveMaximum, minLength / maxLength, the string formats email, uuid, date and date-time
-// (format_status(); with minLength / maxLength only where the format's length is fixed), anyOf / oneOf (alternatives told apart by their
-// first byte; alternatives that start alike are enforced as their union), allOf of one schema,
-// $ref to a JSON pointer in the schema ($defs, definitions; recursion is bounded by the
-// recogniser's depth, kMaxDepth), and the annotations title, description, default, examples,
-// other formats, $schema, $id, $comment (not enforced). Any other keyword (pattern, ...) cannot be
-// enforced: compile() refuses it with an error naming it, or, given a list for them, records it
-// there and leaves it out of the constraint. The recogniser accepts JSON with at most kMaxWhitespaceRun whitespace bytes in a row,
+// (format_status(); with minLength / maxLength only where the format's length is fixed), pattern
+// (an ECMA-262 expression compiled into an automaton, regex_automaton.h, stepped over the decoded
+// code points of the string; with a format, the two automata's intersection; with minLength /
+// maxLength, only lengths some matching string can still have), anyOf / oneOf (alternatives
+// told apart by their first byte; alternatives that start alike are enforced as their union),
+// allOf of one schema, $ref to a JSON pointer in the schema ($defs, definitions; recursion is
+// bounded by the recogniser's depth, kMaxDepth), and the annotations title, description,
+// default, examples, other formats, $schema, $id, $comment (not enforced). Any other keyword (or
+// a pattern feature no automaton expresses, such as a backreference) cannot be enforced:
+// compile() refuses it with an error naming it, or, given a list for them, records it there and
+// leaves it out of the constraint. The recogniser accepts JSON with at most kMaxWhitespaceRun whitespace bytes in a row,
 // numbers of at most kMaxNumberLength characters with exponents of at most 2 digits (so they fit
 // a double), known property names in their canonical
 // (nlohmann::json) spelling, and nothing after the top-level value.
@@ -28,6 +32,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "chat/regex_automaton.h"
 #include "neural/error.h"
 
 namespace neural::chat {
@@ -73,6 +78,7 @@ public:
         std::size_t min_length = 0;         // string, in code points
         std::size_t max_length = SIZE_MAX;  // string
         Format format = Format::none;       // string
+        int pattern = -1;                   // string: index into patterns()
         std::vector<Property> properties;   // object
         int additional = -1;                // object: schema of other keys; -1: none allowed
         int items = -1;                     // array: schema of the items
@@ -84,6 +90,14 @@ public:
         int on_object = -1, on_array = -1, on_string = -1, on_number = -1, on_bool = -1,
             on_null = -1;
     };
+
+    // A string's pattern: its automaton and, with minLength / maxLength, the lengths each state
+    // can still reach.
+    struct Pattern {
+        std::shared_ptr<const RegexAutomaton> re;
+        std::shared_ptr<const RegexLengths> lengths;  // null: no length limits
+    };
+    const Pattern& pattern(int index) const { return patterns_[static_cast<std::size_t>(index)]; }
 
     const std::vector<Node>& nodes() const { return nodes_; }
     const Node& node(int index) const { return nodes_[static_cast<std::size_t>(index)]; }
@@ -97,6 +111,7 @@ private:
     friend class SchemaCompiler;
     std::vector<Node> nodes_;
     std::vector<std::string> minimal_;
+    std::vector<Pattern> patterns_;
     int root_ = -1;
 };
 
@@ -175,6 +190,12 @@ private:
         std::uint32_t count = 0;
         StringState str;
         std::string text;  // object: the current key; literal, number: the text so far
+        // string with a pattern: the automaton's state, and the code point being decoded (its
+        // bits so far, its UTF-8 length, a high surrogate waiting for its low half).
+        int re_state = 0;
+        std::uint32_t cp_bits = 0;
+        std::uint32_t high = 0;
+        std::uint8_t utf8_length = 0;
     };
 
     bool start_value(int node, char c);
@@ -185,6 +206,8 @@ private:
     bool literal_char(Frame& f, char c, bool& ended);
     bool whitespace();
     static bool string_char(StringState& s, char c, bool& closed);
+    bool pattern_char(Frame& f, const JsonSchemaGrammar::Node& n, char c);
+    std::string pattern_completion(const Frame& f) const;
     static std::string string_tail(const StringState& s);
     bool number_can_end(const Frame& f) const;
     bool literal_exact(const Frame& f) const;

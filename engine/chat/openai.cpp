@@ -993,8 +993,14 @@ CompletionRequest parse_completion_request(const Json& body, const ParseLimits& 
         unsupported("best_of", "'best_of' must be 1");
     if (auto e = get_bool(body, "echo", "echo"); e && *e)
         unsupported("echo", "'echo' is not supported");
-    if (auto l = get_integer(body, "logprobs", "logprobs"); l && *l != 0)
-        unsupported("logprobs", "'logprobs' is not supported");
+    if (auto l = get_integer(body, "logprobs", "logprobs")) {
+        if (*l < 0 || *l > kMaxCompletionLogprobs) {
+            throw RequestError(fmt::format("'logprobs' must be between 0 and {}, got {}",
+                                           kMaxCompletionLogprobs, *l),
+                               "logprobs", "invalid_value");
+        }
+        r.logprobs = static_cast<int>(*l);
+    }
     if (auto s = get_string(body, "suffix", "suffix"); s && !s->empty())
         unsupported("suffix", "'suffix' is not supported");
     get_string(body, "user", "user");
@@ -1131,6 +1137,33 @@ Json logprobs_json(const std::vector<chat::TokenLogprob>& tokens) {
     return out;
 }
 
+Json completion_logprobs_json(const std::vector<chat::TokenLogprob>& tokens,
+                              const std::vector<std::int64_t>& text_offsets) {
+    // The tokens as the chat route writes them (token_json: text, or "bytes:\\x.." for a token
+    // that is part of a UTF-8 sequence).
+    Json names = Json::array(), lps = Json::array(), tops = Json::array(), offsets = Json::array();
+    for (std::size_t i = 0; i < tokens.size(); ++i) {
+        const chat::TokenLogprob& t = tokens[i];
+        const Json chosen = token_json(t.bytes, t.logprob);
+        names.push_back(chosen["token"]);
+        lps.push_back(chosen["logprob"]);
+        Json top = Json::object();
+        for (const auto& a : t.top) {
+            const Json alt = token_json(a.bytes, a.logprob);
+            const std::string key = alt["token"].get<std::string>();
+            if (!top.contains(key)) top[key] = alt["logprob"];
+        }
+        if (!top.contains(chosen["token"].get<std::string>()))
+            top[chosen["token"].get<std::string>()] = chosen["logprob"];
+        tops.push_back(std::move(top));
+        offsets.push_back(i < text_offsets.size() ? text_offsets[i] : 0);
+    }
+    return Json{{"tokens", std::move(names)},
+                {"token_logprobs", std::move(lps)},
+                {"top_logprobs", std::move(tops)},
+                {"text_offset", std::move(offsets)}};
+}
+
 ChatChunkEncoder::ChatChunkEncoder(std::string id, std::int64_t created, std::string model,
                                    bool include_usage)
     : id_(std::move(id)),
@@ -1217,10 +1250,11 @@ Json ChatChunkEncoder::usage_chunk(const Usage& usage) const {
 }
 
 Json text_completion(const std::string& id, std::int64_t created, const std::string& model,
-                     const std::string& text, std::string_view finish_reason, const Usage& usage) {
+                     const std::string& text, std::string_view finish_reason, const Usage& usage,
+                     Json logprobs) {
     Json choice{{"text", text},
                 {"index", 0},
-                {"logprobs", nullptr},
+                {"logprobs", std::move(logprobs)},
                 {"finish_reason", std::string(finish_reason)}};
     return Json{{"id", id},
                 {"object", "text_completion"},
@@ -1231,9 +1265,12 @@ Json text_completion(const std::string& id, std::int64_t created, const std::str
 }
 
 Json text_completion_chunk(const std::string& id, std::int64_t created, const std::string& model,
-                           const std::string& text, const Json& finish_reason, bool include_usage) {
-    Json choice{
-        {"text", text}, {"index", 0}, {"logprobs", nullptr}, {"finish_reason", finish_reason}};
+                           const std::string& text, const Json& finish_reason, bool include_usage,
+                           Json logprobs) {
+    Json choice{{"text", text},
+                {"index", 0},
+                {"logprobs", std::move(logprobs)},
+                {"finish_reason", finish_reason}};
     Json c{{"id", id},
            {"object", "text_completion"},
            {"created", created},

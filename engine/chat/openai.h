@@ -142,6 +142,8 @@ struct CompletionRequest {
     bool stream = false;
     bool include_usage = false;
     bool seed_given = false;
+    // The legacy logprobs (-1: off; 0-5: alternatives per token besides the chosen one).
+    int logprobs = -1;
     std::vector<std::string> ignored_fields;
 };
 
@@ -185,6 +187,12 @@ struct ChatResult {
 // OpenAI's logprobs entries: {token, logprob, bytes, top_logprobs: [{token, logprob, bytes}]}.
 // A token that is not whole UTF-8 is written "bytes:\\xNN..." (its bytes are in `bytes`).
 Json logprobs_json(const std::vector<chat::TokenLogprob>& tokens);
+// The legacy /v1/completions logprobs object: {tokens, token_logprobs, top_logprobs (one object
+// per token, token -> logprob, the chosen token included), text_offset (in code points)}.
+Json completion_logprobs_json(const std::vector<chat::TokenLogprob>& tokens,
+                              const std::vector<std::int64_t>& text_offsets);
+// The most alternatives the legacy logprobs field asks for (OpenAI's).
+constexpr int kMaxCompletionLogprobs = 5;
 // The largest top_logprobs accepted (OpenAI's).
 inline constexpr int kMaxTopLogprobs = 20;
 
@@ -227,10 +235,13 @@ private:
 };
 
 // text_completion objects for /v1/completions.
+// `logprobs`: completion_logprobs_json() of the tokens, or null.
 Json text_completion(const std::string& id, std::int64_t created, const std::string& model,
-                     const std::string& text, std::string_view finish_reason, const Usage& usage);
+                     const std::string& text, std::string_view finish_reason, const Usage& usage,
+                     Json logprobs = nullptr);
 Json text_completion_chunk(const std::string& id, std::int64_t created, const std::string& model,
-                           const std::string& text, const Json& finish_reason, bool include_usage);
+                           const std::string& text, const Json& finish_reason, bool include_usage,
+                           Json logprobs = nullptr);
 
 // {"error": {"message", "type", "param", "code"}}. Invalid UTF-8 in the message is replaced.
 Json error_body(std::string_view message, std::string_view type, std::string_view param = {},

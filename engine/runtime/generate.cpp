@@ -28,12 +28,18 @@ GenerateResult generate(const Model& model, KvCache& cache, std::span<const Toke
     ForwardOptions fo;
     fo.cancel = options.cancel;
     const std::size_t vocab = model.sampleable_vocab();
+    std::vector<std::pair<TokenId, double>> top;
     try {
         if (prompt.empty()) fail("generate: no new tokens to process");
         std::vector<float> logits = model.forward(prompt, cache, fo);
         while (static_cast<int>(result.tokens.size()) < options.max_tokens) {
             const TokenId next = sampler.sample(logits, vocab);
             result.tokens.push_back(next);
+            if (options.logprobs >= 0 && options.on_logprob) {
+                top.clear();
+                const double lp = token_logprobs(logits, vocab, next, options.logprobs, top);
+                options.on_logprob(next, lp, top);
+            }
             const bool keep_going = !on_token || on_token(next);
             if (std::find(options.stop_tokens.begin(), options.stop_tokens.end(), next) !=
                 options.stop_tokens.end()) {

@@ -23,6 +23,11 @@ struct GenerateOptions {
     SamplingParams sampling;
     std::vector<TokenId> stop_tokens;  // generation ends after emitting one of these
     const std::atomic<bool>* cancel = nullptr;
+    // The API's logprobs (-1: off): each sampled token's log-probability in the model's
+    // distribution (token_logprobs(): temperature 1, before the sampling filters) and the
+    // `logprobs` most likely ids, given to on_logprob before on_token sees the token.
+    int logprobs = -1;
+    std::function<void(TokenId, double, const std::vector<std::pair<TokenId, double>>&)> on_logprob;
 };
 
 struct GenerateResult {

@@ -1017,7 +1017,10 @@ TurnRequest MainWindow::turnRequest(bool typed) const {
     req.maxTokens = c.sampling.maxTokens > 0
                         ? c.sampling.maxTokens
                         : appSettings()->value(settingsKey::maxTokens, 2048).toInt();
-    if (m_turnTokenLimit > 0) req.maxTokens = std::min(req.maxTokens, m_turnTokenLimit);
+    // 0 (the app setting "rest of the context"): no limit but the context's.
+    if (m_turnTokenLimit > 0)
+        req.maxTokens =
+            req.maxTokens > 0 ? std::min(req.maxTokens, m_turnTokenLimit) : m_turnTokenLimit;
     for (const ChatMessage& m : m_messages->items()) req.history.push_back({m.role, m.content});
     if (typed) {
         const QString text =

@@ -189,7 +189,10 @@ void EngineHost::startLoad(std::function<std::shared_ptr<const Model>(const Prog
         m_model = std::move(result->first);
         m_isDemo = QFileInfo::exists(m_modelDir + QLatin1Char('/') +
                                      QString::fromLatin1(synth::kSynthMarkerFile));
-        m_queue = new host::GenerationQueue(m_model, 8, 4096, this);
+        // No default reply limit (neural-server's --default-max-tokens 0): an embedded API
+        // request without max_tokens may use the rest of the context, as docs/API.md says, and
+        // a desktop turn brings its own limit (TurnRequest::maxTokens).
+        m_queue = new host::GenerationQueue(m_model, 8, 0, this);
         connect(m_queue, &host::GenerationQueue::changed, this, [this] {
             if (m_jobId != 0) emit queuePositionChanged(jobsAhead());
         });
@@ -286,7 +289,8 @@ openai::ChatRequest EngineHost::chatRequest(const TurnRequest& request) const {
         else
             req.history.push_back(chat::Message::user(utf8(t.content)));
     }
-    req.max_tokens = std::max(1, request.maxTokens);
+    // The user's reply limit; none (0): the rest of the context, the API's rule without one.
+    if (request.maxTokens > 0) req.max_tokens = request.maxTokens;
     // The API's fields (openai::parse_chat_request fills the same SamplingParams; the panel's
     // widgets hold the values within its limits).
     req.sampling.temperature = static_cast<float>(request.temperature);
@@ -361,6 +365,7 @@ bool EngineHost::send(const TurnRequest& request) {
         r.generatedTokens = outcome.chat.usage.completion_tokens;
         r.ttftSeconds = outcome.firstTokenSeconds;
         r.decodeSeconds = outcome.decodeSeconds;
+        r.tokenLimit = outcome.tokenBudget;
         if (timing->firstReasoning) {
             // Thinking lasts from its first text to the answer's first text (or the end).
             const auto end = timing->firstContent.value_or(std::chrono::steady_clock::now());

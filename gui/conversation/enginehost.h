@@ -40,7 +40,9 @@ struct TurnRequest {
     QList<ChatTurn> history;  // the conversation so far, ending with the user's message
     QString systemPrompt;     // developer instructions; empty: none
     QString reasoningEffort = QStringLiteral("medium");
-    int maxTokens = 2048;  // also capped by the context left
+    // Most tokens in the reply; 0: the rest of the context. A limit beyond the context left is
+    // refused with context_length_exceeded (the API's rule, docs/API.md).
+    int maxTokens = 2048;
     // The sampler's settings (SamplingParams; the limits are the API's, SamplingSettings).
     double temperature = 1.0;
     double topP = 1.0;
@@ -72,6 +74,7 @@ struct TurnReport {
     double ttftSeconds = 0;       // request start -> first token
     double decodeSeconds = 0;     // first -> last token
     double reasoningSeconds = 0;  // first reasoning text -> first answer text
+    qint64 tokenLimit = 0;        // the reply limit the turn ran with (0: it never started)
     double tokensPerSecond() const;
     QJsonObject toJson() const;  // the per-message stats stored with the reply
 };

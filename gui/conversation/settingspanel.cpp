@@ -246,7 +246,8 @@ void SettingsPanel::edited() {
 }
 
 void SettingsPanel::setDefaultMaxTokens(int n) {
-    m_maxTokens->setSpecialValueText(tr("app setting (%1)").arg(n));
+    m_maxTokens->setSpecialValueText(n > 0 ? tr("app setting (%1)").arg(n)
+                                           : tr("app setting (rest of the context)"));
 }
 
 void SettingsPanel::setSettings(const ConversationSettings& s) {

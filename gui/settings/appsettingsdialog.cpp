@@ -80,12 +80,14 @@ AppSettingsDialog::AppSettingsDialog(QWidget* parent) : QDialog(parent) {
     m_theme->setAccessibleName(tr("Theme"));
     lf->addRow(tr("&Theme:"), m_theme);
     m_maxTokens = new QSpinBox(look);
-    m_maxTokens->setRange(1, 131072);
+    m_maxTokens->setRange(0, 131072);
+    m_maxTokens->setSpecialValueText(tr("rest of the context"));
     m_maxTokens->setSingleStep(256);
     m_maxTokens->setSuffix(tr(" tokens"));
     m_maxTokens->setValue(s->value(settingsKey::maxTokens, 2048).toInt());
     m_maxTokens->setAccessibleName(tr("Reply length limit"));
-    m_maxTokens->setToolTip(tr("Most tokens in one reply, reasoning included."));
+    m_maxTokens->setToolTip(
+        tr("Most tokens in one reply, reasoning included (0: as many as the context has left)."));
     lf->addRow(tr("Reply length &limit:"), m_maxTokens);
     m_defaultAssistant = new QComboBox(look);
     m_defaultAssistant->addItem(tr("None (an empty system prompt)"), QString());

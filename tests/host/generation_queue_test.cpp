@@ -127,6 +127,90 @@ TEST_F(GenerationQueueTest, ChatJobContextRuleIsTheSameForEveryFrontEnd) {
     }
 }
 
+TEST_F(GenerationQueueTest, CompletionLogprobsFollowTheTextPieces) {
+    // The legacy route's logprobs: each released piece carries the entries of the tokens it
+    // completes; together they are the outcome's, their bytes are the text, their offsets
+    // count code points; greedy decoding takes each step's most likely token.
+    GenerationQueue queue(model_, 8, 0);
+    QObject receiver;
+    auto run = [&](std::vector<std::string> stop) {
+        auto job = std::make_shared<GenerationJob>();
+        job->kind = GenerationJob::Kind::completion;
+        job->completion.prompt =
+            std::string("<|start|>user<|message|>Count<|end|><|start|>assistant");
+        job->completion.max_tokens = 12;
+        job->completion.sampling.temperature = 0;
+        job->completion.logprobs = 2;
+        job->completion.stop = std::move(stop);
+        job->receiver = &receiver;
+        auto pieces = std::make_shared<std::vector<TextPiece>>();
+        std::optional<GenerationOutcome> out;
+        job->onText = [pieces](const TextPiece& p) { pieces->push_back(p); };
+        job->onFinished = [&](const GenerationOutcome& o) { out = o; };
+        EXPECT_TRUE(queue.enqueue(job));
+        EXPECT_TRUE(spin([&] { return out.has_value(); }));
+        return std::make_pair(*out, *pieces);
+    };
+    const auto [whole, pieces] = run({});
+    ASSERT_EQ(whole.status, GenerationOutcome::Status::ok) << whole.error;
+    ASSERT_TRUE(whole.chat.logprobs.has_value());
+    const auto& lps = *whole.chat.logprobs;
+    ASSERT_EQ(lps.size(), whole.textOffsets.size());
+    std::vector<chat::TokenLogprob> streamed;
+    std::string text, bytes;
+    for (const TextPiece& p : pieces) {
+        text += p.text;
+        ASSERT_EQ(p.logprobs.size(), p.offsets.size());
+        streamed.insert(streamed.end(), p.logprobs.begin(), p.logprobs.end());
+    }
+    EXPECT_EQ(text, whole.text);
+    ASSERT_EQ(streamed.size(), lps.size());
+    std::int64_t codePoints = 0;
+    for (unsigned char c : whole.text) codePoints += (c & 0xC0) != 0x80 ? 1 : 0;
+    for (std::size_t i = 0; i < lps.size(); ++i) {
+        EXPECT_EQ(streamed[i].bytes, lps[i].bytes);
+        if (i > 0) {
+            EXPECT_GE(whole.textOffsets[i], whole.textOffsets[i - 1]);
+        }
+        EXPECT_LE(whole.textOffsets[i], codePoints);
+        bytes += lps[i].bytes;
+        ASSERT_EQ(lps[i].top.size(), 2u);
+        EXPECT_EQ(lps[i].top[0].bytes, lps[i].bytes);  // greedy: the most likely token
+        EXPECT_DOUBLE_EQ(lps[i].top[0].logprob, lps[i].logprob);
+        EXPECT_GE(lps[i].top[0].logprob, lps[i].top[1].logprob);
+        EXPECT_LE(lps[i].logprob, 0.0);
+    }
+    // The tokens' bytes are the text, but where a token ends inside a UTF-8 sequence that the
+    // next does not complete (the text has U+FFFD there).
+    if (whole.text.find("\xEF\xBF\xBD") == std::string::npos) {
+        EXPECT_EQ(bytes, whole.text);
+        std::int64_t offset = 0;
+        for (std::size_t i = 0; i < lps.size(); ++i) {
+            EXPECT_EQ(whole.textOffsets[i], offset);
+            for (unsigned char c : lps[i].bytes) offset += (c & 0xC0) != 0x80 ? 1 : 0;
+        }
+    }
+    EXPECT_EQ(whole.textOffsets.front(), 0);
+    // A stop sequence cuts the text: the tokens that reach into the kept text remain.
+    ASSERT_GE(whole.text.size(), 4u);
+    const std::string stop = whole.text.substr(2, 2);
+    const auto [cut, cutPieces] = run({stop});
+    ASSERT_EQ(cut.status, GenerationOutcome::Status::ok) << cut.error;
+    const std::size_t kept = whole.text.find(stop);
+    EXPECT_EQ(cut.text, whole.text.substr(0, kept));
+    std::size_t covered = 0, n = 0;
+    if (whole.text.find("\xEF\xBF\xBD") == std::string::npos) {
+        while (covered < kept) covered += lps[n++].bytes.size();
+        EXPECT_EQ(cut.chat.logprobs->size(), n);
+    } else {
+        n = cut.chat.logprobs->size();
+        EXPECT_LE(n, lps.size());
+    }
+    std::size_t streamedCut = 0;
+    for (const TextPiece& p : cutPieces) streamedCut += p.logprobs.size();
+    EXPECT_EQ(streamedCut, n);
+}
+
 TEST_F(GenerationQueueTest, RunsJobsInOrderOneAtATime) {
     GenerationQueue queue(model_, 8, 16);
     QObject receiver;

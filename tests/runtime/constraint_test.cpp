@@ -5,6 +5,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <regex>
+
 #include "cpu/parallel.h"
 #include "runtime/constraint.h"
 #include "runtime/session.h"
@@ -148,6 +151,50 @@ TEST_F(ConstraintTest, StrictToolArgumentsMatchTheirSchemaAndReasoningStaysFree)
     // <|channel|>analysis<|message|>Think.<|end|>: the header, the text and the end.
     EXPECT_GE(r.stats.reasoning_tokens, 5);
     EXPECT_LT(r.stats.reasoning_tokens, r.stats.generated_tokens);
+}
+
+// Strings with patterns (and a pattern with a format, as zod writes them): the random model's
+// answers under the constraint always match, checked against std::regex; without it they do not.
+TEST_F(ConstraintTest, PatternedStringsMatchTheirPatterns) {
+    const Json schema = Json::parse(R"({
+      "type": "object",
+      "properties": {
+        "code": {"type": "string", "pattern": "^[A-Z]{3}-\\d{2,4}$"},
+        "tag": {"type": "string", "pattern": "x+y|z", "maxLength": 8},
+        "word": {"type": "string", "pattern": "^\\w+$", "minLength": 3, "maxLength": 12},
+        "id": {"type": "string", "format": "uuid",
+               "pattern": "^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$"}
+      },
+      "required": ["code", "tag", "word", "id"],
+      "additionalProperties": false
+    })");
+    auto grammar = chat::JsonSchemaGrammar::compile(schema);
+    auto c = std::make_shared<OutputConstraint>();
+    c->final_answer = grammar;
+    for (std::uint64_t seed = 1; seed <= 2; ++seed) {
+        ChatSession s(*model_);
+        s.add_user("A code, a tag, a word and an id as JSON.");
+        TurnResult r = s.respond(options("<|channel|>final<|message|>", 160, seed, c));
+        SCOPED_TRACE("seed " + std::to_string(seed) + ": " + r.content);
+        chat::JsonRecognizer rec(*grammar);
+        EXPECT_TRUE(rec.feed(r.content) && rec.complete());
+        const Json v = Json::parse(r.content);
+        for (const char* key : {"code", "tag", "word", "id"}) {
+            const std::string value = v.at(key).get<std::string>();
+            const std::string pattern = schema["properties"][key]["pattern"].get<std::string>();
+            EXPECT_TRUE(std::regex_search(value, std::regex(pattern))) << key << ": " << value;
+        }
+        // Lengths count code points.
+        auto code_points = [](const std::string& t) {
+            return std::count_if(t.begin(), t.end(), [](char c) {
+                return (static_cast<unsigned char>(c) & 0xC0) != 0x80;
+            });
+        };
+        EXPECT_LE(code_points(v["tag"].get<std::string>()), 8);
+        EXPECT_GE(code_points(v["word"].get<std::string>()), 3);
+        EXPECT_EQ(r.finish, chat::FinishReason::stop);
+        EXPECT_GT(r.stats.constraint.steps, 0);
+    }
 }
 
 // The framing alone: the headers the format allows, token by token.

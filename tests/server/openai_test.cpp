@@ -9,6 +9,7 @@
 #include <string>
 
 #include "chat/render.h"
+#include "support/fixtures.h"
 
 namespace neural::openai {
 namespace {
@@ -426,19 +427,25 @@ TEST(OpenAiRequest, StructuredOutputCompilesAConstraint) {
         EXPECT_FALSE(bad.feed("{\"x\":3}"));
     }
     b["response_format"]["json_schema"]["schema"]["properties"]["x"] =
-        Json::parse(R"({"type": "string", "pattern": "^a"})");
+        Json::parse(R"({"type": "string", "pattern": "a{2000}"})");
     // What the grammar cannot enforce is left out of the constraint and named in a notice;
     // --strict refuses it.
     r = parse_chat_request(b);
     ASSERT_EQ(r.notices.size(), 1u);
-    EXPECT_THAT(r.notices[0], HasSubstr("'response_format.json_schema.schema': not enforced "
-                                        "while sampling: pattern (at /properties/x/pattern)"));
+    EXPECT_THAT(r.notices[0],
+                HasSubstr("'response_format.json_schema.schema': not enforced while sampling: "
+                          "pattern with a repetition count above 1000 at offset 7 (at "
+                          "/properties/x/pattern)"));
     {
         chat::JsonRecognizer rec(*r.constraint->final_answer);
         EXPECT_TRUE(rec.feed("{\"x\":\"zz\"}") && rec.complete());
     }
     expect_refused(b, "response_format.json_schema.schema",
-                   "cannot enforce: pattern (at /properties/x/pattern)", strict());
+                   "cannot enforce: pattern with a repetition count", strict());
+    // A feature no automaton expresses is a 400 without --strict too.
+    b["response_format"]["json_schema"]["schema"]["properties"]["x"]["pattern"] = "^(?=a)";
+    expect_refused(b, "response_format.json_schema.schema",
+                   "'/properties/x/pattern': the pattern uses a lookahead (?= / (?! at offset 1");
 
     // Strict tools get a grammar; others do not. tool_choice none drops them.
     Json t = minimal();
@@ -462,8 +469,8 @@ TEST(OpenAiRequest, StructuredOutputCompilesAConstraint) {
         chat::JsonRecognizer rec(*r.constraint->function_arguments.at("strict_one"));
         EXPECT_FALSE(rec.feed("{\"q\":\"\"}"));  // minLength 1 is enforced
     }
-    t["tools"][1]["function"]["parameters"]["properties"]["q"]["pattern"] = "@";
-    expect_refused(t, "tools[1].function.parameters", "pattern", strict());
+    t["tools"][1]["function"]["parameters"]["properties"]["q"]["pattern"] = "(.)\\1";
+    expect_refused(t, "tools[1].function.parameters", "the pattern uses a backreference \\1");
 }
 
 // The refusals clients ran into (issue 43), now accepted: each with what it maps to.
@@ -555,6 +562,52 @@ TEST(OpenAiRequest, CompletionRequests) {
         RequestError);
     EXPECT_THROW(parse_completion_request(Json::parse(R"({"model": "m", "prompt": [-1]})")),
                  RequestError);
+}
+
+// The legacy route's logprobs (an integer 0-5) in OpenAI's legacy format.
+TEST(OpenAiRequest, CompletionLogprobsInTheLegacyFormat) {
+    Json b = Json::parse(R"({"model": "m", "prompt": "x"})");
+    EXPECT_EQ(parse_completion_request(b).logprobs, -1);
+    b["logprobs"] = nullptr;
+    EXPECT_EQ(parse_completion_request(b).logprobs, -1);
+    for (int n : {0, 3, 5}) {
+        b["logprobs"] = n;
+        EXPECT_EQ(parse_completion_request(b).logprobs, n);
+    }
+    for (const Json& bad : {Json(6), Json(-1), Json(true), Json("2")}) {
+        b["logprobs"] = bad;
+        try {
+            parse_completion_request(b);
+            ADD_FAILURE() << "accepted logprobs " << bad.dump();
+        } catch (const RequestError& e) {
+            EXPECT_EQ(e.param(), "logprobs") << e.what();
+        }
+    }
+    b["logprobs"] = 9;
+    EXPECT_THAT(test::error_of([&] { parse_completion_request(b); }),
+                HasSubstr("'logprobs' must be between 0 and 5, got 9"));
+
+    std::vector<chat::TokenLogprob> tokens(3);
+    tokens[0].bytes = "Hel";
+    tokens[0].logprob = -0.5;
+    tokens[0].top = {{"Hel", -0.5}, {"He", -1.25}};
+    tokens[1].bytes = "\xc3";  // the first byte of "é": written as bytes
+    tokens[1].logprob = -2;
+    tokens[2].bytes = "lo";
+    tokens[2].logprob = -0.25;
+    tokens[2].top = {{"p", -0.125}};  // the chosen token is added to its alternatives
+    const Json lp = completion_logprobs_json(tokens, {0, 3, 4});
+    EXPECT_EQ(lp["tokens"], Json::parse(R"(["Hel", "bytes:\\xc3", "lo"])"));
+    EXPECT_EQ(lp["token_logprobs"], Json::parse("[-0.5, -2, -0.25]"));
+    EXPECT_EQ(lp["top_logprobs"][0], Json::parse(R"({"Hel": -0.5, "He": -1.25})"));
+    EXPECT_EQ(lp["top_logprobs"][1], Json::parse(R"({"bytes:\\xc3": -2})"));
+    EXPECT_EQ(lp["top_logprobs"][2], Json::parse(R"({"p": -0.125, "lo": -0.25})"));
+    EXPECT_EQ(lp["text_offset"], Json::parse("[0, 3, 4]"));
+    const Json body = text_completion("id", 1, "m", "Hel\xc3\xa9lo", "stop", {}, lp);
+    EXPECT_EQ(body["choices"][0]["logprobs"], lp);
+    EXPECT_TRUE(text_completion("id", 1, "m", "x", "stop", {})["choices"][0]["logprobs"].is_null());
+    EXPECT_EQ(
+        text_completion_chunk("id", 1, "m", "x", nullptr, false, lp)["choices"][0]["logprobs"], lp);
 }
 
 TEST(OpenAiBody, DepthLimitAndSyntax) {

@@ -291,6 +291,44 @@ describe('completions (raw prompt)', () => {
     assert.ok(usage.prompt_tokens_details.cached_tokens >= r.usage.prompt_tokens - 1);
   });
 
+  test('logprobs in the legacy format, plain and streamed', async () => {
+    const prompt = '<|start|>user<|message|>Count to three<|end|><|start|>assistant';
+    const body = { model: MODEL, prompt, max_tokens: 5, temperature: 0, logprobs: 2 };
+    const r = await client.completions.create(body);
+    const lp = r.choices[0].logprobs;
+    assert.ok(lp, 'choices[0].logprobs');
+    assert.equal(lp.tokens.length, r.usage.completion_tokens);
+    assert.equal(lp.token_logprobs.length, lp.tokens.length);
+    assert.equal(lp.top_logprobs.length, lp.tokens.length);
+    assert.equal(lp.text_offset.length, lp.tokens.length);
+    assert.equal(lp.text_offset[0], 0);
+    for (let i = 0; i < lp.tokens.length; ++i) {
+      assert.ok(lp.token_logprobs[i] <= 0);
+      const top = lp.top_logprobs[i];
+      assert.ok(Object.keys(top).length >= 1 && Object.keys(top).length <= 3, JSON.stringify(top));
+      // Greedy: the chosen token is the most likely one.
+      assert.equal(Math.max(...Object.values(top)), lp.token_logprobs[i]);
+    }
+    if (lp.tokens.every((t) => !t.startsWith('bytes:'))) assert.equal(lp.tokens.join(''), r.choices[0].text);
+    const streamed = { tokens: [], token_logprobs: [], text_offset: [] };
+    for await (const c of await client.completions.create({ ...body, stream: true })) {
+      const l = c.choices[0]?.logprobs;
+      if (!l) continue;
+      streamed.tokens.push(...l.tokens);
+      streamed.token_logprobs.push(...l.token_logprobs);
+      streamed.text_offset.push(...l.text_offset);
+    }
+    assert.deepEqual(streamed.tokens, lp.tokens);
+    assert.deepEqual(streamed.text_offset, lp.text_offset);
+    assert.equal(streamed.token_logprobs.length, lp.token_logprobs.length);
+    streamed.token_logprobs.forEach((v, i) => assert.ok(Math.abs(v - lp.token_logprobs[i]) < 1e-4));
+    // Without the field: null; out of range: a 400 naming it.
+    const plain = await client.completions.create({ model: MODEL, prompt, max_tokens: 2 });
+    assert.equal(plain.choices[0].logprobs, null);
+    await assert.rejects(client.completions.create({ ...body, logprobs: 6 }),
+      (e) => e.status === 400 && e.param === 'logprobs');
+  });
+
   test('token-id prompts', async () => {
     const r = await client.completions.create({ model: MODEL, prompt: [200006, 1428, 200008, 13225], max_tokens: 2 });
     assert.equal(r.usage.prompt_tokens, 4);

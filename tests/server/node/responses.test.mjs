@@ -419,15 +419,16 @@ describe('structured output on a random-weight model', () => {
     });
   }
 
-  test('zod-style bounds are enforced; a keyword it cannot enforce is logged once, not refused', async () => {
+  test('zod-style bounds and patterns are enforced; a pattern too large is logged once, a lookahead refused', async () => {
     const schema = {
       type: 'object',
       properties: {
-        a: { type: 'string', format: 'email', minLength: 2, pattern: '@' },
+        a: { type: 'string', format: 'email', minLength: 2, pattern: 'x{1001}|@' },
+        p: { type: 'string', pattern: String.raw`^[a-z]{2}\d-\u00e9?$` },
         n: { type: 'integer', minimum: -9007199254740991, maximum: 9007199254740991 },
         k: { anyOf: [{ type: 'integer', minimum: 10, maximum: 20 }, { type: 'null' }] },
       },
-      required: ['a', 'n', 'k'],
+      required: ['a', 'n', 'k', 'p'],
       additionalProperties: false,
     };
     for (let seed = 1; seed <= 2; seed += 1) {
@@ -441,16 +442,27 @@ describe('structured output on a random-weight model', () => {
       assert.ok([...v.a].length >= 2, r.choices[0].message.content);
       assert.ok(Number.isSafeInteger(v.n), r.choices[0].message.content);
       assert.ok(v.k === null || (Number.isInteger(v.k) && v.k >= 10 && v.k <= 20), r.choices[0].message.content);
+      assert.match(v.p, new RegExp(schema.properties.p.pattern), r.choices[0].message.content);
     }
     const log = server.log();
-    assert.equal(log.split('not enforced while sampling: pattern (at /properties/a/pattern)').length - 1, 1, log);
+    const notice = 'not enforced while sampling: pattern with a repetition count above 1000 at offset 7 (at /properties/a/pattern)';
+    assert.equal(log.split(notice).length - 1, 1, log);
+    // A feature no automaton expresses (lookaround, backreferences) is a 400, never passed over.
+    const refused = await postJson(server.url, '/v1/chat/completions', {
+      model: MODEL, messages: [{ role: 'user', content: 'x' }], max_tokens: 2,
+      response_format: { type: 'json_schema', json_schema: { name: 'n', schema: { type: 'string', pattern: '^(?!x)' } } },
+    });
+    assert.equal(refused.status, 400);
+    const error = (await refused.json()).error;
+    assert.equal(error.code, 'invalid_schema');
+    assert.match(error.message, /the pattern uses a lookahead/);
   });
 
   test('zod string formats (.uuid(), .iso.datetime(), .iso.date(), .email()) yield values that validate', async () => {
     // What zod 4.6.7's z.toJSONSchema writes for z.object({ id: z.uuid(), at: z.iso.datetime(),
     // day: z.iso.date(), mail: z.email() }): each format with the regular expression zod checks
-    // it by. The server enforces the formats (the patterns are logged, not enforced); the values
-    // must match zod's own expressions.
+    // it by. The server enforces each format intersected with its pattern; the values must match
+    // zod's own expressions.
     const date = String.raw`(?:(?:\d\d[2468][048]|\d\d[13579][26]|\d\d0[48]|[02468][048]00|[13579][26]00)-02-29|\d{4}-(?:(?:0[13578]|1[02])-(?:0[1-9]|[12]\d|3[01])|(?:0[469]|11)-(?:0[1-9]|[12]\d|30)|(?:02)-(?:0[1-9]|1\d|2[0-8])))`;
     const properties = {
       id: { type: 'string', format: 'uuid', pattern: '^([0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[1-8][0-9a-fA-F]{3}-[89abAB][0-9a-fA-F]{3}-[0-9a-fA-F]{12}|00000000-0000-0000-0000-000000000000|ffffffff-ffff-ffff-ffff-ffffffffffff)$' },
@@ -528,10 +540,10 @@ describe('lenient requests', () => {
       assert.equal((await r.json()).error.param, 'frobnicate');
       const p = await postJson(strict.url, '/v1/chat/completions', {
         model: MODEL, messages: [{ role: 'user', content: 'hi' }], max_tokens: 2,
-        response_format: { type: 'json_schema', json_schema: { name: 'n', schema: { type: 'string', pattern: 'a' } } },
+        response_format: { type: 'json_schema', json_schema: { name: 'n', schema: { type: 'string', pattern: '(a)\\1' } } },
       });
       assert.equal(p.status, 400);
-      assert.match((await p.json()).error.message, /pattern \(at \/pattern\)/);
+      assert.match((await p.json()).error.message, /the pattern uses a backreference \\1 at offset 5/);
     } finally {
       await strict.stop();
     }
