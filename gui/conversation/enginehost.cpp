@@ -249,6 +249,9 @@ void EngineHost::loadDemo(const QString& dir, const QString& tokenizer) {
             // speed). Made once beside the demo's checkpoint, in the app's own folder.
             LoadOptions o;
             o.on_progress = progress;
+            // The GPU when there is a usable one, as the built-in profiles do; else the CPU, and
+            // the one-line reason goes to the log and the status bar.
+            o.backend = "auto";
             const std::filesystem::path store = demoStorePath(path);
             if (!std::filesystem::exists(store)) {
                 try {
