@@ -17,6 +17,7 @@
 
 #include "support/fixtures.h"
 #include "support/run_neural.h"
+#include "support/environment.h"
 
 namespace neural {
 namespace {
@@ -217,18 +218,7 @@ TEST_F(Cli, GenerateSeededSamplingIsReproducible) {
     EXPECT_NE(a.err, c.err);  // a different seed gives different tokens
 }
 
-// setenv / unsetenv (value null) on POSIX and Windows; child processes inherit it.
-void set_env(const char* name, const char* value) {
-#ifdef _WIN32
-    _putenv_s(name, value != nullptr ? value : "");
-#else
-    if (value != nullptr) {
-        ::setenv(name, value, 1);
-    } else {
-        ::unsetenv(name);
-    }
-#endif
-}
+using test::set_env;
 
 // The "ids: ..." line of a generate run's stderr.
 std::string ids_line(const std::string& err) {

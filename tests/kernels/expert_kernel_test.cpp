@@ -20,6 +20,7 @@
 #include "neural/error.h"
 #include "store/format.h"
 #include "test_experts.h"
+#include "support/environment.h"
 
 namespace neural {
 namespace {
@@ -91,18 +92,7 @@ std::vector<TestExpert> make_experts(int n, ExpertSpec spec) {
 
 const std::vector<float> kWeights = {0.4f, 0.3f, 0.2f, 0.1f};
 
-// setenv / unsetenv (value null) on POSIX and Windows.
-void set_env(const char* name, const char* value) {
-#ifdef _WIN32
-    _putenv_s(name, value != nullptr ? value : "");
-#else
-    if (value != nullptr) {
-        ::setenv(name, value, 1);
-    } else {
-        ::unsetenv(name);
-    }
-#endif
-}
+using test::set_env;
 
 // out = base + sum_k w_k y_k through the kernel.
 std::vector<float> run_decode(KernelIsa isa, cpu::WorkerTeam& team,
