@@ -44,6 +44,7 @@
 #include "conversation/chatinput.h"
 #include "conversation/chatview.h"
 #include "conversation/conversationmodel.h"
+#include "fixture_window.h"
 #include "gui_test_support.h"
 #include "monitor/telemetrydock.h"
 #include "settings/appsettingsdialog.h"
@@ -55,7 +56,11 @@
 namespace neural::gui {
 namespace {
 
+using test::fixtureWindowOptions;
+using test::openFixtureWindow;
+using test::sendAndWait;
 using test::spinUntil;
+using test::waitIdle;
 
 QString fixtureDir() { return QString::fromStdString(neural::test::tiny_model_dir().string()); }
 
@@ -81,37 +86,14 @@ protected:
         appSettings()->setValue(QStringLiteral("chat/maxTokens"), 12);
         open();
     }
-    MainWindow::Options options() const {
-        MainWindow::Options o;
-        o.modelDir = fixtureDir();
-        o.dbPath = m_dir.filePath(QStringLiteral("conversations.sqlite"));
-        o.profilesPath = m_dir.filePath(QStringLiteral("profiles.json"));
-        o.askFirstRun = false;
-        o.useTray = false;
-        return o;
-    }
-    void open() {
-        m_window = std::make_unique<MainWindow>(options());
-        m_window->engine()->setForcedOutput(
-            QStringLiteral("<|channel|>final<|message|>A short reply.<|end|>"));
-        m_window->show();
-        ASSERT_TRUE(spinUntil([&] {
-            return m_window->engine()->state() == EngineHost::State::ready;
-        })) << m_window->engine()->lastError().toStdString();
-    }
+    MainWindow::Options options() const { return fixtureWindowOptions(m_dir); }
+    void open() { openFixtureWindow(m_window, options()); }
     void restart() {
         m_window.reset();  // as when the app quits: the window's state is saved
         open();
     }
-    bool idle() {
-        return spinUntil(
-            [&] { return !m_window->engine()->busy() && !m_window->messages()->isStreaming(); });
-    }
-    bool send(const QString& text) {
-        m_window->input()->setPlainText(text);
-        m_window->sendMessage();
-        return idle();
-    }
+    bool idle() { return waitIdle(*m_window); }
+    bool send(const QString& text) { return sendAndWait(*m_window, text); }
     QStringList titles() {
         QStringList t;
         for (const ConversationInfo& c : m_window->store().conversations()) t << c.title;

@@ -6,6 +6,7 @@
 #include <QSignalSpy>
 #include <QTemporaryDir>
 
+#include <memory>
 #include <optional>
 
 #include "conversation/deltabatcher.h"
@@ -35,8 +36,8 @@ LoadOptions oneThread() {
     return o;
 }
 
-bool loadFixture(EngineHost& host) {
-    host.load(fixtureDir(), oneThread());
+bool loadFixture(EngineHost& host, const LoadOptions& options = oneThread()) {
+    host.load(fixtureDir(), options);
     return spinUntil([&] {
                return host.state() == EngineHost::State::ready ||
                       host.state() == EngineHost::State::failed;
@@ -85,18 +86,27 @@ TEST(EngineHost, AConversationBeyondTheContextGetsAClearMessageNotASilentlyShort
     EXPECT_FALSE(host.busy());
 }
 
+// Stops the host's running reply as soon as its first text arrives, once; the returned flag
+// set back to false stops the next reply too.
+std::shared_ptr<bool> stopAtTheFirstDelta(EngineHost& host) {
+    auto stopped = std::make_shared<bool>(false);
+    QObject::connect(&host, &EngineHost::turnDelta, &host,
+                     [&host, stopped](const QString&, const QString&) {
+                         if (!*stopped) {
+                             *stopped = true;
+                             host.stop();
+                         }
+                     });
+    return stopped;
+}
+
 // The status bar's summary says where the model runs and, on the CPU by the automatic choice,
 // the engine's one line on why the GPU is not used (docs/CUDA.md "Runtime choice").
 TEST(EngineHost, TheSummarySaysWhereTheModelRunsAndWhyNotOnTheGpu) {
     EngineHost host;
     LoadOptions automatic = oneThread();
     automatic.backend = "auto";
-    host.load(fixtureDir(), automatic);
-    ASSERT_TRUE(spinUntil([&] {
-        return host.state() == EngineHost::State::ready ||
-               host.state() == EngineHost::State::failed;
-    }));
-    ASSERT_EQ(host.state(), EngineHost::State::ready) << host.lastError().toStdString();
+    ASSERT_TRUE(loadFixture(host, automatic)) << host.lastError().toStdString();
     const QString summary = host.modelSummary();
     EXPECT_TRUE(summary.endsWith(host.backendSummary())) << summary.toStdString();
     std::string why;
@@ -120,13 +130,7 @@ TEST(EngineHost, WithoutALimitTurnsAndEmbeddedApiRequestsMayUseTheRestOfTheConte
     const qint64 context = host.model()->context_length();
     ASSERT_GT(context, 8192) << "the rule is only visible beyond the old 4,096-token default";
     QSignalSpy finished(&host, &EngineHost::turnFinished);
-    bool stopped = false;
-    QObject::connect(&host, &EngineHost::turnDelta, [&](const QString&, const QString&) {
-        if (!stopped) {
-            stopped = true;
-            host.stop();
-        }
-    });
+    const std::shared_ptr<bool> stopped = stopAtTheFirstDelta(host);
     TurnRequest req;
     req.history = {{QStringLiteral("user"), QStringLiteral("Write a long story.")}};
     req.forcedOutput = QStringLiteral("<|channel|>final<|message|>Once upon a time");
@@ -139,7 +143,7 @@ TEST(EngineHost, WithoutALimitTurnsAndEmbeddedApiRequestsMayUseTheRestOfTheConte
     EXPECT_EQ(turn.tokenLimit, context - turn.promptTokens);
 
     // The user's own limit is kept as it is.
-    stopped = false;
+    *stopped = false;
     req.maxTokens = 300;
     ASSERT_TRUE(host.send(req));
     ASSERT_TRUE(spinUntil([&] { return finished.count() == 2; }));
@@ -218,13 +222,7 @@ TEST(EngineHost, StopCancelsTheRunningReplyAndTheEngineStaysUsable) {
     EngineHost host;
     ASSERT_TRUE(loadFixture(host));
     QSignalSpy finished(&host, &EngineHost::turnFinished);
-    bool stopped = false;
-    QObject::connect(&host, &EngineHost::turnDelta, [&](const QString&, const QString&) {
-        if (!stopped) {
-            stopped = true;
-            host.stop();
-        }
-    });
+    stopAtTheFirstDelta(host);
     TurnRequest req;
     req.history = {{QStringLiteral("user"), QStringLiteral("Write a long story.")}};
     req.forcedOutput = QStringLiteral("<|channel|>final<|message|>Once upon a time");

@@ -30,6 +30,7 @@
 #include "conversation/contextmeter.h"
 #include "conversation/samplingsettings.h"
 #include "conversation/settingspanel.h"
+#include "fixture_window.h"
 #include "gui_test_support.h"
 #include "settings/appsettingsdialog.h"
 #include "support/fixtures.h"
@@ -37,40 +38,23 @@
 namespace neural::gui {
 namespace {
 
+using test::fixtureWindowOptions;
+using test::openFixtureWindow;
+using test::sendAndWait;
 using test::spinFor;
 using test::spinUntil;
-
-QString fixtureDir() { return QString::fromStdString(neural::test::tiny_model_dir().string()); }
+using test::waitIdle;
 
 class FeaturesTest : public ::testing::Test {
 protected:
     void SetUp() override {
         appSettings()->clear();
         appSettings()->setValue(QStringLiteral("chat/maxTokens"), 12);
-        MainWindow::Options o;
-        o.modelDir = fixtureDir();
-        o.dbPath = m_dir.filePath(QStringLiteral("conversations.sqlite"));
-        o.profilesPath = m_dir.filePath(QStringLiteral("profiles.json"));
-        o.askFirstRun = false;
-        o.useTray = false;
-        m_window = std::make_unique<MainWindow>(o);
-        m_window->engine()->setForcedOutput(
-            QStringLiteral("<|channel|>final<|message|>A short reply.<|end|>"));
-        m_window->show();
-        ASSERT_TRUE(spinUntil([&] {
-            return m_window->engine()->state() == EngineHost::State::ready;
-        })) << m_window->engine()->lastError().toStdString();
+        openFixtureWindow(m_window, fixtureWindowOptions(m_dir));
     }
     void TearDown() override { m_window.reset(); }
-    bool idle() {
-        return spinUntil(
-            [&] { return !m_window->engine()->busy() && !m_window->messages()->isStreaming(); });
-    }
-    bool send(const QString& text) {
-        m_window->input()->setPlainText(text);
-        m_window->sendMessage();
-        return idle();
-    }
+    bool idle() { return waitIdle(*m_window); }
+    bool send(const QString& text) { return sendAndWait(*m_window, text); }
     ContextMeter* meter() { return m_window->contextMeter(); }
 
     QTemporaryDir m_dir;

@@ -38,6 +38,7 @@
 #include "conversation/chatview.h"
 #include "conversation/markdown.h"
 #include "conversation/settingspanel.h"
+#include "fixture_window.h"
 #include "gui_test_support.h"
 #include "settings/appsettingsdialog.h"
 #include "store/repack.h"
@@ -46,8 +47,12 @@
 namespace neural::gui {
 namespace {
 
+using test::fixtureWindowOptions;
+using test::openFixtureWindow;
+using test::sendAndWait;
 using test::spinFor;
 using test::spinUntil;
+using test::waitIdle;
 
 QString fixtureDir() { return QString::fromStdString(neural::test::tiny_model_dir().string()); }
 
@@ -63,30 +68,9 @@ protected:
         setSystemDarkForTesting(std::nullopt);
         applyTheme(QStringLiteral("light"));
     }
-    void open() {
-        MainWindow::Options o;
-        o.modelDir = fixtureDir();
-        o.dbPath = m_dir.filePath(QStringLiteral("conversations.sqlite"));
-        o.profilesPath = m_dir.filePath(QStringLiteral("profiles.json"));
-        o.askFirstRun = false;
-        o.useTray = false;
-        m_window = std::make_unique<MainWindow>(o);
-        m_window->engine()->setForcedOutput(
-            QStringLiteral("<|channel|>final<|message|>A short reply.<|end|>"));
-        m_window->show();
-        ASSERT_TRUE(spinUntil([&] {
-            return m_window->engine()->state() == EngineHost::State::ready;
-        })) << m_window->engine()->lastError().toStdString();
-    }
-    bool idle() {
-        return spinUntil(
-            [&] { return !m_window->engine()->busy() && !m_window->messages()->isStreaming(); });
-    }
-    bool send(const QString& text) {
-        m_window->input()->setPlainText(text);
-        m_window->sendMessage();
-        return idle();
-    }
+    void open() { openFixtureWindow(m_window, fixtureWindowOptions(m_dir)); }
+    bool idle() { return waitIdle(*m_window); }
+    bool send(const QString& text) { return sendAndWait(*m_window, text); }
     SettingsPanel* panel() { return m_window->settingsPanel(); }
     // Sends `keys` to the window as a user would (the shortcut map needs the active window).
     void press(QWidget* target, Qt::Key key, Qt::KeyboardModifiers mods) {
