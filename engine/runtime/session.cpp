@@ -119,14 +119,20 @@ ChatSession::ChatSession(const Model& model) : model_(model), cache_(model.confi
     system_.conversation_start_date = today_iso_date();
 }
 
-chat::Conversation ChatSession::conversation() const {
+chat::Conversation turn_conversation(const chat::SystemContent& system,
+                                     const chat::DeveloperContent& developer,
+                                     const std::vector<chat::Message>& history) {
     chat::Conversation c;
-    c.messages.push_back(chat::Message::system(system_));
-    if (developer_.instructions || !developer_.tools.empty() || developer_.response_format) {
-        c.messages.push_back(chat::Message::developer(developer_));
+    c.messages.push_back(chat::Message::system(system));
+    if (developer.instructions || !developer.tools.empty() || developer.response_format) {
+        c.messages.push_back(chat::Message::developer(developer));
     }
-    c.messages.insert(c.messages.end(), history_.begin(), history_.end());
+    c.messages.insert(c.messages.end(), history.begin(), history.end());
     return c;
+}
+
+chat::Conversation ChatSession::conversation() const {
+    return turn_conversation(system_, developer_, history_);
 }
 
 void ChatSession::add_user(std::string text) {

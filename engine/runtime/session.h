@@ -80,6 +80,13 @@ struct TurnResult {
     TurnStats stats;
 };
 
+// The conversation a turn renders: the system message, the developer message when it carries
+// anything (instructions, tools, a response format), then the history. ChatSession::conversation()
+// and the desktop's prompt count (its context meter) both build it here.
+chat::Conversation turn_conversation(const chat::SystemContent& system,
+                                     const chat::DeveloperContent& developer,
+                                     const std::vector<chat::Message>& history);
+
 class ChatSession {
 public:
     explicit ChatSession(const Model& model);

@@ -16,6 +16,7 @@
 #include "chat/render.h"
 #include "generationqueue.h"
 #include "neural/error.h"
+#include "runtime/session.h"
 #include "chat/openai.h"
 #include "store/repack.h"
 #include "synth/synth.h"
@@ -313,13 +314,11 @@ openai::ChatRequest EngineHost::chatRequest(const TurnRequest& request) const {
 qint64 EngineHost::promptTokens(const TurnRequest& request) const {
     if (!m_model) return -1;
     const openai::ChatRequest req = chatRequest(request);
-    // The conversation as ChatSession::conversation() builds it for the turn.
-    chat::Conversation c;
-    c.messages.push_back(chat::Message::system(req.system));
-    if (req.developer.instructions) c.messages.push_back(chat::Message::developer(req.developer));
-    c.messages.insert(c.messages.end(), req.history.begin(), req.history.end());
     const Tokenizer& tok = m_model->tokenizer();
-    std::size_t n = chat::render_for_completion(c).tokens(tok).size();
+    std::size_t n =
+        chat::render_for_completion(turn_conversation(req.system, req.developer, req.history))
+            .tokens(tok)
+            .size();
     if (req.reply_start)
         n += chat::render_reply_start(req.reply_start->reasoning, req.reply_start->content)
                  .tokens(tok)
