@@ -34,6 +34,7 @@
 #include <QStatusBar>
 #include <QSystemTrayIcon>
 #include <QTimer>
+#include <QToolButton>
 #include <QUrl>
 #include <QVBoxLayout>
 
@@ -58,6 +59,7 @@
 #include "conversation/contextmeter.h"
 #include "conversation/settingspanel.h"
 #include "settings/appsettingsdialog.h"
+#include "tools/toolmanager.h"
 #include "settings/profiledialog.h"
 #include "monitor/telemetrydock.h"
 #include "tray/servercontrol.h"
@@ -88,6 +90,7 @@ MainWindow::MainWindow(Options options, QWidget* parent)
     m_server = new ServerControl(m_engine, this);
     m_conversations = new ConversationModel(this);
     m_messages = new MessageModel(this);
+    m_tools = new ToolManager(this);
 
     setWindowTitle(tr("Neural"));
     setWindowIcon(QIcon(QStringLiteral(":/neural/neural.ico")));
@@ -389,6 +392,8 @@ void MainWindow::buildUi() {
     buttons->addWidget(m_send);
     buttons->addWidget(m_stop);
     buttons->addWidget(m_attach);
+    buildToolsUi(right);
+    buttons->addWidget(m_toolsButton);
     // The files attached to the message being written, as chips (click one to remove it).
     m_chips = new QWidget(right);
     auto* chipRow = new QHBoxLayout(m_chips);
@@ -446,6 +451,7 @@ void MainWindow::buildUi() {
     connect(m_chat, &ChatView::versionRequested, this, &MainWindow::showVersion);
     connect(m_chat, &ChatView::continueRequested, this, &MainWindow::continueReply);
     connect(m_chat, &ChatView::branchRequested, this, &MainWindow::branchFrom);
+    connect(m_chat, &ChatView::toolActionRequested, this, &MainWindow::toolAction);
     // The meter counts again as the message is typed (debounced) and as the conversation changes.
     connect(m_input, &QPlainTextEdit::textChanged, m_meter, &ContextMeter::schedule);
     connect(m_input, &ChatInput::filesDropped, this, &MainWindow::attachFiles);
@@ -793,6 +799,7 @@ void MainWindow::selectConversation(qint64 id) {
     }
     m_panel->flush();  // a prompt still being typed belongs to the conversation left
     m_panel->setSettings({info->systemPrompt, info->reasoningEffort, info->sampling});
+    m_convTools = ConversationTools::fromJson(info->tools);
     const int row = m_conversations->rowOf(id);
     if (row >= 0) m_list->setCurrentIndex(m_conversations->index(row));
 }
@@ -803,6 +810,7 @@ void MainWindow::newConversation() {
     m_pendingScroll = -1;
     m_panel->flush();
     m_messages->setMessages({});
+    m_convTools = {};  // the defaults: the servers on, python and browser off
     // The default assistant's settings (Settings page); without one, the sampling settings and
     // the reasoning effort carry over and the system prompt does not.
     m_panel->fillAssistants();
@@ -828,10 +836,15 @@ void MainWindow::deleteConversation(qint64 id) {
     if (askQuestion(this, tr("Delete conversation"),
                     tr("Delete \"%1\" and all its messages?").arg(info->title)) != QMessageBox::Yes)
         return;
+    if (m_toolCall && id == m_toolConversation) {
+        statusBar()->showMessage(tr("A tool runs for this conversation; cancel it first."), 4000);
+        return;
+    }
     if (!m_store.deleteConversation(id)) {
         showWarning(this, tr("Conversations"), m_store.lastError());
         return;
     }
+    m_tools->dropBuiltins(id);
     if (id == m_current) {
         m_current = 0;
         m_messages->setMessages({});
@@ -871,8 +884,15 @@ void MainWindow::regenerateLast() {
     // The reply to the last message of yours: a user message left without one (its reply
     // deleted, or stopped before the first token) is answered, never dropped.
     const int last = m_messages->rowCount() - 1;
-    if (last < 0 || m_engine->busy()) return;
-    if (m_messages->at(last).role == QLatin1String("user")) {
+    if (last < 0 || m_engine->busy() || toolRunning()) return;
+    // A tool round left unanswered (its conversation was not open when the call ended, or the
+    // round limit stopped it): the model answers it.
+    const bool answeredTool = m_messages->at(last).role == QLatin1String("tool") &&
+                              m_messages->at(last)
+                                      .stats.value(QStringLiteral("tool"))
+                                      .toObject()
+                                      .value(QStringLiteral("status")) != QLatin1String("pending");
+    if (m_messages->at(last).role == QLatin1String("user") || answeredTool) {
         if (m_engine->state() != EngineHost::State::ready) {
             statusBar()->showMessage(tr("No model is ready yet."), 4000);
             return;
@@ -967,6 +987,10 @@ void MainWindow::dropEvent(QDropEvent* event) {
 void MainWindow::sendMessage() {
     const QString typed = m_input->toPlainText().trimmed();
     if ((typed.isEmpty() && m_attachments.isEmpty()) || m_engine->busy()) return;
+    if (toolRunning()) {
+        statusBar()->showMessage(tr("A tool is running: wait for it or cancel it."), 4000);
+        return;
+    }
     // The files go inline under their names; the stats keep what the bubble shows.
     const QString text = attachments::composeMessage(typed, m_attachments);
     const QJsonObject fileStats = attachments::stats(typed, m_attachments);
@@ -986,9 +1010,11 @@ void MainWindow::sendMessage() {
         const ConversationSettings c = m_panel->settings();
         m_store.setConversationSettings(id, c.systemPrompt, c.reasoningEffort);
         m_store.setConversationSampling(id, c.sampling);
+        m_store.setConversationTools(id, m_convTools.toJson());
         m_current = id;
         m_messages->setMessages({});
     }
+    settlePendingTool();
     const StoredMessage stored =
         m_store.appendMessage(m_current, QStringLiteral("user"), text, {}, fileStats);
     if (stored.id == 0) {
@@ -1021,7 +1047,20 @@ TurnRequest MainWindow::turnRequest(bool typed) const {
     if (m_turnTokenLimit > 0)
         req.maxTokens =
             req.maxTokens > 0 ? std::min(req.maxTokens, m_turnTokenLimit) : m_turnTokenLimit;
-    for (const ChatMessage& m : m_messages->items()) req.history.push_back({m.role, m.content});
+    for (const ChatMessage& m : m_messages->items()) {
+        ChatTurn t{m.role, m.content};
+        if (m.role == QLatin1String("tool")) {
+            const QJsonObject call = m.stats.value(QStringLiteral("tool")).toObject();
+            t.reasoning = m.reasoning;
+            t.toolRecipient = call.value(QStringLiteral("recipient")).toString();
+            t.toolChannel = call.value(QStringLiteral("channel")).toString();
+            t.toolContentType = call.value(QStringLiteral("content_type")).toString();
+            t.toolArguments = call.value(QStringLiteral("arguments")).toString();
+            if (t.content.isEmpty()) t.content = tr("The call was not run.");
+        }
+        req.history.push_back(t);
+    }
+    m_tools->turnNamespaces(m_convTools, m_current, req.systemTools, req.developerTools);
     if (typed) {
         const QString text =
             attachments::composeMessage(m_input->toPlainText().trimmed(), m_attachments);
@@ -1067,6 +1106,13 @@ void MainWindow::onTurnFinished(const TurnReport& report) {
     m_turnConversation = 0;
     if (m_continued) {
         finishContinue(conv, report);
+        m_meter->refresh();
+        return;
+    }
+    if (report.finish == QLatin1String("tool_calls")) {
+        // A regenerated reply that calls a tool: the tool round replaces it.
+        m_regenerated.clear();
+        onToolCallReply(conv, report);
         m_meter->refresh();
         return;
     }
@@ -1153,7 +1199,7 @@ void MainWindow::finishContinue(qint64 conv, const TurnReport& report) {
 }
 
 void MainWindow::continueReply(int row) {
-    if (m_engine->busy() || row != m_messages->rowCount() - 1 || row < 0) return;
+    if (m_engine->busy() || toolRunning() || row != m_messages->rowCount() - 1 || row < 0) return;
     const ChatMessage& m = m_messages->at(row);
     if (m.role != QLatin1String("assistant") || m.id == 0 ||
         m.stats.value(QStringLiteral("finish")).toString() != QLatin1String("length"))
@@ -1192,7 +1238,7 @@ qint64 MainWindow::branchFrom(int row) {
 void MainWindow::stopGeneration() { m_engine->stop(); }
 
 void MainWindow::regenerate(int row) {
-    if (m_engine->busy() || row < 0 || row >= m_messages->rowCount() ||
+    if (m_engine->busy() || toolRunning() || row < 0 || row >= m_messages->rowCount() ||
         m_messages->at(row).role != QLatin1String("assistant"))
         return;
     // Messages of yours after this reply would go with it: only when the user agrees.
@@ -1215,7 +1261,7 @@ void MainWindow::regenerate(int row) {
 }
 
 void MainWindow::deleteMessage(int row) {
-    if (m_engine->busy() || row < 0 || row >= m_messages->rowCount()) return;
+    if (m_engine->busy() || toolRunning() || row < 0 || row >= m_messages->rowCount()) return;
     // The stored state (creation time, versions) is what Undo puts back.
     const QList<StoredMessage> stored = m_store.messages(m_current);
     const std::optional<StoredMessage> deleted =
@@ -1264,7 +1310,7 @@ bool MainWindow::undoDelete() {
 }
 
 void MainWindow::showVersion(int row, int index) {
-    if (m_engine->busy() || row < 0 || row >= m_messages->rowCount()) return;
+    if (m_engine->busy() || toolRunning() || row < 0 || row >= m_messages->rowCount()) return;
     const ChatMessage& m = m_messages->at(row);
     if (index < 0 || index >= m.versions.size() ||
         !m_store.setMessageVersions(m.id, m.versions, index))
@@ -1283,7 +1329,7 @@ void MainWindow::showVersion(int row, int index) {
 }
 
 void MainWindow::editMessage(int row, const QString& newText) {
-    if (m_engine->busy() || row < 0 || row >= m_messages->rowCount() ||
+    if (m_engine->busy() || toolRunning() || row < 0 || row >= m_messages->rowCount() ||
         m_messages->at(row).role != QLatin1String("user"))
         return;
     // The chat view edits in place and sends the new text here.

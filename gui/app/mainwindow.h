@@ -25,6 +25,7 @@
 #include "conversation/enginehost.h"
 #include "conversation/messagemodel.h"
 #include "settings/profile.h"
+#include "tools/conversationtools.h"
 
 #include <optional>
 
@@ -40,6 +41,11 @@ class QPushButton;
 class QSystemTrayIcon;
 class QAction;
 class QTimer;
+class QToolButton;
+namespace neural::toolhost {
+class ToolCall;
+struct ToolOutcome;
+}  // namespace neural::toolhost
 
 namespace neural::gui {
 
@@ -50,6 +56,7 @@ class ContextMeter;
 class ServerControl;
 class SettingsPanel;
 class TelemetryDock;
+class ToolManager;
 
 class MainWindow : public QMainWindow {
     Q_OBJECT
@@ -173,6 +180,24 @@ public slots:
     SettingsPanel* settingsPanel() const { return m_panel; }
     QDockWidget* settingsDock() const { return m_panelDock; }
     QProgressBar* busyBar() const { return m_busy; }
+    // Tools (docs/DESKTOP.md "Tools", mainwindow_tools.cpp). A reply that ends in a tool call
+    // becomes a tool message (role "tool") shown as a card: Run, Deny or Always allow, then its
+    // outcome goes into the history and the next turn starts by itself.
+    ToolManager* tools() const { return m_tools; }
+    // The open conversation's tools (a New conversation's until its first message stores it).
+    const ConversationTools& conversationTools() const { return m_convTools; }
+    void setConversationTools(const ConversationTools& tools);
+    // A card's button: ToolAction (chatview.h) on the tool message at `row`.
+    void toolAction(int row, int action);
+    // True while a tool call runs.
+    bool toolRunning() const;
+    // The Tools button beside the message box (its menu: each namespace on or off in this
+    // conversation, python's scratch folder and restart, Settings > Tools).
+    QToolButton* toolsButton() const { return m_toolsButton; }
+    // Rebuilds the Tools menu (done before it opens).
+    void fillToolsMenu();
+    // Settings > Tools...: MCP servers, python, browser.
+    void openToolSettings();
     // Chat > Regenerate / Copy / Edit / Delete act on the last reply or message of yours.
     void regenerateLast();
     void copyLastReply();
@@ -209,6 +234,20 @@ private:
     QString engineWarning() const;
     void onSettingsPanelChanged();
     int lastRowOf(const QString& role) const;
+    // Tools (mainwindow_tools.cpp).
+    void buildToolsUi(QWidget* parent);
+    // The reply ended in a tool call: stores the tool message, runs it when allowed.
+    void onToolCallReply(qint64 conv, const TurnReport& report);
+    void runTool(int row, bool automatic);
+    void answerTool(int row, const QString& status, const QString& text, const QString& detail,
+                    bool continueTurn);
+    void onToolFinished(const neural::toolhost::ToolOutcome& outcome);
+    // A card still waiting for Run / Deny when the user writes on: answered as not run.
+    void settlePendingTool();
+    // The tool messages after the last message of yours in `conv`.
+    int toolRoundsSinceUser(qint64 conv);
+    ConversationTools toolsOf(qint64 conv);
+    int rowOfMessage(qint64 id) const;
 
     Options m_options;
     ConversationStore m_store;
@@ -270,6 +309,15 @@ private:
     QList<MessageVersion> m_regenerated;
     // The reply being continued (its stored state), while its continuation streams.
     std::optional<ChatMessage> m_continued;
+    ToolManager* m_tools = nullptr;
+    ConversationTools m_convTools;
+    QToolButton* m_toolsButton = nullptr;
+    QMenu* m_toolsMenu = nullptr;
+    // The running tool call, the tool message it answers and its conversation.
+    QPointer<neural::toolhost::ToolCall> m_toolCall;
+    qint64 m_toolMessage = 0;
+    qint64 m_toolConversation = 0;
+    qint64 m_toolStartMs = 0;
 };
 
 }  // namespace neural::gui

@@ -32,6 +32,7 @@
 #include "conversation/attachments.h"
 #include "conversation/markdown.h"
 #include "conversation/messagemodel.h"
+#include "tools/toolcard.h"
 
 namespace neural::gui {
 
@@ -297,6 +298,17 @@ MessageWidget::MessageWidget(QWidget* parent) : QFrame(parent) {
         l->setSizePolicy(sp);
     }
     v->addWidget(m_body);
+    // A tool round (role "tool"): the call's card in place of the text.
+    m_card = new ToolCard(this);
+    m_card->hide();
+    v->addWidget(m_card);
+    connect(m_card, &ToolCard::runRequested, this, [this] { emit toolActionRequested(kToolRun); });
+    connect(m_card, &ToolCard::denyRequested, this,
+            [this] { emit toolActionRequested(kToolDeny); });
+    connect(m_card, &ToolCard::alwaysAllowRequested, this,
+            [this] { emit toolActionRequested(kToolAlways); });
+    connect(m_card, &ToolCard::cancelRequested, this,
+            [this] { emit toolActionRequested(kToolCancel); });
     m_files = new QLabel(this);
     m_files->setWordWrap(true);
     m_files->setTextFormat(Qt::RichText);
@@ -366,8 +378,12 @@ MessageWidget::MessageWidget(QWidget* parent) : QFrame(parent) {
 void MessageWidget::setMessage(const ChatMessage& m, bool canRegenerate) {
     const bool streaming = m.streaming;
     m_user = m.role == QLatin1String("user");
-    m_role->setText(m_user ? tr("You") : tr("Assistant"));
+    const bool tool = m.role == QLatin1String("tool");
+    m_role->setText(m_user ? tr("You") : tool ? tr("Assistant → tool") : tr("Assistant"));
     m_content = m.content;
+    m_card->setVisible(tool);
+    m_body->setVisible(!tool && !isEditing());
+    if (tool) m_card->setCall(m.stats.value(QLatin1String(toolkey::kTool)).toObject(), m.content);
     // A message of yours with files: its typed text, and a chip per file (the model reads them
     // inlined, conversation/attachments.h).
     const attachments::Shown shown =
@@ -395,7 +411,8 @@ void MessageWidget::setMessage(const ChatMessage& m, bool canRegenerate) {
     // What a screen reader says for the message: who wrote it and its text as shown (the name,
     // read first, with the start of it; the description with all of it).
     const QString who = m_user ? tr("You") : tr("Assistant");
-    const QString plain = m_body->toPlainText().simplified();
+    const QString plain =
+        tool ? m_card->accessibleDescription() : m_body->toPlainText().simplified();
     setAccessibleName(plain.isEmpty() ? who : tr("%1: %2").arg(who, plain.left(300)));
     setAccessibleDescription(plain.left(4000));
     if (m.reasoning != m_renderedReasoning) {
@@ -437,10 +454,10 @@ void MessageWidget::setMessage(const ChatMessage& m, bool canRegenerate) {
     m_edit->setEnabled(canRegenerate);
     m_delete->setVisible(!streaming && !isEditing());
     m_delete->setEnabled(canRegenerate);
-    m_regenerate->setVisible(!m_user && !streaming && canRegenerate &&
+    m_regenerate->setVisible(!m_user && !tool && !streaming && canRegenerate &&
                              property("lastReply").toBool());
     m_continue->setVisible(
-        !m_user && !streaming && canRegenerate && property("lastReply").toBool() &&
+        !m_user && !tool && !streaming && canRegenerate && property("lastReply").toBool() &&
         m.stats.value(QStringLiteral("finish")).toString() == QLatin1String("length"));
     m_branch->setVisible(!streaming && !isEditing());
     m_branch->setEnabled(m.id != 0);
@@ -655,6 +672,8 @@ void ChatView::insertRows(int first, int last) {
                 [this, w] { emit continueRequested(rowOf(w)); });
         connect(w, &MessageWidget::branchRequested, this,
                 [this, w] { emit branchRequested(rowOf(w)); });
+        connect(w, &MessageWidget::toolActionRequested, this,
+                [this, w](int action) { emit toolActionRequested(rowOf(w), action); });
     }
     refreshAll();  // "Regenerate" moves to the new last reply
 }

@@ -69,6 +69,11 @@ private:
     QElapsedTimer m_sinceRender;  // since then
 };
 
+class ToolCard;
+
+// What a tool card asks for (MessageWidget::toolActionRequested).
+enum ToolAction { kToolRun, kToolDeny, kToolAlways, kToolCancel };
+
 class MessageWidget : public QFrame {
     Q_OBJECT
 public:
@@ -89,6 +94,8 @@ public:
     QPushButton* continueButton() const { return m_continue; }
     // "Branch": a new conversation with the messages up to and including this one.
     QPushButton* branchButton() const { return m_branch; }
+    // A tool round's card (role "tool"; hidden for other messages).
+    ToolCard* toolCard() const { return m_card; }
     // The menu a right-click on the message opens (its own actions; the selected text's Copy
     // first when there is a selection).
     QMenu* contextMenu();
@@ -104,6 +111,7 @@ signals:
     void versionRequested(int index);
     void continueRequested();
     void branchRequested();
+    void toolActionRequested(int action);  // a ToolAction
 
 protected:
     void paintEvent(QPaintEvent* event) override;
@@ -134,6 +142,7 @@ private:
     QPushButton* m_delete;
     QPushButton* m_continue;
     QPushButton* m_branch;
+    ToolCard* m_card;
     QString m_content;
     QString m_renderedReasoning;
     bool m_renderedFinal = false;
@@ -163,6 +172,7 @@ signals:
     void versionRequested(int row, int index);
     void continueRequested(int row);
     void branchRequested(int row);
+    void toolActionRequested(int row, int action);  // a ToolAction
     void scrollPositionChanged(int position);
 
 protected:

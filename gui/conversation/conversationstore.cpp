@@ -51,6 +51,10 @@ const QList<QStringList>& migrations() {
         // 4: the conversation's sampling settings (SamplingSettings::toJson; '{}': defaults).
         {QStringLiteral("ALTER TABLE conversations ADD COLUMN sampling TEXT NOT NULL DEFAULT "
                         "'{}'")},
+        // 5: the conversation's tools (tools/conversationtools.h: which are on, the calls
+        // always allowed; '{}': the defaults).
+        {QStringLiteral("ALTER TABLE conversations ADD COLUMN tools TEXT NOT NULL DEFAULT "
+                        "'{}'")},
     };
     return steps;
 }
@@ -168,8 +172,8 @@ QList<ConversationInfo> ConversationStore::conversations(const QString& filter) 
     QList<ConversationInfo> out;
     QSqlQuery q(QSqlDatabase::database(m_connection));
     QString sql = QStringLiteral(
-        "SELECT id, title, created_ms, updated_ms, system_prompt, reasoning_effort, sampling "
-        "FROM conversations c");
+        "SELECT id, title, created_ms, updated_ms, system_prompt, reasoning_effort, sampling, "
+        "tools FROM conversations c");
     if (!filter.isEmpty())
         sql += QStringLiteral(
             " WHERE instr(lower(title), lower(:f)) > 0 OR EXISTS (SELECT 1 "
@@ -193,6 +197,7 @@ QList<ConversationInfo> ConversationStore::conversations(const QString& filter) 
         // Not an object (a damaged or hand-edited row): the defaults.
         c.sampling = SamplingSettings::fromJson(
             QJsonDocument::fromJson(q.value(6).toString().toUtf8()).object());
+        c.tools = QJsonDocument::fromJson(q.value(7).toString().toUtf8()).object();
         out.push_back(c);
     }
     return out;
@@ -244,8 +249,9 @@ qint64 ConversationStore::branchConversation(qint64 id, int throughPosition, con
     const qint64 now = nowMs();
     q.prepare(
         QStringLiteral("INSERT INTO conversations (title, created_ms, updated_ms, system_prompt, "
-                       "reasoning_effort, sampling) SELECT COALESCE(?, ''), ?, ?, system_prompt, "
-                       "reasoning_effort, sampling FROM conversations WHERE id = ?"));
+                       "reasoning_effort, sampling, tools) SELECT COALESCE(?, ''), ?, ?, "
+                       "system_prompt, reasoning_effort, sampling, tools FROM conversations WHERE "
+                       "id = ?"));
     q.addBindValue(title);
     q.addBindValue(now);
     q.addBindValue(now);
@@ -553,16 +559,38 @@ QString ConversationStore::exportMarkdown(qint64 conversationId) {
     if (!info->systemPrompt.isEmpty())
         md += QStringLiteral("> System prompt: %1\n\n").arg(info->systemPrompt);
     for (const StoredMessage& m : messages(conversationId)) {
+        const bool tool = m.role == QLatin1String("tool");
+        const QJsonObject call = m.stats.value(QStringLiteral("tool")).toObject();
         md += QStringLiteral("## %1\n\n")
                   .arg(m.role == QLatin1String("user") ? QStringLiteral("User")
-                                                       : QStringLiteral("Assistant"));
+                       : tool                          ? QStringLiteral("Tool call: %1 (%2)")
+                                    .arg(call.value(QStringLiteral("recipient")).toString(),
+                                         call.value(QStringLiteral("status")).toString())
+                              : QStringLiteral("Assistant"));
         if (!m.reasoning.isEmpty()) {
             md += QStringLiteral("<details><summary>Reasoning</summary>\n\n%1\n\n</details>\n\n")
                       .arg(m.reasoning);
         }
+        if (tool) {
+            // The call's arguments and the result the model read, verbatim.
+            md += QStringLiteral("```\n%1\n```\n\n```\n%2\n```\n\n")
+                      .arg(call.value(QStringLiteral("arguments")).toString(), m.content);
+            continue;
+        }
         md += m.content + QStringLiteral("\n\n");
     }
     return md;
+}
+
+bool ConversationStore::setConversationTools(qint64 id, const QJsonObject& tools) {
+    QSqlQuery q(QSqlDatabase::database(m_connection));
+    q.prepare(QStringLiteral("UPDATE conversations SET tools = ? WHERE id = ?"));
+    q.addBindValue(QString::fromUtf8(QJsonDocument(tools).toJson(QJsonDocument::Compact)));
+    q.addBindValue(id);
+    if (!q.exec())
+        return fail(QStringLiteral("cannot save the tools of conversation %1").arg(id),
+                    q.lastError().text());
+    return q.numRowsAffected() == 1 || fail(QStringLiteral("no conversation %1").arg(id), {});
 }
 
 bool ConversationStore::setConversationSampling(qint64 id, const SamplingSettings& sampling) {

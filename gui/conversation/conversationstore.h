@@ -26,6 +26,8 @@ struct ConversationInfo {
     QString systemPrompt;                                // developer instructions; empty: none
     QString reasoningEffort = QStringLiteral("medium");  // low / medium / high
     SamplingSettings sampling;  // a conversation from before schema 4: the defaults
+    // Its tools (tools/conversationtools.h ConversationTools::fromJson); {}: the defaults.
+    QJsonObject tools;
 };
 
 // One version of an assistant reply (regenerate keeps the earlier ones).
@@ -52,7 +54,7 @@ struct StoredMessage {
 
 class ConversationStore {
 public:
-    static constexpr int kSchemaVersion = 4;
+    static constexpr int kSchemaVersion = 5;
 
     ConversationStore();
     ~ConversationStore();
@@ -76,6 +78,7 @@ public:
     bool setConversationSettings(qint64 id, const QString& systemPrompt,
                                  const QString& reasoningEffort);
     bool setConversationSampling(qint64 id, const SamplingSettings& sampling);
+    bool setConversationTools(qint64 id, const QJsonObject& tools);
     bool deleteConversation(qint64 id);  // with its messages
     // Branch: a new conversation titled `title` with conversation `id`'s settings and copies of
     // its messages at positions 0 ... `throughPosition` (their versions too). One transaction;

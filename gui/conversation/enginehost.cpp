@@ -287,11 +287,29 @@ openai::ChatRequest EngineHost::chatRequest(const TurnRequest& request) const {
     }
     if (!request.systemPrompt.trimmed().isEmpty())
         req.developer.instructions = utf8(request.systemPrompt);
+    req.system.tools = request.systemTools;
+    req.developer.tools = request.developerTools;
     for (const ChatTurn& t : request.history) {
-        if (t.role == QLatin1String("assistant"))
+        if (t.role == QLatin1String("assistant")) {
             req.history.push_back(chat::Message::assistant("final", utf8(t.content)));
-        else
+        } else if (t.role == QLatin1String("tool")) {
+            // The round as the model wrote it: its reasoning, the call, then the tool's answer
+            // authored by the recipient on the call's channel (harmony's tool message).
+            const std::string channel =
+                t.toolChannel.isEmpty() ? std::string("commentary") : utf8(t.toolChannel);
+            if (!t.reasoning.isEmpty())
+                req.history.push_back(chat::Message::assistant("analysis", utf8(t.reasoning)));
+            chat::Message call = chat::Message::assistant(channel, utf8(t.toolArguments));
+            call.recipient = utf8(t.toolRecipient);
+            if (!t.toolContentType.isEmpty()) call.content_type = utf8(t.toolContentType);
+            req.history.push_back(std::move(call));
+            chat::Message result =
+                chat::Message::tool_result(utf8(t.toolRecipient), utf8(t.content));
+            result.channel = channel;
+            req.history.push_back(std::move(result));
+        } else {
             req.history.push_back(chat::Message::user(utf8(t.content)));
+        }
     }
     // The user's reply limit; none (0): the rest of the context, the API's rule without one.
     if (request.maxTokens > 0) req.max_tokens = request.maxTokens;
@@ -303,7 +321,9 @@ openai::ChatRequest EngineHost::chatRequest(const TurnRequest& request) const {
     req.sampling.min_p = static_cast<float>(request.minP);
     req.seed_given = request.seed != 0;
     req.sampling.seed = request.seed != 0 ? request.seed : std::random_device{}();
-    const QString forced = request.forcedOutput.isEmpty() ? m_forcedOutput : request.forcedOutput;
+    const QString forced = !request.forcedOutput.isEmpty() ? request.forcedOutput
+                           : !m_forcedQueue.isEmpty()      ? m_forcedQueue.first()
+                                                           : m_forcedOutput;
     if (!forced.isEmpty()) req.forced_output = utf8(forced);
     if (request.continueReply)
         req.reply_start = openai::ChatRequest::ReplyStart{utf8(request.continueReasoning),
@@ -337,15 +357,25 @@ bool EngineHost::send(const TurnRequest& request) {
     job->kind = host::GenerationJob::Kind::chat;
     job->session = "desktop";
     job->chat = chatRequest(request);
+    if (request.forcedOutput.isEmpty() && !m_forcedQueue.isEmpty()) m_forcedQueue.removeFirst();
 
     // When the reasoning and the answer began to arrive (GUI thread, for reasoningSeconds).
+    // And the reply's tool call: the parser's message for it (its header and arguments) and
+    // whether <|call|> ended the reply.
     struct Timing {
         std::optional<std::chrono::steady_clock::time_point> firstReasoning, firstContent;
+        std::optional<chat::Message> call;
+        bool callFinish = false;
     };
     auto timing = std::make_shared<Timing>();
     job->receiver = this;
     job->onStarted = [this] { emit turnStarted(); };
     job->onEvent = [this, timing](const chat::ParserEvent& e) {
+        if (e.type == chat::EventType::message_end && e.message.role == chat::Role::assistant &&
+            e.message.is_tool_call())
+            timing->call = e.message;
+        if (e.type == chat::EventType::finish)
+            timing->callFinish = e.finish_reason == chat::FinishReason::tool_calls;
         const bool thinking = e.type == chat::EventType::reasoning;
         if (!thinking && e.type != chat::EventType::content && e.type != chat::EventType::preamble)
             return;
@@ -388,6 +418,20 @@ bool EngineHost::send(const TurnRequest& request) {
             r.finish = QStringLiteral("cancelled");
         } else {
             r.finish = QString::fromStdString(outcome.finishReason);
+        }
+        if (!r.cancelled && r.finish != QLatin1String("error") && timing->callFinish &&
+            timing->call && timing->call->has_text()) {
+            // A call of any recipient, the built-ins' too (chat::Completion reports only
+            // functions.* calls and counts a built-in call's text as reasoning: taken off here).
+            const chat::Message& call = *timing->call;
+            r.finish = QStringLiteral("tool_calls");
+            r.toolRecipient = qstr(call.recipient.value_or(std::string()));
+            r.toolChannel = qstr(call.channel.value_or(std::string()));
+            r.toolContentType = qstr(call.content_type.value_or(std::string()));
+            r.toolArguments = qstr(call.text());
+            if (!r.toolRecipient.startsWith(QLatin1String("functions.")) &&
+                r.reasoning.endsWith(r.toolArguments))
+                r.reasoning.chop(r.toolArguments.size());
         }
         m_jobId = 0;
         emit busyChanged(false);

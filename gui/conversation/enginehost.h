@@ -15,11 +15,13 @@
 #include <QList>
 #include <QObject>
 #include <QString>
+#include <QStringList>
 #include <QThread>
 
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <vector>
 
 #include "chat/openai.h"
 #include "conversation/deltabatcher.h"
@@ -32,13 +34,25 @@ class GenerationQueue;
 namespace neural::gui {
 
 struct ChatTurn {
-    QString role;  // "user" / "assistant"
-    QString content;
+    QString role;     // "user" / "assistant" / "tool"
+    QString content;  // a tool round: the result the model reads (empty: not run yet)
+    // Role "tool": one tool round of the reply (docs/TOOLS.md "Tools in the desktop app"): the
+    // reasoning that led to the call, the call as the model wrote it (recipient "NS.TOOL" or
+    // "python", its channel and content type) and, in `content`, the result.
+    QString reasoning;
+    QString toolRecipient;
+    QString toolChannel;
+    QString toolContentType;
+    QString toolArguments;
 };
 
 struct TurnRequest {
     QList<ChatTurn> history;  // the conversation so far, ending with the user's message
     QString systemPrompt;     // developer instructions; empty: none
+    // The tools the model may call: the built-ins' namespaces (python, browser) go into the
+    // system message, the MCP servers' into the developer message (docs/CHAT_FORMAT.md).
+    std::vector<chat::ToolNamespace> systemTools;
+    std::vector<chat::ToolNamespace> developerTools;
     QString reasoningEffort = QStringLiteral("medium");
     // Most tokens in the reply; 0: the rest of the context. A limit beyond the context left is
     // refused with context_length_exceeded (the API's rule, docs/API.md).
@@ -75,6 +89,12 @@ struct TurnReport {
     double decodeSeconds = 0;     // first -> last token
     double reasoningSeconds = 0;  // first reasoning text -> first answer text
     qint64 tokenLimit = 0;        // the reply limit the turn ran with (0: it never started)
+    // finish == "tool_calls": the reply ended in a call (<|call|>) of a namespace of the prompt
+    // or of any other recipient the model wrote; `reasoning` is then what came before it.
+    QString toolRecipient;    // "filesystem.read_file", "python", "browser.search"
+    QString toolChannel;      // "commentary" (functions), "analysis" (built-ins)
+    QString toolContentType;  // "<|constrain|>json", "json", "code", or empty
+    QString toolArguments;    // as generated (JSON, or python's code)
     double tokensPerSecond() const;
     QJsonObject toJson() const;  // the per-message stats stored with the reply
 };
@@ -136,6 +156,8 @@ public:
     DeltaBatcher& batcher() { return m_batcher; }
     // Test hook: TurnRequest::forcedOutput for every turn (the smoke tests' main window).
     void setForcedOutput(const QString& text) { m_forcedOutput = text; }
+    // Test hook: the next turns' forced outputs, one per turn, before setForcedOutput's.
+    void queueForcedOutput(const QString& text) { m_forcedQueue.push_back(text); }
     // The chat request of the last turn sent, as its job carries it to the engine host (the
     // sampling parameters reach the sampler from there as an API request's do).
     const openai::ChatRequest& lastRequest() const { return m_lastRequest; }
@@ -169,6 +191,7 @@ private:
     QString m_error;
     bool m_isDemo = false;
     QString m_forcedOutput;
+    QStringList m_forcedQueue;
     std::shared_ptr<const Model> m_model;
     host::GenerationQueue* m_queue = nullptr;
     QThread* m_loader = nullptr;

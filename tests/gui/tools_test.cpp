@@ -1,0 +1,440 @@
+// Tools in the desktop app (docs/DESKTOP.md "Tools"), on the tiny fixture, offscreen: a reply that
+// calls a tool becomes a card with Run / Deny / Always allow; its outcome goes into the history
+// and the model answers by itself; cancel, failures, time-outs, cut results, the round limit and
+// reopening the conversation. The fixture's weights are random, so each turn's output is forced
+// (EngineHost::queueForcedOutput); everything after the sampler is the real path. The provider
+// here is a small test one that drives every outcome deterministically; the real MCP server and
+// python have their own tests below.
+#include <gtest/gtest.h>
+
+#include <QJsonObject>
+#include <QLabel>
+#include <QPlainTextEdit>
+#include <QProgressBar>
+#include <QPushButton>
+#include <QTimer>
+#include <QToolButton>
+
+#include "app/mainwindow.h"
+#include "app/paths.h"
+#include "conversation/chatview.h"
+#include "conversation/conversationstore.h"
+#include "fixture_window.h"
+#include "gui_test_support.h"
+#include "tool.h"
+#include "tools/toolcard.h"
+#include "tools/toolmanager.h"
+
+namespace neural::gui {
+namespace {
+
+using test::fixtureWindowOptions;
+using test::openFixtureWindow;
+using test::spinUntil;
+using test::waitIdle;
+
+// One call of the test provider: finishes after a moment with the outcome its mode gives, or
+// (hang) only when cancelled.
+class FakeCall : public toolhost::ToolCall {
+public:
+    FakeCall(toolhost::ToolOutcome outcome, bool hang, QObject* parent)
+        : ToolCall(parent), m_outcome(std::move(outcome)) {
+        if (!hang)
+            QTimer::singleShot(20, this, [this] { finish(m_outcome); });
+        else
+            QTimer::singleShot(10, this,
+                               [this] { emit progress(0.25, QStringLiteral("reading")); });
+    }
+    void cancel() override {
+        toolhost::ToolOutcome o;
+        o.status = toolhost::ToolOutcome::Status::cancelled;
+        o.text = QStringLiteral("The call was cancelled by the user.");
+        finish(o);
+    }
+
+private:
+    void finish(const toolhost::ToolOutcome& o) {
+        if (m_done) return;
+        m_done = true;
+        emit finished(o);
+    }
+    toolhost::ToolOutcome m_outcome;
+    bool m_done = false;
+};
+
+// The namespace "files" with one tool, read(path).
+class FakeProvider : public toolhost::ToolProvider {
+public:
+    enum class Mode { ok, hang, crash, timeout, huge, toolError };
+    Mode mode = Mode::ok;
+    QStringList calls;  // "tool args" of each call
+
+    QString name() const override { return QStringLiteral("files"); }
+    bool inSystemMessage() const override { return false; }
+    chat::ToolNamespace toolNamespace() const override {
+        chat::ToolNamespace ns;
+        ns.name = "files";
+        ns.tools.push_back({"read", "Reads a file.",
+                            nlohmann::ordered_json::parse(
+                                R"({"type":"object","properties":{"path":{"type":"string"}}})")});
+        return ns;
+    }
+    bool ready() const override { return true; }
+    QString problem() const override { return {}; }
+    toolhost::ToolCall* call(const QString& tool, const QString& arguments,
+                             const toolhost::CallLimits& limits) override {
+        calls.push_back(tool + QLatin1Char(' ') + arguments);
+        toolhost::ToolOutcome o;
+        switch (mode) {
+            case Mode::ok:
+                toolhost::setResultText(o, QStringLiteral("hello from a.txt"),
+                                        limits.maxResultBytes);
+                break;
+            case Mode::hang:
+                break;
+            case Mode::crash:
+                o.status = toolhost::ToolOutcome::Status::failed;
+                o.text = QStringLiteral("Error: the tool server stopped (exit code 3).");
+                o.detail = QStringLiteral("the server exited with code 3: segmentation fault");
+                break;
+            case Mode::timeout:
+                o.status = toolhost::ToolOutcome::Status::timedOut;
+                o.text = QStringLiteral("Error: the call timed out after 1 s.");
+                o.detail = QStringLiteral("no answer within 1 s");
+                break;
+            case Mode::huge:
+                toolhost::setResultText(o, QString(100000, QLatin1Char('x')), 1000);
+                break;
+            case Mode::toolError:
+                o.status = toolhost::ToolOutcome::Status::toolError;
+                o.text = QStringLiteral("ENOENT: no such file a.txt");
+                break;
+        }
+        return new FakeCall(o, mode == Mode::hang, this);
+    }
+};
+
+const QString kCall = QStringLiteral(
+    "<|channel|>commentary to=files.read <|constrain|>json<|message|>{\"path\":\"a.txt\"}<|call|>");
+const QString kAnswer = QStringLiteral("<|channel|>final<|message|>The file says hello.<|return|>");
+
+class ToolsTest : public ::testing::Test {
+protected:
+    void SetUp() override {
+        appSettings()->clear();
+        appSettings()->setValue(QStringLiteral("chat/maxTokens"), 64);
+        openFixtureWindow(m_window, fixtureWindowOptions(m_dir));
+        m_provider = new FakeProvider;
+        m_window->tools()->addProvider(m_provider);
+    }
+    void TearDown() override { m_window.reset(); }
+
+    MessageModel* messages() { return m_window->messages(); }
+    int last() { return messages()->rowCount() - 1; }
+    QJsonObject callAt(int row) {
+        return messages()->at(row).stats.value(QStringLiteral("tool")).toObject();
+    }
+    QString statusAt(int row) { return callAt(row).value(QStringLiteral("status")).toString(); }
+    ToolCard* cardAt(int row) {
+        MessageWidget* w = m_window->chatView()->messageWidget(row);
+        return w ? w->toolCard() : nullptr;
+    }
+    // Sends `text` with the reply forced to a call of files.read; waits for the card.
+    bool sendForCall(const QString& text) {
+        m_window->engine()->queueForcedOutput(kCall);
+        m_window->input()->setPlainText(text);
+        m_window->sendMessage();
+        return spinUntil([&] {
+            return !m_window->engine()->busy() && !messages()->isStreaming() && last() >= 0 &&
+                   messages()->at(last()).role == QLatin1String("tool") &&
+                   statusAt(last()) != QLatin1String("running");
+        });
+    }
+    // Until the model answered (the last row is a reply) and nothing runs.
+    bool waitAnswer() {
+        return spinUntil([&] {
+            return !m_window->engine()->busy() && !messages()->isStreaming() &&
+                   !m_window->toolRunning() && last() >= 0 &&
+                   messages()->at(last()).role == QLatin1String("assistant");
+        });
+    }
+    // The tool message of the last request's history (the round the model read).
+    const chat::Message* lastToolResult() {
+        const auto& h = m_window->engine()->lastRequest().history;
+        for (auto it = h.rbegin(); it != h.rend(); ++it)
+            if (it->role == chat::Role::tool) return &*it;
+        return nullptr;
+    }
+
+    QTemporaryDir m_dir;
+    std::unique_ptr<MainWindow> m_window;
+    FakeProvider* m_provider = nullptr;
+};
+
+TEST_F(ToolsTest, ACallShowsACardAndRunAnswersItThenTheModelReplies) {
+    ASSERT_TRUE(sendForCall(QStringLiteral("What is in a.txt?")));
+    // The turn offered the server's namespace in the developer message.
+    const auto& dev = m_window->engine()->lastRequest().developer.tools;
+    ASSERT_EQ(dev.size(), 1u);
+    EXPECT_EQ(dev[0].name, "files");
+    EXPECT_TRUE(m_window->engine()->lastRequest().system.tools.empty());
+
+    ASSERT_EQ(messages()->rowCount(), 2);
+    EXPECT_EQ(statusAt(1), QStringLiteral("pending"));
+    EXPECT_EQ(callAt(1).value(QStringLiteral("recipient")).toString(),
+              QStringLiteral("files.read"));
+    EXPECT_EQ(callAt(1).value(QStringLiteral("arguments")).toString(),
+              QStringLiteral("{\"path\":\"a.txt\"}"));
+    ToolCard* card = cardAt(1);
+    ASSERT_NE(card, nullptr);
+    EXPECT_TRUE(card->isVisible());
+    EXPECT_TRUE(card->titleLabel()->text().contains(QStringLiteral("files")));
+    EXPECT_TRUE(card->titleLabel()->text().contains(QStringLiteral("read")));
+    // Pretty-printed arguments.
+    EXPECT_TRUE(card->argumentsLabel()->text().contains(QStringLiteral("\"path\": \"a.txt\"")))
+        << card->argumentsLabel()->text().toStdString();
+    EXPECT_TRUE(card->runButton()->isVisible());
+    EXPECT_TRUE(card->denyButton()->isVisible());
+    EXPECT_TRUE(card->alwaysButton()->isVisible());
+    EXPECT_FALSE(card->cancelButton()->isVisible());
+    EXPECT_TRUE(m_provider->calls.isEmpty());  // nothing runs before the user says so
+
+    m_window->engine()->queueForcedOutput(kAnswer);
+    card->runButton()->click();
+    ASSERT_TRUE(waitAnswer());
+    ASSERT_EQ(m_provider->calls, QStringList{QStringLiteral("read {\"path\":\"a.txt\"}")});
+    ASSERT_EQ(messages()->rowCount(), 3);
+    EXPECT_EQ(statusAt(1), QStringLiteral("ok"));
+    EXPECT_EQ(messages()->at(1).content, QStringLiteral("hello from a.txt"));
+    EXPECT_EQ(messages()->at(2).content, QStringLiteral("The file says hello."));
+    // The result is collapsed under the card, and opens.
+    card = cardAt(1);
+    EXPECT_TRUE(card->resultToggle()->isVisible());
+    EXPECT_FALSE(card->resultView()->isVisible());
+    card->resultToggle()->click();
+    EXPECT_TRUE(card->resultView()->isVisible());
+    EXPECT_EQ(card->resultView()->toPlainText(), QStringLiteral("hello from a.txt"));
+    EXPECT_FALSE(card->runButton()->isVisible());
+    // The model read the call and its result, as harmony writes them.
+    const auto& h = m_window->engine()->lastRequest().history;
+    ASSERT_GE(h.size(), 3u);
+    const chat::Message& call = h[h.size() - 2];
+    EXPECT_EQ(call.role, chat::Role::assistant);
+    EXPECT_EQ(call.recipient.value_or(""), "files.read");
+    EXPECT_EQ(call.channel.value_or(""), "commentary");
+    EXPECT_EQ(call.content_type.value_or(""), "<|constrain|>json");
+    EXPECT_EQ(call.text(), "{\"path\":\"a.txt\"}");
+    const chat::Message& result = h.back();
+    EXPECT_EQ(result.role, chat::Role::tool);
+    EXPECT_EQ(result.name.value_or(""), "files.read");
+    EXPECT_EQ(result.text(), "hello from a.txt");
+
+    // The conversation goes on normally.
+    ASSERT_TRUE(test::sendAndWait(*m_window, QStringLiteral("Thanks")));
+    EXPECT_EQ(messages()->rowCount(), 5);
+    EXPECT_EQ(messages()->at(4).role, QStringLiteral("assistant"));
+}
+
+TEST_F(ToolsTest, DenySendsADenialTheModelReads) {
+    ASSERT_TRUE(sendForCall(QStringLiteral("Read a.txt")));
+    m_window->engine()->queueForcedOutput(kAnswer);
+    cardAt(1)->denyButton()->click();
+    ASSERT_TRUE(waitAnswer());
+    EXPECT_TRUE(m_provider->calls.isEmpty());
+    EXPECT_EQ(statusAt(1), QStringLiteral("denied"));
+    EXPECT_TRUE(cardAt(1)->stateLabel()->text().contains(QStringLiteral("Denied")));
+    const chat::Message* result = lastToolResult();
+    ASSERT_NE(result, nullptr);
+    EXPECT_NE(result->text().find("denied"), std::string::npos) << result->text();
+}
+
+TEST_F(ToolsTest, AlwaysAllowSkipsTheQuestionNextTime) {
+    ASSERT_TRUE(sendForCall(QStringLiteral("Read a.txt")));
+    m_window->engine()->queueForcedOutput(kAnswer);
+    cardAt(1)->alwaysButton()->click();
+    ASSERT_TRUE(waitAnswer());
+    EXPECT_EQ(m_provider->calls.size(), 1);
+    EXPECT_TRUE(m_window->conversationTools().allowed(QStringLiteral("files.read")));
+    // Stored with the conversation.
+    const auto info = m_window->store().conversation(m_window->currentConversation());
+    ASSERT_TRUE(info);
+    EXPECT_TRUE(ConversationTools::fromJson(info->tools).allowed(QStringLiteral("files.read")));
+
+    // The next call of the tool runs without a question.
+    m_window->engine()->queueForcedOutput(kCall);
+    m_window->engine()->queueForcedOutput(kAnswer);
+    m_window->input()->setPlainText(QStringLiteral("Again"));
+    m_window->sendMessage();
+    ASSERT_TRUE(spinUntil([&] { return messages()->rowCount() == 6; }));
+    ASSERT_TRUE(waitAnswer());
+    EXPECT_EQ(m_provider->calls.size(), 2);
+    EXPECT_EQ(statusAt(4), QStringLiteral("ok"));
+    EXPECT_TRUE(callAt(4).value(QStringLiteral("auto")).toBool());
+    EXPECT_TRUE(cardAt(4)->stateLabel()->text().contains(QStringLiteral("Always allowed")));
+}
+
+TEST_F(ToolsTest, ARunningCallCanBeCancelled) {
+    m_provider->mode = FakeProvider::Mode::hang;
+    ASSERT_TRUE(sendForCall(QStringLiteral("Read a.txt")));
+    cardAt(1)->runButton()->click();
+    ASSERT_TRUE(m_window->toolRunning());
+    EXPECT_EQ(statusAt(1), QStringLiteral("running"));
+    ToolCard* card = cardAt(1);
+    EXPECT_TRUE(card->cancelButton()->isVisible());
+    EXPECT_TRUE(card->progressBar()->isVisible());
+    EXPECT_FALSE(card->runButton()->isVisible());
+    // Progress shows in the card.
+    ASSERT_TRUE(
+        spinUntil([&] { return card->stateLabel()->text().contains(QStringLiteral("reading")); }));
+    // Sending is refused while it runs.
+    m_window->input()->setPlainText(QStringLiteral("hurry"));
+    m_window->sendMessage();
+    EXPECT_EQ(messages()->rowCount(), 2);
+    m_window->input()->clear();
+
+    m_window->engine()->queueForcedOutput(kAnswer);
+    card->cancelButton()->click();
+    ASSERT_TRUE(waitAnswer());
+    EXPECT_FALSE(m_window->toolRunning());
+    EXPECT_EQ(statusAt(1), QStringLiteral("cancelled"));
+    EXPECT_TRUE(cardAt(1)->stateLabel()->text().contains(QStringLiteral("Cancelled")));
+    const chat::Message* result = lastToolResult();
+    ASSERT_NE(result, nullptr);
+    EXPECT_NE(result->text().find("cancelled"), std::string::npos);
+}
+
+TEST_F(ToolsTest, FailuresShowInTheCardAndTheConversationContinues) {
+    struct Case {
+        FakeProvider::Mode mode;
+        const char* status;
+        const char* shown;
+    };
+    const Case cases[] = {
+        {FakeProvider::Mode::crash, "failed", "exited with code 3"},
+        {FakeProvider::Mode::timeout, "timed_out", "timed out"},
+        {FakeProvider::Mode::toolError, "tool_error", "reported an error"},
+        {FakeProvider::Mode::huge, "ok", "cut to the size limit"},
+    };
+    for (const Case& c : cases) {
+        SCOPED_TRACE(c.status);
+        m_provider->mode = c.mode;
+        ASSERT_TRUE(sendForCall(QStringLiteral("Read a.txt")));
+        const int row = last();
+        m_window->engine()->queueForcedOutput(kAnswer);
+        cardAt(row)->runButton()->click();
+        ASSERT_TRUE(waitAnswer());
+        EXPECT_EQ(statusAt(row), QString::fromLatin1(c.status));
+        EXPECT_TRUE(cardAt(row)->stateLabel()->text().contains(QString::fromLatin1(c.shown)))
+            << cardAt(row)->stateLabel()->text().toStdString();
+        EXPECT_EQ(messages()->at(last()).content, QStringLiteral("The file says hello."));
+    }
+    // The cut result: what the model read is within the limit, with the note.
+    const QString cut = messages()->at(last() - 1).content;
+    EXPECT_LT(cut.toUtf8().size(), 1200);
+    EXPECT_TRUE(cut.contains(QStringLiteral("left out")));
+    EXPECT_TRUE(callAt(last() - 1).value(QStringLiteral("truncated")).toBool());
+}
+
+TEST_F(ToolsTest, AnUnknownOrSwitchedOffNamespaceIsAnsweredWithoutAsking) {
+    ConversationTools t;
+    t.setEnabled(QStringLiteral("files"), false);
+    m_window->setConversationTools(t);
+    m_window->engine()->queueForcedOutput(kCall);
+    m_window->engine()->queueForcedOutput(kAnswer);
+    m_window->input()->setPlainText(QStringLiteral("Read a.txt"));
+    m_window->sendMessage();
+    ASSERT_TRUE(spinUntil([&] { return messages()->rowCount() == 3; }));
+    ASSERT_TRUE(waitAnswer());
+    // Not offered, not run; the model was told why.
+    EXPECT_TRUE(m_window->engine()->lastRequest().developer.tools.empty());
+    EXPECT_TRUE(m_provider->calls.isEmpty());
+    EXPECT_EQ(statusAt(1), QStringLiteral("unavailable"));
+    EXPECT_TRUE(cardAt(1)->stateLabel()->text().contains(QStringLiteral("turned off")));
+    // Stored with the new conversation.
+    const auto info = m_window->store().conversation(m_window->currentConversation());
+    ASSERT_TRUE(info);
+    EXPECT_FALSE(ConversationTools::fromJson(info->tools).enabled(QStringLiteral("files")));
+}
+
+TEST_F(ToolsTest, ToolRoundsAreBoundedPerMessage) {
+    ConversationTools t;
+    t.alwaysAllow.push_back(QStringLiteral("files.read"));
+    m_window->setConversationTools(t);
+    m_window->engine()->setForcedOutput(kCall);  // every turn calls the tool again
+    m_window->input()->setPlainText(QStringLiteral("Read a.txt forever"));
+    m_window->sendMessage();
+    const int rounds = ToolManager::kMaxToolRounds;
+    ASSERT_TRUE(spinUntil(
+        [&] {
+            return messages()->rowCount() == rounds + 2 && !m_window->engine()->busy() &&
+                   !m_window->toolRunning() && !messages()->isStreaming();
+        },
+        60000))
+        << messages()->rowCount();
+    test::spinFor(200);
+    EXPECT_EQ(messages()->rowCount(), rounds + 2);  // no further turn
+    EXPECT_EQ(m_provider->calls.size(), rounds);
+    EXPECT_EQ(statusAt(last()), QStringLiteral("limit"));
+    EXPECT_TRUE(cardAt(last())->stateLabel()->text().contains(QStringLiteral("in a row")));
+}
+
+TEST_F(ToolsTest, ToolCallsSurviveReopeningAndBranching) {
+    ASSERT_TRUE(sendForCall(QStringLiteral("Read a.txt")));
+    m_window->engine()->queueForcedOutput(kAnswer);
+    cardAt(1)->runButton()->click();
+    ASSERT_TRUE(waitAnswer());
+    const qint64 id = m_window->currentConversation();
+
+    // A second window on the same file: the card, its outcome and result come back.
+    m_window->newConversation();
+    m_window.reset();
+    openFixtureWindow(m_window, fixtureWindowOptions(m_dir));
+    m_provider = new FakeProvider;
+    m_window->tools()->addProvider(m_provider);
+    m_window->selectConversation(id);
+    ASSERT_EQ(messages()->rowCount(), 3);
+    EXPECT_EQ(messages()->at(1).role, QStringLiteral("tool"));
+    EXPECT_EQ(statusAt(1), QStringLiteral("ok"));
+    ASSERT_TRUE(spinUntil([&] { return cardAt(1) && cardAt(1)->isVisible(); }));
+    EXPECT_EQ(cardAt(1)->resultView()->toPlainText(), QStringLiteral("hello from a.txt"));
+    EXPECT_FALSE(cardAt(1)->runButton()->isVisible());
+
+    // Regenerate the answer: the model reads the stored round again.
+    m_window->engine()->queueForcedOutput(
+        QStringLiteral("<|channel|>final<|message|>Hello, says the file.<|return|>"));
+    m_window->regenerate(2);
+    ASSERT_TRUE(waitAnswer());
+    EXPECT_EQ(messages()->at(2).content, QStringLiteral("Hello, says the file."));
+    EXPECT_EQ(messages()->at(2).versions.size(), 2);
+    ASSERT_NE(lastToolResult(), nullptr);
+    EXPECT_EQ(lastToolResult()->text(), "hello from a.txt");
+
+    // A branch keeps the round.
+    const qint64 branch = m_window->branchFrom(2);
+    ASSERT_NE(branch, 0);
+    ASSERT_EQ(messages()->rowCount(), 3);
+    EXPECT_EQ(messages()->at(1).role, QStringLiteral("tool"));
+    EXPECT_EQ(statusAt(1), QStringLiteral("ok"));
+
+    // Editing the message of yours replaces the round with a new answer.
+    m_window->engine()->queueForcedOutput(kAnswer);
+    m_window->editMessage(0, QStringLiteral("Never mind"));
+    ASSERT_TRUE(waitAnswer());
+    EXPECT_EQ(messages()->rowCount(), 2);
+
+    // Markdown export names the call.
+    m_window->selectConversation(id);
+    EXPECT_TRUE(m_window->store().exportMarkdown(id).contains(
+        QStringLiteral("Tool call: files.read (ok)")));
+}
+
+TEST_F(ToolsTest, APendingCardIsSettledWhenTheUserWritesOn) {
+    ASSERT_TRUE(sendForCall(QStringLiteral("Read a.txt")));
+    ASSERT_TRUE(test::sendAndWait(*m_window, QStringLiteral("No, do not.")));
+    EXPECT_EQ(statusAt(1), QStringLiteral("denied"));
+    EXPECT_TRUE(m_provider->calls.isEmpty());
+    EXPECT_EQ(messages()->at(2).role, QStringLiteral("user"));
+}
+
+}  // namespace
+}  // namespace neural::gui
