@@ -1,5 +1,7 @@
 #include "mcpprovider.h"
 
+#include <algorithm>
+
 #include "mcphttptransport.h"
 #include "mcpstdiotransport.h"
 
