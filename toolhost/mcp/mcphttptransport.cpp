@@ -79,11 +79,21 @@ void McpHttpTransport::release(QNetworkReply* reply) {
         const auto [message, id] = queued_.takeFirst();
         post(message, id);
     }
+    if (notificationsInFlight_ == 0 && listenWanted_) {
+        listenWanted_ = false;
+        openListenStream();
+    }
 }
 
 void McpHttpTransport::setProtocolVersion(const QString& version) {
     protocolVersion_ = version;
-    openListenStream();
+    // The GET stream opens once notifications/initialized (sent next) was accepted.
+    QTimer::singleShot(0, this, [this] {
+        if (notificationsInFlight_ > 0)
+            listenWanted_ = true;
+        else
+            openListenStream();
+    });
 }
 
 void McpHttpTransport::openListenStream() {

@@ -65,6 +65,7 @@ private:
     // the server accepted them: over parallel connections a request could otherwise overtake
     // the notifications/initialized sent before it.
     int notificationsInFlight_ = 0;
+    bool listenWanted_ = false;
     QList<std::pair<QByteArray, qint64>> queued_;
     bool closed_ = false;
 };

@@ -345,8 +345,8 @@ void McpProvider::onInitialized(const JsonRpcReply& reply) {
     bool hasTools = false;
     if (const auto caps = r.find("capabilities"); caps != r.end() && caps->is_object())
         hasTools = caps->contains("tools");
+    transport_->setProtocolVersion(version);  // HTTP sends it with every later message
     rpc_->notify(QStringLiteral("notifications/initialized"), nullptr);
-    transport_->setProtocolVersion(version);
     if (hasTools)
         listTools({}, {}, 0);
     else
