@@ -1,5 +1,7 @@
 #include "builtin/browsertool.h"
 
+#include <algorithm>
+
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>

@@ -1,5 +1,7 @@
 #include "builtin/pagetext.h"
 
+#include <algorithm>
+
 #include <QHash>
 #include <QRegularExpression>
 

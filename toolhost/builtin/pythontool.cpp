@@ -1,5 +1,7 @@
 #include "builtin/pythontool.h"
 
+#include <algorithm>
+
 #include <QDir>
 #include <QFileInfo>
 #include <QJsonDocument>
@@ -319,8 +321,7 @@ void PythonProvider::startSession() {
         std::to_string(::getgid()) + " " + std::to_string(::getgid()) + " 1\n";
     // Runs in the child between fork and exec: async-signal-safe calls only.
     m_process->setChildProcessModifier([reportFd, isolate, memory, uidMap, gidMap] {
-        ::setpgid(0, 0);                     // one group: a kill reaches subprocesses too
-        ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // the session dies with its host
+        ::setpgid(0, 0);  // one group: a kill reaches subprocesses too
         const struct rlimit as { memory, memory };
         ::setrlimit(RLIMIT_AS, &as);
         const struct rlimit cpu { kSessionCpuSeconds, kSessionCpuSeconds };
@@ -333,6 +334,8 @@ void PythonProvider::startSession() {
             writeProcFile("/proc/self/uid_map", uidMap);
             writeProcFile("/proc/self/gid_map", gidMap);
         }
+        // Last: a change of credentials (the new user namespace) clears it.
+        ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // the session dies with its host
         if (reportFd >= 0) {
             ssize_t ignored = ::write(reportFd, &isolated, 1);
             (void)ignored;
