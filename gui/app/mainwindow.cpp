@@ -91,6 +91,7 @@ MainWindow::MainWindow(Options options, QWidget* parent)
     m_conversations = new ConversationModel(this);
     m_messages = new MessageModel(this);
     m_tools = new ToolManager(this);
+    m_tools->applySettings(ToolSettings::load());  // starts the MCP servers
 
     setWindowTitle(tr("Neural"));
     setWindowIcon(QIcon(QStringLiteral(":/neural/neural.ico")));

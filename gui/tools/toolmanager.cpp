@@ -2,7 +2,12 @@
 
 #include <QDir>
 
+#include <algorithm>
+
 #include "app/paths.h"
+#include "builtin/browsertool.h"
+#include "builtin/pythontool.h"
+#include "mcpprovider.h"
 
 namespace neural::gui {
 
@@ -12,7 +17,57 @@ QString builtinKey(const QString& name, qint64 conversation) {
 }
 }  // namespace
 
-ToolManager::ToolManager(QObject* parent) : QObject(parent) {}
+ToolManager::ToolManager(QObject* parent) : QObject(parent) {
+    m_factory = [this](const QString& name, qint64 conversation) -> toolhost::ToolProvider* {
+        if (name == QLatin1String("python") && m_settings.pythonEnabled) {
+            toolhost::PythonToolSettings p;
+            p.interpreter = m_settings.pythonInterpreter;
+            p.workDir = scratchFolder(conversation);
+            p.timeoutMs = m_settings.pythonTimeoutS * 1000;
+            p.memoryBytes = static_cast<qint64>(m_settings.pythonMemoryMiB) << 20;
+            return new toolhost::PythonProvider(p);
+        }
+        if (name == QLatin1String("browser") && m_settings.browserEnabled) {
+            toolhost::BrowserToolSettings b;
+            b.searxngUrl = m_settings.searxngUrl;
+            return new toolhost::BrowserProvider(b);
+        }
+        return nullptr;
+    };
+}
+
+void ToolManager::applySettings(const ToolSettings& settings) {
+    m_settings = settings;
+    m_limits = settings.limits();
+    // Servers no longer configured as they run: stopped.
+    for (toolhost::ToolProvider* p : sharedProviders()) {
+        auto* mcp = qobject_cast<toolhost::McpProvider*>(p);
+        if (!mcp) continue;
+        const bool kept = std::any_of(
+            settings.servers.begin(), settings.servers.end(),
+            [mcp](const toolhost::McpServerConfig& c) { return c.enabled && c == mcp->config(); });
+        if (!kept) {
+            mcp->stop();
+            removeProvider(mcp->name());
+        }
+    }
+    // New or changed ones: started (changed() follows as each becomes ready or fails).
+    for (const toolhost::McpServerConfig& c : settings.servers) {
+        if (!c.enabled) continue;
+        const QString ns = toolhost::mcpNamespaceName(c.name);
+        if (auto* running = qobject_cast<toolhost::McpProvider*>(provider(ns, 0));
+            running && running->config() == c)
+            continue;
+        auto* mcp = new toolhost::McpProvider(c);
+        addProvider(mcp);
+        mcp->start();
+    }
+    // The built-ins are made again, with these settings, on their next use.
+    for (const auto& p : std::as_const(m_builtins))
+        if (p) p->deleteLater();
+    m_builtins.clear();
+    emit changed();
+}
 
 ToolManager::~ToolManager() = default;
 

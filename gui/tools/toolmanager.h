@@ -18,6 +18,7 @@
 #include "chat/message.h"
 #include "tool.h"
 #include "tools/conversationtools.h"
+#include "tools/toolsettings.h"
 
 namespace neural::gui {
 
@@ -31,6 +32,11 @@ public:
     explicit ToolManager(QObject* parent = nullptr);
     ~ToolManager() override;
 
+    // Settings > Tools: starts the enabled MCP servers that are new or changed, stops those
+    // removed, changed or disabled; the built-ins are made again with the new settings.
+    void applySettings(const ToolSettings& settings);
+    const ToolSettings& settings() const { return m_settings; }
+
     // Providers shared by every conversation (the MCP servers; tests add theirs). Takes
     // ownership; a provider of the same name is replaced.
     void addProvider(toolhost::ToolProvider* provider);
@@ -38,7 +44,8 @@ public:
     QList<toolhost::ToolProvider*> sharedProviders() const;
 
     // Makes the built-in `name` ("python", "browser") of a conversation; null when the built-in
-    // is not available (turned off in Settings > Tools). Replaced by tests.
+    // is not available (turned off in Settings > Tools). The default makes the real ones
+    // (toolhost/builtin) from settings(); tests replace it.
     using BuiltinFactory =
         std::function<toolhost::ToolProvider*(const QString& name, qint64 conversation)>;
     void setBuiltinFactory(BuiltinFactory factory);
@@ -71,6 +78,7 @@ signals:
     void changed();
 
 private:
+    ToolSettings m_settings;
     QList<QPointer<toolhost::ToolProvider>> m_shared;
     QHash<QString, QPointer<toolhost::ToolProvider>> m_builtins;  // "python/ID"
     BuiltinFactory m_factory;

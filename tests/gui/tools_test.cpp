@@ -7,6 +7,7 @@
 // python have their own tests below.
 #include <gtest/gtest.h>
 
+#include <QDir>
 #include <QJsonObject>
 #include <QLabel>
 #include <QPlainTextEdit>
@@ -24,6 +25,9 @@
 #include "tool.h"
 #include "tools/toolcard.h"
 #include "tools/toolmanager.h"
+#include "tools/toolsettings.h"
+#include "builtin/pythontool.h"
+#include "mcpserverconfig.h"
 
 namespace neural::gui {
 namespace {
@@ -434,6 +438,108 @@ TEST_F(ToolsTest, APendingCardIsSettledWhenTheUserWritesOn) {
     EXPECT_EQ(statusAt(1), QStringLiteral("denied"));
     EXPECT_TRUE(m_provider->calls.isEmpty());
     EXPECT_EQ(messages()->at(2).role, QStringLiteral("user"));
+}
+
+// The real providers: an MCP server (the C++ test server, over stdio) and python.
+class RealToolsTest : public ToolsTest {
+protected:
+    void SetUp() override {
+        appSettings()->clear();
+        appSettings()->setValue(QStringLiteral("chat/maxTokens"), 64);
+        openFixtureWindow(m_window, fixtureWindowOptions(m_dir));
+    }
+    // Sends `text` with the reply forced to `call`; waits for its card.
+    bool sendForced(const QString& text, const QString& call) {
+        m_window->engine()->queueForcedOutput(call);
+        m_window->input()->setPlainText(text);
+        m_window->sendMessage();
+        return spinUntil([&] {
+            return !m_window->engine()->busy() && !messages()->isStreaming() && last() >= 0 &&
+                   messages()->at(last()).role == QLatin1String("tool");
+        });
+    }
+};
+
+TEST_F(RealToolsTest, AnMcpServerToolRunsFromItsCard) {
+    ToolSettings settings;
+    toolhost::McpServerConfig server;
+    server.name = QStringLiteral("test");
+    server.command = QStringLiteral(NEURAL_MCP_TEST_SERVER);
+    settings.servers.push_back(server);
+    settings.save();
+    m_window->tools()->applySettings(ToolSettings::load());
+    toolhost::ToolProvider* p = m_window->tools()->provider(QStringLiteral("test"), 0);
+    ASSERT_NE(p, nullptr);
+    ASSERT_TRUE(spinUntil([&] { return p->ready(); })) << p->problem().toStdString();
+
+    ASSERT_TRUE(sendForced(QStringLiteral("Echo hi"),
+                           QStringLiteral("<|channel|>commentary to=test.echo <|constrain|>json"
+                                          "<|message|>{\"text\":\"hi there\"}<|call|>")));
+    // The server's tools were in the developer message.
+    const auto& dev = m_window->engine()->lastRequest().developer.tools;
+    ASSERT_EQ(dev.size(), 1u);
+    EXPECT_EQ(dev[0].name, "test");
+    EXPECT_GE(dev[0].tools.size(), 2u);
+    EXPECT_EQ(statusAt(1), QStringLiteral("pending"));
+    m_window->engine()->queueForcedOutput(kAnswer);
+    cardAt(1)->runButton()->click();
+    ASSERT_TRUE(waitAnswer());
+    EXPECT_EQ(statusAt(1), QStringLiteral("ok"));
+    EXPECT_TRUE(messages()->at(1).content.contains(QStringLiteral("hi there")))
+        << messages()->at(1).content.toStdString();
+    ASSERT_NE(lastToolResult(), nullptr);
+    EXPECT_EQ(lastToolResult()->name.value_or(""), "test.echo");
+
+    // The server crashes mid-call: the card says so and the conversation goes on.
+    ASSERT_TRUE(sendForced(QStringLiteral("Crash"),
+                           QStringLiteral("<|channel|>commentary to=test.crash <|constrain|>json"
+                                          "<|message|>{}<|call|>")));
+    m_window->engine()->queueForcedOutput(kAnswer);
+    cardAt(last())->runButton()->click();
+    ASSERT_TRUE(waitAnswer());
+    EXPECT_EQ(statusAt(last() - 1), QStringLiteral("failed"));
+    EXPECT_FALSE(cardAt(last() - 1)->stateLabel()->text().isEmpty());
+    EXPECT_TRUE(cardAt(last() - 1)->stateLabel()->text().contains(QStringLiteral("failed")))
+        << cardAt(last() - 1)->stateLabel()->text().toStdString();
+}
+
+TEST_F(RealToolsTest, PythonRunsACalculationInTheConversationsScratchFolder) {
+#ifdef Q_OS_WIN
+    GTEST_SKIP() << "no Python in the Wine test environment";
+#endif
+    QString why;
+    if (toolhost::PythonProvider::findInterpreter({}, &why).isEmpty())
+        GTEST_SKIP() << "no Python on PATH: " << why.toStdString();
+    ToolSettings settings;
+    settings.pythonEnabled = true;
+    settings.save();
+    m_window->tools()->applySettings(ToolSettings::load());
+    ConversationTools t;
+    t.setEnabled(QStringLiteral("python"), true);
+    m_window->setConversationTools(t);
+
+    ASSERT_TRUE(sendForced(QStringLiteral("What is 6*7?"),
+                           QStringLiteral("<|channel|>analysis to=python code<|message|>"
+                                          "import os\nprint(6*7, os.getcwd())<|call|>")));
+    // python is declared in the system message.
+    const auto& sys = m_window->engine()->lastRequest().system.tools;
+    ASSERT_EQ(sys.size(), 1u);
+    EXPECT_EQ(sys[0].name, "python");
+    EXPECT_EQ(callAt(1).value(QStringLiteral("recipient")).toString(), QStringLiteral("python"));
+    // The code is the call, not reasoning.
+    EXPECT_FALSE(messages()->at(1).reasoning.contains(QStringLiteral("print")));
+    m_window->engine()->queueForcedOutput(kAnswer);
+    cardAt(1)->runButton()->click();
+    ASSERT_TRUE(waitAnswer());
+    EXPECT_EQ(statusAt(1), QStringLiteral("ok")) << messages()->at(1).content.toStdString();
+    const QString out = messages()->at(1).content;
+    EXPECT_TRUE(out.contains(QStringLiteral("42"))) << out.toStdString();
+    const QString scratch = ToolManager::scratchFolder(m_window->currentConversation());
+    EXPECT_TRUE(out.contains(QDir(scratch).dirName())) << out.toStdString();
+    // The model read it as python's answer on the analysis channel.
+    ASSERT_NE(lastToolResult(), nullptr);
+    EXPECT_EQ(lastToolResult()->name.value_or(""), "python");
+    EXPECT_EQ(lastToolResult()->channel.value_or(""), "analysis");
 }
 
 }  // namespace
