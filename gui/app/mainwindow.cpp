@@ -642,6 +642,7 @@ void MainWindow::buildMenus() {
     QMenu* settings = menuBar()->addMenu(tr("&Settings"));
     QAction* appSettingsAct =
         settings->addAction(tr("&Settings..."), this, &MainWindow::openSettings);
+    settings->addAction(tr("&Tools..."), this, &MainWindow::openToolSettings);
     // Ctrl+, everywhere (QKeySequence::Preferences is empty on Windows and most Linux desktops).
     QList<QKeySequence> prefs{QKeySequence(Qt::CTRL | Qt::Key_Comma)};
     for (const QKeySequence& k : QKeySequence::keyBindings(QKeySequence::Preferences))

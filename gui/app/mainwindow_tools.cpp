@@ -21,6 +21,7 @@
 #include "conversation/chatinput.h"
 #include "conversation/chatview.h"
 #include "conversation/contextmeter.h"
+#include "settings/toolsettingsdialog.h"
 #include "tool.h"
 #include "tools/toolcard.h"
 #include "tools/toolmanager.h"
@@ -318,7 +319,9 @@ void MainWindow::settlePendingTool() {
 }
 
 void MainWindow::openToolSettings() {
-    // Replaced by the Settings > Tools page.
+    ToolSettingsDialog d(m_tools, this);
+    d.exec();
+    m_meter->refresh();  // the tools offered are part of the prompt
 }
 
 }  // namespace neural::gui

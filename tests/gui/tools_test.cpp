@@ -8,6 +8,10 @@
 #include <gtest/gtest.h>
 
 #include <QDir>
+#include <QFile>
+#include <QLineEdit>
+#include <QCheckBox>
+#include <QComboBox>
 #include <QJsonObject>
 #include <QLabel>
 #include <QPlainTextEdit>
@@ -26,6 +30,7 @@
 #include "tools/toolcard.h"
 #include "tools/toolmanager.h"
 #include "tools/toolsettings.h"
+#include "settings/toolsettingsdialog.h"
 #include "builtin/pythontool.h"
 #include "mcpserverconfig.h"
 
@@ -540,6 +545,97 @@ TEST_F(RealToolsTest, PythonRunsACalculationInTheConversationsScratchFolder) {
     ASSERT_NE(lastToolResult(), nullptr);
     EXPECT_EQ(lastToolResult()->name.value_or(""), "python");
     EXPECT_EQ(lastToolResult()->channel.value_or(""), "analysis");
+}
+
+// Settings > Tools: import from JSON (good, bad, a file that is not there), a server's state,
+// python's interpreter line, persisted settings.
+TEST_F(RealToolsTest, SettingsImportServersAndSayWhatIsWrong) {
+    ToolSettingsDialog d(m_window->tools(), m_window.get());
+    // A file that is not there.
+    EXPECT_FALSE(d.importServers(m_dir.filePath(QStringLiteral("missing.json"))));
+    EXPECT_TRUE(d.importError()->text().contains(QStringLiteral("Cannot read")))
+        << d.importError()->text().toStdString();
+    // A file that is not JSON.
+    const QString bad = m_dir.filePath(QStringLiteral("bad.json"));
+    {
+        QFile f(bad);
+        ASSERT_TRUE(f.open(QIODevice::WriteOnly));
+        f.write("{\"mcpServers\": {\"files\": {\"command\": 42}}}");
+    }
+    EXPECT_FALSE(d.importServers(bad));
+    EXPECT_FALSE(d.importError()->isHidden());
+    EXPECT_TRUE(d.importError()->text().contains(QStringLiteral("files")))
+        << d.importError()->text().toStdString();
+    EXPECT_TRUE(d.servers().isEmpty());
+    EXPECT_FALSE(d.importServers(QStringLiteral("{\"mcpServers\": ")));
+    EXPECT_TRUE(d.servers().isEmpty());
+
+    // Claude Desktop's format, pasted.
+    const QString json =
+        QStringLiteral(
+            "{\"mcpServers\": {\"test\": {\"command\": \"%1\", \"args\": []},"
+            " \"web\": {\"url\": \"http://127.0.0.1:1/mcp\", \"disabled\": true}}}")
+            .arg(QStringLiteral(NEURAL_MCP_TEST_SERVER));
+    ASSERT_TRUE(d.importServers(json)) << d.importError()->text().toStdString();
+    EXPECT_TRUE(d.importError()->isHidden());
+    ASSERT_EQ(d.servers().size(), 2);
+    EXPECT_EQ(d.serverState(1), QStringLiteral("off"));
+    d.save();
+    // Started, and its state says so; the settings were written.
+    ASSERT_TRUE(spinUntil([&] { return d.serverState(0).startsWith(QStringLiteral("running")); }))
+        << d.serverState(0).toStdString();
+    EXPECT_EQ(ToolSettings::load().servers.size(), 2);
+    EXPECT_NE(m_window->tools()->provider(QStringLiteral("test"), 0), nullptr);
+    EXPECT_EQ(m_window->tools()->provider(QStringLiteral("web"), 0), nullptr);  // disabled
+
+    // Removing it stops it.
+    d.removeServer(0);
+    d.save();
+    EXPECT_EQ(m_window->tools()->provider(QStringLiteral("test"), 0), nullptr);
+
+    // Python: off by default, and the page says which interpreter it would use (or how to get
+    // one).
+    EXPECT_FALSE(d.pythonBox()->isChecked());
+    d.interpreterEdit()->setText(m_dir.filePath(QStringLiteral("no-python-here")));
+    d.pythonBox()->setChecked(true);
+    EXPECT_TRUE(d.pythonFound()->text().startsWith(QStringLiteral("No Python found")))
+        << d.pythonFound()->text().toStdString();
+}
+
+TEST_F(RealToolsTest, TheServerDialogChecksItsFields) {
+    McpServerDialog d(toolhost::McpServerConfig{}, {QStringLiteral("taken")});
+    QString error;
+    d.config(&error);
+    EXPECT_FALSE(error.isEmpty());  // no name
+    d.nameEdit()->setText(QStringLiteral("taken"));
+    d.config(&error);
+    EXPECT_TRUE(error.contains(QStringLiteral("already")));
+    d.nameEdit()->setText(QStringLiteral("files"));
+    d.config(&error);
+    EXPECT_TRUE(error.contains(QStringLiteral("command")));
+    d.commandEdit()->setText(QStringLiteral("npx"));
+    d.argsEdit()->setText(
+        QStringLiteral("-y @modelcontextprotocol/server-filesystem \"C:\\My Notes\""));
+    d.envEdit()->setPlainText(QStringLiteral("A=1\nnot a pair"));
+    d.config(&error);
+    EXPECT_TRUE(error.contains(QStringLiteral("line 2")));
+    d.envEdit()->setPlainText(QStringLiteral("A=1"));
+    toolhost::McpServerConfig c = d.config(&error);
+    EXPECT_TRUE(error.isEmpty()) << error.toStdString();
+    EXPECT_EQ(c.args, (QStringList{QStringLiteral("-y"),
+                                   QStringLiteral("@modelcontextprotocol/server-filesystem"),
+                                   QStringLiteral("C:\\My Notes")}));
+    EXPECT_EQ(c.env.value(QStringLiteral("A")), QStringLiteral("1"));
+    d.transportBox()->setCurrentIndex(1);
+    d.urlEdit()->setText(QStringLiteral("ftp://example.com"));
+    d.config(&error);
+    EXPECT_TRUE(error.contains(QStringLiteral("http")));
+    d.urlEdit()->setText(QStringLiteral("https://example.com/mcp"));
+    d.headersEdit()->setPlainText(QStringLiteral("Authorization: Bearer x"));
+    c = d.config(&error);
+    EXPECT_TRUE(error.isEmpty());
+    EXPECT_EQ(c.transport, toolhost::McpServerConfig::Transport::http);
+    EXPECT_EQ(c.headers.value(QStringLiteral("Authorization")), QStringLiteral("Bearer x"));
 }
 
 }  // namespace
