@@ -1058,6 +1058,7 @@ TurnRequest MainWindow::turnRequest(bool typed) const {
             t.toolChannel = call.value(QStringLiteral("channel")).toString();
             t.toolContentType = call.value(QStringLiteral("content_type")).toString();
             t.toolArguments = call.value(QStringLiteral("arguments")).toString();
+            t.toolPreamble = call.value(QStringLiteral("preamble")).toString();
             if (t.content.isEmpty()) t.content = tr("The call was not run.");
         }
         req.history.push_back(t);

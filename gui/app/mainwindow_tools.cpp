@@ -155,6 +155,9 @@ void MainWindow::onToolCallReply(qint64 conv, const TurnReport& report) {
                      {QStringLiteral("content_type"), report.toolContentType},
                      {QStringLiteral("arguments"), report.toolArguments},
                      {kStatus, QStringLiteral("pending")}};
+    // A note to the user before the call (a commentary preamble) goes with it.
+    if (!report.content.trimmed().isEmpty())
+        call.insert(QStringLiteral("preamble"), report.content);
     QString result;
     toolhost::ToolProvider* p = tools.enabled(a.ns) ? m_tools->provider(a.ns, conv) : nullptr;
     if (toolRoundsSinceUser(conv) >= ToolManager::kMaxToolRounds) {

@@ -299,6 +299,8 @@ openai::ChatRequest EngineHost::chatRequest(const TurnRequest& request) const {
                 t.toolChannel.isEmpty() ? std::string("commentary") : utf8(t.toolChannel);
             if (!t.reasoning.isEmpty())
                 req.history.push_back(chat::Message::assistant("analysis", utf8(t.reasoning)));
+            if (!t.toolPreamble.isEmpty())
+                req.history.push_back(chat::Message::assistant("commentary", utf8(t.toolPreamble)));
             chat::Message call = chat::Message::assistant(channel, utf8(t.toolArguments));
             call.recipient = utf8(t.toolRecipient);
             if (!t.toolContentType.isEmpty()) call.content_type = utf8(t.toolContentType);

@@ -44,6 +44,7 @@ struct ChatTurn {
     QString toolChannel;
     QString toolContentType;
     QString toolArguments;
+    QString toolPreamble;  // a note to the user the model wrote before the call (commentary)
 };
 
 struct TurnRequest {

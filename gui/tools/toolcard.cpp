@@ -35,6 +35,11 @@ ToolCard::ToolCard(QWidget* parent) : QFrame(parent) {
     setAccessibleName(tr("Tool call"));
     auto* v = new QVBoxLayout(this);
     v->setContentsMargins(8, 6, 8, 6);
+    m_preamble = new QLabel(this);
+    m_preamble->setWordWrap(true);
+    m_preamble->setTextFormat(Qt::PlainText);
+    m_preamble->setAccessibleName(tr("The model's note"));
+    m_preamble->hide();
     m_title = new QLabel(this);
     m_title->setTextFormat(Qt::RichText);
     m_title->setAccessibleName(tr("Tool"));
@@ -48,7 +53,7 @@ ToolCard::ToolCard(QWidget* parent) : QFrame(parent) {
     m_state->setWordWrap(true);
     m_state->setTextInteractionFlags(Qt::TextSelectableByMouse);
     m_state->setAccessibleName(tr("Tool call state"));
-    for (QLabel* l : {m_arguments, m_state}) {
+    for (QLabel* l : {m_preamble, m_arguments, m_state}) {
         QSizePolicy sp(QSizePolicy::Ignored, QSizePolicy::Preferred);
         sp.setHeightForWidth(true);
         l->setSizePolicy(sp);
@@ -91,6 +96,7 @@ ToolCard::ToolCard(QWidget* parent) : QFrame(parent) {
                                              : tr("Show the tool's result"));
         m_result->setVisible(on);
     });
+    v->addWidget(m_preamble);
     v->addWidget(m_title);
     v->addWidget(m_arguments);
     v->addWidget(m_state);
@@ -158,6 +164,9 @@ void ToolCard::setCall(const QJsonObject& call, const QString& result) {
     m_title->setText(a.tool.isEmpty()
                          ? tr("Tool call: <b>%1</b>").arg(ns)
                          : tr("Tool call: <b>%1</b> \u203a %2").arg(ns, a.tool.toHtmlEscaped()));
+    const QString preamble = str(call, "preamble").trimmed();
+    m_preamble->setText(preamble);
+    m_preamble->setVisible(!preamble.isEmpty());
     const QString args = prettyArguments(str(call, "arguments"));
     m_arguments->setText(args.isEmpty() ? tr("(no arguments)") : args);
     const QString status = str(call, "status");

@@ -20,9 +20,9 @@ class QToolButton;
 namespace neural::gui {
 
 // The keys of a tool message's stats["tool"]: recipient, channel, content_type, arguments,
-// status (pending, running, ok, tool_error, failed, timed_out, cancelled, denied, unavailable,
-// limit), detail, truncated, full_bytes, seconds, auto (always allowed), and while it runs
-// progress (0..1, or negative) and progress_message.
+// preamble (the model's note before the call), status (pending, running, ok, tool_error, failed,
+// timed_out, cancelled, denied, unavailable, limit), detail, truncated, full_bytes, seconds, auto
+// (always allowed), and while it runs progress (0..1, or negative) and progress_message.
 namespace toolkey {
 inline constexpr char kTool[] = "tool";
 }
@@ -35,6 +35,7 @@ public:
     void setCall(const QJsonObject& call, const QString& result);
 
     QLabel* titleLabel() const { return m_title; }
+    QLabel* preambleLabel() const { return m_preamble; }
     QLabel* argumentsLabel() const { return m_arguments; }
     QLabel* stateLabel() const { return m_state; }
     QPushButton* runButton() const { return m_run; }
@@ -55,6 +56,7 @@ signals:
     void cancelRequested();
 
 private:
+    QLabel* m_preamble;
     QLabel* m_title;
     QLabel* m_arguments;
     QLabel* m_state;

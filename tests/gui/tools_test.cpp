@@ -12,7 +12,10 @@
 #include <QLineEdit>
 #include <QCheckBox>
 #include <QComboBox>
+#include <QApplication>
 #include <QJsonObject>
+#include <QMenu>
+#include <QMessageBox>
 #include <QLabel>
 #include <QPlainTextEdit>
 #include <QProgressBar>
@@ -242,6 +245,88 @@ TEST_F(ToolsTest, ACallShowsACardAndRunAnswersItThenTheModelReplies) {
     ASSERT_TRUE(test::sendAndWait(*m_window, QStringLiteral("Thanks")));
     EXPECT_EQ(messages()->rowCount(), 5);
     EXPECT_EQ(messages()->at(4).role, QStringLiteral("assistant"));
+}
+
+TEST_F(ToolsTest, ANoteBeforeTheCallShowsOnTheCardAndStaysInTheHistory) {
+    m_window->engine()->queueForcedOutput(
+        QStringLiteral("<|channel|>commentary<|message|>Let me look.<|end|><|start|>assistant") +
+        kCall);
+    m_window->input()->setPlainText(QStringLiteral("Read a.txt"));
+    m_window->sendMessage();
+    ASSERT_TRUE(spinUntil([&] {
+        return !m_window->engine()->busy() && !messages()->isStreaming() &&
+               messages()->rowCount() == 2;
+    }));
+    ASSERT_EQ(statusAt(1), QStringLiteral("pending"));
+    EXPECT_EQ(cardAt(1)->preambleLabel()->text(), QStringLiteral("Let me look."));
+    EXPECT_TRUE(cardAt(1)->preambleLabel()->isVisible());
+    m_window->engine()->queueForcedOutput(kAnswer);
+    cardAt(1)->runButton()->click();
+    ASSERT_TRUE(waitAnswer());
+    const auto& h = m_window->engine()->lastRequest().history;
+    ASSERT_GE(h.size(), 4u);
+    EXPECT_EQ(h[h.size() - 3].channel.value_or(""), "commentary");
+    EXPECT_EQ(h[h.size() - 3].text(), "Let me look.");
+    EXPECT_EQ(h[h.size() - 2].recipient.value_or(""), "files.read");
+}
+
+// Answers the next message box with `button` once it is open.
+void answerNextBox(QMessageBox::StandardButton button, bool* seen) {
+    auto* poll = new QTimer;
+    poll->setInterval(20);
+    QObject::connect(poll, &QTimer::timeout, poll, [poll, button, seen] {
+        if (auto* box = qobject_cast<QMessageBox*>(QApplication::activeModalWidget())) {
+            *seen = true;
+            box->button(button)->click();
+            poll->deleteLater();
+        }
+    });
+    poll->start();
+}
+
+TEST_F(ToolsTest, TheToolsMenuTurnsNamespacesOnAndOffPerConversation) {
+    QMenu* menu = m_window->toolsButton()->menu();
+    ASSERT_NE(menu, nullptr);
+    auto action = [&](const QString& ns) -> QAction* {
+        m_window->fillToolsMenu();
+        for (QAction* a : menu->actions())
+            if (a->data().toString() == ns) return a;
+        return nullptr;
+    };
+    ASSERT_NE(action(QStringLiteral("files")), nullptr);
+    EXPECT_TRUE(action(QStringLiteral("files"))->isChecked());  // servers: on by default
+    EXPECT_TRUE(action(QStringLiteral("files"))->text().contains(QStringLiteral("1 tool")));
+    ASSERT_NE(action(QStringLiteral("python")), nullptr);
+    EXPECT_FALSE(action(QStringLiteral("python"))->isChecked());  // built-ins: off
+    EXPECT_FALSE(action(QStringLiteral("browser"))->isChecked());
+
+    action(QStringLiteral("files"))->trigger();
+    EXPECT_FALSE(m_window->conversationTools().enabled(QStringLiteral("files")));
+    // python asks first; No keeps it off, Yes turns it on.
+    bool asked = false;
+    answerNextBox(QMessageBox::No, &asked);
+    action(QStringLiteral("python"))->trigger();
+    EXPECT_TRUE(asked);
+    EXPECT_FALSE(m_window->conversationTools().enabled(QStringLiteral("python")));
+    asked = false;
+    answerNextBox(QMessageBox::Yes, &asked);
+    action(QStringLiteral("python"))->trigger();
+    EXPECT_TRUE(asked);
+    EXPECT_TRUE(m_window->conversationTools().enabled(QStringLiteral("python")));
+
+    // Stored with the conversation once it exists; a New conversation starts with the defaults.
+    ASSERT_TRUE(test::sendAndWait(*m_window, QStringLiteral("Hello")));
+    const qint64 id = m_window->currentConversation();
+    m_window->newConversation();
+    EXPECT_TRUE(m_window->conversationTools().enabled(QStringLiteral("files")));
+    EXPECT_FALSE(m_window->conversationTools().enabled(QStringLiteral("python")));
+    m_window->selectConversation(id);
+    EXPECT_FALSE(m_window->conversationTools().enabled(QStringLiteral("files")));
+    EXPECT_TRUE(m_window->conversationTools().enabled(QStringLiteral("python")));
+    // A branch takes them along.
+    ASSERT_NE(m_window->branchFrom(0), 0);
+    EXPECT_FALSE(m_window->conversationTools().enabled(QStringLiteral("files")));
+    EXPECT_TRUE(m_window->conversationTools().enabled(QStringLiteral("python")));
 }
 
 TEST_F(ToolsTest, DenySendsADenialTheModelReads) {
