@@ -1071,6 +1071,56 @@ TEST(ServerTools, AStreamGoesOnAcrossTheToolCall) {
     EXPECT_THAT(server.log(), HasSubstr("built-in tool python: ok (3 bytes to the model)"));
 }
 
+// A client that leaves while a built-in tool runs cancels it (the python session is killed),
+// and the server goes on serving.
+TEST(ServerTools, AClientThatLeavesDuringAToolCallCancelsIt) {
+    test::TempDir dir;
+    test::write_file(dir / "script.json",
+                     R"(["<|channel|>analysis to=python code<|message|>import time\ntime.sleep(60))"
+                     R"(<|call|>", "<|channel|>final<|message|>done<|return|>"])");
+    ServerProcess server({"--enable-test-options", "--test-script", (dir / "script.json").string(),
+                          "--tools", "python"});
+    ASSERT_TRUE(server.ok());
+    {
+        Conn leaving(server.port());
+        leaving.send(chat(chat_body(100, true)));
+        const auto head = leaving.head(20000);
+        ASSERT_TRUE(head);
+        ASSERT_EQ(head->status, 200);
+        std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // the code is sleeping
+    }
+    const auto deadline = Clock::now() + std::chrono::seconds(10);
+    while (Clock::now() < deadline &&
+           server.log().find("built-in tool python: cancelled") == std::string::npos)
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    EXPECT_THAT(server.log(), HasSubstr("built-in tool python: cancelled"));
+    EXPECT_THAT(server.log(), HasSubstr("(client went away)"));
+    Conn next(server.port());
+    next.send(chat(chat_body(100, false)));
+    const auto r = next.response(30000);
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 200);
+    EXPECT_THAT(r->body, HasSubstr(R"("content":"done")"));
+}
+
+// A browser call reaches the browser tool (here without a search provider: the model is told).
+TEST(ServerTools, ABrowserCallIsRun) {
+    test::TempDir dir;
+    test::write_file(dir / "script.json",
+                     R"(["<|channel|>analysis to=browser.search code<|message|>{\"query\": \"x\"})"
+                     R"(<|call|>", "<|channel|>final<|message|>none<|return|>"])");
+    ServerProcess server({"--enable-test-options", "--test-script", (dir / "script.json").string(),
+                          "--tools", "browser"});
+    ASSERT_TRUE(server.ok());
+    Conn c(server.port());
+    c.send(chat(chat_body(100, false)));
+    const auto r = c.response(30000);
+    ASSERT_TRUE(r);
+    ASSERT_EQ(r->status, 200);
+    EXPECT_THAT(r->body, HasSubstr(R"("content":"none")"));
+    EXPECT_THAT(server.log(), HasSubstr("built-in tool browser.search: failed"));
+}
+
 TEST(ServerTools, WithoutToolsABuiltInCallIsNotRun) {
     test::TempDir dir;
     test::write_file(dir / "script.json",
