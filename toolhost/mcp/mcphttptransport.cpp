@@ -37,9 +37,9 @@ QNetworkRequest McpHttpTransport::makeRequest() const {
 }
 
 void McpHttpTransport::track(QNetworkReply* reply, qint64 requestId, bool listen) {
-    Exchange ex;
-    ex.requestId = requestId;
-    ex.listen = listen;
+    auto ex = std::make_shared<Exchange>();
+    ex->requestId = requestId;
+    ex->listen = listen;
     exchanges_.insert(reply, ex);
     connect(reply, &QNetworkReply::readyRead, this, [this, reply] { onReadyRead(reply); });
     connect(reply, &QNetworkReply::finished, this, [this, reply] { onFinished(reply); });
@@ -105,7 +105,7 @@ void McpHttpTransport::openListenStream() {
 
 void McpHttpTransport::abandon(qint64 requestId) {
     for (auto it = exchanges_.begin(); it != exchanges_.end(); ++it) {
-        if (it->requestId == requestId && !it->listen) {
+        if ((*it)->requestId == requestId && !(*it)->listen) {
             QNetworkReply* reply = it.key();
             exchanges_.erase(it);
             reply->disconnect(this);
@@ -119,7 +119,8 @@ void McpHttpTransport::abandon(qint64 requestId) {
 void McpHttpTransport::onReadyRead(QNetworkReply* reply) {
     auto it = exchanges_.find(reply);
     if (it == exchanges_.end() || closed_) return;
-    Exchange& ex = *it;
+    const std::shared_ptr<Exchange> keep = *it;
+    Exchange& ex = *keep;
     if (ex.buffer.isEmpty() && !ex.stream) {
         const QString type = reply->header(QNetworkRequest::ContentTypeHeader).toString().toLower();
         ex.stream = type.startsWith(QLatin1String("text/event-stream"));
@@ -190,7 +191,8 @@ void McpHttpTransport::onFinished(QNetworkReply* reply) {
     reply->deleteLater();
     auto it = exchanges_.find(reply);
     if (it == exchanges_.end() || closed_) return;
-    Exchange ex = *it;
+    const std::shared_ptr<Exchange> keep = *it;
+    Exchange& ex = *keep;
     exchanges_.erase(it);
     const int status = reply->attribute(QNetworkRequest::HttpStatusCodeAttribute).toInt();
     if (sessionId_.isEmpty() && reply->hasRawHeader("Mcp-Session-Id"))

@@ -11,6 +11,8 @@
 #include <QPointer>
 #include <QStringList>
 
+#include <memory>
+
 #include "mcpserverconfig.h"
 #include "mcptransport.h"
 
@@ -56,7 +58,9 @@ private:
 
     McpServerConfig config_;
     QNetworkAccessManager* manager_ = nullptr;
-    QHash<QNetworkReply*, Exchange> exchanges_;
+    // Shared: parsing an SSE stream emits messages, whose receivers may send (inserting here) or
+    // abandon (removing here) while the exchange is still being read.
+    QHash<QNetworkReply*, std::shared_ptr<Exchange>> exchanges_;
     QString sessionId_;
     QString protocolVersion_;
     QStringList recent_;

@@ -155,6 +155,12 @@ void McpToolCall::finishWith(ToolOutcome::Status status, const QString& text,
     finish(outcome);
 }
 
+McpToolCall::~McpToolCall() {
+    if (done_ || !provider_) return;
+    provider_->cancelCall(this, QStringLiteral("cancelled by the user"));
+    provider_->callDone(this);
+}
+
 void McpToolCall::cancel() {
     if (done_) return;
     if (provider_) provider_->cancelCall(this, QStringLiteral("cancelled by the user"));

@@ -110,6 +110,8 @@ class McpToolCall : public ToolCall {
     Q_OBJECT
 public:
     void cancel() override;
+    // Deleting a call before it finished cancels it (no finished signal then).
+    ~McpToolCall() override;
 
 private:
     friend class McpProvider;

@@ -270,6 +270,38 @@ TEST(McpProviderStart, RefusesARevisionItDoesNotSpeak) {
         << p.problem().toStdString();
 }
 
+TEST(McpProviderStart, AnEnormousToolListIsCapped) {
+    McpProvider p(testServer({QStringLiteral("--many-tools"), QStringLiteral("300"),
+                              QStringLiteral("--page-size"), QStringLiteral("50"),
+                              QStringLiteral("--deep-schema")}));
+    ASSERT_TRUE(startAndWait(p)) << p.problem().toStdString();
+    EXPECT_EQ(p.toolNames().size(), McpProvider::kMaxTools);
+    EXPECT_EQ(p.toolNamespace().tools.size(), std::size_t(McpProvider::kMaxTools));
+    EXPECT_TRUE(p.diagnostics().contains(QStringLiteral("more than 128 tools")))
+        << p.diagnostics().toStdString();
+}
+
+TEST(McpProviderStart, ASchemaTooDeepToShowIsLeftOut) {
+    McpProvider p(testServer({QStringLiteral("--deep-schema")}));
+    ASSERT_TRUE(startAndWait(p)) << p.problem().toStdString();
+    const chat::ToolNamespace ns = p.toolNamespace();
+    ASSERT_EQ(ns.tools.back().name, "deep");
+    EXPECT_FALSE(ns.tools.back().parameters.has_value());
+    EXPECT_NE(ns.tools.back().description.find("too large to show"), std::string::npos);
+}
+
+TEST(McpProviderStart, DeletingARunningCallCancelsIt) {
+    McpProvider p(testServer());
+    ASSERT_TRUE(startAndWait(p)) << p.problem().toStdString();
+    auto r = startCall(p, QStringLiteral("slow"), QStringLiteral(R"({"steps":100,"ms":50})"));
+    ASSERT_TRUE(spin([&] { return !r->progress.isEmpty(); }));
+    delete r->call.data();
+    EXPECT_TRUE(
+        spin([&] { return p.diagnostics().contains(QStringLiteral("slow: cancelled request")); }));
+    EXPECT_EQ(runCall(p, QStringLiteral("echo"), QStringLiteral(R"({"text":"x"})")).text,
+              QStringLiteral("x"));
+}
+
 TEST(McpProviderStart, ACommandThatDoesNotExist) {
     McpServerConfig c;
     c.name = QStringLiteral("missing");

@@ -8,6 +8,7 @@
 // notifications/tools/list_changed), ping_client (a ping and an unknown request to the client).
 // tools/list is paged (--page-size, default 2). Options that break the handshake:
 //   --protocol V        answer initialize with revision V
+//   --many-tools N      N more tools (t0, t1, ...); --deep-schema: a tool nesting 40 levels
 //   --garbage-at-start  print non-JSON lines and never answer properly
 //   --exit-at-start N   print to stderr and exit with code N at once
 #include <chrono>
@@ -88,6 +89,9 @@ json schema(json properties, std::vector<std::string> required) {
     return s;
 }
 
+int many_tools = 0;        // --many-tools N: N more tools t0, t1, ...
+bool deep_schema = false;  // --deep-schema: a tool whose schema nests 40 levels
+
 std::vector<json> tools() {
     std::vector<json> t = {
         {{"name", "echo"},
@@ -124,6 +128,14 @@ std::vector<json> tools() {
          {"description", "Pings the client."},
          {"inputSchema", schema(json::object(), {})}},
     };
+    for (int i = 0; i < many_tools; ++i)
+        t.push_back(
+            {{"name", "t" + std::to_string(i)}, {"inputSchema", schema(json::object(), {})}});
+    if (deep_schema) {
+        json deep = {{"type", "string"}};
+        for (int i = 0; i < 40; ++i) deep = schema({{"x", deep}}, {});
+        t.push_back({{"name", "deep"}, {"description", "Deeply nested."}, {"inputSchema", deep}});
+    }
     return t;
 }
 
@@ -282,6 +294,10 @@ int main(int argc, char** argv) {
         } else if (a == "--exit-at-start" && i + 1 < argc) {
             log("fatal: the test server was told to exit at start");
             return std::atoi(argv[++i]);
+        } else if (a == "--many-tools" && i + 1 < argc) {
+            many_tools = std::atoi(argv[++i]);
+        } else if (a == "--deep-schema") {
+            deep_schema = true;
         } else if (a == "--garbage-at-start") {
             write_line("Starting server... (this is not JSON-RPC)");
             write_line("[1, 2, 3]");
