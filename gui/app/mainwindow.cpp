@@ -50,6 +50,7 @@
 #include "app/modelcatalog.h"
 #include "app/outputpath.h"
 #include "app/paths.h"
+#include "tool.h"
 #include "app/theme.h"
 #include "app/wheelguard.h"
 #include "benchmark/benchmarkdialog.h"
@@ -802,6 +803,10 @@ void MainWindow::selectConversation(qint64 id) {
     m_panel->flush();  // a prompt still being typed belongs to the conversation left
     m_panel->setSettings({info->systemPrompt, info->reasoningEffort, info->sampling});
     m_convTools = ConversationTools::fromJson(info->tools);
+    if (m_toolCall && id == m_toolConversation) {
+        // Back to the conversation whose tool call runs: its card shows it running.
+        if (const int r = rowOfMessage(m_toolMessage); r >= 0) showToolRunning(r);
+    }
     const int row = m_conversations->rowOf(id);
     if (row >= 0) m_list->setCurrentIndex(m_conversations->index(row));
 }
@@ -1238,7 +1243,16 @@ qint64 MainWindow::branchFrom(int row) {
     return id;
 }
 
-void MainWindow::stopGeneration() { m_engine->stop(); }
+void MainWindow::stopGeneration() {
+    // Stop (Esc) also cancels a running tool call; unlike the card's Cancel, no turn follows
+    // (Regenerate lets the model answer it later).
+    if (m_toolCall) {
+        m_toolStopped = true;
+        m_toolCall->cancel();
+        return;
+    }
+    m_engine->stop();
+}
 
 void MainWindow::regenerate(int row) {
     if (m_engine->busy() || toolRunning() || row < 0 || row >= m_messages->rowCount() ||

@@ -239,6 +239,8 @@ private:
     // The reply ended in a tool call: stores the tool message, runs it when allowed.
     void onToolCallReply(qint64 conv, const TurnReport& report);
     void runTool(int row, bool automatic);
+    // The card of the running call shows it running (also after its conversation is reopened).
+    void showToolRunning(int row);
     void answerTool(int row, const QString& status, const QString& text, const QString& detail,
                     bool continueTurn);
     void onToolFinished(const neural::toolhost::ToolOutcome& outcome);
@@ -318,6 +320,8 @@ private:
     qint64 m_toolMessage = 0;
     qint64 m_toolConversation = 0;
     qint64 m_toolStartMs = 0;
+    bool m_toolAutomatic = false;  // the running call was always allowed
+    bool m_toolStopped = false;    // Stop cancelled it: no turn follows
 };
 
 }  // namespace neural::gui

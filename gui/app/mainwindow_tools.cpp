@@ -234,12 +234,9 @@ void MainWindow::runTool(int row, bool automatic) {
                    tr("Error: the tool %1 is not available (%2).").arg(recipient, why), why, true);
         return;
     }
-    // Running lives in the view only: a crash while it runs leaves the card waiting for Run.
-    call.insert(kStatus, QStringLiteral("running"));
-    call.insert(QStringLiteral("auto"), automatic);
-    call.insert(QStringLiteral("progress"), -1);
-    m.stats.insert(kTool, call);
-    m_messages->replace(row, storedFrom(m, m_current, row));
+    m_toolAutomatic = automatic;
+    m_toolStopped = false;
+    showToolRunning(row);
     m_toolMessage = m.id;
     m_toolConversation = m_current;
     m_toolStartMs = QDateTime::currentMSecsSinceEpoch();
@@ -262,6 +259,17 @@ void MainWindow::runTool(int row, bool automatic) {
     connect(running, &toolhost::ToolCall::finished, this, &MainWindow::onToolFinished);
 }
 
+void MainWindow::showToolRunning(int row) {
+    // Running lives in the view only: a crash while it runs leaves the card waiting for Run.
+    ChatMessage m = m_messages->at(row);
+    QJsonObject call = callOf(m);
+    call.insert(kStatus, QStringLiteral("running"));
+    call.insert(QStringLiteral("auto"), m_toolAutomatic);
+    call.insert(QStringLiteral("progress"), -1);
+    m.stats.insert(kTool, call);
+    m_messages->replace(row, storedFrom(m, m_current, row));
+}
+
 void MainWindow::onToolFinished(const toolhost::ToolOutcome& outcome) {
     if (m_toolCall) m_toolCall->deleteLater();
     m_toolCall = nullptr;
@@ -276,9 +284,7 @@ void MainWindow::onToolFinished(const toolhost::ToolOutcome& outcome) {
     StoredMessage s = *it;
     QJsonObject call = s.stats.value(kTool).toObject();
     const int row = conv == m_current ? rowOfMessage(id) : -1;
-    if (row >= 0)
-        call.insert(QStringLiteral("auto"),
-                    callOf(m_messages->at(row)).value(QStringLiteral("auto")).toBool());
+    call.insert(QStringLiteral("auto"), m_toolAutomatic);
     call.insert(kStatus, toolhost::statusName(outcome.status));
     call.insert(QStringLiteral("seconds"), seconds);
     if (!outcome.detail.isEmpty()) call.insert(QStringLiteral("detail"), outcome.detail);
@@ -295,8 +301,8 @@ void MainWindow::onToolFinished(const toolhost::ToolOutcome& outcome) {
                  toolhost::statusName(outcome.status).toStdString(), seconds);
     if (row < 0) return;  // its conversation is not open: Regenerate answers it there
     m_messages->replace(row, s);
-    // The model reads the outcome (a denial, an error and a cancel too) and answers.
-    if (row == m_messages->rowCount() - 1 && !m_engine->busy()) startTurn();
+    // The model reads the outcome (an error and a cancel too) and answers, unless Stop ended it.
+    if (row == m_messages->rowCount() - 1 && !m_engine->busy() && !m_toolStopped) startTurn();
 }
 
 void MainWindow::answerTool(int row, const QString& status, const QString& text,

@@ -386,6 +386,15 @@ TEST_F(ToolsTest, ARunningCallCanBeCancelled) {
     EXPECT_EQ(messages()->rowCount(), 2);
     m_window->input()->clear();
 
+    // Another conversation opened meanwhile, then this one again: the card still runs.
+    const qint64 id = m_window->currentConversation();
+    m_window->newConversation();
+    m_window->selectConversation(id);
+    ASSERT_EQ(messages()->rowCount(), 2);
+    EXPECT_EQ(statusAt(1), QStringLiteral("running"));
+    ASSERT_TRUE(spinUntil([&] { return cardAt(1) && cardAt(1)->cancelButton()->isVisible(); }));
+    card = cardAt(1);
+
     m_window->engine()->queueForcedOutput(kAnswer);
     card->cancelButton()->click();
     ASSERT_TRUE(waitAnswer());
@@ -395,6 +404,23 @@ TEST_F(ToolsTest, ARunningCallCanBeCancelled) {
     const chat::Message* result = lastToolResult();
     ASSERT_NE(result, nullptr);
     EXPECT_NE(result->text().find("cancelled"), std::string::npos);
+
+    // Stop (Esc) cancels a running call too, and no turn follows.
+    ASSERT_TRUE(sendForCall(QStringLiteral("Read it again")));
+    cardAt(last())->runButton()->click();
+    ASSERT_TRUE(m_window->toolRunning());
+    const int row = last();
+    m_window->stopGeneration();
+    ASSERT_TRUE(spinUntil([&] { return !m_window->toolRunning(); }));
+    test::spinFor(300);
+    EXPECT_FALSE(m_window->engine()->busy());
+    EXPECT_EQ(last(), row);
+    EXPECT_EQ(statusAt(row), QStringLiteral("cancelled"));
+    // Regenerate lets the model answer it.
+    m_window->engine()->queueForcedOutput(kAnswer);
+    m_window->regenerateLast();
+    ASSERT_TRUE(waitAnswer());
+    EXPECT_EQ(last(), row + 1);
 }
 
 TEST_F(ToolsTest, FailuresShowInTheCardAndTheConversationContinues) {
