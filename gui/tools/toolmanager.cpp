@@ -56,8 +56,12 @@ void ToolManager::applySettings(const ToolSettings& settings) {
         if (!c.enabled) continue;
         const QString ns = toolhost::mcpNamespaceName(c.name);
         if (auto* running = qobject_cast<toolhost::McpProvider*>(provider(ns, 0));
-            running && running->config() == c)
+            running && running->config() == c) {
+            // Unchanged: kept as it runs; one that is not running (it crashed, or failed to
+            // start) is started again.
+            if (!running->ready()) running->start();
             continue;
+        }
         auto* mcp = new toolhost::McpProvider(c);
         addProvider(mcp);
         mcp->start();

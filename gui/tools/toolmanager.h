@@ -32,8 +32,9 @@ public:
     explicit ToolManager(QObject* parent = nullptr);
     ~ToolManager() override;
 
-    // Settings > Tools: starts the enabled MCP servers that are new or changed, stops those
-    // removed, changed or disabled; the built-ins are made again with the new settings.
+    // Settings > Tools: starts the enabled MCP servers that are new, changed or not running (a
+    // crashed one), stops those removed, changed or disabled; the built-ins are made again with
+    // the new settings.
     void applySettings(const ToolSettings& settings);
     const ToolSettings& settings() const { return m_settings; }
 

@@ -617,6 +617,11 @@ TEST_F(RealToolsTest, AnMcpServerToolRunsFromItsCard) {
     EXPECT_FALSE(cardAt(last() - 1)->stateLabel()->text().isEmpty());
     EXPECT_TRUE(cardAt(last() - 1)->stateLabel()->text().contains(QStringLiteral("failed")))
         << cardAt(last() - 1)->stateLabel()->text().toStdString();
+    // The crashed server is down until the settings are applied again (OK in Settings > Tools).
+    EXPECT_FALSE(p->ready());
+    m_window->tools()->applySettings(ToolSettings::load());
+    EXPECT_EQ(m_window->tools()->provider(QStringLiteral("test"), 0), p);  // the same provider
+    ASSERT_TRUE(spinUntil([&] { return p->ready(); })) << p->problem().toStdString();
 }
 
 TEST_F(RealToolsTest, PythonRunsACalculationInTheConversationsScratchFolder) {
