@@ -9,7 +9,9 @@
 #include <QCryptographicHash>
 #include <QDateTime>
 #include <QDeadlineTimer>
+#include <QDir>
 #include <QHttpServerRequest>
+#include <QPointer>
 #include <QRandomGenerator>
 #include <QRegularExpression>
 #include <QTcpSocket>
@@ -175,15 +177,7 @@ public:
             connect(channel, &HttpChannel::drained, this, [this] { resumeIfDrained(); });
         }
         channel->setParent(this);
-        m_job->receiver = this;
-        m_job->onStarted = [this] {
-            // Headers (and the role chunk) go out as soon as the engine takes the request, so a
-            // client sees it accepted while a long prompt is processed.
-            if (m_stream && !m_gone) beginStream();
-        };
-        m_job->onEvent = [this](const chat::ParserEvent& e) { onEvent(e); };
-        m_job->onText = [this](const host::TextPiece& t) { onText(t); };
-        m_job->onFinished = [this](const GenerationOutcome& o) { onFinished(o); };
+        attachJob();
         connect(channel, &HttpChannel::closed, this, [this] { onClientGone(); });
         m_server->m_calls.insert(this);
     }
@@ -193,6 +187,11 @@ public:
         if (m_overflow) {
             auto& fifo = m_server->m_overflow;
             fifo.erase(std::remove(fifo.begin(), fifo.end(), this), fifo.end());
+        }
+        if (m_python) {
+            const QString scratch = m_python->workDir();
+            m_python.reset();  // ends the session first
+            QDir(scratch).removeRecursively();
         }
     }
 
@@ -233,17 +232,136 @@ public:
             return;
         }
         m_shutdown = true;
+        if (m_toolCall) {
+            m_toolCall->cancel();  // continueAfterTool ends the request
+            return;
+        }
         if (m_server->m_queue->cancel(m_job->id)) refuseBusy(kShuttingDown);
     }
 
     // The server is going away: the job must not outlive this call's connection.
     void abandon() {
         m_gone = true;
+        if (m_toolCall) m_toolCall->disconnect(this);
         if (m_server->m_queue) m_server->m_queue->cancel(m_job->id);
         m_job->receiver = nullptr;
     }
 
 private:
+    // Routes the job's callbacks here (the request's first job and each continuation after a
+    // built-in tool call).
+    void attachJob() {
+        m_job->receiver = this;
+        m_job->onStarted = [this] {
+            // Headers (and the role chunk) go out as soon as the engine takes the request, so a
+            // client sees it accepted while a long prompt is processed.
+            if (m_stream && !m_gone) beginStream();
+        };
+        m_job->onEvent = [this](const chat::ParserEvent& e) { onEvent(e); };
+        m_job->onText = [this](const host::TextPiece& t) { onText(t); };
+        m_job->onFinished = [this](const GenerationOutcome& o) { onFinished(o); };
+    }
+
+    // Built-in tools (ServerConfig::toolPython / toolBrowser): when the turn ended with a call of
+    // an enabled one, runs it and returns true; continueAfterTool then queues the turn's next
+    // step with the result.
+    bool startBuiltinTool(const GenerationOutcome& o) {
+        const ServerConfig& config = m_server->m_config;
+        if ((!config.toolPython && !config.toolBrowser) || m_turn.empty() ||
+            o.chat.finish != chat::FinishReason::stop)
+            return false;
+        const chat::Message& last = m_turn.back();
+        if (!last.is_tool_call() || !last.recipient || !last.has_text()) return false;
+        const std::string& recipient = *last.recipient;
+        toolhost::ToolProvider* provider = nullptr;
+        QString tool;
+        if (recipient == "python" && config.toolPython) {
+            if (!m_python) {
+                toolhost::PythonToolSettings settings = config.pythonTool;
+                const QString base = settings.workDir.isEmpty()
+                                         ? QDir(QDir::tempPath()).filePath("neural-server-python")
+                                         : settings.workDir;
+                settings.workDir = QDir(base).filePath(QString::fromStdString(m_id));
+                m_python = std::make_unique<toolhost::PythonProvider>(settings);
+            }
+            provider = m_python.get();
+        } else if (recipient.rfind("browser.", 0) == 0 && config.toolBrowser) {
+            if (!m_browser)
+                m_browser = std::make_unique<toolhost::BrowserProvider>(config.browserTool);
+            provider = m_browser.get();
+            tool = QString::fromStdString(recipient.substr(8));
+        }
+        if (!provider) return false;
+        if (m_toolCalls >= config.maxToolCalls) {
+            qCInfo(lcNeuralServer).noquote()
+                << QStringLiteral(
+                       "%1 %2: built-in tool call %3 not run: the request already "
+                       "made %4 (--tool-calls-max); the turn ends")
+                       .arg(m_request.remote, loggablePath(m_request.path),
+                            QString::fromStdString(recipient))
+                       .arg(m_toolCalls);
+            return false;
+        }
+        ++m_toolCalls;
+        // The steps so far count in the request's answer.
+        m_earlierUsage = o.chat.usage;
+        m_earlierReasoning = o.chat.reasoning;
+        toolhost::ToolCall* call =
+            provider->call(tool, QString::fromStdString(last.text()), toolhost::CallLimits{});
+        call->setParent(this);
+        m_toolCall = call;
+        const chat::Message callMessage = last;
+        connect(call, &toolhost::ToolCall::finished, this,
+                [this, call, callMessage](const toolhost::ToolOutcome& outcome) {
+                    call->deleteLater();
+                    continueAfterTool(callMessage, outcome);
+                });
+        return true;
+    }
+
+    void continueAfterTool(const chat::Message& callMessage, const toolhost::ToolOutcome& outcome) {
+        m_toolCall = nullptr;
+        const QString recipient = QString::fromStdString(callMessage.recipient.value_or(""));
+        qCInfo(lcNeuralServer).noquote()
+            << QStringLiteral("%1 %2: built-in tool %3: %4 (%5 bytes to the model)")
+                   .arg(m_request.remote, loggablePath(m_request.path), recipient,
+                        toolhost::statusName(outcome.status))
+                   .arg(outcome.text.toUtf8().size());
+        if (m_gone || m_shutdown) {
+            GenerationOutcome cancelled;
+            cancelled.status = GenerationOutcome::Status::cancelled;
+            onFinished(cancelled);
+            return;
+        }
+        auto next = std::make_shared<GenerationJob>();
+        next->kind = GenerationJob::Kind::chat;
+        next->chat = m_job->chat;
+        next->chat.forced_output.reset();
+        next->chat.reply_start.reset();
+        for (chat::Message& m : m_turn) next->chat.history.push_back(std::move(m));
+        m_turn.clear();
+        // As the reference tools answer: from the tool, on the call's channel.
+        chat::Message result =
+            chat::Message::tool_result(recipient.toStdString(), outcome.text.toStdString());
+        if (callMessage.channel) result.channel = callMessage.channel;
+        next->chat.history.push_back(std::move(result));
+        if (auto scripted = m_server->nextScripted())
+            next->chat.forced_output = std::move(scripted);
+        next->session = m_job->session;
+        next->maxTokens = m_job->maxTokens;
+        next->maxPromptTokens = m_job->maxPromptTokens;
+        m_job->receiver = nullptr;
+        m_job = std::move(next);
+        attachJob();
+        if (!m_server->m_queue->enqueue(m_job)) {
+            GenerationOutcome busy;
+            busy.status = GenerationOutcome::Status::engineError;
+            busy.errorCode = "server_overloaded";
+            busy.error = "the queue was full when the turn went on after a built-in tool call";
+            onFinished(busy);
+        }
+    }
+
     // After each write to a stream: a client that does not keep up pauses the engine.
     void checkBackpressure() {
         if (m_gone || m_job->paused.load()) return;
@@ -299,6 +417,8 @@ private:
 
     void onEvent(const chat::ParserEvent& e) {
         if (m_gone) return;
+        if (m_api == Api::chat && e.type == chat::EventType::message_end)
+            m_turn.push_back(e.message);  // for a built-in tool call (startBuiltinTool)
         if (m_api == Api::responses) {
             // The encoder builds the output items for the final object in any case.
             const auto events = m_responseEncoder->event(e);
@@ -337,18 +457,28 @@ private:
         deleteLater();
     }
 
-    void onFinished(const GenerationOutcome& o) {
+    void onFinished(const GenerationOutcome& step) {
         using Status = GenerationOutcome::Status;
+        if (step.status == Status::ok || step.status == Status::cancelled) {
+            const auto& s = step.chat.usage;
+            m_server->m_metrics.countGeneration(s.prompt_tokens, s.cached_tokens,
+                                                s.completion_tokens, step.promptSeconds,
+                                                step.decodeSeconds);
+        }
+        // With built-in tool calls the answer is several steps: usage and reasoning add up.
+        GenerationOutcome o = step;
+        if (m_toolCalls > 0) {
+            o.chat.usage.prompt_tokens += m_earlierUsage.prompt_tokens;
+            o.chat.usage.completion_tokens += m_earlierUsage.completion_tokens;
+            o.chat.usage.cached_tokens += m_earlierUsage.cached_tokens;
+            o.chat.usage.reasoning_tokens += m_earlierUsage.reasoning_tokens;
+            o.chat.reasoning = m_earlierReasoning + o.chat.reasoning;
+        }
         const auto& u = o.chat.usage;
         const QString tokens = QStringLiteral("prompt=%1 cached=%2 generated=%3")
                                    .arg(u.prompt_tokens)
                                    .arg(u.cached_tokens)
                                    .arg(u.completion_tokens);
-        if (o.status == Status::ok || o.status == Status::cancelled) {
-            m_server->m_metrics.countGeneration(u.prompt_tokens, u.cached_tokens,
-                                                u.completion_tokens, o.promptSeconds,
-                                                o.decodeSeconds);
-        }
         if (m_shutdown && !m_gone && o.status == Status::cancelled) {
             // Cancelled by the shutdown: the client learns why, and a stream ends properly.
             const std::string message = kShuttingDown.toStdString();
@@ -407,6 +537,7 @@ private:
             return;
         }
         m_server->m_healthIssue.clear();  // the model answered
+        if (m_api == Api::chat && startBuiltinTool(o)) return;
         if (m_api == Api::responses) {
             const auto events = m_responseEncoder->finish(o.chat);
             if (m_responses->store) {
@@ -466,6 +597,10 @@ private:
     void onClientGone() {
         if (m_gone || !m_server->m_queue) return;
         m_gone = true;
+        if (m_toolCall) {
+            m_toolCall->cancel();  // continueAfterTool ends the request
+            return;
+        }
         if (m_overflow) {
             auto& fifo = m_server->m_overflow;
             fifo.erase(std::remove(fifo.begin(), fifo.end(), this), fifo.end());
@@ -505,6 +640,15 @@ private:
     bool m_shutdown = false;  // cancelled by ApiServer::shutdown
     bool m_overflow = false;  // in m_server->m_overflow, not in the queue yet
     QDeadlineTimer m_deadline;
+    // Built-in tools (ServerConfig::toolPython / toolBrowser): the messages of the current step,
+    // the providers of this request, the running call and what the earlier steps produced.
+    std::vector<chat::Message> m_turn;
+    std::unique_ptr<toolhost::PythonProvider> m_python;
+    std::unique_ptr<toolhost::BrowserProvider> m_browser;
+    QPointer<toolhost::ToolCall> m_toolCall;
+    int m_toolCalls = 0;
+    openai::Usage m_earlierUsage;
+    std::string m_earlierReasoning;
 };
 
 // ---- ApiServer --------------------------------------------------------------------------------
@@ -999,6 +1143,9 @@ void ApiServer::handleChat(Request& request, HttpChannel* channel) {
     request.body.clear();  // parsed; no need to keep it for the whole generation
     logIgnoredFields(job->chat.ignored_fields);
     logNotices(job->chat.notices);
+    // The built-in tools the operator enabled, in harmony's order (never by a request alone).
+    if (m_config.toolBrowser) job->chat.system.tools.push_back(chat::ToolNamespace::browser());
+    if (m_config.toolPython) job->chat.system.tools.push_back(chat::ToolNamespace::python());
     if (auto scripted = nextScripted()) job->chat.forced_output = std::move(scripted);
     if (!job->chat.seed_given) job->chat.sampling.seed = randomSeed();
     const bool stream = job->chat.stream, usage = job->chat.include_usage;

@@ -28,6 +28,8 @@
 #include <string>
 #include <vector>
 
+#include "builtin/browsertool.h"
+#include "builtin/pythontool.h"
 #include "connectionguard.h"
 #include "generationqueue.h"
 #include "httpchannel.h"
@@ -97,6 +99,17 @@ struct ServerConfig {
     // counted in neural_streams_stalled_total), so the engine goes on with the queue.
     qint64 sendBufferBytes = 256 * 1024;
     int writeTimeoutMs = 15'000;
+    // gpt-oss's built-in tools the server runs itself (neural-server --tools; docs/API.md
+    // "Built-in tools"). Off by default; never enabled by a request. When on, every chat
+    // completion's system message declares them, and a call of one is run here and the turn
+    // continues with its result, at most maxToolCalls times per request.
+    bool toolPython = false;
+    bool toolBrowser = false;
+    // workDir: the folder under which each request gets its own scratch folder (removed when
+    // the request ends); empty: the temp folder's neural-server-python.
+    toolhost::PythonToolSettings pythonTool;
+    toolhost::BrowserToolSettings browserTool;
+    int maxToolCalls = 8;
 };
 
 class GenerationCall;

@@ -9,6 +9,7 @@
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QTimer>
+#include <QUrl>
 
 #include <atomic>
 #include <cstdio>
@@ -203,6 +204,25 @@ int main(int argc, char** argv) {
         "unmodified clients can be tested on a model with random weights.",
         "FILE");
     p.addOptions({testScript});
+    const QCommandLineOption tools(
+        "tools",
+        "Run gpt-oss's built-in tools for API clients: a comma separated list of python and "
+        "browser (default: none). The system message declares them and the server runs the "
+        "model's calls itself (python: code on this machine, in the limits of docs/TOOLS.md).",
+        "LIST");
+    const QCommandLineOption searxng("searxng-url",
+                                     "With --tools browser: the SearXNG instance `search` asks "
+                                     "(its JSON output on); without it only `open` works.",
+                                     "URL");
+    const QCommandLineOption pythonPath("python",
+                                        "With --tools python: the interpreter (default: python3 "
+                                        "or python on PATH).",
+                                        "PATH");
+    const QCommandLineOption toolCallsMax("tool-calls-max",
+                                          "Built-in tool calls one request may run (default 8); "
+                                          "a further call ends the turn.",
+                                          "N", "8");
+    p.addOptions({tools, searxng, pythonPath, toolCallsMax});
     p.addOptions(
         {model,       host,           port,     apiKey,       apiKeyFile,      cors,
          modelName,   queue,          maxBody,  maxTokens,    maxPromptTokens, readTimeout,
@@ -299,6 +319,38 @@ int main(int argc, char** argv) {
     for (const QString& value : p.values(cors)) {
         for (const QString& origin : value.split(u',', Qt::SkipEmptyParts))
             config.corsOrigins.append(origin.trimmed().toUtf8());
+    }
+
+    for (const QString& value : p.values(tools)) {
+        for (const QString& name : value.split(u',', Qt::SkipEmptyParts)) {
+            if (name.trimmed() == QLatin1String("python"))
+                config.toolPython = true;
+            else if (name.trimmed() == QLatin1String("browser"))
+                config.toolBrowser = true;
+            else
+                die(QStringLiteral("--tools: \"%1\" is not a built-in tool (python, browser)")
+                        .arg(name.trimmed()));
+        }
+    }
+    config.maxToolCalls = static_cast<int>(number(toolCallsMax, 1, 1000));
+    if (p.isSet(searxng)) {
+        const QUrl url(p.value(searxng));
+        if (!url.isValid() ||
+            (url.scheme() != QLatin1String("http") && url.scheme() != QLatin1String("https")))
+            die(QStringLiteral("--searxng-url: \"%1\" is not an http(s) URL")
+                    .arg(p.value(searxng)));
+        config.browserTool.searxngUrl = url;
+    }
+    if (config.toolPython) {
+        // Code the model writes runs on this machine: never for anyone who can reach the port.
+        if (!config.host.isLoopback() && config.apiKey.isEmpty())
+            die(
+                QStringLiteral("--tools python with a --host other than loopback needs an API key "
+                               "(--api-key or --api-key-file): any client could run code here"));
+        QString why;
+        config.pythonTool.interpreter =
+            neural::toolhost::PythonProvider::findInterpreter(p.value(pythonPath), &why);
+        if (config.pythonTool.interpreter.isEmpty()) die(QStringLiteral("--tools python: ") + why);
     }
 
     std::shared_ptr<const neural::Model> loaded;

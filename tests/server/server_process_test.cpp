@@ -1016,5 +1016,125 @@ TEST(ServerShutdown, SigtermEndsStreamsWithAnErrorAndQueuedRequestsWith503) {
     EXPECT_THAT(log, HasSubstr("neural-server: stopped"));
 }
 
+// Built-in tools (--tools; docs/API.md "Built-in tools"): the server runs the model's python call
+// itself and the turn goes on with the result. The fixture's weights are random, so the model's
+// two steps are scripted (--test-script); the tool, the loop and the answer are real.
+TEST(ServerTools, APythonCallIsRunAndTheTurnGoesOnWithItsResult) {
+    test::TempDir dir;
+    test::write_file(
+        dir / "script.json",
+        R"(["<|channel|>analysis<|message|>Let me compute.<|end|><|start|>assistant<|channel|>)"
+        R"(analysis to=python code<|message|>print(6 * 7)<|call|>",)"
+        R"( "<|channel|>final<|message|>It is 42.<|return|>"])");
+    ServerProcess server({"--enable-test-options", "--test-script", (dir / "script.json").string(),
+                          "--tools", "python"});
+    ASSERT_TRUE(server.ok());
+    Conn c(server.port());
+    c.send(chat(chat_body(100, false)));
+    const auto r = c.response(60000);
+    ASSERT_TRUE(r);
+    ASSERT_EQ(r->status, 200) << r->body;
+    EXPECT_THAT(r->body, HasSubstr(R"("content":"It is 42.")"));
+    EXPECT_THAT(r->body, HasSubstr("Let me compute."));  // the first step's reasoning
+    EXPECT_THAT(r->body, HasSubstr(R"("finish_reason":"stop")"));
+    EXPECT_THAT(r->body, ::testing::Not(HasSubstr("tool_calls")));
+    // "42\n": the code ran and its output went to the model.
+    EXPECT_THAT(server.log(), HasSubstr("built-in tool python: ok (3 bytes to the model)"));
+}
+
+TEST(ServerTools, AStreamGoesOnAcrossTheToolCall) {
+    test::TempDir dir;
+    test::write_file(dir / "script.json",
+                     R"(["<|channel|>analysis to=python code<|message|>print(6 * 7)<|call|>",)"
+                     R"( "<|channel|>final<|message|>It is 42.<|return|>"])");
+    ServerProcess server({"--enable-test-options", "--test-script", (dir / "script.json").string(),
+                          "--tools", "python"});
+    ASSERT_TRUE(server.ok());
+    Conn c(server.port());
+    c.send(chat(chat_body(100, true)));
+    const auto streamed = c.response(60000);
+    ASSERT_TRUE(streamed);
+    ASSERT_EQ(streamed->status, 200);
+    EXPECT_THAT(streamed->body, HasSubstr(R"("content":"42")"));
+    EXPECT_THAT(streamed->body, HasSubstr(R"("reasoning_content":")"));  // the call
+    EXPECT_THAT(streamed->body, ::testing::Not(HasSubstr("tool_calls")));
+    // One role chunk, one finish, one end for the whole turn.
+    auto count = [&](const std::string& what) {
+        std::size_t n = 0;
+        for (std::size_t at = 0; (at = streamed->body.find(what, at)) != std::string::npos; ++at)
+            ++n;
+        return n;
+    };
+    EXPECT_EQ(count(R"("role":"assistant")"), 1u);
+    EXPECT_EQ(count(R"("finish_reason":"stop")"), 1u) << streamed->body;
+    EXPECT_EQ(count("data: [DONE]"), 1u);
+    EXPECT_THAT(server.log(), HasSubstr("built-in tool python: ok (3 bytes to the model)"));
+}
+
+// A client that leaves while a built-in tool runs cancels it (the python session is killed),
+// and the server goes on serving.
+TEST(ServerTools, AClientThatLeavesDuringAToolCallCancelsIt) {
+    test::TempDir dir;
+    test::write_file(dir / "script.json",
+                     R"(["<|channel|>analysis to=python code<|message|>import time\ntime.sleep(60))"
+                     R"(<|call|>", "<|channel|>final<|message|>done<|return|>"])");
+    ServerProcess server({"--enable-test-options", "--test-script", (dir / "script.json").string(),
+                          "--tools", "python"});
+    ASSERT_TRUE(server.ok());
+    {
+        Conn leaving(server.port());
+        leaving.send(chat(chat_body(100, true)));
+        const auto head = leaving.head(20000);
+        ASSERT_TRUE(head);
+        ASSERT_EQ(head->status, 200);
+        std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // the code is sleeping
+    }
+    const auto deadline = Clock::now() + std::chrono::seconds(10);
+    while (Clock::now() < deadline &&
+           server.log().find("built-in tool python: cancelled") == std::string::npos)
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    EXPECT_THAT(server.log(), HasSubstr("built-in tool python: cancelled"));
+    EXPECT_THAT(server.log(), HasSubstr("(client went away)"));
+    Conn next(server.port());
+    next.send(chat(chat_body(100, false)));
+    const auto r = next.response(30000);
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 200);
+    EXPECT_THAT(r->body, HasSubstr(R"("content":"done")"));
+}
+
+// A browser call reaches the browser tool (here without a search provider: the model is told).
+TEST(ServerTools, ABrowserCallIsRun) {
+    test::TempDir dir;
+    test::write_file(dir / "script.json",
+                     R"(["<|channel|>analysis to=browser.search code<|message|>{\"query\": \"x\"})"
+                     R"(<|call|>", "<|channel|>final<|message|>none<|return|>"])");
+    ServerProcess server({"--enable-test-options", "--test-script", (dir / "script.json").string(),
+                          "--tools", "browser"});
+    ASSERT_TRUE(server.ok());
+    Conn c(server.port());
+    c.send(chat(chat_body(100, false)));
+    const auto r = c.response(30000);
+    ASSERT_TRUE(r);
+    ASSERT_EQ(r->status, 200);
+    EXPECT_THAT(r->body, HasSubstr(R"("content":"none")"));
+    EXPECT_THAT(server.log(), HasSubstr("built-in tool browser.search: failed"));
+}
+
+TEST(ServerTools, WithoutToolsABuiltInCallIsNotRun) {
+    test::TempDir dir;
+    test::write_file(dir / "script.json",
+                     R"(["<|channel|>analysis to=python code<|message|>print(1)<|call|>"])");
+    ServerProcess server(
+        {"--enable-test-options", "--test-script", (dir / "script.json").string()});
+    ASSERT_TRUE(server.ok());
+    Conn c(server.port());
+    c.send(chat(chat_body(100, false)));
+    const auto r = c.response(60000);
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 200);
+    EXPECT_THAT(server.log(), ::testing::Not(HasSubstr("built-in tool")));
+}
+
 }  // namespace
 }  // namespace neural
