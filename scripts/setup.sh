@@ -6,6 +6,7 @@
 #   - the openai npm client for the server's end-to-end tests
 #   - the pinned agent clients (Codex CLI, Agents SDK, AI SDK, LangChain, opencode) for the
 #     e2e suite, and a Node.js they support in tools/node when the system's is older
+#   - the pinned MCP servers (server-filesystem, server-everything) for the MCP client's tests
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -117,5 +118,11 @@ if [ ! -s tests/server/clients/node_modules/@openai/agents/package.json ] ||
    [ ! -s tests/server/clients/node_modules/@modelcontextprotocol/client/package.json ]; then
   echo "setup: installing the agent clients for the e2e suite (tests/server/clients)"
   (cd tests/server/clients && e2e_npm install --no-audit --no-fund --loglevel=error)
+fi
+# Real MCP servers for the MCP client's tests (tests/toolhost/mcp; versions pinned in package.json).
+if [ ! -s tests/toolhost/mcp/node/node_modules/@modelcontextprotocol/server-filesystem/package.json ] ||
+   [ ! -s tests/toolhost/mcp/node/node_modules/@modelcontextprotocol/server-everything/package.json ]; then
+  echo "setup: installing the MCP test servers (tests/toolhost/mcp/node)"
+  (cd tests/toolhost/mcp/node && npm install --no-audit --no-fund --loglevel=error)
 fi
 echo "setup: done"
