@@ -123,6 +123,6 @@ fi
 if [ ! -s tests/toolhost/mcp/node/node_modules/@modelcontextprotocol/server-filesystem/package.json ] ||
    [ ! -s tests/toolhost/mcp/node/node_modules/@modelcontextprotocol/server-everything/package.json ]; then
   echo "setup: installing the MCP test servers (tests/toolhost/mcp/node)"
-  (cd tests/toolhost/mcp/node && npm install --no-audit --no-fund --loglevel=error)
+  (cd tests/toolhost/mcp/node && e2e_npm install --no-audit --no-fund --loglevel=error)
 fi
 echo "setup: done"
