@@ -604,8 +604,8 @@ TEST_F(FeaturesTest, EditingAMessageWithAttachmentsKeepsThem) {
 }
 
 // A PDF with a text layer (written here by QPdfWriter, pages of text) attaches as its text,
-// page by page; a damaged file, a file that only claims to be a PDF and a PDF without text
-// are refused with the reason. A build without Qt PDF says that it cannot read PDF text.
+// page by page; a damaged file, a file that only claims to be a PDF, an encrypted PDF and a PDF
+// without text are refused with the reason. A build without Qt PDF says that it cannot read PDF text.
 TEST_F(FeaturesTest, APdfAttachesAsItsTextPageByPage) {
     QTemporaryDir dir;
     const QString pdf = dir.filePath(QStringLiteral("report.pdf"));
@@ -629,6 +629,18 @@ TEST_F(FeaturesTest, APdfAttachesAsItsTextPageByPage) {
     ASSERT_TRUE(bytes.startsWith("%PDF-"));
     const QString damaged = writeFile(dir, QStringLiteral("damaged.pdf"), bytes.left(300));
     const QString fake = writeFile(dir, QStringLiteral("notes.pdf"), "just text\n");
+    // Encrypted: the standard security handler with a user password that is not empty (random
+    // /O and /U: no empty password opens it), added to the trailer, which follows the offsets.
+    QByteArray locked = bytes;
+    const qsizetype trailer = locked.lastIndexOf("trailer");
+    const qsizetype open = locked.indexOf("<<", trailer);
+    ASSERT_TRUE(trailer > 0 && open > trailer);
+    const QByteArray key32 = QByteArray(32, '\x5a').toHex();
+    locked.insert(open + 2, "\n/Encrypt << /Filter /Standard /V 1 /R 2 /O <" + key32 + "> /U <" +
+                                QByteArray(32, '\x3c').toHex() +
+                                "> /P -4 >>\n/ID [<0123456789abcdef0123456789abcdef> "
+                                "<0123456789abcdef0123456789abcdef>]\n");
+    const QString encrypted = writeFile(dir, QStringLiteral("locked.pdf"), locked);
 
     Attachment a;
     QString error;
@@ -652,6 +664,8 @@ TEST_F(FeaturesTest, APdfAttachesAsItsTextPageByPage) {
     EXPECT_TRUE(error.contains(QStringLiteral("damaged"))) << error.toStdString();
     EXPECT_FALSE(attachments::read(fake, &a, &error));
     EXPECT_TRUE(error.contains(QStringLiteral("damaged or not a PDF"))) << error.toStdString();
+    EXPECT_FALSE(attachments::read(encrypted, &a, &error));
+    EXPECT_TRUE(error.contains(QStringLiteral("encrypted"))) << error.toStdString();
     EXPECT_FALSE(attachments::read(scan, &a, &error));
     EXPECT_TRUE(error.contains(QStringLiteral("no text layer"))) << error.toStdString();
 
