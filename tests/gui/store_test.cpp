@@ -240,22 +240,25 @@ TEST(ConversationStore, MigratesAVersion4FileAndAFailedStepChangesNothing) {
         c = fourMessages(s);
         before = s.messages(c);
     }
-    // What a v4 app leaves, and a trigger that makes the step to 5 fail.
-    rawSql(path, {QStringLiteral("UPDATE schema_version SET version = 4"),
+    // What a v4 app leaves (the step to 5 changes no table), and a trigger that makes the step
+    // fail. Written against kSchemaVersion: the edit step stays the last one.
+    constexpr int kBefore = ConversationStore::kSchemaVersion - 1;
+    rawSql(path, {QStringLiteral("UPDATE schema_version SET version = %1").arg(kBefore),
                   QStringLiteral("CREATE TRIGGER refuse BEFORE UPDATE ON schema_version BEGIN "
                                  "SELECT RAISE(ABORT, 'refused'); END")});
     {
         ConversationStore s;
         EXPECT_FALSE(s.open(path));
-        EXPECT_TRUE(s.lastError().contains(QStringLiteral("schema version 5")))
+        EXPECT_TRUE(s.lastError().contains(
+            QStringLiteral("schema version %1").arg(ConversationStore::kSchemaVersion)))
             << s.lastError().toStdString();
     }
-    EXPECT_EQ(rawInt(path, QStringLiteral("SELECT version FROM schema_version")), 4);
+    EXPECT_EQ(rawInt(path, QStringLiteral("SELECT version FROM schema_version")), kBefore);
     EXPECT_EQ(rawInt(path, QStringLiteral("SELECT COUNT(*) FROM messages")), 4);
     rawSql(path, {QStringLiteral("DROP TRIGGER refuse")});
     ConversationStore s;
     ASSERT_TRUE(s.open(path)) << s.lastError().toStdString();
-    EXPECT_EQ(s.schemaVersion(), 5);
+    EXPECT_EQ(s.schemaVersion(), ConversationStore::kSchemaVersion);
     expectSameMessages(s.messages(c), before);
     EXPECT_TRUE(s.integrityOk());
 }
