@@ -37,6 +37,15 @@ if [ "${1:-}" = --self-test ]; then
     fi
   done
   rm "$tmp/engine/bad.h"
+  # A source file cited at a place it no longer is.
+  printf '// the queue (host/queuewait.h)\n' > "$tmp/engine/moved.h"
+  if "$self" "$tmp" > /dev/null 2>&1; then
+    echo "check-docs self-test: a citation of a file that does not exist was not detected" >&2
+    exit 1
+  fi
+  mkdir -p "$tmp/host" && : > "$tmp/host/queuewait.h"
+  "$self" "$tmp" > /dev/null || { echo "check-docs self-test: an existing cited file was rejected" >&2; exit 1; }
+  rm -r "$tmp/engine/moved.h" "$tmp/host"
   printf '# Model\n\nSee [the chat format](CHAT_FORMAT.md#no-such-heading).\n' > "$tmp/docs/MODEL.md"
   if "$self" "$tmp" > /dev/null 2>&1; then
     echo "check-docs self-test: a link to a missing heading was not detected" >&2
@@ -91,6 +100,24 @@ while IFS= read -r hit; do
   page=${hit##*:}
   [ -e "$page" ] || problems+=("${hit%:*}: cites $page, which does not exist")
 done < <(grep -IHnoE 'docs/[A-Za-z0-9_-]+\.md' -- "${list[@]}" || true)
+
+# Every file of the repository named by its path (docs, comments, scripts) exists, so a file
+# that moved cannot stay cited at its old place. #include lines are the compiler's business; a
+# path may be rooted at the checkout or at engine/ (where the engine's includes are rooted);
+# a generated file counts when its template (NAME.in) exists.
+roots='engine|gui|host|server|toolhost|scripts|tests|installer|cmake|bench|resources'
+while IFS= read -r hit; do
+  file=${hit%%:*}
+  rest=${hit#*:}
+  line=${rest%%:*}
+  path=${rest#*:}
+  path=${path#[^A-Za-z]}
+  [ -e "$path" ] || [ -e "engine/$path" ] || [ -e "$path.in" ] ||
+    problems+=("$file:$line: names $path, which does not exist (moved?)")
+done < <(grep -IHnE "(^|[^A-Za-z0-9_./-])($roots)/[A-Za-z0-9_./-]*[A-Za-z0-9_]\.(h|cpp|cu|cuh|inl|sh|py|cmake|mjs|txt|json|md)" \
+           -- "${list[@]}" | grep -vE '^[^:]+:[0-9]+:[[:space:]]*#[[:space:]]*include' |
+         grep -oE "^[^:]+:[0-9]+:|(^|[^A-Za-z0-9_./-])($roots)/[A-Za-z0-9_./-]*[A-Za-z0-9_]\.(h|cpp|cu|cuh|inl|sh|py|cmake|mjs|txt|json|md)" |
+         awk '/^[^:]+:[0-9]+:$/ {prefix=$0; next} {print prefix $0}' || true)
 
 # The anchors GitHub gives the headings of a markdown page: lower case, punctuation dropped,
 # spaces as hyphens.

@@ -9,7 +9,7 @@ CF=${CLANG_FORMAT:-$(command -v clang-format-14 || command -v clang-format || tr
 if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
   mapfile -t files < <(git ls-files '*.h' '*.cpp' '*.cu' '*.cuh' '*.inl')
 else  # a source tree without .git: the same folders
-  mapfile -t files < <(find engine gui host server tests bench -type f \
+  mapfile -t files < <(find engine gui host server toolhost tests bench -type f \
     \( -name '*.h' -o -name '*.cpp' -o -name '*.cu' -o -name '*.cuh' -o -name '*.inl' \) 2>/dev/null | sort)
 fi
 if [ "${1:-}" = --check ]; then

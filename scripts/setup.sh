@@ -16,6 +16,7 @@ PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev
   qt6-base-dev qt6-httpserver-dev qt6-websockets-dev qt6-charts-dev libqt6sql6-sqlite
   libqt6opengl6-dev  # Qt6Charts needs Qt6OpenGL: without it the desktop app cannot configure
+  qt6-pdf-dev  # the text of PDF files attached to a message (NEURAL_PDF)
   curl
   # Windows proof (scripts/test-windows.sh): mingw-w64 cross compiler, Wine, GoogleTest sources.
   g++-mingw-w64-x86-64-posix wine64 googletest
@@ -94,21 +95,35 @@ if [ "$(node_major "$(command -v node || echo node)")" -lt "$NODE_MIN_MAJOR" ] &
   fi
 fi
 
+# npm for the e2e suites runs under the Node.js they run on (tools/node when it is there): npm
+# decides on a package's engines by the node running it, and quietly leaves out an optional
+# dependency whose engines that node does not meet (the Agents SDK's MCP client wants Node >= 20,
+# which Debian 12's node 18 is not: the suite then failed on a fresh machine).
+e2e_npm() {
+  if [ -x "$ROOT/tools/node/bin/node" ]; then
+    PATH="$ROOT/tools/node/bin:$PATH" npm "$@"
+  else
+    npm "$@"
+  fi
+}
+ROOT=$(pwd)
 # The official openai client for the server's end-to-end tests (version pinned in package.json).
 if [ ! -s tests/server/node/node_modules/openai/package.json ]; then
   echo "setup: installing the openai npm client for the server tests"
-  (cd tests/server/node && npm install --no-audit --no-fund --loglevel=error)
+  (cd tests/server/node && e2e_npm install --no-audit --no-fund --loglevel=error)
 fi
-# The agent clients the e2e suite drives unmodified (versions pinned in package.json).
+# The agent clients the e2e suite drives unmodified (versions pinned in package.json), with the
+# Agents SDK's optional MCP client, which it imports.
 if [ ! -s tests/server/clients/node_modules/@openai/agents/package.json ] ||
-   [ ! -s tests/server/clients/node_modules/@openai/codex/package.json ]; then
+   [ ! -s tests/server/clients/node_modules/@openai/codex/package.json ] ||
+   [ ! -s tests/server/clients/node_modules/@modelcontextprotocol/client/package.json ]; then
   echo "setup: installing the agent clients for the e2e suite (tests/server/clients)"
-  (cd tests/server/clients && npm install --no-audit --no-fund --loglevel=error)
+  (cd tests/server/clients && e2e_npm install --no-audit --no-fund --loglevel=error)
 fi
 # Real MCP servers for the MCP client's tests (tests/toolhost/mcp; versions pinned in package.json).
 if [ ! -s tests/toolhost/mcp/node/node_modules/@modelcontextprotocol/server-filesystem/package.json ] ||
    [ ! -s tests/toolhost/mcp/node/node_modules/@modelcontextprotocol/server-everything/package.json ]; then
   echo "setup: installing the MCP test servers (tests/toolhost/mcp/node)"
-  (cd tests/toolhost/mcp/node && npm install --no-audit --no-fund --loglevel=error)
+  (cd tests/toolhost/mcp/node && e2e_npm install --no-audit --no-fund --loglevel=error)
 fi
 echo "setup: done"

@@ -31,7 +31,7 @@ struct ToolOutcome {
                     // malformed result, unknown tool, bad arguments): `detail` says why
         timedOut,
         cancelled,
-        denied,     // the user said no (set by the desktop app, never by a provider)
+        denied,  // the user said no (set by the desktop app, never by a provider)
     };
     Status status = Status::ok;
     QString text;    // the tool message the model reads (also for every status but ok: a short

@@ -1135,6 +1135,14 @@ std::shared_ptr<const JsonSchemaGrammar> JsonSchemaGrammar::any_object() {
     return c.g;
 }
 
+std::shared_ptr<const JsonSchemaGrammar> JsonSchemaGrammar::text(
+    std::shared_ptr<const RegexAutomaton> re) {
+    if (!re) throw SchemaError("a text grammar needs an automaton");
+    auto g = std::make_shared<JsonSchemaGrammar>();
+    g->text_ = std::move(re);
+    return g;
+}
+
 // ---- recogniser -------------------------------------------------------------------------------
 
 JsonRecognizer::JsonRecognizer(const JsonSchemaGrammar& grammar) : grammar_(&grammar) {}
@@ -2035,7 +2043,123 @@ bool JsonRecognizer::array_char(char c) {
     }
 }
 
+// ---- text grammars ----------------------------------------------------------------------------
+// Raw UTF-8 (no quotes, no escapes) stepped through the automaton a code point at a time. A byte
+// that starts or continues a character is accepted while some character it can still become
+// steps the automaton (never a surrogate, an overlong form or a code point past U+10FFFF).
+
+namespace {
+
+// The least non-surrogate code point of `re`'s classes in [lo, hi] that steps from `state`:
+// with `shortest`, the one whose target is nearest acceptance. -1 when there is none.
+std::int64_t text_viable(const RegexAutomaton& re, int state, char32_t lo, char32_t hi,
+                         bool shortest, int* to) {
+    std::int64_t best = -1;
+    std::uint32_t best_len = UINT32_MAX;
+    for (std::size_t c = 0; c < re.classes(); ++c) {
+        if (re.class_last(c) < lo) continue;
+        if (re.class_first(c) > hi) break;
+        char32_t x = std::max(lo, re.class_first(c));
+        const char32_t last = std::min(hi, re.class_last(c));
+        if (x >= 0xD800 && x <= 0xDFFF) x = 0xE000;
+        if (x > last) continue;
+        const int t = re.target(state, c);
+        if (t < 0) continue;
+        if (!shortest) {
+            if (to) *to = t;
+            return x;
+        }
+        if (re.shortest(t) < best_len) {
+            best_len = re.shortest(t);
+            best = x;
+            if (to) *to = t;
+        }
+    }
+    return best;
+}
+
+void put_utf8(std::string& out, char32_t cp) {
+    if (cp < 0x80) {
+        out += static_cast<char>(cp);
+    } else if (cp < 0x800) {
+        out += static_cast<char>(0xC0 | (cp >> 6));
+        out += static_cast<char>(0x80 | (cp & 0x3F));
+    } else if (cp < 0x10000) {
+        out += static_cast<char>(0xE0 | (cp >> 12));
+        out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+        out += static_cast<char>(0x80 | (cp & 0x3F));
+    } else {
+        out += static_cast<char>(0xF0 | (cp >> 18));
+        out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
+        out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+        out += static_cast<char>(0x80 | (cp & 0x3F));
+    }
+}
+
+// The code points a character can still become: its bits so far, `need` continuation bytes due,
+// `length` bytes in all.
+std::pair<char32_t, char32_t> text_span(std::uint32_t bits, int need, int length) {
+    const char32_t lo = bits << (6 * need);
+    const char32_t hi = lo | ((1u << (6 * need)) - 1);
+    const char32_t least = length == 2 ? 0x80 : length == 3 ? 0x800 : 0x10000;
+    return {std::max(lo, least), std::min<char32_t>(hi, RegexAutomaton::kMaxCodePoint)};
+}
+
+}  // namespace
+
+bool JsonRecognizer::text_char(const RegexAutomaton& re, char c) {
+    const auto b = static_cast<unsigned char>(c);
+    if (text_need_ == 0) {
+        if (b < 0x80) {
+            const int t = re.step(text_state_, b);
+            if (t < 0) return false;
+            text_state_ = t;
+            return true;
+        }
+        if (b >= 0xC2 && b <= 0xDF) {
+            text_length_ = 2, text_bits_ = b & 0x1Fu;
+        } else if (b >= 0xE0 && b <= 0xEF) {
+            text_length_ = 3, text_bits_ = b & 0x0Fu;
+        } else if (b >= 0xF0 && b <= 0xF4) {
+            text_length_ = 4, text_bits_ = b & 0x07u;
+        } else {
+            return false;
+        }
+        text_need_ = static_cast<std::uint8_t>(text_length_ - 1);
+    } else {
+        if ((b & 0xC0) != 0x80) return false;
+        text_bits_ = text_bits_ << 6 | (b & 0x3Fu);
+        --text_need_;
+    }
+    const auto [lo, hi] = text_span(text_bits_, text_need_, text_length_);
+    if (lo > hi) return false;
+    int to = -1;
+    if (text_viable(re, text_state_, lo, hi, false, &to) < 0) return false;
+    if (text_need_ == 0) text_state_ = to;  // lo == hi: the whole character
+    return true;
+}
+
+std::string JsonRecognizer::text_completion(const RegexAutomaton& re) const {
+    std::string out;
+    int state = text_state_;
+    if (text_need_ > 0) {
+        const auto [lo, hi] = text_span(text_bits_, text_need_, text_length_);
+        const std::int64_t cp = text_viable(re, state, lo, hi, true, &state);
+        for (int k = text_need_ - 1; k >= 0; --k)
+            out += static_cast<char>(0x80 | ((cp >> (6 * k)) & 0x3F));
+    }
+    while (!re.accepting(state)) {
+        int to = -1;
+        const std::int64_t cp = text_viable(re, state, 0, RegexAutomaton::kMaxCodePoint, true, &to);
+        if (cp < 0 || re.shortest(to) >= re.shortest(state)) break;  // cannot happen: live states
+        put_utf8(out, static_cast<char32_t>(cp));
+        state = to;
+    }
+    return out;
+}
+
 bool JsonRecognizer::feed(char c) {
+    if (const RegexAutomaton* re = grammar_->text_automaton()) return text_char(*re, c);
     if (!is_ws(c)) whitespace_run_ = 0;
     while (true) {
         if (stack_.empty()) {
@@ -2126,6 +2250,8 @@ bool JsonRecognizer::feed(char c) {
 }
 
 bool JsonRecognizer::complete() const {
+    if (const RegexAutomaton* re = grammar_->text_automaton())
+        return text_need_ == 0 && re->accepting(text_state_);
     if (stack_.empty()) return root_done_;
     if (stack_.size() != 1) return false;
     const Frame& f = stack_.back();
@@ -2257,6 +2383,7 @@ std::string JsonRecognizer::frame_completion(const Frame& f) const {
 }
 
 std::string JsonRecognizer::shortest_completion() const {
+    if (const RegexAutomaton* re = grammar_->text_automaton()) return text_completion(*re);
     if (stack_.empty())
         return root_done_ ? std::string() : grammar_->minimal_text(grammar_->root());
     std::string out;

@@ -56,6 +56,12 @@ public:
         const nlohmann::ordered_json& schema, std::vector<std::string>* ignored = nullptr);
     // Any JSON object (response_format json_object).
     static std::shared_ptr<const JsonSchemaGrammar> any_object();
+    // Plain text instead of JSON: the whole text, as UTF-8, must be a string `re` accepts (the
+    // caller anchors the expression at both ends). The input of a freeform tool with a grammar
+    // (lark_grammar.h); the recogniser then reads code points and steps the automaton.
+    static std::shared_ptr<const JsonSchemaGrammar> text(std::shared_ptr<const RegexAutomaton> re);
+    // The automaton of a text grammar; null for a JSON grammar.
+    const RegexAutomaton* text_automaton() const { return text_.get(); }
 
     enum class Kind : std::uint8_t { object, array, string, number, integer, literal, types };
     // String formats enforced while sampling (format_status() below says which texts match).
@@ -113,6 +119,7 @@ private:
     std::vector<std::string> minimal_;
     std::vector<Pattern> patterns_;
     int root_ = -1;
+    std::shared_ptr<const RegexAutomaton> text_;
 };
 
 // The text of a formatted string (between the quotes, ASCII, no escapes) so far: -1 no value of
@@ -213,6 +220,15 @@ private:
     bool literal_exact(const Frame& f) const;
     std::string object_rest(const Frame& f, std::uint64_t seen, bool has_member) const;
     std::string frame_completion(const Frame& f) const;
+
+    // A text grammar: the automaton's state, and the code point being decoded (its bits so
+    // far, the continuation bytes still due, its UTF-8 length).
+    bool text_char(const RegexAutomaton& re, char c);
+    std::string text_completion(const RegexAutomaton& re) const;
+    int text_state_ = 0;
+    std::uint32_t text_bits_ = 0;
+    std::uint8_t text_need_ = 0;
+    std::uint8_t text_length_ = 0;
 
     const JsonSchemaGrammar* grammar_;
     std::vector<Frame> stack_;

@@ -6,7 +6,9 @@
 #include <set>
 #include <utility>
 
+#include "chat/lark_grammar.h"
 #include "chat/openai_fields.h"
+#include "chat/regex_automaton.h"
 
 namespace neural::openai {
 
@@ -348,6 +350,8 @@ ResponsesRequest parse_responses_request(const Json& body, const ChatRequestOpti
     // this server does not run (web search, file search, ...) are dropped.
     std::vector<chat::ToolNamespace> namespaces;
     std::map<std::string, std::shared_ptr<const chat::JsonSchemaGrammar>> namespace_strict;
+    // Freeform tools whose grammar the sampler enforces on the call's text.
+    std::map<std::string, std::shared_ptr<const chat::JsonSchemaGrammar>> custom_grammars;
     if (const Json* tools = field(body, "tools")) {
         if (!tools->is_array()) wrong_type("tools", "an array", *tools);
         Json out = Json::array();
@@ -379,14 +383,26 @@ ResponsesRequest parse_responses_request(const Json& body, const ChatRequestOpti
                     if (ftype == "grammar") {
                         const std::string syntax = f->value("syntax", std::string("lark"));
                         const std::string definition = f->value("definition", std::string());
-                        // The grammar is shown to the model; the sampler does not enforce it.
+                        // The grammar is shown to the model, and the sampler enforces it on the
+                        // call's text where one automaton expresses it (lark_grammar.h); else
+                        // the call is free and the log says why.
                         description += fmt::format(
                             "{}The input is plain text (not JSON) in this {} grammar:\n{}",
                             description.empty() ? "" : "\n", syntax, definition);
-                        r.chat.notices.push_back(fmt::format(
-                            "custom tool '{}': its {} grammar is shown to the model but not "
-                            "enforced while sampling",
-                            *name, syntax));
+                        try {
+                            if (syntax != "lark" && syntax != "regex")
+                                throw chat::RegexError("the syntax is neither lark nor regex",
+                                                       true);
+                            const std::string expr =
+                                syntax == "lark" ? chat::lark_to_regex(definition) : definition;
+                            custom_grammars[*name] = chat::JsonSchemaGrammar::text(
+                                chat::RegexAutomaton::compile("^(?:" + expr + ")$"));
+                        } catch (const chat::RegexError& e) {
+                            r.chat.notices.push_back(fmt::format(
+                                "custom tool '{}': its {} grammar is shown to the model but not "
+                                "enforced while sampling: {}",
+                                *name, syntax, e.what()));
+                        }
                     } else {
                         description += std::string(description.empty() ? "" : "\n") +
                                        "The input is plain text (not JSON).";
@@ -599,15 +615,47 @@ ResponsesRequest parse_responses_request(const Json& body, const ChatRequestOpti
         }
     }
     if (r.chat.tool_choice != ToolChoice::none) {
-        for (auto& ns : namespaces) r.chat.developer.tools.push_back(std::move(ns));
-        if (!namespace_strict.empty()) {
+        if (!namespace_strict.empty() || !custom_grammars.empty()) {
             auto constraint = r.chat.constraint
                                   ? std::make_shared<OutputConstraint>(*r.chat.constraint)
                                   : std::make_shared<OutputConstraint>();
+            if (!r.chat.constraint) {
+                // The chat layer made none (no strict function): the functions it would have
+                // listed as callable.
+                for (const chat::ToolNamespace& ns : r.chat.developer.tools) {
+                    if (ns.name != "functions") continue;
+                    for (const chat::ToolDescription& t : ns.tools)
+                        constraint->functions.push_back(t.name);
+                }
+            }
             for (auto& [name, grammar] : namespace_strict)
                 constraint->function_arguments[name] = grammar;
+            for (auto& [name, grammar] : custom_grammars) {
+                constraint->function_arguments[name] = grammar;
+                constraint->text_functions.push_back(name);
+            }
             r.chat.constraint = std::move(constraint);
         }
+        if (r.chat.constraint) {
+            // Under a constraint the reply's framing admits only the calls it knows: the
+            // namespace tools too, and freeform tools' headers without <|constrain|>json.
+            auto constraint = std::make_shared<OutputConstraint>(*r.chat.constraint);
+            for (const chat::ToolNamespace& ns : namespaces) {
+                for (const chat::ToolDescription& t : ns.tools)
+                    constraint->functions.push_back(ns.name + "." + t.name);
+            }
+            for (const std::string& name : r.tool_kinds.custom) {
+                if (!custom_grammars.count(name)) constraint->text_functions.push_back(name);
+            }
+            r.chat.constraint = std::move(constraint);
+        }
+        if (r.chat.tool_choice == ToolChoice::named &&
+            r.tool_kinds.custom.count(r.chat.tool_choice_name)) {
+            // A named freeform tool: its header, without <|constrain|>json.
+            r.chat.forced_output =
+                "<|channel|>commentary to=functions." + r.chat.tool_choice_name + "<|message|>";
+        }
+        for (auto& ns : namespaces) r.chat.developer.tools.push_back(std::move(ns));
     }
     if (previous) {
         r.chat.history.insert(r.chat.history.begin(), previous->history.begin(),

@@ -102,7 +102,8 @@ bool ActiveConstraint::accept(const TokenVocabulary& vocab, TokenId id) {
     return true;
 }
 
-ReplyFraming::ReplyFraming(const Tokenizer& tok, const std::vector<std::string>& functions) {
+ReplyFraming::ReplyFraming(const Tokenizer& tok, const std::vector<std::string>& functions,
+                           const std::vector<std::string>& text_functions) {
     auto special = [&](const char* name) {
         const std::optional<TokenId> id = tok.special_id(name);
         if (!id) fail("the tokenizer has no {} token: not a harmony (gpt-oss) tokenizer", name);
@@ -118,8 +119,16 @@ ReplyFraming::ReplyFraming(const Tokenizer& tok, const std::vector<std::string>&
     patterns_.push_back({{{channel, {}}, {-1, "final"}, {message, {}}}, Part::body, ret});
     for (const std::string& f : functions) {
         if (f.empty()) continue;
+        // A tool of another namespace is named "namespace.name", a function just "name".
+        const std::string recipient = f.find('.') != std::string::npos ? f : "functions." + f;
+        if (std::find(text_functions.begin(), text_functions.end(), f) != text_functions.end()) {
+            patterns_.push_back({{{channel, {}}, {-1, "commentary to=" + recipient}, {message, {}}},
+                                 Part::body,
+                                 call});
+            continue;
+        }
         patterns_.push_back({{{channel, {}},
-                              {-1, "commentary to=functions." + f + " "},
+                              {-1, "commentary to=" + recipient + " "},
                               {constrain, {}},
                               {-1, "json"},
                               {message, {}}},

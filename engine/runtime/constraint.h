@@ -50,8 +50,12 @@ struct OutputConstraint {
     // Keyed by function name ("get_weather"), or by "namespace.name" for a tool of a namespace
     // other than functions.
     std::map<std::string, std::shared_ptr<const chat::JsonSchemaGrammar>> function_arguments;
-    // Every function the reply may call (strict or not): the recipients the framing allows.
+    // Every function the reply may call (strict or not): the recipients the framing allows
+    // ("get_weather" for functions.get_weather; "namespace.name" for a tool of a namespace).
     std::vector<std::string> functions;
+    // Of those, freeform (custom) tools: their call's body is plain text, so its header has no
+    // <|constrain|>json; a grammar for it (JsonSchemaGrammar::text) is in function_arguments.
+    std::vector<std::string> text_functions;
     // Reference path (tests): mask the whole vocabulary at every constrained step.
     bool full_mask = false;
 
@@ -94,7 +98,8 @@ private:
 //   <|channel|>analysis<|message|>                                  reasoning, ends <|end|>
 //   <|channel|>final<|message|>                                     the answer, ends <|return|>
 //   <|channel|>commentary to=functions.NAME <|constrain|>json<|message|>   a call, ends <|call|>
-// (the call only for the functions given), each after <|start|>assistant from the second message
+//   <|channel|>commentary to=functions.NAME<|message|>              a freeform tool's call
+// (the call only for the functions given; a tool of a namespace is addressed as to=NS.NAME), each after <|start|>assistant from the second message
 // on; reasoning takes ordinary tokens and <|end|>; an answer or call body takes ordinary tokens
 // and its end token (ActiveConstraint narrows a constrained body further). From the step
 // `final_from` on, a reasoning message is ended and the final header follows as forced tokens,
@@ -105,7 +110,8 @@ class ReplyFraming {
 public:
     enum class Part { header, reasoning, body, ended };
 
-    ReplyFraming(const Tokenizer& tok, const std::vector<std::string>& functions);
+    ReplyFraming(const Tokenizer& tok, const std::vector<std::string>& functions,
+                 const std::vector<std::string>& text_functions = {});
 
     Part part() const { return part_; }
     // The step from which the final channel is forced (default: never).

@@ -342,7 +342,7 @@ TurnResult ChatSession::respond(const TurnOptions& options,
         // The reply's framing under a constraint (headers, reasoning budget): see TurnOptions.
         std::optional<ReplyFraming> framing;
         if (constraint && !constraint->empty()) {
-            framing.emplace(tok, constraint->functions);
+            framing.emplace(tok, constraint->functions, constraint->text_functions);
             std::size_t answer = 1;  // the end token, after the shortest valid answer
             if (constraint->final_answer) {
                 const chat::JsonRecognizer fresh(*constraint->final_answer);

@@ -18,6 +18,7 @@
 #include <QFileInfo>
 #include <QHBoxLayout>
 #include <QInputDialog>
+#include <QKeyEvent>
 #include <QLabel>
 #include <QLineEdit>
 #include <QListView>
@@ -33,6 +34,7 @@
 #include <QStandardItemModel>
 #include <QStatusBar>
 #include <QSystemTrayIcon>
+#include <QTextDocument>
 #include <QTimer>
 #include <QToolButton>
 #include <QUrl>
@@ -426,10 +428,8 @@ void MainWindow::buildUi() {
     m_undoBar->hide();
     m_undoTimer = new QTimer(this);
     m_undoTimer->setSingleShot(true);
-    connect(m_undoTimer, &QTimer::timeout, this, [this] {
-        m_undoBar->hide();
-        m_deleted.reset();
-    });
+    // The bar goes after a while; Ctrl+Z still takes the deletions back.
+    connect(m_undoTimer, &QTimer::timeout, m_undoBar, &QWidget::hide);
     connect(m_undo, &QPushButton::clicked, this, [this] { undoDelete(); });
     rv->addWidget(m_undoBar);
     rv->addWidget(m_chips);
@@ -602,6 +602,14 @@ void MainWindow::buildMenus() {
     // QKeySequence::Quit is empty on Windows: Ctrl+Q everywhere (Cmd+Q on macOS).
     quit->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_Q));
     quit->setShortcutContext(Qt::ApplicationShortcut);
+
+    // Edit: Ctrl+Z takes deletions back, newest first (in the message box only once the box has
+    // no typing of its own to undo: see the event filter).
+    QMenu* edit = menuBar()->addMenu(tr("&Edit"));
+    m_undoAction = edit->addAction(tr("&Undo delete"), this, [this] { undoDelete(); });
+    m_undoAction->setShortcut(QKeySequence::Undo);
+    m_undoAction->setEnabled(false);
+    m_input->installEventFilter(this);
 
     // Chat: every action on the conversation, with its key (docs/DESKTOP.md "Keyboard").
     QMenu* chat = menuBar()->addMenu(tr("&Chat"));
@@ -851,6 +859,7 @@ void MainWindow::deleteConversation(qint64 id) {
         showWarning(this, tr("Conversations"), m_store.lastError());
         return;
     }
+    forgetDeletions(id);
     m_tools->dropBuiltins(id);
     if (id == m_current) {
         m_current = 0;
@@ -978,6 +987,18 @@ void MainWindow::refreshAttachmentChips() {
     m_chips->setVisible(!m_attachments.isEmpty());
 }
 
+bool MainWindow::eventFilter(QObject* watched, QEvent* event) {
+    // The box keeps Ctrl+Z while it has typing to undo; after that the key reaches Edit > Undo
+    // delete (a deletion moves the focus into the box, so Ctrl+Z right after it must work).
+    if (watched == m_input && event->type() == QEvent::ShortcutOverride &&
+        static_cast<QKeyEvent*>(event)->matches(QKeySequence::Undo) &&
+        !m_input->document()->isUndoAvailable() && !m_deleted.isEmpty()) {
+        event->ignore();
+        return true;
+    }
+    return QMainWindow::eventFilter(watched, event);
+}
+
 void MainWindow::dragEnterEvent(QDragEnterEvent* event) {
     if (event->mimeData()->hasUrls()) event->acceptProposedAction();
 }
@@ -1029,10 +1050,9 @@ void MainWindow::sendMessage() {
         return;
     }
     m_input->clear();
-    // A new message ends the offer to put a deleted one back (it would land before it).
-    m_undoTimer->stop();
-    m_undoBar->hide();
-    m_deleted.reset();
+    // A new message ends the offer to put this conversation's deleted ones back (they would
+    // land before it).
+    forgetDeletions(m_current);
     m_attachments.clear();
     m_attachNote->hide();
     refreshAttachmentChips();
@@ -1272,6 +1292,7 @@ void MainWindow::regenerate(int row) {
     if (m_regenerated.isEmpty()) m_regenerated.push_back({old.content, old.reasoning, old.stats});
     m_store.truncate(m_current, row);
     m_messages->truncate(row);
+    forgetDeletions(m_current);
     // The focused Regenerate button went with the reply: the message box takes the keys.
     m_input->setFocus();
     startTurn();
@@ -1291,44 +1312,78 @@ void MainWindow::deleteMessage(int row) {
     }
     m_messages->removeAt(row);
     m_input->setFocus();
-    m_deleted = deleted;
-    if (m_deleted) {
-        m_undoLabel->setText(m_deleted->role == QLatin1String("user")
-                                 ? tr("Your message was deleted.")
-                                 : tr("The reply was deleted."));
-        m_undoBar->show();
+    if (deleted) {
+        m_deleted.push_back(*deleted);
+        while (m_deleted.size() > kMaxUndo) m_deleted.removeFirst();
         m_undoTimer->start(kUndoMs);
+    }
+    refreshUndo();
+}
+
+void MainWindow::refreshUndo() {
+    if (m_deleted.isEmpty()) {
+        m_undoTimer->stop();
+        m_undoBar->hide();
+    } else {
+        const StoredMessage& last = m_deleted.last();
+        m_undoLabel->setText(last.role == QLatin1String("user") ? tr("Your message was deleted.")
+                                                                : tr("The reply was deleted."));
+        // The bar offers the latest deletion while its time runs.
+        m_undoBar->setVisible(m_undoTimer->isActive());
+    }
+    if (m_undoAction) {
+        m_undoAction->setEnabled(!m_deleted.isEmpty());
+        m_undoAction->setText(m_deleted.size() > 1
+                                  ? tr("&Undo delete (%1 more)").arg(m_deleted.size() - 1)
+                                  : tr("&Undo delete"));
     }
 }
 
+void MainWindow::forgetDeletions(qint64 id) {
+    m_deleted.removeIf([id](const StoredMessage& m) { return id == 0 || m.conversationId == id; });
+    refreshUndo();
+}
+
 bool MainWindow::undoDelete() {
-    m_undoTimer->stop();
-    m_undoBar->hide();
-    if (!m_deleted) return false;
-    if (m_engine->busy() && m_deleted->conversationId == m_turnConversation) {
+    if (m_deleted.isEmpty()) {
+        refreshUndo();
+        return false;
+    }
+    if (m_engine->busy() && m_deleted.last().conversationId == m_turnConversation) {
         statusBar()->showMessage(tr("A reply is being written: the message cannot be put back "
                                     "now."),
                                  6000);
-        m_deleted.reset();
         return false;
     }
-    const StoredMessage m = *std::exchange(m_deleted, std::nullopt);
+    const StoredMessage m = m_deleted.takeLast();
     if (!m_store.insertMessage(m)) {
         statusBar()->showMessage(tr("Undo failed: %1").arg(m_store.lastError()), 6000);
+        refreshUndo();
         return false;
     }
-    if (m.conversationId == m_current) {
+    // The message comes back where it is seen: its conversation is opened.
+    if (m.conversationId != m_current) {
+        selectConversation(m.conversationId);
+    } else {
         m_messages->setMessages(m_store.messages(m_current));
-        m_chat->restoreScrollPosition(-1);
     }
+    m_chat->restoreScrollPosition(-1);
     refreshListRow(m.conversationId);
+    // The next deletion is offered in turn.
+    if (!m_deleted.isEmpty()) m_undoTimer->start(kUndoMs);
+    refreshUndo();
     m_input->setFocus();
+    m_meter->refresh();
     return true;
 }
 
 void MainWindow::showVersion(int row, int index) {
     if (m_engine->busy() || toolRunning() || row < 0 || row >= m_messages->rowCount()) return;
     const ChatMessage& m = m_messages->at(row);
+    if (m.role == QLatin1String("user")) {
+        showUserVersion(row, index);
+        return;
+    }
     if (index < 0 || index >= m.versions.size() ||
         !m_store.setMessageVersions(m.id, m.versions, index))
         return;
@@ -1349,22 +1404,41 @@ void MainWindow::editMessage(int row, const QString& newText) {
     if (m_engine->busy() || toolRunning() || row < 0 || row >= m_messages->rowCount() ||
         m_messages->at(row).role != QLatin1String("user"))
         return;
-    // The chat view edits in place and sends the new text here.
-    const QString text = newText;
+    // The chat view edits the typed text in place and sends it here; the files attached to the
+    // message stay with it.
+    const ChatMessage& old = m_messages->at(row);
+    QJsonObject stats;
+    const QString typed = newText.trimmed();
+    const QString text = attachments::editMessage(old.content, old.stats, typed, &stats);
     if (text.trimmed().isEmpty()) return;
     // A title made from the first message follows its edit; a title the user chose stays.
     const auto info = m_store.conversation(m_current);
-    if (row == 0 && info && info->title == titleFrom(m_messages->at(0).content))
-        m_store.renameConversation(m_current, titleFrom(text.trimmed()));
-    m_store.truncate(m_current, row);
-    m_messages->truncate(row);
-    const StoredMessage stored =
-        m_store.appendMessage(m_current, QStringLiteral("user"), text.trimmed());
-    if (stored.id == 0) return;
-    m_messages->append(stored);
+    const QString oldTyped = attachments::shown(old.content, old.stats).text;
+    if (row == 0 && info && !typed.isEmpty() &&
+        (info->title == titleFrom(oldTyped) || info->title == titleFrom(old.content)))
+        m_store.renameConversation(m_current, titleFrom(typed));
+    // The old text and the messages after it stay as the message's earlier version.
+    const StoredMessage stored = m_store.editUserMessage(m_current, row, text, stats);
+    if (stored.id == 0) {
+        statusBar()->showMessage(tr("Edit failed: %1").arg(m_store.lastError()), 6000);
+        return;
+    }
+    forgetDeletions(m_current);
+    m_messages->truncate(row + 1);
+    m_messages->replace(row, stored);
     refreshListRow(m_current);
     m_input->setFocus();
     startTurn();
+}
+
+void MainWindow::showUserVersion(int row, int index) {
+    if (!m_store.showUserVersion(m_current, row, index)) {
+        statusBar()->showMessage(m_store.lastError(), 6000);
+        return;
+    }
+    forgetDeletions(m_current);
+    m_messages->setMessages(m_store.messages(m_current));
+    m_meter->refresh();
 }
 
 bool MainWindow::exportConversation(const QString& path, bool json) {

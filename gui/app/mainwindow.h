@@ -72,8 +72,10 @@ public:
 
     // The model switcher's item roles (modelSwitcher()).
     enum SwitcherRole { kSwitchKindRole = Qt::UserRole + 1, kSwitchStoreRole };
-    // How long "Undo" is offered after a message is deleted.
+    // How long "Undo" is offered under the messages after a message is deleted, and how many
+    // deletions Ctrl+Z (Edit > Undo delete) can take back, newest first.
     static constexpr int kUndoMs = 10000;
+    static constexpr int kMaxUndo = 20;
 
     explicit MainWindow(Options options, QWidget* parent = nullptr);
     ~MainWindow() override;
@@ -123,12 +125,18 @@ public slots:
     // `row` and the same settings; it is opened. Returns its id (0: not done).
     qint64 branchFrom(int row);
     void editMessage(int row, const QString& newText = {});
-    // Deletes the message at once; "Undo" in the status bar puts it back for kUndoMs.
+    // Deletes the message at once; "Undo" under the messages offers it back for kUndoMs, and
+    // it goes onto the undo stack (kMaxUndo deletions, newest first).
     void deleteMessage(int row);
-    // Puts the last deleted message back (the Undo button); false when there is none any more.
+    // Puts the latest deletion back (the Undo button, Ctrl+Z, Edit > Undo delete), opening its
+    // conversation; false when there is none. A conversation's deletions leave the stack when
+    // it changes otherwise (a message sent, edited, regenerated; it is deleted).
     bool undoDelete();
+    int undoCount() const { return static_cast<int>(m_deleted.size()); }
     QPushButton* undoButton() const { return m_undo; }
-    // Shows version `index` of a regenerated reply (the chat view's < 2/3 >).
+    QAction* undoAction() const { return m_undoAction; }
+    // Shows version `index` of a regenerated reply or of an edited message of yours (the chat
+    // view's < 2/3 >); for yours, with the messages that followed that version.
     void showVersion(int row, int index);
     void selectConversation(qint64 id);
     void toggleServer();
@@ -206,6 +214,8 @@ public slots:
 
 protected:
     void closeEvent(QCloseEvent* event) override;
+    // Ctrl+Z in the message box: its own typing first, then the deletions (Edit > Undo delete).
+    bool eventFilter(QObject* watched, QEvent* event) override;
     // Files dropped anywhere on the window are attached to the message being written.
     void dragEnterEvent(QDragEnterEvent* event) override;
     void dropEvent(QDropEvent* event) override;
@@ -219,6 +229,12 @@ private:
     void onTurnFinished(const TurnReport& report);
     void finishContinue(qint64 conv, const TurnReport& report);
     void refreshAttachmentChips();
+    // Drops the deletions of conversation `id` from the undo stack (it changed, so they would
+    // land in the wrong place); 0: all of them. Updates the Undo bar and action.
+    void forgetDeletions(qint64 id);
+    void refreshUndo();
+    // showVersion for a message of yours: the messages after it change with the version.
+    void showUserVersion(int row, int index);
     void updateEngineState();
     void updateServerState(bool running, const QString& url);
     void loadActiveProfile();
@@ -279,8 +295,9 @@ private:
     QWidget* m_chips = nullptr;
     QLabel* m_attachNote = nullptr;
     QList<Attachment> m_attachments;
-    // The message deleted last, while its Undo is offered.
-    std::optional<StoredMessage> m_deleted;
+    // The deleted messages Undo can put back, oldest first (at most kMaxUndo).
+    QList<StoredMessage> m_deleted;
+    QAction* m_undoAction = nullptr;
     QWidget* m_undoBar = nullptr;
     QLabel* m_undoLabel = nullptr;
     QPushButton* m_undo = nullptr;

@@ -136,6 +136,38 @@ void attachmentScene(MainWindow* window, const QString& dir, const std::function
     });
 }
 
+// An earlier message of yours edited: the new version answered, "2/2" in its header and the
+// earlier text with its reply one click away (edit-versions.png).
+void editScene(MainWindow* window, const QString& dir, const std::function<void()>& next) {
+    const int row = window->messages()->rowCount() - 2;
+    if (row < 0 || window->engine()->busy()) {
+        next();
+        return;
+    }
+    window->engine()->setForcedOutput(QStringLiteral(
+        "<|channel|>final<|message|>Here it is for the odd numbers:\n\n```python\n"
+        "def odd_squares(values):\n    return [v * v for v in values if v % 2]\n```<|return|>"));
+    auto done = std::make_shared<QMetaObject::Connection>();
+    *done = QObject::connect(window->engine(), &EngineHost::turnFinished, window,
+                             [window, dir, next, done](const TurnReport&) {
+                                 QObject::disconnect(*done);
+                                 window->engine()->setForcedOutput({});
+                                 QTimer::singleShot(300, window, [window, dir, next] {
+                                     window->chatView()->restoreScrollPosition(-1);
+                                     save(window->chatView(),
+                                          dir + QStringLiteral("/edit-versions.png"));
+                                     next();
+                                 });
+                             });
+    window->editMessage(
+        row, QStringLiteral("Write a Python function for the squares of the odd numbers."));
+    if (!window->engine()->busy()) {
+        QObject::disconnect(*done);
+        window->engine()->setForcedOutput({});
+        next();
+    }
+}
+
 // Sends the chat scene's question, opens the reply's reasoning, saves chat.png, then `next`.
 void chatScene(MainWindow* window, const QString& dir, std::function<void()> next) {
     window->engine()->setForcedOutput(QString::fromUtf8(kChatReply));
@@ -167,7 +199,8 @@ void chatScene(MainWindow* window, const QString& dir, std::function<void()> nex
                 QTimer::singleShot(200, window, [window, dir, next] {
                     window->chatView()->restoreScrollPosition(-1);
                     save(window->chatView(), dir + QStringLiteral("/chat.png"));
-                    attachmentScene(window, dir, next);
+                    editScene(window, dir,
+                              [window, dir, next] { attachmentScene(window, dir, next); });
                 });
             });
         });

@@ -9,6 +9,11 @@
 
 #include <algorithm>
 
+#ifdef NEURAL_HAVE_QT_PDF
+#include <QPdfDocument>
+#include <QPdfSelection>
+#endif
+
 namespace neural::gui::attachments {
 
 namespace {
@@ -27,6 +32,87 @@ int longestBacktickRun(const QString& text) {
 
 QString sizeText(qint64 bytes) { return QLocale().formattedDataSize(bytes, 1); }
 
+bool canReadPdf() {
+#ifdef NEURAL_HAVE_QT_PDF
+    return true;
+#else
+    return false;
+#endif
+}
+
+namespace {
+
+// A PDF by its name or its signature.
+bool isPdf(const QFileInfo& info) {
+    if (info.suffix().compare(QLatin1String("pdf"), Qt::CaseInsensitive) == 0) return true;
+    QFile f(info.filePath());
+    return f.open(QIODevice::ReadOnly) && f.read(5) == "%PDF-";
+}
+
+bool readPdf(const QFileInfo& info, Attachment* out, QString* error) {
+    const QString name = info.fileName();
+#ifdef NEURAL_HAVE_QT_PDF
+    if (info.size() > kMaxPdfBytes) {
+        *error = tr("%1 is too large to read (%2; PDF files up to %3).")
+                     .arg(name, sizeText(info.size()), sizeText(kMaxPdfBytes));
+        return false;
+    }
+    QPdfDocument doc;
+    switch (doc.load(info.filePath())) {
+        case QPdfDocument::Error::None:
+            break;
+        case QPdfDocument::Error::IncorrectPassword:
+        case QPdfDocument::Error::UnsupportedSecurityScheme:
+            *error = tr("%1 is encrypted (protected by a password): its text cannot be read. "
+                        "Save an unprotected copy to attach it.")
+                         .arg(name);
+            return false;
+        case QPdfDocument::Error::FileNotFound:
+            *error = tr("%1 cannot be read.").arg(name);
+            return false;
+        default:
+            *error = tr("%1 is damaged or not a PDF file: its text cannot be read.").arg(name);
+            return false;
+    }
+    const int pages = doc.pageCount();
+    QString text;
+    bool anyText = false;
+    for (int page = 0; page < pages; ++page) {
+        const QString pageText = doc.getAllText(page).text();
+        anyText = anyText || !pageText.trimmed().isEmpty();
+        text += tr("--- Page %1 of %2 ---\n").arg(page + 1).arg(pages);
+        text += pageText.trimmed();
+        text += QLatin1Char('\n');
+        if (text.size() > kMaxBytes) break;  // over the limit whatever follows
+    }
+    if (pages <= 0 || !anyText) {
+        *error = tr("%1 has no text layer (a scanned or image-only PDF): there is no text to "
+                    "attach.")
+                     .arg(name);
+        return false;
+    }
+    // The PDF's text is what the model reads: the text limit applies to it.
+    const qint64 bytes = text.toUtf8().size();
+    if (bytes > kMaxBytes) {
+        *error =
+            tr("%1 has too much text to attach (more than %2).").arg(name, sizeText(kMaxBytes));
+        return false;
+    }
+    out->name = name;
+    out->text = text;
+    out->bytes = bytes;
+    return true;
+#else
+    Q_UNUSED(out);
+    *error = tr("%1 is a PDF: this build of Neural cannot read PDF text (it was built without Qt "
+                "PDF). Copy the text into a text file to attach it.")
+                 .arg(name);
+    return false;
+#endif
+}
+
+}  // namespace
+
 bool read(const QString& path, Attachment* out, QString* error) {
     const QFileInfo info(path);
     const QString name = info.fileName();
@@ -34,6 +120,7 @@ bool read(const QString& path, Attachment* out, QString* error) {
         *error = tr("%1 is not a file that can be attached.").arg(name.isEmpty() ? path : name);
         return false;
     }
+    if (isPdf(info)) return readPdf(info, out, error);
     if (info.size() > kMaxBytes) {
         *error = tr("%1 is too large to attach (%2; at most %3 of text).")
                      .arg(name, sizeText(info.size()), sizeText(kMaxBytes));
@@ -105,6 +192,19 @@ Shown shown(const QString& content, const QJsonObject& stats) {
             sizeText(o.value(QStringLiteral("bytes")).toInteger()));
     }
     return s;
+}
+
+QString editMessage(const QString& content, const QJsonObject& stats, const QString& text,
+                    QJsonObject* newStats) {
+    const QJsonArray list = stats.value(QStringLiteral("attachments")).toArray();
+    const qint64 length = stats.value(QStringLiteral("text_length")).toInteger(-1);
+    *newStats = stats;
+    if (list.isEmpty() || length < 0 || length > content.size()) return text;
+    // composeMessage's layout: the typed text, a blank line when there is one, then the files.
+    QString files = content.mid(static_cast<int>(length));
+    if (length > 0 && files.startsWith(QStringLiteral("\n\n"))) files.remove(0, 2);
+    newStats->insert(QStringLiteral("text_length"), static_cast<qint64>(text.size()));
+    return text.isEmpty() ? files : text + QStringLiteral("\n\n") + files;
 }
 
 }  // namespace neural::gui::attachments

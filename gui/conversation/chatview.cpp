@@ -330,7 +330,9 @@ MessageWidget::MessageWidget(QWidget* parent) : QFrame(parent) {
     auto* eb = new QHBoxLayout(m_editBar);
     eb->setContentsMargins(0, 0, 0, 0);
     auto* hint =
-        new QLabel(tr("Later messages are replaced (Ctrl+Enter sends, Esc cancels)"), m_editBar);
+        new QLabel(tr("The earlier text and its replies stay as a version (Ctrl+Enter sends, "
+                      "Esc cancels)"),
+                   m_editBar);
     hint->setForegroundRole(QPalette::PlaceholderText);
     auto* save = new QPushButton(tr("Send"), m_editBar);
     save->setAccessibleName(tr("Send the edited message"));
@@ -388,6 +390,7 @@ void MessageWidget::setMessage(const ChatMessage& m, bool canRegenerate) {
     // inlined, conversation/attachments.h).
     const attachments::Shown shown =
         m_user ? attachments::shown(m.content, m.stats) : attachments::Shown{m.content, {}};
+    m_typed = shown.text;
     if (streaming) {
         m_body->showStreamingMarkdown(m.content.isEmpty() ? tr("...") : m.content);
         m_renderedFinal = false;
@@ -442,6 +445,10 @@ void MessageWidget::setMessage(const ChatMessage& m, bool canRegenerate) {
     m_version = std::clamp(m.version, 0, m_versionCount - 1);
     const bool versions = m_versionCount > 1 && !streaming;
     m_versionLabel->setText(tr("%1/%2").arg(m_version + 1).arg(m_versionCount));
+    m_prevVersion->setToolTip(m_user ? tr("Previous version of this message and what followed it")
+                                     : tr("Previous version of this reply"));
+    m_nextVersion->setToolTip(m_user ? tr("Next version of this message and what followed it")
+                                     : tr("Next version of this reply"));
     m_versionLabel->setAccessibleDescription(
         tr("Version %1 of %2").arg(m_version + 1).arg(m_versionCount));
     m_prevVersion->setVisible(versions);
@@ -468,7 +475,7 @@ void MessageWidget::setReasoningOpen(bool open) { m_thought->setChecked(open); }
 
 void MessageWidget::startEdit() {
     if (!m_user) return;
-    m_editor->setPlainText(m_content);
+    m_editor->setPlainText(m_typed);
     m_editor->moveCursor(QTextCursor::End);
     m_body->hide();
     m_edit->hide();
@@ -492,7 +499,8 @@ bool MessageWidget::isEditing() const { return !m_editor->isHidden(); }
 
 void MessageWidget::submitEdit() {
     const QString text = m_editor->toPlainText().trimmed();
-    if (text.isEmpty()) return;
+    // A message with files may go without typed text, as when it was sent.
+    if (text.isEmpty() && m_files->isHidden()) return;
     cancelEdit();
     emit editSubmitted(text);
 }

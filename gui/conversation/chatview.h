@@ -2,7 +2,7 @@
 // indented on the right, replies on the left) bound to a MessageModel. A bubble shows the
 // Markdown text (rendered live while it streams), a collapsible "Thought for N s" reasoning
 // section, the reply's stats (tokens, tok/s, first token; live while it streams), the versions
-// of a regenerated reply (< 2/3 >) and Copy / Edit / Regenerate / Delete / Branch, and Continue
+// of a regenerated reply or an edited message of yours (< 2/3 >) and Copy / Edit / Regenerate / Delete / Branch, and Continue
 // on a last reply the token limit cut. Edit opens the text
 // in place. Colours come from the palette: a theme change re-renders every message.
 //
@@ -144,6 +144,7 @@ private:
     QPushButton* m_branch;
     ToolCard* m_card;
     QString m_content;
+    QString m_typed;  // what Edit opens: the typed text of a message of yours (its files stay)
     QString m_renderedReasoning;
     bool m_renderedFinal = false;
     int m_version = 0;

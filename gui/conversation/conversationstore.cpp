@@ -8,6 +8,7 @@
 #include <QVariant>
 
 #include <atomic>
+#include <utility>
 
 namespace neural::gui {
 
@@ -55,8 +56,82 @@ const QList<QStringList>& migrations() {
         // always allowed; '{}': the defaults).
         {QStringLiteral("ALTER TABLE conversations ADD COLUMN tools TEXT NOT NULL DEFAULT "
                         "'{}'")},
+        // 6: messages of yours have versions too (an edit keeps the earlier text), and each
+        // version in messages.versions may carry the messages that followed it ("following").
+        // The tables are unchanged and every v5 row reads the same; the number is what makes an
+        // older app, which would drop the "following" lists when it flips a version, refuse
+        // the file.
+        {},
     };
     return steps;
+}
+
+QString compact(const QJsonValue& v) {
+    return QString::fromUtf8(v.isArray()
+                                 ? QJsonDocument(v.toArray()).toJson(QJsonDocument::Compact)
+                                 : QJsonDocument(v.toObject()).toJson(QJsonDocument::Compact));
+}
+
+// messages.versions: [{"content", "reasoning", "stats", "following"?}, ...].
+QJsonArray versionsToJson(const QList<MessageVersion>& versions) {
+    QJsonArray list;
+    for (const MessageVersion& v : versions) {
+        QJsonObject o{{QStringLiteral("content"), v.content},
+                      {QStringLiteral("reasoning"), v.reasoning},
+                      {QStringLiteral("stats"), v.stats}};
+        if (!v.following.isEmpty()) o.insert(QStringLiteral("following"), v.following);
+        list.push_back(o);
+    }
+    return list;
+}
+
+QList<MessageVersion> versionsFromJson(const QJsonArray& list) {
+    QList<MessageVersion> out;
+    for (const QJsonValue& v : list) {
+        const QJsonObject o = v.toObject();
+        out.push_back({o.value(QStringLiteral("content")).toString(),
+                       o.value(QStringLiteral("reasoning")).toString(),
+                       o.value(QStringLiteral("stats")).toObject(),
+                       o.value(QStringLiteral("following")).toArray()});
+    }
+    return out;
+}
+
+// A message kept in a version's "following" list, as it was stored.
+QJsonObject messageToJson(const StoredMessage& m) {
+    QJsonObject o{{QStringLiteral("id"), m.id},
+                  {QStringLiteral("role"), m.role},
+                  {QStringLiteral("content"), m.content},
+                  {QStringLiteral("reasoning"), m.reasoning},
+                  {QStringLiteral("created_ms"), m.createdMs},
+                  {QStringLiteral("stats"), m.stats}};
+    if (m.versions.size() > 1) {
+        o.insert(QStringLiteral("versions"), versionsToJson(m.versions));
+        o.insert(QStringLiteral("version"), m.version);
+    }
+    return o;
+}
+
+StoredMessage messageFromJson(const QJsonObject& o) {
+    StoredMessage m;
+    m.id = o.value(QStringLiteral("id")).toInteger();
+    m.role = o.value(QStringLiteral("role")).toString();
+    m.content = o.value(QStringLiteral("content")).toString();
+    m.reasoning = o.value(QStringLiteral("reasoning")).toString();
+    m.createdMs = o.value(QStringLiteral("created_ms")).toInteger();
+    m.stats = o.value(QStringLiteral("stats")).toObject();
+    m.versions = versionsFromJson(o.value(QStringLiteral("versions")).toArray());
+    m.version = o.value(QStringLiteral("version")).toInt();
+    if (m.versions.size() < 2 || m.version < 0 || m.version >= m.versions.size()) {
+        m.versions.clear();
+        m.version = 0;
+    }
+    return m;
+}
+
+// The versions column's value: '[]' for a message with one version.
+QString versionsColumn(const QList<MessageVersion>& versions) {
+    return versions.size() > 1 ? compact(versionsToJson(versions)) : QStringLiteral("[]");
 }
 
 }  // namespace
@@ -341,12 +416,7 @@ QList<StoredMessage> ConversationStore::messages(qint64 conversationId) {
         m.createdMs = q.value(5).toLongLong();
         m.stats = QJsonDocument::fromJson(q.value(6).toByteArray()).object();
         // A damaged versions column shows the message as it is, with one version.
-        for (const QJsonValue& v : QJsonDocument::fromJson(q.value(7).toByteArray()).array()) {
-            const QJsonObject o = v.toObject();
-            m.versions.push_back({o.value(QStringLiteral("content")).toString(),
-                                  o.value(QStringLiteral("reasoning")).toString(),
-                                  o.value(QStringLiteral("stats")).toObject()});
-        }
+        m.versions = versionsFromJson(QJsonDocument::fromJson(q.value(7).toByteArray()).array());
         m.version = q.value(8).toInt();
         if (m.versions.size() < 2 || m.version < 0 || m.version >= m.versions.size()) {
             m.versions.clear();
@@ -496,11 +566,6 @@ bool ConversationStore::insertMessage(const StoredMessage& m) {
                        "conversation_id = ? AND position < 0"));
     q.addBindValue(m.conversationId);
     if (!q.exec()) return rollback(q.lastError().text());
-    QJsonArray list;
-    for (const MessageVersion& v : m.versions)
-        list.push_back(QJsonObject{{QStringLiteral("content"), v.content},
-                                   {QStringLiteral("reasoning"), v.reasoning},
-                                   {QStringLiteral("stats"), v.stats}});
     q.prepare(QStringLiteral(
         "INSERT INTO messages (id, conversation_id, position, role, content, reasoning, "
         "created_ms, stats, versions, version) VALUES (?, ?, ?, ?, COALESCE(?, ''), "
@@ -513,9 +578,7 @@ bool ConversationStore::insertMessage(const StoredMessage& m) {
     q.addBindValue(m.reasoning);
     q.addBindValue(m.createdMs);
     q.addBindValue(QString::fromUtf8(QJsonDocument(m.stats).toJson(QJsonDocument::Compact)));
-    q.addBindValue(m.versions.size() > 1
-                       ? QString::fromUtf8(QJsonDocument(list).toJson(QJsonDocument::Compact))
-                       : QStringLiteral("[]"));
+    q.addBindValue(versionsColumn(m.versions));
     q.addBindValue(m.versions.size() > 1 ? m.version : 0);
     if (!q.exec()) return rollback(q.lastError().text());
     return db.commit() || fail(QStringLiteral("commit failed"), db.lastError().text());
@@ -528,11 +591,6 @@ bool ConversationStore::setMessageVersions(qint64 messageId, const QList<Message
                         .arg(selected + 1)
                         .arg(versions.size()),
                     {});
-    QJsonArray list;
-    for (const MessageVersion& v : versions)
-        list.push_back(QJsonObject{{QStringLiteral("content"), v.content},
-                                   {QStringLiteral("reasoning"), v.reasoning},
-                                   {QStringLiteral("stats"), v.stats}});
     const MessageVersion& shown = versions.at(selected);
     QSqlQuery q(QSqlDatabase::database(m_connection));
     q.prepare(
@@ -541,15 +599,146 @@ bool ConversationStore::setMessageVersions(qint64 messageId, const QList<Message
     q.addBindValue(shown.content);
     q.addBindValue(shown.reasoning);
     q.addBindValue(QString::fromUtf8(QJsonDocument(shown.stats).toJson(QJsonDocument::Compact)));
-    q.addBindValue(versions.size() > 1
-                       ? QString::fromUtf8(QJsonDocument(list).toJson(QJsonDocument::Compact))
-                       : QStringLiteral("[]"));
+    q.addBindValue(versionsColumn(versions));
     q.addBindValue(versions.size() > 1 ? selected : 0);
     q.addBindValue(messageId);
     if (!q.exec())
         return fail(QStringLiteral("cannot save the versions of message %1").arg(messageId),
                     q.lastError().text());
     return q.numRowsAffected() == 1 || fail(QStringLiteral("no message %1").arg(messageId), {});
+}
+
+bool ConversationStore::takeFollowing(qint64 conversationId, int position, QJsonArray* out) {
+    const QList<StoredMessage> all = messages(conversationId);
+    for (const StoredMessage& m : all)
+        if (m.position > position) out->push_back(messageToJson(m));
+    QSqlQuery q(QSqlDatabase::database(m_connection));
+    q.prepare(QStringLiteral("DELETE FROM messages WHERE conversation_id = ? AND position > ?"));
+    q.addBindValue(conversationId);
+    q.addBindValue(position);
+    if (!q.exec()) return fail(QStringLiteral("cannot set messages aside"), q.lastError().text());
+    return true;
+}
+
+bool ConversationStore::putFollowing(qint64 conversationId, int position,
+                                     const QJsonArray& following) {
+    QSqlQuery q(QSqlDatabase::database(m_connection));
+    for (int i = 0; i < following.size(); ++i) {
+        const StoredMessage m = messageFromJson(following.at(i).toObject());
+        // Its own id unless another message has it (a branched copy of the conversation).
+        q.prepare(QStringLiteral("SELECT COUNT(*) FROM messages WHERE id = ?"));
+        q.addBindValue(m.id);
+        if (!q.exec() || !q.next())
+            return fail(QStringLiteral("cannot put messages back"), q.lastError().text());
+        const bool keepId = m.id > 0 && q.value(0).toInt() == 0;
+        q.prepare(QStringLiteral("INSERT INTO messages (%1conversation_id, position, role, "
+                                 "content, reasoning, created_ms, stats, versions, version) "
+                                 "VALUES (%2?, ?, COALESCE(?, 'user'), COALESCE(?, ''), "
+                                 "COALESCE(?, ''), ?, ?, ?, ?)")
+                      .arg(keepId ? QStringLiteral("id, ") : QString(),
+                           keepId ? QStringLiteral("?, ") : QString()));
+        if (keepId) q.addBindValue(m.id);
+        q.addBindValue(conversationId);
+        q.addBindValue(position + 1 + i);
+        q.addBindValue(m.role);
+        q.addBindValue(m.content);
+        q.addBindValue(m.reasoning);
+        q.addBindValue(m.createdMs);
+        q.addBindValue(compact(m.stats));
+        q.addBindValue(versionsColumn(m.versions));
+        q.addBindValue(m.versions.size() > 1 ? m.version : 0);
+        if (!q.exec())
+            return fail(QStringLiteral("cannot put messages back"), q.lastError().text());
+    }
+    return true;
+}
+
+StoredMessage ConversationStore::editUserMessage(qint64 conversationId, int position,
+                                                 const QString& content, const QJsonObject& stats) {
+    QSqlDatabase db = QSqlDatabase::database(m_connection);
+    if (!db.transaction()) {
+        fail(QStringLiteral("cannot begin a transaction"), db.lastError().text());
+        return {};
+    }
+    auto rollback = [&](const QString& detail) {
+        db.rollback();
+        fail(QStringLiteral("cannot edit message %1 of conversation %2")
+                 .arg(position + 1)
+                 .arg(conversationId),
+             detail);
+        return StoredMessage{};
+    };
+    const QList<StoredMessage> all = messages(conversationId);
+    if (position < 0 || position >= all.size() || all.at(position).role != QLatin1String("user"))
+        return rollback(QStringLiteral("no such message of yours"));
+    const StoredMessage old = all.at(position);
+    QJsonArray following;
+    if (!takeFollowing(conversationId, position, &following)) return rollback(m_error);
+    QList<MessageVersion> versions = old.versions;
+    if (versions.isEmpty()) versions.push_back({old.content, old.reasoning, old.stats, {}});
+    versions[old.versions.isEmpty() ? 0 : old.version].following = following;
+    versions.push_back({content, {}, stats, {}});
+    const int shown = static_cast<int>(versions.size()) - 1;
+    QSqlQuery q(db);
+    q.prepare(
+        QStringLiteral("UPDATE messages SET content = COALESCE(?, ''), reasoning = '', stats = ?, "
+                       "versions = ?, version = ? WHERE id = ?"));
+    q.addBindValue(content);
+    q.addBindValue(compact(stats));
+    q.addBindValue(versionsColumn(versions));
+    q.addBindValue(shown);
+    q.addBindValue(old.id);
+    if (!q.exec() || q.numRowsAffected() != 1) return rollback(q.lastError().text());
+    q.prepare(QStringLiteral("UPDATE conversations SET updated_ms = ? WHERE id = ?"));
+    q.addBindValue(nowMs());
+    q.addBindValue(conversationId);
+    if (!q.exec()) return rollback(q.lastError().text());
+    if (!db.commit()) return rollback(db.lastError().text());
+    StoredMessage m = old;
+    m.content = content;
+    m.reasoning.clear();
+    m.stats = stats;
+    m.versions = versions;
+    m.version = shown;
+    return m;
+}
+
+bool ConversationStore::showUserVersion(qint64 conversationId, int position, int index) {
+    QSqlDatabase db = QSqlDatabase::database(m_connection);
+    if (!db.transaction())
+        return fail(QStringLiteral("cannot begin a transaction"), db.lastError().text());
+    auto rollback = [&](const QString& detail) {
+        db.rollback();
+        return fail(
+            QStringLiteral("cannot show version %1 of message %2").arg(index + 1).arg(position + 1),
+            detail);
+    };
+    const QList<StoredMessage> all = messages(conversationId);
+    if (position < 0 || position >= all.size() || all.at(position).role != QLatin1String("user"))
+        return rollback(QStringLiteral("no such message of yours"));
+    const StoredMessage m = all.at(position);
+    if (index < 0 || index >= m.versions.size())
+        return rollback(QStringLiteral("the message has %1 versions").arg(m.versions.size()));
+    if (index == m.version) return rollback(QStringLiteral("that version is shown"));
+    QList<MessageVersion> versions = m.versions;
+    QJsonArray following;
+    if (!takeFollowing(conversationId, position, &following)) return rollback(m_error);
+    versions[m.version].following = following;
+    const QJsonArray back = std::exchange(versions[index].following, {});
+    if (!putFollowing(conversationId, position, back)) return rollback(m_error);
+    const MessageVersion& shown = versions.at(index);
+    QSqlQuery q(db);
+    q.prepare(
+        QStringLiteral("UPDATE messages SET content = COALESCE(?, ''), reasoning = "
+                       "COALESCE(?, ''), stats = ?, versions = ?, version = ? WHERE id = ?"));
+    q.addBindValue(shown.content);
+    q.addBindValue(shown.reasoning);
+    q.addBindValue(compact(shown.stats));
+    q.addBindValue(versionsColumn(versions));
+    q.addBindValue(index);
+    q.addBindValue(m.id);
+    if (!q.exec() || q.numRowsAffected() != 1) return rollback(q.lastError().text());
+    return db.commit() || rollback(db.lastError().text());
 }
 
 QString ConversationStore::exportMarkdown(qint64 conversationId) {

@@ -8,6 +8,7 @@
 // Used from one thread (the GUI thread); every instance has its own connection.
 #pragma once
 
+#include <QJsonArray>
 #include <QJsonObject>
 #include <optional>
 #include <QList>
@@ -30,11 +31,16 @@ struct ConversationInfo {
     QJsonObject tools;
 };
 
-// One version of an assistant reply (regenerate keeps the earlier ones).
+// One version of a message: of an assistant reply (regenerate keeps the earlier ones) or of a
+// message of yours (an edit keeps the earlier text and what followed it).
 struct MessageVersion {
     QString content;
     QString reasoning;
     QJsonObject stats;
+    // A message of yours only: the messages that followed this version while another one is
+    // shown (a JSON array of stored messages, their own versions included; schema v6). Empty
+    // for the version shown, whose following messages are the conversation's later rows.
+    QJsonArray following;
 };
 
 struct StoredMessage {
@@ -46,15 +52,16 @@ struct StoredMessage {
     QString reasoning;  // analysis channel (assistant), may be empty
     qint64 createdMs = 0;
     QJsonObject stats;  // assistant: tokens, tok/s, ttft_s, reasoning_s, finish, ...
-    // Every version of a regenerated reply, in order (content/reasoning/stats above are
-    // versions[version]); empty for a message with one version.
+    // Every version of a regenerated reply or an edited message of yours, in order
+    // (content/reasoning/stats above are versions[version]); empty for a message with one
+    // version.
     QList<MessageVersion> versions;
     int version = 0;
 };
 
 class ConversationStore {
 public:
-    static constexpr int kSchemaVersion = 5;
+    static constexpr int kSchemaVersion = 6;
 
     ConversationStore();
     ~ConversationStore();
@@ -98,6 +105,17 @@ public:
     // the later ones move down a position. One transaction; false when its position is past
     // the end or the conversation is gone.
     bool insertMessage(const StoredMessage& message);
+    // Edit that keeps what it replaces: `content` (with `stats`) becomes a new version of the
+    // message of yours at `position`, shown, and the messages after it are kept with the version
+    // shown until now (its `following`), so the conversation ends with the edited message. One
+    // transaction. The stored message (id 0 on error).
+    StoredMessage editUserMessage(qint64 conversationId, int position, const QString& content,
+                                  const QJsonObject& stats);
+    // Shows version `index` of the message of yours at `position` with the messages that
+    // followed it: the messages after it now go with the version shown until now. A message
+    // keeps its id when it comes back (a new one only where that id is taken, as in a
+    // conversation branched from this one). One transaction.
+    bool showUserVersion(qint64 conversationId, int position, int index);
     // Stores the versions of a reply and shows versions[selected] (its content, reasoning and
     // stats become the message's). False for an empty list or an index out of range.
     bool setMessageVersions(qint64 messageId, const QList<MessageVersion>& versions, int selected);
@@ -112,6 +130,10 @@ public:
 
 private:
     bool migrate();
+    // Within a transaction: removes the messages after `position` and returns them as JSON
+    // (MessageVersion::following); puts such a list back after `position`.
+    bool takeFollowing(qint64 conversationId, int position, QJsonArray* out);
+    bool putFollowing(qint64 conversationId, int position, const QJsonArray& following);
     bool exec(const QString& sql);
     bool fail(const QString& what, const QString& detail);
 

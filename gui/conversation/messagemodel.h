@@ -18,7 +18,7 @@ struct ChatMessage {
     QString reasoning;
     QJsonObject stats;  // while streaming: tokens, tokens_per_second, ttft_s so far
     bool streaming = false;
-    QList<MessageVersion> versions;  // every version of a regenerated reply; empty: one
+    QList<MessageVersion> versions;  // of a regenerated reply / an edited message; empty: one
     int version = 0;                 // the one shown, an index into `versions`
     // While streaming: since the request, and the time of the first text (ms, -1: none yet).
     QElapsedTimer clock;

@@ -18,7 +18,11 @@
 #include <QSpinBox>
 #include <QStatusBar>
 #include <QTemporaryDir>
+#include <QPainter>
+#include <QPdfWriter>
+#include <QTest>
 #include <QTimer>
+#include <QToolButton>
 
 #include "app/dialogs.h"
 #include "app/mainwindow.h"
@@ -292,6 +296,146 @@ TEST_F(FeaturesTest, ADeletedMessageComesBackWithUndo) {
     EXPECT_EQ(m_window->store().messages(conv).size(), 5);
 }
 
+// Deletions are an undo stack: Ctrl+Z (Edit > Undo delete) takes them back newest first, each
+// as it was, opening its conversation; the message box keeps Ctrl+Z while it has typing to undo.
+TEST_F(FeaturesTest, DeletionsAreUndoneNewestFirstAcrossConversations) {
+    m_window->engine()->setForcedOutput(
+        QStringLiteral("<|channel|>final<|message|>A short reply.<|return|>"));
+    ASSERT_TRUE(send(QStringLiteral("one")));
+    ASSERT_TRUE(send(QStringLiteral("two")));
+    const qint64 a = m_window->currentConversation();
+    const QList<StoredMessage> beforeA = m_window->store().messages(a);
+    ASSERT_EQ(beforeA.size(), 4);
+    m_window->deleteMessage(3);
+    m_window->deleteMessage(0);
+    m_window->newConversation();
+    ASSERT_TRUE(send(QStringLiteral("three")));
+    const qint64 b = m_window->currentConversation();
+    const QList<StoredMessage> beforeB = m_window->store().messages(b);
+    m_window->deleteMessage(0);
+    EXPECT_EQ(m_window->undoCount(), 3);
+    EXPECT_TRUE(m_window->undoAction()->isEnabled());
+    EXPECT_TRUE(m_window->undoButton()->isVisibleTo(m_window.get()));
+
+    // Ctrl+Z in the message box: its typing first, then the latest deletion.
+    m_window->activateWindow();
+    ASSERT_TRUE(QTest::qWaitForWindowActive(m_window.get()));
+    m_window->input()->setFocus();
+    QTest::keyClicks(m_window->input(), QStringLiteral("x"));
+    QTest::keyClick(m_window->input(), Qt::Key_Z, Qt::ControlModifier);
+    EXPECT_TRUE(m_window->input()->toPlainText().isEmpty());
+    EXPECT_EQ(m_window->undoCount(), 3);
+    QTest::keyClick(m_window->input(), Qt::Key_Z, Qt::ControlModifier);
+    EXPECT_EQ(m_window->undoCount(), 2);
+    EXPECT_EQ(m_window->currentConversation(), b);
+    ASSERT_EQ(m_window->store().messages(b).size(), 2);
+    EXPECT_EQ(m_window->store().messages(b)[0].id, beforeB[0].id);
+
+    // The next ones belong to the other conversation, which opens; in reverse order.
+    m_window->undoAction()->trigger();
+    EXPECT_EQ(m_window->currentConversation(), a);
+    EXPECT_EQ(m_window->messages()->rowCount(), 3);
+    EXPECT_EQ(m_window->messages()->at(0).id, beforeA[0].id);
+    EXPECT_TRUE(m_window->undoDelete());
+    EXPECT_EQ(m_window->undoCount(), 0);
+    EXPECT_FALSE(m_window->undoAction()->isEnabled());
+    const QList<StoredMessage> afterA = m_window->store().messages(a);
+    ASSERT_EQ(afterA.size(), 4);
+    for (int i = 0; i < 4; ++i) {
+        EXPECT_EQ(afterA[i].id, beforeA[i].id) << i;
+        EXPECT_EQ(afterA[i].position, i);
+        EXPECT_EQ(afterA[i].content, beforeA[i].content) << i;
+        EXPECT_EQ(afterA[i].createdMs, beforeA[i].createdMs) << i;
+        EXPECT_EQ(afterA[i].stats, beforeA[i].stats) << i;
+    }
+    EXPECT_EQ(m_window->messages()->rowCount(), 4);
+    EXPECT_FALSE(m_window->undoDelete());
+
+    // Bounded: only the latest kMaxUndo deletions are kept.
+    for (int i = 0; i <= MainWindow::kMaxUndo; ++i)
+        m_window->store().appendMessage(a, QStringLiteral("user"),
+                                        QStringLiteral("more %1").arg(i));
+    m_window->newConversation();
+    m_window->selectConversation(a);
+    const int rows = m_window->messages()->rowCount();
+    ASSERT_EQ(rows, 4 + MainWindow::kMaxUndo + 1);
+    for (int i = 0; i < rows; ++i) m_window->deleteMessage(0);
+    EXPECT_EQ(m_window->messages()->rowCount(), 0);
+    EXPECT_EQ(m_window->undoCount(), MainWindow::kMaxUndo);
+    while (m_window->undoDelete()) {
+    }
+    EXPECT_EQ(m_window->messages()->rowCount(), MainWindow::kMaxUndo);
+    // Another change to a conversation ends the offer for its deletions.
+    m_window->deleteMessage(0);
+    ASSERT_TRUE(send(QStringLiteral("last")));
+    EXPECT_EQ(m_window->undoCount(), 0);
+}
+
+// Editing an earlier message of yours keeps the old text and what followed it as a version:
+// the arrows flip between the branches, exactly, also after the conversation is reopened.
+TEST_F(FeaturesTest, EditingAnEarlierMessageKeepsTheOldBranchAsAVersion) {
+    m_window->engine()->setForcedOutput(
+        QStringLiteral("<|channel|>final<|message|>A short reply.<|return|>"));
+    ASSERT_TRUE(send(QStringLiteral("one")));
+    ASSERT_TRUE(send(QStringLiteral("two")));
+    m_window->regenerate(3);
+    ASSERT_TRUE(idle());
+    const qint64 conv = m_window->currentConversation();
+    const QList<StoredMessage> before = m_window->store().messages(conv);
+    ASSERT_EQ(before.size(), 4);
+    ASSERT_EQ(before[3].versions.size(), 2);
+
+    m_window->engine()->setForcedOutput(
+        QStringLiteral("<|channel|>final<|message|>Another reply.<|return|>"));
+    m_window->editMessage(0, QStringLiteral("one, edited"));
+    ASSERT_TRUE(idle());
+    ASSERT_EQ(m_window->messages()->rowCount(), 2);
+    EXPECT_EQ(m_window->messages()->at(0).content, QStringLiteral("one, edited"));
+    EXPECT_EQ(m_window->messages()->at(0).id, before[0].id);
+    EXPECT_EQ(m_window->messages()->at(1).content, QStringLiteral("Another reply."));
+    const QList<StoredMessage> edited = m_window->store().messages(conv);
+
+    MessageWidget* w = m_window->chatView()->messageWidget(0);
+    ASSERT_NE(w, nullptr);
+    EXPECT_FALSE(w->versionLabel()->isHidden());
+    EXPECT_EQ(w->versionLabel()->text(), QStringLiteral("2/2"));
+    QToolButton* prev = nullptr;
+    for (QToolButton* t : w->findChildren<QToolButton*>())
+        if (t->accessibleName() == QStringLiteral("Previous version")) prev = t;
+    ASSERT_NE(prev, nullptr);
+    ASSERT_TRUE(prev->isEnabled());
+    prev->click();
+    // The old branch, exactly: the later messages with their ids, times and versions.
+    const QList<StoredMessage> restored = m_window->store().messages(conv);
+    ASSERT_EQ(restored.size(), 4);
+    for (int i = 0; i < 4; ++i) {
+        EXPECT_EQ(restored[i].id, before[i].id) << i;
+        EXPECT_EQ(restored[i].content, before[i].content) << i;
+        EXPECT_EQ(restored[i].createdMs, before[i].createdMs) << i;
+        EXPECT_EQ(restored[i].stats, before[i].stats) << i;
+    }
+    EXPECT_EQ(restored[3].versions.size(), 2);
+    EXPECT_EQ(restored[3].version, before[3].version);
+    ASSERT_EQ(m_window->messages()->rowCount(), 4);
+    EXPECT_EQ(m_window->messages()->at(0).version, 0);
+    EXPECT_EQ(m_window->chatView()->messageWidget(0)->versionLabel()->text(),
+              QStringLiteral("1/2"));
+    // What the next turn sends follows the version shown.
+    EXPECT_EQ(m_window->turnRequest(false).history.size(), 4);
+
+    // Reopened: the version shown stays, the other branch is still there.
+    m_window->newConversation();
+    m_window->selectConversation(conv);
+    ASSERT_EQ(m_window->messages()->rowCount(), 4);
+    EXPECT_EQ(m_window->messages()->at(0).content, QStringLiteral("one"));
+    m_window->showVersion(0, 1);
+    const QList<StoredMessage> again = m_window->store().messages(conv);
+    ASSERT_EQ(again.size(), 2);
+    EXPECT_EQ(again[1].id, edited[1].id);
+    EXPECT_EQ(again[1].content, QStringLiteral("Another reply."));
+    EXPECT_EQ(m_window->messages()->rowCount(), 2);
+}
+
 // A message box is as wide as its title (the title bar cut "Delete conversation" above a short
 // question); askQuestion returns the button clicked.
 TEST(DialogTitles, AMessageBoxIsAsWideAsItsTitle) {
@@ -417,6 +561,127 @@ TEST_F(FeaturesTest, AttachedTextFilesAreInlinedCountedAndShownAsChips) {
     ASSERT_TRUE(send(QString()));
     ASSERT_EQ(m_window->messages()->rowCount(), 4);
     EXPECT_TRUE(m_window->messages()->at(2).content.startsWith(QStringLiteral("File: main.cpp")));
+}
+
+// Editing a message with files attached changes its typed text and keeps the files.
+TEST_F(FeaturesTest, EditingAMessageWithAttachmentsKeepsThem) {
+    QTemporaryDir files;
+    const QString notes = writeFile(files, QStringLiteral("notes.md"), "# Notes\nline\n");
+    ASSERT_FALSE(notes.isEmpty());
+    m_window->input()->setPlainText(QStringLiteral("Please review"));
+    ASSERT_TRUE(m_window->attachFiles({notes}).isEmpty());
+    m_window->sendMessage();
+    ASSERT_TRUE(idle());
+    const ChatMessage sent = m_window->messages()->at(0);
+
+    MessageWidget* w = m_window->chatView()->messageWidget(0);
+    w->startEdit();
+    ASSERT_TRUE(w->isEditing());
+    EXPECT_EQ(w->editor()->toPlainText(), QStringLiteral("Please review"));  // the typed text
+    EXPECT_FALSE(w->attachmentsLabel()->isHidden());
+    w->editor()->setPlainText(QStringLiteral("Please check"));
+    QTest::keyClick(w->editor(), Qt::Key_Return, Qt::ControlModifier);
+    ASSERT_TRUE(idle());
+    const ChatMessage m = m_window->messages()->at(0);
+    EXPECT_TRUE(
+        m.content.startsWith(QStringLiteral("Please check\n\nFile: notes.md\n```\n# Notes")))
+        << m.content.toStdString();
+    EXPECT_EQ(m.content.mid(12), sent.content.mid(13));  // the files as they were
+    EXPECT_EQ(m.stats.value(QStringLiteral("attachments")), sent.stats.value("attachments"));
+    EXPECT_EQ(m.stats.value(QStringLiteral("text_length")).toInt(), 12);
+    w = m_window->chatView()->messageWidget(0);
+    EXPECT_EQ(w->body()->markdown(), QStringLiteral("Please check"));
+    EXPECT_FALSE(w->attachmentsLabel()->isHidden());
+    EXPECT_TRUE(w->attachmentsLabel()->text().contains(QStringLiteral("notes.md")));
+    // The text may go: the files alone are the message.
+    w->startEdit();
+    w->editor()->clear();
+    QTest::keyClick(w->editor(), Qt::Key_Return, Qt::ControlModifier);
+    ASSERT_TRUE(idle());
+    EXPECT_TRUE(m_window->messages()->at(0).content.startsWith(QStringLiteral("File: notes.md")));
+    EXPECT_FALSE(m_window->chatView()->messageWidget(0)->attachmentsLabel()->isHidden());
+    EXPECT_EQ(m_window->messages()->at(0).versions.size(), 3);
+}
+
+// A PDF with a text layer (written here by QPdfWriter, pages of text) attaches as its text,
+// page by page; a damaged file, a file that only claims to be a PDF, an encrypted PDF and a PDF
+// without text are refused with the reason. A build without Qt PDF says that it cannot read PDF text.
+TEST_F(FeaturesTest, APdfAttachesAsItsTextPageByPage) {
+    QTemporaryDir dir;
+    const QString pdf = dir.filePath(QStringLiteral("report.pdf"));
+    const QString scan = dir.filePath(QStringLiteral("scan.pdf"));
+    {
+        QPdfWriter writer(pdf);
+        QPainter painter(&writer);
+        painter.setFont(QFont(QStringLiteral("DejaVu Sans"), 14));
+        painter.drawText(QPointF(200, 400), QStringLiteral("Quarterly figures rose"));
+        writer.newPage();
+        painter.drawText(QPointF(200, 400), QStringLiteral("Second page closing words"));
+    }
+    {
+        QPdfWriter writer(scan);
+        QPainter painter(&writer);
+        painter.fillRect(QRectF(100, 100, 2000, 1000), Qt::darkGray);  // an image, no text
+    }
+    QFile whole(pdf);
+    ASSERT_TRUE(whole.open(QIODevice::ReadOnly));
+    const QByteArray bytes = whole.readAll();
+    ASSERT_TRUE(bytes.startsWith("%PDF-"));
+    const QString damaged = writeFile(dir, QStringLiteral("damaged.pdf"), bytes.left(300));
+    const QString fake = writeFile(dir, QStringLiteral("notes.pdf"), "just text\n");
+    // Encrypted: the standard security handler with a user password that is not empty (random
+    // /O and /U: no empty password opens it), added to the trailer, which follows the offsets.
+    QByteArray locked = bytes;
+    const qsizetype trailer = locked.lastIndexOf("trailer");
+    const qsizetype open = locked.indexOf("<<", trailer);
+    ASSERT_TRUE(trailer > 0 && open > trailer);
+    const QByteArray key32 = QByteArray(32, '\x5a').toHex();
+    locked.insert(open + 2, "\n/Encrypt << /Filter /Standard /V 1 /R 2 /O <" + key32 + "> /U <" +
+                                QByteArray(32, '\x3c').toHex() +
+                                "> /P -4 >>\n/ID [<0123456789abcdef0123456789abcdef> "
+                                "<0123456789abcdef0123456789abcdef>]\n");
+    const QString encrypted = writeFile(dir, QStringLiteral("locked.pdf"), locked);
+
+    Attachment a;
+    QString error;
+    if (!attachments::canReadPdf()) {
+        EXPECT_FALSE(attachments::read(pdf, &a, &error));
+        EXPECT_TRUE(error.contains(QStringLiteral("cannot read PDF text"))) << error.toStdString();
+        return;
+    }
+    ASSERT_TRUE(attachments::read(pdf, &a, &error)) << error.toStdString();
+    EXPECT_EQ(a.name, QStringLiteral("report.pdf"));
+    const int one = static_cast<int>(a.text.indexOf(QStringLiteral("--- Page 1 of 2 ---\n")));
+    const int first = static_cast<int>(a.text.indexOf(QStringLiteral("Quarterly figures rose")));
+    const int two = static_cast<int>(a.text.indexOf(QStringLiteral("--- Page 2 of 2 ---\n")));
+    const int second =
+        static_cast<int>(a.text.indexOf(QStringLiteral("Second page closing words")));
+    EXPECT_EQ(one, 0) << a.text.toStdString();
+    EXPECT_TRUE(one < first && first < two && two < second) << a.text.toStdString();
+    EXPECT_EQ(a.bytes, a.text.toUtf8().size());
+
+    EXPECT_FALSE(attachments::read(damaged, &a, &error));
+    EXPECT_TRUE(error.contains(QStringLiteral("damaged"))) << error.toStdString();
+    EXPECT_FALSE(attachments::read(fake, &a, &error));
+    EXPECT_TRUE(error.contains(QStringLiteral("damaged or not a PDF"))) << error.toStdString();
+    EXPECT_FALSE(attachments::read(encrypted, &a, &error));
+    EXPECT_TRUE(error.contains(QStringLiteral("encrypted"))) << error.toStdString();
+    EXPECT_FALSE(attachments::read(scan, &a, &error));
+    EXPECT_TRUE(error.contains(QStringLiteral("no text layer"))) << error.toStdString();
+
+    // In the window: a chip, the text inlined and counted like a text file's.
+    meter()->refresh();
+    const qint64 empty = meter()->usedTokens();
+    ASSERT_TRUE(m_window->attachFiles({pdf}).isEmpty());
+    meter()->refresh();
+    EXPECT_GT(meter()->usedTokens(), empty + 8);
+    ASSERT_TRUE(send(QStringLiteral("Summarise")));
+    const ChatMessage sent = m_window->messages()->at(0);
+    EXPECT_TRUE(sent.content.startsWith(
+        QStringLiteral("Summarise\n\nFile: report.pdf\n```\n--- Page 1 of 2 ---\n")))
+        << sent.content.toStdString();
+    EXPECT_TRUE(m_window->chatView()->messageWidget(0)->attachmentsLabel()->text().contains(
+        QStringLiteral("report.pdf")));
 }
 
 }  // namespace

@@ -187,6 +187,173 @@ TEST(ConversationStore, KeepsEachConversationsSamplingSettings) {
     EXPECT_EQ(clamped.seed, 1);
 }
 
+// Every field of two stored messages, versions (and what followed each) included.
+void expectSameMessage(const StoredMessage& a, const StoredMessage& b, int i) {
+    EXPECT_EQ(a.id, b.id) << i;
+    EXPECT_EQ(a.position, b.position) << i;
+    EXPECT_EQ(a.role, b.role) << i;
+    EXPECT_EQ(a.content, b.content) << i;
+    EXPECT_EQ(a.reasoning, b.reasoning) << i;
+    EXPECT_EQ(a.createdMs, b.createdMs) << i;
+    EXPECT_EQ(a.stats, b.stats) << i;
+    EXPECT_EQ(a.version, b.version) << i;
+    ASSERT_EQ(a.versions.size(), b.versions.size()) << i;
+    for (int v = 0; v < a.versions.size(); ++v) {
+        EXPECT_EQ(a.versions[v].content, b.versions[v].content) << i << "/" << v;
+        EXPECT_EQ(a.versions[v].stats, b.versions[v].stats) << i << "/" << v;
+        EXPECT_EQ(a.versions[v].following, b.versions[v].following) << i << "/" << v;
+    }
+}
+
+void expectSameMessages(const QList<StoredMessage>& a, const QList<StoredMessage>& b) {
+    ASSERT_EQ(a.size(), b.size());
+    for (int i = 0; i < a.size(); ++i) expectSameMessage(a[i], b[i], i);
+}
+
+// A conversation of four messages whose last reply was regenerated once.
+qint64 fourMessages(ConversationStore& s) {
+    const qint64 c = s.createConversation(QStringLiteral("t"));
+    s.appendMessage(c, QStringLiteral("user"), QStringLiteral("first"));
+    s.appendMessage(c, QStringLiteral("assistant"), QStringLiteral("reply one"),
+                    QStringLiteral("thinking"), QJsonObject{{QStringLiteral("tokens"), 3}});
+    s.appendMessage(c, QStringLiteral("user"), QStringLiteral("second"), {},
+                    QJsonObject{{QStringLiteral("text_length"), 6}});
+    const StoredMessage r = s.appendMessage(c, QStringLiteral("assistant"), QStringLiteral("b"));
+    s.setMessageVersions(
+        r.id,
+        {{QStringLiteral("a"), {}, QJsonObject{{QStringLiteral("tokens"), 1}}, {}},
+         {QStringLiteral("b"), {}, QJsonObject{{QStringLiteral("tokens"), 2}}, {}}},
+        1);
+    return c;
+}
+
+// Schema 5: a v4 file (the same tables) opens with every message as it was; a step that fails
+// leaves the file at its version with all its data (each step is one transaction).
+TEST(ConversationStore, MigratesAVersion4FileAndAFailedStepChangesNothing) {
+    QTemporaryDir dir;
+    const QString path = dir.filePath(QStringLiteral("c.sqlite"));
+    qint64 c = 0;
+    QList<StoredMessage> before;
+    {
+        ConversationStore s;
+        ASSERT_TRUE(s.open(path)) << s.lastError().toStdString();
+        c = fourMessages(s);
+        before = s.messages(c);
+    }
+    // What a v4 app leaves (the step to 5 changes no table), and a trigger that makes the step
+    // fail. Written against kSchemaVersion: the edit step stays the last one.
+    constexpr int kBefore = ConversationStore::kSchemaVersion - 1;
+    rawSql(path, {QStringLiteral("UPDATE schema_version SET version = %1").arg(kBefore),
+                  QStringLiteral("CREATE TRIGGER refuse BEFORE UPDATE ON schema_version BEGIN "
+                                 "SELECT RAISE(ABORT, 'refused'); END")});
+    {
+        ConversationStore s;
+        EXPECT_FALSE(s.open(path));
+        EXPECT_TRUE(s.lastError().contains(
+            QStringLiteral("schema version %1").arg(ConversationStore::kSchemaVersion)))
+            << s.lastError().toStdString();
+    }
+    EXPECT_EQ(rawInt(path, QStringLiteral("SELECT version FROM schema_version")), kBefore);
+    EXPECT_EQ(rawInt(path, QStringLiteral("SELECT COUNT(*) FROM messages")), 4);
+    rawSql(path, {QStringLiteral("DROP TRIGGER refuse")});
+    ConversationStore s;
+    ASSERT_TRUE(s.open(path)) << s.lastError().toStdString();
+    EXPECT_EQ(s.schemaVersion(), ConversationStore::kSchemaVersion);
+    expectSameMessages(s.messages(c), before);
+    EXPECT_TRUE(s.integrityOk());
+}
+
+// An edit of an earlier message of yours keeps the old text and what followed it as a version:
+// flipping back restores them exactly (ids, times, stats, versions), also after reopening the
+// file; branches nest; a branched copy of the conversation can flip too (new ids where taken).
+TEST(ConversationStore, AnEditKeepsTheOldBranchAsAVersion) {
+    QTemporaryDir dir;
+    const QString path = dir.filePath(QStringLiteral("c.sqlite"));
+    ConversationStore s;
+    ASSERT_TRUE(s.open(path));
+    const qint64 c = fourMessages(s);
+    const QList<StoredMessage> original = s.messages(c);
+
+    const QJsonObject editStats{{QStringLiteral("text_length"), 7}};
+    const StoredMessage edited = s.editUserMessage(c, 2, QStringLiteral("second!"), editStats);
+    ASSERT_EQ(edited.id, original[2].id) << s.lastError().toStdString();
+    EXPECT_EQ(edited.version, 1);
+    QList<StoredMessage> now = s.messages(c);
+    ASSERT_EQ(now.size(), 3);  // the conversation ends with the edited message
+    EXPECT_EQ(now[2].content, QStringLiteral("second!"));
+    EXPECT_EQ(now[2].stats, editStats);
+    ASSERT_EQ(now[2].versions.size(), 2);
+    EXPECT_EQ(now[2].versions[0].content, QStringLiteral("second"));
+    EXPECT_EQ(now[2].versions[0].following.size(), 1);
+    EXPECT_TRUE(now[2].versions[1].following.isEmpty());
+    // The new branch gets its reply.
+    const StoredMessage reply =
+        s.appendMessage(c, QStringLiteral("assistant"), QStringLiteral("c"));
+    const QList<StoredMessage> newBranch = s.messages(c);
+
+    // Back to the first version: exactly the conversation before the edit.
+    ASSERT_TRUE(s.showUserVersion(c, 2, 0)) << s.lastError().toStdString();
+    now = s.messages(c);
+    ASSERT_EQ(now.size(), 4);
+    for (int i : {0, 1, 3}) expectSameMessage(now[i], original[i], i);
+    EXPECT_EQ(now[2].content, QStringLiteral("second"));
+    EXPECT_EQ(now[2].stats, original[2].stats);
+    EXPECT_EQ(now[2].version, 0);
+    EXPECT_EQ(now[2].versions[1].following.size(), 1);
+    EXPECT_FALSE(s.showUserVersion(c, 2, 0));  // shown already
+    EXPECT_FALSE(s.showUserVersion(c, 2, 5));
+    EXPECT_FALSE(s.showUserVersion(c, 1, 0));  // a reply: not a message of yours
+    EXPECT_EQ(s.messages(c).size(), 4);
+
+    // After reopening the file, forward again: the edited branch with its reply.
+    s.close();
+    ASSERT_TRUE(s.open(path));
+    ASSERT_TRUE(s.showUserVersion(c, 2, 1));
+    now = s.messages(c);
+    ASSERT_EQ(now.size(), 4);
+    EXPECT_EQ(now[2].content, QStringLiteral("second!"));
+    EXPECT_EQ(now[3].id, reply.id);
+    EXPECT_EQ(now[3].content, QStringLiteral("c"));
+    for (int i : {0, 1, 3}) expectSameMessage(now[i], newBranch[i], i);
+
+    // Nested: editing the first message keeps everything after it, branches included.
+    const QList<StoredMessage> beforeFirstEdit = s.messages(c);
+    ASSERT_NE(s.editUserMessage(c, 0, QStringLiteral("first!"), {}).id, 0);
+    EXPECT_EQ(s.messages(c).size(), 1);
+    ASSERT_TRUE(s.showUserVersion(c, 0, 0));
+    now = s.messages(c);
+    ASSERT_EQ(now.size(), 4);
+    for (int i : {1, 2, 3}) expectSameMessage(now[i], beforeFirstEdit[i], i);
+    EXPECT_EQ(now[0].content, QStringLiteral("first"));
+    EXPECT_EQ(now[0].versions.size(), 2);
+    ASSERT_TRUE(s.showUserVersion(c, 2, 0));
+    now = s.messages(c);
+    ASSERT_EQ(now.size(), 4);
+    for (int i : {1, 3}) expectSameMessage(now[i], original[i], i);
+
+    // A branched copy holds the hidden branch too; where two copies of a message come back,
+    // the second gets a new id.
+    const qint64 copy = s.branchConversation(c, 2, QStringLiteral("copy"));
+    ASSERT_NE(copy, 0);
+    ASSERT_TRUE(s.showUserVersion(copy, 2, 1)) << s.lastError().toStdString();
+    const QList<StoredMessage> copied = s.messages(copy);
+    ASSERT_EQ(copied.size(), 4);
+    EXPECT_EQ(copied[3].content, QStringLiteral("c"));
+    EXPECT_EQ(s.messages(c).size(), 4);  // the original is untouched
+    ASSERT_TRUE(s.showUserVersion(c, 2, 1)) << s.lastError().toStdString();
+    const QList<StoredMessage> back = s.messages(c);
+    ASSERT_EQ(back.size(), 4);
+    EXPECT_EQ(back[3].content, QStringLiteral("c"));
+    EXPECT_NE(back[3].id, copied[3].id);
+    ASSERT_TRUE(s.showUserVersion(c, 2, 0));
+    EXPECT_TRUE(s.integrityOk());
+
+    // Only messages of yours are edited this way.
+    EXPECT_EQ(s.editUserMessage(c, 1, QStringLiteral("x"), {}).id, 0);
+    EXPECT_EQ(s.editUserMessage(c, 9, QStringLiteral("x"), {}).id, 0);
+    EXPECT_EQ(s.messages(c).size(), 4);
+}
+
 TEST(ConversationStore, RefusesAFileFromANewerAppWithoutTouchingIt) {
     QTemporaryDir dir;
     const QString path = dir.filePath(QStringLiteral("future.sqlite"));

@@ -11,6 +11,8 @@
 #include "cpu/parallel.h"
 #include "runtime/constraint.h"
 #include "runtime/session.h"
+#include "chat/lark_grammar.h"
+#include "support/codex_grammar.h"
 #include "support/fixtures.h"
 
 namespace neural {
@@ -82,6 +84,76 @@ TEST_F(ConstraintTest, PrefixSharingMaskEqualsThePlainMask) {
         EXPECT_EQ(fast, plain) << prefix;
         EXPECT_GT(std::count(fast.begin(), fast.end(), 1), 0) << prefix;
     }
+}
+
+// A text grammar (a freeform tool's input) too: the same mask both ways, inside a line and in
+// the middle of a multi-byte character.
+TEST_F(ConstraintTest, TextGrammarMasksEqualThePlainMask) {
+    const TokenVocabulary vocab(model_->tokenizer(), model_->sampleable_vocab());
+    const auto g = chat::JsonSchemaGrammar::text(
+        chat::RegexAutomaton::compile("^(?:" + chat::lark_to_regex(test::kApplyPatchLark) + ")$"));
+    for (const char* prefix :
+         {"", "*** Be", "*** Begin Patch\n", "*** Begin Patch\n*** Add File: a\n+",
+          "*** Begin Patch\n*** Update File: caf\xc3"}) {
+        chat::JsonRecognizer r(*g);
+        ASSERT_TRUE(r.feed(prefix)) << prefix;
+        std::vector<std::uint8_t> fast, plain;
+        vocab.mask(r, fast);
+        vocab.mask_plain(r, plain);
+        EXPECT_EQ(fast, plain) << prefix;
+        EXPECT_GT(std::count(fast.begin(), fast.end(), 1), 0) << prefix;
+    }
+}
+
+// A freeform tool with Codex's Lark grammar: the random model's call text always follows the
+// grammar (closed by its shortest completion when the budget runs out), with the header a
+// freeform call has (no <|constrain|>json) allowed by the framing.
+TEST_F(ConstraintTest, FreeformToolInputFollowsItsLarkGrammar) {
+    const auto re =
+        chat::RegexAutomaton::compile("^(?:" + chat::lark_to_regex(test::kApplyPatchLark) + ")$");
+    auto c = std::make_shared<OutputConstraint>();
+    c->function_arguments["apply_patch"] = chat::JsonSchemaGrammar::text(re);
+    c->functions = {"apply_patch"};
+    c->text_functions = {"apply_patch"};
+    for (std::uint64_t seed = 1; seed <= 2; ++seed) {
+        ChatSession s(*model_);
+        s.add_user("Fix the typo.");
+        TurnResult r = s.respond(
+            options("<|channel|>commentary to=functions.apply_patch<|message|>", 120, seed, c));
+        ASSERT_EQ(r.tool_calls.size(), 1u);
+        const std::string& text = r.tool_calls[0].arguments;
+        SCOPED_TRACE("seed " + std::to_string(seed) + ": " + text);
+        EXPECT_TRUE(text.starts_with("*** Begin Patch\n"));
+        std::u32string cps;
+        for (std::size_t i = 0; i < text.size();) {
+            const auto b = static_cast<unsigned char>(text[i]);
+            int n = b < 0x80 ? 0 : b < 0xE0 ? 1 : b < 0xF0 ? 2 : 3;
+            char32_t cp = n == 0 ? b : b & (0x3F >> n);
+            ++i;
+            while (n-- > 0 && i < text.size())
+                cp = cp << 6 | (static_cast<unsigned char>(text[i++]) & 0x3F);
+            cps += cp;
+        }
+        EXPECT_TRUE(re->matches(cps));
+        EXPECT_EQ(r.finish, chat::FinishReason::tool_calls);
+    }
+    // The framing: a freeform call's header has no <|constrain|>json; a namespace tool's is
+    // addressed by its namespace.
+    const Tokenizer& tok = model_->tokenizer();
+    const TokenVocabulary vocab(tok, model_->sampleable_vocab());
+    auto walk = [&](const std::string& header) {
+        ReplyFraming f(tok, {"apply_patch", "multi_agent_v1.spawn"}, {"apply_patch"});
+        for (TokenId t : tok.encode(header, true)) {
+            if (!f.accept(vocab, t)) return false;
+        }
+        return f.part() == ReplyFraming::Part::body;
+    };
+    EXPECT_TRUE(walk("<|channel|>commentary to=functions.apply_patch<|message|>"));
+    EXPECT_FALSE(
+        walk("<|channel|>commentary to=functions.apply_patch <|constrain|>json<|message|>"));
+    EXPECT_TRUE(walk("<|channel|>commentary to=multi_agent_v1.spawn <|constrain|>json<|message|>"));
+    EXPECT_FALSE(walk(
+        "<|channel|>commentary to=functions.multi_agent_v1.spawn <|constrain|>json<|message|>"));
 }
 
 TEST_F(ConstraintTest, ConstrainedAnswersParseAndMatchUnconstrainedOnesDoNot) {

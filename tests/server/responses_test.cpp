@@ -384,9 +384,15 @@ TEST(ResponsesRequest, CustomToolsTakePlainText) {
     EXPECT_FALSE(r.chat.history[1].content_type);
     EXPECT_EQ(r.chat.history[1].text(), "*** Begin Patch\n*** End Patch");
     EXPECT_EQ(r.chat.history[2].name.value_or(""), "functions.apply_patch");
-    ASSERT_EQ(r.chat.notices.size(), 1u);
-    EXPECT_THAT(r.chat.notices[0],
-                HasSubstr("lark grammar is shown to the model but not enforced"));
+    // The grammar is enforced on the call's text (chat/lark_grammar.h): no notice.
+    EXPECT_TRUE(r.chat.notices.empty());
+    ASSERT_TRUE(r.chat.constraint);
+    const auto& grammar = r.chat.constraint->function_arguments.at("apply_patch");
+    ASSERT_TRUE(grammar->text_automaton());
+    EXPECT_TRUE(grammar->text_automaton()->matches(U"*** Begin Patch\n*** End Patch"));
+    EXPECT_FALSE(grammar->text_automaton()->matches(U"*** End Patch"));
+    EXPECT_EQ(r.chat.constraint->text_functions, std::vector<std::string>{"apply_patch"});
+    EXPECT_EQ(r.chat.constraint->functions, std::vector<std::string>{"apply_patch"});
 
     ResponseEncoder enc("resp_c", 1, "m", Json::object(), r.tool_kinds);
     std::vector<Json> all;
@@ -411,6 +417,34 @@ TEST(ResponsesRequest, CustomToolsTakePlainText) {
     EXPECT_EQ(item["input"], "*** Begin");
     EXPECT_EQ(item["call_id"], tool_call_id("resp_c", 0));
     EXPECT_FALSE(enc.state_after(r).history.back().content_type);
+}
+
+// A grammar one automaton cannot express is shown to the model and passed on free, with the
+// reason in the log; a regex grammar is enforced; a named freeform tool choice forces its header
+// without <|constrain|>json.
+TEST(ResponsesRequest, FreeformGrammarsBeyondAnAutomatonAreShownButNotEnforced) {
+    const ResponsesRequest r = parse_responses_request(Json::parse(R"({
+      "model": "m", "input": "go",
+      "tools": [{"type": "custom", "name": "calc",
+                 "format": {"type": "grammar", "syntax": "lark",
+                            "definition": "start: e\ne: \"(\" e \")\" | /[0-9]+/"}},
+                {"type": "custom", "name": "date",
+                 "format": {"type": "grammar", "syntax": "regex",
+                            "definition": "\\d{4}-\\d{2}-\\d{2}"}}],
+      "tool_choice": {"type": "custom", "name": "date"}})"));
+    ASSERT_EQ(r.chat.notices.size(), 1u);
+    EXPECT_THAT(r.chat.notices[0], HasSubstr("custom tool 'calc': its lark grammar is shown to the "
+                                             "model but not enforced while sampling"));
+    EXPECT_THAT(r.chat.notices[0], HasSubstr("recursive rule 'e'"));
+    ASSERT_TRUE(r.chat.constraint);
+    EXPECT_FALSE(r.chat.constraint->function_arguments.count("calc"));
+    const auto& date = r.chat.constraint->function_arguments.at("date");
+    EXPECT_TRUE(date->text_automaton()->matches(U"2026-12-06"));
+    EXPECT_FALSE(date->text_automaton()->matches(U"x2026-12-06"));  // the whole text
+    // Both are freeform: their headers have no <|constrain|>json.
+    EXPECT_THAT(r.chat.constraint->text_functions, ::testing::UnorderedElementsAre("calc", "date"));
+    EXPECT_EQ(r.chat.forced_output.value_or(""),
+              "<|channel|>commentary to=functions.date<|message|>");
 }
 
 TEST(ResponsesRequest, ItemReferencesResolveFromStoredResponses) {

@@ -320,6 +320,27 @@ describe('what agent clients send (once 400s)', () => {
     });
     assert.equal(c.output_text, 'Patched.');
   });
+
+  test("a freeform tool's Lark grammar is enforced on the random model's call text", async () => {
+    // Codex CLI's apply_patch grammar (its format.definition); only the call header is forced.
+    const definition = [
+      'start: begin_patch hunk+ end_patch', 'begin_patch: "*** Begin Patch" LF',
+      'end_patch: "*** End Patch" LF?', 'hunk: add_hunk | delete_hunk | update_hunk',
+      'add_hunk: "*** Add File: " filename LF add_line+', 'delete_hunk: "*** Delete File: " filename LF',
+      'update_hunk: "*** Update File: " filename LF change_move? change?', 'filename: /(.+)/',
+      'add_line: "+" /(.*)/ LF -> line', 'change_move: "*** Move to: " filename LF',
+      'change: (change_context | change_line)+ eof_line?', 'change_context: ("@@" | "@@ " /(.+)/) LF',
+      'change_line: ("+" | "-" | " ") /(.*)/ LF', 'eof_line: "*** End of File" LF', '%import common.LF',
+    ].join('\n');
+    const r = await client.responses.create({
+      model: MODEL, input: 'Fix it.', max_output_tokens: 60,
+      tools: [{ type: 'custom', name: 'apply_patch', format: { type: 'grammar', syntax: 'lark', definition } }],
+      neural_forced_output: '<|channel|>commentary to=functions.apply_patch<|message|>',
+    });
+    assert.equal(r.output[0].type, 'custom_tool_call');
+    const input = r.output[0].input;
+    assert.match(input, /^\*\*\* Begin Patch\n(\*\*\* (Add|Delete|Update) File: [^\n]+\n([-+ @][^\n]*\n|\*\*\* (Move to|End of File)[^\n]*\n)*)+\*\*\* End Patch\n?$/);
+  });
 });
 
 describe('structured output on a random-weight model', () => {
