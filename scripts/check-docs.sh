@@ -104,7 +104,8 @@ done < <(grep -IHnoE 'docs/[A-Za-z0-9_-]+\.md' -- "${list[@]}" || true)
 # Every file of the repository named by its path (docs, comments, scripts) exists, so a file
 # that moved cannot stay cited at its old place. #include lines are the compiler's business; a
 # path may be rooted at the checkout or at engine/ (where the engine's includes are rooted);
-# a generated file counts when its template (NAME.in) exists.
+# a generated file counts when its template (NAME.in) exists; npm's installed packages are not
+# the repository's files.
 roots='engine|gui|host|server|toolhost|scripts|tests|installer|cmake|bench|resources'
 while IFS= read -r hit; do
   file=${hit%%:*}
@@ -112,6 +113,7 @@ while IFS= read -r hit; do
   line=${rest%%:*}
   path=${rest#*:}
   path=${path#[^A-Za-z]}
+  case "$path" in */node_modules/*) continue ;; esac  # installed by setup.sh, not a source file
   [ -e "$path" ] || [ -e "engine/$path" ] || [ -e "$path.in" ] ||
     problems+=("$file:$line: names $path, which does not exist (moved?)")
 done < <(grep -IHnE "(^|[^A-Za-z0-9_./-])($roots)/[A-Za-z0-9_./-]*[A-Za-z0-9_]\.(h|cpp|cu|cuh|inl|sh|py|cmake|mjs|txt|json|md)" \
