@@ -20,6 +20,7 @@
 #include <QPlainTextEdit>
 #include <QProgressBar>
 #include <QPushButton>
+#include <QTest>
 #include <QTimer>
 #include <QToolButton>
 
@@ -559,6 +560,16 @@ TEST_F(ToolsTest, APendingCardIsSettledWhenTheUserWritesOn) {
 // The real providers: an MCP server (the C++ test server, over stdio) and python.
 class RealToolsTest : public ToolsTest {
 protected:
+    // docs/images: with NEURAL_DOC_SCREENSHOTS set to a folder, the window as the user sees it
+    // at this step of a real tool call: docs/images/tools-*.png come from here.
+    void docShot(const char* name) {
+        const QString dir = qEnvironmentVariable("NEURAL_DOC_SCREENSHOTS");
+        if (dir.isEmpty()) return;
+        m_window->resize(1180, 760);
+        QApplication::processEvents();
+        QTest::qWait(200);
+        ASSERT_TRUE(m_window->grab().save(dir + QLatin1Char('/') + QLatin1String(name)));
+    }
     void SetUp() override {
         appSettings()->clear();
         appSettings()->setValue(QStringLiteral("chat/maxTokens"), 64);
@@ -597,10 +608,12 @@ TEST_F(RealToolsTest, AnMcpServerToolRunsFromItsCard) {
     EXPECT_EQ(dev[0].name, "test");
     EXPECT_GE(dev[0].tools.size(), 2u);
     EXPECT_EQ(statusAt(1), QStringLiteral("pending"));
+    docShot("tools-card.png");
     m_window->engine()->queueForcedOutput(kAnswer);
     cardAt(1)->runButton()->click();
     ASSERT_TRUE(waitAnswer());
     EXPECT_EQ(statusAt(1), QStringLiteral("ok"));
+    docShot("tools-result.png");
     EXPECT_TRUE(messages()->at(1).content.contains(QStringLiteral("hi there")))
         << messages()->at(1).content.toStdString();
     ASSERT_NE(lastToolResult(), nullptr);
@@ -649,10 +662,13 @@ TEST_F(RealToolsTest, PythonRunsACalculationInTheConversationsScratchFolder) {
     EXPECT_EQ(callAt(1).value(QStringLiteral("recipient")).toString(), QStringLiteral("python"));
     // The code is the call, not reasoning.
     EXPECT_FALSE(messages()->at(1).reasoning.contains(QStringLiteral("print")));
-    m_window->engine()->queueForcedOutput(kAnswer);
+    m_window->engine()->queueForcedOutput(
+        QStringLiteral("<|channel|>final<|message|>6 \u00d7 7 = 42.<|return|>"));
     cardAt(1)->runButton()->click();
     ASSERT_TRUE(waitAnswer());
     EXPECT_EQ(statusAt(1), QStringLiteral("ok")) << messages()->at(1).content.toStdString();
+    cardAt(1)->resultToggle()->click();  // the result, expanded
+    docShot("tools-python.png");
     const QString out = messages()->at(1).content;
     EXPECT_TRUE(out.contains(QStringLiteral("42"))) << out.toStdString();
     const QString scratch = ToolManager::scratchFolder(m_window->currentConversation());
