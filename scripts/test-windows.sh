@@ -189,9 +189,17 @@ WINESERVER=$(command -v wineserver || echo /usr/lib/wine/wineserver64)
 trap '"$WINESERVER" -k >/dev/null 2>&1 || true' EXIT
 
 pass=0; fail=0; skip=0; failed_exes=()
-for exe in "$OUT"/neural/tests/*/neural_*_tests.exe "$OUT"/neural/tests/gui/gui_*_tests.exe; do
-  [ -f "$exe" ] || continue
-  name=$(basename "$exe" .exe)
+# Every test program the cross build registers with ctest runs, wherever it lies under tests/
+# (a program that was built but not run here, or registered but not built, cannot pass as green).
+mapfile -t programs < <(ctest --test-dir "$OUT/neural" -N |
+                        sed -nE 's/^ *Test +#[0-9]+: ((neural|gui)_[a-z0-9_]+_tests)$/\1/p')
+[ ${#programs[@]} -gt 0 ] || { echo "test-windows: ctest lists no test programs" >&2; exit 1; }
+for name in "${programs[@]}"; do
+  exe=$(find "$OUT/neural/tests" -name "$name.exe" -print -quit)
+  if [ -z "$exe" ]; then
+    fail=$((fail + 1)); failed_exes+=("$name"); echo "  $name: registered with ctest but not built"
+    continue
+  fi
   log=$OUT/neural/tests/$name.wine.log
   rc=0
   (cd "$(dirname "$exe")" && timeout "$TIMEOUT" "$WINE" "$exe" --gtest_filter="$filter" >"$log" 2>&1) || rc=$?
