@@ -11,6 +11,8 @@
 #include <set>
 #include <tuple>
 
+#include "chat/utf8_stream.h"
+
 namespace neural::chat {
 
 using Json = nlohmann::ordered_json;
@@ -206,24 +208,6 @@ std::int64_t first_viable(const Pattern& p, int state, std::size_t count, CodeRa
         }
     }
     return -1;
-}
-
-void append_utf8(std::string& out, char32_t cp) {
-    if (cp < 0x80) {
-        out += static_cast<char>(cp);
-    } else if (cp < 0x800) {
-        out += static_cast<char>(0xC0 | (cp >> 6));
-        out += static_cast<char>(0x80 | (cp & 0x3F));
-    } else if (cp < 0x10000) {
-        out += static_cast<char>(0xE0 | (cp >> 12));
-        out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-        out += static_cast<char>(0x80 | (cp & 0x3F));
-    } else {
-        out += static_cast<char>(0xF0 | (cp >> 18));
-        out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-        out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-        out += static_cast<char>(0x80 | (cp & 0x3F));
-    }
 }
 
 std::string hex4(std::uint32_t v) { return fmt::format("{:04x}", v & 0xFFFF); }
@@ -2078,24 +2062,6 @@ std::int64_t text_viable(const RegexAutomaton& re, int state, char32_t lo, char3
     return best;
 }
 
-void put_utf8(std::string& out, char32_t cp) {
-    if (cp < 0x80) {
-        out += static_cast<char>(cp);
-    } else if (cp < 0x800) {
-        out += static_cast<char>(0xC0 | (cp >> 6));
-        out += static_cast<char>(0x80 | (cp & 0x3F));
-    } else if (cp < 0x10000) {
-        out += static_cast<char>(0xE0 | (cp >> 12));
-        out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-        out += static_cast<char>(0x80 | (cp & 0x3F));
-    } else {
-        out += static_cast<char>(0xF0 | (cp >> 18));
-        out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-        out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-        out += static_cast<char>(0x80 | (cp & 0x3F));
-    }
-}
-
 // The code points a character can still become: its bits so far, `need` continuation bytes due,
 // `length` bytes in all.
 std::pair<char32_t, char32_t> text_span(std::uint32_t bits, int need, int length) {
@@ -2152,7 +2118,7 @@ std::string JsonRecognizer::text_completion(const RegexAutomaton& re) const {
         int to = -1;
         const std::int64_t cp = text_viable(re, state, 0, RegexAutomaton::kMaxCodePoint, true, &to);
         if (cp < 0 || re.shortest(to) >= re.shortest(state)) break;  // cannot happen: live states
-        put_utf8(out, static_cast<char32_t>(cp));
+        append_utf8(out, static_cast<char32_t>(cp));
         state = to;
     }
     return out;

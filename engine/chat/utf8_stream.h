@@ -25,4 +25,7 @@ private:
 
 inline constexpr std::string_view kReplacementCharacter = "\xEF\xBF\xBD";
 
+// Appends code point `cp` (at most U+10FFFF) to `out` as UTF-8.
+void append_utf8(std::string& out, char32_t cp);
+
 }  // namespace neural::chat
