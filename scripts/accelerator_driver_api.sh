@@ -44,7 +44,7 @@ if [ "$PHASE" = build ]; then
   T=$B/shared/fixtures/tiny-gptoss-a/tokenizer.json
   setsid nohup bash -c "$B/new/engine/cli/neural synth --shape gpt-oss-20b /dev/shm/u20 --tokenizer $T --threads 4 > $B/synth.log 2>&1 && $B/new/engine/cli/neural repack --checkpoint /dev/shm/u20 --out /dev/shm/u20.raw --format raw --threads 4 >> $B/synth.log 2>&1; echo SYNTHDONE \$? >> $B/synth.log" < /dev/null > /dev/null 2>&1 &
   echo "== new: every CUDA test"; t0=$(date +%s)
-  (cd $B/new && timeout 420 ./tests/cuda/neural_cuda_tests --gtest_brief=1 2>&1 | tail -40)
+  (cd $B/new && timeout ${TEST_TIMEOUT:-420} ./tests/cuda/neural_cuda_tests --gtest_brief=1 2>&1 | tail -40)
   echo "cuda tests $(( $(date +%s) - t0 )) s"
   echo "== logits, old vs new, cuda backend, public fixture"
   M=$B/shared/fixtures/tiny-gptoss-a
