@@ -34,7 +34,7 @@ for _ in $(seq 1 100); do grep -q GGUFDONE $L/prep.status 2> /dev/null && break;
 cat $L/prep.status; ls -la $M.gguf 2> /dev/null || { tail -20 $L/conv.log $L/ik-build.log; exit 1; }
 export CUDA_VISIBLE_DEVICES=
 IK=$L/ik/build/bin/llama-bench
-ik() { echo "### ik $*"; timeout 200 $IK -m $M.gguf -ngl 0 -fmoe 1 -rtr 1 "$@" -o md 2>&1 | grep -E '\| (tg|pp)|error' ; }
+ik() { echo "### ik $*"; timeout 200 $IK -m $M.gguf -ngl 0 -fmoe 1 -rtr 1 "$@" -o md 2>&1 | grep -E '\| +(tg|pp)[0-9]|rror' ; }
 nb() { echo "### neural $*"; timeout 200 $N bench --model $M --store $M.raw --backend cpu "$@" 2>&1 \
   | grep -vE '^\[|^ *$' | tail -14; }
 lscpu | grep -E "Model name|^CPU\(s\)|Flags" | cut -c1-300

@@ -14,6 +14,7 @@
 #include "chat/lark_grammar.h"
 #include "chat/regex_automaton.h"
 #include "support/codex_grammar.h"
+#include "support/utf8.h"
 
 namespace neural::chat {
 namespace {
@@ -21,19 +22,6 @@ namespace {
 using ::testing::HasSubstr;
 
 constexpr const char* kApplyPatch = test::kApplyPatchLark;
-
-std::u32string decode(const std::string& s) {
-    std::u32string out;
-    for (std::size_t i = 0; i < s.size();) {
-        const auto b = static_cast<unsigned char>(s[i]);
-        int n = b < 0x80 ? 0 : b < 0xE0 ? 1 : b < 0xF0 ? 2 : 3;
-        char32_t cp = n == 0 ? b : b & (0x3F >> n);
-        ++i;
-        while (n-- > 0 && i < s.size()) cp = cp << 6 | (static_cast<unsigned char>(s[i++]) & 0x3F);
-        out += cp;
-    }
-    return out;
-}
 
 std::shared_ptr<const RegexAutomaton> whole(const std::string& grammar) {
     return RegexAutomaton::compile("^(?:" + lark_to_regex(grammar) + ")$");
@@ -104,7 +92,7 @@ TEST(LarkGrammar, ApplyPatchAcceptsTheShapesOfARealPatch) {
     };
     for (const std::string& s : good) {
         EXPECT_TRUE(is_apply_patch(s)) << s;
-        EXPECT_TRUE(re->matches(decode(s))) << s;
+        EXPECT_TRUE(re->matches(test::code_points(s))) << s;
     }
     const std::vector<std::string> bad = {
         "",
@@ -119,7 +107,7 @@ TEST(LarkGrammar, ApplyPatchAcceptsTheShapesOfARealPatch) {
     };
     for (const std::string& s : bad) {
         EXPECT_FALSE(is_apply_patch(s)) << s;
-        EXPECT_FALSE(re->matches(decode(s))) << s;
+        EXPECT_FALSE(re->matches(test::code_points(s))) << s;
     }
 }
 
@@ -187,7 +175,7 @@ TEST(LarkGrammar, ApplyPatchAgreesWithALineCheckerOnRandomAndMutatedText) {
         }
         const bool expected = is_apply_patch(s);
         accepted += expected;
-        ASSERT_EQ(re->matches(decode(s)), expected) << s;
+        ASSERT_EQ(re->matches(test::code_points(s)), expected) << s;
     }
     // Both answers came up often.
     EXPECT_GT(accepted, 1600);
@@ -227,8 +215,8 @@ TEST(LarkGrammar, TheRestOfTheSyntax) {
     for (const Case& c : cases) {
         SCOPED_TRACE(c.grammar);
         const auto re = whole(c.grammar);
-        for (const std::string& s : c.yes) EXPECT_TRUE(re->matches(decode(s))) << s;
-        for (const std::string& s : c.no) EXPECT_FALSE(re->matches(decode(s))) << s;
+        for (const std::string& s : c.yes) EXPECT_TRUE(re->matches(test::code_points(s))) << s;
+        for (const std::string& s : c.no) EXPECT_FALSE(re->matches(test::code_points(s))) << s;
     }
 }
 

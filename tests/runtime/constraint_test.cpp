@@ -13,6 +13,7 @@
 #include "runtime/session.h"
 #include "chat/lark_grammar.h"
 #include "support/codex_grammar.h"
+#include "support/utf8.h"
 #include "support/fixtures.h"
 
 namespace neural {
@@ -124,17 +125,7 @@ TEST_F(ConstraintTest, FreeformToolInputFollowsItsLarkGrammar) {
         const std::string& text = r.tool_calls[0].arguments;
         SCOPED_TRACE("seed " + std::to_string(seed) + ": " + text);
         EXPECT_TRUE(text.starts_with("*** Begin Patch\n"));
-        std::u32string cps;
-        for (std::size_t i = 0; i < text.size();) {
-            const auto b = static_cast<unsigned char>(text[i]);
-            int n = b < 0x80 ? 0 : b < 0xE0 ? 1 : b < 0xF0 ? 2 : 3;
-            char32_t cp = n == 0 ? b : b & (0x3F >> n);
-            ++i;
-            while (n-- > 0 && i < text.size())
-                cp = cp << 6 | (static_cast<unsigned char>(text[i++]) & 0x3F);
-            cps += cp;
-        }
-        EXPECT_TRUE(re->matches(cps));
+        EXPECT_TRUE(re->matches(test::code_points(text)));
         EXPECT_EQ(r.finish, chat::FinishReason::tool_calls);
     }
     // The framing: a freeform call's header has no <|constrain|>json; a namespace tool's is
