@@ -7,6 +7,8 @@
 //  - Dense: one token through an lm_head-sized dense matrix (NEURAL_BENCH_DENSE_ROWS, default
 //    201,088, x NEURAL_BENCH_DIM; 1.16 GB of bf16) on the bf16 kernel and on its int8 copy
 //    (0.62 GB): GB/s of weight bytes read and ms per token.
+//  - Multi: the prompt path's fp32 kernel, 16 tokens through one cache-resident expert record:
+//    its arithmetic rate in GMAC/s (a core's AVX-512 peak is 32 MACs per cycle).
 //  - TeamOverhead: per-call cost of an empty two-phase job (the shape of one decode() call),
 //    36 calls per token, back to back and with a 200 us host gap between calls.
 // Environment: NEURAL_BENCH_PROBE_MB (2048), NEURAL_BENCH_LAYERS (36), NEURAL_BENCH_EXPERTS (4),
@@ -185,6 +187,40 @@ void BM_Decode(benchmark::State& state, cpu::KernelIsa isa, bool packed, bool pe
     state.counters["threads"] = threads;
 }
 
+// The prompt path's fp32 kernel: one expert record of the dataset's size, 16 tokens per multi()
+// call (the most one call takes). Cache-resident after the first call, so this is the kernel's
+// arithmetic rate: GMAC/s of weight x token products (H x 2I + I x H per token).
+void BM_Multi(benchmark::State& state, cpu::KernelIsa isa, int threads) {
+    Dataset& d = dataset(false);
+    auto team = make_team(true, threads);
+    cpu::ExpertKernel kernel(isa);
+    const int H = d.dim, I = d.dim, T = cpu::ExpertKernel::kMaxTokens;
+    std::vector<std::vector<float>> xs, outs;
+    std::vector<const float*> x;
+    std::vector<float*> out;
+    for (int t = 0; t < T; ++t) {
+        xs.push_back(test::random_vector(static_cast<size_t>(H), 11 + static_cast<unsigned>(t)));
+        outs.emplace_back(static_cast<size_t>(H), 0.0f);
+    }
+    for (int t = 0; t < T; ++t) {
+        x.push_back(xs[static_cast<size_t>(t)].data());
+        out.push_back(outs[static_cast<size_t>(t)].data());
+    }
+    const std::vector<float> w(static_cast<size_t>(T), 1.0f);
+    cpu::ExpertInput e;
+    e.record =
+        cpu::ExpertRecordView::make(d.record(0, 0), H, I, cpu::RecordKind::raw, d.record_bytes);
+    e.gate_up_bias = d.gate_up_bias.data();
+    e.down_bias = d.down_bias.data();
+    kernel.multi(*team, e, x, w, out);  // warm: page faults, caches
+    for (auto _ : state) kernel.multi(*team, e, x, w, out);
+    benchmark::DoNotOptimize(outs[0].data());
+    const double macs = (2.0 * H * I + static_cast<double>(I) * H) * T;
+    state.counters["GMAC/s"] = benchmark::Counter(
+        macs * 1e-9 * static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
+    state.counters["threads"] = threads;
+}
+
 // --- dense ------------------------------------------------------------------------------------
 
 struct DenseData {
@@ -336,6 +372,17 @@ int main(int argc, char** argv) {
                         ->UseRealTime();
                 }
             }
+        }
+    }
+    for (cpu::KernelIsa isa : isas) {
+        if (isa == cpu::KernelIsa::scalar) continue;
+        for (int t : threads) {
+            const std::string name = std::string("Multi/") + cpu::kernel_isa_name(isa) +
+                                     "/tokens:16/threads:" + std::to_string(t);
+            benchmark::RegisterBenchmark(name.c_str(), BM_Multi, isa, t)
+                ->Unit(benchmark::kMillisecond)
+                ->Iterations(iters * 4)
+                ->UseRealTime();
         }
     }
     for (bool int8 : {false, true}) {
