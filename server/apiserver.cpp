@@ -344,6 +344,8 @@ private:
         chat::Message result =
             chat::Message::tool_result(recipient.toStdString(), outcome.text.toStdString());
         if (callMessage.channel) result.channel = callMessage.channel;
+        // A stored response keeps the round for a follow-up (previous_response_id).
+        if (m_api == Api::responses) m_responseEncoder->builtin_round(callMessage, result);
         next->chat.history.push_back(std::move(result));
         if (auto scripted = m_server->nextScripted())
             next->chat.forced_output = std::move(scripted);
@@ -417,7 +419,7 @@ private:
 
     void onEvent(const chat::ParserEvent& e) {
         if (m_gone) return;
-        if (m_api == Api::chat && e.type == chat::EventType::message_end)
+        if (m_api != Api::completion && e.type == chat::EventType::message_end)
             m_turn.push_back(e.message);  // for a built-in tool call (startBuiltinTool)
         if (m_api == Api::responses) {
             // The encoder builds the output items for the final object in any case.
@@ -537,7 +539,7 @@ private:
             return;
         }
         m_server->m_healthIssue.clear();  // the model answered
-        if (m_api == Api::chat && startBuiltinTool(o)) return;
+        if (m_api != Api::completion && startBuiltinTool(o)) return;
         if (m_api == Api::responses) {
             const auto events = m_responseEncoder->finish(o.chat);
             if (m_responses->store) {
@@ -1230,6 +1232,10 @@ void ApiServer::handleResponses(Request& request, HttpChannel* channel) {
     request.body.clear();
     logIgnoredFields(responses->chat.ignored_fields);
     logNotices(responses->chat.notices);
+    // The built-in tools the operator enabled, as for chat completions.
+    if (m_config.toolBrowser)
+        responses->chat.system.tools.push_back(chat::ToolNamespace::browser());
+    if (m_config.toolPython) responses->chat.system.tools.push_back(chat::ToolNamespace::python());
     if (auto scripted = nextScripted()) responses->chat.forced_output = std::move(scripted);
     if (!responses->chat.seed_given) responses->chat.sampling.seed = randomSeed();
     auto job = std::make_shared<GenerationJob>();

@@ -965,6 +965,11 @@ Json ResponseEncoder::failed(std::string_view message, std::string_view code) {
     return with_sequence(Json{{"type", "response.failed"}, {"response", std::move(r)}});
 }
 
+void ResponseEncoder::builtin_round(chat::Message call, chat::Message result) {
+    messages_.push_back(std::move(call));
+    messages_.push_back(std::move(result));
+}
+
 ConversationState ResponseEncoder::state_after(const ResponsesRequest& request) const {
     ConversationState s;
     s.history = request.chat.history;

@@ -89,6 +89,10 @@ public:
     Json failed(std::string_view message, std::string_view code);
     // The conversation after this response (for a follow-up), given the request's.
     ConversationState state_after(const ResponsesRequest& request) const;
+    // A round of a built-in tool the server ran within this response (neural-server --tools,
+    // docs/API.md "Built-in tools"): the call and the tool's answer are no output items, but the
+    // conversation state_after() keeps has them, so a follow-up reads the round as it happened.
+    void builtin_round(chat::Message call, chat::Message result);
 
 private:
     enum class Item { none, reasoning, message, function_call, custom_call, builtin };

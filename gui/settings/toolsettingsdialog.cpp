@@ -16,6 +16,7 @@
 #include <QPlainTextEdit>
 #include <QProcess>
 #include <QPushButton>
+#include <QSignalBlocker>
 #include <QSpinBox>
 #include <QUrl>
 #include <QVBoxLayout>
@@ -303,10 +304,33 @@ ToolSettingsDialog::ToolSettingsDialog(ToolManager* tools, QWidget* parent)
     m_browser->setChecked(s.browserEnabled);
     m_browser->setAccessibleName(tr("Browser available"));
     bf->addRow(m_browser);
+    m_searchWith = new QComboBox(br);
+    m_searchWith->addItems({tr("SearXNG"), tr("A search tool of an MCP server")});
+    m_searchWith->setAccessibleName(tr("Search with"));
+    m_searchWith->setCurrentIndex(s.searchServer.isEmpty() ? 0 : 1);
+    bf->addRow(tr("Search &with:"), m_searchWith);
     m_searxng = new QLineEdit(s.searxngUrl.toString(), br);
     m_searxng->setPlaceholderText(tr("e.g. http://127.0.0.1:8888 (without one, search is off)"));
     m_searxng->setAccessibleName(tr("SearXNG URL"));
     bf->addRow(tr("&SearXNG URL:"), m_searxng);
+    m_searchServer = new QComboBox(br);
+    m_searchServer->setAccessibleName(tr("Search server"));
+    m_searchServer->setToolTip(tr("One of the MCP servers above"));
+    bf->addRow(tr("Search se&rver:"), m_searchServer);
+    m_searchTool = new QLineEdit(s.searchTool, br);
+    m_searchTool->setPlaceholderText(tr("the server's search tool, e.g. web_search"));
+    m_searchTool->setAccessibleName(tr("Search tool"));
+    bf->addRow(tr("Search &tool:"), m_searchTool);
+    m_searchTools = new QLabel(br);
+    m_searchTools->setWordWrap(true);
+    m_searchTools->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    m_searchTools->setAccessibleName(tr("The search server's tools"));
+    bf->addRow(QString(), m_searchTools);
+    m_searchServer->addItem(s.searchServer);  // refreshList fills in the others
+    connect(m_searchWith, &QComboBox::currentIndexChanged, this,
+            &ToolSettingsDialog::updateSearchRows);
+    connect(m_searchServer, &QComboBox::currentIndexChanged, this,
+            &ToolSettingsDialog::updateSearchRows);
     v->addWidget(br);
 
     auto* lim = new QGroupBox(tr("Every call"), this);
@@ -338,6 +362,7 @@ ToolSettingsDialog::ToolSettingsDialog(ToolManager* tools, QWidget* parent)
 
     connect(m_tools, &ToolManager::changed, this, &ToolSettingsDialog::refreshList);
     refreshList();
+    updateSearchRows();
     checkInterpreter();
 }
 
@@ -364,6 +389,41 @@ void ToolSettingsDialog::refreshList() {
         m_list->addItem(tr("%1 \u2014 %2\n    %3").arg(c.name, serverState(i), what));
     }
     m_list->setCurrentRow(std::min(current, static_cast<int>(m_servers.size()) - 1));
+    // The browser's search server: one of these.
+    const QString chosen = m_searchServer->currentText();
+    const QSignalBlocker block(m_searchServer);
+    m_searchServer->clear();
+    for (const toolhost::McpServerConfig& c : std::as_const(m_servers))
+        m_searchServer->addItem(c.name);
+    m_searchServer->setCurrentIndex(m_searchServer->findText(chosen));
+    updateSearchRows();
+}
+
+void ToolSettingsDialog::updateSearchRows() {
+    const bool mcp = m_searchWith->currentIndex() == 1;
+    auto* form = qobject_cast<QFormLayout*>(m_searxng->parentWidget()->layout());
+    const auto show = [form](QWidget* w, bool visible) {
+        w->setVisible(visible);
+        if (QWidget* l = form ? form->labelForField(w) : nullptr) l->setVisible(visible);
+    };
+    show(m_searxng, !mcp);
+    show(m_searchServer, mcp);
+    show(m_searchTool, mcp);
+    show(m_searchTools, mcp);
+    if (!mcp) return;
+    // The chosen server's tools, when it runs, so the user can pick the search tool's name.
+    const QString server = m_searchServer->currentText();
+    auto* running = qobject_cast<toolhost::McpProvider*>(
+        m_tools->provider(toolhost::mcpNamespaceName(server), 0));
+    if (m_servers.isEmpty())
+        m_searchTools->setText(tr("Add the MCP search server above first."));
+    else if (server.isEmpty())
+        m_searchTools->setText(tr("Choose the server."));
+    else if (running && running->ready())
+        m_searchTools->setText(
+            tr("Its tools: %1").arg(running->toolNames().join(QStringLiteral(", "))));
+    else
+        m_searchTools->setText(tr("Its tools show here once it runs (press OK to start it)."));
 }
 
 void ToolSettingsDialog::checkInterpreter() {
@@ -479,6 +539,10 @@ ToolSettings ToolSettingsDialog::settings() const {
     s.pythonMemoryMiB = m_pythonMemory->value();
     s.browserEnabled = m_browser->isChecked();
     s.searxngUrl = QUrl(m_searxng->text().trimmed());
+    if (m_searchWith->currentIndex() == 1) {
+        s.searchServer = m_searchServer->currentText();
+        s.searchTool = m_searchTool->text().trimmed();
+    }
     s.callTimeoutS = m_callTimeout->value();
     s.maxResultKiB = m_maxResult->value();
     return s;
@@ -499,6 +563,15 @@ void ToolSettingsDialog::accept() {
         m_error->show();
         return;
     }
+    if (m_searchWith->currentIndex() == 1 &&
+        (m_searchServer->currentText().isEmpty() || m_searchTool->text().trimmed().isEmpty())) {
+        m_error->setText(
+            tr("The browser searches with an MCP server: choose the server and "
+               "name its search tool."));
+        m_error->show();
+        return;
+    }
+    m_error->hide();
     save();
     QDialog::accept();
 }

@@ -3,7 +3,8 @@
 // reads the mcpServers format of Claude Desktop, LM Studio and Jan from a file or pasted text)
 // with each server's state (running and its tool count, starting, or its problem); python (off
 // by default: interpreter, time and memory limits, the warning that code runs on this PC, the
-// scratch folders); browser (off by default: the SearXNG URL); the limits of every call. OK
+// scratch folders); browser (off by default: search with a SearXNG URL, or with a search tool
+// of one of the MCP servers); the limits of every call. OK
 // saves (ToolSettings) and applies them (ToolManager::applySettings).
 #pragma once
 
@@ -88,6 +89,12 @@ public:
     QLineEdit* interpreterEdit() const { return m_interpreter; }
     QCheckBox* browserBox() const { return m_browser; }
     QLineEdit* searxngEdit() const { return m_searxng; }
+    // Search with: 0 SearXNG, 1 an MCP server's tool (the server and the tool's name).
+    QComboBox* searchWithBox() const { return m_searchWith; }
+    QComboBox* searchServerBox() const { return m_searchServer; }
+    QLineEdit* searchToolEdit() const { return m_searchTool; }
+    QLabel* searchToolsLabel() const { return m_searchTools; }  // the chosen server's tools
+    QLabel* errorLabel() const { return m_error; }
     // The state line of each server ("running: 11 tools", "problem: ...", "off").
     QString serverState(int row) const;
 
@@ -98,6 +105,7 @@ private:
     void checkInterpreter();
     void editServer(int row);
     void openImport();
+    void updateSearchRows();
 
     ToolManager* m_tools;
     QList<toolhost::McpServerConfig> m_servers;
@@ -110,6 +118,10 @@ private:
     QSpinBox* m_pythonMemory;
     QCheckBox* m_browser;
     QLineEdit* m_searxng;
+    QComboBox* m_searchWith;
+    QComboBox* m_searchServer;
+    QLineEdit* m_searchTool;
+    QLabel* m_searchTools;
     QSpinBox* m_callTimeout;
     QSpinBox* m_maxResult;
     QLabel* m_error;

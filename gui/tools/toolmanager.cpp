@@ -30,6 +30,16 @@ ToolManager::ToolManager(QObject* parent) : QObject(parent) {
         if (name == QLatin1String("browser") && m_settings.browserEnabled) {
             toolhost::BrowserToolSettings b;
             b.searxngUrl = m_settings.searxngUrl;
+            b.searchServer = m_settings.searchServer;
+            b.searchTool = m_settings.searchTool;
+            // The server as it runs at each search (applySettings may have replaced it).
+            b.findServer = [this](const QString& server) -> toolhost::ToolProvider* {
+                for (toolhost::ToolProvider* p : sharedProviders())
+                    if (auto* mcp = qobject_cast<toolhost::McpProvider*>(p);
+                        mcp && mcp->config().name == server)
+                        return mcp;
+                return nullptr;
+            };
             return new toolhost::BrowserProvider(b);
         }
         return nullptr;

@@ -19,6 +19,8 @@ constexpr const char* pythonTimeout = "tools/python/timeoutS";
 constexpr const char* pythonMemory = "tools/python/memoryMiB";
 constexpr const char* browserEnabled = "tools/browser/enabled";
 constexpr const char* searxng = "tools/browser/searxngUrl";
+constexpr const char* searchServer = "tools/browser/searchServer";
+constexpr const char* searchTool = "tools/browser/searchTool";
 constexpr const char* callTimeout = "tools/callTimeoutS";
 constexpr const char* maxResult = "tools/maxResultKiB";
 }  // namespace key
@@ -48,6 +50,8 @@ ToolSettings ToolSettings::load() {
     t.pythonMemoryMiB = std::clamp(s->value(key::pythonMemory, 1024).toInt(), 64, 65536);
     t.browserEnabled = s->value(key::browserEnabled, false).toBool();
     t.searxngUrl = QUrl(s->value(key::searxng).toString());
+    t.searchServer = s->value(key::searchServer).toString();
+    t.searchTool = s->value(key::searchTool).toString();
     t.callTimeoutS = std::clamp(s->value(key::callTimeout, 60).toInt(), 1, 3600);
     t.maxResultKiB = std::clamp(s->value(key::maxResult, 64).toInt(), 1, 4096);
     return t;
@@ -63,6 +67,8 @@ void ToolSettings::save() const {
     s->setValue(key::pythonMemory, pythonMemoryMiB);
     s->setValue(key::browserEnabled, browserEnabled);
     s->setValue(key::searxng, searxngUrl.toString());
+    s->setValue(key::searchServer, searchServer);
+    s->setValue(key::searchTool, searchTool);
     s->setValue(key::callTimeout, callTimeoutS);
     s->setValue(key::maxResult, maxResultKiB);
 }

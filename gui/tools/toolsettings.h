@@ -1,6 +1,7 @@
 // Settings > Tools as stored in appSettings() (settings.ini, group "tools"): the MCP servers (the
 // mcpServers JSON format, toolhost/mcp/mcpserverconfig.h), python (off by default; interpreter,
-// time and memory limits) and browser (off by default; the SearXNG URL), and the limits of every
+// time and memory limits) and browser (off by default; its search provider: a SearXNG URL or a
+// search tool of one of the MCP servers), and the limits of every
 // call. Python and browser being on here makes them available; each conversation still turns
 // them on for itself (ConversationTools).
 #pragma once
@@ -22,6 +23,9 @@ struct ToolSettings {
     int pythonMemoryMiB = 1024;
     bool browserEnabled = false;
     QUrl searxngUrl;
+    // Set: search goes to this MCP server's (by its name here) tool instead of SearXNG.
+    QString searchServer;
+    QString searchTool;
     int callTimeoutS = 60;  // every call (an MCP server's too)
     int maxResultKiB = 64;  // what the model reads of a result; the rest is cut with a note
 

@@ -227,6 +227,50 @@ TEST(ResponseEncoder, ReasoningAndAnswerEvents) {
     EXPECT_EQ(s.history[2].text(), "Hi there");
 }
 
+// A built-in tool call the server runs (--tools): no output item, but the round is in the state
+// a follow-up continues from, between the reasoning before it and the answer after it.
+TEST(ResponseEncoder, ABuiltInRoundIsNoItemButStaysInTheState) {
+    ResponseEncoder enc("resp_b", 1, "m", Json::object());
+    std::vector<Json> all;
+    auto feed = [&](const chat::ParserEvent& e) {
+        auto ev = enc.event(e);
+        all.insert(all.end(), ev.begin(), ev.end());
+    };
+    feed(start(chat::Message::assistant("analysis", "")));
+    feed(text(chat::EventType::reasoning, "Let me compute."));
+    feed(end());
+    chat::Message call = chat::Message::assistant("analysis", "print(6 * 7)");
+    call.recipient = "python";
+    call.content_type = "code";
+    feed(start(call));
+    chat::ParserEvent tool;
+    tool.type = chat::EventType::tool_call_start;
+    tool.recipient = "python";
+    feed(tool);
+    feed(text(chat::EventType::tool_call_arguments, "print(6 * 7)"));
+    feed(end());
+    chat::Message result = chat::Message::tool_result("python", "42\n");
+    result.channel = "analysis";
+    enc.builtin_round(call, result);
+    feed(start(chat::Message::assistant("final", "")));
+    feed(text(chat::EventType::content, "It is 42."));
+    feed(end());
+    enc.finish(ChatResult{});
+    const Json& r = enc.response();
+    ASSERT_EQ(r["output"].size(), 2u) << r.dump();
+    EXPECT_EQ(r["output"][0]["type"], "reasoning");
+    EXPECT_EQ(r["output"][1]["type"], "message");
+    for (const Json& e : all) EXPECT_THAT(e.dump(), ::testing::Not(HasSubstr("print(6")));
+    const ConversationState s = enc.state_after(ResponsesRequest{});
+    ASSERT_EQ(s.history.size(), 4u);
+    EXPECT_EQ(s.history[0].text(), "Let me compute.");
+    EXPECT_EQ(s.history[1].recipient.value_or(""), "python");
+    EXPECT_EQ(s.history[1].text(), "print(6 * 7)");
+    EXPECT_EQ(s.history[2].role, chat::Role::tool);
+    EXPECT_EQ(s.history[2].text(), "42\n");
+    EXPECT_EQ(s.history[3].text(), "It is 42.");
+}
+
 TEST(ResponseEncoder, FunctionCallsAndCutOutput) {
     ResponseEncoder enc("resp_x", 1, "m", Json::object());
     std::vector<Json> all;

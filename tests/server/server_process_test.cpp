@@ -30,6 +30,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
 #include "model/config.h"
 #include "runtime/fit.h"
 #include "runtime/options.h"
@@ -1119,6 +1121,64 @@ TEST(ServerTools, ABrowserCallIsRun) {
     ASSERT_EQ(r->status, 200);
     EXPECT_THAT(r->body, HasSubstr(R"("content":"none")"));
     EXPECT_THAT(server.log(), HasSubstr("built-in tool browser.search: failed"));
+}
+
+// /v1/responses runs them too: the call is no output item, the answer and the usage cover the
+// whole turn; a stream has one response.created and one response.completed.
+std::string responses(const std::string& body) {
+    return "POST /v1/responses HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: "
+           "application/json\r\nContent-Length: " +
+           std::to_string(body.size()) + "\r\n\r\n" + body;
+}
+
+TEST(ServerTools, TheResponsesApiRunsABuiltInCallToo) {
+    test::TempDir dir;
+    const std::string step1 =
+        R"("<|channel|>analysis<|message|>Let me compute.<|end|><|start|>assistant<|channel|>)"
+        R"(analysis to=python code<|message|>print(6 * 7)<|call|>")";
+    const std::string step2 = R"("<|channel|>final<|message|>It is 42.<|return|>")";
+    test::write_file(dir / "script.json",
+                     "[" + step1 + ", " + step2 + ", " + step1 + ", " + step2 + "]");
+    ServerProcess server({"--enable-test-options", "--test-script", (dir / "script.json").string(),
+                          "--tools", "python"});
+    ASSERT_TRUE(server.ok());
+    const std::string body =
+        R"({"model": ")" + kModel + R"(", "input": "What is 6*7?", "max_output_tokens": 100)";
+    {
+        Conn c(server.port());
+        c.send(responses(body + "}"));
+        const auto r = c.response(60000);
+        ASSERT_TRUE(r);
+        ASSERT_EQ(r->status, 200) << r->body;
+        const auto json = nlohmann::json::parse(r->body);
+        EXPECT_EQ(json["status"], "completed");
+        std::string types, text;
+        for (const auto& item : json["output"]) {
+            types += item["type"].get<std::string>() + " ";
+            if (item["type"] == "message") text = item["content"][0]["text"];
+        }
+        EXPECT_EQ(text, "It is 42.");
+        EXPECT_THAT(types, HasSubstr("reasoning"));
+        EXPECT_THAT(r->body, ::testing::Not(HasSubstr("function_call")));
+        EXPECT_THAT(r->body, HasSubstr("Let me compute."));
+        EXPECT_GT(json["usage"]["output_tokens"].get<int>(), 10);  // both steps
+    }
+    EXPECT_THAT(server.log(), HasSubstr("built-in tool python: ok (3 bytes to the model)"));
+    Conn c(server.port());
+    c.send(responses(body + R"(, "stream": true})"));
+    const auto streamed = c.response(60000);
+    ASSERT_TRUE(streamed);
+    ASSERT_EQ(streamed->status, 200);
+    auto count = [&](const std::string& what) {
+        std::size_t n = 0;
+        for (std::size_t at = 0; (at = streamed->body.find(what, at)) != std::string::npos; ++at)
+            ++n;
+        return n;
+    };
+    EXPECT_EQ(count("event: response.created"), 1u) << streamed->body;
+    EXPECT_EQ(count("event: response.completed"), 1u) << streamed->body;
+    EXPECT_THAT(streamed->body, HasSubstr(R"("text":"It is 42.")"));
+    EXPECT_THAT(streamed->body, ::testing::Not(HasSubstr("function_call")));
 }
 
 TEST(ServerTools, WithoutToolsABuiltInCallIsNotRun) {

@@ -1,5 +1,7 @@
 #include "builtin/browsertool.h"
 
+#include "builtin/searchresults.h"
+
 #include <algorithm>
 
 #include <QJsonArray>
@@ -8,6 +10,7 @@
 #include <QNetworkAccessManager>
 #include <QNetworkReply>
 #include <QNetworkRequest>
+#include <QRegularExpression>
 #include <QStringDecoder>
 #include <QTimer>
 #include <QUrlQuery>
@@ -37,8 +40,6 @@ QString secondsText(int ms) {
 QString truncated(const QString& text, int chars = 1024) {
     return text.size() > chars ? text.left(chars - 3) + QStringLiteral("...") : text;
 }
-
-QString htmlEscaped(const QString& text) { return text.toHtmlEscaped(); }
 
 // The body as text: the header's charset, else the document's own (BOM, <meta charset>), else
 // UTF-8. Qt decodes the UTF and Latin-1 families; other single-byte charsets read as Latin-1.
@@ -76,6 +77,7 @@ void BrowserCall::cancel() {
     outcome.text = QStringLiteral("The call was cancelled.");
     finish(outcome);
     if (m_reply) m_reply->abort();
+    if (m_inner) m_inner->cancel();
 }
 
 void BrowserCall::finish(const ToolOutcome& outcome) {
@@ -287,6 +289,10 @@ void BrowserProvider::showNew(BrowserCall* call, const browser::Page& page, int 
 }
 
 void BrowserProvider::search(BrowserCall* call, const QString& query, int topn) {
+    if (!m_settings.searchServer.isEmpty()) {
+        searchMcp(call, query, topn);
+        return;
+    }
     if (m_settings.searxngUrl.isEmpty()) {
         call->finishText(ToolOutcome::Status::failed,
                          QStringLiteral("Error during search for `%1`: no search provider "
@@ -328,25 +334,86 @@ void BrowserProvider::search(BrowserCall* call, const QString& query, int topn) 
                                                          "SearXNG's JSON (no \"results\" list)"));
                 return;
             }
-            // The reference's results page: a list of links with their summaries.
-            QString html = QStringLiteral("<html><body>\n<h1>Search Results</h1>\n<ul>\n");
-            int count = 0;
+            QList<browser::SearchResult> list;
             for (const QJsonValue& value : results.toArray()) {
                 const QJsonObject result = value.toObject();
                 const QString link = result.value(QStringLiteral("url")).toString();
-                const QUrl linkUrl(link);
-                if (link.isEmpty() || !linkUrl.isValid()) continue;
-                QString title = result.value(QStringLiteral("title")).toString().trimmed();
-                if (title.isEmpty()) title = link;
-                html += QStringLiteral("<li><a href='%1'>%2</a> %3</li>\n")
-                            .arg(htmlEscaped(link), htmlEscaped(title),
-                                 htmlEscaped(result.value(QStringLiteral("content")).toString()));
-                if (++count == topn) break;
+                if (link.isEmpty() || !QUrl(link).isValid()) continue;
+                list.push_back({link, result.value(QStringLiteral("title")).toString().trimmed(),
+                                result.value(QStringLiteral("content")).toString()});
             }
-            if (count == 0) html += QStringLiteral("<li>No results.</li>\n");
-            html += QStringLiteral("</ul>\n</body></html>\n");
-            self->showNew(call, browser::pageFromHtml(html, QUrl(), query, false), 0, -1);
+            self->showNew(call, browser::searchResultsPage(list, query, topn), 0, -1);
         });
+}
+
+void BrowserProvider::searchMcp(BrowserCall* call, const QString& query, int topn) {
+    const QString prefix = QStringLiteral("Error during search for `%1`: ").arg(truncated(query));
+    const QString server = m_settings.searchServer;
+    ToolProvider* provider = m_settings.findServer ? m_settings.findServer(server) : nullptr;
+    if (!provider) {
+        call->finishText(ToolOutcome::Status::failed,
+                         prefix + QStringLiteral("the search server \"%1\" is not one of the "
+                                                 "MCP servers: Settings > Tools")
+                                      .arg(server),
+                         true);
+        return;
+    }
+    if (!provider->ready()) {
+        call->finishText(ToolOutcome::Status::failed,
+                         prefix + QStringLiteral("the search server \"%1\" is not running: %2")
+                                      .arg(server, provider->problem()),
+                         true);
+        return;
+    }
+    // The tool, by the server's spelling or the model's; its schema names the arguments.
+    const chat::ToolNamespace ns = provider->toolNamespace();
+    QString wanted = m_settings.searchTool;
+    wanted.replace(QRegularExpression(QStringLiteral("[^A-Za-z0-9_-]")), QStringLiteral("_"));
+    const chat::ToolDescription* tool = nullptr;
+    for (const chat::ToolDescription& t : ns.tools)
+        if (QString::fromStdString(t.name) == m_settings.searchTool ||
+            QString::fromStdString(t.name) == wanted)
+            tool = &t;
+    if (!tool) {
+        QStringList names;
+        for (const chat::ToolDescription& t : ns.tools) names << QString::fromStdString(t.name);
+        call->finishText(
+            ToolOutcome::Status::failed,
+            prefix + QStringLiteral("the search server \"%1\" has no tool \"%2\" "
+                                    "(it has: %3)")
+                         .arg(server, m_settings.searchTool, names.join(QStringLiteral(", "))),
+            true);
+        return;
+    }
+    // The server's answer is read whole (the page shows `topn` of it); the time limit is the
+    // browser's.
+    CallLimits limits = call->m_limits;
+    limits.timeoutMs = std::min(m_settings.timeoutMs, limits.timeoutMs);
+    limits.maxResultBytes = std::max(limits.maxResultBytes, m_settings.maxPageBytes);
+    ToolCall* inner =
+        provider->call(QString::fromStdString(tool->name),
+                       browser::searchArguments(tool->parameters, query, topn), limits);
+    call->m_inner = inner;
+    connect(inner, &ToolCall::finished, inner, &QObject::deleteLater);
+    QPointer<BrowserProvider> self(this);
+    connect(inner, &ToolCall::finished, call,
+            [self, call, query, topn, prefix](const ToolOutcome& outcome) {
+                if (!self || call->isDone()) return;
+                if (outcome.status != ToolOutcome::Status::ok) {
+                    ToolOutcome o = outcome;
+                    o.text = prefix + outcome.text;
+                    if (o.detail.isEmpty()) o.detail = o.text;
+                    call->finish(o);
+                    return;
+                }
+                const QList<browser::SearchResult> results =
+                    browser::parseSearchResults(outcome.text);
+                // An answer without links (prose) is shown as it is.
+                const browser::Page page = results.isEmpty() && !outcome.text.trimmed().isEmpty()
+                                               ? browser::pageFromText(outcome.text, QUrl(), query)
+                                               : browser::searchResultsPage(results, query, topn);
+                self->showNew(call, page, 0, -1);
+            });
 }
 
 void BrowserProvider::open(BrowserCall* call, const QJsonObject& args) {

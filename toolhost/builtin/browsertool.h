@@ -1,13 +1,16 @@
 // gpt-oss's built-in `browser` tool (docs/TOOLS.md "Built-in tools"): `search`, `open` and
 // `find` as the chat format declares them (chat::ToolNamespace::browser()), answering with pages
-// rendered to the numbered-line text the model was trained on (pagetext.h). Search goes to a
-// SearXNG instance the user configures; `open` fetches http(s) with a time and a size limit.
+// rendered to the numbered-line text the model was trained on (pagetext.h). Search goes to the
+// provider the user configures: a SearXNG instance, or a search tool of an MCP server (its answer
+// read by searchresults.h); `open` fetches http(s) with a time and a size limit.
 // One provider per conversation: it holds the conversation's page stack (the `cursor`s).
 #pragma once
 
 #include <QList>
 #include <QPointer>
 #include <QUrl>
+
+#include <functional>
 
 #include "builtin/pagetext.h"
 #include "tool.h"
@@ -20,6 +23,12 @@ namespace neural::toolhost {
 
 struct BrowserToolSettings {
     QUrl searxngUrl;  // e.g. http://127.0.0.1:8888; empty: `search` says none is configured
+    // Search through a tool of an MCP server instead (set: SearXNG is not used): the server's
+    // name, its tool (as the server or the model spells it), and how to find the running server
+    // at each search (it may have been restarted since); null when it is not configured.
+    QString searchServer;
+    QString searchTool;
+    std::function<ToolProvider*(const QString& server)> findServer;
     int timeoutMs = 20000;
     qint64 maxPageBytes = 2 << 20;
 };
@@ -48,6 +57,7 @@ public:
 private:
     friend class BrowserCall;
     void search(BrowserCall* call, const QString& query, int topn);
+    void searchMcp(BrowserCall* call, const QString& query, int topn);
     void open(BrowserCall* call, const QJsonObject& args);
     void find(BrowserCall* call, const QJsonObject& args);
     // Fetches `url` (http or https); `done` gets the page, or an error for the model.
@@ -77,6 +87,7 @@ private:
     QString m_tool;
     CallLimits m_limits;
     QPointer<QNetworkReply> m_reply;
+    QPointer<ToolCall> m_inner;  // the MCP search server's call
     bool m_done = false;
 };
 

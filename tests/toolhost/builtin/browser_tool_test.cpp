@@ -1,7 +1,8 @@
 // The built-in browser tool (toolhost/builtin/browsertool.h) against a local HTTP server: search
 // through a fake SearXNG, open by link id and by URL, scrolling with cursor and loc, find,
 // redirects, and each failure (size and time limits, 404, a type it cannot show, bad schemes and
-// arguments, no search provider).
+// arguments, no search provider); search through an MCP server's tool (the C++ test MCP server of
+// tests/toolhost/mcp) and the reading of search servers' answers (builtin/searchresults.h).
 #include <gtest/gtest.h>
 
 #include <QJsonArray>
@@ -10,7 +11,9 @@
 #include <QTimer>
 
 #include "builtin/browsertool.h"
+#include "builtin/searchresults.h"
 #include "builtin_test_support.h"
+#include "mcpprovider.h"
 
 namespace neural::toolhost {
 namespace {
@@ -371,6 +374,210 @@ TEST_F(BrowserTool, ALongResultIsCutToTheCallsLimit) {
     EXPECT_EQ(outcome.status, Status::ok);
     EXPECT_TRUE(outcome.truncated);
     EXPECT_TRUE(outcome.text.contains(QStringLiteral("left out")));
+}
+
+// ---- search through an MCP server's tool ----------------------------------------------------
+
+QString resultsText(const QList<browser::SearchResult>& results) {
+    QStringList lines;
+    for (const browser::SearchResult& r : results)
+        lines << r.title + QStringLiteral(" | ") + r.url + QStringLiteral(" | ") + r.snippet;
+    return lines.join(QLatin1Char('\n'));
+}
+
+TEST(SearchResults, ReadsTitleDescriptionUrlBlocks) {
+    // As Brave's and similar search servers answer.
+    const QString text = QStringLiteral(
+        "Title: Moons of Jupiter\nDescription: Jupiter has 95 known moons.\n"
+        "URL: https://example.org/moons\n\n"
+        "Title: Europa\nDescription: An icy moon.\nURL: https://en.example.org/wiki/Europa.\n"
+        "\n---\n\nTitle: Again\nURL: https://example.org/moons\n");
+    EXPECT_EQ(resultsText(browser::parseSearchResults(text)),
+              QStringLiteral("Moons of Jupiter | https://example.org/moons | Jupiter has 95 known "
+                             "moons.\nEuropa | https://en.example.org/wiki/Europa | An icy moon."));
+}
+
+TEST(SearchResults, ReadsJsonAnswers) {
+    const QString expected =
+        QStringLiteral("A | https://a.example/ | first\nB | https://b.example/x | second");
+    // {"results": [...]} with SearXNG's and Tavily's field names.
+    EXPECT_EQ(resultsText(browser::parseSearchResults(QStringLiteral(
+                  R"({"query": "x", "results": [{"title": "A", "url": "https://a.example/",
+                  "content": "first"}, {"title": "B", "url": "https://b.example/x",
+                  "content": "second"}, {"title": "no url"}, {"title": "C", "url": "ftp://c"}]})"))),
+              expected);
+    // A bare list with "link" and "snippet"; Brave's API shape; one object per line.
+    EXPECT_EQ(resultsText(browser::parseSearchResults(QStringLiteral(
+                  R"([{"name": "A", "link": "https://a.example/", "snippet": "first"},
+                      {"name": "B", "href": "https://b.example/x", "description": "second"}])"))),
+              expected);
+    EXPECT_EQ(resultsText(browser::parseSearchResults(QStringLiteral(
+                  R"({"web": {"results": [{"title": "A", "url": "https://a.example/",
+                  "description": "first"}, {"title": "B", "url": "https://b.example/x",
+                  "description": "second"}]}})"))),
+              expected);
+    EXPECT_EQ(resultsText(browser::parseSearchResults(QStringLiteral(
+                  "{\"title\": \"A\", \"url\": \"https://a.example/\", \"summary\": \"first\"}\n"
+                  "{\"title\": \"B\", \"url\": \"https://b.example/x\", \"text\": \"second\"}\n"))),
+              expected);
+}
+
+TEST(SearchResults, ReadsMarkdownLinksAndBareAddresses) {
+    EXPECT_EQ(resultsText(browser::parseSearchResults(
+                  QStringLiteral("Results for x:\n1. [A](https://a.example/) - first\n"
+                                 "2. **[B](https://b.example/x)**: second\n"))),
+              QStringLiteral("A | https://a.example/ | first\nB | https://b.example/x | second"));
+    EXPECT_EQ(resultsText(browser::parseSearchResults(
+                  QStringLiteral("## A\nhttps://a.example/\nfirst line\nsecond line\n\n"
+                                 "- B (https://b.example/x)\n"))),
+              QStringLiteral("A | https://a.example/ | first line second line\n"
+                             "B | https://b.example/x | "));
+}
+
+TEST(SearchResults, ProseWithoutAddressesHasNoResults) {
+    EXPECT_TRUE(browser::parseSearchResults(QStringLiteral("Jupiter has 95 moons.")).isEmpty());
+    EXPECT_TRUE(browser::parseSearchResults(QString()).isEmpty());
+    EXPECT_TRUE(browser::parseSearchResults(QStringLiteral("{\"results\": 3}")).isEmpty());
+    EXPECT_TRUE(browser::parseSearchResults(QStringLiteral("[1, 2")).isEmpty());
+}
+
+TEST(SearchResults, ArgumentsFollowTheToolsSchema) {
+    const auto schema = [](const char* json) {
+        return std::optional<nlohmann::ordered_json>(nlohmann::ordered_json::parse(json));
+    };
+    EXPECT_EQ(browser::searchArguments(
+                  schema(R"({"properties": {"query": {"type": "string"}, "count": {}}})"),
+                  QStringLiteral("moons"), 5),
+              QStringLiteral(R"({"query":"moons","count":5})"));
+    EXPECT_EQ(browser::searchArguments(
+                  schema(R"({"properties": {"max_results": {}, "q": {"type": "string"}}})"),
+                  QStringLiteral("moons"), 3),
+              QStringLiteral(R"({"q":"moons","max_results":3})"));
+    EXPECT_EQ(browser::searchArguments(schema(R"({"properties": {"lang": {"type": "string"},
+                  "terms": {"type": "string"}}, "required": ["terms"]})"),
+                                       QStringLiteral("moons"), 3),
+              QStringLiteral(R"({"terms":"moons"})"));
+    EXPECT_EQ(browser::searchArguments(std::nullopt, QStringLiteral("a \"b\""), 3),
+              QStringLiteral(R"({"query":"a \"b\""})"));
+}
+
+// The C++ test MCP server with its search tools, whose first result links to the local server.
+class McpSearch : public BrowserTool {
+protected:
+    void SetUp() override {
+        BrowserTool::SetUp();
+        McpServerConfig c;
+        c.name = QStringLiteral("search");
+        c.command = QStringLiteral(NEURAL_MCP_TEST_SERVER);
+        c.args = QStringList{QStringLiteral("--search-tools"), m_server->url(QString())};
+        if (c.args.back().endsWith(QLatin1Char('/'))) c.args.back().chop(1);
+        m_mcp = std::make_unique<McpProvider>(c);
+        m_mcp->start();
+        ASSERT_TRUE(test::spinUntil([&] { return m_mcp->ready(); }, 30000))
+            << m_mcp->problem().toStdString();
+    }
+    void TearDown() override {
+        if (m_mcp) m_mcp->stop();
+    }
+    BrowserToolSettings mcpSettings(const QString& tool) {
+        BrowserToolSettings s = settings();
+        s.searxngUrl = QUrl();  // not used
+        s.searchServer = QStringLiteral("search");
+        s.searchTool = tool;
+        s.findServer = [this](const QString& name) -> ToolProvider* {
+            return name == QLatin1String("search") ? m_mcp.get() : nullptr;
+        };
+        return s;
+    }
+    std::unique_ptr<McpProvider> m_mcp;
+};
+
+TEST_F(McpSearch, ResultsShowAsTheSearchPageAndOpen) {
+    const QString domain = QStringLiteral("127.0.0.1:%1").arg(m_server->port());
+    const QString page = QStringLiteral(
+                             "[0] moons of jupiter\n"
+                             "**viewing lines [0 - 4] of 4**\n\n"
+                             "L0: # Search Results\n"
+                             "L1: \n"
+                             "L2:   * \u30100\u2020Moons of Jupiter\u2020%1\u3011 About moons of "
+                             "jupiter: Jupiter has 95 \n"
+                             "L3: known moons.\n"
+                             "L4:   * \u30101\u2020Europa\u2020en.example.org\u3011 An icy moon.")
+                             .arg(domain);
+    // Text blocks (web_search {query, count}) and JSON (json_search {q, max_results}): the same
+    // page, topn passed as the tool's count.
+    for (const char* tool : {"web_search", "json_search"}) {
+        SCOPED_TRACE(tool);
+        BrowserProvider browser(mcpSettings(QLatin1String(tool)));
+        const ToolOutcome search =
+            runCall(browser, QStringLiteral("search"),
+                    QStringLiteral(R"({"query": "moons of jupiter", "topn": 2})"));
+        ASSERT_EQ(search.status, Status::ok) << search.text.toStdString();
+        EXPECT_EQ(search.text, page) << search.text.toStdString();
+        EXPECT_EQ(m_searchTarget, QByteArray());  // SearXNG was not asked
+        const ToolOutcome opened = open(browser, {{"id", 0}});
+        ASSERT_EQ(opened.status, Status::ok) << opened.text.toStdString();
+        EXPECT_TRUE(opened.text.contains(QStringLiteral("L4: # Moons of Jupiter")))
+            << opened.text.toStdString();
+    }
+}
+
+TEST_F(McpSearch, FailuresAreErrorsTheModelReads) {
+    // The server's own error.
+    {
+        BrowserProvider browser(mcpSettings(QStringLiteral("web_search")));
+        const ToolOutcome o =
+            runCall(browser, QStringLiteral("search"), QStringLiteral(R"({"query": "fail"})"));
+        EXPECT_EQ(o.status, Status::toolError);
+        EXPECT_EQ(o.text,
+                  QStringLiteral("Error during search for `fail`: the search engine is down"));
+    }
+    // A tool it does not have.
+    {
+        BrowserProvider browser(mcpSettings(QStringLiteral("find_pages")));
+        const ToolOutcome o =
+            runCall(browser, QStringLiteral("search"), QStringLiteral(R"({"query": "x"})"));
+        EXPECT_EQ(o.status, Status::failed);
+        EXPECT_TRUE(o.text.contains(QStringLiteral("has no tool \"find_pages\"")));
+        EXPECT_TRUE(o.text.contains(QStringLiteral("web_search"))) << o.text.toStdString();
+    }
+    // An answer without links is shown as it is.
+    {
+        BrowserProvider browser(mcpSettings(QStringLiteral("echo")));
+        const ToolOutcome o =
+            runCall(browser, QStringLiteral("search"), QStringLiteral(R"({"query": "x"})"));
+        EXPECT_EQ(o.status, Status::ok) << o.text.toStdString();
+        EXPECT_TRUE(o.text.startsWith(QStringLiteral("[0] x\n"))) << o.text.toStdString();
+    }
+    // Cancelling the browser's call cancels the server's.
+    {
+        BrowserProvider browser(mcpSettings(QStringLiteral("slow")));
+        qint64 elapsed = 0;
+        const ToolOutcome o = runCall(
+            browser, QStringLiteral("search"), QStringLiteral(R"({"query": "x"})"), {},
+            [](ToolCall* call) { QTimer::singleShot(150, call, [call] { call->cancel(); }); },
+            &elapsed);
+        EXPECT_EQ(o.status, Status::cancelled);
+        EXPECT_LT(elapsed, 900);
+        EXPECT_TRUE(browser.pages().isEmpty());
+    }
+    // A server that is not configured, and one that is not running.
+    {
+        BrowserToolSettings s = mcpSettings(QStringLiteral("web_search"));
+        s.searchServer = QStringLiteral("gone");
+        BrowserProvider browser(s);
+        const ToolOutcome o =
+            runCall(browser, QStringLiteral("search"), QStringLiteral(R"({"query": "x"})"));
+        EXPECT_EQ(o.status, Status::failed);
+        EXPECT_TRUE(o.text.contains(QStringLiteral("\"gone\" is not one of the MCP servers")))
+            << o.text.toStdString();
+    }
+    m_mcp->stop();
+    BrowserProvider browser(mcpSettings(QStringLiteral("web_search")));
+    const ToolOutcome o =
+        runCall(browser, QStringLiteral("search"), QStringLiteral(R"({"query": "x"})"));
+    EXPECT_EQ(o.status, Status::failed);
+    EXPECT_TRUE(o.text.contains(QStringLiteral("is not running"))) << o.text.toStdString();
 }
 
 }  // namespace

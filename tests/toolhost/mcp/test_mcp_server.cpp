@@ -9,6 +9,10 @@
 // tools/list is paged (--page-size, default 2). Options that break the handshake:
 //   --protocol V        answer initialize with revision V
 //   --many-tools N      N more tools (t0, t1, ...); --deep-schema: a tool nesting 40 levels
+// And for the browser tool's MCP search provider (docs/TOOLS.md "browser"):
+//   --search-tools URL  two search tools whose results link to pages under URL: web_search
+//                       {query, count} answers with "Title: / Description: / URL:" text blocks
+//                       as many search servers do, json_search {q, max_results} with JSON text
 //   --garbage-at-start  print non-JSON lines and never answer properly
 //   --exit-at-start N   print to stderr and exit with code N at once
 #include <chrono>
@@ -91,6 +95,7 @@ json schema(json properties, std::vector<std::string> required) {
 
 int many_tools = 0;        // --many-tools N: N more tools t0, t1, ...
 bool deep_schema = false;  // --deep-schema: a tool whose schema nests 40 levels
+std::string search_base;   // --search-tools URL
 
 std::vector<json> tools() {
     std::vector<json> t = {
@@ -131,6 +136,18 @@ std::vector<json> tools() {
     for (int i = 0; i < many_tools; ++i)
         t.push_back(
             {{"name", "t" + std::to_string(i)}, {"inputSchema", schema(json::object(), {})}});
+    if (!search_base.empty()) {
+        t.push_back({{"name", "web_search"},
+                     {"description", "Searches the web."},
+                     {"inputSchema",
+                      schema({{"query", {{"type", "string"}}}, {"count", {{"type", "integer"}}}},
+                             {"query"})}});
+        t.push_back({{"name", "json_search"},
+                     {"description", "Searches the web, answering JSON."},
+                     {"inputSchema",
+                      schema({{"q", {{"type", "string"}}}, {"max_results", {{"type", "integer"}}}},
+                             {"q"})}});
+    }
     if (deep_schema) {
         json deep = {{"type", "string"}};
         for (int i = 0; i < 40; ++i) deep = schema({{"x", deep}}, {});
@@ -154,6 +171,29 @@ json call_tool(const json& id, const json& params) {
         return text_result(json(sum).dump());
     }
     if (name == "fail") return text_result("the tool failed on purpose", true);
+    if (!search_base.empty() && (name == "web_search" || name == "json_search")) {
+        const bool text = name == "web_search";
+        const json query = args.value(text ? "query" : "q", json());
+        if (!query.is_string() || query.get<std::string>().empty())
+            return text_result("a query is required", true);
+        if (query == "fail") return text_result("the search engine is down", true);
+        const int count = args.value(text ? "count" : "max_results", 10);
+        const std::vector<std::vector<std::string>> results = {
+            {"Moons of Jupiter", search_base + "/moons/article.html",
+             "About " + query.get<std::string>() + ": Jupiter has 95 known moons."},
+            {"Europa", "https://en.example.org/wiki/Europa", "An icy moon."},
+            {"Io", "https://en.example.org/wiki/Io", "A volcanic moon."},
+        };
+        std::string blocks;
+        json list = json::array();
+        for (int i = 0; i < count && i < int(results.size()); ++i) {
+            const auto& r = results[i];
+            blocks += (i ? "\n\n" : "") + std::string("Title: ") + r[0] + "\nDescription: " + r[2] +
+                      "\nURL: " + r[1];
+            list.push_back({{"title", r[0]}, {"url", r[1]}, {"snippet", r[2]}});
+        }
+        return text_result(text ? blocks : json({{"results", list}}).dump());
+    }
     if (name == "big") return text_result(std::string(args.value("bytes", 0), 'x'));
     if (name == "image") {
         return {
@@ -294,6 +334,8 @@ int main(int argc, char** argv) {
         } else if (a == "--exit-at-start" && i + 1 < argc) {
             log("fatal: the test server was told to exit at start");
             return std::atoi(argv[++i]);
+        } else if (a == "--search-tools" && i + 1 < argc) {
+            search_base = argv[++i];
         } else if (a == "--many-tools" && i + 1 < argc) {
             many_tools = std::atoi(argv[++i]);
         } else if (a == "--deep-schema") {
