@@ -439,7 +439,8 @@ FitPlan plan_fit(const FitRequest& r, const MachineInfo& m) {
         "RAM: {:.1f} GB needed (experts the CPU computes, {:.1f} GB of {}, {:.0f} GB for "
         "the system) of {:.1f} GB{}",
         p.ram_needed_gb, dense_gb,
-        p.backend == "cpu" ? "dense weights and K/V" : "buffers and pinned prompt buffers",
+        p.backend == "cpu" ? "dense weights, the lm_head screen and K/V"
+                           : "buffers and pinned prompt buffers",
         kRamHeadroomGB, ram_cap / kGB, r.ram_budget_gib > 0 ? " (--ram-budget)" : ""));
     if (p.backend == "cuda" && !r.store_kind.empty() && !p.store_pinned) {
         p.release_resident = true;
