@@ -50,7 +50,7 @@ struct LoadOptions {
     // isolates the expert kernels, e.g. to compare them with the reference bit for bit).
     std::string dense = "auto";
     // With the bf16 dense kernels on the CPU backend: "on" screens the vocabulary with an int8
-    // copy of the lm_head (~0.58 GB of RAM at gpt-oss's shapes) and computes the exact bf16
+    // copy of the lm_head (~0.62 GB of RAM at gpt-oss's shapes) and computes the exact bf16
     // logits of only the tokens the sampler can pick (the same bits: docs/KERNELS.md "Screened
     // lm_head"); "off" runs the whole bf16 lm_head for every token.
     std::string lm_head_screen = "on";

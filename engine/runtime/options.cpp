@@ -207,7 +207,7 @@ std::vector<Setting> make_settings() {
     r.push_back(with_choices(
         row("lm-head-screen", T::choice, "on|off", "Screened lm_head",
             "with the bf16 dense kernels on the CPU backend: on screens the vocabulary with an "
-            "int8 copy of the lm_head (about 0.58 GB more RAM on gpt-oss) and computes the exact "
+            "int8 copy of the lm_head (about 0.62 GB more RAM on gpt-oss) and computes the exact "
             "bf16 logits only of the tokens the sampler can still pick (greedy, top-k, min-p: "
             "the same tokens, bit for bit; every logit where a request reads them all); off "
             "runs the whole bf16 lm_head every token",
