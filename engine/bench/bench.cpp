@@ -298,8 +298,22 @@ public:
         TurnOptions t;
         t.max_tokens = options_.decode_tokens;
         t.sampling.temperature = options_.decode_temperature;
+        const telemetry::MoeCounters& c = tel_.moe;
+        const std::uint64_t tokens0 = c.screened_tokens.load(),
+                            rows0 = c.screened_exact_rows.load(), full0 = c.screened_full.load();
         turn(s, t);
-        return finish();
+        Json j = finish();
+        // The screened lm_head (docs/KERNELS.md "Screened lm_head"): passes it served, the rows
+        // it computed exactly per such pass, and the passes where it ran the whole head.
+        const std::uint64_t tokens = c.screened_tokens.load() - tokens0;
+        j["lm_head_screen"] = {
+            {"tokens", tokens},
+            {"exact_rows_per_token",
+             tokens > 0 ? Json(static_cast<double>(c.screened_exact_rows.load() - rows0) /
+                               static_cast<double>(tokens))
+                        : Json(nullptr)},
+            {"full_head_tokens", c.screened_full.load() - full0}};
+        return j;
     }
 
     // A fresh session and a prompt of about `size` rendered tokens of pseudo-random words (seeded

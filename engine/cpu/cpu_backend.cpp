@@ -98,6 +98,17 @@ CpuBackend::CpuBackend(const CpuBackendInputs& in) : model_(*in.config, *in.weig
                         : std::string(cpu::dense_isa_name(dense)) + prompts;
     if (in.dense == CpuDense::reference) return;
     model_.set_dense_kernel(std::make_unique<cpu::DenseKernel>(dense, dense_prompt));
+    if (in.dense == CpuDense::bf16 && in.lm_head_screen) {
+        // Once per load, on the team (docs/KERNELS.md "Screened lm_head"): the int8 screening
+        // copy of the lm_head beside the bf16 weights, which stay the logits' source.
+        const auto t0 = std::chrono::steady_clock::now();
+        const std::uint64_t bytes = model_.set_lm_head_screen(int8);
+        const double s =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        spdlog::info("lm_head screen ({}): {:.2f} GB in {:.2f} s", cpu::int8_isa_name(int8),
+                     static_cast<double>(bytes) / 1e9, s);
+        dense_ += ", screened lm_head";
+    }
     if (int8_head || int8_all) {
         // Once per load, on the team (docs/KERNELS.md "Int8 dense weights"): from here on a
         // token reads the int8 copies, and the bf16 pages of these matrices go cold.

@@ -51,6 +51,9 @@ struct CpuBackendInputs {
     // With a kernel: its dense part (parse_cpu_dense); reference keeps the fp32 reference dense
     // layers beside the fused expert kernels.
     CpuDense dense = CpuDense::bf16;
+    // With the bf16 dense part: the screened lm_head (cpu/kernels/lm_head_screen.h) for passes
+    // whose consumer reads only some logits (ForwardOptions::screen).
+    bool lm_head_screen = true;
     // With a kernel: the int8 prompt kernel for the experts of passes of more than one token
     // (parse_prompt_kernel); nullopt: the fused fp32 expert kernels for those too.
     std::optional<cpu::PromptIsa> prompt;

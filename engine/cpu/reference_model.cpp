@@ -14,6 +14,7 @@
 #include "model/mxfp4.h"
 #include "neural/error.h"
 #include "platform/thread_scratch.h"
+#include "runtime/sampler.h"
 
 namespace neural {
 
@@ -24,7 +25,10 @@ CpuModel::CpuModel(const ModelConfig& config, const ModelWeights& weights,
 void CpuModel::set_dense_kernel(std::unique_ptr<cpu::DenseKernel> dense) {
     if (dense && !store_moe_)
         fail("the dense kernels run on the expert kernels' team: set it first");
-    if (!dense) set_int8_kernel(nullptr, false);
+    if (!dense) {
+        set_int8_kernel(nullptr, false);
+        screen_.reset();
+    }
     if (dense && config_.num_heads / config_.num_kv_heads > kMaxAttentionGroup) {
         fail(
             "the fast path's attention takes at most {} query heads per K/V head; this model has "
@@ -71,6 +75,15 @@ std::uint64_t CpuModel::set_int8_kernel(std::unique_ptr<cpu::Int8DenseKernel> in
     int8_lm_head_ = std::move(lm_head);
     int8_ = std::move(int8);
     return bytes;
+}
+
+std::uint64_t CpuModel::set_lm_head_screen(std::optional<cpu::Int8Isa> isa) {
+    screen_.reset();
+    if (!isa) return 0;
+    if (!dense_) fail("the screened lm_head runs beside the bf16 dense kernel: set it first");
+    screen_ =
+        std::make_unique<cpu::LmHeadScreen>(store_moe_->worker_team(), weights_.lm_head, *isa);
+    return screen_->bytes();
 }
 
 cpu::WorkerTeam* CpuModel::token_team() const {
@@ -259,12 +272,50 @@ std::vector<float> CpuModel::forward(std::span<const TokenId> tokens, KvCache& c
             std::vector<float> normed(static_cast<size_t>(rows * H));
             cpu::rms_norm(x.data() + (from - b0) * H, weights_.final_norm, c.rms_norm_eps, rows,
                           normed.data());
-            project(weights_.lm_head, int8_ ? &int8_lm_head_ : nullptr, nullptr, normed.data(),
-                    rows, logits.data() + (from - first) * V);
+            float* out = logits.data() + (from - first) * V;
+            if (rows == 1 && opt.screen != nullptr && screen_ && dense_ && !int8_) {
+                screened_head(normed.data(), *opt.screen, out);
+            } else {
+                project(weights_.lm_head, int8_ ? &int8_lm_head_ : nullptr, nullptr, normed.data(),
+                        rows, out);
+            }
         }
     }
     cache.commit(pos0 + T);
     return logits;
+}
+
+namespace {
+
+float penalise_one(const void* ctx, std::int32_t id, float v) {
+    return static_cast<const TokenPenalties*>(ctx)->apply_one(id, v);
+}
+
+}  // namespace
+
+// The lm_head of one position for a consumer that reads only some logits (ForwardOptions::
+// screen): the screen's exact rows, -infinity elsewhere (docs/KERNELS.md "Screened lm_head").
+void CpuModel::screened_head(const float* x, const LogitsScreen& want, float* logits) const {
+    std::vector<std::int32_t> penalised;
+    cpu::ScreenRequest req;
+    req.valid = static_cast<std::int64_t>(
+        std::min<std::size_t>(want.valid, static_cast<std::size_t>(config_.vocab_size)));
+    req.top_k = want.top_k;
+    req.window = want.window;
+    if (want.penalties != nullptr) {
+        penalised = want.penalties->ids();
+        req.penalised = penalised;
+        req.penalise = &penalise_one;
+        req.ctx = want.penalties;
+    }
+    cpu::ScreenStats stats;
+    screen_->run(store_moe_->worker_team(), *dense_, weights_.lm_head, x, req, logits, &stats);
+    if (counters_ != nullptr) {
+        counters_->screened_tokens.fetch_add(1, std::memory_order_relaxed);
+        counters_->screened_exact_rows.fetch_add(static_cast<std::uint64_t>(stats.exact_rows),
+                                                 std::memory_order_relaxed);
+        if (stats.full) counters_->screened_full.fetch_add(1, std::memory_order_relaxed);
+    }
 }
 
 // Attention with sinks for one query position: the sink logit joins the softmax denominator

@@ -5,12 +5,14 @@
 
 #include <atomic>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <vector>
 
 #include "cpu/kernels/attention_kernel.h"
 #include "cpu/kernels/dense_int8.h"
 #include "cpu/kernels/dense_kernel.h"
+#include "cpu/kernels/lm_head_screen.h"
 #include "cpu/rope.h"
 #include "cpu/store_moe.h"
 #include "model/config.h"
@@ -66,6 +68,14 @@ public:
     const cpu::Int8DenseKernel* int8_kernel() const { return int8_.get(); }
     bool int8_attention() const { return !int8_layers_.empty(); }
 
+    // The screened lm_head (cpu/kernels/lm_head_screen.h) beside the bf16 kernels: an int8
+    // screening copy of the lm_head made on the team (isa: its int8 variant), after which a
+    // single-position pass with ForwardOptions::screen computes the exact bf16 logits of only
+    // the rows that can matter to the consumer (the same bits for those; -infinity for the
+    // others). Needs set_dense_kernel() first; nullopt drops it. Returns the copy's bytes.
+    std::uint64_t set_lm_head_screen(std::optional<cpu::Int8Isa> isa);
+    const cpu::LmHeadScreen* lm_head_screen() const { return screen_.get(); }
+
     // Where the MoE part adds its time, bytes and expert count (nullptr: not counted).
     void set_counters(telemetry::MoeCounters* counters) {
         counters_ = counters;
@@ -84,6 +94,7 @@ private:
     // The same on the int8 kernel from q8, the int8 copy of w (nullptr: linear()).
     void project(const Bf16View& w, const cpu::Int8Matrix* q8, const Bf16View* b, const float* x,
                  std::int64_t tokens, float* y) const;
+    void screened_head(const float* x, const LogitsScreen& want, float* logits) const;
     void moe(int layer, const float* h, std::int64_t tokens, std::int64_t pos0,
              const ForwardOptions& options, float* x) const;
     // The team that runs a prompt block's per-token work (norms, RoPE, residual adds, routing):
@@ -106,6 +117,7 @@ private:
     std::unique_ptr<cpu::Int8DenseKernel> int8_;
     std::vector<Int8Layer> int8_layers_;  // empty: the projections on the bf16 kernel
     cpu::Int8Matrix int8_lm_head_;
+    std::unique_ptr<cpu::LmHeadScreen> screen_;
     telemetry::MoeCounters* counters_ = nullptr;
     cpu::Rope rope_;
 };

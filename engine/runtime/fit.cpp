@@ -8,6 +8,7 @@
 
 #include "bench/ram_probe.h"
 #include "cpu/kernels/expert_record.h"
+#include "cpu/kernels/lm_head_screen.h"
 #include "cpu/team/worker_team.h"
 #include "platform/cpu_features.h"
 #include "platform/system_info.h"
@@ -355,10 +356,14 @@ FitPlan plan_fit(const FitRequest& r, const MachineInfo& m) {
     const GpuMemoryLayout dense = gpu_memory_layout(c, 1);
     // CPU backend: the whole dense core is read from RAM every token, and K/V lives in RAM. GPU
     // backend: embedding rows, tokenizer, buffers, and the prefill's pinned buffers.
-    double dense_gb = p.backend == "cpu"
-                          ? static_cast<double>(dense.core_bytes) / kGB +
-                                static_cast<double>(gpu_memory_layout(c, context).kv_bytes) / kGB
-                          : 0.5 + static_cast<double>(prefill_pinned_bytes(c, context)) / kGB;
+    double dense_gb =
+        p.backend == "cpu"
+            ? static_cast<double>(dense.core_bytes) / kGB +
+                  static_cast<double>(gpu_memory_layout(c, context).kv_bytes) / kGB +
+                  // the screened lm_head's int8 copy (--lm-head-screen on)
+                  static_cast<double>(cpu::LmHeadScreen::bytes_for(c.vocab_size, c.hidden_size)) /
+                      kGB
+            : 0.5 + static_cast<double>(prefill_pinned_bytes(c, context)) / kGB;
     auto needed = [&](double store_gb) {
         return store_gb * (1.0 - resident_fraction) + dense_gb + kRamHeadroomGB;
     };
@@ -434,7 +439,8 @@ FitPlan plan_fit(const FitRequest& r, const MachineInfo& m) {
         "RAM: {:.1f} GB needed (experts the CPU computes, {:.1f} GB of {}, {:.0f} GB for "
         "the system) of {:.1f} GB{}",
         p.ram_needed_gb, dense_gb,
-        p.backend == "cpu" ? "dense weights and K/V" : "buffers and pinned prompt buffers",
+        p.backend == "cpu" ? "dense weights, the lm_head screen and K/V"
+                           : "buffers and pinned prompt buffers",
         kRamHeadroomGB, ram_cap / kGB, r.ram_budget_gib > 0 ? " (--ram-budget)" : ""));
     if (p.backend == "cuda" && !r.store_kind.empty() && !p.store_pinned) {
         p.release_resident = true;

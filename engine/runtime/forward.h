@@ -5,12 +5,30 @@
 #pragma once
 
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <span>
 
 namespace neural {
 
 using TokenId = std::int32_t;
+
+class TokenPenalties;  // runtime/sampler.h
+
+// What the consumer of a forward pass's logits reads, so that a backend may compute the exact
+// logits of only the vocabulary rows that can matter to it and leave the others at -infinity
+// (the CPU backend's screened lm_head: docs/KERNELS.md "Screened lm_head"). Built by
+// logits_screen_for (runtime/sampler.h) only where the sampler's pick from such logits is
+// provably the pick from the full logits; a backend may always return the full logits instead.
+struct LogitsScreen {
+    std::size_t valid = 0;  // ids [0, valid) may be read; the rest never are
+    // Exact values of every id that can rank among the top_k largest (1: the argmax) ...
+    int top_k = 1;
+    // ... or, with window > 0, of every id whose value can lie within `window` of the largest.
+    double window = 0;
+    // The penalties the consumer applies to the logits before ranking them (nullptr: none).
+    const TokenPenalties* penalties = nullptr;
+};
 
 // Receives the router decision of every (layer, position) during a forward pass.
 class RouterObserver {
@@ -30,6 +48,10 @@ struct ForwardOptions {
     RouterObserver* observer = nullptr;
     // Checked per prompt block and layer, per attention row and per expert; throws Cancelled.
     const std::atomic<bool>* cancel = nullptr;
+    // Single-position passes only (the last position's logits): what the consumer reads;
+    // nullptr: every logit exact (neural logits, logprobs, constrained output, the API's
+    // distributions).
+    const LogitsScreen* screen = nullptr;
 };
 
 }  // namespace neural

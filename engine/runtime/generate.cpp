@@ -1,6 +1,7 @@
 #include "runtime/generate.h"
 
 #include <algorithm>
+#include <optional>
 
 #include "neural/error.h"
 
@@ -28,6 +29,11 @@ GenerateResult generate(const Model& model, KvCache& cache, std::span<const Toke
     ForwardOptions fo;
     fo.cancel = options.cancel;
     const std::size_t vocab = model.sampleable_vocab();
+    // The sampler's draw may skip the logits of tokens it cannot pick (ForwardOptions::screen);
+    // logprobs read every logit.
+    const std::optional<LogitsScreen> screen =
+        options.logprobs >= 0 ? std::nullopt : logits_screen_for(options.sampling, vocab, nullptr);
+    fo.screen = screen ? &*screen : nullptr;
     std::vector<std::pair<TokenId, double>> top;
     try {
         if (prompt.empty()) fail("generate: no new tokens to process");

@@ -317,6 +317,9 @@ std::unique_ptr<Model> Model::load(const fs::path& dir, const LoadOptions& optio
     const CpuDense dense = parse_cpu_dense(options.dense, isa.value_or(cpu::KernelIsa::scalar));
     const std::optional<cpu::PromptIsa> prompt_isa =
         parse_prompt_kernel(options.prompt_kernel, isa);
+    if (options.lm_head_screen != "on" && options.lm_head_screen != "off") {
+        fail("unknown --lm-head-screen \"{}\" (on, off)", options.lm_head_screen);
+    }
     if (options.backend != "cpu" && options.backend != "cuda" && options.backend != "auto") {
         fail("unknown backend \"{}\" (cpu, cuda, auto)", options.backend);
     }
@@ -343,6 +346,7 @@ std::unique_ptr<Model> Model::load(const fs::path& dir, const LoadOptions& optio
         in.store = m->store_.get();
         in.kernel = isa;
         in.dense = dense;
+        in.lm_head_screen = options.lm_head_screen == "on";
         in.prompt = prompt_isa;
         in.team.persistent = options::persistent_team(options, false);
         in.team.library = options.kdll;

@@ -49,6 +49,11 @@ struct LoadOptions {
     // (bf16: the int8 paths change the answers and are opt-in) or "reference" (the fp32 reference dense layers beside the fused expert kernels:
     // isolates the expert kernels, e.g. to compare them with the reference bit for bit).
     std::string dense = "auto";
+    // With the bf16 dense kernels on the CPU backend: "on" screens the vocabulary with an int8
+    // copy of the lm_head (~0.62 GB of RAM at gpt-oss's shapes) and computes the exact bf16
+    // logits of only the tokens the sampler can pick (the same bits: docs/KERNELS.md "Screened
+    // lm_head"); "off" runs the whole bf16 lm_head for every token.
+    std::string lm_head_screen = "on";
     // With a fast-path kernel, the experts of a prompt (more than one token per pass): "auto" or
     // "fp32" (the fused fp32 expert kernels, as decode: a token gives the same bits inside a
     // prompt and alone), "int8" (the int8 path of cpu/kernels/prompt_kernel.h, activations

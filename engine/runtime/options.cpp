@@ -114,6 +114,10 @@ void classify(std::vector<Setting>& rows) {
          C::lossy,
          "bf16 (auto): the checkpoint's bf16 weights; int8-head, int8: re-quantized weights",
          {"int8-head", "int8"}},
+        {"lm_head_screen",
+         C::same_bits,
+         "the exact bf16 logits of every token the sampler can pick (tested bit for bit)",
+         {}},
         {"prompt_kernel",
          C::lossy,
          "fp32 (auto): the decode kernels' bits; int8, int8-vnni: int8 activations",
@@ -200,6 +204,15 @@ std::vector<Setting> make_settings() {
             "reference layers",
             A::cpu, NEURAL_TEXT(dense)),
         {"auto", "bf16", "int8-head", "int8", "reference"}));
+    r.push_back(with_choices(
+        row("lm-head-screen", T::choice, "on|off", "Screened lm_head",
+            "with the bf16 dense kernels on the CPU backend: on screens the vocabulary with an "
+            "int8 copy of the lm_head (about 0.62 GB more RAM on gpt-oss) and computes the exact "
+            "bf16 logits only of the tokens the sampler can still pick (greedy, top-k, min-p: "
+            "the same tokens, bit for bit; every logit where a request reads them all); off "
+            "runs the whole bf16 lm_head every token",
+            A::cpu, NEURAL_TEXT(lm_head_screen)),
+        {"on", "off"}));
     r.push_back(with_choices(
         row("prompt-kernel", T::choice, "auto|int8|int8-vnni|fp32", "Prompt kernel",
             "with a fast kernel on the CPU backend, the experts of a prompt: fp32 (and auto) on "

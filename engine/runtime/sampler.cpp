@@ -57,6 +57,20 @@ void TokenPenalties::apply(std::span<float> logits) const {
     }
 }
 
+std::vector<std::int32_t> TokenPenalties::ids() const {
+    std::vector<std::int32_t> out;
+    out.reserve(counts_.size());
+    for (const auto& [id, count] : counts_) out.push_back(id);
+    std::sort(out.begin(), out.end());
+    return out;
+}
+
+float TokenPenalties::apply_one(std::int32_t id, float logit) const {
+    const auto it = counts_.find(id);
+    return it == counts_.end() ? logit
+                               : penalised(logit, it->second, presence_, frequency_, repetition_);
+}
+
 void apply_penalties_reference(const SamplingParams& params,
                                std::span<const std::int32_t> generated, std::span<float> logits) {
     for (std::size_t id = 0; id < logits.size(); ++id) {
@@ -150,6 +164,35 @@ std::int32_t pick_candidates(const SamplingParams& params, std::span<const float
 constexpr std::size_t kBlock = 2048;  // ids per block sum (the draw walks blocks, then ids)
 
 }  // namespace
+
+std::optional<LogitsScreen> logits_screen_for(const SamplingParams& params, std::size_t valid,
+                                              const TokenPenalties* penalties) {
+    LogitsScreen s;
+    s.valid = valid;
+    s.penalties = penalties != nullptr && penalties->active() ? penalties : nullptr;
+    // Greedy: argmax() takes the largest value and its lowest id, both among the ids that can
+    // reach the largest value.
+    if (params.temperature == 0.0f || params.top_k == 1) return s;
+    // Top-k: pick() and pick_candidates read the values of the k best ids (by value, then id: a
+    // total order) and nothing else; every one of them can rank among the k largest.
+    if (params.top_k > 0 && static_cast<std::size_t>(params.top_k) < valid) {
+        s.top_k = params.top_k;
+        return s;
+    }
+    // Min-p alone: pick_full weighs id i exp((v_i - top) / T) (sampler_weights: float
+    // arithmetic, relative error < 1e-5 after the two roundings of (v - top) * inv_t) and keeps
+    // it only when it is >= min_p; -infinity weighs 0. An id with v_i <= top - T (0.01 - ln
+    // min_p) has weight <= min_p e^-0.01 (1 + 3e-5) < min_p: 0 in both, so the same weights,
+    // the same block sums and the same walk for the same draw. Top-p reads the raw sum of every
+    // weight, so only without it.
+    if (params.min_p > 0.0f && params.top_p >= 1.0f) {
+        s.top_k = 1;
+        s.window = static_cast<double>(params.temperature) *
+                   (0.01 - std::log(static_cast<double>(params.min_p)));
+        return s;
+    }
+    return std::nullopt;
+}
 
 // Two passes, the largest value (vectorized), then its first index: one pass that carries the
 // best index compares every value with a load through that index, a dependency chain of a load

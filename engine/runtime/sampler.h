@@ -14,6 +14,8 @@
 #include <utility>
 #include <vector>
 
+#include "runtime/forward.h"
+
 namespace neural {
 
 namespace cpu {
@@ -98,6 +100,10 @@ public:
     bool active() const { return active_; }
     void add(std::int32_t id);
     void apply(std::span<float> logits) const;
+    // The ids apply() changes, ascending, and one id's penalised value (the same function:
+    // non-decreasing in the logit, which the screened lm_head relies on).
+    std::vector<std::int32_t> ids() const;
+    float apply_one(std::int32_t id, float logit) const;
 
 private:
     float presence_, frequency_, repetition_;
@@ -121,6 +127,16 @@ double token_logprobs(std::span<const float> logits, std::size_t valid, std::int
                       int top_n, std::vector<std::pair<std::int32_t, double>>& top);
 // The plain path: every id's log-probability, log(exp(l - max) / sum), for tests to compare.
 std::vector<double> log_softmax_reference(std::span<const float> logits, std::size_t valid);
+
+// What Sampler::sample reads from the logits under `params` (with `penalties` applied before
+// it, or nullptr), as a LogitsScreen for the forward pass, where the screened logits (exact for
+// every id that can matter, -infinity elsewhere) provably give the same token for the same
+// draw: greedy and top_k == 1 (the argmax), top_k < valid (the k best, whatever top-p and min-p
+// do inside them), min-p alone (top_p 1: ids far enough below the largest weigh exactly 0 in
+// both). Nothing (the full logits) for top-p without top-k and plain temperature sampling,
+// where every logit enters the normaliser. `penalties` must outlive the forward pass.
+std::optional<LogitsScreen> logits_screen_for(const SamplingParams& params, std::size_t valid,
+                                              const TokenPenalties* penalties);
 
 // Index of the largest value; the lowest index wins ties.
 std::int32_t argmax(std::span<const float> values);

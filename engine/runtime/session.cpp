@@ -311,8 +311,29 @@ TurnResult ChatSession::respond(const TurnOptions& options,
     telemetry::FaultCounts faults0 =
         recording ? telemetry::fault_counts() : telemetry::FaultCounts{};
     Clock::time_point step_t0{};
+    Sampler sampler(options.sampling);
+    TokenPenalties penalties(options.sampling);
+    const OutputConstraint* constraint = options.constraint.get();
+    const bool constrained_turn = constraint && !constraint->empty();
+    // What step `step`'s sampler reads of the logits the next pass gives (ForwardOptions::
+    // screen): an unconstrained draw without logprobs may leave the tokens it cannot pick at
+    // -infinity (the CPU backend's screened lm_head, the same token bit for bit); a forced
+    // token reads nothing. Constrained steps and logprobs read every logit.
+    std::optional<LogitsScreen> screen;
+    auto screen_for = [&](std::size_t step, bool constrained) -> const LogitsScreen* {
+        screen.reset();
+        if (options.logprobs >= 0 || constrained) return nullptr;
+        if (step < options.forced_tokens.size()) {
+            screen.emplace();
+            screen->valid = vocab;
+        } else {
+            screen = logits_screen_for(options.sampling, vocab, &penalties);
+        }
+        return screen ? &*screen : nullptr;
+    };
     try {
         std::span<const TokenId> fresh(prompt.data() + common, prompt.size() - common);
+        fo.screen = screen_for(0, constrained_turn);
         std::vector<float> logits = model_.forward(fresh, cache_, fo);
         cached_.insert(cached_.end(), fresh.begin(), fresh.end());
         result.stats.prompt_seconds = seconds_since(t0);
@@ -331,11 +352,8 @@ TurnResult ChatSession::respond(const TurnOptions& options,
             for (const auto& e : events) completion.add(e);
             events.clear();
         }
-        Sampler sampler(options.sampling);
-        TokenPenalties penalties(options.sampling);
         // Structured output: `active` is the constrained message in progress (its recogniser and
         // terminator), `closing` the shortest completion once the token budget runs short.
-        const OutputConstraint* constraint = options.constraint.get();
         if (constraint && !constraint->empty() && !vocab_)
             vocab_ = std::make_shared<TokenVocabulary>(tok, vocab);
         std::optional<ActiveConstraint> active;
@@ -529,6 +547,7 @@ TurnResult ChatSession::respond(const TurnOptions& options,
                 gpu0 = model_.backend_counters().snapshot();
                 faults0 = telemetry::fault_counts();
             }
+            fo.screen = screen_for(step + 1, active.has_value() || framing.has_value());
             logits = model_.forward(std::span<const TokenId>(&next, 1), cache_, fo);
             cached_.push_back(next);
         }

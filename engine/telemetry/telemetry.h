@@ -155,6 +155,12 @@ struct MoeCounters {
     // state with an unmasked exception, a nested call) and, when its library did not load, every
     // job. Added by cpu::StoreMoe whether or not `enabled` (it costs nothing to count).
     std::atomic<std::uint64_t> team_fallbacks{0};
+    // The screened lm_head (docs/KERNELS.md "Screened lm_head"): tokens whose logits came from
+    // it, the rows it computed exactly for them, and of those tokens the ones where it ran the
+    // whole head after all (nothing useful proved). Counted whether or not `enabled`.
+    std::atomic<std::uint64_t> screened_tokens{0};
+    std::atomic<std::uint64_t> screened_exact_rows{0};
+    std::atomic<std::uint64_t> screened_full{0};
 
     struct Snapshot {
         std::uint64_t ns = 0, bytes = 0, experts = 0;

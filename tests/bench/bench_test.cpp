@@ -100,6 +100,12 @@ TEST(BenchReport, AllWorkloadsOnTheTinyFixture) {
     // The CPU backend has no GPU times, so no decode bounds.
     EXPECT_TRUE(w["decode"]["gpu_ms_per_token"].is_null());
     EXPECT_TRUE(w["decode"]["bounds"].is_null());
+    // Greedy decode on the CPU backend: every token's logits from the screened lm_head, with
+    // the rows it computed exactly per token (docs/KERNELS.md "Screened lm_head").
+    const Json& screen = w["decode"]["lm_head_screen"];
+    EXPECT_EQ(screen["tokens"], w["decode"]["requests"][0]["decode_tokens"]);
+    ASSERT_TRUE(screen["exact_rows_per_token"].is_number());
+    EXPECT_GT(screen["exact_rows_per_token"].get<double>(), 0.0);
     // Prompt sizes are hit to within a few tokens (the cut is re-tokenized).
     EXPECT_NEAR(w["prompt_120"]["requests"][0]["prompt_tokens"].get<double>(), 120, 4);
     EXPECT_EQ(w["prompt_120"]["requests"][0]["decode_tokens"], 1);

@@ -2,7 +2,8 @@
 // to the answers"): on the fixture (safetensors, with and without an expert store) and on its
 // GGUF, the default settings pick the same token as the fp32 reference path (`--kernel
 // reference`) at every position of every golden prompt, through a prompt pass and token by
-// token, and continue each prompt with the same 16 greedy tokens.
+// token, and continue each prompt with the same 16 greedy tokens (also where a greedy step lets
+// the screened lm_head skip the logits that cannot win).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -81,6 +82,24 @@ std::vector<TokenId> prompt_then_continue(const Model& m, const std::vector<Toke
     return out;
 }
 
+// The same as a sampler's greedy step asks for it (ForwardOptions::screen): the default CPU path
+// then computes only the logits that can be the argmax (docs/KERNELS.md "Screened lm_head").
+std::vector<TokenId> screened_continue(const Model& m, const std::vector<TokenId>& prompt) {
+    KvCache cache = m.new_cache();
+    LogitsScreen greedy;
+    greedy.valid = m.sampleable_vocab();
+    ForwardOptions fo;
+    fo.screen = &greedy;
+    std::vector<float> logits = m.forward(prompt, cache, fo);
+    std::vector<TokenId> out;
+    for (int k = 0; k < kContinuation; ++k) {
+        out.push_back(argmax(logits.data(), greedy.valid));
+        const TokenId next = out.back();
+        logits = m.forward(std::span<const TokenId>(&next, 1), cache, fo);
+    }
+    return out;
+}
+
 class DefaultPathTest : public ::testing::Test {
 protected:
     static void SetUpTestSuite() {
@@ -97,6 +116,8 @@ protected:
             EXPECT_EQ(decode_argmax_and_continue(candidate, prompt),
                       decode_argmax_and_continue(reference, prompt));
             EXPECT_EQ(prompt_then_continue(candidate, prompt),
+                      prompt_then_continue(reference, prompt));
+            EXPECT_EQ(screened_continue(candidate, prompt),
                       prompt_then_continue(reference, prompt));
         }
     }

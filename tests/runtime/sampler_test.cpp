@@ -394,6 +394,84 @@ TEST(Sampler, FastPathFrequenciesMatchTheFilteredSoftmax) {
     EXPECT_NEAR(counts[2] / 30000.0, 0.2 / 0.85, 0.015);
 }
 
+// What a draw reads of the logits (the screened lm_head's request: docs/KERNELS.md "Screened
+// lm_head"): only where it is provable, and penalties passed on only when active.
+TEST(LogitsScreenFor, OnlyWhereTheDrawProvablyReadsFewLogits) {
+    SamplingParams p;
+    p.temperature = 0;
+    auto s = logits_screen_for(p, 1000, nullptr);
+    ASSERT_TRUE(s.has_value());
+    EXPECT_EQ(s->top_k, 1);
+    EXPECT_EQ(s->window, 0.0);
+    EXPECT_EQ(s->valid, 1000u);
+    p.temperature = 0.7f;
+    p.top_k = 1;
+    EXPECT_EQ(logits_screen_for(p, 1000, nullptr)->top_k, 1);
+    p.top_k = 40;
+    p.top_p = 0.9f;  // inside the top k: still only the k best are read
+    EXPECT_EQ(logits_screen_for(p, 1000, nullptr)->top_k, 40);
+    p.top_k = 1000;  // not fewer than the vocabulary: the whole distribution
+    EXPECT_FALSE(logits_screen_for(p, 1000, nullptr).has_value());
+    p.top_k = 0;
+    EXPECT_FALSE(logits_screen_for(p, 1000, nullptr).has_value());  // top-p alone
+    p.top_p = 1.0f;
+    EXPECT_FALSE(logits_screen_for(p, 1000, nullptr).has_value());  // plain temperature
+    p.min_p = 0.1f;
+    s = logits_screen_for(p, 1000, nullptr);
+    ASSERT_TRUE(s.has_value());
+    EXPECT_NEAR(s->window, 0.7 * (0.01 - std::log(0.1)), 1e-6);
+    p.top_p = 0.95f;  // top-p reads every weight's sum
+    EXPECT_FALSE(logits_screen_for(p, 1000, nullptr).has_value());
+    SamplingParams pen;
+    pen.temperature = 0;
+    TokenPenalties off(pen);
+    EXPECT_EQ(logits_screen_for(pen, 10, &off)->penalties, nullptr);
+    pen.presence_penalty = 0.5f;
+    TokenPenalties on(pen);
+    EXPECT_EQ(logits_screen_for(pen, 10, &on)->penalties, &on);
+}
+
+// The logits a screen leaves (the ids that can matter exact, the rest -infinity) give the
+// sampler's token for every draw: top-k keeps the k best, min-p the ids within the window.
+TEST(LogitsScreenFor, ScreenedLogitsGiveTheSameTokenForEveryDraw) {
+    std::mt19937 rng(17);
+    std::normal_distribution<float> d(0.0f, 3.0f);
+    const std::size_t n = 5000;
+    for (int round = 0; round < 6; ++round) {
+        std::vector<float> logits(n);
+        for (auto& v : logits) v = d(rng);
+        SamplingParams p;
+        p.temperature = round % 2 ? 0.6f : 1.3f;
+        if (round < 3) {
+            p.top_k = 7 + round * 20;
+            p.top_p = round == 2 ? 0.7f : 1.0f;
+        } else {
+            p.min_p = round == 3 ? 0.05f : round == 4 ? 0.3f : 1.0f;
+        }
+        const auto s = logits_screen_for(p, n, nullptr);
+        ASSERT_TRUE(s.has_value());
+        std::vector<float> screened(n, -std::numeric_limits<float>::infinity());
+        std::vector<float> sorted = logits;
+        std::sort(sorted.begin(), sorted.end(), std::greater<>());
+        // The least a kept id may have: the k-th value, or the top minus the window.
+        const float keep = s->window > 0 ? static_cast<float>(sorted[0] - s->window)
+                                         : sorted[static_cast<std::size_t>(s->top_k) - 1];
+        std::size_t kept = 0;
+        for (std::size_t i = 0; i < n; ++i) {
+            if (logits[i] >= keep) {
+                screened[i] = logits[i];
+                ++kept;
+            }
+        }
+        EXPECT_LT(kept, n);
+        Sampler full(p), part(p);
+        for (int k = 0; k < 200; ++k) {
+            const double u = (k + 0.5) / 200.0;
+            EXPECT_EQ(part.pick(screened, n, u), full.pick(logits, n, u)) << "u " << u;
+        }
+    }
+}
+
 TEST(SamplingParams, DefaultsAreValid) {
     SamplingParams p;
     EXPECT_NO_THROW(p.validate());

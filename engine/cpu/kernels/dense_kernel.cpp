@@ -237,4 +237,72 @@ void DenseKernel::run(WorkerTeam& team, std::span<const DenseOutput> outs, const
     }
 }
 
+namespace {
+
+// Rows of DenseKernel::run_rows per team task.
+constexpr std::int64_t kRowsPerTask = 16;
+
+// Task = up to kRowsPerTask listed rows: each one as a job of one one-row output, run by the
+// variant's own task function (so the same micro-kernel and lane tree as a whole-matrix call).
+struct RowsJob {
+    dense_detail::Job base;  // the operand, columns and token count; out[0] set per row
+    const std::int32_t* rows;
+    std::int64_t n;
+    const std::uint8_t* w;
+    float* y;
+    dense_detail::TaskFn fn;
+
+    static void task(void* ctx, std::int64_t task, std::int32_t worker) {
+        const auto& j = *static_cast<const RowsJob*>(ctx);
+        const std::int64_t i0 = task * kRowsPerTask;
+        const std::int64_t i1 = std::min(j.n, i0 + kRowsPerTask);
+        for (std::int64_t i = i0; i < i1; ++i) {
+            const std::int64_t r = j.rows[i];
+            dense_detail::Job one = j.base;
+            dense_detail::Output& o = one.out[0];
+            o.w = j.w + 2 * r * j.base.cols;
+            o.bias = nullptr;
+            o.y = j.y + r;
+            o.rows = 1;
+            o.y_stride = 1;
+            o.rows_per_task = 4;
+            o.first_task = 0;
+            j.fn(&one, 0, worker);
+        }
+    }
+};
+
+}  // namespace
+
+void DenseKernel::run_rows(WorkerTeam& team, const Bf16View& w, std::span<const std::int32_t> rows,
+                           const float* x, float* y) const {
+    using namespace dense_detail;
+    if (w.data == nullptr || y == nullptr) fail("dense kernel: no weights or no output");
+    for (const std::int32_t r : rows) {
+        if (r < 0 || r >= w.rows) fail("dense kernel: row {} outside 0..{}", r, w.rows - 1);
+    }
+    if (rows.empty()) return;
+    RowsJob job{};
+    job.base.n_outputs = 1;
+    job.base.cols = w.cols;
+    job.base.padded = (w.cols + 31) / 32 * 32;
+    job.base.tokens = 1;
+    auto& operand = thread_scratch<std::vector<std::uint16_t>, struct DenseRowsOperand>();
+    operand.resize(static_cast<std::size_t>(2 * job.base.padded));
+    SplitJob split{x, operand.data(), w.cols, job.base.padded};
+    SplitJob::task(&split, 0, 0);
+    job.base.x = operand.data();
+    job.rows = rows.data();
+    job.n = static_cast<std::int64_t>(rows.size());
+    job.w = w.data;
+    job.y = y;
+    job.fn = task_for(isa_);
+    const std::int64_t tasks = (job.n + kRowsPerTask - 1) / kRowsPerTask;
+    if (job.n * job.base.padded < kInlineMacs) {
+        for (std::int64_t t = 0; t < tasks; ++t) RowsJob::task(&job, t, 0);
+    } else {
+        team.run(TeamPhase{tasks, &RowsJob::task, &job});
+    }
+}
+
 }  // namespace neural::cpu

@@ -84,6 +84,12 @@ public:
              std::int64_t cols) const {
         run(team, std::span<const DenseOutput>(&out, 1), x, tokens, cols);
     }
+    // One token, only the listed rows of w: y[r] = sum_c W[r][c] x[c] for each r in `rows`
+    // (other entries of y untouched), on the single-token variant. Each row gets the bits run()
+    // gives it: a row's lane tree does not depend on which rows it is computed with (the
+    // screened lm_head: lm_head_screen.h). Throws neural::Error for a row outside w.
+    void run_rows(WorkerTeam& team, const Bf16View& w, std::span<const std::int32_t> rows,
+                  const float* x, float* y) const;
 
 private:
     DenseIsa isa_, prompt_isa_;
