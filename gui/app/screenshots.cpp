@@ -32,6 +32,8 @@ namespace neural::gui {
 
 namespace {
 bool screenshotsFailed = false;
+// The Continue scene's question (short, so the branch's title shows whole in the list).
+const char* const kContinueQuestion = "Python venv on Windows?";
 
 void save(QWidget* w, const QString& path) {
     w->grab().save(path);
@@ -70,12 +72,16 @@ void shootWizard(MainWindow* window, const QString& dir) {
                 poll->stop();
                 save(wizard, dir + QStringLiteral("/wizard-fit.png"));
                 wizard->close();
-                // Last, the model unloaded from the switcher: the status bar says so and the
-                // switcher offers the models to load again (unload.png).
+                // Last, the model unloaded from the switcher, the Continue scene's
+                // conversation open: the status bar and the context meter say that no model is
+                // loaded (unload.png).
+                for (const ConversationInfo& c : window->store().conversations())
+                    if (c.title == QLatin1String(kContinueQuestion))
+                        window->selectConversation(c.id);
                 window->unloadModel();
                 QTimer::singleShot(300, window, [window, dir] {
-                    saveWithPopup(window, window->modelSwitcher(),
-                                  dir + QStringLiteral("/unload.png"));
+                    window->chatView()->restoreScrollPosition(-1);
+                    save(window, dir + QStringLiteral("/unload.png"));
                     // Exit status 1 when something did not work, so scripts and tests see it
                     // (the pictures are saved anyway).
                     QApplication::exit(screenshotsFailed ? 1 : 0);
@@ -255,8 +261,7 @@ void continueScene(MainWindow* window, const QString& dir, const std::function<v
         "requirements.txt`\n5. Leave it with `deactivate`.\n\nVS Code finds the environment "
         "by itself once the folder is open.<|return|>"));
     window->setTurnTokenLimit(56);
-    window->input()->setPlainText(
-        QStringLiteral("How do I set up a Python virtual environment on Windows?"));
+    window->input()->setPlainText(QString::fromUtf8(kContinueQuestion));
     window->sendMessage();
     auto restore = [window, back, next] {
         window->engine()->setForcedOutput({});

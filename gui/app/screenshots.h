@@ -14,7 +14,7 @@
 //   benchmark.png    the Benchmark panel after a one-pair A/B of Stock and Optimized
 //   wizard.png       the setup wizard with the loaded model's folder checked
 //   wizard-fit.png   the wizard's fit page (the plan for this PC)
-//   unload.png       the model unloaded from the switcher (its list open)
+//   unload.png       the model unloaded from the switcher (a conversation open)
 // then quits: exit status 0 when the model loaded and answered and the benchmark ran, 1
 // otherwise. For the docs' images (run under Xvfb or QT_QPA_PLATFORM=offscreen).
 #pragma once

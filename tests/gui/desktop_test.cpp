@@ -44,6 +44,7 @@
 #include "conversation/chatinput.h"
 #include "conversation/chatview.h"
 #include "conversation/conversationmodel.h"
+#include "conversation/settingspanel.h"
 #include "fixture_window.h"
 #include "doc_shot.h"
 #include "gui_test_support.h"
@@ -793,8 +794,18 @@ TEST_F(Discovery, TheSwitcherLoadsAFoundModelWithoutWritingIntoItsFolder) {
         ASSERT_TRUE(spinUntil([&] { return w.engine()->state() == EngineHost::State::ready; }));
         w.setDiscoveryRoots(m_roots);
         QComboBox* models = w.modelSwitcher();
-        // docs/images/discovery.png: the switcher's list with the models found.
+        // docs/images/discovery.png: the switcher's list with the models found, over a
+        // conversation about them.
         w.resize(1180, 760);
+        w.settingsPanel()->maxTokensBox()->setValue(64);
+        w.engine()->setForcedOutput(QStringLiteral(
+            "<|channel|>final<|message|>The model switcher in the status bar lists them: the "
+            "gpt-oss models of LM Studio, the Hugging Face cache and Ollama, each with its size "
+            "and what setting it up takes. Choose one and it loads where it lies; nothing is "
+            "copied.<|return|>"));
+        ASSERT_TRUE(test::sendAndWait(w, QStringLiteral("Can you use the models I downloaded "
+                                                        "with LM Studio and Ollama?")));
+        w.engine()->setForcedOutput(QStringLiteral("<|channel|>final<|message|>Hi.<|end|>"));
         ASSERT_TRUE(test::docShot(&w, "discovery.png", models));
         int ollama = -1, missing = -1;
         for (int i = 0; i < models->count(); ++i) {

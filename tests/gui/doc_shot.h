@@ -25,12 +25,20 @@ inline bool docShot(QWidget* w, const char* name, QComboBox* box = nullptr) {
         box->showPopup();
         QTest::qWait(200);
     }
-    QPixmap picture = w->grab();
+    const QPixmap window = w->grab();
+    QPixmap picture = window;
     if (box) {
         QWidget* popup = box->view()->window();
         if (popup->isVisible()) {
+            // A list reaching past the window's edge is shown whole: the picture grows.
+            const QRect at(w->mapFromGlobal(popup->mapToGlobal(QPoint(0, 0))), popup->size());
+            const QRect all = w->rect().united(at);
+            picture = QPixmap(all.size() * window.devicePixelRatio());
+            picture.setDevicePixelRatio(window.devicePixelRatio());
+            picture.fill(w->palette().color(QPalette::Window));
             QPainter painter(&picture);
-            painter.drawPixmap(w->mapFromGlobal(popup->mapToGlobal(QPoint(0, 0))), popup->grab());
+            painter.drawPixmap(-all.topLeft(), window);
+            painter.drawPixmap(at.topLeft() - all.topLeft(), popup->grab());
         }
         box->hidePopup();
     }
