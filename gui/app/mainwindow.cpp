@@ -389,9 +389,7 @@ void MainWindow::buildUi() {
     m_stop->setToolTip(tr("Stop (Esc)"));
     m_attach = new QPushButton(tr("Attach..."), right);
     m_attach->setAccessibleName(tr("Attach text files"));
-    m_attach->setToolTip(
-        tr("Attach text files to the message: plain text, Markdown, code "
-           "(or drop them on the window)"));
+    m_attach->setToolTip(attachments::buttonToolTip());
     auto* buttons = new QVBoxLayout;
     buttons->addWidget(m_send);
     buttons->addWidget(m_stop);
@@ -458,12 +456,8 @@ void MainWindow::buildUi() {
     connect(m_input, &QPlainTextEdit::textChanged, m_meter, &ContextMeter::schedule);
     connect(m_input, &ChatInput::filesDropped, this, &MainWindow::attachFiles);
     connect(m_attach, &QPushButton::clicked, this, [this] {
-        const QStringList files = QFileDialog::getOpenFileNames(
-            this, tr("Attach text files"), QString(),
-            tr("Text and code (*.txt *.md *.markdown *.rst *.csv *.tsv *.json *.jsonl *.yaml "
-               "*.yml *.toml *.ini *.xml *.html *.css *.js *.ts *.py *.c *.h *.cpp *.hpp *.cc "
-               "*.cs *.java *.kt *.go *.rs *.rb *.php *.sh *.ps1 *.bat *.sql *.log *.tex);;"
-               "All files (*)"));
+        const QStringList files = QFileDialog::getOpenFileNames(this, tr("Attach files"), QString(),
+                                                                attachments::fileDialogFilter());
         if (!files.isEmpty()) attachFiles(files);
     });
     connect(m_messages, &QAbstractItemModel::rowsInserted, m_meter, &ContextMeter::schedule);
@@ -799,6 +793,15 @@ void MainWindow::selectConversation(qint64 id) {
     if (m_continued && m_engine->busy() && id == m_turnConversation && !stored.isEmpty() &&
         stored.last().id == m_continued->id)
         stored.removeLast();
+    // So is a reply being regenerated with the messages after it: the streaming row is the new
+    // reply.
+    if (m_regenerated != 0 && m_engine->busy() && id == m_turnConversation) {
+        for (int i = 0; i < stored.size(); ++i)
+            if (stored.at(i).id == m_regenerated) {
+                stored = stored.mid(0, i);
+                break;
+            }
+    }
     m_messages->setMessages(stored);
     if (m_engine->busy() && id == m_turnConversation) {
         // Back to the conversation a reply streams into (in the background meanwhile): what
@@ -1121,7 +1124,7 @@ void MainWindow::startTurn() {
     m_messages->beginStreaming(m_streamReasoning, m_streamContent);
     if (!m_engine->send(req)) {
         statusBar()->showMessage(tr("The engine is busy or not ready."), 4000);
-        if (!m_regenerated.isEmpty() || m_continued) {
+        if (m_regenerated != 0 || m_continued) {
             onTurnFinished(TurnReport{});  // the reply regenerated or continued comes back
             return;
         }
@@ -1137,42 +1140,92 @@ void MainWindow::onTurnFinished(const TurnReport& report) {
         m_meter->refresh();
         return;
     }
+    const qint64 regenerated = std::exchange(m_regenerated, 0);
     if (report.finish == QLatin1String("tool_calls")) {
-        // A regenerated reply that calls a tool: the tool round replaces it.
-        m_regenerated.clear();
+        if (regenerated != 0 && !replaceRegeneratedByToolRound(conv, regenerated)) {
+            // The reply stays as it was, with what followed it; the call is not made.
+            if (conv == m_current) {
+                m_messages->endStreaming(nullptr);
+                m_messages->setMessages(m_store.messages(conv));
+            }
+            return;
+        }
         onToolCallReply(conv, report);
         m_meter->refresh();
         return;
     }
-    QList<MessageVersion> versions = std::exchange(m_regenerated, {});
     if (!report.error.isEmpty())
         statusBar()->showMessage(tr("Generation failed: %1").arg(report.error), 10000);
     const bool empty = report.content.isEmpty() && report.reasoning.isEmpty();
-    if (empty && versions.isEmpty()) {
-        // Nothing generated (stopped at once, or an error before the first token).
-        if (conv == m_current) m_messages->endStreaming(nullptr);
+    if (empty) {
+        // Nothing generated (stopped at once, or an error before the first token); a reply
+        // being regenerated is shown again with what followed it, as stored.
+        if (conv == m_current) {
+            m_messages->endStreaming(nullptr);
+            if (regenerated != 0) m_messages->setMessages(m_store.messages(conv));
+        }
         return;
     }
-    // A regenerated reply joins the earlier versions; when nothing came, they come back.
-    if (!empty) versions.push_back({report.content, report.reasoning, report.toJson()});
-    const MessageVersion& shown = versions.isEmpty() ? MessageVersion{} : versions.last();
     // Committed now: a crash after this point loses nothing of this reply.
-    StoredMessage stored =
-        empty ? m_store.appendMessage(conv, QStringLiteral("assistant"), shown.content,
-                                      shown.reasoning, shown.stats)
-              : m_store.appendMessage(conv, QStringLiteral("assistant"), report.content,
-                                      report.reasoning, report.toJson());
-    if (stored.id != 0 && versions.size() > 1) {
-        if (m_store.setMessageVersions(stored.id, versions,
-                                       static_cast<int>(versions.size()) - 1)) {
-            stored.versions = versions;
-            stored.version = static_cast<int>(versions.size()) - 1;
-        }
+    StoredMessage stored;
+    if (regenerated != 0) {
+        // The new reply is the latest version of the one regenerated; the messages after it
+        // stay with the version shown until now.
+        const QList<StoredMessage> all = m_store.messages(conv);
+        int position = -1;
+        for (const StoredMessage& m : all)
+            if (m.id == regenerated) position = m.position;
+        stored = m_store.addReplyVersion(conv, position,
+                                         {report.content, report.reasoning, report.toJson(), {}});
+    } else {
+        stored = m_store.appendMessage(conv, QStringLiteral("assistant"), report.content,
+                                       report.reasoning, report.toJson());
     }
-    if (stored.id == 0) spdlog::error("reply not saved: {}", m_store.lastError().toStdString());
-    if (conv == m_current) m_messages->endStreaming(stored.id ? &stored : nullptr);
+    if (stored.id == 0) {
+        spdlog::error("reply not saved: {}", m_store.lastError().toStdString());
+        statusBar()->showMessage(tr("The reply was not saved: %1").arg(m_store.lastError()), 10000);
+    }
+    if (conv == m_current) {
+        m_messages->endStreaming(stored.id ? &stored : nullptr);
+        // The view shows what the store holds (a regenerated reply not saved: the old one).
+        if (stored.id == 0 && regenerated != 0) m_messages->setMessages(m_store.messages(conv));
+    }
     refreshListRow(conv);
     m_meter->refresh();
+}
+
+bool MainWindow::replaceRegeneratedByToolRound(qint64 conv, qint64 replyId) {
+    const QList<StoredMessage> all = m_store.messages(conv);
+    int position = -1;
+    for (const StoredMessage& m : all)
+        if (m.id == replyId) position = m.position;
+    if (position < 0) return true;  // deleted meanwhile (with its conversation)
+    // A tool round is not a version of a reply: the round replaces it. The messages after the
+    // reply are not dropped: the conversation as it was is kept as a copy first.
+    if (position < all.size() - 1) {
+        const auto info = m_store.conversation(conv);
+        const QString title =
+            tr("%1 (before regenerate)").arg(info ? info->title : tr("Conversation"));
+        if (m_store.branchConversation(conv, static_cast<int>(all.size()) - 1, title) == 0) {
+            statusBar()->showMessage(
+                tr("Regenerate failed: the later messages could not be kept: %1")
+                    .arg(m_store.lastError()),
+                10000);
+            return false;
+        }
+        reloadConversations();
+        statusBar()->showMessage(
+            tr("The new reply is a tool call; the messages after the old one are kept in "
+               "\"%1\".")
+                .arg(title),
+            10000);
+    }
+    // The view already shows the messages before the reply and the streaming row.
+    if (!m_store.truncate(conv, position)) {
+        statusBar()->showMessage(tr("Regenerate failed: %1").arg(m_store.lastError()), 10000);
+        return false;
+    }
+    return true;
 }
 
 void MainWindow::finishContinue(qint64 conv, const TurnReport& report) {
@@ -1276,21 +1329,12 @@ void MainWindow::stopGeneration() {
 
 void MainWindow::regenerate(int row) {
     if (m_engine->busy() || toolRunning() || row < 0 || row >= m_messages->rowCount() ||
-        m_messages->at(row).role != QLatin1String("assistant"))
+        m_messages->at(row).role != QLatin1String("assistant") || m_messages->at(row).id == 0)
         return;
-    // Messages of yours after this reply would go with it: only when the user agrees.
-    int laterOfYours = 0;
-    for (int r = row + 1; r < m_messages->rowCount(); ++r)
-        if (m_messages->at(r).role == QLatin1String("user")) ++laterOfYours;
-    if (laterOfYours > 0 && askQuestion(this, tr("Regenerate reply"),
-                                        tr("Regenerating this reply removes the later messages of "
-                                           "yours (%1) and their replies. Regenerate anyway?")
-                                            .arg(laterOfYours)) != QMessageBox::Yes)
-        return;
-    const ChatMessage& old = m_messages->at(row);
-    m_regenerated = old.versions;
-    if (m_regenerated.isEmpty()) m_regenerated.push_back({old.content, old.reasoning, old.stats});
-    m_store.truncate(m_current, row);
+    // Nothing is removed: the reply and the messages after it stay stored as they are and
+    // become its earlier version once the new reply ends (addReplyVersion); the view shows the
+    // conversation up to the new reply meanwhile.
+    m_regenerated = m_messages->at(row).id;
     m_messages->truncate(row);
     forgetDeletions(m_current);
     // The focused Regenerate button went with the reply: the message box takes the keys.
@@ -1380,24 +1424,31 @@ bool MainWindow::undoDelete() {
 void MainWindow::showVersion(int row, int index) {
     if (m_engine->busy() || toolRunning() || row < 0 || row >= m_messages->rowCount()) return;
     const ChatMessage& m = m_messages->at(row);
-    if (m.role == QLatin1String("user")) {
-        showUserVersion(row, index);
+    if (index < 0 || index >= m.versions.size() || index == m.version) return;
+    // The last reply flipping between versions with nothing after them: only its row changes.
+    const bool alone = row == m_messages->rowCount() - 1 && m.role != QLatin1String("user") &&
+                       m.versions[index].following.isEmpty();
+    if (!m_store.showVersion(m_current, row, index)) {
+        statusBar()->showMessage(m_store.lastError(), 6000);
         return;
     }
-    if (index < 0 || index >= m.versions.size() ||
-        !m_store.setMessageVersions(m.id, m.versions, index))
-        return;
-    StoredMessage s;
-    s.id = m.id;
-    s.conversationId = m_current;
-    s.position = row;
-    s.role = m.role;
-    s.content = m.versions[index].content;
-    s.reasoning = m.versions[index].reasoning;
-    s.stats = m.versions[index].stats;
-    s.versions = m.versions;
-    s.version = index;
-    m_messages->replace(row, s);
+    forgetDeletions(m_current);
+    if (alone) {
+        StoredMessage s;
+        s.id = m.id;
+        s.conversationId = m_current;
+        s.position = row;
+        s.role = m.role;
+        s.content = m.versions[index].content;
+        s.reasoning = m.versions[index].reasoning;
+        s.stats = m.versions[index].stats;
+        s.versions = m.versions;
+        s.version = index;
+        m_messages->replace(row, s);
+    } else {
+        m_messages->setMessages(m_store.messages(m_current));
+    }
+    m_meter->refresh();
 }
 
 void MainWindow::editMessage(int row, const QString& newText) {
@@ -1429,16 +1480,6 @@ void MainWindow::editMessage(int row, const QString& newText) {
     refreshListRow(m_current);
     m_input->setFocus();
     startTurn();
-}
-
-void MainWindow::showUserVersion(int row, int index) {
-    if (!m_store.showUserVersion(m_current, row, index)) {
-        statusBar()->showMessage(m_store.lastError(), 6000);
-        return;
-    }
-    forgetDeletions(m_current);
-    m_messages->setMessages(m_store.messages(m_current));
-    m_meter->refresh();
 }
 
 bool MainWindow::exportConversation(const QString& path, bool json) {

@@ -117,6 +117,8 @@ public slots:
     // exchange uses it so a random-weight model's reply stays short.
     void setTurnTokenLimit(int n) { m_turnTokenLimit = n; }
     void stopGeneration();
+    // A new reply in place of the one at `row`; the reply and the messages after it stay as
+    // its earlier version (the chat view's < 1/2 >).
     void regenerate(int row);
     // Continue: the last reply, cut by the token limit (finish reason "length"), goes on from
     // where it stopped (the engine reuses the cut reply's K/V) and stays the same message.
@@ -136,7 +138,7 @@ public slots:
     QPushButton* undoButton() const { return m_undo; }
     QAction* undoAction() const { return m_undoAction; }
     // Shows version `index` of a regenerated reply or of an edited message of yours (the chat
-    // view's < 2/3 >); for yours, with the messages that followed that version.
+    // view's < 2/3 >), with the messages that followed that version.
     void showVersion(int row, int index);
     void selectConversation(qint64 id);
     void toggleServer();
@@ -233,8 +235,10 @@ private:
     // land in the wrong place); 0: all of them. Updates the Undo bar and action.
     void forgetDeletions(qint64 id);
     void refreshUndo();
-    // showVersion for a message of yours: the messages after it change with the version.
-    void showUserVersion(int row, int index);
+    // A regenerated reply that ended in a tool call: the round replaces the stored reply
+    // `replyId`; what followed the reply is first kept in a copy of the conversation. False
+    // (nothing changed) when that copy or the removal failed.
+    bool replaceRegeneratedByToolRound(qint64 conv, qint64 replyId);
     void updateEngineState();
     void updateServerState(bool running, const QString& url);
     void loadActiveProfile();
@@ -324,8 +328,10 @@ private:
     DiscoveryRoots m_discoveryRoots = DiscoveryRoots::defaults();
     bool m_quitting = false;
     int m_turnTokenLimit = 0;
-    // The versions of the reply being regenerated; the new reply is added to them.
-    QList<MessageVersion> m_regenerated;
+    // The reply being regenerated (its id; 0: none). It and the messages after it stay stored
+    // as they are until the new reply ends (a crash loses nothing); then the new reply becomes
+    // its latest version and they are kept with the version shown until then.
+    qint64 m_regenerated = 0;
     // The reply being continued (its stored state), while its continuation streams.
     std::optional<ChatMessage> m_continued;
     ToolManager* m_tools = nullptr;

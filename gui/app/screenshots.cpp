@@ -1,10 +1,13 @@
 #include "app/screenshots.h"
 
+#include <QAbstractItemView>
 #include <QApplication>
+#include <QComboBox>
 #include <QDir>
 #include <QDockWidget>
 #include <QFile>
 #include <QLabel>
+#include <QPainter>
 #include <QTimer>
 
 #include <functional>
@@ -14,6 +17,7 @@
 
 #include "app/mainwindow.h"
 #include "benchmark/benchmarkdialog.h"
+#include "conversation/assistants.h"
 #include "conversation/chatinput.h"
 #include "conversation/chatview.h"
 #include "conversation/contextmeter.h"
@@ -28,9 +32,27 @@ namespace neural::gui {
 
 namespace {
 bool screenshotsFailed = false;
+// The Continue scene's question (short, so the branch's title shows whole in the list).
+const char* const kContinueQuestion = "Python venv on Windows?";
 
 void save(QWidget* w, const QString& path) {
     w->grab().save(path);
+    spdlog::info("screenshot {}", path.toStdString());
+}
+
+// `w` with the list of `box` open over it (a popup is a window of its own, which grab() leaves
+// out): the popup's picture is drawn where it lies on the screen.
+void saveWithPopup(QWidget* w, QComboBox* box, const QString& path) {
+    box->showPopup();
+    QApplication::processEvents();
+    QPixmap picture = w->grab();
+    QWidget* popup = box->view()->window();
+    if (popup && popup->isVisible()) {
+        QPainter painter(&picture);
+        painter.drawPixmap(w->mapFromGlobal(popup->mapToGlobal(QPoint(0, 0))), popup->grab());
+    }
+    box->hidePopup();
+    picture.save(path);
     spdlog::info("screenshot {}", path.toStdString());
 }
 
@@ -39,19 +61,31 @@ void save(QWidget* w, const QString& path) {
 void shootWizard(MainWindow* window, const QString& dir) {
     auto* wizard = new SetupWizard(window);
     wizard->show();
-    QObject::connect(wizard, &SetupWizard::validated, wizard, [wizard, dir] {
-        QTimer::singleShot(100, wizard, [wizard, dir] {
+    QObject::connect(wizard, &SetupWizard::validated, wizard, [window, wizard, dir] {
+        QTimer::singleShot(100, wizard, [window, wizard, dir] {
             save(wizard, dir + QStringLiteral("/wizard.png"));
             wizard->next();
             auto* poll = new QTimer(wizard);
             poll->setInterval(100);
-            QObject::connect(poll, &QTimer::timeout, wizard, [wizard, dir, poll] {
+            QObject::connect(poll, &QTimer::timeout, wizard, [window, wizard, dir, poll] {
                 if (!wizard->hasPlan() || !wizard->currentPage()->isComplete()) return;
                 poll->stop();
                 save(wizard, dir + QStringLiteral("/wizard-fit.png"));
-                // Exit status 1 when something did not work, so scripts and tests see it (the
-                // pictures are saved anyway).
-                QApplication::exit(screenshotsFailed ? 1 : 0);
+                wizard->close();
+                // Last, the model unloaded from the switcher, the Continue scene's
+                // conversation open: the status bar and the context meter say that no model is
+                // loaded (unload.png).
+                for (const ConversationInfo& c : window->store().conversations())
+                    if (c.title == QLatin1String(kContinueQuestion))
+                        window->selectConversation(c.id);
+                window->unloadModel();
+                QTimer::singleShot(300, window, [window, dir] {
+                    window->chatView()->restoreScrollPosition(-1);
+                    save(window, dir + QStringLiteral("/unload.png"));
+                    // Exit status 1 when something did not work, so scripts and tests see it
+                    // (the pictures are saved anyway).
+                    QApplication::exit(screenshotsFailed ? 1 : 0);
+                });
             });
             poll->start();
         });
@@ -168,6 +202,95 @@ void editScene(MainWindow* window, const QString& dir, const std::function<void(
     }
 }
 
+// Saved assistants: the panel's Assistant box open on them, the first one chosen
+// (assistants.png). They are the user's settings, so they are removed again afterwards.
+void assistantsScene(MainWindow* window, const QString& dir, const std::function<void()>& next) {
+    SettingsPanel* panel = window->settingsPanel();
+    const ConversationSettings before = panel->settings();
+    const QString defaultBefore = defaultAssistant();
+    struct Made {
+        const char* name;
+        const char* prompt;
+        const char* effort;
+        double temperature;
+    };
+    const Made made[] = {
+        {"Python tutor", "You are a patient Python tutor. Keep answers short and show code.",
+         "medium", 0.3},
+        {"Translator", "Translate what the user writes into English; keep the formatting.", "low",
+         0.2},
+        {"Code reviewer",
+         "Review the code the user pastes: bugs first, then style. Quote the lines you mean.",
+         "high", 0.5},
+    };
+    QStringList names;
+    for (const Made& m : made) {
+        if (assistantNamed(QString::fromUtf8(m.name))) continue;  // the user's own: kept
+        Assistant a;
+        a.name = QString::fromUtf8(m.name);
+        a.settings = before;
+        a.settings.systemPrompt = QString::fromUtf8(m.prompt);
+        a.settings.reasoningEffort = QString::fromUtf8(m.effort);
+        a.settings.sampling.temperature = m.temperature;
+        if (saveAssistant(a)) names << a.name;
+    }
+    panel->fillAssistants();
+    panel->applyAssistant(QStringLiteral("Python tutor"));
+    QTimer::singleShot(200, window, [window, panel, dir, next, names, before, defaultBefore] {
+        saveWithPopup(window->settingsDock(), panel->assistantBox(),
+                      dir + QStringLiteral("/assistants.png"));
+        for (const QString& n : names) removeAssistant(n);
+        setDefaultAssistant(defaultBefore);
+        panel->fillAssistants();
+        panel->setSettings(before);
+        next();
+    });
+}
+
+// A reply cut by the token limit with its Continue button (continue.png), then a branch from
+// it: the new conversation opened beside the original in the list (branch.png). The chat
+// scene's conversation is opened again afterwards.
+void continueScene(MainWindow* window, const QString& dir, const std::function<void()>& next) {
+    const qint64 back = window->currentConversation();
+    window->newConversation();
+    window->engine()->setForcedOutput(QStringLiteral(
+        "<|channel|>final<|message|>A virtual environment keeps a project's packages apart from "
+        "the rest of the PC.\n\n1. Open a terminal in the project folder.\n2. Create it: "
+        "`py -m venv .venv`\n3. Activate it: `.venv\\Scripts\\activate` (PowerShell: "
+        "`.venv\\Scripts\\Activate.ps1`)\n4. Install what the project needs: `pip install -r "
+        "requirements.txt`\n5. Leave it with `deactivate`.\n\nVS Code finds the environment "
+        "by itself once the folder is open.<|return|>"));
+    window->setTurnTokenLimit(56);
+    window->input()->setPlainText(QString::fromUtf8(kContinueQuestion));
+    window->sendMessage();
+    auto restore = [window, back, next] {
+        window->engine()->setForcedOutput({});
+        window->setTurnTokenLimit(48);
+        if (back != 0) window->selectConversation(back);
+        next();
+    };
+    if (!window->engine()->busy()) {
+        restore();
+        return;
+    }
+    auto done = std::make_shared<QMetaObject::Connection>();
+    *done =
+        QObject::connect(window->engine(), &EngineHost::turnFinished, window,
+                         [window, dir, restore, done](const TurnReport&) {
+                             QObject::disconnect(*done);
+                             QTimer::singleShot(300, window, [window, dir, restore] {
+                                 window->chatView()->restoreScrollPosition(-1);
+                                 save(window->chatView(), dir + QStringLiteral("/continue.png"));
+                                 window->branchFrom(window->messages()->rowCount() - 1);
+                                 QTimer::singleShot(300, window, [window, dir, restore] {
+                                     window->chatView()->restoreScrollPosition(-1);
+                                     save(window, dir + QStringLiteral("/branch.png"));
+                                     restore();
+                                 });
+                             });
+                         });
+}
+
 // Sends the chat scene's question, opens the reply's reasoning, saves chat.png, then `next`.
 void chatScene(MainWindow* window, const QString& dir, std::function<void()> next) {
     window->engine()->setForcedOutput(QString::fromUtf8(kChatReply));
@@ -199,8 +322,13 @@ void chatScene(MainWindow* window, const QString& dir, std::function<void()> nex
                 QTimer::singleShot(200, window, [window, dir, next] {
                     window->chatView()->restoreScrollPosition(-1);
                     save(window->chatView(), dir + QStringLiteral("/chat.png"));
-                    editScene(window, dir,
-                              [window, dir, next] { attachmentScene(window, dir, next); });
+                    editScene(window, dir, [window, dir, next] {
+                        attachmentScene(window, dir, [window, dir, next] {
+                            continueScene(window, dir, [window, dir, next] {
+                                assistantsScene(window, dir, next);
+                            });
+                        });
+                    });
                 });
             });
         });

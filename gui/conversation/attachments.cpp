@@ -40,6 +40,28 @@ bool canReadPdf() {
 #endif
 }
 
+QString buttonToolTip() {
+    return canReadPdf()
+               ? tr("Attach files to the message: plain text, Markdown, code, and the text of "
+                    "PDF files (or drop them on the window)")
+               : tr("Attach text files to the message: plain text, Markdown, code (or drop them "
+                    "on the window). PDF files cannot be attached: reading their text needs the "
+                    "Qt PDF module, which this build of Neural does not have; copy the text "
+                    "into a text file instead.");
+}
+
+QString fileDialogFilter() {
+    const QString text =
+        tr("Text and code (*.txt *.md *.markdown *.rst *.csv *.tsv *.json *.jsonl *.yaml *.yml "
+           "*.toml *.ini *.xml *.html *.css *.js *.ts *.py *.c *.h *.cpp *.hpp *.cc *.cs *.java "
+           "*.kt *.go *.rs *.rb *.php *.sh *.ps1 *.bat *.sql *.log *.tex)");
+    const QString all = tr("All files (*)");
+    if (!canReadPdf()) return text + QStringLiteral(";;") + all;
+    return tr("Text, code and PDF (%1 *.pdf)").arg(text.section(QLatin1Char('('), 1).chopped(1)) +
+           QStringLiteral(";;") + text + QStringLiteral(";;") + tr("PDF (*.pdf)") +
+           QStringLiteral(";;") + all;
+}
+
 namespace {
 
 // A PDF by its name or its signature.
@@ -104,8 +126,9 @@ bool readPdf(const QFileInfo& info, Attachment* out, QString* error) {
     return true;
 #else
     Q_UNUSED(out);
-    *error = tr("%1 is a PDF: this build of Neural cannot read PDF text (it was built without Qt "
-                "PDF). Copy the text into a text file to attach it.")
+    *error = tr("%1 is a PDF: this build of Neural cannot read PDF text (reading it needs the Qt "
+                "PDF module, which this build does not have). Copy the text into a text file to "
+                "attach it.")
                  .arg(name);
     return false;
 #endif

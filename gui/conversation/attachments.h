@@ -31,6 +31,12 @@ constexpr qint64 kMaxPdfBytes = 64 * 1024 * 1024;
 // Whether this build reads PDF text (built with Qt PDF: NEURAL_PDF, docs/DESKTOP.md).
 bool canReadPdf();
 
+// What the Attach button offers: its tooltip and its file dialog's filters. Both name PDF
+// where this build reads PDF text; a build without Qt PDF (the Windows cross build) says that
+// PDF text needs the Qt PDF module and how to attach such a text anyway.
+QString buttonToolTip();
+QString fileDialogFilter();
+
 // Reads `path` into `out`; false with a sentence for the user in `error`. A PDF (by its name or
 // its first bytes) gives its text with a line "--- Page N of M ---" before each page's.
 bool read(const QString& path, Attachment* out, QString* error);

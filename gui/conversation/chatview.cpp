@@ -461,8 +461,8 @@ void MessageWidget::setMessage(const ChatMessage& m, bool canRegenerate) {
     m_edit->setEnabled(canRegenerate);
     m_delete->setVisible(!streaming && !isEditing());
     m_delete->setEnabled(canRegenerate);
-    m_regenerate->setVisible(!m_user && !tool && !streaming && canRegenerate &&
-                             property("lastReply").toBool());
+    // Every reply can be regenerated: an earlier one keeps what followed it as its version.
+    m_regenerate->setVisible(!m_user && !tool && !streaming && canRegenerate);
     m_continue->setVisible(
         !m_user && !tool && !streaming && canRegenerate && property("lastReply").toBool() &&
         m.stats.value(QStringLiteral("finish")).toString() == QLatin1String("length"));

@@ -89,10 +89,19 @@ QString ConversationModel::titleFromMessage(const QString& markdown) {
             line.replace(link, QStringLiteral("\\1"));
             static const QRegularExpression autolink(QStringLiteral(R"(<(https?://[^>]+)>)"));
             line.replace(autolink, QStringLiteral("\\1"));
-            // Emphasis and code marks; an underscore only at a word's edge (snake_case stays).
-            static const QRegularExpression emphasis(
-                QStringLiteral(R"((\*+|~~|`+|(?<!\w)_+|_+(?!\w)))"));
-            line.remove(emphasis);
+            // Code spans and emphasis: a pair of marks around text, the opening one not after a
+            // word character and the closing one not before one. Lone marks are the user's
+            // text ("6*7", "a * b", snake_case) and stay; so does "2*3*4", which reads as
+            // arithmetic, not as emphasis inside a word.
+            static const QRegularExpression code(QStringLiteral(R"((`+)(.+?)\1)"));
+            line.replace(code, QStringLiteral("\\2"));
+            static const QRegularExpression emphasis(QStringLiteral(
+                R"((?<![\w*_~\\])(\*{1,3}|_{1,3}|~~)(?=\S)(.+?)(?<=[^\s\\])\1(?![\w*_~]))"));
+            for (int nested = 0; nested < 3; ++nested) {
+                const QString before = line;
+                line.replace(emphasis, QStringLiteral("\\2"));
+                if (line == before) break;
+            }
             line.replace(QLatin1Char('|'), QLatin1Char(' '));
         }
         words << line;

@@ -703,7 +703,59 @@ StoredMessage ConversationStore::editUserMessage(qint64 conversationId, int posi
     return m;
 }
 
-bool ConversationStore::showUserVersion(qint64 conversationId, int position, int index) {
+StoredMessage ConversationStore::addReplyVersion(qint64 conversationId, int position,
+                                                 const MessageVersion& v) {
+    QSqlDatabase db = QSqlDatabase::database(m_connection);
+    if (!db.transaction()) {
+        fail(QStringLiteral("cannot begin a transaction"), db.lastError().text());
+        return {};
+    }
+    auto rollback = [&](const QString& detail) {
+        db.rollback();
+        fail(QStringLiteral("cannot add a version to reply %1 of conversation %2")
+                 .arg(position + 1)
+                 .arg(conversationId),
+             detail);
+        return StoredMessage{};
+    };
+    const QList<StoredMessage> all = messages(conversationId);
+    if (position < 0 || position >= all.size() ||
+        all.at(position).role != QLatin1String("assistant"))
+        return rollback(QStringLiteral("no such reply"));
+    const StoredMessage old = all.at(position);
+    QJsonArray following;
+    if (!takeFollowing(conversationId, position, &following)) return rollback(m_error);
+    QList<MessageVersion> versions = old.versions;
+    if (versions.isEmpty()) versions.push_back({old.content, old.reasoning, old.stats, {}});
+    versions[old.versions.isEmpty() ? 0 : old.version].following = following;
+    versions.push_back({v.content, v.reasoning, v.stats, {}});
+    const int shown = static_cast<int>(versions.size()) - 1;
+    QSqlQuery q(db);
+    q.prepare(
+        QStringLiteral("UPDATE messages SET content = COALESCE(?, ''), reasoning = "
+                       "COALESCE(?, ''), stats = ?, versions = ?, version = ? WHERE id = ?"));
+    q.addBindValue(v.content);
+    q.addBindValue(v.reasoning);
+    q.addBindValue(compact(v.stats));
+    q.addBindValue(versionsColumn(versions));
+    q.addBindValue(shown);
+    q.addBindValue(old.id);
+    if (!q.exec() || q.numRowsAffected() != 1) return rollback(q.lastError().text());
+    q.prepare(QStringLiteral("UPDATE conversations SET updated_ms = ? WHERE id = ?"));
+    q.addBindValue(nowMs());
+    q.addBindValue(conversationId);
+    if (!q.exec()) return rollback(q.lastError().text());
+    if (!db.commit()) return rollback(db.lastError().text());
+    StoredMessage m = old;
+    m.content = v.content;
+    m.reasoning = v.reasoning;
+    m.stats = v.stats;
+    m.versions = versions;
+    m.version = shown;
+    return m;
+}
+
+bool ConversationStore::showVersion(qint64 conversationId, int position, int index) {
     QSqlDatabase db = QSqlDatabase::database(m_connection);
     if (!db.transaction())
         return fail(QStringLiteral("cannot begin a transaction"), db.lastError().text());
@@ -714,8 +766,7 @@ bool ConversationStore::showUserVersion(qint64 conversationId, int position, int
             detail);
     };
     const QList<StoredMessage> all = messages(conversationId);
-    if (position < 0 || position >= all.size() || all.at(position).role != QLatin1String("user"))
-        return rollback(QStringLiteral("no such message of yours"));
+    if (position < 0 || position >= all.size()) return rollback(QStringLiteral("no such message"));
     const StoredMessage m = all.at(position);
     if (index < 0 || index >= m.versions.size())
         return rollback(QStringLiteral("the message has %1 versions").arg(m.versions.size()));

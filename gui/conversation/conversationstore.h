@@ -32,14 +32,14 @@ struct ConversationInfo {
 };
 
 // One version of a message: of an assistant reply (regenerate keeps the earlier ones) or of a
-// message of yours (an edit keeps the earlier text and what followed it).
+// message of yours (an edit keeps the earlier text); each with what followed it.
 struct MessageVersion {
     QString content;
     QString reasoning;
     QJsonObject stats;
-    // A message of yours only: the messages that followed this version while another one is
-    // shown (a JSON array of stored messages, their own versions included; schema v6). Empty
-    // for the version shown, whose following messages are the conversation's later rows.
+    // The messages that followed this version while another one is shown (a JSON array of
+    // stored messages, their own versions included; schema v6). Empty for the version shown,
+    // whose following messages are the conversation's later rows.
     QJsonArray following;
 };
 
@@ -111,11 +111,16 @@ public:
     // transaction. The stored message (id 0 on error).
     StoredMessage editUserMessage(qint64 conversationId, int position, const QString& content,
                                   const QJsonObject& stats);
-    // Shows version `index` of the message of yours at `position` with the messages that
-    // followed it: the messages after it now go with the version shown until now. A message
-    // keeps its id when it comes back (a new one only where that id is taken, as in a
-    // conversation branched from this one). One transaction.
-    bool showUserVersion(qint64 conversationId, int position, int index);
+    // Regenerate that keeps what it replaces: `v` becomes a new version of the reply at
+    // `position`, shown, and the messages after it are kept with the version shown until now
+    // (its `following`), so the conversation ends with the new reply. One transaction. The
+    // stored message (id 0 on error).
+    StoredMessage addReplyVersion(qint64 conversationId, int position, const MessageVersion& v);
+    // Shows version `index` of the message at `position` (a message of yours or a reply) with
+    // the messages that followed it: the messages after it now go with the version shown until
+    // now. A message keeps its id when it comes back (a new one only where that id is taken, as
+    // in a conversation branched from this one). One transaction.
+    bool showVersion(qint64 conversationId, int position, int index);
     // Stores the versions of a reply and shows versions[selected] (its content, reasoning and
     // stats become the message's). False for an empty list or an index out of range.
     bool setMessageVersions(qint64 messageId, const QList<MessageVersion>& versions, int selected);

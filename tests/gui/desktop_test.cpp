@@ -44,7 +44,9 @@
 #include "conversation/chatinput.h"
 #include "conversation/chatview.h"
 #include "conversation/conversationmodel.h"
+#include "conversation/settingspanel.h"
 #include "fixture_window.h"
+#include "doc_shot.h"
 #include "gui_test_support.h"
 #include "monitor/telemetrydock.h"
 #include "settings/appsettingsdialog.h"
@@ -159,6 +161,16 @@ TEST_F(DesktopTest, AnUntouchedNewConversationStoresNoRow) {
     EXPECT_EQ(m_window->store().conversations().size(), 1);
 }
 
+// The list shows what the user wrote: "6*7" is not emphasis (it was listed as "67").
+TEST_F(DesktopTest, ATitleKeepsTheUsersAsterisks) {
+    ASSERT_TRUE(send(QStringLiteral("What is 6*7?")));
+    EXPECT_EQ(titles(), QStringList{QStringLiteral("What is 6*7?")});
+    EXPECT_EQ(m_window->conversations()
+                  ->data(m_window->conversations()->index(0), Qt::DisplayRole)
+                  .toString(),
+              QStringLiteral("What is 6*7?"));
+}
+
 TEST_F(DesktopTest, TitlesArePlainTextAndFollowAnEditOfTheFirstMessage) {
     ASSERT_TRUE(
         send(QStringLiteral("## Make a *plan* for [Rust](https://rust-lang.org) and `cargo`")));
@@ -192,6 +204,24 @@ TEST(ConversationTitle, FromMarkdownToOneLineOfWords) {
         QString(40, QLatin1Char('w')) + QStringLiteral(" word") + QString(100, QLatin1Char('x')));
     EXPECT_LE(t.size(), 61);
     EXPECT_TRUE(t.endsWith(QChar(0x2026)));
+}
+
+// Only marks that pair up around text are Markdown; a lone or in-word `*` is the user's text.
+TEST(ConversationTitle, KeepsAsterisksThatAreNotEmphasis) {
+    auto title = [](const char* text) {
+        return ConversationModel::titleFromMessage(QString::fromUtf8(text));
+    };
+    EXPECT_EQ(title("What is 6*7?"), QStringLiteral("What is 6*7?"));
+    EXPECT_EQ(title("What is 6*7? And 8*9?"), QStringLiteral("What is 6*7? And 8*9?"));
+    EXPECT_EQ(title("2*3*4"), QStringLiteral("2*3*4"));
+    EXPECT_EQ(title("a * b * c"), QStringLiteral("a * b * c"));
+    EXPECT_EQ(title("glob *.txt and *.md"), QStringLiteral("glob *.txt and *.md"));
+    EXPECT_EQ(title("**6*7** please"), QStringLiteral("6*7 please"));
+    EXPECT_EQ(title("*Really*: what is 6*7?"), QStringLiteral("Really: what is 6*7?"));
+    EXPECT_EQ(title("***both*** and ~~gone~~ and `x*y`"), QStringLiteral("both and gone and x*y"));
+    EXPECT_EQ(title("**_nested_** emphasis"), QStringLiteral("nested emphasis"));
+    EXPECT_EQ(title("keep snake_case_name and __dunder__"),
+              QStringLiteral("keep snake_case_name and dunder"));
 }
 
 TEST(ConversationDate, ShortAndRelativeToNow) {
@@ -764,6 +794,19 @@ TEST_F(Discovery, TheSwitcherLoadsAFoundModelWithoutWritingIntoItsFolder) {
         ASSERT_TRUE(spinUntil([&] { return w.engine()->state() == EngineHost::State::ready; }));
         w.setDiscoveryRoots(m_roots);
         QComboBox* models = w.modelSwitcher();
+        // docs/images/discovery.png: the switcher's list with the models found, over a
+        // conversation about them.
+        w.resize(1180, 760);
+        w.settingsPanel()->maxTokensBox()->setValue(64);
+        w.engine()->setForcedOutput(QStringLiteral(
+            "<|channel|>final<|message|>The model switcher in the status bar lists them: the "
+            "gpt-oss models of LM Studio, the Hugging Face cache and Ollama, each with its size "
+            "and what setting it up takes. Choose one and it loads where it lies; nothing is "
+            "copied.<|return|>"));
+        ASSERT_TRUE(test::sendAndWait(w, QStringLiteral("Can you use the models I downloaded "
+                                                        "with LM Studio and Ollama?")));
+        w.engine()->setForcedOutput(QStringLiteral("<|channel|>final<|message|>Hi.<|end|>"));
+        ASSERT_TRUE(test::docShot(&w, "discovery.png", models));
         int ollama = -1, missing = -1;
         for (int i = 0; i < models->count(); ++i) {
             if (models->itemText(i) == QStringLiteral("gpt-oss:20b (Ollama)")) ollama = i;

@@ -436,6 +436,136 @@ TEST_F(FeaturesTest, EditingAnEarlierMessageKeepsTheOldBranchAsAVersion) {
     EXPECT_EQ(m_window->messages()->rowCount(), 2);
 }
 
+// Regenerating an earlier reply keeps it and everything after it as a version: the arrows
+// flip between the branches, exactly, also after a restart; nothing is removed from the store
+// before the new reply is there.
+TEST_F(FeaturesTest, RegeneratingAnEarlierReplyKeepsTheLaterMessagesAsAVersion) {
+    m_window->engine()->setForcedOutput(
+        QStringLiteral("<|channel|>final<|message|>A short reply.<|return|>"));
+    ASSERT_TRUE(send(QStringLiteral("one")));
+    ASSERT_TRUE(send(QStringLiteral("two")));
+    ASSERT_TRUE(send(QStringLiteral("three")));
+    const qint64 conv = m_window->currentConversation();
+    const QList<StoredMessage> before = m_window->store().messages(conv);
+    ASSERT_EQ(before.size(), 6);
+
+    m_window->engine()->setForcedOutput(
+        QStringLiteral("<|channel|>final<|message|>A better first reply.<|return|>"));
+    // The first reply's own Regenerate button.
+    QPushButton* regen = nullptr;
+    for (QPushButton* b : m_window->chatView()->messageWidget(1)->findChildren<QPushButton*>())
+        if (b->accessibleName() == QStringLiteral("Regenerate reply")) regen = b;
+    ASSERT_NE(regen, nullptr);
+    ASSERT_FALSE(regen->isHidden());
+    regen->click();
+    ASSERT_TRUE(m_window->engine()->busy());
+    EXPECT_EQ(m_window->messages()->rowCount(), 2);         // the new reply streams after "one"
+    EXPECT_EQ(m_window->store().messages(conv).size(), 6);  // a crash now loses nothing
+    // Another conversation and back while it streams: still the new reply after "one".
+    m_window->newConversation();
+    m_window->selectConversation(conv);
+    EXPECT_EQ(m_window->messages()->rowCount(), 2);
+    ASSERT_TRUE(idle());
+
+    ASSERT_EQ(m_window->messages()->rowCount(), 2);
+    EXPECT_EQ(m_window->messages()->at(1).content, QStringLiteral("A better first reply."));
+    EXPECT_EQ(m_window->messages()->at(1).id, before[1].id);
+    const QList<StoredMessage> regenerated = m_window->store().messages(conv);
+    ASSERT_EQ(regenerated.size(), 2);
+    ASSERT_EQ(regenerated[1].versions.size(), 2);
+    EXPECT_EQ(regenerated[1].version, 1);
+    MessageWidget* w = m_window->chatView()->messageWidget(1);
+    ASSERT_NE(w, nullptr);
+    EXPECT_FALSE(w->versionLabel()->isHidden());
+    EXPECT_EQ(w->versionLabel()->text(), QStringLiteral("2/2"));
+
+    // Back to the first version: the old reply and its four later messages, exactly.
+    QToolButton* prev = nullptr;
+    for (QToolButton* t : w->findChildren<QToolButton*>())
+        if (t->accessibleName() == QStringLiteral("Previous version")) prev = t;
+    ASSERT_NE(prev, nullptr);
+    ASSERT_TRUE(prev->isEnabled());
+    prev->click();
+    auto expectOldBranch = [&] {
+        const QList<StoredMessage> now = m_window->store().messages(conv);
+        ASSERT_EQ(now.size(), 6);
+        for (int i = 0; i < 6; ++i) {
+            EXPECT_EQ(now[i].id, before[i].id) << i;
+            EXPECT_EQ(now[i].role, before[i].role) << i;
+            EXPECT_EQ(now[i].content, before[i].content) << i;
+            EXPECT_EQ(now[i].createdMs, before[i].createdMs) << i;
+            EXPECT_EQ(now[i].stats, before[i].stats) << i;
+        }
+        ASSERT_EQ(m_window->messages()->rowCount(), 6);
+        for (int i = 0; i < 6; ++i)
+            EXPECT_EQ(m_window->messages()->at(i).content, before[i].content) << i;
+        EXPECT_EQ(m_window->chatView()->messageWidget(1)->versionLabel()->text(),
+                  QStringLiteral("1/2"));
+        // What the next turn sends follows the version shown.
+        EXPECT_EQ(m_window->turnRequest(false).history.size(), 6);
+    };
+    expectOldBranch();
+
+    // After a restart the conversation store has both branches.
+    m_window.reset();
+    openFixtureWindow(m_window, fixtureWindowOptions(m_dir));
+    m_window->selectConversation(conv);
+    expectOldBranch();
+    m_window->showVersion(1, 1);
+    ASSERT_EQ(m_window->messages()->rowCount(), 2);
+    EXPECT_EQ(m_window->messages()->at(1).content, QStringLiteral("A better first reply."));
+    EXPECT_EQ(m_window->chatView()->messageWidget(1)->versionLabel()->text(),
+              QStringLiteral("2/2"));
+    m_window->showVersion(1, 0);
+    expectOldBranch();
+}
+
+// A regenerated earlier reply that turns into a tool call cannot be a version of the reply: the
+// round replaces it, and the conversation as it was is kept as a copy first.
+TEST_F(FeaturesTest, ARegeneratedEarlierReplyThatCallsAToolKeepsTheOldConversationAsACopy) {
+    m_window->engine()->setForcedOutput(
+        QStringLiteral("<|channel|>final<|message|>A short reply.<|return|>"));
+    ASSERT_TRUE(send(QStringLiteral("one")));
+    ASSERT_TRUE(send(QStringLiteral("two")));
+    const qint64 conv = m_window->currentConversation();
+    const QList<StoredMessage> before = m_window->store().messages(conv);
+    ASSERT_EQ(before.size(), 4);
+
+    // A call of a tool that does not exist: answered at once with an error, then the reply
+    // (room for the call's header tokens).
+    m_window->settingsPanel()->maxTokensBox()->setValue(64);
+    m_window->engine()->queueForcedOutput(
+        QStringLiteral("<|channel|>commentary to=nowhere.tool <|constrain|>json<|message|>{}"
+                       "<|call|>"));
+    m_window->regenerate(1);
+    ASSERT_TRUE(spinUntil([&] {
+        return !m_window->engine()->busy() && !m_window->messages()->isStreaming() &&
+               m_window->messages()->rowCount() == 3;
+    })) <<
+        [&] {
+            std::string rows;
+            for (const ChatMessage& m : m_window->messages()->items())
+                rows += m.role.toStdString() + ": " + m.content.toStdString() + " | ";
+            return rows;
+        }();
+    const QList<StoredMessage> now = m_window->store().messages(conv);
+    ASSERT_EQ(now.size(), 3);
+    EXPECT_EQ(now[0].id, before[0].id);
+    EXPECT_EQ(now[1].role, QStringLiteral("tool"));
+    EXPECT_EQ(now[2].role, QStringLiteral("assistant"));
+
+    qint64 copy = 0;
+    for (const ConversationInfo& c : m_window->store().conversations())
+        if (c.title.endsWith(QStringLiteral("(before regenerate)"))) copy = c.id;
+    ASSERT_NE(copy, 0);
+    const QList<StoredMessage> kept = m_window->store().messages(copy);
+    ASSERT_EQ(kept.size(), 4);
+    for (int i = 0; i < 4; ++i) {
+        EXPECT_EQ(kept[i].role, before[i].role) << i;
+        EXPECT_EQ(kept[i].content, before[i].content) << i;
+    }
+}
+
 // A message box is as wide as its title (the title bar cut "Delete conversation" above a short
 // question); askQuestion returns the button clicked.
 TEST(DialogTitles, AMessageBoxIsAsWideAsItsTitle) {
@@ -606,6 +736,27 @@ TEST_F(FeaturesTest, EditingAMessageWithAttachmentsKeepsThem) {
 // A PDF with a text layer (written here by QPdfWriter, pages of text) attaches as its text,
 // page by page; a damaged file, a file that only claims to be a PDF, an encrypted PDF and a PDF
 // without text are refused with the reason. A build without Qt PDF says that it cannot read PDF text.
+// The Attach button and its file dialog say what can be attached: PDF where this build reads
+// its text; in a build without Qt PDF (the Windows cross build), that PDF text needs the module.
+TEST_F(FeaturesTest, TheAttachButtonSaysWhetherThisBuildReadsPdfText) {
+    const QString tip = m_window->attachButton()->toolTip();
+    EXPECT_EQ(tip, attachments::buttonToolTip());
+    const QString filter = attachments::fileDialogFilter();
+    EXPECT_TRUE(filter.contains(QStringLiteral("*.md"))) << filter.toStdString();
+    EXPECT_TRUE(filter.endsWith(QStringLiteral("(*)"))) << filter.toStdString();
+    if (attachments::canReadPdf()) {
+        EXPECT_TRUE(filter.contains(QStringLiteral("*.pdf"))) << filter.toStdString();
+        EXPECT_TRUE(filter.startsWith(QStringLiteral("Text, code and PDF (*.txt")))
+            << filter.toStdString();
+        EXPECT_TRUE(tip.contains(QStringLiteral("PDF"))) << tip.toStdString();
+        EXPECT_FALSE(tip.contains(QStringLiteral("cannot"))) << tip.toStdString();
+    } else {
+        EXPECT_FALSE(filter.contains(QStringLiteral("pdf"), Qt::CaseInsensitive))
+            << filter.toStdString();
+        EXPECT_TRUE(tip.contains(QStringLiteral("Qt PDF module"))) << tip.toStdString();
+    }
+}
+
 TEST_F(FeaturesTest, APdfAttachesAsItsTextPageByPage) {
     QTemporaryDir dir;
     const QString pdf = dir.filePath(QStringLiteral("report.pdf"));
@@ -647,6 +798,7 @@ TEST_F(FeaturesTest, APdfAttachesAsItsTextPageByPage) {
     if (!attachments::canReadPdf()) {
         EXPECT_FALSE(attachments::read(pdf, &a, &error));
         EXPECT_TRUE(error.contains(QStringLiteral("cannot read PDF text"))) << error.toStdString();
+        EXPECT_TRUE(error.contains(QStringLiteral("Qt PDF module"))) << error.toStdString();
         return;
     }
     ASSERT_TRUE(attachments::read(pdf, &a, &error)) << error.toStdString();

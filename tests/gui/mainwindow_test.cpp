@@ -225,7 +225,9 @@ TEST_F(MainWindowTest, RegenerateAndEditReplaceTheTail) {
         return !m_window->engine()->busy() && m_window->messages()->rowCount() == 4 &&
                !m_window->messages()->isStreaming();
     }));
-    EXPECT_NE(m_window->messages()->at(3).id, oldReplyId);
+    // The same message with a second version.
+    EXPECT_EQ(m_window->messages()->at(3).id, oldReplyId);
+    EXPECT_EQ(m_window->messages()->at(3).versions.size(), 2);
     EXPECT_EQ(m_window->store().messages(conv).size(), 4);
 
     m_window->editMessage(0, QStringLiteral("edited question"));

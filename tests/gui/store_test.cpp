@@ -292,7 +292,7 @@ TEST(ConversationStore, AnEditKeepsTheOldBranchAsAVersion) {
     const QList<StoredMessage> newBranch = s.messages(c);
 
     // Back to the first version: exactly the conversation before the edit.
-    ASSERT_TRUE(s.showUserVersion(c, 2, 0)) << s.lastError().toStdString();
+    ASSERT_TRUE(s.showVersion(c, 2, 0)) << s.lastError().toStdString();
     now = s.messages(c);
     ASSERT_EQ(now.size(), 4);
     for (int i : {0, 1, 3}) expectSameMessage(now[i], original[i], i);
@@ -300,15 +300,15 @@ TEST(ConversationStore, AnEditKeepsTheOldBranchAsAVersion) {
     EXPECT_EQ(now[2].stats, original[2].stats);
     EXPECT_EQ(now[2].version, 0);
     EXPECT_EQ(now[2].versions[1].following.size(), 1);
-    EXPECT_FALSE(s.showUserVersion(c, 2, 0));  // shown already
-    EXPECT_FALSE(s.showUserVersion(c, 2, 5));
-    EXPECT_FALSE(s.showUserVersion(c, 1, 0));  // a reply: not a message of yours
+    EXPECT_FALSE(s.showVersion(c, 2, 0));  // shown already
+    EXPECT_FALSE(s.showVersion(c, 2, 5));
+    EXPECT_FALSE(s.showVersion(c, 1, 0));  // a reply with one version
     EXPECT_EQ(s.messages(c).size(), 4);
 
     // After reopening the file, forward again: the edited branch with its reply.
     s.close();
     ASSERT_TRUE(s.open(path));
-    ASSERT_TRUE(s.showUserVersion(c, 2, 1));
+    ASSERT_TRUE(s.showVersion(c, 2, 1));
     now = s.messages(c);
     ASSERT_EQ(now.size(), 4);
     EXPECT_EQ(now[2].content, QStringLiteral("second!"));
@@ -320,13 +320,13 @@ TEST(ConversationStore, AnEditKeepsTheOldBranchAsAVersion) {
     const QList<StoredMessage> beforeFirstEdit = s.messages(c);
     ASSERT_NE(s.editUserMessage(c, 0, QStringLiteral("first!"), {}).id, 0);
     EXPECT_EQ(s.messages(c).size(), 1);
-    ASSERT_TRUE(s.showUserVersion(c, 0, 0));
+    ASSERT_TRUE(s.showVersion(c, 0, 0));
     now = s.messages(c);
     ASSERT_EQ(now.size(), 4);
     for (int i : {1, 2, 3}) expectSameMessage(now[i], beforeFirstEdit[i], i);
     EXPECT_EQ(now[0].content, QStringLiteral("first"));
     EXPECT_EQ(now[0].versions.size(), 2);
-    ASSERT_TRUE(s.showUserVersion(c, 2, 0));
+    ASSERT_TRUE(s.showVersion(c, 2, 0));
     now = s.messages(c);
     ASSERT_EQ(now.size(), 4);
     for (int i : {1, 3}) expectSameMessage(now[i], original[i], i);
@@ -335,23 +335,79 @@ TEST(ConversationStore, AnEditKeepsTheOldBranchAsAVersion) {
     // the second gets a new id.
     const qint64 copy = s.branchConversation(c, 2, QStringLiteral("copy"));
     ASSERT_NE(copy, 0);
-    ASSERT_TRUE(s.showUserVersion(copy, 2, 1)) << s.lastError().toStdString();
+    ASSERT_TRUE(s.showVersion(copy, 2, 1)) << s.lastError().toStdString();
     const QList<StoredMessage> copied = s.messages(copy);
     ASSERT_EQ(copied.size(), 4);
     EXPECT_EQ(copied[3].content, QStringLiteral("c"));
     EXPECT_EQ(s.messages(c).size(), 4);  // the original is untouched
-    ASSERT_TRUE(s.showUserVersion(c, 2, 1)) << s.lastError().toStdString();
+    ASSERT_TRUE(s.showVersion(c, 2, 1)) << s.lastError().toStdString();
     const QList<StoredMessage> back = s.messages(c);
     ASSERT_EQ(back.size(), 4);
     EXPECT_EQ(back[3].content, QStringLiteral("c"));
     EXPECT_NE(back[3].id, copied[3].id);
-    ASSERT_TRUE(s.showUserVersion(c, 2, 0));
+    ASSERT_TRUE(s.showVersion(c, 2, 0));
     EXPECT_TRUE(s.integrityOk());
 
     // Only messages of yours are edited this way.
     EXPECT_EQ(s.editUserMessage(c, 1, QStringLiteral("x"), {}).id, 0);
     EXPECT_EQ(s.editUserMessage(c, 9, QStringLiteral("x"), {}).id, 0);
     EXPECT_EQ(s.messages(c).size(), 4);
+}
+
+// Regenerating an earlier reply keeps the old reply and what followed it as a version: the
+// new reply ends the conversation, flipping back restores the old branch exactly (also after
+// reopening the file), and flipping forward brings the new branch with what was added to it.
+TEST(ConversationStore, ARegeneratedEarlierReplyKeepsTheOldBranchAsAVersion) {
+    QTemporaryDir dir;
+    const QString path = dir.filePath(QStringLiteral("c.sqlite"));
+    ConversationStore s;
+    ASSERT_TRUE(s.open(path));
+    const qint64 c = fourMessages(s);
+    const QList<StoredMessage> original = s.messages(c);
+
+    const QJsonObject newStats{{QStringLiteral("tokens"), 9}};
+    const StoredMessage added =
+        s.addReplyVersion(c, 1, {QStringLiteral("reply two"), QStringLiteral("hmm"), newStats, {}});
+    ASSERT_EQ(added.id, original[1].id) << s.lastError().toStdString();
+    EXPECT_EQ(added.version, 1);
+    QList<StoredMessage> now = s.messages(c);
+    ASSERT_EQ(now.size(), 2);  // the conversation ends with the new reply
+    EXPECT_EQ(now[1].content, QStringLiteral("reply two"));
+    EXPECT_EQ(now[1].reasoning, QStringLiteral("hmm"));
+    EXPECT_EQ(now[1].stats, newStats);
+    ASSERT_EQ(now[1].versions.size(), 2);
+    EXPECT_EQ(now[1].versions[0].content, QStringLiteral("reply one"));
+    EXPECT_EQ(now[1].versions[0].following.size(), 2);
+    EXPECT_TRUE(now[1].versions[1].following.isEmpty());
+    const StoredMessage later = s.appendMessage(c, QStringLiteral("user"), QStringLiteral("more"));
+
+    s.close();
+    ASSERT_TRUE(s.open(path));
+    ASSERT_TRUE(s.showVersion(c, 1, 0)) << s.lastError().toStdString();
+    now = s.messages(c);
+    ASSERT_EQ(now.size(), 4);
+    for (int i : {0, 2, 3}) expectSameMessage(now[i], original[i], i);
+    EXPECT_EQ(now[1].content, QStringLiteral("reply one"));
+    EXPECT_EQ(now[1].reasoning, QStringLiteral("thinking"));
+    EXPECT_EQ(now[1].stats, original[1].stats);
+    ASSERT_EQ(now[3].versions.size(), 2);  // the later reply's own versions came back
+    ASSERT_TRUE(s.showVersion(c, 1, 1));
+    now = s.messages(c);
+    ASSERT_EQ(now.size(), 3);
+    EXPECT_EQ(now[2].id, later.id);
+
+    // Regenerating again adds a third version; the one shown keeps what follows it.
+    ASSERT_NE(s.addReplyVersion(c, 1, {QStringLiteral("reply three"), {}, {}, {}}).id, 0);
+    now = s.messages(c);
+    ASSERT_EQ(now.size(), 2);
+    ASSERT_EQ(now[1].versions.size(), 3);
+    EXPECT_EQ(now[1].versions[1].following.size(), 1);
+    EXPECT_TRUE(s.integrityOk());
+
+    // Only replies get versions this way.
+    EXPECT_EQ(s.addReplyVersion(c, 0, {QStringLiteral("x"), {}, {}, {}}).id, 0);
+    EXPECT_EQ(s.addReplyVersion(c, 9, {QStringLiteral("x"), {}, {}, {}}).id, 0);
+    EXPECT_EQ(s.messages(c).size(), 2);
 }
 
 TEST(ConversationStore, RefusesAFileFromANewerAppWithoutTouchingIt) {
