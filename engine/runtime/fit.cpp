@@ -6,13 +6,13 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "bench/ram_probe.h"
+#include "cpu/ram_probe.h"
 #include "cpu/kernels/expert_record.h"
 #include "cpu/team/worker_team.h"
 #include "platform/cpu_features.h"
 #include "platform/system_info.h"
 #include "neural/error.h"
-#include "runtime/backend.h"
+#include "backend/backend.h"
 #include "runtime/options.h"
 
 namespace neural {
@@ -388,7 +388,7 @@ FitPlan plan_fit(const FitRequest& r, const MachineInfo& m) {
             fmt::format("store format packed ({:.1f} GB, {:.1f} GB less than raw): RAM is tight",
                         packed_gb, raw_gb - packed_gb));
     }
-    // --pin-store auto (runtime/backend.h): the engine page-locks a raw store of at most half the
+    // --pin-store auto (backend/backend.h): the engine page-locks a raw store of at most half the
     // RAM for the GPU's prompt copies, so the whole store stays in RAM, the experts in VRAM too.
     autotune::PinInputs pin_in;
     pin_in.store_bytes = static_cast<std::uint64_t>(store_gb * kGB);
@@ -415,7 +415,7 @@ FitPlan plan_fit(const FitRequest& r, const MachineInfo& m) {
             "copy experts to the GPU straight from it (20b 4,096-token prompt 0.47 -> 0.42 s)",
             store_gb));
     }
-    // --stream-misses auto (runtime/autotune.h): the share the backend will stream, from the same
+    // --stream-misses auto (backend/autotune.h): the share the backend will stream, from the same
     // probes at the planned thread count.
     if (p.backend == "cuda") {
         autotune::StreamInputs si;

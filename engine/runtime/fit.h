@@ -14,8 +14,8 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "backend/autotune.h"
 #include "model/config.h"
-#include "runtime/autotune.h"
 #include "runtime/model.h"
 
 namespace neural {

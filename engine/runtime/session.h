@@ -14,11 +14,11 @@
 #include <string_view>
 #include <vector>
 
+#include "backend/kv_cache.h"
 #include "chat/message.h"
 #include "chat/parser.h"
 #include "chat/render.h"
 #include "runtime/constraint.h"
-#include "runtime/kv_cache.h"
 #include "runtime/model.h"
 #include "runtime/sampler.h"
 

@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "backend/backend.h"
 #include "cpu/kernels/expert_kernel.h"
 #include "cpu/rope.h"
 #include "cpu/team/worker_team.h"
@@ -22,9 +23,8 @@
 #include "model/config.h"
 #include "model/weights.h"
 #include "neural/error.h"
-#include "runtime/backend.h"
 #include "runtime/fit.h"
-#include "runtime/ranking.h"
+#include "store/ranking.h"
 #include "store/store.h"
 
 namespace neural::hybrid {

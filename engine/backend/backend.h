@@ -1,7 +1,7 @@
 // The forward-pass backend behind Model::forward: the CPU backend (cpu/cpu_backend.h: the fp32
 // reference, experts optionally on the fused kernels) or the hybrid CUDA backend (engine/cuda/:
 // GPU dense core + expert slot pool, CPU computes the missed experts). Both take the same
-// tokens/KvCache/ForwardOptions (runtime/forward.h) and return logits in the same layout, so the
+// tokens/KvCache/ForwardOptions (backend/forward.h) and return logits in the same layout, so the
 // session, the CLI, the server and the GUI do not know which one runs.
 #pragma once
 
@@ -16,8 +16,8 @@
 #include <string_view>
 #include <vector>
 
-#include "runtime/forward.h"
-#include "runtime/kv_cache.h"
+#include "backend/forward.h"
+#include "backend/kv_cache.h"
 
 namespace neural {
 
@@ -131,7 +131,7 @@ struct GpuOptions {
     // mapping into prefill's scratch slots and computed on the GPU while the CPU computes the
     // rest: RAM is then read by the CPU and by the GPU's copy engine side by side. -1 (auto, the
     // default): the share that balances the two sides from the load-time probes (the CPU team's
-    // RAM read bandwidth, pinned copy bandwidth: runtime/autotune.h), none where it is small,
+    // RAM read bandwidth, pinned copy bandwidth: backend/autotune.h), none where it is small,
     // refined while decoding from which side finished first; 1: --stream-share, else half, fixed;
     // 0: every miss on the CPU. Which misses stream depends on the routing, the residency and the
     // share only, so a fixed share (1, --stream-share, or frozen residency) is deterministic.
