@@ -56,7 +56,7 @@ struct GpuOptions {
     double prefill_weight = 0.25;
     // K/V positions the GPU cache holds (<= the model's maximum); <= 0 (auto): up to
     // kAutoContext (16,384), fewer where the VRAM plan would not keep enough expert slots
-    // (runtime/fit.h auto_context).
+    // (cuda/hybrid/vram_plan.h auto_context).
     std::int64_t context = 0;
 
     // Prompts (docs/CUDA.md "Prefill"): "layer" runs each layer over every block of the prompt
@@ -65,7 +65,7 @@ struct GpuOptions {
     // reference). Blocks hold up to prefill_block tokens.
     std::string prefill_order = "layer";
     int prefill_block = 2048;
-    // Prompt positions the GPU holds at once (runtime/fit.h prompt_rows): a longer prompt runs in
+    // Prompt positions the GPU holds at once (cuda/hybrid/vram_plan.h prompt_rows): a longer prompt runs in
     // chunks of that many, each layer-major. 0 (auto): the whole context where its rows cost at
     // most 2% of the experts' bytes, else 4,096.
     int prompt_rows = 0;
@@ -107,7 +107,7 @@ struct GpuOptions {
     // layers keep the whole context). -1 (default, "auto"): the smallest ring, window + prefill
     // block - 1 (2175 for gpt-oss with blocks of 2048; none when that is not smaller than the
     // context); 0: every layer keeps the whole context. An explicit N must be at least that
-    // smallest ring. kv_ring_positions() in runtime/fit.h checks and sizes it. Outputs are the same
+    // smallest ring. kv_ring_positions() in cuda/hybrid/vram_plan.h checks and sizes it. Outputs are the same
     // bits with or without a ring (tested). K/V checkpoints of a ring keep the rings' last
     // positions (cuda/hybrid/kv_checkpoints.h).
     int kv_ring = -1;

@@ -159,7 +159,7 @@ struct Admissions {
 struct PrefillState {
     bool on = false;  // prompts run on the GPU as a whole (else token by token)
     int block = 0;    // tokens per block
-    int rows = 0;     // prompt positions held at once (runtime/fit.h prompt_rows); chunks of it
+    int rows = 0;     // prompt positions held at once (vram_plan.h prompt_rows); chunks of it
     std::vector<cuda::ExpertShape> shapes;  // per layer (prefill_expert_shape)
     // Prompt-sized: residual stream, expert sum, the experts' input ([rows, hidden] each);
     // routing and grouped entries ([context, k]).
