@@ -24,8 +24,8 @@
 #include <string>
 #include <vector>
 
+#include "api/openai.h"
 #include "backend/kv_cache.h"
-#include "chat/openai.h"
 #include "chat/parser.h"
 #include "queuewait.h"
 #include "runtime/model.h"

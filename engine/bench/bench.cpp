@@ -10,7 +10,7 @@
 
 #include <fmt/format.h>
 
-#include "chat/openai.h"
+#include "api/openai.h"
 #include "chat/render.h"
 #include "cpu/parallel.h"
 #include "cpu/ram_probe.h"
