@@ -24,10 +24,10 @@
 #include <string>
 #include <vector>
 
-#include "chat/openai.h"
+#include "api/openai.h"
+#include "backend/kv_cache.h"
 #include "chat/parser.h"
 #include "queuewait.h"
-#include "runtime/kv_cache.h"
 #include "runtime/model.h"
 #include "runtime/session.h"
 

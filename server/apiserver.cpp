@@ -22,8 +22,8 @@
 #include <QHttpServerResponder>
 #endif
 
-#include "chat/openai.h"
-#include "chat/responses.h"
+#include "api/openai.h"
+#include "api/responses.h"
 #include "runtime/model.h"
 #include "runtime/session.h"
 

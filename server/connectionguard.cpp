@@ -7,7 +7,7 @@
 #include <array>
 #include <string_view>
 
-#include "chat/openai.h"
+#include "api/openai.h"
 #include "httpchannel.h"
 
 namespace neural::server {

@@ -9,7 +9,7 @@
 #include <map>
 #include <string>
 
-#include "chat/responses.h"
+#include "api/responses.h"
 
 namespace neural::server {
 

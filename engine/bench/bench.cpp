@@ -10,10 +10,10 @@
 
 #include <fmt/format.h>
 
-#include "bench/ram_probe.h"
-#include "chat/openai.h"
+#include "api/openai.h"
 #include "chat/render.h"
 #include "cpu/parallel.h"
+#include "cpu/ram_probe.h"
 #include "cpu/team/worker_team.h"
 #include "neural/error.h"
 #include "platform/cpu_features.h"

@@ -16,10 +16,10 @@
 #include "model/weights.h"
 #include "neural/error.h"
 #include "runtime/model.h"
-#include "runtime/ranking.h"
 #include "runtime/routing_stats.h"
 #include "runtime/sampler.h"
 #include "runtime/session.h"
+#include "store/ranking.h"
 
 namespace neural::cli {
 

@@ -1,4 +1,4 @@
-// The CPU backend behind Model::forward (runtime/backend.h): the fp32 reference forward pass
+// The CPU backend behind Model::forward (backend/backend.h): the fp32 reference forward pass
 // (reference_model.h), or its fast path: the fused MXFP4 expert kernels (store_moe.h, from the
 // expert store or straight from the checkpoint's expert tensors) and the bf16 dense kernels
 // (kernels/dense_kernel.h), all on one worker team (docs/KERNELS.md).
@@ -10,11 +10,11 @@
 #include <string>
 #include <vector>
 
+#include "backend/backend.h"
 #include "cpu/kernels/expert_kernel.h"
 #include "cpu/kernels/prompt_kernel.h"
 #include "cpu/reference_model.h"
 #include "cpu/team/worker_team.h"
-#include "runtime/backend.h"
 
 namespace neural {
 

@@ -9,6 +9,8 @@
 #include <span>
 #include <vector>
 
+#include "backend/forward.h"
+#include "backend/kv_cache.h"
 #include "cpu/kernels/attention_kernel.h"
 #include "cpu/kernels/dense_int8.h"
 #include "cpu/kernels/dense_kernel.h"
@@ -18,8 +20,6 @@
 #include "model/config.h"
 #include "model/expert_source.h"
 #include "model/weights.h"
-#include "runtime/forward.h"
-#include "runtime/kv_cache.h"
 #include "telemetry/telemetry.h"
 
 namespace neural {

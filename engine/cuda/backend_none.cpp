@@ -1,7 +1,7 @@
 // The CUDA backend's entry points in a build without CUDA (-DNEURAL_CUDA=OFF or no nvcc): the
 // CPU backend is the only one, and asking for the GPU is a clear error.
+#include "backend/backend.h"
 #include "neural/error.h"
-#include "runtime/backend.h"
 
 namespace neural {
 

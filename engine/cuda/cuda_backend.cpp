@@ -1,15 +1,15 @@
-// The CUDA backend's entry points (runtime/backend.h): the usable devices, whether the backend can
+// The CUDA backend's entry points (backend/backend.h): the usable devices, whether the backend can
 // run, and the hybrid backend itself (hybrid/hybrid_backend.h). backend_none.cpp defines the same
 // in a build without CUDA.
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "backend/backend.h"
 #include "cuda/device.h"
 #include "cuda/hybrid/hybrid_backend.h"
 #include "cuda/transfer.h"
 #include "neural/error.h"
-#include "runtime/backend.h"
 
 namespace neural {
 

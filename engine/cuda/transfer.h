@@ -1,5 +1,5 @@
 // Host-to-device copy bandwidth, for `neural bench`'s probes, `neural fit`'s and the hybrid
-// backend's load-time choices (runtime/autotune.h). Host entry points only.
+// backend's load-time choices (backend/autotune.h). Host entry points only.
 #pragma once
 
 #include <cstddef>

@@ -9,7 +9,7 @@
 #include <span>
 #include <vector>
 
-#include "runtime/kv_cache.h"
+#include "backend/kv_cache.h"
 #include "runtime/model.h"
 #include "runtime/sampler.h"
 

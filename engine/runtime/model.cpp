@@ -18,8 +18,8 @@
 #include "platform/mapped_file.h"
 #include "platform/page_residency.h"
 #include "runtime/options.h"
-#include "runtime/ranking.h"
 #include "runtime/routing_stats.h"
+#include "store/ranking.h"
 
 namespace neural {
 

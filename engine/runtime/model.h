@@ -12,12 +12,12 @@
 #include <string>
 #include <vector>
 
-#include "runtime/backend.h"
-#include "runtime/forward.h"
+#include "backend/backend.h"
+#include "backend/forward.h"
 #include "model/config.h"
 #include "model/safetensors.h"
 #include "model/weights.h"
-#include "runtime/kv_cache.h"
+#include "backend/kv_cache.h"
 #include "runtime/routing_stats.h"
 #include "store/store.h"
 #include "telemetry/telemetry.h"

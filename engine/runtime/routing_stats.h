@@ -32,8 +32,8 @@
 #include <string>
 #include <vector>
 
-#include "runtime/forward.h"
-#include "runtime/ranking.h"
+#include "backend/forward.h"
+#include "store/ranking.h"
 
 namespace neural {
 

@@ -139,20 +139,12 @@ void ChatSession::add_user(std::string text) {
     history_.push_back(chat::Message::user(std::move(text)));
 }
 
-void ChatSession::add_tool_result(const std::string& function_name, std::string output) {
-    history_.push_back(chat::Message::tool_result("functions." + function_name, std::move(output)));
-}
-
 void ChatSession::edit(std::size_t index, std::string text) {
     if (index >= history_.size())
         fail("no message {} to edit (the conversation has {})", index, history_.size());
     if (!history_[index].has_text()) fail("message {} has no text to edit", index);
     history_[index].content = std::move(text);
     history_.resize(index + 1);
-}
-
-void ChatSession::truncate_history(std::size_t index) {
-    if (index < history_.size()) history_.resize(index);
 }
 
 void ChatSession::reset() {

@@ -14,11 +14,11 @@
 #include <string_view>
 #include <vector>
 
+#include "backend/kv_cache.h"
 #include "chat/message.h"
 #include "chat/parser.h"
 #include "chat/render.h"
 #include "runtime/constraint.h"
-#include "runtime/kv_cache.h"
 #include "runtime/model.h"
 #include "runtime/sampler.h"
 
@@ -103,11 +103,8 @@ public:
     // The turns after the system/developer messages (user, assistant, tool).
     const std::vector<chat::Message>& history() const { return history_; }
     void add_user(std::string text);
-    void add_tool_result(const std::string& function_name, std::string output);
     // Replaces message `index` (edit-and-resend) and drops everything after it.
     void edit(std::size_t index, std::string text);
-    // Drops history from `index` on (regenerate: truncate to before the last assistant reply).
-    void truncate_history(std::size_t index);
     // Forgets the conversation (and the cache).
     void reset();
     // Replaces system, developer content and history but keeps the KV cache: the next respond()

@@ -17,7 +17,7 @@
 #include "generationqueue.h"
 #include "neural/error.h"
 #include "runtime/session.h"
-#include "chat/openai.h"
+#include "api/openai.h"
 #include "store/repack.h"
 #include "synth/synth.h"
 

@@ -23,7 +23,7 @@
 #include <memory>
 #include <vector>
 
-#include "chat/openai.h"
+#include "api/openai.h"
 #include "conversation/deltabatcher.h"
 #include "runtime/model.h"
 

@@ -15,7 +15,7 @@
 namespace neural::gui {
 
 struct SamplingSettings {
-    // The limits are the API's (engine/chat/openai.cpp refuses values outside them); the
+    // The limits are the API's (engine/api/openai.cpp refuses values outside them); the
     // panel's widgets enforce the same.
     static constexpr double kMaxTemperature = 2.0;
     static constexpr int kMaxTopK = 1000;

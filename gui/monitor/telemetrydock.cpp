@@ -27,8 +27,8 @@
 
 #include "app/dialogs.h"
 #include "app/outputpath.h"
+#include "backend/backend.h"
 #include "platform/process_stats.h"
-#include "runtime/backend.h"
 #include "runtime/model.h"
 
 namespace neural::gui {

@@ -7,7 +7,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
-#include "bench/ram_probe.h"
+#include "cpu/ram_probe.h"
 #include "cpu/team/worker_team.h"
 #include "runtime/options.h"
 #include "support/fixtures.h"

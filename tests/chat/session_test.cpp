@@ -28,6 +28,14 @@ protected:
 };
 Model* SessionTest::model_ = nullptr;
 
+// Keeps the first `n` messages of the history, as a front end sends a conversation back to
+// regenerate or continue a reply (set_conversation keeps the K/V cache).
+void keep_history(ChatSession& s, std::size_t n) {
+    std::vector<chat::Message> history = s.history();
+    history.resize(n);
+    s.set_conversation(s.system(), s.developer(), std::move(history));
+}
+
 std::string transcript(const ChatSession& s) {
     std::string out;
     for (const auto& m : s.history())
@@ -309,7 +317,7 @@ TEST_F(SessionTest, ASampledReplyIsTheSameWhateverTheCacheHolds) {
     EXPECT_EQ(first.stats.cached_tokens, 0);
     ASSERT_FALSE((first.content + first.reasoning).empty());
 
-    a.truncate_history(before);  // regenerate: drop the reply
+    keep_history(a, before);  // regenerate: drop the reply
     const TurnResult again = a.respond(o);
     EXPECT_GT(again.stats.cached_tokens, 0);
     EXPECT_EQ(again.content, first.content);
@@ -348,7 +356,7 @@ TEST_F(SessionTest, AContinuedReplyIsTheReplyThatWasNotCut) {
     EXPECT_EQ(first.content, "Hello there");
     EXPECT_EQ(first.reasoning, "Think.");
 
-    b.truncate_history(1);  // the history ends with the user's message again
+    keep_history(b, 1);  // the history ends with the user's message again
     TurnOptions more = greedy(10);
     more.prefill_tokens = chat::render_reply_start(first.reasoning, first.content).tokens(tok);
     EXPECT_EQ(more.prefill_tokens, whole.forced_tokens);

@@ -5,8 +5,8 @@
 #include <cstdio>
 #include <string>
 
+#include "backend/backend.h"
 #include "neural/error.h"
-#include "runtime/backend.h"
 
 int main() {
     std::string why;

@@ -9,7 +9,7 @@
 #include <string_view>
 #include <variant>
 
-#include "chat/openai.h"
+#include "api/openai.h"
 #include "chat/render.h"
 #include "fuzz_support.h"
 #include "neural/error.h"

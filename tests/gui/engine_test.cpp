@@ -9,11 +9,11 @@
 #include <memory>
 #include <optional>
 
+#include "backend/backend.h"
 #include "conversation/deltabatcher.h"
 #include "conversation/enginehost.h"
 #include "generationqueue.h"
 #include "gui_test_support.h"
-#include "runtime/backend.h"
 #include "support/fixtures.h"
 
 namespace neural::gui {

@@ -26,11 +26,11 @@
 #include <string>
 #include <vector>
 
-#include "bench/ram_probe.h"
 #include "cpu/kernels/attention_kernel.h"
 #include "cpu/kernels/dense_int8.h"
 #include "cpu/kernels/dense_kernel.h"
 #include "cpu/kernels/expert_kernel.h"
+#include "cpu/ram_probe.h"
 #include "cpu/team/worker_team.h"
 #include "platform/cpu_features.h"
 #include "test_experts.h"
@@ -73,7 +73,7 @@ void fill_random(std::uint8_t* p, std::size_t n, std::uint64_t seed) {
     for (; i < n; ++i) p[i] = static_cast<std::uint8_t>(i);
 }
 
-// --- read bandwidth probe (engine/bench/ram_probe.h, shared with `neural bench`) ------------
+// --- read bandwidth probe (engine/cpu/ram_probe.h, shared with `neural bench`) ------------
 
 void BM_ReadBandwidth(benchmark::State& state, bool persistent, int threads) {
     const std::size_t bytes = static_cast<std::size_t>(env_long("NEURAL_BENCH_PROBE_MB", 2048))

@@ -1,11 +1,11 @@
-// The GPU backend's load-time choices from made-up probe numbers (runtime/autotune.h): the thread
+// The GPU backend's load-time choices from made-up probe numbers (backend/autotune.h): the thread
 // count where RAM bandwidth stops growing, --pin-store auto from the copy probes, the streamed
 // share from copy and RAM bandwidth with its clamps and overrides, and the decode refinement.
 #include <gtest/gtest.h>
 
 #include <cmath>
 
-#include "runtime/autotune.h"
+#include "backend/autotune.h"
 
 namespace neural::autotune {
 namespace {

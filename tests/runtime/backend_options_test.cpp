@@ -1,4 +1,4 @@
-// The CUDA backend's option rules that need no GPU (runtime/backend.h): --pin-store's values and
+// The CUDA backend's option rules that need no GPU (backend/backend.h): --pin-store's values and
 // its auto policy, on the 64 GB target PC and the edges of the rule; which misses --stream-misses
 // sends to the GPU.
 #include <gtest/gtest.h>
@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "runtime/backend.h"
+#include "backend/backend.h"
 
 namespace neural {
 namespace {

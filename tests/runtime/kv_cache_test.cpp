@@ -1,8 +1,8 @@
 // KvCache bookkeeping: reserve/commit, truncate, clear, and data surviving growth.
 #include <gtest/gtest.h>
 
+#include "backend/kv_cache.h"
 #include "model/config.h"
-#include "runtime/kv_cache.h"
 #include "support/fixtures.h"
 
 namespace neural {

@@ -1,4 +1,4 @@
-// Expert rankings (runtime/ranking.h): counting the router over a forward pass, the file round
+// Expert rankings (store/ranking.h): counting the router over a forward pass, the file round
 // trip, malformed files, and the ranking driving the slot placement.
 #include <gtest/gtest.h>
 
@@ -7,7 +7,7 @@
 #include "cuda/hybrid/residency.h"
 #include "neural/error.h"
 #include "runtime/model.h"
-#include "runtime/ranking.h"
+#include "store/ranking.h"
 #include "support/fixtures.h"
 
 namespace neural {

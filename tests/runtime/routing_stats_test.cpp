@@ -23,8 +23,8 @@
 
 #include "cuda/hybrid/residency.h"
 #include "runtime/model.h"
-#include "runtime/ranking.h"
 #include "runtime/routing_stats.h"
+#include "store/ranking.h"
 #include "support/fixtures.h"
 
 namespace neural {

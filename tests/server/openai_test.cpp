@@ -1,7 +1,7 @@
-// OpenAI request/response mapping (engine/chat/openai): the worked examples of
+// OpenAI request/response mapping (engine/api/openai): the worked examples of
 // docs/CHAT_FORMAT.md through the API shape, validation errors with the offending parameter, body
 // limits, and the JSON the server sends back (messages, chunks, usage, errors).
-#include "chat/openai.h"
+#include "api/openai.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

@@ -1,7 +1,7 @@
-// The Responses API mapping (engine/chat/responses): input items and instructions to harmony,
+// The Responses API mapping (engine/api/responses): input items and instructions to harmony,
 // errors that name the Responses fields, previous_response_id state, and the stream events and
 // response object built from parser events.
-#include "chat/responses.h"
+#include "api/responses.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

@@ -13,7 +13,7 @@
 #include "platform/page_residency.h"
 #include "platform/process_stats.h"
 #include "runtime/model.h"
-#include "runtime/ranking.h"
+#include "store/ranking.h"
 #include "store/repack.h"
 #include "store/store.h"
 #include "store/store_support.h"

@@ -145,8 +145,6 @@ PersistentTeam::~PersistentTeam() {
 
 int PersistentTeam::size() const { return impl_->vt->size(impl_->team); }
 
-const std::filesystem::path& PersistentTeam::library_path() const { return impl_->library.path(); }
-
 TeamCounters PersistentTeam::counters() const {
     TeamCounters c;
     c.jobs = impl_->vt->jobs(impl_->team);

@@ -103,7 +103,6 @@ public:
     // Restarts the workers with a new thread count / pinning (waits for a running job; must not
     // race with run() calls from other threads, which may be using the fallback team).
     void configure(int threads, bool pin);
-    const std::filesystem::path& library_path() const;
 
 private:
     struct Impl;

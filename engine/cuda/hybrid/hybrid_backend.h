@@ -1,7 +1,7 @@
 // The hybrid CUDA backend (docs/CUDA.md): the dense core in bf16 on the GPU,
 // a pool of expert slots in VRAM, and the CPU computing the missed experts from RAM while the GPU
 // computes the resident ones. Private to engine/cuda/hybrid/; the rest of the engine sees only
-// make_cuda_backend (runtime/backend.h).
+// make_cuda_backend (backend/backend.h).
 //
 // Per token and layer, one CUDA graph (captured once; the position is read from device memory):
 //   [x = embedding | x += previous layer's experts] -> rms_norm -> QKV -> RoPE + K/V store ->
@@ -59,10 +59,10 @@
 #include "cuda/hybrid/staging_ring.h"
 #include "model/weights.h"
 #include "neural/error.h"
-#include "runtime/autotune.h"
-#include "runtime/backend.h"
-#include "runtime/forward.h"
-#include "runtime/kv_cache.h"
+#include "backend/autotune.h"
+#include "backend/backend.h"
+#include "backend/forward.h"
+#include "backend/kv_cache.h"
 
 namespace neural::hybrid {
 
@@ -159,7 +159,7 @@ struct Admissions {
 struct PrefillState {
     bool on = false;  // prompts run on the GPU as a whole (else token by token)
     int block = 0;    // tokens per block
-    int rows = 0;     // prompt positions held at once (runtime/fit.h prompt_rows); chunks of it
+    int rows = 0;     // prompt positions held at once (vram_plan.h prompt_rows); chunks of it
     std::vector<cuda::ExpertShape> shapes;  // per layer (prefill_expert_shape)
     // Prompt-sized: residual stream, expert sum, the experts' input ([rows, hidden] each);
     // routing and grouped entries ([context, k]).

@@ -17,16 +17,16 @@
 #include "cuda/expert_gemm.h"
 #include "cuda/gemm_bf16_rows.h"
 #include "cuda/hybrid/hybrid_backend.h"
+#include "cuda/hybrid/vram_plan.h"
 #include "cuda/residual.h"
 #include "cuda/rms_norm.h"
 #include "cuda/rope_kv.h"
 #include "cuda/router.h"
 #include "model/config.h"
-#include "runtime/fit.h"
 
 namespace neural::hybrid {
 
-// Prefill buffers (budget-accounted before the slot pool takes the rest; fit.cpp mirrors
+// Prefill buffers (budget-accounted before the slot pool takes the rest; vram_plan.cpp mirrors
 // them in gpu_memory_layout).
 void HybridBackend::init_prefill() {
     const std::string& order = opt_.prefill_order;
@@ -75,7 +75,7 @@ void HybridBackend::init_prefill() {
     pf_.act = dalloc<float>(B * static_cast<std::size_t>(I_), "prefill block buffers");
     // --expert-streams 2: a second act buffer, so an expert's gate_up can run beside the
     // previous expert's down (expert_rows). The QKV rows are idle during a layer's experts and
-    // larger at gpt-oss's shapes (5,120 columns against 2,880); else its own (fit.cpp mirrors).
+    // larger at gpt-oss's shapes (5,120 columns against 2,880); else its own (vram_plan.cpp mirrors).
     if (opt_.expert_streams == 2) {
         pf_.act2 = Q_ + 2 * KV_ >= I_
                        ? pf_.qkv

@@ -1,17 +1,17 @@
-// Load-time probes of the hybrid backend (runtime/autotune.h, docs/CUDA.md "Chosen at load"):
+// Load-time probes of the hybrid backend (backend/autotune.h, docs/CUDA.md "Chosen at load"):
 // host-to-device copy bandwidth from pinned and pageable memory, and the CPU team's RAM read
 // bandwidth at a few team sizes. The decisions they feed (threads, --pin-store auto,
-// --stream-misses auto) are the pure functions of runtime/autotune.h; each is logged in one line.
+// --stream-misses auto) are the pure functions of backend/autotune.h; each is logged in one line.
 #include <string>
 #include <vector>
 
 #include <spdlog/spdlog.h>
 
-#include "bench/ram_probe.h"
+#include "backend/autotune.h"
+#include "cpu/ram_probe.h"
 #include "cuda/hybrid/hybrid_backend.h"
 #include "cuda/transfer.h"
 #include "platform/thread_affinity.h"
-#include "runtime/autotune.h"
 #include "store/store.h"
 
 namespace neural::hybrid {

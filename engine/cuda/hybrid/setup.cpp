@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "backend/backend.h"
 #include "cpu/kernels/expert_kernel.h"
 #include "cpu/rope.h"
 #include "cpu/team/worker_team.h"
@@ -18,13 +19,12 @@
 #include "cuda/cuda_check.h"
 #include "cuda/device.h"
 #include "cuda/hybrid/hybrid_backend.h"
+#include "cuda/hybrid/vram_plan.h"
 #include "cuda/router.h"
 #include "model/config.h"
 #include "model/weights.h"
 #include "neural/error.h"
-#include "runtime/backend.h"
-#include "runtime/fit.h"
-#include "runtime/ranking.h"
+#include "store/ranking.h"
 #include "store/store.h"
 
 namespace neural::hybrid {
@@ -56,7 +56,7 @@ void HybridBackend::upload(std::uint16_t* dst, const Bf16View& v, std::size_t va
 }
 
 // The order of the steps is the VRAM plan: the dense core, the K/V cache, the decode and prefill
-// buffers are allocated first (fit.cpp's gpu_memory_layout mirrors them), the slot pool takes
+// buffers are allocated first (vram_plan.cpp's gpu_memory_layout mirrors them), the slot pool takes
 // what is left.
 void HybridBackend::init() {
     const ModelConfig& c = *in_.config;
@@ -108,7 +108,7 @@ void HybridBackend::init() {
         ctx_ = std::min<std::int64_t>(opt_.context, c.max_position_embeddings);
     } else {
         // auto: 16,384 positions where the budget keeps enough expert slots beside them (or the
-        // pool that was asked for), else the largest that does (runtime/fit.h).
+        // pool that was asked for), else the largest that does (cuda/hybrid/vram_plan.h).
         const std::uint64_t stride =
             (cpu::ExpertRecordView::raw_bytes(H_, I_) + kSlotAlign - 1) / kSlotAlign * kSlotAlign;
         const std::int64_t pool_bytes =

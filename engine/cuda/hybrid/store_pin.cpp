@@ -7,9 +7,9 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "backend/autotune.h"
 #include "cuda/hybrid/hybrid_backend.h"
 #include "platform/system_info.h"
-#include "runtime/autotune.h"
 #include "store/store.h"
 
 namespace neural::hybrid {
@@ -31,7 +31,7 @@ void HybridBackend::pin_store() {
     const double gb = static_cast<double>(map.size()) / 1e9;
     if (mode == "auto") {
         // At most half the RAM, and pinned copies materially faster than pageable ones
-        // (runtime/autotune.h; probe_copies measured both).
+        // (backend/autotune.h; probe_copies measured both).
         autotune::PinInputs pin;
         pin.store_bytes = map.size();
         pin.ram_bytes = system_memory().total_bytes;

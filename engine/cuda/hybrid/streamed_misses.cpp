@@ -7,10 +7,10 @@
 #include "cuda/driver/gpu.h"
 #include <spdlog/spdlog.h>
 
+#include "backend/autotune.h"
 #include "cpu/kernels/expert_record.h"
 #include "cuda/expert_mxfp4.h"
 #include "cuda/hybrid/hybrid_backend.h"
-#include "runtime/autotune.h"
 
 namespace neural::hybrid {
 
@@ -69,7 +69,7 @@ void HybridBackend::init_stream_misses() {
 }
 
 // After a decode token (refining shares only): every autotune::kRefineEvery tokens, one step of
-// the share towards the side that finished first in the streamed layers (runtime/autotune.h).
+// the share towards the side that finished first in the streamed layers (backend/autotune.h).
 void HybridBackend::refine_stream_share() {
     if (!miss_.refine || ++miss_.tokens < autotune::kRefineEvery) return;
     const double before = miss_.share;

@@ -46,7 +46,7 @@ ReadBandwidth measure_read_bandwidth(cpu::WorkerTeam& team, std::size_t bytes, i
 // The same over an existing probe (one buffer for several team sizes).
 ReadBandwidth measure_read_bandwidth(cpu::WorkerTeam& team, ReadProbe& probe, int passes = 5);
 
-// The buffer the load-time probes read (runtime/autotune.h): larger than a desktop CPU's last
+// The buffer the load-time probes read (backend/autotune.h): larger than a desktop CPU's last
 // level cache, small enough to fill in a few tens of milliseconds.
 inline constexpr std::size_t kAutotuneProbeBytes = std::size_t{128} << 20;
 // RAM read bandwidth at each team size (reference teams), over one buffer of `bytes`.

@@ -1,6 +1,6 @@
-#include "chat/openai.h"
+#include "api/openai.h"
 
-#include "chat/openai_fields.h"
+#include "api/openai_fields.h"
 
 #include <fmt/format.h>
 

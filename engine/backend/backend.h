@@ -1,7 +1,7 @@
 // The forward-pass backend behind Model::forward: the CPU backend (cpu/cpu_backend.h: the fp32
 // reference, experts optionally on the fused kernels) or the hybrid CUDA backend (engine/cuda/:
 // GPU dense core + expert slot pool, CPU computes the missed experts). Both take the same
-// tokens/KvCache/ForwardOptions (runtime/forward.h) and return logits in the same layout, so the
+// tokens/KvCache/ForwardOptions (backend/forward.h) and return logits in the same layout, so the
 // session, the CLI, the server and the GUI do not know which one runs.
 #pragma once
 
@@ -16,8 +16,8 @@
 #include <string_view>
 #include <vector>
 
-#include "runtime/forward.h"
-#include "runtime/kv_cache.h"
+#include "backend/forward.h"
+#include "backend/kv_cache.h"
 
 namespace neural {
 
@@ -56,7 +56,7 @@ struct GpuOptions {
     double prefill_weight = 0.25;
     // K/V positions the GPU cache holds (<= the model's maximum); <= 0 (auto): up to
     // kAutoContext (16,384), fewer where the VRAM plan would not keep enough expert slots
-    // (runtime/fit.h auto_context).
+    // (cuda/hybrid/vram_plan.h auto_context).
     std::int64_t context = 0;
 
     // Prompts (docs/CUDA.md "Prefill"): "layer" runs each layer over every block of the prompt
@@ -65,7 +65,7 @@ struct GpuOptions {
     // reference). Blocks hold up to prefill_block tokens.
     std::string prefill_order = "layer";
     int prefill_block = 2048;
-    // Prompt positions the GPU holds at once (runtime/fit.h prompt_rows): a longer prompt runs in
+    // Prompt positions the GPU holds at once (cuda/hybrid/vram_plan.h prompt_rows): a longer prompt runs in
     // chunks of that many, each layer-major. 0 (auto): the whole context where its rows cost at
     // most 2% of the experts' bytes, else 4,096.
     int prompt_rows = 0;
@@ -107,7 +107,7 @@ struct GpuOptions {
     // layers keep the whole context). -1 (default, "auto"): the smallest ring, window + prefill
     // block - 1 (2175 for gpt-oss with blocks of 2048; none when that is not smaller than the
     // context); 0: every layer keeps the whole context. An explicit N must be at least that
-    // smallest ring. kv_ring_positions() in runtime/fit.h checks and sizes it. Outputs are the same
+    // smallest ring. kv_ring_positions() in cuda/hybrid/vram_plan.h checks and sizes it. Outputs are the same
     // bits with or without a ring (tested). K/V checkpoints of a ring keep the rings' last
     // positions (cuda/hybrid/kv_checkpoints.h).
     int kv_ring = -1;
@@ -131,7 +131,7 @@ struct GpuOptions {
     // mapping into prefill's scratch slots and computed on the GPU while the CPU computes the
     // rest: RAM is then read by the CPU and by the GPU's copy engine side by side. -1 (auto, the
     // default): the share that balances the two sides from the load-time probes (the CPU team's
-    // RAM read bandwidth, pinned copy bandwidth: runtime/autotune.h), none where it is small,
+    // RAM read bandwidth, pinned copy bandwidth: backend/autotune.h), none where it is small,
     // refined while decoding from which side finished first; 1: --stream-share, else half, fixed;
     // 0: every miss on the CPU. Which misses stream depends on the routing, the residency and the
     // share only, so a fixed share (1, --stream-share, or frozen residency) is deterministic.

@@ -1,4 +1,4 @@
-#include "runtime/kv_cache.h"
+#include "backend/kv_cache.h"
 
 namespace neural {
 

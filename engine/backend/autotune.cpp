@@ -1,11 +1,11 @@
-#include "runtime/autotune.h"
+#include "backend/autotune.h"
 
 #include <algorithm>
 #include <cmath>
 
 #include <fmt/format.h>
 
-#include "runtime/backend.h"
+#include "backend/backend.h"
 
 namespace neural::autotune {
 

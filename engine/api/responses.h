@@ -1,6 +1,6 @@
 // The OpenAI Responses API (/v1/responses) on top of harmony: a request's input items,
 // instructions, function tools, text.format and reasoning settings are translated to a
-// Chat Completions request (chat/openai.h) and validated there, with errors naming the Responses
+// Chat Completions request (api/openai.h) and validated there, with errors naming the Responses
 // fields; results and streaming events are mapped back to response objects and the documented
 // stream events. previous_response_id continues from a stored ConversationState. No Qt, no I/O.
 #pragma once
@@ -14,7 +14,7 @@
 #include <string_view>
 #include <vector>
 
-#include "chat/openai.h"
+#include "api/openai.h"
 
 namespace neural::openai {
 

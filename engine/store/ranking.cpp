@@ -1,4 +1,4 @@
-#include "runtime/ranking.h"
+#include "store/ranking.h"
 
 #include <algorithm>
 #include <cmath>

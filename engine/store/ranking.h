@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/forward.h"
+#include "backend/forward.h"
 #include "store/store.h"
 
 namespace neural {

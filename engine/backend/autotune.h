@@ -13,7 +13,7 @@
 
 namespace neural::autotune {
 
-// RAM read bandwidth of a team of `threads` (bench/ram_probe.h).
+// RAM read bandwidth of a team of `threads` (cpu/ram_probe.h).
 struct RamPoint {
     int threads = 0;
     double gb_s = 0;  // 1e9 bytes / s

@@ -1,5 +1,5 @@
 // Field access with OpenAI-style errors, shared by the Chat Completions / Completions mapping
-// (chat/openai.cpp) and the Responses mapping (chat/responses.cpp). Internal to engine/chat.
+// (api/openai.cpp) and the Responses mapping (api/responses.cpp). Internal to engine/chat.
 #pragma once
 
 #include <cstdint>
@@ -9,7 +9,7 @@
 #include <string_view>
 #include <vector>
 
-#include "chat/openai.h"
+#include "api/openai.h"
 
 namespace neural::openai::detail {
 

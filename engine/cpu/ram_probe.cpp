@@ -1,4 +1,4 @@
-#include "bench/ram_probe.h"
+#include "cpu/ram_probe.h"
 
 #include <algorithm>
 #include <chrono>

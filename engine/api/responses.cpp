@@ -1,4 +1,4 @@
-#include "chat/responses.h"
+#include "api/responses.h"
 
 #include <fmt/format.h>
 
@@ -6,8 +6,8 @@
 #include <set>
 #include <utility>
 
+#include "api/openai_fields.h"
 #include "chat/lark_grammar.h"
-#include "chat/openai_fields.h"
 #include "chat/regex_automaton.h"
 
 namespace neural::openai {
