@@ -8,12 +8,23 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <vector>
 
 namespace neural {
 
 using TokenId = std::int32_t;
 
-class TokenPenalties;  // runtime/sampler.h
+// The penalties a consumer applies to the logits before ranking them (runtime/sampler.h's
+// TokenPenalties): the ids they change, ascending, and one id's penalised value, a
+// non-decreasing function of the logit (which the screened lm_head relies on).
+class LogitPenalties {
+public:
+    virtual std::vector<std::int32_t> ids() const = 0;
+    virtual float apply_one(std::int32_t id, float logit) const = 0;
+
+protected:
+    ~LogitPenalties() = default;
+};
 
 // What the consumer of a forward pass's logits reads, so that a backend may compute the exact
 // logits of only the vocabulary rows that can matter to it and leave the others at -infinity
@@ -27,7 +38,7 @@ struct LogitsScreen {
     // ... or, with window > 0, of every id whose value can lie within `window` of the largest.
     double window = 0;
     // The penalties the consumer applies to the logits before ranking them (nullptr: none).
-    const TokenPenalties* penalties = nullptr;
+    const LogitPenalties* penalties = nullptr;
 };
 
 // Receives the router decision of every (layer, position) during a forward pass.

@@ -14,7 +14,6 @@
 #include "model/mxfp4.h"
 #include "neural/error.h"
 #include "platform/thread_scratch.h"
-#include "runtime/sampler.h"
 
 namespace neural {
 
@@ -288,7 +287,7 @@ std::vector<float> CpuModel::forward(std::span<const TokenId> tokens, KvCache& c
 namespace {
 
 float penalise_one(const void* ctx, std::int32_t id, float v) {
-    return static_cast<const TokenPenalties*>(ctx)->apply_one(id, v);
+    return static_cast<const LogitPenalties*>(ctx)->apply_one(id, v);
 }
 
 }  // namespace

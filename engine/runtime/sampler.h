@@ -14,7 +14,7 @@
 #include <utility>
 #include <vector>
 
-#include "runtime/forward.h"
+#include "backend/forward.h"
 
 namespace neural {
 
@@ -94,7 +94,7 @@ private:
 // The penalties of SamplingParams over the tokens generated so far: counts kept per token, so a
 // step changes only the logits of tokens that came (apply_penalties_reference is the plain path
 // that recounts the whole history for every id; the two give identical logits).
-class TokenPenalties {
+class TokenPenalties final : public LogitPenalties {
 public:
     explicit TokenPenalties(const SamplingParams& params);
     bool active() const { return active_; }
@@ -102,8 +102,8 @@ public:
     void apply(std::span<float> logits) const;
     // The ids apply() changes, ascending, and one id's penalised value (the same function:
     // non-decreasing in the logit, which the screened lm_head relies on).
-    std::vector<std::int32_t> ids() const;
-    float apply_one(std::int32_t id, float logit) const;
+    std::vector<std::int32_t> ids() const override;
+    float apply_one(std::int32_t id, float logit) const override;
 
 private:
     float presence_, frequency_, repetition_;
