@@ -58,7 +58,6 @@ if [ "${SHORT:-0}" = 1 ]; then
     ik -t $t -p 0 -n 64 -r 2
     nb --threads $t --workload decode --tokens 64 --repeat 2 --json $O/neural-cpu-decode-$t.json
     [ -n "${EXTRA:-}" ] && nb --threads $t --workload decode --tokens 64 --repeat 2 --no-probes $EXTRA
-    ik -t $t -p 0 -n 64 -r 2
   done
   echo CPUDONE; exit 0
 fi
