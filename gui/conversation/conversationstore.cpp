@@ -655,56 +655,21 @@ bool ConversationStore::putFollowing(qint64 conversationId, int position,
 
 StoredMessage ConversationStore::editUserMessage(qint64 conversationId, int position,
                                                  const QString& content, const QJsonObject& stats) {
-    QSqlDatabase db = QSqlDatabase::database(m_connection);
-    if (!db.transaction()) {
-        fail(QStringLiteral("cannot begin a transaction"), db.lastError().text());
-        return {};
-    }
-    auto rollback = [&](const QString& detail) {
-        db.rollback();
-        fail(QStringLiteral("cannot edit message %1 of conversation %2")
-                 .arg(position + 1)
-                 .arg(conversationId),
-             detail);
-        return StoredMessage{};
-    };
-    const QList<StoredMessage> all = messages(conversationId);
-    if (position < 0 || position >= all.size() || all.at(position).role != QLatin1String("user"))
-        return rollback(QStringLiteral("no such message of yours"));
-    const StoredMessage old = all.at(position);
-    QJsonArray following;
-    if (!takeFollowing(conversationId, position, &following)) return rollback(m_error);
-    QList<MessageVersion> versions = old.versions;
-    if (versions.isEmpty()) versions.push_back({old.content, old.reasoning, old.stats, {}});
-    versions[old.versions.isEmpty() ? 0 : old.version].following = following;
-    versions.push_back({content, {}, stats, {}});
-    const int shown = static_cast<int>(versions.size()) - 1;
-    QSqlQuery q(db);
-    q.prepare(
-        QStringLiteral("UPDATE messages SET content = COALESCE(?, ''), reasoning = '', stats = ?, "
-                       "versions = ?, version = ? WHERE id = ?"));
-    q.addBindValue(content);
-    q.addBindValue(compact(stats));
-    q.addBindValue(versionsColumn(versions));
-    q.addBindValue(shown);
-    q.addBindValue(old.id);
-    if (!q.exec() || q.numRowsAffected() != 1) return rollback(q.lastError().text());
-    q.prepare(QStringLiteral("UPDATE conversations SET updated_ms = ? WHERE id = ?"));
-    q.addBindValue(nowMs());
-    q.addBindValue(conversationId);
-    if (!q.exec()) return rollback(q.lastError().text());
-    if (!db.commit()) return rollback(db.lastError().text());
-    StoredMessage m = old;
-    m.content = content;
-    m.reasoning.clear();
-    m.stats = stats;
-    m.versions = versions;
-    m.version = shown;
-    return m;
+    return addVersion(conversationId, position, QStringLiteral("user"), {content, {}, stats, {}},
+                      QStringLiteral("cannot edit message %1 of conversation %2"),
+                      QStringLiteral("no such message of yours"));
 }
 
 StoredMessage ConversationStore::addReplyVersion(qint64 conversationId, int position,
                                                  const MessageVersion& v) {
+    return addVersion(conversationId, position, QStringLiteral("assistant"), v,
+                      QStringLiteral("cannot add a version to reply %1 of conversation %2"),
+                      QStringLiteral("no such reply"));
+}
+
+StoredMessage ConversationStore::addVersion(qint64 conversationId, int position,
+                                            const QString& role, const MessageVersion& v,
+                                            const QString& what, const QString& notFound) {
     QSqlDatabase db = QSqlDatabase::database(m_connection);
     if (!db.transaction()) {
         fail(QStringLiteral("cannot begin a transaction"), db.lastError().text());
@@ -712,16 +677,12 @@ StoredMessage ConversationStore::addReplyVersion(qint64 conversationId, int posi
     }
     auto rollback = [&](const QString& detail) {
         db.rollback();
-        fail(QStringLiteral("cannot add a version to reply %1 of conversation %2")
-                 .arg(position + 1)
-                 .arg(conversationId),
-             detail);
+        fail(what.arg(position + 1).arg(conversationId), detail);
         return StoredMessage{};
     };
     const QList<StoredMessage> all = messages(conversationId);
-    if (position < 0 || position >= all.size() ||
-        all.at(position).role != QLatin1String("assistant"))
-        return rollback(QStringLiteral("no such reply"));
+    if (position < 0 || position >= all.size() || all.at(position).role != role)
+        return rollback(notFound);
     const StoredMessage old = all.at(position);
     QJsonArray following;
     if (!takeFollowing(conversationId, position, &following)) return rollback(m_error);

@@ -138,6 +138,11 @@ private:
     // Within a transaction: removes the messages after `position` and returns them as JSON
     // (MessageVersion::following); puts such a list back after `position`.
     bool takeFollowing(qint64 conversationId, int position, QJsonArray* out);
+    // Message `position` (of `role`) gets `v` as its newest, shown version; the shown version
+    // keeps the messages after it (takeFollowing). `what` (%1 position, %2 conversation) and
+    // `notFound` word the error.
+    StoredMessage addVersion(qint64 conversationId, int position, const QString& role,
+                             const MessageVersion& v, const QString& what, const QString& notFound);
     bool putFollowing(qint64 conversationId, int position, const QJsonArray& following);
     bool exec(const QString& sql);
     bool fail(const QString& what, const QString& detail);
