@@ -14,10 +14,14 @@
 #                         chain needs: ik's server sources, gpt-oss's chat template, and the Qt
 #                         packages neural-server links (.anchors/qt-debs); carry .anchors.
 #   qt-debs DIR  only those Qt packages, into DIR
+#   nb BUILD_DIR neural and neural-server of a Release build with CUDA (sm_90 among its
+#                architectures) into .anchors/nb.tar.xz: setup then skips building Neural; an
+#                .anchors/ik-bin.tar.xz (llama-bench, llama-server and their libraries, built for
+#                the machine's GPU) likewise skips ik's build
 # On the accelerator machine, from the project root with .anchors carried:
 #   setup        unpack; start ik's build (llama-bench, llama-server) in the background, build
 #                Neural (neural, neural-server; NEURAL_DESKTOP=OFF) in the foreground
-#   all          setup, then one background chain: models bench replay probe (then `status`)
+#   all          setup, then one background chain: models bench probe replay (then `status`)
 #   models       (background) synth -> GGUF -> delete checkpoint -> raw store; MODEL=u120 (uniform,
 #                default) or MODEL=k120 (--router-skew 1.0; replaces the uniform files)
 #   bench        (background) equal VRAM: Neural --vram-budget 12, ik --n-cpu-moe N with N the
@@ -159,8 +163,29 @@ phase_setup() {
   note "machine: $(nproc) CPUs, $(free -g | awk '/Mem:/{print $2}') GiB RAM, $(nvidia-smi --query-gpu=name,memory.total --format=csv,noheader)"
   df -h "$SHM" "$L" | tee -a "$L/status"
   # ik first, with most cores: its CUDA build is the longest step of the chain.
-  background ik-build ik-build
-  step neural-build build_neural || return 1
+  if [ -f "$A/ik-bin.tar.xz" ]; then  # ik built beforehand for this machine's GPU (IK_BIN)
+    mkdir -p "$IK_BIN" && tar -xJf "$A/ik-bin.tar.xz" -C "$IK_BIN" || return 1
+  else
+    background ik-build ik-build
+  fi
+  if [ -f "$A/nb.tar.xz" ]; then  # Neural built beforehand (the nb phase), for sm_90 among others
+    mkdir -p "$NB" && tar -xJf "$A/nb.tar.xz" -C "$NB" || return 1
+    note "neural: prebuilt ($(cat "$NB/REVISION" 2> /dev/null))"
+  else
+    step neural-build build_neural || return 1
+  fi
+}
+
+# phase_nb BUILD_DIR (development machine): neural and neural-server of a Release build with
+# CUDA, packed into .anchors/nb.tar.xz so the accelerator machine skips building them.
+phase_nb() {
+  local b=${1:?nb BUILD_DIR} tmp; tmp=$(mktemp -d)
+  mkdir -p "$tmp/engine/cli" "$tmp/server"
+  cp "$b/engine/cli/neural" "$b/engine/cli/libneural_cpu_persistent.so" "$tmp/engine/cli/" || return 1
+  cp "$b/server/neural-server" "$b/engine/cli/libneural_cpu_persistent.so" "$tmp/server/" || return 1
+  git -C "$R" describe --always --dirty > "$tmp/REVISION"
+  tar -C "$tmp" -cJf "$A/nb.tar.xz" . && rm -rf "$tmp"
+  ls -la "$A/nb.tar.xz"
 }
 
 build_neural() {
@@ -171,9 +196,11 @@ build_neural() {
 
 phase_ik_build() {
   cd "$L/ik" || return 1
-  step ik-cmake cmake -S . -B build -G Ninja -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DGGML_NATIVE=ON \
+  # CMake 3.25 knows no CUDA20 flags of its own: name them.
+  PATH=/usr/local/cuda/bin:$PATH step ik-cmake cmake -S . -B build -G Ninja -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DGGML_NATIVE=ON \
+    -DCMAKE_CUDA20_STANDARD_COMPILE_OPTION=-std=c++20 -DCMAKE_CUDA20_EXTENSION_COMPILE_OPTION=-std=c++20 \
     -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_SERVER=ON -DCMAKE_BUILD_TYPE=Release || return 1
-  step ik-build cmake --build build -j"${IK_JOBS:-16}" --target llama-bench llama-server
+  PATH=/usr/local/cuda/bin:$PATH step ik-build cmake --build build -j"${IK_JOBS:-16}" --target llama-bench llama-server
 }
 
 need_shm() {  # need_shm BYTES: /dev/shm must hold BYTES more; tmpfs defaults to half the RAM
@@ -232,38 +259,45 @@ phase_bench() {
 }
 
 # ik_fit TARGET_MIB: the smallest --n-cpu-moe whose llama-bench VRAM is at most TARGET_MIB.
-# VRAM does not depend on -rtr (it repacks the CPU's tensors), so the fit runs without it.
+# VRAM does not depend on -rtr (it repacks the CPU's tensors), so the fit runs without it. One
+# load with every layer's experts on the CPU gives the base; the GGUF's own tensor sizes give what
+# each layer's experts add on the GPU; the estimate is then checked by loading it (at most 3 more).
 ik_fit() {
-  local target=$1 layers=36 n peak prev_ok=""  # gpt-oss-120b: 36 layers
+  local target=$1 layers n peak
   probe_ik() {
     peak_vram "$RES/ik-fit-$1.mib" "$IK_BIN/llama-bench" -m "$GGUF" -ngl 99 -fa 1 --n-cpu-moe "$1" -t "$THREADS" \
       -fmoe 1 -p 0 -n 8 -r 1 >> "$L/ik-fit.log" 2>&1
     cat "$RES/ik-fit-$1.mib"
   }
-  local all; all=$(probe_ik $layers)
-  local two; two=$(probe_ik $((layers - 2)))
-  local per=$(( (two - all) / 2 ))
-  [ "$per" -gt 0 ] || { echo "ik_fit: no VRAM per layer measured ($all, $two MiB)" >&2; return 1; }
-  n=$(( layers - (target - all) / per ))
-  [ $n -gt $layers ] && n=$layers; [ $n -lt 0 ] && n=0
-  # From the estimate: down while it fits, or up until it fits; at most 4 more loads.
-  local step=-1 left=4
-  peak=$(probe_ik $n)
-  echo "ik_fit: --n-cpu-moe $n -> $peak MiB (target $target)" >> "$L/status"
-  if [ "$peak" -le "$target" ]; then prev_ok=$n; else step=1; fi
-  while [ $left -gt 0 ] && [ $((n + step)) -ge 0 ] && [ $((n + step)) -le $layers ]; do
-    n=$((n + step)); left=$((left - 1))
-    peak=$(probe_ik $n)
+  # Per layer, the bytes of its expert tensors (blk.N.ffn_*_exps), from the GGUF's header.
+  PYTHONPATH="$L/lcpp/gguf-py" python3 - "$GGUF" > "$RES/ik-expert-bytes.txt" << 'EOF' || return 1
+import sys
+from collections import defaultdict
+from gguf import GGUFReader
+per = defaultdict(int)
+for t in GGUFReader(sys.argv[1]).tensors:
+    if "_exps" in t.name:
+        per[int(t.name.split(".")[1])] += int(t.n_bytes)
+for layer in sorted(per):
+    print(layer, per[layer])
+EOF
+  layers=$(wc -l < "$RES/ik-expert-bytes.txt")
+  local base; base=$(probe_ik "$layers")
+  echo "ik_fit: --n-cpu-moe $layers (all experts on the CPU) -> $base MiB (target $target)" >> "$L/status"
+  # The smallest N whose layers N.. fit in what the target leaves above the base.
+  n=$(awk -v room=$(( (target - base) * 1048576 )) '{b[$1]=$2; n=NR} END {
+        used=0; for (l = n - 1; l >= 0; l--) { if (used + b[l] > room) { print l + 1; exit } used += b[l] } print 0 }' \
+      "$RES/ik-expert-bytes.txt")
+  [ "$n" -lt "$layers" ] || [ "$base" -le "$target" ] || { echo "ik_fit: $base MiB with every expert on the CPU, above $target" >&2; return 1; }
+  local left=3
+  while [ $left -gt 0 ] && [ "$n" -lt "$layers" ]; do
+    peak=$(probe_ik "$n")
     echo "ik_fit: --n-cpu-moe $n -> $peak MiB (target $target)" >> "$L/status"
-    if [ "$peak" -le "$target" ]; then
-      prev_ok=$n
-      [ $step -eq 1 ] && break
-    else
-      [ $step -eq -1 ] && break
-    fi
+    [ "$peak" -le "$target" ] && break
+    n=$((n + 1)); left=$((left - 1))
   done
-  [ -n "$prev_ok" ] || { echo "ik_fit: no --n-cpu-moe fits $target MiB" >&2; return 1; }
-  echo "$prev_ok"
+  [ $left -gt 0 ] || { echo "ik_fit: no --n-cpu-moe up to $n fits $target MiB" >&2; return 1; }
+  echo "$n"
 }
 
 phase_replay() {
@@ -327,9 +361,10 @@ main() {
     p=$1; shift
     case "$p" in
       pack) phase_pack "$@"; exit $? ;;
+      nb) phase_nb "${1:?nb BUILD_DIR}"; exit $? ;;
       qt-debs) pack_qt_debs "${1:?qt-debs DIR}"; exit $? ;;
       setup) phase_setup || exit 1 ;;
-      all) phase_setup || exit 1; background chain models bench replay probe ;;
+      all) phase_setup || exit 1; background chain models bench probe replay ;;
       models | bench | replay | probe)
         # Called directly (not in a chain), the long phases go to the background.
         if [ -n "${IN_CHAIN:-}" ] || [ "${FOREGROUND:-}" = 1 ] || [ "$p" = probe ]; then

@@ -257,6 +257,11 @@ def replay(server, bodies, request_timeout, api_key):
             "content": message.get("content"),
             "reasoning": message.get("reasoning_content") or message.get("reasoning"),
         })
+        a = answers[-1]
+        # One line per answer as it completes, so a chain stopped mid-way keeps what it measured.
+        print(f"  {server.name} {name}: prompt {a['prompt_tokens']} tok ({a['prompt_n']} new) in "
+              f"{a['prompt_ms'] / 1e3:.3f} s, {a['predicted_n']} tok in {a['timed_seconds']:.3f} s, "
+              f"finish {a['finish_reason']}", file=sys.stderr, flush=True)
     return answers
 
 
@@ -446,6 +451,11 @@ def main(argv=None):
                              server_log=str(log) if log else None,
                              first_prompt_seconds=answers[0]["prompt_ms"] / 1e3,
                              peak_vram_mib=vram.peak_mib, **figures(answers), answers=answers))
+            if args.json:  # the runs so far, in case a later run fails or the chain is stopped
+                args.json.parent.mkdir(parents=True, exist_ok=True)
+                partial = args.json.with_name(args.json.name + ".partial")
+                partial.write_text(json.dumps(build_report(args, order, bodies, runs), indent=1)
+                                   + "\n", encoding="utf-8")
     except Failure as e:
         print(f"replay_servers: {e}", file=sys.stderr)
         return 1
