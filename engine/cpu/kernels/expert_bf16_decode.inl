@@ -1,0 +1,101 @@
+// AVX-512 decoding of the bf16 expert GEMM's weights (expert_bf16_impl.h), included inside the
+// anonymous namespace of expert_bf16_avx512.cpp and expert_bf16_amx.cpp. The same bits as
+// decode_rows_scalar: per row and block, the 16 code bytes widen to 16 dword lanes, the low
+// and high nibbles look up E2M1 as fp32 (vpermps), one exact multiply by the block's scale,
+// subnormal products to +-0, and the upper halves of the even and odd weights pack into one
+// dword per pair. Run with MXCSR at kDecodeCsr (no DAZ: the scale 2^-127 is a subnormal fp32).
+
+constexpr unsigned kDecodeCsr = 0x1F80u;          // exceptions masked, round to nearest even
+constexpr unsigned kGemmCsr = 0x1F80u | 0x8040u;  // the same with FTZ (bit 15) and DAZ (bit 6)
+
+struct DecodeConsts {
+    __m512 e2m1 = _mm512_load_ps(kE2M1Table.v);
+    __m512i nibble = _mm512_set1_epi32(0x0F);
+    __m512i exponent = _mm512_set1_epi32(0x7F800000);
+    __m512i sign = _mm512_set1_epi32(static_cast<int>(0x80000000u));
+    __m512i high = _mm512_set1_epi32(static_cast<int>(0xFFFF0000u));
+};
+
+// A 32-column block of one row (16 code bytes, the block's scale as fp32): dword j = columns
+// 2j (low half) and 2j + 1 (high half) as bf16 bits.
+inline __m512i decode_block(const DecodeConsts& k, const std::uint8_t* codes, float scale) {
+    const __m512i bytes =
+        _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(codes)));
+    const __m512 s = _mm512_set1_ps(scale);
+    __m512i lo = _mm512_castps_si512(
+        _mm512_mul_ps(_mm512_permutexvar_ps(_mm512_and_si512(bytes, k.nibble), k.e2m1), s));
+    __m512i hi = _mm512_castps_si512(_mm512_mul_ps(
+        _mm512_permutexvar_ps(_mm512_and_si512(_mm512_srli_epi32(bytes, 4), k.nibble), k.e2m1), s));
+    lo = _mm512_mask_blend_epi32(_mm512_test_epi32_mask(lo, k.exponent),
+                                 _mm512_and_si512(lo, k.sign), lo);
+    hi = _mm512_mask_blend_epi32(_mm512_test_epi32_mask(hi, k.exponent),
+                                 _mm512_and_si512(hi, k.sign), hi);
+    return _mm512_or_si512(_mm512_srli_epi32(lo, 16), _mm512_and_si512(hi, k.high));
+}
+
+// The 16 rows' code pointers and scale bytes of a group.
+struct GroupRows {
+    const std::uint8_t* codes[kRows];
+    const std::uint8_t* scales[kRows];
+    alignas(64) std::uint8_t sbuf[kRows][kMaxBlocks + 32];
+    GroupRows(const RecordRef& rec, int p, std::int64_t row0) {
+        const std::uint64_t stride = static_cast<std::uint64_t>(rec.blocks[p]) * 16;
+        for (int n = 0; n < kRows; ++n) {
+            codes[n] = rec.code_base[p] + static_cast<std::uint64_t>(row0 + n) * stride;
+            scales[n] = kernel_detail::record_row_scales(rec, p, row0 + n, sbuf[n]);
+        }
+    }
+};
+
+// Rows row0..row0+15 in the rows layout (the AMX A operand).
+inline void decode_rows_avx512(const RecordRef& rec, int p, std::int64_t row0, std::uint8_t* out) {
+    const DecodeConsts k;
+    const GroupRows g(rec, p, row0);
+    for (int b = 0; b < rec.blocks[p]; ++b) {
+        std::uint8_t* t = out + static_cast<std::int64_t>(b) * kTileBytes;
+        for (int n = 0; n < kRows; ++n) {
+            _mm512_store_si512(reinterpret_cast<__m512i*>(t + 64 * n),
+                               decode_block(k, g.codes[n] + 16 * b, kE8M0Table.v[g.scales[n][b]]));
+        }
+    }
+}
+
+// Rows row0..row0+15 in the pairs layout (lanes = rows): the rows layout's 16 x 16 dwords of a
+// block transposed in registers (two unpack stages within 128-bit lanes, then a 4 x 4 transpose
+// of the lanes).
+inline void decode_pairs_avx512(const RecordRef& rec, int p, std::int64_t row0, std::uint8_t* out) {
+    const DecodeConsts k;
+    const GroupRows g(rec, p, row0);
+    for (int b = 0; b < rec.blocks[p]; ++b) {
+        __m512i r[16], t[16];
+        for (int n = 0; n < kRows; ++n)
+            r[n] = decode_block(k, g.codes[n] + 16 * b, kE8M0Table.v[g.scales[n][b]]);
+        for (int i = 0; i < 8; ++i) {
+            t[2 * i] = _mm512_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
+            t[2 * i + 1] = _mm512_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
+        }
+        // r[4i + q], 128-bit lane L: rows 4i..4i+3 of column 4L + q.
+        for (int i = 0; i < 4; ++i) {
+            r[4 * i] = _mm512_unpacklo_epi64(t[4 * i], t[4 * i + 2]);
+            r[4 * i + 1] = _mm512_unpackhi_epi64(t[4 * i], t[4 * i + 2]);
+            r[4 * i + 2] = _mm512_unpacklo_epi64(t[4 * i + 1], t[4 * i + 3]);
+            r[4 * i + 3] = _mm512_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]);
+        }
+        std::uint8_t* o = out + static_cast<std::int64_t>(b) * kTileBytes;
+        for (int q = 0; q < 4; ++q) {
+            const __m512i a = _mm512_shuffle_i32x4(r[q], r[4 + q], 0x44);  // (1,0,1,0)
+            const __m512i bb = _mm512_shuffle_i32x4(r[8 + q], r[12 + q], 0x44);
+            const __m512i c = _mm512_shuffle_i32x4(r[q], r[4 + q], 0xEE);  // (3,2,3,2)
+            const __m512i d = _mm512_shuffle_i32x4(r[8 + q], r[12 + q], 0xEE);
+            // Column 4L + q, L = 0..3.
+            _mm512_store_si512(reinterpret_cast<__m512i*>(o + 64 * q),
+                               _mm512_shuffle_i32x4(a, bb, 0x88));  // (2,0,2,0)
+            _mm512_store_si512(reinterpret_cast<__m512i*>(o + 64 * (4 + q)),
+                               _mm512_shuffle_i32x4(a, bb, 0xDD));  // (3,1,3,1)
+            _mm512_store_si512(reinterpret_cast<__m512i*>(o + 64 * (8 + q)),
+                               _mm512_shuffle_i32x4(c, d, 0x88));
+            _mm512_store_si512(reinterpret_cast<__m512i*>(o + 64 * (12 + q)),
+                               _mm512_shuffle_i32x4(c, d, 0xDD));
+        }
+    }
+}
