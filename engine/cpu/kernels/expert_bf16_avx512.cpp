@@ -53,7 +53,7 @@ void gemm(const Gemm& g) {
     const unsigned csr = _mm_getcsr();
     for (std::int64_t r0 = g.row0; r0 < g.row0 + g.rows; r0 += kRows) {
         _mm_setcsr(kDecodeCsr);
-        decode_pairs_avx512(g.rec, g.p, r0, g.weights);
+        decode_pairs_avx512(g.rec, g.p, r0, g.packed, g.weights);
         _mm_setcsr(kGemmCsr);
         const std::int64_t col0 = r0 - g.row0;
         int i0 = 0;

@@ -33,43 +33,38 @@ inline __m512i decode_block(const DecodeConsts& k, const std::uint8_t* codes, fl
     return _mm512_or_si512(_mm512_srli_epi32(lo, 16), _mm512_and_si512(hi, k.high));
 }
 
-// The 16 rows' code pointers and scale bytes of a group.
-struct GroupRows {
-    const std::uint8_t* codes[kRows];
-    const std::uint8_t* scales[kRows];
-    alignas(64) std::uint8_t sbuf[kRows][kMaxBlocks + 32];
-    GroupRows(const RecordRef& rec, int p, std::int64_t row0) {
-        const std::uint64_t stride = static_cast<std::uint64_t>(rec.blocks[p]) * 16;
-        for (int n = 0; n < kRows; ++n) {
-            codes[n] = rec.code_base[p] + static_cast<std::uint64_t>(row0 + n) * stride;
-            scales[n] = kernel_detail::record_row_scales(rec, p, row0 + n, sbuf[n]);
-        }
-    }
-};
-
-// Rows row0..row0+15 in the rows layout (the AMX A operand).
+// Rows row0..row0+15 in the rows layout (the AMX A operand), row by row: each row's code
+// bytes and scales are read in order (16 interleaved streams of both would defeat the
+// hardware prefetchers).
 inline void decode_rows_avx512(const RecordRef& rec, int p, std::int64_t row0, std::uint8_t* out) {
     const DecodeConsts k;
-    const GroupRows g(rec, p, row0);
-    for (int b = 0; b < rec.blocks[p]; ++b) {
-        std::uint8_t* t = out + static_cast<std::int64_t>(b) * kTileBytes;
-        for (int n = 0; n < kRows; ++n) {
-            _mm512_store_si512(reinterpret_cast<__m512i*>(t + 64 * n),
-                               decode_block(k, g.codes[n] + 16 * b, kE8M0Table.v[g.scales[n][b]]));
+    const int G = rec.blocks[p];
+    const std::uint64_t stride = static_cast<std::uint64_t>(G) * 16;
+    alignas(64) std::uint8_t sbuf[kMaxBlocks + 32];
+    for (int n = 0; n < kRows; ++n) {
+        const std::uint8_t* codes =
+            rec.code_base[p] + static_cast<std::uint64_t>(row0 + n) * stride;
+        const std::uint8_t* scales = kernel_detail::record_row_scales(rec, p, row0 + n, sbuf);
+        std::uint8_t* o = out + 64 * n;
+        for (int b = 0; b < G; ++b) {
+            _mm512_store_si512(
+                reinterpret_cast<__m512i*>(o + static_cast<std::int64_t>(b) * kTileBytes),
+                decode_block(k, codes + 16 * b, kE8M0Table.v[scales[b]]));
         }
     }
 }
 
-// Rows row0..row0+15 in the pairs layout (lanes = rows): the rows layout's 16 x 16 dwords of a
-// block transposed in registers (two unpack stages within 128-bit lanes, then a 4 x 4 transpose
-// of the lanes).
-inline void decode_pairs_avx512(const RecordRef& rec, int p, std::int64_t row0, std::uint8_t* out) {
-    const DecodeConsts k;
-    const GroupRows g(rec, p, row0);
+// Rows row0..row0+15 in the pairs layout (lanes = rows): decoded in the rows layout into `tmp`
+// (G * kTileBytes), then each block's 16 x 16 dwords transposed in registers (two unpack stages
+// within 128-bit lanes, then a 4 x 4 transpose of the lanes).
+inline void decode_pairs_avx512(const RecordRef& rec, int p, std::int64_t row0, std::uint8_t* tmp,
+                                std::uint8_t* out) {
+    decode_rows_avx512(rec, p, row0, tmp);
     for (int b = 0; b < rec.blocks[p]; ++b) {
+        const std::uint8_t* in = tmp + static_cast<std::int64_t>(b) * kTileBytes;
         __m512i r[16], t[16];
         for (int n = 0; n < kRows; ++n)
-            r[n] = decode_block(k, g.codes[n] + 16 * b, kE8M0Table.v[g.scales[n][b]]);
+            r[n] = _mm512_load_si512(reinterpret_cast<const __m512i*>(in + 64 * n));
         for (int i = 0; i < 8; ++i) {
             t[2 * i] = _mm512_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
             t[2 * i + 1] = _mm512_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
