@@ -47,6 +47,9 @@ inline void decode_rows_avx512(const RecordRef& rec, int p, std::int64_t row0, s
         const std::uint8_t* scales = kernel_detail::record_row_scales(rec, p, row0 + n, sbuf);
         std::uint8_t* o = out + 64 * n;
         for (int b = 0; b < G; ++b) {
+            if ((b & 3) == 0)
+                _mm_prefetch(reinterpret_cast<const char*>(codes + 4 * stride + 16 * b),
+                             _MM_HINT_T0);
             _mm512_store_si512(
                 reinterpret_cast<__m512i*>(o + static_cast<std::int64_t>(b) * kTileBytes),
                 decode_block(k, codes + 16 * b, kE8M0Table.v[scales[b]]));
