@@ -3,7 +3,8 @@
 // per token and 32-column block two lane sums (even and odd columns, one vfmadd231ps per column
 // with the token's bf16 broadcast), then the output adds their sum: the tiles' arithmetic, with
 // MXCSR's FTZ and DAZ set while it runs (and the caller's MXCSR restored) so that subnormals
-// behave as on the tiles. Up to 4 tokens share each weight load.
+// behave as on the tiles. Up to 4 tokens share each weight load; one or two tokens (decode) take
+// a fused path that decodes, transposes and multiplies each block in registers.
 #include <immintrin.h>
 
 #include <cstdint>
@@ -48,7 +49,98 @@ void tokens(const Gemm& g, int i0, std::int64_t col0, int G) {
     }
 }
 
+// Few tokens (decode): decoding, transposing and the fmas fused per block, in registers, at
+// kGemmCsr throughout. Under DAZ the scale 2^-127 (e8m0 = 0, a subnormal fp32) would read as
+// zero, so that scale multiplies half the E2M1 values by 2^-126 instead (the same products;
+// those below 2^-126 flush to zero under FTZ exactly as decode_block flushes them).
+template <int M>
+void fused(const Gemm& g, std::int64_t r0, int G) {
+    const DecodeConsts k;
+    const __m512 half_e2m1 = _mm512_mul_ps(k.e2m1, _mm512_set1_ps(0.5f));
+    const float two_m126 = kE8M0Table.v[1];
+    const __m512i high = _mm512_set1_epi32(static_cast<int>(0xFFFF0000u));
+    const std::uint64_t stride = static_cast<std::uint64_t>(G) * 16;
+    const std::uint8_t* codes[kRows];
+    const std::uint8_t* scales[kRows];
+    alignas(64) std::uint8_t sbuf[kRows][kMaxBlocks + 32];
+    for (int n = 0; n < kRows; ++n) {
+        codes[n] = g.rec.code_base[g.p] + static_cast<std::uint64_t>(r0 + n) * stride;
+        scales[n] = kernel_detail::record_row_scales(g.rec, g.p, r0 + n, sbuf[n]);
+    }
+    __m512 acc[M];
+    for (int q = 0; q < M; ++q) acc[q] = _mm512_setzero_ps();
+    for (int b = 0; b < G; ++b) {
+        __m512i r[16], t[16];
+        for (int n = 0; n < kRows; ++n) {
+            if ((b & 3) == 0)
+                _mm_prefetch(reinterpret_cast<const char*>(codes[n] + 16 * b + 256), _MM_HINT_T0);
+            const std::uint8_t s = scales[n][b];
+            if (s != 0) {
+                r[n] = decode_block(k, codes[n] + 16 * b, kE8M0Table.v[s]);
+            } else {
+                DecodeConsts k0 = k;
+                k0.e2m1 = half_e2m1;
+                r[n] = decode_block(k0, codes[n] + 16 * b, two_m126);
+            }
+        }
+        for (int i = 0; i < 8; ++i) {
+            t[2 * i] = _mm512_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
+            t[2 * i + 1] = _mm512_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
+        }
+        for (int i = 0; i < 4; ++i) {
+            r[4 * i] = _mm512_unpacklo_epi64(t[4 * i], t[4 * i + 2]);
+            r[4 * i + 1] = _mm512_unpackhi_epi64(t[4 * i], t[4 * i + 2]);
+            r[4 * i + 2] = _mm512_unpacklo_epi64(t[4 * i + 1], t[4 * i + 3]);
+            r[4 * i + 3] = _mm512_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]);
+        }
+        __m512i w[16];  // line j: the 16 rows' columns 2j, 2j + 1
+        for (int q = 0; q < 4; ++q) {
+            const __m512i a = _mm512_shuffle_i32x4(r[q], r[4 + q], 0x44);
+            const __m512i bb = _mm512_shuffle_i32x4(r[8 + q], r[12 + q], 0x44);
+            const __m512i c = _mm512_shuffle_i32x4(r[q], r[4 + q], 0xEE);
+            const __m512i d = _mm512_shuffle_i32x4(r[8 + q], r[12 + q], 0xEE);
+            w[q] = _mm512_shuffle_i32x4(a, bb, 0x88);
+            w[4 + q] = _mm512_shuffle_i32x4(a, bb, 0xDD);
+            w[8 + q] = _mm512_shuffle_i32x4(c, d, 0x88);
+            w[12 + q] = _mm512_shuffle_i32x4(c, d, 0xDD);
+        }
+        for (int q = 0; q < M; ++q) {
+            const std::uint16_t* x = g.x + q * g.ldx + 32 * b;
+            __m512 l0 = _mm512_setzero_ps(), l1 = _mm512_setzero_ps();
+            for (int j = 0; j < 16; ++j) {
+                std::uint32_t pair;
+                std::memcpy(&pair, x + 2 * j, 4);
+                const __m512i xp = _mm512_set1_epi32(static_cast<int>(pair));
+                l0 = _mm512_fmadd_ps(_mm512_castsi512_ps(_mm512_slli_epi32(w[j], 16)),
+                                     _mm512_castsi512_ps(_mm512_slli_epi32(xp, 16)), l0);
+                l1 = _mm512_fmadd_ps(_mm512_castsi512_ps(_mm512_and_si512(w[j], high)),
+                                     _mm512_castsi512_ps(_mm512_and_si512(xp, high)), l1);
+            }
+            acc[q] = _mm512_add_ps(acc[q], _mm512_add_ps(l0, l1));
+        }
+    }
+    const __m512 nan = _mm512_castsi512_ps(_mm512_set1_epi32(static_cast<int>(kCanonicalNan)));
+    for (int q = 0; q < M; ++q) {
+        const __mmask16 is_nan = _mm512_cmp_ps_mask(acc[q], acc[q], _CMP_UNORD_Q);
+        _mm512_storeu_ps(g.out + q * g.ld + (r0 - g.row0),
+                         _mm512_mask_blend_ps(is_nan, acc[q], nan));
+    }
+}
+
 void gemm(const Gemm& g) {
+    if (g.n <= 2) {  // decode: one pass over the weights, nothing stored between
+        const int G = g.rec.blocks[g.p];
+        const unsigned csr = _mm_getcsr();
+        _mm_setcsr(kGemmCsr);
+        for (std::int64_t r0 = g.row0; r0 < g.row0 + g.rows; r0 += kRows) {
+            if (g.n == 1)
+                fused<1>(g, r0, G);
+            else
+                fused<2>(g, r0, G);
+        }
+        _mm_setcsr(csr);
+        return;
+    }
     const int G = g.rec.blocks[g.p];
     const unsigned csr = _mm_getcsr();
     for (std::int64_t r0 = g.row0; r0 < g.row0 + g.rows; r0 += kRows) {
