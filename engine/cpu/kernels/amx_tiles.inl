@@ -10,7 +10,8 @@
 // the file defines NEURAL_AMX_EMULATED first, on eight 1 KB tiles per thread emulated in plain
 // C++ from the instructions' definitions (Intel SDM: LDTILECFG, TILELOADD, TILESTORED,
 // TILEZERO, TDPBUSD; TDPBF16PS as the hardware computes it, below), so that CPUs without AMX
-// test the AMX code's layouts, strides, padding and bits. The emulation aborts on a shape the hardware would fault on.
+// test the AMX code's layouts, strides, padding and bits. The emulation aborts on a shape the
+// hardware would fault on.
 
 // The tile configuration of palette 1 (LDTILECFG's 64-byte operand).
 struct alignas(64) TileConfig {
