@@ -50,14 +50,10 @@ void tokens(const Gemm& g, int i0, std::int64_t col0, int G) {
 }
 
 // Few tokens (decode): decoding, transposing and the fmas fused per block, in registers, at
-// kGemmCsr throughout. Under DAZ the scale 2^-127 (e8m0 = 0, a subnormal fp32) would read as
-// zero, so that scale multiplies half the E2M1 values by 2^-126 instead (the same products;
-// those below 2^-126 flush to zero under FTZ exactly as decode_block flushes them).
+// kGemmCsr throughout (decode_block's bits do not depend on FTZ/DAZ).
 template <int M>
 void fused(const Gemm& g, std::int64_t r0, int G) {
     const DecodeConsts k;
-    const __m512 half_e2m1 = _mm512_mul_ps(k.e2m1, _mm512_set1_ps(0.5f));
-    const float two_m126 = kE8M0Table.v[1];
     const __m512i high = _mm512_set1_epi32(static_cast<int>(0xFFFF0000u));
     const std::uint64_t stride = static_cast<std::uint64_t>(G) * 16;
     const std::uint8_t* codes[kRows];
@@ -74,14 +70,7 @@ void fused(const Gemm& g, std::int64_t r0, int G) {
         for (int n = 0; n < kRows; ++n) {
             if ((b & 3) == 0)
                 _mm_prefetch(reinterpret_cast<const char*>(codes[n] + 16 * b + 256), _MM_HINT_T0);
-            const std::uint8_t s = scales[n][b];
-            if (s != 0) {
-                r[n] = decode_block(k, codes[n] + 16 * b, kE8M0Table.v[s]);
-            } else {
-                DecodeConsts k0 = k;
-                k0.e2m1 = half_e2m1;
-                r[n] = decode_block(k0, codes[n] + 16 * b, two_m126);
-            }
+            r[n] = decode_block(k, codes[n] + 16 * b, scales[n][b]);
         }
         for (int i = 0; i < 8; ++i) {
             t[2 * i] = _mm512_unpacklo_epi32(r[2 * i], r[2 * i + 1]);

@@ -3,34 +3,47 @@
 // decode_rows_scalar: per row and block, the 16 code bytes widen to 16 dword lanes, the low
 // and high nibbles look up E2M1 as fp32 (vpermps), one exact multiply by the block's scale,
 // subnormal products to +-0, and the upper halves of the even and odd weights pack into one
-// dword per pair. Run with MXCSR at kDecodeCsr (no DAZ: the scale 2^-127 is a subnormal fp32).
+// dword per pair (decode_block: the same bits under any MXCSR flush setting).
 
 constexpr unsigned kDecodeCsr = 0x1F80u;          // exceptions masked, round to nearest even
 constexpr unsigned kGemmCsr = 0x1F80u | 0x8040u;  // the same with FTZ (bit 15) and DAZ (bit 6)
 
 struct DecodeConsts {
     __m512 e2m1 = _mm512_load_ps(kE2M1Table.v);
+    __m512 half_e2m1 = _mm512_mul_ps(e2m1, _mm512_set1_ps(0.5f));  // exact
     __m512i nibble = _mm512_set1_epi32(0x0F);
     __m512i exponent = _mm512_set1_epi32(0x7F800000);
     __m512i sign = _mm512_set1_epi32(static_cast<int>(0x80000000u));
     __m512i high = _mm512_set1_epi32(static_cast<int>(0xFFFF0000u));
 };
 
-// A 32-column block of one row (16 code bytes, the block's scale as fp32): dword j = columns
-// 2j (low half) and 2j + 1 (high half) as bf16 bits.
-inline __m512i decode_block(const DecodeConsts& k, const std::uint8_t* codes, float scale) {
+template <bool Flush>
+inline __m512i decode_block_with(const DecodeConsts& k, __m512 e2m1, const std::uint8_t* codes,
+                                 float scale) {
     const __m512i bytes =
         _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(codes)));
     const __m512 s = _mm512_set1_ps(scale);
     __m512i lo = _mm512_castps_si512(
-        _mm512_mul_ps(_mm512_permutexvar_ps(_mm512_and_si512(bytes, k.nibble), k.e2m1), s));
+        _mm512_mul_ps(_mm512_permutexvar_ps(_mm512_and_si512(bytes, k.nibble), e2m1), s));
     __m512i hi = _mm512_castps_si512(_mm512_mul_ps(
-        _mm512_permutexvar_ps(_mm512_and_si512(_mm512_srli_epi32(bytes, 4), k.nibble), k.e2m1), s));
-    lo = _mm512_mask_blend_epi32(_mm512_test_epi32_mask(lo, k.exponent),
-                                 _mm512_and_si512(lo, k.sign), lo);
-    hi = _mm512_mask_blend_epi32(_mm512_test_epi32_mask(hi, k.exponent),
-                                 _mm512_and_si512(hi, k.sign), hi);
+        _mm512_permutexvar_ps(_mm512_and_si512(_mm512_srli_epi32(bytes, 4), k.nibble), e2m1), s));
+    if constexpr (Flush) {
+        lo = _mm512_mask_blend_epi32(_mm512_test_epi32_mask(lo, k.exponent),
+                                     _mm512_and_si512(lo, k.sign), lo);
+        hi = _mm512_mask_blend_epi32(_mm512_test_epi32_mask(hi, k.exponent),
+                                     _mm512_and_si512(hi, k.sign), hi);
+    }
     return _mm512_or_si512(_mm512_srli_epi32(lo, 16), _mm512_and_si512(hi, k.high));
+}
+
+// A 32-column block of one row (16 code bytes, the block's e8m0 byte): dword j = columns 2j
+// (low half) and 2j + 1 (high half) as bf16 bits. For e8m0 >= 2 every nonzero product is at
+// least 0.5 x 2^-125, a normal, so there is nothing to flush; e8m0 = 0 multiplies half the E2M1
+// values by 2^-126 (the same products), so the result does not depend on MXCSR's DAZ (2^-127 is
+// a subnormal fp32) nor, after the flush, on its FTZ.
+inline __m512i decode_block(const DecodeConsts& k, const std::uint8_t* codes, std::uint8_t e8m0) {
+    if (e8m0 >= 2) return decode_block_with<false>(k, k.e2m1, codes, kE8M0Table.v[e8m0]);
+    return decode_block_with<true>(k, e8m0 == 0 ? k.half_e2m1 : k.e2m1, codes, kE8M0Table.v[1]);
 }
 
 // Rows row0..row0+15 in the rows layout (the AMX A operand), row by row: each row's code
@@ -52,7 +65,7 @@ inline void decode_rows_avx512(const RecordRef& rec, int p, std::int64_t row0, s
                              _MM_HINT_T0);
             _mm512_store_si512(
                 reinterpret_cast<__m512i*>(o + static_cast<std::int64_t>(b) * kTileBytes),
-                decode_block(k, codes + 16 * b, kE8M0Table.v[scales[b]]));
+                decode_block(k, codes + 16 * b, scales[b]));
         }
     }
 }
