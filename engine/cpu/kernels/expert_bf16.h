@@ -10,7 +10,7 @@
 // product is exact in fp32); then the output adds lane 0 + lane 1. Round to nearest even
 // throughout; bf16 inputs below 2^-126 read as zero and fp32 results below 2^-126 become zero
 // (the tiles' DAZ and FTZ). Weights: E2M1 x 2^(e8m0 - 127) is exact in bf16 (those below 2^-126,
-// only possible for e8m0 < 3, read as zero); activations: fp32 rounded to nearest-even bf16 by
+// only possible for e8m0 < 2, read as zero); activations: fp32 rounded to nearest-even bf16 by
 // bf16_round_activations, the one conversion every variant uses. A NaN result is stored as the
 // quiet NaN 0x7FC00000 (which NaN the operations return differs between tiles and SIMD).
 //
