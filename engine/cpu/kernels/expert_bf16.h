@@ -3,7 +3,7 @@
 // AVX-512F and plain scalar code all compute bit for bit, so that a prompt (many tokens, AMX)
 // and a token alone (AVX-512 or scalar) give the same bits.
 //
-// The arithmetic is the one measured on the hardware's tdpbf16ps (Sapphire Rapids class; not the
+// The arithmetic is the one measured on the hardware's tdpbf16ps (an Intel Xeon with AMX; not the
 // SDM's pseudocode, which sums one product at a time): for every output and every 32-column
 // block, two lanes start at zero, lane 0 adds the products of the even columns and lane 1 those
 // of the odd ones, each in column order with one fp32 rounding per add (an fma: a bf16 x bf16
