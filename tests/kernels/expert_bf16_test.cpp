@@ -15,6 +15,7 @@
 #include <limits>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "model/mxfp4.h"
@@ -92,21 +93,24 @@ std::size_t expect_variants_equal(const TestExpert& e, const std::vector<std::ui
                 }
                 compared += got.size();
             }
-            // Rows 16..47 alone, into a wider output, with the caller's scratch.
-            if (rows >= 48) {
-                std::vector<std::uint8_t> buf(cpu::bf16_expert_scratch_bytes(cols, n) + 64);
-                auto* scratch = reinterpret_cast<std::uint8_t*>(
-                    (reinterpret_cast<std::uintptr_t>(buf.data()) + 63) & ~std::uintptr_t{63});
-                std::vector<float> part(static_cast<size_t>(n) * 40, -1.0f);
-                cpu::bf16_expert_gemm(isa, raw, p, 16, 32, x.data(), cols, n, part.data(), 40,
+            // Ranges of 1, 2 and 3 groups of 16 rows (the AMX variant multiplies up to 4 at
+            // once), into a wider output, with the caller's scratch.
+            std::vector<std::uint8_t> buf(cpu::bf16_expert_scratch_bytes(cols, n) + 64);
+            auto* scratch = reinterpret_cast<std::uint8_t*>(
+                (reinterpret_cast<std::uintptr_t>(buf.data()) + 63) & ~std::uintptr_t{63});
+            for (const auto& [first, count] : {std::pair<int, int>{16, 16}, {16, 32}, {0, 48}}) {
+                if (first + count > rows) continue;
+                std::vector<float> part(static_cast<size_t>(n) * 56, -1.0f);
+                cpu::bf16_expert_gemm(isa, raw, p, first, count, x.data(), cols, n, part.data(), 56,
                                       scratch);
                 for (int i = 0; i < n; ++i) {
-                    for (int r = 0; r < 32; ++r) {
-                        if (bits_of(part[static_cast<size_t>(i * 40 + r)]) ==
-                            bits_of(ref[static_cast<size_t>(i * rows + 16 + r)]))
+                    for (int r = 0; r < count; ++r) {
+                        if (bits_of(part[static_cast<size_t>(i * 56 + r)]) ==
+                            bits_of(ref[static_cast<size_t>(i * rows + first + r)]))
                             continue;
-                        ADD_FAILURE() << what << ": " << cpu::bf16_expert_isa_name(isa)
-                                      << " rows 16..47, token " << i << " row " << 16 + r;
+                        ADD_FAILURE()
+                            << what << ": " << cpu::bf16_expert_isa_name(isa) << " rows " << first
+                            << ".." << first + count - 1 << ", token " << i << " row " << first + r;
                         return compared;
                     }
                 }

@@ -154,8 +154,9 @@ void bf16_round_activations(const float* x, std::int64_t n, std::uint16_t* out) 
 }
 
 std::size_t bf16_expert_scratch_bytes(std::int64_t cols, int n) {
+    // Decoded weights of up to 4 groups of 16 rows, the packed activations, one C tile.
     const auto block_bytes = static_cast<std::size_t>(cols / 32) * bf16_detail::kTileBytes;
-    return block_bytes * (1 + static_cast<std::size_t>((n + 15) / 16)) + 256 * sizeof(float);
+    return block_bytes * (4 + static_cast<std::size_t>((n + 15) / 16)) + 256 * sizeof(float);
 }
 
 void bf16_expert_gemm(Bf16ExpertIsa isa, const ExpertRecordView& record, int p, std::int64_t row0,
@@ -191,7 +192,7 @@ void bf16_expert_gemm(Bf16ExpertIsa isa, const ExpertRecordView& record, int p, 
     g.ld = ld;
     const auto block_bytes = static_cast<std::size_t>(G) * bf16_detail::kTileBytes;
     g.weights = scratch;
-    g.packed = scratch + block_bytes;
+    g.packed = scratch + 4 * block_bytes;
     g.c = reinterpret_cast<float*>(scratch + bytes - 256 * sizeof(float));
     gemm_for(isa)(g);  // no throw past the checks above
     if (owned != nullptr) ::operator delete (owned, std::align_val_t{64});

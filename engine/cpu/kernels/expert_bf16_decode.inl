@@ -41,7 +41,30 @@ inline __m512i decode_block_with(const DecodeConsts& k, __m512 e2m1, const std::
 // least 0.5 x 2^-125, a normal, so there is nothing to flush; e8m0 = 0 multiplies half the E2M1
 // values by 2^-126 (the same products), so the result does not depend on MXCSR's DAZ (2^-127 is
 // a subnormal fp32) nor, after the flush, on its FTZ.
+// For 2 <= e8m0 <= 252 every product is a normal bf16, whose bits are E2M1's bf16 bits with
+// e8m0 - 127 added to the exponent field (zeros kept): integer operations only. The 16 code
+// bytes widen to words, w | w << 4 puts the low nibble in each word's low byte and the high
+// nibble in its high byte (column order), those 32 bytes widen to 32 words and index a table of
+// the 16 E2M1 values' bf16 bits.
+inline __m512i decode_block_int(const std::uint8_t* codes, std::uint8_t e8m0) {
+    const __m256i w =
+        _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(codes)));
+    const __m256i nib =
+        _mm256_and_si256(_mm256_or_si256(w, _mm256_slli_epi16(w, 4)), _mm256_set1_epi8(0x0F));
+    const __m512i idx = _mm512_cvtepu8_epi16(nib);
+    // E2M1 codes 0..15 as bf16 bits (0, .5, 1, 1.5, 2, 3, 4, 6 and their negatives), twice.
+    const __m512i table = _mm512_set_epi16(
+        -16192, -16256, -16320, -16384, -16448, -16512, -16640, -32768, 16576, 16512, 16448, 16384,
+        16320, 16256, 16128, 0, -16192, -16256, -16320, -16384, -16448, -16512, -16640, -32768,
+        16576, 16512, 16448, 16384, 16320, 16256, 16128, 0);
+    const __m512i v = _mm512_permutexvar_epi16(idx, table);
+    const __mmask32 nonzero = _mm512_test_epi16_mask(v, _mm512_set1_epi16(0x7FFF));
+    return _mm512_mask_add_epi16(v, nonzero, v,
+                                 _mm512_set1_epi16(static_cast<short>((e8m0 - 127) * 128)));
+}
+
 inline __m512i decode_block(const DecodeConsts& k, const std::uint8_t* codes, std::uint8_t e8m0) {
+    if (e8m0 >= 2 && e8m0 <= 252) return decode_block_int(codes, e8m0);
     if (e8m0 >= 2) return decode_block_with<false>(k, k.e2m1, codes, kE8M0Table.v[e8m0]);
     return decode_block_with<true>(k, e8m0 == 0 ? k.half_e2m1 : k.e2m1, codes, kE8M0Table.v[1]);
 }

@@ -37,7 +37,7 @@ struct Gemm {
     int n;
     float* out;  // out[i * ld + r]
     std::int64_t ld;
-    std::uint8_t* weights;  // G * kTileBytes, 64-byte aligned: one decoded group of 16 rows
+    std::uint8_t* weights;  // 4 * G * kTileBytes, 64-byte aligned: decoded groups of 16 rows
     std::uint8_t* packed;   // ceil(n / 16) * G * kTileBytes, 64-byte aligned: packed activations
     float* c;               // 256 floats, 64-byte aligned: one C tile
 };
