@@ -169,13 +169,14 @@ TEST(Bf16Expert, RoundsActivationsToNearestEvenBf16) {
 }
 
 // Random records and activations: every variant the scalar bits, 1..33 tokens (the AVX-512
-// variant's 4-token groups and their tails, one and more AMX tiles, a partial last tile).
+// variant's fused one- and two-token path, its 8-token groups and every tail, one and more AMX
+// tiles, a partial last tile).
 TEST(Bf16Expert, VariantsGiveTheScalarBitsOnRandomData) {
     ExpertSpec spec;
     spec.hidden = 128;
     spec.intermediate = 96;
     const TestExpert e = make_test_expert(spec);
-    for (int n : {1, 2, 3, 4, 5, 16, 17, 33}) {
+    for (int n : {1, 2, 3, 4, 5, 7, 14, 16, 17, 33}) {
         const std::vector<float> x =
             test::random_vector(static_cast<size_t>(n) * 128, 40 + static_cast<unsigned>(n));
         EXPECT_GT(expect_variants_equal(e, to_bf16(x), n, "random n " + std::to_string(n)), 0u);

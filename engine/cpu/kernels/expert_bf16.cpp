@@ -154,9 +154,10 @@ void bf16_round_activations(const float* x, std::int64_t n, std::uint16_t* out) 
 }
 
 std::size_t bf16_expert_scratch_bytes(std::int64_t cols, int n) {
-    // Decoded weights of up to 4 groups of 16 rows, the packed activations, one C tile.
+    // Decoded weights of up to 4 groups of 16 rows; the packed activations (AMX) or their fp32
+    // planes (AVX-512: twice the bytes); one C tile.
     const auto block_bytes = static_cast<std::size_t>(cols / 32) * bf16_detail::kTileBytes;
-    return block_bytes * (4 + static_cast<std::size_t>((n + 15) / 16)) + 256 * sizeof(float);
+    return block_bytes * (4 + 2 * static_cast<std::size_t>((n + 15) / 16)) + 256 * sizeof(float);
 }
 
 void bf16_expert_gemm(Bf16ExpertIsa isa, const ExpertRecordView& record, int p, std::int64_t row0,

@@ -3,7 +3,8 @@
 // per token and 32-column block two lane sums (even and odd columns, one vfmadd231ps per column
 // with the token's bf16 broadcast), then the output adds their sum: the tiles' arithmetic, with
 // MXCSR's FTZ and DAZ set while it runs (and the caller's MXCSR restored) so that subnormals
-// behave as on the tiles. Up to 4 tokens share each weight load; one or two tokens (decode) take
+// behave as on the tiles. Up to 8 tokens share each weight load, their values taken as embedded
+// broadcasts from fp32 planes of the even and odd columns; one or two tokens (decode) take
 // a fused path that decodes, transposes and multiplies each block in registers.
 #include <immintrin.h>
 
@@ -17,11 +18,32 @@ namespace {
 
 #include "cpu/kernels/expert_bf16_decode.inl"
 
+// The activations as fp32 planes, per token the even columns then the odd ones (cols / 2 each),
+// so that each fma takes its token's value as an embedded broadcast.
+void split_planes(const Gemm& g, int cols, float* planes) {
+    for (int i = 0; i < g.n; ++i) {
+        const std::uint16_t* x = g.x + i * g.ldx;
+        float* even = planes + static_cast<std::int64_t>(i) * cols;
+        float* odd = even + cols / 2;
+        for (int k = 0; k < cols / 2; ++k) {
+            const std::uint32_t e = static_cast<std::uint32_t>(x[2 * k]) << 16;
+            const std::uint32_t o = static_cast<std::uint32_t>(x[2 * k + 1]) << 16;
+            std::memcpy(even + k, &e, 4);
+            std::memcpy(odd + k, &o, 4);
+        }
+    }
+}
+
 template <int M>
-void tokens(const Gemm& g, int i0, std::int64_t col0, int G) {
+void tokens(const Gemm& g, const float* planes, int i0, std::int64_t col0, int G) {
+    const int cols = 32 * G;
     const __m512i high = _mm512_set1_epi32(static_cast<int>(0xFFFF0000u));
-    const std::uint16_t* x[M];
-    for (int q = 0; q < M; ++q) x[q] = g.x + (i0 + q) * g.ldx;
+    const float* xe[M];
+    const float* xo[M];
+    for (int q = 0; q < M; ++q) {
+        xe[q] = planes + static_cast<std::int64_t>(i0 + q) * cols;
+        xo[q] = xe[q] + cols / 2;
+    }
     __m512 acc[M];
     for (int q = 0; q < M; ++q) acc[q] = _mm512_setzero_ps();
     for (int b = 0; b < G; ++b) {
@@ -33,11 +55,8 @@ void tokens(const Gemm& g, int i0, std::int64_t col0, int G) {
             const __m512 we = _mm512_castsi512_ps(_mm512_slli_epi32(w, 16));
             const __m512 wo = _mm512_castsi512_ps(_mm512_and_si512(w, high));
             for (int q = 0; q < M; ++q) {
-                std::uint32_t pair;
-                std::memcpy(&pair, x[q] + 32 * b + 2 * j, 4);
-                const __m512i xp = _mm512_set1_epi32(static_cast<int>(pair));
-                l0[q] = _mm512_fmadd_ps(we, _mm512_castsi512_ps(_mm512_slli_epi32(xp, 16)), l0[q]);
-                l1[q] = _mm512_fmadd_ps(wo, _mm512_castsi512_ps(_mm512_and_si512(xp, high)), l1[q]);
+                l0[q] = _mm512_fmadd_ps(we, _mm512_set1_ps(xe[q][16 * b + j]), l0[q]);
+                l1[q] = _mm512_fmadd_ps(wo, _mm512_set1_ps(xo[q][16 * b + j]), l1[q]);
             }
         }
         for (int q = 0; q < M; ++q) acc[q] = _mm512_add_ps(acc[q], _mm512_add_ps(l0[q], l1[q]));
@@ -131,23 +150,41 @@ void gemm(const Gemm& g) {
         return;
     }
     const int G = g.rec.blocks[g.p];
+    // Scratch: the decoded group in the first quarter of `weights`, its rows-layout copy in the
+    // second, the activation planes in `packed` (n x 32G floats: within its ceil(n / 16) x 2
+    // x G x kTileBytes bytes).
+    std::uint8_t* tmp = g.weights + static_cast<std::int64_t>(G) * kTileBytes;
+    auto* planes = reinterpret_cast<float*>(g.packed);
+    split_planes(g, 32 * G, planes);
     const unsigned csr = _mm_getcsr();
     for (std::int64_t r0 = g.row0; r0 < g.row0 + g.rows; r0 += kRows) {
         _mm_setcsr(kDecodeCsr);
-        decode_pairs_avx512(g.rec, g.p, r0, g.packed, g.weights);
+        decode_pairs_avx512(g.rec, g.p, r0, tmp, g.weights);
         _mm_setcsr(kGemmCsr);
         const std::int64_t col0 = r0 - g.row0;
         int i0 = 0;
-        for (; i0 + 4 <= g.n; i0 += 4) tokens<4>(g, i0, col0, G);
+        for (; i0 + 8 <= g.n; i0 += 8) tokens<8>(g, planes, i0, col0, G);
         switch (g.n - i0) {
+            case 7:
+                tokens<7>(g, planes, i0, col0, G);
+                break;
+            case 6:
+                tokens<6>(g, planes, i0, col0, G);
+                break;
+            case 5:
+                tokens<5>(g, planes, i0, col0, G);
+                break;
+            case 4:
+                tokens<4>(g, planes, i0, col0, G);
+                break;
             case 3:
-                tokens<3>(g, i0, col0, G);
+                tokens<3>(g, planes, i0, col0, G);
                 break;
             case 2:
-                tokens<2>(g, i0, col0, G);
+                tokens<2>(g, planes, i0, col0, G);
                 break;
             case 1:
-                tokens<1>(g, i0, col0, G);
+                tokens<1>(g, planes, i0, col0, G);
                 break;
             default:
                 break;

@@ -38,7 +38,7 @@ struct Gemm {
     float* out;  // out[i * ld + r]
     std::int64_t ld;
     std::uint8_t* weights;  // 4 * G * kTileBytes, 64-byte aligned: decoded groups of 16 rows
-    std::uint8_t* packed;   // ceil(n / 16) * G * kTileBytes, 64-byte aligned: packed activations
+    std::uint8_t* packed;   // 2 * ceil(n / 16) * G * kTileBytes, 64-byte aligned: activations
     float* c;               // 256 floats, 64-byte aligned: one C tile
 };
 
