@@ -9,6 +9,9 @@
 //    (0.62 GB): GB/s of weight bytes read and ms per token.
 //  - Multi: the prompt path's fp32 kernel, 16 tokens through one cache-resident expert record:
 //    its arithmetic rate in GMAC/s (a core's AVX-512 peak is 32 MACs per cycle).
+//  - Bf16Gemm: the bf16 expert GEMM (cpu/kernels/expert_bf16.h) on one thread, both projections
+//    of the same record for 16 or 64 tokens, per variant: GMAC/s of one core, to compare with
+//    Multi at threads:1 (the fp32 kernel it would replace for prompts).
 //  - TeamOverhead: per-call cost of an empty two-phase job (the shape of one decode() call),
 //    36 calls per token, back to back and with a 200 us host gap between calls.
 // Environment: NEURAL_BENCH_PROBE_MB (2048), NEURAL_BENCH_LAYERS (36), NEURAL_BENCH_EXPERTS (4),
@@ -16,6 +19,7 @@
 // (5 tokens per decode benchmark; raise it for small, cache-resident NEURAL_BENCH_DIM runs).
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -29,6 +33,7 @@
 #include "cpu/kernels/attention_kernel.h"
 #include "cpu/kernels/dense_int8.h"
 #include "cpu/kernels/dense_kernel.h"
+#include "cpu/kernels/expert_bf16.h"
 #include "cpu/kernels/expert_kernel.h"
 #include "cpu/ram_probe.h"
 #include "cpu/team/worker_team.h"
@@ -221,6 +226,37 @@ void BM_Multi(benchmark::State& state, cpu::KernelIsa isa, int threads) {
     state.counters["threads"] = threads;
 }
 
+// The bf16 expert GEMM on the calling thread: gate_up (2I rows) and down (H rows) of one
+// cache-resident record for `tokens` tokens, activations already bf16, scratch preallocated.
+void BM_Bf16Gemm(benchmark::State& state, cpu::Bf16ExpertIsa isa, int tokens) {
+    Dataset& d = dataset(false);
+    const int H = d.dim, I = d.dim;
+    const cpu::ExpertRecordView rec =
+        cpu::ExpertRecordView::make(d.record(0, 0), H, I, cpu::RecordKind::raw, d.record_bytes);
+    const std::vector<float> xf =
+        test::random_vector(static_cast<size_t>(tokens) * static_cast<size_t>(H), 21);
+    std::vector<std::uint16_t> x(xf.size());
+    cpu::bf16_round_activations(xf.data(), static_cast<std::int64_t>(xf.size()), x.data());
+    std::vector<float> gu(static_cast<size_t>(tokens) * 2 * static_cast<size_t>(I));
+    std::vector<float> down(static_cast<size_t>(tokens) * static_cast<size_t>(H));
+    const std::size_t bytes = cpu::bf16_expert_scratch_bytes(std::max(H, I), tokens);
+    test::AlignedBytes scratch(bytes);
+    const auto run = [&] {
+        cpu::bf16_expert_gemm(isa, rec, 0, 0, 2 * I, x.data(), H, tokens, gu.data(), 2 * I,
+                              scratch.data());
+        // The down projection's operands: the first I activations of each token (bf16).
+        cpu::bf16_expert_gemm(isa, rec, 1, 0, H, x.data(), H, tokens, down.data(), H,
+                              scratch.data());
+    };
+    run();  // warm: page faults, caches
+    for (auto _ : state) run();
+    benchmark::DoNotOptimize(gu.data());
+    benchmark::DoNotOptimize(down.data());
+    const double macs = (2.0 * H * I + static_cast<double>(I) * H) * tokens;
+    state.counters["GMAC/s"] = benchmark::Counter(
+        macs * 1e-9 * static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
+}
+
 // --- dense ------------------------------------------------------------------------------------
 
 struct DenseData {
@@ -380,6 +416,17 @@ int main(int argc, char** argv) {
             const std::string name = std::string("Multi/") + cpu::kernel_isa_name(isa) +
                                      "/tokens:16/threads:" + std::to_string(t);
             benchmark::RegisterBenchmark(name.c_str(), BM_Multi, isa, t)
+                ->Unit(benchmark::kMillisecond)
+                ->Iterations(iters * 4)
+                ->UseRealTime();
+        }
+    }
+    for (cpu::Bf16ExpertIsa isa : {cpu::Bf16ExpertIsa::avx512, cpu::Bf16ExpertIsa::amx_bf16}) {
+        if (!cpu::bf16_expert_isa_available(isa)) continue;
+        for (int tokens : {16, 64}) {
+            const std::string name = std::string("Bf16Gemm/") + cpu::bf16_expert_isa_name(isa) +
+                                     "/tokens:" + std::to_string(tokens) + "/threads:1";
+            benchmark::RegisterBenchmark(name.c_str(), BM_Bf16Gemm, isa, tokens)
                 ->Unit(benchmark::kMillisecond)
                 ->Iterations(iters * 4)
                 ->UseRealTime();

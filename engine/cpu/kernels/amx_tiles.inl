@@ -9,8 +9,9 @@
 // on the hardware (the file is compiled with -mamx-tile and -mamx-int8 / -mamx-bf16), or, where
 // the file defines NEURAL_AMX_EMULATED first, on eight 1 KB tiles per thread emulated in plain
 // C++ from the instructions' definitions (Intel SDM: LDTILECFG, TILELOADD, TILESTORED,
-// TILEZERO, TDPBUSD, TDPBF16PS), so that CPUs without AMX test the AMX code's layouts, strides
-// and padding. The emulation aborts on a shape the hardware would fault on.
+// TILEZERO, TDPBUSD; TDPBF16PS as the hardware computes it, below), so that CPUs without AMX
+// test the AMX code's layouts, strides, padding and bits. The emulation aborts on a shape the
+// hardware would fault on.
 
 // The tile configuration of palette 1 (LDTILECFG's 64-byte operand).
 struct alignas(64) TileConfig {
@@ -126,8 +127,33 @@ inline float emu_bf16(const std::uint8_t* p) {
     std::memcpy(&f, &bits, 4);
     return f;
 }
-// c[m][n] += a[m][2k] b[k][2n] + a[m][2k + 1] b[k][2n + 1] for k < colsb(a) / 4, in k order,
-// each product exact in fp32 and each add rounded; subnormal results flushed to zero.
+// a * b + c rounded once to fp32 (the C library's fmaf is not correctly rounded everywhere):
+// the product is exact in double, the sum rounded to odd in double (its two-sum error decides
+// the last bit), and round-to-odd with 53 >= 2 x 24 + 2 bits rounds to fp32 like one rounding.
+inline float emu_fmaf(float a, float b, float c) {
+    const double p = static_cast<double>(a) * static_cast<double>(b);
+    const double cd = c;
+    double s = p + cd;
+    if (!std::isfinite(s)) return static_cast<float>(s);
+    const double bb = s - p;
+    const double err = (p - (s - bb)) + (cd - bb);
+    std::uint64_t bits;
+    std::memcpy(&bits, &s, sizeof bits);
+    if (err != 0.0 && (bits & 1u) == 0) {
+        bits = (err > 0) == (s > 0) ? bits + 1 : bits - 1;
+        std::memcpy(&s, &bits, sizeof s);
+    }
+    return static_cast<float>(s);
+}
+inline float emu_ftz(float v) {
+    return std::fpclassify(v) == FP_SUBNORMAL ? std::copysign(0.0f, v) : v;
+}
+// What the hardware computes (measured bit for bit on Sapphire Rapids class AMX-BF16 against
+// every ordering; the SDM's pseudocode, one product at a time in k order, is not it): per
+// c[m][n], two lane sums start at zero, lane i adds a[m][2k + i] b[k][2n + i] for
+// k < colsb(a) / 4 in k order, each add one fp32 rounding of the exact product (an fma); then
+// c += lane 0 + lane 1. Round to nearest even; subnormal inputs read as zero and subnormal
+// results become zero (docs/KERNELS.md "bf16 expert GEMM").
 inline void emu_dpbf16ps(int c, int a, int b) {
     emu_dp_shapes(c, a, b);
     EmulatedTiles& s = emulated_tiles;
@@ -136,13 +162,15 @@ inline void emu_dpbf16ps(int c, int a, int b) {
         for (int n = 0; n < N; ++n) {
             float acc;
             std::memcpy(&acc, s.data[c] + 64 * m + 4 * n, 4);
+            float lane[2] = {0.0f, 0.0f};
             for (int k = 0; k < K; ++k) {
                 for (int i = 0; i < 2; ++i) {
-                    acc += emu_bf16(s.data[a] + 64 * m + 4 * k + 2 * i) *
-                           emu_bf16(s.data[b] + 64 * k + 4 * n + 2 * i);
-                    if (std::fpclassify(acc) == FP_SUBNORMAL) acc = std::copysign(0.0f, acc);
+                    lane[i] =
+                        emu_ftz(emu_fmaf(emu_bf16(s.data[a] + 64 * m + 4 * k + 2 * i),
+                                         emu_bf16(s.data[b] + 64 * k + 4 * n + 2 * i), lane[i]));
                 }
             }
+            acc = emu_ftz(acc + emu_ftz(lane[0] + lane[1]));
             std::memcpy(s.data[c] + 64 * m + 4 * n, &acc, 4);
         }
     }

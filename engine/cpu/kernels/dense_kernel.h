@@ -32,10 +32,10 @@ namespace neural::cpu {
 class WorkerTeam;
 
 // scalar, avx2, avx512 and avx512bf16 give the same bits (above). amx_bf16 (AMX tiles,
-// dense_amx.inl) is the prompt variant: per (token, row) one fp32 sum over the columns in order
-// instead of the 16-lane tree, so not the others' bits, but each token's result still comes
-// from that token alone whatever the batch; amx_emulated is its code on tiles emulated in plain
-// C++ (tests only; never chosen).
+// dense_amx.inl) is the prompt variant: per (token, row) the tiles' sums (per 32-column chunk
+// two lane sums, docs/KERNELS.md "bf16 expert GEMM") instead of the 16-lane tree, so not the
+// others' bits, but each token's result still comes from that token alone whatever the batch;
+// amx_emulated is its code on tiles emulated in plain C++ (tests only; never chosen).
 enum class DenseIsa : std::uint8_t {
     scalar = 0,
     avx2 = 1,

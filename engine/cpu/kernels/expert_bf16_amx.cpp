@@ -1,0 +1,32 @@
+// The bf16 expert GEMM on AMX-BF16 tiles (expert_bf16_amx.inl, weights decoded with AVX-512:
+// expert_bf16_decode.inl). Compiled with -mamx-tile -mamx-bf16 on top of the AVX-512 flags; only
+// called after cpu_features() reported AMX-BF16, the OS's tile state and, on Linux, this
+// process's permission for it. The tiles ignore MXCSR; the decoding runs at kDecodeCsr and the
+// caller's MXCSR is restored.
+#include <immintrin.h>
+
+#include <cstdint>
+#include <cstring>
+
+#include "cpu/kernels/expert_bf16_impl.h"
+
+namespace neural::cpu::bf16_detail {
+namespace {
+
+#include "cpu/kernels/amx_tiles.inl"
+#include "cpu/kernels/expert_bf16_decode.inl"
+#define DECODE_ROWS(rec, p, row0, out) decode_rows_avx512(rec, p, row0, out)
+#include "cpu/kernels/expert_bf16_amx.inl"
+
+void gemm(const Gemm& g) {
+    const unsigned csr = _mm_getcsr();
+    _mm_setcsr(kDecodeCsr);
+    gemm_amx_tiles(g);
+    _mm_setcsr(csr);
+}
+
+}  // namespace
+
+GemmFn gemm_amx() { return &gemm; }
+
+}  // namespace neural::cpu::bf16_detail

@@ -1,0 +1,200 @@
+// The bf16 expert GEMM on AVX-512F (expert_bf16.h), for a token alone (decode) and CPUs without
+// AMX: the 16 rows of a group across the lanes of a zmm (the pairs layout, expert_bf16_impl.h);
+// per token and 32-column block two lane sums (even and odd columns, one vfmadd231ps per column
+// with the token's bf16 broadcast), then the output adds their sum: the tiles' arithmetic, with
+// MXCSR's FTZ and DAZ set while it runs (and the caller's MXCSR restored) so that subnormals
+// behave as on the tiles. Up to 8 tokens share each weight load, their values taken as embedded
+// broadcasts from fp32 planes of the even and odd columns; one or two tokens (decode) take
+// a fused path that decodes, transposes and multiplies each block in registers.
+#include <immintrin.h>
+
+#include <cstdint>
+#include <cstring>
+
+#include "cpu/kernels/expert_bf16_impl.h"
+
+namespace neural::cpu::bf16_detail {
+namespace {
+
+#include "cpu/kernels/expert_bf16_decode.inl"
+
+// The activations as fp32 planes, per token the even columns then the odd ones (cols / 2 each),
+// so that each fma takes its token's value as an embedded broadcast.
+void split_planes(const Gemm& g, int cols, float* planes) {
+    for (int i = 0; i < g.n; ++i) {
+        const std::uint16_t* x = g.x + i * g.ldx;
+        float* even = planes + static_cast<std::int64_t>(i) * cols;
+        float* odd = even + cols / 2;
+        for (int k = 0; k < cols / 2; ++k) {
+            const std::uint32_t e = static_cast<std::uint32_t>(x[2 * k]) << 16;
+            const std::uint32_t o = static_cast<std::uint32_t>(x[2 * k + 1]) << 16;
+            std::memcpy(even + k, &e, 4);
+            std::memcpy(odd + k, &o, 4);
+        }
+    }
+}
+
+template <int M>
+void tokens(const Gemm& g, const float* planes, int i0, std::int64_t col0, int G) {
+    const int cols = 32 * G;
+    const __m512i high = _mm512_set1_epi32(static_cast<int>(0xFFFF0000u));
+    const float* xe[M];
+    const float* xo[M];
+    for (int q = 0; q < M; ++q) {
+        xe[q] = planes + static_cast<std::int64_t>(i0 + q) * cols;
+        xo[q] = xe[q] + cols / 2;
+    }
+    __m512 acc[M];
+    for (int q = 0; q < M; ++q) acc[q] = _mm512_setzero_ps();
+    for (int b = 0; b < G; ++b) {
+        const std::uint8_t* t = g.weights + static_cast<std::int64_t>(b) * kTileBytes;
+        __m512 l0[M], l1[M];
+        for (int q = 0; q < M; ++q) l0[q] = l1[q] = _mm512_setzero_ps();
+        for (int j = 0; j < 16; ++j) {
+            const __m512i w = _mm512_load_si512(reinterpret_cast<const void*>(t + 64 * j));
+            const __m512 we = _mm512_castsi512_ps(_mm512_slli_epi32(w, 16));
+            const __m512 wo = _mm512_castsi512_ps(_mm512_and_si512(w, high));
+            for (int q = 0; q < M; ++q) {
+                l0[q] = _mm512_fmadd_ps(we, _mm512_set1_ps(xe[q][16 * b + j]), l0[q]);
+                l1[q] = _mm512_fmadd_ps(wo, _mm512_set1_ps(xo[q][16 * b + j]), l1[q]);
+            }
+        }
+        for (int q = 0; q < M; ++q) acc[q] = _mm512_add_ps(acc[q], _mm512_add_ps(l0[q], l1[q]));
+    }
+    const __m512 nan = _mm512_castsi512_ps(_mm512_set1_epi32(static_cast<int>(kCanonicalNan)));
+    for (int q = 0; q < M; ++q) {
+        const __mmask16 is_nan = _mm512_cmp_ps_mask(acc[q], acc[q], _CMP_UNORD_Q);
+        _mm512_storeu_ps(g.out + (i0 + q) * g.ld + col0, _mm512_mask_blend_ps(is_nan, acc[q], nan));
+    }
+}
+
+// Few tokens (decode): decoding, transposing and the fmas fused per block, in registers, at
+// kGemmCsr throughout (decode_block's bits do not depend on FTZ/DAZ).
+template <int M>
+void fused(const Gemm& g, std::int64_t r0, int G) {
+    const DecodeConsts k;
+    const __m512i high = _mm512_set1_epi32(static_cast<int>(0xFFFF0000u));
+    const std::uint64_t stride = static_cast<std::uint64_t>(G) * 16;
+    const std::uint8_t* codes[kRows];
+    const std::uint8_t* scales[kRows];
+    alignas(64) std::uint8_t sbuf[kRows][kMaxBlocks + 32];
+    for (int n = 0; n < kRows; ++n) {
+        codes[n] = g.rec.code_base[g.p] + static_cast<std::uint64_t>(r0 + n) * stride;
+        scales[n] = kernel_detail::record_row_scales(g.rec, g.p, r0 + n, sbuf[n]);
+    }
+    __m512 acc[M];
+    for (int q = 0; q < M; ++q) acc[q] = _mm512_setzero_ps();
+    for (int b = 0; b < G; ++b) {
+        __m512i r[16], t[16];
+        for (int n = 0; n < kRows; ++n) {
+            if ((b & 3) == 0)
+                _mm_prefetch(reinterpret_cast<const char*>(codes[n] + 16 * b + 256), _MM_HINT_T0);
+            r[n] = decode_block(k, codes[n] + 16 * b, scales[n][b]);
+        }
+        for (int i = 0; i < 8; ++i) {
+            t[2 * i] = _mm512_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
+            t[2 * i + 1] = _mm512_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
+        }
+        for (int i = 0; i < 4; ++i) {
+            r[4 * i] = _mm512_unpacklo_epi64(t[4 * i], t[4 * i + 2]);
+            r[4 * i + 1] = _mm512_unpackhi_epi64(t[4 * i], t[4 * i + 2]);
+            r[4 * i + 2] = _mm512_unpacklo_epi64(t[4 * i + 1], t[4 * i + 3]);
+            r[4 * i + 3] = _mm512_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]);
+        }
+        __m512i w[16];  // line j: the 16 rows' columns 2j, 2j + 1
+        for (int q = 0; q < 4; ++q) {
+            const __m512i a = _mm512_shuffle_i32x4(r[q], r[4 + q], 0x44);
+            const __m512i bb = _mm512_shuffle_i32x4(r[8 + q], r[12 + q], 0x44);
+            const __m512i c = _mm512_shuffle_i32x4(r[q], r[4 + q], 0xEE);
+            const __m512i d = _mm512_shuffle_i32x4(r[8 + q], r[12 + q], 0xEE);
+            w[q] = _mm512_shuffle_i32x4(a, bb, 0x88);
+            w[4 + q] = _mm512_shuffle_i32x4(a, bb, 0xDD);
+            w[8 + q] = _mm512_shuffle_i32x4(c, d, 0x88);
+            w[12 + q] = _mm512_shuffle_i32x4(c, d, 0xDD);
+        }
+        for (int q = 0; q < M; ++q) {
+            const std::uint16_t* x = g.x + q * g.ldx + 32 * b;
+            __m512 l0 = _mm512_setzero_ps(), l1 = _mm512_setzero_ps();
+            for (int j = 0; j < 16; ++j) {
+                std::uint32_t pair;
+                std::memcpy(&pair, x + 2 * j, 4);
+                const __m512i xp = _mm512_set1_epi32(static_cast<int>(pair));
+                l0 = _mm512_fmadd_ps(_mm512_castsi512_ps(_mm512_slli_epi32(w[j], 16)),
+                                     _mm512_castsi512_ps(_mm512_slli_epi32(xp, 16)), l0);
+                l1 = _mm512_fmadd_ps(_mm512_castsi512_ps(_mm512_and_si512(w[j], high)),
+                                     _mm512_castsi512_ps(_mm512_and_si512(xp, high)), l1);
+            }
+            acc[q] = _mm512_add_ps(acc[q], _mm512_add_ps(l0, l1));
+        }
+    }
+    const __m512 nan = _mm512_castsi512_ps(_mm512_set1_epi32(static_cast<int>(kCanonicalNan)));
+    for (int q = 0; q < M; ++q) {
+        const __mmask16 is_nan = _mm512_cmp_ps_mask(acc[q], acc[q], _CMP_UNORD_Q);
+        _mm512_storeu_ps(g.out + q * g.ld + (r0 - g.row0),
+                         _mm512_mask_blend_ps(is_nan, acc[q], nan));
+    }
+}
+
+void gemm(const Gemm& g) {
+    if (g.n <= 2) {  // decode: one pass over the weights, nothing stored between
+        const int G = g.rec.blocks[g.p];
+        const unsigned csr = _mm_getcsr();
+        _mm_setcsr(kGemmCsr);
+        for (std::int64_t r0 = g.row0; r0 < g.row0 + g.rows; r0 += kRows) {
+            if (g.n == 1)
+                fused<1>(g, r0, G);
+            else
+                fused<2>(g, r0, G);
+        }
+        _mm_setcsr(csr);
+        return;
+    }
+    const int G = g.rec.blocks[g.p];
+    // Scratch: the decoded group in the first quarter of `weights`, its rows-layout copy in the
+    // second, the activation planes in `packed` (n x 32G floats: within its ceil(n / 16) x 2
+    // x G x kTileBytes bytes).
+    std::uint8_t* tmp = g.weights + static_cast<std::int64_t>(G) * kTileBytes;
+    auto* planes = reinterpret_cast<float*>(g.packed);
+    split_planes(g, 32 * G, planes);
+    const unsigned csr = _mm_getcsr();
+    for (std::int64_t r0 = g.row0; r0 < g.row0 + g.rows; r0 += kRows) {
+        _mm_setcsr(kDecodeCsr);
+        decode_pairs_avx512(g.rec, g.p, r0, tmp, g.weights);
+        _mm_setcsr(kGemmCsr);
+        const std::int64_t col0 = r0 - g.row0;
+        int i0 = 0;
+        for (; i0 + 8 <= g.n; i0 += 8) tokens<8>(g, planes, i0, col0, G);
+        switch (g.n - i0) {
+            case 7:
+                tokens<7>(g, planes, i0, col0, G);
+                break;
+            case 6:
+                tokens<6>(g, planes, i0, col0, G);
+                break;
+            case 5:
+                tokens<5>(g, planes, i0, col0, G);
+                break;
+            case 4:
+                tokens<4>(g, planes, i0, col0, G);
+                break;
+            case 3:
+                tokens<3>(g, planes, i0, col0, G);
+                break;
+            case 2:
+                tokens<2>(g, planes, i0, col0, G);
+                break;
+            case 1:
+                tokens<1>(g, planes, i0, col0, G);
+                break;
+            default:
+                break;
+        }
+    }
+    _mm_setcsr(csr);
+}
+
+}  // namespace
+
+GemmFn gemm_avx512() { return &gemm; }
+
+}  // namespace neural::cpu::bf16_detail
