@@ -110,7 +110,7 @@ FitPlan plan_fit(const FitRequest& r, const MachineInfo& m) {
         const ContextChoice cc = auto_context(c, o, planned);
         context = plan.context;
         context_line = plan.context_line;
-        if (plan.slots < 1) {
+        if (plan.pool_slots < 1) {
             p.backend = "cpu";
             p.warnings.push_back(fmt::format(
                 "GPU: the dense core, {} K/V positions and one expert slot need {:.2f} GiB, the "
@@ -135,7 +135,7 @@ FitPlan plan_fit(const FitRequest& r, const MachineInfo& m) {
                     "longer conversations need --context and leave fewer slots",
                     cc.wanted, context, cc.min_slots));
             }
-            p.pool_slots = plan.slots;
+            p.pool_slots = plan.pool_slots;
             p.pool_gib =
                 static_cast<double>(p.pool_slots) * static_cast<double>(plan.slot_bytes) / kGiB;
             resident_fraction = static_cast<double>(p.pool_slots) / static_cast<double>(experts);

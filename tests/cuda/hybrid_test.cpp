@@ -403,10 +403,10 @@ TEST(CudaHybrid, AllocationsAreTheVramPlanByteForByte) {
         EXPECT_EQ(total, plan.allocated());
         EXPECT_LE(plan.total(), budget);
         EXPECT_EQ(m->context_length(), plan.context);
-        EXPECT_NE(m->describe_backend().find(fmt::format("{} expert slots", plan.slots)),
+        EXPECT_NE(m->describe_backend().find(fmt::format("{} expert slots", plan.pool_slots)),
                   std::string::npos)
             << m->describe_backend();
-        if (k.pool_slots >= 0) EXPECT_EQ(plan.slots, k.pool_slots);
+        if (k.pool_slots >= 0) EXPECT_EQ(plan.pool_slots, k.pool_slots);
         // And the model still computes: one prompt through the allocated buffers.
         KvCache cache = m->new_cache();
         const std::vector<TokenId> ids = {1, 2, 3, 4, 5, 6, 7, 8};

@@ -77,22 +77,22 @@ TEST(Fit, GpuMemoryModelMatchesWhatTheBackendAllocated) {
     EXPECT_NEAR(b120.bytes(VramUse::core_weights) / kGiB, 2.96, 0.006);
     EXPECT_NEAR(b120.bytes(VramUse::kv_cache) / kGiB, 1.13, 0.006);
     EXPECT_EQ(prefill_bytes(b120), 0u);
-    EXPECT_EQ(b120.slots, 637);
+    EXPECT_EQ(b120.pool_slots, 637);
     const VramPlan b20 = plan_at(shape("gpt-oss-20b"), 8192, gib(12), 0, 0);
     EXPECT_NEAR(b20.bytes(VramUse::core_weights) / kGiB, 2.28, 0.006);
     EXPECT_NEAR(b20.bytes(VramUse::kv_cache) / kGiB, 0.75, 0.006);
-    EXPECT_EQ(b20.slots, 723);
+    EXPECT_EQ(b20.pool_slots, 723);
     // GPU prefill with the defaults (blocks of 2048, 4 scratch slots) at 8192 positions: the
     // prompt's rows, the block scratch and the scratch slots, 0.43 GiB at 120b.
     const VramPlan p120 = plan_at(shape("gpt-oss-120b"), 8192, gib(12), 2048, 0);
     EXPECT_NEAR(prefill_bytes(p120) / kGiB, 0.4285, 0.001);
-    EXPECT_EQ(p120.slots, 603);
+    EXPECT_EQ(p120.pool_slots, 603);
     // The default K/V ring (auto: 2175 positions in the 18 sliding layers) at 8192 positions.
     const VramPlan r120 = plan_at(shape("gpt-oss-120b"), 8192, gib(12));
     EXPECT_EQ(p120.bytes(VramUse::kv_cache) - r120.bytes(VramUse::kv_cache),
               std::uint64_t{18} * 2 * (8192 - 2175) * 512 * 4);
-    EXPECT_EQ(r120.slots, 636);  // 603 without the ring
-    EXPECT_EQ(plan_at(shape("gpt-oss-120b"), 16384, gib(12)).slots, 569);
+    EXPECT_EQ(r120.pool_slots, 636);  // 603 without the ring
+    EXPECT_EQ(plan_at(shape("gpt-oss-120b"), 16384, gib(12)).pool_slots, 569);
 }
 
 // The plan as rows: every allocation named once, 256-byte aligned, in the order the backend
@@ -118,15 +118,15 @@ TEST(Fit, VramPlanRowsSumToTheTotalWithinTheBudget) {
             EXPECT_EQ(sum, p.total());
             EXPECT_LE(p.total(), gib(budget));
             EXPECT_EQ(p.bytes(VramUse::reserve), kVramReserve);
-            if (p.slots < c.num_layers * c.num_experts)
+            if (p.pool_slots < c.num_layers * c.num_experts)
                 EXPECT_LT(gib(budget) - p.total(), p.slot_bytes);
             else  // every expert has its slot: the rest stays free
                 EXPECT_GT(gib(budget) - p.total(), p.slot_bytes);
-            EXPECT_EQ(p.slots, std::min<std::int64_t>(p.slots_for(gib(budget)),
-                                                      c.num_layers * c.num_experts));
+            EXPECT_EQ(p.pool_slots, std::min<std::int64_t>(p.slots_for(gib(budget)),
+                                                           c.num_layers * c.num_experts));
             ASSERT_NE(p.find("expert slot pool"), nullptr);
             EXPECT_EQ(p.find("expert slot pool")->bytes(),
-                      static_cast<std::uint64_t>(p.slots) * p.slot_bytes);
+                      static_cast<std::uint64_t>(p.pool_slots) * p.slot_bytes);
             EXPECT_EQ(p.slot_bytes, expert_slot_bytes(c));
             EXPECT_EQ(p.rows.back().use, VramUse::reserve);
             // Per layer: two norms, the K/V of every layer (K and V).
@@ -143,8 +143,8 @@ TEST(Fit, VramPlanIsMonotoneInTheBudget) {
     std::int64_t slots = 0, context = 0;
     for (double budget = 4; budget <= 40; budget += 0.25) {
         const VramPlan fixed = plan_at(c, 8192, gib(budget));
-        EXPECT_GE(fixed.slots, slots) << budget;
-        slots = fixed.slots;
+        EXPECT_GE(fixed.pool_slots, slots) << budget;
+        slots = fixed.pool_slots;
         const VramPlan automatic = plan_vram(c, GpuOptions{}, gib(budget));
         EXPECT_GE(automatic.context, context) << budget;
         context = automatic.context;
@@ -152,7 +152,7 @@ TEST(Fit, VramPlanIsMonotoneInTheBudget) {
     EXPECT_EQ(context, 16384);
     // Never more slots than experts.
     const ModelConfig c20 = shape("gpt-oss-20b");
-    EXPECT_EQ(plan_at(c20, 8192, gib(40)).slots, c20.num_layers * c20.num_experts);
+    EXPECT_EQ(plan_at(c20, 8192, gib(40)).pool_slots, c20.num_layers * c20.num_experts);
 }
 
 // The one margin rule: max(0.5 GiB, 5% of the card) stays free when --vram-budget is 0; an
@@ -190,7 +190,7 @@ TEST(Fit, VramPlanNamesWhatDoesNotFit) {
     const VramPlan tiny = plan_vram(c, GpuOptions{}, gib(1));
     EXPECT_NE(tiny.shortfall.find("VRAM budget of 1.00 GiB"), std::string::npos) << tiny.shortfall;
     EXPECT_NE(tiny.shortfall.find("--vram-budget"), std::string::npos);
-    EXPECT_EQ(tiny.slots, 0);
+    EXPECT_EQ(tiny.pool_slots, 0);
     EXPECT_NE(test::error_of([&] { tiny.require_fits(); }).find("VRAM budget"), std::string::npos);
     // An asked-for pool larger than what is left: the pool is the row that does not fit.
     GpuOptions pool;
@@ -200,7 +200,7 @@ TEST(Fit, VramPlanNamesWhatDoesNotFit) {
     EXPECT_NE(big.shortfall.find("expert slot pool"), std::string::npos) << big.shortfall;
     pool.pool_slots = 100;
     EXPECT_TRUE(plan_vram(c, pool, gib(12)).shortfall.empty());
-    EXPECT_EQ(plan_vram(c, pool, gib(12)).slots, 100);
+    EXPECT_EQ(plan_vram(c, pool, gib(12)).pool_slots, 100);
     GpuOptions bad;
     bad.prefill_block = 0;
     EXPECT_NE(test::error_of([&] { plan_vram(c, bad, gib(12)); }).find("--prefill-block"),
@@ -238,7 +238,7 @@ TEST(Fit, VramPlanRowsFollowTheOptions) {
     EXPECT_FALSE(token.gpu_prefill);
     EXPECT_EQ(prefill_bytes(token), 0u);
     EXPECT_EQ(token.find("streamed misses"), nullptr);
-    EXPECT_GT(token.slots, layer.slots);
+    EXPECT_GT(token.pool_slots, layer.pool_slots);
     // A shape whose QKV rows are narrower than the intermediate: its own second act rows.
     ModelConfig narrow = c;
     narrow.intermediate_size = 8192;
@@ -267,9 +267,9 @@ TEST(Fit, PromptRowsAreTheWholeContextUnlessTheyCostMoreThanTwoPercentOfTheExper
     std::printf(
         "gpt-oss-20b at 12 GiB, 16,384 positions: %lld slots with whole prompts, %lld "
         "with chunks of 4,096\n",
-        static_cast<long long>(whole.slots), static_cast<long long>(chunks.slots));
-    EXPECT_EQ(whole.slots, 658);
-    EXPECT_EQ(chunks.slots, 691);
+        static_cast<long long>(whole.pool_slots), static_cast<long long>(chunks.pool_slots));
+    EXPECT_EQ(whole.pool_slots, 658);
+    EXPECT_EQ(chunks.pool_slots, 691);
     EXPECT_EQ(prefill_bytes(plan_at(c120, 16384, budget)),
               prefill_bytes(plan_at(c120, 16384, budget, 2048, -1, 16384)));
     EXPECT_EQ(prefill_pinned_bytes(c20, 16384, false, 16384) - prefill_pinned_bytes(c20, 16384),
@@ -298,7 +298,7 @@ TEST(Fit, KvRingShrinksTheSlidingLayersKvAndIsChecked) {
     EXPECT_EQ(full.bytes(VramUse::kv_cache) - ring.bytes(VramUse::kv_cache),
               std::uint64_t{18} * 2 * (16384 - 2176) * 512 * 4);
     EXPECT_EQ(ring.kv_ring, 2176);
-    EXPECT_GT(ring.slots, full.slots);
+    EXPECT_GT(ring.pool_slots, full.pool_slots);
     EXPECT_EQ(kv_ring_positions(c, 16384, 2176, 2048), 2176);
     EXPECT_EQ(kv_ring_positions(c, 16384, 0, 2048), 0);
     EXPECT_EQ(kv_ring_positions(c, 2000, 2176, 2048), 0);  // not smaller than the context: no ring
@@ -478,7 +478,7 @@ TEST(Fit, AutoContextIs16kWhereItFitsElseTheLargestThatDoes) {
     ContextChoice cc = auto_context(c, d, gib(10.8));
     EXPECT_EQ(cc.wanted, 16384);
     EXPECT_EQ(cc.context, 16384);
-    EXPECT_GE(plan_at(c, 16384, gib(10.8)).slots, cc.min_slots);
+    EXPECT_GE(plan_at(c, 16384, gib(10.8)).pool_slots, cc.min_slots);
     EXPECT_NE(cc.line.find("auto: 16384 fit beside at least"), std::string::npos) << cc.line;
     EXPECT_EQ(plan_vram(c, d, gib(10.8)).context_line, cc.line);
     // A budget where 16,384 leaves too few slots: the largest multiple of 1024 that leaves them.
@@ -488,8 +488,8 @@ TEST(Fit, AutoContextIs16kWhereItFitsElseTheLargestThatDoes) {
     cc = auto_context(c, d, tight);
     EXPECT_LT(cc.context, 16384);
     EXPECT_EQ(cc.context % 1024, 0);
-    EXPECT_GE(plan_at(c, cc.context, tight).slots, cc.min_slots);
-    EXPECT_LT(plan_at(c, cc.context + 1024, tight).slots, cc.min_slots);
+    EXPECT_GE(plan_at(c, cc.context, tight).pool_slots, cc.min_slots);
+    EXPECT_LT(plan_at(c, cc.context + 1024, tight).pool_slots, cc.min_slots);
     EXPECT_NE(cc.line.find("would not leave"), std::string::npos) << cc.line;
     EXPECT_EQ(plan_vram(c, d, tight).context, cc.context);
     // Nothing fits: the floor.

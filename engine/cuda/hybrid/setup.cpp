@@ -282,7 +282,7 @@ void HybridBackend::init_slot_pool() {
     if (vram_.plan.find("streamed misses") != nullptr) miss_.slot = dalloc<int>("streamed misses");
     slots_.record_bytes = cpu::ExpertRecordView::raw_bytes(H_, I_);
     slots_.stride = vram_.plan.slot_bytes;
-    const std::int64_t slots = vram_.plan.slots;
+    const std::int64_t slots = vram_.plan.pool_slots;
     if (slots > 0) slots_.base = dalloc<std::uint8_t>("expert slot pool");
     ResidencyOptions ro;
     ro.static_fraction = opt_.static_fraction;

@@ -270,10 +270,10 @@ VramPlan plan_vram(const ModelConfig& c, const GpuOptions& o, std::uint64_t budg
     } else {
         slots = p.slots_for(budget);
     }
-    p.slots = std::min<std::int64_t>(slots, static_cast<std::int64_t>(expert_count(c)));
-    if (p.slots > 0) {
+    p.pool_slots = std::min<std::int64_t>(slots, static_cast<std::int64_t>(expert_count(c)));
+    if (p.pool_slots > 0) {
         p.rows.push_back({"expert slot pool", VramUse::expert_slots, 1,
-                          static_cast<std::uint64_t>(p.slots) * p.slot_bytes});
+                          static_cast<std::uint64_t>(p.pool_slots) * p.slot_bytes});
     }
     // Within the budget allocation by allocation, as the backend allocates them.
     std::uint64_t used = 0;

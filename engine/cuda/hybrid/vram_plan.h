@@ -77,7 +77,7 @@ struct VramPlan {
     int prefill_block = 0;         // positions of a prefill block (at most the context)
     std::int64_t prompt_rows = 0;  // prompt positions held at once (prompt_rows())
     std::uint64_t slot_bytes = 0;  // expert_slot_bytes
-    std::int64_t slots = 0;        // expert slots in the pool
+    std::int64_t pool_slots = 0;   // expert slots in the pool
     // Every row in allocation order: the allocations, then the reserve (what the budget keeps
     // free, up to kVramReserve). Rows with a count of 0 are not listed.
     std::vector<VramRow> rows;
