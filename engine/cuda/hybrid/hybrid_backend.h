@@ -91,7 +91,6 @@ struct LayerDevice {
 // each allocation made under its row's name and recorded (dalloc).
 struct VramState {
     VramPlan plan;
-    std::uint64_t used = 0;
     std::vector<void*> allocations;
     std::vector<DeviceAllocation> made;  // by row, in the order of their first allocation
 };

@@ -147,11 +147,12 @@ void* HybridBackend::allocate_row(const char* name) {
     void* p = nullptr;
     NEURAL_CUDA(cuda::drv::malloc(&p, row->each));
     vram_.allocations.push_back(p);
-    vram_.used += row->each;
-    if (made == vram_.made.end())
+    if (made == vram_.made.end()) {
         vram_.made.push_back({row->name, 1, row->each});
-    else
-        ++made->count, made->bytes += row->each;
+    } else {
+        ++made->count;
+        made->bytes += row->each;
+    }
     return p;
 }
 
