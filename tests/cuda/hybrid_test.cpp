@@ -406,7 +406,9 @@ TEST(CudaHybrid, AllocationsAreTheVramPlanByteForByte) {
         EXPECT_NE(m->describe_backend().find(fmt::format("{} expert slots", plan.pool_slots)),
                   std::string::npos)
             << m->describe_backend();
-        if (k.pool_slots >= 0) EXPECT_EQ(plan.pool_slots, k.pool_slots);
+        if (k.pool_slots >= 0) {
+            EXPECT_EQ(plan.pool_slots, k.pool_slots);
+        }
         // And the model still computes: one prompt through the allocated buffers.
         KvCache cache = m->new_cache();
         const std::vector<TokenId> ids = {1, 2, 3, 4, 5, 6, 7, 8};
