@@ -325,6 +325,14 @@ struct StorePin {
     double seconds = 0;   // the registration call (also when it failed; 0 when not tried)
 };
 
+// Device memory a backend allocated, by the name of its plan's row: `count` allocations, `bytes`
+// together (the CUDA backend: the rows of cuda/hybrid/vram_plan.h, recorded as it allocates them).
+struct DeviceAllocation {
+    std::string name;
+    std::uint64_t count = 0;
+    std::uint64_t bytes = 0;
+};
+
 class Backend {
 public:
     virtual ~Backend() = default;
@@ -336,6 +344,8 @@ public:
     virtual StorePin store_pin() const { return {}; }
     // Positions one sequence may hold (the GPU's K/V cache: --context); 0: the model's maximum.
     virtual std::int64_t context_length() const { return 0; }
+    // What it allocated on the device (empty: nothing, as on the CPU backend).
+    virtual std::vector<DeviceAllocation> device_allocations() const { return {}; }
     // Same contract as CpuModel::forward. One forward pass at a time (the engine thread).
     virtual std::vector<float> forward(std::span<const TokenId> tokens, KvCache& cache,
                                        const ForwardOptions& options) const = 0;

@@ -1,6 +1,7 @@
 // neural fit --model DIR [--store FILE] [--vram-budget GIB] [--ram-budget GIB] [--json FILE]
 // Plans the engine's knobs for this PC (runtime/fit.h) and explains every choice.
 #include <fstream>
+#include <variant>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -13,11 +14,14 @@
 #include "neural/error.h"
 #include "platform/atomic_file.h"
 #include "runtime/fit.h"
+#include "runtime/options.h"
 #include "store/store.h"
 
 namespace neural::cli {
 
 namespace {
+// {vram}: the settings schema's --vram-budget row (runtime/options.h), which `neural fit` parses
+// with the engine's range and messages.
 constexpr const char* kHelp = R"(usage: neural fit --model DIR [--store FILE] [options]
 
 Detects free VRAM, RAM, CPU cores and SIMD, measures RAM read and PCIe copy bandwidth (about
@@ -27,11 +31,20 @@ backend's load-time choices (pinned store, streamed misses) will be. Every choic
 with one line of explanation; what does not fit is a warning with the closest workable plan.
   --model DIR          checkpoint folder (only config.json is read) or GGUF file
   --store FILE         an existing expert store (its format and size are used)
-  --vram-budget GIB    plan for at most this much VRAM (emulate a smaller GPU)
+{vram}
   --ram-budget GIB     plan for at most this much RAM (emulate a smaller PC)
   --json FILE          also write the plan as JSON (the desktop app's default profile)
 Exit status 0 when the plan fits, 3 when it does not (see the warnings).
 )";
+
+const options::Setting& vram_budget_setting() { return *options::find("vram_budget"); }
+
+std::string help() {
+    const options::Setting& v = vram_budget_setting();
+    return fmt::format(
+        kHelp, fmt::arg("vram", fmt::format("  {:<20} {} ({}; 0: what is free)",
+                                            v.flag + " " + v.metavar, v.help, v.allowed())));
+}
 
 std::string gib(std::uint64_t b) {
     return fmt::format("{:.1f} GiB", static_cast<double>(b) / (1024.0 * 1024 * 1024));
@@ -42,15 +55,16 @@ int cmd_fit(int argc, char** argv) {
     Args args(argc, argv, {"--model", "--store", "--vram-budget", "--ram-budget", "--json"},
               {"--help"});
     if (args.has("--help")) {
-        fmt::print("{}", kHelp);
+        fmt::print("{}", help());
         return 0;
     }
-    if (!args.has("--model")) fail("--model DIR is required\n{}", kHelp);
+    if (!args.has("--model")) fail("--model DIR is required\n{}", help());
     const std::filesystem::path dir = args.get_or("--model", "");
     FitRequest req;
     req.config = is_gguf_path(dir) ? checkpoint_config(Checkpoint::open(dir))
                                    : ModelConfig::load(dir / "config.json");
-    req.vram_budget_gib = args.get_double("--vram-budget", 0.0, 0, 65536, "GiB");
+    if (const auto text = args.get("--vram-budget"))
+        req.vram_budget_gib = std::get<double>(options::parse(vram_budget_setting(), *text));
     req.ram_budget_gib = args.get_double("--ram-budget", 0.0, 0, 65536, "GiB");
     if (args.has("--store")) {
         const auto s = store::ExpertStore::open(args.get_or("--store", ""));

@@ -90,71 +90,76 @@ FitPlan plan_fit(const FitRequest& r, const MachineInfo& m) {
     std::string context_line;
     double resident_fraction = 0;
     if (m.gpu) {
-        const std::uint64_t total = m.gpu->total_bytes, free = m.gpu->free_bytes;
-        const auto margin =
-            static_cast<std::uint64_t>(std::max(0.5 * kGiB, 0.05 * static_cast<double>(total)));
-        std::uint64_t budget = free > margin ? free - margin : 0;
-        std::string why = fmt::format(
-            "{:.2f} GiB free on {} minus a {:.2f} GiB margin for the display "
-            "and other programs",
-            free / kGiB, m.gpu->name, margin / kGiB);
+        // The budget the engine's default would take (free VRAM minus the one margin rule,
+        // cuda/hybrid/vram_plan.h), or the requested cap where that is smaller.
+        const VramBudget free_budget =
+            vram_budget(GpuOptions{}, {m.gpu->name, m.gpu->free_bytes, m.gpu->total_bytes});
+        std::uint64_t budget = free_budget.bytes;
+        std::string why = free_budget.line;
         if (r.vram_budget_gib > 0 && r.vram_budget_gib * kGiB < static_cast<double>(budget)) {
             budget = static_cast<std::uint64_t>(r.vram_budget_gib * kGiB);
             why = fmt::format("the requested cap (--vram-budget {:.2f})", r.vram_budget_gib);
         }
-        // The context the backend's auto picks for this budget: trade context for slots first.
-        const ContextChoice cc = auto_context(c, budget);
-        context = cc.context;
-        context_line = cc.line;
-        const std::int64_t min_slots = cc.min_slots;
-        const std::int64_t wanted_context = cc.wanted;
-        GpuMemoryLayout layout = gpu_memory_layout(c, context);
-        if (layout.fixed_bytes() + layout.slot_bytes > budget) {
+        // The engine's own plan for the flags printed below (the budget in hundredths of a GiB,
+        // as --vram-budget carries it): the context the backend's auto picks for this budget
+        // (context traded for slots first), and the slots that it leaves.
+        GpuOptions o;
+        o.vram_budget_gib = std::floor(static_cast<double>(budget) / kGiB * 100.0) / 100.0;
+        const auto planned = static_cast<std::uint64_t>(o.vram_budget_gib * kGiB);
+        const VramPlan plan = plan_vram(c, o, planned);
+        const ContextChoice cc = auto_context(c, o, planned);
+        context = plan.context;
+        context_line = plan.context_line;
+        if (plan.pool_slots < 1) {
             p.backend = "cpu";
             p.warnings.push_back(fmt::format(
                 "GPU: the dense core, {} K/V positions and one expert slot need {:.2f} GiB, the "
                 "budget "
                 "is {:.2f} GiB ({}); planning for the CPU backend",
-                context, (layout.fixed_bytes() + layout.slot_bytes) / kGiB, budget / kGiB, why));
+                context,
+                static_cast<double>(plan.fixed_bytes() + kVramReserve + plan.slot_bytes) / kGiB,
+                budget / kGiB, why));
             context = std::min<std::int64_t>(c.max_position_embeddings, kAutoContext);
         } else {
             p.backend = "cuda";
-            p.vram_budget_gib = std::floor(budget / kGiB * 100.0) / 100.0;
+            p.vram_budget_gib = o.vram_budget_gib;
             p.reasons.push_back(
                 fmt::format("backend cuda, VRAM budget {:.2f} GiB: {}", p.vram_budget_gib, why));
             p.reasons.push_back(
                 fmt::format("dense core {:.2f} GiB (bf16 attention, router, lm_head; the embedding "
                             "stays in RAM)",
-                            layout.core_bytes / kGiB));
-            if (context < wanted_context) {
+                            plan.bytes(VramUse::core_weights) / kGiB));
+            if (context < cc.wanted) {
                 p.warnings.push_back(fmt::format(
                     "context reduced from {} to {} positions so that at least {} expert slots fit; "
                     "longer conversations need --context and leave fewer slots",
-                    wanted_context, context, min_slots));
+                    cc.wanted, context, cc.min_slots));
             }
-            p.pool_slots = std::min<std::int64_t>(layout.slots_for(p.vram_budget_gib * kGiB),
-                                                  static_cast<std::int64_t>(experts));
+            p.pool_slots = plan.pool_slots;
             p.pool_gib =
-                static_cast<double>(p.pool_slots) * static_cast<double>(layout.slot_bytes) / kGiB;
+                static_cast<double>(p.pool_slots) * static_cast<double>(plan.slot_bytes) / kGiB;
             resident_fraction = static_cast<double>(p.pool_slots) / static_cast<double>(experts);
+            const std::uint64_t buffers =
+                plan.bytes(VramUse::decode_buffers) + plan.bytes(VramUse::prefill_buffers) +
+                plan.bytes(VramUse::scratch_slots) + plan.bytes(VramUse::reserve);
             p.reasons.push_back(fmt::format(
                 "{} expert slots = {:.2f} GiB, {:.1f}% of the {} experts: what the budget leaves "
                 "after "
                 "the core, {:.2f} GiB of K/V and {:.2f} GiB of buffers",
                 p.pool_slots, p.pool_gib, 100.0 * resident_fraction, experts,
-                layout.kv_bytes / kGiB, (layout.activation_bytes + layout.reserve_bytes) / kGiB));
-            const std::int64_t rows = prompt_rows(c, context);
+                plan.bytes(VramUse::kv_cache) / kGiB, buffers / kGiB));
+            const std::int64_t rows = plan.prompt_rows;
             if (rows < context) {
-                const GpuOptions d;  // the options `layout` was computed with, whole rows
-                const std::uint64_t whole =
-                    gpu_memory_layout(c, context, d.prefill_block, d.scratch_slots, d.kv_ring,
-                                      static_cast<int>(context))
-                        .prefill_bytes;
-                const std::uint64_t more = whole - layout.prefill_bytes;
+                GpuOptions whole_rows = o;  // the same plan with rows for the whole context
+                whole_rows.context = context;
+                whole_rows.prompt_rows = static_cast<int>(context);
+                const std::uint64_t more =
+                    plan_vram(c, whole_rows, planned).bytes(VramUse::prefill_buffers) -
+                    plan.bytes(VramUse::prefill_buffers);
                 p.reasons.push_back(fmt::format(
                     "prompt rows {}: longer prompts run in chunks of {} tokens; rows for the "
                     "whole context would take {:.2f} GiB more, {} expert slots (--prompt-rows)",
-                    rows, rows, more / kGiB, more / layout.slot_bytes));
+                    rows, rows, more / kGiB, more / plan.slot_bytes));
             } else {
                 p.reasons.push_back(fmt::format(
                     "prompt rows {}: a prompt of the whole context runs at once; its rows are at "
@@ -197,13 +202,16 @@ FitPlan plan_fit(const FitRequest& r, const MachineInfo& m) {
                                : static_cast<double>(m.ram_total);
     const double raw_gb = static_cast<double>(store_record_bytes(c, false) * experts) / kGB;
     const double packed_gb = static_cast<double>(store_record_bytes(c, true) * experts) / kGB;
-    const GpuMemoryLayout dense = gpu_memory_layout(c, 1);
-    // CPU backend: the whole dense core is read from RAM every token, and K/V lives in RAM. GPU
-    // backend: embedding rows, tokenizer, buffers, and the prefill's pinned buffers.
+    // CPU backend: the whole dense core is read from RAM every token, and K/V lives in RAM (sized
+    // as the GPU plan sizes them). GPU backend: embedding rows, tokenizer, buffers, and the
+    // prefill's pinned buffers.
+    GpuOptions at_context;
+    at_context.context = context;
+    const VramPlan dense = plan_vram(c, at_context, 0);
     double dense_gb =
         p.backend == "cpu"
-            ? static_cast<double>(dense.core_bytes) / kGB +
-                  static_cast<double>(gpu_memory_layout(c, context).kv_bytes) / kGB +
+            ? static_cast<double>(dense.bytes(VramUse::core_weights)) / kGB +
+                  static_cast<double>(dense.bytes(VramUse::kv_cache)) / kGB +
                   // the screened lm_head's int8 copy (--lm-head-screen on)
                   static_cast<double>(cpu::LmHeadScreen::bytes_for(c.vocab_size, c.hidden_size)) /
                       kGB

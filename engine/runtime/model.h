@@ -163,6 +163,10 @@ public:
     std::string describe_experts() const { return backend_->experts(); }
     // Whether the GPU backend pinned the expert store at load (--pin-store), and how long it took.
     StorePin store_pin() const { return backend_->store_pin(); }
+    // What the backend allocated on the device, by its plan's rows (Backend::device_allocations).
+    std::vector<DeviceAllocation> device_allocations() const {
+        return backend_->device_allocations();
+    }
     // Positions one sequence may hold: the GPU backend's K/V cache (--context), else the model's
     // maximum. What the server reports as context_length and checks prompts against.
     std::int64_t context_length() const;

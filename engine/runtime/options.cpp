@@ -294,7 +294,7 @@ std::vector<Setting> make_settings() {
                                 "cap on all GPU memory the engine uses (emulate a smaller card)",
                                 A::cuda, NEURAL_REAL(gpu.vram_budget_gib)),
                             0, 4096, "GiB"),
-                     "0: free VRAM - 0.5"));
+                     "0: free VRAM - max(0.5, 5%)"));
     r.push_back(with_default(
         with_auto(ranged(row("pool", T::real, "GIB|auto", "Expert pool",
                              "VRAM for the expert slot pool", A::cuda, NEURAL_REAL(gpu.pool_gib)),

@@ -56,7 +56,7 @@ struct Setting {
     std::string unit;          // real: "GiB", "seconds", "a fraction" (error messages, GUI suffix)
     std::string label;         // a few words (the desktop's knob label)
     std::string help;          // one line: what it does
-    std::string default_text;  // the default when it is not just the value ("free VRAM - 0.5")
+    std::string default_text;  // the default when it is not just the value ("0: all cores")
     Applies applies = Applies::both;
     Arithmetic arithmetic = Arithmetic::exact;  // the class of its values (lossy: see below)
     std::vector<std::string> lossy_values;      // the values that change the answers (as text)

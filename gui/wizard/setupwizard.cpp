@@ -404,8 +404,7 @@ public:
         const FitPlan plan = plan_fit(req, m);
         m_w->m_plan = plan;
         m_w->m_havePlan = true;
-        m_slotBytes =
-            gpu_memory_layout(*m_config, std::max<std::int64_t>(plan.context, 1)).slot_bytes;
+        m_slotBytes = expert_slot_bytes(*m_config);
 
         m_backend->setCurrentText(QString::fromStdString(plan.backend));
         m_vram->setValue(plan.vram_budget_gib);

@@ -692,7 +692,15 @@ TEST_F(Cli, FitPlansForThisMachineAndWritesJson) {
 
     Proc bad = neural({"fit", "--model", model(), "--vram-budget", "-3"});
     EXPECT_EQ(bad.code, 1);
-    EXPECT_THAT(bad.err, HasSubstr("--vram-budget: expected GiB in [0, 65536]"));
+    // --vram-budget is the settings schema's row: its range and message, as the engine's.
+    EXPECT_THAT(bad.err, HasSubstr("--vram-budget: expected GiB in [0, 4096]"));
+    Proc huge = neural({"fit", "--model", model(), "--vram-budget", "5000"});
+    EXPECT_EQ(huge.code, 1);
+    EXPECT_THAT(huge.err, HasSubstr("--vram-budget: expected GiB in [0, 4096], got \"5000\""));
+    Proc help = neural({"fit", "--help"});
+    EXPECT_EQ(help.code, 0);
+    EXPECT_THAT(help.out, HasSubstr("--vram-budget GIB"));
+    EXPECT_THAT(help.out, HasSubstr("cap on all GPU memory the engine uses"));
     Proc missing = neural({"fit"});
     EXPECT_EQ(missing.code, 1);
     EXPECT_THAT(missing.err, HasSubstr("--model DIR is required"));

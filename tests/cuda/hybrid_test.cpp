@@ -10,8 +10,13 @@
 #include <cmath>
 #include <cstring>
 #include <fstream>
+#include <map>
+#include <utility>
+
+#include <fmt/format.h>
 
 #include "bench/bench.h"
+#include "cuda/hybrid/vram_plan.h"
 #include "cuda/device.h"
 #include "neural/error.h"
 #include "platform/system_info.h"
@@ -343,6 +348,72 @@ TEST(CudaHybrid, ClearErrorsForBudgetAndContext) {
     const std::vector<TokenId> ids(9, 1);
     EXPECT_NE(test::error_of([&] { m->forward(ids, c); }).find("--context"), std::string::npos);
     EXPECT_EQ(c.size(), 0);
+}
+
+// The backend allocates exactly its VRAM plan (cuda/hybrid/vram_plan.h): every row as often and
+// as large as planned, byte for byte, nothing else, for budgets, contexts and option sets that
+// change the rows (auto context and pool, an asked-for pool, token-by-token prompts, block-major
+// prefill with two scratch slots, grouped GEMM, one expert stream, no K/V ring, no streaming).
+TEST(CudaHybrid, AllocationsAreTheVramPlanByteForByte) {
+    SKIP_WITHOUT_GPU();
+    struct Case {
+        double budget_gib;
+        std::int64_t context;
+        int pool_slots;
+        const char* order;
+        int scratch = 4;
+        bool grouped = false;
+        int streams = 2;
+        int ring = -1;
+        int stream_misses = -1;
+    };
+    const std::vector<Case> cases = {
+        {1.0, 512, -1, "layer"},
+        {0.75, 0, -1, "layer"},
+        {1.5, 300, 4, "token"},
+        {1.0, 2048, -1, "block", 2, true, 1, 0, 0},
+        {0.5, 1024, 8, "layer", 1, false, 2, -1, 1},
+    };
+    for (const Case& k : cases) {
+        SCOPED_TRACE(fmt::format("budget {} GiB, context {}, pool {}, {}", k.budget_gib, k.context,
+                                 k.pool_slots, k.order));
+        LoadOptions o = cuda_options(k.pool_slots);
+        o.gpu.vram_budget_gib = k.budget_gib;
+        o.gpu.context = k.context;
+        o.gpu.prefill_order = k.order;
+        o.gpu.scratch_slots = k.scratch;
+        o.gpu.grouped_gemm = k.grouped;
+        o.gpu.expert_streams = k.streams;
+        o.gpu.kv_ring = k.ring;
+        o.gpu.stream_misses = k.stream_misses;
+        auto m = Model::load(test::tiny_model_dir(), o);
+        const auto budget = static_cast<std::uint64_t>(k.budget_gib * 1024.0 * 1024.0 * 1024.0);
+        const VramPlan plan = plan_vram(m->config(), o.gpu, budget);
+        ASSERT_TRUE(plan.shortfall.empty()) << plan.shortfall;
+        std::map<std::string, std::pair<std::uint64_t, std::uint64_t>> planned, made;
+        for (const VramRow& r : plan.rows) {
+            if (r.allocated()) planned[r.name] = {r.count, r.bytes()};
+        }
+        std::uint64_t total = 0;
+        for (const DeviceAllocation& a : m->device_allocations()) {
+            made[a.name] = {a.count, a.bytes};
+            total += a.bytes;
+        }
+        EXPECT_EQ(made, planned);
+        EXPECT_EQ(total, plan.allocated());
+        EXPECT_LE(plan.total(), budget);
+        EXPECT_EQ(m->context_length(), plan.context);
+        EXPECT_NE(m->describe_backend().find(fmt::format("{} expert slots", plan.pool_slots)),
+                  std::string::npos)
+            << m->describe_backend();
+        if (k.pool_slots >= 0) {
+            EXPECT_EQ(plan.pool_slots, k.pool_slots);
+        }
+        // And the model still computes: one prompt through the allocated buffers.
+        KvCache cache = m->new_cache();
+        const std::vector<TokenId> ids = {1, 2, 3, 4, 5, 6, 7, 8};
+        EXPECT_EQ(m->forward(ids, cache).size(), static_cast<std::size_t>(m->config().vocab_size));
+    }
 }
 
 // ---- prefill (whole prompts on the GPU) -------------------------------------------------

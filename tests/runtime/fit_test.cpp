@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 
 #include <nlohmann/json.hpp>
@@ -50,30 +51,201 @@ bool has(const std::vector<std::string>& lines, const std::string& text) {
                        [&](const std::string& l) { return l.find(text) != std::string::npos; });
 }
 
+std::uint64_t gib(double g) { return static_cast<std::uint64_t>(g * kGiB); }
+
+// The plan at `context` positions within `budget` (GpuOptions' defaults otherwise; prefill_block
+// 0: prompts token by token).
+VramPlan plan_at(const ModelConfig& c, std::int64_t context, std::uint64_t budget,
+                 int prefill_block = 2048, int kv_ring = -1, int prompt_rows = 0) {
+    GpuOptions o;
+    o.context = context;
+    o.prefill_order = prefill_block > 0 ? "layer" : "token";
+    o.prefill_block = prefill_block > 0 ? prefill_block : o.prefill_block;
+    o.kv_ring = kv_ring;
+    o.prompt_rows = prompt_rows;
+    return plan_vram(c, o, budget);
+}
+
+std::uint64_t prefill_bytes(const VramPlan& p) {
+    return p.bytes(VramUse::prefill_buffers) + p.bytes(VramUse::scratch_slots);
+}
+
 TEST(Fit, GpuMemoryModelMatchesWhatTheBackendAllocated) {
     // Whole-context K/V (--kv-ring 0), as the backend allocated before the ring existed.
     // Prompts token by token (no prefill buffers): what the backend allocated before GPU prefill.
-    const GpuMemoryLayout b120 = gpu_memory_layout(shape("gpt-oss-120b"), 8192, 0, 4, 0);
-    EXPECT_NEAR(b120.core_bytes / kGiB, 2.96, 0.006);
-    EXPECT_NEAR(b120.kv_bytes / kGiB, 1.13, 0.006);
-    EXPECT_EQ(b120.prefill_bytes, 0u);
-    EXPECT_EQ(b120.slots_for(static_cast<std::uint64_t>(12 * kGiB)), 637);
-    const GpuMemoryLayout b20 = gpu_memory_layout(shape("gpt-oss-20b"), 8192, 0, 4, 0);
-    EXPECT_NEAR(b20.core_bytes / kGiB, 2.28, 0.006);
-    EXPECT_NEAR(b20.kv_bytes / kGiB, 0.75, 0.006);
-    EXPECT_EQ(b20.slots_for(static_cast<std::uint64_t>(12 * kGiB)), 723);
+    const VramPlan b120 = plan_at(shape("gpt-oss-120b"), 8192, gib(12), 0, 0);
+    EXPECT_NEAR(b120.bytes(VramUse::core_weights) / kGiB, 2.96, 0.006);
+    EXPECT_NEAR(b120.bytes(VramUse::kv_cache) / kGiB, 1.13, 0.006);
+    EXPECT_EQ(prefill_bytes(b120), 0u);
+    EXPECT_EQ(b120.pool_slots, 637);
+    const VramPlan b20 = plan_at(shape("gpt-oss-20b"), 8192, gib(12), 0, 0);
+    EXPECT_NEAR(b20.bytes(VramUse::core_weights) / kGiB, 2.28, 0.006);
+    EXPECT_NEAR(b20.bytes(VramUse::kv_cache) / kGiB, 0.75, 0.006);
+    EXPECT_EQ(b20.pool_slots, 723);
     // GPU prefill with the defaults (blocks of 2048, 4 scratch slots) at 8192 positions: the
     // prompt's rows, the block scratch and the scratch slots, 0.43 GiB at 120b.
-    const GpuMemoryLayout p120 = gpu_memory_layout(shape("gpt-oss-120b"), 8192, 2048, 4, 0);
-    EXPECT_NEAR(p120.prefill_bytes / kGiB, 0.4285, 0.001);
-    EXPECT_EQ(p120.slots_for(static_cast<std::uint64_t>(12 * kGiB)), 603);
+    const VramPlan p120 = plan_at(shape("gpt-oss-120b"), 8192, gib(12), 2048, 0);
+    EXPECT_NEAR(prefill_bytes(p120) / kGiB, 0.4285, 0.001);
+    EXPECT_EQ(p120.pool_slots, 603);
     // The default K/V ring (auto: 2175 positions in the 18 sliding layers) at 8192 positions.
-    const GpuMemoryLayout r120 = gpu_memory_layout(shape("gpt-oss-120b"), 8192);
-    EXPECT_EQ(p120.kv_bytes - r120.kv_bytes, std::uint64_t{18} * 2 * (8192 - 2175) * 512 * 4);
-    EXPECT_EQ(r120.slots_for(static_cast<std::uint64_t>(12 * kGiB)), 636);  // 603 without the ring
-    EXPECT_EQ(gpu_memory_layout(shape("gpt-oss-120b"), 16384)
-                  .slots_for(static_cast<std::uint64_t>(12 * kGiB)),
-              569);
+    const VramPlan r120 = plan_at(shape("gpt-oss-120b"), 8192, gib(12));
+    EXPECT_EQ(p120.bytes(VramUse::kv_cache) - r120.bytes(VramUse::kv_cache),
+              std::uint64_t{18} * 2 * (8192 - 2175) * 512 * 4);
+    EXPECT_EQ(r120.pool_slots, 636);  // 603 without the ring
+    EXPECT_EQ(plan_at(shape("gpt-oss-120b"), 16384, gib(12)).pool_slots, 569);
+}
+
+// The plan as rows: every allocation named once, 256-byte aligned, in the order the backend
+// allocates them; the rows sum to the total, which the budget holds, and what is left beside the
+// reserve is less than one slot.
+TEST(Fit, VramPlanRowsSumToTheTotalWithinTheBudget) {
+    for (const char* name : {"gpt-oss-120b", "gpt-oss-20b"}) {
+        SCOPED_TRACE(name);
+        const ModelConfig c = shape(name);
+        for (const double budget : {6.0, 8.5, 12.0, 24.0}) {
+            const VramPlan p = plan_vram(c, GpuOptions{}, gib(budget));
+            EXPECT_TRUE(p.shortfall.empty()) << p.shortfall;
+            std::uint64_t sum = 0;
+            std::vector<std::string> names;
+            for (const VramRow& r : p.rows) {
+                EXPECT_GT(r.count, 0u) << r.name;
+                EXPECT_EQ(r.each % kVramAlign, 0u) << r.name;
+                sum += r.bytes();
+                names.push_back(r.name);
+            }
+            std::sort(names.begin(), names.end());
+            EXPECT_EQ(std::adjacent_find(names.begin(), names.end()), names.end());
+            EXPECT_EQ(sum, p.total());
+            EXPECT_LE(p.total(), gib(budget));
+            EXPECT_EQ(p.bytes(VramUse::reserve), kVramReserve);
+            if (p.pool_slots < c.num_layers * c.num_experts)
+                EXPECT_LT(gib(budget) - p.total(), p.slot_bytes);
+            else  // every expert has its slot: the rest stays free
+                EXPECT_GT(gib(budget) - p.total(), p.slot_bytes);
+            EXPECT_EQ(p.pool_slots, std::min<std::int64_t>(p.slots_for(gib(budget)),
+                                                           c.num_layers * c.num_experts));
+            ASSERT_NE(p.find("expert slot pool"), nullptr);
+            EXPECT_EQ(p.find("expert slot pool")->bytes(),
+                      static_cast<std::uint64_t>(p.pool_slots) * p.slot_bytes);
+            EXPECT_EQ(p.slot_bytes, expert_slot_bytes(c));
+            EXPECT_EQ(p.rows.back().use, VramUse::reserve);
+            // Per layer: two norms, the K/V of every layer (K and V).
+            EXPECT_EQ(p.find("layer norms")->count, 2u * static_cast<std::uint64_t>(c.num_layers));
+            EXPECT_EQ(p.find("K/V cache")->count + p.find("K/V cache (sliding layers)")->count,
+                      2u * static_cast<std::uint64_t>(c.num_layers));
+        }
+    }
+}
+
+// More budget never means fewer slots (a fixed context) nor a shorter auto context.
+TEST(Fit, VramPlanIsMonotoneInTheBudget) {
+    const ModelConfig c = shape("gpt-oss-120b");
+    std::int64_t slots = 0, context = 0;
+    for (double budget = 4; budget <= 40; budget += 0.25) {
+        const VramPlan fixed = plan_at(c, 8192, gib(budget));
+        EXPECT_GE(fixed.pool_slots, slots) << budget;
+        slots = fixed.pool_slots;
+        const VramPlan automatic = plan_vram(c, GpuOptions{}, gib(budget));
+        EXPECT_GE(automatic.context, context) << budget;
+        context = automatic.context;
+    }
+    EXPECT_EQ(context, 16384);
+    // Never more slots than experts.
+    const ModelConfig c20 = shape("gpt-oss-20b");
+    EXPECT_EQ(plan_at(c20, 8192, gib(40)).pool_slots, c20.num_layers * c20.num_experts);
+}
+
+// The one margin rule: max(0.5 GiB, 5% of the card) stays free when --vram-budget is 0; an
+// explicit budget is taken as it is, and more than is free is an error.
+TEST(Fit, VramMarginIsTheSaferOfHalfAGibibyteAndFivePercent) {
+    EXPECT_EQ(vram_margin(gib(4)), kVramMinMargin);
+    EXPECT_EQ(vram_margin(gib(8)), kVramMinMargin);
+    EXPECT_EQ(vram_margin(gib(12)), static_cast<std::uint64_t>(0.05 * gib(12)));
+    EXPECT_EQ(vram_margin(gib(80)), static_cast<std::uint64_t>(0.05 * gib(80)));
+    EXPECT_EQ(vram_margin(0), kVramMinMargin);
+    const VramDevice card{"RTX 4070 SUPER", gib(11.4), gib(12)};
+    const VramBudget b = vram_budget(GpuOptions{}, card);
+    EXPECT_EQ(b.bytes, gib(11.4) - static_cast<std::uint64_t>(0.05 * gib(12)));
+    EXPECT_NE(b.line.find("margin"), std::string::npos) << b.line;
+    EXPECT_EQ(vram_budget(GpuOptions{}, {"small", gib(0.3), gib(2)}).bytes, 0u);
+    GpuOptions o;
+    o.vram_budget_gib = 10;
+    EXPECT_EQ(vram_budget(o, card).bytes, gib(10));
+    o.vram_budget_gib = 11.5;
+    EXPECT_NE(test::error_of([&] { vram_budget(o, card); }).find("more than the 11.40 GiB free"),
+              std::string::npos);
+    // neural fit plans with the same rule.
+    FitRequest r;
+    r.config = shape("gpt-oss-120b");
+    const FitPlan p = plan_fit(r, gaming_pc());
+    EXPECT_NEAR(p.vram_budget_gib, 10.8, 0.011);  // in hundredths of a GiB, rounded down
+    EXPECT_TRUE(has(p.reasons, "minus a 0.60 GiB margin")) << ::testing::PrintToString(p.reasons);
+}
+
+// A budget too small for the rows is a shortfall naming the budget and the first row that does
+// not fit (the backend fails with it before allocating anything); options the plan cannot size
+// are errors naming the flag.
+TEST(Fit, VramPlanNamesWhatDoesNotFit) {
+    const ModelConfig c = shape("gpt-oss-120b");
+    const VramPlan tiny = plan_vram(c, GpuOptions{}, gib(1));
+    EXPECT_NE(tiny.shortfall.find("VRAM budget of 1.00 GiB"), std::string::npos) << tiny.shortfall;
+    EXPECT_NE(tiny.shortfall.find("--vram-budget"), std::string::npos);
+    EXPECT_EQ(tiny.pool_slots, 0);
+    EXPECT_NE(test::error_of([&] { tiny.require_fits(); }).find("VRAM budget"), std::string::npos);
+    // An asked-for pool larger than what is left: the pool is the row that does not fit.
+    GpuOptions pool;
+    pool.context = 8192;
+    pool.pool_slots = 2000;
+    const VramPlan big = plan_vram(c, pool, gib(12));
+    EXPECT_NE(big.shortfall.find("expert slot pool"), std::string::npos) << big.shortfall;
+    pool.pool_slots = 100;
+    EXPECT_TRUE(plan_vram(c, pool, gib(12)).shortfall.empty());
+    EXPECT_EQ(plan_vram(c, pool, gib(12)).pool_slots, 100);
+    GpuOptions bad;
+    bad.prefill_block = 0;
+    EXPECT_NE(test::error_of([&] { plan_vram(c, bad, gib(12)); }).find("--prefill-block"),
+              std::string::npos);
+    bad = GpuOptions{};
+    bad.scratch_slots = 0;
+    EXPECT_NE(test::error_of([&] { plan_vram(c, bad, gib(12)); }).find("--scratch"),
+              std::string::npos);
+    bad = GpuOptions{};
+    bad.kv_ring = 100;
+    EXPECT_NE(test::error_of([&] { plan_vram(c, bad, gib(12)); }).find("--kv-ring"),
+              std::string::npos);
+}
+
+// The rows follow the options: no prefill rows token by token, the streamed misses' row only
+// where they may stream, the second act rows and grouped GEMM's down rows in the QKV rows at
+// gpt-oss's shapes.
+TEST(Fit, VramPlanRowsFollowTheOptions) {
+    const ModelConfig c = shape("gpt-oss-20b");
+    GpuOptions o;
+    o.context = 4096;
+    const VramPlan layer = plan_vram(c, o, gib(12));
+    EXPECT_TRUE(layer.gpu_prefill);
+    EXPECT_NE(layer.find("streamed misses"), nullptr);
+    EXPECT_EQ(layer.find("prefill second expert activations"), nullptr);  // in the QKV rows
+    EXPECT_EQ(layer.find("prefill scratch slots")->bytes(), 4 * layer.slot_bytes);
+    o.stream_misses = 0;
+    EXPECT_EQ(plan_vram(c, o, gib(12)).find("streamed misses"), nullptr);
+    o.stream_misses = -1;
+    o.scratch_slots = 1;
+    EXPECT_EQ(plan_vram(c, o, gib(12)).find("streamed misses"), nullptr);
+    o.scratch_slots = 4;
+    o.prefill_order = "token";
+    const VramPlan token = plan_vram(c, o, gib(12));
+    EXPECT_FALSE(token.gpu_prefill);
+    EXPECT_EQ(prefill_bytes(token), 0u);
+    EXPECT_EQ(token.find("streamed misses"), nullptr);
+    EXPECT_GT(token.pool_slots, layer.pool_slots);
+    // A shape whose QKV rows are narrower than the intermediate: its own second act rows.
+    ModelConfig narrow = c;
+    narrow.intermediate_size = 8192;
+    o.prefill_order = "layer";
+    EXPECT_NE(plan_vram(narrow, o, gib(40)).find("prefill second expert activations"), nullptr);
+    o.expert_streams = 1;
+    EXPECT_EQ(plan_vram(narrow, o, gib(40)).find("prefill second expert activations"), nullptr);
 }
 
 // --prompt-rows: auto keeps the whole context's prompt rows where they cost at most 2% of the
@@ -86,24 +258,24 @@ TEST(Fit, PromptRowsAreTheWholeContextUnlessTheyCostMoreThanTwoPercentOfTheExper
     EXPECT_EQ(prompt_rows(c20, 16384, 100), 100);
     EXPECT_EQ(prompt_rows(c120, 16384, 100), 100);
     EXPECT_EQ(prompt_rows(c20, 50, 100), 50);
-    const auto budget = static_cast<std::uint64_t>(12 * kGiB);
-    const GpuMemoryLayout whole = gpu_memory_layout(c20, 16384, 2048, 4, -1, 16384);
-    const GpuMemoryLayout chunks = gpu_memory_layout(c20, 16384);
-    EXPECT_EQ(whole.prefill_bytes - chunks.prefill_bytes,
+    const auto budget = gib(12);
+    const VramPlan whole = plan_at(c20, 16384, budget, 2048, -1, 16384);
+    const VramPlan chunks = plan_at(c20, 16384, budget);
+    EXPECT_EQ(chunks.prompt_rows, kPromptChunkRows);
+    EXPECT_EQ(prefill_bytes(whole) - prefill_bytes(chunks),
               std::uint64_t{3} * 4 * (16384 - 4096) * 2880);
     std::printf(
         "gpt-oss-20b at 12 GiB, 16,384 positions: %lld slots with whole prompts, %lld "
         "with chunks of 4,096\n",
-        static_cast<long long>(whole.slots_for(budget)),
-        static_cast<long long>(chunks.slots_for(budget)));
-    EXPECT_EQ(whole.slots_for(budget), 658);
-    EXPECT_EQ(chunks.slots_for(budget), 691);
-    EXPECT_EQ(gpu_memory_layout(c120, 16384).prefill_bytes,
-              gpu_memory_layout(c120, 16384, 2048, 4, -1, 16384).prefill_bytes);
+        static_cast<long long>(whole.pool_slots), static_cast<long long>(chunks.pool_slots));
+    EXPECT_EQ(whole.pool_slots, 658);
+    EXPECT_EQ(chunks.pool_slots, 691);
+    EXPECT_EQ(prefill_bytes(plan_at(c120, 16384, budget)),
+              prefill_bytes(plan_at(c120, 16384, budget, 2048, -1, 16384)));
     EXPECT_EQ(prefill_pinned_bytes(c20, 16384, false, 16384) - prefill_pinned_bytes(c20, 16384),
               std::uint64_t{4} * (16384 - 4096) * 2880);
     // auto_context sees the same rows: the 20b keeps 16,384 positions with more slots beside.
-    EXPECT_EQ(auto_context(c20, budget).context, 16384);
+    EXPECT_EQ(auto_context(c20, GpuOptions{}, budget).context, 16384);
     // neural fit explains the choice in one line.
     FitRequest r20;
     r20.config = c20;
@@ -120,12 +292,13 @@ TEST(Fit, PromptRowsAreTheWholeContextUnlessTheyCostMoreThanTwoPercentOfTheExper
 // --kv-ring: the sliding layers (half of gpt-oss's) keep a ring instead of the whole context.
 TEST(Fit, KvRingShrinksTheSlidingLayersKvAndIsChecked) {
     const ModelConfig c = shape("gpt-oss-120b");
-    const GpuMemoryLayout full = gpu_memory_layout(c, 16384, 2048, 4, 0);
-    const GpuMemoryLayout ring = gpu_memory_layout(c, 16384, 2048, 4, 2176);
+    const VramPlan full = plan_at(c, 16384, gib(12), 2048, 0);
+    const VramPlan ring = plan_at(c, 16384, gib(12), 2048, 2176);
     // 18 sliding layers x K and V x (16384 - 2176) positions x 512 floats.
-    EXPECT_EQ(full.kv_bytes - ring.kv_bytes, std::uint64_t{18} * 2 * (16384 - 2176) * 512 * 4);
-    EXPECT_GT(ring.slots_for(static_cast<std::uint64_t>(12 * kGiB)),
-              full.slots_for(static_cast<std::uint64_t>(12 * kGiB)));
+    EXPECT_EQ(full.bytes(VramUse::kv_cache) - ring.bytes(VramUse::kv_cache),
+              std::uint64_t{18} * 2 * (16384 - 2176) * 512 * 4);
+    EXPECT_EQ(ring.kv_ring, 2176);
+    EXPECT_GT(ring.pool_slots, full.pool_slots);
     EXPECT_EQ(kv_ring_positions(c, 16384, 2176, 2048), 2176);
     EXPECT_EQ(kv_ring_positions(c, 16384, 0, 2048), 0);
     EXPECT_EQ(kv_ring_positions(c, 2000, 2176, 2048), 0);  // not smaller than the context: no ring
@@ -138,8 +311,8 @@ TEST(Fit, KvRingShrinksTheSlidingLayersKvAndIsChecked) {
     EXPECT_EQ(kv_ring_positions(c, 16384, -1, 2048), 2175);
     EXPECT_EQ(kv_ring_positions(c, 16384, -1, 0), 128);
     EXPECT_EQ(kv_ring_positions(c, 2048, -1, 2048), 0);
-    EXPECT_EQ(gpu_memory_layout(c, 16384).kv_bytes,
-              gpu_memory_layout(c, 16384, 2048, 4, 2175).kv_bytes);
+    EXPECT_EQ(plan_at(c, 16384, gib(12)).bytes(VramUse::kv_cache),
+              plan_at(c, 16384, gib(12), 2048, 2175).bytes(VramUse::kv_cache));
 }
 
 TEST(Fit, TwelveGigabyteCardAndSixtyFourGigabytesRunThe120bHybrid) {
@@ -301,35 +474,38 @@ TEST(Fit, ExistingStoreDecidesTheFormat) {
 // largest multiple of 1024 that does, never below 2048; an asked-for pool must fit beside it.
 TEST(Fit, AutoContextIs16kWhereItFitsElseTheLargestThatDoes) {
     const ModelConfig c = shape("gpt-oss-120b");
-    const auto budget = [](double gib) { return static_cast<std::uint64_t>(gib * kGiB); };
-    ContextChoice cc = auto_context(c, budget(10.8));
+    const GpuOptions d;
+    ContextChoice cc = auto_context(c, d, gib(10.8));
     EXPECT_EQ(cc.wanted, 16384);
     EXPECT_EQ(cc.context, 16384);
-    EXPECT_GE(gpu_memory_layout(c, 16384).slots_for(budget(10.8)), cc.min_slots);
+    EXPECT_GE(plan_at(c, 16384, gib(10.8)).pool_slots, cc.min_slots);
     EXPECT_NE(cc.line.find("auto: 16384 fit beside at least"), std::string::npos) << cc.line;
+    EXPECT_EQ(plan_vram(c, d, gib(10.8)).context_line, cc.line);
     // A budget where 16,384 leaves too few slots: the largest multiple of 1024 that leaves them.
-    const GpuMemoryLayout at16k = gpu_memory_layout(c, 16384);
-    const std::uint64_t tight =
-        at16k.fixed_bytes() + static_cast<std::uint64_t>(cc.min_slots - 1) * at16k.slot_bytes;
-    cc = auto_context(c, tight);
+    const VramPlan at16k = plan_at(c, 16384, gib(10.8));
+    const std::uint64_t tight = at16k.fixed_bytes() + kVramReserve +
+                                static_cast<std::uint64_t>(cc.min_slots - 1) * at16k.slot_bytes;
+    cc = auto_context(c, d, tight);
     EXPECT_LT(cc.context, 16384);
     EXPECT_EQ(cc.context % 1024, 0);
-    EXPECT_GE(gpu_memory_layout(c, cc.context).slots_for(tight), cc.min_slots);
-    EXPECT_LT(gpu_memory_layout(c, cc.context + 1024).slots_for(tight), cc.min_slots);
+    EXPECT_GE(plan_at(c, cc.context, tight).pool_slots, cc.min_slots);
+    EXPECT_LT(plan_at(c, cc.context + 1024, tight).pool_slots, cc.min_slots);
     EXPECT_NE(cc.line.find("would not leave"), std::string::npos) << cc.line;
+    EXPECT_EQ(plan_vram(c, d, tight).context, cc.context);
     // Nothing fits: the floor.
-    EXPECT_EQ(auto_context(c, budget(1)).context, kMinAutoContext);
+    EXPECT_EQ(auto_context(c, d, gib(1)).context, kMinAutoContext);
     // An explicit pool (--pool-slots / --pool): the context leaves exactly that much.
-    const auto pool = static_cast<std::int64_t>(200 * at16k.slot_bytes);
-    cc = auto_context(c, at16k.fixed_bytes() + static_cast<std::uint64_t>(pool), 2048, 4, -1, pool);
+    GpuOptions pool;
+    pool.pool_slots = 200;
+    const std::uint64_t pool_bytes = 200 * at16k.slot_bytes;
+    cc = auto_context(c, pool, at16k.fixed_bytes() + kVramReserve + pool_bytes);
     EXPECT_EQ(cc.context, 16384);
-    cc = auto_context(c, at16k.fixed_bytes() + static_cast<std::uint64_t>(pool) - 1, 2048, 4, -1,
-                      pool);
+    cc = auto_context(c, pool, at16k.fixed_bytes() + kVramReserve + pool_bytes - 1);
     EXPECT_EQ(cc.context, 15360);
     // A model with a shorter maximum: that maximum.
     ModelConfig shortctx = c;
     shortctx.max_position_embeddings = 4096;
-    EXPECT_EQ(auto_context(shortctx, budget(10.8)).context, 4096);
+    EXPECT_EQ(auto_context(shortctx, d, gib(10.8)).context, 4096);
 }
 
 // With MachineInfo's bandwidth probes the plan explains the load-time choices: the thread count

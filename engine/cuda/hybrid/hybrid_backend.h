@@ -57,6 +57,7 @@
 #include "cuda/hybrid/kv_checkpoints.h"
 #include "cuda/hybrid/residency.h"
 #include "cuda/hybrid/staging_ring.h"
+#include "cuda/hybrid/vram_plan.h"
 #include "model/weights.h"
 #include "neural/error.h"
 #include "backend/autotune.h"
@@ -68,7 +69,6 @@ namespace neural::hybrid {
 
 using Clock = std::chrono::steady_clock;
 inline constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
-inline constexpr std::uint64_t kSlotAlign = 256;
 inline constexpr int kCaptureBuffers = 4;
 inline constexpr std::size_t kBatchChunk = 16;  // a prompt's admissions join the table 16 at a time
 
@@ -87,11 +87,12 @@ struct LayerDevice {
     float* gate;
 };
 
-// Everything the backend allocates on the GPU, within the budget (dalloc).
-struct VramPlan {
-    std::uint64_t budget = 0, used = 0;
-    std::uint64_t core_bytes = 0, kv_bytes = 0;  // the dense core's and the K/V cache's share
+// Everything the backend allocates on the GPU: the rows of its VRAM plan (cuda/hybrid/vram_plan.h),
+// each allocation made under its row's name and recorded (dalloc).
+struct VramState {
+    VramPlan plan;
     std::vector<void*> allocations;
+    std::vector<DeviceAllocation> made;  // by row, in the order of their first allocation
 };
 
 // The expert slot pool: slot s holds a raw record (the slot image) at base + s * stride; the
@@ -247,6 +248,7 @@ public:
     std::string experts() const override;
     StorePin store_pin() const override { return {pin_.mapping != nullptr, pin_.seconds}; }
     std::int64_t context_length() const override { return ctx_; }
+    std::vector<DeviceAllocation> device_allocations() const override { return vram_.made; }
     std::vector<float> forward(std::span<const TokenId> tokens, KvCache& cache,
                                const ForwardOptions& options) const override {
         return const_cast<HybridBackend*>(this)->run(tokens, cache, options);
@@ -301,29 +303,20 @@ private:
     };
 
     // setup.cpp
+    // One allocation of the plan's row `row`: its size comes from the plan, and it is recorded
+    // under the row's name (device_allocations).
     template <typename T>
-    T* dalloc(std::size_t count, const char* what) {
-        const std::size_t bytes = (count * sizeof(T) + kSlotAlign - 1) / kSlotAlign * kSlotAlign;
-        if (vram_.used + bytes > vram_.budget) {
-            fail(
-                "the CUDA backend needs more than the VRAM budget of {:.2f} GiB ({}: {:.1f} MiB "
-                "more "
-                "after {:.2f} GiB); raise --vram-budget, lower --context or use --backend cpu",
-                static_cast<double>(vram_.budget) / kGiB, what, bytes / 1048576.0,
-                static_cast<double>(vram_.used) / kGiB);
-        }
-        void* p = nullptr;
-        NEURAL_CUDA(cuda::drv::malloc(&p, bytes));
-        vram_.allocations.push_back(p);
-        vram_.used += bytes;
-        return static_cast<T*>(p);
+    T* dalloc(const char* row) {
+        return static_cast<T*>(allocate_row(row));
     }
+    void* allocate_row(const char* row);
     void upload(std::uint16_t* dst, const Bf16View& v, std::size_t values);
     void init();
     void init_dense_core();
     void init_kv_cache();
     void init_decode_buffers();
     void init_slot_pool();
+    void check_allocations() const;
     void init_cpu_side();
     void init_record_buffers();
     void place_static_experts();
@@ -433,7 +426,7 @@ private:
     int H_ = 0, I_ = 0, E_ = 0, K_ = 0, L_ = 0, nq_ = 0, nkv_ = 0, d_ = 0, Q_ = 0, KV_ = 0, V_ = 0;
     std::int64_t ctx_ = 0;  // K/V positions the GPU holds (--context)
     int kv_ring_ = 0;       // --kv-ring positions of the sliding layers (0: whole context)
-    VramPlan vram_;
+    VramState vram_;
     CUstream stream_ = nullptr,
              copy_stream_ = nullptr;  // compute; admissions' and staging's copies
     std::vector<LayerDevice> layers_;

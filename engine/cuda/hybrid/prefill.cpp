@@ -26,8 +26,8 @@
 
 namespace neural::hybrid {
 
-// Prefill buffers (budget-accounted before the slot pool takes the rest; vram_plan.cpp mirrors
-// them in gpu_memory_layout).
+// Prefill buffers: the VRAM plan's prefill rows (cuda/hybrid/vram_plan.h), allocated before the
+// slot pool takes the rest; the plan checked --prefill-block, --scratch and --prompt-rows.
 void HybridBackend::init_prefill() {
     const std::string& order = opt_.prefill_order;
     if (!is_prefill_order(order)) {
@@ -39,8 +39,6 @@ void HybridBackend::init_prefill() {
                      cuda::kPrefillHeadDim, d_);
         return;
     }
-    if (opt_.prefill_block < 1) fail("--prefill-block must be at least 1");
-    if (opt_.scratch_slots < 1) fail("--scratch must be at least 1");
     if (opt_.staging_threads < 1 || opt_.staging_threads > 64)
         fail("--staging-threads must be 1..64");
     if (opt_.expert_streams != 1 && opt_.expert_streams != 2)
@@ -51,35 +49,34 @@ void HybridBackend::init_prefill() {
     if (opt_.prefill_early < 0 || opt_.prefill_early > kMaxPrefillEarly) {
         fail("--prefill-early must be 0..{}", kMaxPrefillEarly);
     }
-    if (opt_.prompt_rows < 0) fail("--prompt-rows must be 0 (auto) or more");
     const auto Hs = static_cast<std::size_t>(H_), Ks = static_cast<std::size_t>(K_),
                ctx = static_cast<std::size_t>(ctx_);
-    pf_.block = static_cast<int>(std::min<std::int64_t>(opt_.prefill_block, ctx_));
-    pf_.rows = static_cast<int>(prompt_rows(*in_.config, ctx_, opt_.prompt_rows));
+    pf_.block = vram_.plan.prefill_block;
+    pf_.rows = static_cast<int>(vram_.plan.prompt_rows);
     if (static_cast<std::int64_t>(pf_.rows) < ctx_) {
         spdlog::info(
             "prefill: prompts of more than {} positions run in chunks of {} (--prompt-rows)",
             pf_.rows, pf_.rows);
     }
     const auto B = static_cast<std::size_t>(pf_.block), R = static_cast<std::size_t>(pf_.rows);
-    pf_.x = dalloc<float>(R * Hs, "prefill activations");
-    pf_.acc = dalloc<float>(R * Hs, "prefill activations");  // zeroed by each prompt chunk
-    pf_.h = dalloc<float>(R * Hs, "prefill activations");
-    pf_.sel = dalloc<int>(ctx * Ks, "prefill routing");
-    pf_.gate = dalloc<float>(ctx * Ks, "prefill routing");
-    pf_.entries = dalloc<int>(ctx * Ks, "prefill routing");
-    pf_.hin = dalloc<float>(B * Hs, "prefill block buffers");
-    pf_.qkv = dalloc<float>(B * static_cast<std::size_t>(Q_ + 2 * KV_), "prefill block buffers");
-    pf_.attn = dalloc<float>(B * static_cast<std::size_t>(Q_), "prefill block buffers");
-    pf_.logits = dalloc<float>(B * static_cast<std::size_t>(E_), "prefill block buffers");
-    pf_.act = dalloc<float>(B * static_cast<std::size_t>(I_), "prefill block buffers");
+    pf_.x = dalloc<float>("prompt rows");
+    pf_.acc = dalloc<float>("prompt rows");  // zeroed by each prompt chunk
+    pf_.h = dalloc<float>("prompt rows");
+    pf_.sel = dalloc<int>("prefill routing");
+    pf_.gate = dalloc<float>("prefill routing");
+    pf_.entries = dalloc<int>("prefill routing");
+    pf_.hin = dalloc<float>("prefill hidden block");
+    pf_.qkv = dalloc<float>("prefill QKV");
+    pf_.attn = dalloc<float>("prefill attention");
+    pf_.logits = dalloc<float>("prefill router logits");
+    pf_.act = dalloc<float>("prefill expert activations");
     // --expert-streams 2: a second act buffer, so an expert's gate_up can run beside the
     // previous expert's down (expert_rows). The QKV rows are idle during a layer's experts and
-    // larger at gpt-oss's shapes (5,120 columns against 2,880); else its own (vram_plan.cpp mirrors).
+    // larger at gpt-oss's shapes (5,120 columns against 2,880); else its own (the plan's row).
     if (opt_.expert_streams == 2) {
-        pf_.act2 = Q_ + 2 * KV_ >= I_
-                       ? pf_.qkv
-                       : dalloc<float>(B * static_cast<std::size_t>(I_), "prefill block buffers");
+        pf_.act2 = vram_.plan.find("prefill second expert activations") != nullptr
+                       ? dalloc<float>("prefill second expert activations")
+                       : pf_.qkv;
         NEURAL_CUDA(cuda::drv::stream_create(&pf_.side, cuda::drv::kStreamNonBlocking));
         NEURAL_CUDA(cuda::drv::event_create(&pf_.experts_start, cuda::drv::kEventDisableTiming));
         for (int b = 0; b < 2; ++b) {
@@ -91,12 +88,10 @@ void HybridBackend::init_prefill() {
     // Grouped GEMM's down rows (y, [block, H]): the QKV rows are idle during a layer's experts
     // and are larger at gpt-oss's shapes (5,120 columns against 2,880); else their own.
     if (opt_.grouped_gemm) {
-        pf_.y = Q_ + 2 * KV_ >= H_ ? pf_.qkv : dalloc<float>(B * Hs, "prefill block buffers");
+        pf_.y = vram_.plan.find("prefill down rows") != nullptr ? dalloc<float>("prefill down rows")
+                                                                : pf_.qkv;
     }
-    const std::uint64_t record = cpu::ExpertRecordView::raw_bytes(H_, I_);
-    const std::uint64_t stride = (record + kSlotAlign - 1) / kSlotAlign * kSlotAlign;
-    pf_.scratch = dalloc<std::uint8_t>(static_cast<std::size_t>(opt_.scratch_slots) * stride,
-                                       "prefill scratch slots");
+    pf_.scratch = dalloc<std::uint8_t>("prefill scratch slots");
     for (int i = 0; i < opt_.scratch_slots; ++i) {
         CUevent a, b;
         NEURAL_CUDA(cuda::drv::event_create(&a, cuda::drv::kEventDisableTiming));

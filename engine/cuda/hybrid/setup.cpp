@@ -1,6 +1,7 @@
-// Setup of the hybrid backend: the device and the VRAM plan (dense core, K/V cache, decode and
-// prefill buffers, then the expert slot pool from what the budget leaves), the CPU side, the
-// initial slot placement, the staging rings, the graphs; and the release of all of it.
+// Setup of the hybrid backend: the device and the VRAM plan's allocations (cuda/hybrid/vram_plan.h:
+// dense core, K/V cache, decode and prefill buffers, then the expert slot pool from what the budget
+// leaves), the CPU side, the initial slot placement, the staging rings, the graphs; and the
+// release of all of it.
 #include <algorithm>
 #include <cstring>
 #include <memory>
@@ -55,9 +56,9 @@ void HybridBackend::upload(std::uint16_t* dst, const Bf16View& v, std::size_t va
     NEURAL_CUDA(cuda::drv::memcpy(dst, v.data, values * 2, cuda::drv::kHostToDevice));
 }
 
-// The order of the steps is the VRAM plan: the dense core, the K/V cache, the decode and prefill
-// buffers are allocated first (vram_plan.cpp's gpu_memory_layout mirrors them), the slot pool takes
-// what is left.
+// The VRAM plan (cuda/hybrid/vram_plan.h) sizes every allocation and the context; the steps below
+// allocate its rows by name: the dense core, the K/V cache, the decode and prefill buffers, then
+// the slot pool from what the budget leaves. Every row is allocated exactly as planned.
 void HybridBackend::init() {
     const ModelConfig& c = *in_.config;
     std::string why;
@@ -74,13 +75,7 @@ void HybridBackend::init() {
         fail("--stream-misses must be auto, 0 or 1");
     if (!(opt_.stream_share <= 1.0)) fail("--stream-share must be auto or a fraction in [0, 1]");
     probe_copies();
-    vram_.budget = opt_.vram_budget_gib > 0
-                       ? static_cast<std::uint64_t>(opt_.vram_budget_gib * kGiB)
-                       : (dev.free_bytes > (512ull << 20) ? dev.free_bytes - (512ull << 20) : 0);
-    if (opt_.vram_budget_gib > 0 && vram_.budget > dev.free_bytes) {
-        fail("--vram-budget {:.2f} GiB is more than the {:.2f} GiB free on {}",
-             opt_.vram_budget_gib, static_cast<double>(dev.free_bytes) / kGiB, dev.name);
-    }
+    const VramBudget budget = vram_budget(opt_, {dev.name, dev.free_bytes, dev.total_bytes});
     H_ = c.hidden_size;
     I_ = c.intermediate_size;
     E_ = c.num_experts;
@@ -104,25 +99,13 @@ void HybridBackend::init() {
              I_);
     }
     if (E_ > 1024) fail("backend \"cuda\": {} experts per layer is more than 1024", E_);
-    if (opt_.context > 0) {
-        ctx_ = std::min<std::int64_t>(opt_.context, c.max_position_embeddings);
-    } else {
-        // auto: 16,384 positions where the budget keeps enough expert slots beside them (or the
-        // pool that was asked for), else the largest that does (cuda/hybrid/vram_plan.h).
-        const std::uint64_t stride =
-            (cpu::ExpertRecordView::raw_bytes(H_, I_) + kSlotAlign - 1) / kSlotAlign * kSlotAlign;
-        const std::int64_t pool_bytes =
-            opt_.pool_slots >= 0
-                ? static_cast<std::int64_t>(static_cast<std::uint64_t>(opt_.pool_slots) * stride)
-            : opt_.pool_gib >= 0 ? static_cast<std::int64_t>(opt_.pool_gib * kGiB)
-                                 : -1;
-        const ContextChoice cc =
-            auto_context(c, vram_.budget, opt_.prefill_order == "token" ? 0 : opt_.prefill_block,
-                         opt_.scratch_slots, opt_.kv_ring, pool_bytes, opt_.prompt_rows);
-        ctx_ = cc.context;
-        spdlog::info("{}", cc.line);
-    }
-    dec_.splits = static_cast<int>(std::clamp<std::int64_t>(ctx_ / 512, 1, 16));
+    vram_.plan = plan_vram(c, opt_, budget.bytes);
+    vram_.plan.require_fits();
+    ctx_ = vram_.plan.context;
+    // auto: 16,384 positions where the budget keeps enough expert slots beside them (or the
+    // pool that was asked for), else the largest that does (cuda/hybrid/vram_plan.h).
+    if (!vram_.plan.context_line.empty()) spdlog::info("{}", vram_.plan.context_line);
+    dec_.splits = vram_.plan.attention_splits;
 
     NEURAL_CUDA(cuda::drv::stream_create(&stream_, cuda::drv::kStreamNonBlocking));
     NEURAL_CUDA(cuda::drv::stream_create(&copy_stream_, cuda::drv::kStreamNonBlocking));
@@ -140,6 +123,7 @@ void HybridBackend::init() {
     dec_.logits_host = HostBuffer(static_cast<std::size_t>(V_) * 4);
     dec_.pos_host = HostBuffer(4);
     init_slot_pool();
+    check_allocations();
     init_cpu_side();
     // Before anything below reads the store or --release-resident gives its pages back.
     pin_store();
@@ -151,6 +135,41 @@ void HybridBackend::init() {
     description_ = description(dev.name);
 }
 
+void* HybridBackend::allocate_row(const char* name) {
+    const VramRow* row = vram_.plan.find(name);
+    auto made = std::find_if(vram_.made.begin(), vram_.made.end(),
+                             [&](const DeviceAllocation& a) { return a.name == name; });
+    const std::uint64_t count = made == vram_.made.end() ? 0 : made->count;
+    if (row == nullptr || !row->allocated() || count >= row->count) {
+        fail("the CUDA backend allocates \"{}\" beyond its VRAM plan ({} planned)", name,
+             row == nullptr ? 0 : row->count);
+    }
+    void* p = nullptr;
+    NEURAL_CUDA(cuda::drv::malloc(&p, row->each));
+    vram_.allocations.push_back(p);
+    if (made == vram_.made.end()) {
+        vram_.made.push_back({row->name, 1, row->each});
+    } else {
+        ++made->count;
+        made->bytes += row->each;
+    }
+    return p;
+}
+
+// Every allocated row of the plan was allocated as often as planned (allocate_row refuses more).
+void HybridBackend::check_allocations() const {
+    for (const VramRow& r : vram_.plan.rows) {
+        if (!r.allocated()) continue;
+        const auto made = std::find_if(vram_.made.begin(), vram_.made.end(),
+                                       [&](const DeviceAllocation& a) { return a.name == r.name; });
+        const std::uint64_t count = made == vram_.made.end() ? 0 : made->count;
+        if (count != r.count) {
+            fail("the CUDA backend allocated \"{}\" {} times, its VRAM plan {} times", r.name,
+                 count, r.count);
+        }
+    }
+}
+
 // Dense core (bf16, straight from the checkpoint). The embedding stays in RAM: a token needs one
 // row, which the host widens into mapped memory.
 void HybridBackend::init_dense_core() {
@@ -158,47 +177,45 @@ void HybridBackend::init_dense_core() {
     const auto Hs = static_cast<std::size_t>(H_), Is = static_cast<std::size_t>(I_),
                Es = static_cast<std::size_t>(E_), Qs = static_cast<std::size_t>(Q_),
                KVs = static_cast<std::size_t>(KV_);
-    const std::size_t qkv_rows = Qs + 2 * KVs;
     layers_.resize(static_cast<std::size_t>(L_));
     for (int l = 0; l < L_; ++l) {
         const LayerWeights& lw = w.layers[static_cast<std::size_t>(l)];
         LayerDevice& ld = layers_[static_cast<std::size_t>(l)];
-        ld.input_norm = dalloc<std::uint16_t>(Hs, "layer norms");
+        ld.input_norm = dalloc<std::uint16_t>("layer norms");
         upload(ld.input_norm, lw.input_norm, Hs);
-        ld.post_norm = dalloc<std::uint16_t>(Hs, "layer norms");
+        ld.post_norm = dalloc<std::uint16_t>("layer norms");
         upload(ld.post_norm, lw.post_norm, Hs);
         pf_.shapes.push_back(prefill_expert_shape(lw));
-        ld.qkv_w = dalloc<std::uint16_t>(qkv_rows * Hs, "QKV weights");
+        ld.qkv_w = dalloc<std::uint16_t>("QKV weights");
         upload(ld.qkv_w, lw.q_w, Qs * Hs);
         upload(ld.qkv_w + Qs * Hs, lw.k_w, KVs * Hs);
         upload(ld.qkv_w + (Qs + KVs) * Hs, lw.v_w, KVs * Hs);
-        ld.qkv_b = dalloc<std::uint16_t>(qkv_rows, "QKV bias");
+        ld.qkv_b = dalloc<std::uint16_t>("QKV bias");
         upload(ld.qkv_b, lw.q_b, Qs);
         upload(ld.qkv_b + Qs, lw.k_b, KVs);
         upload(ld.qkv_b + Qs + KVs, lw.v_b, KVs);
-        ld.o_w = dalloc<std::uint16_t>(Hs * Qs, "output projection");
+        ld.o_w = dalloc<std::uint16_t>("output projection");
         upload(ld.o_w, lw.o_w, Hs * Qs);
-        ld.o_b = dalloc<std::uint16_t>(Hs, "output bias");
+        ld.o_b = dalloc<std::uint16_t>("output bias");
         upload(ld.o_b, lw.o_b, Hs);
-        ld.sinks = dalloc<std::uint16_t>(static_cast<std::size_t>(nq_), "sinks");
+        ld.sinks = dalloc<std::uint16_t>("sinks");
         upload(ld.sinks, lw.sinks, static_cast<std::size_t>(nq_));
-        ld.router_w = dalloc<std::uint16_t>(Es * Hs, "router");
+        ld.router_w = dalloc<std::uint16_t>("router");
         upload(ld.router_w, lw.router_w, Es * Hs);
-        ld.router_b = dalloc<std::uint16_t>(Es, "router bias");
+        ld.router_b = dalloc<std::uint16_t>("router bias");
         upload(ld.router_b, lw.router_b, Es);
-        ld.gate_up_bias = dalloc<std::uint16_t>(Es * 2 * Is, "expert biases");
+        ld.gate_up_bias = dalloc<std::uint16_t>("expert gate_up biases");
         upload(ld.gate_up_bias, lw.gate_up.bias, Es * 2 * Is);
-        ld.down_bias = dalloc<std::uint16_t>(Es * Hs, "expert biases");
+        ld.down_bias = dalloc<std::uint16_t>("expert down biases");
         upload(ld.down_bias, lw.down.bias, Es * Hs);
-        ld.sel = dalloc<int>(static_cast<std::size_t>(K_), "router outputs");
-        ld.slot = dalloc<int>(static_cast<std::size_t>(K_), "router outputs");
-        ld.gate = dalloc<float>(static_cast<std::size_t>(K_), "router outputs");
+        ld.sel = dalloc<int>("router outputs");
+        ld.slot = dalloc<int>("router outputs");
+        ld.gate = dalloc<float>("router outputs");
     }
-    final_norm_ = dalloc<std::uint16_t>(Hs, "final norm");
+    final_norm_ = dalloc<std::uint16_t>("final norm");
     upload(final_norm_, w.final_norm, Hs);
-    lm_head_ = dalloc<std::uint16_t>(static_cast<std::size_t>(V_) * Hs, "lm_head");
+    lm_head_ = dalloc<std::uint16_t>("lm_head");
     upload(lm_head_, w.lm_head, static_cast<std::size_t>(V_) * Hs);
-    vram_.core_bytes = vram_.used;
 }
 
 // RoPE's frequencies, the K/V cache and the host-side K/V checkpoints.
@@ -206,7 +223,7 @@ void HybridBackend::init_kv_cache() {
     const ModelConfig& c = *in_.config;
     const auto KVs = static_cast<std::size_t>(KV_);
     const cpu::Rope rope(c);
-    inv_freq_ = dalloc<float>(rope.inv_freq().size(), "RoPE");
+    inv_freq_ = dalloc<float>("RoPE frequencies");
     NEURAL_CUDA(cuda::drv::memcpy(inv_freq_, rope.inv_freq().data(), rope.inv_freq().size() * 4,
                                   cuda::drv::kHostToDevice));
     concentration_ = rope.concentration();
@@ -215,18 +232,19 @@ void HybridBackend::init_kv_cache() {
     // their last positions (position p in row p % ring). Zeroed: a prefill tile may read a
     // masked row of the ring before anything was written there.
     // K/V checkpoints of a ring keep the rings' last positions (ring checkpoints, switch_sequence).
-    kv_ring_ = kv_ring_positions(c, ctx_, opt_.kv_ring,
-                                 opt_.prefill_order == "token" ? 0 : opt_.prefill_block);
+    kv_ring_ = vram_.plan.kv_ring;
     for (int l = 0; l < L_; ++l) {
         LayerDevice& ld = layers_[static_cast<std::size_t>(l)];
         ld.ring = c.layer_is_sliding[static_cast<std::size_t>(l)] ? kv_ring_ : 0;
         const std::size_t rows = static_cast<std::size_t>(ld.ring > 0 ? ld.ring : ctx_);
-        ld.k_cache = dalloc<float>(rows * KVs, "K/V cache");
-        ld.v_cache = dalloc<float>(rows * KVs, "K/V cache");
+        const char* row = c.layer_is_sliding[static_cast<std::size_t>(l)]
+                              ? "K/V cache (sliding layers)"
+                              : "K/V cache";
+        ld.k_cache = dalloc<float>(row);
+        ld.v_cache = dalloc<float>(row);
         NEURAL_CUDA(cuda::drv::memset(ld.k_cache, 0, rows * KVs * 4));
         NEURAL_CUDA(cuda::drv::memset(ld.v_cache, 0, rows * KVs * 4));
     }
-    vram_.kv_bytes = vram_.used - vram_.core_bytes;
     if (opt_.kv_checkpoint_gib > 0) {
         std::uint64_t ring_layers = 0;
         for (int l = 0; l < L_; ++l)
@@ -241,49 +259,32 @@ void HybridBackend::init_kv_cache() {
 
 // The decode graphs' device buffers (activations, logits, position) and the slot table.
 void HybridBackend::init_decode_buffers() {
-    const auto Hs = static_cast<std::size_t>(H_), Is = static_cast<std::size_t>(I_),
-               Es = static_cast<std::size_t>(E_), Qs = static_cast<std::size_t>(Q_),
-               KVs = static_cast<std::size_t>(KV_);
-    const std::size_t qkv_rows = Qs + 2 * KVs;
-    dec_.x = dalloc<float>(Hs, "activations");
-    dec_.h = dalloc<float>(Hs, "activations");
-    dec_.qkv = dalloc<float>(qkv_rows, "activations");
-    dec_.attn = dalloc<float>(Qs, "activations");
-    dec_.attn_scratch =
-        dalloc<float>(static_cast<std::size_t>(nq_) * dec_.splits * (d_ + 2), "attention scratch");
-    dec_.router_logits = dalloc<float>(Es, "activations");
-    dec_.act = dalloc<float>(static_cast<std::size_t>(K_) * Is, "activations");
-    dec_.moe_gpu = dalloc<float>(Hs, "activations");
-    dec_.logits = dalloc<float>(static_cast<std::size_t>(V_), "logits");
-    dec_.pos = dalloc<int>(1, "position");
-    dec_.fused_counters = dalloc<unsigned>(1 + static_cast<std::size_t>(nq_), "decode counters");
+    dec_.x = dalloc<float>("decode hidden rows");
+    dec_.h = dalloc<float>("decode hidden rows");
+    dec_.qkv = dalloc<float>("decode QKV");
+    dec_.attn = dalloc<float>("decode attention");
+    dec_.attn_scratch = dalloc<float>("attention scratch");
+    dec_.router_logits = dalloc<float>("router logits");
+    dec_.act = dalloc<float>("expert activations");
+    dec_.moe_gpu = dalloc<float>("decode hidden rows");
+    dec_.logits = dalloc<float>("logits");
+    dec_.pos = dalloc<int>("position");
+    dec_.fused_counters = dalloc<unsigned>("decode counters");
     NEURAL_CUDA(
         cuda::drv::memset_async(dec_.fused_counters, 0, (1 + static_cast<std::size_t>(nq_)) * 4,
                                 stream_));  // ordered before every graph on the compute stream
-    slots_.table = dalloc<int>(static_cast<std::size_t>(L_) * Es, "slot table");
+    slots_.table = dalloc<int>("slot table");
 }
 
 void HybridBackend::init_slot_pool() {
-    // The expert slot pool: what the budget leaves (minus a reserve for graphs and the
-    // allocator), or exactly what was asked.
+    // The streamed misses' buffer where the plan has it (it is used only where the load-time
+    // choice streams, streamed_misses.cpp), then the expert slot pool: what the budget leaves
+    // (minus a reserve for graphs and the allocator), or exactly what was asked.
+    if (vram_.plan.find("streamed misses") != nullptr) miss_.slot = dalloc<int>("streamed misses");
     slots_.record_bytes = cpu::ExpertRecordView::raw_bytes(H_, I_);
-    slots_.stride = (slots_.record_bytes + kSlotAlign - 1) / kSlotAlign * kSlotAlign;
-    const std::uint64_t reserve = 64ull << 20;
-    const std::uint64_t left =
-        vram_.budget > vram_.used + reserve ? vram_.budget - vram_.used - reserve : 0;
-    std::int64_t slots;
-    if (opt_.pool_slots >= 0) {
-        slots = opt_.pool_slots;
-    } else if (opt_.pool_gib >= 0) {
-        slots =
-            static_cast<std::int64_t>(opt_.pool_gib * kGiB / static_cast<double>(slots_.stride));
-    } else {
-        slots = static_cast<std::int64_t>(left / slots_.stride);
-    }
-    slots = std::min<std::int64_t>(slots, static_cast<std::int64_t>(L_) * E_);
-    if (slots > 0)
-        slots_.base = dalloc<std::uint8_t>(static_cast<std::size_t>(slots) * slots_.stride,
-                                           "expert slot pool");
+    slots_.stride = vram_.plan.slot_bytes;
+    const std::int64_t slots = vram_.plan.pool_slots;
+    if (slots > 0) slots_.base = dalloc<std::uint8_t>("expert slot pool");
     ResidencyOptions ro;
     ro.static_fraction = opt_.static_fraction;
     ro.refresh_every = opt_.refresh_every;
@@ -389,9 +390,9 @@ std::string HybridBackend::description(const std::string& device_name) const {
         "cuda ({}, VRAM budget {:.2f} GiB: core {:.2f} GiB, K/V {:.2f} GiB for {} positions{}, "
         "{} expert slots = {:.2f} GiB ({} static, {} resident, residency {}); misses: {} kernel, "
         "{} team, {} threads{}{}; prefill {}; {}; K/V checkpoints {})",
-        device_name, static_cast<double>(vram_.budget) / kGiB,
-        static_cast<double>(vram_.core_bytes) / kGiB, static_cast<double>(vram_.kv_bytes) / kGiB,
-        ctx_,
+        device_name, static_cast<double>(vram_.plan.budget) / kGiB,
+        static_cast<double>(vram_.plan.bytes(VramUse::core_weights)) / kGiB,
+        static_cast<double>(vram_.plan.bytes(VramUse::kv_cache)) / kGiB, ctx_,
         kv_ring_ > 0 ? fmt::format(" (sliding layers: a ring of {})", kv_ring_) : std::string(),
         residency_->slots(),
         static_cast<double>(residency_->slots()) * static_cast<double>(slots_.stride) / kGiB,

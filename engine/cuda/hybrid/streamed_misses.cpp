@@ -49,7 +49,7 @@ void HybridBackend::init_stream_misses() {
     NEURAL_CUDA(cuda::drv::event_create(&miss_.done, cuda::drv::kEventDisableTiming));
     // Per choice its scratch slot (K ints), then its slice (2K ints: first neuron, neurons).
     const std::size_t ints = static_cast<std::size_t>(3 * K_);
-    miss_.slot = dalloc<int>(ints, "streamed misses");
+    // miss_.slot: the VRAM plan's "streamed misses" row, allocated at setup (init_slot_pool).
     miss_.slot_host = HostBuffer(ints * 4);
     std::fill_n(miss_.slot_host.host<int>(), ints, 0);
     // One graph per layer (few API calls per streamed layer: they are on the critical path):

@@ -1,37 +1,104 @@
-// The hybrid CUDA backend's GPU memory for a model shape, allocation by allocation, and what is
-// sized from it: the auto context, the sliding layers' K/V ring, the prompt rows the GPU holds,
-// the GPU prefill's pinned host memory. Pure functions of ModelConfig and GpuOptions' values,
-// built without CUDA too, so the backend (setup.cpp, prefill.cpp) and `neural fit`
-// (runtime/fit.h) plan with the same ones.
+// The hybrid CUDA backend's VRAM plan: from the model's shape, GpuOptions and the budget (which
+// comes from the device's free memory and the one margin rule), every GPU allocation the backend
+// makes, as named rows (name, purpose, count, bytes), and the expert slots that the budget leaves.
+// The backend allocates exactly these rows, each under its name (engine/cuda/hybrid/setup.cpp,
+// prefill.cpp); `neural fit`, the setup wizard and the auto context read the same plan. Pure
+// functions, built without CUDA too (docs/CUDA.md "VRAM budget").
 #pragma once
 
 #include <cstdint>
 #include <string>
+#include <string_view>
+#include <vector>
 
+#include "backend/backend.h"
 #include "model/config.h"
 
 namespace neural {
 
-// GPU memory of the hybrid CUDA backend for a shape, allocation by allocation as
-// engine/cuda/hybrid/setup.cpp makes them (each rounded up to 256 bytes).
-struct GpuMemoryLayout {
-    std::uint64_t core_bytes = 0;        // bf16 dense core without the embedding, router outputs
-    std::uint64_t kv_bytes = 0;          // fp32 K and V of every layer for `context` positions
-    std::uint64_t activation_bytes = 0;  // per-token buffers, logits, slot table
-    std::uint64_t reserve_bytes = 0;     // kept free for graphs and the allocator
-    std::uint64_t prefill_bytes = 0;     // GPU prefill: prompt rows, block scratch, scratch slots
-    std::uint64_t slot_bytes = 0;        // one expert slot (a raw record, 256-byte aligned)
-    // Slots that fit in `budget` after everything above (0 when not even the core fits).
-    std::int64_t slots_for(std::uint64_t budget) const;
-    std::uint64_t fixed_bytes() const {
-        return core_bytes + kv_bytes + activation_bytes + reserve_bytes + prefill_bytes;
-    }
+// What a row of the plan holds.
+enum class VramUse {
+    core_weights,  // the bf16 dense core without the embedding (norms, attention, router, lm_head)
+    kv_cache,      // fp32 K and V of every layer, and RoPE's frequencies
+    decode_buffers,   // the decode graphs' activations, logits, router outputs, the slot table
+    prefill_buffers,  // the GPU prefill's prompt rows, routing and block buffers
+    scratch_slots,    // the GPU prefill's scratch slots (staged experts)
+    expert_slots,     // the expert slot pool: what the budget leaves
+    reserve,          // kept free for graphs and the allocator (not allocated)
 };
-// prefill_block / scratch_slots / kv_ring / prompt_rows: GpuOptions' (0 blocks: prompts token by
-// token, no buffers; kv_ring -1: auto, 0: no ring; prompt_rows 0: auto), defaults as GpuOptions'.
-GpuMemoryLayout gpu_memory_layout(const ModelConfig& config, std::int64_t context,
-                                  int prefill_block = 2048, int scratch_slots = 4, int kv_ring = -1,
-                                  int prompt_rows = 0);
+// "core weights", "K/V cache", ...
+const char* vram_use_name(VramUse use);
+
+// One row: `count` device allocations of `each` bytes (every allocation rounded up to
+// kVramAlign), made under `name`.
+struct VramRow {
+    std::string name;
+    VramUse use = VramUse::core_weights;
+    std::uint64_t count = 1;
+    std::uint64_t each = 0;
+    std::uint64_t bytes() const { return count * each; }
+    bool allocated() const { return use != VramUse::reserve; }
+};
+
+inline constexpr std::uint64_t kVramAlign = 256;  // every allocation, and the slot stride
+inline constexpr std::uint64_t kVramReserve = 64ull << 20;
+
+// The one margin rule: VRAM left to the display and other programs when --vram-budget is 0 (auto):
+// max(kVramMinMargin, kVramMarginShare of the card's total memory). The backend's default budget,
+// `neural fit` and the setup wizard all use it.
+inline constexpr std::uint64_t kVramMinMargin = 512ull << 20;
+inline constexpr double kVramMarginShare = 0.05;
+std::uint64_t vram_margin(std::uint64_t total_bytes);
+
+// What the plan needs to know of the device.
+struct VramDevice {
+    std::string name;
+    std::uint64_t free_bytes = 0;
+    std::uint64_t total_bytes = 0;
+};
+// The budget for `options` on `device`: GpuOptions::vram_budget_gib where it is > 0 (an error
+// where it is more than the device has free), else free - vram_margin(total). `line` says which.
+struct VramBudget {
+    std::uint64_t bytes = 0;
+    std::string line;
+};
+VramBudget vram_budget(const GpuOptions& options, const VramDevice& device);
+
+// Bytes of one expert slot: a raw record (the slot image), rounded up to kVramAlign.
+std::uint64_t expert_slot_bytes(const ModelConfig& config);
+
+struct VramPlan {
+    std::uint64_t budget = 0;
+    std::int64_t context = 0;      // K/V positions (GpuOptions::context, or auto_context's choice)
+    std::string context_line;      // with an auto context: the choice and why
+    int kv_ring = 0;               // the sliding layers' ring (kv_ring_positions), 0: none
+    int attention_splits = 1;      // the decode attention's split-K partitions
+    bool gpu_prefill = false;      // prompts on the GPU (else token by token: no prefill rows)
+    int prefill_block = 0;         // positions of a prefill block (at most the context)
+    std::int64_t prompt_rows = 0;  // prompt positions held at once (prompt_rows())
+    std::uint64_t slot_bytes = 0;  // expert_slot_bytes
+    std::int64_t pool_slots = 0;   // expert slots in the pool
+    // Every row in allocation order: the allocations, then the reserve (what the budget keeps
+    // free, up to kVramReserve). Rows with a count of 0 are not listed.
+    std::vector<VramRow> rows;
+    // Empty when the plan fits the budget; else why not, naming the budget and the first row
+    // that does not fit ("raise --vram-budget, lower --context or use --backend cpu").
+    std::string shortfall;
+
+    const VramRow* find(std::string_view name) const;
+    std::uint64_t bytes(VramUse use) const;
+    std::uint64_t total() const;        // every row: at most the budget when the plan fits
+    std::uint64_t allocated() const;    // every row but the reserve
+    std::uint64_t fixed_bytes() const;  // every allocated row but the expert slot pool
+    // Expert slots that `budget` leaves after the fixed rows and the reserve.
+    std::int64_t slots_for(std::uint64_t budget) const;
+    void require_fits() const;  // fails with `shortfall`
+};
+
+// The plan for `config` with `options` within `budget` bytes. Errors for options the plan cannot
+// size (--kv-ring too small, --prefill-block / --scratch / --prompt-rows out of range); a budget
+// too small is `shortfall`, not an error, so `neural fit` can plan around it.
+VramPlan plan_vram(const ModelConfig& config, const GpuOptions& options, std::uint64_t budget);
 
 // Positions of a prompt the GPU prefill holds at once: its residual stream, the experts' sum and
 // the experts' input (three fp32 rows of `hidden` per position in VRAM, one pinned on the host).
@@ -47,11 +114,11 @@ inline constexpr double kPromptRowsShare = 0.02;
 std::int64_t prompt_rows(const ModelConfig& config, std::int64_t context, int rows = 0);
 
 // The GPU context when --context is auto (GpuOptions::context <= 0): kAutoContext positions (at
-// most the model's maximum) where the VRAM budget keeps at least min_slots expert slots beside
-// them (about 1 GiB of slots or 4% of the experts, whichever is more), else the largest multiple of
-// 1024 down to kMinAutoContext that does, else kMinAutoContext. `pool_bytes` >= 0: the pool was
-// asked for (--pool / --pool-slots), so the context must leave that much instead. The backend
-// (engine/cuda/hybrid/setup.cpp) and plan_fit choose with this one function.
+// most the model's maximum) where the plan keeps at least min_slots expert slots beside them
+// within `budget` (about 1 GiB of slots or 4% of the experts, whichever is more), else the
+// largest multiple of 1024 down to kMinAutoContext that does, else kMinAutoContext. With
+// --pool / --pool-slots (GpuOptions::pool_gib / pool_slots) the context must leave that pool
+// instead. plan_vram chooses with it.
 inline constexpr std::int64_t kAutoContext = 16384, kMinAutoContext = 2048;
 struct ContextChoice {
     std::int64_t context = 0;
@@ -59,9 +126,8 @@ struct ContextChoice {
     std::int64_t min_slots = 0;  // the slots the context had to leave
     std::string line;            // one line: the choice and why
 };
-ContextChoice auto_context(const ModelConfig& config, std::uint64_t budget_bytes,
-                           int prefill_block = 2048, int scratch_slots = 4, int kv_ring = -1,
-                           std::int64_t pool_bytes = -1, int prompt_rows = 0);
+ContextChoice auto_context(const ModelConfig& config, const GpuOptions& options,
+                           std::uint64_t budget);
 
 // Positions of K/V a sliding-window layer keeps with GpuOptions::kv_ring = `ring`. A ring holds
 // the window and, for the GPU prefill, a block of new positions beside it: ring >= window +
