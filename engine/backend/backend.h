@@ -336,9 +336,11 @@ public:
     virtual StorePin store_pin() const { return {}; }
     // Positions one sequence may hold (the GPU's K/V cache: --context); 0: the model's maximum.
     virtual std::int64_t context_length() const { return 0; }
-    // Same contract as CpuModel::forward. One forward pass at a time (the engine thread).
+    // Same contract as CpuModel::forward. One forward pass at a time (the engine thread). Not
+    // const: a backend may keep state across calls (the GPU's K/V of the resident sequence, its
+    // expert slots).
     virtual std::vector<float> forward(std::span<const TokenId> tokens, KvCache& cache,
-                                       const ForwardOptions& options) const = 0;
+                                       const ForwardOptions& options) = 0;
 };
 
 // What the CUDA backend needs from the loaded model.

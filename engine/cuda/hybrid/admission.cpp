@@ -29,9 +29,9 @@ void HybridBackend::admit_misses(int l, const Route& route, const MissPlan& plan
                 // assembles one (an extra pass over the expert, counted here).
                 b = free_capture();
                 if (b < 0) continue;
-                adm_.capture_busy[static_cast<std::size_t>(b)] = true;
+                admissions_.capture_busy[static_cast<std::size_t>(b)] = true;
                 fill_record(l, expert,
-                            adm_.captures[static_cast<std::size_t>(b)].host<std::uint8_t>());
+                            admissions_.captures[static_cast<std::size_t>(b)].host<std::uint8_t>());
             }
             if (b < 0) continue;
             start_upload(*pending, b);
@@ -43,7 +43,7 @@ void HybridBackend::admit_misses(int l, const Route& route, const MissPlan& plan
 
 int HybridBackend::free_capture() const {
     for (int b = 0; b < kCaptureBuffers; ++b) {
-        if (!adm_.capture_busy[static_cast<std::size_t>(b)]) return b;
+        if (!admissions_.capture_busy[static_cast<std::size_t>(b)]) return b;
     }
     return -1;
 }
@@ -54,39 +54,39 @@ void HybridBackend::start_upload(const Residency::Admission& a, int buffer) {
     residency_->begin(a);
     if (a.victim_layer >= 0) {
         cuda::set_int(
-            slots_.table + static_cast<std::size_t>(a.victim_layer) * E_ + a.victim_expert, -1,
-            stream_);
+            slots_.table + static_cast<std::size_t>(a.victim_layer) * n_experts_ + a.victim_expert,
+            -1, stream_);
     }
-    NEURAL_CUDA(cuda::drv::event_record(adm_.evicted, stream_));
-    NEURAL_CUDA(cuda::drv::stream_wait_event(copy_stream_, adm_.evicted, 0));
+    NEURAL_CUDA(cuda::drv::event_record(admissions_.evicted, stream_));
+    NEURAL_CUDA(cuda::drv::stream_wait_event(copy_stream_, admissions_.evicted, 0));
     NEURAL_CUDA(
         cuda::drv::memcpy_async(slots_.base + static_cast<std::uint64_t>(a.slot) * slots_.stride,
-                                adm_.captures[static_cast<std::size_t>(buffer)].ptr,
+                                admissions_.captures[static_cast<std::size_t>(buffer)].ptr,
                                 slots_.record_bytes, cuda::drv::kHostToDevice, copy_stream_));
-    NEURAL_CUDA(
-        cuda::drv::event_record(adm_.capture_done[static_cast<std::size_t>(buffer)], copy_stream_));
-    adm_.uploads.push_back({a, buffer});
+    NEURAL_CUDA(cuda::drv::event_record(admissions_.capture_done[static_cast<std::size_t>(buffer)],
+                                        copy_stream_));
+    admissions_.uploads.push_back({a, buffer});
 }
 
 // Uploads that landed: the slot joins the table on the compute stream.
 void HybridBackend::poll_uploads() {
     poll_batch();
-    for (std::size_t i = 0; i < adm_.uploads.size();) {
-        const Admissions::Upload& u = adm_.uploads[i];
+    for (std::size_t i = 0; i < admissions_.uploads.size();) {
+        const Admissions::Upload& u = admissions_.uploads[i];
         const CUresult q =
-            cuda::drv::event_query(adm_.capture_done[static_cast<std::size_t>(u.buffer)]);
+            cuda::drv::event_query(admissions_.capture_done[static_cast<std::size_t>(u.buffer)]);
         if (q == CUDA_ERROR_NOT_READY) {
             ++i;
             continue;
         }
         NEURAL_CUDA(q);
-        cuda::set_int(slots_.table + static_cast<std::size_t>(u.a.layer) * E_ + u.a.expert,
+        cuda::set_int(slots_.table + static_cast<std::size_t>(u.a.layer) * n_experts_ + u.a.expert,
                       u.a.slot, stream_);
         residency_->complete(u.a);
-        adm_.capture_busy[static_cast<std::size_t>(u.buffer)] = false;
+        admissions_.capture_busy[static_cast<std::size_t>(u.buffer)] = false;
         if (in_.counters != nullptr)
             in_.counters->admissions.fetch_add(1, std::memory_order_relaxed);
-        adm_.uploads.erase(adm_.uploads.begin() + static_cast<std::ptrdiff_t>(i));
+        admissions_.uploads.erase(admissions_.uploads.begin() + static_cast<std::ptrdiff_t>(i));
     }
 }
 
@@ -95,7 +95,7 @@ void HybridBackend::poll_uploads() {
 namespace neural::hybrid {
 
 // After a prompt on the GPU (--prompt-admit, docs/CUDA.md "Residency"): the prompt's routing
-// counts (pf_.counts) become one batch of admissions (Residency::prompt_admissions): free adaptive
+// counts (prefill_.counts) become one batch of admissions (Residency::prompt_admissions): free adaptive
 // slots take the prompt's most-used experts, and up to --prompt-admit more replace colder adaptive
 // experts. The victims leave the table first (on the compute stream, after everything the prompt
 // launched), then the copy stream uploads every record (straight from the raw store's mapping;
@@ -104,16 +104,16 @@ namespace neural::hybrid {
 // once and reads the new slots as soon as they are there. Frozen residency admits nothing.
 void HybridBackend::admit_prompt_experts() {
     if (opt_.prompt_admit <= 0 || residency_->frozen() ||
-        residency_->slots() == residency_->static_slots() || pf_.counts.empty())
+        residency_->slots() == residency_->static_slots() || prefill_.counts.empty())
         return;
-    if (!adm_.batch.empty()) {  // one batch at a time (a prompt right after a prompt)
-        NEURAL_CUDA(
-            cuda::drv::event_synchronize(adm_.batch_chunks[(adm_.batch.size() - 1) / kBatchChunk]));
+    if (!admissions_.batch.empty()) {  // one batch at a time (a prompt right after a prompt)
+        NEURAL_CUDA(cuda::drv::event_synchronize(
+            admissions_.batch_chunks[(admissions_.batch.size() - 1) / kBatchChunk]));
         poll_batch();
     }
     const int max_free = raw_store_ ? residency_->slots() : opt_.prompt_admit;
     const std::vector<Residency::Admission> batch =
-        residency_->prompt_admissions(pf_.counts, max_free, opt_.prompt_admit);
+        residency_->prompt_admissions(prefill_.counts, max_free, opt_.prompt_admit);
     if (batch.empty()) return;
     int evicting = 0, placeholders = 0;
     for (const Residency::Admission& a : batch) {
@@ -122,18 +122,18 @@ void HybridBackend::admit_prompt_experts() {
         if (a.victim_layer < 0) continue;
         ++evicting;
         cuda::set_int(
-            slots_.table + static_cast<std::size_t>(a.victim_layer) * E_ + a.victim_expert, -1,
-            stream_);
+            slots_.table + static_cast<std::size_t>(a.victim_layer) * n_experts_ + a.victim_expert,
+            -1, stream_);
     }
-    NEURAL_CUDA(cuda::drv::event_record(adm_.evicted, stream_));
-    NEURAL_CUDA(cuda::drv::stream_wait_event(copy_stream_, adm_.evicted, 0));
+    NEURAL_CUDA(cuda::drv::event_record(admissions_.evicted, stream_));
+    NEURAL_CUDA(cuda::drv::stream_wait_event(copy_stream_, admissions_.evicted, 0));
     // One landing event per chunk of kBatchChunk copies, most-used experts first, so that
     // decode reads the first slots while the rest still cross PCIe.
     const std::size_t chunks = (batch.size() + kBatchChunk - 1) / kBatchChunk;
-    while (adm_.batch_chunks.size() < chunks) {
+    while (admissions_.batch_chunks.size() < chunks) {
         CUevent ev;
         NEURAL_CUDA(cuda::drv::event_create(&ev, cuda::drv::kEventDisableTiming));
-        adm_.batch_chunks.push_back(ev);
+        admissions_.batch_chunks.push_back(ev);
     }
     for (std::size_t i = 0; i < batch.size(); ++i) {
         const Residency::Admission& a = batch[i];
@@ -142,18 +142,19 @@ void HybridBackend::admit_prompt_experts() {
             src = raw_record(a.layer, a.expert);
         } else {
             // A pageable buffer: cudaMemcpyAsync has copied it out when it returns.
-            adm_.batch_record.resize(static_cast<std::size_t>(slots_.record_bytes));
-            fill_record(a.layer, a.expert, adm_.batch_record.data());
-            src = adm_.batch_record.data();
+            admissions_.batch_record.resize(static_cast<std::size_t>(slots_.record_bytes));
+            fill_record(a.layer, a.expert, admissions_.batch_record.data());
+            src = admissions_.batch_record.data();
         }
         NEURAL_CUDA(cuda::drv::memcpy_async(
             slots_.base + static_cast<std::uint64_t>(a.slot) * slots_.stride, src,
             slots_.record_bytes, cuda::drv::kHostToDevice, copy_stream_));
         if ((i + 1) % kBatchChunk == 0 || i + 1 == batch.size())
-            NEURAL_CUDA(cuda::drv::event_record(adm_.batch_chunks[i / kBatchChunk], copy_stream_));
+            NEURAL_CUDA(
+                cuda::drv::event_record(admissions_.batch_chunks[i / kBatchChunk], copy_stream_));
     }
-    adm_.batch = batch;
-    adm_.batch_flipped = 0;
+    admissions_.batch = batch;
+    admissions_.batch_flipped = 0;
     if (in_.counters != nullptr)
         in_.counters->prompt_admissions.fetch_add(batch.size(), std::memory_order_relaxed);
     spdlog::info(
@@ -166,24 +167,25 @@ void HybridBackend::admit_prompt_experts() {
 // The batch's chunks whose copies landed, in order: their slots join the table on the compute
 // stream.
 void HybridBackend::poll_batch() {
-    while (adm_.batch_flipped < adm_.batch.size()) {
-        const std::size_t c = adm_.batch_flipped / kBatchChunk;
-        const CUresult q = cuda::drv::event_query(adm_.batch_chunks[c]);
+    while (admissions_.batch_flipped < admissions_.batch.size()) {
+        const std::size_t c = admissions_.batch_flipped / kBatchChunk;
+        const CUresult q = cuda::drv::event_query(admissions_.batch_chunks[c]);
         if (q == CUDA_ERROR_NOT_READY) return;
         NEURAL_CUDA(q);
-        const std::size_t end = std::min(adm_.batch.size(), (c + 1) * kBatchChunk);
-        for (std::size_t i = adm_.batch_flipped; i < end; ++i) {
-            const Residency::Admission& a = adm_.batch[i];
-            cuda::set_int(slots_.table + static_cast<std::size_t>(a.layer) * E_ + a.expert, a.slot,
-                          stream_);
+        const std::size_t end = std::min(admissions_.batch.size(), (c + 1) * kBatchChunk);
+        for (std::size_t i = admissions_.batch_flipped; i < end; ++i) {
+            const Residency::Admission& a = admissions_.batch[i];
+            cuda::set_int(slots_.table + static_cast<std::size_t>(a.layer) * n_experts_ + a.expert,
+                          a.slot, stream_);
             residency_->complete(a);
         }
         if (in_.counters != nullptr)
-            in_.counters->admissions.fetch_add(end - adm_.batch_flipped, std::memory_order_relaxed);
-        adm_.batch_flipped = end;
+            in_.counters->admissions.fetch_add(end - admissions_.batch_flipped,
+                                               std::memory_order_relaxed);
+        admissions_.batch_flipped = end;
     }
-    adm_.batch.clear();
-    adm_.batch_flipped = 0;
+    admissions_.batch.clear();
+    admissions_.batch_flipped = 0;
 }
 
 }  // namespace neural::hybrid

@@ -245,12 +245,13 @@ public:
     const char* name() const override { return "cuda"; }
     std::string describe() const override { return description_; }
     std::string experts() const override;
-    StorePin store_pin() const override { return {pin_.mapping != nullptr, pin_.seconds}; }
-    std::int64_t context_length() const override { return ctx_; }
-    std::vector<float> forward(std::span<const TokenId> tokens, KvCache& cache,
-                               const ForwardOptions& options) const override {
-        return const_cast<HybridBackend*>(this)->run(tokens, cache, options);
+    StorePin store_pin() const override {
+        return {pinned_store_.mapping != nullptr, pinned_store_.seconds};
     }
+    std::int64_t context_length() const override { return context_; }
+    // sequence.cpp: which positions the GPU keeps, then prefill and decode.
+    std::vector<float> forward(std::span<const TokenId> tokens, KvCache& cache,
+                               const ForwardOptions& options) override;
 
 private:
     // A decode layer's router choices as the graph left them in host-mapped memory.
@@ -285,8 +286,8 @@ private:
     // Where a prompt layer's expert runs (place_experts).
     enum class Place { none, slot, staged, cpu };
     // A prompt layer's experts over a range of rows (group_by_expert, place_experts): tokens per
-    // expert; its entries offset[e] .. offset[e + 1] of the grouped entries (pf_.entries_host, on
-    // the device in pf_.entries); where each runs; the ring's jobs and the CPU's experts in order.
+    // expert; its entries offset[e] .. offset[e + 1] of the grouped entries (prefill_.entries_host, on
+    // the device in prefill_.entries); where each runs; the ring's jobs and the CPU's experts in order.
     struct ExpertGroups {
         std::vector<int> count, offset;
         std::vector<Place> where;
@@ -400,8 +401,6 @@ private:
                      bool overlap, PrefillStats& st, std::uint64_t& staging_wait);
 
     // sequence.cpp
-    std::vector<float> run(std::span<const TokenId> tokens, KvCache& cache,
-                           const ForwardOptions& opt);
     bool ring_keeps(std::int64_t valid) const;
     // Positions [first, first + count) of one layer's K/V cache (row p, or p % ring) in runs of
     // consecutive rows: copy(device row pointer, index of the run's first position, run length).
@@ -413,7 +412,7 @@ private:
             const std::int64_t run = ld.ring > 0
                                          ? std::min<std::int64_t>(first + count - p, ld.ring - row)
                                          : first + count - p;
-            copy(static_cast<std::size_t>(row) * static_cast<std::size_t>(KV_),
+            copy(static_cast<std::size_t>(row) * static_cast<std::size_t>(kv_width_),
                  static_cast<std::size_t>(p - first), static_cast<std::size_t>(run));
             p += run;
         }
@@ -428,11 +427,13 @@ private:
     GpuBackendInputs in_;
     GpuOptions opt_;
     std::string description_;
-    // The model's shape (ModelConfig): hidden, intermediate, experts, experts per token, layers,
-    // query and K/V heads, head dim, query and K/V widths, vocabulary.
-    int H_ = 0, I_ = 0, E_ = 0, K_ = 0, L_ = 0, nq_ = 0, nkv_ = 0, d_ = 0, Q_ = 0, KV_ = 0, V_ = 0;
-    std::int64_t ctx_ = 0;  // K/V positions the GPU holds (--context)
-    int kv_ring_ = 0;       // --kv-ring positions of the sliding layers (0: whole context)
+    // The model's shape (ModelConfig): hidden size, expert intermediate size, experts per layer,
+    // experts per token (top-k), layers, query and K/V heads, head dim, query and K/V widths
+    // (heads * head dim), vocabulary.
+    int hidden_ = 0, intermediate_ = 0, n_experts_ = 0, top_k_ = 0, n_layers_ = 0, q_heads_ = 0,
+        kv_heads_ = 0, head_dim_ = 0, q_width_ = 0, kv_width_ = 0, vocab_ = 0;
+    std::int64_t context_ = 0;  // K/V positions the GPU holds (--context)
+    int kv_ring_ = 0;           // --kv-ring positions of the sliding layers (0: whole context)
     VramPlan vram_;
     CUstream stream_ = nullptr,
              copy_stream_ = nullptr;  // compute; admissions' and staging's copies
@@ -441,12 +442,12 @@ private:
     float* inv_freq_ = nullptr;
     float concentration_ = 1.0f;
     SlotPool slots_;
-    DecodeState dec_;
+    DecodeState decode_;
     GraphTiming timing_;
-    Admissions adm_;
-    PrefillState pf_;
-    StreamedMisses miss_;
-    StorePinState pin_;
+    Admissions admissions_;
+    PrefillState prefill_;
+    StreamedMisses streamed_;
+    StorePinState pinned_store_;
     LoadProbes probes_;
     ResidentSequence resident_;
     std::unique_ptr<Residency> residency_;
