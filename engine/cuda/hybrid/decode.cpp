@@ -45,8 +45,8 @@ void HybridBackend::token(TokenId id, std::int64_t pos, bool prompt, float* logi
 // The token's position (read by every graph from device memory) and its embedding row, which
 // the first layer's graph copies into the residual stream.
 void HybridBackend::begin_token(TokenId id, std::int64_t pos) {
-    streamed_.carry = 0;  // streamed_choices: the share's remainder is carried within a token
-    poll_batch();         // the slots a prompt admitted join the table before the first layer
+    streamed_.carry = 0;        // streamed_choices: the share's remainder is carried within a token
+    admissions_->poll_batch();  // the slots a prompt admitted join the table before the first layer
     *decode_.pos_host.host<int>() = static_cast<int>(pos);
     NEURAL_CUDA(cuda::drv::memcpy_async(decode_.pos, decode_.pos_host.ptr, 4,
                                         cuda::drv::kHostToDevice, stream_));
@@ -179,17 +179,28 @@ void HybridBackend::choose_misses(int l, const Route& route, MissPlan& plan, Dec
         plan.capture_of[n] = -1;
         plan.missed_k[n] = k;
         if (plan.admit[k]) {
-            const int b = free_capture();
+            const int b = admissions_->claim_capture();
             if (b >= 0) {
-                plan.inputs[n].capture =
-                    admissions_.captures[static_cast<std::size_t>(b)].host<std::uint8_t>();
+                plan.inputs[n].capture = admissions_->capture(b);
                 plan.capture_of[n] = b;
-                admissions_.capture_busy[static_cast<std::size_t>(b)] = true;
             }
         }
         ++n;
     }
     plan.n = n;
+}
+
+// Layer l's admissions (admission.h): uploads start for the pending candidates among the CPU's
+// misses that were captured (or are assembled now), and the table flips for uploads that landed.
+void HybridBackend::admit_misses(int l, const Route& route, const MissPlan& plan,
+                                 DecodeTally& tally) {
+    const auto t0 = Clock::now();
+    int experts[cuda::kRouterMaxK];
+    for (int j = 0; j < plan.n; ++j) experts[j] = route.sel[plan.missed_k[j]];
+    const auto n = static_cast<std::size_t>(plan.n);
+    admissions_->admit_misses(l, std::span<const int>(experts, n),
+                              std::span<const int>(plan.capture_of, n));
+    tally.adm_ns += ns_since(t0);
 }
 
 // The tail graph (the last layer's experts, final norm, lm_head) and the logits to the host.

@@ -28,7 +28,8 @@
 //   decode.cpp           one decode token: the per-layer steps
 //   probes.cpp           load-time probes: copy bandwidth, the CPU team's RAM bandwidth
 //   streamed_misses.cpp  --stream-misses: a share of a layer's misses computed on the GPU
-//   admission.cpp        copy-on-compute uploads into adaptive slots, the batch after a prompt
+//   admission.h/.cpp     Admissions, an owned part: the slot pool's copy-on-compute uploads,
+//                        the batch after a prompt, the initial placement
 //   prefill.cpp          whole prompts on the GPU, layer- or block-major
 //   staging_ring.h/.cpp  prefill's producer threads (RAM -> pinned buffers)
 //   sequence.cpp         forward(): which positions the GPU keeps, sequence switches, K/V checkpoints
@@ -53,6 +54,7 @@
 #include "cuda/cuda_check.h"
 #include "cuda/expert_gemm.h"
 #include "cuda/router.h"
+#include "cuda/hybrid/admission.h"
 #include "cuda/hybrid/host_buffer.h"
 #include "cuda/hybrid/kv_checkpoints.h"
 #include "cuda/hybrid/residency.h"
@@ -69,8 +71,6 @@ namespace neural::hybrid {
 using Clock = std::chrono::steady_clock;
 inline constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 inline constexpr std::uint64_t kSlotAlign = 256;
-inline constexpr int kCaptureBuffers = 4;
-inline constexpr std::size_t kBatchChunk = 16;  // a prompt's admissions join the table 16 at a time
 
 inline std::uint64_t ns_since(Clock::time_point t0) {
     return static_cast<std::uint64_t>(
@@ -92,14 +92,6 @@ struct VramPlan {
     std::uint64_t budget = 0, used = 0;
     std::uint64_t core_bytes = 0, kv_bytes = 0;  // the dense core's and the K/V cache's share
     std::vector<void*> allocations;
-};
-
-// The expert slot pool: slot s holds a raw record (the slot image) at base + s * stride; the
-// table maps (layer, expert) to its slot (-1: not resident), read by the decode graphs.
-struct SlotPool {
-    std::uint8_t* base = nullptr;
-    int* table = nullptr;  // [layers * experts]
-    std::uint64_t record_bytes = 0, stride = 0;
 };
 
 // The decode path's activations, host-mapped exchange buffers and graphs. The graphs were
@@ -130,28 +122,6 @@ struct GraphTiming {
     bool on = false;
     std::vector<CUevent> layer_start, layer_end, tail_marks;
     std::vector<char> cpu_busy;
-};
-
-// Copy-on-compute admissions (admission.cpp): pinned capture buffers the CPU kernel writes a
-// candidate's record into, the uploads in flight, the event that orders a victim's eviction
-// before its slot is overwritten.
-struct Admissions {
-    struct Upload {
-        Residency::Admission a;
-        int buffer;
-    };
-    std::vector<HostBuffer> captures;
-    std::vector<CUevent> capture_done;
-    bool capture_busy[kCaptureBuffers] = {};
-    CUevent evicted = nullptr;
-    std::vector<Upload> uploads;
-    // After a prompt (--prompt-admit, admit_prompt_experts): the batch uploading, an event after
-    // each chunk of kBatchChunk of its copies, how many of it joined the table (poll_batch), and
-    // a pageable buffer a record is assembled in (no raw store).
-    std::vector<Residency::Admission> batch;
-    std::vector<CUevent> batch_chunks;
-    std::size_t batch_flipped = 0;
-    std::vector<std::uint8_t> batch_record;
 };
 
 // Prefill (init_prefill, docs/CUDA.md "Prefill"): prompt-sized device buffers, block-sized
@@ -362,16 +332,9 @@ private:
     Route wait_for_routing(int l, DecodeTally& tally);
     MissPlan compute_misses(int l, const Route& route, DecodeTally& tally);
     void choose_misses(int l, const Route& route, MissPlan& plan, DecodeTally& tally);
+    void admit_misses(int l, const Route& route, const MissPlan& plan, DecodeTally& tally);
     void finish_token(float* logits_out, DecodeTally& tally);
     void count_token(const DecodeTally& tally);
-
-    // admission.cpp
-    void admit_misses(int l, const Route& route, const MissPlan& plan, DecodeTally& tally);
-    int free_capture() const;
-    void start_upload(const Residency::Admission& a, int buffer);
-    void poll_uploads();
-    void admit_prompt_experts();
-    void poll_batch();
 
     // streamed_misses.cpp
     void init_stream_misses();
@@ -444,13 +407,13 @@ private:
     SlotPool slots_;
     DecodeState decode_;
     GraphTiming timing_;
-    Admissions admissions_;
     PrefillState prefill_;
     StreamedMisses streamed_;
     StorePinState pinned_store_;
     LoadProbes probes_;
     ResidentSequence resident_;
     std::unique_ptr<Residency> residency_;
+    std::unique_ptr<Admissions> admissions_;      // the slot pool's admissions (admission.h)
     std::unique_ptr<KvCheckpoints> checkpoints_;  // --kv-checkpoints, or null
     // The CPU side: the fused kernel for the misses on its worker team, whether the store's
     // records are slot images, and per choice a buffer a record is assembled into (no store).

@@ -141,7 +141,7 @@ void HybridBackend::prefill(const std::vector<TokenId>& work, std::int64_t start
     // synchronized below before any prompt copy).
     NEURAL_CUDA(cuda::drv::stream_synchronize(copy_stream_));
     if (streamed_.stream != nullptr) NEURAL_CUDA(cuda::drv::stream_synchronize(streamed_.stream));
-    poll_uploads();
+    admissions_->poll();
     prefill_.counts.assign(
         static_cast<std::size_t>(n_layers_) * static_cast<std::size_t>(n_experts_), 0);
 
@@ -168,7 +168,7 @@ void HybridBackend::prefill(const std::vector<TokenId>& work, std::int64_t start
         resident_.len = std::max(resident_.len, start + c0 + rows);
     }
     NEURAL_CUDA(cuda::drv::stream_synchronize(stream_));
-    admit_prompt_experts();
+    admissions_->admit_prompt(prefill_.counts, opt_.prompt_admit);
     const std::uint64_t total_ns = ns_since(t_begin);
     spdlog::info(
         "prefill: {} tokens in {:.3f} s ({:.0f} tok/s), {}-major: host launch {:.3f} s, routing "

@@ -327,37 +327,25 @@ void HybridBackend::init_cpu_side() {
     }
 }
 
-// Pinned record buffers: the admissions' captures (with their upload events), and per router
+// The slot pool's admissions (their pinned capture buffers and upload events), and per router
 // choice one that cpu_input assembles a record into when there is no store.
 void HybridBackend::init_record_buffers() {
-    for (int b = 0; b < kCaptureBuffers; ++b) {
-        admissions_.captures.emplace_back(static_cast<std::size_t>(slots_.record_bytes));
-        CUevent ev;
-        NEURAL_CUDA(cuda::drv::event_create(&ev, cuda::drv::kEventDisableTiming));
-        admissions_.capture_done.push_back(ev);
-    }
+    Admissions::Records records;
+    records.fill = [this](int l, int e, std::uint8_t* dst) { fill_record(l, e, dst); };
+    if (raw_store_) records.raw = [this](int l, int e) { return raw_record(l, e); };
+    admissions_ = std::make_unique<Admissions>(slots_, *residency_, stream_, copy_stream_,
+                                               std::move(records), in_.counters);
     for (int k = 0; k < top_k_; ++k)
         assembled_.emplace_back(static_cast<std::size_t>(slots_.record_bytes));
-    NEURAL_CUDA(cuda::drv::event_create(&admissions_.evicted, cuda::drv::kEventDisableTiming));
 }
 
 // Initial placement (static slots from the ranking, the adaptive scores' prior from it too),
 // uploaded synchronously.
 void HybridBackend::place_static_experts() {
-    const auto Es = static_cast<std::size_t>(n_experts_);
-    std::vector<int> table(static_cast<std::size_t>(n_layers_) * Es, -1);
     const Ranking ranking = opt_.ranking.empty() ? in_.learned_ranking : load_ranking(opt_.ranking);
     const std::vector<Residency::Admission> placed = residency_->initial(ranking);
     residency_->prior(ranking, top_k_);
-    for (const Residency::Admission& a : placed) {
-        fill_record(a.layer, a.expert, admissions_.captures[0].host<std::uint8_t>());
-        NEURAL_CUDA(cuda::drv::memcpy(
-            slots_.base + static_cast<std::uint64_t>(a.slot) * slots_.stride,
-            admissions_.captures[0].ptr, slots_.record_bytes, cuda::drv::kHostToDevice));
-        table[static_cast<std::size_t>(a.layer) * Es + static_cast<std::size_t>(a.expert)] = a.slot;
-    }
-    NEURAL_CUDA(
-        cuda::drv::memcpy(slots_.table, table.data(), table.size() * 4, cuda::drv::kHostToDevice));
+    admissions_->place(placed);
     // --release-resident: static slots never leave VRAM, so their records' RAM can go back to
     // the OS (the uploads above were synchronous). A later CPU read would fault them back in.
     // A pinned store gives nothing back (ExpertStore::set_pinned).
@@ -454,9 +442,6 @@ void HybridBackend::release() {
     for (auto e : timing_.layer_start) cuda::drv::event_destroy(e);
     for (auto e : timing_.layer_end) cuda::drv::event_destroy(e);
     for (auto e : timing_.tail_marks) cuda::drv::event_destroy(e);
-    for (auto e : admissions_.capture_done) cuda::drv::event_destroy(e);
-    if (admissions_.evicted != nullptr) cuda::drv::event_destroy(admissions_.evicted);
-    for (CUevent e : admissions_.batch_chunks) cuda::drv::event_destroy(e);
     for (void* p : vram_.allocations) cuda::drv::free(p);
     vram_.allocations.clear();
     if (stream_ != nullptr) cuda::drv::stream_destroy(stream_);
