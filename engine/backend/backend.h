@@ -346,9 +346,11 @@ public:
     virtual std::int64_t context_length() const { return 0; }
     // What it allocated on the device (empty: nothing, as on the CPU backend).
     virtual std::vector<DeviceAllocation> device_allocations() const { return {}; }
-    // Same contract as CpuModel::forward. One forward pass at a time (the engine thread).
+    // Same contract as CpuModel::forward. One forward pass at a time (the engine thread). Not
+    // const: a backend may keep state across calls (the GPU's K/V of the resident sequence, its
+    // expert slots).
     virtual std::vector<float> forward(std::span<const TokenId> tokens, KvCache& cache,
-                                       const ForwardOptions& options) const = 0;
+                                       const ForwardOptions& options) = 0;
 };
 
 // What the CUDA backend needs from the loaded model.

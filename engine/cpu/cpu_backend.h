@@ -69,7 +69,7 @@ public:
     std::string describe() const override;
     std::string experts() const override;
     std::vector<float> forward(std::span<const TokenId> tokens, KvCache& cache,
-                               const ForwardOptions& options) const override {
+                               const ForwardOptions& options) override {
         return model_.forward(tokens, cache, options);
     }
 

@@ -20,14 +20,15 @@ void HybridBackend::token(TokenId id, std::int64_t pos, bool prompt, float* logi
     DecodeTally tally;
     tally.count_moe = in_.moe != nullptr && in_.moe->enabled.load(std::memory_order_relaxed);
     begin_token(id, pos);
-    for (int l = 0; l < L_; ++l) {
+    for (int l = 0; l < n_layers_; ++l) {
         throw_if_cancelled(cancel);
         launch_layer(l, tally);
         const Route route = wait_for_routing(l, tally);
-        const std::span<const int> experts(route.sel, static_cast<std::size_t>(K_));
+        const std::span<const int> experts(route.sel, static_cast<std::size_t>(top_k_));
         if (observer != nullptr) {
-            observer->on_route(l, pos, experts,
-                               std::span<const float>(route.gate, static_cast<std::size_t>(K_)));
+            observer->on_route(
+                l, pos, experts,
+                std::span<const float>(route.gate, static_cast<std::size_t>(top_k_)));
         }
         residency_->observe(l, experts, prompt);
         const MissPlan misses = compute_misses(l, route, tally);
@@ -44,38 +45,38 @@ void HybridBackend::token(TokenId id, std::int64_t pos, bool prompt, float* logi
 // The token's position (read by every graph from device memory) and its embedding row, which
 // the first layer's graph copies into the residual stream.
 void HybridBackend::begin_token(TokenId id, std::int64_t pos) {
-    miss_.carry = 0;  // streamed_choices: the share's remainder is carried within a token
-    poll_batch();     // the slots a prompt admitted join the table before the first layer
-    *dec_.pos_host.host<int>() = static_cast<int>(pos);
-    NEURAL_CUDA(
-        cuda::drv::memcpy_async(dec_.pos, dec_.pos_host.ptr, 4, cuda::drv::kHostToDevice, stream_));
-    embed(id, dec_.in_x.host<float>());
+    streamed_.carry = 0;        // streamed_choices: the share's remainder is carried within a token
+    admissions_->poll_batch();  // the slots a prompt admitted join the table before the first layer
+    *decode_.pos_host.host<int>() = static_cast<int>(pos);
+    NEURAL_CUDA(cuda::drv::memcpy_async(decode_.pos, decode_.pos_host.ptr, 4,
+                                        cuda::drv::kHostToDevice, stream_));
+    embed(id, decode_.in_x.host<float>());
 }
 
 void HybridBackend::launch_layer(int l, DecodeTally& tally) {
     const auto t0 = Clock::now();
-    NEURAL_CUDA(cuda::drv::graph_launch(dec_.graphs[static_cast<std::size_t>(l)], stream_));
+    NEURAL_CUDA(cuda::drv::graph_launch(decode_.graphs[static_cast<std::size_t>(l)], stream_));
     tally.submit += ns_since(t0);
 }
 
 // Waits (polling, the host thread stays on the CPU) until layer l's graph has its routing in
 // host-mapped memory, then reads the choices: expert, gate weight (as bits), VRAM slot.
 HybridBackend::Route HybridBackend::wait_for_routing(int l, DecodeTally& tally) {
-    volatile int* route = dec_.route.host<int>();
+    volatile int* route = decode_.route.host<int>();
     const auto t0 = Clock::now();
     for (;;) {
-        const CUresult q = cuda::drv::event_query(dec_.routed[static_cast<std::size_t>(l)]);
+        const CUresult q = cuda::drv::event_query(decode_.routed[static_cast<std::size_t>(l)]);
         if (q == CUDA_SUCCESS) break;
         if (q != CUDA_ERROR_NOT_READY) NEURAL_CUDA(q);
         std::this_thread::yield();
     }
     tally.wait += ns_since(t0);
     Route r;
-    for (int k = 0; k < K_; ++k) {
+    for (int k = 0; k < top_k_; ++k) {
         r.sel[k] = route[k];
-        const int g = route[K_ + k];
+        const int g = route[top_k_ + k];
         std::memcpy(&r.gate[k], &g, 4);
-        r.slot[k] = route[2 * K_ + k];
+        r.slot[k] = route[2 * top_k_ + k];
     }
     return r;
 }
@@ -86,10 +87,10 @@ HybridBackend::Route HybridBackend::wait_for_routing(int l, DecodeTally& tally) 
 // layer's graph (or the tail) adds to the residual stream.
 HybridBackend::MissPlan HybridBackend::compute_misses(int l, const Route& route,
                                                       DecodeTally& tally) {
-    float* cpu_out = dec_.cpu_out.host<float>();
+    float* cpu_out = decode_.cpu_out.host<float>();
     MissPlan plan;
     auto t0 = Clock::now();
-    std::memset(cpu_out, 0, static_cast<std::size_t>(H_) * 4);
+    std::memset(cpu_out, 0, static_cast<std::size_t>(hidden_) * 4);
     choose_misses(l, route, plan, tally);
     const bool streams = plan.ns > 0 || plan.split >= 0;
     if (streams) {
@@ -104,17 +105,17 @@ HybridBackend::MissPlan HybridBackend::compute_misses(int l, const Route& route,
         kernel_->decode(
             *team_,
             std::span<const cpu::ExpertInput>(plan.inputs, static_cast<std::size_t>(plan.n)),
-            dec_.h_host.host<float>(), cpu_out);
+            decode_.h_host.host<float>(), cpu_out);
     }
-    if (streams && miss_.refine) {
+    if (streams && streamed_.refine) {
         // Which side of this layer finished first: the copies had landed when the CPU was done
         // (stream more) or not yet (stream less); refine_stream_share steps from the tally.
-        const CUresult q = cuda::drv::event_query(miss_.landed);
+        const CUresult q = cuda::drv::event_query(streamed_.landed);
         if (q == CUDA_SUCCESS) {
-            ++miss_.tally.cpu_slower;
+            ++streamed_.tally.cpu_slower;
         } else {
             if (q != CUDA_ERROR_NOT_READY) NEURAL_CUDA(q);
-            ++miss_.tally.copies_slower;
+            ++streamed_.tally.copies_slower;
         }
     }
     timing_.cpu_busy[static_cast<std::size_t>(l)] = plan.n > 0;
@@ -128,22 +129,22 @@ HybridBackend::MissPlan HybridBackend::compute_misses(int l, const Route& route,
 // the GPU (streamed_choices), and the CPU's misses with their inputs; a CPU miss that is a
 // pending admission gets a free capture buffer, which the kernel fills with its record.
 void HybridBackend::choose_misses(int l, const Route& route, MissPlan& plan, DecodeTally& tally) {
-    for (int k = 0; k < K_; ++k) {
+    for (int k = 0; k < top_k_; ++k) {
         plan.admit[k] = route.slot[k] < 0 && raw_store_ && !residency_->frozen() &&
                         residency_->admission_for(l, route.sel[k]);
     }
-    if (miss_.stream != nullptr) {
-        const std::span<const int> slots(route.slot, static_cast<std::size_t>(K_));
-        const std::span<const bool> admit(plan.admit, static_cast<std::size_t>(K_));
+    if (streamed_.stream != nullptr) {
+        const std::span<const int> slots(route.slot, static_cast<std::size_t>(top_k_));
+        const std::span<const bool> admit(plan.admit, static_cast<std::size_t>(top_k_));
         if (opt_.split_misses) {
-            const StreamSplit sp = split_streamed_choices(slots, admit, opt_.scratch_slots,
-                                                          miss_.share, I_, plan.streamed_k);
+            const StreamSplit sp = split_streamed_choices(
+                slots, admit, opt_.scratch_slots, streamed_.share, intermediate_, plan.streamed_k);
             plan.ns = sp.whole;
             plan.split = sp.split;
             plan.split_neurons = sp.split_neurons;
         } else {
-            plan.ns = streamed_choices(slots, admit, opt_.scratch_slots, miss_.share, miss_.carry,
-                                       plan.streamed_k);
+            plan.ns = streamed_choices(slots, admit, opt_.scratch_slots, streamed_.share,
+                                       streamed_.carry, plan.streamed_k);
         }
     }
     for (int j = 0; j < plan.ns; ++j) plan.streamed[plan.streamed_k[j]] = true;
@@ -152,14 +153,14 @@ void HybridBackend::choose_misses(int l, const Route& route, MissPlan& plan, Dec
         // checked on the team, not one after another below (cpu/record_checks.h).
         int missed[cuda::kRouterMaxK];
         int m = 0;
-        for (int k = 0; k < K_; ++k) {
+        for (int k = 0; k < top_k_; ++k) {
             if (route.slot[k] < 0) missed[m++] = route.sel[k];
         }
         cpu::verify_records(*in_.store, l,
                             std::span<const int>(missed, static_cast<std::size_t>(m)), *team_);
     }
     int n = 0;
-    for (int k = 0; k < K_; ++k) {
+    for (int k = 0; k < top_k_; ++k) {
         if (route.slot[k] >= 0) {
             ++tally.hits;
             continue;
@@ -170,19 +171,18 @@ void HybridBackend::choose_misses(int l, const Route& route, MissPlan& plan, Dec
         if (k == plan.split) {
             // The CPU's part of a split miss: its first neurons, without the down bias (the
             // GPU's part adds it once).
-            plan.inputs[n].record = plan.inputs[n].record.slice(0, I_ - plan.split_neurons);
+            plan.inputs[n].record =
+                plan.inputs[n].record.slice(0, intermediate_ - plan.split_neurons);
             plan.inputs[n].down_bias = nullptr;
         }
         plan.cpu_bytes += plan.inputs[n].record.bytes();
         plan.capture_of[n] = -1;
         plan.missed_k[n] = k;
         if (plan.admit[k]) {
-            const int b = free_capture();
+            const int b = admissions_->claim_capture();
             if (b >= 0) {
-                plan.inputs[n].capture =
-                    adm_.captures[static_cast<std::size_t>(b)].host<std::uint8_t>();
+                plan.inputs[n].capture = admissions_->capture(b);
                 plan.capture_of[n] = b;
-                adm_.capture_busy[static_cast<std::size_t>(b)] = true;
             }
         }
         ++n;
@@ -190,15 +190,28 @@ void HybridBackend::choose_misses(int l, const Route& route, MissPlan& plan, Dec
     plan.n = n;
 }
 
+// Layer l's admissions (admission.h): uploads start for the pending candidates among the CPU's
+// misses that were captured (or are assembled now), and the table flips for uploads that landed.
+void HybridBackend::admit_misses(int l, const Route& route, const MissPlan& plan,
+                                 DecodeTally& tally) {
+    const auto t0 = Clock::now();
+    int experts[cuda::kRouterMaxK];
+    for (int j = 0; j < plan.n; ++j) experts[j] = route.sel[plan.missed_k[j]];
+    const auto n = static_cast<std::size_t>(plan.n);
+    admissions_->admit_misses(l, std::span<const int>(experts, n),
+                              std::span<const int>(plan.capture_of, n));
+    tally.adm_ns += ns_since(t0);
+}
+
 // The tail graph (the last layer's experts, final norm, lm_head) and the logits to the host.
 void HybridBackend::finish_token(float* logits_out, DecodeTally& tally) {
     auto t0 = Clock::now();
-    NEURAL_CUDA(cuda::drv::graph_launch(dec_.tail, stream_));
+    NEURAL_CUDA(cuda::drv::graph_launch(decode_.tail, stream_));
     tally.submit += ns_since(t0);
     t0 = Clock::now();
     NEURAL_CUDA(cuda::drv::stream_synchronize(stream_));
     tally.wait += ns_since(t0);
-    std::memcpy(logits_out, dec_.logits_host.ptr, static_cast<std::size_t>(V_) * 4);
+    std::memcpy(logits_out, decode_.logits_host.ptr, static_cast<std::size_t>(vocab_) * 4);
     if (in_.counters != nullptr && timing_.on) add_gpu_times(*in_.counters);
 }
 

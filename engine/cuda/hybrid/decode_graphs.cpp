@@ -52,15 +52,16 @@ bool HybridBackend::graphs_can_time(CUstream stream) {
 void HybridBackend::capture_graphs() {
     const ModelConfig& c = *in_.config;
     const cuda::ExpertShape shape = expert_shape();
-    float* in_x = dec_.in_x.device<float>();
-    float* h_host = dec_.h_host.device<float>();
-    float* cpu_out = dec_.cpu_out.device<float>();
-    int* route = dec_.route.device<int>();
-    const cuda::RouterOut host_out{route, reinterpret_cast<float*>(route + K_), route + 2 * K_};
+    float* in_x = decode_.in_x.device<float>();
+    float* h_host = decode_.h_host.device<float>();
+    float* cpu_out = decode_.cpu_out.device<float>();
+    int* route = decode_.route.device<int>();
+    const cuda::RouterOut host_out{route, reinterpret_cast<float*>(route + top_k_),
+                                   route + 2 * top_k_};
     // Timing events (the bench's GPU time per token, GpuOptions::time_gpu) where this
     // device's graphs can hold them; else plain events and no GPU times.
     timing_.on = opt_.time_gpu && graphs_can_time(stream_);
-    timing_.cpu_busy.assign(static_cast<std::size_t>(L_), 0);
+    timing_.cpu_busy.assign(static_cast<std::size_t>(n_layers_), 0);
     const unsigned event_flags =
         timing_.on ? cuda::drv::kEventDefault : cuda::drv::kEventDisableTiming;
     auto event = [&](std::vector<CUevent>& into) {
@@ -73,87 +74,92 @@ void HybridBackend::capture_graphs() {
         NEURAL_CUDA(
             cuda::drv::event_record_with_flags(ev, stream_, cuda::drv::kEventRecordExternal));
     };
-    for (int l = 0; l < L_; ++l) {
+    for (int l = 0; l < n_layers_; ++l) {
         const LayerDevice& ld = layers_[static_cast<std::size_t>(l)];
-        const CUevent ev = event(dec_.routed);
+        const CUevent ev = event(decode_.routed);
         const CUevent start = timing_.on ? event(timing_.layer_start) : nullptr;
         const CUevent end = timing_.on ? event(timing_.layer_end) : nullptr;
         NEURAL_CUDA(cuda::drv::stream_begin_capture(stream_, cuda::drv::kCaptureThreadLocal));
         if (timing_.on) mark(start);
         if (l == 0) {
-            cuda::copy_vector(in_x, dec_.x, H_, stream_);
+            cuda::copy_vector(in_x, decode_.x, hidden_, stream_);
         } else {
-            cuda::add_moe(dec_.x, dec_.moe_gpu, cpu_out, H_, stream_);
+            cuda::add_moe(decode_.x, decode_.moe_gpu, cpu_out, hidden_, stream_);
         }
         const int window = c.layer_is_sliding[static_cast<std::size_t>(l)] ? c.sliding_window : 0;
-        const int* table = slots_.table + static_cast<std::size_t>(l) * E_;
+        const int* table = slots_.table + static_cast<std::size_t>(l) * n_experts_;
         if (opt_.fused_decode) {
             // 3 launches (cuda/decode_fused.h) for the 9 below, with their device functions (the
-            // same bits expected). dec_.h is not
+            // same bits expected). decode_.h is not
             // written before the post-attention norm: nothing reads the input norm's h but QKV.
             cuda::NormQkvRope a;
-            a.x = dec_.x;
+            a.x = decode_.x;
             a.norm_w = ld.input_norm;
             a.eps = c.rms_norm_eps;
-            a.hidden = H_;
+            a.hidden = hidden_;
             a.qkv_w = ld.qkv_w;
             a.qkv_b = ld.qkv_b;
-            a.q_heads = nq_;
-            a.kv_heads = nkv_;
-            a.head_dim = d_;
+            a.q_heads = q_heads_;
+            a.kv_heads = kv_heads_;
+            a.head_dim = head_dim_;
             a.inv_freq = inv_freq_;
             a.concentration = concentration_;
-            a.pos = dec_.pos;
+            a.pos = decode_.pos;
             a.k_cache = ld.k_cache;
             a.v_cache = ld.v_cache;
             a.ring = ld.ring;
-            a.qkv = dec_.qkv;
+            a.qkv = decode_.qkv;
             cuda::norm_qkv_rope(a, stream_);
-            cuda::attention_decode(dec_.qkv, ld.k_cache, ld.v_cache, ld.sinks, nq_, nkv_, d_,
-                                   window, ld.ring, dec_.pos, dec_.splits, dec_.attn_scratch,
-                                   dec_.attn, stream_, dec_.fused_counters + 1);
+            cuda::attention_decode(decode_.qkv, ld.k_cache, ld.v_cache, ld.sinks, q_heads_,
+                                   kv_heads_, head_dim_, window, ld.ring, decode_.pos,
+                                   decode_.splits, decode_.attn_scratch, decode_.attn, stream_,
+                                   decode_.fused_counters + 1);
             cuda::OprojRoute o;
             o.o_w = ld.o_w;
             o.o_b = ld.o_b;
-            o.attn = dec_.attn;
-            o.attn_width = Q_;
-            o.x = dec_.x;
-            o.hidden = H_;
+            o.attn = decode_.attn;
+            o.attn_width = q_width_;
+            o.x = decode_.x;
+            o.hidden = hidden_;
             o.norm_w = ld.post_norm;
             o.eps = c.rms_norm_eps;
-            o.h = dec_.h;
+            o.h = decode_.h;
             o.h_mirror = h_host;
             o.router_w = ld.router_w;
             o.router_b = ld.router_b;
-            o.experts = E_;
-            o.k = K_;
-            o.router_logits = dec_.router_logits;
+            o.experts = n_experts_;
+            o.k = top_k_;
+            o.router_logits = decode_.router_logits;
             o.slot_table = table;
             o.device_out = {ld.sel, ld.gate, ld.slot};
             o.host_out = host_out;
-            o.counter = dec_.fused_counters;
+            o.counter = decode_.fused_counters;
             cuda::oproj_norm_route(o, stream_);
         } else {
-            cuda::rms_norm(dec_.x, ld.input_norm, c.rms_norm_eps, H_, dec_.h, nullptr, stream_);
-            cuda::gemv_bf16(ld.qkv_w, ld.qkv_b, dec_.h, dec_.qkv, Q_ + 2 * KV_, H_, false, stream_);
-            cuda::rope_kv(dec_.qkv, nq_, nkv_, d_, inv_freq_, concentration_, dec_.pos, ld.k_cache,
-                          ld.v_cache, ld.ring, stream_);
-            cuda::attention_decode(dec_.qkv, ld.k_cache, ld.v_cache, ld.sinks, nq_, nkv_, d_,
-                                   window, ld.ring, dec_.pos, dec_.splits, dec_.attn_scratch,
-                                   dec_.attn, stream_);
-            cuda::gemv_bf16(ld.o_w, ld.o_b, dec_.attn, dec_.x, H_, Q_, true, stream_);
-            cuda::rms_norm(dec_.x, ld.post_norm, c.rms_norm_eps, H_, dec_.h, h_host, stream_);
-            cuda::gemv_bf16(ld.router_w, ld.router_b, dec_.h, dec_.router_logits, E_, H_, false,
+            cuda::rms_norm(decode_.x, ld.input_norm, c.rms_norm_eps, hidden_, decode_.h, nullptr,
+                           stream_);
+            cuda::gemv_bf16(ld.qkv_w, ld.qkv_b, decode_.h, decode_.qkv, q_width_ + 2 * kv_width_,
+                            hidden_, false, stream_);
+            cuda::rope_kv(decode_.qkv, q_heads_, kv_heads_, head_dim_, inv_freq_, concentration_,
+                          decode_.pos, ld.k_cache, ld.v_cache, ld.ring, stream_);
+            cuda::attention_decode(decode_.qkv, ld.k_cache, ld.v_cache, ld.sinks, q_heads_,
+                                   kv_heads_, head_dim_, window, ld.ring, decode_.pos,
+                                   decode_.splits, decode_.attn_scratch, decode_.attn, stream_);
+            cuda::gemv_bf16(ld.o_w, ld.o_b, decode_.attn, decode_.x, hidden_, q_width_, true,
                             stream_);
-            cuda::router_topk(dec_.router_logits, E_, K_, table, {ld.sel, ld.gate, ld.slot},
-                              host_out, stream_);
+            cuda::rms_norm(decode_.x, ld.post_norm, c.rms_norm_eps, hidden_, decode_.h, h_host,
+                           stream_);
+            cuda::gemv_bf16(ld.router_w, ld.router_b, decode_.h, decode_.router_logits, n_experts_,
+                            hidden_, false, stream_);
+            cuda::router_topk(decode_.router_logits, n_experts_, top_k_, table,
+                              {ld.sel, ld.gate, ld.slot}, host_out, stream_);
         }
         mark(ev);
         cuda::experts_resident(slots_.base, slots_.stride, shape, ld.sel, ld.gate, ld.slot,
-                               ld.gate_up_bias, ld.down_bias, dec_.h, dec_.act, dec_.moe_gpu,
-                               stream_);
+                               ld.gate_up_bias, ld.down_bias, decode_.h, decode_.act,
+                               decode_.moe_gpu, stream_);
         if (timing_.on) mark(end);
-        dec_.graphs.push_back(end_capture());
+        decode_.graphs.push_back(end_capture());
     }
     if (timing_.on) {
         event(timing_.tail_marks);
@@ -161,22 +167,22 @@ void HybridBackend::capture_graphs() {
     }
     NEURAL_CUDA(cuda::drv::stream_begin_capture(stream_, cuda::drv::kCaptureThreadLocal));
     if (timing_.on) mark(timing_.tail_marks[0]);
-    cuda::add_moe(dec_.x, dec_.moe_gpu, cpu_out, H_, stream_);
-    cuda::rms_norm(dec_.x, final_norm_, c.rms_norm_eps, H_, dec_.h, nullptr, stream_);
-    cuda::gemv_bf16(lm_head_, nullptr, dec_.h, dec_.logits, V_, H_, false, stream_);
+    cuda::add_moe(decode_.x, decode_.moe_gpu, cpu_out, hidden_, stream_);
+    cuda::rms_norm(decode_.x, final_norm_, c.rms_norm_eps, hidden_, decode_.h, nullptr, stream_);
+    cuda::gemv_bf16(lm_head_, nullptr, decode_.h, decode_.logits, vocab_, hidden_, false, stream_);
     if (timing_.on) mark(timing_.tail_marks[1]);
-    NEURAL_CUDA(cuda::drv::memcpy_async(dec_.logits_host.ptr, dec_.logits,
-                                        static_cast<std::size_t>(V_) * 4, cuda::drv::kDeviceToHost,
-                                        stream_));
-    dec_.tail = end_capture();
-    // Prefill's logits: dec_.x holds a prompt row (copied from the prefill activations).
+    NEURAL_CUDA(cuda::drv::memcpy_async(decode_.logits_host.ptr, decode_.logits,
+                                        static_cast<std::size_t>(vocab_) * 4,
+                                        cuda::drv::kDeviceToHost, stream_));
+    decode_.tail = end_capture();
+    // Prefill's logits: decode_.x holds a prompt row (copied from the prefill activations).
     NEURAL_CUDA(cuda::drv::stream_begin_capture(stream_, cuda::drv::kCaptureThreadLocal));
-    cuda::rms_norm(dec_.x, final_norm_, c.rms_norm_eps, H_, dec_.h, nullptr, stream_);
-    cuda::gemv_bf16(lm_head_, nullptr, dec_.h, dec_.logits, V_, H_, false, stream_);
-    NEURAL_CUDA(cuda::drv::memcpy_async(dec_.logits_host.ptr, dec_.logits,
-                                        static_cast<std::size_t>(V_) * 4, cuda::drv::kDeviceToHost,
-                                        stream_));
-    dec_.tail_rows = end_capture();
+    cuda::rms_norm(decode_.x, final_norm_, c.rms_norm_eps, hidden_, decode_.h, nullptr, stream_);
+    cuda::gemv_bf16(lm_head_, nullptr, decode_.h, decode_.logits, vocab_, hidden_, false, stream_);
+    NEURAL_CUDA(cuda::drv::memcpy_async(decode_.logits_host.ptr, decode_.logits,
+                                        static_cast<std::size_t>(vocab_) * 4,
+                                        cuda::drv::kDeviceToHost, stream_));
+    decode_.tail_rows = end_capture();
 }
 
 CUgraphExec HybridBackend::end_capture() {
@@ -203,11 +209,11 @@ void HybridBackend::add_gpu_times(BackendCounters& bc) {
         return true;
     };
     std::uint64_t dense = 0, experts = 0, alone = 0, tail = 0;
-    for (int l = 0; l < L_; ++l) {
+    for (int l = 0; l < n_layers_; ++l) {
         const auto i = static_cast<std::size_t>(l);
         std::uint64_t d = 0, e = 0;
-        if (!ns(timing_.layer_start[i], dec_.routed[i], d) ||
-            !ns(dec_.routed[i], timing_.layer_end[i], e))
+        if (!ns(timing_.layer_start[i], decode_.routed[i], d) ||
+            !ns(decode_.routed[i], timing_.layer_end[i], e))
             return;
         dense += d;
         experts += e;

@@ -28,7 +28,8 @@
 //   decode.cpp           one decode token: the per-layer steps
 //   probes.cpp           load-time probes: copy bandwidth, the CPU team's RAM bandwidth
 //   streamed_misses.cpp  --stream-misses: a share of a layer's misses computed on the GPU
-//   admission.cpp        copy-on-compute uploads into adaptive slots, the batch after a prompt
+//   admission.h/.cpp     Admissions, an owned part: the slot pool's copy-on-compute uploads,
+//                        the batch after a prompt, the initial placement
 //   prefill.cpp          whole prompts on the GPU, layer- or block-major
 //   staging_ring.h/.cpp  prefill's producer threads (RAM -> pinned buffers)
 //   sequence.cpp         forward(): which positions the GPU keeps, sequence switches, K/V checkpoints
@@ -53,6 +54,7 @@
 #include "cuda/cuda_check.h"
 #include "cuda/expert_gemm.h"
 #include "cuda/router.h"
+#include "cuda/hybrid/admission.h"
 #include "cuda/hybrid/host_buffer.h"
 #include "cuda/hybrid/kv_checkpoints.h"
 #include "cuda/hybrid/residency.h"
@@ -69,8 +71,6 @@ namespace neural::hybrid {
 
 using Clock = std::chrono::steady_clock;
 inline constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
-inline constexpr int kCaptureBuffers = 4;
-inline constexpr std::size_t kBatchChunk = 16;  // a prompt's admissions join the table 16 at a time
 
 inline std::uint64_t ns_since(Clock::time_point t0) {
     return static_cast<std::uint64_t>(
@@ -93,14 +93,6 @@ struct VramState {
     VramPlan plan;
     std::vector<void*> allocations;
     std::vector<DeviceAllocation> made;  // by row, in the order of their first allocation
-};
-
-// The expert slot pool: slot s holds a raw record (the slot image) at base + s * stride; the
-// table maps (layer, expert) to its slot (-1: not resident), read by the decode graphs.
-struct SlotPool {
-    std::uint8_t* base = nullptr;
-    int* table = nullptr;  // [layers * experts]
-    std::uint64_t record_bytes = 0, stride = 0;
 };
 
 // The decode path's activations, host-mapped exchange buffers and graphs. The graphs were
@@ -131,28 +123,6 @@ struct GraphTiming {
     bool on = false;
     std::vector<CUevent> layer_start, layer_end, tail_marks;
     std::vector<char> cpu_busy;
-};
-
-// Copy-on-compute admissions (admission.cpp): pinned capture buffers the CPU kernel writes a
-// candidate's record into, the uploads in flight, the event that orders a victim's eviction
-// before its slot is overwritten.
-struct Admissions {
-    struct Upload {
-        Residency::Admission a;
-        int buffer;
-    };
-    std::vector<HostBuffer> captures;
-    std::vector<CUevent> capture_done;
-    bool capture_busy[kCaptureBuffers] = {};
-    CUevent evicted = nullptr;
-    std::vector<Upload> uploads;
-    // After a prompt (--prompt-admit, admit_prompt_experts): the batch uploading, an event after
-    // each chunk of kBatchChunk of its copies, how many of it joined the table (poll_batch), and
-    // a pageable buffer a record is assembled in (no raw store).
-    std::vector<Residency::Admission> batch;
-    std::vector<CUevent> batch_chunks;
-    std::size_t batch_flipped = 0;
-    std::vector<std::uint8_t> batch_record;
 };
 
 // Prefill (init_prefill, docs/CUDA.md "Prefill"): prompt-sized device buffers, block-sized
@@ -246,13 +216,14 @@ public:
     const char* name() const override { return "cuda"; }
     std::string describe() const override { return description_; }
     std::string experts() const override;
-    StorePin store_pin() const override { return {pin_.mapping != nullptr, pin_.seconds}; }
-    std::int64_t context_length() const override { return ctx_; }
-    std::vector<DeviceAllocation> device_allocations() const override { return vram_.made; }
-    std::vector<float> forward(std::span<const TokenId> tokens, KvCache& cache,
-                               const ForwardOptions& options) const override {
-        return const_cast<HybridBackend*>(this)->run(tokens, cache, options);
+    StorePin store_pin() const override {
+        return {pinned_store_.mapping != nullptr, pinned_store_.seconds};
     }
+    std::int64_t context_length() const override { return context_; }
+    std::vector<DeviceAllocation> device_allocations() const override { return vram_.made; }
+    // sequence.cpp: which positions the GPU keeps, then prefill and decode.
+    std::vector<float> forward(std::span<const TokenId> tokens, KvCache& cache,
+                               const ForwardOptions& options) override;
 
 private:
     // A decode layer's router choices as the graph left them in host-mapped memory.
@@ -287,8 +258,8 @@ private:
     // Where a prompt layer's expert runs (place_experts).
     enum class Place { none, slot, staged, cpu };
     // A prompt layer's experts over a range of rows (group_by_expert, place_experts): tokens per
-    // expert; its entries offset[e] .. offset[e + 1] of the grouped entries (pf_.entries_host, on
-    // the device in pf_.entries); where each runs; the ring's jobs and the CPU's experts in order.
+    // expert; its entries offset[e] .. offset[e + 1] of the grouped entries (prefill_.entries_host, on
+    // the device in prefill_.entries); where each runs; the ring's jobs and the CPU's experts in order.
     struct ExpertGroups {
         std::vector<int> count, offset;
         std::vector<Place> where;
@@ -354,16 +325,9 @@ private:
     Route wait_for_routing(int l, DecodeTally& tally);
     MissPlan compute_misses(int l, const Route& route, DecodeTally& tally);
     void choose_misses(int l, const Route& route, MissPlan& plan, DecodeTally& tally);
+    void admit_misses(int l, const Route& route, const MissPlan& plan, DecodeTally& tally);
     void finish_token(float* logits_out, DecodeTally& tally);
     void count_token(const DecodeTally& tally);
-
-    // admission.cpp
-    void admit_misses(int l, const Route& route, const MissPlan& plan, DecodeTally& tally);
-    int free_capture() const;
-    void start_upload(const Residency::Admission& a, int buffer);
-    void poll_uploads();
-    void admit_prompt_experts();
-    void poll_batch();
 
     // streamed_misses.cpp
     void init_stream_misses();
@@ -393,8 +357,6 @@ private:
                      bool overlap, PrefillStats& st, std::uint64_t& staging_wait);
 
     // sequence.cpp
-    std::vector<float> run(std::span<const TokenId> tokens, KvCache& cache,
-                           const ForwardOptions& opt);
     bool ring_keeps(std::int64_t valid) const;
     // Positions [first, first + count) of one layer's K/V cache (row p, or p % ring) in runs of
     // consecutive rows: copy(device row pointer, index of the run's first position, run length).
@@ -406,7 +368,7 @@ private:
             const std::int64_t run = ld.ring > 0
                                          ? std::min<std::int64_t>(first + count - p, ld.ring - row)
                                          : first + count - p;
-            copy(static_cast<std::size_t>(row) * static_cast<std::size_t>(KV_),
+            copy(static_cast<std::size_t>(row) * static_cast<std::size_t>(kv_width_),
                  static_cast<std::size_t>(p - first), static_cast<std::size_t>(run));
             p += run;
         }
@@ -423,9 +385,10 @@ private:
     std::string description_;
     // The model's shape (ModelConfig): hidden, intermediate, experts, experts per token, layers,
     // query and K/V heads, head dim, query and K/V widths, vocabulary.
-    int H_ = 0, I_ = 0, E_ = 0, K_ = 0, L_ = 0, nq_ = 0, nkv_ = 0, d_ = 0, Q_ = 0, KV_ = 0, V_ = 0;
-    std::int64_t ctx_ = 0;  // K/V positions the GPU holds (--context)
-    int kv_ring_ = 0;       // --kv-ring positions of the sliding layers (0: whole context)
+    int hidden_ = 0, intermediate_ = 0, n_experts_ = 0, top_k_ = 0, n_layers_ = 0, q_heads_ = 0,
+        kv_heads_ = 0, head_dim_ = 0, q_width_ = 0, kv_width_ = 0, vocab_ = 0;
+    std::int64_t context_ = 0;  // K/V positions the GPU holds (--context)
+    int kv_ring_ = 0;           // --kv-ring positions of the sliding layers (0: whole context)
     VramState vram_;
     CUstream stream_ = nullptr,
              copy_stream_ = nullptr;  // compute; admissions' and staging's copies
@@ -434,15 +397,15 @@ private:
     float* inv_freq_ = nullptr;
     float concentration_ = 1.0f;
     SlotPool slots_;
-    DecodeState dec_;
+    DecodeState decode_;
     GraphTiming timing_;
-    Admissions adm_;
-    PrefillState pf_;
-    StreamedMisses miss_;
-    StorePinState pin_;
+    PrefillState prefill_;
+    StreamedMisses streamed_;
+    StorePinState pinned_store_;
     LoadProbes probes_;
     ResidentSequence resident_;
     std::unique_ptr<Residency> residency_;
+    std::unique_ptr<Admissions> admissions_;      // the slot pool's admissions (admission.h)
     std::unique_ptr<KvCheckpoints> checkpoints_;  // --kv-checkpoints, or null
     // The CPU side: the fused kernel for the misses on its worker team, whether the store's
     // records are slot images, and per choice a buffer a record is assembled into (no store).

@@ -34,9 +34,9 @@ void HybridBackend::init_prefill() {
         fail("--prefill-order \"{}\": expected layer, block or token", order);
     }
     if (order == "token") return;
-    if (d_ != cuda::kPrefillHeadDim) {
+    if (head_dim_ != cuda::kPrefillHeadDim) {
         spdlog::warn("GPU prefill needs head_dim {} (this model: {}); prompts run token by token",
-                     cuda::kPrefillHeadDim, d_);
+                     cuda::kPrefillHeadDim, head_dim_);
         return;
     }
     if (opt_.staging_threads < 1 || opt_.staging_threads > 64)
@@ -49,68 +49,72 @@ void HybridBackend::init_prefill() {
     if (opt_.prefill_early < 0 || opt_.prefill_early > kMaxPrefillEarly) {
         fail("--prefill-early must be 0..{}", kMaxPrefillEarly);
     }
-    const auto Hs = static_cast<std::size_t>(H_), Ks = static_cast<std::size_t>(K_),
-               ctx = static_cast<std::size_t>(ctx_);
-    pf_.block = vram_.plan.prefill_block;
-    pf_.rows = static_cast<int>(vram_.plan.prompt_rows);
-    if (static_cast<std::int64_t>(pf_.rows) < ctx_) {
+    const auto Hs = static_cast<std::size_t>(hidden_), Ks = static_cast<std::size_t>(top_k_),
+               ctx = static_cast<std::size_t>(context_);
+    prefill_.block = vram_.plan.prefill_block;
+    prefill_.rows = static_cast<int>(vram_.plan.prompt_rows);
+    if (static_cast<std::int64_t>(prefill_.rows) < context_) {
         spdlog::info(
             "prefill: prompts of more than {} positions run in chunks of {} (--prompt-rows)",
-            pf_.rows, pf_.rows);
+            prefill_.rows, prefill_.rows);
     }
-    const auto B = static_cast<std::size_t>(pf_.block), R = static_cast<std::size_t>(pf_.rows);
-    pf_.x = dalloc<float>("prompt rows");
-    pf_.acc = dalloc<float>("prompt rows");  // zeroed by each prompt chunk
-    pf_.h = dalloc<float>("prompt rows");
-    pf_.sel = dalloc<int>("prefill routing");
-    pf_.gate = dalloc<float>("prefill routing");
-    pf_.entries = dalloc<int>("prefill routing");
-    pf_.hin = dalloc<float>("prefill hidden block");
-    pf_.qkv = dalloc<float>("prefill QKV");
-    pf_.attn = dalloc<float>("prefill attention");
-    pf_.logits = dalloc<float>("prefill router logits");
-    pf_.act = dalloc<float>("prefill expert activations");
+    const auto B = static_cast<std::size_t>(prefill_.block),
+               R = static_cast<std::size_t>(prefill_.rows);
+    prefill_.x = dalloc<float>("prompt rows");
+    prefill_.acc = dalloc<float>("prompt rows");  // zeroed by each prompt chunk
+    prefill_.h = dalloc<float>("prompt rows");
+    prefill_.sel = dalloc<int>("prefill routing");
+    prefill_.gate = dalloc<float>("prefill routing");
+    prefill_.entries = dalloc<int>("prefill routing");
+    prefill_.hin = dalloc<float>("prefill hidden block");
+    prefill_.qkv = dalloc<float>("prefill QKV");
+    prefill_.attn = dalloc<float>("prefill attention");
+    prefill_.logits = dalloc<float>("prefill router logits");
+    prefill_.act = dalloc<float>("prefill expert activations");
     // --expert-streams 2: a second act buffer, so an expert's gate_up can run beside the
     // previous expert's down (expert_rows). The QKV rows are idle during a layer's experts and
     // larger at gpt-oss's shapes (5,120 columns against 2,880); else its own (the plan's row).
     if (opt_.expert_streams == 2) {
-        pf_.act2 = vram_.plan.find("prefill second expert activations") != nullptr
-                       ? dalloc<float>("prefill second expert activations")
-                       : pf_.qkv;
-        NEURAL_CUDA(cuda::drv::stream_create(&pf_.side, cuda::drv::kStreamNonBlocking));
-        NEURAL_CUDA(cuda::drv::event_create(&pf_.experts_start, cuda::drv::kEventDisableTiming));
+        prefill_.act2 = vram_.plan.find("prefill second expert activations") != nullptr
+                            ? dalloc<float>("prefill second expert activations")
+                            : prefill_.qkv;
+        NEURAL_CUDA(cuda::drv::stream_create(&prefill_.side, cuda::drv::kStreamNonBlocking));
+        NEURAL_CUDA(
+            cuda::drv::event_create(&prefill_.experts_start, cuda::drv::kEventDisableTiming));
         for (int b = 0; b < 2; ++b) {
             NEURAL_CUDA(
-                cuda::drv::event_create(&pf_.gate_up_done[b], cuda::drv::kEventDisableTiming));
-            NEURAL_CUDA(cuda::drv::event_create(&pf_.act_free[b], cuda::drv::kEventDisableTiming));
+                cuda::drv::event_create(&prefill_.gate_up_done[b], cuda::drv::kEventDisableTiming));
+            NEURAL_CUDA(
+                cuda::drv::event_create(&prefill_.act_free[b], cuda::drv::kEventDisableTiming));
         }
     }
     // Grouped GEMM's down rows (y, [block, H]): the QKV rows are idle during a layer's experts
     // and are larger at gpt-oss's shapes (5,120 columns against 2,880); else their own.
     if (opt_.grouped_gemm) {
-        pf_.y = vram_.plan.find("prefill down rows") != nullptr ? dalloc<float>("prefill down rows")
-                                                                : pf_.qkv;
+        prefill_.y = vram_.plan.find("prefill down rows") != nullptr
+                         ? dalloc<float>("prefill down rows")
+                         : prefill_.qkv;
     }
-    pf_.scratch = dalloc<std::uint8_t>("prefill scratch slots");
+    prefill_.scratch = dalloc<std::uint8_t>("prefill scratch slots");
     for (int i = 0; i < opt_.scratch_slots; ++i) {
         CUevent a, b;
         NEURAL_CUDA(cuda::drv::event_create(&a, cuda::drv::kEventDisableTiming));
         NEURAL_CUDA(cuda::drv::event_create(&b, cuda::drv::kEventDisableTiming));
-        pf_.scratch_landed.push_back(a);
-        pf_.scratch_free.push_back(b);
+        prefill_.scratch_landed.push_back(a);
+        prefill_.scratch_free.push_back(b);
     }
-    NEURAL_CUDA(cuda::drv::event_create(&pf_.h_ready, cuda::drv::kEventDisableTiming));
-    NEURAL_CUDA(cuda::drv::event_create(&pf_.first_routed, cuda::drv::kEventDisableTiming));
-    pf_.emb = HostBuffer(B * Hs * 4);
-    pf_.route_host = HostBuffer(ctx * Ks * 8);
-    pf_.entries_host = HostBuffer(ctx * Ks * 4);
-    pf_.h_host = HostBuffer(R * Hs * 4);
+    NEURAL_CUDA(cuda::drv::event_create(&prefill_.h_ready, cuda::drv::kEventDisableTiming));
+    NEURAL_CUDA(cuda::drv::event_create(&prefill_.first_routed, cuda::drv::kEventDisableTiming));
+    prefill_.emb = HostBuffer(B * Hs * 4);
+    prefill_.route_host = HostBuffer(ctx * Ks * 8);
+    prefill_.entries_host = HostBuffer(ctx * Ks * 4);
+    prefill_.h_host = HostBuffer(R * Hs * 4);
     if (opt_.prefill_cpu_tokens > 0) {
-        pf_.cpu_rows = HostBuffer(static_cast<std::size_t>(E_) *
-                                  static_cast<std::size_t>(opt_.prefill_cpu_tokens) * Hs * 4);
-        pf_.cpu_start = HostBuffer((ctx + 1) * 4);
+        prefill_.cpu_rows = HostBuffer(static_cast<std::size_t>(n_experts_) *
+                                       static_cast<std::size_t>(opt_.prefill_cpu_tokens) * Hs * 4);
+        prefill_.cpu_start = HostBuffer((ctx + 1) * 4);
     }
-    pf_.on = true;
+    prefill_.on = true;
 }
 
 // Runs `work` at positions start .. start + n - 1 (docs/CUDA.md "Prefill"), writing the
@@ -126,34 +130,35 @@ void HybridBackend::prefill(const std::vector<TokenId>& work, std::int64_t start
     // Streamed misses' copies into the scratch slots too (their kernels are on stream_,
     // synchronized below before any prompt copy).
     NEURAL_CUDA(cuda::drv::stream_synchronize(copy_stream_));
-    if (miss_.stream != nullptr) NEURAL_CUDA(cuda::drv::stream_synchronize(miss_.stream));
-    poll_uploads();
-    pf_.counts.assign(static_cast<std::size_t>(L_) * static_cast<std::size_t>(E_), 0);
+    if (streamed_.stream != nullptr) NEURAL_CUDA(cuda::drv::stream_synchronize(streamed_.stream));
+    admissions_->poll();
+    prefill_.counts.assign(
+        static_cast<std::size_t>(n_layers_) * static_cast<std::size_t>(n_experts_), 0);
 
     // The cancel flag is checked per block and layer, and per expert of a layer
     // (expert_rows): a long prompt stops within one block's dense part or one expert. A
-    // Cancelled leaves through run(), which drops this call's positions (resident_.len back
+    // Cancelled leaves through forward(), which drops this call's positions (resident_.len back
     // to at most pos0, resident_.kv_high already covers every position written).
-    pf_.cancel = cancel;
+    prefill_.cancel = cancel;
     struct ClearCancel {
         const std::atomic<bool>*& p;
         ~ClearCancel() { p = nullptr; }
-    } clear_cancel{pf_.cancel};
+    } clear_cancel{prefill_.cancel};
 
     // A prompt longer than the rows the GPU holds runs in chunks, each like a prompt of its own
     // (its K/V is in the cache for the next); the logits rows asked for come from whichever chunk
     // holds them, the prompt's experts are admitted once, after the last chunk.
-    for (int c0 = 0; c0 < n; c0 += pf_.rows) {
-        const int rows = std::min(pf_.rows, n - c0);
+    for (int c0 = 0; c0 < n; c0 += prefill_.rows) {
+        const int rows = std::min(prefill_.rows, n - c0);
         const std::int64_t out0 = std::max<std::int64_t>(first_out - c0, 0);
-        float* out = logits_out + std::max<std::int64_t>(c0 - first_out, 0) * V_;
+        float* out = logits_out + std::max<std::int64_t>(c0 - first_out, 0) * vocab_;
         prefill_chunk(std::span<const TokenId>(work).subspan(static_cast<std::size_t>(c0),
                                                              static_cast<std::size_t>(rows)),
                       start + c0, out0, out, observe_from, observer, st);
         resident_.len = std::max(resident_.len, start + c0 + rows);
     }
     NEURAL_CUDA(cuda::drv::stream_synchronize(stream_));
-    admit_prompt_experts();
+    admissions_->admit_prompt(prefill_.counts, opt_.prompt_admit);
     const std::uint64_t total_ns = ns_since(t_begin);
     spdlog::info(
         "prefill: {} tokens in {:.3f} s ({:.0f} tok/s), {}-major: host launch {:.3f} s, routing "
@@ -179,64 +184,67 @@ void HybridBackend::prefill(const std::vector<TokenId>& work, std::int64_t start
         bc->prefill_cpu_groups.fetch_add(st.cpu_groups, rl);
         bc->prefill_early.fetch_add(st.early, rl);
         bc->prefill_grouped.fetch_add(st.grouped, rl);
-        bc->prefill_chunks.fetch_add(static_cast<std::uint64_t>((n + pf_.rows - 1) / pf_.rows), rl);
+        bc->prefill_chunks.fetch_add(
+            static_cast<std::uint64_t>((n + prefill_.rows - 1) / prefill_.rows), rl);
     }
 }
 
-// One chunk of a prompt (prefill): work at positions start .. start + n - 1, n <= pf_.rows, the
+// One chunk of a prompt (prefill): work at positions start .. start + n - 1, n <= prefill_.rows, the
 // logits of its rows first_out .. n - 1 to logits_out.
 void HybridBackend::prefill_chunk(std::span<const TokenId> work, std::int64_t start,
                                   std::int64_t first_out, float* logits_out,
                                   std::int64_t observe_from, RouterObserver* observer,
                                   PrefillStats& st) {
     const int n = static_cast<int>(work.size());
-    const std::size_t Hs = static_cast<std::size_t>(H_);
+    const std::size_t Hs = static_cast<std::size_t>(hidden_);
     // The experts' sums start at zero: a layer's add_moe_rows zeroes the rows it adds, but a
     // prompt cancelled during a layer's experts left partial sums behind.
-    NEURAL_CUDA(cuda::drv::memset_async(pf_.acc, 0, static_cast<std::size_t>(n) * Hs * 4, stream_));
+    NEURAL_CUDA(
+        cuda::drv::memset_async(prefill_.acc, 0, static_cast<std::size_t>(n) * Hs * 4, stream_));
     // Embeddings (bf16 rows widened on the host) into the prompt's residual stream.
-    for (int b0 = 0; b0 < n; b0 += pf_.block) {
-        throw_if_cancelled(pf_.cancel);
-        const int rows = std::min(pf_.block, n - b0);
-        float* dst = pf_.emb.host<float>();
+    for (int b0 = 0; b0 < n; b0 += prefill_.block) {
+        throw_if_cancelled(prefill_.cancel);
+        const int rows = std::min(prefill_.block, n - b0);
+        float* dst = prefill_.emb.host<float>();
         for (int r = 0; r < rows; ++r)
             embed(work[static_cast<std::size_t>(b0 + r)], dst + static_cast<std::size_t>(r) * Hs);
-        NEURAL_CUDA(cuda::drv::memcpy_async(pf_.x + static_cast<std::size_t>(b0) * Hs, dst,
+        NEURAL_CUDA(cuda::drv::memcpy_async(prefill_.x + static_cast<std::size_t>(b0) * Hs, dst,
                                             static_cast<std::size_t>(rows) * Hs * 4,
                                             cuda::drv::kHostToDevice, stream_));
-        NEURAL_CUDA(cuda::drv::stream_synchronize(stream_));  // pf_.emb is reused by the next block
+        NEURAL_CUDA(
+            cuda::drv::stream_synchronize(stream_));  // prefill_.emb is reused by the next block
     }
 
     // Grouped GEMM only for a prompt of one block of 1,024-4,096 new tokens (docs/CUDA.md).
     const bool grouped =
-        opt_.grouped_gemm && n <= pf_.block && n >= kGroupedGemmMin && n <= kGroupedGemmMax;
+        opt_.grouped_gemm && n <= prefill_.block && n >= kGroupedGemmMin && n <= kGroupedGemmMax;
     if (opt_.prefill_order == "layer") {
-        const int rows0 = std::min(pf_.block, n);
-        const bool early = pf_.early != nullptr && n > pf_.block;
+        const int rows0 = std::min(prefill_.block, n);
+        const bool early = prefill_.early != nullptr && n > prefill_.block;
         std::vector<int> early_of;
-        for (int l = 0; l < L_; ++l) {
-            throw_if_cancelled(pf_.cancel);
+        for (int l = 0; l < n_layers_; ++l) {
+            throw_if_cancelled(prefill_.cancel);
             dense_rows(l, 0, rows0, start, st);
             if (early) {
                 // The first block's routing comes to the host as soon as its dense part is
                 // done, while the GPU goes on with the other blocks.
-                NEURAL_CUDA(cuda::drv::memcpy_async(pf_.route_host.host<int>(), pf_.sel,
-                                                    static_cast<std::size_t>(rows0) * K_ * 4,
+                NEURAL_CUDA(cuda::drv::memcpy_async(prefill_.route_host.host<int>(), prefill_.sel,
+                                                    static_cast<std::size_t>(rows0) * top_k_ * 4,
                                                     cuda::drv::kDeviceToHost, stream_));
-                NEURAL_CUDA(cuda::drv::event_record(pf_.first_routed, stream_));
+                NEURAL_CUDA(cuda::drv::event_record(prefill_.first_routed, stream_));
             }
-            for (int b0 = pf_.block; b0 < n; b0 += pf_.block) {
-                throw_if_cancelled(pf_.cancel);
-                dense_rows(l, b0, std::min(pf_.block, n - b0), start, st);
+            for (int b0 = prefill_.block; b0 < n; b0 += prefill_.block) {
+                throw_if_cancelled(prefill_.cancel);
+                dense_rows(l, b0, std::min(prefill_.block, n - b0), start, st);
             }
             if (early) early_of = stage_early(l, rows0, st);
             expert_rows(l, 0, n, start, observe_from, observer, st, early_of, grouped);
         }
     } else {
-        for (int b0 = 0; b0 < n; b0 += pf_.block) {
-            const int rows = std::min(pf_.block, n - b0);
-            for (int l = 0; l < L_; ++l) {
-                throw_if_cancelled(pf_.cancel);
+        for (int b0 = 0; b0 < n; b0 += prefill_.block) {
+            const int rows = std::min(prefill_.block, n - b0);
+            for (int l = 0; l < n_layers_; ++l) {
+                throw_if_cancelled(prefill_.cancel);
                 dense_rows(l, b0, rows, start, st);
                 expert_rows(l, b0, rows, start, observe_from, observer, st, {}, grouped);
             }
@@ -245,13 +253,14 @@ void HybridBackend::prefill_chunk(std::span<const TokenId> work, std::int64_t st
 
     // Logits of the rows asked for, through the decode tail's kernels.
     for (std::int64_t r = first_out; r < n; ++r) {
-        throw_if_cancelled(pf_.cancel);
-        NEURAL_CUDA(cuda::drv::memcpy_async(dec_.x, pf_.x + static_cast<std::size_t>(r) * Hs,
-                                            Hs * 4, cuda::drv::kDeviceToDevice, stream_));
-        NEURAL_CUDA(cuda::drv::graph_launch(dec_.tail_rows, stream_));
+        throw_if_cancelled(prefill_.cancel);
+        NEURAL_CUDA(cuda::drv::memcpy_async(decode_.x,
+                                            prefill_.x + static_cast<std::size_t>(r) * Hs, Hs * 4,
+                                            cuda::drv::kDeviceToDevice, stream_));
+        NEURAL_CUDA(cuda::drv::graph_launch(decode_.tail_rows, stream_));
         NEURAL_CUDA(cuda::drv::stream_synchronize(stream_));
-        std::memcpy(logits_out + (r - first_out) * V_, dec_.logits_host.ptr,
-                    static_cast<std::size_t>(V_) * 4);
+        std::memcpy(logits_out + (r - first_out) * vocab_, decode_.logits_host.ptr,
+                    static_cast<std::size_t>(vocab_) * 4);
     }
 }
 
@@ -263,26 +272,26 @@ void HybridBackend::prefill_chunk(std::span<const TokenId> work, std::int64_t st
 // usual expert index order, so the results are the same bits as without.
 std::vector<int> HybridBackend::stage_early(int l, int rows0, PrefillStats& st) {
     const auto t0 = Clock::now();
-    NEURAL_CUDA(cuda::drv::event_synchronize(pf_.first_routed));
+    NEURAL_CUDA(cuda::drv::event_synchronize(prefill_.first_routed));
     st.route_ns += ns_since(t0);
-    const int* sel = pf_.route_host.host<int>();
-    std::vector<int> count(static_cast<std::size_t>(E_), 0);
-    for (std::size_t i = 0; i < static_cast<std::size_t>(rows0) * static_cast<std::size_t>(K_);
+    const int* sel = prefill_.route_host.host<int>();
+    std::vector<int> count(static_cast<std::size_t>(n_experts_), 0);
+    for (std::size_t i = 0; i < static_cast<std::size_t>(rows0) * static_cast<std::size_t>(top_k_);
          ++i) {
         const int e = sel[i];
-        if (e < 0 || e >= E_) fail("prefill: router chose expert {} of {}", e, E_);
+        if (e < 0 || e >= n_experts_) fail("prefill: router chose expert {} of {}", e, n_experts_);
         ++count[static_cast<std::size_t>(e)];
     }
-    std::vector<int> early_of(static_cast<std::size_t>(E_), -1);
+    std::vector<int> early_of(static_cast<std::size_t>(n_experts_), -1);
     std::vector<std::pair<int, int>> jobs;
-    for (int e = 0; e < E_ && static_cast<int>(jobs.size()) < opt_.prefill_early; ++e) {
+    for (int e = 0; e < n_experts_ && static_cast<int>(jobs.size()) < opt_.prefill_early; ++e) {
         if (count[static_cast<std::size_t>(e)] > opt_.prefill_cpu_tokens &&
             residency_->slot_of(l, e) < 0) {
             early_of[static_cast<std::size_t>(e)] = static_cast<int>(jobs.size());
             jobs.emplace_back(l, e);
         }
     }
-    if (!jobs.empty()) pf_.early->start(std::move(jobs));
+    if (!jobs.empty()) prefill_.early->start(std::move(jobs));
     return early_of;
 }
 
@@ -293,24 +302,27 @@ void HybridBackend::dense_rows(int l, int b0, int rows, std::int64_t start, Pref
     const auto t0 = Clock::now();
     const ModelConfig& c = *in_.config;
     const LayerDevice& ld = layers_[static_cast<std::size_t>(l)];
-    const std::size_t Hs = static_cast<std::size_t>(H_);
-    float* x = pf_.x + static_cast<std::size_t>(b0) * Hs;
-    const int qkv_cols = Q_ + 2 * KV_;
+    const std::size_t Hs = static_cast<std::size_t>(hidden_);
+    float* x = prefill_.x + static_cast<std::size_t>(b0) * Hs;
+    const int qkv_cols = q_width_ + 2 * kv_width_;
     const int pos0 = static_cast<int>(start + b0);
-    cuda::rms_norm_rows(x, ld.input_norm, c.rms_norm_eps, H_, rows, pf_.hin, stream_);
-    cuda::gemm_bf16_rows(pf_.hin, rows, H_, ld.qkv_w, ld.qkv_b, qkv_cols, pf_.qkv, qkv_cols, false,
-                         stream_);
-    cuda::rope_kv_rows(pf_.qkv, rows, nq_, nkv_, d_, inv_freq_, concentration_, pos0, ld.k_cache,
-                       ld.v_cache, ld.ring, stream_);
+    cuda::rms_norm_rows(x, ld.input_norm, c.rms_norm_eps, hidden_, rows, prefill_.hin, stream_);
+    cuda::gemm_bf16_rows(prefill_.hin, rows, hidden_, ld.qkv_w, ld.qkv_b, qkv_cols, prefill_.qkv,
+                         qkv_cols, false, stream_);
+    cuda::rope_kv_rows(prefill_.qkv, rows, q_heads_, kv_heads_, head_dim_, inv_freq_,
+                       concentration_, pos0, ld.k_cache, ld.v_cache, ld.ring, stream_);
     const int window = c.layer_is_sliding[static_cast<std::size_t>(l)] ? c.sliding_window : 0;
-    cuda::attention_prefill(pf_.qkv, qkv_cols, rows, pos0, ld.k_cache, ld.v_cache, ld.sinks, nq_,
-                            nkv_, window, ld.ring, pf_.attn, stream_);
-    cuda::gemm_bf16_rows(pf_.attn, rows, Q_, ld.o_w, ld.o_b, H_, x, H_, true, stream_);
-    float* h = pf_.h + static_cast<std::size_t>(b0) * Hs;
-    cuda::rms_norm_rows(x, ld.post_norm, c.rms_norm_eps, H_, rows, h, stream_);
-    cuda::gemm_bf16_rows(h, rows, H_, ld.router_w, ld.router_b, E_, pf_.logits, E_, false, stream_);
-    cuda::router_topk_rows(pf_.logits, rows, E_, K_, pf_.sel + static_cast<std::size_t>(b0) * K_,
-                           pf_.gate + static_cast<std::size_t>(b0) * K_, stream_);
+    cuda::attention_prefill(prefill_.qkv, qkv_cols, rows, pos0, ld.k_cache, ld.v_cache, ld.sinks,
+                            q_heads_, kv_heads_, window, ld.ring, prefill_.attn, stream_);
+    cuda::gemm_bf16_rows(prefill_.attn, rows, q_width_, ld.o_w, ld.o_b, hidden_, x, hidden_, true,
+                         stream_);
+    float* h = prefill_.h + static_cast<std::size_t>(b0) * Hs;
+    cuda::rms_norm_rows(x, ld.post_norm, c.rms_norm_eps, hidden_, rows, h, stream_);
+    cuda::gemm_bf16_rows(h, rows, hidden_, ld.router_w, ld.router_b, n_experts_, prefill_.logits,
+                         n_experts_, false, stream_);
+    cuda::router_topk_rows(prefill_.logits, rows, n_experts_, top_k_,
+                           prefill_.sel + static_cast<std::size_t>(b0) * top_k_,
+                           prefill_.gate + static_cast<std::size_t>(b0) * top_k_, stream_);
     NEURAL_CUDA(cuda::drv::get_last_error());
     st.launch_ns += ns_since(t0);
 }
@@ -325,21 +337,21 @@ void HybridBackend::expert_rows(int l, int b0, int rows, std::int64_t start,
     route_rows_to_host(b0, rows, st);
     const auto t0 = Clock::now();
     ExpertGroups groups = group_by_expert(l, b0, rows, start, observe_from, observer);
-    for (int e = 0; e < E_; ++e)
-        pf_.counts[static_cast<std::size_t>(l) * static_cast<std::size_t>(E_) +
-                   static_cast<std::size_t>(e)] +=
+    for (int e = 0; e < n_experts_; ++e)
+        prefill_.counts[static_cast<std::size_t>(l) * static_cast<std::size_t>(n_experts_) +
+                        static_cast<std::size_t>(e)] +=
             static_cast<std::uint32_t>(groups.count[static_cast<std::size_t>(e)]);
     place_experts(l, early_of, groups);
     CpuExperts cpu = start_cpu_experts(l, b0, rows, groups, st);
     std::uint64_t staging_wait = 0;
     // --expert-streams 2, not with grouped GEMM (gpu_experts).
-    const bool overlap = pf_.side != nullptr && !grouped;
+    const bool overlap = prefill_.side != nullptr && !grouped;
     try {
         gpu_experts(l, groups, early_of, grouped, overlap, st, staging_wait);
     } catch (...) {
         if (cpu.job.valid()) cpu.job.wait();
         // A gate_up whose down was not enqueued is not ordered before stream_'s later work.
-        if (overlap) cuda::drv::stream_synchronize(pf_.side);
+        if (overlap) cuda::drv::stream_synchronize(prefill_.side);
         throw;
     }
     st.staging_ns += staging_wait;
@@ -349,44 +361,46 @@ void HybridBackend::expert_rows(int l, int b0, int rows, std::int64_t start,
         st.cpu_ns += cpu.job.get();
         st.cpu_wait_ns += ns_since(w0);
     }
-    const std::size_t xs_off = static_cast<std::size_t>(b0) * static_cast<std::size_t>(H_);
-    cuda::add_moe_rows(pf_.x + xs_off, pf_.acc + xs_off, H_, rows, cpu.start_dev,
-                       cpu.start_dev != nullptr ? pf_.cpu_rows.device<float>() : nullptr, stream_);
+    const std::size_t xs_off = static_cast<std::size_t>(b0) * static_cast<std::size_t>(hidden_);
+    cuda::add_moe_rows(prefill_.x + xs_off, prefill_.acc + xs_off, hidden_, rows, cpu.start_dev,
+                       cpu.start_dev != nullptr ? prefill_.cpu_rows.device<float>() : nullptr,
+                       stream_);
     NEURAL_CUDA(cuda::drv::get_last_error());
 }
 
 // The routing (sel, gate) of rows b0 .. b0 + rows - 1 to the host.
 void HybridBackend::route_rows_to_host(int b0, int rows, PrefillStats& st) {
-    const std::size_t Ks = static_cast<std::size_t>(K_);
-    int* sel_host = pf_.route_host.host<int>();
-    float* gate_host = reinterpret_cast<float*>(sel_host + static_cast<std::size_t>(ctx_) * Ks);
+    const std::size_t Ks = static_cast<std::size_t>(top_k_);
+    int* sel_host = prefill_.route_host.host<int>();
+    float* gate_host = reinterpret_cast<float*>(sel_host + static_cast<std::size_t>(context_) * Ks);
     const auto t0 = Clock::now();
-    NEURAL_CUDA(cuda::drv::memcpy_async(sel_host + b0 * Ks, pf_.sel + b0 * Ks, rows * Ks * 4,
+    NEURAL_CUDA(cuda::drv::memcpy_async(sel_host + b0 * Ks, prefill_.sel + b0 * Ks, rows * Ks * 4,
                                         cuda::drv::kDeviceToHost, stream_));
-    NEURAL_CUDA(cuda::drv::memcpy_async(gate_host + b0 * Ks, pf_.gate + b0 * Ks, rows * Ks * 4,
+    NEURAL_CUDA(cuda::drv::memcpy_async(gate_host + b0 * Ks, prefill_.gate + b0 * Ks, rows * Ks * 4,
                                         cuda::drv::kDeviceToHost, stream_));
     NEURAL_CUDA(cuda::drv::stream_synchronize(stream_));
     st.route_ns += ns_since(t0);
 }
 
 // Groups: entries t * K + k (t relative to the prompt), token order within an expert, uploaded to
-// pf_.entries; the residency and the observer see each row's routing.
+// prefill_.entries; the residency and the observer see each row's routing.
 HybridBackend::ExpertGroups HybridBackend::group_by_expert(int l, int b0, int rows,
                                                            std::int64_t start,
                                                            std::int64_t observe_from,
                                                            RouterObserver* observer) {
-    const std::size_t Ks = static_cast<std::size_t>(K_);
-    const int* sel_host = pf_.route_host.host<int>();
+    const std::size_t Ks = static_cast<std::size_t>(top_k_);
+    const int* sel_host = prefill_.route_host.host<int>();
     const float* gate_host =
-        reinterpret_cast<const float*>(sel_host + static_cast<std::size_t>(ctx_) * Ks);
+        reinterpret_cast<const float*>(sel_host + static_cast<std::size_t>(context_) * Ks);
     ExpertGroups g;
     std::vector<int>& count = g.count;
-    count.assign(static_cast<std::size_t>(E_), 0);
+    count.assign(static_cast<std::size_t>(n_experts_), 0);
     for (int t = b0; t < b0 + rows; ++t) {
         const int* sel = sel_host + static_cast<std::size_t>(t) * Ks;
-        for (int k = 0; k < K_; ++k) {
+        for (int k = 0; k < top_k_; ++k) {
             const int e = sel[k];
-            if (e < 0 || e >= E_) fail("prefill: router chose expert {} of {}", e, E_);
+            if (e < 0 || e >= n_experts_)
+                fail("prefill: router chose expert {} of {}", e, n_experts_);
             ++count[static_cast<std::size_t>(e)];
         }
         residency_->observe(l, std::span<const int>(sel, Ks), true);
@@ -397,22 +411,22 @@ HybridBackend::ExpertGroups HybridBackend::group_by_expert(int l, int b0, int ro
         }
     }
     std::vector<int>& offset = g.offset;
-    offset.assign(static_cast<std::size_t>(E_) + 1, 0);
-    for (int e = 0; e < E_; ++e)
+    offset.assign(static_cast<std::size_t>(n_experts_) + 1, 0);
+    for (int e = 0; e < n_experts_; ++e)
         offset[static_cast<std::size_t>(e) + 1] =
             offset[static_cast<std::size_t>(e)] + count[static_cast<std::size_t>(e)];
-    int* entries = pf_.entries_host.host<int>();
+    int* entries = prefill_.entries_host.host<int>();
     {
         std::vector<int> fill(offset.begin(), offset.end() - 1);
         for (int t = b0; t < b0 + rows; ++t) {
-            for (int k = 0; k < K_; ++k) {
+            for (int k = 0; k < top_k_; ++k) {
                 const int e =
                     sel_host[static_cast<std::size_t>(t) * Ks + static_cast<std::size_t>(k)];
-                entries[fill[static_cast<std::size_t>(e)]++] = t * K_ + k;
+                entries[fill[static_cast<std::size_t>(e)]++] = t * top_k_ + k;
             }
         }
     }
-    NEURAL_CUDA(cuda::drv::memcpy_async(pf_.entries, entries,
+    NEURAL_CUDA(cuda::drv::memcpy_async(prefill_.entries, entries,
                                         static_cast<std::size_t>(offset.back()) * 4,
                                         cuda::drv::kHostToDevice, stream_));
     return g;
@@ -421,8 +435,8 @@ HybridBackend::ExpertGroups HybridBackend::group_by_expert(int l, int b0, int ro
 // Where each expert runs: its VRAM slot, the CPU (at most --prefill-cpu-tokens tokens), else
 // staged; the staged ones that were not staged early go to the ring now.
 void HybridBackend::place_experts(int l, const std::vector<int>& early_of, ExpertGroups& g) {
-    g.where.assign(static_cast<std::size_t>(E_), Place::none);
-    for (int e = 0; e < E_; ++e) {
+    g.where.assign(static_cast<std::size_t>(n_experts_), Place::none);
+    for (int e = 0; e < n_experts_; ++e) {
         const int cnt = g.count[static_cast<std::size_t>(e)];
         if (cnt == 0) continue;
         Place& where = g.where[static_cast<std::size_t>(e)];
@@ -442,33 +456,33 @@ void HybridBackend::place_experts(int l, const std::vector<int>& early_of, Exper
         }
     }
     // A pinned store's records need no producer (gpu_experts copies them from the mapping).
-    if (!g.staged.empty() && pin_.mapping == nullptr) pf_.ring->start(g.staged);
+    if (!g.staged.empty() && pinned_store_.mapping == nullptr) prefill_.ring->start(g.staged);
 }
 
 // The CPU's experts on a worker thread: one output row per (token, choice), grouped by token
-// (CSR in pf_.cpu_start) so the add kernel sums a token's rows in a fixed order. The job reads
+// (CSR in prefill_.cpu_start) so the add kernel sums a token's rows in a fixed order. The job reads
 // `g` until it is done: expert_rows waits for it before `g` goes.
 HybridBackend::CpuExperts HybridBackend::start_cpu_experts(int l, int b0, int rows,
                                                            const ExpertGroups& g,
                                                            PrefillStats& st) {
     CpuExperts cpu;
     if (g.cpu_experts.empty()) return cpu;
-    const std::size_t Hs = static_cast<std::size_t>(H_), Ks = static_cast<std::size_t>(K_);
-    const int* sel_host = pf_.route_host.host<int>();
+    const std::size_t Hs = static_cast<std::size_t>(hidden_), Ks = static_cast<std::size_t>(top_k_);
+    const int* sel_host = prefill_.route_host.host<int>();
     const float* gate_host =
-        reinterpret_cast<const float*>(sel_host + static_cast<std::size_t>(ctx_) * Ks);
-    const int* entries = pf_.entries_host.host<int>();
+        reinterpret_cast<const float*>(sel_host + static_cast<std::size_t>(context_) * Ks);
+    const int* entries = prefill_.entries_host.host<int>();
     NEURAL_CUDA(cuda::drv::memcpy_async(
-        pf_.h_host.host<float>() + static_cast<std::size_t>(b0) * Hs,
-        pf_.h + static_cast<std::size_t>(b0) * Hs, static_cast<std::size_t>(rows) * Hs * 4,
+        prefill_.h_host.host<float>() + static_cast<std::size_t>(b0) * Hs,
+        prefill_.h + static_cast<std::size_t>(b0) * Hs, static_cast<std::size_t>(rows) * Hs * 4,
         cuda::drv::kDeviceToHost, stream_));
-    NEURAL_CUDA(cuda::drv::event_record(pf_.h_ready, stream_));
-    int* cstart = pf_.cpu_start.host<int>();
+    NEURAL_CUDA(cuda::drv::event_record(prefill_.h_ready, stream_));
+    int* cstart = prefill_.cpu_start.host<int>();
     std::vector<int> row_of_entry(static_cast<std::size_t>(rows) * Ks, -1);
     int next = 0;
     for (int t = b0; t < b0 + rows; ++t) {
         cstart[t - b0] = next;
-        for (int k = 0; k < K_; ++k) {
+        for (int k = 0; k < top_k_; ++k) {
             const int e = sel_host[static_cast<std::size_t>(t) * Ks + static_cast<std::size_t>(k)];
             if (g.where[static_cast<std::size_t>(e)] == Place::cpu)
                 row_of_entry[static_cast<std::size_t>(t - b0) * Ks + static_cast<std::size_t>(k)] =
@@ -476,40 +490,40 @@ HybridBackend::CpuExperts HybridBackend::start_cpu_experts(int l, int b0, int ro
         }
     }
     cstart[rows] = next;
-    cpu.start_dev = pf_.cpu_start.device<int>();
-    cpu.job = std::async(
-        std::launch::async, [this, l, b0, &cpu_experts = g.cpu_experts, &offset = g.offset, entries,
-                             gate_host, row_of_entry = std::move(row_of_entry)]() {
-            const auto c0 = Clock::now();
-            // Records read for the first time are checked on the team while the GPU works.
-            if (in_.store != nullptr) cpu::verify_records(*in_.store, l, cpu_experts, *team_);
-            NEURAL_CUDA(cuda::drv::event_synchronize(pf_.h_ready));
-            const std::size_t H = static_cast<std::size_t>(H_);
-            const float* hb = pf_.h_host.host<float>();
-            float* out_rows = pf_.cpu_rows.host<float>();
-            for (const int e : cpu_experts) {
-                const int o0 = offset[static_cast<std::size_t>(e)],
-                          o1 = offset[static_cast<std::size_t>(e) + 1];
-                std::vector<const float*> xp;
-                std::vector<float*> outp;
-                std::vector<float> w;
-                for (int j = o0; j < o1; ++j) {
-                    const int entry = entries[j], t = entry / K_;
-                    const float* xr = hb + static_cast<std::size_t>(t) * H;
-                    float* orow =
-                        out_rows + static_cast<std::size_t>(
-                                       row_of_entry[static_cast<std::size_t>(entry - b0 * K_)]) *
-                                       H;
-                    std::memset(orow, 0, H * 4);
-                    xp.push_back(xr);
-                    outp.push_back(orow);
-                    w.push_back(gate_host[entry]);
-                }
-                cpu::ExpertInput in = cpu_input(l, e, 0);
-                kernel_->multi(*team_, in, xp, w, outp);
+    cpu.start_dev = prefill_.cpu_start.device<int>();
+    cpu.job = std::async(std::launch::async, [this, l, b0, &cpu_experts = g.cpu_experts,
+                                              &offset = g.offset, entries, gate_host,
+                                              row_of_entry = std::move(row_of_entry)]() {
+        const auto c0 = Clock::now();
+        // Records read for the first time are checked on the team while the GPU works.
+        if (in_.store != nullptr) cpu::verify_records(*in_.store, l, cpu_experts, *team_);
+        NEURAL_CUDA(cuda::drv::event_synchronize(prefill_.h_ready));
+        const std::size_t H = static_cast<std::size_t>(hidden_);
+        const float* hb = prefill_.h_host.host<float>();
+        float* out_rows = prefill_.cpu_rows.host<float>();
+        for (const int e : cpu_experts) {
+            const int o0 = offset[static_cast<std::size_t>(e)],
+                      o1 = offset[static_cast<std::size_t>(e) + 1];
+            std::vector<const float*> xp;
+            std::vector<float*> outp;
+            std::vector<float> w;
+            for (int j = o0; j < o1; ++j) {
+                const int entry = entries[j], t = entry / top_k_;
+                const float* xr = hb + static_cast<std::size_t>(t) * H;
+                float* orow =
+                    out_rows + static_cast<std::size_t>(
+                                   row_of_entry[static_cast<std::size_t>(entry - b0 * top_k_)]) *
+                                   H;
+                std::memset(orow, 0, H * 4);
+                xp.push_back(xr);
+                outp.push_back(orow);
+                w.push_back(gate_host[entry]);
             }
-            return ns_since(c0);
-        });
+            cpu::ExpertInput in = cpu_input(l, e, 0);
+            kernel_->multi(*team_, in, xp, w, outp);
+        }
+        return ns_since(c0);
+    });
     st.cpu_groups += g.cpu_experts.size();
     return cpu;
 }
@@ -521,7 +535,7 @@ void HybridBackend::gpu_experts(int l, const ExpertGroups& g, const std::vector<
                                 bool grouped, bool overlap, PrefillStats& st,
                                 std::uint64_t& staging_wait) {
     const LayerDevice& ld = layers_[static_cast<std::size_t>(l)];
-    const cuda::ExpertShape& shape = pf_.shapes[static_cast<std::size_t>(l)];
+    const cuda::ExpertShape& shape = prefill_.shapes[static_cast<std::size_t>(l)];
     std::size_t next_staged = 0, next_scratch = 0;
     // Grouped GEMM: resident experts' jobs (an expert's rows, at most a block) wait here until
     // a group is full (kMaxGroupedExperts jobs or a block of rows) or a staged expert comes next
@@ -531,30 +545,30 @@ void HybridBackend::gpu_experts(int l, const ExpertGroups& g, const std::vector<
     int group_rows = 0;
     const auto flush = [&] {
         if (group.empty()) return;
-        cuda::expert_gemm_grouped(group.data(), static_cast<int>(group.size()), shape, pf_.entries,
-                                  pf_.h, pf_.gate, ld.gate_up_bias, ld.down_bias, pf_.act, pf_.y,
-                                  pf_.acc, stream_);
+        cuda::expert_gemm_grouped(group.data(), static_cast<int>(group.size()), shape,
+                                  prefill_.entries, prefill_.h, prefill_.gate, ld.gate_up_bias,
+                                  ld.down_bias, prefill_.act, prefill_.y, prefill_.acc, stream_);
         ++st.grouped;
         group.clear();
         group_rows = 0;
     };
     // overlap (--expert-streams 2, not with grouped GEMM, whose down rows use the QKV rows too):
-    // each expert's gate_up runs on pf_.side into act buffer n % 2 while the previous expert's
+    // each expert's gate_up runs on prefill_.side into act buffer n % 2 while the previous expert's
     // down runs on stream_, so one launch's tail wave and the downs' partial waves (half as many
     // blocks as a gate_up) leave no SMs idle. The downs stay on stream_ in expert order, each
     // after its own gate_up: acc is the same bits as with one stream (tested).
-    CUstream gate_up_stream = overlap ? pf_.side : stream_;
+    CUstream gate_up_stream = overlap ? prefill_.side : stream_;
     int launches = 0;
     if (overlap) {
         // This block's h, entries and routing (and the QKV rows' last reader) come first.
-        NEURAL_CUDA(cuda::drv::event_record(pf_.experts_start, stream_));
-        NEURAL_CUDA(cuda::drv::stream_wait_event(pf_.side, pf_.experts_start, 0));
+        NEURAL_CUDA(cuda::drv::event_record(prefill_.experts_start, stream_));
+        NEURAL_CUDA(cuda::drv::stream_wait_event(prefill_.side, prefill_.experts_start, 0));
     }
-    for (int e = 0; e < E_; ++e) {
+    for (int e = 0; e < n_experts_; ++e) {
         const Place w = g.where[static_cast<std::size_t>(e)];
         if (w != Place::slot && w != Place::staged) continue;
         // A cancel waits for the CPU's experts and the side stream (expert_rows).
-        throw_if_cancelled(pf_.cancel);
+        throw_if_cancelled(prefill_.cancel);
         const std::uint8_t* record;
         int scratch = -1;
         if (w == Place::slot) {
@@ -571,65 +585,67 @@ void HybridBackend::gpu_experts(int l, const ExpertGroups& g, const std::vector<
             const void* src;
             StagingRing* from = nullptr;
             std::size_t j = 0;
-            if (pin_.mapping != nullptr) {
+            if (pinned_store_.mapping != nullptr) {
                 src = raw_record(l, e);
             } else {
                 const int ej = early_of.empty() ? -1 : early_of[static_cast<std::size_t>(e)];
-                from = ej >= 0 ? pf_.early.get() : pf_.ring.get();
+                from = ej >= 0 ? prefill_.early.get() : prefill_.ring.get();
                 j = ej >= 0 ? static_cast<std::size_t>(ej) : next_staged++;
                 if (ej >= 0) ++st.early;
                 const auto w0 = Clock::now();
                 src = from->wait(j).ptr;
                 staging_wait += ns_since(w0);
             }
-            scratch = static_cast<int>(next_scratch++ % pf_.scratch_landed.size());
-            std::uint8_t* slot = pf_.scratch + static_cast<std::uint64_t>(scratch) * slots_.stride;
+            scratch = static_cast<int>(next_scratch++ % prefill_.scratch_landed.size());
+            std::uint8_t* slot =
+                prefill_.scratch + static_cast<std::uint64_t>(scratch) * slots_.stride;
             // The scratch slot's previous expert must be done before it is overwritten.
             NEURAL_CUDA(cuda::drv::stream_wait_event(
-                copy_stream_, pf_.scratch_free[static_cast<std::size_t>(scratch)], 0));
+                copy_stream_, prefill_.scratch_free[static_cast<std::size_t>(scratch)], 0));
             NEURAL_CUDA(cuda::drv::memcpy_async(slot, src, slots_.record_bytes,
                                                 cuda::drv::kHostToDevice, copy_stream_));
             if (from != nullptr) from->issued(j, copy_stream_);
             NEURAL_CUDA(cuda::drv::event_record(
-                pf_.scratch_landed[static_cast<std::size_t>(scratch)], copy_stream_));
+                prefill_.scratch_landed[static_cast<std::size_t>(scratch)], copy_stream_));
             // The gate_up waits for the copy; the down waits for the gate_up.
             NEURAL_CUDA(cuda::drv::stream_wait_event(
-                gate_up_stream, pf_.scratch_landed[static_cast<std::size_t>(scratch)], 0));
+                gate_up_stream, prefill_.scratch_landed[static_cast<std::size_t>(scratch)], 0));
             record = slot;
             ++st.staged;
         }
         const int o0 = g.offset[static_cast<std::size_t>(e)];
         const int cnt = g.count[static_cast<std::size_t>(e)];
-        for (int m0 = 0; m0 < cnt; m0 += pf_.block) {
-            const int rows_m = std::min(pf_.block, cnt - m0);
+        for (int m0 = 0; m0 < cnt; m0 += prefill_.block) {
+            const int rows_m = std::min(prefill_.block, cnt - m0);
             if (overlap) {
                 const int b = launches++ % 2;
-                float* act = b == 0 ? pf_.act : pf_.act2;
+                float* act = b == 0 ? prefill_.act : prefill_.act2;
                 // act buffer b is free once the down of two launches ago has read it.
-                NEURAL_CUDA(cuda::drv::stream_wait_event(pf_.side, pf_.act_free[b], 0));
-                cuda::expert_gemm_gate_up(record, e, shape, pf_.entries + o0 + m0, rows_m, pf_.h,
-                                          ld.gate_up_bias, act, pf_.side);
-                NEURAL_CUDA(cuda::drv::event_record(pf_.gate_up_done[b], pf_.side));
-                NEURAL_CUDA(cuda::drv::stream_wait_event(stream_, pf_.gate_up_done[b], 0));
-                cuda::expert_gemm_down(record, e, shape, pf_.entries + o0 + m0, rows_m, act,
-                                       pf_.gate, ld.down_bias, pf_.acc, stream_);
-                NEURAL_CUDA(cuda::drv::event_record(pf_.act_free[b], stream_));
+                NEURAL_CUDA(cuda::drv::stream_wait_event(prefill_.side, prefill_.act_free[b], 0));
+                cuda::expert_gemm_gate_up(record, e, shape, prefill_.entries + o0 + m0, rows_m,
+                                          prefill_.h, ld.gate_up_bias, act, prefill_.side);
+                NEURAL_CUDA(cuda::drv::event_record(prefill_.gate_up_done[b], prefill_.side));
+                NEURAL_CUDA(cuda::drv::stream_wait_event(stream_, prefill_.gate_up_done[b], 0));
+                cuda::expert_gemm_down(record, e, shape, prefill_.entries + o0 + m0, rows_m, act,
+                                       prefill_.gate, ld.down_bias, prefill_.acc, stream_);
+                NEURAL_CUDA(cuda::drv::event_record(prefill_.act_free[b], stream_));
                 continue;
             }
             if (!grouped || w == Place::staged) {
-                cuda::expert_gemm(record, e, shape, pf_.entries + o0 + m0, rows_m, pf_.h, pf_.gate,
-                                  ld.gate_up_bias, ld.down_bias, pf_.act, pf_.acc, stream_);
+                cuda::expert_gemm(record, e, shape, prefill_.entries + o0 + m0, rows_m, prefill_.h,
+                                  prefill_.gate, ld.gate_up_bias, ld.down_bias, prefill_.act,
+                                  prefill_.acc, stream_);
                 continue;
             }
             if (static_cast<int>(group.size()) == cuda::kMaxGroupedExperts ||
-                group_rows + rows_m > pf_.block)
+                group_rows + rows_m > prefill_.block)
                 flush();
             group.push_back(cuda::ExpertJob{record, e, o0 + m0, rows_m, group_rows});
             group_rows += rows_m;
         }
         if (scratch >= 0)
-            NEURAL_CUDA(cuda::drv::event_record(pf_.scratch_free[static_cast<std::size_t>(scratch)],
-                                                stream_));
+            NEURAL_CUDA(cuda::drv::event_record(
+                prefill_.scratch_free[static_cast<std::size_t>(scratch)], stream_));
     }
     flush();
     NEURAL_CUDA(cuda::drv::get_last_error());

@@ -14,20 +14,20 @@ namespace neural::hybrid {
 // Backend::forward (CpuModel::forward's contract): decides which positions the GPU's K/V already
 // holds for this sequence, then runs the rest as a prompt (prefill) or token by token; on an
 // error or a cancel the cache stays as it was and the GPU keeps only what was valid before.
-std::vector<float> HybridBackend::run(std::span<const TokenId> tokens, KvCache& cache,
-                                      const ForwardOptions& opt) {
+std::vector<float> HybridBackend::forward(std::span<const TokenId> tokens, KvCache& cache,
+                                          const ForwardOptions& opt) {
     const auto T = static_cast<std::int64_t>(tokens.size());
     if (T == 0) fail("forward: no tokens to process");
     for (TokenId t : tokens) {
-        if (t < 0 || t >= V_)
-            fail("token id {} is outside the model's vocabulary (0..{})", t, V_ - 1);
+        if (t < 0 || t >= vocab_)
+            fail("token id {} is outside the model's vocabulary (0..{})", t, vocab_ - 1);
     }
     const std::int64_t pos0 = cache.size();
-    if (pos0 + T > ctx_) {
+    if (pos0 + T > context_) {
         fail(
             "context of {} tokens exceeds the {} positions of the GPU K/V cache (--context; the "
             "model allows {})",
-            pos0 + T, ctx_, in_.config->max_position_embeddings);
+            pos0 + T, context_, in_.config->max_position_embeddings);
     }
     NEURAL_CUDA(cuda::drv::set_device(opt_.device));
     std::vector<std::int32_t>& seq = cache.tokens();
@@ -75,9 +75,9 @@ std::vector<float> HybridBackend::run(std::span<const TokenId> tokens, KvCache& 
     resident_.kv_high = valid == 0 ? pos0 + T : std::max(resident_.kv_high, pos0 + T);
     resident_.tokens.assign(full.begin(), full.begin() + valid);
     const std::int64_t first_out = opt.all_logits ? 0 : T - 1;  // among the new tokens
-    std::vector<float> logits(static_cast<std::size_t>((T - first_out) * V_));
+    std::vector<float> logits(static_cast<std::size_t>((T - first_out) * vocab_));
     try {
-        if (pf_.on && pos0 + T - valid >= 2) {
+        if (prefill_.on && pos0 + T - valid >= 2) {
             // Everything from `valid` on at once: re-processed positions and the prompt.
             const std::vector<TokenId> work(full.begin() + valid, full.end());
             prefill(work, valid, pos0 + first_out - valid, logits.data(), pos0, opt.observer,
@@ -86,7 +86,7 @@ std::vector<float> HybridBackend::run(std::span<const TokenId> tokens, KvCache& 
             for (std::int64_t p = valid; p < pos0 + T; ++p) {
                 const bool fresh = p >= pos0;
                 float* out = fresh && p - pos0 >= first_out
-                                 ? logits.data() + (p - pos0 - first_out) * V_
+                                 ? logits.data() + (p - pos0 - first_out) * vocab_
                                  : nullptr;
                 token(full[static_cast<std::size_t>(p)], p, !fresh || T > 1, out,
                       fresh ? opt.observer : nullptr, opt.cancel);
@@ -96,9 +96,9 @@ std::vector<float> HybridBackend::run(std::span<const TokenId> tokens, KvCache& 
     } catch (...) {
         cuda::drv::stream_synchronize(stream_);
         cuda::drv::stream_synchronize(copy_stream_);
-        if (miss_.stream != nullptr) cuda::drv::stream_synchronize(miss_.stream);
-        if (pf_.ring) pf_.ring->abandon();
-        if (pf_.early) pf_.early->abandon();
+        if (streamed_.stream != nullptr) cuda::drv::stream_synchronize(streamed_.stream);
+        if (prefill_.ring) prefill_.ring->abandon();
+        if (prefill_.early) prefill_.early->abandon();
         // The cache stays at pos0 (contract); the GPU keeps what was computed for it.
         resident_.len = std::min(resident_.len, pos0);
         resident_.tokens.assign(full.begin(), full.begin() + resident_.len);
@@ -123,7 +123,7 @@ bool HybridBackend::ring_keeps(std::int64_t valid) const {
 // (k, v: [count][kv_dim] each, position order).
 void HybridBackend::save_kv_rows(const LayerDevice& ld, std::int64_t first, std::int64_t count,
                                  float* k, float* v) const {
-    const auto kv = static_cast<std::size_t>(KV_);
+    const auto kv = static_cast<std::size_t>(kv_width_);
     for_kv_runs(ld, first, count, [&](std::size_t row, std::size_t i, std::size_t run) {
         NEURAL_CUDA(cuda::drv::memcpy(k + i * kv, ld.k_cache + row, run * kv * 4,
                                       cuda::drv::kDeviceToHost));
@@ -134,7 +134,7 @@ void HybridBackend::save_kv_rows(const LayerDevice& ld, std::int64_t first, std:
 
 void HybridBackend::restore_kv_rows(const LayerDevice& ld, std::int64_t first, std::int64_t count,
                                     const float* k, const float* v) const {
-    const auto kv = static_cast<std::size_t>(KV_);
+    const auto kv = static_cast<std::size_t>(kv_width_);
     for_kv_runs(ld, first, count, [&](std::size_t row, std::size_t i, std::size_t run) {
         NEURAL_CUDA(cuda::drv::memcpy(ld.k_cache + row, k + i * kv, run * kv * 4,
                                       cuda::drv::kHostToDevice));
@@ -169,7 +169,7 @@ std::int64_t HybridBackend::switch_sequence(std::uint64_t id, const std::vector<
             kv_ring_ > 0 ? std::max<std::int64_t>(
                                0, held - std::max<std::int64_t>(0, resident_.kv_high - kv_ring_))
                          : held;
-        const auto kv = static_cast<std::size_t>(KV_);
+        const auto kv = static_cast<std::size_t>(kv_width_);
         std::size_t floats = 0;
         for (const LayerDevice& ld : layers_)
             floats += 2 * kv * static_cast<std::size_t>(ld.ring > 0 ? ring_rows : held);
@@ -192,7 +192,7 @@ std::int64_t HybridBackend::switch_sequence(std::uint64_t id, const std::vector<
         if (m.entry != nullptr && m.length > in_place) {
             NEURAL_CUDA(cuda::drv::stream_synchronize(stream_));
             const auto n = static_cast<std::int64_t>(m.entry->tokens.size());
-            const auto kv = static_cast<std::size_t>(KV_);
+            const auto kv = static_cast<std::size_t>(kv_width_);
             const std::int64_t len = m.length;
             const float* at = m.entry->data.data();
             for (const LayerDevice& ld : layers_) {

@@ -76,36 +76,37 @@ void HybridBackend::init() {
     if (!(opt_.stream_share <= 1.0)) fail("--stream-share must be auto or a fraction in [0, 1]");
     probe_copies();
     const VramBudget budget = vram_budget(opt_, {dev.name, dev.free_bytes, dev.total_bytes});
-    H_ = c.hidden_size;
-    I_ = c.intermediate_size;
-    E_ = c.num_experts;
-    K_ = c.experts_per_token;
-    L_ = c.num_layers;
-    nq_ = c.num_heads;
-    nkv_ = c.num_kv_heads;
-    d_ = c.head_dim;
-    Q_ = c.q_dim();
-    KV_ = c.kv_dim();
-    V_ = c.vocab_size;
-    if (K_ > cuda::kRouterMaxK)
-        fail("backend \"cuda\": experts_per_token {} > {}", K_, cuda::kRouterMaxK);
-    if (d_ > cuda::kAttentionMaxHeadDim || d_ % 2 != 0)
-        fail("backend \"cuda\": head_dim {} unsupported", d_);
-    if (H_ % 32 != 0 || I_ % 32 != 0 || Q_ % 8 != 0)
+    hidden_ = c.hidden_size;
+    intermediate_ = c.intermediate_size;
+    n_experts_ = c.num_experts;
+    top_k_ = c.experts_per_token;
+    n_layers_ = c.num_layers;
+    q_heads_ = c.num_heads;
+    kv_heads_ = c.num_kv_heads;
+    head_dim_ = c.head_dim;
+    q_width_ = c.q_dim();
+    kv_width_ = c.kv_dim();
+    vocab_ = c.vocab_size;
+    if (top_k_ > cuda::kRouterMaxK)
+        fail("backend \"cuda\": experts_per_token {} > {}", top_k_, cuda::kRouterMaxK);
+    if (head_dim_ > cuda::kAttentionMaxHeadDim || head_dim_ % 2 != 0)
+        fail("backend \"cuda\": head_dim {} unsupported", head_dim_);
+    if (hidden_ % 32 != 0 || intermediate_ % 32 != 0 || q_width_ % 8 != 0)
         fail("backend \"cuda\": hidden/intermediate sizes must be multiples of 32");
-    if (static_cast<std::size_t>(K_) * (I_ / 32 * 33) * 4 > 48 * 1024 ||
-        static_cast<std::size_t>(H_) * 4 > 48 * 1024) {
-        fail("backend \"cuda\": hidden {} / intermediate {} exceed the kernels' shared memory", H_,
-             I_);
+    if (static_cast<std::size_t>(top_k_) * (intermediate_ / 32 * 33) * 4 > 48 * 1024 ||
+        static_cast<std::size_t>(hidden_) * 4 > 48 * 1024) {
+        fail("backend \"cuda\": hidden {} / intermediate {} exceed the kernels' shared memory",
+             hidden_, intermediate_);
     }
-    if (E_ > 1024) fail("backend \"cuda\": {} experts per layer is more than 1024", E_);
+    if (n_experts_ > 1024)
+        fail("backend \"cuda\": {} experts per layer is more than 1024", n_experts_);
     vram_.plan = plan_vram(c, opt_, budget.bytes);
     vram_.plan.require_fits();
-    ctx_ = vram_.plan.context;
+    context_ = vram_.plan.context;
     // auto: 16,384 positions where the budget keeps enough expert slots beside them (or the
     // pool that was asked for), else the largest that does (cuda/hybrid/vram_plan.h).
     if (!vram_.plan.context_line.empty()) spdlog::info("{}", vram_.plan.context_line);
-    dec_.splits = vram_.plan.attention_splits;
+    decode_.splits = vram_.plan.attention_splits;
 
     NEURAL_CUDA(cuda::drv::stream_create(&stream_, cuda::drv::kStreamNonBlocking));
     NEURAL_CUDA(cuda::drv::stream_create(&copy_stream_, cuda::drv::kStreamNonBlocking));
@@ -115,13 +116,13 @@ void HybridBackend::init() {
     init_decode_buffers();
     init_prefill();
     // The decode graphs' host-mapped exchange buffers (pinned host memory, not VRAM).
-    const auto Hs = static_cast<std::size_t>(H_);
-    dec_.in_x = HostBuffer(Hs * 4);
-    dec_.h_host = HostBuffer(Hs * 4);
-    dec_.cpu_out = HostBuffer(Hs * 4);
-    dec_.route = HostBuffer(static_cast<std::size_t>(K_) * 12);
-    dec_.logits_host = HostBuffer(static_cast<std::size_t>(V_) * 4);
-    dec_.pos_host = HostBuffer(4);
+    const auto Hs = static_cast<std::size_t>(hidden_);
+    decode_.in_x = HostBuffer(Hs * 4);
+    decode_.h_host = HostBuffer(Hs * 4);
+    decode_.cpu_out = HostBuffer(Hs * 4);
+    decode_.route = HostBuffer(static_cast<std::size_t>(top_k_) * 12);
+    decode_.logits_host = HostBuffer(static_cast<std::size_t>(vocab_) * 4);
+    decode_.pos_host = HostBuffer(4);
     init_slot_pool();
     check_allocations();
     init_cpu_side();
@@ -174,18 +175,18 @@ void HybridBackend::check_allocations() const {
 // row, which the host widens into mapped memory.
 void HybridBackend::init_dense_core() {
     const ModelWeights& w = *in_.weights;
-    const auto Hs = static_cast<std::size_t>(H_), Is = static_cast<std::size_t>(I_),
-               Es = static_cast<std::size_t>(E_), Qs = static_cast<std::size_t>(Q_),
-               KVs = static_cast<std::size_t>(KV_);
-    layers_.resize(static_cast<std::size_t>(L_));
-    for (int l = 0; l < L_; ++l) {
+    const auto Hs = static_cast<std::size_t>(hidden_), Is = static_cast<std::size_t>(intermediate_),
+               Es = static_cast<std::size_t>(n_experts_), Qs = static_cast<std::size_t>(q_width_),
+               KVs = static_cast<std::size_t>(kv_width_);
+    layers_.resize(static_cast<std::size_t>(n_layers_));
+    for (int l = 0; l < n_layers_; ++l) {
         const LayerWeights& lw = w.layers[static_cast<std::size_t>(l)];
         LayerDevice& ld = layers_[static_cast<std::size_t>(l)];
         ld.input_norm = dalloc<std::uint16_t>("layer norms");
         upload(ld.input_norm, lw.input_norm, Hs);
         ld.post_norm = dalloc<std::uint16_t>("layer norms");
         upload(ld.post_norm, lw.post_norm, Hs);
-        pf_.shapes.push_back(prefill_expert_shape(lw));
+        prefill_.shapes.push_back(prefill_expert_shape(lw));
         ld.qkv_w = dalloc<std::uint16_t>("QKV weights");
         upload(ld.qkv_w, lw.q_w, Qs * Hs);
         upload(ld.qkv_w + Qs * Hs, lw.k_w, KVs * Hs);
@@ -199,7 +200,7 @@ void HybridBackend::init_dense_core() {
         ld.o_b = dalloc<std::uint16_t>("output bias");
         upload(ld.o_b, lw.o_b, Hs);
         ld.sinks = dalloc<std::uint16_t>("sinks");
-        upload(ld.sinks, lw.sinks, static_cast<std::size_t>(nq_));
+        upload(ld.sinks, lw.sinks, static_cast<std::size_t>(q_heads_));
         ld.router_w = dalloc<std::uint16_t>("router");
         upload(ld.router_w, lw.router_w, Es * Hs);
         ld.router_b = dalloc<std::uint16_t>("router bias");
@@ -215,13 +216,13 @@ void HybridBackend::init_dense_core() {
     final_norm_ = dalloc<std::uint16_t>("final norm");
     upload(final_norm_, w.final_norm, Hs);
     lm_head_ = dalloc<std::uint16_t>("lm_head");
-    upload(lm_head_, w.lm_head, static_cast<std::size_t>(V_) * Hs);
+    upload(lm_head_, w.lm_head, static_cast<std::size_t>(vocab_) * Hs);
 }
 
 // RoPE's frequencies, the K/V cache and the host-side K/V checkpoints.
 void HybridBackend::init_kv_cache() {
     const ModelConfig& c = *in_.config;
-    const auto KVs = static_cast<std::size_t>(KV_);
+    const auto KVs = static_cast<std::size_t>(kv_width_);
     const cpu::Rope rope(c);
     inv_freq_ = dalloc<float>("RoPE frequencies");
     NEURAL_CUDA(cuda::drv::memcpy(inv_freq_, rope.inv_freq().data(), rope.inv_freq().size() * 4,
@@ -233,10 +234,10 @@ void HybridBackend::init_kv_cache() {
     // masked row of the ring before anything was written there.
     // K/V checkpoints of a ring keep the rings' last positions (ring checkpoints, switch_sequence).
     kv_ring_ = vram_.plan.kv_ring;
-    for (int l = 0; l < L_; ++l) {
+    for (int l = 0; l < n_layers_; ++l) {
         LayerDevice& ld = layers_[static_cast<std::size_t>(l)];
         ld.ring = c.layer_is_sliding[static_cast<std::size_t>(l)] ? kv_ring_ : 0;
-        const std::size_t rows = static_cast<std::size_t>(ld.ring > 0 ? ld.ring : ctx_);
+        const std::size_t rows = static_cast<std::size_t>(ld.ring > 0 ? ld.ring : context_);
         const char* row = c.layer_is_sliding[static_cast<std::size_t>(l)]
                               ? "K/V cache (sliding layers)"
                               : "K/V cache";
@@ -247,32 +248,32 @@ void HybridBackend::init_kv_cache() {
     }
     if (opt_.kv_checkpoint_gib > 0) {
         std::uint64_t ring_layers = 0;
-        for (int l = 0; l < L_; ++l)
+        for (int l = 0; l < n_layers_; ++l)
             ring_layers += layers_[static_cast<std::size_t>(l)].ring > 0 ? 1 : 0;
-        const auto per_layer = 2 * static_cast<std::uint64_t>(KV_);
+        const auto per_layer = 2 * static_cast<std::uint64_t>(kv_width_);
         checkpoints_ = std::make_unique<KvCheckpoints>(
             static_cast<std::uint64_t>(opt_.kv_checkpoint_gib * kGiB),
-            (static_cast<std::uint64_t>(L_) - ring_layers) * per_layer, ring_layers * per_layer,
-            ring_layers > 0 ? c.sliding_window : 0);
+            (static_cast<std::uint64_t>(n_layers_) - ring_layers) * per_layer,
+            ring_layers * per_layer, ring_layers > 0 ? c.sliding_window : 0);
     }
 }
 
 // The decode graphs' device buffers (activations, logits, position) and the slot table.
 void HybridBackend::init_decode_buffers() {
-    dec_.x = dalloc<float>("decode hidden rows");
-    dec_.h = dalloc<float>("decode hidden rows");
-    dec_.qkv = dalloc<float>("decode QKV");
-    dec_.attn = dalloc<float>("decode attention");
-    dec_.attn_scratch = dalloc<float>("attention scratch");
-    dec_.router_logits = dalloc<float>("router logits");
-    dec_.act = dalloc<float>("expert activations");
-    dec_.moe_gpu = dalloc<float>("decode hidden rows");
-    dec_.logits = dalloc<float>("logits");
-    dec_.pos = dalloc<int>("position");
-    dec_.fused_counters = dalloc<unsigned>("decode counters");
-    NEURAL_CUDA(
-        cuda::drv::memset_async(dec_.fused_counters, 0, (1 + static_cast<std::size_t>(nq_)) * 4,
-                                stream_));  // ordered before every graph on the compute stream
+    decode_.x = dalloc<float>("decode hidden rows");
+    decode_.h = dalloc<float>("decode hidden rows");
+    decode_.qkv = dalloc<float>("decode QKV");
+    decode_.attn = dalloc<float>("decode attention");
+    decode_.attn_scratch = dalloc<float>("attention scratch");
+    decode_.router_logits = dalloc<float>("router logits");
+    decode_.act = dalloc<float>("expert activations");
+    decode_.moe_gpu = dalloc<float>("decode hidden rows");
+    decode_.logits = dalloc<float>("logits");
+    decode_.pos = dalloc<int>("position");
+    decode_.fused_counters = dalloc<unsigned>("decode counters");
+    NEURAL_CUDA(cuda::drv::memset_async(
+        decode_.fused_counters, 0, (1 + static_cast<std::size_t>(q_heads_)) * 4,
+        stream_));  // ordered before every graph on the compute stream
     slots_.table = dalloc<int>("slot table");
 }
 
@@ -280,8 +281,9 @@ void HybridBackend::init_slot_pool() {
     // The streamed misses' buffer where the plan has it (it is used only where the load-time
     // choice streams, streamed_misses.cpp), then the expert slot pool: what the budget leaves
     // (minus a reserve for graphs and the allocator), or exactly what was asked.
-    if (vram_.plan.find("streamed misses") != nullptr) miss_.slot = dalloc<int>("streamed misses");
-    slots_.record_bytes = cpu::ExpertRecordView::raw_bytes(H_, I_);
+    if (vram_.plan.find("streamed misses") != nullptr)
+        streamed_.slot = dalloc<int>("streamed misses");
+    slots_.record_bytes = cpu::ExpertRecordView::raw_bytes(hidden_, intermediate_);
     slots_.stride = vram_.plan.slot_bytes;
     const std::int64_t slots = vram_.plan.pool_slots;
     if (slots > 0) slots_.base = dalloc<std::uint8_t>("expert slot pool");
@@ -290,7 +292,7 @@ void HybridBackend::init_slot_pool() {
     ro.refresh_every = opt_.refresh_every;
     ro.refresh_m = opt_.refresh_m;
     ro.prefill_weight = opt_.prefill_weight;
-    residency_ = std::make_unique<Residency>(L_, E_, static_cast<int>(slots), ro);
+    residency_ = std::make_unique<Residency>(n_layers_, n_experts_, static_cast<int>(slots), ro);
 }
 
 // The CPU side: the fused kernel on a worker team for the misses.
@@ -325,59 +327,48 @@ void HybridBackend::init_cpu_side() {
     }
 }
 
-// Pinned record buffers: the admissions' captures (with their upload events), and per router
+// The slot pool's admissions (their pinned capture buffers and upload events), and per router
 // choice one that cpu_input assembles a record into when there is no store.
 void HybridBackend::init_record_buffers() {
-    for (int b = 0; b < kCaptureBuffers; ++b) {
-        adm_.captures.emplace_back(static_cast<std::size_t>(slots_.record_bytes));
-        CUevent ev;
-        NEURAL_CUDA(cuda::drv::event_create(&ev, cuda::drv::kEventDisableTiming));
-        adm_.capture_done.push_back(ev);
-    }
-    for (int k = 0; k < K_; ++k)
+    Admissions::Records records;
+    records.fill = [this](int l, int e, std::uint8_t* dst) { fill_record(l, e, dst); };
+    if (raw_store_) records.raw = [this](int l, int e) { return raw_record(l, e); };
+    admissions_ = std::make_unique<Admissions>(slots_, *residency_, stream_, copy_stream_,
+                                               std::move(records), in_.counters);
+    for (int k = 0; k < top_k_; ++k)
         assembled_.emplace_back(static_cast<std::size_t>(slots_.record_bytes));
-    NEURAL_CUDA(cuda::drv::event_create(&adm_.evicted, cuda::drv::kEventDisableTiming));
 }
 
 // Initial placement (static slots from the ranking, the adaptive scores' prior from it too),
 // uploaded synchronously.
 void HybridBackend::place_static_experts() {
-    const auto Es = static_cast<std::size_t>(E_);
-    std::vector<int> table(static_cast<std::size_t>(L_) * Es, -1);
     const Ranking ranking = opt_.ranking.empty() ? in_.learned_ranking : load_ranking(opt_.ranking);
     const std::vector<Residency::Admission> placed = residency_->initial(ranking);
-    residency_->prior(ranking, K_);
-    for (const Residency::Admission& a : placed) {
-        fill_record(a.layer, a.expert, adm_.captures[0].host<std::uint8_t>());
-        NEURAL_CUDA(
-            cuda::drv::memcpy(slots_.base + static_cast<std::uint64_t>(a.slot) * slots_.stride,
-                              adm_.captures[0].ptr, slots_.record_bytes, cuda::drv::kHostToDevice));
-        table[static_cast<std::size_t>(a.layer) * Es + static_cast<std::size_t>(a.expert)] = a.slot;
-    }
-    NEURAL_CUDA(
-        cuda::drv::memcpy(slots_.table, table.data(), table.size() * 4, cuda::drv::kHostToDevice));
+    residency_->prior(ranking, top_k_);
+    admissions_->place(placed);
     // --release-resident: static slots never leave VRAM, so their records' RAM can go back to
     // the OS (the uploads above were synchronous). A later CPU read would fault them back in.
     // A pinned store gives nothing back (ExpertStore::set_pinned).
     if (in_.store != nullptr) {
         for (int sl = 0; sl < residency_->static_slots(); ++sl) {
             const int owner = residency_->owner(sl);
-            if (owner >= 0) in_.store->note_resident_in_vram(owner / E_, owner % E_);
+            if (owner >= 0)
+                in_.store->note_resident_in_vram(owner / n_experts_, owner % n_experts_);
         }
     }
 }
 
 // Prefill's staging rings. A pinned store needs none: its records are uploaded from the mapping.
 void HybridBackend::init_staging() {
-    if (pf_.on && pin_.mapping == nullptr) {
-        pf_.ring = std::make_unique<StagingRing>(
+    if (prefill_.on && pinned_store_.mapping == nullptr) {
+        prefill_.ring = std::make_unique<StagingRing>(
             opt_.device, opt_.staging_threads, opt_.staging_threads,
             static_cast<std::size_t>(slots_.record_bytes),
             [this](int l, int e, std::uint8_t* dst) { fill_record(l, e, dst); });
         // Early staging (layer-major only): pinned buffers for the experts the first block's
         // routing already sends to staging, filled while the other blocks' dense parts run.
         if (opt_.prefill_early > 0 && opt_.prefill_order == "layer") {
-            pf_.early = std::make_unique<StagingRing>(
+            prefill_.early = std::make_unique<StagingRing>(
                 opt_.device, opt_.staging_threads, opt_.prefill_early,
                 static_cast<std::size_t>(slots_.record_bytes),
                 [this](int l, int e, std::uint8_t* dst) { fill_record(l, e, dst); });
@@ -392,7 +383,7 @@ std::string HybridBackend::description(const std::string& device_name) const {
         "{} team, {} threads{}{}; prefill {}; {}; K/V checkpoints {})",
         device_name, static_cast<double>(vram_.plan.budget) / kGiB,
         static_cast<double>(vram_.plan.bytes(VramUse::core_weights)) / kGiB,
-        static_cast<double>(vram_.plan.bytes(VramUse::kv_cache)) / kGiB, ctx_,
+        static_cast<double>(vram_.plan.bytes(VramUse::kv_cache)) / kGiB, context_,
         kv_ring_ > 0 ? fmt::format(" (sliding layers: a ring of {})", kv_ring_) : std::string(),
         residency_->slots(),
         static_cast<double>(residency_->slots()) * static_cast<double>(slots_.stride) / kGiB,
@@ -401,58 +392,56 @@ std::string HybridBackend::description(const std::string& device_name) const {
                              : fmt::format("adaptive every {} tokens", opt_.refresh_every),
         cpu::kernel_isa_name(kernel_->isa()), team_->name(), team_->size(),
         in_.store == nullptr ? ", experts from the checkpoint" : "",
-        miss_.note.empty() ? std::string() : ", " + miss_.note,
-        pf_.on ? fmt::format("{}-major, blocks of {}, {} scratch slots, {}, CPU up to {} tokens{}, "
-                             "{}, {} expert streams",
-                             opt_.prefill_order, pf_.block, opt_.scratch_slots,
-                             pin_.mapping != nullptr
-                                 ? std::string("staged from the pinned store")
-                                 : fmt::format("{} staging threads", opt_.staging_threads),
-                             opt_.prefill_cpu_tokens, opt_.grouped_gemm ? ", grouped GEMM" : "",
-                             expert_operands(), opt_.expert_streams)
-               : std::string("token by token"),
-        pin_.note,
+        streamed_.note.empty() ? std::string() : ", " + streamed_.note,
+        prefill_.on
+            ? fmt::format("{}-major, blocks of {}, {} scratch slots, {}, CPU up to {} tokens{}, "
+                          "{}, {} expert streams",
+                          opt_.prefill_order, prefill_.block, opt_.scratch_slots,
+                          pinned_store_.mapping != nullptr
+                              ? std::string("staged from the pinned store")
+                              : fmt::format("{} staging threads", opt_.staging_threads),
+                          opt_.prefill_cpu_tokens, opt_.grouped_gemm ? ", grouped GEMM" : "",
+                          expert_operands(), opt_.expert_streams)
+            : std::string("token by token"),
+        pinned_store_.note,
         checkpoints_ ? fmt::format("{:.2f} GiB", opt_.kv_checkpoint_gib) : std::string("off"));
 }
 
 void HybridBackend::release() {
     if (stream_ != nullptr) cuda::drv::stream_synchronize(stream_);
     if (copy_stream_ != nullptr) cuda::drv::stream_synchronize(copy_stream_);
-    if (pf_.side != nullptr) cuda::drv::stream_synchronize(pf_.side);
-    if (miss_.stream != nullptr) cuda::drv::stream_synchronize(miss_.stream);
+    if (prefill_.side != nullptr) cuda::drv::stream_synchronize(prefill_.side);
+    if (streamed_.stream != nullptr) cuda::drv::stream_synchronize(streamed_.stream);
     // The store's registration first (no copy from it is in flight any more); the store
     // outlives the backend (Model destroys its backend first).
-    if (pin_.mapping != nullptr) {
-        cuda::drv::host_unregister(const_cast<void*>(pin_.mapping));
+    if (pinned_store_.mapping != nullptr) {
+        cuda::drv::host_unregister(const_cast<void*>(pinned_store_.mapping));
         in_.store->set_pinned(false);
-        pin_.mapping = nullptr;
+        pinned_store_.mapping = nullptr;
     }
-    for (auto g : dec_.graphs) cuda::drv::graph_exec_destroy(g);
-    if (dec_.tail != nullptr) cuda::drv::graph_exec_destroy(dec_.tail);
-    if (dec_.tail_rows != nullptr) cuda::drv::graph_exec_destroy(dec_.tail_rows);
-    pf_.ring.reset();
-    pf_.early.reset();
-    if (pf_.side != nullptr) cuda::drv::stream_destroy(pf_.side);
-    if (miss_.stream != nullptr) cuda::drv::stream_destroy(miss_.stream);
-    for (auto g : miss_.graphs) cuda::drv::graph_exec_destroy(g);
-    for (CUevent e : {miss_.landed, miss_.done}) {
+    for (auto g : decode_.graphs) cuda::drv::graph_exec_destroy(g);
+    if (decode_.tail != nullptr) cuda::drv::graph_exec_destroy(decode_.tail);
+    if (decode_.tail_rows != nullptr) cuda::drv::graph_exec_destroy(decode_.tail_rows);
+    prefill_.ring.reset();
+    prefill_.early.reset();
+    if (prefill_.side != nullptr) cuda::drv::stream_destroy(prefill_.side);
+    if (streamed_.stream != nullptr) cuda::drv::stream_destroy(streamed_.stream);
+    for (auto g : streamed_.graphs) cuda::drv::graph_exec_destroy(g);
+    for (CUevent e : {streamed_.landed, streamed_.done}) {
         if (e != nullptr) cuda::drv::event_destroy(e);
     }
-    for (CUevent e : {pf_.experts_start, pf_.gate_up_done[0], pf_.gate_up_done[1], pf_.act_free[0],
-                      pf_.act_free[1]}) {
+    for (CUevent e : {prefill_.experts_start, prefill_.gate_up_done[0], prefill_.gate_up_done[1],
+                      prefill_.act_free[0], prefill_.act_free[1]}) {
         if (e != nullptr) cuda::drv::event_destroy(e);
     }
-    for (auto e : pf_.scratch_landed) cuda::drv::event_destroy(e);
-    if (pf_.first_routed != nullptr) cuda::drv::event_destroy(pf_.first_routed);
-    for (auto e : pf_.scratch_free) cuda::drv::event_destroy(e);
-    if (pf_.h_ready != nullptr) cuda::drv::event_destroy(pf_.h_ready);
-    for (auto e : dec_.routed) cuda::drv::event_destroy(e);
+    for (auto e : prefill_.scratch_landed) cuda::drv::event_destroy(e);
+    if (prefill_.first_routed != nullptr) cuda::drv::event_destroy(prefill_.first_routed);
+    for (auto e : prefill_.scratch_free) cuda::drv::event_destroy(e);
+    if (prefill_.h_ready != nullptr) cuda::drv::event_destroy(prefill_.h_ready);
+    for (auto e : decode_.routed) cuda::drv::event_destroy(e);
     for (auto e : timing_.layer_start) cuda::drv::event_destroy(e);
     for (auto e : timing_.layer_end) cuda::drv::event_destroy(e);
     for (auto e : timing_.tail_marks) cuda::drv::event_destroy(e);
-    for (auto e : adm_.capture_done) cuda::drv::event_destroy(e);
-    if (adm_.evicted != nullptr) cuda::drv::event_destroy(adm_.evicted);
-    for (CUevent e : adm_.batch_chunks) cuda::drv::event_destroy(e);
     for (void* p : vram_.allocations) cuda::drv::free(p);
     vram_.allocations.clear();
     if (stream_ != nullptr) cuda::drv::stream_destroy(stream_);

@@ -17,16 +17,18 @@ namespace neural::hybrid {
 // --pin-store (GpuOptions::pin_store): registers the raw store's whole mapping with CUDA,
 // page-locked and read-only, so a prompt's staged experts are copied by DMA straight from it
 // instead of through the staging threads' host memcpy into pinned buffers (docs/CUDA.md
-// "Pinned store"). Sets pin_.note for the description either way; a registration that
+// "Pinned store"). Sets pinned_store_.note for the description either way; a registration that
 // fails only warns: the staging threads do the copies then.
 void HybridBackend::pin_store() {
     const std::string& mode = opt_.pin_store;
     if (!is_pin_store(mode)) fail("--pin-store \"{}\": expected auto, 0 or 1", mode);
-    const auto not_pinned = [&](const std::string& why) { pin_.note = "store not pinned: " + why; };
+    const auto not_pinned = [&](const std::string& why) {
+        pinned_store_.note = "store not pinned: " + why;
+    };
     if (mode == "0") return not_pinned("--pin-store 0");
     if (in_.store == nullptr) return not_pinned("no expert store");
     if (!raw_store_) return not_pinned("a packed store (its records are not slot images)");
-    if (!pf_.on) return not_pinned("prompts run token by token");
+    if (!prefill_.on) return not_pinned("prompts run token by token");
     const std::span<const std::uint8_t> map = in_.store->mapping();
     const double gb = static_cast<double>(map.size()) / 1e9;
     if (mode == "auto") {
@@ -40,7 +42,7 @@ void HybridBackend::pin_store() {
         const autotune::PinChoice c = autotune::choose_pin(pin);
         spdlog::info("{} (--pin-store auto)", c.line);
         if (!c.pin) {
-            pin_.note = c.line;
+            pinned_store_.note = c.line;
             return;
         }
     }
@@ -62,19 +64,20 @@ void HybridBackend::pin_store() {
     const CUresult e = cuda::drv::host_register(
         const_cast<std::uint8_t*>(map.data()), map.size(),
         cuda::drv::kHostRegisterReadOnly | cuda::drv::kHostRegisterPortable);
-    pin_.seconds = static_cast<double>(ns_since(t0)) / 1e9;
+    pinned_store_.seconds = static_cast<double>(ns_since(t0)) / 1e9;
     if (e != CUDA_SUCCESS) {
         cuda::drv::
             get_last_error();  // registration errors are not sticky: clear it for later checks
         spdlog::warn(
             "--pin-store: registering {} ({:.1f} GB) with CUDA failed after {:.2f} s: {}; prompts "
             "stage experts through the staging threads",
-            in_.store->path().string(), gb, pin_.seconds, cuda::result_text(e));
+            in_.store->path().string(), gb, pinned_store_.seconds, cuda::result_text(e));
         return not_pinned(fmt::format("registration failed: {}{}", cuda::result_text(e), asked));
     }
-    pin_.mapping = map.data();
+    pinned_store_.mapping = map.data();
     in_.store->set_pinned(true);
-    pin_.note = fmt::format("store pinned ({:.1f} GB in {:.2f} s)", gb, pin_.seconds);
+    pinned_store_.note =
+        fmt::format("store pinned ({:.1f} GB in {:.2f} s)", gb, pinned_store_.seconds);
 }
 
 }  // namespace neural::hybrid

@@ -18,7 +18,7 @@ namespace neural::hybrid {
 // missed experts (autotune::choose_stream_share: auto balances the probes' copy and RAM
 // bandwidth) is copied by DMA from the store mapping into prefill's scratch slots (idle during
 // decode: no VRAM added) and computed on the GPU, while the CPU computes the rest from RAM: the
-// two read RAM side by side (docs/CUDA.md "Streamed misses"). Sets miss_.note for the description
+// two read RAM side by side (docs/CUDA.md "Streamed misses"). Sets streamed_.note for the description
 // (the decision's line); where it cannot run, --stream-misses 1 warns and the CPU keeps every
 // miss.
 void HybridBackend::init_stream_misses() {
@@ -28,99 +28,100 @@ void HybridBackend::init_stream_misses() {
     in.frozen = residency_->frozen();
     in.ram_gb_s = probes_.ram_gb_s;
     in.pcie_gb_s = probes_.pinned_gb_s;
-    if (pin_.mapping == nullptr) {
+    if (pinned_store_.mapping == nullptr) {
         in.can_stream = false;
         in.why_not = "the store is not pinned (--pin-store)";
-    } else if (pf_.scratch == nullptr || opt_.scratch_slots < 2) {
+    } else if (prefill_.scratch == nullptr || opt_.scratch_slots < 2) {
         in.can_stream = false;
         in.why_not = "it needs prefill's scratch slots (--scratch 2 or more)";
     }
     const autotune::StreamChoice c = autotune::choose_stream_share(in);
-    miss_.note = c.line;
+    streamed_.note = c.line;
     if (opt_.stream_misses == 1 && !in.can_stream)
         spdlog::warn("--stream-misses 1: every miss stays on the CPU: {}", in.why_not);
     else if (opt_.stream_misses != 0)
         spdlog::info("{}", c.line);
     if (c.share <= 0) return;
-    miss_.share = c.share;
-    miss_.refine = c.refine;
-    NEURAL_CUDA(cuda::drv::stream_create(&miss_.stream, cuda::drv::kStreamNonBlocking));
-    NEURAL_CUDA(cuda::drv::event_create(&miss_.landed, cuda::drv::kEventDisableTiming));
-    NEURAL_CUDA(cuda::drv::event_create(&miss_.done, cuda::drv::kEventDisableTiming));
+    streamed_.share = c.share;
+    streamed_.refine = c.refine;
+    NEURAL_CUDA(cuda::drv::stream_create(&streamed_.stream, cuda::drv::kStreamNonBlocking));
+    NEURAL_CUDA(cuda::drv::event_create(&streamed_.landed, cuda::drv::kEventDisableTiming));
+    NEURAL_CUDA(cuda::drv::event_create(&streamed_.done, cuda::drv::kEventDisableTiming));
     // Per choice its scratch slot (K ints), then its slice (2K ints: first neuron, neurons).
-    const std::size_t ints = static_cast<std::size_t>(3 * K_);
-    // miss_.slot: the VRAM plan's "streamed misses" row, allocated at setup (init_slot_pool).
-    miss_.slot_host = HostBuffer(ints * 4);
-    std::fill_n(miss_.slot_host.host<int>(), ints, 0);
+    const std::size_t ints = static_cast<std::size_t>(3 * top_k_);
+    // streamed_.slot: the VRAM plan's "streamed misses" row, allocated at setup (init_slot_pool).
+    streamed_.slot_host = HostBuffer(ints * 4);
+    std::fill_n(streamed_.slot_host.host<int>(), ints, 0);
     // One graph per layer (few API calls per streamed layer: they are on the critical path):
     // the choices' slots and slices from the pinned host array, then the resident-expert kernel
     // over the scratch slots, added to the resident sum.
     const cuda::ExpertShape shape = expert_shape();
-    for (int l = 0; l < L_; ++l) {
+    for (int l = 0; l < n_layers_; ++l) {
         const LayerDevice& ld = layers_[static_cast<std::size_t>(l)];
         NEURAL_CUDA(cuda::drv::stream_begin_capture(stream_, cuda::drv::kCaptureThreadLocal));
-        NEURAL_CUDA(cuda::drv::memcpy_async(miss_.slot, miss_.slot_host.ptr, ints * 4,
+        NEURAL_CUDA(cuda::drv::memcpy_async(streamed_.slot, streamed_.slot_host.ptr, ints * 4,
                                             cuda::drv::kHostToDevice, stream_));
-        cuda::experts_resident(pf_.scratch, slots_.stride, shape, ld.sel, ld.gate, miss_.slot,
-                               ld.gate_up_bias, ld.down_bias, dec_.h, dec_.act, dec_.moe_gpu,
-                               stream_, true, miss_.slot + K_);
-        miss_.graphs.push_back(end_capture());
+        cuda::experts_resident(prefill_.scratch, slots_.stride, shape, ld.sel, ld.gate,
+                               streamed_.slot, ld.gate_up_bias, ld.down_bias, decode_.h,
+                               decode_.act, decode_.moe_gpu, stream_, true,
+                               streamed_.slot + top_k_);
+        streamed_.graphs.push_back(end_capture());
     }
 }
 
 // After a decode token (refining shares only): every autotune::kRefineEvery tokens, one step of
 // the share towards the side that finished first in the streamed layers (backend/autotune.h).
 void HybridBackend::refine_stream_share() {
-    if (!miss_.refine || ++miss_.tokens < autotune::kRefineEvery) return;
-    const double before = miss_.share;
-    miss_.share = autotune::refine_share(miss_.share, miss_.tally);
-    if (miss_.share != before)
+    if (!streamed_.refine || ++streamed_.tokens < autotune::kRefineEvery) return;
+    const double before = streamed_.share;
+    streamed_.share = autotune::refine_share(streamed_.share, streamed_.tally);
+    if (streamed_.share != before)
         spdlog::debug("streamed share {:.0f}% -> {:.0f}% (CPU slower in {}, copies in {} layers)",
-                      100.0 * before, 100.0 * miss_.share, miss_.tally.cpu_slower,
-                      miss_.tally.copies_slower);
-    miss_.tally = {};
-    miss_.tokens = 0;
+                      100.0 * before, 100.0 * streamed_.share, streamed_.tally.cpu_slower,
+                      streamed_.tally.copies_slower);
+    streamed_.tally = {};
+    streamed_.tokens = 0;
 }
 
 // Layer l's streamed misses (plan.streamed_k[0 .. ns), and the GPU's part of plan.split): each
-// whole record is copied from the pinned store into scratch slot j on miss_.stream (after the
+// whole record is copied from the pinned store into scratch slot j on streamed_.stream (after the
 // previous streamed layer's kernel, the slots' last reader), a split miss's last neurons as the
 // record of an expert of that many neurons (copy_slice); then, on stream_ after the layer's
 // graph, the layer's miss graph computes them from those slots and adds their gate-weighted sum,
-// in choice order, to the resident experts' (dec_.moe_gpu), which the next layer's graph adds
+// in choice order, to the resident experts' (decode_.moe_gpu), which the next layer's graph adds
 // to x with the CPU's part. The host writes the slot and slice arrays after this layer's
 // routing, when the previous layer's miss graph (their reader) is done. A prompt synchronizes
 // stream_ before it uses the scratch slots. Deterministic: which misses stream, and where a
 // split one is cut, depends only on the routing, the residency and the share.
 void HybridBackend::stream_misses(int l, const int* sel, const MissPlan& plan) {
-    int* slots = miss_.slot_host.host<int>();
-    int* part = slots + K_;
-    for (int k = 0; k < K_; ++k) {
+    int* slots = streamed_.slot_host.host<int>();
+    int* part = slots + top_k_;
+    for (int k = 0; k < top_k_; ++k) {
         slots[k] = -1;
         part[2 * k] = part[2 * k + 1] = 0;
     }
-    NEURAL_CUDA(cuda::drv::stream_wait_event(miss_.stream, miss_.done, 0));
+    NEURAL_CUDA(cuda::drv::stream_wait_event(streamed_.stream, streamed_.done, 0));
     auto scratch = [&](int j) {
-        return pf_.scratch + static_cast<std::uint64_t>(j) * slots_.stride;
+        return prefill_.scratch + static_cast<std::uint64_t>(j) * slots_.stride;
     };
     int j = 0;
     for (; j < plan.ns; ++j) {
         slots[plan.streamed_k[j]] = j;
         NEURAL_CUDA(cuda::drv::memcpy_async(scratch(j), raw_record(l, sel[plan.streamed_k[j]]),
                                             slots_.record_bytes, cuda::drv::kHostToDevice,
-                                            miss_.stream));
+                                            streamed_.stream));
     }
     if (plan.split >= 0) {
-        const int first = I_ - plan.split_neurons;
+        const int first = intermediate_ - plan.split_neurons;
         slots[plan.split] = j;
         part[2 * plan.split] = first;
         part[2 * plan.split + 1] = plan.split_neurons;
         copy_slice(scratch(j), raw_record(l, sel[plan.split]), first, plan.split_neurons);
     }
-    NEURAL_CUDA(cuda::drv::event_record(miss_.landed, miss_.stream));
-    NEURAL_CUDA(cuda::drv::stream_wait_event(stream_, miss_.landed, 0));
-    NEURAL_CUDA(cuda::drv::graph_launch(miss_.graphs[static_cast<std::size_t>(l)], stream_));
-    NEURAL_CUDA(cuda::drv::event_record(miss_.done, stream_));
+    NEURAL_CUDA(cuda::drv::event_record(streamed_.landed, streamed_.stream));
+    NEURAL_CUDA(cuda::drv::stream_wait_event(stream_, streamed_.landed, 0));
+    NEURAL_CUDA(cuda::drv::graph_launch(streamed_.graphs[static_cast<std::size_t>(l)], stream_));
+    NEURAL_CUDA(cuda::drv::event_record(streamed_.done, stream_));
 }
 
 // Neurons [first, first + neurons) of a raw record (host, pinned) into dst (a scratch slot) as
@@ -128,26 +129,27 @@ void HybridBackend::stream_misses(int l, const int* sel, const MissPlan& plan) {
 // kernels' slice of the record (cpu::ExpertRecordView::slice) says where its four parts are in
 // the record and, as an expert of that many neurons, where they go in the slot. The gate_up codes
 // and scales are contiguous runs of rows; the down rows' blocks are one 2D copy per part (codes,
-// scales), on miss_.stream.
+// scales), on streamed_.stream.
 void HybridBackend::copy_slice(std::uint8_t* dst, const std::uint8_t* record, int first,
                                int neurons) {
     const cpu::ExpertRecordView s =
-        cpu::ExpertRecordView::make(record, H_, I_, cpu::RecordKind::raw).slice(first, neurons);
+        cpu::ExpertRecordView::make(record, hidden_, intermediate_, cpu::RecordKind::raw)
+            .slice(first, neurons);
     const Projection gu = Projection::kGateUp, down = Projection::kDown;
     const auto row = static_cast<std::size_t>(s.blocks_per_row(down));  // blocks (scale bytes)
     const auto stride = static_cast<std::size_t>(s.row_stride_blocks(down));
     const auto rows = static_cast<std::size_t>(s.rows(down));
     NEURAL_CUDA(cuda::drv::memcpy_async(dst + s.codes_offset(gu), s.codes(gu),
                                         s.scales_offset(gu) - s.codes_offset(gu),
-                                        cuda::drv::kHostToDevice, miss_.stream));
+                                        cuda::drv::kHostToDevice, streamed_.stream));
     NEURAL_CUDA(cuda::drv::memcpy_async(dst + s.scales_offset(gu), s.scales(gu),
                                         s.codes_offset(down) - s.scales_offset(gu),
-                                        cuda::drv::kHostToDevice, miss_.stream));
+                                        cuda::drv::kHostToDevice, streamed_.stream));
     NEURAL_CUDA(cuda::drv::memcpy_2d_async(dst + s.codes_offset(down), row * 16, s.codes(down),
                                            stride * 16, row * 16, rows, cuda::drv::kHostToDevice,
-                                           miss_.stream));
+                                           streamed_.stream));
     NEURAL_CUDA(cuda::drv::memcpy_2d_async(dst + s.scales_offset(down), row, s.scales(down), stride,
-                                           row, rows, cuda::drv::kHostToDevice, miss_.stream));
+                                           row, rows, cuda::drv::kHostToDevice, streamed_.stream));
 }
 
 }  // namespace neural::hybrid
