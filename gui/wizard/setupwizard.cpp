@@ -26,8 +26,8 @@
 #include <cmath>
 #include <optional>
 
-#include "app/paths.h"
-#include "app/wheelguard.h"
+#include "common/paths.h"
+#include "common/wheelguard.h"
 #include "model/config.h"
 #include "model/gguf.h"
 #include "model/weights.h"
@@ -671,7 +671,7 @@ public:
         });
     }
     void initializePage() override {
-        // The app's models folder (app/paths.h), in a folder named after the model: never the
+        // The app's models folder (common/paths.h), in a folder named after the model: never the
         // folder the model was downloaded to, which may belong to another app.
         m_edit->setText(QDir(modelsDir())
                             .filePath(QStringLiteral("%1/experts-%2.nstore")

@@ -29,7 +29,7 @@
 #include <QToolButton>
 
 #include "app/mainwindow.h"
-#include "app/paths.h"
+#include "common/paths.h"
 #include "app/theme.h"
 #include "conversation/chatinput.h"
 #include "conversation/chatview.h"

@@ -40,7 +40,7 @@
 #include "app/discovery.h"
 #include "generationqueue.h"
 #include "app/mainwindow.h"
-#include "app/paths.h"
+#include "common/paths.h"
 #include "conversation/chatinput.h"
 #include "conversation/chatview.h"
 #include "conversation/conversationmodel.h"

@@ -24,9 +24,9 @@
 #include <QTimer>
 #include <QToolButton>
 
-#include "app/dialogs.h"
+#include "common/dialogs.h"
 #include "app/mainwindow.h"
-#include "app/paths.h"
+#include "common/paths.h"
 #include "conversation/assistants.h"
 #include "conversation/attachments.h"
 #include "conversation/chatinput.h"

@@ -11,7 +11,7 @@
 #include <gtest/gtest.h>
 
 #include "app/mainwindow.h"
-#include "app/paths.h"
+#include "common/paths.h"
 #include "conversation/chatinput.h"
 #include "conversation/enginehost.h"
 #include "conversation/messagemodel.h"

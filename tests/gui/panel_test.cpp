@@ -32,7 +32,7 @@
 
 #include "app/mainwindow.h"
 #include "app/modelcatalog.h"
-#include "app/paths.h"
+#include "common/paths.h"
 #include "app/theme.h"
 #include "conversation/chatinput.h"
 #include "conversation/chatview.h"

@@ -26,7 +26,7 @@
 #include <QToolButton>
 
 #include "app/mainwindow.h"
-#include "app/paths.h"
+#include "common/paths.h"
 #include "builtin_test_support.h"
 #include "conversation/chatview.h"
 #include "fixture_window.h"

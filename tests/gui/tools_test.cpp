@@ -25,7 +25,7 @@
 #include <QToolButton>
 
 #include "app/mainwindow.h"
-#include "app/paths.h"
+#include "common/paths.h"
 #include "conversation/chatview.h"
 #include "conversation/conversationstore.h"
 #include "fixture_window.h"
