@@ -11,7 +11,10 @@ an include that resolves to no file of the tree (a system header, a generated on
 Then:
   - a file may include files of its own folder, of folders on its floor and of lower floors;
     an include of a higher floor is a back-arrow;
-  - the folders' include graph has no loop (two folders of one floor including each other).
+  - the folders' include graph has no loop (two folders of one floor including each other);
+  - nor has the graph of every folder at any depth, each file in its own folder: a folder and
+    its sub-folder (engine/cpu/ and engine/cpu/kernels/), or two sub-folders (gui/app/ and
+    gui/settings/), never include each other, directly or around a longer loop.
 The table between `layout-allow:begin` and `layout-allow:end` lists back-arrows that are known
 and kept for now, one `from` file and included file a row, each with its reason; an entry that no
 longer matches an include fails too, so the list only shrinks.
@@ -148,6 +151,7 @@ def check(root, show_graph=False, roots=kIncludeRoots):
     tops = {d.split("/")[0] for d in floors}
     problems = []
     edges = {}  # (from folder, to folder) -> [example includes]
+    dir_edges = {}  # the same between the files' own folders, at any depth
     used_allow = set()
     for f in source_files(root, tops):
         src = folder_of(f, floors)
@@ -164,10 +168,15 @@ def check(root, show_graph=False, roots=kIncludeRoots):
             if target is None:
                 continue
             dst = folder_of(target, floors)
-            if dst is None or dst == src:
+            if dst is None:
                 continue
             if (f, target) in allow:
                 used_allow.add((f, target))
+                continue
+            if os.path.dirname(f) != os.path.dirname(target):
+                dir_edges.setdefault((os.path.dirname(f), os.path.dirname(target)), []).append(
+                    "%s:%d -> %s" % (f, n, target))
+            if dst == src:
                 continue
             edges.setdefault((src, dst), []).append("%s -> %s" % (f, target))
             if floors[dst] > floors[src]:
@@ -184,6 +193,15 @@ def check(root, show_graph=False, roots=kIncludeRoots):
         inside = sorted((a, b) for (a, b) in edges
                         if a in comp and b in comp and floors[b] >= floors[a])
         detail = "; ".join("%s (%s)" % ("%s/ -> %s/" % ab, edges[ab][0]) for ab in inside)
+        problems.append("loop between folders %s: %s" % (", ".join(d + "/" for d in comp), detail))
+    dir_graph = {}
+    for a, b in dir_edges:
+        dir_graph.setdefault(a, set()).add(b)
+    for comp in strongly_connected(dir_graph):
+        # A loop the floors' folders do not show (sub-folders of one folder of the table) or
+        # the same loop as above, named by the files' own folders.
+        inside = sorted(ab for ab in dir_edges if ab[0] in comp and ab[1] in comp)
+        detail = "; ".join("%s/ -> %s/ (%s)" % (a, b, dir_edges[(a, b)][0]) for a, b in inside)
         problems.append("loop between folders %s: %s" % (", ".join(d + "/" for d in comp), detail))
     if show_graph:
         for (a, b), v in sorted(edges.items()):
@@ -244,6 +262,22 @@ def self_test():
         write(root, "core/side/loop.cpp", '#include "../low/a.h"\n')
         expect(False, "a loop (core/low <-> core/side)", "loop between folders")
         os.remove(os.path.join(root, "core/side/loop.cpp"))
+        # A planted loop between a folder and its sub-folder (one floor of the table).
+        write(root, "core/low/sub/s.h", '#include "low/a.h"\n')
+        write(root, "core/low/uses_sub.cpp", '#include "low/sub/s.h"\n')
+        expect(False, "a sub-folder loop (core/low <-> core/low/sub)", "loop between folders")
+        # ... and between two sub-folders.
+        os.remove(os.path.join(root, "core/low/uses_sub.cpp"))
+        write(root, "core/low/sub2/t.h", '#include "low/sub/s.h"\n')
+        write(root, "core/low/sub/uses_sub2.cpp", '#include "low/sub2/t.h"\n')
+        expect(False, "a loop between sub-folders (core/low/sub <-> core/low/sub2)",
+               "core/low/sub/, core/low/sub2/")
+        for rel in ("core/low/sub/s.h", "core/low/sub/uses_sub2.cpp", "core/low/sub2/t.h"):
+            os.remove(os.path.join(root, rel))
+        # One-way includes between a folder and its sub-folder are fine.
+        write(root, "core/low/sub/s.h", '#include "low/a.h"\n')
+        expect(True, "a sub-folder that includes its parent folder, one way")
+        os.remove(os.path.join(root, "core/low/sub/s.h"))
         # A file in no folder of the table.
         write(root, "core/stray/s.cpp", '#include "low/a.h"\n')
         expect(False, "a folder on no floor", "in no folder")

@@ -397,9 +397,7 @@ private:
         m_channel->abort();  // closed() follows: onClientGone cancels the job
     }
 
-    QByteArray label() const {
-        return m_api == Api::responses ? "responses" : m_chat ? "chat" : "completions";
-    }
+    QByteArray label() const { return ApiServer::routeLabel(m_api); }
 
     void sendResponseEvents(const std::vector<openai::Json>& events) {
         for (const openai::Json& e : events)
@@ -1112,96 +1110,108 @@ bool ApiServer::acceptJsonBody(const Request& request, HttpChannel* channel, con
     return true;
 }
 
-void ApiServer::handleChat(Request& request, HttpChannel* channel) {
-    auto refuse = [&](int status, const QString& message, const char* type, const QByteArray& param,
+const char* ApiServer::routeLabel(Api api) {
+    switch (api) {
+        case Api::chat:
+            return "chat";
+        case Api::completion:
+            return "completions";
+        case Api::responses:
+            return "responses";
+    }
+    return "completions";
+}
+
+openai::ChatRequestOptions ApiServer::chatOptions(const openai::ParseLimits& limits) const {
+    openai::ChatRequestOptions options;
+    options.current_date = today_iso_date();
+    options.allow_test_options = m_config.testOptions;
+    options.strict = m_config.strictRequests;
+    options.limits = limits;
+    return options;
+}
+
+void ApiServer::serveGeneration(Request& request, HttpChannel* channel, Api api,
+                                const BodyParser& parse,
+                                std::shared_ptr<openai::ResponsesRequest> responses) {
+    const char* route = routeLabel(api);
+    auto refuse = [&](int status, const QString& message, const QByteArray& param,
                       const QByteArray& code) {
-        m_metrics.countRequest("chat", status);
-        sendError(channel, request, status, message, type, param, code);
+        m_metrics.countRequest(route, status);
+        sendError(channel, request, status, message, "invalid_request_error", param, code);
     };
-    if (!acceptJsonBody(request, channel, "chat")) return;
+    if (!acceptJsonBody(request, channel, route)) return;
     auto job = std::make_shared<GenerationJob>();
-    job->kind = GenerationJob::Kind::chat;
+    job->kind =
+        api == Api::completion ? GenerationJob::Kind::completion : GenerationJob::Kind::chat;
     try {
         openai::ParseLimits limits;
         const openai::Json body = parseBody(request, limits);
-        openai::ChatRequestOptions options;
-        options.current_date = today_iso_date();
-        options.allow_test_options = m_config.testOptions;
-        options.strict = m_config.strictRequests;
-        options.limits = limits;
-        job->chat = openai::parse_chat_request(body, options);
+        parse(body, limits, *job);
     } catch (const openai::RequestError& e) {
-        refuse(400, QString::fromStdString(e.what()), "invalid_request_error",
+        // An item_reference to an unknown item (/v1/responses) is a missing resource, as in
+        // OpenAI's API.
+        refuse(e.code() == "item_not_found" ? 404 : 400, QString::fromStdString(e.what()),
                QByteArray::fromStdString(e.param()), QByteArray::fromStdString(e.code()));
         return;
     }
-    if (QString::fromStdString(job->chat.model) != m_modelId) {
+    // The chat request the job runs: /v1/responses keeps it in its own request until queued.
+    openai::ChatRequest* chat = api == Api::responses ? &responses->chat
+                                : api == Api::chat    ? &job->chat
+                                                      : nullptr;
+    const std::string& model = chat ? chat->model : job->completion.model;
+    if (QString::fromStdString(model) != m_modelId) {
         refuse(404,
                QStringLiteral("model '%1' does not exist (this server serves '%2')")
-                   .arg(loggablePath(QString::fromStdString(job->chat.model)), m_modelId),
-               "invalid_request_error", "model", "model_not_found");
-        return;
-    }
-    request.body.clear();  // parsed; no need to keep it for the whole generation
-    logIgnoredFields(job->chat.ignored_fields);
-    logNotices(job->chat.notices);
-    // The built-in tools the operator enabled, in harmony's order (never by a request alone).
-    if (m_config.toolBrowser) job->chat.system.tools.push_back(chat::ToolNamespace::browser());
-    if (m_config.toolPython) job->chat.system.tools.push_back(chat::ToolNamespace::python());
-    if (auto scripted = nextScripted()) job->chat.forced_output = std::move(scripted);
-    if (!job->chat.seed_given) job->chat.sampling.seed = randomSeed();
-    const bool stream = job->chat.stream, usage = job->chat.include_usage;
-    enqueue(request, channel, std::move(job), stream, usage, Api::chat);
-}
-
-void ApiServer::handleCompletion(Request& request, HttpChannel* channel) {
-    auto refuse = [&](int status, const QString& message, const QByteArray& param,
-                      const QByteArray& code) {
-        m_metrics.countRequest("completions", status);
-        sendError(channel, request, status, message, "invalid_request_error", param, code);
-    };
-    if (!acceptJsonBody(request, channel, "completions")) return;
-    auto job = std::make_shared<GenerationJob>();
-    job->kind = GenerationJob::Kind::completion;
-    try {
-        openai::ParseLimits limits;
-        const openai::Json body = parseBody(request, limits);
-        job->completion = openai::parse_completion_request(body, limits, m_config.strictRequests);
-    } catch (const openai::RequestError& e) {
-        refuse(400, QString::fromStdString(e.what()), QByteArray::fromStdString(e.param()),
-               QByteArray::fromStdString(e.code()));
-        return;
-    }
-    if (QString::fromStdString(job->completion.model) != m_modelId) {
-        refuse(404,
-               QStringLiteral("model '%1' does not exist (this server serves '%2')")
-                   .arg(loggablePath(QString::fromStdString(job->completion.model)), m_modelId),
+                   .arg(loggablePath(QString::fromStdString(model)), m_modelId),
                "model", "model_not_found");
         return;
     }
-    request.body.clear();
-    logIgnoredFields(job->completion.ignored_fields);
-    if (!job->completion.seed_given) job->completion.sampling.seed = randomSeed();
-    const bool stream = job->completion.stream, usage = job->completion.include_usage;
-    enqueue(request, channel, std::move(job), stream, usage, Api::completion);
+    request.body.clear();  // parsed; no need to keep it for the whole generation
+    bool stream = false, usage = false;
+    if (chat) {
+        logIgnoredFields(chat->ignored_fields);
+        logNotices(chat->notices);
+        // The built-in tools the operator enabled, in harmony's order (never by a request alone).
+        if (m_config.toolBrowser) chat->system.tools.push_back(chat::ToolNamespace::browser());
+        if (m_config.toolPython) chat->system.tools.push_back(chat::ToolNamespace::python());
+        if (auto scripted = nextScripted()) chat->forced_output = std::move(scripted);
+        if (!chat->seed_given) chat->sampling.seed = randomSeed();
+        stream = chat->stream;
+        // A response reports its usage in its own object, never as a chat usage chunk.
+        usage = api == Api::chat && chat->include_usage;
+        if (api == Api::responses) job->chat = *chat;
+    } else {
+        logIgnoredFields(job->completion.ignored_fields);
+        if (!job->completion.seed_given) job->completion.sampling.seed = randomSeed();
+        stream = job->completion.stream;
+        usage = job->completion.include_usage;
+    }
+    enqueue(request, channel, std::move(job), stream, usage, api, std::move(responses));
+}
+
+void ApiServer::handleChat(Request& request, HttpChannel* channel) {
+    serveGeneration(
+        request, channel, Api::chat,
+        [this](const openai::Json& body, const openai::ParseLimits& limits, GenerationJob& job) {
+            job.chat = openai::parse_chat_request(body, chatOptions(limits));
+        });
+}
+
+void ApiServer::handleCompletion(Request& request, HttpChannel* channel) {
+    serveGeneration(
+        request, channel, Api::completion,
+        [this](const openai::Json& body, const openai::ParseLimits& limits, GenerationJob& job) {
+            job.completion =
+                openai::parse_completion_request(body, limits, m_config.strictRequests);
+        });
 }
 
 void ApiServer::handleResponses(Request& request, HttpChannel* channel) {
-    auto refuse = [&](int status, const QString& message, const QByteArray& param,
-                      const QByteArray& code) {
-        m_metrics.countRequest("responses", status);
-        sendError(channel, request, status, message, "invalid_request_error", param, code);
-    };
-    if (!acceptJsonBody(request, channel, "responses")) return;
     auto responses = std::make_shared<openai::ResponsesRequest>();
-    try {
-        openai::ParseLimits limits;
-        const openai::Json body = parseBody(request, limits);
-        openai::ChatRequestOptions options;
-        options.current_date = today_iso_date();
-        options.allow_test_options = m_config.testOptions;
-        options.strict = m_config.strictRequests;
-        options.limits = limits;
+    auto parse = [this, &responses](const openai::Json& body, const openai::ParseLimits& limits,
+                                    GenerationJob&) {
+        // The conversation previous_response_id continues is looked up before parsing.
         const openai::ConversationState* previous = nullptr;
         if (const auto id = openai::previous_response_id(body)) {
             previous = m_responses.find(*id);
@@ -1214,35 +1224,10 @@ void ApiServer::handleResponses(Request& request, HttpChannel* channel) {
             }
         }
         *responses = openai::parse_responses_request(
-            body, options, previous,
+            body, chatOptions(limits), previous,
             [this](const std::string& id) { return m_responses.findItem(id); });
-    } catch (const openai::RequestError& e) {
-        // An item_reference to an unknown item is a missing resource, as in OpenAI's API.
-        refuse(e.code() == "item_not_found" ? 404 : 400, QString::fromStdString(e.what()),
-               QByteArray::fromStdString(e.param()), QByteArray::fromStdString(e.code()));
-        return;
-    }
-    if (QString::fromStdString(responses->chat.model) != m_modelId) {
-        refuse(404,
-               QStringLiteral("model '%1' does not exist (this server serves '%2')")
-                   .arg(loggablePath(QString::fromStdString(responses->chat.model)), m_modelId),
-               "model", "model_not_found");
-        return;
-    }
-    request.body.clear();
-    logIgnoredFields(responses->chat.ignored_fields);
-    logNotices(responses->chat.notices);
-    // The built-in tools the operator enabled, as for chat completions.
-    if (m_config.toolBrowser)
-        responses->chat.system.tools.push_back(chat::ToolNamespace::browser());
-    if (m_config.toolPython) responses->chat.system.tools.push_back(chat::ToolNamespace::python());
-    if (auto scripted = nextScripted()) responses->chat.forced_output = std::move(scripted);
-    if (!responses->chat.seed_given) responses->chat.sampling.seed = randomSeed();
-    auto job = std::make_shared<GenerationJob>();
-    job->kind = GenerationJob::Kind::chat;
-    job->chat = responses->chat;
-    const bool stream = responses->chat.stream;
-    enqueue(request, channel, std::move(job), stream, false, Api::responses, std::move(responses));
+    };
+    serveGeneration(request, channel, Api::responses, parse, responses);
 }
 
 void ApiServer::handleStoredResponse(Request& request, HttpChannel* channel, const std::string& id,

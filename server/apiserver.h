@@ -182,6 +182,8 @@ private:
     // The checks every JSON POST route makes before parsing: a JSON content type (415) and the
     // body size limit (413). False: refused, the error sent and counted under `route`.
     bool acceptJsonBody(const Request& request, HttpChannel* channel, const char* route);
+    // The three generation routes (/v1/chat/completions, /v1/completions, /v1/responses): each
+    // supplies only its body parser to serveGeneration.
     void handleChat(Request& request, HttpChannel* channel);
     void handleCompletion(Request& request, HttpChannel* channel);
     void handleResponses(Request& request, HttpChannel* channel);
@@ -189,6 +191,22 @@ private:
     void handleStoredResponse(Request& request, HttpChannel* channel, const std::string& id,
                               bool inputItems);
     enum class Api { chat, completion, responses };
+    // The route's name in the metrics and the log: "chat", "completions", "responses".
+    static const char* routeLabel(Api api);
+    // Maps a validated body into the job (Api::chat: job.chat; Api::completion:
+    // job.completion; Api::responses: the route's own ResponsesRequest). Throws
+    // openai::RequestError for a body the API refuses.
+    using BodyParser = std::function<void(const openai::Json& body,
+                                          const openai::ParseLimits& limits, GenerationJob& job)>;
+    // The skeleton the generation routes share: the body checks (415, 413), the route's parser
+    // (400; an unknown item_reference 404), the model check (404), the operator's built-in tools,
+    // a test script's output and a random seed, then the queue (enqueue: streamed or not, the
+    // overflow, a client that disconnects). `responses`: Api::responses' request, which `parse`
+    // fills; the job runs its chat request.
+    void serveGeneration(Request& request, HttpChannel* channel, Api api, const BodyParser& parse,
+                         std::shared_ptr<openai::ResponsesRequest> responses = {});
+    // The chat parser's options from the server's configuration (date, test options, strict).
+    openai::ChatRequestOptions chatOptions(const openai::ParseLimits& limits) const;
     void enqueue(Request& request, HttpChannel* channel, std::shared_ptr<GenerationJob> job,
                  bool stream, bool includeUsage, Api api,
                  std::shared_ptr<openai::ResponsesRequest> responses = {});

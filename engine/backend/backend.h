@@ -372,6 +372,8 @@ struct GpuBackendInputs {
 struct GpuDevice {
     int index = 0;
     std::string name;
+    int compute_major = 0;  // the compute capability, e.g. 9.0
+    int compute_minor = 0;
     std::uint64_t total_bytes = 0;
     std::uint64_t free_bytes = 0;
 };

@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "api/openai.h"
+#include "backend/backend.h"
 #include "chat/render.h"
 #include "cpu/parallel.h"
 #include "cpu/ram_probe.h"
@@ -21,10 +22,6 @@
 #include "runtime/options.h"
 #include "runtime/session.h"
 #include "telemetry/telemetry.h"
-#ifdef NEURAL_HAVE_CUDA
-#include "cuda/device.h"
-#include "cuda/transfer.h"
-#endif
 
 #ifndef NEURAL_BUILD_TYPE
 #define NEURAL_BUILD_TYPE "unknown"
@@ -35,6 +32,12 @@ namespace neural::bench {
 namespace fs = std::filesystem;
 
 namespace {
+
+#ifdef NEURAL_HAVE_CUDA
+constexpr bool kCudaBuild = true;
+#else
+constexpr bool kCudaBuild = false;
+#endif
 
 // A fixed date keeps the rendered system message, and so every prompt token, the same on every
 // day the benchmark runs.
@@ -400,19 +403,16 @@ Json machine_info(const BenchOptions& options) {
     m["cpu_features"] = f.summary();
     m["logical_cpus"] = available_cpus();
     m["build_type"] = NEURAL_BUILD_TYPE;
+    // The GPUs as the backends see them (backend/backend.h; none in a build without CUDA).
     Json gpus = Json::array();
-#ifdef NEURAL_HAVE_CUDA
     std::string why;
-    for (const auto& d : cuda::list_devices(&why)) {
+    for (const GpuDevice& d : gpu_devices(&why)) {
         gpus.push_back({{"name", d.name},
                         {"compute", fmt::format("{}.{}", d.compute_major, d.compute_minor)},
                         {"total_bytes", d.total_bytes},
                         {"free_bytes", d.free_bytes}});
     }
-    m["cuda_build"] = true;
-#else
-    m["cuda_build"] = false;
-#endif
+    m["cuda_build"] = kCudaBuild;
     m["gpus"] = gpus;
     // The GPU backend's VRAM budget (--vram-budget; 0 = the device's free memory minus 0.5 GiB).
     m["gpu_budget_gib"] =
@@ -427,18 +427,19 @@ Json probes(const BenchOptions& options, const LoadOptions& load) {
     const ReadBandwidth bw = measure_read_bandwidth(team, options.probe_bytes, 3);
     p["ram_read"] = {
         {"gb_s", bw.gb_per_s}, {"threads", bw.threads}, {"bytes", bw.bytes}, {"passes", bw.passes}};
-#ifdef NEURAL_HAVE_CUDA
+    // Host-to-device copies to the first GPU, pinned and pageable (backend/backend.h's
+    // copy_bandwidth, as `neural fit` measures them).
     std::string why;
-    if (!cuda::list_devices(&why).empty()) {
-        const double g = cuda::pinned_h2d_gbps(0, std::size_t{256} << 20, 5, &why);
-        p["pinned_h2d"] =
-            g > 0 ? Json{{"gb_s", g}, {"bytes", std::size_t{256} << 20}} : Json{{"skipped", why}};
+    const std::vector<GpuDevice> gpus = gpu_devices(&why);
+    if (!gpus.empty()) {
+        constexpr std::size_t kBytes = std::size_t{256} << 20;
+        const CopyBandwidth c = copy_bandwidth(gpus.front().index, kBytes, 5);
+        p["pinned_h2d"] = c.pinned_gb_s > 0 ? Json{{"gb_s", c.pinned_gb_s}, {"bytes", kBytes}}
+                                            : Json{{"skipped", c.why}};
+        if (c.pageable_gb_s > 0) p["pageable_h2d"] = {{"gb_s", c.pageable_gb_s}, {"bytes", kBytes}};
     } else {
-        p["pinned_h2d"] = {{"skipped", why}};
+        p["pinned_h2d"] = {{"skipped", kCudaBuild ? why : std::string("built without CUDA")}};
     }
-#else
-    p["pinned_h2d"] = {{"skipped", "built without CUDA"}};
-#endif
     return p;
 }
 

@@ -13,7 +13,7 @@
 
 #include "app/applog.h"
 #include "app/mainwindow.h"
-#include "app/paths.h"
+#include "common/paths.h"
 #include "app/screenshots.h"
 #include "app/theme.h"
 #include "neural/version.h"

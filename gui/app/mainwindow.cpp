@@ -45,16 +45,16 @@
 
 #include <spdlog/spdlog.h>
 
-#include "app/dialogs.h"
+#include "common/dialogs.h"
 #include "app/applog.h"
 #include "app/discovery.h"
 #include "app/guideviewer.h"
 #include "app/modelcatalog.h"
-#include "app/outputpath.h"
-#include "app/paths.h"
+#include "common/outputpath.h"
+#include "common/paths.h"
 #include "tool.h"
 #include "app/theme.h"
-#include "app/wheelguard.h"
+#include "common/wheelguard.h"
 #include "benchmark/benchmarkdialog.h"
 #include "conversation/chatinput.h"
 #include "conversation/assistants.h"

@@ -16,7 +16,7 @@
 
 #include <spdlog/spdlog.h>
 
-#include "app/dialogs.h"
+#include "common/dialogs.h"
 #include "app/mainwindow.h"
 #include "conversation/chatinput.h"
 #include "conversation/chatview.h"

@@ -8,7 +8,7 @@
 
 #include <algorithm>
 
-#include "app/paths.h"
+#include "common/paths.h"
 #include "settings/appsettingsdialog.h"
 
 namespace neural::gui {

@@ -4,7 +4,7 @@
 // the models loaded most recently. A store is listed with the checkpoint it sits beside (in
 // its folder, or beside a GGUF file); whether it matches is checked when it loads.
 //
-// The models folders: modelsDir() (app/paths.h), the folders of settingsKey::modelFolders, and
+// The models folders: modelsDir() (common/paths.h), the folders of settingsKey::modelFolders, and
 // the checkpoint folders of the profiles (for the stores the wizard wrote there). Scanning
 // looks one level deep and never opens a file.
 #pragma once

@@ -33,8 +33,8 @@
 
 #include <algorithm>
 
-#include "app/wheelguard.h"
-#include "app/paths.h"
+#include "common/wheelguard.h"
+#include "common/paths.h"
 #include "conversation/enginehost.h"
 #include "neural/error.h"
 #include "platform/atomic_file.h"

@@ -4,8 +4,8 @@
 #include <QJsonArray>
 #include <QJsonDocument>
 
-#include "app/paths.h"
-#include "settings/appsettingsdialog.h"
+#include "common/paths.h"
+#include "common/settingskeys.h"
 
 namespace neural::gui {
 

@@ -12,7 +12,7 @@
 #include <optional>
 #include <random>
 
-#include "app/paths.h"
+#include "common/paths.h"
 #include "chat/render.h"
 #include "generationqueue.h"
 #include "neural/error.h"
@@ -211,7 +211,7 @@ void EngineHost::load(const QString& dir, const LoadOptions& options) {
             LoadOptions o = options;
             o.on_progress = progress;
             // The learned statistics go to the app's data folder, not into the checkpoint's
-            // folder (app/paths.h desktopRoutingStatsPath).
+            // folder (common/paths.h desktopRoutingStatsPath).
             const std::filesystem::path stats =
                 desktopRoutingStatsPath(QString::fromStdString(o.routing_stats), dir,
                                         QString::fromStdString(o.store.string()));

@@ -6,8 +6,8 @@
 #include <algorithm>
 #include <cmath>
 
-#include "app/paths.h"
-#include "settings/appsettingsdialog.h"
+#include "common/paths.h"
+#include "common/settingskeys.h"
 
 namespace neural::gui {
 

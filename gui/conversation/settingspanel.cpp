@@ -16,7 +16,7 @@
 #include <QTimer>
 #include <QVBoxLayout>
 
-#include "app/dialogs.h"
+#include "common/dialogs.h"
 #include "conversation/assistants.h"
 
 namespace neural::gui {

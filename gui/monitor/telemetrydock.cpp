@@ -25,8 +25,8 @@
 #include <cmath>
 #include <cstdlib>
 
-#include "app/dialogs.h"
-#include "app/outputpath.h"
+#include "common/dialogs.h"
+#include "common/outputpath.h"
 #include "backend/backend.h"
 #include "platform/process_stats.h"
 #include "runtime/model.h"

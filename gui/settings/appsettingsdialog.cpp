@@ -12,7 +12,7 @@
 
 #include <algorithm>
 
-#include "app/paths.h"
+#include "common/paths.h"
 #include "conversation/assistants.h"
 
 namespace neural::gui {

@@ -8,7 +8,7 @@
 
 #include <cmath>
 
-#include "app/outputpath.h"
+#include "common/outputpath.h"
 
 namespace neural::gui {
 

@@ -19,9 +19,9 @@
 
 #include <filesystem>
 
-#include "app/dialogs.h"
-#include "app/wheelguard.h"
-#include "app/paths.h"
+#include "common/dialogs.h"
+#include "common/wheelguard.h"
+#include "common/paths.h"
 #include "neural/error.h"
 #include "runtime/routing_stats.h"
 

@@ -21,7 +21,7 @@
 #include <QUrl>
 #include <QVBoxLayout>
 
-#include "app/paths.h"
+#include "common/paths.h"
 #include "builtin/pythontool.h"
 #include "mcpprovider.h"
 #include "tool.h"

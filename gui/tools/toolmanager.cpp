@@ -4,7 +4,7 @@
 
 #include <algorithm>
 
-#include "app/paths.h"
+#include "common/paths.h"
 #include "builtin/browsertool.h"
 #include "builtin/pythontool.h"
 #include "mcpprovider.h"

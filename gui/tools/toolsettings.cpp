@@ -6,7 +6,7 @@
 
 #include <algorithm>
 
-#include "app/paths.h"
+#include "common/paths.h"
 
 namespace neural::gui {
 

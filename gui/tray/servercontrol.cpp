@@ -3,8 +3,8 @@
 #include <spdlog/spdlog.h>
 
 #include "apiserver.h"
-#include "app/paths.h"
-#include "settings/appsettingsdialog.h"
+#include "common/paths.h"
+#include "common/settingskeys.h"
 #include "conversation/enginehost.h"
 
 namespace neural::gui {

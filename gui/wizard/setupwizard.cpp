@@ -26,8 +26,8 @@
 #include <cmath>
 #include <optional>
 
-#include "app/paths.h"
-#include "app/wheelguard.h"
+#include "common/paths.h"
+#include "common/wheelguard.h"
 #include "model/config.h"
 #include "model/gguf.h"
 #include "model/weights.h"
@@ -45,6 +45,26 @@ QWidget* pathRow(QWidget* parent, QLineEdit* edit, std::function<void()> browse)
     h->addWidget(b);
     QObject::connect(b, &QPushButton::clicked, row, std::move(browse));
     return row;
+}
+
+// A word-wrapped label a screen reader names (none when `accessibleName` is empty);
+// `selectable`: its text can be selected and copied (validation results, warnings).
+QLabel* wrappedLabel(QWidget* parent, const QString& accessibleName, bool selectable = false,
+                     const QString& text = {}) {
+    auto* label = new QLabel(text, parent);
+    label->setWordWrap(true);
+    if (!accessibleName.isEmpty()) label->setAccessibleName(accessibleName);
+    if (selectable) label->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    return label;
+}
+
+// A size in GiB as the fit page edits it (0 to 64 TiB, two decimals).
+QDoubleSpinBox* gibBox(QWidget* parent) {
+    auto* box = new QDoubleSpinBox(parent);
+    box->setRange(0, 65536);
+    box->setDecimals(2);
+    box->setSuffix(QObject::tr(" GiB"));
+    return box;
 }
 
 // The planner's lines count in GB (1e9); the wizard speaks GiB / MiB throughout (formatBytes),
@@ -123,24 +143,89 @@ void SetupWizard::setDiskSpaceForTesting(std::function<DiskSpace(const QString&)
     diskSpaceOverride() = std::move(f);
 }
 
+// ---- the page builder -------------------------------------------------------------------
+
+// What every page shares: its title and subtitle, a column of widgets (kept at the top by a
+// stretch, or filling the page), the wizard whose state it reads and writes, and for the repack
+// and verify pages the progress of the wizard's StoreJob. A page adds only its own widgets.
+class WizardPage : public QWizardPage {
+protected:
+    enum class Column { top, fill };
+    WizardPage(SetupWizard* w, const QString& title, const QString& subTitle,
+               Column column = Column::top)
+        : m_w(w), m_column(new QVBoxLayout(this)) {
+        setTitle(title);
+        setSubTitle(subTitle);
+        if (column == Column::top) m_column->addStretch(1);
+    }
+    // Adds a widget (or a layout) at the end of the column, above the stretch.
+    template <typename Widget>
+    Widget* add(Widget* widget, int stretch = 0) {
+        m_column->insertWidget(insertAt(), widget, stretch);
+        return widget;
+    }
+    void addLayout(QLayout* layout) { m_column->insertLayout(insertAt(), layout); }
+    QLabel* addNote(const QString& accessibleName, bool selectable = false) {
+        return add(wrappedLabel(this, accessibleName, selectable));
+    }
+    // A path field (named `accessibleName` for screen readers) with its "Browse..." button.
+    QLineEdit* addPath(const QString& accessibleName, std::function<void()> browse) {
+        auto* edit = new QLineEdit(this);
+        edit->setAccessibleName(accessibleName);
+        add(pathRow(this, edit, std::move(browse)));
+        return edit;
+    }
+    // The StoreJob's progress bar and status line; they follow the job while this page's run
+    // of it is active (startJob), and jobFinished() answers its end.
+    void addJobProgress(const QString& bar, const QString& status) {
+        m_bar = add(new QProgressBar(this));
+        m_bar->setRange(0, 1000);
+        m_bar->setAccessibleName(bar);
+        m_status = addNote(status);
+        connect(m_w->m_job, &StoreJob::progress, this, [this](const StoreProgress& p) {
+            if (!m_jobActive) return;
+            m_bar->setValue(static_cast<int>(p.fraction * 1000));
+            m_status->setText(p.text);
+        });
+        connect(m_w->m_job, &StoreJob::finished, this,
+                [this](bool ok, bool cancelled, const QString& message) {
+                    if (!m_jobActive) return;
+                    m_jobActive = false;
+                    jobFinished(ok, cancelled, message);
+                    emit completeChanged();
+                });
+    }
+    virtual void jobFinished(bool, bool, const QString&) {}
+
+    SetupWizard* m_w;
+    QProgressBar* m_bar = nullptr;
+    QLabel* m_status = nullptr;
+    bool m_jobActive = false;
+
+private:
+    // Before the stretch of a Column::top page, else at the end.
+    int insertAt() const {
+        const int n = m_column->count();
+        return n > 0 && m_column->itemAt(n - 1)->spacerItem() ? n - 1 : n;
+    }
+    QVBoxLayout* m_column;
+};
+
 // ---- 1: checkpoint folder + validation ----------------------------------------------------
 
-class FolderPageWidget : public QWizardPage {
+class FolderPageWidget : public WizardPage {
 public:
-    explicit FolderPageWidget(SetupWizard* w) : m_w(w) {
-        setTitle(tr("Checkpoint folder"));
-        setSubTitle(
-            tr("The folder of a gpt-oss checkpoint from Hugging Face (config.json, "
-               "*.safetensors, tokenizer.json), or a gpt-oss GGUF file as LM Studio, "
-               "Ollama and llama.cpp store it (of a split GGUF, any part)."));
-        auto* v = new QVBoxLayout(this);
-        m_edit = new QLineEdit(this);
-        m_edit->setAccessibleName(tr("Checkpoint folder"));
-        auto* row = pathRow(this, m_edit, [this] {
+    explicit FolderPageWidget(SetupWizard* w)
+        : WizardPage(w, tr("Checkpoint folder"),
+                     tr("The folder of a gpt-oss checkpoint from Hugging Face (config.json, "
+                        "*.safetensors, tokenizer.json), or a gpt-oss GGUF file as LM Studio, "
+                        "Ollama and llama.cpp store it (of a split GGUF, any part).")) {
+        m_edit = addPath(tr("Checkpoint folder"), [this] {
             const QString d =
                 QFileDialog::getExistingDirectory(this, tr("Checkpoint folder"), m_edit->text());
             if (!d.isEmpty()) m_edit->setText(d);
         });
+        QWidget* row = m_edit->parentWidget();
         auto* gguf = new QPushButton(tr("GGUF file..."), row);
         gguf->setAccessibleName(tr("Browse for a GGUF file"));
         row->layout()->addWidget(gguf);
@@ -149,13 +234,7 @@ public:
                                                            tr("GGUF models (*.gguf)"));
             if (!f.isEmpty()) m_edit->setText(f);
         });
-        v->addWidget(row);
-        m_status = new QLabel(this);
-        m_status->setWordWrap(true);
-        m_status->setAccessibleName(tr("Validation result"));
-        m_status->setTextInteractionFlags(Qt::TextSelectableByMouse);
-        v->addWidget(m_status);
-        v->addStretch(1);
+        m_status = addNote(tr("Validation result"), true);
         m_debounce.setSingleShot(true);
         m_debounce.setInterval(300);
         connect(&m_debounce, &QTimer::timeout, m_w, &SetupWizard::validate);
@@ -181,9 +260,7 @@ public:
     bool isComplete() const override { return m_w->m_report.ok && m_w->m_validatedDir == folder(); }
 
 private:
-    SetupWizard* m_w;
     QLineEdit* m_edit;
-    QLabel* m_status;
     QTimer m_debounce;
 };
 
@@ -201,53 +278,41 @@ QString reasonFor(const FitPlan& plan, const QStringList& prefixes, const QStrin
 }
 }  // namespace
 
-class FitPageWidget : public QWizardPage {
+class FitPageWidget : public WizardPage {
 public:
-    explicit FitPageWidget(SetupWizard* w) : m_w(w) {
-        setTitle(tr("Fit to this PC"));
-        setSubTitle(
-            tr("How this model will run here. The settings behind it are under "
-               "\"Show details\"."));
-        auto* outer = new QVBoxLayout(this);
+    explicit FitPageWidget(SetupWizard* w)
+        : WizardPage(w, tr("Fit to this PC"),
+                     tr("How this model will run here. The settings behind it are under "
+                        "\"Show details\"."),
+                     Column::fill) {
         // One plain sentence first (where it runs, the memory it takes); the planner's values
         // and reasons, all editable, behind "Show details".
-        m_headline = new QLabel(tr("Looking at this PC ..."), this);
-        m_headline->setWordWrap(true);
-        m_headline->setAccessibleName(tr("Fit summary"));
+        m_headline =
+            add(wrappedLabel(this, tr("Fit summary"), false, tr("Looking at this PC ...")));
         QFont big = m_headline->font();
         big.setPointSizeF(big.pointSizeF() * 1.15);
         m_headline->setFont(big);
-        outer->addWidget(m_headline);
         m_detailsButton = new QPushButton(tr("Show details"), this);
         m_detailsButton->setCheckable(true);
         m_detailsButton->setAccessibleName(tr("Show the plan's details"));
         auto* detailsRow = new QHBoxLayout;
         detailsRow->addWidget(m_detailsButton);
         detailsRow->addStretch(1);
-        outer->addLayout(detailsRow);
+        addLayout(detailsRow);
         auto* scroll = new QScrollArea(this);
         scroll->setWidgetResizable(true);
         scroll->setFrameShape(QFrame::NoFrame);
         auto* inner = new QWidget(scroll);
         auto* v = new QVBoxLayout(inner);
-        m_machineLabel = new QLabel(tr("Detecting this PC ..."), inner);
-        m_machineLabel->setWordWrap(true);
-        m_machineLabel->setAccessibleName(tr("This PC"));
+        m_machineLabel = wrappedLabel(inner, tr("This PC"), false, tr("Detecting this PC ..."));
         v->addWidget(m_machineLabel);
 
         auto* caps = new QHBoxLayout;
-        m_vramCap = new QDoubleSpinBox(inner);
-        m_vramCap->setRange(0, 65536);
-        m_vramCap->setDecimals(2);
-        m_vramCap->setSuffix(tr(" GiB"));
-        m_vramCap->setSpecialValueText(tr("detected"));
+        m_vramCap = gibBox(inner);
         m_vramCap->setAccessibleName(tr("Plan for at most this VRAM"));
-        m_ramCap = new QDoubleSpinBox(inner);
-        m_ramCap->setRange(0, 65536);
-        m_ramCap->setDecimals(2);
-        m_ramCap->setSuffix(tr(" GiB"));
-        m_ramCap->setSpecialValueText(tr("detected"));
+        m_ramCap = gibBox(inner);
         m_ramCap->setAccessibleName(tr("Plan for at most this RAM"));
+        for (QDoubleSpinBox* cap : {m_vramCap, m_ramCap}) cap->setSpecialValueText(tr("detected"));
         caps->addWidget(new QLabel(tr("Emulate a smaller PC: VRAM"), inner));
         caps->addWidget(m_vramCap);
         caps->addWidget(new QLabel(tr("RAM"), inner));
@@ -255,10 +320,7 @@ public:
         caps->addStretch(1);
         v->addLayout(caps);
 
-        m_warnings = new QLabel(inner);
-        m_warnings->setWordWrap(true);
-        m_warnings->setAccessibleName(tr("Fit warnings"));
-        m_warnings->setTextInteractionFlags(Qt::TextSelectableByMouse);
+        m_warnings = wrappedLabel(inner, tr("Fit warnings"), true);
         v->addWidget(m_warnings);
 
         auto* form = new QFormLayout;
@@ -269,9 +331,7 @@ public:
             bv->setContentsMargins(0, 0, 0, 0);
             bv->setSpacing(1);
             bv->addWidget(editor);
-            reason = new QLabel(box);
-            reason->setWordWrap(true);
-            reason->setAccessibleName(tr("Reason: %1").arg(label));
+            reason = wrappedLabel(box, tr("Reason: %1").arg(label));
             QFont f = reason->font();
             f.setPointSizeF(f.pointSizeF() * 0.9);
             reason->setFont(f);
@@ -282,10 +342,7 @@ public:
         m_backend->addItems(
             {QStringLiteral("cpu"), QStringLiteral("cuda"), QStringLiteral("auto")});
         row(tr("Backend"), m_backend, m_backendWhy);
-        m_vram = new QDoubleSpinBox(inner);
-        m_vram->setRange(0, 65536);
-        m_vram->setDecimals(2);
-        m_vram->setSuffix(tr(" GiB"));
+        m_vram = gibBox(inner);
         row(tr("VRAM budget"), m_vram, m_vramWhy);
         m_slots = new QSpinBox(inner);
         m_slots->setRange(-1, 1 << 24);
@@ -305,14 +362,11 @@ public:
         m_persistent = new QCheckBox(tr("Persistent CPU team"), inner);
         row(tr("CPU team"), m_persistent, m_persistentWhy);
         v->addLayout(form);
-        m_other = new QLabel(inner);
-        m_other->setWordWrap(true);
-        m_other->setAccessibleName(tr("Other plan notes"));
-        m_other->setTextInteractionFlags(Qt::TextSelectableByMouse);
+        m_other = wrappedLabel(inner, tr("Other plan notes"), true);
         v->addWidget(m_other);
         v->addStretch(1);
         scroll->setWidget(inner);
-        outer->addWidget(scroll, 1);
+        add(scroll, 1);
         m_details = scroll;
         m_details->hide();
         connect(m_detailsButton, &QPushButton::toggled, this, [this](bool on) {
@@ -506,7 +560,6 @@ private:
                                                 : tr(" slots = %1 GiB").arg(slotsGib(), 0, 'f', 2));
     }
 
-    SetupWizard* m_w;
     std::optional<ModelConfig> m_config;
     std::uint64_t m_slotBytes = 0;
     QThread* m_detector = nullptr;
@@ -524,14 +577,12 @@ private:
 
 // ---- 3: store choice -------------------------------------------------------------------------
 
-class StorePageWidget : public QWizardPage {
+class StorePageWidget : public WizardPage {
 public:
-    explicit StorePageWidget(SetupWizard* w) : m_w(w) {
-        setTitle(tr("Expert store"));
-        setSubTitle(
-            tr("A store holds the experts in one file laid out for fast reading; the "
-               "fast kernels can also read them straight from the checkpoint."));
-        auto* v = new QVBoxLayout(this);
+    explicit StorePageWidget(SetupWizard* w)
+        : WizardPage(w, tr("Expert store"),
+                     tr("A store holds the experts in one file laid out for fast reading; the "
+                        "fast kernels can also read them straight from the checkpoint.")) {
         m_none = new QRadioButton(tr("No store: read the experts from the checkpoint"), this);
         m_raw = new QRadioButton(this);
         m_packed = new QRadioButton(this);
@@ -539,23 +590,17 @@ public:
         auto* group = new QButtonGroup(this);
         for (QRadioButton* b : {m_none, m_raw, m_packed, m_existing}) {
             group->addButton(b);
-            v->addWidget(b);
+            add(b);
         }
-        m_path = new QLineEdit(this);
-        m_path->setAccessibleName(tr("Existing store file"));
-        v->addWidget(pathRow(this, m_path, [this] {
+        m_path = addPath(tr("Existing store file"), [this] {
             const QString f =
                 QFileDialog::getOpenFileName(this, tr("Expert store"), m_path->text());
             if (!f.isEmpty()) {
                 m_path->setText(f);
                 m_existing->setChecked(true);
             }
-        }));
-        m_compare = new QLabel(this);
-        m_compare->setWordWrap(true);
-        m_compare->setAccessibleName(tr("Raw or packed"));
-        v->addWidget(m_compare);
-        v->addStretch(1);
+        });
+        m_compare = addNote(tr("Raw or packed"));
         m_raw->setChecked(true);
         connect(group, &QButtonGroup::buttonToggled, this, [this] { emit completeChanged(); });
         connect(m_path, &QLineEdit::textChanged, this, [this] { emit completeChanged(); });
@@ -601,7 +646,6 @@ public:
     }
 
 private:
-    SetupWizard* m_w;
     QRadioButton *m_none, *m_raw, *m_packed, *m_existing;
     QLineEdit* m_path;
     QLabel* m_compare;
@@ -609,32 +653,24 @@ private:
 
 // ---- 3: destination + free space -----------------------------------------------------------
 
-class DestinationPageWidget : public QWizardPage {
+class DestinationPageWidget : public WizardPage {
 public:
-    explicit DestinationPageWidget(SetupWizard* w) : m_w(w) {
-        setTitle(tr("Destination"));
-        setSubTitle(
-            tr("Where the store file goes: the app's models folder unless you choose "
-               "another. A fast SSD makes generation faster."));
-        auto* v = new QVBoxLayout(this);
-        m_edit = new QLineEdit(this);
-        m_edit->setAccessibleName(tr("Store file"));
-        v->addWidget(pathRow(this, m_edit, [this] {
+    explicit DestinationPageWidget(SetupWizard* w)
+        : WizardPage(w, tr("Destination"),
+                     tr("Where the store file goes: the app's models folder unless you choose "
+                        "another. A fast SSD makes generation faster.")) {
+        m_edit = addPath(tr("Store file"), [this] {
             const QString f = QFileDialog::getSaveFileName(this, tr("Store file"), m_edit->text());
             if (!f.isEmpty()) m_edit->setText(f);
-        }));
-        m_space = new QLabel(this);
-        m_space->setWordWrap(true);
-        m_space->setAccessibleName(tr("Free space"));
-        v->addWidget(m_space);
-        v->addStretch(1);
+        });
+        m_space = addNote(tr("Free space"));
         connect(m_edit, &QLineEdit::textChanged, this, [this] {
             updateSpace();
             emit completeChanged();
         });
     }
     void initializePage() override {
-        // The app's models folder (app/paths.h), in a folder named after the model: never the
+        // The app's models folder (common/paths.h), in a folder named after the model: never the
         // folder the model was downloaded to, which may belong to another app.
         m_edit->setText(QDir(modelsDir())
                             .filePath(QStringLiteral("%1/experts-%2.nstore")
@@ -697,7 +733,6 @@ public:
     }
 
 private:
-    SetupWizard* m_w;
     QLineEdit* m_edit;
     QLabel* m_space;
     bool m_ok = false;
@@ -705,59 +740,30 @@ private:
 
 // ---- 4: repack -----------------------------------------------------------------------------
 
-class RepackPageWidget : public QWizardPage {
+class RepackPageWidget : public WizardPage {
 public:
-    explicit RepackPageWidget(SetupWizard* w) : m_w(w) {
-        setTitle(tr("Writing the store"));
-        setSubTitle(
-            tr("Cancel leaves no partial store behind (it is written to a temporary "
-               "file and renamed when complete)."));
-        auto* v = new QVBoxLayout(this);
-        m_bar = new QProgressBar(this);
-        m_bar->setRange(0, 1000);
-        m_bar->setAccessibleName(tr("Repack progress"));
-        m_label = new QLabel(this);
-        m_label->setWordWrap(true);
-        m_label->setAccessibleName(tr("Repack status"));
+    explicit RepackPageWidget(SetupWizard* w)
+        : WizardPage(w, tr("Writing the store"),
+                     tr("Cancel leaves no partial store behind (it is written to a temporary "
+                        "file and renamed when complete).")) {
+        addJobProgress(tr("Repack progress"), tr("Repack status"));
         auto* row = new QHBoxLayout;
         m_cancel = new QPushButton(tr("Cancel repack"), this);
         m_retry = new QPushButton(tr("Start again"), this);
         row->addWidget(m_cancel);
         row->addWidget(m_retry);
         row->addStretch(1);
-        v->addWidget(m_bar);
-        v->addWidget(m_label);
-        v->addLayout(row);
-        v->addStretch(1);
+        addLayout(row);
         connect(m_cancel, &QPushButton::clicked, this, [this] { m_w->m_job->cancel(); });
         connect(m_retry, &QPushButton::clicked, this, [this] { start(); });
-        connect(m_w->m_job, &StoreJob::progress, this, [this](const StoreProgress& p) {
-            if (!m_active) return;
-            m_bar->setValue(static_cast<int>(p.fraction * 1000));
-            m_label->setText(p.text);
-        });
-        connect(m_w->m_job, &StoreJob::finished, this,
-                [this](bool ok, bool cancelled, const QString& message) {
-                    if (!m_active) return;
-                    m_active = false;
-                    m_w->m_storeWritten = ok;
-                    m_bar->setValue(ok ? 1000 : 0);
-                    m_label->setText(
-                        ok ? message
-                           : (cancelled ? tr("Cancelled: no store was written.")
-                                        : tr("<b>Failed:</b> %1").arg(message.toHtmlEscaped())));
-                    m_cancel->setEnabled(false);
-                    m_retry->setVisible(!ok);
-                    emit completeChanged();
-                });
     }
     void initializePage() override { start(); }
     void cleanupPage() override { m_w->m_job->cancel(); }
     void start() {
         m_w->m_storeWritten = false;
-        m_active = true;
+        m_jobActive = true;
         m_bar->setValue(0);
-        m_label->setText(tr("Starting ..."));
+        m_status->setText(tr("Starting ..."));
         m_cancel->setEnabled(true);
         m_retry->setVisible(false);
         m_w->m_job->startRepack(m_w->m_validatedDir, m_w->m_destination, m_w->m_kind);
@@ -766,92 +772,68 @@ public:
     bool isComplete() const override { return m_w->m_storeWritten; }
 
 private:
-    SetupWizard* m_w;
-    QProgressBar* m_bar;
-    QLabel* m_label;
+    void jobFinished(bool ok, bool cancelled, const QString& message) override {
+        m_w->m_storeWritten = ok;
+        m_bar->setValue(ok ? 1000 : 0);
+        m_status->setText(ok ? message
+                             : (cancelled ? tr("Cancelled: no store was written.")
+                                          : tr("<b>Failed:</b> %1").arg(message.toHtmlEscaped())));
+        m_cancel->setEnabled(false);
+        m_retry->setVisible(!ok);
+    }
+
     QPushButton *m_cancel, *m_retry;
-    bool m_active = false;
 };
 
 // ---- 5: optional verify --------------------------------------------------------------------
 
-class VerifyPageWidget : public QWizardPage {
+class VerifyPageWidget : public WizardPage {
 public:
-    explicit VerifyPageWidget(SetupWizard* w) : m_w(w) {
-        setTitle(tr("Verify (optional)"));
-        setSubTitle(
-            tr("Checks every record's checksum and, optionally, that every expert "
-               "equals the checkpoint's. You can skip this."));
-        auto* v = new QVBoxLayout(this);
-        m_full = new QCheckBox(tr("Compare with the checkpoint too (reads it once more)"), this);
+    explicit VerifyPageWidget(SetupWizard* w)
+        : WizardPage(w, tr("Verify (optional)"),
+                     tr("Checks every record's checksum and, optionally, that every expert "
+                        "equals the checkpoint's. You can skip this.")) {
+        m_full =
+            add(new QCheckBox(tr("Compare with the checkpoint too (reads it once more)"), this));
         m_full->setChecked(true);
-        m_run = new QPushButton(tr("Verify now"), this);
-        m_bar = new QProgressBar(this);
-        m_bar->setRange(0, 1000);
-        m_bar->setAccessibleName(tr("Verify progress"));
-        m_label = new QLabel(this);
-        m_label->setWordWrap(true);
-        m_label->setAccessibleName(tr("Verify result"));
-        v->addWidget(m_full);
-        v->addWidget(m_run);
-        v->addWidget(m_bar);
-        v->addWidget(m_label);
-        v->addStretch(1);
+        m_run = add(new QPushButton(tr("Verify now"), this));
+        addJobProgress(tr("Verify progress"), tr("Verify result"));
         connect(m_run, &QPushButton::clicked, this, [this] {
-            m_active = true;
+            m_jobActive = true;
             m_run->setEnabled(false);
-            m_label->setText(tr("Verifying ..."));
+            m_status->setText(tr("Verifying ..."));
             m_w->m_job->startVerify(m_w->storePath(),
                                     m_full->isChecked() ? m_w->m_validatedDir : QString());
             emit completeChanged();
         });
-        connect(m_w->m_job, &StoreJob::progress, this, [this](const StoreProgress& p) {
-            if (m_active) {
-                m_bar->setValue(static_cast<int>(p.fraction * 1000));
-                m_label->setText(p.text);
-            }
-        });
-        connect(m_w->m_job, &StoreJob::finished, this,
-                [this](bool ok, bool, const QString& message) {
-                    if (!m_active) return;
-                    m_active = false;
-                    m_run->setEnabled(true);
-                    m_label->setText(ok ? message
-                                        : tr("<b>Problems:</b> %1").arg(message.toHtmlEscaped()));
-                    emit completeChanged();
-                });
     }
     void cleanupPage() override { m_w->m_job->cancel(); }
-    bool isComplete() const override { return !m_active; }
+    bool isComplete() const override { return !m_jobActive; }
     int nextId() const override { return SetupWizard::DonePage; }
 
 private:
-    SetupWizard* m_w;
+    void jobFinished(bool ok, bool, const QString& message) override {
+        m_run->setEnabled(true);
+        m_status->setText(ok ? message : tr("<b>Problems:</b> %1").arg(message.toHtmlEscaped()));
+    }
+
     QCheckBox* m_full;
     QPushButton* m_run;
-    QProgressBar* m_bar;
-    QLabel* m_label;
-    bool m_active = false;
 };
 
 // ---- 6: profile ----------------------------------------------------------------------------
 
-class DonePageWidget : public QWizardPage {
+class DonePageWidget : public WizardPage {
 public:
-    explicit DonePageWidget(SetupWizard* w) : m_w(w) {
-        setTitle(tr("Done"));
-        setSubTitle(
-            tr("A profile is created for this model and the model loads when you "
-               "press Finish."));
-        auto* v = new QVBoxLayout(this);
+    explicit DonePageWidget(SetupWizard* w)
+        : WizardPage(w, tr("Done"),
+                     tr("A profile is created for this model and the model loads when you "
+                        "press Finish.")) {
         m_name = new QLineEdit(this);
         m_name->setAccessibleName(tr("Profile name"));
-        v->addWidget(new QLabel(tr("Profile name:"), this));
-        v->addWidget(m_name);
-        m_summary = new QLabel(this);
-        m_summary->setWordWrap(true);
-        v->addWidget(m_summary);
-        v->addStretch(1);
+        add(new QLabel(tr("Profile name:"), this));
+        add(m_name);
+        m_summary = addNote({});
         connect(m_name, &QLineEdit::textChanged, this, [this](const QString& t) {
             m_w->m_profileName = t.trimmed();
             emit completeChanged();
@@ -869,7 +851,6 @@ public:
     bool isComplete() const override { return !m_name->text().trimmed().isEmpty(); }
 
 private:
-    SetupWizard* m_w;
     QLineEdit* m_name;
     QLabel* m_summary;
 };

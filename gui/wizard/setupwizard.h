@@ -82,6 +82,7 @@ signals:
     void validated(const neural::gui::CheckpointReport& report);
 
 private:
+    friend class WizardPage;
     friend class FolderPageWidget;
     friend class FitPageWidget;
     friend class StorePageWidget;

@@ -16,7 +16,7 @@
 #include "cpu/persistent/team_abi.h"
 #include "cpu/reference_model.h"
 #include "cpu/store_moe.h"
-#include "cpu/team/fp_control.h"
+#include "cpu/persistent/fp_control.h"
 #include "neural/error.h"
 #include "platform/shared_library.h"
 #include "runtime/model.h"

@@ -27,6 +27,7 @@
 #include "app/mainwindow.h"
 #include "benchmark/benchmarkdialog.h"
 #include "conversation/enginehost.h"
+#include "fixture_window.h"
 #include "gui_test_support.h"
 #include "settings/profile.h"
 #include "support/fixtures.h"
@@ -34,9 +35,10 @@
 namespace neural::gui {
 namespace {
 
+using test::fixtureDir;
+using test::showUntilReady;
 using test::spinUntil;
-
-QString fixtureDir() { return QString::fromStdString(neural::test::tiny_model_dir().string()); }
+using test::windowOptions;
 
 // Two CPU profiles on the fixture: A (1 thread) and B (2 threads).
 ProfileStore twoProfiles() {
@@ -369,14 +371,8 @@ TEST(BenchmarkWindow, ToolsMenuOpensThePanelAndTheEngineComesBack) {
         ProfileStore store = twoProfiles();
         ASSERT_TRUE(store.save(dir.filePath(QStringLiteral("profiles.json"))));
     }
-    MainWindow::Options o;
-    o.dbPath = dir.filePath(QStringLiteral("conversations.sqlite"));
-    o.profilesPath = dir.filePath(QStringLiteral("profiles.json"));
-    o.askFirstRun = false;
-    o.useTray = false;
-    MainWindow w(o);
-    w.show();
-    ASSERT_TRUE(spinUntil([&] { return w.engine()->state() == EngineHost::State::ready; }));
+    MainWindow w(windowOptions(dir));
+    ASSERT_TRUE(showUntilReady(w));
     QAction* action = nullptr;
     for (QAction* menu : w.menuBar()->actions())
         if (menu->menu())
@@ -409,14 +405,8 @@ TEST(BenchmarkWindow, TheModelTheUserPickedComesBackAfterARun) {
         ProfileStore store = twoProfiles();
         ASSERT_TRUE(store.save(dir.filePath(QStringLiteral("profiles.json"))));
     }
-    MainWindow::Options o;
-    o.dbPath = dir.filePath(QStringLiteral("conversations.sqlite"));
-    o.profilesPath = dir.filePath(QStringLiteral("profiles.json"));
-    o.askFirstRun = false;
-    o.useTray = false;
-    MainWindow w(o);
-    w.show();
-    ASSERT_TRUE(spinUntil([&] { return w.engine()->state() == EngineHost::State::ready; }));
+    MainWindow w(windowOptions(dir));
+    ASSERT_TRUE(showUntilReady(w));
     ASSERT_FALSE(w.engine()->isDemo());
     QComboBox* models = w.modelSwitcher();
     int demo = -1;

@@ -29,12 +29,13 @@
 #include <QToolButton>
 
 #include "app/mainwindow.h"
-#include "app/paths.h"
+#include "common/paths.h"
 #include "app/theme.h"
 #include "conversation/chatinput.h"
 #include "conversation/chatview.h"
 #include "conversation/markdown.h"
 #include "conversation/messagemodel.h"
+#include "fixture_window.h"
 #include "gui_test_support.h"
 #include "support/fixtures.h"
 
@@ -413,14 +414,8 @@ const QString kForced = QStringLiteral(
 class ChatWindowTest : public ::testing::Test {
 protected:
     void SetUp() override {
-        MainWindow::Options o;
-        o.modelDir = QString::fromStdString(neural::test::tiny_model_dir().string());
-        o.dbPath = m_dir.filePath(QStringLiteral("conversations.sqlite"));
-        o.profilesPath = m_dir.filePath(QStringLiteral("profiles.json"));
-        o.askFirstRun = false;
-        o.useTray = false;
         appSettings()->setValue(QStringLiteral("chat/maxTokens"), 30);
-        m_window = std::make_unique<MainWindow>(o);
+        m_window = std::make_unique<MainWindow>(test::fixtureWindowOptions(m_dir));
         m_window->engine()->setForcedOutput(kForced);
         m_window->show();
     }

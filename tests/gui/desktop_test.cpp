@@ -40,7 +40,7 @@
 #include "app/discovery.h"
 #include "generationqueue.h"
 #include "app/mainwindow.h"
-#include "app/paths.h"
+#include "common/paths.h"
 #include "conversation/chatinput.h"
 #include "conversation/chatview.h"
 #include "conversation/conversationmodel.h"
@@ -58,13 +58,12 @@
 namespace neural::gui {
 namespace {
 
+using test::fixtureDir;
 using test::fixtureWindowOptions;
-using test::openFixtureWindow;
 using test::sendAndWait;
+using test::showUntilReady;
 using test::spinUntil;
-using test::waitIdle;
-
-QString fixtureDir() { return QString::fromStdString(neural::test::tiny_model_dir().string()); }
+using test::windowOptions;
 
 // Answers the next message box with `button` once it is open (QMessageBox::question runs its own
 // event loop).
@@ -81,29 +80,18 @@ void answerNextBox(QMessageBox::StandardButton button, bool* seen = nullptr) {
     poll->start();
 }
 
-class DesktopTest : public ::testing::Test {
+class DesktopTest : public test::WindowTest {
 protected:
-    void SetUp() override {
-        appSettings()->clear();
-        appSettings()->setValue(QStringLiteral("chat/maxTokens"), 12);
-        open();
-    }
-    MainWindow::Options options() const { return fixtureWindowOptions(m_dir); }
-    void open() { openFixtureWindow(m_window, options()); }
+    DesktopTest() : WindowTest(12) {}
     void restart() {
         m_window.reset();  // as when the app quits: the window's state is saved
         open();
     }
-    bool idle() { return waitIdle(*m_window); }
-    bool send(const QString& text) { return sendAndWait(*m_window, text); }
     QStringList titles() {
         QStringList t;
         for (const ConversationInfo& c : m_window->store().conversations()) t << c.title;
         return t;
     }
-
-    QTemporaryDir m_dir;
-    std::unique_ptr<MainWindow> m_window;
 };
 
 TEST_F(DesktopTest, LayoutOpenConversationScrollAndApiSurviveARestart) {
@@ -470,15 +458,8 @@ TEST(PersistentTeam, AFailureToLoadItShowsInTheStatusBar) {
     ASSERT_TRUE(profiles.save(profilesFile));
     qputenv("NEURAL_KDLL", dir.filePath(QStringLiteral("no-such-library.so")).toUtf8());
 
-    MainWindow::Options o;
-    o.dbPath = dir.filePath(QStringLiteral("c.sqlite"));
-    o.profilesPath = profilesFile;
-    o.askFirstRun = false;
-    o.useTray = false;
-    MainWindow w(o);
-    w.show();
-    ASSERT_TRUE(spinUntil([&] { return w.engine()->state() == EngineHost::State::ready; }, 60000))
-        << w.engine()->lastError().toStdString();
+    MainWindow w(windowOptions(dir));  // the profiles just written
+    ASSERT_TRUE(showUntilReady(w, 60000));
     qunsetenv("NEURAL_KDLL");
     const QString text = w.engineLabel()->text();
     EXPECT_FALSE(text.startsWith(QStringLiteral("Ready:"))) << text.toStdString();
@@ -517,15 +498,8 @@ TEST(PersistentTeam, NoWarningWhenTheProfileTurnsItOff) {
     const QString profilesFile = dir.filePath(QStringLiteral("profiles.json"));
     ASSERT_TRUE(profiles.save(profilesFile));
 
-    MainWindow::Options o;
-    o.dbPath = dir.filePath(QStringLiteral("c.sqlite"));
-    o.profilesPath = profilesFile;
-    o.askFirstRun = false;
-    o.useTray = false;
-    MainWindow w(o);
-    w.show();
-    ASSERT_TRUE(spinUntil([&] { return w.engine()->state() == EngineHost::State::ready; }, 60000))
-        << w.engine()->lastError().toStdString();
+    MainWindow w(windowOptions(dir));  // the profiles just written
+    ASSERT_TRUE(showUntilReady(w, 60000));
     const QString text = w.engineLabel()->text();
     EXPECT_TRUE(text.startsWith(QStringLiteral("Ready:"))) << text.toStdString();
     EXPECT_EQ(text.indexOf(QStringLiteral("persistent")), -1) << text.toStdString();
@@ -782,16 +756,9 @@ TEST_F(Discovery, TheSwitcherLoadsAFoundModelWithoutWritingIntoItsFolder) {
     QTemporaryDir home;
     appSettings()->setValue(QStringLiteral("chat/maxTokens"), 8);
     {
-        MainWindow::Options o;
-        o.modelDir = fixtureDir();
-        o.dbPath = home.filePath(QStringLiteral("c.sqlite"));
-        o.profilesPath = home.filePath(QStringLiteral("p.json"));
-        o.askFirstRun = false;
-        o.useTray = false;
-        MainWindow w(o);
+        MainWindow w(fixtureWindowOptions(home));
         w.engine()->setForcedOutput(QStringLiteral("<|channel|>final<|message|>Hi.<|end|>"));
-        w.show();
-        ASSERT_TRUE(spinUntil([&] { return w.engine()->state() == EngineHost::State::ready; }));
+        ASSERT_TRUE(showUntilReady(w));
         w.setDiscoveryRoots(m_roots);
         QComboBox* models = w.modelSwitcher();
         // docs/images/discovery.png: the switcher's list with the models found, over a

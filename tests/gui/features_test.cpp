@@ -24,9 +24,9 @@
 #include <QTimer>
 #include <QToolButton>
 
-#include "app/dialogs.h"
+#include "common/dialogs.h"
 #include "app/mainwindow.h"
-#include "app/paths.h"
+#include "common/paths.h"
 #include "conversation/assistants.h"
 #include "conversation/attachments.h"
 #include "conversation/chatinput.h"
@@ -42,27 +42,13 @@
 namespace neural::gui {
 namespace {
 
-using test::fixtureWindowOptions;
-using test::openFixtureWindow;
-using test::sendAndWait;
 using test::spinFor;
 using test::spinUntil;
-using test::waitIdle;
 
-class FeaturesTest : public ::testing::Test {
+class FeaturesTest : public test::WindowTest {
 protected:
-    void SetUp() override {
-        appSettings()->clear();
-        appSettings()->setValue(QStringLiteral("chat/maxTokens"), 12);
-        openFixtureWindow(m_window, fixtureWindowOptions(m_dir));
-    }
-    void TearDown() override { m_window.reset(); }
-    bool idle() { return waitIdle(*m_window); }
-    bool send(const QString& text) { return sendAndWait(*m_window, text); }
+    FeaturesTest() : WindowTest(12) {}
     ContextMeter* meter() { return m_window->contextMeter(); }
-
-    QTemporaryDir m_dir;
-    std::unique_ptr<MainWindow> m_window;
 };
 
 // The meter counts the prompt the next turn sends: the count shown before sending is the
@@ -508,7 +494,7 @@ TEST_F(FeaturesTest, RegeneratingAnEarlierReplyKeepsTheLaterMessagesAsAVersion) 
 
     // After a restart the conversation store has both branches.
     m_window.reset();
-    openFixtureWindow(m_window, fixtureWindowOptions(m_dir));
+    open();
     m_window->selectConversation(conv);
     expectOldBranch();
     m_window->showVersion(1, 1);

@@ -32,11 +32,12 @@
 #include "app/applog.h"
 #include "app/guideviewer.h"
 #include "app/mainwindow.h"
-#include "app/paths.h"
-#include "app/wheelguard.h"
+#include "common/paths.h"
+#include "common/wheelguard.h"
 #include "conversation/chatinput.h"
 #include "conversation/chatview.h"
 #include "conversation/markdown.h"
+#include "fixture_window.h"
 #include "gui_test_support.h"
 #include "settings/profile.h"
 #include "support/fixtures.h"
@@ -83,12 +84,7 @@ private:
 class MainWindowTest : public ::testing::Test {
 protected:
     void SetUp() override {
-        MainWindow::Options o;
-        o.modelDir = QString::fromStdString(neural::test::tiny_model_dir().string());
-        o.dbPath = m_dir.filePath(QStringLiteral("conversations.sqlite"));
-        o.profilesPath = m_dir.filePath(QStringLiteral("profiles.json"));
-        o.askFirstRun = false;
-        o.useTray = false;
+        const MainWindow::Options o = test::fixtureWindowOptions(m_dir);
         // One CPU thread for the model (the profile's threads knob reaches LoadOptions::threads):
         // the fixture is tiny and the machine may be shared, where OpenMP barriers stall.
         ProfileStore profiles;
@@ -305,12 +301,7 @@ TEST(DemoModel, IsCreatedOnFirstUseAndTheBannerSaysItsWeightsAreRandom) {
         "NEURAL_DEMO_TOKENIZER",
         QByteArray::fromStdString((neural::test::tiny_model_dir() / "tokenizer.json").string()));
     QTemporaryDir dir;
-    MainWindow::Options o;
-    o.dbPath = dir.filePath(QStringLiteral("c.sqlite"));
-    o.profilesPath = dir.filePath(QStringLiteral("p.json"));
-    o.askFirstRun = false;  // no model set up: the demo model, without asking
-    o.useTray = false;
-    MainWindow w(o);
+    MainWindow w(test::windowOptions(dir));  // no model set up: the demo model, without asking
     w.show();
     ASSERT_TRUE(
         spinUntil([&] { return w.engine()->state() != EngineHost::State::loading; }, 120000));
@@ -331,13 +322,9 @@ TEST(DemoModel, IsCreatedOnFirstUseAndTheBannerSaysItsWeightsAreRandom) {
 
 TEST(BadModel, TheWindowSaysWhyAndOffersTheWizardWithoutBlocking) {
     QTemporaryDir dir;
-    MainWindow::Options o;
-    o.modelDir = dir.filePath(QStringLiteral("not-a-model"));
+    const MainWindow::Options o =
+        test::windowOptions(dir, dir.filePath(QStringLiteral("not-a-model")));
     QDir().mkpath(o.modelDir);
-    o.dbPath = dir.filePath(QStringLiteral("c.sqlite"));
-    o.profilesPath = dir.filePath(QStringLiteral("p.json"));
-    o.askFirstRun = false;
-    o.useTray = false;
     MainWindow w(o);
     w.show();
     QMessageBox* box = nullptr;

@@ -32,7 +32,7 @@
 
 #include "app/mainwindow.h"
 #include "app/modelcatalog.h"
-#include "app/paths.h"
+#include "common/paths.h"
 #include "app/theme.h"
 #include "conversation/chatinput.h"
 #include "conversation/chatview.h"
@@ -47,30 +47,18 @@
 namespace neural::gui {
 namespace {
 
-using test::fixtureWindowOptions;
-using test::openFixtureWindow;
-using test::sendAndWait;
+using test::fixtureDir;
 using test::spinFor;
 using test::spinUntil;
-using test::waitIdle;
 
-QString fixtureDir() { return QString::fromStdString(neural::test::tiny_model_dir().string()); }
-
-class PanelTest : public ::testing::Test {
+class PanelTest : public test::WindowTest {
 protected:
-    void SetUp() override {
-        appSettings()->clear();
-        appSettings()->setValue(QStringLiteral("chat/maxTokens"), 12);
-        open();
-    }
+    PanelTest() : WindowTest(12) {}
     void TearDown() override {
-        m_window.reset();
+        WindowTest::TearDown();
         setSystemDarkForTesting(std::nullopt);
         applyTheme(QStringLiteral("light"));
     }
-    void open() { openFixtureWindow(m_window, fixtureWindowOptions(m_dir)); }
-    bool idle() { return waitIdle(*m_window); }
-    bool send(const QString& text) { return sendAndWait(*m_window, text); }
     SettingsPanel* panel() { return m_window->settingsPanel(); }
     // Sends `keys` to the window as a user would (the shortcut map needs the active window).
     void press(QWidget* target, Qt::Key key, Qt::KeyboardModifiers mods) {
@@ -78,9 +66,6 @@ protected:
         QTest::keyClick(target, key, mods);
         spinFor(20);
     }
-
-    QTemporaryDir m_dir;
-    std::unique_ptr<MainWindow> m_window;
 };
 
 // The panel's values ride the turn's chat request, the same SamplingParams an API request

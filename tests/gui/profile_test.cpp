@@ -21,7 +21,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "app/paths.h"
+#include "common/paths.h"
 #include "settings/profile.h"
 #include "settings/profiledialog.h"
 #include "support/fixtures.h"

@@ -26,7 +26,7 @@
 #include <QToolButton>
 
 #include "app/mainwindow.h"
-#include "app/paths.h"
+#include "common/paths.h"
 #include "builtin_test_support.h"
 #include "conversation/chatview.h"
 #include "fixture_window.h"
@@ -40,8 +40,6 @@
 namespace neural::gui {
 namespace {
 
-using test::fixtureWindowOptions;
-using test::openFixtureWindow;
 using test::spinUntil;
 
 const QString kNode = QStringLiteral(NEURAL_MCP_NODE);
@@ -73,14 +71,9 @@ const QString kAnswer = QStringLiteral("<|channel|>final<|message|>Done.<|return
 // How long a turn of the fixture may take: generous, for a loaded CI machine.
 constexpr int kTurnMs = 120000;
 
-class ToolServersTest : public ::testing::Test {
+class ToolServersTest : public test::WindowTest {
 protected:
-    void SetUp() override {
-        appSettings()->clear();
-        appSettings()->setValue(QStringLiteral("chat/maxTokens"), 64);
-        openFixtureWindow(m_window, fixtureWindowOptions(m_dir));
-    }
-    void TearDown() override { m_window.reset(); }
+    ToolServersTest() : WindowTest(64) {}
 
     MessageModel* messages() { return m_window->messages(); }
     int last() { return messages()->rowCount() - 1; }
@@ -140,9 +133,6 @@ protected:
             return ::testing::AssertionFailure() << d.serverState(row).toStdString();
         return ::testing::AssertionSuccess();
     }
-
-    QTemporaryDir m_dir;
-    std::unique_ptr<MainWindow> m_window;
 };
 
 // The issue's "Done means": the filesystem server added from its JSON, a call approved, the

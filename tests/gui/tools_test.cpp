@@ -25,7 +25,7 @@
 #include <QToolButton>
 
 #include "app/mainwindow.h"
-#include "app/paths.h"
+#include "common/paths.h"
 #include "conversation/chatview.h"
 #include "conversation/conversationstore.h"
 #include "fixture_window.h"
@@ -41,10 +41,7 @@
 namespace neural::gui {
 namespace {
 
-using test::fixtureWindowOptions;
-using test::openFixtureWindow;
 using test::spinUntil;
-using test::waitIdle;
 
 // One call of the test provider: finishes after a moment with the outcome its mode gives, or
 // (hang) only when cancelled.
@@ -131,16 +128,14 @@ const QString kCall = QStringLiteral(
     "<|channel|>commentary to=files.read <|constrain|>json<|message|>{\"path\":\"a.txt\"}<|call|>");
 const QString kAnswer = QStringLiteral("<|channel|>final<|message|>The file says hello.<|return|>");
 
-class ToolsTest : public ::testing::Test {
+class ToolsTest : public test::WindowTest {
 protected:
+    ToolsTest() : WindowTest(64) {}
     void SetUp() override {
-        appSettings()->clear();
-        appSettings()->setValue(QStringLiteral("chat/maxTokens"), 64);
-        openFixtureWindow(m_window, fixtureWindowOptions(m_dir));
+        WindowTest::SetUp();
         m_provider = new FakeProvider;
         m_window->tools()->addProvider(m_provider);
     }
-    void TearDown() override { m_window.reset(); }
 
     MessageModel* messages() { return m_window->messages(); }
     int last() { return messages()->rowCount() - 1; }
@@ -179,8 +174,6 @@ protected:
         return nullptr;
     }
 
-    QTemporaryDir m_dir;
-    std::unique_ptr<MainWindow> m_window;
     FakeProvider* m_provider = nullptr;
 };
 
@@ -509,7 +502,7 @@ TEST_F(ToolsTest, ToolCallsSurviveReopeningAndBranching) {
     // A second window on the same file: the card, its outcome and result come back.
     m_window->newConversation();
     m_window.reset();
-    openFixtureWindow(m_window, fixtureWindowOptions(m_dir));
+    open();
     m_provider = new FakeProvider;
     m_window->tools()->addProvider(m_provider);
     m_window->selectConversation(id);
@@ -570,11 +563,7 @@ protected:
         QTest::qWait(200);
         ASSERT_TRUE(m_window->grab().save(dir + QLatin1Char('/') + QLatin1String(name)));
     }
-    void SetUp() override {
-        appSettings()->clear();
-        appSettings()->setValue(QStringLiteral("chat/maxTokens"), 64);
-        openFixtureWindow(m_window, fixtureWindowOptions(m_dir));
-    }
+    void SetUp() override { WindowTest::SetUp(); }  // the real providers, no fake one
     // Sends `text` with the reply forced to `call`; waits for its card.
     bool sendForced(const QString& text, const QString& call) {
         m_window->engine()->queueForcedOutput(call);

@@ -22,7 +22,7 @@
 #include <QSignalSpy>
 #include <QTemporaryDir>
 
-#include "app/paths.h"
+#include "common/paths.h"
 #include "gui_test_support.h"
 #include "runtime/model.h"
 #include "runtime/options.h"

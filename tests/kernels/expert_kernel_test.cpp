@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "cpu/team/fp_control.h"
+#include "cpu/persistent/fp_control.h"
 #include "cpu/team/worker_team.h"
 #include "neural/error.h"
 #include "store/format.h"

@@ -1,6 +1,6 @@
 #include "cpu/kernels/attention_kernel.h"
 
-#include "cpu/ops.h"
+#include "cpu/kernels/attention_reference.h"
 #include "platform/cpu_features.h"
 
 namespace neural::cpu {

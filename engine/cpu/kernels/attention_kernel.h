@@ -1,7 +1,7 @@
 // Attention with sinks for the fast CPU path (docs/KERNELS.md "Attention"): the query heads of
 // one GQA group against the n cached keys and values of their K/V head, one query position.
 //
-// The reference is cpu::attend_with_sink (engine/cpu/ops.h), one head at a time; the fp32
+// The reference is cpu::attend_with_sink (attention_reference.h), one head at a time; the fp32
 // reference model keeps it. The AVX-512 variant computes the same softmax with sinks: per head,
 // scores q.k_j * scale (16-lane partial sums, a fixed reduction tree), their maximum with the
 // sink, exp(s - max) by a degree-6 polynomial (Cephes expf, ~1 ulp) instead of the C library,

@@ -40,7 +40,7 @@
 #include <vector>
 
 #include "cpu/persistent/team_abi.h"
-#include "cpu/team/fp_control.h"
+#include "cpu/persistent/fp_control.h"
 #include "platform/thread_affinity.h"
 
 #if NEURAL_FP_CONTROL_X86

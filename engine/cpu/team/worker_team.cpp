@@ -10,7 +10,7 @@
 #endif
 
 #include "cpu/persistent/team_abi.h"
-#include "cpu/team/fp_control.h"
+#include "cpu/persistent/fp_control.h"
 #include "neural/error.h"
 #include "platform/shared_library.h"
 #include "platform/thread_affinity.h"

@@ -5,7 +5,7 @@
 //    loaded at run time: N-1 persistent threads that spin (then yield, then park) between
 //    jobs, so a job costs no thread-team entry/exit. Jobs it cannot run fall back to a
 //    ReferenceTeam and are counted.
-// Both install the caller's floating-point control state (team/fp_control.h) in every thread
+// Both install the caller's floating-point control state (persistent/fp_control.h) in every thread
 // for the job, so a task computes the same bits whichever thread claims it: results depend only
 // on how tasks are defined, never on the thread count or the schedule.
 #pragma once

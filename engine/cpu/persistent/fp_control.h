@@ -3,7 +3,8 @@
 // exception masks (bits 7-12); the status flags (bits 0-5) are not part of it. Worker threads do
 // not inherit later changes of the caller's MXCSR, so a team installs it for every job, which is
 // what makes FTZ/DAZ or a directed rounding mode give the same bits on any thread.
-// Header-only: the persistent-team library compiles it too.
+// Header-only, beside the persistent-team library's C ABI: both that library and the engine's
+// teams (cpu/team/) compile it.
 #pragma once
 
 #include <cstdint>

@@ -1,4 +1,4 @@
-#include "app/dialogs.h"
+#include "common/dialogs.h"
 
 #include <QApplication>
 #include <QFontMetrics>

@@ -16,7 +16,8 @@ namespace neural {
 std::vector<GpuDevice> gpu_devices(std::string* why) {
     std::vector<GpuDevice> out;
     for (const auto& d : cuda::list_devices(why)) {
-        out.push_back({d.index, d.name, d.total_bytes, d.free_bytes});
+        out.push_back(
+            {d.index, d.name, d.compute_major, d.compute_minor, d.total_bytes, d.free_bytes});
     }
     return out;
 }
