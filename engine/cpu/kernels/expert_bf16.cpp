@@ -10,6 +10,7 @@
 #include <cstring>
 #include <new>
 
+#include "cpu/kernels/exact_fma.h"
 #include "cpu/kernels/expert_bf16_impl.h"
 #include "neural/error.h"
 #include "platform/cpu_features.h"
@@ -20,26 +21,6 @@ using bf16_detail::Gemm;
 using bf16_detail::GemmFn;
 
 namespace {
-
-// a * b + c rounded once to fp32 without the C library's fmaf (mingw-w64's is not correctly
-// rounded): the product of two floats is exact in double, the sum is rounded to odd in double
-// (its two-sum error decides the last bit), and round-to-odd with 53 >= 2 x 24 + 2 bits rounds
-// to fp32 exactly like one rounding.
-float exact_fmaf(float a, float b, float c) {
-    const double p = static_cast<double>(a) * static_cast<double>(b);
-    const double cd = c;
-    double s = p + cd;
-    if (!std::isfinite(s)) return static_cast<float>(s);
-    const double bb = s - p;
-    const double err = (p - (s - bb)) + (cd - bb);
-    std::uint64_t bits;
-    std::memcpy(&bits, &s, sizeof bits);
-    if (err != 0.0 && (bits & 1u) == 0) {
-        bits = (err > 0) == (s > 0) ? bits + 1 : bits - 1;  // the odd neighbour toward err
-        std::memcpy(&s, &bits, sizeof s);
-    }
-    return static_cast<float>(s);
-}
 
 // FTZ: a result below 2^-126 in magnitude becomes zero of its sign.
 float ftz(float v) { return std::fpclassify(v) == FP_SUBNORMAL ? std::copysign(0.0f, v) : v; }
