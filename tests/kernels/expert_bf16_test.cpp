@@ -18,7 +18,6 @@
 #include <utility>
 #include <vector>
 
-#include "model/mxfp4.h"
 #include "neural/error.h"
 #include "test_experts.h"
 
@@ -49,15 +48,6 @@ std::uint32_t bits_of(float f) {
     return b;
 }
 float bf16_value(std::uint16_t v) { return from_bits(static_cast<std::uint32_t>(v) << 16); }
-
-std::vector<float> decoded_row(const TestExpert& e, Projection p, std::int64_t r) {
-    const cpu::ExpertRecordView v = e.view(false);
-    const int g = v.blocks_per_row(p);
-    std::vector<float> row(static_cast<size_t>(g) * 32);
-    mxfp4::decode_row(v.data() + v.codes_offset(p) + r * g * 16,
-                      v.data() + v.scales_offset(p) + r * g, g, row.data());
-    return row;
-}
 
 std::vector<std::uint16_t> to_bf16(const std::vector<float>& x) {
     std::vector<std::uint16_t> out(x.size());
@@ -255,7 +245,7 @@ TEST(Bf16Expert, ReferenceIsTheDotOfTheDecodedOperands) {
         cpu::bf16_expert_gemm(Bf16ExpertIsa::scalar, e.view(false), 0, row0, 16, x.data(), 128, n,
                               out.data(), 16);
         for (int r = 0; r < 16; ++r) {
-            const std::vector<float> w = decoded_row(e, Projection::kGateUp, row0 + r);
+            const std::vector<float> w = test::decode_raw_row(e, Projection::kGateUp, row0 + r);
             for (int i = 0; i < n; ++i) {
                 double dot = 0, mag = 0;
                 for (int k = 0; k < 128; ++k) {

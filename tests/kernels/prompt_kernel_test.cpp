@@ -17,7 +17,6 @@
 #include <vector>
 
 #include "cpu/team/worker_team.h"
-#include "model/mxfp4.h"
 #include "neural/error.h"
 #include "test_experts.h"
 
@@ -120,16 +119,6 @@ TEST(PromptQuantize, ZeroAndNonFiniteBlocks) {
     }
 }
 
-// Rows of a projection decoded to fp32 by the checkpoint decoder (model/mxfp4.h).
-std::vector<float> decoded_row(const TestExpert& e, Projection p, std::int64_t r) {
-    const cpu::ExpertRecordView v = e.view(false);
-    const int g = v.blocks_per_row(p);
-    std::vector<float> row(static_cast<size_t>(g) * 32);
-    mxfp4::decode_row(v.data() + v.codes_offset(p) + r * g * 16,
-                      v.data() + v.scales_offset(p) + r * g, g, row.data());
-    return row;
-}
-
 // gemm16 of every variant: the same bits as the scalar reference for raw and packed records,
 // token counts across the register-tile sizes, both projections; and the value a double
 // precision dot product of the dequantized operands gives (which checks the operand order).
@@ -160,7 +149,7 @@ TEST(PromptGemm, VariantsEqualTheScalarReferenceAndTheDequantizedDot) {
                     }
                 }
                 for (int r = 0; r < 16; ++r) {
-                    const std::vector<float> w = decoded_row(e, proj, row0 + r);
+                    const std::vector<float> w = test::decode_raw_row(e, proj, row0 + r);
                     for (int i = 0; i < n; ++i) {
                         double dot = 0, mag = 0;
                         for (int k = 0; k < cols; ++k) {

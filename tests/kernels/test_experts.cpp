@@ -146,8 +146,6 @@ cpu::ExpertInput TestExpert::input(bool packed_record, float weight) const {
     return in;
 }
 
-namespace {
-
 // Row r of a projection of the raw record, decoded like the reference model does.
 std::vector<float> decode_raw_row(const TestExpert& e, Projection p, std::int64_t r) {
     const cpu::ExpertRecordView v = e.view(false);
@@ -157,8 +155,6 @@ std::vector<float> decode_raw_row(const TestExpert& e, Projection p, std::int64_
                       v.data() + v.scales_offset(p) + r * g, g, row.data());
     return row;
 }
-
-}  // namespace
 
 void reference_decode(const std::vector<const TestExpert*>& experts,
                       const std::vector<float>& weights, const float* x, float* out, float limit,

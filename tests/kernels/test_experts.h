@@ -51,6 +51,10 @@ struct TestExpert {
 
 TestExpert make_test_expert(const ExpertSpec& spec);
 
+// Row r of a projection of the raw record decoded to fp32 by the checkpoint decoder
+// (model/mxfp4.h), as the reference model reads it.
+std::vector<float> decode_raw_row(const TestExpert& e, Projection p, std::int64_t r);
+
 // Packs a raw record with the store's own scale codec (engine/store/format.h).
 void pack_record(const std::uint8_t* raw, int hidden, int intermediate, AlignedBytes* packed,
                  std::uint32_t* escaped_gate_up, std::uint32_t* escaped_down);
