@@ -20,15 +20,15 @@ void HybridBackend::token(TokenId id, std::int64_t pos, bool prompt, float* logi
     DecodeTally tally;
     tally.count_moe = in_.moe != nullptr && in_.moe->enabled.load(std::memory_order_relaxed);
     begin_token(id, pos);
-    for (int l = 0; l < n_layers_; ++l) {
+    for (int l = 0; l < shape_.layers; ++l) {
         throw_if_cancelled(cancel);
         launch_layer(l, tally);
         const Route route = wait_for_routing(l, tally);
-        const std::span<const int> experts(route.sel, static_cast<std::size_t>(top_k_));
+        const std::span<const int> experts(route.sel, static_cast<std::size_t>(shape_.top_k));
         if (observer != nullptr) {
             observer->on_route(
                 l, pos, experts,
-                std::span<const float>(route.gate, static_cast<std::size_t>(top_k_)));
+                std::span<const float>(route.gate, static_cast<std::size_t>(shape_.top_k)));
         }
         residency_->observe(l, experts, prompt);
         const MissPlan misses = compute_misses(l, route, tally);
@@ -72,11 +72,11 @@ HybridBackend::Route HybridBackend::wait_for_routing(int l, DecodeTally& tally) 
     }
     tally.wait += ns_since(t0);
     Route r;
-    for (int k = 0; k < top_k_; ++k) {
+    for (int k = 0; k < shape_.top_k; ++k) {
         r.sel[k] = route[k];
-        const int g = route[top_k_ + k];
+        const int g = route[shape_.top_k + k];
         std::memcpy(&r.gate[k], &g, 4);
-        r.slot[k] = route[2 * top_k_ + k];
+        r.slot[k] = route[2 * shape_.top_k + k];
     }
     return r;
 }
@@ -90,7 +90,7 @@ HybridBackend::MissPlan HybridBackend::compute_misses(int l, const Route& route,
     float* cpu_out = decode_.cpu_out.host<float>();
     MissPlan plan;
     auto t0 = Clock::now();
-    std::memset(cpu_out, 0, static_cast<std::size_t>(hidden_) * 4);
+    std::memset(cpu_out, 0, static_cast<std::size_t>(shape_.hidden) * 4);
     choose_misses(l, route, plan, tally);
     const bool streams = plan.ns > 0 || plan.split >= 0;
     if (streams) {
@@ -129,16 +129,17 @@ HybridBackend::MissPlan HybridBackend::compute_misses(int l, const Route& route,
 // the GPU (streamed_choices), and the CPU's misses with their inputs; a CPU miss that is a
 // pending admission gets a free capture buffer, which the kernel fills with its record.
 void HybridBackend::choose_misses(int l, const Route& route, MissPlan& plan, DecodeTally& tally) {
-    for (int k = 0; k < top_k_; ++k) {
+    for (int k = 0; k < shape_.top_k; ++k) {
         plan.admit[k] = route.slot[k] < 0 && raw_store_ && !residency_->frozen() &&
                         residency_->admission_for(l, route.sel[k]);
     }
     if (streamed_.stream != nullptr) {
-        const std::span<const int> slots(route.slot, static_cast<std::size_t>(top_k_));
-        const std::span<const bool> admit(plan.admit, static_cast<std::size_t>(top_k_));
+        const std::span<const int> slots(route.slot, static_cast<std::size_t>(shape_.top_k));
+        const std::span<const bool> admit(plan.admit, static_cast<std::size_t>(shape_.top_k));
         if (opt_.split_misses) {
-            const StreamSplit sp = split_streamed_choices(
-                slots, admit, opt_.scratch_slots, streamed_.share, intermediate_, plan.streamed_k);
+            const StreamSplit sp =
+                split_streamed_choices(slots, admit, opt_.scratch_slots, streamed_.share,
+                                       shape_.intermediate, plan.streamed_k);
             plan.ns = sp.whole;
             plan.split = sp.split;
             plan.split_neurons = sp.split_neurons;
@@ -153,14 +154,14 @@ void HybridBackend::choose_misses(int l, const Route& route, MissPlan& plan, Dec
         // checked on the team, not one after another below (cpu/record_checks.h).
         int missed[cuda::kRouterMaxK];
         int m = 0;
-        for (int k = 0; k < top_k_; ++k) {
+        for (int k = 0; k < shape_.top_k; ++k) {
             if (route.slot[k] < 0) missed[m++] = route.sel[k];
         }
         cpu::verify_records(*in_.store, l,
                             std::span<const int>(missed, static_cast<std::size_t>(m)), *team_);
     }
     int n = 0;
-    for (int k = 0; k < top_k_; ++k) {
+    for (int k = 0; k < shape_.top_k; ++k) {
         if (route.slot[k] >= 0) {
             ++tally.hits;
             continue;
@@ -172,7 +173,7 @@ void HybridBackend::choose_misses(int l, const Route& route, MissPlan& plan, Dec
             // The CPU's part of a split miss: its first neurons, without the down bias (the
             // GPU's part adds it once).
             plan.inputs[n].record =
-                plan.inputs[n].record.slice(0, intermediate_ - plan.split_neurons);
+                plan.inputs[n].record.slice(0, shape_.intermediate - plan.split_neurons);
             plan.inputs[n].down_bias = nullptr;
         }
         plan.cpu_bytes += plan.inputs[n].record.bytes();
@@ -211,7 +212,7 @@ void HybridBackend::finish_token(float* logits_out, DecodeTally& tally) {
     t0 = Clock::now();
     NEURAL_CUDA(cuda::drv::stream_synchronize(stream_));
     tally.wait += ns_since(t0);
-    std::memcpy(logits_out, decode_.logits_host.ptr, static_cast<std::size_t>(vocab_) * 4);
+    std::memcpy(logits_out, decode_.logits_host.ptr, static_cast<std::size_t>(shape_.vocab) * 4);
     if (in_.counters != nullptr && timing_.on) add_gpu_times(*in_.counters);
 }
 

@@ -56,12 +56,12 @@ void HybridBackend::capture_graphs() {
     float* h_host = decode_.h_host.device<float>();
     float* cpu_out = decode_.cpu_out.device<float>();
     int* route = decode_.route.device<int>();
-    const cuda::RouterOut host_out{route, reinterpret_cast<float*>(route + top_k_),
-                                   route + 2 * top_k_};
+    const cuda::RouterOut host_out{route, reinterpret_cast<float*>(route + shape_.top_k),
+                                   route + 2 * shape_.top_k};
     // Timing events (the bench's GPU time per token, GpuOptions::time_gpu) where this
     // device's graphs can hold them; else plain events and no GPU times.
     timing_.on = opt_.time_gpu && graphs_can_time(stream_);
-    timing_.cpu_busy.assign(static_cast<std::size_t>(n_layers_), 0);
+    timing_.cpu_busy.assign(static_cast<std::size_t>(shape_.layers), 0);
     const unsigned event_flags =
         timing_.on ? cuda::drv::kEventDefault : cuda::drv::kEventDisableTiming;
     auto event = [&](std::vector<CUevent>& into) {
@@ -74,7 +74,7 @@ void HybridBackend::capture_graphs() {
         NEURAL_CUDA(
             cuda::drv::event_record_with_flags(ev, stream_, cuda::drv::kEventRecordExternal));
     };
-    for (int l = 0; l < n_layers_; ++l) {
+    for (int l = 0; l < shape_.layers; ++l) {
         const LayerDevice& ld = layers_[static_cast<std::size_t>(l)];
         const CUevent ev = event(decode_.routed);
         const CUevent start = timing_.on ? event(timing_.layer_start) : nullptr;
@@ -82,12 +82,12 @@ void HybridBackend::capture_graphs() {
         NEURAL_CUDA(cuda::drv::stream_begin_capture(stream_, cuda::drv::kCaptureThreadLocal));
         if (timing_.on) mark(start);
         if (l == 0) {
-            cuda::copy_vector(in_x, decode_.x, hidden_, stream_);
+            cuda::copy_vector(in_x, decode_.x, shape_.hidden, stream_);
         } else {
-            cuda::add_moe(decode_.x, decode_.moe_gpu, cpu_out, hidden_, stream_);
+            cuda::add_moe(decode_.x, decode_.moe_gpu, cpu_out, shape_.hidden, stream_);
         }
         const int window = c.layer_is_sliding[static_cast<std::size_t>(l)] ? c.sliding_window : 0;
-        const int* table = slots_.table + static_cast<std::size_t>(l) * n_experts_;
+        const int* table = slots_.table + static_cast<std::size_t>(l) * shape_.experts;
         if (opt_.fused_decode) {
             // 3 launches (cuda/decode_fused.h) for the 9 below, with their device functions (the
             // same bits expected). decode_.h is not
@@ -96,12 +96,12 @@ void HybridBackend::capture_graphs() {
             a.x = decode_.x;
             a.norm_w = ld.input_norm;
             a.eps = c.rms_norm_eps;
-            a.hidden = hidden_;
+            a.hidden = shape_.hidden;
             a.qkv_w = ld.qkv_w;
             a.qkv_b = ld.qkv_b;
-            a.q_heads = q_heads_;
-            a.kv_heads = kv_heads_;
-            a.head_dim = head_dim_;
+            a.q_heads = shape_.q_heads;
+            a.kv_heads = shape_.kv_heads;
+            a.head_dim = shape_.head_dim;
             a.inv_freq = inv_freq_;
             a.concentration = concentration_;
             a.pos = decode_.pos;
@@ -110,25 +110,25 @@ void HybridBackend::capture_graphs() {
             a.ring = ld.ring;
             a.qkv = decode_.qkv;
             cuda::norm_qkv_rope(a, stream_);
-            cuda::attention_decode(decode_.qkv, ld.k_cache, ld.v_cache, ld.sinks, q_heads_,
-                                   kv_heads_, head_dim_, window, ld.ring, decode_.pos,
+            cuda::attention_decode(decode_.qkv, ld.k_cache, ld.v_cache, ld.sinks, shape_.q_heads,
+                                   shape_.kv_heads, shape_.head_dim, window, ld.ring, decode_.pos,
                                    decode_.splits, decode_.attn_scratch, decode_.attn, stream_,
                                    decode_.fused_counters + 1);
             cuda::OprojRoute o;
             o.o_w = ld.o_w;
             o.o_b = ld.o_b;
             o.attn = decode_.attn;
-            o.attn_width = q_width_;
+            o.attn_width = shape_.q_width;
             o.x = decode_.x;
-            o.hidden = hidden_;
+            o.hidden = shape_.hidden;
             o.norm_w = ld.post_norm;
             o.eps = c.rms_norm_eps;
             o.h = decode_.h;
             o.h_mirror = h_host;
             o.router_w = ld.router_w;
             o.router_b = ld.router_b;
-            o.experts = n_experts_;
-            o.k = top_k_;
+            o.experts = shape_.experts;
+            o.k = shape_.top_k;
             o.router_logits = decode_.router_logits;
             o.slot_table = table;
             o.device_out = {ld.sel, ld.gate, ld.slot};
@@ -136,22 +136,22 @@ void HybridBackend::capture_graphs() {
             o.counter = decode_.fused_counters;
             cuda::oproj_norm_route(o, stream_);
         } else {
-            cuda::rms_norm(decode_.x, ld.input_norm, c.rms_norm_eps, hidden_, decode_.h, nullptr,
-                           stream_);
-            cuda::gemv_bf16(ld.qkv_w, ld.qkv_b, decode_.h, decode_.qkv, q_width_ + 2 * kv_width_,
-                            hidden_, false, stream_);
-            cuda::rope_kv(decode_.qkv, q_heads_, kv_heads_, head_dim_, inv_freq_, concentration_,
-                          decode_.pos, ld.k_cache, ld.v_cache, ld.ring, stream_);
-            cuda::attention_decode(decode_.qkv, ld.k_cache, ld.v_cache, ld.sinks, q_heads_,
-                                   kv_heads_, head_dim_, window, ld.ring, decode_.pos,
+            cuda::rms_norm(decode_.x, ld.input_norm, c.rms_norm_eps, shape_.hidden, decode_.h,
+                           nullptr, stream_);
+            cuda::gemv_bf16(ld.qkv_w, ld.qkv_b, decode_.h, decode_.qkv,
+                            shape_.q_width + 2 * shape_.kv_width, shape_.hidden, false, stream_);
+            cuda::rope_kv(decode_.qkv, shape_.q_heads, shape_.kv_heads, shape_.head_dim, inv_freq_,
+                          concentration_, decode_.pos, ld.k_cache, ld.v_cache, ld.ring, stream_);
+            cuda::attention_decode(decode_.qkv, ld.k_cache, ld.v_cache, ld.sinks, shape_.q_heads,
+                                   shape_.kv_heads, shape_.head_dim, window, ld.ring, decode_.pos,
                                    decode_.splits, decode_.attn_scratch, decode_.attn, stream_);
-            cuda::gemv_bf16(ld.o_w, ld.o_b, decode_.attn, decode_.x, hidden_, q_width_, true,
-                            stream_);
-            cuda::rms_norm(decode_.x, ld.post_norm, c.rms_norm_eps, hidden_, decode_.h, h_host,
-                           stream_);
-            cuda::gemv_bf16(ld.router_w, ld.router_b, decode_.h, decode_.router_logits, n_experts_,
-                            hidden_, false, stream_);
-            cuda::router_topk(decode_.router_logits, n_experts_, top_k_, table,
+            cuda::gemv_bf16(ld.o_w, ld.o_b, decode_.attn, decode_.x, shape_.hidden, shape_.q_width,
+                            true, stream_);
+            cuda::rms_norm(decode_.x, ld.post_norm, c.rms_norm_eps, shape_.hidden, decode_.h,
+                           h_host, stream_);
+            cuda::gemv_bf16(ld.router_w, ld.router_b, decode_.h, decode_.router_logits,
+                            shape_.experts, shape_.hidden, false, stream_);
+            cuda::router_topk(decode_.router_logits, shape_.experts, shape_.top_k, table,
                               {ld.sel, ld.gate, ld.slot}, host_out, stream_);
         }
         mark(ev);
@@ -167,20 +167,24 @@ void HybridBackend::capture_graphs() {
     }
     NEURAL_CUDA(cuda::drv::stream_begin_capture(stream_, cuda::drv::kCaptureThreadLocal));
     if (timing_.on) mark(timing_.tail_marks[0]);
-    cuda::add_moe(decode_.x, decode_.moe_gpu, cpu_out, hidden_, stream_);
-    cuda::rms_norm(decode_.x, final_norm_, c.rms_norm_eps, hidden_, decode_.h, nullptr, stream_);
-    cuda::gemv_bf16(lm_head_, nullptr, decode_.h, decode_.logits, vocab_, hidden_, false, stream_);
+    cuda::add_moe(decode_.x, decode_.moe_gpu, cpu_out, shape_.hidden, stream_);
+    cuda::rms_norm(decode_.x, final_norm_, c.rms_norm_eps, shape_.hidden, decode_.h, nullptr,
+                   stream_);
+    cuda::gemv_bf16(lm_head_, nullptr, decode_.h, decode_.logits, shape_.vocab, shape_.hidden,
+                    false, stream_);
     if (timing_.on) mark(timing_.tail_marks[1]);
     NEURAL_CUDA(cuda::drv::memcpy_async(decode_.logits_host.ptr, decode_.logits,
-                                        static_cast<std::size_t>(vocab_) * 4,
+                                        static_cast<std::size_t>(shape_.vocab) * 4,
                                         cuda::drv::kDeviceToHost, stream_));
     decode_.tail = end_capture();
     // Prefill's logits: decode_.x holds a prompt row (copied from the prefill activations).
     NEURAL_CUDA(cuda::drv::stream_begin_capture(stream_, cuda::drv::kCaptureThreadLocal));
-    cuda::rms_norm(decode_.x, final_norm_, c.rms_norm_eps, hidden_, decode_.h, nullptr, stream_);
-    cuda::gemv_bf16(lm_head_, nullptr, decode_.h, decode_.logits, vocab_, hidden_, false, stream_);
+    cuda::rms_norm(decode_.x, final_norm_, c.rms_norm_eps, shape_.hidden, decode_.h, nullptr,
+                   stream_);
+    cuda::gemv_bf16(lm_head_, nullptr, decode_.h, decode_.logits, shape_.vocab, shape_.hidden,
+                    false, stream_);
     NEURAL_CUDA(cuda::drv::memcpy_async(decode_.logits_host.ptr, decode_.logits,
-                                        static_cast<std::size_t>(vocab_) * 4,
+                                        static_cast<std::size_t>(shape_.vocab) * 4,
                                         cuda::drv::kDeviceToHost, stream_));
     decode_.tail_rows = end_capture();
 }
@@ -209,7 +213,7 @@ void HybridBackend::add_gpu_times(BackendCounters& bc) {
         return true;
     };
     std::uint64_t dense = 0, experts = 0, alone = 0, tail = 0;
-    for (int l = 0; l < n_layers_; ++l) {
+    for (int l = 0; l < shape_.layers; ++l) {
         const auto i = static_cast<std::size_t>(l);
         std::uint64_t d = 0, e = 0;
         if (!ns(timing_.layer_start[i], decode_.routed[i], d) ||

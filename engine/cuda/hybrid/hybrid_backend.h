@@ -30,8 +30,9 @@
 //   streamed_misses.cpp  --stream-misses: a share of a layer's misses computed on the GPU
 //   admission.h/.cpp     Admissions, an owned part: the slot pool's copy-on-compute uploads,
 //                        the batch after a prompt, the initial placement
-//   prefill.cpp          whole prompts on the GPU, layer- or block-major
-//   staging_ring.h/.cpp  prefill's producer threads (RAM -> pinned buffers)
+//   prompt_pipeline.h/.cpp  PromptPipeline, an owned part: whole prompts on the GPU, layer- or
+//                        block-major, with its scratch slots and staging rings
+//   staging_ring.h/.cpp  the prompt pipeline's producer threads (RAM -> pinned buffers)
 //   sequence.cpp         forward(): which positions the GPU keeps, sequence switches, K/V checkpoints
 #pragma once
 
@@ -55,8 +56,11 @@
 #include "cuda/expert_gemm.h"
 #include "cuda/router.h"
 #include "cuda/hybrid/admission.h"
+#include "cuda/hybrid/clock.h"
+#include "cuda/hybrid/device_model.h"
 #include "cuda/hybrid/host_buffer.h"
 #include "cuda/hybrid/kv_checkpoints.h"
+#include "cuda/hybrid/prompt_pipeline.h"
 #include "cuda/hybrid/residency.h"
 #include "cuda/hybrid/staging_ring.h"
 #include "cuda/hybrid/vram_plan.h"
@@ -69,23 +73,7 @@
 
 namespace neural::hybrid {
 
-using Clock = std::chrono::steady_clock;
 inline constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
-
-inline std::uint64_t ns_since(Clock::time_point t0) {
-    return static_cast<std::uint64_t>(
-        std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t0).count());
-}
-
-// One layer's weights and K/V cache in VRAM, and its router outputs.
-struct LayerDevice {
-    std::uint16_t *input_norm, *qkv_w, *qkv_b, *o_w, *o_b, *sinks, *post_norm, *router_w, *router_b,
-        *gate_up_bias, *down_bias;
-    float *k_cache, *v_cache;
-    int ring = 0;  // > 0: a sliding layer's K/V ring of this many positions (--kv-ring)
-    int *sel, *slot;
-    float* gate;
-};
 
 // Everything the backend allocates on the GPU: the rows of its VRAM plan (cuda/hybrid/vram_plan.h),
 // each allocation made under its row's name and recorded (dalloc).
@@ -123,43 +111,6 @@ struct GraphTiming {
     bool on = false;
     std::vector<CUevent> layer_start, layer_end, tail_marks;
     std::vector<char> cpu_busy;
-};
-
-// Prefill (init_prefill, docs/CUDA.md "Prefill"): prompt-sized device buffers, block-sized
-// scratch, scratch slots for staged experts, the staging rings.
-struct PrefillState {
-    bool on = false;  // prompts run on the GPU as a whole (else token by token)
-    int block = 0;    // tokens per block
-    int rows = 0;     // prompt positions held at once (vram_plan.h prompt_rows); chunks of it
-    std::vector<cuda::ExpertShape> shapes;  // per layer (prefill_expert_shape)
-    // Prompt-sized: residual stream, expert sum, the experts' input ([rows, hidden] each);
-    // routing and grouped entries ([context, k]).
-    float *x = nullptr, *acc = nullptr, *h = nullptr, *gate = nullptr;
-    int *sel = nullptr, *entries = nullptr;
-    // Block-sized: normed input, QKV, attention output, router logits, expert activations.
-    float *hin = nullptr, *qkv = nullptr, *attn = nullptr, *logits = nullptr, *act = nullptr;
-    float* y = nullptr;  // grouped GEMM's down rows (may be qkv)
-    // --expert-streams 2 (expert_rows): the second act buffer (may be qkv), the gate_ups' stream,
-    // and the events that order the two.
-    float* act2 = nullptr;
-    CUstream side = nullptr;
-    CUevent experts_start = nullptr, gate_up_done[2] = {nullptr, nullptr},
-            act_free[2] = {nullptr, nullptr};
-    // Scratch slots a staged expert is copied into; landed / free per slot.
-    std::uint8_t* scratch = nullptr;
-    std::vector<CUevent> scratch_landed, scratch_free;
-    CUevent h_ready = nullptr;       // the experts' input reached the host (CPU experts)
-    CUevent first_routed = nullptr;  // the first block's routing reached the host (early staging)
-    // Pinned host: a block's embeddings, the routing (sel then gate), grouped entries, the
-    // experts' input, the CPU experts' output rows and their per-token starts.
-    HostBuffer emb, route_host, entries_host, h_host, cpu_rows, cpu_start;
-    std::unique_ptr<StagingRing> ring;
-    std::unique_ptr<StagingRing> early;  // --prefill-early (layer-major), or null
-    const std::atomic<bool>* cancel =
-        nullptr;  // the running prompt's cancel flag (null outside prefill)
-    // The running prompt's routing counts [layer * experts] (new and re-processed rows), which
-    // admit_prompt_experts turns into admissions.
-    std::vector<std::uint32_t> counts;
 };
 
 // --stream-misses (init_stream_misses): the copies' stream, their landing event, the event of the
@@ -251,28 +202,6 @@ private:
         std::uint64_t submit = 0, wait = 0, cpu_ns = 0, adm_ns = 0, hits = 0, misses = 0,
                       streamed = 0, split = 0, cpu_bytes = 0;
     };
-    struct PrefillStats {
-        std::uint64_t launch_ns = 0, route_ns = 0, staging_ns = 0, cpu_ns = 0, cpu_wait_ns = 0;
-        std::uint64_t staged = 0, resident = 0, cpu_groups = 0, early = 0, grouped = 0;
-    };
-    // Where a prompt layer's expert runs (place_experts).
-    enum class Place { none, slot, staged, cpu };
-    // A prompt layer's experts over a range of rows (group_by_expert, place_experts): tokens per
-    // expert; its entries offset[e] .. offset[e + 1] of the grouped entries (prefill_.entries_host, on
-    // the device in prefill_.entries); where each runs; the ring's jobs and the CPU's experts in order.
-    struct ExpertGroups {
-        std::vector<int> count, offset;
-        std::vector<Place> where;
-        std::vector<std::pair<int, int>> staged;
-        std::vector<int> cpu_experts;
-    };
-    // The CPU's experts of a prompt layer on their worker thread (start_cpu_experts): the job
-    // (its time in ns) and the per-token starts of its output rows on the device.
-    struct CpuExperts {
-        std::future<std::uint64_t> job;
-        const int* start_dev = nullptr;
-    };
-
     // setup.cpp
     // One allocation of the plan's row `row`: its size comes from the plan, and it is recorded
     // under the row's name (device_allocations).
@@ -291,7 +220,8 @@ private:
     void init_cpu_side();
     void init_record_buffers();
     void place_static_experts();
-    void init_staging();
+    void init_prompt_pipeline();
+    void attach_prompt_pipeline();
     std::string description(const std::string& device_name) const;
     void release();
 
@@ -306,7 +236,6 @@ private:
     void fill_record(int layer, int e, std::uint8_t* dst) const;
     cuda::ExpertShape expert_shape() const;
     cuda::ExpertShape prefill_expert_shape(const LayerWeights& lw) const;
-    std::string expert_operands() const;
     const std::uint8_t* raw_record(int layer, int e) const;
     cpu::ExpertInput cpu_input(int layer, int e, int k);
     void embed(TokenId id, float* dst) const;
@@ -335,27 +264,6 @@ private:
     void copy_slice(std::uint8_t* dst, const std::uint8_t* record, int first, int neurons);
     void refine_stream_share();
 
-    // prefill.cpp
-    void init_prefill();
-    void prefill(const std::vector<TokenId>& work, std::int64_t start, std::int64_t first_out,
-                 float* logits_out, std::int64_t observe_from, RouterObserver* observer,
-                 const std::atomic<bool>* cancel);
-    void prefill_chunk(std::span<const TokenId> work, std::int64_t start, std::int64_t first_out,
-                       float* logits_out, std::int64_t observe_from, RouterObserver* observer,
-                       PrefillStats& st);
-    std::vector<int> stage_early(int l, int rows0, PrefillStats& st);
-    void dense_rows(int l, int b0, int rows, std::int64_t start, PrefillStats& st);
-    void expert_rows(int l, int b0, int rows, std::int64_t start, std::int64_t observe_from,
-                     RouterObserver* observer, PrefillStats& st, const std::vector<int>& early_of,
-                     bool grouped);
-    void route_rows_to_host(int b0, int rows, PrefillStats& st);
-    ExpertGroups group_by_expert(int l, int b0, int rows, std::int64_t start,
-                                 std::int64_t observe_from, RouterObserver* observer);
-    void place_experts(int l, const std::vector<int>& early_of, ExpertGroups& g);
-    CpuExperts start_cpu_experts(int l, int b0, int rows, const ExpertGroups& g, PrefillStats& st);
-    void gpu_experts(int l, const ExpertGroups& g, const std::vector<int>& early_of, bool grouped,
-                     bool overlap, PrefillStats& st, std::uint64_t& staging_wait);
-
     // sequence.cpp
     bool ring_keeps(std::int64_t valid) const;
     // Positions [first, first + count) of one layer's K/V cache (row p, or p % ring) in runs of
@@ -368,7 +276,7 @@ private:
             const std::int64_t run = ld.ring > 0
                                          ? std::min<std::int64_t>(first + count - p, ld.ring - row)
                                          : first + count - p;
-            copy(static_cast<std::size_t>(row) * static_cast<std::size_t>(kv_width_),
+            copy(static_cast<std::size_t>(row) * static_cast<std::size_t>(shape_.kv_width),
                  static_cast<std::size_t>(p - first), static_cast<std::size_t>(run));
             p += run;
         }
@@ -383,10 +291,7 @@ private:
     GpuBackendInputs in_;
     GpuOptions opt_;
     std::string description_;
-    // The model's shape (ModelConfig): hidden, intermediate, experts, experts per token, layers,
-    // query and K/V heads, head dim, query and K/V widths, vocabulary.
-    int hidden_ = 0, intermediate_ = 0, n_experts_ = 0, top_k_ = 0, n_layers_ = 0, q_heads_ = 0,
-        kv_heads_ = 0, head_dim_ = 0, q_width_ = 0, kv_width_ = 0, vocab_ = 0;
+    ModelShape shape_;
     std::int64_t context_ = 0;  // K/V positions the GPU holds (--context)
     int kv_ring_ = 0;           // --kv-ring positions of the sliding layers (0: whole context)
     VramState vram_;
@@ -399,7 +304,7 @@ private:
     SlotPool slots_;
     DecodeState decode_;
     GraphTiming timing_;
-    PrefillState prefill_;
+    std::unique_ptr<PromptPipeline> prompt_;  // prompts on the GPU as a whole, or null
     StreamedMisses streamed_;
     StorePinState pinned_store_;
     LoadProbes probes_;

@@ -52,8 +52,8 @@ void HybridBackend::fill_record(int layer, int e, std::uint8_t* dst) const {
 // The experts' shape as the decode kernels take it (bf16 hi + lo operands for the GEMMs).
 cuda::ExpertShape HybridBackend::expert_shape() const {
     const ModelConfig& c = *in_.config;
-    return cuda::ExpertShape{hidden_,    intermediate_,  top_k_,
-                             n_experts_, c.swiglu_limit, c.swiglu_alpha};
+    return cuda::ExpertShape{shape_.hidden,  shape_.intermediate, shape_.top_k,
+                             shape_.experts, c.swiglu_limit,      c.swiglu_alpha};
 }
 
 // The shape prefill's expert GEMMs get for a layer: fp16 operands (--prefill-fp16) scaled for
@@ -63,21 +63,11 @@ cuda::ExpertShape HybridBackend::prefill_expert_shape(const LayerWeights& lw) co
     const cuda::ExpertShape shape = expert_shape();
     if (!opt_.prefill_fp16) return shape;
     float w_max = 0.0f;
-    for (std::int64_t i = 0; i < hidden_; ++i) {
+    for (std::int64_t i = 0; i < shape_.hidden; ++i) {
         const float v = std::fabs(lw.post_norm.at(i));
         w_max = std::isfinite(v) ? std::max(w_max, v) : std::numeric_limits<float>::infinity();
     }
-    return cuda::with_half_operands(shape, std::sqrt(static_cast<float>(hidden_)) * w_max);
-}
-
-// What the description says about the prefill experts' operands.
-std::string HybridBackend::expert_operands() const {
-    const auto half = std::count_if(prefill_.shapes.begin(), prefill_.shapes.end(),
-                                    [](const cuda::ExpertShape& s) { return s.half_operands; });
-    if (half == 0) return "bf16 hi + lo experts";
-    if (half == static_cast<std::ptrdiff_t>(prefill_.shapes.size())) return "fp16 experts";
-    return fmt::format("fp16 experts in {} of {} layers (the others' norm has no finite bound)",
-                       half, prefill_.shapes.size());
+    return cuda::with_half_operands(shape, std::sqrt(static_cast<float>(shape_.hidden)) * w_max);
 }
 
 // A raw store's record of expert (layer, e): the slot image, in the store mapping. Every
@@ -98,13 +88,14 @@ cpu::ExpertInput HybridBackend::cpu_input(int layer, int e, int k) {
         in_.store->prepare(layer, e);  // a damaged record is an error, never a wild read
         const auto rec = in_.store->record(layer, e);
         x.record =
-            cpu::ExpertRecordView::make(rec.data(), hidden_, intermediate_,
+            cpu::ExpertRecordView::make(rec.data(), shape_.hidden, shape_.intermediate,
                                         raw_store_ ? cpu::RecordKind::raw : cpu::RecordKind::packed,
                                         in_.store->entry(layer, e).payload_bytes);
     } else {
         std::uint8_t* buf = assembled_[static_cast<std::size_t>(k)].host<std::uint8_t>();
         fill_record(layer, e, buf);
-        x.record = cpu::ExpertRecordView::make(buf, hidden_, intermediate_, cpu::RecordKind::raw);
+        x.record = cpu::ExpertRecordView::make(buf, shape_.hidden, shape_.intermediate,
+                                               cpu::RecordKind::raw);
     }
     x.gate_up_bias = lw.gate_up.bias.row(e);
     x.down_bias = lw.down.bias.row(e);
@@ -115,7 +106,7 @@ cpu::ExpertInput HybridBackend::cpu_input(int layer, int e, int k) {
 // input and the prefill's residual stream start the same way.
 void HybridBackend::embed(TokenId id, float* dst) const {
     const Bf16View& emb = in_.weights->embed;
-    for (int i = 0; i < hidden_; ++i) dst[i] = emb.at(id, i);
+    for (int i = 0; i < shape_.hidden; ++i) dst[i] = emb.at(id, i);
 }
 
 }  // namespace neural::hybrid

@@ -19,8 +19,8 @@ std::vector<float> HybridBackend::forward(std::span<const TokenId> tokens, KvCac
     const auto T = static_cast<std::int64_t>(tokens.size());
     if (T == 0) fail("forward: no tokens to process");
     for (TokenId t : tokens) {
-        if (t < 0 || t >= vocab_)
-            fail("token id {} is outside the model's vocabulary (0..{})", t, vocab_ - 1);
+        if (t < 0 || t >= shape_.vocab)
+            fail("token id {} is outside the model's vocabulary (0..{})", t, shape_.vocab - 1);
     }
     const std::int64_t pos0 = cache.size();
     if (pos0 + T > context_) {
@@ -75,18 +75,20 @@ std::vector<float> HybridBackend::forward(std::span<const TokenId> tokens, KvCac
     resident_.kv_high = valid == 0 ? pos0 + T : std::max(resident_.kv_high, pos0 + T);
     resident_.tokens.assign(full.begin(), full.begin() + valid);
     const std::int64_t first_out = opt.all_logits ? 0 : T - 1;  // among the new tokens
-    std::vector<float> logits(static_cast<std::size_t>((T - first_out) * vocab_));
+    std::vector<float> logits(static_cast<std::size_t>((T - first_out) * shape_.vocab));
     try {
-        if (prefill_.on && pos0 + T - valid >= 2) {
+        if (prompt_ && pos0 + T - valid >= 2) {
             // Everything from `valid` on at once: re-processed positions and the prompt.
             const std::vector<TokenId> work(full.begin() + valid, full.end());
-            prefill(work, valid, pos0 + first_out - valid, logits.data(), pos0, opt.observer,
-                    opt.cancel);
+            prompt_->run(work, valid, pos0 + first_out - valid, logits.data(), pos0, opt.observer,
+                         opt.cancel,
+                         PromptTail{decode_.x, decode_.tail_rows, decode_.logits_host.ptr},
+                         resident_.len);
         } else {
             for (std::int64_t p = valid; p < pos0 + T; ++p) {
                 const bool fresh = p >= pos0;
                 float* out = fresh && p - pos0 >= first_out
-                                 ? logits.data() + (p - pos0 - first_out) * vocab_
+                                 ? logits.data() + (p - pos0 - first_out) * shape_.vocab
                                  : nullptr;
                 token(full[static_cast<std::size_t>(p)], p, !fresh || T > 1, out,
                       fresh ? opt.observer : nullptr, opt.cancel);
@@ -97,8 +99,7 @@ std::vector<float> HybridBackend::forward(std::span<const TokenId> tokens, KvCac
         cuda::drv::stream_synchronize(stream_);
         cuda::drv::stream_synchronize(copy_stream_);
         if (streamed_.stream != nullptr) cuda::drv::stream_synchronize(streamed_.stream);
-        if (prefill_.ring) prefill_.ring->abandon();
-        if (prefill_.early) prefill_.early->abandon();
+        if (prompt_) prompt_->abandon();
         // The cache stays at pos0 (contract); the GPU keeps what was computed for it.
         resident_.len = std::min(resident_.len, pos0);
         resident_.tokens.assign(full.begin(), full.begin() + resident_.len);
@@ -123,7 +124,7 @@ bool HybridBackend::ring_keeps(std::int64_t valid) const {
 // (k, v: [count][kv_dim] each, position order).
 void HybridBackend::save_kv_rows(const LayerDevice& ld, std::int64_t first, std::int64_t count,
                                  float* k, float* v) const {
-    const auto kv = static_cast<std::size_t>(kv_width_);
+    const auto kv = static_cast<std::size_t>(shape_.kv_width);
     for_kv_runs(ld, first, count, [&](std::size_t row, std::size_t i, std::size_t run) {
         NEURAL_CUDA(cuda::drv::memcpy(k + i * kv, ld.k_cache + row, run * kv * 4,
                                       cuda::drv::kDeviceToHost));
@@ -134,7 +135,7 @@ void HybridBackend::save_kv_rows(const LayerDevice& ld, std::int64_t first, std:
 
 void HybridBackend::restore_kv_rows(const LayerDevice& ld, std::int64_t first, std::int64_t count,
                                     const float* k, const float* v) const {
-    const auto kv = static_cast<std::size_t>(kv_width_);
+    const auto kv = static_cast<std::size_t>(shape_.kv_width);
     for_kv_runs(ld, first, count, [&](std::size_t row, std::size_t i, std::size_t run) {
         NEURAL_CUDA(cuda::drv::memcpy(ld.k_cache + row, k + i * kv, run * kv * 4,
                                       cuda::drv::kHostToDevice));
@@ -169,7 +170,7 @@ std::int64_t HybridBackend::switch_sequence(std::uint64_t id, const std::vector<
             kv_ring_ > 0 ? std::max<std::int64_t>(
                                0, held - std::max<std::int64_t>(0, resident_.kv_high - kv_ring_))
                          : held;
-        const auto kv = static_cast<std::size_t>(kv_width_);
+        const auto kv = static_cast<std::size_t>(shape_.kv_width);
         std::size_t floats = 0;
         for (const LayerDevice& ld : layers_)
             floats += 2 * kv * static_cast<std::size_t>(ld.ring > 0 ? ring_rows : held);
@@ -192,7 +193,7 @@ std::int64_t HybridBackend::switch_sequence(std::uint64_t id, const std::vector<
         if (m.entry != nullptr && m.length > in_place) {
             NEURAL_CUDA(cuda::drv::stream_synchronize(stream_));
             const auto n = static_cast<std::int64_t>(m.entry->tokens.size());
-            const auto kv = static_cast<std::size_t>(kv_width_);
+            const auto kv = static_cast<std::size_t>(shape_.kv_width);
             const std::int64_t len = m.length;
             const float* at = m.entry->data.data();
             for (const LayerDevice& ld : layers_) {

@@ -76,30 +76,30 @@ void HybridBackend::init() {
     if (!(opt_.stream_share <= 1.0)) fail("--stream-share must be auto or a fraction in [0, 1]");
     probe_copies();
     const VramBudget budget = vram_budget(opt_, {dev.name, dev.free_bytes, dev.total_bytes});
-    hidden_ = c.hidden_size;
-    intermediate_ = c.intermediate_size;
-    n_experts_ = c.num_experts;
-    top_k_ = c.experts_per_token;
-    n_layers_ = c.num_layers;
-    q_heads_ = c.num_heads;
-    kv_heads_ = c.num_kv_heads;
-    head_dim_ = c.head_dim;
-    q_width_ = c.q_dim();
-    kv_width_ = c.kv_dim();
-    vocab_ = c.vocab_size;
-    if (top_k_ > cuda::kRouterMaxK)
-        fail("backend \"cuda\": experts_per_token {} > {}", top_k_, cuda::kRouterMaxK);
-    if (head_dim_ > cuda::kAttentionMaxHeadDim || head_dim_ % 2 != 0)
-        fail("backend \"cuda\": head_dim {} unsupported", head_dim_);
-    if (hidden_ % 32 != 0 || intermediate_ % 32 != 0 || q_width_ % 8 != 0)
+    shape_.hidden = c.hidden_size;
+    shape_.intermediate = c.intermediate_size;
+    shape_.experts = c.num_experts;
+    shape_.top_k = c.experts_per_token;
+    shape_.layers = c.num_layers;
+    shape_.q_heads = c.num_heads;
+    shape_.kv_heads = c.num_kv_heads;
+    shape_.head_dim = c.head_dim;
+    shape_.q_width = c.q_dim();
+    shape_.kv_width = c.kv_dim();
+    shape_.vocab = c.vocab_size;
+    if (shape_.top_k > cuda::kRouterMaxK)
+        fail("backend \"cuda\": experts_per_token {} > {}", shape_.top_k, cuda::kRouterMaxK);
+    if (shape_.head_dim > cuda::kAttentionMaxHeadDim || shape_.head_dim % 2 != 0)
+        fail("backend \"cuda\": head_dim {} unsupported", shape_.head_dim);
+    if (shape_.hidden % 32 != 0 || shape_.intermediate % 32 != 0 || shape_.q_width % 8 != 0)
         fail("backend \"cuda\": hidden/intermediate sizes must be multiples of 32");
-    if (static_cast<std::size_t>(top_k_) * (intermediate_ / 32 * 33) * 4 > 48 * 1024 ||
-        static_cast<std::size_t>(hidden_) * 4 > 48 * 1024) {
+    if (static_cast<std::size_t>(shape_.top_k) * (shape_.intermediate / 32 * 33) * 4 > 48 * 1024 ||
+        static_cast<std::size_t>(shape_.hidden) * 4 > 48 * 1024) {
         fail("backend \"cuda\": hidden {} / intermediate {} exceed the kernels' shared memory",
-             hidden_, intermediate_);
+             shape_.hidden, shape_.intermediate);
     }
-    if (n_experts_ > 1024)
-        fail("backend \"cuda\": {} experts per layer is more than 1024", n_experts_);
+    if (shape_.experts > 1024)
+        fail("backend \"cuda\": {} experts per layer is more than 1024", shape_.experts);
     vram_.plan = plan_vram(c, opt_, budget.bytes);
     vram_.plan.require_fits();
     context_ = vram_.plan.context;
@@ -114,14 +114,14 @@ void HybridBackend::init() {
     init_dense_core();
     init_kv_cache();
     init_decode_buffers();
-    init_prefill();
+    init_prompt_pipeline();
     // The decode graphs' host-mapped exchange buffers (pinned host memory, not VRAM).
-    const auto Hs = static_cast<std::size_t>(hidden_);
+    const auto Hs = static_cast<std::size_t>(shape_.hidden);
     decode_.in_x = HostBuffer(Hs * 4);
     decode_.h_host = HostBuffer(Hs * 4);
     decode_.cpu_out = HostBuffer(Hs * 4);
-    decode_.route = HostBuffer(static_cast<std::size_t>(top_k_) * 12);
-    decode_.logits_host = HostBuffer(static_cast<std::size_t>(vocab_) * 4);
+    decode_.route = HostBuffer(static_cast<std::size_t>(shape_.top_k) * 12);
+    decode_.logits_host = HostBuffer(static_cast<std::size_t>(shape_.vocab) * 4);
     decode_.pos_host = HostBuffer(4);
     init_slot_pool();
     check_allocations();
@@ -131,7 +131,7 @@ void HybridBackend::init() {
     init_stream_misses();
     init_record_buffers();
     place_static_experts();
-    init_staging();
+    attach_prompt_pipeline();
     capture_graphs();
     description_ = description(dev.name);
 }
@@ -175,18 +175,19 @@ void HybridBackend::check_allocations() const {
 // row, which the host widens into mapped memory.
 void HybridBackend::init_dense_core() {
     const ModelWeights& w = *in_.weights;
-    const auto Hs = static_cast<std::size_t>(hidden_), Is = static_cast<std::size_t>(intermediate_),
-               Es = static_cast<std::size_t>(n_experts_), Qs = static_cast<std::size_t>(q_width_),
-               KVs = static_cast<std::size_t>(kv_width_);
-    layers_.resize(static_cast<std::size_t>(n_layers_));
-    for (int l = 0; l < n_layers_; ++l) {
+    const auto Hs = static_cast<std::size_t>(shape_.hidden),
+               Is = static_cast<std::size_t>(shape_.intermediate),
+               Es = static_cast<std::size_t>(shape_.experts),
+               Qs = static_cast<std::size_t>(shape_.q_width),
+               KVs = static_cast<std::size_t>(shape_.kv_width);
+    layers_.resize(static_cast<std::size_t>(shape_.layers));
+    for (int l = 0; l < shape_.layers; ++l) {
         const LayerWeights& lw = w.layers[static_cast<std::size_t>(l)];
         LayerDevice& ld = layers_[static_cast<std::size_t>(l)];
         ld.input_norm = dalloc<std::uint16_t>("layer norms");
         upload(ld.input_norm, lw.input_norm, Hs);
         ld.post_norm = dalloc<std::uint16_t>("layer norms");
         upload(ld.post_norm, lw.post_norm, Hs);
-        prefill_.shapes.push_back(prefill_expert_shape(lw));
         ld.qkv_w = dalloc<std::uint16_t>("QKV weights");
         upload(ld.qkv_w, lw.q_w, Qs * Hs);
         upload(ld.qkv_w + Qs * Hs, lw.k_w, KVs * Hs);
@@ -200,7 +201,7 @@ void HybridBackend::init_dense_core() {
         ld.o_b = dalloc<std::uint16_t>("output bias");
         upload(ld.o_b, lw.o_b, Hs);
         ld.sinks = dalloc<std::uint16_t>("sinks");
-        upload(ld.sinks, lw.sinks, static_cast<std::size_t>(q_heads_));
+        upload(ld.sinks, lw.sinks, static_cast<std::size_t>(shape_.q_heads));
         ld.router_w = dalloc<std::uint16_t>("router");
         upload(ld.router_w, lw.router_w, Es * Hs);
         ld.router_b = dalloc<std::uint16_t>("router bias");
@@ -216,13 +217,13 @@ void HybridBackend::init_dense_core() {
     final_norm_ = dalloc<std::uint16_t>("final norm");
     upload(final_norm_, w.final_norm, Hs);
     lm_head_ = dalloc<std::uint16_t>("lm_head");
-    upload(lm_head_, w.lm_head, static_cast<std::size_t>(vocab_) * Hs);
+    upload(lm_head_, w.lm_head, static_cast<std::size_t>(shape_.vocab) * Hs);
 }
 
 // RoPE's frequencies, the K/V cache and the host-side K/V checkpoints.
 void HybridBackend::init_kv_cache() {
     const ModelConfig& c = *in_.config;
-    const auto KVs = static_cast<std::size_t>(kv_width_);
+    const auto KVs = static_cast<std::size_t>(shape_.kv_width);
     const cpu::Rope rope(c);
     inv_freq_ = dalloc<float>("RoPE frequencies");
     NEURAL_CUDA(cuda::drv::memcpy(inv_freq_, rope.inv_freq().data(), rope.inv_freq().size() * 4,
@@ -234,7 +235,7 @@ void HybridBackend::init_kv_cache() {
     // masked row of the ring before anything was written there.
     // K/V checkpoints of a ring keep the rings' last positions (ring checkpoints, switch_sequence).
     kv_ring_ = vram_.plan.kv_ring;
-    for (int l = 0; l < n_layers_; ++l) {
+    for (int l = 0; l < shape_.layers; ++l) {
         LayerDevice& ld = layers_[static_cast<std::size_t>(l)];
         ld.ring = c.layer_is_sliding[static_cast<std::size_t>(l)] ? kv_ring_ : 0;
         const std::size_t rows = static_cast<std::size_t>(ld.ring > 0 ? ld.ring : context_);
@@ -248,12 +249,12 @@ void HybridBackend::init_kv_cache() {
     }
     if (opt_.kv_checkpoint_gib > 0) {
         std::uint64_t ring_layers = 0;
-        for (int l = 0; l < n_layers_; ++l)
+        for (int l = 0; l < shape_.layers; ++l)
             ring_layers += layers_[static_cast<std::size_t>(l)].ring > 0 ? 1 : 0;
-        const auto per_layer = 2 * static_cast<std::uint64_t>(kv_width_);
+        const auto per_layer = 2 * static_cast<std::uint64_t>(shape_.kv_width);
         checkpoints_ = std::make_unique<KvCheckpoints>(
             static_cast<std::uint64_t>(opt_.kv_checkpoint_gib * kGiB),
-            (static_cast<std::uint64_t>(n_layers_) - ring_layers) * per_layer,
+            (static_cast<std::uint64_t>(shape_.layers) - ring_layers) * per_layer,
             ring_layers * per_layer, ring_layers > 0 ? c.sliding_window : 0);
     }
 }
@@ -272,7 +273,7 @@ void HybridBackend::init_decode_buffers() {
     decode_.pos = dalloc<int>("position");
     decode_.fused_counters = dalloc<unsigned>("decode counters");
     NEURAL_CUDA(cuda::drv::memset_async(
-        decode_.fused_counters, 0, (1 + static_cast<std::size_t>(q_heads_)) * 4,
+        decode_.fused_counters, 0, (1 + static_cast<std::size_t>(shape_.q_heads)) * 4,
         stream_));  // ordered before every graph on the compute stream
     slots_.table = dalloc<int>("slot table");
 }
@@ -283,7 +284,7 @@ void HybridBackend::init_slot_pool() {
     // (minus a reserve for graphs and the allocator), or exactly what was asked.
     if (vram_.plan.find("streamed misses") != nullptr)
         streamed_.slot = dalloc<int>("streamed misses");
-    slots_.record_bytes = cpu::ExpertRecordView::raw_bytes(hidden_, intermediate_);
+    slots_.record_bytes = cpu::ExpertRecordView::raw_bytes(shape_.hidden, shape_.intermediate);
     slots_.stride = vram_.plan.slot_bytes;
     const std::int64_t slots = vram_.plan.pool_slots;
     if (slots > 0) slots_.base = dalloc<std::uint8_t>("expert slot pool");
@@ -292,7 +293,8 @@ void HybridBackend::init_slot_pool() {
     ro.refresh_every = opt_.refresh_every;
     ro.refresh_m = opt_.refresh_m;
     ro.prefill_weight = opt_.prefill_weight;
-    residency_ = std::make_unique<Residency>(n_layers_, n_experts_, static_cast<int>(slots), ro);
+    residency_ =
+        std::make_unique<Residency>(shape_.layers, shape_.experts, static_cast<int>(slots), ro);
 }
 
 // The CPU side: the fused kernel on a worker team for the misses.
@@ -335,7 +337,7 @@ void HybridBackend::init_record_buffers() {
     if (raw_store_) records.raw = [this](int l, int e) { return raw_record(l, e); };
     admissions_ = std::make_unique<Admissions>(slots_, *residency_, stream_, copy_stream_,
                                                std::move(records), in_.counters);
-    for (int k = 0; k < top_k_; ++k)
+    for (int k = 0; k < shape_.top_k; ++k)
         assembled_.emplace_back(static_cast<std::size_t>(slots_.record_bytes));
 }
 
@@ -344,7 +346,7 @@ void HybridBackend::init_record_buffers() {
 void HybridBackend::place_static_experts() {
     const Ranking ranking = opt_.ranking.empty() ? in_.learned_ranking : load_ranking(opt_.ranking);
     const std::vector<Residency::Admission> placed = residency_->initial(ranking);
-    residency_->prior(ranking, top_k_);
+    residency_->prior(ranking, shape_.top_k);
     admissions_->place(placed);
     // --release-resident: static slots never leave VRAM, so their records' RAM can go back to
     // the OS (the uploads above were synchronous). A later CPU read would fault them back in.
@@ -353,27 +355,43 @@ void HybridBackend::place_static_experts() {
         for (int sl = 0; sl < residency_->static_slots(); ++sl) {
             const int owner = residency_->owner(sl);
             if (owner >= 0)
-                in_.store->note_resident_in_vram(owner / n_experts_, owner % n_experts_);
+                in_.store->note_resident_in_vram(owner / shape_.experts, owner % shape_.experts);
         }
     }
 }
 
-// Prefill's staging rings. A pinned store needs none: its records are uploaded from the mapping.
-void HybridBackend::init_staging() {
-    if (prefill_.on && pinned_store_.mapping == nullptr) {
-        prefill_.ring = std::make_unique<StagingRing>(
-            opt_.device, opt_.staging_threads, opt_.staging_threads,
-            static_cast<std::size_t>(slots_.record_bytes),
-            [this](int l, int e, std::uint8_t* dst) { fill_record(l, e, dst); });
-        // Early staging (layer-major only): pinned buffers for the experts the first block's
-        // routing already sends to staging, filled while the other blocks' dense parts run.
-        if (opt_.prefill_early > 0 && opt_.prefill_order == "layer") {
-            prefill_.early = std::make_unique<StagingRing>(
-                opt_.device, opt_.staging_threads, opt_.prefill_early,
-                static_cast<std::size_t>(slots_.record_bytes),
-                [this](int l, int e, std::uint8_t* dst) { fill_record(l, e, dst); });
-        }
-    }
+// The prompt pipeline (prompt_pipeline.h) where prompts run on the GPU: its buffers are the VRAM
+// plan's prefill rows, allocated before the slot pool takes the rest.
+void HybridBackend::init_prompt_pipeline() {
+    if (!PromptPipeline::wanted(opt_, shape_)) return;
+    std::vector<cuda::ExpertShape> shapes;
+    for (int l = 0; l < shape_.layers; ++l)
+        shapes.push_back(prefill_expert_shape(in_.weights->layers[static_cast<std::size_t>(l)]));
+    const PromptDevice device{*in_.config, opt_,           shape_,  context_,     layers_,
+                              inv_freq_,   concentration_, stream_, copy_stream_, slots_};
+    prompt_ = std::make_unique<PromptPipeline>(
+        device, vram_.plan, [this](const char* row) { return allocate_row(row); },
+        std::move(shapes));
+}
+
+// The prompt pipeline's peers, once the slot policy, the admissions, the CPU side and the store's
+// pinning exist; it starts its staging rings (none for a pinned store).
+void HybridBackend::attach_prompt_pipeline() {
+    if (!prompt_) return;
+    PromptPeers peers;
+    peers.residency = residency_.get();
+    peers.admissions = admissions_.get();
+    peers.kernel = kernel_.get();
+    peers.team = team_.get();
+    peers.store = in_.store;
+    peers.counters = in_.counters;
+    peers.pinned_store = pinned_store_.mapping;
+    peers.streamed_misses = streamed_.stream;
+    peers.embed = [this](TokenId id, float* dst) { embed(id, dst); };
+    peers.raw_record = [this](int l, int e) { return raw_record(l, e); };
+    peers.cpu_input = [this](int l, int e, int k) { return cpu_input(l, e, k); };
+    peers.fill_record = [this](int l, int e, std::uint8_t* dst) { fill_record(l, e, dst); };
+    prompt_->attach(std::move(peers));
 }
 
 std::string HybridBackend::description(const std::string& device_name) const {
@@ -393,24 +411,14 @@ std::string HybridBackend::description(const std::string& device_name) const {
         cpu::kernel_isa_name(kernel_->isa()), team_->name(), team_->size(),
         in_.store == nullptr ? ", experts from the checkpoint" : "",
         streamed_.note.empty() ? std::string() : ", " + streamed_.note,
-        prefill_.on
-            ? fmt::format("{}-major, blocks of {}, {} scratch slots, {}, CPU up to {} tokens{}, "
-                          "{}, {} expert streams",
-                          opt_.prefill_order, prefill_.block, opt_.scratch_slots,
-                          pinned_store_.mapping != nullptr
-                              ? std::string("staged from the pinned store")
-                              : fmt::format("{} staging threads", opt_.staging_threads),
-                          opt_.prefill_cpu_tokens, opt_.grouped_gemm ? ", grouped GEMM" : "",
-                          expert_operands(), opt_.expert_streams)
-            : std::string("token by token"),
-        pinned_store_.note,
+        prompt_ ? prompt_->description() : std::string("token by token"), pinned_store_.note,
         checkpoints_ ? fmt::format("{:.2f} GiB", opt_.kv_checkpoint_gib) : std::string("off"));
 }
 
 void HybridBackend::release() {
     if (stream_ != nullptr) cuda::drv::stream_synchronize(stream_);
     if (copy_stream_ != nullptr) cuda::drv::stream_synchronize(copy_stream_);
-    if (prefill_.side != nullptr) cuda::drv::stream_synchronize(prefill_.side);
+    if (prompt_) prompt_->synchronize();
     if (streamed_.stream != nullptr) cuda::drv::stream_synchronize(streamed_.stream);
     // The store's registration first (no copy from it is in flight any more); the store
     // outlives the backend (Model destroys its backend first).
@@ -422,22 +430,12 @@ void HybridBackend::release() {
     for (auto g : decode_.graphs) cuda::drv::graph_exec_destroy(g);
     if (decode_.tail != nullptr) cuda::drv::graph_exec_destroy(decode_.tail);
     if (decode_.tail_rows != nullptr) cuda::drv::graph_exec_destroy(decode_.tail_rows);
-    prefill_.ring.reset();
-    prefill_.early.reset();
-    if (prefill_.side != nullptr) cuda::drv::stream_destroy(prefill_.side);
+    prompt_.reset();  // its rings, second stream and events (its buffers are freed below)
     if (streamed_.stream != nullptr) cuda::drv::stream_destroy(streamed_.stream);
     for (auto g : streamed_.graphs) cuda::drv::graph_exec_destroy(g);
     for (CUevent e : {streamed_.landed, streamed_.done}) {
         if (e != nullptr) cuda::drv::event_destroy(e);
     }
-    for (CUevent e : {prefill_.experts_start, prefill_.gate_up_done[0], prefill_.gate_up_done[1],
-                      prefill_.act_free[0], prefill_.act_free[1]}) {
-        if (e != nullptr) cuda::drv::event_destroy(e);
-    }
-    for (auto e : prefill_.scratch_landed) cuda::drv::event_destroy(e);
-    if (prefill_.first_routed != nullptr) cuda::drv::event_destroy(prefill_.first_routed);
-    for (auto e : prefill_.scratch_free) cuda::drv::event_destroy(e);
-    if (prefill_.h_ready != nullptr) cuda::drv::event_destroy(prefill_.h_ready);
     for (auto e : decode_.routed) cuda::drv::event_destroy(e);
     for (auto e : timing_.layer_start) cuda::drv::event_destroy(e);
     for (auto e : timing_.layer_end) cuda::drv::event_destroy(e);

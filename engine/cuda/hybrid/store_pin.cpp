@@ -28,7 +28,7 @@ void HybridBackend::pin_store() {
     if (mode == "0") return not_pinned("--pin-store 0");
     if (in_.store == nullptr) return not_pinned("no expert store");
     if (!raw_store_) return not_pinned("a packed store (its records are not slot images)");
-    if (!prefill_.on) return not_pinned("prompts run token by token");
+    if (!prompt_) return not_pinned("prompts run token by token");
     const std::span<const std::uint8_t> map = in_.store->mapping();
     const double gb = static_cast<double>(map.size()) / 1e9;
     if (mode == "auto") {

@@ -31,7 +31,7 @@ void HybridBackend::init_stream_misses() {
     if (pinned_store_.mapping == nullptr) {
         in.can_stream = false;
         in.why_not = "the store is not pinned (--pin-store)";
-    } else if (prefill_.scratch == nullptr || opt_.scratch_slots < 2) {
+    } else if (prompt_ == nullptr || opt_.scratch_slots < 2) {
         in.can_stream = false;
         in.why_not = "it needs prefill's scratch slots (--scratch 2 or more)";
     }
@@ -48,7 +48,7 @@ void HybridBackend::init_stream_misses() {
     NEURAL_CUDA(cuda::drv::event_create(&streamed_.landed, cuda::drv::kEventDisableTiming));
     NEURAL_CUDA(cuda::drv::event_create(&streamed_.done, cuda::drv::kEventDisableTiming));
     // Per choice its scratch slot (K ints), then its slice (2K ints: first neuron, neurons).
-    const std::size_t ints = static_cast<std::size_t>(3 * top_k_);
+    const std::size_t ints = static_cast<std::size_t>(3 * shape_.top_k);
     // streamed_.slot: the VRAM plan's "streamed misses" row, allocated at setup (init_slot_pool).
     streamed_.slot_host = HostBuffer(ints * 4);
     std::fill_n(streamed_.slot_host.host<int>(), ints, 0);
@@ -56,15 +56,15 @@ void HybridBackend::init_stream_misses() {
     // the choices' slots and slices from the pinned host array, then the resident-expert kernel
     // over the scratch slots, added to the resident sum.
     const cuda::ExpertShape shape = expert_shape();
-    for (int l = 0; l < n_layers_; ++l) {
+    for (int l = 0; l < shape_.layers; ++l) {
         const LayerDevice& ld = layers_[static_cast<std::size_t>(l)];
         NEURAL_CUDA(cuda::drv::stream_begin_capture(stream_, cuda::drv::kCaptureThreadLocal));
         NEURAL_CUDA(cuda::drv::memcpy_async(streamed_.slot, streamed_.slot_host.ptr, ints * 4,
                                             cuda::drv::kHostToDevice, stream_));
-        cuda::experts_resident(prefill_.scratch, slots_.stride, shape, ld.sel, ld.gate,
+        cuda::experts_resident(prompt_->scratch(), slots_.stride, shape, ld.sel, ld.gate,
                                streamed_.slot, ld.gate_up_bias, ld.down_bias, decode_.h,
                                decode_.act, decode_.moe_gpu, stream_, true,
-                               streamed_.slot + top_k_);
+                               streamed_.slot + shape_.top_k);
         streamed_.graphs.push_back(end_capture());
     }
 }
@@ -95,14 +95,14 @@ void HybridBackend::refine_stream_share() {
 // split one is cut, depends only on the routing, the residency and the share.
 void HybridBackend::stream_misses(int l, const int* sel, const MissPlan& plan) {
     int* slots = streamed_.slot_host.host<int>();
-    int* part = slots + top_k_;
-    for (int k = 0; k < top_k_; ++k) {
+    int* part = slots + shape_.top_k;
+    for (int k = 0; k < shape_.top_k; ++k) {
         slots[k] = -1;
         part[2 * k] = part[2 * k + 1] = 0;
     }
     NEURAL_CUDA(cuda::drv::stream_wait_event(streamed_.stream, streamed_.done, 0));
     auto scratch = [&](int j) {
-        return prefill_.scratch + static_cast<std::uint64_t>(j) * slots_.stride;
+        return prompt_->scratch() + static_cast<std::uint64_t>(j) * slots_.stride;
     };
     int j = 0;
     for (; j < plan.ns; ++j) {
@@ -112,7 +112,7 @@ void HybridBackend::stream_misses(int l, const int* sel, const MissPlan& plan) {
                                             streamed_.stream));
     }
     if (plan.split >= 0) {
-        const int first = intermediate_ - plan.split_neurons;
+        const int first = shape_.intermediate - plan.split_neurons;
         slots[plan.split] = j;
         part[2 * plan.split] = first;
         part[2 * plan.split + 1] = plan.split_neurons;
@@ -133,7 +133,8 @@ void HybridBackend::stream_misses(int l, const int* sel, const MissPlan& plan) {
 void HybridBackend::copy_slice(std::uint8_t* dst, const std::uint8_t* record, int first,
                                int neurons) {
     const cpu::ExpertRecordView s =
-        cpu::ExpertRecordView::make(record, hidden_, intermediate_, cpu::RecordKind::raw)
+        cpu::ExpertRecordView::make(record, shape_.hidden, shape_.intermediate,
+                                    cpu::RecordKind::raw)
             .slice(first, neurons);
     const Projection gu = Projection::kGateUp, down = Projection::kDown;
     const auto row = static_cast<std::size_t>(s.blocks_per_row(down));  // blocks (scale bytes)
