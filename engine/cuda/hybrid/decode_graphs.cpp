@@ -1,5 +1,6 @@
-// The decode graphs (the file comment of hybrid_backend.h): one per layer, the tail, prefill's
-// logits tail; and the GPU time of a token from their timing marks (GpuOptions::time_gpu).
+// The decode step's graphs (decode_step.h, the file comment of hybrid_backend.h): one per layer,
+// the tail, the prompt rows' logits tail; and the GPU time of a token from their timing marks
+// (GpuOptions::time_gpu).
 #include <algorithm>
 
 #include "cuda/driver/gpu.h"
@@ -8,7 +9,8 @@
 #include "cuda/decode_fused.h"
 #include "cuda/expert_mxfp4.h"
 #include "cuda/gemv_bf16.h"
-#include "cuda/hybrid/hybrid_backend.h"
+#include "cuda/hybrid/clock.h"
+#include "cuda/hybrid/decode_step.h"
 #include "cuda/residual.h"
 #include "cuda/rms_norm.h"
 #include "cuda/rope_kv.h"
@@ -19,7 +21,7 @@ namespace neural::hybrid {
 
 // Whether a captured graph can record a timing event (an external event-record node) and
 // report its elapsed time; tried once on a throwaway graph, the stream left as it was.
-bool HybridBackend::graphs_can_time(CUstream stream) {
+bool DecodeStep::graphs_can_time(CUstream stream) {
     CUevent a = nullptr, b = nullptr;
     CUgraph g = nullptr;
     CUgraphExec exec = nullptr;
@@ -49,9 +51,9 @@ bool HybridBackend::graphs_can_time(CUstream stream) {
     return ok;
 }
 
-void HybridBackend::capture_graphs() {
-    const ModelConfig& c = *in_.config;
-    const cuda::ExpertShape shape = expert_shape();
+void DecodeStep::capture_graphs() {
+    const ModelConfig& c = config_;
+    const cuda::ExpertShape shape = expert_shape_;
     float* in_x = decode_.in_x.device<float>();
     float* h_host = decode_.h_host.device<float>();
     float* cpu_out = decode_.cpu_out.device<float>();
@@ -189,7 +191,7 @@ void HybridBackend::capture_graphs() {
     decode_.tail_rows = end_capture();
 }
 
-CUgraphExec HybridBackend::end_capture() {
+CUgraphExec DecodeStep::end_capture() {
     CUgraph g = nullptr;
     NEURAL_CUDA(cuda::drv::get_last_error());
     NEURAL_CUDA(cuda::drv::stream_end_capture(stream_, &g));
@@ -202,7 +204,7 @@ CUgraphExec HybridBackend::end_capture() {
 
 // The token's GPU time from the timing marks of its graphs (all complete: the tail was
 // synchronized). A mark that cannot be read (never recorded) leaves the token untimed.
-void HybridBackend::add_gpu_times(BackendCounters& bc) {
+void DecodeStep::add_gpu_times(BackendCounters& bc) {
     auto ns = [](CUevent a, CUevent b, std::uint64_t& out) {
         float ms = 0;
         if (cuda::drv::event_elapsed_time(&ms, a, b) != CUDA_SUCCESS) {

@@ -1,8 +1,13 @@
-// The model on the GPU as the backend's parts see it: the model's shape and one layer's weights,
-// K/V cache and router outputs in VRAM (allocated by setup.cpp from the VRAM plan's rows).
+// The model on the GPU as the backend's parts see it: the model's shape, one layer's weights,
+// K/V cache and router outputs in VRAM (allocated by setup.cpp from the VRAM plan's rows), and
+// the expert records and embeddings in RAM (records.cpp).
 #pragma once
 
 #include <cstdint>
+#include <functional>
+
+#include "backend/forward.h"
+#include "cpu/kernels/expert_kernel.h"
 
 namespace neural::hybrid {
 
@@ -21,6 +26,17 @@ struct LayerDevice {
     int ring = 0;  // > 0: a sliding layer's K/V ring of this many positions (--kv-ring)
     int *sel, *slot;
     float* gate;
+};
+
+// The expert records and embeddings as the parts read them (the backend's records.cpp): a
+// token's embedding row widened into dst [hidden]; a raw store's record (the slot image, checked
+// the first time); the CPU kernel's input for (layer, expert) in router choice `choice`'s
+// assembly buffer; a record assembled as a slot image into dst.
+struct ExpertRecords {
+    std::function<void(TokenId id, float* dst)> embed;
+    std::function<const std::uint8_t*(int layer, int expert)> raw_record;
+    std::function<cpu::ExpertInput(int layer, int expert, int choice)> cpu_input;
+    std::function<void(int layer, int expert, std::uint8_t* dst)> fill_record;
 };
 
 }  // namespace neural::hybrid

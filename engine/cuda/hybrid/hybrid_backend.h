@@ -11,8 +11,8 @@
 // The host waits for the event, reads the choices zero-copy, runs the CPU kernel on the misses
 // into host-mapped memory (which the next graph adds zero-copy) while the GPU computes the
 // resident experts, and does the admission bookkeeping. A tail graph (final norm, lm_head) runs
-// only where logits are needed. The graphs read and write the decode activations (DecodeState)
-// through the pointers they were captured with: the hidden state of a token lives there.
+// only where logits are needed. The graphs read and write the decode activations (DecodeStep's
+// buffers) through the pointers they were captured with: the hidden state of a token lives there.
 //
 // Admission is copy-on-compute (residency.h): a pending candidate's bytes are captured by the CPU
 // kernel while it computes the miss (raw store records are slot images), then a copy stream
@@ -20,27 +20,31 @@
 // compute stream once the copy has landed. Table updates are ordered on the compute stream
 // between graphs, so a graph never sees a half-written slot.
 //
-// The class's work is spread over one file per concern:
-//   setup.cpp            VRAM plan, dense core upload, K/V cache, slot pool, CPU side, release
+// The backend composes owned parts, each with a narrow interface and the state it owns; the
+// parts get the device model and their peers through small context structs, never this class:
+//   decode_step.h        DecodeStep: one token through the decode graphs, the CPU's misses,
+//                        --stream-misses (decode.cpp, decode_graphs.cpp, streamed_misses.cpp)
+//   prompt_pipeline.h    PromptPipeline: whole prompts on the GPU, layer- or block-major, with
+//                        its scratch slots and staging rings (staging_ring.h)
+//   admission.h          Admissions: the slot pool's copy-on-compute uploads, the batch after a
+//                        prompt, the initial placement
+//   residency.h          Residency: the slot policy (no CUDA)
+//   kv_checkpoints.h     KvCheckpoints: host copies of switched-away sequences' K/V (no CUDA)
+//   vram_plan.h          the VRAM plan every allocation comes from (no CUDA)
+// and the rest of the class, one file per concern:
+//   setup.cpp            VRAM plan, dense core upload, K/V cache, slot pool, CPU side, the parts
+//                        in allocation order, release
+//   device_model.h       the model's shape, a layer in VRAM, the expert records' accessors
 //   store_pin.cpp        --pin-store: registering the store mapping with CUDA
 //   records.cpp          expert records (slot images) and the kernels' view of them
-//   decode_graphs.cpp    capturing the per-layer decode graphs, their GPU timing
-//   decode.cpp           one decode token: the per-layer steps
 //   probes.cpp           load-time probes: copy bandwidth, the CPU team's RAM bandwidth
-//   streamed_misses.cpp  --stream-misses: a share of a layer's misses computed on the GPU
-//   admission.h/.cpp     Admissions, an owned part: the slot pool's copy-on-compute uploads,
-//                        the batch after a prompt, the initial placement
-//   prompt_pipeline.h/.cpp  PromptPipeline, an owned part: whole prompts on the GPU, layer- or
-//                        block-major, with its scratch slots and staging rings
-//   staging_ring.h/.cpp  the prompt pipeline's producer threads (RAM -> pinned buffers)
-//   sequence.cpp         forward(): which positions the GPU keeps, sequence switches, K/V checkpoints
+//   sequence.cpp         forward(): which positions the GPU keeps, sequence switches, K/V
+//                        checkpoints
 #pragma once
 
 #include <algorithm>
 #include <atomic>
-#include <chrono>
 #include <cstdint>
-#include <future>
 #include <memory>
 #include <span>
 #include <string>
@@ -57,6 +61,7 @@
 #include "cuda/router.h"
 #include "cuda/hybrid/admission.h"
 #include "cuda/hybrid/clock.h"
+#include "cuda/hybrid/decode_step.h"
 #include "cuda/hybrid/device_model.h"
 #include "cuda/hybrid/host_buffer.h"
 #include "cuda/hybrid/kv_checkpoints.h"
@@ -81,57 +86,6 @@ struct VramState {
     VramPlan plan;
     std::vector<void*> allocations;
     std::vector<DeviceAllocation> made;  // by row, in the order of their first allocation
-};
-
-// The decode path's activations, host-mapped exchange buffers and graphs. The graphs were
-// captured with these pointers, so a token's state passes from graph to graph through them.
-struct DecodeState {
-    // Device: residual stream, normed input, QKV, attention output and its split-K scratch,
-    // router logits, expert activations, the resident experts' sum, logits, position.
-    float *x = nullptr, *h = nullptr, *qkv = nullptr, *attn = nullptr, *attn_scratch = nullptr,
-          *router_logits = nullptr, *act = nullptr, *moe_gpu = nullptr, *logits = nullptr;
-    int* pos = nullptr;
-    int splits = 1;  // attention's split-K parts
-    // The fused graphs' last-block counters (--fused-decode, cuda/decode_fused.h), zero between
-    // launches: [0] the output projection's, [1, 1 + query heads) attention's per head.
-    unsigned* fused_counters = nullptr;
-    // Host-mapped: the embedding row in, the experts' input out, the CPU's expert sum in, the
-    // routing out (sel, gate bits, slot: K each), the logits out, the position in.
-    HostBuffer in_x, h_host, cpu_out, route, logits_host, pos_host;
-    std::vector<CUgraphExec> graphs;  // per layer
-    CUgraphExec tail = nullptr;       // x += experts, final norm, lm_head
-    CUgraphExec tail_rows = nullptr;  // final norm, lm_head of a prompt row copied into x
-    std::vector<CUevent> routed;      // per layer: its routing is on the host
-};
-
-// Timing marks of the decode graphs (on: the device's graphs hold timing events, asked for by
-// GpuOptions::time_gpu): each layer's start and end (its routed event splits it), the tail's
-// start and lm_head's end; cpu_busy[l]: the CPU computed misses of layer l in the token just run.
-struct GraphTiming {
-    bool on = false;
-    std::vector<CUevent> layer_start, layer_end, tail_marks;
-    std::vector<char> cpu_busy;
-};
-
-// --stream-misses (init_stream_misses): the copies' stream, their landing event, the event of the
-// previous streamed layer's kernel, on the device and in its pinned host staging the scratch
-// slot of each choice (K ints, -1: not streamed) and its slice (2K ints: first neuron, neurons;
-// 0 neurons: whole), one graph per layer, and what the description says.
-struct StreamedMisses {
-    CUstream stream = nullptr;
-    CUevent landed = nullptr, done = nullptr;
-    int* slot = nullptr;
-    HostBuffer slot_host;
-    std::vector<CUgraphExec> graphs;
-    std::string note;
-    // The share of misses streamed (autotune::choose_stream_share), whether decode refines it,
-    // the fraction a token's layers carry over (streamed_choices), and the refinement's tally
-    // and decode tokens since its last step.
-    double share = 0;
-    bool refine = false;
-    double carry = 0;
-    autotune::ShareTally tally;
-    int tokens = 0;
 };
 
 // Load-time probes (probes.cpp): copy bandwidth from pinned and pageable memory, the CPU team's
@@ -177,31 +131,6 @@ public:
                                const ForwardOptions& options) override;
 
 private:
-    // A decode layer's router choices as the graph left them in host-mapped memory.
-    struct Route {
-        int sel[cuda::kRouterMaxK], slot[cuda::kRouterMaxK];  // expert, its VRAM slot (-1: a miss)
-        float gate[cuda::kRouterMaxK];
-    };
-    // A decode layer's misses (choose_misses): the CPU's inputs[0, n) with their choice
-    // (missed_k) and capture buffer (capture_of, -1: none), and the choices streamed to the GPU
-    // (streamed_k[0, ns)); admit[k]: choice k is a pending admission the CPU captures.
-    // With --split-misses, choice `split` is shared: the CPU's input is the slice of its first
-    // I - split_neurons neurons, the GPU streams the last split_neurons.
-    struct MissPlan {
-        cpu::ExpertInput inputs[cuda::kRouterMaxK];
-        int capture_of[cuda::kRouterMaxK], missed_k[cuda::kRouterMaxK],
-            streamed_k[cuda::kRouterMaxK];
-        bool admit[cuda::kRouterMaxK], streamed[cuda::kRouterMaxK] = {};
-        int n = 0, ns = 0;
-        int split = -1, split_neurons = 0;
-        std::uint64_t cpu_bytes = 0;  // record bytes the CPU's inputs read
-    };
-    // What one decode token adds to the counters (count_token).
-    struct DecodeTally {
-        bool count_moe = false;  // MoeCounters enabled when the token started
-        std::uint64_t submit = 0, wait = 0, cpu_ns = 0, adm_ns = 0, hits = 0, misses = 0,
-                      streamed = 0, split = 0, cpu_bytes = 0;
-    };
     // setup.cpp
     // One allocation of the plan's row `row`: its size comes from the plan, and it is recorded
     // under the row's name (device_allocations).
@@ -214,11 +143,12 @@ private:
     void init();
     void init_dense_core();
     void init_kv_cache();
-    void init_decode_buffers();
+    void init_decode_step();
     void init_slot_pool();
     void check_allocations() const;
     void init_cpu_side();
     void init_record_buffers();
+    void start_streamed_misses();
     void place_static_experts();
     void init_prompt_pipeline();
     void attach_prompt_pipeline();
@@ -239,30 +169,7 @@ private:
     const std::uint8_t* raw_record(int layer, int e) const;
     cpu::ExpertInput cpu_input(int layer, int e, int k);
     void embed(TokenId id, float* dst) const;
-
-    // decode_graphs.cpp
-    static bool graphs_can_time(CUstream stream);
-    void capture_graphs();
-    CUgraphExec end_capture();
-    void add_gpu_times(BackendCounters& bc);
-
-    // decode.cpp: one token, in the order the loop calls them
-    void token(TokenId id, std::int64_t pos, bool prompt, float* logits_out,
-               RouterObserver* observer, const std::atomic<bool>* cancel);
-    void begin_token(TokenId id, std::int64_t pos);
-    void launch_layer(int l, DecodeTally& tally);
-    Route wait_for_routing(int l, DecodeTally& tally);
-    MissPlan compute_misses(int l, const Route& route, DecodeTally& tally);
-    void choose_misses(int l, const Route& route, MissPlan& plan, DecodeTally& tally);
-    void admit_misses(int l, const Route& route, const MissPlan& plan, DecodeTally& tally);
-    void finish_token(float* logits_out, DecodeTally& tally);
-    void count_token(const DecodeTally& tally);
-
-    // streamed_misses.cpp
-    void init_stream_misses();
-    void stream_misses(int l, const int* sel, const MissPlan& plan);
-    void copy_slice(std::uint8_t* dst, const std::uint8_t* record, int first, int neurons);
-    void refine_stream_share();
+    ExpertRecords records();
 
     // sequence.cpp
     bool ring_keeps(std::int64_t valid) const;
@@ -302,10 +209,8 @@ private:
     float* inv_freq_ = nullptr;
     float concentration_ = 1.0f;
     SlotPool slots_;
-    DecodeState decode_;
-    GraphTiming timing_;
+    std::unique_ptr<DecodeStep> decode_;      // one token through the decode graphs
     std::unique_ptr<PromptPipeline> prompt_;  // prompts on the GPU as a whole, or null
-    StreamedMisses streamed_;
     StorePinState pinned_store_;
     LoadProbes probes_;
     ResidentSequence resident_;

@@ -154,13 +154,13 @@ void PromptPipeline::attach(PromptPeers peers) {
     if (peers_.pinned_store == nullptr) {
         ring_ = std::make_unique<StagingRing>(
             opt_.device, opt_.staging_threads, opt_.staging_threads,
-            static_cast<std::size_t>(slots_.record_bytes), peers_.fill_record);
+            static_cast<std::size_t>(slots_.record_bytes), peers_.records.fill_record);
         // Early staging (layer-major only): pinned buffers for the experts the first block's
         // routing already sends to staging, filled while the other blocks' dense parts run.
         if (opt_.prefill_early > 0 && opt_.prefill_order == "layer") {
             early_ = std::make_unique<StagingRing>(
                 opt_.device, opt_.staging_threads, opt_.prefill_early,
-                static_cast<std::size_t>(slots_.record_bytes), peers_.fill_record);
+                static_cast<std::size_t>(slots_.record_bytes), peers_.records.fill_record);
         }
     }
 }
@@ -306,8 +306,8 @@ void PromptPipeline::run_chunk(std::span<const TokenId> work, std::int64_t start
         const int rows = std::min(block_, n - b0);
         float* dst = emb_host_.host<float>();
         for (int r = 0; r < rows; ++r)
-            peers_.embed(work[static_cast<std::size_t>(b0 + r)],
-                         dst + static_cast<std::size_t>(r) * Hs);
+            peers_.records.embed(work[static_cast<std::size_t>(b0 + r)],
+                                 dst + static_cast<std::size_t>(r) * Hs);
         NEURAL_CUDA(cuda::drv::memcpy_async(x_ + static_cast<std::size_t>(b0) * Hs, dst,
                                             static_cast<std::size_t>(rows) * Hs * 4,
                                             cuda::drv::kHostToDevice, stream_));
@@ -622,7 +622,7 @@ PromptPipeline::CpuExperts PromptPipeline::start_cpu_experts(int l, int b0, int 
                     outp.push_back(orow);
                     w.push_back(gate_host[entry]);
                 }
-                cpu::ExpertInput in = peers_.cpu_input(l, e, 0);
+                cpu::ExpertInput in = peers_.records.cpu_input(l, e, 0);
                 peers_.kernel->multi(*peers_.team, in, xp, w, outp);
             }
             return ns_since(c0);
@@ -688,7 +688,7 @@ void PromptPipeline::gpu_experts(int l, const ExpertGroups& g, const std::vector
             StagingRing* from = nullptr;
             std::size_t j = 0;
             if (peers_.pinned_store != nullptr) {
-                src = peers_.raw_record(l, e);
+                src = peers_.records.raw_record(l, e);
             } else {
                 const int ej = early_of.empty() ? -1 : early_of[static_cast<std::size_t>(e)];
                 from = ej >= 0 ? early_.get() : ring_.get();

@@ -64,10 +64,7 @@ struct PromptPeers {
     BackendCounters* counters = nullptr;
     const void* pinned_store = nullptr;
     CUstream streamed_misses = nullptr;
-    std::function<void(TokenId, float*)> embed;
-    std::function<const std::uint8_t*(int layer, int expert)> raw_record;
-    std::function<cpu::ExpertInput(int layer, int expert, int choice)> cpu_input;
-    StagingRing::Fill fill_record;
+    ExpertRecords records;
 };
 
 // The decode tail a prompt's logits rows go through: its input row x on the device, the graph

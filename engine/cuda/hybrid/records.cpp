@@ -109,4 +109,14 @@ void HybridBackend::embed(TokenId id, float* dst) const {
     for (int i = 0; i < shape_.hidden; ++i) dst[i] = emb.at(id, i);
 }
 
+// The records and embeddings as the backend's parts read them (device_model.h).
+ExpertRecords HybridBackend::records() {
+    ExpertRecords r;
+    r.embed = [this](TokenId id, float* dst) { embed(id, dst); };
+    r.raw_record = [this](int l, int e) { return raw_record(l, e); };
+    r.cpu_input = [this](int l, int e, int k) { return cpu_input(l, e, k); };
+    r.fill_record = [this](int l, int e, std::uint8_t* dst) { fill_record(l, e, dst); };
+    return r;
+}
+
 }  // namespace neural::hybrid

@@ -81,24 +81,22 @@ std::vector<float> HybridBackend::forward(std::span<const TokenId> tokens, KvCac
             // Everything from `valid` on at once: re-processed positions and the prompt.
             const std::vector<TokenId> work(full.begin() + valid, full.end());
             prompt_->run(work, valid, pos0 + first_out - valid, logits.data(), pos0, opt.observer,
-                         opt.cancel,
-                         PromptTail{decode_.x, decode_.tail_rows, decode_.logits_host.ptr},
-                         resident_.len);
+                         opt.cancel, decode_->prompt_tail(), resident_.len);
         } else {
             for (std::int64_t p = valid; p < pos0 + T; ++p) {
                 const bool fresh = p >= pos0;
                 float* out = fresh && p - pos0 >= first_out
                                  ? logits.data() + (p - pos0 - first_out) * shape_.vocab
                                  : nullptr;
-                token(full[static_cast<std::size_t>(p)], p, !fresh || T > 1, out,
-                      fresh ? opt.observer : nullptr, opt.cancel);
+                decode_->token(full[static_cast<std::size_t>(p)], p, !fresh || T > 1, out,
+                               fresh ? opt.observer : nullptr, opt.cancel);
                 resident_.len = p + 1;
             }
         }
     } catch (...) {
         cuda::drv::stream_synchronize(stream_);
         cuda::drv::stream_synchronize(copy_stream_);
-        if (streamed_.stream != nullptr) cuda::drv::stream_synchronize(streamed_.stream);
+        decode_->synchronize();
         if (prompt_) prompt_->abandon();
         // The cache stays at pos0 (contract); the GPU keeps what was computed for it.
         resident_.len = std::min(resident_.len, pos0);

@@ -106,33 +106,26 @@ void HybridBackend::init() {
     // auto: 16,384 positions where the budget keeps enough expert slots beside them (or the
     // pool that was asked for), else the largest that does (cuda/hybrid/vram_plan.h).
     if (!vram_.plan.context_line.empty()) spdlog::info("{}", vram_.plan.context_line);
-    decode_.splits = vram_.plan.attention_splits;
 
     NEURAL_CUDA(cuda::drv::stream_create(&stream_, cuda::drv::kStreamNonBlocking));
     NEURAL_CUDA(cuda::drv::stream_create(&copy_stream_, cuda::drv::kStreamNonBlocking));
 
     init_dense_core();
     init_kv_cache();
-    init_decode_buffers();
+    init_decode_step();
     init_prompt_pipeline();
-    // The decode graphs' host-mapped exchange buffers (pinned host memory, not VRAM).
-    const auto Hs = static_cast<std::size_t>(shape_.hidden);
-    decode_.in_x = HostBuffer(Hs * 4);
-    decode_.h_host = HostBuffer(Hs * 4);
-    decode_.cpu_out = HostBuffer(Hs * 4);
-    decode_.route = HostBuffer(static_cast<std::size_t>(shape_.top_k) * 12);
-    decode_.logits_host = HostBuffer(static_cast<std::size_t>(shape_.vocab) * 4);
-    decode_.pos_host = HostBuffer(4);
     init_slot_pool();
     check_allocations();
     init_cpu_side();
     // Before anything below reads the store or --release-resident gives its pages back.
     pin_store();
-    init_stream_misses();
+    start_streamed_misses();
     init_record_buffers();
     place_static_experts();
     attach_prompt_pipeline();
-    capture_graphs();
+    decode_->attach(DecodePeers{residency_.get(), admissions_.get(), kernel_.get(), team_.get(),
+                                in_.store, raw_store_, in_.counters, in_.moe, records()});
+    decode_->capture_graphs();
     description_ = description(dev.name);
 }
 
@@ -259,31 +252,34 @@ void HybridBackend::init_kv_cache() {
     }
 }
 
-// The decode graphs' device buffers (activations, logits, position) and the slot table.
-void HybridBackend::init_decode_buffers() {
-    decode_.x = dalloc<float>("decode hidden rows");
-    decode_.h = dalloc<float>("decode hidden rows");
-    decode_.qkv = dalloc<float>("decode QKV");
-    decode_.attn = dalloc<float>("decode attention");
-    decode_.attn_scratch = dalloc<float>("attention scratch");
-    decode_.router_logits = dalloc<float>("router logits");
-    decode_.act = dalloc<float>("expert activations");
-    decode_.moe_gpu = dalloc<float>("decode hidden rows");
-    decode_.logits = dalloc<float>("logits");
-    decode_.pos = dalloc<int>("position");
-    decode_.fused_counters = dalloc<unsigned>("decode counters");
-    NEURAL_CUDA(cuda::drv::memset_async(
-        decode_.fused_counters, 0, (1 + static_cast<std::size_t>(shape_.q_heads)) * 4,
-        stream_));  // ordered before every graph on the compute stream
+// The decode step (decode_step.h) with its device buffers (activations, logits, position) and
+// host-mapped exchange buffers, then the slot table.
+void HybridBackend::init_decode_step() {
+    const DecodeDevice device{
+        *in_.config, opt_,     shape_,  layers_, inv_freq_,      concentration_,
+        final_norm_, lm_head_, stream_, slots_,  expert_shape(), vram_.plan.attention_splits};
+    decode_ =
+        std::make_unique<DecodeStep>(device, [this](const char* row) { return allocate_row(row); });
     slots_.table = dalloc<int>("slot table");
+}
+
+// --stream-misses (streamed_misses.cpp): decided from the probes once the store is pinned.
+void HybridBackend::start_streamed_misses() {
+    StreamedMissInputs in;
+    in.frozen = residency_->frozen();
+    in.ram_gb_s = probes_.ram_gb_s;
+    in.pinned_gb_s = probes_.pinned_gb_s;
+    in.pinned_store = pinned_store_.mapping;
+    in.scratch = prompt_ ? prompt_->scratch() : nullptr;
+    decode_->start_streamed_misses(in);
 }
 
 void HybridBackend::init_slot_pool() {
     // The streamed misses' buffer where the plan has it (it is used only where the load-time
     // choice streams, streamed_misses.cpp), then the expert slot pool: what the budget leaves
     // (minus a reserve for graphs and the allocator), or exactly what was asked.
-    if (vram_.plan.find("streamed misses") != nullptr)
-        streamed_.slot = dalloc<int>("streamed misses");
+    decode_->allocate_streamed_misses(vram_.plan,
+                                      [this](const char* row) { return allocate_row(row); });
     slots_.record_bytes = cpu::ExpertRecordView::raw_bytes(shape_.hidden, shape_.intermediate);
     slots_.stride = vram_.plan.slot_bytes;
     const std::int64_t slots = vram_.plan.pool_slots;
@@ -386,11 +382,8 @@ void HybridBackend::attach_prompt_pipeline() {
     peers.store = in_.store;
     peers.counters = in_.counters;
     peers.pinned_store = pinned_store_.mapping;
-    peers.streamed_misses = streamed_.stream;
-    peers.embed = [this](TokenId id, float* dst) { embed(id, dst); };
-    peers.raw_record = [this](int l, int e) { return raw_record(l, e); };
-    peers.cpu_input = [this](int l, int e, int k) { return cpu_input(l, e, k); };
-    peers.fill_record = [this](int l, int e, std::uint8_t* dst) { fill_record(l, e, dst); };
+    peers.streamed_misses = decode_->streamed_stream();
+    peers.records = records();
     prompt_->attach(std::move(peers));
 }
 
@@ -410,7 +403,7 @@ std::string HybridBackend::description(const std::string& device_name) const {
                              : fmt::format("adaptive every {} tokens", opt_.refresh_every),
         cpu::kernel_isa_name(kernel_->isa()), team_->name(), team_->size(),
         in_.store == nullptr ? ", experts from the checkpoint" : "",
-        streamed_.note.empty() ? std::string() : ", " + streamed_.note,
+        decode_->streamed_note().empty() ? std::string() : ", " + decode_->streamed_note(),
         prompt_ ? prompt_->description() : std::string("token by token"), pinned_store_.note,
         checkpoints_ ? fmt::format("{:.2f} GiB", opt_.kv_checkpoint_gib) : std::string("off"));
 }
@@ -419,7 +412,7 @@ void HybridBackend::release() {
     if (stream_ != nullptr) cuda::drv::stream_synchronize(stream_);
     if (copy_stream_ != nullptr) cuda::drv::stream_synchronize(copy_stream_);
     if (prompt_) prompt_->synchronize();
-    if (streamed_.stream != nullptr) cuda::drv::stream_synchronize(streamed_.stream);
+    if (decode_) decode_->synchronize();
     // The store's registration first (no copy from it is in flight any more); the store
     // outlives the backend (Model destroys its backend first).
     if (pinned_store_.mapping != nullptr) {
@@ -427,19 +420,8 @@ void HybridBackend::release() {
         in_.store->set_pinned(false);
         pinned_store_.mapping = nullptr;
     }
-    for (auto g : decode_.graphs) cuda::drv::graph_exec_destroy(g);
-    if (decode_.tail != nullptr) cuda::drv::graph_exec_destroy(decode_.tail);
-    if (decode_.tail_rows != nullptr) cuda::drv::graph_exec_destroy(decode_.tail_rows);
+    decode_.reset();  // its graphs, streamed misses' stream and events (buffers freed below)
     prompt_.reset();  // its rings, second stream and events (its buffers are freed below)
-    if (streamed_.stream != nullptr) cuda::drv::stream_destroy(streamed_.stream);
-    for (auto g : streamed_.graphs) cuda::drv::graph_exec_destroy(g);
-    for (CUevent e : {streamed_.landed, streamed_.done}) {
-        if (e != nullptr) cuda::drv::event_destroy(e);
-    }
-    for (auto e : decode_.routed) cuda::drv::event_destroy(e);
-    for (auto e : timing_.layer_start) cuda::drv::event_destroy(e);
-    for (auto e : timing_.layer_end) cuda::drv::event_destroy(e);
-    for (auto e : timing_.tail_marks) cuda::drv::event_destroy(e);
     for (void* p : vram_.allocations) cuda::drv::free(p);
     vram_.allocations.clear();
     if (stream_ != nullptr) cuda::drv::stream_destroy(stream_);

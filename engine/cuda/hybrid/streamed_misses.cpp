@@ -1,6 +1,6 @@
-// --stream-misses (GpuOptions::stream_misses, docs/CUDA.md "Streamed misses"): a share of a decode
-// layer's misses copied from the pinned store into prefill's scratch slots and computed on the
-// GPU while the CPU computes the rest; the share is measured at load and refined while decoding.
+// --stream-misses (GpuOptions::stream_misses, docs/CUDA.md "Streamed misses"): a share of a
+// decode layer's misses copied from the pinned store into the prompt pipeline's scratch slots and
+// computed on the GPU while the CPU computes the rest; the share is measured at load and refined while decoding.
 #include <algorithm>
 #include <string>
 
@@ -10,7 +10,8 @@
 #include "backend/autotune.h"
 #include "cpu/kernels/expert_record.h"
 #include "cuda/expert_mxfp4.h"
-#include "cuda/hybrid/hybrid_backend.h"
+#include "cuda/hybrid/clock.h"
+#include "cuda/hybrid/decode_step.h"
 
 namespace neural::hybrid {
 
@@ -21,17 +22,18 @@ namespace neural::hybrid {
 // two read RAM side by side (docs/CUDA.md "Streamed misses"). Sets streamed_.note for the description
 // (the decision's line); where it cannot run, --stream-misses 1 warns and the CPU keeps every
 // miss.
-void HybridBackend::init_stream_misses() {
+void DecodeStep::start_streamed_misses(const StreamedMissInputs& inputs) {
+    streamed_.scratch = inputs.scratch;
     autotune::StreamInputs in;
     in.mode = opt_.stream_misses;
     in.fixed_share = opt_.stream_share;
-    in.frozen = residency_->frozen();
-    in.ram_gb_s = probes_.ram_gb_s;
-    in.pcie_gb_s = probes_.pinned_gb_s;
-    if (pinned_store_.mapping == nullptr) {
+    in.frozen = inputs.frozen;
+    in.ram_gb_s = inputs.ram_gb_s;
+    in.pcie_gb_s = inputs.pinned_gb_s;
+    if (inputs.pinned_store == nullptr) {
         in.can_stream = false;
         in.why_not = "the store is not pinned (--pin-store)";
-    } else if (prompt_ == nullptr || opt_.scratch_slots < 2) {
+    } else if (inputs.scratch == nullptr || opt_.scratch_slots < 2) {
         in.can_stream = false;
         in.why_not = "it needs prefill's scratch slots (--scratch 2 or more)";
     }
@@ -49,19 +51,19 @@ void HybridBackend::init_stream_misses() {
     NEURAL_CUDA(cuda::drv::event_create(&streamed_.done, cuda::drv::kEventDisableTiming));
     // Per choice its scratch slot (K ints), then its slice (2K ints: first neuron, neurons).
     const std::size_t ints = static_cast<std::size_t>(3 * shape_.top_k);
-    // streamed_.slot: the VRAM plan's "streamed misses" row, allocated at setup (init_slot_pool).
+    // streamed_.slot: the VRAM plan's "streamed misses" row (allocate_streamed_misses).
     streamed_.slot_host = HostBuffer(ints * 4);
     std::fill_n(streamed_.slot_host.host<int>(), ints, 0);
     // One graph per layer (few API calls per streamed layer: they are on the critical path):
     // the choices' slots and slices from the pinned host array, then the resident-expert kernel
     // over the scratch slots, added to the resident sum.
-    const cuda::ExpertShape shape = expert_shape();
+    const cuda::ExpertShape shape = expert_shape_;
     for (int l = 0; l < shape_.layers; ++l) {
         const LayerDevice& ld = layers_[static_cast<std::size_t>(l)];
         NEURAL_CUDA(cuda::drv::stream_begin_capture(stream_, cuda::drv::kCaptureThreadLocal));
         NEURAL_CUDA(cuda::drv::memcpy_async(streamed_.slot, streamed_.slot_host.ptr, ints * 4,
                                             cuda::drv::kHostToDevice, stream_));
-        cuda::experts_resident(prompt_->scratch(), slots_.stride, shape, ld.sel, ld.gate,
+        cuda::experts_resident(streamed_.scratch, slots_.stride, shape, ld.sel, ld.gate,
                                streamed_.slot, ld.gate_up_bias, ld.down_bias, decode_.h,
                                decode_.act, decode_.moe_gpu, stream_, true,
                                streamed_.slot + shape_.top_k);
@@ -71,7 +73,7 @@ void HybridBackend::init_stream_misses() {
 
 // After a decode token (refining shares only): every autotune::kRefineEvery tokens, one step of
 // the share towards the side that finished first in the streamed layers (backend/autotune.h).
-void HybridBackend::refine_stream_share() {
+void DecodeStep::refine_stream_share() {
     if (!streamed_.refine || ++streamed_.tokens < autotune::kRefineEvery) return;
     const double before = streamed_.share;
     streamed_.share = autotune::refine_share(streamed_.share, streamed_.tally);
@@ -93,7 +95,7 @@ void HybridBackend::refine_stream_share() {
 // routing, when the previous layer's miss graph (their reader) is done. A prompt synchronizes
 // stream_ before it uses the scratch slots. Deterministic: which misses stream, and where a
 // split one is cut, depends only on the routing, the residency and the share.
-void HybridBackend::stream_misses(int l, const int* sel, const MissPlan& plan) {
+void DecodeStep::stream_misses(int l, const int* sel, const MissPlan& plan) {
     int* slots = streamed_.slot_host.host<int>();
     int* part = slots + shape_.top_k;
     for (int k = 0; k < shape_.top_k; ++k) {
@@ -102,21 +104,22 @@ void HybridBackend::stream_misses(int l, const int* sel, const MissPlan& plan) {
     }
     NEURAL_CUDA(cuda::drv::stream_wait_event(streamed_.stream, streamed_.done, 0));
     auto scratch = [&](int j) {
-        return prompt_->scratch() + static_cast<std::uint64_t>(j) * slots_.stride;
+        return streamed_.scratch + static_cast<std::uint64_t>(j) * slots_.stride;
     };
     int j = 0;
     for (; j < plan.ns; ++j) {
         slots[plan.streamed_k[j]] = j;
-        NEURAL_CUDA(cuda::drv::memcpy_async(scratch(j), raw_record(l, sel[plan.streamed_k[j]]),
-                                            slots_.record_bytes, cuda::drv::kHostToDevice,
-                                            streamed_.stream));
+        NEURAL_CUDA(cuda::drv::memcpy_async(
+            scratch(j), peers_.records.raw_record(l, sel[plan.streamed_k[j]]), slots_.record_bytes,
+            cuda::drv::kHostToDevice, streamed_.stream));
     }
     if (plan.split >= 0) {
         const int first = shape_.intermediate - plan.split_neurons;
         slots[plan.split] = j;
         part[2 * plan.split] = first;
         part[2 * plan.split + 1] = plan.split_neurons;
-        copy_slice(scratch(j), raw_record(l, sel[plan.split]), first, plan.split_neurons);
+        copy_slice(scratch(j), peers_.records.raw_record(l, sel[plan.split]), first,
+                   plan.split_neurons);
     }
     NEURAL_CUDA(cuda::drv::event_record(streamed_.landed, streamed_.stream));
     NEURAL_CUDA(cuda::drv::stream_wait_event(stream_, streamed_.landed, 0));
@@ -130,8 +133,7 @@ void HybridBackend::stream_misses(int l, const int* sel, const MissPlan& plan) {
 // the record and, as an expert of that many neurons, where they go in the slot. The gate_up codes
 // and scales are contiguous runs of rows; the down rows' blocks are one 2D copy per part (codes,
 // scales), on streamed_.stream.
-void HybridBackend::copy_slice(std::uint8_t* dst, const std::uint8_t* record, int first,
-                               int neurons) {
+void DecodeStep::copy_slice(std::uint8_t* dst, const std::uint8_t* record, int first, int neurons) {
     const cpu::ExpertRecordView s =
         cpu::ExpertRecordView::make(record, shape_.hidden, shape_.intermediate,
                                     cpu::RecordKind::raw)

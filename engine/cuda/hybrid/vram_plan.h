@@ -2,8 +2,8 @@
 // comes from the device's free memory and the one margin rule), every GPU allocation the backend
 // makes, as named rows (name, purpose, count, bytes), and the expert slots that the budget leaves.
 // The backend allocates exactly these rows, each under its name (engine/cuda/hybrid/setup.cpp,
-// prompt_pipeline.cpp); `neural fit`, the setup wizard and the auto context read the same plan. Pure
-// functions, built without CUDA too (docs/CUDA.md "VRAM budget").
+// decode.cpp, prompt_pipeline.cpp); `neural fit`, the setup wizard and the auto context read the
+// same plan. Pure functions, built without CUDA too (docs/CUDA.md "VRAM budget").
 #pragma once
 
 #include <cstdint>
