@@ -1,13 +1,23 @@
-// The model on the GPU as the backend's parts see it: the model's shape, one layer's weights,
-// K/V cache and router outputs in VRAM (allocated by setup.cpp from the VRAM plan's rows), and
-// the expert records and embeddings in RAM (records.cpp).
+// The device model, an owned part of the hybrid backend: the model on the GPU as the backend's
+// parts see it. Its shape, the VRAM plan every allocation comes from (each made under its row's
+// name and recorded), the compute and copy streams, per layer the weights, K/V cache and router
+// outputs in VRAM, the final norm, lm_head, RoPE's frequencies and the expert slot pool's memory.
+// The parts' own buffers are allocated through it (allocate), so the plan stays the one record.
+// Also the expert records and embeddings in RAM as the parts read them (ExpertRecords).
 #pragma once
 
 #include <cstdint>
 #include <functional>
+#include <vector>
 
+#include "backend/backend.h"
 #include "backend/forward.h"
 #include "cpu/kernels/expert_kernel.h"
+#include "cuda/driver/gpu.h"
+#include "cuda/hybrid/admission.h"
+#include "cuda/hybrid/vram_plan.h"
+#include "model/config.h"
+#include "model/weights.h"
 
 namespace neural::hybrid {
 
@@ -26,6 +36,67 @@ struct LayerDevice {
     int ring = 0;  // > 0: a sliding layer's K/V ring of this many positions (--kv-ring)
     int *sel, *slot;
     float* gate;
+};
+
+class DeviceModel {
+public:
+    DeviceModel() = default;
+    ~DeviceModel();
+    DeviceModel(const DeviceModel&) = delete;
+    DeviceModel& operator=(const DeviceModel&) = delete;
+
+    // The model's shape from `config`, checked against what the kernels take.
+    void set_model(const ModelConfig& config);
+    // The VRAM plan (its context and --kv-ring positions); creates the streams.
+    void start(VramPlan plan);
+    // One allocation of the plan's row `row`: its size comes from the plan, and it is recorded
+    // under the row's name (allocations). More than the plan's count is an error.
+    void* allocate(const char* row);
+    template <typename T>
+    T* allocate_as(const char* row) {
+        return static_cast<T*>(allocate(row));
+    }
+    // Every allocated row of the plan was allocated as often as planned.
+    void check_allocations() const;
+    // The dense core (bf16, straight from the checkpoint), then RoPE and the K/V cache.
+    void upload_dense_core(const ModelWeights& weights);
+    void init_kv_cache(const ModelConfig& config);
+    // Waits for the compute and copy streams; frees every allocation and the streams.
+    void synchronize();
+    void release();
+
+    const ModelShape& shape() const { return shape_; }
+    std::int64_t context() const { return context_; }  // K/V positions the GPU holds
+    int kv_ring() const { return kv_ring_; }  // sliding layers' ring positions (0: whole context)
+    const VramPlan& plan() const { return plan_; }
+    // By row, in the order of their first allocation.
+    const std::vector<DeviceAllocation>& allocations() const { return made_; }
+    CUstream stream() const { return stream_; }            // compute
+    CUstream copy_stream() const { return copy_stream_; }  // admissions' and staging's copies
+    const std::vector<LayerDevice>& layers() const { return layers_; }
+    std::uint16_t* final_norm() const { return final_norm_; }
+    std::uint16_t* lm_head() const { return lm_head_; }
+    float* inv_freq() const { return inv_freq_; }
+    float concentration() const { return concentration_; }
+    // The expert slot pool's memory and table (the backend allocates and sizes them).
+    SlotPool& slots() { return slots_; }
+    const SlotPool& slots() const { return slots_; }
+
+private:
+    void upload(std::uint16_t* dst, const Bf16View& v, std::size_t values);
+
+    ModelShape shape_;
+    std::int64_t context_ = 0;
+    int kv_ring_ = 0;
+    VramPlan plan_;
+    std::vector<void*> allocations_;
+    std::vector<DeviceAllocation> made_;
+    CUstream stream_ = nullptr, copy_stream_ = nullptr;
+    std::vector<LayerDevice> layers_;
+    std::uint16_t *final_norm_ = nullptr, *lm_head_ = nullptr;
+    float* inv_freq_ = nullptr;
+    float concentration_ = 1.0f;
+    SlotPool slots_;
 };
 
 // The expert records and embeddings as the parts read them (the backend's records.cpp): a

@@ -22,6 +22,8 @@
 //
 // The backend composes owned parts, each with a narrow interface and the state it owns; the
 // parts get the device model and their peers through small context structs, never this class:
+//   device_model.h       DeviceModel: the shape, the VRAM plan's allocations, the streams, the
+//                        dense core and K/V cache in VRAM, the slot pool's memory; ExpertRecords
 //   decode_step.h        DecodeStep: one token through the decode graphs, the CPU's misses,
 //                        --stream-misses (decode.cpp, decode_graphs.cpp, streamed_misses.cpp)
 //   prompt_pipeline.h    PromptPipeline: whole prompts on the GPU, layer- or block-major, with
@@ -32,9 +34,8 @@
 //   kv_checkpoints.h     KvCheckpoints: host copies of switched-away sequences' K/V (no CUDA)
 //   vram_plan.h          the VRAM plan every allocation comes from (no CUDA)
 // and the rest of the class, one file per concern:
-//   setup.cpp            VRAM plan, dense core upload, K/V cache, slot pool, CPU side, the parts
-//                        in allocation order, release
-//   device_model.h       the model's shape, a layer in VRAM, the expert records' accessors
+//   setup.cpp            the parts in the VRAM plan's allocation order, the slot pool, the CPU
+//                        side, release
 //   store_pin.cpp        --pin-store: registering the store mapping with CUDA
 //   records.cpp          expert records (slot images) and the kernels' view of them
 //   probes.cpp           load-time probes: copy bandwidth, the CPU team's RAM bandwidth
@@ -80,14 +81,6 @@ namespace neural::hybrid {
 
 inline constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
-// Everything the backend allocates on the GPU: the rows of its VRAM plan (cuda/hybrid/vram_plan.h),
-// each allocation made under its row's name and recorded (dalloc).
-struct VramState {
-    VramPlan plan;
-    std::vector<void*> allocations;
-    std::vector<DeviceAllocation> made;  // by row, in the order of their first allocation
-};
-
 // Load-time probes (probes.cpp): copy bandwidth from pinned and pageable memory, the CPU team's
 // RAM read bandwidth at its size, and the thread choice's line (0 / empty: not measured).
 struct LoadProbes {
@@ -124,28 +117,20 @@ public:
     StorePin store_pin() const override {
         return {pinned_store_.mapping != nullptr, pinned_store_.seconds};
     }
-    std::int64_t context_length() const override { return context_; }
-    std::vector<DeviceAllocation> device_allocations() const override { return vram_.made; }
+    std::int64_t context_length() const override { return device_.context(); }
+    std::vector<DeviceAllocation> device_allocations() const override {
+        return device_.allocations();
+    }
     // sequence.cpp: which positions the GPU keeps, then prefill and decode.
     std::vector<float> forward(std::span<const TokenId> tokens, KvCache& cache,
                                const ForwardOptions& options) override;
 
 private:
     // setup.cpp
-    // One allocation of the plan's row `row`: its size comes from the plan, and it is recorded
-    // under the row's name (device_allocations).
-    template <typename T>
-    T* dalloc(const char* row) {
-        return static_cast<T*>(allocate_row(row));
-    }
-    void* allocate_row(const char* row);
-    void upload(std::uint16_t* dst, const Bf16View& v, std::size_t values);
     void init();
-    void init_dense_core();
-    void init_kv_cache();
+    void init_kv_checkpoints();
     void init_decode_step();
     void init_slot_pool();
-    void check_allocations() const;
     void init_cpu_side();
     void init_record_buffers();
     void start_streamed_misses();
@@ -183,7 +168,7 @@ private:
             const std::int64_t run = ld.ring > 0
                                          ? std::min<std::int64_t>(first + count - p, ld.ring - row)
                                          : first + count - p;
-            copy(static_cast<std::size_t>(row) * static_cast<std::size_t>(shape_.kv_width),
+            copy(static_cast<std::size_t>(row) * static_cast<std::size_t>(device_.shape().kv_width),
                  static_cast<std::size_t>(p - first), static_cast<std::size_t>(run));
             p += run;
         }
@@ -198,17 +183,7 @@ private:
     GpuBackendInputs in_;
     GpuOptions opt_;
     std::string description_;
-    ModelShape shape_;
-    std::int64_t context_ = 0;  // K/V positions the GPU holds (--context)
-    int kv_ring_ = 0;           // --kv-ring positions of the sliding layers (0: whole context)
-    VramState vram_;
-    CUstream stream_ = nullptr,
-             copy_stream_ = nullptr;  // compute; admissions' and staging's copies
-    std::vector<LayerDevice> layers_;
-    std::uint16_t *final_norm_ = nullptr, *lm_head_ = nullptr;
-    float* inv_freq_ = nullptr;
-    float concentration_ = 1.0f;
-    SlotPool slots_;
+    DeviceModel device_;  // the model on the GPU: shape, VRAM plan and allocations, streams
     std::unique_ptr<DecodeStep> decode_;      // one token through the decode graphs
     std::unique_ptr<PromptPipeline> prompt_;  // prompts on the GPU as a whole, or null
     StorePinState pinned_store_;

@@ -22,7 +22,7 @@ namespace neural::hybrid {
 // record, else assembled row by row from the packed store or the checkpoint tensors.
 void HybridBackend::fill_record(int layer, int e, std::uint8_t* dst) const {
     if (raw_store_) {
-        std::memcpy(dst, raw_record(layer, e), slots_.record_bytes);
+        std::memcpy(dst, raw_record(layer, e), device_.slots().record_bytes);
         return;
     }
     if (in_.store != nullptr) in_.store->prepare(layer, e);
@@ -52,8 +52,9 @@ void HybridBackend::fill_record(int layer, int e, std::uint8_t* dst) const {
 // The experts' shape as the decode kernels take it (bf16 hi + lo operands for the GEMMs).
 cuda::ExpertShape HybridBackend::expert_shape() const {
     const ModelConfig& c = *in_.config;
-    return cuda::ExpertShape{shape_.hidden,  shape_.intermediate, shape_.top_k,
-                             shape_.experts, c.swiglu_limit,      c.swiglu_alpha};
+    return cuda::ExpertShape{device_.shape().hidden, device_.shape().intermediate,
+                             device_.shape().top_k,  device_.shape().experts,
+                             c.swiglu_limit,         c.swiglu_alpha};
 }
 
 // The shape prefill's expert GEMMs get for a layer: fp16 operands (--prefill-fp16) scaled for
@@ -63,11 +64,12 @@ cuda::ExpertShape HybridBackend::prefill_expert_shape(const LayerWeights& lw) co
     const cuda::ExpertShape shape = expert_shape();
     if (!opt_.prefill_fp16) return shape;
     float w_max = 0.0f;
-    for (std::int64_t i = 0; i < shape_.hidden; ++i) {
+    for (std::int64_t i = 0; i < device_.shape().hidden; ++i) {
         const float v = std::fabs(lw.post_norm.at(i));
         w_max = std::isfinite(v) ? std::max(w_max, v) : std::numeric_limits<float>::infinity();
     }
-    return cuda::with_half_operands(shape, std::sqrt(static_cast<float>(shape_.hidden)) * w_max);
+    return cuda::with_half_operands(shape,
+                                    std::sqrt(static_cast<float>(device_.shape().hidden)) * w_max);
 }
 
 // A raw store's record of expert (layer, e): the slot image, in the store mapping. Every
@@ -76,7 +78,7 @@ cuda::ExpertShape HybridBackend::prefill_expert_shape(const LayerWeights& lw) co
 const std::uint8_t* HybridBackend::raw_record(int layer, int e) const {
     in_.store->verify_record(layer, e);
     const auto rec = in_.store->record(layer, e);
-    if (rec.size() < slots_.record_bytes)
+    if (rec.size() < device_.slots().record_bytes)
         fail("store record ({}, {}) is shorter than a raw record", layer, e);
     return rec.data();
 }
@@ -87,15 +89,15 @@ cpu::ExpertInput HybridBackend::cpu_input(int layer, int e, int k) {
     if (in_.store != nullptr) {
         in_.store->prepare(layer, e);  // a damaged record is an error, never a wild read
         const auto rec = in_.store->record(layer, e);
-        x.record =
-            cpu::ExpertRecordView::make(rec.data(), shape_.hidden, shape_.intermediate,
-                                        raw_store_ ? cpu::RecordKind::raw : cpu::RecordKind::packed,
-                                        in_.store->entry(layer, e).payload_bytes);
+        x.record = cpu::ExpertRecordView::make(
+            rec.data(), device_.shape().hidden, device_.shape().intermediate,
+            raw_store_ ? cpu::RecordKind::raw : cpu::RecordKind::packed,
+            in_.store->entry(layer, e).payload_bytes);
     } else {
         std::uint8_t* buf = assembled_[static_cast<std::size_t>(k)].host<std::uint8_t>();
         fill_record(layer, e, buf);
-        x.record = cpu::ExpertRecordView::make(buf, shape_.hidden, shape_.intermediate,
-                                               cpu::RecordKind::raw);
+        x.record = cpu::ExpertRecordView::make(buf, device_.shape().hidden,
+                                               device_.shape().intermediate, cpu::RecordKind::raw);
     }
     x.gate_up_bias = lw.gate_up.bias.row(e);
     x.down_bias = lw.down.bias.row(e);
@@ -106,7 +108,7 @@ cpu::ExpertInput HybridBackend::cpu_input(int layer, int e, int k) {
 // input and the prefill's residual stream start the same way.
 void HybridBackend::embed(TokenId id, float* dst) const {
     const Bf16View& emb = in_.weights->embed;
-    for (int i = 0; i < shape_.hidden; ++i) dst[i] = emb.at(id, i);
+    for (int i = 0; i < device_.shape().hidden; ++i) dst[i] = emb.at(id, i);
 }
 
 // The records and embeddings as the backend's parts read them (device_model.h).

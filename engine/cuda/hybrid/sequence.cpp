@@ -19,15 +19,16 @@ std::vector<float> HybridBackend::forward(std::span<const TokenId> tokens, KvCac
     const auto T = static_cast<std::int64_t>(tokens.size());
     if (T == 0) fail("forward: no tokens to process");
     for (TokenId t : tokens) {
-        if (t < 0 || t >= shape_.vocab)
-            fail("token id {} is outside the model's vocabulary (0..{})", t, shape_.vocab - 1);
+        if (t < 0 || t >= device_.shape().vocab)
+            fail("token id {} is outside the model's vocabulary (0..{})", t,
+                 device_.shape().vocab - 1);
     }
     const std::int64_t pos0 = cache.size();
-    if (pos0 + T > context_) {
+    if (pos0 + T > device_.context()) {
         fail(
             "context of {} tokens exceeds the {} positions of the GPU K/V cache (--context; the "
             "model allows {})",
-            pos0 + T, context_, in_.config->max_position_embeddings);
+            pos0 + T, device_.context(), in_.config->max_position_embeddings);
     }
     NEURAL_CUDA(cuda::drv::set_device(opt_.device));
     std::vector<std::int32_t>& seq = cache.tokens();
@@ -75,7 +76,7 @@ std::vector<float> HybridBackend::forward(std::span<const TokenId> tokens, KvCac
     resident_.kv_high = valid == 0 ? pos0 + T : std::max(resident_.kv_high, pos0 + T);
     resident_.tokens.assign(full.begin(), full.begin() + valid);
     const std::int64_t first_out = opt.all_logits ? 0 : T - 1;  // among the new tokens
-    std::vector<float> logits(static_cast<std::size_t>((T - first_out) * shape_.vocab));
+    std::vector<float> logits(static_cast<std::size_t>((T - first_out) * device_.shape().vocab));
     try {
         if (prompt_ && pos0 + T - valid >= 2) {
             // Everything from `valid` on at once: re-processed positions and the prompt.
@@ -86,7 +87,7 @@ std::vector<float> HybridBackend::forward(std::span<const TokenId> tokens, KvCac
             for (std::int64_t p = valid; p < pos0 + T; ++p) {
                 const bool fresh = p >= pos0;
                 float* out = fresh && p - pos0 >= first_out
-                                 ? logits.data() + (p - pos0 - first_out) * shape_.vocab
+                                 ? logits.data() + (p - pos0 - first_out) * device_.shape().vocab
                                  : nullptr;
                 decode_->token(full[static_cast<std::size_t>(p)], p, !fresh || T > 1, out,
                                fresh ? opt.observer : nullptr, opt.cancel);
@@ -94,8 +95,8 @@ std::vector<float> HybridBackend::forward(std::span<const TokenId> tokens, KvCac
             }
         }
     } catch (...) {
-        cuda::drv::stream_synchronize(stream_);
-        cuda::drv::stream_synchronize(copy_stream_);
+        cuda::drv::stream_synchronize(device_.stream());
+        cuda::drv::stream_synchronize(device_.copy_stream());
         decode_->synchronize();
         if (prompt_) prompt_->abandon();
         // The cache stays at pos0 (contract); the GPU keeps what was computed for it.
@@ -114,15 +115,15 @@ std::vector<float> HybridBackend::forward(std::span<const TokenId> tokens, KvCac
 // window before `valid`: positions written since (up to resident_.kv_high) overwrote the rows of the
 // positions a ring's length before them.
 bool HybridBackend::ring_keeps(std::int64_t valid) const {
-    return kv_ring_ == 0 || valid == 0 ||
-           resident_.kv_high - valid + in_.config->sliding_window - 1 <= kv_ring_;
+    return device_.kv_ring() == 0 || valid == 0 ||
+           resident_.kv_high - valid + in_.config->sliding_window - 1 <= device_.kv_ring();
 }
 
 // Checkpoint copies: positions [first, first + count) of layer `ld` to / from host rows
 // (k, v: [count][kv_dim] each, position order).
 void HybridBackend::save_kv_rows(const LayerDevice& ld, std::int64_t first, std::int64_t count,
                                  float* k, float* v) const {
-    const auto kv = static_cast<std::size_t>(shape_.kv_width);
+    const auto kv = static_cast<std::size_t>(device_.shape().kv_width);
     for_kv_runs(ld, first, count, [&](std::size_t row, std::size_t i, std::size_t run) {
         NEURAL_CUDA(cuda::drv::memcpy(k + i * kv, ld.k_cache + row, run * kv * 4,
                                       cuda::drv::kDeviceToHost));
@@ -133,7 +134,7 @@ void HybridBackend::save_kv_rows(const LayerDevice& ld, std::int64_t first, std:
 
 void HybridBackend::restore_kv_rows(const LayerDevice& ld, std::int64_t first, std::int64_t count,
                                     const float* k, const float* v) const {
-    const auto kv = static_cast<std::size_t>(shape_.kv_width);
+    const auto kv = static_cast<std::size_t>(device_.shape().kv_width);
     for_kv_runs(ld, first, count, [&](std::size_t row, std::size_t i, std::size_t run) {
         NEURAL_CUDA(cuda::drv::memcpy(ld.k_cache + row, k + i * kv, run * kv * 4,
                                       cuda::drv::kHostToDevice));
@@ -162,19 +163,20 @@ std::int64_t HybridBackend::switch_sequence(std::uint64_t id, const std::vector<
     BackendCounters* bc = in_.counters;
     constexpr auto rl = std::memory_order_relaxed;
     if (checkpoints_ && held > 0 && resident_.id != 0) {
-        NEURAL_CUDA(cuda::drv::stream_synchronize(stream_));
+        NEURAL_CUDA(cuda::drv::stream_synchronize(device_.stream()));
         // The rings hold positions [resident_.kv_high - ring, resident_.kv_high); those before `held` are this sequence's.
         const std::int64_t ring_rows =
-            kv_ring_ > 0 ? std::max<std::int64_t>(
-                               0, held - std::max<std::int64_t>(0, resident_.kv_high - kv_ring_))
-                         : held;
-        const auto kv = static_cast<std::size_t>(shape_.kv_width);
+            device_.kv_ring() > 0
+                ? std::max<std::int64_t>(
+                      0, held - std::max<std::int64_t>(0, resident_.kv_high - device_.kv_ring()))
+                : held;
+        const auto kv = static_cast<std::size_t>(device_.shape().kv_width);
         std::size_t floats = 0;
-        for (const LayerDevice& ld : layers_)
+        for (const LayerDevice& ld : device_.layers())
             floats += 2 * kv * static_cast<std::size_t>(ld.ring > 0 ? ring_rows : held);
         std::vector<float> data(floats);
         float* at = data.data();
-        for (const LayerDevice& ld : layers_) {
+        for (const LayerDevice& ld : device_.layers()) {
             const std::int64_t count = ld.ring > 0 ? ring_rows : held;
             save_kv_rows(ld, held - count, count, at, at + static_cast<std::size_t>(count) * kv);
             at += 2 * kv * static_cast<std::size_t>(count);
@@ -189,12 +191,12 @@ std::int64_t HybridBackend::switch_sequence(std::uint64_t id, const std::vector<
     if (checkpoints_) {
         const KvCheckpoints::Match m = checkpoints_->best(id, want, limit);
         if (m.entry != nullptr && m.length > in_place) {
-            NEURAL_CUDA(cuda::drv::stream_synchronize(stream_));
+            NEURAL_CUDA(cuda::drv::stream_synchronize(device_.stream()));
             const auto n = static_cast<std::int64_t>(m.entry->tokens.size());
-            const auto kv = static_cast<std::size_t>(shape_.kv_width);
+            const auto kv = static_cast<std::size_t>(device_.shape().kv_width);
             const std::int64_t len = m.length;
             const float* at = m.entry->data.data();
-            for (const LayerDevice& ld : layers_) {
+            for (const LayerDevice& ld : device_.layers()) {
                 const std::int64_t count = ld.ring > 0 ? m.entry->ring_rows : n;
                 const std::int64_t first = n - count;  // the entry's first position of this layer
                 // Positions [from, len): all of them for a full layer, the ring's reach for a ring layer.
