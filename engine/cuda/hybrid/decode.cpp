@@ -20,20 +20,21 @@ namespace neural::hybrid {
 
 // The plan's decode rows (cuda/hybrid/vram_plan.h), in its allocation order, then the
 // host-mapped exchange buffers the graphs read and write zero-copy (pinned host memory, not VRAM).
-DecodeStep::DecodeStep(const DecodeDevice& device, const Allocate& allocate)
-    : config_(device.config),
-      opt_(device.options),
-      shape_(device.shape),
-      layers_(device.layers),
-      inv_freq_(device.inv_freq),
-      concentration_(device.concentration),
-      final_norm_(device.final_norm),
-      lm_head_(device.lm_head),
-      stream_(device.stream),
-      slots_(device.slots),
-      expert_shape_(device.expert_shape) {
-    decode_.splits = device.attention_splits;
-    const auto alloc_f = [&](const char* row) { return static_cast<float*>(allocate(row)); };
+DecodeStep::DecodeStep(const ModelConfig& config, const GpuOptions& options, DeviceModel& device,
+                       const cuda::ExpertShape& expert_shape)
+    : config_(config),
+      opt_(options),
+      shape_(device.shape()),
+      layers_(device.layers()),
+      inv_freq_(device.inv_freq()),
+      concentration_(device.concentration()),
+      final_norm_(device.final_norm()),
+      lm_head_(device.lm_head()),
+      stream_(device.stream()),
+      slots_(device.slots()),
+      expert_shape_(expert_shape) {
+    decode_.splits = device.plan().attention_splits;
+    const auto alloc_f = [&](const char* row) { return device.allocate_as<float>(row); };
     decode_.x = alloc_f("decode hidden rows");
     decode_.h = alloc_f("decode hidden rows");
     decode_.qkv = alloc_f("decode QKV");
@@ -43,8 +44,8 @@ DecodeStep::DecodeStep(const DecodeDevice& device, const Allocate& allocate)
     decode_.act = alloc_f("expert activations");
     decode_.moe_gpu = alloc_f("decode hidden rows");
     decode_.logits = alloc_f("logits");
-    decode_.pos = static_cast<int*>(allocate("position"));
-    decode_.fused_counters = static_cast<unsigned*>(allocate("decode counters"));
+    decode_.pos = device.allocate_as<int>("position");
+    decode_.fused_counters = device.allocate_as<unsigned>("decode counters");
     NEURAL_CUDA(cuda::drv::memset_async(
         decode_.fused_counters, 0, (1 + static_cast<std::size_t>(shape_.q_heads)) * 4,
         stream_));  // ordered before every graph on the compute stream
@@ -59,9 +60,9 @@ DecodeStep::DecodeStep(const DecodeDevice& device, const Allocate& allocate)
 
 DecodeStep::~DecodeStep() { release(); }
 
-void DecodeStep::allocate_streamed_misses(const VramPlan& plan, const Allocate& allocate) {
-    if (plan.find("streamed misses") != nullptr)
-        streamed_.slot = static_cast<int*>(allocate("streamed misses"));
+void DecodeStep::allocate_streamed_misses(DeviceModel& device) {
+    if (device.plan().find("streamed misses") != nullptr)
+        streamed_.slot = device.allocate_as<int>("streamed misses");
 }
 
 void DecodeStep::attach(DecodePeers peers) { peers_ = std::move(peers); }

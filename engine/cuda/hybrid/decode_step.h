@@ -5,7 +5,7 @@
 // buffers (the VRAM plan's decode rows, allocated through the backend), the graphs (captured once;
 // the position is read from device memory), their timing marks and the streamed misses' state.
 //
-// The backend hands it references to what it reads: the device model (DecodeDevice) at
+// The backend hands it references to what it reads: the device model (device_model.h) at
 // construction, the streamed misses' inputs once the store is pinned (start_streamed_misses),
 // the slot policy, the admissions and the CPU side once they exist (attach).
 #pragma once
@@ -38,24 +38,6 @@ struct MoeCounters;
 
 namespace neural::hybrid {
 
-// The device model as the decode step reads it (owned by the backend, alive as long as the step):
-// the model, its shape and layers in VRAM, RoPE's frequencies, the final norm and lm_head, the
-// compute stream, the slot pool (its table and slots filled in after the step's buffers), the
-// experts' shape for the decode kernels and attention's split-K parts (the VRAM plan's).
-struct DecodeDevice {
-    const ModelConfig& config;
-    const GpuOptions& options;
-    const ModelShape& shape;
-    const std::vector<LayerDevice>& layers;
-    float* inv_freq = nullptr;
-    float concentration = 1.0f;
-    std::uint16_t *final_norm = nullptr, *lm_head = nullptr;
-    CUstream stream = nullptr;
-    const SlotPool& slots;
-    cuda::ExpertShape expert_shape;
-    int attention_splits = 1;
-};
-
 // What --stream-misses decides from (start_streamed_misses): the slot policy frozen, the probes'
 // RAM and pinned copy bandwidth, the pinned store's mapping (null: not pinned) and the prompt
 // pipeline's scratch slots the misses are copied into (null: prompts run token by token).
@@ -83,16 +65,17 @@ struct DecodePeers {
 
 class DecodeStep {
 public:
-    using Allocate = std::function<void*(const char* row)>;
-
-    // Allocates the plan's decode rows through `allocate` and the host-mapped exchange buffers.
-    DecodeStep(const DecodeDevice& device, const Allocate& allocate);
+    // Allocates the VRAM plan's decode rows from the device model, which it reads while it lives
+    // (the shape, the layers, the final norm and lm_head, the stream, the slot pool), and the
+    // host-mapped exchange buffers; `expert_shape`: the experts as the decode kernels take them.
+    DecodeStep(const ModelConfig& config, const GpuOptions& options, DeviceModel& device,
+               const cuda::ExpertShape& expert_shape);
     ~DecodeStep();
     DecodeStep(const DecodeStep&) = delete;
     DecodeStep& operator=(const DecodeStep&) = delete;
 
     // The VRAM plan's "streamed misses" row, where it has one (allocated before the slot pool).
-    void allocate_streamed_misses(const VramPlan& plan, const Allocate& allocate);
+    void allocate_streamed_misses(DeviceModel& device);
     // --stream-misses: the load-time choice of the share, its stream and one graph per layer.
     void start_streamed_misses(const StreamedMissInputs& in);
     // The backend's other parts (before the first token).

@@ -46,22 +46,21 @@ bool PromptPipeline::wanted(const GpuOptions& options, const ModelShape& shape) 
     return true;
 }
 
-PromptPipeline::PromptPipeline(const PromptDevice& device, const VramPlan& plan,
-                               const Allocate& allocate,
-                               std::vector<cuda::ExpertShape> expert_shapes)
-    : config_(device.config),
-      opt_(device.options),
-      shape_(device.shape),
-      context_(device.context),
-      layers_(device.layers),
-      inv_freq_(device.inv_freq),
-      concentration_(device.concentration),
-      stream_(device.stream),
-      copy_stream_(device.copy_stream),
-      slots_(device.slots),
+PromptPipeline::PromptPipeline(const ModelConfig& config, const GpuOptions& options,
+                               DeviceModel& device, std::vector<cuda::ExpertShape> expert_shapes)
+    : config_(config),
+      opt_(options),
+      shape_(device.shape()),
+      context_(device.context()),
+      layers_(device.layers()),
+      inv_freq_(device.inv_freq()),
+      concentration_(device.concentration()),
+      stream_(device.stream()),
+      copy_stream_(device.copy_stream()),
+      slots_(device.slots()),
       shapes_(std::move(expert_shapes)) {
     try {
-        this->allocate(plan, allocate);
+        allocate(device);
     } catch (...) {
         release();
         throw;
@@ -72,10 +71,11 @@ PromptPipeline::~PromptPipeline() { release(); }
 
 // Prefill buffers: the VRAM plan's prefill rows (cuda/hybrid/vram_plan.h), allocated before the
 // slot pool takes the rest; the plan checked --prefill-block, --scratch and --prompt-rows.
-void PromptPipeline::allocate(const VramPlan& plan, const Allocate& allocate) {
-    const auto alloc_f = [&](const char* row) { return static_cast<float*>(allocate(row)); };
-    const auto alloc_i = [&](const char* row) { return static_cast<int*>(allocate(row)); };
-    const auto alloc_b = [&](const char* row) { return static_cast<std::uint8_t*>(allocate(row)); };
+void PromptPipeline::allocate(DeviceModel& device) {
+    const VramPlan& plan = device.plan();
+    const auto alloc_f = [&](const char* row) { return device.allocate_as<float>(row); };
+    const auto alloc_i = [&](const char* row) { return device.allocate_as<int>(row); };
+    const auto alloc_b = [&](const char* row) { return device.allocate_as<std::uint8_t>(row); };
     if (opt_.staging_threads < 1 || opt_.staging_threads > 64)
         fail("--staging-threads must be 1..64");
     if (opt_.expert_streams != 1 && opt_.expert_streams != 2)

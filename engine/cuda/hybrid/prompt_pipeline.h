@@ -5,7 +5,7 @@
 // with --prefill-early), or on the CPU. It owns the prompt-sized buffers (the VRAM plan's prefill
 // rows, allocated through the backend), the scratch slots, the staging rings and their events.
 //
-// The backend hands it references to what it reads: the device model (PromptDevice) at
+// The backend hands it references to what it reads: the device model (device_model.h) at
 // construction, the slot policy, the admissions and the CPU side once they exist (attach), and
 // per prompt the decode tail that turns a row into logits (PromptTail).
 #pragma once
@@ -36,21 +36,6 @@
 
 namespace neural::hybrid {
 
-// The device model as the pipeline reads it (owned by the backend, alive as long as the
-// pipeline): the model, its shape and layers in VRAM, RoPE's frequencies, the compute and copy
-// streams, the slot pool (filled in after the pipeline's buffers, read only by prompts).
-struct PromptDevice {
-    const ModelConfig& config;
-    const GpuOptions& options;
-    const ModelShape& shape;
-    std::int64_t context = 0;  // K/V positions the GPU holds
-    const std::vector<LayerDevice>& layers;
-    const float* inv_freq = nullptr;
-    float concentration = 1.0f;
-    CUstream stream = nullptr, copy_stream = nullptr;
-    const SlotPool& slots;
-};
-
 // The backend's other parts a prompt uses (attach): the slot policy, the admissions, the CPU
 // side (kernel, team, the store whose records it checks), the counters, the pinned store's
 // mapping (null: not pinned; its records need no staging ring), the streamed misses' copy
@@ -77,14 +62,13 @@ struct PromptTail {
 
 class PromptPipeline {
 public:
-    using Allocate = std::function<void*(const char* row)>;
-
     // Whether prompts run on the GPU as a whole with these options (else token by token): checks
     // --prefill-order, warns where the model's head_dim has no prompt kernels.
     static bool wanted(const GpuOptions& options, const ModelShape& shape);
-    // Allocates the plan's prefill rows through `allocate` (the VRAM plan checked
-    // --prefill-block, --scratch and --prompt-rows); `expert_shapes` per layer.
-    PromptPipeline(const PromptDevice& device, const VramPlan& plan, const Allocate& allocate,
+    // Allocates the VRAM plan's prefill rows from the device model (the plan checked
+    // --prefill-block, --scratch and --prompt-rows), which it reads while it lives (the shape,
+    // the layers, the streams, the slot pool); `expert_shapes` per layer.
+    PromptPipeline(const ModelConfig& config, const GpuOptions& options, DeviceModel& device,
                    std::vector<cuda::ExpertShape> expert_shapes);
     ~PromptPipeline();
     PromptPipeline(const PromptPipeline&) = delete;
@@ -132,7 +116,7 @@ private:
         const int* start_dev = nullptr;
     };
 
-    void allocate(const VramPlan& plan, const Allocate& allocate);
+    void allocate(DeviceModel& device);
     void release();
     void run_chunk(std::span<const TokenId> work, std::int64_t start, std::int64_t first_out,
                    float* logits_out, std::int64_t observe_from, RouterObserver* observer,

@@ -114,14 +114,7 @@ void HybridBackend::init_kv_checkpoints() {
 // The decode step (decode_step.h) with its device buffers (activations, logits, position) and
 // host-mapped exchange buffers, then the slot table.
 void HybridBackend::init_decode_step() {
-    const DecodeDevice device{*in_.config,          opt_,
-                              device_.shape(),      device_.layers(),
-                              device_.inv_freq(),   device_.concentration(),
-                              device_.final_norm(), device_.lm_head(),
-                              device_.stream(),     device_.slots(),
-                              expert_shape(),       device_.plan().attention_splits};
-    decode_ = std::make_unique<DecodeStep>(
-        device, [this](const char* row) { return device_.allocate(row); });
+    decode_ = std::make_unique<DecodeStep>(*in_.config, opt_, device_, expert_shape());
     device_.slots().table = device_.allocate_as<int>("slot table");
 }
 
@@ -140,8 +133,7 @@ void HybridBackend::init_slot_pool() {
     // The streamed misses' buffer where the plan has it (it is used only where the load-time
     // choice streams, streamed_misses.cpp), then the expert slot pool: what the budget leaves
     // (minus a reserve for graphs and the allocator), or exactly what was asked.
-    decode_->allocate_streamed_misses(device_.plan(),
-                                      [this](const char* row) { return device_.allocate(row); });
+    decode_->allocate_streamed_misses(device_);
     device_.slots().record_bytes =
         cpu::ExpertRecordView::raw_bytes(device_.shape().hidden, device_.shape().intermediate);
     device_.slots().stride = device_.plan().slot_bytes;
@@ -228,19 +220,7 @@ void HybridBackend::init_prompt_pipeline() {
     std::vector<cuda::ExpertShape> shapes;
     for (int l = 0; l < device_.shape().layers; ++l)
         shapes.push_back(prefill_expert_shape(in_.weights->layers[static_cast<std::size_t>(l)]));
-    const PromptDevice device{*in_.config,
-                              opt_,
-                              device_.shape(),
-                              device_.context(),
-                              device_.layers(),
-                              device_.inv_freq(),
-                              device_.concentration(),
-                              device_.stream(),
-                              device_.copy_stream(),
-                              device_.slots()};
-    prompt_ = std::make_unique<PromptPipeline>(
-        device, device_.plan(), [this](const char* row) { return device_.allocate(row); },
-        std::move(shapes));
+    prompt_ = std::make_unique<PromptPipeline>(*in_.config, opt_, device_, std::move(shapes));
 }
 
 // The prompt pipeline's peers, once the slot policy, the admissions, the CPU side and the store's
