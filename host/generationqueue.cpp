@@ -22,7 +22,7 @@ double secondsBetween(Clock::time_point a, Clock::time_point b) {
 
 // ---- EngineWorker (engine thread) -------------------------------------------------------------
 
-EngineWorker::EngineWorker(std::shared_ptr<const Model> model, GenerationQueue* queue,
+EngineWorker::EngineWorker(std::shared_ptr<Model> model, GenerationQueue* queue,
                            int defaultMaxTokens)
     : m_model(std::move(model)), m_queue(queue), m_defaultMaxTokens(defaultMaxTokens) {}
 
@@ -325,8 +325,8 @@ GenerationOutcome EngineWorker::runCompletion(const std::shared_ptr<GenerationJo
 
 // ---- GenerationQueue (server thread) ----------------------------------------------------------
 
-GenerationQueue::GenerationQueue(std::shared_ptr<const Model> model, int maxWaiting,
-                                 int defaultMaxTokens, QObject* parent)
+GenerationQueue::GenerationQueue(std::shared_ptr<Model> model, int maxWaiting, int defaultMaxTokens,
+                                 QObject* parent)
     : QObject(parent), m_maxWaiting(std::max(0, maxWaiting)) {
     m_worker = new EngineWorker(std::move(model), this, defaultMaxTokens);
     m_worker->moveToThread(&m_thread);

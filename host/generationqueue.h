@@ -109,7 +109,7 @@ class GenerationQueue;
 class EngineWorker : public QObject {
     Q_OBJECT
 public:
-    EngineWorker(std::shared_ptr<const Model> model, GenerationQueue* queue, int defaultMaxTokens);
+    EngineWorker(std::shared_ptr<Model> model, GenerationQueue* queue, int defaultMaxTokens);
 
     void run(const std::shared_ptr<GenerationJob>& job);
 
@@ -122,7 +122,7 @@ private:
     int tokenBudget(std::int64_t promptTokens, std::optional<int> requested,
                     std::int64_t maxPromptTokens) const;
 
-    std::shared_ptr<const Model> m_model;
+    std::shared_ptr<Model> m_model;
     GenerationQueue* m_queue;
     int m_defaultMaxTokens;
     std::map<std::string, std::unique_ptr<ChatSession>> m_sessions;
@@ -134,7 +134,7 @@ class GenerationQueue : public QObject {
     Q_OBJECT
 public:
     // `maxWaiting`: jobs that may wait behind the running one; more are refused.
-    GenerationQueue(std::shared_ptr<const Model> model, int maxWaiting, int defaultMaxTokens,
+    GenerationQueue(std::shared_ptr<Model> model, int maxWaiting, int defaultMaxTokens,
                     QObject* parent = nullptr);
     ~GenerationQueue() override;
 

@@ -653,10 +653,10 @@ private:
 
 // ---- ApiServer --------------------------------------------------------------------------------
 
-ApiServer::ApiServer(std::shared_ptr<const Model> model, ServerConfig config, QObject* parent)
+ApiServer::ApiServer(std::shared_ptr<Model> model, ServerConfig config, QObject* parent)
     : ApiServer(model, nullptr, std::move(config), parent) {}
 
-ApiServer::ApiServer(std::shared_ptr<const Model> model, GenerationQueue* sharedQueue,
+ApiServer::ApiServer(std::shared_ptr<Model> model, GenerationQueue* sharedQueue,
                      ServerConfig config, QObject* parent)
     : QAbstractHttpServer(parent),
       m_model(std::move(model)),

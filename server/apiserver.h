@@ -118,10 +118,10 @@ class ApiServer : public QAbstractHttpServer {
     Q_OBJECT
 public:
     // A server with its own engine thread and queue.
-    ApiServer(std::shared_ptr<const Model> model, ServerConfig config, QObject* parent = nullptr);
+    ApiServer(std::shared_ptr<Model> model, ServerConfig config, QObject* parent = nullptr);
     // A server that shares the embedding app's queue, so that app and server together run one
     // generation at a time. The queue is not owned and must outlive the server.
-    ApiServer(std::shared_ptr<const Model> model, GenerationQueue* sharedQueue, ServerConfig config,
+    ApiServer(std::shared_ptr<Model> model, GenerationQueue* sharedQueue, ServerConfig config,
               QObject* parent = nullptr);
     ~ApiServer() override;
 
@@ -241,7 +241,7 @@ private:
     void expireOverflow();
     void checkShutdown();
 
-    std::shared_ptr<const Model> m_model;
+    std::shared_ptr<Model> m_model;
     ServerConfig m_config;
     QString m_modelId;
     qint64 m_createdAt;

@@ -353,7 +353,7 @@ int main(int argc, char** argv) {
         if (config.pythonTool.interpreter.isEmpty()) die(QStringLiteral("--tools python: ") + why);
     }
 
-    std::shared_ptr<const neural::Model> loaded;
+    std::shared_ptr<neural::Model> loaded;
     try {
         // Bad values were refused by take_flags above; here the rules between settings (a
         // CUDA-only setting with --backend cpu, a RAM lever without --store, ...).

@@ -237,7 +237,7 @@ Json summarize(const Measured& m) {
 
 class Runner {
 public:
-    Runner(const Model& model, const BenchOptions& options, std::function<void()> answered)
+    Runner(Model& model, const BenchOptions& options, std::function<void()> answered)
         : model_(model),
           options_(options),
           tel_(model.telemetry()),
@@ -389,7 +389,7 @@ public:
     }
 
 private:
-    const Model& model_;
+    Model& model_;
     const BenchOptions& options_;
     telemetry::Telemetry& tel_;
     std::function<void()> answered_;
@@ -677,7 +677,7 @@ Json run_bench(const BenchOptions& options,
             report_progress(
                 fmt::format("run {}/{}: loaded profile {}", r + 1, order.size(), prof.name));
         }
-        const Model& model = *models[static_cast<std::size_t>(pi)];
+        Model& model = *models[static_cast<std::size_t>(pi)];
         model.telemetry().set_enabled(options.telemetry);
         std::string current;
         Runner runner(model, options, [&] {

@@ -19,7 +19,7 @@ const char* finish_reason_name(FinishReason r) {
     return "?";
 }
 
-GenerateResult generate(const Model& model, KvCache& cache, std::span<const TokenId> prompt,
+GenerateResult generate(Model& model, KvCache& cache, std::span<const TokenId> prompt,
                         const GenerateOptions& options,
                         const std::function<bool(TokenId)>& on_token) {
     if (options.max_tokens < 0) fail("max_tokens must be >= 0, got {}", options.max_tokens);

@@ -39,7 +39,7 @@ struct GenerateResult {
 // generates. `on_token` is called for every generated token as soon as it is chosen; returning
 // false stops generation (finish = cancelled). On cancellation the cache holds exactly the
 // tokens processed so far, so the sequence can continue.
-GenerateResult generate(const Model& model, KvCache& cache, std::span<const TokenId> prompt,
+GenerateResult generate(Model& model, KvCache& cache, std::span<const TokenId> prompt,
                         const GenerateOptions& options,
                         const std::function<bool(TokenId)>& on_token = {});
 

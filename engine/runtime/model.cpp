@@ -446,7 +446,7 @@ void Model::wait_ram_warmup() const {
 }
 
 std::vector<float> Model::forward(std::span<const TokenId> tokens, KvCache& cache,
-                                  const ForwardOptions& options) const {
+                                  const ForwardOptions& options) {
     // The thread count is the process's (cpu::threads): a model loaded beside this one (the
     // bench's A/B) may have set its own. One atomic store.
     cpu::set_threads(threads_);

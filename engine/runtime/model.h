@@ -151,9 +151,11 @@ public:
     KvCache new_cache() const { return KvCache(config_); }
 
     // The forward pass on the loaded backend (CpuModel::forward's contract): the session, the
-    // CLI, the server and the GUI call this, never a backend directly.
+    // CLI, the server and the GUI call this, never a backend directly. Not const: the backend's
+    // state moves (the GPU's K/V and slots, the CPU team's buffers, the learned routing), so
+    // one caller at a time (the host's engine thread).
     std::vector<float> forward(std::span<const TokenId> tokens, KvCache& cache,
-                               const ForwardOptions& options = {}) const;
+                               const ForwardOptions& options = {});
     const char* backend_name() const { return backend_->name(); }
     std::string describe_backend() const { return backend_->describe(); }
     // Why `--backend auto` runs on the CPU ("no NVIDIA driver found (...)", "no NVIDIA GPU

@@ -115,7 +115,7 @@ std::string today_iso_date() {
     return buf;
 }
 
-ChatSession::ChatSession(const Model& model) : model_(model), cache_(model.config()) {
+ChatSession::ChatSession(Model& model) : model_(model), cache_(model.config()) {
     system_.conversation_start_date = today_iso_date();
 }
 

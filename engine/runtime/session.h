@@ -89,7 +89,7 @@ chat::Conversation turn_conversation(const chat::SystemContent& system,
 
 class ChatSession {
 public:
-    explicit ChatSession(const Model& model);
+    explicit ChatSession(Model& model);
 
     // Conversation setup. The system message carries identity, dates and the reasoning effort;
     // the developer message the instructions and function tools.
@@ -143,7 +143,7 @@ public:
     const std::string& kv_restore_note() const { return kv_note_; }
 
 private:
-    const Model& model_;
+    Model& model_;
     chat::SystemContent system_;
     chat::DeveloperContent developer_;
     std::vector<chat::Message> history_;

@@ -142,7 +142,7 @@ void EngineHost::setLoadProgress(int percent, const QString& stage) {
     emit loadProgress(percent, stage);
 }
 
-void EngineHost::startLoad(std::function<std::shared_ptr<const Model>(const Progress&)> work,
+void EngineHost::startLoad(std::function<std::shared_ptr<Model>(const Progress&)> work,
                            const QString& dir) {
     if (m_loader) {
         m_error = tr("a model is still loading");
@@ -156,7 +156,7 @@ void EngineHost::startLoad(std::function<std::shared_ptr<const Model>(const Prog
     m_loadPercent = 0;
     m_loadStage.clear();
     setState(State::loading);
-    auto result = std::make_shared<std::pair<std::shared_ptr<const Model>, QString>>();
+    auto result = std::make_shared<std::pair<std::shared_ptr<Model>, QString>>();
     // Called on the loader thread; delivered on this one (this object outlives the loader: the
     // destructor waits for it). Whole percents only, so a fine-grained load posts ~100 events.
     auto lastPosted = std::make_shared<int>(0);
@@ -216,7 +216,7 @@ void EngineHost::load(const QString& dir, const LoadOptions& options) {
                 desktopRoutingStatsPath(QString::fromStdString(o.routing_stats), dir,
                                         QString::fromStdString(o.store.string()));
             o.routing_stats = stats.empty() ? std::string("off") : stats.string();
-            return std::shared_ptr<const Model>(Model::load(path, o));
+            return std::shared_ptr<Model>(Model::load(path, o));
         },
         dir);
 }
@@ -270,7 +270,7 @@ void EngineHost::loadDemo(const QString& dir, const QString& tokenizer) {
                 }
             }
             if (std::filesystem::exists(store)) o.store = store;
-            return std::shared_ptr<const Model>(Model::load(path, o));
+            return std::shared_ptr<Model>(Model::load(path, o));
         },
         dir);
 }

@@ -137,7 +137,7 @@ public:
     // " - on the GPU", " - on the CPU" or " - on the CPU: <why the GPU is not used>".
     QString backendSummary() const;
     QString lastError() const { return m_error; }
-    std::shared_ptr<const Model> model() const { return m_model; }
+    std::shared_ptr<Model> model() const { return m_model; }
     // The engine thread's queue (for ApiServer's shared-queue constructor); null unless ready.
     host::GenerationQueue* queue() const { return m_queue; }
 
@@ -179,8 +179,7 @@ signals:
 private:
     struct LoadResult;
     using Progress = std::function<void(double fraction, const std::string& stage)>;
-    void startLoad(std::function<std::shared_ptr<const Model>(const Progress&)> work,
-                   const QString& dir);
+    void startLoad(std::function<std::shared_ptr<Model>(const Progress&)> work, const QString& dir);
     void setLoadProgress(int percent, const QString& stage);
     void unload();
     void setState(State s);
@@ -193,7 +192,7 @@ private:
     bool m_isDemo = false;
     QString m_forcedOutput;
     QStringList m_forcedQueue;
-    std::shared_ptr<const Model> m_model;
+    std::shared_ptr<Model> m_model;
     host::GenerationQueue* m_queue = nullptr;
     QThread* m_loader = nullptr;
     quint64 m_jobId = 0;

@@ -39,7 +39,7 @@ TokenId argmax(const float* logits, std::size_t n) {
 }
 
 // The argmax at every position of a prompt pass (all logits at once).
-std::vector<TokenId> prompt_argmax(const Model& m, const std::vector<TokenId>& prompt) {
+std::vector<TokenId> prompt_argmax(Model& m, const std::vector<TokenId>& prompt) {
     KvCache cache = m.new_cache();
     ForwardOptions all;
     all.all_logits = true;
@@ -52,8 +52,7 @@ std::vector<TokenId> prompt_argmax(const Model& m, const std::vector<TokenId>& p
 }
 
 // Token by token (the decode path): the argmax after each prompt token, then 16 greedy tokens.
-std::vector<TokenId> decode_argmax_and_continue(const Model& m,
-                                                const std::vector<TokenId>& prompt) {
+std::vector<TokenId> decode_argmax_and_continue(Model& m, const std::vector<TokenId>& prompt) {
     KvCache cache = m.new_cache();
     std::vector<TokenId> out;
     std::vector<float> logits;
@@ -70,7 +69,7 @@ std::vector<TokenId> decode_argmax_and_continue(const Model& m,
 }
 
 // Greedy continuation after a prompt pass (the prompt path, then decode).
-std::vector<TokenId> prompt_then_continue(const Model& m, const std::vector<TokenId>& prompt) {
+std::vector<TokenId> prompt_then_continue(Model& m, const std::vector<TokenId>& prompt) {
     KvCache cache = m.new_cache();
     std::vector<float> logits = m.forward(prompt, cache);
     std::vector<TokenId> out;
@@ -84,7 +83,7 @@ std::vector<TokenId> prompt_then_continue(const Model& m, const std::vector<Toke
 
 // The same as a sampler's greedy step asks for it (ForwardOptions::screen): the default CPU path
 // then computes only the logits that can be the argmax (docs/KERNELS.md "Screened lm_head").
-std::vector<TokenId> screened_continue(const Model& m, const std::vector<TokenId>& prompt) {
+std::vector<TokenId> screened_continue(Model& m, const std::vector<TokenId>& prompt) {
     KvCache cache = m.new_cache();
     LogitsScreen greedy;
     greedy.valid = m.sampleable_vocab();
@@ -108,7 +107,7 @@ protected:
     static void TearDownTestSuite() { delete golden_; }
 
     // Every golden prompt: `candidate` (default settings) against `reference`.
-    static void expect_same_choices(const Model& reference, const Model& candidate) {
+    static void expect_same_choices(Model& reference, Model& candidate) {
         for (const auto& [name, p] : (*golden_)["prompts"].items()) {
             SCOPED_TRACE(name);
             const auto prompt = p["ids"].get<std::vector<TokenId>>();

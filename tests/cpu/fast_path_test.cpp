@@ -54,7 +54,7 @@ double worst_diff(const std::vector<float>& a, const std::vector<float>& b) {
     return worst;
 }
 
-std::vector<float> run_all(const Model& m, const std::vector<TokenId>& ids) {
+std::vector<float> run_all(Model& m, const std::vector<TokenId>& ids) {
     KvCache cache = m.new_cache();
     ForwardOptions all;
     all.all_logits = true;
@@ -123,7 +123,7 @@ TEST_F(FastPathTest, IsTheDefaultAndUsesTheDenseKernels) {
 
 // transformers' fp32 logits within 5e-2 (the bf16 tolerance of tests/cuda/hybrid_test.cpp),
 // argmax where the reference's top-2 margin exceeds 0.2.
-void expect_within_bf16_tolerance(const Model& m, const json& golden) {
+void expect_within_bf16_tolerance(Model& m, const json& golden) {
     const auto V = static_cast<size_t>(m.config().vocab_size);
     const auto probes = golden["probe_ids"].get<std::vector<int>>();
     for (const auto& [name, ref] : golden["prompts"].items()) {
@@ -191,7 +191,7 @@ TEST_F(FastPathTest, StaysCloseToTheReferencePath) {
 // recomputed conversation agree. int8 prompt kernel (opt-in): prompts split anywhere give the
 // same bits as one prompt, and decoded tokens (fp32 expert kernels) stay within
 // kInt8VsFp32Tolerance of the prompt path's results.
-std::vector<float> prefill_then_decode(const Model& m, const std::vector<TokenId>& prompt,
+std::vector<float> prefill_then_decode(Model& m, const std::vector<TokenId>& prompt,
                                        std::vector<size_t> pieces, size_t decode_from) {
     ForwardOptions all;
     all.all_logits = true;

@@ -33,7 +33,7 @@ std::unique_ptr<Model> load(const fs::path& dir, const std::string& screen,
 
 constexpr int kTokens = 12;
 
-std::vector<TokenId> continuation(const Model& m, const SamplingParams& p, int n = kTokens) {
+std::vector<TokenId> continuation(Model& m, const SamplingParams& p, int n = kTokens) {
     KvCache cache = m.new_cache();
     const std::vector<TokenId> prompt = {200006, 17360, 200008, 12194, 11, 1495, 382, 261, 1746};
     GenerateOptions o;
@@ -68,7 +68,7 @@ std::uint64_t screened(const Model& m) { return m.telemetry().moe.screened_token
 
 // Every sampling case, screen on against off: the same tokens, and the screen ran with fewer
 // exact rows than the vocabulary.
-void expect_same_tokens(const Model& on, const Model& off) {
+void expect_same_tokens(Model& on, Model& off) {
     for (const SamplingParams& p : sampling_cases()) {
         SCOPED_TRACE(testing::Message() << "temperature " << p.temperature << " top_k " << p.top_k
                                         << " top_p " << p.top_p << " min_p " << p.min_p);
@@ -121,7 +121,7 @@ TEST(LmHeadScreenModel, SyntheticCheckpointOfAnotherWidth) {
 TEST(LmHeadScreenModel, SessionsWithPenaltiesAndForcedTokensMatch) {
     const auto on = load(test::tiny_model_dir(), "on");
     const auto off = load(test::tiny_model_dir(), "off");
-    auto reply = [](const Model& m, const TurnOptions& t) {
+    auto reply = [](Model& m, const TurnOptions& t) {
         ChatSession s(m);
         s.system().conversation_start_date = "2026-01-01";
         s.add_user("Count the stars.");

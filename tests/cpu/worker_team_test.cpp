@@ -373,7 +373,7 @@ protected:
         return Model::load(test::tiny_model_dir(), o);
     }
     // One prefill of a few tokens; returns the telemetry's fallback count it added.
-    static std::uint64_t forward(const Model& m) {
+    static std::uint64_t forward(Model& m) {
         const std::uint64_t before = m.telemetry().moe.snapshot().team_fallbacks;
         KvCache cache = m.new_cache();
         const std::vector<TokenId> tokens = {200006, 1428, 200008, 13225, 0};

@@ -59,7 +59,7 @@ LoadOptions cuda_options(int pool_slots, int refresh_every = 0) {
     return o;
 }
 
-std::vector<float> all_logits(const Model& m, const std::vector<TokenId>& ids) {
+std::vector<float> all_logits(Model& m, const std::vector<TokenId>& ids) {
     KvCache cache = m.new_cache();
     ForwardOptions fo;
     fo.all_logits = true;
@@ -67,7 +67,7 @@ std::vector<float> all_logits(const Model& m, const std::vector<TokenId>& ids) {
 }
 
 // Every position's logits through the decode path: one forward call per token.
-std::vector<float> decode_logits(const Model& m, const std::vector<TokenId>& ids) {
+std::vector<float> decode_logits(Model& m, const std::vector<TokenId>& ids) {
     KvCache cache = m.new_cache();
     std::vector<float> out;
     for (const TokenId id : ids) {
@@ -77,12 +77,12 @@ std::vector<float> decode_logits(const Model& m, const std::vector<TokenId>& ids
     return out;
 }
 
-using LogitsOf = std::vector<float> (*)(const Model&, const std::vector<TokenId>&);
+using LogitsOf = std::vector<float> (*)(Model&, const std::vector<TokenId>&);
 
 // Golden check of a bf16 core (docs/MODEL.md "What the tests check"): top-8 and probe logits
 // within 5e-2, argmax equal where the reference margin exceeds 0.2 (looser bounds for a
 // deliberately less exact path).
-void expect_golden(const Model& m, double tol = 5e-2, double margin = 0.2,
+void expect_golden(Model& m, double tol = 5e-2, double margin = 0.2,
                    LogitsOf logits_of = all_logits) {
     const json golden = test::read_json(test::tiny_model_dir() / "golden.json");
     const auto probes = golden["probe_ids"].get<std::vector<int>>();
@@ -115,7 +115,7 @@ void expect_golden(const Model& m, double tol = 5e-2, double margin = 0.2,
 
 // The argmax after every position of `ids` (all logits from `logits_of`), then 16 greedy tokens
 // decoded after the whole prompt.
-std::vector<TokenId> choices(const Model& m, const std::vector<TokenId>& ids, LogitsOf logits_of) {
+std::vector<TokenId> choices(Model& m, const std::vector<TokenId>& ids, LogitsOf logits_of) {
     const auto V = static_cast<std::size_t>(m.config().vocab_size);
     const std::vector<float> logits = logits_of(m, ids);
     std::vector<TokenId> out;
@@ -615,7 +615,7 @@ TEST(CudaHybrid, GroupedGemmIsBitIdenticalAndOnlyForOneBlockOf1024To4096Tokens) 
         auto grouped = Model::load(test::tiny_model_dir(), o);
         EXPECT_NE(grouped->describe_backend().find("grouped GEMM"), std::string::npos);
         // The last row's logits (every row's K/V feeds it; all rows would be 0.9 GB).
-        const auto last = [](const Model& m, const std::vector<TokenId>& t) {
+        const auto last = [](Model& m, const std::vector<TokenId>& t) {
             KvCache cache = m.new_cache();
             return m.forward(t, cache);
         };

@@ -59,10 +59,10 @@ protected:
     }
 
     static QCoreApplication* app_;
-    static std::shared_ptr<const Model> model_;
+    static std::shared_ptr<Model> model_;
 };
 QCoreApplication* GenerationQueueTest::app_ = nullptr;
-std::shared_ptr<const Model> GenerationQueueTest::model_;
+std::shared_ptr<Model> GenerationQueueTest::model_;
 
 // A chat job of the given session: one user message, a few tokens.
 std::shared_ptr<GenerationJob> chatJob(QObject* receiver, const std::string& session,

@@ -160,7 +160,7 @@ void copy_fixture_with_wide_scales(const fs::path& dir) {
     write_file(path, bytes);
 }
 
-std::vector<float> golden_logits(const Model& model) {
+std::vector<float> golden_logits(Model& model) {
     const json golden = read_json(tiny_model_dir() / "golden.json");
     std::vector<float> all;
     for (const auto& [name, ref] : golden["prompts"].items()) {

@@ -48,7 +48,7 @@ void copy_fixture(const std::filesystem::path& dir);
 void copy_fixture_with_wide_scales(const std::filesystem::path& dir);
 
 // Logits of every position of every golden prompt, concatenated (forward with all_logits).
-std::vector<float> golden_logits(const Model& model);
+std::vector<float> golden_logits(Model& model);
 
 // Overwrites bytes at `offset` of the file.
 void patch_file(const std::filesystem::path& path, std::uint64_t offset, const std::string& bytes);
