@@ -90,31 +90,31 @@ void PromptPipeline::allocate(DeviceModel& device) {
                Ks = static_cast<std::size_t>(shape_.top_k),
                ctx = static_cast<std::size_t>(context_);
     block_ = plan.prefill_block;
-    rows_ = static_cast<int>(plan.prompt_rows);
-    if (static_cast<std::int64_t>(rows_) < context_) {
+    chunk_rows_ = static_cast<int>(plan.prompt_rows);
+    if (static_cast<std::int64_t>(chunk_rows_) < context_) {
         spdlog::info(
-            "prefill: prompts of more than {} positions run in chunks of {} (--prompt-rows)", rows_,
-            rows_);
+            "prefill: prompts of more than {} positions run in chunks of {} (--prompt-rows)",
+            chunk_rows_, chunk_rows_);
     }
-    const auto B = static_cast<std::size_t>(block_), R = static_cast<std::size_t>(rows_);
-    x_ = alloc_f("prompt rows");
-    acc_ = alloc_f("prompt rows");  // zeroed by each prompt chunk
-    h_ = alloc_f("prompt rows");
-    sel_ = alloc_i("prefill routing");
-    gate_ = alloc_f("prefill routing");
+    const auto B = static_cast<std::size_t>(block_), R = static_cast<std::size_t>(chunk_rows_);
+    residual_ = alloc_f("prompt rows");
+    expert_sum_ = alloc_f("prompt rows");  // zeroed by each prompt chunk
+    expert_input_ = alloc_f("prompt rows");
+    selected_ = alloc_i("prefill routing");
+    gates_ = alloc_f("prefill routing");
     entries_ = alloc_i("prefill routing");
-    hin_ = alloc_f("prefill hidden block");
+    normed_ = alloc_f("prefill hidden block");
     qkv_ = alloc_f("prefill QKV");
-    attn_ = alloc_f("prefill attention");
-    logits_ = alloc_f("prefill router logits");
-    act_ = alloc_f("prefill expert activations");
+    attention_ = alloc_f("prefill attention");
+    router_logits_ = alloc_f("prefill router logits");
+    activations_ = alloc_f("prefill expert activations");
     // --expert-streams 2: a second act buffer, so an expert's gate_up can run beside the
     // previous expert's down (expert_rows). The QKV rows are idle during a layer's experts and
     // larger at gpt-oss's shapes (5,120 columns against 2,880); else its own (the plan's row).
     if (opt_.expert_streams == 2) {
-        act2_ = plan.find("prefill second expert activations") != nullptr
-                    ? alloc_f("prefill second expert activations")
-                    : qkv_;
+        activations2_ = plan.find("prefill second expert activations") != nullptr
+                            ? alloc_f("prefill second expert activations")
+                            : qkv_;
         NEURAL_CUDA(cuda::drv::stream_create(&side_, cuda::drv::kStreamNonBlocking));
         NEURAL_CUDA(cuda::drv::event_create(&experts_start_, cuda::drv::kEventDisableTiming));
         for (int b = 0; b < 2; ++b) {
@@ -125,7 +125,8 @@ void PromptPipeline::allocate(DeviceModel& device) {
     // Grouped GEMM's down rows (y, [block, H]): the QKV rows are idle during a layer's experts
     // and are larger at gpt-oss's shapes (5,120 columns against 2,880); else their own.
     if (opt_.grouped_gemm) {
-        y_ = plan.find("prefill down rows") != nullptr ? alloc_f("prefill down rows") : qkv_;
+        down_rows_ =
+            plan.find("prefill down rows") != nullptr ? alloc_f("prefill down rows") : qkv_;
     }
     scratch_ = alloc_b("prefill scratch slots");
     for (int i = 0; i < opt_.scratch_slots; ++i) {
@@ -250,8 +251,8 @@ void PromptPipeline::run(const std::vector<TokenId>& work, std::int64_t start,
     // A prompt longer than the rows the GPU holds runs in chunks, each like a prompt of its own
     // (its K/V is in the cache for the next); the logits rows asked for come from whichever chunk
     // holds them, the prompt's experts are admitted once, after the last chunk.
-    for (int c0 = 0; c0 < n; c0 += rows_) {
-        const int rows = std::min(rows_, n - c0);
+    for (int c0 = 0; c0 < n; c0 += chunk_rows_) {
+        const int rows = std::min(chunk_rows_, n - c0);
         const std::int64_t out0 = std::max<std::int64_t>(first_out - c0, 0);
         float* out = logits_out + std::max<std::int64_t>(c0 - first_out, 0) * shape_.vocab;
         run_chunk(std::span<const TokenId>(work).subspan(static_cast<std::size_t>(c0),
@@ -286,11 +287,12 @@ void PromptPipeline::run(const std::vector<TokenId>& work, std::int64_t start,
         bc->prefill_cpu_groups.fetch_add(st.cpu_groups, rl);
         bc->prefill_early.fetch_add(st.early, rl);
         bc->prefill_grouped.fetch_add(st.grouped, rl);
-        bc->prefill_chunks.fetch_add(static_cast<std::uint64_t>((n + rows_ - 1) / rows_), rl);
+        bc->prefill_chunks.fetch_add(
+            static_cast<std::uint64_t>((n + chunk_rows_ - 1) / chunk_rows_), rl);
     }
 }
 
-// One chunk of a prompt (prefill): work at positions start .. start + n - 1, n <= rows_, the
+// One chunk of a prompt (prefill): work at positions start .. start + n - 1, n <= chunk_rows_, the
 // logits of its rows first_out .. n - 1 to logits_out.
 void PromptPipeline::run_chunk(std::span<const TokenId> work, std::int64_t start,
                                std::int64_t first_out, float* logits_out, std::int64_t observe_from,
@@ -299,7 +301,8 @@ void PromptPipeline::run_chunk(std::span<const TokenId> work, std::int64_t start
     const std::size_t Hs = static_cast<std::size_t>(shape_.hidden);
     // The experts' sums start at zero: a layer's add_moe_rows zeroes the rows it adds, but a
     // prompt cancelled during a layer's experts left partial sums behind.
-    NEURAL_CUDA(cuda::drv::memset_async(acc_, 0, static_cast<std::size_t>(n) * Hs * 4, stream_));
+    NEURAL_CUDA(
+        cuda::drv::memset_async(expert_sum_, 0, static_cast<std::size_t>(n) * Hs * 4, stream_));
     // Embeddings (bf16 rows widened on the host) into the prompt's residual stream.
     for (int b0 = 0; b0 < n; b0 += block_) {
         throw_if_cancelled(cancel_);
@@ -308,7 +311,7 @@ void PromptPipeline::run_chunk(std::span<const TokenId> work, std::int64_t start
         for (int r = 0; r < rows; ++r)
             peers_.records.embed(work[static_cast<std::size_t>(b0 + r)],
                                  dst + static_cast<std::size_t>(r) * Hs);
-        NEURAL_CUDA(cuda::drv::memcpy_async(x_ + static_cast<std::size_t>(b0) * Hs, dst,
+        NEURAL_CUDA(cuda::drv::memcpy_async(residual_ + static_cast<std::size_t>(b0) * Hs, dst,
                                             static_cast<std::size_t>(rows) * Hs * 4,
                                             cuda::drv::kHostToDevice, stream_));
         NEURAL_CUDA(
@@ -329,7 +332,7 @@ void PromptPipeline::run_chunk(std::span<const TokenId> work, std::int64_t start
                 // The first block's routing comes to the host as soon as its dense part is
                 // done, while the GPU goes on with the other blocks.
                 NEURAL_CUDA(
-                    cuda::drv::memcpy_async(route_host_.host<int>(), sel_,
+                    cuda::drv::memcpy_async(route_host_.host<int>(), selected_,
                                             static_cast<std::size_t>(rows0) * shape_.top_k * 4,
                                             cuda::drv::kDeviceToHost, stream_));
                 NEURAL_CUDA(cuda::drv::event_record(first_routed_, stream_));
@@ -355,8 +358,8 @@ void PromptPipeline::run_chunk(std::span<const TokenId> work, std::int64_t start
     // Logits of the rows asked for, through the decode tail's kernels.
     for (std::int64_t r = first_out; r < n; ++r) {
         throw_if_cancelled(cancel_);
-        NEURAL_CUDA(cuda::drv::memcpy_async(tail.x, x_ + static_cast<std::size_t>(r) * Hs, Hs * 4,
-                                            cuda::drv::kDeviceToDevice, stream_));
+        NEURAL_CUDA(cuda::drv::memcpy_async(tail.x, residual_ + static_cast<std::size_t>(r) * Hs,
+                                            Hs * 4, cuda::drv::kDeviceToDevice, stream_));
         NEURAL_CUDA(cuda::drv::graph_launch(tail.graph, stream_));
         NEURAL_CUDA(cuda::drv::stream_synchronize(stream_));
         std::memcpy(logits_out + (r - first_out) * shape_.vocab, tail.logits,
@@ -404,26 +407,26 @@ void PromptPipeline::dense_rows(int l, int b0, int rows, std::int64_t start, Sta
     const ModelConfig& c = config_;
     const LayerDevice& ld = layers_[static_cast<std::size_t>(l)];
     const std::size_t Hs = static_cast<std::size_t>(shape_.hidden);
-    float* x = x_ + static_cast<std::size_t>(b0) * Hs;
+    float* x = residual_ + static_cast<std::size_t>(b0) * Hs;
     const int qkv_cols = shape_.q_width + 2 * shape_.kv_width;
     const int pos0 = static_cast<int>(start + b0);
-    cuda::rms_norm_rows(x, ld.input_norm, c.rms_norm_eps, shape_.hidden, rows, hin_, stream_);
-    cuda::gemm_bf16_rows(hin_, rows, shape_.hidden, ld.qkv_w, ld.qkv_b, qkv_cols, qkv_, qkv_cols,
+    cuda::rms_norm_rows(x, ld.input_norm, c.rms_norm_eps, shape_.hidden, rows, normed_, stream_);
+    cuda::gemm_bf16_rows(normed_, rows, shape_.hidden, ld.qkv_w, ld.qkv_b, qkv_cols, qkv_, qkv_cols,
                          false, stream_);
     cuda::rope_kv_rows(qkv_, rows, shape_.q_heads, shape_.kv_heads, shape_.head_dim, inv_freq_,
                        concentration_, pos0, ld.k_cache, ld.v_cache, ld.ring, stream_);
     const int window = c.layer_is_sliding[static_cast<std::size_t>(l)] ? c.sliding_window : 0;
     cuda::attention_prefill(qkv_, qkv_cols, rows, pos0, ld.k_cache, ld.v_cache, ld.sinks,
-                            shape_.q_heads, shape_.kv_heads, window, ld.ring, attn_, stream_);
-    cuda::gemm_bf16_rows(attn_, rows, shape_.q_width, ld.o_w, ld.o_b, shape_.hidden, x,
+                            shape_.q_heads, shape_.kv_heads, window, ld.ring, attention_, stream_);
+    cuda::gemm_bf16_rows(attention_, rows, shape_.q_width, ld.o_w, ld.o_b, shape_.hidden, x,
                          shape_.hidden, true, stream_);
-    float* h = h_ + static_cast<std::size_t>(b0) * Hs;
+    float* h = expert_input_ + static_cast<std::size_t>(b0) * Hs;
     cuda::rms_norm_rows(x, ld.post_norm, c.rms_norm_eps, shape_.hidden, rows, h, stream_);
-    cuda::gemm_bf16_rows(h, rows, shape_.hidden, ld.router_w, ld.router_b, shape_.experts, logits_,
-                         shape_.experts, false, stream_);
-    cuda::router_topk_rows(logits_, rows, shape_.experts, shape_.top_k,
-                           sel_ + static_cast<std::size_t>(b0) * shape_.top_k,
-                           gate_ + static_cast<std::size_t>(b0) * shape_.top_k, stream_);
+    cuda::gemm_bf16_rows(h, rows, shape_.hidden, ld.router_w, ld.router_b, shape_.experts,
+                         router_logits_, shape_.experts, false, stream_);
+    cuda::router_topk_rows(router_logits_, rows, shape_.experts, shape_.top_k,
+                           selected_ + static_cast<std::size_t>(b0) * shape_.top_k,
+                           gates_ + static_cast<std::size_t>(b0) * shape_.top_k, stream_);
     NEURAL_CUDA(cuda::drv::get_last_error());
     st.launch_ns += ns_since(t0);
 }
@@ -464,7 +467,7 @@ void PromptPipeline::expert_rows(int l, int b0, int rows, std::int64_t start,
     }
     const std::size_t xs_off =
         static_cast<std::size_t>(b0) * static_cast<std::size_t>(shape_.hidden);
-    cuda::add_moe_rows(x_ + xs_off, acc_ + xs_off, shape_.hidden, rows, cpu.start_dev,
+    cuda::add_moe_rows(residual_ + xs_off, expert_sum_ + xs_off, shape_.hidden, rows, cpu.start_dev,
                        cpu.start_dev != nullptr ? cpu_rows_.device<float>() : nullptr, stream_);
     NEURAL_CUDA(cuda::drv::get_last_error());
 }
@@ -475,9 +478,9 @@ void PromptPipeline::route_rows_to_host(int b0, int rows, Stats& st) {
     int* sel_host = route_host_.host<int>();
     float* gate_host = reinterpret_cast<float*>(sel_host + static_cast<std::size_t>(context_) * Ks);
     const auto t0 = Clock::now();
-    NEURAL_CUDA(cuda::drv::memcpy_async(sel_host + b0 * Ks, sel_ + b0 * Ks, rows * Ks * 4,
+    NEURAL_CUDA(cuda::drv::memcpy_async(sel_host + b0 * Ks, selected_ + b0 * Ks, rows * Ks * 4,
                                         cuda::drv::kDeviceToHost, stream_));
-    NEURAL_CUDA(cuda::drv::memcpy_async(gate_host + b0 * Ks, gate_ + b0 * Ks, rows * Ks * 4,
+    NEURAL_CUDA(cuda::drv::memcpy_async(gate_host + b0 * Ks, gates_ + b0 * Ks, rows * Ks * 4,
                                         cuda::drv::kDeviceToHost, stream_));
     NEURAL_CUDA(cuda::drv::stream_synchronize(stream_));
     st.route_ns += ns_since(t0);
@@ -574,7 +577,7 @@ PromptPipeline::CpuExperts PromptPipeline::start_cpu_experts(int l, int b0, int 
         reinterpret_cast<const float*>(sel_host + static_cast<std::size_t>(context_) * Ks);
     const int* entries = entries_host_.host<int>();
     NEURAL_CUDA(cuda::drv::memcpy_async(h_host_.host<float>() + static_cast<std::size_t>(b0) * Hs,
-                                        h_ + static_cast<std::size_t>(b0) * Hs,
+                                        expert_input_ + static_cast<std::size_t>(b0) * Hs,
                                         static_cast<std::size_t>(rows) * Hs * 4,
                                         cuda::drv::kDeviceToHost, stream_));
     NEURAL_CUDA(cuda::drv::event_record(h_ready_, stream_));
@@ -648,8 +651,9 @@ void PromptPipeline::gpu_experts(int l, const ExpertGroups& g, const std::vector
     int group_rows = 0;
     const auto flush = [&] {
         if (group.empty()) return;
-        cuda::expert_gemm_grouped(group.data(), static_cast<int>(group.size()), shape, entries_, h_,
-                                  gate_, ld.gate_up_bias, ld.down_bias, act_, y_, acc_, stream_);
+        cuda::expert_gemm_grouped(group.data(), static_cast<int>(group.size()), shape, entries_,
+                                  expert_input_, gates_, ld.gate_up_bias, ld.down_bias,
+                                  activations_, down_rows_, expert_sum_, stream_);
         ++st.grouped;
         group.clear();
         group_rows = 0;
@@ -720,21 +724,22 @@ void PromptPipeline::gpu_experts(int l, const ExpertGroups& g, const std::vector
             const int rows_m = std::min(block_, cnt - m0);
             if (overlap) {
                 const int b = launches++ % 2;
-                float* act = b == 0 ? act_ : act2_;
+                float* act = b == 0 ? activations_ : activations2_;
                 // act buffer b is free once the down of two launches ago has read it.
                 NEURAL_CUDA(cuda::drv::stream_wait_event(side_, act_free_[b], 0));
-                cuda::expert_gemm_gate_up(record, e, shape, entries_ + o0 + m0, rows_m, h_,
-                                          ld.gate_up_bias, act, side_);
+                cuda::expert_gemm_gate_up(record, e, shape, entries_ + o0 + m0, rows_m,
+                                          expert_input_, ld.gate_up_bias, act, side_);
                 NEURAL_CUDA(cuda::drv::event_record(gate_up_done_[b], side_));
                 NEURAL_CUDA(cuda::drv::stream_wait_event(stream_, gate_up_done_[b], 0));
-                cuda::expert_gemm_down(record, e, shape, entries_ + o0 + m0, rows_m, act, gate_,
-                                       ld.down_bias, acc_, stream_);
+                cuda::expert_gemm_down(record, e, shape, entries_ + o0 + m0, rows_m, act, gates_,
+                                       ld.down_bias, expert_sum_, stream_);
                 NEURAL_CUDA(cuda::drv::event_record(act_free_[b], stream_));
                 continue;
             }
             if (!grouped || w == Place::staged) {
-                cuda::expert_gemm(record, e, shape, entries_ + o0 + m0, rows_m, h_, gate_,
-                                  ld.gate_up_bias, ld.down_bias, act_, acc_, stream_);
+                cuda::expert_gemm(record, e, shape, entries_ + o0 + m0, rows_m, expert_input_,
+                                  gates_, ld.gate_up_bias, ld.down_bias, activations_, expert_sum_,
+                                  stream_);
                 continue;
             }
             if (static_cast<int>(group.size()) == cuda::kMaxGroupedExperts ||

@@ -145,19 +145,20 @@ private:
     const SlotPool& slots_;
     PromptPeers peers_;
 
-    int block_ = 0;  // tokens per block
-    int rows_ = 0;   // prompt positions held at once (vram_plan.h prompt_rows); chunks of it
+    int block_ = 0;       // tokens per block
+    int chunk_rows_ = 0;  // prompt positions held at once (vram_plan.h prompt_rows); chunks of it
     std::vector<cuda::ExpertShape> shapes_;  // per layer (the prompt experts' operands)
     // Prompt-sized: residual stream, expert sum, the experts' input ([rows, hidden] each);
     // routing and grouped entries ([context, k]).
-    float *x_ = nullptr, *acc_ = nullptr, *h_ = nullptr, *gate_ = nullptr;
-    int *sel_ = nullptr, *entries_ = nullptr;
+    float *residual_ = nullptr, *expert_sum_ = nullptr, *expert_input_ = nullptr, *gates_ = nullptr;
+    int *selected_ = nullptr, *entries_ = nullptr;
     // Block-sized: normed input, QKV, attention output, router logits, expert activations.
-    float *hin_ = nullptr, *qkv_ = nullptr, *attn_ = nullptr, *logits_ = nullptr, *act_ = nullptr;
-    float* y_ = nullptr;  // grouped GEMM's down rows (may be qkv_)
+    float *normed_ = nullptr, *qkv_ = nullptr, *attention_ = nullptr, *router_logits_ = nullptr,
+          *activations_ = nullptr;
+    float* down_rows_ = nullptr;  // grouped GEMM's down rows (may be qkv_)
     // --expert-streams 2 (expert_rows): the second act buffer (may be qkv_), the gate_ups' stream,
     // and the events that order the two.
-    float* act2_ = nullptr;
+    float* activations2_ = nullptr;
     CUstream side_ = nullptr;
     CUevent experts_start_ = nullptr, gate_up_done_[2] = {nullptr, nullptr},
             act_free_[2] = {nullptr, nullptr};
