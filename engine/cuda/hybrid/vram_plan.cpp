@@ -49,8 +49,8 @@ VramPlan fixed_plan(const ModelConfig& c, const GpuOptions& o, std::int64_t cont
         if (count > 0) p.rows.push_back({name, use, count, aligned(bytes)});
     };
     using U = VramUse;
-    // The dense core (bf16), per layer and then the final norm and the lm_head (setup.cpp
-    // init_dense_core); each layer's router outputs beside it.
+    // The dense core (bf16), per layer and then the final norm and the lm_head
+    // (DeviceModel::upload_dense_core); each layer's router outputs beside it.
     add("layer norms", U::core_weights, 2 * L, 2 * H);
     add("QKV weights", U::core_weights, L, 2 * (Q + 2 * KV) * H);
     add("QKV bias", U::core_weights, L, 2 * (Q + 2 * KV));
@@ -73,7 +73,7 @@ VramPlan fixed_plan(const ModelConfig& c, const GpuOptions& o, std::int64_t cont
     const auto ring = static_cast<std::uint64_t>(p.kv_ring);
     add("K/V cache", U::kv_cache, 2 * (L - sliding), 4 * ctx * KV);
     add("K/V cache (sliding layers)", U::kv_cache, 2 * sliding, 4 * (ring > 0 ? ring : ctx) * KV);
-    // The decode graphs' buffers and the slot table (init_decode_buffers).
+    // The decode graphs' buffers (DecodeStep's constructor) and the slot table.
     add("decode hidden rows", U::decode_buffers, 3, 4 * H);  // residual, normed, experts' sum
     add("decode QKV", U::decode_buffers, 1, 4 * (Q + 2 * KV));
     add("decode attention", U::decode_buffers, 1, 4 * Q);
@@ -85,7 +85,7 @@ VramPlan fixed_plan(const ModelConfig& c, const GpuOptions& o, std::int64_t cont
     add("position", U::decode_buffers, 1, 4);
     add("decode counters", U::decode_buffers, 1, 4 * (1 + nq));
     add("slot table", U::decode_buffers, 1, 4 * L * E);
-    // The GPU prefill (head_dim 64 only; prefill.cpp init_prefill): prompt-sized rows (residual
+    // The GPU prefill (head_dim 64 only; PromptPipeline's constructor): prompt-sized rows (residual
     // stream, experts' sum, their input; routing), block-sized buffers, the scratch slots. The
     // second act rows of --expert-streams 2 and grouped GEMM's down rows are the QKV rows where
     // those are as wide (gpt-oss), else their own.

@@ -1,9 +1,9 @@
 // The hybrid CUDA backend's VRAM plan: from the model's shape, GpuOptions and the budget (which
 // comes from the device's free memory and the one margin rule), every GPU allocation the backend
 // makes, as named rows (name, purpose, count, bytes), and the expert slots that the budget leaves.
-// The backend allocates exactly these rows, each under its name (engine/cuda/hybrid/setup.cpp,
-// decode.cpp, prompt_pipeline.cpp); `neural fit`, the setup wizard and the auto context read the
-// same plan. Pure functions, built without CUDA too (docs/CUDA.md "VRAM budget").
+// The backend allocates exactly these rows, each under its name (DeviceModel::allocate, from
+// setup.cpp, device_model.cpp, decode.cpp, prompt_pipeline.cpp); `neural fit`, the setup wizard
+// and the auto context read the same plan. Pure functions, built without CUDA too (docs/CUDA.md "VRAM budget").
 #pragma once
 
 #include <cstdint>
