@@ -156,6 +156,8 @@ public:
                                const ForwardOptions& options = {}) const;
     const char* backend_name() const { return backend_->name(); }
     std::string describe_backend() const { return backend_->describe(); }
+    // Backend::prompt_matches_decode.
+    bool prompt_matches_decode() const { return backend_->prompt_matches_decode(); }
     // Why `--backend auto` runs on the CPU ("no NVIDIA driver found (...)", "no NVIDIA GPU
     // found", ...); empty when the GPU backend runs or the CPU was asked for.
     const std::string& gpu_unavailable_reason() const { return gpu_unavailable_; }
