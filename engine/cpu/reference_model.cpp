@@ -262,7 +262,7 @@ std::vector<float> CpuModel::forward(std::span<const TokenId> tokens, KvCache& c
                 for (std::int64_t i = 0; i < H; ++i) xt[i] += ot[i];
                 cpu::rms_norm(xt, w.post_norm, c.rms_norm_eps, 1, h.data() + t * H);
             });
-            moe(l, h.data(), n, p0, opt, x.data(), T > 1);
+            moe(l, h.data(), n, p0, opt, x.data(), T > 1 || opt.prompt);
         }
         // Logits of this block's rows from `first` on.
         const std::int64_t from = std::max(first, b0);

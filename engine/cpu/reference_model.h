@@ -95,7 +95,7 @@ private:
     void project(const Bf16View& w, const cpu::Int8Matrix* q8, const Bf16View* b, const float* x,
                  std::int64_t tokens, float* y) const;
     void screened_head(const float* x, const LogitsScreen& want, float* logits) const;
-    // prompt: the block belongs to a forward pass of two or more tokens (StoreMoe::run).
+    // prompt: the block belongs to a prompt pass (StoreMoe::run).
     void moe(int layer, const float* h, std::int64_t tokens, std::int64_t pos0,
              const ForwardOptions& options, float* x, bool prompt) const;
     // The team that runs a prompt block's per-token work (norms, RoPE, residual adds, routing):

@@ -233,15 +233,13 @@ TurnResult ChatSession::respond(const TurnOptions& options,
 
     // Reuse the longest cached prefix; at least one token must run to produce logits. Where the
     // prompt path's bits differ from decode's, only the prefix prompt passes computed, and the
-    // rest runs as one prompt pass (two tokens at least: a single token would run as decode),
-    // so every prompt token gets the bits a fresh load gives it.
+    // rest runs as a prompt pass (ForwardOptions::prompt, one token too), so every prompt token
+    // gets the bits a fresh load gives it.
     const std::size_t reusable = reusable_tokens();
     std::size_t common = 0;
     while (common < reusable && common < prompt.size() && cached_[common] == prompt[common])
         ++common;
     if (common == prompt.size()) --common;
-    if (!model_.prompt_matches_decode() && prompt.size() >= 2 && prompt.size() - common < 2)
-        common = prompt.size() - 2;
     cache_.truncate(static_cast<std::int64_t>(common));
     cached_.resize(common);
     prompt_cached_ = std::min(prompt_cached_, common);
@@ -339,9 +337,11 @@ TurnResult ChatSession::respond(const TurnOptions& options,
     try {
         std::span<const TokenId> fresh(prompt.data() + common, prompt.size() - common);
         fo.screen = screen_for(0, constrained_turn);
+        fo.prompt = true;
         std::vector<float> logits = model_.forward(fresh, cache_, fo);
+        fo.prompt = false;
         cached_.insert(cached_.end(), fresh.begin(), fresh.end());
-        if (fresh.size() >= 2) prompt_cached_ = cached_.size();
+        prompt_cached_ = cached_.size();
         result.stats.prompt_seconds = seconds_since(t0);
         if (recording) {
             const auto moe1 = tel.moe.snapshot();

@@ -270,7 +270,8 @@ TEST_F(FastPathTest, Int8PromptsAreSplitInvariantAndCloseToDecode) {
 }
 
 // The bf16 prompt kernel (both operands): a prompt gives the same bits in one pass, in passes of
-// 17, 2, 3 and the rest tokens, with a one-token block at the end of a pass longer than
+// 17, 2, 3 and the rest tokens, of 17, 1 (ForwardOptions::prompt) and the rest, with a one-token
+// block at the end of a pass longer than
 // kPromptBlock (that block still takes the prompt path), and for any thread count; tokens
 // decoded one by one stay close (bf16x2: within 1e-3, bf16: within the golden tolerance at the
 // median position; the tiny fixture's near-tied routers magnify bf16's rounding).
@@ -292,6 +293,22 @@ TEST_F(FastPathTest, Bf16PromptsAreSplitInvariantAndCloseToDecode) {
             EXPECT_TRUE(
                 same_bits(run_all(*load("auto", threads, {}, "auto", operand), prompt), ref))
                 << threads;
+        {  // a one-token prompt pass (ForwardOptions::prompt) between two longer ones
+            ForwardOptions one;
+            one.all_logits = true;
+            one.prompt = true;
+            KvCache cache = m->new_cache();
+            std::vector<float> got =
+                m->cpu().forward(std::span<const TokenId>(prompt.data(), 17), cache, one);
+            for (size_t at : {size_t{17}, size_t{18}}) {
+                const std::vector<float> part = m->cpu().forward(
+                    at == 17 ? std::span<const TokenId>(prompt.data() + 17, 1)
+                             : std::span<const TokenId>(prompt.data() + 18, prompt.size() - 18),
+                    cache, one);
+                got.insert(got.end(), part.begin(), part.end());
+            }
+            EXPECT_TRUE(same_bits(got, ref));
+        }
         const std::vector<float> whole = run_all(*m, longer);
         EXPECT_TRUE(
             same_bits(prefill_then_decode(*m, longer, {300, longer.size() - 300}, 0), whole));
