@@ -23,35 +23,116 @@ constexpr std::uint16_t kE2M1Bf16[16] = {0x0000, 0x3F00, 0x3F80, 0x3FC0, 0x4000,
                                          0x4080, 0x40C0, 0x8000, 0xBF00, 0xBF80, 0xBFC0,
                                          0xC000, 0xC040, 0xC080, 0xC0C0};
 
-// A weight as bf16 bits, as weight_bits: for 2 <= e8m0 <= 252 every nonzero product is a normal
-// bf16 whose bits are E2M1's with e8m0 - 127 added to the exponent field (integer operations);
-// the other scales take weight_bits' exact multiply.
-inline std::uint32_t weight_of(int code, std::uint8_t e8m0) {
-    if (e8m0 < 2 || e8m0 > 252) return weight_bits(code, e8m0);
-    const std::uint32_t v = kE2M1Bf16[code];
-    return (v & 0x7FFFu) != 0 ? ((v + static_cast<std::uint32_t>((e8m0 - 127) * 128)) & 0xFFFFu)
-                              : v;
+// A code byte's two weights (low nibble: the even column, high: the odd) as the E2M1 values'
+// bf16 bits, and per half whether it is nonzero (zeros keep their bits under any scale).
+struct PairTable {
+    std::uint16_t lo[256], hi[256];
+    bool lo_nz[256], hi_nz[256];
+};
+constexpr PairTable make_pair_table() {
+    PairTable t{};
+    for (int b = 0; b < 256; ++b) {
+        t.lo[b] = kE2M1Bf16[b & 0x0F];
+        t.hi[b] = kE2M1Bf16[b >> 4];
+        t.lo_nz[b] = (t.lo[b] & 0x7FFF) != 0;
+        t.hi_nz[b] = (t.hi[b] & 0x7FFF) != 0;
+    }
+    return t;
+}
+constexpr PairTable kPairs = make_pair_table();
+
+// One code byte as a dword of two weights' bf16 bits, as weight_bits: for 2 <= e8m0 <= 252
+// every nonzero product is a normal bf16 whose bits are E2M1's with e8m0 - 127 added to the
+// exponent field (integer operations, each half on its own); the other scales take
+// weight_bits' exact multiply.
+inline std::uint32_t pair_of(std::uint8_t byte, std::uint8_t e8m0) {
+    if (e8m0 < 2 || e8m0 > 252)
+        return weight_bits(byte & 0x0F, e8m0) |
+               static_cast<std::uint32_t>(weight_bits(byte >> 4, e8m0)) << 16;
+    const auto d = static_cast<std::uint16_t>((e8m0 - 127) * 128);
+    const std::uint16_t lo =
+        kPairs.lo_nz[byte] ? static_cast<std::uint16_t>(kPairs.lo[byte] + d) : kPairs.lo[byte];
+    const std::uint16_t hi =
+        kPairs.hi_nz[byte] ? static_cast<std::uint16_t>(kPairs.hi[byte] + d) : kPairs.hi[byte];
+    return lo | static_cast<std::uint32_t>(hi) << 16;
 }
 
 // Rows row0..row0+15 of projection p, all G blocks, in the pairs layout: dword n of line j of
-// block b = row n's columns 2j (low half) and 2j + 1 (high half).
+// block b = row n's columns 2j (low half) and 2j + 1 (high half). Per block the 16 rows' 16 code
+// bytes are transposed (four rounds of interleaving rows i and i + 8: each rotates the bits of
+// (row, byte) by one), so that line j's 16 dwords come from one vector of the rows' byte j: its
+// nibbles index the E2M1 bf16 bytes (pshufb) and each row's e8m0 - 127 is added to the nonzero
+// weights' exponent fields (16-bit adds). A block with a scale outside [2, 252] takes pair_of.
 void decode_pairs(const RecordRef& rec, int p, std::int64_t row0, std::uint8_t* out) {
     const int G = rec.blocks[p];
     const std::uint64_t stride = static_cast<std::uint64_t>(G) * 16;
-    alignas(64) std::uint8_t sbuf[kMaxBlocks + 32];
+    const std::uint8_t* codes[kRows];
+    const std::uint8_t* scales[kRows];
+    alignas(64) std::uint8_t sbuf[kRows][kMaxBlocks + 32];
     for (int n = 0; n < kRows; ++n) {
-        const std::uint8_t* codes =
-            rec.code_base[p] + static_cast<std::uint64_t>(row0 + n) * stride;
-        const std::uint8_t* scales = kernel_detail::record_row_scales(rec, p, row0 + n, sbuf);
-        for (int b = 0; b < G; ++b) {
-            std::uint8_t* o = out + static_cast<std::int64_t>(b) * kTileBytes + 4 * n;
-            const std::uint8_t s = scales[b];
-            for (int j = 0; j < 16; ++j) {
-                const std::uint8_t byte = codes[16 * b + j];
-                const std::uint32_t pair = weight_of(byte & 0x0F, s) | weight_of(byte >> 4, s)
-                                                                           << 16;
-                std::memcpy(o + 64 * j, &pair, 4);
+        codes[n] = rec.code_base[p] + static_cast<std::uint64_t>(row0 + n) * stride;
+        scales[n] = kernel_detail::record_row_scales(rec, p, row0 + n, sbuf[n]);
+    }
+    alignas(16) std::uint8_t lo_bytes[16], hi_bytes[16];
+    for (int c = 0; c < 16; ++c) {
+        lo_bytes[c] = static_cast<std::uint8_t>(kE2M1Bf16[c] & 0xFF);
+        hi_bytes[c] = static_cast<std::uint8_t>(kE2M1Bf16[c] >> 8);
+    }
+    const __m128i lo_table = _mm_load_si128(reinterpret_cast<const __m128i*>(lo_bytes));
+    const __m128i hi_table = _mm_load_si128(reinterpret_cast<const __m128i*>(hi_bytes));
+    const __m128i nibble = _mm_set1_epi8(0x0F);
+    const __m128i magnitude = _mm_set1_epi16(0x7FFF);
+    const __m128i zero = _mm_setzero_si128();
+    for (int b = 0; b < G; ++b) {
+        std::uint8_t* o = out + static_cast<std::int64_t>(b) * kTileBytes;
+        alignas(16) std::int16_t delta[kRows];
+        bool plain = true;
+        for (int n = 0; n < kRows; ++n) {
+            const std::uint8_t e = scales[n][b];
+            plain = plain && e >= 2 && e <= 252;
+            delta[n] = static_cast<std::int16_t>((e - 127) * 128);
+        }
+        if (!plain) {
+            for (int n = 0; n < kRows; ++n) {
+                for (int j = 0; j < 16; ++j) {
+                    const std::uint32_t pair = pair_of(codes[n][16 * b + j], scales[n][b]);
+                    std::memcpy(o + 64 * j + 4 * n, &pair, 4);
+                }
             }
+            continue;
+        }
+        __m128i x[16], y[16];
+        for (int n = 0; n < kRows; ++n)
+            x[n] = _mm_loadu_si128(reinterpret_cast<const __m128i*>(codes[n] + 16 * b));
+        for (int round = 0; round < 4; ++round) {
+            for (int i = 0; i < 8; ++i) {
+                y[2 * i] = _mm_unpacklo_epi8(x[i], x[i + 8]);
+                y[2 * i + 1] = _mm_unpackhi_epi8(x[i], x[i + 8]);
+            }
+            for (int i = 0; i < 16; ++i) x[i] = y[i];
+        }
+        const __m128i d_a = _mm_load_si128(reinterpret_cast<const __m128i*>(delta));  // rows 0-7
+        const __m128i d_b = _mm_load_si128(reinterpret_cast<const __m128i*>(delta + 8));  // 8-15
+        auto scaled = [&](__m128i w, __m128i d) {  // + d where the weight is nonzero
+            const __m128i is_zero = _mm_cmpeq_epi16(_mm_and_si128(w, magnitude), zero);
+            return _mm_add_epi16(w, _mm_andnot_si128(is_zero, d));
+        };
+        for (int j = 0; j < 16; ++j) {  // x[j]: byte j of rows 0..15
+            const __m128i lo_idx = _mm_and_si128(x[j], nibble);
+            const __m128i hi_idx = _mm_and_si128(_mm_srli_epi16(x[j], 4), nibble);
+            const __m128i l0 = _mm_shuffle_epi8(lo_table, lo_idx);
+            const __m128i l1 = _mm_shuffle_epi8(hi_table, lo_idx);
+            const __m128i h0 = _mm_shuffle_epi8(lo_table, hi_idx);
+            const __m128i h1 = _mm_shuffle_epi8(hi_table, hi_idx);
+            const __m128i even_a = scaled(_mm_unpacklo_epi8(l0, l1), d_a);  // rows 0-7, col 2j
+            const __m128i even_b = scaled(_mm_unpackhi_epi8(l0, l1), d_b);  // rows 8-15
+            const __m128i odd_a = scaled(_mm_unpacklo_epi8(h0, h1), d_a);   // col 2j + 1
+            const __m128i odd_b = scaled(_mm_unpackhi_epi8(h0, h1), d_b);
+            auto* line = reinterpret_cast<__m128i*>(o + 64 * j);
+            _mm_store_si128(line, _mm_unpacklo_epi16(even_a, odd_a));
+            _mm_store_si128(line + 1, _mm_unpackhi_epi16(even_a, odd_a));
+            _mm_store_si128(line + 2, _mm_unpacklo_epi16(even_b, odd_b));
+            _mm_store_si128(line + 3, _mm_unpackhi_epi16(even_b, odd_b));
         }
     }
 }
