@@ -63,6 +63,11 @@ struct ForwardOptions {
     // nullptr: every logit exact (neural logits, logprobs, constrained output, the API's
     // distributions).
     const LogitsScreen* screen = nullptr;
+    // The tokens are (the rest of) a prompt: a backend whose prompt path gives other bits than
+    // decode (Backend::prompt_matches_decode) runs them on the prompt path even when there is one
+    // token, so a prompt's bits do not depend on how much of it came from a cache. Passes of two
+    // or more tokens always take the prompt path.
+    bool prompt = false;
 };
 
 }  // namespace neural

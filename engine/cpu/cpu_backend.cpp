@@ -38,21 +38,36 @@ CpuDense parse_cpu_dense(const std::string& dense, cpu::KernelIsa /*kernel*/) {
     fail("unknown dense path \"{}\" (auto, reference, bf16, int8-head, int8)", dense);
 }
 
-std::optional<cpu::PromptIsa> parse_prompt_kernel(const std::string& name,
-                                                  std::optional<cpu::KernelIsa> kernel) {
-    if (name != "auto" && name != "int8" && name != "int8-vnni" && name != "fp32") {
-        fail("unknown prompt kernel \"{}\" (auto, int8, int8-vnni, fp32)", name);
+CpuPrompt parse_prompt_kernel(const std::string& name, std::optional<cpu::KernelIsa> kernel) {
+    if (name != "auto" && name != "bf16" && name != "bf16x2" && name != "int8" &&
+        name != "int8-vnni" && name != "fp32") {
+        fail("unknown prompt kernel \"{}\" (auto, bf16x2, bf16, fp32, int8, int8-vnni)", name);
     }
-    if (!kernel || name == "fp32") return std::nullopt;
-    if (name == "int8") return cpu::best_prompt_isa();
-    if (name == "int8-vnni") {
-        if (!cpu::prompt_isa_available(cpu::PromptIsa::avx512vnni))
-            fail("--prompt-kernel int8-vnni: this CPU has no AVX512_VNNI");
-        return cpu::PromptIsa::avx512vnni;
+    CpuPrompt out;
+    if (!kernel || name == "fp32") return out;
+    if (name == "int8" || name == "int8-vnni") {
+        out.kind = CpuPrompt::Kind::int8;
+        out.int8 = cpu::best_prompt_isa();
+        if (name == "int8-vnni") {
+            if (!cpu::prompt_isa_available(cpu::PromptIsa::avx512vnni))
+                fail("--prompt-kernel int8-vnni: this CPU has no AVX512_VNNI");
+            out.int8 = cpu::PromptIsa::avx512vnni;
+        }
+        return out;
     }
-    // auto: the fused fp32 kernels, as decode, so a token gives the same bits inside a prompt and
-    // alone (a cached and a recomputed conversation agree); int8 prompts are opt-in.
-    return std::nullopt;
+    // auto: the bf16 GEMM on split (hi + lo) activations wherever it has a SIMD variant (the same
+    // bits on every one, so a seed gives the same reply on every such CPU); the single-rounded
+    // operand (`bf16`, as the GPU's matmuls) flips near-tied argmaxes of the fixtures and is
+    // taken by name only. The scalar kernel keeps the reference path's
+    // arithmetic, and a CPU without AVX2 + FMA keeps the fused fp32 kernels (docs/KERNELS.md
+    // "Prompt path").
+    if (name == "auto" && (*kernel == cpu::KernelIsa::scalar ||
+                           cpu::best_bf16_expert_isa() == cpu::Bf16ExpertIsa::scalar))
+        return out;
+    out.kind = CpuPrompt::Kind::bf16;
+    out.bf16 = cpu::select_bf16_expert_isa();
+    out.operand = name == "bf16" ? cpu::Bf16PromptOperand::bf16 : cpu::Bf16PromptOperand::split;
+    return out;
 }
 
 CpuBackend::CpuBackend(const CpuBackendInputs& in) : model_(*in.config, *in.weights, in.store) {
@@ -78,14 +93,19 @@ CpuBackend::CpuBackend(const CpuBackendInputs& in) : model_(*in.config, *in.weig
     const cpu::DenseIsa dense = cpu::dense_isa_for(*in.kernel);
     // Prompts on AMX tiles go together: where the int8 prompt kernel runs on AMX, so do the
     // prompt blocks' dense GEMMs (--prompt-kernel int8-vnni or fp32 keep both off).
-    const cpu::DenseIsa dense_prompt = in.prompt && *in.prompt == cpu::PromptIsa::amx_int8
+    // (The bf16 prompt path keeps the dense kernels' lane-tree variant: the AMX dense variant's
+    // bits differ from it, and bf16 prompts give the same bits on every CPU.)
+    const bool int8_prompts = in.prompt.kind == CpuPrompt::Kind::int8;
+    const cpu::DenseIsa dense_prompt = int8_prompts && in.prompt.int8 == cpu::PromptIsa::amx_int8
                                            ? cpu::dense_amx_prompt_isa(dense)
                                            : dense;
     const cpu::Int8Isa int8 = cpu::int8_isa_for(*in.kernel);
-    if (in.prompt) {
-        moe->set_prompt_kernel(std::make_unique<cpu::PromptKernel>(
-            *in.prompt, cpu::SwigluParams{in.config->swiglu_limit, in.config->swiglu_alpha}));
-    }
+    const cpu::SwigluParams swiglu{in.config->swiglu_limit, in.config->swiglu_alpha};
+    if (int8_prompts)
+        moe->set_prompt_kernel(std::make_unique<cpu::PromptKernel>(in.prompt.int8, swiglu));
+    if (in.prompt.kind == CpuPrompt::Kind::bf16)
+        moe->set_bf16_prompt_kernel(
+            std::make_unique<cpu::Bf16PromptKernel>(in.prompt.bf16, in.prompt.operand, swiglu));
     model_.set_store_moe(std::move(moe));
     const bool int8_head = in.dense == CpuDense::int8_head, int8_all = in.dense == CpuDense::int8;
     const std::string prompts =
@@ -120,6 +140,12 @@ CpuBackend::CpuBackend(const CpuBackendInputs& in) : model_(*in.config, *in.weig
         spdlog::info("dense weights quantized to int8 ({}): {:.2f} GB in {:.2f} s",
                      cpu::int8_isa_name(int8), static_cast<double>(bytes) / 1e9, s);
     }
+}
+
+bool CpuBackend::prompt_matches_decode() const {
+    const auto* moe = model_.store_moe();
+    return moe == nullptr ||
+           (moe->prompt_kernel() == nullptr && moe->bf16_prompt_kernel() == nullptr);
 }
 
 std::string CpuBackend::describe() const {

@@ -11,7 +11,9 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "cpu/kernels/expert_bf16.h"
 #include "cpu/kernels/expert_kernel.h"
+#include "cpu/kernels/prompt_bf16.h"
 #include "cpu/kernels/prompt_kernel.h"
 #include "cpu/reference_model.h"
 #include "cpu/team/worker_team.h"
@@ -34,12 +36,25 @@ enum class CpuDense : std::uint8_t { reference, bf16, int8_head, int8 };
 // Throws neural::Error for an unknown name.
 CpuDense parse_cpu_dense(const std::string& dense, cpu::KernelIsa kernel);
 
-// The int8 prompt kernel LoadOptions::prompt_kernel names beside the fused kernel `kernel`:
-// nullopt for "fp32", "auto" (the fused fp32 kernels, as decode: a token gives the same bits in
-// a prompt and alone) and the reference path (no kernel); "int8": the AMX or VNNI variant, else
-// its scalar reference (lossy, opt-in). Throws neural::Error for an unknown name.
-std::optional<cpu::PromptIsa> parse_prompt_kernel(const std::string& name,
-                                                  std::optional<cpu::KernelIsa> kernel);
+// The experts of a prompt pass (more than one token) on the fast path: the fused fp32 kernels
+// (decode's bits), the bf16 expert GEMM (exact class: activations rounded to bf16 at the
+// matmuls, as on the GPU; cpu/kernels/prompt_bf16.h) or the int8 prompt kernels (lossy).
+struct CpuPrompt {
+    enum class Kind : std::uint8_t { fp32, bf16, int8 };
+    Kind kind = Kind::fp32;
+    cpu::Bf16ExpertIsa bf16 = cpu::Bf16ExpertIsa::scalar;  // kind bf16: the GEMM's variant
+    cpu::Bf16PromptOperand operand = cpu::Bf16PromptOperand::split;  // kind bf16
+    cpu::PromptIsa int8 = cpu::PromptIsa::scalar;  // kind int8: the kernel's variant
+};
+
+// The prompt path LoadOptions::prompt_kernel names beside the fused kernel `kernel`: fp32 for
+// "fp32", the reference path (no kernel) and the scalar kernel (which matches the reference
+// bit for bit); "bf16": the bf16 GEMM (select_bf16_expert_isa: AMX, AVX-512, AVX2, else its
+// scalar reference); "auto": bf16 where its GEMM has a SIMD variant on this CPU (AMX, AVX-512F
+// or AVX2 + FMA: the same bits on each), else fp32; "int8": the AMX or VNNI variant, else its
+// scalar reference (lossy, opt-in); "int8-vnni": the VNNI variant. Throws neural::Error for an
+// unknown name or a variant this CPU cannot run.
+CpuPrompt parse_prompt_kernel(const std::string& name, std::optional<cpu::KernelIsa> kernel);
 
 // What the CPU backend needs from the loaded model.
 struct CpuBackendInputs {
@@ -54,9 +69,8 @@ struct CpuBackendInputs {
     // With the bf16 dense part: the screened lm_head (cpu/kernels/lm_head_screen.h) for passes
     // whose consumer reads only some logits (ForwardOptions::screen).
     bool lm_head_screen = true;
-    // With a kernel: the int8 prompt kernel for the experts of passes of more than one token
-    // (parse_prompt_kernel); nullopt: the fused fp32 expert kernels for those too.
-    std::optional<cpu::PromptIsa> prompt;
+    // With a kernel: the experts of passes of more than one token (parse_prompt_kernel).
+    CpuPrompt prompt;
     cpu::TeamOptions team;                  // the fused kernel's worker team
     telemetry::MoeCounters* moe = nullptr;  // where the MoE part adds its time, bytes and experts
 };
@@ -72,6 +86,8 @@ public:
                                const ForwardOptions& options) override {
         return model_.forward(tokens, cache, options);
     }
+
+    bool prompt_matches_decode() const override;
 
     const CpuModel& model() const { return model_; }
 

@@ -262,7 +262,7 @@ std::vector<float> CpuModel::forward(std::span<const TokenId> tokens, KvCache& c
                 for (std::int64_t i = 0; i < H; ++i) xt[i] += ot[i];
                 cpu::rms_norm(xt, w.post_norm, c.rms_norm_eps, 1, h.data() + t * H);
             });
-            moe(l, h.data(), n, p0, opt, x.data());
+            moe(l, h.data(), n, p0, opt, x.data(), T > 1 || opt.prompt);
         }
         // Logits of this block's rows from `first` on.
         const std::int64_t from = std::max(first, b0);
@@ -362,7 +362,7 @@ void CpuModel::attention_group(int layer, int hk, const float* q, std::int64_t p
 // Router top-k + softmax over the selected logits, then the clamped SwiGLU experts, grouped by
 // expert so each expert's rows are decoded once for all its tokens.
 void CpuModel::moe(int layer, const float* h, std::int64_t T, std::int64_t pos0,
-                   const ForwardOptions& opt, float* x) const {
+                   const ForwardOptions& opt, float* x, bool prompt) const {
     const ModelConfig& c = config_;
     const LayerWeights& w = weights_.layers[static_cast<size_t>(layer)];
     const std::int64_t H = c.hidden_size, I = c.intermediate_size, E = c.num_experts;
@@ -433,7 +433,7 @@ void CpuModel::moe(int layer, const float* h, std::int64_t T, std::int64_t pos0,
     }
 
     if (store_moe_) {
-        store_moe_->run(layer, h, T, sel.data(), gate.data(), x, opt.cancel);
+        store_moe_->run(layer, h, T, sel.data(), gate.data(), x, opt.cancel, prompt);
         return;
     }
     // y[t, k, :] = expert output of token t's k-th choice; summed per token in k order below.

@@ -95,8 +95,9 @@ private:
     void project(const Bf16View& w, const cpu::Int8Matrix* q8, const Bf16View* b, const float* x,
                  std::int64_t tokens, float* y) const;
     void screened_head(const float* x, const LogitsScreen& want, float* logits) const;
+    // prompt: the block belongs to a prompt pass (StoreMoe::run).
     void moe(int layer, const float* h, std::int64_t tokens, std::int64_t pos0,
-             const ForwardOptions& options, float* x) const;
+             const ForwardOptions& options, float* x, bool prompt) const;
     // The team that runs a prompt block's per-token work (norms, RoPE, residual adds, routing):
     // the fast path's, nullptr on the reference path (which runs that work on the caller).
     cpu::WorkerTeam* token_team() const;

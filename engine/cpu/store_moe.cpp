@@ -33,7 +33,10 @@ StoreMoe::~StoreMoe() = default;
 
 std::string StoreMoe::describe() const {
     const std::string prompt =
-        prompt_ ? fmt::format("int8 {} prompts, ", prompt_isa_name(prompt_->isa())) : "";
+        bf16_     ? fmt::format("{} {} prompts, ", bf16_prompt_operand_name(bf16_->operand()),
+                                bf16_expert_isa_name(bf16_->isa()))
+        : prompt_ ? fmt::format("int8 {} prompts, ", prompt_isa_name(prompt_->isa()))
+                  : "";
     return fmt::format("{} kernel, {}{} team, {} threads", kernel_isa_name(kernel_->isa()), prompt,
                        team_->name(), team_->size());
 }
@@ -64,7 +67,7 @@ ExpertInput StoreMoe::input(int layer, int e) const {
 }
 
 void StoreMoe::run(int layer, const float* h, std::int64_t T, const int* sel, const float* gate,
-                   float* x, const std::atomic<bool>* cancel) const {
+                   float* x, const std::atomic<bool>* cancel, bool prompt) const {
     const std::int64_t H = config_.hidden_size;
     const int K = config_.experts_per_token, E = config_.num_experts;
     // Jobs the persistent team handed to its reference team during this call, for telemetry.
@@ -80,7 +83,8 @@ void StoreMoe::run(int layer, const float* h, std::int64_t T, const int* sel, co
         }
     } count_fallbacks{*team_, counters_, fallbacks_before};
 
-    if (T == 1 && K <= ExpertKernel::kMaxExperts) {
+    const bool prompt_kernel = (prompt || T > 1) && (bf16_ || prompt_);
+    if (T == 1 && !prompt_kernel && K <= ExpertKernel::kMaxExperts) {
         // decode(): x[r] = ((x[r] + w_0 y_0[r]) + w_1 y_1[r]) + ..., the expression the slots
         // below are added with (the kernels' per-row dot order does not depend on the call).
         throw_if_cancelled(cancel);
@@ -97,7 +101,7 @@ void StoreMoe::run(int layer, const float* h, std::int64_t T, const int* sel, co
                         x);
         return;
     }
-    if (prompt_) {
+    if (prompt_kernel) {
         // The selected experts' records first (verify_record may throw: not inside the job);
         // those read for the first time are checked on the team.
         throw_if_cancelled(cancel);
@@ -111,7 +115,10 @@ void StoreMoe::run(int layer, const float* h, std::int64_t T, const int* sel, co
             ExpertInput& in = inputs_[static_cast<std::size_t>(sel[i])];
             if (in.record.data() == nullptr) in = input(layer, sel[i]);
         }
-        prompt_->run(*team_, inputs_, h, T, K, sel, gate, x, cancel);
+        if (bf16_)
+            bf16_->run(*team_, inputs_, h, T, K, sel, gate, x, cancel);
+        else
+            prompt_->run(*team_, inputs_, h, T, K, sel, gate, x, cancel);
         return;
     }
     slots_.assign(static_cast<std::size_t>(T * K * H), 0.0f);

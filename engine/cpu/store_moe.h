@@ -4,10 +4,12 @@
 // router stays in CpuModel; this class only turns (token, expert, weight) choices into
 // x += sum_k w_k * y_k.
 //
-// A prompt's tokens are grouped by expert. With the int8 prompt kernel (prompt_kernel.h, the
-// default on CPUs with AVX512_VNNI) all of a layer's experts run in one team job of int8 GEMMs;
-// a token's result then does not depend on the batch or the split, and differs from the fp32
-// decode() of the same token within the int8 tolerance (docs/KERNELS.md "Prompt path").
+// A prompt's tokens are grouped by expert. With the bf16 prompt kernel (prompt_bf16.h, the
+// default where the bf16 GEMM has a SIMD variant) or the int8 one (prompt_kernel.h, opt-in,
+// lossy) all of a layer's experts run in one team job of bf16 or int8 GEMMs; a token's result
+// then does not depend on the batch or the split (every pass of a prompt takes this path, a
+// one-token block of a longer prompt too), and differs from the fp32 decode() of the same token
+// by the activations' rounding (docs/KERNELS.md "Prompt path").
 // Otherwise (the fp32 path): one multi() call per expert and chunk of up to 16 tokens (the
 // expert's rows read once per chunk), each (token, k) output into a zeroed slot, and the slots
 // are added to x in k order, exactly like the reference path. One token (decode) runs its K
@@ -25,6 +27,7 @@
 #include <vector>
 
 #include "cpu/kernels/expert_kernel.h"
+#include "cpu/kernels/prompt_bf16.h"
 #include "cpu/kernels/prompt_kernel.h"
 #include "cpu/team/worker_team.h"
 #include "model/config.h"
@@ -46,16 +49,24 @@ public:
     // h [T, H] normalized hidden states; sel/gate [T, K] router choices and weights; x [T, H]
     // residual stream, updated in place. `cancel`, when set, is checked before each expert:
     // throws neural::Cancelled (x is then partly updated; the caller drops the pass).
+    // `prompt`: the tokens belong to a prompt pass (two or more tokens, a block of one token of
+    // a longer pass too, or ForwardOptions::prompt), which takes the prompt kernel where one is
+    // set; else a single token runs on decode().
     void run(int layer, const float* h, std::int64_t tokens, const int* sel, const float* gate,
-             float* x, const std::atomic<bool>* cancel = nullptr) const;
+             float* x, const std::atomic<bool>* cancel = nullptr, bool prompt = false) const;
 
-    // Runs the experts of passes of more than one token on the int8 prompt kernel (all of a
-    // layer's experts in one team job) instead of multi() per expert and 16 tokens; nullptr: back
-    // to the fp32 kernels. One token (decode) always runs on decode().
+    // Runs the experts of prompt passes on the int8 prompt kernel (all of a layer's experts in
+    // one team job) instead of multi() per expert and 16 tokens; nullptr: back to the fp32
+    // kernels. A pass of one token (decode) always runs on decode().
     void set_prompt_kernel(std::unique_ptr<PromptKernel> prompt) { prompt_ = std::move(prompt); }
     const PromptKernel* prompt_kernel() const { return prompt_.get(); }
+    // Likewise on the bf16 prompt kernel (taken before the int8 one where both are set).
+    void set_bf16_prompt_kernel(std::unique_ptr<Bf16PromptKernel> prompt) {
+        bf16_ = std::move(prompt);
+    }
+    const Bf16PromptKernel* bf16_prompt_kernel() const { return bf16_.get(); }
 
-    // "avx512 kernel, int8 avx512vnni prompts, persistent team, 8 threads"
+    // "avx512 kernel, bf16 amx-bf16 prompts, persistent team, 8 threads"
     std::string describe() const;
     const WorkerTeam& team() const { return *team_; }
     // The team, for the dense kernels of the same forward pass (one set of threads for both).
@@ -75,6 +86,7 @@ private:
     std::unique_ptr<WorkerTeam> team_;
     std::unique_ptr<ExpertKernel> kernel_;     // owns scratch: one forward pass at a time
     std::unique_ptr<PromptKernel> prompt_;     // likewise; nullptr: prompts on kernel_ too
+    std::unique_ptr<Bf16PromptKernel> bf16_;   // likewise
     mutable std::vector<ExpertInput> inputs_;  // [E] the layer's experts for prompt_
     mutable std::vector<float> slots_;         // [T * K, H]
     telemetry::MoeCounters* counters_ = nullptr;

@@ -315,8 +315,7 @@ std::unique_ptr<Model> Model::load(const fs::path& dir, const LoadOptions& optio
     // name); the CPU backend runs its fast path with it, from the store or the checkpoint.
     const std::optional<cpu::KernelIsa> isa = parse_cpu_kernel(options.kernel);
     const CpuDense dense = parse_cpu_dense(options.dense, isa.value_or(cpu::KernelIsa::scalar));
-    const std::optional<cpu::PromptIsa> prompt_isa =
-        parse_prompt_kernel(options.prompt_kernel, isa);
+    const CpuPrompt prompt_isa = parse_prompt_kernel(options.prompt_kernel, isa);
     if (options.lm_head_screen != "on" && options.lm_head_screen != "off") {
         fail("unknown --lm-head-screen \"{}\" (on, off)", options.lm_head_screen);
     }

@@ -54,11 +54,13 @@ struct LoadOptions {
     // logits of only the tokens the sampler can pick (the same bits: docs/KERNELS.md "Screened
     // lm_head"); "off" runs the whole bf16 lm_head for every token.
     std::string lm_head_screen = "on";
-    // With a fast-path kernel, the experts of a prompt (more than one token per pass): "auto" or
-    // "fp32" (the fused fp32 expert kernels, as decode: a token gives the same bits inside a
-    // prompt and alone), "int8" (the int8 path of cpu/kernels/prompt_kernel.h, activations
-    // quantized to int8: lossy, opt-in; its scalar reference where the CPU has no AVX512_VNNI)
-    // or "int8-vnni".
+    // With a fast-path kernel, the experts of a prompt (more than one token per pass): "bf16x2"
+    // (cpu/kernels/prompt_bf16.h: the bf16 expert GEMM on hi + lo bf16 activations; exact
+    // class), "bf16" (the same on activations rounded once to bf16, as on the GPU), "fp32" (the
+    // fused fp32 expert kernels, as decode: a token gives the same bits inside a prompt and
+    // alone), "auto" (bf16x2 where the GEMM has a SIMD variant: parse_prompt_kernel), "int8"
+    // (the int8 path of cpu/kernels/prompt_kernel.h, activations quantized to int8: lossy,
+    // opt-in; its scalar reference where the CPU has no AVX512_VNNI) or "int8-vnni".
     std::string prompt_kernel = "auto";
     // Worker team for the fused kernels: the persistent team DLL (`--kernel-persistent 1`, at
     // `kdll` or beside the executable) or OpenMP (0). Unset (auto): the persistent team on the
@@ -158,6 +160,8 @@ public:
                                const ForwardOptions& options = {});
     const char* backend_name() const { return backend_->name(); }
     std::string describe_backend() const { return backend_->describe(); }
+    // Backend::prompt_matches_decode.
+    bool prompt_matches_decode() const { return backend_->prompt_matches_decode(); }
     // Why `--backend auto` runs on the CPU ("no NVIDIA driver found (...)", "no NVIDIA GPU
     // found", ...); empty when the GPU backend runs or the CPU was asked for.
     const std::string& gpu_unavailable_reason() const { return gpu_unavailable_; }

@@ -120,7 +120,9 @@ void classify(std::vector<Setting>& rows) {
          {}},
         {"prompt_kernel",
          C::lossy,
-         "fp32 (auto): the decode kernels' bits; int8, int8-vnni: int8 activations",
+         "bf16x2 (auto with AVX2 or better): exact (activations as bf16 hi + lo, as the dense "
+         "kernels; the same bits on every CPU); bf16: exact (activations rounded to bf16, as on "
+         "the GPU); fp32: the decode kernels' bits; int8, int8-vnni: int8 activations",
          {"int8", "int8-vnni"}},
         {"kernel_persistent", C::same_bits, "another worker team, the same partition", {}},
         {"kdll", C::exact, "where the team library is", {}},
@@ -214,15 +216,21 @@ std::vector<Setting> make_settings() {
             A::cpu, NEURAL_TEXT(lm_head_screen)),
         {"on", "off"}));
     r.push_back(with_choices(
-        row("prompt-kernel", T::choice, "auto|int8|int8-vnni|fp32", "Prompt kernel",
-            "with a fast kernel on the CPU backend, the experts of a prompt: fp32 (and auto) on "
-            "the fused fp32 kernels like decode, so a token gives the same bits in a prompt and "
-            "alone; int8 quantizes the activations to int8 and runs int8 GEMMs (LOSSY: changes "
-            "the answers; faster prompts; AMX tiles where the CPU has AMX-INT8, else "
-            "AVX512_VNNI, else their scalar reference, all the same bits), int8-vnni on "
-            "AVX512_VNNI even where AMX is present",
+        row("prompt-kernel", T::choice, "auto|bf16x2|bf16|fp32|int8|int8-vnni", "Prompt kernel",
+            "with a fast kernel on the CPU backend, the experts of a prompt: bf16x2 runs them on "
+            "the bf16 expert GEMM (AMX tiles, else AVX-512F, else AVX2, else its scalar "
+            "reference, all the same bits) with the activations as bf16 hi + lo (16 significant "
+            "bits, as the dense kernels: exact class); bf16 the same with the activations "
+            "rounded once to bf16 (as on the GPU: exact class, 2x less GEMM work, farther from "
+            "fp32); fp32 on the fused fp32 kernels like decode; auto is bf16x2 where the CPU has "
+            "AVX2 + FMA or better, else fp32. Where a prompt's bits differ from decode's, a "
+            "conversation re-runs the tokens decode computed when they join the next prompt, so "
+            "a seed gives the same reply with and without the prompt cache. int8 quantizes the "
+            "activations to int8 and runs int8 GEMMs (LOSSY: changes the answers; AMX tiles "
+            "where the CPU has AMX-INT8, else AVX512_VNNI, else their scalar reference, all the "
+            "same bits), int8-vnni on AVX512_VNNI even where AMX is present",
             A::cpu, NEURAL_TEXT(prompt_kernel)),
-        {"auto", "int8", "int8-vnni", "fp32"}));
+        {"auto", "bf16x2", "bf16", "fp32", "int8", "int8-vnni"}));
     r.push_back(with_default(
         with_choices(row(
                          "kernel-persistent", T::choice, "auto|0|1", "Persistent CPU team",

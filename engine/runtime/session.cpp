@@ -151,6 +151,12 @@ void ChatSession::reset() {
     history_.clear();
     cache_.clear();
     cached_.clear();
+    prompt_cached_ = 0;
+}
+
+std::size_t ChatSession::reusable_tokens() const {
+    return model_.prompt_matches_decode() ? cached_.size()
+                                          : std::min(prompt_cached_, cached_.size());
 }
 
 void ChatSession::set_conversation(chat::SystemContent system, chat::DeveloperContent developer,
@@ -225,13 +231,18 @@ TurnResult ChatSession::respond(const TurnOptions& options,
     }
     prompt.insert(prompt.end(), options.prefill_tokens.begin(), options.prefill_tokens.end());
 
-    // Reuse the longest cached prefix; at least one token must run to produce logits.
+    // Reuse the longest cached prefix; at least one token must run to produce logits. Where the
+    // prompt path's bits differ from decode's, only the prefix prompt passes computed, and the
+    // rest runs as a prompt pass (ForwardOptions::prompt, one token too), so every prompt token
+    // gets the bits a fresh load gives it.
+    const std::size_t reusable = reusable_tokens();
     std::size_t common = 0;
-    while (common < cached_.size() && common < prompt.size() && cached_[common] == prompt[common])
+    while (common < reusable && common < prompt.size() && cached_[common] == prompt[common])
         ++common;
     if (common == prompt.size()) --common;
     cache_.truncate(static_cast<std::int64_t>(common));
     cached_.resize(common);
+    prompt_cached_ = std::min(prompt_cached_, common);
 
     TurnResult result;
     result.stats.prompt_tokens = static_cast<std::int64_t>(prompt.size());
@@ -326,8 +337,11 @@ TurnResult ChatSession::respond(const TurnOptions& options,
     try {
         std::span<const TokenId> fresh(prompt.data() + common, prompt.size() - common);
         fo.screen = screen_for(0, constrained_turn);
+        fo.prompt = true;
         std::vector<float> logits = model_.forward(fresh, cache_, fo);
+        fo.prompt = false;
         cached_.insert(cached_.end(), fresh.begin(), fresh.end());
+        prompt_cached_ = cached_.size();
         result.stats.prompt_seconds = seconds_since(t0);
         if (recording) {
             const auto moe1 = tel.moe.snapshot();
@@ -622,7 +636,10 @@ void ChatSession::save(const std::filesystem::path& path, bool with_kv) const {
     if (with_kv && !host_kv)
         spdlog::info("{}: saved without K/V (the {} backend keeps it on the GPU)", path.string(),
                      model_.backend_name());
-    if (with_kv && host_kv && !cached_.empty()) {
+    // The reusable prefix only (reusable_tokens): a restored conversation continues with the
+    // K/V a fresh load computes.
+    const std::uint64_t n = reusable_tokens();
+    if (with_kv && host_kv && n > 0) {
         // NEURALKV v1: magic, version, layers, kv_dim, fingerprint, n, tokens[n] i32, then per
         // layer K[n, kv_dim] and V[n, kv_dim] fp32, then an FNV-1a checksum of everything before.
         std::string b(kKvMagic, sizeof kKvMagic);
@@ -630,7 +647,7 @@ void ChatSession::save(const std::filesystem::path& path, bool with_kv) const {
         const std::uint32_t version = kKvVersion,
                             layers = static_cast<std::uint32_t>(cache_.layers()),
                             kv_dim = static_cast<std::uint32_t>(cache_.kv_dim());
-        const std::uint64_t fp = model_fingerprint(model_), n = cached_.size();
+        const std::uint64_t fp = model_fingerprint(model_);
         put(&version, 4);
         put(&layers, 4);
         put(&kv_dim, 4);
@@ -725,6 +742,7 @@ void ChatSession::load(const std::filesystem::path& path) {
     history_ = std::move(history);
     cache_.clear();
     cached_.clear();
+    prompt_cached_ = 0;
 
     kv_note_.clear();
     std::filesystem::path kv_path = path;
@@ -817,9 +835,11 @@ void ChatSession::load(const std::filesystem::path& path) {
         }
         cache_.commit(static_cast<std::int64_t>(n));
         cached_ = std::move(tokens);
+        prompt_cached_ = cached_.size();  // save() writes only the reusable prefix
     } catch (const Error& e) {
         cache_.clear();
         cached_.clear();
+        prompt_cached_ = 0;
         kv_note_ = e.what();
         spdlog::warn("ignoring saved KV state: {} (it will be recomputed)", e.what());
     }

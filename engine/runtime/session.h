@@ -124,6 +124,11 @@ public:
     // The whole conversation as harmony messages (system, developer, history).
     chat::Conversation conversation() const;
     std::int64_t cached_tokens() const { return static_cast<std::int64_t>(cached_.size()); }
+    // Of those, the ones the next turn may reuse (the prefix a prompt pass computed, where the
+    // backend's prompt bits differ from decode's: Backend::prompt_matches_decode).
+    std::int64_t reusable_cached_tokens() const {
+        return static_cast<std::int64_t>(reusable_tokens());
+    }
 
     // Versioned conversation file (JSON). With `with_kv` the KV state goes into PATH.kv beside
     // it, so a restored conversation continues without re-processing. Both are written atomically
@@ -149,6 +154,13 @@ private:
     std::vector<chat::Message> history_;
     KvCache cache_;
     std::vector<TokenId> cached_;  // the tokens whose K/V are in cache_, in order
+    // Of those, the leading ones whose K/V a prompt pass (two or more tokens) computed. Where the
+    // backend's prompt bits differ from decode's (Model::prompt_matches_decode), only these are
+    // reused: a token a decode step computed is re-run with the next prompt, so a conversation
+    // gives the same K/V -- and a seed the same reply -- with the cache and from a fresh load.
+    std::size_t prompt_cached_ = 0;
+    // The cached tokens a new prompt may reuse (all of them where prompt and decode agree).
+    std::size_t reusable_tokens() const;
     std::atomic<bool> cancel_{false};
     std::string kv_note_;
     std::shared_ptr<const TokenVocabulary> vocab_;  // built on the first constrained turn

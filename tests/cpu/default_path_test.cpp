@@ -3,10 +3,14 @@
 // GGUF, the default settings pick the same token as the fp32 reference path (`--kernel
 // reference`) at every position of every golden prompt, through a prompt pass and token by
 // token, and continue each prompt with the same 16 greedy tokens (also where a greedy step lets
-// the screened lm_head skip the logits that cannot win).
+// the screened lm_head skip the logits that cannot win). The default's prompts run on the bf16
+// expert GEMM with split activations (cpu/kernels/prompt_bf16.h) where the CPU has AVX2, so the
+// prompt-pass argmax and the continuations after it check that path; ctest runs the checkpoint
+// case again as on CPUs without AMX, AVX-512 and AVX2 (tests/cpu/CMakeLists.txt).
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -127,6 +131,8 @@ json* DefaultPathTest::golden_ = nullptr;
 TEST_F(DefaultPathTest, CheckpointMatchesTheReference) {
     const auto reference = load(test::tiny_model_dir(), "reference");
     const auto fast = load(test::tiny_model_dir());
+    // The default's prompt path: the bf16 expert GEMM (bf16x2) where the CPU has AVX2 or better.
+    std::printf("default path compared: %s\n", fast->describe_backend().c_str());
     expect_same_choices(*reference, *fast);
 }
 

@@ -15,12 +15,15 @@
 
 #include "cpu/kernels/dense_int8.h"
 #include "cpu/kernels/dense_kernel.h"
+#include "cpu/kernels/expert_bf16.h"
+#include "cpu/kernels/prompt_bf16.h"
 #include "cpu/reference_model.h"
 #include "neural/error.h"
 #include "runtime/generate.h"
 #include "runtime/model.h"
 #include "runtime/sampler.h"
 #include "store/repack.h"
+#include "support/environment.h"
 #include "support/fixtures.h"
 
 namespace neural {
@@ -69,8 +72,8 @@ class FastPathTest : public ::testing::Test {
 protected:
     static void SetUpTestSuite() {
         golden_ = new json(test::read_json(test::tiny_model_dir() / "golden.json"));
-        // The default settings: the fastest expert and dense kernels, prompts on the fused fp32
-        // kernels as decode.
+        // The default settings: the fastest expert and dense kernels, prompts on the bf16 GEMM
+        // with split (hi + lo) activations where it has a SIMD variant.
         fast_ = load("auto").release();
     }
     static void TearDownTestSuite() {
@@ -89,13 +92,40 @@ Model* FastPathTest::fast_ = nullptr;
 TEST_F(FastPathTest, IsTheDefaultAndUsesTheDenseKernels) {
     ASSERT_NE(fast_->cpu().store_moe(), nullptr);
     ASSERT_NE(fast_->cpu().dense_kernel(), nullptr);
-    // The defaults keep the published arithmetic: fp32 prompt experts (as decode) and the bf16
-    // dense kernels; the int8 paths only by name.
+    // The defaults keep the published arithmetic: prompt experts on the bf16 GEMM with split
+    // activations (fp32 as decode where the GEMM has no SIMD variant) and the bf16 dense
+    // kernels; the int8 paths only by name.
     EXPECT_EQ(fast_->cpu().store_moe()->prompt_kernel(), nullptr);
+    const cpu::Bf16PromptKernel* bf16_prompts = fast_->cpu().store_moe()->bf16_prompt_kernel();
+    if (cpu::best_bf16_expert_isa() == cpu::Bf16ExpertIsa::scalar) {
+        EXPECT_EQ(bf16_prompts, nullptr);
+    } else {
+        ASSERT_NE(bf16_prompts, nullptr);
+        EXPECT_EQ(bf16_prompts->operand(), cpu::Bf16PromptOperand::split);
+        EXPECT_EQ(bf16_prompts->isa(), cpu::select_bf16_expert_isa());
+    }
+    EXPECT_FALSE(fast_->prompt_matches_decode() && bf16_prompts != nullptr);
     EXPECT_EQ(LoadOptions{}.prompt_kernel, "auto");
-    EXPECT_EQ(load("auto", 0, {}, "auto", "fp32")->cpu().store_moe()->prompt_kernel(), nullptr);
-    EXPECT_NE(load("auto", 0, {}, "auto", "int8")->cpu().store_moe()->prompt_kernel(), nullptr);
+    for (const char* fp32 : {"fp32"}) {
+        auto m = load("auto", 0, {}, "auto", fp32);
+        EXPECT_EQ(m->cpu().store_moe()->prompt_kernel(), nullptr);
+        EXPECT_EQ(m->cpu().store_moe()->bf16_prompt_kernel(), nullptr);
+        EXPECT_TRUE(m->prompt_matches_decode());
+    }
+    for (const char* bf16 : {"bf16", "bf16x2"}) {
+        auto m = load("auto", 0, {}, "auto", bf16);
+        ASSERT_NE(m->cpu().store_moe()->bf16_prompt_kernel(), nullptr) << bf16;
+        EXPECT_STREQ(
+            cpu::bf16_prompt_operand_name(m->cpu().store_moe()->bf16_prompt_kernel()->operand()),
+            bf16);
+        EXPECT_FALSE(m->prompt_matches_decode());
+    }
+    auto int8_prompts = load("auto", 0, {}, "auto", "int8");
+    EXPECT_NE(int8_prompts->cpu().store_moe()->prompt_kernel(), nullptr);
+    EXPECT_FALSE(int8_prompts->prompt_matches_decode());
     EXPECT_EQ(load("scalar")->cpu().store_moe()->prompt_kernel(), nullptr);
+    EXPECT_EQ(load("scalar")->cpu().store_moe()->bf16_prompt_kernel(), nullptr);
+    EXPECT_TRUE(load("reference")->prompt_matches_decode());
     EXPECT_EQ(fast_->cpu().dense_kernel()->isa(), cpu::dense_isa_for(cpu::select_kernel_isa()));
     EXPECT_EQ(fast_->cpu().int8_kernel(), nullptr);
     EXPECT_FALSE(fast_->cpu().int8_attention());
@@ -187,10 +217,10 @@ TEST_F(FastPathTest, StaysCloseToTheReferencePath) {
 }
 
 // Prefill in pieces, then decode one token at a time (the one-call decode() of the experts).
-// fp32 prompt kernel (the default): the same bits as one pass over everything, so a cached and a
-// recomputed conversation agree. int8 prompt kernel (opt-in): prompts split anywhere give the
-// same bits as one prompt, and decoded tokens (fp32 expert kernels) stay within
-// kInt8VsFp32Tolerance of the prompt path's results.
+// fp32 prompt kernel: the same bits as one pass over everything. bf16 (the default) and int8
+// prompt kernels: prompts split anywhere give the same bits as one prompt, and decoded tokens
+// (fp32 expert kernels) stay close to the prompt path's results (the session reuses a cached
+// prefix only up to the first decoded token: runtime/session.h).
 std::vector<float> prefill_then_decode(Model& m, const std::vector<TokenId>& prompt,
                                        std::vector<size_t> pieces, size_t decode_from) {
     ForwardOptions all;
@@ -215,10 +245,10 @@ std::vector<float> prefill_then_decode(Model& m, const std::vector<TokenId>& pro
 
 TEST_F(FastPathTest, KvCachedDecodeEqualsFullRecomputeBitForBit) {
     const auto prompt = ids("long");
-    // The defaults, and the fp32 prompt kernel with int8 dense weights.
+    // The fp32 prompt kernel with the default and with int8 dense weights.
     for (const char* dense : {"auto", "int8"}) {
         SCOPED_TRACE(dense);
-        auto fp32 = load("auto", 0, {}, dense, std::string(dense) == "auto" ? "auto" : "fp32");
+        auto fp32 = load("auto", 0, {}, dense, "fp32");
         const std::vector<float> ref = run_all(*fp32, prompt);
         for (size_t prefill : {size_t{1}, size_t{17}, size_t{64}}) {
             SCOPED_TRACE(prefill);
@@ -237,6 +267,115 @@ TEST_F(FastPathTest, Int8PromptsAreSplitInvariantAndCloseToDecode) {
     const std::vector<float> decoded = prefill_then_decode(*int8, prompt, {17}, 17);
     EXPECT_FALSE(same_bits(decoded, ref));
     EXPECT_LT(worst_diff(decoded, ref), kInt8VsFp32Tolerance);
+}
+
+// The bf16 prompt kernel (both operands): a prompt gives the same bits in one pass, in passes of
+// 17, 2, 3 and the rest tokens, of 17, 1 (ForwardOptions::prompt) and the rest, with a one-token
+// block at the end of a pass longer than
+// kPromptBlock (that block still takes the prompt path), and for any thread count; tokens
+// decoded one by one stay close (bf16x2: within 1e-3, bf16: within the golden tolerance at the
+// median position; the tiny fixture's near-tied routers magnify bf16's rounding).
+TEST_F(FastPathTest, Bf16PromptsAreSplitInvariantAndCloseToDecode) {
+    const auto prompt = ids("long");
+    ASSERT_GT(prompt.size(), size_t{40});
+    std::vector<TokenId> longer;  // kPromptBlock + 1 tokens: blocks of 512 and 1
+    while (longer.size() < static_cast<size_t>(kPromptBlock) + 1)
+        longer.insert(longer.end(), prompt.begin(), prompt.end());
+    longer.resize(static_cast<size_t>(kPromptBlock) + 1);
+    for (const char* operand : {"bf16x2", "bf16"}) {
+        SCOPED_TRACE(operand);
+        auto m = load("auto", 0, {}, "auto", operand);
+        ASSERT_NE(m->cpu().store_moe()->bf16_prompt_kernel(), nullptr);
+        const std::vector<float> ref = run_all(*m, prompt);
+        EXPECT_TRUE(
+            same_bits(prefill_then_decode(*m, prompt, {17, 2, 3, prompt.size() - 22}, 0), ref));
+        for (int threads : {1, 3})
+            EXPECT_TRUE(
+                same_bits(run_all(*load("auto", threads, {}, "auto", operand), prompt), ref))
+                << threads;
+        {  // a one-token prompt pass (ForwardOptions::prompt) between two longer ones
+            ForwardOptions one;
+            one.all_logits = true;
+            one.prompt = true;
+            KvCache cache = m->new_cache();
+            std::vector<float> got =
+                m->cpu().forward(std::span<const TokenId>(prompt.data(), 17), cache, one);
+            for (size_t at : {size_t{17}, size_t{18}}) {
+                const std::vector<float> part = m->cpu().forward(
+                    at == 17 ? std::span<const TokenId>(prompt.data() + 17, 1)
+                             : std::span<const TokenId>(prompt.data() + 18, prompt.size() - 18),
+                    cache, one);
+                got.insert(got.end(), part.begin(), part.end());
+            }
+            EXPECT_TRUE(same_bits(got, ref));
+        }
+        const std::vector<float> whole = run_all(*m, longer);
+        EXPECT_TRUE(
+            same_bits(prefill_then_decode(*m, longer, {300, longer.size() - 300}, 0), whole));
+        const std::vector<float> decoded = prefill_then_decode(*m, prompt, {17}, 17);
+        EXPECT_FALSE(same_bits(decoded, ref));
+        const auto V = static_cast<size_t>(m->config().vocab_size);
+        std::vector<double> per_position;
+        for (size_t t = 0; t < prompt.size(); ++t) {
+            double worst = 0;
+            for (size_t i = 0; i < V; ++i)
+                worst = std::max(worst, std::abs(double(decoded[t * V + i]) - ref[t * V + i]));
+            per_position.push_back(worst);
+        }
+        std::sort(per_position.begin(), per_position.end());
+        if (std::string(operand) == "bf16x2") {
+            EXPECT_LT(per_position.back(), 1e-3);
+        } else {
+            EXPECT_LT(per_position[per_position.size() / 2], 5e-2);
+        }
+        std::printf("[ info ] %s prompts vs decode: median %.3g, worst %.3g\n", operand,
+                    per_position[per_position.size() / 2], per_position.back());
+    }
+}
+
+// Issue 49, "Reproducible by seed": every variant of the bf16 expert GEMM this machine runs
+// (forced with $NEURAL_BF16_GEMM, as CI forces the others) gives the same prompt logits bit for
+// bit through the engine, for both operands and raw and packed stores beside the checkpoint's
+// tensors. Prints the variants compared.
+TEST_F(FastPathTest, EveryBf16GemmVariantGivesTheSamePromptBits) {
+    const char* old = std::getenv("NEURAL_BF16_GEMM");
+    const std::string saved = old != nullptr ? old : "";
+    std::vector<cpu::Bf16ExpertIsa> isas;
+    std::string ran;
+    for (cpu::Bf16ExpertIsa isa :
+         {cpu::Bf16ExpertIsa::scalar, cpu::Bf16ExpertIsa::avx2, cpu::Bf16ExpertIsa::avx512,
+          cpu::Bf16ExpertIsa::amx_bf16, cpu::Bf16ExpertIsa::amx_emulated}) {
+        if (!cpu::bf16_expert_isa_available(isa)) continue;
+        isas.push_back(isa);
+        ran += std::string(ran.empty() ? "" : ", ") + cpu::bf16_expert_isa_name(isa);
+    }
+    std::printf("bf16 prompt GEMM variants compared through the engine: %s\n", ran.c_str());
+    test::TempDir dir;
+    store::RepackOptions packed;
+    packed.checkpoint = test::tiny_model_dir();
+    packed.out = dir / "packed.nstore";
+    packed.kind = store::StoreKind::kPacked;
+    store::repack(packed);
+    const auto prompt = ids("code");
+    for (const char* operand : {"bf16x2", "bf16"}) {
+        std::vector<float> first;
+        for (cpu::Bf16ExpertIsa isa : isas) {
+            SCOPED_TRACE(std::string(operand) + " " + cpu::bf16_expert_isa_name(isa));
+            test::set_env("NEURAL_BF16_GEMM", cpu::bf16_expert_isa_name(isa));
+            for (bool store : {false, true}) {
+                auto m =
+                    load("auto", 2, store ? packed.out : std::filesystem::path{}, "auto", operand);
+                ASSERT_NE(m->cpu().store_moe()->bf16_prompt_kernel(), nullptr);
+                EXPECT_EQ(m->cpu().store_moe()->bf16_prompt_kernel()->isa(), isa);
+                const std::vector<float> logits = run_all(*m, prompt);
+                if (first.empty()) first = logits;
+                EXPECT_TRUE(same_bits(logits, first)) << "worst " << worst_diff(logits, first);
+            }
+        }
+    }
+    test::set_env("NEURAL_BF16_GEMM", "avx9000");
+    EXPECT_THROW(load("auto", 0, {}, "auto", "bf16x2"), Error);
+    test::set_env("NEURAL_BF16_GEMM", old != nullptr ? saved.c_str() : nullptr);
 }
 
 TEST_F(FastPathTest, ResultsAreBitIdenticalForAnyThreadCount) {

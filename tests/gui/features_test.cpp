@@ -134,9 +134,13 @@ TEST_F(FeaturesTest, AReplyCutByTheTokenLimitContinuesInTheSameMessage) {
     // The token count covers both parts.
     EXPECT_GT(more.stats.value(QStringLiteral("tokens")).toInteger(),
               cut.stats.value(QStringLiteral("tokens")).toInteger());
-    // The cut reply's K/V were reused: only its last token (never fed back) was processed.
-    EXPECT_EQ(more.stats.value(QStringLiteral("cached_tokens")).toInteger(),
-              more.stats.value(QStringLiteral("prompt_tokens")).toInteger() - 1);
+    // The cut reply's K/V were reused where prompt and decode give the same bits: only its last
+    // token (never fed back) was processed. On the CPU's bf16 prompt path (the default with AVX2)
+    // its decoded tokens are re-run as prompt tokens, and the first turn's prompt is reused.
+    const qint64 cached = more.stats.value(QStringLiteral("cached_tokens")).toInteger();
+    EXPECT_TRUE(cached == more.stats.value(QStringLiteral("prompt_tokens")).toInteger() - 1 ||
+                cached == cut.stats.value(QStringLiteral("prompt_tokens")).toInteger())
+        << cached;
     // Stored as the same message, one version.
     const QList<StoredMessage> stored = m_window->store().messages(m_window->currentConversation());
     ASSERT_EQ(stored.size(), 2);

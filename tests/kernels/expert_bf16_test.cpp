@@ -1,5 +1,5 @@
 // The bf16 expert GEMM (cpu/kernels/expert_bf16.h): the activations' rounding, every variant
-// (scalar reference, AVX-512F, AMX-BF16 tiles, the AMX code on emulated tiles) bit for bit on
+// (scalar reference, AVX2, AVX-512F, AMX-BF16 tiles, the AMX code on emulated tiles) bit for bit on
 // random records, token counts across the register and tile sizes, raw and packed records, and
 // the edge cases where the arithmetic's details show (subnormal weights and activations,
 // results near 2^-126, cancellation, NaN and infinities); the reference against a double
@@ -30,8 +30,8 @@ using test::TestExpert;
 
 std::vector<Bf16ExpertIsa> available_isas() {
     std::vector<Bf16ExpertIsa> out;
-    for (Bf16ExpertIsa isa :
-         {Bf16ExpertIsa::avx512, Bf16ExpertIsa::amx_bf16, Bf16ExpertIsa::amx_emulated}) {
+    for (Bf16ExpertIsa isa : {Bf16ExpertIsa::avx2, Bf16ExpertIsa::avx512, Bf16ExpertIsa::amx_bf16,
+                              Bf16ExpertIsa::amx_emulated}) {
         if (cpu::bf16_expert_isa_available(isa)) out.push_back(isa);
     }
     return out;

@@ -9,9 +9,10 @@
 //    (0.62 GB): GB/s of weight bytes read and ms per token.
 //  - Multi: the prompt path's fp32 kernel, 16 tokens through one cache-resident expert record:
 //    its arithmetic rate in GMAC/s (a core's AVX-512 peak is 32 MACs per cycle).
-//  - Bf16Gemm: the bf16 expert GEMM (cpu/kernels/expert_bf16.h) on one thread, both projections
-//    of the same record for 16 or 64 tokens, per variant: GMAC/s of one core, to compare with
-//    Multi at threads:1 (the fp32 kernel it would replace for prompts).
+//  - Bf16Gemm: the bf16 expert GEMM (cpu/kernels/expert_bf16.h; avx2, avx512, amx-bf16) on one
+//    thread, both projections of the same record for 16 or 64 tokens, per variant: GMAC/s of one
+//    core, to compare with Multi at threads:1 (the fp32 kernel it replaces for prompts; the
+//    default bf16x2 prompt operand runs it on twice the rows).
 //  - TeamOverhead: per-call cost of an empty two-phase job (the shape of one decode() call),
 //    36 calls per token, back to back and with a 200 us host gap between calls.
 // Environment: NEURAL_BENCH_PROBE_MB (2048), NEURAL_BENCH_LAYERS (36), NEURAL_BENCH_EXPERTS (4),
@@ -421,7 +422,8 @@ int main(int argc, char** argv) {
                 ->UseRealTime();
         }
     }
-    for (cpu::Bf16ExpertIsa isa : {cpu::Bf16ExpertIsa::avx512, cpu::Bf16ExpertIsa::amx_bf16}) {
+    for (cpu::Bf16ExpertIsa isa :
+         {cpu::Bf16ExpertIsa::avx2, cpu::Bf16ExpertIsa::avx512, cpu::Bf16ExpertIsa::amx_bf16}) {
         if (!cpu::bf16_expert_isa_available(isa)) continue;
         for (int tokens : {16, 64}) {
             const std::string name = std::string("Bf16Gemm/") + cpu::bf16_expert_isa_name(isa) +

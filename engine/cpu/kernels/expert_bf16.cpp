@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <new>
+#include <string>
 
 #include "cpu/kernels/exact_fma.h"
 #include "cpu/kernels/expert_bf16_impl.h"
@@ -65,6 +66,8 @@ GemmFn gemm_for(Bf16ExpertIsa isa) {
     switch (isa) {
         case Bf16ExpertIsa::scalar:
             return &gemm_scalar;
+        case Bf16ExpertIsa::avx2:
+            return bf16_detail::gemm_avx2();
         case Bf16ExpertIsa::avx512:
             return bf16_detail::gemm_avx512();
         case Bf16ExpertIsa::amx_bf16:
@@ -79,6 +82,7 @@ GemmFn gemm_for(Bf16ExpertIsa isa) {
 
 // Variants this build lacks.
 #if !defined(NEURAL_KERNELS_X86)
+GemmFn bf16_detail::gemm_avx2() { return nullptr; }
 GemmFn bf16_detail::gemm_avx512() { return nullptr; }
 #endif
 #if !defined(NEURAL_KERNELS_AMX_BF16)
@@ -89,6 +93,8 @@ const char* bf16_expert_isa_name(Bf16ExpertIsa isa) {
     switch (isa) {
         case Bf16ExpertIsa::scalar:
             return "scalar";
+        case Bf16ExpertIsa::avx2:
+            return "avx2";
         case Bf16ExpertIsa::avx512:
             return "avx512";
         case Bf16ExpertIsa::amx_bf16:
@@ -105,6 +111,8 @@ bool bf16_expert_isa_available(Bf16ExpertIsa isa) {
         case Bf16ExpertIsa::scalar:
         case Bf16ExpertIsa::amx_emulated:
             return true;
+        case Bf16ExpertIsa::avx2:
+            return cpu_features().has_avx2_fma();
         case Bf16ExpertIsa::avx512:
             return cpu_features().has_avx512();
         case Bf16ExpertIsa::amx_bf16:
@@ -115,8 +123,25 @@ bool bf16_expert_isa_available(Bf16ExpertIsa isa) {
 
 Bf16ExpertIsa best_bf16_expert_isa() {
     if (bf16_expert_isa_available(Bf16ExpertIsa::amx_bf16)) return Bf16ExpertIsa::amx_bf16;
-    return bf16_expert_isa_available(Bf16ExpertIsa::avx512) ? Bf16ExpertIsa::avx512
-                                                            : Bf16ExpertIsa::scalar;
+    if (bf16_expert_isa_available(Bf16ExpertIsa::avx512)) return Bf16ExpertIsa::avx512;
+    return bf16_expert_isa_available(Bf16ExpertIsa::avx2) ? Bf16ExpertIsa::avx2
+                                                          : Bf16ExpertIsa::scalar;
+}
+
+Bf16ExpertIsa select_bf16_expert_isa() {
+    const char* env = std::getenv("NEURAL_BF16_GEMM");
+    if (env == nullptr || *env == '\0') return best_bf16_expert_isa();
+    const std::string name(env);
+    for (Bf16ExpertIsa isa : {Bf16ExpertIsa::scalar, Bf16ExpertIsa::avx2, Bf16ExpertIsa::avx512,
+                              Bf16ExpertIsa::amx_bf16, Bf16ExpertIsa::amx_emulated}) {
+        if (name != bf16_expert_isa_name(isa)) continue;
+        if (!bf16_expert_isa_available(isa))
+            fail("NEURAL_BF16_GEMM={}: this CPU/build cannot run it ({})", name,
+                 cpu_features().summary());
+        return isa;
+    }
+    fail("NEURAL_BF16_GEMM={}: unknown variant (scalar, avx2, avx512, amx-bf16, amx-emulated)",
+         name);
 }
 
 void bf16_round_activations(const float* x, std::int64_t n, std::uint16_t* out) {

@@ -25,18 +25,29 @@
 
 namespace neural::cpu {
 
-// scalar (the reference: the arithmetic above written out with a software FTZ/DAZ), avx512
-// (AVX-512F fmas across 16 rows, with MXCSR's FTZ/DAZ), amx_bf16 (tdpbf16ps tiles) and
-// amx_emulated (the AMX variant's code on tiles emulated in plain C++, amx_tiles.inl: tests on
-// CPUs without AMX; never chosen). All give the same bits.
-enum class Bf16ExpertIsa : std::uint8_t { scalar = 0, avx512 = 1, amx_bf16 = 2, amx_emulated = 3 };
+// scalar (the reference: the arithmetic above written out with a software FTZ/DAZ), avx2 (AVX2
+// fmas across 8 rows, with MXCSR's FTZ/DAZ: CPUs without AVX-512), avx512 (AVX-512F fmas across
+// 16 rows, likewise), amx_bf16 (tdpbf16ps tiles) and amx_emulated (the AMX variant's code on
+// tiles emulated in plain C++, amx_tiles.inl: tests on CPUs without AMX; never chosen). All give
+// the same bits.
+enum class Bf16ExpertIsa : std::uint8_t {
+    scalar = 0,
+    avx512 = 1,
+    amx_bf16 = 2,
+    amx_emulated = 3,
+    avx2 = 4
+};
 
-// "scalar", "avx512", "amx-bf16", "amx-emulated"
+// "scalar", "avx2", "avx512", "amx-bf16", "amx-emulated"
 const char* bf16_expert_isa_name(Bf16ExpertIsa isa);
 // This build contains the variant and this CPU (and OS) can run it.
 bool bf16_expert_isa_available(Bf16ExpertIsa isa);
-// amx_bf16, else avx512, where available, else scalar.
+// amx_bf16, else avx512, else avx2, where available, else scalar.
 Bf16ExpertIsa best_bf16_expert_isa();
+// $NEURAL_BF16_GEMM (scalar | avx2 | avx512 | amx-bf16 | amx-emulated) when set, else
+// best_bf16_expert_isa(): how tests and CI force a variant through the engine. Throws
+// neural::Error for an unknown name or a variant this CPU/build cannot run.
+Bf16ExpertIsa select_bf16_expert_isa();
 
 // out[i] = x[i] rounded to the nearest bf16, ties to even (bits); NaN stays a quiet NaN of its
 // sign, values past the largest bf16 become infinities, subnormal results keep their bits (the

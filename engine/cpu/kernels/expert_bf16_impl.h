@@ -5,7 +5,7 @@
 //
 // Decoded weights, kTileBytes per 16 rows and 32-column block, in one of two layouts:
 //  - rows (the AMX A operand): 16 lines of 64 bytes, line n = row n's 32 bf16 weights;
-//  - pairs (the AVX-512 variant, lanes = rows): 16 lines of 16 dwords, dword n of line j =
+//  - pairs (the AVX-512 and AVX2 variants, lanes = rows): 16 lines of 16 dwords, dword n of line j =
 //    row n's columns 2j (low half) and 2j + 1 (high half), so a line gives the 16 rows' even
 //    (dword << 16) and odd (dword & 0xFFFF0000) weights as fp32 vectors.
 // Weights are bf16 bits with subnormals already zero. Packed activations (the AMX B operand),
@@ -101,6 +101,7 @@ static inline void pack_activations(const std::uint16_t* x, std::int64_t ldx, in
     }
 }
 
+GemmFn gemm_avx2();          // nullptr where this build has no AVX2 variant
 GemmFn gemm_avx512();        // nullptr where this build has no AVX-512 variant
 GemmFn gemm_amx();           // nullptr where this build has no AMX-BF16 variant
 GemmFn gemm_amx_emulated();  // the AMX code on emulated tiles (baseline; always present)
