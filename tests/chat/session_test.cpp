@@ -339,9 +339,8 @@ TEST_F(SessionTest, ASampledReplyIsTheSameWhateverTheCacheHolds) {
 TEST_F(SessionTest, AMultiTurnConversationGivesTheSameRepliesWithTheCacheAndFromAFreshLoad) {
     LoadOptions single;
     single.prompt_kernel = "bf16";
-    const std::unique_ptr<Model> bf16 = Model::load(test::tiny_model_dir(), single);
-    for (const Model* m :
-         {static_cast<const Model*>(model_), static_cast<const Model*>(bf16.get())}) {
+    std::unique_ptr<Model> bf16 = Model::load(test::tiny_model_dir(), single);
+    for (Model* m : {model_, bf16.get()}) {
         SCOPED_TRACE(m->describe_backend());
         TurnOptions o;
         o.max_tokens = 12;
