@@ -58,7 +58,7 @@ struct LoadOptions {
     // (cpu/kernels/prompt_bf16.h: the bf16 expert GEMM on hi + lo bf16 activations; exact
     // class), "bf16" (the same on activations rounded once to bf16, as on the GPU), "fp32" (the
     // fused fp32 expert kernels, as decode: a token gives the same bits inside a prompt and
-    // alone), "auto" (bf16x2 where the GEMM has a SIMD variant: parse_prompt_kernel), "int8"
+    // alone), "auto" (fp32: parse_prompt_kernel), "int8"
     // (the int8 path of cpu/kernels/prompt_kernel.h, activations quantized to int8: lossy,
     // opt-in; its scalar reference where the CPU has no AVX512_VNNI) or "int8-vnni".
     std::string prompt_kernel = "auto";

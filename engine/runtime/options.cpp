@@ -120,9 +120,9 @@ void classify(std::vector<Setting>& rows) {
          {}},
         {"prompt_kernel",
          C::lossy,
-         "bf16x2 (auto with AVX2 or better): exact (activations as bf16 hi + lo, as the dense "
-         "kernels; the same bits on every CPU); bf16: exact (activations rounded to bf16, as on "
-         "the GPU); fp32: the decode kernels' bits; int8, int8-vnni: int8 activations",
+         "fp32 (auto): the decode kernels' bits; bf16x2: exact (activations as bf16 hi + lo, as "
+         "the dense kernels; the same bits on every CPU); bf16: exact (activations rounded to "
+         "bf16, as on the GPU); int8, int8-vnni: int8 activations",
          {"int8", "int8-vnni"}},
         {"kernel_persistent", C::same_bits, "another worker team, the same partition", {}},
         {"kdll", C::exact, "where the team library is", {}},
@@ -222,8 +222,8 @@ std::vector<Setting> make_settings() {
             "reference, all the same bits) with the activations as bf16 hi + lo (16 significant "
             "bits, as the dense kernels: exact class); bf16 the same with the activations "
             "rounded once to bf16 (as on the GPU: exact class, 2x less GEMM work, farther from "
-            "fp32); fp32 on the fused fp32 kernels like decode; auto is bf16x2 where the CPU has "
-            "AVX2 + FMA or better, else fp32. Where a prompt's bits differ from decode's, a "
+            "fp32); fp32 on the fused fp32 kernels like decode; auto is fp32 (bf16x2 is not yet "
+            "faster end to end). Where a prompt's bits differ from decode's, a "
             "conversation re-runs the tokens decode computed when they join the next prompt, so "
             "a seed gives the same reply with and without the prompt cache. int8 quantizes the "
             "activations to int8 and runs int8 GEMMs (LOSSY: changes the answers; AMX tiles "

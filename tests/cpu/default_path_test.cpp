@@ -30,10 +30,11 @@ constexpr int kContinuation = 16;
 // The defaults but for the kernel, the store and one thread (results are the same bits for any
 // thread count: docs/ARCHITECTURE.md; one keeps the test quick on a busy machine).
 std::unique_ptr<Model> load(const fs::path& model, const std::string& kernel = "auto",
-                            const fs::path& store = {}) {
+                            const fs::path& store = {}, const std::string& prompt_kernel = "auto") {
     LoadOptions o;
     o.kernel = kernel;
     o.store = store;
+    o.prompt_kernel = prompt_kernel;
     o.threads = 1;
     return Model::load(model, o);
 }
@@ -131,7 +132,6 @@ json* DefaultPathTest::golden_ = nullptr;
 TEST_F(DefaultPathTest, CheckpointMatchesTheReference) {
     const auto reference = load(test::tiny_model_dir(), "reference");
     const auto fast = load(test::tiny_model_dir());
-    // The default's prompt path: the bf16 expert GEMM (bf16x2) where the CPU has AVX2 or better.
     std::printf("default path compared: %s\n", fast->describe_backend().c_str());
     expect_same_choices(*reference, *fast);
 }
@@ -146,6 +146,24 @@ TEST_F(DefaultPathTest, StoreMatchesTheReference) {
     const auto reference = load(test::tiny_model_dir(), "reference");
     const auto fast = load(test::tiny_model_dir(), "auto", o.out);
     expect_same_choices(*reference, *fast);
+}
+
+// The exact-class opt-in prompt path (the bf16 expert GEMM on hi + lo activations) is held to
+// the same choices, with the checkpoint and with a store.
+TEST_F(DefaultPathTest, Bf16x2PromptsMatchTheReference) {
+    test::TempDir dir;
+    store::RepackOptions o;
+    o.checkpoint = test::tiny_model_dir();
+    o.out = dir / "experts.nstore";
+    o.kind = store::StoreKind::kPacked;
+    store::repack(o);
+    const auto reference = load(test::tiny_model_dir(), "reference");
+    for (const fs::path& store : {fs::path{}, o.out}) {
+        SCOPED_TRACE(store.empty() ? "checkpoint" : "store");
+        const auto bf16x2 = load(test::tiny_model_dir(), "auto", store, "bf16x2");
+        std::printf("bf16x2 path compared: %s\n", bf16x2->describe_backend().c_str());
+        expect_same_choices(*reference, *bf16x2);
+    }
 }
 
 TEST_F(DefaultPathTest, GgufMatchesTheReference) {

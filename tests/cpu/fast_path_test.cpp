@@ -92,19 +92,12 @@ Model* FastPathTest::fast_ = nullptr;
 TEST_F(FastPathTest, IsTheDefaultAndUsesTheDenseKernels) {
     ASSERT_NE(fast_->cpu().store_moe(), nullptr);
     ASSERT_NE(fast_->cpu().dense_kernel(), nullptr);
-    // The defaults keep the published arithmetic: prompt experts on the bf16 GEMM with split
-    // activations (fp32 as decode where the GEMM has no SIMD variant) and the bf16 dense
-    // kernels; the int8 paths only by name.
+    // The defaults keep the published arithmetic: prompt experts on the fused fp32 kernels as
+    // decode (the same bits, so the whole cached conversation is reused) and the bf16 dense
+    // kernels; the bf16 prompt GEMMs and the int8 paths only by name.
     EXPECT_EQ(fast_->cpu().store_moe()->prompt_kernel(), nullptr);
-    const cpu::Bf16PromptKernel* bf16_prompts = fast_->cpu().store_moe()->bf16_prompt_kernel();
-    if (cpu::best_bf16_expert_isa() == cpu::Bf16ExpertIsa::scalar) {
-        EXPECT_EQ(bf16_prompts, nullptr);
-    } else {
-        ASSERT_NE(bf16_prompts, nullptr);
-        EXPECT_EQ(bf16_prompts->operand(), cpu::Bf16PromptOperand::split);
-        EXPECT_EQ(bf16_prompts->isa(), cpu::select_bf16_expert_isa());
-    }
-    EXPECT_FALSE(fast_->prompt_matches_decode() && bf16_prompts != nullptr);
+    EXPECT_EQ(fast_->cpu().store_moe()->bf16_prompt_kernel(), nullptr);
+    EXPECT_TRUE(fast_->prompt_matches_decode());
     EXPECT_EQ(LoadOptions{}.prompt_kernel, "auto");
     for (const char* fp32 : {"fp32"}) {
         auto m = load("auto", 0, {}, "auto", fp32);
@@ -217,7 +210,7 @@ TEST_F(FastPathTest, StaysCloseToTheReferencePath) {
 }
 
 // Prefill in pieces, then decode one token at a time (the one-call decode() of the experts).
-// fp32 prompt kernel: the same bits as one pass over everything. bf16 (the default) and int8
+// fp32 prompt kernel (the default): the same bits as one pass over everything. bf16 and int8
 // prompt kernels: prompts split anywhere give the same bits as one prompt, and decoded tokens
 // (fp32 expert kernels) stay close to the prompt path's results (the session reuses a cached
 // prefix only up to the first decoded token: runtime/session.h).
