@@ -9,6 +9,7 @@
 #include <new>
 #include <vector>
 
+#include "cpu/kernels/prompt_groups.h"
 #include "cpu/kernels/prompt_impl.h"
 #include "cpu/team/worker_team.h"
 #include "neural/error.h"
@@ -202,8 +203,8 @@ void combine_task(void* ctx, std::int64_t t, std::int32_t) {
 
 struct Bf16PromptKernel::Scratch {
     Buffer hb, ab, y, workers;
-    std::vector<std::int32_t> count, slot_begin, slots, row_of, unit_of, fill, rank;
-    std::vector<int> used;
+    PromptGroups groups;
+    std::vector<std::int32_t> unit_of;
     std::vector<const ExpertInput*> inputs;
 };
 
@@ -227,66 +228,22 @@ void Bf16PromptKernel::run(WorkerTeam& team, std::span<const ExpertInput> expert
                            const std::atomic<bool>* cancel) {
     throw_if_cancelled(cancel);
     if (T < 1) return;
-    const auto E = static_cast<int>(experts.size());
-    if (K < 1 || K > E) fail("bf16 prompt kernel: {} experts per token of {}", K, E);
     Scratch& s = *scratch_;
-    s.count.assign(static_cast<std::size_t>(E), 0);
-    for (std::int64_t i = 0; i < T * K; ++i) {
-        if (sel[i] < 0 || sel[i] >= E)
-            fail("bf16 prompt kernel: expert {} selected of {} experts", sel[i], E);
-        ++s.count[static_cast<std::size_t>(sel[i])];
-    }
-    // Experts by token count, biggest first (ties by id): the longest tasks are claimed first.
-    s.used.clear();
-    for (int e = 0; e < E; ++e) {
-        if (s.count[static_cast<std::size_t>(e)] > 0) s.used.push_back(e);
-    }
-    std::stable_sort(s.used.begin(), s.used.end(), [&](int a, int b) {
-        return s.count[static_cast<std::size_t>(a)] > s.count[static_cast<std::size_t>(b)];
-    });
-    const auto n_used = static_cast<int>(s.used.size());
-    const ExpertRecordView& first = experts[static_cast<std::size_t>(s.used[0])].record;
-    const std::int64_t H = first.hidden(), I = first.intermediate();
-    s.inputs.resize(static_cast<std::size_t>(n_used));
-    s.slot_begin.assign(static_cast<std::size_t>(n_used) + 1, 0);
-    s.rank.assign(static_cast<std::size_t>(E), -1);
-    std::int32_t max_count = 0;
-    for (int u = 0; u < n_used; ++u) {
-        const int e = s.used[static_cast<std::size_t>(u)];
-        const ExpertInput& in = experts[static_cast<std::size_t>(e)];
-        if (in.record.data() == nullptr)
-            fail("bf16 prompt kernel: a selected expert has no record");
-        if (in.record.sliced()) fail("bf16 prompt kernel: a slice of a record is for decode only");
-        if (in.record.hidden() != H || in.record.intermediate() != I) {
-            fail(
-                "bf16 prompt kernel: experts of one call must have one shape (H={} I={} vs H={} "
-                "I={})",
-                H, I, in.record.hidden(), in.record.intermediate());
-        }
-        s.inputs[static_cast<std::size_t>(u)] = &in;
-        const std::int32_t c = s.count[static_cast<std::size_t>(e)];
-        s.slot_begin[static_cast<std::size_t>(u) + 1] =
-            s.slot_begin[static_cast<std::size_t>(u)] + c;
-        s.rank[static_cast<std::size_t>(e)] = u;
-        max_count = std::max(max_count, c);
-    }
+    PromptGroups& g = s.groups;
+    g.build("bf16 prompt kernel", experts, T, K, sel);
+    const int n_used = g.n_used();
+    const std::int64_t H = g.hidden, I = g.inter;
     // The GEMM takes rows in groups of 16: H and 2I are multiples of 32 (MXFP4 blocks).
     if (H % 32 != 0 || I % 32 != 0 || H < 32 || I < 32)
         fail("bf16 prompt kernel: H={} I={} are not multiples of 32", H, I);
-    s.slots.resize(static_cast<std::size_t>(T * K));
-    s.row_of.resize(static_cast<std::size_t>(T * K));
+    s.inputs.resize(static_cast<std::size_t>(n_used));
     s.unit_of.resize(static_cast<std::size_t>(T * K));
     for (int u = 0; u < n_used; ++u) {
-        for (std::int32_t g = s.slot_begin[static_cast<std::size_t>(u)];
-             g < s.slot_begin[static_cast<std::size_t>(u) + 1]; ++g)
-            s.unit_of[static_cast<std::size_t>(g)] = u;
-    }
-    s.fill.assign(s.slot_begin.begin(), s.slot_begin.end() - 1);
-    for (std::int64_t i = 0; i < T * K; ++i) {
-        const auto u = static_cast<std::size_t>(s.rank[static_cast<std::size_t>(sel[i])]);
-        const std::int32_t g = s.fill[u]++;
-        s.slots[static_cast<std::size_t>(g)] = static_cast<std::int32_t>(i);
-        s.row_of[static_cast<std::size_t>(i)] = g;
+        s.inputs[static_cast<std::size_t>(u)] =
+            &experts[static_cast<std::size_t>(g.used[static_cast<std::size_t>(u)])];
+        for (std::int32_t slot = g.slot_begin[static_cast<std::size_t>(u)];
+             slot < g.slot_begin[static_cast<std::size_t>(u) + 1]; ++slot)
+            s.unit_of[static_cast<std::size_t>(slot)] = u;
     }
 
     const auto TK = static_cast<std::size_t>(T * K);
@@ -294,9 +251,9 @@ void Bf16PromptKernel::run(WorkerTeam& team, std::span<const ExpertInput> expert
     Job j;
     j.isa = isa_;
     j.experts = s.inputs.data();
-    j.slot_begin = s.slot_begin.data();
-    j.slots = s.slots.data();
-    j.row_of = s.row_of.data();
+    j.slot_begin = g.slot_begin.data();
+    j.slots = g.slots.data();
+    j.row_of = g.row_of.data();
     j.unit_of = s.unit_of.data();
     j.K = K;
     j.parts = operand_ == Bf16PromptOperand::split ? 2 : 1;
@@ -313,7 +270,7 @@ void Bf16PromptKernel::run(WorkerTeam& team, std::span<const ExpertInput> expert
     j.y = s.y.as<float>(TK * static_cast<std::size_t>(H));
     j.gate = gate;
     j.x = x;
-    const auto max_rows = static_cast<int>(parts) * max_count;
+    const auto max_rows = static_cast<int>(parts) * g.max_count;
     j.gemm_bytes = round64(bf16_expert_scratch_bytes(std::max(H, I), max_rows));
     j.scratch_bytes =
         j.gemm_bytes + round64(static_cast<std::size_t>(max_rows) * 64 * sizeof(float));

@@ -5,6 +5,7 @@
 #include <new>
 #include <vector>
 
+#include "cpu/kernels/prompt_groups.h"
 #include "cpu/kernels/prompt_impl.h"
 #include "cpu/team/worker_team.h"
 #include "neural/error.h"
@@ -148,10 +149,56 @@ PromptIsa best_prompt_isa() {
 
 struct PromptKernel::Scratch {
     Buffer hq, hd, aq, ad, y, workers;
-    std::vector<std::int32_t> count, slot_begin, slots, row_of, fill;
-    std::vector<int> used;
+    PromptGroups groups;
     std::vector<kernel_detail::ExpertArgs> args;
 };
+
+void PromptGroups::build(const char* kernel, std::span<const ExpertInput> experts, std::int64_t T,
+                         int K, const int* sel) {
+    const auto E = static_cast<int>(experts.size());
+    if (K < 1 || K > E) fail("{}: {} experts per token of {}", kernel, K, E);
+    count.assign(static_cast<std::size_t>(E), 0);
+    for (std::int64_t i = 0; i < T * K; ++i) {
+        if (sel[i] < 0 || sel[i] >= E)
+            fail("{}: expert {} selected of {} experts", kernel, sel[i], E);
+        ++count[static_cast<std::size_t>(sel[i])];
+    }
+    used.clear();
+    for (int e = 0; e < E; ++e) {
+        if (count[static_cast<std::size_t>(e)] > 0) used.push_back(e);
+    }
+    std::stable_sort(used.begin(), used.end(), [&](int a, int b) {
+        return count[static_cast<std::size_t>(a)] > count[static_cast<std::size_t>(b)];
+    });
+    const ExpertRecordView& first = experts[static_cast<std::size_t>(used[0])].record;
+    hidden = first.hidden();
+    inter = first.intermediate();
+    slot_begin.assign(used.size() + 1, 0);
+    rank.assign(static_cast<std::size_t>(E), -1);
+    max_count = 0;
+    for (std::size_t u = 0; u < used.size(); ++u) {
+        const ExpertInput& in = experts[static_cast<std::size_t>(used[u])];
+        if (in.record.data() == nullptr) fail("{}: a selected expert has no record", kernel);
+        if (in.record.sliced()) fail("{}: a slice of a record is for decode only", kernel);
+        if (in.record.hidden() != hidden || in.record.intermediate() != inter) {
+            fail("{}: experts of one call must have one shape (H={} I={} vs H={} I={})", kernel,
+                 hidden, inter, in.record.hidden(), in.record.intermediate());
+        }
+        const std::int32_t c = count[static_cast<std::size_t>(used[u])];
+        slot_begin[u + 1] = slot_begin[u] + c;
+        rank[static_cast<std::size_t>(used[u])] = static_cast<std::int32_t>(u);
+        max_count = std::max(max_count, c);
+    }
+    slots.resize(static_cast<std::size_t>(T * K));
+    row_of.resize(static_cast<std::size_t>(T * K));
+    fill.assign(slot_begin.begin(), slot_begin.end() - 1);
+    for (std::int64_t i = 0; i < T * K; ++i) {
+        const auto u = static_cast<std::size_t>(rank[static_cast<std::size_t>(sel[i])]);
+        const std::int32_t g = fill[u]++;
+        slots[static_cast<std::size_t>(g)] = static_cast<std::int32_t>(i);
+        row_of[static_cast<std::size_t>(i)] = g;
+    }
+}
 
 PromptKernel::PromptKernel(PromptIsa isa, SwigluParams params)
     : isa_(isa), params_(params), scratch_(std::make_unique<Scratch>()) {
@@ -168,60 +215,21 @@ void PromptKernel::run(WorkerTeam& team, std::span<const ExpertInput> experts, c
                        const std::atomic<bool>* cancel) {
     throw_if_cancelled(cancel);
     if (T < 1) return;
-    const auto E = static_cast<int>(experts.size());
-    if (K < 1 || K > E) fail("prompt kernel: {} experts per token of {}", K, E);
     Scratch& s = *scratch_;
-    s.count.assign(static_cast<std::size_t>(E), 0);
-    for (std::int64_t i = 0; i < T * K; ++i) {
-        if (sel[i] < 0 || sel[i] >= E)
-            fail("prompt kernel: expert {} selected of {} experts", sel[i], E);
-        ++s.count[static_cast<std::size_t>(sel[i])];
-    }
-    // Experts by token count, biggest first (ties by id): the longest tasks are claimed first.
-    s.used.clear();
-    for (int e = 0; e < E; ++e) {
-        if (s.count[static_cast<std::size_t>(e)] > 0) s.used.push_back(e);
-    }
-    std::stable_sort(s.used.begin(), s.used.end(), [&](int a, int b) {
-        return s.count[static_cast<std::size_t>(a)] > s.count[static_cast<std::size_t>(b)];
-    });
-    const auto n_used = static_cast<int>(s.used.size());
-    const ExpertRecordView& first = experts[static_cast<std::size_t>(s.used[0])].record;
-    const std::int64_t H = first.hidden(), I = first.intermediate();
+    PromptGroups& g = s.groups;
+    g.build("prompt kernel", experts, T, K, sel);
+    const int n_used = g.n_used();
+    const std::int64_t H = g.hidden, I = g.inter;
     s.args.resize(static_cast<std::size_t>(n_used));
-    s.slot_begin.assign(static_cast<std::size_t>(n_used) + 1, 0);
-    std::vector<std::int32_t> rank(static_cast<std::size_t>(E), -1);
-    std::int32_t max_count = 0;
     for (int u = 0; u < n_used; ++u) {
         const ExpertInput& in =
-            experts[static_cast<std::size_t>(s.used[static_cast<std::size_t>(u)])];
-        if (in.record.data() == nullptr) fail("prompt kernel: a selected expert has no record");
-        if (in.record.sliced()) fail("prompt kernel: a slice of a record is for decode only");
-        if (in.record.hidden() != H || in.record.intermediate() != I) {
-            fail("prompt kernel: experts of one call must have one shape (H={} I={} vs H={} I={})",
-                 H, I, in.record.hidden(), in.record.intermediate());
-        }
+            experts[static_cast<std::size_t>(g.used[static_cast<std::size_t>(u)])];
         kernel_detail::ExpertArgs& a = s.args[static_cast<std::size_t>(u)];
         a = kernel_detail::ExpertArgs{};
         a.rec = kernel_detail::make_record_ref(in.record);
         a.gate_up_bias = in.gate_up_bias;
         a.down_bias = in.down_bias;
         a.weight = 1.0f;
-        const std::int32_t c =
-            s.count[static_cast<std::size_t>(s.used[static_cast<std::size_t>(u)])];
-        s.slot_begin[static_cast<std::size_t>(u) + 1] =
-            s.slot_begin[static_cast<std::size_t>(u)] + c;
-        rank[static_cast<std::size_t>(s.used[static_cast<std::size_t>(u)])] = u;
-        max_count = std::max(max_count, c);
-    }
-    s.slots.resize(static_cast<std::size_t>(T * K));
-    s.row_of.resize(static_cast<std::size_t>(T * K));
-    s.fill.assign(s.slot_begin.begin(), s.slot_begin.end() - 1);
-    for (std::int64_t i = 0; i < T * K; ++i) {
-        const auto u = static_cast<std::size_t>(rank[static_cast<std::size_t>(sel[i])]);
-        const std::int32_t g = s.fill[u]++;
-        s.slots[static_cast<std::size_t>(g)] = static_cast<std::int32_t>(i);
-        s.row_of[static_cast<std::size_t>(i)] = g;
     }
 
     const std::int64_t Gh = H / 32, Gi = I / 32;
@@ -232,9 +240,9 @@ void PromptKernel::run(WorkerTeam& team, std::span<const ExpertInput> experts, c
     Wrapped w;
     PromptJob& j = w.job;
     j.experts = s.args.data();
-    j.slot_begin = s.slot_begin.data();
-    j.slots = s.slots.data();
-    j.row_of = s.row_of.data();
+    j.slot_begin = g.slot_begin.data();
+    j.slots = g.slots.data();
+    j.row_of = g.row_of.data();
     j.n_used = n_used;
     j.K = K;
     j.tokens = T;
@@ -259,7 +267,7 @@ void PromptKernel::run(WorkerTeam& team, std::span<const ExpertInput> experts, c
     j.down_tiles = H / prompt_detail::kDownRows;
     j.decode_bytes = round64(std::max(Gh, Gi) * prompt_detail::kBlockBytes);
     j.scratch_bytes =
-        j.decode_bytes + round64(std::int64_t{max_count} * prompt_detail::kGateUpRows * 4);
+        j.decode_bytes + round64(std::int64_t{g.max_count} * prompt_detail::kGateUpRows * 4);
     j.scratch = s.workers.get(static_cast<std::size_t>(j.scratch_bytes * team.size()));
     w.ops = ops_for(isa_);
     w.cancel = cancel;
