@@ -136,15 +136,20 @@ TEST_F(DefaultPathTest, CheckpointMatchesTheReference) {
     expect_same_choices(*reference, *fast);
 }
 
-TEST_F(DefaultPathTest, StoreMatchesTheReference) {
-    test::TempDir dir;
+// The fixture's experts repacked into a packed store in `dir`.
+fs::path packed_store(const test::TempDir& dir) {
     store::RepackOptions o;
     o.checkpoint = test::tiny_model_dir();
     o.out = dir / "experts.nstore";
     o.kind = store::StoreKind::kPacked;
     store::repack(o);
+    return o.out;
+}
+
+TEST_F(DefaultPathTest, StoreMatchesTheReference) {
+    test::TempDir dir;
     const auto reference = load(test::tiny_model_dir(), "reference");
-    const auto fast = load(test::tiny_model_dir(), "auto", o.out);
+    const auto fast = load(test::tiny_model_dir(), "auto", packed_store(dir));
     expect_same_choices(*reference, *fast);
 }
 
@@ -152,13 +157,8 @@ TEST_F(DefaultPathTest, StoreMatchesTheReference) {
 // the same choices, with the checkpoint and with a store.
 TEST_F(DefaultPathTest, Bf16x2PromptsMatchTheReference) {
     test::TempDir dir;
-    store::RepackOptions o;
-    o.checkpoint = test::tiny_model_dir();
-    o.out = dir / "experts.nstore";
-    o.kind = store::StoreKind::kPacked;
-    store::repack(o);
     const auto reference = load(test::tiny_model_dir(), "reference");
-    for (const fs::path& store : {fs::path{}, o.out}) {
+    for (const fs::path& store : {fs::path{}, packed_store(dir)}) {
         SCOPED_TRACE(store.empty() ? "checkpoint" : "store");
         const auto bf16x2 = load(test::tiny_model_dir(), "auto", store, "bf16x2");
         std::printf("bf16x2 path compared: %s\n", bf16x2->describe_backend().c_str());
