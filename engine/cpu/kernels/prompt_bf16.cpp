@@ -256,7 +256,7 @@ void Bf16PromptKernel::run(WorkerTeam& team, std::span<const ExpertInput> expert
     j.row_of = g.row_of.data();
     j.unit_of = s.unit_of.data();
     j.K = K;
-    j.parts = operand_ == Bf16PromptOperand::split ? 2 : 1;
+    j.parts = static_cast<int>(parts);
     j.hidden = H;
     j.inter = I;
     j.gate_up_tiles = 2 * I / kGateUpRows;
