@@ -2,8 +2,9 @@
 // (scalar reference, AVX2, AVX-512F, AMX-BF16 tiles, the AMX code on emulated tiles) bit for bit on
 // random records, token counts across the register and tile sizes, raw and packed records, and
 // the edge cases where the arithmetic's details show (subnormal weights and activations,
-// results near 2^-126, cancellation, NaN and infinities); the reference against a double
-// precision dot product of the decoded operands; bad calls.
+// results near 2^-126, cancellation, NaN and infinities); the prepared operand against the
+// per-call entry; the reference against a double precision dot product of the decoded operands;
+// bad calls.
 #include "cpu/kernels/expert_bf16.h"
 
 #include <gtest/gtest.h>
@@ -18,13 +19,16 @@
 #include <utility>
 #include <vector>
 
+#include "cpu/kernels/expert_bf16_impl.h"
 #include "neural/error.h"
+#include "platform/cpu_features.h"
 #include "test_experts.h"
 
 namespace neural {
 namespace {
 
 using cpu::Bf16ExpertIsa;
+using test::AlignedBytes;
 using test::ExpertSpec;
 using test::TestExpert;
 
@@ -228,6 +232,141 @@ TEST(Bf16Expert, VariantsGiveTheScalarBitsAtTheEdges) {
         }
         expect_variants_equal(e, to_bf16(x), n, "edge kind " + std::to_string(kind));
     }
+}
+
+// An operand prepared once serves calls over any row ranges of its projection with the
+// per-call entry's bits, for every variant: token counts around the register and tile sizes
+// (one token, a tile less one, a tile, a tile and one, two tiles and one), the activations at a
+// stride wider than the columns, raw and packed records, scratch passed in and allocated, the
+// operand untouched by the calls.
+TEST(Bf16Expert, PreparedOperandGivesThePerCallBits) {
+    ExpertSpec spec;
+    spec.hidden = 128;
+    spec.intermediate = 96;
+    spec.seed = 21;
+    const TestExpert e = make_test_expert(spec);
+    std::vector<Bf16ExpertIsa> isas = {Bf16ExpertIsa::scalar};
+    for (Bf16ExpertIsa isa : available_isas()) isas.push_back(isa);
+    std::size_t compared = 0;
+    for (int n : {1, 2, 3, 15, 16, 17, 33}) {
+        for (int p = 0; p < 2; ++p) {
+            const Projection proj = p == 0 ? Projection::kGateUp : Projection::kDown;
+            const int cols = e.view(false).blocks_per_row(proj) * 32;
+            const std::int64_t rows = e.view(false).rows(proj);
+            const int ldx = cols + 32;
+            std::vector<float> xf = test::random_vector(static_cast<size_t>(n) * ldx,
+                                                        100 + static_cast<unsigned>(n * 2 + p));
+            const std::vector<std::uint16_t> x = to_bf16(xf);
+            // The per-call reference for all rows.
+            std::vector<float> ref(static_cast<size_t>(n * rows));
+            cpu::bf16_expert_gemm(Bf16ExpertIsa::scalar, e.view(false), p, 0, rows, x.data(), ldx,
+                                  n, ref.data(), rows);
+            for (Bf16ExpertIsa isa : isas) {
+                const std::size_t bytes = cpu::bf16_expert_prepared_bytes(isa, cols, n);
+                ASSERT_EQ(bytes % 64, 0u);
+                AlignedBytes prepared(bytes);
+                const cpu::Bf16PreparedOperand op =
+                    cpu::bf16_expert_prepare(isa, cols, x.data(), ldx, n, prepared.data());
+                EXPECT_EQ(op.isa, isa);
+                EXPECT_EQ(op.cols, cols);
+                EXPECT_EQ(op.n, n);
+                const std::vector<std::uint8_t> before(prepared.data(), prepared.data() + bytes);
+                AlignedBytes scratch(cpu::bf16_expert_prepared_scratch_bytes(cols));
+                const std::vector<std::pair<std::int64_t, std::int64_t>> ranges = {
+                    {0, rows}, {16, 16}, {32, 48}, {rows - 64, 64}, {rows - 16, 16}};
+                for (const auto& [first, count] : ranges) {
+                    for (bool packed : {false, true}) {
+                        const std::int64_t ld = count + 8;
+                        std::vector<float> got(static_cast<size_t>(n * ld), -1.0f);
+                        std::vector<float> per_call(got.size(), -2.0f);
+                        cpu::bf16_expert_gemm_prepared(e.view(packed), p, first, count, op,
+                                                       got.data(), ld,
+                                                       packed ? nullptr : scratch.data());
+                        cpu::bf16_expert_gemm(isa, e.view(packed), p, first, count, x.data(), ldx,
+                                              n, per_call.data(), ld);
+                        for (int i = 0; i < n; ++i) {
+                            for (std::int64_t r = 0; r < count; ++r) {
+                                const auto at = static_cast<size_t>(i * ld + r);
+                                const float want = ref[static_cast<size_t>(i * rows + first + r)];
+                                if (bits_of(got[at]) == bits_of(want) &&
+                                    bits_of(per_call[at]) == bits_of(want))
+                                    continue;
+                                ADD_FAILURE()
+                                    << cpu::bf16_expert_isa_name(isa) << " n " << n << " p " << p
+                                    << " rows " << first << ".." << first + count - 1 << " packed "
+                                    << packed << " token " << i << " row " << first + r
+                                    << ": prepared " << got[at] << " per call " << per_call[at]
+                                    << " want " << want;
+                                return;
+                            }
+                            // Past the range: untouched.
+                            for (std::int64_t r = count; r < ld; ++r)
+                                ASSERT_EQ(got[static_cast<size_t>(i * ld + r)], -1.0f);
+                        }
+                        compared += static_cast<std::size_t>(n * count);
+                    }
+                }
+                EXPECT_EQ(std::memcmp(before.data(), prepared.data(), bytes), 0)
+                    << cpu::bf16_expert_isa_name(isa) << ": the calls changed the operand";
+            }
+        }
+    }
+    EXPECT_GT(compared, 0u);
+}
+
+// The amx-bf16 variant packs its B tiles with AVX-512 (a register transpose; no tile
+// instruction), so that packing runs on any CPU with the AVX-512 set the AMX file is compiled
+// for (AVX512_BF16 included), AMX or not: the same bytes as the
+// emulated variant's scalar packing, padding included, for token counts around the tile size
+// and the activations at a stride wider than the columns.
+TEST(Bf16Expert, AmxTilePackingGivesTheScalarPackingsBytes) {
+    const cpu::bf16_detail::Variant amx = cpu::bf16_detail::variant_amx();
+    if (amx.prepare == nullptr || !cpu_features().has_avx512_bf16())
+        GTEST_SKIP() << "no AMX-BF16 variant in this build, or no AVX512_BF16 on this CPU";
+    const cpu::bf16_detail::Variant emulated = cpu::bf16_detail::variant_amx_emulated();
+    for (int G : {1, 3, 90}) {
+        for (int n : {1, 2, 15, 16, 17, 33}) {
+            const int cols = 32 * G, ldx = cols + 32;
+            const std::vector<std::uint16_t> x = to_bf16(test::random_vector(
+                static_cast<size_t>(n) * ldx, 300 + static_cast<unsigned>(G * 40 + n)));
+            const std::size_t bytes =
+                cpu::bf16_expert_prepared_bytes(Bf16ExpertIsa::amx_emulated, cols, n);
+            AlignedBytes want(bytes), got(bytes);
+            std::memset(want.data(), 0xAB, bytes);  // every byte must be written
+            std::memset(got.data(), 0xCD, bytes);
+            emulated.prepare({x.data(), ldx, n, G, want.data()});
+            amx.prepare({x.data(), ldx, n, G, got.data()});
+            EXPECT_EQ(std::memcmp(want.data(), got.data(), bytes), 0) << "G " << G << " n " << n;
+        }
+    }
+}
+
+TEST(Bf16Expert, PreparedOperandRejectsBadCalls) {
+    ExpertSpec spec;
+    spec.hidden = 64;
+    spec.intermediate = 32;
+    const TestExpert e = make_test_expert(spec);
+    std::vector<std::uint16_t> x(64 * 2);
+    const Bf16ExpertIsa isa = Bf16ExpertIsa::scalar;
+    AlignedBytes buf(cpu::bf16_expert_prepared_bytes(isa, 64, 2));
+    EXPECT_THROW(cpu::bf16_expert_prepare(isa, 64, x.data(), 32, 2, buf.data()), Error);
+    EXPECT_THROW(cpu::bf16_expert_prepare(isa, 48, x.data(), 64, 2, buf.data()), Error);
+    EXPECT_THROW(cpu::bf16_expert_prepare(isa, 64, x.data(), 64, 0, buf.data()), Error);
+    const cpu::Bf16PreparedOperand op =
+        cpu::bf16_expert_prepare(isa, 64, x.data(), 64, 2, buf.data());
+    std::vector<float> out(2 * 32);
+    EXPECT_NO_THROW(cpu::bf16_expert_gemm_prepared(e.view(false), 0, 0, 32, op, out.data(), 32));
+    // gate_up takes H = 64 columns, down I = 32: the operand is not down's.
+    EXPECT_THROW(cpu::bf16_expert_gemm_prepared(e.view(false), 1, 0, 32, op, out.data(), 32),
+                 Error);
+    EXPECT_THROW(cpu::bf16_expert_gemm_prepared(e.view(false), 0, 8, 16, op, out.data(), 32),
+                 Error);
+    EXPECT_THROW(cpu::bf16_expert_gemm_prepared(e.view(false), 0, 0, 32, op, out.data(), 16),
+                 Error);
+    cpu::Bf16PreparedOperand empty = op;
+    empty.data = nullptr;
+    EXPECT_THROW(cpu::bf16_expert_gemm_prepared(e.view(false), 0, 0, 32, empty, out.data(), 32),
+                 Error);
 }
 
 // The reference is the dot product it claims: within fp32 rounding of the double precision dot

@@ -58,12 +58,43 @@ void bf16_round_activations(const float* x, std::int64_t n, std::uint16_t* out);
 // r < rows and i < n, x row i at x + i * ldx (bf16 bits, the projection's column count of
 // them). row0 and rows multiples of 16 inside the projection; n >= 1. scratch: at least
 // bf16_expert_scratch_bytes(cols, n) bytes, 64-byte aligned, or nullptr (then the call
-// allocates). Each weight row is decoded once per call and serves all n tokens. Throws
-// neural::Error for a variant this CPU cannot run, rows outside the projection, a short x
-// stride or a slice of a record.
+// allocates). Each weight row is decoded once per call and serves all n tokens. The same as
+// bf16_expert_prepare into the scratch, then bf16_expert_gemm_prepared. Throws neural::Error for
+// a variant this CPU cannot run, rows outside the projection, a short x stride or a slice of a
+// record.
 std::size_t bf16_expert_scratch_bytes(std::int64_t cols, int n);
 void bf16_expert_gemm(Bf16ExpertIsa isa, const ExpertRecordView& record, int p, std::int64_t row0,
                       std::int64_t rows, const std::uint16_t* x, std::int64_t ldx, int n,
                       float* out, std::int64_t ld, std::uint8_t* scratch = nullptr);
+
+// The activation operand prepared once for many calls: n tokens of `cols` bf16 values laid out
+// as variant `isa` reads them (AMX: the B tiles, 16 tokens x 16 column pairs per 32-column
+// block; AVX-512 and AVX2: fp32 planes of the even and odd columns; scalar: the rows), so that
+// the calls over an expert's row ranges share one preparation instead of each repacking all of
+// its tokens. Only the layout differs from the per-call entry: the same bits.
+struct Bf16PreparedOperand {
+    Bf16ExpertIsa isa = Bf16ExpertIsa::scalar;
+    std::int64_t cols = 0;
+    int n = 0;
+    const std::uint8_t* data = nullptr;  // bf16_expert_prepared_bytes(isa, cols, n) bytes
+};
+
+// Bytes of a prepared operand (a multiple of 64).
+std::size_t bf16_expert_prepared_bytes(Bf16ExpertIsa isa, std::int64_t cols, int n);
+// x row i at x + i * ldx (cols bf16 values, cols a positive multiple of 32) for i < n into `out`
+// (bf16_expert_prepared_bytes(isa, cols, n) bytes, 64-byte aligned); returns the operand, which
+// refers to `out`. Throws neural::Error for a variant this CPU cannot run, n < 1, a bad cols or
+// a short stride.
+Bf16PreparedOperand bf16_expert_prepare(Bf16ExpertIsa isa, std::int64_t cols,
+                                        const std::uint16_t* x, std::int64_t ldx, int n,
+                                        std::uint8_t* out);
+// bf16_expert_gemm's result for the prepared operand's tokens, with its variant. scratch: at
+// least bf16_expert_prepared_scratch_bytes(cols) bytes (the decoded weights and one C tile, not
+// depending on n), 64-byte aligned, or nullptr (then the call allocates). Throws neural::Error
+// as bf16_expert_gemm, and for an operand whose column count is not the projection's.
+std::size_t bf16_expert_prepared_scratch_bytes(std::int64_t cols);
+void bf16_expert_gemm_prepared(const ExpertRecordView& record, int p, std::int64_t row0,
+                               std::int64_t rows, const Bf16PreparedOperand& x, float* out,
+                               std::int64_t ld, std::uint8_t* scratch = nullptr);
 
 }  // namespace neural::cpu

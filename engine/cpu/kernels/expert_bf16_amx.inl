@@ -1,9 +1,11 @@
 // The bf16 expert GEMM on AMX tiles (expert_bf16.h), included inside the anonymous namespace of
 // expert_bf16_amx.cpp (hardware tiles, AVX-512 decoding) and expert_bf16_amx_emulated.cpp
 // (amx_tiles.inl's emulation, scalar decoding) after amx_tiles.inl and a definition of
-// DECODE_ROWS(rec, p, row0, out) (the rows layout, expert_bf16_impl.h). The activations are
-// packed once per call; up to kGroups groups of 16 rows are decoded at a time and every token
-// tile runs over them: tiles 0..3 = C (16 rows x 16 tokens, fp32, one per group), per 32-column
+// DECODE_ROWS(rec, p, row0, out) (the rows layout, expert_bf16_impl.h) and
+// PACK_TOKENS(x, ldx, n, i0, G, out) (16 tokens into the B layout). prepare_amx packs the
+// activations (once per expert operand, bf16_expert_prepare); gemm_amx_tiles runs a range of
+// rows against them: up to kGroups groups of 16 rows are decoded at a time and every token tile
+// runs over them: tiles 0..3 = C (16 rows x 16 tokens, fp32, one per group), per 32-column
 // block tile 4 = B (the tokens' packed activations, loaded once for all groups) and tiles 5 / 6
 // = A (a group's 32 weights per row, alternating so a load need not wait for the previous
 // tdpbf16ps), one tdpbf16ps per group. Independent C tiles keep several tdpbf16ps in flight (one
@@ -15,7 +17,7 @@ constexpr int kGroups = 4;  // 16-row groups decoded and multiplied together
 template <int NG>
 void amx_groups(const Gemm& g, std::int64_t r0, int G, int tiles) {
     for (int t = 0; t < tiles; ++t) {
-        const std::uint8_t* packed = g.packed + static_cast<std::int64_t>(t) * G * kTileBytes;
+        const std::uint8_t* packed = g.x + static_cast<std::int64_t>(t) * G * kTileBytes;
         NEURAL_TILE_ZERO(0);
         if constexpr (NG > 1) NEURAL_TILE_ZERO(1);
         if constexpr (NG > 2) NEURAL_TILE_ZERO(2);
@@ -66,12 +68,15 @@ void amx_groups(const Gemm& g, std::int64_t r0, int G, int tiles) {
     }
 }
 
+void prepare_amx(const Prepare& p) {
+    for (int t = 0; t < (p.n + 15) / 16; ++t)
+        PACK_TOKENS(p.x, p.ldx, p.n, 16 * t, p.G,
+                    p.out + static_cast<std::int64_t>(t) * p.G * kTileBytes);
+}
+
 void gemm_amx_tiles(const Gemm& g) {
     const int G = g.rec.blocks[g.p];
     const int tiles = (g.n + 15) / 16;
-    for (int t = 0; t < tiles; ++t)
-        pack_activations(g.x, g.ldx, g.n, 16 * t, G,
-                         g.packed + static_cast<std::int64_t>(t) * G * kTileBytes);
     TileConfig cfg{};
     cfg.palette = 1;
     for (int t = 0; t < 7; ++t) {

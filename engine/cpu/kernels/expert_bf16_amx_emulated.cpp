@@ -16,10 +16,11 @@ namespace {
 
 #include "cpu/kernels/amx_tiles.inl"
 #define DECODE_ROWS(rec, p, row0, out) decode_rows_scalar(rec, p, row0, out)
+#define PACK_TOKENS(x, ldx, n, i0, G, out) pack_activations(x, ldx, n, i0, G, out)
 #include "cpu/kernels/expert_bf16_amx.inl"
 
 }  // namespace
 
-GemmFn gemm_amx_emulated() { return &gemm_amx_tiles; }
+Variant variant_amx_emulated() { return {&gemm_amx_tiles, &prepare_amx}; }
 
 }  // namespace neural::cpu::bf16_detail

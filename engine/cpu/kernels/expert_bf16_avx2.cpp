@@ -137,17 +137,20 @@ void decode_pairs(const RecordRef& rec, int p, std::int64_t row0, std::uint8_t* 
     }
 }
 
-// The activations as fp32 planes, per token the even columns then the odd ones (cols / 2 each).
-void split_planes(const Gemm& g, int cols, float* planes) {
-    for (int i = 0; i < g.n; ++i) {
-        const std::uint16_t* x = g.x + i * g.ldx;
-        float* even = planes + static_cast<std::int64_t>(i) * cols;
+// The activations as fp32 planes, per token the even columns then the odd ones (cols / 2 each):
+// per 8 column pairs, the pairs' dwords shifted left 16 (even) and masked to their high half
+// (odd): each bf16 value's fp32 bits.
+void prepare(const Prepare& p) {
+    const int cols = 32 * p.G;
+    const __m256i high = _mm256_set1_epi32(static_cast<int>(0xFFFF0000u));
+    for (int i = 0; i < p.n; ++i) {
+        const std::uint16_t* x = p.x + i * p.ldx;
+        auto* even = reinterpret_cast<float*>(p.out) + static_cast<std::int64_t>(i) * cols;
         float* odd = even + cols / 2;
-        for (int k = 0; k < cols / 2; ++k) {
-            const std::uint32_t e = static_cast<std::uint32_t>(x[2 * k]) << 16;
-            const std::uint32_t o = static_cast<std::uint32_t>(x[2 * k + 1]) << 16;
-            std::memcpy(even + k, &e, 4);
-            std::memcpy(odd + k, &o, 4);
+        for (int k = 0; k < cols / 2; k += 8) {
+            const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 2 * k));
+            _mm256_storeu_si256(reinterpret_cast<__m256i*>(even + k), _mm256_slli_epi32(v, 16));
+            _mm256_storeu_si256(reinterpret_cast<__m256i*>(odd + k), _mm256_and_si256(v, high));
         }
     }
 }
@@ -193,10 +196,7 @@ void tokens(const Gemm& g, const float* planes, int i0, std::int64_t col0, int G
 
 void gemm(const Gemm& g) {
     const int G = g.rec.blocks[g.p];
-    // Scratch: the decoded group in `weights`, the activation planes in `packed` (n x 32G
-    // floats: within its ceil(n / 16) x 2 x G x kTileBytes bytes).
-    auto* planes = reinterpret_cast<float*>(g.packed);
-    split_planes(g, 32 * G, planes);
+    const auto* planes = reinterpret_cast<const float*>(g.x);  // the prepared planes
     const unsigned csr = _mm_getcsr();
     for (std::int64_t r0 = g.row0; r0 < g.row0 + g.rows; r0 += kRows) {
         // Without DAZ: weight_bits' products read the scale 2^-127 (e8m0 = 0), a subnormal.
@@ -225,6 +225,6 @@ void gemm(const Gemm& g) {
 
 }  // namespace
 
-GemmFn gemm_avx2() { return &gemm; }
+Variant variant_avx2() { return {&gemm, &prepare}; }
 
 }  // namespace neural::cpu::bf16_detail

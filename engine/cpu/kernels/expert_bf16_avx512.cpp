@@ -3,9 +3,10 @@
 // per token and 32-column block two lane sums (even and odd columns, one vfmadd231ps per column
 // with the token's bf16 broadcast), then the output adds their sum: the tiles' arithmetic, with
 // MXCSR's FTZ and DAZ set while it runs (and the caller's MXCSR restored) so that subnormals
-// behave as on the tiles. Up to 8 tokens share each weight load, their values taken as embedded
-// broadcasts from fp32 planes of the even and odd columns; one or two tokens (decode) take
-// a fused path that decodes, transposes and multiplies each block in registers.
+// behave as on the tiles. The prepared activations are fp32 planes of the even and odd columns
+// (expert_bf16_impl.h); up to 8 tokens share each weight load, their values taken as embedded
+// broadcasts; one or two tokens (decode) take a fused path that decodes, transposes and
+// multiplies each block in registers.
 #include <immintrin.h>
 
 #include <cstdint>
@@ -18,18 +19,20 @@ namespace {
 
 #include "cpu/kernels/expert_bf16_decode.inl"
 
-// The activations as fp32 planes, per token the even columns then the odd ones (cols / 2 each),
-// so that each fma takes its token's value as an embedded broadcast.
-void split_planes(const Gemm& g, int cols, float* planes) {
-    for (int i = 0; i < g.n; ++i) {
-        const std::uint16_t* x = g.x + i * g.ldx;
-        float* even = planes + static_cast<std::int64_t>(i) * cols;
+// The activations as fp32 planes, per token the even columns then the odd ones (cols / 2 each):
+// per 16 column pairs, the pairs' dwords shifted left 16 (even) and masked to their high half
+// (odd): each bf16 value's fp32 bits.
+void prepare(const Prepare& p) {
+    const int cols = 32 * p.G;
+    const __m512i high = _mm512_set1_epi32(static_cast<int>(0xFFFF0000u));
+    for (int i = 0; i < p.n; ++i) {
+        const std::uint16_t* x = p.x + i * p.ldx;
+        auto* even = reinterpret_cast<float*>(p.out) + static_cast<std::int64_t>(i) * cols;
         float* odd = even + cols / 2;
-        for (int k = 0; k < cols / 2; ++k) {
-            const std::uint32_t e = static_cast<std::uint32_t>(x[2 * k]) << 16;
-            const std::uint32_t o = static_cast<std::uint32_t>(x[2 * k + 1]) << 16;
-            std::memcpy(even + k, &e, 4);
-            std::memcpy(odd + k, &o, 4);
+        for (int k = 0; k < cols / 2; k += 16) {
+            const __m512i v = _mm512_loadu_si512(x + 2 * k);
+            _mm512_storeu_si512(even + k, _mm512_slli_epi32(v, 16));
+            _mm512_storeu_si512(odd + k, _mm512_and_si512(v, high));
         }
     }
 }
@@ -71,7 +74,8 @@ void tokens(const Gemm& g, const float* planes, int i0, std::int64_t col0, int G
 // Few tokens (decode): decoding, transposing and the fmas fused per block, in registers, at
 // kGemmCsr throughout (decode_block's bits do not depend on FTZ/DAZ).
 template <int M>
-void fused(const Gemm& g, std::int64_t r0, int G) {
+void fused(const Gemm& g, const float* planes, std::int64_t r0, int G) {
+    const int cols = 32 * G;
     const DecodeConsts k;
     const __m512i high = _mm512_set1_epi32(static_cast<int>(0xFFFF0000u));
     const std::uint64_t stride = static_cast<std::uint64_t>(G) * 16;
@@ -113,16 +117,14 @@ void fused(const Gemm& g, std::int64_t r0, int G) {
             w[12 + q] = _mm512_shuffle_i32x4(c, d, 0xDD);
         }
         for (int q = 0; q < M; ++q) {
-            const std::uint16_t* x = g.x + q * g.ldx + 32 * b;
+            const float* xe = planes + static_cast<std::int64_t>(q) * cols + 16 * b;
+            const float* xo = xe + cols / 2;
             __m512 l0 = _mm512_setzero_ps(), l1 = _mm512_setzero_ps();
             for (int j = 0; j < 16; ++j) {
-                std::uint32_t pair;
-                std::memcpy(&pair, x + 2 * j, 4);
-                const __m512i xp = _mm512_set1_epi32(static_cast<int>(pair));
                 l0 = _mm512_fmadd_ps(_mm512_castsi512_ps(_mm512_slli_epi32(w[j], 16)),
-                                     _mm512_castsi512_ps(_mm512_slli_epi32(xp, 16)), l0);
+                                     _mm512_set1_ps(xe[j]), l0);
                 l1 = _mm512_fmadd_ps(_mm512_castsi512_ps(_mm512_and_si512(w[j], high)),
-                                     _mm512_castsi512_ps(_mm512_and_si512(xp, high)), l1);
+                                     _mm512_set1_ps(xo[j]), l1);
             }
             acc[q] = _mm512_add_ps(acc[q], _mm512_add_ps(l0, l1));
         }
@@ -136,26 +138,23 @@ void fused(const Gemm& g, std::int64_t r0, int G) {
 }
 
 void gemm(const Gemm& g) {
+    const int G = g.rec.blocks[g.p];
+    const auto* planes = reinterpret_cast<const float*>(g.x);
     if (g.n <= 2) {  // decode: one pass over the weights, nothing stored between
-        const int G = g.rec.blocks[g.p];
         const unsigned csr = _mm_getcsr();
         _mm_setcsr(kGemmCsr);
         for (std::int64_t r0 = g.row0; r0 < g.row0 + g.rows; r0 += kRows) {
             if (g.n == 1)
-                fused<1>(g, r0, G);
+                fused<1>(g, planes, r0, G);
             else
-                fused<2>(g, r0, G);
+                fused<2>(g, planes, r0, G);
         }
         _mm_setcsr(csr);
         return;
     }
-    const int G = g.rec.blocks[g.p];
     // Scratch: the decoded group in the first quarter of `weights`, its rows-layout copy in the
-    // second, the activation planes in `packed` (n x 32G floats: within its ceil(n / 16) x 2
-    // x G x kTileBytes bytes).
+    // second.
     std::uint8_t* tmp = g.weights + static_cast<std::int64_t>(G) * kTileBytes;
-    auto* planes = reinterpret_cast<float*>(g.packed);
-    split_planes(g, 32 * G, planes);
     const unsigned csr = _mm_getcsr();
     for (std::int64_t r0 = g.row0; r0 < g.row0 + g.rows; r0 += kRows) {
         _mm_setcsr(kDecodeCsr);
@@ -195,6 +194,6 @@ void gemm(const Gemm& g) {
 
 }  // namespace
 
-GemmFn gemm_avx512() { return &gemm; }
+Variant variant_avx512() { return {&gemm, &prepare}; }
 
 }  // namespace neural::cpu::bf16_detail

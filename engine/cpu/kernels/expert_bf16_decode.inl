@@ -93,43 +93,65 @@ inline void decode_rows_avx512(const RecordRef& rec, int p, std::int64_t row0, s
     }
 }
 
+// A 16 x 16 transpose of dwords in registers: line j of `out` (64 bytes, 64-byte aligned) =
+// dword j of r[0], r[1], .., r[15] (two unpack stages within 128-bit lanes, then a 4 x 4
+// transpose of the lanes). Overwrites r.
+inline void store_transposed16(__m512i (&r)[16], std::uint8_t* out) {
+    __m512i t[16];
+    for (int i = 0; i < 8; ++i) {
+        t[2 * i] = _mm512_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
+        t[2 * i + 1] = _mm512_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
+    }
+    // r[4i + q], 128-bit lane L: inputs 4i..4i+3, dword 4L + q.
+    for (int i = 0; i < 4; ++i) {
+        r[4 * i] = _mm512_unpacklo_epi64(t[4 * i], t[4 * i + 2]);
+        r[4 * i + 1] = _mm512_unpackhi_epi64(t[4 * i], t[4 * i + 2]);
+        r[4 * i + 2] = _mm512_unpacklo_epi64(t[4 * i + 1], t[4 * i + 3]);
+        r[4 * i + 3] = _mm512_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]);
+    }
+    for (int q = 0; q < 4; ++q) {
+        const __m512i a = _mm512_shuffle_i32x4(r[q], r[4 + q], 0x44);  // (1,0,1,0)
+        const __m512i bb = _mm512_shuffle_i32x4(r[8 + q], r[12 + q], 0x44);
+        const __m512i c = _mm512_shuffle_i32x4(r[q], r[4 + q], 0xEE);  // (3,2,3,2)
+        const __m512i d = _mm512_shuffle_i32x4(r[8 + q], r[12 + q], 0xEE);
+        // Dword 4L + q, L = 0..3.
+        _mm512_store_si512(reinterpret_cast<__m512i*>(out + 64 * q),
+                           _mm512_shuffle_i32x4(a, bb, 0x88));  // (2,0,2,0)
+        _mm512_store_si512(reinterpret_cast<__m512i*>(out + 64 * (4 + q)),
+                           _mm512_shuffle_i32x4(a, bb, 0xDD));  // (3,1,3,1)
+        _mm512_store_si512(reinterpret_cast<__m512i*>(out + 64 * (8 + q)),
+                           _mm512_shuffle_i32x4(c, d, 0x88));
+        _mm512_store_si512(reinterpret_cast<__m512i*>(out + 64 * (12 + q)),
+                           _mm512_shuffle_i32x4(c, d, 0xDD));
+    }
+}
+
 // Rows row0..row0+15 in the pairs layout (lanes = rows): decoded in the rows layout into `tmp`
-// (G * kTileBytes), then each block's 16 x 16 dwords transposed in registers (two unpack stages
-// within 128-bit lanes, then a 4 x 4 transpose of the lanes).
+// (G * kTileBytes), then each block's 16 x 16 dwords transposed in registers.
 inline void decode_pairs_avx512(const RecordRef& rec, int p, std::int64_t row0, std::uint8_t* tmp,
                                 std::uint8_t* out) {
     decode_rows_avx512(rec, p, row0, tmp);
     for (int b = 0; b < rec.blocks[p]; ++b) {
         const std::uint8_t* in = tmp + static_cast<std::int64_t>(b) * kTileBytes;
-        __m512i r[16], t[16];
+        __m512i r[16];
         for (int n = 0; n < kRows; ++n)
             r[n] = _mm512_load_si512(reinterpret_cast<const __m512i*>(in + 64 * n));
-        for (int i = 0; i < 8; ++i) {
-            t[2 * i] = _mm512_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
-            t[2 * i + 1] = _mm512_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
-        }
-        // r[4i + q], 128-bit lane L: rows 4i..4i+3 of column 4L + q.
-        for (int i = 0; i < 4; ++i) {
-            r[4 * i] = _mm512_unpacklo_epi64(t[4 * i], t[4 * i + 2]);
-            r[4 * i + 1] = _mm512_unpackhi_epi64(t[4 * i], t[4 * i + 2]);
-            r[4 * i + 2] = _mm512_unpacklo_epi64(t[4 * i + 1], t[4 * i + 3]);
-            r[4 * i + 3] = _mm512_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]);
-        }
-        std::uint8_t* o = out + static_cast<std::int64_t>(b) * kTileBytes;
-        for (int q = 0; q < 4; ++q) {
-            const __m512i a = _mm512_shuffle_i32x4(r[q], r[4 + q], 0x44);  // (1,0,1,0)
-            const __m512i bb = _mm512_shuffle_i32x4(r[8 + q], r[12 + q], 0x44);
-            const __m512i c = _mm512_shuffle_i32x4(r[q], r[4 + q], 0xEE);  // (3,2,3,2)
-            const __m512i d = _mm512_shuffle_i32x4(r[8 + q], r[12 + q], 0xEE);
-            // Column 4L + q, L = 0..3.
-            _mm512_store_si512(reinterpret_cast<__m512i*>(o + 64 * q),
-                               _mm512_shuffle_i32x4(a, bb, 0x88));  // (2,0,2,0)
-            _mm512_store_si512(reinterpret_cast<__m512i*>(o + 64 * (4 + q)),
-                               _mm512_shuffle_i32x4(a, bb, 0xDD));  // (3,1,3,1)
-            _mm512_store_si512(reinterpret_cast<__m512i*>(o + 64 * (8 + q)),
-                               _mm512_shuffle_i32x4(c, d, 0x88));
-            _mm512_store_si512(reinterpret_cast<__m512i*>(o + 64 * (12 + q)),
-                               _mm512_shuffle_i32x4(c, d, 0xDD));
-        }
+        store_transposed16(r, out + static_cast<std::int64_t>(b) * kTileBytes);
+    }
+}
+
+// Tokens i0 .. i0 + 15 (those below n; zeros after) into the AMX B layout, all G blocks: per
+// block the tokens' 64 bytes (16 column pairs each) load as one register each and transpose.
+// The same bytes as pack_activations.
+inline void pack_activations_avx512(const std::uint16_t* x, std::int64_t ldx, int n, int i0, int G,
+                                    std::uint8_t* out) {
+    const int m = n - i0 < 16 ? n - i0 : 16;
+    const std::uint16_t* rows[16];
+    for (int i = 0; i < m; ++i) rows[i] = x + (i0 + i) * ldx;
+    for (int b = 0; b < G; ++b) {
+        __m512i r[16];
+        for (int i = 0; i < 16; ++i)
+            r[i] = i < m ? _mm512_loadu_si512(rows[i] + 32 * b) : _mm512_setzero_si512();
+        store_transposed16(r, out + static_cast<std::int64_t>(b) * kTileBytes);
     }
 }

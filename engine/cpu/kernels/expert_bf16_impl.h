@@ -1,4 +1,4 @@
-// Internal to the bf16 expert GEMM (expert_bf16.h): the plain-data call the dispatcher
+// Internal to the bf16 expert GEMM (expert_bf16.h): the plain-data calls the dispatcher
 // (expert_bf16.cpp, baseline ISA) hands to the per-ISA files and the decoding they share. As in
 // expert_kernel_impl.h, the helpers are `static inline` (one private copy per file): an ISA
 // file must never share an inline function with a baseline file.
@@ -8,11 +8,18 @@
 //  - pairs (the AVX-512 and AVX2 variants, lanes = rows): 16 lines of 16 dwords, dword n of line j =
 //    row n's columns 2j (low half) and 2j + 1 (high half), so a line gives the 16 rows' even
 //    (dword << 16) and odd (dword & 0xFFFF0000) weights as fp32 vectors.
-// Weights are bf16 bits with subnormals already zero. Packed activations (the AMX B operand),
-// per 16 tokens and 32-column block: 16 lines of 16 dwords, dword i of line j = token i's
-// columns 2j and 2j + 1; tokens past n are zero.
+// Weights are bf16 bits with subnormals already zero.
+//
+// Prepared activations (bf16_expert_prepare), n tokens of cols = 32G bf16 values, per variant:
+//  - scalar: the n rows of bf16 bits, cols apart (n * cols * 2 bytes);
+//  - amx_bf16, amx_emulated (the B operand): per 16 tokens and 32-column block, 16 lines of 16
+//    dwords, dword i of line j = token i's columns 2j and 2j + 1; tokens past n are zero
+//    (ceil(n / 16) * G * kTileBytes bytes);
+//  - avx512, avx2: fp32 planes, per token the even columns then the odd ones (cols / 2 each), so
+//    that each fma takes its token's value as a broadcast (n * cols * 4 bytes).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 
@@ -32,17 +39,31 @@ struct Gemm {
     RecordRef rec;
     int p;                    // 0 = gate_up, 1 = down
     std::int64_t row0, rows;  // rows row0 .. row0 + rows - 1, multiples of 16
-    const std::uint16_t* x;   // n rows of bf16 activations, ldx apart
-    std::int64_t ldx;
+    const std::uint8_t* x;    // n tokens' prepared activations, the variant's layout (above)
     int n;
     float* out;  // out[i * ld + r]
     std::int64_t ld;
     std::uint8_t* weights;  // 4 * G * kTileBytes, 64-byte aligned: decoded groups of 16 rows
-    std::uint8_t* packed;   // 2 * ceil(n / 16) * G * kTileBytes, 64-byte aligned: activations
     float* c;               // 256 floats, 64-byte aligned: one C tile
 };
 
+// n tokens (x + i * ldx, 32G bf16 values each) into the variant's prepared layout at `out`
+// (64-byte aligned, the layout's bytes).
+struct Prepare {
+    const std::uint16_t* x;
+    std::int64_t ldx;
+    int n;
+    int G;
+    std::uint8_t* out;
+};
+
 using GemmFn = void (*)(const Gemm& g);
+using PrepareFn = void (*)(const Prepare& p);
+
+struct Variant {
+    GemmFn gemm = nullptr;  // nullptr where this build lacks the variant
+    PrepareFn prepare = nullptr;
+};
 
 // Every NaN result is stored as this one (which NaN an operation returns differs between the
 // tiles, SIMD and scalar arithmetic; the variants' outputs stay bit-identical).
@@ -87,7 +108,8 @@ static inline void decode_rows_scalar(const RecordRef& rec, int p, std::int64_t 
     }
 }
 
-// Tokens i0 .. i0 + 15 (those below n; zeros after) into the packed layout, all G blocks.
+// Tokens i0 .. i0 + 15 (those below n; zeros after) into the AMX layout, all G blocks (plain
+// scalar code: the emulated variant's).
 static inline void pack_activations(const std::uint16_t* x, std::int64_t ldx, int n, int i0, int G,
                                     std::uint8_t* out) {
     std::memset(out, 0, static_cast<std::size_t>(G) * kTileBytes);
@@ -101,9 +123,9 @@ static inline void pack_activations(const std::uint16_t* x, std::int64_t ldx, in
     }
 }
 
-GemmFn gemm_avx2();          // nullptr where this build has no AVX2 variant
-GemmFn gemm_avx512();        // nullptr where this build has no AVX-512 variant
-GemmFn gemm_amx();           // nullptr where this build has no AMX-BF16 variant
-GemmFn gemm_amx_emulated();  // the AMX code on emulated tiles (baseline; always present)
+Variant variant_avx2();          // {} where this build has no AVX2 variant
+Variant variant_avx512();        // {} where this build has no AVX-512 variant
+Variant variant_amx();           // {} where this build has no AMX-BF16 variant
+Variant variant_amx_emulated();  // the AMX code on emulated tiles (baseline; always present)
 
 }  // namespace neural::cpu::bf16_detail
