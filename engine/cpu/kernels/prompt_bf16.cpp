@@ -1,5 +1,5 @@
 // The bf16 prompt path (prompt_bf16.h): the grouping of a pass's (token, k) choices by expert
-// and the team job's four phases around the bf16 expert GEMM. Baseline code under
+// and the team job's six phases around the bf16 expert GEMM. Baseline code under
 // -ffp-contract=off: the bias adds, SwiGLU and the combine are the fp32 path's operations, one
 // rounding each, on every CPU.
 #include "cpu/kernels/prompt_bf16.h"
@@ -65,12 +65,19 @@ struct Job {
     const float* h;  // [T][H]
     // Operand rows, per expert u (slots s0 .. s0 + n - 1): from parts * s0 on, the n hi rows,
     // then (parts 2) the n lo rows, so one GEMM call takes all of them.
-    std::uint16_t* hb;      // [T * K * parts][H] bf16 h
-    std::uint16_t* ab;      // [T * K * parts][I] bf16 activations
-    float* y;               // [T * K][H] expert outputs by t * K + k (bias included)
-    const float* gate;      // [T][K]
-    float* x;               // [T][H]
-    std::uint8_t* scratch;  // per worker: GEMM scratch, then the GEMM's [n][64] outputs
+    std::uint16_t* hb;  // [T * K * parts][H] bf16 h
+    std::uint16_t* ab;  // [T * K * parts][I] bf16 activations
+    // Each expert's GEMM operand prepared once per projection (bf16_expert_prepare): expert u's
+    // at prep + prep_gate_up[u] (from hb) and, reusing the bytes, prep + prep_down[u] (from ab);
+    // op[u] the one of the current projection.
+    std::uint8_t* prep;
+    const std::size_t* prep_gate_up;  // [n_used]
+    const std::size_t* prep_down;     // [n_used]
+    Bf16PreparedOperand* op;          // [n_used]
+    float* y;                         // [T * K][H] expert outputs by t * K + k (bias included)
+    const float* gate;                // [T][K]
+    float* x;                         // [T][H]
+    std::uint8_t* scratch;            // per worker: GEMM scratch, then the GEMM's [n][64] outputs
     std::size_t scratch_bytes, gemm_bytes;
     const std::atomic<bool>* cancel;
     std::atomic<bool> stopped{false};
@@ -126,7 +133,19 @@ void round_task(void* ctx, std::int64_t t, std::int32_t) {
     }
 }
 
-// Phase 1, task = (expert, 64 gate_up rows): for each of the expert's tokens the 32 SwiGLU
+// Phase 1, task = expert u: its gate_up operand (the hb rows of its slots) prepared.
+void prepare_gate_up_task(void* ctx, std::int64_t task, std::int32_t) {
+    Job& j = *static_cast<Job*>(ctx);
+    if (j.stop()) return;
+    const auto u = static_cast<std::size_t>(task);
+    const std::int32_t s0 = j.slot_begin[u];
+    const int n = j.slot_begin[u + 1] - s0;
+    const std::int64_t H = j.hidden, base = std::int64_t{j.parts} * s0;
+    j.op[u] =
+        bf16_expert_prepare(j.isa, H, j.hb + base * H, H, j.parts * n, j.prep + j.prep_gate_up[u]);
+}
+
+// Phase 2, task = (expert, 64 gate_up rows): for each of the expert's tokens the 32 SwiGLU
 // activations of the rows' gate/up pairs, rounded to bf16.
 void gate_up_task(void* ctx, std::int64_t task, std::int32_t worker) {
     Job& j = *static_cast<Job*>(ctx);
@@ -138,9 +157,9 @@ void gate_up_task(void* ctx, std::int64_t task, std::int32_t worker) {
     const int n = j.slot_begin[u + 1] - s0;
     std::uint8_t* scratch = j.scratch + static_cast<std::size_t>(worker) * j.scratch_bytes;
     auto* gu = reinterpret_cast<float*>(scratch + j.gemm_bytes);  // [parts * n][64]
-    const std::int64_t H = j.hidden, I = j.inter, base = std::int64_t{j.parts} * s0;
-    bf16_expert_gemm(j.isa, e.record, 0, tile * kGateUpRows, kGateUpRows, j.hb + base * H, H,
-                     j.parts * n, gu, kGateUpRows, scratch);
+    const std::int64_t I = j.inter, base = std::int64_t{j.parts} * s0;
+    bf16_expert_gemm_prepared(e.record, 0, tile * kGateUpRows, kGateUpRows, j.op[u], gu,
+                              kGateUpRows, scratch);
     float bias[kGateUpRows];
     for (int r = 0; r < kGateUpRows; ++r)
         bias[r] = prompt_detail::bf16_at(e.gate_up_bias, tile * kGateUpRows + r);
@@ -161,7 +180,20 @@ void gate_up_task(void* ctx, std::int64_t task, std::int32_t worker) {
     }
 }
 
-// Phase 2, task = (expert, down_rows rows): y[slot][r] = W2[r] . act[slot] + b2[r].
+// Phase 3, task = expert u: its down operand (the ab rows of its slots, all of phase 2's
+// activations) prepared.
+void prepare_down_task(void* ctx, std::int64_t task, std::int32_t) {
+    Job& j = *static_cast<Job*>(ctx);
+    if (j.stop()) return;
+    const auto u = static_cast<std::size_t>(task);
+    const std::int32_t s0 = j.slot_begin[u];
+    const int n = j.slot_begin[u + 1] - s0;
+    const std::int64_t I = j.inter, base = std::int64_t{j.parts} * s0;
+    j.op[u] =
+        bf16_expert_prepare(j.isa, I, j.ab + base * I, I, j.parts * n, j.prep + j.prep_down[u]);
+}
+
+// Phase 4, task = (expert, down_rows rows): y[slot][r] = W2[r] . act[slot] + b2[r].
 void down_task(void* ctx, std::int64_t task, std::int32_t worker) {
     Job& j = *static_cast<Job*>(ctx);
     if (j.stop()) return;
@@ -172,9 +204,8 @@ void down_task(void* ctx, std::int64_t task, std::int32_t worker) {
     const int n = j.slot_begin[u + 1] - s0;
     std::uint8_t* scratch = j.scratch + static_cast<std::size_t>(worker) * j.scratch_bytes;
     auto* res = reinterpret_cast<float*>(scratch + j.gemm_bytes);  // [parts * n][down_rows]
-    const std::int64_t H = j.hidden, I = j.inter, R = j.down_rows, row0 = tile * R;
-    const std::int64_t base = std::int64_t{j.parts} * s0;
-    bf16_expert_gemm(j.isa, e.record, 1, row0, R, j.ab + base * I, I, j.parts * n, res, R, scratch);
+    const std::int64_t H = j.hidden, R = j.down_rows, row0 = tile * R;
+    bf16_expert_gemm_prepared(e.record, 1, row0, R, j.op[u], res, R, scratch);
     float bias[64];
     for (std::int64_t r = 0; r < R; ++r) bias[r] = prompt_detail::bf16_at(e.down_bias, row0 + r);
     for (int i = 0; i < n; ++i) {
@@ -186,7 +217,7 @@ void down_task(void* ctx, std::int64_t task, std::int32_t worker) {
     }
 }
 
-// Phase 3, task = token t: x[t] += w_0 y_0 + w_1 y_1 + ..., added in k order.
+// Phase 5, task = token t: x[t] += w_0 y_0 + w_1 y_1 + ..., added in k order.
 void combine_task(void* ctx, std::int64_t t, std::int32_t) {
     Job& j = *static_cast<Job*>(ctx);
     if (j.stopped.load(std::memory_order_relaxed)) return;
@@ -202,9 +233,11 @@ void combine_task(void* ctx, std::int64_t t, std::int32_t) {
 }  // namespace
 
 struct Bf16PromptKernel::Scratch {
-    Buffer hb, ab, y, workers;
+    Buffer hb, ab, y, prep, workers;
     PromptGroups groups;
     std::vector<std::int32_t> unit_of;
+    std::vector<std::size_t> prep_gate_up, prep_down;
+    std::vector<Bf16PreparedOperand> ops;
     std::vector<const ExpertInput*> inputs;
 };
 
@@ -270,14 +303,33 @@ void Bf16PromptKernel::run(WorkerTeam& team, std::span<const ExpertInput> expert
     j.y = s.y.as<float>(TK * static_cast<std::size_t>(H));
     j.gate = gate;
     j.x = x;
+    // The prepared operands: per expert, its parts * count operand rows in the variant's layout;
+    // gate_up's and (once those are spent) down's share the bytes.
+    s.prep_gate_up.resize(static_cast<std::size_t>(n_used));
+    s.prep_down.resize(static_cast<std::size_t>(n_used));
+    s.ops.resize(static_cast<std::size_t>(n_used));
+    std::size_t gate_up_bytes = 0, down_bytes = 0;
+    for (std::size_t u = 0; u < static_cast<std::size_t>(n_used); ++u) {
+        const auto rows = static_cast<int>(parts) * (g.slot_begin[u + 1] - g.slot_begin[u]);
+        s.prep_gate_up[u] = gate_up_bytes;
+        s.prep_down[u] = down_bytes;
+        gate_up_bytes += round64(bf16_expert_prepared_bytes(isa_, H, rows));
+        down_bytes += round64(bf16_expert_prepared_bytes(isa_, I, rows));
+    }
+    j.prep = s.prep.as<std::uint8_t>(std::max(gate_up_bytes, down_bytes));
+    j.prep_gate_up = s.prep_gate_up.data();
+    j.prep_down = s.prep_down.data();
+    j.op = s.ops.data();
     const auto max_rows = static_cast<int>(parts) * g.max_count;
-    j.gemm_bytes = round64(bf16_expert_scratch_bytes(std::max(H, I), max_rows));
+    j.gemm_bytes = round64(bf16_expert_prepared_scratch_bytes(std::max(H, I)));
     j.scratch_bytes =
         j.gemm_bytes + round64(static_cast<std::size_t>(max_rows) * 64 * sizeof(float));
     j.scratch = s.workers.as<std::uint8_t>(j.scratch_bytes * static_cast<std::size_t>(team.size()));
     j.cancel = cancel;
-    const TeamPhase phases[4] = {{T, &round_task, &j},
+    const TeamPhase phases[6] = {{T, &round_task, &j},
+                                 {n_used, &prepare_gate_up_task, &j},
                                  {n_used * j.gate_up_tiles, &gate_up_task, &j},
+                                 {n_used, &prepare_down_task, &j},
                                  {n_used * j.down_tiles, &down_task, &j},
                                  {T, &combine_task, &j}};
     team.run(phases);

@@ -1,14 +1,20 @@
 // The bf16 prompt (prefill) path of the CPU experts (docs/KERNELS.md "Prompt path"): one layer's
 // MoE for the tokens of a prompt pass on the bf16 expert GEMM (expert_bf16.h), as one team job of
-// four phases:
+// six phases:
 //   0. round: each token's h to bf16 (bf16_round_activations), copied into one operand row per
 //      (token, k), the rows grouped by expert;
-//   1. gate_up: tasks = (expert, 64 rows = 32 gate/up pairs) over all of that expert's tokens:
-//      the GEMM, then the bias and SwiGLU of the fp32 path's SIMD variants (the clamp, alpha and
-//      limit of docs/MODEL.md "Experts", exp_poly) and the 32 activations rounded to bf16;
-//   2. down: tasks = (expert, 64 or 32 rows) over the expert's tokens, bias added, one output
+//   1. prepare gate_up: tasks = experts: each expert's operand rows laid out once for the GEMM
+//      variant (bf16_expert_prepare: the AMX B tiles, the SIMD variants' fp32 planes), shared by
+//      all of its row tasks instead of each task repacking them;
+//   2. gate_up: tasks = (expert, 64 rows = 32 gate/up pairs) over all of that expert's tokens:
+//      the GEMM on the prepared operand, then the bias and SwiGLU of the fp32 path's SIMD
+//      variants (the clamp, alpha and limit of docs/MODEL.md "Experts", exp_poly) and the 32
+//      activations rounded to bf16;
+//   3. prepare down: tasks = experts: their activation rows prepared likewise (the bytes of
+//      phase 1's operands reused);
+//   4. down: tasks = (expert, 64 or 32 rows) over the expert's tokens, bias added, one output
 //      slot per (token, k);
-//   3. combine: x[t] += sum_k w_k y[t, k], k in order (the fp32 path's expression).
+//   5. combine: x[t] += sum_k w_k y[t, k], k in order (the fp32 path's expression).
 // Exact class: the weights are MXFP4 as published (exact in bf16); the activations round to
 // bf16 at the two matmuls' inputs, as on the GPU; the sums are fp32 in the tiles' order.
 //
