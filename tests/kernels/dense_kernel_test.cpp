@@ -245,56 +245,103 @@ TEST(DenseKernel, EveryPromptVariantGivesTheTileReferenceBits) {
     }
 }
 
-// The tiles' edges: weights and activations near and below 2^-126 (DAZ on inputs, FTZ on every
-// lane sum, products that cancel across 60 binades), subnormal bf16 weights and biases,
-// infinities and NaN (stored as the one quiet NaN): every variant the reference's bits.
+// The tiles' edges, by row and token regime: sums that cancel below 2^-126 from normal high and
+// low parts (FTZ: the last add's result; every other subnormal is read as zero by the next
+// operation's DAZ), products of tiny weights and activations, subnormal weights against large
+// activations (DAZ: the tiles read them as zero, not as tiny products), a 60-binade spread with
+// infinities and NaN (stored as the one quiet NaN), subnormal biases; activations at and below
+// 2^-126 (the split flushes them). Every variant the reference's bits; the test fails without
+// the variants' FTZ or DAZ (checked by removing each from their MXCSR).
 TEST(DenseKernel, EveryPromptVariantGivesTheTileReferenceBitsAtTheEdges) {
     std::mt19937 rng(8);
     ReferenceTeam two(2);
     std::uniform_int_distribution<int> pick(0, 99);
     std::uniform_real_distribution<float> unit(1.0f, 2.0f);
+    auto value = [&](int lo_exp, int hi_exp) {
+        std::uniform_int_distribution<int> e(lo_exp, hi_exp);
+        const float v = std::ldexp(unit(rng), e(rng));
+        return pick(rng) < 50 ? -v : v;
+    };
     const std::int64_t rows = 37, cols = 131, T = 21;
-    for (int round = 0; round < 6; ++round) {
+    for (int round = 0; round < 4; ++round) {
         std::vector<std::uint16_t> wbits(rows * cols), bbits(rows);
-        auto value = [&](int lo_exp, int hi_exp) {
-            std::uniform_int_distribution<int> e(lo_exp, hi_exp);
-            const float v = std::ldexp(unit(rng), e(rng));
-            return pick(rng) < 50 ? -v : v;
-        };
-        for (auto& b : wbits) {
-            const int p = pick(rng);
-            b = p < 2    ? std::uint16_t(0x0001 + pick(rng))              // subnormal
-                : p < 3  ? std::uint16_t(round >= 4 ? 0x7F80 : 0x3F80)    // inf (late rounds)
-                : p < 4  ? std::uint16_t(round >= 5 ? 0x7FC1 : 0xBF80)    // NaN (last round)
-                : p < 60 ? float_to_bf16(value(-70, -55))                 // products near 2^-126
-                         : float_to_bf16(value(-30, 30));                 // a 60-binade spread
+        // The first kind's pair in the last chunk, the same in every such row.
+        const std::uint16_t last_pair[2] = {float_to_bf16(value(-58, -56)),
+                                            float_to_bf16(value(-58, -56))};
+        for (std::int64_t r = 0; r < rows; ++r) {
+            for (std::int64_t c = 0; c < cols; ++c) {
+                const int p = pick(rng);
+                std::uint16_t& b = wbits[r * cols + c];
+                switch (r % 4) {
+                    case 0:  // two columns of their own and the last chunk's pair (below)
+                        b = c / 2 == r / 4       ? float_to_bf16(value(-58, -56))
+                            : c >= cols - 3 && c < cols - 1 ? last_pair[c - (cols - 3)]
+                                                             : std::uint16_t(0);
+                        break;
+                    case 1:  // subnormal or zero
+                        b = p < 50 ? std::uint16_t((p < 25 ? 0x8000 : 0) | (1 + pick(rng)))
+                                   : std::uint16_t(0);
+                        break;
+                    case 2:  // a 60-binade spread, infinities and NaN in the later rounds
+                        b = round >= 2 && p < 2   ? std::uint16_t(0x7F80)
+                            : round >= 3 && p < 4 ? std::uint16_t(0x7FC1)
+                                                  : float_to_bf16(value(-30, 30));
+                        break;
+                    default:  // tiny and normal
+                        b = float_to_bf16(p < 50 ? value(-70, -50) : value(-10, 10));
+                }
+            }
+            bbits[r] = r % 4 == 0           ? std::uint16_t(0)  // the sum as it is
+                       : pick(rng) < 30 ? std::uint16_t(0x8003)
+                                        : float_to_bf16(value(-3, 3));
         }
-        for (auto& b : bbits) b = pick(rng) < 20 ? std::uint16_t(0x8003) : float_to_bf16(value(-3, 3));
         std::vector<float> x(T * cols);
-        for (auto& v : x) {
-            const int p = pick(rng);
-            v = p < 3    ? std::ldexp(unit(rng), -130)  // subnormal: the split flushes it
-                : p < 6  ? std::ldexp(unit(rng), -126)  // the smallest normals
-                : p < 60 ? value(-75, -55)
-                         : value(-30, 30);
+        for (std::int64_t t = 0; t < T; ++t) {
+            for (std::int64_t c = 0; c < cols; ++c) {
+                const int p = pick(rng);
+                float& v = x[t * cols + c];
+                switch (t % 3) {
+                    case 0:  // tiny
+                        v = p < 5    ? std::ldexp(unit(rng), -130)  // subnormal: flushed
+                            : p < 10 ? std::ldexp(unit(rng), -126)  // the smallest normals
+                                     : value(-58, -56);
+                        break;
+                    case 1:  // large: subnormal weights' products would be normal
+                        v = value(10, 30);
+                        break;
+                    default:
+                        v = value(-30, 30);
+                }
+            }
         }
-        if (round >= 5) x[5] = INFINITY;
+        // Rows 4i of the first kind against the tiny tokens: columns 2i and 2i + 1, and the last
+        // chunk's pair, nearly cancel (x[c + 1] = -w[c] x[c] / w[c + 1]), so the high parts' sum
+        // (~2^-122) and the low parts' (~2^-122) are normal and their sum is below 2^-126:
+        // flushed to zero (in the last chunk by FTZ itself; before it the next add's DAZ).
+        for (std::int64_t r = 0; r < rows; r += 4) {
+            for (const std::int64_t c : {2 * (r / 4), cols - 3}) {
+                const double w0 = bf16_to_float(wbits[r * cols + c]);
+                const double w1 = bf16_to_float(wbits[r * cols + c + 1]);
+                for (std::int64_t t = 0; t < T; t += 3)
+                    x[t * cols + c + 1] = static_cast<float>(-w0 * x[t * cols + c] / w1);
+            }
+        }
         const Bf16View w{reinterpret_cast<const std::uint8_t*>(wbits.data()), rows, cols};
         const Bf16View b{reinterpret_cast<const std::uint8_t*>(bbits.data()), 1, rows};
         const auto want = run_prompt(DenseIsa::tile_scalar, two, w, &b, x.data(), T);
-        int nan = 0, zero = 0;
+        int nan = 0, tiny = 0;
         for (float v : want) {
             nan += std::isnan(v);
-            zero += v == 0.0f;
+            tiny += v != 0.0f && std::abs(v) < 1e-36f;
         }
-        if (round >= 4) {
-            EXPECT_GT(nan, 0) << round;  // the edges were really reached
+        EXPECT_GT(tiny, 0) << round;  // the edges were really reached: sums near 2^-126
+        if (round >= 3) {
+            EXPECT_GT(nan, 0) << round;
         }
         for (DenseIsa isa : tile_variants()) {
             const auto got = run_prompt(isa, two, w, &b, x.data(), T);
             EXPECT_TRUE(same_bits(got, want)) << dense_isa_name(isa) << " round " << round;
         }
-        (void)zero;
     }
 }
 
