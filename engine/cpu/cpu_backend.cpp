@@ -97,10 +97,10 @@ CpuBackend::CpuBackend(const CpuBackendInputs& in) : model_(*in.config, *in.weig
     // lane tree, so prefill equals decoding token by token.
     const bool int8_prompts = in.prompt.kind == CpuPrompt::Kind::int8;
     const bool bf16_prompts = in.prompt.kind == CpuPrompt::Kind::bf16;
-    const cpu::DenseIsa dense_prompt =
-        int8_prompts && in.prompt.int8 == cpu::PromptIsa::amx_int8 ? cpu::dense_amx_prompt_isa(dense)
-        : bf16_prompts ? cpu::dense_tile_isa_for(in.prompt.bf16)
-                       : dense;
+    const cpu::DenseIsa dense_prompt = int8_prompts && in.prompt.int8 == cpu::PromptIsa::amx_int8
+                                           ? cpu::dense_amx_prompt_isa(dense)
+                                       : bf16_prompts ? cpu::dense_tile_isa_for(in.prompt.bf16)
+                                                      : dense;
     const cpu::DensePrompts dense_prompts =
         bf16_prompts ? cpu::DensePrompts::passes : cpu::DensePrompts::blocks;
     const cpu::Int8Isa int8 = cpu::int8_isa_for(*in.kernel);
@@ -121,8 +121,7 @@ CpuBackend::CpuBackend(const CpuBackendInputs& in) : model_(*in.config, *in.weig
              : int8_all ? std::string(cpu::int8_isa_name(int8))
                         : std::string(cpu::dense_isa_name(dense)) + prompts;
     if (in.dense == CpuDense::reference) return;
-    model_.set_dense_kernel(
-        std::make_unique<cpu::DenseKernel>(dense, dense_prompt, dense_prompts));
+    model_.set_dense_kernel(std::make_unique<cpu::DenseKernel>(dense, dense_prompt, dense_prompts));
     if (in.dense == CpuDense::bf16 && in.lm_head_screen) {
         // Once per load, on the team (docs/KERNELS.md "Screened lm_head"): the int8 screening
         // copy of the lm_head beside the bf16 weights, which stay the logits' source.

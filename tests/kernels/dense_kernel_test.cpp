@@ -221,9 +221,8 @@ TEST(DenseKernel, EveryPromptVariantGivesTheTileReferenceBits) {
                 for (DenseIsa isa : tile_variants()) {
                     if (isa == DenseIsa::tile_scalar) continue;
                     const auto got = run_prompt(isa, three, w.view, &b.view, x.data(), tokens);
-                    EXPECT_TRUE(same_bits(got, want))
-                        << dense_isa_name(isa) << " cols " << cols << " rows " << rows
-                        << " tokens " << tokens;
+                    EXPECT_TRUE(same_bits(got, want)) << dense_isa_name(isa) << " cols " << cols
+                                                      << " rows " << rows << " tokens " << tokens;
                 }
             }
         }
@@ -239,8 +238,8 @@ TEST(DenseKernel, EveryPromptVariantGivesTheTileReferenceBits) {
         DenseKernel(DenseIsa::scalar, isa).run(three, outs, x.data(), T, cols);
         EXPECT_TRUE(same_bits(yq, run_prompt(isa, one, q.view, nullptr, x.data(), T)))
             << dense_isa_name(isa);
-        EXPECT_TRUE(same_bits(yk, run_prompt(DenseIsa::tile_scalar, one, k.view, &kb.view,
-                                             x.data(), T)))
+        EXPECT_TRUE(
+            same_bits(yk, run_prompt(DenseIsa::tile_scalar, one, k.view, &kb.view, x.data(), T)))
             << dense_isa_name(isa);
     }
 }
@@ -274,9 +273,9 @@ TEST(DenseKernel, EveryPromptVariantGivesTheTileReferenceBitsAtTheEdges) {
                 std::uint16_t& b = wbits[r * cols + c];
                 switch (r % 4) {
                     case 0:  // two columns of their own and the last chunk's pair (below)
-                        b = c / 2 == r / 4       ? float_to_bf16(value(-58, -56))
+                        b = c / 2 == r / 4                  ? float_to_bf16(value(-58, -56))
                             : c >= cols - 3 && c < cols - 1 ? last_pair[c - (cols - 3)]
-                                                             : std::uint16_t(0);
+                                                            : std::uint16_t(0);
                         break;
                     case 1:  // subnormal or zero
                         b = p < 50 ? std::uint16_t((p < 25 ? 0x8000 : 0) | (1 + pick(rng)))
@@ -291,7 +290,7 @@ TEST(DenseKernel, EveryPromptVariantGivesTheTileReferenceBitsAtTheEdges) {
                         b = float_to_bf16(p < 50 ? value(-70, -50) : value(-10, 10));
                 }
             }
-            bbits[r] = r % 4 == 0           ? std::uint16_t(0)  // the sum as it is
+            bbits[r] = r % 4 == 0       ? std::uint16_t(0)  // the sum as it is
                        : pick(rng) < 30 ? std::uint16_t(0x8003)
                                         : float_to_bf16(value(-3, 3));
         }
@@ -301,7 +300,7 @@ TEST(DenseKernel, EveryPromptVariantGivesTheTileReferenceBitsAtTheEdges) {
                 const int p = pick(rng);
                 float& v = x[t * cols + c];
                 switch (t % 3) {
-                    case 0:  // tiny
+                    case 0:                                         // tiny
                         v = p < 5    ? std::ldexp(unit(rng), -130)  // subnormal: flushed
                             : p < 10 ? std::ldexp(unit(rng), -126)  // the smallest normals
                                      : value(-58, -56);

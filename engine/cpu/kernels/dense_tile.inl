@@ -14,6 +14,9 @@
 //       static void tokens(const std::uint32_t* h, const float* const* p, std::int64_t chunks,
 //                          float* res);
 //       static constexpr int kTokens;  // tokens per call of tokens<M> (M <= kTokens)
+//       // Whether tokens() computes both halves of a group at once (res[q * kGroupRows + i],
+//       // i < 32; repack() then fills both halves): called for h = bv only.
+//       static constexpr bool kBothHalves;
 //   };
 //
 // Per (token, row) the sum is the tiles': per 32-column chunk two lane sums of the high parts
@@ -57,7 +60,7 @@ void tile_task(void* ctx, std::int64_t task, std::int32_t worker) {
             const int nt = job.tokens - t0 < kTileTokens ? static_cast<int>(job.tokens - t0)
                                                          : kTileTokens;
             _mm_setcsr(kGemmCsr);
-            for (int g = 0; g * 16 < nr; ++g) {
+            for (int g = 0; g * 16 < nr && (g == 0 || !Isa::kBothHalves); ++g) {
                 for (int q0 = 0; q0 < nt; q0 += Isa::kTokens) {
                     const int m = nt - q0 < Isa::kTokens ? nt - q0 : Isa::kTokens;
                     const float* p[Isa::kTokens];

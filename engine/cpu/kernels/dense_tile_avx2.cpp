@@ -35,11 +35,12 @@ inline void transpose8(const __m256i (&r)[8], __m256i (&w)[8]) {
 
 struct Isa {
     static constexpr int kTokens = 2;  // per 8-row half: 2 tokens x 5 accumulators + weights
+    static constexpr bool kBothHalves = false;
 
     static void repack(const std::uint8_t* w, std::int64_t cols, std::int64_t r0, int nr,
                        std::int64_t chunks, std::uint32_t* bv) {
         alignas(32) std::uint8_t tail[16][64];  // a partial last chunk's rows, zero past cols
-        for (int g = 0; g * 16 < nr; ++g) {  // the halves tokens() reads
+        for (int g = 0; g * 16 < nr; ++g) {     // the halves tokens() reads
             for (std::int64_t c = 0; c < chunks; ++c) {
                 const std::int64_t have = cols - 32 * c < 32 ? cols - 32 * c : 32;
                 const std::uint8_t* row[16];
