@@ -90,13 +90,19 @@ CpuBackend::CpuBackend(const CpuBackendInputs& in) : model_(*in.config, *in.weig
     if (!fallback.empty()) spdlog::warn("persistent CPU team unavailable: {}", fallback);
     const cpu::DenseIsa dense = cpu::dense_isa_for(*in.kernel);
     // Prompts on AMX tiles go together: where the int8 prompt kernel runs on AMX, so do the
-    // prompt blocks' dense GEMMs (--prompt-kernel int8-vnni or fp32 keep both off).
-    // (The bf16 prompt path keeps the dense kernels' lane-tree variant: the AMX dense variant's
-    // bits differ from it, and bf16 prompts give the same bits on every CPU.)
+    // prompt blocks' dense GEMMs (--prompt-kernel int8-vnni or fp32 keep both off). The bf16
+    // prompt path runs every projection and router call of a prompt pass in the tile order
+    // (dense_kernel.h), whose bits are the same on AMX, AVX-512F, AVX2 and scalar code, on the
+    // variant that goes with its expert GEMM's; with `fp32` prompts the dense calls keep the
+    // lane tree, so prefill equals decoding token by token.
     const bool int8_prompts = in.prompt.kind == CpuPrompt::Kind::int8;
+    const bool bf16_prompts = in.prompt.kind == CpuPrompt::Kind::bf16;
     const cpu::DenseIsa dense_prompt = int8_prompts && in.prompt.int8 == cpu::PromptIsa::amx_int8
                                            ? cpu::dense_amx_prompt_isa(dense)
-                                           : dense;
+                                       : bf16_prompts ? cpu::dense_tile_isa_for(in.prompt.bf16)
+                                                      : dense;
+    const cpu::DensePrompts dense_prompts =
+        bf16_prompts ? cpu::DensePrompts::passes : cpu::DensePrompts::blocks;
     const cpu::Int8Isa int8 = cpu::int8_isa_for(*in.kernel);
     const cpu::SwigluParams swiglu{in.config->swiglu_limit, in.config->swiglu_alpha};
     if (int8_prompts)
@@ -115,7 +121,7 @@ CpuBackend::CpuBackend(const CpuBackendInputs& in) : model_(*in.config, *in.weig
              : int8_all ? std::string(cpu::int8_isa_name(int8))
                         : std::string(cpu::dense_isa_name(dense)) + prompts;
     if (in.dense == CpuDense::reference) return;
-    model_.set_dense_kernel(std::make_unique<cpu::DenseKernel>(dense, dense_prompt));
+    model_.set_dense_kernel(std::make_unique<cpu::DenseKernel>(dense, dense_prompt, dense_prompts));
     if (in.dense == CpuDense::bf16 && in.lm_head_screen) {
         // Once per load, on the team (docs/KERNELS.md "Screened lm_head"): the int8 screening
         // copy of the lm_head beside the bf16 weights, which stay the logits' source.

@@ -90,18 +90,20 @@ cpu::WorkerTeam* CpuModel::token_team() const {
 }
 
 void CpuModel::project(const Bf16View& w, const cpu::Int8Matrix* q8, const Bf16View* b,
-                       const float* x, std::int64_t tokens, float* y) const {
+                       const float* x, std::int64_t tokens, float* y, bool prompt_pass,
+                       bool lm_head) const {
     if (q8 != nullptr) {
         int8_->run(store_moe_->worker_team(), cpu::Int8Output{q8, b, y, 0}, x, tokens, w.cols);
     } else {
-        linear(w, b, x, tokens, y);
+        linear(w, b, x, tokens, y, prompt_pass, lm_head);
     }
 }
 
 void CpuModel::linear(const Bf16View& w, const Bf16View* b, const float* x, std::int64_t tokens,
-                      float* y) const {
+                      float* y, bool prompt_pass, bool lm_head) const {
     if (dense_) {
-        dense_->run(store_moe_->worker_team(), cpu::DenseOutput{&w, b, y, 0}, x, tokens, w.cols);
+        dense_->run(store_moe_->worker_team(), cpu::DenseOutput{&w, b, y, 0}, x, tokens, w.cols,
+                    dense_->prompt_call(tokens, prompt_pass, lm_head));
     } else {
         cpu::matmul_bf16(w, b, x, tokens, y);
     }
@@ -181,6 +183,9 @@ std::vector<float> CpuModel::forward(std::span<const TokenId> tokens, KvCache& c
     // position's result is the same bits whatever the block (per-row ops, attention reads the
     // cache), so blocking changes no output.
     const std::int64_t B = std::min(T, kPromptBlock);
+    // Every block of a prompt pass (a one-token block or pass too) takes the prompt kernels
+    // (StoreMoe::run, DenseKernel::prompt_call).
+    const bool prompt = T > 1 || opt.prompt;
     cpu::WorkerTeam* team = token_team();
     // Residual stream x [B, H]; scratch buffers reused across blocks and layers.
     std::vector<float> x(static_cast<size_t>(B * H)), h(x.size());
@@ -211,7 +216,8 @@ std::vector<float> CpuModel::forward(std::span<const TokenId> tokens, KvCache& c
                 const cpu::DenseOutput qkv[3] = {{&w.q_w, &w.q_b, q.data(), 0},
                                                  {&w.k_w, &w.k_b, k.data(), 0},
                                                  {&w.v_w, &w.v_b, v.data(), 0}};
-                dense_->run(store_moe_->worker_team(), qkv, h.data(), n, H);
+                dense_->run(store_moe_->worker_team(), qkv, h.data(), n, H,
+                            dense_->prompt_call(n, prompt, false));
             } else {
                 cpu::matmul_bf16(w.q_w, &w.q_b, h.data(), n, q.data());
                 cpu::matmul_bf16(w.k_w, &w.k_b, h.data(), n, k.data());
@@ -255,14 +261,14 @@ std::vector<float> CpuModel::forward(std::span<const TokenId> tokens, KvCache& c
             if (stopped.load(std::memory_order_relaxed)) throw Cancelled();
             project(w.o_w,
                     !int8_layers_.empty() ? &int8_layers_[static_cast<size_t>(l)].o : nullptr,
-                    &w.o_b, attn.data(), n, o.data());
+                    &w.o_b, attn.data(), n, o.data(), prompt);
             for_each_token(team, n, [&](std::int64_t t) {
                 float* xt = x.data() + t * H;
                 const float* ot = o.data() + t * H;
                 for (std::int64_t i = 0; i < H; ++i) xt[i] += ot[i];
                 cpu::rms_norm(xt, w.post_norm, c.rms_norm_eps, 1, h.data() + t * H);
             });
-            moe(l, h.data(), n, p0, opt, x.data(), T > 1 || opt.prompt);
+            moe(l, h.data(), n, p0, opt, x.data(), prompt);
         }
         // Logits of this block's rows from `first` on.
         const std::int64_t from = std::max(first, b0);
@@ -276,7 +282,7 @@ std::vector<float> CpuModel::forward(std::span<const TokenId> tokens, KvCache& c
                 screened_head(normed.data(), *opt.screen, out);
             } else {
                 project(weights_.lm_head, int8_ ? &int8_lm_head_ : nullptr, nullptr, normed.data(),
-                        rows, out);
+                        rows, out, prompt, true);
             }
         }
     }
@@ -369,7 +375,7 @@ void CpuModel::moe(int layer, const float* h, std::int64_t T, std::int64_t pos0,
     const int K = c.experts_per_token;
 
     std::vector<float> logits(static_cast<size_t>(T * E));
-    linear(w.router_w, &w.router_b, h, T, logits.data());
+    linear(w.router_w, &w.router_b, h, T, logits.data(), prompt);
     std::vector<int> sel(static_cast<size_t>(T * K));
     std::vector<float> gate(static_cast<size_t>(T * K));
     // Top-K per token (per-token work: on the team for a prompt block), then the observer in

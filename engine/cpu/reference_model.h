@@ -88,12 +88,14 @@ private:
     // The query heads of KV head `hk` (one GQA group) for one position.
     void attention_group(int layer, int hk, const float* q, std::int64_t pos, const KvCache& cache,
                          float* out) const;
-    // y = W x + b over `tokens` rows: the dense kernel when set, else cpu::matmul_bf16.
+    // y = W x + b over `tokens` rows: the dense kernel when set (its prompt variant where
+    // DenseKernel::prompt_call says so for a call of a prompt pass or not, the lm_head or not),
+    // else cpu::matmul_bf16.
     void linear(const Bf16View& w, const Bf16View* b, const float* x, std::int64_t tokens,
-                float* y) const;
+                float* y, bool prompt_pass, bool lm_head = false) const;
     // The same on the int8 kernel from q8, the int8 copy of w (nullptr: linear()).
     void project(const Bf16View& w, const cpu::Int8Matrix* q8, const Bf16View* b, const float* x,
-                 std::int64_t tokens, float* y) const;
+                 std::int64_t tokens, float* y, bool prompt_pass, bool lm_head = false) const;
     void screened_head(const float* x, const LogitsScreen& want, float* logits) const;
     // prompt: the block belongs to a prompt pass (StoreMoe::run).
     void moe(int layer, const float* h, std::int64_t tokens, std::int64_t pos0,

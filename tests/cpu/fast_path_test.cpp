@@ -99,11 +99,14 @@ TEST_F(FastPathTest, IsTheDefaultAndUsesTheDenseKernels) {
     EXPECT_EQ(fast_->cpu().store_moe()->bf16_prompt_kernel(), nullptr);
     EXPECT_TRUE(fast_->prompt_matches_decode());
     EXPECT_EQ(LoadOptions{}.prompt_kernel, "auto");
+    // fp32 prompts (the default) keep the dense kernels' lane tree for prompt blocks too.
+    EXPECT_EQ(fast_->cpu().dense_kernel()->prompt_isa(), fast_->cpu().dense_kernel()->isa());
     for (const char* fp32 : {"fp32"}) {
         auto m = load("auto", 0, {}, "auto", fp32);
         EXPECT_EQ(m->cpu().store_moe()->prompt_kernel(), nullptr);
         EXPECT_EQ(m->cpu().store_moe()->bf16_prompt_kernel(), nullptr);
         EXPECT_TRUE(m->prompt_matches_decode());
+        EXPECT_EQ(m->cpu().dense_kernel()->prompt_isa(), m->cpu().dense_kernel()->isa());
     }
     for (const char* bf16 : {"bf16", "bf16x2"}) {
         auto m = load("auto", 0, {}, "auto", bf16);
@@ -112,6 +115,9 @@ TEST_F(FastPathTest, IsTheDefaultAndUsesTheDenseKernels) {
             cpu::bf16_prompt_operand_name(m->cpu().store_moe()->bf16_prompt_kernel()->operand()),
             bf16);
         EXPECT_FALSE(m->prompt_matches_decode());
+        // The dense projections of bf16 prompt passes sum in the tile order.
+        EXPECT_TRUE(cpu::dense_isa_tile_order(m->cpu().dense_kernel()->prompt_isa())) << bf16;
+        EXPECT_EQ(m->cpu().dense_kernel()->prompts(), cpu::DensePrompts::passes);
     }
     auto int8_prompts = load("auto", 0, {}, "auto", "int8");
     EXPECT_NE(int8_prompts->cpu().store_moe()->prompt_kernel(), nullptr);
@@ -327,9 +333,10 @@ TEST_F(FastPathTest, Bf16PromptsAreSplitInvariantAndCloseToDecode) {
 }
 
 // Issue 49, "Reproducible by seed": every variant of the bf16 expert GEMM this machine runs
-// (forced with $NEURAL_BF16_GEMM, as CI forces the others) gives the same prompt logits bit for
-// bit through the engine, for both operands and raw and packed stores beside the checkpoint's
-// tensors. Prints the variants compared.
+// (forced with $NEURAL_BF16_GEMM, as CI forces the others), with the tile-order dense variant
+// that goes with it (AMX tiles, AVX-512F, AVX2 or scalar: dense_tile_isa_for), gives the same
+// prompt logits bit for bit through the engine, for both operands and raw and packed stores
+// beside the checkpoint's tensors. Prints the variants compared.
 TEST_F(FastPathTest, EveryBf16GemmVariantGivesTheSamePromptBits) {
     const char* old = std::getenv("NEURAL_BF16_GEMM");
     const std::string saved = old != nullptr ? old : "";
@@ -340,7 +347,8 @@ TEST_F(FastPathTest, EveryBf16GemmVariantGivesTheSamePromptBits) {
           cpu::Bf16ExpertIsa::amx_bf16, cpu::Bf16ExpertIsa::amx_emulated}) {
         if (!cpu::bf16_expert_isa_available(isa)) continue;
         isas.push_back(isa);
-        ran += std::string(ran.empty() ? "" : ", ") + cpu::bf16_expert_isa_name(isa);
+        ran += std::string(ran.empty() ? "" : ", ") + cpu::bf16_expert_isa_name(isa) + " (dense " +
+               cpu::dense_isa_name(cpu::dense_tile_isa_for(isa)) + ")";
     }
     std::printf("bf16 prompt GEMM variants compared through the engine: %s\n", ran.c_str());
     test::TempDir dir;
@@ -360,6 +368,9 @@ TEST_F(FastPathTest, EveryBf16GemmVariantGivesTheSamePromptBits) {
                     load("auto", 2, store ? packed.out : std::filesystem::path{}, "auto", operand);
                 ASSERT_NE(m->cpu().store_moe()->bf16_prompt_kernel(), nullptr);
                 EXPECT_EQ(m->cpu().store_moe()->bf16_prompt_kernel()->isa(), isa);
+                ASSERT_NE(m->cpu().dense_kernel(), nullptr);
+                EXPECT_EQ(m->cpu().dense_kernel()->prompt_isa(), cpu::dense_tile_isa_for(isa));
+                EXPECT_EQ(m->cpu().dense_kernel()->prompts(), cpu::DensePrompts::passes);
                 const std::vector<float> logits = run_all(*m, prompt);
                 if (first.empty()) first = logits;
                 EXPECT_TRUE(same_bits(logits, first)) << "worst " << worst_diff(logits, first);

@@ -13,6 +13,9 @@
 //    thread, both projections of the same record for 16 or 64 tokens, per variant: GMAC/s of one
 //    core, to compare with Multi at threads:1 (the fp32 kernel it replaces for prompts; the
 //    default bf16x2 prompt operand runs it on twice the rows).
+//  - DensePrompt: one prompt block (32, 64, 256 tokens) through a bf16 matrix of 2880 or 4096
+//    rows x NEURAL_BENCH_DIM on one thread, per dense prompt variant (the lane tree's avx2,
+//    avx512, avx512bf16; the tile order's tile-avx2, tile-avx512, amx-bf16): GMAC/s.
 //  - TeamOverhead: per-call cost of an empty two-phase job (the shape of one decode() call),
 //    36 calls per token, back to back and with a 200 us host gap between calls.
 // Environment: NEURAL_BENCH_PROBE_MB (2048), NEURAL_BENCH_LAYERS (36), NEURAL_BENCH_EXPERTS (4),
@@ -319,6 +322,39 @@ void BM_Dense(benchmark::State& state, bool int8, bool persistent, int threads) 
     state.counters["threads"] = threads;
 }
 
+// A prompt block through one bf16 matrix of `rows` x NEURAL_BENCH_DIM on the calling thread: the
+// dense kernel's prompt variant `isa` (the lane tree's multi-token path, or a tile-order
+// variant of the bf16 prompt path). GMAC/s = weights x tokens per second (each MAC is two
+// products: the operand's high and low parts).
+void BM_DensePrompt(benchmark::State& state, cpu::DenseIsa isa, std::int64_t rows,
+                    std::int64_t tokens) {
+    const std::int64_t cols = env_long("NEURAL_BENCH_DIM", 2880);
+    std::vector<std::uint16_t> bits(static_cast<size_t>(rows * cols));
+    std::mt19937 rng(11);
+    std::normal_distribution<float> nd(0.0f, 0.02f);
+    for (auto& b : bits) {
+        float v = nd(rng);
+        std::uint32_t u;
+        std::memcpy(&u, &v, 4);
+        b = static_cast<std::uint16_t>(u >> 16);
+    }
+    const Bf16View w{reinterpret_cast<const std::uint8_t*>(bits.data()), rows, cols};
+    const auto x = test::random_vector(static_cast<size_t>(tokens * cols), 12);
+    std::vector<float> y(static_cast<size_t>(tokens * rows));
+    cpu::ReferenceTeam team(1);
+    const cpu::DenseKernel kernel(cpu::best_dense_isa(), isa, cpu::DensePrompts::passes);
+    auto call = [&] {
+        kernel.run(team, cpu::DenseOutput{&w, nullptr, y.data(), 0}, x.data(), tokens, cols,
+                   true);
+    };
+    call();
+    for (auto _ : state) call();
+    benchmark::DoNotOptimize(y.data());
+    state.counters["GMAC/s"] = benchmark::Counter(
+        1e-9 * static_cast<double>(rows * cols * tokens) * static_cast<double>(state.iterations()),
+        benchmark::Counter::kIsRate);
+}
+
 // --- team overhead ------------------------------------------------------------------------------
 
 // One GQA group of gpt-oss (8 query heads, d = 64) against n cached keys and values, one thread:
@@ -432,6 +468,21 @@ int main(int argc, char** argv) {
                 ->Unit(benchmark::kMillisecond)
                 ->Iterations(iters * 4)
                 ->UseRealTime();
+        }
+    }
+    for (cpu::DenseIsa isa : {cpu::DenseIsa::avx2, cpu::DenseIsa::avx512,
+                              cpu::DenseIsa::avx512bf16, cpu::DenseIsa::tile_avx2,
+                              cpu::DenseIsa::tile_avx512, cpu::DenseIsa::amx_bf16}) {
+        if (!cpu::dense_isa_available(isa)) continue;
+        for (std::int64_t rows : {std::int64_t{2880}, std::int64_t{4096}}) {
+            for (std::int64_t tokens : {std::int64_t{32}, std::int64_t{64}, std::int64_t{256}}) {
+                const std::string name = std::string("DensePrompt/") + cpu::dense_isa_name(isa) +
+                                         "/rows:" + std::to_string(rows) +
+                                         "/tokens:" + std::to_string(tokens) + "/threads:1";
+                benchmark::RegisterBenchmark(name.c_str(), BM_DensePrompt, isa, rows, tokens)
+                    ->Unit(benchmark::kMillisecond)
+                    ->UseRealTime();
+            }
         }
     }
     for (bool int8 : {false, true}) {

@@ -21,7 +21,7 @@ constexpr int kAmxTokens = 32;  // tokens per tile (two A tiles)
 // Rows r0..r0+nr-1 (nr <= 32) of w (bf16, cols columns) into bv: for chunk c and half g,
 // bv[((c * 2 + g) * 16 + k) * 16 + n] = columns 32c + 2k, 32c + 2k + 1 of row r0 + 16g + n as
 // one 32-bit pair; zero past nr rows and past cols.
-inline void repack_rows(const std::uint8_t* w, std::int64_t cols, std::int64_t r0, int nr,
+[[maybe_unused]] inline void repack_rows(const std::uint8_t* w, std::int64_t cols, std::int64_t r0, int nr,
                         std::int64_t chunks, std::uint32_t* bv) {
     std::memset(bv, 0, static_cast<std::size_t>(chunks) * 2 * 256 * 4);
     for (int rr = 0; rr < nr; ++rr) {
@@ -53,13 +53,12 @@ inline TileConfig dense_tile_config() {
     return c;
 }
 
-void dense_amx_task(void* ctx, std::int64_t task, std::int32_t) {
+void dense_amx_task(void* ctx, std::int64_t task, std::int32_t worker) {
     const Job& job = *static_cast<const Job*>(ctx);
     const auto [outp, r0, r1] = task_rows(job, task);
     const Output& out = *outp;
     const std::int64_t chunks = job.padded / 32;
-    auto& bv = thread_scratch<std::vector<std::uint32_t>, struct AmxOperandTiles>();
-    bv.resize(static_cast<std::size_t>(chunks) * 2 * 256);
+    std::uint32_t* bv = job.scratch + worker * job.scratch_dwords;
     alignas(64) float cbuf[4][16 * 16];
     const std::int64_t xs = 4 * job.padded;  // bytes between tokens' operand rows
     const auto* x = reinterpret_cast<const std::uint8_t*>(job.x);
@@ -67,7 +66,11 @@ void dense_amx_task(void* ctx, std::int64_t task, std::int32_t) {
     NEURAL_TILE_CONFIG(&cfg);
     for (std::int64_t r = r0; r < r1; r += kAmxRows) {
         const int nr = r1 - r < kAmxRows ? static_cast<int>(r1 - r) : kAmxRows;
-        repack_rows(out.w, job.cols, r, nr, chunks, bv.data());
+#ifdef NEURAL_DENSE_REPACK_AVX512
+        repack_avx512(out.w, job.cols, r, nr, chunks, 2, bv);  // the same bytes, in registers
+#else
+        repack_rows(out.w, job.cols, r, nr, chunks, bv);
+#endif
         float b[kAmxRows];
         for (int i = 0; i < nr; ++i) b[i] = bf16_at(out.bias, r + i);
         for (std::int64_t t0 = 0; t0 < job.tokens; t0 += kAmxTokens) {
@@ -78,7 +81,7 @@ void dense_amx_task(void* ctx, std::int64_t task, std::int32_t) {
             NEURAL_TILE_ZERO(6);
             NEURAL_TILE_ZERO(7);
             for (std::int64_t c = 0; c < chunks; ++c) {
-                const std::uint32_t* bc = bv.data() + c * 2 * 256;
+                const std::uint32_t* bc = bv + c * 2 * 256;
                 NEURAL_TILE_LOAD(2, bc, 64);
                 NEURAL_TILE_LOAD(3, bc + 256, 64);
                 NEURAL_TILE_LOAD(0, xa + 64 * c, xs);
@@ -103,7 +106,10 @@ void dense_amx_task(void* ctx, std::int64_t task, std::int32_t) {
                 float* y = out.y + (t0 + t) * out.y_stride + r;
                 const float* c0 = cbuf[2 * (t / 16)] + 16 * (t % 16);  // rows 0..15
                 const float* c1 = cbuf[2 * (t / 16) + 1] + 16 * (t % 16);
-                for (int i = 0; i < nr; ++i) y[i] = (i < 16 ? c0[i] : c1[i - 16]) + b[i];
+                for (int i = 0; i < nr; ++i) {
+                    const float v = (i < 16 ? c0[i] : c1[i - 16]) + b[i];
+                    y[i] = v != v ? canonical_nan() : v;
+                }
             }
         }
     }

@@ -6,10 +6,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <vector>
 
 #include "cpu/kernels/dense_impl.h"
-#include "platform/thread_scratch.h"
 
 #define NEURAL_AMX_EMULATED 1
 

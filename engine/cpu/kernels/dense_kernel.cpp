@@ -18,6 +18,8 @@ namespace dense_detail {
 #ifndef NEURAL_KERNELS_X86
 TaskFn task_avx2() { return nullptr; }
 TaskFn task_avx512() { return nullptr; }
+TaskFn task_tile_avx2() { return nullptr; }
+TaskFn task_tile_avx512() { return nullptr; }
 #endif
 #ifndef NEURAL_KERNELS_AVX512BF16
 TaskFn task_avx512bf16() { return nullptr; }
@@ -46,8 +48,19 @@ dense_detail::TaskFn task_for(DenseIsa isa) {
             return dense_detail::task_amx_bf16();
         case DenseIsa::amx_emulated:
             return dense_detail::task_amx_emulated();
+        case DenseIsa::tile_scalar:
+            return dense_detail::task_tile_scalar();
+        case DenseIsa::tile_avx2:
+            return dense_detail::task_tile_avx2();
+        case DenseIsa::tile_avx512:
+            return dense_detail::task_tile_avx512();
     }
     return nullptr;
+}
+
+// The variants that read the operand as fp32 planes (Job::planes).
+bool reads_planes(DenseIsa isa) {
+    return isa == DenseIsa::tile_avx2 || isa == DenseIsa::tile_avx512;
 }
 
 }  // namespace
@@ -66,6 +79,12 @@ const char* dense_isa_name(DenseIsa isa) {
             return "amx-bf16";
         case DenseIsa::amx_emulated:
             return "amx-emulated";
+        case DenseIsa::tile_scalar:
+            return "tile-scalar";
+        case DenseIsa::tile_avx2:
+            return "tile-avx2";
+        case DenseIsa::tile_avx512:
+            return "tile-avx512";
     }
     return "?";
 }
@@ -74,10 +93,13 @@ bool dense_isa_available(DenseIsa isa) {
     if (task_for(isa) == nullptr) return false;
     switch (isa) {
         case DenseIsa::scalar:
+        case DenseIsa::tile_scalar:
             return true;
         case DenseIsa::avx2:
+        case DenseIsa::tile_avx2:
             return cpu_features().has_avx2_fma();
         case DenseIsa::avx512:
+        case DenseIsa::tile_avx512:
             return cpu_features().has_avx512();
         case DenseIsa::avx512bf16:
             return cpu_features().has_avx512_bf16();
@@ -87,6 +109,12 @@ bool dense_isa_available(DenseIsa isa) {
             return true;
     }
     return false;
+}
+
+bool dense_isa_tile_order(DenseIsa isa) {
+    return isa == DenseIsa::amx_bf16 || isa == DenseIsa::amx_emulated ||
+           isa == DenseIsa::tile_scalar || isa == DenseIsa::tile_avx2 ||
+           isa == DenseIsa::tile_avx512;
 }
 
 DenseIsa best_dense_isa() {
@@ -126,11 +154,20 @@ DenseOperand dense_split_operand(float x) {
 
 namespace {
 
-// Task = token t: its operand row (high parts, low parts, zero padding) from x[t].
+float widen(std::uint16_t v) {
+    const std::uint32_t bits = static_cast<std::uint32_t>(v) << 16;
+    float f;
+    std::memcpy(&f, &bits, 4);
+    return f;
+}
+
+// Task = token t: its operand row (high parts, low parts, zero padding) from x[t], and where
+// `planes` is set the same values as fp32 planes (dense_impl.h Job::planes).
 struct SplitJob {
     const float* x;
     std::uint16_t* out;
     std::int64_t cols, padded;
+    float* planes = nullptr;
 
     static void task(void* ctx, std::int64_t t, std::int32_t) {
         const auto& j = *static_cast<const SplitJob*>(ctx);
@@ -143,6 +180,16 @@ struct SplitJob {
             lo[c] = o.lo;
         }
         for (std::int64_t c = j.cols; c < j.padded; ++c) hi[c] = lo[c] = 0;
+        if (j.planes == nullptr) return;
+        float* p = j.planes + t * dense_detail::plane_floats(j.padded);
+        for (std::int64_t c = 0; c < j.padded; c += 32, p += 64) {
+            for (int k = 0; k < 16; ++k) {
+                p[k] = widen(hi[c + 2 * k]);
+                p[16 + k] = widen(hi[c + 2 * k + 1]);
+                p[32 + k] = widen(lo[c + 2 * k]);
+                p[48 + k] = widen(lo[c + 2 * k + 1]);
+            }
+        }
     }
 };
 
@@ -154,9 +201,41 @@ DenseIsa dense_amx_prompt_isa(DenseIsa isa) {
                : isa;
 }
 
+DenseIsa dense_tile_isa_for(Bf16ExpertIsa gemm) {
+    // Each GEMM variant's instruction set (the GEMM's availability implies the dense one's),
+    // falling back where this build lacks the AMX dense variant (Windows: not built).
+    DenseIsa want = DenseIsa::tile_scalar;
+    switch (gemm) {
+        case Bf16ExpertIsa::scalar:
+            want = DenseIsa::tile_scalar;
+            break;
+        case Bf16ExpertIsa::avx2:
+            want = DenseIsa::tile_avx2;
+            break;
+        case Bf16ExpertIsa::avx512:
+            want = DenseIsa::tile_avx512;
+            break;
+        case Bf16ExpertIsa::amx_bf16:
+            want = DenseIsa::amx_bf16;
+            break;
+        case Bf16ExpertIsa::amx_emulated:
+            want = DenseIsa::amx_emulated;
+            break;
+    }
+    for (DenseIsa isa : {want, DenseIsa::tile_avx512, DenseIsa::tile_avx2}) {
+        if (dense_isa_available(isa)) return isa;
+    }
+    return DenseIsa::tile_scalar;
+}
+
 DenseKernel::DenseKernel(DenseIsa isa) : DenseKernel(isa, isa) {}
 
-DenseKernel::DenseKernel(DenseIsa isa, DenseIsa prompt) : isa_(isa), prompt_isa_(prompt) {
+DenseKernel::DenseKernel(DenseIsa isa, DenseIsa prompt, DensePrompts prompts)
+    : isa_(isa), prompt_isa_(prompt), prompts_(prompts) {
+    if (dense_isa_tile_order(isa)) {
+        fail("dense kernel: {} is a prompt variant (decode runs a lane-tree one)",
+             dense_isa_name(isa));
+    }
     for (DenseIsa v : {isa, prompt}) {
         if (!dense_isa_available(v)) {
             fail("dense kernel: the {} variant is not available on this CPU/build ({})",
@@ -166,7 +245,7 @@ DenseKernel::DenseKernel(DenseIsa isa, DenseIsa prompt) : isa_(isa), prompt_isa_
 }
 
 void DenseKernel::run(WorkerTeam& team, std::span<const DenseOutput> outs, const float* x,
-                      std::int64_t tokens, std::int64_t cols) const {
+                      std::int64_t tokens, std::int64_t cols, bool prompt) const {
     using namespace dense_detail;
     if (outs.empty() || outs.size() > kMaxOutputs) {
         fail("dense kernel: 1-{} matrices per call, got {}", kMaxOutputs, outs.size());
@@ -209,7 +288,7 @@ void DenseKernel::run(WorkerTeam& team, std::span<const DenseOutput> outs, const
     // The operand, split once per call: per token its bf16 high parts, then its low parts,
     // each row zero-padded to a multiple of 32. A prompt's split is the team's first phase (a
     // task per token: 1.5 M values per call at 512 tokens, too many for the caller alone).
-    const DenseIsa isa = tokens >= 2 ? prompt_isa_ : isa_;
+    const DenseIsa isa = prompt ? prompt_isa_ : isa_;
     const bool amx = isa == DenseIsa::amx_bf16 || isa == DenseIsa::amx_emulated;
     const std::int64_t pad = amx ? kAmxTokenPad : 0;  // zero rows the AMX token tiles read
     auto& operand = thread_scratch<std::vector<std::uint16_t>, struct DenseOperand>();
@@ -217,6 +296,18 @@ void DenseKernel::run(WorkerTeam& team, std::span<const DenseOutput> outs, const
     std::fill(operand.begin() + tokens * 2 * job.padded, operand.end(), std::uint16_t{0});
     job.x = operand.data();
     SplitJob split{x, operand.data(), cols, job.padded};
+    if (reads_planes(isa)) {
+        auto& planes = thread_scratch<std::vector<float>, struct DensePlanes>();
+        planes.resize(static_cast<std::size_t>(tokens * plane_floats(job.padded)));
+        split.planes = planes.data();
+        job.planes = planes.data();
+    }
+    if (amx || reads_planes(isa)) {  // a repacked group of rows per worker
+        auto& scratch = thread_scratch<std::vector<std::uint32_t>, struct DenseRepack>();
+        job.scratch_dwords = repack_dwords(job.padded);
+        scratch.resize(static_cast<std::size_t>(threads * job.scratch_dwords));
+        job.scratch = scratch.data();
+    }
     // A small job (the tiny shapes' router or projections: a few microseconds of work) runs on
     // the caller: waking the team would cost more than the work. Same tasks, same bits.
     std::int64_t macs = 0;

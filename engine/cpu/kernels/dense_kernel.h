@@ -24,6 +24,7 @@
 #include <cstdint>
 #include <span>
 
+#include "cpu/kernels/expert_bf16.h"
 #include "cpu/kernels/expert_kernel.h"
 #include "model/weights.h"
 
@@ -31,29 +32,46 @@ namespace neural::cpu {
 
 class WorkerTeam;
 
-// scalar, avx2, avx512 and avx512bf16 give the same bits (above). amx_bf16 (AMX tiles,
-// dense_amx.inl) is the prompt variant: per (token, row) the tiles' sums (per 32-column chunk
-// two lane sums, docs/KERNELS.md "bf16 expert GEMM") instead of the 16-lane tree, so not the
-// others' bits, but each token's result still comes from that token alone whatever the batch;
-// amx_emulated is its code on tiles emulated in plain C++ (tests only; never chosen).
+// scalar, avx2, avx512 and avx512bf16 give the same bits (above). The prompt variants sum in
+// the AMX-BF16 tiles' order instead ("tile order": per (token, row) and 32-column chunk two lane
+// sums of the high parts, even columns and odd columns, each from +0 with one fma per column in
+// column order, added to the output's sum, then the low parts' two likewise; FTZ/DAZ and round
+// to nearest as the tiles; docs/KERNELS.md "bf16 expert GEMM" for the measured model), so not
+// the lane tree's bits, but every token's result comes from that token alone whatever the
+// batch, and all five give the same bits: amx_bf16 (the tiles, dense_amx.inl), amx_emulated
+// (its code on tiles emulated in plain C++: tests only, never chosen), tile_avx512 (AVX-512F
+// fmas across 16 rows), tile_avx2 (AVX2 fmas across 8 rows) and tile_scalar (the reference,
+// written out one output at a time).
 enum class DenseIsa : std::uint8_t {
     scalar = 0,
     avx2 = 1,
     avx512 = 2,
     avx512bf16 = 3,
     amx_bf16 = 4,
-    amx_emulated = 5
+    amx_emulated = 5,
+    tile_scalar = 6,
+    tile_avx2 = 7,
+    tile_avx512 = 8
 };
 
-// "scalar", "avx2", "avx512", "avx512bf16", "amx-bf16", "amx-emulated"
+// "scalar", "avx2", "avx512", "avx512bf16", "amx-bf16", "amx-emulated", "tile-scalar",
+// "tile-avx2", "tile-avx512"
 const char* dense_isa_name(DenseIsa isa);
 // This build contains the variant and this CPU (and OS) can run it.
 bool dense_isa_available(DenseIsa isa);
-// The fastest available variant of the lane-tree arithmetic (never an AMX one).
+// Whether the variant sums in the tile order (the AMX and tile-* variants).
+bool dense_isa_tile_order(DenseIsa isa);
+// The fastest available variant of the lane-tree arithmetic (never a tile-order one).
 DenseIsa best_dense_isa();
-// The prompt variant that goes with `isa` where prompts run on AMX: amx_bf16 where isa is
-// avx512bf16 and the CPU has AMX-BF16, else isa.
+// The prompt variant that goes with `isa` where the int8 prompt kernel runs on AMX: amx_bf16
+// where isa is avx512bf16 and the CPU has AMX-BF16, else isa.
 DenseIsa dense_amx_prompt_isa(DenseIsa isa);
+// The tile-order variant of the bf16 prompt path beside the bf16 expert GEMM's variant `gemm`
+// (select_bf16_expert_isa: $NEURAL_BF16_GEMM forces both): amx_bf16 with the GEMM's amx_bf16
+// where this build has the AMX dense variant (else tile_avx512), amx_emulated with
+// amx_emulated, tile_avx512 with avx512, tile_avx2 with avx2, tile_scalar with scalar. The
+// same bits whichever.
+DenseIsa dense_tile_isa_for(Bf16ExpertIsa gemm);
 // The dense variant that goes with an expert-kernel variant: the same instruction set, with
 // vdpbf16ps when AVX-512 is chosen and the CPU has AVX512_BF16.
 DenseIsa dense_isa_for(KernelIsa isa);
@@ -66,23 +84,51 @@ struct DenseOutput {
     std::int64_t y_stride = 0;  // floats between tokens' outputs (0: w->rows)
 };
 
+// Which calls of a forward pass run the prompt variant (DenseKernel::prompt_call).
+enum class DensePrompts : std::uint8_t {
+    // Every call of two or more tokens: a prompt block's projections, router and lm_head (the
+    // int8 prompt path's AMX GEMMs; with `fp32` prompts the prompt variant is the decode one).
+    blocks,
+    // Every projection and router call of a prompt pass, whatever its token count (a one-token
+    // block or pass too, so a prompt's bits do not depend on its split), never the lm_head:
+    // its logits feed the sampler only, and the screened lm_head computes their rows on the
+    // decode variant (the bf16 prompt path's tile order).
+    passes
+};
+
 class DenseKernel {
 public:
-    // `isa` runs single-token calls (decode), `prompt` calls of two or more tokens (default:
-    // `isa` too). Throws neural::Error for a variant this CPU or build cannot run.
+    // `isa` runs decode steps, `prompt` the calls `prompts` names (default: `isa` for all).
+    // Throws neural::Error for a variant this CPU or build cannot run.
     explicit DenseKernel(DenseIsa isa = best_dense_isa());
-    DenseKernel(DenseIsa isa, DenseIsa prompt);
+    DenseKernel(DenseIsa isa, DenseIsa prompt, DensePrompts prompts = DensePrompts::blocks);
     DenseIsa isa() const { return isa_; }
     DenseIsa prompt_isa() const { return prompt_isa_; }
+    DensePrompts prompts() const { return prompts_; }
+    // Whether a call of `tokens` tokens runs the prompt variant: in a prompt pass (more than one
+    // token, or flagged ForwardOptions::prompt) or not, the lm_head or not.
+    bool prompt_call(std::int64_t tokens, bool prompt_pass, bool lm_head) const {
+        return prompts_ == DensePrompts::passes ? prompt_pass && !lm_head : tokens >= 2;
+    }
 
     // Every matrix in `outs` must have `cols` columns; x is [tokens, cols] fp32 (row stride
     // cols). All matrices run in one team job (q, k and v share the rounded x and one barrier).
+    // `prompt`: the prompt variant (prompt_call()), else the decode one; without it, calls of
+    // two or more tokens take the prompt variant.
     // Throws neural::Error for mismatched shapes or more than 4 matrices.
     void run(WorkerTeam& team, std::span<const DenseOutput> outs, const float* x,
-             std::int64_t tokens, std::int64_t cols) const;
+             std::int64_t tokens, std::int64_t cols, bool prompt) const;
+    void run(WorkerTeam& team, std::span<const DenseOutput> outs, const float* x,
+             std::int64_t tokens, std::int64_t cols) const {
+        run(team, outs, x, tokens, cols, tokens >= 2);
+    }
     void run(WorkerTeam& team, const DenseOutput& out, const float* x, std::int64_t tokens,
              std::int64_t cols) const {
         run(team, std::span<const DenseOutput>(&out, 1), x, tokens, cols);
+    }
+    void run(WorkerTeam& team, const DenseOutput& out, const float* x, std::int64_t tokens,
+             std::int64_t cols, bool prompt) const {
+        run(team, std::span<const DenseOutput>(&out, 1), x, tokens, cols, prompt);
     }
     // One token, only the listed rows of w: y[r] = sum_c W[r][c] x[c] for each r in `rows`
     // (other entries of y untouched), on the single-token variant. Each row gets the bits run()
@@ -93,6 +139,7 @@ public:
 
 private:
     DenseIsa isa_, prompt_isa_;
+    DensePrompts prompts_ = DensePrompts::blocks;
 };
 
 // x as the kernels take it: hi = bf16(x), lo = bf16(x - hi), both round to nearest even with
