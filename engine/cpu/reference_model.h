@@ -91,8 +91,8 @@ private:
     // y = W x + b over `tokens` rows: the dense kernel when set (its prompt variant where
     // DenseKernel::prompt_call says so for a call of a prompt pass or not, the lm_head or not),
     // else cpu::matmul_bf16.
-    void linear(const Bf16View& w, const Bf16View* b, const float* x, std::int64_t tokens,
-                float* y, bool prompt_pass, bool lm_head = false) const;
+    void linear(const Bf16View& w, const Bf16View* b, const float* x, std::int64_t tokens, float* y,
+                bool prompt_pass, bool lm_head = false) const;
     // The same on the int8 kernel from q8, the int8 copy of w (nullptr: linear()).
     void project(const Bf16View& w, const cpu::Int8Matrix* q8, const Bf16View* b, const float* x,
                  std::int64_t tokens, float* y, bool prompt_pass, bool lm_head = false) const;

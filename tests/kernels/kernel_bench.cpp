@@ -344,8 +344,7 @@ void BM_DensePrompt(benchmark::State& state, cpu::DenseIsa isa, std::int64_t row
     cpu::ReferenceTeam team(1);
     const cpu::DenseKernel kernel(cpu::best_dense_isa(), isa, cpu::DensePrompts::passes);
     auto call = [&] {
-        kernel.run(team, cpu::DenseOutput{&w, nullptr, y.data(), 0}, x.data(), tokens, cols,
-                   true);
+        kernel.run(team, cpu::DenseOutput{&w, nullptr, y.data(), 0}, x.data(), tokens, cols, true);
     };
     call();
     for (auto _ : state) call();
@@ -470,9 +469,9 @@ int main(int argc, char** argv) {
                 ->UseRealTime();
         }
     }
-    for (cpu::DenseIsa isa : {cpu::DenseIsa::avx2, cpu::DenseIsa::avx512,
-                              cpu::DenseIsa::avx512bf16, cpu::DenseIsa::tile_avx2,
-                              cpu::DenseIsa::tile_avx512, cpu::DenseIsa::amx_bf16}) {
+    for (cpu::DenseIsa isa :
+         {cpu::DenseIsa::avx2, cpu::DenseIsa::avx512, cpu::DenseIsa::avx512bf16,
+          cpu::DenseIsa::tile_avx2, cpu::DenseIsa::tile_avx512, cpu::DenseIsa::amx_bf16}) {
         if (!cpu::dense_isa_available(isa)) continue;
         for (std::int64_t rows : {std::int64_t{2880}, std::int64_t{4096}}) {
             for (std::int64_t tokens : {std::int64_t{32}, std::int64_t{64}, std::int64_t{256}}) {

@@ -21,8 +21,8 @@ constexpr int kAmxTokens = 32;  // tokens per tile (two A tiles)
 // Rows r0..r0+nr-1 (nr <= 32) of w (bf16, cols columns) into bv: for chunk c and half g,
 // bv[((c * 2 + g) * 16 + k) * 16 + n] = columns 32c + 2k, 32c + 2k + 1 of row r0 + 16g + n as
 // one 32-bit pair; zero past nr rows and past cols.
-[[maybe_unused]] inline void repack_rows(const std::uint8_t* w, std::int64_t cols, std::int64_t r0, int nr,
-                        std::int64_t chunks, std::uint32_t* bv) {
+[[maybe_unused]] inline void repack_rows(const std::uint8_t* w, std::int64_t cols, std::int64_t r0,
+                                         int nr, std::int64_t chunks, std::uint32_t* bv) {
     std::memset(bv, 0, static_cast<std::size_t>(chunks) * 2 * 256 * 4);
     for (int rr = 0; rr < nr; ++rr) {
         const std::uint8_t* row = w + 2 * (r0 + rr) * cols;

@@ -57,8 +57,8 @@ void tile_task(void* ctx, std::int64_t task, std::int32_t worker) {
         float b[kGroupRows];
         for (int i = 0; i < nr; ++i) b[i] = bf16_at(out.bias, r + i);
         for (std::int64_t t0 = 0; t0 < job.tokens; t0 += kTileTokens) {
-            const int nt = job.tokens - t0 < kTileTokens ? static_cast<int>(job.tokens - t0)
-                                                         : kTileTokens;
+            const int nt =
+                job.tokens - t0 < kTileTokens ? static_cast<int>(job.tokens - t0) : kTileTokens;
             _mm_setcsr(kGemmCsr);
             for (int g = 0; g * 16 < nr && (g == 0 || !Isa::kBothHalves); ++g) {
                 for (int q0 = 0; q0 < nt; q0 += Isa::kTokens) {
