@@ -9,8 +9,11 @@ first (by the summed seconds of its tests in a ctest cost file, --costs: the nat
 Testing/Temporary/CTestCostData.txt, else by its number of tests); a program whose tests fail
 (or that crashes) is run again once with only the tests that did not pass (LeakSanitizer's
 exit-time tracer crashed once in two runs after tests that had passed; a real error repeats). Every selected test must be reported passed or skipped: a
-program that stops early fails the run. Used by scripts/sanitize.sh (docs/RELIABILITY.md
-"CI time").
+program that stops early fails the run. A test written by hand with add_test (its own
+--gtest_filter of several names or a pattern, or its own ENVIRONMENT, e.g. the
+neural_default_path_without_* runs with NEURAL_CPU_DISABLE) is not one gtest: it runs as ctest
+would run it, its command with its environment in its directory, and passes on exit code 0
+(again once if not). Used by scripts/sanitize.sh (docs/RELIABILITY.md "CI time").
 
   gtest_by_program.py BUILD_DIR --label REGEX [--exclude REGEX] [--jobs N] [--timeout S]
                       [--costs CTestCostData.txt]
@@ -31,6 +34,7 @@ def selected_tests(build_dir, label, exclude):
     out = subprocess.run(["ctest", "--test-dir", build_dir, "-L", label, "--show-only=json-v1"],
                          check=True, capture_output=True, text=True).stdout
     programs = {}  # (program, working directory) -> [test names]
+    whole = []  # (name, command, working directory, environment): run as ctest would
     others = []
     for t in json.loads(out).get("tests", []):
         cmd = t.get("command") or []
@@ -41,10 +45,15 @@ def selected_tests(build_dir, label, exclude):
             continue
         if exclude and re.search(exclude, name):
             continue
-        wd = next((p["value"] for p in t.get("properties", [])
-                   if p["name"] == "WORKING_DIRECTORY"), os.path.dirname(cmd[0]))
-        programs.setdefault((cmd[0], wd), []).append(filt[0][len("--gtest_filter="):])
-    return programs, others
+        props = {p["name"]: p["value"] for p in t.get("properties", [])}
+        wd = props.get("WORKING_DIRECTORY", os.path.dirname(cmd[0]))
+        pattern = filt[0][len("--gtest_filter="):]
+        if "ENVIRONMENT" in props or re.search(r"[:*?]", pattern):
+            env = dict(v.split("=", 1) for v in props.get("ENVIRONMENT", []))
+            whole.append((name, cmd, wd, env))
+            continue
+        programs.setdefault((cmd[0], wd), []).append(pattern)
+    return programs, whole, others
 
 
 def test_costs(path):
@@ -67,6 +76,18 @@ def test_costs(path):
 
 
 RESULT = re.compile(r"^\[\s+(OK|FAILED|SKIPPED)\s+\] (\S+)(?: \(\d+ ms\))?$")
+
+
+def run_whole(cmd, wd, env, timeout, log):
+    """A hand-written test: its command, environment and directory; passes on exit code 0."""
+    started = time.time()
+    with open(log, "w") as f:
+        try:
+            rc = subprocess.run(cmd, cwd=wd, stdout=f, stderr=subprocess.STDOUT, timeout=timeout,
+                                env={**os.environ, **env}).returncode
+        except subprocess.TimeoutExpired:
+            rc = "timeout"
+    return rc, time.time() - started
 
 
 def run_program(program, wd, tests, timeout, log):
@@ -101,6 +122,10 @@ for name in names.split(":"):
         sys.stdout.flush()
         os._exit(134)
     print("[ RUN      ] " + name)
+    if name.endswith("NeedsEnv") and os.environ.get("FAKE_NEEDED") != "1":
+        print("[  FAILED  ] %s (0 ms)" % name)
+        failed = True
+        continue
     if name.endswith("Skip"):
         print("[  SKIPPED ] %s (0 ms)" % name)
     elif name.endswith("Fail") or (name.endswith("Flaky") and first):
@@ -136,6 +161,11 @@ def self_test():
                         f'WORKING_DIRECTORY "{tmp}")\n')
             f.write(f'add_test(a.script "/bin/true")\nset_tests_properties(a.script PROPERTIES '
                     f'LABELS "good")\n')
+            # Hand-written: two names in one filter and an environment they need.
+            for label, env in (("env", "FAKE_NEEDED=1"), ("noenv", "FAKE_NEEDED=0")):
+                f.write(f'add_test(U.{label} "{fake}" "--gtest_filter=U.APass:U.BNeedsEnv")\n'
+                        f'set_tests_properties(U.{label} PROPERTIES LABELS "{label}" '
+                        f'ENVIRONMENT "{env}" WORKING_DIRECTORY "{tmp}")\n')
         cost_file = os.path.join(tmp, "CTestCostData.txt")
         with open(cost_file, "w") as f:
             f.write("O.Pass 1 0.5\nP.Pass 1 100\n---\n")
@@ -169,6 +199,12 @@ def self_test():
         rc, out = run("--label", "^order$", "--jobs", "1", "--costs", cost_file)
         checks.append(("with costs: the costlier program first",
                        first_program(out) == "fake_b_tests"))
+        rc, out = run("--label", "^env$")
+        checks.append(("a hand-written test runs with its environment and filter",
+                       rc == 0 and "U.env" in out and "as ctest runs it" in out))
+        rc, out = run("--label", "^noenv$")
+        checks.append(("a hand-written test that fails fails the run",
+                       rc == 1 and "  U.noenv" in out))
         rc, out = run("--label", "^nothing$")
         checks.append(("no test selected is an error", rc == 1))
         for what, ok in checks:
@@ -189,13 +225,13 @@ def main():
     ap.add_argument("--timeout", type=int, default=1800)
     ap.add_argument("--costs", default="")
     a = ap.parse_args()
-    programs, others = selected_tests(a.build_dir, a.label, a.exclude)
-    if not programs:
+    programs, whole, others = selected_tests(a.build_dir, a.label, a.exclude)
+    if not programs and not whole:
         print("gtest_by_program: no gtest tests selected", file=sys.stderr)
         return 1
     logdir = os.path.join(a.build_dir, "Testing", "by-program")
     os.makedirs(logdir, exist_ok=True)
-    total = sum(len(t) for t in programs.values())
+    total = sum(len(t) for t in programs.values()) + len(whole)
     print(f"gtest_by_program: {total} tests in {len(programs)} programs, {a.jobs} at a time"
           + (f"; not gtest, not run here: {', '.join(others)}" if others else ""))
     # Longest first, so the last program to finish is a short one.
@@ -218,10 +254,27 @@ def main():
                     + ("all passed" if not not_passed else f"{len(not_passed)} still not"))
         return name, len(tests), not_passed, secs, note
 
+    def one_whole(item):
+        name, cmd, wd, env = item
+        log = os.path.join(logdir, name + ".log")
+        rc, secs = run_whole(cmd, wd, env, a.timeout, log)
+        note = ""
+        if rc != 0:
+            first = rc
+            rc, secs2 = run_whole(cmd, wd, env, a.timeout, log + ".again")
+            secs += secs2
+            note = (f"; exit {first} ({log}), run again: "
+                    + ("passed" if rc == 0 else f"exit {rc}"))
+        return name, rc == 0, secs, note
+
     with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, a.jobs)) as pool:
         for name, n, not_passed, secs, note in pool.map(one, order):
             print(f"  {name:28s} {n:4d} tests {secs:7.1f} s{note}", flush=True)
             failed += [f"{name}: {t}" for t in not_passed]
+        for name, ok, secs, note in pool.map(one_whole, whole):
+            print(f"  {name:28s} as ctest runs it {secs:7.1f} s{note}", flush=True)
+            if not ok:
+                failed.append(name)
     if failed:
         print(f"gtest_by_program: {len(failed)} of {total} tests failed:")
         for f in failed:
