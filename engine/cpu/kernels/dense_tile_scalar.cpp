@@ -15,18 +15,6 @@
 namespace neural::cpu::dense_detail {
 namespace {
 
-// FTZ: a result below 2^-126 in magnitude becomes zero of its sign.
-float ftz(float v) { return std::fpclassify(v) == FP_SUBNORMAL ? std::copysign(0.0f, v) : v; }
-
-// DAZ: bf16 bits to fp32, subnormals as zero of their sign.
-float daz_bf16(std::uint16_t v) {
-    if ((v & 0x7F80u) == 0) v &= 0x8000u;
-    const std::uint32_t bits = static_cast<std::uint32_t>(v) << 16;
-    float f;
-    std::memcpy(&f, &bits, 4);
-    return f;
-}
-
 // Row `w` (cols bf16) against one token's operand (high parts at x, low parts at x + padded):
 // per 32-column chunk, the high parts' two lane sums (even columns, odd columns: one fma each
 // per column, zero weights and operand past cols as the tiles' padding), added to the sum, then

@@ -24,18 +24,6 @@ using bf16_detail::Variant;
 
 namespace {
 
-// FTZ: a result below 2^-126 in magnitude becomes zero of its sign.
-float ftz(float v) { return std::fpclassify(v) == FP_SUBNORMAL ? std::copysign(0.0f, v) : v; }
-
-// DAZ: bf16 bits to fp32, subnormals as zero of their sign.
-float daz_bf16(std::uint16_t v) {
-    if ((v & 0x7F80u) == 0) v &= 0x8000u;
-    const std::uint32_t bits = static_cast<std::uint32_t>(v) << 16;
-    float f;
-    std::memcpy(&f, &bits, 4);
-    return f;
-}
-
 void gemm_scalar(const Gemm& g) {
     const kernel_detail::RecordRef& rec = g.rec;
     const int G = rec.blocks[g.p];
