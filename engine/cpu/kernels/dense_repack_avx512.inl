@@ -3,30 +3,7 @@
 // hardware tiles) and dense_tile_avx512.cpp: per 32-column chunk and 16-row half, the rows'
 // 64-byte chunks (a masked load for the last, partial one) transposed as 16 x 16 dwords.
 
-// 16 rows of 16 dwords (r[n]: row n's column pairs) into 16 lines (w[k]: pair k of the rows).
-inline void transpose16(__m512i (&r)[16], __m512i (&w)[16]) {
-    __m512i t[16];
-    for (int i = 0; i < 8; ++i) {
-        t[2 * i] = _mm512_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
-        t[2 * i + 1] = _mm512_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
-    }
-    for (int i = 0; i < 4; ++i) {
-        r[4 * i] = _mm512_unpacklo_epi64(t[4 * i], t[4 * i + 2]);
-        r[4 * i + 1] = _mm512_unpackhi_epi64(t[4 * i], t[4 * i + 2]);
-        r[4 * i + 2] = _mm512_unpacklo_epi64(t[4 * i + 1], t[4 * i + 3]);
-        r[4 * i + 3] = _mm512_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]);
-    }
-    for (int q = 0; q < 4; ++q) {
-        const __m512i a = _mm512_shuffle_i32x4(r[q], r[4 + q], 0x44);
-        const __m512i b = _mm512_shuffle_i32x4(r[8 + q], r[12 + q], 0x44);
-        const __m512i c = _mm512_shuffle_i32x4(r[q], r[4 + q], 0xEE);
-        const __m512i d = _mm512_shuffle_i32x4(r[8 + q], r[12 + q], 0xEE);
-        w[q] = _mm512_shuffle_i32x4(a, b, 0x88);
-        w[4 + q] = _mm512_shuffle_i32x4(a, b, 0xDD);
-        w[8 + q] = _mm512_shuffle_i32x4(c, d, 0x88);
-        w[12 + q] = _mm512_shuffle_i32x4(c, d, 0xDD);
-    }
-}
+#include "cpu/kernels/transpose16_avx512.inl"
 
 // Rows r0 .. r0 + nr - 1 (nr <= 32) of w, halves 0 .. halves - 1, into bv: for chunk c and half
 // g, bv[((c * 2 + g) * 16 + k) * 16 + n] = columns 32c + 2k, 32c + 2k + 1 of row r0 + 16g + n,

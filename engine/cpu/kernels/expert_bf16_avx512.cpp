@@ -89,33 +89,14 @@ void fused(const Gemm& g, const float* planes, std::int64_t r0, int G) {
     __m512 acc[M];
     for (int q = 0; q < M; ++q) acc[q] = _mm512_setzero_ps();
     for (int b = 0; b < G; ++b) {
-        __m512i r[16], t[16];
+        __m512i r[16];
         for (int n = 0; n < kRows; ++n) {
             if ((b & 3) == 0)
                 _mm_prefetch(reinterpret_cast<const char*>(codes[n] + 16 * b + 256), _MM_HINT_T0);
             r[n] = decode_block(k, codes[n] + 16 * b, scales[n][b]);
         }
-        for (int i = 0; i < 8; ++i) {
-            t[2 * i] = _mm512_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
-            t[2 * i + 1] = _mm512_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
-        }
-        for (int i = 0; i < 4; ++i) {
-            r[4 * i] = _mm512_unpacklo_epi64(t[4 * i], t[4 * i + 2]);
-            r[4 * i + 1] = _mm512_unpackhi_epi64(t[4 * i], t[4 * i + 2]);
-            r[4 * i + 2] = _mm512_unpacklo_epi64(t[4 * i + 1], t[4 * i + 3]);
-            r[4 * i + 3] = _mm512_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]);
-        }
         __m512i w[16];  // line j: the 16 rows' columns 2j, 2j + 1
-        for (int q = 0; q < 4; ++q) {
-            const __m512i a = _mm512_shuffle_i32x4(r[q], r[4 + q], 0x44);
-            const __m512i bb = _mm512_shuffle_i32x4(r[8 + q], r[12 + q], 0x44);
-            const __m512i c = _mm512_shuffle_i32x4(r[q], r[4 + q], 0xEE);
-            const __m512i d = _mm512_shuffle_i32x4(r[8 + q], r[12 + q], 0xEE);
-            w[q] = _mm512_shuffle_i32x4(a, bb, 0x88);
-            w[4 + q] = _mm512_shuffle_i32x4(a, bb, 0xDD);
-            w[8 + q] = _mm512_shuffle_i32x4(c, d, 0x88);
-            w[12 + q] = _mm512_shuffle_i32x4(c, d, 0xDD);
-        }
+        transpose16(r, w);
         for (int q = 0; q < M; ++q) {
             const float* xe = planes + static_cast<std::int64_t>(q) * cols + 16 * b;
             const float* xo = xe + cols / 2;

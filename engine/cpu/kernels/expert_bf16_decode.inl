@@ -5,6 +5,8 @@
 // subnormal products to +-0, and the upper halves of the even and odd weights pack into one
 // dword per pair (decode_block: the same bits under any MXCSR flush setting).
 
+#include "cpu/kernels/transpose16_avx512.inl"
+
 constexpr unsigned kDecodeCsr = 0x1F80u;          // exceptions masked, round to nearest even
 constexpr unsigned kGemmCsr = 0x1F80u | 0x8040u;  // the same with FTZ (bit 15) and DAZ (bit 6)
 
@@ -93,37 +95,11 @@ inline void decode_rows_avx512(const RecordRef& rec, int p, std::int64_t row0, s
     }
 }
 
-// A 16 x 16 transpose of dwords in registers: line j of `out` (64 bytes, 64-byte aligned) =
-// dword j of r[0], r[1], .., r[15] (two unpack stages within 128-bit lanes, then a 4 x 4
-// transpose of the lanes). Overwrites r.
+// Line j of `out` (64 bytes, 64-byte aligned) = dword j of r[0], r[1], .., r[15]. Overwrites r.
 inline void store_transposed16(__m512i (&r)[16], std::uint8_t* out) {
-    __m512i t[16];
-    for (int i = 0; i < 8; ++i) {
-        t[2 * i] = _mm512_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
-        t[2 * i + 1] = _mm512_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
-    }
-    // r[4i + q], 128-bit lane L: inputs 4i..4i+3, dword 4L + q.
-    for (int i = 0; i < 4; ++i) {
-        r[4 * i] = _mm512_unpacklo_epi64(t[4 * i], t[4 * i + 2]);
-        r[4 * i + 1] = _mm512_unpackhi_epi64(t[4 * i], t[4 * i + 2]);
-        r[4 * i + 2] = _mm512_unpacklo_epi64(t[4 * i + 1], t[4 * i + 3]);
-        r[4 * i + 3] = _mm512_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]);
-    }
-    for (int q = 0; q < 4; ++q) {
-        const __m512i a = _mm512_shuffle_i32x4(r[q], r[4 + q], 0x44);  // (1,0,1,0)
-        const __m512i bb = _mm512_shuffle_i32x4(r[8 + q], r[12 + q], 0x44);
-        const __m512i c = _mm512_shuffle_i32x4(r[q], r[4 + q], 0xEE);  // (3,2,3,2)
-        const __m512i d = _mm512_shuffle_i32x4(r[8 + q], r[12 + q], 0xEE);
-        // Dword 4L + q, L = 0..3.
-        _mm512_store_si512(reinterpret_cast<__m512i*>(out + 64 * q),
-                           _mm512_shuffle_i32x4(a, bb, 0x88));  // (2,0,2,0)
-        _mm512_store_si512(reinterpret_cast<__m512i*>(out + 64 * (4 + q)),
-                           _mm512_shuffle_i32x4(a, bb, 0xDD));  // (3,1,3,1)
-        _mm512_store_si512(reinterpret_cast<__m512i*>(out + 64 * (8 + q)),
-                           _mm512_shuffle_i32x4(c, d, 0x88));
-        _mm512_store_si512(reinterpret_cast<__m512i*>(out + 64 * (12 + q)),
-                           _mm512_shuffle_i32x4(c, d, 0xDD));
-    }
+    __m512i w[16];
+    transpose16(r, w);
+    for (int j = 0; j < 16; ++j) _mm512_store_si512(reinterpret_cast<__m512i*>(out + 64 * j), w[j]);
 }
 
 // Rows row0..row0+15 in the pairs layout (lanes = rows): decoded in the rows layout into `tmp`
