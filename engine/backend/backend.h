@@ -346,10 +346,13 @@ public:
     virtual std::int64_t context_length() const { return 0; }
     // What it allocated on the device (empty: nothing, as on the CPU backend).
     virtual std::vector<DeviceAllocation> device_allocations() const { return {}; }
-    // Whether a position's K/V computed in a prompt pass (a forward call of two or more tokens)
-    // are the bits a single-token (decode) pass gives it. False on the CPU's bf16 and int8 prompt
-    // paths: then a session reuses a cached prefix only up to the first position a decode step
-    // computed (runtime/session.h), so a conversation's reply does not depend on the cache.
+    // Whether a position's K/V are the same bits whichever pass computed it (a prompt pass of
+    // any split or a decode step), given the same ForwardOptions::context_end: true where
+    // prompts run on decode's kernels, and on the CPU's context prompt path (which decides by
+    // position). False where every prompt pass takes other bits (the CPU's bf16x2, bf16 and
+    // int8 prompt kernels by name): then a session reuses a cached prefix only up to the first
+    // position a decode step computed (runtime/session.h), so a reply does not depend on the
+    // cache.
     virtual bool prompt_matches_decode() const { return true; }
     // Same contract as CpuModel::forward. One forward pass at a time (the engine thread). Not
     // const: a backend may keep state across calls (the GPU's K/V of the resident sequence, its

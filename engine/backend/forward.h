@@ -68,6 +68,13 @@ struct ForwardOptions {
     // token, so a prompt's bits do not depend on how much of it came from a cache. Passes of two
     // or more tokens always take the prompt path.
     bool prompt = false;
+    // Where the conversation's context ends (chat::context_end: the position after its first
+    // `<|start|>assistant`), as an absolute position. A backend with a context prompt path (the
+    // CPU's `--prompt-kernel auto`, docs/KERNELS.md "Context prompts") computes every position
+    // before it there and every later one with decode's bits, whatever the pass: the bits of a
+    // position depend on its place, not on which pass or cache computed it. The rule must be
+    // the same for every pass of a sequence. 0 (the default): no position is context.
+    std::int64_t context_end = 0;
 };
 
 }  // namespace neural

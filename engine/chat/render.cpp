@@ -471,4 +471,16 @@ Prompt render_for_completion(const Conversation& conversation, Role next_role,
     return prompt;
 }
 
+std::int64_t context_end(std::span<const TokenId> tokens, const Tokenizer& tokenizer) {
+    const std::optional<TokenId> start = tokenizer.special_id("<|start|>");
+    if (!start) return 0;
+    const std::vector<TokenId> role = tokenizer.encode("assistant", false);
+    for (std::size_t i = 0; i + role.size() < tokens.size(); ++i) {
+        if (tokens[i] == *start && std::equal(role.begin(), role.end(),
+                                              tokens.begin() + static_cast<std::ptrdiff_t>(i + 1)))
+            return static_cast<std::int64_t>(i + 1 + role.size());
+    }
+    return 0;
+}
+
 }  // namespace neural::chat

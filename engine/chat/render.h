@@ -3,7 +3,9 @@
 // false), so text from users, tools or the model can never turn into control tokens.
 #pragma once
 
+#include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -60,6 +62,14 @@ Prompt render_conversation(const Conversation& conversation, const RenderOptions
 // The conversation followed by `<|start|>` + next_role: the prompt to generate from.
 Prompt render_for_completion(const Conversation& conversation, Role next_role = Role::assistant,
                              const RenderOptions& options = {});
+
+// Where a rendered conversation's context ends: the position after its first `<|start|>assistant`
+// (the header of the first assistant message, or the generation prompt when there is none yet);
+// 0 when the tokens hold none. Everything before it -- system, developer (tools), the first
+// user message -- is what the CPU's context prompt path computes (ForwardOptions::context_end).
+// A position's side depends only on the tokens before it (text never encodes to `<|start|>`),
+// so two conversations with a common prefix agree on it over that prefix.
+std::int64_t context_end(std::span<const TokenId> tokens, const Tokenizer& tokenizer);
 
 // The beginning of an assistant reply that was cut off (Continue), as it follows the
 // `<|start|>assistant` of render_for_completion: the reasoning as an analysis message (closed

@@ -55,16 +55,16 @@ CpuPrompt parse_prompt_kernel(const std::string& name, std::optional<cpu::Kernel
         }
         return out;
     }
-    // auto: the fused fp32 kernels, as decode. The bf16 GEMM on split (hi + lo) activations
-    // (`bf16x2`) is exact class too, but measured on the accelerator machine it is no faster end
-    // to end yet (its per-task activation packing: docs/KERNELS.md "Prompt path"), and its bits
-    // differ from decode's, so a conversation would re-run each reply's tokens with the next
-    // prompt; the single-rounded operand (`bf16`, as the GPU's matmuls) flips near-tied argmaxes
-    // of the fixtures. Both by name only.
-    if (name == "auto") return out;
+    // auto: the bf16 GEMM on split (hi + lo) activations (exact class, the same bits on every
+    // CPU) for the conversation's context -- system, tools, the first user message: the long
+    // prompts -- and the fused fp32 kernels, decode's bits, from its first reply on, so the
+    // replies decode computed stay in the prompt cache (docs/KERNELS.md "Context prompts"). The
+    // single-rounded operand (`bf16`, as the GPU's matmuls) flips near-tied argmaxes of the
+    // fixtures: by name only.
     out.kind = CpuPrompt::Kind::bf16;
     out.bf16 = cpu::select_bf16_expert_isa();
     out.operand = name == "bf16" ? cpu::Bf16PromptOperand::bf16 : cpu::Bf16PromptOperand::split;
+    out.context = name == "auto";
     return out;
 }
 
@@ -111,6 +111,7 @@ CpuBackend::CpuBackend(const CpuBackendInputs& in) : model_(*in.config, *in.weig
         moe->set_bf16_prompt_kernel(
             std::make_unique<cpu::Bf16PromptKernel>(in.prompt.bf16, in.prompt.operand, swiglu));
     model_.set_store_moe(std::move(moe));
+    model_.set_context_prompts(in.prompt.kind == CpuPrompt::Kind::bf16 && in.prompt.context);
     const bool int8_head = in.dense == CpuDense::int8_head, int8_all = in.dense == CpuDense::int8;
     const std::string prompts =
         dense_prompt != dense ? std::string(" (prompts ") + cpu::dense_isa_name(dense_prompt) + ")"
@@ -148,13 +149,15 @@ CpuBackend::CpuBackend(const CpuBackendInputs& in) : model_(*in.config, *in.weig
 
 bool CpuBackend::prompt_matches_decode() const {
     const auto* moe = model_.store_moe();
-    return moe == nullptr ||
+    return moe == nullptr || model_.context_prompts() ||
            (moe->prompt_kernel() == nullptr && moe->bf16_prompt_kernel() == nullptr);
 }
 
 std::string CpuBackend::describe() const {
     if (const auto* moe = model_.store_moe()) {
-        return "cpu (" + moe->describe() + "; dense " + dense_ + ")";
+        // "...; bf16x2 for the context": the prompt kernel runs a conversation's context only.
+        return "cpu (" + moe->describe() + "; dense " + dense_ +
+               (model_.context_prompts() ? "; bf16x2 for the context" : "") + ")";
     }
     return "cpu (fp32 reference)";
 }

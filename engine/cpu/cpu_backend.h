@@ -45,13 +45,17 @@ struct CpuPrompt {
     cpu::Bf16ExpertIsa bf16 = cpu::Bf16ExpertIsa::scalar;  // kind bf16: the GEMM's variant
     cpu::Bf16PromptOperand operand = cpu::Bf16PromptOperand::split;  // kind bf16
     cpu::PromptIsa int8 = cpu::PromptIsa::scalar;  // kind int8: the kernel's variant
+    // The prompt kernel runs the conversation's context only (CpuModel::set_context_prompts),
+    // every later position decode's kernels: `auto`.
+    bool context = false;
 };
 
 // The prompt path LoadOptions::prompt_kernel names beside the fused kernel `kernel`: fp32 for
 // "fp32", the reference path (no kernel) and the scalar kernel (which matches the reference
 // bit for bit); "bf16": the bf16 GEMM (select_bf16_expert_isa: AMX, AVX-512, AVX2, else its
-// scalar reference); "auto": bf16 where its GEMM has a SIMD variant on this CPU (AMX, AVX-512F
-// or AVX2 + FMA: the same bits on each), else fp32; "int8": the AMX or VNNI variant, else its
+// scalar reference); "bf16x2" the same on split (hi + lo) activations; "auto": bf16x2 for the
+// positions of a conversation's context only (CpuPrompt::context), decode's fp32 kernels after
+// it; "int8": the AMX or VNNI variant, else its
 // scalar reference (lossy, opt-in); "int8-vnni": the VNNI variant. Throws neural::Error for an
 // unknown name or a variant this CPU cannot run.
 CpuPrompt parse_prompt_kernel(const std::string& name, std::optional<cpu::KernelIsa> kernel);

@@ -170,6 +170,25 @@ std::vector<float> CpuModel::forward(std::span<const TokenId> tokens, KvCache& c
         fail("context of {} tokens exceeds the model's maximum of {}", pos0 + T,
              c.max_position_embeddings);
     }
+    if (context_prompts_ && pos0 < opt.context_end && opt.context_end < pos0 + T) {
+        // The context prompt path decides by position (docs/KERNELS.md "Context prompts"): a
+        // pass that straddles the context's end runs as two, the context first. A cancel in the
+        // second leaves the cache as it found it, as for one pass.
+        const auto head = static_cast<std::size_t>(opt.context_end - pos0);
+        ForwardOptions context = opt;
+        context.screen = nullptr;
+        std::vector<float> logits = forward(tokens.first(head), cache, context);
+        std::vector<float> rest;
+        try {
+            rest = forward(tokens.subspan(head), cache, opt);
+        } catch (...) {
+            cache.truncate(pos0);
+            throw;
+        }
+        if (!opt.all_logits) return rest;
+        logits.insert(logits.end(), rest.begin(), rest.end());
+        return logits;
+    }
     cache.reserve_more(T);
     // Nothing is committed before the end: a cancel leaves cache.size() at pos0, whatever K/V
     // rows past it were written.
@@ -184,8 +203,9 @@ std::vector<float> CpuModel::forward(std::span<const TokenId> tokens, KvCache& c
     // cache), so blocking changes no output.
     const std::int64_t B = std::min(T, kPromptBlock);
     // Every block of a prompt pass (a one-token block or pass too) takes the prompt kernels
-    // (StoreMoe::run, DenseKernel::prompt_call).
-    const bool prompt = T > 1 || opt.prompt;
+    // (StoreMoe::run, DenseKernel::prompt_call); on the context prompt path, every position
+    // before ForwardOptions::context_end and no other (a straddling pass ran as two above).
+    const bool prompt = context_prompts_ ? pos0 < opt.context_end : (T > 1 || opt.prompt);
     cpu::WorkerTeam* team = token_team();
     // Residual stream x [B, H]; scratch buffers reused across blocks and layers.
     std::vector<float> x(static_cast<size_t>(B * H)), h(x.size());

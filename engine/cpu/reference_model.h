@@ -76,6 +76,13 @@ public:
     std::uint64_t set_lm_head_screen(std::optional<cpu::Int8Isa> isa);
     const cpu::LmHeadScreen* lm_head_screen() const { return screen_.get(); }
 
+    // The context prompt path (`--prompt-kernel auto`, docs/KERNELS.md "Context prompts"): the
+    // prompt kernels run the positions before ForwardOptions::context_end, whatever the pass,
+    // and no other position; off: every prompt pass (two or more tokens, or
+    // ForwardOptions::prompt) runs them.
+    void set_context_prompts(bool on) { context_prompts_ = on; }
+    bool context_prompts() const { return context_prompts_; }
+
     // Where the MoE part adds its time, bytes and expert count (nullptr: not counted).
     void set_counters(telemetry::MoeCounters* counters) {
         counters_ = counters;
@@ -107,6 +114,7 @@ private:
     const ModelConfig& config_;
     const ModelWeights& weights_;
     const ExpertSource* experts_ = nullptr;
+    bool context_prompts_ = false;
     std::unique_ptr<cpu::StoreMoe> store_moe_;
     std::unique_ptr<cpu::DenseKernel> dense_;
     // The fast path's attention (cpu/kernels/attention_kernel.h): AVX-512 with an AVX-512 dense

@@ -83,7 +83,7 @@ void StoreMoe::run(int layer, const float* h, std::int64_t T, const int* sel, co
         }
     } count_fallbacks{*team_, counters_, fallbacks_before};
 
-    const bool prompt_kernel = (prompt || T > 1) && (bf16_ || prompt_);
+    const bool prompt_kernel = prompt && (bf16_ || prompt_);
     if (T == 1 && !prompt_kernel && K <= ExpertKernel::kMaxExperts) {
         // decode(): x[r] = ((x[r] + w_0 y_0[r]) + w_1 y_1[r]) + ..., the expression the slots
         // below are added with (the kernels' per-row dot order does not depend on the call).

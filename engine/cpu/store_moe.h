@@ -49,9 +49,9 @@ public:
     // h [T, H] normalized hidden states; sel/gate [T, K] router choices and weights; x [T, H]
     // residual stream, updated in place. `cancel`, when set, is checked before each expert:
     // throws neural::Cancelled (x is then partly updated; the caller drops the pass).
-    // `prompt`: the tokens belong to a prompt pass (two or more tokens, a block of one token of
-    // a longer pass too, or ForwardOptions::prompt), which takes the prompt kernel where one is
-    // set; else a single token runs on decode().
+    // `prompt`: the tokens take the prompt kernel where one is set (CpuModel::forward decides:
+    // a prompt pass, or a context pass on the context prompt path); else a single token runs on
+    // decode() and more tokens on multi() per expert, decode's bits.
     void run(int layer, const float* h, std::int64_t tokens, const int* sel, const float* gate,
              float* x, const std::atomic<bool>* cancel = nullptr, bool prompt = false) const;
 

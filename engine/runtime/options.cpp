@@ -120,9 +120,10 @@ void classify(std::vector<Setting>& rows) {
          {}},
         {"prompt_kernel",
          C::lossy,
-         "fp32 (auto): the decode kernels' bits; bf16x2: exact (activations as bf16 hi + lo, as "
-         "the dense kernels; the same bits on every CPU); bf16: exact (activations rounded to "
-         "bf16, as on the GPU); int8, int8-vnni: int8 activations",
+         "auto: bf16x2 for the conversation's context, the decode kernels' bits after it; "
+         "bf16x2: exact (activations as bf16 hi + lo, as the dense kernels; the same bits on "
+         "every CPU); fp32: the decode kernels' bits; bf16: exact (activations rounded to bf16, "
+         "as on the GPU); int8, int8-vnni: int8 activations",
          {"int8", "int8-vnni"}},
         {"kernel_persistent", C::same_bits, "another worker team, the same partition", {}},
         {"kdll", C::exact, "where the team library is", {}},
@@ -224,10 +225,13 @@ std::vector<Setting> make_settings() {
             "rounded once to bf16 (as on the GPU: exact class, 2x less GEMM work, farther from "
             "fp32); with either the dense projections of a prompt sum in the AMX tiles' order "
             "(tiles, else AVX-512F, else AVX2, else scalar, all the same bits); fp32 on the "
-            "fused fp32 kernels like decode; auto is fp32 (bf16x2 is not yet "
-            "faster end to end). Where a prompt's bits differ from decode's, a "
-            "conversation re-runs the tokens decode computed when they join the next prompt, so "
-            "a seed gives the same reply with and without the prompt cache. int8 quantizes the "
+            "fused fp32 kernels like decode; auto runs a conversation's context (system, tools, "
+            "the first user message: everything before the first assistant message) as bf16x2 "
+            "and every later position as fp32, decided by position, so the cached replies stay "
+            "reusable and a seed gives the same reply with and without the prompt cache (raw "
+            "completions run fp32). Where all of a prompt's bits differ from decode's (bf16x2, "
+            "bf16, int8 by name), a conversation re-runs the tokens decode computed when they "
+            "join the next prompt, for the same reason. int8 quantizes the "
             "activations to int8 and runs int8 GEMMs (LOSSY: changes the answers; AMX tiles "
             "where the CPU has AMX-INT8, else AVX512_VNNI, else their scalar reference, all the "
             "same bits), int8-vnni on AVX512_VNNI even where AMX is present",

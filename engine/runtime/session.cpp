@@ -239,6 +239,14 @@ TurnResult ChatSession::respond(const TurnOptions& options,
     std::size_t common = 0;
     while (common < reusable && common < prompt.size() && cached_[common] == prompt[common])
         ++common;
+    // The context prompt path computes a position by its side of the context's end
+    // (ForwardOptions::context_end). A conversation that goes on keeps its end; where it moved
+    // (the cache holds tokens without an assistant header), only the positions before both ends
+    // are the bits this prompt gives them.
+    const std::int64_t context = chat::context_end(prompt, tok);
+    if (context != context_end_)
+        common = std::min(common, static_cast<std::size_t>(std::min(context, context_end_)));
+    context_end_ = context;
     if (common == prompt.size()) --common;
     cache_.truncate(static_cast<std::int64_t>(common));
     cached_.resize(common);
@@ -302,6 +310,7 @@ TurnResult ChatSession::respond(const TurnOptions& options,
 
     ForwardOptions fo;
     fo.cancel = &cancel;
+    fo.context_end = context;
     Clock::time_point first_token_at{};
     // Telemetry (engine/telemetry): one record per decode step, one per request. Only reads
     // clocks and counters; nothing here changes what is computed.
@@ -836,6 +845,7 @@ void ChatSession::load(const std::filesystem::path& path) {
         cache_.commit(static_cast<std::int64_t>(n));
         cached_ = std::move(tokens);
         prompt_cached_ = cached_.size();  // save() writes only the reusable prefix
+        context_end_ = chat::context_end(cached_, model_.tokenizer());
     } catch (const Error& e) {
         cache_.clear();
         cached_.clear();

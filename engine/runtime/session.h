@@ -159,6 +159,8 @@ private:
     // reused: a token a decode step computed is re-run with the next prompt, so a conversation
     // gives the same K/V -- and a seed the same reply -- with the cache and from a fresh load.
     std::size_t prompt_cached_ = 0;
+    // Where the context ended when the cached positions were computed (chat::context_end).
+    std::int64_t context_end_ = 0;
     // The cached tokens a new prompt may reuse (all of them where prompt and decode agree).
     std::size_t reusable_tokens() const;
     std::atomic<bool> cancel_{false};

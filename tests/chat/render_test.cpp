@@ -385,6 +385,33 @@ TEST(HarmonyRender, UserTextThatLooksLikeSpecialTokensStaysText) {
     EXPECT_EQ(std::count(single_ids.begin(), single_ids.end(), start), 1);
 }
 
+// chat::context_end: the position after the first `<|start|>assistant`, decided by the tokens
+// before it, so a conversation that goes on keeps it and text that spells the header does not
+// move it.
+TEST(HarmonyRender, TheContextEndsAfterTheFirstAssistantHeader) {
+    const Tokenizer& tokenizer = test::harmony_tokenizer();
+    Conversation c;
+    c.messages.push_back(Message::system(system_2025_08_05(ReasoningEffort::medium)));
+    c.messages.push_back(Message::user("<|start|>assistant, what is 2 + 2?"));
+    EXPECT_EQ(context_end(render_conversation(c).tokens(tokenizer), tokenizer), 0)
+        << "no assistant header yet (the user's text spells one: it stays text)";
+    const std::vector<TokenId> turn1 = render_for_completion(c).tokens(tokenizer);
+    const std::int64_t end = context_end(turn1, tokenizer);
+    EXPECT_EQ(end, static_cast<std::int64_t>(turn1.size()))
+        << "the first prompt is all context, its generation prompt included";
+    EXPECT_EQ(context_end(std::span<const TokenId>(turn1).first(turn1.size() - 1), tokenizer), 0)
+        << "`<|start|>` without the role is not the header yet";
+
+    Parsed reply = parse_generated(kTurn1Generated);
+    for (const auto& m : reply.messages) c.messages.push_back(m);
+    c.messages.push_back(Message::user("What about 9 / 2?"));
+    const std::vector<TokenId> turn2 = render_for_completion(c).tokens(tokenizer);
+    ASSERT_GT(turn2.size(), turn1.size());
+    EXPECT_TRUE(std::equal(turn1.begin(), turn1.end(), turn2.begin()));
+    EXPECT_EQ(context_end(turn2, tokenizer), end) << "the next turn keeps the first one's end";
+    EXPECT_EQ(context_end(std::vector<TokenId>{}, tokenizer), 0);
+}
+
 TEST(HarmonyRender, SegmentsSeparateSpecialTokensFromText) {
     Conversation c;
     c.messages.push_back(Message::function_call("f", "{}"));

@@ -80,7 +80,7 @@ TEST(CpuBackend, DenseNames) {
     o.dense = "int8-head";
     EXPECT_NE(Model::load(test::tiny_model_dir(), o)
                   ->describe_backend()
-                  .find("dense int8-scalar lm_head, scalar attention"),
+                  .find("dense int8-scalar lm_head, scalar"),
               std::string::npos);
     o.dense = "bf16";
     EXPECT_NE(Model::load(test::tiny_model_dir(), o)->describe_backend().find("dense scalar"),

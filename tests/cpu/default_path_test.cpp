@@ -3,10 +3,12 @@
 // GGUF, the default settings pick the same token as the fp32 reference path (`--kernel
 // reference`) at every position of every golden prompt, through a prompt pass and token by
 // token, and continue each prompt with the same 16 greedy tokens (also where a greedy step lets
-// the screened lm_head skip the logits that cannot win). The default's prompts run on the bf16
-// expert GEMM with split activations (cpu/kernels/prompt_bf16.h) where the CPU has AVX2, so the
-// prompt-pass argmax and the continuations after it check that path; ctest runs the checkpoint
-// case again as on CPUs without AMX, AVX-512 and AVX2 (tests/cpu/CMakeLists.txt).
+// the screened lm_head skip the logits that cannot win). Each prompt is the context of a first
+// turn (ForwardOptions::context_end at its end, as a chat session passes it), so the default
+// runs its positions on the bf16 expert GEMM with split activations and the tile-order dense
+// calls (docs/KERNELS.md "Context prompts") -- in one pass and token by token -- and the
+// continuation with decode's bits; ctest runs the checkpoint case again as on CPUs without AMX,
+// AVX-512 and AVX2 (tests/cpu/CMakeLists.txt).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -15,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "cpu/reference_model.h"
 #include "runtime/model.h"
 #include "store/repack.h"
 #include "support/fixtures.h"
@@ -43,10 +46,17 @@ TokenId argmax(const float* logits, std::size_t n) {
     return static_cast<TokenId>(std::max_element(logits, logits + n) - logits);
 }
 
+// Every forward call below passes the prompt's length as the context's end: a first turn.
+ForwardOptions first_turn(const std::vector<TokenId>& prompt) {
+    ForwardOptions fo;
+    fo.context_end = static_cast<std::int64_t>(prompt.size());
+    return fo;
+}
+
 // The argmax at every position of a prompt pass (all logits at once).
 std::vector<TokenId> prompt_argmax(Model& m, const std::vector<TokenId>& prompt) {
     KvCache cache = m.new_cache();
-    ForwardOptions all;
+    ForwardOptions all = first_turn(prompt);
     all.all_logits = true;
     const std::vector<float> logits = m.forward(prompt, cache, all);
     const std::size_t vocab = logits.size() / prompt.size();
@@ -61,13 +71,14 @@ std::vector<TokenId> decode_argmax_and_continue(Model& m, const std::vector<Toke
     KvCache cache = m.new_cache();
     std::vector<TokenId> out;
     std::vector<float> logits;
+    const ForwardOptions fo = first_turn(prompt);
     for (TokenId t : prompt) {
-        logits = m.forward(std::span<const TokenId>(&t, 1), cache);
+        logits = m.forward(std::span<const TokenId>(&t, 1), cache, fo);
         out.push_back(argmax(logits.data(), logits.size()));
     }
     for (int k = 0; k < kContinuation; ++k) {
         const TokenId next = out.back();
-        logits = m.forward(std::span<const TokenId>(&next, 1), cache);
+        logits = m.forward(std::span<const TokenId>(&next, 1), cache, fo);
         out.push_back(argmax(logits.data(), logits.size()));
     }
     return out;
@@ -76,12 +87,13 @@ std::vector<TokenId> decode_argmax_and_continue(Model& m, const std::vector<Toke
 // Greedy continuation after a prompt pass (the prompt path, then decode).
 std::vector<TokenId> prompt_then_continue(Model& m, const std::vector<TokenId>& prompt) {
     KvCache cache = m.new_cache();
-    std::vector<float> logits = m.forward(prompt, cache);
+    const ForwardOptions fo = first_turn(prompt);
+    std::vector<float> logits = m.forward(prompt, cache, fo);
     std::vector<TokenId> out;
     for (int k = 0; k < kContinuation; ++k) {
         out.push_back(argmax(logits.data(), logits.size()));
         const TokenId next = out.back();
-        logits = m.forward(std::span<const TokenId>(&next, 1), cache);
+        logits = m.forward(std::span<const TokenId>(&next, 1), cache, fo);
     }
     return out;
 }
@@ -92,7 +104,7 @@ std::vector<TokenId> screened_continue(Model& m, const std::vector<TokenId>& pro
     KvCache cache = m.new_cache();
     LogitsScreen greedy;
     greedy.valid = m.sampleable_vocab();
-    ForwardOptions fo;
+    ForwardOptions fo = first_turn(prompt);
     fo.screen = &greedy;
     std::vector<float> logits = m.forward(prompt, cache, fo);
     std::vector<TokenId> out;
@@ -132,6 +144,7 @@ json* DefaultPathTest::golden_ = nullptr;
 TEST_F(DefaultPathTest, CheckpointMatchesTheReference) {
     const auto reference = load(test::tiny_model_dir(), "reference");
     const auto fast = load(test::tiny_model_dir());
+    ASSERT_TRUE(fast->cpu().context_prompts());
     std::printf("default path compared: %s\n", fast->describe_backend().c_str());
     expect_same_choices(*reference, *fast);
 }
@@ -153,8 +166,8 @@ TEST_F(DefaultPathTest, StoreMatchesTheReference) {
     expect_same_choices(*reference, *fast);
 }
 
-// The exact-class opt-in prompt path (the bf16 expert GEMM on hi + lo activations) is held to
-// the same choices, with the checkpoint and with a store.
+// The whole prompt on the default's context path (the bf16 expert GEMM on hi + lo activations),
+// by name, is held to the same choices, with the checkpoint and with a store.
 TEST_F(DefaultPathTest, Bf16x2PromptsMatchTheReference) {
     test::TempDir dir;
     const auto reference = load(test::tiny_model_dir(), "reference");

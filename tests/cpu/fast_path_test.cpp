@@ -92,20 +92,27 @@ Model* FastPathTest::fast_ = nullptr;
 TEST_F(FastPathTest, IsTheDefaultAndUsesTheDenseKernels) {
     ASSERT_NE(fast_->cpu().store_moe(), nullptr);
     ASSERT_NE(fast_->cpu().dense_kernel(), nullptr);
-    // The defaults keep the published arithmetic: prompt experts on the fused fp32 kernels as
-    // decode (the same bits, so the whole cached conversation is reused) and the bf16 dense
-    // kernels; the bf16 prompt GEMMs and the int8 paths only by name.
+    // The defaults keep the published arithmetic: the conversation's context on the bf16 GEMM
+    // with split (hi + lo) activations and the tile-order dense calls (exact class), every later
+    // position on the fused fp32 kernels as decode; the position decides, so the whole cached
+    // conversation is reused. bf16 prompts and the int8 paths only by name.
     EXPECT_EQ(fast_->cpu().store_moe()->prompt_kernel(), nullptr);
-    EXPECT_EQ(fast_->cpu().store_moe()->bf16_prompt_kernel(), nullptr);
+    ASSERT_NE(fast_->cpu().store_moe()->bf16_prompt_kernel(), nullptr);
+    EXPECT_STREQ(
+        cpu::bf16_prompt_operand_name(fast_->cpu().store_moe()->bf16_prompt_kernel()->operand()),
+        "bf16x2");
+    EXPECT_TRUE(fast_->cpu().context_prompts());
     EXPECT_TRUE(fast_->prompt_matches_decode());
     EXPECT_EQ(LoadOptions{}.prompt_kernel, "auto");
-    // fp32 prompts (the default) keep the dense kernels' lane tree for prompt blocks too.
-    EXPECT_EQ(fast_->cpu().dense_kernel()->prompt_isa(), fast_->cpu().dense_kernel()->isa());
+    EXPECT_TRUE(cpu::dense_isa_tile_order(fast_->cpu().dense_kernel()->prompt_isa()));
+    EXPECT_EQ(fast_->cpu().dense_kernel()->prompts(), cpu::DensePrompts::passes);
     for (const char* fp32 : {"fp32"}) {
         auto m = load("auto", 0, {}, "auto", fp32);
         EXPECT_EQ(m->cpu().store_moe()->prompt_kernel(), nullptr);
         EXPECT_EQ(m->cpu().store_moe()->bf16_prompt_kernel(), nullptr);
         EXPECT_TRUE(m->prompt_matches_decode());
+        EXPECT_FALSE(m->cpu().context_prompts());
+        // fp32 prompts keep the dense kernels' lane tree for prompt blocks too.
         EXPECT_EQ(m->cpu().dense_kernel()->prompt_isa(), m->cpu().dense_kernel()->isa());
     }
     for (const char* bf16 : {"bf16", "bf16x2"}) {
@@ -115,6 +122,7 @@ TEST_F(FastPathTest, IsTheDefaultAndUsesTheDenseKernels) {
             cpu::bf16_prompt_operand_name(m->cpu().store_moe()->bf16_prompt_kernel()->operand()),
             bf16);
         EXPECT_FALSE(m->prompt_matches_decode());
+        EXPECT_FALSE(m->cpu().context_prompts());
         // The dense projections of bf16 prompt passes sum in the tile order.
         EXPECT_TRUE(cpu::dense_isa_tile_order(m->cpu().dense_kernel()->prompt_isa())) << bf16;
         EXPECT_EQ(m->cpu().dense_kernel()->prompts(), cpu::DensePrompts::passes);
@@ -122,8 +130,10 @@ TEST_F(FastPathTest, IsTheDefaultAndUsesTheDenseKernels) {
     auto int8_prompts = load("auto", 0, {}, "auto", "int8");
     EXPECT_NE(int8_prompts->cpu().store_moe()->prompt_kernel(), nullptr);
     EXPECT_FALSE(int8_prompts->prompt_matches_decode());
+    // Every kernel's context runs the same GEMM (its scalar reference with the scalar kernel):
+    // the same bits on every CPU.
     EXPECT_EQ(load("scalar")->cpu().store_moe()->prompt_kernel(), nullptr);
-    EXPECT_EQ(load("scalar")->cpu().store_moe()->bf16_prompt_kernel(), nullptr);
+    EXPECT_TRUE(load("scalar")->cpu().context_prompts());
     EXPECT_TRUE(load("reference")->prompt_matches_decode());
     EXPECT_EQ(fast_->cpu().dense_kernel()->isa(), cpu::dense_isa_for(cpu::select_kernel_isa()));
     EXPECT_EQ(fast_->cpu().int8_kernel(), nullptr);
@@ -330,6 +340,92 @@ TEST_F(FastPathTest, Bf16PromptsAreSplitInvariantAndCloseToDecode) {
         std::printf("[ info ] %s prompts vs decode: median %.3g, worst %.3g\n", operand,
                     per_position[per_position.size() / 2], per_position.back());
     }
+}
+
+// The default's context prompts (`--prompt-kernel auto`, docs/KERNELS.md "Context prompts"):
+// every position before ForwardOptions::context_end gets the bf16x2 prompt path's bits, every
+// later one the fp32 kernels' (decode's), whatever the passes -- one pass straddling the end,
+// other splits, decode steps on either side -- so a conversation's bits do not depend on its
+// cache. A cancel in the second half of a straddling pass leaves the cache as it was.
+TEST_F(FastPathTest, ContextPromptsDecideByPosition) {
+    const auto prompt = ids("long");
+    const size_t n = prompt.size(), end = 23;
+    ASSERT_GT(n, end + 10);
+    auto bf16x2 = load("auto", 0, {}, "auto", "bf16x2");
+    auto fp32 = load("auto", 0, {}, "auto", "fp32");
+    ForwardOptions all;
+    all.all_logits = true;
+    // The reference: the context on the bf16x2 model, the rest on the fp32 one, one cache.
+    std::vector<float> want;
+    {
+        KvCache cache = fp32->new_cache();
+        want = bf16x2->cpu().forward(std::span<const TokenId>(prompt.data(), end), cache, all);
+        const std::vector<float> rest =
+            fp32->cpu().forward(std::span<const TokenId>(prompt.data() + end, n - end), cache, all);
+        want.insert(want.end(), rest.begin(), rest.end());
+    }
+    auto run = [&](std::vector<size_t> pieces, std::int64_t context_end) {
+        ForwardOptions o = all;
+        o.context_end = context_end;
+        KvCache cache = fast_->new_cache();
+        std::vector<float> got;
+        size_t at = 0;
+        for (size_t k : pieces) {
+            const std::vector<float> part =
+                fast_->cpu().forward(std::span<const TokenId>(prompt.data() + at, k), cache, o);
+            got.insert(got.end(), part.begin(), part.end());
+            at += k;
+        }
+        for (; at < n; ++at) {  // decode steps (one token, not flagged as a prompt)
+            ForwardOptions step;
+            step.context_end = context_end;
+            const std::vector<float> part =
+                fast_->cpu().forward(std::span<const TokenId>(&prompt[at], 1), cache, step);
+            got.insert(got.end(), part.begin(), part.end());
+        }
+        return got;
+    };
+    EXPECT_TRUE(same_bits(run({n}, end), want)) << "one pass straddling the end";
+    EXPECT_TRUE(same_bits(run({7, end - 7 + 5, n - end - 5}, end), want));
+    EXPECT_TRUE(same_bits(run({end}, end), want)) << "the context, then decode steps";
+    EXPECT_TRUE(same_bits(run({}, end), want)) << "token by token";
+    EXPECT_FALSE(same_bits(want, run_all(*fp32, prompt)));
+    // All context: the bf16x2 path's bits; none (the default 0): the fp32 path's.
+    EXPECT_TRUE(same_bits(run({n}, static_cast<std::int64_t>(n)), run_all(*bf16x2, prompt)));
+    EXPECT_TRUE(same_bits(run({n}, 0), run_all(*fp32, prompt)));
+
+    // A cancel after the context part of a straddling pass ran: nothing of the pass stays.
+    struct CancelAfter final : RouterObserver {
+        std::int64_t from;
+        std::atomic<bool>* cancel;
+        void on_route(int, std::int64_t position, std::span<const int>,
+                      std::span<const float>) override {
+            if (position >= from) cancel->store(true);
+        }
+    };
+    std::atomic<bool> cancel{false};
+    CancelAfter observer;
+    observer.from = static_cast<std::int64_t>(end) + 2;
+    observer.cancel = &cancel;
+    ForwardOptions o;
+    o.context_end = static_cast<std::int64_t>(end);
+    o.cancel = &cancel;
+    o.observer = &observer;
+    KvCache cache = fast_->new_cache();
+    fast_->cpu().forward(std::span<const TokenId>(prompt.data(), 5), cache, o);
+    EXPECT_THROW(fast_->cpu().forward(std::span<const TokenId>(prompt.data() + 5, n - 5), cache, o),
+                 Cancelled);
+    EXPECT_EQ(cache.size(), 5);
+    cancel.store(false);
+    o.observer = nullptr;
+    o.all_logits = true;
+    std::vector<float> got =
+        fast_->cpu().forward(std::span<const TokenId>(prompt.data(), 5),
+                             *std::make_unique<KvCache>(fast_->new_cache()), o);
+    const std::vector<float> rest =
+        fast_->cpu().forward(std::span<const TokenId>(prompt.data() + 5, n - 5), cache, o);
+    got.insert(got.end(), rest.begin(), rest.end());
+    EXPECT_TRUE(same_bits(got, want)) << "the pass runs again after the cancel";
 }
 
 // Issue 49, "Reproducible by seed": every variant of the bf16 expert GEMM this machine runs
