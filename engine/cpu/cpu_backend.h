@@ -51,8 +51,7 @@ struct CpuPrompt {
 };
 
 // The prompt path LoadOptions::prompt_kernel names beside the fused kernel `kernel`: fp32 for
-// "fp32", the reference path (no kernel) and the scalar kernel (which matches the reference
-// bit for bit); "bf16": the bf16 GEMM (select_bf16_expert_isa: AMX, AVX-512, AVX2, else its
+// "fp32" and the reference path (no kernel); "bf16": the bf16 GEMM (select_bf16_expert_isa: AMX, AVX-512, AVX2, else its
 // scalar reference); "bf16x2" the same on split (hi + lo) activations; "auto": bf16x2 for the
 // positions of a conversation's context only (CpuPrompt::context), decode's fp32 kernels after
 // it; "int8": the AMX or VNNI variant, else its

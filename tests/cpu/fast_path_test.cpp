@@ -226,13 +226,17 @@ TEST_F(FastPathTest, StaysCloseToTheReferencePath) {
 }
 
 // Prefill in pieces, then decode one token at a time (the one-call decode() of the experts).
-// fp32 prompt kernel (the default): the same bits as one pass over everything. bf16 and int8
-// prompt kernels: prompts split anywhere give the same bits as one prompt, and decoded tokens
-// (fp32 expert kernels) stay close to the prompt path's results (the session reuses a cached
-// prefix only up to the first decoded token: runtime/session.h).
+// fp32 prompt kernel: the same bits as one pass over everything. bf16 and int8 prompt kernels:
+// prompts split anywhere give the same bits as one prompt, and decoded tokens (fp32 expert
+// kernels) stay close to the prompt path's results (the session reuses a cached prefix only up
+// to the first decoded token: runtime/session.h). Every call passes `context_end`
+// (ForwardOptions::context_end; the default's context prompts).
 std::vector<float> prefill_then_decode(Model& m, const std::vector<TokenId>& prompt,
-                                       std::vector<size_t> pieces, size_t decode_from) {
-    ForwardOptions all;
+                                       std::vector<size_t> pieces, size_t decode_from,
+                                       std::int64_t context_end = 0) {
+    ForwardOptions step;
+    step.context_end = context_end;
+    ForwardOptions all = step;
     all.all_logits = true;
     KvCache cache = m.new_cache();
     std::vector<float> got;
@@ -245,9 +249,9 @@ std::vector<float> prefill_then_decode(Model& m, const std::vector<TokenId>& pro
     }
     for (size_t t = at; t < prompt.size(); ++t) {
         EXPECT_GE(t, decode_from);
-        const std::vector<float> step =
-            m.cpu().forward(std::span<const TokenId>(&prompt[t], 1), cache);
-        got.insert(got.end(), step.begin(), step.end());
+        const std::vector<float> one =
+            m.cpu().forward(std::span<const TokenId>(&prompt[t], 1), cache, step);
+        got.insert(got.end(), one.begin(), one.end());
     }
     return got;
 }
@@ -364,26 +368,9 @@ TEST_F(FastPathTest, ContextPromptsDecideByPosition) {
             fp32->cpu().forward(std::span<const TokenId>(prompt.data() + end, n - end), cache, all);
         want.insert(want.end(), rest.begin(), rest.end());
     }
+    // Prompt passes of these sizes, then decode steps (one token, not flagged as a prompt).
     auto run = [&](std::vector<size_t> pieces, std::int64_t context_end) {
-        ForwardOptions o = all;
-        o.context_end = context_end;
-        KvCache cache = fast_->new_cache();
-        std::vector<float> got;
-        size_t at = 0;
-        for (size_t k : pieces) {
-            const std::vector<float> part =
-                fast_->cpu().forward(std::span<const TokenId>(prompt.data() + at, k), cache, o);
-            got.insert(got.end(), part.begin(), part.end());
-            at += k;
-        }
-        for (; at < n; ++at) {  // decode steps (one token, not flagged as a prompt)
-            ForwardOptions step;
-            step.context_end = context_end;
-            const std::vector<float> part =
-                fast_->cpu().forward(std::span<const TokenId>(&prompt[at], 1), cache, step);
-            got.insert(got.end(), part.begin(), part.end());
-        }
-        return got;
+        return prefill_then_decode(*fast_, prompt, std::move(pieces), 0, context_end);
     };
     EXPECT_TRUE(same_bits(run({n}, end), want)) << "one pass straddling the end";
     EXPECT_TRUE(same_bits(run({7, end - 7 + 5, n - end - 5}, end), want));
@@ -419,13 +406,11 @@ TEST_F(FastPathTest, ContextPromptsDecideByPosition) {
     cancel.store(false);
     o.observer = nullptr;
     o.all_logits = true;
-    std::vector<float> got =
-        fast_->cpu().forward(std::span<const TokenId>(prompt.data(), 5),
-                             *std::make_unique<KvCache>(fast_->new_cache()), o);
-    const std::vector<float> rest =
-        fast_->cpu().forward(std::span<const TokenId>(prompt.data() + 5, n - 5), cache, o);
-    got.insert(got.end(), rest.begin(), rest.end());
-    EXPECT_TRUE(same_bits(got, want)) << "the pass runs again after the cancel";
+    const auto V = static_cast<std::ptrdiff_t>(fast_->config().vocab_size);
+    EXPECT_TRUE(same_bits(
+        fast_->cpu().forward(std::span<const TokenId>(prompt.data() + 5, n - 5), cache, o),
+        std::vector<float>(want.begin() + 5 * V, want.end())))
+        << "the pass runs again after the cancel";
 }
 
 // Issue 49, "Reproducible by seed": every variant of the bf16 expert GEMM this machine runs
